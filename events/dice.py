@@ -1,0 +1,112 @@
+"""The dice source: every random outcome derived from the room's secret seed, a salt and the event version.
+
+Construction (documented so anyone can re-check a roll once the seed is revealed):
+
+    block(i) = HMAC-SHA256(key = secret_seed, message = f"{salt}|{version}|{i}".encode())
+
+The blocks i = 0, 1, 2, ... are concatenated into a byte stream that is read 8 bytes at a time
+as big-endian unsigned 64-bit integers. ``randbelow(n)`` takes the next integer ``x`` and rejects
+it while ``x >= 2**64 - (2**64 % n)`` (so every outcome is exactly equally likely), then returns
+``x % n``. A die face is ``randbelow(6)``; a shuffle is Fisher-Yates from the last position down,
+drawing ``randbelow(i + 1)``. The salt is the room id, or ``"challenge"`` for rooms created from a
+public challenge seed, so that every room of a challenge deals the same cards.
+
+Deciding the same command at the same version therefore always gives the same dice. The dice
+only ever feed `decide`; every outcome is written into the event it decides, so replay never draws.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_TWO_64 = 1 << 64
+
+
+def seed_commitment(secret_seed: bytes) -> str:
+    """The public commitment to a secret seed, recorded when the room is created."""
+    return hashlib.sha256(secret_seed).hexdigest()
+
+
+class Dice:
+    """A deterministic stream of random draws for one (seed, salt, version)."""
+
+    __slots__ = ("_key", "_prefix", "_block", "_buffer", "_offset", "draws")
+
+    def __init__(self, secret_seed: bytes, salt: str, version: int) -> None:
+        self._key = secret_seed
+        self._prefix = f"{salt}|{version}|".encode()
+        self._block = 0
+        self._buffer = b""
+        self._offset = 0
+        self.draws = 0
+
+    def _next_u64(self) -> int:
+        if self._offset + 8 > len(self._buffer):
+            self._buffer = hmac.new(self._key, self._prefix + str(self._block).encode(), hashlib.sha256).digest()
+            self._block += 1
+            self._offset = 0
+        value = int.from_bytes(self._buffer[self._offset : self._offset + 8], "big")
+        self._offset += 8
+        self.draws += 1
+        return value
+
+    def randbelow(self, n: int) -> int:
+        """A uniform integer in ``0 .. n-1``."""
+        if n <= 0:
+            raise ValueError("randbelow needs a positive bound")
+        limit = _TWO_64 - (_TWO_64 % n)
+        while True:
+            value = self._next_u64()
+            if value < limit:
+                return value % n
+
+    def randint(self, low: int, high: int) -> int:
+        """A uniform integer in ``low .. high`` inclusive."""
+        return low + self.randbelow(high - low + 1)
+
+    def d6(self, count: int = 1) -> tuple[int, ...]:
+        """``count`` six-sided dice, faces 1..6."""
+        return tuple(self.randbelow(6) + 1 for _ in range(count))
+
+    def choice(self, items: Sequence[T]) -> T:
+        return items[self.randbelow(len(items))]
+
+    def shuffle(self, items: Sequence[T]) -> tuple[T, ...]:
+        """A Fisher-Yates shuffle; returns a new tuple."""
+        result = list(items)
+        for i in range(len(result) - 1, 0, -1):
+            j = self.randbelow(i + 1)
+            result[i], result[j] = result[j], result[i]
+        return tuple(result)
+
+
+class ScriptedDice(Dice):
+    """Dice that return prepared values, for tests and worked examples: each draw pops the next value.
+
+    A value drawn through ``randbelow(n)`` must be below ``n``; running out of values is an error,
+    so a test cannot silently depend on draws it did not script.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Sequence[int]) -> None:
+        super().__init__(b"scripted", "scripted", 0)
+        self._values = list(values)
+
+    def randbelow(self, n: int) -> int:
+        if not self._values:
+            raise AssertionError("scripted dice ran out of values")
+        value = self._values.pop(0)
+        if not 0 <= value < n:
+            raise AssertionError(f"scripted value {value} is not below {n}")
+        self.draws += 1
+        return value
+
+    @property
+    def remaining(self) -> int:
+        return len(self._values)

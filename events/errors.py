@@ -1,0 +1,42 @@
+"""Rule errors: a refusal with a stable machine-readable code and a message a person can act on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RuleError(Exception):
+    """A command was refused by the rules; nothing changes.
+
+    `code` is stable and machine-readable (``"sectors.not_enough_wood"``), `message` says what was
+    wrong and what is allowed, `field` names the command field at fault when there is one and
+    `allowed` optionally carries the allowed values or range.
+    """
+
+    def __init__(self, code: str, message: str, field: str | None = None, allowed: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.allowed = allowed
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            result["field"] = self.field
+        if self.allowed is not None:
+            result["allowed"] = self.allowed
+        return result
+
+    def __repr__(self) -> str:
+        return f"RuleError({self.code!r}, {self.message!r}, field={self.field!r})"
+
+
+class CorruptEventError(Exception):
+    """A stored entry could not be decoded or failed its hash check; names the room and version."""
+
+    def __init__(self, room: str, version: int, reason: str) -> None:
+        super().__init__(f"room {room!r} version {version}: {reason}")
+        self.room = room
+        self.version = version
+        self.reason = reason

@@ -1,0 +1,63 @@
+"""Canonical hashes: the state hash and the per-room event hash chain."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from events.envelope import Envelope
+
+# Sorted map keys make the encoding independent of dict insertion order (and of PYTHONHASHSEED).
+_CANONICAL = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return _CANONICAL.encode(value)
+
+
+def state_hash(state: Any) -> str:
+    """The hash of the canonical msgpack encoding of a state."""
+    return hashlib.sha256(_CANONICAL.encode(state)).hexdigest()
+
+
+def envelope_hash(envelope: Envelope) -> str:
+    """The chain hash of an envelope: covers every field but the hash itself, chained to the previous."""
+    body = _CANONICAL.encode(
+        (
+            envelope.room,
+            envelope.version,
+            envelope.ruleset,
+            envelope.type,
+            envelope.payload,
+            envelope.command_id,
+            envelope.player,
+            envelope.server_time_ms,
+        )
+    )
+    return hashlib.sha256(envelope.previous_hash.encode() + body).hexdigest()
+
+
+def seal(envelope: Envelope) -> Envelope:
+    """The envelope with its own hash filled in."""
+    return msgspec.structs.replace(envelope, hash=envelope_hash(envelope))
+
+
+def first_broken_link(envelopes: list[Envelope], previous_hash: str | None = None) -> tuple[int, str] | None:
+    """The first version whose chain link or own hash is wrong, with the reason; None if the chain holds.
+
+    ``previous_hash`` is the hash the first envelope must point at (the genesis hash for version 1).
+    """
+    expected_previous = previous_hash
+    expected_version = envelopes[0].version if envelopes else 0
+    for envelope in envelopes:
+        if envelope.version != expected_version:
+            return envelope.version, f"expected version {expected_version}, found {envelope.version}"
+        if expected_previous is not None and envelope.previous_hash != expected_previous:
+            return envelope.version, "previous hash does not match the hash of the event before it"
+        if envelope_hash(envelope) != envelope.hash:
+            return envelope.version, "stored hash does not match the event's content"
+        expected_previous = envelope.hash
+        expected_version += 1
+    return None

@@ -1,0 +1,213 @@
+"""The room: lifecycle commands and events (create, join, end) wrapped around a rule-set's game."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from events import registry
+from events.decider import Context, Decider
+from events.errors import RuleError
+
+SetupT = TypeVar("SetupT")
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", tag_field="kind"):
+    """Create a room of a rule-set. ``options`` are the rule-set's creation options."""
+
+    ruleset: str
+    options: dict[str, Any] = {}
+    # A public seed: every room created from the same challenge deals the same cards and dice.
+    challenge: str | None = None
+
+
+class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_field="kind"):
+    """Take a seat in the room as the acting player."""
+
+
+class EndRoom(msgspec.Struct, frozen=True, kw_only=True, tag="end_room", tag_field="kind"):
+    """End the room and reveal its secret seed."""
+
+    reason: str = "ended by a player"
+
+
+ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom)
+ROOM_COMMAND_KINDS = frozenset(c.__struct_config__.tag for c in ROOM_COMMANDS)
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, tag="room.created"):
+    ruleset: str
+    setup: SetupT
+    seed_commitment: str
+    challenge: str | None
+    created_by: str
+    created_at_ms: int
+
+
+class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_joined"):
+    player: str
+
+
+class RoomEnded(msgspec.Struct, frozen=True, kw_only=True, tag="room.ended"):
+    reason: str
+    # The secret seed, revealed so that anyone can re-check every roll against the commitment.
+    revealed_seed: str
+
+
+ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.ended"})
+
+
+# --- state ------------------------------------------------------------------------------------
+
+
+class RoomState(msgspec.Struct, frozen=True, kw_only=True):
+    room: str
+    ruleset: str
+    version: int
+    seed_commitment: str
+    challenge: str | None
+    created_by: str
+    created_at_ms: int
+    players: tuple[str, ...] = ()
+    ended: bool = False
+    end_reason: str = ""
+    revealed_seed: str = ""
+    game: Any = None
+
+
+def challenge_seed(challenge: str) -> bytes:
+    """The secret seed of a public challenge: public by design, the same for every room of it."""
+    return hashlib.sha256(b"almanac-challenge|" + challenge.encode()).digest()
+
+
+def dice_salt(state_or_created: RoomState | RoomCreated) -> str:
+    """The salt the dice use: the room id, or ``"challenge"`` so challenge rooms share their draws."""
+    return "challenge" if state_or_created.challenge is not None else state_or_created.room  # type: ignore[union-attr]
+
+
+# --- decide -----------------------------------------------------------------------------------
+
+
+def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
+    """The events a room-level or game command causes, with the room's own rules around the game's."""
+    if isinstance(command, CreateRoom):
+        return _decide_create(state, command, ctx)
+    if state is None:
+        raise RuleError("room_not_found", f"room {ctx.room!r} does not exist; create it first", field="room")
+    if state.ended:
+        raise RuleError("room_ended", f"room {ctx.room!r} has ended ({state.end_reason}); nothing more can happen")
+    decider = registry.get(state.ruleset)
+    if isinstance(command, JoinRoom):
+        return _decide_join(state, decider, ctx)
+    if isinstance(command, EndRoom):
+        return [_room_ended(command.reason, state.seed_commitment, ctx)]
+    if ctx.player not in state.players:
+        raise RuleError(
+            "not_joined", f"player {ctx.player!r} has not joined room {ctx.room!r}; join it first", field="player"
+        )
+    if decider.is_over(state.game):
+        raise RuleError("game_over", "the game is over; no more moves are accepted")
+    events = list(decider.decide(state.game, command, ctx))
+    game = state.game
+    for event in events:
+        game = decider.evolve(game, event)
+    if events and decider.is_over(game):
+        events.append(_room_ended("the game is over", state.seed_commitment, ctx))
+    return events
+
+
+def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -> list[Any]:
+    if state is not None:
+        raise RuleError("room_exists", f"room {ctx.room!r} already exists", field="room")
+    decider = registry.get(command.ruleset)
+    options = convert_options(decider, command.options)
+    setup = decider.setup(options, ctx)
+    return [
+        RoomCreated(
+            ruleset=decider.name,
+            setup=setup,
+            seed_commitment=ctx.seed_commitment,
+            challenge=command.challenge,
+            created_by=ctx.player,
+            created_at_ms=ctx.now_ms,
+        )
+    ]
+
+
+def _decide_join(state: RoomState, decider: Decider, ctx: Context) -> list[Any]:
+    if ctx.player in state.players:
+        raise RuleError("already_joined", f"player {ctx.player!r} has already joined this room", field="player")
+    seats = decider.seats(state.game)
+    if seats and ctx.player not in seats:
+        raise RuleError(
+            "no_seat",
+            f"player {ctx.player!r} has no seat in this room; seats: {', '.join(seats)}",
+            field="player",
+            allowed=list(seats),
+        )
+    return [PlayerJoined(player=ctx.player)]
+
+
+def _room_ended(reason: str, commitment: str, ctx: Context) -> RoomEnded:
+    if commitment and hashlib.sha256(bytes.fromhex(ctx.secret_seed_hex)).hexdigest() != commitment:
+        # The engine must hand the room's own seed; revealing anything else would break the audit.
+        raise RuleError("seed_mismatch", "the seed to reveal does not match the room's commitment")
+    return RoomEnded(reason=reason, revealed_seed=ctx.secret_seed_hex)
+
+
+def convert_options(decider: Decider, options: dict[str, Any]) -> Any:
+    try:
+        return msgspec.convert(options, decider.options_type)
+    except msgspec.ValidationError as error:
+        raise validation_rule_error("invalid_options", error, prefix="options") from None
+
+
+def validation_rule_error(code: str, error: msgspec.ValidationError, prefix: str = "") -> RuleError:
+    """A RuleError naming the field a msgspec validation error points at."""
+    text = str(error)
+    field = None
+    if " - at `$" in text:
+        text, _, path = text.partition(" - at `$")
+        path = path.rstrip("`").lstrip(".")
+        field = f"{prefix}.{path}" if prefix and path else (prefix or path or None)
+    elif prefix:
+        field = prefix
+    where = f" (field {field})" if field else ""
+    return RuleError(code, f"{text}{where}", field=field)
+
+
+# --- evolve -----------------------------------------------------------------------------------
+
+
+def evolve(state: RoomState | None, event: Any, room: str, version: int) -> RoomState:
+    """The room after one event at ``version``."""
+    if isinstance(event, RoomCreated):
+        decider = registry.get(event.ruleset)
+        return RoomState(
+            room=room,
+            ruleset=event.ruleset,
+            version=version,
+            seed_commitment=event.seed_commitment,
+            challenge=event.challenge,
+            created_by=event.created_by,
+            created_at_ms=event.created_at_ms,
+            game=decider.initial_state(event.setup),
+        )
+    if state is None:
+        raise ValueError(f"room {room!r} version {version}: the first event must be room.created")
+    if isinstance(event, PlayerJoined):
+        return msgspec.structs.replace(state, version=version, players=(*state.players, event.player))
+    if isinstance(event, RoomEnded):
+        return msgspec.structs.replace(
+            state, version=version, ended=True, end_reason=event.reason, revealed_seed=event.revealed_seed
+        )
+    game = registry.get(state.ruleset).evolve(state.game, event)
+    return msgspec.structs.replace(state, version=version, game=game)
