@@ -1,0 +1,1 @@
+"""Benchmarks: each prints its figures and the ratio to a baseline measured in the same run."""
