@@ -1,0 +1,182 @@
+"""The mission cards: one pure function per card from a board (rows of terrain names) to points."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+from events.board.data import EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
+
+Board = tuple[tuple[str, ...], ...]
+"""SIZE rows of SIZE terrain names; ``""`` is an empty cell, ``"mountain"`` a printed mountain."""
+
+
+def neighbours(row: int, column: int) -> Iterator[tuple[int, int]]:
+    """The orthogonal neighbours of a cell that lie on the map (up, down, left, right)."""
+    if row > 0:
+        yield row - 1, column
+    if row < SIZE - 1:
+        yield row + 1, column
+    if column > 0:
+        yield row, column - 1
+    if column < SIZE - 1:
+        yield row, column + 1
+
+
+def _cells(board: Board) -> Iterator[tuple[int, int, str]]:
+    for row, cells in enumerate(board):
+        for column, terrain in enumerate(cells):
+            yield row, column, terrain
+
+
+def _columns(board: Board) -> list[tuple[str, ...]]:
+    return [tuple(board[row][column] for row in range(SIZE)) for column in range(SIZE)]
+
+
+def _longest_run(lines: list[tuple[str, ...]], terrain: str) -> int:
+    best = 0
+    for line in lines:
+        run = 0
+        for cell in line:
+            run = run + 1 if cell == terrain else 0
+            best = max(best, run)
+    return best
+
+
+def _full(line: tuple[str, ...]) -> bool:
+    return EMPTY not in line
+
+
+# --- the base cards (seed 002 and DESIGN.md) --------------------------------------------------
+
+
+def edge_of_the_forest(board: Board) -> int:
+    """1 point per forest cell on the map's outer ring (a corner cell is one cell, counted once)."""
+    return sum(
+        1
+        for row, column, terrain in _cells(board)
+        if terrain == FOREST and (row in (0, SIZE - 1) or column in (0, SIZE - 1))
+    )
+
+
+def sleepy_valley(board: Board) -> int:
+    """4 points per row with exactly three forest cells."""
+    return sum(4 for cells in board if cells.count(FOREST) == 3)
+
+
+def watering_potatoes(board: Board) -> int:
+    """2 points per water cell with at least one farm cell as an orthogonal neighbour (counted once)."""
+    return sum(
+        2
+        for row, column, terrain in _cells(board)
+        if terrain == WATER and any(board[r][c] == FARM for r, c in neighbours(row, column))
+    )
+
+
+def borderlands(board: Board) -> int:
+    """6 points per full row and per full column (mountains count as filled)."""
+    return 6 * (
+        sum(1 for cells in board if _full(cells)) + sum(1 for cells in _columns(board) if _full(cells))
+    )
+
+
+# --- the extended pool (our definitions, docs/rules/board.md) ---------------------------------
+
+
+def tree_line(board: Board) -> int:
+    """2 points per cell of the longest unbroken vertical run of forest cells (one run, ties do not add)."""
+    return 2 * _longest_run(_columns(board), FOREST)
+
+
+def watering_canal(board: Board) -> int:
+    """4 points per column holding as many farm cells as water cells, at least one of each."""
+    return sum(4 for cells in _columns(board) if cells.count(FARM) == cells.count(WATER) >= 1)
+
+
+def wealthy_town(board: Board) -> int:
+    """3 points per village cell whose orthogonal neighbours show at least three different terrains.
+
+    Any filled neighbour counts with its terrain, village and mountain included; empty cells do not.
+    """
+    points = 0
+    for row, column, terrain in _cells(board):
+        if terrain == VILLAGE:
+            kinds = {board[r][c] for r, c in neighbours(row, column)} - {EMPTY}
+            if len(kinds) >= 3:
+                points += 3
+    return points
+
+
+def magicians_valley(board: Board) -> int:
+    """3 points per water cell with a mountain as an orthogonal neighbour."""
+    return sum(
+        3
+        for row, column, terrain in _cells(board)
+        if terrain == WATER and any(board[r][c] == MOUNTAIN for r, c in neighbours(row, column))
+    )
+
+
+def empty_site(board: Board) -> int:
+    """2 points per empty cell with at least one village cell as an orthogonal neighbour."""
+    return sum(
+        2
+        for row, column, terrain in _cells(board)
+        if terrain == EMPTY and any(board[r][c] == VILLAGE for r, c in neighbours(row, column))
+    )
+
+
+def row_of_houses(board: Board) -> int:
+    """2 points per cell of the longest unbroken horizontal run of village cells (one run, ties do not add)."""
+    return 2 * _longest_run(list(board), VILLAGE)
+
+
+def odd_numbered_silos(board: Board) -> int:
+    """10 points per full column with an odd 1-based number (1, 3, 5, 7, 9, 11; mountains count as filled)."""
+    return sum(10 for index, cells in enumerate(_columns(board)) if index % 2 == 0 and _full(cells))
+
+
+def rich_countryside(board: Board) -> int:
+    """4 points per row holding at least five different terrains (forest, village, farm, water, mountain)."""
+    return sum(4 for cells in board if len(set(cells) - {EMPTY}) >= 5)
+
+
+# --- the cards --------------------------------------------------------------------------------
+
+
+class Mission(msgspec.Struct, frozen=True, kw_only=True):
+    """A mission card: its key, printed title, rule text and scoring function."""
+
+    key: str
+    title: str
+    text: str
+    score: Callable[[Board], int]
+
+
+def _card(key: str, title: str, score: Callable[[Board], int]) -> Mission:
+    return Mission(key=key, title=title, text=(score.__doc__ or "").strip().splitlines()[0], score=score)
+
+
+MISSIONS: dict[str, Mission] = {
+    card.key: card
+    for card in (
+        _card("edge_of_the_forest", "Edge of the forest", edge_of_the_forest),
+        _card("sleepy_valley", "Sleepy valley", sleepy_valley),
+        _card("watering_potatoes", "Watering potatoes", watering_potatoes),
+        _card("borderlands", "Borderlands", borderlands),
+        _card("tree_line", "Tree line", tree_line),
+        _card("watering_canal", "Watering canal", watering_canal),
+        _card("wealthy_town", "Wealthy town", wealthy_town),
+        _card("magicians_valley", "Magicians' valley", magicians_valley),
+        _card("empty_site", "Empty site", empty_site),
+        _card("row_of_houses", "Row of houses", row_of_houses),
+        _card("odd_numbered_silos", "Odd numbered silos", odd_numbered_silos),
+        _card("rich_countryside", "Rich countryside", rich_countryside),
+    )
+}
+"""Every card by key, in the order of the base pool then the extended pool."""
+
+
+def score(key: str, board: Board) -> int:
+    """The points one mission card gives a board."""
+    return MISSIONS[key].score(board)
