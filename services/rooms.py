@@ -1,0 +1,215 @@
+"""Rooms on an event store: load (cache, snapshot + tail), decide a command, append with the chain, dedupe."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections import OrderedDict
+from typing import Any
+
+import msgspec
+
+from events import codec
+from events import room as room_rules
+from events.decider import Context
+from events.dice import Dice, seed_commitment
+from events.envelope import GENESIS_HASH, Envelope
+from events.errors import RuleError
+from events.hashing import seal
+from events.room import RoomState
+from services.store.base import EventStore, StoredOutcome, VersionConflict
+
+
+class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON."""
+
+    command_id: str
+    room: str
+    player: str
+    server_time_ms: int
+    body: dict[str, Any]
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What became of a command: the events it appended, or the rule error that refused it."""
+
+    command_id: str
+    room: str
+    accepted: bool
+    first_version: int = 0
+    last_version: int = 0
+    error: dict | None = None
+    envelopes: list[Envelope] = []
+    duplicate: bool = False
+
+
+_RECORD_DECODER = msgspec.msgpack.Decoder(CommandRecord)
+
+
+def decode_record(data: bytes) -> CommandRecord:
+    return _RECORD_DECODER.decode(data)
+
+
+class RoomService:
+    """The write path of every room: one instance per engine process (single writer per shard)."""
+
+    def __init__(self, store: EventStore, snapshot_every: int = 100, cache_size: int = 10_000,
+                 max_conflict_retries: int = 5) -> None:
+        self.store = store
+        self.snapshot_every = snapshot_every
+        self.cache_size = cache_size
+        self.max_conflict_retries = max_conflict_retries
+        self._cache: OrderedDict[str, tuple[RoomState, str]] = OrderedDict()
+        self.conflicts = 0
+
+    # --- loading ------------------------------------------------------------------------------
+
+    async def load(self, room: str, at_version: int | None = None) -> tuple[RoomState | None, str]:
+        """The room state at ``at_version`` (latest when None) and the chain hash of that version."""
+        if at_version is None:
+            cached = self._cache.get(room)
+            if cached is not None:
+                self._cache.move_to_end(room)
+                return cached
+        state: RoomState | None = None
+        last_hash = GENESIS_HASH
+        snapshot = await self.store.latest_snapshot(room, at_version)
+        if snapshot is not None:
+            state, last_hash = codec.decode_snapshot(snapshot[1])
+        start = 1 if state is None else state.version + 1
+        for envelope in await self.store.read(room, start, at_version):
+            state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+            last_hash = envelope.hash
+        if at_version is None and state is not None:
+            self._remember(room, state, last_hash)
+        return state, last_hash
+
+    def _remember(self, room: str, state: RoomState, last_hash: str) -> None:
+        self._cache[room] = (state, last_hash)
+        self._cache.move_to_end(room)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def forget(self, room: str) -> None:
+        self._cache.pop(room, None)
+
+    # --- the write path -----------------------------------------------------------------------
+
+    async def handle(self, record: CommandRecord) -> Outcome:
+        """Decide and append one command; the same command id always gets its first outcome."""
+        known = await self.store.outcome(record.room, record.command_id)
+        if known is not None:
+            return await self._replayed(record, known)
+        for _ in range(self.max_conflict_retries + 1):
+            state, last_hash = await self.load(record.room)
+            try:
+                envelopes, new_state = await self._decide(state, last_hash, record)
+            except RuleError as error:
+                result = await self.store.record_rejection(
+                    record.room, record.command_id, error.to_dict(), codec.encode(record)
+                )
+                if result.duplicate:
+                    return await self._replayed(record, result.outcome)
+                return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
+            expected = state.version if state is not None else 0
+            try:
+                result = await self.store.append(
+                    record.room, expected, record.command_id, envelopes, codec.encode(record)
+                )
+            except VersionConflict:
+                # Another writer moved the room (a lapsed lease): catch up from the store and decide again.
+                self.conflicts += 1
+                self.forget(record.room)
+                continue
+            if result.duplicate:
+                self.forget(record.room)
+                return await self._replayed(record, result.outcome)
+            self._remember(record.room, new_state, envelopes[-1].hash)
+            await self._maybe_snapshot(record.room, expected, new_state, envelopes[-1].hash)
+            return Outcome(
+                command_id=record.command_id,
+                room=record.room,
+                accepted=True,
+                first_version=result.outcome.first_version,
+                last_version=result.outcome.last_version,
+                envelopes=envelopes,
+            )
+        raise VersionConflict(record.room, -1, await self.store.latest_version(record.room))
+
+    async def _decide(
+        self, state: RoomState | None, last_hash: str, record: CommandRecord
+    ) -> tuple[list[Envelope], RoomState]:
+        command = codec.decode_command(state.ruleset if state is not None else None, record.body)
+        seed, salt = await self._seed_for(state, record.room, command)
+        version = (state.version if state is not None else 0) + 1
+        ctx = Context(
+            room=record.room,
+            player=record.player,
+            now_ms=record.server_time_ms,
+            version=version,
+            dice=Dice(seed, salt, version),
+            seed_commitment=seed_commitment(seed),
+            secret_seed_hex=seed.hex(),
+        )
+        events = room_rules.decide(state, command, ctx)
+        if not events:
+            raise RuleError("no_effect", "the command changes nothing")
+        envelopes: list[Envelope] = []
+        previous = last_hash
+        new_state = state
+        for offset, event in enumerate(events):
+            event_type, payload = codec.encode_event(event)
+            envelope = seal(
+                Envelope(
+                    room=record.room,
+                    version=version + offset,
+                    ruleset=state.ruleset if state is not None else event.ruleset,
+                    type=event_type,
+                    payload=payload,
+                    command_id=record.command_id,
+                    player=record.player,
+                    server_time_ms=record.server_time_ms,
+                    previous_hash=previous,
+                )
+            )
+            previous = envelope.hash
+            envelopes.append(envelope)
+            # Evolve from the decoded payload, exactly as a replay will.
+            new_state = room_rules.evolve(new_state, codec.decode_event(envelope), record.room, envelope.version)
+        return envelopes, new_state  # type: ignore[return-value]
+
+    async def _seed_for(self, state: RoomState | None, room: str, command: Any) -> tuple[bytes, str]:
+        if state is None:
+            if not isinstance(command, room_rules.CreateRoom):
+                return b"", room  # the room does not exist; deciding refuses the command
+            if command.challenge is not None:
+                return room_rules.challenge_seed(command.challenge), "challenge"
+            # A crash after saving the seed but before the append must not change the dice: keep the first.
+            await self.store.save_seed(room, secrets.token_bytes(32))
+            seed = await self.store.load_seed(room)
+            return seed or b"", room
+        if state.challenge is not None:
+            return room_rules.challenge_seed(state.challenge), "challenge"
+        seed = await self.store.load_seed(room)
+        if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
+            raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
+        return seed, room
+
+    async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str) -> None:
+        if self.snapshot_every and state.version // self.snapshot_every > before // self.snapshot_every:
+            await self.store.save_snapshot(room, state.version, codec.encode_snapshot(state, last_hash))
+
+    async def _replayed(self, record: CommandRecord, known: StoredOutcome) -> Outcome:
+        envelopes = (
+            await self.store.read(known.room, known.first_version, known.last_version) if known.accepted else []
+        )
+        return Outcome(
+            command_id=record.command_id,
+            room=known.room,
+            accepted=known.accepted,
+            first_version=known.first_version,
+            last_version=known.last_version,
+            error=known.error,
+            envelopes=envelopes,
+            duplicate=True,
+        )

@@ -1,0 +1,178 @@
+"""The Redis Streams event store: one Lua script checks version and command id, then appends atomically."""
+
+from __future__ import annotations
+
+import msgspec
+import redis.asyncio as aioredis
+
+from events import codec
+from events.envelope import Envelope
+from events.errors import CorruptEventError
+from services.store.base import AppendResult, StoredOutcome, VersionConflict
+from services.store.keys import Keys
+
+# KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms
+# ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5.. envelopes (msgpack)
+APPEND_SCRIPT = """
+local existing = redis.call('GET', KEYS[3])
+if existing then return {'dup', existing} end
+local expected = tonumber(ARGV[1])
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if current ~= expected then return {'conflict', tostring(current)} end
+local count = #ARGV - 4
+for i = 1, count do
+  local version = expected + i
+  redis.call('XADD', KEYS[1], version .. '-0', 'e', ARGV[4 + i])
+  redis.call('XADD', KEYS[4], '*', 'r', ARGV[2], 'v', version, 'e', ARGV[4 + i])
+end
+redis.call('SET', KEYS[2], expected + count)
+redis.call('SET', KEYS[3], ARGV[3])
+if ARGV[4] ~= '' then
+  redis.call('XADD', KEYS[5], (expected + 1) .. '-0', 'c', ARGV[4])
+end
+if expected == 0 then redis.call('SADD', KEYS[6], ARGV[2]) end
+return {'ok', tostring(expected + count)}
+"""
+
+# KEYS: 1 command outcome, 2 room rejected stream; ARGV: 1 outcome, 2 record
+REJECT_SCRIPT = """
+local existing = redis.call('GET', KEYS[1])
+if existing then return {'dup', existing} end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('XADD', KEYS[2], '*', 'c', ARGV[2])
+return {'ok', ARGV[1]}
+"""
+
+_OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
+_PAGE = 1000
+
+
+class RedisEventStore:
+    """The event store on Redis Streams (works on a single server and, by its hash tags, on a Cluster)."""
+
+    def __init__(self, client: aioredis.Redis, shard_count: int = 16, prefix: str = "alm") -> None:
+        self.client = client
+        self.shard_count = shard_count
+        self.keys = Keys(shard_count, prefix)
+        self._append = client.register_script(APPEND_SCRIPT)
+        self._reject = client.register_script(REJECT_SCRIPT)
+
+    async def append(
+        self,
+        room: str,
+        expected_version: int,
+        command_id: str,
+        envelopes: list[Envelope],
+        command_record: bytes = b"",
+    ) -> AppendResult:
+        keys = self.keys
+        shard = keys.shard(room)
+        outcome = StoredOutcome(
+            room=room, first_version=expected_version + 1, last_version=expected_version + len(envelopes)
+        )
+        status, value = await self._append(
+            keys=[
+                keys.events(room),
+                keys.version(room),
+                keys.command_outcome(room, command_id),
+                keys.feed(shard),
+                keys.commands(room),
+                keys.rooms(shard),
+            ],
+            args=[expected_version, room, codec.encode(outcome), command_record]
+            + [codec.encode_envelope(e) for e in envelopes],
+        )
+        if status == b"dup":
+            return AppendResult(outcome=_OUTCOME_DECODER.decode(value), duplicate=True)
+        if status == b"conflict":
+            raise VersionConflict(room, expected_version, int(value))
+        return AppendResult(outcome=outcome)
+
+    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
+        outcome = StoredOutcome(room=room, error=error)
+        status, value = await self._reject(
+            keys=[self.keys.command_outcome(room, command_id), self.keys.rejected(room)],
+            args=[codec.encode(outcome), record],
+        )
+        if status == b"dup":
+            return AppendResult(outcome=_OUTCOME_DECODER.decode(value), duplicate=True)
+        return AppendResult(outcome=outcome)
+
+    async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
+        value = await self.client.get(self.keys.command_outcome(room, command_id))
+        return None if value is None else _OUTCOME_DECODER.decode(value)
+
+    async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
+        return [envelope async for envelope in self.iterate(room, start, end)]
+
+    async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
+        """(version, stored bytes) without decoding, for audits of damaged entries and benchmarks."""
+        result: list[tuple[int, bytes]] = []
+        low = f"{max(start, 1)}-0"
+        high = "+" if end is None else f"{end}-0"
+        key = self.keys.events(room)
+        while True:
+            entries = await self.client.xrange(key, low, high, count=_PAGE)
+            for entry_id, fields in entries:
+                result.append((int(entry_id.split(b"-", 1)[0]), fields.get(b"e", b"")))
+            if len(entries) < _PAGE:
+                return result
+            low = f"({entries[-1][0].decode()}"
+
+    async def iterate(self, room: str, start: int = 1, end: int | None = None):
+        """Envelopes page by page; a malformed entry raises CorruptEventError naming room and version."""
+        low = f"{max(start, 1)}-0"
+        high = "+" if end is None else f"{end}-0"
+        key = self.keys.events(room)
+        while True:
+            entries = await self.client.xrange(key, low, high, count=_PAGE)
+            for entry_id, fields in entries:
+                version = int(entry_id.split(b"-", 1)[0])
+                data = fields.get(b"e")
+                if data is None:
+                    raise CorruptEventError(room, version, "entry has no envelope field 'e'")
+                yield codec.decode_envelope(data, room, version)
+            if len(entries) < _PAGE:
+                return
+            low = f"({entries[-1][0].decode()}"
+
+    async def latest_version(self, room: str) -> int:
+        value = await self.client.get(self.keys.version(room))
+        return int(value or 0)
+
+    async def save_snapshot(self, room: str, version: int, data: bytes) -> None:
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(self.keys.snapshot_data(room), str(version), data)
+            pipe.zadd(self.keys.snapshot_index(room), {str(version): version})
+            await pipe.execute()
+
+    async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
+        high = "+inf" if at_most is None else at_most
+        versions = await self.client.zrevrangebyscore(self.keys.snapshot_index(room), high, "-inf", start=0, num=1)
+        if not versions:
+            return None
+        data = await self.client.hget(self.keys.snapshot_data(room), versions[0])
+        if data is None:
+            return None
+        return int(versions[0]), data
+
+    async def commands(self, room: str) -> list[tuple[int, bytes]]:
+        entries = await self.client.xrange(self.keys.commands(room), "-", "+")
+        return [(int(entry_id.split(b"-", 1)[0]), fields[b"c"]) for entry_id, fields in entries]
+
+    async def rejections(self, room: str) -> list[bytes]:
+        entries = await self.client.xrange(self.keys.rejected(room), "-", "+")
+        return [fields[b"c"] for _, fields in entries]
+
+    async def rooms(self) -> list[str]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in range(self.shard_count):
+                pipe.smembers(self.keys.rooms(shard))
+            results = await pipe.execute()
+        return sorted(member.decode() for members in results for member in members)
+
+    async def save_seed(self, room: str, seed: bytes) -> bool:
+        return bool(await self.client.set(self.keys.seed(room), seed, nx=True))
+
+    async def load_seed(self, room: str) -> bytes | None:
+        return await self.client.get(self.keys.seed(room))
