@@ -81,6 +81,7 @@ class EmbeddedRedis:
                     if client.ping():
                         # AOF may still be loading; wait until the server accepts commands fully.
                         if client.info("persistence").get("loading", 0) == 0:
+                            self._write_marker()
                             return self
                 except redis.exceptions.BusyLoadingError:
                     pass
@@ -92,9 +93,21 @@ class EmbeddedRedis:
         self.stop()
         raise EmbeddedRedisError(f"redis-server did not answer on port {self.port} within {timeout_s:.0f} s")
 
+    @property
+    def marker(self) -> Path:
+        return self.data_dir / "redis.running"
+
+    def _write_marker(self) -> None:
+        # Lets other almanac commands on the same data directory reuse this server instead of
+        # starting a second one on the same AOF files.
+        assert self.process is not None
+        self.marker.write_text(f"{self.process.pid} {self.url}\n")
+
     def stop(self) -> None:
         if self.process is None:
             return
+        with contextlib.suppress(FileNotFoundError):
+            self.marker.unlink()
         if self.process.poll() is None:
             with contextlib.suppress(Exception):
                 redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5).shutdown(nosave=True)
@@ -118,3 +131,19 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def running_server_url(data_dir: str | Path) -> str | None:
+    """The URL of a live embedded server already serving ``data_dir``, if there is one."""
+    marker = Path(data_dir).resolve() / "redis.running"
+    try:
+        pid_text, url = marker.read_text().split()
+    except (FileNotFoundError, ValueError):
+        return None
+    if not pid_alive(int(pid_text)):
+        return None
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+    except redis.exceptions.RedisError:
+        return None
+    return url

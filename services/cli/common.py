@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import typer
 from rich.console import Console
 
-from services.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, running_server_url
 from services.settings import Settings, SettingsError, load_settings
 
 console = Console()
@@ -35,6 +35,10 @@ def redis_url_for(settings: Settings) -> Iterator[str]:
     """REDIS_URL when set, else an embedded redis-server on the data directory for the block's duration."""
     if settings.redis_url:
         yield settings.redis_url
+        return
+    existing = running_server_url(settings.data_dir)
+    if existing:
+        yield existing
         return
     try:
         server = EmbeddedRedis(settings.data_dir).start()
