@@ -1,0 +1,131 @@
+"""The `claim` rule-set: an 8x8 timber claim on the Coeur d'Alene, seeded from its staking time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from events.claim import data, rules
+from events.claim.commands import COMMANDS, ClaimOptions
+from events.claim.events import EVENTS, ClaimSetup
+from events.claim.growth import stand
+from events.claim.seeding import COUNTING, TERRAIN, lcg_seed, seed_parcels
+from events.claim.state import ClaimState
+from events.decider import Context, event_tag
+from events.errors import RuleError
+
+MAX_NAME = 80
+
+
+class ClaimDecider:
+    name = "claim"
+    options_type = ClaimOptions
+    setup_type = ClaimSetup
+    state_type = ClaimState
+    command_types = COMMANDS
+    event_types = EVENTS
+
+    def setup(self, options: ClaimOptions, ctx: Context) -> ClaimSetup:
+        owner = options.owner or ctx.player
+        block = options.block or ctx.room
+        for field, value in (("owner", owner), ("block", block)):
+            if not value.strip() or len(value) > MAX_NAME:
+                raise RuleError(
+                    "claim.invalid_option",
+                    f"{field} must be 1 to {MAX_NAME} characters, not blank; got {value!r}",
+                    field=f"options.{field}",
+                )
+        # The claim is seeded from the server's time on this command, never from anything a client sends.
+        return ClaimSetup(
+            owner=owner,
+            block=block,
+            created_at_ms=ctx.now_ms,
+            lcg_seed=lcg_seed(ctx.now_ms),
+            parcels=seed_parcels(ctx.now_ms),
+        )
+
+    def initial_state(self, setup: ClaimSetup) -> ClaimState:
+        return rules.initial_state(setup)
+
+    def decide(self, state: ClaimState, command: Any, ctx: Context) -> list[Any]:
+        return rules.decide(state, command, ctx)
+
+    def evolve(self, state: ClaimState, event: Any) -> ClaimState:
+        return rules.evolve(state, event)
+
+    def is_over(self, state: ClaimState) -> bool:
+        return state.proved_up_ms is not None
+
+    def seats(self, state: ClaimState) -> tuple[str, ...]:
+        return (state.owner,)
+
+    def view(self, state: ClaimState, player: str) -> dict[str, Any]:
+        # Nothing on a claim is secret: anyone in the valley may walk it. Timber is valued at the clock.
+        at = state.clock_ms
+        parcels = []
+        for terrain, parcel in zip(TERRAIN, state.parcels, strict=True):
+            entry: dict[str, Any] = {
+                "name": terrain.name,
+                "zone": "meadow" if terrain.meadow else terrain.zone,
+                "slope": terrain.slope,
+                "meadow": terrain.meadow,
+                "road": terrain.road,
+                "species": parcel.species,
+                "planted_ms": parcel.planted_ms,
+                "building": parcel.building,
+                "crop_ripe_ms": parcel.crop_ripe_ms,
+            }
+            if parcel.species is not None and parcel.planted_ms is not None:
+                s = stand(parcel.species, parcel.planted_ms, at)
+                entry.update(
+                    adjusted_hours=rules.hours_text(s.adjusted_hours),
+                    board_feet=s.board_feet,
+                    grade=s.grade,
+                    value_cents=s.value_cents,
+                )
+            parcels.append(entry)
+        return {
+            "owner": state.owner,
+            "block": state.block,
+            "created_at_ms": state.created_at_ms,
+            "clock_ms": state.clock_ms,
+            "cash_cents": state.cash_cents,
+            "deck": [msgspec.to_builtins(lot) for lot in state.deck],
+            "wagon_back_ms": state.wagon_back_ms,
+            "proved_up_ms": state.proved_up_ms,
+            "score": rules.score(state),
+            "resources": self.resources(state),
+            "parcels": parcels,
+        }
+
+    def redact(self, event: Any, player: str) -> Any | None:
+        return event
+
+    def scores(self, state: ClaimState) -> dict[str, int]:
+        return {state.owner: rules.score(state)}
+
+    def resources(self, state: ClaimState) -> dict[str, Any]:
+        cover = rules.cover_parcels(state)
+        return {
+            "cash_cents": state.cash_cents,
+            "deck_logs": rules.deck_logs(state),
+            "deck_board_feet": sum(lot.board_feet for lot in state.deck),
+            "board_feet_hauled": state.board_feet_hauled,
+            "logs_hauled": state.logs_hauled,
+            "forest_cover_parcels": cover,
+            "forest_cover_of": len(COUNTING),
+            "forest_cover_permille": cover * 1000 // len(COUNTING),
+        }
+
+    def summary(self, event: Any) -> str:
+        fields = msgspec.to_builtins(event)
+        if "parcel" in fields:
+            fields["parcel"] = TERRAIN[fields["parcel"]].name
+        detail = " ".join(f"{k}={v}" for k, v in fields.items() if k != "at_ms")
+        return f"{event_tag(event)} {detail}"
+
+
+DECIDER = ClaimDecider()
+
+__all__ = ["DECIDER", "ClaimDecider", "data"]

@@ -1,0 +1,76 @@
+"""A simple legal-move policy for the claim: benchmarks, demos and property tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events.claim import data, rules
+from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
+from events.claim.growth import stand
+from events.claim.seeding import COUNTING, TERRAIN
+from events.claim.state import ClaimState
+from events.decider import Context
+from events.dice import Dice
+from events.errors import RuleError
+
+# Keep a margin above the prove-up cover so that cutting never strands the claim.
+_CUT_COVER_FLOOR = data.PROVE_UP_MIN_COVER + 2
+
+
+def _legal(state: ClaimState, command: Any, ctx: Context) -> bool:
+    try:
+        rules.decide(state, command, ctx)
+    except RuleError:
+        return False
+    return True
+
+
+def choose_command(
+    state: ClaimState, player: str, now_ms: int, dice: Dice, *, prove_up: bool = True
+) -> Any | None:
+    """A legal command for ``player`` at ``now_ms``, or None when the player has nothing to do.
+
+    Greedy and plain: harvest ripe hay, prove up when allowed, haul a loaded deck, build a cabin (then
+    a barn and a mill) on bare ground, sow idle meadow, replant bare parcels, cut the best stand
+    while cover allows, else cruise. Dice break ties so that games differ.
+    """
+    if player != state.owner or state.proved_up_ms is not None:
+        return None
+    ctx = Context(room="policy", player=player, now_ms=now_ms, version=0, dice=dice)
+    candidates: list[Any] = []
+    meadow = [t for t in TERRAIN if t.meadow and not t.road]
+    candidates += [Harvest(parcel=t.name) for t in meadow]
+    if prove_up:
+        candidates.append(ProveUp())
+    if state.deck:
+        candidates.append(Haul())
+    bare = [
+        t for t in TERRAIN if not t.meadow and state.parcels[t.index].species is None and not state.parcels[t.index].building
+    ]
+    if not rules.has_building(state, "cabin"):
+        candidates += [Build(parcel=t.name, building="cabin") for t in bare if not t.slope]
+    if not rules.has_building(state, "barn"):
+        candidates.append(Build(parcel=meadow[-1].name, building="barn"))
+    if not rules.has_building(state, "mill") and state.cash_cents > 3 * data.BUILDINGS["mill"].cost_cents:
+        candidates += [Build(parcel=t.name, building="mill") for t in bare if not t.slope]
+    candidates += [Farm(parcel=t.name) for t in meadow]
+    for t in dice.shuffle(bare):
+        replant = data.ZONES[t.zone].replant
+        candidates.append(Replant(parcel=t.name, species=replant[dice.randbelow(len(replant))]))
+    if rules.cover_parcels(state) > _CUT_COVER_FLOOR:
+        stands = []
+        for i in COUNTING:
+            parcel = state.parcels[i]
+            if parcel.species is not None and parcel.planted_ms is not None:
+                value = stand(parcel.species, parcel.planted_ms, now_ms).value_cents
+                cost = data.CUT_COST_CENTS * (data.STEEP_CUT_FACTOR if TERRAIN[i].slope else 1)
+                if value >= 3 * cost:
+                    stands.append((value, i))
+        stands.sort(reverse=True)
+        top = stands[:3]
+        if top:
+            candidates.append(Cut(parcel=TERRAIN[top[dice.randbelow(len(top))][1]].name))
+    for command in candidates:
+        if _legal(state, command, ctx):
+            return command
+    return Cruise()  # always legal for the owner of a claim not yet proved up
