@@ -13,6 +13,7 @@ ACRES_PER_PARCEL = Fraction(5, 2)
 LANDING = (7, 1)  # zero-based (row, column): B8
 LANDING_INDEX = LANDING[0] * N + LANDING[1]
 
+
 # The seeding mixes are IEEE doubles on purpose: the seed defines pickSpecies as a running float sum,
 # and this is the one place the rule-set follows double arithmetic (see seeding.py).
 # Order matters: pickSpecies walks each mix in the order the seed's table lists it.
@@ -26,14 +27,24 @@ class Zone(NamedTuple):
 ZONES: dict[str, Zone] = {
     z.key: z
     for z in (
-        Zone("bottom", "River bottom", (("rc", 0.4), ("cw", 0.2), ("wh", 0.2), ("gf", 0.2)), ("rc", "wh", "gf", "cw")),
+        Zone(
+            "bottom",
+            "River bottom",
+            (("rc", 0.4), ("cw", 0.2), ("wh", 0.2), ("gf", 0.2)),
+            ("rc", "wh", "gf", "cw"),
+        ),
         Zone(
             "bench",
             "Bench ground",
             (("wp", 0.28), ("df", 0.27), ("l", 0.15), ("gf", 0.12), ("wh", 0.1), ("lp", 0.08)),
             ("wp", "df", "l", "gf", "lp"),
         ),
-        Zone("ridge", "Steep, dry ridge", (("pp", 0.45), ("l", 0.3), ("df", 0.15), ("lp", 0.1)), ("pp", "l", "df", "lp")),
+        Zone(
+            "ridge",
+            "Steep, dry ridge",
+            (("pp", 0.45), ("l", 0.3), ("df", 0.15), ("lp", 0.1)),
+            ("pp", "l", "df", "lp"),
+        ),
     )
 }
 ZONE_ORDER = ("ridge", "bottom", "bench")

@@ -45,7 +45,9 @@ def choose_command(
     if state.deck:
         candidates.append(Haul())
     bare = [
-        t for t in TERRAIN if not t.meadow and state.parcels[t.index].species is None and not state.parcels[t.index].building
+        t
+        for t in TERRAIN
+        if not t.meadow and state.parcels[t.index].species is None and not state.parcels[t.index].building
     ]
     if not rules.has_building(state, "cabin"):
         candidates += [Build(parcel=t.name, building="cabin") for t in bare if not t.slope]

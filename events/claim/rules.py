@@ -72,7 +72,11 @@ def standing_timber(state: ClaimState, at_ms: int) -> tuple[int, int]:
 
 def worth_cents(state: ClaimState) -> int:
     """Cash + logs on the deck + standing timber at the claim's clock (the last event's time)."""
-    return state.cash_cents + sum(lot.value_cents for lot in state.deck) + standing_timber(state, state.clock_ms)[1]
+    return (
+        state.cash_cents
+        + sum(lot.value_cents for lot in state.deck)
+        + standing_timber(state, state.clock_ms)[1]
+    )
 
 
 def score(state: ClaimState) -> int:
@@ -137,9 +141,12 @@ def decide_cut(state: ClaimState, command: Cut, ctx: Context) -> list[Any]:
     terrain, parcel = TERRAIN[index], state.parcels[index]
     if parcel.species is None or parcel.planted_ms is None:
         why = (
-            "the landing is a road" if terrain.road
-            else "the meadow grows no timber" if terrain.meadow
-            else f"it has a {data.BUILDINGS[parcel.building].name}" if parcel.building
+            "the landing is a road"
+            if terrain.road
+            else "the meadow grows no timber"
+            if terrain.meadow
+            else f"it has a {data.BUILDINGS[parcel.building].name}"
+            if parcel.building
             else "it was cut and not replanted"
         )
         raise RuleError("claim.no_timber", f"{terrain.name} has no timber to cut: {why}", field="parcel")
@@ -238,7 +245,11 @@ def decide_replant(state: ClaimState, command: Replant, ctx: Context) -> list[An
             allowed=list(zone.replant),
         )
     _pay(state, data.REPLANT_COST_CENTS, f"replanting {terrain.name}")
-    return [ParcelReplanted(at_ms=ctx.now_ms, parcel=index, species=command.species, cost_cents=data.REPLANT_COST_CENTS)]
+    return [
+        ParcelReplanted(
+            at_ms=ctx.now_ms, parcel=index, species=command.species, cost_cents=data.REPLANT_COST_CENTS
+        )
+    ]
 
 
 def decide_farm(state: ClaimState, command: Farm, ctx: Context) -> list[Any]:
@@ -246,7 +257,9 @@ def decide_farm(state: ClaimState, command: Farm, ctx: Context) -> list[Any]:
     terrain, parcel = TERRAIN[index], state.parcels[index]
     if terrain.road:
         raise RuleError(
-            "claim.landing_not_farmable", f"{terrain.name} is the landing, a road; it cannot be farmed", field="parcel"
+            "claim.landing_not_farmable",
+            f"{terrain.name} is the landing, a road; it cannot be farmed",
+            field="parcel",
         )
     if not terrain.meadow:
         farmable = [t.name for t in TERRAIN if t.meadow and not t.road]
@@ -258,11 +271,16 @@ def decide_farm(state: ClaimState, command: Farm, ctx: Context) -> list[Any]:
         )
     _not_built_on(state, index)
     if parcel.crop_ripe_ms is not None:
-        raise RuleError("claim.crop_growing", f"{terrain.name} already has hay growing; harvest it first", field="parcel")
+        raise RuleError(
+            "claim.crop_growing", f"{terrain.name} already has hay growing; harvest it first", field="parcel"
+        )
     _pay(state, data.FARM_COST_CENTS, f"sowing hay on {terrain.name}")
     return [
         MeadowFarmed(
-            at_ms=ctx.now_ms, parcel=index, cost_cents=data.FARM_COST_CENTS, ripe_ms=ctx.now_ms + data.CROP_RIPE_MS
+            at_ms=ctx.now_ms,
+            parcel=index,
+            cost_cents=data.FARM_COST_CENTS,
+            ripe_ms=ctx.now_ms + data.CROP_RIPE_MS,
         )
     ]
 
@@ -271,7 +289,9 @@ def decide_harvest(state: ClaimState, command: Harvest, ctx: Context) -> list[An
     index = _parcel_index(command.parcel)
     terrain, parcel = TERRAIN[index], state.parcels[index]
     if parcel.crop_ripe_ms is None:
-        raise RuleError("claim.no_crop", f"{terrain.name} has no hay growing; farm a meadow parcel first", field="parcel")
+        raise RuleError(
+            "claim.no_crop", f"{terrain.name} has no hay growing; farm a meadow parcel first", field="parcel"
+        )
     if ctx.now_ms < parcel.crop_ripe_ms:
         minutes = -(-(parcel.crop_ripe_ms - ctx.now_ms) // 60_000)
         raise RuleError(
@@ -296,12 +316,16 @@ def decide_build(state: ClaimState, command: Build, ctx: Context) -> list[Any]:
         )
     if terrain.road:
         raise RuleError(
-            "claim.landing_no_building", f"{terrain.name} is the landing, a road; nothing is built on it", field="parcel"
+            "claim.landing_no_building",
+            f"{terrain.name} is the landing, a road; nothing is built on it",
+            field="parcel",
         )
     _not_built_on(state, index)
     if has_building(state, building.key):
         raise RuleError(
-            "claim.building_limit", f"the claim already has a {building.name}; one of each kind", field="building"
+            "claim.building_limit",
+            f"the claim already has a {building.name}; one of each kind",
+            field="building",
         )
     site = site_of(index)
     if site not in building.sites:
@@ -313,22 +337,34 @@ def decide_build(state: ClaimState, command: Build, ctx: Context) -> list[Any]:
         )
     if parcel.species is not None:
         raise RuleError(
-            "claim.timber_standing", f"{terrain.name} has timber standing; cut it before building", field="parcel"
+            "claim.timber_standing",
+            f"{terrain.name} has timber standing; cut it before building",
+            field="parcel",
         )
     if parcel.crop_ripe_ms is not None:
-        raise RuleError("claim.crop_growing", f"{terrain.name} has hay growing; harvest it first", field="parcel")
+        raise RuleError(
+            "claim.crop_growing", f"{terrain.name} has hay growing; harvest it first", field="parcel"
+        )
     _pay(state, building.cost_cents, f"a {building.name}")
-    return [BuildingBuilt(at_ms=ctx.now_ms, parcel=index, building=building.key, cost_cents=building.cost_cents)]
+    return [
+        BuildingBuilt(at_ms=ctx.now_ms, parcel=index, building=building.key, cost_cents=building.cost_cents)
+    ]
 
 
 def decide_cruise(state: ClaimState, command: Cruise, ctx: Context) -> list[Any]:
     board_feet, value = standing_timber(state, ctx.now_ms)
-    return [TimberCruised(at_ms=ctx.now_ms, board_feet=board_feet, value_cents=value, cover_parcels=cover_parcels(state))]
+    return [
+        TimberCruised(
+            at_ms=ctx.now_ms, board_feet=board_feet, value_cents=value, cover_parcels=cover_parcels(state)
+        )
+    ]
 
 
 def decide_prove_up(state: ClaimState, command: ProveUp, ctx: Context) -> list[Any]:
     if not has_building(state, "cabin"):
-        raise RuleError("claim.no_cabin", "a claim is proved up only with a homestead cabin on it; build one first")
+        raise RuleError(
+            "claim.no_cabin", "a claim is proved up only with a homestead cabin on it; build one first"
+        )
     age = ctx.now_ms - state.created_at_ms
     if age < data.PROVE_UP_MIN_MS:
         hours = -(-(data.PROVE_UP_MIN_MS - age) // data.MS_PER_HOUR)
@@ -362,7 +398,10 @@ DECIDE: dict[type, Callable[[ClaimState, Any, Context], list[Any]]] = {
 def decide(state: ClaimState, command: Any, ctx: Context) -> list[Any]:
     if ctx.player != state.owner:
         raise RuleError(
-            "claim.not_owner", f"only the claim's owner {state.owner!r} may work it", field="player", allowed=[state.owner]
+            "claim.not_owner",
+            f"only the claim's owner {state.owner!r} may work it",
+            field="player",
+            allowed=[state.owner],
         )
     if state.proved_up_ms is not None:
         raise RuleError("claim.proved_up", "the claim is proved up; nothing more happens on it")
@@ -421,7 +460,9 @@ def evolve_parcel_replanted(state: ClaimState, event: ParcelReplanted) -> ClaimS
 def evolve_meadow_farmed(state: ClaimState, event: MeadowFarmed) -> ClaimState:
     parcel = replace(state.parcels[event.parcel], crop_ripe_ms=event.ripe_ms)
     return replace(
-        state, parcels=_set_parcel(state, event.parcel, parcel), cash_cents=state.cash_cents - event.cost_cents
+        state,
+        parcels=_set_parcel(state, event.parcel, parcel),
+        cash_cents=state.cash_cents - event.cost_cents,
     )
 
 
