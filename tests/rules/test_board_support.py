@@ -1,0 +1,133 @@
+"""Helpers shared by the board tests (a game driver, scripted deals, pictured boards), and their own checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from events import codec, room
+from events.board.data import DECK_NUMBERS, EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
+from events.board.missions import Board
+from events.decider import Context
+from events.dice import Dice, ScriptedDice, seed_commitment
+from events.envelope import GENESIS_HASH, Envelope
+from events.hashing import seal
+
+PICTURE = {".": EMPTY, "M": MOUNTAIN, "F": FOREST, "V": VILLAGE, "P": FARM, "W": WATER}
+"""Letters of a pictured board: F forest, V village, P farm (a ploughed field), W water, M mountain."""
+
+SEED = b"board tests secret seed 32 bytes"
+
+
+def board_from(*rows: str) -> Board:
+    """A board from 11 pictured rows of 11 letters (spaces ignored)."""
+    lines = [row.replace(" ", "") for row in rows]
+    assert len(lines) == SIZE and all(len(line) == SIZE for line in lines), "pictures are 11 rows of 11"
+    return tuple(tuple(PICTURE[letter] for letter in line) for line in lines)
+
+
+def shuffle_values(target: Sequence[Any], source: Sequence[Any]) -> list[int]:
+    """The draws that make `Dice.shuffle(source)` (Fisher-Yates from the last position down) give `target`."""
+    current = list(source)
+    values = []
+    for i in range(len(current) - 1, 0, -1):
+        j = current.index(target[i])
+        assert j <= i
+        values.append(j)
+        current[i], current[j] = current[j], current[i]
+    return values
+
+
+def deal_dice(deck: Sequence[int], missions: Sequence[str], pool: Sequence[str]) -> ScriptedDice:
+    """Scripted dice for `setup`: the deck shuffle, then the mission pool shuffle (first four dealt A-D)."""
+    order = list(missions) + [key for key in pool if key not in missions]
+    return ScriptedDice(shuffle_values(deck, DECK_NUMBERS) + shuffle_values(order, pool))
+
+
+class Game:
+    """Drives one room through `events.room.decide` / `events.room.evolve`, keeping the event log."""
+
+    def __init__(self, room_id: str = "board-room", player: str = "ada", seed: bytes = SEED) -> None:
+        self.room_id = room_id
+        self.player = player
+        self.seed = seed
+        self.state: room.RoomState | None = None
+        self.events: list[Any] = []
+        self.now_ms = 1_000
+
+    @property
+    def game(self) -> Any:
+        assert self.state is not None
+        return self.state.game
+
+    @property
+    def version(self) -> int:
+        return self.state.version if self.state else 0
+
+    def context(self, dice: Dice | None = None, player: str | None = None) -> Context:
+        version = self.version + 1
+        return Context(
+            room=self.room_id,
+            player=player or self.player,
+            now_ms=self.now_ms,
+            version=version,
+            dice=dice if dice is not None else Dice(self.seed, self.room_id, version),
+            seed_commitment=seed_commitment(self.seed),
+            secret_seed_hex=self.seed.hex(),
+        )
+
+    def play(self, command: Any, dice: Dice | None = None, player: str | None = None) -> list[Any]:
+        """Decide and apply one command; raises RuleError (and changes nothing) when refused."""
+        self.now_ms += 1_000
+        events = room.decide(self.state, command, self.context(dice, player))
+        for event in events:
+            self.state = room.evolve(self.state, event, self.room_id, self.version + 1)
+            self.events.append(event)
+        return events
+
+    def create(
+        self, options: dict[str, Any] | None = None, dice: Dice | None = None, challenge: str | None = None
+    ):
+        self.play(room.CreateRoom(ruleset="board", options=options or {}, challenge=challenge), dice=dice)
+        self.play(room.JoinRoom())
+        return self
+
+    def folded(self) -> room.RoomState:
+        """The room state folded from the log alone."""
+        state = None
+        for version, event in enumerate(self.events, start=1):
+            state = room.evolve(state, event, self.room_id, version)
+        assert state is not None
+        return state
+
+    def envelopes(self) -> list[Envelope]:
+        """The log as sealed, hash-chained envelopes (the stored form)."""
+        result, previous = [], GENESIS_HASH
+        for version, event in enumerate(self.events, start=1):
+            tag, payload = codec.encode_event(event)
+            envelope = seal(
+                Envelope(
+                    room=self.room_id,
+                    version=version,
+                    ruleset="board",
+                    type=tag,
+                    payload=payload,
+                    command_id=f"c{version}",
+                    player=self.player,
+                    server_time_ms=version,
+                    previous_hash=previous,
+                )
+            )
+            previous = envelope.hash
+            result.append(envelope)
+        return result
+
+
+def test_shuffle_values_reproduce_the_wanted_deck_order():
+    wanted = (16, 3, 1, 9, 2, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15)
+    assert ScriptedDice(shuffle_values(wanted, DECK_NUMBERS)).shuffle(DECK_NUMBERS) == wanted
+
+
+def test_pictured_boards_read_every_terrain_letter():
+    board = board_from(*(["FVPWM......"] + ["..........."] * 10))
+    assert board[0][:6] == (FOREST, VILLAGE, FARM, WATER, MOUNTAIN, EMPTY)
