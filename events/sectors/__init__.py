@@ -51,7 +51,9 @@ class SectorsDecider:
             )
         decide = rules.DECIDE.get(type(command))
         if decide is None:
-            raise RuleError("sectors.unknown_command", f"the sectors rules have no command {type(command).__name__}")
+            raise RuleError(
+                "sectors.unknown_command", f"the sectors rules have no command {type(command).__name__}"
+            )
         return decide(state, command, ctx)
 
     def evolve(self, state: ColonyState, event: Any) -> ColonyState:
@@ -116,7 +118,9 @@ class SectorsDecider:
             "stock": state.stock.as_dict(),
             "victory_points": state.stock.victory_points,
             "population": sum(sector.population for _, _, sector in explored),
-            "population_by_sector": {f"{row},{column}": sector.population for row, column, sector in explored},
+            "population_by_sector": {
+                f"{row},{column}": sector.population for row, column, sector in explored
+            },
             "buildings": sum(len(sector.buildings) for _, _, sector in explored),
             "explored": len(explored),
             "sectors": state.rows * state.columns,
@@ -130,9 +134,7 @@ def _summary(event: Any) -> str:
     if isinstance(event, SectorExplored):
         return f"explored ({event.row},{event.column}): a {event.sector_type}, {event.population} person"
     if isinstance(event, PeopleMoved):
-        return (
-            f"moved {event.count} people ({event.from_row},{event.from_column}) -> ({event.to_row},{event.to_column})"
-        )
+        return f"moved {event.count} people ({event.from_row},{event.from_column}) -> ({event.to_row},{event.to_column})"
     if isinstance(event, BuildingBuilt):
         return f"built a {event.building} at ({event.row},{event.column}) for {rules.costs(event.cost)}"
     if isinstance(event, BuildingDemolished):

@@ -82,14 +82,21 @@ MOUNTAIN = SectorType(
     production_multiplier={"fall": Fraction(1, 2)},
     production_closed_in=("winter",),
     harvest_closed_in=("winter",),
-    extra_harvest=(ExtraHarvest("spring", "gold", Fraction(1, 10), "a mountain yields 0.1 gold per person in spring"),),
+    extra_harvest=(
+        ExtraHarvest("spring", "gold", Fraction(1, 10), "a mountain yields 0.1 gold per person in spring"),
+    ),
     building_limit=5,
 )
 
 PRAIRIE = SectorType(
     name="prairie",
     harvest_rates=(("wood", Fraction(1, 4)), ("food", Fraction(1)), ("gold", Fraction(0))),
-    food_need={"spring": Fraction(1, 5), "summer": Fraction(1, 5), "fall": Fraction(1, 5), "winter": Fraction(3, 5)},
+    food_need={
+        "spring": Fraction(1, 5),
+        "summer": Fraction(1, 5),
+        "fall": Fraction(1, 5),
+        "winter": Fraction(3, 5),
+    },
     growth_rate=Fraction(1, 10),
     growth_seasons=SEASONS,
     growth_blocked_by_starvation_within=0,
@@ -104,13 +111,20 @@ PRAIRIE = SectorType(
 FOREST = SectorType(
     name="forest",
     harvest_rates=(("wood", Fraction(6, 5)), ("food", Fraction(3, 10)), ("gold", Fraction(1, 10))),
-    food_need={"spring": Fraction(3, 10), "summer": Fraction(3, 10), "fall": Fraction(1, 10), "winter": Fraction(7, 10)},
+    food_need={
+        "spring": Fraction(3, 10),
+        "summer": Fraction(3, 10),
+        "fall": Fraction(1, 10),
+        "winter": Fraction(7, 10),
+    },
     growth_rate=Fraction(3, 10),
     growth_seasons=("winter",),
     growth_blocked_by_starvation_within=0,
     population_cap=200,
     # The seed's rule list says 0.4 extra food per person in fall; its worked example's 0.1 is the slip.
-    extra_harvest=(ExtraHarvest("fall", "food", Fraction(2, 5), "a forest yields 0.4 extra food per person in fall"),),
+    extra_harvest=(
+        ExtraHarvest("fall", "food", Fraction(2, 5), "a forest yields 0.4 extra food per person in fall"),
+    ),
     banned_buildings=("mint", "factory"),
 )
 
@@ -141,31 +155,58 @@ BUILDINGS: dict[str, Building] = {
     building.name: building
     for building in (
         Building(
-            "farm", crew=10, inputs=(), outputs=(("food", 14),), cost=(("wood", 20),),
+            "farm",
+            crew=10,
+            inputs=(),
+            outputs=(("food", 14),),
+            cost=(("wood", 20),),
             why="10 prairie hands harvest 10 food; a farm turns them into 14 food anywhere",
         ),
         Building(
-            "lumber_camp", crew=8, inputs=(), outputs=(("wood", 14),), cost=(("wood", 15),),
+            "lumber_camp",
+            crew=8,
+            inputs=(),
+            outputs=(("wood", 14),),
+            cost=(("wood", 15),),
             why="8 forest hands harvest 9 wood; a camp turns them into 14 wood anywhere",
         ),
         Building(
-            "mine", crew=12, inputs=(), outputs=(("gold", 16),), cost=(("wood", 30),),
+            "mine",
+            crew=12,
+            inputs=(),
+            outputs=(("gold", 16),),
+            cost=(("wood", 30),),
             why="12 mountain hands harvest 12 gold; a mine turns them into 16 gold anywhere",
         ),
         Building(
-            "mint", crew=20, inputs=(("gold", 7),), outputs=(("coins", 1),), cost=(("wood", 40), ("gold", 10)),
+            "mint",
+            crew=20,
+            inputs=(("gold", 7),),
+            outputs=(("coins", 1),),
+            cost=(("wood", 40), ("gold", 10)),
             why="the seed's mint: crew 20, 7 gold into 1 coin",
         ),
         Building(
-            "sawmill", crew=14, inputs=(("wood", 10),), outputs=(("lumber", 5),), cost=(("wood", 30),),
+            "sawmill",
+            crew=14,
+            inputs=(("wood", 10),),
+            outputs=(("lumber", 5),),
+            cost=(("wood", 30),),
             why="the seed's crew of 14; two wood make one lumber",
         ),
         Building(
-            "kitchen", crew=16, inputs=(("food", 30),), outputs=(("coins", 2),), cost=(("wood", 30), ("gold", 5)),
+            "kitchen",
+            crew=16,
+            inputs=(("food", 30),),
+            outputs=(("coins", 2),),
+            cost=(("wood", 30), ("gold", 5)),
             why="the food road to coins: 15 food a coin, dearer in hands than the mint but needs no gold",
         ),
         Building(
-            "factory", crew=25, inputs=(("coins", 4), ("lumber", 10)), outputs=(("victory_points", 2),),
+            "factory",
+            crew=25,
+            inputs=(("coins", 4), ("lumber", 10)),
+            outputs=(("victory_points", 2),),
             cost=(("wood", 60), ("lumber", 20), ("gold", 20)),
             why="2 coins and 5 lumber a victory point; needs lumber to build, so a sawmill comes first",
         ),

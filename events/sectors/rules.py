@@ -20,9 +20,9 @@ from events.sectors.data import (
     DEFAULT_STARTING_STOCK,
     EXPLORED_SECTOR_POPULATION,
     GOODS,
+    SEASONS,
     SECTOR_TYPE_NAMES,
     SECTOR_TYPES,
-    SEASONS,
     SectorType,
 )
 from events.sectors.events import (
@@ -87,7 +87,15 @@ def setup_colony(options: Options, ctx: Context) -> Setup:
     """Resolve creation options: an explicit setup checked as the commands would check it, or a new colony."""
     owner = options.owner if options.owner else ctx.player
     if options.setup is not None:
-        generated_fields = ("rows", "columns", "home_row", "home_column", "home_type", "home_population", "stock")
+        generated_fields = (
+            "rows",
+            "columns",
+            "home_row",
+            "home_column",
+            "home_type",
+            "home_population",
+            "stock",
+        )
         for name in generated_fields:
             if getattr(options, name) is not None:
                 raise RuleError(
@@ -120,8 +128,14 @@ def setup_colony(options: Options, ctx: Context) -> Setup:
     _check_stock(stock, "options.stock")
     home = SectorSetup(row=home_row, column=home_column, type=home_type, population=population)
     return Setup(
-        owner=owner, rows=rows, columns=columns, season=SEASONS[0], year=1, years=options.years,
-        stock=stock, sectors=(home,),
+        owner=owner,
+        rows=rows,
+        columns=columns,
+        season=SEASONS[0],
+        year=1,
+        years=options.years,
+        stock=stock,
+        sectors=(home,),
     )
 
 
@@ -143,7 +157,12 @@ def _explicit_setup(explicit: ExplicitSetup, owner: str, years: int) -> Setup:
             raise RuleError("sectors.invalid_setup", f"{where} is listed twice", field=field)
         seen.add((entry.row, entry.column))
         if not entry.explored:
-            if entry.type is not None or entry.population is not None or entry.buildings or entry.starved_seasons_ago:
+            if (
+                entry.type is not None
+                or entry.population is not None
+                or entry.buildings
+                or entry.starved_seasons_ago
+            ):
                 raise RuleError(
                     "sectors.invalid_setup",
                     f"{where} is unexplored, so it can have no type, population, buildings or starvation: "
@@ -168,7 +187,9 @@ def _explicit_setup(explicit: ExplicitSetup, owner: str, years: int) -> Setup:
                 raise _unknown_building(building, f"{field}.buildings")
             if building in kind.banned_buildings:
                 raise RuleError(
-                    "sectors.building_banned", f"a {kind.name} cannot hold a {building}", field=f"{field}.buildings"
+                    "sectors.building_banned",
+                    f"a {kind.name} cannot hold a {building}",
+                    field=f"{field}.buildings",
                 )
         if kind.building_limit is not None and len(entry.buildings) > kind.building_limit:
             raise RuleError(
@@ -185,8 +206,14 @@ def _explicit_setup(explicit: ExplicitSetup, owner: str, years: int) -> Setup:
         )
     resolved.sort(key=lambda entry: (entry.row, entry.column))
     return Setup(
-        owner=owner, rows=explicit.rows, columns=explicit.columns, season=explicit.season, year=explicit.year,
-        years=years, stock=explicit.stock, sectors=tuple(resolved),
+        owner=owner,
+        rows=explicit.rows,
+        columns=explicit.columns,
+        season=explicit.season,
+        year=explicit.year,
+        years=years,
+        stock=explicit.stock,
+        sectors=tuple(resolved),
     )
 
 
@@ -202,7 +229,9 @@ def _check_cap(kind: SectorType, population: int, field: str) -> None:
 def _check_stock(stock: Goods, field: str) -> None:
     negative = [f"{good} {amount}" for good, amount in stock.as_dict().items() if amount < 0]
     if negative:
-        raise RuleError("sectors.invalid_setup", f"a stock cannot be negative: {', '.join(negative)}", field=field)
+        raise RuleError(
+            "sectors.invalid_setup", f"a stock cannot be negative: {', '.join(negative)}", field=field
+        )
 
 
 def _unknown_type(name: str, field: str) -> RuleError:
@@ -227,14 +256,22 @@ def initial_state(setup: Setup) -> ColonyState:
     sectors: list[Sector | None] = [None] * (setup.rows * setup.columns)
     now = season_number(setup.season, setup.year)
     for entry in setup.sectors:
-        assert entry.type is not None and entry.population is not None, "a resolved setup lists explored sectors"
+        assert entry.type is not None and entry.population is not None, (
+            "a resolved setup lists explored sectors"
+        )
         last_starved = None if entry.starved_seasons_ago is None else now - entry.starved_seasons_ago
         sectors[entry.row * setup.columns + entry.column] = Sector(
             type=entry.type, population=entry.population, buildings=entry.buildings, last_starved=last_starved
         )
     return ColonyState(
-        owner=setup.owner, rows=setup.rows, columns=setup.columns, season=setup.season, year=setup.year,
-        years=setup.years, stock=setup.stock, sectors=tuple(sectors),
+        owner=setup.owner,
+        rows=setup.rows,
+        columns=setup.columns,
+        season=setup.season,
+        year=setup.year,
+        years=setup.years,
+        stock=setup.stock,
+        sectors=tuple(sectors),
     )
 
 
@@ -295,7 +332,9 @@ def check_move(state: ColonyState, command: MovePeople) -> None:
     if (command.from_row, command.from_column) == (command.to_row, command.to_column):
         raise RuleError("sectors.same_sector", "people must move to a different sector", field="to_row")
     if command.count < 1:
-        raise RuleError("sectors.invalid_count", f"count must be at least 1, got {command.count}", field="count")
+        raise RuleError(
+            "sectors.invalid_count", f"count must be at least 1, got {command.count}", field="count"
+        )
     if command.count > source.population:
         raise RuleError(
             "sectors.not_enough_people",
@@ -321,7 +360,9 @@ def check_build(state: ColonyState, command: Build) -> Goods:
         raise _unknown_building(command.building, "building")
     kind = SECTOR_TYPES[sector.type]
     if building.name in kind.banned_buildings:
-        raise RuleError("sectors.building_banned", f"a {kind.name} cannot hold a {building.name}", field="building")
+        raise RuleError(
+            "sectors.building_banned", f"a {kind.name} cannot hold a {building.name}", field="building"
+        )
     if kind.building_limit is not None and len(sector.buildings) >= kind.building_limit:
         raise RuleError(
             "sectors.building_limit",
@@ -382,15 +423,22 @@ def refusal(state: ColonyState, command: Any) -> RuleError | None:
 def decide_explore(state: ColonyState, command: Explore, ctx: Context) -> list[Any]:
     check_explore(state, command)
     drawn = SECTOR_TYPE_NAMES[ctx.dice.randbelow(len(SECTOR_TYPE_NAMES))]
-    return [SectorExplored(row=command.row, column=command.column, sector_type=drawn, population=EXPLORED_SECTOR_POPULATION)]
+    return [
+        SectorExplored(
+            row=command.row, column=command.column, sector_type=drawn, population=EXPLORED_SECTOR_POPULATION
+        )
+    ]
 
 
 def decide_move(state: ColonyState, command: MovePeople, ctx: Context) -> list[Any]:
     check_move(state, command)
     return [
         PeopleMoved(
-            from_row=command.from_row, from_column=command.from_column,
-            to_row=command.to_row, to_column=command.to_column, count=command.count,
+            from_row=command.from_row,
+            from_column=command.from_column,
+            to_row=command.to_row,
+            to_column=command.to_column,
+            count=command.count,
         )
     ]
 
@@ -402,7 +450,11 @@ def decide_build(state: ColonyState, command: Build, ctx: Context) -> list[Any]:
 
 def decide_demolish(state: ColonyState, command: Demolish, ctx: Context) -> list[Any]:
     standing = check_demolish(state, command)
-    return [BuildingDemolished(row=command.row, column=command.column, position=command.position, building=standing)]
+    return [
+        BuildingDemolished(
+            row=command.row, column=command.column, position=command.position, building=standing
+        )
+    ]
 
 
 def decide_end_season(state: ColonyState, command: EndSeason, ctx: Context) -> list[Any]:
@@ -464,10 +516,23 @@ def population_change(
     cap = kind.population_cap
     after = min(grown, cap) if cap is not None else grown
     return PopulationChanged(
-        row=row, column=column, sector_type=kind.name, season=season, year=year,  # type: ignore[arg-type]
-        population_before=population, food_rate=str(rate), food_needed=needed, food_eaten=eaten,
-        starved=starved, deaths=population - survivors, growth_rate=str(kind.growth_rate),
-        growth_allowed=allowed, growth_reason=reason, births=births, cap=cap, over_cap=grown - after,
+        row=row,
+        column=column,
+        sector_type=kind.name,
+        season=season,
+        year=year,  # type: ignore[arg-type]
+        population_before=population,
+        food_rate=str(rate),
+        food_needed=needed,
+        food_eaten=eaten,
+        starved=starved,
+        deaths=population - survivors,
+        growth_rate=str(kind.growth_rate),
+        growth_allowed=allowed,
+        growth_reason=reason,
+        births=births,
+        cap=cap,
+        over_cap=grown - after,
         population_after=after,
     )
 
@@ -486,7 +551,10 @@ def _growth(kind: SectorType, sector: Sector, season: str, now: int, starved_now
                 f"{kind.name} people do not reproduce after starvation in the last {window} seasons; "
                 f"this sector starved {ago} season{'s' if ago != 1 else ''} ago"
             )
-        return True, f"{kind.name} people reproduce in {season} when no starvation in the last {window} seasons"
+        return (
+            True,
+            f"{kind.name} people reproduce in {season} when no starvation in the last {window} seasons",
+        )
     if len(kind.growth_seasons) == len(SEASONS):
         return True, f"{kind.name} people reproduce every season, even after starvation"
     return True, f"{kind.name} people reproduce in {season}"
@@ -509,7 +577,9 @@ def production(
         if closed:
             reports.append(
                 BuildingReport(
-                    position=position, building=name, outcome="closed",
+                    position=position,
+                    building=name,
+                    outcome="closed",
                     reason=f"no production in a {kind.name} in {season}",
                 )
             )
@@ -517,7 +587,9 @@ def production(
         if remaining < building.crew:
             reports.append(
                 BuildingReport(
-                    position=position, building=name, outcome="not_staffed",
+                    position=position,
+                    building=name,
+                    outcome="not_staffed",
                     reason=f"needs a crew of {building.crew}, only {remaining} workers left",
                 )
             )
@@ -532,8 +604,11 @@ def production(
         if missing:
             reports.append(
                 BuildingReport(
-                    position=position, building=name, outcome="idle_missing_inputs",
-                    crew_used=building.crew, reason="; ".join(missing),
+                    position=position,
+                    building=name,
+                    outcome="idle_missing_inputs",
+                    crew_used=building.crew,
+                    reason="; ".join(missing),
                 )
             )
             continue
@@ -544,17 +619,31 @@ def production(
         for good, amount in outputs.items():
             stock[good] += amount
             produced_total[good] = produced_total.get(good, 0) + amount
-        reason = "ran" if multiplier == 1 else f"ran; output x{multiplier} in a {kind.name} {season}, rounded down"
+        reason = (
+            "ran" if multiplier == 1 else f"ran; output x{multiplier} in a {kind.name} {season}, rounded down"
+        )
         reports.append(
             BuildingReport(
-                position=position, building=name, outcome="ran", crew_used=building.crew, reason=reason,
-                consumed=goods_of(building.inputs), produced=goods_of(outputs),
+                position=position,
+                building=name,
+                outcome="ran",
+                crew_used=building.crew,
+                reason=reason,
+                consumed=goods_of(building.inputs),
+                produced=goods_of(outputs),
             )
         )
     return GoodsProduced(
-        row=row, column=column, sector_type=kind.name, season=season, year=year,  # type: ignore[arg-type]
-        workforce=workforce, multiplier="0" if closed else str(multiplier), buildings=tuple(reports),
-        consumed=goods_of(consumed_total), produced=goods_of(produced_total),
+        row=row,
+        column=column,
+        sector_type=kind.name,
+        season=season,
+        year=year,  # type: ignore[arg-type]
+        workforce=workforce,
+        multiplier="0" if closed else str(multiplier),
+        buildings=tuple(reports),
+        consumed=goods_of(consumed_total),
+        produced=goods_of(produced_total),
         idle_workers=remaining,
     )
 
@@ -566,10 +655,19 @@ def harvest(
     kind = SECTOR_TYPES[sector.type]
     if season in kind.harvest_closed_in:
         return ResourcesHarvested(
-            row=row, column=column, sector_type=kind.name, season=season, year=year,  # type: ignore[arg-type]
-            idle_workers=idle, population=population, closed=True, multiplier="0",
+            row=row,
+            column=column,
+            sector_type=kind.name,
+            season=season,
+            year=year,  # type: ignore[arg-type]
+            idle_workers=idle,
+            population=population,
+            closed=True,
+            multiplier="0",
             multiplier_reasons=(f"no resource harvesting in a {kind.name} in {season}",),
-            harvested=NO_GOODS, extra=NO_GOODS, extra_reasons=(),
+            harvested=NO_GOODS,
+            extra=NO_GOODS,
+            extra_reasons=(),
         )
     multiplier = Fraction(1)
     reasons: list[str] = []
@@ -586,9 +684,18 @@ def harvest(
             extra[bonus.good] = extra.get(bonus.good, 0) + floor_times(population, bonus.per_person)
             extra_reasons.append(bonus.reason)
     return ResourcesHarvested(
-        row=row, column=column, sector_type=kind.name, season=season, year=year,  # type: ignore[arg-type]
-        idle_workers=idle, population=population, closed=False, multiplier=str(multiplier),
-        multiplier_reasons=tuple(reasons), harvested=goods_of(harvested), extra=goods_of(extra),
+        row=row,
+        column=column,
+        sector_type=kind.name,
+        season=season,
+        year=year,  # type: ignore[arg-type]
+        idle_workers=idle,
+        population=population,
+        closed=False,
+        multiplier=str(multiplier),
+        multiplier_reasons=tuple(reasons),
+        harvested=goods_of(harvested),
+        extra=goods_of(extra),
         extra_reasons=tuple(extra_reasons),
     )
 
@@ -604,16 +711,26 @@ def evolve_sector_explored(state: ColonyState, event: SectorExplored) -> ColonyS
 def evolve_people_moved(state: ColonyState, event: PeopleMoved) -> ColonyState:
     source = state.sector(event.from_row, event.from_column)
     assert source is not None
-    moved = msgspec.structs.replace(state, sectors=replace_sector(
-        state, event.from_row, event.from_column,
-        msgspec.structs.replace(source, population=source.population - event.count),
-    ))
+    moved = msgspec.structs.replace(
+        state,
+        sectors=replace_sector(
+            state,
+            event.from_row,
+            event.from_column,
+            msgspec.structs.replace(source, population=source.population - event.count),
+        ),
+    )
     target = moved.sector(event.to_row, event.to_column)
     assert target is not None
-    return msgspec.structs.replace(moved, sectors=replace_sector(
-        moved, event.to_row, event.to_column,
-        msgspec.structs.replace(target, population=target.population + event.count),
-    ))
+    return msgspec.structs.replace(
+        moved,
+        sectors=replace_sector(
+            moved,
+            event.to_row,
+            event.to_column,
+            msgspec.structs.replace(target, population=target.population + event.count),
+        ),
+    )
 
 
 def evolve_building_built(state: ColonyState, event: BuildingBuilt) -> ColonyState:
@@ -641,7 +758,9 @@ def evolve_population_changed(state: ColonyState, event: PopulationChanged) -> C
     stock = state.stock
     if event.food_eaten:
         stock = msgspec.structs.replace(stock, food=stock.food - event.food_eaten)
-    return msgspec.structs.replace(state, stock=stock, sectors=replace_sector(state, event.row, event.column, changed))
+    return msgspec.structs.replace(
+        state, stock=stock, sectors=replace_sector(state, event.row, event.column, changed)
+    )
 
 
 def evolve_goods_produced(state: ColonyState, event: GoodsProduced) -> ColonyState:
@@ -685,4 +804,8 @@ EVOLVE: dict[type, Callable[[ColonyState, Any], ColonyState]] = {
 }
 
 # Every good a table mentions must be a field of the stock, or an event could not record it.
-assert all(good in GOODS for building in BUILDINGS.values() for good, _ in building.inputs + building.outputs + building.cost)
+assert all(
+    good in GOODS
+    for building in BUILDINGS.values()
+    for good, _ in building.inputs + building.outputs + building.cost
+)
