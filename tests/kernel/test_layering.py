@@ -1,0 +1,47 @@
+"""The write model stays pure: nothing under events/ imports I/O, clock, randomness or logging."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+FORBIDDEN = {"redis", "faststream", "structlog", "time", "random", "os", "datetime", "secrets", "uuid",
+             "socket", "asyncio", "services", "projections", "subprocess", "pathlib"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_nothing_under_events_imports_io_clock_randomness_or_the_outer_layers():
+    offenders = {
+        str(path.relative_to(EVENTS.parent)): sorted(imported_modules(path) & FORBIDDEN)
+        for path in sorted(EVENTS.rglob("*.py"))
+    }
+    assert {path: bad for path, bad in offenders.items() if bad} == {}
+
+
+def test_projections_never_import_services():
+    projections = EVENTS.parent / "projections"
+    offenders = [str(p) for p in projections.rglob("*.py") if "services" in imported_modules(p)]
+    assert offenders == []
+
+
+def test_rule_arithmetic_uses_no_binary_floats_outside_the_claim_seeding():
+    offenders = []
+    for path in sorted(EVENTS.rglob("*.py")):
+        if "claim" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, float):
+                offenders.append(f"{path.relative_to(EVENTS.parent)}:{node.lineno} float literal {node.value}")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "float":
+                offenders.append(f"{path.relative_to(EVENTS.parent)}:{node.lineno} float()")
+    assert offenders == []
