@@ -1,0 +1,107 @@
+"""`almanac bench store`: event-store rates against raw pipelined XADD measured in the same run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis.asyncio as aioredis
+from rich.console import Console
+from rich.table import Table
+
+from events import codec, room as room_rules
+from events.decider import Context
+from events.dice import Dice
+from events.envelope import GENESIS_HASH, Envelope
+from events.hashing import seal
+from services.store.redis_store import RedisEventStore
+
+BATCH = 100
+
+
+def _counter_envelopes(room: str, count: int) -> list[Envelope]:
+    """A created counter room followed by ``count - 1`` additions, sealed into a chain."""
+    from events import registry  # noqa: PLC0415
+    from services.bench.trivial import TRIVIAL  # noqa: PLC0415
+
+    registry.register(TRIVIAL)
+    ctx = Context(room=room, player="bench", now_ms=0, version=1, dice=Dice(b"bench", room, 1))
+    events = room_rules.decide(None, room_rules.CreateRoom(ruleset=TRIVIAL.name), ctx)
+    events += [TRIVIAL.event_types[0](amount=1) for _ in range(count - 1)]
+    envelopes = []
+    previous = GENESIS_HASH
+    for version, event in enumerate(events, start=1):
+        event_type, payload = codec.encode_event(event)
+        envelope = seal(Envelope(room=room, version=version, ruleset=TRIVIAL.name, type=event_type,
+                                 payload=payload, command_id=f"c{version}", player="bench",
+                                 server_time_ms=version, previous_hash=previous))
+        previous = envelope.hash
+        envelopes.append(envelope)
+    return envelopes
+
+
+async def _measure(url: str, events: int) -> list[tuple[str, float]]:
+    client = aioredis.Redis.from_url(url)
+    prefix = f"bench{int(time.time())}"
+    store = RedisEventStore(client, shard_count=16, prefix=prefix)
+    envelopes = _counter_envelopes("bench-room", events)
+    encoded = [codec.encode_envelope(e) for e in envelopes]
+    results: list[tuple[str, float]] = []
+    try:
+        # Baseline: raw redis-py XADD of the same bytes, pipelined 100 at a time.
+        key = f"{prefix}:raw"
+        start = time.perf_counter()
+        for offset in range(0, events, BATCH):
+            async with client.pipeline(transaction=False) as pipe:
+                for data in encoded[offset : offset + BATCH]:
+                    pipe.xadd(key, {"e": data})
+                await pipe.execute()
+        results.append(("raw pipelined XADD (baseline)", events / (time.perf_counter() - start)))
+
+        start = time.perf_counter()
+        for offset in range(0, events, BATCH):
+            batch = envelopes[offset : offset + BATCH]
+            await store.append("bench-room", offset, f"batch-{offset}", batch)
+        results.append((f"our append, {BATCH} events per call", events / (time.perf_counter() - start)))
+
+        singles = min(events, 5_000)
+        single_envelopes = _counter_envelopes("bench-single", singles)
+        start = time.perf_counter()
+        for index, envelope in enumerate(single_envelopes):
+            await store.append("bench-single", index, f"single-{index}", [envelope])
+        results.append(("our append, 1 event per call", singles / (time.perf_counter() - start)))
+
+        start = time.perf_counter()
+        raw = await store.read_raw("bench-room")
+        results.append(("read (XRANGE pages of 1000)", len(raw) / (time.perf_counter() - start)))
+
+        from services.rooms import RoomService  # noqa: PLC0415
+
+        start = time.perf_counter()
+        state, _ = await RoomService(store, snapshot_every=0).load("bench-room")
+        elapsed = time.perf_counter() - start
+        assert state is not None and state.version == events
+        results.append(("replay (read + decode + fold)", events / elapsed))
+
+        start = time.perf_counter()
+        state = None
+        for envelope in envelopes:
+            state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
+        results.append(("decode + fold only, in memory", events / (time.perf_counter() - start)))
+    finally:
+        keys = [k async for k in client.scan_iter(f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+    return results
+
+
+def main(url: str, events: int = 100_000) -> None:
+    console = Console()
+    console.print(f"[bold]bench store[/]: {events:,} events on {url}")
+    results = asyncio.run(_measure(url, events))
+    baseline = results[0][1]
+    table = Table("path", "events/s", "x baseline")
+    for name, rate in results:
+        table.add_row(name, f"{rate:,.0f}", f"{rate / baseline:.2f}")
+    console.print(table)

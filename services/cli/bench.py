@@ -1,0 +1,57 @@
+"""`almanac bench ...`: benchmarks that print figures and the ratio to a baseline measured in the same run."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from events import registry
+from services.cli import app
+from services.cli.common import fail, redis_url_for, settings_or_exit
+
+bench_app = typer.Typer(help="Benchmarks: figures with a baseline measured in the same run.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("store")
+def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to append and replay.")) -> None:
+    """Raw pipelined XADD (baseline) against our batched and single appends, reads and replay."""
+    from services.bench.store import main  # noqa: PLC0415
+
+    with redis_url_for(settings_or_exit()) as url:
+        main(url, events)
+
+
+@bench_app.command("rules")
+def bench_rules(name: str = typer.Argument(..., help="Rule-set name: sectors, claim, board or realm.")) -> None:
+    """Pure rule speed of one rule-set (no Redis)."""
+    if name not in registry.BUILTIN_RULESETS:
+        raise fail(f"unknown rule-set {name!r}; choose one of {', '.join(sorted(registry.BUILTIN_RULESETS))}")
+    try:
+        module = importlib.import_module(f"services.bench.rules_{name}")
+    except ModuleNotFoundError:
+        raise fail(f"the {name} rule-set has no benchmark yet") from None
+    module.main()
+
+
+@bench_app.command("engine")
+def bench_engine(
+    rooms: int = typer.Option(200, min=1, help="Rooms to spread commands over."),
+    commands: int = typer.Option(20_000, min=100, help="Commands to send in all."),
+) -> None:
+    """Commands per second through the engine and projector, against raw pipelined XADD."""
+    from services.bench.engine import main  # noqa: PLC0415
+
+    main(rooms=rooms, commands=commands)
+
+
+@bench_app.command("e2e")
+def bench_e2e(
+    rate: int = typer.Option(500, min=1, help="Offered load, commands per second."),
+    seconds: int = typer.Option(10, min=1, help="How long to offer it."),
+) -> None:
+    """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
+    from services.bench.e2e import main  # noqa: PLC0415
+
+    main(rate=rate, seconds=seconds)
