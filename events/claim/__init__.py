@@ -122,7 +122,7 @@ class ClaimDecider:
         fields = msgspec.to_builtins(event)
         if "parcel" in fields:
             fields["parcel"] = TERRAIN[fields["parcel"]].name
-        detail = " ".join(f"{k}={v}" for k, v in fields.items() if k != "at_ms")
+        detail = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("at_ms", "type"))
         return f"{event_tag(event)} {detail}"
 
 

@@ -371,7 +371,7 @@ def decide_prove_up(state: ClaimState, command: ProveUp, ctx: Context) -> list[A
         raise RuleError(
             "claim.too_early",
             f"a claim is proved up no sooner than {data.PROVE_UP_MIN_MS // data.MS_PER_HOUR} hours after it was "
-            f"staked; {hours} more hours",
+            f"staked; {hours} h to go",
         )
     cover = cover_parcels(state)
     if cover < data.PROVE_UP_MIN_COVER:

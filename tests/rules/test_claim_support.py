@@ -1,0 +1,118 @@
+"""Helpers for the claim tests (no tests here): drive a claim room through events.room like the engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from events import codec, room
+from events.claim.seeding import INDEX_BY_NAME, TERRAIN
+from events.claim.state import ClaimState
+from events.decider import Context
+from events.dice import Dice, seed_commitment
+from events.errors import RuleError
+
+SEED = b"claim-test-seed-0123456789abcdef"
+HOUR = 3_600_000
+MINUTE = 60_000
+T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z, the staking time of most stories
+
+
+class ClaimGame:
+    """One claim room: create it, join the owner, then apply commands at given server times."""
+
+    def __init__(
+        self, created_ms: int = T0, owner: str = "ann", block: str = "valley-1/NE", room_id: str = "claim-1"
+    ) -> None:
+        self.room = room_id
+        self.owner = owner
+        self.state: room.RoomState | None = None
+        self.events: list[Any] = []
+        self.now = created_ms
+        options = {"block": block} if block else {}
+        self.do(room.CreateRoom(ruleset="claim", options=options), player=owner, at=created_ms)
+        self.do(room.JoinRoom(), player=owner, at=created_ms)
+
+    def ctx(self, player: str, at: int) -> Context:
+        version = (self.state.version if self.state else 0) + 1
+        return Context(
+            room=self.room,
+            player=player,
+            now_ms=at,
+            version=version,
+            dice=Dice(SEED, self.room, version),
+            seed_commitment=seed_commitment(SEED),
+            secret_seed_hex=SEED.hex(),
+        )
+
+    def do(self, command: Any, player: str | None = None, at: int | None = None) -> list[Any]:
+        """Decide and apply a command (a Struct or a JSON-like dict); returns its events."""
+        at = self.now if at is None else at
+        self.now = max(self.now, at)
+        if isinstance(command, dict):
+            command = codec.decode_command(self.state.ruleset if self.state else None, command)
+        events = room.decide(self.state, command, self.ctx(player or self.owner, at))
+        for event in events:
+            version = (self.state.version if self.state else 0) + 1
+            self.state = room.evolve(self.state, event, self.room, version)
+            self.events.append(event)
+        return events
+
+    def refuse(self, command: Any, player: str | None = None, at: int | None = None) -> RuleError:
+        """The RuleError a command gets; fails if it is accepted or if the state changes."""
+        before = self.state
+        try:
+            self.do(command, player=player, at=at)
+        except RuleError as error:
+            assert self.state is before
+            return error
+        raise AssertionError(f"{command!r} was accepted")
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+    @property
+    def claim(self) -> ClaimState:
+        assert self.state is not None
+        return self.state.game
+
+    def parcel(self, name: str):
+        return self.claim.parcels[INDEX_BY_NAME[name]]
+
+
+def fold_events(room_id: str, events: list[Any]) -> room.RoomState:
+    """Replay events through the codec (encode, wrap, decode) and the room's evolve."""
+    from events.envelope import Envelope
+
+    state = None
+    for version, event in enumerate(events, start=1):
+        tag, payload = codec.encode_event(event)
+        envelope = Envelope(
+            room=room_id,
+            version=version,
+            ruleset="claim",
+            type=tag,
+            payload=payload,
+            command_id=f"c{version}",
+            player="ann",
+            server_time_ms=0,
+            previous_hash="",
+        )
+        state = room.evolve(state, codec.decode_event(envelope), room_id, version)
+    assert state is not None
+    return state
+
+
+def timbered(state: ClaimState, zone: str | None = None) -> list[str]:
+    """Names of parcels with timber standing, in row-major order (optionally of one zone)."""
+    return [
+        t.name
+        for t, p in zip(TERRAIN, state.parcels, strict=True)
+        if p.species is not None and (zone is None or (t.zone == zone and not t.meadow))
+    ]
+
+
+def as_builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
