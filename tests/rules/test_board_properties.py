@@ -1,0 +1,77 @@
+"""Properties over random command sequences and policy games: no overlaps, mountains stay, folds agree."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_board_support import Game
+
+from events import codec
+from events.board import DECIDER
+from events.board.commands import PlaceElement, SkipElement
+from events.board.data import MOUNTAIN, MOUNTAINS, SIZE
+from events.board.events import ElementPlaced, SeasonEnded
+from events.board.policy import choose_command
+from events.dice import Dice
+from events.errors import RuleError
+
+commands = st.one_of(
+    st.builds(
+        PlaceElement,
+        row=st.integers(-2, SIZE + 1),
+        column=st.integers(-2, SIZE + 1),
+        rotation=st.sampled_from([0, 90, 180, 270, 45]),
+        mirror=st.booleans(),
+    ),
+    st.just(SkipElement()),
+)
+
+
+def filled_cells(game: Game) -> int:
+    return sum(1 for line in game.game.board for cell in line if cell)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.binary(min_size=1, max_size=8), plays=st.lists(commands, max_size=60))
+def test_no_sequence_of_commands_overlaps_cells_or_covers_a_mountain(seed, plays):
+    game = Game(seed=seed).create({"extended_pool": True, "mountain_bonus": True})
+    covered: set[tuple[int, int]] = set()
+    for command in plays:
+        if game.state.ended:
+            break
+        try:
+            events = game.play(command)
+        except RuleError as error:
+            assert error.code.startswith("board.")
+            continue
+        for event in events:
+            if isinstance(event, ElementPlaced):
+                cells = set(event.cells)
+                assert len(cells) == len(event.cells)
+                assert not cells & covered, "a placement overlapped an earlier one"
+                assert not cells & set(MOUNTAINS), "a placement covered a mountain"
+                assert all(0 <= r < SIZE and 0 <= c < SIZE for r, c in cells)
+                covered |= cells
+    assert all(game.game.board[r][c] == MOUNTAIN for r, c in MOUNTAINS)
+    assert filled_cells(game) == len(covered) + len(MOUNTAINS)
+    assert game.folded() == game.state
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.binary(min_size=1, max_size=8), extended=st.booleans(), bonus=st.booleans())
+def test_policy_games_end_at_28_and_folding_their_decoded_log_equals_the_live_state(seed, extended, bonus):
+    game = Game(seed=seed).create({"extended_pool": extended, "mountain_bonus": bonus})
+    policy_dice = Dice(seed, "policy", 0)
+    while not game.state.ended:
+        command = choose_command(game.game, game.player, policy_dice)
+        assert command is not None
+        game.play(command)
+    assert choose_command(game.game, game.player, policy_dice) is None
+    assert game.game.time >= 28 and len(game.game.seasons) == 4
+    seasons = [e for e in game.events if isinstance(e, SeasonEnded)]
+    assert game.game.total == sum(s.total for s in seasons) == DECIDER.scores(game.game)[game.player]
+    assert all(s.total == sum(m.points for m in s.missions) + s.mountain_bonus for s in seasons)
+    decoded = [codec.decode_event(envelope) for envelope in game.envelopes()]
+    assert decoded == game.events
+    game.events = decoded
+    assert game.folded() == game.state
