@@ -5,8 +5,11 @@ from __future__ import annotations
 import msgspec
 
 
-class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Creation options. ``owner`` defaults to the creator; ``block`` to the room id."""
+class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Creation options. ``owner`` defaults to the creator; ``block`` to the room id.
+
+    Unknown fields are refused, so nobody believes they chose the staking time (the server does).
+    """
 
     owner: str = ""
     block: str = ""
