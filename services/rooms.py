@@ -9,8 +9,7 @@ from typing import Any
 
 import msgspec
 
-from events import codec
-from events import room as room_rules
+from events import codec, room as room_rules
 from events.decider import Context
 from events.dice import Dice, seed_commitment
 from events.envelope import GENESIS_HASH, Envelope

@@ -18,6 +18,8 @@ class SettingsError(Exception):
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     redis_url: str | None = None
+    # True when REDIS_URL names a node of a Redis Cluster (the client then routes by hash tag).
+    redis_cluster: bool = False
     shard_count: int = 16
     data_dir: str = ".almanac"
     snapshot_every: int = 100
@@ -40,6 +42,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
 _ENV = {
     "redis_url": "REDIS_URL",
+    "redis_cluster": "REDIS_CLUSTER",
     "shard_count": "ALMANAC_SHARDS",
     "data_dir": "ALMANAC_DATA_DIR",
     "snapshot_every": "ALMANAC_SNAPSHOT_EVERY",

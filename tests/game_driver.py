@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import codec
-from events import room as room_rules
+from events import codec, room as room_rules
 from events.decider import Context
 from events.dice import Dice, seed_commitment
 from events.envelope import GENESIS_HASH, Envelope

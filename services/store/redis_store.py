@@ -43,6 +43,13 @@ redis.call('XADD', KEYS[2], '*', 'c', ARGV[2])
 return {'ok', ARGV[1]}
 """
 
+# KEYS: 1 snapshot data hash, 2 snapshot index zset; ARGV: 1 version, 2 snapshot bytes
+SNAPSHOT_SCRIPT = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[1]), ARGV[1])
+return 1
+"""
+
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
 _PAGE = 1000
 
@@ -56,6 +63,7 @@ class RedisEventStore:
         self.keys = Keys(shard_count, prefix)
         self._append = client.register_script(APPEND_SCRIPT)
         self._reject = client.register_script(REJECT_SCRIPT)
+        self._snapshot = client.register_script(SNAPSHOT_SCRIPT)
 
     async def append(
         self,
@@ -141,10 +149,8 @@ class RedisEventStore:
         return int(value or 0)
 
     async def save_snapshot(self, room: str, version: int, data: bytes) -> None:
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(self.keys.snapshot_data(room), str(version), data)
-            pipe.zadd(self.keys.snapshot_index(room), {str(version): version})
-            await pipe.execute()
+        # A script rather than MULTI: atomic on a single server and on a Cluster alike.
+        await self._snapshot(keys=[self.keys.snapshot_data(room), self.keys.snapshot_index(room)], args=[version, data])
 
     async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
         high = "+inf" if at_most is None else at_most

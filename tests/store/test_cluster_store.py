@@ -1,0 +1,75 @@
+"""The store contract on a real three-node Redis Cluster: the shard hash tags keep each script in one slot."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from cluster_support import local_cluster
+from game_driver import fold_envelopes
+from store.test_store_contract import make_envelopes
+
+from events.envelope import GENESIS_HASH
+from events.hashing import first_broken_link
+from services.redis_client import connect
+from services.rooms import CommandRecord, RoomService
+from services.store.base import VersionConflict
+from services.store.keys import shard_of
+from services.store.redis_store import RedisEventStore
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory):
+    with local_cluster(tmp_path_factory.mktemp("cluster")) as url:
+        yield url
+
+
+@pytest.fixture
+async def cluster_store(cluster_url):
+    client = connect(cluster_url, cluster=True)
+    await client.flushall()
+    yield RedisEventStore(client, shard_count=16)
+    await client.aclose()
+
+
+async def test_rooms_on_every_shard_append_read_and_list_on_a_cluster(cluster_store):
+    rooms = [f"room-{index}" for index in range(40)]
+    assert len({shard_of(room, 16) for room in rooms}) > 8
+    for room in rooms:
+        await cluster_store.append(room, 0, f"create-{room}", make_envelopes(room, 1, 3, GENESIS_HASH))
+
+    assert await cluster_store.rooms() == sorted(rooms)
+    for room in rooms[:5]:
+        envelopes = await cluster_store.read(room)
+        assert [e.version for e in envelopes] == [1, 2, 3]
+        assert first_broken_link(envelopes, GENESIS_HASH) is None
+
+
+async def test_a_conflict_and_a_duplicate_on_a_cluster_behave_as_on_one_server(cluster_store):
+    await cluster_store.append("r1", 0, "c1", make_envelopes("r1", 1, 2, GENESIS_HASH))
+    with pytest.raises(VersionConflict) as conflict:
+        await cluster_store.append("r1", 0, "c2", make_envelopes("r1", 1, 1, GENESIS_HASH))
+    assert conflict.value.current == 2
+    again = await cluster_store.append("r1", 2, "c1", make_envelopes("r1", 3, 1, "x"))
+    assert again.duplicate and await cluster_store.latest_version("r1") == 2
+
+
+async def test_games_on_many_rooms_through_the_write_path_on_a_cluster(cluster_store):
+    service = RoomService(cluster_store, snapshot_every=5)
+
+    async def play(room: str) -> None:
+        def record(command_id: str, body: dict) -> CommandRecord:
+            return CommandRecord(command_id=f"{room}-{command_id}", room=room, player="alice",
+                                 server_time_ms=1, body=body)
+
+        await service.handle(record("create", {"kind": "create_room", "ruleset": "counter"}))
+        await service.handle(record("join", {"kind": "join_room"}))
+        for index in range(12):
+            outcome = await service.handle(record(str(index), {"kind": "roll", "dice": 2}))
+            assert outcome.accepted
+
+    await asyncio.gather(*(play(f"game-{index}") for index in range(10)))
+    for index in range(10):
+        room = f"game-{index}"
+        state, _ = await RoomService(cluster_store, snapshot_every=5).load(room, at_version=9)
+        assert state == fold_envelopes((await cluster_store.read(room))[:9])
