@@ -1,0 +1,432 @@
+"""Creating a colony and every command of the sectors rules: what they record and how they refuse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from events import room
+from events.dice import ScriptedDice
+from events.errors import RuleError
+from events.sectors import DECIDER
+from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
+from events.sectors.data import BUILDING_NAMES, DEFAULT_STARTING_STOCK, SECTOR_TYPE_NAMES
+from events.sectors.events import BuildingBuilt, BuildingDemolished, PeopleMoved, SeasonEnded, SectorExplored
+from events.sectors.sandbox import Sandbox
+from events.sectors.state import Goods
+
+PLENTY = {"food": 10_000, "wood": 10_000, "gold": 10_000, "lumber": 1_000, "coins": 1_000}
+
+
+def colony(*sectors: dict[str, Any], stock: dict[str, int] | None = None, **more: Any) -> Sandbox:
+    setup = {"stock": PLENTY if stock is None else stock, "sectors": list(sectors), **more}
+    return Sandbox({"setup": setup})
+
+
+def sector(kind: str, population: int, *buildings: str, row: int = 0, column: int = 0) -> dict:
+    return {
+        "row": row,
+        "column": column,
+        "type": kind,
+        "population": population,
+        "buildings": list(buildings),
+    }
+
+
+def refusal(game: Sandbox, command: Any, **kwargs: Any) -> RuleError:
+    before = game.state
+    with pytest.raises(RuleError) as caught:
+        game.play(command, **kwargs)
+    assert game.state is before, "a refused command changes nothing"
+    return caught.value
+
+
+def setup_refusal(options: dict[str, Any]) -> RuleError:
+    with pytest.raises(RuleError) as caught:
+        Sandbox(options)
+    return caught.value
+
+
+# --- a new colony -----------------------------------------------------------------------------
+
+
+def test_a_new_colony_is_an_8x8_grid_in_spring_of_year_1_with_a_drawn_home_sector_owned_by_its_creator():
+    # Given the dice will draw type index 2 for the home sector
+    game = Sandbox({}, player="alice", dice=ScriptedDice([2]))
+
+    # Then alice owns an 8x8 colony whose only explored sector is a forest of 50 near the middle
+    state = game.game
+    assert (state.owner, state.rows, state.columns, state.season, state.year) == ("alice", 8, 8, "spring", 1)
+    assert [(row, column, s.type, s.population) for row, column, s in state.explored()] == [
+        (3, 3, "forest", 50)
+    ]
+    assert state.stock == Goods(**DEFAULT_STARTING_STOCK)
+    assert SECTOR_TYPE_NAMES[2] == "forest"
+    assert DECIDER.seats(state) == ("alice",)
+
+
+def test_options_choose_the_owner_grid_home_and_stock_without_drawing():
+    options = {
+        "owner": "bob",
+        "rows": 3,
+        "columns": 5,
+        "home_row": 0,
+        "home_column": 4,
+        "home_type": "mountain",
+        "home_population": 80,
+        "stock": {"food": 7},
+    }
+    game = Sandbox(options, player="alice", dice=ScriptedDice([]), join=False)
+    state = game.game
+    assert (state.owner, state.rows, state.columns) == ("bob", 3, 5)
+    assert state.sector(0, 4) == state.sectors[4] and state.sectors[4].type == "mountain"
+    assert state.sectors[4].population == 80 and state.stock == Goods(food=7)
+    # And only the owner may take the seat
+    with pytest.raises(RuleError) as caught:
+        game.play(room.JoinRoom(), player="alice")
+    assert caught.value.code == "no_seat"
+    game.play(room.JoinRoom(), player="bob")
+
+
+def test_the_decider_refuses_anyone_but_the_owner():
+    game = Sandbox({"home_type": "prairie"}, player="alice")
+    context = game.context("mallory")
+    with pytest.raises(RuleError) as caught:
+        DECIDER.decide(game.game, EndSeason(), context)
+    assert caught.value.code == "sectors.not_owner"
+    assert caught.value.message == "only the colony's owner 'alice' may command it, not 'mallory'"
+
+
+@pytest.mark.parametrize(
+    ("options", "code", "field", "message"),
+    [
+        (
+            {"setup": {"sectors": [{"row": 1, "column": 1, "explored": False, "type": "forest"}]}},
+            "sectors.invalid_setup",
+            "options.setup.sectors[0]",
+            "sector (row 1, column 1) is unexplored, so it can have no type, population, buildings or "
+            "starvation: its type is drawn when it is explored",
+        ),
+        (
+            {"setup": {"rows": 2, "columns": 2, "sectors": [sector("forest", 5, row=2)]}},
+            "sectors.invalid_setup",
+            "options.setup.sectors[0].row",
+            "sector (row 2, column 0) is outside the 2x2 grid (rows 0-1, columns 0-1)",
+        ),
+        (
+            {"setup": {"sectors": [sector("forest", 5), sector("prairie", 5)]}},
+            "sectors.invalid_setup",
+            "options.setup.sectors[1]",
+            "sector (row 0, column 0) is listed twice",
+        ),
+        (
+            {"setup": {"sectors": [sector("forest", 201)]}},
+            "sectors.population_cap",
+            "options.setup.sectors[0].population",
+            "forest population is capped at 200; 201 were asked for",
+        ),
+        (
+            {"setup": {"sectors": [sector("swamp", 5)]}},
+            "sectors.unknown_type",
+            "options.setup.sectors[0].type",
+            "there is no sector type 'swamp'; known types: mountain, prairie, forest",
+        ),
+        (
+            {"setup": {"sectors": [sector("mountain", 5, *["mine"] * 6)]}},
+            "sectors.building_limit",
+            "options.setup.sectors[0].buildings",
+            "a mountain holds at most 5 buildings; sector (row 0, column 0) lists 6",
+        ),
+        (
+            {"setup": {"sectors": [{"row": 0, "column": 0, "explored": False}]}},
+            "sectors.invalid_setup",
+            "options.setup.sectors",
+            "an explicit setup needs at least one explored sector, or nothing can ever be explored",
+        ),
+        (
+            {"rows": 4, "setup": {"sectors": [sector("forest", 5)]}},
+            "sectors.invalid_setup",
+            "options.rows",
+            "options.rows only shapes a generated colony; with an explicit setup, put it in the setup",
+        ),
+        (
+            {"setup": {"stock": {"wood": -1}, "sectors": [sector("forest", 5)]}},
+            "sectors.invalid_setup",
+            "options.setup.stock",
+            "a stock cannot be negative: wood -1",
+        ),
+        (
+            {"home_row": 8},
+            "sectors.invalid_setup",
+            "options.home_row",
+            "the home sector (row 8, column 3) is outside the 8x8 grid (rows 0-7, columns 0-7)",
+        ),
+        (
+            {"home_type": "prairie", "rows": 0},
+            "invalid_options",
+            "options.rows",
+            "Expected `int` >= 1 (field options.rows)",
+        ),
+    ],
+)
+def test_a_setup_the_rules_could_not_reach_is_refused_naming_the_field(options, code, field, message):
+    error = setup_refusal(options)
+    assert (error.code, error.field, error.message) == (code, field, message)
+
+
+def test_an_explicit_setup_keeps_buildings_oldest_first_and_its_season_and_year():
+    game = colony(sector("prairie", 40, "farm", "kitchen"), season="fall", year=3, rows=2, columns=3)
+    state = game.game
+    assert (state.rows, state.columns, state.season, state.year) == (2, 3, "fall", 3)
+    assert state.sector(0, 0).buildings == ("farm", "kitchen")
+
+
+# --- explore ----------------------------------------------------------------------------------
+
+
+def test_exploring_draws_the_type_from_the_dice_at_that_moment_and_records_it():
+    # Given a colony whose only explored sector is (0,0), and dice that will draw "mountain"
+    game = colony(sector("prairie", 10), rows=2, columns=2)
+    assert SECTOR_TYPE_NAMES[0] == "mountain"
+
+    # When the owner explores (0,1)
+    [explored] = game.play(Explore(row=0, column=1), dice=ScriptedDice([0]))
+
+    # Then the event records the drawn type and the seed's initial population of one
+    assert explored == SectorExplored(row=0, column=1, sector_type="mountain", population=1)
+    assert game.game.sector(0, 1).type == "mountain"
+
+
+def test_before_exploration_no_event_and_no_view_holds_the_sector_type():
+    game = Sandbox({"home_type": "forest", "rows": 2, "columns": 2, "home_row": 0, "home_column": 0})
+    view = DECIDER.view(game.game, "owner")
+    assert view["grid"][0][1] == {"row": 0, "column": 1, "explored": False}
+    encoded = b"".join(msgspec.msgpack.encode(event) for event in game.events())
+    assert b"prairie" not in encoded and b"mountain" not in encoded
+    assert all(cell is None for cell in game.game.sectors[1:])
+
+
+@pytest.mark.parametrize(
+    ("row", "column", "code", "message"),
+    [
+        (0, 0, "sectors.already_explored", "sector (row 0, column 0) is already explored (a prairie)"),
+        (
+            1,
+            1,
+            "sectors.not_adjacent",
+            "sector (row 1, column 1) has no explored neighbour; only a sector directly above, below, "
+            "left or right of an explored one can be explored",
+        ),
+        (
+            2,
+            0,
+            "sectors.out_of_bounds",
+            "sector (row 2, column 0) is outside the 2x2 grid (rows 0-1, columns 0-1)",
+        ),
+        (
+            0,
+            -1,
+            "sectors.out_of_bounds",
+            "sector (row 0, column -1) is outside the 2x2 grid (rows 0-1, columns 0-1)",
+        ),
+    ],
+)
+def test_exploring_is_refused_off_the_grid_twice_or_away_from_the_colony(row, column, code, message):
+    game = colony(sector("prairie", 10), rows=2, columns=2)
+    error = refusal(game, Explore(row=row, column=column))
+    assert (error.code, error.message, error.field) == (code, message, "row")
+
+
+# --- move -------------------------------------------------------------------------------------
+
+
+def test_moving_people_takes_them_from_one_explored_sector_to_another():
+    game = colony(sector("prairie", 30), sector("forest", 5, column=1))
+    [moved] = game.play(MovePeople(from_row=0, from_column=0, to_row=0, to_column=1, count=30))
+    assert isinstance(moved, PeopleMoved) and moved.count == 30
+    assert (game.game.sector(0, 0).population, game.game.sector(0, 1).population) == (0, 35)
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "field", "message"),
+    [
+        (
+            MovePeople(from_row=0, from_column=0, to_row=0, to_column=1, count=31),
+            "sectors.not_enough_people",
+            "count",
+            "sector (row 0, column 0) has 30 people; cannot move 31",
+        ),
+        (
+            MovePeople(from_row=0, from_column=0, to_row=0, to_column=1, count=0),
+            "sectors.invalid_count",
+            "count",
+            "count must be at least 1, got 0",
+        ),
+        (
+            MovePeople(from_row=0, from_column=0, to_row=0, to_column=0, count=1),
+            "sectors.same_sector",
+            "to_row",
+            "people must move to a different sector",
+        ),
+        (
+            MovePeople(from_row=0, from_column=0, to_row=1, to_column=0, count=1),
+            "sectors.not_explored",
+            "to_row",
+            "sector (row 1, column 0) is unexplored; explore it first",
+        ),
+        (
+            MovePeople(from_row=5, from_column=0, to_row=0, to_column=0, count=1),
+            "sectors.out_of_bounds",
+            "from_row",
+            "sector (row 5, column 0) is outside the 2x2 grid (rows 0-1, columns 0-1)",
+        ),
+    ],
+)
+def test_moving_people_is_refused_naming_the_rule(command, code, field, message):
+    game = colony(sector("prairie", 30), sector("forest", 5, column=1), rows=2, columns=2)
+    error = refusal(game, command)
+    assert (error.code, error.field, error.message) == (code, field, message)
+
+
+# --- build and demolish -----------------------------------------------------------------------
+
+
+def test_building_pays_its_cost_and_stands_as_the_sectors_newest_building():
+    game = colony(sector("prairie", 30, "farm"), stock={"wood": 45, "gold": 6})
+    [built] = game.play(Build(row=0, column=0, building="kitchen"))
+    assert built == BuildingBuilt(row=0, column=0, building="kitchen", cost=Goods(wood=30, gold=5))
+    assert game.game.sector(0, 0).buildings == ("farm", "kitchen")
+    assert game.game.stock == Goods(wood=15, gold=1)
+
+
+def test_building_without_the_stock_names_every_shortfall():
+    game = colony(sector("prairie", 30), stock={"wood": 12})
+    error = refusal(game, Build(row=0, column=0, building="farm"))
+    assert (error.code, error.message) == (
+        "sectors.insufficient_stock",
+        "a farm costs 20 wood; not enough wood: need 20, have 12",
+    )
+    error = refusal(game, Build(row=0, column=0, building="factory"))
+    assert error.message == (
+        "a factory costs 60 wood, 20 gold, 20 lumber; not enough wood: need 60, have 12; "
+        "not enough gold: need 20, have 0; not enough lumber: need 20, have 0"
+    )
+
+
+def test_building_an_unknown_building_lists_the_buildings():
+    error = refusal(colony(sector("prairie", 30)), Build(row=0, column=0, building="castle"))
+    assert error.code == "sectors.unknown_building"
+    assert error.allowed == list(BUILDING_NAMES)
+    assert error.message == (
+        "there is no building 'castle'; buildings: farm, lumber_camp, mine, mint, sawmill, kitchen, factory"
+    )
+
+
+def test_building_on_an_unexplored_sector_is_refused():
+    error = refusal(colony(sector("prairie", 30), rows=2, columns=2), Build(row=1, column=1, building="farm"))
+    assert (error.code, error.message) == (
+        "sectors.not_explored",
+        "sector (row 1, column 1) is unexplored; explore it first",
+    )
+
+
+def test_demolishing_removes_the_building_at_its_position_and_refunds_nothing():
+    game = colony(sector("prairie", 30, "farm", "kitchen", "farm"), stock={})
+    [demolished] = game.play(Demolish(row=0, column=0, position=1, building="kitchen"))
+    assert demolished == BuildingDemolished(row=0, column=0, position=1, building="kitchen")
+    assert game.game.sector(0, 0).buildings == ("farm", "farm")
+    assert game.game.stock == Goods()
+
+
+def test_demolishing_guards_against_a_stale_position():
+    game = colony(sector("prairie", 30, "farm", "kitchen"))
+    error = refusal(game, Demolish(row=0, column=0, position=0, building="kitchen"))
+    assert (error.code, error.message) == (
+        "sectors.building_mismatch",
+        "the building at position 0 of sector (row 0, column 0) is a farm, not a kitchen",
+    )
+    error = refusal(game, Demolish(row=0, column=0, position=2))
+    assert (error.code, error.field) == ("sectors.no_building", "position")
+    assert error.message == (
+        "sector (row 0, column 0) has 2 buildings at positions 0-1 (0 is the oldest); there is none at 2"
+    )
+
+
+# --- seasons, scores and the end --------------------------------------------------------------
+
+
+def test_ending_the_season_runs_the_three_phases_in_order_then_moves_the_calendar():
+    game = colony(sector("prairie", 30, "farm"), sector("forest", 20, column=1), season="winter", year=2)
+    events = game.play(EndSeason())
+    tags = [type(event).__name__ for event in events]
+    assert tags == [
+        "PopulationChanged",
+        "PopulationChanged",
+        "GoodsProduced",
+        "ResourcesHarvested",
+        "ResourcesHarvested",
+        "SeasonEnded",
+    ]
+    assert events[-1] == SeasonEnded(season="winter", year=2, next_season="spring", next_year=3)
+
+
+def test_a_colony_reaches_victory_points_through_mint_sawmill_kitchen_and_factory():
+    # Given a mountain mint, a forest sawmill and a prairie kitchen feeding a prairie factory
+    game = colony(
+        sector("mountain", 60, "mine", "mint"),
+        sector("forest", 120, "lumber_camp", "sawmill", column=1),
+        sector("prairie", 250, "farm", "kitchen", "factory", column=2),
+        stock={"food": 300, "wood": 50, "gold": 10},
+        rows=1,
+        columns=3,
+    )
+
+    # When a year and a half passes
+    for _ in range(6):
+        game.play(EndSeason())
+
+    # Then the factory has turned coins and lumber into victory points, which are the owner's score
+    points = game.game.stock.victory_points
+    assert points >= 2
+    assert DECIDER.scores(game.game) == {"owner": points}
+    assert DECIDER.resources(game.game)["victory_points"] == points
+
+
+def test_the_game_ends_after_the_winter_of_its_last_year_and_the_room_closes():
+    game = Sandbox({"home_type": "prairie", "years": 1})
+    for _ in range(3):
+        game.play(EndSeason())
+    assert not DECIDER.is_over(game.game)
+    events = game.play(EndSeason())
+    assert DECIDER.is_over(game.game)
+    assert isinstance(events[-1], room.RoomEnded) and game.state.ended
+    with pytest.raises(RuleError) as caught:
+        game.play(EndSeason())
+    assert caught.value.code == "room_ended"
+
+
+def test_the_view_resources_and_summaries_describe_the_colony():
+    game = colony(sector("prairie", 30, "farm"), sector("mountain", 10, row=1), rows=2, columns=2)
+    view = DECIDER.view(game.game, "owner")
+    assert view["grid"][0][0] == {
+        "row": 0,
+        "column": 0,
+        "explored": True,
+        "type": "prairie",
+        "population": 30,
+        "population_cap": None,
+        "buildings": ["farm"],
+        "building_limit": None,
+    }
+    assert view["grid"][1][1] == {"row": 1, "column": 1, "explored": False}
+    assert (view["population"], view["season"], view["year"], view["over"]) == (40, "spring", 1, False)
+    resources = DECIDER.resources(game.game)
+    assert resources["population_by_sector"] == {"0,0": 30, "1,0": 10}
+    assert (resources["explored"], resources["sectors"], resources["buildings"]) == (2, 4, 1)
+    summaries = [DECIDER.summary(event) for event in game.play(EndSeason())]
+    assert summaries[0] == "spring 1 (0,0) prairie: ate 6/6, +3 born, 30 -> 33"
+    assert summaries[-1] == "spring of year 1 ended; now summer of year 1"
+    event = SectorExplored(row=0, column=1, sector_type="forest", population=1)
+    assert DECIDER.redact(event, "anyone") is event
