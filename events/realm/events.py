@@ -1,0 +1,354 @@
+"""The realm's events, the stored format: each carries the dice it rolled and the outcome it decided."""
+
+from __future__ import annotations
+
+import msgspec
+
+Stock = dict[str, int]
+
+
+class _Event(msgspec.Struct, frozen=True, kw_only=True):
+    pass
+
+
+class Transfer(msgspec.Struct, frozen=True, kw_only=True):
+    """One movement of goods: ``phantom`` goods are created by a moon and taken from nobody."""
+
+    source: str  # a city name, a merchant ("merchant:<trade id>"), or "" for phantom goods
+    target: str
+    resource: str
+    amount: int
+    phantom: bool = False
+
+
+class TradeSide(msgspec.Struct, frozen=True, kw_only=True):
+    """One side's roll in a trade round: what it rolled, how the stars were counted, what it is owed."""
+
+    city: str
+    resource: str  # what this side takes
+    dice: tuple[str, ...]
+    stars: int  # star faces rolled
+    skulls: int
+    moons: int
+    counted: int  # stars after skulls halve them, and at least one
+    demanded: int  # counted x 1,000, taken from the other side
+    phantom: int  # moons x 1,000, created without being deducted
+
+
+# --- production ---------------------------------------------------------------------------------
+
+
+class Mined(_Event, frozen=True, kw_only=True, tag="realm.mined"):
+    city: str
+    ore: str
+    dice: tuple[str, ...]
+    moons: str
+    stars: int  # stars counted, moons and saved stars included
+    saved_used: int
+    saved_gained: int
+    outcome: str  # "found", "lesser_ore", "skull_stone", "blank_stone", "nothing"
+    found: str  # the resource gained ("" for nothing)
+    amount: int
+
+
+class Smelted(_Event, frozen=True, kw_only=True, tag="realm.smelted"):
+    city: str
+    ore: str
+    amount: int
+    dice: tuple[str, ...]
+    stars: int
+    needed: int
+    success: bool
+
+
+class FoodGot(_Event, frozen=True, kw_only=True, tag="realm.food_got"):
+    city: str
+    method: str
+    season: str
+    dice: tuple[str, ...]
+    stars: int  # stars plus blanks (a blank counts as one star)
+    multiplier: str  # the season multiplier as an exact fraction, e.g. "3/2"
+    moon: str
+    doubled: bool
+    skulls: int
+    wards_used: int
+    wards_gained: int
+    spoiled: bool  # an unwarded skull: no food
+    amount: int
+
+
+class HerbsFound(_Event, frozen=True, kw_only=True, tag="realm.herbs_found"):
+    city: str
+    season: str
+    dice: tuple[str, ...]
+    stars: int
+    rate: str
+    amount: int
+
+
+class ArmyHealed(_Event, frozen=True, kw_only=True, tag="realm.army_healed"):
+    city: str
+    points: int
+    herbs: int
+    damage_after: int
+
+
+class WoodCut(_Event, frozen=True, kw_only=True, tag="realm.wood_cut"):
+    city: str
+    season: str
+    dice: tuple[str, ...]
+    stars: int
+    rate: str
+    amount: int
+
+
+class Fortified(_Event, frozen=True, kw_only=True, tag="realm.fortified"):
+    city: str
+    wood: int
+    stone: int
+    hit_points_gained: int
+    hit_points_after: int
+
+
+class ArmyRaised(_Event, frozen=True, kw_only=True, tag="realm.army_raised"):
+    city: str
+    soldiers: int
+    army_after: int
+
+
+class ArmyEquipped(_Event, frozen=True, kw_only=True, tag="realm.army_equipped"):
+    city: str
+    tier: str
+    metal: str
+    cost: int
+
+
+class ArmyDismissed(_Event, frozen=True, kw_only=True, tag="realm.army_dismissed"):
+    city: str
+    soldiers: int
+
+
+# --- war ----------------------------------------------------------------------------------------
+
+
+class Battle(msgspec.Struct, frozen=True, kw_only=True):
+    """Both sides of a fight: dice counts with their parts, faces, and scores (stars and moons)."""
+
+    attacker: str
+    defender: str
+    attack_dice: tuple[str, ...]
+    defence_dice: tuple[str, ...]
+    attack_bonus: int  # equipment dice included in attack_dice
+    defence_bonus: int
+    attack_score: int
+    defence_score: int
+    attacker_won: bool
+    troops_lost: int  # the attacker's loss when it fails
+    army_after: int  # the attacker's soldiers after
+    disbanded: bool  # the attacker's army fell under 1,000 and went home
+    defender_damage: int  # damage points dealt to the defending army
+
+
+class Raided(_Event, frozen=True, kw_only=True, tag="realm.raided"):
+    battle: Battle
+    resource: str
+    taken: int
+
+
+class Besieged(_Event, frozen=True, kw_only=True, tag="realm.besieged"):
+    battle: Battle
+    hit_points_lost: int
+    hit_points_after: int
+    if_taken: str
+
+
+class CityDestroyed(_Event, frozen=True, kw_only=True, tag="realm.city_destroyed"):
+    city: str
+    by: str
+    plunder: Stock  # what the destroyer carried off (half of everything)
+    lost: Stock  # what was lost in the ruins
+    freed: tuple[str, ...]  # cities it controlled, now free
+
+
+class CitySurrendered(_Event, frozen=True, kw_only=True, tag="realm.city_surrendered"):
+    city: str
+    to: str
+    hit_points_after: int
+
+
+class TaxSeasonChosen(_Event, frozen=True, kw_only=True, tag="realm.tax_season_chosen"):
+    controller: str
+    city: str
+    year: int
+    season: str
+
+
+class TaxCollected(_Event, frozen=True, kw_only=True, tag="realm.tax_collected"):
+    city: str
+    to: str
+    season: str
+    amounts: Stock
+
+
+class FreedomBought(_Event, frozen=True, kw_only=True, tag="realm.freedom_bought"):
+    city: str
+    controller: str
+    gold: int
+
+
+class SabotageAttempted(_Event, frozen=True, kw_only=True, tag="realm.sabotage_attempted"):
+    city: str
+    controller: str
+    dice: tuple[str, ...]
+    stars: int
+    needed: int
+    freed: bool
+
+
+class RevoltFought(_Event, frozen=True, kw_only=True, tag="realm.revolt_fought"):
+    battle: Battle  # the vassal is the attacker
+
+
+class CityRestarted(_Event, frozen=True, kw_only=True, tag="realm.city_restarted"):
+    city: str
+    stock: Stock
+    population: int
+    hit_points: int
+    immune_until_season: int
+
+
+# --- trade --------------------------------------------------------------------------------------
+
+
+class MerchantSent(_Event, frozen=True, kw_only=True, tag="realm.merchant_sent"):
+    trade_id: str
+    home: str
+    host: str
+    load: Stock
+    home_after: Stock
+
+
+class MerchantIntercepted(_Event, frozen=True, kw_only=True, tag="realm.merchant_intercepted"):
+    trade_id: str
+    home: str  # the merchant's home city
+    at: str  # the city under attack the merchant was leaving or entering
+    attacker: str
+    army_dice: tuple[str, ...]
+    merchant_dice: tuple[str, ...]
+    army_score: int
+    merchant_score: int
+    escaped: bool
+    seized: Stock  # moved to the attacker's city when he did not escape
+    attacker_after: Stock
+
+
+class TradeOffered(_Event, frozen=True, kw_only=True, tag="realm.trade_offered"):
+    trade_id: str
+    by: str
+    buy: str
+    pay: str
+    dice: int
+
+
+class TradeCountered(_Event, frozen=True, kw_only=True, tag="realm.trade_countered"):
+    trade_id: str
+    by: str
+    want: str
+
+
+class TradeAgreed(_Event, frozen=True, kw_only=True, tag="realm.trade_agreed"):
+    trade_id: str
+    by: str
+
+
+class TradeRolled(_Event, frozen=True, kw_only=True, tag="realm.trade_rolled"):
+    """One round of a trade: both rolls, and either the transfers or the cancellation."""
+
+    trade_id: str
+    round: int
+    buyer: TradeSide  # the merchant's owner
+    seller: TradeSide  # the host city
+    cancelled: bool  # the merchant could not cover what the seller's dice demand
+    transfers: tuple[Transfer, ...]
+    shortfall: int  # what the host could not pay of the buyer's demand
+    home_after: Stock
+    host_after: Stock
+    load_after: Stock
+
+
+class TradeCancelled(_Event, frozen=True, kw_only=True, tag="realm.trade_cancelled"):
+    trade_id: str
+    home: str
+    host: str
+    reason: str
+    load_before: Stock
+    lost: Stock
+    load_after: Stock
+
+
+class TradeDeclined(_Event, frozen=True, kw_only=True, tag="realm.trade_declined"):
+    trade_id: str
+    by: str
+
+
+class MerchantReturned(_Event, frozen=True, kw_only=True, tag="realm.merchant_returned"):
+    trade_id: str
+    home: str
+    delivered: Stock
+    home_after: Stock
+
+
+# --- the calendar -------------------------------------------------------------------------------
+
+
+class TurnEnded(_Event, frozen=True, kw_only=True, tag="realm.turn_ended"):
+    player: str
+
+
+class VillageProduced(_Event, frozen=True, kw_only=True, tag="realm.village_produced"):
+    city: str
+    amounts: Stock
+
+
+class SeasonEnded(_Event, frozen=True, kw_only=True, tag="realm.season_ended"):
+    season_index: int  # the season that ended (0 = spring of year 1)
+    season: str
+    year: int
+    forced_by: str  # "" when every player ended the turn
+    at_ms: int  # server time; the next season starts now
+
+
+EVENT_TYPES: tuple[type, ...] = (
+    Mined,
+    Smelted,
+    FoodGot,
+    HerbsFound,
+    ArmyHealed,
+    WoodCut,
+    Fortified,
+    ArmyRaised,
+    ArmyEquipped,
+    ArmyDismissed,
+    Raided,
+    Besieged,
+    CityDestroyed,
+    CitySurrendered,
+    TaxSeasonChosen,
+    TaxCollected,
+    FreedomBought,
+    SabotageAttempted,
+    RevoltFought,
+    CityRestarted,
+    MerchantSent,
+    MerchantIntercepted,
+    TradeOffered,
+    TradeCountered,
+    TradeAgreed,
+    TradeRolled,
+    TradeCancelled,
+    TradeDeclined,
+    MerchantReturned,
+    TurnEnded,
+    VillageProduced,
+    SeasonEnded,
+)
