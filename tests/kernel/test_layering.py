@@ -45,3 +45,24 @@ def test_rule_arithmetic_uses_no_binary_floats_outside_the_claim_seeding():
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "float":
                 offenders.append(f"{path.relative_to(EVENTS.parent)}:{node.lineno} float()")
     assert offenders == []
+
+
+def test_the_lint_configuration_bans_clock_randomness_and_io_imports_under_events(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    root = EVENTS.parent
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""Probe."""\n\nimport random\nimport time\n\nprint(random.random(), time.time())\n')
+    result = subprocess.run(
+        [ruff, "check", "--no-cache", "--config", str(root / "pyproject.toml"), "--select", "TID251", str(probe)],
+        capture_output=True, text=True, cwd=root,
+    )
+    assert result.returncode == 1
+    assert "events/ must not draw randomness" in result.stdout
+    assert "events/ must not read the clock" in result.stdout
+    clean = subprocess.run([ruff, "check", "--no-cache", "--select", "TID251", "events"],
+                           capture_output=True, text=True, cwd=root)
+    assert clean.returncode == 0, clean.stdout
