@@ -1,0 +1,16 @@
+"""`python -m services.engine`: run one engine with settings from the environment."""
+
+import asyncio
+
+from services.embedded_redis import running_server_url
+from services.engine.app import run
+from services.logging import configure_logging
+from services.settings import load_settings
+
+if __name__ == "__main__":
+    settings = load_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    url = settings.redis_url or running_server_url(settings.data_dir)
+    if not url:
+        raise SystemExit("error: set REDIS_URL (or run `almanac engine`, which starts a local Redis)")
+    asyncio.run(run(settings, url))

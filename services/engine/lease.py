@@ -1,0 +1,94 @@
+"""Shard leases in Redis (SET NX PX + compare-and-renew), so every shard has one active engine."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+import redis.asyncio as aioredis
+
+from services.store.keys import shard_tag
+
+# Renew or release only a lease we still hold: a lapsed lease taken by another engine stays theirs.
+RENEW_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+RELEASE_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def lease_key(shard: int, prefix: str = "alm") -> str:
+    return f"{prefix}:{shard_tag(shard)}:engine:lease"
+
+
+class ShardLeases:
+    """The leases one engine process wants; ``tick()`` renews the held ones and tries the free ones."""
+
+    def __init__(self, client: aioredis.Redis, shards: list[int], name: str, lease_ms: int,
+                 prefix: str = "alm") -> None:
+        self.client = client
+        self.shards = shards
+        self.lease_ms = lease_ms
+        self.prefix = prefix
+        # The token names the process, so a restarted engine of the same name still waits for the lapse.
+        self.token = f"{name}|{os.getpid()}|{secrets.token_hex(4)}"
+        self._valid_until: dict[int, float] = {}
+        self._renew = client.register_script(RENEW_SCRIPT)
+        self._release = client.register_script(RELEASE_SCRIPT)
+
+    @property
+    def held(self) -> list[int]:
+        return sorted(self._valid_until)
+
+    def holds(self, shard: int) -> bool:
+        """True while the lease is safely ours: a quarter lease of margin for the batch about to run."""
+        until = self._valid_until.get(shard)
+        return until is not None and time.monotonic() + self.lease_ms / 4000 < until
+
+    async def tick(self) -> tuple[list[int], list[int]]:
+        """Renew held leases, try to take free ones; returns (newly acquired, lost)."""
+        started = time.monotonic()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in self.shards:
+                key = lease_key(shard, self.prefix)
+                if shard in self._valid_until:
+                    await self._renew(keys=[key], args=[self.token, self.lease_ms], client=pipe)
+                else:
+                    pipe.set(key, self.token, nx=True, px=self.lease_ms)
+            results = await pipe.execute()
+        acquired: list[int] = []
+        lost: list[int] = []
+        until = started + self.lease_ms / 1000
+        for shard, result in zip(self.shards, results, strict=True):
+            if shard in self._valid_until:
+                if result == 1:
+                    self._valid_until[shard] = until
+                else:
+                    del self._valid_until[shard]
+                    lost.append(shard)
+            elif result:
+                self._valid_until[shard] = until
+                acquired.append(shard)
+        return acquired, lost
+
+    async def release_all(self) -> None:
+        """Give the leases back at a graceful stop, so a standby takes over at once."""
+        held = list(self._valid_until)
+        self._valid_until.clear()
+        if not held:
+            return
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in held:
+                await self._release(keys=[lease_key(shard, self.prefix)], args=[self.token], client=pipe)
+            await pipe.execute()
+
+    async def holder(self, shard: int) -> str | None:
+        value = await self.client.get(lease_key(shard, self.prefix))
+        return None if value is None else value.decode()

@@ -1,0 +1,52 @@
+"""Engine counters and a latency histogram, flushed as deltas into a Redis hash the gateway reads."""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+
+# Upper bounds (ms) of the latency buckets, from the command's server stamp to its published outcome.
+LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+def metrics_key(name: str, prefix: str = "alm") -> str:
+    return f"{prefix}:metrics:engine:{name}"
+
+
+def heartbeat_key(name: str, prefix: str = "alm") -> str:
+    return f"{prefix}:engine:{name}:heartbeat"
+
+
+def engines_key(prefix: str = "alm") -> str:
+    return f"{prefix}:engines"
+
+
+class EngineMetrics:
+    """Counts in memory; ``pending_deltas()`` hands what changed since the last flush."""
+
+    def __init__(self) -> None:
+        self._unflushed: Counter[str] = Counter()
+        self.totals: Counter[str] = Counter()
+        self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+
+    def count(self, field: str, amount: int = 1) -> None:
+        self._unflushed[field] += amount
+        self.totals[field] += amount
+
+    def observe_latency(self, latency_ms: int) -> None:
+        latency_ms = max(latency_ms, 0)
+        self.count("latency_ms_sum", latency_ms)
+        self.count("latency_count")
+        self._bucket_hits[bisect.bisect_left(LATENCY_BUCKETS_MS, latency_ms)] += 1
+
+    def pending_deltas(self) -> dict[str, int]:
+        # Cumulative buckets, as Prometheus expects them: latency_le_5 counts every observation up to 5 ms.
+        running = 0
+        for index, bound in enumerate(LATENCY_BUCKETS_MS):
+            running += self._bucket_hits[index]
+            if running:
+                self.count(f"latency_le_{bound}", running)
+        self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        deltas = {field: amount for field, amount in self._unflushed.items() if amount}
+        self._unflushed.clear()
+        return deltas

@@ -1,0 +1,339 @@
+"""The engine loop: lease shards, drain own pending commands, then read new ones in batches."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import time
+from collections import defaultdict
+
+import msgspec
+import redis.asyncio as aioredis
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
+    ResponseError,
+    TimeoutError as RedisTimeoutError,
+)
+
+from services.bus import COMMAND_FIELD, encode_outcome, outcome_channel
+from services.engine.lease import ShardLeases
+from services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
+from services.logging import get_logger
+from services.rooms import CommandRecord, Outcome, RoomService, decode_record
+from services.store.keys import Keys, shard_tag
+from services.store.redis_store import RedisEventStore
+
+GROUP = "engine"
+# Errors of the connection, not of the command: never counted as a command's attempt.
+INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+
+# Count one failed attempt of a stream entry; a different failure reason starts the count again.
+# KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
+ATTEMPT_SCRIPT = """
+local previous = redis.call('HGET', KEYS[1], ARGV[1])
+local count = 1
+if previous then
+  local sep = string.find(previous, '|', 1, true)
+  if string.sub(previous, sep + 1) == ARGV[2] then count = tonumber(string.sub(previous, 1, sep - 1)) + 1 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], count .. '|' .. ARGV[2])
+return count
+"""
+
+
+def attempts_key(shard: int, prefix: str = "alm") -> str:
+    return f"{prefix}:{shard_tag(shard)}:engine:attempts"
+
+
+def default_engine_name(selection: str) -> str:
+    return f"{socket.gethostname()}:{selection}"
+
+
+class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    shards: list[int]
+    shard_count: int = 16
+    lease_ms: int = 5_000
+    batch_size: int = 100
+    max_attempts: int = 3
+    snapshot_every: int = 100
+    block_ms: int = 100
+    prefix: str = "alm"
+
+
+class Engine:
+    """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
+
+    def __init__(self, client: aioredis.Redis, config: EngineConfig) -> None:
+        self.client = client
+        self.config = config
+        self.keys = Keys(config.shard_count, config.prefix)
+        self.store = RedisEventStore(client, config.shard_count, config.prefix)
+        self.service = RoomService(self.store, snapshot_every=config.snapshot_every)
+        self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
+        self.metrics = EngineMetrics()
+        self.log = get_logger("almanac.engine", engine=config.name)
+        self._attempt = client.register_script(ATTEMPT_SCRIPT)
+        self._stopping = asyncio.Event()
+        self._needs_takeover: set[int] = set()
+        self._conflicts_seen = 0
+        self._tasks: list[asyncio.Task] = []
+        self._started_ms = int(time.time() * 1000)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.log.info("engine.start", shards=self.config.shards, lease_ms=self.config.lease_ms,
+                      batch_size=self.config.batch_size, pid=os.getpid())
+        self._tasks = [
+            asyncio.create_task(self._lease_loop(), name="engine-leases"),
+            asyncio.create_task(self._consume_loop(), name="engine-consume"),
+        ]
+
+    async def stop(self) -> None:
+        """Finish the command in hand, acknowledge what is done, give the leases back."""
+        self._stopping.set()
+        consume, leases = self._tasks or (None, None)
+        if consume is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await consume
+        if leases is not None:
+            leases.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await leases
+        with contextlib.suppress(*INFRASTRUCTURE_ERRORS):
+            await self._flush_metrics_and_heartbeat(alive=False)
+            await self.leases.release_all()
+        self.log.info("engine.stop", commands=self.metrics.totals["commands"])
+
+    async def wait_stopped(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- leases and heartbeat -----------------------------------------------------------------
+
+    async def _lease_loop(self) -> None:
+        interval = self.config.lease_ms / 3000
+        while not self._stopping.is_set():
+            try:
+                acquired, lost = await self.leases.tick()
+                for shard in acquired:
+                    self._needs_takeover.add(shard)
+                    self.log.info("lease.acquired", shard=shard)
+                for shard in lost:
+                    self.log.warning("lease.lost", shard=shard)
+                await self._flush_metrics_and_heartbeat(alive=True)
+            except INFRASTRUCTURE_ERRORS as error:
+                self.log.warning("lease.redis_unreachable", error=str(error))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval)
+
+    async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
+        name = self.config.name
+        beat = {
+            "name": name,
+            "pid": os.getpid(),
+            "shards_owned": self.config.shards,
+            "shards_held": self.leases.held,
+            "started_at_ms": self._started_ms,
+            "time_ms": int(time.time() * 1000),
+        }
+        async with self.client.pipeline(transaction=False) as pipe:
+            self._queue_metrics(pipe)
+            pipe.hset(metrics_key(name, self.config.prefix), "shards_held", len(self.leases.held))
+            if alive:
+                pipe.set(heartbeat_key(name, self.config.prefix), json.dumps(beat),
+                         px=max(3 * self.config.lease_ms, 3000))
+                pipe.sadd(engines_key(self.config.prefix), name)
+            else:
+                pipe.delete(heartbeat_key(name, self.config.prefix))
+            await pipe.execute()
+
+    def _queue_metrics(self, pipe) -> None:
+        conflicts = self.service.conflicts
+        if conflicts != self._conflicts_seen:
+            self.metrics.count("conflicts", conflicts - self._conflicts_seen)
+            self._conflicts_seen = conflicts
+        key = metrics_key(self.config.name, self.config.prefix)
+        for field, amount in self.metrics.pending_deltas().items():
+            pipe.hincrby(key, field, amount)
+
+    # --- consuming ----------------------------------------------------------------------------
+
+    async def _consume_loop(self) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            held = [shard for shard in self.leases.held if self.leases.holds(shard)]
+            if not held:
+                await self._pause(self.config.block_ms / 1000)
+                continue
+            try:
+                for shard in held:
+                    if shard in self._needs_takeover:
+                        await self._take_over(shard)
+                        self._needs_takeover.discard(shard)
+                        if self._stopping.is_set():
+                            return
+                streams = {self.keys.shard_commands(shard): ">" for shard in held}
+                reply = await self.client.xreadgroup(
+                    GROUP, self.config.name, streams, count=self.config.batch_size, block=self.config.block_ms
+                )
+                batch = [
+                    (self._shard_of_stream(stream), entry_id, fields)
+                    for stream, entries in reply or []
+                    for entry_id, fields in entries
+                ]
+                if batch:
+                    await self._process_batch(batch)
+                backoff = 0.1
+            except ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                # The stream or group vanished (a flush, a restart without persistence): set it up again.
+                self.log.warning("consume.group_missing", error=str(error))
+                self._needs_takeover.update(held)
+            except INFRASTRUCTURE_ERRORS as error:
+                # Whatever was read stays pending; take the shards over again once Redis answers.
+                self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
+                self._needs_takeover.update(held)
+                await self._pause(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
+                self.log.exception("consume.unexpected_error", retry_in_s=backoff)
+                self._needs_takeover.update(held)
+                await self._pause(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    def _shard_of_stream(self, stream: bytes | str) -> int:
+        name = stream.decode() if isinstance(stream, bytes) else stream
+        # alm:{s07}:commands -> 7
+        return int(name.split("{s", 1)[1].split("}", 1)[0])
+
+    async def _take_over(self, shard: int) -> None:
+        """Create the group (from the stream's start), claim every pending entry, re-process them in order."""
+        stream = self.keys.shard_commands(shard)
+        try:
+            await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+        # We hold the lease: anything pending under another consumer name belongs to a dead holder.
+        cursor = "0-0"
+        claimed = 0
+        while True:
+            # Not JUSTID: redis-py drops the cursor from a JUSTID reply.
+            reply = await self.client.xautoclaim(stream, GROUP, self.config.name, 0, start_id=cursor, count=1000)
+            cursor = reply[0]
+            claimed += len(reply[1])
+            if cursor in (b"0-0", "0-0"):
+                break
+        replayed = 0
+        while not self._stopping.is_set():
+            reply = await self.client.xreadgroup(GROUP, self.config.name, {stream: "0"},
+                                                 count=self.config.batch_size)
+            entries = reply[0][1] if reply else []
+            if not entries:
+                break
+            replayed += len(entries)
+            await self._process_batch([(shard, entry_id, fields) for entry_id, fields in entries])
+        self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
+
+    async def _process_batch(self, batch: list[tuple[int, bytes, dict]]) -> None:
+        done: dict[int, list[bytes]] = defaultdict(list)
+        outcomes: list[Outcome] = []
+        for shard, entry_id, fields in batch:
+            if self._stopping.is_set() and done:
+                break  # stopping: the rest stays pending for the next holder of the shard
+            outcome = await self._process_entry(shard, entry_id, fields)
+            done[shard].append(entry_id)
+            if outcome is not None:
+                outcomes.append(outcome)
+        self.metrics.count("batches")
+        async with self.client.pipeline(transaction=False) as pipe:
+            for outcome in outcomes:
+                pipe.publish(outcome_channel(outcome.command_id), encode_outcome(outcome))
+            for shard, ids in done.items():
+                pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+            self._queue_metrics(pipe)
+            await pipe.execute()
+
+    async def _process_entry(self, shard: int, entry_id: bytes, fields: dict) -> Outcome | None:
+        """Handle one command; a command that fails the same way max_attempts times is dead-lettered."""
+        data = fields.get(COMMAND_FIELD.encode(), b"")
+        record: CommandRecord | None = None
+        while True:
+            try:
+                record = decode_record(data)
+                outcome = await self.service.handle(record)
+            except INFRASTRUCTURE_ERRORS:
+                raise
+            except Exception as error:  # noqa: BLE001 - any failure of one command must not stop the shard
+                reason = f"{type(error).__name__}: {error}"
+                count = int(await self._attempt(keys=[attempts_key(shard, self.config.prefix)],
+                                                args=[entry_id, reason]))
+                self.metrics.count("failures")
+                self.log.warning("command.failed", shard=shard, entry=entry_id.decode(), attempt=count,
+                                 reason=reason, room=record.room if record else None,
+                                 command_id=record.command_id if record else None)
+                if record is not None:
+                    self.service.forget(record.room)
+                if count >= self.config.max_attempts:
+                    return await self._dead_letter(shard, entry_id, data, record, reason, count)
+                await asyncio.sleep(0.02 * count)
+                continue
+            self._account(record, outcome)
+            return outcome
+
+    def _account(self, record: CommandRecord, outcome: Outcome) -> None:
+        self.metrics.count("commands")
+        if outcome.duplicate:
+            self.metrics.count("duplicates")
+        elif outcome.accepted:
+            self.metrics.count("accepted")
+        else:
+            self.metrics.count("rejected")
+        self.metrics.observe_latency(int(time.time() * 1000) - record.server_time_ms)
+        self.log.debug("command.done", room=record.room, command_id=record.command_id,
+                       version=outcome.last_version, accepted=outcome.accepted, duplicate=outcome.duplicate,
+                       code=(outcome.error or {}).get("code"))
+        if not outcome.accepted and not outcome.duplicate:
+            self.log.info("command.rejected", room=record.room, command_id=record.command_id,
+                          player=record.player, code=(outcome.error or {}).get("code"))
+
+    async def _dead_letter(self, shard: int, entry_id: bytes, data: bytes, record: CommandRecord | None,
+                           reason: str, attempts: int) -> Outcome | None:
+        stream = self.keys.shard_commands(shard)
+        letter = {
+            "entry_id": entry_id,
+            "data": data,
+            "reason": reason,
+            "attempts": attempts,
+            "engine": self.config.name,
+            "time_ms": int(time.time() * 1000),
+            "room": record.room if record else "",
+            "command_id": record.command_id if record else "",
+        }
+        # One transaction (all keys share the shard's hash tag): the letter exists iff the entry is acked.
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(self.keys.dead_letters(shard), letter)
+            pipe.xack(stream, GROUP, entry_id)
+            pipe.hdel(attempts_key(shard, self.config.prefix), entry_id)
+            await pipe.execute()
+        self.metrics.count("dead_letters")
+        self.log.error("command.dead_lettered", shard=shard, entry=entry_id.decode(), reason=reason,
+                       attempts=attempts, room=letter["room"], command_id=letter["command_id"])
+        if record is None:
+            return None
+        return Outcome(
+            command_id=record.command_id,
+            room=record.room,
+            accepted=False,
+            error={"code": "engine.dead_letter",
+                   "message": f"the engine could not process this command ({reason}); it was set aside"},
+        )

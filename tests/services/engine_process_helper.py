@@ -1,0 +1,47 @@
+"""Run a real engine process for tests: the test rule-sets registered, settings from the environment.
+
+Usage: ``python tests/services/engine_process_helper.py`` with REDIS_URL and ALMANAC_* set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from counter_ruleset import COUNTER, Add, CounterDecider  # noqa: E402
+
+from events import registry  # noqa: E402
+
+
+class FragileDecider(CounterDecider):
+    """The counter, except that adding 13 crashes decide (a poison command, not a rule refusal)."""
+
+    name = "fragile"
+
+    def decide(self, state: Any, command: Any, ctx: Any) -> list[Any]:
+        if isinstance(command, Add) and command.amount == 13:
+            raise ZeroDivisionError("thirteen is unlucky")
+        return super().decide(state, command, ctx)
+
+
+FRAGILE = FragileDecider()
+
+
+def register_test_rulesets() -> None:
+    registry.register(COUNTER)
+    registry.register(FRAGILE)
+
+
+if __name__ == "__main__":
+    register_test_rulesets()
+    from services.engine.app import run  # noqa: PLC0415
+    from services.logging import configure_logging  # noqa: PLC0415
+    from services.settings import load_settings  # noqa: PLC0415
+
+    settings = load_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    asyncio.run(run(settings, settings.redis_url or ""))
