@@ -1,0 +1,50 @@
+"""The embedded Redis keeps its data across runs; settings refuse bad values with one line each."""
+
+from __future__ import annotations
+
+import redis
+
+from services.embedded_redis import EmbeddedRedis, running_server_url
+from services.settings import SettingsError, load_settings, parse_shard_selection
+
+
+def test_a_second_run_of_the_embedded_redis_finds_the_data_of_the_first(tmp_path):
+    with EmbeddedRedis(tmp_path) as first:
+        client = redis.Redis.from_url(first.url)
+        client.xadd("alm:{s00}:room:r:events", {"e": b"x"}, id="1-0")
+        client.close()
+        assert running_server_url(tmp_path) == first.url
+    assert running_server_url(tmp_path) is None
+
+    with EmbeddedRedis(tmp_path) as second:
+        client = redis.Redis.from_url(second.url)
+        assert client.xrange("alm:{s00}:room:r:events") == [(b"1-0", {b"e": b"x"})]
+        client.close()
+    assert (tmp_path / "appendonly.aof").exists() or (tmp_path / "appendonlydir").exists()
+
+
+def test_settings_come_from_the_environment_with_defaults():
+    settings = load_settings({"REDIS_URL": "redis://h:1/0", "ALMANAC_SHARDS": "4", "REDIS_CLUSTER": "true"})
+    assert settings.redis_url == "redis://h:1/0" and settings.shard_count == 4 and settings.redis_cluster
+    assert load_settings({}).snapshot_every == 100
+
+
+def test_every_bad_setting_is_named_on_its_own_line():
+    try:
+        load_settings({"ALMANAC_SHARDS": "many", "REDIS_URL": "http://x", "ALMANAC_SNAPSHOT_EVERY": "0",
+                       "ALMANAC_LOG_FORMAT": "xml"})
+    except SettingsError as error:
+        problems = error.problems
+    else:
+        raise AssertionError("bad settings were accepted")
+    assert len(problems) == 4
+    assert any(p.startswith("ALMANAC_SHARDS='many' is not valid") for p in problems)
+    assert any(p.startswith("REDIS_URL='http://x' is not valid") and "redis://" in p for p in problems)
+    assert any(p.startswith("ALMANAC_SNAPSHOT_EVERY=0 is not valid") for p in problems)
+    assert any(p.startswith("ALMANAC_LOG_FORMAT='xml'") for p in problems)
+
+
+def test_an_engine_takes_all_shards_a_list_or_its_share_of_a_worker_group():
+    assert parse_shard_selection("all", 4) == [0, 1, 2, 3]
+    assert parse_shard_selection("3,1", 4) == [1, 3]
+    assert parse_shard_selection("1/2", 6) == [1, 3, 5]
