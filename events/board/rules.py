@@ -93,32 +93,38 @@ def fits(board: Board, cells: Cells) -> bool:
     return True
 
 
-def legal_placements(board: Board, element: Element) -> list[PlaceElement]:
-    """Every placement of the element that fits, one per distinct covered set of cells, row-major."""
+def _in_map_placements(element: Element) -> tuple[tuple[PlaceElement, Cells], ...]:
     result = []
     for rotation, mirror, offsets in distinct_orientations(element):
         height = 1 + max(r for r, _ in offsets)
         width = 1 + max(c for _, c in offsets)
         for row in range(SIZE - height + 1):
             for column in range(SIZE - width + 1):
-                if fits(board, tuple((row + r, column + c) for r, c in offsets)):
-                    result.append(
-                        PlaceElement(
-                            row=row, column=column, rotation=rotation, mirror=mirror, element=element.number
-                        )
-                    )
-    return result
+                command = PlaceElement(
+                    row=row, column=column, rotation=rotation, mirror=mirror, element=element.number
+                )
+                result.append((command, tuple((row + r, column + c) for r, c in offsets)))
+    return tuple(result)
+
+
+_IN_MAP = {number: _in_map_placements(element) for number, element in ELEMENTS.items()}
+"""Every placement of each element that stays on the map, one per distinct set of cells, row-major."""
+
+
+def legal_placements(board: Board, element: Element) -> list[PlaceElement]:
+    """Every placement of the element that fits, one per distinct covered set of cells."""
+    return [
+        command
+        for command, cells in _IN_MAP[element.number]
+        if all(board[row][column] == EMPTY for row, column in cells)
+    ]
 
 
 def any_placement(board: Board, element: Element) -> PlaceElement | None:
     """One placement of the element that fits, or None when it fits nowhere."""
-    for rotation, mirror, offsets in distinct_orientations(element):
-        for row in range(SIZE):
-            for column in range(SIZE):
-                if fits(board, tuple((row + r, column + c) for r, c in offsets)):
-                    return PlaceElement(
-                        row=row, column=column, rotation=rotation, mirror=mirror, element=element.number
-                    )
+    for command, cells in _IN_MAP[element.number]:
+        if all(board[row][column] == EMPTY for row, column in cells):
+            return command
     return None
 
 
@@ -273,12 +279,18 @@ def _consequences(state: BoardState, ctx: Context) -> list[Any]:
 
 
 def evolve_element_placed(state: BoardState, event: ElementPlaced) -> BoardState:
-    rows = [list(line) for line in state.board]
+    rows = list(state.board)
+    touched: dict[int, list[str]] = {}
     for row, column in event.cells:
-        rows[row][column] = event.terrain
+        line = touched.get(row)
+        if line is None:
+            line = touched[row] = list(rows[row])
+        line[column] = event.terrain
+    for row, line in touched.items():
+        rows[row] = tuple(line)
     return msgspec.structs.replace(
         state,
-        board=tuple(tuple(line) for line in rows),
+        board=tuple(rows),
         deck=state.deck[1:],
         time=state.time + event.time,
         placed=state.placed + 1,

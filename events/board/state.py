@@ -57,9 +57,16 @@ class BoardState(msgspec.Struct, frozen=True, kw_only=True):
     over: bool = False
 
 
-def starting_board() -> Board:
-    """The empty 11x11 map with its five mountains."""
+def _starting_board() -> Board:
     return tuple(
         tuple(MOUNTAIN if (row, column) in MOUNTAINS else EMPTY for column in range(SIZE))
         for row in range(SIZE)
     )
+
+
+STARTING_BOARD: Board = _starting_board()
+
+
+def starting_board() -> Board:
+    """The empty 11x11 map with its five mountains."""
+    return STARTING_BOARD

@@ -20,8 +20,7 @@ from events.board.state import BoardSetup
 from events.decider import Context
 from events.dice import Dice
 from events.hashing import first_broken_link, state_hash
-from events.room import CreateRoom, RoomCreated, challenge_seed
-from events.room import decide as room_decide
+from events.room import CreateRoom, RoomCreated, challenge_seed, decide as room_decide
 
 ROOT = Path(__file__).resolve().parents[2]
 
