@@ -1,0 +1,46 @@
+"""The projector as a FastStream app: the broker holds the connection lifecycle, the lifespan runs the feed loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import redis.asyncio as aioredis
+import structlog
+from faststream import FastStream
+from faststream.redis import RedisBroker
+
+from projections.worker import Projector
+
+
+def projector_app(
+    redis_url: str,
+    shard_count: int,
+    shards: list[int] | None = None,
+    *,
+    batch_size: int = 500,
+    name: str = "projector",
+) -> FastStream:
+    """A FastStream app running one Projector until the app stops (SIGINT/SIGTERM); the batch in hand finishes.
+
+    The feed loop is plain redis-py rather than a FastStream subscriber: FastStream's stream groups
+    start at ``$``, never redeliver and cannot tie the ack to our own transaction, while the
+    checkpoint written with the models is exactly the resume point we need.
+    """
+    broker = RedisBroker(redis_url, logger=structlog.get_logger("almanac.broker"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        client = aioredis.Redis.from_url(redis_url)
+        projector = Projector(client, shard_count, shards, batch_size=batch_size, name=name)
+        stop = asyncio.Event()
+        task = asyncio.create_task(projector.run(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+            await client.aclose()
+
+    return FastStream(broker, lifespan=lifespan, logger=structlog.get_logger("almanac.app"))

@@ -1,0 +1,172 @@
+"""Queries on the read models for the gateway and the CLI, including read-your-writes waits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from projections.keys import ModelKeys, StoreKeys, shard_of
+from projections.store import decode_json, text
+
+_FIRST_POLL_S = 0.002
+_MAX_POLL_S = 0.05
+
+
+class ReadModels:
+    """Async reads of the projected models. Takes a redis.asyncio client (decoded responses or not)."""
+
+    def __init__(self, client: Any, shard_count: int, prefix: str = "alm") -> None:
+        self.client = client
+        self.shard_count = shard_count
+        self.keys = ModelKeys(prefix)
+        self.store_keys = StoreKeys(shard_count, prefix)
+
+    def _shard(self, room: str) -> int:
+        return shard_of(room, self.shard_count)
+
+    async def _each_shard(self, command: str, key_of: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in range(self.shard_count):
+                getattr(pipe, command)(key_of(shard), *args, **kwargs)
+            return await pipe.execute()
+
+    # --- rooms --------------------------------------------------------------------------------
+
+    async def room(self, room: str) -> dict | None:
+        """The room's summary: rule-set, players, version, scores, resources, over/ended; None if unknown."""
+        data = await self.client.hget(self.keys.summaries(self._shard(room)), room)
+        return None if data is None else decode_json(data)
+
+    async def rooms(self, ruleset: str | None = None) -> list[dict]:
+        """Room listings (no scores or resources), oldest first; only ``ruleset``'s when given."""
+        rows = [decode_json(v) for shard in await self._each_shard("hvals", self.keys.listings) for v in shard]
+        if ruleset is not None:
+            rows = [r for r in rows if r["ruleset"] == ruleset]
+        return sorted(rows, key=lambda r: (r["created_at_ms"], r["room"]))
+
+    async def projected_version(self, room: str) -> int:
+        """The room version the read models have applied (0 when none)."""
+        value = await self.client.hget(self.keys.versions(self._shard(room)), room)
+        return int(value) if value is not None else 0
+
+    async def wait_for(self, room: str, version: int, timeout_s: float) -> bool:
+        """Wait until the read models have applied ``version`` of ``room``; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        pause = _FIRST_POLL_S
+        while True:
+            if await self.projected_version(room) >= version:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, _MAX_POLL_S)
+
+    # --- leaderboards -------------------------------------------------------------------------
+
+    async def leaderboard(self, ruleset: str, limit: int = 20) -> list[dict]:
+        """Best score per player over the rule-set's rooms: [{rank, player, score, room}], best first."""
+        if limit <= 0:
+            return []
+        page = max(limit * 2, 20)
+        while True:
+            replies = await self._each_shard(
+                "zrevrange", lambda s: self.keys.leaderboard(s, ruleset), 0, page - 1, withscores=True
+            )
+            entries = []
+            for reply in replies:
+                for member, score in reply:
+                    player, room = decode_json(member)
+                    entries.append((-int(float(score)), player, room))
+            entries.sort()
+            best: dict[str, tuple[int, str, str]] = {}
+            for entry in entries:
+                best.setdefault(entry[1], entry)
+            # A shard's full page may hide players further down; widen until enough distinct players or all seen.
+            exhausted = all(len(reply) < page for reply in replies)
+            if len(best) >= limit or exhausted:
+                ranked = sorted(best.values())[:limit]
+                return [
+                    {"rank": i + 1, "player": player, "score": -neg, "room": room}
+                    for i, (neg, player, room) in enumerate(ranked)
+                ]
+            page *= 4
+
+    # --- claims and trades --------------------------------------------------------------------
+
+    async def claim_registry(self, owner: str | None = None) -> list[dict]:
+        """Claims (with their parcels) by owner: every claim room's owner, block and parcels."""
+        rows = [decode_json(v) for shard in await self._each_shard("hvals", self.keys.claims) for v in shard]
+        if owner is not None:
+            rows = [r for r in rows if r["owner"] == owner]
+        return sorted(rows, key=lambda r: (r["owner"], r["block"], r["room"]))
+
+    async def trade_ledger(self, room: str | None = None, trade: str | None = None) -> list[dict]:
+        """Trade steps in log order: one row per event carrying a trade id (dice, stars, transfers...)."""
+        if room is not None:
+            rooms = [(self._shard(room), room)]
+        else:
+            members = await self._each_shard("smembers", self.keys.trade_rooms)
+            rooms = sorted((shard, text(r)) for shard, m in enumerate(members) for r in m)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard, name in rooms:
+                pipe.zrange(self.keys.trades(shard, name), 0, -1)
+            replies = await pipe.execute()
+        rows = [decode_json(m) for reply in replies for m in reply]
+        if trade is not None:
+            rows = [r for r in rows if r["trade"] == trade]
+        return sorted(rows, key=lambda r: (r["room"], r["version"]))
+
+    # --- the projector's health ---------------------------------------------------------------
+
+    async def status(self) -> dict:
+        """Projector heartbeats (live ones only), their figures, and per-shard lag behind the feeds."""
+        heartbeats = []
+        async for key in self.client.scan_iter(match=self.keys.heartbeat_pattern(), count=100):
+            data = await self.client.get(key)
+            if data is not None:
+                beat = decode_json(data)
+                stats = await self.client.hgetall(self.keys.stats(beat["name"]))
+                beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items()}
+                heartbeats.append(beat)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in range(self.shard_count):
+                pipe.get(self.keys.checkpoint(shard))
+                pipe.xrevrange(self.store_keys.feed(shard), "+", "-", count=1)
+            replies = await pipe.execute()
+        shards = []
+        for shard in range(self.shard_count):
+            checkpoint, head = replies[2 * shard], replies[2 * shard + 1]
+            checkpoint_id = text(checkpoint) if checkpoint is not None else "0-0"
+            head_id = text(head[0][0]) if head else "0-0"
+            # Feed ids are Redis' append times in ms: the gap between head and checkpoint is the lag.
+            lag_ms = max(0, _ms(head_id) - _ms(checkpoint_id)) if _id(head_id) > _id(checkpoint_id) else 0
+            shards.append({"shard": shard, "checkpoint": checkpoint_id, "head": head_id,
+                           "caught_up": _id(head_id) <= _id(checkpoint_id), "lag_ms": lag_ms})
+        return {
+            "alive": bool(heartbeats),
+            "projectors": sorted(heartbeats, key=lambda b: b["name"]),
+            "max_lag_ms": max((s["lag_ms"] for s in shards), default=0),
+            "caught_up": all(s["caught_up"] for s in shards),
+            "shards": shards,
+        }
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _ms(entry_id: str) -> int:
+    return _id(entry_id)[0]
+
+
+def _number(value: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+

@@ -1,0 +1,122 @@
+"""Rebuild read models from the room streams (the source of truth), shard by shard, each shard in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from redis.exceptions import WatchError
+
+from events import room as room_rules
+from projections.keys import ModelKeys, StoreKeys
+from projections.models import READ_MODELS, RoomUpdate, project_room
+from projections.source import room_events
+from projections.store import model_keys_of_shard, queue_update, text
+
+# A partial rebuild must land on the live checkpoint; a projector that keeps moving it wins after this many tries.
+PARTIAL_ATTEMPTS = 5
+
+
+class RebuildConflict(Exception):
+    """The live projector kept moving a shard's checkpoint during a partial rebuild."""
+
+
+async def fold_room(client: Any, keys: StoreKeys, room: str, up_to: int | None = None) -> RoomUpdate | None:
+    """A room's read-model update from nothing to ``up_to`` (latest when None); None for an empty room."""
+    state = None
+    events: list = []
+    async for envelope, event in room_events(client, keys, room, 1, up_to):
+        state = room_rules.evolve(state, event, room, envelope.version)
+        events.append((envelope, event))
+    return None if state is None else project_room(None, state, events)
+
+
+async def rebuild(
+    client: Any,
+    shard_count: int,
+    models: Iterable[str] = READ_MODELS,
+    *,
+    prefix: str = "alm",
+    on_total: Callable[[int], None] | None = None,
+    on_room: Callable[[str], None] | None = None,
+) -> int:
+    """Drop and rebuild the named read models from the room streams; the number of rooms rebuilt.
+
+    All models: every room to its latest version, and the checkpoint reset to the feed head read
+    *before* the rooms, so a running projector resumes there and skips, by the projected versions,
+    whatever the rebuild already covered. Some models only: every room to the version the live
+    projection holds, so the rebuilt models agree with the untouched ones and the checkpoint.
+    """
+    models = tuple(m for m in READ_MODELS if m in set(models))
+    store_keys, keys = StoreKeys(shard_count, prefix), ModelKeys(prefix)
+    async with client.pipeline(transaction=False) as pipe:
+        for shard in range(shard_count):
+            pipe.smembers(store_keys.rooms(shard))
+        members = await pipe.execute()
+    if on_total is not None:
+        on_total(sum(len(m) for m in members))
+    full = models == READ_MODELS
+    done = 0
+    for shard in range(shard_count):
+        if full:
+            done += await _rebuild_shard_fully(client, store_keys, keys, shard, on_room)
+        else:
+            done += await _rebuild_shard_partly(client, store_keys, keys, shard, models, on_room)
+    return done
+
+
+async def _rebuild_shard_fully(client: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
+                               on_room: Callable[[str], None] | None) -> int:
+    head = await client.xrevrange(store_keys.feed(shard), "+", "-", count=1)
+    # Rooms are listed after the head is read: every room with an event at or before the head is seen.
+    rooms = sorted(text(r) for r in await client.smembers(store_keys.rooms(shard)))
+    updates = []
+    for room in rooms:
+        update = await fold_room(client, store_keys, room)
+        if update is not None:
+            updates.append(update)
+        if on_room is not None:
+            on_room(room)
+    stale = await model_keys_of_shard(client, keys, shard, READ_MODELS)
+    async with client.pipeline(transaction=True) as pipe:
+        if stale:
+            pipe.delete(*stale)
+        for update in updates:
+            queue_update(pipe, keys, shard, update)
+        if head:
+            pipe.set(keys.checkpoint(shard), text(head[0][0]))
+        else:
+            pipe.delete(keys.checkpoint(shard))
+        await pipe.execute()
+    return len(rooms)
+
+
+async def _rebuild_shard_partly(client: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
+                                models: tuple[str, ...], on_room: Callable[[str], None] | None) -> int:
+    checkpoint = keys.checkpoint(shard)
+    for _ in range(PARTIAL_ATTEMPTS):
+        async with client.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(checkpoint)
+                versions = {text(r): int(v) for r, v in (await pipe.hgetall(keys.versions(shard))).items()}
+                updates = []
+                for room in sorted(versions):
+                    update = await fold_room(client, store_keys, room, versions[room])
+                    if update is not None:
+                        updates.append(update)
+                stale = await model_keys_of_shard(pipe, keys, shard, models)
+                pipe.multi()
+                if stale:
+                    pipe.delete(*stale)
+                for update in updates:
+                    queue_update(pipe, keys, shard, update, models)
+                await pipe.execute()
+            except WatchError:
+                continue
+        if on_room is not None:
+            for room in sorted(versions):
+                on_room(room)
+        return len(versions)
+    raise RebuildConflict(
+        f"the projector kept moving shard {shard} during the rebuild; stop it, or rebuild all models"
+    )

@@ -1,0 +1,273 @@
+"""The projector: reads shard feeds from its checkpoints and applies each batch with its checkpoint in one MULTI/EXEC."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections import OrderedDict
+from typing import Any
+
+import redis.asyncio as aioredis
+import structlog
+from redis.exceptions import RedisError, WatchError
+
+from events import codec, room as room_rules
+from events.room import RoomState
+from projections.keys import ModelKeys, StoreKeys
+from projections.models import RoomUpdate, project_room
+from projections.source import state_at
+from projections.store import encode_json, queue_update, text
+
+START = "0-0"
+
+
+class CheckpointMoved(Exception):
+    """Someone else (a rebuild, a second projector) moved a shard's checkpoint: reload and go on from there."""
+
+
+class Projector:
+    """Applies shard feeds to the read models, exactly once per feed entry across restarts.
+
+    The feed cursor lives only in Redis, next to the models, and moves in the same transaction as
+    the writes it covers. No consumer group: FastStream's groups neither redeliver nor reclaim, and
+    the checkpoint already says exactly where to resume. WATCH on the checkpoint makes a second
+    projector or a concurrent rebuild a clean conflict instead of a double apply.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        shard_count: int,
+        shards: list[int] | None = None,
+        *,
+        batch_size: int = 500,
+        block_ms: int = 200,
+        name: str = "projector",
+        heartbeat_ttl_ms: int = 5_000,
+        cache_size: int = 10_000,
+        prefix: str = "alm",
+    ) -> None:
+        self.client = client
+        self.shard_count = shard_count
+        self.shards = list(range(shard_count)) if shards is None else sorted(shards)
+        self.batch_size = batch_size
+        self.block_ms = block_ms
+        self.name = name
+        self.heartbeat_ttl_ms = heartbeat_ttl_ms
+        self.cache_size = cache_size
+        self.store_keys = StoreKeys(shard_count, prefix)
+        self.keys = ModelKeys(prefix)
+        self.cursors: dict[int, str] = {}
+        self._feed_shard = {self.store_keys.feed(s): s for s in self.shards}
+        self._states: OrderedDict[str, RoomState] = OrderedDict()
+        self.log = structlog.get_logger("almanac.projector").bind(projector=name)
+        self.events_applied = 0
+        self.batches = 0
+        self.conflicts = 0
+        self.started_at_ms = int(time.time() * 1000)
+        self.last_batch_at_ms = 0
+
+    # --- cursors and cached states -----------------------------------------------------------
+
+    async def load_checkpoints(self) -> None:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in self.shards:
+                pipe.get(self.keys.checkpoint(shard))
+            values = await pipe.execute()
+        self.cursors = {s: text(v) if v is not None else START for s, v in zip(self.shards, values, strict=True)}
+
+    def _forget_shard(self, shard: int) -> None:
+        for room in [r for r in self._states if self.store_keys.shard(r) == shard]:
+            del self._states[room]
+
+    def _remember(self, staged: dict[str, RoomState]) -> None:
+        for room, state in staged.items():
+            self._states[room] = state
+            self._states.move_to_end(room)
+        while len(self._states) > self.cache_size:
+            self._states.popitem(last=False)
+
+    async def _state_before(self, room: str, version: int) -> RoomState | None:
+        cached = self._states.get(room)
+        if cached is not None and cached.version == version - 1:
+            self._states.move_to_end(room)
+            return cached
+        # Cold start or an evicted room: rebuild the state the checkpoint implies from the room's stream.
+        return await state_at(self.client, self.store_keys, room, version - 1)
+
+    # --- one batch ----------------------------------------------------------------------------
+
+    async def run_once(self, block_ms: int | None = None) -> int:
+        """Read one batch from every shard feed (waiting up to ``block_ms``) and apply it; events applied."""
+        if not self.cursors:
+            await self.load_checkpoints()
+        streams = {self.store_keys.feed(s): self.cursors[s] for s in self.shards}
+        replies = await self.client.xread(streams, count=self.batch_size, block=block_ms)
+        applied = 0
+        for stream, entries in replies or []:
+            shard = self._feed_shard[text(stream)]
+            try:
+                applied += await self.apply(shard, entries)
+            except CheckpointMoved:
+                self.conflicts += 1
+                self._forget_shard(shard)
+                await self.load_checkpoints()
+                self.log.info("checkpoint_moved", shard=shard, checkpoint=self.cursors[shard])
+        return applied
+
+    async def drain(self) -> int:
+        """Apply everything in the feeds now (no waiting); events applied."""
+        total = 0
+        while True:
+            applied = await self.run_once(block_ms=None)
+            total += applied
+            if not applied and await self._caught_up():
+                return total
+
+    async def _caught_up(self) -> bool:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in self.shards:
+                pipe.xrevrange(self.store_keys.feed(shard), "+", "-", count=1)
+            heads = await pipe.execute()
+        return all(not head or _id_tuple(text(head[0][0])) <= _id_tuple(self.cursors[s])
+                   for s, head in zip(self.shards, heads, strict=True))
+
+    async def apply(self, shard: int, entries: list[tuple[Any, dict]]) -> int:
+        """Fold a shard's feed entries into room states, then write their read models and the checkpoint atomically."""
+        staged: dict[str, RoomState] = {}
+        before: dict[str, RoomState | None] = {}
+        events: dict[str, list] = {}
+        parsed = [(text(_field(fields, "r")), int(_field(fields, "v")), fields) for _, fields in entries]
+        projected = await self._projected_versions(shard, sorted({room for room, _, _ in parsed}))
+        for room, version, fields in parsed:
+            if version <= projected.get(room, 0):
+                continue  # a rebuild already projected this version (it resets the checkpoint to an earlier entry)
+            current = staged[room] if room in staged else await self._state_before(room, version)
+            if (current.version if current is not None else 0) != version - 1:
+                current = await state_at(self.client, self.store_keys, room, version - 1)
+            if room not in before:
+                before[room] = current
+                events[room] = []
+            envelope = codec.decode_envelope(_field(fields, "e"), room, version)
+            event = codec.decode_event(envelope)
+            staged[room] = room_rules.evolve(current, event, room, version)
+            events[room].append((envelope, event))
+        updates = [project_room(before[room], staged[room], events[room]) for room in staged]
+        await self._commit(shard, updates, text(entries[-1][0]))
+        # Only now, with the transaction applied, may the cache move on (a failed EXEC leaves it as it was).
+        self._remember(staged)
+        applied = sum(len(e) for e in events.values())
+        self.events_applied += applied
+        self.batches += 1
+        self.last_batch_at_ms = int(time.time() * 1000)
+        return applied
+
+    async def _projected_versions(self, shard: int, rooms: list[str]) -> dict[str, int]:
+        values = await self.client.hmget(self.keys.versions(shard), rooms)
+        return {room: int(v) for room, v in zip(rooms, values, strict=True) if v is not None}
+
+    async def _commit(self, shard: int, updates: list[RoomUpdate], last_id: str) -> None:
+        checkpoint = self.keys.checkpoint(shard)
+        async with self.client.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(checkpoint)
+                current = await pipe.get(checkpoint)
+                if (text(current) if current is not None else START) != self.cursors[shard]:
+                    raise CheckpointMoved(shard)
+                pipe.multi()
+                for update in updates:
+                    queue_update(pipe, self.keys, shard, update)
+                pipe.set(checkpoint, last_id)
+                await pipe.execute()
+            except WatchError:
+                raise CheckpointMoved(shard) from None
+        self.cursors[shard] = last_id
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Apply batches until ``stop`` is set; the batch in hand is finished first."""
+        heartbeat = asyncio.create_task(self._heartbeat(stop))
+        backoff = 0.5
+        self.log.info("projector_started", shards=self.shards, batch_size=self.batch_size)
+        try:
+            while not stop.is_set():
+                try:
+                    if not self.cursors:
+                        await self.load_checkpoints()
+                    await self.run_once(block_ms=self.block_ms)
+                    backoff = 0.5
+                except RedisError as error:
+                    self.log.warning("redis_error", error=str(error), retry_in_s=backoff)
+                    self.cursors.clear()
+                    await _sleep_or_stop(stop, backoff)
+                    backoff = min(backoff * 2, 5.0)
+                except Exception as error:  # a corrupt entry stalls its shard visibly (lag) instead of being skipped
+                    self.log.error("batch_failed", error=f"{type(error).__name__}: {error}", retry_in_s=backoff)
+                    self.cursors.clear()
+                    self._states.clear()
+                    await _sleep_or_stop(stop, backoff)
+                    backoff = min(backoff * 2, 5.0)
+        finally:
+            stop.set()
+            await heartbeat
+            self.log.info("projector_stopped", events_applied=self.events_applied)
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        interval = self.heartbeat_ttl_ms / 5000
+        last_events, last_at = self.events_applied, time.monotonic()
+        while not stop.is_set():
+            now = time.monotonic()
+            rate = (self.events_applied - last_events) / max(now - last_at, 1e-6)
+            last_events, last_at = self.events_applied, now
+            try:
+                await self.publish_status(rate)
+            except RedisError as error:
+                self.log.warning("heartbeat_failed", error=str(error))
+            await _sleep_or_stop(stop, interval)
+        try:
+            await self.client.delete(self.keys.heartbeat(self.name))
+        except RedisError:
+            pass
+
+    async def publish_status(self, events_per_s: float = 0.0) -> None:
+        """The heartbeat (expires when the projector dies) and its running figures."""
+        status = {
+            "name": self.name,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "shards": self.shards,
+            "started_at_ms": self.started_at_ms,
+            "at_ms": int(time.time() * 1000),
+        }
+        stats = {
+            "events_applied": self.events_applied,
+            "batches": self.batches,
+            "conflicts": self.conflicts,
+            "events_per_s": round(events_per_s, 1),
+            "last_batch_at_ms": self.last_batch_at_ms,
+            "cached_rooms": len(self._states),
+        }
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.set(self.keys.heartbeat(self.name), encode_json(status), px=self.heartbeat_ttl_ms)
+            pipe.hset(self.keys.stats(self.name), mapping=stats)
+            await pipe.execute()
+
+
+def _field(fields: dict, name: str) -> Any:
+    value = fields.get(name.encode())
+    return fields[name] if value is None else value
+
+
+def _id_tuple(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        pass

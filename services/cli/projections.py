@@ -1,0 +1,156 @@
+"""`almanac projector` and `almanac projections rebuild|show`: run, rebuild and inspect the read models."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+import redis.asyncio as aioredis
+import typer
+from redis.exceptions import RedisError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from events.errors import CorruptEventError
+from projections.app import projector_app
+from projections.models import READ_MODELS
+from projections.read import ReadModels
+from projections.rebuild import RebuildConflict, rebuild
+from services.cli import app
+from services.cli.common import console, fail, redis_url_for, settings_or_exit
+from services.logging import configure_logging
+from services.settings import parse_shard_selection
+
+projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
+                              no_args_is_help=True)
+app.add_typer(projections_app, name="projections")
+
+SHOWABLE = ("rooms", "room", "leaderboard", "claims", "trades", "status")
+
+
+@app.command("projector")
+def run_projector(
+    shards: Annotated[str, typer.Option(help='Shards to project: "all", "0,3,5", or "index/count".')] = "all",
+    batch_size: Annotated[int, typer.Option(min=1, help="Feed entries read per shard per batch.")] = 500,
+    name: Annotated[str, typer.Option(help="This projector's name (heartbeat and stats keys).")] = "projector",
+) -> None:
+    """Run the projector: apply the shard feeds to the read models until stopped (Ctrl+C / SIGTERM)."""
+    settings = settings_or_exit()
+    configure_logging(settings.log_format, settings.log_level)
+    try:
+        selected = parse_shard_selection(shards, settings.shard_count)
+    except ValueError as error:
+        raise fail(f"--shards {shards!r} is not valid: {error}") from None
+    with redis_url_for(settings) as url:
+        asyncio.run(projector_app(url, settings.shard_count, selected, batch_size=batch_size, name=name).run())
+
+
+@projections_app.command("rebuild")
+def rebuild_models(
+    name: Annotated[str | None, typer.Argument(help=f"One read model ({', '.join(READ_MODELS)}); all when left out.")] = None,
+) -> None:
+    """Drop and rebuild read models from the room streams (the source of truth)."""
+    if name is not None and name not in READ_MODELS:
+        raise fail(f"there is no read model named {name!r}; known read models: {', '.join(READ_MODELS)}")
+    models = READ_MODELS if name is None else (name,)
+    settings = settings_or_exit()
+    with redis_url_for(settings) as url:
+        rooms = _run(url, lambda client: _rebuild_with_progress(client, settings.shard_count, models))
+    console.print(f"rebuilt {', '.join(models)} from {rooms} room(s)")
+
+
+async def _rebuild_with_progress(client: aioredis.Redis, shard_count: int, models: tuple[str, ...]) -> int:
+    columns = (TextColumn("rebuilding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("rooms", total=None)
+        rooms = await rebuild(
+            client, shard_count, models,
+            on_total=lambda total: progress.update(task, total=total),
+            on_room=lambda _room: progress.advance(task),
+        )
+        progress.update(task, total=rooms, completed=rooms)
+    return rooms
+
+
+@projections_app.command("show")
+def show(
+    what: Annotated[str, typer.Argument(help=f"What to show: {', '.join(SHOWABLE)}.")],
+    room: Annotated[str | None, typer.Option(help="A room id (room, trades).")] = None,
+    ruleset: Annotated[str | None, typer.Option(help="A rule-set (rooms, leaderboard).")] = None,
+    owner: Annotated[str | None, typer.Option(help="An owner (claims).")] = None,
+    trade: Annotated[str | None, typer.Option(help="A trade id (trades).")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Rows of a leaderboard.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Show a read model as the gateway serves it."""
+    if what not in SHOWABLE:
+        raise fail(f"cannot show {what!r}; choose one of: {', '.join(SHOWABLE)}")
+    if what == "room" and room is None:
+        raise fail("show room needs --room ROOM")
+    if what == "leaderboard" and ruleset is None:
+        raise fail("show leaderboard needs --ruleset NAME")
+    settings = settings_or_exit()
+
+    async def query(client: aioredis.Redis) -> Any:
+        models = ReadModels(client, settings.shard_count)
+        if what == "rooms":
+            return await models.rooms(ruleset)
+        if what == "room":
+            return await models.room(room)  # type: ignore[arg-type]
+        if what == "leaderboard":
+            return await models.leaderboard(ruleset, limit)  # type: ignore[arg-type]
+        if what == "claims":
+            return await models.claim_registry(owner)
+        if what == "trades":
+            return await models.trade_ledger(room, trade)
+        return await models.status()
+
+    with redis_url_for(settings) as url:
+        result = _run(url, query)
+    if what == "room" and result is None:
+        raise fail(f"room {room!r} has no projection (unknown room, or the projector has not reached it)")
+    if as_json or what in ("room", "status"):
+        console.print_json(json.dumps(result))
+        return
+    _print_rows(what, result)
+
+
+def _print_rows(what: str, rows: list[dict]) -> None:
+    if not rows:
+        console.print(f"no {what}")
+        return
+    columns = {
+        "rooms": ("room", "ruleset", "version", "players", "over", "ended", "created_by"),
+        "leaderboard": ("rank", "player", "score", "room"),
+        "claims": ("owner", "block", "room", "parcel_count", "timbered_parcels", "buildings", "score"),
+        "trades": ("room", "version", "trade", "type", "player", "summary"),
+    }[what]
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in columns))
+    console.print(table)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _run(url: str, work: Any) -> Any:
+    async def main() -> Any:
+        client = aioredis.Redis.from_url(url)
+        try:
+            return await work(client)
+        finally:
+            await client.aclose()
+
+    try:
+        return asyncio.run(main())
+    except RebuildConflict as error:
+        raise fail(str(error)) from None
+    except CorruptEventError as error:
+        raise fail(f"room {error.room!r} version {error.version}: {error.reason}") from None
+    except RedisError as error:
+        raise fail(f"Redis at {url} failed: {error}") from None
