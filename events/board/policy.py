@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from events.board.commands import PlaceElement, SkipElement
-from events.board.rules import current_element, legal_placements
+from events.board.rules import current_element, in_map_placements, legal_placements
 from events.board.state import BoardState
 from events.dice import Dice
 
+TRIES = 32
+"""Placements drawn at random before falling back to listing every legal one."""
+
 
 def choose_command(state: BoardState, player: str, dice: Dice) -> PlaceElement | SkipElement | None:
-    """The command ``player`` plays next: one legal placement of the current element picked with the
-    dice, a skip when it fits nowhere, or None when the game is over or the map is not theirs."""
+    """The command ``player`` plays next, or None when the game is over or the map is not theirs.
+
+    A placement is drawn uniformly among those that stay on the map and kept if its cells are
+    empty (so it is uniform among the legal ones); after TRIES misses every legal placement is
+    listed and one is drawn; an element that fits nowhere is skipped.
+    """
     if state.over or player != state.player or not state.deck:
         return None
-    options: list[Any] = legal_placements(state.board, current_element(state))
-    if not options:
-        return SkipElement(element=state.deck[0])
-    return options[dice.randbelow(len(options))]
+    element = current_element(state)
+    candidates = in_map_placements(element)
+    board = state.board
+    for _ in range(TRIES):
+        command, cells = candidates[dice.randbelow(len(candidates))]
+        if all(board[row][column] == "" for row, column in cells):
+            return command
+    legal = legal_placements(board, element)
+    if not legal:
+        return SkipElement(element=element.number)
+    return legal[dice.randbelow(len(legal))]

@@ -111,6 +111,11 @@ _IN_MAP = {number: _in_map_placements(element) for number, element in ELEMENTS.i
 """Every placement of each element that stays on the map, one per distinct set of cells, row-major."""
 
 
+def in_map_placements(element: Element) -> tuple[tuple[PlaceElement, Cells], ...]:
+    """Every (placement, cells) of the element that stays on the map, whether the cells are empty or not."""
+    return _IN_MAP[element.number]
+
+
 def legal_placements(board: Board, element: Element) -> list[PlaceElement]:
     """Every placement of the element that fits, one per distinct covered set of cells."""
     return [

@@ -44,6 +44,6 @@ def test_the_example_scenario_is_a_complete_challenge_game_with_one_refused_comm
             refusals.append(error.code)
     assert refusals == ["board.overlaps_mountain"]
     assert game.state.ended and game.game.over and game.game.time >= 28
-    assert DECIDER.scores(game.game) == {"bea": 16}
+    assert DECIDER.scores(game.game) == {"bea": 6}
     with pytest.raises(RuleError):
         game.play(codec.decode_command("board", {"kind": "skip_element"}))
