@@ -1,0 +1,81 @@
+"""The live feed: a WebSocket per room pushing the events the connected player may see, from a version on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import msgspec
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from events import codec
+from services.gateway.auth import ROLE_AUDITOR
+from services.gateway.context import Gateway, bearer
+from services.gateway.errors import ApiError
+from services.gateway.rooms import auditor_event, player_event
+
+router = APIRouter(tags=["live"])
+BLOCK_MS = 1_000
+BATCH = 500
+_JSON = msgspec.json.Encoder()
+
+
+@router.websocket("/rooms/{room}/live")
+async def live(websocket: WebSocket, room: str, from_version: int = 1) -> None:
+    """Query ``from_version`` (default 1) and ``token`` (or an Authorization header).
+
+    Each message is one event as the player may see it, in version order, each version once; a client
+    that reconnects with ``from_version`` = last seen + 1 misses nothing and sees nothing twice.
+    """
+    gw: Gateway = websocket.app.state.gateway
+    await websocket.accept()
+    try:
+        claims = gw.reader_for(bearer(websocket), room)
+    except ApiError as error:
+        await websocket.send_text(_JSON.encode(error.body()).decode())
+        await websocket.close(code=4000 + error.status, reason=error.code)
+        return
+    if from_version < 1:
+        await websocket.close(code=4422, reason="from_version must be at least 1")
+        return
+    gw.metrics.open_websockets += 1
+    disconnected = asyncio.Event()
+    watcher = asyncio.create_task(_watch_disconnect(websocket, disconnected))
+    try:
+        await _follow(gw, websocket, room, from_version, claims.player, claims.role == ROLE_AUDITOR, disconnected)
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # the client went away mid-send
+    finally:
+        gw.metrics.open_websockets -= 1
+        watcher.cancel()
+        with contextlib.suppress(BaseException):
+            await watcher
+        with contextlib.suppress(Exception):
+            await websocket.close()
+
+
+async def _watch_disconnect(websocket: WebSocket, disconnected: asyncio.Event) -> None:
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+    finally:
+        disconnected.set()
+
+
+async def _follow(gw: Gateway, websocket: WebSocket, room: str, from_version: int, player: str,
+                  auditor: bool, disconnected: asyncio.Event) -> None:
+    key = gw.keys.events(room)
+    last_id = f"{from_version - 1}-0"
+    while not disconnected.is_set():
+        # XREAD from the last id both catches up on the stored history and then waits for new entries,
+        # so the hand-over from history to live has no gap and no overlap.
+        answer = await gw.client.xread({key: last_id}, count=BATCH, block=BLOCK_MS)
+        for _, entries in answer or ():
+            for entry_id, fields in entries:
+                version = int(entry_id.split(b"-", 1)[0])
+                envelope = codec.decode_envelope(fields[b"e"], room, version)
+                message = auditor_event(envelope) if auditor else player_event(envelope, player)
+                await websocket.send_text(_JSON.encode(message).decode())
+                last_id = entry_id.decode()

@@ -1,0 +1,103 @@
+"""Operations: health (Redis, engine and projector heartbeats) and Prometheus metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from services.gateway.api_rooms import gateway
+from services.gateway.context import Gateway
+from services.gateway.errors import json_response
+from services.logging import get_logger
+
+router = APIRouter(tags=["operations"])
+log = get_logger("almanac.gateway")
+STALE_AFTER_S = 15.0
+
+
+def _engine_keys() -> Any:
+    try:
+        from services.engine import metrics as engine_metrics  # noqa: PLC0415 - the engine may be absent
+    except ImportError:
+        return None
+    return engine_metrics
+
+
+async def _engines(gw: Gateway) -> dict[str, Any]:
+    """Engines that registered and whose heartbeat has not expired (the key lives 3 leases)."""
+    keys = _engine_keys()
+    if keys is None:
+        return {"ok": False, "reason": "the engine package is not installed", "engines": []}
+    names = sorted(n.decode() for n in await gw.client.smembers(keys.engines_key()))
+    beats = await gw.client.mget([keys.heartbeat_key(n) for n in names]) if names else []
+    now_ms = time.time() * 1000
+    engines = []
+    for raw in beats:
+        if raw is None:
+            continue  # registered once, but its heartbeat expired: that engine is gone
+        beat = json.loads(raw)
+        beat["age_s"] = round(max(0.0, now_ms - beat.get("time_ms", 0)) / 1000, 3)
+        engines.append(beat)
+    held = sorted({s for e in engines for s in e.get("shards_held", [])})
+    ok = bool(engines) and all(e["age_s"] <= STALE_AFTER_S for e in engines)
+    return {"ok": ok, "engines": engines, "shards_held": len(held), "shard_count": gw.settings.shard_count}
+
+
+async def _projector(gw: Gateway) -> dict[str, Any]:
+    if gw.read_models is None:
+        return {"ok": False, "reason": "the projections package is not installed"}
+    status = await gw.read_models.status()
+    return {"ok": bool(status.get("alive")), **status}
+
+
+@router.get("/health", summary="Redis reachable; engine and projector heartbeats")
+async def health(request: Request) -> Response:
+    gw = gateway(request)
+    started = time.perf_counter()
+    try:
+        await gw.client.ping()
+    except Exception as error:  # any failure to reach Redis makes the gateway unhealthy
+        return json_response({"status": "down", "redis": {"ok": False, "error": type(error).__name__}}, 503)
+    redis_status = {"ok": True, "ping_ms": round((time.perf_counter() - started) * 1000, 3)}
+    engine, projector = await _engines(gw), await _projector(gw)
+    status = "ok" if engine["ok"] and projector["ok"] else "degraded"
+    return json_response({"status": status, "redis": redis_status, "engine": engine, "projector": projector})
+
+
+@router.get("/metrics", summary="Prometheus text metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    gw = gateway(request)
+    extra: list[str] = []
+    try:
+        extra = await _scrape_engine_and_projector(gw)
+    except Exception:  # metrics of the other services must never break the gateway's own
+        log.warning("metrics.scrape_failed", exc_info=True)
+    return Response(gw.metrics.render() + "\n".join(extra) + "\n", media_type="text/plain; version=0.0.4")
+
+
+async def _scrape_engine_and_projector(gw: Gateway) -> list[str]:
+    lines: list[str] = []
+    engine = await _engines(gw)
+    lines += ["# HELP almanac_engine_up Engines with a live heartbeat.", "# TYPE almanac_engine_up gauge",
+              f"almanac_engine_up {len(engine['engines'])}"]
+    keys = _engine_keys()
+    if keys is not None and engine["engines"]:
+        lines += ["# HELP almanac_engine_counter Engine counters (commands, rejects, conflicts, latency buckets).",
+                  "# TYPE almanac_engine_counter counter"]
+        for beat in engine["engines"]:
+            counters = await gw.client.hgetall(keys.metrics_key(beat["name"]))
+            for field, value in sorted(counters.items()):
+                lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
+                             f"{int(value)}")
+    if gw.read_models is not None:
+        status = await gw.read_models.status()
+        lines += ["# HELP almanac_projector_lag_ms Age of the newest feed entry the projector has not applied.",
+                  "# TYPE almanac_projector_lag_ms gauge"]
+        lines += [f'almanac_projector_lag_ms{{shard="{s["shard"]}"}} {s["lag_ms"]}' for s in status["shards"]]
+        lines += ["# HELP almanac_projector_up Projectors with a live heartbeat.", "# TYPE almanac_projector_up gauge",
+                  f"almanac_projector_up {len(status['projectors'])}"]
+    return lines

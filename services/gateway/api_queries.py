@@ -1,0 +1,214 @@
+"""Queries: a player's view, scores and resources, events (redacted or for auditors), time travel, audits, read models."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from events import codec, registry
+from events.hashing import state_hash
+from services.gateway.api_rooms import RoomId, gateway
+from services.gateway.auth import ROLE_AUDITOR
+from services.gateway.context import Gateway, bearer
+from services.gateway.errors import ApiError, json_response
+from services.gateway.rooms import auditor_event, player_event, room_summary
+from services.gateway.schemas import NAME_PATTERN
+
+router = APIRouter(tags=["queries"])
+MAX_EVENTS_PAGE = 5_000
+
+
+async def _state(gw: Gateway, room: str):
+    state = await gw.reader.latest(room)
+    if state is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    return state
+
+
+def _read_models(gw: Gateway) -> Any:
+    if gw.read_models is None:
+        raise ApiError(503, "projections_unavailable", "the read models (projections package) are not installed")
+    return gw.read_models
+
+
+@router.get("/rooms/{room}/view", summary="The room as the calling player may see it (hidden information left out)")
+async def room_view(
+    request: Request,
+    room: str = RoomId,
+    player: str | None = Query(None, pattern=NAME_PATTERN, description="auditors only: whose view"),
+) -> Response:
+    gw = gateway(request)
+    claims = gw.reader_for(bearer(request), room)
+    if claims.role == ROLE_AUDITOR:
+        if player is None:
+            raise ApiError(422, "player_required", "an auditor names the player whose view to show", "player")
+        viewer = player
+    else:
+        if player is not None and player != claims.player:
+            raise ApiError(403, "other_seat", f"this token shows {claims.player!r}'s view only", "player")
+        viewer = claims.player
+    state = await _state(gw, room)
+    decider = registry.get(state.ruleset)
+    return json_response(
+        {**room_summary(state), "player": viewer, "view": codec.to_builtins(decider.view(state.game, viewer))}
+    )
+
+
+@router.get("/rooms/{room}/scores", summary="Scores per player, as folded from the room's log")
+async def room_scores(request: Request, room: str = RoomId) -> Response:
+    state = await _state(gateway(request), room)
+    decider = registry.get(state.ruleset)
+    return json_response(
+        {"room": room, "ruleset": state.ruleset, "version": state.version,
+         "scores": codec.to_builtins(decider.scores(state.game))}
+    )
+
+
+@router.get("/rooms/{room}/resources", summary="Resources and holdings (players of the room and auditors)")
+async def room_resources(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    gw.reader_for(bearer(request), room)
+    state = await _state(gw, room)
+    decider = registry.get(state.ruleset)
+    return json_response(
+        {"room": room, "ruleset": state.ruleset, "version": state.version,
+         "scores": codec.to_builtins(decider.scores(state.game)),
+         "resources": codec.to_builtins(decider.resources(state.game))}
+    )
+
+
+@router.get("/rooms/{room}/events", summary="The room's events: redacted for a player, complete with hashes for an auditor")
+async def room_events(
+    request: Request,
+    room: str = RoomId,
+    from_version: int = Query(1, ge=1),
+    to_version: int | None = Query(None, ge=1),
+    limit: int = Query(1_000, ge=1, le=MAX_EVENTS_PAGE),
+) -> Response:
+    gw = gateway(request)
+    claims = gw.reader_for(bearer(request), room)
+    last = from_version + limit - 1 if to_version is None else min(to_version, from_version + limit - 1)
+    envelopes = await gw.store.read(room, from_version, last)
+    if not envelopes and await gw.reader.ruleset_of(room) is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    if claims.role == ROLE_AUDITOR:
+        events = [auditor_event(e) for e in envelopes]
+    else:
+        events = [player_event(e, claims.player) for e in envelopes]
+    latest = await gw.store.latest_version(room)
+    next_version = envelopes[-1].version + 1 if envelopes else from_version
+    return json_response({"room": room, "latest_version": latest, "next_version": next_version, "events": events})
+
+
+@router.get("/rooms/{room}/state", summary="Auditors: the complete state at a version (time travel: snapshot + tail)")
+async def room_state_at(
+    request: Request,
+    room: str = RoomId,
+    version: int | None = Query(None, ge=1, description="default: the latest"),
+) -> Response:
+    gw = gateway(request)
+    gw.auditor(bearer(request), room)
+    latest = await gw.store.latest_version(room)
+    if latest == 0:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    if version is not None and version > latest:
+        raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", "version")
+    state = await gw.reader.at_version(room, version or latest)
+    assert state is not None
+    return json_response(
+        {"room": room, "version": state.version, "latest_version": latest, "state_hash": state_hash(state),
+         "state": codec.to_builtins(state)}
+    )
+
+
+@router.get("/rooms/{room}/rejections", summary="Auditors: commands the rules refused, with their codes")
+async def room_rejections(request: Request, room: str = RoomId) -> Response:
+    from services.rooms import decode_record  # noqa: PLC0415
+
+    gw = gateway(request)
+    gw.auditor(bearer(request), room)
+    records = [decode_record(data) for data in await gw.store.rejections(room)]
+    rejected = []
+    for record in records:
+        stored = await gw.store.outcome(room, record.command_id)
+        rejected.append({**codec.to_builtins(record), "error": stored.error if stored else None})
+    return json_response({"room": room, "rejections": rejected})
+
+
+@router.get("/rooms/{room}/trades/{trade}/story", summary="Auditors: a trade told step by step from the log")
+async def trade_story(request: Request, room: str = RoomId, trade: str = Path(max_length=100)) -> Response:
+    gw = gateway(request)
+    gw.auditor(bearer(request), room)
+    try:
+        audit = importlib.import_module("events.realm.audit")
+    except ImportError:
+        raise ApiError(503, "trade_audit_unavailable", "the realm rule-set's trade audit is not installed") from None
+    events = [codec.decode_event(e) for e in await gw.store.read(room)]
+    if not events:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    stories = audit.trade_story(events)
+    story = _pick_trade(stories, trade)
+    if story is None:
+        raise ApiError(404, "trade_not_found", f"room {room!r} has no trade {trade!r}", "trade")
+    return json_response({"room": room, "trade": trade, "story": codec.to_builtins(story)})
+
+
+def _pick_trade(stories: Any, trade: str) -> Any:
+    # trade_story may answer one story per trade (a mapping or list) or one list of lines.
+    if isinstance(stories, dict):
+        return stories.get(trade, stories.get(int(trade)) if trade.isdigit() else None)
+    if isinstance(stories, list | tuple):
+        for story in stories:
+            ident = story.get("trade") if isinstance(story, dict) else getattr(story, "trade", None)
+            if ident is not None and str(ident) == trade:
+                return story
+        return stories if stories and not any(
+            isinstance(s, dict) and "trade" in s or hasattr(s, "trade") for s in stories
+        ) else None
+    return stories
+
+
+@router.get("/rooms/{room}/verification", summary="Replay the room and check its hash chain, dice and state")
+async def room_verification(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    gw.reader_for(bearer(request), room)
+    if await gw.store.latest_version(room) == 0:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    try:
+        verify = importlib.import_module("services.verify")
+    except ImportError:
+        raise ApiError(503, "verification_unavailable", "services.verify is not installed") from None
+    result = await verify.verify_room(gw.store, room)
+    body = codec.to_builtins(result)
+    if not isinstance(body, dict):
+        body = {"result": body}
+    return json_response({"room": room, **body})
+
+
+@router.get("/leaderboards/{ruleset}", summary="The best scores of a rule-set across rooms (projection)")
+async def leaderboard(request: Request, ruleset: str, limit: int = Query(20, ge=1, le=1000)) -> Response:
+    gw = gateway(request)
+    if ruleset not in registry.names():
+        raise ApiError(404, "unknown_ruleset", f"no rule-set {ruleset!r}; known: {', '.join(registry.names())}",
+                       "ruleset")
+    entries = await _read_models(gw).leaderboard(ruleset, limit)
+    return json_response({"ruleset": ruleset, "leaderboard": codec.to_builtins(entries)})
+
+
+@router.get("/claims", summary="The claim registry: which claim and parcels each player owns (projection)")
+async def claim_registry(request: Request, owner: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
+    entries = await _read_models(gateway(request)).claim_registry(owner)
+    return json_response({"owner": owner, "claims": codec.to_builtins(entries)})
+
+
+@router.get("/trades", summary="The trade ledger (projection), for a room or one trade")
+async def trade_ledger(
+    request: Request,
+    room: str | None = Query(None, pattern=NAME_PATTERN),
+    trade: str | None = Query(None, max_length=100),
+) -> Response:
+    entries = await _read_models(gateway(request)).trade_ledger(room=room, trade=trade)
+    return json_response({"room": room, "trade": trade, "trades": codec.to_builtins(entries)})

@@ -1,0 +1,324 @@
+"""Room lifecycle and commands: create, list, describe, join (-> token), end, submit a command, its outcome."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from events import codec, registry
+from events.errors import RuleError
+from events.room import ROOM_COMMAND_KINDS, CreateRoom
+from services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
+from services.gateway.errors import ApiError, json_response
+from services.gateway.rooms import player_event, room_summary
+from services.gateway.schemas import (
+    NAME_PATTERN,
+    CommandRequest,
+    CreateRoomRequest,
+    EndRoomRequest,
+    JoinRoomRequest,
+    decode_body,
+    openapi_body,
+)
+from services.rooms import CommandRecord, Outcome
+
+router = APIRouter(tags=["rooms"])
+RoomId = Path(pattern=NAME_PATTERN, description="room id")
+CONFLICT_CODES = {"version_conflict", "conflict"}
+
+
+def gateway(request: Request) -> Gateway:
+    return request.app.state.gateway
+
+
+async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
+                  ruleset: str) -> tuple[Outcome | None, float]:
+    record = CommandRecord(
+        command_id=internal_command_id(room, player, client_id),
+        room=room,
+        player=player,
+        server_time_ms=now_ms(),
+        body=body,
+    )
+    started = time.perf_counter()
+    outcome = await gw.submit(record)
+    elapsed = time.perf_counter() - started
+    gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
+    if outcome is None:
+        gw.metrics.commands.inc(outcome="timeout", ruleset=ruleset)
+    elif outcome.accepted:
+        gw.metrics.commands.inc(outcome="accepted", ruleset=ruleset)
+    elif _is_conflict(outcome):
+        gw.metrics.commands.inc(outcome="conflict", ruleset=ruleset)
+        gw.metrics.conflicts.inc(ruleset=ruleset)
+    else:
+        gw.metrics.commands.inc(outcome="rejected", ruleset=ruleset)
+        gw.metrics.rejects.inc(code=str((outcome.error or {}).get("code", "unknown")), ruleset=ruleset)
+    return outcome, elapsed
+
+
+def _is_conflict(outcome: Outcome) -> bool:
+    code = str((outcome.error or {}).get("code", ""))
+    return code in CONFLICT_CODES or code.endswith("_conflict")
+
+
+def _outcome_body(outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
+    return {
+        "command_id": client_id,
+        "room": outcome.room,
+        "accepted": True,
+        "first_version": outcome.first_version,
+        "version": outcome.last_version,
+        "duplicate": outcome.duplicate,
+        "events": [player_event(envelope, player) for envelope in outcome.envelopes],
+    }
+
+
+def _refusal(outcome: Outcome, client_id: str) -> ApiError:
+    error = dict(outcome.error or {})
+    code = str(error.pop("code", "refused"))
+    message = str(error.pop("message", "the command was refused"))
+    field = error.pop("field", None)
+    if _is_conflict(outcome):
+        status = 409
+    elif code == "room_not_found":
+        status = 404
+    else:
+        status = 422
+    return ApiError(status, code, message, field, command_id=client_id, duplicate=outcome.duplicate, **error)
+
+
+def _pending(room: str, client_id: str) -> Response:
+    url = f"/rooms/{room}/commands/{client_id}"
+    return json_response(
+        {
+            "code": "outcome_pending",
+            "message": "the engine has not answered within the wait; GET the outcome URL later, or resend the "
+            "same command_id (commands are idempotent by id)",
+            "command_id": client_id,
+            "outcome_url": url,
+        },
+        202,
+        headers={"Location": url},
+    )
+
+
+def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> Response:
+    if outcome is None:
+        return _pending(room, client_id)
+    if not outcome.accepted:
+        raise _refusal(outcome, client_id)
+    return json_response(_outcome_body(outcome, player, client_id))
+
+
+@router.post(
+    "/rooms",
+    summary="Create a room of a rule-set; the creator joins it and receives a token",
+    openapi_extra=openapi_body(CreateRoomRequest),
+    status_code=201,
+)
+async def create_room(request: Request) -> Response:
+    gw = gateway(request)
+    body: CreateRoomRequest = decode_body(await request.body(), CreateRoomRequest)
+    try:
+        decider = registry.get(body.ruleset)
+    except RuleError as error:
+        raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
+    command: dict[str, Any] = {"kind": "create_room", "ruleset": decider.name, "options": body.options,
+                               "challenge": body.challenge}
+    if body.setup is not None:
+        # An explicit setup goes where this server takes one: the room command, else the rule-set's options.
+        if "setup" in CreateRoom.__struct_fields__:
+            command["setup"] = body.setup
+        elif "setup" in decider.options_type.__struct_fields__:
+            command["options"] = {**body.options, "setup": body.setup}
+        else:
+            raise ApiError(
+                422, "setup_not_supported",
+                f"{decider.name} rooms are created from options only; send 'options'", "setup",
+            )
+    try:
+        codec.decode_command(None, command)
+    except RuleError as error:
+        gw.metrics.commands.inc(outcome="invalid", ruleset=decider.name)
+        raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
+    room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
+    client_id = body.command_id or new_command_id()
+    outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
+    if outcome is None:
+        return _pending(room, client_id)
+    if not outcome.accepted:
+        error = _refusal(outcome, client_id)
+        if error.code == "room_exists":
+            error.status = 409
+        raise error
+    _refuse_replayed_grant(outcome, body.player, "create")
+    answer = _outcome_body(outcome, body.player, client_id)
+    # The creator's token: the only way to act for this name in this room, so nobody can squat it.
+    answer["token"] = gw.signer.issue(room, body.player)
+    answer["player"] = body.player
+    answer["joined"] = False
+    if body.join:
+        join_id = f"{client_id}.join"
+        joined, _ = await _submit(gw, room, body.player, join_id, {"kind": "join_room"}, decider.name)
+        if joined is not None and joined.accepted:
+            answer["joined"] = True
+            answer["version"] = joined.last_version
+            answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
+        elif joined is not None:
+            answer["join_error"] = joined.error
+        else:
+            answer["join_error"] = {"code": "outcome_pending", "message": "the join has not been answered yet"}
+    return json_response(answer, 201, headers={"Location": f"/rooms/{room}"})
+
+
+@router.get("/rooms", summary="List rooms (optionally of one rule-set)")
+async def list_rooms(
+    request: Request,
+    ruleset: str | None = Query(None, description="only rooms of this rule-set"),
+) -> Response:
+    gw = gateway(request)
+    if gw.read_models is not None:
+        rooms = await gw.read_models.rooms(ruleset)
+        return json_response({"rooms": codec.to_builtins(rooms), "source": "projection"})
+    # Without the projector: the store's room index, with each room's rule-set from its first event.
+    listed = []
+    for room in await gw.store.rooms():
+        room_ruleset = await gw.reader.ruleset_of(room)
+        if ruleset is None or room_ruleset == ruleset:
+            listed.append({"room": room, "ruleset": room_ruleset})
+    return json_response({"rooms": listed, "source": "store"})
+
+
+@router.get("/rulesets", summary="The rule-sets this server hosts, with their command kinds")
+async def list_rulesets(request: Request) -> Response:
+    hosted = []
+    for name in registry.names():
+        try:
+            registry.get(name)
+        except (ImportError, AttributeError):
+            continue  # listed in the registry but not installed yet
+        hosted.append({"ruleset": name, "commands": [k for k in codec.command_kinds(name) if k != "create_room"]})
+    return json_response({"rulesets": hosted})
+
+
+@router.get("/rooms/{room}", summary="A room's public summary: rule-set, version, players, seats, over")
+async def describe_room(request: Request, room: str = RoomId) -> Response:
+    state = await gateway(request).reader.latest(room)
+    if state is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    return json_response(room_summary(state))
+
+
+@router.post(
+    "/rooms/{room}/join",
+    summary="Take a seat as a player and receive a signed token bound to the room and player",
+    openapi_extra=openapi_body(JoinRoomRequest),
+)
+async def join_room(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    body: JoinRoomRequest = decode_body(await request.body(), JoinRoomRequest)
+    ruleset = await gw.reader.ruleset_of(room)
+    if ruleset is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist; create it first", "room")
+    client_id = body.command_id or new_command_id()
+    outcome, _ = await _submit(gw, room, body.player, client_id, {"kind": "join_room"}, ruleset)
+    if outcome is None:
+        return _pending(room, client_id)
+    if not outcome.accepted:
+        raise _refusal(outcome, client_id)
+    _refuse_replayed_grant(outcome, body.player, "join")
+    answer = _outcome_body(outcome, body.player, client_id)
+    answer["player"] = body.player
+    answer["token"] = gw.signer.issue(room, body.player)
+    return json_response(answer)
+
+
+def _refuse_replayed_grant(outcome: Outcome, player: str, what: str) -> None:
+    # Client command ids may be guessable: a replayed join/create must not hand the seat's token to
+    # whoever repeats the id. The first answer carried the token.
+    if outcome.duplicate:
+        raise ApiError(
+            409, "already_joined",
+            f"this {what} was already handled and its token went to the first caller; {player!r} is taken",
+            "command_id",
+        )
+
+
+@router.post(
+    "/rooms/{room}/end",
+    summary="End the room (a player of the room or an auditor); reveals its secret seed",
+    openapi_extra=openapi_body(EndRoomRequest),
+)
+async def end_room(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    claims = gw.reader_for(bearer(request), room)
+    raw = await request.body()
+    body: EndRoomRequest = decode_body(raw, EndRoomRequest) if raw.strip() else EndRoomRequest()
+    ruleset = await gw.reader.ruleset_of(room)
+    if ruleset is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    client_id = body.command_id or new_command_id()
+    outcome, _ = await _submit(
+        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset
+    )
+    return _answer(outcome, room, claims.player, client_id)
+
+
+@router.post(
+    "/rooms/{room}/commands",
+    summary="Submit a game command as the token's player; answers the new version and visible events",
+    openapi_extra=openapi_body(CommandRequest),
+    responses={
+        200: {"description": "accepted: the new version and the events this player may see"},
+        202: {"description": "no outcome within the wait: GET outcome_url later"},
+        401: {"description": "missing, forged or expired token"},
+        403: {"description": "a token of another room or another seat"},
+        409: {"description": "a version conflict the engine could not resolve"},
+        413: {"description": "body larger than the limit"},
+        422: {"description": "refused by the rules or invalid: {code, message, field}"},
+    },
+)
+async def submit_command(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    token = bearer(request)
+    gw.player_for(token, room)  # authenticate before reading the body: strangers learn nothing
+    body: CommandRequest = decode_body(await request.body(), CommandRequest)
+    claims = gw.player_for(token, room, body.player)
+    ruleset = await gw.reader.ruleset_of(room)
+    if ruleset is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    kind = body.command.get("kind")
+    if kind in ROOM_COMMAND_KINDS and kind != "end_room":
+        raise ApiError(422, "use_room_endpoint", f"send {kind} through POST /rooms or /rooms/{{room}}/join", "kind")
+    try:
+        codec.decode_command(ruleset, body.command)
+    except RuleError as error:
+        gw.metrics.commands.inc(outcome="invalid", ruleset=ruleset)
+        # ``field`` names a field of the command, as in the engine's refusals.
+        raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
+    client_id = body.command_id or request.headers.get("idempotency-key") or new_command_id()
+    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset)
+    return _answer(outcome, room, claims.player, client_id)
+
+
+@router.get("/rooms/{room}/commands/{command_id}", summary="The outcome of one of your commands by its id")
+async def command_outcome(request: Request, room: str = RoomId,
+                          command_id: str = Path(pattern=r"^[A-Za-z0-9_.:\-]{1,100}$")) -> Response:
+    gw = gateway(request)
+    claims = gw.player_for(bearer(request), room)
+    stored = await gw.store.outcome(room, internal_command_id(room, claims.player, command_id))
+    if stored is None:
+        raise ApiError(
+            404, "outcome_unknown",
+            "no outcome yet: the command is still queued or never arrived; ask again, or resend it with the "
+            "same command_id (that is safe)", "command_id",
+        )
+    envelopes = await gw.store.read(room, stored.first_version, stored.last_version) if stored.accepted else []
+    outcome = Outcome(command_id=command_id, room=room, accepted=stored.accepted, first_version=stored.first_version,
+                      last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True)
+    return _answer(outcome, room, claims.player, command_id)

@@ -1,0 +1,126 @@
+"""The gateway's shared state for one process: Redis, the store, the room reader, the token signer, metrics."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+from fastapi import Request, WebSocket
+
+from services import bus
+from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
+from services.gateway.errors import ApiError
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.rooms import RoomReader
+from services.rooms import CommandRecord, Outcome
+from services.settings import Settings
+from services.store.keys import Keys
+from services.store.redis_store import RedisEventStore
+
+
+def internal_command_id(room: str, player: str, client_id: str) -> str:
+    # The store dedupes by command id per shard: scoping the client's id to room and player keeps two
+    # clients that both say "1" from receiving each other's outcome.
+    return f"{room}:{player}:{client_id}"
+
+
+def new_command_id() -> str:
+    return secrets.token_hex(12)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Gateway:
+    def __init__(self, settings: Settings, client: aioredis.Redis, signer: TokenSigner) -> None:
+        self.settings = settings
+        self.client = client
+        self.keys = Keys(settings.shard_count)
+        self.store = RedisEventStore(client, settings.shard_count)
+        self.reader = RoomReader(self.store)
+        self.signer = signer
+        self.metrics = GatewayMetrics()
+        self.read_models: Any = _read_models(client, settings.shard_count)
+
+    # --- authentication ------------------------------------------------------------------------
+
+    def claims(self, token: str | None) -> Claims:
+        if not token:
+            raise ApiError(401, "token_missing", "send the token from join as 'Authorization: Bearer <token>'")
+        try:
+            return self.signer.verify(token)
+        except TokenError as error:
+            raise ApiError(401, "token_invalid", str(error)) from None
+
+    def player_for(self, token: str | None, room: str, player: str | None = None) -> Claims:
+        """Claims of a seated player of ``room`` (403 for another room or another seat)."""
+        claims = self.claims(token)
+        if claims.role != ROLE_PLAYER:
+            raise ApiError(403, "not_a_player", f"a {claims.role} token cannot act as a player")
+        if claims.room != room:
+            raise ApiError(403, "wrong_room", f"this token is for room {claims.room!r}, not {room!r}", "room")
+        if player is not None and player != claims.player:
+            raise ApiError(
+                403, "other_seat", f"this token acts for {claims.player!r}, not {player!r}", "player"
+            )
+        return claims
+
+    def reader_for(self, token: str | None, room: str) -> Claims:
+        """Claims of a player of ``room`` or of an auditor."""
+        claims = self.claims(token)
+        if claims.role == ROLE_AUDITOR and claims.room in (ANY_ROOM, room):
+            return claims
+        if claims.role == ROLE_PLAYER and claims.room == room:
+            return claims
+        raise ApiError(403, "wrong_room", f"this token does not grant access to room {room!r}", "room")
+
+    def auditor(self, token: str | None, room: str = ANY_ROOM) -> Claims:
+        claims = self.claims(token)
+        if claims.role != ROLE_AUDITOR or claims.room not in (ANY_ROOM, room):
+            raise ApiError(403, "auditors_only", "this needs an auditor token (role 'auditor')")
+        return claims
+
+    # --- commands ------------------------------------------------------------------------------
+
+    async def submit(self, record: CommandRecord) -> Outcome | None:
+        timeout_s = self.settings.command_timeout_ms / 1000
+        outcome = await bus.submit_and_wait(self.client, self.keys, record, timeout_s)
+        if outcome is None:
+            # The message may have been missed, yet the store keeps the first outcome of every id.
+            stored = await self.store.outcome(record.room, record.command_id)
+            if stored is not None:
+                envelopes = (
+                    await self.store.read(record.room, stored.first_version, stored.last_version)
+                    if stored.accepted
+                    else []
+                )
+                outcome = Outcome(
+                    command_id=record.command_id,
+                    room=stored.room,
+                    accepted=stored.accepted,
+                    first_version=stored.first_version,
+                    last_version=stored.last_version,
+                    error=stored.error,
+                    envelopes=envelopes,
+                    duplicate=True,
+                )
+        return outcome
+
+
+def _read_models(client: aioredis.Redis, shard_count: int) -> Any:
+    try:
+        from projections.read import ReadModels  # noqa: PLC0415 - the projector may not be installed
+    except ImportError:
+        return None
+    return ReadModels(client, shard_count)
+
+
+def bearer(request: Request | WebSocket) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.query_params.get("token")

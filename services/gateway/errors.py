@@ -1,0 +1,78 @@
+"""API errors as JSON {code, message, field}; every failure path answers this shape and never a traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.logging import get_logger
+
+log = get_logger("almanac.gateway")
+_JSON = msgspec.json.Encoder()
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        body.update(self.extra)
+        return body
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(_JSON.encode(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None, **extra: Any) -> Response:
+    return json_response(ApiError(status, code, message, field, **extra).body(), status)
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, error: ApiError) -> Response:
+        return json_response(error.body(), error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_parameter(request: Request, error: RequestValidationError) -> Response:
+        first = error.errors()[0] if error.errors() else {}
+        location = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "header", "body")]
+        field = ".".join(location) or None
+        message = f"{first.get('msg', 'invalid value')}" + (f" (field {field})" if field else "")
+        return error_response(422, "invalid_parameter", message, field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException) -> Response:
+        message = error.detail if isinstance(error.detail, str) else "request refused"
+        if error.status_code == 404 and message == "Not Found":
+            message = f"no route {request.method} {request.url.path}; see /docs or /openapi.json"
+        return error_response(error.status_code, _HTTP_CODES.get(error.status_code, "http_error"), message)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception) -> Response:
+        # The traceback goes to the server log only; the client gets a stable code and a hint.
+        log.exception("unhandled_error", path=request.url.path, method=request.method)
+        return error_response(500, "internal_error", "the gateway failed to answer; the error is in its log")

@@ -1,0 +1,76 @@
+"""Request bodies as msgspec Structs, decoded with field-level messages, and their OpenAPI schemas."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from services.gateway.errors import ApiError
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
+Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description="letters, digits, _ . -; at most 64")]
+CommandId = Annotated[
+    str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}$", description="client id for idempotent retries")
+]
+
+
+class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Create a room; the creator joins it too unless ``join`` is false."""
+
+    ruleset: str
+    player: Name
+    room: Name | None = None
+    options: dict[str, Any] = {}
+    setup: dict[str, Any] | None = None
+    challenge: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    join: bool = True
+    command_id: CommandId | None = None
+
+
+class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    player: Name
+    command_id: CommandId | None = None
+
+
+class EndRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] = "ended by a player"
+    command_id: CommandId | None = None
+
+
+class CommandRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A game command (``{"kind": ..., ...}``) for the room; the acting player comes from the token."""
+
+    command: dict[str, Any]
+    command_id: CommandId | None = None
+    # Optional: when given it must be the token's player (a command for another seat is refused).
+    player: Name | None = None
+
+
+def decode_body(data: bytes, type_: type) -> Any:
+    """Decode a JSON body; 400 for malformed JSON, 422 naming the field for a wrong shape."""
+    if not data.strip():
+        raise ApiError(400, "empty_body", "the request needs a JSON object body")
+    try:
+        return msgspec.json.decode(data, type=type_)
+    except msgspec.ValidationError as error:
+        text, field = split_validation_error(error)
+        where = f" (field {field})" if field else ""
+        raise ApiError(422, "invalid_request", f"{text}{where}", field) from None
+    except msgspec.DecodeError as error:
+        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {error}") from None
+
+
+def split_validation_error(error: msgspec.ValidationError) -> tuple[str, str | None]:
+    text = str(error)
+    if " - at `$" in text:
+        text, _, path = text.partition(" - at `$")
+        return text, path.rstrip("`").lstrip(".") or None
+    return text, None
+
+
+def openapi_body(type_: type) -> dict[str, Any]:
+    """An ``openapi_extra`` that documents a msgspec-decoded JSON body."""
+    # The component schemas themselves are merged into the document once, in app._openapi.
+    (schema,), _ = msgspec.json.schema_components([type_], ref_template="#/components/schemas/{name}")
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
