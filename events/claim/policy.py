@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from events.claim import data, rules
@@ -37,28 +38,40 @@ def choose_command(
     if player != state.owner or state.proved_up_ms is not None:
         return None
     ctx = Context(room="policy", player=player, now_ms=now_ms, version=0, dice=dice)
-    candidates: list[Any] = []
+    for command in _candidates(state, now_ms, dice, prove_up):
+        if _legal(state, command, ctx):
+            return command
+    return Cruise()  # always legal for the owner of a claim not yet proved up
+
+
+def _candidates(state: ClaimState, now_ms: int, dice: Dice, prove_up: bool) -> Iterator[Any]:
+    # A generator, so that the costly stand valuations run only when nothing cheaper is legal.
     meadow = [t for t in TERRAIN if t.meadow and not t.road]
-    candidates += [Harvest(parcel=t.name) for t in meadow]
+    for t in meadow:
+        if state.parcels[t.index].crop_ripe_ms is not None:
+            yield Harvest(parcel=t.name)
     if prove_up:
-        candidates.append(ProveUp())
+        yield ProveUp()
     if state.deck:
-        candidates.append(Haul())
+        yield Haul()
     bare = [
         t
         for t in TERRAIN
         if not t.meadow and state.parcels[t.index].species is None and not state.parcels[t.index].building
     ]
     if not rules.has_building(state, "cabin"):
-        candidates += [Build(parcel=t.name, building="cabin") for t in bare if not t.slope]
+        yield from (Build(parcel=t.name, building="cabin") for t in bare if not t.slope)
     if not rules.has_building(state, "barn"):
-        candidates.append(Build(parcel=meadow[-1].name, building="barn"))
+        yield Build(parcel=meadow[-1].name, building="barn")
     if not rules.has_building(state, "mill") and state.cash_cents > 3 * data.BUILDINGS["mill"].cost_cents:
-        candidates += [Build(parcel=t.name, building="mill") for t in bare if not t.slope]
-    candidates += [Farm(parcel=t.name) for t in meadow]
-    for t in dice.shuffle(bare):
+        yield from (Build(parcel=t.name, building="mill") for t in bare if not t.slope)
+    for t in meadow:
+        if state.parcels[t.index].crop_ripe_ms is None and state.parcels[t.index].building is None:
+            yield Farm(parcel=t.name)
+    if bare and state.cash_cents >= data.REPLANT_COST_CENTS:
+        t = bare[dice.randbelow(len(bare))]
         replant = data.ZONES[t.zone].replant
-        candidates.append(Replant(parcel=t.name, species=replant[dice.randbelow(len(replant))]))
+        yield Replant(parcel=t.name, species=replant[dice.randbelow(len(replant))])
     if rules.cover_parcels(state) > _CUT_COVER_FLOOR:
         stands = []
         for i in COUNTING:
@@ -71,8 +84,4 @@ def choose_command(
         stands.sort(reverse=True)
         top = stands[:3]
         if top:
-            candidates.append(Cut(parcel=TERRAIN[top[dice.randbelow(len(top))][1]].name))
-    for command in candidates:
-        if _legal(state, command, ctx):
-            return command
-    return Cruise()  # always legal for the owner of a claim not yet proved up
+            yield Cut(parcel=TERRAIN[top[dice.randbelow(len(top))][1]].name)
