@@ -113,6 +113,20 @@ def test_rooms_of_the_same_challenge_get_the_same_deck_and_missions():
     assert (other_day.setup.deck, other_day.setup.missions) != (first.setup.deck, first.setup.missions)
 
 
+def test_players_of_one_challenge_get_the_same_reshuffles_however_they_play():
+    shuffles, boards = [], []
+    for room_id, policy_seed in (("room-one", b"careful"), ("room-two", b"reckless")):
+        game = Game(room_id=room_id, seed=challenge_seed("weekly"), salt="challenge")
+        game.create(challenge="weekly")
+        policy_dice = Dice(policy_seed, "policy", 0)
+        while not game.state.ended:
+            game.play(choose_command(game.game, game.player, policy_dice))
+        shuffles.append([e.order for e in game.events if isinstance(e, DeckShuffled)])
+        boards.append(game.game.board)
+    assert boards[0] != boards[1]
+    assert shuffles[0] == shuffles[1] and len(shuffles[0]) >= 1
+
+
 def test_secret_seeded_rooms_deal_by_their_own_room_id():
     decks = {Game(room_id=f"room-{n}").create().game.deck for n in range(4)}
     assert len(decks) == 4

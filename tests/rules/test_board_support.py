@@ -47,8 +47,11 @@ def deal_dice(deck: Sequence[int], missions: Sequence[str], pool: Sequence[str])
 class Game:
     """Drives one room through `events.room.decide` / `events.room.evolve`, keeping the event log."""
 
-    def __init__(self, room_id: str = "board-room", player: str = "ada", seed: bytes = SEED) -> None:
+    def __init__(
+        self, room_id: str = "board-room", player: str = "ada", seed: bytes = SEED, salt: str | None = None
+    ) -> None:
         self.room_id = room_id
+        self.salt = salt or room_id  # "challenge" for a challenge room
         self.player = player
         self.seed = seed
         self.state: room.RoomState | None = None
@@ -71,7 +74,7 @@ class Game:
             player=player or self.player,
             now_ms=self.now_ms,
             version=version,
-            dice=dice if dice is not None else Dice(self.seed, self.room_id, version),
+            dice=dice if dice is not None else Dice(self.seed, self.salt, version),
             seed_commitment=seed_commitment(self.seed),
             secret_seed_hex=self.seed.hex(),
         )
