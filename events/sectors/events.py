@@ -118,10 +118,15 @@ class ResourcesHarvested(msgspec.Struct, frozen=True, kw_only=True, tag="sectors
 
 
 class SeasonEnded(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.season_ended"):
+    """The calendar moved on. ``stock`` and ``population`` are the season's closing totals as the
+    rules computed them: a checkpoint an audit compares with the fold of the events before it."""
+
     season: Season
     year: int
     next_season: Season
     next_year: int
+    stock: Goods
+    population: int
 
 
 EVENT_TYPES: tuple[type, ...] = (

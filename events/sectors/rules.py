@@ -491,7 +491,16 @@ def decide_end_season(state: ColonyState, command: EndSeason, ctx: Context) -> l
         events.append(harvested)
 
     following, following_year = next_season(season, year)
-    events.append(SeasonEnded(season=season, year=year, next_season=following, next_year=following_year))
+    events.append(
+        SeasonEnded(
+            season=season,
+            year=year,
+            next_season=following,
+            next_year=following_year,
+            stock=Goods(**stock),
+            population=sum(populations),
+        )
+    )
     return events
 
 

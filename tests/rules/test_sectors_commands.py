@@ -369,7 +369,16 @@ def test_ending_the_season_runs_the_three_phases_in_order_then_moves_the_calenda
         "ResourcesHarvested",
         "SeasonEnded",
     ]
-    assert events[-1] == SeasonEnded(season="winter", year=2, next_season="spring", next_year=3)
+    closing = events[-1]
+    assert isinstance(closing, SeasonEnded)
+    assert (closing.season, closing.year, closing.next_season, closing.next_year) == (
+        "winter",
+        2,
+        "spring",
+        3,
+    )
+    # And its closing totals are what folding the season's events gives
+    assert (closing.stock, closing.population) == (game.game.stock, 33 + 26)
 
 
 def test_a_colony_reaches_victory_points_through_mint_sawmill_kitchen_and_factory():
