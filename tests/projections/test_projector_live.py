@@ -1,0 +1,181 @@
+"""Scripted games through the RoomService on Redis, projected in-process: read models equal a rebuild."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from projection_games import (
+    available_rulesets,
+    dump_models,
+    open_room,
+    options_for,
+    play,
+    players_for,
+    send,
+)
+
+from events import registry
+from projections.read import ReadModels
+from projections.rebuild import rebuild
+from projections.worker import Projector
+from services.rooms import RoomService
+from services.store.redis_store import RedisEventStore
+
+SHARDS = 4
+
+
+@pytest.fixture
+def service(redis_client):
+    return RoomService(RedisEventStore(redis_client, shard_count=SHARDS), snapshot_every=10)
+
+
+def projector(redis_client, batch_size: int = 500) -> Projector:
+    return Projector(redis_client, SHARDS, batch_size=batch_size, block_ms=20)
+
+
+async def test_every_landed_ruleset_projects_to_the_same_models_a_rebuild_makes(redis_client, service):
+    live = projector(redis_client, batch_size=7)  # small batches: many batch boundaries inside each room
+    rulesets = available_rulesets()
+    for round_ in range(3):
+        for ruleset in rulesets:
+            for copy in range(2):
+                room = f"{ruleset}-{copy}"
+                if round_ == 0:
+                    await open_room(service, room, ruleset, players_for(ruleset), options=options_for(ruleset))
+                await play(service, room, ruleset, 8, players_for(ruleset), first_move=round_ * 8)
+        await live.drain()
+    live_models = await dump_models(redis_client)
+
+    assert await rebuild(redis_client, SHARDS) == 2 * len(rulesets)
+    assert await dump_models(redis_client) == live_models
+
+    models = ReadModels(redis_client, SHARDS)
+    for ruleset in rulesets:
+        state, _ = await service.load(f"{ruleset}-0")
+        summary = await models.room(f"{ruleset}-0")
+        assert state.version > 10, f"{ruleset}: the scripted game barely moved"
+        assert summary["version"] == state.version == await models.projected_version(f"{ruleset}-0")
+        assert summary["scores"] == registry.get(ruleset).scores(state.game)
+        assert summary["ended"] == state.ended
+        assert {r["room"] for r in await models.rooms(ruleset)} == {f"{ruleset}-0", f"{ruleset}-1"}
+
+
+async def test_the_leaderboard_keeps_each_players_best_room_and_follows_falling_scores(redis_client, service):
+    await open_room(service, "high", "bazaar", ["alice", "bob"])
+    await open_room(service, "low", "bazaar", ["alice", "carol"])
+    await play(service, "low", "bazaar", 2, ["alice", "carol"])
+    live = projector(redis_client)
+    models = ReadModels(redis_client, SHARDS)
+    bob_seen = []
+    # bob buys from alice in "high" again and again: his gold (his score) only falls, and the board follows it.
+    for step in range(6):
+        await send(service, "high", "alice", {"kind": "offer", "trade_id": f"t{step}", "to": "bob", "gold": 30},
+                   3_000 + step, f"o{step}")
+        await send(service, "high", "alice", {"kind": "settle", "trade_id": f"t{step}"}, 3_000 + step, f"s{step}")
+        await live.drain()
+        board = {row["player"]: row for row in await models.leaderboard("bazaar")}
+        bob_seen.append(board["bob"]["score"])
+    high, low = (await service.load("high"))[0].game.holdings, (await service.load("low"))[0].game.holdings
+    assert bob_seen[-1] == high["bob"] < 100 and bob_seen == sorted(bob_seen, reverse=True)
+
+    board = await models.leaderboard("bazaar")
+    assert {row["player"]: row["score"] for row in board} == {
+        "alice": max(high["alice"], low["alice"]), "bob": high["bob"], "carol": low["carol"]}
+    assert [row["rank"] for row in board] == [1, 2, 3]
+    assert [row["score"] for row in board] == sorted((row["score"] for row in board), reverse=True)
+    assert await models.leaderboard("bazaar", limit=1) == board[:1]
+    assert await models.leaderboard("nobody-plays-this") == []
+
+
+async def test_the_trade_ledger_has_one_row_per_trade_step_with_dice_and_transfers(redis_client, service):
+    await open_room(service, "market", "bazaar", ["alice", "bob"])
+    await play(service, "market", "bazaar", 6, ["alice", "bob"])
+    await projector(redis_client, batch_size=2).drain()
+    models = ReadModels(redis_client, SHARDS)
+
+    ledger = await models.trade_ledger("market")
+    assert [(row["trade"], row["type"]) for row in ledger] == [
+        (f"t{i}", kind) for i in range(3) for kind in ("bazaar.trade_offered", "bazaar.trade_settled")
+    ]
+    settled = (await models.trade_ledger(trade="t1"))[-1]
+    # t1 was offered by alice to bob: the buyer, bob, pays; gold is neither made nor lost.
+    assert len(settled["detail"]["dice"]) == 2 and settled["detail"]["stars"] <= 2
+    assert settled["detail"]["transfers"][0]["source"] == "bob"
+    assert sum(settled["detail"]["holdings_after"].values()) == 200
+    assert await models.trade_ledger(room="nowhere") == []
+
+
+@pytest.mark.skipif("claim" not in available_rulesets(), reason="the claim rule-set has not landed")
+async def test_the_claim_registry_lists_each_owners_claims_and_parcels(redis_client, service):
+    await open_room(service, "north-40", "claim", ["alice"], options={"block": "North Forty"})
+    await open_room(service, "creek", "claim", ["bob"])
+    await play(service, "north-40", "claim", 4, ["alice"])
+    await projector(redis_client).drain()
+    models = ReadModels(redis_client, SHARDS)
+
+    alice = await models.claim_registry("alice")
+    assert [(c["owner"], c["block"], c["room"]) for c in alice] == [("alice", "North Forty", "north-40")]
+    assert alice[0]["parcel_count"] == len(alice[0]["parcels"]) == 64
+    assert [c["owner"] for c in await models.claim_registry()] == ["alice", "bob"]
+
+
+async def test_a_reader_waits_until_its_own_write_is_projected(redis_client, service):
+    await open_room(service, "rw", "counter", ["alice", "bob"], options=options_for("counter"))
+    running = projector(redis_client)
+    stop = asyncio.Event()
+    task = asyncio.create_task(running.run(stop))
+    models = ReadModels(redis_client, SHARDS)
+    try:
+        for step in range(5):
+            version = await send(service, "rw", "alice", {"kind": "add", "amount": 5}, 5_000 + step, f"a{step}")
+            assert await models.wait_for("rw", version, timeout_s=2.0)
+            assert (await models.room("rw"))["resources"]["total"] == 5 * (step + 1)
+        assert not await models.wait_for("rw", version + 1, timeout_s=0.05)
+        status = await models.status()
+        assert status["caught_up"] and status["alive"]
+        assert status["projectors"][0]["shards"] == list(range(SHARDS))
+    finally:
+        stop.set()
+        await task
+    assert (await models.status())["alive"] is False  # a stopped projector removes its heartbeat
+
+
+async def test_a_rebuild_while_the_projector_runs_ends_equal_to_the_live_models(redis_client, service):
+    for room in ("a", "b", "c"):
+        await open_room(service, room, "counter", ["alice", "bob"], options=options_for("counter"))
+    running = projector(redis_client, batch_size=3)
+    stop = asyncio.Event()
+    task = asyncio.create_task(running.run(stop))
+
+    async def keep_playing() -> None:
+        for round_ in range(6):
+            for room in ("a", "b", "c"):
+                await play(service, room, "counter", 3, ["alice", "bob"], first_move=round_ * 3)
+
+    try:
+        writer = asyncio.create_task(keep_playing())
+        while not writer.done():
+            await rebuild(redis_client, SHARDS)
+            await asyncio.sleep(0.01)
+        await writer
+        for room in ("a", "b", "c"):
+            assert await ReadModels(redis_client, SHARDS).wait_for(room, (await service.load(room))[0].version, 5)
+    finally:
+        stop.set()
+        await task
+    live = await dump_models(redis_client)
+    await rebuild(redis_client, SHARDS)
+    assert await dump_models(redis_client) == live
+
+
+async def test_rebuilding_one_model_leaves_it_equal_to_the_live_one(redis_client, service):
+    await open_room(service, "m1", "bazaar", ["alice", "bob"])
+    await play(service, "m1", "bazaar", 4, ["alice", "bob"])
+    await projector(redis_client).drain()
+    live = await dump_models(redis_client)
+    ledger_keys = [k for k in live if ":rm:trades:" in k]
+    await redis_client.delete(*ledger_keys)
+
+    assert await rebuild(redis_client, SHARDS, ["trades"]) == 1
+    assert await dump_models(redis_client) == live
