@@ -683,7 +683,7 @@ def decide_raid(state: RealmState, command: realm_commands.Raid, ctx: Context) -
     need_army(city)
     target = target_city(state, city, command.target)
     need_choice(command.resource, data.RESOURCES, "resource")
-    battle = fight(city, target, ctx.dice, walls=False)
+    battle = fight(city, target, ctx.dice, walls=True)
     taken = floor(target.stock[command.resource] * data.RAID_PLUNDER) if battle.attacker_won else 0
     return [realm_events.Raided(battle=battle, resource=command.resource, taken=taken)]
 
