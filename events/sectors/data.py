@@ -23,6 +23,11 @@ DEFAULT_STARTING_STOCK: dict[str, int] = {"food": 200, "wood": 100, "gold": 20}
 DEFAULT_YEARS = 10
 MAXIMUM_GRID_SIDE = 64
 
+# The colony's books hold at most a quadrillion of anything: the seed sets no limit on a prairie,
+# which grows 10% a season forever, but stored numbers are 64-bit integers and totals over a full
+# 64x64 grid must still fit. Populations and stocks saturate here; no real game comes near it.
+LEDGER_CEILING = 10**15
+
 
 @dataclass(frozen=True)
 class HarvestCut:

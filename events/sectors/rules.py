@@ -20,6 +20,7 @@ from events.sectors.data import (
     DEFAULT_STARTING_STOCK,
     EXPLORED_SECTOR_POPULATION,
     GOODS,
+    LEDGER_CEILING,
     SEASONS,
     SECTOR_TYPE_NAMES,
     SECTOR_TYPES,
@@ -47,6 +48,12 @@ from events.sectors.state import (
     replace_sector,
     season_number,
 )
+
+_ONE = Fraction(1)
+# Each building's inputs and full outputs as Goods, built once: a season reports them for every building.
+_INPUTS = {name: goods_of(building.inputs) for name, building in BUILDINGS.items()}
+_FULL_OUTPUT_AMOUNTS = {name: dict(building.outputs) for name, building in BUILDINGS.items()}
+_FULL_OUTPUTS = {name: goods_of(building.outputs) for name, building in BUILDINGS.items()}
 
 # --- exact arithmetic -------------------------------------------------------------------------
 # Integer numerator/denominator arithmetic: exact like Fraction, and several times faster, which
@@ -217,12 +224,21 @@ def _explicit_setup(explicit: ExplicitSetup, owner: str, years: int) -> Setup:
     )
 
 
+def population_limit(kind: SectorType) -> int:
+    """The most people a sector of this type holds: its cap, or the ledger's ceiling when it has none."""
+    return kind.population_cap if kind.population_cap is not None else LEDGER_CEILING
+
+
+def _cap_message(kind: SectorType) -> str:
+    if kind.population_cap is not None:
+        return f"{kind.name} population is capped at {kind.population_cap}"
+    return f"a sector holds at most {LEDGER_CEILING} people (the ledger's ceiling)"
+
+
 def _check_cap(kind: SectorType, population: int, field: str) -> None:
-    if kind.population_cap is not None and population > kind.population_cap:
+    if population > population_limit(kind):
         raise RuleError(
-            "sectors.population_cap",
-            f"{kind.name} population is capped at {kind.population_cap}; {population} were asked for",
-            field=field,
+            "sectors.population_cap", f"{_cap_message(kind)}; {population} were asked for", field=field
         )
 
 
@@ -231,6 +247,13 @@ def _check_stock(stock: Goods, field: str) -> None:
     if negative:
         raise RuleError(
             "sectors.invalid_setup", f"a stock cannot be negative: {', '.join(negative)}", field=field
+        )
+    too_much = [f"{good} {amount}" for good, amount in stock.as_dict().items() if amount > LEDGER_CEILING]
+    if too_much:
+        raise RuleError(
+            "sectors.invalid_setup",
+            f"a stock holds at most {LEDGER_CEILING} of a good (the ledger's ceiling): {', '.join(too_much)}",
+            field=field,
         )
 
 
@@ -342,11 +365,12 @@ def check_move(state: ColonyState, command: MovePeople) -> None:
             f"cannot move {command.count}",
             field="count",
         )
-    cap = SECTOR_TYPES[target.type].population_cap
-    if cap is not None and target.population + command.count > cap:
+    kind = SECTOR_TYPES[target.type]
+    cap = population_limit(kind)
+    if target.population + command.count > cap:
         raise RuleError(
             "sectors.population_cap",
-            f"{target.type} population is capped at {cap}: {place(command.to_row, command.to_column)} has "
+            f"{_cap_message(kind)}: {place(command.to_row, command.to_column)} has "
             f"{target.population}, so at most {max(cap - target.population, 0)} more can move in",
             field="count",
         )
@@ -483,7 +507,7 @@ def decide_end_season(state: ColonyState, command: EndSeason, ctx: Context) -> l
         events.append(produced)
 
     for (row, column, sector), population, workers in zip(explored, populations, idle, strict=True):
-        harvested = harvest(row, column, sector, population, workers, season, year)
+        harvested = harvest(row, column, sector, population, workers, season, year, stock)
         for good, amount in harvested.harvested.as_dict().items():
             stock[good] += amount
         for good, amount in harvested.extra.as_dict().items():
@@ -522,8 +546,10 @@ def population_change(
     allowed, reason = _growth(kind, sector, season, now, starved)
     births = floor_times(survivors, kind.growth_rate) if allowed else 0
     grown = survivors + births
-    cap = kind.population_cap
-    after = min(grown, cap) if cap is not None else grown
+    limit = population_limit(kind)
+    after = min(grown, limit)
+    # The event names the cap that applied: the type's, or the ledger's ceiling once it is reached.
+    cap = limit if kind.population_cap is not None or grown > limit else None
     return PopulationChanged(
         row=row,
         column=column,
@@ -624,7 +650,10 @@ def production(
         for good, amount in building.inputs:
             stock[good] -= amount
             consumed_total[good] = consumed_total.get(good, 0) + amount
-        outputs = {good: floor_times(amount, multiplier) for good, amount in building.outputs}
+        outputs = {
+            good: min(floor_times(amount, multiplier), LEDGER_CEILING - stock[good])
+            for good, amount in building.outputs
+        }
         for good, amount in outputs.items():
             stock[good] += amount
             produced_total[good] = produced_total.get(good, 0) + amount
@@ -638,8 +667,8 @@ def production(
                 outcome="ran",
                 crew_used=building.crew,
                 reason=reason,
-                consumed=goods_of(building.inputs),
-                produced=goods_of(outputs),
+                consumed=_INPUTS[name],
+                produced=_FULL_OUTPUTS[name] if outputs == _FULL_OUTPUT_AMOUNTS[name] else goods_of(outputs),
             )
         )
     return GoodsProduced(
@@ -658,9 +687,19 @@ def production(
 
 
 def harvest(
-    row: int, column: int, sector: Sector, population: int, idle: int, season: str, year: int
+    row: int,
+    column: int,
+    sector: Sector,
+    population: int,
+    idle: int,
+    season: str,
+    year: int,
+    stock: dict[str, int],
 ) -> ResourcesHarvested:
-    """Idle workers times the type's rates and multipliers, rounded down per good; extras on everyone."""
+    """Idle workers times the type's rates and multipliers, rounded down per good; extras on everyone.
+
+    Amounts stop where the stock would pass the ledger's ceiling; ``stock`` is only read here.
+    """
     kind = SECTOR_TYPES[sector.type]
     if season in kind.harvest_closed_in:
         return ResourcesHarvested(
@@ -678,19 +717,25 @@ def harvest(
             extra=NO_GOODS,
             extra_reasons=(),
         )
-    multiplier = Fraction(1)
+    multiplier = _ONE
     reasons: list[str] = []
     for cut in kind.harvest_cuts:
         measured = population if cut.measure == "population" else len(sector.buildings)
         if measured > cut.above:
             multiplier *= cut.multiplier
             reasons.append(cut.reason)
-    harvested = {good: floor_times(idle, rate * multiplier) for good, rate in kind.harvest_rates}
+    room = {good: LEDGER_CEILING - amount for good, amount in stock.items()}
+    harvested: dict[str, int] = {}
+    for good, rate in kind.harvest_rates:
+        harvested[good] = min(floor_times(idle, rate if multiplier == 1 else rate * multiplier), room[good])
+        room[good] -= harvested[good]
     extra: dict[str, int] = {}
     extra_reasons: list[str] = []
     for bonus in kind.extra_harvest:
         if bonus.season == season:
-            extra[bonus.good] = extra.get(bonus.good, 0) + floor_times(population, bonus.per_person)
+            amount = min(floor_times(population, bonus.per_person), room[bonus.good])
+            room[bonus.good] -= amount
+            extra[bonus.good] = extra.get(bonus.good, 0) + amount
             extra_reasons.append(bonus.reason)
     return ResourcesHarvested(
         row=row,
