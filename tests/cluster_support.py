@@ -15,33 +15,43 @@ from services.embedded_redis import find_redis_server, free_port
 SLOTS = 16384
 
 
+def _start_node(binary: str, node_dir: Path, attempts: int = 5) -> tuple[int, subprocess.Popen]:
+    """One cluster-enabled server on a free port; another port if the first was taken meanwhile."""
+    node_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(attempts):
+        port = free_port()
+        process = subprocess.Popen(
+            [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
+             "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+             "--save", "", "--appendonly", "no", "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + 10
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                client.ping()
+                client.close()
+                return port, process
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        process.kill()
+        process.wait()
+    raise RuntimeError(f"could not start a cluster node after {attempts} attempts")
+
+
 @contextlib.contextmanager
 def local_cluster(data_dir: Path, nodes: int = 3) -> Iterator[str]:
     """Start ``nodes`` masters, meet them, spread the slots, wait for ``cluster_state:ok``; yield a URL."""
     binary = find_redis_server()
-    ports = [free_port() for _ in range(nodes)]
-    processes = []
+    ports: list[int] = []
+    processes: list[subprocess.Popen] = []
     try:
-        for port in ports:
-            node_dir = data_dir / str(port)
-            node_dir.mkdir(parents=True)
-            processes.append(subprocess.Popen(
-                [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
-                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                 "--save", "", "--appendonly", "no", "--daemonize", "no"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            ))
+        for index in range(nodes):
+            port, process = _start_node(binary, data_dir / f"node-{index}")
+            ports.append(port)
+            processes.append(process)
         clients = [redis.Redis(host="127.0.0.1", port=port) for port in ports]
-        deadline = time.monotonic() + 10
-        for client in clients:
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.exceptions.ConnectionError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
         per_node = SLOTS // nodes
         for index, client in enumerate(clients):
             first = index * per_node
