@@ -236,3 +236,26 @@ def test_a_forest_setup_with_a_mint_is_refused_like_the_build():
         colony(sector("forest", 30, "sawmill", "mint"))
     assert caught.value.code == "sectors.building_banned"
     assert caught.value.field == "options.setup.sectors[0].buildings"
+
+
+# --- the ledger's ceiling ---------------------------------------------------------------------
+
+
+def test_an_uncapped_prairie_saturates_at_the_ledgers_ceiling_and_says_so():
+    ceiling = 10**15
+    changed = only(
+        colony(sector("prairie", ceiling - 5), stock={"food": ceiling}).play(EndSeason()), PopulationChanged
+    )
+    assert (changed.population_after, changed.cap, changed.over_cap) == (ceiling, ceiling, changed.births - 5)
+    harvested = only(
+        colony(sector("prairie", 1000), stock={"food": ceiling - 3}).play(EndSeason()), ResourcesHarvested
+    )
+    assert harvested.harvested.food == 3 + 200, "fills the stock to the ceiling after the 200 eaten"
+
+
+def test_a_setup_beyond_the_ledgers_ceiling_is_refused():
+    with pytest.raises(RuleError) as caught:
+        colony(sector("prairie", 10**15 + 1))
+    assert caught.value.message == (
+        "a sector holds at most 1000000000000000 people (the ledger's ceiling); 1000000000000001 were asked for"
+    )

@@ -1,0 +1,11 @@
+"""The sectors benchmark runs end to end on a short budget and checks its own replay."""
+
+from __future__ import annotations
+
+from services.bench import rules_sectors
+
+
+def test_the_benchmark_plays_folds_and_replays_full_colonies(capsys):
+    rules_sectors.main(seconds=0.05)
+    printed = capsys.readouterr().out
+    assert "seasons/s" in printed and "events/s" in printed and "raw msgspec decode" in printed
