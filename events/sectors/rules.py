@@ -42,6 +42,7 @@ from events.sectors.state import (
     NO_GOODS,
     ColonyState,
     Goods,
+    Season,
     Sector,
     goods_of,
     next_season,
@@ -529,7 +530,7 @@ def decide_end_season(state: ColonyState, command: EndSeason, ctx: Context) -> l
 
 
 def population_change(
-    row: int, column: int, sector: Sector, season: str, year: int, now: int, food: int
+    row: int, column: int, sector: Sector, season: Season, year: int, now: int, food: int
 ) -> PopulationChanged:
     """Feed, then reproduce, then cap one sector, drawing on ``food`` left by the sectors before it."""
     kind = SECTOR_TYPES[sector.type]
@@ -555,7 +556,7 @@ def population_change(
         column=column,
         sector_type=kind.name,
         season=season,
-        year=year,  # type: ignore[arg-type]
+        year=year,
         population_before=population,
         food_rate=str(rate),
         food_needed=needed,
@@ -572,7 +573,9 @@ def population_change(
     )
 
 
-def _growth(kind: SectorType, sector: Sector, season: str, now: int, starved_now: bool) -> tuple[bool, str]:
+def _growth(
+    kind: SectorType, sector: Sector, season: Season, now: int, starved_now: bool
+) -> tuple[bool, str]:
     if season not in kind.growth_seasons:
         only = " and ".join(kind.growth_seasons)
         return False, f"{kind.name} people reproduce only in {only}"
@@ -596,7 +599,7 @@ def _growth(kind: SectorType, sector: Sector, season: str, now: int, starved_now
 
 
 def production(
-    row: int, column: int, sector: Sector, workforce: int, season: str, year: int, stock: dict[str, int]
+    row: int, column: int, sector: Sector, workforce: int, season: Season, year: int, stock: dict[str, int]
 ) -> GoodsProduced:
     """Staff buildings newest first; each staffed one produces if the stock holds its inputs. Updates ``stock``."""
     kind = SECTOR_TYPES[sector.type]
@@ -676,7 +679,7 @@ def production(
         column=column,
         sector_type=kind.name,
         season=season,
-        year=year,  # type: ignore[arg-type]
+        year=year,
         workforce=workforce,
         multiplier="0" if closed else str(multiplier),
         buildings=tuple(reports),
@@ -692,7 +695,7 @@ def harvest(
     sector: Sector,
     population: int,
     idle: int,
-    season: str,
+    season: Season,
     year: int,
     stock: dict[str, int],
 ) -> ResourcesHarvested:
@@ -707,7 +710,7 @@ def harvest(
             column=column,
             sector_type=kind.name,
             season=season,
-            year=year,  # type: ignore[arg-type]
+            year=year,
             idle_workers=idle,
             population=population,
             closed=True,
@@ -742,7 +745,7 @@ def harvest(
         column=column,
         sector_type=kind.name,
         season=season,
-        year=year,  # type: ignore[arg-type]
+        year=year,
         idle_workers=idle,
         population=population,
         closed=False,

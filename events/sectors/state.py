@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from operator import add, sub
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
@@ -96,11 +96,11 @@ def season_number(season: str, year: int) -> int:
     return (year - 1) * SEASONS_PER_YEAR + SEASONS.index(season)
 
 
-def next_season(season: str, year: int) -> tuple[str, int]:
+def next_season(season: str, year: int) -> tuple[Season, int]:
     position = SEASONS.index(season) + 1
     if position == SEASONS_PER_YEAR:
-        return SEASONS[0], year + 1
-    return SEASONS[position], year
+        return cast(Season, SEASONS[0]), year + 1
+    return cast(Season, SEASONS[position]), year
 
 
 def replace_sector(state: ColonyState, row: int, column: int, sector: Sector) -> tuple[Sector | None, ...]:
