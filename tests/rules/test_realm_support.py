@@ -35,13 +35,19 @@ class Game:
     """
 
     def __init__(
-        self, players: Sequence[str] = ("alice", "bob"), room_id: str = "realm-room", **options: Any
+        self,
+        players: Sequence[str] = ("alice", "bob"),
+        room_id: str = "realm-room",
+        seed: bytes = SEED,
+        now_ms: int = 1_000,
+        **options: Any,
     ) -> None:
         self.room_id = room_id
+        self.seed = seed
         self.state: room.RoomState | None = None
         self.envelopes: list[Envelope] = []
         self.events: list[Any] = []
-        self.now_ms = 1_000
+        self.now_ms = now_ms
         self.send(
             players[0],
             {"kind": "create_room", "ruleset": "realm", "options": {"players": list(players), **options}},
@@ -74,15 +80,15 @@ class Game:
             self.now_ms = now_ms
         command = codec.decode_command(self.state.ruleset if self.state else None, body)
         version = (self.state.version if self.state else 0) + 1
-        source: Dice = ScriptedDice(dice) if dice is not None else Dice(SEED, self.room_id, version)
+        source: Dice = ScriptedDice(dice) if dice is not None else Dice(self.seed, self.room_id, version)
         ctx = Context(
             room=self.room_id,
             player=player,
             now_ms=self.now_ms,
             version=version,
             dice=source,
-            seed_commitment=seed_commitment(SEED),
-            secret_seed_hex=SEED.hex(),
+            seed_commitment=seed_commitment(self.seed),
+            secret_seed_hex=self.seed.hex(),
         )
         decided = room.decide(self.state, command, ctx)
         if isinstance(source, ScriptedDice) and not leftover:
