@@ -97,6 +97,8 @@ def trade_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
     trade_id = getattr(event, "trade_id", None)
     if trade_id is None:
         return []
+    tag_field = event.__struct_config__.tag_field
+    detail = {k: v for k, v in to_builtins(event).items() if k != tag_field}
     return [
         {
             "room": envelope.room,
@@ -107,7 +109,7 @@ def trade_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
             "time_ms": envelope.server_time_ms,
             "summary": registry.get(envelope.ruleset).summary(event),
             # Dice, stars, phantom goods, transfers, holdings after: whatever the step's event names.
-            "detail": to_builtins(event),
+            "detail": detail,
         }
     ]
 

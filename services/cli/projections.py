@@ -37,11 +37,11 @@ def run_projector(
 ) -> None:
     """Run the projector: apply the shard feeds to the read models until stopped (Ctrl+C / SIGTERM)."""
     settings = settings_or_exit()
-    configure_logging(settings.log_format, settings.log_level)
     try:
         selected = parse_shard_selection(shards, settings.shard_count)
     except ValueError as error:
         raise fail(f"--shards {shards!r} is not valid: {error}") from None
+    configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings) as url:
         asyncio.run(projector_app(url, settings.shard_count, selected, batch_size=batch_size, name=name).run())
 
