@@ -121,7 +121,7 @@ class ReadModels:
     # --- the projector's health ---------------------------------------------------------------
 
     async def status(self) -> dict:
-        """Projector heartbeats (live ones only), their figures, and per-shard lag behind the feeds."""
+        """Projector heartbeats (live ones only), their figures, and per shard the age of the oldest unapplied entry."""
         heartbeats = []
         async for key in self.client.scan_iter(match=self.keys.heartbeat_pattern(), count=100):
             data = await self.client.get(key)
@@ -131,19 +131,28 @@ class ReadModels:
                 beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items()}
                 heartbeats.append(beat)
         async with self.client.pipeline(transaction=False) as pipe:
+            pipe.time()
             for shard in range(self.shard_count):
                 pipe.get(self.keys.checkpoint(shard))
                 pipe.xrevrange(self.store_keys.feed(shard), "+", "-", count=1)
             replies = await pipe.execute()
+        seconds, micros = replies[0]
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        checkpoints = [text(c) if c is not None else "0-0" for c in replies[1::2]]
+        heads = [text(h[0][0]) if h else "0-0" for h in replies[2::2]]
+        behind = [s for s in range(self.shard_count) if _id(heads[s]) > _id(checkpoints[s])]
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in behind:
+                pipe.xrange(self.store_keys.feed(shard), f"({checkpoints[shard]}", "+", count=1)
+            oldest = dict(zip(behind, await pipe.execute(), strict=True))
         shards = []
         for shard in range(self.shard_count):
-            checkpoint, head = replies[2 * shard], replies[2 * shard + 1]
-            checkpoint_id = text(checkpoint) if checkpoint is not None else "0-0"
-            head_id = text(head[0][0]) if head else "0-0"
-            # Feed ids are Redis' append times in ms: the gap between head and checkpoint is the lag.
-            lag_ms = max(0, _ms(head_id) - _ms(checkpoint_id)) if _id(head_id) > _id(checkpoint_id) else 0
-            shards.append({"shard": shard, "checkpoint": checkpoint_id, "head": head_id,
-                           "caught_up": _id(head_id) <= _id(checkpoint_id), "lag_ms": lag_ms})
+            lag_ms = 0
+            if oldest.get(shard):
+                # Feed ids are Redis' append times in ms: the oldest entry not applied yet tells how stale we are.
+                lag_ms = max(0, now_ms - _ms(text(oldest[shard][0][0])))
+            shards.append({"shard": shard, "checkpoint": checkpoints[shard], "head": heads[shard],
+                           "caught_up": shard not in behind, "lag_ms": lag_ms})
         return {
             "alive": bool(heartbeats),
             "projectors": sorted(heartbeats, key=lambda b: b["name"]),

@@ -179,3 +179,19 @@ async def test_rebuilding_one_model_leaves_it_equal_to_the_live_one(redis_client
 
     assert await rebuild(redis_client, SHARDS, ["trades"]) == 1
     assert await dump_models(redis_client) == live
+
+
+async def test_health_figures_show_a_stalled_shard_lagging_and_a_caught_up_one_at_zero(redis_client, service):
+    await open_room(service, "slow", "counter", ["alice", "bob"], options=options_for("counter"))
+    models = ReadModels(redis_client, SHARDS)
+    await asyncio.sleep(0.05)
+    stalled = await models.status()
+    assert not stalled["alive"] and not stalled["caught_up"] and stalled["max_lag_ms"] >= 50
+
+    live = projector(redis_client)
+    await live.drain()
+    await live.publish_status(events_per_s=12.5)
+    status = await models.status()
+    assert status["caught_up"] and status["max_lag_ms"] == 0
+    assert status["projectors"][0]["stats"]["events_applied"] == 3
+    assert status["projectors"][0]["stats"]["events_per_s"] == 12.5
