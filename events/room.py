@@ -173,14 +173,17 @@ def convert_options(decider: Decider, options: dict[str, Any]) -> Any:
 def validation_rule_error(code: str, error: msgspec.ValidationError, prefix: str = "") -> RuleError:
     """A RuleError naming the field a msgspec validation error points at."""
     text = str(error)
-    field = None
+    path = ""
     if " - at `$" in text:
         text, _, path = text.partition(" - at `$")
         path = path.rstrip("`").lstrip(".")
-        field = f"{prefix}.{path}" if prefix and path else (prefix or path or None)
-    elif prefix:
-        field = prefix
-    where = f" (field {field})" if field else ""
+    if text.startswith("Object missing required field `"):
+        missing = text.split("`")[1]
+        path = f"{path}.{missing}" if path else missing
+        text = f"the field {missing!r} is required"
+    parts = [part for part in (prefix, path) if part]
+    field = ".".join(parts) or None
+    where = f" (field {field})" if field and field not in text else ""
     return RuleError(code, f"{text}{where}", field=field)
 
 

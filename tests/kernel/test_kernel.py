@@ -157,3 +157,11 @@ def test_a_snapshot_round_trips_to_an_equal_state():
     game = counter_game(12)
     state, last_hash = codec.decode_snapshot(codec.encode_snapshot(game.state, game.envelopes[-1].hash))
     assert state == game.state and last_hash == game.envelopes[-1].hash
+
+
+def test_a_missing_required_field_is_named():
+    game = counter_game(0)
+    with pytest.raises(RuleError) as missing:
+        game.send("alice", {"kind": "add"})
+    assert missing.value.code == "invalid_command" and missing.value.field == "amount"
+    assert "'amount' is required" in missing.value.message
