@@ -155,7 +155,7 @@ class RealmDecider:
                 f"options.villages must be 0..{data.MAX_VILLAGES}",
                 field="options.villages",
             )
-        villages = tuple(f"village-{n}" for n in range(1, options.villages + 1))
+        villages = tuple(f"village-{number}" for number in range(1, options.villages + 1))
         if set(villages) & set(players):
             raise RuleError(
                 "realm.invalid_players", "player ids may not be village names", field="options.players"
@@ -220,7 +220,7 @@ class RealmDecider:
     def decide(self, state: RealmState, command: Any, ctx: Context) -> list[Any]:
         handler = DECIDE.get(type(command))
         if handler is None:
-            kinds = [k.__struct_config__.tag for k in COMMAND_TYPES]
+            kinds = [kind.__struct_config__.tag for kind in COMMAND_TYPES]
             raise RuleError(
                 "unknown_command",
                 f"the realm has no command {type(command).__name__}",
@@ -264,7 +264,9 @@ class RealmDecider:
             "turn_ended": list(state.turn_ended),
             "cities": cities,
             "merchants": merchants,
-            "ledger": [msgspec.to_builtins(x) for x in state.ledger if player in (x.source, x.target)],
+            "ledger": [
+                msgspec.to_builtins(row) for row in state.ledger if player in (row.source, row.target)
+            ],
             "scores": self.scores(state),
             "over": state.over,
         }
@@ -289,8 +291,8 @@ class RealmDecider:
             "season": season_name(state.season_index),
             "year": year_of(state.season_index),
             "cities": {name: city_full(city) for name, city in state.cities.items()},
-            "merchants": [msgspec.to_builtins(m) for m in state.merchants.values()],
-            "ledger": [msgspec.to_builtins(x) for x in state.ledger],
+            "merchants": [msgspec.to_builtins(merchant) for merchant in state.merchants.values()],
+            "ledger": [msgspec.to_builtins(row) for row in state.ledger],
         }
 
     def summary(self, event: Any) -> str:
@@ -317,7 +319,7 @@ def summarize(event: Any) -> str:
             f"{event.city} found {event.amount} {what} in {event.season} ({event.stars} stars x{event.rate})"
         )
     if isinstance(event, realm_events.Raided | realm_events.Besieged | realm_events.RevoltFought):
-        b = event.battle
+        battle = event.battle
         verb = {
             realm_events.Raided: "raided",
             realm_events.Besieged: "besieged",
@@ -325,20 +327,22 @@ def summarize(event: Any) -> str:
         }[type(event)]
         outcome = (
             "won"
-            if b.attacker_won
-            else f"failed, lost {b.troops_lost} soldiers" + (" and disbanded" if b.disbanded else "")
+            if battle.attacker_won
+            else f"failed, lost {battle.troops_lost} soldiers"
+            + (" and disbanded" if battle.disbanded else "")
         )
         extra = ""
-        if isinstance(event, realm_events.Raided) and b.attacker_won:
+        if isinstance(event, realm_events.Raided) and battle.attacker_won:
             extra = f", took {event.taken} {event.resource}"
-        if isinstance(event, realm_events.Besieged) and b.attacker_won:
+        if isinstance(event, realm_events.Besieged) and battle.attacker_won:
             extra = f", walls {event.hit_points_after} hp"
-        return f"{b.attacker} {verb} {b.defender}: {b.attack_score} vs {b.defence_score}, {outcome}{extra}"
+        return f"{battle.attacker} {verb} {battle.defender}: {battle.attack_score} vs {battle.defence_score}, {outcome}{extra}"
     if isinstance(event, realm_events.TradeRolled):
         if event.cancelled:
             return f"{event.trade_id} round {event.round}: the merchant cannot pay {event.seller.demanded} {event.seller.resource}"
         moves = "; ".join(
-            f"{t.amount} {t.resource} {t.source or 'phantom'} -> {t.target}" for t in event.transfers
+            f"{move.amount} {move.resource} {move.source or 'phantom'} -> {move.target}"
+            for move in event.transfers
         )
         return f"{event.trade_id} round {event.round}: {moves}"
     if isinstance(event, realm_events.SeasonEnded):

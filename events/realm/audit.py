@@ -121,8 +121,9 @@ def describe(event: Any) -> str:
         if event.cancelled:
             return f"{head}; the merchant cannot cover it"
         moves = "; ".join(
-            f"{t.amount} {t.resource} {'(phantom) ' if t.phantom else ''}from {t.source or 'nowhere'} to {t.target}"
-            for t in event.transfers
+            f"{move.amount} {move.resource} {'(phantom) ' if move.phantom else ''}from {move.source or 'nowhere'} "
+            f"to {move.target}"
+            for move in event.transfers
         )
         return f"{head}; moved: {moves}"
     if isinstance(event, realm_events.TradeCancelled):

@@ -27,11 +27,16 @@ def roll(dice: Dice, count: int) -> tuple[str, ...]:
 
 
 def count(faces: tuple[str, ...], face: str) -> int:
-    return sum(1 for f in faces if f == face)
+    return sum(1 for shown in faces if shown == face)
 
 
 def fraction_text(value: Fraction) -> str:
     return str(value)
+
+
+def nonzero(stock: dict[str, int]) -> dict[str, int]:
+    """Only the resources with a positive amount."""
+    return {name: amount for name, amount in stock.items() if amount}
 
 
 def round_down_hundreds(value: Fraction | int) -> int:
@@ -391,7 +396,7 @@ def travel(state: RealmState, trade_id: str, through: tuple[str, ...], dice: Dic
         merchant_faces = roll(dice, data.MERCHANT_ESCAPE_DICE)
         army_score, merchant_score = score_of(army_faces), score_of(merchant_faces)
         escaped = merchant_score > army_score
-        seized = {} if escaped else {k: v for k, v in merchant.load.items() if v}
+        seized = {} if escaped else nonzero(merchant.load)
         found.append(
             realm_events.MerchantIntercepted(
                 trade_id=trade_id,
@@ -419,7 +424,7 @@ def send_home(state: RealmState, trade_id: str, dice: Dice) -> list[Any]:
     if found and not found[-1].escaped:
         return found
     home = state.cities[merchant.home]
-    delivered = {k: v for k, v in merchant.load.items() if v}
+    delivered = nonzero(merchant.load)
     found.append(
         realm_events.MerchantReturned(
             trade_id=trade_id,
@@ -719,8 +724,8 @@ def decide_besiege(state: RealmState, command: realm_commands.Besiege, ctx: Cont
             )
         )
         return events
-    plunder = {k: floor(v * data.PILLAGE_KEEP) for k, v in target.stock.items() if v}
-    lost_goods = {k: v - plunder[k] for k, v in target.stock.items() if v}
+    plunder = {name: floor(amount * data.PILLAGE_KEEP) for name, amount in nonzero(target.stock).items()}
+    lost_goods = {name: amount - plunder[name] for name, amount in nonzero(target.stock).items()}
     freed = tuple(other.name for other in state.cities.values() if other.controller == target.name)
     events.append(
         realm_events.CityDestroyed(
@@ -731,7 +736,7 @@ def decide_besiege(state: RealmState, command: realm_commands.Besiege, ctx: Cont
     for merchant in list(state.merchants.values()):
         if merchant.host == target.name:
             home = state.cities[merchant.home]
-            delivered = {k: v for k, v in merchant.load.items() if v}
+            delivered = nonzero(merchant.load)
             returned = realm_events.MerchantReturned(
                 trade_id=merchant.trade_id,
                 home=home.name,
@@ -821,7 +826,7 @@ def decide_restart_city(state: RealmState, command: realm_commands.RestartCity, 
         raise RuleError("realm.not_destroyed", f"{city.name} still stands; only a destroyed city restarts")
     others = [state.cities[p] for p in state.players if p != city.name and not state.cities[p].destroyed]
     stock = {
-        name: round_down_hundreds(sum(o.stock[name] for o in others) * data.RESTART_SHARE)
+        name: round_down_hundreds(sum(other.stock[name] for other in others) * data.RESTART_SHARE)
         for name in data.RESOURCES
     }
     return [
@@ -848,7 +853,7 @@ def decide_send_merchant(state: RealmState, command: realm_commands.SendMerchant
         )
     host = state.cities.get(command.to)
     if host is None or host.name == city.name or host.destroyed:
-        allowed = [n for n, o in state.cities.items() if n != city.name and not o.destroyed]
+        allowed = [name for name, other in state.cities.items() if name != city.name and not other.destroyed]
         raise RuleError(
             "realm.unknown_city", f"cannot send a merchant to {command.to!r}", field="to", allowed=allowed
         )
@@ -919,7 +924,9 @@ def decide_counter_offer(state: RealmState, command: realm_commands.CounterOffer
 def decide_agree_trade(state: RealmState, command: realm_commands.AgreeTrade, ctx: Context) -> list[Any]:
     merchant = merchant_of(state, command.trade_id)
     open_turn(state, ctx.player)
-    side = next((n for n in (merchant.home, merchant.host) if state.cities[n].owner == ctx.player), None)
+    side = next(
+        (name for name in (merchant.home, merchant.host) if state.cities[name].owner == ctx.player), None
+    )
     if side is None:
         raise RuleError(
             "realm.not_a_party", f"{ctx.player!r} is not a party to {merchant.trade_id}", field="trade_id"
@@ -962,7 +969,7 @@ def trade_round(state: RealmState, trade_id: str, dice: Dice) -> list[Any]:
             host_after=host.stock,
             load_after=merchant.load,
         )
-        lost = {k: floor(v * data.MERCHANT_LOSS) for k, v in merchant.load.items()}
+        lost = {name: floor(amount * data.MERCHANT_LOSS) for name, amount in merchant.load.items()}
         cancelled = realm_events.TradeCancelled(
             trade_id=trade_id,
             home=home.name,
@@ -972,7 +979,7 @@ def trade_round(state: RealmState, trade_id: str, dice: Dice) -> list[Any]:
                 f"{merchant.load[merchant.want]}"
             ),
             load_before=merchant.load,
-            lost={k: v for k, v in lost.items() if v},
+            lost=nonzero(lost),
             load_after=add_stock(merchant.load, lost, -1),
         )
         state = apply(state, [rolled, cancelled])
@@ -1021,7 +1028,9 @@ def trade_round(state: RealmState, trade_id: str, dice: Dice) -> list[Any]:
 def decide_decline_trade(state: RealmState, command: realm_commands.DeclineTrade, ctx: Context) -> list[Any]:
     merchant = merchant_of(state, command.trade_id)
     open_turn(state, ctx.player)
-    side = next((n for n in (merchant.home, merchant.host) if state.cities[n].owner == ctx.player), None)
+    side = next(
+        (name for name in (merchant.home, merchant.host) if state.cities[name].owner == ctx.player), None
+    )
     if side is None:
         raise RuleError(
             "realm.not_a_party", f"{ctx.player!r} is not a party to {merchant.trade_id}", field="trade_id"
@@ -1049,12 +1058,12 @@ def season_end(state: RealmState, forced_by: str, now_ms: int) -> list[Any]:
         due = city.tax_season if city.tax_year == year else data.DEFAULT_TAX_SEASON
         if due != season:
             continue
-        amounts = {k: floor(v * data.TAX_SHARE) for k, v in city.stock.items()}
+        amounts = {name: floor(amount * data.TAX_SHARE) for name, amount in city.stock.items()}
         tax = realm_events.TaxCollected(
             city=city.name,
             to=city.controller,
             season=data.SEASONS[season],
-            amounts={k: v for k, v in amounts.items() if v},
+            amounts=nonzero(amounts),
         )
         events.append(tax)
         state = apply(state, [tax])
@@ -1244,7 +1253,7 @@ def evolve_city_destroyed(state: RealmState, event: realm_events.CityDestroyed) 
             city = replace(city, controller="", tax_year=0, tax_season=-1)
         cities[name] = city
     # Its own merchant on the road is lost with his load.
-    merchants = {k: m for k, m in state.merchants.items() if m.home != event.city}
+    merchants = {key: merchant for key, merchant in state.merchants.items() if merchant.home != event.city}
     return replace(state, cities=cities, merchants=merchants)
 
 
@@ -1310,7 +1319,7 @@ def evolve_merchant_sent(state: RealmState, event: realm_events.MerchantSent) ->
 
 def drop_merchant(state: RealmState, trade_id: str) -> RealmState:
     merchant = state.merchants[trade_id]
-    merchants = {k: m for k, m in state.merchants.items() if k != trade_id}
+    merchants = {key: merchant for key, merchant in state.merchants.items() if key != trade_id}
     home = state.cities[merchant.home]
     if home.merchant == trade_id:
         state = with_city(state, replace(home, merchant=""))
