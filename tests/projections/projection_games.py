@@ -146,7 +146,7 @@ async def send(service: RoomService, room: str, player: str, body: dict, now_ms:
 def available_rulesets() -> list[str]:
     """The real rule-sets that have landed and have a policy to play them, plus the test ones."""
     landed = []
-    for name in ("board", "claim", "sectors"):
+    for name in ("board", "claim", "sectors", "realm"):
         try:
             importlib.import_module(f"events.{name}.policy")
             registry.get(name)
@@ -173,8 +173,13 @@ async def play(service: RoomService, room: str, ruleset: str, moves: int, player
         if state.ended:
             break
         now_ms = start_ms + index * 3_600_000
-        player = players[index % len(players)]
-        body = _next_command(ruleset, state, player, index, now_ms)
+        body = None
+        # Whoever has something to do plays (realm: a player who ended their turn waits for the season).
+        for offset in range(len(players)):
+            player = players[(index + offset) % len(players)]
+            body = _next_command(ruleset, state, player, index, now_ms)
+            if body is not None:
+                break
         if body is None:
             break
         version = await send(service, room, player, body, now_ms, f"m{index}")
@@ -193,15 +198,15 @@ def _next_command(ruleset: str, state: Any, player: str, index: int, now_ms: int
         return {"kind": "settle", "trade_id": trade}
     policy = importlib.import_module(f"events.{ruleset}.policy")
     game = state.game
-    owner = getattr(game, "owner", None) or getattr(game, "player", None) or player
+    owner = player if ruleset == "realm" else getattr(game, "owner", None) or getattr(game, "player", None)
     command = (policy.choose_command(game, owner, now_ms, dice) if ruleset == "claim"
                else policy.choose_command(game, owner, dice))
     return None if command is None else codec.encode_command(command)
 
 
 def players_for(ruleset: str) -> list[str]:
-    # board, claim and sectors have a single seat: the creator's.
-    return ["alice", "bob"] if ruleset in ("counter", "bazaar") else ["alice"]
+    # board, claim and sectors have a single seat: the creator's; realm seats alice and bob by default.
+    return ["alice", "bob"] if ruleset in ("counter", "bazaar", "realm") else ["alice"]
 
 
 def options_for(ruleset: str) -> dict:

@@ -15,7 +15,7 @@ from projection_games import (
     send,
 )
 
-from events import registry
+from events import codec, registry
 from projections.read import ReadModels
 from projections.rebuild import rebuild
 from projections.worker import Projector
@@ -195,3 +195,20 @@ async def test_health_figures_show_a_stalled_shard_lagging_and_a_caught_up_one_a
     assert status["caught_up"] and status["max_lag_ms"] == 0
     assert status["projectors"][0]["stats"]["events_applied"] == 3
     assert status["projectors"][0]["stats"]["events_per_s"] == 12.5
+
+
+@pytest.mark.skipif("realm" not in available_rulesets(), reason="the realm rule-set has not landed")
+async def test_every_realm_trade_step_in_the_log_has_exactly_one_ledger_row(redis_client, service):
+    await open_room(service, "realm-1", "realm", ["alice", "bob"])
+    await play(service, "realm-1", "realm", 120, ["alice", "bob"])
+    await projector(redis_client, batch_size=16).drain()
+    models = ReadModels(redis_client, SHARDS)
+
+    steps = [(e.version, e.type) for e in await service.store.read("realm-1")
+             if getattr(codec.decode_event(e), "trade_id", None) is not None]
+    ledger = await models.trade_ledger("realm-1")
+    assert steps, "the scripted realm game made no trade"
+    assert [(row["version"], row["type"]) for row in ledger] == steps
+    one_trade = ledger[0]["trade"]
+    assert {row["trade"] for row in await models.trade_ledger(trade=one_trade)} == {one_trade}
+    assert all(row["summary"] for row in ledger)
