@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 import msgspec
@@ -16,7 +16,14 @@ from events.envelope import GENESIS_HASH, Envelope
 from events.errors import RuleError
 from events.hashing import seal
 from events.room import RoomState
-from services.store.base import EventStore, StoredOutcome, VersionConflict
+from services.store.base import (
+    AppendRequest,
+    AppendResult,
+    EventStore,
+    RejectRequest,
+    StoredOutcome,
+    VersionConflict,
+)
 
 
 class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +66,8 @@ class RoomService:
         self.cache_size = cache_size
         self.max_conflict_retries = max_conflict_retries
         self._cache: OrderedDict[str, tuple[RoomState, str]] = OrderedDict()
+        # Secret seeds never change once stored: keeping them saves a round trip per command.
+        self._seeds: OrderedDict[str, bytes] = OrderedDict()
         self.conflicts = 0
 
     # --- loading ------------------------------------------------------------------------------
@@ -135,6 +144,86 @@ class RoomService:
             )
         raise VersionConflict(record.room, -1, await self.store.latest_version(record.room))
 
+    async def handle_many(self, records: list[CommandRecord]) -> list[Outcome | Exception | None]:
+        """Decide a batch in rounds: one command per room per round, each round's writes in one round trip.
+
+        Each result is the command's Outcome, the exception deciding it raised, or None when the
+        command must go through ``handle`` alone afterwards, in batch order: after a conflict or a
+        failure earlier in its room, or when its command id appeared earlier in the batch.
+        """
+        results: list[Outcome | Exception | None] = [None] * len(records)
+        # No dedupe lookup up front: the append and reject scripts check the command id atomically and
+        # answer "dup" without writing, so a replayed command costs a wasted decision, never an effect.
+        queues: dict[str, deque[int]] = {}
+        seen: set[tuple[str, str]] = set()
+        for index, record in enumerate(records):
+            if (record.room, record.command_id) not in seen:
+                seen.add((record.room, record.command_id))
+                queues.setdefault(record.room, deque()).append(index)
+        while queues:
+            this_round = [queue.popleft() for queue in queues.values()]
+            queues = {room: queue for room, queue in queues.items() if queue}
+            appends: list[tuple[int, AppendRequest, RoomState]] = []
+            rejections: list[tuple[int, RejectRequest]] = []
+            for index in this_round:
+                record = records[index]
+                try:
+                    state, last_hash = await self.load(record.room)
+                    envelopes, new_state = await self._decide(state, last_hash, record)
+                except RuleError as error:
+                    rejections.append((index, RejectRequest(room=record.room, command_id=record.command_id,
+                                                            error=error.to_dict(), record=codec.encode(record))))
+                    continue
+                except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits
+                    results[index] = error
+                    queues.pop(record.room, None)
+                    continue
+                request = AppendRequest(room=record.room, expected_version=state.version if state is not None else 0,
+                                        command_id=record.command_id, envelopes=envelopes,
+                                        command_record=codec.encode(record))
+                appends.append((index, request, new_state))
+            append_results, reject_results = await self.store.write_many(
+                [request for _, request, _ in appends], [request for _, request in rejections]
+            )
+            for (index, request, new_state), result in zip(appends, append_results, strict=True):
+                if isinstance(result, AppendResult):
+                    if result.duplicate:  # seen before: nothing was written, the cached state still holds
+                        results[index] = await self._replayed(records[index], result.outcome)
+                    else:
+                        results[index] = await self._appended(records[index], request, new_state, result)
+                    continue
+                # A conflict (another writer) or a failed call: catch up, then go alone.
+                if isinstance(result, VersionConflict):
+                    self.conflicts += 1
+                elif isinstance(result, Exception):
+                    results[index] = result
+                self.forget(request.room)
+                queues.pop(request.room, None)
+            for (index, request), result in zip(rejections, reject_results, strict=True):
+                if isinstance(result, Exception):
+                    results[index] = result
+                    queues.pop(request.room, None)
+                elif result.duplicate:
+                    results[index] = await self._replayed(records[index], result.outcome)
+                else:
+                    results[index] = Outcome(command_id=request.command_id, room=request.room, accepted=False,
+                                             error=request.error)
+        return results
+
+    async def _appended(self, record: CommandRecord, request: AppendRequest, new_state: RoomState,
+                        result: AppendResult) -> Outcome:
+        envelopes = request.envelopes
+        self._remember(record.room, new_state, envelopes[-1].hash)
+        await self._maybe_snapshot(record.room, request.expected_version, new_state, envelopes[-1].hash)
+        return Outcome(
+            command_id=record.command_id,
+            room=record.room,
+            accepted=True,
+            first_version=result.outcome.first_version,
+            last_version=result.outcome.last_version,
+            envelopes=envelopes,
+        )
+
     async def _decide(
         self, state: RoomState | None, last_hash: str, record: CommandRecord
     ) -> tuple[list[Envelope], RoomState]:
@@ -189,9 +278,15 @@ class RoomService:
             return seed or b"", room
         if state.challenge is not None:
             return room_rules.challenge_seed(state.challenge), "challenge"
-        seed = await self.store.load_seed(room)
+        seed = self._seeds.get(room)
+        # Checked against the commitment every time: a room recreated under the same id has a new seed.
         if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
-            raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
+            seed = await self.store.load_seed(room)
+            if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
+                raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
+            self._seeds[room] = seed
+            while len(self._seeds) > self.cache_size:
+                self._seeds.popitem(last=False)
         return seed, room
 
     async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str) -> None:

@@ -8,12 +8,13 @@ shutdown; the broker shares the Redis URL and its logger.
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
+from services.engine.connection import engine_client
 from services.engine.worker import Engine, EngineConfig, default_engine_name
 from services.logging import get_logger
+from services.redis_client import connect
 from services.settings import Settings, parse_shard_selection
 
 
@@ -38,7 +39,7 @@ def build_app(settings: Settings, redis_url: str) -> FastStream:
 
     @app.after_startup
     async def start_engine() -> None:
-        client = aioredis.Redis.from_url(redis_url)
+        client = connect(redis_url, cluster=True) if settings.redis_cluster else engine_client(redis_url)
         engine = Engine(client, engine_config(settings))
         running["client"], running["engine"] = client, engine
         await engine.start()
@@ -49,8 +50,8 @@ def build_app(settings: Settings, redis_url: str) -> FastStream:
         if isinstance(engine, Engine):
             await engine.stop()
         client = running.get("client")
-        if isinstance(client, aioredis.Redis):
-            await client.aclose()
+        if client is not None:
+            await client.aclose()  # type: ignore[attr-defined]
 
     return app
 

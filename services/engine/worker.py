@@ -44,6 +44,15 @@ return count
 """
 
 
+# KEYS: 1 dead-letter stream, 2 command stream, 3 attempts hash; ARGV: 1 group, 2 entry id, 3.. letter fields
+DEAD_LETTER_SCRIPT = """
+redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
+redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
+return 1
+"""
+
+
 def attempts_key(shard: int, prefix: str = "alm") -> str:
     return f"{prefix}:{shard_tag(shard)}:engine:attempts"
 
@@ -77,11 +86,13 @@ class Engine:
         self.metrics = EngineMetrics()
         self.log = get_logger("almanac.engine", engine=config.name)
         self._attempt = client.register_script(ATTEMPT_SCRIPT)
+        self._dead_letter_script = client.register_script(DEAD_LETTER_SCRIPT)
         self._stopping = asyncio.Event()
         self._needs_takeover: set[int] = set()
         self._conflicts_seen = 0
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
+        self._cluster = not isinstance(client, aioredis.Redis)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -176,15 +187,7 @@ class Engine:
                         self._needs_takeover.discard(shard)
                         if self._stopping.is_set():
                             return
-                streams = {self.keys.shard_commands(shard): ">" for shard in held}
-                reply = await self.client.xreadgroup(
-                    GROUP, self.config.name, streams, count=self.config.batch_size, block=self.config.block_ms
-                )
-                batch = [
-                    (self._shard_of_stream(stream), entry_id, fields)
-                    for stream, entries in reply or []
-                    for entry_id, fields in entries
-                ]
+                batch = await self._read_new(held)
                 if batch:
                     await self._process_batch(batch)
                 backoff = 0.1
@@ -205,6 +208,27 @@ class Engine:
                 self._needs_takeover.update(held)
                 await self._pause(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    async def _read_new(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
+        if self._cluster:
+            # A Cluster refuses one XREADGROUP over streams of different slots: one read per shard.
+            replies = await asyncio.gather(*(
+                self.client.xreadgroup(GROUP, self.config.name, {self.keys.shard_commands(shard): ">"},
+                                       count=self.config.batch_size, block=self.config.block_ms)
+                for shard in held
+            ))
+            reply = [stream_entries for one in replies for stream_entries in (one or [])]
+        else:
+            # One read over every held shard: bigger batches, fewer round trips.
+            streams = {self.keys.shard_commands(shard): ">" for shard in held}
+            reply = await self.client.xreadgroup(
+                GROUP, self.config.name, streams, count=self.config.batch_size, block=self.config.block_ms
+            )
+        return [
+            (self._shard_of_stream(stream), entry_id, fields)
+            for stream, entries in reply or []
+            for entry_id, fields in entries
+        ]
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -245,12 +269,27 @@ class Engine:
         self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
 
     async def _process_batch(self, batch: list[tuple[int, bytes, dict]]) -> None:
+        """Decide the batch in rounds (RoomService.handle_many), then whatever failed or waited, alone."""
+        records: list[CommandRecord | Exception] = []
+        for _, _, fields in batch:
+            try:
+                records.append(decode_record(fields.get(COMMAND_FIELD.encode(), b"")))
+            except Exception as error:  # noqa: BLE001 - an undecodable entry is a poison command
+                records.append(error)
+        decoded = [record for record in records if isinstance(record, CommandRecord)]
+        batch_results = iter(await self.service.handle_many(decoded))
+        results = [record if isinstance(record, Exception) else next(batch_results) for record in records]
+
         done: dict[int, list[bytes]] = defaultdict(list)
         outcomes: list[Outcome] = []
-        for shard, entry_id, fields in batch:
-            if self._stopping.is_set() and done:
-                break  # stopping: the rest stays pending for the next holder of the shard
-            outcome = await self._process_entry(shard, entry_id, fields)
+        for (shard, entry_id, fields), record, result in zip(batch, records, results, strict=True):
+            if isinstance(result, Outcome):
+                self._account(record, result)  # type: ignore[arg-type]
+                outcome: Outcome | None = result
+            elif self._stopping.is_set():
+                continue  # stopping: what was not done stays pending for the next holder of the shard
+            else:
+                outcome = await self._process_entry(shard, entry_id, fields, first_failure=result)
             done[shard].append(entry_id)
             if outcome is not None:
                 outcomes.append(outcome)
@@ -263,32 +302,39 @@ class Engine:
             self._queue_metrics(pipe)
             await pipe.execute()
 
-    async def _process_entry(self, shard: int, entry_id: bytes, fields: dict) -> Outcome | None:
-        """Handle one command; a command that fails the same way max_attempts times is dead-lettered."""
+    async def _process_entry(self, shard: int, entry_id: bytes, fields: dict,
+                             first_failure: Exception | None = None) -> Outcome | None:
+        """Handle one command alone; one that fails the same way max_attempts times is dead-lettered."""
         data = fields.get(COMMAND_FIELD.encode(), b"")
         record: CommandRecord | None = None
+        failure = first_failure
         while True:
-            try:
-                record = decode_record(data)
-                outcome = await self.service.handle(record)
-            except INFRASTRUCTURE_ERRORS:
-                raise
-            except Exception as error:  # noqa: BLE001 - any failure of one command must not stop the shard
-                reason = f"{type(error).__name__}: {error}"
-                count = int(await self._attempt(keys=[attempts_key(shard, self.config.prefix)],
-                                                args=[entry_id, reason]))
-                self.metrics.count("failures")
-                self.log.warning("command.failed", shard=shard, entry=entry_id.decode(), attempt=count,
-                                 reason=reason, room=record.room if record else None,
-                                 command_id=record.command_id if record else None)
-                if record is not None:
-                    self.service.forget(record.room)
-                if count >= self.config.max_attempts:
-                    return await self._dead_letter(shard, entry_id, data, record, reason, count)
-                await asyncio.sleep(0.02 * count)
-                continue
-            self._account(record, outcome)
-            return outcome
+            if failure is None:
+                try:
+                    record = decode_record(data)
+                    outcome = await self.service.handle(record)
+                except INFRASTRUCTURE_ERRORS:
+                    raise
+                except Exception as error:  # noqa: BLE001 - any failure of one command must not stop the shard
+                    failure = error
+                else:
+                    self._account(record, outcome)
+                    return outcome
+            reason = f"{type(failure).__name__}: {failure}"
+            failure = None
+            count = int(await self._attempt(keys=[attempts_key(shard, self.config.prefix)], args=[entry_id, reason]))
+            self.metrics.count("failures")
+            self.log.warning("command.failed", shard=shard, entry=entry_id.decode(), attempt=count, reason=reason,
+                             room=record.room if record else None,
+                             command_id=record.command_id if record else None)
+            if record is not None:
+                self.service.forget(record.room)
+            if count >= self.config.max_attempts:
+                if record is None:
+                    with contextlib.suppress(Exception):
+                        record = decode_record(data)
+                return await self._dead_letter(shard, entry_id, data, record, reason, count)
+            await asyncio.sleep(0.02 * count)
 
     def _account(self, record: CommandRecord, outcome: Outcome) -> None:
         self.metrics.count("commands")
@@ -319,12 +365,12 @@ class Engine:
             "room": record.room if record else "",
             "command_id": record.command_id if record else "",
         }
-        # One transaction (all keys share the shard's hash tag): the letter exists iff the entry is acked.
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.keys.dead_letters(shard), letter)
-            pipe.xack(stream, GROUP, entry_id)
-            pipe.hdel(attempts_key(shard, self.config.prefix), entry_id)
-            await pipe.execute()
+        # One script (all keys share the shard's hash tag): the letter exists iff the entry is acked.
+        fields = [item for pair in letter.items() for item in pair]
+        await self._dead_letter_script(
+            keys=[self.keys.dead_letters(shard), stream, attempts_key(shard, self.config.prefix)],
+            args=[GROUP, entry_id, *fields],
+        )
         self.metrics.count("dead_letters")
         self.log.error("command.dead_lettered", shard=shard, entry=entry_id.decode(), reason=reason,
                        attempts=attempts, room=letter["room"], command_id=letter["command_id"])

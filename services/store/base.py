@@ -38,6 +38,25 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     duplicate: bool = False
 
 
+class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One append of a batch (see ``EventStore.write_many``)."""
+
+    room: str
+    expected_version: int
+    command_id: str
+    envelopes: list[Envelope]
+    command_record: bytes = b""
+
+
+class RejectRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded refusal of a batch (see ``EventStore.write_many``)."""
+
+    room: str
+    command_id: str
+    error: dict
+    record: bytes
+
+
 class EventStore(Protocol):
     """Append-only per-room event logs with optimistic concurrency and command-id dedupe."""
 
@@ -84,3 +103,12 @@ class EventStore(Protocol):
         """Store a room's secret seed once; False if it already had one."""
 
     async def load_seed(self, room: str) -> bytes | None: ...
+
+    async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
+        """``outcome(room, command_id)`` for many pairs at once (one round trip on Redis)."""
+
+    async def write_many(
+        self, appends: list[AppendRequest], rejections: list[RejectRequest]
+    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
+        """Many appends and refusals in one round trip; each result is what the single call returns,
+        or the exception it raises (VersionConflict), in place. Not atomic across requests."""

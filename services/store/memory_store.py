@@ -6,7 +6,7 @@ import asyncio
 
 from events import codec
 from events.envelope import Envelope
-from services.store.base import AppendResult, StoredOutcome, VersionConflict
+from services.store.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
 
 
 class MemoryEventStore:
@@ -62,6 +62,25 @@ class MemoryEventStore:
 
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
         return self._outcomes.get((room, command_id))
+
+    async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
+        return [self._outcomes.get(pair) for pair in pairs]
+
+    async def write_many(
+        self, appends: list[AppendRequest], rejections: list[RejectRequest]
+    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
+        append_results: list[AppendResult | Exception] = []
+        for r in appends:
+            try:
+                append_results.append(
+                    await self.append(r.room, r.expected_version, r.command_id, r.envelopes, r.command_record)
+                )
+            except VersionConflict as conflict:
+                append_results.append(conflict)
+        reject_results: list[AppendResult | Exception] = [
+            await self.record_rejection(r.room, r.command_id, r.error, r.record) for r in rejections
+        ]
+        return append_results, reject_results
 
     async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
         log = self._events.get(room, [])

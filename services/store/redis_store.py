@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 import redis.asyncio as aioredis
 
 from events import codec
 from events.envelope import Envelope
 from events.errors import CorruptEventError
-from services.store.base import AppendResult, StoredOutcome, VersionConflict
+from services.store.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
 from services.store.keys import Keys
 
 # KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms
@@ -73,38 +75,95 @@ class RedisEventStore:
         envelopes: list[Envelope],
         command_record: bytes = b"",
     ) -> AppendResult:
+        request = AppendRequest(room=room, expected_version=expected_version, command_id=command_id,
+                                envelopes=envelopes, command_record=command_record)
+        script_keys, args = self._append_call(request)
+        return self._append_result(request, await self._append(keys=script_keys, args=args))
+
+    def _append_call(self, request: AppendRequest) -> tuple[list[str], list]:
         keys = self.keys
+        room = request.room
         shard = keys.shard(room)
         outcome = StoredOutcome(
-            room=room, first_version=expected_version + 1, last_version=expected_version + len(envelopes)
+            room=room,
+            first_version=request.expected_version + 1,
+            last_version=request.expected_version + len(request.envelopes),
         )
-        status, value = await self._append(
-            keys=[
-                keys.events(room),
-                keys.version(room),
-                keys.command_outcome(room, command_id),
-                keys.feed(shard),
-                keys.commands(room),
-                keys.rooms(shard),
-            ],
-            args=[expected_version, room, codec.encode(outcome), command_record]
-            + [codec.encode_envelope(e) for e in envelopes],
-        )
+        script_keys = [
+            keys.events(room),
+            keys.version(room),
+            keys.command_outcome(room, request.command_id),
+            keys.feed(shard),
+            keys.commands(room),
+            keys.rooms(shard),
+        ]
+        args = [request.expected_version, room, codec.encode(outcome), request.command_record]
+        return script_keys, args + [codec.encode_envelope(e) for e in request.envelopes]
+
+    def _append_result(self, request: AppendRequest, reply: list) -> AppendResult:
+        status, value = reply
         if status == b"dup":
             return AppendResult(outcome=_OUTCOME_DECODER.decode(value), duplicate=True)
         if status == b"conflict":
-            raise VersionConflict(room, expected_version, int(value))
-        return AppendResult(outcome=outcome)
+            raise VersionConflict(request.room, request.expected_version, int(value))
+        return AppendResult(outcome=StoredOutcome(
+            room=request.room,
+            first_version=request.expected_version + 1,
+            last_version=request.expected_version + len(request.envelopes),
+        ))
 
     async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
-        outcome = StoredOutcome(room=room, error=error)
-        status, value = await self._reject(
-            keys=[self.keys.command_outcome(room, command_id), self.keys.rejected(room)],
-            args=[codec.encode(outcome), record],
-        )
-        if status == b"dup":
-            return AppendResult(outcome=_OUTCOME_DECODER.decode(value), duplicate=True)
-        return AppendResult(outcome=outcome)
+        request = RejectRequest(room=room, command_id=command_id, error=error, record=record)
+        script_keys, args = self._reject_call(request)
+        return self._reject_result(await self._reject(keys=script_keys, args=args))
+
+    def _reject_call(self, request: RejectRequest) -> tuple[list[str], list]:
+        outcome = StoredOutcome(room=request.room, error=request.error)
+        script_keys = [self.keys.command_outcome(request.room, request.command_id), self.keys.rejected(request.room)]
+        return script_keys, [codec.encode(outcome), request.record]
+
+    @staticmethod
+    def _reject_result(reply: list) -> AppendResult:
+        status, value = reply
+        outcome = _OUTCOME_DECODER.decode(value)
+        return AppendResult(outcome=outcome, duplicate=status == b"dup")
+
+    async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
+        if not pairs:
+            return []
+        async with self.client.pipeline(transaction=False) as pipe:
+            for room, command_id in pairs:
+                pipe.get(self.keys.command_outcome(room, command_id))
+            values = await pipe.execute()
+        return [None if value is None else _OUTCOME_DECODER.decode(value) for value in values]
+
+    async def write_many(
+        self, appends: list[AppendRequest], rejections: list[RejectRequest]
+    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
+        if not appends and not rejections:
+            return [], []
+        calls = [(self._append, *self._append_call(r)) for r in appends]
+        calls += [(self._reject, *self._reject_call(r)) for r in rejections]
+        if isinstance(self.client, aioredis.Redis):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for script, script_keys, args in calls:
+                    await script(keys=script_keys, args=args, client=pipe)
+                replies = await pipe.execute(raise_on_error=False)
+        else:
+            # A Cluster client: its pipeline does not load scripts, so send the calls concurrently.
+            replies = await asyncio.gather(
+                *(script(keys=script_keys, args=args) for script, script_keys, args in calls), return_exceptions=True
+            )
+        append_results: list[AppendResult | Exception] = []
+        for request, reply in zip(appends, replies[: len(appends)], strict=True):
+            try:
+                append_results.append(reply if isinstance(reply, Exception) else self._append_result(request, reply))
+            except VersionConflict as conflict:
+                append_results.append(conflict)
+        reject_results: list[AppendResult | Exception] = [
+            reply if isinstance(reply, Exception) else self._reject_result(reply) for reply in replies[len(appends):]
+        ]
+        return append_results, reject_results
 
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
         value = await self.client.get(self.keys.command_outcome(room, command_id))

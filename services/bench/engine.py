@@ -1,0 +1,168 @@
+"""`almanac bench engine`: commands/s through one engine process against raw pipelined XADD in the same run."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+
+import redis.asyncio as aioredis
+from rich.console import Console
+from rich.table import Table
+
+from events import codec
+from services.bus import COMMAND_FIELD
+from services.engine.metrics import LATENCY_BUCKETS_MS, heartbeat_key, metrics_key
+from services.rooms import CommandRecord
+from services.store.keys import Keys
+
+PIPELINE = 100
+SHARDS = 16
+ENGINE_NAME = "bench-engine"
+
+
+def _engine_process(url: str, prefix: str, batch_size: int) -> None:
+    """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
+    from events import registry  # noqa: PLC0415
+    from services.bench.trivial import TRIVIAL  # noqa: PLC0415
+    from services.engine.connection import engine_client  # noqa: PLC0415
+    from services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
+    from services.logging import configure_logging  # noqa: PLC0415
+
+    registry.register(TRIVIAL)
+    configure_logging("json", "warning")
+
+    async def serve() -> None:
+        client = engine_client(url)
+        engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
+                                             batch_size=batch_size, prefix=prefix, lease_ms=5_000))
+        await engine.start()
+        await engine.wait_stopped()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+
+
+def _commands(rooms: int, commands: int, now_ms: int) -> list[CommandRecord]:
+    """Per room: create, join, then additions; interleaved across rooms like many players at once."""
+    records = []
+    for room in range(rooms):
+        records.append(CommandRecord(command_id=f"create-{room}", room=f"room-{room}", player="p", server_time_ms=now_ms,
+                                     body={"kind": "create_room", "ruleset": "trivial"}))
+        records.append(CommandRecord(command_id=f"join-{room}", room=f"room-{room}", player="p", server_time_ms=now_ms,
+                                     body={"kind": "join_room"}))
+    index = 0
+    while len(records) < commands:
+        room = index % rooms
+        records.append(CommandRecord(command_id=f"add-{index}", room=f"room-{room}", player="p", server_time_ms=now_ms,
+                                     body={"kind": "add", "amount": 1}))
+        index += 1
+    return records[:commands]
+
+
+async def _xadd_all(client: aioredis.Redis, entries: list[tuple[str, bytes]]) -> None:
+    for offset in range(0, len(entries), PIPELINE):
+        async with client.pipeline(transaction=False) as pipe:
+            for stream, data in entries[offset : offset + PIPELINE]:
+                pipe.xadd(stream, {COMMAND_FIELD: data})
+            await pipe.execute()
+
+
+def _percentile(buckets: dict[int, int], total: int, fraction: float) -> str:
+    for bound in LATENCY_BUCKETS_MS:
+        if buckets.get(bound, 0) >= fraction * total:
+            return f"<= {bound} ms"
+    return f"> {LATENCY_BUCKETS_MS[-1]} ms"
+
+
+async def _measure(url: str, rooms: int, commands: int, prefix: str) -> dict[str, float | str]:
+    client = aioredis.Redis.from_url(url)
+    keys = Keys(SHARDS, prefix)
+    try:
+        records = _commands(rooms, commands, int(time.time() * 1000))
+        entries = [(keys.shard_commands(keys.shard(r.room)), codec.encode(r)) for r in records]
+
+        # Baseline: the same entries, raw pipelined XADD into scratch streams.
+        start = time.perf_counter()
+        await _xadd_all(client, [(f"{prefix}:raw:{stream}", data) for stream, data in entries])
+        baseline = len(entries) / (time.perf_counter() - start)
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            beat = await client.get(heartbeat_key(ENGINE_NAME, prefix))
+            if beat and b'"shards_held": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]' in beat:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError("the engine did not take its shards within 30 s")
+        await asyncio.sleep(0.3)  # let the takeover (group creation) finish
+
+        start = time.perf_counter()
+        await _xadd_all(client, entries)
+        submitted = time.perf_counter() - start
+        done = 0
+        deadline = time.monotonic() + max(60.0, commands / 500)
+        while time.monotonic() < deadline:
+            done = int(await client.hget(metrics_key(ENGINE_NAME, prefix), "commands") or 0)
+            if done >= len(entries):
+                break
+            await asyncio.sleep(0.01)
+        elapsed = time.perf_counter() - start
+        metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
+        buckets = {b: metrics.get(f"latency_le_{b}", 0) for b in LATENCY_BUCKETS_MS}
+        return {
+            "baseline": baseline,
+            "engine": done / elapsed,
+            "submit": len(entries) / submitted,
+            "done": done,
+            "accepted": metrics.get("accepted", 0),
+            "rejected": metrics.get("rejected", 0),
+            "conflicts": metrics.get("conflicts", 0),
+            "batches": metrics.get("batches", 0),
+            "p50": _percentile(buckets, done, 0.5),
+            "p99": _percentile(buckets, done, 0.99),
+        }
+    finally:
+        cursor = 0
+        while True:  # leave the server as we found it: drop the benchmark's private keys
+            cursor, found = await client.scan(cursor, match=f"{prefix}:*", count=1000)
+            if found:
+                await client.delete(*found)
+            if cursor == 0:
+                break
+        await client.aclose()
+
+
+def run(url: str, rooms: int, commands: int, batch_size: int = 100) -> dict[str, float | str]:
+    prefix = f"bench{int(time.time() * 1000)}"
+    engine = multiprocessing.get_context("spawn").Process(
+        target=_engine_process, args=(url, prefix, batch_size), daemon=True
+    )
+    engine.start()
+    try:
+        return asyncio.run(_measure(url, rooms, commands, prefix))
+    finally:
+        engine.terminate()
+        engine.join(10)
+
+
+def main(rooms: int = 200, commands: int = 20_000) -> None:
+    from services.cli.common import redis_url_for, settings_or_exit  # noqa: PLC0415
+
+    with redis_url_for(settings_or_exit()) as url:
+        figures = run(url, rooms, commands)
+    console = Console()
+    table = Table(title=f"engine: {commands:,} commands over {rooms:,} rooms, one engine process, {SHARDS} shards")
+    table.add_column("path")
+    table.add_column("commands/s", justify="right")
+    table.add_row("raw pipelined XADD of the same entries (baseline)", f"{figures['baseline']:,.0f}")
+    table.add_row("through the engine (submit -> decide -> append -> outcome -> ack)", f"{figures['engine']:,.0f}")
+    console.print(table)
+    console.print(
+        f"ratio engine/baseline: {figures['engine'] / figures['baseline']:.2f}  "  # type: ignore[operator]
+        f"(processed {figures['done']:,}: accepted {figures['accepted']:,}, rejected {figures['rejected']:,}, "
+        f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,}; "
+        f"latency p50 {figures['p50']}, p99 {figures['p99']})"
+    )
