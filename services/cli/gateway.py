@@ -182,6 +182,9 @@ class Stack:
         self._write_up_file()
 
     def _services(self) -> list[str]:
+        from services.cli import _load_commands  # noqa: PLC0415 - used outside the CLI too (benchmarks, tests)
+
+        _load_commands()
         # Only the services whose commands are installed: the stack grows as they land.
         registered = {command.name for command in app.registered_commands}
         return [name for name in ("engine", "projector") if name in registered] + ["gateway"]

@@ -149,26 +149,10 @@ async def trade_story(request: Request, room: str = RoomId, trade: str = Path(ma
     events = [codec.decode_event(e) for e in await gw.store.read(room)]
     if not events:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    stories = audit.trade_story(events)
-    story = _pick_trade(stories, trade)
-    if story is None:
+    story = audit.trade_story(events, trade)
+    if not story:
         raise ApiError(404, "trade_not_found", f"room {room!r} has no trade {trade!r}", "trade")
     return json_response({"room": room, "trade": trade, "story": codec.to_builtins(story)})
-
-
-def _pick_trade(stories: Any, trade: str) -> Any:
-    # trade_story may answer one story per trade (a mapping or list) or one list of lines.
-    if isinstance(stories, dict):
-        return stories.get(trade, stories.get(int(trade)) if trade.isdigit() else None)
-    if isinstance(stories, list | tuple):
-        for story in stories:
-            ident = story.get("trade") if isinstance(story, dict) else getattr(story, "trade", None)
-            if ident is not None and str(ident) == trade:
-                return story
-        return stories if stories and not any(
-            isinstance(s, dict) and "trade" in s or hasattr(s, "trade") for s in stories
-        ) else None
-    return stories
 
 
 @router.get("/rooms/{room}/verification", summary="Replay the room and check its hash chain, dice and state")

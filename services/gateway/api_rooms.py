@@ -284,11 +284,18 @@ async def end_room(request: Request, room: str = RoomId) -> Response:
     },
 )
 async def submit_command(request: Request, room: str = RoomId) -> Response:
-    gw = gateway(request)
-    token = bearer(request)
-    gw.player_for(token, room)  # authenticate before reading the body: strangers learn nothing
-    body: CommandRequest = decode_body(await request.body(), CommandRequest)
-    claims = gw.player_for(token, room, body.player)
+    return await run_command(
+        gateway(request), room, bearer(request), await request.body(), request.headers.get("idempotency-key")
+    )
+
+
+async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
+                      idempotency_key: str | None) -> Response:
+    """The command path, shared by the route above and the app's fast path (see app.CommandFastPath)."""
+    claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
+    body: CommandRequest = decode_body(raw_body, CommandRequest)
+    if body.player is not None and body.player != claims.player:
+        raise ApiError(403, "other_seat", f"this token acts for {claims.player!r}, not {body.player!r}", "player")
     ruleset = await gw.reader.ruleset_of(room)
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
@@ -301,7 +308,7 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
         gw.metrics.commands.inc(outcome="invalid", ruleset=ruleset)
         # ``field`` names a field of the command, as in the engine's refusals.
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
-    client_id = body.command_id or request.headers.get("idempotency-key") or new_command_id()
+    client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset)
     return _answer(outcome, room, claims.player, client_id)
 

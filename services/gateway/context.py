@@ -9,10 +9,10 @@ from typing import Any
 import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 
-from services import bus
 from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from services.gateway.errors import ApiError
 from services.gateway.metrics import GatewayMetrics
+from services.gateway.outcomes import OutcomeWaiter
 from services.gateway.rooms import RoomReader
 from services.rooms import CommandRecord, Outcome
 from services.settings import Settings
@@ -44,6 +44,7 @@ class Gateway:
         self.signer = signer
         self.metrics = GatewayMetrics()
         self.read_models: Any = _read_models(client, settings.shard_count)
+        self.outcomes = OutcomeWaiter(client, self.keys)
 
     # --- authentication ------------------------------------------------------------------------
 
@@ -87,7 +88,7 @@ class Gateway:
 
     async def submit(self, record: CommandRecord) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
-        outcome = await bus.submit_and_wait(self.client, self.keys, record, timeout_s)
+        outcome = await self.outcomes.submit_and_wait(record, timeout_s)
         if outcome is None:
             # The message may have been missed, yet the store keeps the first outcome of every id.
             stored = await self.store.outcome(record.room, record.command_id)

@@ -1,0 +1,245 @@
+"""`almanac bench e2e`: command round trips HTTP -> engine -> events -> answer at a fixed offered load, against a bare PING."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import httpx
+import msgspec
+import redis.asyncio as aioredis
+from rich.console import Console
+from rich.table import Table
+
+from events import codec
+from services.rooms import CommandRecord, RoomService
+from services.store.memory_store import MemoryEventStore
+
+CHALLENGE = "bench-e2e"
+RULESET = "board"
+CONNECTIONS = 64
+console = Console()
+
+
+async def _board_script() -> list[dict[str, Any]]:
+    """One full board game from the challenge, decided in memory: every room of the challenge deals the same
+    deck, so the same moves are legal in each and every benchmark command is accepted."""
+    from events.board.policy import choose_command  # noqa: PLC0415
+    from events.dice import Dice  # noqa: PLC0415
+
+    service = RoomService(MemoryEventStore())
+    for number, body in enumerate(({"kind": "create_room", "ruleset": RULESET, "challenge": CHALLENGE},
+                                   {"kind": "join_room"})):
+        await service.handle(CommandRecord(command_id=f"s{number}", room="script", player="p", server_time_ms=0,
+                                           body=body))
+    script = []
+    while True:
+        state, _ = await service.load("script")
+        command = choose_command(state.game, "p", Dice(b"bench", "script", state.version))
+        if command is None or state.ended:
+            return script
+        body = codec.encode_command(command)
+        outcome = await service.handle(CommandRecord(command_id=f"m{len(script)}", room="script", player="p",
+                                                     server_time_ms=0, body=body))
+        if not outcome.accepted:
+            raise RuntimeError(f"the scripted move was refused: {outcome.error}")
+        script.append(body)
+
+
+async def _ping_floor(redis_url: str, count: int = 2_000) -> list[float]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        await client.ping()
+        samples = []
+        for _ in range(count):
+            started = time.perf_counter()
+            await client.ping()
+            samples.append(time.perf_counter() - started)
+        return samples
+    finally:
+        await client.aclose()
+
+
+async def _open_rooms(http: httpx.AsyncClient, count: int, tag: str) -> list[tuple[str, str]]:
+    """(room, token) for ``count`` fresh board rooms of the challenge, created a few at a time."""
+    rooms: list[tuple[str, str]] = []
+    semaphore = asyncio.Semaphore(16)
+
+    async def open_one(index: int) -> None:
+        async with semaphore:
+            answer = await http.post("/rooms", json={"ruleset": RULESET, "player": "p", "challenge": CHALLENGE,
+                                                     "room": f"e2e-{tag}-{index}"})
+            if answer.status_code != 201 or not answer.json().get("joined"):
+                raise RuntimeError(f"creating a room answered {answer.status_code}: {answer.text[:200]}")
+            rooms.append((answer.json()["room"], answer.json()["token"]))
+
+    await asyncio.gather(*(open_one(i) for i in range(count)))
+    return rooms
+
+
+async def _offer_load(url: str, rate: int, seconds: int) -> dict[str, Any]:
+    script = await _board_script()
+    total = rate * seconds
+    # Enough rooms that a room's next move is due long after its previous answer (no self-made conflicts).
+    room_count = max(1, -(-total // len(script)))
+    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as http:
+        rooms = await _open_rooms(http, room_count, str(int(time.time())))
+    lean = LeanHttp(url, CONNECTIONS)
+    bodies = [msgspec.json.encode({"command": move}) for move in script]
+    done_moves = [0] * room_count
+    latencies: list[float] = []
+    failures: dict[str, int] = {}
+    in_room = [asyncio.Lock() for _ in range(room_count)]
+
+    async def send(index: int, due: float) -> None:
+        room_index = index % room_count
+        async with in_room[room_index]:  # a room's moves in order, as one player would send them
+            room, token = rooms[room_index]
+            status, payload = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]], token)
+            # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
+            latencies.append(time.perf_counter() - due)
+            if status == 200:
+                done_moves[room_index] += 1
+            else:
+                code = f"{status} {msgspec.json.decode(payload).get('code')}"
+                failures[code] = failures.get(code, 0) + 1
+
+    tasks = []
+    started = time.perf_counter()
+    for index in range(total):
+        due = started + index / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(send(index, due)))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started
+    await lean.close()
+    return {"latencies": latencies, "failures": failures, "elapsed": elapsed, "rooms": room_count,
+            "script": len(script)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux /proc); 0 where unavailable."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class LeanHttp:
+    """A minimal keep-alive HTTP/1.1 client on asyncio streams: the load generator must cost less than the
+    server it measures (httpx spent several times the gateway's CPU per request here)."""
+
+    def __init__(self, url: str, connections: int) -> None:
+        host_port = url.split("://", 1)[1].rstrip("/")
+        self.host, _, port = host_port.partition(":")
+        self.port = int(port or 80)
+        self.idle: asyncio.Queue = asyncio.Queue()
+        self.size = connections
+        self.opened = 0
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.idle.empty() and self.opened < self.size:
+            self.opened += 1
+            return await asyncio.open_connection(self.host, self.port)
+        return await self.idle.get()
+
+    async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes]:
+        reader, writer = await self._connection()
+        try:
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            payload = await reader.readexactly(length)
+        except BaseException:
+            writer.close()
+            self.opened -= 1
+            raise
+        self.idle.put_nowait((reader, writer))
+        return status, payload
+
+    async def close(self) -> None:
+        while not self.idle.empty():
+            _, writer = self.idle.get_nowait()
+            writer.close()
+
+
+def _quantile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str, Any]:
+    """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print."""
+    from services.cli.gateway import Stack, running_stack  # noqa: PLC0415
+    from services.settings import load_settings  # noqa: PLC0415
+
+    settings = load_settings()
+    if url is None:
+        running = running_stack(settings.data_dir)
+        url = running["url"] if running else None
+    if url is not None:
+        redis_url = running["redis_url"] if running else (settings.redis_url or "")
+        return _run(url, redis_url, rate, seconds)
+    with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
+        stack_settings = msgspec.structs.replace(settings, data_dir=data_dir, http_port=0,
+                                                 log_level="warning")
+        os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
+        console.print("starting Redis, engine, projector and gateway ...")
+        with Stack(stack_settings) as stack:
+            stack.start()
+            pids = {name: child.pid for name, child in stack.children.items()}
+            return _run(stack.url, stack.redis_url, rate, seconds, pids)
+
+
+def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None) -> dict[str, Any]:
+    console.print(f"offering {rate} commands/s for {seconds} s to {url} ...")
+    pids = {**(pids or {}), "load generator": os.getpid()}
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    result = asyncio.run(_offer_load(url, rate, seconds))
+    cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    floor = asyncio.run(_ping_floor(redis_url)) if redis_url else []
+    latencies = result["latencies"]
+    ok = len(latencies) - sum(result["failures"].values())
+    figures = {
+        "offered_per_s": rate,
+        "achieved_per_s": ok / result["elapsed"],
+        "p50_ms": _quantile(latencies, 0.50) * 1000,
+        "p95_ms": _quantile(latencies, 0.95) * 1000,
+        "p99_ms": _quantile(latencies, 0.99) * 1000,
+        "max_ms": max(latencies) * 1000,
+        "mean_ms": statistics.fmean(latencies) * 1000,
+        "failures": result["failures"],
+        "ping_p50_ms": _quantile(floor, 0.5) * 1000 if floor else float("nan"),
+    }
+    table = Table(title=f"HTTP -> engine -> events -> answer: {len(latencies)} commands over {result['rooms']} "
+                        f"board rooms ({result['script']} moves each)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("offered", f"{rate} /s")
+    table.add_row("achieved (accepted)", f"{figures['achieved_per_s']:.0f} /s")
+    for name in ("p50", "p95", "p99", "max"):
+        table.add_row(f"{name} round trip", f"{figures[name + '_ms']:.2f} ms")
+    table.add_row("failures", ", ".join(f"{k}: {v}" for k, v in result["failures"].items()) or "none")
+    table.add_row("floor: redis-py PING p50", f"{figures['ping_p50_ms']:.3f} ms")
+    table.add_row("p50 / PING p50", f"{figures['p50_ms'] / figures['ping_p50_ms']:.1f}x")
+    for name, used in cpu_used.items():
+        # Includes room creation; shows which process limits throughput on a small machine.
+        table.add_row(f"CPU {name}", f"{used:.1f} s ({used / result['elapsed'] * 100:.0f}% of a core)")
+    figures["cpu_s"] = cpu_used
+    console.print(table)
+    return figures

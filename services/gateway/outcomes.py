@@ -1,0 +1,86 @@
+"""Waiting for command outcomes on ONE pattern subscription per gateway process (the bus contract's channels).
+
+``services.bus.submit_and_wait`` opens a pub/sub connection and sends SUBSCRIBE and UNSUBSCRIBE for each
+command; on these 2-core machines every socket write is expensive, and those round trips made the
+gateway the busiest process of the stack. One PSUBSCRIBE to ``alm:outcome:*`` at start costs nothing per
+command and cannot race the engine's PUBLISH. The price: every gateway process receives every outcome
+(and drops those it is not waiting for), which is right for one to a few gateways.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import redis.asyncio as aioredis
+
+from services import bus
+from services.logging import get_logger
+from services.rooms import CommandRecord, Outcome
+from services.store.keys import Keys
+
+log = get_logger("almanac.gateway.outcomes")
+OUTCOME_PATTERN = bus.outcome_channel("*")
+
+
+class OutcomeWaiter:
+    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self.pubsub = client.pubsub()
+        self._waiting: dict[bytes, asyncio.Future] = {}
+        self._reader: asyncio.Task | None = None
+        self._ready = asyncio.Event()
+
+    async def start(self) -> None:
+        await self.pubsub.psubscribe(OUTCOME_PATTERN)
+        self._reader = asyncio.create_task(self._read_forever())
+        # Commands wait for the confirmation: an outcome published before it would be lost.
+        await asyncio.wait_for(self._ready.wait(), 10)
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reader
+        with contextlib.suppress(Exception):
+            await self.pubsub.aclose()
+
+    async def _read_forever(self) -> None:
+        while True:
+            try:
+                message = await self.pubsub.get_message(timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a dropped connection: redis-py reconnects and subscribes again
+                log.warning("outcomes.read_failed", error=str(error))
+                await asyncio.sleep(0.1)
+                continue
+            if message is None:
+                continue
+            if message["type"] == "pmessage":
+                future = self._waiting.get(message["channel"])
+                if future is not None and not future.done():
+                    future.set_result(message["data"])
+            elif message["type"] == "psubscribe":
+                self._ready.set()
+
+    async def submit_and_wait(self, record: CommandRecord, timeout_s: float) -> Outcome | None:
+        """The command's outcome, or None when none came within ``timeout_s`` (check by command id)."""
+        channel = bus.outcome_channel(record.command_id).encode()
+        in_flight = self._waiting.get(channel)
+        if in_flight is not None:
+            # The same id is already in flight here: wait for that one rather than submit twice.
+            try:
+                return bus.decode_outcome(await asyncio.wait_for(asyncio.shield(in_flight), timeout_s))
+            except TimeoutError:
+                return None
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._waiting[channel] = future
+        try:
+            await bus.submit(self.client, self.keys, record)
+            return bus.decode_outcome(await asyncio.wait_for(future, timeout_s))
+        except TimeoutError:
+            return None
+        finally:
+            self._waiting.pop(channel, None)
