@@ -67,10 +67,12 @@ async def room_scores(request: Request, room: str = RoomId) -> Response:
     )
 
 
-@router.get("/rooms/{room}/resources", summary="Resources and holdings (players of the room and auditors)")
+@router.get("/rooms/{room}/resources", summary="Auditors: every player's resources and holdings (players: see /view)")
 async def room_resources(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    gw.reader_for(bearer(request), room)
+    # A rule-set's resources() covers every player (realm: every city's storage), so players read their
+    # own share through their view, where the rule-set hides what is not theirs.
+    gw.auditor(bearer(request), room)
     state = await _state(gw, room)
     decider = registry.get(state.ruleset)
     return json_response(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import msgspec
 
 from services.gateway.errors import ApiError
 
+_NAMED_FIELD = re.compile(r"(?:unknown|required) field `([^`]+)`")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description="letters, digits, _ . -; at most 64")]
 CommandId = Annotated[
@@ -62,11 +64,16 @@ def decode_body(data: bytes, type_: type) -> Any:
 
 
 def split_validation_error(error: msgspec.ValidationError) -> tuple[str, str | None]:
-    text = str(error)
+    """msgspec's message and the dotted path of the field it names ("Object contains unknown field `x`"
+    and "missing required field `x`" name the field in the message, at the path of its object)."""
+    text, path = str(error), ""
     if " - at `$" in text:
         text, _, path = text.partition(" - at `$")
-        return text, path.rstrip("`").lstrip(".") or None
-    return text, None
+        path = path.rstrip("`").lstrip(".")
+    named = _NAMED_FIELD.search(text)
+    if named:
+        path = f"{path}.{named.group(1)}" if path else named.group(1)
+    return text, path or None
 
 
 def openapi_body(type_: type) -> dict[str, Any]:
