@@ -10,6 +10,7 @@ import secrets
 import msgspec
 import pytest
 from fastapi.testclient import TestClient
+from gateway_stack import gateway_settings
 
 from services.gateway import create_app
 from services.gateway.auth import TokenSigner
@@ -147,8 +148,6 @@ def test_unknown_routes_and_internal_failures_answer_json_without_traceback(api:
 
 
 def test_timeout_answers_202_with_the_outcome_url(stack) -> None:
-    from conftest import gateway_settings  # noqa: PLC0415
-
     # With 17 shards a room can land on shard 16, whose command stream the engine (16 shards) never reads.
     settings = msgspec.structs.replace(gateway_settings(stack), shard_count=17, command_timeout_ms=300)
     room = next(f"slow-{n}" for n in range(1000) if shard_of(f"slow-{n}", 17) == 16)

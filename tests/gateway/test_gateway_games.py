@@ -1,0 +1,269 @@
+"""Every landed rule-set played over HTTP by several players against a real engine and projector.
+
+Checks: refusals carry their codes; views, scores and leaderboards match a fold of the stored log; hidden
+information never reaches another player's view, event stream or live feed; a live client that reconnects
+from its last version misses nothing and sees nothing twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import secrets
+import time
+from typing import Any
+
+import msgspec
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from gateway_stack import landed_rulesets
+
+from events import codec, registry, room as room_rules
+from events.decider import event_tag
+from events.dice import Dice
+from events.room import RoomState
+from services.store.keys import Keys
+
+MOVES_PER_ROOM = 10
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def fold_log(redis_url: str, room: str) -> tuple[RoomState, list]:
+    """The room folded from its stored stream, independently of the gateway."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        entries = client.xrange(Keys(16).events(room), "-", "+")
+    finally:
+        client.close()
+    state = None
+    envelopes = []
+    for entry_id, fields in entries:
+        envelope = codec.decode_envelope(fields[b"e"], room, int(entry_id.split(b"-")[0]))
+        envelopes.append(envelope)
+        state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+    assert state is not None
+    return state, envelopes
+
+
+def as_json(value: Any) -> Any:
+    return json.loads(codec.to_json(value))
+
+
+class Table:
+    """Players and their rooms for one rule-set: a shared room, or one room each from the same challenge."""
+
+    def __init__(self, api: TestClient, auditor: str, ruleset: str) -> None:
+        self.api, self.auditor, self.ruleset = api, auditor, ruleset
+        suffix = secrets.token_hex(3)
+        self.players = [f"alice-{suffix}", f"bob-{suffix}"]
+        self.challenge = f"test-{suffix}"
+        self.tokens: dict[tuple[str, str], str] = {}  # (room, player) -> token
+        self.refusals: list[str] = []
+        decider = registry.get(ruleset)
+        options = {"players": self.players} if "players" in decider.options_type.__struct_fields__ else {}
+        first = self.create(self.players[0], options)
+        self.rooms = [first]
+        joined = api.post(f"/rooms/{first}/join", json={"player": self.players[1]})
+        if joined.status_code == 200:
+            self.tokens[(first, self.players[1])] = joined.json()["token"]
+        else:
+            assert joined.status_code == 422, joined.text
+            self.refusals.append(joined.json()["code"])
+            self.rooms.append(self.create(self.players[1], options))
+
+    def create(self, player: str, options: dict) -> str:
+        answer = self.api.post("/rooms", json={"ruleset": self.ruleset, "player": player, "options": options,
+                                               "challenge": self.challenge})
+        assert answer.status_code == 201 and answer.json()["joined"], answer.text
+        room = answer.json()["room"]
+        self.tokens[(room, player)] = answer.json()["token"]
+        return room
+
+    def seated(self, room: str) -> list[tuple[str, str]]:
+        return [(p, t) for (r, p), t in self.tokens.items() if r == room]
+
+    def play(self) -> None:
+        decider = registry.get(self.ruleset)
+        policy = importlib.import_module(f"events.{self.ruleset}.policy").choose_command
+        wanted = set(inspect.signature(policy).parameters)
+        for room in self.rooms:
+            for step in range(MOVES_PER_ROOM):
+                for player, token in self.seated(room):
+                    state = self.api.get(f"/rooms/{room}/state", headers=auth(self.auditor)).json()["state"]
+                    game = msgspec.convert(state["game"], decider.state_type, strict=False)
+                    offered = {"state": game, "player": player, "dice": Dice(b"t", room, step),
+                               "now_ms": int(time.time() * 1000)}
+                    command = policy(**{k: v for k, v in offered.items() if k in wanted})
+                    if command is None:
+                        continue
+                    answer = self.api.post(f"/rooms/{room}/commands", headers=auth(token),
+                                           json={"command": codec.encode_command(command)})
+                    assert answer.status_code in (200, 422), answer.text
+                    if answer.status_code == 200:
+                        assert answer.json()["version"] >= answer.json()["first_version"] >= 1
+                    else:
+                        self.refusals.append(answer.json()["code"])
+
+
+@pytest.fixture(scope="module")
+def tables(api: TestClient, auditor: str) -> dict[str, Table]:
+    played = {}
+    for ruleset in landed_rulesets():
+        table = Table(api, auditor, ruleset)
+        # Refusals through the engine, with their codes: joining twice, and an unknown command.
+        room = table.rooms[0]
+        player, token = table.seated(room)[0]
+        again = api.post(f"/rooms/{room}/join", json={"player": player})
+        assert again.status_code == 422 and again.json()["code"] == "already_joined", again.text
+        unknown = api.post(f"/rooms/{room}/commands", headers=auth(token), json={"command": {"kind": "fly"}})
+        assert unknown.status_code == 422 and unknown.json()["code"] == "unknown_command"
+        table.play()
+        played[ruleset] = table
+    return played
+
+
+@pytest.mark.parametrize("ruleset", landed_rulesets())
+def test_game_over_http_matches_the_fold_of_the_log(api: TestClient, stack, tables: dict[str, Table],
+                                                    ruleset: str) -> None:
+    table = tables[ruleset]
+    decider = registry.get(ruleset)
+    if len(decider.seats(fold_log(stack.redis_url, table.rooms[0])[0].game)) == 1:
+        assert "no_seat" in table.refusals  # the second player cannot sit at a one-seat table
+    for room in table.rooms:
+        state, envelopes = fold_log(stack.redis_url, room)
+        assert state.version == len(envelopes) > 2 + MOVES_PER_ROOM // 2  # created, joined, and moves
+        for player, token in table.seated(room):
+            view = api.get(f"/rooms/{room}/view", headers=auth(token)).json()
+            assert view["version"] == state.version and view["player"] == player
+            assert view["view"] == as_json(decider.view(state.game, player))
+        scores = api.get(f"/rooms/{room}/scores").json()
+        assert scores["scores"] == as_json(decider.scores(state.game))
+        assert api.get(f"/rooms/{room}", headers={}).json()["players"] == list(state.players)
+    expected = {p: s for room in table.rooms for p, s in decider.scores(fold_log(stack.redis_url, room)[0].game)
+                .items() if p in table.players}
+    deadline = time.monotonic() + 15
+    while True:
+        board = api.get(f"/leaderboards/{ruleset}", params={"limit": 1000}).json()["leaderboard"]
+        ranked = {entry["player"]: entry["score"] for entry in board if entry["player"] in table.players}
+        if ranked == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert ranked == expected
+
+
+def hidden_keys_are_empty(payload: Any, keys: set[str]) -> bool:
+    """True when every occurrence of one of ``keys`` in a JSON payload holds an empty value."""
+    if isinstance(payload, dict):
+        return all((not value if key in keys else True) and hidden_keys_are_empty(value, keys)
+                   for key, value in payload.items())
+    if isinstance(payload, list):
+        return all(hidden_keys_are_empty(item, keys) for item in payload)
+    return True
+
+
+def live_feed(api: TestClient, room: str, token: str, from_version: int, count: int) -> list[dict]:
+    with api.websocket_connect(f"/rooms/{room}/live?from_version={from_version}&token={token}") as socket:
+        return [socket.receive_json() for _ in range(count)]
+
+
+@pytest.mark.skipif("board" not in landed_rulesets(), reason="board rule-set not landed")
+def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, auditor: str,
+                                                   tables: dict[str, Table]) -> None:
+    table = tables["board"]
+    room = table.rooms[0]
+    player, token = table.seated(room)[0]
+    state, envelopes = fold_log(stack.redis_url, room)
+    deck = list(state.game.deck)
+    assert len(deck) > 3
+    payloads = [
+        api.get(f"/rooms/{room}/view", headers=auth(token)).json(),
+        api.get(f"/rooms/{room}/events", headers=auth(token)).json(),
+        live_feed(api, room, token, 1, len(envelopes)),
+    ]
+    for payload in payloads:
+        assert hidden_keys_are_empty(payload, {"deck", "order"}), payload
+        text = json.dumps(payload, separators=(",", ":"))
+        assert json.dumps(deck, separators=(",", ":")) not in text
+        assert json.dumps(deck[1:], separators=(",", ":")) not in text
+    # The auditor does see it: the secret exists and is only withheld.
+    audited = api.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]["game"]["deck"]
+    assert audited == deck
+
+
+@pytest.mark.skipif("realm" not in landed_rulesets(), reason="realm rule-set not landed")
+def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables: dict[str, Table]) -> None:
+    from events.realm import SECRET_FIELDS, blank, parties  # noqa: PLC0415
+
+    table = tables["realm"]
+    room = table.rooms[0]
+    (alice, alice_token), (bob, bob_token) = table.seated(room)
+    state, envelopes = fold_log(stack.redis_url, room)
+    alice_view = api.get(f"/rooms/{room}/view", headers=auth(alice_token)).json()["view"]
+    bob_view = api.get(f"/rooms/{room}/view", headers=auth(bob_token)).json()["view"]
+    assert "stock" in alice_view["cities"][alice] and "stock" not in bob_view["cities"][alice]
+    assert "stock" in bob_view["cities"][bob] and "stock" not in alice_view["cities"][bob]
+    secret_by_tag = {event_tag(kind): fields for kind, fields in SECRET_FIELDS.items()}
+    streams = {
+        "events": api.get(f"/rooms/{room}/events", headers=auth(bob_token)).json()["events"],
+        "live": live_feed(api, room, bob_token, 1, len(envelopes)),
+    }
+    checked = 0
+    for name, seen in streams.items():
+        assert [e["version"] for e in seen] == [e.version for e in envelopes], name
+        for shown, envelope in zip(seen, envelopes, strict=True):
+            real = codec.decode_event(envelope)
+            fields = secret_by_tag.get(envelope.type, ())
+            if not fields or bob in parties(real):
+                continue
+            for field in fields:
+                assert shown["event"][field] == as_json(blank(getattr(real, field))), (name, envelope.type, field)
+                checked += 1
+    assert checked, "alice's game produced no secret-bearing event; play longer"
+
+
+@pytest.mark.skipif("board" not in landed_rulesets(), reason="board rule-set not landed")
+def test_live_reconnect_from_last_version_misses_nothing_and_repeats_nothing(api: TestClient, auditor: str) -> None:
+    created = api.post("/rooms", json={"ruleset": "board", "player": "carol", "challenge": "live-test"})
+    room, token = created.json()["room"], created.json()["token"]
+    from events.board.policy import choose_command  # noqa: PLC0415
+
+    def move(step: int) -> None:
+        state = api.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]
+        game = msgspec.convert(state["game"], registry.get("board").state_type, strict=False)
+        command = choose_command(game, "carol", Dice(b"live", room, step))
+        assert api.post(f"/rooms/{room}/commands", headers=auth(token),
+                        json={"command": codec.encode_command(command)}).status_code == 200
+
+    for step in range(3):
+        move(step)
+    seen: list[dict] = []
+    with api.websocket_connect(f"/rooms/{room}/live?from_version=1", headers=auth(token)) as socket:
+        latest = api.get(f"/rooms/{room}").json()["version"]
+        seen += [socket.receive_json() for _ in range(latest)]
+        move(3)  # arrives live, after the history
+        seen.append(socket.receive_json())
+    for step in range(4, 7):  # happen while the client is away
+        move(step)
+    latest = api.get(f"/rooms/{room}").json()["version"]
+    resume = seen[-1]["version"] + 1
+    with api.websocket_connect(f"/rooms/{room}/live?from_version={resume}&token={token}") as socket:
+        seen += [socket.receive_json() for _ in range(latest - resume + 1)]
+    versions = [message["version"] for message in seen]
+    assert versions == list(range(1, latest + 1))
+    events = api.get(f"/rooms/{room}/events", headers=auth(token)).json()["events"]
+    assert seen == events  # the live feed and the event stream tell the same story
+
+
+def test_live_refuses_bad_tokens(api: TestClient) -> None:
+    from starlette.websockets import WebSocketDisconnect  # noqa: PLC0415
+
+    with api.websocket_connect("/rooms/anything/live?token=forged.token") as socket:
+        assert socket.receive_json()["code"] == "token_invalid"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            socket.receive_json()
+    assert closed.value.code == 4401
