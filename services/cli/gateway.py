@@ -220,7 +220,8 @@ class Stack:
     def _write_up_file(self) -> None:
         path = self.data_dir / UP_FILE
         payload = {"pid": os.getpid(), "url": self.url, "redis_url": self.redis_url,
-                   "auditor_token": self.auditor_token}
+                   "auditor_token": self.auditor_token,
+                   "children": {name: child.pid for name, child in self.children.items()}}
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds a token
         with os.fdopen(fd, "w") as handle:
             json.dump(payload, handle)
@@ -240,6 +241,7 @@ class Stack:
                         time.sleep(pause)
                         self.restarts[name] = count + 1
                         self._spawn(name)
+                        self._write_up_file()
                 time.sleep(0.2)
         except KeyboardInterrupt:
             pass

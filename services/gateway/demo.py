@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import secrets
 import time
 from typing import Any
 
@@ -41,7 +42,7 @@ class Demo:
         self.http = httpx.Client(base_url=url, timeout=30.0)
         self.auditor = auditor_token
         self.console = console
-        self.challenge = f"demo-{int(time.time())}"
+        self.challenge = f"demo-{secrets.token_hex(3)}"
 
     def call(self, method: str, path: str, token: str | None = None, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -64,16 +65,16 @@ class Demo:
             if answer.status_code == 200:
                 first.tokens[player] = answer.json()["token"]
             else:
-                first.refused.append(f"{player} join: {answer.json().get('code')}")
+                first.refused.append(f"{answer.json().get('code')} ({player} joins)")
                 rooms.append(self.create(ruleset, player))
+        self.refuse_nonsense(first)
         for room in rooms:
-            self.refuse_nonsense(room)
             self.play_room(room)
         return rooms
 
     def create(self, ruleset: str, player: str) -> Room:
         body = {"ruleset": ruleset, "player": player, "challenge": self.challenge,
-                "room": f"{ruleset}-{player}-{self.challenge}"}
+                "room": f"{ruleset}-{player}-{self.challenge[5:]}"}
         answer = self.expect(self.call("POST", "/rooms", json=body), 201)
         room = Room(ruleset, answer["room"])
         room.tokens[player] = answer["token"]
@@ -85,10 +86,10 @@ class Demo:
         """Commands the API must refuse, to show their codes: an unknown kind, and a stranger's token."""
         player, token = next(iter(room.tokens.items()))
         answer = self.call("POST", f"/rooms/{room.room}/commands", token, json={"command": {"kind": "fly_away"}})
-        room.refused.append(f"{player} fly_away: {answer.json().get('code')}")
+        room.refused.append(f"{answer.json().get('code')} (fly_away)")
         answer = self.call("POST", f"/rooms/{room.room}/commands", "not.a-token",
                            json={"command": {"kind": "fly_away"}})
-        room.refused.append(f"forged token: {answer.status_code} {answer.json().get('code')}")
+        room.refused.append(f"{answer.status_code} {answer.json().get('code')} (forged token)")
 
     def play_room(self, room: Room) -> None:
         decider = registry.get(room.ruleset)
@@ -115,8 +116,7 @@ class Demo:
                 if answer.status_code == 200:
                     room.accepted += 1
                 else:
-                    room.refused.append(f"{player} {codec.encode_command(command)['kind']}: "
-                                        f"{answer.json().get('code')}")
+                    room.refused.append(f"{answer.json().get('code')} ({codec.encode_command(command)['kind']})")
             if not progressed:
                 return
 
@@ -144,7 +144,7 @@ class Demo:
             if event["previous_hash"] != previous:
                 return False, f"chain broken at version {event['version']}"
             previous = event["hash"]
-        return True, f"hash chain of {len(events)} events intact (server-side verify not installed)"
+        return True, f"hash chain of {len(events)} events intact (client check: services.verify absent)"
 
 
 def _describe(body: dict[str, Any]) -> str:
@@ -177,9 +177,9 @@ def run_demo(url: str, auditor_token: str, console: Console) -> bool:
         demo.http.close()
     table = Table(title=f"Almanac demo at {url} ({time.monotonic() - started:.1f} s)")
     for column in ("rule-set", "room", "scores", "moves", "refused (codes)", "verification"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column in ("rule-set", "moves"))
     for room in rooms:
-        scores = ", ".join(f"{p} {s}" for p, s in room.scores.items())
+        scores = "\n".join(f"{p} {s}" for p, s in room.scores.items())
         mark = "[green]verified[/]" if room.verified else "[red]FAILED[/]"
         table.add_row(room.ruleset, room.room, scores, str(room.accepted), "\n".join(room.refused),
                       f"{mark} {room.verification}")

@@ -1,0 +1,64 @@
+"""`almanac up` on the test Redis, then `almanac demo` against it: every game verifies; a dead child comes back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+from gateway_stack import CHILD
+
+from services.embedded_redis import pid_alive
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_up_file(data_dir: Path) -> dict | None:
+    try:
+        return json.loads((data_dir / "up.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: str, tmp_path: Path) -> None:
+    redis.Redis.from_url(redis_url).flushdb()
+    env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(tmp_path), "ALMANAC_HTTP_PORT": "0",
+           "ALMANAC_LOG_LEVEL": "warning", "ALMANAC_LOG_FORMAT": "json"}
+    up = subprocess.Popen([sys.executable, "-c", CHILD, "up"], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    try:
+        info = wait_for(lambda: read_up_file(tmp_path), 40, "almanac up to be ready")
+        assert set(info["children"]) >= {"engine", "gateway"} and info["auditor_token"]
+
+        # A child that dies is started again.
+        engine_pid = info["children"]["engine"]
+        os.kill(engine_pid, signal.SIGKILL)
+        wait_for(lambda: (read_up_file(tmp_path) or {}).get("children", {}).get("engine") not in (None, engine_pid),
+                 15, "the engine to be restarted")
+
+        demo = subprocess.run([sys.executable, "-c", CHILD, "demo"], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert "every game verified" in demo.stdout
+        assert "Using the running stack" in demo.stdout
+        children = read_up_file(tmp_path)["children"].values()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        output, _ = up.communicate(timeout=30)
+    assert "Almanac is up" in output and "Auditor token:" in output
+    assert up.returncode == 0, output
+    assert not any(pid_alive(pid) for pid in children)
+    assert read_up_file(tmp_path) is None
