@@ -107,7 +107,7 @@ class Engine:
     async def stop(self) -> None:
         """Finish the command in hand, acknowledge what is done, give the leases back."""
         self._stopping.set()
-        consume, leases = self._tasks or (None, None)
+        leases, consume = self._tasks or (None, None)
         if consume is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consume

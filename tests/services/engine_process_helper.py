@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,16 @@ from events import registry  # noqa: E402
 
 
 class FragileDecider(CounterDecider):
-    """The counter, except that adding 13 crashes decide (a poison command, not a rule refusal)."""
+    """The counter, except that adding 13 crashes decide (a poison command, not a rule refusal)
+    and adding 99 takes a second (so a test can kill the engine while it holds a batch)."""
 
     name = "fragile"
 
     def decide(self, state: Any, command: Any, ctx: Any) -> list[Any]:
         if isinstance(command, Add) and command.amount == 13:
             raise ZeroDivisionError("thirteen is unlucky")
+        if isinstance(command, Add) and command.amount == 99:
+            time.sleep(1.0)
         return super().decide(state, command, ctx)
 
 

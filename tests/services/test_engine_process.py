@@ -1,0 +1,285 @@
+"""The engine as real processes on a real Redis: games, kill -9, standby takeover, duplicates, poison commands."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+from engine_process_helper import register_test_rulesets
+from engine_test_support import (
+    KEYS,
+    EngineProcess,
+    engine_metrics,
+    heartbeat,
+    held_shards,
+    record,
+    send,
+    send_nowait,
+    wait_for,
+)
+
+from events import codec, room as room_rules
+from events.envelope import GENESIS_HASH
+from events.hashing import envelope_hash, state_hash
+from services.bus import COMMAND_FIELD, submit
+from services.engine.lease import lease_key
+from services.engine.worker import GROUP
+from services.rooms import RoomService
+from services.store.redis_store import RedisEventStore
+
+register_test_rulesets()
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ALL_SHARDS = list(range(16))
+
+
+@pytest.fixture
+def engines(redis_client: aioredis.Redis, redis_url: str, tmp_path: Path) -> Iterator[Callable[..., EngineProcess]]:
+    started: list[EngineProcess] = []
+
+    def start(name: str, **env: str) -> EngineProcess:
+        process = EngineProcess(redis_url, name, tmp_path, **env)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+def fold(envelopes) -> room_rules.RoomState | None:
+    state = None
+    for envelope in envelopes:
+        state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
+    return state
+
+
+async def assert_log_consistent(store: RedisEventStore, room: str) -> room_rules.RoomState:
+    """The chain links, and the state loaded the engine's way (snapshot + tail) equals a plain fold."""
+    envelopes = await store.read(room)
+    previous = GENESIS_HASH
+    for envelope in envelopes:
+        assert envelope.previous_hash == previous and envelope_hash(envelope) == envelope.hash
+        previous = envelope.hash
+    folded = fold(envelopes)
+    loaded, last_hash = await RoomService(store).load(room)
+    assert folded is not None and state_hash(loaded) == state_hash(folded) and last_hash == previous
+    return folded
+
+
+async def test_a_counter_game_through_the_engine_equals_the_fold_of_its_log(redis_client, engines) -> None:
+    engines("e1", ALMANAC_SNAPSHOT_EVERY="4")
+    await wait_for(lambda: held_shards(redis_client, "e1"), what="the engine's leases")
+    created = await send(redis_client, "g1", "ann",
+                         {"kind": "create_room", "ruleset": "counter", "options": {"seats": ["ann", "bob"]}}, "create")
+    assert created.accepted and (created.first_version, created.last_version) == (1, 1)
+    outcomes = [created]
+    for player, body, command_id in [
+        ("ann", {"kind": "join_room"}, "join-ann"),
+        ("bob", {"kind": "join_room"}, "join-bob"),
+        ("carol", {"kind": "join_room"}, "join-carol"),  # refused: no seat
+        ("ann", {"kind": "add", "amount": 5}, "add-1"),
+        ("bob", {"kind": "add", "amount": 0}, "add-0"),  # refused: amount
+        ("bob", {"kind": "roll", "dice": 3}, "roll-1"),
+        ("ann", {"kind": "add", "amount": 7}, "add-2"),
+        ("ann", {"kind": "end_room", "reason": "done"}, "end"),
+    ]:
+        outcomes.append(await send(redis_client, "g1", player, body, command_id))
+    refused = {o.command_id: o.error["code"] for o in outcomes if not o.accepted}
+    assert refused == {"join-carol": "no_seat", "add-0": "counter.amount_not_positive"}
+
+    store = RedisEventStore(redis_client)
+    state = await assert_log_consistent(store, "g1")
+    stored = await store.read("g1")
+    assert [e.hash for o in outcomes for e in o.envelopes] == [e.hash for e in stored]
+    assert state.game.total == 12 and state.ended and state.players == ("ann", "bob")
+    # The seed revealed at the end is the one committed to at creation.
+    assert hashlib.sha256(bytes.fromhex(state.revealed_seed)).hexdigest() == state.seed_commitment
+    assert len(await store.rejections("g1")) == 2 and len(await store.commands("g1")) == 7
+    assert await store.latest_snapshot("g1") is not None
+
+    metrics = await wait_for(lambda: engine_metrics(redis_client, "e1"), what="metrics")
+    metrics = await wait_for(
+        lambda: _when(engine_metrics(redis_client, "e1"), lambda m: m.get("commands") == 9), what="9 commands"
+    )
+    assert metrics["accepted"] == 7 and metrics["rejected"] == 2 and metrics["latency_count"] == 9
+    assert metrics["latency_le_10000"] == 9
+    beat = await heartbeat(redis_client, "e1")
+    assert beat["shards_held"] == ALL_SHARDS and await redis_client.sismember("alm:engines", "e1")
+
+
+async def _when(value_awaitable, predicate):
+    value = await value_awaitable
+    return value if predicate(value) else None
+
+
+def _scenario(path: Path) -> tuple[dict, list[dict]]:
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return lines[0], lines[1:]
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.jsonl")))
+async def test_each_example_scenario_plays_through_the_engine(redis_client, engines, example: str) -> None:
+    header, moves = _scenario(EXAMPLES / example)
+    engines("ex")
+    await wait_for(lambda: held_shards(redis_client, "ex"), what="the engine's leases")
+    room = f"engine-{header['room']}"
+    created = await send(redis_client, room, header["player"], {
+        "kind": "create_room", "ruleset": header["ruleset"], "options": header.get("options", {}),
+        "challenge": header.get("challenge"),
+    }, "create", time_ms=header["time_ms"])
+    assert created.accepted, created.error
+    for index, move in enumerate(moves):
+        await send_nowait(redis_client, room, move["player"], move["command"], f"move-{index}", move["time_ms"])
+    last = await send(redis_client, room, header["player"], {"kind": "join_room"}, "probe", timeout_s=30,
+                      time_ms=moves[-1]["time_ms"])
+    assert last.command_id == "probe"
+    store = RedisEventStore(redis_client)
+    outcomes = [await store.outcome(room, f"move-{index}") for index in range(len(moves))]
+    assert all(outcomes)
+    state = await assert_log_consistent(store, room)
+    # The server draws its own seed, so dice-dependent moves may be refused; most of the script plays.
+    accepted = sum(1 for o in outcomes if o.accepted)
+    assert state.ruleset == header["ruleset"] and accepted > len(moves) // 2
+    assert state.version == 1 + sum(o.last_version - o.first_version + 1 for o in outcomes if o.accepted)
+
+
+async def test_kill_9_while_holding_unacknowledged_commands_then_restart_applies_each_exactly_once(
+    redis_client, engines
+) -> None:
+    first = engines("k")
+    await wait_for(lambda: held_shards(redis_client, "k"), what="the engine's leases")
+    await send(redis_client, "k1", "ann", {"kind": "create_room", "ruleset": "fragile"}, "create-k1")
+    await send(redis_client, "k1", "ann", {"kind": "join_room"}, "join-k1")
+    await send(redis_client, "k2", "bob", {"kind": "create_room", "ruleset": "counter"}, "create-k2")
+    await send(redis_client, "k2", "bob", {"kind": "join_room"}, "join-k2")
+    for index in range(100):
+        await send_nowait(redis_client, "k1", "ann", {"kind": "add", "amount": 1}, f"k1-a-{index}")
+    # A second inside decide: the engine holds its batch read but unacknowledged meanwhile.
+    slow_id = await submit(redis_client, KEYS, record("k1", "ann", {"kind": "add", "amount": 99}, "k1-slow"))
+    for index in range(100):
+        await send_nowait(redis_client, "k1", "ann", {"kind": "add", "amount": 1}, f"k1-b-{index}")
+        await send_nowait(redis_client, "k2", "bob", {"kind": "add", "amount": 2}, f"k2-{index}")
+    stream = KEYS.shard_commands(KEYS.shard("k1"))
+
+    async def slow_command_in_hand() -> bool:
+        in_hand = await redis_client.xpending_range(stream, GROUP, min=slow_id, max=slow_id, count=1)
+        return bool(in_hand) and await RedisEventStore(redis_client).outcome("k1", "k1-slow") is None
+
+    await wait_for(slow_command_in_hand, what="the engine to hold the slow command")
+    first.kill()
+    assert (await redis_client.xpending(stream, GROUP))["pending"] > 0
+
+    engines("k")  # the same stable name, a new process: it waits for the lapsed lease, then drains
+    store = RedisEventStore(redis_client)
+    await wait_for(lambda: store.outcome("k1", "k1-b-99"), timeout_s=20, what="k1 to finish")
+    await wait_for(lambda: store.outcome("k2", "k2-99"), timeout_s=20, what="k2 to finish")
+    k1 = await assert_log_consistent(store, "k1")
+    k2 = await assert_log_consistent(store, "k2")
+    assert k1.game.total == 200 + 99 and k2.game.total == 200
+    for room, expected in (("k1", 203), ("k2", 102)):
+        command_ids = [codec.decode(r)["command_id"] for _, r in await store.commands(room)]
+        assert len(command_ids) == len(set(command_ids)) == expected
+    for shard in {KEYS.shard("k1"), KEYS.shard("k2")}:
+        assert (await redis_client.xpending(KEYS.shard_commands(shard), GROUP))["pending"] == 0
+
+
+async def test_a_standby_engine_waits_and_takes_over_when_the_active_one_is_killed(redis_client, engines) -> None:
+    active = engines("a")
+    await wait_for(lambda: _when(held_shards(redis_client, "a"), lambda h: h == ALL_SHARDS), what="a's leases")
+    engines("b")
+    await wait_for(lambda: heartbeat(redis_client, "b"), what="b's heartbeat")
+    assert await held_shards(redis_client, "b") == []
+    await send(redis_client, "s1", "ann", {"kind": "create_room", "ruleset": "counter"}, "create")
+    await send(redis_client, "s1", "ann", {"kind": "join_room"}, "join")
+    for index in range(20):
+        assert (await send(redis_client, "s1", "ann", {"kind": "add", "amount": 1}, f"a-{index}")).accepted
+    holder = await redis_client.get(lease_key(KEYS.shard("s1")))
+    assert holder.decode().startswith("a|")
+    assert (await engine_metrics(redis_client, "b")).get("commands", 0) == 0
+
+    active.kill()
+    await wait_for(lambda: _when(held_shards(redis_client, "b"), lambda h: h == ALL_SHARDS), timeout_s=10,
+                   what="b to take every shard")
+    for index in range(20):
+        assert (await send(redis_client, "s1", "ann", {"kind": "add", "amount": 1}, f"b-{index}")).accepted
+    assert (await redis_client.get(lease_key(KEYS.shard("s1")))).decode().startswith("b|")
+    metrics_b = await wait_for(lambda: _when(engine_metrics(redis_client, "b"), lambda m: m.get("commands") == 20),
+                               what="b's counters")
+    assert metrics_b["accepted"] == 20
+    state = await assert_log_consistent(RedisEventStore(redis_client), "s1")
+    assert state.game.total == 40 and state.version == 42
+
+
+async def test_a_graceful_stop_finishes_the_command_in_hand_and_hands_the_leases_over(redis_client, engines) -> None:
+    active = engines("g-a", ALMANAC_LEASE_MS="10000")
+    await wait_for(lambda: _when(held_shards(redis_client, "g-a"), lambda h: h == ALL_SHARDS), what="leases")
+    engines("g-b", ALMANAC_LEASE_MS="10000")
+    await wait_for(lambda: heartbeat(redis_client, "g-b"), what="the standby's heartbeat")
+    await send(redis_client, "f1", "ann", {"kind": "create_room", "ruleset": "fragile"}, "create")
+    await send(redis_client, "f1", "ann", {"kind": "join_room"}, "join")
+    await send_nowait(redis_client, "f1", "ann", {"kind": "add", "amount": 99}, "slow")
+
+
+    await asyncio.sleep(0.4)  # inside the slow decision
+    assert active.terminate() == 0
+    store = RedisEventStore(redis_client)
+    slow = await store.outcome("f1", "slow")
+    assert slow is not None and slow.accepted and slow.first_version == 3
+    # Released, not lapsed: the standby holds every shard long before the 10 s lease would run out.
+    await wait_for(lambda: _when(held_shards(redis_client, "g-b"), lambda h: h == ALL_SHARDS), timeout_s=4,
+                   what="the standby to take over")
+    assert (await send(redis_client, "f1", "ann", {"kind": "add", "amount": 1}, "after")).last_version == 4
+
+
+async def test_the_same_command_twice_has_one_effect(redis_client, engines) -> None:
+    engines("d")
+    await wait_for(lambda: held_shards(redis_client, "d"), what="leases")
+    await send(redis_client, "d1", "ann", {"kind": "create_room", "ruleset": "counter"}, "create")
+    await send(redis_client, "d1", "ann", {"kind": "join_room"}, "join")
+    first = await send(redis_client, "d1", "ann", {"kind": "add", "amount": 3}, "once")
+    again = await send(redis_client, "d1", "ann", {"kind": "add", "amount": 3}, "once")
+    assert first.accepted and not first.duplicate and again.duplicate
+    assert (again.first_version, again.last_version) == (first.first_version, first.last_version) == (3, 3)
+    assert [e.hash for e in again.envelopes] == [e.hash for e in first.envelopes]
+    # Twice in one batch, and a refused command twice.
+    await send_nowait(redis_client, "d1", "ann", {"kind": "add", "amount": 4}, "twin")
+    await send_nowait(redis_client, "d1", "ann", {"kind": "add", "amount": 4}, "twin")
+    refused = await send(redis_client, "d1", "ann", {"kind": "add", "amount": -1}, "bad")
+    refused_again = await send(redis_client, "d1", "ann", {"kind": "add", "amount": -1}, "bad")
+    assert not refused.duplicate and refused_again.duplicate and refused_again.error == refused.error
+    store = RedisEventStore(redis_client)
+    state = await assert_log_consistent(store, "d1")
+    assert state.game.total == 7 and state.version == 4
+    assert len(await store.rejections("d1")) == 1
+
+
+async def test_a_poison_command_goes_to_the_dead_letter_stream_and_the_shard_keeps_moving(
+    redis_client, engines
+) -> None:
+    engines("p", ALMANAC_MAX_ATTEMPTS="3")
+    await wait_for(lambda: held_shards(redis_client, "p"), what="leases")
+    await send(redis_client, "p1", "ann", {"kind": "create_room", "ruleset": "fragile"}, "create")
+    await send(redis_client, "p1", "ann", {"kind": "join_room"}, "join")
+    poisoned = await send(redis_client, "p1", "ann", {"kind": "add", "amount": 13}, "poison")
+    assert not poisoned.accepted and poisoned.error["code"] == "engine.dead_letter"
+    shard = KEYS.shard("p1")
+    await redis_client.xadd(KEYS.shard_commands(shard), {COMMAND_FIELD: b"\xc1 not msgpack"})
+    assert (await send(redis_client, "p1", "ann", {"kind": "add", "amount": 1}, "after")).last_version == 3
+
+    letters = await wait_for(lambda: _when(redis_client.xrange(KEYS.dead_letters(shard)), lambda x: len(x) == 2),
+                             what="two dead letters")
+    first, second = (fields for _, fields in letters)
+    assert first[b"command_id"] == b"poison" and first[b"attempts"] == b"3"
+    assert first[b"reason"].startswith(b"ZeroDivisionError: thirteen is unlucky")
+    assert second[b"room"] == b"" and second[b"data"] == b"\xc1 not msgpack"
+    assert (await redis_client.xpending(KEYS.shard_commands(shard), GROUP))["pending"] == 0
+    metrics = await wait_for(lambda: _when(engine_metrics(redis_client, "p"), lambda m: m.get("dead_letters") == 2),
+                             what="dead-letter counter")
+    assert metrics["failures"] == 6
+    state = await assert_log_consistent(RedisEventStore(redis_client), "p1")
+    assert state.game.total == 1
