@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from events import codec, registry
 from events.hashing import state_hash
 from services.gateway.api_rooms import RoomId, gateway
-from services.gateway.auth import ROLE_AUDITOR
+from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 from services.gateway.context import Gateway, bearer
 from services.gateway.errors import ApiError, json_response
 from services.gateway.rooms import auditor_event, player_event, room_summary
@@ -190,11 +190,15 @@ async def claim_registry(request: Request, owner: str | None = Query(None, patte
     return json_response({"owner": owner, "claims": codec.to_builtins(entries)})
 
 
-@router.get("/trades", summary="The trade ledger (projection), for a room or one trade")
+@router.get("/trades", summary="Auditors: the trade ledger (projection), for a room or one trade")
 async def trade_ledger(
     request: Request,
     room: str | None = Query(None, pattern=NAME_PATTERN),
     trade: str | None = Query(None, max_length=100),
 ) -> Response:
-    entries = await _read_models(gateway(request)).trade_ledger(room=room, trade=trade)
+    gw = gateway(request)
+    # Ledger rows carry each step's full detail (holdings after a trade): secrets of both cities.
+    # Players see their own trades in their view.
+    gw.auditor(bearer(request), room or ANY_ROOM)
+    entries = await _read_models(gw).trade_ledger(room=room, trade=trade)
     return json_response({"room": room, "trade": trade, "trades": codec.to_builtins(entries)})

@@ -267,3 +267,48 @@ def test_live_refuses_bad_tokens(api: TestClient) -> None:
         with pytest.raises(WebSocketDisconnect) as closed:
             socket.receive_json()
     assert closed.value.code == 4401
+
+
+def wait_until(fetch, done, timeout_s: float = 15.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fetch()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+@pytest.mark.skipif("claim" not in landed_rulesets(), reason="claim rule-set not landed")
+def test_claim_registry_lists_each_owner_claim(api: TestClient, tables: dict[str, Table]) -> None:
+    table = tables["claim"]
+    for player in table.players:
+        claims = wait_until(lambda p=player: api.get("/claims", params={"owner": p}).json()["claims"], bool)
+        assert [c["owner"] for c in claims] == [player] and claims[0]["room"] in table.rooms
+
+
+@pytest.mark.skipif("realm" not in landed_rulesets(), reason="realm rule-set not landed")
+def test_realm_trades_in_the_ledger_and_told_to_auditors(api: TestClient, stack, auditor: str,
+                                                         tables: dict[str, Table]) -> None:
+    table = tables["realm"]
+    room = table.rooms[0]
+    _, envelopes = fold_log(stack.redis_url, room)
+    trade_ids = []
+    for envelope in envelopes:
+        trade_id = getattr(codec.decode_event(envelope), "trade_id", None)
+        if trade_id and trade_id not in trade_ids:
+            trade_ids.append(trade_id)
+    if not trade_ids:
+        pytest.skip("the policy made no trade in this short game")
+    ledger = wait_until(lambda: api.get("/trades", params={"room": room}, headers=auth(auditor)).json()["trades"],
+                        lambda rows: {r["trade"] for r in rows} >= set(trade_ids))
+    # The ledger holds both cities' holdings after each step: not for players.
+    player_token = table.seated(room)[0][1]
+    assert api.get("/trades", params={"room": room}, headers=auth(player_token)).status_code == 403
+    assert {r["trade"] for r in ledger} >= set(trade_ids)
+    story = api.get(f"/rooms/{room}/trades/{trade_ids[0]}/story", headers=auth(auditor))
+    assert story.status_code == 200, story.text
+    steps = story.json()["story"]
+    assert [s["step"] for s in steps] == list(range(1, len(steps) + 1)) and steps[0]["text"]
+    assert api.get(f"/rooms/{room}/trades/{trade_ids[0]}/story", headers=auth(player_token)).status_code == 403
+    assert api.get(f"/rooms/{room}/trades/no-such-trade/story", headers=auth(auditor)).json()["code"] == \
+        "trade_not_found"
