@@ -203,6 +203,9 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str
         with Stack(stack_settings) as stack:
             stack.start()
             pids = {name: child.pid for name, child in stack.children.items()}
+            marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
+            if marker.exists():
+                pids["redis"] = int(marker.read_text().split()[0])
             return _run(stack.url, stack.redis_url, rate, seconds, pids)
 
 
