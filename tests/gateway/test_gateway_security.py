@@ -177,3 +177,24 @@ def test_health_metrics_and_openapi(api: TestClient, board: dict) -> None:
     assert "CommandRequest" in document["components"]["schemas"]
     body_schema = document["paths"]["/rooms/{room}/commands"]["post"]["requestBody"]["content"]["application/json"]
     assert body_schema["schema"]["$ref"].endswith("/CommandRequest")
+
+
+def test_a_retried_command_id_is_answered_once_and_applied_once(api: TestClient, auditor: str) -> None:
+    created = api.post("/rooms", json={"ruleset": "board", "player": "dora", "challenge": "retry-test"})
+    room, token = created.json()["room"], created.json()["token"]
+    state = api.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]["game"]
+    from events import codec, registry  # noqa: PLC0415
+    from events.board.policy import choose_command  # noqa: PLC0415
+    from events.dice import Dice  # noqa: PLC0415
+
+    game = msgspec.convert(state, registry.get("board").state_type, strict=False)
+    move = {"command": codec.encode_command(choose_command(game, "dora", Dice(b"r", room, 0)))}
+    first = api.post(f"/rooms/{room}/commands", json=move, headers={**auth(token), "Idempotency-Key": "k-1"})
+    again = api.post(f"/rooms/{room}/commands", json=move, headers={**auth(token), "Idempotency-Key": "k-1"})
+    assert first.status_code == again.status_code == 200, (first.text, again.text)
+    assert (first.json()["duplicate"], again.json()["duplicate"]) == (False, True)
+    assert first.json()["version"] == again.json()["version"] == version(api, room)
+    assert first.json()["events"] == again.json()["events"]
+    by_id = api.get(f"/rooms/{room}/commands/k-1", headers=auth(token))
+    assert by_id.status_code == 200 and by_id.json()["version"] == first.json()["version"]
+    assert api.get(f"/rooms/{room}/commands/never-sent", headers=auth(token)).json()["code"] == "outcome_unknown"
