@@ -160,7 +160,7 @@ async def trade_story(request: Request, room: str = RoomId, trade: str = Path(ma
 @router.get("/rooms/{room}/verification", summary="Replay the room and check its hash chain, dice and state")
 async def room_verification(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    gw.reader_for(bearer(request), room)
+    claims = gw.reader_for(bearer(request), room)
     if await gw.store.latest_version(room) == 0:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     try:
@@ -171,7 +171,11 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
     body = codec.to_builtins(result)
     if not isinstance(body, dict):
         body = {"result": body}
-    return json_response({"room": room, **body})
+    divergence = body.get("divergence")
+    if claims.role != ROLE_AUDITOR and isinstance(divergence, dict):
+        # Both sides of a divergence are whole events: a player learns where, an auditor learns what.
+        body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version")}
+    return json_response({**body, "room": room})
 
 
 @router.get("/leaderboards/{ruleset}", summary="The best scores of a rule-set across rooms (projection)")

@@ -148,6 +148,11 @@ class Demo:
 
 
 def _describe(body: dict[str, Any]) -> str:
+    if "chain_checked" in body:  # services.verify's report
+        text = (f"{body['chain_checked']} events chained, {body.get('commands_redecided', 0)} commands "
+                f"re-decided, seed {body.get('seed')}")
+        divergence = body.get("divergence")
+        return text if not divergence else f"{text}; diverges at v{divergence.get('version')} ({divergence.get('check')})"
     for key in ("summary", "message", "reason"):
         if isinstance(body.get(key), str):
             return body[key]

@@ -8,6 +8,7 @@ from its last version misses nothing and sees nothing twice.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import secrets
@@ -141,6 +142,9 @@ def test_game_over_http_matches_the_fold_of_the_log(api: TestClient, stack, tabl
             view = api.get(f"/rooms/{room}/view", headers=auth(token)).json()
             assert view["version"] == state.version and view["player"] == player
             assert view["view"] == as_json(decider.view(state.game, player))
+        if importlib.util.find_spec("services.verify") is not None:
+            report = api.get(f"/rooms/{room}/verification", headers=auth(table.seated(room)[0][1])).json()
+            assert report["ok"] is True and report["room"] == room, report
         scores = api.get(f"/rooms/{room}/scores").json()
         assert scores["scores"] == as_json(decider.scores(state.game))
         assert api.get(f"/rooms/{room}", headers={}).json()["players"] == list(state.players)
