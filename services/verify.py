@@ -1,0 +1,180 @@
+"""Verify a room from its log: the hash chain, every command re-decided byte for byte, the revealed seed."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from events import codec, room as room_rules
+from events.envelope import GENESIS_HASH, Envelope
+from events.errors import CorruptEventError, RuleError
+from events.hashing import envelope_hash
+from services.rooms import RoomService, decode_record
+from services.store.base import EventStore
+from services.store.memory_store import MemoryEventStore
+
+
+class Divergence(msgspec.Struct, frozen=True, kw_only=True):
+    """The first place where the log and a recomputation disagree, with both sides."""
+
+    check: str  # "decode", "chain", "coverage", "seed", "redecide"
+    version: int | None
+    message: str
+    recorded: Any = None
+    recomputed: Any = None
+
+
+class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
+    room: str
+    ok: bool
+    versions: int = 0
+    chain_checked: int = 0
+    commands_redecided: int = 0
+    seed: str = "unknown"  # "revealed", "stored", "challenge", "unavailable"
+    seed_matches_commitment: bool | None = None
+    divergence: Divergence | None = None
+    notes: list[str] = []
+
+
+def envelope_view(envelope: Envelope) -> dict[str, Any]:
+    """An envelope as builtins with its event decoded when possible (for showing both sides)."""
+    view = codec.to_builtins(envelope)
+    try:
+        view["event"] = codec.to_builtins(codec.decode_event(envelope))
+        del view["payload"]
+    except CorruptEventError as error:
+        view["event_error"] = error.reason
+    return view
+
+
+async def _raw_envelopes(store: EventStore, room: str) -> list[tuple[int, bytes]]:
+    read_raw = getattr(store, "read_raw", None)
+    if read_raw is not None:
+        return await read_raw(room)
+    return [(e.version, codec.encode_envelope(e)) for e in await store.read(room)]
+
+
+async def verify_room(store: EventStore, room: str) -> VerifyReport:
+    """Check a room's log; the report names the first divergence (``ok`` False) or none."""
+    raw = await _raw_envelopes(store, room)
+    report: dict[str, Any] = {"room": room, "versions": len(raw)}
+    notes: list[str] = []
+
+    def failed(divergence: Divergence) -> VerifyReport:
+        return VerifyReport(ok=False, divergence=divergence, notes=notes, **report)
+
+    if not raw:
+        return failed(Divergence(check="decode", version=None, message=f"room {room!r} has no events"))
+
+    # 1. Every entry decodes, sits at its version, and links to the one before.
+    envelopes: list[Envelope] = []
+    previous = GENESIS_HASH
+    for expected_version, (version, data) in enumerate(raw, start=1):
+        if version != expected_version:
+            return failed(Divergence(check="chain", version=expected_version,
+                                     message=f"version {expected_version} is missing (next entry is {version})"))
+        try:
+            envelope = codec.decode_envelope(data, room, version)
+            codec.decode_event(envelope)
+        except CorruptEventError as error:
+            return failed(Divergence(check="decode", version=version, message=error.reason))
+        if envelope.previous_hash != previous:
+            return failed(Divergence(check="chain", version=version,
+                                     message="the entry does not link to the previous entry's hash",
+                                     recorded=envelope.previous_hash, recomputed=previous))
+        own = envelope_hash(envelope)
+        if own != envelope.hash:
+            return failed(Divergence(check="chain", version=version,
+                                     message="the entry's content does not match its hash (altered after sealing)",
+                                     recorded=envelope.hash, recomputed=own))
+        previous = envelope.hash
+        envelopes.append(envelope)
+    report["chain_checked"] = len(envelopes)
+
+    # 2. The seed: revealed at the end, or the challenge's public seed, or the stored secret.
+    created = codec.decode_event(envelopes[0])
+    if not isinstance(created, room_rules.RoomCreated):
+        return failed(Divergence(check="decode", version=1, message=f"the first event is {envelopes[0].type}"))
+    seed: bytes | None = None
+    if created.challenge is not None:
+        seed, report["seed"] = room_rules.challenge_seed(created.challenge), "challenge"
+    else:
+        ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+        if ended:
+            seed, report["seed"] = bytes.fromhex(ended[-1].revealed_seed), "revealed"
+        else:
+            stored = await store.load_seed(room)
+            if stored is not None:
+                seed, report["seed"] = stored, "stored"
+            else:
+                report["seed"] = "unavailable"
+                notes.append("the room has not ended and its secret seed is not available: commands not re-decided")
+    if seed is not None and created.challenge is None:
+        matches = hashlib.sha256(seed).hexdigest() == created.seed_commitment
+        report["seed_matches_commitment"] = matches
+        if not matches:
+            return failed(Divergence(check="seed", version=1, message="the seed does not match the commitment",
+                                     recorded=created.seed_commitment, recomputed=hashlib.sha256(seed).hexdigest()))
+
+    # 3. Every event was caused by a recorded command, in order, with nothing left over.
+    commands = await store.commands(room)
+    expected_first = 1
+    spans: list[tuple[int, int, bytes]] = []
+    for index, (first_version, record_bytes) in enumerate(commands):
+        last_version = (commands[index + 1][0] - 1) if index + 1 < len(commands) else len(envelopes)
+        if first_version != expected_first or last_version < first_version:
+            return failed(Divergence(check="coverage", version=expected_first,
+                                     message=f"recorded command {index + 1} starts at version {first_version}, "
+                                             f"expected {expected_first}"))
+        spans.append((first_version, last_version, record_bytes))
+        expected_first = last_version + 1
+    if expected_first != len(envelopes) + 1:
+        return failed(Divergence(check="coverage", version=expected_first,
+                                 message="events without a recorded command"))
+
+    # 4. Re-decide each command against the state before it, with the room's dice, byte for byte.
+    if seed is not None:
+        checked = await _redecide(room, seed, envelopes, spans)
+        if isinstance(checked, Divergence):
+            return failed(checked)
+        report["commands_redecided"] = checked
+    return VerifyReport(ok=True, notes=notes, **report)
+
+
+async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
+                    spans: list[tuple[int, int, bytes]]) -> int | Divergence:
+    # The engine's own decision code, on a scratch store that holds only the seed.
+    scratch = MemoryEventStore()
+    await scratch.save_seed(room, seed)
+    service = RoomService(scratch)
+    state: room_rules.RoomState | None = None
+    last_hash = GENESIS_HASH
+    for first_version, last_version, record_bytes in spans:
+        recorded = envelopes[first_version - 1 : last_version]
+        try:
+            record = decode_record(record_bytes)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            return Divergence(check="decode", version=first_version, message=f"undecodable command record: {error}")
+        try:
+            recomputed, _ = await service._decide(state, last_hash, record)
+        except RuleError as error:
+            return Divergence(check="redecide", version=first_version,
+                              message=f"command {record.command_id!r} is now refused: {error.code}: {error.message}",
+                              recorded=[envelope_view(e) for e in recorded], recomputed=error.to_dict())
+        for offset in range(max(len(recorded), len(recomputed))):
+            mine = recomputed[offset] if offset < len(recomputed) else None
+            theirs = recorded[offset] if offset < len(recorded) else None
+            if mine is None or theirs is None or codec.encode_envelope(mine) != codec.encode_envelope(theirs):
+                return Divergence(
+                    check="redecide",
+                    version=first_version + offset,
+                    message=f"command {record.command_id!r} now decides differently",
+                    recorded=None if theirs is None else envelope_view(theirs),
+                    recomputed=None if mine is None else envelope_view(mine),
+                )
+        for envelope in recorded:
+            state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+            last_hash = envelope.hash
+    return len(spans)
