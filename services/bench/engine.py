@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 from rich.console import Console
@@ -19,6 +20,7 @@ from services.store.keys import Keys
 PIPELINE = 100
 SHARDS = 16
 ENGINE_NAME = "bench-engine"
+PROJECTOR_NAME = "bench-projector"
 
 
 def _engine_process(url: str, prefix: str, batch_size: int) -> None:
@@ -43,6 +45,35 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
+
+
+def _projector_process(url: str, prefix: str) -> None:
+    """The projector, if the projections package has one, following the engine's feeds."""
+    from events import registry  # noqa: PLC0415
+    from projections.worker import Projector  # noqa: PLC0415
+    from services.bench.trivial import TRIVIAL  # noqa: PLC0415
+    from services.logging import configure_logging  # noqa: PLC0415
+
+    registry.register(TRIVIAL)
+    configure_logging("json", "warning")
+
+    async def serve() -> None:
+        projector = Projector(aioredis.Redis.from_url(url), SHARDS, name=PROJECTOR_NAME, prefix=prefix,
+                              heartbeat_ttl_ms=500)
+        await projector.run(asyncio.Event())
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+
+
+def _has_projector() -> bool:
+    try:
+        from projections.worker import Projector  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
 
 
 def _commands(rooms: int, commands: int, now_ms: int) -> list[CommandRecord]:
@@ -77,7 +108,8 @@ def _percentile(buckets: dict[int, int], total: int, fraction: float) -> str:
     return f"> {LATENCY_BUCKETS_MS[-1]} ms"
 
 
-async def _measure(url: str, rooms: int, commands: int, prefix: str) -> dict[str, float | str]:
+async def _measure(url: str, rooms: int, commands: int, prefix: str,
+                   start_projector: Callable[[], None] | None) -> dict[str, float | str]:
     client = aioredis.Redis.from_url(url)
     keys = Keys(SHARDS, prefix)
     try:
@@ -110,11 +142,27 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str) -> dict[str
                 break
             await asyncio.sleep(0.01)
         elapsed = time.perf_counter() - start
+        projected_rate = catch_up_rate = None
+        if start_projector is not None:
+            # Started only now, so engine and projector are each measured without the other on the 2 cores.
+            projector_start = time.perf_counter()
+            start_projector()
+            stats_key = f"{prefix}:projector:stats:{PROJECTOR_NAME}"
+            while time.monotonic() < deadline:
+                applied = int(await client.hget(stats_key, "events_applied") or 0)
+                if applied >= done:  # the trivial rule-set: one event per accepted command
+                    catch_up = time.perf_counter() - projector_start
+                    catch_up_rate = done / catch_up
+                    projected_rate = done / (elapsed + catch_up)
+                    break
+                await asyncio.sleep(0.02)
         metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
         buckets = {b: metrics.get(f"latency_le_{b}", 0) for b in LATENCY_BUCKETS_MS}
         return {
             "baseline": baseline,
             "engine": done / elapsed,
+            "projected": projected_rate or 0.0,
+            "projector": catch_up_rate or 0.0,
             "submit": len(entries) / submitted,
             "done": done,
             "accepted": metrics.get("accepted", 0),
@@ -141,11 +189,19 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100) -> dict[str,
         target=_engine_process, args=(url, prefix, batch_size), daemon=True
     )
     engine.start()
+    workers = [engine]
+
+    def start_projector() -> None:
+        workers.append(multiprocessing.get_context("spawn").Process(
+            target=_projector_process, args=(url, prefix), daemon=True))
+        workers[-1].start()
+
     try:
-        return asyncio.run(_measure(url, rooms, commands, prefix))
+        return asyncio.run(_measure(url, rooms, commands, prefix, start_projector if _has_projector() else None))
     finally:
-        engine.terminate()
-        engine.join(10)
+        for worker in workers:
+            worker.terminate()
+            worker.join(10)
 
 
 def main(rooms: int = 200, commands: int = 20_000) -> None:
@@ -154,14 +210,22 @@ def main(rooms: int = 200, commands: int = 20_000) -> None:
     with redis_url_for(settings_or_exit()) as url:
         figures = run(url, rooms, commands)
     console = Console()
-    table = Table(title=f"engine: {commands:,} commands over {rooms:,} rooms, one engine process, {SHARDS} shards")
+    table = Table(title=f"engine: {commands:,} commands over {rooms:,} rooms, one engine process, {SHARDS} shards"
+                        + (", then one projector process" if figures["projected"] else ""))
     table.add_column("path")
     table.add_column("commands/s", justify="right")
     table.add_row("raw pipelined XADD of the same entries (baseline)", f"{figures['baseline']:,.0f}")
     table.add_row("through the engine (submit -> decide -> append -> outcome -> ack)", f"{figures['engine']:,.0f}")
+    if figures["projected"]:
+        table.add_row("projector catching up on those events (started after the engine)",
+                      f"{figures['projector']:,.0f}")
+        table.add_row("engine then projector (every command in the read models)", f"{figures['projected']:,.0f}")
     console.print(table)
     console.print(
-        f"ratio engine/baseline: {figures['engine'] / figures['baseline']:.2f}  "  # type: ignore[operator]
+        f"ratio engine/baseline: {figures['engine'] / figures['baseline']:.2f}"  # type: ignore[operator]
+        + (f", engine+projector/baseline: {figures['projected'] / figures['baseline']:.2f}"  # type: ignore[operator]
+           if figures["projected"] else "")
+        + "  "
         f"(processed {figures['done']:,}: accepted {figures['accepted']:,}, rejected {figures['rejected']:,}, "
         f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,}; "
         f"latency p50 {figures['p50']}, p99 {figures['p99']})"
