@@ -1,0 +1,95 @@
+"""RoomService.handle_many (the engine's batch path) decides exactly what one-by-one handling decides."""
+
+from __future__ import annotations
+
+from counter_ruleset import CounterDecider
+
+from events import codec
+from services.rooms import CommandRecord, Outcome, RoomService
+from services.store.memory_store import MemoryEventStore
+
+SEED = b"k" * 32
+
+
+def cmd(room: str, index: int, body: dict, command_id: str | None = None, player: str = "ann") -> CommandRecord:
+    return CommandRecord(command_id=command_id or f"{room}-{index}", room=room, player=player,
+                         server_time_ms=1_000 + index, body=body)
+
+
+def script() -> list[CommandRecord]:
+    records = []
+    for room in ("r1", "r2", "r3"):
+        records += [cmd(room, 0, {"kind": "create_room", "ruleset": "counter"}), cmd(room, 1, {"kind": "join_room"})]
+    for index in range(2, 12):
+        for room in ("r1", "r2", "r3"):
+            body = {"kind": "roll", "dice": 2} if index % 3 == 0 else {"kind": "add", "amount": index % 4}
+            records.append(cmd(room, index, body))  # amount 0 every fourth command: refused
+    records.append(cmd("nowhere", 0, {"kind": "join_room"}))  # refused: no such room
+    records.insert(10, records[8])  # the same command id twice in one batch
+    return records
+
+
+async def seeded_store() -> MemoryEventStore:
+    store = MemoryEventStore()
+    for room in ("r1", "r2", "r3"):
+        await store.save_seed(room, SEED)
+    return store
+
+
+async def test_a_batch_decides_byte_for_byte_what_one_by_one_handling_decides() -> None:
+    one_by_one_store, batch_store = await seeded_store(), await seeded_store()
+    one_by_one = RoomService(one_by_one_store)
+    for record in script():
+        await one_by_one.handle(record)
+
+    service = RoomService(batch_store, snapshot_every=5)
+    records = script()
+    results = await service.handle_many(records[:20]) + await service.handle_many(records[20:])
+    deferred = [record for record, result in zip(records, results, strict=True) if result is None]
+    assert [r.command_id for r in deferred] == [records[10].command_id]
+    replay = await service.handle(deferred[0])
+    assert replay.duplicate
+    assert all(isinstance(r, Outcome) for r in results if r is not None)
+    for room in ("r1", "r2", "r3"):
+        assert await batch_store.read_raw(room) == await one_by_one_store.read_raw(room)
+        assert await batch_store.commands(room) == await one_by_one_store.commands(room)
+        assert await batch_store.rejections(room) == await one_by_one_store.rejections(room)
+    refused = [r.error["code"] for r in results if isinstance(r, Outcome) and not r.accepted]
+    assert refused.count("counter.amount_not_positive") == 6 and "room_not_found" in refused
+
+
+async def test_a_conflict_in_a_batch_is_caught_up_and_decided_again_alone() -> None:
+    store = await seeded_store()
+    engine, intruder = RoomService(store), RoomService(store)
+    await engine.handle_many([cmd("r1", 0, {"kind": "create_room", "ruleset": "counter"}),
+                              cmd("r1", 1, {"kind": "join_room"})])
+    await intruder.handle(cmd("r1", 2, {"kind": "add", "amount": 5}, command_id="intruder"))
+    results = await engine.handle_many([cmd("r1", 3, {"kind": "add", "amount": 1}),
+                                        cmd("r1", 4, {"kind": "add", "amount": 2})])
+    assert results == [None, None] and engine.conflicts == 1
+    outcomes = [await engine.handle(cmd("r1", i, {"kind": "add", "amount": i - 2})) for i in (3, 4)]
+    assert [(o.first_version, o.accepted) for o in outcomes] == [(4, True), (5, True)]
+    state, _ = await RoomService(store).load("r1")
+    assert state.game.total == 8
+
+
+async def test_a_failing_command_holds_back_its_room_only(monkeypatch) -> None:
+    store = await seeded_store()
+    service = RoomService(store)
+    await service.handle_many([cmd(r, 0, {"kind": "create_room", "ruleset": "counter"}) for r in ("r1", "r2")]
+                              + [cmd(r, 1, {"kind": "join_room"}) for r in ("r1", "r2")])
+    original = CounterDecider.decide
+
+    def fragile(self, state, command, ctx):
+        if getattr(command, "amount", None) == 13:
+            raise ZeroDivisionError("thirteen")
+        return original(self, state, command, ctx)
+
+    monkeypatch.setattr(CounterDecider, "decide", fragile)
+    results = await service.handle_many([
+        cmd("r1", 2, {"kind": "add", "amount": 13}), cmd("r2", 2, {"kind": "add", "amount": 1}),
+        cmd("r1", 3, {"kind": "add", "amount": 1}), cmd("r2", 3, {"kind": "add", "amount": 1}),
+    ])
+    assert isinstance(results[0], ZeroDivisionError) and results[2] is None
+    assert isinstance(results[1], Outcome) and isinstance(results[3], Outcome) and results[3].last_version == 4
+    assert codec.decode_event((await store.read("r2"))[-1]).amount == 1
