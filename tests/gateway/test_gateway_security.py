@@ -121,15 +121,15 @@ def test_oversized_and_malformed_bodies_get_clear_4xx_and_change_nothing(api: Te
 def test_rule_refusal_from_the_engine_is_422_with_code_and_field(api: TestClient, board: dict) -> None:
     room, token = board["room"], board["token"]
     before = version(api, room)
-    # Zero-based (1, 1) is a mountain.
+    # Row -1 puts the anchor off the map whatever the element's shape.
     refused = assert_refused(
-        api.post(f"/rooms/{room}/commands", json={"command": {"kind": "place_element", "row": 1, "column": 1},
-                                                   "command_id": "on-the-mountain"}, headers=auth(token)),
-        422, "board.overlaps_mountain")
-    assert refused["command_id"] == "on-the-mountain" and refused["field"]
+        api.post(f"/rooms/{room}/commands", json={"command": {"kind": "place_element", "row": -1, "column": 0},
+                                                   "command_id": "off-the-map"}, headers=auth(token)),
+        422, "board.off_map")
+    assert refused["command_id"] == "off-the-map" and refused["field"] == "row"
     # The outcome stays answerable by id, and resending the id replays it rather than deciding again.
-    again = api.get(f"/rooms/{room}/commands/on-the-mountain", headers=auth(token))
-    assert again.status_code == 422 and again.json()["code"] == "board.overlaps_mountain"
+    again = api.get(f"/rooms/{room}/commands/off-the-map", headers=auth(token))
+    assert again.status_code == 422 and again.json()["code"] == "board.off_map"
     assert version(api, room) == before
 
 
@@ -171,7 +171,7 @@ def test_health_metrics_and_openapi(api: TestClient, board: dict) -> None:
                  "almanac_command_rejects_total", "almanac_projector_lag_ms", "almanac_engine_up 1"):
         assert name in text, name
     assert 'outcome="accepted"' in text and 'outcome="rejected"' in text
-    assert 'code="board.overlaps_mountain"' in text  # refused in an earlier test of this module
+    assert 'code="board.off_map"' in text  # refused in an earlier test of this module
     document = api.get("/openapi.json").json()
     assert "/rooms/{room}/commands" in document["paths"]
     assert "CommandRequest" in document["components"]["schemas"]
