@@ -17,7 +17,7 @@ from events import codec, room as room_rules
 from events.room import RoomState
 from projections.keys import ModelKeys, StoreKeys
 from projections.models import RoomUpdate, project_room
-from projections.source import state_at
+from projections.source import read_ranges, state_at
 from projections.store import encode_json, queue_update, text
 
 START = "0-0"
@@ -144,9 +144,18 @@ class Projector:
         staged: dict[str, RoomState] = {}
         before: dict[str, RoomState | None] = {}
         events: dict[str, list] = {}
-        parsed = [(text(_field(fields, "r")), int(_field(fields, "v")), fields) for _, fields in entries]
+        references = [
+            (text(_field(fields, "r")), int(_field(fields, "v")), int(_field(fields, "l"))) for _, fields in entries
+        ]
+        parsed = [
+            (room, envelope.version, envelope)
+            for (room, _, _), envelopes in zip(
+                references, await read_ranges(self.client, self.store_keys, references), strict=True
+            )
+            for envelope in envelopes
+        ]
         projected = await self._projected_versions(shard, sorted({room for room, _, _ in parsed}))
-        for room, version, fields in parsed:
+        for room, version, envelope in parsed:
             if version <= projected.get(room, 0):
                 continue  # a rebuild already projected this version (it resets the checkpoint to an earlier entry)
             current = staged[room] if room in staged else await self._state_before(room, version)
@@ -155,7 +164,6 @@ class Projector:
             if room not in before:
                 before[room] = current
                 events[room] = []
-            envelope = codec.decode_envelope(_field(fields, "e"), room, version)
             event = codec.decode_event(envelope)
             staged[room] = room_rules.evolve(current, event, room, version)
             events[room].append((envelope, event))

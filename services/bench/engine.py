@@ -27,15 +27,15 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
     from events import registry  # noqa: PLC0415
     from services.bench.trivial import TRIVIAL  # noqa: PLC0415
-    from services.engine.connection import engine_client  # noqa: PLC0415
     from services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
     from services.logging import configure_logging  # noqa: PLC0415
+    from services.redis_client import connect  # noqa: PLC0415
 
     registry.register(TRIVIAL)
     configure_logging("json", "warning")
 
     async def serve() -> None:
-        client = engine_client(url)
+        client = connect(url)
         engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
                                              batch_size=batch_size, prefix=prefix, lease_ms=5_000))
         await engine.start()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
-from services.engine.connection import engine_client
 from services.engine.worker import Engine, EngineConfig, default_engine_name
 from services.logging import get_logger
 from services.redis_client import connect
@@ -39,7 +38,7 @@ def build_app(settings: Settings, redis_url: str) -> FastStream:
 
     @app.after_startup
     async def start_engine() -> None:
-        client = connect(redis_url, cluster=True) if settings.redis_cluster else engine_client(redis_url)
+        client = connect(redis_url, cluster=settings.redis_cluster)
         engine = Engine(client, engine_config(settings))
         running["client"], running["engine"] = client, engine
         await engine.start()

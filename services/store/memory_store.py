@@ -20,7 +20,8 @@ class MemoryEventStore:
         self._rejections: dict[str, list[bytes]] = {}
         self._snapshots: dict[str, dict[int, bytes]] = {}
         self._seeds: dict[str, bytes] = {}
-        self.feed: list[tuple[str, int, bytes]] = []
+        # One entry per append, as on Redis: (room, first version, last version).
+        self.feed: list[tuple[str, int, int]] = []
         self._lock = asyncio.Lock()
 
     async def append(
@@ -38,10 +39,9 @@ class MemoryEventStore:
             log = self._events.setdefault(room, [])
             if len(log) != expected_version:
                 raise VersionConflict(room, expected_version, len(log))
-            for offset, envelope in enumerate(envelopes, start=1):
-                data = codec.encode_envelope(envelope)
-                log.append(data)
-                self.feed.append((room, expected_version + offset, data))
+            encoded = [codec.encode_envelope(envelope) for envelope in envelopes]
+            log.extend(encoded)
+            self.feed.append((room, expected_version + 1, expected_version + len(encoded)))
             outcome = StoredOutcome(
                 room=room, first_version=expected_version + 1, last_version=expected_version + len(envelopes)
             )

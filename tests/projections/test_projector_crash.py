@@ -48,7 +48,7 @@ async def assert_models_match_their_checkpoints(client) -> None:
         expected: dict[bytes, bytes] = {}
         if checkpoint is not None:
             for _, fields in await client.xrange(store_keys.feed(shard), "-", checkpoint):
-                expected[fields[b"r"]] = fields[b"v"]
+                expected[fields[b"r"]] = fields[b"l"]
         assert await client.hgetall(keys.versions(shard)) == expected
 
 
