@@ -68,14 +68,6 @@ def _projector_process(url: str, prefix: str) -> None:
         pass
 
 
-def _has_projector() -> bool:
-    try:
-        from projections.worker import Projector  # noqa: F401, PLC0415
-    except ImportError:
-        return False
-    return True
-
-
 def _commands(rooms: int, commands: int, now_ms: int) -> list[CommandRecord]:
     """Per room: create, join, then additions; interleaved across rooms like many players at once."""
     records = []
@@ -197,7 +189,7 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100) -> dict[str,
         workers[-1].start()
 
     try:
-        return asyncio.run(_measure(url, rooms, commands, prefix, start_projector if _has_projector() else None))
+        return asyncio.run(_measure(url, rooms, commands, prefix, start_projector))
     finally:
         for worker in workers:
             worker.terminate()

@@ -12,7 +12,8 @@ from services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, running_s
 from services.settings import Settings, SettingsError, load_settings
 
 console = Console()
-error_console = Console(stderr=True)
+# soft_wrap: an error is one line even when stderr is not a terminal (no wrapping at 80 columns).
+error_console = Console(stderr=True, soft_wrap=True)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

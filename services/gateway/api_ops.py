@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from services.engine import metrics as engine_metrics
 from services.gateway.api_rooms import gateway
 from services.gateway.context import Gateway
 from services.gateway.errors import json_response
@@ -19,21 +20,10 @@ log = get_logger("almanac.gateway")
 STALE_AFTER_S = 15.0
 
 
-def _engine_keys() -> Any:
-    try:
-        from services.engine import metrics as engine_metrics  # noqa: PLC0415 - the engine may be absent
-    except ImportError:
-        return None
-    return engine_metrics
-
-
 async def _engines(gw: Gateway) -> dict[str, Any]:
     """Engines that registered and whose heartbeat has not expired (the key lives 3 leases)."""
-    keys = _engine_keys()
-    if keys is None:
-        return {"ok": False, "reason": "the engine package is not installed", "engines": []}
-    names = sorted(n.decode() for n in await gw.client.smembers(keys.engines_key()))
-    beats = await gw.client.mget([keys.heartbeat_key(n) for n in names]) if names else []
+    names = sorted(n.decode() for n in await gw.client.smembers(engine_metrics.engines_key()))
+    beats = await gw.client.mget([engine_metrics.heartbeat_key(n) for n in names]) if names else []
     now_ms = time.time() * 1000
     engines = []
     for raw in beats:
@@ -48,8 +38,6 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
 
 
 async def _projector(gw: Gateway) -> dict[str, Any]:
-    if gw.read_models is None:
-        return {"ok": False, "reason": "the projections package is not installed"}
     status = await gw.read_models.status()
     return {"ok": bool(status.get("alive")), **status}
 
@@ -84,20 +72,18 @@ async def _scrape_engine_and_projector(gw: Gateway) -> list[str]:
     engine = await _engines(gw)
     lines += ["# HELP almanac_engine_up Engines with a live heartbeat.", "# TYPE almanac_engine_up gauge",
               f"almanac_engine_up {len(engine['engines'])}"]
-    keys = _engine_keys()
-    if keys is not None and engine["engines"]:
+    if engine["engines"]:
         lines += ["# HELP almanac_engine_counter Engine counters (commands, rejects, conflicts, latency buckets).",
                   "# TYPE almanac_engine_counter counter"]
         for beat in engine["engines"]:
-            counters = await gw.client.hgetall(keys.metrics_key(beat["name"]))
+            counters = await gw.client.hgetall(engine_metrics.metrics_key(beat["name"]))
             for field, value in sorted(counters.items()):
                 lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
                              f"{int(value)}")
-    if gw.read_models is not None:
-        status = await gw.read_models.status()
-        lines += ["# HELP almanac_projector_lag_ms Age of the newest feed entry the projector has not applied.",
-                  "# TYPE almanac_projector_lag_ms gauge"]
-        lines += [f'almanac_projector_lag_ms{{shard="{s["shard"]}"}} {s["lag_ms"]}' for s in status["shards"]]
-        lines += ["# HELP almanac_projector_up Projectors with a live heartbeat.", "# TYPE almanac_projector_up gauge",
-                  f"almanac_projector_up {len(status['projectors'])}"]
+    status = await gw.read_models.status()
+    lines += ["# HELP almanac_projector_lag_ms Age of the oldest feed entry the projector has not applied.",
+              "# TYPE almanac_projector_lag_ms gauge"]
+    lines += [f'almanac_projector_lag_ms{{shard="{s["shard"]}"}} {s["lag_ms"]}' for s in status["shards"]]
+    lines += ["# HELP almanac_projector_up Projectors with a live heartbeat.", "# TYPE almanac_projector_up gauge",
+              f"almanac_projector_up {len(status['projectors'])}"]
     return lines

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from events import codec, registry
 from events.hashing import state_hash
+from events.realm import audit as realm_audit
 from services.gateway.api_rooms import RoomId, gateway
 from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 from services.gateway.context import Gateway, bearer
 from services.gateway.errors import ApiError, json_response
 from services.gateway.rooms import auditor_event, player_event, room_summary
 from services.gateway.schemas import NAME_PATTERN
+from services.verify import verify_room
 
 router = APIRouter(tags=["queries"])
 MAX_EVENTS_PAGE = 5_000
@@ -26,12 +25,6 @@ async def _state(gw: Gateway, room: str):
     if state is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     return state
-
-
-def _read_models(gw: Gateway) -> Any:
-    if gw.read_models is None:
-        raise ApiError(503, "projections_unavailable", "the read models (projections package) are not installed")
-    return gw.read_models
 
 
 @router.get("/rooms/{room}/view", summary="The room as the calling player may see it (hidden information left out)")
@@ -144,14 +137,10 @@ async def room_rejections(request: Request, room: str = RoomId) -> Response:
 async def trade_story(request: Request, room: str = RoomId, trade: str = Path(max_length=100)) -> Response:
     gw = gateway(request)
     gw.auditor(bearer(request), room)
-    try:
-        audit = importlib.import_module("events.realm.audit")
-    except ImportError:
-        raise ApiError(503, "trade_audit_unavailable", "the realm rule-set's trade audit is not installed") from None
     events = [codec.decode_event(e) for e in await gw.store.read(room)]
     if not events:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    story = audit.trade_story(events, trade)
+    story = realm_audit.trade_story(events, trade)
     if not story:
         raise ApiError(404, "trade_not_found", f"room {room!r} has no trade {trade!r}", "trade")
     return json_response({"room": room, "trade": trade, "story": codec.to_builtins(story)})
@@ -163,14 +152,7 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
     claims = gw.reader_for(bearer(request), room)
     if await gw.store.latest_version(room) == 0:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    try:
-        verify = importlib.import_module("services.verify")
-    except ImportError:
-        raise ApiError(503, "verification_unavailable", "services.verify is not installed") from None
-    result = await verify.verify_room(gw.store, room)
-    body = codec.to_builtins(result)
-    if not isinstance(body, dict):
-        body = {"result": body}
+    body = codec.to_builtins(await verify_room(gw.store, room))
     divergence = body.get("divergence")
     if claims.role != ROLE_AUDITOR and isinstance(divergence, dict):
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.
@@ -184,13 +166,13 @@ async def leaderboard(request: Request, ruleset: str, limit: int = Query(20, ge=
     if ruleset not in registry.names():
         raise ApiError(404, "unknown_ruleset", f"no rule-set {ruleset!r}; known: {', '.join(registry.names())}",
                        "ruleset")
-    entries = await _read_models(gw).leaderboard(ruleset, limit)
+    entries = await gw.read_models.leaderboard(ruleset, limit)
     return json_response({"ruleset": ruleset, "leaderboard": codec.to_builtins(entries)})
 
 
 @router.get("/claims", summary="The claim registry: which claim and parcels each player owns (projection)")
 async def claim_registry(request: Request, owner: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
-    entries = await _read_models(gateway(request)).claim_registry(owner)
+    entries = await gateway(request).read_models.claim_registry(owner)
     return json_response({"owner": owner, "claims": codec.to_builtins(entries)})
 
 
@@ -204,5 +186,5 @@ async def trade_ledger(
     # Ledger rows carry each step's full detail (holdings after a trade): secrets of both cities.
     # Players see their own trades in their view.
     gw.auditor(bearer(request), room or ANY_ROOM)
-    entries = await _read_models(gw).trade_ledger(room=room, trade=trade)
+    entries = await gw.read_models.trade_ledger(room=room, trade=trade)
     return json_response({"room": room, "trade": trade, "trades": codec.to_builtins(entries)})

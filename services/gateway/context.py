@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
 
 import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 
+from projections.read import ReadModels
 from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from services.gateway.errors import ApiError
 from services.gateway.metrics import GatewayMetrics
@@ -43,7 +43,7 @@ class Gateway:
         self.reader = RoomReader(self.store)
         self.signer = signer
         self.metrics = GatewayMetrics()
-        self.read_models: Any = _read_models(client, settings.shard_count)
+        self.read_models = ReadModels(client, settings.shard_count)
         self.outcomes = OutcomeWaiter(client, self.keys)
 
     # --- authentication ------------------------------------------------------------------------
@@ -109,14 +109,6 @@ class Gateway:
                     duplicate=True,
                 )
         return outcome
-
-
-def _read_models(client: aioredis.Redis, shard_count: int) -> Any:
-    try:
-        from projections.read import ReadModels  # noqa: PLC0415 - the projector may not be installed
-    except ImportError:
-        return None
-    return ReadModels(client, shard_count)
 
 
 def bearer(request: Request | WebSocket) -> str | None:

@@ -142,9 +142,8 @@ def test_game_over_http_matches_the_fold_of_the_log(api: TestClient, stack, tabl
             view = api.get(f"/rooms/{room}/view", headers=auth(token)).json()
             assert view["version"] == state.version and view["player"] == player
             assert view["view"] == as_json(decider.view(state.game, player))
-        if importlib.util.find_spec("services.verify") is not None:
-            report = api.get(f"/rooms/{room}/verification", headers=auth(table.seated(room)[0][1])).json()
-            assert report["ok"] is True and report["room"] == room, report
+        report = api.get(f"/rooms/{room}/verification", headers=auth(table.seated(room)[0][1])).json()
+        assert report["ok"] is True and report["room"] == room, report
         scores = api.get(f"/rooms/{room}/scores").json()
         assert scores["scores"] == as_json(decider.scores(state.game))
         assert api.get(f"/rooms/{room}", headers={}).json()["players"] == list(state.players)
@@ -175,7 +174,6 @@ def live_feed(api: TestClient, room: str, token: str, from_version: int, count: 
         return [socket.receive_json() for _ in range(count)]
 
 
-@pytest.mark.skipif("board" not in landed_rulesets(), reason="board rule-set not landed")
 def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, auditor: str,
                                                    tables: dict[str, Table]) -> None:
     table = tables["board"]
@@ -199,7 +197,6 @@ def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, audit
     assert audited == deck
 
 
-@pytest.mark.skipif("realm" not in landed_rulesets(), reason="realm rule-set not landed")
 def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables: dict[str, Table]) -> None:
     from events.realm import SECRET_FIELDS, blank, parties  # noqa: PLC0415
 
@@ -230,7 +227,6 @@ def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables:
     assert checked, "alice's game produced no secret-bearing event; play longer"
 
 
-@pytest.mark.skipif("board" not in landed_rulesets(), reason="board rule-set not landed")
 def test_live_reconnect_from_last_version_misses_nothing_and_repeats_nothing(api: TestClient, auditor: str) -> None:
     created = api.post("/rooms", json={"ruleset": "board", "player": "carol", "challenge": "live-test"})
     room, token = created.json()["room"], created.json()["token"]
@@ -282,7 +278,6 @@ def wait_until(fetch, done, timeout_s: float = 15.0):
         time.sleep(0.2)
 
 
-@pytest.mark.skipif("claim" not in landed_rulesets(), reason="claim rule-set not landed")
 def test_claim_registry_lists_each_owner_claim(api: TestClient, tables: dict[str, Table]) -> None:
     table = tables["claim"]
     for player in table.players:
@@ -290,7 +285,6 @@ def test_claim_registry_lists_each_owner_claim(api: TestClient, tables: dict[str
         assert [c["owner"] for c in claims] == [player] and claims[0]["room"] in table.rooms
 
 
-@pytest.mark.skipif("realm" not in landed_rulesets(), reason="realm rule-set not landed")
 def test_realm_trades_in_the_ledger_and_told_to_auditors(api: TestClient, stack, auditor: str,
                                                          tables: dict[str, Table]) -> None:
     table = tables["realm"]

@@ -106,7 +106,6 @@ async def test_the_trade_ledger_has_one_row_per_trade_step_with_dice_and_transfe
     assert await models.trade_ledger(room="nowhere") == []
 
 
-@pytest.mark.skipif("claim" not in available_rulesets(), reason="the claim rule-set has not landed")
 async def test_the_claim_registry_lists_each_owners_claims_and_parcels(redis_client, service):
     await open_room(service, "north-40", "claim", ["alice"], options={"block": "North Forty"})
     await open_room(service, "creek", "claim", ["bob"])
@@ -197,7 +196,6 @@ async def test_health_figures_show_a_stalled_shard_lagging_and_a_caught_up_one_a
     assert status["projectors"][0]["stats"]["events_per_s"] == 12.5
 
 
-@pytest.mark.skipif("realm" not in available_rulesets(), reason="the realm rule-set has not landed")
 async def test_every_realm_trade_step_in_the_log_has_exactly_one_ledger_row(redis_client, service):
     await open_room(service, "realm-1", "realm", ["alice", "bob"])
     await play(service, "realm-1", "realm", 120, ["alice", "bob"])
