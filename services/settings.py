@@ -66,6 +66,19 @@ _POSITIVE = {"shard_count", "snapshot_every", "lease_ms", "batch_size", "max_att
 _LOG_LEVELS = {"debug", "info", "warning", "error"}
 
 
+def _allowed(field: str) -> str:
+    """What a setting accepts, in words."""
+    annotation = str(Settings.__annotations__[field])
+    if annotation == "int":
+        return "use a whole number"
+    if annotation == "bool":
+        return "use true or false"
+    if annotation.startswith("Literal["):
+        choices = annotation[len("Literal["):-1].replace("'", "")
+        return f"use one of: {choices}"
+    return f"expected {annotation}"
+
+
 def load_settings(environ: dict[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``environ`` (default ``os.environ``); raises SettingsError listing every bad value."""
     environ = dict(os.environ if environ is None else environ)
@@ -77,9 +90,8 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: object) ->
             continue
         try:
             values[field] = getattr(msgspec.convert({field: raw}, Settings, strict=False), field)
-        except msgspec.ValidationError as error:
-            allowed = Settings.__annotations__[field]
-            problems.append(f"{variable}={raw!r} is not valid: {str(error).split(' - at')[0]} (expected {allowed})")
+        except msgspec.ValidationError:
+            problems.append(f"{variable}={raw!r} is not valid: {_allowed(field)}")
     values.update({k: v for k, v in overrides.items() if v is not None})
     for field in _POSITIVE:
         if field in values and int(values[field]) <= 0:  # type: ignore[arg-type]
