@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 import pytest
+from test_sectors_support import colony, refusal, sector, setup_refusal
 
 from events import room
 from events.dice import ScriptedDice
@@ -16,38 +15,6 @@ from events.sectors.data import BUILDING_NAMES, DEFAULT_STARTING_STOCK, SECTOR_T
 from events.sectors.events import BuildingBuilt, BuildingDemolished, PeopleMoved, SeasonEnded, SectorExplored
 from events.sectors.sandbox import Sandbox
 from events.sectors.state import Goods
-
-PLENTY = {"food": 10_000, "wood": 10_000, "gold": 10_000, "lumber": 1_000, "coins": 1_000}
-
-
-def colony(*sectors: dict[str, Any], stock: dict[str, int] | None = None, **more: Any) -> Sandbox:
-    setup = {"stock": PLENTY if stock is None else stock, "sectors": list(sectors), **more}
-    return Sandbox({"setup": setup})
-
-
-def sector(kind: str, population: int, *buildings: str, row: int = 0, column: int = 0) -> dict:
-    return {
-        "row": row,
-        "column": column,
-        "type": kind,
-        "population": population,
-        "buildings": list(buildings),
-    }
-
-
-def refusal(game: Sandbox, command: Any, **kwargs: Any) -> RuleError:
-    before = game.state
-    with pytest.raises(RuleError) as caught:
-        game.play(command, **kwargs)
-    assert game.state is before, "a refused command changes nothing"
-    return caught.value
-
-
-def setup_refusal(options: dict[str, Any]) -> RuleError:
-    with pytest.raises(RuleError) as caught:
-        Sandbox(options)
-    return caught.value
-
 
 # --- a new colony -----------------------------------------------------------------------------
 

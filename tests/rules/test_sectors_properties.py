@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from test_sectors_support import stored
 
 from events import codec, room
 from events.dice import Dice
-from events.envelope import Envelope
 from events.errors import RuleError
 from events.hashing import state_hash
 from events.sectors import DECIDER
@@ -97,20 +97,8 @@ def assert_within_the_rules(game: Sandbox) -> None:
 def replay(game: Sandbox) -> room.RoomState:
     """Every recorded event through the codec (as the store keeps it) and folded from the start."""
     state = None
-    for version, event in game.log:
-        kind, payload = codec.encode_event(event)
-        envelope = Envelope(
-            room=game.room_id,
-            version=version,
-            ruleset="sectors",
-            type=kind,
-            payload=payload,
-            command_id=f"c{version}",
-            player="owner",
-            server_time_ms=version,
-            previous_hash="",
-        )
-        state = room.evolve(state, codec.decode_event(envelope), game.room_id, version)
+    for envelope in stored(game):
+        state = room.evolve(state, codec.decode_event(envelope), game.room_id, envelope.version)
     assert state is not None
     return state
 

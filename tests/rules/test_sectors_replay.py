@@ -12,13 +12,14 @@ from typing import Any
 
 import msgspec
 import pytest
+from test_sectors_support import stored as stored_log
 
 from events import codec, room
 from events.decider import Context
 from events.dice import Dice, seed_commitment
-from events.envelope import GENESIS_HASH, Envelope
+from events.envelope import GENESIS_HASH
 from events.errors import RuleError
-from events.hashing import first_broken_link, seal, state_hash
+from events.hashing import first_broken_link, state_hash
 from events.sectors import DECIDER
 from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
 from events.sectors.sandbox import Sandbox
@@ -59,32 +60,9 @@ def played_colony() -> Sandbox:
     return game
 
 
-def envelopes(game: Sandbox) -> list[Envelope]:
-    sealed = []
-    previous = GENESIS_HASH
-    for version, event in game.log:
-        kind, payload = codec.encode_event(event)
-        envelope = seal(
-            Envelope(
-                room=game.room_id,
-                version=version,
-                ruleset="sectors",
-                type=kind,
-                payload=payload,
-                command_id=f"command-{version}",
-                player="owner",
-                server_time_ms=version * 1000,
-                previous_hash=previous,
-            )
-        )
-        previous = envelope.hash
-        sealed.append(envelope)
-    return sealed
-
-
 def test_every_event_round_trips_through_the_codec_as_a_stored_envelope():
     game = played_colony()
-    stored = envelopes(game)
+    stored = stored_log(game)
     assert {envelope.type for envelope in stored} >= {
         event_type.__struct_config__.tag for event_type in DECIDER.event_types
     }
@@ -99,7 +77,7 @@ def test_every_event_round_trips_through_the_codec_as_a_stored_envelope():
 def test_folding_the_decoded_log_from_the_start_gives_the_played_state():
     game = played_colony()
     state = None
-    for envelope in envelopes(game):
+    for envelope in stored_log(game):
         state = room.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
     assert state == game.state
     assert state_hash(state) == state_hash(game.state)
@@ -107,7 +85,7 @@ def test_folding_the_decoded_log_from_the_start_gives_the_played_state():
 
 def test_a_snapshot_decodes_to_the_same_state_and_folding_on_from_it_agrees():
     game = played_colony()
-    stored = envelopes(game)
+    stored = stored_log(game)
     middle = len(stored) // 2
     state = None
     for envelope in stored[:middle]:
@@ -135,7 +113,7 @@ def test_commands_decode_from_json_bodies_and_a_mistyped_field_is_refused_by_nam
 
 def test_the_state_hash_is_the_same_in_a_process_with_another_hash_seed():
     game = played_colony()
-    stored = [codec.encode_envelope(envelope) for envelope in envelopes(game)]
+    stored = [codec.encode_envelope(envelope) for envelope in stored_log(game)]
     script = (
         "import sys, msgspec\n"
         "from events import codec, room\n"

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+
+from test_sectors_support import colony, only
 
 from events.sectors.commands import EndSeason
 from events.sectors.data import FOREST, PRAIRIE
 from events.sectors.events import GoodsProduced, PopulationChanged, ResourcesHarvested, SeasonEnded
 from events.sectors.rules import ceil_times, floor_times
-from events.sectors.sandbox import Sandbox
 from events.sectors.state import Goods
-
-
-def colony(
-    *sectors: dict[str, Any], season: str = "spring", stock: dict[str, int] | None = None, **setup: Any
-) -> Sandbox:
-    return Sandbox(
-        {"setup": {"season": season, "stock": stock or {}, "sectors": list(sectors), **setup}, "years": 100}
-    )
-
-
-def only(events: list[Any], kind: type, row: int = 0, column: int = 0) -> Any:
-    [event] = [e for e in events if isinstance(e, kind) and (e.row, e.column) == (row, column)]
-    return event
 
 
 def test_examples_1_and_2_a_winter_forest_is_fed_and_capped_then_a_prairie_starves_and_still_grows():

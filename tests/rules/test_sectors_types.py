@@ -2,46 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from test_sectors_support import colony, only, refusal, sector
 
 from events.errors import RuleError
 from events.sectors.commands import Build, EndSeason, MovePeople
 from events.sectors.events import BuildingBuilt, GoodsProduced, PopulationChanged, ResourcesHarvested
-from events.sectors.sandbox import Sandbox
 from events.sectors.state import Goods
-
-PLENTY = {"food": 100_000, "wood": 10_000, "gold": 10_000, "lumber": 1_000, "coins": 1_000}
-
-
-def colony(*sectors: dict[str, Any], season: str = "spring", stock: dict[str, int] | None = None) -> Sandbox:
-    return Sandbox(
-        {"setup": {"season": season, "stock": PLENTY if stock is None else stock, "sectors": list(sectors)}}
-    )
-
-
-def sector(kind: str, population: int, *buildings: str, row: int = 0, column: int = 0, **more: Any) -> dict:
-    return {
-        "row": row,
-        "column": column,
-        "type": kind,
-        "population": population,
-        "buildings": list(buildings),
-        **more,
-    }
-
-
-def only(events: list[Any], kind: type, row: int = 0, column: int = 0) -> Any:
-    [event] = [e for e in events if isinstance(e, kind) and (e.row, e.column) == (row, column)]
-    return event
-
-
-def refusal(game: Sandbox, command: Any) -> RuleError:
-    with pytest.raises(RuleError) as caught:
-        game.play(command)
-    return caught.value
-
 
 # --- mountain ---------------------------------------------------------------------------------
 
