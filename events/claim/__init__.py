@@ -110,7 +110,7 @@ class ClaimDecider:
         return {
             "cash_cents": state.cash_cents,
             "deck_logs": rules.deck_logs(state),
-            "deck_board_feet": sum(lot.board_feet for lot in state.deck),
+            "deck_board_feet": rules.deck_board_feet(state),
             "board_feet_hauled": state.board_feet_hauled,
             "logs_hauled": state.logs_hauled,
             "forest_cover_parcels": cover,

@@ -5,11 +5,8 @@ from __future__ import annotations
 import msgspec
 
 
-class ParcelRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One parcel as seeded: terrain flags, and for timbered parcels the seed's draws and result.
-
-    ``age_hours`` is the seed's double, kept for audit; ``planted_ms`` is the timestamp growth reads.
-    """
+class Terrain(msgspec.Struct, frozen=True, kw_only=True):
+    """The fixed facts of one parcel: pure functions of its position (see seeding.TERRAIN)."""
 
     index: int
     name: str
@@ -17,10 +14,20 @@ class ParcelRecord(msgspec.Struct, frozen=True, kw_only=True):
     slope: bool
     meadow: bool
     road: bool
+
+
+class ParcelRecord(Terrain, frozen=True, kw_only=True):
+    """One parcel as seeded: its terrain, and for timbered parcels the seed's draws and result.
+
+    ``age_hours`` and ``planted_ms`` are the seed's doubles, exactly as its loop computes them:
+    planted = createdAt - age * 3600000, not rounded; growth reads ``planted_ms`` as the exact rational
+    a double is.
+    """
+
     old: bool = False
     age_hours: float | None = None
     species: str | None = None
-    planted_ms: int | None = None
+    planted_ms: float | None = None
 
 
 class ClaimSetup(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,7 +44,7 @@ class ParcelCut(msgspec.Struct, frozen=True, kw_only=True, tag="claim.parcel_cut
     at_ms: int
     parcel: int
     species: str
-    age_ms: int  # real age at the cut
+    age_ms: int  # real age at the cut, whole milliseconds rounded down
     grade: str
     board_feet: int
     logs: int

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -12,7 +11,7 @@ from events.claim import data
 class Stand(NamedTuple):
     """What a parcel's timber is worth at one moment."""
 
-    age_ms: int
+    age_ms: int  # real age in whole milliseconds, rounded down (for the record; nothing reads it)
     adjusted_hours: Fraction
     board_feet: int
     grade: str
@@ -23,49 +22,25 @@ class Stand(NamedTuple):
         return -(-self.board_feet // data.BOARD_FEET_PER_LOG)
 
 
-def adjusted_hours(species: str, planted_ms: int, at_ms: int) -> Fraction:
-    """Real age (clamped at zero: a timestamp before planting means a seedling) x the growth factor."""
-    return Fraction(max(0, at_ms - planted_ms), data.MS_PER_HOUR) * data.SPECIES[species].growth
+def stand(species: str, planted_ms: int | float, at_ms: int) -> Stand:
+    """The stand of ``species`` planted at ``planted_ms``, measured at the event time ``at_ms``; exact.
 
+    ``planted_ms`` is a replant's event time (an int) or the seed's double; either is an exact
+    rational n / d, so no rounding enters. With real age = (at_ms * d - n) / d ms (clamped at zero: a
+    time before planting is a seedling), the growth-adjusted age in hours is a / q with
+    a = real age x d x growth numerator and q = d x growth denominator x 3,600,000; every step below is
+    integer arithmetic over that denominator:
 
-def curve_board_feet(hours: Fraction) -> Fraction:
-    """The volume curve at ``hours`` for a stand factor of 1: linear between points, flat after."""
-    points = data.VOLUME_CURVE
-    if hours >= points[-1][0]:
-        return Fraction(points[-1][1])
-    for (h0, v0), (h1, v1) in zip(points, points[1:], strict=False):
-        if hours < h1:
-            return v0 + (v1 - v0) * (hours - h0) / (h1 - h0)
-    raise AssertionError("unreachable: hours below the last point fall in a segment")
-
-
-def grade_of(hours: Fraction) -> tuple[str, Fraction]:
-    name, factor = data.GRADES[0][1], data.GRADES[0][2]
-    for start, grade_name, grade_factor in data.GRADES:
-        if hours >= start:
-            name, factor = grade_name, grade_factor
-    return name, factor
-
-
-def stand_exact(species: str, planted_ms: int, at_ms: int) -> Stand:
-    """The definition, in Fractions: board feet rounded down, value in cents rounded down."""
-    spec = data.SPECIES[species]
-    hours = adjusted_hours(species, planted_ms, at_ms)
-    board_feet = math.floor(curve_board_feet(hours) * spec.stand)
-    grade, factor = grade_of(hours)
-    value = math.floor(Fraction(board_feet * spec.price_cents_per_mbf, 1000) * factor)
-    return Stand(max(0, at_ms - planted_ms), hours, board_feet, grade, value)
-
-
-def stand(species: str, planted_ms: int, at_ms: int) -> Stand:
-    """The same as ``stand_exact``, in integers over a common denominator (10x faster, equally exact).
-
-    adjusted hours = a / q with a = age_ms x growth numerator, q = growth denominator x ms per hour.
+    - board feet = floor(curve(a / q) x stand factor); the curve is linear between its points, flat
+      after the last;
+    - grade = the last grade whose start is at or below a / q;
+    - value in cents = floor(board feet x price per MBF / 1000 x grade factor).
     """
     spec = data.SPECIES[species]
-    age_ms = max(0, at_ms - planted_ms)
-    a = age_ms * spec.growth.numerator
-    q = spec.growth.denominator * data.MS_PER_HOUR
+    n, d = planted_ms.as_integer_ratio()
+    age = max(0, at_ms * d - n)  # real age in ms, times d
+    a = age * spec.growth.numerator
+    q = d * spec.growth.denominator * data.MS_PER_HOUR
     points = data.VOLUME_CURVE
     if a >= points[-1][0] * q:
         num, den = points[-1][1], 1
@@ -83,4 +58,4 @@ def stand(species: str, planted_ms: int, at_ms: int) -> Stand:
         if a >= start * q:
             grade, factor = grade_name, grade_factor
     value = (board_feet * spec.price_cents_per_mbf * factor.numerator) // (1000 * factor.denominator)
-    return Stand(age_ms, Fraction(a, q), board_feet, grade, value)
+    return Stand(age // d, Fraction(a, q), board_feet, grade, value)

@@ -8,7 +8,7 @@ from typing import Any
 from events.claim import data, rules
 from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
 from events.claim.growth import stand
-from events.claim.seeding import COUNTING, TERRAIN
+from events.claim.seeding import COUNTING, FARMABLE, INDEX_BY_NAME, TERRAIN
 from events.claim.state import ClaimState
 from events.decider import Context
 from events.dice import Dice
@@ -46,10 +46,9 @@ def choose_command(
 
 def _candidates(state: ClaimState, now_ms: int, dice: Dice, prove_up: bool) -> Iterator[Any]:
     # A generator, so that the costly stand valuations run only when nothing cheaper is legal.
-    meadow = [t for t in TERRAIN if t.meadow and not t.road]
-    for t in meadow:
-        if state.parcels[t.index].crop_ripe_ms is not None:
-            yield Harvest(parcel=t.name)
+    for name in FARMABLE:
+        if state.parcels[INDEX_BY_NAME[name]].crop_ripe_ms is not None:
+            yield Harvest(parcel=name)
     if prove_up:
         yield ProveUp()
     if state.deck:
@@ -62,12 +61,13 @@ def _candidates(state: ClaimState, now_ms: int, dice: Dice, prove_up: bool) -> I
     if not rules.has_building(state, "cabin"):
         yield from (Build(parcel=t.name, building="cabin") for t in bare if not t.slope)
     if not rules.has_building(state, "barn"):
-        yield Build(parcel=meadow[-1].name, building="barn")
+        yield Build(parcel=FARMABLE[-1], building="barn")
     if not rules.has_building(state, "mill") and state.cash_cents > 3 * data.BUILDINGS["mill"].cost_cents:
         yield from (Build(parcel=t.name, building="mill") for t in bare if not t.slope)
-    for t in meadow:
-        if state.parcels[t.index].crop_ripe_ms is None and state.parcels[t.index].building is None:
-            yield Farm(parcel=t.name)
+    for name in FARMABLE:
+        parcel = state.parcels[INDEX_BY_NAME[name]]
+        if parcel.crop_ripe_ms is None and parcel.building is None:
+            yield Farm(parcel=name)
     if bare and state.cash_cents >= data.REPLANT_COST_CENTS:
         t = bare[dice.randbelow(len(bare))]
         replant = data.ZONES[t.zone].replant
@@ -78,8 +78,7 @@ def _candidates(state: ClaimState, now_ms: int, dice: Dice, prove_up: bool) -> I
             parcel = state.parcels[i]
             if parcel.species is not None and parcel.planted_ms is not None:
                 value = stand(parcel.species, parcel.planted_ms, now_ms).value_cents
-                cost = data.CUT_COST_CENTS * (data.STEEP_CUT_FACTOR if TERRAIN[i].slope else 1)
-                if value >= 3 * cost:
+                if value >= 3 * rules.cut_cost(i):
                     stands.append((value, i))
         stands.sort(reverse=True)
         top = stands[:3]

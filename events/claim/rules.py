@@ -23,7 +23,7 @@ from events.claim.events import (
     TimberCruised,
 )
 from events.claim.growth import stand
-from events.claim.seeding import COUNTING, INDEX_BY_NAME, TERRAIN
+from events.claim.seeding import COUNTING, FARMABLE, INDEX_BY_NAME, TERRAIN
 from events.claim.state import ClaimState, DeckLot, Parcel
 from events.decider import Context
 from events.errors import RuleError
@@ -57,6 +57,15 @@ def cover_parcels(state: ClaimState) -> int:
 
 def deck_logs(state: ClaimState) -> int:
     return sum(lot.logs for lot in state.deck)
+
+
+def deck_board_feet(state: ClaimState) -> int:
+    return sum(lot.board_feet for lot in state.deck)
+
+
+def cut_cost(index: int) -> int:
+    """The felling crew for one parcel: double on the steep ridge."""
+    return data.CUT_COST_CENTS * (data.STEEP_CUT_FACTOR if TERRAIN[index].slope else 1)
 
 
 def standing_timber(state: ClaimState, at_ms: int) -> tuple[int, int]:
@@ -98,6 +107,11 @@ def hours_text(hours: Fraction) -> str:
 
 def dollars(cents: int) -> str:
     return f"${cents // 100}.{cents % 100:02d}"
+
+
+def minutes_until(until_ms: int, now_ms: int) -> int:
+    """Whole minutes from ``now_ms`` to ``until_ms``, rounded up."""
+    return -(-(until_ms - now_ms) // 60_000)
 
 
 # --- refusals shared by several commands ---------------------------------------------------------
@@ -166,7 +180,7 @@ def decide_cut(state: ClaimState, command: Cut, ctx: Context) -> list[Any]:
             f"(of {data.DECK_CAPACITY_LOGS}); haul the deck first",
             field="parcel",
         )
-    cost = data.CUT_COST_CENTS * (data.STEEP_CUT_FACTOR if terrain.slope else 1)
+    cost = cut_cost(index)
     _pay(state, cost, f"logging {'steep ' if terrain.slope else ''}{terrain.name}")
     return [
         ParcelCut(
@@ -185,9 +199,10 @@ def decide_cut(state: ClaimState, command: Cut, ctx: Context) -> list[Any]:
 
 def decide_haul(state: ClaimState, command: Haul, ctx: Context) -> list[Any]:
     if ctx.now_ms < state.wagon_back_ms:
-        minutes = -(-(state.wagon_back_ms - ctx.now_ms) // 60_000)
         raise RuleError(
-            "claim.wagon_away", f"the wagon is on the road and back at the landing in {minutes} minutes"
+            "claim.wagon_away",
+            f"the wagon is on the road and back at the landing in "
+            f"{minutes_until(state.wagon_back_ms, ctx.now_ms)} minutes",
         )
     if not state.deck:
         raise RuleError("claim.deck_empty", "there are no logs on the landing deck; cut a parcel first")
@@ -203,7 +218,7 @@ def decide_haul(state: ClaimState, command: Haul, ctx: Context) -> list[Any]:
         DeckHauled(
             at_ms=ctx.now_ms,
             logs=deck_logs(state),
-            board_feet=sum(lot.board_feet for lot in state.deck),
+            board_feet=deck_board_feet(state),
             gross_cents=gross,
             fee_cents=data.HAUL_FEE_CENTS,
             back_ms=ctx.now_ms + data.WAGON_TRIP_MS,
@@ -262,12 +277,11 @@ def decide_farm(state: ClaimState, command: Farm, ctx: Context) -> list[Any]:
             field="parcel",
         )
     if not terrain.meadow:
-        farmable = [t.name for t in TERRAIN if t.meadow and not t.road]
         raise RuleError(
             "claim.not_meadow",
-            f"{terrain.name} is not meadow; only the meadow can be farmed: {', '.join(farmable)}",
+            f"{terrain.name} is not meadow; only the meadow can be farmed: {', '.join(FARMABLE)}",
             field="parcel",
-            allowed=farmable,
+            allowed=list(FARMABLE),
         )
     _not_built_on(state, index)
     if parcel.crop_ripe_ms is not None:
@@ -293,9 +307,10 @@ def decide_harvest(state: ClaimState, command: Harvest, ctx: Context) -> list[An
             "claim.no_crop", f"{terrain.name} has no hay growing; farm a meadow parcel first", field="parcel"
         )
     if ctx.now_ms < parcel.crop_ripe_ms:
-        minutes = -(-(parcel.crop_ripe_ms - ctx.now_ms) // 60_000)
         raise RuleError(
-            "claim.crop_not_ripe", f"the hay on {terrain.name} is ripe in {minutes} minutes", field="parcel"
+            "claim.crop_not_ripe",
+            f"the hay on {terrain.name} is ripe in {minutes_until(parcel.crop_ripe_ms, ctx.now_ms)} minutes",
+            field="parcel",
         )
     sale = data.HAY_SALE_CENTS
     if has_building(state, "barn"):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import msgspec
 
 from events.claim import data
-from events.claim.events import ParcelRecord
+from events.claim.events import ParcelRecord, Terrain
 
 
 def parcel_name(index: int) -> str:
@@ -33,17 +31,6 @@ def zone_of(r: int, c: int) -> str:
     return "bench"
 
 
-class Terrain(msgspec.Struct, frozen=True):
-    """The fixed facts of one parcel: pure functions of its position."""
-
-    index: int
-    name: str
-    zone: str
-    slope: bool
-    meadow: bool
-    road: bool
-
-
 def _terrain(index: int) -> Terrain:
     r, c = divmod(index, data.N)
     return Terrain(
@@ -60,6 +47,8 @@ TERRAIN: tuple[Terrain, ...] = tuple(_terrain(i) for i in range(data.PARCELS))
 INDEX_BY_NAME: dict[str, int] = {t.name: t.index for t in TERRAIN}
 # The 61 parcels that count for forest cover: everything but the meadow.
 COUNTING: tuple[int, ...] = tuple(t.index for t in TERRAIN if not t.meadow)
+# The meadow parcels that may be farmed: all but the landing (A8 and C8).
+FARMABLE: tuple[str, ...] = tuple(t.name for t in TERRAIN if t.meadow and not t.road)
 
 
 class Lcg:
@@ -97,38 +86,22 @@ def seed_parcels(created_at_ms: int) -> tuple[ParcelRecord, ...]:
     """The 64 parcel records of a claim staked at ``created_at_ms``, following the seed's loop.
 
     Meadow parcels draw nothing; every other parcel draws three numbers: the old/young test, the age,
-    then the species. planted = createdAt - age * 3600000 in doubles, floored to whole milliseconds so
-    that every later timestamp is an integer (the fraction of a millisecond is below any rule's notice).
+    then the species. planted = createdAt - age * 3600000, in doubles and nothing more.
     """
     rng = Lcg(lcg_seed(created_at_ms))
-    created = float(created_at_ms)
+    created = float(created_at_ms)  # exact: a millisecond time is far below 2^53
     records: list[ParcelRecord] = []
     for t in TERRAIN:
+        terrain = msgspec.structs.asdict(t)
         if t.meadow:
-            records.append(
-                ParcelRecord(index=t.index, name=t.name, zone=t.zone, slope=t.slope, meadow=True, road=t.road)
-            )
+            records.append(ParcelRecord(**terrain))
             continue
-        if rng.rand() < data.OLD_CHANCE:
-            old = True
+        old = rng.rand() < data.OLD_CHANCE
+        if old:
             age = data.OLD_AGE_MIN_HOURS + rng.rand() * data.OLD_AGE_SPAN_HOURS
         else:
-            old = False
             age = data.YOUNG_AGE_MIN_HOURS + rng.rand() * data.YOUNG_AGE_SPAN_HOURS
         species = pick_species(t.zone, rng.rand())
         planted = created - age * float(data.MS_PER_HOUR)
-        records.append(
-            ParcelRecord(
-                index=t.index,
-                name=t.name,
-                zone=t.zone,
-                slope=t.slope,
-                meadow=False,
-                road=t.road,
-                old=old,
-                age_hours=age,
-                species=species,
-                planted_ms=math.floor(planted),
-            )
-        )
+        records.append(ParcelRecord(**terrain, old=old, age_hours=age, species=species, planted_ms=planted))
     return tuple(records)

@@ -9,7 +9,7 @@ class Parcel(msgspec.Struct, frozen=True, kw_only=True):
     """What can change on a parcel; its terrain lives in seeding.TERRAIN by index."""
 
     species: str | None = None  # None: no timber (meadow, cut, or built on)
-    planted_ms: int | None = None
+    planted_ms: int | float | None = None  # a replant's event time, or the seed's double
     building: str | None = None
     crop_ripe_ms: int | None = None  # hay growing on a meadow parcel, ripe at this time
 

@@ -76,11 +76,24 @@ def test_first_parcel_for_seed_zero_is_worked_by_hand() -> None:
     # A1 is bench (not steep, row 0). Draw 1: 0.23607 >= 0.22 -> young.
     # Draw 2: age = 1 + 0.2785669086 * 17 = 5.7356374455 hours.
     # Draw 3: 0.81953 against the bench mix running totals 0.28, 0.55, 0.70, 0.82 -> the 4th, gf.
-    # planted = 999 - 5.7356374455 * 3600000 = -20647295.80 -> floor -20647296.
+    # planted = 999 - 5.735637445468455... * 3600000 = -20647295.80368644 (bc, 30 digits): the seed's
+    # double, not rounded to a whole millisecond.
     a1 = seed_parcels(999)[0]
     assert (a1.name, a1.zone, a1.old, a1.species) == ("A1", "bench", False, "gf")
     assert a1.age_hours == 1 + (1196435762 / 2**32) * 17
-    assert a1.planted_ms == -20647296
+    assert a1.planted_ms == pytest.approx(-20647295.80368644, abs=1e-7)
+
+
+def test_planted_is_the_creation_time_minus_the_age_in_doubles_and_nothing_more() -> None:
+    # Given a claim staked at a millisecond that is not a whole second,
+    # when it is seeded,
+    # then every timbered parcel's planted time is createdAt - age * 3600000 as the seed computes it in
+    # doubles: no flooring, no rounding (the fraction of a millisecond is kept).
+    created = 1_700_000_000_123
+    parcels = seed_parcels(created)
+    timbered = [p for p in parcels if not p.meadow]
+    assert all(p.planted_ms == created - p.age_hours * 3600000 for p in timbered)
+    assert any(p.planted_ms != int(p.planted_ms) for p in timbered)
 
 
 def test_the_generator_starts_at_the_creation_time_in_whole_seconds() -> None:

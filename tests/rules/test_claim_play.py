@@ -23,7 +23,12 @@ def test_staking_a_claim_records_owner_block_time_and_every_parcel_in_room_creat
     created = game.events[0]
     assert isinstance(created, room.RoomCreated)
     setup: ClaimSetup = created.setup
-    assert (setup.owner, setup.block, setup.created_at_ms, setup.lcg_seed) == ("ann", "valley-1/NE", T0 + 250, T0 // 1000)
+    assert (setup.owner, setup.block, setup.created_at_ms, setup.lcg_seed) == (
+        "ann",
+        "valley-1/NE",
+        T0 + 250,
+        T0 // 1000,
+    )
     assert setup.parcels == seed_parcels(T0 + 250)
     assert len(setup.parcels) == 64 and [p.name for p in setup.parcels][:3] == ["A1", "B1", "C1"]
     assert DECIDER.seats(game.claim) == ("ann",)
@@ -38,7 +43,9 @@ def test_the_owner_defaults_to_the_creator_and_the_block_to_the_room() -> None:
 def test_a_clerk_may_stake_a_claim_for_another_owner_who_alone_may_join() -> None:
     game = ClaimGame.__new__(ClaimGame)
     game.room, game.owner, game.state, game.events, game.now = "claim-9", "bob", None, [], T0
-    game.do(room.CreateRoom(ruleset="claim", options={"owner": "bob", "block": "valley-1/SE"}), player="clerk")
+    game.do(
+        room.CreateRoom(ruleset="claim", options={"owner": "bob", "block": "valley-1/SE"}), player="clerk"
+    )
     assert game.refuse(room.JoinRoom(), player="clerk").code == "no_seat"
     game.do(room.JoinRoom(), player="bob")
     assert game.claim.owner == "bob" and game.state.players == ("bob",)
@@ -62,7 +69,11 @@ def test_cutting_sends_the_stands_logs_to_the_landing_deck_and_leaves_the_parcel
     assert game.parcel("C1").species is None
     assert game.claim.cash_cents == 8_500
     resources = DECIDER.resources(game.claim)
-    assert (resources["deck_logs"], resources["deck_board_feet"], resources["forest_cover_parcels"]) == (78, 15_558, 60)
+    assert (resources["deck_logs"], resources["deck_board_feet"], resources["forest_cover_parcels"]) == (
+        78,
+        15_558,
+        60,
+    )
 
 
 def test_logging_the_steep_ridge_costs_double() -> None:
@@ -186,8 +197,15 @@ def test_every_event_round_trips_through_the_codec_and_the_state_through_a_snaps
     for version, event in enumerate(game.events, start=1):
         tag, payload = codec.encode_event(event)
         envelope = Envelope(
-            room="claim-1", version=version, ruleset="claim", type=tag, payload=payload,
-            command_id="c", player="ann", server_time_ms=0, previous_hash="",
+            room="claim-1",
+            version=version,
+            ruleset="claim",
+            type=tag,
+            payload=payload,
+            command_id="c",
+            player="ann",
+            server_time_ms=0,
+            previous_hash="",
         )
         assert codec.decode_event(envelope) == event
     assert fold_events("claim-1", game.events) == game.state
@@ -202,15 +220,34 @@ def test_commands_decode_from_json_with_their_fields() -> None:
         parcel="C1", species="df"
     )
     assert codec.decode_command("claim", {"kind": "haul"}) == Haul()
-    assert set(codec.command_kinds("claim")) >= {"cut", "haul", "replant", "farm", "harvest", "build", "cruise", "prove_up"}
+    assert set(codec.command_kinds("claim")) >= {
+        "cut",
+        "haul",
+        "replant",
+        "farm",
+        "harvest",
+        "build",
+        "cruise",
+        "prove_up",
+    }
 
 
 def test_the_example_scenario_runs_with_one_refusal_and_ends_proved_up() -> None:
-    lines = [json.loads(line) for line in EXAMPLE.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    lines = [
+        json.loads(line)
+        for line in EXAMPLE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     head, commands = lines[0], lines[1:]
     assert head["ruleset"] == "claim" and 15 <= len(commands) <= 30
     game = ClaimGame.__new__(ClaimGame)
-    game.room, game.owner, game.state, game.events, game.now = head["room"], head["player"], None, [], head["time_ms"]
+    game.room, game.owner, game.state, game.events, game.now = (
+        head["room"],
+        head["player"],
+        None,
+        [],
+        head["time_ms"],
+    )
     game.do(
         room.CreateRoom(ruleset="claim", options=head["options"], challenge=head["challenge"]),
         player=head["player"],

@@ -87,8 +87,12 @@ def test_any_staking_time_seeds_a_valid_claim(created: int) -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(created=st.integers(10**12, 2 * 10**12), step=st.integers(5 * MINUTE, 2 * HOUR), salt=st.text(max_size=8))
-def test_the_policy_always_chooses_a_legal_command_until_the_claim_is_proved_up(created: int, step: int, salt: str) -> None:
+@given(
+    created=st.integers(10**12, 2 * 10**12), step=st.integers(5 * MINUTE, 2 * HOUR), salt=st.text(max_size=8)
+)
+def test_the_policy_always_chooses_a_legal_command_until_the_claim_is_proved_up(
+    created: int, step: int, salt: str
+) -> None:
     game = ClaimGame(created_ms=created)
     for turn in range(80):
         at = game.advance(step)

@@ -54,6 +54,13 @@ def test_a_proved_up_claim_refuses_everything() -> None:
     with pytest.raises(RuleError) as error:
         DECIDER.decide(game.claim, Cruise(), _ctx(at=T0 + 49 * HOUR))
     assert error.value.code == "claim.proved_up"
+    # The docs name the refusal the room gives first.
+    [row] = [
+        line
+        for line in (ROOT / "docs" / "rules" / "claim.md").read_text().splitlines()
+        if "`claim.proved_up`" in line
+    ]
+    assert "`room_ended`" in row and "game_over" not in row
 
 
 @pytest.mark.parametrize(
@@ -224,7 +231,9 @@ def test_proving_up_needs_a_cabin_two_days_and_half_the_cover() -> None:
         DECIDER.decide(stripped, ProveUp(), _ctx(at=T0 + 48 * HOUR))
     assert refused.value.code == "claim.cover_too_low" and "only 30 of 61" in refused.value.message
     parcels[COUNTING[0]] = Parcel(species="df", planted_ms=T0)
-    DECIDER.decide(msgspec.structs.replace(stripped, parcels=tuple(parcels)), ProveUp(), _ctx(at=T0 + 48 * HOUR))
+    DECIDER.decide(
+        msgspec.structs.replace(stripped, parcels=tuple(parcels)), ProveUp(), _ctx(at=T0 + 48 * HOUR)
+    )
 
 
 @pytest.mark.parametrize(

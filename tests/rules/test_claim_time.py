@@ -127,7 +127,15 @@ def test_evolve_reads_only_the_events_fields() -> None:
     game = ClaimGame()
     # A recorded cut is applied as written, however the stand would measure now.
     recorded = ParcelCut(
-        at_ms=T0 + 5 * HOUR, parcel=2, species="df", age_ms=1, grade="poles", board_feet=7, logs=1, value_cents=3, cost_cents=11
+        at_ms=T0 + 5 * HOUR,
+        parcel=2,
+        species="df",
+        age_ms=1,
+        grade="poles",
+        board_feet=7,
+        logs=1,
+        value_cents=3,
+        cost_cents=11,
     )
     after = DECIDER.evolve(game.claim, recorded)
     assert after.deck[0].board_feet == 7 and after.cash_cents == 10_000 - 11
@@ -138,7 +146,9 @@ def test_evolve_reads_only_the_events_fields() -> None:
 
 def test_the_claims_clock_only_moves_forward() -> None:
     game = ClaimGame()
-    later = DECIDER.evolve(game.claim, TimberCruised(at_ms=T0 + HOUR, board_feet=0, value_cents=0, cover_parcels=61))
+    later = DECIDER.evolve(
+        game.claim, TimberCruised(at_ms=T0 + HOUR, board_feet=0, value_cents=0, cover_parcels=61)
+    )
     earlier = DECIDER.evolve(later, TimberCruised(at_ms=T0, board_feet=0, value_cents=0, cover_parcels=61))
     assert earlier.clock_ms == T0 + HOUR
 
@@ -150,7 +160,19 @@ def test_a_server_time_before_planting_counts_as_a_seedling() -> None:
 
 
 def test_the_claim_package_imports_no_clock_randomness_or_io() -> None:
-    banned = {"time", "random", "os", "datetime", "secrets", "uuid", "redis", "faststream", "structlog", "asyncio", "socket"}
+    banned = {
+        "time",
+        "random",
+        "os",
+        "datetime",
+        "secrets",
+        "uuid",
+        "redis",
+        "faststream",
+        "structlog",
+        "asyncio",
+        "socket",
+    }
     for path in sorted((ROOT / "events" / "claim").glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -169,5 +191,7 @@ def test_floats_appear_only_in_the_seeding() -> None:
         if path.name in {"data.py", "seeding.py"}:
             continue
         tree = ast.parse(path.read_text())
-        floats = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+        floats = [
+            n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)
+        ]
         assert floats == [], path.name
