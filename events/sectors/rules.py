@@ -79,6 +79,19 @@ def costs(goods: Goods) -> str:
     return ", ".join(f"{amount} {good}" for good, amount in goods.as_dict().items() if amount) or "nothing"
 
 
+def check_on_grid(
+    rows: int, columns: int, row: int, column: int, *, code: str, what: str, row_field: str, column_field: str
+) -> None:
+    """Refuse a place off a rows x columns grid, naming the coordinate that is off (the row when both are)."""
+    row_off = not 0 <= row < rows
+    if row_off or not 0 <= column < columns:
+        raise RuleError(
+            code,
+            f"{what} is outside the {rows}x{columns} grid (rows 0-{rows - 1}, columns 0-{columns - 1})",
+            field=row_field if row_off else column_field,
+        )
+
+
 def shortfalls(needed: Goods, stock: Goods) -> list[str]:
     """'not enough wood: need 20, have 12' for every good the stock cannot cover."""
     return [
@@ -117,13 +130,16 @@ def setup_colony(options: Options, ctx: Context) -> Setup:
     columns = options.columns if options.columns is not None else DEFAULT_COLUMNS
     home_row = options.home_row if options.home_row is not None else (rows - 1) // 2
     home_column = options.home_column if options.home_column is not None else (columns - 1) // 2
-    if not (0 <= home_row < rows and 0 <= home_column < columns):
-        raise RuleError(
-            "sectors.invalid_setup",
-            f"the home sector (row {home_row}, column {home_column}) is outside the {rows}x{columns} grid "
-            f"(rows 0-{rows - 1}, columns 0-{columns - 1})",
-            field="options.home_row",
-        )
+    check_on_grid(
+        rows,
+        columns,
+        home_row,
+        home_column,
+        code="sectors.invalid_setup",
+        what=f"the home sector (row {home_row}, column {home_column})",
+        row_field="options.home_row",
+        column_field="options.home_column",
+    )
     if options.home_type is None:
         home_type = SECTOR_TYPE_NAMES[ctx.dice.randbelow(len(SECTOR_TYPE_NAMES))]
     elif options.home_type in SECTOR_TYPES:
@@ -154,13 +170,16 @@ def _explicit_setup(explicit: ExplicitSetup, owner: str, years: int) -> Setup:
     for number, entry in enumerate(explicit.sectors):
         field = f"options.setup.sectors[{number}]"
         where = place(entry.row, entry.column)
-        if not (0 <= entry.row < explicit.rows and 0 <= entry.column < explicit.columns):
-            raise RuleError(
-                "sectors.invalid_setup",
-                f"{where} is outside the {explicit.rows}x{explicit.columns} grid "
-                f"(rows 0-{explicit.rows - 1}, columns 0-{explicit.columns - 1})",
-                field=f"{field}.row",
-            )
+        check_on_grid(
+            explicit.rows,
+            explicit.columns,
+            entry.row,
+            entry.column,
+            code="sectors.invalid_setup",
+            what=where,
+            row_field=f"{field}.row",
+            column_field=f"{field}.column",
+        )
         if (entry.row, entry.column) in seen:
             raise RuleError("sectors.invalid_setup", f"{where} is listed twice", field=field)
         seen.add((entry.row, entry.column))
@@ -306,22 +325,28 @@ def is_over(state: ColonyState) -> bool:
 # --- checks shared by decide and the policy ---------------------------------------------------
 
 
-def _inside(state: ColonyState, row: int, column: int, row_field: str = "row") -> None:
-    if not (0 <= row < state.rows and 0 <= column < state.columns):
-        raise RuleError(
-            "sectors.out_of_bounds",
-            f"{place(row, column)} is outside the {state.rows}x{state.columns} grid "
-            f"(rows 0-{state.rows - 1}, columns 0-{state.columns - 1})",
-            field=row_field,
-        )
+def _inside(state: ColonyState, row: int, column: int, prefix: str = "") -> None:
+    """Refuse a place off the grid; ``prefix`` ("from_", "to_") names the command's coordinate fields."""
+    check_on_grid(
+        state.rows,
+        state.columns,
+        row,
+        column,
+        code="sectors.out_of_bounds",
+        what=place(row, column),
+        row_field=f"{prefix}row",
+        column_field=f"{prefix}column",
+    )
 
 
-def _explored(state: ColonyState, row: int, column: int, row_field: str = "row") -> Sector:
-    _inside(state, row, column, row_field)
+def _explored(state: ColonyState, row: int, column: int, prefix: str = "") -> Sector:
+    _inside(state, row, column, prefix)
     sector = state.sector(row, column)
     if sector is None:
         raise RuleError(
-            "sectors.not_explored", f"{place(row, column)} is unexplored; explore it first", field=row_field
+            "sectors.not_explored",
+            f"{place(row, column)} is unexplored; explore it first",
+            field=f"{prefix}row",
         )
     return sector
 
@@ -351,8 +376,8 @@ def check_explore(state: ColonyState, command: Explore) -> None:
 
 
 def check_move(state: ColonyState, command: MovePeople) -> None:
-    source = _explored(state, command.from_row, command.from_column, "from_row")
-    target = _explored(state, command.to_row, command.to_column, "to_row")
+    source = _explored(state, command.from_row, command.from_column, "from_")
+    target = _explored(state, command.to_row, command.to_column, "to_")
     if (command.from_row, command.from_column) == (command.to_row, command.to_column):
         raise RuleError("sectors.same_sector", "people must move to a different sector", field="to_row")
     if command.count < 1:

@@ -192,18 +192,50 @@ def test_before_exploration_no_event_and_no_view_holds_the_sector_type():
             "sectors.out_of_bounds",
             "sector (row 2, column 0) is outside the 2x2 grid (rows 0-1, columns 0-1)",
         ),
-        (
-            0,
-            -1,
-            "sectors.out_of_bounds",
-            "sector (row 0, column -1) is outside the 2x2 grid (rows 0-1, columns 0-1)",
-        ),
     ],
 )
 def test_exploring_is_refused_off_the_grid_twice_or_away_from_the_colony(row, column, code, message):
     game = colony(sector("prairie", 10), rows=2, columns=2)
     error = refusal(game, Explore(row=row, column=column))
     assert (error.code, error.message, error.field) == (code, message, "row")
+
+
+@pytest.mark.parametrize(
+    ("command", "field"),
+    [
+        (Explore(row=0, column=-1), "column"),
+        (Explore(row=2, column=0), "row"),
+        (Build(row=0, column=5, building="farm"), "column"),
+        (Demolish(row=0, column=2, position=0), "column"),
+        (MovePeople(from_row=0, from_column=7, to_row=0, to_column=1, count=1), "from_column"),
+        (MovePeople(from_row=0, from_column=0, to_row=0, to_column=9, count=1), "to_column"),
+        (MovePeople(from_row=0, from_column=0, to_row=-1, to_column=0, count=1), "to_row"),
+    ],
+)
+def test_a_place_off_the_grid_is_refused_naming_the_coordinate_that_is_off(command, field):
+    # Given a 2x2 colony
+    game = colony(sector("prairie", 10), sector("forest", 5, column=1), rows=2, columns=2)
+
+    # When a command names a place off the grid, then the refusal points at the coordinate at fault
+    error = refusal(game, command)
+    assert (error.code, error.field) == ("sectors.out_of_bounds", field)
+    assert error.message.endswith("is outside the 2x2 grid (rows 0-1, columns 0-1)")
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"home_column": 8}, "options.home_column"),
+        ({"home_row": -1}, "options.home_row"),
+        (
+            {"setup": {"rows": 2, "columns": 2, "sectors": [sector("forest", 5, column=2)]}},
+            "options.setup.sectors[0].column",
+        ),
+    ],
+)
+def test_a_setup_place_off_the_grid_is_refused_naming_the_coordinate_that_is_off(options, field):
+    error = setup_refusal(options)
+    assert (error.code, error.field) == ("sectors.invalid_setup", field)
 
 
 # --- move -------------------------------------------------------------------------------------
