@@ -23,7 +23,7 @@ from events.sectors.events import (
     SectorExplored,
 )
 from events.sectors.setup import Options, Setup
-from events.sectors.state import ColonyState
+from events.sectors.state import ColonyState, season_number
 
 
 class SectorsDecider:
@@ -67,6 +67,7 @@ class SectorsDecider:
 
     def view(self, state: ColonyState, player: str) -> dict[str, Any]:
         """Everything explored; an unexplored sector only as unexplored (its type does not exist yet)."""
+        now = season_number(state.season, state.year)
         grid = []
         for row in range(state.rows):
             cells = []
@@ -86,6 +87,11 @@ class SectorsDecider:
                         "population_cap": kind.population_cap,
                         "buildings": list(sector.buildings),
                         "building_limit": kind.building_limit,
+                        # 1 = the season just played; None = never. A mountain grows in fall only
+                        # when this is None or at least 4.
+                        "starved_seasons_ago": (
+                            None if sector.last_starved is None else now - sector.last_starved
+                        ),
                     }
                 )
             grid.append(cells)

@@ -124,7 +124,9 @@ def setup_colony(options: Options, ctx: Context) -> Setup:
                     f"options.{name} only shapes a generated colony; with an explicit setup, put it in the setup",
                     field=f"options.{name}",
                 )
-        return _explicit_setup(options.setup, owner, options.years)
+        setup = _explicit_setup(options.setup, owner, options.years)
+        _check_years(setup)
+        return setup
 
     rows = options.rows if options.rows is not None else DEFAULT_ROWS
     columns = options.columns if options.columns is not None else DEFAULT_COLUMNS
@@ -213,11 +215,7 @@ def _explicit_setup(explicit: ExplicitSetup, owner: str, years: int) -> Setup:
             if building not in BUILDINGS:
                 raise _unknown_building(building, f"{field}.buildings")
             if building in kind.banned_buildings:
-                raise RuleError(
-                    "sectors.building_banned",
-                    f"a {kind.name} cannot hold a {building}",
-                    field=f"{field}.buildings",
-                )
+                raise _banned(kind, building, f"{field}.buildings")
         if kind.building_limit is not None and len(entry.buildings) > kind.building_limit:
             raise RuleError(
                 "sectors.building_limit",
@@ -242,6 +240,17 @@ def _explicit_setup(explicit: ExplicitSetup, owner: str, years: int) -> Setup:
         stock=explicit.stock,
         sectors=tuple(resolved),
     )
+
+
+def _check_years(setup: Setup) -> None:
+    if setup.years < setup.year:
+        raise RuleError(
+            "sectors.invalid_setup",
+            f"the game ends after the winter of year {setup.years} (options.years), but the setup starts "
+            f"in year {setup.year}; years must be at least {setup.year}",
+            field="options.years",
+            allowed={"min": setup.year},
+        )
 
 
 def population_limit(kind: SectorType) -> int:
@@ -283,6 +292,16 @@ def _unknown_type(name: str, field: str) -> RuleError:
         f"there is no sector type {name!r}; known types: {', '.join(SECTOR_TYPE_NAMES)}",
         field=field,
         allowed=list(SECTOR_TYPE_NAMES),
+    )
+
+
+def _banned(kind: SectorType, building: str, field: str) -> RuleError:
+    allowed = [name for name in BUILDING_NAMES if name not in kind.banned_buildings]
+    return RuleError(
+        "sectors.building_banned",
+        f"a {kind.name} cannot hold a {building}; a {kind.name} may hold: {', '.join(allowed)}",
+        field=field,
+        allowed=allowed,
     )
 
 
@@ -410,9 +429,7 @@ def check_build(state: ColonyState, command: Build) -> Goods:
         raise _unknown_building(command.building, "building")
     kind = SECTOR_TYPES[sector.type]
     if building.name in kind.banned_buildings:
-        raise RuleError(
-            "sectors.building_banned", f"a {kind.name} cannot hold a {building.name}", field="building"
-        )
+        raise _banned(kind, building.name, "building")
     if kind.building_limit is not None and len(sector.buildings) >= kind.building_limit:
         raise RuleError(
             "sectors.building_limit",

@@ -143,6 +143,21 @@ def test_a_setup_the_rules_could_not_reach_is_refused_naming_the_field(options, 
     assert (error.code, error.field, error.message) == (code, field, message)
 
 
+def test_a_setup_that_starts_after_its_last_year_is_refused_instead_of_being_born_over():
+    # Given an explicit colony in year 3 of a game that ends after year 2
+    options = {"years": 2, "setup": {"year": 3, "sectors": [sector("prairie", 10)]}}
+
+    # When it is created, then the refusal names `years` and what it must be
+    error = setup_refusal(options)
+    assert (error.code, error.field, error.allowed) == ("sectors.invalid_setup", "options.years", {"min": 3})
+    assert error.message == (
+        "the game ends after the winter of year 2 (options.years), but the setup starts in year 3; "
+        "years must be at least 3"
+    )
+    # And a game that ends after the setup's own year is fine
+    assert Sandbox({**options, "years": 3}).game.year == 3
+
+
 def test_an_explicit_setup_keeps_buildings_oldest_first_and_its_season_and_year():
     game = colony(sector("prairie", 40, "farm", "kitchen"), season="fall", year=3, rows=2, columns=3)
     state = game.game
@@ -415,6 +430,25 @@ def test_the_game_ends_after_the_winter_of_its_last_year_and_the_room_closes():
     assert caught.value.code == "room_ended"
 
 
+def test_the_view_shows_how_long_ago_each_sector_last_starved_which_decides_mountain_growth():
+    # Given a mountain that starved two seasons ago and a prairie that never starved, with no food left
+    game = colony(
+        sector("mountain", 40, starved_seasons_ago=2),
+        sector("prairie", 30, column=1),
+        stock={},
+        season="summer",
+    )
+    cells = DECIDER.view(game.game, "owner")["grid"][0]
+    assert (cells[0]["starved_seasons_ago"], cells[1]["starved_seasons_ago"]) == (2, None)
+
+    # When summer ends with no food, both starve
+    game.play(EndSeason())
+
+    # Then the view says both starved one season ago: the mountain will not grow this fall
+    cells = DECIDER.view(game.game, "owner")["grid"][0]
+    assert (cells[0]["starved_seasons_ago"], cells[1]["starved_seasons_ago"]) == (1, 1)
+
+
 def test_the_view_resources_and_summaries_describe_the_colony():
     game = colony(sector("prairie", 30, "farm"), sector("mountain", 10, row=1), rows=2, columns=2)
     view = DECIDER.view(game.game, "owner")
@@ -427,6 +461,7 @@ def test_the_view_resources_and_summaries_describe_the_colony():
         "population_cap": None,
         "buildings": ["farm"],
         "building_limit": None,
+        "starved_seasons_ago": None,
     }
     assert view["grid"][1][1] == {"row": 1, "column": 1, "explored": False}
     assert (view["population"], view["season"], view["year"], view["over"]) == (40, "spring", 1, False)

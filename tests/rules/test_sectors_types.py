@@ -189,11 +189,13 @@ def test_forest_people_reproduce_by_thirty_percent_only_in_winter(season, births
 def test_a_forest_cannot_hold_a_mint_or_a_factory(building):
     game = colony(sector("forest", 50))
     error = refusal(game, Build(row=0, column=0, building=building))
+    # Then the refusal names the rule, the field and what a forest may hold instead
     assert (error.code, error.message, error.field) == (
         "sectors.building_banned",
-        f"a forest cannot hold a {building}",
+        f"a forest cannot hold a {building}; a forest may hold: farm, lumber_camp, mine, sawmill, kitchen",
         "building",
     )
+    assert error.allowed == ["farm", "lumber_camp", "mine", "sawmill", "kitchen"]
     [built] = game.play(Build(row=0, column=0, building="sawmill"))
     assert isinstance(built, BuildingBuilt)
 
@@ -203,6 +205,7 @@ def test_a_forest_setup_with_a_mint_is_refused_like_the_build():
         colony(sector("forest", 30, "sawmill", "mint"))
     assert caught.value.code == "sectors.building_banned"
     assert caught.value.field == "options.setup.sectors[0].buildings"
+    assert caught.value.message.startswith("a forest cannot hold a mint; a forest may hold: farm,")
 
 
 # --- the ledger's ceiling ---------------------------------------------------------------------
