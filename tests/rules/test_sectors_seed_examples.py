@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from test_sectors_support import colony, only
+from test_sectors_support import colony, only, sector, setup_refusal
 
 from events.sectors.commands import EndSeason
 from events.sectors.data import FOREST, PRAIRIE
@@ -50,8 +50,16 @@ def test_examples_1_and_2_a_winter_forest_is_fed_and_capped_then_a_prairie_starv
 
 
 def test_production_example_newest_building_is_staffed_first_and_an_understaffed_one_stays_shut():
-    # The seed puts this mint in a forest, which its own rules forbid (DESIGN: mints cannot stand
-    # in a forest); a summer mountain neither grows nor modifies production, so the numbers are the seed's.
+    # The seed puts this mint in a forest, which its own rule list forbids ("Mints and factories can
+    # not be built in a forest", confirmed by DESIGN), so the forest of the example cannot exist:
+    forbidden = setup_refusal({"setup": {"sectors": [sector("forest", 30, "sawmill", "mint")]}})
+    assert (forbidden.code, forbidden.field) == (
+        "sectors.building_banned",
+        "options.setup.sectors[0].buildings",
+    )
+    # The example is played on a summer mountain instead: in summer a mountain neither grows nor
+    # changes production, it eats from a stock that covers it, and mints may stand there, so every
+    # number of the example is the seed's (docs/rules/sectors.md, "Rulings").
     # Given 30 people, a sawmill (oldest) and a mint (newest), and 7 gold
     game = colony(
         {"row": 0, "column": 0, "type": "mountain", "population": 30, "buildings": ["sawmill", "mint"]},
@@ -70,6 +78,30 @@ def test_production_example_newest_building_is_staffed_first_and_an_understaffed
     assert sawmill.reason == "needs a crew of 14, only 10 workers left"
     assert produced.idle_workers == 10
     assert game.game.stock.coins == 1
+
+
+def test_production_example_an_older_building_with_a_smaller_crew_takes_the_workers_left():
+    # The seed: "If there was an older building that only required 9 workers, they would be assigned
+    # to this building." Our lumber camp needs 8.
+    # Given the example's 30 people with a lumber camp older than its sawmill and mint
+    game = colony(
+        sector("mountain", 30, "lumber_camp", "sawmill", "mint"),
+        season="summer",
+        stock={"food": 100, "gold": 7, "wood": 50},
+    )
+
+    # When the season ends
+    produced = only(game.play(EndSeason()), GoodsProduced)
+
+    # Then the mint takes 20, the sawmill cannot open with 10, and the lumber camp takes 8 of those 10
+    camp = produced.buildings[-1]
+    assert [(b.building, b.outcome, b.crew_used) for b in produced.buildings] == [
+        ("mint", "ran", 20),
+        ("sawmill", "not_staffed", 0),
+        ("lumber_camp", "ran", 8),
+    ]
+    assert camp.produced == Goods(wood=14)
+    assert produced.idle_workers == 2
 
 
 def test_production_example_without_gold_the_mint_crew_sits_idle_and_no_coin_is_made():
