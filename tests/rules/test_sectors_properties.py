@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -13,7 +15,7 @@ from events.errors import RuleError
 from events.hashing import state_hash
 from events.sectors import DECIDER
 from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from events.sectors.data import BUILDING_NAMES, GOODS, SEASONS, SECTOR_TYPE_NAMES, SECTOR_TYPES
+from events.sectors.data import BUILDING_NAMES, BUILDINGS, GOODS, SEASONS, SECTOR_TYPE_NAMES, SECTOR_TYPES
 from events.sectors.events import SeasonEnded
 from events.sectors.policy import choose_command
 from events.sectors.sandbox import Sandbox
@@ -168,3 +170,105 @@ def test_a_generated_colony_played_by_the_policy_to_its_end_stays_within_the_rul
     assert game.state.ended and DECIDER.is_over(game.game)
     assert choose_command(game.game, "someone else", Dice(secret, "policy", 0)) is None
     assert_replay_agrees(game)
+
+
+# --- an independent model of a season ---------------------------------------------------------
+# The seed's rates as its text writes them, and the DESIGN rulings, coded apart from events/sectors
+# (only the building table, which is ours, is shared), season by season with Fraction and math.
+
+SEED_FOOD_NEED = {
+    "mountain": dict.fromkeys(SEASONS, "0.5"),
+    "prairie": {"spring": "0.2", "summer": "0.2", "fall": "0.2", "winter": "0.6"},
+    "forest": {"spring": "0.3", "summer": "0.3", "fall": "0.1", "winter": "0.7"},
+}
+SEED_HARVEST = {
+    "mountain": {"wood": "0.25", "food": "0.00", "gold": "1.00"},
+    "prairie": {"wood": "0.25", "food": "1.00", "gold": "0.00"},
+    "forest": {"wood": "1.20", "food": "0.30", "gold": "0.10"},
+}
+SEED_GROWTH = {
+    "mountain": ("0.33", {"fall"}),
+    "prairie": ("0.1", set(SEASONS)),
+    "forest": ("0.3", {"winter"}),
+}
+SEED_CAP = {"mountain": 100, "forest": 200}
+
+
+def model_season(people: list[list[Any]], stock: dict[str, int], season: str) -> None:
+    """One end of season over [type, population, buildings, seasons since each starvation] rows."""
+    for entry in people:  # population change, row-major
+        kind, population = entry[0], entry[1]
+        need = math.ceil(population * Fraction(SEED_FOOD_NEED[kind][season]))
+        if stock["food"] >= need:
+            stock["food"] -= need
+            survivors = population
+        else:
+            survivors = math.floor(population * Fraction(stock["food"], need))
+            stock["food"] = 0
+            entry[3].append(0)
+        rate, seasons = SEED_GROWTH[kind]
+        grows = season in seasons and not (kind == "mountain" and any(ago < 4 for ago in entry[3]))
+        grown = survivors + (math.floor(survivors * Fraction(rate)) if grows else 0)
+        entry[1] = min(grown, SEED_CAP.get(kind, grown))
+    idle = []
+    for kind, population, buildings, _ in people:  # production, newest building first
+        workers = population
+        bonus = {("mountain", "fall"): Fraction(1, 2), ("prairie", "winter"): Fraction(11, 10)}.get(
+            (kind, season), Fraction(1)
+        )
+        if not (kind == "mountain" and season == "winter"):
+            for name in reversed(buildings):
+                building = BUILDINGS[name]
+                if workers < building.crew:
+                    continue
+                workers -= building.crew
+                if all(stock[good] >= amount for good, amount in building.inputs):
+                    for good, amount in building.inputs:
+                        stock[good] -= amount
+                    for good, amount in building.outputs:
+                        stock[good] += math.floor(amount * bonus)
+        idle.append(workers)
+    for (kind, population, buildings, _), workers in zip(people, idle, strict=True):  # harvest
+        if kind == "mountain" and season == "winter":
+            continue
+        cut = Fraction(1)
+        if kind == "prairie" and population > 1000:
+            cut *= Fraction("0.5")
+        if kind == "prairie" and len(buildings) > 10:
+            cut *= Fraction("0.2")
+        for good, rate in SEED_HARVEST[kind].items():
+            stock[good] += math.floor(workers * Fraction(rate) * cut)
+        if kind == "mountain" and season == "spring":
+            stock["gold"] += math.floor(population * Fraction("0.1"))
+        if kind == "forest" and season == "fall":
+            stock["food"] += math.floor(population * Fraction("0.4"))
+    for entry in people:
+        entry[3][:] = [ago + 1 for ago in entry[3]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(options=colonies(), seasons=st.integers(1, 9))
+def test_every_season_matches_an_independent_model_of_the_seed_and_the_rulings(options, seasons):
+    # Given any colony the rules accept
+    setup = options["setup"]
+    game = Sandbox({**options, "years": 1000})
+    people = [
+        [
+            s["type"],
+            s["population"],
+            s["buildings"],
+            [] if s["starved_seasons_ago"] is None else [s["starved_seasons_ago"]],
+        ]
+        for s in sorted(setup["sectors"], key=lambda s: (s["row"], s["column"]))
+    ]
+    stock = dict(setup["stock"])
+    start = SEASONS.index(setup["season"])
+
+    for played in range(seasons):
+        # When a season ends in the rules and in the model
+        game.play(EndSeason())
+        model_season(people, stock, SEASONS[(start + played) % len(SEASONS)])
+
+        # Then every sector's population and the whole stock agree exactly
+        assert [sector.population for _, _, sector in game.game.explored()] == [entry[1] for entry in people]
+        assert game.game.stock.as_dict() == stock, f"season {played}"
