@@ -20,6 +20,7 @@ from events.claim.events import (
     MeadowFarmed,
     ParcelCut,
     ParcelReplanted,
+    Terrain,
     TimberCruised,
 )
 from events.claim.growth import stand
@@ -117,7 +118,8 @@ def minutes_until(until_ms: int, now_ms: int) -> int:
 # --- refusals shared by several commands ---------------------------------------------------------
 
 
-def _parcel_index(name: str) -> int:
+def _parcel(state: ClaimState, name: str) -> tuple[int, Terrain, Parcel]:
+    """A command's parcel by name (case and spaces forgiven): its index, its terrain and its state."""
     index = INDEX_BY_NAME.get(name.strip().upper())
     if index is None:
         raise RuleError(
@@ -126,7 +128,7 @@ def _parcel_index(name: str) -> int:
             field="parcel",
             allowed=list(INDEX_BY_NAME),
         )
-    return index
+    return index, TERRAIN[index], state.parcels[index]
 
 
 def _pay(state: ClaimState, cost: int, what: str) -> None:
@@ -151,8 +153,7 @@ def _not_built_on(state: ClaimState, index: int) -> None:
 
 
 def decide_cut(state: ClaimState, command: Cut, ctx: Context) -> list[Any]:
-    index = _parcel_index(command.parcel)
-    terrain, parcel = TERRAIN[index], state.parcels[index]
+    index, terrain, parcel = _parcel(state, command.parcel)
     if parcel.species is None or parcel.planted_ms is None:
         why = (
             "the landing is a road"
@@ -227,8 +228,7 @@ def decide_haul(state: ClaimState, command: Haul, ctx: Context) -> list[Any]:
 
 
 def decide_replant(state: ClaimState, command: Replant, ctx: Context) -> list[Any]:
-    index = _parcel_index(command.parcel)
-    terrain, parcel = TERRAIN[index], state.parcels[index]
+    index, terrain, parcel = _parcel(state, command.parcel)
     if terrain.meadow:
         what = "the landing (a road) in the meadow" if terrain.road else "meadow"
         raise RuleError(
@@ -268,8 +268,7 @@ def decide_replant(state: ClaimState, command: Replant, ctx: Context) -> list[An
 
 
 def decide_farm(state: ClaimState, command: Farm, ctx: Context) -> list[Any]:
-    index = _parcel_index(command.parcel)
-    terrain, parcel = TERRAIN[index], state.parcels[index]
+    index, terrain, parcel = _parcel(state, command.parcel)
     if terrain.road:
         raise RuleError(
             "claim.landing_not_farmable",
@@ -300,8 +299,7 @@ def decide_farm(state: ClaimState, command: Farm, ctx: Context) -> list[Any]:
 
 
 def decide_harvest(state: ClaimState, command: Harvest, ctx: Context) -> list[Any]:
-    index = _parcel_index(command.parcel)
-    terrain, parcel = TERRAIN[index], state.parcels[index]
+    index, terrain, parcel = _parcel(state, command.parcel)
     if parcel.crop_ripe_ms is None:
         raise RuleError(
             "claim.no_crop", f"{terrain.name} has no hay growing; farm a meadow parcel first", field="parcel"
@@ -319,8 +317,7 @@ def decide_harvest(state: ClaimState, command: Harvest, ctx: Context) -> list[An
 
 
 def decide_build(state: ClaimState, command: Build, ctx: Context) -> list[Any]:
-    index = _parcel_index(command.parcel)
-    terrain, parcel = TERRAIN[index], state.parcels[index]
+    index, terrain, parcel = _parcel(state, command.parcel)
     building = data.BUILDINGS.get(command.building)
     if building is None:
         raise RuleError(

@@ -7,6 +7,8 @@ import msgspec
 from events.claim import data
 from events.claim.events import ParcelRecord, Terrain
 
+replace = msgspec.structs.replace
+
 
 def parcel_name(index: int) -> str:
     """A1..H8: column letter west to east, row number north to south."""
@@ -82,6 +84,10 @@ def pick_species(zone: str, x: float) -> str:
     return mix[-1][0]
 
 
+# Each parcel's record before any draw: its terrain only (the meadow's records stay so).
+_UNDRAWN: tuple[ParcelRecord, ...] = tuple(ParcelRecord(**msgspec.structs.asdict(t)) for t in TERRAIN)
+
+
 def seed_parcels(created_at_ms: int) -> tuple[ParcelRecord, ...]:
     """The 64 parcel records of a claim staked at ``created_at_ms``, following the seed's loop.
 
@@ -91,10 +97,9 @@ def seed_parcels(created_at_ms: int) -> tuple[ParcelRecord, ...]:
     rng = Lcg(lcg_seed(created_at_ms))
     created = float(created_at_ms)  # exact: a millisecond time is far below 2^53
     records: list[ParcelRecord] = []
-    for t in TERRAIN:
-        terrain = msgspec.structs.asdict(t)
+    for t, undrawn in zip(TERRAIN, _UNDRAWN, strict=True):
         if t.meadow:
-            records.append(ParcelRecord(**terrain))
+            records.append(undrawn)
             continue
         old = rng.rand() < data.OLD_CHANCE
         if old:
@@ -103,5 +108,5 @@ def seed_parcels(created_at_ms: int) -> tuple[ParcelRecord, ...]:
             age = data.YOUNG_AGE_MIN_HOURS + rng.rand() * data.YOUNG_AGE_SPAN_HOURS
         species = pick_species(t.zone, rng.rand())
         planted = created - age * float(data.MS_PER_HOUR)
-        records.append(ParcelRecord(**terrain, old=old, age_hours=age, species=species, planted_ms=planted))
+        records.append(replace(undrawn, old=old, age_hours=age, species=species, planted_ms=planted))
     return tuple(records)

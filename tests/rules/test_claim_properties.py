@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from hypothesis import given, settings, strategies as st
 from test_claim_support import HOUR, MINUTE, ClaimGame, fold_events
 
@@ -10,7 +11,7 @@ from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, Prove
 from events.claim.policy import choose_command
 from events.claim.rules import cover_parcels, deck_logs
 from events.claim.seeding import COUNTING, TERRAIN, seed_parcels
-from events.claim.state import ClaimState
+from events.claim.state import ClaimState, Parcel
 from events.dice import Dice
 from events.errors import RuleError
 from events.hashing import state_hash
@@ -48,8 +49,14 @@ def assert_consistent(claim: ClaimState) -> None:
     buildings = [p.building for p in claim.parcels if p.building]
     assert len(buildings) == len(set(buildings))
     cover = cover_parcels(claim)
-    timbered = sum(1 for p in claim.parcels if p.species is not None)
+    timbered = sum(1 for t, p in zip(TERRAIN, claim.parcels, strict=True) if p.species and not t.meadow)
     assert cover == timbered <= len(COUNTING) == 61  # cover counts only the 61
+    # Cover never looks at the meadow: even timber forced onto it (which no event can do) adds nothing.
+    forced = tuple(
+        Parcel(species="rc", planted_ms=0) if t.meadow else p
+        for t, p in zip(TERRAIN, claim.parcels, strict=True)
+    )
+    assert cover_parcels(msgspec.structs.replace(claim, parcels=forced)) == cover
     resources = DECIDER.resources(claim)
     assert resources["forest_cover_of"] == 61 and resources["forest_cover_parcels"] == cover
     assert claim.cash_cents >= 0
@@ -83,6 +90,7 @@ def test_any_staking_time_seeds_a_valid_claim(created: int) -> None:
         assert p.species in {k for k, _ in data.ZONES[p.zone].mix}
         assert (22 <= p.age_hours < 52) if p.old else (1 <= p.age_hours < 18)
         assert created - 52 * HOUR < p.planted_ms <= created - HOUR
+        assert p.planted_ms == created - p.age_hours * 3600000  # the seed's double, not rounded
     assert seed_parcels(created - created % 1000)[0].species == parcels[0].species
 
 
