@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from events.decider import Context
 from events.errors import RuleError
-from events.realm import data, events as realm_events
+from events.realm import audit, data, events as realm_events
 from events.realm.commands import COMMAND_TYPES
 from events.realm.events import EVENT_TYPES
 from events.realm.rules import DECIDE, EVOLVE
@@ -39,18 +40,29 @@ SECRET_FIELDS: dict[type, tuple[str, ...]] = {
     ),
     realm_events.HerbsFound: ("dice", "stars", "amount"),
     realm_events.WoodCut: ("dice", "stars", "amount"),
-    realm_events.ArmyHealed: ("herbs",),
+    realm_events.ArmyHealed: ("points", "herbs", "damage_after"),
     realm_events.Fortified: ("wood", "stone"),
     realm_events.ArmyEquipped: ("cost",),
     realm_events.Raided: ("taken",),
     realm_events.CityDestroyed: ("plunder", "lost"),
     realm_events.TaxCollected: ("amounts",),
     realm_events.CityRestarted: ("stock",),
-    realm_events.MerchantSent: ("load", "home_after"),
-    realm_events.MerchantIntercepted: ("seized", "attacker_after"),
-    realm_events.TradeRolled: ("transfers", "shortfall", "home_after", "host_after", "load_after"),
-    realm_events.TradeCancelled: ("load_before", "lost", "load_after"),
-    realm_events.MerchantReturned: ("delivered", "home_after"),
+    realm_events.MerchantSent: ("load", "transfers", "load_after"),
+    realm_events.MerchantIntercepted: ("seized", "transfers", "load_after"),
+    realm_events.TradeOffered: ("load_after",),
+    realm_events.TradeCountered: ("load_after",),
+    realm_events.TradeAgreed: ("load_after",),
+    realm_events.TradeRolled: ("transfers", "shortfall", "load_after"),
+    realm_events.TradeCancelled: ("load_before", "lost", "transfers", "load_after"),
+    realm_events.TradeDeclined: ("load_after",),
+    realm_events.MerchantReturned: ("delivered", "transfers", "load_after"),
+}
+
+# A city's own holdings recorded on an event: only that city sees them, even among the event's parties.
+OWN_HOLDINGS: dict[str, Callable[[Any], str]] = {
+    "home_after": audit.home_of,
+    "host_after": audit.host_of,
+    "attacker_after": lambda event: event.attacker,
 }
 
 
@@ -62,16 +74,11 @@ def parties(event: Any) -> tuple[str, ...]:
         return (event.city, event.by)
     if isinstance(event, realm_events.TaxCollected):
         return (event.city, event.to)
-    if isinstance(event, realm_events.MerchantSent):
-        return (event.home, event.host)
-    if isinstance(event, realm_events.MerchantIntercepted):
-        return (event.home, event.attacker)
-    if isinstance(event, realm_events.TradeRolled):
-        return (event.buyer.city, event.seller.city)
-    if isinstance(event, realm_events.TradeCancelled):
-        return (event.home, event.host)
-    if isinstance(event, realm_events.MerchantReturned):
-        return (event.home,)
+    if isinstance(event, realm_events.TaxSeasonChosen):
+        return (event.city, event.controller)
+    if isinstance(event, audit.TRADE_EVENTS):
+        sides = (audit.home_of(event), audit.host_of(event), getattr(event, "attacker", ""))
+        return tuple(name for name in sides if name)
     city = getattr(event, "city", None)
     return (city,) if isinstance(city, str) else ()
 
@@ -265,18 +272,26 @@ class RealmDecider:
             "cities": cities,
             "merchants": merchants,
             "ledger": [
-                msgspec.to_builtins(row) for row in state.ledger if player in (row.source, row.target)
+                msgspec.to_builtins(row)
+                for row in state.ledger
+                if player in (row.home, row.host, row.source, row.target)
             ],
             "scores": self.scores(state),
             "over": state.over,
         }
 
     def redact(self, event: Any, player: str) -> Any:
-        """Parties see an event whole; others see that it happened, with storage-revealing fields blanked."""
-        fields = SECRET_FIELDS.get(type(event))
-        if not fields or player in parties(event):
+        """Parties see an event whole but for the other side's own holdings; others see that it happened,
+        with the fields that reveal storage blanked."""
+        hidden = [] if player in parties(event) else list(SECRET_FIELDS.get(type(event), ()))
+        hidden += [
+            name
+            for name, owner in OWN_HOLDINGS.items()
+            if name in type(event).__struct_fields__ and owner(event) != player
+        ]
+        if not hidden:
             return event
-        return msgspec.structs.replace(event, **{name: blank(getattr(event, name)) for name in fields})
+        return msgspec.structs.replace(event, **{name: blank(getattr(event, name)) for name in hidden})
 
     def scores(self, state: RealmState) -> dict[str, int]:
         """Worth / 1,000 rounded down, plus 10 per city the player taxes."""

@@ -39,7 +39,7 @@ RESOURCES: tuple[str, ...] = (
 MINING_DICE: dict[str, int] = {"stone": 1, "bronze": 2, "iron": 4, "steel": 6, "gold": 8}
 MINING_MINIMUM_STARS: dict[str, int] = {"stone": 1, "bronze": 1, "iron": 2, "steel": 3, "gold": 6}
 MINING_UNIT = 1_000  # gained at the minimum, and again per star past it
-GOLD_STARS_PER_UNIT = 3  # gold: 1,000 per three stars of the minimum, then 1,000 per extra star
+GOLD_STARS_PER_UNIT = 3  # gold: 1,000 for every three stars, plus 1,000 per star past the minimum
 MOON_STARS_COUNTED = 2  # a moon is worth two stars, or one star and one saved star
 LESSER_ORE_KEEP = Fraction(1, 4)  # a lesser ore at a 75% reduction
 SKULL_STONE_KEEP = Fraction(1, 2)  # a skull: only stone, at -50%
@@ -108,7 +108,7 @@ MERCHANT_ESCAPE_DICE = 5  # the merchant's flat five dice
 # --- pillage, tax, freedom, restart -----------------------------------------------------------
 PILLAGE_KEEP = Fraction(1, 2)  # destroy: take every resource at -50%
 TAX_SHARE = Fraction(1, 2)  # surrender: 50% of every resource, one season a year
-DEFAULT_TAX_SEASON = FALL  # when the controller states no season by the end of spring
+DEFAULT_TAX_SEASON = FALL  # when the controller states no season at the start of the year
 SURRENDER_HIT_POINTS = 1  # a surrendered city stands with 1 hit point
 FREEDOM_PRICE_GOLD = 5_000
 SABOTAGE_DICE = 3

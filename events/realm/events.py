@@ -15,7 +15,7 @@ class Transfer(msgspec.Struct, frozen=True, kw_only=True):
     """One movement of goods: ``phantom`` goods are created by a moon and taken from nobody."""
 
     source: str  # a city name, a merchant ("merchant:<trade id>"), or "" for phantom goods
-    target: str
+    target: str  # a city name, a merchant, or "lost" (half a cancelled merchant's load)
     resource: str
     amount: int
     phantom: bool = False
@@ -77,13 +77,19 @@ class FoodGot(_Event, frozen=True, kw_only=True, tag="realm.food_got"):
     amount: int
 
 
-class HerbsFound(_Event, frozen=True, kw_only=True, tag="realm.herbs_found"):
+class _Gathered(_Event, frozen=True, kw_only=True):
+    """A roll for herbs or wood: stars (moons count one) x the unit x the season's rate."""
+
     city: str
     season: str
     dice: tuple[str, ...]
     stars: int
     rate: str
     amount: int
+
+
+class HerbsFound(_Gathered, frozen=True, kw_only=True, tag="realm.herbs_found"):
+    pass
 
 
 class ArmyHealed(_Event, frozen=True, kw_only=True, tag="realm.army_healed"):
@@ -93,13 +99,8 @@ class ArmyHealed(_Event, frozen=True, kw_only=True, tag="realm.army_healed"):
     damage_after: int
 
 
-class WoodCut(_Event, frozen=True, kw_only=True, tag="realm.wood_cut"):
-    city: str
-    season: str
-    dice: tuple[str, ...]
-    stars: int
-    rate: str
-    amount: int
+class WoodCut(_Gathered, frozen=True, kw_only=True, tag="realm.wood_cut"):
+    pass
 
 
 class Fortified(_Event, frozen=True, kw_only=True, tag="realm.fortified"):
@@ -226,6 +227,10 @@ class MerchantSent(_Event, frozen=True, kw_only=True, tag="realm.merchant_sent")
     host: str
     load: Stock
     home_after: Stock
+    actions_spent: int = 1  # the whole turn: every action of the season (older logs: one)
+    transfers: tuple[Transfer, ...] = ()  # the load, from the home city to the merchant
+    host_after: Stock = {}
+    load_after: Stock = {}
 
 
 class MerchantIntercepted(_Event, frozen=True, kw_only=True, tag="realm.merchant_intercepted"):
@@ -240,25 +245,39 @@ class MerchantIntercepted(_Event, frozen=True, kw_only=True, tag="realm.merchant
     escaped: bool
     seized: Stock  # moved to the attacker's city when he did not escape
     attacker_after: Stock
+    host: str = ""
+    transfers: tuple[Transfer, ...] = ()  # the seized load, from the merchant to the attacker
+    # both sides' holdings and the merchant's load right after this step (older logs: empty)
+    home_after: Stock = {}
+    host_after: Stock = {}
+    load_after: Stock = {}
 
 
-class TradeOffered(_Event, frozen=True, kw_only=True, tag="realm.trade_offered"):
+class _TradeStep(_Event, frozen=True, kw_only=True):
+    """A step of the talks (offer, counter-offer, agreement, refusal): who spoke, the trade's parties, and
+    both sides' holdings and the merchant's load right after it (older logs: the last four empty)."""
+
     trade_id: str
     by: str
+    home: str = ""  # the merchant's home city (the buyer)
+    host: str = ""  # the city he trades with
+    home_after: Stock = {}
+    host_after: Stock = {}
+    load_after: Stock = {}
+
+
+class TradeOffered(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_offered"):
     buy: str
     pay: str
     dice: int
 
 
-class TradeCountered(_Event, frozen=True, kw_only=True, tag="realm.trade_countered"):
-    trade_id: str
-    by: str
+class TradeCountered(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_countered"):
     want: str
 
 
-class TradeAgreed(_Event, frozen=True, kw_only=True, tag="realm.trade_agreed"):
-    trade_id: str
-    by: str
+class TradeAgreed(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_agreed"):
+    pass
 
 
 class TradeRolled(_Event, frozen=True, kw_only=True, tag="realm.trade_rolled"):
@@ -284,11 +303,13 @@ class TradeCancelled(_Event, frozen=True, kw_only=True, tag="realm.trade_cancell
     load_before: Stock
     lost: Stock
     load_after: Stock
+    transfers: tuple[Transfer, ...] = ()  # the lost half, from the merchant to "lost"
+    home_after: Stock = {}
+    host_after: Stock = {}
 
 
-class TradeDeclined(_Event, frozen=True, kw_only=True, tag="realm.trade_declined"):
-    trade_id: str
-    by: str
+class TradeDeclined(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_declined"):
+    pass
 
 
 class MerchantReturned(_Event, frozen=True, kw_only=True, tag="realm.merchant_returned"):
@@ -296,6 +317,10 @@ class MerchantReturned(_Event, frozen=True, kw_only=True, tag="realm.merchant_re
     home: str
     delivered: Stock
     home_after: Stock
+    host: str = ""
+    transfers: tuple[Transfer, ...] = ()  # what he brings home, from the merchant to the home city
+    host_after: Stock = {}
+    load_after: Stock = {}
 
 
 # --- the calendar -------------------------------------------------------------------------------

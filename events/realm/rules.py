@@ -12,8 +12,8 @@ import msgspec
 from events.decider import Context
 from events.dice import Dice
 from events.errors import RuleError
-from events.realm import commands as realm_commands, data, events as realm_events
-from events.realm.state import Army, City, LedgerEntry, Merchant, RealmState, full_stock, season_name, year_of
+from events.realm import audit, commands as realm_commands, data, events as realm_events
+from events.realm.state import Army, City, Merchant, RealmState, full_stock, season_name, year_of
 
 replace = msgspec.structs.replace
 
@@ -51,10 +51,11 @@ def round_down_hundreds(value: Fraction | int) -> int:
 def mining_yield(ore: str, stars: int) -> int:
     """The full find for ``stars`` at or past the ore's minimum: 1,000, plus 1,000 per star past it.
 
-    Gold pays 1,000 per three stars of its minimum (2,000 at six), then 1,000 per extra star.
+    Gold pays 1,000 for every three stars (the seed: "For every three stars you gain 1,000 gold pieces"),
+    plus 1,000 per star past the minimum: six stars 2,000, seven 3,000, nine 3,000 + 3,000 = 6,000.
     """
     minimum = data.MINING_MINIMUM_STARS[ore]
-    base = data.MINING_UNIT * (minimum // data.GOLD_STARS_PER_UNIT) if ore == "gold" else data.MINING_UNIT
+    base = data.MINING_UNIT * (stars // data.GOLD_STARS_PER_UNIT) if ore == "gold" else data.MINING_UNIT
     return base + data.MINING_UNIT * (stars - minimum)
 
 
@@ -81,9 +82,12 @@ def resolve_mining(
         )
 
     if count(faces, data.SKULL):
-        stone = mining_yield("stone", max(stars, data.MINING_MINIMUM_STARS["stone"]))
-        return result("skull_stone", "stone", round_down_hundreds(stone * data.SKULL_STONE_KEEP))
-    if stars >= data.MINING_MINIMUM_STARS[ore]:
+        # Only stone, at -50%: the stone those stars find, halved; with no star there is none to halve
+        # (and no lesser ore either), so only a blank's stone is left.
+        if stars >= data.MINING_MINIMUM_STARS["stone"]:
+            stone = mining_yield("stone", stars)
+            return result("skull_stone", "stone", round_down_hundreds(stone * data.SKULL_STONE_KEEP))
+    elif stars >= data.MINING_MINIMUM_STARS[ore]:
         return result("found", ore, mining_yield(ore, stars))
     if lesser_ore != "none":
         reachable = [
@@ -147,6 +151,11 @@ def herbs_found(stars: int, season: int) -> int:
     return floor((stars // data.HERB_STARS_PER_UNIT) * data.HERB_UNIT * data.HERB_RATES[season])
 
 
+def wood_cut(stars: int, season: int) -> int:
+    """1,000 wood per star, at the season's rate (x3/2 in fall)."""
+    return floor(stars * data.WOOD_PER_STAR * data.WOOD_RATES[season])
+
+
 def hit_points_for(wood: int, stone: int) -> int:
     """2,000 wood buy 1 hit point; 1,500 stone buy 2."""
     return wood // data.WOOD_PER_HIT_POINT + data.HIT_POINTS_PER_STONE_LOT * (
@@ -200,12 +209,12 @@ def add_stock(stock: dict[str, int], changes: dict[str, int], sign: int = 1) -> 
     return {name: stock[name] + sign * changes.get(name, 0) for name in stock}
 
 
-def spend_action(state: RealmState, city_name: str) -> RealmState:
+def spend_action(state: RealmState, city_name: str, actions: int = 1) -> RealmState:
     owner = state.cities[city_name].owner
     if not owner:
         return state
     used = dict(state.actions_used)
-    used[owner] = used.get(owner, 0) + 1
+    used[owner] = used.get(owner, 0) + actions
     return replace(state, actions_used=used)
 
 
@@ -379,13 +388,54 @@ def after_battle(state: RealmState, battle: realm_events.Battle, mark_attacked: 
 # --- merchants on the road ---------------------------------------------------------------------------
 
 
-def travel(state: RealmState, trade_id: str, through: tuple[str, ...], dice: Dice) -> list[Any]:
+def cart(trade_id: str) -> str:
+    """The name a merchant goes by in transfers: ``merchant:<trade id>``."""
+    return f"merchant:{trade_id}"
+
+
+def moved(source: str, target: str, goods: dict[str, int]) -> tuple[realm_events.Transfer, ...]:
+    """Transfers of every positive amount in ``goods`` from ``source`` to ``target``."""
+    return tuple(
+        realm_events.Transfer(source=source, target=target, resource=name, amount=amount)
+        for name, amount in nonzero(goods).items()
+    )
+
+
+class Steps:
+    """Trade steps decided one after another: each is applied before the next is decided, and recorded with
+    the trade's parties, both sides' holdings and the merchant's load right after it (the audit trail)."""
+
+    def __init__(self, state: RealmState) -> None:
+        self.state = state
+        self.events: list[Any] = []
+
+    def add(self, event: Any) -> None:
+        if isinstance(event, realm_events.MerchantSent):
+            home, host = event.home, event.host
+        else:
+            merchant = self.state.merchants[event.trade_id]
+            home, host = merchant.home, merchant.host
+        after = EVOLVE[type(event)](self.state, event)
+        merchant = after.merchants.get(event.trade_id)
+        facts = {
+            "home": home,
+            "host": host,
+            "home_after": after.cities[home].stock,
+            "host_after": after.cities[host].stock,
+            "load_after": merchant.load if merchant is not None else full_stock({}),
+        }
+        fields = type(event).__struct_fields__
+        self.events.append(replace(event, **{name: value for name, value in facts.items() if name in fields}))
+        self.state = after
+
+
+def travel(steps: Steps, trade_id: str, through: tuple[str, ...], dice: Dice) -> bool:
     """A merchant leaving or entering cities under attack this season: the attacker's army rolls to seize
     the load (its dice as in a raid, with its full equipment bonus), the merchant rolls a flat five dice
-    and escapes only with a higher score. Returns the interceptions, stopping at a capture."""
-    found: list[Any] = []
-    merchant = state.merchants[trade_id]
+    and escapes only with a higher score. Records the interceptions; False when he was caught."""
     for name in through:
+        state = steps.state
+        merchant = state.merchants[trade_id]
         city = state.cities[name]
         if city.attacked_season != state.season_index or not city.attacked_by:
             continue
@@ -397,7 +447,7 @@ def travel(state: RealmState, trade_id: str, through: tuple[str, ...], dice: Dic
         army_score, merchant_score = score_of(army_faces), score_of(merchant_faces)
         escaped = merchant_score > army_score
         seized = {} if escaped else nonzero(merchant.load)
-        found.append(
+        steps.add(
             realm_events.MerchantIntercepted(
                 trade_id=trade_id,
                 home=merchant.home,
@@ -410,30 +460,35 @@ def travel(state: RealmState, trade_id: str, through: tuple[str, ...], dice: Dic
                 escaped=escaped,
                 seized=seized,
                 attacker_after=add_stock(attacker.stock, seized),
+                transfers=moved(cart(trade_id), attacker.name, seized),
             )
         )
         if not escaped:
-            break
-    return found
+            return False
+    return True
 
 
-def send_home(state: RealmState, trade_id: str, dice: Dice) -> list[Any]:
-    """The merchant leaves the host and enters his home city, through any attackers, and unloads."""
-    merchant = state.merchants[trade_id]
-    found = travel(state, trade_id, (merchant.host, merchant.home), dice)
-    if found and not found[-1].escaped:
-        return found
-    home = state.cities[merchant.home]
+def unload(steps: Steps, trade_id: str) -> None:
+    """The merchant is home: what he carries goes into his city's storage."""
+    merchant = steps.state.merchants[trade_id]
+    home = steps.state.cities[merchant.home]
     delivered = nonzero(merchant.load)
-    found.append(
+    steps.add(
         realm_events.MerchantReturned(
             trade_id=trade_id,
             home=home.name,
             delivered=delivered,
             home_after=add_stock(home.stock, delivered),
+            transfers=moved(cart(trade_id), home.name, delivered),
         )
     )
-    return found
+
+
+def send_home(steps: Steps, trade_id: str, dice: Dice) -> None:
+    """The merchant leaves the host and enters his home city, through any attackers, and unloads."""
+    merchant = steps.state.merchants[trade_id]
+    if travel(steps, trade_id, (merchant.host, merchant.home), dice):
+        unload(steps, trade_id)
 
 
 def merchant_of(state: RealmState, trade_id: str) -> Merchant:
@@ -548,25 +603,31 @@ def decide_get_food(state: RealmState, command: realm_commands.GetFood, ctx: Con
     ]
 
 
-def decide_find_herbs(state: RealmState, command: realm_commands.FindHerbs, ctx: Context) -> list[Any]:
-    city = acting_city(state, ctx.player)
+def gathered(city: City, state: RealmState, ctx: Context, kind: type, dice: int, rates: Any) -> list[Any]:
+    """Roll for herbs or wood: stars (moons count one) give the find at the season's rate."""
     season = season_in_year(state)
-    if data.HERB_RATES[season] == 0:
-        raise RuleError(
-            "realm.out_of_season", "no herbs grow in winter; look for them in spring, summer or fall"
-        )
-    faces = roll(ctx.dice, data.HERB_DICE)
+    faces = roll(ctx.dice, dice)
     stars = score_of(faces)
+    amount = herbs_found(stars, season) if kind is realm_events.HerbsFound else wood_cut(stars, season)
     return [
-        realm_events.HerbsFound(
+        kind(
             city=city.name,
             season=data.SEASONS[season],
             dice=faces,
             stars=stars,
-            rate=fraction_text(data.HERB_RATES[season]),
-            amount=herbs_found(stars, season),
+            rate=fraction_text(rates[season]),
+            amount=amount,
         )
     ]
+
+
+def decide_find_herbs(state: RealmState, command: realm_commands.FindHerbs, ctx: Context) -> list[Any]:
+    city = acting_city(state, ctx.player)
+    if data.HERB_RATES[season_in_year(state)] == 0:
+        raise RuleError(
+            "realm.out_of_season", "no herbs grow in winter; look for them in spring, summer or fall"
+        )
+    return gathered(city, state, ctx, realm_events.HerbsFound, data.HERB_DICE, data.HERB_RATES)
 
 
 def decide_heal_army(state: RealmState, command: realm_commands.HealArmy, ctx: Context) -> list[Any]:
@@ -590,20 +651,7 @@ def decide_heal_army(state: RealmState, command: realm_commands.HealArmy, ctx: C
 
 def decide_cut_wood(state: RealmState, command: realm_commands.CutWood, ctx: Context) -> list[Any]:
     city = acting_city(state, ctx.player)
-    season = season_in_year(state)
-    faces = roll(ctx.dice, data.WOOD_DICE)
-    stars = score_of(faces)
-    rate = data.WOOD_RATES[season]
-    return [
-        realm_events.WoodCut(
-            city=city.name,
-            season=data.SEASONS[season],
-            dice=faces,
-            stars=stars,
-            rate=fraction_text(rate),
-            amount=floor(stars * data.WOOD_PER_STAR * rate),
-        )
-    ]
+    return gathered(city, state, ctx, realm_events.WoodCut, data.WOOD_DICE, data.WOOD_RATES)
 
 
 def decide_fortify(state: RealmState, command: realm_commands.Fortify, ctx: Context) -> list[Any]:
@@ -732,20 +780,11 @@ def decide_besiege(state: RealmState, command: realm_commands.Besiege, ctx: Cont
             city=target.name, by=city.name, plunder=plunder, lost=lost_goods, freed=freed
         )
     )
-    state = apply(state, events[-1:])
-    for merchant in list(state.merchants.values()):
+    steps = Steps(apply(state, events[-1:]))
+    for merchant in list(steps.state.merchants.values()):
         if merchant.host == target.name:
-            home = state.cities[merchant.home]
-            delivered = nonzero(merchant.load)
-            returned = realm_events.MerchantReturned(
-                trade_id=merchant.trade_id,
-                home=home.name,
-                delivered=delivered,
-                home_after=add_stock(home.stock, delivered),
-            )
-            events.append(returned)
-            state = apply(state, [returned])
-    return events
+            unload(steps, merchant.trade_id)
+    return events + steps.events
 
 
 def controlled_city(state: RealmState, player: str) -> City:
@@ -766,6 +805,13 @@ def decide_choose_tax_season(
         )
     need_choice(command.season, data.SEASONS, "season")
     year = year_of(state.season_index)
+    if season_in_year(state) != 0 or state.actions_used.get(ctx.player, 0):
+        raise RuleError(
+            "realm.tax_season_at_year_start",
+            "the tax season is stated at the start of the controller's turn in the new year (spring, before "
+            f"any action); until then {vassal.name} pays in {data.SEASONS[data.DEFAULT_TAX_SEASON]}",
+            field="season",
+        )
     if vassal.tax_year == year:
         raise RuleError(
             "realm.tax_season_already_chosen",
@@ -845,6 +891,13 @@ def decide_restart_city(state: RealmState, command: realm_commands.RestartCity, 
 
 def decide_send_merchant(state: RealmState, command: realm_commands.SendMerchant, ctx: Context) -> list[Any]:
     city = acting_city(state, ctx.player)
+    if state.actions_used.get(ctx.player, 0):
+        raise RuleError(
+            "realm.merchant_needs_the_turn",
+            f"sending a merchant takes {ctx.player!r}'s whole turn (the seed: 'spend a turn sending a "
+            "merchant'); this season's turn is already used; send him next season",
+            field="to",
+        )
     if city.merchant:
         raise RuleError(
             "realm.merchant_away",
@@ -864,18 +917,30 @@ def decide_send_merchant(state: RealmState, command: realm_commands.SendMerchant
         need_stock(city, name, amount, f"load.{name}")
     load = full_stock(command.load)
     trade_id = f"trade-{ctx.version}"
-    events: list[Any] = [
+    steps = Steps(state)
+    steps.add(
         realm_events.MerchantSent(
             trade_id=trade_id,
             home=city.name,
             host=host.name,
             load=load,
             home_after=add_stock(city.stock, load, -1),
+            actions_spent=state.actions_per_season,
+            transfers=moved(city.name, cart(trade_id), load),
         )
-    ]
-    state = apply(state, events)
-    events += travel(state, trade_id, (city.name, host.name), ctx.dice)
-    return events
+    )
+    travel(steps, trade_id, (city.name, host.name), ctx.dice)
+    return steps.events
+
+
+def trade_side_of(state: RealmState, merchant: Merchant, player: str) -> str:
+    """The city through which ``player`` takes part in the trade (its home or its host)."""
+    side = next((name for name in (merchant.home, merchant.host) if state.cities[name].owner == player), None)
+    if side is None:
+        raise RuleError(
+            "realm.not_a_party", f"{player!r} is not a party to {merchant.trade_id}", field="trade_id"
+        )
+    return side
 
 
 def decide_offer_trade(state: RealmState, command: realm_commands.OfferTrade, ctx: Context) -> list[Any]:
@@ -892,22 +957,19 @@ def decide_offer_trade(state: RealmState, command: realm_commands.OfferTrade, ct
         need_choice(command.pay, data.RESOURCES, "pay")
     if not 1 <= command.dice <= data.TRADE_MAX_DICE:
         raise RuleError("realm.invalid_dice", f"each side rolls 1..{data.TRADE_MAX_DICE} dice", field="dice")
-    events: list[Any] = [
+    steps = Steps(state)
+    steps.add(
         realm_events.TradeOffered(
             trade_id=merchant.trade_id, by=merchant.home, buy=command.buy, pay=command.pay, dice=command.dice
         )
-    ]
-    host = state.cities[merchant.host]
-    if host.owner:
-        return events
-    # An NPC village names its price and agrees at once.
-    events.append(
-        realm_events.TradeCountered(
-            trade_id=merchant.trade_id, by=host.name, want=npc_want(merchant, command.pay)
-        )
     )
-    events.append(realm_events.TradeAgreed(trade_id=merchant.trade_id, by=host.name))
-    return events
+    host = state.cities[merchant.host]
+    if not host.owner:
+        # An NPC village names its price and agrees at once.
+        want = npc_want(merchant, command.pay)
+        steps.add(realm_events.TradeCountered(trade_id=merchant.trade_id, by=host.name, want=want))
+        steps.add(realm_events.TradeAgreed(trade_id=merchant.trade_id, by=host.name))
+    return steps.events
 
 
 def decide_counter_offer(state: RealmState, command: realm_commands.CounterOffer, ctx: Context) -> list[Any]:
@@ -918,19 +980,15 @@ def decide_counter_offer(state: RealmState, command: realm_commands.CounterOffer
     if not merchant.buy:
         raise RuleError("realm.no_offer", "there is no offer on the table yet", field="trade_id")
     need_choice(command.want, data.RESOURCES, "want")
-    return [realm_events.TradeCountered(trade_id=merchant.trade_id, by=merchant.host, want=command.want)]
+    steps = Steps(state)
+    steps.add(realm_events.TradeCountered(trade_id=merchant.trade_id, by=merchant.host, want=command.want))
+    return steps.events
 
 
 def decide_agree_trade(state: RealmState, command: realm_commands.AgreeTrade, ctx: Context) -> list[Any]:
     merchant = merchant_of(state, command.trade_id)
     open_turn(state, ctx.player)
-    side = next(
-        (name for name in (merchant.home, merchant.host) if state.cities[name].owner == ctx.player), None
-    )
-    if side is None:
-        raise RuleError(
-            "realm.not_a_party", f"{ctx.player!r} is not a party to {merchant.trade_id}", field="trade_id"
-        )
+    side = trade_side_of(state, merchant, ctx.player)
     if not merchant.buy or not merchant.want:
         raise RuleError(
             "realm.terms_incomplete",
@@ -941,103 +999,99 @@ def decide_agree_trade(state: RealmState, command: realm_commands.AgreeTrade, ct
         raise RuleError(
             "realm.already_agreed", f"{side} has already agreed; waiting for the other side", field="trade_id"
         )
-    events: list[Any] = [realm_events.TradeAgreed(trade_id=merchant.trade_id, by=side)]
-    if len(merchant.agreed) + 1 < 2:
-        return events
-    state = apply(state, events)
-    return events + trade_round(state, merchant.trade_id, ctx.dice)
+    steps = Steps(state)
+    steps.add(realm_events.TradeAgreed(trade_id=merchant.trade_id, by=side))
+    if len(merchant.agreed) + 1 == 2:
+        trade_round(steps, merchant.trade_id, ctx.dice)
+    return steps.events
 
 
-def trade_round(state: RealmState, trade_id: str, dice: Dice) -> list[Any]:
+def trade_round(steps: Steps, trade_id: str, dice: Dice) -> None:
     """Both sides agreed: the owner rolls, then the host; each takes its stars x 1,000 from the other."""
-    merchant = state.merchants[trade_id]
-    home, host = state.cities[merchant.home], state.cities[merchant.host]
+    merchant = steps.state.merchants[trade_id]
+    home, host = steps.state.cities[merchant.home], steps.state.cities[merchant.host]
     buyer = trade_side(home.name, merchant.buy, roll(dice, merchant.dice))
     seller = trade_side(host.name, merchant.want, roll(dice, merchant.dice))
-    cart = f"merchant:{trade_id}"
     round_number = merchant.rounds + 1
     if merchant.load[merchant.want] < seller.demanded:
-        rolled = realm_events.TradeRolled(
-            trade_id=trade_id,
-            round=round_number,
-            buyer=buyer,
-            seller=seller,
-            cancelled=True,
-            transfers=(),
-            shortfall=0,
-            home_after=home.stock,
-            host_after=host.stock,
-            load_after=merchant.load,
+        steps.add(
+            realm_events.TradeRolled(
+                trade_id=trade_id,
+                round=round_number,
+                buyer=buyer,
+                seller=seller,
+                cancelled=True,
+                transfers=(),
+                shortfall=0,
+                home_after=home.stock,
+                host_after=host.stock,
+                load_after=merchant.load,
+            )
         )
         lost = {name: floor(amount * data.MERCHANT_LOSS) for name, amount in merchant.load.items()}
-        cancelled = realm_events.TradeCancelled(
-            trade_id=trade_id,
-            home=home.name,
-            host=host.name,
-            reason=(
-                f"{host.name}'s dice demand {seller.demanded} {merchant.want}; the merchant carries "
-                f"{merchant.load[merchant.want]}"
-            ),
-            load_before=merchant.load,
-            lost=nonzero(lost),
-            load_after=add_stock(merchant.load, lost, -1),
+        steps.add(
+            realm_events.TradeCancelled(
+                trade_id=trade_id,
+                home=home.name,
+                host=host.name,
+                reason=(
+                    f"{host.name}'s dice demand {seller.demanded} {merchant.want}; the merchant carries "
+                    f"{merchant.load[merchant.want]}"
+                ),
+                load_before=merchant.load,
+                lost=nonzero(lost),
+                load_after=add_stock(merchant.load, lost, -1),
+                transfers=moved(cart(trade_id), "lost", lost),
+            )
         )
-        state = apply(state, [rolled, cancelled])
-        return [rolled, cancelled, *send_home(state, trade_id, dice)]
+        send_home(steps, trade_id, dice)
+        return
     paid = min(buyer.demanded, host.stock[merchant.buy])
     transfers = [
         realm_events.Transfer(source=host.name, target=home.name, resource=merchant.buy, amount=paid),
-        realm_events.Transfer(source=cart, target=host.name, resource=merchant.want, amount=seller.demanded),
+        realm_events.Transfer(
+            source=cart(trade_id), target=host.name, resource=merchant.want, amount=seller.demanded
+        ),
     ]
-    if buyer.phantom:
-        transfers.append(
-            realm_events.Transfer(
-                source="", target=home.name, resource=merchant.buy, amount=buyer.phantom, phantom=True
+    for side in (buyer, seller):
+        if side.phantom:
+            transfers.append(
+                realm_events.Transfer(
+                    source="", target=side.city, resource=side.resource, amount=side.phantom, phantom=True
+                )
             )
-        )
-    if seller.phantom:
-        transfers.append(
-            realm_events.Transfer(
-                source="", target=host.name, resource=merchant.want, amount=seller.phantom, phantom=True
-            )
-        )
     home_stock, host_stock, load = dict(home.stock), dict(host.stock), dict(merchant.load)
-    books = {home.name: home_stock, host.name: host_stock, cart: load}
+    books = {home.name: home_stock, host.name: host_stock, cart(trade_id): load}
     for transfer in transfers:
         if transfer.source:
             books[transfer.source][transfer.resource] -= transfer.amount
         books[transfer.target][transfer.resource] += transfer.amount
-    rolled = realm_events.TradeRolled(
-        trade_id=trade_id,
-        round=round_number,
-        buyer=buyer,
-        seller=seller,
-        cancelled=False,
-        transfers=tuple(transfers),
-        shortfall=buyer.demanded - paid,
-        home_after=home_stock,
-        host_after=host_stock,
-        load_after=load,
+    steps.add(
+        realm_events.TradeRolled(
+            trade_id=trade_id,
+            round=round_number,
+            buyer=buyer,
+            seller=seller,
+            cancelled=False,
+            transfers=tuple(transfers),
+            shortfall=buyer.demanded - paid,
+            home_after=home_stock,
+            host_after=host_stock,
+            load_after=load,
+        )
     )
-    if any(load.values()):
-        return [rolled]
-    state = apply(state, [rolled])
-    return [rolled, *send_home(state, trade_id, dice)]
+    if not any(load.values()):
+        send_home(steps, trade_id, dice)
 
 
 def decide_decline_trade(state: RealmState, command: realm_commands.DeclineTrade, ctx: Context) -> list[Any]:
     merchant = merchant_of(state, command.trade_id)
     open_turn(state, ctx.player)
-    side = next(
-        (name for name in (merchant.home, merchant.host) if state.cities[name].owner == ctx.player), None
-    )
-    if side is None:
-        raise RuleError(
-            "realm.not_a_party", f"{ctx.player!r} is not a party to {merchant.trade_id}", field="trade_id"
-        )
-    events: list[Any] = [realm_events.TradeDeclined(trade_id=merchant.trade_id, by=side)]
-    state = apply(state, events)
-    return events + send_home(state, merchant.trade_id, ctx.dice)
+    side = trade_side_of(state, merchant, ctx.player)
+    steps = Steps(state)
+    steps.add(realm_events.TradeDeclined(trade_id=merchant.trade_id, by=side))
+    send_home(steps, merchant.trade_id, ctx.dice)
+    return steps.events
 
 
 # --- decide: the calendar -----------------------------------------------------------------------------
@@ -1157,8 +1211,11 @@ def evolve_food_got(state: RealmState, event: realm_events.FoodGot) -> RealmStat
     return spend_action(with_city(state, city), event.city)
 
 
-def evolve_herbs_found(state: RealmState, event: realm_events.HerbsFound) -> RealmState:
-    return spend_action(gain(state, event.city, {"herbs": event.amount}), event.city)
+GATHERED: dict[type, str] = {realm_events.HerbsFound: "herbs", realm_events.WoodCut: "wood"}
+
+
+def evolve_gathered(state: RealmState, event: realm_events.HerbsFound | realm_events.WoodCut) -> RealmState:
+    return spend_action(gain(state, event.city, {GATHERED[type(event)]: event.amount}), event.city)
 
 
 def evolve_army_healed(state: RealmState, event: realm_events.ArmyHealed) -> RealmState:
@@ -1170,10 +1227,6 @@ def evolve_army_healed(state: RealmState, event: realm_events.ArmyHealed) -> Rea
         army=replace(city.army, damage=event.damage_after),
     )
     return spend_action(with_city(state, city), event.city)
-
-
-def evolve_wood_cut(state: RealmState, event: realm_events.WoodCut) -> RealmState:
-    return spend_action(gain(state, event.city, {"wood": event.amount}), event.city)
 
 
 def evolve_fortified(state: RealmState, event: realm_events.Fortified) -> RealmState:
@@ -1314,7 +1367,7 @@ def evolve_merchant_sent(state: RealmState, event: realm_events.MerchantSent) ->
     merchants[event.trade_id] = Merchant(
         trade_id=event.trade_id, home=event.home, host=event.host, load=event.load
     )
-    return spend_action(replace(with_city(state, home), merchants=merchants), event.home)
+    return spend_action(replace(with_city(state, home), merchants=merchants), event.home, event.actions_spent)
 
 
 def drop_merchant(state: RealmState, trade_id: str) -> RealmState:
@@ -1326,9 +1379,17 @@ def drop_merchant(state: RealmState, trade_id: str) -> RealmState:
     return replace(state, merchants=merchants)
 
 
+def record_ledger(state: RealmState, event: Any) -> RealmState:
+    """Add the trade event's ledger rows (see `audit.ledger_entries`)."""
+    merchant = state.merchants[event.trade_id]
+    rows = audit.ledger_entries(event, merchant.rounds, merchant.home, merchant.host)
+    return replace(state, ledger=state.ledger + rows) if rows else state
+
+
 def evolve_merchant_intercepted(state: RealmState, event: realm_events.MerchantIntercepted) -> RealmState:
     if event.escaped:
         return state
+    state = record_ledger(state, event)
     return drop_merchant(gain(state, event.attacker, event.seized), event.trade_id)
 
 
@@ -1358,9 +1419,9 @@ def evolve_trade_rolled(state: RealmState, event: realm_events.TradeRolled) -> R
     next_terms = replace(merchant, buy="", want="", agreed=(), rounds=event.round)
     if event.cancelled:
         return set_merchant(state, next_terms)
+    state = record_ledger(state, event)
     cities = dict(state.cities)
     load = dict(merchant.load)
-    ledger = list(state.ledger)
     for transfer in event.transfers:
         if transfer.source.startswith("merchant:"):
             load[transfer.resource] -= transfer.amount
@@ -1373,36 +1434,12 @@ def evolve_trade_rolled(state: RealmState, event: realm_events.TradeRolled) -> R
         cities[transfer.target] = replace(
             target, stock=add_stock(target.stock, {transfer.resource: transfer.amount})
         )
-        ledger.append(
-            LedgerEntry(
-                trade_id=event.trade_id,
-                round=event.round,
-                source=transfer.source or "phantom",
-                target=transfer.target,
-                resource=transfer.resource,
-                amount=transfer.amount,
-                phantom=transfer.phantom,
-            )
-        )
-    state = replace(state, cities=cities, ledger=tuple(ledger))
-    return set_merchant(state, replace(next_terms, load=load))
+    return set_merchant(replace(state, cities=cities), replace(next_terms, load=load))
 
 
 def evolve_trade_cancelled(state: RealmState, event: realm_events.TradeCancelled) -> RealmState:
     merchant = state.merchants[event.trade_id]
-    ledger = state.ledger + tuple(
-        LedgerEntry(
-            trade_id=event.trade_id,
-            round=merchant.rounds,
-            source=f"merchant:{event.trade_id}",
-            target="lost",
-            resource=resource,
-            amount=amount,
-            phantom=False,
-        )
-        for resource, amount in event.lost.items()
-    )
-    return replace(set_merchant(state, replace(merchant, load=event.load_after)), ledger=ledger)
+    return set_merchant(record_ledger(state, event), replace(merchant, load=event.load_after))
 
 
 def evolve_trade_declined(state: RealmState, event: realm_events.TradeDeclined) -> RealmState:
@@ -1437,9 +1474,9 @@ EVOLVE: dict[type, Callable[[RealmState, Any], RealmState]] = {
     realm_events.Mined: evolve_mined,
     realm_events.Smelted: evolve_smelted,
     realm_events.FoodGot: evolve_food_got,
-    realm_events.HerbsFound: evolve_herbs_found,
+    realm_events.HerbsFound: evolve_gathered,
     realm_events.ArmyHealed: evolve_army_healed,
-    realm_events.WoodCut: evolve_wood_cut,
+    realm_events.WoodCut: evolve_gathered,
     realm_events.Fortified: evolve_fortified,
     realm_events.ArmyRaised: evolve_army_raised,
     realm_events.ArmyEquipped: evolve_army_equipped,

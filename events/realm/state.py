@@ -76,6 +76,8 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
     resource: str
     amount: int
     phantom: bool
+    home: str = ""  # the trade's parties: the merchant's home city and his host
+    host: str = ""
 
 
 class RealmState(msgspec.Struct, frozen=True, kw_only=True):

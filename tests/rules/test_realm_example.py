@@ -48,7 +48,7 @@ def test_the_example_is_a_complete_year_with_a_full_trade_and_one_refused_comman
     assert refusals == ["realm.turn_ended"]
     assert game.game.over and game.state.ended
     events = game.game_events()
-    story = audit.trade_story(events, "trade-5")
+    story = audit.trade_story(events, "trade-4")
     kinds = [step["type"] for step in story]
     assert kinds[0] == "realm.merchant_sent" and kinds[-1] == "realm.merchant_returned"
     assert kinds.count("realm.trade_rolled") == 2 and "realm.trade_cancelled" not in kinds

@@ -80,9 +80,9 @@ def test_a_single_blank_seeking_stone_finds_stone_at_minus_seventy_five_percent(
     assert (event.outcome, event.amount) == ("blank_stone", 200)  # 1,000 x 1/4 = 250 -> 200
 
 
-def test_one_star_finds_a_thousand_stone_and_a_skull_five_hundred() -> None:
+def test_one_star_finds_a_thousand_stone_and_a_moon_counted_twice_two_thousand() -> None:
     assert resolve_mining("stone", ("star",), "count", 0, "best").amount == 1_000
-    assert resolve_mining("stone", ("skull",), "count", 0, "best").amount == 500
+    assert resolve_mining("stone", ("moon",), "count", 0, "best").amount == 2_000
 
 
 def test_bronze_needs_one_star_on_two_dice() -> None:
@@ -116,3 +116,33 @@ def test_smelting_steel_needs_five_stars_on_six_dice() -> None:
 def test_smelting_more_ore_than_held_is_refused() -> None:
     error = Game().refused("alice", {"kind": "smelt", "ore": "bronze", "amount": 100})
     assert error.code == "realm.not_enough_bronze"
+
+
+# --- review of the seed, rule by rule -----------------------------------------------------------
+
+
+def test_gold_pays_a_thousand_for_every_three_stars_and_a_thousand_per_star_past_the_minimum() -> None:
+    """Given alice holds one saved star, when she rolls eight stars seeking gold and adds it,
+    then nine stars give 3 x 1,000 (every three stars) + 3 x 1,000 (three past six) = 6,000 gold."""
+    game = Game()
+    saving = mine(game, faces("moon"), ore="stone", moons="save")
+    assert (saving.stars, saving.saved_gained, saving.amount) == (1, 1, 1_000)
+    before = game.stock("alice", "gold")
+    event = mine(game, faces("8 star"), ore="gold", use_saved=1)
+    assert (event.stars, event.outcome, event.amount) == (9, "found", 6_000)
+    assert game.stock("alice", "gold") == before + 6_000
+    assert [mining_yield("gold", stars) for stars in (6, 7, 8, 9, 10)] == [2_000, 3_000, 4_000, 6_000, 7_000]
+
+
+def test_a_skull_without_a_star_finds_no_stone_to_halve() -> None:
+    """Given a skull is a -50% disadvantage on the stone found, when no star is rolled,
+    then nothing is found (a lone skull is not better than a lone blank), and a blank still gives 200."""
+    game = Game()
+    before = game.stock("alice", "stone")
+    event = mine(game, faces("skull"), ore="stone")
+    assert (event.outcome, event.found, event.amount) == ("nothing", "", 0)
+    assert game.stock("alice", "stone") == before
+    with_blank = resolve_mining("bronze", ("skull", "blank"), "count", 0, "best")
+    assert (with_blank.outcome, with_blank.amount) == ("blank_stone", 200)
+    one_star = resolve_mining("bronze", ("skull", "star"), "count", 0, "best")
+    assert (one_star.outcome, one_star.found, one_star.amount) == ("skull_stone", "stone", 500)

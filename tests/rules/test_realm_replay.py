@@ -16,7 +16,7 @@ from test_realm_support import Game, faces
 from events import codec, room as room_rules
 from events.dice import Dice
 from events.hashing import state_hash
-from events.realm import DECIDER, data, events as realm_events
+from events.realm import DECIDER, audit, data, events as realm_events
 from events.realm.policy import choose_command
 from events.realm.state import RealmState
 
@@ -64,20 +64,24 @@ def fold(envelopes: list[Any]) -> room_rules.RoomState:
 
 
 def check_recorded_holdings(game: Game) -> None:
-    """Every 'holdings after' an event records equals the state right after it."""
+    """Every 'holdings after' a trade step records equals the state right after it, and the audit re-derives
+    every trade of the log without a disagreement."""
     state = None
     for envelope, event in zip(game.envelopes, game.events, strict=True):
         state = room_rules.evolve(state, event, envelope.room, envelope.version)
-        cities = state.game.cities if state.game is not None else {}
-        if isinstance(event, realm_events.TradeRolled):
-            assert event.home_after == cities[event.buyer.city].stock
-            assert event.host_after == cities[event.seller.city].stock
-            if event.trade_id in state.game.merchants:
-                assert event.load_after == state.game.merchants[event.trade_id].load
-        elif isinstance(event, realm_events.MerchantSent | realm_events.MerchantReturned):
-            assert event.home_after == cities[event.home].stock
-        elif isinstance(event, realm_events.MerchantIntercepted):
-            assert event.attacker_after == cities[event.attacker].stock
+        if not isinstance(event, audit.TRADE_EVENTS):
+            continue
+        realm = state.game
+        assert event.home_after == realm.cities[audit.home_of(event)].stock, event
+        assert event.host_after == realm.cities[audit.host_of(event)].stock, event
+        merchant = realm.merchants.get(event.trade_id)
+        assert event.load_after == (merchant.load if merchant else {name: 0 for name in data.RESOURCES})
+        if isinstance(event, realm_events.MerchantIntercepted):
+            assert event.attacker_after == realm.cities[event.attacker].stock
+    events = game.game_events()
+    for trade_id in audit.trade_ids(events):
+        assert audit.check_trade(events, trade_id) == [], trade_id
+    assert [msgspec.to_builtins(row) for row in game.game.ledger] == audit.ledger(events)
 
 
 @settings(max_examples=12, deadline=None)
@@ -180,6 +184,7 @@ def test_redaction_hides_other_cities_finds_and_holdings() -> None:
     assert DECIDER.redact(mined, "alice") == mined
     hidden = DECIDER.redact(mined, "bob")
     assert (hidden.city, hidden.ore, hidden.amount, hidden.dice) == ("alice", "gold", 0, ())
+    game.end_season()
     (sent,) = game.send("alice", {"kind": "send_merchant", "to": "bob", "load": {"gold": 1_000}}, dice=[])
     assert DECIDER.redact(sent, "bob").load == sent.load
     assert DECIDER.redact(sent, "carol").load == {} and DECIDER.redact(sent, "carol").home_after == {}

@@ -184,12 +184,26 @@ def test_a_merchant_who_does_not_outroll_the_army_loses_his_load_to_it() -> None
     assert not game.game.merchants and game.city("alice").merchant == ""
 
 
-def test_sending_a_merchant_spends_an_action_and_replies_do_not() -> None:
+def test_sending_a_merchant_takes_the_whole_turn_and_replies_are_free() -> None:
+    """Given alice's turn is fresh, when she sends a merchant, then it takes her whole turn (every action
+    of the season: the seed's "spend a turn sending a merchant"), while offers and agreements stay free."""
     game = Game()
     trade_id = open_trade(game, {"gold": 2_000})
-    assert game.game.actions_used == {"alice": 1}
+    assert game.game.actions_used == {"alice": game.game.actions_per_season}
+    assert game.refused("alice", {"kind": "cut_wood"}).code == "realm.no_actions_left"
     game.send("bob", {"kind": "agree_trade", "trade_id": trade_id}, dice=faces("star", "star"))
-    assert game.game.actions_used == {"alice": 1}
+    assert game.game.actions_used == {"alice": game.game.actions_per_season}
+
+
+def test_a_merchant_cannot_be_sent_once_the_turn_has_been_used_for_something_else() -> None:
+    """Given alice has cut wood this season, when she sends a merchant, then it is refused: the merchant
+    needs a whole turn; next season she may send him."""
+    game = Game()
+    game.send("alice", {"kind": "cut_wood"}, dice=faces("3 star"))
+    error = game.refused("alice", {"kind": "send_merchant", "to": "bob", "load": {"gold": 1_000}})
+    assert error.code == "realm.merchant_needs_the_turn"
+    game.end_season()
+    game.send("alice", {"kind": "send_merchant", "to": "bob", "load": {"gold": 1_000}}, dice=[])
 
 
 def test_trade_steps_are_refused_to_the_wrong_side() -> None:
@@ -218,6 +232,7 @@ def test_trade_steps_are_refused_to_the_wrong_side() -> None:
         == "dice"
     )
     assert game.refused("alice", {"kind": "agree_trade", "trade_id": "trade-0"}).code == "realm.unknown_trade"
+    game.end_season()
     second = game.refused("alice", {"kind": "send_merchant", "to": "carol", "load": {"food": 1}})
     assert second.code == "realm.merchant_away"
 

@@ -129,21 +129,42 @@ def test_a_surrendered_village_pays_half_its_stock_in_the_season_its_controller_
     )
     assert of_type(found, realm_events.CitySurrendered)[0].to == "alice"
     assert game.city("village-1").controller == "alice" and game.city("village-1").hit_points == 1
-    game.end_season()
-    past = game.refused("alice", {"kind": "choose_tax_season", "city": "village-1", "season": "spring"})
-    assert past.code == "realm.out_of_season"
-    game.send("alice", {"kind": "choose_tax_season", "city": "village-1", "season": "fall"}, dice=[])
-    again = game.refused("alice", {"kind": "choose_tax_season", "city": "village-1", "season": "winter"})
-    assert again.code == "realm.tax_season_already_chosen"
-    summer = game.end_season()
-    assert not of_type(summer, realm_events.TaxCollected)
+    # No season stated in the year of the surrender: the village pays in fall.
+    game.go_to("fall")
     food_before = game.stock("alice", "food")
-    fall = game.end_season()
-    (tax,) = of_type(fall, realm_events.TaxCollected)
+    (tax,) = of_type(game.end_season(), realm_events.TaxCollected)
     # 8,000 food, plus 1,000 produced at the end of spring, summer and fall: 11,000, half paid
     assert tax.season == "fall" and tax.amounts["food"] == 5_500
     assert game.stock("alice", "food") == food_before + 5_500
     assert game.stock("village-1", "food") == 5_500
+    game.go_to("spring")
+    # In the new year alice states the season at the start of her turn.
+    game.send("alice", {"kind": "choose_tax_season", "city": "village-1", "season": "summer"}, dice=[])
+    again = game.refused("alice", {"kind": "choose_tax_season", "city": "village-1", "season": "winter"})
+    assert again.code == "realm.tax_season_already_chosen"
+    assert not of_type(game.end_season(), realm_events.TaxCollected)
+    (tax,) = of_type(game.end_season(), realm_events.TaxCollected)
+    assert tax.season == "summer"
+
+
+def test_the_tax_season_is_stated_at_the_start_of_the_controllers_turn_in_the_new_year() -> None:
+    """Given alice controls village-1, when she tries to state the tax season later in the year or after
+    acting in spring, then it is refused: the seed has her state it "at the start of their turn in the new
+    year"; the village then pays in fall."""
+    game = Game(villages=1)
+    game.send("alice", {"kind": "raise_army", "soldiers": 4_000}, dice=[])
+    game.send(
+        "alice",
+        {"kind": "besiege", "target": "village-1", "if_taken": "tax"},
+        dice=faces("5 star", "3 blank"),
+    )
+    game.end_season()
+    summer = game.refused("alice", {"kind": "choose_tax_season", "city": "village-1", "season": "fall"})
+    assert summer.code == "realm.tax_season_at_year_start"
+    game.go_to("spring")
+    game.send("alice", {"kind": "cut_wood"}, dice=faces("3 star"))
+    late = game.refused("alice", {"kind": "choose_tax_season", "city": "village-1", "season": "winter"})
+    assert late.code == "realm.tax_season_at_year_start"
 
 
 def test_only_the_controller_chooses_the_tax_season() -> None:
