@@ -39,7 +39,6 @@ from events.sectors.events import (
 )
 from events.sectors.setup import ExplicitSetup, Options, SectorSetup, Setup
 from events.sectors.state import (
-    NO_GOODS,
     ColonyState,
     Goods,
     Season,
@@ -551,9 +550,7 @@ def decide_end_season(state: ColonyState, command: EndSeason, ctx: Context) -> l
 
     for (row, column, sector), population, workers in zip(explored, populations, idle, strict=True):
         harvested = harvest(row, column, sector, population, workers, season, year, stock)
-        for good, amount in harvested.harvested.as_dict().items():
-            stock[good] += amount
-        for good, amount in harvested.extra.as_dict().items():
+        for good, amount in (harvested.harvested + harvested.extra).as_dict().items():
             stock[good] += amount
         events.append(harvested)
 
@@ -746,42 +743,28 @@ def harvest(
     Amounts stop where the stock would pass the ledger's ceiling; ``stock`` is only read here.
     """
     kind = SECTOR_TYPES[sector.type]
-    if season in kind.harvest_closed_in:
-        return ResourcesHarvested(
-            row=row,
-            column=column,
-            sector_type=kind.name,
-            season=season,
-            year=year,
-            idle_workers=idle,
-            population=population,
-            closed=True,
-            multiplier="0",
-            multiplier_reasons=(f"no resource harvesting in a {kind.name} in {season}",),
-            harvested=NO_GOODS,
-            extra=NO_GOODS,
-            extra_reasons=(),
-        )
-    multiplier = _ONE
-    reasons: list[str] = []
-    for cut in kind.harvest_cuts:
-        measured = population if cut.measure == "population" else len(sector.buildings)
-        if measured > cut.above:
-            multiplier *= cut.multiplier
-            reasons.append(cut.reason)
-    room = {good: LEDGER_CEILING - amount for good, amount in stock.items()}
+    closed = season in kind.harvest_closed_in
+    multiplier = Fraction(0) if closed else _ONE
+    reasons: list[str] = [f"no resource harvesting in a {kind.name} in {season}"] if closed else []
     harvested: dict[str, int] = {}
-    for good, rate in kind.harvest_rates:
-        harvested[good] = min(floor_times(idle, rate if multiplier == 1 else rate * multiplier), room[good])
-        room[good] -= harvested[good]
     extra: dict[str, int] = {}
     extra_reasons: list[str] = []
-    for bonus in kind.extra_harvest:
-        if bonus.season == season:
-            amount = min(floor_times(population, bonus.per_person), room[bonus.good])
-            room[bonus.good] -= amount
-            extra[bonus.good] = extra.get(bonus.good, 0) + amount
-            extra_reasons.append(bonus.reason)
+    if not closed:
+        for cut in kind.harvest_cuts:
+            measured = population if cut.measure == "population" else len(sector.buildings)
+            if measured > cut.above:
+                multiplier *= cut.multiplier
+                reasons.append(cut.reason)
+        room = {good: LEDGER_CEILING - amount for good, amount in stock.items()}
+        for good, rate in kind.harvest_rates:
+            harvested[good] = min(floor_times(idle, rate * multiplier), room[good])
+            room[good] -= harvested[good]
+        for bonus in kind.extra_harvest:
+            if bonus.season == season:
+                amount = min(floor_times(population, bonus.per_person), room[bonus.good])
+                room[bonus.good] -= amount
+                extra[bonus.good] = extra.get(bonus.good, 0) + amount
+                extra_reasons.append(bonus.reason)
     return ResourcesHarvested(
         row=row,
         column=column,
@@ -790,7 +773,7 @@ def harvest(
         year=year,
         idle_workers=idle,
         population=population,
-        closed=False,
+        closed=closed,
         multiplier=str(multiplier),
         multiplier_reasons=tuple(reasons),
         harvested=goods_of(harvested),
@@ -802,64 +785,56 @@ def harvest(
 # --- evolve -----------------------------------------------------------------------------------
 
 
+def _with_sector(state: ColonyState, row: int, column: int, sector: Sector) -> ColonyState:
+    return msgspec.structs.replace(state, sectors=replace_sector(state, row, column, sector))
+
+
+def _explored_sector(state: ColonyState, row: int, column: int) -> Sector:
+    sector = state.sector(row, column)
+    assert sector is not None, f"an event names {place(row, column)}, which is unexplored"
+    return sector
+
+
+def _with_population(state: ColonyState, row: int, column: int, change: int) -> ColonyState:
+    sector = _explored_sector(state, row, column)
+    return _with_sector(
+        state, row, column, msgspec.structs.replace(sector, population=sector.population + change)
+    )
+
+
 def evolve_sector_explored(state: ColonyState, event: SectorExplored) -> ColonyState:
-    sector = Sector(type=event.sector_type, population=event.population)
-    return msgspec.structs.replace(state, sectors=replace_sector(state, event.row, event.column, sector))
+    return _with_sector(
+        state, event.row, event.column, Sector(type=event.sector_type, population=event.population)
+    )
 
 
 def evolve_people_moved(state: ColonyState, event: PeopleMoved) -> ColonyState:
-    source = state.sector(event.from_row, event.from_column)
-    assert source is not None
-    moved = msgspec.structs.replace(
-        state,
-        sectors=replace_sector(
-            state,
-            event.from_row,
-            event.from_column,
-            msgspec.structs.replace(source, population=source.population - event.count),
-        ),
-    )
-    target = moved.sector(event.to_row, event.to_column)
-    assert target is not None
-    return msgspec.structs.replace(
-        moved,
-        sectors=replace_sector(
-            moved,
-            event.to_row,
-            event.to_column,
-            msgspec.structs.replace(target, population=target.population + event.count),
-        ),
-    )
+    left = _with_population(state, event.from_row, event.from_column, -event.count)
+    return _with_population(left, event.to_row, event.to_column, event.count)
 
 
 def evolve_building_built(state: ColonyState, event: BuildingBuilt) -> ColonyState:
-    sector = state.sector(event.row, event.column)
-    assert sector is not None
+    sector = _explored_sector(state, event.row, event.column)
     built = msgspec.structs.replace(sector, buildings=(*sector.buildings, event.building))
     return msgspec.structs.replace(
-        state, stock=state.stock - event.cost, sectors=replace_sector(state, event.row, event.column, built)
+        _with_sector(state, event.row, event.column, built), stock=state.stock - event.cost
     )
 
 
 def evolve_building_demolished(state: ColonyState, event: BuildingDemolished) -> ColonyState:
-    sector = state.sector(event.row, event.column)
-    assert sector is not None
+    sector = _explored_sector(state, event.row, event.column)
     buildings = sector.buildings[: event.position] + sector.buildings[event.position + 1 :]
-    remaining = msgspec.structs.replace(sector, buildings=buildings)
-    return msgspec.structs.replace(state, sectors=replace_sector(state, event.row, event.column, remaining))
+    return _with_sector(state, event.row, event.column, msgspec.structs.replace(sector, buildings=buildings))
 
 
 def evolve_population_changed(state: ColonyState, event: PopulationChanged) -> ColonyState:
-    sector = state.sector(event.row, event.column)
-    assert sector is not None
+    sector = _explored_sector(state, event.row, event.column)
     last_starved = season_number(event.season, event.year) if event.starved else sector.last_starved
     changed = msgspec.structs.replace(sector, population=event.population_after, last_starved=last_starved)
     stock = state.stock
     if event.food_eaten:
         stock = msgspec.structs.replace(stock, food=stock.food - event.food_eaten)
-    return msgspec.structs.replace(
-        state, stock=stock, sectors=replace_sector(state, event.row, event.column, changed)
-    )
+    return msgspec.structs.replace(_with_sector(state, event.row, event.column, changed), stock=stock)
 
 
 def evolve_goods_produced(state: ColonyState, event: GoodsProduced) -> ColonyState:

@@ -38,9 +38,6 @@ class Goods(msgspec.Struct, frozen=True, omit_defaults=True):
         return not any(msgspec.structs.astuple(self))
 
 
-NO_GOODS = Goods()
-
-
 def goods_of(pairs: tuple[tuple[str, int], ...] | dict[str, int]) -> Goods:
     """Goods from (good, amount) pairs or a mapping, the shape the data tables use."""
     items = pairs.items() if isinstance(pairs, dict) else pairs
@@ -74,9 +71,6 @@ class ColonyState(msgspec.Struct, frozen=True, kw_only=True):
     stock: Goods
     # Row-major, length rows * columns; None where the sector is still unexplored.
     sectors: tuple[Sector | None, ...]
-
-    def index(self, row: int, column: int) -> int:
-        return row * self.columns + column
 
     def sector(self, row: int, column: int) -> Sector | None:
         return self.sectors[row * self.columns + column]
