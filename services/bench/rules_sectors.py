@@ -144,9 +144,11 @@ def _timed(function: Any, *args: Any) -> tuple[Any, float]:
 
 def main(seconds: float = 4.0) -> None:
     console = Console(width=120)
+    sectors = full_colony_options()["setup"]["sectors"]
+    buildings = sum(len(sector["buildings"]) for sector in sectors)
     console.print(
-        f"[bold]bench rules sectors[/]: full {SIDE}x{SIDE} colonies (64 explored sectors, 216 buildings) played "
-        f"for {YEARS} years each; pure rules, no Redis; baselines run in the same process"
+        f"[bold]bench rules sectors[/]: full {SIDE}x{SIDE} colonies ({len(sectors)} explored sectors, {buildings} "
+        f"buildings) played for {YEARS} years each; pure rules, no Redis; baselines run in the same process"
     )
 
     logs, last, seasons, season_events, play_time = play_seasons(seconds)
