@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 import structlog
@@ -21,8 +22,12 @@ def projector_app(
     *,
     batch_size: int = 500,
     name: str = "projector",
+    client_factory: Callable[[], Any] | None = None,
 ) -> FastStream:
     """A FastStream app running one Projector until the app stops (SIGINT/SIGTERM); the batch in hand finishes.
+
+    ``client_factory`` makes the projector's asyncio client (the CLI passes one that builds a Redis
+    Cluster client when REDIS_CLUSTER is set); by default a plain client on ``redis_url``.
 
     The feed loop is plain redis-py rather than a FastStream subscriber: FastStream's stream groups
     start at ``$``, never redeliver and cannot tie the ack to our own transaction, while the
@@ -32,7 +37,7 @@ def projector_app(
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        client = aioredis.Redis.from_url(redis_url)
+        client = client_factory() if client_factory is not None else aioredis.Redis.from_url(redis_url)
         projector = Projector(client, shard_count, shards, batch_size=batch_size, name=name)
         stop = asyncio.Event()
         task = asyncio.create_task(projector.run(stop))

@@ -1,17 +1,23 @@
-"""Rebuild read models from the room streams (the source of truth), shard by shard, each shard in one transaction."""
+"""Rebuild read models from the room streams (the source of truth), shard by shard, each shard in one script."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from redis.exceptions import WatchError
-
 from events import room as room_rules
 from projections.keys import ModelKeys, StoreKeys
 from projections.models import READ_MODELS, RoomUpdate, project_room
 from projections.source import room_events
-from projections.store import model_keys_of_shard, queue_update, text
+from projections.store import (
+    COMMIT_SCRIPT,
+    CheckpointConflict,
+    ShardWrites,
+    commit_shard,
+    model_keys_of_shard,
+    queue_update,
+    text,
+)
 
 # A partial rebuild must land on the live checkpoint; a projector that keeps moving it wins after this many tries.
 PARTIAL_ATTEMPTS = 5
@@ -56,16 +62,17 @@ async def rebuild(
     if on_total is not None:
         on_total(sum(len(m) for m in members))
     full = models == READ_MODELS
+    script = client.register_script(COMMIT_SCRIPT)
     done = 0
     for shard in range(shard_count):
         if full:
-            done += await _rebuild_shard_fully(client, store_keys, keys, shard, on_room)
+            done += await _rebuild_shard_fully(client, script, store_keys, keys, shard, on_room)
         else:
-            done += await _rebuild_shard_partly(client, store_keys, keys, shard, models, on_room)
+            done += await _rebuild_shard_partly(client, script, store_keys, keys, shard, models, on_room)
     return done
 
 
-async def _rebuild_shard_fully(client: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
+async def _rebuild_shard_fully(client: Any, script: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
                                on_room: Callable[[str], None] | None) -> int:
     head = await client.xrevrange(store_keys.feed(shard), "+", "-", count=1)
     # Rooms are listed after the head is read: every room with an event at or before the head is seen.
@@ -77,42 +84,43 @@ async def _rebuild_shard_fully(client: Any, store_keys: StoreKeys, keys: ModelKe
             updates.append(update)
         if on_room is not None:
             on_room(room)
+    writes = ShardWrites()
     stale = await model_keys_of_shard(client, keys, shard, READ_MODELS)
-    async with client.pipeline(transaction=True) as pipe:
-        if stale:
-            pipe.delete(*stale)
-        for update in updates:
-            queue_update(pipe, keys, shard, update)
-        if head:
-            pipe.set(keys.checkpoint(shard), text(head[0][0]))
-        else:
-            pipe.delete(keys.checkpoint(shard))
-        await pipe.execute()
+    if stale:
+        writes.delete(*stale)
+    for update in updates:
+        queue_update(writes, keys, shard, update)
+    # No check: the rebuild wins; a running projector finds its checkpoint moved and resumes from the head.
+    await commit_shard(script, keys.checkpoint(shard), writes, expected=None,
+                       new_checkpoint=text(head[0][0]) if head else None)
     return len(rooms)
 
 
-async def _rebuild_shard_partly(client: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
+async def _rebuild_shard_partly(client: Any, script: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
                                 models: tuple[str, ...], on_room: Callable[[str], None] | None) -> int:
     checkpoint = keys.checkpoint(shard)
     for _ in range(PARTIAL_ATTEMPTS):
-        async with client.pipeline(transaction=True) as pipe:
-            try:
-                await pipe.watch(checkpoint)
-                versions = {text(r): int(v) for r, v in (await pipe.hgetall(keys.versions(shard))).items()}
-                updates = []
-                for room in sorted(versions):
-                    update = await fold_room(client, store_keys, room, versions[room])
-                    if update is not None:
-                        updates.append(update)
-                stale = await model_keys_of_shard(pipe, keys, shard, models)
-                pipe.multi()
-                if stale:
-                    pipe.delete(*stale)
-                for update in updates:
-                    queue_update(pipe, keys, shard, update, models)
-                await pipe.execute()
-            except WatchError:
-                continue
+        # Read the checkpoint first: the script writes only if it still holds this value, i.e. the live
+        # models (and their versions read below) did not move meanwhile.
+        seen = await client.get(checkpoint)
+        expected = text(seen) if seen is not None else "0-0"
+        versions = {text(r): int(v) for r, v in (await client.hgetall(keys.versions(shard))).items()}
+        updates = []
+        for room in sorted(versions):
+            update = await fold_room(client, store_keys, room, versions[room])
+            if update is not None:
+                updates.append(update)
+        writes = ShardWrites()
+        stale = await model_keys_of_shard(client, keys, shard, models)
+        if stale:
+            writes.delete(*stale)
+        for update in updates:
+            queue_update(writes, keys, shard, update, models)
+        try:
+            await commit_shard(script, checkpoint, writes, expected=expected, new_checkpoint=None,
+                               keep_checkpoint=True)
+        except CheckpointConflict:
+            continue
         if on_room is not None:
             for room in sorted(versions):
                 on_room(room)

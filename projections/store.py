@@ -1,8 +1,14 @@
-"""The read-model store: how a room update becomes Redis writes, queued on a MULTI/EXEC pipeline."""
+"""The read-model store: how a room update becomes Redis writes, applied with the shard's checkpoint by one script.
+
+``queue_update`` records a room's writes on a ``ShardWrites``; ``commit_shard`` sends them with the
+checkpoint compare-and-set as ONE Lua script. Every key of a shard's models carries the shard's hash
+tag, so the script is single-slot: atomic on one server and on a Redis Cluster alike (redis-py's
+asyncio cluster client has no MULTI/EXEC, and WATCH cannot follow a key across a cluster client).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -41,7 +47,8 @@ def leaderboard_member(player: str, room: str) -> bytes:
 
 def queue_update(pipe: Any, keys: ModelKeys, shard: int, update: RoomUpdate,
                  models: Iterable[str] = READ_MODELS) -> None:
-    """Queue one room's writes for the named models on ``pipe`` (already in MULTI)."""
+    """Queue one room's writes for the named models on ``pipe`` (a ShardWrites, or any object with
+    redis-py's hset/sadd/zadd/zrem methods)."""
     models = set(models)
     room = update.room
     if "rooms" in models:
@@ -77,3 +84,110 @@ async def model_keys_of_shard(client: Any, keys: ModelKeys, shard: int, models: 
         rooms = await client.smembers(keys.trade_rooms(shard))
         found += [keys.trades(shard, text(r)) for r in rooms] + [keys.trade_rooms(shard)]
     return found
+
+
+# --- one shard's writes as one script -------------------------------------------------------------
+
+# The checkpoint compare-and-set and the writes, atomically (one slot: every key has the shard's tag).
+# KEYS: 1 checkpoint, 2.. the keys the writes touch
+# ARGV: 1 "1" to check the checkpoint, 2 the value it must hold (absent reads as 0-0),
+#       3 "set" / "del" / "keep" the checkpoint, 4 its new value,
+#       5.. writes, each: command, key index (into KEYS), argument count, arguments
+# Returns {1, ""} when applied, {0, <current checkpoint>} when the checkpoint had moved (nothing written).
+COMMIT_SCRIPT = """
+if ARGV[1] == '1' then
+  local current = redis.call('GET', KEYS[1]) or '0-0'
+  if current ~= ARGV[2] then return {0, current} end
+end
+local i = 5
+local n = #ARGV
+while i <= n do
+  local count = tonumber(ARGV[i + 2])
+  redis.call(ARGV[i], KEYS[tonumber(ARGV[i + 1])], unpack(ARGV, i + 3, i + 2 + count))
+  i = i + 3 + count
+end
+if ARGV[3] == 'set' then
+  redis.call('SET', KEYS[1], ARGV[4])
+elseif ARGV[3] == 'del' then
+  redis.call('DEL', KEYS[1])
+end
+return {1, ''}
+"""
+
+NO_CHECKPOINT = "0-0"
+# Arguments per write: Lua's unpack() stops at a few thousand values, so long writes are split.
+_CHUNK = 512
+
+
+class CheckpointConflict(Exception):
+    """The shard's checkpoint no longer held the expected value: nothing was written."""
+
+    def __init__(self, current: str) -> None:
+        super().__init__(current)
+        self.current = current
+
+
+class ShardWrites:
+    """One shard's read-model writes, recorded in order, to be sent as COMMIT_SCRIPT's arguments.
+
+    It has the redis-py method names ``queue_update`` uses (hset, sadd, zadd, zrem, delete), so the
+    same code describes the writes whatever applies them.
+    """
+
+    def __init__(self) -> None:
+        self._keys: dict[str, int] = {}
+        self._args: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._args)
+
+    def _key(self, key: str) -> int:
+        # KEYS[1] is the checkpoint; the writes' keys follow from KEYS[2].
+        return self._keys.setdefault(key, len(self._keys) + 2)
+
+    def _write(self, command: str, key: str, values: list[Any], width: int = 1) -> None:
+        step = _CHUNK - _CHUNK % width
+        for start in range(0, len(values), step):
+            chunk = values[start:start + step]
+            self._args += [command, self._key(key), len(chunk), *chunk]
+
+    def hset(self, key: str, field: Any = None, value: Any = None, mapping: Mapping | None = None) -> None:
+        pairs = [] if field is None else [field, value]
+        for item in (mapping or {}).items():
+            pairs += item
+        self._write("HSET", key, pairs, 2)
+
+    def sadd(self, key: str, *members: Any) -> None:
+        self._write("SADD", key, list(members))
+
+    def zadd(self, key: str, mapping: Mapping[Any, float]) -> None:
+        pairs: list[Any] = []
+        for member, score in mapping.items():
+            pairs += [score, member]
+        self._write("ZADD", key, pairs, 2)
+
+    def zrem(self, key: str, *members: Any) -> None:
+        self._write("ZREM", key, list(members))
+
+    def delete(self, *keys: str) -> None:
+        for key in keys:
+            self._args += ["DEL", self._key(key), 0]
+
+    def script_call(self, checkpoint_key: str, expected: str | None, new_checkpoint: str | None,
+                    keep_checkpoint: bool = False) -> tuple[list[str], list[Any]]:
+        """(KEYS, ARGV) of COMMIT_SCRIPT: ``expected`` None skips the check; ``new_checkpoint`` None deletes it."""
+        action = "keep" if keep_checkpoint else ("del" if new_checkpoint is None else "set")
+        head = ["0" if expected is None else "1", expected or "", action, new_checkpoint or ""]
+        return [checkpoint_key, *self._keys], head + self._args
+
+
+async def commit_shard(script: Any, checkpoint_key: str, writes: ShardWrites, *, expected: str | None,
+                       new_checkpoint: str | None, keep_checkpoint: bool = False) -> None:
+    """Apply ``writes`` and move the checkpoint in one script; CheckpointConflict if it no longer held ``expected``.
+
+    ``script`` is ``client.register_script(COMMIT_SCRIPT)`` (it reloads the script on NOSCRIPT itself).
+    """
+    script_keys, args = writes.script_call(checkpoint_key, expected, new_checkpoint, keep_checkpoint)
+    applied, current = await script(keys=script_keys, args=args)
+    if int(applied) != 1:
+        raise CheckpointConflict(text(current))

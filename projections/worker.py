@@ -1,4 +1,4 @@
-"""The projector: reads shard feeds from its checkpoints and applies each batch with its checkpoint in one MULTI/EXEC."""
+"""The projector: reads shard feeds from its checkpoints and applies each batch with its checkpoint in one script."""
 
 from __future__ import annotations
 
@@ -11,14 +11,23 @@ from typing import Any
 
 import redis.asyncio as aioredis
 import structlog
-from redis.exceptions import RedisError, WatchError
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisError
 
 from events import codec, room as room_rules
 from events.room import RoomState
 from projections.keys import ModelKeys, StoreKeys
 from projections.models import RoomUpdate, project_room
 from projections.source import read_ranges, state_at
-from projections.store import encode_json, queue_update, text
+from projections.store import (
+    COMMIT_SCRIPT,
+    CheckpointConflict,
+    ShardWrites,
+    commit_shard,
+    encode_json,
+    queue_update,
+    text,
+)
 
 START = "0-0"
 
@@ -32,8 +41,12 @@ class Projector:
 
     The feed cursor lives only in Redis, next to the models, and moves in the same transaction as
     the writes it covers. No consumer group: FastStream's groups neither redeliver nor reclaim, and
-    the checkpoint already says exactly where to resume. WATCH on the checkpoint makes a second
-    projector or a concurrent rebuild a clean conflict instead of a double apply.
+    the checkpoint already says exactly where to resume. The commit script compares the checkpoint
+    before it writes, which makes a second projector or a concurrent rebuild a clean conflict
+    instead of a double apply.
+
+    On a Redis Cluster (a ``RedisCluster`` client) each shard's feed is read on its own (one XREAD
+    may not span slots): a standing blocking read per shard, and a batch as soon as any shard answers.
     """
 
     def __init__(
@@ -68,6 +81,10 @@ class Projector:
         self.conflicts = 0
         self.started_at_ms = int(time.time() * 1000)
         self.last_batch_at_ms = 0
+        self._commit_script = client.register_script(COMMIT_SCRIPT)
+        self._cluster = isinstance(client, RedisCluster)
+        # Cluster only: shard -> (the cursor it reads from, the standing blocking XREAD).
+        self._reads: dict[int, tuple[str, asyncio.Task]] = {}
 
     # --- cursors and cached states -----------------------------------------------------------
 
@@ -103,13 +120,51 @@ class Projector:
         """Read one batch from every shard feed (waiting up to ``block_ms``) and apply it; events applied."""
         if not self.cursors:
             await self.load_checkpoints()
-        streams = {self.store_keys.feed(s): self.cursors[s] for s in self.shards}
-        replies = await self.client.xread(streams, count=self.batch_size, block=block_ms)
+        if self._cluster:
+            replies = await self._read_each_shard(block_ms)
+        else:
+            streams = {self.store_keys.feed(s): self.cursors[s] for s in self.shards}
+            replies = await self.client.xread(streams, count=self.batch_size, block=block_ms)
         # Shards share no rooms and no keys: their transactions overlap their round trips safely.
         applied = await asyncio.gather(
             *(self._apply_or_resync(self._feed_shard[text(stream)], entries) for stream, entries in replies or [])
         )
         return sum(applied)
+
+    async def _read_each_shard(self, block_ms: int | None) -> list:
+        """A Cluster's feeds: one XREAD per shard (their keys live in different slots)."""
+        if block_ms is None:
+            # The cluster pipeline sends one batch per node, the nodes concurrently.
+            async with self.client.pipeline(transaction=False) as pipe:
+                for shard in self.shards:
+                    pipe.xread({self.store_keys.feed(shard): self.cursors[shard]}, count=self.batch_size)
+                replies = await pipe.execute()
+            return [stream for reply in replies for stream in reply or []]
+        # Waiting for ALL blocking reads would add the idle shards' block time to every batch: keep
+        # one standing read per shard and take whichever answered (XREAD has no side effects, so a
+        # read from a cursor that has moved on since is simply dropped).
+        for shard in self.shards:
+            if shard not in self._reads:
+                cursor = self.cursors[shard]
+                read = self.client.xread({self.store_keys.feed(shard): cursor}, count=self.batch_size,
+                                         block=block_ms)
+                self._reads[shard] = (cursor, asyncio.ensure_future(read))
+        await asyncio.wait([task for _, task in self._reads.values()], return_when=asyncio.FIRST_COMPLETED)
+        replies = []
+        for shard, (cursor, task) in list(self._reads.items()):
+            if task.done():
+                del self._reads[shard]
+                reply = task.result()
+                if reply and cursor == self.cursors.get(shard):
+                    replies += reply
+        return replies
+
+    async def _cancel_reads(self) -> None:
+        reads = [task for _, task in self._reads.values()]
+        self._reads.clear()
+        for task in reads:
+            task.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
 
     async def _apply_or_resync(self, shard: int, entries: list[tuple[Any, dict]]) -> int:
         try:
@@ -128,8 +183,31 @@ class Projector:
         while True:
             applied = await self.run_once(block_ms=None)
             total += applied
-            if not applied and await self._caught_up():
+            if not applied and not await self.resync_moved_checkpoints() and await self._caught_up():
                 return total
+
+    async def resync_moved_checkpoints(self) -> list[int]:
+        """Shards whose stored checkpoint is no longer our cursor (a rebuild set it back): resume from it.
+
+        A commit notices a moved checkpoint, but an idle shard commits nothing: without this, a rebuild
+        that set an idle shard's checkpoint behind our cursor would leave it there until the next event.
+        """
+        if not self.cursors:
+            return []
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in self.shards:
+                pipe.get(self.keys.checkpoint(shard))
+            values = await pipe.execute()
+        moved = []
+        for shard, value in zip(self.shards, values, strict=True):
+            stored = text(value) if value is not None else START
+            if stored != self.cursors.get(shard):
+                self.conflicts += 1
+                self._forget_shard(shard)
+                self.cursors[shard] = stored
+                moved.append(shard)
+                self.log.info("checkpoint_moved", shard=shard, checkpoint=stored)
+        return moved
 
     async def _caught_up(self) -> bool:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -182,20 +260,15 @@ class Projector:
         return {room: int(v) for room, v in zip(rooms, values, strict=True) if v is not None}
 
     async def _commit(self, shard: int, updates: list[RoomUpdate], last_id: str) -> None:
-        checkpoint = self.keys.checkpoint(shard)
-        async with self.client.pipeline(transaction=True) as pipe:
-            try:
-                await pipe.watch(checkpoint)
-                current = await pipe.get(checkpoint)
-                if (text(current) if current is not None else START) != self.cursors[shard]:
-                    raise CheckpointMoved(shard)
-                pipe.multi()
-                for update in updates:
-                    queue_update(pipe, self.keys, shard, update)
-                pipe.set(checkpoint, last_id)
-                await pipe.execute()
-            except WatchError:
-                raise CheckpointMoved(shard) from None
+        """Every model row of the batch and the new checkpoint in one script, if the checkpoint is still ours."""
+        writes = ShardWrites()
+        for update in updates:
+            queue_update(writes, self.keys, shard, update)
+        try:
+            await commit_shard(self._commit_script, self.keys.checkpoint(shard), writes,
+                               expected=self.cursors[shard], new_checkpoint=last_id)
+        except CheckpointConflict:
+            raise CheckpointMoved(shard) from None
         self.cursors[shard] = last_id
 
     # --- running ------------------------------------------------------------------------------
@@ -210,11 +283,13 @@ class Projector:
                 try:
                     if not self.cursors:
                         await self.load_checkpoints()
-                    await self.run_once(block_ms=self.block_ms)
+                    if not await self.run_once(block_ms=self.block_ms):
+                        await self.resync_moved_checkpoints()
                     backoff = 0.5
                 except RedisError as error:
                     self.log.warning("redis_error", error=str(error), retry_in_s=backoff)
                     self.cursors.clear()
+                    await self._cancel_reads()
                     await _sleep_or_stop(stop, backoff)
                     backoff = min(backoff * 2, 5.0)
                 except Exception as error:  # a corrupt entry stalls its shard visibly (lag) instead of being skipped
@@ -225,6 +300,7 @@ class Projector:
                     backoff = min(backoff * 2, 5.0)
         finally:
             stop.set()
+            await self._cancel_reads()
             await heartbeat
             self.log.info("projector_stopped", events_applied=self.events_applied)
 

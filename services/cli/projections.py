@@ -20,6 +20,7 @@ from projections.rebuild import RebuildConflict, rebuild
 from services.cli import app
 from services.cli.common import console, fail, redis_url_for, settings_or_exit
 from services.logging import configure_logging
+from services.redis_client import connect
 from services.settings import parse_shard_selection
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
@@ -43,7 +44,9 @@ def run_projector(
         raise fail(f"--shards {shards!r} is not valid: {error}") from None
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings) as url:
-        asyncio.run(projector_app(url, settings.shard_count, selected, batch_size=batch_size, name=name).run())
+        app_ = projector_app(url, settings.shard_count, selected, batch_size=batch_size, name=name,
+                             client_factory=lambda: connect(url, settings.redis_cluster))
+        asyncio.run(app_.run())
 
 
 @projections_app.command("rebuild")
@@ -56,7 +59,8 @@ def rebuild_models(
     models = READ_MODELS if name is None else (name,)
     settings = settings_or_exit()
     with redis_url_for(settings) as url:
-        rooms = _run(url, lambda client: _rebuild_with_progress(client, settings.shard_count, models))
+        rooms = _run(url, lambda client: _rebuild_with_progress(client, settings.shard_count, models),
+                     settings.redis_cluster)
     console.print(f"rebuilt {', '.join(models)} from {rooms} room(s)")
 
 
@@ -107,7 +111,7 @@ def show(
         return await models.status()
 
     with redis_url_for(settings) as url:
-        result = _run(url, query)
+        result = _run(url, query, settings.redis_cluster)
     if what == "room" and result is None:
         raise fail(f"room {room!r} has no projection (unknown room, or the projector has not reached it)")
     if as_json or what in ("room", "status"):
@@ -138,9 +142,9 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _run(url: str, work: Any) -> Any:
+def _run(url: str, work: Any, cluster: bool = False) -> Any:
     async def main() -> Any:
-        client = aioredis.Redis.from_url(url)
+        client = connect(url, cluster)
         try:
             return await work(client)
         finally:

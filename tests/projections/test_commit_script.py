@@ -1,0 +1,60 @@
+"""The shard commit script: the checkpoint compare-and-set guards every write, long writes are split."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.keys import ModelKeys
+from projections.store import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
+from projections.worker import CheckpointMoved, Projector
+
+KEYS = ModelKeys()
+
+
+async def test_a_commit_writes_everything_and_moves_the_checkpoint(redis_client):
+    script = redis_client.register_script(COMMIT_SCRIPT)
+    writes = ShardWrites()
+    writes.hset(KEYS.versions(3), "r1", 7)
+    writes.sadd(KEYS.trade_rooms(3), "r1")
+    rows = {f"row-{index}".encode(): index for index in range(3000)}  # far more than one unpack() takes
+    writes.zadd(KEYS.trades(3, "r1"), rows)
+    writes.zrem(KEYS.trades(3, "r1"), b"row-0")
+    await commit_shard(script, KEYS.checkpoint(3), writes, expected="0-0", new_checkpoint="5-1")
+
+    assert await redis_client.get(KEYS.checkpoint(3)) == b"5-1"
+    assert await redis_client.hget(KEYS.versions(3), "r1") == b"7"
+    assert await redis_client.zcard(KEYS.trades(3, "r1")) == 2999
+    assert await redis_client.zscore(KEYS.trades(3, "r1"), b"row-2999") == 2999
+
+
+async def test_a_moved_checkpoint_writes_nothing(redis_client):
+    script = redis_client.register_script(COMMIT_SCRIPT)
+    await redis_client.set(KEYS.checkpoint(1), "9-0")
+    writes = ShardWrites()
+    writes.hset(KEYS.versions(1), "r1", 1)
+    with pytest.raises(CheckpointConflict) as conflict:
+        await commit_shard(script, KEYS.checkpoint(1), writes, expected="8-0", new_checkpoint="10-0")
+    assert conflict.value.current == "9-0"
+    assert await redis_client.exists(KEYS.versions(1)) == 0
+    assert await redis_client.get(KEYS.checkpoint(1)) == b"9-0"
+
+
+async def test_a_delete_then_writes_and_no_check_replace_a_shards_rows(redis_client):
+    script = redis_client.register_script(COMMIT_SCRIPT)
+    await redis_client.hset(KEYS.summaries(2), mapping={"old": "x", "r": "y"})
+    await redis_client.set(KEYS.checkpoint(2), "4-0")
+    writes = ShardWrites()
+    writes.delete(KEYS.summaries(2))
+    writes.hset(KEYS.summaries(2), "r", "z")
+    await commit_shard(script, KEYS.checkpoint(2), writes, expected=None, new_checkpoint=None)
+    assert await redis_client.hgetall(KEYS.summaries(2)) == {b"r": b"z"}
+    assert await redis_client.exists(KEYS.checkpoint(2)) == 0
+
+
+async def test_the_projector_reports_a_checkpoint_moved_under_it(redis_client):
+    projector = Projector(redis_client, 4)
+    await projector.load_checkpoints()
+    await redis_client.set(KEYS.checkpoint(0), "1-0")  # a rebuild or a second projector got there first
+    with pytest.raises(CheckpointMoved):
+        await projector._commit(0, [], "2-0")
+    assert await redis_client.get(KEYS.checkpoint(0)) == b"1-0"
