@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+from pathlib import Path
+
 import msgspec
 import pytest
 from test_sectors_support import colony, refusal, sector, setup_refusal
@@ -11,7 +14,14 @@ from events.dice import ScriptedDice
 from events.errors import RuleError
 from events.sectors import DECIDER
 from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from events.sectors.data import BUILDING_NAMES, DEFAULT_STARTING_STOCK, SECTOR_TYPE_NAMES
+from events.sectors.data import (
+    BUILDING_NAMES,
+    BUILDINGS,
+    DEFAULT_STARTING_STOCK,
+    GOODS,
+    SECTOR_TYPE_NAMES,
+    SECTOR_TYPES,
+)
 from events.sectors.events import BuildingBuilt, BuildingDemolished, PeopleMoved, SeasonEnded, SectorExplored
 from events.sectors.sandbox import Sandbox
 from events.sectors.state import Goods
@@ -473,3 +483,45 @@ def test_the_view_resources_and_summaries_describe_the_colony():
     assert summaries[-1] == "spring of year 1 ended; now summer of year 1"
     event = SectorExplored(row=0, column=1, sector_type="forest", population=1)
     assert DECIDER.redact(event, "anyone") is event
+
+
+# --- the rules page says what the code does -----------------------------------------------------
+
+
+def doc_table_rows(first_cell: str) -> list[list[str]]:
+    """The cells of every row of docs/rules/sectors.md whose first cell starts with ``first_cell``."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "rules" / "sectors.md").read_text()
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines()]
+    return [row for row in rows if row[0].startswith(first_cell)]
+
+
+def doc_goods(cell: str) -> dict[str, int]:
+    goods = {}
+    for part in filter(None, (item.strip() for item in cell.split(","))):
+        amount, name = part.split(" ", 1)
+        name = name.replace(" ", "_")
+        goods[name if name in GOODS else f"{name}s"] = int(amount)
+    return goods
+
+
+def test_the_rules_page_building_table_is_the_code_table():
+    for name, building in BUILDINGS.items():
+        [[_, crew, inputs, outputs, cost, _]] = doc_table_rows(name)
+        assert (int(crew), doc_goods(inputs), doc_goods(outputs), doc_goods(cost)) == (
+            building.crew,
+            dict(building.inputs),
+            dict(building.outputs),
+            dict(building.cost),
+        ), name
+
+
+def test_the_rules_page_sector_type_table_is_the_code_data():
+    kinds = [SECTOR_TYPES[name] for name in ("mountain", "prairie", "forest")]
+    [[_, *harvest]] = doc_table_rows("harvest per idle worker")
+    [[_, *food]] = doc_table_rows("food per person")
+    [[_, *caps]] = doc_table_rows("population cap")
+    for kind, rates, needs, cap in zip(kinds, harvest, food, caps, strict=True):
+        assert [Fraction(rate) for rate in rates.split(", ")] == [rate for _, rate in kind.harvest_rates]
+        written = needs.removesuffix(" all year").split(", ")
+        assert [Fraction(need) for need in written * (4 // len(written))] == list(kind.food_need.values())
+        assert (int(cap) if cap.isdigit() else None) == kind.population_cap
