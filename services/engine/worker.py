@@ -19,6 +19,7 @@ from redis.exceptions import (
 )
 
 from services.bus import COMMAND_FIELD, encode_outcome, outcome_channel
+from services.engine.cluster_reads import StandingReads
 from services.engine.lease import ShardLeases
 from services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
 from services.logging import get_logger
@@ -93,6 +94,8 @@ class Engine:
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
+        self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
+                                             config.batch_size, config.block_ms)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -115,6 +118,7 @@ class Engine:
             leases.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await leases
+        await self._standing_reads.close()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS):
             await self._flush_metrics_and_heartbeat(alive=False)
             await self.leases.release_all()
@@ -211,13 +215,8 @@ class Engine:
 
     async def _read_new(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
         if self._cluster:
-            # A Cluster refuses one XREADGROUP over streams of different slots: one read per shard.
-            replies = await asyncio.gather(*(
-                self.client.xreadgroup(GROUP, self.config.name, {self.keys.shard_commands(shard): ">"},
-                                       count=self.config.batch_size, block=self.config.block_ms)
-                for shard in held
-            ))
-            reply = [stream_entries for one in replies for stream_entries in (one or [])]
+            # A Cluster refuses one XREADGROUP over streams of different slots: a standing read per shard.
+            reply = await self._standing_reads.read(held)
         else:
             # One read over every held shard: bigger batches, fewer round trips.
             streams = {self.keys.shard_commands(shard): ">" for shard in held}
