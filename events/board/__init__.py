@@ -28,7 +28,7 @@ from events.board.events import (
 )
 from events.board.missions import MISSIONS
 from events.board.rules import DECIDE, EVOLVE, mission_totals
-from events.board.state import BoardOptions, BoardSetup, BoardState, starting_board
+from events.board.state import STARTING_BOARD, BoardOptions, BoardSetup, BoardState
 from events.decider import Context
 from events.errors import RuleError
 from events.room import RoomCreated
@@ -63,7 +63,7 @@ class BoardDecider:
             mountain_bonus=setup.mountain_bonus,
             extended_pool=setup.extended_pool,
             missions=setup.missions,
-            board=starting_board(),
+            board=STARTING_BOARD,
             deck=setup.deck,
         )
 

@@ -7,9 +7,7 @@ from collections.abc import Callable, Iterator
 import msgspec
 
 from events.board.data import EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
-
-Board = tuple[tuple[str, ...], ...]
-"""SIZE rows of SIZE terrain names; ``""`` is an empty cell, ``"mountain"`` a printed mountain."""
+from events.board.state import Board
 
 
 def neighbours(row: int, column: int) -> Iterator[tuple[int, int]]:
@@ -61,12 +59,12 @@ def edge_of_the_forest(board: Board) -> int:
 
 
 def sleepy_valley(board: Board) -> int:
-    """4 points per row with exactly three forest cells."""
+    """4 points per row with exactly three forest cells (not two, not four)."""
     return sum(4 for cells in board if cells.count(FOREST) == 3)
 
 
 def watering_potatoes(board: Board) -> int:
-    """2 points per water cell with at least one farm cell as an orthogonal neighbour (counted once)."""
+    """2 points per water cell with a farm as an orthogonal neighbour (one next to two farms counts once)."""
     return sum(
         2
         for row, column, terrain in _cells(board)
@@ -85,7 +83,7 @@ def borderlands(board: Board) -> int:
 
 
 def tree_line(board: Board) -> int:
-    """2 points per cell of the longest unbroken vertical run of forest cells (one run, ties do not add)."""
+    """2 points per cell of the longest unbroken vertical run of forest cells in any column (one run only)."""
     return 2 * _longest_run(_columns(board), FOREST)
 
 
@@ -95,10 +93,8 @@ def watering_canal(board: Board) -> int:
 
 
 def wealthy_town(board: Board) -> int:
-    """3 points per village cell whose orthogonal neighbours show at least three different terrains.
-
-    Any filled neighbour counts with its terrain, village and mountain included; empty cells do not.
-    """
+    """3 points per village cell whose orthogonal neighbours show three different terrains or more (village
+    and mountain count, empty cells do not)."""
     points = 0
     for row, column, terrain in _cells(board):
         if terrain == VILLAGE:
@@ -118,7 +114,7 @@ def magicians_valley(board: Board) -> int:
 
 
 def empty_site(board: Board) -> int:
-    """2 points per empty cell with at least one village cell as an orthogonal neighbour."""
+    """2 points per empty cell with at least one village as an orthogonal neighbour (counted once per cell)."""
     return sum(
         2
         for row, column, terrain in _cells(board)
@@ -127,7 +123,7 @@ def empty_site(board: Board) -> int:
 
 
 def row_of_houses(board: Board) -> int:
-    """2 points per cell of the longest unbroken horizontal run of village cells (one run, ties do not add)."""
+    """2 points per cell of the longest unbroken horizontal run of village cells in any row (one run only)."""
     return 2 * _longest_run(list(board), VILLAGE)
 
 
@@ -137,7 +133,8 @@ def odd_numbered_silos(board: Board) -> int:
 
 
 def rich_countryside(board: Board) -> int:
-    """4 points per row holding at least five different terrains (forest, village, farm, water, mountain)."""
+    """4 points per row holding five different terrains: forest, village, farm, water and mountain (so only
+    the five rows with a mountain can score)."""
     return sum(4 for cells in board if len(set(cells) - {EMPTY}) >= 5)
 
 
@@ -145,7 +142,7 @@ def rich_countryside(board: Board) -> int:
 
 
 class Mission(msgspec.Struct, frozen=True, kw_only=True):
-    """A mission card: its key, printed title, rule text and scoring function."""
+    """A mission card: its key, printed title, rule text (its scoring function's docstring) and scoring function."""
 
     key: str
     title: str
@@ -154,7 +151,7 @@ class Mission(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _card(key: str, title: str, score: Callable[[Board], int]) -> Mission:
-    return Mission(key=key, title=title, text=(score.__doc__ or "").strip().splitlines()[0], score=score)
+    return Mission(key=key, title=title, text=" ".join((score.__doc__ or "").split()), score=score)
 
 
 MISSIONS: dict[str, Mission] = {

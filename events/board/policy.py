@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from events.board.commands import PlaceElement, SkipElement
-from events.board.rules import current_element, in_map_placements, legal_placements
+from events.board.rules import current_element, in_map_placements, is_free, legal_placements
 from events.board.state import BoardState
 from events.dice import Dice
 
@@ -22,12 +22,11 @@ def choose_command(state: BoardState, player: str, dice: Dice) -> PlaceElement |
         return None
     element = current_element(state)
     candidates = in_map_placements(element)
-    board = state.board
     for _ in range(TRIES):
         command, cells = candidates[dice.randbelow(len(candidates))]
-        if all(board[row][column] == "" for row, column in cells):
+        if is_free(state.board, cells):
             return command
-    legal = legal_placements(board, element)
+    legal = legal_placements(state.board, element)
     if not legal:
         return SkipElement(element=element.number)
     return legal[dice.randbelow(len(legal))]

@@ -32,8 +32,8 @@ from events.board.events import (
     MissionScore,
     SeasonEnded,
 )
-from events.board.missions import Board, neighbours, score
-from events.board.state import BoardState, SeasonScore
+from events.board.missions import neighbours, score
+from events.board.state import Board, BoardState
 from events.decider import Context
 from events.errors import RuleError
 
@@ -85,12 +85,9 @@ def distinct_orientations(element: Element) -> tuple[tuple[int, bool, Cells], ..
     return tuple(result)
 
 
-def fits(board: Board, cells: Cells) -> bool:
-    """Whether every cell is on the map and empty."""
-    for row, column in cells:
-        if not (0 <= row < SIZE and 0 <= column < SIZE) or board[row][column] != EMPTY:
-            return False
-    return True
+def is_free(board: Board, cells: Cells) -> bool:
+    """Whether every cell (all on the map) is empty."""
+    return all(board[row][column] == EMPTY for row, column in cells)
 
 
 def _in_map_placements(element: Element) -> tuple[tuple[PlaceElement, Cells], ...]:
@@ -108,7 +105,8 @@ def _in_map_placements(element: Element) -> tuple[tuple[PlaceElement, Cells], ..
 
 
 _IN_MAP = {number: _in_map_placements(element) for number, element in ELEMENTS.items()}
-"""Every placement of each element that stays on the map, one per distinct set of cells, row-major."""
+"""Every placement of each element that stays on the map, one per distinct set of cells: orientation by
+orientation (as ``distinct_orientations`` lists them), each row by row, left to right."""
 
 
 def in_map_placements(element: Element) -> tuple[tuple[PlaceElement, Cells], ...]:
@@ -118,19 +116,12 @@ def in_map_placements(element: Element) -> tuple[tuple[PlaceElement, Cells], ...
 
 def legal_placements(board: Board, element: Element) -> list[PlaceElement]:
     """Every placement of the element that fits, one per distinct covered set of cells."""
-    return [
-        command
-        for command, cells in _IN_MAP[element.number]
-        if all(board[row][column] == EMPTY for row, column in cells)
-    ]
+    return [command for command, cells in _IN_MAP[element.number] if is_free(board, cells)]
 
 
 def any_placement(board: Board, element: Element) -> PlaceElement | None:
-    """One placement of the element that fits, or None when it fits nowhere."""
-    for command, cells in _IN_MAP[element.number]:
-        if all(board[row][column] == EMPTY for row, column in cells):
-            return command
-    return None
+    """The first placement of the element that fits (in the order of ``_IN_MAP``), or None when it fits nowhere."""
+    return next((command for command, cells in _IN_MAP[element.number] if is_free(board, cells)), None)
 
 
 def current_element(state: BoardState) -> Element:
@@ -309,15 +300,8 @@ def evolve_element_skipped(state: BoardState, event: ElementSkipped) -> BoardSta
 
 
 def evolve_season_ended(state: BoardState, event: SeasonEnded) -> BoardState:
-    record = SeasonScore(
-        season=event.season,
-        name=event.name,
-        missions=event.missions,
-        mountain_bonus=event.mountain_bonus,
-        total=event.total,
-    )
     return msgspec.structs.replace(
-        state, season=event.season + 1, seasons=(*state.seasons, record), total=state.total + event.total
+        state, season=event.season + 1, seasons=(*state.seasons, event), total=state.total + event.total
     )
 
 

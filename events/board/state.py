@@ -5,9 +5,15 @@ from __future__ import annotations
 import msgspec
 
 from events.board.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE
-from events.board.events import MissionScore
+from events.board.events import SeasonEnded
 
 Board = tuple[tuple[str, ...], ...]
+"""SIZE rows of SIZE terrain names; ``""`` is an empty cell, ``"mountain"`` a printed mountain."""
+
+STARTING_BOARD: Board = tuple(
+    tuple(MOUNTAIN if (row, column) in MOUNTAINS else EMPTY for column in range(SIZE)) for row in range(SIZE)
+)
+"""The empty 11x11 map with its five mountains."""
 
 
 class BoardOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,16 +34,6 @@ class BoardSetup(msgspec.Struct, frozen=True, kw_only=True):
     missions: tuple[str, ...]
 
 
-class SeasonScore(msgspec.Struct, frozen=True, kw_only=True):
-    """What one season scored, per mission card, and in all."""
-
-    season: int
-    name: str
-    missions: tuple[MissionScore, ...]
-    mountain_bonus: int
-    total: int
-
-
 class BoardState(msgspec.Struct, frozen=True, kw_only=True):
     """One player's map. ``deck`` is the draw pile, the current element first; it is never shown."""
 
@@ -49,24 +45,9 @@ class BoardState(msgspec.Struct, frozen=True, kw_only=True):
     deck: tuple[int, ...]
     time: int = 0
     season: int = 0
-    seasons: tuple[SeasonScore, ...] = ()
+    seasons: tuple[SeasonEnded, ...] = ()  # the seasons scored so far, as their events
     total: int = 0
     placed: int = 0
     skipped: int = 0
     shuffles: int = 0
     over: bool = False
-
-
-def _starting_board() -> Board:
-    return tuple(
-        tuple(MOUNTAIN if (row, column) in MOUNTAINS else EMPTY for column in range(SIZE))
-        for row in range(SIZE)
-    )
-
-
-STARTING_BOARD: Board = _starting_board()
-
-
-def starting_board() -> Board:
-    """The empty 11x11 map with its five mountains."""
-    return STARTING_BOARD

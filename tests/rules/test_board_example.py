@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import msgspec
 import pytest
 from test_board_support import Game
 
 from events import codec
 from events.board import DECIDER
-from events.dice import Dice
 from events.errors import RuleError
-from events.room import CreateRoom, challenge_seed
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "board.jsonl"
 
@@ -26,17 +23,15 @@ def test_the_example_scenario_is_a_complete_challenge_game_with_one_refused_comm
     ]
     header, moves = lines[0], lines[1:]
     assert header["ruleset"] == "board" and header["challenge"]
-    game = Game(room_id=header["room"], player=header["player"], seed=challenge_seed(header["challenge"]))
-    plain_context = game.context
-
-    def challenge_context(dice=None, player=None):  # challenge rooms draw with the salt "challenge"
-        ctx = plain_context(dice, player)
-        return msgspec.structs.replace(ctx, dice=Dice(game.seed, "challenge", ctx.version))
-
-    game.context = challenge_context
-    game.play(CreateRoom(ruleset="board", options=header["options"], challenge=header["challenge"]))
+    assert moves[0] == {
+        "player": header["player"],
+        "time_ms": moves[0]["time_ms"],
+        "command": {"kind": "join_room"},
+    }
+    game = Game(room_id=header["room"], player=header["player"])
+    game.create(header["options"], challenge=header["challenge"])  # creates and joins, as the first two lines
     refusals = []
-    for move in moves:
+    for move in moves[1:]:
         command = codec.decode_command(game.state.ruleset, move["command"])
         try:
             game.play(command, player=move["player"])

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from test_board_support import Game, deal_dice, shuffle_values
+from test_board_support import Game, dealt_game, shuffle_values
 
 from events.board import DECIDER
 from events.board.commands import PlaceElement
-from events.board.data import BASE_MISSIONS, DECK_NUMBERS
+from events.board.data import DECK_NUMBERS
 from events.board.events import DeckShuffled, GameEnded, MissionScore, SeasonEnded
 from events.dice import ScriptedDice
 from events.room import RoomEnded
@@ -47,7 +47,8 @@ EXPECTED = {
 
 
 def play_the_plan() -> Game:
-    game = Game().create(dice=deal_dice(DECK_NUMBERS, BASE_MISSIONS, BASE_MISSIONS))
+    """Given the printed deal, when the plan is played (the reshuffle dealt in printed order again)."""
+    game = dealt_game()
     for element, row, column, rotation in PLAN:
         spent = game.game.deck == (16,)
         dice = ScriptedDice(shuffle_values(DECK_NUMBERS, DECK_NUMBERS) if spent else [])

@@ -15,7 +15,6 @@ from events.board import DECIDER
 from events.board.commands import PlaceElement, SkipElement
 from events.board.data import BASE_MISSIONS, DECK_NUMBERS, EXTENDED_MISSIONS
 from events.board.events import DeckShuffled
-from events.board.policy import choose_command
 from events.board.state import BoardSetup
 from events.decider import Context
 from events.dice import Dice
@@ -26,11 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def finished_game(seed: bytes = b"replay seed", options: dict | None = None) -> Game:
-    game = Game(seed=seed).create(options)
-    policy_dice = Dice(seed, "policy", 0)
-    while not game.state.ended:
-        game.play(choose_command(game.game, game.player, policy_dice))
-    return game
+    return Game(seed=seed).create(options).play_out()
 
 
 def test_every_event_round_trips_through_the_codec_and_the_chain_holds():
@@ -48,10 +43,7 @@ def test_commands_decode_from_json_objects():
 
 
 def test_a_snapshot_decodes_to_the_same_room_state_mid_game_and_at_the_end():
-    game = Game().create()
-    policy_dice = Dice(b"snap", "policy", 0)
-    for _ in range(6):
-        game.play(choose_command(game.game, game.player, policy_dice))
+    game = Game().create().play_out(b"snap", moves=6)
     for state in (game.state, finished_game().state):
         decoded, last_hash = codec.decode_snapshot(codec.encode_snapshot(state, "h" * 64))
         assert decoded == state and last_hash == "h" * 64
@@ -116,11 +108,7 @@ def test_rooms_of_the_same_challenge_get_the_same_deck_and_missions():
 def test_players_of_one_challenge_get_the_same_reshuffles_however_they_play():
     shuffles, boards = [], []
     for room_id, policy_seed in (("room-one", b"careful"), ("room-two", b"reckless")):
-        game = Game(room_id=room_id, seed=challenge_seed("weekly"), salt="challenge")
-        game.create(challenge="weekly")
-        policy_dice = Dice(policy_seed, "policy", 0)
-        while not game.state.ended:
-            game.play(choose_command(game.game, game.player, policy_dice))
+        game = Game(room_id=room_id).create(challenge="weekly").play_out(policy_seed)
         shuffles.append([e.order for e in game.events if isinstance(e, DeckShuffled)])
         boards.append(game.game.board)
     assert boards[0] != boards[1]
@@ -139,6 +127,9 @@ def test_the_setup_deals_a_shuffled_full_deck_and_four_distinct_cards_from_the_p
         assert len(set(setup.missions)) == 4 and set(setup.missions) <= set(BASE_MISSIONS + EXTENDED_MISSIONS)
     base = Game().create().events[0].setup
     assert sorted(base.missions) == sorted(BASE_MISSIONS)
+    assert (base.mountain_bonus, base.extended_pool) == (False, False)
+    both = Game().create({"extended_pool": True, "mountain_bonus": True}).events[0].setup
+    assert (both.mountain_bonus, both.extended_pool) == (True, True)
 
 
 def test_the_view_shows_the_current_element_but_never_the_deck_order():

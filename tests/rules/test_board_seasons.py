@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from test_board_support import Game, deal_dice
+from test_board_support import Game, dealt_game
 
 from events.board import DECIDER
 from events.board.commands import PlaceElement
-from events.board.data import BASE_MISSIONS, DECK_NUMBERS
+from events.board.data import DECK_NUMBERS
 from events.board.events import (
     DeckShuffled,
     ElementPlaced,
@@ -16,18 +16,12 @@ from events.board.events import (
     MissionScore,
     SeasonEnded,
 )
-from events.board.policy import choose_command
 from events.dice import Dice
 from events.errors import RuleError
 
 
-def dealt(first: tuple[int, ...], **options) -> Game:
-    deck = first + tuple(n for n in DECK_NUMBERS if n not in first)
-    return Game().create(options, dice=deal_dice(deck, BASE_MISSIONS, BASE_MISSIONS))
-
-
 def test_a_two_time_element_crossing_the_season_end_is_scored_in_the_ending_season():
-    game = dealt((3, 8, 1, 2, 5, 4, 6, 7))
+    game = dealt_game((3, 8, 1, 2, 5, 4, 6, 7))
     game.play(PlaceElement(row=4, column=4))  # forest inside, time 1
     game.play(PlaceElement(row=8, column=0))  # village, time 2
     game.play(PlaceElement(row=10, column=5))  # water, time 4
@@ -51,7 +45,7 @@ def test_a_two_time_element_crossing_the_season_end_is_scored_in_the_ending_seas
 
 
 def test_the_overflow_past_a_season_end_counts_toward_the_next_season():
-    game = dealt((3, 8, 1, 2, 5, 4, 6, 7))
+    game = dealt_game((3, 8, 1, 2, 5, 4, 6, 7))
     for row in (0, 2, 4, 6, 8):
         game.play(PlaceElement(row=row, column=5))  # times 1, 2, 4, 6, 8: spring ends at 8
     assert game.game.season == 1
@@ -63,7 +57,7 @@ def test_the_overflow_past_a_season_end_counts_toward_the_next_season():
 
 
 def test_the_mountain_bonus_scores_a_surrounded_mountain_at_every_season_end_when_on():
-    game = dealt((1, 2, 8, 4, 6, 7), mountain_bonus=True)
+    game = dealt_game((1, 2, 8, 4, 6, 7), {"mountain_bonus": True})
     game.play(PlaceElement(row=0, column=0, rotation=90))  # water (0,0),(1,0),(2,0)
     game.play(PlaceElement(row=0, column=1))  # village (0,1),(0,2),(0,3)
     game.play(PlaceElement(row=1, column=1, rotation=180))  # village (1,2),(2,1),(2,2): (1,1) surrounded
@@ -80,7 +74,7 @@ def test_the_mountain_bonus_scores_a_surrounded_mountain_at_every_season_end_whe
 
 
 def test_the_mountain_bonus_is_off_by_default_and_recorded_in_the_setup():
-    game = dealt((1, 2, 8, 4))
+    game = dealt_game((1, 2, 8, 4))
     assert game.state.game.mountain_bonus is False
     game.play(PlaceElement(row=0, column=0, rotation=90))
     game.play(PlaceElement(row=0, column=1))
@@ -91,27 +85,19 @@ def test_the_mountain_bonus_is_off_by_default_and_recorded_in_the_setup():
     assert created.setup.mountain_bonus is False and created.setup.extended_pool is False
 
 
-def policy_game(seed: bytes, room_id: str = "policy") -> Game:
-    game = Game(room_id=room_id, seed=seed).create()
-    policy_dice = Dice(seed, "policy", 0)
-    while not game.state.ended:
-        game.play(choose_command(game.game, game.player, policy_dice))
-    return game
-
-
 def test_a_reshuffle_draws_the_new_order_with_the_rooms_dice_at_that_version():
-    game = policy_game(b"reshuffle seed")
+    game = Game(seed=b"reshuffle seed").create().play_out()
     for index, event in enumerate(game.events):
         if isinstance(event, DeckShuffled):
             # the decision began with the placement that spent the deck; its version seeds the dice
             start = max(i for i in range(index) if isinstance(game.events[i], ElementPlaced | ElementSkipped))
-            expected = Dice(b"reshuffle seed", "policy", start + 1).shuffle(DECK_NUMBERS)
+            expected = Dice(game.seed, game.room_id, start + 1).shuffle(DECK_NUMBERS)
             assert event.order == expected and sorted(event.order) == list(DECK_NUMBERS)
     assert game.game.shuffles >= 1  # 27 time units in a deck: a game always needs a second pass
 
 
 def test_the_game_ends_when_time_reaches_28_with_four_seasons_scored():
-    game = policy_game(b"ending seed")
+    game = Game(seed=b"ending seed").create().play_out()
     assert game.game.time >= 28 and game.game.over and DECIDER.is_over(game.game)
     assert [s.name for s in game.game.seasons] == ["spring", "summer", "autumn", "winter"]
     ended = [e for e in game.events if isinstance(e, GameEnded)]

@@ -3,11 +3,40 @@
 from __future__ import annotations
 
 import pytest
-from test_board_support import Game, deal_dice
+from test_board_support import dealt_game
 
 from events.board.commands import PlaceElement
-from events.board.data import BASE_MISSIONS, DECK, ELEMENTS, ROTATIONS
+from events.board.data import DECK, ELEMENTS, ROTATIONS
 from events.board.rules import distinct_orientations, shape_offsets
+
+# The deck table of issue 5 as printed: number, time, terrain, the three shape rows.
+ISSUE_TABLE = """
+1 2 water 111 000 000
+2 2 village 111 000 000
+3 1 forest 110 011 000
+4 2 farm 111 001 000
+5 2 forest 111 001 000
+6 2 village 111 010 000
+7 2 farm 111 010 000
+8 1 village 110 100 000
+9 1 village 111 110 000
+10 1 farm 110 011 000
+11 1 farm 010 111 010
+12 2 water 111 100 100
+13 2 water 100 111 100
+14 2 forest 110 011 001
+15 2 forest 110 011 000
+16 2 water 110 110 000
+"""
+
+
+def test_the_deck_is_the_issues_table_four_of_each_terrain_and_27_time_units():
+    printed = [line.split() for line in ISSUE_TABLE.strip().splitlines()]
+    assert [(e.number, e.time, e.terrain, *e.shape) for e in DECK] == [
+        (int(number), int(time), terrain, *rows) for number, time, terrain, *rows in printed
+    ]
+    assert sorted(e.terrain for e in DECK) == sorted(["forest", "village", "farm", "water"] * 4)
+    assert sum(e.time for e in DECK) == 27
 
 
 def picture_cells(rows: list[str]) -> tuple[tuple[int, int], ...]:
@@ -63,8 +92,7 @@ def test_distinct_orientations_drop_the_repeats_of_symmetric_shapes(number, coun
 
 
 def test_a_placement_puts_the_top_left_of_the_filled_bounding_box_at_the_given_cell():
-    deck = (11,) + tuple(n for n in range(1, 17) if n != 11)
-    game = Game().create(dice=deal_dice(deck, BASE_MISSIONS, BASE_MISSIONS))
+    game = dealt_game((11,))
     placed = game.play(PlaceElement(row=6, column=6))[0]
     # the plus: the anchor (6, 6) itself is empty, the cells start one column right
     assert placed.cells == ((6, 7), (7, 6), (7, 7), (7, 8), (8, 7))

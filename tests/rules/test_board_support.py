@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from events import codec, room
-from events.board.data import DECK_NUMBERS, EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
-from events.board.missions import Board
+from events.board.data import BASE_MISSIONS, DECK_NUMBERS, EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
+from events.board.policy import choose_command
+from events.board.state import STARTING_BOARD, Board
 from events.decider import Context
 from events.dice import Dice, ScriptedDice, seed_commitment
 from events.envelope import GENESIS_HASH, Envelope
@@ -20,10 +21,19 @@ SEED = b"board tests secret seed 32 bytes"
 
 
 def board_from(*rows: str) -> Board:
-    """A board from 11 pictured rows of 11 letters (spaces ignored)."""
+    """A board from up to 11 pictured rows of 11 letters (spaces ignored); rows left out are empty."""
     lines = [row.replace(" ", "") for row in rows]
-    assert len(lines) == SIZE and all(len(line) == SIZE for line in lines), "pictures are 11 rows of 11"
+    assert len(lines) <= SIZE and all(len(line) == SIZE for line in lines), "pictures are rows of 11"
+    lines += ["." * SIZE] * (SIZE - len(lines))
     return tuple(tuple(PICTURE[letter] for letter in line) for line in lines)
+
+
+def with_terrain(terrain: str, cells: Sequence[tuple[int, int]], board: Board = STARTING_BOARD) -> Board:
+    """``board`` (default: the starting map, mountains printed) with ``terrain`` on ``cells``."""
+    grid = [list(line) for line in board]
+    for row, column in cells:
+        grid[row][column] = terrain
+    return tuple(tuple(line) for line in grid)
 
 
 def shuffle_values(target: Sequence[Any], source: Sequence[Any]) -> list[int]:
@@ -44,14 +54,23 @@ def deal_dice(deck: Sequence[int], missions: Sequence[str], pool: Sequence[str])
     return ScriptedDice(shuffle_values(deck, DECK_NUMBERS) + shuffle_values(order, pool))
 
 
+def deal(first: Sequence[int] = ()) -> ScriptedDice:
+    """Setup dice putting ``first`` on top of the deck, the rest in printed order; cards A-D the base cards in order."""
+    deck = tuple(first) + tuple(n for n in DECK_NUMBERS if n not in first)
+    return deal_dice(deck, BASE_MISSIONS, BASE_MISSIONS)
+
+
+def dealt_game(first: Sequence[int] = (), options: dict[str, Any] | None = None, player: str = "ada") -> Game:
+    """A created and joined game dealt by ``deal(first)``."""
+    return Game(player=player).create(options, dice=deal(first))
+
+
 class Game:
     """Drives one room through `events.room.decide` / `events.room.evolve`, keeping the event log."""
 
-    def __init__(
-        self, room_id: str = "board-room", player: str = "ada", seed: bytes = SEED, salt: str | None = None
-    ) -> None:
+    def __init__(self, room_id: str = "board-room", player: str = "ada", seed: bytes = SEED) -> None:
         self.room_id = room_id
-        self.salt = salt or room_id  # "challenge" for a challenge room
+        self.salt = room_id  # "challenge" for a challenge room (see create)
         self.player = player
         self.seed = seed
         self.state: room.RoomState | None = None
@@ -90,9 +109,24 @@ class Game:
 
     def create(
         self, options: dict[str, Any] | None = None, dice: Dice | None = None, challenge: str | None = None
-    ):
+    ) -> Game:
+        """Create the room (from a public challenge, as the engine does: its public seed, the salt
+        "challenge") and join it as the player."""
+        if challenge is not None:
+            self.seed, self.salt = room.challenge_seed(challenge), "challenge"
         self.play(room.CreateRoom(ruleset="board", options=options or {}, challenge=challenge), dice=dice)
         self.play(room.JoinRoom())
+        return self
+
+    def play_out(self, policy_seed: bytes | None = None, moves: int | None = None) -> Game:
+        """Play the simple policy (dice from ``policy_seed``, default the room's seed) to the end or for ``moves``."""
+        dice = Dice(policy_seed or self.seed, "policy", 0)
+        played = 0
+        while not self.state.ended and played != moves:
+            command = choose_command(self.game, self.player, dice)
+            assert command is not None, "the policy always has a move while the game runs"
+            self.play(command)
+            played += 1
         return self
 
     def folded(self) -> room.RoomState:
@@ -132,5 +166,6 @@ def test_shuffle_values_reproduce_the_wanted_deck_order():
 
 
 def test_pictured_boards_read_every_terrain_letter():
-    board = board_from(*(["FVPWM......"] + ["..........."] * 10))
+    board = board_from("FVPWM......")
     assert board[0][:6] == (FOREST, VILLAGE, FARM, WATER, MOUNTAIN, EMPTY)
+    assert board[1:] == ((EMPTY,) * SIZE,) * (SIZE - 1)

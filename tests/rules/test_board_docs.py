@@ -1,0 +1,58 @@
+"""docs/rules/board.md agrees with the code: the deck, the cards in pool order, refusal codes, event fields."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+
+from events.board import rules
+from events.board.data import BASE_MISSIONS, DECK, EXTENDED_MISSIONS
+from events.board.events import EVENT_TYPES
+from events.board.missions import MISSIONS
+from events.decider import event_tag
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "rules" / "board.md").read_text()
+
+
+def table_rows(first_cell: str) -> list[list[str]]:
+    """The cells of every markdown table row whose first cell matches ``first_cell`` (a regex)."""
+    rows = []
+    for line in DOC.splitlines():
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if re.fullmatch(first_cell, cells[0]):
+                rows.append(cells)
+    return rows
+
+
+def test_the_docs_deck_table_is_the_deck():
+    printed = [(int(n), int(t), terrain, tuple(shape.split())) for n, t, terrain, shape in table_rows(r"\d+")]
+    assert printed == [(e.number, e.time, e.terrain, e.shape) for e in DECK]
+
+
+def test_the_docs_card_tables_give_every_cards_key_and_exact_text_in_pool_order():
+    titles = {card.title for card in MISSIONS.values()}
+    documented = [tuple(cells) for cells in table_rows(r"[A-Z][a-z' ]+") if cells[0] in titles]
+    assert documented == [
+        (MISSIONS[key].title, f"`{key}`", MISSIONS[key].text) for key in BASE_MISSIONS + EXTENDED_MISSIONS
+    ]
+
+
+def test_the_docs_refusal_table_lists_exactly_the_codes_the_rules_raise():
+    raised = set(re.findall(r'RuleError\(\s*"(board\.[a-z_]+)"', Path(rules.__file__).read_text()))
+    events = {event_tag(kind) for kind in EVENT_TYPES}
+    documented = {cells[0].strip("`") for cells in table_rows(r"`board\.[a-z_]+`")} - events
+    assert documented == raised and len(raised) == 6
+
+
+def test_the_docs_event_table_names_every_event_and_its_fields():
+    documented = {
+        cells[0].strip("`"): re.findall(r"`([a-z_]+)`", cells[1]) for cells in table_rows(r"`board\.[a-z_]+`")
+    }
+    for kind in EVENT_TYPES:
+        names = [field.name for field in msgspec.structs.fields(kind)]
+        listed = [name for name in documented[event_tag(kind)] if name in names]
+        assert listed == names, event_tag(kind)
