@@ -295,7 +295,8 @@ class Engine:
         self.metrics.count("batches")
         async with self.client.pipeline(transaction=False) as pipe:
             for outcome in outcomes:
-                pipe.publish(outcome_channel(outcome.command_id), encode_outcome(outcome))
+                # A Cluster pipeline refuses publish(); the PUBLISH command itself routes fine.
+                pipe.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome))
             for shard, ids in done.items():
                 pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
             self._queue_metrics(pipe)
