@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
 import time
@@ -28,6 +29,9 @@ from services.store.keys import Keys, shard_tag
 from services.store.redis_store import RedisEventStore
 
 GROUP = "engine"
+# Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
+# a dozen HINCRBYs after every small batch cost Redis and the engine more than the batch's own writes.
+METRICS_FLUSH_S = 0.5
 # Errors of the connection, not of the command: never counted as a command's attempt.
 INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 
@@ -94,6 +98,12 @@ class Engine:
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
+        # Outcomes to publish and entries to acknowledge, sent with the next read (see _read_new).
+        self._unsent_outcomes: list[Outcome] = []
+        self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
+        self._metrics_flushed_at = 0.0
+        # structlog's filtering logger: skip building command.done lines that would be dropped.
+        self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
         self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
                                              config.batch_size, config.block_ms)
 
@@ -178,10 +188,21 @@ class Engine:
     # --- consuming ----------------------------------------------------------------------------
 
     async def _consume_loop(self) -> None:
+        try:
+            await self._consume()
+        finally:
+            # Stopping (or a bug): whatever was decided is published and acknowledged before the leases go.
+            with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
+                await self._send_done()
+
+    async def _consume(self) -> None:
         backoff = 0.1
         while not self._stopping.is_set():
             held = [shard for shard in self.leases.held if self.leases.holds(shard)]
             if not held:
+                # No read to ride on (leases lapsing or lost): what is done goes now, as it always did.
+                with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
+                    await self._send_done()
                 await self._pause(self.config.block_ms / 1000)
                 continue
             try:
@@ -218,11 +239,16 @@ class Engine:
             # A Cluster refuses one XREADGROUP over streams of different slots: a standing read per shard.
             reply = await self._standing_reads.read(held)
         else:
-            # One read over every held shard: bigger batches, fewer round trips.
+            # One read over every held shard: bigger batches, fewer round trips. The previous batch's
+            # outcomes and acknowledgements travel in front of it, in the same round trip: Redis
+            # publishes them the moment it reads them, so no client waits longer for its answer.
             streams = {self.keys.shard_commands(shard): ">" for shard in held}
-            reply = await self.client.xreadgroup(
-                GROUP, self.config.name, streams, count=self.config.batch_size, block=self.config.block_ms
-            )
+            async with self.client.pipeline(transaction=False) as pipe:
+                self._queue_done(pipe)
+                pipe.xreadgroup(GROUP, self.config.name, streams, count=self.config.batch_size,
+                                block=self.config.block_ms)
+                reply = (await pipe.execute())[-1]
+            self._sent_done()
         return [
             (self._shard_of_stream(stream), entry_id, fields)
             for stream, entries in reply or []
@@ -240,6 +266,7 @@ class Engine:
 
     async def _take_over(self, shard: int) -> None:
         """Create the group (from the stream's start), claim every pending entry, re-process them in order."""
+        await self._send_done()  # acknowledged first, or the pending read below would hand them back
         stream = self.keys.shard_commands(shard)
         try:
             await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
@@ -265,6 +292,7 @@ class Engine:
                 break
             replayed += len(entries)
             await self._process_batch([(shard, entry_id, fields) for entry_id, fields in entries])
+            await self._send_done()
         self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
 
     async def _process_batch(self, batch: list[tuple[int, bytes, dict]]) -> None:
@@ -279,8 +307,8 @@ class Engine:
         batch_results = iter(await self.service.handle_many(decoded))
         results = [record if isinstance(record, Exception) else next(batch_results) for record in records]
 
-        done: dict[int, list[bytes]] = defaultdict(list)
-        outcomes: list[Outcome] = []
+        done = self._unsent_acks
+        outcomes = self._unsent_outcomes
         for (shard, entry_id, fields), record, result in zip(batch, records, results, strict=True):
             if isinstance(result, Outcome):
                 self._account(record, result)  # type: ignore[arg-type]
@@ -293,14 +321,36 @@ class Engine:
             if outcome is not None:
                 outcomes.append(outcome)
         self.metrics.count("batches")
-        async with self.client.pipeline(transaction=False) as pipe:
-            for outcome in outcomes:
-                # A Cluster pipeline refuses publish(); the PUBLISH command itself routes fine.
-                pipe.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome))
-            for shard, ids in done.items():
-                pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+        if self._cluster:
+            await self._send_done()  # a Cluster reads per shard (no pipeline to ride on): send them now
+
+    def _queue_done(self, pipe) -> None:
+        """Queue the unsent outcomes (PUBLISH), acknowledgements (XACK) and, now and then, the counters.
+
+        They stay unsent until the pipeline succeeds (``_sent_done``): after a Redis error they go with
+        the next round trip (the takeover sends them first), and a repeat is harmless (a late PUBLISH
+        has no waiter, XACK is idempotent).
+        """
+        for outcome in self._unsent_outcomes:
+            # A Cluster pipeline refuses publish(); the PUBLISH command itself routes fine.
+            pipe.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome))
+        for shard, ids in self._unsent_acks.items():
+            pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+        now = time.monotonic()
+        if now - self._metrics_flushed_at >= METRICS_FLUSH_S:
+            self._metrics_flushed_at = now
             self._queue_metrics(pipe)
+
+    def _sent_done(self) -> None:
+        self._unsent_outcomes, self._unsent_acks = [], defaultdict(list)
+
+    async def _send_done(self) -> None:
+        if not self._unsent_outcomes and not self._unsent_acks:
+            return
+        async with self.client.pipeline(transaction=False) as pipe:
+            self._queue_done(pipe)
             await pipe.execute()
+        self._sent_done()
 
     async def _process_entry(self, shard: int, entry_id: bytes, fields: dict,
                              first_failure: Exception | None = None) -> Outcome | None:
@@ -345,9 +395,10 @@ class Engine:
         else:
             self.metrics.count("rejected")
         self.metrics.observe_latency(int(time.time() * 1000) - record.server_time_ms)
-        self.log.debug("command.done", room=record.room, command_id=record.command_id,
-                       version=outcome.last_version, accepted=outcome.accepted, duplicate=outcome.duplicate,
-                       code=(outcome.error or {}).get("code"))
+        if self._log_done:
+            self.log.debug("command.done", room=record.room, command_id=record.command_id,
+                           version=outcome.last_version, accepted=outcome.accepted, duplicate=outcome.duplicate,
+                           code=(outcome.error or {}).get("code"))
         if not outcome.accepted and not outcome.duplicate:
             self.log.info("command.rejected", room=record.room, command_id=record.command_id,
                           player=record.player, code=(outcome.error or {}).get("code"))
