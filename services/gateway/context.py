@@ -19,6 +19,8 @@ from services.settings import Settings
 from services.store.keys import Keys
 from services.store.redis_store import RedisEventStore
 
+VERIFIED_TOKENS = 10_000
+
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
     # The store dedupes by command id per shard: scoping the client's id to room and player keeps two
@@ -45,16 +47,28 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count)
         self.outcomes = OutcomeWaiter(client, self.keys)
+        # Tokens whose signature checked out (token -> claims): a player sends the same token with every
+        # command, and the HMAC was the largest cost of the command path's own Python. Expiry is still
+        # checked on every use; a bounded cache, cleared when full.
+        self._verified: dict[str, Claims] = {}
 
     # --- authentication ------------------------------------------------------------------------
 
     def claims(self, token: str | None) -> Claims:
         if not token:
             raise ApiError(401, "token_missing", "send the token from join as 'Authorization: Bearer <token>'")
+        claims = self._verified.get(token)
+        if claims is not None and claims.exp >= time.time():
+            return claims
         try:
-            return self.signer.verify(token)
+            claims = self.signer.verify(token)
         except TokenError as error:
+            self._verified.pop(token, None)
             raise ApiError(401, "token_invalid", str(error)) from None
+        if len(self._verified) >= VERIFIED_TOKENS:
+            self._verified.clear()
+        self._verified[token] = claims
+        return claims
 
     def player_for(self, token: str | None, room: str, player: str | None = None) -> Claims:
         """Claims of a seated player of ``room`` (403 for another room or another seat)."""
