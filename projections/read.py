@@ -130,13 +130,13 @@ class ReadModels:
                 stats = await self.client.hgetall(self.keys.stats(beat["name"]))
                 beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items()}
                 heartbeats.append(beat)
+        # TIME on its own: a Redis Cluster pipeline refuses it.
+        seconds, micros = await self.client.time()
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.time()
             for shard in range(self.shard_count):
                 pipe.get(self.keys.checkpoint(shard))
                 pipe.xrevrange(self.store_keys.feed(shard), "+", "-", count=1)
-            replies = await pipe.execute()
-        seconds, micros = replies[0]
+            replies = [None, *await pipe.execute()]
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         checkpoints = [text(c) if c is not None else "0-0" for c in replies[1::2]]
         heads = [text(h[0][0]) if h else "0-0" for h in replies[2::2]]

@@ -34,6 +34,8 @@ def settings_or_exit(**overrides: object) -> Settings:
 @contextlib.contextmanager
 def redis_url_for(settings: Settings) -> Iterator[str]:
     """REDIS_URL when set, else an embedded redis-server on the data directory for the block's duration."""
+    if settings.redis_cluster and not settings.redis_url:
+        raise fail("REDIS_CLUSTER=true needs REDIS_URL naming a node of the cluster (the embedded Redis is one server)")
     if settings.redis_url:
         yield settings.redis_url
         return

@@ -171,6 +171,7 @@ class Stack:
         self.env = {
             **os.environ,
             "REDIS_URL": self.redis_url,
+            "REDIS_CLUSTER": "true" if self.settings.redis_cluster else "false",
             "ALMANAC_DATA_DIR": str(self.data_dir),
             "ALMANAC_HTTP_PORT": str(port),
             "ALMANAC_HTTP_HOST": host,

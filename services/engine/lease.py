@@ -40,8 +40,6 @@ class ShardLeases:
         # The token names the process, so a restarted engine of the same name still waits for the lapse.
         self.token = f"{name}|{os.getpid()}|{secrets.token_hex(4)}"
         self._valid_until: dict[int, float] = {}
-        self._renew = client.register_script(RENEW_SCRIPT)
-        self._release = client.register_script(RELEASE_SCRIPT)
 
     @property
     def held(self) -> list[int]:
@@ -59,7 +57,9 @@ class ShardLeases:
             for shard in self.shards:
                 key = lease_key(shard, self.prefix)
                 if shard in self._valid_until:
-                    await self._renew(keys=[key], args=[self.token, self.lease_ms], client=pipe)
+                    # EVAL, not a registered script: a Cluster pipeline neither loads scripts nor may be
+                    # awaited mid-build (awaiting it clears its queue). The script is a few bytes.
+                    pipe.eval(RENEW_SCRIPT, 1, key, self.token, self.lease_ms)
                 else:
                     pipe.set(key, self.token, nx=True, px=self.lease_ms)
             results = await pipe.execute()
@@ -86,7 +86,7 @@ class ShardLeases:
             return
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in held:
-                await self._release(keys=[lease_key(shard, self.prefix)], args=[self.token], client=pipe)
+                pipe.eval(RELEASE_SCRIPT, 1, lease_key(shard, self.prefix), self.token)
             await pipe.execute()
 
     async def holder(self, shard: int) -> str | None:

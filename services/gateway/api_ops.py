@@ -23,7 +23,11 @@ STALE_AFTER_S = 15.0
 async def _engines(gw: Gateway) -> dict[str, Any]:
     """Engines that registered and whose heartbeat has not expired (the key lives 3 leases)."""
     names = sorted(n.decode() for n in await gw.client.smembers(engine_metrics.engines_key()))
-    beats = await gw.client.mget([engine_metrics.heartbeat_key(n) for n in names]) if names else []
+    # One GET per engine in a pipeline, not MGET: on a Redis Cluster the heartbeat keys live in different slots.
+    async with gw.client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.get(engine_metrics.heartbeat_key(name))
+        beats = await pipe.execute()
     now_ms = time.time() * 1000
     engines = []
     for raw in beats:

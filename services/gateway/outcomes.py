@@ -5,14 +5,21 @@ command; on these 2-core machines every socket write is expensive, and those rou
 gateway the busiest process of the stack. One PSUBSCRIBE to ``alm:outcome:*`` at start costs nothing per
 command and cannot race the engine's PUBLISH. The price: every gateway process receives every outcome
 (and drops those it is not waiting for), which is right for one to a few gateways.
+
+On a Redis Cluster the asyncio cluster client of redis-py (5.3) has no pub/sub; but a Cluster
+broadcasts every PUBLISH to all its nodes, so a plain client subscribed on any one node receives
+every outcome, wherever the engine published it. The waiter takes the cluster's default node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection
 
 from services import bus
 from services.logging import get_logger
@@ -27,12 +34,16 @@ class OutcomeWaiter:
     def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
-        self.pubsub = client.pubsub()
+        self._node_client: aioredis.Redis | None = None  # a Cluster: a plain client on one node, for pub/sub
+        self.pubsub = None if isinstance(client, RedisCluster) else client.pubsub()
         self._waiting: dict[bytes, asyncio.Future] = {}
         self._reader: asyncio.Task | None = None
         self._ready = asyncio.Event()
 
     async def start(self) -> None:
+        if self.pubsub is None:
+            self._node_client = await node_client(self.client)  # type: ignore[arg-type]
+            self.pubsub = self._node_client.pubsub()
         await self.pubsub.psubscribe(OUTCOME_PATTERN)
         self._reader = asyncio.create_task(self._read_forever())
         # Commands wait for the confirmation: an outcome published before it would be lost.
@@ -44,7 +55,11 @@ class OutcomeWaiter:
             with contextlib.suppress(BaseException):
                 await self._reader
         with contextlib.suppress(Exception):
-            await self.pubsub.aclose()
+            if self.pubsub is not None:
+                await self.pubsub.aclose()
+        if self._node_client is not None:
+            with contextlib.suppress(Exception):
+                await self._node_client.aclose()
 
     async def _read_forever(self) -> None:
         while True:
@@ -84,3 +99,14 @@ class OutcomeWaiter:
             return None
         finally:
             self._waiting.pop(channel, None)
+
+
+async def node_client(cluster: RedisCluster) -> aioredis.Redis:
+    """A plain client on the Cluster's default node, with the cluster client's connection settings."""
+    await cluster.initialize()
+    node = cluster.get_default_node()
+    accepted = inspect.signature(aioredis.Redis.__init__).parameters
+    settings = {key: value for key, value in node.connection_kwargs.items() if key in accepted}
+    if issubclass(node.connection_class, SSLConnection):
+        settings["ssl"] = True
+    return aioredis.Redis(**settings)

@@ -6,6 +6,8 @@ import asyncio
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from events import codec
 from events.envelope import Envelope
@@ -68,6 +70,7 @@ class RedisEventStore:
         self._append = client.register_script(APPEND_SCRIPT)
         self._reject = client.register_script(REJECT_SCRIPT)
         self._snapshot = client.register_script(SNAPSHOT_SCRIPT)
+        self._cluster_scripts_loaded = False
 
     async def append(
         self,
@@ -152,10 +155,7 @@ class RedisEventStore:
                     await script(keys=script_keys, args=args, client=pipe)
                 replies = await pipe.execute(raise_on_error=False)
         else:
-            # A Cluster client: its pipeline does not load scripts, so send the calls concurrently.
-            replies = await asyncio.gather(
-                *(script(keys=script_keys, args=args) for script, script_keys, args in calls), return_exceptions=True
-            )
+            replies = await self._write_many_on_cluster(calls)
         append_results: list[AppendResult | Exception] = []
         for request, reply in zip(appends, replies[: len(appends)], strict=True):
             try:
@@ -166,6 +166,35 @@ class RedisEventStore:
             reply if isinstance(reply, Exception) else self._reject_result(reply) for reply in replies[len(appends):]
         ]
         return append_results, reject_results
+
+    async def _write_many_on_cluster(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
+        """The calls as EVALSHA on a Cluster pipeline: it groups them by node and sends the nodes concurrently.
+
+        The Cluster pipeline does not load scripts: SCRIPT LOAD goes to every primary first (once; again
+        after a NOSCRIPT, e.g. a node restarted), and a call refused with NOSCRIPT did nothing, so it is
+        simply sent again. A call that failed otherwise is returned as its exception.
+        """
+        if not self._cluster_scripts_loaded:
+            await self._load_scripts_on_cluster()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for script, script_keys, args in calls:
+                # execute_command: the Cluster pipeline refuses its evalsha() method, not the command itself.
+                pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
+            replies = await pipe.execute(raise_on_error=False)
+        missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            await self._load_scripts_on_cluster()
+            again = await asyncio.gather(
+                *(calls[i][0](keys=calls[i][1], args=calls[i][2]) for i in missing), return_exceptions=True
+            )
+            for index, reply in zip(missing, again, strict=True):
+                replies[index] = reply
+        return replies
+
+    async def _load_scripts_on_cluster(self) -> None:
+        for script in (self._append, self._reject, self._snapshot):
+            await self.client.script_load(script.script)  # the Cluster client sends it to every primary
+        self._cluster_scripts_loaded = True
 
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
         value = await self.client.get(self.keys.command_outcome(room, command_id))

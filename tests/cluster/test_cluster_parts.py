@@ -1,0 +1,159 @@
+"""Each moving part on a real three-node Redis Cluster: batched writes, leases, outcomes, the projector."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from projection_games import dump_models, open_room, options_for, play, players_for
+
+from events.envelope import GENESIS_HASH
+from projections.keys import ModelKeys
+from projections.read import ReadModels
+from projections.rebuild import rebuild
+from projections.worker import CheckpointMoved, Projector
+from services import bus
+from services.engine.lease import ShardLeases
+from services.gateway.outcomes import OutcomeWaiter
+from services.redis_client import connect
+from services.rooms import CommandRecord, Outcome, RoomService
+from services.store.base import AppendRequest, RejectRequest, VersionConflict
+from services.store.keys import Keys
+from services.store.redis_store import RedisEventStore
+
+SHARDS = 16
+
+
+@pytest.fixture
+async def cluster(cluster_url):
+    client = connect(cluster_url, cluster=True)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+def envelopes_for(room: str, first: int, count: int):
+    from store.test_store_contract import make_envelopes  # noqa: PLC0415 - the store contract's helper
+
+    return make_envelopes(room, first, count, GENESIS_HASH)
+
+
+async def test_a_batch_of_appends_and_refusals_lands_on_every_node_as_on_one_server(cluster):
+    store = RedisEventStore(cluster, SHARDS)
+    rooms = [f"batch-{index}" for index in range(24)]
+    appends = [AppendRequest(room=room, expected_version=0, command_id=f"c-{room}",
+                             envelopes=envelopes_for(room, 1, 2)) for room in rooms]
+    rejections = [RejectRequest(room=room, command_id=f"r-{room}", error={"code": "x", "message": "no"},
+                                record=b"rec") for room in rooms[:5]]
+    appended, refused = await store.write_many(appends, rejections)
+    assert all(not isinstance(result, Exception) and result.outcome.last_version == 2 for result in appended)
+    assert all(not isinstance(result, Exception) and not result.duplicate for result in refused)
+
+    # The scripts vanish from every node (a restart without persistence): the batch loads them again.
+    await cluster.script_flush()
+    again = [AppendRequest(room=room, expected_version=0, command_id=f"late-{room}",
+                           envelopes=envelopes_for(room, 1, 1)) for room in rooms[:3]]
+    replay = [AppendRequest(room=rooms[3], expected_version=2, command_id=f"c-{rooms[3]}",
+                            envelopes=envelopes_for(rooms[3], 3, 1))]
+    appended, _ = await store.write_many(again + replay, [])
+    assert all(isinstance(result, VersionConflict) and result.current == 2 for result in appended[:3])
+    assert appended[3].duplicate and appended[3].outcome.last_version == 2
+    assert await store.rooms() == sorted(rooms)
+    nodes = {cluster.get_node_from_key(Keys(SHARDS).events(room)).name for room in rooms}
+    assert len(nodes) == 3
+
+
+async def test_leases_are_taken_renewed_and_released_on_a_cluster(cluster):
+    leases = ShardLeases(cluster, list(range(SHARDS)), "e1", lease_ms=5_000)
+    acquired, lost = await leases.tick()
+    assert acquired == list(range(SHARDS)) and not lost
+    other = ShardLeases(cluster, list(range(SHARDS)), "e2", lease_ms=5_000)
+    assert await other.tick() == ([], [])
+    assert await leases.tick() == ([], [])  # renewed, none lost
+    assert leases.held == list(range(SHARDS))
+    await leases.release_all()
+    acquired, _ = await other.tick()
+    assert acquired == list(range(SHARDS))
+
+
+async def test_outcomes_published_on_any_node_reach_the_waiter(cluster):
+    waiter = OutcomeWaiter(cluster, Keys(SHARDS))
+    await waiter.start()
+    try:
+        records = [CommandRecord(command_id=f"cmd-{index}", room=f"room-{index}", player="p", server_time_ms=1,
+                                 body={"kind": "roll"}) for index in range(12)]
+
+        async def engine() -> None:
+            # The stand-in engine answers each command from the shard stream it was put on.
+            keys = Keys(SHARDS)
+            answered = 0
+            while answered < len(records):
+                for record in records:
+                    stream = keys.shard_commands(keys.shard(record.room))
+                    if await cluster.xlen(stream) and not await cluster.exists(f"done:{{{record.command_id}}}"):
+                        await cluster.set(f"done:{{{record.command_id}}}", 1)
+                        outcome = Outcome(command_id=record.command_id, room=record.room, accepted=True)
+                        await cluster.execute_command("PUBLISH", bus.outcome_channel(record.command_id),
+                                                  bus.encode_outcome(outcome))
+                        answered += 1
+                await asyncio.sleep(0.005)
+
+        answering = asyncio.create_task(engine())
+        outcomes = await asyncio.gather(*(waiter.submit_and_wait(record, 5) for record in records))
+        await answering
+    finally:
+        await waiter.stop()
+    assert [o.command_id for o in outcomes] == [r.command_id for r in records]
+    channels = {cluster.get_node_from_key(bus.outcome_channel(r.command_id)).name for r in records}
+    assert len(channels) > 1  # published on several nodes, all received on one
+
+
+async def test_the_projector_on_a_cluster_equals_a_rebuild(cluster):
+    service = RoomService(RedisEventStore(cluster, SHARDS), snapshot_every=10)
+    rooms = []
+    for ruleset in ("counter", "bazaar", "board", "realm"):
+        for copy in range(3):
+            room = f"{ruleset}-{copy}"
+            rooms.append((room, ruleset))
+            await open_room(service, room, ruleset, players_for(ruleset), options=options_for(ruleset))
+    projector = Projector(cluster, SHARDS, batch_size=5, block_ms=50)
+    stop = asyncio.Event()
+    running = asyncio.create_task(projector.run(stop))
+    try:
+        await asyncio.gather(*(play(service, room, ruleset, 8, players_for(ruleset)) for room, ruleset in rooms))
+        models = ReadModels(cluster, SHARDS)
+        for room, _ in rooms:
+            assert await models.wait_for(room, (await service.load(room))[0].version, 10), room
+        for _ in range(200):
+            if (await models.status())["caught_up"]:
+                break
+            await asyncio.sleep(0.02)
+        assert (await models.status())["alive"]
+    finally:
+        stop.set()
+        await running
+    live = await dump_models(cluster)
+    assert len({cluster.get_node_from_key(key).name for key in live}) == 3
+    assert await rebuild(cluster, SHARDS) == len(rooms)
+    assert await dump_models(cluster) == live
+    assert await rebuild(cluster, SHARDS, ["leaderboards"]) == len(rooms)
+    assert await dump_models(cluster) == live
+
+    # Exactly once: a checkpoint moved by someone else is a conflict, not a second apply.
+    await cluster.set(ModelKeys().checkpoint(0), "1-0")
+    with pytest.raises(CheckpointMoved):
+        await projector._commit(0, [], "2-0")
+
+
+def test_a_cluster_without_a_node_url_is_one_clear_line(monkeypatch, tmp_path):
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from services.cli import _load_commands, app  # noqa: PLC0415
+
+    _load_commands()
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("REDIS_CLUSTER", "true")
+    monkeypatch.setenv("ALMANAC_DATA_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["projections", "show", "rooms"])
+    assert result.exit_code == 1
+    assert "REDIS_CLUSTER=true needs REDIS_URL" in result.output
