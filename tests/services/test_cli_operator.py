@@ -89,7 +89,7 @@ async def test_log_state_and_audit_read_a_room_from_redis(redis_client, redis_ur
     room = await play(RedisEventStore(redis_client), EXAMPLES / "realm.jsonl")
     refused = await RoomService(RedisEventStore(redis_client)).handle(CommandRecord(
         command_id="meddle", room=room, player="mallory", server_time_ms=1700000065000,
-        body={"kind": "agree_trade", "trade_id": "trade-5"}))
+        body={"kind": "agree_trade", "trade_id": "trade-4"}))
     assert refused.error["code"] == "room_ended"
     log = await ainvoke(redis_url, "log", room, "--player", "bob", "--type", "realm.trade_", "--from", "2", "--to", "40")
     assert log.exit_code == 0, log.output
@@ -104,7 +104,7 @@ async def test_log_state_and_audit_read_a_room_from_redis(redis_client, redis_ur
     assert changes["from"] == 5 and changes["to"] == 10
     assert {"path": "version", "before": 5, "after": 10} in changes["changes"]
 
-    audit = await ainvoke(redis_url, "audit", "trade", room, "trade-5")
+    audit = await ainvoke(redis_url, "audit", "trade", room, "trade-4")
     assert audit.exit_code == 0, audit.output
     assert "step 1" in audit.stdout and "realm.merchant_sent" in audit.stdout
     assert "refused" in audit.stdout and "mallory" in audit.stdout and "room_ended" in audit.stdout
