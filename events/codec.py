@@ -10,7 +10,7 @@ import msgspec
 from events import registry
 from events.decider import event_tag
 from events.envelope import Envelope
-from events.errors import CorruptEventError, RuleError
+from events.errors import CorruptEventError, RuleError, UnusableSnapshotError
 from events.room import (
     ROOM_COMMANDS,
     PlayerJoined,
@@ -181,10 +181,18 @@ def encode_snapshot(state: RoomState, last_hash: str) -> bytes:
 
 
 def decode_snapshot(data: bytes) -> tuple[RoomState, str]:
-    frame = msgspec.msgpack.decode(data, type=_SnapshotFrameRaw)
-    partial = msgspec.msgpack.decode(frame.room, type=_RoomStateRawGame)
-    state_type = registry.get(partial.ruleset).state_type
-    game = msgspec.msgpack.decode(partial.game, type=state_type)
+    """The room state and chain hash a snapshot holds; UnusableSnapshotError when its format is outdated.
+
+    Snapshots are a cache: when a rule-set's state format changes, old ones stop decoding and the
+    loaders fold the room from its log instead (the log, not the snapshot, is the truth).
+    """
+    try:
+        frame = msgspec.msgpack.decode(data, type=_SnapshotFrameRaw)
+        partial = msgspec.msgpack.decode(frame.room, type=_RoomStateRawGame)
+        state_type = registry.get(partial.ruleset).state_type
+        game = msgspec.msgpack.decode(partial.game, type=state_type)
+    except (msgspec.DecodeError, msgspec.ValidationError, RuleError) as error:
+        raise UnusableSnapshotError(str(error)) from None
     fields = {f: getattr(partial, f) for f in RoomState.__struct_fields__}
     fields["game"] = game
     return RoomState(**fields), frame.hash

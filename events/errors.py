@@ -32,6 +32,10 @@ class RuleError(Exception):
         return f"RuleError({self.code!r}, {self.message!r}, field={self.field!r})"
 
 
+class UnusableSnapshotError(Exception):
+    """A stored snapshot no longer decodes (its state format changed); replay from the log instead."""
+
+
 class CorruptEventError(Exception):
     """A stored entry could not be decoded or failed its hash check; names the room and version."""
 

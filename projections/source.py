@@ -7,7 +7,7 @@ from typing import Any
 
 from events import codec, room as room_rules
 from events.envelope import Envelope
-from events.errors import CorruptEventError
+from events.errors import CorruptEventError, UnusableSnapshotError
 from events.room import RoomState
 from projections.keys import StoreKeys
 from projections.store import text
@@ -73,7 +73,10 @@ async def state_at(client: Any, keys: StoreKeys, room: str, version: int) -> Roo
     if newest:
         data = await client.hget(keys.snapshot_data(room), newest[0])
         if data is not None:
-            state, _ = codec.decode_snapshot(data)
+            try:
+                state, _ = codec.decode_snapshot(data)
+            except UnusableSnapshotError:
+                state = None  # an outdated snapshot: fold the room from its first event instead
     start = 1 if state is None else state.version + 1
     async for envelope, event in room_events(client, keys, room, start, version):
         state = room_rules.evolve(state, event, room, envelope.version)

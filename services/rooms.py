@@ -13,7 +13,7 @@ from events import codec, room as room_rules
 from events.decider import Context
 from events.dice import Dice, seed_commitment
 from events.envelope import GENESIS_HASH, Envelope
-from events.errors import RuleError
+from events.errors import RuleError, UnusableSnapshotError
 from events.hashing import seal
 from events.room import RoomState
 from services.store.base import (
@@ -83,7 +83,11 @@ class RoomService:
         last_hash = GENESIS_HASH
         snapshot = await self.store.latest_snapshot(room, at_version)
         if snapshot is not None:
-            state, last_hash = codec.decode_snapshot(snapshot[1])
+            try:
+                state, last_hash = codec.decode_snapshot(snapshot[1])
+            except UnusableSnapshotError:
+                # A snapshot from an older state format: the log is the truth, fold it from the start.
+                state, last_hash = None, GENESIS_HASH
         start = 1 if state is None else state.version + 1
         for envelope in await self.store.read(room, start, at_version):
             state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)

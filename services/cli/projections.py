@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import redis.asyncio as aioredis
 import typer
+import uvloop
 from redis.exceptions import RedisError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -46,7 +47,7 @@ def run_projector(
     with redis_url_for(settings) as url:
         app_ = projector_app(url, settings.shard_count, selected, batch_size=batch_size, name=name,
                              client_factory=lambda: connect(url, settings.redis_cluster))
-        asyncio.run(app_.run())
+        uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
 
 
 @projections_app.command("rebuild")
