@@ -169,7 +169,7 @@ def run_demo(url: str, auditor_token: str, console: Console) -> bool:
         table.add_row(room.ruleset, room.room, scores, str(room.accepted), "\n".join(room.refused),
                       f"{mark} {room.verification}")
     # Rich folds a pipe's output at 80 columns; this table reads better a little wider.
-    console.print(table, width=max(console.width, 150))
+    Console(file=console.file, width=max(console.width, 150)).print(table)
     passed = bool(rooms) and all(room.verified for room in rooms)
     console.print("[bold green]every game verified[/]" if passed else "[bold red]some games did not verify[/]")
     return passed
