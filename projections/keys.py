@@ -1,4 +1,4 @@
-"""Key names the read side uses: the store's keys it reads (mirroring services/store/keys.py) and its own."""
+"""Key names: the store's keys both sides read (named only here) and the read models' own."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import zlib
 
 
 def shard_of(room: str, shard_count: int) -> int:
-    """The shard a room lives on; must agree with services.store.keys.shard_of (a test checks it)."""
+    """The shard a room lives on: CRC-32 of the room id, modulo the shard count (stable across runs)."""
     return zlib.crc32(room.encode()) % shard_count
 
 
@@ -15,7 +15,7 @@ def shard_tag(shard: int) -> str:
 
 
 class StoreKeys:
-    """The write side's keys the projector reads (a copy of their naming: projections may not import services)."""
+    """The write side's keys that the read side reads too; services.store.keys.Keys adds the rest."""
 
     def __init__(self, shard_count: int, prefix: str = "alm") -> None:
         self.shard_count = shard_count

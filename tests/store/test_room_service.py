@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-import redis.asyncio as aioredis
 from game_driver import fold_envelopes
 
 from events.envelope import GENESIS_HASH
 from events.hashing import first_broken_link
 from services.rooms import CommandRecord, RoomService
-from services.store.memory_store import MemoryEventStore
-from services.store.redis_store import RedisEventStore
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request, redis_url):
-    if request.param == "memory":
-        yield MemoryEventStore(shard_count=4)
-        return
-    client = aioredis.Redis.from_url(redis_url)
-    await client.flushdb()
-    yield RedisEventStore(client, shard_count=4)
-    await client.aclose()
 
 
 def record(command_id: str, player: str, body: dict, room: str = "r1", now_ms: int = 1_000) -> CommandRecord:

@@ -5,15 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import redis.asyncio as aioredis
 from counter_ruleset import Added
 
 from events import codec
 from events.envelope import GENESIS_HASH, Envelope
 from events.hashing import first_broken_link, seal
 from services.store.base import VersionConflict
-from services.store.memory_store import MemoryEventStore
-from services.store.redis_store import RedisEventStore
 
 
 def make_envelopes(room: str, first_version: int, count: int, previous_hash: str, command_id: str = "c") -> list[Envelope]:
@@ -29,17 +26,6 @@ def make_envelopes(room: str, first_version: int, count: int, previous_hash: str
         previous_hash = envelope.hash
         envelopes.append(envelope)
     return envelopes
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request, redis_url):
-    if request.param == "memory":
-        yield MemoryEventStore(shard_count=4)
-        return
-    client = aioredis.Redis.from_url(redis_url)
-    await client.flushdb()
-    yield RedisEventStore(client, shard_count=4)
-    await client.aclose()
 
 
 async def test_an_append_at_the_expected_version_is_read_back_in_order(store):

@@ -1,0 +1,20 @@
+"""The event-store fixture: every contract test runs against each implementation, on a real Redis for Redis."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio as aioredis
+
+from services.store.memory_store import MemoryEventStore
+from services.store.redis_store import RedisEventStore
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request, redis_url):
+    if request.param == "memory":
+        yield MemoryEventStore(shard_count=4)
+        return
+    client = aioredis.Redis.from_url(redis_url)
+    await client.flushdb()
+    yield RedisEventStore(client, shard_count=4)
+    await client.aclose()
