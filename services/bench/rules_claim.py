@@ -8,30 +8,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from events import registry, room as room_rules
+from events import room as room_rules
 from events.claim.policy import choose_command
 from events.claim.seeding import Lcg, lcg_seed, seed_parcels
-from events.decider import Context
 from events.dice import Dice
-from services.bench.rules_board import envelopes, replay
+from services.bench.common import SEED, apply, replay, seal_log, timed, trivial_log
 
-SEED = b"bench rules claim secret seed 32"
 T0 = 1_700_000_000_000
 STEP_MS = 20 * 60_000  # the policy acts every 20 minutes of server time
 DRAWS_PER_CLAIM = 61 * 3  # three draws for each parcel outside the meadow
-
-
-def _context(room: str, version: int, player: str, now_ms: int) -> Context:
-    return Context(room=room, player=player, now_ms=now_ms, version=version, dice=Dice(SEED, room, version))
-
-
-def _apply(state: Any, command: Any, room: str, player: str, now_ms: int, log: list[Any]) -> Any:
-    version = (state.version if state is not None else 0) + 1
-    for event in room_rules.decide(state, command, _context(room, version, player, now_ms)):
-        state = room_rules.evolve(state, event, room, version)
-        log.append(event)
-        version += 1
-    return state
 
 
 def seed_claims(count: int) -> int:
@@ -53,27 +38,21 @@ def bare_lcg(count: int) -> int:
 def stake_claims(count: int) -> int:
     """Staking through the room: CreateRoom -> setup (seeding) -> room.created -> initial state."""
     for index in range(count):
-        _apply(None, room_rules.CreateRoom(ruleset="claim"), f"claim-{index}", "bench", T0 + index * 1000, [])
+        apply(None, room_rules.CreateRoom(ruleset="claim"), f"claim-{index}", "bench", [], now_ms=T0 + index * 1000)
     return count
 
 
 def play_game(index: int, player: str = "bench") -> list[Any]:
     """One claim from staking to proving up, driven by the simple policy: its events."""
     room, log, now = f"claim-{index}", [], T0 + index * 1000
-    state = _apply(None, room_rules.CreateRoom(ruleset="claim"), room, player, now, log)
-    state = _apply(state, room_rules.JoinRoom(), room, player, now, log)
+    state = apply(None, room_rules.CreateRoom(ruleset="claim"), room, player, log, now_ms=now)
+    state = apply(state, room_rules.JoinRoom(), room, player, log, now_ms=now)
     policy_dice = Dice(SEED, "policy", index)
     while not state.ended:
         now += STEP_MS
         command = choose_command(state.game, player, now, policy_dice)
-        state = _apply(state, command, room, player, now, log)
+        state = apply(state, command, room, player, log, now_ms=now)
     return log
-
-
-def _timed(function: Any, *args: Any) -> tuple[Any, float]:
-    start = time.perf_counter()
-    result = function(*args)
-    return result, time.perf_counter() - start
 
 
 def _rate(count: int, function: Any, seconds: float) -> float:
@@ -101,17 +80,10 @@ def main(seconds: float = 3.0) -> None:
         events += len(log)
     play_time = time.perf_counter() - start
 
-    stored = [envelopes(f"claim-{i}", "claim", log) for i, log in enumerate(logs)]
-    from services.bench.trivial import TRIVIAL  # noqa: PLC0415
-
-    registry.register(TRIVIAL)
-    trivial_log = [
-        room_rules.decide(None, room_rules.CreateRoom(ruleset=TRIVIAL.name), _context("t", 1, "bench", 0))[0]
-    ]
-    trivial_log += [TRIVIAL.event_types[0](amount=1) for _ in range(events - 1)]
-    trivial_stored = [envelopes("trivial", TRIVIAL.name, trivial_log)]
-    replayed, replay_time = _timed(replay, stored)
-    trivial_replayed, trivial_time = _timed(replay, trivial_stored)
+    stored = [seal_log(f"claim-{i}", "claim", log) for i, log in enumerate(logs)]
+    trivial_stored = [trivial_log(events)]
+    replayed, replay_time = timed(replay, stored)
+    trivial_replayed, trivial_time = timed(replay, trivial_stored)
     replay_rate, trivial_rate = replayed / replay_time, trivial_replayed / trivial_time
 
     table = Table("path", "figure", "x baseline")

@@ -12,9 +12,9 @@ from rich.table import Table
 from events import codec, room as room_rules
 from events.decider import Context
 from events.dice import Dice
-from events.envelope import GENESIS_HASH, Envelope
-from events.hashing import seal
+from events.envelope import Envelope
 from events.sectors.commands import EndSeason
+from services.bench.common import seal_log
 
 SEED = b"bench rules sectors secret seed!"
 ROOM = "sectors-bench"
@@ -92,28 +92,6 @@ def fold(log: list[Any]) -> Any:
     return state
 
 
-def envelopes(log: list[Any]) -> list[Envelope]:
-    result, previous = [], GENESIS_HASH
-    for version, event in enumerate(log, start=1):
-        event_type, payload = codec.encode_event(event)
-        envelope = seal(
-            Envelope(
-                room=ROOM,
-                version=version,
-                ruleset="sectors",
-                type=event_type,
-                payload=payload,
-                command_id=f"c{version}",
-                player=PLAYER,
-                server_time_ms=version,
-                previous_hash=previous,
-            )
-        )
-        previous = envelope.hash
-        result.append(envelope)
-    return result
-
-
 def replay(stored: list[Envelope]) -> Any:
     """Decode every envelope and fold it into the room state, as a reader catching up does."""
     state = None
@@ -136,12 +114,6 @@ def raw_decode(stored: list[Envelope]) -> int:
     return len(stored)
 
 
-def _timed(function: Any, *args: Any) -> tuple[Any, float]:
-    start = time.perf_counter()
-    result = function(*args)
-    return result, time.perf_counter() - start
-
-
 def main(seconds: float = 4.0) -> None:
     console = Console(width=120)
     sectors = full_colony_options()["setup"]["sectors"]
@@ -159,7 +131,7 @@ def main(seconds: float = 4.0) -> None:
     fold_time = time.perf_counter() - fold_start
     assert folded == last, "folding the log must give the state the commands produced"
 
-    stored = [envelopes(log) for log in logs]
+    stored = [seal_log(ROOM, "sectors", log) for log in logs]
     replay_start = time.perf_counter()
     for envelope_log in stored:
         replayed = replay(envelope_log)

@@ -10,10 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from events import codec, room as room_rules
-from events.decider import Context
-from events.dice import Dice
-from events.envelope import GENESIS_HASH, Envelope
-from events.hashing import seal
+from services.bench.common import trivial_log
 from services.redis_client import connect
 from services.store.redis_store import RedisEventStore
 
@@ -21,32 +18,11 @@ BATCH = 100
 ROUNDS = 3
 
 
-def _counter_envelopes(room: str, count: int) -> list[Envelope]:
-    """A created counter room followed by ``count - 1`` additions, sealed into a chain."""
-    from events import registry  # noqa: PLC0415
-    from services.bench.trivial import TRIVIAL  # noqa: PLC0415
-
-    registry.register(TRIVIAL)
-    ctx = Context(room=room, player="bench", now_ms=0, version=1, dice=Dice(b"bench", room, 1))
-    events = room_rules.decide(None, room_rules.CreateRoom(ruleset=TRIVIAL.name), ctx)
-    events += [TRIVIAL.event_types[0](amount=1) for _ in range(count - 1)]
-    envelopes = []
-    previous = GENESIS_HASH
-    for version, event in enumerate(events, start=1):
-        event_type, payload = codec.encode_event(event)
-        envelope = seal(Envelope(room=room, version=version, ruleset=TRIVIAL.name, type=event_type,
-                                 payload=payload, command_id=f"c{version}", player="bench",
-                                 server_time_ms=version, previous_hash=previous))
-        previous = envelope.hash
-        envelopes.append(envelope)
-    return envelopes
-
-
 async def _measure(url: str, events: int) -> list[tuple[str, float]]:
     client = connect(url)  # the same fast client for the baseline and for our store
     prefix = f"bench{int(time.time())}"
     store = RedisEventStore(client, shard_count=16, prefix=prefix)
-    envelopes = _counter_envelopes("bench-room", events)
+    envelopes = trivial_log(events, "bench-room")
     encoded = [codec.encode_envelope(e) for e in envelopes]
     results: list[tuple[str, float]] = []
     try:
@@ -65,7 +41,7 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
             await client.delete(key)
 
             room = "bench-room" if round_number == 0 else f"bench-room-{round_number}"
-            room_envelopes = envelopes if round_number == 0 else _counter_envelopes(room, events)
+            room_envelopes = envelopes if round_number == 0 else trivial_log(events, room)
             start = time.perf_counter()
             for offset in range(0, events, BATCH):
                 await store.append(room, offset, f"batch-{offset}", room_envelopes[offset : offset + BATCH])
@@ -74,7 +50,7 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
         results.append((f"our append, {BATCH} events per call", statistics.median(batched_rates)))
 
         singles = min(events, 5_000)
-        single_envelopes = _counter_envelopes("bench-single", singles)
+        single_envelopes = trivial_log(singles, "bench-single")
         start = time.perf_counter()
         for index, envelope in enumerate(single_envelopes):
             await store.append("bench-single", index, f"single-{index}", [envelope])
