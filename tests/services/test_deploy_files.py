@@ -1,0 +1,34 @@
+"""The deployment files name only settings and commands that exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from services.cli import _load_commands, app
+from services.settings import _ENV
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def test_every_setting_the_deploy_files_set_is_one_almanac_reads():
+    known = set(_ENV.values())
+    named = set()
+    for path in DEPLOY.rglob("*"):
+        if path.is_file():
+            named |= set(re.findall(r"\b((?:ALMANAC|REDIS)_[A-Z_]+)\b", path.read_text()))
+    assert named and named <= known, sorted(named - known)
+
+
+def test_every_command_the_deploy_files_run_exists():
+    _load_commands()
+    commands = set()
+    for path in DEPLOY.rglob("*"):
+        if path.is_file():
+            commands |= set(re.findall(r"almanac (engine|projector|gateway)\b", path.read_text()))
+            commands |= set(re.findall(r'command: \["(\w+)"\]', path.read_text()))
+    assert commands == {"engine", "projector", "gateway"}
+    for command in commands:
+        assert CliRunner().invoke(app, [command, "--help"]).exit_code == 0, command
