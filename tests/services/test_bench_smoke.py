@@ -17,6 +17,6 @@ def test_a_rules_benchmark_prints_its_rates_and_baseline(bench, capsys):
 def test_the_store_benchmark_measures_every_path_against_raw_xadd_on_real_redis(redis_url, capsys):
     bench_store.main(redis_url, events=2_000)
     printed = capsys.readouterr().out
-    for path in ("raw pipelined XADD", "our append, 100 events per call", "our append, 1 event per call",
+    for path in ("raw redis-py pipelined XADD", "hiredis command packing", "our append, 100 events per call", "our append, 1 event per call",
                  "read (XRANGE", "replay (read + decode + fold)"):
         assert path in printed, path
