@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -15,6 +17,16 @@ import redis
 
 class EmbeddedRedisError(Exception):
     pass
+
+
+def _stop_with_parent() -> None:
+    """In the child before exec: on Linux, SIGTERM the server when the process that started it dies.
+
+    Its own session keeps Ctrl-C away from it (the parent stops it in order), but a parent killed
+    with -9 would otherwise leave a private redis-server running on its port forever.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def find_redis_server() -> str:
@@ -67,8 +79,8 @@ class EmbeddedRedis:
             "--logfile", str(self.data_dir / "redis.log"),
             "--daemonize", "no",
         ]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True, preexec_fn=_stop_with_parent)
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
         try:
