@@ -34,6 +34,14 @@ class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
     player: str
     server_time_ms: int
     body: dict[str, Any]
+    # Set on the record kept for a refused command: the room version it was decided against, so
+    # that verify can decide it again and check it is still refused for the same reason.
+    refused_at_version: int | None = None
+
+
+def refusal_record(record: CommandRecord, state: RoomState | None) -> bytes:
+    """The stored record of a refused command: the command and the version it was refused at."""
+    return codec.encode(msgspec.structs.replace(record, refused_at_version=state.version if state else 0))
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,7 +126,7 @@ class RoomService:
                 envelopes, new_state = await self._decide(state, last_hash, record)
             except RuleError as error:
                 result = await self.store.record_rejection(
-                    record.room, record.command_id, error.to_dict(), codec.encode(record)
+                    record.room, record.command_id, error.to_dict(), refusal_record(record, state)
                 )
                 if result.duplicate:
                     return await self._replayed(record, result.outcome)
@@ -171,12 +179,14 @@ class RoomService:
             rejections: list[tuple[int, RejectRequest]] = []
             for index in this_round:
                 record = records[index]
+                state = None
                 try:
                     state, last_hash = await self.load(record.room)
                     envelopes, new_state = await self._decide(state, last_hash, record)
                 except RuleError as error:
                     rejections.append((index, RejectRequest(room=record.room, command_id=record.command_id,
-                                                            error=error.to_dict(), record=codec.encode(record))))
+                                                            error=error.to_dict(),
+                                                            record=refusal_record(record, state))))
                     continue
                 except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits
                     results[index] = error

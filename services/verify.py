@@ -32,6 +32,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     versions: int = 0
     chain_checked: int = 0
     commands_redecided: int = 0
+    refusals_rechecked: int = 0
     seed: str = "unknown"  # "revealed", "stored", "challenge", "unavailable"
     seed_matches_commitment: bool | None = None
     divergence: Divergence | None = None
@@ -140,7 +141,49 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         if isinstance(checked, Divergence):
             return failed(checked)
         report["commands_redecided"] = checked
+        refusals = await _recheck_refusals(store, room, seed, envelopes)
+        if isinstance(refusals, Divergence):
+            return failed(refusals)
+        report["refusals_rechecked"] = refusals
     return VerifyReport(ok=True, notes=notes, **report)
+
+
+async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes: list[Envelope]) -> int | Divergence:
+    """Each refused command, decided again at the version it was refused at, is refused with the same code."""
+    scratch = MemoryEventStore()
+    await scratch.save_seed(room, seed)
+    service = RoomService(scratch)
+    checked = 0
+    state, folded = None, 0  # refusals come in log order: fold forward once, not from the start each time
+    for record_bytes in await store.rejections(room):
+        try:
+            record = decode_record(record_bytes)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            return Divergence(check="decode", version=None, message=f"undecodable refused command: {error}")
+        version = record.refused_at_version
+        if version is None or version > len(envelopes):
+            continue  # recorded before refusals kept their version, or for a room that did not exist yet
+        outcome = await store.outcome(room, record.command_id)
+        recorded_code = (outcome.error or {}).get("code") if outcome is not None else None
+        if version < folded:
+            state, folded = None, 0
+        for envelope in envelopes[folded:version]:
+            state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+        folded = version
+        last_hash = envelopes[version - 1].hash if version else GENESIS_HASH
+        try:
+            await service._decide(state, last_hash, record)
+        except RuleError as error:
+            if error.code == recorded_code:
+                checked += 1
+                continue
+            recomputed: Any = error.to_dict()
+        else:
+            recomputed = "accepted"
+        return Divergence(check="refusal", version=version + 1,
+                          message=f"refused command {record.command_id!r} now decides differently",
+                          recorded=outcome.error if outcome is not None else None, recomputed=recomputed)
+    return checked
 
 
 async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],

@@ -27,7 +27,7 @@ from services.cli import app
 from services.cli.common import console, error_console, fail, redis_url_for, settings_or_exit
 from services.logging import configure_logging
 from services.rooms import CommandRecord, Outcome, RoomService, decode_record
-from services.store.base import EventStore
+from services.store.base import EventStore, StoredOutcome
 from services.store.memory_store import MemoryEventStore
 from services.verify import VerifyReport, verify_room
 
@@ -382,7 +382,8 @@ def state_command(
 def _print_report(report: VerifyReport) -> None:
     if report.ok:
         console.print(f"[green]ok[/] {report.room}: {report.chain_checked} events chained, "
-                      f"{report.commands_redecided} commands re-decided, seed {report.seed}"
+                      f"{report.commands_redecided} commands re-decided, {report.refusals_rechecked} refusals re-checked, "
+                      f"seed {report.seed}"
                       + (", matches its commitment" if report.seed_matches_commitment else ""))
     else:
         divergence = report.divergence
@@ -503,6 +504,15 @@ class ExportedRoom:
 
     async def load_seed(self, room: str) -> bytes | None:
         return self.seed
+
+    async def rejections(self, room: str) -> list[bytes]:
+        return [record for record, _ in self.rejection_list]
+
+    async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
+        for record, error in self.rejection_list:
+            if decode_record(record).command_id == command_id:
+                return StoredOutcome(room=room, error=error)
+        return None
 
 
 def read_export(path: Path) -> ExportedRoom:

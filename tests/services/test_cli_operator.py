@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from counter_ruleset import Added, CounterDecider
+from counter_ruleset import Add, Added, CounterDecider
 from typer.testing import CliRunner
 
 from events import codec
@@ -163,6 +163,27 @@ async def test_verify_catches_a_changed_rule(monkeypatch) -> None:
     report = await verify_room(store, "c1")
     assert not report.ok and report.divergence.check == "redecide" and report.divergence.version == 3
     assert (report.divergence.recorded["event"]["amount"], report.divergence.recomputed["event"]["amount"]) == (2, 3)
+
+
+async def test_verify_decides_each_refusal_again_and_catches_one_a_changed_rule_would_accept(monkeypatch) -> None:
+    # Given a room where "add 0" was refused at version 4
+    store = MemoryEventStore()
+    await counter_room(store)
+    report = await verify_room(store, "c1")
+    assert report.ok and report.refusals_rechecked == 1
+    original = CounterDecider.decide
+
+    def lenient_decide(self, state, command, ctx):
+        if isinstance(command, Add) and command.amount == 0:
+            return [Added(amount=0)]
+        return original(self, state, command, ctx)
+
+    # When the rule changes so that it would accept it, then verify names the refusal and both sides
+    monkeypatch.setattr(CounterDecider, "decide", lenient_decide)
+    report = await verify_room(store, "c1")
+    assert not report.ok and report.divergence.check == "refusal" and report.divergence.version == 5
+    assert report.divergence.recorded["code"] == "counter.amount_not_positive"
+    assert report.divergence.recomputed == "accepted"
 
 
 async def test_verify_checks_the_revealed_seed_against_the_commitment() -> None:
