@@ -66,3 +66,13 @@ def test_the_lint_configuration_bans_clock_randomness_and_io_imports_under_event
     clean = subprocess.run([ruff, "check", "--no-cache", "--select", "TID251", "events"],
                            capture_output=True, text=True, cwd=root)
     assert clean.returncode == 0, clean.stdout
+
+
+def test_the_whole_tree_passes_its_lint_configuration():
+    import shutil
+    import subprocess
+    import sys
+
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    result = subprocess.run([ruff, "check", "--no-cache", "."], capture_output=True, text=True, cwd=EVENTS.parent)
+    assert result.returncode == 0, result.stdout[-3000:]
