@@ -12,7 +12,7 @@ from events import room as room_rules
 from events.claim.policy import choose_command
 from events.claim.seeding import Lcg, lcg_seed, seed_parcels
 from events.dice import Dice
-from services.bench.common import SEED, apply, replay, seal_log, timed, trivial_log
+from services.bench.common import SEED, apply, replay_against_trivial
 
 T0 = 1_700_000_000_000
 STEP_MS = 20 * 60_000  # the policy acts every 20 minutes of server time
@@ -80,11 +80,7 @@ def main(seconds: float = 3.0) -> None:
         events += len(log)
     play_time = time.perf_counter() - start
 
-    stored = [seal_log(f"claim-{i}", "claim", log) for i, log in enumerate(logs)]
-    trivial_stored = [trivial_log(events)]
-    replayed, replay_time = timed(replay, stored)
-    trivial_replayed, trivial_time = timed(replay, trivial_stored)
-    replay_rate, trivial_rate = replayed / replay_time, trivial_replayed / trivial_time
+    replayed, replay_rate, trivial_rate = replay_against_trivial("claim", logs)
 
     table = Table("path", "figure", "x baseline")
     table.add_row(
@@ -106,7 +102,7 @@ def main(seconds: float = 3.0) -> None:
     console.print(table)
     console.print(
         f"{len(logs)} games, {events:,} events ({events / len(logs):.1f} per game); "
-        f"replayed {replayed:,} claim and {trivial_replayed:,} trivial events"
+        f"replayed {replayed:,} claim and as many trivial events"
     )
 
 
