@@ -7,11 +7,11 @@ from typing import Any, Union
 
 import msgspec
 
-from events import registry
-from events.decider import event_tag
-from events.envelope import Envelope
-from events.errors import CorruptEventError, RuleError, UnusableSnapshotError
-from events.room import (
+from almanac.events import registry
+from almanac.events.decider import event_tag
+from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError, RuleError, UnusableSnapshotError
+from almanac.events.room import (
     ROOM_COMMANDS,
     PlayerJoined,
     RoomCreated,

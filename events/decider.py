@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from events.dice import Dice
+from almanac.events.dice import Dice
 
 
 class Context(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from events.envelope import Envelope
+from almanac.events.envelope import Envelope
 
 # Sorted map keys make the encoding independent of dict insertion order (and of PYTHONHASHSEED).
 _CANONICAL = msgspec.msgpack.Encoder(order="deterministic")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import importlib
 
-from events.decider import Decider
-from events.errors import RuleError
+from almanac.events.decider import Decider
+from almanac.events.errors import RuleError
 
 # name -> module that exports DECIDER; adding a rule-set is one line here and one sub-package.
 BUILTIN_RULESETS: dict[str, str] = {
-    "sectors": "events.sectors",
-    "claim": "events.claim",
-    "board": "events.board",
-    "realm": "events.realm",
+    "sectors": "almanac.events.sectors",
+    "claim": "almanac.events.claim",
+    "board": "almanac.events.board",
+    "realm": "almanac.events.realm",
 }
 
 _loaded: dict[str, Decider] = {}

@@ -7,9 +7,9 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from events import registry
-from events.decider import Context, Decider
-from events.errors import RuleError
+from almanac.events import registry
+from almanac.events.decider import Context, Decider
+from almanac.events.errors import RuleError
 
 SetupT = TypeVar("SetupT")
 

@@ -12,7 +12,7 @@ import structlog
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
-from projections.worker import Projector
+from almanac.projections.worker import Projector
 
 
 def projector_app(

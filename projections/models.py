@@ -6,10 +6,10 @@ from typing import Any
 
 import msgspec
 
-from events import registry
-from events.codec import to_builtins
-from events.envelope import Envelope
-from events.room import RoomState
+from almanac.events import registry
+from almanac.events.codec import to_builtins
+from almanac.events.envelope import Envelope
+from almanac.events.room import RoomState
 
 # The read models by name, as `almanac projections rebuild NAME` knows them.
 READ_MODELS: tuple[str, ...] = ("rooms", "leaderboards", "claims", "trades")

@@ -6,8 +6,8 @@ import asyncio
 import time
 from typing import Any
 
-from projections.keys import ModelKeys, StoreKeys, shard_of
-from projections.store import decode_json, text
+from almanac.projections.keys import ModelKeys, StoreKeys, shard_of
+from almanac.projections.store import decode_json, text
 
 _FIRST_POLL_S = 0.002
 _MAX_POLL_S = 0.05

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from events import room as room_rules
-from projections.keys import ModelKeys, StoreKeys
-from projections.models import READ_MODELS, RoomUpdate, project_room
-from projections.source import room_events
-from projections.store import (
+from almanac.events import room as room_rules
+from almanac.projections.keys import ModelKeys, StoreKeys
+from almanac.projections.models import READ_MODELS, RoomUpdate, project_room
+from almanac.projections.source import room_events
+from almanac.projections.store import (
     COMMIT_SCRIPT,
     CheckpointConflict,
     ShardWrites,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from events import codec, room as room_rules
-from events.envelope import Envelope
-from events.errors import CorruptEventError, UnusableSnapshotError
-from events.room import RoomState
-from projections.keys import StoreKeys
-from projections.store import text
+from almanac.events import codec, room as room_rules
+from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError, UnusableSnapshotError
+from almanac.events.room import RoomState
+from almanac.projections.keys import StoreKeys
+from almanac.projections.store import text
 
 PAGE = 1000
 

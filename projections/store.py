@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from projections.keys import ModelKeys
-from projections.models import READ_MODELS, RoomUpdate
+from almanac.projections.keys import ModelKeys
+from almanac.projections.models import READ_MODELS, RoomUpdate
 
 
 def _fallback(value: Any) -> Any:

@@ -14,12 +14,12 @@ import structlog
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from events import codec, room as room_rules
-from events.room import RoomState
-from projections.keys import ModelKeys, StoreKeys
-from projections.models import RoomUpdate, project_room
-from projections.source import read_ranges, state_at
-from projections.store import (
+from almanac.events import codec, room as room_rules
+from almanac.events.room import RoomState
+from almanac.projections.keys import ModelKeys, StoreKeys
+from almanac.projections.models import RoomUpdate, project_room
+from almanac.projections.source import read_ranges, state_at
+from almanac.projections.store import (
     COMMIT_SCRIPT,
     CheckpointConflict,
     ShardWrites,

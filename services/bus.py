@@ -13,9 +13,9 @@ import asyncio
 import msgspec
 import redis.asyncio as aioredis
 
-from events import codec
-from services.rooms import CommandRecord, Outcome
-from services.store.keys import Keys
+from almanac.events import codec
+from almanac.services.rooms import CommandRecord, Outcome
+from almanac.services.store.keys import Keys
 
 COMMAND_FIELD = "__data__"
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(Outcome)

@@ -9,14 +9,14 @@ from typing import Any
 
 import msgspec
 
-from events import codec, room as room_rules
-from events.decider import Context
-from events.dice import Dice, seed_commitment
-from events.envelope import GENESIS_HASH, Envelope
-from events.errors import RuleError, UnusableSnapshotError
-from events.hashing import seal
-from events.room import RoomState
-from services.store.base import (
+from almanac.events import codec, room as room_rules
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, seed_commitment
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.errors import RuleError, UnusableSnapshotError
+from almanac.events.hashing import seal
+from almanac.events.room import RoomState
+from almanac.services.store.base import (
     AppendRequest,
     AppendResult,
     EventStore,

@@ -7,13 +7,13 @@ from typing import Any
 
 import msgspec
 
-from events import codec, room as room_rules
-from events.envelope import GENESIS_HASH, Envelope
-from events.errors import CorruptEventError, RuleError
-from events.hashing import envelope_hash
-from services.rooms import RoomService, decode_record
-from services.store.base import EventStore
-from services.store.memory_store import MemoryEventStore
+from almanac.events import codec, room as room_rules
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.errors import CorruptEventError, RuleError
+from almanac.events.hashing import envelope_hash
+from almanac.services.rooms import RoomService, decode_record
+from almanac.services.store.base import EventStore
+from almanac.services.store.memory_store import MemoryEventStore
 
 
 class Divergence(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from services.embedded_redis import find_redis_server, free_port
+from almanac.services.embedded_redis import find_redis_server, free_port
 
 SLOTS = 16384
 

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from counter_ruleset import COUNTER  # noqa: E402
 
-from events import registry  # noqa: E402
-from services.embedded_redis import EmbeddedRedis  # noqa: E402
+from almanac.events import registry  # noqa: E402
+from almanac.services.embedded_redis import EmbeddedRedis  # noqa: E402
 
 registry.register(COUNTER)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from events.decider import Context
-from events.errors import RuleError
+from almanac.events.decider import Context
+from almanac.events.errors import RuleError
 
 
 class CounterOptions(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import codec, room as room_rules
-from events.decider import Context
-from events.dice import Dice, seed_commitment
-from events.envelope import GENESIS_HASH, Envelope
-from events.hashing import seal
-from events.room import RoomState
+from almanac.events import codec, room as room_rules
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, seed_commitment
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.hashing import seal
+from almanac.events.room import RoomState
 
 
 class PureRoom:

@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from events.board.commands import PlaceElement, SkipElement
-from events.board.data import (
+from almanac.events.board.commands import PlaceElement, SkipElement
+from almanac.events.board.data import (
     BASE_MISSIONS,
     CARD_LETTERS,
     DECK_NUMBERS,
@@ -18,7 +18,7 @@ from events.board.data import (
     SEASON_ENDS,
     SEASON_NAMES,
 )
-from events.board.events import (
+from almanac.events.board.events import (
     EVENT_TYPES,
     DeckShuffled,
     ElementPlaced,
@@ -26,12 +26,12 @@ from events.board.events import (
     GameEnded,
     SeasonEnded,
 )
-from events.board.missions import MISSIONS
-from events.board.rules import DECIDE, EVOLVE, mission_totals
-from events.board.state import STARTING_BOARD, BoardOptions, BoardSetup, BoardState
-from events.decider import Context
-from events.errors import RuleError
-from events.room import RoomCreated
+from almanac.events.board.missions import MISSIONS
+from almanac.events.board.rules import DECIDE, EVOLVE, mission_totals
+from almanac.events.board.state import STARTING_BOARD, BoardOptions, BoardSetup, BoardState
+from almanac.events.decider import Context
+from almanac.events.errors import RuleError
+from almanac.events.room import RoomCreated
 
 
 class BoardDecider:

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import msgspec
 
-from events.board.data import EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
-from events.board.state import Board
+from almanac.events.board.data import EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
+from almanac.events.board.state import Board
 
 
 def neighbours(row: int, column: int) -> Iterator[tuple[int, int]]:

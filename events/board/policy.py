@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from events.board.commands import PlaceElement, SkipElement
-from events.board.rules import current_element, in_map_placements, is_free, legal_placements
-from events.board.state import BoardState
-from events.dice import Dice
+from almanac.events.board.commands import PlaceElement, SkipElement
+from almanac.events.board.rules import current_element, in_map_placements, is_free, legal_placements
+from almanac.events.board.state import BoardState
+from almanac.events.dice import Dice
 
 TRIES = 32
 """Placements drawn at random before falling back to listing every legal one."""

@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from events.board.commands import PlaceElement, SkipElement
-from events.board.data import (
+from almanac.events.board.commands import PlaceElement, SkipElement
+from almanac.events.board.data import (
     CARD_LETTERS,
     DECK_NUMBERS,
     ELEMENTS,
@@ -24,7 +24,7 @@ from events.board.data import (
     SIZE,
     Element,
 )
-from events.board.events import (
+from almanac.events.board.events import (
     DeckShuffled,
     ElementPlaced,
     ElementSkipped,
@@ -32,10 +32,10 @@ from events.board.events import (
     MissionScore,
     SeasonEnded,
 )
-from events.board.missions import neighbours, score
-from events.board.state import Board, BoardState
-from events.decider import Context
-from events.errors import RuleError
+from almanac.events.board.missions import neighbours, score
+from almanac.events.board.state import Board, BoardState
+from almanac.events.decider import Context
+from almanac.events.errors import RuleError
 
 Cells = tuple[tuple[int, int], ...]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from events.board.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE
-from events.board.events import SeasonEnded
+from almanac.events.board.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE
+from almanac.events.board.events import SeasonEnded
 
 Board = tuple[tuple[str, ...], ...]
 """SIZE rows of SIZE terrain names; ``""`` is an empty cell, ``"mountain"`` a printed mountain."""

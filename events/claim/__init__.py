@@ -6,14 +6,14 @@ from typing import Any
 
 import msgspec
 
-from events.claim import data, rules
-from events.claim.commands import COMMANDS, ClaimOptions
-from events.claim.events import EVENTS, ClaimSetup
-from events.claim.growth import stand
-from events.claim.seeding import COUNTING, TERRAIN, lcg_seed, seed_parcels
-from events.claim.state import ClaimState
-from events.decider import Context, event_tag
-from events.errors import RuleError
+from almanac.events.claim import data, rules
+from almanac.events.claim.commands import COMMANDS, ClaimOptions
+from almanac.events.claim.events import EVENTS, ClaimSetup
+from almanac.events.claim.growth import stand
+from almanac.events.claim.seeding import COUNTING, TERRAIN, lcg_seed, seed_parcels
+from almanac.events.claim.state import ClaimState
+from almanac.events.decider import Context, event_tag
+from almanac.events.errors import RuleError
 
 MAX_NAME = 80
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import NamedTuple
 
-from events.claim import data
+from almanac.events.claim import data
 
 
 class Stand(NamedTuple):

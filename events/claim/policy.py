@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from events.claim import data, rules
-from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
-from events.claim.growth import stand
-from events.claim.seeding import COUNTING, FARMABLE, INDEX_BY_NAME, TERRAIN
-from events.claim.state import ClaimState
-from events.decider import Context
-from events.dice import Dice
-from events.errors import RuleError
+from almanac.events.claim import data, rules
+from almanac.events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
+from almanac.events.claim.growth import stand
+from almanac.events.claim.seeding import COUNTING, FARMABLE, INDEX_BY_NAME, TERRAIN
+from almanac.events.claim.state import ClaimState
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
 
 # Keep a margin above the prove-up cover so that cutting never strands the claim.
 _CUT_COVER_FLOOR = data.PROVE_UP_MIN_COVER + 2

@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 
-from events.claim import data
-from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
-from events.claim.events import (
+from almanac.events.claim import data
+from almanac.events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
+from almanac.events.claim.events import (
     BuildingBuilt,
     ClaimProvedUp,
     ClaimSetup,
@@ -23,11 +23,11 @@ from events.claim.events import (
     Terrain,
     TimberCruised,
 )
-from events.claim.growth import stand
-from events.claim.seeding import COUNTING, FARMABLE, INDEX_BY_NAME, TERRAIN
-from events.claim.state import ClaimState, DeckLot, Parcel
-from events.decider import Context
-from events.errors import RuleError
+from almanac.events.claim.growth import stand
+from almanac.events.claim.seeding import COUNTING, FARMABLE, INDEX_BY_NAME, TERRAIN
+from almanac.events.claim.state import ClaimState, DeckLot, Parcel
+from almanac.events.decider import Context
+from almanac.events.errors import RuleError
 
 replace = msgspec.structs.replace
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from events.claim import data
-from events.claim.events import ParcelRecord, Terrain
+from almanac.events.claim import data
+from almanac.events.claim.events import ParcelRecord, Terrain
 
 replace = msgspec.structs.replace
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import msgspec
 
-from events.decider import Context
-from events.errors import RuleError
-from events.realm import audit, data, events as realm_events
-from events.realm.commands import COMMAND_TYPES
-from events.realm.events import EVENT_TYPES
-from events.realm.rules import DECIDE, EVOLVE
-from events.realm.state import (
+from almanac.events.decider import Context
+from almanac.events.errors import RuleError
+from almanac.events.realm import audit, data, events as realm_events
+from almanac.events.realm.commands import COMMAND_TYPES
+from almanac.events.realm.events import EVENT_TYPES
+from almanac.events.realm.rules import DECIDE, EVOLVE
+from almanac.events.realm.state import (
     Army,
     City,
     RealmOptions,

@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from events.decider import event_tag
-from events.realm import data, events as realm_events
-from events.realm.state import LedgerEntry
+from almanac.events.decider import event_tag
+from almanac.events.realm import data, events as realm_events
+from almanac.events.realm.state import LedgerEntry
 
 TRADE_EVENTS = (
     realm_events.MerchantSent,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.decider import Context
-from events.dice import Dice
-from events.errors import RuleError
-from events.realm import commands as realm_commands, data
-from events.realm.rules import DECIDE
-from events.realm.state import City, RealmState
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
+from almanac.events.realm import commands as realm_commands, data
+from almanac.events.realm.rules import DECIDE
+from almanac.events.realm.state import City, RealmState
 
 PROBE_SEED = b"realm policy probe"
 

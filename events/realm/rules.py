@@ -9,11 +9,11 @@ from typing import Any
 
 import msgspec
 
-from events.decider import Context
-from events.dice import Dice
-from events.errors import RuleError
-from events.realm import audit, commands as realm_commands, data, events as realm_events
-from events.realm.state import Army, City, Merchant, RealmState, full_stock, season_name, year_of
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
+from almanac.events.realm import audit, commands as realm_commands, data, events as realm_events
+from almanac.events.realm.state import Army, City, Merchant, RealmState, full_stock, season_name, year_of
 
 replace = msgspec.structs.replace
 

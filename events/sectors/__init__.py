@@ -6,12 +6,12 @@ from typing import Any
 
 import msgspec
 
-from events.decider import Context
-from events.errors import RuleError
-from events.sectors import rules
-from events.sectors.commands import COMMAND_TYPES
-from events.sectors.data import BUILDINGS, SECTOR_TYPES
-from events.sectors.events import (
+from almanac.events.decider import Context
+from almanac.events.errors import RuleError
+from almanac.events.sectors import rules
+from almanac.events.sectors.commands import COMMAND_TYPES
+from almanac.events.sectors.data import BUILDINGS, SECTOR_TYPES
+from almanac.events.sectors.events import (
     EVENT_TYPES,
     BuildingBuilt,
     BuildingDemolished,
@@ -22,8 +22,8 @@ from events.sectors.events import (
     SeasonEnded,
     SectorExplored,
 )
-from events.sectors.setup import Options, Setup
-from events.sectors.state import ColonyState, season_number
+from almanac.events.sectors.setup import Options, Setup
+from almanac.events.sectors.state import ColonyState, season_number
 
 
 class SectorsDecider:

@@ -6,7 +6,7 @@ from typing import Literal
 
 import msgspec
 
-from events.sectors.state import Goods, Season
+from almanac.events.sectors.state import Goods, Season
 
 
 class SectorExplored(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.sector_explored"):

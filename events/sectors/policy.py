@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from events.dice import Dice
-from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from events.sectors.data import BUILDING_NAMES, SECTOR_TYPES
-from events.sectors.rules import is_over, neighbours, refusal
-from events.sectors.state import ColonyState
+from almanac.events.dice import Dice
+from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
+from almanac.events.sectors.data import BUILDING_NAMES, SECTOR_TYPES
+from almanac.events.sectors.rules import is_over, neighbours, refusal
+from almanac.events.sectors.state import ColonyState
 
 # Out of 100: how often the policy tries each kind of command first. Ending the season is the
 # most common so that games move on; demolishing is rare so that colonies keep what they build.

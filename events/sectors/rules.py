@@ -8,10 +8,10 @@ from typing import Any
 
 import msgspec
 
-from events.decider import Context
-from events.errors import RuleError
-from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from events.sectors.data import (
+from almanac.events.decider import Context
+from almanac.events.errors import RuleError
+from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
+from almanac.events.sectors.data import (
     BUILDING_NAMES,
     BUILDINGS,
     DEFAULT_COLUMNS,
@@ -26,7 +26,7 @@ from events.sectors.data import (
     SECTOR_TYPES,
     SectorType,
 )
-from events.sectors.events import (
+from almanac.events.sectors.events import (
     BuildingBuilt,
     BuildingDemolished,
     BuildingReport,
@@ -37,8 +37,8 @@ from events.sectors.events import (
     SeasonEnded,
     SectorExplored,
 )
-from events.sectors.setup import ExplicitSetup, Options, SectorSetup, Setup
-from events.sectors.state import (
+from almanac.events.sectors.setup import ExplicitSetup, Options, SectorSetup, Setup
+from almanac.events.sectors.state import (
     ColonyState,
     Goods,
     Season,

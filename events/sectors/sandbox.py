@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import room
-from events.decider import Context
-from events.dice import Dice, seed_commitment
-from events.sectors.state import ColonyState
+from almanac.events import room
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, seed_commitment
+from almanac.events.sectors.state import ColonyState
 
 
 class Sandbox:

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import msgspec
 
-from events.sectors.data import DEFAULT_YEARS, MAXIMUM_GRID_SIDE
-from events.sectors.state import Goods, Season
+from almanac.events.sectors.data import DEFAULT_YEARS, MAXIMUM_GRID_SIDE
+from almanac.events.sectors.state import Goods, Season
 
 GridSide = Annotated[int, msgspec.Meta(ge=1, le=MAXIMUM_GRID_SIDE)]
 Count = Annotated[int, msgspec.Meta(ge=0)]

@@ -7,7 +7,7 @@ from typing import Literal, cast
 
 import msgspec
 
-from events.sectors.data import GOODS, SEASONS, SEASONS_PER_YEAR
+from almanac.events.sectors.data import GOODS, SEASONS, SEASONS_PER_YEAR
 
 Season = Literal["spring", "summer", "fall", "winter"]
 

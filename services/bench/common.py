@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from events import codec, registry, room as room_rules
-from events.decider import Context
-from events.dice import Dice
-from events.envelope import GENESIS_HASH, Envelope
-from events.hashing import seal
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.hashing import seal
 
 SEED = b"almanac benchmark secret seed 32"
 
@@ -28,7 +28,7 @@ def apply(state: Any, command: Any, room: str, player: str, log: list[Any], now_
 
 def play_trivial(commands: int, player: str = "bench") -> int:
     """The baseline: the same room path with the trivial rule-set (one counter event per command)."""
-    from services.bench.trivial import TRIVIAL, Add  # noqa: PLC0415 - registered only when benchmarking
+    from almanac.services.bench.trivial import TRIVIAL, Add  # noqa: PLC0415 - registered only when benchmarking
 
     registry.register(TRIVIAL)
     log: list[Any] = []
@@ -71,7 +71,7 @@ def timed(function: Any, *args: Any) -> tuple[Any, float]:
 
 def trivial_log(events: int, room: str = "trivial") -> list[Envelope]:
     """A created trivial room followed by additions, ``events`` envelopes in all: the replay baseline."""
-    from services.bench.trivial import TRIVIAL, Added  # noqa: PLC0415 - registered only when benchmarking
+    from almanac.services.bench.trivial import TRIVIAL, Added  # noqa: PLC0415 - registered only when benchmarking
 
     registry.register(TRIVIAL)
     log: list[Any] = []

@@ -16,9 +16,9 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from events import codec
-from services.rooms import CommandRecord, RoomService
-from services.store.memory_store import MemoryEventStore
+from almanac.events import codec
+from almanac.services.rooms import CommandRecord, RoomService
+from almanac.services.store.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
 RULESET = "board"
@@ -29,8 +29,8 @@ console = Console()
 async def _board_script() -> list[dict[str, Any]]:
     """One full board game from the challenge, decided in memory: every room of the challenge deals the same
     deck, so the same moves are legal in each and every benchmark command is accepted."""
-    from events.board.policy import choose_command  # noqa: PLC0415
-    from events.dice import Dice  # noqa: PLC0415
+    from almanac.events.board.policy import choose_command  # noqa: PLC0415
+    from almanac.events.dice import Dice  # noqa: PLC0415
 
     service = RoomService(MemoryEventStore())
     for number, body in enumerate(({"kind": "create_room", "ruleset": RULESET, "challenge": CHALLENGE},
@@ -192,8 +192,8 @@ def _quantile(samples: list[float], q: float) -> float:
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print."""
-    from services.cli.gateway import Stack, running_stack  # noqa: PLC0415
-    from services.settings import load_settings  # noqa: PLC0415
+    from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings()
     if url is None:

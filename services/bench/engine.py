@@ -11,11 +11,11 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
-from events import codec
-from services.bus import COMMAND_FIELD
-from services.engine.metrics import LATENCY_BUCKETS_MS, heartbeat_key, metrics_key
-from services.rooms import CommandRecord
-from services.store.keys import Keys
+from almanac.events import codec
+from almanac.services.bus import COMMAND_FIELD
+from almanac.services.engine.metrics import LATENCY_BUCKETS_MS, heartbeat_key, metrics_key
+from almanac.services.rooms import CommandRecord
+from almanac.services.store.keys import Keys
 
 PIPELINE = 100
 SHARDS = 16
@@ -25,11 +25,11 @@ PROJECTOR_NAME = "bench-projector"
 
 def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
-    from events import registry  # noqa: PLC0415
-    from services.bench.trivial import TRIVIAL  # noqa: PLC0415
-    from services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
-    from services.logging import configure_logging  # noqa: PLC0415
-    from services.redis_client import connect  # noqa: PLC0415
+    from almanac.events import registry  # noqa: PLC0415
+    from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
+    from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
+    from almanac.services.logging import configure_logging  # noqa: PLC0415
+    from almanac.services.redis_client import connect  # noqa: PLC0415
 
     registry.register(TRIVIAL)
     configure_logging("json", "warning")
@@ -49,10 +49,10 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
 
 def _projector_process(url: str, prefix: str) -> None:
     """The projector, if the projections package has one, following the engine's feeds."""
-    from events import registry  # noqa: PLC0415
-    from projections.worker import Projector  # noqa: PLC0415
-    from services.bench.trivial import TRIVIAL  # noqa: PLC0415
-    from services.logging import configure_logging  # noqa: PLC0415
+    from almanac.events import registry  # noqa: PLC0415
+    from almanac.projections.worker import Projector  # noqa: PLC0415
+    from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
+    from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     registry.register(TRIVIAL)
     configure_logging("json", "warning")
@@ -197,7 +197,7 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100) -> dict[str,
 
 
 def main(rooms: int = 200, commands: int = 20_000) -> None:
-    from services.cli.common import redis_url_for, settings_or_exit  # noqa: PLC0415
+    from almanac.services.cli.common import redis_url_for, settings_or_exit  # noqa: PLC0415
 
     with redis_url_for(settings_or_exit()) as url:
         figures = run(url, rooms, commands)

@@ -8,11 +8,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from events import room as room_rules
-from events.claim.policy import choose_command
-from events.claim.seeding import Lcg, lcg_seed, seed_parcels
-from events.dice import Dice
-from services.bench.common import SEED, apply, replay_against_trivial
+from almanac.events import room as room_rules
+from almanac.events.claim.policy import choose_command
+from almanac.events.claim.seeding import Lcg, lcg_seed, seed_parcels
+from almanac.events.dice import Dice
+from almanac.services.bench.common import SEED, apply, replay_against_trivial
 
 T0 = 1_700_000_000_000
 STEP_MS = 20 * 60_000  # the policy acts every 20 minutes of server time

@@ -8,10 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from events import room as room_rules
-from events.dice import Dice
-from events.realm.policy import choose_command
-from services.bench.common import (
+from almanac.events import room as room_rules
+from almanac.events.dice import Dice
+from almanac.events.realm.policy import choose_command
+from almanac.services.bench.common import (
     SEED,
     apply,
     play_trivial,

@@ -9,12 +9,12 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from events import codec, room as room_rules
-from events.decider import Context
-from events.dice import Dice
-from events.envelope import Envelope
-from events.sectors.commands import EndSeason
-from services.bench.common import seal_log
+from almanac.events import codec, room as room_rules
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.envelope import Envelope
+from almanac.events.sectors.commands import EndSeason
+from almanac.services.bench.common import seal_log
 
 SEED = b"bench rules sectors secret seed!"
 ROOM = "sectors-bench"

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from events.decider import Context
+from almanac.events.decider import Context
 
 
 class TrivialOptions(msgspec.Struct, frozen=True):

@@ -16,10 +16,10 @@ app = typer.Typer(
 
 # Each module registers its commands on `app` (or adds a sub-app) when imported.
 _COMMAND_MODULES = (
-    "services.cli.operator",     # engine, sim, log, state, verify, audit, export, import
-    "services.cli.projections",  # projector, projections rebuild
-    "services.cli.gateway",      # gateway, up, demo
-    "services.cli.bench",        # bench store | engine | rules NAME | e2e
+    "almanac.services.cli.operator",     # engine, sim, log, state, verify, audit, export, import
+    "almanac.services.cli.projections",  # projector, projections rebuild
+    "almanac.services.cli.gateway",      # gateway, up, demo
+    "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e
 )
 
 

@@ -6,9 +6,9 @@ import importlib
 
 import typer
 
-from events import registry
-from services.cli import app
-from services.cli.common import fail, redis_url_for, settings_or_exit
+from almanac.events import registry
+from almanac.services.cli import app
+from almanac.services.cli.common import fail, redis_url_for, settings_or_exit
 
 bench_app = typer.Typer(help="Benchmarks: figures with a baseline measured in the same run.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -17,7 +17,7 @@ app.add_typer(bench_app, name="bench")
 @bench_app.command("store")
 def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to append and replay.")) -> None:
     """Raw pipelined XADD (baseline) against our batched and single appends, reads and replay."""
-    from services.bench.store import main  # noqa: PLC0415
+    from almanac.services.bench.store import main  # noqa: PLC0415
 
     with redis_url_for(settings_or_exit()) as url:
         main(url, events)
@@ -29,7 +29,7 @@ def bench_rules(name: str = typer.Argument(..., help="Rule-set name: sectors, cl
     if name not in registry.BUILTIN_RULESETS:
         raise fail(f"unknown rule-set {name!r}; choose one of {', '.join(sorted(registry.BUILTIN_RULESETS))}")
     try:
-        module = importlib.import_module(f"services.bench.rules_{name}")
+        module = importlib.import_module(f"almanac.services.bench.rules_{name}")
     except ModuleNotFoundError:
         raise fail(f"the {name} rule-set has no benchmark yet") from None
     module.main()
@@ -41,7 +41,7 @@ def bench_engine(
     commands: int = typer.Option(20_000, min=100, help="Commands to send in all."),
 ) -> None:
     """Commands per second through the engine and projector, against raw pipelined XADD."""
-    from services.bench.engine import main  # noqa: PLC0415
+    from almanac.services.bench.engine import main  # noqa: PLC0415
 
     main(rooms=rooms, commands=commands)
 
@@ -52,6 +52,6 @@ def bench_e2e(
     seconds: int = typer.Option(10, min=1, help="How long to offer it."),
 ) -> None:
     """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
-    from services.bench.e2e import main  # noqa: PLC0415
+    from almanac.services.bench.e2e import main  # noqa: PLC0415
 
     main(rate=rate, seconds=seconds)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import typer
 from rich.console import Console
 
-from services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, running_server_url
-from services.settings import Settings, SettingsError, load_settings
+from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, running_server_url
+from almanac.services.settings import Settings, SettingsError, load_settings
 
 console = Console()
 # soft_wrap: an error is one line even when stderr is not a terminal (no wrapping at 80 columns).

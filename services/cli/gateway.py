@@ -13,13 +13,13 @@ from pathlib import Path
 
 import typer
 
-from services.cli import app
-from services.cli.common import console, fail, redis_url_for, settings_or_exit
-from services.settings import Settings
+from almanac.services.cli import app
+from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.settings import Settings
 
 UP_FILE = "up.json"
 # Each child runs this CLI again in the same interpreter (the console script may not be on PATH).
-_CHILD = "import sys; sys.argv[0] = 'almanac'; from services.cli import main; main()"
+_CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
 
 
 @app.command("gateway")
@@ -30,8 +30,8 @@ def gateway_command(
     """Run the HTTP and WebSocket gateway (uvicorn) on REDIS_URL, or on the data directory's Redis."""
     import uvicorn  # noqa: PLC0415 - keep the CLI start fast
 
-    from services.gateway import create_app  # noqa: PLC0415
-    from services.logging import configure_logging  # noqa: PLC0415
+    from almanac.services.gateway import create_app  # noqa: PLC0415
+    from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     settings = settings_or_exit(http_host=host, http_port=port)
     configure_logging(settings.log_format, settings.log_level)
@@ -50,7 +50,7 @@ def token_command(
     ttl: int = typer.Option(None, help="Lifetime in seconds (default ALMANAC_TOKEN_TTL_S)."),
 ) -> None:
     """Print a signed token made with this data directory's secret (for operators and scripts)."""
-    from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret  # noqa: PLC0415
+    from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret  # noqa: PLC0415
 
     settings = settings_or_exit()
     signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
@@ -68,7 +68,7 @@ def up_command(
 ) -> None:
     """Start everything: Redis (embedded unless REDIS_URL), engine, projector and gateway; Ctrl-C stops all."""
     settings = settings_or_exit(http_port=port)
-    from services.logging import configure_logging  # noqa: PLC0415
+    from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     configure_logging(settings.log_format, settings.log_level)
     with Stack(settings) as stack:
@@ -87,7 +87,7 @@ def demo_command(
     auditor_token: str = typer.Option(None, envvar="ALMANAC_AUDITOR_TOKEN", help="Needed with --url."),
 ) -> None:
     """Create a room of every rule-set, play a short game of each over HTTP, print scores and verification."""
-    from services.gateway.demo import run_demo  # noqa: PLC0415
+    from almanac.services.gateway.demo import run_demo  # noqa: PLC0415
 
     settings = settings_or_exit()
     if url:
@@ -115,7 +115,7 @@ def running_stack(data_dir: str) -> dict | None:
     """The `almanac up` serving this data directory, if its supervisor is alive and its gateway answers."""
     import httpx  # noqa: PLC0415
 
-    from services.embedded_redis import pid_alive  # noqa: PLC0415
+    from almanac.services.embedded_redis import pid_alive  # noqa: PLC0415
 
     path = Path(data_dir).resolve() / UP_FILE
     try:
@@ -159,8 +159,8 @@ class Stack:
     # --- starting ---------------------------------------------------------------------------------
 
     def start(self, timeout_s: float = 30.0) -> None:
-        from services.embedded_redis import free_port  # noqa: PLC0415
-        from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret  # noqa: PLC0415
+        from almanac.services.embedded_redis import free_port  # noqa: PLC0415
+        from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret  # noqa: PLC0415
 
         port = self.settings.http_port or free_port()
         host = self.settings.http_host
@@ -184,7 +184,7 @@ class Stack:
         self._write_up_file()
 
     def _services(self) -> list[str]:
-        from services.cli import _load_commands  # noqa: PLC0415 - used outside the CLI too (benchmarks, tests)
+        from almanac.services.cli import _load_commands  # noqa: PLC0415 - used outside the CLI too (benchmarks, tests)
 
         _load_commands()
         # Only the services whose commands are installed: the stack grows as they land.

@@ -19,17 +19,17 @@ import typer
 import uvloop
 from rich.table import Table
 
-from events import codec, registry, room as room_rules
-from events.envelope import Envelope
-from events.errors import CorruptEventError, RuleError
-from events.hashing import state_hash
-from services.cli import app
-from services.cli.common import console, error_console, fail, redis_url_for, settings_or_exit
-from services.logging import configure_logging
-from services.rooms import CommandRecord, Outcome, RoomService, decode_record
-from services.store.base import EventStore, StoredOutcome
-from services.store.memory_store import MemoryEventStore
-from services.verify import VerifyReport, verify_room
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError, RuleError
+from almanac.events.hashing import state_hash
+from almanac.services.cli import app
+from almanac.services.cli.common import console, error_console, fail, redis_url_for, settings_or_exit
+from almanac.services.logging import configure_logging
+from almanac.services.rooms import CommandRecord, Outcome, RoomService, decode_record
+from almanac.services.store.base import EventStore, StoredOutcome
+from almanac.services.store.memory_store import MemoryEventStore
+from almanac.services.verify import VerifyReport, verify_room
 
 T = TypeVar("T")
 EXPORT_FORMAT = "almanac-room-export"
@@ -44,8 +44,8 @@ class OperatorError(Exception):
 
 def _with_store(work: Callable[[EventStore], Awaitable[T]]) -> T:
     """Run ``work`` against the Redis store of the settings; every failure becomes one clear line."""
-    from services.redis_client import connect  # noqa: PLC0415
-    from services.store.redis_store import RedisEventStore  # noqa: PLC0415
+    from almanac.services.redis_client import connect  # noqa: PLC0415
+    from almanac.services.store.redis_store import RedisEventStore  # noqa: PLC0415
 
     settings = settings_or_exit()
 
@@ -132,7 +132,7 @@ def engine_command(
     name: str = typer.Option(None, help="Stable engine name (consumer name, metrics key); default host:shards."),
 ) -> None:
     """Run one engine: own shards by lease and turn their commands into events until stopped."""
-    from services.engine.app import run  # noqa: PLC0415 - keep the CLI start fast
+    from almanac.services.engine.app import run  # noqa: PLC0415 - keep the CLI start fast
 
     settings = settings_or_exit(engine_shards=shards, engine_name=name)
     configure_logging(settings.log_format, settings.log_level)
@@ -444,7 +444,7 @@ def audit_trade_command(
         envelopes = await _envelopes(store, room)
         if envelopes[0].ruleset != "realm":
             raise OperatorError(f"room {room!r} is a {envelopes[0].ruleset} room; trades exist in realm rooms")
-        from events.realm import audit  # noqa: PLC0415
+        from almanac.events.realm import audit  # noqa: PLC0415
 
         pairs = [(e, codec.decode_event(e)) for e in envelopes]
         steps = [(e, ev) for e, ev in pairs if isinstance(ev, audit.TRADE_EVENTS) and ev.trade_id == trade]

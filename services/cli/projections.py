@@ -13,16 +13,16 @@ from redis.exceptions import RedisError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from events.errors import CorruptEventError
-from projections.app import projector_app
-from projections.models import READ_MODELS
-from projections.read import ReadModels
-from projections.rebuild import RebuildConflict, rebuild
-from services.cli import app
-from services.cli.common import console, fail, redis_url_for, settings_or_exit
-from services.logging import configure_logging
-from services.redis_client import connect
-from services.settings import parse_shard_selection
+from almanac.events.errors import CorruptEventError
+from almanac.projections.app import projector_app
+from almanac.projections.models import READ_MODELS
+from almanac.projections.read import ReadModels
+from almanac.projections.rebuild import RebuildConflict, rebuild
+from almanac.services.cli import app
+from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.logging import configure_logging
+from almanac.services.redis_client import connect
+from almanac.services.settings import parse_shard_selection
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
                               no_args_is_help=True)

@@ -1,5 +1,5 @@
 """The engine: a FastStream app that owns shards by lease and turns their commands into events."""
 
-from services.engine.worker import Engine, EngineConfig
+from almanac.services.engine.worker import Engine, EngineConfig
 
 __all__ = ["Engine", "EngineConfig"]

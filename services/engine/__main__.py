@@ -1,11 +1,11 @@
-"""`python -m services.engine`: run one engine with settings from the environment."""
+"""`python -m almanac.services.engine`: run one engine with settings from the environment."""
 
 import asyncio
 
-from services.embedded_redis import running_server_url
-from services.engine.app import run
-from services.logging import configure_logging
-from services.settings import load_settings
+from almanac.services.embedded_redis import running_server_url
+from almanac.services.engine.app import run
+from almanac.services.logging import configure_logging
+from almanac.services.settings import load_settings
 
 if __name__ == "__main__":
     settings = load_settings()

@@ -11,10 +11,10 @@ from __future__ import annotations
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
-from services.engine.worker import Engine, EngineConfig, default_engine_name
-from services.logging import get_logger
-from services.redis_client import connect
-from services.settings import Settings, parse_shard_selection
+from almanac.services.engine.worker import Engine, EngineConfig, default_engine_name
+from almanac.services.logging import get_logger
+from almanac.services.redis_client import connect
+from almanac.services.settings import Settings, parse_shard_selection
 
 
 def engine_config(settings: Settings) -> EngineConfig:

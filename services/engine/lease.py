@@ -8,7 +8,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from services.store.keys import shard_tag
+from almanac.services.store.keys import shard_tag
 
 # Renew or release only a lease we still hold: a lapsed lease taken by another engine stays theirs.
 RENEW_SCRIPT = """

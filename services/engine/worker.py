@@ -19,14 +19,14 @@ from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
 )
 
-from services.bus import COMMAND_FIELD, encode_outcome, outcome_channel
-from services.engine.cluster_reads import StandingReads
-from services.engine.lease import ShardLeases
-from services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
-from services.logging import get_logger
-from services.rooms import CommandRecord, Outcome, RoomService, decode_record
-from services.store.keys import Keys, shard_tag
-from services.store.redis_store import RedisEventStore
+from almanac.services.bus import COMMAND_FIELD, encode_outcome, outcome_channel
+from almanac.services.engine.cluster_reads import StandingReads
+from almanac.services.engine.lease import ShardLeases
+from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
+from almanac.services.logging import get_logger
+from almanac.services.rooms import CommandRecord, Outcome, RoomService, decode_record
+from almanac.services.store.keys import Keys, shard_tag
+from almanac.services.store.redis_store import RedisEventStore
 
 GROUP = "engine"
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):

@@ -8,11 +8,11 @@ import contextlib
 import msgspec
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from events import codec
-from services.gateway.auth import ROLE_AUDITOR
-from services.gateway.context import Gateway, bearer
-from services.gateway.errors import ApiError
-from services.gateway.rooms import auditor_event, player_event
+from almanac.events import codec
+from almanac.services.gateway.auth import ROLE_AUDITOR
+from almanac.services.gateway.context import Gateway, bearer
+from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.rooms import auditor_event, player_event
 
 router = APIRouter(tags=["live"])
 BLOCK_MS = 1_000

@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from services.engine import metrics as engine_metrics
-from services.gateway.api_rooms import gateway
-from services.gateway.context import Gateway
-from services.gateway.errors import json_response
-from services.logging import get_logger
+from almanac.services.engine import metrics as engine_metrics
+from almanac.services.gateway.api_rooms import gateway
+from almanac.services.gateway.context import Gateway
+from almanac.services.gateway.errors import json_response
+from almanac.services.logging import get_logger
 
 router = APIRouter(tags=["operations"])
 log = get_logger("almanac.gateway")

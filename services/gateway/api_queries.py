@@ -5,16 +5,16 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from events import codec, registry
-from events.hashing import state_hash
-from events.realm import audit as realm_audit
-from services.gateway.api_rooms import RoomId, gateway
-from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
-from services.gateway.context import Gateway, bearer
-from services.gateway.errors import ApiError, json_response
-from services.gateway.rooms import auditor_event, player_event, room_summary
-from services.gateway.schemas import NAME_PATTERN
-from services.verify import verify_room
+from almanac.events import codec, registry
+from almanac.events.hashing import state_hash
+from almanac.events.realm import audit as realm_audit
+from almanac.services.gateway.api_rooms import RoomId, gateway
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
+from almanac.services.gateway.context import Gateway, bearer
+from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.rooms import auditor_event, player_event, room_summary
+from almanac.services.gateway.schemas import NAME_PATTERN
+from almanac.services.verify import verify_room
 
 router = APIRouter(tags=["queries"])
 MAX_EVENTS_PAGE = 5_000
@@ -121,7 +121,7 @@ async def room_state_at(
 
 @router.get("/rooms/{room}/rejections", summary="Auditors: commands the rules refused, with their codes")
 async def room_rejections(request: Request, room: str = RoomId) -> Response:
-    from services.rooms import decode_record  # noqa: PLC0415
+    from almanac.services.rooms import decode_record  # noqa: PLC0415
 
     gw = gateway(request)
     gw.auditor(bearer(request), room)

@@ -9,13 +9,13 @@ from typing import Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from events import codec, registry
-from events.errors import RuleError
-from events.room import ROOM_COMMAND_KINDS, CreateRoom
-from services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
-from services.gateway.errors import ApiError, json_response
-from services.gateway.rooms import player_event, room_summary
-from services.gateway.schemas import (
+from almanac.events import codec, registry
+from almanac.events.errors import RuleError
+from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
+from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.rooms import player_event, room_summary
+from almanac.services.gateway.schemas import (
     NAME_PATTERN,
     CommandRequest,
     CreateRoomRequest,
@@ -24,7 +24,7 @@ from services.gateway.schemas import (
     decode_body,
     openapi_body,
 )
-from services.rooms import CommandRecord, Outcome
+from almanac.services.rooms import CommandRecord, Outcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")

@@ -12,13 +12,18 @@ import msgspec
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from services.gateway import api_live, api_ops, api_queries, api_rooms
-from services.gateway.auth import TokenSigner, resolve_secret
-from services.gateway.context import Gateway
-from services.gateway.errors import ApiError, install_error_handlers, log
-from services.gateway.schemas import CommandRequest, CreateRoomRequest, EndRoomRequest, JoinRoomRequest
-from services.redis_client import connect
-from services.settings import Settings
+from almanac.services.gateway import api_live, api_ops, api_queries, api_rooms
+from almanac.services.gateway.auth import TokenSigner, resolve_secret
+from almanac.services.gateway.context import Gateway
+from almanac.services.gateway.errors import ApiError, install_error_handlers, log
+from almanac.services.gateway.schemas import (
+    CommandRequest,
+    CreateRoomRequest,
+    EndRoomRequest,
+    JoinRoomRequest,
+)
+from almanac.services.redis_client import connect
+from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
 

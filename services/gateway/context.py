@@ -8,16 +8,16 @@ import time
 import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 
-from projections.read import ReadModels
-from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
-from services.gateway.errors import ApiError
-from services.gateway.metrics import GatewayMetrics
-from services.gateway.outcomes import OutcomeWaiter
-from services.gateway.rooms import RoomReader
-from services.rooms import CommandRecord, Outcome
-from services.settings import Settings
-from services.store.keys import Keys
-from services.store.redis_store import RedisEventStore
+from almanac.projections.read import ReadModels
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
+from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.metrics import GatewayMetrics
+from almanac.services.gateway.outcomes import OutcomeWaiter
+from almanac.services.gateway.rooms import RoomReader
+from almanac.services.rooms import CommandRecord, Outcome
+from almanac.services.settings import Settings
+from almanac.services.store.keys import Keys
+from almanac.services.store.redis_store import RedisEventStore
 
 VERIFIED_TOKENS = 10_000
 

@@ -13,8 +13,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from events import codec, registry
-from events.dice import Dice
+from almanac.events import codec, registry
+from almanac.events.dice import Dice
 
 PLAYERS = ("alice", "bob")
 MAX_MOVES = {"board": 40, "claim": 24, "sectors": 30, "realm": 40}
@@ -95,7 +95,7 @@ class Demo:
 
     def play_room(self, room: Room) -> None:
         decider = registry.get(room.ruleset)
-        policy = importlib.import_module(f"events.{room.ruleset}.policy").choose_command
+        policy = importlib.import_module(f"almanac.events.{room.ruleset}.policy").choose_command
         wanted = set(inspect.signature(policy).parameters)
         moves = MAX_MOVES.get(room.ruleset, DEFAULT_MAX_MOVES)
         step = 0

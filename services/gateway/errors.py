@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.logging import get_logger
+from almanac.services.logging import get_logger
 
 log = get_logger("almanac.gateway")
 _JSON = msgspec.json.Encoder()

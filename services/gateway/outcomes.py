@@ -21,10 +21,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 
-from services import bus
-from services.logging import get_logger
-from services.rooms import CommandRecord, Outcome
-from services.store.keys import Keys
+from almanac.services import bus
+from almanac.services.logging import get_logger
+from almanac.services.rooms import CommandRecord, Outcome
+from almanac.services.store.keys import Keys
 
 log = get_logger("almanac.gateway.outcomes")
 OUTCOME_PATTERN = bus.outcome_channel("*")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from events import codec, registry, room as room_rules
-from events.envelope import Envelope
-from events.room import RoomState
-from services.rooms import RoomService
-from services.store.redis_store import RedisEventStore
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.envelope import Envelope
+from almanac.events.room import RoomState
+from almanac.services.rooms import RoomService
+from almanac.services.store.redis_store import RedisEventStore
 
 
 class RoomReader:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from services.gateway.errors import ApiError
+from almanac.services.gateway.errors import ApiError
 
 _NAMED_FIELD = re.compile(r"(?:unknown|required) field `([^`]+)`")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"

@@ -6,7 +6,7 @@ from typing import Protocol
 
 import msgspec
 
-from events.envelope import Envelope
+from almanac.events.envelope import Envelope
 
 
 class VersionConflict(Exception):

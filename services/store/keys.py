@@ -7,7 +7,7 @@ keys only the write side touches.
 
 from __future__ import annotations
 
-from projections.keys import StoreKeys, shard_of, shard_tag
+from almanac.projections.keys import StoreKeys, shard_of, shard_tag
 
 __all__ = ["Keys", "shard_of", "shard_tag"]
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from events import codec
-from events.envelope import Envelope
-from services.store.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
+from almanac.events import codec
+from almanac.events.envelope import Envelope
+from almanac.services.store.base import (
+    AppendRequest,
+    AppendResult,
+    RejectRequest,
+    StoredOutcome,
+    VersionConflict,
+)
 
 
 class MemoryEventStore:

@@ -9,11 +9,17 @@ import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
-from events import codec
-from events.envelope import Envelope
-from events.errors import CorruptEventError
-from services.store.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
-from services.store.keys import Keys
+from almanac.events import codec
+from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError
+from almanac.services.store.base import (
+    AppendRequest,
+    AppendResult,
+    RejectRequest,
+    StoredOutcome,
+    VersionConflict,
+)
+from almanac.services.store.keys import Keys
 
 # KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms
 # ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5.. envelopes (msgpack)

@@ -7,19 +7,19 @@ import asyncio
 import pytest
 from projection_games import dump_models, open_room, options_for, play, players_for
 
-from events.envelope import GENESIS_HASH
-from projections.keys import ModelKeys
-from projections.read import ReadModels
-from projections.rebuild import rebuild
-from projections.worker import CheckpointMoved, Projector
-from services import bus
-from services.engine.lease import ShardLeases
-from services.gateway.outcomes import OutcomeWaiter
-from services.redis_client import connect
-from services.rooms import CommandRecord, Outcome, RoomService
-from services.store.base import AppendRequest, RejectRequest, VersionConflict
-from services.store.keys import Keys
-from services.store.redis_store import RedisEventStore
+from almanac.events.envelope import GENESIS_HASH
+from almanac.projections.keys import ModelKeys
+from almanac.projections.read import ReadModels
+from almanac.projections.rebuild import rebuild
+from almanac.projections.worker import CheckpointMoved, Projector
+from almanac.services import bus
+from almanac.services.engine.lease import ShardLeases
+from almanac.services.gateway.outcomes import OutcomeWaiter
+from almanac.services.redis_client import connect
+from almanac.services.rooms import CommandRecord, Outcome, RoomService
+from almanac.services.store.base import AppendRequest, RejectRequest, VersionConflict
+from almanac.services.store.keys import Keys
+from almanac.services.store.redis_store import RedisEventStore
 
 SHARDS = 16
 
@@ -148,7 +148,7 @@ async def test_the_projector_on_a_cluster_equals_a_rebuild(cluster):
 def test_a_cluster_without_a_node_url_is_one_clear_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner  # noqa: PLC0415
 
-    from services.cli import _load_commands, app  # noqa: PLC0415
+    from almanac.services.cli import _load_commands, app  # noqa: PLC0415
 
     _load_commands()
     monkeypatch.delenv("REDIS_URL", raising=False)

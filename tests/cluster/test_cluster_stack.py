@@ -24,14 +24,14 @@ import pytest
 from projection_games import dump_models
 from redis.cluster import RedisCluster as SyncCluster
 
-from events import codec, registry
-from events.dice import Dice
-from services.embedded_redis import free_port
-from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
-from services.redis_client import connect
-from services.store.keys import Keys
+from almanac.events import codec, registry
+from almanac.events.dice import Dice
+from almanac.services.embedded_redis import free_port
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
+from almanac.services.redis_client import connect
+from almanac.services.store.keys import Keys
 
-CHILD = "import sys; sys.argv[0] = 'almanac'; from services.cli import main; main()"
+CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
 SECRET = "cluster-test-secret-" + "x" * 20
 MOVES = 6
 
@@ -147,7 +147,7 @@ def play_room(http: httpx.Client, auditor: str, ruleset: str, room: str) -> dict
     unknown = http.post(f"/rooms/{room}/commands", headers=auth(tokens["alice"]), json={"command": {"kind": "fly"}})
     assert unknown.status_code == 422 and unknown.json()["code"] == "unknown_command", unknown.text
 
-    policy = importlib.import_module(f"events.{ruleset}.policy").choose_command
+    policy = importlib.import_module(f"almanac.events.{ruleset}.policy").choose_command
     wanted = set(inspect.signature(policy).parameters)
     accepted = refused = 0
     last_version = created.json().get("version", 0)

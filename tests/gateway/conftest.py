@@ -9,7 +9,7 @@ import redis
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, gateway_settings
 
-from services.gateway import create_app
+from almanac.services.gateway import create_app
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +35,6 @@ def api(stack: Stack) -> Iterator[TestClient]:
 
 @pytest.fixture(scope="module")
 def auditor(api: TestClient) -> str:
-    from services.gateway.auth import ANY_ROOM, ROLE_AUDITOR  # noqa: PLC0415
+    from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR  # noqa: PLC0415
 
     return api.app.state.signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)

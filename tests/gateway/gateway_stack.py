@@ -12,10 +12,10 @@ from pathlib import Path
 import msgspec
 import redis
 
-from events import registry
-from services.settings import Settings, load_settings
+from almanac.events import registry
+from almanac.services.settings import Settings, load_settings
 
-CHILD = "import sys; sys.argv[0] = 'almanac'; from services.cli import main; main()"
+CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
 
 
 def landed_rulesets() -> list[str]:

@@ -21,11 +21,11 @@ import redis
 from fastapi.testclient import TestClient
 from gateway_stack import landed_rulesets
 
-from events import codec, registry, room as room_rules
-from events.decider import event_tag
-from events.dice import Dice
-from events.room import RoomState
-from services.store.keys import Keys
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.decider import event_tag
+from almanac.events.dice import Dice
+from almanac.events.room import RoomState
+from almanac.services.store.keys import Keys
 
 MOVES_PER_ROOM = 10
 
@@ -90,7 +90,7 @@ class Table:
 
     def play(self) -> None:
         decider = registry.get(self.ruleset)
-        policy = importlib.import_module(f"events.{self.ruleset}.policy").choose_command
+        policy = importlib.import_module(f"almanac.events.{self.ruleset}.policy").choose_command
         wanted = set(inspect.signature(policy).parameters)
         for room in self.rooms:
             for step in range(MOVES_PER_ROOM):
@@ -198,7 +198,7 @@ def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, audit
 
 
 def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables: dict[str, Table]) -> None:
-    from events.realm import SECRET_FIELDS, blank, parties  # noqa: PLC0415
+    from almanac.events.realm import SECRET_FIELDS, blank, parties  # noqa: PLC0415
 
     table = tables["realm"]
     room = table.rooms[0]
@@ -230,7 +230,7 @@ def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables:
 def test_live_reconnect_from_last_version_misses_nothing_and_repeats_nothing(api: TestClient, auditor: str) -> None:
     created = api.post("/rooms", json={"ruleset": "board", "player": "carol", "challenge": "live-test"})
     room, token = created.json()["room"], created.json()["token"]
-    from events.board.policy import choose_command  # noqa: PLC0415
+    from almanac.events.board.policy import choose_command  # noqa: PLC0415
 
     def move(step: int) -> None:
         state = api.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]

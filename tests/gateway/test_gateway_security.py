@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
 
-from services.gateway import create_app
-from services.gateway.auth import TokenSigner
-from services.store.keys import shard_of
+from almanac.services.gateway import create_app
+from almanac.services.gateway.auth import TokenSigner
+from almanac.services.store.keys import shard_of
 
 ELEMENT = {"kind": "place_element", "row": 5, "column": 5}
 
@@ -183,9 +183,9 @@ def test_a_retried_command_id_is_answered_once_and_applied_once(api: TestClient,
     created = api.post("/rooms", json={"ruleset": "board", "player": "dora", "challenge": "retry-test"})
     room, token = created.json()["room"], created.json()["token"]
     state = api.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]["game"]
-    from events import codec, registry  # noqa: PLC0415
-    from events.board.policy import choose_command  # noqa: PLC0415
-    from events.dice import Dice  # noqa: PLC0415
+    from almanac.events import codec, registry  # noqa: PLC0415
+    from almanac.events.board.policy import choose_command  # noqa: PLC0415
+    from almanac.events.dice import Dice  # noqa: PLC0415
 
     game = msgspec.convert(state, registry.get("board").state_type, strict=False)
     move = {"command": codec.encode_command(choose_command(game, "dora", Dice(b"r", room, 0)))}

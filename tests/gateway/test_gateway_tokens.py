@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from services.gateway.auth import ROLE_AUDITOR, TokenError, TokenSigner, resolve_secret
+from almanac.services.gateway.auth import ROLE_AUDITOR, TokenError, TokenSigner, resolve_secret
 
 
 def test_token_round_trip_binds_room_player_and_role() -> None:

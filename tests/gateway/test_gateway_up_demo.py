@@ -13,7 +13,7 @@ from pathlib import Path
 import redis
 from gateway_stack import CHILD
 
-from services.embedded_redis import pid_alive
+from almanac.services.embedded_redis import pid_alive
 
 
 def wait_for(predicate, timeout_s: float, what: str):

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from events.dice import Dice, ScriptedDice, seed_commitment
+from almanac.events.dice import Dice, ScriptedDice, seed_commitment
 
 
 def test_the_same_seed_room_and_version_give_the_same_dice():

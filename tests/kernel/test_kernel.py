@@ -11,10 +11,10 @@ import msgspec
 import pytest
 from game_driver import PureRoom, fold_envelopes
 
-from events import codec
-from events.envelope import GENESIS_HASH
-from events.errors import RuleError
-from events.hashing import first_broken_link, state_hash
+from almanac.events import codec
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.errors import RuleError
+from almanac.events.hashing import first_broken_link, state_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,8 +129,8 @@ def test_a_log_folded_in_another_process_with_another_hash_seed_gives_the_same_s
         "import sys, msgspec\n"
         f"sys.path[:0] = [{str(ROOT / 'tests')!r}]\n"
         "import conftest\n"
-        "from events.envelope import Envelope\n"
-        "from events.hashing import state_hash\n"
+        "from almanac.events.envelope import Envelope\n"
+        "from almanac.events.hashing import state_hash\n"
         "from game_driver import fold_envelopes\n"
         "envelopes = msgspec.msgpack.decode(open(sys.argv[1], 'rb').read(), type=list[Envelope])\n"
         "print(state_hash(fold_envelopes(envelopes)))\n"

@@ -11,13 +11,33 @@ FORBIDDEN = {"redis", "faststream", "structlog", "time", "random", "os", "dateti
 
 
 def imported_modules(path: Path) -> set[str]:
+    """Top-level names a file imports; the project's own packages as their folder (almanac.services -> services)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(_top(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(_top(node.module))
     return names
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "almanac" and len(parts) > 1 else parts[0]
+
+
+def test_the_project_is_imported_under_the_one_almanac_name():
+    """Bare `events`/`services`/`projections` imports would collide with other distributions."""
+    root = EVENTS.parent
+    offenders = []
+    for folder in ("events", "projections", "services", "tests"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+                offenders += [f"{path.relative_to(root)}:{node.lineno} {m}" for m in modules
+                              if m.split(".")[0] in {"events", "projections", "services"}]
+    assert offenders == []
 
 
 def test_nothing_under_events_imports_io_clock_randomness_or_the_outer_layers():

@@ -7,11 +7,11 @@ from typing import Any
 
 import msgspec
 
-from events import codec, registry
-from events.decider import Context
-from events.dice import Dice
-from events.errors import RuleError
-from services.rooms import CommandRecord, RoomService
+from almanac.events import codec, registry
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
+from almanac.services.rooms import CommandRecord, RoomService
 
 # --- "bazaar": a tiny rule-set whose events carry trade ids, like realm's trades ------------------
 
@@ -188,7 +188,7 @@ def _next_command(ruleset: str, state: Any, player: str, index: int, now_ms: int
             buyer = [p for p in state.players if p != player][0]
             return {"kind": "offer", "trade_id": trade, "to": buyer, "gold": 10 + index}
         return {"kind": "settle", "trade_id": trade}
-    policy = importlib.import_module(f"events.{ruleset}.policy")
+    policy = importlib.import_module(f"almanac.events.{ruleset}.policy")
     game = state.game
     owner = player if ruleset == "realm" else getattr(game, "owner", None) or getattr(game, "player", None)
     command = (policy.choose_command(game, owner, now_ms, dice) if ruleset == "claim"

@@ -9,8 +9,8 @@ sys.path[:0] = [str(here), str(here.parent)]
 from counter_ruleset import COUNTER  # noqa: E402
 from projection_games import BAZAAR  # noqa: E402,F401 - registers the trading rule-set
 
-from events import registry  # noqa: E402
-from services.cli import main  # noqa: E402
+from almanac.events import registry  # noqa: E402
+from almanac.services.cli import main  # noqa: E402
 
 registry.register(COUNTER)
 sys.argv = ["almanac", "projector", *sys.argv[1:]]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from projections.keys import ModelKeys
-from projections.store import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
-from projections.worker import CheckpointMoved, Projector
+from almanac.projections.keys import ModelKeys
+from almanac.projections.store import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
+from almanac.projections.worker import CheckpointMoved, Projector
 
 KEYS = ModelKeys()
 

@@ -6,9 +6,9 @@ from game_driver import PureRoom
 from hypothesis import given, settings, strategies as st
 from projection_games import BAZAAR  # noqa: F401 - registers the trading rule-set
 
-from events import codec, room as room_rules
-from events.room import RoomState
-from projections.models import claim_entry, leaderboard_scores, project_room, room_listing, trade_rows
+from almanac.events import codec, room as room_rules
+from almanac.events.room import RoomState
+from almanac.projections.models import claim_entry, leaderboard_scores, project_room, room_listing, trade_rows
 
 
 def counter_game(moves: int = 9) -> PureRoom:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import zlib
 
-from projections.keys import ModelKeys, StoreKeys, shard_of
-from services.store import keys as store_keys
+from almanac.projections.keys import ModelKeys, StoreKeys, shard_of
+from almanac.services.store import keys as store_keys
 
 
 def test_every_key_of_a_room_carries_its_shard_tag_as_documented():

@@ -10,10 +10,10 @@ import structlog
 from projection_games import dump_models, open_room, options_for, play
 from typer.testing import CliRunner
 
-from projections.worker import Projector
-from services.cli import _load_commands, app
-from services.rooms import RoomService
-from services.store.redis_store import RedisEventStore
+from almanac.projections.worker import Projector
+from almanac.services.cli import _load_commands, app
+from almanac.services.rooms import RoomService
+from almanac.services.store.redis_store import RedisEventStore
 
 SHARDS = 4
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from projection_games import dump_models, open_room, options_for, play
 
-from projections.keys import ModelKeys, StoreKeys
-from projections.read import ReadModels
-from projections.rebuild import rebuild
-from services.rooms import RoomService
-from services.store.redis_store import RedisEventStore
+from almanac.projections.keys import ModelKeys, StoreKeys
+from almanac.projections.read import ReadModels
+from almanac.projections.rebuild import rebuild
+from almanac.services.rooms import RoomService
+from almanac.services.store.redis_store import RedisEventStore
 
 SHARDS = 4
 PROCESS = Path(__file__).with_name("projector_process.py")

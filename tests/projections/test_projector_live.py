@@ -15,12 +15,12 @@ from projection_games import (
     send,
 )
 
-from events import codec, registry
-from projections.read import ReadModels
-from projections.rebuild import rebuild
-from projections.worker import Projector
-from services.rooms import RoomService
-from services.store.redis_store import RedisEventStore
+from almanac.events import codec, registry
+from almanac.projections.read import ReadModels
+from almanac.projections.rebuild import rebuild
+from almanac.projections.worker import Projector
+from almanac.services.rooms import RoomService
+from almanac.services.store.redis_store import RedisEventStore
 
 SHARDS = 4
 

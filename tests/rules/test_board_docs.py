@@ -7,11 +7,11 @@ from pathlib import Path
 
 import msgspec
 
-from events.board import rules
-from events.board.data import BASE_MISSIONS, DECK, EXTENDED_MISSIONS
-from events.board.events import EVENT_TYPES
-from events.board.missions import MISSIONS
-from events.decider import event_tag
+from almanac.events.board import rules
+from almanac.events.board.data import BASE_MISSIONS, DECK, EXTENDED_MISSIONS
+from almanac.events.board.events import EVENT_TYPES
+from almanac.events.board.missions import MISSIONS
+from almanac.events.decider import event_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "rules" / "board.md").read_text()

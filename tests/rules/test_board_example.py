@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_board_support import Game
 
-from events import codec
-from events.board import DECIDER
-from events.errors import RuleError
+from almanac.events import codec
+from almanac.events.board import DECIDER
+from almanac.events.errors import RuleError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "board.jsonl"
 

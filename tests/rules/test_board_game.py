@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from test_board_support import Game, dealt_game, shuffle_values
 
-from events.board import DECIDER
-from events.board.commands import PlaceElement
-from events.board.data import DECK_NUMBERS
-from events.board.events import DeckShuffled, GameEnded, MissionScore, SeasonEnded
-from events.dice import ScriptedDice
-from events.room import RoomEnded
+from almanac.events.board import DECIDER
+from almanac.events.board.commands import PlaceElement
+from almanac.events.board.data import DECK_NUMBERS
+from almanac.events.board.events import DeckShuffled, GameEnded, MissionScore, SeasonEnded
+from almanac.events.dice import ScriptedDice
+from almanac.events.room import RoomEnded
 
 # The deck dealt in printed order; cards A Edge of the forest, B Sleepy valley, C Watering
 # potatoes, D Borderlands. (element, row, column, rotation) and the time after each placement.

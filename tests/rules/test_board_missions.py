@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from test_board_support import board_from, with_terrain
 
-from events.board import missions
-from events.board.data import BASE_MISSIONS, EXTENDED_MISSIONS
-from events.board.missions import MISSIONS
-from events.board.rules import surrounded_mountains
-from events.board.state import STARTING_BOARD
+from almanac.events.board import missions
+from almanac.events.board.data import BASE_MISSIONS, EXTENDED_MISSIONS
+from almanac.events.board.missions import MISSIONS
+from almanac.events.board.rules import surrounded_mountains
+from almanac.events.board.state import STARTING_BOARD
 
 
 def test_every_card_of_both_pools_has_a_scoring_function_title_and_text():

@@ -6,10 +6,10 @@ import msgspec
 import pytest
 from test_board_support import Game, deal, dealt_game
 
-from events.board.commands import PlaceElement, SkipElement
-from events.board.events import ElementPlaced, ElementSkipped
-from events.errors import RuleError
-from events.room import CreateRoom, JoinRoom
+from almanac.events.board.commands import PlaceElement, SkipElement
+from almanac.events.board.events import ElementPlaced, ElementSkipped
+from almanac.events.errors import RuleError
+from almanac.events.room import CreateRoom, JoinRoom
 
 
 def on_board(game: Game, board) -> Game:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 from test_board_support import Game
 
-from events import codec
-from events.board import DECIDER
-from events.board.commands import PlaceElement, SkipElement
-from events.board.data import MOUNTAIN, MOUNTAINS, SIZE
-from events.board.events import ElementPlaced, SeasonEnded
-from events.board.policy import choose_command
-from events.dice import Dice
-from events.errors import RuleError
+from almanac.events import codec
+from almanac.events.board import DECIDER
+from almanac.events.board.commands import PlaceElement, SkipElement
+from almanac.events.board.data import MOUNTAIN, MOUNTAINS, SIZE
+from almanac.events.board.events import ElementPlaced, SeasonEnded
+from almanac.events.board.policy import choose_command
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
 
 commands = st.one_of(
     st.builds(

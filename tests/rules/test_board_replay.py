@@ -10,16 +10,16 @@ from pathlib import Path
 import msgspec
 from test_board_support import Game
 
-from events import codec
-from events.board import DECIDER
-from events.board.commands import PlaceElement, SkipElement
-from events.board.data import BASE_MISSIONS, DECK_NUMBERS, EXTENDED_MISSIONS
-from events.board.events import DeckShuffled
-from events.board.state import BoardSetup
-from events.decider import Context
-from events.dice import Dice
-from events.hashing import first_broken_link, state_hash
-from events.room import CreateRoom, RoomCreated, challenge_seed, decide as room_decide
+from almanac.events import codec
+from almanac.events.board import DECIDER
+from almanac.events.board.commands import PlaceElement, SkipElement
+from almanac.events.board.data import BASE_MISSIONS, DECK_NUMBERS, EXTENDED_MISSIONS
+from almanac.events.board.events import DeckShuffled
+from almanac.events.board.state import BoardSetup
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.hashing import first_broken_link, state_hash
+from almanac.events.room import CreateRoom, RoomCreated, challenge_seed, decide as room_decide
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,8 +58,8 @@ def test_folding_the_decoded_log_in_another_process_with_another_hash_seed_gives
     log.write_bytes(msgspec.msgpack.encode([codec.encode_envelope(e) for e in game.envelopes()]))
     script = (
         "import sys, msgspec\n"
-        "from events import codec, room\n"
-        "from events.hashing import state_hash\n"
+        "from almanac.events import codec, room\n"
+        "from almanac.events.hashing import state_hash\n"
         "state = None\n"
         "for raw in msgspec.msgpack.decode(open(sys.argv[1], 'rb').read()):\n"
         "    envelope = codec.decode_envelope(raw, 'board-room', (state.version if state else 0) + 1)\n"

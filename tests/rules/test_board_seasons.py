@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from test_board_support import Game, dealt_game
 
-from events.board import DECIDER
-from events.board.commands import PlaceElement
-from events.board.data import DECK_NUMBERS
-from events.board.events import (
+from almanac.events.board import DECIDER
+from almanac.events.board.commands import PlaceElement
+from almanac.events.board.data import DECK_NUMBERS
+from almanac.events.board.events import (
     DeckShuffled,
     ElementPlaced,
     ElementSkipped,
@@ -16,8 +16,8 @@ from events.board.events import (
     MissionScore,
     SeasonEnded,
 )
-from events.dice import Dice
-from events.errors import RuleError
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
 
 
 def test_a_two_time_element_crossing_the_season_end_is_scored_in_the_ending_season():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from test_board_support import dealt_game
 
-from events.board.commands import PlaceElement
-from events.board.data import DECK, ELEMENTS, ROTATIONS
-from events.board.rules import distinct_orientations, shape_offsets
+from almanac.events.board.commands import PlaceElement
+from almanac.events.board.data import DECK, ELEMENTS, ROTATIONS
+from almanac.events.board.rules import distinct_orientations, shape_offsets
 
 # The deck table of issue 5 as printed: number, time, terrain, the three shape rows.
 ISSUE_TABLE = """

@@ -5,14 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from events import codec, room
-from events.board.data import BASE_MISSIONS, DECK_NUMBERS, EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
-from events.board.policy import choose_command
-from events.board.state import STARTING_BOARD, Board
-from events.decider import Context
-from events.dice import Dice, ScriptedDice, seed_commitment
-from events.envelope import GENESIS_HASH, Envelope
-from events.hashing import seal
+from almanac.events import codec, room
+from almanac.events.board.data import (
+    BASE_MISSIONS,
+    DECK_NUMBERS,
+    EMPTY,
+    FARM,
+    FOREST,
+    MOUNTAIN,
+    SIZE,
+    VILLAGE,
+    WATER,
+)
+from almanac.events.board.policy import choose_command
+from almanac.events.board.state import STARTING_BOARD, Board
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, ScriptedDice, seed_commitment
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.hashing import seal
 
 PICTURE = {".": EMPTY, "M": MOUNTAIN, "F": FOREST, "V": VILLAGE, "P": FARM, "W": WATER}
 """Letters of a pictured board: F forest, V village, P farm (a ploughed field), W water, M mountain."""

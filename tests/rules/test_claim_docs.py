@@ -6,8 +6,8 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
-from events.claim import data
-from events.claim.rules import dollars
+from almanac.events.claim import data
+from almanac.events.claim.rules import dollars
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "rules" / "claim.md").read_text()
 

@@ -8,8 +8,8 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from events.claim import data
-from events.claim.growth import stand
+from almanac.events.claim import data
+from almanac.events.claim.growth import stand
 
 HOUR = data.MS_PER_HOUR
 

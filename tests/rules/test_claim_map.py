@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from events.claim import DECIDER, data
-from events.claim.seeding import (
+from almanac.events.claim import DECIDER, data
+from almanac.events.claim.seeding import (
     COUNTING,
     INDEX_BY_NAME,
     TERRAIN,
@@ -18,8 +18,8 @@ from events.claim.seeding import (
     pick_species,
     seed_parcels,
 )
-from events.decider import Context
-from events.dice import Dice
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
 
 STEEP = "E1 F1 G1 H1 E2 F2 G2 H2 H3 G4 H4 F5 G5 H5".split()
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from test_claim_support import HOUR, MINUTE, T0, ClaimGame, fold_events
 
-from events import codec, room
-from events.claim import DECIDER, data
-from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
-from events.claim.events import ClaimSetup, DeckHauled, ParcelCut
-from events.claim.seeding import INDEX_BY_NAME, seed_parcels
-from events.envelope import Envelope
-from events.hashing import state_hash
+from almanac.events import codec, room
+from almanac.events.claim import DECIDER, data
+from almanac.events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
+from almanac.events.claim.events import ClaimSetup, DeckHauled, ParcelCut
+from almanac.events.claim.seeding import INDEX_BY_NAME, seed_parcels
+from almanac.events.envelope import Envelope
+from almanac.events.hashing import state_hash
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claim.jsonl"
 

@@ -6,15 +6,15 @@ import msgspec
 from hypothesis import given, settings, strategies as st
 from test_claim_support import HOUR, MINUTE, ClaimGame, fold_events
 
-from events.claim import DECIDER, data
-from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
-from events.claim.policy import choose_command
-from events.claim.rules import cover_parcels, deck_logs
-from events.claim.seeding import COUNTING, TERRAIN, seed_parcels
-from events.claim.state import ClaimState, Parcel
-from events.dice import Dice
-from events.errors import RuleError
-from events.hashing import state_hash
+from almanac.events.claim import DECIDER, data
+from almanac.events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
+from almanac.events.claim.policy import choose_command
+from almanac.events.claim.rules import cover_parcels, deck_logs
+from almanac.events.claim.seeding import COUNTING, TERRAIN, seed_parcels
+from almanac.events.claim.state import ClaimState, Parcel
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
+from almanac.events.hashing import state_hash
 
 NAMES = [t.name for t in TERRAIN]
 SPECIES = [*data.SPECIES, "oak"]

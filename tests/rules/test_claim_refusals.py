@@ -9,14 +9,14 @@ import msgspec
 import pytest
 from test_claim_support import HOUR, SEED, T0, ClaimGame
 
-from events import room
-from events.claim import DECIDER
-from events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
-from events.claim.seeding import COUNTING
-from events.claim.state import Parcel
-from events.decider import Context
-from events.dice import Dice
-from events.errors import RuleError
+from almanac.events import room
+from almanac.events.claim import DECIDER
+from almanac.events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
+from almanac.events.claim.seeding import COUNTING
+from almanac.events.claim.state import Parcel
+from almanac.events.decider import Context
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,12 +6,12 @@ from typing import Any
 
 import msgspec
 
-from events import codec, room
-from events.claim.seeding import INDEX_BY_NAME, TERRAIN
-from events.claim.state import ClaimState
-from events.decider import Context
-from events.dice import Dice, seed_commitment
-from events.errors import RuleError
+from almanac.events import codec, room
+from almanac.events.claim.seeding import INDEX_BY_NAME, TERRAIN
+from almanac.events.claim.state import ClaimState
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, seed_commitment
+from almanac.events.errors import RuleError
 
 SEED = b"claim-test-seed-0123456789abcdef"
 HOUR = 3_600_000
@@ -84,7 +84,7 @@ class ClaimGame:
 
 def fold_events(room_id: str, events: list[Any]) -> room.RoomState:
     """Replay events through the codec (encode, wrap, decode) and the room's evolve."""
-    from events.envelope import Envelope
+    from almanac.events.envelope import Envelope
 
     state = None
     for version, event in enumerate(events, start=1):

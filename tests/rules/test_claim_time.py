@@ -12,11 +12,11 @@ from pathlib import Path
 
 from test_claim_support import HOUR, MINUTE, T0, ClaimGame, fold_events
 
-from events import codec
-from events.claim import DECIDER
-from events.claim.commands import Cut
-from events.claim.events import ParcelCut, TimberCruised
-from events.hashing import state_hash
+from almanac.events import codec
+from almanac.events.claim import DECIDER
+from almanac.events.claim.commands import Cut
+from almanac.events.claim.events import ParcelCut, TimberCruised
+from almanac.events.hashing import state_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,9 +44,9 @@ sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests", sys.argv[1] + "/tests/rules
 time.time = lambda: 2_935_000_000.0
 time.time_ns = lambda: 2_935_000_000 * 10**9
 from test_claim_support import T0, ClaimGame, fold_events
-from events import codec
-from events.envelope import Envelope
-from events.hashing import state_hash
+from almanac.events import codec
+from almanac.events.envelope import Envelope
+from almanac.events.hashing import state_hash
 data = json.load(sys.stdin)
 game = ClaimGame()
 for offset, command in data["script"]:
@@ -55,7 +55,7 @@ for offset, command in data["script"]:
     except Exception as error:
         assert getattr(error, "code", "").startswith("claim."), error
 state = None
-from events import room
+from almanac.events import room
 for version, (tag, payload) in enumerate(data["log"], start=1):
     envelope = Envelope(room="claim-1", version=version, ruleset="claim", type=tag, payload=bytes.fromhex(payload),
                         command_id="c", player="ann", server_time_ms=0, previous_hash="")

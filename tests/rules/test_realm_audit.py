@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 from test_realm_support import Game, faces, of_type
 
-from events import codec, room as room_rules
-from events.realm import DECIDER, audit, events as realm_events
+from almanac.events import codec, room as room_rules
+from almanac.events.realm import DECIDER, audit, events as realm_events
 
 TRADE_STEPS = audit.TRADE_EVENTS
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_realm_support import Game, of_type
 
-from events.errors import RuleError
-from events.realm import audit, events as realm_events
+from almanac.events.errors import RuleError
+from almanac.events.realm import audit, events as realm_events
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "realm.jsonl"
 

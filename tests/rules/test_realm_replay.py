@@ -13,12 +13,12 @@ import msgspec
 from hypothesis import given, settings, strategies as st
 from test_realm_support import Game, faces
 
-from events import codec, room as room_rules
-from events.dice import Dice
-from events.hashing import state_hash
-from events.realm import DECIDER, audit, data, events as realm_events
-from events.realm.policy import choose_command
-from events.realm.state import RealmState
+from almanac.events import codec, room as room_rules
+from almanac.events.dice import Dice
+from almanac.events.hashing import state_hash
+from almanac.events.realm import DECIDER, audit, data, events as realm_events
+from almanac.events.realm.policy import choose_command
+from almanac.events.realm.state import RealmState
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,7 +100,7 @@ def test_random_legal_play_keeps_holdings_whole_and_folding_equals_the_live_stat
 @settings(max_examples=25, deadline=None)
 @given(values=st.lists(st.integers(0, 5), min_size=8, max_size=8), ore=st.sampled_from(data.ORES))
 def test_mining_never_finds_a_negative_or_unrounded_amount(values: list[int], ore: str) -> None:
-    from events.realm.rules import resolve_mining
+    from almanac.events.realm.rules import resolve_mining
 
     rolled = tuple(data.FACES[v] for v in values[: data.MINING_DICE[ore]])
     for moons in ("count", "save"):
@@ -121,8 +121,8 @@ def test_folding_in_another_process_with_another_hash_seed_gives_the_same_state_
     log.write_bytes(msgspec.msgpack.encode([codec.encode_envelope(e) for e in game.envelopes]))
     script = (
         "import sys, msgspec\n"
-        "from events import codec, room\n"
-        "from events.hashing import state_hash\n"
+        "from almanac.events import codec, room\n"
+        "from almanac.events.hashing import state_hash\n"
         "state = None\n"
         "for raw in msgspec.msgpack.decode(open(sys.argv[1], 'rb').read()):\n"
         "    env = codec.decode_envelope(raw, 'replay', (state.version if state else 0) + 1)\n"

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from events import codec, room
-from events.decider import Context
-from events.dice import Dice, ScriptedDice, seed_commitment
-from events.envelope import GENESIS_HASH, Envelope
-from events.errors import RuleError
-from events.hashing import seal
-from events.realm import DECIDER, data
-from events.realm.state import City, RealmState
+from almanac.events import codec, room
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, ScriptedDice, seed_commitment
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.errors import RuleError
+from almanac.events.hashing import seal
+from almanac.events.realm import DECIDER, data
+from almanac.events.realm.state import City, RealmState
 
 SEED = b"realm tests secret seed 32 bytes"
 FACE_VALUE = {"star": 0, "moon": 3, "skull": 4, "blank": 5}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.bench import rules_sectors
+from almanac.services.bench import rules_sectors
 
 
 def test_the_benchmark_plays_folds_and_replays_full_colonies(capsys):

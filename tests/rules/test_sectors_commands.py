@@ -9,12 +9,12 @@ import msgspec
 import pytest
 from test_sectors_support import colony, refusal, sector, setup_refusal
 
-from events import room
-from events.dice import ScriptedDice
-from events.errors import RuleError
-from events.sectors import DECIDER
-from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from events.sectors.data import (
+from almanac.events import room
+from almanac.events.dice import ScriptedDice
+from almanac.events.errors import RuleError
+from almanac.events.sectors import DECIDER
+from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
+from almanac.events.sectors.data import (
     BUILDING_NAMES,
     BUILDINGS,
     DEFAULT_STARTING_STOCK,
@@ -22,9 +22,15 @@ from events.sectors.data import (
     SECTOR_TYPE_NAMES,
     SECTOR_TYPES,
 )
-from events.sectors.events import BuildingBuilt, BuildingDemolished, PeopleMoved, SeasonEnded, SectorExplored
-from events.sectors.sandbox import Sandbox
-from events.sectors.state import Goods
+from almanac.events.sectors.events import (
+    BuildingBuilt,
+    BuildingDemolished,
+    PeopleMoved,
+    SeasonEnded,
+    SectorExplored,
+)
+from almanac.events.sectors.sandbox import Sandbox
+from almanac.events.sectors.state import Goods
 
 # --- a new colony -----------------------------------------------------------------------------
 

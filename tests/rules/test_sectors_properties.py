@@ -9,16 +9,23 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings, strategies as st
 from test_sectors_support import stored
 
-from events import codec, room
-from events.dice import Dice
-from events.errors import RuleError
-from events.hashing import state_hash
-from events.sectors import DECIDER
-from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from events.sectors.data import BUILDING_NAMES, BUILDINGS, GOODS, SEASONS, SECTOR_TYPE_NAMES, SECTOR_TYPES
-from events.sectors.events import SeasonEnded
-from events.sectors.policy import choose_command
-from events.sectors.sandbox import Sandbox
+from almanac.events import codec, room
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
+from almanac.events.hashing import state_hash
+from almanac.events.sectors import DECIDER
+from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
+from almanac.events.sectors.data import (
+    BUILDING_NAMES,
+    BUILDINGS,
+    GOODS,
+    SEASONS,
+    SECTOR_TYPE_NAMES,
+    SECTOR_TYPES,
+)
+from almanac.events.sectors.events import SeasonEnded
+from almanac.events.sectors.policy import choose_command
+from almanac.events.sectors.sandbox import Sandbox
 
 SIDE = 4
 

@@ -14,15 +14,15 @@ import msgspec
 import pytest
 from test_sectors_support import stored as stored_log
 
-from events import codec, room
-from events.decider import Context
-from events.dice import Dice, seed_commitment
-from events.envelope import GENESIS_HASH
-from events.errors import RuleError
-from events.hashing import first_broken_link, state_hash
-from events.sectors import DECIDER
-from events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from events.sectors.sandbox import Sandbox
+from almanac.events import codec, room
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, seed_commitment
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.errors import RuleError
+from almanac.events.hashing import first_broken_link, state_hash
+from almanac.events.sectors import DECIDER
+from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
+from almanac.events.sectors.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,8 +116,8 @@ def test_the_state_hash_is_the_same_in_a_process_with_another_hash_seed():
     stored = [codec.encode_envelope(envelope) for envelope in stored_log(game)]
     script = (
         "import sys, msgspec\n"
-        "from events import codec, room\n"
-        "from events.hashing import state_hash\n"
+        "from almanac.events import codec, room\n"
+        "from almanac.events.hashing import state_hash\n"
         "state = None\n"
         "for version, data in enumerate(msgspec.msgpack.decode(sys.stdin.buffer.read()), start=1):\n"
         "    envelope = codec.decode_envelope(data, 'sandbox', version)\n"

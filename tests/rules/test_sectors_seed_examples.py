@@ -6,11 +6,11 @@ from fractions import Fraction
 
 from test_sectors_support import colony, only, sector, setup_refusal
 
-from events.sectors.commands import EndSeason
-from events.sectors.data import FOREST, PRAIRIE
-from events.sectors.events import GoodsProduced, PopulationChanged, ResourcesHarvested, SeasonEnded
-from events.sectors.rules import ceil_times, floor_times
-from events.sectors.state import Goods
+from almanac.events.sectors.commands import EndSeason
+from almanac.events.sectors.data import FOREST, PRAIRIE
+from almanac.events.sectors.events import GoodsProduced, PopulationChanged, ResourcesHarvested, SeasonEnded
+from almanac.events.sectors.rules import ceil_times, floor_times
+from almanac.events.sectors.state import Goods
 
 
 def test_examples_1_and_2_a_winter_forest_is_fed_and_capped_then_a_prairie_starves_and_still_grows():

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from events import codec
-from events.envelope import GENESIS_HASH, Envelope
-from events.errors import RuleError
-from events.hashing import seal
-from events.sectors.sandbox import Sandbox
+from almanac.events import codec
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.errors import RuleError
+from almanac.events.hashing import seal
+from almanac.events.sectors.sandbox import Sandbox
 
 # A stock no story runs short of unless it says so.
 PLENTY = {"food": 100_000, "wood": 10_000, "gold": 10_000, "lumber": 1_000, "coins": 1_000}

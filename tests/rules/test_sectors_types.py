@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from test_sectors_support import colony, only, refusal, sector
 
-from events.errors import RuleError
-from events.sectors.commands import Build, EndSeason, MovePeople
-from events.sectors.events import BuildingBuilt, GoodsProduced, PopulationChanged, ResourcesHarvested
-from events.sectors.state import Goods
+from almanac.events.errors import RuleError
+from almanac.events.sectors.commands import Build, EndSeason, MovePeople
+from almanac.events.sectors.events import BuildingBuilt, GoodsProduced, PopulationChanged, ResourcesHarvested
+from almanac.events.sectors.state import Goods
 
 # --- mountain ---------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from counter_ruleset import COUNTER, Add, CounterDecider  # noqa: E402
 
-from events import registry  # noqa: E402
+from almanac.events import registry  # noqa: E402
 
 
 class FragileDecider(CounterDecider):
@@ -42,9 +42,9 @@ def register_test_rulesets() -> None:
 
 if __name__ == "__main__":
     register_test_rulesets()
-    from services.engine.app import run  # noqa: PLC0415
-    from services.logging import configure_logging  # noqa: PLC0415
-    from services.settings import load_settings  # noqa: PLC0415
+    from almanac.services.engine.app import run  # noqa: PLC0415
+    from almanac.services.logging import configure_logging  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings()
     configure_logging(settings.log_format, settings.log_level)

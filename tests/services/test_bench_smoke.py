@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.bench import rules_board, rules_claim, rules_realm, store as bench_store
+from almanac.services.bench import rules_board, rules_claim, rules_realm, store as bench_store
 
 
 @pytest.mark.parametrize("bench", [rules_board, rules_claim, rules_realm], ids=["board", "claim", "realm"])

@@ -15,14 +15,14 @@ import pytest
 from counter_ruleset import Add, Added, CounterDecider
 from typer.testing import CliRunner
 
-from events import codec
-from events.hashing import seal
-from services.cli import _load_commands, app
-from services.cli.operator import load_scenario
-from services.rooms import CommandRecord, RoomService
-from services.store.memory_store import MemoryEventStore
-from services.store.redis_store import RedisEventStore
-from services.verify import verify_room
+from almanac.events import codec
+from almanac.events.hashing import seal
+from almanac.services.cli import _load_commands, app
+from almanac.services.cli.operator import load_scenario
+from almanac.services.rooms import CommandRecord, RoomService
+from almanac.services.store.memory_store import MemoryEventStore
+from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.verify import verify_room
 
 _load_commands()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from services.cli import _load_commands, app
-from services.settings import _ENV
+from almanac.services.cli import _load_commands, app
+from almanac.services.settings import _ENV
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import redis
 
-from services.embedded_redis import EmbeddedRedis, running_server_url
-from services.settings import SettingsError, load_settings, parse_shard_selection
+from almanac.services.embedded_redis import EmbeddedRedis, running_server_url
+from almanac.services.settings import SettingsError, load_settings, parse_shard_selection
 
 
 def test_a_second_run_of_the_embedded_redis_finds_the_data_of_the_first(tmp_path):

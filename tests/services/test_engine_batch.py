@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from counter_ruleset import CounterDecider
 
-from events import codec
-from services.rooms import CommandRecord, Outcome, RoomService
-from services.store.memory_store import MemoryEventStore
+from almanac.events import codec
+from almanac.services.rooms import CommandRecord, Outcome, RoomService
+from almanac.services.store.memory_store import MemoryEventStore
 
 SEED = b"k" * 32
 

@@ -23,14 +23,14 @@ from engine_test_support import (
     wait_for,
 )
 
-from events import codec, room as room_rules
-from events.envelope import GENESIS_HASH
-from events.hashing import envelope_hash, state_hash
-from services.bus import COMMAND_FIELD, submit
-from services.engine.lease import lease_key
-from services.engine.worker import GROUP
-from services.rooms import RoomService
-from services.store.redis_store import RedisEventStore
+from almanac.events import codec, room as room_rules
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.hashing import envelope_hash, state_hash
+from almanac.services.bus import COMMAND_FIELD, submit
+from almanac.services.engine.lease import lease_key
+from almanac.services.engine.worker import GROUP
+from almanac.services.rooms import RoomService
+from almanac.services.store.redis_store import RedisEventStore
 
 register_test_rulesets()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -9,13 +9,13 @@ from cluster_support import local_cluster
 from game_driver import fold_envelopes
 from store.test_store_contract import make_envelopes
 
-from events.envelope import GENESIS_HASH
-from events.hashing import first_broken_link
-from services.redis_client import connect
-from services.rooms import CommandRecord, RoomService
-from services.store.base import VersionConflict
-from services.store.keys import shard_of
-from services.store.redis_store import RedisEventStore
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.hashing import first_broken_link
+from almanac.services.redis_client import connect
+from almanac.services.rooms import CommandRecord, RoomService
+from almanac.services.store.base import VersionConflict
+from almanac.services.store.keys import shard_of
+from almanac.services.store.redis_store import RedisEventStore
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from store.test_store_contract import make_envelopes
 
-from events import codec
-from events.envelope import GENESIS_HASH
-from events.errors import CorruptEventError
-from services.store.keys import Keys, shard_of
-from services.store.redis_store import RedisEventStore
+from almanac.events import codec
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.errors import CorruptEventError
+from almanac.services.store.keys import Keys, shard_of
+from almanac.services.store.redis_store import RedisEventStore
 
 
 async def test_room_entries_have_the_version_as_stream_id_and_every_key_carries_the_shard_tag(redis_client):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from game_driver import fold_envelopes
 
-from events.envelope import GENESIS_HASH
-from events.hashing import first_broken_link
-from services.rooms import CommandRecord, RoomService
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.hashing import first_broken_link
+from almanac.services.rooms import CommandRecord, RoomService
 
 
 def record(command_id: str, player: str, body: dict, room: str = "r1", now_ms: int = 1_000) -> CommandRecord:
