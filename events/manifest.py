@@ -105,7 +105,8 @@ class ReadModel:
     """A read model a rule-set adds: rows the projector keeps for its rooms, rebuildable from the log.
 
     Exactly one of ``room_row`` (one row per room, a function of the room's state after each batch;
-    None = no row) and ``event_rows`` (rows per event, a ledger kept in log order). Readers filter by
+    None = no row) and ``event_rows`` (rows per event, a ledger kept in log order; it sees every event
+    of the room, the room's own ``room.*`` events included). Readers filter by
     ``room`` and by the row fields in ``filters``, get rows sorted by ``order_by``, and a CLI table shows
     ``columns``. ``auditors_only`` when the rows carry what players may not see.
     """
@@ -169,7 +170,7 @@ class BenchScenario:
     policy: Policy | None = None
     start_ms: int = 0
     step_ms: int = 0
-    seconds: float = 4.0
+    seconds: int = 4
     comparisons: tuple[Comparison, ...] = ()
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from almanac.projections.keys import ModelKeys
 from almanac.events import registry
+from almanac.projections.keys import ModelKeys
 from almanac.projections.models import RoomUpdate
 
 

@@ -69,7 +69,7 @@ MANIFEST = RuleSet(
         description="claims from staking to proving up, the simple policy acting every 20 minutes",
         start_ms=T0,
         step_ms=20 * 60_000,
-        seconds=3.0,
+        seconds=3,
         comparisons=(
             Comparison(label="claims seeded (64 parcels, 183 LCG draws)", unit="claims/s", work=seed_claims,
                        baseline_label="183 bare LCG draws per claim", baseline=bare_lcg, batch=200),

@@ -47,7 +47,7 @@ MANIFEST = RuleSet(
         description="three players, two villages, three years of random legal play",
         options={"players": list(BENCH_PLAYERS), "villages": 2, "years": 3},
         players=BENCH_PLAYERS,
-        seconds=5.0,
+        seconds=5,
     ),
     read_models=(
         ReadModel(

@@ -13,9 +13,9 @@ from redis.exceptions import RedisError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from almanac.events import registry
 from almanac.events.errors import CorruptEventError
 from almanac.projections.app import projector_app
-from almanac.events import registry
 from almanac.projections.models import model_names
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
