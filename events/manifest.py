@@ -179,7 +179,7 @@ class RuleSet:
     """A rule-set as the core knows it. Published through the ``almanac.rulesets`` entry-point group:
 
         [project.entry-points."almanac.rulesets"]
-        dice_duel = "dice_duel.manifest:MANIFEST"
+        my_game = "my_game.manifest:MANIFEST"
 
     ``demo_moves`` bounds the demo's game. ``shared_challenge``: rooms of one public challenge deal
     alike, so the demo's players share one (their scores compare) and the e2e bench can replay one

@@ -62,6 +62,12 @@ def register(item: Any) -> Decider:
     return manifest.decider
 
 
+def unregister(name: str) -> None:
+    """Forget a registered or loaded rule-set (tests that install and remove a plugin)."""
+    _manifests.pop(name, None)
+    _deciders.pop(name, None)
+
+
 def manifest(name: str) -> Any:
     """The manifest of a rule-set name; a RuleError naming the known rule-sets otherwise."""
     found = _manifests.get(name)
