@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RoomState, RuleSet
-from dice_duel.game import DECIDER, DuelState, Rolled, Roll, RoundWon
+from dice_duel.game import DECIDER, DuelState, Roll, Rolled, RoundWon
 
 
 def policy(state: DuelState, player: str, dice: Dice, now_ms: int) -> Roll | None:
