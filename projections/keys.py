@@ -74,14 +74,16 @@ class ModelKeys:
     def leaderboard(self, shard: int, ruleset: str) -> str:
         return self._shard(shard, f"leaderboard:{ruleset}")
 
-    def claims(self, shard: int) -> str:
-        return self._shard(shard, "claims")
+    # A rule-set's read models (their names come from the manifests): a per-room model is one hash
+    # room -> row; a ledger is a zset per room (row -> version) with a set of the rooms that have one.
+    def model_rows(self, shard: int, model: str) -> str:
+        return self._shard(shard, f"model:{model}")
 
-    def trade_rooms(self, shard: int) -> str:
-        return self._shard(shard, "trade_rooms")
+    def model_ledger(self, shard: int, model: str, room: str) -> str:
+        return self._shard(shard, f"model:{model}:room:{room}")
 
-    def trades(self, shard: int, room: str) -> str:
-        return self._shard(shard, f"trades:{room}")
+    def model_ledger_rooms(self, shard: int, model: str) -> str:
+        return self._shard(shard, f"model:{model}:rooms")
 
     def heartbeat(self, name: str) -> str:
         return f"{self.prefix}:projector:heartbeat:{name}"

@@ -11,10 +11,13 @@ from almanac.events.codec import to_builtins
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
 
-# The read models by name, as `almanac projections rebuild NAME` knows them.
-READ_MODELS: tuple[str, ...] = ("rooms", "leaderboards", "claims", "trades")
+# The read models the core keeps for every room; rule-sets add theirs through their manifests.
+CORE_MODELS: tuple[str, ...] = ("rooms", "leaderboards")
 
-CLAIM_RULESET = "claim"
+
+def model_names() -> tuple[str, ...]:
+    """Every read model by name, as `almanac projections rebuild NAME` knows them: the core's, then the rule-sets'."""
+    return CORE_MODELS + tuple(sorted(registry.read_models()))
 
 
 class RoomUpdate(msgspec.Struct, kw_only=True):
@@ -28,8 +31,10 @@ class RoomUpdate(msgspec.Struct, kw_only=True):
     scores: dict[str, int]
     # Players who had a leaderboard entry for this room before and no longer score in it.
     dropped_players: tuple[str, ...] = ()
-    claim: dict[str, Any] | None = None
-    trade_rows: list[dict[str, Any]] = []
+    # The rule-set's read models: model name -> the room's row (per-room models) ...
+    rows: dict[str, dict[str, Any]] = {}
+    # ... or model name -> (version, row) of each new event's rows (ledgers).
+    ledgers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
 
 
 def room_summary(state: RoomState, updated_at_ms: int) -> dict[str, Any]:
@@ -62,58 +67,6 @@ def leaderboard_scores(state: RoomState) -> dict[str, int]:
     return {player: int(score) for player, score in registry.get(state.ruleset).scores(state.game).items()}
 
 
-def claim_entry(state: RoomState) -> dict[str, Any] | None:
-    """Claim registry row for a claim room: owner, block and the parcels they hold; None for other rule-sets."""
-    if state.ruleset != CLAIM_RULESET:
-        return None
-    game = state.game
-    # The claim's view is public (anyone may walk a claim) and names every parcel.
-    view = registry.get(state.ruleset).view(game, game.owner)
-    parcels = [
-        {
-            "name": parcel.get("name"),
-            "zone": parcel.get("zone"),
-            "species": parcel.get("species"),
-            "building": parcel.get("building"),
-        }
-        for parcel in view.get("parcels", [])
-    ]
-    return {
-        "room": state.room,
-        "owner": game.owner,
-        "block": game.block,
-        "created_at_ms": state.created_at_ms,
-        "proved_up_ms": view.get("proved_up_ms"),
-        "score": view.get("score"),
-        "parcel_count": len(parcels),
-        "timbered_parcels": sum(1 for p in parcels if p["species"]),
-        "buildings": sorted(p["building"] for p in parcels if p["building"]),
-        "parcels": parcels,
-    }
-
-
-def trade_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
-    """Trade ledger rows: one per event that carries a trade id, with everything that event records."""
-    trade_id = getattr(event, "trade_id", None)
-    if trade_id is None:
-        return []
-    tag_field = event.__struct_config__.tag_field
-    detail = {k: v for k, v in to_builtins(event).items() if k != tag_field}
-    return [
-        {
-            "room": envelope.room,
-            "version": envelope.version,
-            "trade": trade_id,
-            "type": envelope.type,
-            "player": envelope.player,
-            "time_ms": envelope.server_time_ms,
-            "summary": registry.get(envelope.ruleset).summary(event),
-            # Dice, stars, phantom goods, transfers, holdings after: whatever the step's event names.
-            "detail": detail,
-        }
-    ]
-
-
 def project_room(
     before: RoomState | None, after: RoomState, events: list[tuple[Envelope, Any]]
 ) -> RoomUpdate:
@@ -126,9 +79,17 @@ def project_room(
     summary = room_summary(after, updated_at_ms)
     scores = leaderboard_scores(after)
     previous = leaderboard_scores(before) if before is not None else {}
-    rows: list[dict[str, Any]] = []
-    for envelope, event in events:
-        rows.extend(trade_rows(envelope, event))
+    rows: dict[str, dict[str, Any]] = {}
+    ledgers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for model in registry.manifest(after.ruleset).read_models:
+        if model.room_row is not None:
+            row = model.room_row(after)
+            if row is not None:
+                rows[model.name] = row
+        else:
+            found = [(envelope.version, row) for envelope, event in events for row in model.event_rows(envelope, event)]
+            if found:
+                ledgers[model.name] = found
     return RoomUpdate(
         room=after.room,
         ruleset=after.ruleset,
@@ -137,6 +98,6 @@ def project_room(
         listing=room_listing(summary),
         scores=scores,
         dropped_players=tuple(sorted(set(previous) - set(scores))),
-        claim=claim_entry(after),
-        trade_rows=rows,
+        rows=rows,
+        ledgers=ledgers,
     )

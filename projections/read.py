@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+from almanac.events import registry
 from almanac.projections.keys import ModelKeys, StoreKeys, shard_of
 from almanac.projections.store import decode_json, text
 
@@ -93,30 +94,34 @@ class ReadModels:
                 ]
             page *= 4
 
-    # --- claims and trades --------------------------------------------------------------------
+    # --- the rule-sets' read models ------------------------------------------------------------
 
-    async def claim_registry(self, owner: str | None = None) -> list[dict]:
-        """Claims (with their parcels) by owner: every claim room's owner, block and parcels."""
-        rows = [decode_json(v) for shard in await self._each_shard("hvals", self.keys.claims) for v in shard]
-        if owner is not None:
-            rows = [r for r in rows if r["owner"] == owner]
-        return sorted(rows, key=lambda r: (r["owner"], r["block"], r["room"]))
-
-    async def trade_ledger(self, room: str | None = None, trade: str | None = None) -> list[dict]:
-        """Trade steps in log order: one row per event carrying a trade id (dice, stars, transfers...)."""
-        if room is not None:
-            rooms = [(self._shard(room), room)]
+    async def rows(self, model: str, room: str | None = None, where: dict[str, str] | None = None) -> list[dict]:
+        """A rule-set's read model (see its manifest): the rows of ``room`` (every room when None) whose
+        fields equal ``where``'s values, sorted by the model's ``order_by``. KeyError for an unknown model."""
+        declared = registry.read_models()[model][1]
+        if declared.room_row is not None:
+            key = self.keys.model_rows
+            if room is not None:
+                data = await self.client.hget(key(self._shard(room), model), room)
+                rows = [] if data is None else [decode_json(data)]
+            else:
+                rows = [decode_json(v) for shard in await self._each_shard("hvals", lambda s: key(s, model))
+                        for v in shard]
         else:
-            members = await self._each_shard("smembers", self.keys.trade_rooms)
-            rooms = sorted((shard, text(r)) for shard, m in enumerate(members) for r in m)
-        async with self.client.pipeline(transaction=False) as pipe:
-            for shard, name in rooms:
-                pipe.zrange(self.keys.trades(shard, name), 0, -1)
-            replies = await pipe.execute()
-        rows = [decode_json(m) for reply in replies for m in reply]
-        if trade is not None:
-            rows = [r for r in rows if r["trade"] == trade]
-        return sorted(rows, key=lambda r: (r["room"], r["version"]))
+            if room is not None:
+                rooms = [(self._shard(room), room)]
+            else:
+                members = await self._each_shard("smembers", lambda s: self.keys.model_ledger_rooms(s, model))
+                rooms = sorted((shard, text(r)) for shard, m in enumerate(members) for r in m)
+            async with self.client.pipeline(transaction=False) as pipe:
+                for shard, name in rooms:
+                    pipe.zrange(self.keys.model_ledger(shard, model, name), 0, -1)
+                replies = await pipe.execute()
+            rows = [decode_json(m) for reply in replies for m in reply]
+        for field, value in (where or {}).items():
+            rows = [r for r in rows if r.get(field) == value]
+        return sorted(rows, key=lambda r: tuple(_sortable(r.get(f)) for f in declared.order_by))
 
     # --- the projector's health ---------------------------------------------------------------
 
@@ -160,6 +165,13 @@ class ReadModels:
             "caught_up": all(s["caught_up"] for s in shards),
             "shards": shards,
         }
+
+
+def _sortable(value: Any) -> tuple[int, Any]:
+    # Rows from JSON: numbers before text, None first, so any mix of field values sorts.
+    if value is None:
+        return (0, 0)
+    return (1, value) if isinstance(value, int | float) else (2, str(value))
 
 
 def _id(entry_id: str) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from almanac.events import room as room_rules
 from almanac.projections.keys import ModelKeys, StoreKeys
-from almanac.projections.models import READ_MODELS, RoomUpdate, project_room
+from almanac.projections.models import RoomUpdate, model_names, project_room
 from almanac.projections.source import room_events
 from almanac.projections.store import (
     COMMIT_SCRIPT,
@@ -40,20 +40,21 @@ async def fold_room(client: Any, keys: StoreKeys, room: str, up_to: int | None =
 async def rebuild(
     client: Any,
     shard_count: int,
-    models: Iterable[str] = READ_MODELS,
+    models: Iterable[str] | None = None,
     *,
     prefix: str = "alm",
     on_total: Callable[[int], None] | None = None,
     on_room: Callable[[str], None] | None = None,
 ) -> int:
-    """Drop and rebuild the named read models from the room streams; the number of rooms rebuilt.
+    """Drop and rebuild the named read models (all when None) from the room streams; the number of rooms rebuilt.
 
     All models: every room to its latest version, and the checkpoint reset to the feed head read
     *before* the rooms, so a running projector resumes there and skips, by the projected versions,
     whatever the rebuild already covered. Some models only: every room to the version the live
     projection holds, so the rebuilt models agree with the untouched ones and the checkpoint.
     """
-    models = tuple(m for m in READ_MODELS if m in set(models))
+    every = model_names()
+    models = every if models is None else tuple(m for m in every if m in set(models))
     store_keys, keys = StoreKeys(shard_count, prefix), ModelKeys(prefix)
     async with client.pipeline(transaction=False) as pipe:
         for shard in range(shard_count):
@@ -61,7 +62,7 @@ async def rebuild(
         members = await pipe.execute()
     if on_total is not None:
         on_total(sum(len(m) for m in members))
-    full = models == READ_MODELS
+    full = models == every
     script = client.register_script(COMMIT_SCRIPT)
     done = 0
     for shard in range(shard_count):
@@ -85,7 +86,7 @@ async def _rebuild_shard_fully(client: Any, script: Any, store_keys: StoreKeys, 
         if on_room is not None:
             on_room(room)
     writes = ShardWrites()
-    stale = await model_keys_of_shard(client, keys, shard, READ_MODELS)
+    stale = await model_keys_of_shard(client, keys, shard, model_names())
     if stale:
         writes.delete(*stale)
     for update in updates:

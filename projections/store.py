@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 
+from almanac.events import registry
 from almanac.projections.keys import ModelKeys
-from almanac.projections.models import READ_MODELS, RoomUpdate
+from almanac.projections.models import RoomUpdate
 
 
 def _fallback(value: Any) -> Any:
@@ -46,27 +47,30 @@ def leaderboard_member(player: str, room: str) -> bytes:
 
 
 def queue_update(pipe: Any, keys: ModelKeys, shard: int, update: RoomUpdate,
-                 models: Iterable[str] = READ_MODELS) -> None:
-    """Queue one room's writes for the named models on ``pipe`` (a ShardWrites, or any object with
-    redis-py's hset/sadd/zadd/zrem methods)."""
-    models = set(models)
+                 models: Iterable[str] | None = None) -> None:
+    """Queue one room's writes for the named models (all when None) on ``pipe`` (a ShardWrites, or any
+    object with redis-py's hset/sadd/zadd/zrem methods)."""
+    every = models is None
+    models = set(models or ())
     room = update.room
-    if "rooms" in models:
+    if every or "rooms" in models:
         pipe.hset(keys.versions(shard), room, update.version)
         pipe.hset(keys.summaries(shard), room, encode_json(update.summary))
         pipe.hset(keys.listings(shard), room, encode_json(update.listing))
-    if "leaderboards" in models:
+    if every or "leaderboards" in models:
         board = keys.leaderboard(shard, update.ruleset)
         pipe.sadd(keys.leaderboard_rulesets(shard), update.ruleset)
         if update.scores:
             pipe.zadd(board, {leaderboard_member(p, room): s for p, s in update.scores.items()})
         if update.dropped_players:
             pipe.zrem(board, *(leaderboard_member(p, room) for p in update.dropped_players))
-    if "claims" in models and update.claim is not None:
-        pipe.hset(keys.claims(shard), room, encode_json(update.claim))
-    if "trades" in models and update.trade_rows:
-        pipe.sadd(keys.trade_rooms(shard), room)
-        pipe.zadd(keys.trades(shard, room), {encode_json(row): row["version"] for row in update.trade_rows})
+    for name, row in update.rows.items():
+        if every or name in models:
+            pipe.hset(keys.model_rows(shard, name), room, encode_json(row))
+    for name, rows in update.ledgers.items():
+        if every or name in models:
+            pipe.sadd(keys.model_ledger_rooms(shard, name), room)
+            pipe.zadd(keys.model_ledger(shard, name, room), {encode_json(row): version for version, row in rows})
 
 
 async def model_keys_of_shard(client: Any, keys: ModelKeys, shard: int, models: Iterable[str]) -> list[str]:
@@ -78,11 +82,14 @@ async def model_keys_of_shard(client: Any, keys: ModelKeys, shard: int, models: 
     if "leaderboards" in models:
         rulesets = await client.smembers(keys.leaderboard_rulesets(shard))
         found += [keys.leaderboard(shard, text(r)) for r in rulesets] + [keys.leaderboard_rulesets(shard)]
-    if "claims" in models:
-        found.append(keys.claims(shard))
-    if "trades" in models:
-        rooms = await client.smembers(keys.trade_rooms(shard))
-        found += [keys.trades(shard, text(r)) for r in rooms] + [keys.trade_rooms(shard)]
+    for name, (_, model) in sorted(registry.read_models().items()):
+        if name not in models:
+            continue
+        if model.room_row is not None:
+            found.append(keys.model_rows(shard, name))
+        else:
+            rooms = await client.smembers(keys.model_ledger_rooms(shard, name))
+            found += [keys.model_ledger(shard, name, text(r)) for r in rooms] + [keys.model_ledger_rooms(shard, name)]
     return found
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from almanac.events.decider import event_tag
+from almanac.events.envelope import Envelope
 from almanac.events.realm import data, events as realm_events
 from almanac.events.realm.state import LedgerEntry
 
@@ -284,3 +285,18 @@ def describe(event: Any) -> str:
     if isinstance(event, realm_events.MerchantReturned):
         return f"the merchant is home in {event.home} with {_goods(event.delivered)}"
     return type(event).__name__
+
+
+# --- the trade audit view the manifest offers ---------------------------------------------------------
+
+
+def trade_steps(pairs: list[tuple[Envelope, Any]], trade_id: str) -> list[dict[str, Any]]:
+    """The trade audit view: ``trade_story`` with each step's version."""
+    events = [event for _, event in pairs]
+    positions = [index for index, _ in steps_of(events, trade_id)]
+    story = trade_story(events, trade_id)
+    return [{**step, "version": pairs[index][0].version} for index, step in zip(positions, story, strict=True)]
+
+
+def trade_ids_of(pairs: list[tuple[Envelope, Any]]) -> list[str]:
+    return trade_ids(event for _, event in pairs)

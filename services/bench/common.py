@@ -78,12 +78,3 @@ def trivial_log(events: int, room: str = "trivial") -> list[Envelope]:
     apply(None, room_rules.CreateRoom(ruleset=TRIVIAL.name), room, "bench", log)
     log += [Added(amount=1) for _ in range(events - 1)]
     return seal_log(room, TRIVIAL.name, log)
-
-
-def replay_against_trivial(ruleset: str, logs: list[list[Any]]) -> tuple[int, float, float]:
-    """Seal each game's events, replay them and as many trivial events: (events, rate, trivial rate)."""
-    stored = [seal_log(f"{ruleset}-{index}", ruleset, log) for index, log in enumerate(logs)]
-    events = sum(len(log) for log in logs)
-    replayed, replay_time = timed(replay, stored)
-    trivial_replayed, trivial_time = timed(replay, [trivial_log(events)])
-    return replayed, replayed / replay_time, trivial_replayed / trivial_time

@@ -16,31 +16,37 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from almanac.events import codec
+from almanac.events import codec, registry
+from almanac.events.dice import Dice
 from almanac.services.rooms import CommandRecord, RoomService
 from almanac.services.store.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
-RULESET = "board"
 CONNECTIONS = 64
 console = Console()
 
 
-async def _board_script() -> list[dict[str, Any]]:
-    """One full board game from the challenge, decided in memory: every room of the challenge deals the same
-    deck, so the same moves are legal in each and every benchmark command is accepted."""
-    from almanac.events.board.policy import choose_command  # noqa: PLC0415
-    from almanac.events.dice import Dice  # noqa: PLC0415
+def script_ruleset() -> str:
+    """The rule-set the benchmark plays: the first whose challenge rooms deal alike and that has a bot."""
+    for manifest in registry.manifests():
+        if manifest.shared_challenge and manifest.policy is not None:
+            return manifest.name
+    raise RuntimeError("no installed rule-set deals challenge rooms alike (manifest.shared_challenge) with a policy")
 
+
+async def _script(ruleset: str) -> list[dict[str, Any]]:
+    """One full game from the challenge, decided in memory: every room of the challenge deals the same, so
+    the same moves are legal in each and every benchmark command is accepted."""
+    policy = registry.manifest(ruleset).policy
     service = RoomService(MemoryEventStore())
-    for number, body in enumerate(({"kind": "create_room", "ruleset": RULESET, "challenge": CHALLENGE},
+    for number, body in enumerate(({"kind": "create_room", "ruleset": ruleset, "challenge": CHALLENGE},
                                    {"kind": "join_room"})):
         await service.handle(CommandRecord(command_id=f"s{number}", room="script", player="p", server_time_ms=0,
                                            body=body))
     script = []
     while True:
         state, _ = await service.load("script")
-        command = choose_command(state.game, "p", Dice(b"bench", "script", state.version))
+        command = policy(state.game, "p", Dice(b"bench", "script", state.version), 0)
         if command is None or state.ended:
             return script
         body = codec.encode_command(command)
@@ -65,14 +71,14 @@ async def _ping_floor(redis_url: str, count: int = 2_000) -> list[float]:
         await client.aclose()
 
 
-async def _open_rooms(http: httpx.AsyncClient, count: int, tag: str) -> list[tuple[str, str]]:
-    """(room, token) for ``count`` fresh board rooms of the challenge, created a few at a time."""
+async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: str) -> list[tuple[str, str]]:
+    """(room, token) for ``count`` fresh rooms of the challenge, created a few at a time."""
     rooms: list[tuple[str, str]] = []
     semaphore = asyncio.Semaphore(16)
 
     async def open_one(index: int) -> None:
         async with semaphore:
-            answer = await http.post("/rooms", json={"ruleset": RULESET, "player": "p", "challenge": CHALLENGE,
+            answer = await http.post("/rooms", json={"ruleset": ruleset, "player": "p", "challenge": CHALLENGE,
                                                      "room": f"e2e-{tag}-{index}"})
             if answer.status_code != 201 or not answer.json().get("joined"):
                 raise RuntimeError(f"creating a room answered {answer.status_code}: {answer.text[:200]}")
@@ -83,13 +89,14 @@ async def _open_rooms(http: httpx.AsyncClient, count: int, tag: str) -> list[tup
 
 
 async def _offer_load(url: str, rate: int, seconds: int) -> dict[str, Any]:
-    script = await _board_script()
+    ruleset = script_ruleset()
+    script = await _script(ruleset)
     total = rate * seconds
     # Enough rooms that a room's next move is due long after its previous answer (no self-made conflicts).
     room_count = max(1, -(-total // len(script)))
     limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as http:
-        rooms = await _open_rooms(http, room_count, str(int(time.time())))
+        rooms = await _open_rooms(http, ruleset, room_count, str(int(time.time())))
     lean = LeanHttp(url, CONNECTIONS)
     bodies = [msgspec.json.encode({"command": move}) for move in script]
     done_moves = [0] * room_count
@@ -122,7 +129,7 @@ async def _offer_load(url: str, rate: int, seconds: int) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     await lean.close()
     return {"latencies": latencies, "failures": failures, "elapsed": elapsed, "rooms": room_count,
-            "script": len(script)}
+            "script": len(script), "ruleset": ruleset}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -237,7 +244,7 @@ def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int]
         "ping_p50_ms": _quantile(floor, 0.5) * 1000 if floor else float("nan"),
     }
     table = Table(title=f"HTTP -> engine -> events -> answer: {len(latencies)} commands over {result['rooms']} "
-                        f"board rooms ({result['script']} moves each)")
+                        f"{result['ruleset']} rooms ({result['script']} moves each)")
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("offered", f"{rate} /s")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 import typer
 
 from almanac.events import registry
@@ -24,15 +22,19 @@ def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to a
 
 
 @bench_app.command("rules")
-def bench_rules(name: str = typer.Argument(..., help="Rule-set name: sectors, claim, board or realm.")) -> None:
-    """Pure rule speed of one rule-set (no Redis)."""
-    if name not in registry.BUILTIN_RULESETS:
-        raise fail(f"unknown rule-set {name!r}; choose one of {', '.join(sorted(registry.BUILTIN_RULESETS))}")
+def bench_rules(
+    name: str = typer.Argument(..., help="Rule-set name (see GET /rulesets); its manifest's bench scenario is played."),
+    seconds: float = typer.Option(None, min=0.01, help="How long to play games (default: the scenario's)."),
+) -> None:
+    """Pure rule speed of one rule-set (no Redis), from the bench scenario its manifest offers."""
+    from almanac.services.bench.rules import BenchError, main  # noqa: PLC0415
+
+    if name not in registry.names():
+        raise fail(f"unknown rule-set {name!r}; choose one of {', '.join(registry.names())}")
     try:
-        module = importlib.import_module(f"almanac.services.bench.rules_{name}")
-    except ModuleNotFoundError:
-        raise fail(f"the {name} rule-set has no benchmark yet") from None
-    module.main()
+        main(name, seconds)
+    except BenchError as error:
+        raise fail(str(error)) from None
 
 
 @bench_app.command("engine")

@@ -429,46 +429,45 @@ def verify_command(
 
 # --- audit ------------------------------------------------------------------------------------
 
-audit_app = typer.Typer(help="Audits: the whole story of one thing from the log.", no_args_is_help=True)
-app.add_typer(audit_app, name="audit")
-
-
-@audit_app.command("trade")
-def audit_trade_command(
-    room: str = typer.Argument(..., help="Room id (a realm room)."),
-    trade: str = typer.Argument(..., help="Trade id (see `almanac log ROOM --type realm.merchant_sent`)."),
+@app.command("audit")
+def audit_command(
+    room: str = typer.Argument(..., help="Room id."),
+    view: str = typer.Argument(..., help="An audit view of the room's rule-set (e.g. realm's `trade`)."),
+    item: str = typer.Argument(..., help="What to follow (e.g. a trade id; see `almanac log ROOM`)."),
 ) -> None:
-    """Every step of one realm trade: dice, stars, phantom amounts, transfers, holdings; refusals in between."""
+    """One thing's whole story from the log, told by the rule-set's audit view; refusals in between."""
 
     async def work(store: EventStore) -> tuple[list[tuple[Envelope, dict]], list[tuple[CommandRecord, dict]]]:
         envelopes = await _envelopes(store, room)
-        if envelopes[0].ruleset != "realm":
-            raise OperatorError(f"room {room!r} is a {envelopes[0].ruleset} room; trades exist in realm rooms")
-        from almanac.events.realm import audit  # noqa: PLC0415
-
+        manifest = registry.manifest(envelopes[0].ruleset)
+        offered = manifest.audit_view(view)
+        if offered is None:
+            views = ", ".join(v.name for v in manifest.audit_views) or "none"
+            raise OperatorError(f"room {room!r} is a {manifest.name} room; its audit views: {views}")
         pairs = [(e, codec.decode_event(e)) for e in envelopes]
-        steps = [(e, ev) for e, ev in pairs if isinstance(ev, audit.TRADE_EVENTS) and ev.trade_id == trade]
-        if not steps:
-            known = audit.trade_ids(ev for _, ev in pairs)
-            raise OperatorError(f"room {room!r} has no trade {trade!r}; its trades: {', '.join(known) or 'none'}")
-        story = audit.trade_story([ev for _, ev in steps], trade)
+        story = offered.steps(pairs, item)
+        if not story:
+            known = offered.ids(pairs)
+            raise OperatorError(f"room {room!r} has no {view} {item!r}; its {view}s: {', '.join(known) or 'none'}")
+        by_version = {e.version: e for e in envelopes}
+        steps = [(by_version[step["version"]], step) for step in story]
         first_ms, last_ms = steps[0][0].server_time_ms, steps[-1][0].server_time_ms
         refused = []
         for data in await store.rejections(room):
             record = decode_record(data)
-            mentions_trade = trade in json.dumps(record.body)
-            if mentions_trade or first_ms <= record.server_time_ms <= last_ms:
+            mentions = item in json.dumps(record.body)
+            if mentions or first_ms <= record.server_time_ms <= last_ms:
                 outcome = await store.outcome(room, record.command_id)
                 refused.append((record, (outcome.error if outcome else None) or {}))
-        return [(e, step) for (e, _), step in zip(steps, story, strict=True)], refused
+        return steps, refused
 
     steps, refused = _with_store(work)
-    console.print(f"[bold]trade {trade}[/] in room {room}: {len(steps)} step(s)")
+    console.print(f"[bold]{view} {item}[/] in room {room}: {len(steps)} step(s)")
     timeline: list[tuple[int, int, str]] = []
-    for envelope, step in steps:
-        details = {k: v for k, v in step.items() if k not in ("type", "step", "text", "trade_id")}
-        text = (f"[bold]step {step['step']}[/] v{envelope.version} {_time(envelope.server_time_ms)} "
-                f"{step['type']} (by {envelope.player})\n  {step['text']}\n  {json.dumps(details, default=str)}")
+    for number, (envelope, step) in enumerate(steps, start=1):
+        details = {k: v for k, v in step.items() if k not in ("type", "step", "text", "version")}
+        text = (f"[bold]step {step.get('step', number)}[/] v{envelope.version} {_time(envelope.server_time_ms)} "
+                f"{envelope.type} (by {envelope.player})\n  {step.get('text', '')}\n  {json.dumps(details, default=str)}")
         timeline.append((envelope.server_time_ms, 0, text))
     for record, error in refused:
         text = (f"[red]refused[/] {_time(record.server_time_ms)} {record.player}: {json.dumps(record.body)}\n"

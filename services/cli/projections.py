@@ -13,9 +13,10 @@ from redis.exceptions import RedisError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from almanac.events import registry
 from almanac.events.errors import CorruptEventError
 from almanac.projections.app import projector_app
-from almanac.projections.models import READ_MODELS
+from almanac.projections.models import model_names
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services.cli import app
@@ -28,7 +29,12 @@ projections_app = typer.Typer(help="Read models: rebuild them from the room stre
                               no_args_is_help=True)
 app.add_typer(projections_app, name="projections")
 
-SHOWABLE = ("rooms", "room", "leaderboard", "claims", "trades", "status")
+# Besides these, every read model a rule-set's manifest declares (registry.read_models()).
+CORE_SHOWABLE = ("rooms", "room", "leaderboard", "status")
+
+
+def showable() -> tuple[str, ...]:
+    return CORE_SHOWABLE + tuple(sorted(registry.read_models()))
 
 
 @app.command("projector")
@@ -52,12 +58,13 @@ def run_projector(
 
 @projections_app.command("rebuild")
 def rebuild_models(
-    name: Annotated[str | None, typer.Argument(help=f"One read model ({', '.join(READ_MODELS)}); all when left out.")] = None,
+    name: Annotated[str | None, typer.Argument(help="One read model (rooms, leaderboards, or a rule-set's); all when left out.")] = None,
 ) -> None:
     """Drop and rebuild read models from the room streams (the source of truth)."""
-    if name is not None and name not in READ_MODELS:
-        raise fail(f"there is no read model named {name!r}; known read models: {', '.join(READ_MODELS)}")
-    models = READ_MODELS if name is None else (name,)
+    known = model_names()
+    if name is not None and name not in known:
+        raise fail(f"there is no read model named {name!r}; known read models: {', '.join(known)}")
+    models = known if name is None else (name,)
     settings = settings_or_exit()
     with redis_url_for(settings) as url:
         rooms = _run(url, lambda client: _rebuild_with_progress(client, settings.shard_count, models),
@@ -80,17 +87,17 @@ async def _rebuild_with_progress(client: aioredis.Redis, shard_count: int, model
 
 @projections_app.command("show")
 def show(
-    what: Annotated[str, typer.Argument(help=f"What to show: {', '.join(SHOWABLE)}.")],
-    room: Annotated[str | None, typer.Option(help="A room id (room, trades).")] = None,
+    what: Annotated[str, typer.Argument(help="What to show: rooms, room, leaderboard, status, or a rule-set's read model.")],
+    room: Annotated[str | None, typer.Option(help="A room id (room, a rule-set's read model).")] = None,
     ruleset: Annotated[str | None, typer.Option(help="A rule-set (rooms, leaderboard).")] = None,
-    owner: Annotated[str | None, typer.Option(help="An owner (claims).")] = None,
-    trade: Annotated[str | None, typer.Option(help="A trade id (trades).")] = None,
+    where: Annotated[list[str] | None, typer.Option(help="FIELD=VALUE: only rows with that field (a rule-set's read model).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Rows of a leaderboard.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Show a read model as the gateway serves it."""
-    if what not in SHOWABLE:
-        raise fail(f"cannot show {what!r}; choose one of: {', '.join(SHOWABLE)}")
+    if what not in showable():
+        raise fail(f"cannot show {what!r}; choose one of: {', '.join(showable())}")
+    filters = _filters(what, where or [])
     if what == "room" and room is None:
         raise fail("show room needs --room ROOM")
     if what == "leaderboard" and ruleset is None:
@@ -105,11 +112,9 @@ def show(
             return await models.room(room)  # type: ignore[arg-type]
         if what == "leaderboard":
             return await models.leaderboard(ruleset, limit)  # type: ignore[arg-type]
-        if what == "claims":
-            return await models.claim_registry(owner)
-        if what == "trades":
-            return await models.trade_ledger(room, trade)
-        return await models.status()
+        if what == "status":
+            return await models.status()
+        return await models.rows(what, room, filters)
 
     with redis_url_for(settings) as url:
         result = _run(url, query, settings.redis_cluster)
@@ -121,6 +126,20 @@ def show(
     _print_rows(what, result)
 
 
+def _filters(what: str, where: list[str]) -> dict[str, str]:
+    """``--where FIELD=VALUE`` options, checked against the fields the read model lets readers filter by."""
+    if not where:
+        return {}
+    allowed = registry.read_models()[what][1].filters if what in registry.read_models() else ()
+    filters = {}
+    for item in where:
+        field, sep, value = item.partition("=")
+        if not sep or field not in allowed:
+            raise fail(f"--where {item!r}: {what} filters by {', '.join(f'{f}=VALUE' for f in allowed) or 'nothing'}")
+        filters[field] = value
+    return filters
+
+
 def _print_rows(what: str, rows: list[dict]) -> None:
     if not rows:
         console.print(f"no {what}")
@@ -128,9 +147,7 @@ def _print_rows(what: str, rows: list[dict]) -> None:
     columns = {
         "rooms": ("room", "ruleset", "version", "players", "over", "ended", "created_by"),
         "leaderboard": ("rank", "player", "score", "room"),
-        "claims": ("owner", "block", "room", "parcel_count", "timbered_parcels", "buildings", "score"),
-        "trades": ("room", "version", "trade", "type", "player", "summary"),
-    }[what]
+    }.get(what) or registry.read_models()[what][1].columns or tuple(rows[0])
     table = Table(*columns)
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in columns))

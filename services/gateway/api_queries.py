@@ -7,7 +7,6 @@ from fastapi.responses import Response
 
 from almanac.events import codec, registry
 from almanac.events.hashing import state_hash
-from almanac.events.realm import audit as realm_audit
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 from almanac.services.gateway.context import Gateway, bearer
@@ -133,17 +132,25 @@ async def room_rejections(request: Request, room: str = RoomId) -> Response:
     return json_response({"room": room, "rejections": rejected})
 
 
-@router.get("/rooms/{room}/trades/{trade}/story", summary="Auditors: a trade told step by step from the log")
-async def trade_story(request: Request, room: str = RoomId, trade: str = Path(max_length=100)) -> Response:
+@router.get("/rooms/{room}/audit/{view}/{item}", summary="Auditors: one thing told step by step from the log "
+            "(an audit view of the room's rule-set, e.g. realm's trade)")
+async def audit_view(request: Request, room: str = RoomId, view: str = Path(pattern=NAME_PATTERN),
+                     item: str = Path(max_length=100)) -> Response:
     gw = gateway(request)
     gw.auditor(bearer(request), room)
-    events = [codec.decode_event(e) for e in await gw.store.read(room)]
-    if not events:
+    envelopes = await gw.store.read(room)
+    if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    story = realm_audit.trade_story(events, trade)
-    if not story:
-        raise ApiError(404, "trade_not_found", f"room {room!r} has no trade {trade!r}", "trade")
-    return json_response({"room": room, "trade": trade, "story": codec.to_builtins(story)})
+    manifest = registry.manifest(envelopes[0].ruleset)
+    offered = manifest.audit_view(view)
+    if offered is None:
+        views = [v.name for v in manifest.audit_views]
+        raise ApiError(404, "audit_view_not_found", f"{manifest.name} rooms offer no audit view {view!r}; "
+                       f"they offer: {', '.join(views) or 'none'}", "view", allowed=views)
+    steps = offered.steps([(e, codec.decode_event(e)) for e in envelopes], item)
+    if not steps:
+        raise ApiError(404, f"{view}_not_found", f"room {room!r} has no {view} {item!r}", "item")
+    return json_response({"room": room, "view": view, "item": item, "story": codec.to_builtins(steps)})
 
 
 @router.get("/rooms/{room}/verification", summary="Replay the room and check its hash chain, dice and state")
@@ -170,21 +177,29 @@ async def leaderboard(request: Request, ruleset: str, limit: int = Query(20, ge=
     return json_response({"ruleset": ruleset, "leaderboard": codec.to_builtins(entries)})
 
 
-@router.get("/claims", summary="The claim registry: which claim and parcels each player owns (projection)")
-async def claim_registry(request: Request, owner: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
-    entries = await gateway(request).read_models.claim_registry(owner)
-    return json_response({"owner": owner, "claims": codec.to_builtins(entries)})
-
-
-@router.get("/trades", summary="Auditors: the trade ledger (projection), for a room or one trade")
-async def trade_ledger(
-    request: Request,
-    room: str | None = Query(None, pattern=NAME_PATTERN),
-    trade: str | None = Query(None, max_length=100),
-) -> Response:
+@router.get("/read-models/{model}", summary="A read model a rule-set adds (e.g. claim's claims, realm's trades): "
+            "its rows, for a room or all, filtered by the fields the model allows")
+async def read_model_rows(request: Request, model: str = Path(pattern=NAME_PATTERN),
+                          room: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
     gw = gateway(request)
-    # Ledger rows carry each step's full detail (holdings after a trade): secrets of both cities.
-    # Players see their own trades in their view.
-    gw.auditor(bearer(request), room or ANY_ROOM)
-    entries = await gw.read_models.trade_ledger(room=room, trade=trade)
-    return json_response({"room": room, "trade": trade, "trades": codec.to_builtins(entries)})
+    declared = registry.read_models().get(model)
+    if declared is None:
+        known = sorted(registry.read_models())
+        raise ApiError(404, "unknown_read_model", f"no read model {model!r}; known: {', '.join(known) or 'none'}",
+                       "model", allowed=known)
+    allowed = declared[1].filters
+    where: dict[str, str] = {}
+    for field, value in request.query_params.multi_items():
+        if field == "room":
+            continue
+        if field not in allowed or field in where:
+            raise ApiError(422, "unknown_filter", f"{model} rows filter by room and {', '.join(allowed) or 'nothing else'}"
+                           f"; {field!r} is not one of them (or is given twice)", field, allowed=["room", *allowed])
+        if len(value) > 100:
+            raise ApiError(422, "filter_too_long", f"{field} is at most 100 characters", field)
+        where[field] = value
+    if declared[1].auditors_only:
+        # The rows carry what players may not see (e.g. both cities' holdings after a trade).
+        gw.auditor(bearer(request), room or ANY_ROOM)
+    rows = await gw.read_models.rows(model, room, where)
+    return json_response({"model": model, "room": room, "where": where, "rows": codec.to_builtins(rows)})

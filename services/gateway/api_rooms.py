@@ -189,7 +189,7 @@ async def list_rooms(
 @router.get("/rulesets", summary="The rule-sets this server hosts, with their command kinds")
 async def list_rulesets(request: Request) -> Response:
     hosted = []
-    for name in sorted(registry.BUILTIN_RULESETS):
+    for name in registry.installed():
         hosted.append({"ruleset": name, "commands": [k for k in codec.command_kinds(name) if k != "create_room"]})
     return json_response({"rulesets": hosted})
 

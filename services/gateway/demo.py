@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import secrets
 import time
 from typing import Any
@@ -17,8 +15,6 @@ from almanac.events import codec, registry
 from almanac.events.dice import Dice
 
 PLAYERS = ("alice", "bob")
-MAX_MOVES = {"board": 40, "claim": 24, "sectors": 30, "realm": 40}
-DEFAULT_MAX_MOVES = 30
 
 
 class DemoError(Exception):
@@ -73,9 +69,10 @@ class Demo:
         return rooms
 
     def create(self, ruleset: str, player: str) -> Room:
-        # Board rooms come from one public challenge, so alice and bob get the same deal and their
-        # scores compare; every other room draws a secret seed on the server, revealed when it ends.
-        body = {"ruleset": ruleset, "player": player, "challenge": self.challenge if ruleset == "board" else None,
+        # A rule-set may ask for rooms of one public challenge (the same deal for alice and bob, so their
+        # scores compare); every other room draws a secret seed on the server, revealed when it ends.
+        shared = registry.manifest(ruleset).shared_challenge
+        body = {"ruleset": ruleset, "player": player, "challenge": self.challenge if shared else None,
                 "room": f"{ruleset}-{player}-{self.challenge[5:]}"}
         answer = self.expect(self.call("POST", "/rooms", json=body), 201)
         room = Room(ruleset, answer["room"])
@@ -94,10 +91,10 @@ class Demo:
         room.refused.append(f"{answer.status_code} {answer.json().get('code')} (forged token)")
 
     def play_room(self, room: Room) -> None:
-        decider = registry.get(room.ruleset)
-        policy = importlib.import_module(f"almanac.events.{room.ruleset}.policy").choose_command
-        wanted = set(inspect.signature(policy).parameters)
-        moves = MAX_MOVES.get(room.ruleset, DEFAULT_MAX_MOVES)
+        manifest = registry.manifest(room.ruleset)
+        decider, policy, moves = manifest.decider, manifest.policy, manifest.demo_moves
+        if policy is None:  # a rule-set without a bot: the demo creates, ends and verifies its room
+            return
         step = 0
         while step < moves:
             progressed = False
@@ -106,9 +103,7 @@ class Demo:
                 if state["state"]["ended"]:
                     return
                 game = msgspec.convert(state["state"]["game"], decider.state_type, strict=False)
-                offered = {"state": game, "player": player, "dice": Dice(b"almanac-demo", room.room, step),
-                           "now_ms": int(time.time() * 1000)}
-                command = policy(**{k: v for k, v in offered.items() if k in wanted})
+                command = policy(game, player, Dice(b"almanac-demo", room.room, step), int(time.time() * 1000))
                 if command is None:
                     continue
                 progressed = True

@@ -20,7 +20,7 @@ CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import m
 
 def landed_rulesets() -> list[str]:
     """Every built-in rule-set (all four are played over HTTP)."""
-    return sorted(registry.BUILTIN_RULESETS)
+    return registry.installed()
 
 
 class Stack:

@@ -7,9 +7,6 @@ from its last version misses nothing and sees nothing twice.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
 import json
 import secrets
 import time
@@ -89,17 +86,14 @@ class Table:
         return [(p, t) for (r, p), t in self.tokens.items() if r == room]
 
     def play(self) -> None:
-        decider = registry.get(self.ruleset)
-        policy = importlib.import_module(f"almanac.events.{self.ruleset}.policy").choose_command
-        wanted = set(inspect.signature(policy).parameters)
+        manifest = registry.manifest(self.ruleset)
+        decider, policy = manifest.decider, manifest.policy
         for room in self.rooms:
             for step in range(MOVES_PER_ROOM):
                 for player, token in self.seated(room):
                     state = self.api.get(f"/rooms/{room}/state", headers=auth(self.auditor)).json()["state"]
                     game = msgspec.convert(state["game"], decider.state_type, strict=False)
-                    offered = {"state": game, "player": player, "dice": Dice(b"t", room, step),
-                               "now_ms": int(time.time() * 1000)}
-                    command = policy(**{k: v for k, v in offered.items() if k in wanted})
+                    command = policy(game, player, Dice(b"t", room, step), int(time.time() * 1000))
                     if command is None:
                         continue
                     answer = self.api.post(f"/rooms/{room}/commands", headers=auth(token),
@@ -281,7 +275,7 @@ def wait_until(fetch, done, timeout_s: float = 15.0):
 def test_claim_registry_lists_each_owner_claim(api: TestClient, tables: dict[str, Table]) -> None:
     table = tables["claim"]
     for player in table.players:
-        claims = wait_until(lambda p=player: api.get("/claims", params={"owner": p}).json()["claims"], bool)
+        claims = wait_until(lambda p=player: api.get("/read-models/claims", params={"owner": p}).json()["rows"], bool)
         assert [c["owner"] for c in claims] == [player] and claims[0]["room"] in table.rooms
 
 
@@ -311,16 +305,24 @@ def test_realm_trades_in_the_ledger_and_told_to_auditors(api: TestClient, stack,
     assert trade_ids == [trade]
 
     # Then the auditors' ledger and story tell it, and players may read neither
-    ledger = wait_until(lambda: api.get("/trades", params={"room": room}, headers=auth(auditor)).json()["trades"],
+    ledger = wait_until(lambda: api.get("/read-models/trades", params={"room": room}, headers=auth(auditor)).json()["rows"],
                         lambda rows: {r["trade"] for r in rows} >= set(trade_ids))
     # The ledger holds both cities' holdings after each step: not for players.
     player_token = alice_token
-    assert api.get("/trades", params={"room": room}, headers=auth(player_token)).status_code == 403
+    assert api.get("/read-models/trades", params={"room": room}, headers=auth(player_token)).status_code == 403
     assert {r["trade"] for r in ledger} >= set(trade_ids)
-    story = api.get(f"/rooms/{room}/trades/{trade_ids[0]}/story", headers=auth(auditor))
+    story = api.get(f"/rooms/{room}/audit/trade/{trade_ids[0]}", headers=auth(auditor))
     assert story.status_code == 200, story.text
     steps = story.json()["story"]
     assert [s["step"] for s in steps] == list(range(1, len(steps) + 1)) and steps[0]["text"]
-    assert api.get(f"/rooms/{room}/trades/{trade_ids[0]}/story", headers=auth(player_token)).status_code == 403
-    assert api.get(f"/rooms/{room}/trades/no-such-trade/story", headers=auth(auditor)).json()["code"] == \
+    assert api.get(f"/rooms/{room}/audit/trade/{trade_ids[0]}", headers=auth(player_token)).status_code == 403
+    assert api.get(f"/rooms/{room}/audit/trade/no-such-trade", headers=auth(auditor)).json()["code"] == \
         "trade_not_found"
+    # An unknown view, or a filter the model does not offer, is refused and names what is allowed
+    unknown = api.get(f"/rooms/{room}/audit/harvest/x", headers=auth(auditor))
+    assert unknown.status_code == 404 and unknown.json()["allowed"] == ["trade"]
+    bad = api.get("/read-models/trades", params={"room": room, "owner": "x"}, headers=auth(auditor))
+    assert bad.status_code == 422 and bad.json()["code"] == "unknown_filter" and bad.json()["allowed"] == ["room", "trade"]
+    assert api.get("/read-models/nothing").json()["code"] == "unknown_read_model"
+    one = api.get("/read-models/trades", params={"trade": trade}, headers=auth(auditor)).json()["rows"]
+    assert one and {r["trade"] for r in one} == {trade}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import msgspec
@@ -10,7 +9,9 @@ import msgspec
 from almanac.events import codec, registry
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
+from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError
+from almanac.events.manifest import ReadModel, RuleSet
 from almanac.services.rooms import CommandRecord, RoomService
 
 # --- "bazaar": a tiny rule-set whose events carry trade ids, like realm's trades ------------------
@@ -127,7 +128,22 @@ class BazaarDecider:
         return f"{event.__struct_config__.tag} {event.trade_id}"
 
 
-BAZAAR = registry.register(BazaarDecider())
+def bazaar_ledger(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
+    """The bazaar's own read model: one ledger row per trade step, with everything the step records."""
+    if not isinstance(event, TradeOffered | TradeSettled):
+        return []
+    detail = {k: v for k, v in codec.to_builtins(event).items() if k != event.__struct_config__.tag_field}
+    return [{"room": envelope.room, "version": envelope.version, "trade": event.trade_id, "type": envelope.type,
+             "player": envelope.player, "time_ms": envelope.server_time_ms,
+             "summary": BazaarDecider().summary(event), "detail": detail}]
+
+
+BAZAAR = registry.register(RuleSet(
+    decider=BazaarDecider(),
+    read_models=(ReadModel(name="bazaar_trades", description="every trade step", event_rows=bazaar_ledger,
+                           order_by=("room", "version"), filters=("trade",),
+                           columns=("room", "version", "trade", "type", "player", "summary"), auditors_only=True),),
+))
 
 
 # --- driving games through the RoomService ---------------------------------------------------
@@ -188,11 +204,9 @@ def _next_command(ruleset: str, state: Any, player: str, index: int, now_ms: int
             buyer = [p for p in state.players if p != player][0]
             return {"kind": "offer", "trade_id": trade, "to": buyer, "gold": 10 + index}
         return {"kind": "settle", "trade_id": trade}
-    policy = importlib.import_module(f"almanac.events.{ruleset}.policy")
     game = state.game
     owner = player if ruleset == "realm" else getattr(game, "owner", None) or getattr(game, "player", None)
-    command = (policy.choose_command(game, owner, now_ms, dice) if ruleset == "claim"
-               else policy.choose_command(game, owner, dice))
+    command = registry.manifest(ruleset).policy(game, owner, dice, now_ms)
     return None if command is None else codec.encode_command(command)
 
 

@@ -15,16 +15,16 @@ async def test_a_commit_writes_everything_and_moves_the_checkpoint(redis_client)
     script = redis_client.register_script(COMMIT_SCRIPT)
     writes = ShardWrites()
     writes.hset(KEYS.versions(3), "r1", 7)
-    writes.sadd(KEYS.trade_rooms(3), "r1")
+    writes.sadd(KEYS.model_ledger_rooms(3, "trades"), "r1")
     rows = {f"row-{index}".encode(): index for index in range(3000)}  # far more than one unpack() takes
-    writes.zadd(KEYS.trades(3, "r1"), rows)
-    writes.zrem(KEYS.trades(3, "r1"), b"row-0")
+    writes.zadd(KEYS.model_ledger(3, "trades", "r1"), rows)
+    writes.zrem(KEYS.model_ledger(3, "trades", "r1"), b"row-0")
     await commit_shard(script, KEYS.checkpoint(3), writes, expected="0-0", new_checkpoint="5-1")
 
     assert await redis_client.get(KEYS.checkpoint(3)) == b"5-1"
     assert await redis_client.hget(KEYS.versions(3), "r1") == b"7"
-    assert await redis_client.zcard(KEYS.trades(3, "r1")) == 2999
-    assert await redis_client.zscore(KEYS.trades(3, "r1"), b"row-2999") == 2999
+    assert await redis_client.zcard(KEYS.model_ledger(3, "trades", "r1")) == 2999
+    assert await redis_client.zscore(KEYS.model_ledger(3, "trades", "r1"), b"row-2999") == 2999
 
 
 async def test_a_moved_checkpoint_writes_nothing(redis_client):

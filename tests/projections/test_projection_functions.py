@@ -8,7 +8,7 @@ from projection_games import BAZAAR  # noqa: F401 - registers the trading rule-s
 
 from almanac.events import codec, room as room_rules
 from almanac.events.room import RoomState
-from almanac.projections.models import claim_entry, leaderboard_scores, project_room, room_listing, trade_rows
+from almanac.projections.models import leaderboard_scores, project_room, room_listing
 
 
 def counter_game(moves: int = 9) -> PureRoom:
@@ -54,7 +54,7 @@ def test_a_room_summary_names_ruleset_players_version_scores_resources_and_progr
     }
     assert update.listing == room_listing(update.summary)
     assert "scores" not in update.listing and update.listing["version"] == game.version
-    assert update.claim is None and update.trade_rows == []
+    assert update.rows == {} and update.ledgers == {}  # the counter rule-set declares no read models
 
 
 def test_an_ended_room_shows_as_ended_and_its_scores_stay_on_the_leaderboard():
@@ -77,22 +77,22 @@ def test_any_batching_of_the_same_events_ends_in_the_same_rows(cuts):
         if end <= start:
             continue
         last = project_room(folded(game, start), folded(game, end), events[start:end])
-        rows += last.trade_rows
+        rows += last.ledgers.get("bazaar_trades", [])
         start = end
     assert (last.summary, last.listing, last.scores) == (whole.summary, whole.listing, whole.scores)
-    assert rows == whole.trade_rows
+    assert rows == whole.ledgers["bazaar_trades"]
 
 
-def test_a_trade_step_becomes_one_ledger_row_with_its_dice_stars_and_transfers():
+def test_a_trade_step_becomes_one_row_of_the_rule_sets_ledger_read_model_at_its_version():
     game = bazaar_game()
-    envelope, event = decoded(game)[-1]
-    (row,) = trade_rows(envelope, event)
+    events = decoded(game)
+    update = project_room(folded(game, 4), game.state, events[4:])
+    ((version, row),) = update.ledgers["bazaar_trades"]
+    assert version == 5
     assert (row["room"], row["version"], row["trade"], row["type"], row["player"], row["time_ms"]) == (
         "b1", 5, "t1", "bazaar.trade_settled", "alice", 4_000)
     assert set(row["detail"]) == {"trade_id", "dice", "stars", "transfers", "holdings_after"}
     assert row["summary"] == "bazaar.trade_settled t1"
-    created_envelope, created = decoded(game)[0]
-    assert trade_rows(created_envelope, created) == []
 
 
 def test_a_player_who_no_longer_scores_in_a_room_is_dropped_from_its_leaderboard_entry():
@@ -105,10 +105,11 @@ def test_a_player_who_no_longer_scores_in_a_room_is_dropped_from_its_leaderboard
     assert update.dropped_players == ("bob",) and update.scores == {"alice": 150}
 
 
-def test_only_claim_rooms_enter_the_claim_registry():
-    assert claim_entry(counter_game(1).state) is None
+def test_only_claim_rooms_enter_the_claim_registry_the_claim_manifest_declares():
+    counter = counter_game(1)
+    assert "claims" not in project_room(None, counter.state, decoded(counter)).rows
     claim = PureRoom("claim-1")
     claim.send("alice", {"kind": "create_room", "ruleset": "claim", "options": {"block": "Creek"}}, now_ms=86_400_000)
-    row = claim_entry(claim.state)
+    row = project_room(None, claim.state, decoded(claim)).rows["claims"]
     assert (row["owner"], row["block"], row["room"], row["parcel_count"]) == ("alice", "Creek", "claim-1", 64)
     assert {"name", "zone", "species", "building"} == set(row["parcels"][0])

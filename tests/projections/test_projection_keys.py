@@ -25,6 +25,7 @@ def test_every_key_of_a_room_carries_its_shard_tag_as_documented():
 
 def test_every_read_model_key_of_a_shard_carries_the_shards_hash_tag():
     keys = ModelKeys()
-    for key in (keys.checkpoint(7), keys.versions(7), keys.summaries(7), keys.listings(7), keys.claims(7),
-                keys.leaderboard(7, "board"), keys.leaderboard_rulesets(7), keys.trades(7, "r"), keys.trade_rooms(7)):
+    for key in (keys.checkpoint(7), keys.versions(7), keys.summaries(7), keys.listings(7),
+                keys.model_rows(7, "claims"), keys.leaderboard(7, "board"), keys.leaderboard_rulesets(7),
+                keys.model_ledger(7, "trades", "r"), keys.model_ledger_rooms(7, "trades")):
         assert key.startswith("alm:{s07}:rm:"), key

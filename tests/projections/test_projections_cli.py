@@ -43,10 +43,10 @@ async def test_an_operator_rebuilds_all_models_and_gets_the_live_ones_back(alman
 
     result = await almanac("projections", "rebuild")
     assert result.exit_code == 0, result.output
-    assert "rebuilt rooms, leaderboards, claims, trades from 2 room(s)" in result.output
+    assert "rebuilt rooms, leaderboards, bazaar_trades, claims, trades from 2 room(s)" in result.output
     assert await dump_models(redis_client) == live
 
-    shown = await almanac("projections", "show", "trades", "--room", "r1", "--json")
+    shown = await almanac("projections", "show", "bazaar_trades", "--room", "r1", "--json")
     assert [row["trade"] for row in json.loads(shown.output)] == ["t0", "t0", "t1", "t1", "t2", "t2"]
     table = await almanac("projections", "show", "leaderboard", "--ruleset", "bazaar")
     assert table.exit_code == 0 and "alice" in table.output and "bob" in table.output
@@ -61,6 +61,7 @@ async def test_an_operator_rebuilds_all_models_and_gets_the_live_ones_back(alman
         (("projections", "show", "everything"), "cannot show 'everything'"),
         (("projections", "show", "leaderboard"), "show leaderboard needs --ruleset NAME"),
         (("projections", "show", "room", "--room", "ghost"), "room 'ghost' has no projection"),
+        (("projections", "show", "claims", "--where", "trade=t1"), "claims filters by owner=VALUE"),
         (("projector", "--shards", "7/2"), "--shards '7/2' is not valid"),
     ],
 )

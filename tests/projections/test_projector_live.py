@@ -94,16 +94,16 @@ async def test_the_trade_ledger_has_one_row_per_trade_step_with_dice_and_transfe
     await projector(redis_client, batch_size=2).drain()
     models = ReadModels(redis_client, SHARDS)
 
-    ledger = await models.trade_ledger("market")
+    ledger = await models.rows("bazaar_trades", "market")
     assert [(row["trade"], row["type"]) for row in ledger] == [
         (f"t{i}", kind) for i in range(3) for kind in ("bazaar.trade_offered", "bazaar.trade_settled")
     ]
-    settled = (await models.trade_ledger(trade="t1"))[-1]
+    settled = (await models.rows("bazaar_trades", where={"trade": "t1"}))[-1]
     # t1 was offered by alice to bob: the buyer, bob, pays; gold is neither made nor lost.
     assert len(settled["detail"]["dice"]) == 2 and settled["detail"]["stars"] <= 2
     assert settled["detail"]["transfers"][0]["source"] == "bob"
     assert sum(settled["detail"]["holdings_after"].values()) == 200
-    assert await models.trade_ledger(room="nowhere") == []
+    assert await models.rows("bazaar_trades", "nowhere") == []
 
 
 async def test_the_claim_registry_lists_each_owners_claims_and_parcels(redis_client, service):
@@ -113,10 +113,10 @@ async def test_the_claim_registry_lists_each_owners_claims_and_parcels(redis_cli
     await projector(redis_client).drain()
     models = ReadModels(redis_client, SHARDS)
 
-    alice = await models.claim_registry("alice")
+    alice = await models.rows("claims", where={"owner": "alice"})
     assert [(c["owner"], c["block"], c["room"]) for c in alice] == [("alice", "North Forty", "north-40")]
     assert alice[0]["parcel_count"] == len(alice[0]["parcels"]) == 64
-    assert [c["owner"] for c in await models.claim_registry()] == ["alice", "bob"]
+    assert [c["owner"] for c in await models.rows("claims")] == ["alice", "bob"]
 
 
 async def test_a_reader_waits_until_its_own_write_is_projected(redis_client, service):
@@ -179,10 +179,11 @@ async def test_rebuilding_one_model_leaves_it_equal_to_the_live_one(redis_client
     await play(service, "m1", "bazaar", 4, ["alice", "bob"])
     await projector(redis_client).drain()
     live = await dump_models(redis_client)
-    ledger_keys = [k for k in live if ":rm:trades:" in k]
+    ledger_keys = [k for k in live if ":rm:model:bazaar_trades:" in k]
+    assert ledger_keys
     await redis_client.delete(*ledger_keys)
 
-    assert await rebuild(redis_client, SHARDS, ["trades"]) == 1
+    assert await rebuild(redis_client, SHARDS, ["bazaar_trades"]) == 1
     assert await dump_models(redis_client) == live
 
 
@@ -210,9 +211,9 @@ async def test_every_realm_trade_step_in_the_log_has_exactly_one_ledger_row(redi
 
     steps = [(e.version, e.type) for e in await service.store.read("realm-1")
              if getattr(codec.decode_event(e), "trade_id", None) is not None]
-    ledger = await models.trade_ledger("realm-1")
+    ledger = await models.rows("trades", "realm-1")
     assert steps, "the scripted realm game made no trade"
     assert [(row["version"], row["type"]) for row in ledger] == steps
     one_trade = ledger[0]["trade"]
-    assert {row["trade"] for row in await models.trade_ledger(trade=one_trade)} == {one_trade}
+    assert {row["trade"] for row in await models.rows("trades", where={"trade": one_trade})} == {one_trade}
     assert all(row["summary"] for row in ledger)

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from almanac.services.bench import rules_board, rules_claim, rules_realm, store as bench_store
+from almanac.events import registry
+from almanac.services.bench import rules, store as bench_store
 
 
-@pytest.mark.parametrize("bench", [rules_board, rules_claim, rules_realm], ids=["board", "claim", "realm"])
-def test_a_rules_benchmark_prints_its_rates_and_baseline(bench, capsys):
-    bench.main(seconds=0.05)
-    printed = capsys.readouterr().out
+@pytest.mark.parametrize("name", registry.installed())
+def test_every_installed_rule_set_is_benchmarked_by_the_one_runner_from_its_manifests_scenario(name, capsys):
+    rules.main(name, seconds=0.05)
+    printed = " ".join(capsys.readouterr().out.split())
     assert "replay (decode + evolve)" in printed and "events/s" in printed and "baseline" in printed
+    assert registry.manifest(name).bench.description.split("(")[0].strip() in printed
+    assert "every replay equals the played state" in printed
+    for comparison in registry.manifest(name).bench.comparisons:
+        assert comparison.label in printed and comparison.baseline_label in printed
+
+
+def test_a_rule_set_without_a_scenario_is_refused_in_one_line(capsys):
+    # The counter rule-set (tests/conftest.py registers it) is a bare Decider: a manifest of defaults.
+    with pytest.raises(rules.BenchError, match="offers no bench scenario"):
+        rules.main("counter", seconds=0.05)
 
 
 def test_the_store_benchmark_measures_every_path_against_raw_xadd_on_real_redis(redis_url, capsys):

@@ -104,7 +104,7 @@ async def test_log_state_and_audit_read_a_room_from_redis(redis_client, redis_ur
     assert changes["from"] == 5 and changes["to"] == 10
     assert {"path": "version", "before": 5, "after": 10} in changes["changes"]
 
-    audit = await ainvoke(redis_url, "audit", "trade", room, "trade-4")
+    audit = await ainvoke(redis_url, "audit", room, "trade", "trade-4")
     assert audit.exit_code == 0, audit.output
     assert "step 1" in audit.stdout and "realm.merchant_sent" in audit.stdout
     assert "refused" in audit.stdout and "mallory" in audit.stdout and "room_ended" in audit.stdout
@@ -241,7 +241,7 @@ async def test_export_verifies_offline_imports_and_a_tampered_file_fails(redis_c
         (["log", "c1", "--from", "99"], "--from 99 is out of range"),
         (["state", "c1", "--at", "0"], "--at 0 is out of range"),
         (["state", "c1", "--diff", "50"], "--diff 50 is out of range"),
-        (["audit", "trade", "c1", "t1"], "is a counter room"),
+        (["audit", "c1", "trade", "t1"], "is a counter room"),
         (["verify"], "give exactly one of"),
         (["verify", "nosuch"], "room 'nosuch' not found"),
         (["sim", "/nonexistent.jsonl"], "cannot read"),

@@ -1,0 +1,24 @@
+"""The board rule-set's manifest: its Decider, the simple policy, the demo's shared challenge and the bench game."""
+
+from __future__ import annotations
+
+from almanac.events.board import DECIDER
+from almanac.events.board.policy import choose_command
+from almanac.events.dice import Dice
+from almanac.events.manifest import BenchScenario, RuleSet
+
+
+def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:
+    return choose_command(state, player, dice)  # type: ignore[arg-type]
+
+
+MANIFEST = RuleSet(
+    decider=DECIDER,
+    policy=policy,
+    bench=BenchScenario(description="complete solo games of the simple policy"),
+    rulebook="docs/rules/board.md",
+    examples=("examples/board.jsonl",),
+    demo_moves=40,
+    # Board rooms of one public challenge deal the same cards, so the demo's players' scores compare.
+    shared_challenge=True,
+)

@@ -1,0 +1,50 @@
+"""The dice duel as Almanac knows it: the Decider, a bot, a bench game, a read model and an audit view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RoomState, RuleSet
+from dice_duel.game import DECIDER, DuelState, Roll, Rolled, RoundWon
+
+
+def policy(state: DuelState, player: str, dice: Dice, now_ms: int) -> Roll | None:
+    """The only move there is: roll, unless you rolled this round already."""
+    if player not in state.players or player in state.rolls or DECIDER.is_over(state):
+        return None
+    return Roll()
+
+
+def duel_row(room: RoomState) -> dict[str, Any]:
+    """The `duels` read model: who duels whom, and the wins so far (public once a round is revealed)."""
+    duel: DuelState = room.game
+    return {"room": room.room, "players": list(duel.players), "wins": dict(duel.wins),
+            "rounds_played": duel.round - 1, "over": DECIDER.is_over(duel)}
+
+
+def round_steps(pairs: list[tuple[Envelope, Any]], round_id: str) -> list[dict[str, Any]]:
+    """The `round` audit view: both rolls of one round with their faces, then who won it."""
+    steps = []
+    for envelope, event in pairs:
+        if isinstance(event, Rolled | RoundWon) and str(event.round) == round_id:
+            detail = {"faces": list(event.faces)} if isinstance(event, Rolled) else {"totals": event.totals}
+            steps.append({"version": envelope.version, "text": DECIDER.summary(event), **detail})
+    return steps
+
+
+def round_ids(pairs: list[tuple[Envelope, Any]]) -> list[str]:
+    return [str(event.round) for _, event in pairs if isinstance(event, RoundWon)]
+
+
+MANIFEST = RuleSet(
+    decider=DECIDER,
+    policy=policy,
+    bench=BenchScenario(description="three-round duels of two bots", options={"players": ["ann", "ben"]},
+                        players=("ann", "ben")),
+    read_models=(ReadModel(name="duels", description="every duel's players and wins", room_row=duel_row,
+                           columns=("room", "players", "wins", "rounds_played", "over")),),
+    audit_views=(AuditView(name="round", description="both rolls of one round and its winner",
+                           steps=round_steps, ids=round_ids),),
+    rulebook="RULES.md",
+    demo_moves=12,
+)
