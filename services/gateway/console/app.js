@@ -556,7 +556,7 @@ function RoomPage({ room }) {
       <${ErrorBox} error=${error} />`;
   }
   return html`
-    <section class="panel" aria-label="Room"><h2>Room <span data-testid="room-id">${room}</span>
+    <section class="panel" aria-label="Room"><h2>Room <span data-testid="room-id">${room}</span>${" "}
       <span class="muted">${ruleset}</span> · version <span data-testid="latest">${latest}</span>
       ${summary ? html` · players ${summary.players.join(", ")} · <span class="badge">${summary.ended ? "ended" : summary.over ? "over" : "live"}</span>` : ""}</h2>
       <label class="field" for="viewer">view as
@@ -569,13 +569,13 @@ function RoomPage({ room }) {
     <div class="row">
       <section class="panel grow" aria-label="Time travel"><h2>Time travel</h2>
         <div class="slider">
-          <button onClick=${() => choose(1)} aria-label="first version">⏮</button>
+          <button onClick=${() => choose(1)} aria-label="first version">|◀</button>
           <button onClick=${() => choose(version - 1)} aria-label="previous version">◀</button>
           <label for="version-slider" class="sr-only">Version</label>
           <input id="version-slider" type="range" min="1" max=${latest || 1} value=${version || 1} aria-label="Version"
             aria-valuetext=${`version ${version} of ${latest}`} onInput=${(e) => choose(Number(e.target.value))} />
           <button onClick=${() => choose(version + 1)} aria-label="next version">▶</button>
-          <button onClick=${() => choose(latest)} aria-label="latest version">⏭</button>
+          <button onClick=${() => choose(latest)} aria-label="latest version">▶|</button>
           <span>version <strong data-testid="version">${version}</strong> / ${latest}</span>
         </div>
         <div class="timeline" role="list" aria-label="Event timeline">
