@@ -38,6 +38,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     token_ttl_s: int = 86_400
     command_timeout_ms: int = 5_000
     max_body_bytes: int = 65_536
+    # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
+    cors_origins: str = ""
 
 
 _ENV = {
@@ -59,6 +61,7 @@ _ENV = {
     "token_ttl_s": "ALMANAC_TOKEN_TTL_S",
     "command_timeout_ms": "ALMANAC_COMMAND_TIMEOUT_MS",
     "max_body_bytes": "ALMANAC_MAX_BODY_BYTES",
+    "cors_origins": "ALMANAC_CORS_ORIGINS",
 }
 
 _POSITIVE = {"shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",

@@ -10,9 +10,9 @@ from typing import Any
 
 import msgspec
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
+from fastapi.middleware.cors import CORSMiddleware
 
-from almanac.services.gateway import api_live, api_ops, api_queries, api_rooms
+from almanac.services.gateway import api_docs, api_live, api_ops, api_queries, api_rooms, asyncapi, console
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
 from almanac.services.gateway.errors import ApiError, install_error_handlers, log
@@ -50,33 +50,33 @@ def create_app(settings: Settings) -> FastAPI:
         description="Rooms, commands, views, audits and a live feed for the Almanac game backend. "
         "Errors are JSON {code, message, field}.",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /redoc come from api_docs, with their assets from the package
+        redoc_url=None,
         # FastAPI's OpenTelemetry hooks cost about 0.1 ms per request even when nothing is configured.
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.signer = signer
     app.state.max_body_bytes = settings.max_body_bytes
     install_error_handlers(app)
-    for router in (api_rooms.router, api_queries.router, api_live.router, api_ops.router):
+    for router in (api_rooms.router, api_queries.router, api_live.router, api_ops.router, asyncapi.router,
+                   api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
+    console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # Added last = outermost: an oversized body is refused before anything else reads it.
     # (POST /rooms/{room}/commands does not come through here: GatewayApp answers it first.)
     app.add_middleware(MetricsTiming)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    app.state.cors = bool(origins)
+    if origins:
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
+                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
     return app
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    if app.openapi_schema:
-        return app.openapi_schema
-    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-    _, components = msgspec.json.schema_components(
-        [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest],
-        ref_template="#/components/schemas/{name}",
-    )
-    schema.setdefault("components", {}).setdefault("schemas", {}).update(components)
-    app.openapi_schema = schema
-    return schema
+    return api_docs.build_openapi(app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest])
 
 
 class MetricsTiming:
@@ -124,7 +124,8 @@ class GatewayApp(FastAPI):
     """
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
+        # With CORS on, commands take the ordinary stack so that the CORS middleware answers them too.
+        if scope["type"] == "http" and scope["method"] == "POST" and not self.state.cors:
             match = COMMAND_PATH.match(scope["path"])
             if match is not None:
                 await self._command(match.group(1), scope, receive, send)

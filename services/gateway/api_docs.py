@@ -1,0 +1,156 @@
+"""The API contract: the OpenAPI document (bearer auth, the error shape, typed commands per rule-set) and
+Swagger UI / ReDoc served from the package's own copies of their assets, so /docs works offline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+
+from almanac.events import registry
+from almanac.services.gateway.console import ASSETS_URL
+
+VENDOR = f"{ASSETS_URL}/vendor"
+ERROR_SCHEMA = "Error"
+SECURITY_SCHEME = "bearer"
+
+WEBSOCKET_PROTOCOL = """
+## Authentication
+Send the token from `POST /rooms` or `POST /rooms/{room}/join` (or an auditor token) as
+`Authorization: Bearer <token>`; the **Authorize** button above does this for every call.
+
+## Errors
+Every refusal is JSON `{code, message, field, allowed}` (`field` and `allowed` when they apply) with a
+4xx status; nothing answers a traceback.
+
+## Commands
+`POST /rooms/{room}/commands` takes `{"command": {"kind": ..., ...}}`; the command is one of the room's
+rule-set commands (schemas `<Ruleset>Command`, a union discriminated by `kind`; also
+`GET /rulesets/{name}/schema`).
+
+## The live feed (WebSocket)
+`GET /rooms/{room}/live?from_version=N&token=T` upgrades to a WebSocket (the token may also come as an
+`Authorization` header). The server sends one JSON text message per event, in version order, each
+version once, starting at `from_version` (default 1) and then live as they are appended:
+
+* a player gets `{version, type, player, server_time_ms, event}` with the event redacted for them, or
+  `{version, hidden: true}` when the event is not theirs to see;
+* an auditor gets the full event with `command_id`, `previous_hash`, `hash` and `summary`.
+
+A client that reconnects with `from_version` = last version seen + 1 misses nothing and sees nothing
+twice. The client sends nothing (anything it sends is ignored). A refused token gets one error message
+`{code, message}` and the close code 4000 + HTTP status (4401, 4403); a `from_version` below 1 closes
+with 4422. The Redis channels behind it are described by the AsyncAPI document at `/asyncapi`.
+"""
+
+
+def command_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per rule-set ``<Ruleset>Command`` unions discriminated by ``kind``, and every schema they use.
+
+    Component names carry the rule-set's name (sectors and claim both have a ``Build``).
+    """
+    unions: dict[str, Any] = {}
+    components: dict[str, Any] = {}
+    for name in registry.names():
+        decider = registry.get(name)
+        prefix = name.capitalize()
+        schemas, found = msgspec.json.schema_components(
+            decider.command_types, ref_template=f"{ref_prefix}{prefix}{{name}}"
+        )
+        components.update({f"{prefix}{key}": value for key, value in found.items()})
+        mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, schemas, strict=True)}
+        unions[f"{prefix}Command"] = {
+            "title": f"{prefix}Command",
+            "description": f"A command of a {name} room, told apart by `kind`.",
+            "oneOf": [{"$ref": ref} for ref in mapping.values()],
+            "discriminator": {"propertyName": "kind", "mapping": mapping},
+        }
+    return unions, components
+
+
+def error_schema() -> dict[str, Any]:
+    return {
+        "title": ERROR_SCHEMA,
+        "type": "object",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "string", "description": "stable machine-readable reason, e.g. not_your_turn"},
+            "message": {"type": "string", "description": "a sentence for people"},
+            "field": {"type": "string", "description": "the request field at fault, when there is one"},
+            "allowed": {"type": "array", "items": {}, "description": "values that would have been accepted"},
+        },
+        "additionalProperties": True,
+    }
+
+
+def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
+    """The document FastAPI generates, completed with what msgspec-decoded bodies and the gateway need."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=(app.description or "")
+                         + "\n" + WEBSOCKET_PROTOCOL, routes=app.routes)
+    _, found = msgspec.json.schema_components(extra_types, ref_template="#/components/schemas/{name}")
+    unions, commands = command_components()
+    components = schema.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    schemas.update(found)
+    schemas.update(commands)
+    schemas.update(unions)
+    schemas[ERROR_SCHEMA] = error_schema()
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+    if "CommandRequest" in schemas:
+        request = schemas["CommandRequest"]
+        request.setdefault("properties", {})["command"] = {
+            "description": "a command of the room's rule-set (the room decides which union applies)",
+            "anyOf": [{"$ref": f"#/components/schemas/{name}"} for name in unions],
+        }
+    components["securitySchemes"] = {
+        SECURITY_SCHEME: {"type": "http", "scheme": "bearer",
+                          "description": "a player token from create/join, or an auditor token"}
+    }
+    error_response = {"description": "refused: {code, message, field, allowed}",
+                      "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_SCHEMA}"}}}}
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            for status, response in list(responses.items()):
+                if status.startswith(("4", "5")):
+                    response["content"] = error_response["content"]
+            responses.setdefault("4XX", error_response)
+            responses.setdefault("5XX", {**error_response, "description": "internal_error (the log has the detail)"})
+            # Routes without a token ignore it; sending one never hurts.
+            operation["security"] = [{SECURITY_SCHEME: []}, {}]
+    app.openapi_schema = schema
+    return schema
+
+
+def docs_router(openapi_url: str) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/docs")
+    async def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi_url, title="Almanac gateway - Swagger UI",
+            swagger_js_url=f"{VENDOR}/swagger-ui/swagger-ui-bundle.js",
+            swagger_css_url=f"{VENDOR}/swagger-ui/swagger-ui.css",
+            swagger_favicon_url=f"{VENDOR}/swagger-ui/favicon-32x32.png",
+            swagger_ui_parameters={"persistAuthorization": True},
+        )
+
+    @router.get("/redoc")
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=openapi_url, title="Almanac gateway - ReDoc",
+            redoc_js_url=f"{VENDOR}/redoc/redoc.standalone.js",
+            redoc_favicon_url=f"{VENDOR}/swagger-ui/favicon-32x32.png",
+            with_google_fonts=False,
+        )
+
+    return router

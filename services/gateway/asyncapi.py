@@ -1,0 +1,126 @@
+"""The AsyncAPI document of Almanac's Redis channels (command streams, feed, outcomes, dead letters, room
+streams) and the live WebSocket, generated from the same msgspec Structs the services encode."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import msgspec
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from almanac.events.envelope import Envelope
+from almanac.services.bus import COMMAND_FIELD
+from almanac.services.gateway.api_docs import command_components
+from almanac.services.gateway.errors import json_response
+from almanac.services.rooms import CommandRecord, Outcome
+
+router = APIRouter(tags=["operations"])
+REF = "#/components/schemas/"
+
+_SHARD = {"shard": {"description": "the shard hash tag sNN: crc32(room) % ALMANAC_SHARDS, two digits"}}
+
+
+@cache
+def asyncapi_document() -> dict[str, Any]:
+    unions, commands = command_components(REF)
+    _, structs = msgspec.json.schema_components([CommandRecord, Outcome, Envelope], ref_template=REF + "{name}")
+    schemas: dict[str, Any] = {**structs, **commands, **unions}
+    schemas["CommandRecord"]["properties"]["body"] = {
+        "description": "the client's command: a room command (create_room, join_room, end_room) or one of "
+                       "the room's rule-set commands",
+        "anyOf": [{"type": "object", "properties": {"kind": {"enum": ["create_room", "join_room", "end_room"]}}},
+                  *({"$ref": REF + name} for name in unions)],
+    }
+    schemas["FeedEntry"] = {
+        "type": "object", "description": "one entry per append to a room of the shard",
+        "properties": {"r": {"type": "string", "description": "room id"},
+                       "v": {"type": "string", "description": "first version appended"},
+                       "l": {"type": "string", "description": "last version appended"}},
+        "required": ["r", "v", "l"],
+    }
+    schemas["DeadLetter"] = {
+        "type": "object", "description": "a command the engine set aside after max_attempts failures",
+        "properties": {
+            "entry_id": {"type": "string"}, "data": {"type": "string", "description": "msgpack(CommandRecord)"},
+            "reason": {"type": "string"}, "attempts": {"type": "string"}, "engine": {"type": "string"},
+            "time_ms": {"type": "string"}, "room": {"type": "string"}, "command_id": {"type": "string"},
+        },
+    }
+    schemas["LiveEvent"] = {
+        "type": "object", "description": "one event on the live WebSocket (redacted for a player)",
+        "properties": {"version": {"type": "integer"}, "type": {"type": "string"}, "player": {"type": "string"},
+                       "server_time_ms": {"type": "integer"}, "hidden": {"type": "boolean"},
+                       "event": {"type": "object"}, "hash": {"type": "string"}, "summary": {"type": "string"}},
+        "required": ["version"],
+    }
+
+    def message(name: str, schema: str, summary: str, content_type: str = "application/msgpack") -> dict[str, Any]:
+        return {"name": name, "summary": summary, "contentType": content_type, "payload": {"$ref": REF + schema}}
+
+    messages = {
+        "command": message("command", "CommandRecord",
+                           f"stream entry with one field {COMMAND_FIELD!r} = msgpack(CommandRecord)"),
+        "feedEntry": message("feedEntry", "FeedEntry", "stream entry fields r, v, l", "text/plain"),
+        "outcome": message("outcome", "Outcome", "msgpack(Outcome), published once per command"),
+        "deadLetter": message("deadLetter", "DeadLetter", "stream entry fields as listed", "text/plain"),
+        "event": message("event", "Envelope", "stream entry id <version>-0, field 'e' = msgpack(Envelope)"),
+        "liveEvent": message("liveEvent", "LiveEvent", "one JSON text frame per event", "application/json"),
+    }
+    channels = {
+        "shardCommands": {"address": "alm:{{{shard}}}:commands", "parameters": _SHARD,
+                          "description": "the engine's input: gateways XADD, the shard's lease holder XREADGROUPs",
+                          "messages": {"command": {"$ref": "#/components/messages/command"}}},
+        "shardFeed": {"address": "alm:{{{shard}}}:feed", "parameters": _SHARD,
+                      "description": "one entry per append (the projector's input)",
+                      "messages": {"feedEntry": {"$ref": "#/components/messages/feedEntry"}}},
+        "outcomes": {"address": "alm:outcome:{command_id}",
+                     "parameters": {"command_id": {"description": "<room>:<player>:<client command id>"}},
+                     "description": "pub/sub: the engine PUBLISHes each command's outcome; gateways PSUBSCRIBE "
+                                    "alm:outcome:*",
+                     "messages": {"outcome": {"$ref": "#/components/messages/outcome"}}},
+        "deadLetters": {"address": "alm:{{{shard}}}:dead", "parameters": _SHARD,
+                        "description": "commands that failed max_attempts times",
+                        "messages": {"deadLetter": {"$ref": "#/components/messages/deadLetter"}}},
+        "roomEvents": {"address": "alm:{{{shard}}}:room:{room}:events",
+                       "parameters": {**_SHARD, "room": {"description": "room id"}},
+                       "description": "the room's log: immutable, hash-chained",
+                       "messages": {"event": {"$ref": "#/components/messages/event"}}},
+        "live": {"address": "/rooms/{room}/live", "servers": [{"$ref": "#/servers/gateway"}],
+                 "parameters": {"room": {"description": "room id"}},
+                 "description": "the gateway's WebSocket feed (query from_version, token)",
+                 "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"}}},
+    }
+    for channel in channels.values():
+        channel.setdefault("servers", [{"$ref": "#/servers/redis"}])
+
+    def operation(action: str, channel: str, summary: str) -> dict[str, Any]:
+        return {"action": action, "channel": {"$ref": f"#/channels/{channel}"}, "summary": summary}
+
+    return {
+        "asyncapi": "3.0.0",
+        "info": {"title": "Almanac streams and channels", "version": "0.1.0",
+                 "description": "Redis Streams and pub/sub channels between the gateway, the engines and the "
+                                "projector; the gateway's live WebSocket. Key layout: docs/architecture.md."},
+        "servers": {"redis": {"host": "localhost:6379", "protocol": "redis"},
+                    "gateway": {"host": "localhost:8000", "protocol": "ws"}},
+        "channels": channels,
+        "operations": {
+            "submitCommand": operation("send", "shardCommands", "a gateway submits a command"),
+            "processCommand": operation("receive", "shardCommands", "an engine decides commands of its shards"),
+            "publishOutcome": operation("send", "outcomes", "the engine publishes a command's outcome"),
+            "awaitOutcome": operation("receive", "outcomes", "gateways wait for outcomes"),
+            "appendFeed": operation("send", "shardFeed", "the engine's append script adds one feed entry"),
+            "project": operation("receive", "shardFeed", "the projector applies the feed to read models"),
+            "deadLetter": operation("send", "deadLetters", "the engine sets a failing command aside"),
+            "appendEvents": operation("send", "roomEvents", "the engine appends a room's events"),
+            "followRoom": operation("receive", "live", "a client follows a room's events"),
+        },
+        "components": {"schemas": schemas, "messages": messages},
+    }
+
+
+@router.get("/asyncapi", summary="The AsyncAPI 3 document of Almanac's streams and channels")
+async def asyncapi() -> Response:
+    return json_response(asyncapi_document())

@@ -1,0 +1,182 @@
+"""The console: the web UI's static files at ``/``, and the small JSON routes it needs beside the public API."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path as FilePath
+from typing import Any
+
+import msgspec
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import FileResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.errors import RuleError
+from almanac.services.gateway.api_ops import _engines, _projector
+from almanac.services.gateway.api_rooms import RoomId, gateway
+from almanac.services.gateway.auth import ROLE_AUDITOR
+from almanac.services.gateway.context import bearer
+from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.rooms import room_summary
+from almanac.services.gateway.schemas import NAME_PATTERN
+
+STATIC_DIR = FilePath(__file__).parent / "console"
+ASSETS_URL = "/console"
+MAX_LISTED = 500  # rooms whose activity the status route looks up in one call
+MAX_SERIES_VERSIONS = 20_000
+
+router = APIRouter(tags=["console"])
+
+
+def mount(app: Any) -> None:
+    """Serve the console's files (HTML, JS, CSS and the vendored libraries) from inside the package."""
+    app.mount(ASSETS_URL, StaticFiles(directory=STATIC_DIR), name="console")
+    app.include_router(router)
+
+
+@router.get("/", include_in_schema=False)
+async def index() -> FileResponse:
+    return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+
+def ruleset_schema(name: str) -> dict[str, Any]:
+    """JSON Schemas of a rule-set's commands and creation options, from its msgspec Structs."""
+    try:
+        decider = registry.get(name)
+    except RuleError as error:
+        raise ApiError(404, error.code, error.message, "ruleset", allowed=error.allowed) from None
+    types = [*decider.command_types, decider.options_type]
+    schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    commands = []
+    for command_type, schema in zip(decider.command_types, schemas, strict=False):
+        resolved = components.get(schema["$ref"].rsplit("/", 1)[-1], schema)
+        commands.append({"kind": command_type.__struct_config__.tag, "title": resolved.get("title", ""),
+                         "description": resolved.get("description", ""), "schema": schema})
+    return {"ruleset": decider.name, "commands": commands, "options": schemas[-1], "$defs": components}
+
+
+@router.get("/rulesets/{name}/schema", summary="JSON Schemas of a rule-set's commands (and its creation options)")
+async def get_ruleset_schema(name: str = Path(pattern=NAME_PATTERN)) -> Response:
+    return json_response(ruleset_schema(name))
+
+
+@router.get("/status", summary="System status for the console: engines, leases, projector lag, dead letters")
+async def status(request: Request) -> Response:
+    gw = gateway(request)
+    engine, projector = await _engines(gw), await _projector(gw)
+    commands = 0
+    for beat in engine["engines"]:
+        counters = await gw.client.hgetall(_engine_metrics_key(beat["name"]))
+        commands += sum(int(v) for k, v in counters.items() if k == b"commands")
+    async with gw.client.pipeline(transaction=False) as pipe:
+        for shard in range(gw.settings.shard_count):
+            pipe.xlen(gw.keys.dead_letters(shard))
+        dead = await pipe.execute()
+    return json_response({
+        "time_ms": int(time.time() * 1000),
+        "engine": engine,
+        "projector": projector,
+        "commands_total": commands,
+        "dead_letters": {"total": sum(dead), "by_shard": {str(s): n for s, n in enumerate(dead) if n}},
+    })
+
+
+def _engine_metrics_key(name: str) -> str:
+    from almanac.services.engine import metrics as engine_metrics  # noqa: PLC0415
+
+    return engine_metrics.metrics_key(name)
+
+
+@router.get("/status/rooms", summary="Rooms with their last activity and how far the read models lag behind")
+async def rooms_activity(request: Request, ruleset: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
+    gw = gateway(request)
+    rooms = (await gw.read_models.rooms(ruleset))[-MAX_LISTED:]
+    async with gw.client.pipeline(transaction=False) as pipe:
+        for row in rooms:
+            pipe.xrevrange(gw.keys.events(row["room"]), "+", "-", count=1)
+        tails = await pipe.execute()
+    listed = []
+    for row, tail in zip(rooms, tails, strict=True):
+        latest, last_ms = 0, None
+        if tail:
+            entry_id, fields = tail[0]
+            latest = int(entry_id.split(b"-", 1)[0])
+            envelope = codec.decode_envelope(fields[b"e"], row["room"], latest)
+            last_ms = envelope.server_time_ms
+        listed.append({**row, "latest_version": latest, "last_activity_ms": last_ms,
+                       "projector_lag_versions": max(0, latest - int(row.get("version", 0)))})
+    return json_response({"rooms": codec.to_builtins(listed)})
+
+
+@router.get("/rooms/{room}/at/{version}",
+            summary="Time travel: the room at a version; auditors get the full state and every seat's view, "
+                    "a player only their own view")
+async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1),
+                  player: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
+    gw = gateway(request)
+    claims = gw.reader_for(bearer(request), room)
+    if claims.role != ROLE_AUDITOR:
+        if player is not None and player != claims.player:
+            raise ApiError(403, "other_seat", f"this token shows {claims.player!r}'s view only", "player")
+        player = claims.player
+    latest = await gw.store.latest_version(room)
+    if latest == 0:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    if version > latest:
+        raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", "version")
+    state = await gw.reader.at_version(room, version)
+    assert state is not None
+    decider = registry.get(state.ruleset)
+    answer: dict[str, Any] = {"room": room, "version": version, "latest_version": latest,
+                              "summary": room_summary(state), "scores": codec.to_builtins(decider.scores(state.game))}
+    if player is not None:
+        answer["player"] = player
+        answer["view"] = codec.to_builtins(decider.view(state.game, player))
+    else:
+        answer["state"] = codec.to_builtins(state.game)
+        answer["views"] = {seat: codec.to_builtins(decider.view(state.game, seat)) for seat in decider.seats(state.game)}
+    return json_response(answer)
+
+
+@router.get("/rooms/{room}/series",
+            summary="Scores per player at every version (auditors also get each player's numeric resources)")
+async def room_series(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    claims = gw.reader_for(bearer(request), room)
+    auditor = claims.role == ROLE_AUDITOR
+    envelopes = await gw.store.read(room, 1, MAX_SERIES_VERSIONS)
+    if not envelopes:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    decider = registry.get(envelopes[0].ruleset)
+    state = None
+    versions: list[int] = []
+    scores: dict[str, list[int | None]] = {}
+    resources: dict[str, list[int | None]] = {}
+    for envelope in envelopes:
+        state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+        if state is None or state.game is None:
+            continue
+        index = len(versions)
+        versions.append(envelope.version)
+        for name, value in decider.scores(state.game).items():
+            scores.setdefault(name, [None] * index).append(value)
+        if auditor:
+            for name, value in _numbers(codec.to_builtins(decider.resources(state.game))).items():
+                resources.setdefault(name, [None] * index).append(value)
+        for series in (*scores.values(), *resources.values()):
+            series.extend([None] * (index + 1 - len(series)))
+    return json_response({"room": room, "versions": versions, "scores": scores, "resources": resources})
+
+
+def _numbers(value: Any, prefix: str = "", depth: int = 0) -> dict[str, int]:
+    """The whole numbers inside a resources tree, by dotted path (what the charts can plot)."""
+    found: dict[str, int] = {}
+    if isinstance(value, bool):
+        return found
+    if isinstance(value, int):
+        found[prefix or "value"] = value
+    elif isinstance(value, dict) and depth < 4:
+        for key, item in value.items():
+            found.update(_numbers(item, f"{prefix}.{key}" if prefix else str(key), depth + 1))
+    return found

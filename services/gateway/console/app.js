@@ -1,0 +1,627 @@
+// The Almanac console: rooms, time travel, verify and audit, charts and play, over the gateway's own API.
+// Preact + htm as ES modules from the package (see vendor/README.md); no build step.
+import { h, render } from "preact";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import htm from "htm";
+
+const html = htm.bind(h);
+
+// --- the API's URLs: each in one place ------------------------------------------------------------
+const URLS = {
+  rulesets: () => "/rulesets",
+  schema: (ruleset) => `/rulesets/${enc(ruleset)}/schema`,
+  rooms: () => "/rooms",
+  roomsActivity: () => "/status/rooms",
+  status: () => "/status",
+  room: (room) => `/rooms/${enc(room)}`,
+  join: (room) => `/rooms/${enc(room)}/join`,
+  commands: (room) => `/rooms/${enc(room)}/commands`,
+  events: (room, from) => `/rooms/${enc(room)}/events?from_version=${from}&limit=5000`,
+  at: (room, version, player) => `/rooms/${enc(room)}/at/${version}` + (player ? `?player=${enc(player)}` : ""),
+  series: (room) => `/rooms/${enc(room)}/series`,
+  verification: (room) => `/rooms/${enc(room)}/verification`,
+  // A realm trade's story (the audit route; renaming it is this one line).
+  tradeStory: (room, trade) => `/rooms/${enc(room)}/trades/${enc(trade)}/story`,
+  live: (room, from, token) =>
+    `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/rooms/${enc(room)}/live` +
+    `?from_version=${from}&token=${enc(token)}`,
+};
+const enc = encodeURIComponent;
+
+// --- tokens: the auditor's for the session, a player's per room ------------------------------------
+const store = window.sessionStorage;
+const auditorToken = () => store.getItem("almanac.auditor") || "";
+const setAuditorToken = (t) => (t ? store.setItem("almanac.auditor", t) : store.removeItem("almanac.auditor"));
+const seatOf = (room) => JSON.parse(store.getItem(`almanac.seat.${room}`) || "null");
+const setSeat = (room, seat) => store.setItem(`almanac.seat.${room}`, JSON.stringify(seat));
+
+async function api(path, { token, method = "GET", body } = {}) {
+  const headers = {};
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  try {
+    const answer = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await answer.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { data = { code: "not_json", message: text }; }
+    return { ok: answer.ok, status: answer.status, data };
+  } catch (error) {
+    return { ok: false, status: 0, data: { code: "network", message: String(error) } };
+  }
+}
+
+function usePoll(load, ms, deps) {
+  useEffect(() => {
+    let alive = true;
+    const tick = async () => { if (alive) await load(); };
+    tick();
+    const timer = setInterval(tick, ms);
+    return () => { alive = false; clearInterval(timer); };
+  }, deps);
+}
+
+const when = (ms) => (ms ? new Date(ms).toLocaleTimeString() : "–");
+const errorText = (data) => data ? `${data.code}: ${data.message}` + (data.field ? ` (field ${data.field})` : "") : "";
+
+function ErrorBox({ error }) {
+  if (!error) return null;
+  return html`<div class="alert" role="alert"><strong>${error.code}</strong>: ${error.message}
+    ${error.field ? html` <span class="muted">(field <code>${error.field}</code>)</span>` : ""}
+    ${error.allowed ? html`<div class="muted">allowed: ${JSON.stringify(error.allowed)}</div>` : ""}</div>`;
+}
+
+// --- forms generated from JSON Schema --------------------------------------------------------------
+function resolve(schema, defs) {
+  while (schema && schema.$ref) schema = defs[schema.$ref.split("/").pop()];
+  return schema || {};
+}
+
+function fieldKind(schema, defs) {
+  schema = resolve(schema, defs);
+  if (schema.anyOf) {
+    const others = schema.anyOf.filter((s) => s.type !== "null");
+    if (others.length === 1) return { ...fieldKind(others[0], defs), nullable: true };
+    return { type: "json" };
+  }
+  if (schema.enum) return { type: "enum", values: schema.enum };
+  if (schema.type === "integer" || schema.type === "number") return { type: schema.type, min: schema.minimum, max: schema.maximum };
+  if (schema.type === "boolean") return { type: "boolean" };
+  if (schema.type === "string") return { type: "string", pattern: schema.pattern, maxLength: schema.maxLength };
+  return { type: "json" };
+}
+
+// A form for one object schema; calls onSubmit(values) with the fields the user filled in.
+function SchemaForm({ schema, defs, idPrefix, submitLabel, onSubmit, busy, fixed = {} }) {
+  const object = resolve(schema, defs);
+  const properties = Object.entries(object.properties || {}).filter(([name]) => !(name in fixed));
+  const required = new Set(object.required || []);
+  const [values, setValues] = useState({});
+  const [problem, setProblem] = useState(null);
+  useEffect(() => { setValues({}); setProblem(null); }, [schema]);
+  const submit = (event) => {
+    event.preventDefault();
+    const out = { ...fixed };
+    for (const [name, property] of properties) {
+      const kind = fieldKind(property, defs);
+      const raw = values[name];
+      if (kind.type === "boolean") { if (raw !== undefined) out[name] = raw; continue; }
+      if (raw === undefined || raw === "") continue;
+      if (kind.type === "integer" || kind.type === "number") out[name] = Number(raw);
+      else if (kind.type === "json") {
+        try { out[name] = JSON.parse(raw); } catch { setProblem(`${name}: not valid JSON`); return; }
+      } else out[name] = raw;
+    }
+    setProblem(null);
+    onSubmit(out);
+  };
+  return html`<form class="generated" onSubmit=${submit} aria-label=${submitLabel}>
+    ${properties.map(([name, property]) => {
+      const kind = fieldKind(property, defs);
+      const id = `${idPrefix}-${name}`;
+      const label = `${name}${required.has(name) ? " *" : ""}`;
+      const set = (v) => setValues({ ...values, [name]: v });
+      const hint = resolve(property, defs).description || "";
+      let input;
+      if (kind.type === "boolean") {
+        input = html`<input id=${id} type="checkbox" checked=${values[name] ?? resolve(property, defs).default ?? false}
+          onChange=${(e) => set(e.target.checked)} />`;
+      } else if (kind.type === "enum") {
+        input = html`<select id=${id} value=${values[name] ?? ""} onChange=${(e) => set(e.target.value)}>
+          <option value="">${kind.nullable || !required.has(name) ? "(default)" : "choose…"}</option>
+          ${kind.values.map((v) => html`<option value=${v}>${v}</option>`)}</select>`;
+      } else if (kind.type === "json") {
+        input = html`<textarea id=${id} rows="1" cols="24" placeholder="JSON" value=${values[name] ?? ""}
+          onInput=${(e) => set(e.target.value)}></textarea>`;
+      } else {
+        const numeric = kind.type === "integer" || kind.type === "number";
+        const fallback = resolve(property, defs).default;
+        input = html`<input id=${id} type=${numeric ? "number" : "text"} value=${values[name] ?? ""}
+          min=${kind.min} max=${kind.max} step=${kind.type === "integer" ? 1 : "any"} required=${required.has(name)}
+          placeholder=${fallback === undefined || fallback === null ? "" : String(fallback)}
+          onInput=${(e) => set(e.target.value)} size="8" />`;
+      }
+      return html`<label class="field" for=${id} title=${hint}>${label}${input}</label>`;
+    })}
+    <button class="primary" type="submit" disabled=${busy}>${submitLabel}</button>
+    ${problem ? html`<span class="bad" role="alert">${problem}</span>` : ""}
+  </form>`;
+}
+
+// --- the rooms page -------------------------------------------------------------------------------
+function SystemPanel() {
+  const [status, setStatus] = useState(null);
+  const [rate, setRate] = useState(null);
+  const last = useRef(null);
+  usePoll(async () => {
+    const answer = await api(URLS.status());
+    if (!answer.ok) return;
+    const s = answer.data;
+    if (last.current) {
+      const seconds = (s.time_ms - last.current.time_ms) / 1000;
+      if (seconds > 0) setRate(Math.max(0, (s.commands_total - last.current.commands_total) / seconds));
+    }
+    last.current = s;
+    setStatus(s);
+  }, 2000, []);
+  if (!status) return html`<section class="panel" aria-label="System"><h2>System</h2><p class="muted">loading…</p></section>`;
+  const { engine, projector, dead_letters: dead } = status;
+  const lagging = (projector.shards || []).filter((s) => s.lag_ms > 0);
+  return html`<section class="panel" aria-label="System"><h2>System</h2>
+    <div class="row">
+      <div class="grow"><h3>Engines <span class=${engine.ok ? "ok" : "bad"}>${engine.ok ? "ok" : "degraded"}</span></h3>
+        <p>${engine.shards_held} of ${engine.shard_count} shards leased</p>
+        <table><thead><tr><th>engine</th><th>shards held</th><th>heartbeat age</th></tr></thead><tbody>
+        ${engine.engines.map((e) => html`<tr><td>${e.name}</td><td>${(e.shards_held || []).join(", ")}</td><td>${e.age_s} s</td></tr>`)}
+        </tbody></table></div>
+      <div class="grow"><h3>Projector <span class=${projector.ok ? "ok" : "bad"}>${projector.ok ? "ok" : "down"}</span></h3>
+        <p>max lag ${Math.max(0, ...(projector.shards || []).map((s) => s.lag_ms))} ms; ${lagging.length} shards behind</p>
+        <details><summary>checkpoints per shard</summary><table><thead><tr><th>shard</th><th>checkpoint</th><th>feed head</th><th>lag</th></tr></thead><tbody>
+        ${(projector.shards || []).map((s) => html`<tr><td>${s.shard}</td><td>${s.checkpoint}</td><td>${s.head}</td><td>${s.lag_ms} ms</td></tr>`)}
+        </tbody></table></details></div>
+      <div class="grow"><h3>Traffic</h3>
+        <p>command rate: <strong data-testid="command-rate">${rate === null ? "…" : rate.toFixed(1)}</strong> /s (${status.commands_total} total)</p>
+        <p>dead letters: <strong class=${dead.total ? "bad" : ""}>${dead.total}</strong></p></div>
+    </div></section>`;
+}
+
+function CreateRoom({ rulesets }) {
+  const [ruleset, setRuleset] = useState("");
+  const [player, setPlayer] = useState("");
+  const [schema, setSchema] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  useEffect(() => {
+    if (!ruleset) { setSchema(null); return; }
+    api(URLS.schema(ruleset)).then((a) => a.ok && setSchema(a.data));
+  }, [ruleset]);
+  const create = async (options) => {
+    setBusy(true); setError(null);
+    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options } });
+    setBusy(false);
+    if (!answer.ok) { setError(answer.data); return; }
+    setSeat(answer.data.room, { player: answer.data.player, token: answer.data.token });
+    location.hash = `#/room/${enc(answer.data.room)}`;
+  };
+  return html`<section class="panel" aria-label="Create a room"><h2>Create a room</h2>
+    <div class="row">
+      <label class="field" for="create-ruleset">rule-set
+        <select id="create-ruleset" value=${ruleset} onChange=${(e) => setRuleset(e.target.value)}>
+          <option value="">choose…</option>${rulesets.map((r) => html`<option value=${r.ruleset}>${r.ruleset}</option>`)}
+        </select></label>
+      <label class="field" for="create-player">your player name
+        <input id="create-player" value=${player} onInput=${(e) => setPlayer(e.target.value)} /></label>
+    </div>
+    ${schema ? html`<p class="muted">Options of ${ruleset} (all optional):</p>
+      <${SchemaForm} schema=${schema.options} defs=${schema.$defs} idPrefix="option" submitLabel="Create room"
+        busy=${busy || !player} onSubmit=${create} />` : ""}
+    <${ErrorBox} error=${error} /></section>`;
+}
+
+function RoomsPage() {
+  const [rooms, setRooms] = useState([]);
+  const [rulesets, setRulesets] = useState([]);
+  const [query, setQuery] = useState("");
+  const [only, setOnly] = useState("");
+  useEffect(() => { api(URLS.rulesets()).then((a) => a.ok && setRulesets(a.data.rulesets)); }, []);
+  usePoll(async () => { const a = await api(URLS.roomsActivity()); if (a.ok) setRooms(a.data.rooms); }, 2000, []);
+  const shown = rooms.filter((r) => (!only || r.ruleset === only) &&
+    (!query || `${r.room} ${(r.players || []).join(" ")}`.toLowerCase().includes(query.toLowerCase())));
+  return html`<${SystemPanel} /><${CreateRoom} rulesets=${rulesets} />
+    <section class="panel" aria-label="Rooms"><h2>Rooms (${shown.length} of ${rooms.length})</h2>
+      <div class="row">
+        <label class="field" for="room-search">search rooms and players
+          <input id="room-search" type="search" value=${query} onInput=${(e) => setQuery(e.target.value)} /></label>
+        <label class="field" for="room-filter">rule-set
+          <select id="room-filter" value=${only} onChange=${(e) => setOnly(e.target.value)}>
+            <option value="">all</option>${rulesets.map((r) => html`<option value=${r.ruleset}>${r.ruleset}</option>`)}
+          </select></label>
+      </div>
+      <table><thead><tr><th>room</th><th>rule-set</th><th>players</th><th>version</th><th>status</th>
+        <th>last activity</th><th>projector lag</th></tr></thead><tbody>
+      ${shown.slice().reverse().map((r) => html`<tr>
+        <td><a href=${`#/room/${enc(r.room)}`}>${r.room}</a></td><td>${r.ruleset}</td><td>${(r.players || []).join(", ")}</td>
+        <td>${r.latest_version}</td>
+        <td><span class=${`badge ${r.over || r.ended ? "over" : "live"}`}>${r.ended ? "ended" : r.over ? "over" : "live"}</span></td>
+        <td>${when(r.last_activity_ms)}</td><td>${r.projector_lag_versions} versions</td></tr>`)}
+      </tbody></table></section>`;
+}
+
+// --- diff of two JSON trees -----------------------------------------------------------------------
+function flatten(value, path = "", out = {}) {
+  if (value !== null && typeof value === "object") {
+    const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    if (!entries.length) out[path] = JSON.stringify(value);
+    for (const [key, item] of entries) flatten(item, path ? `${path}.${key}` : String(key), out);
+  } else out[path] = value;
+  return out;
+}
+
+function diffTrees(before, after) {
+  const a = flatten(before ?? {}), b = flatten(after ?? {});
+  const changes = [];
+  for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) changes.push({ path: key, before: a[key], after: b[key] });
+  }
+  return changes;
+}
+
+function Tree({ value, path = "", changed, label = "state" }) {
+  const isChanged = (p) => changed.has(p) || [...changed].some((c) => c.startsWith(p + "."));
+  if (value !== null && typeof value === "object") {
+    const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    return html`<details open=${path === "" || isChanged(path)} class=${isChanged(path) ? "changed" : ""}>
+      <summary>${label} <span class="muted">${Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`}</span></summary>
+      ${entries.map(([k, v]) => html`<${Tree} value=${v} path=${path ? `${path}.${k}` : String(k)} changed=${changed} label=${k} />`)}
+    </details>`;
+  }
+  return html`<div class=${`leaf ${changed.has(path) ? "changed" : ""}`}>${label}: <span class="v">${JSON.stringify(value)}</span></div>`;
+}
+
+// --- game pictures --------------------------------------------------------------------------------
+const TERRAIN_MARK = { forest: "F", village: "V", farm: "f", water: "W", mountain: "▲", monster: "M" };
+
+function BoardPicture({ picture, before }) {
+  const board = picture.board || [];
+  return html`<div role="grid" aria-label="board map" class="grid" style=${`grid-template-columns: repeat(${board.length}, 30px)`}
+      data-testid="board">
+    ${board.map((line, r) => line.map((cell, c) => {
+      const changed = before && before.board && before.board[r] && before.board[r][c] !== cell;
+      return html`<div role="gridcell" class=${`cell t-${cell || "empty"} ${changed ? "changed" : ""}`}
+        aria-label=${`row ${r} column ${c}: ${cell || "empty"}`} data-changed=${changed ? "1" : null}>${TERRAIN_MARK[cell] || ""}</div>`;
+    }))}</div>
+    <p class="muted">time ${picture.time ?? "–"}${picture.season ? `, ${picture.season}` : ""}
+    ${picture.current_element ? `; current element #${picture.current_element.number} (${picture.current_element.terrain})` : ""}</p>`;
+}
+
+function SectorsPicture({ picture, before }) {
+  const grid = picture.grid || [];
+  const old = (r, c) => before && before.grid && before.grid[r] && JSON.stringify(before.grid[r][c]);
+  return html`<div role="grid" aria-label="colony grid" class="grid" style=${`grid-template-columns: repeat(${picture.columns || 1}, 92px)`}>
+    ${grid.map((line, r) => line.map((cell, c) => html`<div role="gridcell"
+        class=${`cell sector ${cell.explored ? "" : "unexplored"} ${before && old(r, c) !== JSON.stringify(cell) ? "changed" : ""}`}
+        aria-label=${`sector ${r},${c}`}>
+      ${cell.explored ? html`<strong>${cell.type}</strong><span>👥 ${cell.population}/${cell.population_cap}</span>
+        <span>${(cell.buildings || []).join(", ") || "no buildings"}</span>` : html`<span class="muted">unexplored</span>`}
+    </div>`))}</div>
+    <p class="muted">${picture.season} of year ${picture.year}; stock ${JSON.stringify(picture.stock)}</p>`;
+}
+
+function ClaimPicture({ picture, before }) {
+  const parcels = picture.parcels || [];
+  return html`<div role="grid" aria-label="claim map" class="grid" style="grid-template-columns: repeat(8, 56px)">
+    ${parcels.map((p, i) => {
+      const changed = before && before.parcels && JSON.stringify(before.parcels[i]) !== JSON.stringify(p);
+      return html`<div role="gridcell" class=${`cell parcel z-${p.road ? "road" : p.zone} ${changed ? "changed" : ""}`}
+        aria-label=${`parcel ${p.name}: ${p.zone}${p.species ? ", " + p.species : ""}${p.building ? ", " + p.building : ""}`}>
+        <strong>${p.name}</strong><span>${p.building || p.species || (p.meadow ? "meadow" : "cut")}</span>
+        ${p.board_feet ? html`<span>${p.board_feet} bf</span>` : ""}</div>`;
+    })}</div>
+    <p class="muted">cash ${((picture.cash_cents || 0) / 100).toFixed(2)}; score ${picture.score ?? "–"}</p>`;
+}
+
+function RealmPicture({ picture, before }) {
+  const cities = Object.values(picture.cities || {});
+  return html`<div class="row" aria-label="realm cities">
+    ${cities.map((city) => {
+      const changed = before && JSON.stringify((before.cities || {})[city.name]) !== JSON.stringify(city);
+      return html`<div class=${`city ${changed ? "changed" : ""}`}>
+        <strong>${city.name}</strong> <span class="muted">${city.owner || "village"}</span>
+        <div>people ${city.population}, walls ${city.hit_points}${city.destroyed ? " (destroyed)" : ""}</div>
+        <div>army ${city.army ? `${city.army.soldiers} (${city.army.equipment})` : "none"}</div>
+        ${city.stock ? html`<div class="muted">${Object.entries(city.stock).filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(", ")}</div>`
+                     : html`<div class="muted">storage hidden</div>`}
+      </div>`;
+    })}</div>
+    ${(picture.merchants || []).length ? html`<p>merchants: ${(Array.isArray(picture.merchants) ? picture.merchants : Object.values(picture.merchants))
+      .map((m) => `${m.trade_id} ${m.home}→${m.host}`).join("; ")}</p>` : ""}`;
+}
+
+const PICTURES = { board: BoardPicture, sectors: SectorsPicture, claim: ClaimPicture, realm: RealmPicture };
+
+// The picture of a version: a player's view, or for the auditor the full state (realm) or the owner's view.
+function pictureOf(at, ruleset) {
+  if (!at) return null;
+  if (at.view) return at.view;
+  if (ruleset === "realm" && at.state) return { cities: at.state.cities, merchants: Object.values(at.state.merchants || {}) };
+  const views = Object.values(at.views || {});
+  return views[0] || null;
+}
+
+// --- the room page --------------------------------------------------------------------------------
+const FACE = { star: "★", moon: "☾", skull: "☠", blank: " " };
+function Dice({ faces }) {
+  return html`<span class="dice">${(faces || []).map((f) => html`<span class="die" title=${f} aria-label=${f}>${FACE[f] ?? f}</span>`)}</span>`;
+}
+
+function TradeStory({ room, trades, token }) {
+  const [trade, setTrade] = useState(trades[0] || "");
+  const [story, setStory] = useState(null);
+  const [step, setStep] = useState(0);
+  const [error, setError] = useState(null);
+  useEffect(() => { if (!trade && trades.length) setTrade(trades[0]); }, [trades]);
+  useEffect(() => {
+    if (!trade) return;
+    api(URLS.tradeStory(room, trade), { token }).then((a) => {
+      if (a.ok) { setStory(a.data.story); setStep(0); setError(null); } else { setStory(null); setError(a.data); }
+    });
+  }, [trade, token]);
+  const current = story && story[step];
+  return html`<section class="panel" aria-label="Trade story"><h2>Trade story</h2>
+    <label class="field" for="trade-select">trade
+      <select id="trade-select" value=${trade} onChange=${(e) => setTrade(e.target.value)}>
+        ${trades.map((t) => html`<option value=${t}>${t}</option>`)}</select></label>
+    <${ErrorBox} error=${error} />
+    ${current ? html`<div class="slider">
+        <button onClick=${() => setStep(Math.max(0, step - 1))} disabled=${step === 0}>◀ previous step</button>
+        <span data-testid="story-step">step ${current.step} of ${story.length}</span>
+        <button onClick=${() => setStep(Math.min(story.length - 1, step + 1))} disabled=${step === story.length - 1}>next step ▶</button></div>
+      <p data-testid="story-text">${current.text}</p>
+      ${current.buyer ? html`<div class="row">
+        ${[current.buyer, current.seller].map((side) => html`<div class="city"><strong>${side.city}</strong> takes ${side.resource}
+          <div><${Dice} faces=${side.dice} /></div>
+          <div class="muted">stars ${side.stars}, skulls ${side.skulls}, moons ${side.moons} → counted ${side.counted}, demands ${side.demanded}</div></div>`)}
+        </div>` : ""}
+      <details><summary>the step's event</summary><pre>${JSON.stringify(current, null, 1)}</pre></details>` : ""}
+  </section>`;
+}
+
+function Verify({ room, token, summary, events }) {
+  const [report, setReport] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [seedCheck, setSeedCheck] = useState(null);
+  const ended = events.find((e) => e.type === "room.ended" && e.event && e.event.revealed_seed);
+  const run = async () => {
+    setBusy(true);
+    const answer = await api(URLS.verification(room), { token });
+    setBusy(false);
+    setReport(answer.ok ? answer.data : { ok: false, divergence: { check: answer.data.code, message: answer.data.message } });
+  };
+  useEffect(() => {
+    if (!ended || !summary.seed_commitment || !crypto.subtle) { setSeedCheck(null); return; }
+    const seed = ended.event.revealed_seed;
+    const bytes = new Uint8Array(seed.match(/../g).map((b) => parseInt(b, 16)));
+    crypto.subtle.digest("SHA-256", bytes).then((digest) => {
+      const hex = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+      setSeedCheck({ seed, hex, ok: hex === summary.seed_commitment });
+    });
+  }, [ended && ended.version, summary.seed_commitment]);
+  const d = report && report.divergence;
+  return html`<section class="panel" aria-label="Verify"><h2>Verify and seed</h2>
+    <p>seed commitment <code>${summary.seed_commitment || "none"}</code>${summary.challenge ? html` (public challenge <code>${summary.challenge}</code>)` : ""}</p>
+    ${seedCheck ? html`<p data-testid="seed-check">revealed seed <code>${seedCheck.seed.slice(0, 16)}…</code>: sha256 in this browser
+        ${seedCheck.ok ? html`<span class="ok">matches the commitment ✓</span>` : html`<span class="bad">does NOT match the commitment</span>`}</p>`
+      : html`<p class="muted">the seed is revealed when the room ends</p>`}
+    <button class="primary" onClick=${run} disabled=${busy || !token}>${busy ? "verifying…" : "Verify"}</button>
+    ${!token ? html` <span class="muted">needs a player or auditor token</span>` : ""}
+    ${report ? html`<div data-testid="verify-result" class=${report.ok ? "notice" : "alert"} role="status">
+      ${report.ok ? html`<span class="ok">verified ✓</span> ${report.versions} versions, chain ${report.chain_checked},
+          ${report.commands_redecided} commands re-decided, ${report.refusals_rechecked} refusals re-checked; seed: ${report.seed}`
+        : html`<span class="bad">divergence</span> in <strong>${d.check}</strong> at version ${d.version ?? "–"}: ${d.message}`}
+      </div>
+      ${d && (d.recorded !== undefined || d.recomputed !== undefined) ? html`<div class="side" aria-label="first divergence">
+        <div><h3>recorded</h3><pre data-testid="recorded">${JSON.stringify(d.recorded, null, 1)}</pre></div>
+        <div><h3>recomputed</h3><pre data-testid="recomputed">${JSON.stringify(d.recomputed, null, 1)}</pre></div></div>` : ""}` : ""}
+  </section>`;
+}
+
+function Charts({ room, token, version }) {
+  const box = useRef(null);
+  const [series, setSeries] = useState(null);
+  const [pick, setPick] = useState("scores");
+  useEffect(() => { if (token) api(URLS.series(room), { token }).then((a) => a.ok && setSeries(a.data)); }, [room, token, version]);
+  useEffect(() => {
+    if (!series || !box.current || !window.uPlot) return;
+    const lines = pick === "scores" ? series.scores : { [pick]: series.resources[pick] };
+    const names = Object.keys(lines);
+    const palette = ["#1f5fbf", "#b3261e", "#17743a", "#8e24aa", "#ef6c00", "#00838f"];
+    const chart = new window.uPlot({
+      width: Math.min(900, box.current.clientWidth || 600), height: 220, scales: { x: { time: false } },
+      series: [{ label: "version" }, ...names.map((n, i) => ({ label: n, stroke: palette[i % palette.length], width: 2 }))],
+    }, [series.versions, ...names.map((n) => lines[n])], box.current);
+    return () => chart.destroy();
+  }, [series, pick]);
+  if (!token) return null;
+  return html`<section class="panel" aria-label="Charts"><h2>Charts over versions</h2>
+    <label class="field" for="chart-pick">series
+      <select id="chart-pick" value=${pick} onChange=${(e) => setPick(e.target.value)}>
+        <option value="scores">scores per player</option>
+        ${series ? Object.keys(series.resources).map((k) => html`<option value=${k}>${k}</option>`) : ""}</select></label>
+    <div ref=${box} data-testid="chart"></div></section>`;
+}
+
+function Play({ room, ruleset, seat, onSeat, onPlayed }) {
+  const [schema, setSchema] = useState(null);
+  const [kind, setKind] = useState("");
+  const [answer, setAnswer] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [name, setName] = useState("");
+  useEffect(() => { api(URLS.schema(ruleset)).then((a) => { if (a.ok) { setSchema(a.data); setKind(a.data.commands[0]?.kind || ""); } }); }, [ruleset]);
+  const join = async (event) => {
+    event.preventDefault();
+    const a = await api(URLS.join(room), { method: "POST", body: { player: name } });
+    if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); onSeat(s); setAnswer(null); }
+    else setAnswer(a);
+  };
+  const send = async (command) => {
+    setBusy(true);
+    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: { command } });
+    setBusy(false); setAnswer(a);
+    if (a.ok) onPlayed(a.data.version);
+  };
+  const command = schema && schema.commands.find((c) => c.kind === kind);
+  return html`<section class="panel" aria-label="Play"><h2>Play</h2>
+    ${seat ? html`<p>playing as <strong data-testid="seat">${seat.player}</strong></p>
+      <label class="field" for="command-kind">command
+        <select id="command-kind" value=${kind} onChange=${(e) => { setKind(e.target.value); setAnswer(null); }}>
+          ${(schema ? schema.commands : []).map((c) => html`<option value=${c.kind}>${c.kind}</option>`)}</select></label>
+      ${command ? html`<p class="muted">${command.description}</p>
+        <${SchemaForm} schema=${command.schema} defs=${schema.$defs} idPrefix="cmd" submitLabel="Send command"
+          busy=${busy} fixed=${{ kind }} onSubmit=${send} />` : ""}`
+    : html`<form onSubmit=${join} class="row"><label class="field" for="join-player">join as player
+        <input id="join-player" value=${name} onInput=${(e) => setName(e.target.value)} /></label>
+        <button class="primary" type="submit">Join</button></form>`}
+    ${answer && !answer.ok ? html`<div data-testid="refusal"><${ErrorBox} error=${answer.data} /></div>` : ""}
+    ${answer && answer.ok && answer.data.version ? html`<div class="notice" role="status" data-testid="accepted">accepted: now at version ${answer.data.version}</div>` : ""}
+  </section>`;
+}
+
+function RoomPage({ room }) {
+  const [seat, setSeatState] = useState(seatOf(room));
+  const auditor = auditorToken();
+  const [summary, setSummary] = useState(null);
+  const [events, setEvents] = useState([]);
+  const [latest, setLatest] = useState(0);
+  const [version, setVersion] = useState(0);
+  const [follow, setFollow] = useState(true);
+  const [viewer, setViewer] = useState(auditor ? "" : seat ? seat.player : "");
+  const [at, setAt] = useState(null);
+  const [before, setBefore] = useState(null);
+  const [error, setError] = useState(null);
+  const request = useRef(0);
+  const token = viewer === "" ? auditor : auditor || (seat && seat.token);
+  const readToken = auditor || (seat && seat.token);
+
+  useEffect(() => { api(URLS.room(room)).then((a) => (a.ok ? setSummary(a.data) : setError(a.data))); }, [room, latest]);
+  // History, then live: the WebSocket resumes after the last version read, so nothing is missed or doubled.
+  useEffect(() => {
+    if (!readToken) return;
+    let socket = null, closed = false;
+    (async () => {
+      const a = await api(URLS.events(room, 1), { token: readToken });
+      if (!a.ok) { setError(a.data); return; }
+      let list = a.data.events;
+      setEvents(list);
+      const last = list.length ? list[list.length - 1].version : 0;
+      setLatest(last);
+      setVersion((v) => v || last);
+      if (closed) return;
+      socket = new WebSocket(URLS.live(room, last + 1, readToken));
+      socket.onmessage = (message) => {
+        const event = JSON.parse(message.data);
+        if (event.version === undefined) return;
+        list = [...list, event];
+        setEvents(list);
+        setLatest(event.version);
+      };
+    })();
+    return () => { closed = true; if (socket) socket.close(); };
+  }, [room, readToken]);
+  useEffect(() => { if (follow && latest) setVersion(latest); }, [latest, follow]);
+  useEffect(() => {
+    if (!version || !token) return;
+    const player = auditor ? viewer || undefined : undefined;
+    const asked = ++request.current;  // answers to older questions arrive late sometimes: keep the newest only
+    Promise.all([api(URLS.at(room, version, player), { token }),
+                 version > 1 ? api(URLS.at(room, version - 1, player), { token }) : null]).then(([now, previous]) => {
+      if (asked !== request.current) return;
+      if (!now.ok) { setError(now.data); return; }
+      setAt({ ...now.data, viewer });
+      setBefore(previous && previous.ok ? previous.data : null);
+    });
+  }, [room, version, viewer, token]);
+
+  const ruleset = summary && summary.ruleset;
+  const seats = summary ? [...new Set([...(summary.seats || []), ...(summary.players || [])])] : [];
+  const tree = at && (at.view || at.state);
+  const changes = useMemo(() => (at && before ? diffTrees(before.view || before.state, tree) : []), [at, before]);
+  const changedPaths = useMemo(() => new Set(changes.map((c) => c.path)), [changes]);
+  const Picture = PICTURES[ruleset];
+  const trades = [...new Set(events.map((e) => e.event && e.event.trade_id).filter(Boolean))];
+  const choose = (v) => { setFollow(v >= latest); setVersion(Math.max(1, Math.min(latest, v))); };
+
+  if (!readToken) {
+    return html`<section class="panel"><h2>Room ${room}</h2>
+      <p>Enter an auditor token above, or join this room as a player, to see it.</p></section>
+      ${summary ? html`<${Play} room=${room} ruleset=${summary.ruleset} seat=${seat} onSeat=${setSeatState} onPlayed=${() => {}} />` : ""}
+      <${ErrorBox} error=${error} />`;
+  }
+  return html`
+    <section class="panel" aria-label="Room"><h2>Room <span data-testid="room-id">${room}</span>${" "}
+      <span class="muted">${ruleset}</span> · version <span data-testid="latest">${latest}</span>
+      ${summary ? html` · players ${summary.players.join(", ")} · <span class="badge">${summary.ended ? "ended" : summary.over ? "over" : "live"}</span>` : ""}</h2>
+      <label class="field" for="viewer">view as
+        <select id="viewer" value=${viewer} onChange=${(e) => setViewer(e.target.value)}>
+          ${auditor ? html`<option value="">auditor (full state)</option>` : ""}
+          ${(auditor ? seats : seat ? [seat.player] : []).map((p) => html`<option value=${p}>player ${p}</option>`)}
+        </select></label>
+      <${ErrorBox} error=${error} />
+    </section>
+    <div class="row">
+      <section class="panel grow" aria-label="Time travel"><h2>Time travel</h2>
+        <div class="slider">
+          <button onClick=${() => choose(1)} aria-label="first version">|◀</button>
+          <button onClick=${() => choose(version - 1)} aria-label="previous version">◀</button>
+          <label for="version-slider" class="sr-only">Version</label>
+          <input id="version-slider" type="range" min="1" max=${latest || 1} value=${version || 1} aria-label="Version"
+            aria-valuetext=${`version ${version} of ${latest}`} onInput=${(e) => choose(Number(e.target.value))} />
+          <button onClick=${() => choose(version + 1)} aria-label="next version">▶</button>
+          <button onClick=${() => choose(latest)} aria-label="latest version">▶|</button>
+          <span>version <strong data-testid="version">${version}</strong> / ${latest}</span>
+        </div>
+        <div class="timeline" role="list" aria-label="Event timeline">
+          <table><thead><tr><th>v</th><th>time</th><th>player</th><th>event</th></tr></thead><tbody>
+          ${events.map((e) => html`<tr role="listitem" class=${`clickable ${e.version === version ? "selected" : ""}`}
+              onClick=${() => choose(e.version)}>
+            <td>${e.version}</td><td>${when(e.server_time_ms)}</td><td>${e.player || ""}</td>
+            <td>${e.hidden ? html`<span class="muted">hidden</span>` : e.summary || e.type}</td></tr>`)}
+          </tbody></table></div>
+      </section>
+      <section class="panel grow" aria-label="State at version" data-loaded=${at ? `${at.version}|${at.viewer}` : ""}><h2>State at version ${version}
+          <span class="muted">${viewer ? `as ${viewer} saw it` : "(auditor: full state)"}</span></h2>
+        ${Picture && at ? html`<${Picture} picture=${pictureOf(at, ruleset)} before=${pictureOf(before, ruleset)} />`
+                        : html`<p class="muted">no picture for this rule-set: the tree below shows everything</p>`}
+        <h3>Changes from version ${Math.max(1, version - 1)}</h3>
+        <ul class="diff" data-testid="diff">${changes.slice(0, 40).map((c) => html`<li>${c.path}:
+          <span class="old">${JSON.stringify(c.before)}</span> → <span class="new">${JSON.stringify(c.after)}</span></li>`)}
+          ${changes.length > 40 ? html`<li>… ${changes.length - 40} more</li>` : ""}
+          ${version > 1 && !changes.length ? html`<li class="muted">no change in this view</li>` : ""}</ul>
+        <div class="tree" aria-label="state tree">${tree ? html`<${Tree} value=${tree} changed=${changedPaths} label=${viewer ? "view" : "state"} />` : ""}</div>
+      </section>
+    </div>
+    <div class="row">
+      <div class="grow">${summary ? html`<${Play} room=${room} ruleset=${ruleset} seat=${seat} onSeat=${setSeatState}
+          onPlayed=${() => setFollow(true)} />` : ""}</div>
+      <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
+    </div>
+    ${ruleset === "realm" && auditor && trades.length ? html`<${TradeStory} room=${room} trades=${trades} token=${auditor} />` : ""}
+    <${Charts} room=${room} token=${readToken} version=${latest} />`;
+}
+
+// --- the shell ------------------------------------------------------------------------------------
+function App() {
+  const [hash, setHash] = useState(location.hash);
+  const [auditor, setAuditor] = useState(auditorToken());
+  useEffect(() => { const on = () => setHash(location.hash); window.addEventListener("hashchange", on); return () => window.removeEventListener("hashchange", on); }, []);
+  const room = hash.startsWith("#/room/") ? decodeURIComponent(hash.slice(7)) : null;
+  return html`<header class="top"><nav aria-label="Console"><a href="#/">Almanac console</a><a href="#/">Rooms</a>
+      <a href="/docs">API docs</a><a href="/redoc">ReDoc</a><a href="/asyncapi">AsyncAPI</a></nav>
+    <label for="auditor-token">auditor token</label>
+    <input id="auditor-token" type="password" value=${auditor} placeholder="paste once; kept for this tab"
+      onChange=${(e) => { setAuditorToken(e.target.value.trim()); setAuditor(e.target.value.trim()); }} />
+    </header>
+    <main key=${`${room}|${auditor}`}>${room ? html`<${RoomPage} room=${room} />` : html`<${RoomsPage} />`}</main>`;
+}
+
+const root = document.getElementById("app");
+root.textContent = "";  // the "Loading" line
+render(html`<${App} />`, root);

@@ -1,0 +1,319 @@
+"""The console in a real headless Chromium against a real stack: play, time travel, verify, audit, tamper."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+import redis
+from gateway_stack import CHILD, Stack
+
+from almanac.events import codec
+from almanac.events.board import rules as board_rules
+from almanac.events.board.state import BoardState
+from almanac.events.hashing import envelope_hash
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
+from almanac.services.store.keys import Keys
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)"),
+]
+SECRET = "console-browser-test-secret"
+TIMEOUT_MS = 10_000
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url(stack: Stack) -> Iterator[str]:
+    """The gateway as its own process (uvicorn), as `almanac up` runs it."""
+    port = _free_port()
+    env = {**stack.env, "ALMANAC_SECRET": SECRET, "ALMANAC_HTTP_PORT": str(port)}
+    log = open(stack.data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
+    process = subprocess.Popen([sys.executable, "-c", CHILD, "gateway"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code in (200, 503):
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, stack.log("gateway")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def auditor() -> str:
+    return TokenSigner(SECRET, 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = Path(os.environ.get("ALMANAC_SCREENSHOTS") or tmp_path_factory.mktemp("console-screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"\nconsole screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser, base_url: str, auditor: str):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def sign_in_as_auditor(page, auditor: str) -> None:
+    token = page.get_by_label("auditor token")
+    token.fill(auditor)
+    token.press("Enter")
+    token.blur()
+
+
+def board_state(base_url: str, auditor: str, room: str) -> BoardState:
+    answer = httpx.get(f"{base_url}/rooms/{room}/state", headers={"Authorization": f"Bearer {auditor}"})
+    return msgspec.convert(answer.json()["state"]["game"], BoardState)
+
+
+def placed_cells(page) -> int:
+    return page.locator("[data-testid=board] .cell:not(.t-empty):not(.t-mountain)").count()
+
+
+def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: str, shots: Path) -> None:
+    # Given the console with an auditor token entered once
+    page.goto("/")
+    sign_in_as_auditor(page, auditor)
+    page.get_by_role("region", name="System").get_by_text("shards leased").wait_for()
+    page.screenshot(path=shots / "01-rooms.png", full_page=True)
+
+    # When a person creates a board room through the form
+    page.locator("#create-ruleset").select_option("board")
+    player = f"ana-{secrets.token_hex(2)}"
+    page.locator("#create-player").fill(player)
+    page.get_by_role("button", name="Create room").click()
+    page.get_by_test_id("seat").wait_for()
+    assert page.get_by_test_id("seat").inner_text() == player
+    room = page.get_by_test_id("room-id").inner_text()
+
+    # and plays three legal moves through the form generated from the command schema
+    for move in range(3):
+        state = board_state(base_url, auditor, room)
+        legal = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
+        before = int(page.get_by_test_id("latest").inner_text())
+        page.locator("#command-kind").select_option("place_element")
+        page.locator("#cmd-row").fill(str(legal.row))
+        page.locator("#cmd-column").fill(str(legal.column))
+        page.locator("#cmd-rotation").fill(str(legal.rotation))
+        page.locator("#cmd-mirror").set_checked(legal.mirror)
+        page.get_by_role("button", name="Send command").click()
+        page.get_by_test_id("accepted").wait_for()
+        page.wait_for_function(f"Number(document.querySelector('[data-testid=latest]').innerText) > {before}")
+        page.wait_for_function(
+            "document.querySelector('[data-testid=version]').innerText === "
+            "document.querySelector('[data-testid=latest]').innerText")
+        page.screenshot(path=shots / f"02-move-{move + 1}.png", full_page=True)
+    page.wait_for_function(f"document.querySelectorAll('[data-testid=board] .cell.t-empty').length < {121 - 5 - 3}")
+    placed_now = placed_cells(page)
+    assert placed_now >= 3
+    diff_at_latest = page.get_by_test_id("diff").inner_text()
+
+    # Then an illegal move (onto the mountain or a placed element) is refused inline, with its reason
+    state = board_state(base_url, auditor, room)
+    element = board_rules.current_element(state)
+    illegal = next(p for p, cells in board_rules.in_map_placements(element) if not board_rules.is_free(state.board, cells))
+    page.locator("#cmd-row").fill(str(illegal.row))
+    page.locator("#cmd-column").fill(str(illegal.column))
+    page.locator("#cmd-rotation").fill(str(illegal.rotation))
+    page.locator("#cmd-mirror").set_checked(illegal.mirror)
+    page.get_by_role("button", name="Send command").click()
+    refusal = page.get_by_test_id("refusal").get_by_role("alert")
+    refusal.wait_for()
+    assert "occupied" in refusal.inner_text() or "free" in refusal.inner_text() or ":" in refusal.inner_text()
+    page.screenshot(path=shots / "03-refused.png", full_page=True)
+
+    # When the slider goes back to version 2 by keyboard (Home, then one step right)
+    slider = page.get_by_role("slider", name="Version")
+    slider.focus()
+    slider.press("Home")
+    page.wait_for_function("document.querySelector('[data-testid=version]').innerText === '1'")
+    slider.press("ArrowRight")
+    page.wait_for_function("document.querySelector('[data-testid=version]').innerText === '2'")
+    page.locator('[data-loaded="2|"]').wait_for()
+    # Then the board is back to its empty map with the mountains, and the diff is another one
+    page.wait_for_function("document.querySelectorAll('[data-testid=board] .cell.t-mountain').length === 5 && "
+                           "document.querySelectorAll('[data-testid=board] .cell.t-empty').length === 116")
+    assert placed_cells(page) == 0
+    assert page.get_by_test_id("diff").inner_text() != diff_at_latest
+    page.screenshot(path=shots / "04-version-2.png", full_page=True)
+
+    # And the step button moves one version, highlighting the cells that version filled
+    audited = httpx.get(f"{base_url}/rooms/{room}/events", headers={"Authorization": f"Bearer {auditor}"}).json()
+    first_placement = next(e["version"] for e in audited["events"] if e["type"] == "board.element_placed")
+    slider.fill(str(first_placement))
+    page.locator(f'[data-loaded="{first_placement}|"]').wait_for()
+    assert page.locator("[data-testid=board] .cell.changed").count() > 0
+    page.screenshot(path=shots / "05-first-placement-diff.png", full_page=True)
+
+    # When the view switches to the player's: what they saw (no deck order), at that version
+    page.locator("#viewer").select_option(player)
+    page.locator(f'[data-loaded="{first_placement}|{player}"]').wait_for()
+    tree = page.locator(".tree").inner_text()
+    assert "current_element" in tree and "deck" not in tree.replace("current_element", "")
+    page.screenshot(path=shots / "06-player-view.png", full_page=True)
+
+    # Then verify passes
+    page.get_by_role("button", name="Verify").click()
+    result = page.get_by_test_id("verify-result")
+    result.wait_for()
+    assert "verified" in result.inner_text()
+    page.screenshot(path=shots / "07-verified.png", full_page=True)
+
+
+def test_realm_trade_story_step_by_step(page, base_url: str, auditor: str, shots: Path) -> None:
+    # Given a realm room where alice's merchant trades with bob (the scripted trade of the game tests)
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
+        assert created.status_code == 201, created.text
+        room, alice_token = created.json()["room"], created.json()["token"]
+        bob_token = http.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]
+
+        def play(token: str, command: dict) -> dict:
+            answer = http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                               json={"command": command})
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        sent = play(alice_token, {"kind": "send_merchant", "to": bob, "load": {"food": 6000, "gold": 2000}})
+        trade = f"trade-{sent['first_version']}"
+        play(alice_token, {"kind": "offer_trade", "trade_id": trade, "buy": "wood", "pay": "food", "dice": 1})
+        play(bob_token, {"kind": "counter_offer", "trade_id": trade, "want": "gold"})
+        play(alice_token, {"kind": "agree_trade", "trade_id": trade})
+        play(bob_token, {"kind": "agree_trade", "trade_id": trade})
+
+    # When the auditor opens the room and steps through the trade's story
+    page.goto(f"/#/room/{room}")
+    sign_in_as_auditor(page, auditor)
+    story = page.get_by_role("region", name="Trade story")
+    story.get_by_test_id("story-step").wait_for()
+    assert story.get_by_test_id("story-step").inner_text().startswith("step 1 of")
+    texts = [story.get_by_test_id("story-text").inner_text()]
+    page.screenshot(path=shots / "08-realm-story-1.png", full_page=True)
+    while story.get_by_role("button", name="next step ▶").is_enabled():
+        story.get_by_role("button", name="next step ▶").click()
+        texts.append(story.get_by_test_id("story-text").inner_text())
+        if story.locator(".die").count():
+            page.screenshot(path=shots / "09-realm-story-dice.png", full_page=True)
+    # Then every step was told, and the roll shows its dice faces
+    assert len(texts) >= 3 and all(texts)
+    assert page.locator(".city").count() >= 2
+    page.get_by_role("button", name="previous step").click()
+    assert any(t.startswith(trade) or trade in t or t for t in texts)
+
+
+def test_tampered_event_shows_the_first_divergence(page, base_url: str, auditor: str, stack: Stack,
+                                                   shots: Path) -> None:
+    # Given a board room with two placements made over HTTP
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": f"tam-{secrets.token_hex(2)}"})
+        room, token = created.json()["room"], created.json()["token"]
+        for _ in range(2):
+            state = board_state(base_url, auditor, room)
+            move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
+            command = {"kind": "place_element", "row": move.row, "column": move.column,
+                       "rotation": move.rotation, "mirror": move.mirror}
+            assert http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                             json={"command": command}).status_code == 200
+
+    # When someone rewrites a placement in Redis and re-chains every hash after it (a careful forger)
+    client = redis.Redis.from_url(stack.redis_url)
+    key = Keys(16).events(room)
+    entries = client.xrange(key)
+    envelopes = [codec.decode_envelope(fields[b"e"], room, int(entry_id.split(b"-")[0])) for entry_id, fields in entries]
+    target = next(i for i, e in enumerate(envelopes) if e.type == "board.element_placed")
+    event = codec.to_builtins(codec.decode_event(envelopes[target]))
+    event["terrain"] = "water" if event["terrain"] != "water" else "forest"
+    forged_payload = msgspec.msgpack.encode(event)
+    previous = envelopes[target - 1].hash
+    forged = []
+    for index, envelope in enumerate(envelopes):
+        if index >= target:
+            changes = {"previous_hash": previous}
+            if index == target:
+                changes["payload"] = forged_payload
+            envelope = msgspec.structs.replace(envelope, **changes, hash="")
+            envelope = msgspec.structs.replace(envelope, hash=envelope_hash(envelope))
+            previous = envelope.hash
+        forged.append(envelope)
+    with client.pipeline(transaction=True) as pipe:
+        pipe.delete(key)
+        for envelope in forged:
+            pipe.xadd(key, {"e": codec.encode_envelope(envelope)}, id=f"{envelope.version}-0")
+        pipe.execute()
+    client.close()
+
+    # Then verify in the console names the version and shows recorded and recomputed side by side
+    page.goto(f"/#/room/{room}")
+    sign_in_as_auditor(page, auditor)
+    page.get_by_role("button", name="Verify").click()
+    result = page.get_by_test_id("verify-result")
+    result.wait_for()
+    assert "divergence" in result.inner_text() and f"version {forged[target].version}" in result.inner_text()
+    recorded, recomputed = page.get_by_test_id("recorded").inner_text(), page.get_by_test_id("recomputed").inner_text()
+    assert recorded != recomputed
+    page.screenshot(path=shots / "10-tampered.png", full_page=True)
+
+
+def test_accessibility_basics(page, base_url: str, auditor: str) -> None:
+    # Every form control on the rooms page has a label, and the console is reachable by keyboard
+    page.goto("/")
+    page.get_by_role("region", name="Rooms").wait_for()
+    unlabeled = page.evaluate("""() => [...document.querySelectorAll('input, select, textarea')]
+        .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')).map(el => el.outerHTML)""")
+    assert unlabeled == []
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.tagName") in ("A", "INPUT", "SELECT", "BUTTON")
+    # /docs and /redoc load their assets from the package, and the API contract is served
+    for path in ("/docs", "/redoc"):
+        body = httpx.get(base_url + path).text
+        assert "cdn.jsdelivr" not in body and "/console/vendor/" in body
+    page.goto("/docs")
+    page.get_by_role("button", name="Authorize").wait_for()

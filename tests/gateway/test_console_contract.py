@@ -1,0 +1,99 @@
+"""The API contract and the console's routes, in process: OpenAPI, AsyncAPI, schemas, assets, CORS."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from gateway_stack import gateway_settings
+
+from almanac.events import registry
+from almanac.services.gateway import create_app
+from almanac.services.gateway.console import STATIC_DIR
+
+
+def test_openapi_has_bearer_auth_the_error_shape_and_typed_commands(api: TestClient) -> None:
+    document = api.get("/openapi.json").json()
+    assert document["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "description": "a player token from create/join, or an auditor token"}
+    schemas = document["components"]["schemas"]
+    assert set(schemas["Error"]["properties"]) == {"code", "message", "field", "allowed"}
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            assert operation["responses"]["4XX"]["content"]["application/json"]["schema"]["$ref"] == \
+                "#/components/schemas/Error", (method, path)
+    for name in registry.BUILTIN_RULESETS:
+        union = schemas[f"{name.capitalize()}Command"]
+        assert union["discriminator"]["propertyName"] == "kind"
+        kinds = {t.__struct_config__.tag for t in registry.get(name).command_types}
+        assert set(union["discriminator"]["mapping"]) == kinds
+        for ref in union["discriminator"]["mapping"].values():
+            assert ref.rsplit("/", 1)[-1] in schemas
+    assert "WebSocket" in document["info"]["description"]
+
+
+def test_asyncapi_names_every_channel_with_payload_schemas(api: TestClient) -> None:
+    document = api.get("/asyncapi").json()
+    assert document["asyncapi"].startswith("3.")
+    addresses = {c["address"] for c in document["channels"].values()}
+    assert {"alm:{{{shard}}}:commands", "alm:{{{shard}}}:feed", "alm:outcome:{command_id}", "alm:{{{shard}}}:dead",
+            "/rooms/{room}/live"} <= addresses
+    schemas = document["components"]["schemas"]
+    for message in document["components"]["messages"].values():
+        assert message["payload"]["$ref"].rsplit("/", 1)[-1] in schemas
+    assert "BoardCommand" in schemas and "CommandRecord" in schemas
+
+
+def test_ruleset_schema_lists_every_command_and_refuses_unknown_rulesets(api: TestClient) -> None:
+    schema = api.get("/rulesets/board/schema").json()
+    assert [c["kind"] for c in schema["commands"]] == ["place_element", "skip_element"]
+    place = schema["$defs"]["PlaceElement"]
+    assert {"row", "column"} <= set(place["required"])
+    missing = api.get("/rulesets/nope/schema")
+    assert missing.status_code == 404 and missing.json()["code"] == "unknown_ruleset"
+
+
+def test_console_docs_and_redoc_are_served_from_the_package(api: TestClient) -> None:
+    page = api.get("/")
+    assert page.status_code == 200 and "/console/app.js" in page.text
+    local = re.findall(r'(?:src|href)="(/console/[^"]+)"', page.text)
+    for path in ("/docs", "/redoc"):
+        html = api.get(path).text
+        assert "cdn." not in html
+        local += re.findall(r"['\"](/console/vendor/[^'\"]+)['\"]", html)
+    assert len(local) >= 6
+    for asset in local:
+        assert api.get(asset).status_code == 200, asset
+    # every file the vendor README names exists
+    readme = (STATIC_DIR / "vendor" / "README.md").read_text()
+    for folder in re.findall(r"^\| (\w[\w-]*)/ \|", readme, re.M):
+        assert any((STATIC_DIR / "vendor" / folder).iterdir()), folder
+    assert Path(STATIC_DIR / "app.js").read_text().count("tradeStory:") == 1
+
+
+def test_players_get_only_their_own_view_at_a_version(api: TestClient, auditor: str) -> None:
+    created = api.post("/rooms", json={"ruleset": "board", "player": "vera"}).json()
+    room, token = created["room"], created["token"]
+    mine = api.get(f"/rooms/{room}/at/1", headers={"Authorization": f"Bearer {token}"})
+    assert mine.status_code == 200 and "view" in mine.json() and "state" not in mine.json()
+    assert "deck" not in mine.json()["view"]
+    other = api.get(f"/rooms/{room}/at/1", params={"player": "mallory"}, headers={"Authorization": f"Bearer {token}"})
+    assert other.status_code == 403 and other.json()["code"] == "other_seat"
+    assert api.get(f"/rooms/{room}/at/1").status_code == 401
+    full = api.get(f"/rooms/{room}/at/1", headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert "deck" in full["state"] and "vera" in full["views"]
+    series = api.get(f"/rooms/{room}/series", headers={"Authorization": f"Bearer {token}"}).json()
+    assert series["scores"] == {"vera": [0] * len(series["versions"])} and series["resources"] == {}
+
+
+def test_cors_is_off_by_default_and_on_when_configured(api: TestClient, stack) -> None:
+    preflight = {"Origin": "https://game.example", "Access-Control-Request-Method": "POST"}
+    assert "access-control-allow-origin" not in api.options("/rooms", headers=preflight).headers
+    app = create_app(gateway_settings(stack, cors_origins="https://game.example"))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        answer = client.options("/rooms/x/commands", headers=preflight)
+        assert answer.headers["access-control-allow-origin"] == "https://game.example"
+        command = client.post("/rooms/x/commands", json={}, headers={"Origin": "https://game.example"})
+        assert command.status_code == 401
+        assert command.headers["access-control-allow-origin"] == "https://game.example"
