@@ -23,7 +23,7 @@ def test_openapi_has_bearer_auth_the_error_shape_and_typed_commands(api: TestCli
         for method, operation in item.items():
             assert operation["responses"]["4XX"]["content"]["application/json"]["schema"]["$ref"] == \
                 "#/components/schemas/Error", (method, path)
-    for name in registry.BUILTIN_RULESETS:
+    for name in registry.installed():
         union = schemas[f"{name.capitalize()}Command"]
         assert union["discriminator"]["propertyName"] == "kind"
         kinds = {t.__struct_config__.tag for t in registry.get(name).command_types}

@@ -21,7 +21,7 @@ const URLS = {
   series: (room) => `/rooms/${enc(room)}/series`,
   verification: (room) => `/rooms/${enc(room)}/verification`,
   // A realm trade's story (the audit route; renaming it is this one line).
-  tradeStory: (room, trade) => `/rooms/${enc(room)}/trades/${enc(trade)}/story`,
+  tradeStory: (room, trade) => `/rooms/${enc(room)}/audit/trade/${enc(trade)}`,
   live: (room, from, token) =>
     `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/rooms/${enc(room)}/live` +
     `?from_version=${from}&token=${enc(token)}`,
