@@ -12,6 +12,7 @@ import msgspec
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from almanac.events.disclosure import Hidden
 from almanac.services.gateway import api_live, api_ops, api_queries, api_rooms
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
@@ -71,7 +72,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     _, components = msgspec.json.schema_components(
-        [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest],
+        # Hidden: the marker a redacted event field carries ({"hidden": true}), see events/disclosure.py.
+        [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, Hidden],
         ref_template="#/components/schemas/{name}",
     )
     schema.setdefault("components", {}).setdefault("schemas", {}).update(components)

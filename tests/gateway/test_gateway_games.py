@@ -324,3 +324,33 @@ def test_realm_trades_in_the_ledger_and_told_to_auditors(api: TestClient, stack,
     assert api.get(f"/rooms/{room}/trades/{trade_ids[0]}/story", headers=auth(player_token)).status_code == 403
     assert api.get(f"/rooms/{room}/trades/no-such-trade/story", headers=auth(auditor)).json()["code"] == \
         "trade_not_found"
+
+
+def test_a_rivals_public_scores_and_feed_reveal_no_finds(api: TestClient, auditor: str) -> None:
+    """Given a realm room of three, when alice cuts wood and finds herbs (hidden finds), then the scores
+    anyone reads at /rooms/{room}/scores do not move while her full score (auditors) does, and carol's
+    /events and live feed carry the finds as {"hidden": true}."""
+    suffix = secrets.token_hex(3)
+    alice, bob, carol = (f"{name}-{suffix}" for name in ("alice", "bob", "carol"))
+    # A fixed public challenge: the same dice every run (alice cuts 1,000 wood, then finds herbs).
+    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "challenge": "hidden-finds",
+                                       "options": {"players": [alice, bob, carol]}})
+    assert created.status_code == 201, created.text
+    room, alice_token = created.json()["room"], created.json()["token"]
+    api.post(f"/rooms/{room}/join", json={"player": bob})
+    carol_token = api.post(f"/rooms/{room}/join", json={"player": carol}).json()["token"]
+    public_before = api.get(f"/rooms/{room}/scores").json()["scores"]
+    full_before = api.get(f"/rooms/{room}/resources", headers=auth(auditor)).json()["scores"]
+    for kind in ("cut_wood", "find_herbs"):
+        answer = api.post(f"/rooms/{room}/commands", headers=auth(alice_token), json={"command": {"kind": kind}})
+        assert answer.status_code == 200, answer.text
+        found = answer.json()["events"][0]["event"]["amount"]
+        public = api.get(f"/rooms/{room}/scores").json()["scores"]
+        assert public == public_before, (kind, found)
+        assert found > 0
+    assert api.get(f"/rooms/{room}/resources", headers=auth(auditor)).json()["scores"][alice] >= full_before[alice]
+    latest = api.get(f"/rooms/{room}/events", headers=auth(carol_token)).json()["events"]
+    feed = live_feed(api, room, carol_token, 1, len(latest))
+    for shown in (latest[-2:], feed[-2:]):
+        assert [e["event"]["amount"] for e in shown] == [HIDDEN_MARKER, HIDDEN_MARKER]
+        assert [e["event"]["dice"] for e in shown] == [HIDDEN_MARKER, HIDDEN_MARKER]

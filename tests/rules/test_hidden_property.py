@@ -33,7 +33,7 @@ def test_an_outsider_receives_the_same_whatever_the_hidden_values(ruleset: str) 
             assert a.seen == b.seen, (ruleset, number, index, steps[index])
             compared_steps += 1
             compared_events += len(a.envelopes)
-            differing_compared += sum(ea.payload != eb.payload for ea, eb in zip(a.envelopes, b.envelopes))
+            differing_compared += sum(ea.payload != eb.payload for ea, eb in zip(a.envelopes, b.envelopes, strict=True))
         else:
             stops.append(f"game {number}: identical to the end ({len(steps)} steps)")
     print(f"{ruleset}: {compared_steps} steps, {compared_events} events compared, "
