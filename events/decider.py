@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -39,6 +39,8 @@ class Decider(Protocol):
         state_type: the game state Struct (frozen; snapshots decode into it).
         command_types: the command Structs (``tag_field="kind"``).
         event_types: the event Structs (``tag="<name>.<snake_case>"``), the stored format.
+        secrets: what is hidden, as data: per event type, the fields only some players may see
+            (``events.disclosure.Secret``); ``redact`` applies it. Everything not declared is public.
     """
 
     name: str
@@ -47,6 +49,7 @@ class Decider(Protocol):
     state_type: type
     command_types: tuple[type, ...]
     event_types: tuple[type, ...]
+    secrets: Mapping[type, tuple[Any, ...]]
 
     def setup(self, options: Any, ctx: Context) -> Any:
         """Resolve creation options into a setup, drawing any randomness from ``ctx.dice``."""
@@ -69,10 +72,14 @@ class Decider(Protocol):
         """What one player may see (builtins or Structs); hidden information left out."""
 
     def redact(self, event: Any, player: str) -> Any | None:
-        """The event as ``player`` may see it, or None when they may not see it at all."""
+        """The event as ``player`` may see it (hidden fields set to ``disclosure.HIDDEN``), or None for nothing."""
 
     def scores(self, state: Any) -> dict[str, int]:
-        """Score per player, for leaderboards."""
+        """Score per player, complete (auditors, the player's own view, the game's end)."""
+
+    def public_scores(self, state: Any) -> dict[str, int]:
+        """The scores anyone may see now (leaderboards, ``/scores``): they never change in a way that
+        reveals a hidden amount (e.g. a function of the public view, or only once the game is over)."""
 
     def resources(self, state: Any) -> dict[str, Any]:
         """Resources and holdings, per player or global (builtins)."""

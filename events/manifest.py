@@ -8,14 +8,17 @@ it loops over the manifests the registry finds (``almanac.rulesets`` entry point
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
 
+from almanac.events import disclosure
 from almanac.events.decider import Context, Decider, event_tag
 from almanac.events.dice import Dice
+from almanac.events.disclosure import HIDDEN, Hidden, Secret
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError
 from almanac.events.room import RoomState
@@ -29,12 +32,15 @@ __all__ = [
     "Decider",
     "Dice",
     "Envelope",
+    "HIDDEN",
+    "Hidden",
     "NoOptions",
     "Policy",
     "ReadModel",
     "RoomState",
     "RuleError",
     "RuleSet",
+    "Secret",
 ]
 
 # A bot: what ``player`` does next in ``state`` (None: nothing to do now). ``dice`` is the bot's own
@@ -65,6 +71,8 @@ class BaseDecider:
     state_type: type = object
     command_types: tuple[type, ...] = ()
     event_types: tuple[type, ...] = ()
+    # What is hidden, as data (events/disclosure.py): event type -> Secret entries. Empty: all public.
+    secrets: Mapping[type, tuple[Secret, ...]] = MappingProxyType({})
 
     def setup(self, options: Any, ctx: Context) -> Any:
         return options
@@ -88,10 +96,14 @@ class BaseDecider:
         return state
 
     def redact(self, event: Any, player: str) -> Any | None:
-        return event
+        return disclosure.redact(self.secrets, event, player)
 
     def scores(self, state: Any) -> dict[str, int]:
         return {}
+
+    def public_scores(self, state: Any) -> dict[str, int]:
+        # Only right while no score depends on a secret: a game whose scores count hidden amounts overrides it.
+        return self.scores(state)
 
     def resources(self, state: Any) -> dict[str, Any]:
         return {}

@@ -45,7 +45,7 @@ def room_summary(state: RoomState, updated_at_ms: int) -> dict[str, Any]:
         "ruleset": state.ruleset,
         "version": state.version,
         "players": list(state.players),
-        "scores": dict(decider.scores(state.game)),
+        "scores": dict(decider.public_scores(state.game)),
         "resources": to_builtins(decider.resources(state.game)),
         "over": bool(decider.is_over(state.game)),
         "ended": state.ended,
@@ -63,8 +63,8 @@ def room_listing(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def leaderboard_scores(state: RoomState) -> dict[str, int]:
-    """This room's contribution to its rule-set's leaderboard: each seated player's current score."""
-    return {player: int(score) for player, score in registry.get(state.ruleset).scores(state.game).items()}
+    """This room's contribution to its rule-set's leaderboard: each seated player's current public score."""
+    return {player: int(score) for player, score in registry.get(state.ruleset).public_scores(state.game).items()}
 
 
 def project_room(

@@ -55,6 +55,7 @@ class CounterDecider:
     state_type = CounterState
     command_types = (Add, Roll)
     event_types = (Added, Rolled)
+    secrets: dict[type, tuple] = {}  # nothing is hidden
 
     def setup(self, options: CounterOptions, ctx: Context) -> CounterSetup:
         return CounterSetup(start=options.start, limit=options.limit, seats=options.seats, lucky_number=ctx.dice.randbelow(100))
@@ -92,6 +93,9 @@ class CounterDecider:
 
     def scores(self, state: CounterState) -> dict[str, int]:
         return {seat: state.total for seat in state.seats}
+
+    def public_scores(self, state: Any) -> dict[str, int]:
+        return self.scores(state)  # nothing is hidden
 
     def resources(self, state: CounterState) -> dict[str, Any]:
         return {"total": state.total}

@@ -30,8 +30,16 @@ from almanac.events.board.missions import MISSIONS
 from almanac.events.board.rules import DECIDE, EVOLVE, mission_totals
 from almanac.events.board.state import STARTING_BOARD, BoardOptions, BoardSetup, BoardState
 from almanac.events.decider import Context
+from almanac.events.disclosure import Secret, is_hidden, redact
 from almanac.events.errors import RuleError
 from almanac.events.room import RoomCreated
+
+# What is hidden on the board (docs/rules/board.md, "What is public"): the deck order, from everyone,
+# the owner included, until each card is turned up (the view shows the current element only).
+SECRETS: dict[type, tuple[Secret, ...]] = {
+    RoomCreated: (Secret(("setup.deck",)),),
+    DeckShuffled: (Secret(("order",)),),
+}
 
 
 class BoardDecider:
@@ -43,6 +51,7 @@ class BoardDecider:
     state_type = BoardState
     command_types: tuple[type, ...] = (PlaceElement, SkipElement)
     event_types: tuple[type, ...] = EVENT_TYPES
+    secrets = SECRETS
 
     def setup(self, options: BoardOptions, ctx: Context) -> BoardSetup:
         """Shuffle the deck, then deal cards A-D from a shuffle of the pool (both with the room's dice)."""
@@ -125,15 +134,18 @@ class BoardDecider:
         }
 
     def redact(self, event: Any, player: str) -> Any | None:
-        """Events as a player sees them: shuffles and the setup lose their deck order."""
-        if isinstance(event, DeckShuffled):
-            return msgspec.structs.replace(event, order=(), hidden=True)
-        if isinstance(event, RoomCreated) and isinstance(event.setup, BoardSetup):
-            return msgspec.structs.replace(event, setup=msgspec.structs.replace(event.setup, deck=()))
-        return event
+        """Events as a player sees them: shuffles and the setup lose their deck order (``SECRETS``)."""
+        shown = redact(SECRETS, event, player)
+        if isinstance(event, DeckShuffled) and shown is not event:
+            return msgspec.structs.replace(shown, hidden=True)
+        return shown
 
     def scores(self, state: BoardState) -> dict[str, int]:
         return {state.player: state.total}
+
+    def public_scores(self, state: BoardState) -> dict[str, int]:
+        """Public: the total moves only at a season's end, from the map and cards everyone sees."""
+        return self.scores(state)
 
     def resources(self, state: BoardState) -> dict[str, Any]:
         return {
@@ -158,7 +170,7 @@ class BoardDecider:
             bonus = f", mountains {event.mountain_bonus}" if event.mountain_bonus else ""
             return f"{event.name} ended at time {event.time}: {parts}{bonus}; {event.total} points"
         if isinstance(event, DeckShuffled):
-            return "deck shuffled" if event.hidden else f"deck shuffled: {', '.join(map(str, event.order))}"
+            return "deck shuffled" if event.hidden or is_hidden(event.order) else f"deck shuffled: {', '.join(map(str, event.order))}"
         if isinstance(event, GameEnded):
             parts = ", ".join(f"{m.card} {m.points}" for m in event.missions)
             return f"game over at time {event.time}: {parts}; total {event.total}"

@@ -13,6 +13,7 @@ from almanac.events.claim.growth import stand
 from almanac.events.claim.seeding import COUNTING, TERRAIN, lcg_seed, seed_parcels
 from almanac.events.claim.state import ClaimState
 from almanac.events.decider import Context, event_tag
+from almanac.events.disclosure import Secret, redact
 from almanac.events.errors import RuleError
 
 MAX_NAME = 80
@@ -25,6 +26,8 @@ class ClaimDecider:
     state_type = ClaimState
     command_types = COMMANDS
     event_types = EVENTS
+    # Nothing on a claim is secret: anyone in the valley may walk it.
+    secrets: dict[type, tuple[Secret, ...]] = {}
 
     def setup(self, options: ClaimOptions, ctx: Context) -> ClaimSetup:
         owner = options.owner or ctx.player
@@ -99,11 +102,15 @@ class ClaimDecider:
             "parcels": parcels,
         }
 
-    def redact(self, event: Any, player: str) -> Any | None:
-        return event
+    def redact(self, event: Any, player: str) -> Any:
+        return redact(self.secrets, event, player)
 
     def scores(self, state: ClaimState) -> dict[str, int]:
         return {state.owner: rules.score(state)}
+
+    def public_scores(self, state: ClaimState) -> dict[str, int]:
+        """Public: a claim hides nothing; its score is as public as its parcels."""
+        return self.scores(state)
 
     def resources(self, state: ClaimState) -> dict[str, Any]:
         cover = rules.cover_parcels(state)

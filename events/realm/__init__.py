@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from almanac.events.decider import Context
+from almanac.events.disclosure import Secret, redact
 from almanac.events.errors import RuleError
 from almanac.events.realm import audit, data, events as realm_events
 from almanac.events.realm.commands import COMMAND_TYPES
@@ -23,47 +24,6 @@ from almanac.events.realm.state import (
     season_name,
     year_of,
 )
-
-# Fields of an event that only its parties may see (they reveal storage); others get them blanked.
-SECRET_FIELDS: dict[type, tuple[str, ...]] = {
-    realm_events.Mined: ("dice", "stars", "saved_used", "saved_gained", "outcome", "found", "amount"),
-    realm_events.Smelted: ("amount", "dice", "stars", "success"),
-    realm_events.FoodGot: (
-        "dice",
-        "stars",
-        "doubled",
-        "skulls",
-        "wards_used",
-        "wards_gained",
-        "spoiled",
-        "amount",
-    ),
-    realm_events.HerbsFound: ("dice", "stars", "amount"),
-    realm_events.WoodCut: ("dice", "stars", "amount"),
-    realm_events.ArmyHealed: ("points", "herbs", "damage_after"),
-    realm_events.Fortified: ("wood", "stone"),
-    realm_events.ArmyEquipped: ("cost",),
-    realm_events.Raided: ("taken",),
-    realm_events.CityDestroyed: ("plunder", "lost"),
-    realm_events.TaxCollected: ("amounts",),
-    realm_events.CityRestarted: ("stock",),
-    realm_events.MerchantSent: ("load", "transfers", "load_after"),
-    realm_events.MerchantIntercepted: ("seized", "transfers", "load_after"),
-    realm_events.TradeOffered: ("load_after",),
-    realm_events.TradeCountered: ("load_after",),
-    realm_events.TradeAgreed: ("load_after",),
-    realm_events.TradeRolled: ("transfers", "shortfall", "load_after"),
-    realm_events.TradeCancelled: ("load_before", "lost", "transfers", "load_after"),
-    realm_events.TradeDeclined: ("load_after",),
-    realm_events.MerchantReturned: ("delivered", "transfers", "load_after"),
-}
-
-# A city's own holdings recorded on an event: only that city sees them, even among the event's parties.
-OWN_HOLDINGS: dict[str, Callable[[Any], str]] = {
-    "home_after": audit.home_of,
-    "host_after": audit.host_of,
-    "attacker_after": lambda event: event.attacker,
-}
 
 
 def parties(event: Any) -> tuple[str, ...]:
@@ -83,25 +43,71 @@ def parties(event: Any) -> tuple[str, ...]:
     return (city,) if isinstance(city, str) else ()
 
 
-def blank(value: Any) -> Any:
-    """The empty value of a field's type (the shape stays, the secret goes)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return 0
-    if isinstance(value, str):
-        return ""
-    if isinstance(value, tuple):
-        return ()
-    if isinstance(value, dict):
-        return {}
-    return value
+def _home(event: Any) -> tuple[str, ...]:
+    return (audit.home_of(event),)
+
+
+def _host(event: Any) -> tuple[str, ...]:
+    return (audit.host_of(event),)
+
+
+def _attacker(event: Any) -> tuple[str, ...]:
+    return (event.attacker,)
+
+
+def _party(*fields: str) -> Secret:
+    """Fields the event's parties see (they reveal storage, a trade's load or dice only they saw roll)."""
+    return Secret(fields, parties)
+
+
+# A city's own holdings recorded on a trade step: only that city sees them, even among the parties.
+_OWN_HOLDINGS = (Secret(("home_after",), _home), Secret(("host_after",), _host))
+
+# What is hidden in the realm (docs/rules/realm.md, "What is public"); every other field is public.
+SECRETS: dict[type, tuple[Secret, ...]] = {
+    realm_events.Mined: (_party("dice", "stars", "saved_used", "saved_gained", "outcome", "found", "amount"),),
+    realm_events.Smelted: (_party("amount", "dice", "stars", "success"),),
+    realm_events.FoodGot: (
+        _party("dice", "stars", "doubled", "skulls", "wards_used", "wards_gained", "spoiled", "amount"),
+    ),
+    realm_events.HerbsFound: (_party("dice", "stars", "amount"),),
+    realm_events.WoodCut: (_party("dice", "stars", "amount"),),
+    realm_events.ArmyHealed: (_party("points", "herbs", "damage_after"),),
+    realm_events.Fortified: (_party("wood", "stone"),),
+    realm_events.ArmyEquipped: (_party("cost",),),
+    realm_events.Raided: (_party("taken",),),
+    realm_events.CityDestroyed: (_party("plunder", "lost"),),
+    realm_events.TaxCollected: (_party("amounts",),),
+    realm_events.CityRestarted: (_party("stock",),),
+    realm_events.MerchantSent: (_party("load", "transfers", "load_after"), *_OWN_HOLDINGS),
+    realm_events.MerchantIntercepted: (
+        _party("seized", "transfers", "load_after"),
+        *_OWN_HOLDINGS,
+        Secret(("attacker_after",), _attacker),
+    ),
+    realm_events.TradeOffered: (_party("load_after"), *_OWN_HOLDINGS),
+    realm_events.TradeCountered: (_party("load_after"), *_OWN_HOLDINGS),
+    realm_events.TradeAgreed: (_party("load_after"), *_OWN_HOLDINGS),
+    # Each side's dice, stars and demand give the transfers: all of a roll but its round and outcome.
+    realm_events.TradeRolled: (_party("buyer", "seller", "transfers", "shortfall", "load_after"), *_OWN_HOLDINGS),
+    # The reason names the demand and the load.
+    realm_events.TradeCancelled: (
+        _party("reason", "load_before", "lost", "transfers", "load_after"),
+        *_OWN_HOLDINGS,
+    ),
+    realm_events.TradeDeclined: (_party("load_after"), *_OWN_HOLDINGS),
+    realm_events.MerchantReturned: (_party("delivered", "transfers", "load_after"), *_OWN_HOLDINGS),
+}
 
 
 def worth(city: City) -> int:
     """A city's worth: resources at their worth, people, soldiers (more with equipment), walls, vassals excluded."""
-    total = sum(amount * data.RESOURCE_WORTH[name] for name, amount in city.stock.items())
-    total += city.population * data.POPULATION_WORTH + city.hit_points * data.HIT_POINT_WORTH
+    return sum(amount * data.RESOURCE_WORTH[name] for name, amount in city.stock.items()) + public_worth(city)
+
+
+def public_worth(city: City) -> int:
+    """The part of a city's worth every player sees: people, walls, soldiers and their armour (never storage)."""
+    total = city.population * data.POPULATION_WORTH + city.hit_points * data.HIT_POINT_WORTH
     if city.army is not None:
         total += city.army.soldiers * (data.SOLDIER_WORTH + data.TIERS.index(city.army.equipment))
     return total
@@ -146,6 +152,7 @@ class RealmDecider:
     state_type = RealmState
     command_types: tuple[type, ...] = COMMAND_TYPES
     event_types: tuple[type, ...] = EVENT_TYPES
+    secrets = SECRETS
 
     def setup(self, options: RealmOptions, ctx: Context) -> RealmSetup:
         """Check the seats and numbers; nothing is drawn (every city starts alike)."""
@@ -276,30 +283,23 @@ class RealmDecider:
                 for row in state.ledger
                 if player in (row.home, row.host, row.source, row.target)
             ],
-            "scores": self.scores(state),
+            "scores": self.public_scores(state),
+            "own_score": self.scores(state).get(player),
             "over": state.over,
         }
 
     def redact(self, event: Any, player: str) -> Any:
         """Parties see an event whole but for the other side's own holdings; others see that it happened,
-        with the fields that reveal storage blanked."""
-        hidden = [] if player in parties(event) else list(SECRET_FIELDS.get(type(event), ()))
-        hidden += [
-            name
-            for name, owner in OWN_HOLDINGS.items()
-            if name in type(event).__struct_fields__ and owner(event) != player
-        ]
-        if not hidden:
-            return event
-        return msgspec.structs.replace(event, **{name: blank(getattr(event, name)) for name in hidden})
+        with the fields that reveal storage, loads or private rolls hidden (``SECRETS``)."""
+        return redact(SECRETS, event, player)
 
     def scores(self, state: RealmState) -> dict[str, int]:
         """Worth / 1,000 rounded down, plus 10 per city the player taxes."""
-        result = {}
-        for player in state.players:
-            vassals = sum(1 for city in state.cities.values() if city.controller == player)
-            result[player] = (worth(state.cities[player]) + vassals * data.VASSAL_WORTH) // data.SCORE_UNIT
-        return result
+        return _scores(state, worth)
+
+    def public_scores(self, state: RealmState) -> dict[str, int]:
+        """While the game runs, the score without storage (what every view shows); once over, the score."""
+        return self.scores(state) if state.over else _scores(state, public_worth)
 
     def resources(self, state: RealmState) -> dict[str, Any]:
         return {
@@ -312,6 +312,14 @@ class RealmDecider:
 
     def summary(self, event: Any) -> str:
         return summarize(event)
+
+
+def _scores(state: RealmState, worth_of: Callable[[City], int]) -> dict[str, int]:
+    result = {}
+    for player in state.players:
+        vassals = sum(1 for city in state.cities.values() if city.controller == player)
+        result[player] = (worth_of(state.cities[player]) + vassals * data.VASSAL_WORTH) // data.SCORE_UNIT
+    return result
 
 
 def faces_text(faces: tuple[str, ...]) -> str:

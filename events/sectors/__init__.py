@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from almanac.events.decider import Context
+from almanac.events.disclosure import Secret, redact
 from almanac.events.errors import RuleError
 from almanac.events.sectors import rules
 from almanac.events.sectors.commands import COMMAND_TYPES
@@ -35,6 +36,8 @@ class SectorsDecider:
     state_type = ColonyState
     command_types = COMMAND_TYPES
     event_types = EVENT_TYPES
+    # Nothing in an event is secret: an unexplored sector's type is drawn only when it is explored.
+    secrets: dict[type, tuple[Secret, ...]] = {}
 
     def setup(self, options: Options, ctx: Context) -> Setup:
         return rules.setup_colony(options, ctx)
@@ -110,11 +113,14 @@ class SectorsDecider:
         }
 
     def redact(self, event: Any, player: str) -> Any:
-        # Nothing in an event is secret: unexplored types are never drawn before exploration.
-        return event
+        return redact(self.secrets, event, player)
 
     def scores(self, state: ColonyState) -> dict[str, int]:
         return {state.owner: state.stock.victory_points}
+
+    def public_scores(self, state: ColonyState) -> dict[str, int]:
+        """Public: a colony hides nothing; its victory points are as public as its map."""
+        return self.scores(state)
 
     def resources(self, state: ColonyState) -> dict[str, Any]:
         explored = state.explored()

@@ -36,6 +36,7 @@ class TrivialDecider:
     state_type = TrivialState
     command_types = (Add,)
     event_types = (Added,)
+    secrets: dict[type, tuple] = {}  # nothing is hidden
 
     def setup(self, options: Any, ctx: Context) -> TrivialSetup:
         return TrivialSetup()
@@ -63,6 +64,9 @@ class TrivialDecider:
 
     def scores(self, state: Any) -> dict[str, int]:
         return {}
+
+    def public_scores(self, state: Any) -> dict[str, int]:
+        return self.scores(state)  # nothing is hidden
 
     def resources(self, state: TrivialState) -> dict[str, Any]:
         return {"total": state.total}

@@ -49,13 +49,13 @@ async def room_view(
     )
 
 
-@router.get("/rooms/{room}/scores", summary="Scores per player, as folded from the room's log")
+@router.get("/rooms/{room}/scores", summary="Public scores per player (the rule-set's public_scores: they reveal no hidden amount)")
 async def room_scores(request: Request, room: str = RoomId) -> Response:
     state = await _state(gateway(request), room)
     decider = registry.get(state.ruleset)
     return json_response(
         {"room": room, "ruleset": state.ruleset, "version": state.version,
-         "scores": codec.to_builtins(decider.scores(state.game))}
+         "scores": codec.to_builtins(decider.public_scores(state.game))}
     )
 
 

@@ -12,6 +12,7 @@ import msgspec
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
+from almanac.events.disclosure import Hidden
 from almanac.services.gateway import api_docs, api_live, api_ops, api_queries, api_rooms, asyncapi, console
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
@@ -76,7 +77,9 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    return api_docs.build_openapi(app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest])
+    return api_docs.build_openapi(
+        # Hidden: the marker a redacted event field carries ({"hidden": true}), see events/disclosure.py.
+        app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, Hidden])
 
 
 class MetricsTiming:

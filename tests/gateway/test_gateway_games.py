@@ -19,7 +19,6 @@ from fastapi.testclient import TestClient
 from gateway_stack import landed_rulesets
 
 from almanac.events import codec, registry, room as room_rules
-from almanac.events.decider import event_tag
 from almanac.events.dice import Dice
 from almanac.events.room import RoomState
 from almanac.services.store.keys import Keys
@@ -139,9 +138,9 @@ def test_game_over_http_matches_the_fold_of_the_log(api: TestClient, stack, tabl
         report = api.get(f"/rooms/{room}/verification", headers=auth(table.seated(room)[0][1])).json()
         assert report["ok"] is True and report["room"] == room, report
         scores = api.get(f"/rooms/{room}/scores").json()
-        assert scores["scores"] == as_json(decider.scores(state.game))
+        assert scores["scores"] == as_json(decider.public_scores(state.game))
         assert api.get(f"/rooms/{room}", headers={}).json()["players"] == list(state.players)
-    expected = {p: s for room in table.rooms for p, s in decider.scores(fold_log(stack.redis_url, room)[0].game)
+    expected = {p: s for room in table.rooms for p, s in decider.public_scores(fold_log(stack.redis_url, room)[0].game)
                 .items() if p in table.players}
     deadline = time.monotonic() + 15
     while True:
@@ -153,10 +152,14 @@ def test_game_over_http_matches_the_fold_of_the_log(api: TestClient, stack, tabl
     assert ranked == expected
 
 
+HIDDEN_MARKER = {"hidden": True}
+
+
 def hidden_keys_are_empty(payload: Any, keys: set[str]) -> bool:
-    """True when every occurrence of one of ``keys`` in a JSON payload holds an empty value."""
+    """True when every occurrence of one of ``keys`` in a JSON payload is empty or the hidden marker."""
     if isinstance(payload, dict):
-        return all((not value if key in keys else True) and hidden_keys_are_empty(value, keys)
+        return all((value in (HIDDEN_MARKER, [], None) if key in keys else True)
+                   and hidden_keys_are_empty(value, keys)
                    for key, value in payload.items())
     if isinstance(payload, list):
         return all(hidden_keys_are_empty(item, keys) for item in payload)
@@ -192,7 +195,8 @@ def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, audit
 
 
 def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables: dict[str, Table]) -> None:
-    from almanac.events.realm import SECRET_FIELDS, blank, parties  # noqa: PLC0415
+    from almanac.events.disclosure import hidden_fields  # noqa: PLC0415
+    from almanac.events.realm import SECRETS  # noqa: PLC0415
 
     table = tables["realm"]
     room = table.rooms[0]
@@ -202,7 +206,6 @@ def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables:
     bob_view = api.get(f"/rooms/{room}/view", headers=auth(bob_token)).json()["view"]
     assert "stock" in alice_view["cities"][alice] and "stock" not in bob_view["cities"][alice]
     assert "stock" in bob_view["cities"][bob] and "stock" not in alice_view["cities"][bob]
-    secret_by_tag = {event_tag(kind): fields for kind, fields in SECRET_FIELDS.items()}
     streams = {
         "events": api.get(f"/rooms/{room}/events", headers=auth(bob_token)).json()["events"],
         "live": live_feed(api, room, bob_token, 1, len(envelopes)),
@@ -212,11 +215,8 @@ def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables:
         assert [e["version"] for e in seen] == [e.version for e in envelopes], name
         for shown, envelope in zip(seen, envelopes, strict=True):
             real = codec.decode_event(envelope)
-            fields = secret_by_tag.get(envelope.type, ())
-            if not fields or bob in parties(real):
-                continue
-            for field in fields:
-                assert shown["event"][field] == as_json(blank(getattr(real, field))), (name, envelope.type, field)
+            for field in hidden_fields(SECRETS, real, bob):
+                assert shown["event"][field] == HIDDEN_MARKER, (name, envelope.type, field)
                 checked += 1
     assert checked, "alice's game produced no secret-bearing event; play longer"
 
@@ -326,3 +326,33 @@ def test_realm_trades_in_the_ledger_and_told_to_auditors(api: TestClient, stack,
     assert api.get("/read-models/nothing").json()["code"] == "unknown_read_model"
     one = api.get("/read-models/trades", params={"trade": trade}, headers=auth(auditor)).json()["rows"]
     assert one and {r["trade"] for r in one} == {trade}
+
+
+def test_a_rivals_public_scores_and_feed_reveal_no_finds(api: TestClient, auditor: str) -> None:
+    """Given a realm room of three, when alice cuts wood and finds herbs (hidden finds), then the scores
+    anyone reads at /rooms/{room}/scores do not move while her full score (auditors) does, and carol's
+    /events and live feed carry the finds as {"hidden": true}."""
+    suffix = secrets.token_hex(3)
+    alice, bob, carol = (f"{name}-{suffix}" for name in ("alice", "bob", "carol"))
+    # A fixed public challenge: the same dice every run (alice cuts 1,000 wood, then finds herbs).
+    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "challenge": "hidden-finds",
+                                       "options": {"players": [alice, bob, carol]}})
+    assert created.status_code == 201, created.text
+    room, alice_token = created.json()["room"], created.json()["token"]
+    api.post(f"/rooms/{room}/join", json={"player": bob})
+    carol_token = api.post(f"/rooms/{room}/join", json={"player": carol}).json()["token"]
+    public_before = api.get(f"/rooms/{room}/scores").json()["scores"]
+    full_before = api.get(f"/rooms/{room}/resources", headers=auth(auditor)).json()["scores"]
+    for kind in ("cut_wood", "find_herbs"):
+        answer = api.post(f"/rooms/{room}/commands", headers=auth(alice_token), json={"command": {"kind": kind}})
+        assert answer.status_code == 200, answer.text
+        found = answer.json()["events"][0]["event"]["amount"]
+        public = api.get(f"/rooms/{room}/scores").json()["scores"]
+        assert public == public_before, (kind, found)
+        assert found > 0
+    assert api.get(f"/rooms/{room}/resources", headers=auth(auditor)).json()["scores"][alice] >= full_before[alice]
+    latest = api.get(f"/rooms/{room}/events", headers=auth(carol_token)).json()["events"]
+    feed = live_feed(api, room, carol_token, 1, len(latest))
+    for shown in (latest[-2:], feed[-2:]):
+        assert [e["event"]["amount"] for e in shown] == [HIDDEN_MARKER, HIDDEN_MARKER]
+        assert [e["event"]["dice"] for e in shown] == [HIDDEN_MARKER, HIDDEN_MARKER]

@@ -119,7 +119,7 @@ def test_a_pip_installed_game_is_hosted_and_played_through_engine_and_gateway(ap
     (mine,) = roll(alice)["events"]
     assert len(mine["event"]["faces"]) == 2
     seen_by_bob = api.get(f"/rooms/{room}/events", headers=auth(bob)).json()["events"]
-    assert [e["event"]["faces"] for e in seen_by_bob if e["type"] == "dice_duel.rolled"] == [[]]
+    assert [e["event"]["faces"] for e in seen_by_bob if e["type"] == "dice_duel.rolled"] == [{"hidden": True}]
     again = api.post(f"/rooms/{room}/commands", headers=auth(alice), json={"command": {"kind": "roll"}})
     assert again.status_code == 422 and again.json()["code"] == "dice_duel.already_rolled"
 

@@ -69,6 +69,7 @@ class BazaarDecider:
     state_type = BazaarState
     command_types = (Offer, Settle)
     event_types = (TradeOffered, TradeSettled)
+    secrets: dict[type, tuple] = {}  # nothing is hidden
 
     def setup(self, options: BazaarOptions, ctx: Context) -> BazaarSetup:
         return BazaarSetup(purse=options.purse)
@@ -120,6 +121,9 @@ class BazaarDecider:
 
     def scores(self, state: BazaarState) -> dict[str, int]:
         return dict(state.holdings)
+
+    def public_scores(self, state: Any) -> dict[str, int]:
+        return self.scores(state)  # nothing is hidden
 
     def resources(self, state: BazaarState) -> dict[str, Any]:
         return {"gold": dict(state.holdings), "open_trades": sorted(state.open_trades)}

@@ -18,6 +18,7 @@ from almanac.events.board.events import DeckShuffled
 from almanac.events.board.state import BoardSetup
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
+from almanac.events.disclosure import HIDDEN
 from almanac.events.hashing import first_broken_link, state_hash
 from almanac.events.room import CreateRoom, RoomCreated, challenge_seed, decide as room_decide
 
@@ -152,12 +153,12 @@ def test_redaction_strips_the_deck_order_from_shuffles_and_the_setup_but_the_sto
     game = finished_game()
     shuffle = next(e for e in game.events if isinstance(e, DeckShuffled))
     shown = DECIDER.redact(shuffle, "ada")
-    assert shown == DeckShuffled(size=16, order=(), hidden=True)
+    assert shown == DeckShuffled(size=16, order=HIDDEN, hidden=True)
     assert DECIDER.summary(shown) == "deck shuffled"
     assert len(shuffle.order) == 16
     created = game.events[0]
     shown_created = DECIDER.redact(created, "ada")
-    assert isinstance(shown_created.setup, BoardSetup) and shown_created.setup.deck == ()
+    assert isinstance(shown_created.setup, BoardSetup) and shown_created.setup.deck is HIDDEN
     assert shown_created.setup.missions == created.setup.missions
     assert len(created.setup.deck) == 16
     for event in game.events:

@@ -9,6 +9,7 @@ import msgspec
 from test_realm_support import Game, faces, of_type
 
 from almanac.events import codec, room as room_rules
+from almanac.events.disclosure import HIDDEN
 from almanac.events.realm import DECIDER, audit, events as realm_events
 
 TRADE_STEPS = audit.TRADE_EVENTS
@@ -175,21 +176,21 @@ def test_a_party_sees_its_own_holdings_and_the_trade_but_not_the_other_sides_sto
     trade_id = open_trade(game, {"gold": 2_000})
     (_, rolled) = game.send("bob", {"kind": "agree_trade", "trade_id": trade_id}, dice=faces("moon", "blank"))
     for_alice, for_bob, for_carol = (DECIDER.redact(rolled, p) for p in ("alice", "bob", "carol"))
-    assert for_alice.home_after == rolled.home_after and for_alice.host_after == {}
-    assert for_bob.host_after == rolled.host_after and for_bob.home_after == {}
+    assert for_alice.home_after == rolled.home_after and for_alice.host_after is HIDDEN
+    assert for_bob.host_after == rolled.host_after and for_bob.home_after is HIDDEN
     assert for_alice.transfers == for_bob.transfers == rolled.transfers
     assert for_alice.load_after == for_bob.load_after == rolled.load_after
     assert (for_carol.home_after, for_carol.host_after, for_carol.load_after, for_carol.transfers) == (
-        {},
-        {},
-        {},
-        (),
+        HIDDEN,
+        HIDDEN,
+        HIDDEN,
+        HIDDEN,
     )
     for event in game.game_events():
         if isinstance(event, TRADE_STEPS):
-            assert DECIDER.redact(event, "bob").home_after == {}
-            assert DECIDER.redact(event, "alice").host_after == {}
-            assert DECIDER.redact(event, "carol").load_after == {}
+            assert DECIDER.redact(event, "bob").home_after is HIDDEN
+            assert DECIDER.redact(event, "alice").host_after is HIDDEN
+            assert DECIDER.redact(event, "carol").load_after is HIDDEN
 
 
 def test_healing_reveals_no_herbs_to_others() -> None:
@@ -199,5 +200,5 @@ def test_healing_reveals_no_herbs_to_others() -> None:
     game.end_season()
     (healed,) = game.send("bob", {"kind": "heal_army", "points": 1}, dice=[])
     hidden = DECIDER.redact(healed, "alice")
-    assert (hidden.points, hidden.herbs, hidden.damage_after) == (0, 0, 0)
+    assert (hidden.points, hidden.herbs, hidden.damage_after) == (HIDDEN, HIDDEN, HIDDEN)
     assert DECIDER.redact(healed, "bob") == healed

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from almanac.events.manifest import BaseDecider, Context, RuleError
+from almanac.events.manifest import BaseDecider, Context, RuleError, Secret
 
 
 class DuelOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,7 +27,7 @@ class Roll(msgspec.Struct, frozen=True, kw_only=True, tag="roll", tag_field="kin
 class Rolled(msgspec.Struct, frozen=True, kw_only=True, tag="dice_duel.rolled"):
     player: str
     round: int
-    faces: tuple[int, ...]  # the two dice; () in the copy the other player gets before the reveal
+    faces: tuple[int, ...]  # the two dice; the other player gets {"hidden": true} (see DuelDecider.secrets)
 
 
 class RoundWon(msgspec.Struct, frozen=True, kw_only=True, tag="dice_duel.round_won"):
@@ -57,6 +57,8 @@ class DuelDecider(BaseDecider):
     state_type = DuelState
     command_types = (Roll,)
     event_types = (Rolled, RoundWon)
+    # A roll's faces are the roller's alone until the round is won (RoundWon publishes the totals).
+    secrets = {Rolled: (Secret(("faces",), seen_by=lambda event: (event.player,)),)}
 
     def initial_state(self, setup: DuelOptions) -> DuelState:
         return DuelState(players=setup.players, rounds=setup.rounds, wins={p: 0 for p in setup.players})
@@ -92,11 +94,6 @@ class DuelDecider(BaseDecider):
     def view(self, state: DuelState, player: str) -> dict[str, Any]:
         return {"round": state.round, "rounds": state.rounds, "wins": dict(state.wins),
                 "my_roll": list(state.rolls.get(player, ())), "rolled": sorted(state.rolls)}
-
-    def redact(self, event: Any, player: str) -> Any:
-        if isinstance(event, Rolled) and event.player != player:
-            return msgspec.structs.replace(event, faces=())
-        return event
 
     def scores(self, state: DuelState) -> dict[str, int]:
         return dict(state.wins)

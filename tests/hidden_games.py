@@ -1,0 +1,204 @@
+"""Same game, different hidden values: play a game twice and collect what an outsider receives at each step.
+
+Run A plays every rule-set's bot policy (``events/<name>/policy.py``) for three players through the pure
+kernel (`game_driver.PureRoom`), all dice from one secret seed. Run B replays A's commands, same players,
+same times, same order, but the dice of the commands whose rolls are hidden from the outsider come from
+another seed: only hidden values differ, every public roll is the same.
+
+After each command the outsider's receipts are collected, exactly as the gateway builds them: the events
+(`player_event`, which the HTTP /events route, the WebSocket feed and command answers all use), their view,
+the public scores (/scores), the public room summary, and the projections' leaderboard and summary scores.
+
+Once hidden values change what the rules make public, the runs may differ publicly; comparing stops at the
+first such step (`divergence`): the events that happened differ (a command accepted in one run only, a
+trade cancelled in one run only), a public roll differs (a draw turned up for everyone), or the outsider
+is a party entitled to a value that differs (a raid on the city whose dice changed), or the game is over
+(the final scores are public, and the room's end reveals the seed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from game_driver import PureRoom
+
+from almanac.events import codec, registry
+from almanac.events.decider import event_tag
+from almanac.events.dice import Dice
+from almanac.events.disclosure import hidden_fields
+from almanac.events.envelope import Envelope
+from almanac.events.errors import RuleError
+from almanac.projections import models
+from almanac.services.gateway.rooms import player_event, room_summary
+
+PLAYERS = ("alice", "bob", "carol")
+OUTSIDER = "carol"
+SEED_A = b"hidden-games seed A, 32 bytes..."
+SEED_B = b"hidden-games seed B, 32 bytes..."
+
+Step = tuple[str, dict[str, Any], int]  # player, command body, server time
+
+
+class Variation(msgspec.Struct, frozen=True, kw_only=True):
+    """How one rule-set plays, which commands roll hidden dice, and which events are public rolls."""
+
+    ruleset: str
+    options: dict[str, Any]
+    owner: str  # whose hidden values vary (the outsider is carol unless the owner is the only player)
+    outsider: str = OUTSIDER
+    hidden_kinds: frozenset[str] = frozenset()  # command kinds whose dice may differ between the runs
+    public_rolls: frozenset[str] = frozenset()  # event tags whose stored content is a public roll
+    step_ms: int = 1_000
+    # Board: the card turned up after a step is public (the view shows it); a differing one ends the comparison.
+    turned_up: Callable[[Any], Any] | None = None
+
+
+def board_turned_up(game: Any) -> Any:
+    return game.deck[0] if game.deck and not game.over else None
+
+
+VARIATIONS = {
+    "realm": Variation(
+        ruleset="realm",
+        options={"players": list(PLAYERS), "villages": 1, "years": 2},
+        owner="alice",
+        hidden_kinds=frozenset({"mine", "smelt", "get_food", "find_herbs", "cut_wood", "agree_trade"}),
+        public_rolls=frozenset({"realm.merchant_intercepted"}),
+    ),
+    # The deck order is hidden from everyone, the owner included: she is the outsider of her own deck.
+    "board": Variation(
+        ruleset="board", options={}, owner="alice", outsider="alice",
+        hidden_kinds=frozenset({"place_element", "skip_element"}), turned_up=board_turned_up,
+    ),
+    # Nothing is hidden but the future: every draw is public when drawn; the whole seed varies.
+    "sectors": Variation(
+        ruleset="sectors", options={}, owner="alice", hidden_kinds=frozenset({"*"}),
+        public_rolls=frozenset({"sectors.sector_explored"}),
+    ),
+    "claim": Variation(ruleset="claim", options={}, owner="alice", hidden_kinds=frozenset({"*"}),
+                       step_ms=3 * 3_600_000),
+}
+
+
+def play_a(variation: Variation, game_number: int, moves: int) -> list[Step]:
+    """Run A: the rule-set's policy for every seated player until the game ends or ``moves`` commands."""
+    room = PureRoom(room=f"{variation.ruleset}-{game_number}", seed=SEED_A)
+    now = 1_000_000_000_000
+    steps: list[Step] = [(variation.owner, {"kind": "create_room", "ruleset": variation.ruleset,
+                                            "options": variation.options}, now)]
+    steps += [(player, {"kind": "join_room"}, now) for player in PLAYERS]
+    for player, body, at in steps:
+        _send(room, player, body, at)
+    policy = importlib.import_module(f"almanac.events.{variation.ruleset}.policy").choose_command
+    wanted = set(inspect.signature(policy).parameters)
+    decider = registry.get(variation.ruleset)
+    for turn in range(moves):
+        if room.state.ended:
+            break
+        for seat, player in enumerate(room.state.players):
+            now += variation.step_ms
+            offered = {"state": room.state.game, "player": player, "now_ms": now,
+                       "dice": Dice(b"policy", room.room, turn * 8 + seat)}
+            command = policy(**{k: v for k, v in offered.items() if k in wanted})
+            if command is None or decider.is_over(room.state.game):
+                continue
+            body = codec.encode_command(command)
+            if _send(room, player, body, now) is not None:
+                steps.append((player, body, now))
+    return steps
+
+
+def _send(room: PureRoom, player: str, body: dict[str, Any], at: int) -> list[Envelope] | None:
+    try:
+        return room.send(player, body, now_ms=at)
+    except RuleError:
+        return None
+
+
+class Receipt(msgspec.Struct, kw_only=True):
+    """One step of one run: the stored events and what the outsider received."""
+
+    envelopes: list[Envelope]
+    refused: bool
+    seen: dict[str, Any]
+    turned_up: Any = None
+    over: bool = False
+
+
+def replay(variation: Variation, steps: list[Step], game_number: int, hidden_seed: bytes,
+           like: list[Receipt] | None = None) -> list[Receipt]:
+    """Play ``steps``; the commands of the owner whose kind rolls hidden dice use ``hidden_seed``.
+
+    With ``like`` (run A) and a rule-set that turns cards up, a varied command tries further seeds until it
+    turns up the same card as in A: the hidden rest of the deck differs, the public card does not.
+    """
+    room = PureRoom(room=f"{variation.ruleset}-{game_number}", seed=SEED_A)
+    receipts: list[Receipt] = []
+    for index, (player, body, at) in enumerate(steps):
+        varies = player == variation.owner and ({"*", body["kind"]} & variation.hidden_kinds)
+        varies = varies and body["kind"] not in ("create_room", "join_room")
+        seeds = [SEED_A]
+        if varies:
+            tries = 64 if like is not None and variation.turned_up is not None else 1
+            seeds = [hidden_seed + bytes([n]) if n else hidden_seed for n in range(tries)]
+        before, stored = room.state, len(room.envelopes)
+        for seed in seeds:
+            room.state, room.envelopes[stored:] = before, []
+            room.seed = seed
+            receipt = _step(variation, room, player, body, at)
+            if like is None or receipt.turned_up == like[index].turned_up:
+                break
+        room.seed = SEED_A
+        receipts.append(receipt)
+    return receipts
+
+
+def _step(variation: Variation, room: PureRoom, player: str, body: dict[str, Any], at: int) -> Receipt:
+    decider = registry.get(variation.ruleset)
+    envelopes = _send(room, player, body, at)
+    state = room.state
+    game = state.game
+    seen = {
+        "events": [player_event(e, variation.outsider) for e in envelopes or []],
+        "view": codec.to_builtins(decider.view(game, variation.outsider)),
+        "scores": codec.to_builtins(decider.public_scores(game)),
+        "room": room_summary(state),
+        "leaderboard": models.leaderboard_scores(state),
+        "summary_scores": models.room_summary(state, 0)["scores"],
+    }
+    return Receipt(envelopes=envelopes or [], refused=envelopes is None, seen=seen,
+                   turned_up=variation.turned_up(game) if variation.turned_up else None,
+                   over=bool(decider.is_over(game)))
+
+
+def divergence(variation: Variation, a: Receipt, b: Receipt) -> str | None:
+    """Why the runs may differ publicly from this step on (None: the outsider must see the same)."""
+    if a.refused != b.refused or [e.type for e in a.envelopes] != [e.type for e in b.envelopes]:
+        return "what happened differs"
+    if a.over:
+        return "the game is over: the final scores are public"
+    if a.turned_up != b.turned_up:
+        return "a different card turned up"
+    decider = registry.get(variation.ruleset)
+    for ea, eb in zip(a.envelopes, b.envelopes, strict=True):
+        if ea.payload == eb.payload:
+            continue
+        if ea.type in variation.public_rolls:
+            return f"public roll {ea.type} differs"
+        event_a, event_b = codec.decode_event(ea), codec.decode_event(eb)
+        everyone = set(hidden_fields(decider.secrets, event_a, "\0nobody"))
+        for_outsider = set(hidden_fields(decider.secrets, event_a, variation.outsider))
+        entitled = everyone - for_outsider
+        if any(_field(event_a, name) != _field(event_b, name) for name in entitled):
+            return f"{variation.outsider} is a party to {event_tag(event_a)}"
+    return None
+
+
+def _field(event: Any, name: str) -> Any:
+    for part in name.split("."):
+        event = getattr(event, part)
+    return event
