@@ -21,6 +21,7 @@ from almanac.services.gateway.schemas import (
     CreateRoomRequest,
     EndRoomRequest,
     JoinRoomRequest,
+    check_seat_names,
     decode_body,
     openapi_body,
 )
@@ -128,6 +129,7 @@ async def create_room(request: Request) -> Response:
         decider = registry.get(body.ruleset)
     except RuleError as error:
         raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
+    check_seat_names(body.options)
     command: dict[str, Any] = {"kind": "create_room", "ruleset": decider.name, "options": body.options,
                                "challenge": body.challenge}
     if body.setup is not None:
@@ -239,8 +241,13 @@ def _refuse_replayed_grant(outcome: Outcome, player: str, what: str) -> None:
 
 @router.post(
     "/rooms/{room}/end",
-    summary="End the room (a player of the room or an auditor); reveals its secret seed",
+    summary="End the room (a seated player of the room or an auditor); reveals its secret seed",
+    description="Who may end a room: a player who has joined it (holds a seat: its token's player is among "
+    "the room's players) or an auditor. A creator whose own join was refused (`no_seat`) holds a token for "
+    "the room but no seat, and is refused with 403 `not_seated`; so is the same request as an `end_room` "
+    "command on POST /rooms/{room}/commands.",
     openapi_extra=openapi_body(EndRoomRequest),
+    responses={403: {"description": "a token of another room, or of a player without a seat (`not_seated`)"}},
 )
 async def end_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
@@ -250,6 +257,7 @@ async def end_room(request: Request, room: str = RoomId) -> Response:
     ruleset = await gw.reader.ruleset_of(room)
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    await gw.require_seated(claims, room)
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
         gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset
@@ -290,6 +298,8 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
     kind = body.command.get("kind")
     if kind in ROOM_COMMAND_KINDS and kind != "end_room":
         raise ApiError(422, "use_room_endpoint", f"send {kind} through POST /rooms or /rooms/{{room}}/join", "kind")
+    if kind == "end_room":
+        await gw.require_seated(claims, room)
     try:
         codec.decode_command(ruleset, body.command)
     except RuleError as error:

@@ -98,6 +98,22 @@ class Gateway:
             raise ApiError(403, "auditors_only", "this needs an auditor token (role 'auditor')")
         return claims
 
+    async def require_seated(self, claims: Claims, room: str) -> None:
+        """403 ``not_seated`` unless an auditor or a player who joined ``room`` (only they may end it).
+
+        A token alone is not a seat: the creator receives one even when her own join is refused. Seats are
+        never given up, so a seat seen here still holds when the command is decided.
+        """
+        if claims.role == ROLE_AUDITOR:
+            return
+        state = await self.reader.latest(room)
+        if state is None or claims.player not in state.players:
+            raise ApiError(
+                403, "not_seated",
+                f"{claims.player!r} holds no seat in room {room!r}: only its seated players and auditors may "
+                "end it", "player",
+            )
+
     # --- commands ------------------------------------------------------------------------------
 
     async def submit(self, record: CommandRecord) -> Outcome | None:

@@ -86,3 +86,48 @@ def test_the_live_feed_refuses_a_non_ascii_authorization_header(api: TestClient,
         with pytest.raises(WebSocketDisconnect) as closed:
             socket.receive_json()
     assert closed.value.code == 4401
+
+
+def test_a_creator_without_a_seat_cannot_end_the_room_a_seated_player_can(api: TestClient, auditor: str) -> None:
+    room = f"auth-end-{secrets.token_hex(3)}"
+    # Given a realm room whose seats are alice and bob, created by carol: her own join is refused.
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "carol", "room": room,
+                                       "options": {"players": ["alice", "bob"]}})
+    assert created.status_code == 201, created.text
+    assert not created.json()["joined"] and created.json()["join_error"]["code"] == "no_seat"
+    carol = created.json()["token"]
+    before = api.get(f"/rooms/{room}").json()["version"]
+    # When carol ends it, by the route or as a command, then she is refused and the seed stays secret.
+    assert_refused(api.post(f"/rooms/{room}/end", json={}, headers=auth(carol)), 403, "not_seated")
+    assert_refused(api.post(f"/rooms/{room}/commands", json={"command": {"kind": "end_room"}},
+                            headers=auth(carol)), 403, "not_seated")
+    assert api.get(f"/rooms/{room}").json()["version"] == before
+    assert not api.get(f"/rooms/{room}").json()["ended"]
+    # A seated player may.
+    alice = api.post(f"/rooms/{room}/join", json={"player": "alice"}).json()["token"]
+    ended = api.post(f"/rooms/{room}/end", json={"reason": "done"}, headers=auth(alice))
+    assert ended.status_code == 200, ended.text
+    assert api.get(f"/rooms/{room}").json()["ended"]
+
+
+def test_an_auditor_may_end_a_room(api: TestClient, auditor: str) -> None:
+    room = f"auth-aud-{secrets.token_hex(3)}"
+    assert api.post("/rooms", json={"ruleset": "board", "player": "alice", "room": room}).status_code == 201
+    assert api.post(f"/rooms/{room}/end", json={}, headers=auth(auditor)).status_code == 200
+
+
+@pytest.mark.parametrize(("ruleset", "options", "field"), [
+    ("sectors", {"owner": "☃"}, "options.owner"),
+    ("sectors", {"owner": ""}, "options.owner"),
+    ("claim", {"owner": ""}, "options.owner"),
+    ("claim", {"owner": "no spaces"}, "options.owner"),
+    ("board", {"player": "☃"}, "options.player"),
+    ("realm", {"players": ["alice", ""]}, "options.players.1"),
+    ("realm", {"players": ["alice", 7]}, "options.players.1"),
+])
+def test_seats_must_be_joinable_names(api: TestClient, ruleset: str, options: dict, field: str) -> None:
+    room = f"auth-name-{secrets.token_hex(3)}"
+    refused = assert_refused(api.post("/rooms", json={"ruleset": ruleset, "player": "alice", "room": room,
+                                                      "options": options}), 422, "invalid_player_name")
+    assert refused["field"] == field
+    assert api.get(f"/rooms/{room}").status_code == 404
