@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-import limits
 import msgspec
 
 # The one place that knows how long an HS256 key must be (RFC 7518 3.2); the signer refuses shorter ones too.
@@ -135,6 +134,8 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: object) ->
 def parse_rate(text: str) -> str | None:
     """A rate limit in the `limits` notation ("100/second", "20 per minute"), a bare N (per second), or
     None for "off"; ValueError names what is accepted."""
+    import limits  # noqa: PLC0415 - 130 ms to import; only the gateway and a given rate setting need it
+
     text = text.strip().lower()
     if text == "off":
         return None
