@@ -21,10 +21,13 @@ class HiredisPackConnection(Connection):
         return [hiredis.pack_command(args)]
 
 
-def connect(url: str, cluster: bool = False) -> aioredis.Redis:
-    """An asyncio client for ``url``; ``cluster`` uses the Cluster client, which routes by hash tag."""
+def connect(url: str, cluster: bool = False, **options: float) -> aioredis.Redis:
+    """An asyncio client for ``url``; ``cluster`` uses the Cluster client, which routes by hash tag.
+
+    ``options`` go to the client as they are (e.g. socket_timeout, socket_connect_timeout).
+    """
     if cluster:
-        return RedisCluster.from_url(url)  # type: ignore[return-value]
+        return RedisCluster.from_url(url, **options)  # type: ignore[return-value]
     if url.startswith("redis://"):
-        return aioredis.Redis.from_url(url, connection_class=HiredisPackConnection)
-    return aioredis.Redis.from_url(url)
+        return aioredis.Redis.from_url(url, connection_class=HiredisPackConnection, **options)
+    return aioredis.Redis.from_url(url, **options)

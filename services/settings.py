@@ -7,6 +7,9 @@ from typing import Literal
 
 import msgspec
 
+# The one place that knows how long an HS256 key must be (RFC 7518 3.2); the signer refuses shorter ones too.
+MIN_SECRET_BYTES = 32
+
 
 class SettingsError(Exception):
     """One or more environment settings are invalid; ``problems`` has one line each."""
@@ -40,6 +43,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_body_bytes: int = 65_536
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = ""
+    # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
+    # Per client address on POST /rooms and POST /rooms/{room}/join; per token on commands and end.
+    rate_anon: str = "1000/second"
+    rate_commands: str = "1000/second"
 
 
 _ENV = {
@@ -62,6 +69,8 @@ _ENV = {
     "command_timeout_ms": "ALMANAC_COMMAND_TIMEOUT_MS",
     "max_body_bytes": "ALMANAC_MAX_BODY_BYTES",
     "cors_origins": "ALMANAC_CORS_ORIGINS",
+    "rate_anon": "ALMANAC_RATE_ANON",
+    "rate_commands": "ALMANAC_RATE_COMMANDS",
 }
 
 _POSITIVE = {"shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
@@ -104,6 +113,17 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: object) ->
     url = values.get("redis_url")
     if url is not None and not str(url).startswith(("redis://", "rediss://", "unix://")):
         problems.append(f"REDIS_URL={url!r} is not valid: it must start with redis://, rediss:// or unix://")
+    secret = values.get("secret")
+    if secret and len(str(secret).encode()) < MIN_SECRET_BYTES:
+        # Never echo the secret itself.
+        problems.append(f"ALMANAC_SECRET is not valid: it must be at least {MIN_SECRET_BYTES} bytes (an HS256 key, "
+                        "RFC 7518 3.2), e.g. openssl rand -hex 32; or leave it unset to generate one")
+    for field in ("rate_anon", "rate_commands"):
+        if field in values:
+            try:
+                parse_rate(str(values[field]))
+            except ValueError as error:
+                problems.append(f"{_ENV[field]}={values[field]!r} is not valid: {error}")
     if "engine_shards" in values:
         try:
             parse_shard_selection(str(values["engine_shards"]), int(values.get("shard_count", 16)))  # type: ignore[arg-type]
@@ -112,6 +132,25 @@ def load_settings(environ: dict[str, str] | None = None, **overrides: object) ->
     if problems:
         raise SettingsError(problems)
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def parse_rate(text: str) -> str | None:
+    """A rate limit in the `limits` notation ("100/second", "20 per minute"), a bare N (per second), or
+    None for "off"; ValueError names what is accepted."""
+    import limits  # noqa: PLC0415 - 130 ms to import; only the gateway and a given rate setting need it
+
+    text = text.strip().lower()
+    if text == "off":
+        return None
+    if text.isdigit():
+        text = f"{text}/second"
+    try:
+        item = limits.parse(text)
+    except ValueError:
+        item = None
+    if item is None or item.amount < 1:
+        raise ValueError('use "N/second", "N per minute" (N at least 1), a bare N per second, or off')
+    return text
 
 
 def parse_shard_selection(text: str, shard_count: int) -> list[int]:

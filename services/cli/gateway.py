@@ -210,7 +210,8 @@ class Stack:
                     raise fail(f"the {name} exited with code {child.returncode} while starting:\n{tail}")
             try:
                 health = httpx.get(f"{self.url}/health", timeout=1.0).json()
-                engine_ok = health.get("engine", {}).get("ok", True) or "engine" not in self.children
+                engine = health.get("engine", {})
+                engine_ok = (engine.get("ok", True) and engine.get("ready", True)) or "engine" not in self.children
                 shards_held = health.get("engine", {}).get("shards_held", self.settings.shard_count)
                 if engine_ok and shards_held >= self.settings.shard_count:
                     return

@@ -102,6 +102,13 @@ class Engine:
         self._unsent_outcomes: list[Outcome] = []
         self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
         self._metrics_flushed_at = 0.0
+        # Readiness, published in the heartbeat (epoch ms; 0 = not yet): the last Redis failure either loop
+        # saw, and the last consume round completed with every held shard taken over (group created,
+        # pending claimed = writes, then a read). /health trusts an engine only when its round is newer than
+        # its own failure and than any outage the gateway saw: Redis answering PING is not the engine
+        # accepting commands.
+        self._redis_error_ms = 0
+        self._consumed_ms = 0
         # structlog's filtering logger: skip building command.done lines that would be dropped.
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
         self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
@@ -151,6 +158,7 @@ class Engine:
                     self.log.warning("lease.lost", shard=shard)
                 await self._flush_metrics_and_heartbeat(alive=True)
             except INFRASTRUCTURE_ERRORS as error:
+                self._redis_error_ms = int(time.time() * 1000)
                 self.log.warning("lease.redis_unreachable", error=str(error))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), interval)
@@ -164,6 +172,8 @@ class Engine:
             "shards_held": self.leases.held,
             "started_at_ms": self._started_ms,
             "time_ms": int(time.time() * 1000),
+            "consumed_ms": self._consumed_ms,
+            "redis_error_ms": self._redis_error_ms,
         }
         async with self.client.pipeline(transaction=False) as pipe:
             self._queue_metrics(pipe)
@@ -215,6 +225,8 @@ class Engine:
                 batch = await self._read_new(held)
                 if batch:
                     await self._process_batch(batch)
+                if not self._needs_takeover.intersection(held):
+                    self._consumed_ms = int(time.time() * 1000)
                 backoff = 0.1
             except ResponseError as error:
                 if "NOGROUP" not in str(error):
@@ -223,6 +235,7 @@ class Engine:
                 self.log.warning("consume.group_missing", error=str(error))
                 self._needs_takeover.update(held)
             except INFRASTRUCTURE_ERRORS as error:
+                self._redis_error_ms = int(time.time() * 1000)
                 # Whatever was read stays pending; take the shards over again once Redis answers.
                 self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
                 self._needs_takeover.update(held)

@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from almanac.services.engine import metrics as engine_metrics
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.context import Gateway
-from almanac.services.gateway.errors import json_response
+from almanac.services.gateway.errors import STORE_ERRORS, STORE_RETRY_AFTER_S, json_response
 from almanac.services.logging import get_logger
 
 router = APIRouter(tags=["operations"])
@@ -21,7 +21,8 @@ STALE_AFTER_S = 15.0
 
 
 async def _engines(gw: Gateway) -> dict[str, Any]:
-    """Engines that registered and whose heartbeat has not expired (the key lives 3 leases)."""
+    """Engines that registered and whose heartbeat has not expired (the key lives 3 leases), and whether
+    they are ready: see ``health``."""
     names = sorted(n.decode() for n in await gw.client.smembers(engine_metrics.engines_key()))
     # One GET per engine in a pipeline, not MGET: on a Redis Cluster the heartbeat keys live in different slots.
     async with gw.client.pipeline(transaction=False) as pipe:
@@ -35,10 +36,28 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
             continue  # registered once, but its heartbeat expired: that engine is gone
         beat = json.loads(raw)
         beat["age_s"] = round(max(0.0, now_ms - beat.get("time_ms", 0)) / 1000, 3)
+        # Ready: a consume round completed after the engine's own last Redis failure and after the last
+        # outage this gateway saw (a heartbeat written before the outage, or while the engine is still in
+        # its back-off, does not count).
+        consumed = beat.get("consumed_ms", 0)
+        beat["ready"] = consumed > max(beat.get("redis_error_ms", 0), gw.store_outage_ms)
         engines.append(beat)
     held = sorted({s for e in engines for s in e.get("shards_held", [])})
     ok = bool(engines) and all(e["age_s"] <= STALE_AFTER_S for e in engines)
-    return {"ok": ok, "engines": engines, "shards_held": len(held), "shard_count": gw.settings.shard_count}
+    reasons = []
+    if not engines:
+        reasons.append("no engine has a live heartbeat")
+    for beat in engines:
+        if beat["age_s"] > STALE_AFTER_S:
+            reasons.append(f"engine {beat['name']}: heartbeat {beat['age_s']} s old")
+        elif beat.get("shards_held") and not beat["ready"]:
+            reasons.append(f"engine {beat['name']}: no completed round since the last Redis outage "
+                           f"(engine saw one at {beat.get('redis_error_ms', 0)}, this gateway at "
+                           f"{gw.store_outage_ms}, epoch ms)")
+    if engines and len(held) < gw.settings.shard_count:
+        reasons.append(f"{gw.settings.shard_count - len(held)} of {gw.settings.shard_count} shards have no engine")
+    return {"ok": ok, "ready": not reasons, "reasons": reasons, "engines": engines, "shards_held": len(held),
+            "shard_count": gw.settings.shard_count, "store_outage_ms": gw.store_outage_ms}
 
 
 async def _projector(gw: Gateway) -> dict[str, Any]:
@@ -46,18 +65,33 @@ async def _projector(gw: Gateway) -> dict[str, Any]:
     return {"ok": bool(status.get("alive")), **status}
 
 
-@router.get("/health", summary="Redis reachable; engine and projector heartbeats")
+@router.get(
+    "/health",
+    summary="Ready to take commands? Redis reachable; engine and projector heartbeats",
+    description="200 `ok` (or `degraded`: the projector is behind or down, so read models are stale) when "
+    "commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or "
+    "`not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume "
+    "round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering "
+    "again is not enough: the engine must show it works after the reconnect.",
+    responses={503: {"description": "`down` or `not_ready`, with `reasons`"}},
+)
 async def health(request: Request) -> Response:
     gw = gateway(request)
+    retry = {"Retry-After": str(STORE_RETRY_AFTER_S)}
     started = time.perf_counter()
     try:
         await gw.client.ping()
-    except Exception as error:  # any failure to reach Redis makes the gateway unhealthy
-        return json_response({"status": "down", "redis": {"ok": False, "error": type(error).__name__}}, 503)
+    except STORE_ERRORS as error:
+        gw.note_store_outage()
+        return json_response({"status": "down", "ready": False, "reasons": ["Redis cannot be reached"],
+                              "redis": {"ok": False, "error": type(error).__name__}}, 503, retry)
     redis_status = {"ok": True, "ping_ms": round((time.perf_counter() - started) * 1000, 3)}
     engine, projector = await _engines(gw), await _projector(gw)
-    status = "ok" if engine["ok"] and projector["ok"] else "degraded"
-    return json_response({"status": status, "redis": redis_status, "engine": engine, "projector": projector})
+    body = {"redis": redis_status, "engine": engine, "projector": projector, "reasons": engine["reasons"]}
+    if not engine["ok"] or not engine["ready"]:
+        return json_response({"status": "not_ready", "ready": False, **body}, 503, retry)
+    status = "ok" if projector["ok"] else "degraded"
+    return json_response({"status": status, "ready": True, **body})
 
 
 @router.get("/metrics", summary="Prometheus text metrics", response_class=Response)

@@ -21,6 +21,7 @@ from almanac.services.gateway.schemas import (
     CreateRoomRequest,
     EndRoomRequest,
     JoinRoomRequest,
+    check_seat_names,
     decode_body,
     openapi_body,
 )
@@ -29,10 +30,21 @@ from almanac.services.rooms import CommandRecord, Outcome
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")
 CONFLICT_CODES = {"version_conflict", "conflict"}
+RATE_LIMITED = {
+    429: {"description": "`rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per "
+          "token); the Retry-After header says when to retry"},
+    503: {"description": "`store_unavailable`: Redis cannot be reached; retry after the Retry-After header"},
+}
 
 
 def gateway(request: Request) -> Gateway:
     return request.app.state.gateway
+
+
+def client_address(request: Request) -> str:
+    # The peer as uvicorn reports it (behind a proxy, run uvicorn with --proxy-headers and
+    # --forwarded-allow-ips so this is the client's address, not the proxy's).
+    return request.client.host if request.client is not None else "unknown"
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
@@ -118,16 +130,22 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
 @router.post(
     "/rooms",
     summary="Create a room of a rule-set; the creator joins it and receives a token",
+    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. "
+    "Seat-naming options (`owner`, `player`, `players`) must be joinable player names, else 422 "
+    "`invalid_player_name`. The token is a JWT (HS256) with claims room, player, role, iat, exp.",
+    responses=RATE_LIMITED,
     openapi_extra=openapi_body(CreateRoomRequest),
     status_code=201,
 )
 async def create_room(request: Request) -> Response:
     gw = gateway(request)
+    await gw.rate_limits.check_address(client_address(request))
     body: CreateRoomRequest = decode_body(await request.body(), CreateRoomRequest)
     try:
         decider = registry.get(body.ruleset)
     except RuleError as error:
         raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
+    check_seat_names(body.options)
     command: dict[str, Any] = {"kind": "create_room", "ruleset": decider.name, "options": body.options,
                                "challenge": body.challenge}
     if body.setup is not None:
@@ -205,10 +223,13 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 @router.post(
     "/rooms/{room}/join",
     summary="Take a seat as a player and receive a signed token bound to the room and player",
+    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After.",
+    responses=RATE_LIMITED,
     openapi_extra=openapi_body(JoinRoomRequest),
 )
 async def join_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
+    await gw.rate_limits.check_address(client_address(request))
     body: JoinRoomRequest = decode_body(await request.body(), JoinRoomRequest)
     ruleset = await gw.reader.ruleset_of(room)
     if ruleset is None:
@@ -239,17 +260,26 @@ def _refuse_replayed_grant(outcome: Outcome, player: str, what: str) -> None:
 
 @router.post(
     "/rooms/{room}/end",
-    summary="End the room (a player of the room or an auditor); reveals its secret seed",
+    summary="End the room (a seated player of the room or an auditor); reveals its secret seed",
+    description="Who may end a room: a player who has joined it (holds a seat: its token's player is among "
+    "the room's players) or an auditor. A creator whose own join was refused (`no_seat`) holds a token for "
+    "the room but no seat, and is refused with 403 `not_seated`; so is the same request as an `end_room` "
+    "command on POST /rooms/{room}/commands.",
     openapi_extra=openapi_body(EndRoomRequest),
+    responses={403: {"description": "a token of another room, or of a player without a seat (`not_seated`)"},
+               **RATE_LIMITED},
 )
 async def end_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    claims = gw.reader_for(bearer(request), room)
+    token = bearer(request)
+    claims = gw.reader_for(token, room)
+    await gw.rate_limits.check_token(token)  # type: ignore[arg-type] - reader_for refused a missing one
     raw = await request.body()
     body: EndRoomRequest = decode_body(raw, EndRoomRequest) if raw.strip() else EndRoomRequest()
     ruleset = await gw.reader.ruleset_of(room)
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    await gw.require_seated(claims, room)
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
         gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset
@@ -260,6 +290,8 @@ async def end_room(request: Request, room: str = RoomId) -> Response:
 @router.post(
     "/rooms/{room}/commands",
     summary="Submit a game command as the token's player; answers the new version and visible events",
+    description="Rate limited per token (ALMANAC_RATE_COMMANDS): 429 `rate_limited` with Retry-After. An "
+    "`end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise).",
     openapi_extra=openapi_body(CommandRequest),
     responses={
         200: {"description": "accepted: the new version and the events this player may see"},
@@ -269,6 +301,7 @@ async def end_room(request: Request, room: str = RoomId) -> Response:
         409: {"description": "a version conflict the engine could not resolve"},
         413: {"description": "body larger than the limit"},
         422: {"description": "refused by the rules or invalid: {code, message, field}"},
+        **RATE_LIMITED,
     },
 )
 async def submit_command(request: Request, room: str = RoomId) -> Response:
@@ -281,6 +314,7 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
                       idempotency_key: str | None) -> Response:
     """The command path, shared by the route above and the fast path in front of the middleware (app.GatewayApp)."""
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
+    await gw.rate_limits.check_token(token)  # type: ignore[arg-type] - player_for refused a missing one
     body: CommandRequest = decode_body(raw_body, CommandRequest)
     if body.player is not None and body.player != claims.player:
         raise ApiError(403, "other_seat", f"this token acts for {claims.player!r}, not {body.player!r}", "player")
@@ -290,6 +324,8 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
     kind = body.command.get("kind")
     if kind in ROOM_COMMAND_KINDS and kind != "end_room":
         raise ApiError(422, "use_room_endpoint", f"send {kind} through POST /rooms or /rooms/{{room}}/join", "kind")
+    if kind == "end_room":
+        await gw.require_seated(claims, room)
     try:
         codec.decode_command(ruleset, body.command)
     except RuleError as error:

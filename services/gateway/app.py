@@ -16,7 +16,13 @@ from almanac.events.disclosure import Hidden
 from almanac.services.gateway import api_docs, api_live, api_ops, api_queries, api_rooms, asyncapi, console
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
-from almanac.services.gateway.errors import ApiError, install_error_handlers, log
+from almanac.services.gateway.errors import (
+    STORE_ERRORS,
+    ApiError,
+    install_error_handlers,
+    log,
+    store_unavailable,
+)
 from almanac.services.gateway.schemas import (
     CommandRequest,
     CreateRoomRequest,
@@ -27,6 +33,8 @@ from almanac.services.redis_client import connect
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
+REDIS_CONNECT_TIMEOUT_S = 2.0
+REDIS_TIMEOUT_S = 5.0
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -36,13 +44,17 @@ def create_app(settings: Settings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = connect(settings.redis_url, settings.redis_cluster)
+        # Timeouts: a Redis that stops answering (paused, partitioned) fails requests with 503 after a few
+        # seconds instead of holding them forever. Above the live feed's 1 s blocking read.
+        client = connect(settings.redis_url, settings.redis_cluster,
+                         socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
         gateway = app.state.gateway = Gateway(settings, client, signer)
         await gateway.outcomes.start()
         try:
             yield
         finally:
             await gateway.outcomes.stop()
+            await gateway.rate_limits.close()
             await client.aclose()
 
     app = GatewayApp(
@@ -175,7 +187,12 @@ class GatewayApp(FastAPI):
                 )
             except ApiError as error:
                 status = error.status
-                await _send_json(send, status, _JSON.encode(error.body()))
+                await _send_json(send, status, _JSON.encode(error.body()), error.headers)
+                return
+            except STORE_ERRORS as error:
+                refusal = store_unavailable(self, error, scope["path"])
+                status = refusal.status
+                await _send_json(send, status, _JSON.encode(refusal.body()), refusal.headers)
                 return
             except Exception:
                 log.exception("unhandled_error", path=scope["path"], method="POST")
@@ -195,9 +212,10 @@ def _too_large(max_bytes: int) -> bytes:
     return _JSON.encode(ApiError(413, "body_too_large", f"the request body is larger than {max_bytes} bytes").body())
 
 
-async def _send_json(send: Any, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+async def _send_json(send: Any, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(name.lower().encode(), value.encode()) for name, value in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -1,21 +1,25 @@
-"""Signed tokens: HMAC-SHA256 over a small JSON claim (room, player, role, expiry) with the server secret."""
+"""Tokens: standard JWTs (RFC 7519) signed HS256 with the server secret; claims room, player, role, iat, exp."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import os
 import secrets
 import time
 from pathlib import Path
 
+import jwt
 import msgspec
+
+from almanac.services.settings import MIN_SECRET_BYTES
 
 ROLE_PLAYER = "player"
 ROLE_AUDITOR = "auditor"
 ANY_ROOM = "*"
 SECRET_FILE = "gateway.secret"
+# The one algorithm issued and accepted: a token naming any other (``none``, RS256, HS512...) is refused
+# before its signature is looked at, so nobody can choose how their token is checked.
+ALGORITHM = "HS256"
+REQUIRED_CLAIMS = ["room", "player", "role", "exp", "iat"]
 
 
 class Claims(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,52 +27,51 @@ class Claims(msgspec.Struct, frozen=True, kw_only=True):
     player: str
     role: str = ROLE_PLAYER
     exp: int  # unix seconds
+    iat: int = 0  # unix seconds
 
 
 class TokenError(Exception):
-    """The token is missing, malformed, forged or expired (HTTP 401)."""
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-_CLAIMS_DECODER = msgspec.json.Decoder(Claims)
+    """The token is missing, malformed, forged, of a foreign algorithm or expired (HTTP 401)."""
 
 
 class TokenSigner:
+    """Issues and verifies the gateway's JWTs (PyJWT), so any JWT tool can read one's claims."""
+
     def __init__(self, secret: str, ttl_s: int) -> None:
-        if not secret:
-            raise ValueError("the token secret must not be empty")
-        self._key = secret.encode()
+        if len(secret.encode()) < MIN_SECRET_BYTES:
+            raise ValueError(f"the token secret must be at least {MIN_SECRET_BYTES} bytes (HS256, RFC 7518 3.2)")
+        self._key = secret
         self.ttl_s = ttl_s
 
-    def _mac(self, body: str) -> str:
-        return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
-
     def issue(self, room: str, player: str, role: str = ROLE_PLAYER, ttl_s: int | None = None) -> str:
-        exp = int(time.time()) + (self.ttl_s if ttl_s is None else ttl_s)
-        body = _b64(msgspec.json.encode(Claims(room=room, player=player, role=role, exp=exp)))
-        return f"{body}.{self._mac(body)}"
+        now = int(time.time())
+        exp = now + (self.ttl_s if ttl_s is None else ttl_s)
+        claims = {"room": room, "player": player, "role": role, "iat": now, "exp": exp}
+        return jwt.encode(claims, self._key, algorithm=ALGORITHM)
 
     def verify(self, token: str) -> Claims:
-        body, dot, mac = token.partition(".")
-        if not dot or not body or not mac:
-            raise TokenError("the token is malformed; expected <claims>.<signature>")
-        # Constant-time comparison: a forger learns nothing from how fast a guess is refused.
-        if not hmac.compare_digest(mac, self._mac(body)):
-            raise TokenError("the token's signature is not valid")
         try:
-            claims = _CLAIMS_DECODER.decode(_unb64(body))
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
-            raise TokenError("the token's claims are unreadable") from None
-        if claims.exp < time.time():
-            raise TokenError("the token has expired; join again or ask for a new one")
-        return claims
+            payload = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALGORITHM],
+                # iat is informative only: a gateway whose clock runs a little behind the issuer's must
+                # not refuse a fresh token as "issued in the future". Expiry is checked, with no leeway.
+                options={"require": REQUIRED_CLAIMS, "verify_iat": False},
+            )
+            return msgspec.convert(payload, Claims)
+        except jwt.ExpiredSignatureError:
+            raise TokenError("the token has expired; join again or ask for a new one") from None
+        except jwt.InvalidAlgorithmError:
+            raise TokenError(f"the token's algorithm is not accepted; tokens are {ALGORITHM} JWTs") from None
+        except jwt.InvalidSignatureError:
+            raise TokenError("the token's signature is not valid") from None
+        except jwt.MissingRequiredClaimError as error:
+            raise TokenError(f"the token lacks the claim {error.claim!r}") from None
+        except (jwt.PyJWTError, msgspec.ValidationError, ValueError, TypeError):
+            # Anything else (not three base64url segments, non-ASCII, unreadable JSON, wrong claim types)
+            # is a malformed token: a 401 with a fixed message, never the decoder's text or a 500.
+            raise TokenError("the token is malformed; expected a JWT (header.claims.signature)") from None
 
 
 def resolve_secret(configured: str, data_dir: str) -> str:

@@ -13,6 +13,7 @@ from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, C
 from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter
+from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.rooms import RoomReader
 from almanac.services.rooms import CommandRecord, Outcome
 from almanac.services.settings import Settings
@@ -47,10 +48,17 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count)
         self.outcomes = OutcomeWaiter(client, self.keys)
+        self.rate_limits = RateLimits(settings, client)
+        # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
+        # every engine's heartbeat shows a completed round after it (api_ops.health).
+        self.store_outage_ms = 0
         # Tokens whose signature checked out (token -> claims): a player sends the same token with every
         # command, and the HMAC was the largest cost of the command path's own Python. Expiry is still
         # checked on every use; a bounded cache, cleared when full.
         self._verified: dict[str, Claims] = {}
+
+    def note_store_outage(self) -> None:
+        self.store_outage_ms = now_ms()
 
     # --- authentication ------------------------------------------------------------------------
 
@@ -97,6 +105,22 @@ class Gateway:
         if claims.role != ROLE_AUDITOR or claims.room not in (ANY_ROOM, room):
             raise ApiError(403, "auditors_only", "this needs an auditor token (role 'auditor')")
         return claims
+
+    async def require_seated(self, claims: Claims, room: str) -> None:
+        """403 ``not_seated`` unless an auditor or a player who joined ``room`` (only they may end it).
+
+        A token alone is not a seat: the creator receives one even when her own join is refused. Seats are
+        never given up, so a seat seen here still holds when the command is decided.
+        """
+        if claims.role == ROLE_AUDITOR:
+            return
+        state = await self.reader.latest(room)
+        if state is None or claims.player not in state.players:
+            raise ApiError(
+                403, "not_seated",
+                f"{claims.player!r} holds no seat in room {room!r}: only its seated players and auditors may "
+                "end it", "player",
+            )
 
     # --- commands ------------------------------------------------------------------------------
 

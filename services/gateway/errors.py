@@ -8,6 +8,12 @@ import msgspec
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from redis.exceptions import (
+    ClusterError,
+    ConnectionError as RedisConnectionError,
+    ReadOnlyError,
+    TimeoutError as RedisTimeoutError,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from almanac.services.logging import get_logger
@@ -16,13 +22,21 @@ log = get_logger("almanac.gateway")
 _JSON = msgspec.json.Encoder()
 
 
+# Redis cannot be reached or cannot take writes (refused, timed out, loading, a Cluster without a quorum,
+# a read-only replica): the request is answered 503 store_unavailable, never 500.
+STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, ClusterError, ReadOnlyError)
+STORE_RETRY_AFTER_S = 2
+
+
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, field: str | None = None, **extra: Any) -> None:
+    def __init__(self, status: int, code: str, message: str, field: str | None = None, *,
+                 headers: dict[str, str] | None = None, **extra: Any) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        self.headers = headers  # response headers (Retry-After), never part of the body
         self.extra = extra
 
     def body(self) -> dict[str, Any]:
@@ -51,10 +65,32 @@ _HTTP_CODES = {
 }
 
 
+def store_unavailable(app: Any, error: Exception, path: str) -> ApiError:
+    """The 503 for a Redis failure; the gateway notes the outage, which /health then reports until the
+    engine shows it works again (api_ops.health)."""
+    gateway = getattr(app.state, "gateway", None)
+    if gateway is not None:
+        gateway.note_store_outage()
+    log.warning("store_unavailable", path=path, error=type(error).__name__)
+    return ApiError(
+        503, "store_unavailable",
+        "the event store (Redis) cannot be reached; retry after Retry-After seconds. A command may or may not "
+        "have been queued: resend it with the same command_id (commands are idempotent by id)",
+        headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, error: ApiError) -> Response:
-        return json_response(error.body(), error.status)
+        return json_response(error.body(), error.status, error.headers)
+
+    async def _store_error(request: Request, error: Exception) -> Response:
+        refusal = store_unavailable(request.app, error, request.url.path)
+        return json_response(refusal.body(), refusal.status, refusal.headers)
+
+    for error_type in STORE_ERRORS:
+        app.add_exception_handler(error_type, _store_error)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_parameter(request: Request, error: RequestValidationError) -> Response:

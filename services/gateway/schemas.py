@@ -49,6 +49,29 @@ class CommandRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     player: Name | None = None
 
 
+# Creation options that name seats (sectors/claim ``owner``, board ``player``, realm ``players``): each must be
+# a name a client can join as (the join body's own pattern), or the room would have seats nobody can take.
+SEAT_OPTIONS = ("owner", "player", "players")
+_NAME = re.compile(NAME_PATTERN)
+
+
+def check_seat_names(options: dict[str, Any]) -> None:
+    """422 ``invalid_player_name`` for a seat-naming option that is not a joinable name ("" and "☃" included)."""
+    for option in SEAT_OPTIONS:
+        if option not in options or (option != "players" and options[option] is None):
+            continue
+        value = options[option]
+        names = value if option == "players" and isinstance(value, list) else [value]
+        for index, name in enumerate(names):
+            if not isinstance(name, str) or not _NAME.match(name):
+                where = f"options.{option}" + (f".{index}" if option == "players" else "")
+                raise ApiError(
+                    422, "invalid_player_name",
+                    f"{name!r} is not a name a player can join as: 1-64 letters, digits, _ . - "
+                    "(starting with a letter or digit)", where, pattern=NAME_PATTERN,
+                )
+
+
 def decode_body(data: bytes, type_: type) -> Any:
     """Decode a JSON body; 400 for malformed JSON, 422 naming the field for a wrong shape."""
     if not data.strip():

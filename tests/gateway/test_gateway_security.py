@@ -51,7 +51,7 @@ def test_forged_expired_wrong_room_and_other_seat_tokens_change_nothing(api: Tes
     url = f"/rooms/{room}/commands"
     body, _, mac = board["token"].partition(".")
     forged = f"{body}.{mac[:-2]}{'AA' if not mac.endswith('AA') else 'BB'}"
-    foreign = TokenSigner("not-the-server-secret", 60).issue(room, "alice")
+    foreign = TokenSigner("not-the-server-secret-" + "z" * 32, 60).issue(room, "alice")
     expired = api.app.state.signer.issue(room, "alice", ttl_s=-5)
     assert_refused(api.post(url, json={"command": ELEMENT}), 401, "token_missing")
     assert_refused(api.post(url, json={"command": ELEMENT}, headers=auth(forged)), 401, "token_invalid")

@@ -1,41 +1,82 @@
-"""Tokens in isolation: signed, bound, expiring; forged or malformed ones refused; the secret persists."""
+"""Tokens in isolation: HS256 JWTs, bound, expiring; forged, foreign or malformed ones refused; the secret persists."""
 
 from __future__ import annotations
 
 import base64
 import json
 
+import jwt
 import pytest
 
 from almanac.services.gateway.auth import ROLE_AUDITOR, TokenError, TokenSigner, resolve_secret
 
+SECRET = "s3cret-" + "x" * 64
+
 
 def test_token_round_trip_binds_room_player_and_role() -> None:
-    signer = TokenSigner("s3cret", ttl_s=60)
+    signer = TokenSigner(SECRET, ttl_s=60)
     claims = signer.verify(signer.issue("room-1", "alice"))
     assert (claims.room, claims.player, claims.role) == ("room-1", "alice", "player")
+    assert claims.exp - claims.iat == 60
     assert signer.verify(signer.issue("*", "auditor", ROLE_AUDITOR)).role == ROLE_AUDITOR
 
 
+def test_a_token_is_a_standard_hs256_jwt_any_jwt_library_reads() -> None:
+    token = TokenSigner(SECRET, ttl_s=60).issue("room-1", "alice")
+    assert jwt.get_unverified_header(token)["alg"] == "HS256"
+    claims = jwt.decode(token, SECRET, algorithms=["HS256"])
+    assert {k: claims[k] for k in ("room", "player", "role")} == {"room": "room-1", "player": "alice",
+                                                                  "role": "player"}
+    assert claims["exp"] > claims["iat"]
+
+
+def _segment(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
 def test_forged_claims_and_foreign_secret_are_refused() -> None:
-    signer = TokenSigner("s3cret", ttl_s=60)
-    body, _, mac = signer.issue("room-1", "alice").partition(".")
+    signer = TokenSigner(SECRET, ttl_s=60)
+    header, body, mac = signer.issue("room-1", "alice").split(".")
     claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
     claims["player"] = "mallory"
-    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
     with pytest.raises(TokenError, match="signature"):
-        signer.verify(f"{forged}.{mac}")
+        signer.verify(f"{header}.{_segment(claims)}.{mac}")
     with pytest.raises(TokenError, match="signature"):
-        signer.verify(TokenSigner("other", ttl_s=60).issue("room-1", "alice"))
-    for malformed in ("", "no-dot", ".", "abc."):
-        with pytest.raises(TokenError):
+        signer.verify(TokenSigner("other-" + "y" * 32, ttl_s=60).issue("room-1", "alice"))
+    for malformed in ("", "no-dot", ".", "abc.", "a.b.c", "abc.\xc3\xa9", "abc.é", "é.é.é", "x" * 5000):
+        with pytest.raises(TokenError, match="malformed"):
             signer.verify(malformed)
 
 
+def test_alg_none_and_foreign_algorithms_are_refused() -> None:
+    signer = TokenSigner(SECRET, ttl_s=60)
+    claims = {"room": "room-1", "player": "mallory", "role": "auditor", "iat": 1, "exp": 2**40}
+    unsigned = f"{_segment({'alg': 'none', 'typ': 'JWT'})}.{_segment(claims)}."
+    with pytest.raises(TokenError, match="algorithm"):
+        signer.verify(unsigned)
+    # The same secret under another HMAC: a valid signature, but not the algorithm the server issues.
+    with pytest.raises(TokenError, match="algorithm"):
+        signer.verify(jwt.encode(claims, SECRET, algorithm="HS512"))
+
+
+def test_missing_or_mistyped_claims_are_refused() -> None:
+    signer = TokenSigner(SECRET, ttl_s=60)
+    with pytest.raises(TokenError, match="role"):
+        signer.verify(jwt.encode({"room": "r", "player": "p", "iat": 1, "exp": 2**40}, SECRET, algorithm="HS256"))
+    with pytest.raises(TokenError, match="malformed"):
+        signer.verify(jwt.encode({"room": 5, "player": "p", "role": "player", "iat": 1, "exp": 2**40}, SECRET,
+                                 algorithm="HS256"))
+
+
 def test_expired_token_is_refused() -> None:
-    signer = TokenSigner("s3cret", ttl_s=60)
+    signer = TokenSigner(SECRET, ttl_s=60)
     with pytest.raises(TokenError, match="expired"):
         signer.verify(signer.issue("room-1", "alice", ttl_s=-1))
+
+
+def test_a_short_secret_is_refused() -> None:
+    with pytest.raises(ValueError, match="32 bytes"):
+        TokenSigner("s3cret", ttl_s=60)
 
 
 def test_secret_is_generated_once_and_kept(tmp_path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 
 from almanac.services.embedded_redis import EmbeddedRedis, running_server_url
-from almanac.services.settings import SettingsError, load_settings, parse_shard_selection
+from almanac.services.settings import SettingsError, load_settings, parse_rate, parse_shard_selection
 
 
 def test_a_second_run_of_the_embedded_redis_finds_the_data_of_the_first(tmp_path):
@@ -48,3 +48,20 @@ def test_an_engine_takes_all_shards_a_list_or_its_share_of_a_worker_group():
     assert parse_shard_selection("all", 4) == [0, 1, 2, 3]
     assert parse_shard_selection("3,1", 4) == [1, 3]
     assert parse_shard_selection("1/2", 6) == [1, 3, 5]
+
+
+def test_rate_limits_and_the_token_secret_are_checked_one_line_each():
+    try:
+        load_settings({"ALMANAC_RATE_ANON": "lots", "ALMANAC_RATE_COMMANDS": "0/second",
+                       "ALMANAC_SECRET": "change-me"})
+    except SettingsError as error:
+        problems = error.problems
+    else:
+        raise AssertionError("bad settings were accepted")
+    assert len(problems) == 3
+    assert any(p.startswith("ALMANAC_RATE_ANON='lots' is not valid") for p in problems)
+    assert any(p.startswith("ALMANAC_RATE_COMMANDS='0/second' is not valid") for p in problems)
+    assert any(p.startswith("ALMANAC_SECRET is not valid") and "change-me" not in p for p in problems)
+    good = load_settings({"ALMANAC_RATE_ANON": "20 per minute", "ALMANAC_RATE_COMMANDS": "off"})
+    assert (good.rate_anon, good.rate_commands) == ("20 per minute", "off")
+    assert parse_rate("50") == "50/second" and parse_rate("off") is None

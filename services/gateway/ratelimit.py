@@ -1,0 +1,76 @@
+"""Rate limits kept in Redis (the `limits` library, fixed window), so every gateway on the store shares them.
+
+Two limits, both settings (services/settings.py): ALMANAC_RATE_ANON per client address on the routes that
+need no token (POST /rooms, POST /rooms/{room}/join), ALMANAC_RATE_COMMANDS per token on commands (and
+ending a room). A check is ONE round trip: the library's INCRBY+EXPIRE script on a single key (a single
+key is one slot, so it runs as it is on a Redis Cluster; no hash tag needed). A refusal costs no more: its
+Retry-After is the window's length, an upper bound on the wait, rather than a second round trip for the
+key's TTL. The engine never checks a limit: what the gateway let through is decided as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from urllib.parse import urlsplit
+
+import limits
+import redis.asyncio as aioredis
+from limits.aio.storage import RedisClusterStorage, RedisStorage
+from limits.aio.strategies import FixedWindowRateLimiter
+
+from almanac.services.gateway.errors import ApiError
+from almanac.services.settings import Settings, parse_rate
+
+KEY_PREFIX = "alm:ratelimit"
+
+
+class RateLimits:
+    def __init__(self, settings: Settings, client: aioredis.Redis) -> None:
+        self.anon = _item(settings.rate_anon)
+        self.commands = _item(settings.rate_commands)
+        self._own_client: aioredis.Redis | None = None
+        if settings.redis_cluster:
+            # limits builds its own asyncio RedisCluster from the node list (it cannot take ours).
+            url = urlsplit(settings.redis_url or "")
+            storage = RedisClusterStorage(f"async+redis+cluster://{url.netloc}", implementation="redispy",
+                                          key_prefix=KEY_PREFIX, **({"ssl": True} if url.scheme == "rediss" else {}))
+            self._own_client = storage.bridge.storage  # closed in close(); limits has no close of its own
+        else:
+            # A single server: the gateway's own connection pool (and its hiredis command packer).
+            storage = RedisStorage("async+redis://", implementation="redispy", key_prefix=KEY_PREFIX,
+                                   connection_pool=client.connection_pool)
+        self._limiter = FixedWindowRateLimiter(storage)
+
+    async def close(self) -> None:
+        if self._own_client is not None:
+            with contextlib.suppress(Exception):
+                await self._own_client.aclose()
+
+    async def check_address(self, address: str) -> None:
+        """429 when this client address has used up ALMANAC_RATE_ANON."""
+        if self.anon is not None and not await self._limiter.hit(self.anon, "anon", address):
+            raise _limited(self.anon, "ALMANAC_RATE_ANON", "this address")
+
+    async def check_token(self, token: str) -> None:
+        """429 when this token has used up ALMANAC_RATE_COMMANDS."""
+        if self.commands is not None:
+            # A digest keys the counter: the token itself never goes into a key name.
+            digest = hashlib.blake2b(token.encode(), digest_size=12).hexdigest()
+            if not await self._limiter.hit(self.commands, "token", digest):
+                raise _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token")
+
+
+def _item(text: str) -> limits.RateLimitItem | None:
+    rate = parse_rate(text)
+    return None if rate is None else limits.parse(rate)
+
+
+def _limited(item: limits.RateLimitItem, setting: str, who: str) -> ApiError:
+    window_s = item.get_expiry()
+    return ApiError(
+        429, "rate_limited",
+        f"{who} has sent more than {item.amount} requests per {window_s} s ({setting}); retry after the "
+        "Retry-After seconds",
+        limit=str(item), headers={"Retry-After": str(window_s)},
+    )
