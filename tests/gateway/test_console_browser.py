@@ -30,7 +30,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)"),
 ]
-SECRET = "console-browser-test-secret"
+SECRET = "console-browser-test-secret-" + "x" * 16  # HS256 keys are at least 32 bytes
 TIMEOUT_MS = 10_000
 
 
