@@ -237,13 +237,19 @@ def test_proving_up_needs_a_cabin_two_days_and_half_the_cover() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "field"),
-    [({"block": "   "}, "options.block"), ({"owner": "x" * 81}, "options.owner")],
+    ("options", "field", "code"),
+    [
+        ({"block": "   "}, "options.block", "claim.invalid_option"),
+        # The schema refuses what is not a joinable name or is too long, before the rules look.
+        ({"owner": "x" * 81}, "options.owner", "invalid_options"),
+        ({"owner": "\u2603"}, "options.owner", "invalid_options"),
+        ({"block": "b" * 81}, "options.block", "invalid_options"),
+    ],
 )
-def test_blank_or_overlong_owner_and_block_are_refused_at_staking(options, field) -> None:
+def test_blank_or_overlong_owner_and_block_are_refused_at_staking(options, field, code) -> None:
     with pytest.raises(RuleError) as error:
         room.decide(None, room.CreateRoom(ruleset="claim", options=options), _ctx())
-    assert (error.value.code, error.value.field) == ("claim.invalid_option", field)
+    assert (error.value.code, error.value.field) == (code, field)
 
 
 def test_options_of_the_wrong_shape_are_refused_by_the_room() -> None:
