@@ -20,8 +20,9 @@ AMOUNT_CEILING = 10**15
 # A server time or timeout in milliseconds: up to the year 2500 or so.
 TIME_CEILING_MS = 17_000_000_000_000
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
-KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}$"
+# ``(?!\n)$``: Python's ``$`` also matches before a final newline, which would let "alice\n" through.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}(?!\n)$"
+KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}(?!\n)$"
 
 # A player, owner, city or room id: letters, digits, _ . - ; starts with a letter or digit; at most 64.
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, max_length=64,
@@ -30,9 +31,9 @@ Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, max_length=64,
 Key = Annotated[str, msgspec.Meta(pattern=KEY_PATTERN, max_length=64,
                                   description="letters, digits, _ . : -; at most 64")]
 # The same, where "" means "not given" (the field's default).
-OptionalKey = Annotated[str, msgspec.Meta(pattern=r"^(?:[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63})?$", max_length=64,
+OptionalKey = Annotated[str, msgspec.Meta(pattern=r"^(?:[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63})?(?!\n)$", max_length=64,
                                           description="empty, or letters, digits, _ . : -; at most 64")]
-OptionalName = Annotated[str, msgspec.Meta(pattern=r"^(?:[A-Za-z0-9][A-Za-z0-9_.\-]{0,63})?$", max_length=64,
+OptionalName = Annotated[str, msgspec.Meta(pattern=r"^(?:[A-Za-z0-9][A-Za-z0-9_.\-]{0,63})?(?!\n)$", max_length=64,
                                            description="empty, or letters, digits, _ . -; at most 64")]
 # Free text a person reads (a reason): bounded, never parsed.
 Text = Annotated[str, msgspec.Meta(max_length=200, description="free text, at most 200 characters")]

@@ -17,7 +17,7 @@ class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     owner: OptionalName = ""
     # A block is a surveyor's label ("valley-1/SE"): any printable text; the rules refuse a blank one.
-    block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*$")] = ""
+    block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*(?!\n)$")] = ""
 
 
 class Cut(msgspec.Struct, frozen=True, kw_only=True, tag="cut", tag_field="kind",
