@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any, Union
 
@@ -10,15 +11,17 @@ import msgspec
 from almanac.events import registry
 from almanac.events.decider import event_tag
 from almanac.events.envelope import Envelope
-from almanac.events.errors import CorruptEventError, RuleError, UnusableSnapshotError
+from almanac.events.errors import CorruptEventError, InvalidCommand, RuleError, UnusableSnapshotError
 from almanac.events.room import (
     ROOM_COMMANDS,
+    CreateRoom,
     PlayerJoined,
     RoomCreated,
     RoomEnded,
     RoomState,
-    validation_rule_error,
+    convert_options,
 )
+from almanac.events.schema import boundary_error
 
 _ENCODER = msgspec.msgpack.Encoder()
 _ENVELOPE_DECODER = msgspec.msgpack.Decoder(Envelope)
@@ -111,6 +114,35 @@ def decode_event(envelope: Envelope) -> Any:
 
 
 # --- commands ---------------------------------------------------------------------------------
+#
+# The strict input boundary: every command and creation option passes here before anything acts on
+# it. Unknown fields, out-of-range integers (declared with msgspec.Meta on the Structs), overlong or
+# malformed names and wrong kinds raise InvalidCommand {code, message, field, allowed}; the gateway
+# answers it as a 422 and the engine and `almanac sim` refuse it without recording anything.
+
+# Real commands nest at most five levels (options.setup.sectors[i].buildings); anything deeper is hostile.
+MAX_JSON_DEPTH = 32
+_JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth_exceeds(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON ``data`` nests deeper than ``limit`` (brackets inside strings do not count).
+
+    Checked before parsing: msgspec has no depth limit and hits Python's recursion limit instead.
+    Cheap: with fewer brackets than the limit nothing is scanned; otherwise one regex pass.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    depth = 0
+    for token in _JSON_TOKENS.finditer(data):
+        char = token.group()[:1]
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return False
 
 
 @cache
@@ -121,37 +153,56 @@ def _command_type(ruleset: str | None) -> Any:
     return Union[kinds]  # noqa: UP007 - a runtime union of a dynamic tuple
 
 
-def command_kinds(ruleset: str | None) -> list[str]:
+@cache
+def _command_types_by_kind(ruleset: str | None) -> dict[str, type]:
     kinds = list(ROOM_COMMANDS)
     if ruleset is not None:
         kinds += list(registry.get(ruleset).command_types)
-    return [k.__struct_config__.tag for k in kinds]
+    return {k.__struct_config__.tag: k for k in kinds}
+
+
+def command_kinds(ruleset: str | None) -> list[str]:
+    return list(_command_types_by_kind(ruleset))
+
+
+def command_schema(ruleset: str | None) -> dict[str, Any]:
+    """The JSON schema of every command of a room of ``ruleset`` (bounds and patterns included)."""
+    return msgspec.json.schema(_command_type(ruleset))
 
 
 def decode_command(ruleset: str | None, body: Any) -> Any:
     """A command Struct from builtins (a JSON object) or msgpack bytes, for a room of ``ruleset``.
 
-    Raises a RuleError naming the field and what is allowed; ``ruleset`` is None for a room that
-    does not exist yet (only ``create_room`` is known then).
+    Raises InvalidCommand naming the field and what is allowed; ``ruleset`` is None for a room that
+    does not exist yet (only ``create_room`` is known then). A ``create_room`` has its options
+    checked against the rule-set's options type here too, so bad options never reach the log.
     """
-    command_type = _command_type(ruleset)
+    if isinstance(body, bytes | bytearray | memoryview):
+        try:
+            body = msgspec.msgpack.decode(body)
+        except (msgspec.DecodeError, RecursionError) as error:
+            raise InvalidCommand("invalid_command", f"the command is not valid msgpack: {error}") from None
+    if not isinstance(body, dict):
+        raise InvalidCommand("invalid_command", "a command is an object with a 'kind'", field="command")
+    types = _command_types_by_kind(ruleset)
+    kind = body.get("kind")
+    if not isinstance(kind, str) or kind not in types:
+        kinds = list(types)
+        raise InvalidCommand(
+            "unknown_command", f"unknown command kind; allowed kinds: {', '.join(kinds)}", field="kind", allowed=kinds
+        )
+    command_type = types[kind]
     try:
-        if isinstance(body, bytes | bytearray | memoryview):
-            return msgspec.msgpack.decode(body, type=command_type)
-        return msgspec.convert(body, command_type)
+        command = msgspec.convert(body, command_type)
     except msgspec.ValidationError as error:
-        text = str(error)
-        if "Invalid value" in text and "`$.kind`" in text or "Object missing required field `kind`" in text:
-            kinds = command_kinds(ruleset)
-            raise RuleError(
-                "unknown_command",
-                f"unknown command kind; allowed kinds: {', '.join(kinds)}",
-                field="kind",
-                allowed=kinds,
-            ) from None
-        raise validation_rule_error("invalid_command", error) from None
-    except msgspec.DecodeError as error:
-        raise RuleError("invalid_command", f"the command is not valid msgpack: {error}") from None
+        raise boundary_error("invalid_command", error, command_type) from None
+    if isinstance(command, CreateRoom):
+        try:
+            decider = registry.get(command.ruleset)
+        except RuleError:
+            return command  # an unknown rule-set is the room's refusal to make (unknown_ruleset)
+        convert_options(decider, command.options)
+    return command
 
 
 def encode_command(command: msgspec.Struct) -> dict[str, Any]:

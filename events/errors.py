@@ -32,6 +32,14 @@ class RuleError(Exception):
         return f"RuleError({self.code!r}, {self.message!r}, field={self.field!r})"
 
 
+class InvalidCommand(RuleError):
+    """A command (or its creation options) does not fit its schema: refused at the decoding boundary.
+
+    Unlike a rule refusal it is never recorded: no event, no refusal record, no stored outcome; the
+    same bytes are refused the same way every time, so there is nothing to remember.
+    """
+
+
 class UnusableSnapshotError(Exception):
     """A stored snapshot no longer decodes (its state format changed); replay from the log instead."""
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
 from almanac.events import registry
 from almanac.events.decider import Context, Decider
 from almanac.events.errors import RuleError
+from almanac.events.schema import Name, Text, boundary_error
 
 SetupT = TypeVar("SetupT")
 
@@ -17,23 +18,30 @@ SetupT = TypeVar("SetupT")
 # --- commands ---------------------------------------------------------------------------------
 
 
-class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", tag_field="kind"):
-    """Create a room of a rule-set. ``options`` are the rule-set's creation options."""
+class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", tag_field="kind",
+                 forbid_unknown_fields=True):
+    """Create a room of a rule-set. ``options`` are the rule-set's creation options.
 
-    ruleset: str
-    options: dict[str, Any] = {}
+    ``options`` stays a plain object in the command (it is stored as sent); the codec checks it
+    against the rule-set's options type before anything acts on it.
+    """
+
+    ruleset: Name
+    options: Annotated[dict[str, Any], msgspec.Meta(max_length=64)] = {}
     # A public seed: every room created from the same challenge deals the same cards and dice.
-    challenge: str | None = None
+    challenge: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
 
 
-class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_field="kind"):
+class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_field="kind",
+               forbid_unknown_fields=True):
     """Take a seat in the room as the acting player."""
 
 
-class EndRoom(msgspec.Struct, frozen=True, kw_only=True, tag="end_room", tag_field="kind"):
+class EndRoom(msgspec.Struct, frozen=True, kw_only=True, tag="end_room", tag_field="kind",
+              forbid_unknown_fields=True):
     """End the room and reveal its secret seed."""
 
-    reason: str = "ended by a player"
+    reason: Text = "ended by a player"
 
 
 ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom)
@@ -164,27 +172,11 @@ def _room_ended(reason: str, commitment: str, ctx: Context) -> RoomEnded:
 
 
 def convert_options(decider: Decider, options: dict[str, Any]) -> Any:
+    """The rule-set's options Struct; InvalidCommand naming ``options.<field>`` when they do not fit."""
     try:
         return msgspec.convert(options, decider.options_type)
     except msgspec.ValidationError as error:
-        raise validation_rule_error("invalid_options", error, prefix="options") from None
-
-
-def validation_rule_error(code: str, error: msgspec.ValidationError, prefix: str = "") -> RuleError:
-    """A RuleError naming the field a msgspec validation error points at."""
-    text = str(error)
-    path = ""
-    if " - at `$" in text:
-        text, _, path = text.partition(" - at `$")
-        path = path.rstrip("`").lstrip(".")
-    if text.startswith("Object missing required field `"):
-        missing = text.split("`")[1]
-        path = f"{path}.{missing}" if path else missing
-        text = f"the field {missing!r} is required"
-    parts = [part for part in (prefix, path) if part]
-    field = ".".join(parts) or None
-    where = f" (field {field})" if field and field not in text else ""
-    return RuleError(code, f"{text}{where}", field=field)
+        raise boundary_error("invalid_options", error, decider.options_type, prefix="options") from None
 
 
 # --- evolve -----------------------------------------------------------------------------------

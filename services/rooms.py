@@ -13,7 +13,7 @@ from almanac.events import codec, room as room_rules
 from almanac.events.decider import Context
 from almanac.events.dice import Dice, seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import RuleError, UnusableSnapshotError
+from almanac.events.errors import InvalidCommand, RuleError, UnusableSnapshotError
 from almanac.events.hashing import seal
 from almanac.events.room import RoomState
 from almanac.services.store.base import (
@@ -124,6 +124,8 @@ class RoomService:
             state, last_hash = await self.load(record.room)
             try:
                 envelopes, new_state = await self._decide(state, last_hash, record)
+            except InvalidCommand as error:
+                return self._invalid(record, error)
             except RuleError as error:
                 result = await self.store.record_rejection(
                     record.room, record.command_id, error.to_dict(), refusal_record(record, state)
@@ -183,6 +185,12 @@ class RoomService:
                 try:
                     state, last_hash = await self.load(record.room)
                     envelopes, new_state = await self._decide(state, last_hash, record)
+                except InvalidCommand as error:
+                    # Its id may name an earlier outcome: that one stands (as in ``handle``).
+                    known = await self.store.outcome(record.room, record.command_id)
+                    results[index] = (await self._replayed(record, known) if known is not None
+                                      else self._invalid(record, error))
+                    continue
                 except RuleError as error:
                     rejections.append((index, RejectRequest(room=record.room, command_id=record.command_id,
                                                             error=error.to_dict(),
@@ -223,6 +231,11 @@ class RoomService:
                     results[index] = Outcome(command_id=request.command_id, room=request.room, accepted=False,
                                              error=request.error)
         return results
+
+    @staticmethod
+    def _invalid(record: CommandRecord, error: InvalidCommand) -> Outcome:
+        """A command that does not fit its schema: answered, never recorded (no event, refusal or outcome)."""
+        return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
 
     async def _appended(self, record: CommandRecord, request: AppendRequest, new_state: RoomState,
                         result: AppendResult) -> Outcome:

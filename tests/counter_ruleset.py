@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -23,12 +23,12 @@ class CounterSetup(msgspec.Struct, frozen=True, kw_only=True):
     lucky_number: int
 
 
-class Add(msgspec.Struct, frozen=True, kw_only=True, tag="add", tag_field="kind"):
-    amount: int
+class Add(msgspec.Struct, frozen=True, kw_only=True, tag="add", tag_field="kind", forbid_unknown_fields=True):
+    amount: Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
 
 
-class Roll(msgspec.Struct, frozen=True, kw_only=True, tag="roll", tag_field="kind"):
-    dice: int = 1
+class Roll(msgspec.Struct, frozen=True, kw_only=True, tag="roll", tag_field="kind", forbid_unknown_fields=True):
+    dice: Annotated[int, msgspec.Meta(ge=0, le=100)] = 1
 
 
 class Added(msgspec.Struct, frozen=True, kw_only=True, tag="counter.added"):

@@ -6,6 +6,7 @@ import msgspec
 
 from almanac.events.board.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE
 from almanac.events.board.events import SeasonEnded
+from almanac.events.schema import Name
 
 Board = tuple[tuple[str, ...], ...]
 """SIZE rows of SIZE terrain names; ``""`` is an empty cell, ``"mountain"`` a printed mountain."""
@@ -16,12 +17,12 @@ STARTING_BOARD: Board = tuple(
 """The empty 11x11 map with its five mountains."""
 
 
-class BoardOptions(msgspec.Struct, frozen=True, kw_only=True):
+class BoardOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Creation options; all off by default. ``player`` owns the map (default: the room's creator)."""
 
     mountain_bonus: bool = False
     extended_pool: bool = False
-    player: str | None = None
+    player: Name | None = None
 
 
 class BoardSetup(msgspec.Struct, frozen=True, kw_only=True):

@@ -70,7 +70,7 @@ class ClaimDecider:
         for terrain, parcel in zip(TERRAIN, state.parcels, strict=True):
             entry: dict[str, Any] = {
                 "name": terrain.name,
-                "zone": "meadow" if terrain.meadow else terrain.zone,
+                "zone": terrain.zone,  # the seed's zone function: the meadow lies in the bottom
                 "slope": terrain.slope,
                 "meadow": terrain.meadow,
                 "road": terrain.road,

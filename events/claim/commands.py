@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
+
+from almanac.events.schema import Key, OptionalName
 
 
 class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -11,51 +15,60 @@ class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     Unknown fields are refused, so nobody believes they chose the staking time (the server does).
     """
 
-    owner: str = ""
-    block: str = ""
+    owner: OptionalName = ""
+    # A block is a surveyor's label ("valley-1/SE"): any printable text; the rules refuse a blank one.
+    block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*(?!\n)$")] = ""
 
 
-class Cut(msgspec.Struct, frozen=True, kw_only=True, tag="cut", tag_field="kind"):
+class Cut(msgspec.Struct, frozen=True, kw_only=True, tag="cut", tag_field="kind",
+          forbid_unknown_fields=True):
     """Fell a parcel's timber; its logs go to the landing deck."""
 
-    parcel: str
+    parcel: Key
 
 
-class Haul(msgspec.Struct, frozen=True, kw_only=True, tag="haul", tag_field="kind"):
+class Haul(msgspec.Struct, frozen=True, kw_only=True, tag="haul", tag_field="kind",
+          forbid_unknown_fields=True):
     """Send the wagon from the landing with the whole deck, to sell it at the mill."""
 
 
-class Replant(msgspec.Struct, frozen=True, kw_only=True, tag="replant", tag_field="kind"):
+class Replant(msgspec.Struct, frozen=True, kw_only=True, tag="replant", tag_field="kind",
+          forbid_unknown_fields=True):
     """Plant a bare parcel with a species its zone allows."""
 
-    parcel: str
-    species: str
+    parcel: Key
+    species: Key
 
 
-class Farm(msgspec.Struct, frozen=True, kw_only=True, tag="farm", tag_field="kind"):
+class Farm(msgspec.Struct, frozen=True, kw_only=True, tag="farm", tag_field="kind",
+          forbid_unknown_fields=True):
     """Sow hay on a meadow parcel (never the landing)."""
 
-    parcel: str
+    parcel: Key
 
 
-class Harvest(msgspec.Struct, frozen=True, kw_only=True, tag="harvest", tag_field="kind"):
+class Harvest(msgspec.Struct, frozen=True, kw_only=True, tag="harvest", tag_field="kind",
+          forbid_unknown_fields=True):
     """Cut and sell a ripe hay crop."""
 
-    parcel: str
+    parcel: Key
 
 
-class Build(msgspec.Struct, frozen=True, kw_only=True, tag="build", tag_field="kind"):
+class Build(msgspec.Struct, frozen=True, kw_only=True, tag="build", tag_field="kind",
+          forbid_unknown_fields=True):
     """Put up a cabin, barn or mill where the rules allow."""
 
-    parcel: str
-    building: str
+    parcel: Key
+    building: Key
 
 
-class Cruise(msgspec.Struct, frozen=True, kw_only=True, tag="cruise", tag_field="kind"):
+class Cruise(msgspec.Struct, frozen=True, kw_only=True, tag="cruise", tag_field="kind",
+          forbid_unknown_fields=True):
     """Cruise the timber: record the standing volume and value at the server's time."""
 
 
-class ProveUp(msgspec.Struct, frozen=True, kw_only=True, tag="prove_up", tag_field="kind"):
+class ProveUp(msgspec.Struct, frozen=True, kw_only=True, tag="prove_up", tag_field="kind",
+          forbid_unknown_fields=True):
     """Prove up the claim: the game ends and the score is final."""
 
 

@@ -417,6 +417,14 @@ def decide(state: ClaimState, command: Any, ctx: Context) -> list[Any]:
         )
     if state.proved_up_ms is not None:
         raise RuleError("claim.proved_up", "the claim is proved up; nothing more happens on it")
+    if ctx.now_ms < state.created_at_ms:
+        # No timber stood on the claim for anyone before it was staked: valuing (or cutting) it at an
+        # earlier time would credit growth the owner never had. Refused, not moved to the staking time.
+        raise RuleError(
+            "claim.before_staking",
+            f"the command is timed {ctx.now_ms} ms, before the claim was staked at {state.created_at_ms} ms",
+            allowed={"min": state.created_at_ms},
+        )
     handler = DECIDE.get(type(command))
     if handler is None:
         raise RuleError("unknown_command", f"the claim does not know the command {type(command).__name__}")

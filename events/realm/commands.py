@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
+from almanac.events.realm.data import TRADE_MAX_DICE
+from almanac.events.schema import Amount, Key, Name, OptionalKey
 
-class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+Load = Annotated[dict[Key, Amount], msgspec.Meta(max_length=32)]
+TradeDice = Annotated[int, msgspec.Meta(ge=1, le=TRADE_MAX_DICE, description="1 .. 3")]
+
+
+class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", forbid_unknown_fields=True):
     pass
 
 
@@ -21,24 +29,24 @@ class Mine(_Command, frozen=True, kw_only=True, tag="mine"):
     (at -75%), ``"none"`` takes none, or an ore name takes exactly that one.
     """
 
-    ore: str
-    moons: str = "count"
-    use_saved: int = 0
-    lesser_ore: str = "best"
+    ore: Key
+    moons: Key = "count"
+    use_saved: Amount = 0
+    lesser_ore: Key = "best"
 
 
 class Smelt(_Command, frozen=True, kw_only=True, tag="smelt"):
     """Smelt ``amount`` of an ore (stone, bronze, iron, steel) into its smelted form."""
 
-    ore: str
-    amount: int
+    ore: Key
+    amount: Amount
 
 
 class GetFood(_Command, frozen=True, kw_only=True, tag="get_food"):
     """Hunt, gather, fish or farm. ``moon``: ``"double"`` doubles this roll, ``"save"`` keeps a ward for a skull."""
 
-    method: str
-    moon: str = "double"
+    method: Key
+    moon: Key = "double"
 
 
 class FindHerbs(_Command, frozen=True, kw_only=True, tag="find_herbs"):
@@ -48,7 +56,7 @@ class FindHerbs(_Command, frozen=True, kw_only=True, tag="find_herbs"):
 class HealArmy(_Command, frozen=True, kw_only=True, tag="heal_army"):
     """Cure ``points`` of damage to the army with 1,000 herbs each."""
 
-    points: int
+    points: Amount
 
 
 class CutWood(_Command, frozen=True, kw_only=True, tag="cut_wood"):
@@ -58,20 +66,20 @@ class CutWood(_Command, frozen=True, kw_only=True, tag="cut_wood"):
 class Fortify(_Command, frozen=True, kw_only=True, tag="fortify"):
     """Spend wood (2,000 per hit point) and stone (1,500 per two hit points) on the city's walls."""
 
-    wood: int = 0
-    stone: int = 0
+    wood: Amount = 0
+    stone: Amount = 0
 
 
 class RaiseArmy(_Command, frozen=True, kw_only=True, tag="raise_army"):
     """Draft ``soldiers`` (in hundreds) from the population into the army; the army must reach 1,000."""
 
-    soldiers: int
+    soldiers: Amount
 
 
 class EquipArmy(_Command, frozen=True, kw_only=True, tag="equip_army"):
     """Arm the whole army in bronze, iron or steel: one smelted metal per soldier."""
 
-    tier: str
+    tier: Key
 
 
 class DismissArmy(_Command, frozen=True, kw_only=True, tag="dismiss_army"):
@@ -84,22 +92,22 @@ class DismissArmy(_Command, frozen=True, kw_only=True, tag="dismiss_army"):
 class Raid(_Command, frozen=True, kw_only=True, tag="raid"):
     """Raid ``target`` for one resource; cannot be changed once declared."""
 
-    target: str
-    resource: str
+    target: Name
+    resource: Key
 
 
 class Besiege(_Command, frozen=True, kw_only=True, tag="besiege"):
     """Attack ``target``'s walls; if they fall, ``if_taken`` says what happens: ``"destroy"`` or ``"tax"``."""
 
-    target: str
-    if_taken: str = "tax"
+    target: Name
+    if_taken: Key = "tax"
 
 
 class ChooseTaxSeason(_Command, frozen=True, kw_only=True, tag="choose_tax_season"):
     """The controller states which season of this year ``city`` pays its tax (costs no action)."""
 
-    city: str
-    season: str
+    city: Name
+    season: Key
 
 
 class BuyFreedom(_Command, frozen=True, kw_only=True, tag="buy_freedom"):
@@ -124,36 +132,36 @@ class RestartCity(_Command, frozen=True, kw_only=True, tag="restart_city"):
 class SendMerchant(_Command, frozen=True, kw_only=True, tag="send_merchant"):
     """Send a merchant to ``to`` carrying ``load`` (resource -> amount) from the city's storage."""
 
-    to: str
-    load: dict[str, int]
+    to: Name
+    load: Load
 
 
 class OfferTrade(_Command, frozen=True, kw_only=True, tag="offer_trade"):
     """The merchant's owner states what to buy, optionally what to pay with, and how many dice each side rolls."""
 
-    trade_id: str
-    buy: str
-    pay: str = ""
-    dice: int = 1
+    trade_id: Key
+    buy: Key
+    pay: OptionalKey = ""
+    dice: TradeDice = 1
 
 
 class CounterOffer(_Command, frozen=True, kw_only=True, tag="counter_offer"):
     """The host city states what it wants from the merchant's load in return."""
 
-    trade_id: str
-    want: str
+    trade_id: Key
+    want: Key
 
 
 class AgreeTrade(_Command, frozen=True, kw_only=True, tag="agree_trade"):
     """Agree to the terms on the table; once both sides agree, the dice are rolled and there is no way back."""
 
-    trade_id: str
+    trade_id: Key
 
 
 class DeclineTrade(_Command, frozen=True, kw_only=True, tag="decline_trade"):
     """Stop trading; the merchant heads home with what he carries."""
 
-    trade_id: str
+    trade_id: Key
 
 
 # --- the calendar -------------------------------------------------------------------------------

@@ -329,13 +329,14 @@ def tier_of(army: Army | None) -> int:
 
 
 def fight(attacker: City, defender: City, dice: Dice, walls: bool) -> realm_events.Battle:
-    """Attack dice: one per 1,000 soldiers less damage, plus the equipment bonus unless the other side's
-    armour is as good; at least one. Defence: the townsfolk's die, one per 5 hit points when ``walls``,
+    """Attack dice: one per 1,000 soldiers less damage, plus the equipment bonus when the defender has an
+    army whose armour is not as good; at least one. Defence: the townsfolk's die, one per 5 hit points when ``walls``,
     the garrison's dice and its armour bonus. Attack is rolled first; the attacker wins only if higher."""
     army = attacker.army
     assert army is not None
     attack_tier, defence_tier = tier_of(army), tier_of(defender.army)
-    attack_bonus = attack_tier if defence_tier < attack_tier else 0
+    # The seed: weapons add to "attack rolls against armies"; a city with no army meets no weapons bonus.
+    attack_bonus = attack_tier if defender.army is not None and defence_tier < attack_tier else 0
     defence_bonus = defence_tier if attack_tier < defence_tier else 0
     attack_count = max(1, army_dice(army) + attack_bonus)
     defence_count = data.CITY_BASE_DEFENCE_DICE + army_dice(defender.army) + defence_bonus

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from almanac.events.realm import data
+from almanac.events.schema import Amount, Key, Name
 
 
-class RealmOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Creation options; ``{}`` gives two seats, alice and bob, and one NPC village."""
+class RealmOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Creation options; ``{}`` gives two seats, alice and bob, and one NPC village.
 
-    players: tuple[str, ...] = ("alice", "bob")
-    villages: int = 1
-    starting_stock: dict[str, int] = {}  # overrides per resource for every player city
-    actions_per_season: int = data.ACTIONS_PER_SEASON
-    years: int = data.YEARS
-    season_timeout_ms: int = data.SEASON_TIMEOUT_MS
+    The schema bounds every number; the rules then check what the bounds cannot say (two or more
+    distinct players, known resources) with their own codes.
+    """
+
+    players: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ("alice", "bob")
+    villages: Annotated[int, msgspec.Meta(ge=0, le=data.MAX_VILLAGES)] = 1
+    # overrides per resource for every player city
+    starting_stock: Annotated[dict[Key, Amount], msgspec.Meta(max_length=32)] = {}
+    actions_per_season: Annotated[int, msgspec.Meta(ge=1, le=100)] = data.ACTIONS_PER_SEASON
+    years: Annotated[int, msgspec.Meta(ge=1, le=1_000)] = data.YEARS
+    season_timeout_ms: Annotated[int, msgspec.Meta(ge=0, le=366 * 24 * 3_600_000)] = data.SEASON_TIMEOUT_MS
 
 
 class RealmSetup(msgspec.Struct, frozen=True, kw_only=True):

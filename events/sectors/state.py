@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from operator import add, sub
-from typing import Literal, cast
+from typing import Annotated, Literal, cast
 
 import msgspec
 
@@ -12,15 +12,19 @@ from almanac.events.sectors.data import GOODS, SEASONS, SEASONS_PER_YEAR
 Season = Literal["spring", "summer", "fall", "winter"]
 
 
-class Goods(msgspec.Struct, frozen=True, omit_defaults=True):
+# Any amount a 64-bit integer holds (the rules keep stocks within the ledger's ceiling and say so).
+GoodsAmount = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class Goods(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
     """An amount of every good: the global stock, a cost, what a building took or gave."""
 
-    food: int = 0
-    wood: int = 0
-    gold: int = 0
-    lumber: int = 0
-    coins: int = 0
-    victory_points: int = 0
+    food: GoodsAmount = 0
+    wood: GoodsAmount = 0
+    gold: GoodsAmount = 0
+    lumber: GoodsAmount = 0
+    coins: GoodsAmount = 0
+    victory_points: GoodsAmount = 0
 
     def __add__(self, other: Goods) -> Goods:
         return Goods(*map(add, msgspec.structs.astuple(self), msgspec.structs.astuple(other)))

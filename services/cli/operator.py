@@ -21,8 +21,9 @@ from rich.table import Table
 
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.envelope import Envelope
-from almanac.events.errors import CorruptEventError, RuleError
+from almanac.events.errors import CorruptEventError, InvalidCommand, RuleError
 from almanac.events.hashing import state_hash
+from almanac.events.schema import Milliseconds, Name
 from almanac.services.cli import app
 from almanac.services.cli.common import console, error_console, fail, redis_url_for, settings_or_exit
 from almanac.services.logging import configure_logging
@@ -148,18 +149,21 @@ def engine_command(
 
 
 class ScenarioHeader(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    ruleset: str
+    ruleset: Name
     options: dict[str, Any] = {}
-    seed: str = ""
+    seed: Annotated[str, msgspec.Meta(max_length=1_000)] = ""
     challenge: str | None = None
-    room: str = "sim"
-    player: str = "player"
-    time_ms: int = 0
+    room: Name = "sim"
+    player: Name = "player"
+    time_ms: Milliseconds = 0
+
+    def create_body(self) -> dict[str, Any]:
+        return {"kind": "create_room", "ruleset": self.ruleset, "options": self.options, "challenge": self.challenge}
 
 
 class ScenarioMove(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    player: str
-    time_ms: int
+    player: Name
+    time_ms: Milliseconds
     command: dict[str, Any]
 
 
@@ -182,6 +186,17 @@ def load_scenario(path: Path) -> tuple[ScenarioHeader, list[tuple[int, ScenarioM
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             kind = "header" if header is None else "command"
             raise OperatorError(f"{path}:{number}: not a valid scenario {kind} line: {error}") from None
+        # The strict boundary, as the gateway applies it: a command that does not fit its schema is
+        # refused here, with its line, before anything is played.
+        try:
+            if not moves:
+                codec.decode_command(None, header.create_body())
+            else:
+                codec.decode_command(header.ruleset, moves[-1][1].command)
+        except InvalidCommand as error:
+            raise OperatorError(f"{path}:{number}: invalid command: {error.message}") from None
+        except RuleError:
+            pass  # a rule refusal (an unknown rule-set): the play shows it
     if header is None:
         raise OperatorError(f"{path}: no header line (the first line names the rule-set and setup)")
     return header, moves
@@ -195,9 +210,7 @@ async def run_scenario(header: ScenarioHeader, moves: list[tuple[int, ScenarioMo
         await store.save_seed(header.room, hashlib.sha256(header.seed.encode()).digest())
     service = RoomService(store)
     create = CommandRecord(command_id="line-header", room=header.room, player=header.player,
-                           server_time_ms=header.time_ms,
-                           body={"kind": "create_room", "ruleset": header.ruleset, "options": header.options,
-                                 "challenge": header.challenge})
+                           server_time_ms=header.time_ms, body=header.create_body())
     created = await service.handle(create)
     if not created.accepted:
         raise OperatorError(f"the header cannot create the room: {created.error['message']}")  # type: ignore[index]

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from almanac.events import codec
 from almanac.services.gateway.errors import ApiError
 
 _NAMED_FIELD = re.compile(r"(?:unknown|required) field `([^`]+)`")
@@ -76,6 +77,9 @@ def decode_body(data: bytes, type_: type) -> Any:
     """Decode a JSON body; 400 for malformed JSON, 422 naming the field for a wrong shape."""
     if not data.strip():
         raise ApiError(400, "empty_body", "the request needs a JSON object body")
+    # Before parsing: msgspec has no depth limit and would hit Python's recursion limit (a 500).
+    if codec.json_depth_exceeds(data):
+        raise ApiError(400, "too_deep", f"the JSON nests deeper than {codec.MAX_JSON_DEPTH} levels")
     try:
         return msgspec.json.decode(data, type=type_)
     except msgspec.ValidationError as error:

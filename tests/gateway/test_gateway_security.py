@@ -121,15 +121,17 @@ def test_oversized_and_malformed_bodies_get_clear_4xx_and_change_nothing(api: Te
 def test_rule_refusal_from_the_engine_is_422_with_code_and_field(api: TestClient, board: dict) -> None:
     room, token = board["room"], board["token"]
     before = version(api, room)
-    # Row -1 puts the anchor off the map whatever the element's shape.
+    # A rotation of 45 degrees fits the schema's range (0 .. 270) but no rule: the engine refuses it.
+    # (Row -1 is no longer the engine's to refuse: the schema declares rows 0 .. 10.)
     refused = assert_refused(
-        api.post(f"/rooms/{room}/commands", json={"command": {"kind": "place_element", "row": -1, "column": 0},
-                                                   "command_id": "off-the-map"}, headers=auth(token)),
-        422, "board.off_map")
-    assert refused["command_id"] == "off-the-map" and refused["field"] == "row"
+        api.post(f"/rooms/{room}/commands", json={"command": {"kind": "place_element", "row": 0, "column": 0,
+                                                              "rotation": 45},
+                                                   "command_id": "bad-rotation"}, headers=auth(token)),
+        422, "board.invalid_rotation")
+    assert refused["command_id"] == "bad-rotation" and refused["field"] == "rotation"
     # The outcome stays answerable by id, and resending the id replays it rather than deciding again.
-    again = api.get(f"/rooms/{room}/commands/off-the-map", headers=auth(token))
-    assert again.status_code == 422 and again.json()["code"] == "board.off_map"
+    again = api.get(f"/rooms/{room}/commands/bad-rotation", headers=auth(token))
+    assert again.status_code == 422 and again.json()["code"] == "board.invalid_rotation"
     assert version(api, room) == before
 
 
@@ -171,7 +173,7 @@ def test_health_metrics_and_openapi(api: TestClient, board: dict) -> None:
                  "almanac_command_rejects_total", "almanac_projector_lag_ms", "almanac_engine_up 1"):
         assert name in text, name
     assert 'outcome="accepted"' in text and 'outcome="rejected"' in text
-    assert 'code="board.off_map"' in text  # refused in an earlier test of this module
+    assert 'code="board.invalid_rotation"' in text  # refused in an earlier test of this module
     document = api.get("/openapi.json").json()
     assert "/rooms/{room}/commands" in document["paths"]
     assert "CommandRequest" in document["components"]["schemas"]

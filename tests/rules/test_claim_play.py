@@ -173,7 +173,7 @@ def test_view_shows_every_parcel_with_its_stand_and_redact_hides_nothing() -> No
     view = DECIDER.view(game.claim, "anyone")
     json.dumps(view)  # builtins only
     by_name = {p["name"]: p for p in view["parcels"]}
-    assert by_name["B8"]["road"] and by_name["B8"]["zone"] == "meadow"
+    assert by_name["B8"]["road"] and by_name["B8"]["meadow"]
     assert by_name["A6"]["grade"] == "clears" and by_name["A6"]["board_feet"] == 16_080
     assert view["deck"][0]["logs"] == 78
     assert all(DECIDER.redact(e, "bob") is e for e in game.events[2:])

@@ -237,13 +237,19 @@ def test_proving_up_needs_a_cabin_two_days_and_half_the_cover() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "field"),
-    [({"block": "   "}, "options.block"), ({"owner": "x" * 81}, "options.owner")],
+    ("options", "field", "code"),
+    [
+        ({"block": "   "}, "options.block", "claim.invalid_option"),
+        # The schema refuses what is not a joinable name or is too long, before the rules look.
+        ({"owner": "x" * 81}, "options.owner", "invalid_options"),
+        ({"owner": "\u2603"}, "options.owner", "invalid_options"),
+        ({"block": "b" * 81}, "options.block", "invalid_options"),
+    ],
 )
-def test_blank_or_overlong_owner_and_block_are_refused_at_staking(options, field) -> None:
+def test_blank_or_overlong_owner_and_block_are_refused_at_staking(options, field, code) -> None:
     with pytest.raises(RuleError) as error:
         room.decide(None, room.CreateRoom(ruleset="claim", options=options), _ctx())
-    assert (error.value.code, error.value.field) == ("claim.invalid_option", field)
+    assert (error.value.code, error.value.field) == (code, field)
 
 
 def test_options_of_the_wrong_shape_are_refused_by_the_room() -> None:
@@ -264,8 +270,30 @@ def test_a_command_of_another_rule_set_is_unknown_to_the_claim() -> None:
 def test_every_refusal_code_is_documented_and_tested() -> None:
     source = "".join((ROOT / "events" / "claim" / name).read_text() for name in ("rules.py", "__init__.py"))
     codes = set(re.findall(r'"(claim\.[a-z_]+)"', source))
-    assert len(codes) == 27
+    assert len(codes) == 28
     docs = (ROOT / "docs" / "rules" / "claim.md").read_text()
     tests = Path(__file__).read_text()
     assert {c for c in codes if f"`{c}`" not in docs} == set()
     assert {c for c in codes if f'"{c}"' not in tests} == set()
+
+
+# --- time before the staking ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [Cut(parcel="C1"), Cruise(), Haul(), ProveUp()])
+def test_a_command_timed_before_the_claim_was_staked_is_refused(command) -> None:
+    # Given a claim staked at T0, when a command arrives stamped a minute earlier, then it is refused:
+    # no timber stood on this claim for its owner before T0, so nothing may be valued or cut then.
+    game = ClaimGame()
+    error = game.refuse(command, at=T0 - 60_000)
+    assert error.code == "claim.before_staking" and error.allowed == {"min": T0}
+    # At the staking time itself the claim is open for work.
+    game.do(Cruise(), at=T0)
+
+
+def test_the_view_reports_the_seeds_zone_and_keeps_the_meadow_as_its_own_flag() -> None:
+    parcels = {p["name"]: p for p in DECIDER.view(ClaimGame().claim, "anyone")["parcels"]}
+    for name in ("A8", "B8", "C8"):
+        assert (parcels[name]["zone"], parcels[name]["meadow"]) == ("bottom", True), parcels[name]
+    assert (parcels["D8"]["zone"], parcels["D8"]["meadow"]) == ("bottom", False)
+    assert parcels["E1"]["zone"] == "ridge" and parcels["A1"]["zone"] == "bench"

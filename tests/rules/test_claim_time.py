@@ -14,7 +14,7 @@ from test_claim_support import HOUR, MINUTE, T0, ClaimGame, fold_events
 
 from almanac.events import codec
 from almanac.events.claim import DECIDER
-from almanac.events.claim.commands import Cut
+from almanac.events.claim.commands import Cut, Replant
 from almanac.events.claim.events import ParcelCut, TimberCruised
 from almanac.events.hashing import state_hash
 
@@ -154,8 +154,13 @@ def test_the_claims_clock_only_moves_forward() -> None:
 
 
 def test_a_server_time_before_planting_counts_as_a_seedling() -> None:
+    # Given C1 cut and replanted two hours after staking, a cut timed an hour after staking (before the
+    # replanting; a gateway's clock may lag) finds a seedling, not timber. (Before the staking itself
+    # every command is refused: claim.before_staking.)
     game = ClaimGame()
-    error = game.refuse(Cut(parcel="C1"), at=T0 - 50 * HOUR)  # before the seeded planting time
+    game.do(Cut(parcel="C1"), at=T0 + MINUTE)
+    game.do(Replant(parcel="C1", species="wp"), at=T0 + 2 * HOUR)
+    error = game.refuse(Cut(parcel="C1"), at=T0 + HOUR)
     assert error.code == "claim.too_young"
 
 

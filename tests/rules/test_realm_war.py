@@ -87,6 +87,18 @@ def test_bronze_adds_a_die_unless_the_other_army_wears_bronze_or_better() -> Non
     assert len(outclassed.battle.defence_dice) == 5
 
 
+def test_weapons_add_nothing_against_a_city_without_an_army() -> None:
+    # The seed: bronze weapons add "+1 to attack rolls against armies". Given bob has sent his army home,
+    # when alice's bronze-armed thousand raid him, then she rolls her one die only, against the
+    # townsfolk's die and two dice of walls.
+    game = Game(starting_stock={"smelted_bronze": 1_000})
+    game.send("bob", {"kind": "dismiss_army"}, dice=[])
+    game.send("alice", {"kind": "equip_army", "tier": "bronze"}, dice=[])
+    unopposed = raid(game, faces("star", "3 blank"))
+    assert (unopposed.battle.attack_bonus, len(unopposed.battle.attack_dice)) == (0, 1)
+    assert len(unopposed.battle.defence_dice) == 3 and unopposed.battle.attacker_won
+
+
 def test_pillaging_a_city_of_five_thousand_food_yields_two_thousand_five_hundred() -> None:
     game = Game(starting_stock={"food": 5_000})
     found = conquer(game, "destroy")

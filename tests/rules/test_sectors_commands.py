@@ -254,19 +254,22 @@ def test_a_place_off_the_grid_is_refused_naming_the_coordinate_that_is_off(comma
 
 
 @pytest.mark.parametrize(
-    ("options", "field"),
+    ("options", "field", "code"),
     [
-        ({"home_column": 8}, "options.home_column"),
-        ({"home_row": -1}, "options.home_row"),
+        ({"home_column": 8}, "options.home_column", "sectors.invalid_setup"),
+        # Off every possible grid (negative, or past the largest side): the schema refuses it first.
+        ({"home_row": -1}, "options.home_row", "invalid_options"),
+        ({"home_row": 64}, "options.home_row", "invalid_options"),
         (
             {"setup": {"rows": 2, "columns": 2, "sectors": [sector("forest", 5, column=2)]}},
             "options.setup.sectors[0].column",
+            "sectors.invalid_setup",
         ),
     ],
 )
-def test_a_setup_place_off_the_grid_is_refused_naming_the_coordinate_that_is_off(options, field):
+def test_a_setup_place_off_the_grid_is_refused_naming_the_coordinate_that_is_off(options, field, code):
     error = setup_refusal(options)
-    assert (error.code, error.field) == ("sectors.invalid_setup", field)
+    assert (error.code, error.field) == (code, field)
 
 
 # --- move -------------------------------------------------------------------------------------

@@ -266,3 +266,56 @@ def test_a_malformed_scenario_line_in_a_real_process_is_one_line_without_traceba
     assert result.stderr.strip().splitlines() == [
         f"error: {scenario}:3: not a valid scenario command line: Object missing required field `time_ms`"
     ]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"player": "a", "time_ms": 5, "command": {"kind": "mine", "ore": "steel", "use_saved": 18446744073709551616}}',
+         "invalid command: Expected `int` <= 1000000000000000 (field use_saved)"),
+        ('{"player": "a", "time_ms": 5, "command": {"kind": "mine", "ore": "steel", "moon": "save"}}',
+         "invalid command: unknown field 'moon' (field moon)"),
+        ('{"player": "a", "time_ms": 5, "command": {"kind": []}}', "invalid command: unknown command kind"),
+    ],
+)
+def test_a_command_outside_its_schema_stops_sim_with_one_line(tmp_path, line: str, message: str) -> None:
+    # Given a scenario whose third line breaks the command schema, when it is simulated in a real
+    # process, then one line names the file, the line and the field, and nothing is played.
+    scenario = tmp_path / "hostile.jsonl"
+    scenario.write_text('{"ruleset": "realm", "options": {"players": ["a", "b"]}}\n'
+                        '{"player": "a", "time_ms": 1, "command": {"kind": "join_room"}}\n' + line + "\n")
+    result = subprocess.run([str(ALMANAC), "sim", str(scenario)], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "COLUMNS": "300"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (only,) = result.stderr.strip().splitlines()
+    assert only.startswith(f"error: {scenario}:3: {message}"), only
+
+
+def test_options_outside_their_schema_stop_sim_with_one_line(tmp_path) -> None:
+    scenario = tmp_path / "hostile.jsonl"
+    scenario.write_text('{"ruleset": "sectors", "options": {"years": 1000000000000000000000000000000}}\n')
+    result = subprocess.run([str(ALMANAC), "sim", str(scenario)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {scenario}:1: invalid command: Expected `int` <= 1000 (field options.years)"
+    ]
+
+
+async def test_the_engine_never_records_a_command_outside_its_schema() -> None:
+    # Given a room, when commands that break the schema reach the engine's RoomService directly (not
+    # through the gateway), then each is answered as invalid and nothing is stored: no event, no
+    # refusal record, no outcome under its id.
+    store = MemoryEventStore()
+    await counter_room(store, end=False)
+    before, refused = await store.latest_version("c1"), len(await store.rejections("c1"))
+    service = RoomService(store)
+    bad = [{"kind": "add", "amount": 1, "junk": "x" * 60_000}, {"kind": []}, {"kind": "end_room", "reasn": "x"}]
+    for index, body in enumerate(bad):
+        record = CommandRecord(command_id=f"bad-{index}", room="c1", player="ann", server_time_ms=99_000, body=body)
+        (outcome,) = await service.handle_many([record])
+        alone = await service.handle(record)
+        assert not outcome.accepted and outcome.error == alone.error
+        assert outcome.error["code"] in {"invalid_command", "unknown_command"} and outcome.error["field"]
+        assert await store.outcome("c1", f"bad-{index}") is None
+    assert await store.latest_version("c1") == before
+    assert len(await store.rejections("c1")) == refused
