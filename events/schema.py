@@ -33,8 +33,6 @@ Key = Annotated[str, msgspec.Meta(pattern=KEY_PATTERN, max_length=64,
 # The same, where "" means "not given" (the field's default).
 OptionalKey = Annotated[str, msgspec.Meta(pattern=r"^(?:[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63})?(?!\n)$", max_length=64,
                                           description="empty, or letters, digits, _ . : -; at most 64")]
-OptionalName = Annotated[str, msgspec.Meta(pattern=r"^(?:[A-Za-z0-9][A-Za-z0-9_.\-]{0,63})?(?!\n)$", max_length=64,
-                                           description="empty, or letters, digits, _ . -; at most 64")]
 # Free text a person reads (a reason): bounded, never parsed.
 Text = Annotated[str, msgspec.Meta(max_length=200, description="free text, at most 200 characters")]
 

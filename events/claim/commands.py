@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.schema import Key, OptionalName
+from almanac.events.schema import Key, Name
 
 
 class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -15,7 +15,7 @@ class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     Unknown fields are refused, so nobody believes they chose the staking time (the server does).
     """
 
-    owner: OptionalName = ""
+    owner: Name | None = None  # a joinable name; "" is refused (nobody could take the seat)
     # A block is a surveyor's label ("valley-1/SE"): any printable text; the rules refuse a blank one.
     block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*(?!\n)$")] = ""
 

@@ -21,7 +21,6 @@ from almanac.services.gateway.schemas import (
     CreateRoomRequest,
     EndRoomRequest,
     JoinRoomRequest,
-    check_seat_names,
     decode_body,
     openapi_body,
 )
@@ -132,7 +131,7 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
     summary="Create a room of a rule-set; the creator joins it and receives a token",
     description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. "
     "Seat-naming options (`owner`, `player`, `players`) must be joinable player names, else 422 "
-    "`invalid_player_name`. The token is a JWT (HS256) with claims room, player, role, iat, exp.",
+    "`invalid_options` naming the option. The token is a JWT (HS256) with claims room, player, role, iat, exp.",
     responses=RATE_LIMITED,
     openapi_extra=openapi_body(CreateRoomRequest),
     status_code=201,
@@ -145,7 +144,6 @@ async def create_room(request: Request) -> Response:
         decider = registry.get(body.ruleset)
     except RuleError as error:
         raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
-    check_seat_names(body.options)
     command: dict[str, Any] = {"kind": "create_room", "ruleset": decider.name, "options": body.options,
                                "challenge": body.challenge}
     if body.setup is not None:

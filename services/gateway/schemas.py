@@ -8,13 +8,17 @@ from typing import Annotated, Any
 import msgspec
 
 from almanac.events import codec
+from almanac.events.schema import NAME_PATTERN as STRICT_NAME_PATTERN
 from almanac.services.gateway.errors import ApiError
 
 _NAMED_FIELD = re.compile(r"(?:unknown|required) field `([^`]+)`")
+# For FastAPI path and query parameters (pydantic's regex engine: `$` is the end of the text there).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
-Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description="letters, digits, _ . -; at most 64")]
+# Bodies decode with msgspec (Python's `re`, where `$` also matches before a final newline): the
+# write model's pattern, which refuses "alice\n".
+Name = Annotated[str, msgspec.Meta(pattern=STRICT_NAME_PATTERN, description="letters, digits, _ . -; at most 64")]
 CommandId = Annotated[
-    str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}$", description="client id for idempotent retries")
+    str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}(?!\n)$", description="client id for idempotent retries")
 ]
 
 
@@ -49,28 +53,6 @@ class CommandRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     # Optional: when given it must be the token's player (a command for another seat is refused).
     player: Name | None = None
 
-
-# Creation options that name seats (sectors/claim ``owner``, board ``player``, realm ``players``): each must be
-# a name a client can join as (the join body's own pattern), or the room would have seats nobody can take.
-SEAT_OPTIONS = ("owner", "player", "players")
-_NAME = re.compile(NAME_PATTERN)
-
-
-def check_seat_names(options: dict[str, Any]) -> None:
-    """422 ``invalid_player_name`` for a seat-naming option that is not a joinable name ("" and "☃" included)."""
-    for option in SEAT_OPTIONS:
-        if option not in options or (option != "players" and options[option] is None):
-            continue
-        value = options[option]
-        names = value if option == "players" and isinstance(value, list) else [value]
-        for index, name in enumerate(names):
-            if not isinstance(name, str) or not _NAME.match(name):
-                where = f"options.{option}" + (f".{index}" if option == "players" else "")
-                raise ApiError(
-                    422, "invalid_player_name",
-                    f"{name!r} is not a name a player can join as: 1-64 letters, digits, _ . - "
-                    "(starting with a letter or digit)", where, pattern=NAME_PATTERN,
-                )
 
 
 def decode_body(data: bytes, type_: type) -> Any:

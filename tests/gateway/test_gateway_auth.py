@@ -122,12 +122,12 @@ def test_an_auditor_may_end_a_room(api: TestClient, auditor: str) -> None:
     ("claim", {"owner": ""}, "options.owner"),
     ("claim", {"owner": "no spaces"}, "options.owner"),
     ("board", {"player": "☃"}, "options.player"),
-    ("realm", {"players": ["alice", ""]}, "options.players.1"),
-    ("realm", {"players": ["alice", 7]}, "options.players.1"),
+    ("realm", {"players": ["alice", ""]}, "options.players[1]"),
+    ("realm", {"players": ["alice", 7]}, "options.players[1]"),
 ])
 def test_seats_must_be_joinable_names(api: TestClient, ruleset: str, options: dict, field: str) -> None:
     room = f"auth-name-{secrets.token_hex(3)}"
     refused = assert_refused(api.post("/rooms", json={"ruleset": ruleset, "player": "alice", "room": room,
-                                                      "options": options}), 422, "invalid_player_name")
+                                                      "options": options}), 422, "invalid_options")
     assert refused["field"] == field
     assert api.get(f"/rooms/{room}").status_code == 404

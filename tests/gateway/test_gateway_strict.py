@@ -146,3 +146,12 @@ def test_bad_create_options_are_refused_and_create_nothing(api: TestClient, rule
                                                    "options": options}), field=field)
     assert body["code"] == "invalid_options", body
     assert api.get(f"/rooms/{room}").status_code == 404
+
+
+def test_a_name_or_command_id_with_a_trailing_newline_is_refused(api: TestClient, rooms: dict) -> None:
+    """Python's `$` matches before a final newline: "alice\\n" must not pass as a joinable name or an id."""
+    room = rooms["sectors"]
+    joined = api.post(f"/rooms/{room}/join", json={"player": "alice\n"})
+    assert joined.status_code == 422 and joined.json()["field"] == "player", joined.text
+    created = api.post("/rooms", json={"ruleset": "board", "player": "ann", "command_id": "c1\n"})
+    assert created.status_code == 422 and created.json()["field"] == "command_id", created.text

@@ -18,7 +18,7 @@ from almanac.events import codec, registry
 from almanac.events.errors import InvalidCommand
 from almanac.events.room import ROOM_COMMANDS, convert_options
 
-RULESETS = sorted(registry.BUILTIN_RULESETS)
+RULESETS = sorted(registry.installed())
 # The room's own commands once (join_room, end_room; create_room is checked with the options), then
 # every rule-set's commands.
 ROOM_KINDS = {t.__struct_config__.tag for t in ROOM_COMMANDS}
