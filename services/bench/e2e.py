@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from almanac.events import codec
-from almanac.services.rooms import CommandRecord, RoomService
-from almanac.services.store.memory_store import MemoryEventStore
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
 RULESET = "board"

@@ -14,8 +14,8 @@ from rich.table import Table
 from almanac.events import codec
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.engine.metrics import LATENCY_BUCKETS_MS, heartbeat_key, metrics_key
-from almanac.services.rooms import CommandRecord
-from almanac.services.store.keys import Keys
+from almanac.services.room_service import CommandRecord
+from almanac.storage.keys import Keys
 
 PIPELINE = 100
 SHARDS = 16

@@ -13,7 +13,7 @@ from rich.table import Table
 from almanac.events import codec, room as room_rules
 from almanac.services.bench.common import trivial_log
 from almanac.services.redis_client import connect
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.storage.redis_store import RedisEventStore
 
 BATCH = 100
 ROUNDS = 3
@@ -69,7 +69,7 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
         raw = await store.read_raw("bench-room")
         results.append(("read (XRANGE pages of 1000)", len(raw) / (time.perf_counter() - start)))
 
-        from almanac.services.rooms import RoomService  # noqa: PLC0415
+        from almanac.services.room_service import RoomService  # noqa: PLC0415
 
         replay_rates = []
         for _ in range(ROUNDS):

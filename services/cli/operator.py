@@ -26,10 +26,10 @@ from almanac.events.hashing import state_hash
 from almanac.services.cli import app
 from almanac.services.cli.common import console, error_console, fail, redis_url_for, settings_or_exit
 from almanac.services.logging import configure_logging
-from almanac.services.rooms import CommandRecord, Outcome, RoomService, decode_record
-from almanac.services.store.base import EventStore, StoredOutcome
-from almanac.services.store.memory_store import MemoryEventStore
+from almanac.services.room_service import CommandRecord, Outcome, RoomService, decode_record
 from almanac.services.verify import VerifyReport, verify_room
+from almanac.storage.base import EventStore, StoredOutcome
+from almanac.storage.memory_store import MemoryEventStore
 
 T = TypeVar("T")
 EXPORT_FORMAT = "almanac-room-export"
@@ -45,7 +45,7 @@ class OperatorError(Exception):
 def _with_store(work: Callable[[EventStore], Awaitable[T]]) -> T:
     """Run ``work`` against the Redis store of the settings; every failure becomes one clear line."""
     from almanac.services.redis_client import connect  # noqa: PLC0415
-    from almanac.services.store.redis_store import RedisEventStore  # noqa: PLC0415
+    from almanac.storage.redis_store import RedisEventStore  # noqa: PLC0415
 
     settings = settings_or_exit()
 

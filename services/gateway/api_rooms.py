@@ -14,7 +14,7 @@ from almanac.events.errors import RuleError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.rooms import player_event, room_summary
+from almanac.services.gateway.room_reader import player_event, room_summary
 from almanac.services.gateway.schemas import (
     NAME_PATTERN,
     CommandRequest,
@@ -24,7 +24,7 @@ from almanac.services.gateway.schemas import (
     decode_body,
     openapi_body,
 )
-from almanac.services.rooms import CommandRecord, Outcome
+from almanac.services.room_service import CommandRecord, Outcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")

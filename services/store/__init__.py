@@ -1,6 +1,6 @@
-"""Event stores: the Redis Streams store (the product) and an in-memory store with the same contract."""
+"""Moved to ``almanac.storage``; these aliases keep older imports working until every branch is merged."""
 
-from almanac.services.store.base import AppendResult, EventStore, StoredOutcome, VersionConflict
-from almanac.services.store.keys import Keys, shard_of
+from almanac.storage.base import AppendResult, EventStore, StoredOutcome, VersionConflict
+from almanac.storage.keys import Keys, shard_of
 
 __all__ = ["AppendResult", "EventStore", "Keys", "StoredOutcome", "VersionConflict", "shard_of"]

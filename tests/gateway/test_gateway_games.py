@@ -25,7 +25,7 @@ from almanac.events import codec, registry, room as room_rules
 from almanac.events.decider import event_tag
 from almanac.events.dice import Dice
 from almanac.events.room import RoomState
-from almanac.services.store.keys import Keys
+from almanac.storage.keys import Keys
 
 MOVES_PER_ROOM = 10
 

@@ -11,7 +11,7 @@ from almanac.events import codec, registry
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
-from almanac.services.rooms import CommandRecord, RoomService
+from almanac.services.room_service import CommandRecord, RoomService
 
 # --- "bazaar": a tiny rule-set whose events carry trade ids, like realm's trades ------------------
 

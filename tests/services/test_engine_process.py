@@ -29,8 +29,8 @@ from almanac.events.hashing import envelope_hash, state_hash
 from almanac.services.bus import COMMAND_FIELD, submit
 from almanac.services.engine.lease import lease_key
 from almanac.services.engine.worker import GROUP
-from almanac.services.rooms import RoomService
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import RoomService
+from almanac.storage.redis_store import RedisEventStore
 
 register_test_rulesets()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

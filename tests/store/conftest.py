@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from almanac.services.store.memory_store import MemoryEventStore
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.storage.memory_store import MemoryEventStore
+from almanac.storage.redis_store import RedisEventStore
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -10,7 +10,7 @@ from counter_ruleset import Added
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.hashing import first_broken_link, seal
-from almanac.services.store.base import VersionConflict
+from almanac.storage.base import VersionConflict
 
 
 def make_envelopes(room: str, first_version: int, count: int, previous_hash: str, command_id: str = "c") -> list[Envelope]:

@@ -1,0 +1,234 @@
+"""The engine's write path: decide a command with the one room step, append it with the chain, dedupe."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections import OrderedDict, deque
+
+import msgspec
+
+from almanac.events import codec
+from almanac.events.envelope import Envelope
+from almanac.events.errors import RuleError
+from almanac.events.room import RoomState
+from almanac.events.step import CommandRecord, decode_record, needs_secret_seed, refusal_record, step
+from almanac.storage.base import (
+    AppendRequest,
+    AppendResult,
+    EventStore,
+    RejectRequest,
+    StoredOutcome,
+    VersionConflict,
+)
+from almanac.storage.loader import RoomLoader
+
+__all__ = ["CommandRecord", "Outcome", "RoomService", "decode_record", "refusal_record"]
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What became of a command: the events it appended, or the rule error that refused it."""
+
+    command_id: str
+    room: str
+    accepted: bool
+    first_version: int = 0
+    last_version: int = 0
+    error: dict | None = None
+    envelopes: list[Envelope] = []
+    duplicate: bool = False
+
+
+class RoomService:
+    """The write path of every room: one instance per engine process (single writer per shard)."""
+
+    def __init__(self, store: EventStore, snapshot_every: int = 100, cache_size: int = 10_000,
+                 max_conflict_retries: int = 5) -> None:
+        self.store = store
+        self.snapshot_every = snapshot_every
+        self.cache_size = cache_size
+        self.max_conflict_retries = max_conflict_retries
+        self.loader = RoomLoader(store, cache_size)
+        # Secret seeds never change once stored: keeping them saves a round trip per command.
+        self._seeds: OrderedDict[str, bytes] = OrderedDict()
+        self.conflicts = 0
+
+    # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
+
+    async def load(self, room: str, at_version: int | None = None) -> tuple[RoomState | None, str]:
+        """The room state at ``at_version`` (latest when None) and the chain hash of that version."""
+        return await self.loader.load(room, at_version)
+
+    def _remember(self, room: str, state: RoomState, last_hash: str) -> None:
+        self.loader.remember(room, state, last_hash)
+
+    def forget(self, room: str) -> None:
+        self.loader.forget(room)
+
+    # --- the write path -----------------------------------------------------------------------
+
+    async def handle(self, record: CommandRecord) -> Outcome:
+        """Decide and append one command; the same command id always gets its first outcome."""
+        known = await self.store.outcome(record.room, record.command_id)
+        if known is not None:
+            return await self._replayed(record, known)
+        for _ in range(self.max_conflict_retries + 1):
+            state, last_hash = await self.load(record.room)
+            try:
+                envelopes, new_state = await self._decide(state, last_hash, record)
+            except RuleError as error:
+                result = await self.store.record_rejection(
+                    record.room, record.command_id, error.to_dict(), refusal_record(record, state)
+                )
+                if result.duplicate:
+                    return await self._replayed(record, result.outcome)
+                return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
+            expected = state.version if state is not None else 0
+            try:
+                result = await self.store.append(
+                    record.room, expected, record.command_id, envelopes, codec.encode(record)
+                )
+            except VersionConflict:
+                # Another writer moved the room (a lapsed lease): catch up from the store and decide again.
+                self.conflicts += 1
+                self.forget(record.room)
+                continue
+            if result.duplicate:
+                self.forget(record.room)
+                return await self._replayed(record, result.outcome)
+            self._remember(record.room, new_state, envelopes[-1].hash)
+            await self._maybe_snapshot(record.room, expected, new_state, envelopes[-1].hash)
+            return Outcome(
+                command_id=record.command_id,
+                room=record.room,
+                accepted=True,
+                first_version=result.outcome.first_version,
+                last_version=result.outcome.last_version,
+                envelopes=envelopes,
+            )
+        raise VersionConflict(record.room, -1, await self.store.latest_version(record.room))
+
+    async def handle_many(self, records: list[CommandRecord]) -> list[Outcome | Exception | None]:
+        """Decide a batch in rounds: one command per room per round, each round's writes in one round trip.
+
+        Each result is the command's Outcome, the exception deciding it raised, or None when the
+        command must go through ``handle`` alone afterwards, in batch order: after a conflict or a
+        failure earlier in its room, or when its command id appeared earlier in the batch.
+        """
+        results: list[Outcome | Exception | None] = [None] * len(records)
+        # No dedupe lookup up front: the append and reject scripts check the command id atomically and
+        # answer "dup" without writing, so a replayed command costs a wasted decision, never an effect.
+        queues: dict[str, deque[int]] = {}
+        seen: set[tuple[str, str]] = set()
+        for index, record in enumerate(records):
+            if (record.room, record.command_id) not in seen:
+                seen.add((record.room, record.command_id))
+                queues.setdefault(record.room, deque()).append(index)
+        while queues:
+            this_round = [queue.popleft() for queue in queues.values()]
+            queues = {room: queue for room, queue in queues.items() if queue}
+            appends: list[tuple[int, AppendRequest, RoomState]] = []
+            rejections: list[tuple[int, RejectRequest]] = []
+            for index in this_round:
+                record = records[index]
+                state = None
+                try:
+                    state, last_hash = await self.load(record.room)
+                    envelopes, new_state = await self._decide(state, last_hash, record)
+                except RuleError as error:
+                    rejections.append((index, RejectRequest(room=record.room, command_id=record.command_id,
+                                                            error=error.to_dict(),
+                                                            record=refusal_record(record, state))))
+                    continue
+                except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits
+                    results[index] = error
+                    queues.pop(record.room, None)
+                    continue
+                request = AppendRequest(room=record.room, expected_version=state.version if state is not None else 0,
+                                        command_id=record.command_id, envelopes=envelopes,
+                                        command_record=codec.encode(record))
+                appends.append((index, request, new_state))
+            append_results, reject_results = await self.store.write_many(
+                [request for _, request, _ in appends], [request for _, request in rejections]
+            )
+            for (index, request, new_state), result in zip(appends, append_results, strict=True):
+                if isinstance(result, AppendResult):
+                    if result.duplicate:  # seen before: nothing was written, the cached state still holds
+                        results[index] = await self._replayed(records[index], result.outcome)
+                    else:
+                        results[index] = await self._appended(records[index], request, new_state, result)
+                    continue
+                # A conflict (another writer) or a failed call: catch up, then go alone.
+                if isinstance(result, VersionConflict):
+                    self.conflicts += 1
+                elif isinstance(result, Exception):
+                    results[index] = result
+                self.forget(request.room)
+                queues.pop(request.room, None)
+            for (index, request), result in zip(rejections, reject_results, strict=True):
+                if isinstance(result, Exception):
+                    results[index] = result
+                    queues.pop(request.room, None)
+                elif result.duplicate:
+                    results[index] = await self._replayed(records[index], result.outcome)
+                else:
+                    results[index] = Outcome(command_id=request.command_id, room=request.room, accepted=False,
+                                             error=request.error)
+        return results
+
+    async def _appended(self, record: CommandRecord, request: AppendRequest, new_state: RoomState,
+                        result: AppendResult) -> Outcome:
+        envelopes = request.envelopes
+        self._remember(record.room, new_state, envelopes[-1].hash)
+        await self._maybe_snapshot(record.room, request.expected_version, new_state, envelopes[-1].hash)
+        return Outcome(
+            command_id=record.command_id,
+            room=record.room,
+            accepted=True,
+            first_version=result.outcome.first_version,
+            last_version=result.outcome.last_version,
+            envelopes=envelopes,
+        )
+
+    async def _decide(
+        self, state: RoomState | None, last_hash: str, record: CommandRecord
+    ) -> tuple[list[Envelope], RoomState]:
+        """The one room step, with the room's secret seed fetched (or drawn, for a new room) when it is used."""
+        seed = await self._seed_for(state, record) if needs_secret_seed(state, record.body) else None
+        return step(state, last_hash, record, seed)
+
+    async def _seed_for(self, state: RoomState | None, record: CommandRecord) -> bytes:
+        room = record.room
+        if state is None:
+            # A crash after saving the seed but before the append must not change the dice: keep the first.
+            await self.store.save_seed(room, secrets.token_bytes(32))
+            return await self.store.load_seed(room) or b""
+        seed = self._seeds.get(room)
+        # Checked against the commitment every time: a room recreated under the same id has a new seed.
+        if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
+            seed = await self.store.load_seed(room)
+            if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
+                raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
+            self._seeds[room] = seed
+            while len(self._seeds) > self.cache_size:
+                self._seeds.popitem(last=False)
+        return seed
+
+    async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str) -> None:
+        if self.snapshot_every and state.version // self.snapshot_every > before // self.snapshot_every:
+            await self.store.save_snapshot(room, state.version, codec.encode_snapshot(state, last_hash))
+
+    async def _replayed(self, record: CommandRecord, known: StoredOutcome) -> Outcome:
+        envelopes = (
+            await self.store.read(known.room, known.first_version, known.last_version) if known.accepted else []
+        )
+        return Outcome(
+            command_id=record.command_id,
+            room=known.room,
+            accepted=known.accepted,
+            first_version=known.first_version,
+            last_version=known.last_version,
+            error=known.error,
+            envelopes=envelopes,
+            duplicate=True,
+        )

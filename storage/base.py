@@ -1,0 +1,114 @@
+"""The event-store contract every store keeps (Redis Streams, memory, export file)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+from almanac.events.envelope import Envelope
+
+
+class VersionConflict(Exception):
+    """The room moved on: the append expected ``expected`` but the room is at ``current``."""
+
+    def __init__(self, room: str, expected: int, current: int) -> None:
+        super().__init__(f"room {room!r}: expected version {expected}, the room is at version {current}")
+        self.room = room
+        self.expected = expected
+        self.current = current
+
+
+class StoredOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """The first outcome of a command id: the versions it appended, or the rule error it got."""
+
+    room: str
+    first_version: int = 0
+    last_version: int = 0
+    error: dict | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.error is None
+
+
+class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
+    outcome: StoredOutcome
+    # True when the command id had already been recorded and nothing new was appended.
+    duplicate: bool = False
+
+
+class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One append of a batch (see ``EventStore.write_many``)."""
+
+    room: str
+    expected_version: int
+    command_id: str
+    envelopes: list[Envelope]
+    command_record: bytes = b""
+
+
+class RejectRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded refusal of a batch (see ``EventStore.write_many``)."""
+
+    room: str
+    command_id: str
+    error: dict
+    record: bytes
+
+
+class EventStore(Protocol):
+    """Append-only per-room event logs with optimistic concurrency and command-id dedupe."""
+
+    shard_count: int
+
+    async def append(
+        self,
+        room: str,
+        expected_version: int,
+        command_id: str,
+        envelopes: list[Envelope],
+        command_record: bytes = b"",
+    ) -> AppendResult:
+        """Append envelopes (versions expected+1 ...) atomically, unless the command id is known.
+
+        Raises VersionConflict when the room is not at ``expected_version``; a known command id
+        returns its first outcome with ``duplicate=True`` and appends nothing.
+        """
+
+    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
+        """Remember a refused command (audit trail and dedupe); changes no state."""
+
+    async def outcome(self, room: str, command_id: str) -> StoredOutcome | None: ...
+
+    async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
+        """Envelopes with ``start <= version <= end`` (end None = to the latest), in order."""
+
+    async def latest_version(self, room: str) -> int: ...
+
+    async def save_snapshot(self, room: str, version: int, data: bytes) -> None: ...
+
+    async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
+        """The newest snapshot at or below ``at_most`` (any when None)."""
+
+    async def commands(self, room: str) -> list[tuple[int, bytes]]:
+        """(first version, command record) for every accepted command, in order."""
+
+    async def rejections(self, room: str) -> list[bytes]: ...
+
+    async def rooms(self) -> list[str]:
+        """Every room id that has events, sorted."""
+
+    async def save_seed(self, room: str, seed: bytes) -> bool:
+        """Store a room's secret seed once; False if it already had one."""
+
+    async def load_seed(self, room: str) -> bytes | None: ...
+
+    async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
+        """``outcome(room, command_id)`` for many pairs at once (one round trip on Redis)."""
+
+    async def write_many(
+        self, appends: list[AppendRequest], rejections: list[RejectRequest]
+    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
+        """Many appends and refusals in one round trip; each result is what the single call returns,
+        or the exception it raises (VersionConflict), in place. Not atomic across requests."""
