@@ -254,3 +254,39 @@ class ExportFileStore:
             document["seed"] = seed.hex()
             self._persist(room)
             return True
+
+
+async def export_document(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:
+    """A room of any store as an export document: the stored bytes exactly, the seed only once revealed."""
+    envelopes = await store.read(room)
+    rejections = []
+    for data in await store.rejections(room):
+        outcome = await store.outcome(room, decode_record(data).command_id)
+        rejections.append({"record": _b64(data), "error": outcome.error if outcome else None})
+    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+    document = new_document(room, envelopes[0].ruleset if envelopes else "", exported_at_ms)
+    # Only a revealed seed leaves the server: a live room's secret stays secret.
+    document["seed"] = ended[-1].revealed_seed if ended else None
+    document["envelopes"] = [_b64(data) for _, data in await store.read_raw(room)]
+    document["commands"] = [[version, _b64(data)] for version, data in await store.commands(room)]
+    document["rejections"] = rejections
+    return document
+
+
+async def import_room(exported: ExportFileStore, target: Any, room: str) -> int:
+    """Copy one room of an export into ``target`` command by command (as the engine appended it); events copied."""
+    envelopes = await exported.read(room)
+    spans = await exported.commands(room)
+    for index, (first_version, record_bytes) in enumerate(spans):
+        last_version = spans[index + 1][0] - 1 if index + 1 < len(spans) else len(envelopes)
+        record = decode_record(record_bytes)
+        await target.append(room, first_version - 1, record.command_id, envelopes[first_version - 1:last_version],
+                            record_bytes)
+    for rejection in exported.document(room)["rejections"]:
+        record_bytes = _unb64(rejection["record"])
+        await target.record_rejection(room, decode_record(record_bytes).command_id, rejection.get("error") or {},
+                                      record_bytes)
+    seed = await exported.load_seed(room)
+    if seed is not None:
+        await target.save_seed(room, seed)
+    return len(envelopes)

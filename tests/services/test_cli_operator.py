@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from almanac.events import codec
 from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
-from almanac.services.cli.operator import load_scenario
+from almanac.services.cli.sim import load_scenario
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
