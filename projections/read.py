@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from almanac.projections.store import decode_json, text
+from almanac.projections.model_writes import decode_json, text
 from almanac.storage.keys import Keys, shard_of
 
 _FIRST_POLL_S = 0.002

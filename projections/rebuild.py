@@ -7,8 +7,7 @@ from typing import Any
 
 from almanac.events import codec
 from almanac.events.step import advance
-from almanac.projections.models import READ_MODELS, RoomUpdate, project_room
-from almanac.projections.store import (
+from almanac.projections.model_writes import (
     COMMIT_SCRIPT,
     CheckpointConflict,
     ShardWrites,
@@ -17,6 +16,7 @@ from almanac.projections.store import (
     queue_update,
     text,
 )
+from almanac.projections.models import READ_MODELS, RoomUpdate, project_room
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 

@@ -16,8 +16,7 @@ from redis.exceptions import RedisError
 from almanac.events import codec
 from almanac.events.room import RoomState
 from almanac.events.step import advance
-from almanac.projections.models import RoomUpdate, project_room
-from almanac.projections.store import (
+from almanac.projections.model_writes import (
     COMMIT_SCRIPT,
     CheckpointConflict,
     ShardWrites,
@@ -26,6 +25,7 @@ from almanac.projections.store import (
     queue_update,
     text,
 )
+from almanac.projections.models import RoomUpdate, project_room
 from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore

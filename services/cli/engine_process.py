@@ -17,7 +17,7 @@ def engine_command(
     name: str = typer.Option(None, help="Stable engine name (consumer name, metrics key); default host:shards."),
 ) -> None:
     """Run one engine: own shards by lease and turn their commands into events until stopped."""
-    from almanac.services.engine.app import run  # noqa: PLC0415 - keep the CLI start fast
+    from almanac.services.engine.process import run  # noqa: PLC0415 - keep the CLI start fast
 
     settings = settings_or_exit(engine_shards=shards, engine_name=name)
     configure_logging(settings.log_format, settings.log_level)

@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from almanac.events.errors import CorruptEventError
-from almanac.projections.app import projector_app
 from almanac.projections.models import READ_MODELS
+from almanac.projections.projector_app import projector_app
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services.cli import app

@@ -279,7 +279,7 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None) -> Response:
-    """The command path, shared by the route above and the fast path in front of the middleware (app.GatewayApp)."""
+    """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
     body: CommandRequest = decode_body(raw_body, CommandRequest)
     if body.player is not None and body.player != claims.player:

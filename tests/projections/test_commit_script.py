@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from almanac.projections.store import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
+from almanac.projections.model_writes import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
 from almanac.projections.worker import CheckpointMoved, Projector
 from almanac.storage.keys import Keys
 
