@@ -9,7 +9,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from almanac.events import codec, room as room_rules
+from almanac.events import codec, room as room_rules, step
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.envelope import Envelope
@@ -94,10 +94,7 @@ def fold(log: list[Any]) -> Any:
 
 def replay(stored: list[Envelope]) -> Any:
     """Decode every envelope and fold it into the room state, as a reader catching up does."""
-    state = None
-    for envelope in stored:
-        state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
-    return state
+    return step.replay(stored)
 
 
 def decode_only(stored: list[Envelope]) -> int:
