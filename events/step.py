@@ -141,6 +141,21 @@ def replay(envelopes: Iterable[Envelope], state: RoomState | None = None) -> Roo
     return state
 
 
+def seal_events(room: str, ruleset: str, events: Iterable[Any], player: str = "player") -> list[Envelope]:
+    """Events as the sealed, hash-chained envelopes of a room from version 1 (command ``c<version>``,
+    server time = version): a stored-form log for tests and benchmarks that hold bare events."""
+    result: list[Envelope] = []
+    previous = GENESIS_HASH
+    for version, event in enumerate(events, start=1):
+        event_type, payload = codec.encode_event(event)
+        envelope = seal(Envelope(room=room, version=version, ruleset=ruleset, type=event_type, payload=payload,
+                                 command_id=f"c{version}", player=player, server_time_ms=version,
+                                 previous_hash=previous))
+        previous = envelope.hash
+        result.append(envelope)
+    return result
+
+
 def last_hash_of(envelopes: list[Envelope], default: str = GENESIS_HASH) -> str:
     """The chain hash after ``envelopes`` (``default`` when there are none)."""
     return envelopes[-1].hash if envelopes else default

@@ -20,7 +20,7 @@ from almanac.events.dice import Dice, ScriptedDice
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
 from almanac.events.room import RoomState
-from almanac.events.step import CommandRecord, replay, step
+from almanac.events.step import CommandRecord, replay, seal_events, step
 
 DEFAULT_SEED = b"s" * 32
 
@@ -164,15 +164,4 @@ class RoomDriver:
 
 def given_events(room: str, ruleset: str, events: Iterable[Any], player: str = "player") -> list[Envelope]:
     """Events as the stored, hash-chained envelopes of one room (a log to replay or verify)."""
-    from almanac.events.hashing import seal  # noqa: PLC0415
-
-    result: list[Envelope] = []
-    previous = GENESIS_HASH
-    for version, event in enumerate(events, start=1):
-        event_type, payload = codec.encode_event(event)
-        envelope = seal(Envelope(room=room, version=version, ruleset=ruleset, type=event_type, payload=payload,
-                                 command_id=f"c{version}", player=player, server_time_ms=version,
-                                 previous_hash=previous))
-        previous = envelope.hash
-        result.append(envelope)
-    return result
+    return seal_events(room, ruleset, events, player)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from almanac.events import codec, registry, room as room_rules, step
+from almanac.events import registry, room as room_rules, step
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
-from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.hashing import seal
+from almanac.events.envelope import Envelope
 
 SEED = b"almanac benchmark secret seed 32"
 
@@ -44,15 +43,7 @@ def play_trivial(commands: int, player: str = "bench") -> int:
 
 def seal_log(room: str, ruleset: str, events: list[Any], player: str = "bench") -> list[Envelope]:
     """The events as the stored, hash-chained envelopes of one room."""
-    result, previous = [], GENESIS_HASH
-    for version, event in enumerate(events, start=1):
-        event_type, payload = codec.encode_event(event)
-        envelope = seal(Envelope(room=room, version=version, ruleset=ruleset, type=event_type, payload=payload,
-                                 command_id=f"c{version}", player=player, server_time_ms=version,
-                                 previous_hash=previous))
-        previous = envelope.hash
-        result.append(envelope)
-    return result
+    return step.seal_events(room, ruleset, events, player)
 
 
 def replay(logs: list[list[Envelope]]) -> int:
