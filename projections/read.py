@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from almanac.events import registry
-from almanac.projections.keys import ModelKeys, StoreKeys, shard_of
-from almanac.projections.store import decode_json, text
+from almanac.projections.model_writes import decode_json, text
+from almanac.storage.keys import Keys, shard_of
 
 _FIRST_POLL_S = 0.002
 _MAX_POLL_S = 0.05
@@ -20,8 +20,7 @@ class ReadModels:
     def __init__(self, client: Any, shard_count: int, prefix: str = "alm") -> None:
         self.client = client
         self.shard_count = shard_count
-        self.keys = ModelKeys(prefix)
-        self.store_keys = StoreKeys(shard_count, prefix)
+        self.keys = Keys(shard_count, prefix)
 
     def _shard(self, room: str) -> int:
         return shard_of(room, self.shard_count)
@@ -140,7 +139,7 @@ class ReadModels:
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.shard_count):
                 pipe.get(self.keys.checkpoint(shard))
-                pipe.xrevrange(self.store_keys.feed(shard), "+", "-", count=1)
+                pipe.xrevrange(self.keys.feed(shard), "+", "-", count=1)
             replies = [None, *await pipe.execute()]
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         checkpoints = [text(c) if c is not None else "0-0" for c in replies[1::2]]
@@ -148,7 +147,7 @@ class ReadModels:
         behind = [s for s in range(self.shard_count) if _id(heads[s]) > _id(checkpoints[s])]
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in behind:
-                pipe.xrange(self.store_keys.feed(shard), f"({checkpoints[shard]}", "+", count=1)
+                pipe.xrange(self.keys.feed(shard), f"({checkpoints[shard]}", "+", count=1)
             oldest = dict(zip(behind, await pipe.execute(), strict=True))
         shards = []
         for shard in range(self.shard_count):

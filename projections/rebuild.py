@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from almanac.events import room as room_rules
-from almanac.projections.keys import ModelKeys, StoreKeys
-from almanac.projections.models import RoomUpdate, model_names, project_room
-from almanac.projections.source import room_events
-from almanac.projections.store import (
+from almanac.events import codec
+from almanac.events.step import advance
+from almanac.projections.model_writes import (
     COMMIT_SCRIPT,
     CheckpointConflict,
     ShardWrites,
@@ -18,6 +16,9 @@ from almanac.projections.store import (
     queue_update,
     text,
 )
+from almanac.projections.models import RoomUpdate, model_names, project_room
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import RedisEventStore
 
 # A partial rebuild must land on the live checkpoint; a projector that keeps moving it wins after this many tries.
 PARTIAL_ATTEMPTS = 5
@@ -27,12 +28,13 @@ class RebuildConflict(Exception):
     """The live projector kept moving a shard's checkpoint during a partial rebuild."""
 
 
-async def fold_room(client: Any, keys: StoreKeys, room: str, up_to: int | None = None) -> RoomUpdate | None:
+async def fold_room(store: RedisEventStore, room: str, up_to: int | None = None) -> RoomUpdate | None:
     """A room's read-model update from nothing to ``up_to`` (latest when None); None for an empty room."""
     state = None
     events: list = []
-    async for envelope, event in room_events(client, keys, room, 1, up_to):
-        state = room_rules.evolve(state, event, room, envelope.version)
+    async for envelope in store.iterate(room, 1, up_to):
+        event = codec.decode_event(envelope)
+        state = advance(state, envelope, event)
         events.append((envelope, event))
     return None if state is None else project_room(None, state, events)
 
@@ -55,10 +57,11 @@ async def rebuild(
     """
     every = model_names()
     models = every if models is None else tuple(m for m in every if m in set(models))
-    store_keys, keys = StoreKeys(shard_count, prefix), ModelKeys(prefix)
+    keys = Keys(shard_count, prefix)
+    store = RedisEventStore(client, shard_count, prefix)
     async with client.pipeline(transaction=False) as pipe:
         for shard in range(shard_count):
-            pipe.smembers(store_keys.rooms(shard))
+            pipe.smembers(keys.rooms(shard))
         members = await pipe.execute()
     if on_total is not None:
         on_total(sum(len(m) for m in members))
@@ -67,20 +70,20 @@ async def rebuild(
     done = 0
     for shard in range(shard_count):
         if full:
-            done += await _rebuild_shard_fully(client, script, store_keys, keys, shard, on_room)
+            done += await _rebuild_shard_fully(client, script, store, keys, shard, on_room)
         else:
-            done += await _rebuild_shard_partly(client, script, store_keys, keys, shard, models, on_room)
+            done += await _rebuild_shard_partly(client, script, store, keys, shard, models, on_room)
     return done
 
 
-async def _rebuild_shard_fully(client: Any, script: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
+async def _rebuild_shard_fully(client: Any, script: Any, store: RedisEventStore, keys: Keys, shard: int,
                                on_room: Callable[[str], None] | None) -> int:
-    head = await client.xrevrange(store_keys.feed(shard), "+", "-", count=1)
+    head = await client.xrevrange(keys.feed(shard), "+", "-", count=1)
     # Rooms are listed after the head is read: every room with an event at or before the head is seen.
-    rooms = sorted(text(r) for r in await client.smembers(store_keys.rooms(shard)))
+    rooms = sorted(text(r) for r in await client.smembers(keys.rooms(shard)))
     updates = []
     for room in rooms:
-        update = await fold_room(client, store_keys, room)
+        update = await fold_room(store, room)
         if update is not None:
             updates.append(update)
         if on_room is not None:
@@ -97,7 +100,7 @@ async def _rebuild_shard_fully(client: Any, script: Any, store_keys: StoreKeys, 
     return len(rooms)
 
 
-async def _rebuild_shard_partly(client: Any, script: Any, store_keys: StoreKeys, keys: ModelKeys, shard: int,
+async def _rebuild_shard_partly(client: Any, script: Any, store: RedisEventStore, keys: Keys, shard: int,
                                 models: tuple[str, ...], on_room: Callable[[str], None] | None) -> int:
     checkpoint = keys.checkpoint(shard)
     for _ in range(PARTIAL_ATTEMPTS):
@@ -108,7 +111,7 @@ async def _rebuild_shard_partly(client: Any, script: Any, store_keys: StoreKeys,
         versions = {text(r): int(v) for r, v in (await client.hgetall(keys.versions(shard))).items()}
         updates = []
         for room in sorted(versions):
-            update = await fold_room(client, store_keys, room, versions[room])
+            update = await fold_room(store, room, versions[room])
             if update is not None:
                 updates.append(update)
         writes = ShardWrites()

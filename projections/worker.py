@@ -6,7 +6,6 @@ import asyncio
 import os
 import socket
 import time
-from collections import OrderedDict
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -14,12 +13,10 @@ import structlog
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from almanac.events import codec, room as room_rules
+from almanac.events import codec
 from almanac.events.room import RoomState
-from almanac.projections.keys import ModelKeys, StoreKeys
-from almanac.projections.models import RoomUpdate, project_room
-from almanac.projections.source import read_ranges, state_at
-from almanac.projections.store import (
+from almanac.events.step import advance
+from almanac.projections.model_writes import (
     COMMIT_SCRIPT,
     CheckpointConflict,
     ShardWrites,
@@ -28,6 +25,10 @@ from almanac.projections.store import (
     queue_update,
     text,
 )
+from almanac.projections.models import RoomUpdate, project_room
+from almanac.storage.keys import Keys
+from almanac.storage.loader import RoomLoader
+from almanac.storage.redis_store import RedisEventStore
 
 START = "0-0"
 
@@ -77,11 +78,12 @@ class Projector:
         self.name = name
         self.heartbeat_ttl_ms = heartbeat_ttl_ms
         self.cache_size = cache_size
-        self.store_keys = StoreKeys(shard_count, prefix)
-        self.keys = ModelKeys(prefix)
+        self.keys = Keys(shard_count, prefix)
+        self.store = RedisEventStore(client, shard_count, prefix)
         self.cursors: dict[int, str] = {}
-        self._feed_shard = {self.store_keys.feed(s): s for s in self.shards}
-        self._states: OrderedDict[str, RoomState] = OrderedDict()
+        self._feed_shard = {self.keys.feed(s): s for s in self.shards}
+        # The one loader: room states as projected so far (cached) or rebuilt from snapshot + tail.
+        self.loader = RoomLoader(self.store, cache_size)
         self.log = structlog.get_logger("almanac.projector").bind(projector=name)
         self.events_applied = 0
         self.batches = 0
@@ -103,23 +105,16 @@ class Projector:
         self.cursors = {s: text(v) if v is not None else START for s, v in zip(self.shards, values, strict=True)}
 
     def _forget_shard(self, shard: int) -> None:
-        for room in [r for r in self._states if self.store_keys.shard(r) == shard]:
-            del self._states[room]
+        self.loader.forget_where(lambda room: self.keys.shard(room) == shard)
 
-    def _remember(self, staged: dict[str, RoomState]) -> None:
-        for room, state in staged.items():
-            self._states[room] = state
-            self._states.move_to_end(room)
-        while len(self._states) > self.cache_size:
-            self._states.popitem(last=False)
+    def _remember(self, staged: dict[str, tuple[RoomState, str]]) -> None:
+        for room, (state, last_hash) in staged.items():
+            self.loader.remember(room, state, last_hash)
 
     async def _state_before(self, room: str, version: int) -> RoomState | None:
-        cached = self._states.get(room)
-        if cached is not None and cached.version == version - 1:
-            self._states.move_to_end(room)
-            return cached
-        # Cold start or an evicted room: rebuild the state the checkpoint implies from the room's stream.
-        return await state_at(self.client, self.store_keys, room, version - 1)
+        # The cached state when it is the one before this version; else (cold start, an evicted room)
+        # the state the checkpoint implies, from the room's snapshot and stream.
+        return await self.loader.load_exactly(room, version - 1)
 
     # --- one batch ----------------------------------------------------------------------------
 
@@ -130,7 +125,7 @@ class Projector:
         if self._cluster:
             replies = await self._read_each_shard(block_ms)
         else:
-            streams = {self.store_keys.feed(s): self.cursors[s] for s in self.shards}
+            streams = {self.keys.feed(s): self.cursors[s] for s in self.shards}
             replies = await self.client.xread(streams, count=self.batch_size, block=block_ms)
         self._last_read_full = any(len(entries) >= self.batch_size for _, entries in replies or [])
         # Shards share no rooms and no keys: their transactions overlap their round trips safely.
@@ -145,7 +140,7 @@ class Projector:
             # The cluster pipeline sends one batch per node, the nodes concurrently.
             async with self.client.pipeline(transaction=False) as pipe:
                 for shard in self.shards:
-                    pipe.xread({self.store_keys.feed(shard): self.cursors[shard]}, count=self.batch_size)
+                    pipe.xread({self.keys.feed(shard): self.cursors[shard]}, count=self.batch_size)
                 replies = await pipe.execute()
             return [stream for reply in replies for stream in reply or []]
         # Waiting for ALL blocking reads would add the idle shards' block time to every batch: keep
@@ -154,7 +149,7 @@ class Projector:
         for shard in self.shards:
             if shard not in self._reads:
                 cursor = self.cursors[shard]
-                read = self.client.xread({self.store_keys.feed(shard): cursor}, count=self.batch_size,
+                read = self.client.xread({self.keys.feed(shard): cursor}, count=self.batch_size,
                                          block=block_ms)
                 self._reads[shard] = (cursor, asyncio.ensure_future(read))
         await asyncio.wait([task for _, task in self._reads.values()], return_when=asyncio.FIRST_COMPLETED)
@@ -220,7 +215,7 @@ class Projector:
     async def _caught_up(self) -> bool:
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in self.shards:
-                pipe.xrevrange(self.store_keys.feed(shard), "+", "-", count=1)
+                pipe.xrevrange(self.keys.feed(shard), "+", "-", count=1)
             heads = await pipe.execute()
         return all(not head or _id_tuple(text(head[0][0])) <= _id_tuple(self.cursors[s])
                    for s, head in zip(self.shards, heads, strict=True))
@@ -228,6 +223,7 @@ class Projector:
     async def apply(self, shard: int, entries: list[tuple[Any, dict]]) -> int:
         """Fold a shard's feed entries into room states, then write their read models and the checkpoint atomically."""
         staged: dict[str, RoomState] = {}
+        hashes: dict[str, str] = {}
         before: dict[str, RoomState | None] = {}
         events: dict[str, list] = {}
         references = [
@@ -236,7 +232,7 @@ class Projector:
         parsed = [
             (room, envelope.version, envelope)
             for (room, _, _), envelopes in zip(
-                references, await read_ranges(self.client, self.store_keys, references), strict=True
+                references, await self.store.read_ranges(references), strict=True
             )
             for envelope in envelopes
         ]
@@ -246,17 +242,18 @@ class Projector:
                 continue  # a rebuild already projected this version (it resets the checkpoint to an earlier entry)
             current = staged[room] if room in staged else await self._state_before(room, version)
             if (current.version if current is not None else 0) != version - 1:
-                current = await state_at(self.client, self.store_keys, room, version - 1)
+                current = await self.loader.load_exactly(room, version - 1)
             if room not in before:
                 before[room] = current
                 events[room] = []
             event = codec.decode_event(envelope)
-            staged[room] = room_rules.evolve(current, event, room, version)
+            staged[room] = advance(current, envelope, event)
+            hashes[room] = envelope.hash
             events[room].append((envelope, event))
         updates = [project_room(before[room], staged[room], events[room]) for room in staged]
         await self._commit(shard, updates, text(entries[-1][0]))
         # Only now, with the transaction applied, may the cache move on (a failed EXEC leaves it as it was).
-        self._remember(staged)
+        self._remember({room: (state, hashes[room]) for room, state in staged.items()})
         applied = sum(len(e) for e in events.values())
         self.events_applied += applied
         self.batches += 1
@@ -305,7 +302,7 @@ class Projector:
                 except Exception as error:  # a corrupt entry stalls its shard visibly (lag) instead of being skipped
                     self.log.error("batch_failed", error=f"{type(error).__name__}: {error}", retry_in_s=backoff)
                     self.cursors.clear()
-                    self._states.clear()
+                    self.loader.forget_where(lambda room: True)
                     await _sleep_or_stop(stop, backoff)
                     backoff = min(backoff * 2, 5.0)
         finally:
@@ -347,7 +344,7 @@ class Projector:
             "conflicts": self.conflicts,
             "events_per_s": round(events_per_s, 1),
             "last_batch_at_ms": self.last_batch_at_ms,
-            "cached_rooms": len(self._states),
+            "cached_rooms": len(self.loader),
         }
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.heartbeat(self.name), encode_json(status), px=self.heartbeat_ttl_ms)

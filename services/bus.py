@@ -14,15 +14,11 @@ import msgspec
 import redis.asyncio as aioredis
 
 from almanac.events import codec
-from almanac.services.rooms import CommandRecord, Outcome
-from almanac.services.store.keys import Keys
+from almanac.services.room_service import CommandRecord, Outcome
+from almanac.storage.keys import Keys, outcome_channel
 
 COMMAND_FIELD = "__data__"
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(Outcome)
-
-
-def outcome_channel(command_id: str) -> str:
-    return f"alm:outcome:{command_id}"
 
 
 def encode_outcome(outcome: Outcome) -> bytes:

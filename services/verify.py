@@ -11,9 +11,8 @@ from almanac.events import codec, room as room_rules
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError
 from almanac.events.hashing import envelope_hash
-from almanac.services.rooms import RoomService, decode_record
-from almanac.services.store.base import EventStore
-from almanac.services.store.memory_store import MemoryEventStore
+from almanac.events.step import advance, decode_record, replay, step
+from almanac.storage.base import EventStore
 
 
 class Divergence(msgspec.Struct, frozen=True, kw_only=True):
@@ -150,9 +149,6 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
 async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes: list[Envelope]) -> int | Divergence:
     """Each refused command, decided again at the version it was refused at, is refused with the same code."""
-    scratch = MemoryEventStore()
-    await scratch.save_seed(room, seed)
-    service = RoomService(scratch)
     checked = 0
     state, folded = None, 0  # refusals come in log order: fold forward once, not from the start each time
     for record_bytes in await store.rejections(room):
@@ -167,12 +163,11 @@ async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes
         recorded_code = (outcome.error or {}).get("code") if outcome is not None else None
         if version < folded:
             state, folded = None, 0
-        for envelope in envelopes[folded:version]:
-            state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+        state = replay(envelopes[folded:version], state)
         folded = version
         last_hash = envelopes[version - 1].hash if version else GENESIS_HASH
         try:
-            await service._decide(state, last_hash, record)
+            step(state, last_hash, record, seed)
         except RuleError as error:
             if error.code == recorded_code:
                 checked += 1
@@ -188,10 +183,7 @@ async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes
 
 async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
                     spans: list[tuple[int, int, bytes]]) -> int | Divergence:
-    # The engine's own decision code, on a scratch store that holds only the seed.
-    scratch = MemoryEventStore()
-    await scratch.save_seed(room, seed)
-    service = RoomService(scratch)
+    # The engine's own room step, with the room's seed.
     state: room_rules.RoomState | None = None
     last_hash = GENESIS_HASH
     for first_version, last_version, record_bytes in spans:
@@ -201,7 +193,7 @@ async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             return Divergence(check="decode", version=first_version, message=f"undecodable command record: {error}")
         try:
-            recomputed, _ = await service._decide(state, last_hash, record)
+            recomputed, _ = step(state, last_hash, record, seed)
         except RuleError as error:
             return Divergence(check="redecide", version=first_version,
                               message=f"command {record.command_id!r} is now refused: {error.code}: {error.message}",
@@ -218,6 +210,6 @@ async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
                     recomputed=None if mine is None else envelope_view(mine),
                 )
         for envelope in recorded:
-            state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+            state = advance(state, envelope)
             last_hash = envelope.hash
     return len(spans)

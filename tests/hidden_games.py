@@ -33,7 +33,7 @@ from almanac.events.disclosure import hidden_fields
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError
 from almanac.projections import models
-from almanac.services.gateway.rooms import player_event, room_summary
+from almanac.services.gateway.room_reader import player_event, room_summary
 
 PLAYERS = ("alice", "bob", "carol")
 OUTSIDER = "carol"

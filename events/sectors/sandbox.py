@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from almanac.events import room
+from almanac.events import codec, room
 from almanac.events.decider import Context
 from almanac.events.dice import Dice, seed_commitment
+from almanac.events.envelope import GENESIS_HASH
 from almanac.events.sectors.state import ColonyState
+from almanac.events.step import CommandRecord, step
 
 
 class Sandbox:
     """One room, created and joined by its owner, that records every event with its version.
 
-    Every command goes through ``events.room.decide`` and ``events.room.evolve``, exactly as the
-    engine would run it, with the room's own dice unless a test hands scripted ones.
+    Every command goes through the one room step (``events.step.step``: decide, seal, evolve from the
+    stored bytes), exactly as the engine runs it, with the room's own dice unless a test hands scripted ones.
     """
 
     def __init__(
@@ -31,6 +33,7 @@ class Sandbox:
         self.secret_seed = secret_seed
         self.state: room.RoomState | None = None
         self.log: list[tuple[int, Any]] = []
+        self.last_hash = GENESIS_HASH
         self.play(room.CreateRoom(ruleset="sectors", options=options or {}), player=player, dice=dice)
         if join:
             self.play(room.JoinRoom(), player=self.game.owner)
@@ -59,11 +62,13 @@ class Sandbox:
     def play(self, command: Any, *, player: str | None = None, dice: Dice | None = None) -> list[Any]:
         """Decide a command and apply its events; raises the rules' RuleError and changes nothing then."""
         acting = player if player is not None else (self.game.owner if self.state is not None else "owner")
-        events = room.decide(self.state, command, self.context(acting, dice))
-        for event in events:
-            version = self.version + 1
-            self.state = room.evolve(self.state, event, self.room_id, version)
-            self.log.append((version, event))
+        version = self.version + 1
+        record = CommandRecord(command_id=f"command-{version}", room=self.room_id, player=acting,
+                               server_time_ms=version * 1000, body={})
+        envelopes, self.state = step(self.state, self.last_hash, record, self.secret_seed, command=command, dice=dice)
+        events = [codec.decode_event(envelope) for envelope in envelopes]
+        self.log += [(envelope.version, event) for envelope, event in zip(envelopes, events, strict=True)]
+        self.last_hash = envelopes[-1].hash
         return events
 
     def events(self) -> list[Any]:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from almanac.events import codec, registry, room as room_rules
+from almanac.events import registry, room as room_rules, step
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
-from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.hashing import seal
+from almanac.events.envelope import Envelope
 
 SEED = b"almanac benchmark secret seed 32"
 
 
 def apply(state: Any, command: Any, room: str, player: str, log: list[Any], now_ms: int | None = None) -> Any:
-    """Decide ``command`` on the room path and fold its events into ``state``, recording them in ``log``."""
+    """Decide ``command`` on the room path and fold its events into ``state``, recording them in ``log``.
+
+    Rules only (no codec, no sealing): the rule benchmarks measure the rules; sealing and replay from
+    the stored bytes are ``seal_log`` and ``replay`` (the one ``events.step.replay``)."""
     version = (state.version if state is not None else 0) + 1
     ctx = Context(room=room, player=player, now_ms=version if now_ms is None else now_ms, version=version,
                   dice=Dice(SEED, room, version))
@@ -41,24 +43,14 @@ def play_trivial(commands: int, player: str = "bench") -> int:
 
 def seal_log(room: str, ruleset: str, events: list[Any], player: str = "bench") -> list[Envelope]:
     """The events as the stored, hash-chained envelopes of one room."""
-    result, previous = [], GENESIS_HASH
-    for version, event in enumerate(events, start=1):
-        event_type, payload = codec.encode_event(event)
-        envelope = seal(Envelope(room=room, version=version, ruleset=ruleset, type=event_type, payload=payload,
-                                 command_id=f"c{version}", player=player, server_time_ms=version,
-                                 previous_hash=previous))
-        previous = envelope.hash
-        result.append(envelope)
-    return result
+    return step.seal_events(room, ruleset, events, player)
 
 
 def replay(logs: list[list[Envelope]]) -> int:
     """Decode every envelope and fold it into the room state, as a reader catching up does; events folded."""
     count = 0
     for log in logs:
-        state = None
-        for envelope in log:
-            state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
+        step.replay(log)
         count += len(log)
     return count
 

@@ -18,8 +18,8 @@ from rich.table import Table
 
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
-from almanac.services.rooms import CommandRecord, RoomService
-from almanac.services.store.memory_store import MemoryEventStore
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
 CONNECTIONS = 64

@@ -14,8 +14,8 @@ from rich.table import Table
 from almanac.events import codec
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.engine.metrics import LATENCY_BUCKETS_MS, heartbeat_key, metrics_key
-from almanac.services.rooms import CommandRecord
-from almanac.services.store.keys import Keys
+from almanac.services.room_service import CommandRecord
+from almanac.storage.keys import Keys, projector_stats_key
 
 PIPELINE = 100
 SHARDS = 16
@@ -139,7 +139,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
             # Started only now, so engine and projector are each measured without the other on the 2 cores.
             projector_start = time.perf_counter()
             start_projector()
-            stats_key = f"{prefix}:projector:stats:{PROJECTOR_NAME}"
+            stats_key = projector_stats_key(PROJECTOR_NAME, prefix)
             while time.monotonic() < deadline:
                 applied = int(await client.hget(stats_key, "events_applied") or 0)
                 if applied >= done:  # the trivial rule-set: one event per accepted command

@@ -10,10 +10,12 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
-from almanac.events import codec, room as room_rules
+from almanac.events import codec
+from almanac.events.step import replay
 from almanac.services.bench.common import trivial_log
 from almanac.services.redis_client import connect
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.storage.loader import RoomLoader
+from almanac.storage.redis_store import RedisEventStore
 
 BATCH = 100
 ROUNDS = 3
@@ -69,20 +71,17 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
         raw = await store.read_raw("bench-room")
         results.append(("read (XRANGE pages of 1000)", len(raw) / (time.perf_counter() - start)))
 
-        from almanac.services.rooms import RoomService  # noqa: PLC0415
 
         replay_rates = []
         for _ in range(ROUNDS):
             start = time.perf_counter()
-            state, _ = await RoomService(store, snapshot_every=0).load("bench-room")
+            state, _ = await RoomLoader(store, cache_size=0).load("bench-room")
             replay_rates.append(events / (time.perf_counter() - start))
             assert state is not None and state.version == events
         results.append(("replay (read + decode + fold), no snapshot", statistics.median(replay_rates)))
 
         start = time.perf_counter()
-        state = None
-        for envelope in envelopes:
-            state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
+        state = replay(envelopes)
         results.append(("decode + fold only, in memory", events / (time.perf_counter() - start)))
     finally:
         keys = [k async for k in client.scan_iter(f"{prefix}:*")]

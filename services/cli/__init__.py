@@ -16,7 +16,12 @@ app = typer.Typer(
 
 # Each module registers its commands on `app` (or adds a sub-app) when imported.
 _COMMAND_MODULES = (
-    "almanac.services.cli.operator",     # engine, sim, log, state, verify, audit, export, import
+    "almanac.services.cli.engine_process",  # engine
+    "almanac.services.cli.sim",             # sim
+    "almanac.services.cli.history",         # log, state
+    "almanac.services.cli.verification",    # verify
+    "almanac.services.cli.audit",           # audit trade
+    "almanac.services.cli.transfer",        # export, import
     "almanac.services.cli.projections",  # projector, projections rebuild
     "almanac.services.cli.gateway",      # gateway, up, demo
     "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e

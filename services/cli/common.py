@@ -1,15 +1,29 @@
-"""Helpers every CLI command shares: settings, a Redis connection (embedded when no REDIS_URL), errors."""
+"""Helpers every CLI command shares: settings, a Redis connection (embedded when no REDIS_URL), the room store, errors, output."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
+import redis
 import typer
 from rich.console import Console
 
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError
+from almanac.events.hashing import state_hash
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, running_server_url
 from almanac.services.settings import Settings, SettingsError, load_settings
+from almanac.storage.base import EventStore
+from almanac.storage.export_store import ExportFormatError
+
+T = TypeVar("T")
 
 console = Console()
 # soft_wrap: an error is one line even when stderr is not a terminal (no wrapping at 80 columns).
@@ -51,3 +65,80 @@ def redis_url_for(settings: Settings) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+class OperatorError(Exception):
+    """Bad input or a missing room: shown as one line, exit code 1."""
+
+
+def with_store(work: Callable[[EventStore], Awaitable[T]]) -> T:
+    """Run ``work`` against the Redis store of the settings; every failure becomes one clear line."""
+    from almanac.services.redis_client import connect  # noqa: PLC0415
+    from almanac.storage.redis_store import RedisEventStore  # noqa: PLC0415
+
+    settings = settings_or_exit()
+
+    async def run(url: str) -> T:
+        client = connect(url, cluster=settings.redis_cluster)
+        try:
+            return await work(RedisEventStore(client, settings.shard_count))
+        finally:
+            await client.aclose()
+
+    with redis_url_for(settings) as url:
+        return guarded(lambda: asyncio.run(run(url)), f"Redis at {url}")
+
+
+def guarded(call: Callable[[], T], where: str = "") -> T:
+    try:
+        return call()
+    except OperatorError as error:
+        raise fail(str(error)) from None
+    except ExportFormatError as error:
+        raise fail(str(error)) from None
+    except CorruptEventError as error:
+        raise fail(f"corrupt log: {error}") from None
+    except redis.RedisError as error:
+        raise fail(f"cannot use {where or 'Redis'}: {error}") from None
+
+
+def utc_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+async def room_envelopes(store: EventStore, room: str) -> list[Envelope]:
+    envelopes = await store.read(room)
+    if not envelopes:
+        raise OperatorError(f"room {room!r} not found (it has no events)")
+    return envelopes
+
+
+def state_document(state: room_rules.RoomState) -> dict[str, Any]:
+    decider = registry.get(state.ruleset)
+    return {
+        "room": state.room,
+        "ruleset": state.ruleset,
+        "version": state.version,
+        "players": list(state.players),
+        "ended": state.ended,
+        "scores": decider.scores(state.game),
+        "state_hash": state_hash(state),
+        "state": codec.to_builtins(state),
+    }
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+
+
+def print_state(document: dict[str, Any]) -> None:
+    console.print_json(json.dumps(document["state"]["game"], default=str))
+    console.print(f"room {document['room']} ({document['ruleset']}) at version {document['version']}"
+                  f"{' (ended)' if document['ended'] else ''}; players: {', '.join(document['players']) or '-'}")
+    console.print(f"scores: {json.dumps(document['scores'])}")
+    console.print(f"state hash: {document['state_hash']}")
+
+
+def check_version(version: int, latest: int, option: str) -> None:
+    if not 1 <= version <= latest:
+        raise OperatorError(f"{option} {version} is out of range: the room has versions 1 to {latest}")

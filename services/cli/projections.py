@@ -15,8 +15,8 @@ from rich.table import Table
 
 from almanac.events import registry
 from almanac.events.errors import CorruptEventError
-from almanac.projections.app import projector_app
 from almanac.projections.models import model_names
+from almanac.projections.projector_app import projector_app
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services.cli import app

@@ -3,7 +3,7 @@
 import asyncio
 
 from almanac.services.embedded_redis import running_server_url
-from almanac.services.engine.app import run
+from almanac.services.engine.process import run
 from almanac.services.logging import configure_logging
 from almanac.services.settings import load_settings
 

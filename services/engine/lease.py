@@ -8,7 +8,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from almanac.services.store.keys import shard_tag
+from almanac.storage.keys import lease_key
 
 # Renew or release only a lease we still hold: a lapsed lease taken by another engine stays theirs.
 RENEW_SCRIPT = """
@@ -22,10 +22,6 @@ RELEASE_SCRIPT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-def lease_key(shard: int, prefix: str = "alm") -> str:
-    return f"{prefix}:{shard_tag(shard)}:engine:lease"
 
 
 class ShardLeases:

@@ -19,14 +19,15 @@ from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
 )
 
+from almanac.events.step import CommandRecord, decode_record
 from almanac.services.bus import COMMAND_FIELD, encode_outcome, outcome_channel
 from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
 from almanac.services.logging import get_logger
-from almanac.services.rooms import CommandRecord, Outcome, RoomService, decode_record
-from almanac.services.store.keys import Keys, shard_tag
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import Outcome, RoomService
+from almanac.storage.keys import Keys, attempts_key
+from almanac.storage.redis_store import RedisEventStore
 
 GROUP = "engine"
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
@@ -56,10 +57,6 @@ redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
 redis.call('HDEL', KEYS[3], ARGV[2])
 return 1
 """
-
-
-def attempts_key(shard: int, prefix: str = "alm") -> str:
-    return f"{prefix}:{shard_tag(shard)}:engine:attempts"
 
 
 def default_engine_name(selection: str) -> str:

@@ -12,7 +12,7 @@ from almanac.events import codec
 from almanac.services.gateway.auth import ROLE_AUDITOR
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError
-from almanac.services.gateway.rooms import auditor_event, player_event
+from almanac.services.gateway.room_reader import auditor_event, player_event
 
 router = APIRouter(tags=["live"])
 BLOCK_MS = 1_000

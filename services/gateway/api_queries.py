@@ -11,7 +11,7 @@ from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.rooms import auditor_event, player_event, room_summary
+from almanac.services.gateway.room_reader import auditor_event, player_event, room_summary
 from almanac.services.gateway.schemas import NAME_PATTERN
 from almanac.services.verify import verify_room
 
@@ -120,7 +120,7 @@ async def room_state_at(
 
 @router.get("/rooms/{room}/rejections", summary="Auditors: commands the rules refused, with their codes")
 async def room_rejections(request: Request, room: str = RoomId) -> Response:
-    from almanac.services.rooms import decode_record  # noqa: PLC0415
+    from almanac.services.room_service import decode_record  # noqa: PLC0415
 
     gw = gateway(request)
     gw.auditor(bearer(request), room)

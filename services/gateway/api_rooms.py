@@ -14,7 +14,7 @@ from almanac.events.errors import RuleError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.rooms import player_event, room_summary
+from almanac.services.gateway.room_reader import player_event, room_summary
 from almanac.services.gateway.schemas import (
     NAME_PATTERN,
     CommandRequest,
@@ -24,7 +24,7 @@ from almanac.services.gateway.schemas import (
     decode_body,
     openapi_body,
 )
-from almanac.services.rooms import CommandRecord, Outcome
+from almanac.services.room_service import CommandRecord, Outcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")
@@ -310,7 +310,7 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None) -> Response:
-    """The command path, shared by the route above and the fast path in front of the middleware (app.GatewayApp)."""
+    """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
     await gw.rate_limits.check_token(token)  # type: ignore[arg-type] - player_for refused a missing one
     body: CommandRequest = decode_body(raw_body, CommandRequest)

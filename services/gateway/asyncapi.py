@@ -14,7 +14,7 @@ from almanac.events.envelope import Envelope
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.gateway.api_docs import command_components
 from almanac.services.gateway.errors import json_response
-from almanac.services.rooms import CommandRecord, Outcome
+from almanac.services.room_service import CommandRecord, Outcome
 
 router = APIRouter(tags=["operations"])
 REF = "#/components/schemas/"

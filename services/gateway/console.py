@@ -18,7 +18,7 @@ from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ROLE_AUDITOR
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.rooms import room_summary
+from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import NAME_PATTERN
 
 STATIC_DIR = FilePath(__file__).parent / "console"

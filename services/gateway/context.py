@@ -14,11 +14,11 @@ from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter
 from almanac.services.gateway.ratelimit import RateLimits
-from almanac.services.gateway.rooms import RoomReader
-from almanac.services.rooms import CommandRecord, Outcome
+from almanac.services.gateway.room_reader import RoomReader
+from almanac.services.room_service import CommandRecord, Outcome
 from almanac.services.settings import Settings
-from almanac.services.store.keys import Keys
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import RedisEventStore
 
 VERIFIED_TOKENS = 10_000
 

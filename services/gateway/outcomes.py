@@ -23,8 +23,8 @@ from redis.asyncio.connection import SSLConnection
 
 from almanac.services import bus
 from almanac.services.logging import get_logger
-from almanac.services.rooms import CommandRecord, Outcome
-from almanac.services.store.keys import Keys
+from almanac.services.room_service import CommandRecord, Outcome
+from almanac.storage.keys import Keys
 
 log = get_logger("almanac.gateway.outcomes")
 OUTCOME_PATTERN = bus.outcome_channel("*")

@@ -8,7 +8,6 @@ import pytest
 from projection_games import dump_models, open_room, options_for, play, players_for
 
 from almanac.events.envelope import GENESIS_HASH
-from almanac.projections.keys import ModelKeys
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.projections.worker import CheckpointMoved, Projector
@@ -16,10 +15,10 @@ from almanac.services import bus
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.gateway.outcomes import OutcomeWaiter
 from almanac.services.redis_client import connect
-from almanac.services.rooms import CommandRecord, Outcome, RoomService
-from almanac.services.store.base import AppendRequest, RejectRequest, VersionConflict
-from almanac.services.store.keys import Keys
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import CommandRecord, Outcome, RoomService
+from almanac.storage.base import AppendRequest, RejectRequest, VersionConflict
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 16
 
@@ -140,7 +139,7 @@ async def test_the_projector_on_a_cluster_equals_a_rebuild(cluster):
     assert await dump_models(cluster) == live
 
     # Exactly once: a checkpoint moved by someone else is a conflict, not a second apply.
-    await cluster.set(ModelKeys().checkpoint(0), "1-0")
+    await cluster.set(Keys().checkpoint(0), "1-0")
     with pytest.raises(CheckpointMoved):
         await projector._commit(0, [], "2-0")
 

@@ -29,7 +29,7 @@ from almanac.events.dice import Dice
 from almanac.services.embedded_redis import free_port
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 from almanac.services.redis_client import connect
-from almanac.services.store.keys import Keys
+from almanac.storage.keys import Keys
 
 CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
 SECRET = "cluster-test-secret-" + "x" * 20

@@ -23,7 +23,7 @@ from almanac.events.board import rules as board_rules
 from almanac.events.board.state import BoardState
 from almanac.events.hashing import envelope_hash
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
-from almanac.services.store.keys import Keys
+from almanac.storage.keys import Keys
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [

@@ -18,10 +18,11 @@ import redis
 from fastapi.testclient import TestClient
 from gateway_stack import landed_rulesets
 
-from almanac.events import codec, registry, room as room_rules
+from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.room import RoomState
-from almanac.services.store.keys import Keys
+from almanac.events.step import advance
+from almanac.storage.keys import Keys
 
 MOVES_PER_ROOM = 10
 
@@ -42,7 +43,7 @@ def fold_log(redis_url: str, room: str) -> tuple[RoomState, list]:
     for entry_id, fields in entries:
         envelope = codec.decode_envelope(fields[b"e"], room, int(entry_id.split(b"-")[0]))
         envelopes.append(envelope)
-        state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+        state = advance(state, envelope)
     assert state is not None
     return state, envelopes
 

@@ -14,7 +14,7 @@ from gateway_stack import gateway_settings
 
 from almanac.services.gateway import create_app
 from almanac.services.gateway.auth import TokenSigner
-from almanac.services.store.keys import shard_of
+from almanac.storage.keys import shard_of
 
 ELEMENT = {"kind": "place_element", "row": 5, "column": 5}
 

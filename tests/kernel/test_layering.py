@@ -1,13 +1,17 @@
-"""The write model stays pure: nothing under events/ imports I/O, clock, randomness or logging."""
+"""The layers stay apart: events/ pure, storage/ on events only, projections/ never services; imports point one way."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 FORBIDDEN = {"redis", "faststream", "structlog", "time", "random", "os", "datetime", "secrets", "uuid",
-             "socket", "asyncio", "services", "projections", "subprocess", "pathlib"}
+             "socket", "asyncio", "services", "projections", "storage", "subprocess", "pathlib"}
+# storage/ sits below both sides (the store contract, its stores, key names, the loader): besides the
+# standard library it may import only the write model and its own drivers.
+STORAGE_MAY_IMPORT = {"events", "storage", "redis", "msgspec"}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -30,13 +34,13 @@ def test_the_project_is_imported_under_the_one_almanac_name():
     """Bare `events`/`services`/`projections` imports would collide with other distributions."""
     root = EVENTS.parent
     offenders = []
-    for folder in ("events", "projections", "services", "tests"):
+    for folder in ("events", "storage", "projections", "services", "tests"):
         for path in sorted((root / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
                 modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                     [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
                 offenders += [f"{path.relative_to(root)}:{node.lineno} {m}" for m in modules
-                              if m.split(".")[0] in {"events", "projections", "services"}]
+                              if m.split(".")[0] in {"events", "storage", "projections", "services"}]
     assert offenders == []
 
 
@@ -44,6 +48,16 @@ def test_nothing_under_events_imports_io_clock_randomness_or_the_outer_layers():
     offenders = {
         str(path.relative_to(EVENTS.parent)): sorted(imported_modules(path) & FORBIDDEN)
         for path in sorted(EVENTS.rglob("*.py"))
+    }
+    assert {path: bad for path, bad in offenders.items() if bad} == {}
+
+
+def test_storage_imports_only_events_redis_and_msgspec():
+    storage = EVENTS.parent / "storage"
+    offenders = {
+        str(path.relative_to(EVENTS.parent)): sorted(imported_modules(path) - STORAGE_MAY_IMPORT
+                                                     - set(sys.stdlib_module_names) - {"__future__"})
+        for path in sorted(storage.rglob("*.py"))
     }
     assert {path: bad for path, bad in offenders.items() if bad} == {}
 

@@ -12,7 +12,7 @@ from almanac.events.dice import Dice
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError
 from almanac.events.manifest import ReadModel, RuleSet
-from almanac.services.rooms import CommandRecord, RoomService
+from almanac.services.room_service import CommandRecord, RoomService
 
 # --- "bazaar": a tiny rule-set whose events carry trade ids, like realm's trades ------------------
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from almanac.projections.keys import ModelKeys
-from almanac.projections.store import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
+from almanac.projections.model_writes import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
 from almanac.projections.worker import CheckpointMoved, Projector
+from almanac.storage.keys import Keys
 
-KEYS = ModelKeys()
+KEYS = Keys()
 
 
 async def test_a_commit_writes_everything_and_moves_the_checkpoint(redis_client):

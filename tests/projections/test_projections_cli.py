@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from almanac.projections.worker import Projector
 from almanac.services.cli import _load_commands, app
-from almanac.services.rooms import RoomService
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import RoomService
+from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 4
 

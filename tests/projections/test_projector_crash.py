@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from projection_games import dump_models, open_room, options_for, play
 
-from almanac.projections.keys import ModelKeys, StoreKeys
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
-from almanac.services.rooms import RoomService
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import RoomService
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 4
 PROCESS = Path(__file__).with_name("projector_process.py")
@@ -33,7 +33,7 @@ def start_projector(redis_url: str) -> subprocess.Popen:
 
 
 async def projected_events(client) -> int:
-    keys = ModelKeys()
+    keys = Keys()
     total = 0
     for shard in range(SHARDS):
         total += sum(int(v) for v in (await client.hgetall(keys.versions(shard))).values())
@@ -42,7 +42,7 @@ async def projected_events(client) -> int:
 
 async def assert_models_match_their_checkpoints(client) -> None:
     """The versions the models hold are exactly those of the feed entries up to each shard's checkpoint."""
-    keys, store_keys = ModelKeys(), StoreKeys(SHARDS)
+    keys = store_keys = Keys(SHARDS)
     for shard in range(SHARDS):
         checkpoint = await client.get(keys.checkpoint(shard))
         expected: dict[bytes, bytes] = {}

@@ -19,8 +19,8 @@ from almanac.events import codec, registry
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.projections.worker import Projector
-from almanac.services.rooms import RoomService
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import RoomService
+from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 4
 

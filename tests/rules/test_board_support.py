@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from almanac.events import codec, room
+from almanac.events import room
 from almanac.events.board.data import (
     BASE_MISSIONS,
     DECK_NUMBERS,
@@ -21,8 +21,9 @@ from almanac.events.board.policy import choose_command
 from almanac.events.board.state import STARTING_BOARD, Board
 from almanac.events.decider import Context
 from almanac.events.dice import Dice, ScriptedDice, seed_commitment
-from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.hashing import seal
+from almanac.events.envelope import Envelope
+from almanac.events.step import replay
+from almanac.events.testing import RoomDriver, given_events
 
 PICTURE = {".": EMPTY, "M": MOUNTAIN, "F": FOREST, "V": VILLAGE, "P": FARM, "W": WATER}
 """Letters of a pictured board: F forest, V village, P farm (a ploughed field), W water, M mountain."""
@@ -76,16 +77,31 @@ def dealt_game(first: Sequence[int] = (), options: dict[str, Any] | None = None,
 
 
 class Game:
-    """Drives one room through `events.room.decide` / `events.room.evolve`, keeping the event log."""
+    """Drives one room through the one room step (`almanac.events.testing.RoomDriver`), keeping the event log."""
 
     def __init__(self, room_id: str = "board-room", player: str = "ada", seed: bytes = SEED) -> None:
+        self.driver = RoomDriver(room_id, seed)
         self.room_id = room_id
         self.salt = room_id  # "challenge" for a challenge room (see create)
         self.player = player
         self.seed = seed
-        self.state: room.RoomState | None = None
-        self.events: list[Any] = []
         self.now_ms = 1_000
+
+    @property
+    def state(self) -> room.RoomState | None:
+        return self.driver.state
+
+    @state.setter
+    def state(self, staged: room.RoomState | None) -> None:
+        self.driver.state = staged  # a test staging a position (e.g. a crowded map)
+
+    @property
+    def events(self) -> list[Any]:
+        return self.driver.events
+
+    @events.setter
+    def events(self, log: list[Any]) -> None:
+        self.driver.events = log
 
     @property
     def game(self) -> Any:
@@ -94,9 +110,10 @@ class Game:
 
     @property
     def version(self) -> int:
-        return self.state.version if self.state else 0
+        return self.driver.version
 
     def context(self, dice: Dice | None = None, player: str | None = None) -> Context:
+        """The context the next command is decided in (for tests that call the rule-set's decide directly)."""
         version = self.version + 1
         return Context(
             room=self.room_id,
@@ -111,11 +128,7 @@ class Game:
     def play(self, command: Any, dice: Dice | None = None, player: str | None = None) -> list[Any]:
         """Decide and apply one command; raises RuleError (and changes nothing) when refused."""
         self.now_ms += 1_000
-        events = room.decide(self.state, command, self.context(dice, player))
-        for event in events:
-            self.state = room.evolve(self.state, event, self.room_id, self.version + 1)
-            self.events.append(event)
-        return events
+        return self.driver.play(player or self.player, command, dice=dice, leftover=True, now_ms=self.now_ms)
 
     def create(
         self, options: dict[str, Any] | None = None, dice: Dice | None = None, challenge: str | None = None
@@ -141,33 +154,13 @@ class Game:
 
     def folded(self) -> room.RoomState:
         """The room state folded from the log alone."""
-        state = None
-        for version, event in enumerate(self.events, start=1):
-            state = room.evolve(state, event, self.room_id, version)
+        state = replay(given_events(self.room_id, "board", self.events, self.player))
         assert state is not None
         return state
 
     def envelopes(self) -> list[Envelope]:
         """The log as sealed, hash-chained envelopes (the stored form)."""
-        result, previous = [], GENESIS_HASH
-        for version, event in enumerate(self.events, start=1):
-            tag, payload = codec.encode_event(event)
-            envelope = seal(
-                Envelope(
-                    room=self.room_id,
-                    version=version,
-                    ruleset="board",
-                    type=tag,
-                    payload=payload,
-                    command_id=f"c{version}",
-                    player=self.player,
-                    server_time_ms=version,
-                    previous_hash=previous,
-                )
-            )
-            previous = envelope.hash
-            result.append(envelope)
-        return result
+        return given_events(self.room_id, "board", self.events, self.player)
 
 
 def test_shuffle_values_reproduce_the_wanted_deck_order():

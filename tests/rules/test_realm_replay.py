@@ -20,6 +20,7 @@ from almanac.events.hashing import state_hash
 from almanac.events.realm import DECIDER, audit, data, events as realm_events
 from almanac.events.realm.policy import choose_command
 from almanac.events.realm.state import RealmState
+from almanac.events.step import replay
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,9 +58,7 @@ def check_holdings(state: RealmState) -> None:
 
 
 def fold(envelopes: list[Any]) -> room_rules.RoomState:
-    state = None
-    for envelope in envelopes:
-        state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
+    state = replay(envelopes)
     assert state is not None
     return state
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from almanac.events import codec, room
-from almanac.events.decider import Context
-from almanac.events.dice import Dice, ScriptedDice, seed_commitment
-from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
-from almanac.events.hashing import seal
 from almanac.events.realm import DECIDER, data
 from almanac.events.realm.state import City, RealmState
+from almanac.events.testing import RoomDriver
 
 SEED = b"realm tests secret seed 32 bytes"
 FACE_VALUE = {"star": 0, "moon": 3, "skull": 4, "blank": 5}
@@ -27,8 +23,9 @@ def faces(*names: str) -> list[int]:
     return values
 
 
-class Game:
-    """One realm room driven through `events.room.decide` / `evolve`, every event through the codec and an envelope.
+class Game(RoomDriver):
+    """One realm room driven through the one room step (`almanac.events.testing.RoomDriver`), every event
+    through the codec and an envelope.
 
     ``send`` takes the dice the command may draw: a list of scripted values (all must be used unless
     ``leftover`` is allowed), or None for real dice from the room's seed.
@@ -42,12 +39,8 @@ class Game:
         now_ms: int = 1_000,
         **options: Any,
     ) -> None:
+        super().__init__(room_id, seed, now_ms)
         self.room_id = room_id
-        self.seed = seed
-        self.state: room.RoomState | None = None
-        self.envelopes: list[Envelope] = []
-        self.events: list[Any] = []
-        self.now_ms = now_ms
         self.send(
             players[0],
             {"kind": "create_room", "ruleset": "realm", "options": {"players": list(players), **options}},
@@ -67,7 +60,7 @@ class Game:
     def stock(self, name: str, resource: str) -> int:
         return self.city(name).stock[resource]
 
-    def send(
+    def send(  # type: ignore[override]
         self,
         player: str,
         body: dict[str, Any],
@@ -76,47 +69,7 @@ class Game:
         leftover: bool = False,
     ) -> list[Any]:
         """Decide and apply one command; returns its events (decoded back from stored bytes)."""
-        if now_ms is not None:
-            self.now_ms = now_ms
-        command = codec.decode_command(self.state.ruleset if self.state else None, body)
-        version = (self.state.version if self.state else 0) + 1
-        source: Dice = ScriptedDice(dice) if dice is not None else Dice(self.seed, self.room_id, version)
-        ctx = Context(
-            room=self.room_id,
-            player=player,
-            now_ms=self.now_ms,
-            version=version,
-            dice=source,
-            seed_commitment=seed_commitment(self.seed),
-            secret_seed_hex=self.seed.hex(),
-        )
-        decided = room.decide(self.state, command, ctx)
-        if isinstance(source, ScriptedDice) and not leftover:
-            assert source.remaining == 0, f"{source.remaining} scripted dice were not drawn"
-        new = []
-        for event in decided:
-            event_type, payload = codec.encode_event(event)
-            previous = self.envelopes[-1].hash if self.envelopes else GENESIS_HASH
-            envelope = seal(
-                Envelope(
-                    room=self.room_id,
-                    version=(self.state.version if self.state else 0) + 1,
-                    ruleset="realm",
-                    type=event_type,
-                    payload=payload,
-                    command_id=f"cmd-{version}",
-                    player=player,
-                    server_time_ms=self.now_ms,
-                    previous_hash=previous,
-                )
-            )
-            decoded = codec.decode_event(envelope)
-            assert decoded == event, "an event changed on its way through the codec"
-            self.state = room.evolve(self.state, decoded, self.room_id, envelope.version)
-            self.envelopes.append(envelope)
-            self.events.append(decoded)
-            new.append(decoded)
-        return new
+        return self.apply(player, body, dice=dice, now_ms=now_ms, leftover=leftover)[1]
 
     def refused(self, player: str, body: dict[str, Any], dice: list[int] | None = None) -> RuleError:
         """The RuleError a command meets; the state must not change."""

@@ -42,7 +42,7 @@ def register_test_rulesets() -> None:
 
 if __name__ == "__main__":
     register_test_rulesets()
-    from almanac.services.engine.app import run  # noqa: PLC0415
+    from almanac.services.engine.process import run  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
     from almanac.services.settings import load_settings  # noqa: PLC0415
 

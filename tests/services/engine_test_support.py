@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 
 from almanac.services.bus import submit, submit_and_wait
 from almanac.services.engine.metrics import heartbeat_key, metrics_key
-from almanac.services.rooms import CommandRecord, Outcome
-from almanac.services.store.keys import Keys
+from almanac.services.room_service import CommandRecord, Outcome
+from almanac.storage.keys import Keys
 
 HELPER = Path(__file__).with_name("engine_process_helper.py")
 KEYS = Keys(16)

@@ -18,11 +18,11 @@ from typer.testing import CliRunner
 from almanac.events import codec
 from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
-from almanac.services.cli.operator import load_scenario
-from almanac.services.rooms import CommandRecord, RoomService
-from almanac.services.store.memory_store import MemoryEventStore
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.cli.sim import load_scenario
+from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.verify import verify_room
+from almanac.storage.memory_store import MemoryEventStore
+from almanac.storage.redis_store import RedisEventStore
 
 _load_commands()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from counter_ruleset import CounterDecider
 
 from almanac.events import codec
-from almanac.services.rooms import CommandRecord, Outcome, RoomService
-from almanac.services.store.memory_store import MemoryEventStore
+from almanac.services.room_service import CommandRecord, Outcome, RoomService
+from almanac.storage.memory_store import MemoryEventStore
 
 SEED = b"k" * 32
 

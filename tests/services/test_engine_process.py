@@ -26,11 +26,12 @@ from engine_test_support import (
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import envelope_hash, state_hash
+from almanac.events.step import replay
 from almanac.services.bus import COMMAND_FIELD, submit
 from almanac.services.engine.lease import lease_key
 from almanac.services.engine.worker import GROUP
-from almanac.services.rooms import RoomService
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import RoomService
+from almanac.storage.redis_store import RedisEventStore
 
 register_test_rulesets()
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -52,10 +53,7 @@ def engines(redis_client: aioredis.Redis, redis_url: str, tmp_path: Path) -> Ite
 
 
 def fold(envelopes) -> room_rules.RoomState | None:
-    state = None
-    for envelope in envelopes:
-        state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
-    return state
+    return replay(envelopes)
 
 
 async def assert_log_consistent(store: RedisEventStore, room: str) -> room_rules.RoomState:

@@ -12,10 +12,10 @@ from store.test_store_contract import make_envelopes
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import first_broken_link
 from almanac.services.redis_client import connect
-from almanac.services.rooms import CommandRecord, RoomService
-from almanac.services.store.base import VersionConflict
-from almanac.services.store.keys import shard_of
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.base import VersionConflict
+from almanac.storage.keys import shard_of
+from almanac.storage.redis_store import RedisEventStore
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from store.test_store_contract import make_envelopes
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.errors import CorruptEventError
-from almanac.services.store.keys import Keys, shard_of
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.storage.keys import Keys, shard_of
+from almanac.storage.redis_store import RedisEventStore
 
 
 async def test_room_entries_have_the_version_as_stream_id_and_every_key_carries_the_shard_tag(redis_client):

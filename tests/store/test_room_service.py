@@ -6,7 +6,7 @@ from game_driver import fold_envelopes
 
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import first_broken_link
-from almanac.services.rooms import CommandRecord, RoomService
+from almanac.services.room_service import CommandRecord, RoomService
 
 
 def record(command_id: str, player: str, body: dict, room: str = "r1", now_ms: int = 1_000) -> CommandRecord:

@@ -1,4 +1,4 @@
-"""One contract suite run against every event-store implementation: in memory and on real Redis."""
+"""One contract suite run against every event-store implementation: in memory, on real Redis, as export files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from counter_ruleset import Added
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.hashing import first_broken_link, seal
-from almanac.services.store.base import VersionConflict
+from almanac.storage.base import VersionConflict
 
 
 def make_envelopes(room: str, first_version: int, count: int, previous_hash: str, command_id: str = "c") -> list[Envelope]:
@@ -129,3 +129,25 @@ async def test_rooms_spread_over_shards_are_all_listed(store):
         await store.append(room, 0, f"create-{index}", make_envelopes(room, 1, 1, GENESIS_HASH))
 
     assert await store.rooms() == sorted(f"room-{index}" for index in range(12))
+
+
+async def test_what_a_store_wrote_is_read_back_by_a_new_one_over_the_same_files(tmp_path):
+    """The export-file store's files are the storage: a store opened on them later reads everything back."""
+    from almanac.storage.export_store import ExportFileStore
+
+    writer = ExportFileStore(tmp_path / "rooms")
+    envelopes = make_envelopes("r/1", 1, 3, GENESIS_HASH)
+    await writer.append("r/1", 0, "cmd-1", envelopes, b"record")
+    await writer.record_rejection("r/1", "cmd-2", {"code": "nope"}, b"refused")
+    await writer.save_seed("r/1", b"seed")
+    await writer.save_snapshot("r/1", 2, b"s2")
+
+    reader = ExportFileStore(tmp_path / "rooms")
+    assert await reader.read("r/1") == envelopes
+    assert await reader.commands("r/1") == [(1, b"record")]
+    assert await reader.rejections("r/1") == [b"refused"]
+    assert (await reader.outcome("r/1", "cmd-2")).error == {"code": "nope"}
+    assert (await reader.append("r/1", 3, "cmd-1", [])).duplicate
+    assert await reader.load_seed("r/1") == b"seed"
+    assert await reader.latest_snapshot("r/1") == (2, b"s2")
+    assert await reader.rooms() == ["r/1"]

@@ -12,14 +12,14 @@ from redis.exceptions import NoScriptError
 from almanac.events import codec
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
-from almanac.services.store.base import (
+from almanac.storage.base import (
     AppendRequest,
     AppendResult,
     RejectRequest,
     StoredOutcome,
     VersionConflict,
 )
-from almanac.services.store.keys import Keys
+from almanac.storage.keys import Keys
 
 # KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms
 # ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5.. envelopes (msgpack)
@@ -242,6 +242,30 @@ class RedisEventStore:
             if len(entries) < _PAGE:
                 return
             low = b"(" + entries[-1][0]
+
+    async def read_ranges(self, ranges: list[tuple[str, int, int]]) -> list[list[Envelope]]:
+        """The envelopes of each (room, first version, last version), all in one pipelined round trip.
+
+        Shard feed entries point into the room streams this way; every version of a range must be there.
+        """
+        async with self._stream_reads.pipeline(transaction=False) as pipe:
+            for room, first, last in ranges:
+                pipe.xrange(self.keys.events(room), f"{first}-0", f"{last}-0")
+            replies = await pipe.execute()
+        result = []
+        for (room, first, last), entries in zip(ranges, replies, strict=True):
+            envelopes = []
+            for expected, (entry_id, fields) in enumerate(entries, start=first):
+                version = int(entry_id.split(b"-", 1)[0])
+                data = _envelope_field(fields)
+                if version != expected or data is None:
+                    raise CorruptEventError(room, expected, "the room stream lacks a version the shard feed names")
+                envelopes.append(codec.decode_envelope(data, room, version))
+            if len(envelopes) != last - first + 1:
+                raise CorruptEventError(room, first + len(envelopes),
+                                        "the room stream lacks a version the shard feed names")
+            result.append(envelopes)
+        return result
 
     async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
         """(version, stored bytes) without decoding, for audits of damaged entries and benchmarks."""

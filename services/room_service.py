@@ -1,22 +1,19 @@
-"""Rooms on an event store: load (cache, snapshot + tail), decide a command, append with the chain, dedupe."""
+"""The engine's write path: decide a command with the one room step, append it with the chain, dedupe."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 from collections import OrderedDict, deque
-from typing import Any
 
 import msgspec
 
-from almanac.events import codec, room as room_rules
-from almanac.events.decider import Context
-from almanac.events.dice import Dice, seed_commitment
-from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import InvalidCommand, RuleError, UnusableSnapshotError
-from almanac.events.hashing import seal
+from almanac.events import codec
+from almanac.events.envelope import Envelope
+from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.room import RoomState
-from almanac.services.store.base import (
+from almanac.events.step import CommandRecord, decode_record, needs_secret_seed, refusal_record, step
+from almanac.storage.base import (
     AppendRequest,
     AppendResult,
     EventStore,
@@ -24,24 +21,9 @@ from almanac.services.store.base import (
     StoredOutcome,
     VersionConflict,
 )
+from almanac.storage.loader import RoomLoader
 
-
-class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON."""
-
-    command_id: str
-    room: str
-    player: str
-    server_time_ms: int
-    body: dict[str, Any]
-    # Set on the record kept for a refused command: the room version it was decided against, so
-    # that verify can decide it again and check it is still refused for the same reason.
-    refused_at_version: int | None = None
-
-
-def refusal_record(record: CommandRecord, state: RoomState | None) -> bytes:
-    """The stored record of a refused command: the command and the version it was refused at."""
-    return codec.encode(msgspec.structs.replace(record, refused_at_version=state.version if state else 0))
+__all__ = ["CommandRecord", "Outcome", "RoomService", "decode_record", "refusal_record"]
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,13 +39,6 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     duplicate: bool = False
 
 
-_RECORD_DECODER = msgspec.msgpack.Decoder(CommandRecord)
-
-
-def decode_record(data: bytes) -> CommandRecord:
-    return _RECORD_DECODER.decode(data)
-
-
 class RoomService:
     """The write path of every room: one instance per engine process (single writer per shard)."""
 
@@ -73,45 +48,22 @@ class RoomService:
         self.snapshot_every = snapshot_every
         self.cache_size = cache_size
         self.max_conflict_retries = max_conflict_retries
-        self._cache: OrderedDict[str, tuple[RoomState, str]] = OrderedDict()
+        self.loader = RoomLoader(store, cache_size)
         # Secret seeds never change once stored: keeping them saves a round trip per command.
         self._seeds: OrderedDict[str, bytes] = OrderedDict()
         self.conflicts = 0
 
-    # --- loading ------------------------------------------------------------------------------
+    # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
 
     async def load(self, room: str, at_version: int | None = None) -> tuple[RoomState | None, str]:
         """The room state at ``at_version`` (latest when None) and the chain hash of that version."""
-        if at_version is None:
-            cached = self._cache.get(room)
-            if cached is not None:
-                self._cache.move_to_end(room)
-                return cached
-        state: RoomState | None = None
-        last_hash = GENESIS_HASH
-        snapshot = await self.store.latest_snapshot(room, at_version)
-        if snapshot is not None:
-            try:
-                state, last_hash = codec.decode_snapshot(snapshot[1])
-            except UnusableSnapshotError:
-                # A snapshot from an older state format: the log is the truth, fold it from the start.
-                state, last_hash = None, GENESIS_HASH
-        start = 1 if state is None else state.version + 1
-        for envelope in await self.store.read(room, start, at_version):
-            state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
-            last_hash = envelope.hash
-        if at_version is None and state is not None:
-            self._remember(room, state, last_hash)
-        return state, last_hash
+        return await self.loader.load(room, at_version)
 
     def _remember(self, room: str, state: RoomState, last_hash: str) -> None:
-        self._cache[room] = (state, last_hash)
-        self._cache.move_to_end(room)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        self.loader.remember(room, state, last_hash)
 
     def forget(self, room: str) -> None:
-        self._cache.pop(room, None)
+        self.loader.forget(room)
 
     # --- the write path -----------------------------------------------------------------------
 
@@ -254,57 +206,16 @@ class RoomService:
     async def _decide(
         self, state: RoomState | None, last_hash: str, record: CommandRecord
     ) -> tuple[list[Envelope], RoomState]:
-        command = codec.decode_command(state.ruleset if state is not None else None, record.body)
-        seed, salt = await self._seed_for(state, record.room, command)
-        version = (state.version if state is not None else 0) + 1
-        ctx = Context(
-            room=record.room,
-            player=record.player,
-            now_ms=record.server_time_ms,
-            version=version,
-            dice=Dice(seed, salt, version),
-            seed_commitment=seed_commitment(seed),
-            secret_seed_hex=seed.hex(),
-        )
-        events = room_rules.decide(state, command, ctx)
-        if not events:
-            raise RuleError("no_effect", "the command changes nothing")
-        envelopes: list[Envelope] = []
-        previous = last_hash
-        new_state = state
-        for offset, event in enumerate(events):
-            event_type, payload = codec.encode_event(event)
-            envelope = seal(
-                Envelope(
-                    room=record.room,
-                    version=version + offset,
-                    ruleset=state.ruleset if state is not None else event.ruleset,
-                    type=event_type,
-                    payload=payload,
-                    command_id=record.command_id,
-                    player=record.player,
-                    server_time_ms=record.server_time_ms,
-                    previous_hash=previous,
-                )
-            )
-            previous = envelope.hash
-            envelopes.append(envelope)
-            # Evolve from the decoded payload, exactly as a replay will.
-            new_state = room_rules.evolve(new_state, codec.decode_event(envelope), record.room, envelope.version)
-        return envelopes, new_state  # type: ignore[return-value]
+        """The one room step, with the room's secret seed fetched (or drawn, for a new room) when it is used."""
+        seed = await self._seed_for(state, record) if needs_secret_seed(state, record.body) else None
+        return step(state, last_hash, record, seed)
 
-    async def _seed_for(self, state: RoomState | None, room: str, command: Any) -> tuple[bytes, str]:
+    async def _seed_for(self, state: RoomState | None, record: CommandRecord) -> bytes:
+        room = record.room
         if state is None:
-            if not isinstance(command, room_rules.CreateRoom):
-                return b"", room  # the room does not exist; deciding refuses the command
-            if command.challenge is not None:
-                return room_rules.challenge_seed(command.challenge), "challenge"
             # A crash after saving the seed but before the append must not change the dice: keep the first.
             await self.store.save_seed(room, secrets.token_bytes(32))
-            seed = await self.store.load_seed(room)
-            return seed or b"", room
-        if state.challenge is not None:
-            return room_rules.challenge_seed(state.challenge), "challenge"
+            return await self.store.load_seed(room) or b""
         seed = self._seeds.get(room)
         # Checked against the commitment every time: a room recreated under the same id has a new seed.
         if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
@@ -314,7 +225,7 @@ class RoomService:
             self._seeds[room] = seed
             while len(self._seeds) > self.cache_size:
                 self._seeds.popitem(last=False)
-        return seed, room
+        return seed
 
     async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str) -> None:
         if self.snapshot_every and state.version // self.snapshot_every > before // self.snapshot_every:

@@ -1,4 +1,4 @@
-"""The event-store contract shared by the Redis Streams store and the in-memory store."""
+"""The event-store contract every store keeps (Redis Streams, memory, export file)."""
 
 from __future__ import annotations
 

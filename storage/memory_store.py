@@ -6,7 +6,7 @@ import asyncio
 
 from almanac.events import codec
 from almanac.events.envelope import Envelope
-from almanac.services.store.base import (
+from almanac.storage.base import (
     AppendRequest,
     AppendResult,
     RejectRequest,

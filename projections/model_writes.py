@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 
 from almanac.events import registry
-from almanac.projections.keys import ModelKeys
 from almanac.projections.models import RoomUpdate
+from almanac.storage.keys import Keys
 
 
 def _fallback(value: Any) -> Any:
@@ -46,7 +46,7 @@ def leaderboard_member(player: str, room: str) -> bytes:
     return encode_json([player, room])
 
 
-def queue_update(pipe: Any, keys: ModelKeys, shard: int, update: RoomUpdate,
+def queue_update(pipe: Any, keys: Keys, shard: int, update: RoomUpdate,
                  models: Iterable[str] | None = None) -> None:
     """Queue one room's writes for the named models (all when None) on ``pipe`` (a ShardWrites, or any
     object with redis-py's hset/sadd/zadd/zrem methods)."""
@@ -73,7 +73,7 @@ def queue_update(pipe: Any, keys: ModelKeys, shard: int, update: RoomUpdate,
             pipe.zadd(keys.model_ledger(shard, name, room), {encode_json(row): version for version, row in rows})
 
 
-async def model_keys_of_shard(client: Any, keys: ModelKeys, shard: int, models: Iterable[str]) -> list[str]:
+async def model_keys_of_shard(client: Any, keys: Keys, shard: int, models: Iterable[str]) -> list[str]:
     """Every key the named models hold in a shard (leaderboards and ledgers are found through their index sets)."""
     models = set(models)
     found: list[str] = []

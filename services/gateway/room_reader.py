@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
-from almanac.events import codec, registry, room as room_rules
+from almanac.events import codec, registry
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
-from almanac.services.rooms import RoomService
-from almanac.services.store.redis_store import RedisEventStore
+from almanac.storage.loader import RoomLoader
+from almanac.storage.redis_store import RedisEventStore
 
 
 class RoomReader:
@@ -17,10 +16,7 @@ class RoomReader:
 
     def __init__(self, store: RedisEventStore, cache_size: int = 5_000) -> None:
         self.store = store
-        # cache_size=0: this RoomService never serves a stale cached state (snapshot + tail each time).
-        self.loader = RoomService(store, cache_size=0)
-        self.cache_size = cache_size
-        self._states: OrderedDict[str, RoomState] = OrderedDict()
+        self.loader = RoomLoader(store, cache_size)
         self._rulesets: dict[str, str] = {}
 
     async def ruleset_of(self, room: str) -> str | None:
@@ -35,19 +31,8 @@ class RoomReader:
         return first[0].ruleset
 
     async def latest(self, room: str) -> RoomState | None:
-        state = self._states.get(room)
-        if state is None:
-            state, _ = await self.loader.load(room)
-        else:
-            for envelope in await self.store.read(room, state.version + 1):
-                state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
+        state, _ = await self.loader.latest(room)
         if state is not None:
-            current = self._states.get(room)
-            if current is None or current.version < state.version:
-                self._states[room] = state
-            self._states.move_to_end(room)
-            while len(self._states) > self.cache_size:
-                self._states.popitem(last=False)
             self._rulesets[room] = state.ruleset
         return state
 

@@ -1,0 +1,161 @@
+"""One room step and one replay: the only place a command becomes sealed envelopes and envelopes become state.
+
+The engine, ``verify``, ``sim``, the projector, the benchmarks and the tests all go through
+``step`` (decide -> seal -> evolve from the stored bytes) and ``replay`` / ``advance`` (fold), so
+they cannot drift apart: verify re-decides byte for byte with exactly the code that decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from almanac.events import codec, room as room_rules
+from almanac.events.decider import Context
+from almanac.events.dice import Dice, seed_commitment
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.errors import RuleError
+from almanac.events.hashing import seal
+from almanac.events.room import RoomState
+
+
+class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON."""
+
+    command_id: str
+    room: str
+    player: str
+    server_time_ms: int
+    body: dict[str, Any]
+    # Set on the record kept for a refused command: the room version it was decided against, so
+    # that verify can decide it again and check it is still refused for the same reason.
+    refused_at_version: int | None = None
+
+
+_RECORD_DECODER = msgspec.msgpack.Decoder(CommandRecord)
+
+
+def decode_record(data: bytes) -> CommandRecord:
+    return _RECORD_DECODER.decode(data)
+
+
+def refusal_record(record: CommandRecord, state: RoomState | None) -> bytes:
+    """The stored record of a refused command: the command and the version it was refused at."""
+    return codec.encode(msgspec.structs.replace(record, refused_at_version=state.version if state else 0))
+
+
+def needs_secret_seed(state: RoomState | None, body: dict[str, Any]) -> bool:
+    """Whether deciding this command needs the room's secret seed (challenge rooms use a public one).
+
+    The engine asks before ``step`` so that it fetches (or, for a new room, draws and stores) the
+    secret only when the decision will use it.
+    """
+    if state is None:
+        return body.get("kind") == "create_room" and body.get("challenge") is None
+    return state.challenge is None
+
+
+def step(
+    state: RoomState | None,
+    last_hash: str,
+    record: CommandRecord,
+    secret_seed: bytes | None,
+    *,
+    command: Any = None,
+    dice: Dice | None = None,
+) -> tuple[list[Envelope], RoomState]:
+    """Decide ``record`` against ``state``, seal the events onto the chain after ``last_hash``, evolve.
+
+    ``secret_seed`` is the room's secret (None when ``needs_secret_seed`` says it is not used);
+    ``command`` skips decoding the body (tests hand a command Struct); ``dice`` replaces the room's
+    dice (tests script them). Raises ``RuleError`` when the command is refused; a refusal changes
+    nothing. Every new state is evolved from the decoded envelope, exactly as a replay will.
+    """
+    if command is None:
+        command = codec.decode_command(state.ruleset if state is not None else None, record.body)
+    if state is None:
+        if isinstance(command, room_rules.CreateRoom) and command.challenge is not None:
+            seed, salt = room_rules.challenge_seed(command.challenge), "challenge"
+        elif isinstance(command, room_rules.CreateRoom):
+            if secret_seed is None:
+                raise RuleError("seed_missing", f"room {record.room!r} has no secret seed to create it with")
+            seed, salt = secret_seed, record.room
+        else:
+            seed, salt = b"", record.room  # the room does not exist; deciding refuses the command
+    elif state.challenge is not None:
+        seed, salt = room_rules.challenge_seed(state.challenge), "challenge"
+    else:
+        if secret_seed is None:
+            raise RuleError("seed_missing", f"room {record.room!r} has lost its secret seed; it cannot decide dice")
+        seed, salt = secret_seed, record.room
+    version = (state.version if state is not None else 0) + 1
+    ctx = Context(
+        room=record.room,
+        player=record.player,
+        now_ms=record.server_time_ms,
+        version=version,
+        dice=Dice(seed, salt, version) if dice is None else dice,
+        seed_commitment=seed_commitment(seed),
+        secret_seed_hex=seed.hex(),
+    )
+    events = room_rules.decide(state, command, ctx)
+    if not events:
+        raise RuleError("no_effect", "the command changes nothing")
+    envelopes: list[Envelope] = []
+    previous = last_hash
+    new_state = state
+    for offset, event in enumerate(events):
+        event_type, payload = codec.encode_event(event)
+        envelope = seal(
+            Envelope(
+                room=record.room,
+                version=version + offset,
+                ruleset=state.ruleset if state is not None else event.ruleset,
+                type=event_type,
+                payload=payload,
+                command_id=record.command_id,
+                player=record.player,
+                server_time_ms=record.server_time_ms,
+                previous_hash=previous,
+            )
+        )
+        previous = envelope.hash
+        envelopes.append(envelope)
+        new_state = room_rules.evolve(new_state, codec.decode_event(envelope), record.room, envelope.version)
+    return envelopes, new_state  # type: ignore[return-value]
+
+
+def advance(state: RoomState | None, envelope: Envelope, event: Any = None) -> RoomState:
+    """The room after one stored envelope (``event`` is its decoded event, when the caller has it)."""
+    if event is None:
+        event = codec.decode_event(envelope)
+    return room_rules.evolve(state, event, envelope.room, envelope.version)
+
+
+def replay(envelopes: Iterable[Envelope], state: RoomState | None = None) -> RoomState | None:
+    """Fold envelopes (in version order) onto ``state``: the room as its log says (None for no events)."""
+    for envelope in envelopes:
+        state = room_rules.evolve(state, codec.decode_event(envelope), envelope.room, envelope.version)
+    return state
+
+
+def seal_events(room: str, ruleset: str, events: Iterable[Any], player: str = "player") -> list[Envelope]:
+    """Events as the sealed, hash-chained envelopes of a room from version 1 (command ``c<version>``,
+    server time = version): a stored-form log for tests and benchmarks that hold bare events."""
+    result: list[Envelope] = []
+    previous = GENESIS_HASH
+    for version, event in enumerate(events, start=1):
+        event_type, payload = codec.encode_event(event)
+        envelope = seal(Envelope(room=room, version=version, ruleset=ruleset, type=event_type, payload=payload,
+                                 command_id=f"c{version}", player=player, server_time_ms=version,
+                                 previous_hash=previous))
+        previous = envelope.hash
+        result.append(envelope)
+    return result
+
+
+def last_hash_of(envelopes: list[Envelope], default: str = GENESIS_HASH) -> str:
+    """The chain hash after ``envelopes`` (``default`` when there are none)."""
+    return envelopes[-1].hash if envelopes else default

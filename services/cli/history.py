@@ -1,0 +1,156 @@
+"""`almanac log ROOM` and `almanac state ROOM`: a room's history as events, and its state at any version or time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.envelope import Envelope
+from almanac.events.step import replay
+from almanac.services.cli import app
+from almanac.services.cli.common import (
+    OperatorError,
+    check_version,
+    console,
+    error_console,
+    fail,
+    print_json,
+    print_state,
+    room_envelopes,
+    state_document,
+    utc_time,
+    with_store,
+)
+from almanac.storage.base import EventStore
+
+
+def _summary(ruleset: str, event: Any) -> str:
+    if isinstance(event, room_rules.RoomCreated):
+        return f"room created ({event.ruleset}) by {event.created_by}"
+    if isinstance(event, room_rules.PlayerJoined):
+        return f"{event.player} joined"
+    if isinstance(event, room_rules.RoomEnded):
+        return f"room ended: {event.reason} (seed revealed)"
+    return registry.get(ruleset).summary(event)
+
+
+def _fold(envelopes: list[Envelope]) -> room_rules.RoomState:
+    state = replay(envelopes)
+    assert state is not None
+    return state
+
+
+@app.command("log")
+def log_command(
+    room: str = typer.Argument(..., help="Room id."),
+    event_type: str = typer.Option(None, "--type", help="Only events of this type (or type prefix, e.g. realm.)."),
+    player: str = typer.Option(None, "--player", help="Only events caused by this player."),
+    from_version: int = typer.Option(None, "--from", help="First version to show."),
+    to_version: int = typer.Option(None, "--to", help="Last version to show."),
+) -> None:
+    """The room's events as a table: version, time, player, type, summary."""
+
+    async def work(store: EventStore) -> list[tuple[Envelope, str]]:
+        envelopes = await room_envelopes(store, room)
+        latest = envelopes[-1].version
+        for value, option in ((from_version, "--from"), (to_version, "--to")):
+            if value is not None:
+                check_version(value, latest, option)
+        rows = []
+        for envelope in envelopes:
+            if from_version is not None and envelope.version < from_version:
+                continue
+            if to_version is not None and envelope.version > to_version:
+                continue
+            if event_type and not (envelope.type == event_type or envelope.type.startswith(event_type)):
+                continue
+            if player and envelope.player != player:
+                continue
+            rows.append((envelope, _summary(envelope.ruleset, codec.decode_event(envelope))))
+        return rows
+
+    rows = with_store(work)
+    table = Table(title=f"room {room}")
+    for column in ("version", "time (UTC)", "player", "type", "summary"):
+        table.add_column(column, overflow="fold")
+    for envelope, summary in rows:
+        table.add_row(str(envelope.version), utc_time(envelope.server_time_ms), envelope.player, envelope.type, summary)
+    console.print(table)
+    if not rows:
+        error_console.print("no events match the filters")
+
+
+def state_diff(before: Any, after: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(path, before, after) for every leaf that differs between two builtin documents."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        changes = []
+        for key in list(before) + [k for k in after if k not in before]:
+            child = f"{path}.{key}" if path else str(key)
+            if key not in after:
+                changes.append((child, before[key], "(absent)"))
+            elif key not in before:
+                changes.append((child, "(absent)", after[key]))
+            else:
+                changes.extend(state_diff(before[key], after[key], child))
+        return changes
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        changes = []
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            changes.extend(state_diff(old, new, f"{path}[{index}]"))
+        return changes
+    return [] if before == after else [(path, before, after)]
+
+
+@app.command("state")
+def state_command(
+    room: str = typer.Argument(..., help="Room id."),
+    at: int = typer.Option(None, "--at", help="The state as it was at this version (default: the latest)."),
+    at_time: int = typer.Option(None, "--at-time", help="The state as it was at this server time (ms)."),
+    diff: int = typer.Option(None, "--diff", help="Show what changed between this version and the shown one."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Time travel: the room's state at a version or a time, and what changed since another version."""
+    if at is not None and at_time is not None:
+        raise fail("give --at or --at-time, not both")
+
+    async def work(store: EventStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        envelopes = await room_envelopes(store, room)
+        latest = envelopes[-1].version
+        version = latest if at is None else at
+        if at_time is not None:
+            before = [e.version for e in envelopes if e.server_time_ms <= at_time]
+            if not before:
+                raise OperatorError(f"the room did not exist at {at_time} ms (created at "
+                                    f"{envelopes[0].server_time_ms} ms)")
+            version = before[-1]
+        check_version(version, latest, "--at")
+        shown = state_document(_fold(envelopes[:version]))
+        earlier = None
+        if diff is not None:
+            check_version(diff, latest, "--diff")
+            earlier = state_document(_fold(envelopes[:diff]))
+        return shown, earlier
+
+    shown, earlier = with_store(work)
+    if earlier is not None:
+        changes = state_diff(earlier["state"], shown["state"])
+        if as_json:
+            print_json({"from": earlier["version"], "to": shown["version"],
+                         "changes": [{"path": p, "before": b, "after": a} for p, b, a in changes]})
+            return
+        table = Table(title=f"room {room}: version {earlier['version']} -> {shown['version']}")
+        for column in ("path", f"at v{earlier['version']}", f"at v{shown['version']}"):
+            table.add_column(column, overflow="fold")
+        for path, before, after in changes:
+            table.add_row(path, json.dumps(before, default=str), json.dumps(after, default=str))
+        console.print(table)
+        console.print(f"{len(changes)} change(s)")
+        return
+    if as_json:
+        print_json(shown)
+    else:
+        print_state(shown)

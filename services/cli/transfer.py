@@ -1,0 +1,50 @@
+"""`almanac export ROOM` and `almanac import FILE`: a room's full log to and from the export file format."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from almanac.services.cli import app
+from almanac.services.cli.common import OperatorError, console, fail, guarded, room_envelopes, with_store
+from almanac.services.cli.verification import open_export, print_report
+from almanac.services.verify import verify_room
+from almanac.storage.base import EventStore
+from almanac.storage.export_store import export_document, import_room
+
+
+@app.command("export")
+def export_command(room: str = typer.Argument(..., help="Room id.")) -> None:
+    """Write the room's full log (events, commands, refusals, the seed once revealed) as JSON to stdout."""
+
+    async def work(store: EventStore) -> dict[str, Any]:
+        await room_envelopes(store, room)  # a missing room is one clear line
+        return await export_document(store, room, int(time.time() * 1000))
+
+    sys.stdout.write(json.dumps(with_store(work)) + "\n")
+
+
+@app.command("import")
+def import_command(file: Annotated[Path, typer.Argument(help="A file written by `almanac export`.")]) -> None:
+    """Load an exported room into Redis, after verifying it; refuses a room id that already exists."""
+    exported = guarded(lambda: open_export(file))
+    report = guarded(lambda: asyncio.run(verify_room(exported, exported.room)))
+    if not report.ok:
+        print_report(report)
+        raise fail(f"{file} does not verify; nothing imported")
+
+    async def work(store: EventStore) -> tuple[int, int, int]:
+        room = exported.room
+        if await store.latest_version(room):
+            raise OperatorError(f"room {room!r} already exists; nothing imported")
+        count = await import_room(exported, store, room)
+        return count, len(await exported.commands(room)), len(await exported.rejections(room))
+
+    count, commands, refusals = with_store(work)
+    console.print(f"imported room {exported.room}: {count} events, {commands} commands, {refusals} refusals")

@@ -1,0 +1,72 @@
+"""`almanac verify ROOM | --all | --file FILE`: the hash chain, every command re-decided byte for byte, the seed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from almanac.services.cli import app
+from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
+from almanac.services.verify import VerifyReport, verify_room
+from almanac.storage.base import EventStore
+from almanac.storage.export_store import ExportFileStore
+
+
+def print_report(report: VerifyReport) -> None:
+    if report.ok:
+        console.print(f"[green]ok[/] {report.room}: {report.chain_checked} events chained, "
+                      f"{report.commands_redecided} commands re-decided, {report.refusals_rechecked} refusals re-checked, "
+                      f"seed {report.seed}"
+                      + (", matches its commitment" if report.seed_matches_commitment else ""))
+    else:
+        divergence = report.divergence
+        assert divergence is not None
+        where = f" at version {divergence.version}" if divergence.version is not None else ""
+        console.print(f"[red]FAILED[/] {report.room}: {divergence.check} check{where}: {divergence.message}")
+        if divergence.recorded is not None or divergence.recomputed is not None:
+            console.print("recorded:")
+            console.print_json(json.dumps(divergence.recorded, default=str))
+            console.print("recomputed:")
+            console.print_json(json.dumps(divergence.recomputed, default=str))
+    for note in report.notes:
+        console.print(f"  note: {note}")
+
+
+@app.command("verify")
+def verify_command(
+    room: str = typer.Argument(None, help="Room id."),
+    all_rooms: bool = typer.Option(False, "--all", help="Verify every room."),
+    file: Annotated[Path | None, typer.Option("--file", help="Verify an exported room file offline (no Redis).")] = None,
+) -> None:
+    """Check the hash chain, re-decide every command byte for byte, re-check the revealed seed."""
+    if sum(bool(x) for x in (room, all_rooms, file)) != 1:
+        raise fail("give exactly one of ROOM, --all or --file FILE")
+    if file is not None:
+        exported = guarded(lambda: open_export(file))
+        reports = [guarded(lambda: asyncio.run(verify_room(exported, exported.room)))]
+    else:
+        async def work(store: EventStore) -> list[VerifyReport]:
+            rooms = await store.rooms() if all_rooms else [room]
+            if room and not await store.latest_version(room):
+                raise OperatorError(f"room {room!r} not found (it has no events)")
+            return [await verify_room(store, name) for name in rooms]
+
+        reports = with_store(work)
+    for report in reports:
+        print_report(report)
+    if all_rooms:
+        console.print(f"{sum(r.ok for r in reports)} of {len(reports)} rooms verified")
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+def open_export(path: Path) -> ExportFileStore:
+    """The export file as a store; a missing or unreadable file is one clear line."""
+    try:
+        return ExportFileStore.open(path)
+    except OSError as error:
+        raise OperatorError(f"cannot read {path}: {error.strerror}") from None

@@ -1,0 +1,292 @@
+"""The export file format as an event store: one JSON document per room, read and written through the store contract.
+
+`almanac export` writes a room's document, `verify --file` and `import` read one; the same store
+runs the contract suite the Redis and memory stores run. A document keeps the stored envelope
+bytes exactly (base64), so verification of a file sees what the server stored.
+
+Document (format_version 1): ``format``, ``format_version``, ``room``, ``ruleset``,
+``exported_at_ms``, ``seed`` (hex; an export carries it only once revealed), ``envelopes`` (base64,
+in version order), ``commands`` ([first version, base64 CommandRecord]), ``rejections``
+({record, error}); optional ``outcomes`` (command id -> [first, last] of commands appended through
+this store) and ``snapshots`` (version -> base64), both absent from files written by `almanac export`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+
+from almanac.events import codec
+from almanac.events.envelope import Envelope
+from almanac.events.step import decode_record
+from almanac.storage.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
+
+EXPORT_FORMAT = "almanac-room-export"
+FORMAT_VERSION = 1
+
+
+class ExportFormatError(ValueError):
+    """A file that is not an exported room, or a damaged one."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text, validate=True)
+
+
+def new_document(room: str, ruleset: str = "", exported_at_ms: int = 0) -> dict[str, Any]:
+    return {"format": EXPORT_FORMAT, "format_version": FORMAT_VERSION, "room": room, "ruleset": ruleset,
+            "exported_at_ms": exported_at_ms, "seed": None, "envelopes": [], "commands": [], "rejections": []}
+
+
+def check_document(document: Any, where: str = "the document") -> dict[str, Any]:
+    """The document when it is an exported room; ExportFormatError naming what is wrong otherwise."""
+    if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+        raise ExportFormatError(f"{where} is not an exported room (format is not {EXPORT_FORMAT!r})")
+    try:
+        if not isinstance(document["room"], str):
+            raise TypeError("room is not a string")
+        for data in document["envelopes"]:
+            _unb64(data)
+        for version, record in document["commands"]:
+            int(version), _unb64(record)
+        for rejection in document["rejections"]:
+            _unb64(rejection["record"])
+        if document.get("seed"):
+            bytes.fromhex(document["seed"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ExportFormatError(f"{where} is a damaged export: {error}") from None
+    return document
+
+
+def _command_id(known: str | None, record: str) -> str | None:
+    """The command id of a stored record (None for bytes that are not a command record)."""
+    if known is not None:
+        return known
+    try:
+        return decode_record(_unb64(record)).command_id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+class ExportFileStore:
+    """Rooms kept as export documents; with a directory, every write rewrites the room's file.
+
+    ``ExportFileStore.open(path)`` reads one exported file (a store holding that one room).
+    """
+
+    def __init__(self, directory: Path | None = None, shard_count: int = 16) -> None:
+        self.shard_count = shard_count
+        self.directory = directory
+        self.documents: dict[str, dict[str, Any]] = {}
+        self._paths: dict[str, Path] = {}
+        self._lock = asyncio.Lock()
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            for path in sorted(directory.glob("*.json")):
+                self._add_file(path)
+
+    @classmethod
+    def open(cls, path: Path) -> ExportFileStore:
+        """A store over one exported file; OSError when unreadable, ExportFormatError when not an export."""
+        store = cls()
+        store._add_file(path)
+        return store
+
+    @classmethod
+    def of_document(cls, document: dict[str, Any]) -> ExportFileStore:
+        store = cls()
+        document = check_document(document)
+        store.documents[document["room"]] = document
+        return store
+
+    def _add_file(self, path: Path) -> None:
+        try:
+            document = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ExportFormatError(f"{path} is not an exported room (not JSON: {error})") from None
+        document = check_document(document, str(path))
+        self.documents[document["room"]] = document
+        self._paths[document["room"]] = path
+
+    @property
+    def room(self) -> str:
+        """The room of a one-room store (an opened export file)."""
+        [room] = self.documents
+        return room
+
+    def document(self, room: str) -> dict[str, Any]:
+        return self.documents[room]
+
+    def _writable(self, room: str) -> dict[str, Any]:
+        document = self.documents.get(room)
+        if document is None:
+            document = self.documents[room] = new_document(room)
+        return document
+
+    def _persist(self, room: str) -> None:
+        path = self._paths.get(room)
+        if path is None and self.directory is not None:
+            path = self._paths[room] = self.directory / f"{quote(room, safe='')}.json"
+        if path is not None:
+            temporary = path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(self.documents[room]))
+            temporary.replace(path)  # whole or not at all
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
+        stored = self.documents.get(room, {}).get("envelopes", [])
+        last = len(stored) if end is None else min(end, len(stored))
+        return [(v, _unb64(stored[v - 1])) for v in range(max(start, 1), last + 1)]
+
+    async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
+        return [codec.decode_envelope(data, room, version) for version, data in await self.read_raw(room, start, end)]
+
+    async def latest_version(self, room: str) -> int:
+        return len(self.documents.get(room, {}).get("envelopes", []))
+
+    async def commands(self, room: str) -> list[tuple[int, bytes]]:
+        return [(int(v), _unb64(c)) for v, c in self.documents.get(room, {}).get("commands", [])]
+
+    async def rejections(self, room: str) -> list[bytes]:
+        return [_unb64(r["record"]) for r in self.documents.get(room, {}).get("rejections", [])]
+
+    async def rooms(self) -> list[str]:
+        return sorted(room for room, document in self.documents.items() if document["envelopes"])
+
+    async def load_seed(self, room: str) -> bytes | None:
+        seed = self.documents.get(room, {}).get("seed")
+        return bytes.fromhex(seed) if seed else None
+
+    async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
+        document = self.documents.get(room)
+        if document is None:
+            return None
+        for rejection in document["rejections"]:
+            if _command_id(rejection.get("command_id"), rejection["record"]) == command_id:
+                return StoredOutcome(room=room, error=rejection.get("error") or {})
+        known = document.get("outcomes", {}).get(command_id)
+        if known is not None:
+            return StoredOutcome(room=room, first_version=known[0], last_version=known[1])
+        spans = document["commands"]
+        for index, (first, record) in enumerate(spans):
+            if _command_id(None, record) == command_id:
+                last = int(spans[index + 1][0]) - 1 if index + 1 < len(spans) else len(document["envelopes"])
+                return StoredOutcome(room=room, first_version=int(first), last_version=last)
+        return None
+
+    async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
+        return [await self.outcome(room, command_id) for room, command_id in pairs]
+
+    async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
+        snapshots = self.documents.get(room, {}).get("snapshots", {})
+        versions = [int(v) for v in snapshots if at_most is None or int(v) <= at_most]
+        if not versions:
+            return None
+        return max(versions), _unb64(snapshots[str(max(versions))])
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    async def append(self, room: str, expected_version: int, command_id: str, envelopes: list[Envelope],
+                     command_record: bytes = b"") -> AppendResult:
+        async with self._lock:
+            known = await self.outcome(room, command_id)
+            if known is not None:
+                return AppendResult(outcome=known, duplicate=True)
+            document = self._writable(room)
+            current = len(document["envelopes"])
+            if current != expected_version:
+                raise VersionConflict(room, expected_version, current)
+            if not document["ruleset"] and envelopes:
+                document["ruleset"] = envelopes[0].ruleset
+            document["envelopes"].extend(_b64(codec.encode_envelope(e)) for e in envelopes)
+            first, last = expected_version + 1, expected_version + len(envelopes)
+            if command_record:
+                document["commands"].append([first, _b64(command_record)])
+            document.setdefault("outcomes", {})[command_id] = [first, last]
+            self._persist(room)
+            return AppendResult(outcome=StoredOutcome(room=room, first_version=first, last_version=last))
+
+    async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
+        async with self._lock:
+            known = await self.outcome(room, command_id)
+            if known is not None:
+                return AppendResult(outcome=known, duplicate=True)
+            self._writable(room)["rejections"].append({"record": _b64(record), "error": error, "command_id": command_id})
+            self._persist(room)
+            return AppendResult(outcome=StoredOutcome(room=room, error=error))
+
+    async def write_many(
+        self, appends: list[AppendRequest], rejections: list[RejectRequest]
+    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
+        append_results: list[AppendResult | Exception] = []
+        for r in appends:
+            try:
+                append_results.append(
+                    await self.append(r.room, r.expected_version, r.command_id, r.envelopes, r.command_record))
+            except VersionConflict as conflict:
+                append_results.append(conflict)
+        reject_results: list[AppendResult | Exception] = [
+            await self.record_rejection(r.room, r.command_id, r.error, r.record) for r in rejections
+        ]
+        return append_results, reject_results
+
+    async def save_snapshot(self, room: str, version: int, data: bytes) -> None:
+        async with self._lock:
+            self._writable(room).setdefault("snapshots", {})[str(version)] = _b64(data)
+            self._persist(room)
+
+    async def save_seed(self, room: str, seed: bytes) -> bool:
+        async with self._lock:
+            document = self._writable(room)
+            if document["seed"]:
+                return False
+            document["seed"] = seed.hex()
+            self._persist(room)
+            return True
+
+
+async def export_document(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:
+    """A room of any store as an export document: the stored bytes exactly, the seed only once revealed."""
+    envelopes = await store.read(room)
+    rejections = []
+    for data in await store.rejections(room):
+        outcome = await store.outcome(room, decode_record(data).command_id)
+        rejections.append({"record": _b64(data), "error": outcome.error if outcome else None})
+    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+    document = new_document(room, envelopes[0].ruleset if envelopes else "", exported_at_ms)
+    # Only a revealed seed leaves the server: a live room's secret stays secret.
+    document["seed"] = ended[-1].revealed_seed if ended else None
+    document["envelopes"] = [_b64(data) for _, data in await store.read_raw(room)]
+    document["commands"] = [[version, _b64(data)] for version, data in await store.commands(room)]
+    document["rejections"] = rejections
+    return document
+
+
+async def import_room(exported: ExportFileStore, target: Any, room: str) -> int:
+    """Copy one room of an export into ``target`` command by command (as the engine appended it); events copied."""
+    envelopes = await exported.read(room)
+    spans = await exported.commands(room)
+    for index, (first_version, record_bytes) in enumerate(spans):
+        last_version = spans[index + 1][0] - 1 if index + 1 < len(spans) else len(envelopes)
+        record = decode_record(record_bytes)
+        await target.append(room, first_version - 1, record.command_id, envelopes[first_version - 1:last_version],
+                            record_bytes)
+    for rejection in exported.document(room)["rejections"]:
+        record_bytes = _unb64(rejection["record"])
+        await target.record_rejection(room, decode_record(record_bytes).command_id, rejection.get("error") or {},
+                                      record_bytes)
+    seed = await exported.load_seed(room)
+    if seed is not None:
+        await target.save_seed(room, seed)
+    return len(envelopes)

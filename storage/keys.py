@@ -1,0 +1,183 @@
+"""Every Redis key name Almanac uses, in one place: the write side, the read models, the engine and the bus.
+
+A room lives on shard ``crc32(room) % shard_count``; every key of a room, its dedupe keys, its
+shard's feed and command stream and the shard's read models carry the shard's hash tag ``{sNN}``,
+so each Lua script touches one Redis Cluster slot. ``docs/architecture.md`` lists them all.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+DEFAULT_PREFIX = "alm"
+
+
+def shard_of(room: str, shard_count: int) -> int:
+    """The shard a room lives on: CRC-32 of the room id, modulo the shard count (stable across runs)."""
+    return zlib.crc32(room.encode()) % shard_count
+
+
+def shard_tag(shard: int) -> str:
+    return f"{{s{shard:02d}}}"
+
+
+# --- keys that need no shard count (engine processes, projector processes, the outcome bus) ----------
+
+
+def outcome_channel(command_id: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The pub/sub channel an engine publishes a command's outcome on (``"*"`` gives the pattern)."""
+    return f"{prefix}:outcome:{command_id}"
+
+
+def lease_key(shard: int, prefix: str = DEFAULT_PREFIX) -> str:
+    """The engine lease of a shard (single writer per shard)."""
+    return f"{prefix}:{shard_tag(shard)}:engine:lease"
+
+
+def attempts_key(shard: int, prefix: str = DEFAULT_PREFIX) -> str:
+    """Hash entry id -> failed attempts of the shard's pending commands (dead-lettering)."""
+    return f"{prefix}:{shard_tag(shard)}:engine:attempts"
+
+
+def engine_metrics_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    return f"{prefix}:metrics:engine:{name}"
+
+
+def engine_heartbeat_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    return f"{prefix}:engine:{name}:heartbeat"
+
+
+def engines_key(prefix: str = DEFAULT_PREFIX) -> str:
+    """The set of engine names that ever ran (the gateway's health view reads their heartbeats)."""
+    return f"{prefix}:engines"
+
+
+def projector_heartbeat_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    return f"{prefix}:projector:heartbeat:{name}"
+
+
+def projector_stats_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    return f"{prefix}:projector:stats:{name}"
+
+
+class Keys:
+    """Key names for one shard count and prefix; ``Keys(16).events("r1")`` -> ``alm:{s07}:room:r1:events``."""
+
+    def __init__(self, shard_count: int = 16, prefix: str = DEFAULT_PREFIX) -> None:
+        self.shard_count = shard_count
+        self.prefix = prefix
+
+    def shard(self, room: str) -> int:
+        return shard_of(room, self.shard_count)
+
+    # --- a room's keys (the write side; the projector reads events, snapshots, feeds and room sets) --
+
+    def _room(self, room: str, suffix: str) -> str:
+        return f"{self.prefix}:{shard_tag(self.shard(room))}:room:{room}:{suffix}"
+
+    def events(self, room: str) -> str:
+        return self._room(room, "events")
+
+    def version(self, room: str) -> str:
+        return self._room(room, "version")
+
+    def snapshot_index(self, room: str) -> str:
+        return self._room(room, "snapshots:index")
+
+    def snapshot_data(self, room: str) -> str:
+        return self._room(room, "snapshots:data")
+
+    def commands(self, room: str) -> str:
+        return self._room(room, "commands")
+
+    def rejected(self, room: str) -> str:
+        return self._room(room, "rejected")
+
+    def seed(self, room: str) -> str:
+        return self._room(room, "seed")
+
+    def command_outcome(self, room: str, command_id: str) -> str:
+        # Dedupe lives in the room's shard so the append script can check it atomically.
+        return f"{self.prefix}:{shard_tag(self.shard(room))}:cmd:{command_id}"
+
+    # --- a shard's keys --------------------------------------------------------------------------
+
+    def _shard(self, shard: int, suffix: str) -> str:
+        return f"{self.prefix}:{shard_tag(shard)}:{suffix}"
+
+    def feed(self, shard: int) -> str:
+        return self._shard(shard, "feed")
+
+    def rooms(self, shard: int) -> str:
+        return self._shard(shard, "rooms")
+
+    def shard_commands(self, shard: int) -> str:
+        return self._shard(shard, "commands")
+
+    def dead_letters(self, shard: int) -> str:
+        return self._shard(shard, "dead")
+
+    def lease(self, shard: int) -> str:
+        return lease_key(shard, self.prefix)
+
+    def attempts(self, shard: int) -> str:
+        return attempts_key(shard, self.prefix)
+
+    # --- the read models of a shard (``rm:``) ---------------------------------------------------
+
+    def _model(self, shard: int, suffix: str) -> str:
+        return self._shard(shard, f"rm:{suffix}")
+
+    def checkpoint(self, shard: int) -> str:
+        return self._model(shard, "checkpoint")
+
+    def versions(self, shard: int) -> str:
+        return self._model(shard, "versions")
+
+    def summaries(self, shard: int) -> str:
+        return self._model(shard, "summary")
+
+    def listings(self, shard: int) -> str:
+        return self._model(shard, "listing")
+
+    def leaderboard_rulesets(self, shard: int) -> str:
+        return self._model(shard, "leaderboards")
+
+    def leaderboard(self, shard: int, ruleset: str) -> str:
+        return self._model(shard, f"leaderboard:{ruleset}")
+
+    # A rule-set's read models (their names come from the manifests): a per-room model is one hash
+    # room -> row; a ledger is a zset per room (row -> version) with a set of the rooms that have one.
+    def model_rows(self, shard: int, model: str) -> str:
+        return self._model(shard, f"model:{model}")
+
+    def model_ledger(self, shard: int, model: str, room: str) -> str:
+        return self._model(shard, f"model:{model}:room:{room}")
+
+    def model_ledger_rooms(self, shard: int, model: str) -> str:
+        return self._model(shard, f"model:{model}:rooms")
+
+    # --- processes and the bus --------------------------------------------------------------------
+
+    def heartbeat(self, name: str) -> str:
+        """A projector's heartbeat."""
+        return projector_heartbeat_key(name, self.prefix)
+
+    def stats(self, name: str) -> str:
+        """A projector's counters."""
+        return projector_stats_key(name, self.prefix)
+
+    def heartbeat_pattern(self) -> str:
+        return projector_heartbeat_key("*", self.prefix)
+
+    def engine_metrics(self, name: str) -> str:
+        return engine_metrics_key(name, self.prefix)
+
+    def engine_heartbeat(self, name: str) -> str:
+        return engine_heartbeat_key(name, self.prefix)
+
+    def engines(self) -> str:
+        return engines_key(self.prefix)
+
+    def outcome_channel(self, command_id: str) -> str:
+        return outcome_channel(command_id, self.prefix)

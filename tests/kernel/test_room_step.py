@@ -1,0 +1,93 @@
+"""The one room step and its public test driver: given these commands, when this one, then these events or this error."""
+
+from __future__ import annotations
+
+import pytest
+from counter_ruleset import Added, Rolled
+
+from almanac.events import codec
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.errors import RuleError
+from almanac.events.room import PlayerJoined, RoomCreated
+from almanac.events.step import CommandRecord, decode_record, refusal_record, replay, step
+from almanac.events.testing import RoomDriver, given_events, scripted
+
+SEED = b"k" * 32
+CREATE = {"kind": "create_room", "ruleset": "counter"}
+
+
+def counter_room() -> RoomDriver:
+    return RoomDriver("counter-1", SEED).given(("ann", CREATE), ("ann", {"kind": "join_room"}))
+
+
+def test_given_a_room_when_a_player_adds_then_the_counter_has_grown():
+    room = counter_room()
+
+    then = room.when("ann", {"kind": "add", "amount": 3})
+
+    assert then.accepted(Added) == [Added(amount=3)]
+    assert room.game.total == 3
+
+
+def test_a_refused_command_is_answered_with_its_rule_error_and_changes_nothing():
+    room = counter_room()
+    before = room.state
+
+    error = room.when("ann", {"kind": "add", "amount": 0}).refused("counter.amount_not_positive")
+
+    assert error.field == "amount"
+    assert room.state is before and room.version == 2
+
+
+def test_scripted_dice_decide_the_roll_and_must_all_be_drawn():
+    room = counter_room()
+
+    assert room.when("ann", {"kind": "roll", "dice": 2}, dice=[5, 0]).accepted(Rolled) == [Rolled(faces=(6, 1))]
+    with pytest.raises(AssertionError, match="not drawn"):
+        room.send("ann", {"kind": "roll", "dice": 1}, dice=scripted(1, 2))
+
+
+def test_the_driver_log_is_a_sealed_chain_that_replays_to_the_live_state():
+    room = counter_room().given(("ann", {"kind": "add", "amount": 2}), ("ann", {"kind": "roll", "dice": 3}))
+
+    assert [e.version for e in room.envelopes] == [1, 2, 3, 4]
+    assert room.envelopes[0].previous_hash == GENESIS_HASH
+    assert all(b.previous_hash == a.hash for a, b in zip(room.envelopes, room.envelopes[1:], strict=False))
+    assert room.replayed() == room.state
+    assert isinstance(room.events[0], RoomCreated) and isinstance(room.events[1], PlayerJoined)
+
+
+def test_the_step_is_pure_the_same_inputs_give_the_same_bytes():
+    room = counter_room()
+    record = CommandRecord(command_id="c9", room="counter-1", player="ann", server_time_ms=5, body={"kind": "roll", "dice": 4})
+
+    first, state_one = step(room.state, room.last_hash, record, SEED)
+    second, state_two = step(room.state, room.last_hash, record, SEED)
+
+    assert [codec.encode_envelope(e) for e in first] == [codec.encode_envelope(e) for e in second]
+    assert state_one == state_two == replay(first, room.state)
+
+
+def test_a_room_without_its_secret_seed_cannot_decide_dice():
+    room = counter_room()
+    record = CommandRecord(command_id="c9", room="counter-1", player="ann", server_time_ms=5, body={"kind": "roll"})
+
+    with pytest.raises(RuleError) as refused:
+        step(room.state, room.last_hash, record, None)
+
+    assert refused.value.code == "seed_missing"
+
+
+def test_a_refusal_record_carries_the_version_it_was_refused_at():
+    room = counter_room()
+    record = CommandRecord(command_id="c9", room="counter-1", player="ann", server_time_ms=5, body={"kind": "add"})
+
+    assert decode_record(refusal_record(record, room.state)).refused_at_version == 2
+
+
+def test_given_events_seal_a_log_that_replays():
+    room = counter_room().given(("ann", {"kind": "add", "amount": 4}))
+
+    resealed = given_events("counter-1", "counter", room.events)
+
+    assert replay(resealed) == room.state
