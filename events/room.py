@@ -18,7 +18,10 @@ SetupT = TypeVar("SetupT")
 
 
 class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", tag_field="kind"):
-    """Create a room of a rule-set. ``options`` are the rule-set's creation options."""
+    """Create a room of a rule-set. ``options`` are the rule-set's creation options.
+
+    ``ruleset`` names the rules: ``realm`` is the newest version installed, ``realm@1`` that version.
+    """
 
     ruleset: str
     options: dict[str, Any] = {}
@@ -44,12 +47,25 @@ ROOM_COMMAND_KINDS = frozenset(c.__struct_config__.tag for c in ROOM_COMMANDS)
 
 
 class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, tag="room.created"):
+    """A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+    rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+    and data on the node that created it (``RuleSet.fingerprint``).
+
+    Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+    created before versions existed: no ``schema`` key) is read through the upcaster in
+    ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+    """
+
     ruleset: str
     setup: SetupT
     seed_commitment: str
     challenge: str | None
     created_by: str
     created_at_ms: int
+    ruleset_version: int = 1
+    fingerprint: str = ""
+    # The stored schema of this event (see events.codec.UPCASTERS); stored payloads without it are 1.
+    schema: int = 2
 
 
 class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_joined"):
@@ -71,6 +87,9 @@ ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.ended"}
 class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     room: str
     ruleset: str
+    # The version of the rules this room was created under (room.created); every lookup of its rules
+    # goes by (ruleset, ruleset_version). Snapshots from before versions decode as 1, which they were.
+    ruleset_version: int = 1
     version: int
     seed_commitment: str
     challenge: str | None
@@ -81,6 +100,21 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     end_reason: str = ""
     revealed_seed: str = ""
     game: Any = None
+
+
+def decider_of(state: RoomState) -> Decider:
+    """The Decider of the rules this room was created under (never another version of them)."""
+    return registry.decider_at(state.ruleset, state.ruleset_version)
+
+
+def manifest_of(state: RoomState) -> Any:
+    """The manifest of the rules this room was created under."""
+    return registry.at(state.ruleset, state.ruleset_version)
+
+
+def stored_ref(state_or_created: RoomState | RoomCreated) -> str:
+    """What the room's envelopes carry as ``ruleset``: ``realm`` for version 1 (as always), else ``realm@2``."""
+    return registry.stored_ref(state_or_created.ruleset, state_or_created.ruleset_version)
 
 
 def challenge_seed(challenge: str) -> bytes:
@@ -104,7 +138,7 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
         raise RuleError("room_not_found", f"room {ctx.room!r} does not exist; create it first", field="room")
     if state.ended:
         raise RuleError("room_ended", f"room {ctx.room!r} has ended ({state.end_reason}); nothing more can happen")
-    decider = registry.get(state.ruleset)
+    decider = decider_of(state)
     if isinstance(command, JoinRoom):
         return _decide_join(state, decider, ctx)
     if isinstance(command, EndRoom):
@@ -127,7 +161,9 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
 def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -> list[Any]:
     if state is not None:
         raise RuleError("room_exists", f"room {ctx.room!r} already exists", field="room")
-    decider = registry.get(command.ruleset)
+    # A bare name gets the newest version installed; "name@N" that version (verify pins it this way).
+    rules = registry.manifest(command.ruleset)
+    decider = rules.decider
     options = convert_options(decider, command.options)
     setup = decider.setup(options, ctx)
     return [
@@ -138,6 +174,8 @@ def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -
             challenge=command.challenge,
             created_by=ctx.player,
             created_at_ms=ctx.now_ms,
+            ruleset_version=rules.version,
+            fingerprint=rules.fingerprint,
         )
     ]
 
@@ -193,10 +231,11 @@ def validation_rule_error(code: str, error: msgspec.ValidationError, prefix: str
 def evolve(state: RoomState | None, event: Any, room: str, version: int) -> RoomState:
     """The room after one event at ``version``."""
     if isinstance(event, RoomCreated):
-        decider = registry.get(event.ruleset)
+        decider = registry.decider_at(event.ruleset, event.ruleset_version)
         return RoomState(
             room=room,
             ruleset=event.ruleset,
+            ruleset_version=event.ruleset_version,
             version=version,
             seed_commitment=event.seed_commitment,
             challenge=event.challenge,
@@ -212,5 +251,5 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
         return msgspec.structs.replace(
             state, version=version, ended=True, end_reason=event.reason, revealed_seed=event.revealed_seed
         )
-    game = registry.get(state.ruleset).evolve(state.game, event)
+    game = registry.decider_at(state.ruleset, state.ruleset_version).evolve(state.game, event)
     return msgspec.structs.replace(state, version=version, game=game)

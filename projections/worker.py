@@ -15,6 +15,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from almanac.events import codec, room as room_rules
+from almanac.events.errors import RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.projections.keys import ModelKeys, StoreKeys
 from almanac.projections.models import RoomUpdate, project_room
@@ -241,17 +242,28 @@ class Projector:
             for envelope in envelopes
         ]
         projected = await self._projected_versions(shard, sorted({room for room, _, _ in parsed}))
+        skipped: set[str] = set()
         for room, version, envelope in parsed:
-            if version <= projected.get(room, 0):
+            if version <= projected.get(room, 0) or room in skipped:
                 continue  # a rebuild already projected this version (it resets the checkpoint to an earlier entry)
-            current = staged[room] if room in staged else await self._state_before(room, version)
-            if (current.version if current is not None else 0) != version - 1:
-                current = await state_at(self.client, self.store_keys, room, version - 1)
+            try:
+                current = staged[room] if room in staged else await self._state_before(room, version)
+                if (current.version if current is not None else 0) != version - 1:
+                    current = await state_at(self.client, self.store_keys, room, version - 1)
+                event = codec.decode_event(envelope)
+                after = room_rules.evolve(current, event, room, version)
+            except RulesNotInstalledError as error:
+                # Never fold a room with other rules than its own: skip it (its rows stay where they were;
+                # they catch up from the log once the version is installed, ledgers by a rebuild).
+                self.log.warning("room_skipped_rules_not_installed", room=room, version=version, error=error.message)
+                skipped.add(room)
+                for staging in (staged, before, events):
+                    staging.pop(room, None)
+                continue
             if room not in before:
                 before[room] = current
                 events[room] = []
-            event = codec.decode_event(envelope)
-            staged[room] = room_rules.evolve(current, event, room, version)
+            staged[room] = after
             events[room].append((envelope, event))
         updates = [project_room(before[room], staged[room], events[room]) for room in staged]
         await self._commit(shard, updates, text(entries[-1][0]))

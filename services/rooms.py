@@ -13,7 +13,7 @@ from almanac.events import codec, room as room_rules
 from almanac.events.decider import Context
 from almanac.events.dice import Dice, seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import RuleError, UnusableSnapshotError
+from almanac.events.errors import RuleError, RulesNotInstalledError, UnusableSnapshotError
 from almanac.events.hashing import seal
 from almanac.events.room import RoomState
 from almanac.services.store.base import (
@@ -121,9 +121,11 @@ class RoomService:
         if known is not None:
             return await self._replayed(record, known)
         for _ in range(self.max_conflict_retries + 1):
-            state, last_hash = await self.load(record.room)
             try:
+                state, last_hash = await self.load(record.room)
                 envelopes, new_state = await self._decide(state, last_hash, record)
+            except RulesNotInstalledError as error:
+                return self._not_installed(record, error)
             except RuleError as error:
                 result = await self.store.record_rejection(
                     record.room, record.command_id, error.to_dict(), refusal_record(record, state)
@@ -183,6 +185,9 @@ class RoomService:
                 try:
                     state, last_hash = await self.load(record.room)
                     envelopes, new_state = await self._decide(state, last_hash, record)
+                except RulesNotInstalledError as error:
+                    results[index] = self._not_installed(record, error)
+                    continue
                 except RuleError as error:
                     rejections.append((index, RejectRequest(room=record.room, command_id=record.command_id,
                                                             error=error.to_dict(),
@@ -224,6 +229,12 @@ class RoomService:
                                              error=request.error)
         return results
 
+    @staticmethod
+    def _not_installed(record: CommandRecord, error: RulesNotInstalledError) -> Outcome:
+        """The room's rules version is missing on this node: refuse, store nothing (no refusal record
+        either: the same command id may succeed on a node that has the version)."""
+        return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
+
     async def _appended(self, record: CommandRecord, request: AppendRequest, new_state: RoomState,
                         result: AppendResult) -> Outcome:
         envelopes = request.envelopes
@@ -241,7 +252,8 @@ class RoomService:
     async def _decide(
         self, state: RoomState | None, last_hash: str, record: CommandRecord
     ) -> tuple[list[Envelope], RoomState]:
-        command = codec.decode_command(state.ruleset if state is not None else None, record.body)
+        # The room's own rules version (its envelopes' ``ruleset``), never the newest installed.
+        command = codec.decode_command(room_rules.stored_ref(state) if state is not None else None, record.body)
         seed, salt = await self._seed_for(state, record.room, command)
         version = (state.version if state is not None else 0) + 1
         ctx = Context(
@@ -265,7 +277,9 @@ class RoomService:
                 Envelope(
                     room=record.room,
                     version=version + offset,
-                    ruleset=state.ruleset if state is not None else event.ruleset,
+                    # "realm" for version-1 rooms (as before versions), "realm@2" otherwise: decode_event
+                    # reads the room's version from here.
+                    ruleset=room_rules.stored_ref(state if state is not None else event),
                     type=event_type,
                     payload=payload,
                     command_id=record.command_id,

@@ -24,7 +24,7 @@ class PureRoom:
         return self.state.version if self.state is not None else 0
 
     def send(self, player: str, body: dict[str, Any], now_ms: int = 1_000, command_id: str = "cmd") -> list[Envelope]:
-        command = codec.decode_command(self.state.ruleset if self.state else None, body)
+        command = codec.decode_command(room_rules.stored_ref(self.state) if self.state else None, body)
         version = self.version + 1
         ctx = Context(
             room=self.room, player=player, now_ms=now_ms, version=version, dice=Dice(self.seed, self.room, version),
@@ -35,7 +35,7 @@ class PureRoom:
             event_type, payload = codec.encode_event(event)
             previous = self.envelopes[-1].hash if self.envelopes else GENESIS_HASH
             envelope = seal(Envelope(
-                room=self.room, version=self.version + 1, ruleset=getattr(event, "ruleset", None) or self.state.ruleset,
+                room=self.room, version=self.version + 1, ruleset=room_rules.stored_ref(self.state if self.state is not None else event),
                 type=event_type, payload=payload, command_id=command_id, player=player, server_time_ms=now_ms,
                 previous_hash=previous,
             ))

@@ -77,12 +77,12 @@ def _time(ms: int) -> str:
 
 def _summary(ruleset: str, event: Any) -> str:
     if isinstance(event, room_rules.RoomCreated):
-        return f"room created ({event.ruleset}) by {event.created_by}"
+        return f"room created ({event.ruleset}@{event.ruleset_version}) by {event.created_by}"
     if isinstance(event, room_rules.PlayerJoined):
         return f"{event.player} joined"
     if isinstance(event, room_rules.RoomEnded):
         return f"room ended: {event.reason} (seed revealed)"
-    return registry.get(ruleset).summary(event)
+    return registry.stored(ruleset).decider.summary(event)  # the envelope's ruleset: the room's own version
 
 
 async def _envelopes(store: EventStore, room: str) -> list[Envelope]:
@@ -101,10 +101,11 @@ def _fold(envelopes: list[Envelope]) -> room_rules.RoomState:
 
 
 def _state_document(state: room_rules.RoomState) -> dict[str, Any]:
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     return {
         "room": state.room,
         "ruleset": state.ruleset,
+        "ruleset_version": state.ruleset_version,
         "version": state.version,
         "players": list(state.players),
         "ended": state.ended,
@@ -384,7 +385,8 @@ def _print_report(report: VerifyReport) -> None:
         console.print(f"[green]ok[/] {report.room}: {report.chain_checked} events chained, "
                       f"{report.commands_redecided} commands re-decided, {report.refusals_rechecked} refusals re-checked, "
                       f"seed {report.seed}"
-                      + (", matches its commitment" if report.seed_matches_commitment else ""))
+                      + (", matches its commitment" if report.seed_matches_commitment else "")
+                      + f"; rules {report.ruleset} ({report.fingerprint_used})")
     else:
         divergence = report.divergence
         assert divergence is not None
@@ -439,7 +441,7 @@ def audit_command(
 
     async def work(store: EventStore) -> tuple[list[tuple[Envelope, dict]], list[tuple[CommandRecord, dict]]]:
         envelopes = await _envelopes(store, room)
-        manifest = registry.manifest(envelopes[0].ruleset)
+        manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
         offered = manifest.audit_view(view)
         if offered is None:
             views = ", ".join(v.name for v in manifest.audit_views) or "none"

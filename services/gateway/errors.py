@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from almanac.events.errors import RulesNotInstalledError
 from almanac.services.logging import get_logger
 
 log = get_logger("almanac.gateway")
@@ -55,6 +56,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, error: ApiError) -> Response:
         return json_response(error.body(), error.status)
+
+    @app.exception_handler(RulesNotInstalledError)
+    async def _rules_not_installed(request: Request, error: RulesNotInstalledError) -> Response:
+        # A room of a rules version this node lacks is never folded with other rules: a clear 409.
+        return error_response(409, error.code, error.message, "room", allowed=error.allowed)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_parameter(request: Request, error: RequestValidationError) -> Response:

@@ -9,7 +9,7 @@ import msgspec
 from test_realm_support import Game, faces, of_type
 
 from almanac.events import codec, room as room_rules
-from almanac.events.realm import DECIDER, audit, events as realm_events
+from almanac.events.realm.v1 import DECIDER, audit, events as realm_events
 
 TRADE_STEPS = audit.TRADE_EVENTS
 

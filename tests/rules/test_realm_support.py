@@ -11,8 +11,8 @@ from almanac.events.dice import Dice, ScriptedDice, seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
 from almanac.events.hashing import seal
-from almanac.events.realm import DECIDER, data
-from almanac.events.realm.state import City, RealmState
+from almanac.events.realm.v1 import DECIDER, data
+from almanac.events.realm.v1.state import City, RealmState
 
 SEED = b"realm tests secret seed 32 bytes"
 FACE_VALUE = {"star": 0, "moon": 3, "skull": 4, "blank": 5}
@@ -31,7 +31,8 @@ class Game:
     """One realm room driven through `events.room.decide` / `evolve`, every event through the codec and an envelope.
 
     ``send`` takes the dice the command may draw: a list of scripted values (all must be used unless
-    ``leftover`` is allowed), or None for real dice from the room's seed.
+    ``leftover`` is allowed), or None for real dice from the room's seed. ``ruleset`` picks the
+    version: these tests pin version 1's rules (``realm@1``); version 2's change has its own tests.
     """
 
     def __init__(
@@ -40,6 +41,7 @@ class Game:
         room_id: str = "realm-room",
         seed: bytes = SEED,
         now_ms: int = 1_000,
+        ruleset: str = "realm@1",
         **options: Any,
     ) -> None:
         self.room_id = room_id
@@ -50,7 +52,7 @@ class Game:
         self.now_ms = now_ms
         self.send(
             players[0],
-            {"kind": "create_room", "ruleset": "realm", "options": {"players": list(players), **options}},
+            {"kind": "create_room", "ruleset": ruleset, "options": {"players": list(players), **options}},
             dice=[],
         )
         for player in players:
@@ -78,7 +80,7 @@ class Game:
         """Decide and apply one command; returns its events (decoded back from stored bytes)."""
         if now_ms is not None:
             self.now_ms = now_ms
-        command = codec.decode_command(self.state.ruleset if self.state else None, body)
+        command = codec.decode_command(room.stored_ref(self.state) if self.state else None, body)
         version = (self.state.version if self.state else 0) + 1
         source: Dice = ScriptedDice(dice) if dice is not None else Dice(self.seed, self.room_id, version)
         ctx = Context(
@@ -101,7 +103,7 @@ class Game:
                 Envelope(
                     room=self.room_id,
                     version=(self.state.version if self.state else 0) + 1,
-                    ruleset="realm",
+                    ruleset=room.stored_ref(self.state if self.state is not None else event),
                     type=event_type,
                     payload=payload,
                     command_id=f"cmd-{version}",

@@ -9,11 +9,11 @@ import msgspec
 
 from almanac.events.decider import Context
 from almanac.events.errors import RuleError
-from almanac.events.realm import audit, data, events as realm_events
-from almanac.events.realm.commands import COMMAND_TYPES
-from almanac.events.realm.events import EVENT_TYPES
-from almanac.events.realm.rules import DECIDE, EVOLVE
-from almanac.events.realm.state import (
+from almanac.events.realm.v1 import audit, data, events as realm_events
+from almanac.events.realm.v1.commands import COMMAND_TYPES
+from almanac.events.realm.v1.events import EVENT_TYPES
+from almanac.events.realm.v1.rules import DECIDE, EVOLVE
+from almanac.events.realm.v1.state import (
     Army,
     City,
     RealmOptions,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from almanac.events.realm import data
+from almanac.events.realm.v1 import data
 
 
 class RealmOptions(msgspec.Struct, frozen=True, kw_only=True):
