@@ -41,6 +41,8 @@ def play_trivial(commands: int, player: str = "bench") -> int:
 
 def seal_log(room: str, ruleset: str, events: list[Any], player: str = "bench") -> list[Envelope]:
     """The events as the stored, hash-chained envelopes of one room."""
+    if events and isinstance(events[0], room_rules.RoomCreated):
+        ruleset = room_rules.stored_ref(events[0])  # the version the room was created under, as the engine writes
     result, previous = [], GENESIS_HASH
     for version, event in enumerate(events, start=1):
         event_type, payload = codec.encode_event(event)

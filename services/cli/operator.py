@@ -531,30 +531,35 @@ def read_export(path: Path) -> ExportedRoom:
         raise OperatorError(f"{path} is a damaged export: {error}") from None
 
 
+async def export_document(store: EventStore, room: str, exported_at_ms: int) -> dict[str, Any]:
+    """A room's full log in the export format (also what tests/golden/make.py writes)."""
+    envelopes = await _envelopes(store, room)
+    raw = await store.read_raw(room)  # type: ignore[attr-defined]
+    rejections = []
+    for data in await store.rejections(room):
+        outcome = await store.outcome(room, decode_record(data).command_id)
+        rejections.append({"record": base64.b64encode(data).decode(), "error": outcome.error if outcome else None})
+    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": 1,
+        "room": room,
+        "ruleset": envelopes[0].ruleset,
+        "exported_at_ms": exported_at_ms,
+        # Only a revealed seed leaves the server: a live room's secret stays secret.
+        "seed": ended[-1].revealed_seed if ended else None,
+        "envelopes": [base64.b64encode(data).decode() for _, data in raw],
+        "commands": [[version, base64.b64encode(data).decode()] for version, data in await store.commands(room)],
+        "rejections": rejections,
+    }
+
+
 @app.command("export")
 def export_command(room: str = typer.Argument(..., help="Room id.")) -> None:
     """Write the room's full log (events, commands, refusals, the seed once revealed) as JSON to stdout."""
 
     async def work(store: EventStore) -> dict[str, Any]:
-        envelopes = await _envelopes(store, room)
-        raw = await store.read_raw(room)  # type: ignore[attr-defined]
-        rejections = []
-        for data in await store.rejections(room):
-            outcome = await store.outcome(room, decode_record(data).command_id)
-            rejections.append({"record": base64.b64encode(data).decode(), "error": outcome.error if outcome else None})
-        ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-        return {
-            "format": EXPORT_FORMAT,
-            "format_version": 1,
-            "room": room,
-            "ruleset": envelopes[0].ruleset,
-            "exported_at_ms": int(time.time() * 1000),
-            # Only a revealed seed leaves the server: a live room's secret stays secret.
-            "seed": ended[-1].revealed_seed if ended else None,
-            "envelopes": [base64.b64encode(data).decode() for _, data in raw],
-            "commands": [[version, base64.b64encode(data).decode()] for version, data in await store.commands(room)],
-            "rejections": rejections,
-        }
+        return await export_document(store, room, int(time.time() * 1000))
 
     sys.stdout.write(json.dumps(_with_store(work)) + "\n")
 
