@@ -16,7 +16,7 @@ import pytest
 
 from almanac.services.cli.operator import read_export
 from almanac.services.verify import verify_room
-from tests.golden.make import HERE, published
+from golden.make import HERE, published
 
 GOLDEN = sorted(HERE.glob("*@*.json"))
 
