@@ -34,7 +34,7 @@ MAX_COMMANDS = 300
 # Small games that still end by themselves: creation options instead of the bench scenario's, per rule-set.
 SMALL_GAME: dict[str, dict[str, Any]] = {
     "sectors": {"years": 1, "rows": 4, "columns": 4},
-    "realm": {"players": ["alice", "bob"], "villages": 1, "years": 2},
+    "realm": {"players": ["alice", "bob"], "villages": 1, "years": 4},
 }
 # A player with nothing to do this many times in a row: the game is stuck (the policy is at fault).
 STUCK_AFTER = 200
