@@ -98,12 +98,13 @@ def register(item: Any) -> Decider:
     return manifest.decider
 
 
-def unregister(name: str) -> None:
-    """Forget every version of a registered or loaded rule-set (tests that install and remove a plugin)."""
-    for key in [key for key in _manifests if key[0] == name]:
+def unregister(name: str, version: int | None = None) -> None:
+    """Forget a registered or loaded rule-set, every version or one (tests that install and remove one)."""
+    for key in [key for key in _manifests if key[0] == name and version in (None, key[1])]:
         _manifests.pop(key, None)
         _deciders.pop(key, None)
-    _complete.pop(name, None)
+    if version is None:
+        _complete.pop(name, None)
 
 
 def _load_all(name: str) -> None:

@@ -107,7 +107,11 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     created = codec.decode_event(envelopes[0])
     if not isinstance(created, room_rules.RoomCreated):
         return failed(Divergence(check="decode", version=1, message=f"the first event is {envelopes[0].type}"))
-    rules = registry.at(created.ruleset, created.ruleset_version)
+    try:
+        rules = registry.at(created.ruleset, created.ruleset_version)
+    except RulesNotInstalledError as error:
+        report["ruleset"] = error.ref
+        return failed(Divergence(check="ruleset", version=1, message=error.message))
     report.update(ruleset=rules.ref, fingerprint_recorded=created.fingerprint, fingerprint_used=rules.fingerprint)
     if created.fingerprint != rules.fingerprint:
         notes.append(f"{rules.ref} here has fingerprint {rules.fingerprint}, the room recorded "
