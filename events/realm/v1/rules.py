@@ -40,7 +40,7 @@ def nonzero(stock: dict[str, int]) -> dict[str, int]:
 
 
 def round_down_hundreds(value: Fraction | int) -> int:
-    """Round down to the nearest hundred (the DESIGN.md rule for penalties)."""
+    """Round down to the nearest hundred (docs/design-rulings.md, realm)."""
     whole = floor(value)
     return whole - whole % data.PENALTY_ROUNDING
 
