@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from typing import Any, Union
 
@@ -11,7 +12,13 @@ import msgspec
 from almanac.events import registry
 from almanac.events.decider import event_tag
 from almanac.events.envelope import Envelope
-from almanac.events.errors import CorruptEventError, InvalidCommand, RuleError, UnusableSnapshotError
+from almanac.events.errors import (
+    CorruptEventError,
+    InvalidCommand,
+    RuleError,
+    RulesNotInstalledError,
+    UnusableSnapshotError,
+)
 from almanac.events.room import (
     ROOM_COMMANDS,
     CreateRoom,
@@ -75,16 +82,63 @@ def decode_envelope(data: bytes, room: str, version: int) -> Envelope:
 # --- events -----------------------------------------------------------------------------------
 
 
+# --- upcasting ---------------------------------------------------------------------------------
+# Stored events are never rewritten. When an event's stored form changes in a way defaults cannot
+# express (a renamed field, a changed type), the event gains a ``schema`` field and an upcaster
+# turns the older form into the newer one as it is read: (tag, schema) -> payload of schema + 1,
+# applied until the current schema, on plain msgpack builtins before the typed decode. Only tags
+# listed here take that slower path; every other event decodes straight into its Struct.
+
+
+def _room_created_1_to_2(payload: dict[str, Any]) -> dict[str, Any]:
+    """A room created before rule-set versions existed was played under version 1; its code is unknown."""
+    return {**payload, "ruleset_version": 1, "fingerprint": "", "schema": 2}
+
+
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
+    ("room.created", 1): _room_created_1_to_2,
+}
+_UPCAST_TAGS = frozenset(tag for tag, _ in UPCASTERS)
+
+
+def upcast(tag: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A stored payload (as builtins) brought to its event's current schema (no ``schema`` key: 1)."""
+    schema = payload.get("schema", 1)
+    while (tag, schema) in UPCASTERS:
+        payload = UPCASTERS[(tag, schema)](payload)
+        schema = payload.get("schema", schema + 1)
+    return payload
+
+
+class _Upcasting:
+    """A decoder for a tag with upcasters: bytes -> builtins -> upcast -> the Struct."""
+
+    def __init__(self, tag: str, event_type: Any) -> None:
+        self.tag = tag
+        self.event_type = event_type
+
+    def decode(self, payload: bytes) -> Any:
+        raw = msgspec.msgpack.decode(payload)
+        if not isinstance(raw, dict):
+            raise msgspec.ValidationError(f"expected a map, got {type(raw).__name__}")
+        return msgspec.convert(upcast(self.tag, raw), self.event_type)
+
+
+def _decoder(tag: str, event_type: Any) -> Any:
+    return _Upcasting(tag, event_type) if tag in _UPCAST_TAGS else msgspec.msgpack.Decoder(event_type)
+
+
 @cache
-def _event_decoders(ruleset: str) -> dict[str, msgspec.msgpack.Decoder]:
-    decider = registry.get(ruleset)
-    decoders: dict[str, msgspec.msgpack.Decoder] = {
-        "room.created": msgspec.msgpack.Decoder(RoomCreated[decider.setup_type]),  # type: ignore[name-defined]
-        "room.player_joined": msgspec.msgpack.Decoder(PlayerJoined),
-        "room.ended": msgspec.msgpack.Decoder(RoomEnded),
+def _event_decoders(ruleset: str) -> dict[str, Any]:
+    """The decoders of one stored reference (an envelope's ``ruleset``: ``realm`` = version 1, ``realm@2``)."""
+    decider = registry.stored(ruleset).decider
+    decoders: dict[str, Any] = {
+        "room.created": _decoder("room.created", RoomCreated[decider.setup_type]),  # type: ignore[name-defined]
+        "room.player_joined": _decoder("room.player_joined", PlayerJoined),
+        "room.ended": _decoder("room.ended", RoomEnded),
     }
     for event_type in decider.event_types:
-        decoders[event_tag(event_type)] = msgspec.msgpack.Decoder(event_type)
+        decoders[event_tag(event_type)] = _decoder(event_tag(event_type), event_type)
     return decoders
 
 
@@ -98,13 +152,20 @@ def encode_event(event: msgspec.Struct) -> tuple[str, bytes]:
 
 
 def decode_event(envelope: Envelope) -> Any:
-    """The event Struct an envelope carries; a CorruptEventError naming room and version otherwise."""
+    """The event Struct an envelope carries; a CorruptEventError naming room and version otherwise.
+
+    The envelope's ``ruleset`` names the room's rules version (``realm`` for version 1, ``realm@2``),
+    so the event decodes with that version's types. A version this node lacks raises
+    RulesNotInstalledError (the room is fine; this node cannot read it), never CorruptEventError.
+    """
     try:
         decoder = _event_decoders(envelope.ruleset)[envelope.type]
     except KeyError:
         raise CorruptEventError(
             envelope.room, envelope.version, f"unknown event type {envelope.type!r} for {envelope.ruleset}"
         ) from None
+    except RulesNotInstalledError:
+        raise
     except RuleError as error:
         raise CorruptEventError(envelope.room, envelope.version, error.message) from None
     try:
@@ -149,7 +210,7 @@ def json_depth_exceeds(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 def _command_type(ruleset: str | None) -> Any:
     kinds: tuple[type, ...] = ROOM_COMMANDS
     if ruleset is not None:
-        kinds = kinds + tuple(registry.get(ruleset).command_types)
+        kinds = kinds + tuple(registry.stored(ruleset).decider.command_types)
     return Union[kinds]  # noqa: UP007 - a runtime union of a dynamic tuple
 
 
@@ -157,7 +218,7 @@ def _command_type(ruleset: str | None) -> Any:
 def _command_types_by_kind(ruleset: str | None) -> dict[str, type]:
     kinds = list(ROOM_COMMANDS)
     if ruleset is not None:
-        kinds += list(registry.get(ruleset).command_types)
+        kinds += list(registry.stored(ruleset).decider.command_types)
     return {k.__struct_config__.tag: k for k in kinds}
 
 
@@ -173,9 +234,10 @@ def command_schema(ruleset: str | None) -> dict[str, Any]:
 def decode_command(ruleset: str | None, body: Any) -> Any:
     """A command Struct from builtins (a JSON object) or msgpack bytes, for a room of ``ruleset``.
 
-    Raises InvalidCommand naming the field and what is allowed; ``ruleset`` is None for a room that
-    does not exist yet (only ``create_room`` is known then). A ``create_room`` has its options
-    checked against the rule-set's options type here too, so bad options never reach the log.
+    ``ruleset`` names the room's rules as its envelopes do (``room.stored_ref``: ``realm`` is version
+    1, ``realm@2``), or is None for a room that does not exist yet (only ``create_room`` is known
+    then). Raises InvalidCommand naming the field and what is allowed. A ``create_room`` has its
+    options checked against the rule-set's options type here too, so bad options never reach the log.
     """
     if isinstance(body, bytes | bytearray | memoryview):
         try:
@@ -240,8 +302,10 @@ def decode_snapshot(data: bytes) -> tuple[RoomState, str]:
     try:
         frame = msgspec.msgpack.decode(data, type=_SnapshotFrameRaw)
         partial = msgspec.msgpack.decode(frame.room, type=_RoomStateRawGame)
-        state_type = registry.get(partial.ruleset).state_type
+        state_type = registry.decider_at(partial.ruleset, partial.ruleset_version).state_type
         game = msgspec.msgpack.decode(partial.game, type=state_type)
+    except RulesNotInstalledError:
+        raise  # the room's rules are missing here: folding from the log would fail the same way
     except (msgspec.DecodeError, msgspec.ValidationError, RuleError) as error:
         raise UnusableSnapshotError(str(error)) from None
     fields = {f: getattr(partial, f) for f in RoomState.__struct_fields__}

@@ -52,3 +52,22 @@ class CorruptEventError(Exception):
         self.room = room
         self.version = version
         self.reason = reason
+
+
+class RulesNotInstalledError(RuleError):
+    """A room was created under a rule-set version this node does not have: it must not be folded at all.
+
+    Folding a room with other rules than it was created with would silently change its past, so every
+    reader refuses instead: the engine answers its commands with this error (and stores nothing), the
+    gateway answers 409, the projector skips the room with a log line, ``verify`` reports it.
+    """
+
+    def __init__(self, ref: str, installed: list[str]) -> None:
+        known = ", ".join(installed) or "none"
+        super().__init__(
+            "ruleset_not_installed",
+            f"{ref} is not installed on this node (installed versions of it: {known})",
+            field="ruleset",
+            allowed=installed,
+        )
+        self.ref = ref

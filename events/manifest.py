@@ -21,6 +21,7 @@ from almanac.events.dice import Dice
 from almanac.events.disclosure import HIDDEN, Hidden, Secret
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError
+from almanac.events.fingerprint import package_fingerprint
 from almanac.events.room import RoomState
 
 __all__ = [
@@ -197,11 +198,19 @@ class RuleSet:
     alike, so the demo's players share one (their scores compare) and the e2e bench can replay one
     scripted game in every room. ``rulebook`` and ``examples`` are paths
     relative to the distribution's root (the docs and the ``almanac sim`` scenarios).
+
+    ``version``: the rules' version, published as ``name@version`` (``realm@2``). Rooms record the
+    version they were created under and are decided and folded by it forever; a rule change is a new
+    version beside the old one (docs/architecture.md, "Rule-set versions"). ``fingerprint`` is
+    computed here, at import: a hash over the source and tables of the package ``source`` names
+    (default: the package of the Decider's class), recorded in ``room.created``.
     """
 
     decider: Decider
     name: str = ""
     version: int = 1
+    source: str = ""
+    fingerprint: str = field(init=False, default="")
     policy: Policy | None = None
     bench: BenchScenario | None = None
     read_models: tuple[ReadModel, ...] = ()
@@ -216,9 +225,17 @@ class RuleSet:
             object.__setattr__(self, "name", self.decider.name)
         if self.name != self.decider.name:
             raise ValueError(f"manifest {self.name!r} wraps the Decider named {self.decider.name!r}")
+        if "@" in self.name or self.version < 1:
+            raise ValueError(f"manifest {self.name!r}: a name without '@' and a version of at least 1")
+        object.__setattr__(self, "fingerprint", package_fingerprint(self.source or type(self.decider).__module__))
         views = [view.name for view in self.audit_views]
         if len(set(views)) != len(views):
             raise ValueError(f"manifest {self.name!r} names an audit view twice: {views}")
+
+    @property
+    def ref(self) -> str:
+        """``name@version``, as people and requests name this exact version."""
+        return f"{self.name}@{self.version}"
 
     def audit_view(self, name: str) -> AuditView | None:
         return next((view for view in self.audit_views if view.name == name), None)

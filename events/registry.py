@@ -7,6 +7,18 @@ state, event or decision depends on it (a room names its rule-set; an unknown na
 stays here, beside the import it replaces, rather than in services/ where events/ could not call it;
 nothing here touches the clock, randomness, the network or a store. Discovery is sorted by name and a
 name claimed twice is an error, so no outcome depends on the order packages were installed in.
+
+Versions: a rule-set may be installed in several versions at once. The entry point named ``name``
+publishes the newest; ``name@N`` entry points publish older versions kept for the rooms created under
+them (pyproject.toml: ``realm`` and ``realm@1``). Two ways to name a version, kept apart on purpose:
+
+- a *request* (``create_room``'s ``ruleset``, the CLI, the bench): ``realm`` is the newest installed,
+  ``realm@1`` that exact version (``manifest``/``get``);
+- a *stored reference* (an envelope's ``ruleset``): ``realm@2`` that version, and a bare ``realm`` is
+  version 1, because every room stored before versions existed wrote the bare name, and version-1
+  rooms keep writing it so their logs stay byte-identical (``stored``/``stored_ref``).
+
+A room's own lookups go by (name, version) from its state (``decider_at``): one dict lookup.
 """
 
 from __future__ import annotations
@@ -15,20 +27,38 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from almanac.events.decider import Decider
-from almanac.events.errors import RuleError
+from almanac.events.errors import RuleError, RulesNotInstalledError
 
 ENTRY_POINT_GROUP = "almanac.rulesets"
 
-# name -> manifest: loaded from an entry point on first use, or registered by a test.
-_manifests: dict[str, Any] = {}
-# name -> Decider: the hot path (every fold step asks for the room's Decider).
-_deciders: dict[str, Decider] = {}
-# name -> entry point, read once per process (refresh() reads again, e.g. after installing a plugin).
+# (name, version) -> manifest: loaded from an entry point on first use, or registered by a test.
+_manifests: dict[tuple[str, int], Any] = {}
+# (name, version) -> Decider: the hot path (every fold step asks for the room's Decider).
+_deciders: dict[tuple[str, int], Decider] = {}
+# entry-point name (``realm``, ``realm@1``) -> entry point, read once per process (refresh() reads again).
 _entry_points: dict[str, Any] | None = None
+# name -> True once every entry point of that name has been loaded (its versions are all known).
+_complete: dict[str, bool] = {}
 
 
 class RegistryError(Exception):
     """Installed rule-sets that contradict each other (one name twice, a manifest under the wrong name)."""
+
+
+def parse(ref: str) -> tuple[str, int | None]:
+    """``realm@2`` -> ("realm", 2); ``realm`` -> ("realm", None); a malformed version is an unknown rule-set."""
+    name, at, version = ref.partition("@")
+    if not at:
+        return name, None
+    if not version.isdigit() or int(version) < 1 or len(version) > 6:
+        raise RuleError("unknown_ruleset", f"{ref!r}: a version is a whole number from 1, as in {name}@1",
+                        field="ruleset")
+    return name, int(version)
+
+
+def stored_ref(name: str, version: int) -> str:
+    """How an envelope names a room's rules: the bare name for version 1 (as before versions), else name@N."""
+    return name if version == 1 else f"{name}@{version}"
 
 
 def _installed() -> dict[str, Any]:
@@ -50,6 +80,13 @@ def refresh() -> None:
     """Read the installed entry points again (already loaded manifests stay)."""
     global _entry_points
     _entry_points = None
+    _complete.clear()
+
+
+def _add(manifest: Any) -> None:
+    key = (manifest.name, manifest.version)
+    _manifests[key] = manifest
+    _deciders[key] = manifest.decider
 
 
 def register(item: Any) -> Decider:
@@ -57,65 +94,127 @@ def register(item: Any) -> Decider:
     from almanac.events.manifest import RuleSet  # noqa: PLC0415 - the manifest module imports the room rules
 
     manifest = item if isinstance(item, RuleSet) else RuleSet(decider=item)
-    _manifests[manifest.name] = manifest
-    _deciders[manifest.name] = manifest.decider
+    _add(manifest)
     return manifest.decider
 
 
-def unregister(name: str) -> None:
-    """Forget a registered or loaded rule-set (tests that install and remove a plugin)."""
-    _manifests.pop(name, None)
-    _deciders.pop(name, None)
+def unregister(name: str, version: int | None = None) -> None:
+    """Forget a registered or loaded rule-set, every version or one (tests that install and remove one)."""
+    for key in [key for key in _manifests if key[0] == name and version in (None, key[1])]:
+        _manifests.pop(key, None)
+        _deciders.pop(key, None)
+    if version is None:
+        _complete.pop(name, None)
 
 
-def manifest(name: str) -> Any:
-    """The manifest of a rule-set name; a RuleError naming the known rule-sets otherwise."""
-    found = _manifests.get(name)
-    if found is not None:
-        return found
-    point = _installed().get(name)
-    if point is None:
-        raise RuleError(
-            "unknown_ruleset",
-            f"there is no rule-set named {name!r}; known rule-sets: {', '.join(names())}",
-            field="ruleset",
-            allowed=names(),
-        )
+def _load_all(name: str) -> None:
+    """Load every installed entry point of ``name`` (``name`` and ``name@N``), checking each one."""
+    if _complete.get(name):
+        return
     from almanac.events.manifest import RuleSet  # noqa: PLC0415
 
-    loaded = point.load()
-    if not isinstance(loaded, RuleSet) or loaded.name != name:
-        raise RegistryError(f"entry point {name} = {point.value} is not the manifest (RuleSet) of {name!r}")
-    _manifests[name] = loaded
-    _deciders[name] = loaded.decider
-    return loaded
+    for entry_name, point in _installed().items():
+        base, version = parse(entry_name)
+        if base != name:
+            continue
+        loaded = point.load()
+        if not isinstance(loaded, RuleSet) or loaded.name != name:
+            raise RegistryError(f"entry point {entry_name} = {point.value} is not the manifest (RuleSet) of {name!r}")
+        if version is not None and loaded.version != version:
+            raise RegistryError(f"entry point {entry_name} = {point.value} publishes version {loaded.version}")
+        _add(loaded)
+    _complete[name] = True
 
 
-def get(name: str) -> Decider:
-    """The Decider for a rule-set name; a RuleError naming the known rule-sets otherwise."""
-    decider = _deciders.get(name)
-    return decider if decider is not None else manifest(name).decider
+def _unknown(name: str) -> RuleError:
+    return RuleError(
+        "unknown_ruleset",
+        f"there is no rule-set named {name!r}; known rule-sets: {', '.join(names())}",
+        field="ruleset",
+        allowed=names(),
+    )
+
+
+def versions(name: str) -> list[int]:
+    """The versions of a rule-set this node has, oldest first (empty: none)."""
+    if any(parse(entry)[0] == name for entry in _installed()):
+        _load_all(name)
+    return sorted(version for (known, version) in _manifests if known == name)
+
+
+def at(name: str, version: int) -> Any:
+    """The manifest of exactly ``name@version``; RulesNotInstalledError when this node lacks that version."""
+    found = _manifests.get((name, version))
+    if found is not None:
+        return found
+    have = versions(name)
+    if not have:
+        raise _unknown(name)
+    found = _manifests.get((name, version))
+    if found is None:
+        raise RulesNotInstalledError(f"{name}@{version}", [f"{name}@{v}" for v in have])
+    return found
+
+
+def decider_at(name: str, version: int) -> Decider:
+    """The Decider of exactly ``name@version`` (a room's own rules): one dict lookup once loaded."""
+    decider = _deciders.get((name, version))
+    return decider if decider is not None else at(name, version).decider
+
+
+def manifest(request: str) -> Any:
+    """The manifest a request names: ``realm`` the newest installed version, ``realm@1`` that version."""
+    name, version = parse(request)
+    if version is not None:
+        return at(name, version)
+    have = versions(name)
+    if not have:
+        raise _unknown(name)
+    return _manifests[(name, have[-1])]
+
+
+def get(request: str) -> Decider:
+    """The Decider a request names (``realm``: the newest; ``realm@1``: that version)."""
+    return manifest(request).decider
+
+
+def stored(ref: str) -> Any:
+    """The manifest a stored reference names (an envelope's ``ruleset``): a bare name is version 1."""
+    name, version = parse(ref)
+    if not versions(name):
+        # A room exists under rules this node lacks entirely: the same answer as a missing version.
+        raise RulesNotInstalledError(f"{name}@{version or 1}", [])
+    return at(name, version or 1)
 
 
 def installed() -> list[str]:
-    """The rule-sets installed as packages (what a server hosts), by name."""
-    return sorted(_installed())
+    """The rule-sets installed as packages (what a server hosts), by name (each once, whatever its versions)."""
+    return sorted({parse(entry)[0] for entry in _installed()})
 
 
 def names() -> list[str]:
     """Every rule-set name known: installed, or registered in this process."""
-    return sorted(set(_installed()) | set(_manifests))
+    return sorted(set(installed()) | {name for name, _ in _manifests})
 
 
 def manifests() -> list[Any]:
-    """Every known rule-set's manifest, by name (installed ones are loaded)."""
+    """Every known rule-set's newest manifest, by name (installed ones are loaded)."""
     return [manifest(name) for name in names()]
 
 
+def all_manifests() -> list[Any]:
+    """Every known version of every rule-set, by name then version."""
+    return [at(name, version) for name in names() for version in versions(name)]
+
+
 def read_models() -> dict[str, tuple[str, Any]]:
-    """Read-model name -> (rule-set, ReadModel) over every known manifest; a name may belong to one rule-set."""
+    """Read-model name -> (rule-set, ReadModel) over every known manifest; a name may belong to one rule-set.
+
+    Versions of one rule-set may each declare a model of the same name; the newest version's wins here
+    (the projector uses the room's own version's models).
+    """
     found: dict[str, tuple[str, Any]] = {}
-    for ruleset in manifests():
+    for ruleset in all_manifests():
         for model in ruleset.read_models:
             owner = found.get(model.name)
             if owner is not None and owner[0] != ruleset.name:

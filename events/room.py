@@ -10,7 +10,7 @@ import msgspec
 from almanac.events import registry
 from almanac.events.decider import Context, Decider
 from almanac.events.errors import RuleError
-from almanac.events.schema import Name, Text, boundary_error
+from almanac.events.schema import RulesetRef, Text, boundary_error
 
 SetupT = TypeVar("SetupT")
 
@@ -22,11 +22,13 @@ class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", t
                  forbid_unknown_fields=True):
     """Create a room of a rule-set. ``options`` are the rule-set's creation options.
 
+    ``ruleset`` names the rules: ``realm`` is the newest version installed, ``realm@1`` that version.
+
     ``options`` stays a plain object in the command (it is stored as sent); the codec checks it
     against the rule-set's options type before anything acts on it.
     """
 
-    ruleset: Name
+    ruleset: RulesetRef
     options: Annotated[dict[str, Any], msgspec.Meta(max_length=64)] = {}
     # A public seed: every room created from the same challenge deals the same cards and dice.
     challenge: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
@@ -52,12 +54,25 @@ ROOM_COMMAND_KINDS = frozenset(c.__struct_config__.tag for c in ROOM_COMMANDS)
 
 
 class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, tag="room.created"):
+    """A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+    rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+    and data on the node that created it (``RuleSet.fingerprint``).
+
+    Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+    created before versions existed: no ``schema`` key) is read through the upcaster in
+    ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+    """
+
     ruleset: str
     setup: SetupT
     seed_commitment: str
     challenge: str | None
     created_by: str
     created_at_ms: int
+    ruleset_version: int = 1
+    fingerprint: str = ""
+    # The stored schema of this event (see events.codec.UPCASTERS); stored payloads without it are 1.
+    schema: int = 2
 
 
 class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_joined"):
@@ -79,6 +94,9 @@ ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.ended"}
 class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     room: str
     ruleset: str
+    # The version of the rules this room was created under (room.created); every lookup of its rules
+    # goes by (ruleset, ruleset_version). Snapshots from before versions decode as 1, which they were.
+    ruleset_version: int = 1
     version: int
     seed_commitment: str
     challenge: str | None
@@ -89,6 +107,21 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     end_reason: str = ""
     revealed_seed: str = ""
     game: Any = None
+
+
+def decider_of(state: RoomState) -> Decider:
+    """The Decider of the rules this room was created under (never another version of them)."""
+    return registry.decider_at(state.ruleset, state.ruleset_version)
+
+
+def manifest_of(state: RoomState) -> Any:
+    """The manifest of the rules this room was created under."""
+    return registry.at(state.ruleset, state.ruleset_version)
+
+
+def stored_ref(state_or_created: RoomState | RoomCreated) -> str:
+    """What the room's envelopes carry as ``ruleset``: ``realm`` for version 1 (as always), else ``realm@2``."""
+    return registry.stored_ref(state_or_created.ruleset, state_or_created.ruleset_version)
 
 
 def challenge_seed(challenge: str) -> bytes:
@@ -112,7 +145,7 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
         raise RuleError("room_not_found", f"room {ctx.room!r} does not exist; create it first", field="room")
     if state.ended:
         raise RuleError("room_ended", f"room {ctx.room!r} has ended ({state.end_reason}); nothing more can happen")
-    decider = registry.get(state.ruleset)
+    decider = decider_of(state)
     if isinstance(command, JoinRoom):
         return _decide_join(state, decider, ctx)
     if isinstance(command, EndRoom):
@@ -135,7 +168,9 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
 def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -> list[Any]:
     if state is not None:
         raise RuleError("room_exists", f"room {ctx.room!r} already exists", field="room")
-    decider = registry.get(command.ruleset)
+    # A bare name gets the newest version installed; "name@N" that version (verify pins it this way).
+    rules = registry.manifest(command.ruleset)
+    decider = rules.decider
     options = convert_options(decider, command.options)
     setup = decider.setup(options, ctx)
     return [
@@ -146,6 +181,8 @@ def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -
             challenge=command.challenge,
             created_by=ctx.player,
             created_at_ms=ctx.now_ms,
+            ruleset_version=rules.version,
+            fingerprint=rules.fingerprint,
         )
     ]
 
@@ -185,10 +222,11 @@ def convert_options(decider: Decider, options: dict[str, Any]) -> Any:
 def evolve(state: RoomState | None, event: Any, room: str, version: int) -> RoomState:
     """The room after one event at ``version``."""
     if isinstance(event, RoomCreated):
-        decider = registry.get(event.ruleset)
+        decider = registry.decider_at(event.ruleset, event.ruleset_version)
         return RoomState(
             room=room,
             ruleset=event.ruleset,
+            ruleset_version=event.ruleset_version,
             version=version,
             seed_commitment=event.seed_commitment,
             challenge=event.challenge,
@@ -204,5 +242,5 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
         return msgspec.structs.replace(
             state, version=version, ended=True, end_reason=event.reason, revealed_seed=event.revealed_seed
         )
-    game = registry.get(state.ruleset).evolve(state.game, event)
+    game = registry.decider_at(state.ruleset, state.ruleset_version).evolve(state.game, event)
     return msgspec.structs.replace(state, version=version, game=game)

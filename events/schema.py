@@ -27,6 +27,9 @@ KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}(?!\n)$"
 # A player, owner, city or room id: letters, digits, _ . - ; starts with a letter or digit; at most 64.
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, max_length=64,
                                    description="letters, digits, _ . -; at most 64")]
+# A rule-set as a client names it: its name, or name@version (``realm``, ``realm@1``).
+RulesetRef = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}(@[0-9]{1,6})?(?!\n)$",
+                                         max_length=71, description="a rule-set name, or name@version")]
 # A word of a rule-set's vocabulary (an ore, a species, a parcel, a trade id); the rules say which.
 Key = Annotated[str, msgspec.Meta(pattern=KEY_PATTERN, max_length=64,
                                   description="letters, digits, _ . : -; at most 64")]

@@ -74,7 +74,8 @@ def step(
     nothing. Every new state is evolved from the decoded envelope, exactly as a replay will.
     """
     if command is None:
-        command = codec.decode_command(state.ruleset if state is not None else None, record.body)
+        # The room's own rules version (its envelopes' ``ruleset``), never the newest installed.
+        command = codec.decode_command(room_rules.stored_ref(state) if state is not None else None, record.body)
     if state is None:
         if isinstance(command, room_rules.CreateRoom) and command.challenge is not None:
             seed, salt = room_rules.challenge_seed(command.challenge), "challenge"
@@ -112,7 +113,9 @@ def step(
             Envelope(
                 room=record.room,
                 version=version + offset,
-                ruleset=state.ruleset if state is not None else event.ruleset,
+                # "realm" for version-1 rooms (as before versions), "realm@2" otherwise: decode_event
+                # reads the room's version from here.
+                ruleset=room_rules.stored_ref(state if state is not None else event),
                 type=event_type,
                 payload=payload,
                 command_id=record.command_id,
@@ -144,6 +147,9 @@ def replay(envelopes: Iterable[Envelope], state: RoomState | None = None) -> Roo
 def seal_events(room: str, ruleset: str, events: Iterable[Any], player: str = "player") -> list[Envelope]:
     """Events as the sealed, hash-chained envelopes of a room from version 1 (command ``c<version>``,
     server time = version): a stored-form log for tests and benchmarks that hold bare events."""
+    events = list(events)
+    if events and isinstance(events[0], room_rules.RoomCreated):
+        ruleset = room_rules.stored_ref(events[0])  # the version the room was created under, as the engine writes
     result: list[Envelope] = []
     previous = GENESIS_HASH
     for version, event in enumerate(events, start=1):

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from almanac.events import registry
+from almanac.events import registry, room as room_rules
 from almanac.events.codec import to_builtins
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
@@ -39,10 +39,11 @@ class RoomUpdate(msgspec.Struct, kw_only=True):
 
 def room_summary(state: RoomState, updated_at_ms: int) -> dict[str, Any]:
     """Per-room read model: who plays, how far the room is, its scores and resources."""
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     return {
         "room": state.room,
         "ruleset": state.ruleset,
+        "ruleset_version": state.ruleset_version,
         "version": state.version,
         "players": list(state.players),
         "scores": dict(decider.public_scores(state.game)),
@@ -64,7 +65,7 @@ def room_listing(summary: dict[str, Any]) -> dict[str, Any]:
 
 def leaderboard_scores(state: RoomState) -> dict[str, int]:
     """This room's contribution to its rule-set's leaderboard: each seated player's current public score."""
-    return {player: int(score) for player, score in registry.get(state.ruleset).public_scores(state.game).items()}
+    return {player: int(score) for player, score in room_rules.decider_of(state).public_scores(state.game).items()}
 
 
 def project_room(
@@ -81,7 +82,7 @@ def project_room(
     previous = leaderboard_scores(before) if before is not None else {}
     rows: dict[str, dict[str, Any]] = {}
     ledgers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for model in registry.manifest(after.ruleset).read_models:
+    for model in room_rules.manifest_of(after).read_models:
         if model.room_row is not None:
             row = model.room_row(after)
             if row is not None:

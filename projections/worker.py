@@ -14,6 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from almanac.events import codec
+from almanac.events.errors import RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.events.step import advance
 from almanac.projections.model_writes import (
@@ -237,17 +238,28 @@ class Projector:
             for envelope in envelopes
         ]
         projected = await self._projected_versions(shard, sorted({room for room, _, _ in parsed}))
+        skipped: set[str] = set()
         for room, version, envelope in parsed:
-            if version <= projected.get(room, 0):
+            if version <= projected.get(room, 0) or room in skipped:
                 continue  # a rebuild already projected this version (it resets the checkpoint to an earlier entry)
-            current = staged[room] if room in staged else await self._state_before(room, version)
-            if (current.version if current is not None else 0) != version - 1:
-                current = await self.loader.load_exactly(room, version - 1)
+            try:
+                current = staged[room] if room in staged else await self._state_before(room, version)
+                if (current.version if current is not None else 0) != version - 1:
+                    current = await self.loader.load_exactly(room, version - 1)
+                event = codec.decode_event(envelope)
+                after = advance(current, envelope, event)
+            except RulesNotInstalledError as error:
+                # Never fold a room with other rules than its own: skip it (its rows stay where they were;
+                # they catch up from the log once the version is installed, ledgers by a rebuild).
+                self.log.warning("room_skipped_rules_not_installed", room=room, version=version, error=error.message)
+                skipped.add(room)
+                for staging in (staged, before, events, hashes):
+                    staging.pop(room, None)
+                continue
             if room not in before:
                 before[room] = current
                 events[room] = []
-            event = codec.decode_event(envelope)
-            staged[room] = advance(current, envelope, event)
+            staged[room] = after
             hashes[room] = envelope.hash
             events[room].append((envelope, event))
         updates = [project_room(before[room], staged[room], events[room]) for room in staged]

@@ -10,7 +10,7 @@ import msgspec
 
 from almanac.events import codec
 from almanac.events.envelope import Envelope
-from almanac.events.errors import InvalidCommand, RuleError
+from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, decode_record, needs_secret_seed, refusal_record, step
 from almanac.storage.base import (
@@ -73,11 +73,12 @@ class RoomService:
         if known is not None:
             return await self._replayed(record, known)
         for _ in range(self.max_conflict_retries + 1):
-            state, last_hash = await self.load(record.room)
+            state = None
             try:
+                state, last_hash = await self.load(record.room)
                 envelopes, new_state = await self._decide(state, last_hash, record)
-            except InvalidCommand as error:
-                return self._invalid(record, error)
+            except (InvalidCommand, RulesNotInstalledError) as error:
+                return self._unrecorded(record, error)
             except RuleError as error:
                 result = await self.store.record_rejection(
                     record.room, record.command_id, error.to_dict(), refusal_record(record, state)
@@ -141,7 +142,10 @@ class RoomService:
                     # Its id may name an earlier outcome: that one stands (as in ``handle``).
                     known = await self.store.outcome(record.room, record.command_id)
                     results[index] = (await self._replayed(record, known) if known is not None
-                                      else self._invalid(record, error))
+                                      else self._unrecorded(record, error))
+                    continue
+                except RulesNotInstalledError as error:
+                    results[index] = self._unrecorded(record, error)
                     continue
                 except RuleError as error:
                     rejections.append((index, RejectRequest(room=record.room, command_id=record.command_id,
@@ -185,8 +189,10 @@ class RoomService:
         return results
 
     @staticmethod
-    def _invalid(record: CommandRecord, error: InvalidCommand) -> Outcome:
-        """A command that does not fit its schema: answered, never recorded (no event, refusal or outcome)."""
+    def _unrecorded(record: CommandRecord, error: RuleError) -> Outcome:
+        """Answered, never recorded (no event, refusal record or outcome): a command that does not fit
+        its schema, or a room whose rules version this node lacks (the same command id may succeed on
+        a node that has it)."""
         return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
 
     async def _appended(self, record: CommandRecord, request: AppendRequest, new_state: RoomState,

@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
-from almanac.events import codec, room as room_rules
+from almanac.events import codec, registry, room as room_rules
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import CorruptEventError, RuleError
+from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash
 from almanac.events.step import advance, decode_record, replay, step
 from almanac.storage.base import EventStore
@@ -18,7 +18,7 @@ from almanac.storage.base import EventStore
 class Divergence(msgspec.Struct, frozen=True, kw_only=True):
     """The first place where the log and a recomputation disagree, with both sides."""
 
-    check: str  # "decode", "chain", "coverage", "seed", "redecide"
+    check: str  # "decode", "chain", "coverage", "seed", "redecide", "refusal", "ruleset" (version not installed)
     version: int | None
     message: str
     recorded: Any = None
@@ -34,6 +34,11 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     refusals_rechecked: int = 0
     seed: str = "unknown"  # "revealed", "stored", "challenge", "unavailable"
     seed_matches_commitment: bool | None = None
+    # The rules the room was verified with: its name@version, the fingerprint its room.created recorded
+    # ("" for rooms created before versions) and the fingerprint of that version on this node.
+    ruleset: str = ""
+    fingerprint_recorded: str = ""
+    fingerprint_used: str = ""
     divergence: Divergence | None = None
     notes: list[str] = []
 
@@ -78,6 +83,10 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         try:
             envelope = codec.decode_envelope(data, room, version)
             codec.decode_event(envelope)
+        except RulesNotInstalledError as error:
+            # Never folded with other rules than its own: say which version is missing, check nothing more.
+            report["ruleset"] = error.ref
+            return failed(Divergence(check="ruleset", version=version, message=error.message))
         except CorruptEventError as error:
             return failed(Divergence(check="decode", version=version, message=error.reason))
         if envelope.previous_hash != previous:
@@ -97,6 +106,16 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     created = codec.decode_event(envelopes[0])
     if not isinstance(created, room_rules.RoomCreated):
         return failed(Divergence(check="decode", version=1, message=f"the first event is {envelopes[0].type}"))
+    try:
+        rules = registry.at(created.ruleset, created.ruleset_version)
+    except RulesNotInstalledError as error:
+        report["ruleset"] = error.ref
+        return failed(Divergence(check="ruleset", version=1, message=error.message))
+    report.update(ruleset=rules.ref, fingerprint_recorded=created.fingerprint, fingerprint_used=rules.fingerprint)
+    if created.fingerprint != rules.fingerprint:
+        notes.append(f"{rules.ref} here has fingerprint {rules.fingerprint}, the room recorded "
+                     f"{created.fingerprint or 'none (created before versions)'}: the code differs, "
+                     "so every decision is checked again against it")
     seed: bytes | None = None
     if created.challenge is not None:
         seed, report["seed"] = room_rules.challenge_seed(created.challenge), "challenge"
@@ -136,7 +155,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
     # 4. Re-decide each command against the state before it, with the room's dice, byte for byte.
     if seed is not None:
-        checked = await _redecide(room, seed, envelopes, spans)
+        checked = await _redecide(room, seed, envelopes, spans, rules.ref)
         if isinstance(checked, Divergence):
             return failed(checked)
         report["commands_redecided"] = checked
@@ -181,8 +200,22 @@ async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes
     return checked
 
 
+def _same_creation(mine: Envelope, theirs: Envelope) -> bool:
+    """room.created decided again equals the recorded one, but for the fingerprint and the stored schema.
+
+    The fingerprint is the code's (a comment edit changes it) and is reported, not compared; a room
+    created before versions stored schema 1 (no version fields), read through the upcaster. Every
+    other field of the envelope and the event must be equal; the recorded bytes were chain-checked.
+    """
+    recorded, recomputed = codec.decode_event(theirs), codec.decode_event(mine)
+    recomputed = msgspec.structs.replace(recomputed, fingerprint=recorded.fingerprint)
+    fields = [f for f in Envelope.__struct_fields__ if f not in ("payload", "hash")]
+    return (all(getattr(mine, f) == getattr(theirs, f) for f in fields)
+            and codec.encode(recomputed) == codec.encode(recorded))
+
+
 async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
-                    spans: list[tuple[int, int, bytes]]) -> int | Divergence:
+                    spans: list[tuple[int, int, bytes]], pinned: str) -> int | Divergence:
     # The engine's own room step, with the room's seed.
     state: room_rules.RoomState | None = None
     last_hash = GENESIS_HASH
@@ -192,6 +225,9 @@ async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
             record = decode_record(record_bytes)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             return Divergence(check="decode", version=first_version, message=f"undecodable command record: {error}")
+        if state is None and record.body.get("kind") == "create_room":
+            # Create the room again under the version it was created with, not this node's newest.
+            record = msgspec.structs.replace(record, body={**record.body, "ruleset": pinned})
         try:
             recomputed, _ = step(state, last_hash, record, seed)
         except RuleError as error:
@@ -201,6 +237,9 @@ async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
         for offset in range(max(len(recorded), len(recomputed))):
             mine = recomputed[offset] if offset < len(recomputed) else None
             theirs = recorded[offset] if offset < len(recorded) else None
+            if (mine is not None and theirs is not None and theirs.type == "room.created"
+                    and mine.type == theirs.type and _same_creation(mine, theirs)):
+                continue
             if mine is None or theirs is None or codec.encode_envelope(mine) != codec.encode_envelope(theirs):
                 return Divergence(
                     check="redecide",

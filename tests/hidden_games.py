@@ -18,15 +18,13 @@ is a party entitled to a value that differs (a raid on the city whose dice chang
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 from game_driver import PureRoom
 
-from almanac.events import codec, registry
+from almanac.events import codec, registry, room as room_rules
 from almanac.events.decider import event_tag
 from almanac.events.dice import Dice
 from almanac.events.disclosure import hidden_fields
@@ -93,17 +91,14 @@ def play_a(variation: Variation, game_number: int, moves: int) -> list[Step]:
     steps += [(player, {"kind": "join_room"}, now) for player in PLAYERS]
     for player, body, at in steps:
         _send(room, player, body, at)
-    policy = importlib.import_module(f"almanac.events.{variation.ruleset}.policy").choose_command
-    wanted = set(inspect.signature(policy).parameters)
-    decider = registry.get(variation.ruleset)
+    manifest = room_rules.manifest_of(room.state)  # the room's own version's bot and rules
+    decider = manifest.decider
     for turn in range(moves):
         if room.state.ended:
             break
         for seat, player in enumerate(room.state.players):
             now += variation.step_ms
-            offered = {"state": room.state.game, "player": player, "now_ms": now,
-                       "dice": Dice(b"policy", room.room, turn * 8 + seat)}
-            command = policy(**{k: v for k, v in offered.items() if k in wanted})
+            command = manifest.policy(room.state.game, player, Dice(b"policy", room.room, turn * 8 + seat), now)
             if command is None or decider.is_over(room.state.game):
                 continue
             body = codec.encode_command(command)

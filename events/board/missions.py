@@ -46,7 +46,7 @@ def _full(line: tuple[str, ...]) -> bool:
     return EMPTY not in line
 
 
-# --- the base cards (seed 002 and DESIGN.md) --------------------------------------------------
+# --- the base cards (seed 002 and docs/design-rulings.md) --------------------------------------------------
 
 
 def edge_of_the_forest(board: Board) -> int:

@@ -24,7 +24,7 @@ def audit_command(
 
     async def work(store: EventStore) -> tuple[list[tuple[Envelope, dict]], list[tuple[CommandRecord, dict]]]:
         envelopes = await room_envelopes(store, room)
-        manifest = registry.manifest(envelopes[0].ruleset)
+        manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
         offered = manifest.audit_view(view)
         if offered is None:
             views = ", ".join(v.name for v in manifest.audit_views) or "none"

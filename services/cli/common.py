@@ -14,7 +14,7 @@ import redis
 import typer
 from rich.console import Console
 
-from almanac.events import codec, registry, room as room_rules
+from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.hashing import state_hash
@@ -114,10 +114,11 @@ async def room_envelopes(store: EventStore, room: str) -> list[Envelope]:
 
 
 def state_document(state: room_rules.RoomState) -> dict[str, Any]:
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     return {
         "room": state.room,
         "ruleset": state.ruleset,
+        "ruleset_version": state.ruleset_version,
         "version": state.version,
         "players": list(state.players),
         "ended": state.ended,

@@ -30,12 +30,12 @@ from almanac.storage.base import EventStore
 
 def _summary(ruleset: str, event: Any) -> str:
     if isinstance(event, room_rules.RoomCreated):
-        return f"room created ({event.ruleset}) by {event.created_by}"
+        return f"room created ({event.ruleset}@{event.ruleset_version}) by {event.created_by}"
     if isinstance(event, room_rules.PlayerJoined):
         return f"{event.player} joined"
     if isinstance(event, room_rules.RoomEnded):
         return f"room ended: {event.reason} (seed revealed)"
-    return registry.get(ruleset).summary(event)
+    return registry.stored(ruleset).decider.summary(event)  # the envelope's ruleset: the room's own version
 
 
 def _fold(envelopes: list[Envelope]) -> room_rules.RoomState:

@@ -21,7 +21,8 @@ def print_report(report: VerifyReport) -> None:
         console.print(f"[green]ok[/] {report.room}: {report.chain_checked} events chained, "
                       f"{report.commands_redecided} commands re-decided, {report.refusals_rechecked} refusals re-checked, "
                       f"seed {report.seed}"
-                      + (", matches its commitment" if report.seed_matches_commitment else ""))
+                      + (", matches its commitment" if report.seed_matches_commitment else "")
+                      + f"; rules {report.ruleset} ({report.fingerprint_used})")
     else:
         divergence = report.divergence
         assert divergence is not None

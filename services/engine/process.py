@@ -2,7 +2,7 @@
 
 FastStream's own stream subscriber is not used for the command streams: it creates groups at ``$``,
 never re-reads its pending entries, cannot follow leases, and its batch path measured half the speed
-of a plain XREADGROUP (shared/notes/faststream-redis.md). The app gives signals, startup and graceful
+of a plain XREADGROUP (docs/measured-facts.md). The app gives signals, startup and graceful
 shutdown; the broker shares the Redis URL and its logger.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from almanac.events import codec, registry
+from almanac.events import codec, registry, room as room_rules
 from almanac.events.hashing import state_hash
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
@@ -43,7 +43,7 @@ async def room_view(
             raise ApiError(403, "other_seat", f"this token shows {claims.player!r}'s view only", "player")
         viewer = claims.player
     state = await _state(gw, room)
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     return json_response(
         {**room_summary(state), "player": viewer, "view": codec.to_builtins(decider.view(state.game, viewer))}
     )
@@ -52,7 +52,7 @@ async def room_view(
 @router.get("/rooms/{room}/scores", summary="Public scores per player (the rule-set's public_scores: they reveal no hidden amount)")
 async def room_scores(request: Request, room: str = RoomId) -> Response:
     state = await _state(gateway(request), room)
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     return json_response(
         {"room": room, "ruleset": state.ruleset, "version": state.version,
          "scores": codec.to_builtins(decider.public_scores(state.game))}
@@ -66,7 +66,7 @@ async def room_resources(request: Request, room: str = RoomId) -> Response:
     # own share through their view, where the rule-set hides what is not theirs.
     gw.auditor(bearer(request), room)
     state = await _state(gw, room)
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     return json_response(
         {"room": room, "ruleset": state.ruleset, "version": state.version,
          "scores": codec.to_builtins(decider.scores(state.game)),
@@ -141,7 +141,7 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
     envelopes = await gw.store.read(room)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    manifest = registry.manifest(envelopes[0].ruleset)
+    manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
     offered = manifest.audit_view(view)
     if offered is None:
         views = [v.name for v in manifest.audit_views]

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from almanac.events import codec, registry
-from almanac.events.errors import RuleError
+from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
 from almanac.services.gateway.errors import ApiError, json_response
@@ -94,8 +94,8 @@ def _refusal(outcome: Outcome, client_id: str) -> ApiError:
     code = str(error.pop("code", "refused"))
     message = str(error.pop("message", "the command was refused"))
     field = error.pop("field", None)
-    if _is_conflict(outcome):
-        status = 409
+    if _is_conflict(outcome) or code == "ruleset_not_installed":
+        status = 409  # ruleset_not_installed: the room is fine, this node lacks its rules version
     elif code == "room_not_found":
         status = 404
     else:
@@ -141,10 +141,11 @@ async def create_room(request: Request) -> Response:
     await gw.rate_limits.check_address(client_address(request))
     body: CreateRoomRequest = decode_body(await request.body(), CreateRoomRequest)
     try:
-        decider = registry.get(body.ruleset)
+        # "realm": the newest version installed; "realm@1": that version (the engine resolves it the same way).
+        decider = registry.manifest(body.ruleset).decider
     except RuleError as error:
         raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
-    command: dict[str, Any] = {"kind": "create_room", "ruleset": decider.name, "options": body.options,
+    command: dict[str, Any] = {"kind": "create_room", "ruleset": body.ruleset, "options": body.options,
                                "challenge": body.challenge}
     if body.setup is not None:
         # An explicit setup goes where this server takes one: the room command, else the rule-set's options.
@@ -202,11 +203,16 @@ async def list_rooms(
     return json_response({"rooms": codec.to_builtins(rooms), "source": "projection"})
 
 
-@router.get("/rulesets", summary="The rule-sets this server hosts, with their command kinds")
+@router.get("/rulesets", summary="The rule-sets this server hosts, with their versions and command kinds")
 async def list_rulesets(request: Request) -> Response:
     hosted = []
     for name in registry.installed():
-        hosted.append({"ruleset": name, "commands": [k for k in codec.command_kinds(name) if k != "create_room"]})
+        newest = registry.manifest(name)
+        hosted.append({"ruleset": name, "version": newest.version,
+                       "versions": [registry.at(name, v).ref for v in registry.versions(name)],
+                       "fingerprint": newest.fingerprint,
+                       "commands": [k for k in codec.command_kinds(registry.stored_ref(name, newest.version))
+                                    if k != "create_room"]})
     return json_response({"rulesets": hosted})
 
 
@@ -326,6 +332,8 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
         await gw.require_seated(claims, room)
     try:
         codec.decode_command(ruleset, body.command)
+    except RulesNotInstalledError as error:
+        raise ApiError(409, error.code, error.message, "room") from None
     except RuleError as error:
         gw.metrics.commands.inc(outcome="invalid", ruleset=ruleset)
         # ``field`` names a field of the command, as in the engine's refusals.

@@ -16,6 +16,7 @@ from redis.exceptions import (
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from almanac.events.errors import RulesNotInstalledError
 from almanac.services.logging import get_logger
 
 log = get_logger("almanac.gateway")
@@ -91,6 +92,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     for error_type in STORE_ERRORS:
         app.add_exception_handler(error_type, _store_error)
+
+    @app.exception_handler(RulesNotInstalledError)
+    async def _rules_not_installed(request: Request, error: RulesNotInstalledError) -> Response:
+        # A room of a rules version this node lacks is never folded with other rules: a clear 409.
+        return error_response(409, error.code, error.message, "room", allowed=error.allowed)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_parameter(request: Request, error: RequestValidationError) -> Response:

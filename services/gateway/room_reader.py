@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from almanac.events import codec, registry
+from almanac.events import codec, registry, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
 from almanac.storage.loader import RoomLoader
@@ -20,7 +20,8 @@ class RoomReader:
         self._rulesets: dict[str, str] = {}
 
     async def ruleset_of(self, room: str) -> str | None:
-        """The rule-set of a room (from its first envelope; it never changes), None when it does not exist."""
+        """The room's rules as its envelopes name them (``realm`` = version 1, ``realm@2``; it never changes),
+        None when the room does not exist."""
         known = self._rulesets.get(room)
         if known is not None:
             return known
@@ -33,7 +34,7 @@ class RoomReader:
     async def latest(self, room: str) -> RoomState | None:
         state, _ = await self.loader.latest(room)
         if state is not None:
-            self._rulesets[room] = state.ruleset
+            self._rulesets[room] = room_rules.stored_ref(state)
         return state
 
     async def at_version(self, room: str, version: int) -> RoomState | None:
@@ -44,7 +45,7 @@ class RoomReader:
 def player_event(envelope: Envelope, player: str) -> dict[str, Any]:
     """An event as ``player`` may see it: redacted by the rule-set; no hashes (they could confirm a guess)."""
     event = codec.decode_event(envelope)
-    shown = registry.get(envelope.ruleset).redact(event, player)
+    shown = registry.stored(envelope.ruleset).decider.redact(event, player)
     if shown is None:
         # The version still advances so a live client can resume after it; what happened stays hidden.
         return {"version": envelope.version, "hidden": True}
@@ -60,7 +61,7 @@ def player_event(envelope: Envelope, player: str) -> dict[str, Any]:
 def auditor_event(envelope: Envelope) -> dict[str, Any]:
     """Everything stored about an event, decoded, with its place in the hash chain."""
     event = codec.decode_event(envelope)
-    decider = registry.get(envelope.ruleset)
+    decider = registry.stored(envelope.ruleset).decider
     try:
         summary = decider.summary(event)
     except Exception:  # a summary is a courtesy; a rule-set bug there must not hide the event
@@ -79,10 +80,11 @@ def auditor_event(envelope: Envelope) -> dict[str, Any]:
 
 
 def room_summary(state: RoomState) -> dict[str, Any]:
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     return {
         "room": state.room,
         "ruleset": state.ruleset,
+        "ruleset_version": state.ruleset_version,
         "version": state.version,
         "players": list(state.players),
         "seats": list(decider.seats(state.game)),

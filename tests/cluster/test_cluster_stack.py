@@ -9,8 +9,6 @@ are checked.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
 import os
 import subprocess
 import sys
@@ -147,17 +145,14 @@ def play_room(http: httpx.Client, auditor: str, ruleset: str, room: str) -> dict
     unknown = http.post(f"/rooms/{room}/commands", headers=auth(tokens["alice"]), json={"command": {"kind": "fly"}})
     assert unknown.status_code == 422 and unknown.json()["code"] == "unknown_command", unknown.text
 
-    policy = importlib.import_module(f"almanac.events.{ruleset}.policy").choose_command
-    wanted = set(inspect.signature(policy).parameters)
+    policy = registry.manifest(ruleset).policy  # the newest version's bot, as the room is the newest version
     accepted = refused = 0
     last_version = created.json().get("version", 0)
     for step in range(MOVES):
         for player, token in tokens.items():
             state = http.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]
             game = msgspec.convert(state["game"], decider.state_type, strict=False)
-            offered = {"state": game, "player": player, "dice": Dice(b"cluster", room, step),
-                       "now_ms": int(time.time() * 1000)}
-            command = policy(**{k: v for k, v in offered.items() if k in wanted})
+            command = policy(game, player, Dice(b"cluster", room, step), int(time.time() * 1000))
             if command is None:
                 continue
             body = {"command": codec.encode_command(command), "command_id": f"{player}-{step}"}

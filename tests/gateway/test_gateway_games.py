@@ -197,7 +197,7 @@ def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, audit
 
 def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables: dict[str, Table]) -> None:
     from almanac.events.disclosure import hidden_fields  # noqa: PLC0415
-    from almanac.events.realm import SECRETS  # noqa: PLC0415
+    from almanac.events.realm.v1 import SECRETS  # noqa: PLC0415
 
     table = tables["realm"]
     room = table.rooms[0]

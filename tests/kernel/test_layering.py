@@ -110,3 +110,15 @@ def test_the_whole_tree_passes_its_lint_configuration():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     result = subprocess.run([ruff, "check", "--no-cache", "."], capture_output=True, text=True, cwd=EVENTS.parent)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+# Code loading, not game I/O: the registry reads entry points (importlib.metadata) and the fingerprint
+# reads a rule-set package's own source (importlib.resources), both once at import, never in decide
+# or evolve. Nothing else under events/ may use importlib.
+IMPORTLIB_ALLOWED = {"events/registry.py", "events/fingerprint.py"}
+
+
+def test_only_the_registry_and_the_fingerprint_load_code_under_events():
+    users = {str(path.relative_to(EVENTS.parent)) for path in sorted(EVENTS.rglob("*.py"))
+             if "importlib" in imported_modules(path)}
+    assert users <= IMPORTLIB_ALLOWED

@@ -10,7 +10,7 @@ from test_realm_support import Game, faces, of_type
 
 from almanac.events import codec, room as room_rules
 from almanac.events.disclosure import HIDDEN
-from almanac.events.realm import DECIDER, audit, events as realm_events
+from almanac.events.realm.v1 import DECIDER, audit, events as realm_events
 
 TRADE_STEPS = audit.TRADE_EVENTS
 

@@ -7,7 +7,7 @@ from test_realm_audit import full_trade, open_trade
 from test_realm_support import Game, faces, of_type
 
 from almanac.events import codec
-from almanac.events.realm import DECIDER, events as realm_events
+from almanac.events.realm.v1 import DECIDER, events as realm_events
 from almanac.projections.models import leaderboard_scores, room_summary
 
 HIDDEN_JSON = {"hidden": True}

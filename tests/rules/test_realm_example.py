@@ -10,7 +10,7 @@ import pytest
 from test_realm_support import Game, of_type
 
 from almanac.events.errors import RuleError
-from almanac.events.realm import audit, events as realm_events
+from almanac.events.realm.v1 import audit, events as realm_events
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "realm.jsonl"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from test_realm_support import Game, faces, of_type
 
-from almanac.events.realm import events as realm_events
+from almanac.events.realm.v1 import events as realm_events
 
 
 def food(game: Game, dice: list[int], player: str = "alice", **body: object) -> realm_events.FoodGot:

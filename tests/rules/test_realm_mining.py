@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from test_realm_support import Game, faces, of_type
 
-from almanac.events.realm import events as realm_events
-from almanac.events.realm.rules import mining_yield, resolve_mining
+from almanac.events.realm.v1 import events as realm_events
+from almanac.events.realm.v1.rules import mining_yield, resolve_mining
 
 
 def mine(game: Game, dice: list[int], **body: object) -> realm_events.Mined:

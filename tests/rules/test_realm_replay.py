@@ -17,9 +17,9 @@ from almanac.events import codec, room as room_rules
 from almanac.events.dice import Dice
 from almanac.events.disclosure import HIDDEN
 from almanac.events.hashing import state_hash
-from almanac.events.realm import DECIDER, audit, data, events as realm_events
-from almanac.events.realm.policy import choose_command
-from almanac.events.realm.state import RealmState
+from almanac.events.realm.v1 import DECIDER, audit, data, events as realm_events
+from almanac.events.realm.v1.policy import choose_command
+from almanac.events.realm.v1.state import RealmState
 from almanac.events.step import replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def test_random_legal_play_keeps_holdings_whole_and_folding_equals_the_live_stat
 @settings(max_examples=25, deadline=None)
 @given(values=st.lists(st.integers(0, 5), min_size=8, max_size=8), ore=st.sampled_from(data.ORES))
 def test_mining_never_finds_a_negative_or_unrounded_amount(values: list[int], ore: str) -> None:
-    from almanac.events.realm.rules import resolve_mining
+    from almanac.events.realm.v1.rules import resolve_mining
 
     rolled = tuple(data.FACES[v] for v in values[: data.MINING_DICE[ore]])
     for moons in ("count", "save"):

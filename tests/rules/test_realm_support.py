@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from almanac.events.errors import RuleError
-from almanac.events.realm import DECIDER, data
-from almanac.events.realm.state import City, RealmState
+from almanac.events.realm.v1 import DECIDER, data
+from almanac.events.realm.v1.state import City, RealmState
 from almanac.events.testing import RoomDriver
 
 SEED = b"realm tests secret seed 32 bytes"
@@ -28,7 +28,8 @@ class Game(RoomDriver):
     through the codec and an envelope.
 
     ``send`` takes the dice the command may draw: a list of scripted values (all must be used unless
-    ``leftover`` is allowed), or None for real dice from the room's seed.
+    ``leftover`` is allowed), or None for real dice from the room's seed. ``ruleset`` picks the
+    version: these tests pin version 1's rules (``realm@1``); version 2's change has its own tests.
     """
 
     def __init__(
@@ -37,13 +38,14 @@ class Game(RoomDriver):
         room_id: str = "realm-room",
         seed: bytes = SEED,
         now_ms: int = 1_000,
+        ruleset: str = "realm@1",
         **options: Any,
     ) -> None:
         super().__init__(room_id, seed, now_ms)
         self.room_id = room_id
         self.send(
             players[0],
-            {"kind": "create_room", "ruleset": "realm", "options": {"players": list(players), **options}},
+            {"kind": "create_room", "ruleset": ruleset, "options": {"players": list(players), **options}},
             dice=[],
         )
         for player in players:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from test_realm_support import Game, faces, of_type
 
-from almanac.events.realm import audit, events as realm_events
-from almanac.events.realm.rules import trade_side
+from almanac.events.realm.v1 import audit, events as realm_events
+from almanac.events.realm.v1.rules import trade_side
 
 
 def open_trade(game: Game, load: dict[str, int], buy: str = "food", want: str = "gold", dice: int = 1) -> str:

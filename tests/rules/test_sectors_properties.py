@@ -180,7 +180,7 @@ def test_a_generated_colony_played_by_the_policy_to_its_end_stays_within_the_rul
 
 
 # --- an independent model of a season ---------------------------------------------------------
-# The seed's rates as its text writes them, and the DESIGN rulings, coded apart from events/sectors
+# The seed's rates as its text writes them, and the design rulings, coded apart from events/sectors
 # (only the building table, which is ours, is shared), season by season with Fraction and math.
 
 SEED_FOOD_NEED = {

@@ -51,7 +51,7 @@ def test_examples_1_and_2_a_winter_forest_is_fed_and_capped_then_a_prairie_starv
 
 def test_production_example_newest_building_is_staffed_first_and_an_understaffed_one_stays_shut():
     # The seed puts this mint in a forest, which its own rule list forbids ("Mints and factories can
-    # not be built in a forest", confirmed by DESIGN), so the forest of the example cannot exist:
+    # not be built in a forest", confirmed by docs/design-rulings.md), so the forest of the example cannot exist:
     forbidden = setup_refusal({"setup": {"sectors": [sector("forest", 30, "sawmill", "mint")]}})
     assert (forbidden.code, forbidden.field) == (
         "sectors.building_banned",
@@ -155,7 +155,7 @@ def test_harvest_example_in_fall_the_forest_adds_extra_food_on_its_whole_populat
     # When the season ends
     harvested = only(game.play(EndSeason()), ResourcesHarvested)
 
-    # Then the idle harvest is unchanged and all 30 people add 0.4 food each (DESIGN: the rule list's
+    # Then the idle harvest is unchanged and all 30 people add 0.4 food each (docs/design-rulings.md: the rule list's
     # 0.4 wins over the worked example's 0.1)
     assert harvested.harvested == Goods(wood=14, food=3, gold=1)
     assert harvested.extra == Goods(food=12)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.realm.data import TRADE_MAX_DICE
+from almanac.events.realm.v1.data import TRADE_MAX_DICE
 from almanac.events.schema import Amount, Key, Name, OptionalKey
 
 Load = Annotated[dict[Key, Amount], msgspec.Meta(max_length=32)]

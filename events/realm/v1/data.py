@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-# --- the die (DESIGN.md ruling) ---------------------------------------------------------------
+# --- the die (docs/design-rulings.md) ------------------------------------------------------------
 # ctx.dice.randbelow(6) indexes this tuple: three stars, one moon, one skull, one blank.
 STAR = "star"
 MOON = "moon"
@@ -35,7 +35,7 @@ RESOURCES: tuple[str, ...] = (
     "smelted_steel",
 )
 
-# --- mining (seed + DESIGN.md) -----------------------------------------------------------------
+# --- mining (seed + design rulings) --------------------------------------------------------------
 MINING_DICE: dict[str, int] = {"stone": 1, "bronze": 2, "iron": 4, "steel": 6, "gold": 8}
 MINING_MINIMUM_STARS: dict[str, int] = {"stone": 1, "bronze": 1, "iron": 2, "steel": 3, "gold": 6}
 MINING_UNIT = 1_000  # gained at the minimum, and again per star past it
@@ -44,7 +44,7 @@ MOON_STARS_COUNTED = 2  # a moon is worth two stars, or one star and one saved s
 LESSER_ORE_KEEP = Fraction(1, 4)  # a lesser ore at a 75% reduction
 SKULL_STONE_KEEP = Fraction(1, 2)  # a skull: only stone, at -50%
 BLANK_STONE_KEEP = Fraction(1, 4)  # a blank and nothing else found: stone at -75%
-PENALTY_ROUNDING = 100  # penalties round down to the nearest hundred (DESIGN.md)
+PENALTY_ROUNDING = 100  # penalties round down to the nearest hundred (docs/design-rulings.md)
 
 # --- smelting ---------------------------------------------------------------------------------
 SMELTING_DICE = 6

@@ -7,9 +7,9 @@ from typing import Any
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
-from almanac.events.realm import commands as realm_commands, data
-from almanac.events.realm.rules import DECIDE
-from almanac.events.realm.state import City, RealmState
+from almanac.events.realm.v1 import commands as realm_commands, data
+from almanac.events.realm.v1.rules import DECIDE
+from almanac.events.realm.v1.state import City, RealmState
 
 PROBE_SEED = b"realm policy probe"
 

@@ -12,8 +12,8 @@ import msgspec
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
-from almanac.events.realm import audit, commands as realm_commands, data, events as realm_events
-from almanac.events.realm.state import Army, City, Merchant, RealmState, full_stock, season_name, year_of
+from almanac.events.realm.v1 import audit, commands as realm_commands, data, events as realm_events
+from almanac.events.realm.v1.state import Army, City, Merchant, RealmState, full_stock, season_name, year_of
 
 replace = msgspec.structs.replace
 
@@ -40,7 +40,7 @@ def nonzero(stock: dict[str, int]) -> dict[str, int]:
 
 
 def round_down_hundreds(value: Fraction | int) -> int:
-    """Round down to the nearest hundred (the DESIGN.md rule for penalties)."""
+    """Round down to the nearest hundred (docs/design-rulings.md, realm)."""
     whole = floor(value)
     return whole - whole % data.PENALTY_ROUNDING
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.realm import data
+from almanac.events.realm.v1 import data
 from almanac.events.schema import Amount, Key, Name
 
 

@@ -10,8 +10,8 @@ import msgspec
 
 from almanac.events.decider import event_tag
 from almanac.events.envelope import Envelope
-from almanac.events.realm import data, events as realm_events
-from almanac.events.realm.state import LedgerEntry
+from almanac.events.realm.v1 import data, events as realm_events
+from almanac.events.realm.v1.state import LedgerEntry
 
 TRADE_EVENTS = (
     realm_events.MerchantSent,

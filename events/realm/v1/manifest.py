@@ -8,8 +8,8 @@ from almanac.events.codec import to_builtins
 from almanac.events.dice import Dice
 from almanac.events.envelope import Envelope
 from almanac.events.manifest import AuditView, BenchScenario, ReadModel, RuleSet
-from almanac.events.realm import DECIDER, audit
-from almanac.events.realm.policy import choose_command
+from almanac.events.realm.v1 import DECIDER, audit
+from almanac.events.realm.v1.policy import choose_command
 
 BENCH_PLAYERS = ("alice", "bob", "carol")
 

@@ -1,0 +1,125 @@
+"""Write tests/golden/<name>@<version>.json: one complete game of every published rule-set version.
+
+    .venv/bin/python -m tests.golden.make          # all versions of the rule-sets in this repository
+    .venv/bin/python -m tests.golden.make realm@1  # one version
+
+Each game is played by the manifest's bot policy on the engine's own write path (``RoomService`` on an
+in-memory store) from the bench scenario's players and options, with a seed, room id, command ids,
+clock and bot dice all derived from the version's name, so running this twice writes the same bytes
+(as long as the rules decide the same). The room is ended so its seed is revealed, and the file is
+``almanac export``'s format, which ``almanac verify --file`` and ``import`` read.
+
+Regenerate only when the lead agrees that an existing version's decisions were wrong; a rule change
+is otherwise a new version (docs/architecture.md, "Rule-set versions").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from almanac.events import registry
+from almanac.events.dice import Dice
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.export_store import export_document
+from almanac.storage.memory_store import MemoryEventStore
+
+HERE = Path(__file__).resolve().parent
+# A golden game is small: at most this many commands (then the room is ended by its creator).
+MAX_COMMANDS = 300
+# Small games that still end by themselves: creation options instead of the bench scenario's, per rule-set.
+SMALL_GAME: dict[str, dict[str, Any]] = {
+    "sectors": {"years": 1, "rows": 4, "columns": 4},
+    "realm": {"players": ["alice", "bob"], "villages": 1, "years": 4},
+}
+# A player with nothing to do this many times in a row: the game is stuck (the policy is at fault).
+STUCK_AFTER = 200
+
+
+def published() -> list[Any]:
+    """Every version of every rule-set this repository publishes (plugins and tests' rule-sets aside)."""
+    return [m for m in registry.all_manifests()
+            if type(m.decider).__module__.startswith("almanac.events.") and m.policy is not None and m.bench]
+
+
+def path_for(manifest: Any) -> Path:
+    return HERE / f"{manifest.ref}.json"
+
+
+async def play(manifest: Any) -> dict[str, Any]:
+    """One game of ``manifest`` played to its end on the engine's write path; its export document."""
+    scenario = manifest.bench
+    ref, players = manifest.ref, scenario.players
+    room = f"golden-{manifest.name}-v{manifest.version}"
+    store = MemoryEventStore()
+    await store.save_seed(room, hashlib.sha256(f"almanac golden|{ref}".encode()).digest())
+    service = RoomService(store)
+    chooser = Dice(b"almanac golden policy dice 32 by", ref, 0)
+    now = scenario.start_ms
+    sent = 0
+
+    async def send(player: str, body: dict[str, Any]) -> None:
+        nonlocal sent, now
+        sent += 1
+        now += scenario.step_ms or 1_000
+        outcome = await service.handle(CommandRecord(command_id=f"{room}-{sent}", room=room, player=player,
+                                                     server_time_ms=now, body=body))
+        if sent == 1 and not outcome.accepted:
+            raise RuntimeError(f"{ref}: the golden room was not created: {outcome.error}")
+
+    options = SMALL_GAME.get(manifest.name, scenario.options)
+    players = tuple(options.get("players", players))
+    await send(players[0], {"kind": "create_room", "ruleset": ref, "options": options})
+    for player in players:
+        await send(player, {"kind": "join_room"})
+    idle = 0
+    while True:
+        state, _ = await service.load(room)
+        if state.ended or sent >= MAX_COMMANDS:
+            break
+        player = players[chooser.randbelow(len(players))]
+        command = manifest.policy(state.game, player, chooser, now + (scenario.step_ms or 1_000))
+        if command is None:
+            idle += 1
+            if idle > STUCK_AFTER:
+                raise RuntimeError(f"{ref}: no player had anything to do {STUCK_AFTER} times in a row")
+            continue
+        idle = 0
+        await send(player, {"kind": type(command).__struct_config__.tag, **_fields(command)})
+    if not state.ended:
+        await send(players[0], {"kind": "end_room", "reason": "the golden game is long enough"})
+    last = (await store.read(room))[-1]
+    return await export_document(store, room, last.server_time_ms)
+
+
+def _fields(command: Any) -> dict[str, Any]:
+    from almanac.events import codec  # noqa: PLC0415
+
+    body = codec.encode_command(command)
+    body.pop("kind", None)
+    return body
+
+
+def write(manifest: Any) -> Path:
+    document = asyncio.run(play(manifest))
+    path = path_for(manifest)
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def main(argv: list[str]) -> None:
+    chosen = [m for m in published() if not argv or m.ref in argv]
+    if argv and len(chosen) != len(argv):
+        raise SystemExit(f"unknown versions; published: {', '.join(m.ref for m in published())}")
+    for manifest in chosen:
+        path = write(manifest)
+        events = len(json.loads(path.read_text())["envelopes"])
+        print(f"{path.relative_to(HERE.parent.parent)}: {events} events ({manifest.fingerprint[:19]})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,44 @@
+"""realm@2's one change: in mining each skull cancels one star instead of turning the try into stone."""
+
+from __future__ import annotations
+
+from test_realm_support import Game, faces, of_type
+
+from almanac.events import registry
+from almanac.events.realm.v1 import events as realm_events
+from almanac.events.realm.v2 import resolve_mining
+
+
+def mine(game: Game, dice: list[int], **body: object) -> realm_events.Mined:
+    (event,) = of_type(game.send("alice", {"kind": "mine", **body}, dice=dice), realm_events.Mined)
+    return event
+
+
+def test_the_same_gold_roll_with_one_skull_finds_only_stone_under_1_and_gold_under_2() -> None:
+    roll = faces("7 star", "skull")
+    old, new = Game(ruleset="realm@1"), Game(ruleset="realm@2")
+
+    at_1, at_2 = mine(old, roll, ore="gold"), mine(new, roll, ore="gold")
+
+    assert (at_1.stars, at_1.outcome, at_1.found, at_1.amount) == (7, "skull_stone", "stone", 3_500)
+    assert (at_2.stars, at_2.outcome, at_2.found, at_2.amount) == (6, "found", "gold", 2_000)
+    assert new.stock("alice", "gold") == old.stock("alice", "gold") + 2_000
+    assert (old.state.ruleset_version, new.state.ruleset_version) == (1, 2)
+
+
+def test_skulls_that_cancel_the_stars_below_the_minimum_leave_a_lesser_ore_or_a_blanks_stone() -> None:
+    gold = resolve_mining("gold", ("star",) * 6 + ("moon", "skull"), "count", 0, "best")
+    assert (gold.stars, gold.outcome, gold.amount) == (7, "found", 3_000)  # 6 + 2 (moon) - 1 (skull)
+    lesser = resolve_mining("gold", ("star",) * 5 + ("skull",) * 2 + ("blank",), "count", 0, "best")
+    assert (lesser.stars, lesser.outcome, lesser.found, lesser.amount) == (3, "lesser_ore", "steel", 200)
+    blank = resolve_mining("bronze", ("skull", "blank"), "count", 0, "best")
+    assert (blank.stars, blank.outcome, blank.found, blank.amount) == (0, "blank_stone", "stone", 200)
+    assert resolve_mining("stone", ("skull",), "count", 0, "best").outcome == "nothing"
+
+
+def test_moons_saved_stars_and_everything_but_mining_are_version_1s() -> None:
+    saving = resolve_mining("iron", ("moon", "star", "skull", "blank"), "save", 1, "best")
+    assert (saving.stars, saving.saved_gained, saving.found) == (2, 1, "iron")  # 1 + 1 (moon) + 1 saved - 1 skull
+    v1, v2 = registry.at("realm", 1), registry.at("realm", 2)
+    assert v1.decider.event_types == v2.decider.event_types and v1.policy is v2.policy
+    assert v1.read_models == v2.read_models and v1.audit_views == v2.audit_views

@@ -1,0 +1,110 @@
+"""Rule-set versions on the write path: a room is created under one version and kept to it forever."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from counter_ruleset import CounterDecider
+
+from almanac.events import codec, registry
+from almanac.events.dice import Dice
+from almanac.events.manifest import RuleSet
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.services.verify import verify_room
+
+
+def record(command_id: str, player: str, body: dict, room: str, now_ms: int = 1_000) -> CommandRecord:
+    return CommandRecord(command_id=command_id, room=room, player=player, server_time_ms=now_ms, body=body)
+
+
+async def play_realm(service: RoomService, room: str, ruleset: str, commands: int = 60) -> None:
+    """A realm room created as ``ruleset``, played by the manifest's bot, then ended (its seed revealed)."""
+    players = ["alice", "bob"]
+    await service.handle(record("create", "alice", {"kind": "create_room", "ruleset": ruleset,
+                                                    "options": {"players": players, "years": 2}}, room))
+    for player in players:
+        await service.handle(record(f"join-{player}", player, {"kind": "join_room"}, room))
+    chooser = Dice(b"versions test bot dice 32 bytes!", room, 0)
+    for index in range(commands):
+        state, _ = await service.load(room)
+        if state.ended:
+            return
+        player = players[chooser.randbelow(2)]
+        command = registry.manifest(ruleset).policy(state.game, player, chooser, 10_000 + index)
+        if command is not None:
+            body = codec.encode_command(command)
+            await service.handle(record(f"c{index}", player, body, room, now_ms=10_000 + index))
+    await service.handle(record("end", "alice", {"kind": "end_room"}, room, now_ms=99_999))
+
+
+async def test_a_new_room_gets_the_newest_version_and_records_it_with_its_fingerprint(store):
+    service = RoomService(store)
+
+    await service.handle(record("create", "alice", {"kind": "create_room", "ruleset": "realm"}, "new"))
+
+    (envelope,) = await store.read("new")
+    created = codec.decode_event(envelope)
+    newest = registry.manifest("realm")
+    assert newest.version == 2 and registry.versions("realm") == [1, 2]
+    assert (created.ruleset, created.ruleset_version, created.fingerprint) == ("realm", 2, newest.fingerprint)
+    assert envelope.ruleset == "realm@2"  # the envelope names the version, so events decode with its types
+    state, _ = await service.load("new")
+    assert (state.ruleset, state.ruleset_version) == ("realm", 2)
+
+
+async def test_rooms_of_realm_at_1_and_at_2_coexist_and_each_verifies_under_its_own_version(store):
+    service = RoomService(store)
+    await play_realm(service, "old-rules", "realm@1")
+    await play_realm(service, "new-rules", "realm")
+
+    old, new = await verify_room(store, "old-rules"), await verify_room(store, "new-rules")
+
+    assert old.ok and new.ok, (old.divergence, new.divergence)
+    assert (old.ruleset, new.ruleset) == ("realm@1", "realm@2")
+    assert old.fingerprint_used == old.fingerprint_recorded == registry.at("realm", 1).fingerprint
+    assert new.fingerprint_used == registry.at("realm", 2).fingerprint != old.fingerprint_used
+    assert old.commands_redecided > 10 and new.commands_redecided > 10
+    # A version-1 room writes what rooms wrote before versions existed: the bare name.
+    assert {e.ruleset for e in await store.read("old-rules")} == {"realm"}
+    assert {e.ruleset for e in await store.read("new-rules")} == {"realm@2"}
+
+
+@pytest.fixture
+def counter_at_2():
+    registry.register(RuleSet(decider=CounterDecider(), version=2, source="counter_ruleset"))
+    yield
+    registry.unregister("counter", 2)
+
+
+async def test_a_room_whose_version_is_not_installed_is_refused_clearly_and_never_folded(store, counter_at_2):
+    service = RoomService(store)
+    await service.handle(record("create", "alice", {"kind": "create_room", "ruleset": "counter@2"}, "c2"))
+    await service.handle(record("join", "alice", {"kind": "join_room"}, "c2"))
+    before = await store.read("c2")
+    assert before[0].ruleset == "counter@2"
+
+    registry.unregister("counter", 2)  # this node no longer has counter@2 (a node not yet upgraded)
+    outcome = await RoomService(store).handle(record("add", "alice", {"kind": "add", "amount": 1}, "c2"))
+    report = await verify_room(store, "c2")
+
+    assert not outcome.accepted
+    assert outcome.error["code"] == "ruleset_not_installed"
+    assert outcome.error["message"].startswith("counter@2 is not installed on this node")
+    assert await store.read("c2") == before and await store.rejections("c2") == []  # nothing stored
+    assert await store.outcome("c2", "add") is None  # the same command may succeed on an upgraded node
+    assert not report.ok and report.divergence.check == "ruleset"
+    assert report.divergence.message.startswith("counter@2 is not installed on this node")
+
+
+def test_a_create_request_names_a_version_or_gets_the_newest_and_a_missing_one_is_refused():
+    assert registry.manifest("realm").version == 2
+    assert registry.manifest("realm@1").version == 1
+    assert registry.stored("realm").version == 1  # an envelope's bare name is version 1, as before versions
+    with pytest.raises(Exception) as missing:
+        registry.manifest("realm@9")
+    assert missing.value.code == "ruleset_not_installed"
+    assert missing.value.message == "realm@9 is not installed on this node (installed versions of it: realm@1, realm@2)"
+    with pytest.raises(Exception) as malformed:
+        registry.manifest("realm@two")
+    assert malformed.value.code == "unknown_ruleset"
+    assert msgspec.json.decode(msgspec.json.encode(missing.value.to_dict()))["field"] == "ruleset"
