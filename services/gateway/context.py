@@ -112,6 +112,10 @@ class Gateway:
                     if stored.accepted
                     else []
                 )
+                # Our own submission, decided after the wait ended, is not a replay: its events carry this
+                # record's command id and server time (a replay's record was stamped at another moment).
+                own = bool(envelopes) and envelopes[0].command_id == record.command_id \
+                    and envelopes[0].server_time_ms == record.server_time_ms
                 outcome = Outcome(
                     command_id=record.command_id,
                     room=stored.room,
@@ -120,7 +124,7 @@ class Gateway:
                     last_version=stored.last_version,
                     error=stored.error,
                     envelopes=envelopes,
-                    duplicate=True,
+                    duplicate=not own,
                 )
         return outcome
 

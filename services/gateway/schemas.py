@@ -11,6 +11,9 @@ from almanac.services.gateway.errors import ApiError
 
 _NAMED_FIELD = re.compile(r"(?:unknown|required) field `([^`]+)`")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
+# The largest room version a query may name: every integer a client sends is bounded (Redis stream ids
+# stop at 2**64 - 1; 2**53 also survives a JavaScript client).
+MAX_VERSION = 2**53
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN, description="letters, digits, _ . -; at most 64")]
 CommandId = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}$", description="client id for idempotent retries")
