@@ -57,9 +57,9 @@ def configure_logging(log_format: str = "auto", level: str = "info", stream: Tex
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(
-        processors=[*shared, _bounded_exc_info, renderer],
+        processors=[*shared, _add_logger_name, _bounded_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        logger_factory=lambda *args: _NamedPrintLogger(stream, str(args[0]) if args else "almanac"),
         cache_logger_on_first_use=True,
     )
     # Every standard-library logger goes through the same processors and renderer, one line per record.
@@ -77,5 +77,21 @@ def configure_logging(log_format: str = "auto", level: str = "info", stream: Tex
             logger.propagate = True
 
 
-def get_logger(name: str = "almanac", **context: object) -> structlog.stdlib.BoundLogger:
-    return structlog.get_logger(name).bind(**context)
+def get_logger(name: str = "almanac", **context: object) -> Any:
+    """A logger that takes its configuration at first use: modules create theirs at import, before the
+    process has called configure_logging (binding then froze structlog's default console renderer, with
+    rich tracebacks and local variables, whatever ALMANAC_LOG_FORMAT said)."""
+    return structlog.get_logger(name, **context)
+
+
+class _NamedPrintLogger(structlog.PrintLogger):
+    def __init__(self, file: TextIO, name: str) -> None:
+        super().__init__(file)
+        self.name = name
+
+
+def _add_logger_name(logger: Any, _: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    name = getattr(logger, "name", None)
+    if name and "logger" not in event_dict:
+        event_dict["logger"] = name
+    return event_dict

@@ -7,7 +7,7 @@ import contextlib
 
 import msgspec
 from fastapi import APIRouter, Path, Query, WebSocket, WebSocketDisconnect
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from almanac.events import codec
 from almanac.services.gateway.auth import ROLE_AUDITOR
@@ -51,7 +51,7 @@ async def live(websocket: WebSocket, room: str = RoomId,
         await _follow(gw, websocket, room, from_version, claims.player, claims.role == ROLE_AUDITOR, disconnected)
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client went away mid-send
-    except RedisError as error:
+    except (RedisConnectionError, RedisTimeoutError) as error:  # other failures: the boundary closes 1011
         log.warning("live.store_unavailable", room=room, error=str(error)[:200])
         code, reason = 1013, _JSON.encode({"code": "store_unavailable", "retry": True}).decode()
     finally:
