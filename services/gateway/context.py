@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 
+import msgspec
 import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 
@@ -12,7 +13,7 @@ from almanac.projections.read import ReadModels
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.metrics import GatewayMetrics
-from almanac.services.gateway.outcomes import OutcomeWaiter
+from almanac.services.gateway.outcomes import OutcomeWaiter, decided_from
 from almanac.services.gateway.rooms import RoomReader
 from almanac.services.rooms import CommandRecord, Outcome
 from almanac.services.settings import Settings
@@ -112,10 +113,6 @@ class Gateway:
                     if stored.accepted
                     else []
                 )
-                # Our own submission, decided after the wait ended, is not a replay: its events carry this
-                # record's command id and server time (a replay's record was stamped at another moment).
-                own = bool(envelopes) and envelopes[0].command_id == record.command_id \
-                    and envelopes[0].server_time_ms == record.server_time_ms
                 outcome = Outcome(
                     command_id=record.command_id,
                     room=stored.room,
@@ -124,8 +121,11 @@ class Gateway:
                     last_version=stored.last_version,
                     error=stored.error,
                     envelopes=envelopes,
-                    duplicate=not own,
                 )
+                # Our own submission, decided after the wait ended, is not a replay: its events carry this
+                # record's server time (a replay's record was stamped at another moment).
+                if not decided_from(outcome, record):
+                    outcome = msgspec.structs.replace(outcome, duplicate=True)
         return outcome
 
 

@@ -87,7 +87,9 @@ class OutcomeWaiter:
         Requests carrying the same command id while it is in flight here share one submission and one
         future, but each waits on its own clock (``asyncio.wait`` never cancels the shared future: one
         waiter's timeout must not end another's wait). A waiter that did not submit receives the outcome
-        marked ``duplicate``: its own request was never decided, it is a replay of the first.
+        marked ``duplicate``: its own request was never decided, it is a replay of the first. So is the
+        submitter's, when the events answering it were decided from an earlier record of the same id (the
+        engine publishes each record's outcome on the id's channel; the first message may be the earlier's).
         """
         channel = bus.outcome_channel(record.command_id).encode()
         entry = self._waiting.get(channel)
@@ -102,11 +104,22 @@ class OutcomeWaiter:
             if not done:
                 return None
             outcome = bus.decode_outcome(entry.future.result())
-            return outcome if submitter else msgspec.structs.replace(outcome, duplicate=True)
+            if outcome.duplicate or (submitter and decided_from(outcome, record)):
+                return outcome
+            return msgspec.structs.replace(outcome, duplicate=True)
         finally:
             entry.waiters -= 1
             if entry.waiters == 0 and self._waiting.get(channel) is entry:
                 del self._waiting[channel]
+
+
+def decided_from(outcome: Outcome, record: CommandRecord) -> bool:
+    """True unless the outcome's events were appended for another record of the same command id (their
+    server time is the record's stamp). A refusal carries no events: it grants nothing, so it counts as ours."""
+    if not outcome.accepted or not outcome.envelopes:
+        return True
+    first = outcome.envelopes[0]
+    return first.command_id == record.command_id and first.server_time_ms == record.server_time_ms
 
 
 class _InFlight:
