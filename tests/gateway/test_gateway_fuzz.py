@@ -105,11 +105,11 @@ def test_no_generated_request_gets_a_5xx_and_refusals_change_nothing(live_url: s
                 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                           phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
                 @given(case=strategy)
-                def run(case) -> None:
+                def run(case, tag: str = f"{identity}, {mode.value}") -> None:
                     nonlocal versions
                     response = case.call(base_url=live_url, session=session, timeout=15)
                     statuses[response.status_code] += 1
-                    label = f"{case.method} {case.formatted_path} [{identity}, {mode.value}]"
+                    label = f"{case.method} {case.formatted_path} [{tag}]"
                     if response.status_code >= 500:
                         failures.append(f"{label} -> {response.status_code} {response.text[:300]}")
                     after = room_versions(store, keys)
