@@ -89,6 +89,7 @@ def test_no_generated_request_gets_a_5xx_and_refusals_change_nothing(live_url: s
     failures: list[str] = []
     changed: list[str] = []
     skipped: list[str] = []
+    tags: list[str] = []  # the current strategy's label (the last one)
     versions = room_versions(store, keys)
     room, token = players[2]
     identities = {"anonymous": {}, "player": {"Authorization": f"Bearer {token}"},
@@ -99,17 +100,18 @@ def test_no_generated_request_gets_a_5xx_and_refusals_change_nothing(live_url: s
         path_parameters = {"room": room} if "{room}" in operation.path else None
         for identity, headers in identities.items():
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                tags.append(f"{identity}, {mode.value}")
                 strategy = operation.as_strategy(generation_mode=mode, headers=headers or None,
                                                  path_parameters=path_parameters if identity != "anonymous" else None)
 
                 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                           phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
                 @given(case=strategy)
-                def run(case, tag: str = f"{identity}, {mode.value}") -> None:
+                def run(case) -> None:
                     nonlocal versions
                     response = case.call(base_url=live_url, session=session, timeout=15)
                     statuses[response.status_code] += 1
-                    label = f"{case.method} {case.formatted_path} [{tag}]"
+                    label = f"{case.method} {case.formatted_path} [{tags[-1]}]"
                     if response.status_code >= 500:
                         failures.append(f"{label} -> {response.status_code} {response.text[:300]}")
                     after = room_versions(store, keys)
