@@ -292,7 +292,7 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     kind = body.command.get("kind")
-    if kind in ROOM_COMMAND_KINDS and kind != "end_room":
+    if isinstance(kind, str) and kind in ROOM_COMMAND_KINDS and kind != "end_room":
         raise ApiError(422, "use_room_endpoint", f"send {kind} through POST /rooms or /rooms/{{room}}/join", "kind")
     try:
         codec.decode_command(ruleset, body.command)

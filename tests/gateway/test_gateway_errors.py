@@ -87,6 +87,8 @@ def test_values_the_server_cannot_represent_are_refused_and_change_nothing(api: 
     big = api.post(f"/rooms/{name}/commands", headers=auth(token),
                    json={"command": {"kind": "place_element", "row": BIG, "column": 1}})
     assert big.status_code == 422 and big.json()["code"], big.text
+    listed = api.post(f"/rooms/{name}/commands", headers=auth(token), json={"command": {"kind": []}})
+    assert listed.status_code == 422 and listed.json()["code"], listed.text
     deep = api.post("/rooms", content=b'{"ruleset":"board","player":"x","options":' + b"[" * 1000 + b"]" * 1000 + b"}",
                     headers={"content-type": "application/json"})
     assert 400 <= deep.status_code < 500 and deep.json()["code"], deep.text

@@ -29,7 +29,7 @@ from schemathesis import GenerationMode
 
 from almanac.services.store.keys import Keys
 
-EXAMPLES = int(os.environ.get("ALMANAC_FUZZ_EXAMPLES", "12"))  # per operation, identity and mode
+EXAMPLES = int(os.environ.get("ALMANAC_FUZZ_EXAMPLES", "25"))  # per operation, identity and mode
 
 
 def free_port() -> int:
