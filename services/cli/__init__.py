@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -40,8 +41,19 @@ def _load_commands() -> None:
 
 
 def main() -> None:
+    """The CLI's one exception boundary: anything unexpected is one line on stderr and exit code 1
+    (the traceback too, bounded, with ALMANAC_LOG_LEVEL=debug)."""
     _load_commands()
     try:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as error:  # typer already turned usage errors and typer.Exit into exit codes
+        from almanac.services.logging import bounded_traceback  # noqa: PLC0415
+
+        if os.environ.get("ALMANAC_LOG_LEVEL", "").lower() == "debug":
+            sys.stderr.write(bounded_traceback(error))
+        detail = " ".join(str(error).split())[:300]
+        sys.stderr.write(f"error: unexpected {type(error).__name__}: {detail} "
+                         "(ALMANAC_LOG_LEVEL=debug shows the traceback)\n")
+        sys.exit(1)

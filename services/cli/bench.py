@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import typer
 
 from almanac.events import registry
@@ -57,3 +58,13 @@ def bench_e2e(
     from almanac.services.bench.e2e import main  # noqa: PLC0415
 
     main(rate=rate, seconds=seconds)
+
+
+@bench_app.command("errors")
+def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of each kind.")) -> None:
+    """What a bad request (400, 404, 422, 500) costs the gateway's event loop, against GET /rulesets."""
+    from almanac.services.bench.errors import main  # noqa: PLC0415
+
+    settings = settings_or_exit()
+    with redis_url_for(settings) as url:
+        main(msgspec.structs.replace(settings, redis_url=url), count)

@@ -38,7 +38,7 @@ def gateway_command(
     with redis_url_for(settings) as url:
         settings = _with(settings, redis_url=url)
         uvicorn.run(create_app(settings), host=settings.http_host, port=settings.http_port,
-                    log_level="warning", access_log=False, lifespan="on",
+                    log_level="warning", access_log=False, lifespan="on", log_config=None,
                     loop="uvloop", http="httptools")  # both pinned in pyproject: the fast C paths
 
 

@@ -12,7 +12,7 @@ from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import auditor_event, player_event, room_summary
-from almanac.services.gateway.schemas import NAME_PATTERN
+from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
 from almanac.services.verify import verify_room
 
 router = APIRouter(tags=["queries"])
@@ -78,8 +78,8 @@ async def room_resources(request: Request, room: str = RoomId) -> Response:
 async def room_events(
     request: Request,
     room: str = RoomId,
-    from_version: int = Query(1, ge=1),
-    to_version: int | None = Query(None, ge=1),
+    from_version: int = Query(1, ge=1, le=MAX_VERSION),
+    to_version: int | None = Query(None, ge=1, le=MAX_VERSION),
     limit: int = Query(1_000, ge=1, le=MAX_EVENTS_PAGE),
 ) -> Response:
     gw = gateway(request)
@@ -101,7 +101,7 @@ async def room_events(
 async def room_state_at(
     request: Request,
     room: str = RoomId,
-    version: int | None = Query(None, ge=1, description="default: the latest"),
+    version: int | None = Query(None, ge=1, le=MAX_VERSION, description="default: the latest"),
 ) -> Response:
     gw = gateway(request)
     gw.auditor(bearer(request), room)

@@ -34,6 +34,8 @@ RATE_LIMITED = {
           "token); the Retry-After header says when to retry"},
     503: {"description": "`store_unavailable`: Redis cannot be reached; retry after the Retry-After header"},
 }
+# A create/join command id at least this long is treated as a secret: a retry with it gets the token again.
+SECRET_COMMAND_ID = 16
 
 
 def gateway(request: Request) -> Gateway:
@@ -173,7 +175,7 @@ async def create_room(request: Request) -> Response:
         if error.code == "room_exists":
             error.status = 409
         raise error
-    _refuse_replayed_grant(outcome, body.player, "create")
+    _refuse_replayed_grant(outcome, body.player, "create", client_id)
     answer = _outcome_body(outcome, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
     answer["token"] = gw.signer.issue(room, body.player)
@@ -244,20 +246,22 @@ async def join_room(request: Request, room: str = RoomId) -> Response:
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
-    _refuse_replayed_grant(outcome, body.player, "join")
+    _refuse_replayed_grant(outcome, body.player, "join", client_id)
     answer = _outcome_body(outcome, body.player, client_id)
     answer["player"] = body.player
     answer["token"] = gw.signer.issue(room, body.player)
     return json_response(answer)
 
 
-def _refuse_replayed_grant(outcome: Outcome, player: str, what: str) -> None:
+def _refuse_replayed_grant(outcome: Outcome, player: str, what: str, client_id: str) -> None:
     # Client command ids may be guessable: a replayed join/create must not hand the seat's token to
-    # whoever repeats the id. The first answer carried the token.
-    if outcome.duplicate:
+    # whoever repeats a short id. A long id (the gateway's own are 24 random characters) is the caller's
+    # proof on a retry: whoever lost the first answer (a timeout, a dropped connection) gets the token again.
+    if outcome.duplicate and len(client_id) < SECRET_COMMAND_ID:
         raise ApiError(
             409, "already_joined",
-            f"this {what} was already handled and its token went to the first caller; {player!r} is taken",
+            f"this {what} was already handled and its token went to the first caller; {player!r} is taken "
+            f"(a retry gets the token again only with a command_id of at least {SECRET_COMMAND_ID} characters)",
             "command_id",
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 
+import msgspec
 import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 
@@ -12,7 +13,7 @@ from almanac.projections.read import ReadModels
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.metrics import GatewayMetrics
-from almanac.services.gateway.outcomes import OutcomeWaiter
+from almanac.services.gateway.outcomes import OutcomeWaiter, decided_from
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
 from almanac.services.room_service import CommandRecord, Outcome
@@ -144,8 +145,11 @@ class Gateway:
                     last_version=stored.last_version,
                     error=stored.error,
                     envelopes=envelopes,
-                    duplicate=True,
                 )
+                # Our own submission, decided after the wait ended, is not a replay: its events carry this
+                # record's server time (a replay's record was stamped at another moment).
+                if not decided_from(outcome, record):
+                    outcome = msgspec.structs.replace(outcome, duplicate=True)
         return outcome
 
 

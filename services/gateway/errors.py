@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import secrets
 from typing import Any
 
 import msgspec
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
 from fastapi.responses import Response
 from redis.exceptions import (
     ClusterError,
@@ -21,6 +23,37 @@ from almanac.services.logging import get_logger
 
 log = get_logger("almanac.gateway")
 _JSON = msgspec.json.Encoder()
+REQUEST_ID_HEADER = "x-request-id"
+# A client's own request id is kept when it is short and plain (it reaches logs and headers); else a new one.
+_CLIENT_REQUEST_ID = re.compile(rb"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,63}$")
+INTERNAL_ERROR_MESSAGE = "the gateway failed to answer; the error is in its log under this request_id"
+# Input the decoders let through but the server cannot represent: integers beyond 64 bits reach the msgpack
+# encoder (OverflowError), JSON nested deeper than msgspec's recursion limit (RecursionError). They are the
+# client's fault, so 422 and nothing changed (the command never reached the stream).
+UNREPRESENTABLE = (OverflowError, RecursionError, msgspec.EncodeError)
+
+
+def request_id(scope: dict[str, Any]) -> str:
+    """This request's id: the client's X-Request-ID when well-formed, else a fresh one (kept in the scope)."""
+    known = scope.get("almanac.request_id")
+    if known is None:
+        for name, value in scope.get("headers") or ():
+            if name == b"x-request-id" and _CLIENT_REQUEST_ID.match(value):
+                known = value.decode("ascii")
+                break
+        else:
+            known = secrets.token_hex(8)
+        scope["almanac.request_id"] = known
+    return known
+
+
+def unrepresentable(error: BaseException) -> ApiError:
+    what = "JSON nested too deep" if isinstance(error, RecursionError) else "a value out of range (integers are 64-bit)"
+    return ApiError(422, "unrepresentable_value", f"the request holds {what}; nothing was changed")
+
+
+def internal_error(scope: dict[str, Any]) -> ApiError:
+    return ApiError(500, "internal_error", INTERNAL_ERROR_MESSAGE, request_id=request_id(scope))
 
 
 # Redis cannot be reached or cannot take writes (refused, timed out, loading, a Cluster without a quorum,
@@ -106,6 +139,17 @@ def install_error_handlers(app: FastAPI) -> None:
         message = f"{first.get('msg', 'invalid value')}" + (f" (field {field})" if field else "")
         return error_response(422, "invalid_parameter", message, field)
 
+    @app.exception_handler(WebSocketRequestValidationError)
+    async def _invalid_live_parameter(websocket: WebSocket, error: WebSocketRequestValidationError) -> None:
+        # Accept, then refuse with a close code and a JSON reason (not a bare HTTP 403 at the handshake).
+        first = error.errors()[0] if error.errors() else {}
+        location = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "header")]
+        field = ".".join(location) or None
+        refusal = ApiError(422, "invalid_parameter", f"{first.get('msg', 'invalid value')} (field {field})", field)
+        await websocket.accept()
+        await websocket.send_text(_JSON.encode(refusal.body()).decode())
+        await websocket.close(code=4422, reason=_JSON.encode({"code": refusal.code, "field": field}).decode()[:123])
+
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> Response:
         message = error.detail if isinstance(error.detail, str) else "request refused"
@@ -113,8 +157,16 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"no route {request.method} {request.url.path}; see /docs or /openapi.json"
         return error_response(error.status_code, _HTTP_CODES.get(error.status_code, "http_error"), message)
 
+    async def _unrepresentable(request: Request, error: Exception) -> Response | None:
+        if request.scope["type"] != "http":
+            raise error  # a WebSocket: the boundary closes it (1011)
+        log.info("refused_unrepresentable", error_type=type(error).__name__, path=request.url.path)
+        return json_response(unrepresentable(error).body(), 422)
+
+    for kind in UNREPRESENTABLE:
+        app.add_exception_handler(kind, _unrepresentable)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> Response:
-        # The traceback goes to the server log only; the client gets a stable code and a hint.
-        log.exception("unhandled_error", path=request.url.path, method=request.method)
-        return error_response(500, "internal_error", "the gateway failed to answer; the error is in its log")
+        # Starlette re-raises after this answer: the gateway's boundary (app.GatewayApp) logs it, once.
+        return json_response(internal_error(request.scope).body(), 500)

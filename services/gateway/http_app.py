@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
+import structlog
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
@@ -17,11 +18,16 @@ from almanac.services.gateway import api_docs, api_live, api_ops, api_queries, a
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
 from almanac.services.gateway.errors import (
+    REQUEST_ID_HEADER,
     STORE_ERRORS,
+    UNREPRESENTABLE,
     ApiError,
     install_error_handlers,
+    internal_error,
     log,
+    request_id,
     store_unavailable,
+    unrepresentable,
 )
 from almanac.services.gateway.schemas import (
     CommandRequest,
@@ -29,12 +35,14 @@ from almanac.services.gateway.schemas import (
     EndRoomRequest,
     JoinRoomRequest,
 )
+from almanac.services.logging import get_logger
 from almanac.services.redis_client import connect
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
 REDIS_CONNECT_TIMEOUT_S = 2.0
 REDIS_TIMEOUT_S = 5.0
+access = get_logger("almanac.gateway.access")
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -61,7 +69,8 @@ def create_app(settings: Settings) -> FastAPI:
         title="Almanac gateway",
         version="0.1.0",
         description="Rooms, commands, views, audits and a live feed for the Almanac game backend. "
-        "Errors are JSON {code, message, field}.",
+        "Errors are JSON {code, message, field, allowed}; every answer carries an X-Request-ID header "
+        "(a 500 names it as request_id).",
         lifespan=lifespan,
         docs_url=None,  # /docs and /redoc come from api_docs, with their assets from the package
         redoc_url=None,
@@ -125,27 +134,77 @@ class MetricsTiming:
 
 COMMAND_PATH = re.compile(r"^/rooms/([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})/commands$")
 COMMAND_ROUTE = "/rooms/{room}/commands"
-_INTERNAL_ERROR = ApiError(500, "internal_error", "the gateway failed to answer; the error is in its log")
 
 
 class GatewayApp(FastAPI):
-    """FastAPI, with ``POST /rooms/{room}/commands`` answered before Starlette's middleware stack.
+    """FastAPI behind the gateway's one exception boundary, with ``POST /rooms/{room}/commands`` answered
+    before Starlette's middleware stack.
 
-    The hot path of every game: the generic layers (error and telemetry middleware, two body limits,
-    the metrics wrapper, routing and dependencies, each wrapping ``send``) cost more CPU than the
-    command's own work on a 2-core machine. Here the same checks are done inline, once: the body
-    limit (413), the handler (api_rooms.run_command, as the documented route calls it), errors as
-    JSON (500 ``internal_error`` with the traceback in the log only) and the request metrics.
+    The boundary (``__call__``) gives every HTTP request and WebSocket an id (``X-Request-ID``, the
+    client's own when well-formed), writes one access-log line per request, and turns anything that
+    escaped the handlers into a JSON 500 ``internal_error`` carrying the request id (a WebSocket: close
+    code 1011 with a JSON reason) plus one log line with a bounded traceback. Nothing reaches uvicorn.
+
+    The command path is the hot path of every game: the generic layers (error and telemetry middleware,
+    two body limits, the metrics wrapper, routing and dependencies, each wrapping ``send``) cost more CPU
+    than the command's own work on a 2-core machine. Here the same checks are done inline, once: the body
+    limit (413), the handler (api_rooms.run_command, as the documented route calls it), errors as JSON
+    and the request metrics.
     """
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        # With CORS on, commands take the ordinary stack so that the CORS middleware answers them too.
-        if scope["type"] == "http" and scope["method"] == "POST" and not self.state.cors:
-            match = COMMAND_PATH.match(scope["path"])
-            if match is not None:
-                await self._command(match.group(1), scope, receive, send)
-                return
-        await super().__call__(scope, receive, send)
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await super().__call__(scope, receive, send)
+            return
+        started = time.perf_counter()
+        rid = request_id(scope)
+        answer = {"status": 0, "accepted": False}
+        header = (REQUEST_ID_HEADER.encode(), rid.encode())
+
+        async def send_with_id(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", ()), header]}
+            elif message["type"] == "websocket.accept":
+                answer["accepted"] = True
+                message = {**message, "headers": [*message.get("headers", ()), header]}
+            elif message["type"] in ("websocket.close", "websocket.http.response.start"):
+                answer["status"] = message.get("code", message.get("status", 0))
+            await send(message)
+
+        route = None
+        try:
+            with structlog.contextvars.bound_contextvars(request_id=rid):
+                # With CORS on, commands take the ordinary stack so that the CORS middleware answers them too.
+                fast = kind == "http" and scope["method"] == "POST" and not self.state.cors
+                match = COMMAND_PATH.match(scope["path"]) if fast else None
+                if match is not None:
+                    route = COMMAND_ROUTE
+                    await self._command(match.group(1), scope, receive, send_with_id)
+                else:
+                    await super().__call__(scope, receive, send_with_id)
+        except Exception as error:
+            await self._unexpected(error, scope, send, send_with_id, answer, rid)
+        finally:
+            access.info("request", method=scope.get("method", "WS"),
+                        route=route or getattr(scope.get("route"), "path", "unmatched"),
+                        status=answer["status"], ms=round((time.perf_counter() - started) * 1000, 2),
+                        request_id=rid, client=_client(scope))
+
+    async def _unexpected(self, error: Exception, scope: dict, send: Any, send_with_id: Any,
+                          answer: dict, rid: str) -> None:
+        log.error("unhandled_error", error_type=type(error).__name__, error=str(error)[:300],
+                  path=scope.get("path"), method=scope.get("method", "WS"), request_id=rid, exc_info=error)
+        with contextlib.suppress(Exception):  # the client may be gone: nothing more to tell it
+            if scope["type"] == "http":
+                if not answer["status"]:  # a started answer (Starlette's error handler) is already JSON
+                    await _send_json(send_with_id, 500, _JSON.encode(internal_error(scope).body()))
+            else:
+                reason = _JSON.encode({"code": "internal_error", "request_id": rid}).decode()
+                if not answer["accepted"]:
+                    await send_with_id({"type": "websocket.accept"})
+                await send_with_id({"type": "websocket.close", "code": 1011, "reason": reason})
 
     async def _command(self, room: str, scope: dict, receive: Any, send: Any) -> None:
         started = time.perf_counter()
@@ -194,9 +253,10 @@ class GatewayApp(FastAPI):
                 status = refusal.status
                 await _send_json(send, status, _JSON.encode(refusal.body()), refusal.headers)
                 return
-            except Exception:
-                log.exception("unhandled_error", path=scope["path"], method="POST")
-                await _send_json(send, 500, _JSON.encode(_INTERNAL_ERROR.body()))
+            except UNREPRESENTABLE as error:
+                log.info("refused_unrepresentable", error_type=type(error).__name__, path=scope["path"])
+                status = 422
+                await _send_json(send, status, _JSON.encode(unrepresentable(error).body()))
                 return
             status = response.status_code
             await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
@@ -206,6 +266,11 @@ class GatewayApp(FastAPI):
             if gateway is not None:
                 gateway.metrics.requests.inc(route=COMMAND_ROUTE, method="POST", status=str(status))
                 gateway.metrics.request_latency.observe(time.perf_counter() - started, route=COMMAND_ROUTE)
+
+
+def _client(scope: dict) -> str | None:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else None
 
 
 def _too_large(max_bytes: int) -> bytes:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import inspect
 
+import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
@@ -36,7 +37,7 @@ class OutcomeWaiter:
         self.keys = keys
         self._node_client: aioredis.Redis | None = None  # a Cluster: a plain client on one node, for pub/sub
         self.pubsub = None if isinstance(client, RedisCluster) else client.pubsub()
-        self._waiting: dict[bytes, asyncio.Future] = {}
+        self._waiting: dict[bytes, _InFlight] = {}
         self._reader: asyncio.Task | None = None
         self._ready = asyncio.Event()
 
@@ -74,31 +75,61 @@ class OutcomeWaiter:
             if message is None:
                 continue
             if message["type"] == "pmessage":
-                future = self._waiting.get(message["channel"])
-                if future is not None and not future.done():
-                    future.set_result(message["data"])
+                entry = self._waiting.get(message["channel"])
+                if entry is not None and not entry.future.done():
+                    entry.future.set_result(message["data"])
             elif message["type"] == "psubscribe":
                 self._ready.set()
 
     async def submit_and_wait(self, record: CommandRecord, timeout_s: float) -> Outcome | None:
-        """The command's outcome, or None when none came within ``timeout_s`` (check by command id)."""
+        """The command's outcome, or None when none came within ``timeout_s`` (check by command id).
+
+        Requests carrying the same command id while it is in flight here share one submission and one
+        future, but each waits on its own clock (``asyncio.wait`` never cancels the shared future: one
+        waiter's timeout must not end another's wait). A waiter that did not submit receives the outcome
+        marked ``duplicate``: its own request was never decided, it is a replay of the first. So is the
+        submitter's, when the events answering it were decided from an earlier record of the same id (the
+        engine publishes each record's outcome on the id's channel; the first message may be the earlier's).
+        """
         channel = bus.outcome_channel(record.command_id).encode()
-        in_flight = self._waiting.get(channel)
-        if in_flight is not None:
-            # The same id is already in flight here: wait for that one rather than submit twice.
-            try:
-                return bus.decode_outcome(await asyncio.wait_for(asyncio.shield(in_flight), timeout_s))
-            except TimeoutError:
-                return None
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._waiting[channel] = future
+        entry = self._waiting.get(channel)
+        submitter = entry is None
+        if entry is None:
+            entry = self._waiting[channel] = _InFlight(asyncio.get_running_loop().create_future())
+        entry.waiters += 1
         try:
-            await bus.submit(self.client, self.keys, record)
-            return bus.decode_outcome(await asyncio.wait_for(future, timeout_s))
-        except TimeoutError:
-            return None
+            if submitter:
+                await bus.submit(self.client, self.keys, record)
+            done, _ = await asyncio.wait((entry.future,), timeout=timeout_s)
+            if not done:
+                return None
+            outcome = bus.decode_outcome(entry.future.result())
+            if outcome.duplicate or (submitter and decided_from(outcome, record)):
+                return outcome
+            return msgspec.structs.replace(outcome, duplicate=True)
         finally:
-            self._waiting.pop(channel, None)
+            entry.waiters -= 1
+            if entry.waiters == 0 and self._waiting.get(channel) is entry:
+                del self._waiting[channel]
+
+
+def decided_from(outcome: Outcome, record: CommandRecord) -> bool:
+    """True unless the outcome's events were appended for another record of the same command id (their
+    server time is the record's stamp). A refusal carries no events: it grants nothing, so it counts as ours."""
+    if not outcome.accepted or not outcome.envelopes:
+        return True
+    first = outcome.envelopes[0]
+    return first.command_id == record.command_id and first.server_time_ms == record.server_time_ms
+
+
+class _InFlight:
+    """One command id in flight in this process: the future its outcome resolves, and how many wait on it."""
+
+    __slots__ = ("future", "waiters")
+
+    def __init__(self, future: asyncio.Future) -> None:
+        self.future = future
+        self.waiters = 0
 
 
 async def node_client(cluster: RedisCluster) -> aioredis.Redis:

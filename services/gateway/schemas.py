@@ -14,6 +14,9 @@ from almanac.services.gateway.errors import ApiError
 _NAMED_FIELD = re.compile(r"(?:unknown|required) field `([^`]+)`")
 # For FastAPI path and query parameters (pydantic's regex engine: `$` is the end of the text there).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
+# The largest room version a query may name: every integer a client sends is bounded (Redis stream ids
+# stop at 2**64 - 1; 2**53 also survives a JavaScript client).
+MAX_VERSION = 2**53
 # Bodies decode with msgspec (Python's `re`, where `$` also matches before a final newline): the
 # write model's pattern, which refuses "alice\n".
 Name = Annotated[str, msgspec.Meta(pattern=STRICT_NAME_PATTERN, description="letters, digits, _ . -; at most 64")]

@@ -45,13 +45,16 @@ class Stack:
                 for name, process in self.processes.items():
                     if process.poll() is not None:
                         raise RuntimeError(f"{name} exited: {self.log(name)}")
-                held = 0
+                held, consumed = 0, False
                 for engine in client.smembers("alm:engines"):
                     beat = client.get(f"alm:engine:{engine.decode()}:heartbeat")
                     if beat:
-                        held = max(held, len(json.loads(beat).get("shards_held", [])))
+                        beat = json.loads(beat)
+                        held = max(held, len(beat.get("shards_held", [])))
+                        # Ready as /health means it: a consume round completed (not only the leases taken).
+                        consumed = consumed or beat.get("consumed_ms", 0) > beat.get("redis_error_ms", 0)
                 projectors = list(client.scan_iter(match="alm:projector:heartbeat:*"))
-                if held >= 16 and (projectors or "projector" not in self.processes):
+                if held >= 16 and consumed and (projectors or "projector" not in self.processes):
                     return
                 time.sleep(0.1)
         finally:

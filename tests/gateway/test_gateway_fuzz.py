@@ -1,0 +1,144 @@
+"""Fuzzing the live gateway from its own /openapi.json: no request gets a 5xx, no refusal changes a room.
+
+Given a real `almanac gateway` process on the stack's engine and projector, and a room of every rule-set,
+when schemathesis sends generated requests (valid and schema-violating, anonymous and with a player's
+or an auditor's token) to every operation, then no answer is a 5xx, and after every refusal (4xx) every
+room's version is what it was. Examples are derandomized and bounded so the run takes about a minute;
+the figures (requests, status counts) are printed for the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import redis
+import requests
+import schemathesis
+from gateway_stack import CHILD, landed_rulesets
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis import GenerationMode
+
+from almanac.storage.keys import Keys
+
+EXAMPLES = int(os.environ.get("ALMANAC_FUZZ_EXAMPLES", "25"))  # per operation, identity and mode
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def live_url(stack) -> Iterator[str]:
+    """`almanac gateway` as its own process on the stack (the tests' in-process app shares its secret)."""
+    port = free_port()
+    log = open(stack.data_dir / "fuzz-gateway.log", "ab")  # noqa: SIM115 - the child owns it
+    process = subprocess.Popen([sys.executable, "-c", CHILD, "gateway", "--port", str(port)],
+                               env={**stack.env, "ALMANAC_COMMAND_TIMEOUT_MS": "3000", "ALMANAC_LOG_LEVEL": "info"},
+                               stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/rulesets", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, stack.log("fuzz-gateway")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def room_versions(client: redis.Redis, keys: Keys) -> dict[str, int]:
+    pipe = client.pipeline(transaction=False)
+    for shard in range(keys.shard_count):
+        pipe.smembers(keys.rooms(shard))
+    rooms = sorted(r.decode() for members in pipe.execute() for r in members)
+    values = client.mget([keys.version(room) for room in rooms]) if rooms else []
+    return {room: int(value or 0) for room, value in zip(rooms, values, strict=True)}
+
+
+def test_no_generated_request_gets_a_5xx_and_refusals_change_nothing(live_url: str, api, auditor: str,
+                                                                    stack) -> None:
+    http = httpx.Client(base_url=live_url, timeout=10)
+    players: list[tuple[str, str]] = []
+    for ruleset in landed_rulesets():
+        created = http.post("/rooms", json={"ruleset": ruleset, "player": "fuzz", "room": f"fuzz-{ruleset}"})
+        assert created.status_code == 201, created.text
+        players.append((created.json()["room"], created.json()["token"]))
+    schema = schemathesis.openapi.from_url(f"{live_url}/openapi.json")
+    store = redis.Redis.from_url(stack.redis_url)
+    keys = Keys(16)
+    session = requests.Session()
+    statuses: Counter[int] = Counter()
+    failures: list[str] = []
+    changed: list[str] = []
+    skipped: list[str] = []
+    tags: list[str] = []  # the current strategy's label (the last one)
+    versions = room_versions(store, keys)
+    room, token = players[2]
+    identities = {"anonymous": {}, "player": {"Authorization": f"Bearer {token}"},
+                  "auditor": {"Authorization": f"Bearer {auditor}"}}
+    started = time.monotonic()
+    operations = [result.ok() for result in schema.get_all_operations()]
+    for operation in operations:
+        path_parameters = {"room": room} if "{room}" in operation.path else None
+        for identity, headers in identities.items():
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                tags.append(f"{identity}, {mode.value}")
+                strategy = operation.as_strategy(generation_mode=mode, headers=headers or None,
+                                                 path_parameters=path_parameters if identity != "anonymous" else None)
+
+                @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+                          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+                @given(case=strategy)
+                def run(case) -> None:
+                    nonlocal versions
+                    response = case.call(base_url=live_url, session=session, timeout=15)
+                    statuses[response.status_code] += 1
+                    label = f"{case.method} {case.formatted_path} [{tags[-1]}]"
+                    if response.status_code >= 500:
+                        failures.append(f"{label} -> {response.status_code} {response.text[:300]}")
+                    after = room_versions(store, keys)
+                    if response.status_code >= 400:
+                        moved = {r: (versions.get(r), v) for r, v in after.items() if versions.get(r, v) != v}
+                        if moved:
+                            changed.append(f"{label} -> {response.status_code} moved {moved}")
+                    versions = after
+
+                try:
+                    run()
+                except Exception as error:  # a strategy schemathesis cannot build (e.g. nothing to negate)
+                    if "Unsatisfiable" not in type(error).__name__ and "negative" not in str(error).lower():
+                        raise
+                    skipped.append(f"{operation.method} {operation.path} [{identity}, {mode.value}]")
+    seconds = time.monotonic() - started
+    total = sum(statuses.values())
+    print(f"\nfuzz: {total} requests over {len(operations)} operations in {seconds:.1f} s; "
+          f"status counts {dict(sorted(statuses.items()))}; 5xx = {sum(n for s, n in statuses.items() if s >= 500)}; "
+          f"{len(skipped)} strategies not generable")
+    store.close()
+    assert total >= 20 * len(operations), statuses
+    assert not failures, "\n".join(failures[:20])
+    assert not changed, "\n".join(changed[:20])
+    # The gateway process logged JSON only (ALMANAC_LOG_FORMAT=json), one access line per request.
+    lines = (stack.data_dir / "fuzz-gateway.log").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    access = [e for e in entries if e["event"] == "request" and e.get("logger") == "almanac.gateway.access"]
+    assert len(access) >= total and all(e["request_id"] and e["ms"] >= 0 and e["status"] for e in access)
+    assert {"/rooms/{room}/commands", "/rooms/{room}"} <= {e["route"] for e in access}
