@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
-from almanac.events.decider import Context
+from almanac.events.decider import Context, event_tag
 from almanac.events.errors import RuleError
 from almanac.events.sectors import rules
 from almanac.events.sectors.commands import COMMAND_TYPES
@@ -168,7 +166,7 @@ def _summary(event: Any) -> str:
         )
     if isinstance(event, SeasonEnded):
         return f"{event.season} of year {event.year} ended; now {event.next_season} of year {event.next_year}"
-    return f"{type(event).__name__} {msgspec.to_builtins(event)}"
+    return f"{event_tag(event)} in {getattr(event, 'season', 'the colony')}"
 
 
 DECIDER = SectorsDecider()

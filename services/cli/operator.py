@@ -76,13 +76,7 @@ def _time(ms: int) -> str:
 
 
 def _summary(ruleset: str, event: Any) -> str:
-    if isinstance(event, room_rules.RoomCreated):
-        return f"room created ({event.ruleset}) by {event.created_by}"
-    if isinstance(event, room_rules.PlayerJoined):
-        return f"{event.player} joined"
-    if isinstance(event, room_rules.RoomEnded):
-        return f"room ended: {event.reason} (seed revealed)"
-    return registry.get(ruleset).summary(event)
+    return room_rules.summarize_event(ruleset, event)
 
 
 async def _envelopes(store: EventStore, room: str) -> list[Envelope]:
