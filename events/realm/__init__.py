@@ -148,12 +148,17 @@ class RealmDecider:
     event_types: tuple[type, ...] = EVENT_TYPES
 
     def setup(self, options: RealmOptions, ctx: Context) -> RealmSetup:
-        """Check the seats and numbers; nothing is drawn (every city starts alike)."""
+        """Check the seats and numbers; nothing is drawn (every city starts alike).
+
+        The creator always has a seat: named among ``players`` where the list puts them, else first.
+        """
         players = tuple(options.players)
+        if ctx.player not in players:
+            players = (ctx.player, *players)
         if len(players) < 2 or len(set(players)) != len(players) or not all(players):
             raise RuleError(
                 "realm.invalid_players",
-                "options.players needs two or more distinct player ids",
+                "the seats (the creator and options.players) need two or more distinct player ids",
                 field="options.players",
             )
         if not 0 <= options.villages <= data.MAX_VILLAGES:

@@ -8,7 +8,7 @@ from almanac.events.realm import data
 
 
 class RealmOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Creation options; ``{}`` gives two seats, alice and bob, and one NPC village."""
+    """Creation options; ``{}`` seats the creator, alice and bob (the creator once), and one NPC village."""
 
     players: tuple[str, ...] = ("alice", "bob")
     villages: int = 1

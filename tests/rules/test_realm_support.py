@@ -56,6 +56,16 @@ class Game:
         for player in players:
             self.send(player, {"kind": "join_room"}, dice=[])
 
+    @classmethod
+    def created_by(cls, creator: str, options: dict[str, Any], room_id: str = "realm-room") -> Game:
+        """A room ``creator`` created with these options, before anyone joined."""
+        game = cls.__new__(cls)
+        game.room_id, game.seed, game.state, game.envelopes, game.events, game.now_ms = (
+            room_id, SEED, None, [], [], 1_000
+        )
+        game.send(creator, {"kind": "create_room", "ruleset": "realm", "options": options}, dice=[])
+        return game
+
     @property
     def game(self) -> RealmState:
         assert self.state is not None
