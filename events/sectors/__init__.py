@@ -112,7 +112,7 @@ class SectorsDecider:
         return event
 
     def scores(self, state: ColonyState) -> dict[str, int]:
-        return {state.owner: state.stock.victory_points}
+        return {state.owner: rules.colony_score(state)}
 
     def resources(self, state: ColonyState) -> dict[str, Any]:
         explored = state.explored()
