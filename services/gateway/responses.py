@@ -206,6 +206,7 @@ class Series(_Body):
 class AsyncApiDocument(_Body):
     asyncapi: str
     info: Json
+    servers: Json
     channels: Json
     operations: Json = {}
     components: Json = {}
