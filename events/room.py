@@ -88,6 +88,19 @@ class RoomEnded(msgspec.Struct, frozen=True, kw_only=True, tag="room.ended"):
 ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.ended"})
 
 
+def summarize_event(ruleset: str, event: Any) -> str:
+    """One human line for any event of a room: the room's own events here, a game's from its rule-set."""
+    if isinstance(event, RoomCreated):
+        challenge = f" for the challenge {event.challenge!r}" if event.challenge else ""
+        return (f"{event.created_by} created the {event.ruleset}@{event.ruleset_version} room{challenge} "
+                f"(seed commitment {event.seed_commitment[:12]})")
+    if isinstance(event, PlayerJoined):
+        return f"{event.player} joined"
+    if isinstance(event, RoomEnded):
+        return f"room ended: {event.reason}; seed {event.revealed_seed[:12]} revealed"
+    return registry.stored(ruleset).decider.summary(event)  # the envelope's ruleset: the room's own version
+
+
 # --- state ------------------------------------------------------------------------------------
 
 

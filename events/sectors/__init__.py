@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
-from almanac.events.decider import Context
+from almanac.events.decider import Context, event_tag
 from almanac.events.disclosure import Secret, redact
 from almanac.events.errors import RuleError
 from almanac.events.sectors import rules
@@ -116,10 +114,10 @@ class SectorsDecider:
         return redact(self.secrets, event, player)
 
     def scores(self, state: ColonyState) -> dict[str, int]:
-        return {state.owner: state.stock.victory_points}
+        return {state.owner: rules.colony_score(state)}
 
     def public_scores(self, state: ColonyState) -> dict[str, int]:
-        """Public: a colony hides nothing; its victory points are as public as its map."""
+        """Public: a colony hides nothing; its score counts only its public stock and map."""
         return self.scores(state)
 
     def resources(self, state: ColonyState) -> dict[str, Any]:
@@ -174,7 +172,7 @@ def _summary(event: Any) -> str:
         )
     if isinstance(event, SeasonEnded):
         return f"{event.season} of year {event.year} ended; now {event.next_season} of year {event.next_year}"
-    return f"{type(event).__name__} {msgspec.to_builtins(event)}"
+    return f"{event_tag(event)} in {getattr(event, 'season', 'the colony')}"
 
 
 DECIDER = SectorsDecider()

@@ -218,3 +218,17 @@ BUILDINGS: dict[str, Building] = {
     )
 }
 BUILDING_NAMES: tuple[str, ...] = tuple(BUILDINGS)
+
+# --- the running score (ours: the seed scores nothing before the end) ------------------------------
+
+# A colony's score at any moment: its victory points dominate, and what it has built toward them
+# counts too, so a game scores from its first season. Worked goods count at a fraction of the victory
+# point they lead to (a point takes 2 coins and 5 lumber: 2 x 10 + 5 x 4 = 40 of its 100); raw food,
+# wood and gold do not count (they are for spending, not keeping). Every term is public: the stock,
+# the people and buildings of explored sectors, and how many sectors are explored.
+SCORE_PER_VICTORY_POINT = 100
+SCORE_PER_COIN = 10
+SCORE_PER_LUMBER = 4
+SCORE_PER_PERSON = 1
+SCORE_PER_BUILDING = 10
+SCORE_PER_EXPLORED_SECTOR = 5

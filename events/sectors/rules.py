@@ -10,6 +10,7 @@ import msgspec
 
 from almanac.events.decider import Context
 from almanac.events.errors import RuleError
+from almanac.events.sectors import data
 from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
 from almanac.events.sectors.data import (
     BUILDING_NAMES,
@@ -883,3 +884,20 @@ assert all(
     for building in BUILDINGS.values()
     for good, _ in building.inputs + building.outputs + building.cost
 )
+
+
+# --- the running score ----------------------------------------------------------------------------
+
+
+def colony_score(state: ColonyState) -> int:
+    """The colony's running score (docs/rules/sectors.md, "Scores"): victory points plus the worth of
+    worked goods, people, buildings and explored sectors. A function of public state only."""
+    explored = state.explored()
+    return (
+        state.stock.victory_points * data.SCORE_PER_VICTORY_POINT
+        + state.stock.coins * data.SCORE_PER_COIN
+        + state.stock.lumber * data.SCORE_PER_LUMBER
+        + sum(sector.population for _, _, sector in explored) * data.SCORE_PER_PERSON
+        + sum(len(sector.buildings) for _, _, sector in explored) * data.SCORE_PER_BUILDING
+        + len(explored) * data.SCORE_PER_EXPLORED_SECTOR
+    )

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from almanac.events import codec, registry, room as room_rules
+from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.step import replay
 from almanac.services.cli import app
@@ -29,13 +29,7 @@ from almanac.storage.base import EventStore
 
 
 def _summary(ruleset: str, event: Any) -> str:
-    if isinstance(event, room_rules.RoomCreated):
-        return f"room created ({event.ruleset}@{event.ruleset_version}) by {event.created_by}"
-    if isinstance(event, room_rules.PlayerJoined):
-        return f"{event.player} joined"
-    if isinstance(event, room_rules.RoomEnded):
-        return f"room ended: {event.reason} (seed revealed)"
-    return registry.stored(ruleset).decider.summary(event)  # the envelope's ruleset: the room's own version
+    return room_rules.summarize_event(ruleset, event)
 
 
 def _fold(envelopes: list[Envelope]) -> room_rules.RoomState:

@@ -29,8 +29,9 @@ projections_app = typer.Typer(help="Read models: rebuild them from the room stre
                               no_args_is_help=True)
 app.add_typer(projections_app, name="projections")
 
-# Besides these, every read model a rule-set's manifest declares (registry.read_models()).
-CORE_SHOWABLE = ("rooms", "room", "leaderboard", "status")
+# Besides these, every read model a rule-set's manifest declares (registry.read_models()). One spelling
+# everywhere: what `projections rebuild` names, `projections show` shows (rooms, leaderboards).
+CORE_SHOWABLE = ("rooms", "room", "leaderboards", "status")
 
 
 def showable() -> tuple[str, ...]:
@@ -87,9 +88,9 @@ async def _rebuild_with_progress(client: aioredis.Redis, shard_count: int, model
 
 @projections_app.command("show")
 def show(
-    what: Annotated[str, typer.Argument(help="What to show: rooms, room, leaderboard, status, or a rule-set's read model.")],
+    what: Annotated[str, typer.Argument(help="What to show: rooms, room, leaderboards, status, or a rule-set's read model.")],
     room: Annotated[str | None, typer.Option(help="A room id (room, a rule-set's read model).")] = None,
-    ruleset: Annotated[str | None, typer.Option(help="A rule-set (rooms, leaderboard).")] = None,
+    ruleset: Annotated[str | None, typer.Option(help="A rule-set (rooms, leaderboards).")] = None,
     where: Annotated[list[str] | None, typer.Option(help="FIELD=VALUE: only rows with that field (a rule-set's read model).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Rows of a leaderboard.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
@@ -100,8 +101,8 @@ def show(
     filters = _filters(what, where or [])
     if what == "room" and room is None:
         raise fail("show room needs --room ROOM")
-    if what == "leaderboard" and ruleset is None:
-        raise fail("show leaderboard needs --ruleset NAME")
+    if what == "leaderboards" and ruleset is None:
+        raise fail("show leaderboards needs --ruleset NAME")
     settings = settings_or_exit()
 
     async def query(client: aioredis.Redis) -> Any:
@@ -110,7 +111,7 @@ def show(
             return await models.rooms(ruleset)
         if what == "room":
             return await models.room(room)  # type: ignore[arg-type]
-        if what == "leaderboard":
+        if what == "leaderboards":
             return await models.leaderboard(ruleset, limit)  # type: ignore[arg-type]
         if what == "status":
             return await models.status()
@@ -146,7 +147,7 @@ def _print_rows(what: str, rows: list[dict]) -> None:
         return
     columns = {
         "rooms": ("room", "ruleset", "version", "players", "over", "ended", "created_by"),
-        "leaderboard": ("rank", "player", "score", "room"),
+        "leaderboards": ("rank", "player", "score", "room"),
     }.get(what) or registry.read_models()[what][1].columns or tuple(rows[0])
     table = Table(*columns)
     for row in rows:

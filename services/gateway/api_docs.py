@@ -12,6 +12,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 
 from almanac.events import registry
+from almanac.services.gateway import responses
 from almanac.services.gateway.console import ASSETS_URL
 
 VENDOR = f"{ASSETS_URL}/vendor"
@@ -101,6 +102,7 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
     schemas.update(commands)
     schemas.update(unions)
     schemas[ERROR_SCHEMA] = error_schema()
+    _typed_responses(schema, schemas)
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     if "CommandRequest" in schemas:
@@ -129,6 +131,33 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
             operation["security"] = [{SECURITY_SCHEME: []}, {}]
     app.openapi_schema = schema
     return schema
+
+
+def _typed_responses(schema: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """Every route's success answer as a schema from services/gateway/responses.py (msgspec Structs)."""
+    types = sorted({t for _, t in responses.RESPONSES.values()} | {responses.PENDING}, key=lambda t: t.__name__)
+    refs, found = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    schemas.update(found)
+    ref_of = {t: ref for t, ref in zip(types, refs, strict=True)}
+    for path, path_item in schema.get("paths", {}).items():
+        for method, operation in path_item.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            answers = operation["responses"]
+            declared = responses.RESPONSES.get((method, path))
+            if declared is not None:
+                status, body = declared
+                for other in [s for s in answers if s.startswith("2") and s != str(status)]:
+                    del answers[other]
+                described = answers.get(str(status), {}).get("description") or "answered"
+                answers[str(status)] = {"description": described,
+                                        "content": {"application/json": {"schema": ref_of[body]}}}
+            if (method, path) in responses.PENDING_ROUTES:
+                answers["202"] = {"description": "the engine has not answered within the wait: ask outcome_url later",
+                                  "content": {"application/json": {"schema": ref_of[responses.PENDING]}}}
+            if (method, path) in responses.TEXT_ROUTES:
+                answers["200"] = {"description": responses.TEXT_ROUTES[(method, path)],
+                                  "content": {"text/plain": {"schema": {"type": "string"}}}}
 
 
 def docs_router(openapi_url: str) -> APIRouter:

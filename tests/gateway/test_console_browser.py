@@ -205,6 +205,50 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
     assert "verified" in result.inner_text()
     page.screenshot(path=shots / "07-verified.png", full_page=True)
 
+    # When the auditor compares the latest version with version 2 (any two versions, not only neighbours)
+    page.locator("#viewer").select_option("")
+    page.get_by_role("button", name="latest version", exact=True).click()
+    latest = page.get_by_test_id("latest").inner_text()
+    page.locator(f'[data-loaded="{latest}|"]').wait_for()
+    neighbour_diff = page.get_by_test_id("diff").inner_text()
+    base = page.get_by_label("compare with version")
+    base.fill("2")
+    base.press("Enter")
+    page.wait_for_function("document.querySelector('[data-testid=diff-base]').innerText === '2'")
+    # Then every cell placed since version 2 is highlighted, and the diff lists more than one version's change
+    page.wait_for_function(f"document.querySelectorAll('[data-testid=board] .cell.changed').length === {placed_now}")
+    two_version_diff = page.get_by_test_id("diff").inner_text()
+    assert two_version_diff != neighbour_diff and len(two_version_diff.splitlines()) > len(neighbour_diff.splitlines())
+    page.screenshot(path=shots / "07b-diff-latest-vs-2.png", full_page=True)
+    # And going back to the previous version restores the neighbour diff
+    page.get_by_role("button", name="compare with the previous version").click()
+    page.wait_for_function(f"document.querySelector('[data-testid=diff-base]').innerText === '{int(latest) - 1}'")
+
+
+def test_charts_show_public_scores_without_any_token(page, base_url: str, auditor: str, shots: Path) -> None:
+    # Given a board room with one placement
+    player = f"pub-{secrets.token_hex(2)}"
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": player})
+        room, token = created.json()["room"], created.json()["token"]
+        state = board_state(base_url, auditor, room)
+        move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
+        command = {"kind": "place_element", "row": move.row, "column": move.column,
+                   "rotation": move.rotation, "mirror": move.mirror}
+        assert http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                         json={"command": command}).status_code == 200
+        # The public series has scores and nothing else; a token from another room is still refused
+        public = http.get(f"/rooms/{room}/series").json()
+        assert player in public["scores"] and public["resources"] == {}
+    # When a visitor with no token opens the room
+    page.goto(f"/#/room/{room}")
+    charts = page.get_by_role("region", name="Charts")
+    charts.wait_for()
+    # Then the scores chart is drawn, with the player's line
+    charts.locator(".u-legend").get_by_text(player).wait_for()
+    assert charts.locator("canvas").count() >= 1
+    page.screenshot(path=shots / "11-public-chart.png", full_page=True)
+
 
 def test_realm_trade_story_step_by_step(page, base_url: str, auditor: str, shots: Path) -> None:
     # Given a realm room where alice's merchant trades with bob (the scripted trade of the game tests)

@@ -97,3 +97,104 @@ def test_cors_is_off_by_default_and_on_when_configured(api: TestClient, stack) -
         command = client.post("/rooms/x/commands", json={}, headers={"Origin": "https://game.example"})
         assert command.status_code == 401
         assert command.headers["access-control-allow-origin"] == "https://game.example"
+
+
+def test_scores_series_is_public_and_a_token_of_another_room_is_still_refused(api: TestClient) -> None:
+    first = api.post("/rooms", json={"ruleset": "board", "player": "pia"}).json()
+    other = api.post("/rooms", json={"ruleset": "board", "player": "olaf"}).json()
+    public = api.get(f"/rooms/{first['room']}/series")
+    assert public.status_code == 200
+    assert public.json()["scores"] == {"pia": [0] * len(public.json()["versions"])} and public.json()["resources"] == {}
+    foreign = api.get(f"/rooms/{first['room']}/series", headers={"Authorization": f"Bearer {other['token']}"})
+    assert foreign.status_code == 403 and foreign.json()["code"] == "wrong_room"
+
+
+def test_every_route_declares_a_typed_success_answer(api: TestClient) -> None:
+    document = api.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            success = {s: r for s, r in operation["responses"].items() if s.startswith("2")}
+            assert success, (method, path)
+            for status, response in success.items():
+                [(media, content)] = response["content"].items()
+                schema = content["schema"]
+                if media == "text/plain":
+                    continue
+                assert media == "application/json" and "$ref" in schema, (method, path, status)
+                declared = schemas[schema["$ref"].rsplit("/", 1)[-1]]
+                assert declared["type"] == "object" and declared["properties"], (method, path, status)
+
+
+def test_real_answers_convert_into_their_declared_types(api: TestClient, auditor: str) -> None:
+    import msgspec
+
+    from almanac.events.board import rules as board_rules
+    from almanac.events.board.state import BoardState
+    from almanac.services.gateway.responses import RESPONSES
+
+    def check(method: str, route: str, answer) -> None:
+        status, body = RESPONSES[(method, route)]
+        assert answer.status_code == status, (route, answer.text)
+        # Unknown fields are refused: the declaration names everything the route answers.
+        strict = msgspec.defstruct(body.__name__, [], bases=(body,), forbid_unknown_fields=True, kw_only=True)
+        msgspec.convert(answer.json(), strict, strict=False)
+
+    auditor_headers = {"Authorization": f"Bearer {auditor}"}
+    created = api.post("/rooms", json={"ruleset": "board", "player": "tess"})
+    check("post", "/rooms", created)
+    room, headers = created.json()["room"], {"Authorization": f"Bearer {created.json()['token']}"}
+    state = msgspec.convert(api.get(f"/rooms/{room}/state", headers=auditor_headers).json()["state"]["game"],
+                            BoardState)
+    move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
+    command = {"kind": "place_element", "row": move.row, "column": move.column, "rotation": move.rotation,
+               "mirror": move.mirror}
+    played = api.post(f"/rooms/{room}/commands", json={"command": command, "command_id": "typed-1"}, headers=headers)
+    check("post", "/rooms/{room}/commands", played)
+    check("get", "/rooms/{room}/commands/{command_id}", api.get(f"/rooms/{room}/commands/typed-1", headers=headers))
+    gets = [
+        ("/rooms", "/rooms", {}), ("/rulesets", "/rulesets", {}), ("/rooms/{room}", f"/rooms/{room}", {}),
+        ("/rooms/{room}/view", f"/rooms/{room}/view", headers),
+        ("/rooms/{room}/scores", f"/rooms/{room}/scores", {}),
+        ("/rooms/{room}/resources", f"/rooms/{room}/resources", auditor_headers),
+        ("/rooms/{room}/events", f"/rooms/{room}/events", headers),
+        ("/rooms/{room}/events", f"/rooms/{room}/events", auditor_headers),
+        ("/rooms/{room}/state", f"/rooms/{room}/state", auditor_headers),
+        ("/rooms/{room}/rejections", f"/rooms/{room}/rejections", auditor_headers),
+        ("/rooms/{room}/verification", f"/rooms/{room}/verification", auditor_headers),
+        ("/leaderboards/{ruleset}", "/leaderboards/board", {}),
+        ("/read-models/{model}", f"/read-models/{sorted(registry.read_models())[0]}", auditor_headers),
+        ("/health", "/health", {}), ("/asyncapi", "/asyncapi", {}),
+        ("/rulesets/{name}/schema", "/rulesets/board/schema", {}),
+        ("/status", "/status", {}), ("/status/rooms", "/status/rooms", {}),
+        ("/rooms/{room}/at/{version}", f"/rooms/{room}/at/2", headers),
+        ("/rooms/{room}/at/{version}", f"/rooms/{room}/at/2", auditor_headers),
+        ("/rooms/{room}/series", f"/rooms/{room}/series", auditor_headers),
+    ]
+    for route, url, sent in gets:
+        check("get", route, api.get(url, headers=sent))
+    joined = api.post("/rooms", json={"ruleset": "realm", "player": "uma", "join": False}).json()
+    check("post", "/rooms/{room}/join", api.post(f"/rooms/{joined['room']}/join", json={"player": "alice"}))
+    check("post", "/rooms/{room}/end", api.post(f"/rooms/{room}/end", json={"reason": "typed"}, headers=headers))
+
+
+def test_the_vendored_files_are_exactly_the_ones_recorded_in_SHA256SUMS() -> None:
+    import hashlib
+
+    vendor = STATIC_DIR / "vendor"
+    recorded = {}
+    for line in (vendor / "SHA256SUMS").read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        recorded[name] = digest
+    present = {str(p.relative_to(vendor)) for p in vendor.rglob("*")
+               if p.is_file() and p.name not in ("README.md", "SHA256SUMS")}
+    assert present == set(recorded), f"unlisted: {present - set(recorded)}; missing: {set(recorded) - present}"
+    for name, digest in recorded.items():
+        assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == digest, f"{name} changed since vendoring"
+    # Every file the README's table names (by its file name) is one of them.
+    readme = (vendor / "README.md").read_text()
+    table = re.findall(r"^\| (\w[\w-]*)/ \| [^|]+ \| [^|]+ \| ([^|]+) \|", readme, re.M)
+    assert len(table) == 5, table
+    for folder, files in table:
+        for file in re.split(r",\s*", files.strip()):
+            assert f"{folder}/{file.rsplit('/', 1)[-1]}" in recorded, (folder, file)

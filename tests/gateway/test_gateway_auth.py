@@ -90,9 +90,9 @@ def test_the_live_feed_refuses_a_non_ascii_authorization_header(api: TestClient,
 
 def test_a_creator_without_a_seat_cannot_end_the_room_a_seated_player_can(api: TestClient, auditor: str) -> None:
     room = f"auth-end-{secrets.token_hex(3)}"
-    # Given a realm room whose seats are alice and bob, created by carol: her own join is refused.
-    created = api.post("/rooms", json={"ruleset": "realm", "player": "carol", "room": room,
-                                       "options": {"players": ["alice", "bob"]}})
+    # Given a board room whose one seat is alice's, created by carol: her own join is refused.
+    created = api.post("/rooms", json={"ruleset": "board", "player": "carol", "room": room,
+                                       "options": {"player": "alice"}})
     assert created.status_code == 201, created.text
     assert not created.json()["joined"] and created.json()["join_error"]["code"] == "no_seat"
     carol = created.json()["token"]

@@ -48,10 +48,17 @@ async def test_an_operator_rebuilds_all_models_and_gets_the_live_ones_back(alman
 
     shown = await almanac("projections", "show", "bazaar_trades", "--room", "r1", "--json")
     assert [row["trade"] for row in json.loads(shown.output)] == ["t0", "t0", "t1", "t1", "t2", "t2"]
-    table = await almanac("projections", "show", "leaderboard", "--ruleset", "bazaar")
+    table = await almanac("projections", "show", "leaderboards", "--ruleset", "bazaar")
     assert table.exit_code == 0 and "alice" in table.output and "bob" in table.output
     room = await almanac("projections", "show", "room", "--room", "r2")
     assert json.loads(room.output)["ruleset"] == "bazaar" and json.loads(room.output)["version"] == 3 + 6
+
+
+def test_every_read_model_rebuild_names_is_shown_under_the_same_name():
+    from almanac.projections.models import model_names
+    from almanac.services.cli.projections import showable
+
+    assert set(model_names()) <= set(showable())
 
 
 @pytest.mark.parametrize(
@@ -59,7 +66,7 @@ async def test_an_operator_rebuilds_all_models_and_gets_the_live_ones_back(alman
     [
         (("projections", "rebuild", "scores"), "there is no read model named 'scores'"),
         (("projections", "show", "everything"), "cannot show 'everything'"),
-        (("projections", "show", "leaderboard"), "show leaderboard needs --ruleset NAME"),
+        (("projections", "show", "leaderboards"), "show leaderboards needs --ruleset NAME"),
         (("projections", "show", "room", "--room", "ghost"), "room 'ghost' has no projection"),
         (("projections", "show", "claims", "--where", "trade=t1"), "claims filters by owner=VALUE"),
         (("projector", "--shards", "7/2"), "--shards '7/2' is not valid"),

@@ -154,7 +154,7 @@ def test_redaction_strips_the_deck_order_from_shuffles_and_the_setup_but_the_sto
     shuffle = next(e for e in game.events if isinstance(e, DeckShuffled))
     shown = DECIDER.redact(shuffle, "ada")
     assert shown == DeckShuffled(size=16, order=HIDDEN, hidden=True)
-    assert DECIDER.summary(shown) == "deck shuffled"
+    assert DECIDER.summary(shown) == "deck of 16 elements shuffled (order hidden)"
     assert len(shuffle.order) == 16
     created = game.events[0]
     shown_created = DECIDER.redact(created, "ada")

@@ -177,7 +177,7 @@ def test_view_shows_every_parcel_with_its_stand_and_redact_hides_nothing() -> No
     assert by_name["A6"]["grade"] == "clears" and by_name["A6"]["board_feet"] == 16_080
     assert view["deck"][0]["logs"] == 78
     assert all(DECIDER.redact(e, "bob") is e for e in game.events[2:])
-    assert DECIDER.summary(game.events[-1]).startswith("claim.parcel_cut parcel=C1 species=df")
+    assert DECIDER.summary(game.events[-1]).startswith("cut C1 (Douglas-fir, ")
 
 
 def test_every_event_round_trips_through_the_codec_and_the_state_through_a_snapshot() -> None:

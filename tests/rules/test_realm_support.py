@@ -51,6 +51,15 @@ class Game(RoomDriver):
         for player in players:
             self.send(player, {"kind": "join_room"}, dice=[])
 
+    @classmethod
+    def created_by(cls, creator: str, options: dict[str, Any], room_id: str = "realm-room") -> Game:
+        """A room ``creator`` created with these options, before anyone joined."""
+        game = cls.__new__(cls)
+        RoomDriver.__init__(game, room_id, SEED, 1_000)
+        game.room_id = room_id
+        game.send(creator, {"kind": "create_room", "ruleset": "realm@1", "options": options}, dice=[])
+        return game
+
     @property
     def game(self) -> RealmState:
         assert self.state is not None

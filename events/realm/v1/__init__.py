@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from almanac.events.decider import Context
+from almanac.events.decider import Context, event_tag
 from almanac.events.disclosure import Secret, redact
 from almanac.events.errors import RuleError
 from almanac.events.realm.v1 import audit, data, events as realm_events
@@ -155,12 +155,17 @@ class RealmDecider:
     secrets = SECRETS
 
     def setup(self, options: RealmOptions, ctx: Context) -> RealmSetup:
-        """Check the seats and numbers; nothing is drawn (every city starts alike)."""
+        """Check the seats and numbers; nothing is drawn (every city starts alike).
+
+        The creator always has a seat: named among ``players`` where the list puts them, else first.
+        """
         players = tuple(options.players)
+        if ctx.player not in players:
+            players = (ctx.player, *players)
         if len(players) < 2 or len(set(players)) != len(players) or not all(players):
             raise RuleError(
                 "realm.invalid_players",
-                "options.players needs two or more distinct player ids",
+                "the seats (the creator and options.players) need two or more distinct player ids",
                 field="options.players",
             )
         if not 0 <= options.villages <= data.MAX_VILLAGES:
@@ -373,7 +378,77 @@ def summarize(event: Any) -> str:
         return f"{event.season} of year {event.year} ended{forced}"
     if isinstance(event, realm_events.TurnEnded):
         return f"{event.player} ended the turn"
-    return f"{type(event).__name__} {msgspec.to_builtins(event)}"
+    line = _summarize_more(event)
+    return line if line is not None else f"{event_tag(event)} in {getattr(event, 'city', 'the realm')}"
+
+
+def stock_text(stock: dict[str, int]) -> str:
+    """``{"gold": 2000, "iron": 1000}`` as ``2000 gold, 1000 iron`` (``nothing`` when empty)."""
+    parts = [f"{amount} {resource}" for resource, amount in stock.items() if amount]
+    return ", ".join(parts) if parts else "nothing"
+
+
+def _summarize_more(event: Any) -> str | None:
+    """The armies, vassals, merchants and villages: one line each."""
+    e = realm_events
+    if isinstance(event, e.ArmyHealed):
+        return f"{event.city} healed {event.points} damage with {event.herbs} herbs; damage now {event.damage_after}"
+    if isinstance(event, e.Fortified):
+        return (
+            f"{event.city} fortified with {event.wood} wood and {event.stone} stone: "
+            f"+{event.hit_points_gained} hp, walls {event.hit_points_after} hp"
+        )
+    if isinstance(event, e.ArmyRaised):
+        return f"{event.city} raised {event.soldiers} soldiers; army {event.army_after}"
+    if isinstance(event, e.ArmyEquipped):
+        return f"{event.city} equipped its army with {event.tier} ({event.metal}) for {event.cost}"
+    if isinstance(event, e.ArmyDismissed):
+        return f"{event.city} dismissed {event.soldiers} soldiers"
+    if isinstance(event, e.CityDestroyed):
+        freed = f"; freed {', '.join(event.freed)}" if event.freed else ""
+        return f"{event.by} destroyed {event.city}: carried off {stock_text(event.plunder)}, lost {stock_text(event.lost)}{freed}"
+    if isinstance(event, e.CitySurrendered):
+        return f"{event.city} surrendered to {event.to} with {event.hit_points_after} hp left"
+    if isinstance(event, e.TaxSeasonChosen):
+        return f"{event.controller} will tax {event.city} in {event.season} of year {event.year}"
+    if isinstance(event, e.TaxCollected):
+        return f"{event.to} collected tax from {event.city} in {event.season}: {stock_text(event.amounts)}"
+    if isinstance(event, e.FreedomBought):
+        return f"{event.city} bought its freedom from {event.controller} for {event.gold} gold"
+    if isinstance(event, e.SabotageAttempted):
+        verdict = "and is free" if event.freed else "and failed"
+        return (
+            f"{event.city} sabotaged {event.controller}: {faces_text(event.dice)} -> "
+            f"{event.stars}/{event.needed} stars, {verdict}"
+        )
+    if isinstance(event, e.CityRestarted):
+        return (
+            f"{event.city} started again with {stock_text(event.stock)}, {event.population} people, "
+            f"{event.hit_points} hp (immune until season {event.immune_until_season})"
+        )
+    if isinstance(event, e.MerchantSent):
+        return f"{event.trade_id}: {event.home} sent a merchant to {event.host} carrying {stock_text(event.load)}"
+    if isinstance(event, e.MerchantIntercepted):
+        verdict = "escaped" if event.escaped else f"was caught: {event.attacker} seized {stock_text(event.seized)}"
+        return (
+            f"{event.trade_id}: {event.attacker} intercepted {event.home}'s merchant at {event.at} "
+            f"({event.army_score} vs {event.merchant_score}); the merchant {verdict}"
+        )
+    if isinstance(event, e.TradeOffered):
+        return f"{event.trade_id}: {event.by} offered to buy {event.buy} with {event.pay}, {event.dice} dice"
+    if isinstance(event, e.TradeCountered):
+        return f"{event.trade_id}: {event.by} countered, wanting {event.want}"
+    if isinstance(event, e.TradeAgreed):
+        return f"{event.trade_id}: {event.by} agreed; {event.home} and {event.host} roll for the goods"
+    if isinstance(event, e.TradeDeclined):
+        return f"{event.trade_id}: {event.by} declined the trade between {event.home} and {event.host}"
+    if isinstance(event, e.TradeCancelled):
+        return f"{event.trade_id} cancelled ({event.reason}): lost {stock_text(event.lost)}"
+    if isinstance(event, e.MerchantReturned):
+        return f"{event.trade_id}: the merchant came home to {event.home} with {stock_text(event.delivered)}"
+    if isinstance(event, e.VillageProduced):
+        return f"{event.city}'s village produced {stock_text(event.amounts)}"
+    return None
 
 
 DECIDER = RealmDecider()

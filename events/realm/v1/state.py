@@ -11,7 +11,7 @@ from almanac.events.schema import Amount, Key, Name
 
 
 class RealmOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Creation options; ``{}`` gives two seats, alice and bob, and one NPC village.
+    """Creation options; ``{}`` seats the creator, alice and bob (the creator once), and one NPC village.
 
     The schema bounds every number; the rules then check what the bounds cannot say (two or more
     distinct players, known resources) with their own codes.

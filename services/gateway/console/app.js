@@ -428,7 +428,8 @@ function Charts({ room, token, version }) {
   const box = useRef(null);
   const [series, setSeries] = useState(null);
   const [pick, setPick] = useState("scores");
-  useEffect(() => { if (token) api(URLS.series(room), { token }).then((a) => a.ok && setSeries(a.data)); }, [room, token, version]);
+  // Scores are public: without a token the chart shows them; an auditor's token adds the resources.
+  useEffect(() => { api(URLS.series(room), { token }).then((a) => a.ok && setSeries(a.data)); }, [room, token, version]);
   useEffect(() => {
     if (!series || !box.current || !window.uPlot) return;
     const lines = pick === "scores" ? series.scores : { [pick]: series.resources[pick] };
@@ -436,11 +437,11 @@ function Charts({ room, token, version }) {
     const palette = ["#1f5fbf", "#b3261e", "#17743a", "#8e24aa", "#ef6c00", "#00838f"];
     const chart = new window.uPlot({
       width: Math.min(900, box.current.clientWidth || 600), height: 220, scales: { x: { time: false } },
+      axes: [{ incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] }, {}],  // whole versions
       series: [{ label: "version" }, ...names.map((n, i) => ({ label: n, stroke: palette[i % palette.length], width: 2 }))],
     }, [series.versions, ...names.map((n) => lines[n])], box.current);
     return () => chart.destroy();
   }, [series, pick]);
-  if (!token) return null;
   return html`<section class="panel" aria-label="Charts"><h2>Charts over versions</h2>
     <label class="field" for="chart-pick">series
       <select id="chart-pick" value=${pick} onChange=${(e) => setPick(e.target.value)}>
@@ -496,6 +497,7 @@ function RoomPage({ room }) {
   const [viewer, setViewer] = useState(auditor ? "" : seat ? seat.player : "");
   const [at, setAt] = useState(null);
   const [before, setBefore] = useState(null);
+  const [base, setBase] = useState(0);  // the version the diff compares with; 0 = the previous one
   const [error, setError] = useState(null);
   const request = useRef(0);
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
@@ -531,14 +533,15 @@ function RoomPage({ room }) {
     if (!version || !token) return;
     const player = auditor ? viewer || undefined : undefined;
     const asked = ++request.current;  // answers to older questions arrive late sometimes: keep the newest only
+    const other = base ? Math.min(base, latest || base) : version - 1;
     Promise.all([api(URLS.at(room, version, player), { token }),
-                 version > 1 ? api(URLS.at(room, version - 1, player), { token }) : null]).then(([now, previous]) => {
+                 other >= 1 && other !== version ? api(URLS.at(room, other, player), { token }) : null]).then(([now, previous]) => {
       if (asked !== request.current) return;
       if (!now.ok) { setError(now.data); return; }
       setAt({ ...now.data, viewer });
       setBefore(previous && previous.ok ? previous.data : null);
     });
-  }, [room, version, viewer, token]);
+  }, [room, version, viewer, token, base]);
 
   const ruleset = summary && summary.ruleset;
   const seats = summary ? [...new Set([...(summary.seats || []), ...(summary.players || [])])] : [];
@@ -553,7 +556,8 @@ function RoomPage({ room }) {
     return html`<section class="panel"><h2>Room ${room}</h2>
       <p>Enter an auditor token above, or join this room as a player, to see it.</p></section>
       ${summary ? html`<${Play} room=${room} ruleset=${summary.ruleset} seat=${seat} onSeat=${setSeatState} onPlayed=${() => {}} />` : ""}
-      <${ErrorBox} error=${error} />`;
+      <${ErrorBox} error=${error} />
+      <${Charts} room=${room} token=${null} version=${summary ? summary.version : 0} />`;
   }
   return html`
     <section class="panel" aria-label="Room"><h2>Room <span data-testid="room-id">${room}</span>${" "}
@@ -590,11 +594,16 @@ function RoomPage({ room }) {
           <span class="muted">${viewer ? `as ${viewer} saw it` : "(auditor: full state)"}</span></h2>
         ${Picture && at ? html`<${Picture} picture=${pictureOf(at, ruleset)} before=${pictureOf(before, ruleset)} />`
                         : html`<p class="muted">no picture for this rule-set: the tree below shows everything</p>`}
-        <h3>Changes from version ${Math.max(1, version - 1)}</h3>
+        <h3>Changes from version <span data-testid="diff-base">${before ? before.version : Math.max(1, version - 1)}</span>${" "}to ${version}</h3>
+        <label class="field" for="diff-base">compare with version
+          <input id="diff-base" type="number" min="1" max=${latest || 1} value=${base || ""}
+            placeholder=${`previous (${Math.max(1, version - 1)})`}
+            onChange=${(e) => setBase(Math.max(0, Math.min(latest, Number(e.target.value) || 0)))} /></label>
+        ${base ? html`<button type="button" onClick=${() => setBase(0)}>compare with the previous version</button>` : ""}
         <ul class="diff" data-testid="diff">${changes.slice(0, 40).map((c) => html`<li>${c.path}:
           <span class="old">${JSON.stringify(c.before)}</span> → <span class="new">${JSON.stringify(c.after)}</span></li>`)}
           ${changes.length > 40 ? html`<li>… ${changes.length - 40} more</li>` : ""}
-          ${version > 1 && !changes.length ? html`<li class="muted">no change in this view</li>` : ""}</ul>
+          ${before && !changes.length ? html`<li class="muted">no change in this view</li>` : ""}</ul>
         <div class="tree" aria-label="state tree">${tree ? html`<${Tree} value=${tree} changed=${changedPaths} label=${viewer ? "view" : "state"} />` : ""}</div>
       </section>
     </div>

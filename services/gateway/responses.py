@@ -1,0 +1,253 @@
+"""What each route answers, declared as msgspec Structs: the typed responses of the OpenAPI document.
+
+``RESPONSES`` maps (method, path) to the success status and its body's type; ``api_docs.build_openapi``
+puts their schemas into the document, and tests/gateway/test_console_contract.py checks that real
+answers convert into these types. Parts a rule-set decides (its state, view, events) are open objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from almanac.services.verify import VerifyReport
+
+Json = dict[str, Any]
+
+
+class _Body(msgspec.Struct, kw_only=True):
+    pass
+
+
+class RoomEvent(_Body):
+    """One event of a room. A player gets it redacted for them (``hidden`` when it is not theirs to see: only
+    the version then); an auditor gets everything stored, with its place in the hash chain and a summary."""
+
+    version: int
+    hidden: bool = False
+    type: str | None = None
+    player: str | None = None
+    server_time_ms: int | None = None
+    event: Json | None = None
+    command_id: str | None = None
+    previous_hash: str | None = None
+    hash: str | None = None
+    summary: str | None = None
+
+
+class CommandAccepted(_Body):
+    command_id: str
+    room: str
+    accepted: bool
+    first_version: int
+    version: int
+    duplicate: bool
+    events: list[RoomEvent]
+
+
+class RoomJoined(CommandAccepted):
+    player: str
+    token: str
+
+
+class RoomCreatedAnswer(RoomJoined):
+    joined: bool
+    join_error: Json | None = None
+
+
+class OutcomePending(_Body):
+    code: str
+    message: str
+    command_id: str
+    outcome_url: str
+
+
+class RoomSummary(_Body):
+    room: str
+    ruleset: str
+    ruleset_version: int  # the rules version the room was created under (it is decided by it forever)
+    version: int
+    players: list[str]
+    seats: list[str]
+    created_by: str
+    created_at_ms: int
+    challenge: str | None
+    over: bool
+    ended: bool
+    end_reason: str
+    seed_commitment: str
+
+
+class RoomList(_Body):
+    rooms: list[Json]
+    source: str
+
+
+class RulesetEntry(_Body):
+    ruleset: str
+    version: int  # the newest installed version: what a new room gets
+    versions: list[str]  # every installed version, as name@version
+    fingerprint: str  # the newest version's code fingerprint
+    commands: list[str]
+
+
+class RulesetList(_Body):
+    rulesets: list[RulesetEntry]
+
+
+class RoomView(RoomSummary):
+    player: str
+    view: Json
+
+
+class RoomScores(_Body):
+    room: str
+    ruleset: str
+    version: int
+    scores: dict[str, int]
+
+
+class RoomResources(RoomScores):
+    resources: Json
+
+
+class EventPage(_Body):
+    room: str
+    latest_version: int
+    next_version: int
+    events: list[RoomEvent]
+
+
+class StateAt(_Body):
+    room: str
+    version: int
+    latest_version: int
+    state_hash: str
+    state: Json
+
+
+class Rejections(_Body):
+    room: str
+    rejections: list[Json]
+
+
+class AuditStory(_Body):
+    room: str
+    view: str
+    item: str
+    story: list[Json]
+
+
+class LeaderboardEntry(_Body):
+    rank: int
+    player: str
+    score: int
+    room: str
+
+
+class Leaderboard(_Body):
+    ruleset: str
+    leaderboard: list[LeaderboardEntry]
+
+
+class ReadModelRows(_Body):
+    model: str
+    room: str | None
+    where: dict[str, str]
+    rows: list[Json]
+
+
+class Health(_Body):
+    status: str  # ok | degraded (200); not_ready | down (503)
+    ready: bool  # commands can be taken now
+    reasons: list[str]  # why not ready (empty when ready)
+    redis: Json
+    engine: Json | None = None
+    projector: Json | None = None
+
+
+class RulesetSchema(_Body):
+    ruleset: str
+    commands: list[Json]
+    options: Json
+    defs: Json = msgspec.field(name="$defs")
+
+
+class SystemStatus(_Body):
+    time_ms: int
+    engine: Json
+    projector: Json
+    commands_total: int
+    dead_letters: Json
+
+
+class RoomActivity(_Body):
+    rooms: list[Json]
+
+
+class RoomAt(_Body):
+    """A player gets ``player`` and ``view``; an auditor ``state`` and every seat's ``views``."""
+
+    room: str
+    version: int
+    latest_version: int
+    summary: RoomSummary
+    scores: dict[str, int]
+    player: str | None = None
+    view: Json | None = None
+    state: Json | None = None
+    views: dict[str, Json] | None = None
+
+
+class Series(_Body):
+    """Scores per player at every version (public); auditors also get numeric resources."""
+
+    room: str
+    versions: list[int]
+    scores: dict[str, list[int | None]]
+    resources: dict[str, list[int | None]]
+
+
+class AsyncApiDocument(_Body):
+    asyncapi: str
+    info: Json
+    servers: Json
+    channels: Json
+    operations: Json = {}
+    components: Json = {}
+
+
+# (method, path) -> (status, body type). Every route of the API has one (a test checks).
+RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
+    ("post", "/rooms"): (201, RoomCreatedAnswer),
+    ("get", "/rooms"): (200, RoomList),
+    ("get", "/rulesets"): (200, RulesetList),
+    ("get", "/rooms/{room}"): (200, RoomSummary),
+    ("post", "/rooms/{room}/join"): (200, RoomJoined),
+    ("post", "/rooms/{room}/end"): (200, CommandAccepted),
+    ("post", "/rooms/{room}/commands"): (200, CommandAccepted),
+    ("get", "/rooms/{room}/commands/{command_id}"): (200, CommandAccepted),
+    ("get", "/rooms/{room}/view"): (200, RoomView),
+    ("get", "/rooms/{room}/scores"): (200, RoomScores),
+    ("get", "/rooms/{room}/resources"): (200, RoomResources),
+    ("get", "/rooms/{room}/events"): (200, EventPage),
+    ("get", "/rooms/{room}/state"): (200, StateAt),
+    ("get", "/rooms/{room}/rejections"): (200, Rejections),
+    ("get", "/rooms/{room}/audit/{view}/{item}"): (200, AuditStory),
+    ("get", "/rooms/{room}/verification"): (200, VerifyReport),
+    ("get", "/leaderboards/{ruleset}"): (200, Leaderboard),
+    ("get", "/read-models/{model}"): (200, ReadModelRows),
+    ("get", "/health"): (200, Health),
+    ("get", "/asyncapi"): (200, AsyncApiDocument),
+    ("get", "/rulesets/{name}/schema"): (200, RulesetSchema),
+    ("get", "/status"): (200, SystemStatus),
+    ("get", "/status/rooms"): (200, RoomActivity),
+    ("get", "/rooms/{room}/at/{version}"): (200, RoomAt),
+    ("get", "/rooms/{room}/series"): (200, Series),
+}
+# Commands the engine has not answered within the wait: 202 with where to ask later.
+PENDING = OutcomePending
+PENDING_ROUTES = (("post", "/rooms"), ("post", "/rooms/{room}/join"), ("post", "/rooms/{room}/end"),
+                  ("post", "/rooms/{room}/commands"), ("get", "/rooms/{room}/commands/{command_id}"))
+TEXT_ROUTES = {("get", "/metrics"): "Prometheus text exposition format"}

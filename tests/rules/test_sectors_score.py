@@ -1,0 +1,62 @@
+"""The sectors score is a running score: victory points plus the colony's public worth, from the first season."""
+
+from __future__ import annotations
+
+import msgspec
+
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
+from almanac.events.sectors import DECIDER, data
+from almanac.events.sectors.manifest import MANIFEST
+from almanac.events.sectors.sandbox import Sandbox
+
+
+def score(colony) -> int:
+    return DECIDER.scores(colony)[colony.owner]
+
+
+def score_from_view(view: dict) -> int:
+    """The documented formula, read off what any player sees (docs/rules/sectors.md, "Scores")."""
+    cells = [cell for row in view["grid"] for cell in row if cell["explored"]]
+    stock = view["stock"]
+    return (
+        stock["victory_points"] * 100 + stock["coins"] * 10 + stock["lumber"] * 4
+        + sum(cell["population"] for cell in cells) + 10 * sum(len(cell["buildings"]) for cell in cells)
+        + 5 * len(cells)
+    )
+
+
+def bot_game(room: str, moves: int = MANIFEST.demo_moves) -> Sandbox:
+    """The demo's game: the manifest's bot plays ``moves`` commands (refusals included)."""
+    game = Sandbox(player="alice", room_id=room)
+    for step in range(moves):
+        command = MANIFEST.policy(game.game, "alice", Dice(b"almanac-demo", room, step), 0)
+        if command is None:
+            break
+        try:
+            game.play(command, player="alice")
+        except RuleError:
+            pass
+    return game
+
+
+def test_a_new_colony_already_scores_its_people_and_its_home_sector():
+    game = Sandbox({"home_type": "prairie", "home_population": 60}, player="alice")
+    assert score(game.game) == 60 + data.SCORE_PER_EXPLORED_SECTOR
+
+
+def test_a_victory_point_outweighs_everything_that_leads_to_it():
+    colony = Sandbox(player="alice").game
+    richer = msgspec.structs.replace(colony, stock=msgspec.structs.replace(colony.stock, victory_points=1))
+    worked = msgspec.structs.replace(colony, stock=msgspec.structs.replace(colony.stock, coins=2, lumber=5))
+    assert score(richer) - score(colony) == 100
+    assert score(worked) - score(colony) == 40
+
+
+def test_the_demos_games_score_and_the_score_is_what_the_public_view_shows():
+    games = [bot_game(f"demo-{n}") for n in range(3)]
+    scores = [score(game.game) for game in games]
+    assert all(value > 50 for value in scores), scores
+    assert len(set(scores)) > 1, "the score tells colonies apart"
+    for game in games:
+        assert score(game.game) == score_from_view(DECIDER.view(game.game, "bob"))
