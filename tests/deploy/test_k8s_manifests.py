@@ -80,10 +80,10 @@ def test_each_engine_statefulset_has_one_pod_per_shard_group_and_picks_its_group
         statefulset = named("StatefulSet", name)
         replicas = statefulset["spec"]["replicas"]
         variables = env(statefulset["spec"]["template"]["spec"]["containers"][0])
-        assert variables["ALMANAC_ENGINE_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        assert variables["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == \
             "metadata.labels['apps.kubernetes.io/pod-index']"
         assert variables["ALMANAC_ENGINE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-        match = re.fullmatch(r"\$\(ALMANAC_ENGINE_INDEX\)/(\d+)", variables["ALMANAC_ENGINE_SHARDS"]["value"])
+        match = re.fullmatch(r"\$\(POD_INDEX\)/(\d+)", variables["ALMANAC_ENGINE_SHARDS"]["value"])
         assert match, variables["ALMANAC_ENGINE_SHARDS"]
         assert int(match.group(1)) == replicas, f"{name}: {replicas} pods but {match.group(1)} shard groups"
         # Every ordinal's group is valid for the configured shard count, and together they hold every shard.
