@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import hiredis
 import redis.asyncio as aioredis
+from redis import exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 
 class HiredisPackConnection(Connection):
@@ -21,10 +24,25 @@ class HiredisPackConnection(Connection):
         return [hiredis.pack_command(args)]
 
 
-def connect(url: str, cluster: bool = False, **options: float) -> aioredis.Redis:
+def reconnecting(retries: int = 4, base_s: float = 0.05, cap_s: float = 1.0) -> dict[str, object]:
+    """Options for ``connect``: a command whose connection failed reconnects and is sent again, up to
+    ``retries`` times with exponential backoff (redis-py's Retry), before the error reaches the caller.
+
+    Only for callers whose commands are safe to send twice: reads, and writes guarded by an id or a
+    compare-and-set (the projector's commit script). Not for the engine: a lost XREADGROUP answer must
+    reach it, so it takes its shards over again and re-reads what was delivered but not seen.
+    """
+    # OSError too: a refused connect surfaces as the socket's own error, and redis-py 5 takes a pooled
+    # connection (and reconnects it) before its command retry starts; the connect has its own retry.
+    return {"retry": Retry(ExponentialBackoff(cap=cap_s, base=base_s), retries),
+            "retry_on_error": [exceptions.ConnectionError, exceptions.TimeoutError, OSError]}
+
+
+def connect(url: str, cluster: bool = False, **options: object) -> aioredis.Redis:
     """An asyncio client for ``url``; ``cluster`` uses the Cluster client, which routes by hash tag.
 
-    ``options`` go to the client as they are (e.g. socket_timeout, socket_connect_timeout).
+    ``options`` go to the client as they are (e.g. socket_timeout, socket_connect_timeout, or
+    ``**reconnecting()``).
     """
     if cluster:
         return RedisCluster.from_url(url, **options)  # type: ignore[return-value]

@@ -1,14 +1,21 @@
-"""Settings from the environment, validated at start with one clear line per bad value."""
+"""Settings from the environment (pydantic-settings), validated at start with one clear line per bad value."""
 
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-import msgspec
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
 
 # The one place that knows how long an HS256 key must be (RFC 7518 3.2); the signer refuses shorter ones too.
 MIN_SECRET_BYTES = 32
+
+_LOG_LEVELS = {"debug", "info", "warning", "error"}
+_PROBLEM = "almanac_setting"  # the error type of our own checks: their message is the whole line
 
 
 class SettingsError(Exception):
@@ -19,119 +26,152 @@ class SettingsError(Exception):
         self.problems = problems
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    redis_url: str | None = None
+def _env(name: str, default: Any, **options: Any) -> Any:
+    """A setting read from the environment variable ``name`` (its alias; the field name works in code too)."""
+    return Field(default, validation_alias=name, **options)
+
+
+class Settings(BaseSettings):
+    """Every setting of every service; frozen, read by attribute. Build it with ``load_settings``."""
+
+    # Exact names (no prefix, case-sensitive), an empty variable means unset, other variables are ignored;
+    # no .env file and no secrets directory: the process environment is the one source.
+    model_config = SettingsConfigDict(frozen=True, case_sensitive=True, env_ignore_empty=True, extra="ignore",
+                                      populate_by_name=True)
+
+    redis_url: str | None = _env("REDIS_URL", None)
     # True when REDIS_URL names a node of a Redis Cluster (the client then routes by hash tag).
-    redis_cluster: bool = False
-    shard_count: int = 16
-    data_dir: str = ".almanac"
-    snapshot_every: int = 100
-    log_format: Literal["auto", "json", "console"] = "auto"
-    log_level: str = "info"
+    redis_cluster: bool = _env("REDIS_CLUSTER", False)
+    shard_count: int = _env("ALMANAC_SHARDS", 16)
+    data_dir: str = _env("ALMANAC_DATA_DIR", ".almanac")
+    snapshot_every: int = _env("ALMANAC_SNAPSHOT_EVERY", 100)
+    log_format: Literal["auto", "json", "console"] = _env("ALMANAC_LOG_FORMAT", "auto")
+    log_level: str = _env("ALMANAC_LOG_LEVEL", "info")
     # Engine
-    engine_shards: str = "all"  # "all", "0,1,5", or "index/count" of a worker group (e.g. "0/2")
-    engine_name: str = ""
-    lease_ms: int = 5_000
-    batch_size: int = 100
-    max_attempts: int = 3
+    # "all", "0,1,5", or "index/count" of a worker group (e.g. "0/2")
+    engine_shards: str = _env("ALMANAC_ENGINE_SHARDS", "all")
+    engine_name: str = _env("ALMANAC_ENGINE_NAME", "")
+    lease_ms: int = _env("ALMANAC_LEASE_MS", 5_000)
+    batch_size: int = _env("ALMANAC_BATCH_SIZE", 100)
+    max_attempts: int = _env("ALMANAC_MAX_ATTEMPTS", 3)
     # Gateway
-    http_host: str = "127.0.0.1"
-    http_port: int = 8000
-    secret: str = ""
-    token_ttl_s: int = 86_400
-    command_timeout_ms: int = 5_000
-    max_body_bytes: int = 65_536
+    http_host: str = _env("ALMANAC_HTTP_HOST", "127.0.0.1")
+    http_port: int = _env("ALMANAC_HTTP_PORT", 8000)
+    secret: str = _env("ALMANAC_SECRET", "", repr=False)  # kept out of reprs and logs
+    token_ttl_s: int = _env("ALMANAC_TOKEN_TTL_S", 86_400)
+    command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
+    max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
-    cors_origins: str = ""
+    cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
     # Per client address on POST /rooms and POST /rooms/{room}/join; per token on commands and end.
-    rate_anon: str = "1000/second"
-    rate_commands: str = "1000/second"
+    rate_anon: str = _env("ALMANAC_RATE_ANON", "1000/second")
+    rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
+
+    @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
+                     "command_timeout_ms", "max_body_bytes")
+    @classmethod
+    def _positive(cls, value: int, info: ValidationInfo) -> int:
+        if value <= 0:
+            raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str, info: ValidationInfo) -> str:
+        if value.lower() not in _LOG_LEVELS:
+            raise _problem(info, f"{value!r} is not valid: use one of {sorted(_LOG_LEVELS)}")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise _problem(info, f"{value!r} is not valid: it must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, value: str, info: ValidationInfo) -> str:
+        if value and len(value.encode()) < MIN_SECRET_BYTES:
+            # Never echo the secret itself.
+            raise _problem(info, f"is not valid: it must be at least {MIN_SECRET_BYTES} bytes (an HS256 key, "
+                                 "RFC 7518 3.2), e.g. openssl rand -hex 32; or leave it unset to generate one",
+                           show_value=False)
+        return value
+
+    @field_validator("rate_anon", "rate_commands")
+    @classmethod
+    def _rate(cls, value: str, info: ValidationInfo) -> str:
+        try:
+            parse_rate(value)
+        except ValueError as error:
+            raise _problem(info, f"{value!r} is not valid: {error}") from None
+        return value
+
+    @field_validator("engine_shards")
+    @classmethod
+    def _engine_shards(cls, value: str, info: ValidationInfo) -> str:
+        # shard_count is declared first, so it is validated first (16 when it was itself invalid)
+        try:
+            parse_shard_selection(value, info.data.get("shard_count", 16))
+        except ValueError as error:
+            raise _problem(info, f"{value!r} is not valid: {error}") from None
+        return value
 
 
-_ENV = {
-    "redis_url": "REDIS_URL",
-    "redis_cluster": "REDIS_CLUSTER",
-    "shard_count": "ALMANAC_SHARDS",
-    "data_dir": "ALMANAC_DATA_DIR",
-    "snapshot_every": "ALMANAC_SNAPSHOT_EVERY",
-    "log_format": "ALMANAC_LOG_FORMAT",
-    "log_level": "ALMANAC_LOG_LEVEL",
-    "engine_shards": "ALMANAC_ENGINE_SHARDS",
-    "engine_name": "ALMANAC_ENGINE_NAME",
-    "lease_ms": "ALMANAC_LEASE_MS",
-    "batch_size": "ALMANAC_BATCH_SIZE",
-    "max_attempts": "ALMANAC_MAX_ATTEMPTS",
-    "http_host": "ALMANAC_HTTP_HOST",
-    "http_port": "ALMANAC_HTTP_PORT",
-    "secret": "ALMANAC_SECRET",
-    "token_ttl_s": "ALMANAC_TOKEN_TTL_S",
-    "command_timeout_ms": "ALMANAC_COMMAND_TIMEOUT_MS",
-    "max_body_bytes": "ALMANAC_MAX_BODY_BYTES",
-    "cors_origins": "ALMANAC_CORS_ORIGINS",
-    "rate_anon": "ALMANAC_RATE_ANON",
-    "rate_commands": "ALMANAC_RATE_COMMANDS",
-}
+_ENV = {name: str(field.validation_alias) for name, field in Settings.model_fields.items()}
+_FIELD = {variable: name for name, variable in _ENV.items()}
 
-_POSITIVE = {"shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
-             "command_timeout_ms", "max_body_bytes"}
-_LOG_LEVELS = {"debug", "info", "warning", "error"}
+
+def _problem(info: ValidationInfo, text: str, show_value: bool = True) -> PydanticCustomError:
+    """Our own check's error, already worded as the line the operator reads."""
+    variable = _ENV[str(info.field_name)]
+    line = f"{variable}={text}" if show_value else f"{variable} {text}"
+    return PydanticCustomError(_PROBLEM, "{line}", {"line": line})
 
 
 def _allowed(field: str) -> str:
     """What a setting accepts, in words."""
-    annotation = str(Settings.__annotations__[field])
-    if annotation == "int":
+    annotation = str(Settings.model_fields[field].annotation)
+    if "int" in annotation and "Literal" not in annotation:
         return "use a whole number"
-    if annotation == "bool":
+    if "bool" in annotation:
         return "use true or false"
-    if annotation.startswith("Literal["):
-        choices = annotation[len("Literal["):-1].replace("'", "")
-        return f"use one of: {choices}"
+    if "Literal[" in annotation:
+        choices = annotation[annotation.index("Literal[") + len("Literal["):annotation.rindex("]")]
+        return f"use one of: {choices.replace(chr(39), '')}"
     return f"expected {annotation}"
 
 
-def load_settings(environ: dict[str, str] | None = None, **overrides: object) -> Settings:
-    """Settings from ``environ`` (default ``os.environ``); raises SettingsError listing every bad value."""
-    environ = dict(os.environ if environ is None else environ)
-    problems: list[str] = []
-    values: dict[str, object] = {}
-    for field, variable in _ENV.items():
-        raw = environ.get(variable)
-        if raw is None or raw == "":
-            continue
-        try:
-            values[field] = getattr(msgspec.convert({field: raw}, Settings, strict=False), field)
-        except msgspec.ValidationError:
-            problems.append(f"{variable}={raw!r} is not valid: {_allowed(field)}")
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    for field in _POSITIVE:
-        if field in values and int(values[field]) <= 0:  # type: ignore[arg-type]
-            problems.append(f"{_ENV[field]}={values[field]!r} is not valid: must be a positive whole number")
-    if "log_level" in values and str(values["log_level"]).lower() not in _LOG_LEVELS:
-        problems.append(f"ALMANAC_LOG_LEVEL={values['log_level']!r} is not valid: use one of {sorted(_LOG_LEVELS)}")
-    url = values.get("redis_url")
-    if url is not None and not str(url).startswith(("redis://", "rediss://", "unix://")):
-        problems.append(f"REDIS_URL={url!r} is not valid: it must start with redis://, rediss:// or unix://")
-    secret = values.get("secret")
-    if secret and len(str(secret).encode()) < MIN_SECRET_BYTES:
-        # Never echo the secret itself.
-        problems.append(f"ALMANAC_SECRET is not valid: it must be at least {MIN_SECRET_BYTES} bytes (an HS256 key, "
-                        "RFC 7518 3.2), e.g. openssl rand -hex 32; or leave it unset to generate one")
-    for field in ("rate_anon", "rate_commands"):
-        if field in values:
-            try:
-                parse_rate(str(values[field]))
-            except ValueError as error:
-                problems.append(f"{_ENV[field]}={values[field]!r} is not valid: {error}")
-    if "engine_shards" in values:
-        try:
-            parse_shard_selection(str(values["engine_shards"]), int(values.get("shard_count", 16)))  # type: ignore[arg-type]
-        except ValueError as error:
-            problems.append(f"ALMANAC_ENGINE_SHARDS={values['engine_shards']!r} is not valid: {error}")
-    if problems:
-        raise SettingsError(problems)
-    return Settings(**values)  # type: ignore[arg-type]
+class _Environ(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping (tests, `almanac up`'s children)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(Settings)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+    """Settings from ``environ`` (default ``os.environ``), then ``overrides`` (field names; None = not
+    given); raises SettingsError listing every bad value, one line each."""
+    values: dict[str, object] = dict(_Environ(os.environ if environ is None else environ)())
+    values.update({_ENV[field]: value for field, value in overrides.items() if value is not None})
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as error:
+        raise SettingsError([_line(problem) for problem in error.errors()]) from None
+
+
+def _line(problem: Any) -> str:
+    if problem["type"] == _PROBLEM:
+        return problem["ctx"]["line"]
+    name = str(problem["loc"][0])
+    field = _FIELD.get(name, name)
+    return f"{_ENV.get(field, name)}={problem['input']!r} is not valid: {_allowed(field)}"
 
 
 def parse_rate(text: str) -> str | None:

@@ -210,8 +210,8 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
         return _run(url, redis_url, rate, seconds)
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
-        stack_settings = msgspec.structs.replace(settings, data_dir=data_dir, http_port=0,
-                                                 log_level="warning")
+        stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
+                                                      "log_level": "warning"})
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
         console.print("starting Redis, engine, projector and gateway ...")
         with Stack(stack_settings) as stack:

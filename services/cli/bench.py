@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import msgspec
 import typer
 
 from almanac.events import registry
@@ -67,4 +66,4 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
 
     settings = settings_or_exit()
     with redis_url_for(settings) as url:
-        main(msgspec.structs.replace(settings, redis_url=url), count)
+        main(settings.model_copy(update={"redis_url": url}), count)

@@ -106,9 +106,7 @@ def demo_command(
 
 
 def _with(settings: Settings, **changes: object) -> Settings:
-    import msgspec  # noqa: PLC0415
-
-    return msgspec.structs.replace(settings, **changes)
+    return settings.model_copy(update=changes)
 
 
 def running_stack(data_dir: str) -> dict | None:

@@ -22,7 +22,7 @@ from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services.cli import app
 from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
 from almanac.services.logging import configure_logging
-from almanac.services.redis_client import connect
+from almanac.services.redis_client import connect, reconnecting
 from almanac.services.settings import parse_shard_selection
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
@@ -53,7 +53,7 @@ def run_projector(
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings) as url:
         app_ = projector_app(url, settings.shard_count, selected, batch_size=batch_size, name=name,
-                             client_factory=lambda: connect(url, settings.redis_cluster))
+                             client_factory=lambda: connect(url, settings.redis_cluster, **reconnecting()))
         uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
 
 

@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import msgspec
 import redis
 
 from almanac.events import registry
@@ -79,4 +78,4 @@ class Stack:
 
 def gateway_settings(stack: Stack, **overrides: object) -> Settings:
     settings = load_settings({}, redis_url=stack.redis_url, data_dir=str(stack.data_dir))
-    return msgspec.structs.replace(settings, command_timeout_ms=10_000, **overrides)
+    return settings.model_copy(update={"command_timeout_ms": 10_000, **overrides})

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-import msgspec
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -48,7 +47,7 @@ def auth(token: str) -> dict[str, str]:
 
 def test_a_second_request_with_the_same_id_keeps_its_own_wait(down: Stack) -> None:
     start_engine(down)
-    settings = msgspec.structs.replace(gateway_settings(down), command_timeout_ms=2_000)
+    settings = gateway_settings(down).model_copy(update={"command_timeout_ms": 2_000})
     with TestClient(create_app(settings), raise_server_exceptions=False) as api:
         room = f"inflight-{secrets.token_hex(3)}"
         created = api.post("/rooms", json={"ruleset": "board", "player": "fay", "room": room})
@@ -82,7 +81,7 @@ def test_a_second_request_with_the_same_id_keeps_its_own_wait(down: Stack) -> No
 
 def test_a_create_retried_after_a_timeout_gets_its_token(down: Stack) -> None:
     stop_engine(down)
-    settings = msgspec.structs.replace(gateway_settings(down), command_timeout_ms=500)
+    settings = gateway_settings(down).model_copy(update={"command_timeout_ms": 500})
     room, command_id = f"late-{secrets.token_hex(3)}", secrets.token_hex(12)
     with TestClient(create_app(settings), raise_server_exceptions=False) as api:
         pending = api.post("/rooms", json={"ruleset": "board", "player": "gus", "room": room,
@@ -107,7 +106,7 @@ def test_a_create_retried_after_a_timeout_gets_its_token(down: Stack) -> None:
 def test_a_create_whose_outcome_message_was_missed_is_still_the_creators(down: Stack) -> None:
     if "engine" not in down.processes:
         start_engine(down)
-    settings = msgspec.structs.replace(gateway_settings(down), command_timeout_ms=700)
+    settings = gateway_settings(down).model_copy(update={"command_timeout_ms": 700})
     room = f"missed-{secrets.token_hex(3)}"
     with TestClient(create_app(settings), raise_server_exceptions=False) as api:
         api.portal.call(api.app.state.gateway.outcomes.stop)  # every outcome message is now missed

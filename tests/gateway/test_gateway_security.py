@@ -151,7 +151,7 @@ def test_unknown_routes_and_internal_failures_answer_json_without_traceback(api:
 
 def test_timeout_answers_202_with_the_outcome_url(stack) -> None:
     # With 17 shards a room can land on shard 16, whose command stream the engine (16 shards) never reads.
-    settings = msgspec.structs.replace(gateway_settings(stack), shard_count=17, command_timeout_ms=300)
+    settings = gateway_settings(stack).model_copy(update={"shard_count": 17, "command_timeout_ms": 300})
     room = next(f"slow-{n}" for n in range(1000) if shard_of(f"slow-{n}", 17) == 16)
     with TestClient(create_app(settings), raise_server_exceptions=False) as lonely:
         pending = lonely.post("/rooms", json={"ruleset": "board", "player": "alice", "room": room,

@@ -1,0 +1,48 @@
+"""The gateway's metrics are Prometheus text that Prometheus' own parser reads: real histograms, its
+process's figures, and one registry per gateway."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from almanac.services.gateway.metrics import GatewayMetrics
+
+
+def samples(metrics: GatewayMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(metrics.render()) for s in family.samples}
+
+
+def test_command_latency_is_a_cumulative_histogram_with_millisecond_buckets() -> None:
+    metrics = GatewayMetrics()
+    for seconds in (0.0015, 0.0025, 0.004, 0.004, 0.2):
+        metrics.command_latency.observe(seconds, ruleset="board")
+    seen = samples(metrics)
+    bucket = lambda le: seen[("almanac_command_latency_seconds_bucket", (("le", le), ("ruleset", "board")))]  # noqa: E731
+    assert (bucket("0.001"), bucket("0.002"), bucket("0.003"), bucket("0.005"), bucket("0.25"), bucket("+Inf")) == (
+        0, 1, 2, 4, 5, 5)
+    assert seen[("almanac_command_latency_seconds_count", (("ruleset", "board"),))] == 5
+    assert abs(seen[("almanac_command_latency_seconds_sum", (("ruleset", "board"),))] - 0.212) < 1e-9
+
+
+def test_counters_process_figures_and_websockets_are_exported() -> None:
+    metrics = GatewayMetrics()
+    metrics.commands.inc(outcome="accepted", ruleset="board")
+    metrics.commands.inc(outcome="accepted", ruleset="board")
+    metrics.rejects.inc(code="board.off_map", ruleset="board")
+    metrics.requests.inc(route="/rooms/{room}/commands", method="POST", status="200")
+    metrics.open_websockets = 3
+    seen = samples(metrics)
+    assert seen[("almanac_commands_total", (("outcome", "accepted"), ("ruleset", "board")))] == 2
+    assert seen[("almanac_command_rejects_total", (("code", "board.off_map"), ("ruleset", "board")))] == 1
+    assert seen[("almanac_http_requests_total",
+                 (("method", "POST"), ("route", "/rooms/{room}/commands"), ("status", "200")))] == 1
+    assert seen[("almanac_websocket_connections", ())] == 3
+    assert seen[("process_cpu_seconds_total", ())] > 0 and seen[("process_resident_memory_bytes", ())] > 0
+
+
+def test_two_gateways_in_one_process_keep_their_own_counts() -> None:
+    first, second = GatewayMetrics(), GatewayMetrics()
+    first.commands.inc(outcome="timeout", ruleset="claim")
+    assert ("almanac_commands_total", (("outcome", "timeout"), ("ruleset", "claim"))) in samples(first)
+    assert ("almanac_commands_total", (("outcome", "timeout"), ("ruleset", "claim"))) not in samples(second)
