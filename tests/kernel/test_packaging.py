@@ -1,0 +1,63 @@
+"""The distribution installs the repository's folders under the one name `almanac`, never as bare packages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+import venv
+import zipfile
+from pathlib import Path
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"events": "almanac.events", "projections": "almanac.projections", "services": "almanac.services",
+           "storage": "almanac.storage"}
+
+
+def test_the_package_list_names_every_package_folder():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {name: folder for folder, name in FOLDERS.items()}
+    found = sorted(
+        FOLDERS[init.parent.relative_to(ROOT).parts[0]] + "".join(f".{p}" for p in init.parent.relative_to(ROOT).parts[1:])
+        for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")
+    )
+    assert sorted(setuptools["packages"]) == found
+
+
+def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
+    # Given the wheel built from the checkout (not an editable install)
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(wheels), str(ROOT)], check=True, cwd=tmp_path, capture_output=True)
+    [wheel] = wheels.glob("almanac-*.whl")
+
+    # When it is installed into a fresh venv that has nothing else
+    env_dir = tmp_path / "clean"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                    "--no-index", str(wheel)], check=True, capture_output=True)
+
+    # Then it holds one top-level package, almanac, with the four folders below it
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    with zipfile.ZipFile(wheel) as archive:
+        top_level = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"almanac"}
+    assert {p.name for p in (site / "almanac").iterdir() if p.is_dir()} >= set(FOLDERS)
+    assert not any((site / bare).exists() for bare in FOLDERS)
+
+    # And the pure write model imports from there (msgspec is its only dependency: lent from this
+    # interpreter), finding the rule-sets through the installed entry points, away from the checkout
+    lent = tmp_path / "lent"
+    lent.mkdir()
+    (lent / "msgspec").symlink_to(Path(msgspec.__file__).parent)
+    probe = ("import almanac.events.registry as r, almanac.events.codec; "
+             "m = r.manifest('realm'); print(m.ref, r.installed(), almanac.events.codec.__file__)")
+    shown = subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(lent)}).stdout
+    assert shown.startswith("realm@2 ['board', 'claim', 'realm', 'sectors'] ")
+    assert str(site / "almanac" / "events" / "codec.py") in shown
