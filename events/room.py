@@ -132,6 +132,24 @@ def manifest_of(state: RoomState) -> Any:
     return registry.at(state.ruleset, state.ruleset_version)
 
 
+def describe(state: RoomState) -> dict[str, Any]:
+    """The room's own public facts as builtins (every reader's summary starts from these)."""
+    decider = decider_of(state)
+    return {
+        "room": state.room,
+        "ruleset": state.ruleset,
+        "ruleset_version": state.ruleset_version,
+        "version": state.version,
+        "players": list(state.players),
+        "created_by": state.created_by,
+        "created_at_ms": state.created_at_ms,
+        "challenge": state.challenge,
+        "over": bool(decider.is_over(state.game)),
+        "ended": state.ended,
+        "end_reason": state.end_reason,
+    }
+
+
 def stored_ref(state_or_created: RoomState | RoomCreated) -> str:
     """What the room's envelopes carry as ``ruleset``: ``realm`` for version 1 (as always), else ``realm@2``."""
     return registry.stored_ref(state_or_created.ruleset, state_or_created.ruleset_version)

@@ -41,19 +41,9 @@ def room_summary(state: RoomState, updated_at_ms: int) -> dict[str, Any]:
     """Per-room read model: who plays, how far the room is, its scores and resources."""
     decider = room_rules.decider_of(state)
     return {
-        "room": state.room,
-        "ruleset": state.ruleset,
-        "ruleset_version": state.ruleset_version,
-        "version": state.version,
-        "players": list(state.players),
+        **room_rules.describe(state),
         "scores": dict(decider.public_scores(state.game)),
         "resources": to_builtins(decider.resources(state.game)),
-        "over": bool(decider.is_over(state.game)),
-        "ended": state.ended,
-        "end_reason": state.end_reason,
-        "challenge": state.challenge,
-        "created_by": state.created_by,
-        "created_at_ms": state.created_at_ms,
         "updated_at_ms": updated_at_ms,
     }
 

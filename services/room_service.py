@@ -99,16 +99,7 @@ class RoomService:
             if result.duplicate:
                 self.forget(record.room)
                 return await self._replayed(record, result.outcome)
-            self._remember(record.room, new_state, envelopes[-1].hash)
-            await self._maybe_snapshot(record.room, expected, new_state, envelopes[-1].hash)
-            return Outcome(
-                command_id=record.command_id,
-                room=record.room,
-                accepted=True,
-                first_version=result.outcome.first_version,
-                last_version=result.outcome.last_version,
-                envelopes=envelopes,
-            )
+            return await self._accepted(record, expected, envelopes, new_state, result)
         raise VersionConflict(record.room, -1, await self.store.latest_version(record.room))
 
     async def handle_many(self, records: list[CommandRecord]) -> list[Outcome | Exception | None]:
@@ -168,7 +159,8 @@ class RoomService:
                     if result.duplicate:  # seen before: nothing was written, the cached state still holds
                         results[index] = await self._replayed(records[index], result.outcome)
                     else:
-                        results[index] = await self._appended(records[index], request, new_state, result)
+                        results[index] = await self._accepted(records[index], request.expected_version,
+                                                             request.envelopes, new_state, result)
                     continue
                 # A conflict (another writer) or a failed call: catch up, then go alone.
                 if isinstance(result, VersionConflict):
@@ -195,11 +187,11 @@ class RoomService:
         a node that has it)."""
         return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
 
-    async def _appended(self, record: CommandRecord, request: AppendRequest, new_state: RoomState,
-                        result: AppendResult) -> Outcome:
-        envelopes = request.envelopes
+    async def _accepted(self, record: CommandRecord, expected_version: int, envelopes: list[Envelope],
+                        new_state: RoomState, result: AppendResult) -> Outcome:
+        """An append went through: cache the new state, snapshot when due, answer with the events."""
         self._remember(record.room, new_state, envelopes[-1].hash)
-        await self._maybe_snapshot(record.room, request.expected_version, new_state, envelopes[-1].hash)
+        await self._maybe_snapshot(record.room, expected_version, new_state, envelopes[-1].hash)
         return Outcome(
             command_id=record.command_id,
             room=record.room,

@@ -114,15 +114,9 @@ async def room_envelopes(store: EventStore, room: str) -> list[Envelope]:
 
 
 def state_document(state: room_rules.RoomState) -> dict[str, Any]:
-    decider = room_rules.decider_of(state)
     return {
-        "room": state.room,
-        "ruleset": state.ruleset,
-        "ruleset_version": state.ruleset_version,
-        "version": state.version,
-        "players": list(state.players),
-        "ended": state.ended,
-        "scores": decider.scores(state.game),
+        **room_rules.describe(state),
+        "scores": room_rules.decider_of(state).scores(state.game),
         "state_hash": state_hash(state),
         "state": codec.to_builtins(state),
     }

@@ -79,19 +79,8 @@ def auditor_event(envelope: Envelope) -> dict[str, Any]:
 
 
 def room_summary(state: RoomState) -> dict[str, Any]:
-    decider = room_rules.decider_of(state)
     return {
-        "room": state.room,
-        "ruleset": state.ruleset,
-        "ruleset_version": state.ruleset_version,
-        "version": state.version,
-        "players": list(state.players),
-        "seats": list(decider.seats(state.game)),
-        "created_by": state.created_by,
-        "created_at_ms": state.created_at_ms,
-        "challenge": state.challenge,
-        "over": bool(decider.is_over(state.game)),
-        "ended": state.ended,
-        "end_reason": state.end_reason,
+        **room_rules.describe(state),
+        "seats": list(room_rules.decider_of(state).seats(state.game)),
         "seed_commitment": state.seed_commitment,
     }
