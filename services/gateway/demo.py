@@ -25,6 +25,7 @@ class Room:
     def __init__(self, ruleset: str, room: str) -> None:
         self.ruleset = ruleset
         self.room = room
+        self.version = 1  # the rules version it was created under
         self.tokens: dict[str, str] = {}
         self.accepted = 0
         self.refused: list[str] = []
@@ -77,6 +78,8 @@ class Demo:
         answer = self.expect(self.call("POST", "/rooms", json=body), 201)
         room = Room(ruleset, answer["room"])
         room.tokens[player] = answer["token"]
+        # The rules version the room was created under (the newest installed): shown in the table.
+        room.version = self.expect(self.call("GET", f"/rooms/{room.room}"), 200)["ruleset_version"]
         if not answer.get("joined"):
             raise DemoError(f"{player} could not join the {ruleset} room they created: {answer.get('join_error')}")
         return room
@@ -161,7 +164,7 @@ def run_demo(url: str, auditor_token: str, console: Console) -> bool:
     for room in rooms:
         scores = "\n".join(f"{p} {s}" for p, s in room.scores.items())
         mark = "[green]verified[/]" if room.verified else "[red]FAILED[/]"
-        table.add_row(room.ruleset, room.room, scores, str(room.accepted), "\n".join(room.refused),
+        table.add_row(f"{room.ruleset}@{room.version}", room.room, scores, str(room.accepted), "\n".join(room.refused),
                       f"{mark} {room.verification}")
     # Rich folds a pipe's output at 80 columns; this table reads better a little wider.
     Console(file=console.file, width=max(console.width, 150)).print(table)
