@@ -217,6 +217,11 @@ class RuleSet:
     audit_views: tuple[AuditView, ...] = ()
     rulebook: str = ""
     examples: tuple[str, ...] = ()
+    # How the console draws a version of this game: an ES module shipped beside the rule-set's code,
+    # named "package:file.js" (e.g. "almanac.events.board:picture.js"). It exports a default Preact
+    # component ({picture, before, html}) and may export pictureOf(at) and AuditStep ({step, html}).
+    # None: the console shows the state tree only. Presentation, not rules: not in the fingerprint.
+    console_picture: str = ""
     demo_moves: int = 30
     shared_challenge: bool = False
 

@@ -16,6 +16,7 @@ MANIFEST = RuleSet(
     decider=DECIDER,
     policy=policy,
     bench=BenchScenario(description="complete solo games of the simple policy"),
+    console_picture="almanac.events.board:picture.js",
     rulebook="docs/rules/board.md",
     examples=("examples/board.jsonl",),
     demo_moves=40,

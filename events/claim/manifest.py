@@ -85,6 +85,7 @@ MANIFEST = RuleSet(
             columns=("owner", "block", "room", "parcel_count", "timbered_parcels", "buildings", "score"),
         ),
     ),
+    console_picture="almanac.events.claim:picture.js",
     rulebook="docs/rules/claim.md",
     examples=("examples/claim.jsonl",),
     demo_moves=24,

@@ -64,6 +64,7 @@ MANIFEST = RuleSet(
         options=_COLONY,
         policy=end_seasons,
     ),
+    console_picture="almanac.events.sectors:picture.js",
     rulebook="docs/rules/sectors.md",
     examples=("examples/sectors.jsonl",),
     demo_moves=30,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
@@ -132,12 +134,8 @@ async def room_rejections(request: Request, room: str = RoomId) -> Response:
     return json_response({"room": room, "rejections": rejected})
 
 
-@router.get("/rooms/{room}/audit/{view}/{item}", summary="Auditors: one thing told step by step from the log "
-            "(an audit view of the room's rule-set, e.g. realm's trade)")
-async def audit_view(request: Request, room: str = RoomId, view: str = Path(pattern=NAME_PATTERN),
-                     item: str = Path(max_length=100)) -> Response:
-    gw = gateway(request)
-    gw.auditor(bearer(request), room)
+async def _offered_view(gw: Gateway, room: str, view: str) -> tuple[Any, list]:
+    """The room's own version's audit view ``view`` and its (envelope, event) pairs; 404s name what exists."""
     envelopes = await gw.store.read(room)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
@@ -147,7 +145,26 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
         views = [v.name for v in manifest.audit_views]
         raise ApiError(404, "audit_view_not_found", f"{manifest.name} rooms offer no audit view {view!r}; "
                        f"they offer: {', '.join(views) or 'none'}", "view", allowed=views)
-    steps = offered.steps([(e, codec.decode_event(e)) for e in envelopes], item)
+    return offered, [(e, codec.decode_event(e)) for e in envelopes]
+
+
+@router.get("/rooms/{room}/audit/{view}", summary="Auditors: the ids an audit view of the room can follow "
+            "(e.g. realm's trade ids)")
+async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(pattern=NAME_PATTERN)) -> Response:
+    gw = gateway(request)
+    gw.auditor(bearer(request), room)
+    offered, pairs = await _offered_view(gw, room, view)
+    return json_response({"room": room, "view": view, "ids": list(offered.ids(pairs))})
+
+
+@router.get("/rooms/{room}/audit/{view}/{item}", summary="Auditors: one thing told step by step from the log "
+            "(an audit view of the room's rule-set, e.g. realm's trade)")
+async def audit_view(request: Request, room: str = RoomId, view: str = Path(pattern=NAME_PATTERN),
+                     item: str = Path(max_length=100)) -> Response:
+    gw = gateway(request)
+    gw.auditor(bearer(request), room)
+    offered, pairs = await _offered_view(gw, room, view)
+    steps = offered.steps(pairs, item)
     if not steps:
         raise ApiError(404, f"{view}_not_found", f"room {room!r} has no {view} {item!r}", "item")
     return json_response({"room": room, "view": view, "item": item, "story": codec.to_builtins(steps)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from importlib import resources
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -40,6 +41,10 @@ async def index() -> FileResponse:
     return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
 
 
+# A rule-set as a URL names it: its name, or name@version.
+RULESET_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}(@[0-9]{1,6})?$"
+
+
 def ruleset_schema(name: str) -> dict[str, Any]:
     """JSON Schemas of a rule-set's commands and creation options, from its msgspec Structs."""
     try:
@@ -54,6 +59,21 @@ def ruleset_schema(name: str) -> dict[str, Any]:
         commands.append({"kind": command_type.__struct_config__.tag, "title": resolved.get("title", ""),
                          "description": resolved.get("description", ""), "schema": schema})
     return {"ruleset": decider.name, "commands": commands, "options": schemas[-1], "$defs": components}
+
+
+@router.get("/rulesets/{ref}/picture.js", include_in_schema=False)  # a static asset of the console, like its own files
+async def ruleset_picture(ref: str = Path(pattern=RULESET_REF_PATTERN)) -> Response:
+    """The manifest's ``console_picture`` ("package:file.js"), served from the package; 404 when it has none."""
+    try:
+        manifest = registry.manifest(ref)
+    except RuleError as error:
+        raise ApiError(404, error.code, error.message, "ruleset", allowed=error.allowed) from None
+    if not manifest.console_picture:
+        raise ApiError(404, "no_picture", f"{manifest.ref} has no console picture: the console shows its state tree",
+                       "ruleset")
+    package, _, name = manifest.console_picture.partition(":")
+    source = resources.files(package).joinpath(name).read_bytes()
+    return Response(source, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
 
 
 @router.get("/rulesets/{name}/schema", summary="JSON Schemas of a rule-set's commands (and its creation options)")

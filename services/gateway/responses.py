@@ -77,6 +77,8 @@ class RoomSummary(_Body):
     ended: bool
     end_reason: str
     seed_commitment: str
+    picture: str | None  # the URL of the ES module the console draws this room's state with
+    audit_views: list[str]  # the audit views the room's rule-set offers (GET /rooms/{room}/audit/{view})
 
 
 class RoomList(_Body):
@@ -130,6 +132,12 @@ class StateAt(_Body):
 class Rejections(_Body):
     room: str
     rejections: list[Json]
+
+
+class AuditIds(_Body):
+    room: str
+    view: str
+    ids: list[str]
 
 
 class AuditStory(_Body):
@@ -234,6 +242,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/events"): (200, EventPage),
     ("get", "/rooms/{room}/state"): (200, StateAt),
     ("get", "/rooms/{room}/rejections"): (200, Rejections),
+    ("get", "/rooms/{room}/audit/{view}"): (200, AuditIds),
     ("get", "/rooms/{room}/audit/{view}/{item}"): (200, AuditStory),
     ("get", "/rooms/{room}/verification"): (200, VerifyReport),
     ("get", "/leaderboards/{ruleset}"): (200, Leaderboard),

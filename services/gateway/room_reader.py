@@ -79,8 +79,12 @@ def auditor_event(envelope: Envelope) -> dict[str, Any]:
 
 
 def room_summary(state: RoomState) -> dict[str, Any]:
+    manifest = room_rules.manifest_of(state)
     return {
         **room_rules.describe(state),
-        "seats": list(room_rules.decider_of(state).seats(state.game)),
+        "seats": list(manifest.decider.seats(state.game)),
         "seed_commitment": state.seed_commitment,
+        # What the console draws the room with and the audit views it offers (auditors), by the room's version.
+        "picture": f"/rulesets/{manifest.ref}/picture.js" if manifest.console_picture else None,
+        "audit_views": [view.name for view in manifest.audit_views],
     }

@@ -69,7 +69,19 @@ def test_console_docs_and_redoc_are_served_from_the_package(api: TestClient) -> 
     readme = (STATIC_DIR / "vendor" / "README.md").read_text()
     for folder in re.findall(r"^\| (\w[\w-]*)/ \|", readme, re.M):
         assert any((STATIC_DIR / "vendor" / folder).iterdir()), folder
-    assert Path(STATIC_DIR / "app.js").read_text().count("tradeStory:") == 1
+    # The console names no rule-set: each game's picture is a module its manifest ships.
+    console = Path(STATIC_DIR / "app.js").read_text()
+    assert [name for name in registry.installed() if f'"{name}"' in console or f"{name}:" in console] == []
+
+
+def test_each_built_in_game_ships_the_picture_module_the_console_draws_it_with(api: TestClient) -> None:
+    for name in registry.installed():
+        manifest = registry.manifest(name)
+        served = api.get(f"/rulesets/{manifest.ref}/picture.js")
+        assert served.status_code == 200 and served.headers["content-type"].startswith("text/javascript"), name
+        assert "export default function" in served.text
+    refused = api.get("/rulesets/nothing/picture.js")
+    assert refused.status_code == 404 and refused.json()["code"] == "unknown_ruleset"
 
 
 def test_players_get_only_their_own_view_at_a_version(api: TestClient, auditor: str) -> None:

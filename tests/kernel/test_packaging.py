@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -28,10 +29,13 @@ def test_the_package_list_names_every_package_folder():
 
 
 def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
-    # Given the wheel built from the checkout (not an editable install)
+    # Given the wheel built from a copy of the checkout (pip builds in the tree it is given: not ours)
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".almanac", ".pytest_cache", ".ruff_cache"))
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(wheels), str(ROOT)], check=True, cwd=tmp_path, capture_output=True)
+                    "-w", str(wheels), str(source)], check=True, cwd=tmp_path, capture_output=True)
     [wheel] = wheels.glob("almanac-*.whl")
 
     # When it is installed into a fresh venv that has nothing else
@@ -49,6 +53,7 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
     assert top_level == {"almanac"}
     assert {p.name for p in (site / "almanac").iterdir() if p.is_dir()} >= set(FOLDERS)
     assert not any((site / bare).exists() for bare in FOLDERS)
+    assert (site / "almanac" / "events" / "board" / "picture.js").exists()  # package data travels too
 
     # And the pure write model imports from there (msgspec is its only dependency: lent from this
     # interpreter), finding the rule-sets through the installed entry points, away from the checkout

@@ -20,8 +20,9 @@ const URLS = {
   at: (room, version, player) => `/rooms/${enc(room)}/at/${version}` + (player ? `?player=${enc(player)}` : ""),
   series: (room) => `/rooms/${enc(room)}/series`,
   verification: (room) => `/rooms/${enc(room)}/verification`,
-  // A realm trade's story (the audit route; renaming it is this one line).
-  tradeStory: (room, trade) => `/rooms/${enc(room)}/audit/trade/${enc(trade)}`,
+  // An audit view of the room's rule-set: the ids it follows, and one of them told step by step.
+  auditIds: (room, view) => `/rooms/${enc(room)}/audit/${enc(view)}`,
+  auditStory: (room, view, item) => `/rooms/${enc(room)}/audit/${enc(view)}/${enc(item)}`,
   live: (room, from, token) =>
     `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/rooms/${enc(room)}/live` +
     `?from_version=${from}&token=${enc(token)}`,
@@ -277,110 +278,64 @@ function Tree({ value, path = "", changed, label = "state" }) {
   return html`<div class=${`leaf ${changed.has(path) ? "changed" : ""}`}>${label}: <span class="v">${JSON.stringify(value)}</span></div>`;
 }
 
-// --- game pictures --------------------------------------------------------------------------------
-const TERRAIN_MARK = { forest: "F", village: "V", farm: "f", water: "W", mountain: "▲", monster: "M" };
-
-function BoardPicture({ picture, before }) {
-  const board = picture.board || [];
-  return html`<div role="grid" aria-label="board map" class="grid" style=${`grid-template-columns: repeat(${board.length}, 30px)`}
-      data-testid="board">
-    ${board.map((line, r) => line.map((cell, c) => {
-      const changed = before && before.board && before.board[r] && before.board[r][c] !== cell;
-      return html`<div role="gridcell" class=${`cell t-${cell || "empty"} ${changed ? "changed" : ""}`}
-        aria-label=${`row ${r} column ${c}: ${cell || "empty"}`} data-changed=${changed ? "1" : null}>${TERRAIN_MARK[cell] || ""}</div>`;
-    }))}</div>
-    <p class="muted">time ${picture.time ?? "–"}${picture.season ? `, ${picture.season}` : ""}
-    ${picture.current_element ? `; current element #${picture.current_element.number} (${picture.current_element.terrain})` : ""}</p>`;
+// --- game pictures: each rule-set ships its own (its manifest's console_picture) -------------------
+// A picture module exports a default component ({picture, before, html}); it may export pictureOf(at)
+// (what to draw of the auditor's full state) and AuditStep ({step, html}) for its audit views' steps.
+// A game without one (a plugin that ships none) is shown as its state tree only.
+function usePictureModule(url) {
+  const [module, setModule] = useState(null);
+  useEffect(() => {
+    setModule(null);
+    if (url) import(url).then(setModule, () => setModule(null));
+  }, [url]);
+  return module;
 }
 
-function SectorsPicture({ picture, before }) {
-  const grid = picture.grid || [];
-  const old = (r, c) => before && before.grid && before.grid[r] && JSON.stringify(before.grid[r][c]);
-  return html`<div role="grid" aria-label="colony grid" class="grid" style=${`grid-template-columns: repeat(${picture.columns || 1}, 92px)`}>
-    ${grid.map((line, r) => line.map((cell, c) => html`<div role="gridcell"
-        class=${`cell sector ${cell.explored ? "" : "unexplored"} ${before && old(r, c) !== JSON.stringify(cell) ? "changed" : ""}`}
-        aria-label=${`sector ${r},${c}`}>
-      ${cell.explored ? html`<strong>${cell.type}</strong><span>👥 ${cell.population}/${cell.population_cap}</span>
-        <span>${(cell.buildings || []).join(", ") || "no buildings"}</span>` : html`<span class="muted">unexplored</span>`}
-    </div>`))}</div>
-    <p class="muted">${picture.season} of year ${picture.year}; stock ${JSON.stringify(picture.stock)}</p>`;
-}
-
-function ClaimPicture({ picture, before }) {
-  const parcels = picture.parcels || [];
-  return html`<div role="grid" aria-label="claim map" class="grid" style="grid-template-columns: repeat(8, 56px)">
-    ${parcels.map((p, i) => {
-      const changed = before && before.parcels && JSON.stringify(before.parcels[i]) !== JSON.stringify(p);
-      return html`<div role="gridcell" class=${`cell parcel z-${p.road ? "road" : p.zone} ${changed ? "changed" : ""}`}
-        aria-label=${`parcel ${p.name}: ${p.zone}${p.species ? ", " + p.species : ""}${p.building ? ", " + p.building : ""}`}>
-        <strong>${p.name}</strong><span>${p.building || p.species || (p.meadow ? "meadow" : "cut")}</span>
-        ${p.board_feet ? html`<span>${p.board_feet} bf</span>` : ""}</div>`;
-    })}</div>
-    <p class="muted">cash ${((picture.cash_cents || 0) / 100).toFixed(2)}; score ${picture.score ?? "–"}</p>`;
-}
-
-function RealmPicture({ picture, before }) {
-  const cities = Object.values(picture.cities || {});
-  return html`<div class="row" aria-label="realm cities">
-    ${cities.map((city) => {
-      const changed = before && JSON.stringify((before.cities || {})[city.name]) !== JSON.stringify(city);
-      return html`<div class=${`city ${changed ? "changed" : ""}`}>
-        <strong>${city.name}</strong> <span class="muted">${city.owner || "village"}</span>
-        <div>people ${city.population}, walls ${city.hit_points}${city.destroyed ? " (destroyed)" : ""}</div>
-        <div>army ${city.army ? `${city.army.soldiers} (${city.army.equipment})` : "none"}</div>
-        ${city.stock ? html`<div class="muted">${Object.entries(city.stock).filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(", ")}</div>`
-                     : html`<div class="muted">storage hidden</div>`}
-      </div>`;
-    })}</div>
-    ${(picture.merchants || []).length ? html`<p>merchants: ${(Array.isArray(picture.merchants) ? picture.merchants : Object.values(picture.merchants))
-      .map((m) => `${m.trade_id} ${m.home}→${m.host}`).join("; ")}</p>` : ""}`;
-}
-
-const PICTURES = { board: BoardPicture, sectors: SectorsPicture, claim: ClaimPicture, realm: RealmPicture };
-
-// The picture of a version: a player's view, or for the auditor the full state (realm) or the owner's view.
-function pictureOf(at, ruleset) {
+// The picture of a version: a player's view, or for the auditor what the module draws of the full
+// state (its pictureOf), else the first seat's view.
+function pictureOf(at, module) {
   if (!at) return null;
   if (at.view) return at.view;
-  if (ruleset === "realm" && at.state) return { cities: at.state.cities, merchants: Object.values(at.state.merchants || {}) };
+  const drawn = module && module.pictureOf ? module.pictureOf(at) : null;
+  if (drawn) return drawn;
   const views = Object.values(at.views || {});
   return views[0] || null;
 }
 
 // --- the room page --------------------------------------------------------------------------------
-const FACE = { star: "★", moon: "☾", skull: "☠", blank: " " };
-function Dice({ faces }) {
-  return html`<span class="dice">${(faces || []).map((f) => html`<span class="die" title=${f} aria-label=${f}>${FACE[f] ?? f}</span>`)}</span>`;
-}
-
-function TradeStory({ room, trades, token }) {
-  const [trade, setTrade] = useState(trades[0] || "");
+// One audit view of the room's rule-set (e.g. realm's trade), its steps one at a time.
+function AuditStory({ room, view, token, module }) {
+  const [ids, setIds] = useState([]);
+  const [item, setItem] = useState("");
   const [story, setStory] = useState(null);
   const [step, setStep] = useState(0);
   const [error, setError] = useState(null);
-  useEffect(() => { if (!trade && trades.length) setTrade(trades[0]); }, [trades]);
   useEffect(() => {
-    if (!trade) return;
-    api(URLS.tradeStory(room, trade), { token }).then((a) => {
+    api(URLS.auditIds(room, view), { token }).then((a) => {
+      if (a.ok) { setIds(a.data.ids); setItem((current) => current || a.data.ids[0] || ""); } else setError(a.data);
+    });
+  }, [room, view, token]);
+  useEffect(() => {
+    if (!item) return;
+    api(URLS.auditStory(room, view, item), { token }).then((a) => {
       if (a.ok) { setStory(a.data.story); setStep(0); setError(null); } else { setStory(null); setError(a.data); }
     });
-  }, [trade, token]);
+  }, [item, token]);
+  if (!ids.length && !error) return "";
   const current = story && story[step];
-  return html`<section class="panel" aria-label="Trade story"><h2>Trade story</h2>
-    <label class="field" for="trade-select">trade
-      <select id="trade-select" value=${trade} onChange=${(e) => setTrade(e.target.value)}>
-        ${trades.map((t) => html`<option value=${t}>${t}</option>`)}</select></label>
+  const Step = module && module.AuditStep;
+  const title = `${view[0].toUpperCase()}${view.slice(1)} story`;
+  return html`<section class="panel" aria-label=${title}><h2>${title}</h2>
+    <label class="field" for=${`audit-${view}`}>${view}
+      <select id=${`audit-${view}`} value=${item} onChange=${(e) => setItem(e.target.value)}>
+        ${ids.map((t) => html`<option value=${t}>${t}</option>`)}</select></label>
     <${ErrorBox} error=${error} />
     ${current ? html`<div class="slider">
         <button onClick=${() => setStep(Math.max(0, step - 1))} disabled=${step === 0}>◀ previous step</button>
-        <span data-testid="story-step">step ${current.step} of ${story.length}</span>
+        <span data-testid="story-step">step ${current.step ?? step + 1} of ${story.length}</span>
         <button onClick=${() => setStep(Math.min(story.length - 1, step + 1))} disabled=${step === story.length - 1}>next step ▶</button></div>
       <p data-testid="story-text">${current.text}</p>
-      ${current.buyer ? html`<div class="row">
-        ${[current.buyer, current.seller].map((side) => html`<div class="city"><strong>${side.city}</strong> takes ${side.resource}
-          <div><${Dice} faces=${side.dice} /></div>
-          <div class="muted">stars ${side.stars}, skulls ${side.skulls}, moons ${side.moons} → counted ${side.counted}, demands ${side.demanded}</div></div>`)}
-        </div>` : ""}
+      ${Step ? html`<${Step} step=${current} html=${html} />` : ""}
       <details><summary>the step's event</summary><pre>${JSON.stringify(current, null, 1)}</pre></details>` : ""}
   </section>`;
 }
@@ -548,8 +503,8 @@ function RoomPage({ room }) {
   const tree = at && (at.view || at.state);
   const changes = useMemo(() => (at && before ? diffTrees(before.view || before.state, tree) : []), [at, before]);
   const changedPaths = useMemo(() => new Set(changes.map((c) => c.path)), [changes]);
-  const Picture = PICTURES[ruleset];
-  const trades = [...new Set(events.map((e) => e.event && e.event.trade_id).filter(Boolean))];
+  const module = usePictureModule(summary && summary.picture);
+  const Picture = module && module.default;
   const choose = (v) => { setFollow(v >= latest); setVersion(Math.max(1, Math.min(latest, v))); };
 
   if (!readToken) {
@@ -592,7 +547,7 @@ function RoomPage({ room }) {
       </section>
       <section class="panel grow" aria-label="State at version" data-loaded=${at ? `${at.version}|${at.viewer}` : ""}><h2>State at version ${version}
           <span class="muted">${viewer ? `as ${viewer} saw it` : "(auditor: full state)"}</span></h2>
-        ${Picture && at ? html`<${Picture} picture=${pictureOf(at, ruleset)} before=${pictureOf(before, ruleset)} />`
+        ${Picture && at ? html`<${Picture} picture=${pictureOf(at, module)} before=${pictureOf(before, module)} html=${html} />`
                         : html`<p class="muted">no picture for this rule-set: the tree below shows everything</p>`}
         <h3>Changes from version <span data-testid="diff-base">${before ? before.version : Math.max(1, version - 1)}</span>${" "}to ${version}</h3>
         <label class="field" for="diff-base">compare with version
@@ -612,7 +567,7 @@ function RoomPage({ room }) {
           onPlayed=${() => setFollow(true)} />` : ""}</div>
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
     </div>
-    ${ruleset === "realm" && auditor && trades.length ? html`<${TradeStory} room=${room} trades=${trades} token=${auditor} />` : ""}
+    ${auditor && summary ? (summary.audit_views || []).map((view) => html`<${AuditStory} room=${room} view=${view} token=${auditor} module=${module} />`) : ""}
     <${Charts} room=${room} token=${readToken} version=${latest} />`;
 }
 
