@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     token_ttl_s: int = _env("ALMANAC_TOKEN_TTL_S", 86_400)
     command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
+    # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and
+    # outcome waits it holds at once (every submit path). Bounded queues: overload is refused, not queued.
+    gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 64)
+    max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
@@ -69,7 +73,7 @@ class Settings(BaseSettings):
     rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
-                     "command_timeout_ms", "max_body_bytes")
+                     "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:

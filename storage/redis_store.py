@@ -62,6 +62,22 @@ redis.call('ZADD', KEYS[2], tonumber(ARGV[1]), ARGV[1])
 return 1
 """
 
+# KEYS: 1 snapshot index zset, 2 snapshot data hash, 3 room events; ARGV: 1 highest version ("+inf" = any),
+# 2 page size. The newest snapshot at or below the version and the first page of the tail after it: a room
+# loads in ONE round trip instead of three in a row (ZREVRANGEBYSCORE, HGET, XRANGE).
+LOAD_SCRIPT = """
+local found = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'LIMIT', 0, 1)
+local version, data = 0, false
+if found[1] then
+  data = redis.call('HGET', KEYS[2], found[1])
+  if data then version = tonumber(found[1]) end
+end
+local high = '+'
+if ARGV[1] ~= '+inf' then high = ARGV[1] .. '-0' end
+return {version, data, redis.call('XRANGE', KEYS[3], (version + 1) .. '-0', high, 'COUNT', tonumber(ARGV[2]))}
+"""
+
+
 def _unparsed_stream_reads(client: aioredis.Redis) -> aioredis.Redis:
     """A client on the same connections whose XRANGE replies stay as hiredis returns them.
 
@@ -101,6 +117,7 @@ class RedisEventStore:
         self._append = client.register_script(APPEND_SCRIPT)
         self._reject = client.register_script(REJECT_SCRIPT)
         self._snapshot = client.register_script(SNAPSHOT_SCRIPT)
+        self._load = client.register_script(LOAD_SCRIPT)
         self._scripts_loaded = False
         self._stream_reads = _unparsed_stream_reads(client)
 
@@ -220,7 +237,7 @@ class RedisEventStore:
         return replies
 
     async def _load_scripts(self) -> None:
-        for script in (self._append, self._reject, self._snapshot):
+        for script in (self._append, self._reject, self._snapshot, self._load):
             await self.client.script_load(script.script)  # the Cluster client sends it to every primary
         self._scripts_loaded = True
 
@@ -296,6 +313,26 @@ class RedisEventStore:
         if data is None:
             return None
         return int(versions[0]), data
+
+    async def snapshot_and_tail(self, room: str, at_most: int | None = None
+                                ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        """The newest snapshot at or below ``at_most`` and the envelopes after it up to ``at_most``, in one
+        round trip (a script); only a tail longer than a page costs more (the rest, page by page)."""
+        reply = await self._load(keys=[self.keys.snapshot_index(room), self.keys.snapshot_data(room),
+                                       self.keys.events(room)],
+                                 args=["+inf" if at_most is None else at_most, _PAGE])
+        version, data, entries = int(reply[0]), reply[1], reply[2]
+        snapshot = (version, data) if data is not None else None
+        tail = []
+        for entry_id, fields in entries:
+            entry_version = int(entry_id.split(b"-", 1)[0])
+            value = _envelope_field(fields)
+            if value is None:
+                raise CorruptEventError(room, entry_version, "entry has no envelope field 'e'")
+            tail.append(codec.decode_envelope(value, room, entry_version))
+        if len(entries) == _PAGE:
+            tail += await self.read(room, tail[-1].version + 1, at_most)
+        return snapshot, tail
 
     async def commands(self, room: str) -> list[tuple[int, bytes]]:
         entries = await self.client.xrange(self.keys.commands(room), "-", "+")

@@ -321,6 +321,7 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None) -> Response:
     """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
+    gw.refuse_if_overloaded()  # before any parsing: a refusal must cost next to nothing
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
     await gw.rate_limits.check_token(token)  # type: ignore[arg-type] - player_for refused a missing one
     body: CommandRequest = decode_body(raw_body, CommandRequest)

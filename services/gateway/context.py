@@ -11,7 +11,7 @@ from fastapi import Request, WebSocket
 
 from almanac.projections.read import ReadModels
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
-from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, decided_from
 from almanac.services.gateway.ratelimit import RateLimits
@@ -48,7 +48,9 @@ class Gateway:
         self.signer = signer
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count)
-        self.outcomes = OutcomeWaiter(client, self.keys)
+        self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
+        # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
+        self.inflight = 0
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
@@ -125,7 +127,27 @@ class Gateway:
 
     # --- commands ------------------------------------------------------------------------------
 
+    def refuse_if_overloaded(self) -> None:
+        """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
+        if self.inflight >= self.settings.gateway_max_inflight:
+            self.metrics.commands.inc(outcome="overloaded", ruleset="")
+            raise overloaded(f"{self.inflight} commands in flight in this gateway process")
+
     async def submit(self, record: CommandRecord) -> Outcome | None:
+        """Submit and wait for the outcome, holding one of ``gateway_max_inflight`` slots.
+
+        A command that finds no free slot is refused (503 ``overloaded``, Retry-After) before anything is
+        written: queueing it would only add its wait to everyone's latency and collapse the stack past
+        its capacity, while a refusal costs microseconds and tells the client when to come back.
+        """
+        self.refuse_if_overloaded()
+        self.inflight += 1
+        try:
+            return await self._submit(record)
+        finally:
+            self.inflight -= 1
+
+    async def _submit(self, record: CommandRecord) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
         outcome = await self.outcomes.submit_and_wait(record, timeout_s)
         if outcome is None:

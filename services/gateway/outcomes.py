@@ -23,6 +23,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 
 from almanac.services import bus
+from almanac.services.gateway.errors import overloaded
 from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome
 from almanac.storage.keys import Keys
@@ -32,9 +33,10 @@ OUTCOME_PATTERN = bus.outcome_channel("*")
 
 
 class OutcomeWaiter:
-    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+    def __init__(self, client: aioredis.Redis, keys: Keys, max_waiters: int = 1_024) -> None:
         self.client = client
         self.keys = keys
+        self.max_waiters = max_waiters  # command ids waited for at once; past it, 503 overloaded
         self._node_client: aioredis.Redis | None = None  # a Cluster: a plain client on one node, for pub/sub
         self.pubsub = None if isinstance(client, RedisCluster) else client.pubsub()
         self._waiting: dict[bytes, _InFlight] = {}
@@ -95,6 +97,8 @@ class OutcomeWaiter:
         entry = self._waiting.get(channel)
         submitter = entry is None
         if entry is None:
+            if len(self._waiting) >= self.max_waiters:  # refused before submitting: nothing was done
+                raise overloaded(f"{len(self._waiting)} outcomes awaited in this gateway process")
             entry = self._waiting[channel] = _InFlight(asyncio.get_running_loop().create_future())
         entry.waiters += 1
         try:
