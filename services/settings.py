@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     lease_ms: int = _env("ALMANAC_LEASE_MS", 5_000)
     batch_size: int = _env("ALMANAC_BATCH_SIZE", 100)
     max_attempts: int = _env("ALMANAC_MAX_ATTEMPTS", 3)
+    # When an append counts as done (and its outcome is answered): "memory" (Redis memory; the embedded Redis
+    # runs without AOF), "aof" (the embedded Redis appends to its AOF, fsync every second), "replica" (the
+    # engine's append pipeline ends with WAIT 1: no outcome before one replica has the events).
+    durability: Literal["memory", "aof", "replica"] = _env("ALMANAC_DURABILITY", "aof")
     # Gateway
     http_host: str = _env("ALMANAC_HTTP_HOST", "127.0.0.1")
     http_port: int = _env("ALMANAC_HTTP_PORT", 8000)

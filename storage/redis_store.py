@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, TimeoutError as RedisTimeoutError
 
 from almanac.events import codec
 from almanac.events.envelope import Envelope
@@ -104,14 +104,24 @@ def _envelope_field(fields: list | dict) -> bytes | None:
 
 
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
+
+
+class ReplicaWaitError(RedisTimeoutError):
+    """ALMANAC_DURABILITY=replica and no replica confirmed a write in time: an infrastructure failure (the
+    engine leaves the commands pending and retries; the gateway answers 503), never an acknowledgement."""
 _PAGE = 1000
 
 
 class RedisEventStore:
     """The event store on Redis Streams (works on a single server and, by its hash tags, on a Cluster)."""
 
-    def __init__(self, client: aioredis.Redis, shard_count: int = 16, prefix: str = "alm") -> None:
+    def __init__(self, client: aioredis.Redis, shard_count: int = 16, prefix: str = "alm",
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1_000) -> None:
         self.client = client
+        # ALMANAC_DURABILITY=replica: every write pipeline ends with WAIT on its own connection (WAIT
+        # counts the writes of the connection that sends it), so no outcome precedes the replica's copy.
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self.shard_count = shard_count
         self.keys = Keys(shard_count, prefix)
         self._append = client.register_script(APPEND_SCRIPT)
@@ -132,6 +142,11 @@ class RedisEventStore:
         request = AppendRequest(room=room, expected_version=expected_version, command_id=command_id,
                                 envelopes=envelopes, command_record=command_record)
         script_keys, args = self._append_call(request)
+        if self.wait_replicas:
+            reply = (await self._evalsha_many([(self._append, script_keys, args)]))[0]
+            if isinstance(reply, Exception):
+                raise reply
+            return self._append_result(request, reply)
         return self._append_result(request, await self._append(keys=script_keys, args=args))
 
     def _append_call(self, request: AppendRequest) -> tuple[list[str], list]:
@@ -225,8 +240,19 @@ class RedisEventStore:
             for script, script_keys, args in calls:
                 # execute_command: the Cluster pipeline refuses its evalsha() method, not the command itself.
                 pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
+            if self.wait_replicas:
+                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
             replies = await pipe.execute(raise_on_error=False)
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if self.wait_replicas:
+            confirmed = replies.pop()
+            if missing or isinstance(confirmed, Exception) or int(confirmed) < self.wait_replicas:
+                # Written, perhaps, but not confirmed: no outcome may be answered. The caller's retry finds
+                # the writes by their command ids (dup) and waits again; scripts reloaded below meanwhile.
+                if missing:
+                    await self._load_scripts()
+                raise ReplicaWaitError(f"the write was not confirmed by {self.wait_replicas} replica(s) within "
+                                       f"{self.wait_timeout_ms} ms (WAIT answered {confirmed!r})")
         if missing:
             await self._load_scripts()
             again = await asyncio.gather(

@@ -227,7 +227,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning"})
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
-        console.print("starting Redis, engine, projector and gateway ...")
+        console.print(f"starting Redis, engine, projector and gateway (ALMANAC_DURABILITY={settings.durability}) ...")
         with Stack(stack_settings) as stack:
             stack.start()
             pids = {name: child.pid for name, child in stack.children.items()}
