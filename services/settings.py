@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     # outcome waits it holds at once (every submit path). Bounded queues: overload is refused, not queued.
     gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 64)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
+    # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight.
+    gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 20)
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
@@ -82,6 +84,13 @@ class Settings(BaseSettings):
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
+        return value
+
+    @field_validator("gateway_max_lag_ms")
+    @classmethod
+    def _not_negative(cls, value: int, info: ValidationInfo) -> int:
+        if value < 0:
+            raise _problem(info, f"{value!r} is not valid: must be 0 (off) or a positive whole number")
         return value
 
     @field_validator("log_level")

@@ -83,8 +83,11 @@ class OutcomeWaiter:
             elif message["type"] == "psubscribe":
                 self._ready.set()
 
-    async def submit_and_wait(self, record: CommandRecord, timeout_s: float) -> Outcome | None:
+    async def submit_and_wait(self, record: CommandRecord, timeout_s: float, admit: bool = True) -> Outcome | None:
         """The command's outcome, or None when none came within ``timeout_s`` (check by command id).
+
+        Past ``max_waiters`` waits a new command is refused (503 ``overloaded``) before it is submitted,
+        unless ``admit`` is False (the follow-up of a request whose first command already counted).
 
         Requests carrying the same command id while it is in flight here share one submission and one
         future, but each waits on its own clock (``asyncio.wait`` never cancels the shared future: one
@@ -97,7 +100,7 @@ class OutcomeWaiter:
         entry = self._waiting.get(channel)
         submitter = entry is None
         if entry is None:
-            if len(self._waiting) >= self.max_waiters:  # refused before submitting: nothing was done
+            if admit and len(self._waiting) >= self.max_waiters:  # refused before submitting: nothing was done
                 raise overloaded(f"{len(self._waiting)} outcomes awaited in this gateway process")
             entry = self._waiting[channel] = _InFlight(asyncio.get_running_loop().create_future())
         entry.waiters += 1
