@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 64)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
     # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight.
-    gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 20)
+    gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
