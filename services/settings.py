@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     lease_ms: int = _env("ALMANAC_LEASE_MS", 5_000)
     batch_size: int = _env("ALMANAC_BATCH_SIZE", 100)
     max_attempts: int = _env("ALMANAC_MAX_ATTEMPTS", 3)
+    # When an append counts as done (and its outcome is answered): "memory" (Redis memory; the embedded Redis
+    # runs without AOF), "aof" (the embedded Redis appends to its AOF, fsync every second), "replica" (the
+    # engine's append pipeline ends with WAIT 1: no outcome before one replica has the events).
+    durability: Literal["memory", "aof", "replica"] = _env("ALMANAC_DURABILITY", "aof")
     # Gateway
     http_host: str = _env("ALMANAC_HTTP_HOST", "127.0.0.1")
     http_port: int = _env("ALMANAC_HTTP_PORT", 8000)
@@ -61,6 +65,12 @@ class Settings(BaseSettings):
     token_ttl_s: int = _env("ALMANAC_TOKEN_TTL_S", 86_400)
     command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
+    # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and
+    # outcome waits it holds at once (every submit path). Bounded queues: overload is refused, not queued.
+    gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 64)
+    max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
+    # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight.
+    gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
@@ -69,11 +79,18 @@ class Settings(BaseSettings):
     rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
-                     "command_timeout_ms", "max_body_bytes")
+                     "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
+        return value
+
+    @field_validator("gateway_max_lag_ms")
+    @classmethod
+    def _not_negative(cls, value: int, info: ValidationInfo) -> int:
+        if value < 0:
+            raise _problem(info, f"{value!r} is not valid: must be 0 (off) or a positive whole number")
         return value
 
     @field_validator("log_level")

@@ -91,6 +91,11 @@ class EventStore(Protocol):
     async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
         """The newest snapshot at or below ``at_most`` (any when None)."""
 
+    async def snapshot_and_tail(self, room: str, at_most: int | None = None
+                                ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        """``latest_snapshot(room, at_most)`` and the envelopes after it up to ``at_most``, in as few round
+        trips as the store can (the Redis store: one)."""
+
     async def commands(self, room: str) -> list[tuple[int, bytes]]:
         """(first version, command record) for every accepted command, in order."""
 
@@ -112,3 +117,10 @@ class EventStore(Protocol):
     ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
         """Many appends and refusals in one round trip; each result is what the single call returns,
         or the exception it raises (VersionConflict), in place. Not atomic across requests."""
+
+
+async def snapshot_then_tail(store: EventStore, room: str, at_most: int | None = None
+                             ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+    """``snapshot_and_tail`` in two steps, for stores where a call costs no round trip (memory, files)."""
+    snapshot = await store.latest_snapshot(room, at_most)
+    return snapshot, await store.read(room, 1 if snapshot is None else snapshot[0] + 1, at_most)

@@ -25,7 +25,14 @@ import msgspec
 from almanac.events import codec
 from almanac.events.envelope import Envelope
 from almanac.events.step import decode_record
-from almanac.storage.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
+from almanac.storage.base import (
+    AppendRequest,
+    AppendResult,
+    RejectRequest,
+    StoredOutcome,
+    VersionConflict,
+    snapshot_then_tail,
+)
 
 EXPORT_FORMAT = "almanac-room-export"
 FORMAT_VERSION = 1
@@ -194,6 +201,10 @@ class ExportFileStore:
         if not versions:
             return None
         return max(versions), _unb64(snapshots[str(max(versions))])
+
+    async def snapshot_and_tail(self, room: str, at_most: int | None = None
+                                ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        return await snapshot_then_tail(self, room, at_most)
 
     # --- writing ----------------------------------------------------------------------------------
 

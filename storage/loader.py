@@ -38,15 +38,17 @@ class RoomLoader:
             return None, GENESIS_HASH
         state: RoomState | None = None
         last_hash = GENESIS_HASH
-        snapshot = await self.store.latest_snapshot(room, at_version)
+        snapshot, tail = await self.store.snapshot_and_tail(room, at_version)  # one round trip on Redis
         if snapshot is not None:
             try:
                 state, last_hash = codec.decode_snapshot(snapshot[1])
             except UnusableSnapshotError:
                 # A snapshot from an older state format: the log is the truth, fold it from the start.
                 state, last_hash = None, GENESIS_HASH
-        start = 1 if state is None else state.version + 1
-        tail = await self.store.read(room, start, at_version)
+                tail = await self.store.read(room, 1, at_version)
+            else:
+                if state.version != snapshot[0]:  # a snapshot filed under another version: trust its state
+                    tail = await self.store.read(room, state.version + 1, at_version)
         state = replay(tail, state)
         if tail:
             last_hash = tail[-1].hash

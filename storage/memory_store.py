@@ -12,6 +12,7 @@ from almanac.storage.base import (
     RejectRequest,
     StoredOutcome,
     VersionConflict,
+    snapshot_then_tail,
 )
 
 
@@ -110,6 +111,10 @@ class MemoryEventStore:
             return None
         best = max(versions)
         return best, self._snapshots[room][best]
+
+    async def snapshot_and_tail(self, room: str, at_most: int | None = None
+                                ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        return await snapshot_then_tail(self, room, at_most)
 
     async def commands(self, room: str) -> list[tuple[int, bytes]]:
         return list(self._commands.get(room, []))

@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, TimeoutError as RedisTimeoutError
 
 from almanac.events import codec
 from almanac.events.envelope import Envelope
@@ -46,6 +46,44 @@ if expected == 0 then redis.call('SADD', KEYS[6], ARGV[2]) end
 return {'ok', tostring(expected + count)}
 """
 
+# The same for many appends of one shard (one hash tag, so one Cluster slot) in one call: KEYS are the
+# six above per append; ARGV per append: envelope count, expected version, room id, outcome, record, then
+# the envelopes. One call per shard and batch instead of one per command: redis-py's cost of packing and
+# parsing each call was most of the engine's write time. Each append is checked and applied exactly as
+# APPEND_SCRIPT does, in order (a later append of the same room sees the earlier one's version).
+APPEND_MANY_SCRIPT = """
+local results = {}
+local a = 1
+for i = 0, #KEYS / 6 - 1 do
+  local k = i * 6
+  local count = tonumber(ARGV[a])
+  local expected = tonumber(ARGV[a + 1])
+  local existing = redis.call('GET', KEYS[k + 3])
+  if existing then
+    results[i + 1] = {'dup', existing}
+  else
+    local current = tonumber(redis.call('GET', KEYS[k + 2]) or '0')
+    if current ~= expected then
+      results[i + 1] = {'conflict', tostring(current)}
+    else
+      for j = 1, count do
+        redis.call('XADD', KEYS[k + 1], (expected + j) .. '-0', 'e', ARGV[a + 4 + j])
+      end
+      redis.call('XADD', KEYS[k + 4], '*', 'r', ARGV[a + 2], 'v', expected + 1, 'l', expected + count)
+      redis.call('SET', KEYS[k + 2], expected + count)
+      redis.call('SET', KEYS[k + 3], ARGV[a + 3])
+      if ARGV[a + 4] ~= '' then
+        redis.call('XADD', KEYS[k + 5], (expected + 1) .. '-0', 'c', ARGV[a + 4])
+      end
+      if expected == 0 then redis.call('SADD', KEYS[k + 6], ARGV[a + 2]) end
+      results[i + 1] = {'ok', tostring(expected + count)}
+    end
+  end
+  a = a + 5 + count
+end
+return results
+"""
+
 # KEYS: 1 command outcome, 2 room rejected stream; ARGV: 1 outcome, 2 record
 REJECT_SCRIPT = """
 local existing = redis.call('GET', KEYS[1])
@@ -61,6 +99,22 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[1]), ARGV[1])
 return 1
 """
+
+# KEYS: 1 snapshot index zset, 2 snapshot data hash, 3 room events; ARGV: 1 highest version ("+inf" = any),
+# 2 page size. The newest snapshot at or below the version and the first page of the tail after it: a room
+# loads in ONE round trip instead of three in a row (ZREVRANGEBYSCORE, HGET, XRANGE).
+LOAD_SCRIPT = """
+local found = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'LIMIT', 0, 1)
+local version, data = 0, false
+if found[1] then
+  data = redis.call('HGET', KEYS[2], found[1])
+  if data then version = tonumber(found[1]) end
+end
+local high = '+'
+if ARGV[1] ~= '+inf' then high = ARGV[1] .. '-0' end
+return {version, data, redis.call('XRANGE', KEYS[3], (version + 1) .. '-0', high, 'COUNT', tonumber(ARGV[2]))}
+"""
+
 
 def _unparsed_stream_reads(client: aioredis.Redis) -> aioredis.Redis:
     """A client on the same connections whose XRANGE replies stay as hiredis returns them.
@@ -88,19 +142,31 @@ def _envelope_field(fields: list | dict) -> bytes | None:
 
 
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
+
+
+class ReplicaWaitError(RedisTimeoutError):
+    """ALMANAC_DURABILITY=replica and no replica confirmed a write in time: an infrastructure failure (the
+    engine leaves the commands pending and retries; the gateway answers 503), never an acknowledgement."""
 _PAGE = 1000
 
 
 class RedisEventStore:
     """The event store on Redis Streams (works on a single server and, by its hash tags, on a Cluster)."""
 
-    def __init__(self, client: aioredis.Redis, shard_count: int = 16, prefix: str = "alm") -> None:
+    def __init__(self, client: aioredis.Redis, shard_count: int = 16, prefix: str = "alm",
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1_000) -> None:
         self.client = client
+        # ALMANAC_DURABILITY=replica: every write pipeline ends with WAIT on its own connection (WAIT
+        # counts the writes of the connection that sends it), so no outcome precedes the replica's copy.
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self.shard_count = shard_count
         self.keys = Keys(shard_count, prefix)
         self._append = client.register_script(APPEND_SCRIPT)
+        self._append_many = client.register_script(APPEND_MANY_SCRIPT)
         self._reject = client.register_script(REJECT_SCRIPT)
         self._snapshot = client.register_script(SNAPSHOT_SCRIPT)
+        self._load = client.register_script(LOAD_SCRIPT)
         self._scripts_loaded = False
         self._stream_reads = _unparsed_stream_reads(client)
 
@@ -115,6 +181,11 @@ class RedisEventStore:
         request = AppendRequest(room=room, expected_version=expected_version, command_id=command_id,
                                 envelopes=envelopes, command_record=command_record)
         script_keys, args = self._append_call(request)
+        if self.wait_replicas:
+            reply = (await self._evalsha_many([(self._append, script_keys, args)]))[0]
+            if isinstance(reply, Exception):
+                raise reply
+            return self._append_result(request, reply)
         return self._append_result(request, await self._append(keys=script_keys, args=args))
 
     def _append_call(self, request: AppendRequest) -> tuple[list[str], list]:
@@ -179,17 +250,32 @@ class RedisEventStore:
     ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
         if not appends and not rejections:
             return [], []
-        calls = [(self._append, *self._append_call(r)) for r in appends]
+        by_shard: dict[int, list[int]] = {}
+        for index, request in enumerate(appends):
+            by_shard.setdefault(self.keys.shard(request.room), []).append(index)
+        calls = []
+        for indexes in by_shard.values():
+            script_keys: list[str] = []
+            script_args: list = []
+            for index in indexes:
+                call_keys, call_args = self._append_call(appends[index])
+                script_keys += call_keys
+                script_args += [len(call_args) - 4, *call_args]
+            calls.append((self._append_many, script_keys, script_args))
         calls += [(self._reject, *self._reject_call(r)) for r in rejections]
         replies = await self._evalsha_many(calls)
+        append_replies: list = [None] * len(appends)
+        for indexes, reply in zip(by_shard.values(), replies[: len(by_shard)], strict=True):
+            for position, index in enumerate(indexes):
+                append_replies[index] = reply if isinstance(reply, Exception) else reply[position]
         append_results: list[AppendResult | Exception] = []
-        for request, reply in zip(appends, replies[: len(appends)], strict=True):
+        for request, reply in zip(appends, append_replies, strict=True):
             try:
                 append_results.append(reply if isinstance(reply, Exception) else self._append_result(request, reply))
             except VersionConflict as conflict:
                 append_results.append(conflict)
         reject_results: list[AppendResult | Exception] = [
-            reply if isinstance(reply, Exception) else self._reject_result(reply) for reply in replies[len(appends):]
+            reply if isinstance(reply, Exception) else self._reject_result(reply) for reply in replies[len(by_shard):]
         ]
         return append_results, reject_results
 
@@ -208,8 +294,19 @@ class RedisEventStore:
             for script, script_keys, args in calls:
                 # execute_command: the Cluster pipeline refuses its evalsha() method, not the command itself.
                 pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
+            if self.wait_replicas:
+                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
             replies = await pipe.execute(raise_on_error=False)
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if self.wait_replicas:
+            confirmed = replies.pop()
+            if missing or isinstance(confirmed, Exception) or int(confirmed) < self.wait_replicas:
+                # Written, perhaps, but not confirmed: no outcome may be answered. The caller's retry finds
+                # the writes by their command ids (dup) and waits again; scripts reloaded below meanwhile.
+                if missing:
+                    await self._load_scripts()
+                raise ReplicaWaitError(f"the write was not confirmed by {self.wait_replicas} replica(s) within "
+                                       f"{self.wait_timeout_ms} ms (WAIT answered {confirmed!r})")
         if missing:
             await self._load_scripts()
             again = await asyncio.gather(
@@ -220,7 +317,7 @@ class RedisEventStore:
         return replies
 
     async def _load_scripts(self) -> None:
-        for script in (self._append, self._reject, self._snapshot):
+        for script in (self._append, self._append_many, self._reject, self._snapshot, self._load):
             await self.client.script_load(script.script)  # the Cluster client sends it to every primary
         self._scripts_loaded = True
 
@@ -296,6 +393,26 @@ class RedisEventStore:
         if data is None:
             return None
         return int(versions[0]), data
+
+    async def snapshot_and_tail(self, room: str, at_most: int | None = None
+                                ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        """The newest snapshot at or below ``at_most`` and the envelopes after it up to ``at_most``, in one
+        round trip (a script); only a tail longer than a page costs more (the rest, page by page)."""
+        reply = await self._load(keys=[self.keys.snapshot_index(room), self.keys.snapshot_data(room),
+                                       self.keys.events(room)],
+                                 args=["+inf" if at_most is None else at_most, _PAGE])
+        version, data, entries = int(reply[0]), reply[1], reply[2]
+        snapshot = (version, data) if data is not None else None
+        tail = []
+        for entry_id, fields in entries:
+            entry_version = int(entry_id.split(b"-", 1)[0])
+            value = _envelope_field(fields)
+            if value is None:
+                raise CorruptEventError(room, entry_version, "entry has no envelope field 'e'")
+            tail.append(codec.decode_envelope(value, room, entry_version))
+        if len(entries) == _PAGE:
+            tail += await self.read(room, tail[-1].version + 1, at_most)
+        return snapshot, tail
 
     async def commands(self, room: str) -> list[tuple[int, bytes]]:
         entries = await self.client.xrange(self.keys.commands(room), "-", "+")

@@ -22,7 +22,7 @@ from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
-CONNECTIONS = 64
+CONNECTIONS = 256  # more than the gateway's in-flight limit: past capacity the gateway, not the client, must refuse
 console = Console()
 
 
@@ -78,8 +78,12 @@ async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: st
 
     async def open_one(index: int) -> None:
         async with semaphore:
-            answer = await http.post("/rooms", json={"ruleset": ruleset, "player": "p", "challenge": CHALLENGE,
-                                                     "room": f"e2e-{tag}-{index}"})
+            for _ in range(100):  # a well-behaved client: refused as overloaded, it comes back a little later
+                answer = await http.post("/rooms", json={"ruleset": ruleset, "player": "p", "challenge": CHALLENGE,
+                                                         "room": f"e2e-{tag}-{index}"})
+                if answer.status_code != 503:
+                    break
+                await asyncio.sleep(0.05)
             if answer.status_code != 201 or not answer.json().get("joined"):
                 raise RuntimeError(f"creating a room answered {answer.status_code}: {answer.text[:200]}")
             rooms.append((answer.json()["room"], answer.json()["token"]))
@@ -88,7 +92,8 @@ async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: st
     return rooms
 
 
-async def _offer_load(url: str, rate: int, seconds: int) -> dict[str, Any]:
+async def _offer_load(url: str, rate: int, seconds: int, on_load_start: Any = None) -> dict[str, Any]:
+    """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop."""
     ruleset = script_ruleset()
     script = await _script(ruleset)
     total = rate * seconds
@@ -101,22 +106,30 @@ async def _offer_load(url: str, rate: int, seconds: int) -> dict[str, Any]:
     bodies = [msgspec.json.encode({"command": move}) for move in script]
     done_moves = [0] * room_count
     latencies: list[float] = []
+    accepted_latencies: list[float] = []
     failures: dict[str, int] = {}
+    retry_after: list[str] = []
     in_room = [asyncio.Lock() for _ in range(room_count)]
 
     async def send(index: int, due: float) -> None:
         room_index = index % room_count
         async with in_room[room_index]:  # a room's moves in order, as one player would send them
             room, token = rooms[room_index]
-            status, payload = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]], token)
+            status, payload, retry = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]],
+                                                     token)
             # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
             latencies.append(time.perf_counter() - due)
             if status == 200:
                 done_moves[room_index] += 1
+                accepted_latencies.append(latencies[-1])
             else:
+                if retry is not None:
+                    retry_after.append(retry)
                 code = f"{status} {msgspec.json.decode(payload).get('code')}"
                 failures[code] = failures.get(code, 0) + 1
 
+    if on_load_start is not None:
+        on_load_start()  # CPU is counted from here: the load, not the room creation
     tasks = []
     started = time.perf_counter()
     for index in range(total):
@@ -128,7 +141,8 @@ async def _offer_load(url: str, rate: int, seconds: int) -> dict[str, Any]:
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - started
     await lean.close()
-    return {"latencies": latencies, "failures": failures, "elapsed": elapsed, "rooms": room_count,
+    return {"latencies": latencies, "accepted_latencies": accepted_latencies, "failures": failures,
+            "retry_after": retry_after, "elapsed": elapsed, "rooms": room_count,
             "script": len(script), "ruleset": ruleset}
 
 
@@ -159,7 +173,8 @@ class LeanHttp:
             return await asyncio.open_connection(self.host, self.port)
         return await self.idle.get()
 
-    async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes]:
+    async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes, str | None]:
+        """(status, body, Retry-After header or None)."""
         reader, writer = await self._connection()
         try:
             writer.write(
@@ -169,16 +184,19 @@ class LeanHttp:
             head = await reader.readuntil(b"\r\n\r\n")
             status = int(head[9:12])
             length = 0
+            retry = None
             for line in head.split(b"\r\n"):
                 if line[:15].lower() == b"content-length:":
                     length = int(line[15:])
+                elif line[:12].lower() == b"retry-after:":
+                    retry = line[12:].strip().decode()
             payload = await reader.readexactly(length)
         except BaseException:
             writer.close()
             self.opened -= 1
             raise
         self.idle.put_nowait((reader, writer))
-        return status, payload
+        return status, payload, retry
 
     async def close(self) -> None:
         while not self.idle.empty():
@@ -213,7 +231,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning"})
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
-        console.print("starting Redis, engine, projector and gateway ...")
+        console.print(f"starting Redis, engine, projector and gateway (ALMANAC_DURABILITY={settings.durability}) ...")
         with Stack(stack_settings) as stack:
             stack.start()
             pids = {name: child.pid for name, child in stack.children.items()}
@@ -226,12 +244,21 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str
 def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None) -> dict[str, Any]:
     console.print(f"offering {rate} commands/s for {seconds} s to {url} ...")
     pids = {**(pids or {}), "load generator": os.getpid()}
-    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    result = _run_loop(_offer_load(url, rate, seconds))
+    cpu_before: dict[str, float] = {}
+
+    def on_load_start() -> None:
+        cpu_before.update({name: cpu_seconds(pid) for name, pid in pids.items()})
+
+    result = _run_loop(_offer_load(url, rate, seconds, on_load_start))
     cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    stack_cpu = sum(used for name, used in cpu_used.items() if name != "load generator")
     floor = _run_loop(_ping_floor(redis_url)) if redis_url else []
     latencies = result["latencies"]
-    ok = len(latencies) - sum(result["failures"].values())
+    accepted = result["accepted_latencies"]
+    ok = len(accepted)
+    shed = {code: count for code, count in result["failures"].items() if code.startswith(("503", "429"))}
+    errors_5xx = {code: count for code, count in result["failures"].items()
+                  if code.startswith("5") and not code.startswith("503")}
     figures = {
         "offered_per_s": rate,
         "achieved_per_s": ok / result["elapsed"],
@@ -239,6 +266,15 @@ def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int]
         "p95_ms": _quantile(latencies, 0.95) * 1000,
         "p99_ms": _quantile(latencies, 0.99) * 1000,
         "max_ms": max(latencies) * 1000,
+        "accepted_p50_ms": _quantile(accepted, 0.50) * 1000 if accepted else float("nan"),
+        "accepted_p99_ms": _quantile(accepted, 0.99) * 1000 if accepted else float("nan"),
+        "shed": sum(shed.values()),
+        "shed_by_code": shed,
+        "errors_5xx": sum(errors_5xx.values()),
+        "retry_after_present": len(result["retry_after"]),
+        # Every process of the stack (engine, projector, gateway, Redis; not the load generator) per accepted
+        # command, measured over the load only. Refused commands cost CPU too, and are counted in it.
+        "cpu_ms_per_command": stack_cpu / ok * 1000 if ok else float("nan"),
         "mean_ms": statistics.fmean(latencies) * 1000,
         "failures": result["failures"],
         "ping_p50_ms": _quantile(floor, 0.5) * 1000 if floor else float("nan"),
@@ -251,6 +287,10 @@ def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int]
     table.add_row("achieved (accepted)", f"{figures['achieved_per_s']:.0f} /s")
     for name in ("p50", "p95", "p99", "max"):
         table.add_row(f"{name} round trip", f"{figures[name + '_ms']:.2f} ms")
+    table.add_row("shed (503/429, with Retry-After)",
+                  f"{figures['shed']} ({', '.join(f'{k}: {v}' for k, v in shed.items()) or 'none'}; "
+                  f"Retry-After on {figures['retry_after_present']})")
+    table.add_row("p50 / p99 of accepted", f"{figures['accepted_p50_ms']:.2f} / {figures['accepted_p99_ms']:.2f} ms")
     table.add_row("failures", ", ".join(f"{k}: {v}" for k, v in result["failures"].items()) or "none")
     table.add_row("floor: redis-py PING p50", f"{figures['ping_p50_ms']:.3f} ms")
     table.add_row("p50 / PING p50", f"{figures['p50_ms'] / figures['ping_p50_ms']:.1f}x")
@@ -259,4 +299,11 @@ def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int]
         table.add_row(f"CPU {name}", f"{used:.1f} s ({used / result['elapsed'] * 100:.0f}% of a core)")
     figures["cpu_s"] = cpu_used
     console.print(table)
+    console.print(f"CPU per command across the stack: {figures['cpu_ms_per_command']:.2f} ms "
+                  f"({stack_cpu:.2f} s of {', '.join(n for n in cpu_used if n != 'load generator')} "
+                  f"over {ok} accepted commands)")
+    if shed or rate > figures["achieved_per_s"] * 1.1:
+        console.print(f"past capacity: offered {rate}/s, achieved {figures['achieved_per_s']:.0f}/s, "
+                      f"shed {figures['shed']}, p99 of accepted {figures['accepted_p99_ms']:.1f} ms, "
+                      f"other 5xx {figures['errors_5xx']}")
     return figures

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -13,9 +14,9 @@ from rich.table import Table
 
 from almanac.events import codec
 from almanac.services.bus import COMMAND_FIELD
-from almanac.services.engine.metrics import LATENCY_BUCKETS_MS, heartbeat_key, metrics_key
+from almanac.services.engine.metrics import heartbeat_key, metrics_key
 from almanac.services.room_service import CommandRecord
-from almanac.storage.keys import Keys, projector_stats_key
+from almanac.storage.keys import Keys, outcome_channel, projector_stats_key
 
 PIPELINE = 100
 SHARDS = 16
@@ -85,19 +86,52 @@ def _commands(rooms: int, commands: int, now_ms: int) -> list[CommandRecord]:
     return records[:commands]
 
 
-async def _xadd_all(client: aioredis.Redis, entries: list[tuple[str, bytes]]) -> None:
+async def _xadd_all(client: aioredis.Redis, entries: list[tuple[str, bytes]],
+                    sent_at: list[float] | None = None) -> None:
+    """Pipelined XADD of ``entries``; ``sent_at`` (when given) receives each entry's send time."""
     for offset in range(0, len(entries), PIPELINE):
         async with client.pipeline(transaction=False) as pipe:
-            for stream, data in entries[offset : offset + PIPELINE]:
+            chunk = entries[offset : offset + PIPELINE]
+            for stream, data in chunk:
                 pipe.xadd(stream, {COMMAND_FIELD: data})
+            if sent_at is not None:
+                sent_at.extend([time.perf_counter()] * len(chunk))
             await pipe.execute()
 
 
-def _percentile(buckets: dict[int, int], total: int, fraction: float) -> str:
-    for bound in LATENCY_BUCKETS_MS:
-        if buckets.get(bound, 0) >= fraction * total:
-            return f"<= {bound} ms"
-    return f"> {LATENCY_BUCKETS_MS[-1]} ms"
+def _percentile(samples: list[float], fraction: float) -> str:
+    """A percentile of per-command latencies (seconds), in ms: exact, not a histogram bucket's bound."""
+    if not samples:
+        return "n/a"
+    ordered = sorted(samples)
+    return f"{ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000:.1f} ms"
+
+
+class _Outcomes:
+    """Receive time of every command's outcome (one pattern subscription), for per-command latencies."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.pubsub = client.pubsub()
+        self.received: dict[bytes, float] = {}
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.pubsub.psubscribe(outcome_channel("*"))
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        prefix = len(outcome_channel(""))
+        while True:
+            message = await self.pubsub.get_message(timeout=1.0)
+            if message is not None and message["type"] == "pmessage":
+                self.received.setdefault(message["channel"][prefix:], time.perf_counter())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        await self.pubsub.aclose()
 
 
 async def _measure(url: str, rooms: int, commands: int, prefix: str,
@@ -123,8 +157,11 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
             raise RuntimeError("the engine did not take its shards within 30 s")
         await asyncio.sleep(0.3)  # let the takeover (group creation) finish
 
+        outcomes = _Outcomes(client)
+        await outcomes.start()
+        sent_at: list[float] = []
         start = time.perf_counter()
-        await _xadd_all(client, entries)
+        await _xadd_all(client, entries, sent_at)
         submitted = time.perf_counter() - start
         done = 0
         deadline = time.monotonic() + max(60.0, commands / 500)
@@ -149,7 +186,11 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
                     break
                 await asyncio.sleep(0.02)
         metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
-        buckets = {b: metrics.get(f"latency_le_{b}", 0) for b in LATENCY_BUCKETS_MS}
+        await asyncio.sleep(0.2)  # the last outcomes' messages
+        await outcomes.stop()
+        # Submit -> outcome published, per command. All are submitted at once, so this includes queueing.
+        latencies = [outcomes.received[r.command_id.encode()] - sent for r, sent in zip(records, sent_at, strict=True)
+                     if r.command_id.encode() in outcomes.received]
         return {
             "baseline": baseline,
             "engine": done / elapsed,
@@ -161,8 +202,8 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
             "rejected": metrics.get("rejected", 0),
             "conflicts": metrics.get("conflicts", 0),
             "batches": metrics.get("batches", 0),
-            "p50": _percentile(buckets, done, 0.5),
-            "p99": _percentile(buckets, done, 0.99),
+            "p50": _percentile(latencies, 0.5),
+            "p99": _percentile(latencies, 0.99),
         }
     finally:
         cursor = 0
@@ -220,5 +261,6 @@ def main(rooms: int = 200, commands: int = 20_000) -> None:
         + "  "
         f"(processed {figures['done']:,}: accepted {figures['accepted']:,}, rejected {figures['rejected']:,}, "
         f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,}; "
-        f"latency p50 {figures['p50']}, p99 {figures['p99']})"
+        f"submit -> outcome latency of every command (all submitted at once, queueing included): "
+        f"p50 {figures['p50']}, p99 {figures['p99']})"
     )

@@ -19,6 +19,68 @@ from almanac.storage.redis_store import RedisEventStore
 
 BATCH = 100
 ROUNDS = 3
+SNAPSHOT_TAIL = 20  # events after the newest snapshot when a room is loaded (one snapshot every 100 events)
+LOADS = 2_000
+
+
+async def _snapshot_loads(store: RedisEventStore, room: str, events: int) -> tuple[float, float]:
+    """(one-round-trip loads/s, the former three-round-trip loads/s) of a room: snapshot + SNAPSHOT_TAIL."""
+    envelopes = trivial_log(events, room)
+    for offset in range(0, events, BATCH):
+        await store.append(room, offset, f"load-{offset}", envelopes[offset : offset + BATCH])
+    at = events - SNAPSHOT_TAIL
+    await store.save_snapshot(room, at, codec.encode_snapshot(replay(envelopes[:at]), envelopes[at - 1].hash))
+    loader = RoomLoader(store, cache_size=0)
+    start = time.perf_counter()
+    for _ in range(LOADS):
+        state, _ = await loader.load(room)
+    ours = LOADS / (time.perf_counter() - start)
+    assert state is not None and state.version == events
+    start = time.perf_counter()
+    for _ in range(LOADS):  # as the loader did before: ZREVRANGEBYSCORE, HGET, then XRANGE, in a row
+        snapshot = await store.latest_snapshot(room)
+        assert snapshot is not None
+        state, _ = codec.decode_snapshot(snapshot[1])
+        state = replay(await store.read(room, state.version + 1), state)
+    three = LOADS / (time.perf_counter() - start)
+    return ours, three
+
+
+def _eventsourcing_snapshot_loads(events: int) -> float | str:
+    """Loads/s of an eventsourcing (9.5) aggregate of ``events`` events from a snapshot + SNAPSHOT_TAIL
+    events, in its in-memory store (its fastest), repository cache off; or why it could not be measured."""
+    try:
+        from eventsourcing.application import Application  # noqa: PLC0415 - the bench extra only
+        from eventsourcing.domain import Aggregate, event  # noqa: PLC0415
+    except ImportError:
+        return "not installed (pip install -e '.[bench]')"
+
+    class Counter(Aggregate):
+        def __init__(self) -> None:
+            self.total = 0
+
+        @event("Added")
+        def add(self, amount: int) -> None:
+            self.total += amount
+
+    class Counters(Application):
+        snapshotting_intervals = {Counter: 10**9}  # snapshots only when taken below
+
+    app = Counters(env={"IS_SNAPSHOTTING_ENABLED": "y"})
+    counter = Counter()
+    for _ in range(events - 1 - SNAPSHOT_TAIL):
+        counter.add(1)
+    app.save(counter)
+    app.take_snapshot(counter.id)
+    for _ in range(SNAPSHOT_TAIL):
+        counter.add(1)
+    app.save(counter)
+    start = time.perf_counter()
+    for _ in range(LOADS):
+        loaded = app.repository.get(counter.id)
+    rate = LOADS / (time.perf_counter() - start)
+    assert loaded.total == events - 1
+    return rate
 
 
 async def _measure(url: str, events: int) -> list[tuple[str, float]]:
@@ -83,6 +145,15 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
         start = time.perf_counter()
         state = replay(envelopes)
         results.append(("decode + fold only, in memory", events / (time.perf_counter() - start)))
+
+        # Loading a room from a snapshot (loads/s, not events/s; its own baseline below).
+        loads: list[tuple[str, float | str]] = []
+        ours, three = await _snapshot_loads(store, "bench-load", 1_000)
+        loads.append((f"our load: snapshot + {SNAPSHOT_TAIL} events in one round trip (script)", ours))
+        loads.append(("the same in three round trips (ZREVRANGEBYSCORE, HGET, XRANGE; before)", three))
+        loads.append((f"eventsourcing 9.5 Repository.get: snapshot + {SNAPSHOT_TAIL} events, in-memory store",
+                      _eventsourcing_snapshot_loads(1_000)))
+        results.append(("loads", loads))  # type: ignore[arg-type]
     finally:
         keys = [k async for k in client.scan_iter(f"{prefix}:*")]
         if keys:
@@ -95,8 +166,19 @@ def main(url: str, events: int = 100_000) -> None:
     console = Console()
     console.print(f"[bold]bench store[/]: {events:,} events on {url}")
     results = asyncio.run(_measure(url, events))
+    loads = dict(results).pop("loads")
+    results = [(name, rate) for name, rate in results if name != "loads"]
     baseline = results[0][1]
     table = Table("path", "events/s", "x baseline")
     for name, rate in results:
         table.add_row(name, f"{rate:,.0f}", f"{rate / baseline:.2f}")
+    console.print(table)
+    table = Table("loading one room of 1,000 events (no cache)", "loads/s", "ms per load", "x eventsourcing")
+    peer = loads[-1][1]
+    for name, rate in loads:
+        if isinstance(rate, str):
+            table.add_row(name, rate, "", "")
+            continue
+        ratio = f"{rate / peer:.2f}" if isinstance(peer, float) else "n/a"
+        table.add_row(name, f"{rate:,.0f}", f"{1000 / rate:.3f}", ratio)
     console.print(table)

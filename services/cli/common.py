@@ -58,7 +58,7 @@ def redis_url_for(settings: Settings) -> Iterator[str]:
         yield existing
         return
     try:
-        server = EmbeddedRedis(settings.data_dir).start()
+        server = EmbeddedRedis(settings.data_dir, persist=settings.durability != "memory").start()
     except EmbeddedRedisError as error:
         raise fail(str(error)) from None
     try:

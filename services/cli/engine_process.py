@@ -26,4 +26,9 @@ def engine_command(
             redis.Redis.from_url(url, socket_connect_timeout=2).ping()
         except redis.RedisError as error:
             raise fail(f"cannot reach Redis at {url}: {error}") from None
+        if settings.durability == "replica" and not settings.redis_cluster:
+            replicas = int(redis.Redis.from_url(url).info("replication").get("connected_slaves", 0))
+            if replicas < 1:
+                raise fail(f"ALMANAC_DURABILITY=replica needs a Redis with at least one connected replica; {url} "
+                           "has none (add a replica, or use ALMANAC_DURABILITY=aof)")
         uvloop.run(run(settings, url))  # uvloop: less CPU per command on a 2-core machine

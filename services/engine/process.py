@@ -26,6 +26,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         batch_size=settings.batch_size,
         max_attempts=settings.max_attempts,
         snapshot_every=settings.snapshot_every,
+        durability=settings.durability,
     )
 
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
     ResponseError,
@@ -73,6 +74,23 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     snapshot_every: int = 100
     block_ms: int = 100
     prefix: str = "alm"
+    durability: str = "aof"  # settings.durability; "replica": every append waits for one replica (WAIT)
+
+
+class DurabilityError(Exception):
+    """The configured durability cannot be had from this Redis (one line for the operator)."""
+
+
+async def require_replica(client: aioredis.Redis) -> None:
+    """Fail fast when ALMANAC_DURABILITY=replica but Redis has no connected replica: every append would
+    otherwise wait out its WAIT timeout and fail. (A Cluster routes WAIT per node; not supported here.)"""
+    if isinstance(client, RedisCluster):
+        raise DurabilityError("ALMANAC_DURABILITY=replica is not supported on a Redis Cluster by this engine yet; "
+                              "use aof")
+    replicas = int((await client.info("replication")).get("connected_slaves", 0))
+    if replicas < 1:
+        raise DurabilityError("ALMANAC_DURABILITY=replica needs a Redis with at least one connected replica; this "
+                              "one has none (add a replica, or use ALMANAC_DURABILITY=aof)")
 
 
 class Engine:
@@ -82,7 +100,8 @@ class Engine:
         self.client = client
         self.config = config
         self.keys = Keys(config.shard_count, config.prefix)
-        self.store = RedisEventStore(client, config.shard_count, config.prefix)
+        self.store = RedisEventStore(client, config.shard_count, config.prefix,
+                                     wait_replicas=1 if config.durability == "replica" else 0)
         self.service = RoomService(self.store, snapshot_every=config.snapshot_every)
         self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
         self.metrics = EngineMetrics()
@@ -114,6 +133,8 @@ class Engine:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.config.durability == "replica":
+            await require_replica(self.client)
         self.log.info("engine.start", shards=self.config.shards, lease_ms=self.config.lease_ms,
                       batch_size=self.config.batch_size, pid=os.getpid())
         self._tasks = [

@@ -49,7 +49,9 @@ def client_address(request: Request) -> str:
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
-                  ruleset: str) -> tuple[Outcome | None, float]:
+                  ruleset: str, admit: bool = True) -> tuple[Outcome | None, float]:
+    """Submit and wait; ``admit=False`` for a request's second command (its first already changed
+    something, so an overload refusal now would break "a refused request changed nothing")."""
     record = CommandRecord(
         command_id=internal_command_id(room, player, client_id),
         room=room,
@@ -58,7 +60,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         body=body,
     )
     started = time.perf_counter()
-    outcome = await gw.submit(record)
+    outcome = await gw.submit(record, admit)
     elapsed = time.perf_counter() - started
     gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
     if outcome is None:
@@ -183,7 +185,8 @@ async def create_room(request: Request) -> Response:
     answer["joined"] = False
     if body.join:
         join_id = f"{client_id}.join"
-        joined, _ = await _submit(gw, room, body.player, join_id, {"kind": "join_room"}, decider.name)
+        joined, _ = await _submit(gw, room, body.player, join_id, {"kind": "join_room"}, decider.name,
+                                  admit=False)
         if joined is not None and joined.accepted:
             answer["joined"] = True
             answer["version"] = joined.last_version
@@ -321,6 +324,7 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None) -> Response:
     """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
+    gw.refuse_if_overloaded()  # before any parsing: a refusal must cost next to nothing
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
     await gw.rate_limits.check_token(token)  # type: ignore[arg-type] - player_for refused a missing one
     body: CommandRequest = decode_body(raw_body, CommandRequest)

@@ -11,9 +11,10 @@ from fastapi import Request, WebSocket
 
 from almanac.projections.read import ReadModels
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
-from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, decided_from
+from almanac.services.gateway.overload import LoopLag
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
 from almanac.services.room_service import CommandRecord, Outcome
@@ -22,6 +23,9 @@ from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 VERIFIED_TOKENS = 10_000
+# The loop-lag refusal applies only with this many commands in flight: a lone client on a slow machine
+# (tests, a quiet server on a busy host) is never refused for a lag it did not cause.
+LAG_MIN_INFLIGHT = 8
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -48,7 +52,10 @@ class Gateway:
         self.signer = signer
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count)
-        self.outcomes = OutcomeWaiter(client, self.keys)
+        self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
+        # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
+        self.inflight = 0
+        self.lag = LoopLag()  # started by the app's lifespan
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
@@ -125,9 +132,35 @@ class Gateway:
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def submit(self, record: CommandRecord) -> Outcome | None:
+    def refuse_if_overloaded(self) -> None:
+        """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
+        if self.inflight >= self.settings.gateway_max_inflight:
+            self.metrics.commands.inc(outcome="overloaded", ruleset="")
+            raise overloaded(f"{self.inflight} commands in flight in this gateway process")
+        max_lag_ms = self.settings.gateway_max_lag_ms
+        if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
+            self.metrics.commands.inc(outcome="overloaded", ruleset="")
+            raise overloaded(f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them")
+
+    async def submit(self, record: CommandRecord, admit: bool = True) -> Outcome | None:
+        """Submit and wait for the outcome, counted in ``inflight``.
+
+        Unless ``admit`` is False (a request's follow-up command), a command that finds no free slot is
+        refused (503 ``overloaded``, Retry-After) before anything is written: queueing it would only add
+        its wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
+        microseconds and tells the client when to come back.
+        """
+        if admit:
+            self.refuse_if_overloaded()
+        self.inflight += 1
+        try:
+            return await self._submit(record, admit)
+        finally:
+            self.inflight -= 1
+
+    async def _submit(self, record: CommandRecord, admit: bool) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
-        outcome = await self.outcomes.submit_and_wait(record, timeout_s)
+        outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit)
         if outcome is None:
             # The message may have been missed, yet the store keeps the first outcome of every id.
             stored = await self.store.outcome(record.room, record.command_id)

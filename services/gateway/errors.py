@@ -60,6 +60,13 @@ def internal_error(scope: dict[str, Any]) -> ApiError:
 # a read-only replica): the request is answered 503 store_unavailable, never 500.
 STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, ClusterError, ReadOnlyError)
 STORE_RETRY_AFTER_S = 2
+OVERLOAD_RETRY_AFTER_S = 1
+
+
+def overloaded(what: str) -> ApiError:
+    """The 503 for a command this gateway cannot start in time (a bounded queue is full): nothing was done."""
+    return ApiError(503, "overloaded", f"the server is busy ({what}); nothing was done, retry after Retry-After "
+                    "seconds", headers={"Retry-After": str(OVERLOAD_RETRY_AFTER_S)})
 
 
 class ApiError(Exception):

@@ -58,9 +58,11 @@ def create_app(settings: Settings) -> FastAPI:
                          socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
         gateway = app.state.gateway = Gateway(settings, client, signer)
         await gateway.outcomes.start()
+        gateway.lag.start()
         try:
             yield
         finally:
+            await gateway.lag.stop()
             await gateway.outcomes.stop()
             await gateway.rate_limits.close()
             await client.aclose()

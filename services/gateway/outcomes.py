@@ -23,6 +23,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 
 from almanac.services import bus
+from almanac.services.gateway.errors import overloaded
 from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome
 from almanac.storage.keys import Keys
@@ -32,9 +33,10 @@ OUTCOME_PATTERN = bus.outcome_channel("*")
 
 
 class OutcomeWaiter:
-    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+    def __init__(self, client: aioredis.Redis, keys: Keys, max_waiters: int = 1_024) -> None:
         self.client = client
         self.keys = keys
+        self.max_waiters = max_waiters  # command ids waited for at once; past it, 503 overloaded
         self._node_client: aioredis.Redis | None = None  # a Cluster: a plain client on one node, for pub/sub
         self.pubsub = None if isinstance(client, RedisCluster) else client.pubsub()
         self._waiting: dict[bytes, _InFlight] = {}
@@ -81,8 +83,11 @@ class OutcomeWaiter:
             elif message["type"] == "psubscribe":
                 self._ready.set()
 
-    async def submit_and_wait(self, record: CommandRecord, timeout_s: float) -> Outcome | None:
+    async def submit_and_wait(self, record: CommandRecord, timeout_s: float, admit: bool = True) -> Outcome | None:
         """The command's outcome, or None when none came within ``timeout_s`` (check by command id).
+
+        Past ``max_waiters`` waits a new command is refused (503 ``overloaded``) before it is submitted,
+        unless ``admit`` is False (the follow-up of a request whose first command already counted).
 
         Requests carrying the same command id while it is in flight here share one submission and one
         future, but each waits on its own clock (``asyncio.wait`` never cancels the shared future: one
@@ -95,6 +100,8 @@ class OutcomeWaiter:
         entry = self._waiting.get(channel)
         submitter = entry is None
         if entry is None:
+            if admit and len(self._waiting) >= self.max_waiters:  # refused before submitting: nothing was done
+                raise overloaded(f"{len(self._waiting)} outcomes awaited in this gateway process")
             entry = self._waiting[channel] = _InFlight(asyncio.get_running_loop().create_future())
         entry.waiters += 1
         try:

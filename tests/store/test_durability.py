@@ -1,0 +1,82 @@
+"""ALMANAC_DURABILITY=replica: an append is answered only once a replica has it; without one it fails fast.
+
+Given a primary with one replica, when the store appends with ``wait_replicas=1``, then the events are on
+the replica by the time the append returns. Given a server without replicas, the same append raises
+ReplicaWaitError (an infrastructure failure: no outcome is answered), and the engine refuses to start
+with one clear line.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from almanac.events.step import replay
+from almanac.services.bench.common import trivial_log
+from almanac.services.embedded_redis import EmbeddedRedis
+from almanac.storage.redis_store import RedisEventStore, ReplicaWaitError
+
+CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
+
+
+@pytest.fixture(scope="module")
+def primary_and_replica() -> Iterator[tuple[str, str]]:
+    with tempfile.TemporaryDirectory(prefix="almanac-replica-") as data_dir:
+        primary = EmbeddedRedis(Path(data_dir) / "primary", persist=False).start()
+        replica = EmbeddedRedis(Path(data_dir) / "replica", persist=False).start()
+        try:
+            host_port = primary.url.split("://", 1)[1].split("/", 1)[0]
+            host, port = host_port.rsplit(":", 1)
+            follower = redis.Redis.from_url(replica.url)
+            follower.execute_command("REPLICAOF", host, port)
+            deadline = time.monotonic() + 20
+            while follower.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica did not connect"
+                time.sleep(0.05)
+            follower.close()
+            yield primary.url, replica.url
+        finally:
+            replica.stop()
+            primary.stop()
+
+
+async def test_an_append_returns_only_once_a_replica_has_it(primary_and_replica: tuple[str, str]) -> None:
+    primary_url, replica_url = primary_and_replica
+    client = aioredis.Redis.from_url(primary_url)
+    store = RedisEventStore(client, wait_replicas=1, wait_timeout_ms=5_000)
+    try:
+        envelopes = trivial_log(3, "durable-room")
+        await store.append("durable-room", 0, "c1", envelopes)
+        # Read from the replica right away: WAIT already confirmed its copy.
+        replica_store = RedisEventStore(aioredis.Redis.from_url(replica_url))
+        copied = await replica_store.read("durable-room")
+        assert [e.version for e in copied] == [1, 2, 3]
+        assert replay(copied) == replay(envelopes)
+        await replica_store.client.aclose()
+    finally:
+        await client.aclose()
+
+
+async def test_without_a_replica_an_append_is_never_confirmed(redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, wait_replicas=1, wait_timeout_ms=50)
+    with pytest.raises(ReplicaWaitError, match="not confirmed by 1 replica"):
+        await store.append("lonely-room", 0, "c1", trivial_log(1, "lonely-room"))
+
+
+def test_the_engine_refuses_to_start_without_a_replica(redis_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_DURABILITY": "replica", "ALMANAC_DATA_DIR": str(tmp_path)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", CHILD, "engine"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode != 0
+    assert "ALMANAC_DURABILITY=replica needs a Redis with at least one connected replica" in done.stdout + done.stderr
+    assert time.monotonic() - started < 30
