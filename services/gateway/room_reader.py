@@ -7,6 +7,7 @@ from typing import Any
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
+from almanac.projections.models import fork_mark
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -94,4 +95,5 @@ def room_summary(state: RoomState) -> dict[str, Any]:
         "ended": state.ended,
         "end_reason": state.end_reason,
         "seed_commitment": state.seed_commitment,
+        "fork": fork_mark(state),
     }
