@@ -8,9 +8,11 @@ import json
 import secrets
 import time
 
+import msgspec
 import redis
 from fastapi.testclient import TestClient
 
+from almanac.services.gateway.responses import RESPONSES
 from almanac.storage.keys import Keys
 
 
@@ -25,6 +27,15 @@ def wait_until(fetch, done, timeout_s: float = 15.0):
         if done(value) or time.monotonic() > deadline:
             return value
         time.sleep(0.2)
+
+
+def typed(method: str, route: str, answer) -> dict:
+    """The answer, checked against the route's declared type (unknown fields refused)."""
+    status, body = RESPONSES[(method, route)]
+    assert answer.status_code == status, (route, answer.text)
+    strict = msgspec.defstruct(body.__name__, [], bases=(body,), forbid_unknown_fields=True, kw_only=True)
+    msgspec.convert(answer.json(), strict, strict=False)
+    return answer.json()
 
 
 def realm_room(api: TestClient) -> tuple[str, str, str, dict[str, str]]:
@@ -61,7 +72,7 @@ def test_an_auditor_forks_a_room_players_join_and_play_and_the_fork_is_a_sandbox
 
     forked = api.post(f"/rooms/{room}/fork", headers=auth(auditor), json={"at": 3, "as": f"{room}-wi"})
 
-    assert forked.status_code == 201, forked.text
+    typed("post", "/rooms/{room}/fork", forked)
     fork = forked.json()["room"]
     assert fork == f"{room}-wi" and forked.json()["parent"] == room and forked.json()["at"] == 3
     fork_tokens = {}
@@ -72,7 +83,7 @@ def test_an_auditor_forks_a_room_players_join_and_play_and_the_fork_is_a_sandbox
     cut = api.post(f"/rooms/{fork}/commands", headers=auth(fork_tokens[alice]), json={"command": {"kind": "cut_wood"}})
     assert cut.status_code == 200, cut.text
 
-    described = api.get(f"/rooms/{fork}").json()
+    described = typed("get", "/rooms/{room}", api.get(f"/rooms/{fork}"))
     assert described["fork"] == {"parent": room, "at": 3} and api.get(f"/rooms/{room}").json()["fork"] is None
     listing = wait_until(lambda: {r["room"]: r for r in api.get("/rooms").json()["rooms"]},
                          lambda rows: rows.get(fork, {}).get("version") == 4 and room in rows)
@@ -104,7 +115,7 @@ def test_explain_and_bisect_answer_auditors_and_refuse_bad_input(api: TestClient
     room, alice, _, tokens = realm_room(api)
     path = f"cities.{alice}.actions_used"  # not a real path: the refusal names what is there
     explained = api.get(f"/rooms/{room}/explain", params={"path": f"actions_used.{alice}"}, headers=auth(auditor))
-    assert explained.status_code == 200, explained.text
+    typed("get", "/rooms/{room}/explain", explained)
     assert [c["version"] for c in explained.json()["changes"]] == [4, 5, 6]  # alice's three tries
     assert [c["after"] for c in explained.json()["changes"]] == [1, 2, 3]
     unknown = api.get(f"/rooms/{room}/explain", params={"path": path}, headers=auth(auditor))
@@ -116,10 +127,10 @@ def test_explain_and_bisect_answer_auditors_and_refuse_bad_input(api: TestClient
                    ).status_code == 403
 
     found = api.get(f"/rooms/{room}/bisect", params={"where": f"actions_used.{alice} >= 2"}, headers=auth(auditor))
-    assert found.status_code == 200 and found.json()["version"] == 5, found.text
+    assert typed("get", "/rooms/{room}/bisect", found)["version"] == 5
     assert found.json()["values"] == [{"path": f"actions_used.{alice}", "before": 1, "after": 2}]
     against = api.get(f"/rooms/{room}/bisect", params={"against": "realm@2"}, headers=auth(auditor))
-    assert against.status_code == 200 and against.json()["against"] == "realm@2", against.text
+    assert typed("get", "/rooms/{room}/bisect", against)["against"] == "realm@2"
     for params, status, code in (({"where": "season_index >> 1"}, 422, "invalid_expression"),
                                  ({"against": "realm@9"}, 404, "unknown_version"),
                                  ({}, 422, "where_or_against"),
