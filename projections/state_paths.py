@@ -83,6 +83,8 @@ def _root_value(state: RoomState, path: Path) -> Any:
     if path.root == "scores":
         return decider.scores(state.game)
     if path.root == "view":
+        if path.player not in decider.seats(state.game) and path.player not in state.players:
+            return MISSING  # a view is a seat's: nobody else has one to read
         return decider.view(state.game, path.player)
     return {name: getattr(state, name) for name in _ROOM_FIELDS}
 
@@ -107,6 +109,8 @@ def value_at(state: RoomState | None, path: Path) -> Any:
     if state is None:
         return MISSING
     value = _root_value(state, path)
+    if value is MISSING:
+        return MISSING
     for segment in path.segments:
         value = _child(value, segment)
         if value is MISSING:
@@ -119,6 +123,8 @@ def children_at(state: RoomState | None, path: Path) -> list[str]:
     if state is None:
         return []
     value = _root_value(state, path)
+    if value is MISSING:  # a view of someone without a seat: the seats are what there is
+        return list(room_rules.decider_of(state).seats(state.game))
     for segment in path.segments:
         child = _child(value, segment)
         if child is MISSING:

@@ -55,10 +55,11 @@ async def test_a_fork_starts_from_the_parents_state_takes_other_commands_and_bot
         assert report.ok, report.divergence
     report = await verify_room(store, fork_room)
     assert report.fork["parent"] == parent and report.commands_redecided == 4 and report.ruleset == "realm@1"
-    differences = (await ft.diff(store, parent, fork_room, at=first_try, at_b=4))["differences"]
-    paths = {row["path"] for row in differences}
-    assert "state.cities.alice.stock.wood" in paths and "room.players" not in paths
-    assert not any(path.startswith("state.cities.bob.") for path in paths)  # bob did the same in both
+    same = await ft.diff(store, parent, fork_room, at=at, at_b=3)  # seated again, nothing played yet
+    assert same["differences"] == []
+    differences = (await ft.diff(store, parent, fork_room, at=at, at_b=4))["differences"]
+    assert {"path": "state.actions_used.alice", "a": None, "b": 1} in differences  # absent: no action yet
+    assert not any(row["path"].startswith(("state.cities.bob.", "room.")) for row in differences)
 
 
 async def test_a_forks_dice_are_its_own_never_the_parents_future_rolls(realm) -> None:
@@ -158,6 +159,9 @@ async def test_explain_lists_exactly_the_versions_that_changed_a_value(realm) ->
         for change in answer["changes"]:
             assert change["after"] == values[change["version"] - 1]
         assert answer["value"] == values[-1]
+    seen = await ft.explain(store, room, "view.alice.cities.alice.stock.stone")  # what alice saw change
+    truth = await ft.explain(store, room, "cities.alice.stock.stone")
+    assert [c["version"] for c in seen["changes"]] == [c["version"] for c in truth["changes"]]
     at = (await ft.explain(store, room, "cities.alice.stock.gold", at=10))
     assert all(c["version"] <= 10 for c in at["changes"]) and at["at"] == 10
 
@@ -166,6 +170,7 @@ async def test_explain_refuses_unknown_paths_and_versions_beyond_the_room(realm)
     store, room = realm.store, realm.room
     latest = await store.latest_version(room)
     for path, at, code in (("cities.carol.stock.gold", None, "path_not_found"), ("cities..gold", None, "invalid_path"),
+                           ("view.mallory.cities", None, "path_not_found"), ("view", None, "invalid_path"),
                            ("cities.alice.stock.gold", latest + 1, "version_out_of_range")):
         with pytest.raises(ft.ForensicsError) as refused:
             await ft.explain(store, room, path, at)
@@ -244,7 +249,7 @@ async def test_the_cli_forks_diffs_explains_and_bisects_with_one_line_errors(rea
     diff = await ainvoke(redis_url, "diff", room, f"{room}-cli", "--at", "5", "--at-b", "1", "--json")
     assert diff.exit_code == 0 and json.loads(diff.stdout)["differences"] == [  # the fork seats nobody yet
         {"path": "room.players.0", "a": "alice", "b": None}, {"path": "room.players.1", "a": "bob", "b": None}]
-    explained = await ainvoke(redis_url, "explain", room, "cities.alice.stock.gold")
+    explained = await ainvoke(redis_url, "explain", room, "actions_used.alice")
     assert explained.exit_code == 0 and "realm.mined" in explained.stdout, explained.output
     bisected = await ainvoke(redis_url, "bisect", room, "--against", "realm@2")
     assert bisected.exit_code == 0 and "first difference at version" in bisected.stdout
