@@ -96,7 +96,7 @@ async def fork(store: EventStore, parent: str, at: int, new_room: str | None, by
     outcome = await RoomService(store, snapshot_every=0, cache_size=0).fork(record)
     if not outcome.accepted:
         error = outcome.error or {}
-        status = {"room_not_found": 404, "room_exists": 409}.get(error.get("code", ""), 422)
+        status = {"room_not_found": 404, "room_exists": 409, "ruleset_not_installed": 409}.get(error.get("code", ""), 422)
         raise ForensicsError(status, error.get("code", "fork_refused"), error.get("message", "fork refused"),
                              error.get("field"), error.get("allowed"))
     forked = codec.decode_event(outcome.envelopes[0])

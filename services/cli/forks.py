@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import typer
 from rich.table import Table
 
+from almanac.events.errors import RulesNotInstalledError
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, print_json, with_store
 from almanac.services.forensics_tools import ForensicsError, diff, fork
@@ -24,7 +25,7 @@ def run_forensics(work: Callable[[EventStore], Awaitable[T]]) -> T:
     async def guarded_work(store: EventStore) -> T:
         try:
             return await work(store)
-        except ForensicsError as error:
+        except (ForensicsError, RulesNotInstalledError) as error:
             raise OperatorError(error.message) from None
 
     return with_store(guarded_work)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.services.forensics_tools import ForensicsError, bisect_against, bisect_where, explain, fork
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer, now_ms
@@ -14,9 +15,11 @@ from almanac.services.gateway.schemas import MAX_VERSION, ForkRoomRequest, decod
 router = APIRouter(tags=["forensics"])
 
 
-def _api_error(error: ForensicsError) -> ApiError:
+def _api_error(error: ForensicsError | RuleError) -> ApiError:
+    """A forensics refusal as 4xx JSON; a room whose rules this node lacks is 409, as on every route."""
     extra = {"allowed": error.allowed} if error.allowed else {}
-    return ApiError(error.status, error.code, error.message, error.field, **extra)
+    status = error.status if isinstance(error, ForensicsError) else 409
+    return ApiError(status, error.code, error.message, error.field, **extra)
 
 
 @router.post("/rooms/{room}/fork", summary="Auditors: a sandbox fork of the room at a version (its history by "
@@ -28,7 +31,7 @@ async def fork_room(request: Request, room: str = RoomId) -> Response:
     body: ForkRoomRequest = decode_body(await request.body(), ForkRoomRequest)
     try:
         answer = await fork(gw.store, room, body.at, body.new_room, claims.player or "auditor", now_ms())
-    except ForensicsError as error:
+    except (ForensicsError, RulesNotInstalledError) as error:
         raise _api_error(error) from None
     return json_response(answer, status=201)
 
@@ -42,7 +45,7 @@ async def explain_value(request: Request, room: str = RoomId,
     gw.auditor(bearer(request), room)
     try:
         return json_response(await explain(gw.store, room, path, at))
-    except ForensicsError as error:
+    except (ForensicsError, RulesNotInstalledError) as error:
         raise _api_error(error) from None
 
 
@@ -62,5 +65,5 @@ async def bisect_room(request: Request, room: str = RoomId,
         if against is not None:
             return json_response(await bisect_against(gw.store, room, against))
         return json_response(await bisect_where(gw.store, room, where or "", linear))
-    except ForensicsError as error:
+    except (ForensicsError, RulesNotInstalledError) as error:
         raise _api_error(error) from None

@@ -140,3 +140,44 @@ def test_explain_and_bisect_answer_auditors_and_refuse_bad_input(api: TestClient
         assert answer.status_code == status and (code is None or answer.json()["code"] == code), (params, answer.text)
     assert api.get("/rooms/nowhere-y/bisect", params={"where": "season_index > 1"},
                    headers=auth(auditor)).status_code == 404
+
+
+def test_forensics_on_a_room_of_rules_this_node_lacks_answer_409(api: TestClient, stack, auditor: str) -> None:
+    import asyncio  # noqa: PLC0415
+
+    import redis.asyncio as aioredis  # noqa: PLC0415
+    from counter_ruleset import CounterDecider  # noqa: PLC0415
+
+    from almanac.events import codec, registry  # noqa: PLC0415
+    from almanac.events.manifest import RuleSet  # noqa: PLC0415
+    from almanac.services.room_service import CommandRecord, RoomService  # noqa: PLC0415
+    from almanac.storage.redis_store import RedisEventStore  # noqa: PLC0415
+
+    room = f"c2-{secrets.token_hex(3)}"
+
+    async def create_under_counter_2() -> None:
+        client = aioredis.Redis.from_url(stack.redis_url)
+        service = RoomService(RedisEventStore(client, api.app.state.gateway.settings.shard_count))
+        outcome = await service.handle(CommandRecord(command_id="create", room=room, player="alice",
+                                                     server_time_ms=1_000,
+                                                     body={"kind": "create_room", "ruleset": "counter@2"}))
+        assert outcome.accepted, outcome.error
+        await client.aclose()
+
+    registry.register(RuleSet(decider=CounterDecider(), version=2, source="counter_ruleset"))
+    try:
+        asyncio.run(create_under_counter_2())
+    finally:
+        registry.unregister("counter", 2)
+        codec._event_decoders.cache_clear()
+        codec._command_type.cache_clear()
+        codec._command_types_by_kind.cache_clear()
+
+    for method, url, params in (("get", f"/rooms/{room}/explain", {"path": "total"}),
+                                ("get", f"/rooms/{room}/bisect", {"where": "total > 1"}),
+                                ("get", f"/rooms/{room}/bisect", {"against": "counter@1"}),
+                                ("post", f"/rooms/{room}/fork", None)):
+        answer = (api.get(url, params=params, headers=auth(auditor)) if method == "get"
+                  else api.post(url, json={"at": 1}, headers=auth(auditor)))
+        assert answer.status_code == 409 and answer.json()["code"] == "ruleset_not_installed", \
+            (url, params, answer.text)
