@@ -25,6 +25,7 @@ from almanac.events.room import (
     PlayerJoined,
     RoomCreated,
     RoomEnded,
+    RoomForked,
     RoomState,
     convert_options,
 )
@@ -136,6 +137,7 @@ def _event_decoders(ruleset: str) -> dict[str, Any]:
         "room.created": _decoder("room.created", RoomCreated[decider.setup_type]),  # type: ignore[name-defined]
         "room.player_joined": _decoder("room.player_joined", PlayerJoined),
         "room.ended": _decoder("room.ended", RoomEnded),
+        "room.forked": _decoder("room.forked", RoomForked),
     }
     for event_type in decider.event_types:
         decoders[event_tag(event_type)] = _decoder(event_tag(event_type), event_type)

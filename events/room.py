@@ -46,6 +46,18 @@ class EndRoom(msgspec.Struct, frozen=True, kw_only=True, tag="end_room", tag_fie
     reason: Text = "ended by a player"
 
 
+class ForkRoom(msgspec.Struct, frozen=True, kw_only=True, tag="fork_room", tag_field="kind",
+               forbid_unknown_fields=True):
+    """Start a sandbox room from ``parent``'s state at version ``at`` (its history by reference).
+
+    Not a player command: only the fork path (``RoomService.fork``, reached by auditors) decides it,
+    handing ``step`` the parent's state and chain hash at ``at``; anywhere else it is refused.
+    """
+
+    parent: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+    at: Annotated[int, msgspec.Meta(ge=1)]
+
+
 ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom)
 ROOM_COMMAND_KINDS = frozenset(c.__struct_config__.tag for c in ROOM_COMMANDS)
 
@@ -85,7 +97,33 @@ class RoomEnded(msgspec.Struct, frozen=True, kw_only=True, tag="room.ended"):
     revealed_seed: str
 
 
-ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.ended"})
+class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
+    """A sandbox room began from ``parent``'s state at version ``at``, whose chain hash was ``parent_hash``.
+
+    The fork's own chain starts from ``parent_hash`` (its version 1 links to the parent's version
+    ``at``), so verify can check the link; its dice draw from a new secret committed here, never the
+    parent's. The rules are the parent's, by name and version.
+    """
+
+    parent: str
+    at: int
+    parent_hash: str
+    ruleset: str
+    ruleset_version: int
+    seed_commitment: str
+    forked_by: str
+    forked_at_ms: int
+
+
+class ForkOf(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a fork's history comes from: its parent room, the parent's version and chain hash there."""
+
+    parent: str
+    at: int
+    parent_hash: str
+
+
+ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.ended", "room.forked"})
 
 
 def summarize_event(ruleset: str, event: Any) -> str:
@@ -94,6 +132,9 @@ def summarize_event(ruleset: str, event: Any) -> str:
         challenge = f" for the challenge {event.challenge!r}" if event.challenge else ""
         return (f"{event.created_by} created the {event.ruleset}@{event.ruleset_version} room{challenge} "
                 f"(seed commitment {event.seed_commitment[:12]})")
+    if isinstance(event, RoomForked):
+        return (f"{event.forked_by} forked {event.parent} at version {event.at} as a sandbox "
+                f"({event.ruleset}@{event.ruleset_version}; new seed commitment {event.seed_commitment[:12]})")
     if isinstance(event, PlayerJoined):
         return f"{event.player} joined"
     if isinstance(event, RoomEnded):
@@ -120,6 +161,8 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     end_reason: str = ""
     revealed_seed: str = ""
     game: Any = None
+    # Set on a sandbox fork: its parent and the parent's version it starts from (None for a real room).
+    fork: ForkOf | None = None
 
 
 def decider_of(state: RoomState) -> Decider:
@@ -150,7 +193,7 @@ def describe(state: RoomState) -> dict[str, Any]:
     }
 
 
-def stored_ref(state_or_created: RoomState | RoomCreated) -> str:
+def stored_ref(state_or_created: RoomState | RoomCreated | RoomForked) -> str:
     """What the room's envelopes carry as ``ruleset``: ``realm`` for version 1 (as always), else ``realm@2``."""
     return registry.stored_ref(state_or_created.ruleset, state_or_created.ruleset_version)
 
@@ -194,6 +237,27 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
     if events and decider.is_over(game):
         events.append(_room_ended("the game is over", state.seed_commitment, ctx))
     return events
+
+
+def decide_fork(parent: RoomState, command: ForkRoom, ctx: Context, parent_hash: str) -> list[Any]:
+    """The first event of a fork of ``parent`` (the parent's state at ``command.at``, chain hash ``parent_hash``)."""
+    if parent.room != command.parent or parent.version != command.at:
+        raise RuleError("fork_base", f"a fork of {command.parent!r} at {command.at} needs that room's state "
+                        "at that version", field="at")
+    if ctx.room == parent.room:
+        raise RuleError("fork_base", "a room cannot be forked onto itself", field="room")
+    return [
+        RoomForked(
+            parent=parent.room,
+            at=parent.version,
+            parent_hash=parent_hash,
+            ruleset=parent.ruleset,
+            ruleset_version=parent.ruleset_version,
+            seed_commitment=ctx.seed_commitment,
+            forked_by=ctx.player,
+            forked_at_ms=ctx.now_ms,
+        )
+    ]
 
 
 def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -> list[Any]:
@@ -264,6 +328,16 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
             created_by=event.created_by,
             created_at_ms=event.created_at_ms,
             game=decider.initial_state(event.setup),
+        )
+    if isinstance(event, RoomForked):
+        # ``state`` is the parent's state at ``event.at`` (the loader supplies it): the fork starts from
+        # its game with nobody seated (the seats are the parent's), its own seed and no challenge.
+        if state is None or state.room != event.parent or state.version != event.at:
+            raise ValueError(f"room {room!r}: a fork is folded onto its parent {event.parent!r} at version {event.at}")
+        return msgspec.structs.replace(
+            state, room=room, version=version, seed_commitment=event.seed_commitment, challenge=None,
+            created_by=event.forked_by, created_at_ms=event.forked_at_ms, players=(), ended=False, end_reason="",
+            revealed_seed="", fork=ForkOf(parent=event.parent, at=event.at, parent_hash=event.parent_hash),
         )
     if state is None:
         raise ValueError(f"room {room!r} version {version}: the first event must be room.created")

@@ -54,7 +54,17 @@ def needs_secret_seed(state: RoomState | None, body: dict[str, Any]) -> bool:
     """
     if state is None:
         return body.get("kind") == "create_room" and body.get("challenge") is None
+    if body.get("kind") == "fork_room":
+        return True  # a fork draws its own secret, never its parent's
     return state.challenge is None
+
+
+def decode_fork(body: dict[str, Any]) -> room_rules.ForkRoom:
+    """A ``fork_room`` body as its command (never through the player command schema: auditors fork)."""
+    try:
+        return msgspec.convert(body, room_rules.ForkRoom)
+    except msgspec.ValidationError as error:
+        raise RuleError("invalid_fork", f"invalid fork command: {error}") from None
 
 
 def step(
@@ -73,6 +83,10 @@ def step(
     dice (tests script them). Raises ``RuleError`` when the command is refused; a refusal changes
     nothing. Every new state is evolved from the decoded envelope, exactly as a replay will.
     """
+    if command is None and record.body.get("kind") == "fork_room":
+        command = decode_fork(record.body)
+    if isinstance(command, room_rules.ForkRoom):
+        return _step_fork(state, last_hash, record, secret_seed, command, dice)
     if command is None:
         # The room's own rules version (its envelopes' ``ruleset``), never the newest installed.
         command = codec.decode_command(room_rules.stored_ref(state) if state is not None else None, record.body)
@@ -128,6 +142,26 @@ def step(
         envelopes.append(envelope)
         new_state = room_rules.evolve(new_state, codec.decode_event(envelope), record.room, envelope.version)
     return envelopes, new_state  # type: ignore[return-value]
+
+
+def _step_fork(parent: RoomState | None, parent_hash: str, record: CommandRecord, secret_seed: bytes | None,
+               command: room_rules.ForkRoom, dice: Dice | None) -> tuple[list[Envelope], RoomState]:
+    """A fork's first step: ``parent`` is the parent's state at ``command.at`` and ``parent_hash`` its chain
+    hash there; the fork's version 1 links to that hash, and its seed is the fork's own."""
+    if parent is None or parent.room == record.room:
+        raise RuleError("fork_base", "a fork is started from its parent's state by `almanac fork` (auditors)",
+                        field="kind")
+    if secret_seed is None:
+        raise RuleError("seed_missing", f"fork {record.room!r} has no secret seed to start with")
+    ctx = Context(room=record.room, player=record.player, now_ms=record.server_time_ms, version=1,
+                  dice=Dice(secret_seed, record.room, 1) if dice is None else dice,
+                  seed_commitment=seed_commitment(secret_seed), secret_seed_hex=secret_seed.hex())
+    (event,) = room_rules.decide_fork(parent, command, ctx, parent_hash)
+    event_type, payload = codec.encode_event(event)
+    envelope = seal(Envelope(room=record.room, version=1, ruleset=room_rules.stored_ref(event), type=event_type,
+                             payload=payload, command_id=record.command_id, player=record.player,
+                             server_time_ms=record.server_time_ms, previous_hash=parent_hash))
+    return [envelope], room_rules.evolve(parent, codec.decode_event(envelope), record.room, 1)
 
 
 def advance(state: RoomState | None, envelope: Envelope, event: Any = None) -> RoomState:

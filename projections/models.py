@@ -45,7 +45,14 @@ def room_summary(state: RoomState, updated_at_ms: int) -> dict[str, Any]:
         "scores": dict(decider.public_scores(state.game)),
         "resources": to_builtins(decider.resources(state.game)),
         "updated_at_ms": updated_at_ms,
+        # A sandbox fork names its parent and the parent's version it starts from (None: a real room).
+        "fork": fork_mark(state),
     }
+
+
+def fork_mark(state: RoomState) -> dict[str, Any] | None:
+    """``{parent, at}`` for a sandbox fork, None for a real room: every read model shows it."""
+    return None if state.fork is None else {"parent": state.fork.parent, "at": state.fork.at}
 
 
 def room_listing(summary: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +61,10 @@ def room_listing(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def leaderboard_scores(state: RoomState) -> dict[str, int]:
-    """This room's contribution to its rule-set's leaderboard: each seated player's current public score."""
+    """This room's contribution to its rule-set's leaderboard: each seated player's current public score
+    (none from a sandbox fork: what-if games never rank)."""
+    if state.fork is not None:
+        return {}
     return {player: int(score) for player, score in room_rules.decider_of(state).public_scores(state.game).items()}
 
 
@@ -69,7 +79,8 @@ def project_room(
     updated_at_ms = events[-1][0].server_time_ms if events else after.created_at_ms
     summary = room_summary(after, updated_at_ms)
     scores = leaderboard_scores(after)
-    previous = leaderboard_scores(before) if before is not None else {}
+    # A fork's ``before`` at its version 1 is its parent's state: never the fork's own entries.
+    previous = leaderboard_scores(before) if before is not None and before.room == after.room else {}
     rows: dict[str, dict[str, Any]] = {}
     ledgers: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for model in room_rules.manifest_of(after).read_models:
@@ -81,6 +92,10 @@ def project_room(
             found = [(envelope.version, row) for envelope, event in events for row in model.event_rows(envelope, event)]
             if found:
                 ledgers[model.name] = found
+    mark = fork_mark(after)
+    if mark is not None:  # a fork's rows say so in every model, the rule-sets' too
+        rows = {name: {**row, "fork": mark} for name, row in rows.items()}
+        ledgers = {name: [(v, {**row, "fork": mark}) for v, row in found] for name, found in ledgers.items()}
     return RoomUpdate(
         room=after.room,
         ruleset=after.ruleset,

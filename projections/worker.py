@@ -246,6 +246,8 @@ class Projector:
                 current = staged[room] if room in staged else await self._state_before(room, version)
                 if (current.version if current is not None else 0) != version - 1:
                     current = await self.loader.load_exactly(room, version - 1)
+                if version == 1:
+                    current = await self.loader.base_of(envelope)  # a fork folds onto its parent
                 event = codec.decode_event(envelope)
                 after = advance(current, envelope, event)
             except RulesNotInstalledError as error:

@@ -12,7 +12,14 @@ from almanac.events import codec
 from almanac.events.envelope import Envelope
 from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
 from almanac.events.room import RoomState
-from almanac.events.step import CommandRecord, decode_record, needs_secret_seed, refusal_record, step
+from almanac.events.step import (
+    CommandRecord,
+    decode_fork,
+    decode_record,
+    needs_secret_seed,
+    refusal_record,
+    step,
+)
 from almanac.storage.base import (
     AppendRequest,
     AppendResult,
@@ -179,6 +186,48 @@ class RoomService:
                     results[index] = Outcome(command_id=request.command_id, room=request.room, accepted=False,
                                              error=request.error)
         return results
+
+    async def fork(self, record: CommandRecord) -> Outcome:
+        """Start the sandbox fork ``record.room`` from a ``fork_room`` command (its parent and version):
+        the parent's state and chain hash at that version through the one loader, a new secret seed for
+        the fork, the one room step, and an append at version 1. Refusals are answered, not recorded
+        (the fork room does not exist); the caller is an auditor, never a player's command stream."""
+        try:
+            command = decode_fork(record.body)
+            if record.room == command.parent:
+                raise RuleError("fork_base", "a fork needs a new room id", field="as")
+            if await self.store.latest_version(record.room) != 0:
+                raise RuleError("room_exists", f"room {record.room!r} already exists", field="as")
+            latest = await self.store.latest_version(command.parent)
+            if latest == 0:
+                raise RuleError("room_not_found", f"room {command.parent!r} does not exist", field="room")
+            if command.at > latest:
+                raise RuleError("version_out_of_range",
+                                f"room {command.parent!r} has versions 1 to {latest}; cannot fork at {command.at}",
+                                field="at")
+            parent, parent_hash = await self.loader.load(command.parent, command.at)
+            current, _ = await self.loader.load(command.parent)
+            if current is None or not current.ended:
+                # A fork's seats are taken by the normal join: forking a live room would let whoever joins
+                # as alice read alice's hidden view of the parent. Once the room has ended (its seed is
+                # revealed) nothing of it is hidden any more.
+                raise RuleError("parent_live", f"room {command.parent!r} has not ended: only an ended room "
+                                "may be forked (a fork's seats would show its players' hidden views)",
+                                field="room")
+            seed = await self._seed_for(None, record)
+            envelopes, new_state = step(parent, parent_hash, record, seed, command=command)
+        except (InvalidCommand, RulesNotInstalledError, RuleError) as error:
+            return self._unrecorded(record, error)
+        try:
+            result = await self.store.append(record.room, 0, record.command_id, envelopes, codec.encode(record))
+        except VersionConflict:
+            error = RuleError("room_exists", f"room {record.room!r} already exists", field="as")
+            return self._unrecorded(record, error)
+        if result.duplicate:
+            return await self._replayed(record, result.outcome)
+        self._remember(record.room, new_state, envelopes[-1].hash)
+        return Outcome(command_id=record.command_id, room=record.room, accepted=True, first_version=1,
+                       last_version=1, envelopes=envelopes)
 
     @staticmethod
     def _unrecorded(record: CommandRecord, error: RuleError) -> Outcome:

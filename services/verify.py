@@ -13,12 +13,13 @@ from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalle
 from almanac.events.hashing import envelope_hash
 from almanac.events.step import advance, decode_record, replay, step
 from almanac.storage.base import EventStore
+from almanac.storage.loader import RoomLoader
 
 
 class Divergence(msgspec.Struct, frozen=True, kw_only=True):
     """The first place where the log and a recomputation disagree, with both sides."""
 
-    check: str  # "decode", "chain", "coverage", "seed", "redecide", "refusal", "ruleset" (version not installed)
+    check: str  # "fork" (the link to the parent), "decode", "chain", "coverage", "seed", "redecide", "refusal", "ruleset" (version not installed)
     version: int | None
     message: str
     recorded: Any = None
@@ -39,6 +40,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     ruleset: str = ""
     fingerprint_recorded: str = ""
     fingerprint_used: str = ""
+    # A sandbox fork: its parent, the parent's version and hash it links to (None for a real room).
+    fork: dict | None = None
     divergence: Divergence | None = None
     notes: list[str] = []
 
@@ -73,9 +76,32 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     if not raw:
         return failed(Divergence(check="decode", version=None, message=f"room {room!r} has no events"))
 
+    # 0. A fork's chain starts from its parent's hash at the fork version: check that link first.
+    previous = link_hash = GENESIS_HASH
+    base: room_rules.RoomState | None = None
+    try:
+        first = codec.decode_envelope(raw[0][1], room, raw[0][0])
+        forked = codec.decode_event(first) if first.type == "room.forked" else None
+    except (CorruptEventError, RulesNotInstalledError):
+        forked = None  # step 1 reports it
+    if forked is not None:
+        report["fork"] = {"parent": forked.parent, "at": forked.at, "parent_hash": forked.parent_hash}
+        linked = await store.read(forked.parent, forked.at, forked.at)
+        if not linked or linked[0].hash != forked.parent_hash:
+            return failed(Divergence(check="fork", version=1,
+                                     message=f"the fork's parent {forked.parent!r} at version {forked.at} does not "
+                                             "have the hash the fork recorded",
+                                     recorded=forked.parent_hash, recomputed=linked[0].hash if linked else None))
+        try:
+            base = await RoomLoader(store, 0).base_of(first)
+        except CorruptEventError as error:
+            return failed(Divergence(check="fork", version=1, message=error.reason))
+        previous = link_hash = forked.parent_hash
+        notes.append(f"a sandbox fork of {forked.parent!r} at version {forked.at}: the link to the parent's hash "
+                     "was checked; verify the parent for its own history")
+
     # 1. Every entry decodes, sits at its version, and links to the one before.
     envelopes: list[Envelope] = []
-    previous = GENESIS_HASH
     for expected_version, (version, data) in enumerate(raw, start=1):
         if version != expected_version:
             return failed(Divergence(check="chain", version=expected_version,
@@ -104,21 +130,23 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
     # 2. The seed: revealed at the end, or the challenge's public seed, or the stored secret.
     created = codec.decode_event(envelopes[0])
-    if not isinstance(created, room_rules.RoomCreated):
+    if not isinstance(created, room_rules.RoomCreated | room_rules.RoomForked):
         return failed(Divergence(check="decode", version=1, message=f"the first event is {envelopes[0].type}"))
     try:
         rules = registry.at(created.ruleset, created.ruleset_version)
     except RulesNotInstalledError as error:
         report["ruleset"] = error.ref
         return failed(Divergence(check="ruleset", version=1, message=error.message))
-    report.update(ruleset=rules.ref, fingerprint_recorded=created.fingerprint, fingerprint_used=rules.fingerprint)
-    if created.fingerprint != rules.fingerprint:
+    recorded_print = getattr(created, "fingerprint", rules.fingerprint)  # a fork's rules are its parent's
+    report.update(ruleset=rules.ref, fingerprint_recorded=recorded_print, fingerprint_used=rules.fingerprint)
+    if recorded_print != rules.fingerprint:
         notes.append(f"{rules.ref} here has fingerprint {rules.fingerprint}, the room recorded "
                      f"{created.fingerprint or 'none (created before versions)'}: the code differs, "
                      "so every decision is checked again against it")
     seed: bytes | None = None
-    if created.challenge is not None:
-        seed, report["seed"] = room_rules.challenge_seed(created.challenge), "challenge"
+    challenge = getattr(created, "challenge", None)  # a fork has its own secret, never a challenge's
+    if challenge is not None:
+        seed, report["seed"] = room_rules.challenge_seed(challenge), "challenge"
     else:
         ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
         if ended:
@@ -130,7 +158,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
             else:
                 report["seed"] = "unavailable"
                 notes.append("the room has not ended and its secret seed is not available: commands not re-decided")
-    if seed is not None and created.challenge is None:
+    if seed is not None and challenge is None:
         matches = hashlib.sha256(seed).hexdigest() == created.seed_commitment
         report["seed_matches_commitment"] = matches
         if not matches:
@@ -155,18 +183,19 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
     # 4. Re-decide each command against the state before it, with the room's dice, byte for byte.
     if seed is not None:
-        checked = await _redecide(room, seed, envelopes, spans, rules.ref)
+        checked = await _redecide(room, seed, envelopes, spans, rules.ref, base, link_hash)
         if isinstance(checked, Divergence):
             return failed(checked)
         report["commands_redecided"] = checked
-        refusals = await _recheck_refusals(store, room, seed, envelopes)
+        refusals = await _recheck_refusals(store, room, seed, envelopes, base)
         if isinstance(refusals, Divergence):
             return failed(refusals)
         report["refusals_rechecked"] = refusals
     return VerifyReport(ok=True, notes=notes, **report)
 
 
-async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes: list[Envelope]) -> int | Divergence:
+async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes: list[Envelope],
+                            base: room_rules.RoomState | None = None) -> int | Divergence:
     """Each refused command, decided again at the version it was refused at, is refused with the same code."""
     checked = 0
     state, folded = None, 0  # refusals come in log order: fold forward once, not from the start each time
@@ -182,7 +211,7 @@ async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes
         recorded_code = (outcome.error or {}).get("code") if outcome is not None else None
         if version < folded:
             state, folded = None, 0
-        state = replay(envelopes[folded:version], state)
+        state = replay(envelopes[folded:version], state if folded else base)
         folded = version
         last_hash = envelopes[version - 1].hash if version else GENESIS_HASH
         try:
@@ -215,10 +244,11 @@ def _same_creation(mine: Envelope, theirs: Envelope) -> bool:
 
 
 async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
-                    spans: list[tuple[int, int, bytes]], pinned: str) -> int | Divergence:
-    # The engine's own room step, with the room's seed.
-    state: room_rules.RoomState | None = None
-    last_hash = GENESIS_HASH
+                    spans: list[tuple[int, int, bytes]], pinned: str,
+                    base: room_rules.RoomState | None = None, base_hash: str = GENESIS_HASH) -> int | Divergence:
+    # The engine's own room step, with the room's seed (a fork's first step from its parent's state).
+    state: room_rules.RoomState | None = base
+    last_hash = base_hash
     for first_version, last_version, record_bytes in spans:
         recorded = envelopes[first_version - 1 : last_version]
         try:

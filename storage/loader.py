@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from almanac.events import codec
-from almanac.events.envelope import GENESIS_HASH
+from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, UnusableSnapshotError
 from almanac.events.room import RoomState
 from almanac.events.step import replay
@@ -49,12 +49,30 @@ class RoomLoader:
             else:
                 if state.version != snapshot[0]:  # a snapshot filed under another version: trust its state
                     tail = await self.store.read(room, state.version + 1, at_version)
+        if state is None and tail:
+            state = await self.base_of(tail[0])  # a fork folds onto its parent's state
         state = replay(tail, state)
         if tail:
             last_hash = tail[-1].hash
         if at_version is None and state is not None:
             self.remember(room, state, last_hash)
         return state, last_hash
+
+    async def base_of(self, first: Envelope) -> RoomState | None:
+        """What a room's version-1 envelope folds onto: None, or for a fork (``room.forked``) its parent's
+        state at the fork's version, loaded through this loader (a fork of a fork works the same)."""
+        if first.version != 1 or first.type != "room.forked":
+            return None
+        forked = codec.decode_event(first)
+        if forked.parent == first.room:
+            raise CorruptEventError(first.room, 1, "the room names itself as its fork parent")
+        parent, parent_hash = await self.load(forked.parent, forked.at)
+        if parent is None or parent.version != forked.at:
+            raise CorruptEventError(first.room, 1, f"the fork's parent {forked.parent!r} has no version {forked.at}")
+        if parent_hash != forked.parent_hash:
+            raise CorruptEventError(first.room, 1, f"the parent {forked.parent!r} at version {forked.at} no "
+                                    "longer has the hash the fork recorded")
+        return parent
 
     async def load_exactly(self, room: str, version: int) -> RoomState | None:
         """The state at ``version`` (None at 0); CorruptEventError when the stream ends before it."""

@@ -22,6 +22,8 @@ _COMMAND_MODULES = (
     "almanac.services.cli.history",         # log, state
     "almanac.services.cli.verification",    # verify
     "almanac.services.cli.audit",           # audit trade
+    "almanac.services.cli.forks",           # fork, diff
+    "almanac.services.cli.inspect_values",  # explain, bisect
     "almanac.services.cli.transfer",        # export, import
     "almanac.services.cli.projections",  # projector, projections rebuild
     "almanac.services.cli.gateway",      # gateway, up, demo

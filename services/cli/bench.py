@@ -67,3 +67,15 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
     settings = settings_or_exit()
     with redis_url_for(settings) as url:
         main(settings.model_copy(update={"redis_url": url}), count)
+
+
+@bench_app.command("forensics-tools")
+def bench_forensics_tools(
+    events: int = typer.Option(10_000, min=200, help="Versions of the realm room to build."),
+    snapshot_every: int = typer.Option(100, min=1, help="Snapshot interval while building (bisect loads from them)."),
+) -> None:
+    """explain, bisect (binary, linear, --against), fork and diff on one realm room, against folding it once."""
+    from almanac.services.bench.forensics_tools import main  # noqa: PLC0415
+
+    with redis_url_for(settings_or_exit()) as url:
+        main(url, events, snapshot_every)

@@ -26,14 +26,15 @@ from almanac.services.cli.common import (
     with_store,
 )
 from almanac.storage.base import EventStore
+from almanac.storage.loader import RoomLoader
 
 
 def _summary(ruleset: str, event: Any) -> str:
     return room_rules.summarize_event(ruleset, event)
 
 
-def _fold(envelopes: list[Envelope]) -> room_rules.RoomState:
-    state = replay(envelopes)
+def _fold(envelopes: list[Envelope], base: room_rules.RoomState | None = None) -> room_rules.RoomState:
+    state = replay(envelopes, base)
     assert state is not None
     return state
 
@@ -122,11 +123,12 @@ def state_command(
                                     f"{envelopes[0].server_time_ms} ms)")
             version = before[-1]
         check_version(version, latest, "--at")
-        shown = state_document(_fold(envelopes[:version]))
+        base = await RoomLoader(store, 0).base_of(envelopes[0])  # a fork folds onto its parent
+        shown = state_document(_fold(envelopes[:version], base))
         earlier = None
         if diff is not None:
             check_version(diff, latest, "--diff")
-            earlier = state_document(_fold(envelopes[:diff]))
+            earlier = state_document(_fold(envelopes[:diff], base))
         return shown, earlier
 
     shown, earlier = with_store(work)

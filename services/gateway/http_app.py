@@ -14,7 +14,16 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from almanac.events.disclosure import Hidden
-from almanac.services.gateway import api_docs, api_live, api_ops, api_queries, api_rooms, asyncapi, console
+from almanac.services.gateway import (
+    api_docs,
+    api_forensics,
+    api_live,
+    api_ops,
+    api_queries,
+    api_rooms,
+    asyncapi,
+    console,
+)
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
 from almanac.services.gateway.errors import (
@@ -33,6 +42,7 @@ from almanac.services.gateway.schemas import (
     CommandRequest,
     CreateRoomRequest,
     EndRoomRequest,
+    ForkRoomRequest,
     JoinRoomRequest,
 )
 from almanac.services.logging import get_logger
@@ -82,7 +92,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.signer = signer
     app.state.max_body_bytes = settings.max_body_bytes
     install_error_handlers(app)
-    for router in (api_rooms.router, api_queries.router, api_live.router, api_ops.router, asyncapi.router,
+    for router in (api_rooms.router, api_queries.router, api_forensics.router, api_live.router, api_ops.router,
+                   asyncapi.router,
                    api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
     console.mount(app)
@@ -102,7 +113,7 @@ def create_app(settings: Settings) -> FastAPI:
 def _openapi(app: FastAPI) -> dict[str, Any]:
     return api_docs.build_openapi(
         # Hidden: the marker a redacted event field carries ({"hidden": true}), see events/disclosure.py.
-        app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, Hidden])
+        app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, ForkRoomRequest, Hidden])
 
 
 class MetricsTiming:

@@ -79,6 +79,71 @@ class RoomSummary(_Body):
     seed_commitment: str
     picture: str | None  # the URL of the ES module the console draws this room's state with
     audit_views: list[str]  # the audit views the room's rule-set offers (GET /rooms/{room}/audit/{view})
+    fork: ForkMark | None  # a sandbox fork: its parent and the parent's version it starts from
+
+
+class ForkMark(_Body):
+    parent: str
+    at: int
+
+
+class ForkAnswer(_Body):
+    """A sandbox fork started: its room id, parent, the parent's version and hash it links to."""
+
+    room: str
+    parent: str
+    at: int
+    parent_hash: str
+    ruleset: str
+    version: int
+    seed_commitment: str
+
+
+class ValueChange(_Body):
+    """One event that changed a value: where, who, what, and the value before and after."""
+
+    version: int
+    type: str
+    player: str
+    command_id: str
+    server_time_ms: int
+    summary: str
+    hash: str
+    event: Json
+    before: Any = None
+    after: Any = None
+
+
+class Explanation(_Body):
+    room: str
+    path: str
+    at: int
+    value: Any
+    changes: list[ValueChange]
+    folded: int
+    fork: Json | None = None
+
+
+class BisectAnswer(_Body):
+    """``where``: the first version a predicate holds (``found``, ``event``, ``values``); ``against``: the first
+    version another rule version decides differently (``diverged``, ``recorded``, ``other``)."""
+
+    room: str
+    latest: int
+    version: int | None
+    note: str
+    where: str | None = None
+    method: str | None = None
+    found: bool | None = None
+    probes: int | None = None
+    event: Json | None = None
+    values: list[Json] | None = None
+    ruleset: str | None = None
+    against: str | None = None
+    diverged: bool | None = None
+    commands_redecided: int | None = None
+    recorded: Any = None
+    other: Any = None
 
 
 class RoomList(_Body):
@@ -254,6 +319,9 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/status/rooms"): (200, RoomActivity),
     ("get", "/rooms/{room}/at/{version}"): (200, RoomAt),
     ("get", "/rooms/{room}/series"): (200, Series),
+    ("post", "/rooms/{room}/fork"): (201, ForkAnswer),
+    ("get", "/rooms/{room}/explain"): (200, Explanation),
+    ("get", "/rooms/{room}/bisect"): (200, BisectAnswer),
 }
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending

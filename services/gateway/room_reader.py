@@ -7,6 +7,7 @@ from typing import Any
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
+from almanac.projections.models import fork_mark
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -87,4 +88,5 @@ def room_summary(state: RoomState) -> dict[str, Any]:
         # What the console draws the room with and the audit views it offers (auditors), by the room's version.
         "picture": f"/rulesets/{manifest.ref}/picture.js" if manifest.console_picture else None,
         "audit_views": [view.name for view in manifest.audit_views],
+        "fork": fork_mark(state),
     }

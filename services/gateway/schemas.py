@@ -48,6 +48,13 @@ class EndRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     command_id: CommandId | None = None
 
 
+class ForkRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Fork the room at one of its versions into a sandbox room (``as``: its id; default a fresh one)."""
+
+    at: Annotated[int, msgspec.Meta(ge=1, le=MAX_VERSION)]
+    new_room: Name | None = msgspec.field(default=None, name="as")
+
+
 class CommandRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A game command (``{"kind": ..., ...}``) for the room; the acting player comes from the token."""
 

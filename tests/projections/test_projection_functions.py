@@ -50,7 +50,7 @@ def test_a_room_summary_names_ruleset_players_version_scores_resources_and_progr
         "room": "c1", "ruleset": "counter", "ruleset_version": 1, "version": game.version, "players": ["alice"],
         "scores": {"alice": total, "bob": total}, "resources": {"total": total}, "over": False,
         "ended": False, "end_reason": "", "challenge": None, "created_by": "alice", "created_at_ms": 1_000,
-        "updated_at_ms": game.envelopes[-1].server_time_ms,
+        "updated_at_ms": game.envelopes[-1].server_time_ms, "fork": None,  # a real room, not a sandbox fork
     }
     assert update.listing == room_listing(update.summary)
     assert "scores" not in update.listing and update.listing["version"] == game.version

@@ -31,3 +31,13 @@ def test_the_store_benchmark_measures_every_path_against_raw_xadd_on_real_redis(
     for path in ("raw redis-py pipelined XADD", "hiredis command packing", "our append, 100 events per call", "our append, 1 event per call",
                  "read (XRANGE", "replay (read + decode + fold)"):
         assert path in printed, path
+
+
+def test_the_forensics_tools_benchmark_times_each_tool_against_one_fold_on_real_redis(redis_url, capsys):
+    from almanac.services.bench import forensics_tools  # noqa: PLC0415
+
+    forensics_tools.main(redis_url, events=300, snapshot_every=20)
+    printed = " ".join(capsys.readouterr().out.split())
+    for label in ("baseline: fold the room once", "explain scores.bob", "bisect --where", "--linear",
+                  "bisect --against realm@2", "fork at", "diff room vs its fork"):
+        assert label in printed, label

@@ -1,0 +1,335 @@
+"""Fork and what-if, diff, explain a value, bisect: forensics over a room's log, shared by the CLI and the gateway.
+
+Every state comes from the one loader or one fold of the room's envelopes (a fork folds onto its
+parent's state at the fork version); nothing here knows a rule-set: paths and predicates are generic
+(``projections.state_paths``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+import msgspec
+
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.errors import RuleError, RulesNotInstalledError
+from almanac.events.room import RoomState
+from almanac.events.step import CommandRecord, advance, decode_record, step
+from almanac.projections.state_paths import (
+    MISSING,
+    PathError,
+    Predicate,
+    children_at,
+    parse_path,
+    parse_predicate,
+    shown,
+    state_tree,
+    tree_diff,
+    value_at,
+)
+from almanac.services.room_service import RoomService
+from almanac.storage.base import EventStore
+from almanac.storage.loader import RoomLoader
+
+MAX_ROOM_ID = 64
+
+
+class ForensicsError(Exception):
+    """Input that cannot be answered: an HTTP status, a code, a message, the field at fault (one CLI line)."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 allowed: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field, self.allowed = status, code, message, field, allowed
+
+    @classmethod
+    def of(cls, error: PathError | RuleError) -> ForensicsError:
+        return cls(422, error.code, error.message, error.field, error.allowed)
+
+
+def event_row(envelope: Envelope, event: Any = None) -> dict[str, Any]:
+    """An event as forensics shows it: where, who, what (summary) and the decoded event."""
+    event = codec.decode_event(envelope) if event is None else event
+    try:
+        summary = room_rules.summarize_event(envelope.ruleset, event)
+    except Exception:  # a summary is a courtesy; a rule-set bug there must not hide the event
+        summary = envelope.type
+    return {"version": envelope.version, "type": envelope.type, "player": envelope.player,
+            "command_id": envelope.command_id, "server_time_ms": envelope.server_time_ms, "summary": summary,
+            "hash": envelope.hash, "event": codec.to_builtins(event)}
+
+
+async def _envelopes(store: EventStore, room: str, field: str = "room") -> list[Envelope]:
+    envelopes = await store.read(room)
+    if not envelopes:
+        raise ForensicsError(404, "room_not_found", f"room {room!r} not found (it has no events)", field)
+    return envelopes
+
+
+def _check_at(at: int | None, latest: int, room: str, field: str = "at") -> int:
+    if at is None:
+        return latest
+    if not 1 <= at <= latest:
+        raise ForensicsError(422, "version_out_of_range", f"room {room!r} has versions 1 to {latest}; "
+                             f"{field} {at} is outside them", field)
+    return at
+
+
+# --- fork ---------------------------------------------------------------------------------------
+
+
+def fork_id(parent: str, at: int) -> str:
+    """A fresh fork room id: ``PARENT-fAT-XXXXXX`` (shortened to fit a room id)."""
+    tail = f"-f{at}-{secrets.token_hex(3)}"
+    return parent[: MAX_ROOM_ID - len(tail)] + tail
+
+
+async def fork(store: EventStore, parent: str, at: int, new_room: str | None, by: str, now_ms: int) -> dict[str, Any]:
+    """Start a sandbox fork of ``parent`` at version ``at`` (its history by reference) through the engine's
+    write path; the fork's answer: its room id, parent, version and the link hash."""
+    new_room = new_room or fork_id(parent, at)
+    record = CommandRecord(command_id=f"fork-{secrets.token_hex(12)}", room=new_room, player=by,
+                           server_time_ms=now_ms, body={"kind": "fork_room", "parent": parent, "at": at})
+    outcome = await RoomService(store, snapshot_every=0, cache_size=0).fork(record)
+    if not outcome.accepted:
+        error = outcome.error or {}
+        status = {"room_not_found": 404, "room_exists": 409, "ruleset_not_installed": 409}.get(error.get("code", ""), 422)
+        raise ForensicsError(status, error.get("code", "fork_refused"), error.get("message", "fork refused"),
+                             error.get("field"), error.get("allowed"))
+    forked = codec.decode_event(outcome.envelopes[0])
+    return {"room": new_room, "parent": parent, "at": at, "parent_hash": forked.parent_hash,
+            "ruleset": f"{forked.ruleset}@{forked.ruleset_version}", "version": 1,
+            "seed_commitment": forked.seed_commitment}
+
+
+# --- folding ------------------------------------------------------------------------------------
+
+
+async def _fold_steps(store: EventStore, room: str, envelopes: list[Envelope]):
+    """(envelope, event, state after it) for each envelope, from the room's base (a fork's parent state)."""
+    state = await RoomLoader(store, 0).base_of(envelopes[0])
+    for envelope in envelopes:
+        event = codec.decode_event(envelope)
+        state = advance(state, envelope, event)
+        yield envelope, event, state
+
+
+async def state_at(store: EventStore, room: str, version: int) -> RoomState:
+    state, _ = await RoomLoader(store, 0).load(room, version)
+    assert state is not None
+    return state
+
+
+# --- diff ---------------------------------------------------------------------------------------
+
+
+async def diff(store: EventStore, room_a: str, room_b: str, at: int | None = None,
+               at_b: int | None = None) -> dict[str, Any]:
+    """Where two rooms' states differ (seats, scores, game state) at a version of each (default: latest)."""
+    latest_a = await store.latest_version(room_a)
+    latest_b = await store.latest_version(room_b)
+    for room, latest, field in ((room_a, latest_a, "room_a"), (room_b, latest_b, "room_b")):
+        if latest == 0:
+            raise ForensicsError(404, "room_not_found", f"room {room!r} not found (it has no events)", field)
+    version_a = _check_at(at, latest_a, room_a)
+    version_b = _check_at(at_b if at_b is not None else at, latest_b, room_b, "at_b" if at_b is not None else "at")
+    state_a, state_b = await state_at(store, room_a, version_a), await state_at(store, room_b, version_b)
+    if (state_a.ruleset, state_a.ruleset_version) != (state_b.ruleset, state_b.ruleset_version):
+        note = (f"different rules: {state_a.ruleset}@{state_a.ruleset_version} and "
+                f"{state_b.ruleset}@{state_b.ruleset_version}")
+    else:
+        note = ""
+    changes = tree_diff(state_tree(state_a), state_tree(state_b))
+    return {"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b},
+            "note": note, "differences": [{"path": p, "a": a, "b": b} for p, a, b in changes]}
+
+
+# --- explain ------------------------------------------------------------------------------------
+
+
+async def explain(store: EventStore, room: str, path_text: str, at: int | None = None) -> dict[str, Any]:
+    """Every version (up to ``at``) whose event changed the value at the path, with the value before and after,
+    by folding the room once and reading the path after each event."""
+    try:
+        path = parse_path(path_text)
+    except PathError as error:
+        raise ForensicsError.of(error) from None
+    envelopes = await _envelopes(store, room)
+    version = _check_at(at, envelopes[-1].version, room)
+    base = await RoomLoader(store, 0).base_of(envelopes[0])
+    previous = value_at(base, path)
+    seen = previous is not MISSING
+    changes: list[dict[str, Any]] = []
+    state = base
+    for envelope in envelopes[:version]:
+        event = codec.decode_event(envelope)
+        state = advance(state, envelope, event)
+        current = value_at(state, path)
+        seen = seen or current is not MISSING
+        if current is not previous and current != previous:
+            changes.append({**event_row(envelope, event), "before": shown(previous), "after": shown(current)})
+        previous = current
+    if not seen:
+        raise ForensicsError(422, "path_not_found", f"room {room!r} never had a value at {path_text!r} (up to "
+                             f"version {version})", "path", allowed=children_at(state, path))
+    answer = {"room": room, "path": path_text, "at": version, "value": shown(previous),
+              "changes": changes, "folded": version}
+    if state is not None and state.fork is not None:
+        answer["fork"] = {"parent": state.fork.parent, "at": state.fork.at, "value_at_fork": shown(value_at(base, path)),
+                          "note": "a fork starts from its parent's value: explain the parent for the changes before"}
+    return answer
+
+
+# --- bisect -------------------------------------------------------------------------------------
+
+
+def _predicate(where: str) -> Predicate:
+    try:
+        return parse_predicate(where)
+    except PathError as error:
+        raise ForensicsError.of(error) from None
+
+
+async def bisect_where(store: EventStore, room: str, where: str, linear: bool = False) -> dict[str, Any]:
+    """The first version at which ``where`` holds, with the event that made it hold.
+
+    Binary search (the default) loads states through the one loader (snapshot + tail) and assumes the
+    predicate is false at version 1... true at the latest; for a predicate that flips back and forth it
+    finds *a* version v where it is false at v-1 and true at v. ``linear`` folds once and finds the first.
+    """
+    predicate = _predicate(where)
+    latest = await store.latest_version(room)
+    if latest == 0:
+        raise ForensicsError(404, "room_not_found", f"room {room!r} not found (it has no events)", "room")
+    loader = RoomLoader(store, 0)
+    probes = 0
+
+    async def holds(version: int) -> bool:
+        nonlocal probes
+        probes += 1
+        state, _ = await loader.load(room, version)
+        return predicate.holds(state)
+
+    found: int | None = None
+    if linear:
+        async for envelope, _, state in _fold_steps(store, room, await store.read(room)):
+            probes += 1
+            if predicate.holds(state):
+                found = envelope.version
+                break
+        note = "linear: the first version at which it holds"
+    elif not await holds(latest):
+        note = (f"it does not hold at the latest version {latest}: binary search needs it to hold at the end "
+                "(--linear scans every version)")
+    elif await holds(1):
+        found, note = 1, "it holds from version 1"
+    else:
+        low, high = 1, latest  # false at low, true at high
+        while high - low > 1:
+            middle = (low + high) // 2
+            if await holds(middle):
+                high = middle
+            else:
+                low = middle
+        found = high
+        note = ("binary: false at the version before, true at this one (the first such version if the predicate, "
+                "once true, stays true; --linear finds the very first)")
+    answer: dict[str, Any] = {"room": room, "where": where, "method": "linear" if linear else "binary",
+                              "latest": latest, "found": found is not None, "version": found, "probes": probes,
+                              "note": note}
+    if found is not None:
+        before = await state_at(store, room, found - 1) if found > 1 else await loader.base_of(
+            (await store.read(room, 1, 1))[0])
+        after = await state_at(store, room, found)
+        (envelope,) = await store.read(room, found, found)
+        answer["event"] = event_row(envelope)
+        answer["values"] = [{"path": p.text, "before": shown(value_at(before, p)), "after": shown(value_at(after, p))}
+                            for p in predicate.paths]
+    return answer
+
+
+def _ruleset_ref(against: str) -> tuple[str, int, Any]:
+    name, _, version = against.partition("@")
+    if not name or not version:
+        raise ForensicsError(422, "invalid_ruleset", f"{against!r}: name a rule-set version as NAME@VERSION "
+                             "(e.g. realm@2)", "against")
+    try:
+        parsed_name, parsed_version = registry.parse(against)
+        assert parsed_version is not None
+        return parsed_name, parsed_version, registry.at(parsed_name, parsed_version)
+    except RulesNotInstalledError as error:
+        raise ForensicsError(404, "unknown_version", error.message, "against", allowed=error.allowed) from None
+    except RuleError as error:
+        raise ForensicsError(404 if error.code == "unknown_ruleset" else 422, error.code, error.message, "against",
+                             error.allowed) from None
+
+
+def _comparable(envelope: Envelope) -> dict[str, Any]:
+    """An event as two rule versions are compared: its type and payload, without what names the version."""
+    event = codec.to_builtins(codec.decode_event(envelope))
+    if envelope.type == "room.created":
+        event = {k: v for k, v in event.items() if k not in ("ruleset_version", "fingerprint")}
+    return {"type": envelope.type, "player": envelope.player, "command_id": envelope.command_id, "event": event}
+
+
+async def _room_seed(store: EventStore, room: str, envelopes: list[Envelope]) -> bytes:
+    created = codec.decode_event(envelopes[0])
+    if getattr(created, "challenge", None) is not None:
+        return room_rules.challenge_seed(created.challenge)
+    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+    seed = bytes.fromhex(ended[-1].revealed_seed) if ended else await store.load_seed(room)
+    if seed is None or hashlib.sha256(seed).hexdigest() != created.seed_commitment:
+        raise ForensicsError(409, "seed_unavailable", f"room {room!r} has no usable seed (not revealed, not stored): "
+                             "its dice cannot be drawn again", "room")
+    return seed
+
+
+async def bisect_against(store: EventStore, room: str, against: str) -> dict[str, Any]:
+    """Re-decide the room's recorded commands under ``against`` (NAME@VERSION) with the room's own seed, and
+    report the first version whose events differ, with both sides (or that none do)."""
+    name, version, manifest = _ruleset_ref(against)
+    envelopes = await _envelopes(store, room)
+    if envelopes[0].type == "room.forked":
+        raise ForensicsError(422, "fork_not_supported", f"room {room!r} is a fork: bisect its parent against "
+                             f"{against}", "room")
+    created = codec.decode_event(envelopes[0])
+    if created.ruleset != name:
+        raise ForensicsError(422, "other_ruleset", f"room {room!r} plays {created.ruleset}, not {name}", "against",
+                             allowed=[f"{created.ruleset}@{v}" for v in registry.versions(created.ruleset)])
+    seed = await _room_seed(store, room, envelopes)
+    commands = await store.commands(room)
+    state: RoomState | None = None
+    last_hash = GENESIS_HASH
+    checked = 0
+    answer: dict[str, Any] = {"room": room, "ruleset": f"{created.ruleset}@{created.ruleset_version}",
+                              "against": manifest.ref, "latest": envelopes[-1].version}
+    for index, (first, record_bytes) in enumerate(commands):
+        last = commands[index + 1][0] - 1 if index + 1 < len(commands) else len(envelopes)
+        recorded = envelopes[first - 1:last]
+        record = decode_record(record_bytes)
+        if state is None and record.body.get("kind") == "create_room":
+            record = msgspec.structs.replace(record, body={**record.body, "ruleset": manifest.ref})
+        try:
+            other, _ = step(state, last_hash, record, seed)
+        except RuleError as error:
+            return {**answer, "diverged": True, "version": first, "commands_redecided": checked,
+                    "recorded": [event_row(e) for e in recorded],
+                    "other": {"refused": error.to_dict()},
+                    "note": f"command {record.command_id!r} is refused under {manifest.ref}"}
+        for offset in range(max(len(recorded), len(other))):
+            mine = other[offset] if offset < len(other) else None
+            theirs = recorded[offset] if offset < len(recorded) else None
+            if mine is None or theirs is None or _comparable(mine) != _comparable(theirs):
+                return {**answer, "diverged": True, "version": first + offset, "commands_redecided": checked,
+                        "recorded": None if theirs is None else event_row(theirs),
+                        "other": None if mine is None else event_row(mine),
+                        "note": f"command {record.command_id!r} decides differently under {manifest.ref}"}
+        checked += 1
+        for envelope in other:
+            state = advance(state, envelope)
+            last_hash = envelope.hash
+    return {**answer, "diverged": False, "version": None, "commands_redecided": checked,
+            "note": f"every recorded command decides the same events under {manifest.ref}"}
