@@ -20,6 +20,7 @@ from limits.aio.storage import RedisClusterStorage, RedisStorage
 from limits.aio.strategies import FixedWindowRateLimiter
 
 from almanac.services.gateway.errors import ApiError
+from almanac.services.redis_client import seed_urls
 from almanac.services.settings import Settings, parse_rate
 
 KEY_PREFIX = "alm:ratelimit"
@@ -32,8 +33,11 @@ class RateLimits:
         self._own_client: aioredis.Redis | None = None
         if settings.redis_cluster:
             # limits builds its own asyncio RedisCluster from the node list (it cannot take ours).
-            url = urlsplit(settings.redis_url or "")
-            storage = RedisClusterStorage(f"async+redis+cluster://{url.netloc}", implementation="redispy",
+            seeds = [urlsplit(seed) for seed in seed_urls(settings.redis_url or "")]
+            url = seeds[0]
+            # Every seed node: limits reads [:password]@host:port,host:port (the credentials of the first).
+            nodes = ",".join([url.netloc, *(f"{seed.hostname}:{seed.port or 6379}" for seed in seeds[1:])])
+            storage = RedisClusterStorage(f"async+redis+cluster://{nodes}", implementation="redispy",
                                           key_prefix=KEY_PREFIX, **({"ssl": True} if url.scheme == "rediss" else {}))
             self._own_client = storage.bridge.storage  # closed in close(); limits has no close of its own
         else:
