@@ -82,6 +82,7 @@ class OutcomeWaiter:
             self.node = f"{kwargs.get('host', kwargs.get('path'))}:{kwargs.get('port', '')}"
         await self.pubsub.psubscribe(OUTCOME_PATTERN)
         self._last_traffic = time.monotonic()
+        log.info("outcomes.subscribing", node=self.node)
 
     async def stop(self) -> None:
         if self._reader is not None:
@@ -142,13 +143,12 @@ class OutcomeWaiter:
         log.warning("outcomes.subscription_lost", node=self.node, error=f"{type(error).__name__}: {error}",
                     waiting=len(self._waiting))
         for entry in self._waiting.values():
-            if not entry.future.done():
-                entry.future.set_exception(SubscriptionLost())
+            _fail(entry.future)
 
     def _unless_subscribed(self, future: asyncio.Future) -> None:
         """A command submitted while no subscription is live would wait for nothing: it reads the store."""
-        if not self.subscribed and not future.done():
-            future.set_exception(SubscriptionLost())
+        if not self.subscribed:
+            _fail(future)
 
     async def submit_and_wait(self, record: CommandRecord, timeout_s: float) -> Outcome | None:
         """The command's outcome, or None when none came within ``timeout_s`` (check by command id).
@@ -183,6 +183,13 @@ class OutcomeWaiter:
                 del self._waiting[channel]
 
 
+def _fail(future: asyncio.Future) -> None:
+    """End a wait with SubscriptionLost (marked retrieved: a waiter that left already need not read it)."""
+    if not future.done():
+        future.set_exception(SubscriptionLost())
+        future.exception()
+
+
 def decided_from(outcome: Outcome, record: CommandRecord) -> bool:
     """True unless the outcome's events were appended for another record of the same command id (their
     server time is the record's stamp). A refusal carries no events: it grants nothing, so it counts as ours."""
@@ -204,8 +211,9 @@ class _InFlight:
 
 async def node_client(cluster: RedisCluster, node=None) -> aioredis.Redis:  # noqa: ANN001 - a ClusterNode
     """A plain client on one Cluster node (the default node unless named), with the cluster client's settings."""
-    await cluster.initialize()
-    node = node or cluster.get_default_node()
+    if node is None:
+        await cluster.initialize()
+        node = cluster.get_default_node()
     accepted = inspect.signature(aioredis.Redis.__init__).parameters
     settings = {key: value for key, value in node.connection_kwargs.items() if key in accepted}
     if issubclass(node.connection_class, SSLConnection):
@@ -218,9 +226,11 @@ async def live_node_client(cluster: RedisCluster, avoid: str | None = None) -> a
 
     Any node will do, replica or primary: the Cluster bus broadcasts every PUBLISH to all of them.
     """
-    await cluster.initialize()
+    with contextlib.suppress(Exception):  # refresh the node list; while a primary is down (slots not covered)
+        await cluster.initialize()       # that fails, and the known nodes are tried as they are
     default = cluster.get_default_node()
-    nodes = sorted(cluster.get_nodes(), key=lambda node: (node.name == avoid, node is not default, node.name))
+    nodes = cluster.get_nodes() or list(cluster.nodes_manager.startup_nodes.values())
+    nodes = sorted(nodes, key=lambda node: (node.name == avoid, node is not default, node.name))
     for node in nodes:
         client = await node_client(cluster, node)
         try:
