@@ -73,7 +73,8 @@ async def _projector(gw: Gateway) -> dict[str, Any]:
 @router.get(
     "/health",
     summary="Ready to take commands? Redis reachable; engine and projector heartbeats",
-    description="200 `ok` (or `degraded`: the projector is behind or down, so read models are stale) when "
+    description="200 `ok` (or `degraded`: the projector is behind or down, so read models are stale; or the "
+    "outcome subscription is down, `outcomes.subscribed` false, so commands are answered by polling) when "
     "commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or "
     "`not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume "
     "round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering "
@@ -100,8 +101,6 @@ async def health(request: Request) -> Response:
     # Without its outcome subscription the gateway still answers commands (from the stored outcome, by
     # polling), only slower: degraded, not unready.
     status = "ok" if projector["ok"] and outcomes["subscribed"] else "degraded"
-    if not outcomes["subscribed"]:
-        body["reasons"] = [*body["reasons"], "the outcome subscription is down: commands are answered by polling"]
     return json_response({"status": status, "ready": True, **body})
 
 
