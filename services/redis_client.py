@@ -7,13 +7,143 @@ hiredis.pack_command produces the same bytes about five times faster.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+from urllib.parse import urlsplit
+
 import hiredis
 import redis.asyncio as aioredis
 from redis import exceptions
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, RedisCluster
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.crc import key_slot
+
+# The errors of a Redis Cluster that is failing over or resharding (no quorum yet, a slot with no live
+# primary, a slot moving, redirections that did not settle): the store is briefly unavailable, the
+# command was not run (or is safe to resend by id). redis-py raises them after its own retries.
+CLUSTER_ERRORS: tuple[type[Exception], ...] = (
+    exceptions.ClusterError,  # ClusterDownError, MasterDownError
+    exceptions.RedisClusterException,  # SlotNotCoveredError, "no targets" while the slot map is empty
+    exceptions.TryAgainError,
+    exceptions.AskError,  # and MovedError: a redirection loop redis-py gave up on
+)
+
+
+# True while redis-py's cluster client handles an error of one command (see FailoverCluster.aclose).
+_HANDLING_ERROR: contextvars.ContextVar[bool] = contextvars.ContextVar("almanac_cluster_error", default=False)
+IDLE_CLOSE_WAIT_S = 30.0
+_closing: set[asyncio.Task] = set()
+
+
+class FailoverCluster(RedisCluster):
+    """redis-py's asyncio Cluster client, except that one node's failure does not cut the others' commands.
+
+    On a connection error to one node, redis-py 5.3 closes every connection of every node (``aclose``)
+    and then rebuilds its node objects, disconnecting the old ones: every command in flight on the live
+    nodes fails too (as a ConnectionError, or as an AttributeError/RuntimeError from a connection closed
+    under it), so a dead primary stalled the shards of the live ones and the gateway answered 500. Here
+    that error path only marks the slot map for a refresh, and a replaced node object is closed once its
+    connections are idle. ``aclose()`` called by the application still closes everything.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.nodes_manager.__class__ = _GentleNodesManager
+        self.nodes_manager.startup_nodes = _SeedNodes(self.nodes_manager.startup_nodes)
+
+    async def _execute_command(self, target_node: ClusterNode, *args: object, **kwargs: object) -> object:
+        token = _HANDLING_ERROR.set(True)
+        try:
+            return await super()._execute_command(target_node, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            _HANDLING_ERROR.reset(token)
+
+    async def initialize(self) -> RedisCluster:
+        """The first time as redis-py does; later (a refresh after an error) only the slot map and nodes.
+
+        redis-py also reloads its command table from the default node, which may be the dead one: the
+        refresh then fails and closes every connection, for as long as that node stays dead.
+        """
+        if not self._initialize or not self.commands_parser.commands:
+            return await super().initialize()
+        if not self._lock:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._initialize:
+                await self.nodes_manager.initialize()
+                self._initialize = False
+        return self
+
+    async def _determine_slot(self, command: str, *args: object) -> int:
+        # XREADGROUP and XREAD have "movable" keys: redis-py asks the node it loaded its command table from
+        # (COMMAND GETKEYS, one more round trip per read) and every read fails while that node is down.
+        # The streams follow STREAMS: the first half of what follows are the keys.
+        if str(command).upper() in ("XREADGROUP", "XREAD"):
+            words = [arg.decode() if isinstance(arg, bytes) else str(arg) for arg in args]
+            upper = [word.upper() for word in words]
+            if "STREAMS" in upper:
+                rest = words[upper.index("STREAMS") + 1:]
+                slots = {key_slot(key.encode()) for key in rest[: len(rest) // 2]}
+                if len(slots) == 1:
+                    return slots.pop()
+        return await super()._determine_slot(command, *args)  # type: ignore[arg-type]
+
+    def pipeline(self, transaction: object = None, shard_hint: object = None) -> ClusterPipeline:
+        super().pipeline(transaction, shard_hint)  # its checks
+        return _FailoverPipeline(self)
+
+    async def aclose(self) -> None:
+        if _HANDLING_ERROR.get():
+            self._initialize = True  # the next command refreshes the slot map first; no connection is cut
+            return
+        await super().aclose()
+
+
+class _FailoverPipeline(ClusterPipeline):
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list:
+        token = _HANDLING_ERROR.set(True)
+        try:
+            return await super().execute(raise_on_error, allow_redirections)
+        finally:
+            _HANDLING_ERROR.reset(token)
+
+
+class _SeedNodes(dict):
+    """The seed nodes: redis-py drops a seed whose connection failed, from under a refresh that iterates
+    them in another task (RuntimeError: dictionary changed size). A dead seed is kept: the refresh skips
+    a seed that does not answer, and it may come back."""
+
+    def pop(self, key: object, default: object = None) -> object:
+        return self.get(key, default)
+
+
+class _GentleNodesManager(NodesManager):
+    __slots__ = ()  # the same layout, so the client's manager can take this class
+
+    def set_nodes(self, old: dict, new: dict, remove_old: bool = False) -> None:
+        for name in list(old):
+            if (remove_old and name not in new) or (name in new and new[name] is not old[name]):
+                _close_when_idle(old[name])
+                if name not in new:
+                    dict.pop(old, name)
+        for name, node in new.items():
+            old[name] = node
+
+
+def _close_when_idle(node: ClusterNode) -> None:
+    """Disconnect a replaced node object once no command uses its connections (or after IDLE_CLOSE_WAIT_S)."""
+
+    async def close() -> None:
+        deadline = asyncio.get_running_loop().time() + IDLE_CLOSE_WAIT_S
+        while len(node._free) < len(node._connections) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        await node.disconnect()
+
+    task = asyncio.get_running_loop().create_task(close())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 class HiredisPackConnection(Connection):
@@ -38,14 +168,47 @@ def reconnecting(retries: int = 4, base_s: float = 0.05, cap_s: float = 1.0) -> 
             "retry_on_error": [exceptions.ConnectionError, exceptions.TimeoutError, OSError]}
 
 
+def seed_urls(url: str) -> list[str]:
+    """The node URLs of ``url``: one, or several separated by commas (a Cluster's seed nodes)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
+def live_seed(url: str, timeout_s: float = 2.0) -> str:
+    """The first node of ``url`` that answers PING: for callers that take one URL (FastStream's broker).
+
+    Raises the last node's error when none answers.
+    """
+    import redis  # noqa: PLC0415 - the synchronous client, for this one check at start
+
+    error: Exception | None = None
+    for seed in seed_urls(url):
+        client = redis.Redis.from_url(seed, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+        try:
+            client.ping()
+            return seed
+        except redis.RedisError as failed:
+            error = failed
+        finally:
+            client.close()
+    raise error or ValueError("no Redis URL given")
+
+
 def connect(url: str, cluster: bool = False, **options: object) -> aioredis.Redis:
     """An asyncio client for ``url``; ``cluster`` uses the Cluster client, which routes by hash tag.
 
+    On a Cluster ``url`` may name several nodes separated by commas (``redis://a:7000,redis://b:7001``):
+    they are the client's startup nodes, so it starts (and refreshes its slot map) while any one answers.
+    Options of the first URL (scheme, password, database) apply to every node.
     ``options`` go to the client as they are (e.g. socket_timeout, socket_connect_timeout, or
     ``**reconnecting()``).
     """
     if cluster:
-        return RedisCluster.from_url(url, **options)  # type: ignore[return-value]
+        seeds = seed_urls(url)
+        if len(seeds) == 1:
+            return FailoverCluster.from_url(seeds[0], **options)  # type: ignore[return-value]
+        nodes = [ClusterNode(parsed.hostname or "127.0.0.1", parsed.port or 6379)
+                 for parsed in map(urlsplit, seeds)]
+        return FailoverCluster.from_url(seeds[0], startup_nodes=nodes, **options)  # type: ignore[return-value]
     if url.startswith("redis://"):
         return aioredis.Redis.from_url(url, connection_class=HiredisPackConnection, **options)
     return aioredis.Redis.from_url(url, **options)

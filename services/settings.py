@@ -40,7 +40,8 @@ class Settings(BaseSettings):
                                       populate_by_name=True)
 
     redis_url: str | None = _env("REDIS_URL", None)
-    # True when REDIS_URL names a node of a Redis Cluster (the client then routes by hash tag).
+    # True when REDIS_URL names a node of a Redis Cluster (the client then routes by hash tag); with it,
+    # REDIS_URL may name several seed nodes separated by commas (the client starts while any one answers).
     redis_cluster: bool = _env("REDIS_CLUSTER", False)
     shard_count: int = _env("ALMANAC_SHARDS", 16)
     data_dir: str = _env("ALMANAC_DATA_DIR", ".almanac")
@@ -103,8 +104,11 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise _problem(info, f"{value!r} is not valid: it must start with redis://, rediss:// or unix://")
+        # Several nodes separated by commas are a Cluster's seed nodes (services.redis_client.connect).
+        for part in [] if value is None else value.split(","):
+            if not part.strip().startswith(("redis://", "rediss://", "unix://")):
+                raise _problem(info, f"{value!r} is not valid: it must start with redis://, rediss:// or unix:// "
+                                     "(several Cluster nodes: separated by commas, each with its scheme)")
         return value
 
     @field_validator("secret")

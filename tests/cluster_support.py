@@ -71,3 +71,150 @@ def local_cluster(data_dir: Path, nodes: int = 3) -> Iterator[str]:
         for process in processes:
             process.kill()
             process.wait()
+
+
+class ReplicatedCluster:
+    """A local Redis Cluster of primaries each with one replica (``redis-cli --cluster create``), on loopback.
+
+    Nodes run with ``cluster-node-timeout`` 2000 ms and AOF, as the tooling notes measured: a replica is
+    promoted about 4 s after its primary is killed.
+    """
+
+    def __init__(self, data_dir: Path, primaries: int = 3, node_timeout_ms: int = 2000) -> None:
+        self.data_dir = data_dir
+        self.primaries = primaries
+        self.node_timeout_ms = node_timeout_ms
+        self.processes: dict[int, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        """REDIS_URL naming every node as a seed (comma-separated): the clients start while any one answers."""
+        return ",".join(f"redis://127.0.0.1:{port}/0" for port in self.processes)
+
+    def start(self) -> None:
+        binary = find_redis_server()
+        for index in range(2 * self.primaries):
+            for _ in range(5):  # another port if the first was taken meanwhile
+                port = self._start_node(binary, index)
+                if port is not None:
+                    break
+            else:
+                raise RuntimeError("could not start a cluster node after 5 attempts")
+        created = subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.processes),
+             "--cluster-replicas", "1", "--cluster-yes"],
+            capture_output=True, text=True, timeout=60,
+        )
+        if created.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout[-2000:]} {created.stderr}")
+        deadline = time.monotonic() + 30
+        while not self._settled():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replicated cluster did not settle (state ok, every replica linked)")
+            time.sleep(0.1)
+
+    def _start_node(self, binary: str, index: int) -> int | None:
+        """One node on a free port; its port once it answers PING, None if it exited (the port was taken)."""
+        node_dir = self.data_dir / f"node-{index}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        process = subprocess.Popen(
+            [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
+             "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+             "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
+             "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + 10
+        try:
+            while process.poll() is None and time.monotonic() < deadline:
+                try:
+                    client.ping()
+                    self.processes[port] = process
+                    return port
+                except redis.exceptions.ConnectionError:
+                    time.sleep(0.05)
+        finally:
+            client.close()
+        process.kill()
+        process.wait()
+        return None
+
+    def _settled(self) -> bool:
+        for port in self.alive():
+            client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+            try:
+                if client.execute_command("CLUSTER INFO").get("cluster_state") != "ok":
+                    return False
+                info = client.info("replication")
+                if info["role"] == "slave" and info.get("master_link_status") != "up":
+                    return False
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+        return len(self.roles()["master"]) == self.primaries
+
+    def alive(self) -> list[int]:
+        return [port for port, process in self.processes.items() if process.poll() is None]
+
+    def roles(self) -> dict[str, dict[int, int | None]]:
+        """{"master": {port: None}, "slave": {port: its primary's port}} as a live node sees them."""
+        client = redis.Redis(host="127.0.0.1", port=self.alive()[0], socket_timeout=1, decode_responses=True)
+        try:
+            nodes = client.execute_command("CLUSTER NODES")
+        finally:
+            client.close()
+        lines = nodes.splitlines() if isinstance(nodes, str) else [
+            f"{node_id} {address} {','.join(info['flags']) if isinstance(info['flags'], list) else info['flags']} "
+            f"{info['master_id']}" for address, info in nodes.items() for node_id in [info["node_id"]]]
+        by_id: dict[str, int] = {}
+        parsed = []
+        for line in lines:
+            node_id, address, flags, master = line.split()[:4]
+            port = int(address.split("@")[0].rsplit(":", 1)[1])
+            by_id[node_id] = port
+            parsed.append((port, flags, master))
+        roles: dict[str, dict[int, int | None]] = {"master": {}, "slave": {}}
+        for port, flags, master in parsed:
+            if "fail" in flags or port not in self.alive():
+                continue
+            if "master" in flags:
+                roles["master"][port] = None
+            elif "slave" in flags:
+                roles["slave"][port] = by_id.get(master)
+        return roles
+
+    def kill(self, port: int) -> None:
+        """kill -9 one node."""
+        process = self.processes[port]
+        process.kill()
+        process.wait()
+
+    def wait_promoted(self, replica: int, timeout_s: float = 30.0) -> float:
+        """Seconds until ``replica`` is a primary (as every live node sees it) and the cluster state is ok."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if replica in self.roles()["master"] and self._state_ok():
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise RuntimeError(f"127.0.0.1:{replica} was not promoted within {timeout_s} s")
+
+    def _state_ok(self) -> bool:
+        for port in self.alive():
+            client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+            try:
+                if client.execute_command("CLUSTER INFO").get("cluster_state") != "ok":
+                    return False
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+        return True
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()

@@ -84,6 +84,11 @@ async def run(url: str, events: int, snapshot_every: int) -> list[tuple[str, flo
         same, seconds = await _timed(lambda: ft.bisect_against(store, room, "realm@1"))
         rows.append((f"bisect --against realm@1 (no divergence: {same['commands_redecided']} commands re-decided)",
                      seconds, f"{latest / seconds:,.0f} events/s"))
+        # Only an ended room may be forked (a live room's fork would show its players' hidden views).
+        service = RoomService(store, snapshot_every=snapshot_every)
+        ended = await service.handle(CommandRecord(command_id="bench-end", room=room, player=PLAYERS[0],
+                                                   server_time_ms=10**12, body={"kind": "end_room"}))
+        assert ended.accepted, ended.error
         forked, seconds = await _timed(lambda: ft.fork(store, room, latest // 2, None, "bench", 1))
         rows.append((f"fork at v{latest // 2}", seconds, ""))
         differences, seconds = await _timed(lambda: ft.diff(store, room, forked["room"]))

@@ -9,6 +9,7 @@ import uvloop
 from almanac.services.cli import app
 from almanac.services.cli.common import fail, redis_url_for, settings_or_exit
 from almanac.services.logging import configure_logging
+from almanac.services.redis_client import live_seed
 
 
 @app.command("engine")
@@ -23,7 +24,7 @@ def engine_command(
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings) as url:
         try:
-            redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+            live_seed(url)  # any one of the nodes (REDIS_URL may name several Cluster nodes)
         except redis.RedisError as error:
             raise fail(f"cannot reach Redis at {url}: {error}") from None
         if settings.durability == "replica" and not settings.redis_cluster:

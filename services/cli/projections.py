@@ -22,7 +22,7 @@ from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services.cli import app
 from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
 from almanac.services.logging import configure_logging
-from almanac.services.redis_client import connect, reconnecting
+from almanac.services.redis_client import connect, live_seed, reconnecting
 from almanac.services.settings import parse_shard_selection
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
@@ -52,7 +52,8 @@ def run_projector(
         raise fail(f"--shards {shards!r} is not valid: {error}") from None
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings) as url:
-        app_ = projector_app(url, settings.shard_count, selected, batch_size=batch_size, name=name,
+        # The app's broker takes one URL (a node that answers now); the projector's client every seed.
+        app_ = projector_app(live_seed(url), settings.shard_count, selected, batch_size=batch_size, name=name,
                              client_factory=lambda: connect(url, settings.redis_cluster, **reconnecting()))
         uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
 

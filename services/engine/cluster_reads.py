@@ -6,12 +6,24 @@ command on a busy shard would wait for the quiet ones to time out); instead each
 read in flight, and a batch is whatever has answered as soon as any has. Nothing a read delivers is
 dropped: it is returned by this call or the next one. Entries of a read still in flight when the
 engine stops (or loses the shard) stay pending in the group, and the next holder claims them.
+
+A failed read (its node died, the slot moved, a failover is under way) fails its shard only: the read
+is dropped, the shard is reported in ``failed`` (the engine takes it over again, since a lost answer
+leaves delivered entries pending), and its next read waits a per-shard backoff, while the other
+shards' reads go on. redis-py's cluster client refreshes its slot map after such an error, so the
+re-created read goes to the promoted replica once the Cluster has one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
+
+# A failed shard's next read waits this long, doubling per consecutive failure up to the cap: a dead
+# node refuses at once, and retrying it in a tight loop would only disturb the live shards' reads.
+RETRY_FIRST_S = 0.05
+RETRY_CAP_S = 1.0
 
 
 class StandingReads:
@@ -23,17 +35,27 @@ class StandingReads:
         self.count = count
         self.block_ms = block_ms
         self._reads: dict[int, asyncio.Task] = {}
+        self._retry_at: dict[int, float] = {}  # shard -> monotonic time its next read may start
+        self._failures: dict[int, int] = {}  # shard -> consecutive failed reads
+        self.failed: dict[int, BaseException] = {}  # shards whose read failed in the last call, and why
 
     async def read(self, shards: list[int]) -> list:
-        """[(stream, entries)] of the shards' reads that answered; waits up to about ``block_ms``."""
+        """[(stream, entries)] of the shards' reads that answered; waits up to about ``block_ms``.
+
+        Shards whose read failed are in ``failed`` after the call; the others' replies are returned.
+        """
+        self.failed = {}
+        now = time.monotonic()
         for shard in shards:
-            if shard not in self._reads:
+            if shard not in self._reads and self._retry_at.get(shard, 0.0) <= now:
                 self._reads[shard] = asyncio.ensure_future(self.client.xreadgroup(
                     self.group, self.consumer, {self.stream_of(shard): ">"}, count=self.count, block=self.block_ms
                 ))
-        waiting = [self._reads[shard] for shard in shards]
+        waiting = [self._reads[shard] for shard in shards if shard in self._reads]
         if waiting:
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        else:  # every shard is waiting out its backoff
+            await asyncio.sleep(max(0.0, min(self._retry_at[shard] for shard in shards) - now) if shards else 0)
         replies: list = []
         for shard, task in list(self._reads.items()):
             if not task.done():
@@ -41,8 +63,30 @@ class StandingReads:
             del self._reads[shard]
             if shard not in shards:
                 continue  # no longer ours to process: its entries stay pending for the shard's holder
-            replies += task.result() or []  # an error (NOGROUP, connection) goes to the consume loop
+            error = task.exception()
+            if error is None:
+                self._failures.pop(shard, None)
+                self._retry_at.pop(shard, None)
+                replies += task.result() or []
+            else:
+                self._shard_failed(shard, error)
         return replies
+
+    def _shard_failed(self, shard: int, error: BaseException) -> None:
+        """Drop the shard's read; its next one starts after a backoff that grows with consecutive failures."""
+        count = self._failures.get(shard, 0) + 1
+        self._failures[shard] = count
+        delay = 0.0 if count == 1 else min(RETRY_FIRST_S * 2 ** (count - 2), RETRY_CAP_S)
+        self._retry_at[shard] = time.monotonic() + delay
+        self.failed[shard] = error
+
+    def fail(self, shard: int, error: BaseException) -> None:
+        """Another call for this shard failed (e.g. its takeover): back its reads off like a failed read."""
+        self._shard_failed(shard, error)
+
+    def ready(self, shard: int) -> bool:
+        """False while the shard waits out the backoff of a failure."""
+        return self._retry_at.get(shard, 0.0) <= time.monotonic()
 
     async def close(self) -> None:
         reads = list(self._reads.values())

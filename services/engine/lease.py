@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import time
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
+from almanac.services.redis_client import CLUSTER_ERRORS
 from almanac.storage.keys import lease_key
 
 # Renew or release only a lease we still hold: a lapsed lease taken by another engine stays theirs.
@@ -49,20 +52,23 @@ class ShardLeases:
     async def tick(self) -> tuple[list[int], list[int]]:
         """Renew held leases, try to take free ones; returns (newly acquired, lost)."""
         started = time.monotonic()
-        async with self.client.pipeline(transaction=False) as pipe:
-            for shard in self.shards:
-                key = lease_key(shard, self.prefix)
-                if shard in self._valid_until:
-                    # EVAL, not a registered script: a Cluster pipeline neither loads scripts nor may be
-                    # awaited mid-build (awaiting it clears its queue). The script is a few bytes.
-                    pipe.eval(RENEW_SCRIPT, 1, key, self.token, self.lease_ms)
-                else:
-                    pipe.set(key, self.token, nx=True, px=self.lease_ms)
-            results = await pipe.execute()
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for shard in self.shards:
+                    self._queue_tick(pipe, shard)
+                results = await pipe.execute()
+        except (RedisConnectionError, RedisTimeoutError, OSError, *CLUSTER_ERRORS):
+            if isinstance(self.client, aioredis.Redis):
+                raise
+            # A Cluster pipeline fails whole when one node is down: each lease on its own, so the leases
+            # on the live nodes are renewed (a lease whose node is down is neither renewed nor lost now).
+            results = await self._tick_one_by_one()
         acquired: list[int] = []
         lost: list[int] = []
         until = started + self.lease_ms / 1000
         for shard, result in zip(self.shards, results, strict=True):
+            if isinstance(result, Exception):
+                continue
             if shard in self._valid_until:
                 if result == 1:
                     self._valid_until[shard] = until
@@ -73,6 +79,25 @@ class ShardLeases:
                 self._valid_until[shard] = until
                 acquired.append(shard)
         return acquired, lost
+
+    def _queue_tick(self, pipe, shard: int) -> None:  # noqa: ANN001 - a pipeline of either client
+        key = lease_key(shard, self.prefix)
+        if shard in self._valid_until:
+            # EVAL, not a registered script: a Cluster pipeline neither loads scripts nor may be
+            # awaited mid-build (awaiting it clears its queue). The script is a few bytes.
+            pipe.eval(RENEW_SCRIPT, 1, key, self.token, self.lease_ms)
+        else:
+            pipe.set(key, self.token, nx=True, px=self.lease_ms)
+
+    async def _tick_one_by_one(self) -> list:
+        calls = [self.client.eval(RENEW_SCRIPT, 1, lease_key(shard, self.prefix), self.token, self.lease_ms)
+                 if shard in self._valid_until
+                 else self.client.set(lease_key(shard, self.prefix), self.token, nx=True, px=self.lease_ms)
+                 for shard in self.shards]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        if all(isinstance(result, Exception) for result in results):
+            raise next(result for result in results if isinstance(result, Exception))
+        return results
 
     async def release_all(self) -> None:
         """Give the leases back at a graceful stop, so a standby takes over at once."""

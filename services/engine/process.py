@@ -13,7 +13,7 @@ from faststream.redis import RedisBroker
 
 from almanac.services.engine.worker import Engine, EngineConfig, default_engine_name
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import connect
+from almanac.services.redis_client import connect, live_seed
 from almanac.services.settings import Settings, parse_shard_selection
 
 
@@ -33,7 +33,8 @@ def engine_config(settings: Settings) -> EngineConfig:
 def build_app(settings: Settings, redis_url: str) -> FastStream:
     """A FastStream app that runs one Engine for the settings' shards until SIGINT/SIGTERM."""
     logger = get_logger("almanac.engine.app")
-    broker = RedisBroker(redis_url, logger=logger)
+    # The broker takes one URL: a node that answers now (REDIS_URL may name several Cluster nodes).
+    broker = RedisBroker(live_seed(redis_url), logger=logger)
     app = FastStream(broker, logger=logger)
     running: dict[str, object] = {}
 

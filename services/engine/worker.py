@@ -26,6 +26,7 @@ from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
 from almanac.services.logging import get_logger
+from almanac.services.redis_client import CLUSTER_ERRORS
 from almanac.services.room_service import Outcome, RoomService
 from almanac.storage.keys import Keys, attempts_key
 from almanac.storage.redis_store import RedisEventStore
@@ -34,8 +35,9 @@ GROUP = "engine"
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
 # a dozen HINCRBYs after every small batch cost Redis and the engine more than the batch's own writes.
 METRICS_FLUSH_S = 0.5
-# Errors of the connection, not of the command: never counted as a command's attempt.
-INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+# Errors of the connection (or of a Cluster failing over), not of the command: never counted as a
+# command's attempt, so no command is dead-lettered because a node died under it.
+INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, *CLUSTER_ERRORS)
 
 # Count one failed attempt of a stream entry; a different failure reason starts the count again.
 # KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
@@ -234,6 +236,14 @@ class Engine:
                 await self._pause(self.config.block_ms / 1000)
                 continue
             try:
+                if self._cluster:
+                    # One node's failure fails its shards only: the others keep being read (see below).
+                    held = await self._take_over_cluster_shards(held)
+                    if self._stopping.is_set():
+                        return
+                    if not held:
+                        await self._pause(0.05)
+                        continue
                 for shard in held:
                     if shard in self._needs_takeover:
                         await self._take_over(shard)
@@ -246,29 +256,59 @@ class Engine:
                 if not self._needs_takeover.intersection(held):
                     self._consumed_ms = int(time.time() * 1000)
                 backoff = 0.1
-            except ResponseError as error:
-                if "NOGROUP" not in str(error):
-                    raise
-                # The stream or group vanished (a flush, a restart without persistence): set it up again.
-                self.log.warning("consume.group_missing", error=str(error))
-                self._needs_takeover.update(held)
             except INFRASTRUCTURE_ERRORS as error:
                 self._redis_error_ms = int(time.time() * 1000)
                 # Whatever was read stays pending; take the shards over again once Redis answers.
                 self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
                 self._needs_takeover.update(held)
                 await self._pause(backoff)
-                backoff = min(backoff * 2, 5.0)
+                # On a Cluster a failed write is one node's (the others answer): the per-shard takeovers
+                # and read backoffs pace the retries, so no growing pause for every shard.
+                backoff = backoff if self._cluster else min(backoff * 2, 5.0)
+            except ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                # The stream or group vanished (a flush, a restart without persistence): set it up again.
+                self.log.warning("consume.group_missing", error=str(error))
+                self._needs_takeover.update(held)
             except Exception:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
                 self.log.exception("consume.unexpected_error", retry_in_s=backoff)
                 self._needs_takeover.update(held)
                 await self._pause(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    async def _take_over_cluster_shards(self, held: list[int]) -> list[int]:
+        """Take over the held shards that need it, each on its own; the shards ready to read.
+
+        A shard whose takeover fails (its node is down, the Cluster is failing over) waits out its
+        backoff and is tried again on a later round; the other shards are read meanwhile.
+        """
+        for shard in held:
+            if shard not in self._needs_takeover or not self._standing_reads.ready(shard):
+                continue
+            try:
+                await self._take_over(shard)
+            except INFRASTRUCTURE_ERRORS as error:
+                self._redis_error_ms = int(time.time() * 1000)
+                self._standing_reads.fail(shard, error)
+                self.log.warning("shard.takeover_failed", shard=shard, error=f"{type(error).__name__}: {error}")
+                continue
+            self._needs_takeover.discard(shard)
+            if self._stopping.is_set():
+                break
+        return [shard for shard in held if shard not in self._needs_takeover]
+
     async def _read_new(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
         if self._cluster:
             # A Cluster refuses one XREADGROUP over streams of different slots: a standing read per shard.
             reply = await self._standing_reads.read(held)
+            failed = self._standing_reads.failed
+            if failed:
+                # Only these shards: delivered entries whose answer was lost are pending, so re-take them.
+                self._redis_error_ms = int(time.time() * 1000)
+                self._needs_takeover.update(failed)
+                for shard, error in failed.items():
+                    self.log.warning("shard.read_failed", shard=shard, error=f"{type(error).__name__}: {error}")
         else:
             # One read over every held shard: bigger batches, fewer round trips. The previous batch's
             # outcomes and acknowledgements travel in front of it, in the same round trip: Redis
@@ -298,6 +338,8 @@ class Engine:
     async def _take_over(self, shard: int) -> None:
         """Create the group (from the stream's start), claim every pending entry, re-process them in order."""
         await self._send_done()  # acknowledged first, or the pending read below would hand them back
+        if self._unsent_acks.get(shard):
+            raise RedisConnectionError(f"the acknowledgements of shard {shard} could not be sent")
         stream = self.keys.shard_commands(shard)
         try:
             await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
@@ -378,10 +420,35 @@ class Engine:
     async def _send_done(self) -> None:
         if not self._unsent_outcomes and not self._unsent_acks:
             return
-        async with self.client.pipeline(transaction=False) as pipe:
-            self._queue_done(pipe)
-            await pipe.execute()
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                self._queue_done(pipe)
+                await pipe.execute()
+        except INFRASTRUCTURE_ERRORS:
+            if not self._cluster:
+                raise
+            # A Cluster pipeline fails whole when one node is down: send each part on its own instead.
+            await self._send_done_one_by_one()
+            return
         self._sent_done()
+
+    async def _send_done_one_by_one(self) -> None:
+        """Each outcome and each shard's acknowledgements alone; what fails (a dead node's) stays unsent."""
+        outcomes, acks = self._unsent_outcomes, self._unsent_acks
+        self._sent_done()
+        sends = [self.client.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome))
+                 for outcome in outcomes]
+        sends += [self.client.xack(self.keys.shard_commands(shard), GROUP, *ids) for shard, ids in acks.items()]
+        results = await asyncio.gather(*sends, return_exceptions=True)
+        for outcome, result in zip(outcomes, results, strict=False):
+            if isinstance(result, Exception):
+                self._unsent_outcomes.append(outcome)
+        for (shard, ids), result in zip(acks.items(), results[len(outcomes):], strict=True):
+            if isinstance(result, Exception):
+                self._unsent_acks[shard].extend(ids)
+        if self._unsent_outcomes or self._unsent_acks:
+            self.log.warning("engine.done_unsent", outcomes=len(self._unsent_outcomes),
+                             shards=sorted(self._unsent_acks))
 
     async def _process_entry(self, shard: int, entry_id: bytes, fields: dict,
                              first_failure: Exception | None = None) -> Outcome | None:

@@ -60,6 +60,11 @@ async def _engines(gw: Gateway) -> dict[str, Any]:
             "shard_count": gw.settings.shard_count, "store_outage_ms": gw.store_outage_ms}
 
 
+def _outcome_subscription(gw: Gateway) -> dict[str, Any]:
+    """The gateway's outcome subscription: live or not, and on which node."""
+    return {"subscribed": gw.outcomes.subscribed, "node": gw.outcomes.node}
+
+
 async def _projector(gw: Gateway) -> dict[str, Any]:
     status = await gw.read_models.status()
     return {"ok": bool(status.get("alive")), **status}
@@ -68,7 +73,8 @@ async def _projector(gw: Gateway) -> dict[str, Any]:
 @router.get(
     "/health",
     summary="Ready to take commands? Redis reachable; engine and projector heartbeats",
-    description="200 `ok` (or `degraded`: the projector is behind or down, so read models are stale) when "
+    description="200 `ok` (or `degraded`: the projector is behind or down, so read models are stale; or the "
+    "outcome subscription is down, `outcomes.subscribed` false, so commands are answered by polling) when "
     "commands can be taken. 503 with `reasons` and Retry-After when not: `down` (Redis unreachable) or "
     "`not_ready`: no live engine, a shard without an engine, or an engine that has not completed a consume "
     "round (group, pending claim, read) since the last Redis outage it or this gateway saw. Redis answering "
@@ -87,10 +93,14 @@ async def health(request: Request) -> Response:
                               "redis": {"ok": False, "error": type(error).__name__}}, 503, retry)
     redis_status = {"ok": True, "ping_ms": round((time.perf_counter() - started) * 1000, 3)}
     engine, projector = await _engines(gw), await _projector(gw)
-    body = {"redis": redis_status, "engine": engine, "projector": projector, "reasons": engine["reasons"]}
+    outcomes = _outcome_subscription(gw)
+    body = {"redis": redis_status, "engine": engine, "projector": projector, "outcomes": outcomes,
+            "reasons": engine["reasons"]}
     if not engine["ok"] or not engine["ready"]:
         return json_response({"status": "not_ready", "ready": False, **body}, 503, retry)
-    status = "ok" if projector["ok"] else "degraded"
+    # Without its outcome subscription the gateway still answers commands (from the stored outcome, by
+    # polling), only slower: degraded, not unready.
+    status = "ok" if projector["ok"] and outcomes["subscribed"] else "degraded"
     return json_response({"status": status, "ready": True, **body})
 
 

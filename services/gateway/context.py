@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 
@@ -13,7 +14,7 @@ from almanac.projections.read import ReadModels
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.metrics import GatewayMetrics
-from almanac.services.gateway.outcomes import OutcomeWaiter, decided_from
+from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
 from almanac.services.gateway.overload import LoopLag
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
@@ -160,29 +161,52 @@ class Gateway:
 
     async def _submit(self, record: CommandRecord, admit: bool) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
-        outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit)
+        started = time.monotonic()
+        try:
+            outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit)
+        except SubscriptionLost:
+            # No live outcome subscription (its node died; the waiter subscribes again elsewhere): the
+            # store keeps the first outcome of every id, so poll it for the rest of the wait.
+            return await self.poll_stored_outcome(record, timeout_s - (time.monotonic() - started))
         if outcome is None:
             # The message may have been missed, yet the store keeps the first outcome of every id.
-            stored = await self.store.outcome(record.room, record.command_id)
-            if stored is not None:
-                envelopes = (
-                    await self.store.read(record.room, stored.first_version, stored.last_version)
-                    if stored.accepted
-                    else []
-                )
-                outcome = Outcome(
-                    command_id=record.command_id,
-                    room=stored.room,
-                    accepted=stored.accepted,
-                    first_version=stored.first_version,
-                    last_version=stored.last_version,
-                    error=stored.error,
-                    envelopes=envelopes,
-                )
-                # Our own submission, decided after the wait ended, is not a replay: its events carry this
-                # record's server time (a replay's record was stamped at another moment).
-                if not decided_from(outcome, record):
-                    outcome = msgspec.structs.replace(outcome, duplicate=True)
+            outcome = await self.stored_outcome(record)
+        return outcome
+
+    async def poll_stored_outcome(self, record: CommandRecord, timeout_s: float) -> Outcome | None:
+        """The stored outcome of the command, read every 10 ms (doubling to 100 ms) for up to ``timeout_s``."""
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        delay = 0.01
+        while True:
+            outcome = await self.stored_outcome(record)
+            if outcome is not None or time.monotonic() >= deadline:
+                return outcome
+            await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0.0)))
+            delay = min(delay * 2, 0.1)
+
+    async def stored_outcome(self, record: CommandRecord) -> Outcome | None:
+        """The command id's first outcome as the store keeps it (None while it is undecided)."""
+        stored = await self.store.outcome(record.room, record.command_id)
+        if stored is None:
+            return None
+        envelopes = (
+            await self.store.read(record.room, stored.first_version, stored.last_version)
+            if stored.accepted
+            else []
+        )
+        outcome = Outcome(
+            command_id=record.command_id,
+            room=stored.room,
+            accepted=stored.accepted,
+            first_version=stored.first_version,
+            last_version=stored.last_version,
+            error=stored.error,
+            envelopes=envelopes,
+        )
+        # Our own submission, decided after the wait ended, is not a replay: its events carry this
+        # record's server time (a replay's record was stamped at another moment).
+        if not decided_from(outcome, record):
+            outcome = msgspec.structs.replace(outcome, duplicate=True)
         return outcome
 
 

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from almanac.events.errors import RulesNotInstalledError
 from almanac.services.logging import get_logger
+from almanac.services.redis_client import CLUSTER_ERRORS
 
 log = get_logger("almanac.gateway")
 _JSON = msgspec.json.Encoder()
@@ -57,8 +58,10 @@ def internal_error(scope: dict[str, Any]) -> ApiError:
 
 
 # Redis cannot be reached or cannot take writes (refused, timed out, loading, a Cluster without a quorum,
-# a read-only replica): the request is answered 503 store_unavailable, never 500.
-STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, ClusterError, ReadOnlyError)
+# a read-only replica, a Cluster failing over: CLUSTERDOWN, TRYAGAIN, a slot without a primary, MOVED
+# loops): the request is answered 503 store_unavailable, never 500.
+STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, ClusterError, ReadOnlyError,
+                                             ConnectionError, *CLUSTER_ERRORS)
 STORE_RETRY_AFTER_S = 2
 OVERLOAD_RETRY_AFTER_S = 1
 

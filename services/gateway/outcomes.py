@@ -9,6 +9,12 @@ command and cannot race the engine's PUBLISH. The price: every gateway process r
 On a Redis Cluster the asyncio cluster client of redis-py (5.3) has no pub/sub; but a Cluster
 broadcasts every PUBLISH to all its nodes, so a plain client subscribed on any one node receives
 every outcome, wherever the engine published it. The waiter takes the cluster's default node.
+
+The subscription can die with its node (a Cluster node killed, even a replica while the Cluster stays
+healthy; or the one server restarting). A failed read, or a PING unanswered for ``PING_TIMEOUT_S``,
+marks it lost: every command waiting here is told at once (``SubscriptionLost``: the gateway then polls
+the stored outcome instead of waiting out its timeout), and the waiter subscribes again, on a Cluster on
+another node that answers. ``subscribed`` and ``node`` are what ``/health`` reports.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import time
 
 import msgspec
 import redis.asyncio as aioredis
@@ -30,6 +37,15 @@ from almanac.storage.keys import Keys
 
 log = get_logger("almanac.gateway.outcomes")
 OUTCOME_PATTERN = bus.outcome_channel("*")
+# The subscription is pinged after this long without traffic, and counted lost when nothing (not even
+# the PONG) arrived for PING_TIMEOUT_S: a node that hangs instead of closing the socket.
+PING_AFTER_S = 1.0
+PING_TIMEOUT_S = 3.0
+RESUBSCRIBE_CAP_S = 1.0
+
+
+class SubscriptionLost(Exception):
+    """The outcome subscription died while a command waited: its outcome must be read from the store."""
 
 
 class OutcomeWaiter:
@@ -42,15 +58,33 @@ class OutcomeWaiter:
         self._waiting: dict[bytes, _InFlight] = {}
         self._reader: asyncio.Task | None = None
         self._ready = asyncio.Event()
+        self.subscribed = False  # a confirmed PSUBSCRIBE on a connection not known to be dead
+        self.node: str | None = None  # host:port of the subscription's node
+        self._last_traffic = 0.0
 
     async def start(self) -> None:
-        if self.pubsub is None:
-            self._node_client = await node_client(self.client)  # type: ignore[arg-type]
-            self.pubsub = self._node_client.pubsub()
-        await self.pubsub.psubscribe(OUTCOME_PATTERN)
+        await self._subscribe()
         self._reader = asyncio.create_task(self._read_forever())
         # Commands wait for the confirmation: an outcome published before it would be lost.
         await asyncio.wait_for(self._ready.wait(), 10)
+
+    async def _subscribe(self, avoid: str | None = None) -> None:
+        """PSUBSCRIBE on the one server, or on a live Cluster node (another than ``avoid`` when one answers)."""
+        if isinstance(self.client, RedisCluster):
+            old = self._node_client
+            self._node_client = await live_node_client(self.client, avoid)
+            self.pubsub = self._node_client.pubsub()
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    await old.aclose()
+            kwargs = self._node_client.connection_pool.connection_kwargs
+            self.node = f"{kwargs.get('host')}:{kwargs.get('port')}"
+        elif self.node is None:
+            kwargs = self.client.connection_pool.connection_kwargs
+            self.node = f"{kwargs.get('host', kwargs.get('path'))}:{kwargs.get('port', '')}"
+        await self.pubsub.psubscribe(OUTCOME_PATTERN)
+        self._last_traffic = time.monotonic()
+        log.info("outcomes.subscribing", node=self.node)
 
     async def stop(self) -> None:
         if self._reader is not None:
@@ -67,21 +101,56 @@ class OutcomeWaiter:
     async def _read_forever(self) -> None:
         while True:
             try:
-                message = await self.pubsub.get_message(timeout=1.0)
+                message = await self.pubsub.get_message(timeout=PING_AFTER_S)
+                if message is None:
+                    await self._check_alive()
+                    continue
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # a dropped connection: redis-py reconnects and subscribes again
-                log.warning("outcomes.read_failed", error=str(error))
-                await asyncio.sleep(0.1)
+            except Exception as error:  # a dropped connection, a dead node, an unanswered PING
+                await self._recover(error)
                 continue
-            if message is None:
-                continue
+            self._last_traffic = time.monotonic()
             if message["type"] == "pmessage":
                 entry = self._waiting.get(message["channel"])
                 if entry is not None and not entry.future.done():
                     entry.future.set_result(message["data"])
             elif message["type"] == "psubscribe":
+                self.subscribed = True
                 self._ready.set()
+
+    async def _check_alive(self) -> None:
+        """PING a quiet subscription; raise when it stayed silent past PING_TIMEOUT_S (a hung node)."""
+        if time.monotonic() - self._last_traffic > PING_TIMEOUT_S:
+            raise TimeoutError(f"the outcome subscription on {self.node} answered nothing for {PING_TIMEOUT_S} s")
+        await self.pubsub.ping()
+
+    async def _recover(self, error: BaseException) -> None:
+        """The subscription is lost: tell the waiting commands, then subscribe again until it works."""
+        self._lost(error)
+        delay = 0.05
+        while True:
+            try:
+                await self._subscribe(avoid=self.node)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as again:  # noqa: BLE001 - keep trying: commands are answered from the store meanwhile
+                log.warning("outcomes.resubscribe_failed", error=f"{type(again).__name__}: {again}", retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RESUBSCRIBE_CAP_S)
+
+    def _lost(self, error: BaseException) -> None:
+        self.subscribed = False
+        log.warning("outcomes.subscription_lost", node=self.node, error=f"{type(error).__name__}: {error}",
+                    waiting=len(self._waiting))
+        for entry in self._waiting.values():
+            _fail(entry.future)
+
+    def _unless_subscribed(self, future: asyncio.Future) -> None:
+        """A command submitted while no subscription is live would wait for nothing: it reads the store."""
+        if not self.subscribed:
+            _fail(future)
 
     async def submit_and_wait(self, record: CommandRecord, timeout_s: float, admit: bool = True) -> Outcome | None:
         """The command's outcome, or None when none came within ``timeout_s`` (check by command id).
@@ -107,6 +176,7 @@ class OutcomeWaiter:
         try:
             if submitter:
                 await bus.submit(self.client, self.keys, record)
+            self._unless_subscribed(entry.future)  # raises SubscriptionLost below: poll the stored outcome
             done, _ = await asyncio.wait((entry.future,), timeout=timeout_s)
             if not done:
                 return None
@@ -118,6 +188,13 @@ class OutcomeWaiter:
             entry.waiters -= 1
             if entry.waiters == 0 and self._waiting.get(channel) is entry:
                 del self._waiting[channel]
+
+
+def _fail(future: asyncio.Future) -> None:
+    """End a wait with SubscriptionLost (marked retrieved: a waiter that left already need not read it)."""
+    if not future.done():
+        future.set_exception(SubscriptionLost())
+        future.exception()
 
 
 def decided_from(outcome: Outcome, record: CommandRecord) -> bool:
@@ -139,12 +216,35 @@ class _InFlight:
         self.waiters = 0
 
 
-async def node_client(cluster: RedisCluster) -> aioredis.Redis:
-    """A plain client on the Cluster's default node, with the cluster client's connection settings."""
-    await cluster.initialize()
-    node = cluster.get_default_node()
+async def node_client(cluster: RedisCluster, node=None) -> aioredis.Redis:  # noqa: ANN001 - a ClusterNode
+    """A plain client on one Cluster node (the default node unless named), with the cluster client's settings."""
+    if node is None:
+        await cluster.initialize()
+        node = cluster.get_default_node()
     accepted = inspect.signature(aioredis.Redis.__init__).parameters
     settings = {key: value for key, value in node.connection_kwargs.items() if key in accepted}
     if issubclass(node.connection_class, SSLConnection):
         settings["ssl"] = True
     return aioredis.Redis(**settings)
+
+
+async def live_node_client(cluster: RedisCluster, avoid: str | None = None) -> aioredis.Redis:
+    """A plain client on a Cluster node that answers PING: the default node first, ``avoid`` (host:port) last.
+
+    Any node will do, replica or primary: the Cluster bus broadcasts every PUBLISH to all of them.
+    """
+    with contextlib.suppress(Exception):  # refresh the node list; while a primary is down (slots not covered)
+        await cluster.initialize()       # that fails, and the known nodes are tried as they are
+    default = cluster.get_default_node()
+    nodes = cluster.get_nodes() or list(cluster.nodes_manager.startup_nodes.values())
+    nodes = sorted(nodes, key=lambda node: (node.name == avoid, node is not default, node.name))
+    for node in nodes:
+        client = await node_client(cluster, node)
+        try:
+            await asyncio.wait_for(client.ping(), 1.0)
+            return client
+        except Exception as error:  # noqa: BLE001 - try the next node
+            log.info("outcomes.node_unavailable", node=node.name, error=type(error).__name__)
+            with contextlib.suppress(Exception):
+                await client.aclose()
+    raise ConnectionError("no node of the Cluster answers for the outcome subscription")

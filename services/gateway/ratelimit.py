@@ -18,10 +18,14 @@ import limits
 import redis.asyncio as aioredis
 from limits.aio.storage import RedisClusterStorage, RedisStorage
 from limits.aio.strategies import FixedWindowRateLimiter
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from almanac.services.gateway.errors import ApiError
+from almanac.services.logging import get_logger
+from almanac.services.redis_client import CLUSTER_ERRORS, seed_urls
 from almanac.services.settings import Settings, parse_rate
 
+log = get_logger("almanac.gateway.ratelimit")
 KEY_PREFIX = "alm:ratelimit"
 
 
@@ -32,10 +36,19 @@ class RateLimits:
         self._own_client: aioredis.Redis | None = None
         if settings.redis_cluster:
             # limits builds its own asyncio RedisCluster from the node list (it cannot take ours).
-            url = urlsplit(settings.redis_url or "")
-            storage = RedisClusterStorage(f"async+redis+cluster://{url.netloc}", implementation="redispy",
+            seeds = [urlsplit(seed) for seed in seed_urls(settings.redis_url or "")]
+            url = seeds[0]
+            # Every seed node: limits reads [:password]@host:port,host:port (the credentials of the first).
+            nodes = ",".join([url.netloc, *(f"{seed.hostname}:{seed.port or 6379}" for seed in seeds[1:])])
+            storage = RedisClusterStorage(f"async+redis+cluster://{nodes}", implementation="redispy",
                                           key_prefix=KEY_PREFIX, **({"ssl": True} if url.scheme == "rediss" else {}))
             self._own_client = storage.bridge.storage  # closed in close(); limits has no close of its own
+            # ...but it runs on the gateway's client: redis-py's plain Cluster client cuts every node's
+            # connections when one node dies, which failed every rate check (503) during a failover
+            # (services.redis_client.FailoverCluster). The scripts are registered again on that client.
+            storage.bridge.storage = client
+            storage.bridge.connection_getter = lambda _readonly: client
+            storage.bridge.register_scripts()
         else:
             # A single server: the gateway's own connection pool (and its hiredis command packer).
             storage = RedisStorage("async+redis://", implementation="redispy", key_prefix=KEY_PREFIX,
@@ -49,7 +62,7 @@ class RateLimits:
 
     async def check_address(self, address: str) -> None:
         """429 when this client address has used up ALMANAC_RATE_ANON."""
-        if self.anon is not None and not await self._limiter.hit(self.anon, "anon", address):
+        if self.anon is not None and not await self._hit(self.anon, "anon", address):
             raise _limited(self.anon, "ALMANAC_RATE_ANON", "this address")
 
     async def check_token(self, token: str) -> None:
@@ -57,8 +70,21 @@ class RateLimits:
         if self.commands is not None:
             # A digest keys the counter: the token itself never goes into a key name.
             digest = hashlib.blake2b(token.encode(), digest_size=12).hexdigest()
-            if not await self._limiter.hit(self.commands, "token", digest):
+            if not await self._hit(self.commands, "token", digest):
                 raise _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token")
+
+    async def _hit(self, item: limits.RateLimitItem, *identifiers: str) -> bool:
+        """The limiter's answer; True (not limited) when its counter's node cannot be reached.
+
+        On a Cluster the counter lives on whichever node its key hashes to, not the room's: while that
+        node fails over, refusing would turn away commands for rooms on live nodes. The request goes on
+        to the store, which refuses (503) whatever it cannot take.
+        """
+        try:
+            return await self._limiter.hit(item, *identifiers)
+        except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as error:
+            log.warning("rate_limit.unavailable", error=type(error).__name__)
+            return True
 
 
 def _item(text: str) -> limits.RateLimitItem | None:

@@ -238,6 +238,7 @@ class Health(_Body):
     redis: Json
     engine: Json | None = None
     projector: Json | None = None
+    outcomes: Json | None = None  # the outcome subscription: {subscribed, node}; degraded while it is down
 
 
 class RulesetSchema(_Body):

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from projection_games import dump_models, open_room, options_for, play, players_for
+from redis import exceptions
 
 from almanac.events.envelope import GENESIS_HASH
 from almanac.projections.read import ReadModels
@@ -156,3 +157,27 @@ def test_a_cluster_without_a_node_url_is_one_clear_line(monkeypatch, tmp_path):
     result = CliRunner().invoke(app, ["projections", "show", "rooms"])
     assert result.exit_code == 1
     assert "REDIS_CLUSTER=true needs REDIS_URL" in result.output
+
+
+def test_the_cli_reaches_the_cluster_through_any_live_seed_when_the_first_is_down(cluster_url, monkeypatch, tmp_path):
+    """Given REDIS_URL naming a dead node first and a live one after it, the CLI still answers."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from almanac.services.cli import _load_commands, app  # noqa: PLC0415
+    from almanac.services.embedded_redis import free_port  # noqa: PLC0415
+
+    _load_commands()
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0,{cluster_url}")
+    monkeypatch.setenv("REDIS_CLUSTER", "true")
+    monkeypatch.setenv("ALMANAC_DATA_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["projections", "show", "rooms"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("error", [exceptions.ClusterDownError, exceptions.TryAgainError, exceptions.MovedError,
+                                   exceptions.AskError, exceptions.SlotNotCoveredError, exceptions.MasterDownError,
+                                   exceptions.ConnectionError, ConnectionRefusedError])
+def test_every_error_of_a_cluster_failing_over_is_503_store_unavailable(error):
+    from almanac.services.gateway.errors import STORE_ERRORS  # noqa: PLC0415
+
+    assert issubclass(error, STORE_ERRORS)
