@@ -2,7 +2,14 @@
 
 `almanac export` writes a room's document, `verify --file` and `import` read one; the same store
 runs the contract suite the Redis and memory stores run. A document keeps the stored envelope
-bytes exactly (base64), so verification of a file sees what the server stored.
+bytes exactly, so verification of a file sees what the server stored.
+
+`almanac export` writes format_version 2, readable (docs/forensics.md, "Export files"): ``events``
+decoded with their hashes (each entry rebuilds the stored envelope bytes exactly: ``events.readable``),
+``commands`` as [{first_version, command, ...}], ``rejections`` as [{command, error, ...}], ``head``
+({version, hash}) and ``origin`` (set on a copy made by ``import --as``: the room, head version and head
+hash it was copied from). Reading converts it to the compact form below, which is also format_version 1
+and what this store keeps in memory and in its directory.
 
 Document (format_version 1): ``format``, ``format_version``, ``room``, ``ruleset``,
 ``exported_at_ms``, ``seed`` (hex; an export carries it only once revealed), ``envelopes`` (base64,
@@ -22,13 +29,14 @@ from urllib.parse import quote
 
 import msgspec
 
-from almanac.events import codec
-from almanac.events.envelope import Envelope
+from almanac.events import codec, readable
+from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.step import decode_record
 from almanac.storage.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
 
 EXPORT_FORMAT = "almanac-room-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the compact form this store keeps
+READABLE_FORMAT_VERSION = 2  # what `almanac export` writes
 
 
 class ExportFormatError(ValueError):
@@ -52,6 +60,11 @@ def check_document(document: Any, where: str = "the document") -> dict[str, Any]
     """The document when it is an exported room; ExportFormatError naming what is wrong otherwise."""
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise ExportFormatError(f"{where} is not an exported room (format is not {EXPORT_FORMAT!r})")
+    if document.get("format_version") == READABLE_FORMAT_VERSION:
+        document = compact_document(document, where)
+    elif document.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise ExportFormatError(f"{where} has format_version {document.get('format_version')!r}; "
+                                f"this Almanac reads {FORMAT_VERSION} and {READABLE_FORMAT_VERSION}")
     try:
         if not isinstance(document["room"], str):
             raise TypeError("room is not a string")
@@ -66,6 +79,52 @@ def check_document(document: Any, where: str = "the document") -> dict[str, Any]
     except (KeyError, TypeError, ValueError) as error:
         raise ExportFormatError(f"{where} is a damaged export: {error}") from None
     return document
+
+
+def compact_document(document: dict[str, Any], where: str = "the document") -> dict[str, Any]:
+    """A readable (format_version 2) document in the compact form, the stored bytes exactly.
+
+    Every readable part is checked against the bytes it stands for: a file whose readable event says
+    something its stored payload does not is refused, so what a person reads is what is verified.
+    """
+    try:
+        room = document["room"]
+        compact = new_document(room, document.get("ruleset", ""), int(document.get("exported_at_ms", 0)))
+        compact["seed"] = document.get("seed")
+        if document.get("origin") is not None:
+            compact["origin"] = dict(document["origin"])
+        for entry in document["events"]:
+            envelope = readable.entry_envelope(entry, room)
+            wrong = readable.check_event_entry(entry, envelope)
+            if wrong is not None:
+                raise ValueError(f"event entry {entry.get('version')}: {wrong}")
+            compact["envelopes"].append(_b64(readable.entry_bytes(entry, room)))
+        for entry in document["commands"]:
+            compact["commands"].append([int(entry["first_version"]), _b64(readable.entry_record_bytes(entry))])
+        for entry in document["rejections"]:
+            compact["rejections"].append({"record": _b64(readable.entry_record_bytes(entry)), "error": entry.get("error")})
+    except (KeyError, TypeError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise ExportFormatError(f"{where} is a damaged export: {error}") from None
+    except Exception as error:  # a CorruptEventError from a damaged entry  # noqa: BLE001
+        raise ExportFormatError(f"{where} is a damaged export: {error}") from None
+    return compact
+
+
+def readable_document(compact: dict[str, Any]) -> dict[str, Any]:
+    """A compact (format_version 1) document as `almanac export` writes it: readable, format_version 2."""
+    room = compact["room"]
+    raws = [_unb64(data) for data in compact["envelopes"]]
+    events = [readable.event_entry(raw, room, version) for version, raw in enumerate(raws, start=1)]
+    return {
+        "format": EXPORT_FORMAT, "format_version": READABLE_FORMAT_VERSION, "room": room,
+        "ruleset": compact.get("ruleset", ""), "exported_at_ms": compact.get("exported_at_ms", 0),
+        "head": {"version": len(events), "hash": events[-1]["hash"] if events else GENESIS_HASH},
+        "origin": compact.get("origin"), "seed": compact.get("seed"), "events": events,
+        "commands": [{"first_version": int(version), **readable.record_entry(_unb64(data))}
+                     for version, data in compact["commands"]],
+        "rejections": [{**readable.record_entry(_unb64(r["record"])), "error": r.get("error")}
+                       for r in compact["rejections"]],
+    }
 
 
 def _command_id(known: str | None, record: str) -> str | None:
@@ -257,7 +316,12 @@ class ExportFileStore:
 
 
 async def export_document(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:
-    """A room of any store as an export document: the stored bytes exactly, the seed only once revealed."""
+    """A room of any store as a readable export document (format_version 2), the stored bytes exactly."""
+    return readable_document(await compact_export(store, room, exported_at_ms))
+
+
+async def compact_export(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:
+    """A room of any store as a compact document (format_version 1): the stored bytes, the seed once revealed."""
     envelopes = await store.read(room)
     rejections = []
     for data in await store.rejections(room):

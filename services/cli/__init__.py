@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "almanac.services.cli.verification",    # verify
     "almanac.services.cli.audit",           # audit trade
     "almanac.services.cli.transfer",        # export, import
+    "almanac.services.cli.dispute",         # dispute, verify-bundle
     "almanac.services.cli.projections",  # projector, projections rebuild
     "almanac.services.cli.gateway",      # gateway, up, demo
     "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e
