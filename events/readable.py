@@ -14,7 +14,6 @@ stored bytes exactly and can check the readable parts against them (``check_even
 from __future__ import annotations
 
 import base64
-import datetime
 from typing import Any
 
 import msgspec
@@ -37,8 +36,20 @@ def unb64(text: str) -> bytes:
 
 
 def utc_text(ms: int) -> str:
-    """Milliseconds since the epoch as ISO-8601 UTC (a pure conversion: no clock is read)."""
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat(timespec="milliseconds")
+    """Milliseconds since the epoch as ISO-8601 UTC, by arithmetic (events/ never touches the clock module)."""
+    seconds, milli = divmod(ms, 1000)
+    days, rest = divmod(seconds, 86400)
+    hour, rest = divmod(rest, 3600)
+    minute, second = divmod(rest, 60)
+    # Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's civil_from_days).
+    z = days + 719468
+    era, doe = divmod(z, 146097)
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day, month = doy - (153 * mp + 2) // 5 + 1, mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{milli:03d}Z"
 
 
 def decoded_event(envelope: Envelope) -> dict[str, Any]:
