@@ -12,7 +12,7 @@ import typer
 
 from almanac.events.bundle_check import verify_bundle
 from almanac.services.cli import app
-from almanac.services.cli.common import OperatorError, console, fail, with_store
+from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
 from almanac.services.dispute import DisputeError, dispute_bundle
 from almanac.storage.base import EventStore
 
@@ -38,7 +38,7 @@ def dispute_command(
         view, item = "trade", trade
     if sum(x is not None for x in (view, versions)) != 1 or (view is not None and item is None):
         raise fail("give exactly one of --trade ID, --view NAME --id ID or --versions A..B")
-    span = parse_versions(versions) if versions is not None else None
+    span = guarded(lambda: parse_versions(versions)) if versions is not None else None
 
     async def work(store: EventStore) -> dict[str, Any]:
         try:
