@@ -30,6 +30,7 @@ from urllib.parse import quote
 import msgspec
 
 from almanac.events import codec, readable
+from almanac.events.copies import relabel as relabel_envelopes, relabel_record
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.step import decode_record
 from almanac.storage.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
@@ -227,6 +228,19 @@ class ExportFileStore:
         seed = self.documents.get(room, {}).get("seed")
         return bytes.fromhex(seed) if seed else None
 
+    async def load_origin(self, room: str) -> bytes | None:
+        origin = self.documents.get(room, {}).get("origin")
+        return json.dumps(origin).encode() if origin else None
+
+    async def save_origin(self, room: str, origin: bytes) -> bool:
+        async with self._lock:
+            document = self._writable(room)
+            if document.get("origin"):
+                return False
+            document["origin"] = json.loads(origin)
+            self._persist(room)
+            return True
+
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
         document = self.documents.get(room)
         if document is None:
@@ -334,23 +348,41 @@ async def compact_export(store: Any, room: str, exported_at_ms: int) -> dict[str
     document["envelopes"] = [_b64(data) for _, data in await store.read_raw(room)]
     document["commands"] = [[version, _b64(data)] for version, data in await store.commands(room)]
     document["rejections"] = rejections
+    load_origin = getattr(store, "load_origin", None)
+    origin = await load_origin(room) if load_origin is not None else None
+    if origin:
+        document["origin"] = json.loads(origin)
     return document
 
 
-async def import_room(exported: ExportFileStore, target: Any, room: str) -> int:
-    """Copy one room of an export into ``target`` command by command (as the engine appended it); events copied."""
+async def import_room(exported: ExportFileStore, target: Any, room: str, as_room: str | None = None) -> int:
+    """Copy one room of an export into ``target`` command by command (as the engine appended it); events copied.
+
+    ``as_room``: load it as a copy under that id (``events.copies``: relabelled, re-sealed), recording its
+    origin {room, version, hash} (the exported head; a copy of a copy names the first room) so that
+    ``verify`` can prove the copy is the origin's history.
+    """
     envelopes = await exported.read(room)
     spans = await exported.commands(room)
+    name = room if as_room is None else as_room
+    relabel = (lambda data: data) if as_room is None else (lambda data: relabel_record(data, as_room))
+    if as_room is not None:
+        inherited = await exported.load_origin(room)
+        origin = inherited or json.dumps({"room": room, "version": len(envelopes),
+                                          "hash": envelopes[-1].hash if envelopes else GENESIS_HASH}).encode()
+        envelopes = relabel_envelopes(envelopes, as_room)
     for index, (first_version, record_bytes) in enumerate(spans):
         last_version = spans[index + 1][0] - 1 if index + 1 < len(spans) else len(envelopes)
         record = decode_record(record_bytes)
-        await target.append(room, first_version - 1, record.command_id, envelopes[first_version - 1:last_version],
-                            record_bytes)
+        await target.append(name, first_version - 1, record.command_id, envelopes[first_version - 1:last_version],
+                            relabel(record_bytes))
     for rejection in exported.document(room)["rejections"]:
         record_bytes = _unb64(rejection["record"])
-        await target.record_rejection(room, decode_record(record_bytes).command_id, rejection.get("error") or {},
-                                      record_bytes)
+        await target.record_rejection(name, decode_record(record_bytes).command_id, rejection.get("error") or {},
+                                      relabel(record_bytes))
     seed = await exported.load_seed(room)
     if seed is not None:
-        await target.save_seed(room, seed)
+        await target.save_seed(name, seed)
+    if as_room is not None:
+        await target.save_origin(as_room, origin)
     return len(envelopes)

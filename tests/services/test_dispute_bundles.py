@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from almanac.events import codec, readable
 from almanac.events.bundle_check import verify_bundle
+from almanac.events.copies import relabel
 from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
 from almanac.services.verify import verify_room
@@ -184,3 +185,60 @@ async def test_a_room_that_has_not_ended_says_what_stays_unverified(redis_client
     verdict = verify_bundle(bundle)
     assert verdict.ok and "[skipped] redecide" in verdict.text() and "[skipped] seed" in verdict.text()
     assert (await verify_room(store, ROOM)).chain_checked == ended_at
+
+
+# --- export -> import --as -> verify ----------------------------------------------------------
+
+
+async def test_a_room_imported_as_a_copy_sits_beside_the_original_and_verifies_as_its_history(
+        redis_client, redis_url, tmp_path) -> None:
+    store = RedisEventStore(redis_client)
+    # Given the golden realm game (a format_version 1 file) imported, then exported in the readable format
+    assert (await ainvoke(redis_url, "import", str(REALM))).exit_code == 0
+    exported = await ainvoke(redis_url, "export", ROOM)
+    document = json.loads(exported.stdout)
+    assert document["format_version"] == 2 and document["head"]["version"] == 155
+    file = tmp_path / "realm.json"
+    file.write_text(exported.stdout)
+    # When it is imported again as a copy
+    copied = await ainvoke(redis_url, "import", str(file), "--as", "realm-copy")
+    assert copied.exit_code == 0, copied.output
+    # Then the copy is re-sealed under its own id, names its origin, and verifies as that origin's history
+    original, copy = await store.read(ROOM), await store.read("realm-copy")
+    assert [e.payload for e in original] == [e.payload for e in copy] and copy[0].room == "realm-copy"
+    assert copy[-1].hash != original[-1].hash
+    assert json.loads(await store.load_origin("realm-copy")) == {"room": ROOM, "version": 155,
+                                                                 "hash": original[-1].hash}
+    report = await verify_room(store, "realm-copy")
+    assert report.ok and report.commands_redecided == 118 and "a copy of room" in report.notes[0], report
+    assert (await verify_room(store, ROOM)).ok
+    # Its export carries the origin, and a copy of the copy still names the first room
+    again = json.loads((await ainvoke(redis_url, "export", "realm-copy")).stdout)
+    assert again["origin"] == {"room": ROOM, "version": 155, "hash": original[-1].hash}
+    (tmp_path / "copy.json").write_text(json.dumps(again))
+    assert (await ainvoke(None, "verify", "--file", str(tmp_path / "copy.json"))).exit_code == 0
+    assert (await ainvoke(redis_url, "import", str(tmp_path / "copy.json"), "--as", "copy-2")).exit_code == 0
+    assert (await verify_room(store, "copy-2")).ok
+    # A copy whose history was rewritten (re-sealed to hide it) is caught: it is no longer the origin's
+    chain = await store.read("realm-copy")
+    event = codec.to_builtins(codec.decode_event(chain[35]))
+    event["transfers"][0]["amount"] = 1
+    chain[35] = msgspec.structs.replace(chain[35], payload=codec.encode(event))
+    forged = {**again, "room": "forged-copy", "events": [
+        readable.event_entry(codec.encode_envelope(e), "forged-copy", e.version)
+        for e in relabel(chain, "forged-copy")]}
+    forged_store = ExportFileStore.of_document(forged)
+    failed = await verify_room(forged_store, "forged-copy")
+    assert not failed.ok and failed.divergence.check in ("redecide", "origin"), failed
+    # And an existing id or a bad id is refused, changing nothing
+    taken = await ainvoke(redis_url, "import", str(file), "--as", "realm-copy")
+    assert taken.exit_code == 1 and "already exists" in taken.stderr
+    bad = await ainvoke(redis_url, "import", str(file), "--as", "bad id!")
+    assert bad.exit_code != 0 and "a room id is" in bad.output
+
+
+async def test_a_format_version_1_file_still_imports_and_verifies(redis_client, redis_url) -> None:
+    assert json.loads(REALM.read_text())["format_version"] == 1
+    assert (await ainvoke(None, "verify", "--file", str(REALM))).exit_code == 0
+    assert (await ainvoke(redis_url, "import", str(REALM))).exit_code == 0
+    assert (await verify_room(RedisEventStore(redis_client), ROOM)).ok
