@@ -15,6 +15,7 @@ from almanac.events import codec, readable, registry
 from almanac.events.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
 from almanac.events.errors import RuleError
 from almanac.events.step import decode_record
+from almanac.services.verify import as_origin
 
 
 class DisputeError(ValueError):
@@ -35,9 +36,12 @@ async def _raw(store: Any, room: str) -> list[tuple[int, bytes]]:
 async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: str | None = None,
                          item: str | None = None, versions: tuple[int, int] | None = None) -> dict[str, Any]:
     """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``)."""
-    raw = await _raw(store, room)
-    if not raw:
+    if not await store.latest_version(room):
         raise DisputeError("room_not_found", f"room {room!r} does not exist", "room")
+    copy = room
+    # A copy's dice were salted with its origin's id: its bundle is the origin's history (events.copies).
+    store, room, origin = await as_origin(store, room)
+    raw = await _raw(store, room)
     envelopes = [codec.decode_envelope(data, room, version) for version, data in raw]
     head = len(envelopes)
     created = codec.decode_event(envelopes[0])
@@ -107,6 +111,9 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
                     "ref": f"{created.ruleset}@{created.ruleset_version}",
                     "fingerprint": created.fingerprint, "fingerprint_of_exporter": fingerprint_here},
         "subject": subject,
+        **({"copied_as": {"room": copy, "note": f"exported from {copy!r}, a copy of this room made by import --as; "
+                                               "the copy is this history relabelled (docs/forensics.md)"}}
+           if origin else {}),
         "head": {"version": head, "hash": envelopes[-1].hash},
         "seed": seed,
         "events": [readable.event_entry(raw[v - 1][1], room, v) for v in wanted],

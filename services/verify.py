@@ -92,6 +92,17 @@ class _AsOrigin:
         return await self.store.outcome(self.copy, command_id)
 
 
+async def as_origin(store: EventStore, room: str) -> tuple[Any, str, dict[str, Any] | None]:
+    """A copy (``import --as``) as its origin's history: (store view, origin room, origin); else unchanged."""
+    load_origin = getattr(store, "load_origin", None)
+    origin = await load_origin(room) if load_origin is not None else None
+    if not origin:
+        return store, room, None
+    found = json.loads(origin)
+    envelopes = await store.read(room, 1, int(found["version"]))
+    return _AsOrigin(store, room, found["room"], int(found["version"]), envelopes), found["room"], found
+
+
 async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> VerifyReport:
     """A copy (``import --as``): its own chain, then its first versions relabelled back are the origin's
     history (same head hash) and decide again as the origin; later versions decide again as the copy."""
