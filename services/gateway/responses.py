@@ -218,7 +218,7 @@ class AsyncApiDocument(_Body):
     components: Json = {}
 
 
-class DisputeBundle(_Body):
+class DisputeBundle(_Body, kw_only=True):
     """A dispute bundle (docs/forensics.md, "Dispute bundles"): verify it with `almanac verify-bundle`."""
 
     format: str
