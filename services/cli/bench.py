@@ -67,3 +67,11 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
     settings = settings_or_exit()
     with redis_url_for(settings) as url:
         main(settings.model_copy(update={"redis_url": url}), count)
+
+
+@bench_app.command("forensics")
+def bench_forensics(events: int = typer.Option(10_000, min=100, help="Events in the room.")) -> None:
+    """Dispute bundle export and offline verification of a long room, against folding it once (no Redis)."""
+    from almanac.services.bench.forensics import main  # noqa: PLC0415
+
+    main(events)
