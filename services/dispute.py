@@ -73,7 +73,8 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
     recorded = await store.commands(room)
     spans = [(first, (recorded[i + 1][0] - 1) if i + 1 < len(recorded) else head, data)
              for i, (first, data) in enumerate(recorded)]
-    chosen = [span for span in spans if any(span[0] <= v <= span[1] for v in wanted)]
+    wanted_set = set(wanted)
+    chosen = [span for span in spans if any(v in wanted_set for v in range(span[0], span[1] + 1))]
     low, high = (chosen[0][0], chosen[-1][1]) if chosen else (wanted[0], wanted[-1])
     refusals = []
     for data in await store.rejections(room):
