@@ -242,3 +242,40 @@ async def test_a_format_version_1_file_still_imports_and_verifies(redis_client, 
     assert (await ainvoke(None, "verify", "--file", str(REALM))).exit_code == 0
     assert (await ainvoke(redis_url, "import", str(REALM))).exit_code == 0
     assert (await verify_room(RedisEventStore(redis_client), ROOM)).ok
+
+
+async def test_a_copy_of_a_challenge_room_takes_new_commands_and_still_verifies(redis_client, redis_url, tmp_path) -> None:
+    from almanac.services.room_service import CommandRecord, RoomService
+
+    store = RedisEventStore(redis_client)
+    service = RoomService(store)
+
+    async def send(room: str, number: int, body: dict) -> None:
+        outcome = await service.handle(CommandRecord(command_id=f"{room}-{number}", room=room, player="ann",
+                                                     server_time_ms=1_000 * number, body=body))
+        assert outcome.accepted, outcome.error
+
+    # Given a challenge room (its dice come from a public seed, so a copy can play on)
+    for number, body in enumerate([{"kind": "create_room", "ruleset": "counter", "challenge": "weekly-7"},
+                                   {"kind": "join_room"}, {"kind": "roll", "dice": 3}, {"kind": "add", "amount": 4}]):
+        await send("ch1", number, body)
+    file = tmp_path / "ch1.json"
+    file.write_text((await ainvoke(redis_url, "export", "ch1")).stdout)
+    assert (await ainvoke(redis_url, "import", str(file), "--as", "ch1-copy")).exit_code == 0
+    # When the copy takes commands of its own
+    await send("ch1-copy", 10, {"kind": "roll", "dice": 2})
+    await send("ch1-copy", 11, {"kind": "add", "amount": 1})
+    # Then it verifies: its first versions as the origin's history, the rest decided again as the copy
+    report = await verify_room(store, "ch1-copy")
+    assert report.ok and report.commands_redecided == 6 and report.versions == 6, report
+    # And a forged tail (re-sealed) is caught
+    chain = await store.read("ch1-copy")
+    event = codec.to_builtins(codec.decode_event(chain[4]))
+    event["faces"] = [6] * len(event["faces"])
+    chain[4] = msgspec.structs.replace(chain[4], payload=codec.encode(event))
+    resealed = relabel(chain, "ch1-forged")
+    exported = json.loads((await ainvoke(redis_url, "export", "ch1-copy")).stdout)
+    forged = {**exported, "room": "ch1-forged", "events": [
+        readable.event_entry(codec.encode_envelope(e), "ch1-forged", e.version) for e in resealed]}
+    failed = await verify_room(ExportFileStore.of_document(forged), "ch1-forged")
+    assert not failed.ok and (failed.divergence.check, failed.divergence.version) == ("redecide", 5), failed
