@@ -29,7 +29,7 @@ def export_command(room: str = typer.Argument(..., help="Room id.")) -> None:
         await room_envelopes(store, room)  # a missing room is one clear line
         return await export_document(store, room, int(time.time() * 1000))
 
-    sys.stdout.write(json.dumps(with_store(work)) + "\n")
+    sys.stdout.write(json.dumps(with_store(work), indent=1) + "\n")  # one field a line: read it, diff it
 
 
 @app.command("import")
