@@ -125,6 +125,12 @@ def verify_bundle(bundle: Any, expect_head: str | None = None) -> Verdict:
         verdict.ok = True
     except _Failed as failure:
         verdict.steps.append(failure.step)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError, OverflowError, CorruptEventError,
+            msgspec.DecodeError, msgspec.ValidationError) as error:
+        # A hostile or damaged file: a failed step naming the first part that is not as the format says.
+        where = verdict.steps[-1].name if verdict.steps else "format"
+        verdict.steps.append(Step(name="format", status="failed",
+                                  detail=f"the bundle is malformed after step {where!r}: {type(error).__name__}: {error}"))
     return verdict
 
 

@@ -279,3 +279,19 @@ async def test_a_copy_of_a_challenge_room_takes_new_commands_and_still_verifies(
         readable.event_entry(codec.encode_envelope(e), "ch1-forged", e.version) for e in resealed]}
     failed = await verify_room(ExportFileStore.of_document(forged), "ch1-forged")
     assert not failed.ok and (failed.divergence.check, failed.divergence.version) == ("redecide", 5), failed
+
+
+@pytest.mark.parametrize("damage", [
+    lambda b: b.update(events="nope"), lambda b: b.update(refusals=[1]), lambda b: b.update(commands=[{"raw": 5}]),
+    lambda b: b["events"][0].update(version="7"), lambda b: b["chain"].update(envelopes=["!!"]),
+    lambda b: b.update(head=None), lambda b: b["commands"][0].update(first_version=10**30),
+    lambda b: b["events"].append({"version": 3}), lambda b: b.update(seed=[]),
+])
+async def test_a_damaged_bundle_is_a_failed_step_never_an_exception(trade_bundle, damage) -> None:
+    bundle = json.loads(json.dumps(trade_bundle))
+    damage(bundle)
+    verdict = verify_bundle(bundle)
+    assert not verdict.ok and verdict.failed is not None and verdict.failed.name in (
+        "format", "chain", "readable", "coverage", "refusals")
+    for hostile in ([], None, "x", {"format": "almanac-dispute-bundle", "format_version": 1}):
+        assert not verify_bundle(hostile).ok
