@@ -17,6 +17,9 @@ failure, and says what each passed step proved:
               decoded payload): what a person reads is what the chain proves.
 4. rules      the room's first event names the rule-set version; this machine has that version, and
               its fingerprint is compared with the one the room recorded (a difference is reported).
+   subject    the slice is all of its subject: a trade (any audit view's item) told again from the
+              chain by the rule-set's audit view gives exactly the bundle's events and story, so no
+              step of it was left out; a range holds exactly its versions.
 5. seed       the revealed seed hashes to the commitment recorded when the room was created (so the
               operator could not pick it after seeing the play). Skipped, and said so, before the end.
 6. coverage   each command's span of versions is exactly the envelopes carrying its command id, and
@@ -216,6 +219,28 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
                 f"fingerprint {rules.fingerprint[:16]}…, " + ("the same code the room recorded" if same else
                 f"NOT the fingerprint the room recorded ({created.fingerprint[:16] or 'none'}…): the code differs, "
                 "so the re-decision below checks the recorded events against this machine's code")))
+
+    # 4b. subject: the slice is all of what it claims to be (the audit view told again from the chain)
+    subject = bundle.get("subject")
+    slice_versions = sorted(entry["version"] for entry in events)
+    if isinstance(subject, dict) and subject.get("kind") == "audit_view":
+        offered = rules.audit_view(str(subject.get("view")))
+        if offered is None:
+            raise _fail("subject", f"{ref} has no audit view {subject.get('view')!r}")
+        story = offered.steps([(e, codec.decode_event(e)) for e in chain], str(subject.get("item")))
+        told = sorted({int(s["version"]) for s in story})
+        if told != slice_versions or not readable.same_json(codec.to_builtins(story), subject.get("story")):
+            raise _fail("subject", f"the {subject.get('view')} {subject.get('item')!r} told again from the chain is not "
+                        "the bundle's story and events (one left out, or one added)", None,
+                        recorded=slice_versions, recomputed=told)
+        passed(Step(name="subject", status="passed", detail=f"the {subject.get('view')} {subject.get('item')!r}, told "
+                    f"again from the chain by {ref}'s audit view, is exactly the bundle's {len(told)} event(s) and story"))
+    elif isinstance(subject, dict) and subject.get("kind") == "versions":
+        if slice_versions != list(range(int(subject["from"]), int(subject["to"]) + 1)):
+            raise _fail("subject", f"the bundle's events are not exactly versions {subject['from']}..{subject['to']}")
+        passed(Step(name="subject", status="passed", detail=f"the events are exactly versions {subject['from']}..{subject['to']}"))
+    else:
+        raise _fail("subject", "the bundle names no subject (an audit view's item or a version range)")
 
     # 5. seed (taken from the chain itself: the room.ended event; the bundle's copy must agree)
     ended = [codec.decode_event(e) for e in chain if e.type == "room.ended"]

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 from typer.testing import CliRunner
 
-from almanac.events import codec, readable
+from almanac.events import codec, readable, registry
 from almanac.events.bundle_check import verify_bundle
 from almanac.events.copies import relabel
 from almanac.events.hashing import seal
@@ -74,6 +74,11 @@ def rewrite(bundle: dict, version: int, change, reseal: bool) -> dict:
     bundle["chain"]["envelopes"] = [readable.b64(r) for r in raws]
     bundle["events"] = [readable.event_entry(raws[e["version"] - 1], bundle["room"], e["version"])
                         for e in bundle["events"]]
+    subject = bundle["subject"]
+    if subject["kind"] == "audit_view":  # the forger tells the story again from the forged chain too
+        view = registry.stored(chain[0].ruleset).audit_view(subject["view"])
+        subject["story"] = json.loads(json.dumps(codec.to_builtins(
+            view.steps([(e, codec.decode_event(e)) for e in chain], subject["item"]))))
     return bundle
 
 
@@ -105,7 +110,7 @@ async def test_a_realm_trade_bundle_is_readable_and_verifies_offline_in_a_fresh_
     done = subprocess.run([sys.executable, "-c", script, str(file)], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    for step in ("format", "chain", "readable", "rules", "seed", "coverage", "redecide", "refusals"):
+    for step in ("format", "chain", "readable", "rules", "subject", "seed", "coverage", "redecide", "refusals"):
         assert f"[passed] {step}" in done.stdout
     cli = subprocess.run([str(Path(sys.executable).with_name("almanac")), "verify-bundle", str(file)], env=env,
                          capture_output=True, text=True, timeout=120, check=False)
@@ -147,6 +152,14 @@ async def test_a_forged_chain_resealed_to_a_new_head_is_caught_by_redecide(trade
     assert step == "redecide" and "event.transfers" in text
     # And the head no longer matches the one the room published.
     assert not verify_bundle(forged, expect_head=trade_bundle["head"]["hash"]).ok
+
+
+async def test_a_trade_step_left_out_of_the_bundle_is_caught_by_subject(trade_bundle) -> None:
+    bundle = json.loads(json.dumps(trade_bundle))
+    returned = bundle["events"].pop()  # the merchant's return: the goods that came back
+    bundle["subject"]["story"] = [s for s in bundle["subject"]["story"] if s["version"] != returned["version"]]
+    step, text = failed_step(bundle)
+    assert step == "subject" and "left out" in text
 
 
 async def test_a_readable_event_that_lies_about_its_bytes_is_caught(trade_bundle) -> None:
