@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import msgspec
 
 from almanac.events import codec, registry, room as room_rules
+from almanac.events.copies import relabel, relabel_record
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
-from almanac.events.hashing import envelope_hash
+from almanac.events.hashing import envelope_hash, first_broken_link
 from almanac.events.step import advance, decode_record, replay, step
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
@@ -64,8 +66,103 @@ async def _raw_envelopes(store: EventStore, room: str) -> list[tuple[int, bytes]
     return [(e.version, codec.encode_envelope(e)) for e in await store.read(room)]
 
 
+class _AsOrigin:
+    """A copy's first ``upto`` versions shown as its origin room's (``events.copies``), for ``verify_room``."""
+
+    def __init__(self, store: EventStore, copy: str, origin: str, upto: int, envelopes: list[Envelope]) -> None:
+        self.store, self.copy, self.origin, self.upto = store, copy, origin, upto
+        self.envelopes = relabel(envelopes[:upto], origin)
+
+    async def read_raw(self, room: str) -> list[tuple[int, bytes]]:
+        return [(e.version, codec.encode_envelope(e)) for e in self.envelopes]
+
+    async def commands(self, room: str) -> list[tuple[int, bytes]]:
+        return [(v, relabel_record(data, self.origin)) for v, data in await self.store.commands(self.copy)
+                if v <= self.upto]
+
+    async def rejections(self, room: str) -> list[bytes]:
+        kept = []
+        for data in await self.store.rejections(self.copy):
+            at = decode_record(data).refused_at_version
+            if at is not None and at < self.upto:
+                kept.append(relabel_record(data, self.origin))
+        return kept
+
+    async def load_seed(self, room: str) -> bytes | None:
+        return await self.store.load_seed(self.copy)
+
+    async def outcome(self, room: str, command_id: str) -> Any:
+        return await self.store.outcome(self.copy, command_id)
+
+
+async def as_origin(store: EventStore, room: str) -> tuple[Any, str, dict[str, Any] | None]:
+    """A copy (``import --as``) as its origin's history: (store view, origin room, origin); else unchanged."""
+    load_origin = getattr(store, "load_origin", None)
+    origin = await load_origin(room) if load_origin is not None else None
+    if not origin:
+        return store, room, None
+    found = json.loads(origin)
+    envelopes = await store.read(room, 1, int(found["version"]))
+    return _AsOrigin(store, room, found["room"], int(found["version"]), envelopes), found["room"], found
+
+
+async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> VerifyReport:
+    """A copy (``import --as``): its own chain, then its first versions relabelled back are the origin's
+    history (same head hash) and decide again as the origin; later versions decide again as the copy."""
+    raw = await _raw_envelopes(store, room)
+    upto, origin_room, origin_hash = int(origin["version"]), str(origin["room"]), str(origin["hash"])
+    base = {"room": room, "versions": len(raw)}
+    try:
+        envelopes = [codec.decode_envelope(data, room, version) for version, data in raw]
+    except CorruptEventError as error:
+        return VerifyReport(ok=False, **base, divergence=Divergence(check="decode", version=error.version,
+                                                                    message=error.reason))
+    broken = first_broken_link(envelopes, GENESIS_HASH) if envelopes else None
+    if broken is not None or len(envelopes) < upto:
+        return VerifyReport(ok=False, **base, divergence=Divergence(
+            check="chain", version=broken[0] if broken else len(envelopes) + 1,
+            message=broken[1] if broken else f"the copy holds fewer versions than its origin's {upto}"))
+    as_origin = _AsOrigin(store, room, origin_room, upto, envelopes)
+    inner = await verify_room(as_origin, origin_room)  # type: ignore[arg-type]
+    relabelled_head = as_origin.envelopes[-1].hash if as_origin.envelopes else GENESIS_HASH
+    notes = [f"a copy of room {origin_room!r} at version {upto}: versions 1..{upto} relabelled to {origin_room!r} "
+             f"re-seal to its head hash {origin_hash[:16]}… and were checked as that room", *inner.notes]
+    report = codec.to_builtins(inner)
+    report.update(room=room, versions=len(envelopes), chain_checked=len(envelopes), notes=notes)
+    if not inner.ok:
+        return msgspec.convert(report, VerifyReport)
+    if relabelled_head != origin_hash:
+        report.update(ok=False, divergence={"check": "origin", "version": upto,
+                                            "message": f"versions 1..{upto} relabelled are not the history of "
+                                                       f"{origin_room!r} the copy names", "recorded": origin_hash,
+                                            "recomputed": relabelled_head})
+        return msgspec.convert(report, VerifyReport)
+    if len(envelopes) > upto:
+        created = codec.decode_event(envelopes[0])
+        ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+        seed = (room_rules.challenge_seed(created.challenge) if created.challenge is not None
+                else bytes.fromhex(ended[-1].revealed_seed) if ended else await store.load_seed(room))
+        tail = [(v, data) for v, data in await store.commands(room) if v > upto]
+        if seed is None or not tail or tail[0][0] != upto + 1:
+            notes.append(f"versions {upto + 1}..{len(envelopes)} (after the copy) are chain-checked only")
+        else:
+            spans = [(first, (tail[i + 1][0] - 1) if i + 1 < len(tail) else len(envelopes), data)
+                     for i, (first, data) in enumerate(tail)]
+            checked = await _redecide(room, seed, envelopes, spans, inner.ruleset,
+                                      state=replay(envelopes[:upto]), last_hash=envelopes[upto - 1].hash)
+            if isinstance(checked, Divergence):
+                report.update(ok=False, divergence=codec.to_builtins(checked))
+                return msgspec.convert(report, VerifyReport)
+            report["commands_redecided"] += checked
+    return msgspec.convert(report, VerifyReport)
+
+
 async def verify_room(store: EventStore, room: str) -> VerifyReport:
     """Check a room's log; the report names the first divergence (``ok`` False) or none."""
+    load_origin = getattr(store, "load_origin", None)
+    origin = await load_origin(room) if load_origin is not None else None
+    if origin:
+        return await _verify_copy(store, room, json.loads(origin))
     raw = await _raw_envelopes(store, room)
     report: dict[str, Any] = {"room": room, "versions": len(raw)}
     notes: list[str] = []
@@ -183,7 +280,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
     # 4. Re-decide each command against the state before it, with the room's dice, byte for byte.
     if seed is not None:
-        checked = await _redecide(room, seed, envelopes, spans, rules.ref, base, link_hash)
+        checked = await _redecide(room, seed, envelopes, spans, rules.ref, state=base, last_hash=link_hash)
         if isinstance(checked, Divergence):
             return failed(checked)
         report["commands_redecided"] = checked
@@ -245,10 +342,9 @@ def _same_creation(mine: Envelope, theirs: Envelope) -> bool:
 
 async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
                     spans: list[tuple[int, int, bytes]], pinned: str,
-                    base: room_rules.RoomState | None = None, base_hash: str = GENESIS_HASH) -> int | Divergence:
-    # The engine's own room step, with the room's seed (a fork's first step from its parent's state).
-    state: room_rules.RoomState | None = base
-    last_hash = base_hash
+                    state: room_rules.RoomState | None = None, last_hash: str = GENESIS_HASH) -> int | Divergence:
+    # The engine's own room step, with the room's seed, from ``state`` after ``last_hash`` (a fork's first step
+    # from its parent's state, a copy's tail from the copied history).
     for first_version, last_version, record_bytes in spans:
         recorded = envelopes[first_version - 1 : last_version]
         try:

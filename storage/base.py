@@ -109,6 +109,10 @@ class EventStore(Protocol):
 
     async def load_seed(self, room: str) -> bytes | None: ...
 
+    # Optional (read through getattr): a copy's origin, JSON {room, version, hash} (``import --as``).
+    # async def save_origin(self, room: str, origin: bytes) -> bool
+    # async def load_origin(self, room: str) -> bytes | None
+
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
         """``outcome(room, command_id)`` for many pairs at once (one round trip on Redis)."""
 

@@ -2,7 +2,14 @@
 
 `almanac export` writes a room's document, `verify --file` and `import` read one; the same store
 runs the contract suite the Redis and memory stores run. A document keeps the stored envelope
-bytes exactly (base64), so verification of a file sees what the server stored.
+bytes exactly, so verification of a file sees what the server stored.
+
+`almanac export` writes format_version 2, readable (docs/forensics.md, "Export files"): ``events``
+decoded with their hashes (each entry rebuilds the stored envelope bytes exactly: ``events.readable``),
+``commands`` as [{first_version, command, ...}], ``rejections`` as [{command, error, ...}], ``head``
+({version, hash}) and ``origin`` (set on a copy made by ``import --as``: the room, head version and head
+hash it was copied from). Reading converts it to the compact form below, which is also format_version 1
+and what this store keeps in memory and in its directory.
 
 Document (format_version 1): ``format``, ``format_version``, ``room``, ``ruleset``,
 ``exported_at_ms``, ``seed`` (hex; an export carries it only once revealed), ``envelopes`` (base64,
@@ -22,8 +29,9 @@ from urllib.parse import quote
 
 import msgspec
 
-from almanac.events import codec
-from almanac.events.envelope import Envelope
+from almanac.events import codec, readable
+from almanac.events.copies import relabel as relabel_envelopes, relabel_record
+from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.step import decode_record
 from almanac.storage.base import (
     AppendRequest,
@@ -35,7 +43,8 @@ from almanac.storage.base import (
 )
 
 EXPORT_FORMAT = "almanac-room-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the compact form this store keeps
+READABLE_FORMAT_VERSION = 2  # what `almanac export` writes
 
 
 class ExportFormatError(ValueError):
@@ -59,6 +68,11 @@ def check_document(document: Any, where: str = "the document") -> dict[str, Any]
     """The document when it is an exported room; ExportFormatError naming what is wrong otherwise."""
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise ExportFormatError(f"{where} is not an exported room (format is not {EXPORT_FORMAT!r})")
+    if document.get("format_version") == READABLE_FORMAT_VERSION:
+        document = compact_document(document, where)
+    elif document.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise ExportFormatError(f"{where} has format_version {document.get('format_version')!r}; "
+                                f"this Almanac reads {FORMAT_VERSION} and {READABLE_FORMAT_VERSION}")
     try:
         if not isinstance(document["room"], str):
             raise TypeError("room is not a string")
@@ -73,6 +87,52 @@ def check_document(document: Any, where: str = "the document") -> dict[str, Any]
     except (KeyError, TypeError, ValueError) as error:
         raise ExportFormatError(f"{where} is a damaged export: {error}") from None
     return document
+
+
+def compact_document(document: dict[str, Any], where: str = "the document") -> dict[str, Any]:
+    """A readable (format_version 2) document in the compact form, the stored bytes exactly.
+
+    Every readable part is checked against the bytes it stands for: a file whose readable event says
+    something its stored payload does not is refused, so what a person reads is what is verified.
+    """
+    try:
+        room = document["room"]
+        compact = new_document(room, document.get("ruleset", ""), int(document.get("exported_at_ms", 0)))
+        compact["seed"] = document.get("seed")
+        if document.get("origin") is not None:
+            compact["origin"] = dict(document["origin"])
+        for entry in document["events"]:
+            envelope = readable.entry_envelope(entry, room)
+            wrong = readable.check_event_entry(entry, envelope)
+            if wrong is not None:
+                raise ValueError(f"event entry {entry.get('version')}: {wrong}")
+            compact["envelopes"].append(_b64(readable.entry_bytes(entry, room)))
+        for entry in document["commands"]:
+            compact["commands"].append([int(entry["first_version"]), _b64(readable.entry_record_bytes(entry))])
+        for entry in document["rejections"]:
+            compact["rejections"].append({"record": _b64(readable.entry_record_bytes(entry)), "error": entry.get("error")})
+    except (KeyError, TypeError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise ExportFormatError(f"{where} is a damaged export: {error}") from None
+    except Exception as error:  # a CorruptEventError from a damaged entry  # noqa: BLE001
+        raise ExportFormatError(f"{where} is a damaged export: {error}") from None
+    return compact
+
+
+def readable_document(compact: dict[str, Any]) -> dict[str, Any]:
+    """A compact (format_version 1) document as `almanac export` writes it: readable, format_version 2."""
+    room = compact["room"]
+    raws = [_unb64(data) for data in compact["envelopes"]]
+    events = [readable.event_entry(raw, room, version) for version, raw in enumerate(raws, start=1)]
+    return {
+        "format": EXPORT_FORMAT, "format_version": READABLE_FORMAT_VERSION, "room": room,
+        "ruleset": compact.get("ruleset", ""), "exported_at_ms": compact.get("exported_at_ms", 0),
+        "head": {"version": len(events), "hash": events[-1]["hash"] if events else GENESIS_HASH},
+        "origin": compact.get("origin"), "seed": compact.get("seed"), "events": events,
+        "commands": [{"first_version": int(version), **readable.record_entry(_unb64(data))}
+                     for version, data in compact["commands"]],
+        "rejections": [{**readable.record_entry(_unb64(r["record"])), "error": r.get("error")}
+                       for r in compact["rejections"]],
+    }
 
 
 def _command_id(known: str | None, record: str) -> str | None:
@@ -175,6 +235,19 @@ class ExportFileStore:
         seed = self.documents.get(room, {}).get("seed")
         return bytes.fromhex(seed) if seed else None
 
+    async def load_origin(self, room: str) -> bytes | None:
+        origin = self.documents.get(room, {}).get("origin")
+        return json.dumps(origin).encode() if origin else None
+
+    async def save_origin(self, room: str, origin: bytes) -> bool:
+        async with self._lock:
+            document = self._writable(room)
+            if document.get("origin"):
+                return False
+            document["origin"] = json.loads(origin)
+            self._persist(room)
+            return True
+
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
         document = self.documents.get(room)
         if document is None:
@@ -268,7 +341,12 @@ class ExportFileStore:
 
 
 async def export_document(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:
-    """A room of any store as an export document: the stored bytes exactly, the seed only once revealed."""
+    """A room of any store as a readable export document (format_version 2), the stored bytes exactly."""
+    return readable_document(await compact_export(store, room, exported_at_ms))
+
+
+async def compact_export(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:
+    """A room of any store as a compact document (format_version 1): the stored bytes, the seed once revealed."""
     envelopes = await store.read(room)
     rejections = []
     for data in await store.rejections(room):
@@ -281,23 +359,41 @@ async def export_document(store: Any, room: str, exported_at_ms: int) -> dict[st
     document["envelopes"] = [_b64(data) for _, data in await store.read_raw(room)]
     document["commands"] = [[version, _b64(data)] for version, data in await store.commands(room)]
     document["rejections"] = rejections
+    load_origin = getattr(store, "load_origin", None)
+    origin = await load_origin(room) if load_origin is not None else None
+    if origin:
+        document["origin"] = json.loads(origin)
     return document
 
 
-async def import_room(exported: ExportFileStore, target: Any, room: str) -> int:
-    """Copy one room of an export into ``target`` command by command (as the engine appended it); events copied."""
+async def import_room(exported: ExportFileStore, target: Any, room: str, as_room: str | None = None) -> int:
+    """Copy one room of an export into ``target`` command by command (as the engine appended it); events copied.
+
+    ``as_room``: load it as a copy under that id (``events.copies``: relabelled, re-sealed), recording its
+    origin {room, version, hash} (the exported head; a copy of a copy names the first room) so that
+    ``verify`` can prove the copy is the origin's history.
+    """
     envelopes = await exported.read(room)
     spans = await exported.commands(room)
+    name = room if as_room is None else as_room
+    relabel = (lambda data: data) if as_room is None else (lambda data: relabel_record(data, as_room))
+    if as_room is not None:
+        inherited = await exported.load_origin(room)
+        origin = inherited or json.dumps({"room": room, "version": len(envelopes),
+                                          "hash": envelopes[-1].hash if envelopes else GENESIS_HASH}).encode()
+        envelopes = relabel_envelopes(envelopes, as_room)
     for index, (first_version, record_bytes) in enumerate(spans):
         last_version = spans[index + 1][0] - 1 if index + 1 < len(spans) else len(envelopes)
         record = decode_record(record_bytes)
-        await target.append(room, first_version - 1, record.command_id, envelopes[first_version - 1:last_version],
-                            record_bytes)
+        await target.append(name, first_version - 1, record.command_id, envelopes[first_version - 1:last_version],
+                            relabel(record_bytes))
     for rejection in exported.document(room)["rejections"]:
         record_bytes = _unb64(rejection["record"])
-        await target.record_rejection(room, decode_record(record_bytes).command_id, rejection.get("error") or {},
-                                      record_bytes)
+        await target.record_rejection(name, decode_record(record_bytes).command_id, rejection.get("error") or {},
+                                      relabel(record_bytes))
     seed = await exported.load_seed(room)
     if seed is not None:
-        await target.save_seed(room, seed)
+        await target.save_seed(name, seed)
+    if as_room is not None:
+        await target.save_origin(as_room, origin)
     return len(envelopes)

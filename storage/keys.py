@@ -96,6 +96,10 @@ class Keys:
     def seed(self, room: str) -> str:
         return self._room(room, "seed")
 
+    def origin(self, room: str) -> str:
+        """A copy's origin (``import --as``): JSON {room, version, hash} of the room it was copied from."""
+        return self._room(room, "origin")
+
     def command_outcome(self, room: str, command_id: str) -> str:
         # Dedupe lives in the room's shard so the append script can check it atomically.
         return f"{self.prefix}:{shard_tag(self.shard(room))}:cmd:{command_id}"

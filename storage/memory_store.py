@@ -27,6 +27,7 @@ class MemoryEventStore:
         self._rejections: dict[str, list[bytes]] = {}
         self._snapshots: dict[str, dict[int, bytes]] = {}
         self._seeds: dict[str, bytes] = {}
+        self._origins: dict[str, bytes] = {}
         # One entry per append, as on Redis: (room, first version, last version).
         self.feed: list[tuple[str, int, int]] = []
         self._lock = asyncio.Lock()
@@ -133,6 +134,12 @@ class MemoryEventStore:
 
     async def load_seed(self, room: str) -> bytes | None:
         return self._seeds.get(room)
+
+    async def save_origin(self, room: str, origin: bytes) -> bool:
+        return self._origins.setdefault(room, origin) == origin
+
+    async def load_origin(self, room: str) -> bytes | None:
+        return self._origins.get(room)
 
     def tamper(self, room: str, version: int, data: bytes) -> None:
         """Overwrite one stored entry (tests of the chain check only)."""

@@ -434,3 +434,9 @@ class RedisEventStore:
 
     async def load_seed(self, room: str) -> bytes | None:
         return await self.client.get(self.keys.seed(room))
+
+    async def save_origin(self, room: str, origin: bytes) -> bool:
+        return bool(await self.client.set(self.keys.origin(room), origin, nx=True))
+
+    async def load_origin(self, room: str) -> bytes | None:
+        return await self.client.get(self.keys.origin(room))

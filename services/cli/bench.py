@@ -79,3 +79,11 @@ def bench_forensics_tools(
 
     with redis_url_for(settings_or_exit()) as url:
         main(url, events, snapshot_every)
+
+
+@bench_app.command("forensics")
+def bench_forensics(events: int = typer.Option(10_000, min=100, help="Events in the room.")) -> None:
+    """Dispute bundle export and offline verification of a long room, against folding it once (no Redis)."""
+    from almanac.services.bench.forensics import main  # noqa: PLC0415
+
+    main(events)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from almanac.events.schema import NAME_PATTERN
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, room_envelopes, with_store
 from almanac.services.cli.verification import open_export, print_report
@@ -27,24 +29,36 @@ def export_command(room: str = typer.Argument(..., help="Room id.")) -> None:
         await room_envelopes(store, room)  # a missing room is one clear line
         return await export_document(store, room, int(time.time() * 1000))
 
-    sys.stdout.write(json.dumps(with_store(work)) + "\n")
+    sys.stdout.write(json.dumps(with_store(work), indent=1) + "\n")  # one field a line: read it, diff it
 
 
 @app.command("import")
-def import_command(file: Annotated[Path, typer.Argument(help="A file written by `almanac export`.")]) -> None:
+def import_command(
+    file: Annotated[Path, typer.Argument(help="A file written by `almanac export` (format_version 1 or 2).")],
+    as_room: Annotated[str | None, typer.Option("--as", help="Load a copy under this room id, beside the original: "
+                                                "re-sealed under the new id, recording its origin (room, version, "
+                                                "head hash); `verify` proves it is the origin's history.")] = None,
+) -> None:
     """Load an exported room into Redis, after verifying it; refuses a room id that already exists."""
+    if as_room is not None and not re.match(NAME_PATTERN, as_room):
+        raise fail(f"--as {as_room!r}: a room id is 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit")
     exported = guarded(lambda: open_export(file))
     report = guarded(lambda: asyncio.run(verify_room(exported, exported.room)))
     if not report.ok:
         print_report(report)
         raise fail(f"{file} does not verify; nothing imported")
 
+    target = as_room or exported.room
+
     async def work(store: EventStore) -> tuple[int, int, int]:
         room = exported.room
-        if await store.latest_version(room):
-            raise OperatorError(f"room {room!r} already exists; nothing imported")
-        count = await import_room(exported, store, room)
+        if await store.latest_version(target):
+            raise OperatorError(f"room {target!r} already exists; nothing imported")
+        count = await import_room(exported, store, room, as_room)
+        if as_room is not None and not (await verify_room(store, as_room)).ok:
+            raise OperatorError(f"the copy {as_room!r} does not verify")  # cannot happen for a verified file
         return count, len(await exported.commands(room)), len(await exported.rejections(room))
 
     count, commands, refusals = with_store(work)
-    console.print(f"imported room {exported.room}: {count} events, {commands} commands, {refusals} refusals")
+    copy = f" as a copy of {exported.room} (re-sealed under the new id; origin recorded)" if as_room else ""
+    console.print(f"imported room {target}{copy}: {count} events, {commands} commands, {refusals} refusals")

@@ -15,6 +15,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from almanac.events.disclosure import Hidden
 from almanac.services.gateway import (
+    api_dispute,
     api_docs,
     api_forensics,
     api_live,
@@ -92,9 +93,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.signer = signer
     app.state.max_body_bytes = settings.max_body_bytes
     install_error_handlers(app)
-    for router in (api_rooms.router, api_queries.router, api_forensics.router, api_live.router, api_ops.router,
-                   asyncapi.router,
-                   api_docs.docs_router(app.openapi_url or "/openapi.json")):
+    for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
+                   api_ops.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
     console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -292,6 +292,34 @@ class AsyncApiDocument(_Body):
     components: Json = {}
 
 
+class DisputeBundle(_Body, kw_only=True):
+    """A dispute bundle (docs/forensics.md, "Dispute bundles"): verify it with `almanac verify-bundle`."""
+
+    format: str
+    format_version: int
+    room: str
+    exported_at_ms: int
+    exported_at: str
+    ruleset: Json
+    subject: Json
+    copied_as: Json | None = None  # the bundle of a copy (import --as) is its origin's history
+    head: Json
+    seed: Json
+    events: list[Json]
+    commands: list[Json]
+    refusals: list[Json]
+    chain: Json
+
+
+class BundleVerdict(_Body):
+    """The verifier's verdict: every step (passed, failed or skipped) and what it proved, and as text."""
+
+    ok: bool
+    room: str
+    steps: list[Json]
+    text: str
+
+
 # (method, path) -> (status, body type). Every route of the API has one (a test checks).
 RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/rooms"): (201, RoomCreatedAnswer),
@@ -323,6 +351,8 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/rooms/{room}/fork"): (201, ForkAnswer),
     ("get", "/rooms/{room}/explain"): (200, Explanation),
     ("get", "/rooms/{room}/bisect"): (200, BisectAnswer),
+    ("get", "/rooms/{room}/dispute"): (200, DisputeBundle),
+    ("post", "/bundles/verify"): (200, BundleVerdict),
 }
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending

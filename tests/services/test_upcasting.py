@@ -12,7 +12,7 @@ from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import seal
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.verify import verify_room
-from almanac.storage.export_store import ExportFileStore, export_document
+from almanac.storage.export_store import ExportFileStore, compact_export
 from almanac.storage.memory_store import MemoryEventStore
 
 # room.created as engines stored it before versions: schema 1, no ruleset_version, fingerprint or schema.
@@ -52,7 +52,7 @@ async def test_a_room_stored_before_versions_still_verifies_byte_for_byte_as_ver
         outcome = await service.handle(CommandRecord(command_id=f"c{index}", room="old", player=player,
                                                      server_time_ms=1_000 + index, body=body))
         assert outcome.accepted, outcome.error
-    document = await export_document(store, "old", 0)
+    document = await compact_export(store, "old", 0)  # a format_version 1 file, as written before readable exports
     envelopes = [codec.decode_envelope(base64.b64decode(e), "old", v) for v, e in enumerate(document["envelopes"], 1)]
     previous, rewritten = GENESIS_HASH, []
     for envelope in envelopes:

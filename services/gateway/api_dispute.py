@@ -1,0 +1,63 @@
+"""Dispute bundles over HTTP for auditors: GET /rooms/{room}/dispute, and POST /bundles/verify (docs/forensics.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from almanac.events.bundle_check import verify_bundle
+from almanac.events.codec import to_builtins
+from almanac.services.dispute import DisputeError, dispute_bundle
+from almanac.services.gateway.api_rooms import RoomId, gateway
+from almanac.services.gateway.context import bearer
+from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
+
+router = APIRouter(tags=["forensics"])
+
+
+@router.get("/rooms/{room}/dispute", summary="Auditors: a dispute bundle (one audit view's item, e.g. ?trade=ID, "
+            "or ?view=NAME&id=ID, or ?from=A&to=B) that anyone can verify offline")
+async def room_dispute(
+    request: Request,
+    room: str = RoomId,
+    trade: str | None = Query(None, max_length=100, description="a realm trade id (shorthand for view=trade&id=)"),
+    view: str | None = Query(None, pattern=NAME_PATTERN, description="an audit view of the room's rule-set"),
+    item: str | None = Query(None, alias="id", max_length=100, description="what the audit view follows"),
+    first: int | None = Query(None, alias="from", ge=1, le=MAX_VERSION, description="first version of a range"),
+    last: int | None = Query(None, alias="to", ge=1, le=MAX_VERSION, description="last version of a range"),
+) -> Response:
+    gw = gateway(request)
+    gw.auditor(bearer(request), room)
+    if trade is not None:
+        if view is not None or item is not None:
+            raise ApiError(422, "subject_conflict", "give trade, or view and id, not both", "trade")
+        view, item = "trade", trade
+    ranged = first is not None or last is not None
+    if ranged == (view is not None) or (view is not None and item is None) or (ranged and (first is None or last is None)):
+        raise ApiError(422, "subject_required", "give exactly one of: trade; view and id; from and to", "view")
+    try:
+        bundle = await dispute_bundle(gw.store, room, int(time.time() * 1000), view=view, item=item,
+                                      versions=(first, last) if ranged else None)  # type: ignore[arg-type]
+    except DisputeError as error:
+        status = 404 if error.code.endswith("not_found") else 422
+        raise ApiError(status, error.code, error.message, error.field, **({"allowed": error.allowed}
+                                                                          if error.allowed else {})) from None
+    return json_response(bundle)
+
+
+@router.post("/bundles/verify", summary="Verify a dispute bundle (the body) as `almanac verify-bundle` does: "
+             "every step and the verdict; anyone may ask (the bundle is its own evidence)")
+async def bundles_verify(request: Request) -> Response:
+    gateway(request)  # the body limit of the gateway applies (ALMANAC_MAX_BODY_BYTES)
+    try:
+        bundle = json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ApiError(422, "not_json", f"the body is not JSON: {error}", "body") from None
+    verdict = await asyncio.to_thread(verify_bundle, bundle)  # CPU work off the event loop
+    return json_response({"ok": verdict.ok, "room": verdict.room, "steps": to_builtins(verdict.steps),
+                          "text": verdict.text()})
