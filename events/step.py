@@ -7,14 +7,14 @@ they cannot drift apart: verify re-decides byte for byte with exactly the code t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 
 from almanac.events import codec, room as room_rules
 from almanac.events.decider import Context
-from almanac.events.dice import Dice, seed_commitment
+from almanac.events.dice import PLAYER_ENTROPY, Dice, dice_key, seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
 from almanac.events.hashing import seal
@@ -65,10 +65,14 @@ def step(
     *,
     command: Any = None,
     dice: Dice | None = None,
+    nonces: Mapping[str, bytes] | None = None,
 ) -> tuple[list[Envelope], RoomState]:
     """Decide ``record`` against ``state``, seal the events onto the chain after ``last_hash``, evolve.
 
     ``secret_seed`` is the room's secret (None when ``needs_secret_seed`` says it is not used);
+    ``nonces`` are the players' secret nonces the server holds for a scheme-2 room, by their
+    commitment (sha256 hex; the caller checked each hashes to its key): the dice key is derived
+    from the seed and the seated players' nonces (``events.dice.dice_key``, cached per join);
     ``command`` skips decoding the body (tests hand a command Struct); ``dice`` replaces the room's
     dice (tests script them). Raises ``RuleError`` when the command is refused; a refusal changes
     nothing. Every new state is evolved from the decoded envelope, exactly as a replay will.
@@ -92,14 +96,33 @@ def step(
             raise RuleError("seed_missing", f"room {record.room!r} has lost its secret seed; it cannot decide dice")
         seed, salt = secret_seed, record.room
     version = (state.version if state is not None else 0) + 1
+    pairs: tuple[tuple[str, bytes], ...] = ()
+    if state is None:
+        scheme = command.dice_scheme if isinstance(command, room_rules.CreateRoom) else 1
+    else:
+        scheme = state.dice_scheme
+    held: Mapping[str, bytes] = nonces if nonces is not None else {}
+    if scheme == PLAYER_ENTROPY:
+        if state is not None:
+            try:
+                pairs = tuple((player, held[commitment]) for player, commitment in state.nonce_commitments)
+            except KeyError:
+                missing = [p for p, c in state.nonce_commitments if c not in held]
+                raise RuleError("nonce_missing", f"room {record.room!r} has lost the nonce of {missing[0]!r}; "
+                                "it cannot decide dice") from None
+        key = dice_key(seed, pairs)
+    else:
+        key = seed
     ctx = Context(
         room=record.room,
         player=record.player,
         now_ms=record.server_time_ms,
         version=version,
-        dice=Dice(seed, salt, version) if dice is None else dice,
+        dice=Dice(key, salt, version) if dice is None else dice,
         seed_commitment=seed_commitment(seed),
         secret_seed_hex=seed.hex(),
+        nonces=pairs,
+        known_nonces=held,
     )
     events = room_rules.decide(state, command, ctx)
     if not events:

@@ -23,6 +23,7 @@ from urllib.parse import quote
 import msgspec
 
 from almanac.events import codec
+from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import Envelope
 from almanac.events.step import decode_record
 from almanac.storage.base import AppendRequest, AppendResult, RejectRequest, StoredOutcome, VersionConflict
@@ -168,6 +169,10 @@ class ExportFileStore:
         seed = self.documents.get(room, {}).get("seed")
         return bytes.fromhex(seed) if seed else None
 
+    async def load_nonces(self, room: str) -> dict[str, bytes]:
+        # ``export`` never writes them: an ended room's nonces are in its room.ended, a live room's stay secret.
+        return {c: bytes.fromhex(n) for c, n in self.documents.get(room, {}).get("nonces", {}).items()}
+
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
         document = self.documents.get(room)
         if document is None:
@@ -254,6 +259,13 @@ class ExportFileStore:
             document["seed"] = seed.hex()
             self._persist(room)
             return True
+
+    async def save_nonce(self, room: str, nonce: bytes) -> str:
+        commitment = nonce_commitment(nonce)
+        async with self._lock:
+            self._writable(room).setdefault("nonces", {})[commitment] = nonce.hex()
+            self._persist(room)
+        return commitment
 
 
 async def export_document(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:
