@@ -58,6 +58,12 @@ def nonce_commitment(nonce: bytes) -> str:
     return hashlib.sha256(nonce).hexdigest()
 
 
+def server_nonce(secret_seed: bytes, player: str) -> bytes:
+    """The nonce the server uses for a player who sent none: derived from the seed, so it is fixed
+    before anyone joined, secret until the seed is revealed, and checkable by anyone afterwards."""
+    return hmac.new(secret_seed, b"almanac-server-nonce|" + player.encode(), hashlib.sha256).digest()
+
+
 @lru_cache(maxsize=4096)
 def dice_key(secret_seed: bytes, pairs: tuple[tuple[str, bytes], ...]) -> bytes:
     """Scheme 2's HMAC key from the server seed and the seated players' (player, nonce) pairs.

@@ -9,7 +9,7 @@ from collections import OrderedDict, deque
 import msgspec
 
 from almanac.events import codec
-from almanac.events.dice import NONCE_BYTES, PLAYER_ENTROPY, nonce_commitment
+from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, server_nonce
 from almanac.events.envelope import Envelope
 from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
 from almanac.events.room import RoomState
@@ -218,8 +218,8 @@ class RoomService:
         """The record as the room will store it: what the server chose on the client's behalf, written in.
 
         A new secret-seed room that names no dice scheme gets the newest (2: player entropy). A join
-        of a scheme-2 room without a nonce gets one the server draws and keeps beside the seed, and
-        says so (``nonce_by_server``). Written into the record, a re-decision (verify, bundles, forks)
+        of a scheme-2 room without a nonce gets the server's (``events.dice.server_nonce``, derived
+        from the seed), kept beside the seed, and says so (``nonce_by_server``). Written into the record, a re-decision (verify, bundles, forks)
         decides exactly the same without knowing this rule.
         """
         body = record.body
@@ -228,7 +228,8 @@ class RoomService:
             return msgspec.structs.replace(record, body={**body, "dice_scheme": PLAYER_ENTROPY})
         if (kind == "join_room" and state is not None and state.dice_scheme == PLAYER_ENTROPY
                 and body.get("nonce_commitment") is None and record.player not in state.players):
-            commitment = await self.store.save_nonce(record.room, secrets.token_bytes(NONCE_BYTES))
+            nonce = server_nonce(await self._seed_for(state, record), record.player)
+            commitment = await self.store.save_nonce(record.room, nonce)
             return msgspec.structs.replace(record, body={**body, "nonce_commitment": commitment,
                                                          "nonce_by_server": True})
         return record

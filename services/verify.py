@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import codec, registry, room as room_rules
-from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment
+from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, server_nonce
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash
@@ -153,7 +153,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     nonces: dict[str, bytes] | None = None
     if created.dice_scheme == PLAYER_ENTROPY:
         report["dice_scheme"] = PLAYER_ENTROPY
-        checked_nonces = await _check_nonces(store, room, envelopes, report, notes)
+        checked_nonces = await _check_nonces(store, room, envelopes, seed, report, notes)
         if isinstance(checked_nonces, Divergence):
             return failed(checked_nonces)
         nonces = checked_nonces
@@ -190,8 +190,8 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     return VerifyReport(ok=True, notes=notes, **report)
 
 
-async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope], report: dict[str, Any],
-                        notes: list[str]) -> dict[str, bytes] | None | Divergence:
+async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope], seed: bytes | None,
+                        report: dict[str, Any], notes: list[str]) -> dict[str, bytes] | None | Divergence:
     """A scheme-2 room's nonces, by commitment, each checked against the join that committed to it.
 
     Order: the seed commitment (room.created, version 1) was public before any player committed to a
@@ -253,6 +253,11 @@ async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope],
         for player, nonce_hex in sorted(event.revealed_nonces.items()):
             if (divergence := mismatch(player, nonce_hex, version, "the server's revealed")) is not None:
                 return divergence
+            if player in by_server and seed is not None and nonce_hex != server_nonce(seed, player).hex():
+                return Divergence(check="nonce", version=version,
+                                  message=f"the nonce the server drew for player {player!r} is not the one its "
+                                          "seed derives (events.dice.server_nonce)",
+                                  recorded=nonce_hex, recomputed=server_nonce(seed, player).hex())
             if player in own and own[player][0] != nonce_hex:
                 return Divergence(check="nonce", version=version,
                                   message=f"the server revealed another nonce for player {player!r} than they did",
@@ -262,7 +267,7 @@ async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope],
             notes.append("never revealed their own nonce (the server's reveal at the end, checked against their "
                          f"commitment, stands for them): {', '.join(report['players_not_revealing'])}")
         if by_server:
-            notes.append(f"the server drew the nonce of {', '.join(sorted(by_server))} (they sent none): those "
+            notes.append(f"the server derived the nonce of {', '.join(sorted(by_server))} (they sent none): those "
                          "add no entropy against the operator")
         return {commitments[p][0]: bytes.fromhex(n) for p, n in event.revealed_nonces.items()}
     held = await store.load_nonces(room)

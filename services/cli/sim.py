@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from almanac.events import codec, room as room_rules
+from almanac.events.dice import PLAYER_ENTROPY
 from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.schema import Milliseconds, Name
 from almanac.events.step import CommandRecord
@@ -99,8 +100,14 @@ async def run_scenario(header: ScenarioHeader, moves: list[tuple[int, ScenarioMo
         raise OperatorError(f"the header cannot create the room: {created.error['message']}")  # type: ignore[index]
     played = [(0, header.player, "create_room", created)]
     for number, move in moves:
+        body = move.command
+        if header.seed and body.get("kind") == "join_room" and "nonce_commitment" not in body \
+                and (await service.load(header.room))[0].dice_scheme == PLAYER_ENTROPY:
+            # The scenario's seed stands for the players' nonces too, so a scenario replays exactly.
+            nonce = hashlib.sha256(f"almanac-sim-nonce|{header.seed}|{move.player}".encode()).digest()
+            body = {**body, "nonce_commitment": await store.save_nonce(header.room, nonce)}
         record = CommandRecord(command_id=f"line-{number}", room=header.room, player=move.player,
-                               server_time_ms=move.time_ms, body=move.command)
+                               server_time_ms=move.time_ms, body=body)
         played.append((number, move.player, str(move.command.get("kind", "?")), await service.handle(record)))
     latest = await store.latest_version(header.room)
     if at is not None:
