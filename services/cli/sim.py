@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -75,7 +76,14 @@ def load_scenario(path: Path) -> tuple[ScenarioHeader, list[tuple[int, ScenarioM
             if not moves:
                 codec.decode_command(None, header.create_body())
             else:
-                codec.decode_command(header.ruleset, moves[-1][1].command)
+                command = moves[-1][1].command
+                if command.get("kind") == "join_room" and "nonce" in command:
+                    # A player's own nonce (docs/dice.md): 32 bytes hex, kept aside; the join commits to it.
+                    if not (isinstance(command["nonce"], str) and re.fullmatch(r"[0-9a-f]{64}", command["nonce"])):
+                        raise InvalidCommand("invalid_command", "nonce: 32 bytes as 64 lowercase hex digits",
+                                             field="nonce")
+                    command = {k: v for k, v in command.items() if k != "nonce"}
+                codec.decode_command(header.ruleset, command)
         except InvalidCommand as error:
             raise OperatorError(f"{path}:{number}: invalid command: {error.message}") from None
         except RuleError:
@@ -101,6 +109,11 @@ async def run_scenario(header: ScenarioHeader, moves: list[tuple[int, ScenarioMo
     played = [(0, header.player, "create_room", created)]
     for number, move in moves:
         body = move.command
+        if body.get("kind") == "join_room" and isinstance(body.get("nonce"), str):
+            # A player's own nonce, as a client sends it to the gateway: kept beside the seed, committed.
+            nonce = bytes.fromhex(body["nonce"])  # checked by load_scenario
+            body = {k: v for k, v in body.items() if k != "nonce"}
+            body["nonce_commitment"] = await store.save_nonce(header.room, nonce)
         if header.seed and body.get("kind") == "join_room" and "nonce_commitment" not in body \
                 and (await service.load(header.room))[0].dice_scheme == PLAYER_ENTROPY:
             # The scenario's seed stands for the players' nonces too, so a scenario replays exactly.

@@ -238,7 +238,11 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 @router.post(
     "/rooms/{room}/join",
     summary="Take a seat as a player and receive a signed token bound to the room and player",
-    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After.",
+    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. "
+    "In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's "
+    "seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a "
+    "nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment "
+    "without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).",
     responses=RATE_LIMITED,
     openapi_extra=openapi_body(JoinRoomRequest),
 )
