@@ -57,6 +57,31 @@ def needs_secret_seed(state: RoomState | None, body: dict[str, Any]) -> bool:
     return state.challenge is None
 
 
+# The last scheme-2 key of each room, by the identity of what it came from: the seed, the room's
+# commitments (one tuple object from join to join) and the nonces mapping (treated as immutable: a
+# nonce only ever sits under its own commitment). A step then costs three ``is`` checks, not a derivation.
+_ROOM_KEYS: dict[str, tuple[bytes, Any, Any, bytes, tuple[tuple[str, bytes], ...]]] = {}
+_ROOM_KEYS_LIMIT = 10_000
+
+
+def _scheme_2_key(room: str, seed: bytes, commitments: tuple[tuple[str, str], ...],
+                  held: Mapping[str, bytes]) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+    memo = _ROOM_KEYS.get(room)
+    if memo is not None and memo[0] is seed and memo[1] is commitments and memo[2] is held:
+        return memo[3], memo[4]
+    try:
+        pairs = tuple((player, held[commitment]) for player, commitment in commitments)
+    except KeyError:
+        missing = [p for p, c in commitments if c not in held]
+        raise RuleError("nonce_missing", f"room {room!r} has lost the nonce of {missing[0]!r}; "
+                        "it cannot decide dice") from None
+    key = dice_key(seed, pairs)
+    if len(_ROOM_KEYS) >= _ROOM_KEYS_LIMIT:
+        _ROOM_KEYS.pop(next(iter(_ROOM_KEYS)))
+    _ROOM_KEYS[room] = (seed, commitments, held, key, pairs)
+    return key, pairs
+
+
 def step(
     state: RoomState | None,
     last_hash: str,
@@ -103,14 +128,7 @@ def step(
         scheme = state.dice_scheme
     held: Mapping[str, bytes] = nonces if nonces is not None else {}
     if scheme == PLAYER_ENTROPY:
-        if state is not None:
-            try:
-                pairs = tuple((player, held[commitment]) for player, commitment in state.nonce_commitments)
-            except KeyError:
-                missing = [p for p, c in state.nonce_commitments if c not in held]
-                raise RuleError("nonce_missing", f"room {record.room!r} has lost the nonce of {missing[0]!r}; "
-                                "it cannot decide dice") from None
-        key = dice_key(seed, pairs)
+        key, pairs = _scheme_2_key(record.room, seed, state.nonce_commitments if state is not None else (), held)
     else:
         key = seed
     ctx = Context(
