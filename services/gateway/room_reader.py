@@ -94,4 +94,5 @@ def room_summary(state: RoomState) -> dict[str, Any]:
         "ended": state.ended,
         "end_reason": state.end_reason,
         "seed_commitment": state.seed_commitment,
+        "dice_scheme": state.dice_scheme,
     }
