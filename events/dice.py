@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import TypeVar
 
@@ -56,6 +56,15 @@ NONCE_BYTES = 32
 def nonce_commitment(nonce: bytes) -> str:
     """The public commitment to a player's secret nonce, recorded in the player's join."""
     return hashlib.sha256(nonce).hexdigest()
+
+
+def nonces_by_commitment(nonces_hex: Iterable[str]) -> dict[str, bytes]:
+    """Revealed nonces (hex, e.g. ``room.ended.revealed_nonces.values()``) as ``step(nonces=...)`` takes them.
+
+    Check each against its player's join commitment first (``verify`` does): this keys every nonce by
+    its own hash, so a forged nonce simply matches no commitment.
+    """
+    return {nonce_commitment(nonce): nonce for nonce in map(bytes.fromhex, nonces_hex)}
 
 
 def server_nonce(secret_seed: bytes, player: str) -> bytes:

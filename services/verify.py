@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import codec, registry, room as room_rules
-from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, server_nonce
+from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, nonces_by_commitment, server_nonce
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash
@@ -269,7 +269,7 @@ async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope],
         if by_server:
             notes.append(f"the server derived the nonce of {', '.join(sorted(by_server))} (they sent none): those "
                          "add no entropy against the operator")
-        return {commitments[p][0]: bytes.fromhex(n) for p, n in event.revealed_nonces.items()}
+        return nonces_by_commitment(event.revealed_nonces.values())
     held = await store.load_nonces(room)
     if all(c in held and nonce_commitment(held[c]) == c for c, _ in commitments.values()):
         report["nonces"] = "stored"

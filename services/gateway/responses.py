@@ -77,7 +77,7 @@ class RoomSummary(_Body):
     ended: bool
     end_reason: str
     seed_commitment: str
-    dice_scheme: int = 1  # docs/dice.md: 1 server seed, 2 server seed + players' nonces
+    dice_scheme: int  # docs/dice.md: 1 server seed, 2 server seed + players' nonces
 
 
 class RoomList(_Body):
