@@ -8,6 +8,7 @@ they cannot drift apart: verify re-decides byte for byte with exactly the code t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
@@ -62,6 +63,7 @@ def needs_secret_seed(state: RoomState | None, body: dict[str, Any]) -> bool:
 # nonce only ever sits under its own commitment). A step then costs three ``is`` checks, not a derivation.
 _ROOM_KEYS: dict[str, tuple[bytes, Any, Any, bytes, tuple[tuple[str, bytes], ...]]] = {}
 _ROOM_KEYS_LIMIT = 10_000
+_NO_NONCES: Mapping[str, bytes] = MappingProxyType({})
 
 
 def _scheme_2_key(room: str, seed: bytes, commitments: tuple[tuple[str, str], ...],
@@ -126,7 +128,7 @@ def step(
         scheme = command.dice_scheme if isinstance(command, room_rules.CreateRoom) else 1
     else:
         scheme = state.dice_scheme
-    held: Mapping[str, bytes] = nonces if nonces is not None else {}
+    held: Mapping[str, bytes] = nonces if nonces is not None else _NO_NONCES
     if scheme == PLAYER_ENTROPY:
         key, pairs = _scheme_2_key(record.room, seed, state.nonce_commitments if state is not None else (), held)
     else:

@@ -53,7 +53,7 @@ class RoomService:
         # Secret seeds never change once stored: keeping them saves a round trip per command.
         self._seeds: OrderedDict[str, bytes] = OrderedDict()
         # Scheme-2 rooms: the players' nonces by commitment, reloaded when a commitment is not held.
-        self._nonces: OrderedDict[str, dict[str, bytes]] = OrderedDict()
+        self._nonces: OrderedDict[str, tuple[tuple[tuple[str, str], ...], dict[str, bytes]]] = OrderedDict()
         self.conflicts = 0
 
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
@@ -247,19 +247,19 @@ class RoomService:
 
     async def _nonces_for(self, state: RoomState, record: CommandRecord) -> dict[str, bytes]:
         room = record.room
-        held = self._nonces.get(room)
-        wanted = [c for _, c in state.nonce_commitments]
+        entry = self._nonces.get(room)
         joining = record.body.get("nonce_commitment") if record.body.get("kind") == "join_room" else None
-        if isinstance(joining, str):
-            wanted.append(joining)
-        if held is None or any(c not in held for c in wanted):
+        if entry is not None and entry[0] is state.nonce_commitments and (joining is None or joining in entry[1]):
+            return entry[1]  # the same commitments as last time (one tuple from join to join): nothing to check
+        held = entry[1] if entry is not None else None
+        if (held is None or any(c not in held for _, c in state.nonce_commitments)
+                or (isinstance(joining, str) and joining not in held)):
             # Content-addressed: keep only entries that hash to their commitment (a stray write is inert).
             held = {c: n for c, n in (await self.store.load_nonces(room)).items() if nonce_commitment(n) == c}
-            self._nonces[room] = held
-            while len(self._nonces) > self.cache_size:
-                self._nonces.popitem(last=False)
-        else:
-            self._nonces.move_to_end(room)
+        self._nonces[room] = (state.nonce_commitments, held)
+        self._nonces.move_to_end(room)
+        while len(self._nonces) > self.cache_size:
+            self._nonces.popitem(last=False)
         return held
 
     async def _seed_for(self, state: RoomState | None, record: CommandRecord) -> bytes:
