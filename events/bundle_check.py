@@ -45,6 +45,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import codec, readable, registry, room as room_rules
+from almanac.events.dice import nonces_by_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash
@@ -266,6 +267,10 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
                                   "no die can be re-derived and no command re-decided (steps coverage and "
                                   "chain still hold; ask again after the room ends)"))
 
+    # Scheme-2 dice: the players' nonces, revealed by the room's end (keyed by the commitment each hashes to,
+    # so a nonce that does not match its player's commitment is simply not found and the re-decision fails).
+    nonces = nonces_by_commitment(ended[-1].revealed_nonces.values()) if ended else None
+
     # 6. coverage
     spans: list[tuple[int, int, CommandRecord]] = []
     for entry in commands:
@@ -310,7 +315,7 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
             record = msgspec.structs.replace(record, body={**record.body, "ruleset": rules.ref})  # its own version
         last_hash = chain[first - 2].hash if first > 1 else GENESIS_HASH
         try:
-            recomputed, _ = step(state, last_hash, record, seed)
+            recomputed, _ = step(state, last_hash, record, seed, nonces=nonces)
         except RuleError as error:
             raise _fail("redecide", f"command {record.command_id!r} decided again is refused ({error.code}: "
                         f"{error.message}), but the chain records its events", first,
@@ -353,7 +358,7 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
             folded += 1
         code = (entry.get("error") or {}).get("code")
         try:
-            step(state, chain[at - 1].hash if at else GENESIS_HASH, record, seed)
+            step(state, chain[at - 1].hash if at else GENESIS_HASH, record, seed, nonces=nonces)
         except RuleError as error:
             if error.code == code:
                 checked += 1

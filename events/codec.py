@@ -22,6 +22,7 @@ from almanac.events.errors import (
 from almanac.events.room import (
     ROOM_COMMANDS,
     CreateRoom,
+    NonceRevealed,
     PlayerJoined,
     RoomCreated,
     RoomEnded,
@@ -136,6 +137,7 @@ def _event_decoders(ruleset: str) -> dict[str, Any]:
     decoders: dict[str, Any] = {
         "room.created": _decoder("room.created", RoomCreated[decider.setup_type]),  # type: ignore[name-defined]
         "room.player_joined": _decoder("room.player_joined", PlayerJoined),
+        "room.nonce_revealed": _decoder("room.nonce_revealed", NonceRevealed),
         "room.ended": _decoder("room.ended", RoomEnded),
         "room.forked": _decoder("room.forked", RoomForked),
     }

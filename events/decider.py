@@ -26,6 +26,11 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     seed_commitment: str = ""
     # Only read by the room lifecycle, to reveal the seed in the event that ends the room.
     secret_seed_hex: str = ""
+    # Scheme-2 rooms only, read by the room lifecycle alone: the (player, nonce) pairs of the seated
+    # players the dice were keyed with (revealed when the room ends), and the commitments of every
+    # nonce the server holds for the room (a join may commit only to one of those).
+    nonces: tuple[tuple[str, bytes], ...] = ()
+    known_nonces: Any = frozenset()
 
 
 @runtime_checkable

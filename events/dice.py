@@ -13,13 +13,27 @@ public challenge seed, so that every room of a challenge deals the same cards.
 
 Deciding the same command at the same version therefore always gives the same dice. The dice
 only ever feed `decide`; every outcome is written into the event it decides, so replay never draws.
+
+Dice schemes (recorded per room in ``room.created.dice_scheme``; docs/dice.md has the threat model):
+
+- scheme 1 (every room created before schemes existed, and every challenge room): the HMAC key
+  above is the server's secret seed itself.
+- scheme 2 (player entropy): the key is ``dice_key(seed, pairs)``, where ``pairs`` are the
+  (player, nonce) of every player seated before the decision, sorted by player:
+
+      key = HMAC-SHA256(key = secret_seed,
+                        message = b"almanac-dice-v2" + b"".join(b"|" + player + b"=" + nonce_hex))
+
+  (player ids cannot contain ``|`` or ``=``; nonces are 32 bytes, in lowercase hex). The key is a
+  pure function of (seed, nonces), so a fork passes its own seed and the same construction applies.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,6 +44,46 @@ _TWO_64 = 1 << 64
 def seed_commitment(secret_seed: bytes) -> str:
     """The public commitment to a secret seed, recorded when the room is created."""
     return hashlib.sha256(secret_seed).hexdigest()
+
+
+# The dice construction every room uses unless it recorded another (rooms created before schemes: 1).
+SERVER_SEED_ONLY = 1
+PLAYER_ENTROPY = 2
+DICE_SCHEMES = (SERVER_SEED_ONLY, PLAYER_ENTROPY)
+NONCE_BYTES = 32
+
+
+def nonce_commitment(nonce: bytes) -> str:
+    """The public commitment to a player's secret nonce, recorded in the player's join."""
+    return hashlib.sha256(nonce).hexdigest()
+
+
+def nonces_by_commitment(nonces_hex: Iterable[str]) -> dict[str, bytes]:
+    """Revealed nonces (hex, e.g. ``room.ended.revealed_nonces.values()``) as ``step(nonces=...)`` takes them.
+
+    Check each against its player's join commitment first (``verify`` does): this keys every nonce by
+    its own hash, so a forged nonce simply matches no commitment.
+    """
+    return {nonce_commitment(nonce): nonce for nonce in map(bytes.fromhex, nonces_hex)}
+
+
+def server_nonce(secret_seed: bytes, player: str) -> bytes:
+    """The nonce the server uses for a player who sent none: derived from the seed, so it is fixed
+    before anyone joined, secret until the seed is revealed, and checkable by anyone afterwards."""
+    return hmac.new(secret_seed, b"almanac-server-nonce|" + player.encode(), hashlib.sha256).digest()
+
+
+@lru_cache(maxsize=4096)
+def dice_key(secret_seed: bytes, pairs: tuple[tuple[str, bytes], ...]) -> bytes:
+    """Scheme 2's HMAC key from the server seed and the seated players' (player, nonce) pairs.
+
+    Cached: a room's key changes only when a player joins, so it is derived once per join, not per
+    roll. ``pairs`` are sorted here, so the order seats were taken does not matter.
+    """
+    message = b"almanac-dice-v2" + b"".join(
+        b"|" + player.encode() + b"=" + nonce.hex().encode() for player, nonce in sorted(pairs)
+    )
+    return hmac.new(secret_seed, message, hashlib.sha256).digest()
 
 
 class Dice:

@@ -9,8 +9,13 @@ import msgspec
 
 from almanac.events import registry
 from almanac.events.decider import Context, Decider
+from almanac.events.dice import PLAYER_ENTROPY, SERVER_SEED_ONLY, nonce_commitment
 from almanac.events.errors import RuleError
 from almanac.events.schema import RulesetRef, Text, boundary_error
+
+# A 32-byte value as 64 lowercase hex digits: a player's nonce or its sha256 commitment.
+Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=64, max_length=64,
+                                    description="32 bytes as 64 lowercase hex digits")]
 
 SetupT = TypeVar("SetupT")
 
@@ -32,11 +37,33 @@ class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", t
     options: Annotated[dict[str, Any], msgspec.Meta(max_length=64)] = {}
     # A public seed: every room created from the same challenge deals the same cards and dice.
     challenge: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    # The dice construction (events.dice, docs/dice.md). A stored record without it meant 1 (it was
+    # the only one); the engine writes 2 into a new secret-seed room's record that names none.
+    dice_scheme: Annotated[int, msgspec.Meta(ge=1, le=2, description="1: server seed; 2: + player nonces")] = 1
 
 
 class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_field="kind",
                forbid_unknown_fields=True):
-    """Take a seat in the room as the acting player."""
+    """Take a seat in the room as the acting player.
+
+    In a scheme-2 room the join commits to the player's secret nonce: ``nonce_commitment`` is its
+    sha256 (the nonce itself went to the server privately, beside the room's seed). A join without
+    one is completed by the engine, which draws a nonce for the player and says so
+    (``nonce_by_server``).
+    """
+
+    nonce_commitment: Hex32 | None = None
+    nonce_by_server: bool = False
+
+
+class RevealNonce(msgspec.Struct, frozen=True, kw_only=True, tag="reveal_nonce", tag_field="kind",
+                  forbid_unknown_fields=True):
+    """Reveal your own nonce (scheme-2 rooms): optional, checked against your join's commitment.
+
+    The room's end reveals every nonce anyway; a player's own reveal confirms theirs in the log.
+    """
+
+    nonce: Hex32
 
 
 class EndRoom(msgspec.Struct, frozen=True, kw_only=True, tag="end_room", tag_field="kind",
@@ -58,7 +85,7 @@ class ForkRoom(msgspec.Struct, frozen=True, kw_only=True, tag="fork_room", tag_f
     at: Annotated[int, msgspec.Meta(ge=1)]
 
 
-ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom)
+ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom, RevealNonce)
 ROOM_COMMAND_KINDS = frozenset(c.__struct_config__.tag for c in ROOM_COMMANDS)
 
 
@@ -85,16 +112,34 @@ class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, ta
     fingerprint: str = ""
     # The stored schema of this event (see events.codec.UPCASTERS); stored payloads without it are 1.
     schema: int = 2
+    # The dice construction the room draws with forever (events.dice); rooms stored without it: 1.
+    dice_scheme: int = SERVER_SEED_ONLY
 
 
-class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_joined"):
+# omit_defaults: a join or an end without nonces is stored exactly as before nonces existed, so
+# re-deciding an old room gives its recorded bytes.
+class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_joined", omit_defaults=True):
     player: str
+    # Scheme 2: sha256 of the player's secret nonce, committed after the seed commitment was public.
+    nonce_commitment: str = ""
+    # The player sent no nonce, so the server drew one for them: it adds nothing against the operator.
+    nonce_by_server: bool = False
 
 
-class RoomEnded(msgspec.Struct, frozen=True, kw_only=True, tag="room.ended"):
+class NonceRevealed(msgspec.Struct, frozen=True, kw_only=True, tag="room.nonce_revealed"):
+    """A player revealed their own nonce; it matched their join's commitment."""
+
+    player: str
+    nonce: str
+
+
+class RoomEnded(msgspec.Struct, frozen=True, kw_only=True, tag="room.ended", omit_defaults=True):
     reason: str
     # The secret seed, revealed so that anyone can re-check every roll against the commitment.
     revealed_seed: str
+    # Scheme 2: every seated player's nonce (player -> hex, sorted by player), revealed by the server
+    # whether or not the player revealed it, so nobody can stall or void the room by keeping quiet.
+    revealed_nonces: dict[str, str] = {}
 
 
 class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
@@ -123,7 +168,8 @@ class ForkOf(msgspec.Struct, frozen=True, kw_only=True):
     parent_hash: str
 
 
-ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.ended", "room.forked"})
+ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.nonce_revealed", "room.ended",
+                             "room.forked"})
 
 
 def summarize_event(ruleset: str, event: Any) -> str:
@@ -136,9 +182,15 @@ def summarize_event(ruleset: str, event: Any) -> str:
         return (f"{event.forked_by} forked {event.parent} at version {event.at} as a sandbox "
                 f"({event.ruleset}@{event.ruleset_version}; new seed commitment {event.seed_commitment[:12]})")
     if isinstance(event, PlayerJoined):
-        return f"{event.player} joined"
+        committed = f" (nonce commitment {event.nonce_commitment[:12]}" if event.nonce_commitment else ""
+        if committed:
+            committed += ", drawn by the server)" if event.nonce_by_server else ")"
+        return f"{event.player} joined{committed}"
+    if isinstance(event, NonceRevealed):
+        return f"{event.player} revealed their nonce {event.nonce[:12]}"
     if isinstance(event, RoomEnded):
-        return f"room ended: {event.reason}; seed {event.revealed_seed[:12]} revealed"
+        nonces = f" with {len(event.revealed_nonces)} player nonces" if event.revealed_nonces else ""
+        return f"room ended: {event.reason}; seed {event.revealed_seed[:12]} revealed{nonces}"
     return registry.stored(ruleset).decider.summary(event)  # the envelope's ruleset: the room's own version
 
 
@@ -163,6 +215,11 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     game: Any = None
     # Set on a sandbox fork: its parent and the parent's version it starts from (None for a real room).
     fork: ForkOf | None = None
+    # Scheme 2 (events.dice): the dice draw from the seed and the seated players' nonces; the
+    # commitments (player, sha256 hex) in join order, and who revealed their own nonce.
+    dice_scheme: int = SERVER_SEED_ONLY
+    nonce_commitments: tuple[tuple[str, str], ...] = ()
+    nonces_revealed: tuple[str, ...] = ()
 
 
 def decider_of(state: RoomState) -> Decider:
@@ -221,13 +278,15 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
         raise RuleError("room_ended", f"room {ctx.room!r} has ended ({state.end_reason}); nothing more can happen")
     decider = decider_of(state)
     if isinstance(command, JoinRoom):
-        return _decide_join(state, decider, ctx)
+        return _decide_join(state, decider, command, ctx)
     if isinstance(command, EndRoom):
-        return [_room_ended(command.reason, state.seed_commitment, ctx)]
+        return [_room_ended(command.reason, state, ctx)]
     if ctx.player not in state.players:
         raise RuleError(
             "not_joined", f"player {ctx.player!r} has not joined room {ctx.room!r}; join it first", field="player"
         )
+    if isinstance(command, RevealNonce):
+        return [_decide_reveal(state, command, ctx)]
     if decider.is_over(state.game):
         raise RuleError("game_over", "the game is over; no more moves are accepted")
     events = list(decider.decide(state.game, command, ctx))
@@ -235,7 +294,7 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
     for event in events:
         game = decider.evolve(game, event)
     if events and decider.is_over(game):
-        events.append(_room_ended("the game is over", state.seed_commitment, ctx))
+        events.append(_room_ended("the game is over", state, ctx))
     return events
 
 
@@ -266,6 +325,9 @@ def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -
     # A bare name gets the newest version installed; "name@N" that version (verify pins it this way).
     rules = registry.manifest(command.ruleset)
     decider = rules.decider
+    if command.challenge is not None and command.dice_scheme != SERVER_SEED_ONLY:
+        raise RuleError("invalid_dice_scheme", "a challenge room draws from its public seed alone (dice_scheme 1)",
+                        field="dice_scheme", allowed=[SERVER_SEED_ONLY])
     options = convert_options(decider, command.options)
     setup = decider.setup(options, ctx)
     return [
@@ -278,11 +340,12 @@ def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -
             created_at_ms=ctx.now_ms,
             ruleset_version=rules.version,
             fingerprint=rules.fingerprint,
+            dice_scheme=command.dice_scheme,
         )
     ]
 
 
-def _decide_join(state: RoomState, decider: Decider, ctx: Context) -> list[Any]:
+def _decide_join(state: RoomState, decider: Decider, command: JoinRoom, ctx: Context) -> list[Any]:
     if ctx.player in state.players:
         raise RuleError("already_joined", f"player {ctx.player!r} has already joined this room", field="player")
     seats = decider.seats(state.game)
@@ -293,14 +356,48 @@ def _decide_join(state: RoomState, decider: Decider, ctx: Context) -> list[Any]:
             field="player",
             allowed=list(seats),
         )
-    return [PlayerJoined(player=ctx.player)]
+    if state.dice_scheme != PLAYER_ENTROPY:
+        if command.nonce_commitment is not None:
+            raise RuleError("no_player_nonces", "this room's dice draw from the server seed alone; join without a nonce",
+                            field="nonce_commitment")
+        return [PlayerJoined(player=ctx.player)]
+    if command.nonce_commitment is None:
+        # The engine completes such a join with a nonce it drew (RoomService); a bare one cannot be decided.
+        raise RuleError("nonce_required", "a join of this room commits to a nonce: send one", field="nonce_commitment")
+    if any(commitment == command.nonce_commitment for _, commitment in state.nonce_commitments):
+        raise RuleError("nonce_reused", "another player committed to this nonce; draw a fresh one",
+                        field="nonce_commitment")
+    if command.nonce_commitment not in ctx.known_nonces:
+        # The server must hold the nonce to draw dice with it (the step hands those it holds).
+        raise RuleError("nonce_unknown", "the server holds no nonce with this commitment; send the nonce with the join",
+                        field="nonce_commitment")
+    return [PlayerJoined(player=ctx.player, nonce_commitment=command.nonce_commitment,
+                         nonce_by_server=command.nonce_by_server)]
 
 
-def _room_ended(reason: str, commitment: str, ctx: Context) -> RoomEnded:
+def _decide_reveal(state: RoomState, command: RevealNonce, ctx: Context) -> NonceRevealed:
+    if state.dice_scheme != PLAYER_ENTROPY:
+        raise RuleError("no_player_nonces", "this room's dice draw from the server seed alone; there is nothing to reveal")
+    if ctx.player in state.nonces_revealed:
+        raise RuleError("nonce_already_revealed", f"player {ctx.player!r} has already revealed their nonce")
+    committed = dict(state.nonce_commitments).get(ctx.player)
+    if committed != nonce_commitment(bytes.fromhex(command.nonce)):
+        raise RuleError("nonce_mismatch", f"this nonce does not match the commitment of {ctx.player!r}'s join",
+                        field="nonce")
+    return NonceRevealed(player=ctx.player, nonce=command.nonce)
+
+
+def _room_ended(reason: str, state: RoomState, ctx: Context) -> RoomEnded:
+    commitment = state.seed_commitment
     if commitment and hashlib.sha256(bytes.fromhex(ctx.secret_seed_hex)).hexdigest() != commitment:
         # The engine must hand the room's own seed; revealing anything else would break the audit.
         raise RuleError("seed_mismatch", "the seed to reveal does not match the room's commitment")
-    return RoomEnded(reason=reason, revealed_seed=ctx.secret_seed_hex)
+    if state.dice_scheme != PLAYER_ENTROPY:
+        return RoomEnded(reason=reason, revealed_seed=ctx.secret_seed_hex)
+    # Every seated player's nonce, from those the step drew with (each checked against its commitment).
+    nonces = dict(ctx.nonces)
+    return RoomEnded(reason=reason, revealed_seed=ctx.secret_seed_hex,
+                     revealed_nonces={player: nonces[player].hex() for player, _ in sorted(state.nonce_commitments)})
 
 
 def convert_options(decider: Decider, options: dict[str, Any]) -> Any:
@@ -328,6 +425,7 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
             created_by=event.created_by,
             created_at_ms=event.created_at_ms,
             game=decider.initial_state(event.setup),
+            dice_scheme=event.dice_scheme,
         )
     if isinstance(event, RoomForked):
         # ``state`` is the parent's state at ``event.at`` (the loader supplies it): the fork starts from
@@ -338,11 +436,19 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
             state, room=room, version=version, seed_commitment=event.seed_commitment, challenge=None,
             created_by=event.forked_by, created_at_ms=event.forked_at_ms, players=(), ended=False, end_reason="",
             revealed_seed="", fork=ForkOf(parent=event.parent, at=event.at, parent_hash=event.parent_hash),
+            # The parent's players' nonces are not the fork's: its own joins commit their own.
+            nonce_commitments=(), nonces_revealed=(),
         )
     if state is None:
         raise ValueError(f"room {room!r} version {version}: the first event must be room.created")
     if isinstance(event, PlayerJoined):
+        if event.nonce_commitment:
+            return msgspec.structs.replace(state, version=version, players=(*state.players, event.player),
+                                           nonce_commitments=(*state.nonce_commitments,
+                                                              (event.player, event.nonce_commitment)))
         return msgspec.structs.replace(state, version=version, players=(*state.players, event.player))
+    if isinstance(event, NonceRevealed):
+        return msgspec.structs.replace(state, version=version, nonces_revealed=(*state.nonces_revealed, event.player))
     if isinstance(event, RoomEnded):
         return msgspec.structs.replace(
             state, version=version, ended=True, end_reason=event.reason, revealed_seed=event.revealed_seed

@@ -7,14 +7,15 @@ they cannot drift apart: verify re-decides byte for byte with exactly the code t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
 
 from almanac.events import codec, room as room_rules
 from almanac.events.decider import Context
-from almanac.events.dice import Dice, seed_commitment
+from almanac.events.dice import PLAYER_ENTROPY, Dice, dice_key, seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
 from almanac.events.hashing import seal
@@ -67,6 +68,32 @@ def decode_fork(body: dict[str, Any]) -> room_rules.ForkRoom:
         raise RuleError("invalid_fork", f"invalid fork command: {error}") from None
 
 
+# The last scheme-2 key of each room, by the identity of what it came from: the seed, the room's
+# commitments (one tuple object from join to join) and the nonces mapping (treated as immutable: a
+# nonce only ever sits under its own commitment). A step then costs three ``is`` checks, not a derivation.
+_ROOM_KEYS: dict[str, tuple[bytes, Any, Any, bytes, tuple[tuple[str, bytes], ...]]] = {}
+_ROOM_KEYS_LIMIT = 10_000
+_NO_NONCES: Mapping[str, bytes] = MappingProxyType({})
+
+
+def _scheme_2_key(room: str, seed: bytes, commitments: tuple[tuple[str, str], ...],
+                  held: Mapping[str, bytes]) -> tuple[bytes, tuple[tuple[str, bytes], ...]]:
+    memo = _ROOM_KEYS.get(room)
+    if memo is not None and memo[0] is seed and memo[1] is commitments and memo[2] is held:
+        return memo[3], memo[4]
+    try:
+        pairs = tuple((player, held[commitment]) for player, commitment in commitments)
+    except KeyError:
+        missing = [p for p, c in commitments if c not in held]
+        raise RuleError("nonce_missing", f"room {room!r} has lost the nonce of {missing[0]!r}; "
+                        "it cannot decide dice") from None
+    key = dice_key(seed, pairs)
+    if len(_ROOM_KEYS) >= _ROOM_KEYS_LIMIT:
+        _ROOM_KEYS.pop(next(iter(_ROOM_KEYS)))
+    _ROOM_KEYS[room] = (seed, commitments, held, key, pairs)
+    return key, pairs
+
+
 def step(
     state: RoomState | None,
     last_hash: str,
@@ -75,10 +102,14 @@ def step(
     *,
     command: Any = None,
     dice: Dice | None = None,
+    nonces: Mapping[str, bytes] | None = None,
 ) -> tuple[list[Envelope], RoomState]:
     """Decide ``record`` against ``state``, seal the events onto the chain after ``last_hash``, evolve.
 
     ``secret_seed`` is the room's secret (None when ``needs_secret_seed`` says it is not used);
+    ``nonces`` are the players' secret nonces the server holds for a scheme-2 room, by their
+    commitment (sha256 hex; the caller checked each hashes to its key): the dice key is derived
+    from the seed and the seated players' nonces (``events.dice.dice_key``, cached per join);
     ``command`` skips decoding the body (tests hand a command Struct); ``dice`` replaces the room's
     dice (tests script them). Raises ``RuleError`` when the command is refused; a refusal changes
     nothing. Every new state is evolved from the decoded envelope, exactly as a replay will.
@@ -106,14 +137,26 @@ def step(
             raise RuleError("seed_missing", f"room {record.room!r} has lost its secret seed; it cannot decide dice")
         seed, salt = secret_seed, record.room
     version = (state.version if state is not None else 0) + 1
+    pairs: tuple[tuple[str, bytes], ...] = ()
+    if state is None:
+        scheme = command.dice_scheme if isinstance(command, room_rules.CreateRoom) else 1
+    else:
+        scheme = state.dice_scheme
+    held: Mapping[str, bytes] = nonces if nonces is not None else _NO_NONCES
+    if scheme == PLAYER_ENTROPY:
+        key, pairs = _scheme_2_key(record.room, seed, state.nonce_commitments if state is not None else (), held)
+    else:
+        key = seed
     ctx = Context(
         room=record.room,
         player=record.player,
         now_ms=record.server_time_ms,
         version=version,
-        dice=Dice(seed, salt, version) if dice is None else dice,
+        dice=Dice(key, salt, version) if dice is None else dice,
         seed_commitment=seed_commitment(seed),
         secret_seed_hex=seed.hex(),
+        nonces=pairs,
+        known_nonces=held,
     )
     events = room_rules.decide(state, command, ctx)
     if not events:

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import codec, registry, room as room_rules
+from almanac.events.dice import nonces_by_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import RoomState
@@ -287,6 +288,14 @@ async def _room_seed(store: EventStore, room: str, envelopes: list[Envelope]) ->
     return seed
 
 
+async def _room_nonces(store: EventStore, room: str, envelopes: list[Envelope]) -> dict[str, bytes]:
+    """The players' nonces of a scheme-2 room (docs/dice.md): revealed by its end, else the ones the server holds."""
+    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+    if ended:
+        return nonces_by_commitment(ended[-1].revealed_nonces.values())
+    return await store.load_nonces(room)
+
+
 async def bisect_against(store: EventStore, room: str, against: str) -> dict[str, Any]:
     """Re-decide the room's recorded commands under ``against`` (NAME@VERSION) with the room's own seed, and
     report the first version whose events differ, with both sides (or that none do)."""
@@ -300,6 +309,7 @@ async def bisect_against(store: EventStore, room: str, against: str) -> dict[str
         raise ForensicsError(422, "other_ruleset", f"room {room!r} plays {created.ruleset}, not {name}", "against",
                              allowed=[f"{created.ruleset}@{v}" for v in registry.versions(created.ruleset)])
     seed = await _room_seed(store, room, envelopes)
+    nonces = await _room_nonces(store, room, envelopes)
     commands = await store.commands(room)
     state: RoomState | None = None
     last_hash = GENESIS_HASH
@@ -313,7 +323,7 @@ async def bisect_against(store: EventStore, room: str, against: str) -> dict[str
         if state is None and record.body.get("kind") == "create_room":
             record = msgspec.structs.replace(record, body={**record.body, "ruleset": manifest.ref})
         try:
-            other, _ = step(state, last_hash, record, seed)
+            other, _ = step(state, last_hash, record, seed, nonces=nonces)
         except RuleError as error:
             return {**answer, "diverged": True, "version": first, "commands_redecided": checked,
                     "recorded": [event_row(e) for e in recorded],

@@ -9,6 +9,7 @@ from collections import OrderedDict, deque
 import msgspec
 
 from almanac.events import codec
+from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, server_nonce
 from almanac.events.envelope import Envelope
 from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
 from almanac.events.room import RoomState
@@ -58,6 +59,8 @@ class RoomService:
         self.loader = RoomLoader(store, cache_size)
         # Secret seeds never change once stored: keeping them saves a round trip per command.
         self._seeds: OrderedDict[str, bytes] = OrderedDict()
+        # Scheme-2 rooms: the players' nonces by commitment, reloaded when a commitment is not held.
+        self._nonces: OrderedDict[str, tuple[tuple[tuple[str, str], ...], dict[str, bytes]]] = OrderedDict()
         self.conflicts = 0
 
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
@@ -83,6 +86,7 @@ class RoomService:
             state = None
             try:
                 state, last_hash = await self.load(record.room)
+                record = await self._complete(state, record)
                 envelopes, new_state = await self._decide(state, last_hash, record)
             except (InvalidCommand, RulesNotInstalledError) as error:
                 return self._unrecorded(record, error)
@@ -135,6 +139,7 @@ class RoomService:
                 state = None
                 try:
                     state, last_hash = await self.load(record.room)
+                    record = await self._complete(state, record)
                     envelopes, new_state = await self._decide(state, last_hash, record)
                 except InvalidCommand as error:
                     # Its id may name an earlier outcome: that one stands (as in ``handle``).
@@ -250,12 +255,53 @@ class RoomService:
             envelopes=envelopes,
         )
 
+    async def _complete(self, state: RoomState | None, record: CommandRecord) -> CommandRecord:
+        """The record as the room will store it: what the server chose on the client's behalf, written in.
+
+        A new secret-seed room that names no dice scheme gets the newest (2: player entropy). A join
+        of a scheme-2 room without a nonce gets the server's (``events.dice.server_nonce``, derived
+        from the seed), kept beside the seed, and says so (``nonce_by_server``). Written into the record, a re-decision (verify, bundles, forks)
+        decides exactly the same without knowing this rule.
+        """
+        body = record.body
+        kind = body.get("kind")
+        if state is None and kind == "create_room" and "dice_scheme" not in body and body.get("challenge") is None:
+            return msgspec.structs.replace(record, body={**body, "dice_scheme": PLAYER_ENTROPY})
+        if (kind == "join_room" and state is not None and state.dice_scheme == PLAYER_ENTROPY
+                and body.get("nonce_commitment") is None and record.player not in state.players):
+            nonce = server_nonce(await self._seed_for(state, record), record.player)
+            commitment = await self.store.save_nonce(record.room, nonce)
+            return msgspec.structs.replace(record, body={**body, "nonce_commitment": commitment,
+                                                         "nonce_by_server": True})
+        return record
+
     async def _decide(
         self, state: RoomState | None, last_hash: str, record: CommandRecord
     ) -> tuple[list[Envelope], RoomState]:
-        """The one room step, with the room's secret seed fetched (or drawn, for a new room) when it is used."""
+        """The one room step, with the room's secret seed fetched (or drawn, for a new room) when it is used,
+        and, in a scheme-2 room, the players' nonces."""
         seed = await self._seed_for(state, record) if needs_secret_seed(state, record.body) else None
-        return step(state, last_hash, record, seed)
+        nonces = None
+        if state is not None and state.dice_scheme == PLAYER_ENTROPY:
+            nonces = await self._nonces_for(state, record)
+        return step(state, last_hash, record, seed, nonces=nonces)
+
+    async def _nonces_for(self, state: RoomState, record: CommandRecord) -> dict[str, bytes]:
+        room = record.room
+        entry = self._nonces.get(room)
+        joining = record.body.get("nonce_commitment") if record.body.get("kind") == "join_room" else None
+        if entry is not None and entry[0] is state.nonce_commitments and (joining is None or joining in entry[1]):
+            return entry[1]  # the same commitments as last time (one tuple from join to join): nothing to check
+        held = entry[1] if entry is not None else None
+        if (held is None or any(c not in held for _, c in state.nonce_commitments)
+                or (isinstance(joining, str) and joining not in held)):
+            # Content-addressed: keep only entries that hash to their commitment (a stray write is inert).
+            held = {c: n for c, n in (await self.store.load_nonces(room)).items() if nonce_commitment(n) == c}
+        self._nonces[room] = (state.nonce_commitments, held)
+        self._nonces.move_to_end(room)
+        while len(self._nonces) > self.cache_size:
+            self._nonces.popitem(last=False)
+        return held
 
     async def _seed_for(self, state: RoomState | None, record: CommandRecord) -> bytes:
         room = record.room

@@ -10,6 +10,7 @@ import msgspec
 
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.copies import relabel, relabel_record
+from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, nonces_by_commitment, server_nonce
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash, first_broken_link
@@ -21,7 +22,10 @@ from almanac.storage.loader import RoomLoader
 class Divergence(msgspec.Struct, frozen=True, kw_only=True):
     """The first place where the log and a recomputation disagree, with both sides."""
 
-    check: str  # "fork" (the link to the parent), "decode", "chain", "coverage", "seed", "redecide", "refusal", "ruleset" (version not installed)
+    # "fork" (the link to the parent), "decode", "chain", "coverage", "seed", "nonce" (a reveal against its
+    # commitment), "order" (a nonce committed before the seed commitment was public), "redecide", "refusal",
+    # "ruleset" (not installed)
+    check: str
     version: int | None
     message: str
     recorded: Any = None
@@ -46,6 +50,15 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     fork: dict | None = None
     divergence: Divergence | None = None
     notes: list[str] = []
+    # The dice construction the room recorded (events.dice): 1 server seed, 2 seed + player nonces.
+    dice_scheme: int = 1
+    # Scheme 2: where the nonces came from ("revealed" by room.ended, "stored" for a live room,
+    # "unavailable"), the players who revealed their own (cross-checked), those who never did (the
+    # server's reveal at the end stands for them) and those whose nonce the server drew.
+    nonces: str = ""
+    nonces_revealed_by_player: list[str] = []
+    players_not_revealing: list[str] = []
+    nonces_by_server: list[str] = []
 
 
 def envelope_view(envelope: Envelope) -> dict[str, Any]:
@@ -262,6 +275,20 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
             return failed(Divergence(check="seed", version=1, message="the seed does not match the commitment",
                                      recorded=created.seed_commitment, recomputed=hashlib.sha256(seed).hexdigest()))
 
+    # 2b. Scheme 2: every nonce commitment came after the seed commitment, and every reveal matches.
+    nonces: dict[str, bytes] | None = None
+    # A fork draws with its parent's scheme (its own seed and its own players' nonces).
+    scheme = base.dice_scheme if isinstance(created, room_rules.RoomForked) and base is not None else created.dice_scheme
+    if scheme == PLAYER_ENTROPY:
+        report["dice_scheme"] = PLAYER_ENTROPY
+        checked_nonces = await _check_nonces(store, room, envelopes, seed, report, notes)
+        if isinstance(checked_nonces, Divergence):
+            return failed(checked_nonces)
+        nonces = checked_nonces
+        if nonces is None and seed is not None:
+            notes.append("the players' nonces are not available: commands not re-decided")
+            seed = None
+
     # 3. Every event was caused by a recorded command, in order, with nothing left over.
     commands = await store.commands(room)
     expected_first = 1
@@ -280,19 +307,109 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
     # 4. Re-decide each command against the state before it, with the room's dice, byte for byte.
     if seed is not None:
-        checked = await _redecide(room, seed, envelopes, spans, rules.ref, state=base, last_hash=link_hash)
+        checked = await _redecide(room, seed, envelopes, spans, rules.ref, state=base, last_hash=link_hash,
+                                  nonces=nonces)
         if isinstance(checked, Divergence):
             return failed(checked)
         report["commands_redecided"] = checked
-        refusals = await _recheck_refusals(store, room, seed, envelopes, base)
+        refusals = await _recheck_refusals(store, room, seed, envelopes, base, nonces)
         if isinstance(refusals, Divergence):
             return failed(refusals)
         report["refusals_rechecked"] = refusals
     return VerifyReport(ok=True, notes=notes, **report)
 
 
+async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope], seed: bytes | None,
+                        report: dict[str, Any], notes: list[str]) -> dict[str, bytes] | None | Divergence:
+    """A scheme-2 room's nonces, by commitment, each checked against the join that committed to it.
+
+    Order: the seed commitment (room.created, version 1) was public before any player committed to a
+    nonce (a later version, another command, no earlier server time), so the server could not pick
+    its seed knowing them. Reveals: a player's own (room.nonce_revealed) and the server's at the end
+    (room.ended, every seated player) must each hash to that player's commitment. None when the room
+    is live and its nonces are not held here.
+    """
+    created_envelope = envelopes[0]
+    commitments: dict[str, tuple[str, int]] = {}
+    by_server: list[str] = []
+    own: dict[str, tuple[str, int]] = {}
+    ended: tuple[room_rules.RoomEnded, int] | None = None
+    for envelope in envelopes[1:]:
+        if envelope.type == "room.player_joined":
+            joined = codec.decode_event(envelope)
+            if not joined.nonce_commitment:
+                return Divergence(check="nonce", version=envelope.version,
+                                  message=f"player {joined.player!r} joined without a nonce commitment")
+            if (envelope.command_id == created_envelope.command_id
+                    or envelope.server_time_ms < created_envelope.server_time_ms):
+                return Divergence(check="order", version=envelope.version,
+                                  message=f"player {joined.player!r} committed to a nonce no later than the room "
+                                          "committed to its seed: the server could have chosen its seed knowing it",
+                                  recorded=envelope.server_time_ms, recomputed=created_envelope.server_time_ms)
+            commitments[joined.player] = (joined.nonce_commitment, envelope.version)
+            if joined.nonce_by_server:
+                by_server.append(joined.player)
+        elif envelope.type == "room.nonce_revealed":
+            revealed = codec.decode_event(envelope)
+            own[revealed.player] = (revealed.nonce, envelope.version)
+        elif envelope.type == "room.ended":
+            ended = (codec.decode_event(envelope), envelope.version)
+
+    def mismatch(player: str, nonce_hex: str, version: int, who: str) -> Divergence | None:
+        committed = commitments.get(player)
+        try:
+            recomputed = nonce_commitment(bytes.fromhex(nonce_hex))
+        except ValueError:
+            recomputed = "not hex"
+        if committed is None or committed[0] != recomputed:
+            where = f"its commitment at version {committed[1]}" if committed else "no commitment (never joined)"
+            return Divergence(check="nonce", version=version,
+                              message=f"{who} nonce of player {player!r} does not match {where}",
+                              recorded=committed[0] if committed else None, recomputed=recomputed)
+        return None
+
+    for player, (nonce_hex, version) in own.items():
+        if (divergence := mismatch(player, nonce_hex, version, "the revealed")) is not None:
+            return divergence
+    report.update(nonces_revealed_by_player=sorted(own), nonces_by_server=sorted(by_server),
+                  players_not_revealing=sorted(set(commitments) - set(own)))
+    if ended is not None:
+        event, version = ended
+        for player in sorted(commitments):
+            if player not in event.revealed_nonces:
+                return Divergence(check="nonce", version=version,
+                                  message=f"the room's end does not reveal the nonce of player {player!r}")
+        for player, nonce_hex in sorted(event.revealed_nonces.items()):
+            if (divergence := mismatch(player, nonce_hex, version, "the server's revealed")) is not None:
+                return divergence
+            if player in by_server and seed is not None and nonce_hex != server_nonce(seed, player).hex():
+                return Divergence(check="nonce", version=version,
+                                  message=f"the nonce the server drew for player {player!r} is not the one its "
+                                          "seed derives (events.dice.server_nonce)",
+                                  recorded=nonce_hex, recomputed=server_nonce(seed, player).hex())
+            if player in own and own[player][0] != nonce_hex:
+                return Divergence(check="nonce", version=version,
+                                  message=f"the server revealed another nonce for player {player!r} than they did",
+                                  recorded=own[player][0], recomputed=nonce_hex)
+        report["nonces"] = "revealed"
+        if report["players_not_revealing"]:
+            notes.append("never revealed their own nonce (the server's reveal at the end, checked against their "
+                         f"commitment, stands for them): {', '.join(report['players_not_revealing'])}")
+        if by_server:
+            notes.append(f"the server derived the nonce of {', '.join(sorted(by_server))} (they sent none): those "
+                         "add no entropy against the operator")
+        return nonces_by_commitment(event.revealed_nonces.values())
+    held = await store.load_nonces(room)
+    if all(c in held and nonce_commitment(held[c]) == c for c, _ in commitments.values()):
+        report["nonces"] = "stored"
+        return {c: held[c] for c, _ in commitments.values()}
+    report["nonces"] = "unavailable"
+    return None
+
+
 async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes: list[Envelope],
-                            base: room_rules.RoomState | None = None) -> int | Divergence:
+                            base: room_rules.RoomState | None = None,
+                            nonces: dict[str, bytes] | None = None) -> int | Divergence:
     """Each refused command, decided again at the version it was refused at, is refused with the same code."""
     checked = 0
     state, folded = None, 0  # refusals come in log order: fold forward once, not from the start each time
@@ -312,7 +429,7 @@ async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes
         folded = version
         last_hash = envelopes[version - 1].hash if version else GENESIS_HASH
         try:
-            step(state, last_hash, record, seed)
+            step(state, last_hash, record, seed, nonces=nonces)
         except RuleError as error:
             if error.code == recorded_code:
                 checked += 1
@@ -342,9 +459,10 @@ def _same_creation(mine: Envelope, theirs: Envelope) -> bool:
 
 async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
                     spans: list[tuple[int, int, bytes]], pinned: str,
-                    state: room_rules.RoomState | None = None, last_hash: str = GENESIS_HASH) -> int | Divergence:
-    # The engine's own room step, with the room's seed, from ``state`` after ``last_hash`` (a fork's first step
-    # from its parent's state, a copy's tail from the copied history).
+                    state: room_rules.RoomState | None = None, last_hash: str = GENESIS_HASH,
+                    nonces: dict[str, bytes] | None = None) -> int | Divergence:
+    # The engine's own room step, with the room's seed and its players' nonces, from ``state`` after
+    # ``last_hash`` (a fork's first step from its parent's state, a copy's tail from the copied history).
     for first_version, last_version, record_bytes in spans:
         recorded = envelopes[first_version - 1 : last_version]
         try:
@@ -355,7 +473,7 @@ async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
             # Create the room again under the version it was created with, not this node's newest.
             record = msgspec.structs.replace(record, body={**record.body, "ruleset": pinned})
         try:
-            recomputed, _ = step(state, last_hash, record, seed)
+            recomputed, _ = step(state, last_hash, record, seed, nonces=nonces)
         except RuleError as error:
             return Divergence(check="redecide", version=first_version,
                               message=f"command {record.command_id!r} is now refused: {error.code}: {error.message}",

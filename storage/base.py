@@ -113,6 +113,13 @@ class EventStore(Protocol):
     # async def save_origin(self, room: str, origin: bytes) -> bool
     # async def load_origin(self, room: str) -> bytes | None
 
+    async def save_nonce(self, room: str, nonce: bytes) -> str:
+        """Keep a player's secret nonce beside the room's seed, under its commitment (sha256 hex),
+        which it returns. Content-addressed: writing one never changes another player's entry."""
+
+    async def load_nonces(self, room: str) -> dict[str, bytes]:
+        """Every nonce held for the room, by commitment (secret until the room's end reveals them)."""
+
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
         """``outcome(room, command_id)`` for many pairs at once (one round trip on Redis)."""
 

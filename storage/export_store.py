@@ -31,6 +31,7 @@ import msgspec
 
 from almanac.events import codec, readable
 from almanac.events.copies import relabel as relabel_envelopes, relabel_record
+from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.step import decode_record
 from almanac.storage.base import (
@@ -248,6 +249,10 @@ class ExportFileStore:
             self._persist(room)
             return True
 
+    async def load_nonces(self, room: str) -> dict[str, bytes]:
+        # ``export`` never writes them: an ended room's nonces are in its room.ended, a live room's stay secret.
+        return {c: bytes.fromhex(n) for c, n in self.documents.get(room, {}).get("nonces", {}).items()}
+
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:
         document = self.documents.get(room)
         if document is None:
@@ -338,6 +343,13 @@ class ExportFileStore:
             document["seed"] = seed.hex()
             self._persist(room)
             return True
+
+    async def save_nonce(self, room: str, nonce: bytes) -> str:
+        commitment = nonce_commitment(nonce)
+        async with self._lock:
+            self._writable(room).setdefault("nonces", {})[commitment] = nonce.hex()
+            self._persist(room)
+        return commitment
 
 
 async def export_document(store: Any, room: str, exported_at_ms: int) -> dict[str, Any]:

@@ -100,6 +100,10 @@ class Keys:
         """A copy's origin (``import --as``): JSON {room, version, hash} of the room it was copied from."""
         return self._room(room, "origin")
 
+    def nonces(self, room: str) -> str:
+        """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
+        return self._room(room, "nonces")
+
     def command_outcome(self, room: str, command_id: str) -> str:
         # Dedupe lives in the room's shard so the append script can check it atomically.
         return f"{self.prefix}:{shard_tag(self.shard(room))}:cmd:{command_id}"

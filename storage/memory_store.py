@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from almanac.events import codec
+from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import Envelope
 from almanac.storage.base import (
     AppendRequest,
@@ -28,6 +29,7 @@ class MemoryEventStore:
         self._snapshots: dict[str, dict[int, bytes]] = {}
         self._seeds: dict[str, bytes] = {}
         self._origins: dict[str, bytes] = {}
+        self._nonces: dict[str, dict[str, bytes]] = {}
         # One entry per append, as on Redis: (room, first version, last version).
         self.feed: list[tuple[str, int, int]] = []
         self._lock = asyncio.Lock()
@@ -140,6 +142,14 @@ class MemoryEventStore:
 
     async def load_origin(self, room: str) -> bytes | None:
         return self._origins.get(room)
+
+    async def save_nonce(self, room: str, nonce: bytes) -> str:
+        commitment = nonce_commitment(nonce)
+        self._nonces.setdefault(room, {})[commitment] = nonce
+        return commitment
+
+    async def load_nonces(self, room: str) -> dict[str, bytes]:
+        return dict(self._nonces.get(room, {}))
 
     def tamper(self, room: str, version: int, data: bytes) -> None:
         """Overwrite one stored entry (tests of the chain check only)."""

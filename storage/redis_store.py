@@ -10,6 +10,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, TimeoutError as RedisTimeoutError
 
 from almanac.events import codec
+from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.storage.base import (
@@ -440,3 +441,12 @@ class RedisEventStore:
 
     async def load_origin(self, room: str) -> bytes | None:
         return await self.client.get(self.keys.origin(room))
+
+    async def save_nonce(self, room: str, nonce: bytes) -> str:
+        commitment = nonce_commitment(nonce)
+        await self.client.hset(self.keys.nonces(room), commitment, nonce)
+        return commitment
+
+    async def load_nonces(self, room: str) -> dict[str, bytes]:
+        held = await self.client.hgetall(self.keys.nonces(room))
+        return {(k.decode() if isinstance(k, bytes) else k): v for k, v in held.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +13,7 @@ import typer
 from rich.table import Table
 
 from almanac.events import codec, room as room_rules
+from almanac.events.dice import PLAYER_ENTROPY
 from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.schema import Milliseconds, Name
 from almanac.events.step import CommandRecord
@@ -74,7 +76,14 @@ def load_scenario(path: Path) -> tuple[ScenarioHeader, list[tuple[int, ScenarioM
             if not moves:
                 codec.decode_command(None, header.create_body())
             else:
-                codec.decode_command(header.ruleset, moves[-1][1].command)
+                command = moves[-1][1].command
+                if command.get("kind") == "join_room" and "nonce" in command:
+                    # A player's own nonce (docs/dice.md): 32 bytes hex, kept aside; the join commits to it.
+                    if not (isinstance(command["nonce"], str) and re.fullmatch(r"[0-9a-f]{64}", command["nonce"])):
+                        raise InvalidCommand("invalid_command", "nonce: 32 bytes as 64 lowercase hex digits",
+                                             field="nonce")
+                    command = {k: v for k, v in command.items() if k != "nonce"}
+                codec.decode_command(header.ruleset, command)
         except InvalidCommand as error:
             raise OperatorError(f"{path}:{number}: invalid command: {error.message}") from None
         except RuleError:
@@ -99,8 +108,19 @@ async def run_scenario(header: ScenarioHeader, moves: list[tuple[int, ScenarioMo
         raise OperatorError(f"the header cannot create the room: {created.error['message']}")  # type: ignore[index]
     played = [(0, header.player, "create_room", created)]
     for number, move in moves:
+        body = move.command
+        if body.get("kind") == "join_room" and isinstance(body.get("nonce"), str):
+            # A player's own nonce, as a client sends it to the gateway: kept beside the seed, committed.
+            nonce = bytes.fromhex(body["nonce"])  # checked by load_scenario
+            body = {k: v for k, v in body.items() if k != "nonce"}
+            body["nonce_commitment"] = await store.save_nonce(header.room, nonce)
+        if header.seed and body.get("kind") == "join_room" and "nonce_commitment" not in body \
+                and (await service.load(header.room))[0].dice_scheme == PLAYER_ENTROPY:
+            # The scenario's seed stands for the players' nonces too, so a scenario replays exactly.
+            nonce = hashlib.sha256(f"almanac-sim-nonce|{header.seed}|{move.player}".encode()).digest()
+            body = {**body, "nonce_commitment": await store.save_nonce(header.room, nonce)}
         record = CommandRecord(command_id=f"line-{number}", room=header.room, player=move.player,
-                               server_time_ms=move.time_ms, body=move.command)
+                               server_time_ms=move.time_ms, body=body)
         played.append((number, move.player, str(move.command.get("kind", "?")), await service.handle(record)))
     latest = await store.latest_version(header.room)
     if at is not None:

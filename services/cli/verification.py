@@ -1,14 +1,16 @@
-"""`almanac verify ROOM | --all | --file FILE`: the hash chain, every command re-decided byte for byte, the seed."""
+"""`almanac verify ROOM | --all | --file FILE` (chain, every command re-decided, seed and nonces); `almanac nonce`."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from almanac.events.dice import NONCE_BYTES, PLAYER_ENTROPY, nonce_commitment
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
 from almanac.services.verify import VerifyReport, verify_room
@@ -23,6 +25,10 @@ def print_report(report: VerifyReport) -> None:
                       f"seed {report.seed}"
                       + (", matches its commitment" if report.seed_matches_commitment else "")
                       + f"; rules {report.ruleset} ({report.fingerprint_used})")
+        if report.dice_scheme == PLAYER_ENTROPY:
+            console.print(f"  dice scheme 2: player nonces {report.nonces}, each matching its commitment; "
+                          f"revealed by their players: {', '.join(report.nonces_revealed_by_player) or 'none'}; "
+                          f"never revealed by their players: {', '.join(report.players_not_revealing) or 'none'}")
     else:
         divergence = report.divergence
         assert divergence is not None
@@ -63,6 +69,13 @@ def verify_command(
         console.print(f"{sum(r.ok for r in reports)} of {len(reports)} rooms verified")
     if not all(r.ok for r in reports):
         raise typer.Exit(1)
+
+
+@app.command("nonce")
+def nonce_command() -> None:
+    """A fresh secret nonce for joining a scheme-2 room, with its commitment (docs/dice.md); keep the nonce."""
+    nonce = secrets.token_bytes(NONCE_BYTES)
+    print(json.dumps({"nonce": nonce.hex(), "nonce_commitment": nonce_commitment(nonce)}))
 
 
 def open_export(path: Path) -> ExportFileStore:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from typing import Any
@@ -10,6 +11,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from almanac.events import codec, registry
+from almanac.events.dice import PLAYER_ENTROPY
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
@@ -151,6 +153,12 @@ async def create_room(request: Request) -> Response:
         raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
     command: dict[str, Any] = {"kind": "create_room", "ruleset": body.ruleset, "options": body.options,
                                "challenge": body.challenge}
+    if body.dice_scheme is not None:
+        command["dice_scheme"] = body.dice_scheme
+    join_commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
+    if body.nonce is not None and (body.challenge is not None or body.dice_scheme == 1 or not body.join):
+        raise ApiError(422, "no_player_nonces", "a nonce goes with the creator's join of a scheme-2 room (no "
+                       "challenge, dice_scheme 2, join true)", "nonce")
     if body.setup is not None:
         # An explicit setup goes where this server takes one: the room command, else the rule-set's options.
         if "setup" in CreateRoom.__struct_fields__:
@@ -185,7 +193,8 @@ async def create_room(request: Request) -> Response:
     answer["joined"] = False
     if body.join:
         join_id = f"{client_id}.join"
-        joined, _ = await _submit(gw, room, body.player, join_id, {"kind": "join_room"}, decider.name,
+        join_command = await _join_command(gw, room, body.nonce, join_commitment)
+        joined, _ = await _submit(gw, room, body.player, join_id, join_command, decider.name,
                                   admit=False)
         if joined is not None and joined.accepted:
             answer["joined"] = True
@@ -232,7 +241,11 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 @router.post(
     "/rooms/{room}/join",
     summary="Take a seat as a player and receive a signed token bound to the room and player",
-    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After.",
+    description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. "
+    "In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's "
+    "seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a "
+    "nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment "
+    "without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).",
     responses=RATE_LIMITED,
     openapi_extra=openapi_body(JoinRoomRequest),
 )
@@ -243,8 +256,15 @@ async def join_room(request: Request, room: str = RoomId) -> Response:
     ruleset = await gw.reader.ruleset_of(room)
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist; create it first", "room")
+    commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
+    if body.nonce is not None:
+        state = await gw.reader.latest(room)
+        if state is not None and state.dice_scheme != PLAYER_ENTROPY:
+            raise ApiError(422, "no_player_nonces", "this room's dice draw from the server seed alone (dice scheme "
+                           f"{state.dice_scheme}); join without a nonce", "nonce")
     client_id = body.command_id or new_command_id()
-    outcome, _ = await _submit(gw, room, body.player, client_id, {"kind": "join_room"}, ruleset)
+    command = await _join_command(gw, room, body.nonce, commitment)
+    outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
@@ -254,6 +274,27 @@ async def join_room(request: Request, room: str = RoomId) -> Response:
     answer["player"] = body.player
     answer["token"] = gw.signer.issue(room, body.player)
     return json_response(answer)
+
+
+def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
+    """The commitment of the nonce a join sends (422 if the body's own commitment disagrees)."""
+    if nonce is None:
+        if commitment is not None:
+            raise ApiError(422, "nonce_required", "send the nonce itself with its commitment: the server draws the "
+                           "game's dice with it; it stays secret until the room ends", "nonce")
+        return None
+    computed = hashlib.sha256(bytes.fromhex(nonce)).hexdigest()
+    if commitment is not None and commitment != computed:
+        raise ApiError(422, "nonce_mismatch", "nonce_commitment is not the sha256 of nonce", "nonce_commitment")
+    return computed
+
+
+async def _join_command(gw: Gateway, room: str, nonce: str | None, commitment: str | None) -> dict[str, Any]:
+    """The join command; a nonce is kept beside the room's seed first (never in the command or an event)."""
+    if nonce is None:
+        return {"kind": "join_room"}
+    await gw.store.save_nonce(room, bytes.fromhex(nonce))
+    return {"kind": "join_room", "nonce_commitment": commitment}
 
 
 def _refuse_replayed_grant(outcome: Outcome, player: str, what: str, client_id: str) -> None:
@@ -334,7 +375,7 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     kind = body.command.get("kind")
-    if isinstance(kind, str) and kind in ROOM_COMMAND_KINDS and kind != "end_room":
+    if isinstance(kind, str) and kind in ROOM_COMMAND_KINDS and kind not in ("end_room", "reveal_nonce"):
         raise ApiError(422, "use_room_endpoint", f"send {kind} through POST /rooms or /rooms/{{room}}/join", "kind")
     if kind == "end_room":
         await gw.require_seated(claims, room)

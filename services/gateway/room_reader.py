@@ -89,4 +89,5 @@ def room_summary(state: RoomState) -> dict[str, Any]:
         "picture": f"/rulesets/{manifest.ref}/picture.js" if manifest.console_picture else None,
         "audit_views": [view.name for view in manifest.audit_views],
         "fork": fork_mark(state),
+        "dice_scheme": state.dice_scheme,
     }

@@ -20,6 +20,9 @@ MAX_VERSION = 2**53
 # Bodies decode with msgspec (Python's `re`, where `$` also matches before a final newline): the
 # write model's pattern, which refuses "alice\n".
 Name = Annotated[str, msgspec.Meta(pattern=STRICT_NAME_PATTERN, description="letters, digits, _ . -; at most 64")]
+# A player's secret nonce (scheme-2 dice) or its sha256 commitment: 32 bytes as 64 lowercase hex digits.
+Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=64, max_length=64,
+                                    description="32 bytes as 64 lowercase hex digits")]
 CommandId = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}(?!\n)$", description="client id for idempotent retries")
 ]
@@ -36,11 +39,22 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     challenge: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
     join: bool = True
     command_id: CommandId | None = None
+    # The dice construction (docs/dice.md): 2 (server seed + player nonces) unless 1 is asked for.
+    dice_scheme: Annotated[int, msgspec.Meta(ge=1, le=2)] | None = None
+    # The creator's own join (see JoinRoomRequest).
+    nonce: Hex32 | None = None
+    nonce_commitment: Hex32 | None = None
 
 
 class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Take a seat. In a scheme-2 room, ``nonce`` is the player's secret contribution to the dice (kept
+    by the server beside the room's seed, revealed when the room ends); ``nonce_commitment``, when
+    given, must be its sha256. Without a nonce the server draws one for the player and says so."""
+
     player: Name
     command_id: CommandId | None = None
+    nonce: Hex32 | None = None
+    nonce_commitment: Hex32 | None = None
 
 
 class EndRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from almanac.events import registry
-from almanac.events.dice import Dice
+from almanac.events.dice import PLAYER_ENTROPY, Dice
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.export_store import export_document
 from almanac.storage.memory_store import MemoryEventStore
@@ -75,7 +75,13 @@ async def play(manifest: Any) -> dict[str, Any]:
     players = tuple(options.get("players", players))
     await send(players[0], {"kind": "create_room", "ruleset": ref, "options": options})
     for player in players:
-        await send(player, {"kind": "join_room"})
+        # Deterministic nonces (scheme-2 dice), like the seed: the same version always makes the same log.
+        nonce = hashlib.sha256(f"almanac golden nonce|{ref}|{player}".encode()).digest()
+        state, _ = await service.load(room)
+        join: dict[str, Any] = {"kind": "join_room"}
+        if state is not None and state.dice_scheme == PLAYER_ENTROPY:
+            join["nonce_commitment"] = await store.save_nonce(room, nonce)
+        await send(player, join)
     idle = 0
     while True:
         state, _ = await service.load(room)

@@ -15,8 +15,9 @@ from almanac.services.verify import verify_room
 from almanac.storage.export_store import ExportFileStore, compact_export
 from almanac.storage.memory_store import MemoryEventStore
 
-# room.created as engines stored it before versions: schema 1, no ruleset_version, fingerprint or schema.
-LEGACY_FIELDS = ("ruleset_version", "fingerprint", "schema")
+# room.created as engines stored it before versions: schema 1, no ruleset_version, fingerprint or schema
+# (nor dice_scheme, added later still with a default: such rooms draw with scheme 1).
+LEGACY_FIELDS = ("ruleset_version", "fingerprint", "schema", "dice_scheme")
 
 
 def as_schema_1(payload: bytes) -> bytes:
@@ -43,7 +44,9 @@ async def test_a_room_stored_before_versions_still_verifies_byte_for_byte_as_ver
     store = MemoryEventStore()
     service = RoomService(store)
     for index, (player, body) in enumerate([
-        ("alice", {"kind": "create_room", "ruleset": "realm@1", "options": {"players": ["alice", "bob"]}}),
+        # dice_scheme 1: what every room stored before versions drew with (it stores no scheme, which reads as 1)
+        ("alice", {"kind": "create_room", "ruleset": "realm@1", "options": {"players": ["alice", "bob"]},
+                   "dice_scheme": 1}),
         ("alice", {"kind": "join_room"}),
         ("bob", {"kind": "join_room"}),
         ("alice", {"kind": "mine", "ore": "gold"}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import pytest
 from counter_ruleset import Added
@@ -114,6 +115,16 @@ async def test_snapshots_are_found_at_or_below_a_version(store):
     assert await store.latest_snapshot("r1", 200) == (200, b"s200")
     assert await store.latest_snapshot("r1", 99) is None
     assert await store.latest_snapshot("other") is None
+
+
+async def test_a_room_keeps_players_nonces_by_their_commitment_and_no_write_changes_another(store):
+    ann, bob = b"a" * 32, b"b" * 32
+    ann_commitment = await store.save_nonce("r1", ann)
+    await store.save_nonce("r1", bob)
+    await store.save_nonce("r1", ann)  # a repeated write of the same nonce is the same entry
+    assert ann_commitment == hashlib.sha256(ann).hexdigest()
+    assert await store.load_nonces("r1") == {ann_commitment: ann, hashlib.sha256(bob).hexdigest(): bob}
+    assert await store.load_nonces("r2") == {}
 
 
 async def test_a_room_keeps_its_first_secret_seed(store):

@@ -414,7 +414,11 @@ function Play({ room, ruleset, seat, onSeat, onPlayed }) {
   useEffect(() => { api(URLS.schema(ruleset)).then((a) => { if (a.ok) { setSchema(a.data); setKind(a.data.commands[0]?.kind || ""); } }); }, [ruleset]);
   const join = async (event) => {
     event.preventDefault();
-    const a = await api(URLS.join(room), { method: "POST", body: { player: name } });
+    // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
+    const nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
+    let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
+    if (!a.ok && a.data && a.data.code === "no_player_nonces") a = await api(URLS.join(room), { method: "POST", body: { player: name } });
+    else if (a.ok) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
     if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); onSeat(s); setAnswer(null); }
     else setAnswer(a);
   };
