@@ -361,3 +361,42 @@ def test_accessibility_basics(page, base_url: str, auditor: str) -> None:
         assert "cdn.jsdelivr" not in body and "/console/vendor/" in body
     page.goto("/docs")
     page.get_by_role("button", name="Authorize").wait_for()
+
+
+def test_forensics_explain_bisect_fork_and_a_dispute_bundle(page, base_url: str, auditor: str, shots: Path) -> None:
+    # Given a board room with three placements, ended (only an ended room may be forked)
+    player = f"fx-{secrets.token_hex(2)}"
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": player})
+        room, token = created.json()["room"], created.json()["token"]
+        for _ in range(3):
+            state = board_state(base_url, auditor, room)
+            move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
+            command = {"kind": "place_element", "row": move.row, "column": move.column,
+                       "rotation": move.rotation, "mirror": move.mirror}
+            assert http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                             json={"command": command}).status_code == 200
+        assert http.post(f"/rooms/{room}/end", headers={"Authorization": f"Bearer {token}"}, json={}).status_code == 200
+    # When the auditor opens it and asks why `time` is what it is, and when `placed >= 2` first held
+    page.goto(f"/#/room/{room}")
+    sign_in_as_auditor(page, auditor)
+    panel = page.get_by_role("region", name="Forensics")
+    panel.get_by_label("explain the value at").fill("placed")
+    panel.get_by_role("button", name="explain").click()
+    result = panel.get_by_test_id("forensics-result")
+    result.get_by_text("changed 4 time(s)").wait_for()  # created at 0, then every placement counted one more
+    page.screenshot(path=shots / "12-forensics-explain.png", full_page=True)
+    panel.get_by_label("first version where").fill("placed >= 2")
+    panel.get_by_role("button", name="bisect").click()
+    result.get_by_text("first holds at").wait_for()
+    assert "version 4" in result.inner_text()  # created, joined, placed, placed
+    page.screenshot(path=shots / "12-forensics-bisect.png", full_page=True)
+    # Then a dispute bundle downloads, and a fork opens as a new room
+    with page.expect_download() as download:
+        panel.get_by_role("button", name="dispute bundle of versions").click()
+    assert download.value.suggested_filename.endswith(".bundle.json")
+    panel.get_by_role("button", name="fork at version").click()
+    result.get_by_text("forked as").wait_for()
+    result.get_by_role("link").click()
+    page.get_by_text(f"sandbox fork of {room}").wait_for()
+    page.screenshot(path=shots / "13-fork.png", full_page=True)

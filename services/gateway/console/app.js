@@ -23,6 +23,11 @@ const URLS = {
   // An audit view of the room's rule-set: the ids it follows, and one of them told step by step.
   auditIds: (room, view) => `/rooms/${enc(room)}/audit/${enc(view)}`,
   auditStory: (room, view, item) => `/rooms/${enc(room)}/audit/${enc(view)}/${enc(item)}`,
+  // Forensics (auditors, docs/forensics.md): explain a value, bisect, fork, a dispute bundle.
+  explain: (room, path, at) => `/rooms/${enc(room)}/explain?path=${enc(path)}&at=${at}`,
+  bisect: (room, where) => `/rooms/${enc(room)}/bisect?where=${enc(where)}`,
+  fork: (room) => `/rooms/${enc(room)}/fork`,
+  dispute: (room, last) => `/rooms/${enc(room)}/dispute?from=1&to=${last}`,
   live: (room, from, token) =>
     `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/rooms/${enc(room)}/live` +
     `?from_version=${from}&token=${enc(token)}`,
@@ -340,6 +345,69 @@ function AuditStory({ room, view, token, module }) {
   </section>`;
 }
 
+// Auditors' forensics on the room: why a value is what it is, when something first held, a sandbox
+// fork at the chosen version (ended rooms only), and a dispute bundle anyone can verify offline.
+function Forensics({ room, token, version, onJump }) {
+  const [path, setPath] = useState("");
+  const [where, setWhere] = useState("");
+  const [result, setResult] = useState(null);
+  const [error, setError] = useState(null);
+  const run = async (url, method = "GET", body = undefined) => {
+    const answer = await api(url, { token, method, body });
+    if (answer.ok) { setError(null); return answer.data; }
+    setError(answer.data); setResult(null); return null;
+  };
+  const explain = async () => {
+    const data = await run(URLS.explain(room, path, version));
+    if (data) setResult({ kind: "explain", data });
+  };
+  const bisect = async () => {
+    const data = await run(URLS.bisect(room, where));
+    if (data) setResult({ kind: "bisect", data });
+  };
+  const fork = async () => {
+    const data = await run(URLS.fork(room), "POST", { at: version });
+    if (data) setResult({ kind: "fork", data });
+  };
+  const bundle = async () => {
+    const data = await run(URLS.dispute(room, version));
+    if (!data) return;
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([JSON.stringify(data, null, 1)], { type: "application/json" }));
+    link.download = `${room}-v1-${version}.bundle.json`;
+    link.click();
+    setResult({ kind: "bundle", data: { events: (data.events || []).length, file: link.download } });
+  };
+  return html`<section class="panel" aria-label="Forensics"><h2>Forensics</h2>
+    <div class="row">
+      <label class="field" for="explain-path">explain the value at
+        <input id="explain-path" placeholder="e.g. time, scores.alice" value=${path} onInput=${(e) => setPath(e.target.value)} /></label>
+      <button type="button" onClick=${explain} disabled=${!path}>explain</button>
+      <label class="field" for="bisect-where">first version where
+        <input id="bisect-where" placeholder="e.g. time >= 3" value=${where} onInput=${(e) => setWhere(e.target.value)} /></label>
+      <button type="button" onClick=${bisect} disabled=${!where}>bisect</button>
+    </div>
+    <div class="row">
+      <button type="button" onClick=${fork}>fork at version ${version}</button>
+      <button type="button" onClick=${bundle}>dispute bundle of versions 1..${version}</button>
+    </div>
+    <${ErrorBox} error=${error} />
+    <div data-testid="forensics-result">
+      ${result && result.kind === "explain" ? html`<p>${result.data.path} = ${JSON.stringify(result.data.value)} at version ${result.data.at};
+          changed ${result.data.changes.length} time(s):</p>
+        <ul>${result.data.changes.map((c) => html`<li><button type="button" class="link" onClick=${() => onJump(c.version)}>v${c.version}</button>
+          ${c.summary}: <span class="old">${JSON.stringify(c.before)}</span> → <span class="new">${JSON.stringify(c.after)}</span></li>`)}</ul>` : ""}
+      ${result && result.kind === "bisect" ? html`<p>${result.data.version ? html`first holds at
+          <button type="button" class="link" onClick=${() => onJump(result.data.version)}>version ${result.data.version}</button>` : "never holds"}
+          <span class="muted"> ${result.data.note}</span></p>` : ""}
+      ${result && result.kind === "fork" ? html`<p>forked as <a href=${`#/room/${enc(result.data.room)}`}>${result.data.room}</a>
+          (from version ${result.data.at}; its own dice; off leaderboards)</p>` : ""}
+      ${result && result.kind === "bundle" ? html`<p>saved ${result.data.file}: ${result.data.events} events; check it with
+          <code>almanac verify-bundle</code></p>` : ""}
+    </div>
+  </section>`;
+}
+
 function Verify({ room, token, summary, events }) {
   const [report, setReport] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -521,7 +589,8 @@ function RoomPage({ room }) {
   return html`
     <section class="panel" aria-label="Room"><h2>Room <span data-testid="room-id">${room}</span>${" "}
       <span class="muted">${ruleset}</span> · version <span data-testid="latest">${latest}</span>
-      ${summary ? html` · players ${summary.players.join(", ")} · <span class="badge">${summary.ended ? "ended" : summary.over ? "over" : "live"}</span>` : ""}</h2>
+      ${summary ? html` · players ${summary.players.join(", ")} · <span class="badge">${summary.ended ? "ended" : summary.over ? "over" : "live"}</span>` : ""}
+      ${summary && summary.fork ? html` · <span class="badge">sandbox fork of <a href=${`#/room/${enc(summary.fork.parent)}`}>${summary.fork.parent}</a> at version ${summary.fork.at}</span>` : ""}</h2>
       <label class="field" for="viewer">view as
         <select id="viewer" value=${viewer} onChange=${(e) => setViewer(e.target.value)}>
           ${auditor ? html`<option value="">auditor (full state)</option>` : ""}
@@ -570,6 +639,9 @@ function RoomPage({ room }) {
       <div class="grow">${summary ? html`<${Play} room=${room} ruleset=${ruleset} seat=${seat} onSeat=${setSeatState}
           onPlayed=${() => setFollow(true)} />` : ""}</div>
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
+    </div>
+    <div class="row">
+      <div class="grow">${auditor && summary ? html`<${Forensics} room=${room} token=${auditor} version=${version} onJump=${choose} />` : ""}</div>
     </div>
     ${auditor && summary ? (summary.audit_views || []).map((view) => html`<${AuditStory} room=${room} view=${view} token=${auditor} module=${module} />`) : ""}
     <${Charts} room=${room} token=${readToken} version=${latest} />`;
