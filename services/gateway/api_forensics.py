@@ -6,11 +6,17 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.services.forensics_tools import ForensicsError, bisect_against, bisect_where, explain, fork
+from almanac.services.forensics_tools import ForensicsError, bisect_against, bisect_where, diff, explain, fork
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer, now_ms
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.schemas import MAX_VERSION, ForkRoomRequest, decode_body, openapi_body
+from almanac.services.gateway.schemas import (
+    MAX_VERSION,
+    NAME_PATTERN,
+    ForkRoomRequest,
+    decode_body,
+    openapi_body,
+)
 
 router = APIRouter(tags=["forensics"])
 
@@ -34,6 +40,19 @@ async def fork_room(request: Request, room: str = RoomId) -> Response:
     except (ForensicsError, RulesNotInstalledError) as error:
         raise _api_error(error) from None
     return json_response(answer, status=201)
+
+
+@router.get("/rooms/{room}/diff", summary="Auditors: where this room's state differs from another room's (e.g. "
+            "its fork), path by path with both values, at a version of each (default: latest)")
+async def diff_rooms(request: Request, room: str = RoomId, other: str = Query(..., pattern=NAME_PATTERN),
+                     at: int | None = Query(None, ge=1, le=MAX_VERSION),
+                     at_other: int | None = Query(None, ge=1, le=MAX_VERSION)) -> Response:
+    gw = gateway(request)
+    gw.auditor(bearer(request), room)
+    try:
+        return json_response(await diff(gw.store, room, other, at, at_other))
+    except (ForensicsError, RulesNotInstalledError) as error:
+        raise _api_error(error) from None
 
 
 @router.get("/rooms/{room}/explain", summary="Auditors: every version whose event changed the value at a state "

@@ -115,6 +115,15 @@ class ValueChange(_Body):
     after: Any = None
 
 
+class RoomDiff(_Body):
+    """Where two rooms' states differ: each differing path with its value in each room (None: absent there)."""
+
+    a: Json  # {room, version}
+    b: Json
+    note: str
+    differences: list[Json]  # {path, a, b}
+
+
 class Explanation(_Body):
     room: str
     path: str
@@ -351,6 +360,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/series"): (200, Series),
     ("post", "/rooms/{room}/fork"): (201, ForkAnswer),
     ("get", "/rooms/{room}/explain"): (200, Explanation),
+    ("get", "/rooms/{room}/diff"): (200, RoomDiff),
     ("get", "/rooms/{room}/bisect"): (200, BisectAnswer),
     ("get", "/rooms/{room}/dispute"): (200, DisputeBundle),
     ("post", "/bundles/verify"): (200, BundleVerdict),

@@ -187,3 +187,16 @@ def test_forensics_on_a_room_of_rules_this_node_lacks_answer_409(api: TestClient
                   else api.post(url, json={"at": 1}, headers=auth(auditor)))
         assert answer.status_code == 409 and answer.json()["code"] == "ruleset_not_installed", \
             (url, params, answer.text)
+
+
+def test_an_auditor_diffs_two_rooms_over_http(api: TestClient, auditor: str) -> None:
+    room, alice, bob, tokens = realm_room(api)
+    other, *_ = realm_room(api)
+    # Players may not; an auditor sees where the two rooms' states differ, path by path
+    assert api.get(f"/rooms/{room}/diff", params={"other": other}, headers=auth(tokens[alice])).status_code == 403
+    answer = api.get(f"/rooms/{room}/diff", params={"other": other, "at": 2, "at_other": 2}, headers=auth(auditor))
+    assert answer.status_code == 200, answer.text
+    typed("get", "/rooms/{room}/diff", answer)
+    assert answer.json()["differences"], answer.json()  # other players' cities
+    missing = api.get(f"/rooms/{room}/diff", params={"other": "no-such-room"}, headers=auth(auditor))
+    assert missing.status_code == 404, missing.text
