@@ -112,6 +112,21 @@ def board_state(base_url: str, auditor: str, room: str) -> BoardState:
     return msgspec.convert(answer.json()["state"]["game"], BoardState)
 
 
+def board_room_played(base_url: str, auditor: str, player: str, moves: int) -> tuple[str, str]:
+    """A board room ``player`` created over HTTP and played ``moves`` legal placements in: (room, token)."""
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": player})
+        room, token = created.json()["room"], created.json()["token"]
+        for _ in range(moves):
+            state = board_state(base_url, auditor, room)
+            move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
+            command = {"kind": "place_element", "row": move.row, "column": move.column,
+                       "rotation": move.rotation, "mirror": move.mirror}
+            assert http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                             json={"command": command}).status_code == 200
+    return room, token
+
+
 def placed_cells(page) -> int:
     return page.locator("[data-testid=board] .cell:not(.t-empty):not(.t-mountain)").count()
 
@@ -296,16 +311,7 @@ def test_realm_trade_story_step_by_step(page, base_url: str, auditor: str, shots
 def test_tampered_event_shows_the_first_divergence(page, base_url: str, auditor: str, stack: Stack,
                                                    shots: Path) -> None:
     # Given a board room with two placements made over HTTP
-    with httpx.Client(base_url=base_url, timeout=15) as http:
-        created = http.post("/rooms", json={"ruleset": "board", "player": f"tam-{secrets.token_hex(2)}"})
-        room, token = created.json()["room"], created.json()["token"]
-        for _ in range(2):
-            state = board_state(base_url, auditor, room)
-            move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
-            command = {"kind": "place_element", "row": move.row, "column": move.column,
-                       "rotation": move.rotation, "mirror": move.mirror}
-            assert http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
-                             json={"command": command}).status_code == 200
+    room, _ = board_room_played(base_url, auditor, f"tam-{secrets.token_hex(2)}", moves=2)
 
     # When someone rewrites a placement in Redis and re-chains every hash after it (a careful forger)
     client = redis.Redis.from_url(stack.redis_url)
@@ -365,18 +371,9 @@ def test_accessibility_basics(page, base_url: str, auditor: str) -> None:
 
 def test_forensics_explain_bisect_fork_and_a_dispute_bundle(page, base_url: str, auditor: str, shots: Path) -> None:
     # Given a board room with three placements, ended (only an ended room may be forked)
-    player = f"fx-{secrets.token_hex(2)}"
-    with httpx.Client(base_url=base_url, timeout=15) as http:
-        created = http.post("/rooms", json={"ruleset": "board", "player": player})
-        room, token = created.json()["room"], created.json()["token"]
-        for _ in range(3):
-            state = board_state(base_url, auditor, room)
-            move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
-            command = {"kind": "place_element", "row": move.row, "column": move.column,
-                       "rotation": move.rotation, "mirror": move.mirror}
-            assert http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
-                             json={"command": command}).status_code == 200
-        assert http.post(f"/rooms/{room}/end", headers={"Authorization": f"Bearer {token}"}, json={}).status_code == 200
+    room, token = board_room_played(base_url, auditor, f"fx-{secrets.token_hex(2)}", moves=3)
+    ended = httpx.post(f"{base_url}/rooms/{room}/end", headers={"Authorization": f"Bearer {token}"}, json={})
+    assert ended.status_code == 200, ended.text
     # When the auditor opens it and asks why `time` is what it is, and when `placed >= 2` first held
     page.goto(f"/#/room/{room}")
     sign_in_as_auditor(page, auditor)
