@@ -325,16 +325,13 @@ class RoomService:
             await self.store.save_snapshot(room, state.version, codec.encode_snapshot(state, last_hash))
 
     async def _replayed(self, record: CommandRecord, known: StoredOutcome) -> Outcome:
-        envelopes = (
-            await self.store.read(known.room, known.first_version, known.last_version) if known.accepted else []
-        )
-        return Outcome(
-            command_id=record.command_id,
-            room=known.room,
-            accepted=known.accepted,
-            first_version=known.first_version,
-            last_version=known.last_version,
-            error=known.error,
-            envelopes=envelopes,
-            duplicate=True,
-        )
+        return await stored_outcome(self.store, record, known, duplicate=True)
+
+
+async def stored_outcome(store: EventStore, record: CommandRecord, known: StoredOutcome,
+                         duplicate: bool = False) -> Outcome:
+    """A command's stored first outcome as an Outcome, with the events it appended read back."""
+    envelopes = await store.read(known.room, known.first_version, known.last_version) if known.accepted else []
+    return Outcome(command_id=record.command_id, room=known.room, accepted=known.accepted,
+                   first_version=known.first_version, last_version=known.last_version, error=known.error,
+                   envelopes=envelopes, duplicate=duplicate)

@@ -18,7 +18,7 @@ from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, d
 from almanac.services.gateway.overload import LoopLag
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
-from almanac.services.room_service import CommandRecord, Outcome
+from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.services.settings import Settings
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
@@ -189,20 +189,7 @@ class Gateway:
         stored = await self.store.outcome(record.room, record.command_id)
         if stored is None:
             return None
-        envelopes = (
-            await self.store.read(record.room, stored.first_version, stored.last_version)
-            if stored.accepted
-            else []
-        )
-        outcome = Outcome(
-            command_id=record.command_id,
-            room=stored.room,
-            accepted=stored.accepted,
-            first_version=stored.first_version,
-            last_version=stored.last_version,
-            error=stored.error,
-            envelopes=envelopes,
-        )
+        outcome = await outcome_from_store(self.store, record, stored)
         # Our own submission, decided after the wait ended, is not a replay: its events carry this
         # record's server time (a replay's record was stamped at another moment).
         if not decided_from(outcome, record):
