@@ -217,7 +217,10 @@ def test_a_primary_and_the_subscription_node_die_under_load_and_nothing_acknowle
         assert max(first_gaps.values()) <= 2 * promotion_s + RECOVERY_SLACK_S, first_gaps
         assert max(second_gaps.values()) <= 2 * (second_promotion_s or promotion_s) + RECOVERY_SLACK_S, second_gaps
         assert moved_s is not None, "the outcome subscription did not move to a live node"
-        assert typical_s < COMMAND_TIMEOUT_S, "acknowledgements waited out the outcome timeout"
+        # A window with no 200 at all (every command refused 503 while the cluster promoted) waited for
+        # nothing; otherwise the typical acknowledgement must not have waited out the outcome timeout.
+        if answered:
+            assert typical_s < COMMAND_TIMEOUT_S, "acknowledgements waited out the outcome timeout"
         assert load.statuses.get(202, 0) <= len(load.rooms), "answers waited out the outcome wait"
         assert not [status for status in load.statuses if status >= 500 and status != 503], dict(load.statuses)
 
