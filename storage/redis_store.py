@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -169,7 +170,7 @@ class RedisEventStore:
         self._snapshot = client.register_script(SNAPSHOT_SCRIPT)
         self._load = client.register_script(LOAD_SCRIPT)
         self._scripts_loaded = False
-        self._stream_reads = _unparsed_stream_reads(client)
+        self.stream_reads = _unparsed_stream_reads(client)
 
     async def append(
         self,
@@ -335,7 +336,7 @@ class RedisEventStore:
         high = "+" if end is None else f"{end}-0"
         key = self.keys.events(room)
         while True:
-            entries = await self._stream_reads.xrange(key, low, high, count=_PAGE)
+            entries = await self.stream_reads.xrange(key, low, high, count=_PAGE)
             yield [(int(entry_id.split(b"-", 1)[0]), _envelope_field(fields)) for entry_id, fields in entries]
             if len(entries) < _PAGE:
                 return
@@ -346,10 +347,22 @@ class RedisEventStore:
 
         Shard feed entries point into the room streams this way; every version of a range must be there.
         """
-        async with self._stream_reads.pipeline(transaction=False) as pipe:
-            for room, first, last in ranges:
-                pipe.xrange(self.keys.events(room), f"{first}-0", f"{last}-0")
+        async with self.stream_reads.pipeline(transaction=False) as pipe:
+            self.queue_read_ranges(pipe, ranges)
             replies = await pipe.execute()
+        return self.parse_read_ranges(ranges, replies)
+
+    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
+        """Script calls of any module (the projector's commits) in one pipeline, as the store sends its own."""
+        return await self._evalsha_many(calls)
+
+    def queue_read_ranges(self, pipe: Any, ranges: list[tuple[str, int, int]]) -> None:
+        """Queue ``read_ranges``' reads on a pipeline of ``stream_reads`` (to share a round trip with others)."""
+        for room, first, last in ranges:
+            pipe.xrange(self.keys.events(room), f"{first}-0", f"{last}-0")
+
+    def parse_read_ranges(self, ranges: list[tuple[str, int, int]], replies: list) -> list[list[Envelope]]:
+        """The envelopes from the replies of ``queue_read_ranges`` (CorruptEventError where one is missing)."""
         result = []
         for (room, first, last), entries in zip(ranges, replies, strict=True):
             envelopes = []
