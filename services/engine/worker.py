@@ -28,6 +28,7 @@ from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbea
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS
 from almanac.services.room_service import Outcome, RoomService
+from almanac.storage.base import Receipt
 from almanac.storage.keys import Keys, attempts_key
 from almanac.storage.redis_store import RedisEventStore
 
@@ -116,6 +117,10 @@ class Engine:
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
+        # On one Redis the append scripts acknowledge and publish (storage.base.Receipt). Not with
+        # ALMANAC_DURABILITY=replica (the answer must wait for WAIT, after the script) and not on a
+        # Cluster (its per-node pipelines and partial failures keep their own publish path).
+        self._receipts = not self._cluster and config.durability != "replica"
         # Outcomes to publish and entries to acknowledge, sent with the next read (see _read_new).
         self._unsent_outcomes: list[Outcome] = []
         self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
@@ -376,15 +381,33 @@ class Engine:
                 records.append(decode_record(fields.get(COMMAND_FIELD.encode(), b"")))
             except Exception as error:  # noqa: BLE001 - an undecodable entry is a poison command
                 records.append(error)
-        decoded = [record for record in records if isinstance(record, CommandRecord)]
-        batch_results = iter(await self.service.handle_many(decoded))
+        positions = [position for position, record in enumerate(records) if isinstance(record, CommandRecord)]
+        # Outcomes the append and reject scripts publish themselves, acknowledging the entry in the same
+        # step (storage.base.Receipt): by batch position, the Outcome object handed to the script.
+        announced: dict[int, Outcome] = {}
+        receipts = None
+        if self._receipts:
+            commands = self.keys.shard_commands
+
+            def receipts(index: int, outcome: Outcome) -> Receipt:
+                position = positions[index]
+                shard, entry_id, _ = batch[position]
+                announced[position] = outcome
+                return Receipt(stream=commands(shard), group=GROUP, entry_id=entry_id,
+                               channel=outcome_channel(outcome.command_id), message=encode_outcome(outcome))
+
+        decoded = [records[position] for position in positions]
+        batch_results = iter(await self.service.handle_many(decoded, receipts))  # type: ignore[arg-type]
         results = [record if isinstance(record, Exception) else next(batch_results) for record in records]
 
         done = self._unsent_acks
         outcomes = self._unsent_outcomes
-        for (shard, entry_id, fields), record, result in zip(batch, records, results, strict=True):
+        for position, ((shard, entry_id, fields), record, result) in enumerate(zip(batch, records, results,
+                                                                                    strict=True)):
             if isinstance(result, Outcome):
                 self._account(record, result)  # type: ignore[arg-type]
+                if announced.get(position) is result:
+                    continue  # published and acknowledged by its own append or refusal
                 outcome: Outcome | None = result
             elif self._stopping.is_set():
                 continue  # stopping: what was not done stays pending for the next holder of the shard
