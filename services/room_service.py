@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -123,7 +123,9 @@ class RoomService:
         raise VersionConflict(record.room, -1, await self.store.latest_version(record.room))
 
     async def handle_many(self, records: list[CommandRecord],
-                          receipts: Callable[[int, Outcome], Receipt] | None = None
+                          receipts: Callable[[int, Outcome], Receipt] | None = None,
+                          last_write: Callable[[list[AppendRequest | RejectRequest]],
+                                               Awaitable[list[AppendResult | Exception]]] | None = None,
                           ) -> list[Outcome | Exception | None]:
         """Decide a batch and write it: ONE ordered write per shard (``EventStore.write_ordered``), each
         sent as soon as its shard is decided, so Redis applies one shard while the next is decided.
@@ -140,6 +142,9 @@ class RoomService:
         (``storage.base.Receipt``: the store acknowledges the command and publishes that outcome in the
         same atomic step). When it does take effect, its result is that very Outcome object; any other
         result (a duplicate's replay, an unrecorded refusal, a failure) was not published.
+
+        ``last_write``, when given, makes the batch's last write instead of ``store.write_ordered`` (with
+        the same results): the engine sends it together with its next read.
         """
         results: list[Outcome | Exception | None] = [None] * len(records)
         # No dedupe lookup up front: the write script checks the command id atomically and answers "dup"
@@ -153,16 +158,22 @@ class RoomService:
         shards: dict[int, list[str]] = {}
         for room in rooms:
             shards.setdefault(shard_of(room, self.store.shard_count), []).append(room)
-        writes: list[tuple[list[_Decided], asyncio.Future]] = []
+        writes: list[tuple[list[_Decided], Awaitable]] = []
+        held: list[_Decided] = []  # the latest shard's decisions: its write goes when the next shard has one
         for shard_rooms in shards.values():
             decided: list[_Decided] = []
             for room in shard_rooms:
                 await self._decide_room(records, rooms[room], results, decided, receipts)
-            if decided:
-                writes.append((decided, asyncio.ensure_future(self.store.write_ordered([d[1] for d in decided]))))
+            if not decided:
+                continue
+            if held:
+                writes.append((held, asyncio.ensure_future(self.store.write_ordered([d[1] for d in held]))))
                 await asyncio.sleep(0)  # the write goes out now; Redis applies it while the next shard is decided
+            held = decided
+        if held:  # the last write (often the only one): no task, and the caller's ``last_write`` if given
+            writes.append((held, (last_write or self.store.write_ordered)([d[1] for d in held])))
         failure: BaseException | None = None
-        for decided, write in writes:
+        for decided, write in reversed(writes):  # the last first: it is sent only when awaited
             try:
                 written = await write
             except BaseException as error:  # noqa: BLE001 - the other shards' writes are still collected
