@@ -67,7 +67,7 @@ class RoomService:
         self.max_conflict_retries = max_conflict_retries
         self.loader = RoomLoader(store, cache_size)
         # Secret seeds never change once stored: keeping them saves a round trip per command.
-        self._seeds: OrderedDict[str, bytes] = OrderedDict()
+        self._seeds: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
         # Scheme-2 rooms: the players' nonces by commitment, reloaded when a commitment is not held.
         self._nonces: OrderedDict[str, tuple[tuple[tuple[str, str], ...], dict[str, bytes]]] = OrderedDict()
         self.conflicts = 0
@@ -376,15 +376,17 @@ class RoomService:
             # A crash after saving the seed but before the append must not change the dice: keep the first.
             await self.store.save_seed(room, secrets.token_bytes(32))
             return await self.store.load_seed(room) or b""
-        seed = self._seeds.get(room)
-        # Checked against the commitment every time: a room recreated under the same id has a new seed.
+        held = self._seeds.get(room)
+        # Checked against the commitment every time (a room recreated under the same id has a new seed):
+        # kept with the commitment it was checked against, so the hash is computed once, not per command.
+        if held is not None and held[1] == state.seed_commitment:
+            return held[0]
+        seed = await self.store.load_seed(room)
         if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
-            seed = await self.store.load_seed(room)
-            if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
-                raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
-            self._seeds[room] = seed
-            while len(self._seeds) > self.cache_size:
-                self._seeds.popitem(last=False)
+            raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
+        self._seeds[room] = (seed, state.seed_commitment)
+        while len(self._seeds) > self.cache_size:
+            self._seeds.popitem(last=False)
         return seed
 
     async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str) -> None:
