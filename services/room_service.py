@@ -38,6 +38,8 @@ from almanac.storage.loader import RoomLoader
 
 __all__ = ["CommandRecord", "Outcome", "RoomService", "decode_record", "refusal_record"]
 
+# Decided writes that make a send of their own before the rest of the batch is decided (see handle_many).
+EARLY_WRITE = 50
 # One decided write of a batch: (index in the batch, the request, the state it makes, the outcome its
 # receipt publishes).
 _Decided = tuple[int, "AppendRequest | RejectRequest", "RoomState | None", "Outcome | None"]
@@ -124,11 +126,12 @@ class RoomService:
 
     async def handle_many(self, records: list[CommandRecord],
                           receipts: Callable[[int, Outcome], Receipt] | None = None,
-                          last_write: Callable[[list[AppendRequest | RejectRequest]],
-                                               Awaitable[list[AppendResult | Exception]]] | None = None,
+                          last_write: Callable[[list[list[AppendRequest | RejectRequest]]],
+                                               Awaitable[list[list[AppendResult | Exception]]]] | None = None,
                           ) -> list[Outcome | Exception | None]:
-        """Decide a batch and write it: ONE ordered write per shard (``EventStore.write_ordered``), each
-        sent as soon as its shard is decided, so Redis applies one shard while the next is decided.
+        """Decide a batch and write it: ONE ordered write per shard (``EventStore.write_ordered_shards``),
+        sent as soon as EARLY_WRITE decided writes wait, so Redis applies them while the next shards are
+        decided; a small batch goes in one send.
 
         A room's commands are decided one after another, each against the state its predecessor makes,
         before any is written; the write applies them in that order and, once one of a room does not
@@ -143,8 +146,8 @@ class RoomService:
         same atomic step). When it does take effect, its result is that very Outcome object; any other
         result (a duplicate's replay, an unrecorded refusal, a failure) was not published.
 
-        ``last_write``, when given, makes the batch's last write instead of ``store.write_ordered`` (with
-        the same results): the engine sends it together with its next read.
+        ``last_write``, when given, makes the batch's last send instead of ``store.write_ordered_shards``
+        (with the same results): the engine sends it together with its next read.
         """
         results: list[Outcome | Exception | None] = [None] * len(records)
         # No dedupe lookup up front: the write script checks the command id atomically and answers "dup"
@@ -158,28 +161,37 @@ class RoomService:
         shards: dict[int, list[str]] = {}
         for room in rooms:
             shards.setdefault(shard_of(room, self.store.shard_count), []).append(room)
-        writes: list[tuple[list[_Decided], Awaitable]] = []
-        held: list[_Decided] = []  # the latest shard's decisions: its write goes when the next shard has one
+        writes: list[tuple[list[list[_Decided]], Awaitable]] = []
+        held: list[list[_Decided]] = []  # decided shards not yet sent
+        count = 0
         for shard_rooms in shards.values():
             decided: list[_Decided] = []
             for room in shard_rooms:
                 await self._decide_room(records, rooms[room], results, decided, receipts)
             if not decided:
                 continue
-            if held:
-                writes.append((held, asyncio.ensure_future(self.store.write_ordered([d[1] for d in held]))))
-                await asyncio.sleep(0)  # the write goes out now; Redis applies it while the next shard is decided
-            held = decided
-        if held:  # the last write (often the only one): no task, and the caller's ``last_write`` if given
-            writes.append((held, (last_write or self.store.write_ordered)([d[1] for d in held])))
+            if count >= EARLY_WRITE:
+                # Enough to be worth a send of its own: it goes out now, and Redis applies it while the
+                # next shards are decided. Fewer wait and go in one send with the rest (a send costs more
+                # than the overlap saves when a batch is small).
+                groups = [[d[1] for d in group] for group in held]
+                writes.append((held, asyncio.ensure_future(self.store.write_ordered_shards(groups))))
+                await asyncio.sleep(0)
+                held, count = [], 0
+            held.append(decided)
+            count += len(decided)
+        if held:  # the last send (often the only one): no task, and the caller's ``last_write`` if given
+            groups = [[d[1] for d in group] for group in held]
+            writes.append((held, (last_write or self.store.write_ordered_shards)(groups)))
         failure: BaseException | None = None
-        for decided, write in reversed(writes):  # the last first: it is sent only when awaited
+        for decided_groups, write in reversed(writes):  # the last first: it is sent only when awaited
             try:
-                written = await write
+                written_groups = await write
             except BaseException as error:  # noqa: BLE001 - the other shards' writes are still collected
                 failure = failure or error
                 continue
-            await self._written(records, decided, written, results)
+            for decided, written in zip(decided_groups, written_groups, strict=True):
+                await self._written(records, decided, written, results)
         if failure is not None:
             raise failure  # the shard's entries stay pending (Redis error) and are re-processed
         return results

@@ -162,6 +162,10 @@ class EventStore(Protocol):
         tried (NotAttempted): they were decided against the state the earlier one would have made. Each
         request's ``receipt`` is carried out with it where the store can (Redis)."""
 
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        """``write_ordered`` of several shards (each group one shard's) in one round trip, results per group."""
+
 
 async def write_one_by_one(store: EventStore, requests: list[AppendRequest | RejectRequest]
                            ) -> list[AppendResult | Exception]:

@@ -319,6 +319,10 @@ class ExportFileStore:
     async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
         return await write_one_by_one(self, requests)
 
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        return [await write_one_by_one(self, group) for group in groups]
+
     async def write_many(
         self, appends: list[AppendRequest], rejections: list[RejectRequest]
     ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:

@@ -381,6 +381,14 @@ class RedisEventStore:
                     break
         return self.ordered_results(requests, reply)
 
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        """``write_ordered`` of several shards in ONE pipeline (one send): a small batch spans a few shards."""
+        if len(groups) == 1:
+            return [await self.write_ordered(groups[0])]
+        replies = await self._evalsha_many([(self._write_ordered, *self._ordered_call(group)) for group in groups])
+        return [self.ordered_results(group, reply) for group, reply in zip(groups, replies, strict=True)]
+
     def ordered_command(self, requests: list[AppendRequest | RejectRequest]) -> tuple:
         """``write_ordered``'s command (EVALSHA ...), for a caller that sends it on its own connection and
         turns the reply into results with ``ordered_results``. Its NOSCRIPT reply did nothing: then

@@ -453,26 +453,30 @@ class Engine:
                 await pipe.execute()
             self._sent_done()
 
-    async def _write_and_read(self, requests: list, shards: list[int]) -> list:
-        """The batch's last write and the next read in ONE send on the engine's own connection; the
-        write's reply now, the read's when the next batch is wanted (``_read_new``)."""
+    async def _write_and_read(self, groups: list[list], shards: list[int]) -> list[list]:
+        """The batch's last writes (one script call per shard) and the next read in ONE send on the engine's
+        own connection; the writes' replies now, the read's when the next batch is wanted (``_read_new``)."""
         held = [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
-        command = self.store.ordered_command(requests)
-        if not held:
-            await self._line.send(command)
-        else:
+        commands = [self.store.ordered_command(group) for group in groups]
+        if held:
             streams = [self.keys.shard_commands(shard) for shard in held]
-            await self._line.send(command, ("XREADGROUP", "GROUP", GROUP, self.config.name,
-                                            "COUNT", self.config.batch_size, "BLOCK", self.config.block_ms,
-                                            "STREAMS", *streams, *[">"] * len(streams)))
+            commands.append(("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size,
+                             "BLOCK", self.config.block_ms, "STREAMS", *streams, *[">"] * len(streams)))
+        await self._line.send(*commands)
+        if held:
             self._line.reading = tuple(held)
-        try:
-            reply = await self._line.reply()
-        except NoScriptError:
-            return await self.store.write_ordered(requests)  # NOSCRIPT did nothing: load the scripts, write
-        except ResponseError as error:
-            return self.store.ordered_results(requests, error)
-        return self.store.ordered_results(requests, reply)
+        results: list[list] = []
+        for group in groups:  # every reply is read, errors too, so the read's reply comes next
+            try:
+                results.append(self.store.ordered_results(group, await self._line.reply()))
+            except NoScriptError:
+                results.append([])  # NOSCRIPT did nothing: written again below, once the scripts are loaded
+            except ResponseError as error:
+                results.append(self.store.ordered_results(group, error))
+        for index, group in enumerate(groups):
+            if not results[index]:
+                results[index] = await self.store.write_ordered(group)
+        return results
 
     def _queue_done(self, pipe) -> None:
         """Queue the unsent outcomes (PUBLISH), acknowledgements (XACK) and, now and then, the counters.
