@@ -396,7 +396,8 @@ class Engine:
         self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
 
     async def _process_batch(self, batch: list[tuple[int, bytes, dict]], ride: list[int] | None = None) -> None:
-        """Decide the batch in rounds (RoomService.handle_many), then whatever failed or waited, alone."""
+        """Decide and write the batch (RoomService.handle_many), then whatever failed or waited, alone;
+        ``ride``: the shards whose next read may leave with the batch's last writes (``_write_and_read``)."""
         records: list[CommandRecord | Exception] = []
         for _, _, fields in batch:
             try:
