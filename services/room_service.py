@@ -200,7 +200,11 @@ class RoomService:
                            results: list[Outcome | Exception | None], decided: list[_Decided],
                            receipts: Callable[[int, Outcome], Receipt] | None) -> None:
         """Decide one room's commands of a batch in order, each against the state the one before makes."""
-        state, last_hash = await self.load(records[indexes[0]].room)
+        try:
+            state, last_hash = await self.load(records[indexes[0]].room)
+        except Exception as error:  # noqa: BLE001 - reported per command (a corrupt room): the rest waits
+            results[indexes[0]] = error
+            return
         for index in indexes:
             record = records[index]
             try:
