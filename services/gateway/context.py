@@ -12,6 +12,7 @@ from fastapi import Request, WebSocket
 
 from almanac.projections.read import ReadModels
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
+from almanac.services.bus import RateLimit, RateLimited, count as count_request
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
@@ -143,27 +144,38 @@ class Gateway:
             self.metrics.commands.inc(outcome="overloaded", ruleset="")
             raise overloaded(f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them")
 
-    async def submit(self, record: CommandRecord, admit: bool = True) -> Outcome | None:
+    async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None) -> Outcome | None:
         """Submit and wait for the outcome, counted in ``inflight``.
 
         Unless ``admit`` is False (a request's follow-up command), a command that finds no free slot is
         refused (503 ``overloaded``, Retry-After) before anything is written: queueing it would only add
         its wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
-        microseconds and tells the client when to come back.
+        microseconds and tells the client when to come back. With a ``limit`` (the token's, from
+        ``rate_limits.room_token_limit``) the submit itself counts it: 429 ``rate_limited``, nothing written.
         """
         if admit:
             self.refuse_if_overloaded()
         self.inflight += 1
         try:
-            return await self._submit(record, admit)
+            return await self._submit(record, admit, limit)
+        except RateLimited as refused:
+            raise self.rate_limits.token_refusal(refused.retry_ms) from None
         finally:
             self.inflight -= 1
 
-    async def _submit(self, record: CommandRecord, admit: bool) -> Outcome | None:
+    async def count_refused(self, room: str, limit: RateLimit | None) -> None:
+        """Count a request refused before its submit against its token's limit (429 if that was used up)."""
+        if limit is not None:
+            try:
+                await count_request(self.client, self.keys, room, limit)
+            except RateLimited as refused:
+                raise self.rate_limits.token_refusal(refused.retry_ms) from None
+
+    async def _submit(self, record: CommandRecord, admit: bool, limit: RateLimit | None = None) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
         started = time.monotonic()
         try:
-            outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit)
+            outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit, limit)
         except SubscriptionLost:
             # No live outcome subscription (its node died; the waiter subscribes again elsewhere): the
             # store keeps the first outcome of every id, so poll it for the rest of the wait.
