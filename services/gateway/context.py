@@ -11,8 +11,8 @@ import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 
 from almanac.projections.read import ReadModels
-from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.bus import RateLimit, RateLimited, count as count_request
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
