@@ -134,15 +134,22 @@ class Gateway:
 
     # --- commands ------------------------------------------------------------------------------
 
-    def refuse_if_overloaded(self) -> None:
-        """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
+    def overload_reason(self) -> str | None:
+        """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
+        command before the request is even read (protocol.GatewayHttpProtocol)."""
         if self.inflight >= self.settings.gateway_max_inflight:
-            self.metrics.commands.inc(outcome="overloaded", ruleset="")
-            raise overloaded(f"{self.inflight} commands in flight in this gateway process")
+            return f"{self.inflight} commands in flight in this gateway process"
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
+            return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
+        return None
+
+    def refuse_if_overloaded(self) -> None:
+        """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
+        reason = self.overload_reason()
+        if reason is not None:
             self.metrics.commands.inc(outcome="overloaded", ruleset="")
-            raise overloaded(f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them")
+            raise overloaded(reason)
 
     async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None) -> Outcome | None:
         """Submit and wait for the outcome, counted in ``inflight``.
