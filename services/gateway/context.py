@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
+import os
 import secrets
 import time
 
@@ -16,7 +19,7 @@ from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, C
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import LoopLag
+from almanac.services.gateway.overload import LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
@@ -36,8 +39,24 @@ def internal_command_id(room: str, player: str, client_id: str) -> str:
     return f"{room}:{player}:{client_id}"
 
 
-def new_command_id() -> str:
-    return secrets.token_hex(12)
+class _UnguessableIds:
+    """24 hex digits that nobody can predict, without a system call each: a keyed hash (BLAKE2b, a PRF) of
+    a counter under a random key drawn once per process (again in a forked child). secrets.token_hex reads
+    the kernel's random source on every call, a system call per command on the hot path."""
+
+    def __init__(self) -> None:
+        self._reseed()
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._key = secrets.token_bytes(32)
+        self._counter = itertools.count()
+
+    def __call__(self) -> str:
+        return hashlib.blake2b(next(self._counter).to_bytes(8, "big"), key=self._key, digest_size=12).hexdigest()
+
+
+new_command_id = _UnguessableIds()
 
 
 def now_ms() -> int:
@@ -58,6 +77,7 @@ class Gateway:
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
         self.lag = LoopLag()  # started by the app's lifespan
+        self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
@@ -142,6 +162,8 @@ class Gateway:
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
             return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
+        if self.queue.standing(time.monotonic()):
+            return f"commands wait {self.queue.quickest_s * 1000:.0f} ms or more for the engine"
         return None
 
     def refuse_if_overloaded(self) -> None:
@@ -163,12 +185,17 @@ class Gateway:
         if admit:
             self.refuse_if_overloaded()
         self.inflight += 1
+        started = time.monotonic()
         try:
-            return await self._submit(record, admit, limit)
+            outcome = await self._submit(record, admit, limit)
         except RateLimited as refused:
             raise self.rate_limits.token_refusal(refused.retry_ms) from None
         finally:
             self.inflight -= 1
+        if outcome is not None:  # a wait that timed out says nothing more than the timeout
+            now = time.monotonic()
+            self.queue.record(now - started, now)
+        return outcome
 
     async def count_refused(self, room: str, limit: RateLimit | None) -> None:
         """Count a request refused before its submit against its token's limit (429 if that was used up)."""

@@ -152,16 +152,18 @@ def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usab
                        f"Content-Length: {len(body)}\r\n\r\n").encode() + body
             health = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
             host, port = url.removeprefix("http://").split(":")
-            for _ in range(100):  # until both slots are held
-                reader, writer = await asyncio.open_connection(host, int(port))
-                writer.write(request + health)  # pipelined: the second request follows the refused body
-                raw = b""
-                while raw.count(b"HTTP/1.1 ") < 2 or not raw.rstrip().endswith(b"}"):
-                    raw += await asyncio.wait_for(reader.read(65536), 10)
-                writer.close()
-                if raw.startswith(b"HTTP/1.1 503"):
-                    return raw, await holding
-                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # both slots held (the engine is paused: they wait out the 3 s timeout)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request + health)  # pipelined: the second request follows the refused body
+            raw = b""
+            while raw.count(b"HTTP/1.1 ") < 2 or not raw.rstrip().endswith(b"}"):
+                chunk = await asyncio.wait_for(reader.read(65536), 10)
+                assert chunk, f"the connection closed after {raw!r}"
+                raw += chunk
+            writer.close()
+            assert not holding.done(), "the held commands were answered before the refusal was tested"
+            if raw.startswith(b"HTTP/1.1 503"):
+                return raw, await holding
             raise AssertionError(f"the gateway never refused: {raw[:300]!r}")
 
         raw, held = asyncio.run(refused_then_health())
