@@ -28,8 +28,8 @@ from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 VERIFIED_TOKENS = 10_000
-# The loop-lag refusal applies only with this many commands in flight: a lone client on a slow machine
-# (tests, a quiet server on a busy host) is never refused for a lag it did not cause.
+# The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
+# slow machine (tests, a quiet server on a busy host) is never refused for a lag or a slow rule it did not cause.
 LAG_MIN_INFLIGHT = 8
 
 
@@ -162,7 +162,7 @@ class Gateway:
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
             return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
-        if self.queue.standing(time.monotonic()):
+        if self.inflight >= LAG_MIN_INFLIGHT and self.queue.standing(time.monotonic()):
             return f"commands wait {self.queue.quickest_s * 1000:.0f} ms or more for the engine"
         return None
 
