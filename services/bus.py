@@ -2,6 +2,10 @@
 
 - A command is an entry of its room's shard command stream ``Keys.shard_commands(shard)`` with one
   field ``__data__`` = msgpack(CommandRecord) (FastStream reads such an entry as the raw body).
+- A command sent on behalf of a rate-limited client may carry a ``RateLimit``: ``submit`` then counts it
+  in the limit's fixed-window counter and appends it in ONE script (``SUBMIT_COUNTED``), or appends
+  nothing and raises ``RateLimited`` when the window is used up. The counter carries the room's shard
+  hash tag, so the script touches one Redis Cluster slot.
 - The engine publishes the outcome as msgpack(Outcome) on the channel ``outcome_channel(command_id)``
   and the store keeps it under the command id, so a client that missed the message can ask later.
 """
@@ -9,9 +13,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from dataclasses import dataclass
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
 from almanac.events import codec
 from almanac.services.room_service import CommandRecord, Outcome
@@ -19,6 +26,40 @@ from almanac.storage.keys import Keys, outcome_channel
 
 COMMAND_FIELD = "__data__"
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(Outcome)
+
+# KEYS: the shard command stream, the counter. ARGV: the limit, the window (ms), the record (none: count only).
+# A fixed window, as the `limits` library counts (the window starts with its first hit); every request is
+# counted, refused or not, so a client that keeps sending past its limit stays refused until the window ends.
+SUBMIT_COUNTED = """
+local count = redis.call('INCR', KEYS[2])
+if count == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+if count > tonumber(ARGV[1]) then
+  local ttl = redis.call('PTTL', KEYS[2])
+  if ttl < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[2]); ttl = tonumber(ARGV[2]) end
+  return {0, ttl}
+end
+if ARGV[3] == nil then return {1, ''} end
+return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[3])}
+"""
+_SUBMIT_COUNTED_SHA = hashlib.sha1(SUBMIT_COUNTED.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """A client's fixed-window command limit: ``amount`` per ``window_ms``, counted under ``key`` (a key in the
+    shard of the room the command is for: ``Keys.token_rate``)."""
+
+    key: str
+    amount: int
+    window_ms: int
+
+
+class RateLimited(Exception):
+    """The limit's window is used up: nothing was appended. ``retry_ms``: until the window ends."""
+
+    def __init__(self, retry_ms: int) -> None:
+        super().__init__(f"rate limited for another {retry_ms} ms")
+        self.retry_ms = retry_ms
 
 
 def encode_outcome(outcome: Outcome) -> bytes:
@@ -29,9 +70,34 @@ def decode_outcome(data: bytes) -> Outcome:
     return _OUTCOME_DECODER.decode(data)
 
 
-async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord) -> bytes:
-    """Put a command on its shard's command stream; returns the stream entry id."""
-    return await client.xadd(keys.shard_commands(keys.shard(record.room)), {COMMAND_FIELD: codec.encode(record)})
+async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord, limit: RateLimit | None = None) -> bytes:
+    """Put a command on its shard's command stream; returns the stream entry id.
+
+    With a ``limit``, the command is counted and appended in one round trip, or counted and refused with
+    ``RateLimited`` (nothing appended) when its window is used up.
+    """
+    stream = keys.shard_commands(keys.shard(record.room))
+    if limit is None:
+        return await client.xadd(stream, {COMMAND_FIELD: codec.encode(record)})
+    return await _counted(client, stream, limit, codec.encode(record))
+
+
+async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit) -> None:
+    """Count a request against ``limit`` without submitting anything (a request refused before its submit
+    still uses up its client's limit); ``RateLimited`` when the window was already used up."""
+    await _counted(client, keys.shard_commands(keys.shard(room)), limit)
+
+
+async def _counted(client: aioredis.Redis, stream: str, limit: RateLimit, data: bytes | None = None) -> bytes:
+    args = [stream, limit.key, limit.amount, limit.window_ms] + ([] if data is None else [data])
+    try:
+        # EVALSHA through execute_command: one call, no script object; a Cluster client routes it by its keys.
+        reply = await client.execute_command("EVALSHA", _SUBMIT_COUNTED_SHA, 2, *args)
+    except NoScriptError:  # a restarted or flushed server forgot it: EVAL loads it again
+        reply = await client.execute_command("EVAL", SUBMIT_COUNTED, 2, *args)
+    if not int(reply[0]):
+        raise RateLimited(int(reply[1]))
+    return reply[1]
 
 
 async def submit_and_wait(

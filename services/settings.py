@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
     # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight.
     gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)
+    # ... and refused while the commands' waits show a standing queue: every command that finished within the
+    # last interval (ms) waited longer than the target (ms; 0 = off) for its outcome (overload.StandingQueue).
+    gateway_target_wait_ms: int = _env("ALMANAC_GATEWAY_TARGET_WAIT_MS", 20)
+    gateway_wait_interval_ms: int = _env("ALMANAC_GATEWAY_WAIT_INTERVAL_MS", 100)
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
@@ -80,14 +84,15 @@ class Settings(BaseSettings):
     rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
-                     "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters")
+                     "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
+                     "gateway_wait_interval_ms")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
         return value
 
-    @field_validator("gateway_max_lag_ms")
+    @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms")
     @classmethod
     def _not_negative(cls, value: int, info: ValidationInfo) -> int:
         if value < 0:

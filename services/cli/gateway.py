@@ -31,6 +31,7 @@ def gateway_command(
     import uvicorn  # noqa: PLC0415 - keep the CLI start fast
 
     from almanac.services.gateway import create_app  # noqa: PLC0415
+    from almanac.services.gateway.protocol import GatewayHttpProtocol  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     settings = settings_or_exit(http_host=host, http_port=port)
@@ -39,7 +40,7 @@ def gateway_command(
         settings = _with(settings, redis_url=url)
         uvicorn.run(create_app(settings), host=settings.http_host, port=settings.http_port,
                     log_level="warning", access_log=False, lifespan="on", log_config=None,
-                    loop="uvloop", http="httptools")  # both pinned in pyproject: the fast C paths
+                    loop="uvloop", http=GatewayHttpProtocol)  # uvloop and httptools: pinned, the fast C paths
 
 
 @app.command("token")

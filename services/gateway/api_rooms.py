@@ -14,6 +14,8 @@ from almanac.events import codec, registry
 from almanac.events.dice import PLAYER_ENTROPY
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.services.bus import RateLimit
+from almanac.services.gateway.auth import ROLE_PLAYER, Claims
 from almanac.services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import player_event, room_summary
@@ -51,9 +53,10 @@ def client_address(request: Request) -> str:
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
-                  ruleset: str, admit: bool = True) -> tuple[Outcome | None, float]:
+                  ruleset: str, admit: bool = True, limit: RateLimit | None = None) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
-    something, so an overload refusal now would break "a refused request changed nothing")."""
+    something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
+    the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted)."""
     record = CommandRecord(
         command_id=internal_command_id(room, player, client_id),
         room=room,
@@ -62,7 +65,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         body=body,
     )
     started = time.perf_counter()
-    outcome = await gw.submit(record, admit)
+    outcome = await gw.submit(record, admit, limit)
     elapsed = time.perf_counter() - started
     gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
     if outcome is None:
@@ -325,16 +328,24 @@ async def end_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     token = bearer(request)
     claims = gw.reader_for(token, room)
-    await gw.rate_limits.check_token(token)  # type: ignore[arg-type] - reader_for refused a missing one
-    raw = await request.body()
-    body: EndRoomRequest = decode_body(raw, EndRoomRequest) if raw.strip() else EndRoomRequest()
-    ruleset = await gw.reader.ruleset_of(room)
-    if ruleset is None:
-        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    await gw.require_seated(claims, room)
+    limit = None
+    if claims.role == ROLE_PLAYER:  # bound to this room: counted in its shard, by the submit (ratelimit.py)
+        limit = gw.rate_limits.room_token_limit(room, token)  # type: ignore[arg-type] - reader_for refused none
+    else:  # an auditor's token is valid in every room: its counter is not in any one room's shard
+        await gw.rate_limits.check_token(token)  # type: ignore[arg-type]
+    try:
+        raw = await request.body()
+        body: EndRoomRequest = decode_body(raw, EndRoomRequest) if raw.strip() else EndRoomRequest()
+        ruleset = await gw.reader.ruleset_of(room)
+        if ruleset is None:
+            raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+        await gw.require_seated(claims, room)
+    except ApiError:
+        await gw.count_refused(room, limit)
+        raise
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
-        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset
+        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit
     )
     return _answer(outcome, room, claims.player, client_id)
 
@@ -367,7 +378,21 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
     """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
     gw.refuse_if_overloaded()  # before any parsing: a refusal must cost next to nothing
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
-    await gw.rate_limits.check_token(token)  # type: ignore[arg-type] - player_for refused a missing one
+    # The token's rate limit is counted by the submit itself (one script); a request refused before it is
+    # counted on its own, so every request with a valid token counts, as before.
+    limit = gw.rate_limits.room_token_limit(room, token)  # type: ignore[arg-type] - player_for refused none
+    try:
+        body, ruleset = await _checked_command(gw, claims, room, raw_body)
+    except ApiError:
+        await gw.count_refused(room, limit)
+        raise
+    client_id = body.command_id or idempotency_key or new_command_id()
+    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
+    return _answer(outcome, room, claims.player, client_id)
+
+
+async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: bytes) -> tuple[CommandRequest, str]:
+    """The request and the room's rule-set, once the command is valid for it (ApiError otherwise)."""
     body: CommandRequest = decode_body(raw_body, CommandRequest)
     if body.player is not None and body.player != claims.player:
         raise ApiError(403, "other_seat", f"this token acts for {claims.player!r}, not {body.player!r}", "player")
@@ -387,9 +412,7 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
         gw.metrics.commands.inc(outcome="invalid", ruleset=ruleset)
         # ``field`` names a field of the command, as in the engine's refusals.
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
-    client_id = body.command_id or idempotency_key or new_command_id()
-    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset)
-    return _answer(outcome, room, claims.player, client_id)
+    return body, ruleset
 
 
 @router.get("/rooms/{room}/commands/{command_id}", summary="The outcome of one of your commands by its id")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
+import os
 import secrets
 import time
 
@@ -11,11 +14,12 @@ import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 
 from almanac.projections.read import ReadModels
+from almanac.services.bus import RateLimit, RateLimited, count as count_request
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import LoopLag
+from almanac.services.gateway.overload import LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
@@ -24,8 +28,8 @@ from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 VERIFIED_TOKENS = 10_000
-# The loop-lag refusal applies only with this many commands in flight: a lone client on a slow machine
-# (tests, a quiet server on a busy host) is never refused for a lag it did not cause.
+# The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
+# slow machine (tests, a quiet server on a busy host) is never refused for a lag or a slow rule it did not cause.
 LAG_MIN_INFLIGHT = 8
 
 
@@ -35,8 +39,24 @@ def internal_command_id(room: str, player: str, client_id: str) -> str:
     return f"{room}:{player}:{client_id}"
 
 
-def new_command_id() -> str:
-    return secrets.token_hex(12)
+class _UnguessableIds:
+    """24 hex digits that nobody can predict, without a system call each: a keyed hash (BLAKE2b, a PRF) of
+    a counter under a random key drawn once per process (again in a forked child). secrets.token_hex reads
+    the kernel's random source on every call, a system call per command on the hot path."""
+
+    def __init__(self) -> None:
+        self._reseed()
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._key = secrets.token_bytes(32)
+        self._counter = itertools.count()
+
+    def __call__(self) -> str:
+        return hashlib.blake2b(next(self._counter).to_bytes(8, "big"), key=self._key, digest_size=12).hexdigest()
+
+
+new_command_id = _UnguessableIds()
 
 
 def now_ms() -> int:
@@ -57,6 +77,7 @@ class Gateway:
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
         self.lag = LoopLag()  # started by the app's lifespan
+        self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
@@ -133,37 +154,62 @@ class Gateway:
 
     # --- commands ------------------------------------------------------------------------------
 
-    def refuse_if_overloaded(self) -> None:
-        """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
+    def overload_reason(self) -> str | None:
+        """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
+        command before the request is even read (protocol.GatewayHttpProtocol)."""
         if self.inflight >= self.settings.gateway_max_inflight:
-            self.metrics.commands.inc(outcome="overloaded", ruleset="")
-            raise overloaded(f"{self.inflight} commands in flight in this gateway process")
+            return f"{self.inflight} commands in flight in this gateway process"
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
-            self.metrics.commands.inc(outcome="overloaded", ruleset="")
-            raise overloaded(f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them")
+            return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
+        if self.inflight >= LAG_MIN_INFLIGHT and self.queue.standing(time.monotonic()):
+            return f"commands wait {self.queue.quickest_s * 1000:.0f} ms or more for the engine"
+        return None
 
-    async def submit(self, record: CommandRecord, admit: bool = True) -> Outcome | None:
+    def refuse_if_overloaded(self) -> None:
+        """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
+        reason = self.overload_reason()
+        if reason is not None:
+            self.metrics.commands.inc(outcome="overloaded", ruleset="")
+            raise overloaded(reason)
+
+    async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None) -> Outcome | None:
         """Submit and wait for the outcome, counted in ``inflight``.
 
         Unless ``admit`` is False (a request's follow-up command), a command that finds no free slot is
         refused (503 ``overloaded``, Retry-After) before anything is written: queueing it would only add
         its wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
-        microseconds and tells the client when to come back.
+        microseconds and tells the client when to come back. With a ``limit`` (the token's, from
+        ``rate_limits.room_token_limit``) the submit itself counts it: 429 ``rate_limited``, nothing written.
         """
         if admit:
             self.refuse_if_overloaded()
         self.inflight += 1
+        started = time.monotonic()
         try:
-            return await self._submit(record, admit)
+            outcome = await self._submit(record, admit, limit)
+        except RateLimited as refused:
+            raise self.rate_limits.token_refusal(refused.retry_ms) from None
         finally:
             self.inflight -= 1
+        if outcome is not None:  # a wait that timed out says nothing more than the timeout
+            now = time.monotonic()
+            self.queue.record(now - started, now)
+        return outcome
 
-    async def _submit(self, record: CommandRecord, admit: bool) -> Outcome | None:
+    async def count_refused(self, room: str, limit: RateLimit | None) -> None:
+        """Count a request refused before its submit against its token's limit (429 if that was used up)."""
+        if limit is not None:
+            try:
+                await count_request(self.client, self.keys, room, limit)
+            except RateLimited as refused:
+                raise self.rate_limits.token_refusal(refused.retry_ms) from None
+
+    async def _submit(self, record: CommandRecord, admit: bool, limit: RateLimit | None = None) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
         started = time.monotonic()
         try:
-            outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit)
+            outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit, limit)
         except SubscriptionLost:
             # No live outcome subscription (its node died; the waiter subscribes again elsewhere): the
             # store keeps the first outcome of every id, so poll it for the rest of the wait.

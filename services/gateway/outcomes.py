@@ -152,7 +152,8 @@ class OutcomeWaiter:
         if not self.subscribed:
             _fail(future)
 
-    async def submit_and_wait(self, record: CommandRecord, timeout_s: float, admit: bool = True) -> Outcome | None:
+    async def submit_and_wait(self, record: CommandRecord, timeout_s: float, admit: bool = True,
+                              limit: bus.RateLimit | None = None) -> Outcome | None:
         """The command's outcome, or None when none came within ``timeout_s`` (check by command id).
 
         Past ``max_waiters`` waits a new command is refused (503 ``overloaded``) before it is submitted,
@@ -164,6 +165,10 @@ class OutcomeWaiter:
         marked ``duplicate``: its own request was never decided, it is a replay of the first. So is the
         submitter's, when the events answering it were decided from an earlier record of the same id (the
         engine publishes each record's outcome on the id's channel; the first message may be the earlier's).
+
+        With a ``limit`` the submit counts the request against it (``bus.submit``); a request that shares
+        another's submission is counted on its own (``bus.count``). ``bus.RateLimited``: nothing submitted,
+        and whoever shares the refused submission is refused with it.
         """
         channel = bus.outcome_channel(record.command_id).encode()
         entry = self._waiting.get(channel)
@@ -175,7 +180,15 @@ class OutcomeWaiter:
         entry.waiters += 1
         try:
             if submitter:
-                await bus.submit(self.client, self.keys, record)
+                try:
+                    await bus.submit(self.client, self.keys, record, limit)
+                except bus.RateLimited as refused:
+                    if not entry.future.done():  # no outcome will come: the sharers are refused too
+                        entry.future.set_exception(refused)
+                        entry.future.exception()
+                    raise
+            elif limit is not None:
+                await bus.count(self.client, self.keys, record.room, limit)
             self._unless_subscribed(entry.future)  # raises SubscriptionLost below: poll the stored outcome
             done, _ = await asyncio.wait((entry.future,), timeout=timeout_s)
             if not done:

@@ -37,3 +37,46 @@ class LoopLag:
             late_ms = (loop.time() - due) * 1000
             # A spike counts at once; calm returns over a few ticks (one quick tick is no proof of calm).
             self.lag_ms = max(late_ms, self.lag_ms * 0.7)
+
+
+class StandingQueue:
+    """CoDel's test on the commands' waits: a queue stands when even the quickest command of an interval
+    waited longer than the target.
+
+    The in-flight limit bounds how many commands wait, not how long: past capacity the engine's queue
+    fills, every accepted command waits its turn (hundreds of ms at twice the capacity), and the limit
+    alone keeps accepting commands into that wait. A burst makes a few commands slow but leaves some
+    quick ones; a queue that does not drain makes them all slow. So ``record`` takes each finished
+    command's wait (submit to outcome), and ``standing`` says whether the last full interval's quickest
+    one exceeded ``target_ms``: new commands are then refused until a command is quick again, or an
+    interval passes with none finished (what was queued has drained: try again).
+    """
+
+    def __init__(self, target_ms: int, interval_ms: int) -> None:
+        self.target_s = target_ms / 1000
+        self.interval_s = interval_ms / 1000
+        self.quickest_s = 0.0  # the last full interval's quickest wait (what `standing` judged)
+        self._standing = False
+        self._ends = 0.0
+        self._quickest = float("inf")
+
+    def record(self, wait_s: float, now: float) -> None:
+        self._roll(now)
+        if wait_s < self._quickest:
+            self._quickest = wait_s
+        if self._standing and wait_s <= self.target_s:
+            self._standing = False  # one quick command is proof that the queue drained
+
+    def standing(self, now: float) -> bool:
+        if not self.target_s:
+            return False
+        self._roll(now)
+        return self._standing
+
+    def _roll(self, now: float) -> None:
+        if now >= self._ends:
+            finished_any = self._quickest != float("inf")
+            self.quickest_s = self._quickest if finished_any else 0.0
+            self._standing = finished_any and self._quickest > self.target_s
+            self._quickest = float("inf")
+            self._ends = now + self.interval_s

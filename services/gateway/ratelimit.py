@@ -1,17 +1,24 @@
-"""Rate limits kept in Redis (the `limits` library, fixed window), so every gateway on the store shares them.
+"""Rate limits kept in Redis (fixed windows), so every gateway on the store shares them.
 
 Two limits, both settings (services/settings.py): ALMANAC_RATE_ANON per client address on the routes that
 need no token (POST /rooms, POST /rooms/{room}/join), ALMANAC_RATE_COMMANDS per token on commands (and
-ending a room). A check is ONE round trip: the library's INCRBY+EXPIRE script on a single key (a single
-key is one slot, so it runs as it is on a Redis Cluster; no hash tag needed). A refusal costs no more: its
-Retry-After is the window's length, an upper bound on the wait, rather than a second round trip for the
-key's TTL. The engine never checks a limit: what the gateway let through is decided as before.
+ending a room). The engine never checks a limit: what the gateway let through is decided as before.
+
+- A player token is bound to one room, so its counter lives in that room's shard (``Keys.token_rate``) and
+  is counted by the command's own submit: ONE script counts the window and appends the command only when
+  under the limit (``bus.submit`` with a ``bus.RateLimit``): no round trip of its own on the hot path, and
+  its Retry-After is the window's remaining time. A request refused before its submit (invalid, 404, 403
+  not_seated) is counted on its own (``bus.count``), as every request with a valid token always was.
+- Addresses, and auditor tokens (valid in every room, so no one shard holds their counter), go through the
+  `limits` library: its INCRBY+EXPIRE script on a single key (one slot, so it runs as it is on a Redis
+  Cluster), Retry-After = the window's length (an upper bound, rather than a second round trip for the TTL).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 from urllib.parse import urlsplit
 
 import limits
@@ -20,10 +27,12 @@ from limits.aio.storage import RedisClusterStorage, RedisStorage
 from limits.aio.strategies import FixedWindowRateLimiter
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
+from almanac.services.bus import RateLimit
 from almanac.services.gateway.errors import ApiError
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS, seed_urls
 from almanac.services.settings import Settings, parse_rate
+from almanac.storage.keys import Keys
 
 log = get_logger("almanac.gateway.ratelimit")
 KEY_PREFIX = "alm:ratelimit"
@@ -33,6 +42,7 @@ class RateLimits:
     def __init__(self, settings: Settings, client: aioredis.Redis) -> None:
         self.anon = _item(settings.rate_anon)
         self.commands = _item(settings.rate_commands)
+        self.keys = Keys(settings.shard_count)
         self._own_client: aioredis.Redis | None = None
         if settings.redis_cluster:
             # limits builds its own asyncio RedisCluster from the node list (it cannot take ours).
@@ -66,12 +76,22 @@ class RateLimits:
             raise _limited(self.anon, "ALMANAC_RATE_ANON", "this address")
 
     async def check_token(self, token: str) -> None:
-        """429 when this token has used up ALMANAC_RATE_COMMANDS."""
-        if self.commands is not None:
-            # A digest keys the counter: the token itself never goes into a key name.
-            digest = hashlib.blake2b(token.encode(), digest_size=12).hexdigest()
-            if not await self._hit(self.commands, "token", digest):
-                raise _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token")
+        """429 when this token has used up ALMANAC_RATE_COMMANDS (the `limits` counter: auditor tokens)."""
+        if self.commands is not None and not await self._hit(self.commands, "token", _digest(token)):
+            raise _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token")
+
+    def room_token_limit(self, room: str, token: str) -> RateLimit | None:
+        """ALMANAC_RATE_COMMANDS for a token bound to ``room``, counted in the room's shard by the submit
+        script (None when the limit is off)."""
+        if self.commands is None:
+            return None
+        return RateLimit(self.keys.token_rate(room, _digest(token)), self.commands.amount,
+                         self.commands.get_expiry() * 1000)
+
+    def token_refusal(self, retry_ms: int) -> ApiError:
+        """The 429 of a used-up room-token window, Retry-After = the window's remaining whole seconds."""
+        assert self.commands is not None
+        return _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token", max(1, math.ceil(retry_ms / 1000)))
 
     async def _hit(self, item: limits.RateLimitItem, *identifiers: str) -> bool:
         """The limiter's answer; True (not limited) when its counter's node cannot be reached.
@@ -92,11 +112,16 @@ def _item(text: str) -> limits.RateLimitItem | None:
     return None if rate is None else limits.parse(rate)
 
 
-def _limited(item: limits.RateLimitItem, setting: str, who: str) -> ApiError:
+def _digest(token: str) -> str:
+    # A digest keys the counter: the token itself never goes into a key name.
+    return hashlib.blake2b(token.encode(), digest_size=12).hexdigest()
+
+
+def _limited(item: limits.RateLimitItem, setting: str, who: str, retry_s: int | None = None) -> ApiError:
     window_s = item.get_expiry()
     return ApiError(
         429, "rate_limited",
         f"{who} has sent more than {item.amount} requests per {window_s} s ({setting}); retry after the "
         "Retry-After seconds",
-        limit=str(item), headers={"Retry-After": str(window_s)},
+        limit=str(item), headers={"Retry-After": str(window_s if retry_s is None else retry_s)},
     )

@@ -4,11 +4,17 @@ Given a real stack (engine process, gateway process under uvicorn) whose gateway
 commands at once, when 60 players each send a move at the same moment, then some are refused with 503
 ``overloaded`` and a Retry-After header, no answer is any other 5xx, every accepted move's event is in
 its room's log, and every refused move left its room exactly as it was (no event, no stored outcome).
+
+The refusal is made by the HTTP protocol itself (``protocol.GatewayHttpProtocol``) before the request's
+body is read: with the engine paused and the two slots held, a refused command and a request pipelined
+after it on the same connection are both answered, the refusal with its JSON, Retry-After and request id.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
 import socket
 import subprocess
 import sys
@@ -42,7 +48,7 @@ def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     stack.start("engine")
     port = free_port()
     env = {**stack.env, "ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT), "ALMANAC_HTTP_PORT": str(port),
-           "ALMANAC_RATE_COMMANDS": "off", "ALMANAC_RATE_ANON": "off"}
+           "ALMANAC_RATE_COMMANDS": "off", "ALMANAC_RATE_ANON": "off", "ALMANAC_COMMAND_TIMEOUT_MS": "3000"}
     log = open(stack.data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
     stack.processes["gateway"] = subprocess.Popen([sys.executable, "-c", CHILD, "gateway"], env=env,
                                                   stdout=log, stderr=subprocess.STDOUT)
@@ -60,7 +66,7 @@ def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
             time.sleep(0.1)
         else:
             raise RuntimeError(f"the gateway did not become healthy: {stack.log('gateway')}")
-        yield url
+        yield url, stack
     finally:
         stack.stop()
 
@@ -103,6 +109,70 @@ async def _storm(url: str, redis_url: str) -> None:
         await store.client.aclose()
 
 
-def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gateway_url: str,
-                                                                          redis_url: str) -> None:
-    asyncio.run(_storm(gateway_url, redis_url))
+def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gateway_url, redis_url: str) -> None:
+    asyncio.run(_storm(gateway_url[0], redis_url))
+
+
+def _answers(raw: bytes, count: int) -> list[tuple[int, dict[str, str], bytes]]:
+    """``count`` HTTP/1.1 answers (status, headers, body) parsed from one connection's bytes."""
+    answers = []
+    for _ in range(count):
+        head, _, raw = raw.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+        length = int(headers["content-length"])
+        answers.append((int(lines[0].split()[1]), headers, raw[:length]))
+        raw = raw[length:]
+    return answers
+
+
+def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usable(gateway_url) -> None:
+    url, stack = gateway_url
+    http = httpx.Client(base_url=url, timeout=30)
+    rooms = []
+    for index in range(MAX_INFLIGHT + 1):
+        created = http.post("/rooms", json={"ruleset": "board", "player": "p", "room": f"held-{index}"})
+        assert created.status_code == 201, created.text
+        rooms.append((created.json()["room"], created.json()["token"]))
+    engine = stack.processes["engine"]
+    engine.send_signal(signal.SIGSTOP)  # nothing is decided: the commands sent now hold their slots
+    try:
+        async def hold() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                return await asyncio.gather(*(client.post(
+                    f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                    json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for room, token in rooms[:-1]))
+
+        async def refused_then_health() -> tuple[bytes, list[httpx.Response]]:
+            holding = asyncio.ensure_future(hold())
+            room, token = rooms[-1]
+            body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+            request = (f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                       f"Content-Type: application/json\r\nX-Request-ID: held-refusal-1\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+            health = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+            host, port = url.removeprefix("http://").split(":")
+            await asyncio.sleep(0.5)  # both slots held (the engine is paused: they wait out the 3 s timeout)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request + health)  # pipelined: the second request follows the refused body
+            raw = b""
+            while raw.count(b"HTTP/1.1 ") < 2 or not raw.rstrip().endswith(b"}"):
+                chunk = await asyncio.wait_for(reader.read(65536), 10)
+                assert chunk, f"the connection closed after {raw!r}"
+                raw += chunk
+            writer.close()
+            assert not holding.done(), "the held commands were answered before the refusal was tested"
+            if raw.startswith(b"HTTP/1.1 503"):
+                return raw, await holding
+            raise AssertionError(f"the gateway never refused: {raw[:300]!r}")
+
+        raw, held = asyncio.run(refused_then_health())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    (status, headers, payload), (health_status, _, health_body) = _answers(raw, 2)
+    assert status == 503 and headers["retry-after"] and headers["x-request-id"] == "held-refusal-1"
+    refusal = json.loads(payload)
+    assert refusal["code"] == "overloaded" and refusal["message"]
+    assert health_status in (200, 503) and json.loads(health_body)  # the next request was read and answered
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+    http.close()
