@@ -149,6 +149,8 @@ class ReplicaWaitError(RedisTimeoutError):
     """ALMANAC_DURABILITY=replica and no replica confirmed a write in time: an infrastructure failure (the
     engine leaves the commands pending and retries; the gateway answers 503), never an acknowledgement."""
 _PAGE = 1000
+# ALMANAC_DURABILITY=replica on a Cluster: the WAIT timeout for a node whose last WAIT was not confirmed.
+SHORT_WAIT_MS = 50
 
 
 def _has_dup(reply: object) -> bool:
@@ -170,6 +172,7 @@ class RedisEventStore:
         # counts the writes of the connection that sends it), so no outcome precedes the replica's copy.
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self._unreplicated: set[str] = set()  # Cluster nodes whose last WAIT was not confirmed
         self.shard_count = shard_count
         self.keys = Keys(shard_count, prefix)
         self._append = client.register_script(APPEND_SCRIPT)
@@ -353,7 +356,10 @@ class RedisEventStore:
                     script, script_keys, args = calls[index]
                     pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args,
                                          target_nodes=node)
-                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node)
+                # A node whose last WAIT found no replica (a promoted replica, before one rejoins it) is given
+                # a short WAIT: the nodes answer together, and its full timeout would hold up every shard.
+                timeout_ms = SHORT_WAIT_MS if node.name in self._unreplicated else self.wait_timeout_ms
+                pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
             results = await pipe.execute(raise_on_error=False, allow_redirections=False)
         position = 0
         reload = False
@@ -362,6 +368,10 @@ class RedisEventStore:
             position += len(indexes) + 1
             reload = reload or any(isinstance(reply, NoScriptError) for reply in part)
             unconfirmed = self._unconfirmed(confirmed)
+            if unconfirmed is None:
+                self._unreplicated.discard(node.name)
+            else:
+                self._unreplicated.add(node.name)
             if unconfirmed is None:
                 unconfirmed = await self._confirm_dups(node, [calls[i][1][0] for i in indexes], part)
             for index, reply in zip(indexes, part, strict=True):

@@ -72,7 +72,10 @@ async def _drive(url: str, load: Load, keys: Keys) -> None:
     ruleset = script_ruleset()
     script = await _script(ruleset)
     period = LANES / RATE
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    # Idle connections are dropped well before uvicorn's 5 s keep-alive timeout: otherwise a request sent on
+    # a connection the server is closing at that instant fails with ReadError (seen once in a quiet stretch
+    # of a failover), which is the client's race, not an answer of the gateway.
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(keepalive_expiry=1.0)) as http:
 
         async def post(path: str, body: dict, token: str | None = None) -> httpx.Response:
             """Send until an answer that is not a 503 (resent with the same command id: idempotent)."""
