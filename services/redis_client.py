@@ -176,16 +176,41 @@ class _SeedNodes(dict):
 
 
 class _GentleNodesManager(NodesManager):
+    """Keeps one ClusterNode object per address across slot-map refreshes.
+
+    redis-py builds new node objects for every node at each refresh and drops the old ones: their
+    connections were cut (or garbage-collected) under the commands still using them, so a refresh caused
+    by one dead node broke commands on the live ones ("Connection lost", "TCPTransport closed"). Here an
+    address that is still in the Cluster keeps its object (and its connections); only a node gone from
+    the map is closed, once its connections are idle.
+    """
+
     __slots__ = ()  # the same layout, so the client's manager can take this class
+
+    async def initialize(self) -> None:
+        await super().initialize()
+        # The slot map refers to the refresh's new objects: point it at the kept ones.
+        kept = self.nodes_cache
+        remapped: dict[int, list] = {}
+        for slot, nodes in self.slots_cache.items():
+            shared = remapped.get(id(nodes))
+            if shared is None:
+                shared = remapped[id(nodes)] = [kept.get(node.name, node) for node in nodes]
+            self.slots_cache[slot] = shared
+        if self.default_node is not None:
+            self.default_node = kept.get(self.default_node.name, self.default_node)
 
     def set_nodes(self, old: dict, new: dict, remove_old: bool = False) -> None:
         for name in list(old):
-            if (remove_old and name not in new) or (name in new and new[name] is not old[name]):
+            if remove_old and name not in new:
                 _close_when_idle(old[name])
-                if name not in new:
-                    dict.pop(old, name)
+                dict.pop(old, name)
         for name, node in new.items():
-            old[name] = node
+            current = old.get(name)
+            if current is None:
+                old[name] = node
+            elif current is not node:
+                current.server_type = node.server_type  # a replica promoted, a primary demoted
 
 
 def _close_when_idle(node: ClusterNode) -> None:
