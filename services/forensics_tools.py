@@ -7,6 +7,7 @@ parent's state at the fork version); nothing here knows a rule-set: paths and pr
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 from typing import Any
@@ -109,10 +110,21 @@ async def fork(store: EventStore, parent: str, at: int, new_room: str | None, by
 # --- folding ------------------------------------------------------------------------------------
 
 
+# A fold gives the event loop back every this many events: a gateway answering an auditor's explain of a
+# long room must keep answering everyone else's commands meanwhile (a 100,000-event fold is seconds of CPU).
+YIELD_EVERY = 200
+
+
+async def _pause_now_and_then(index: int) -> None:
+    if index % YIELD_EVERY == YIELD_EVERY - 1:
+        await asyncio.sleep(0)
+
+
 async def _fold_steps(store: EventStore, room: str, envelopes: list[Envelope]):
     """(envelope, event, state after it) for each envelope, from the room's base (a fork's parent state)."""
     state = await RoomLoader(store, 0).base_of(envelopes[0])
-    for envelope in envelopes:
+    for index, envelope in enumerate(envelopes):
+        await _pause_now_and_then(index)
         event = codec.decode_event(envelope)
         state = advance(state, envelope, event)
         yield envelope, event, state
@@ -165,7 +177,8 @@ async def explain(store: EventStore, room: str, path_text: str, at: int | None =
     seen = previous is not MISSING
     changes: list[dict[str, Any]] = []
     state = base
-    for envelope in envelopes[:version]:
+    for index, envelope in enumerate(envelopes[:version]):
+        await _pause_now_and_then(index)
         event = codec.decode_event(envelope)
         state = advance(state, envelope, event)
         current = value_at(state, path)
@@ -317,6 +330,7 @@ async def bisect_against(store: EventStore, room: str, against: str) -> dict[str
     answer: dict[str, Any] = {"room": room, "ruleset": f"{created.ruleset}@{created.ruleset_version}",
                               "against": manifest.ref, "latest": envelopes[-1].version}
     for index, (first, record_bytes) in enumerate(commands):
+        await _pause_now_and_then(index)
         last = commands[index + 1][0] - 1 if index + 1 < len(commands) else len(envelopes)
         recorded = envelopes[first - 1:last]
         record = decode_record(record_bytes)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
-from collections import OrderedDict, deque
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -25,13 +27,22 @@ from almanac.storage.base import (
     AppendRequest,
     AppendResult,
     EventStore,
+    NotAttempted,
+    Receipt,
     RejectRequest,
     StoredOutcome,
     VersionConflict,
 )
+from almanac.storage.keys import shard_of
 from almanac.storage.loader import RoomLoader
 
 __all__ = ["CommandRecord", "Outcome", "RoomService", "decode_record", "refusal_record"]
+
+# Decided writes that make a send of their own before the rest of the batch is decided (see handle_many).
+EARLY_WRITE = 50
+# One decided write of a batch: (index in the batch, the request, the state it makes, the outcome its
+# receipt publishes).
+_Decided = tuple[int, "AppendRequest | RejectRequest", "RoomState | None", "Outcome | None"]
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,7 +69,7 @@ class RoomService:
         self.max_conflict_retries = max_conflict_retries
         self.loader = RoomLoader(store, cache_size)
         # Secret seeds never change once stored: keeping them saves a round trip per command.
-        self._seeds: OrderedDict[str, bytes] = OrderedDict()
+        self._seeds: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
         # Scheme-2 rooms: the players' nonces by commitment, reloaded when a commitment is not held.
         self._nonces: OrderedDict[str, tuple[tuple[tuple[str, str], ...], dict[str, bytes]]] = OrderedDict()
         self.conflicts = 0
@@ -113,84 +124,153 @@ class RoomService:
             return await self._accepted(record, expected, envelopes, new_state, result)
         raise VersionConflict(record.room, -1, await self.store.latest_version(record.room))
 
-    async def handle_many(self, records: list[CommandRecord]) -> list[Outcome | Exception | None]:
-        """Decide a batch in rounds: one command per room per round, each round's writes in one round trip.
+    async def handle_many(self, records: list[CommandRecord],
+                          receipts: Callable[[int, Outcome], Receipt] | None = None,
+                          last_write: Callable[[list[list[AppendRequest | RejectRequest]]],
+                                               Awaitable[list[list[AppendResult | Exception]]]] | None = None,
+                          ) -> list[Outcome | Exception | None]:
+        """Decide a batch and write it: ONE ordered write per shard (``EventStore.write_ordered_shards``),
+        sent as soon as EARLY_WRITE decided writes wait, so Redis applies them while the next shards are
+        decided; a small batch goes in one send.
 
-        Each result is the command's Outcome, the exception deciding it raised, or None when the
-        command must go through ``handle`` alone afterwards, in batch order: after a conflict or a
+        A room's commands are decided one after another, each against the state its predecessor makes,
+        before any is written; the write applies them in that order and, once one of a room does not
+        take effect (a conflict, a duplicate), skips the room's rest atomically. Each result is the
+        command's Outcome, the exception deciding (or writing) it raised, or None when the command must
+        go through ``handle`` alone afterwards, in batch order: after a conflict, a duplicate or a
         failure earlier in its room, or when its command id appeared earlier in the batch.
+
+        With ``receipts`` (the engine on one Redis), each append or recorded refusal carries the receipt
+        ``receipts(index, outcome)`` returns for the outcome it will have if it takes effect
+        (``storage.base.Receipt``: the store acknowledges the command and publishes that outcome in the
+        same atomic step). When it does take effect, its result is that very Outcome object; any other
+        result (a duplicate's replay, an unrecorded refusal, a failure) was not published.
+
+        ``last_write``, when given, makes the batch's last send instead of ``store.write_ordered_shards``
+        (with the same results): the engine sends it together with its next read.
         """
         results: list[Outcome | Exception | None] = [None] * len(records)
-        # No dedupe lookup up front: the append and reject scripts check the command id atomically and
-        # answer "dup" without writing, so a replayed command costs a wasted decision, never an effect.
-        queues: dict[str, deque[int]] = {}
+        # No dedupe lookup up front: the write script checks the command id atomically and answers "dup"
+        # without writing, so a replayed command costs a wasted decision, never an effect.
+        rooms: dict[str, list[int]] = {}
         seen: set[tuple[str, str]] = set()
         for index, record in enumerate(records):
             if (record.room, record.command_id) not in seen:
                 seen.add((record.room, record.command_id))
-                queues.setdefault(record.room, deque()).append(index)
-        while queues:
-            this_round = [queue.popleft() for queue in queues.values()]
-            queues = {room: queue for room, queue in queues.items() if queue}
-            appends: list[tuple[int, AppendRequest, RoomState]] = []
-            rejections: list[tuple[int, RejectRequest]] = []
-            for index in this_round:
-                record = records[index]
-                state = None
-                try:
-                    state, last_hash = await self.load(record.room)
-                    record = await self._complete(state, record)
-                    envelopes, new_state = await self._decide(state, last_hash, record)
-                except InvalidCommand as error:
-                    # Its id may name an earlier outcome: that one stands (as in ``handle``).
-                    known = await self.store.outcome(record.room, record.command_id)
-                    results[index] = (await self._replayed(record, known) if known is not None
-                                      else self._unrecorded(record, error))
-                    continue
-                except RulesNotInstalledError as error:
-                    results[index] = self._unrecorded(record, error)
-                    continue
-                except RuleError as error:
-                    rejections.append((index, RejectRequest(room=record.room, command_id=record.command_id,
-                                                            error=error.to_dict(),
-                                                            record=refusal_record(record, state))))
-                    continue
-                except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits
-                    results[index] = error
-                    queues.pop(record.room, None)
-                    continue
-                request = AppendRequest(room=record.room, expected_version=state.version if state is not None else 0,
-                                        command_id=record.command_id, envelopes=envelopes,
-                                        command_record=codec.encode(record))
-                appends.append((index, request, new_state))
-            append_results, reject_results = await self.store.write_many(
-                [request for _, request, _ in appends], [request for _, request in rejections]
-            )
-            for (index, request, new_state), result in zip(appends, append_results, strict=True):
-                if isinstance(result, AppendResult):
-                    if result.duplicate:  # seen before: nothing was written, the cached state still holds
-                        results[index] = await self._replayed(records[index], result.outcome)
-                    else:
-                        results[index] = await self._accepted(records[index], request.expected_version,
-                                                             request.envelopes, new_state, result)
-                    continue
-                # A conflict (another writer) or a failed call: catch up, then go alone.
-                if isinstance(result, VersionConflict):
-                    self.conflicts += 1
-                elif isinstance(result, Exception):
-                    results[index] = result
-                self.forget(request.room)
-                queues.pop(request.room, None)
-            for (index, request), result in zip(rejections, reject_results, strict=True):
-                if isinstance(result, Exception):
-                    results[index] = result
-                    queues.pop(request.room, None)
-                elif result.duplicate:
-                    results[index] = await self._replayed(records[index], result.outcome)
-                else:
-                    results[index] = Outcome(command_id=request.command_id, room=request.room, accepted=False,
-                                             error=request.error)
+                rooms.setdefault(record.room, []).append(index)
+        shards: dict[int, list[str]] = {}
+        for room in rooms:
+            shards.setdefault(shard_of(room, self.store.shard_count), []).append(room)
+        writes: list[tuple[list[list[_Decided]], Awaitable]] = []
+        held: list[list[_Decided]] = []  # decided shards not yet sent
+        count = 0
+        for shard_rooms in shards.values():
+            decided: list[_Decided] = []
+            for room in shard_rooms:
+                await self._decide_room(records, rooms[room], results, decided, receipts)
+            if not decided:
+                continue
+            if count >= EARLY_WRITE:
+                # Enough to be worth a send of its own: it goes out now, and Redis applies it while the
+                # next shards are decided. Fewer wait and go in one send with the rest (a send costs more
+                # than the overlap saves when a batch is small).
+                groups = [[d[1] for d in group] for group in held]
+                writes.append((held, asyncio.ensure_future(self.store.write_ordered_shards(groups))))
+                await asyncio.sleep(0)
+                held, count = [], 0
+            held.append(decided)
+            count += len(decided)
+        if held:  # the last send (often the only one): no task, and the caller's ``last_write`` if given
+            groups = [[d[1] for d in group] for group in held]
+            writes.append((held, (last_write or self.store.write_ordered_shards)(groups)))
+        failure: BaseException | None = None
+        for decided_groups, write in reversed(writes):  # the last first: it is sent only when awaited
+            try:
+                written_groups = await write
+            except BaseException as error:  # noqa: BLE001 - the other shards' writes are still collected
+                failure = failure or error
+                continue
+            for decided, written in zip(decided_groups, written_groups, strict=True):
+                await self._written(records, decided, written, results)
+        if failure is not None:
+            raise failure  # the shard's entries stay pending (Redis error) and are re-processed
         return results
+
+    async def _decide_room(self, records: list[CommandRecord], indexes: list[int],
+                           results: list[Outcome | Exception | None], decided: list[_Decided],
+                           receipts: Callable[[int, Outcome], Receipt] | None) -> None:
+        """Decide one room's commands of a batch in order, each against the state the one before makes."""
+        try:
+            state, last_hash = await self.load(records[indexes[0]].room)
+        except Exception as error:  # noqa: BLE001 - reported per command (a corrupt room): the rest waits
+            results[indexes[0]] = error
+            return
+        for index in indexes:
+            record = records[index]
+            try:
+                record = await self._complete(state, record)
+                envelopes, new_state = await self._decide(state, last_hash, record)
+            except InvalidCommand as error:
+                # Its id may name an earlier outcome: that one stands (as in ``handle``).
+                known = await self.store.outcome(record.room, record.command_id)
+                results[index] = (await self._replayed(record, known) if known is not None
+                                  else self._unrecorded(record, error))
+                continue
+            except RulesNotInstalledError as error:
+                results[index] = self._unrecorded(record, error)
+                continue
+            except RuleError as error:
+                announced = receipt = None
+                if receipts is not None:
+                    announced = Outcome(command_id=record.command_id, room=record.room, accepted=False,
+                                        error=error.to_dict())
+                    receipt = receipts(index, announced)
+                decided.append((index, RejectRequest(room=record.room, command_id=record.command_id,
+                                                     error=error.to_dict(), record=refusal_record(record, state),
+                                                     receipt=receipt), None, announced))
+                continue
+            except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits (None)
+                results[index] = error
+                return
+            expected = state.version if state is not None else 0
+            announced = receipt = None
+            if receipts is not None:
+                announced = Outcome(command_id=record.command_id, room=record.room, accepted=True,
+                                    first_version=expected + 1, last_version=expected + len(envelopes),
+                                    envelopes=envelopes)
+                receipt = receipts(index, announced)
+            decided.append((index, AppendRequest(room=record.room, expected_version=expected,
+                                                 command_id=record.command_id, envelopes=envelopes,
+                                                 command_record=codec.encode(record), receipt=receipt),
+                            new_state, announced))
+            state, last_hash = new_state, envelopes[-1].hash
+
+    async def _written(self, records: list[CommandRecord], decided: list[_Decided],
+                       written: list[AppendResult | Exception], results: list[Outcome | Exception | None]) -> None:
+        """The results of one shard's ordered write: cache what was appended, answer, set the rest aside."""
+        failed: set[str] = set()
+        for (index, request, new_state, announced), result in zip(decided, written, strict=True):
+            room = request.room
+            if isinstance(result, NotAttempted):
+                continue  # None: alone, after the write of its room that did not take effect
+            if isinstance(result, Exception):
+                if isinstance(result, VersionConflict):
+                    self.conflicts += 1  # another writer moved the room: caught up when it goes alone
+                else:
+                    results[index] = result
+                failed.add(room)
+            elif result.duplicate:
+                results[index] = await self._replayed(records[index], result.outcome)
+                if isinstance(request, AppendRequest):
+                    failed.add(room)  # the states decided after it assumed its events
+            elif isinstance(request, RejectRequest):
+                results[index] = announced or Outcome(command_id=request.command_id, room=room, accepted=False,
+                                                      error=request.error)
+            else:
+                results[index] = await self._accepted(records[index], request.expected_version, request.envelopes,
+                                                      new_state, result, announced)
+        for room in failed:
+            self.forget(room)
 
     async def fork(self, record: CommandRecord) -> Outcome:
         """Start the sandbox fork ``record.room`` from a ``fork_room`` command (its parent and version):
@@ -242,10 +322,13 @@ class RoomService:
         return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
 
     async def _accepted(self, record: CommandRecord, expected_version: int, envelopes: list[Envelope],
-                        new_state: RoomState, result: AppendResult) -> Outcome:
-        """An append went through: cache the new state, snapshot when due, answer with the events."""
+                        new_state: RoomState, result: AppendResult, announced: Outcome | None = None) -> Outcome:
+        """An append went through: cache the new state, snapshot when due, answer with the events
+        (``announced``: the outcome its receipt already published, the same by construction)."""
         self._remember(record.room, new_state, envelopes[-1].hash)
         await self._maybe_snapshot(record.room, expected_version, new_state, envelopes[-1].hash)
+        if announced is not None:
+            return announced
         return Outcome(
             command_id=record.command_id,
             room=record.room,
@@ -309,15 +392,17 @@ class RoomService:
             # A crash after saving the seed but before the append must not change the dice: keep the first.
             await self.store.save_seed(room, secrets.token_bytes(32))
             return await self.store.load_seed(room) or b""
-        seed = self._seeds.get(room)
-        # Checked against the commitment every time: a room recreated under the same id has a new seed.
+        held = self._seeds.get(room)
+        # Checked against the commitment every time (a room recreated under the same id has a new seed):
+        # kept with the commitment it was checked against, so the hash is computed once, not per command.
+        if held is not None and held[1] == state.seed_commitment:
+            return held[0]
+        seed = await self.store.load_seed(room)
         if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
-            seed = await self.store.load_seed(room)
-            if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
-                raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
-            self._seeds[room] = seed
-            while len(self._seeds) > self.cache_size:
-                self._seeds.popitem(last=False)
+            raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
+        self._seeds[room] = (seed, state.seed_commitment)
+        while len(self._seeds) > self.cache_size:
+            self._seeds.popitem(last=False)
         return seed
 
     async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str) -> None:

@@ -38,6 +38,21 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     duplicate: bool = False
 
 
+class Receipt(msgspec.Struct, frozen=True, kw_only=True):
+    """What a write of a batch also does when (and only when) it takes effect, in the same atomic step:
+    acknowledge the command's stream entry (XACK ``stream group entry_id``) and publish its outcome
+    (PUBLISH ``channel message``). The engine's answer then leaves at the moment of the append, and the
+    separate publish and acknowledgement of every command are gone. ``stream`` must be in the room's
+    shard (the same hash tag). A write that finds a duplicate or a conflict does neither. Stores without
+    streams (memory, files) ignore it: a caller uses receipts only with ``RedisEventStore``."""
+
+    stream: str
+    group: str
+    entry_id: bytes
+    channel: str
+    message: bytes
+
+
 class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One append of a batch (see ``EventStore.write_many``)."""
 
@@ -46,6 +61,7 @@ class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
     command_id: str
     envelopes: list[Envelope]
     command_record: bytes = b""
+    receipt: Receipt | None = None
 
 
 class RejectRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +71,16 @@ class RejectRequest(msgspec.Struct, frozen=True, kw_only=True):
     command_id: str
     error: dict
     record: bytes
+    receipt: Receipt | None = None
+
+
+class NotAttempted(Exception):
+    """A write of ``write_ordered`` that was not tried: an earlier write of the same room in that call did
+    not take effect (a conflict, a duplicate), so this one was decided against a state the room never had."""
+
+    def __init__(self, room: str) -> None:
+        super().__init__(f"room {room!r}: an earlier write of this room in the batch did not take effect")
+        self.room = room
 
 
 class EventStore(Protocol):
@@ -128,6 +154,41 @@ class EventStore(Protocol):
     ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
         """Many appends and refusals in one round trip; each result is what the single call returns,
         or the exception it raises (VersionConflict), in place. Not atomic across requests."""
+
+    async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
+        """Appends and refusals of ONE shard, in this order, in one round trip (on Redis one atomic script):
+        each result is what the single call returns or raises (VersionConflict), in place, and once a
+        write of a room does not take effect (a conflict, a duplicate) the room's later writes are not
+        tried (NotAttempted): they were decided against the state the earlier one would have made. Each
+        request's ``receipt`` is carried out with it where the store can (Redis)."""
+
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        """``write_ordered`` of several shards (each group one shard's) in one round trip, results per group."""
+
+
+async def write_one_by_one(store: EventStore, requests: list[AppendRequest | RejectRequest]
+                           ) -> list[AppendResult | Exception]:
+    """``write_ordered`` as calls in a row, for stores where a call costs no round trip (memory, files).
+    Receipts are ignored (nothing here has streams to acknowledge or channels to publish on)."""
+    results: list[AppendResult | Exception] = []
+    failed: set[str] = set()
+    for request in requests:
+        if request.room in failed:
+            results.append(NotAttempted(request.room))
+        elif isinstance(request, RejectRequest):
+            results.append(await store.record_rejection(request.room, request.command_id, request.error,
+                                                        request.record))
+        else:
+            try:
+                result = await store.append(request.room, request.expected_version, request.command_id,
+                                            request.envelopes, request.command_record)
+            except VersionConflict as conflict:
+                result = conflict
+            if not isinstance(result, AppendResult) or result.duplicate:
+                failed.add(request.room)
+            results.append(result)
+    return results
 
 
 async def snapshot_then_tail(store: EventStore, room: str, at_most: int | None = None

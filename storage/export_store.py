@@ -41,6 +41,7 @@ from almanac.storage.base import (
     StoredOutcome,
     VersionConflict,
     snapshot_then_tail,
+    write_one_by_one,
 )
 
 EXPORT_FORMAT = "almanac-room-export"
@@ -314,6 +315,13 @@ class ExportFileStore:
             self._writable(room)["rejections"].append({"record": _b64(record), "error": error, "command_id": command_id})
             self._persist(room)
             return AppendResult(outcome=StoredOutcome(room=room, error=error))
+
+    async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
+        return await write_one_by_one(self, requests)
+
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        return [await write_one_by_one(self, group) for group in groups]
 
     async def write_many(
         self, appends: list[AppendRequest], rejections: list[RejectRequest]

@@ -14,6 +14,7 @@ from almanac.storage.base import (
     StoredOutcome,
     VersionConflict,
     snapshot_then_tail,
+    write_one_by_one,
 )
 
 
@@ -75,6 +76,13 @@ class MemoryEventStore:
 
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
         return [self._outcomes.get(pair) for pair in pairs]
+
+    async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
+        return await write_one_by_one(self, requests)
+
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        return [await write_one_by_one(self, group) for group in groups]
 
     async def write_many(
         self, appends: list[AppendRequest], rejections: list[RejectRequest]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisError, TimeoutError as RedisTimeoutError
+from redis.exceptions import NoScriptError, RedisError, ResponseError, TimeoutError as RedisTimeoutError
 
 from almanac.events import codec
 from almanac.events.dice import nonce_commitment
@@ -16,6 +17,7 @@ from almanac.events.errors import CorruptEventError
 from almanac.storage.base import (
     AppendRequest,
     AppendResult,
+    NotAttempted,
     RejectRequest,
     StoredOutcome,
     VersionConflict,
@@ -81,6 +83,81 @@ for i = 0, #KEYS / 6 - 1 do
     end
   end
   a = a + 5 + count
+end
+return results
+"""
+
+# The engine's batch of ONE shard (one hash tag, one Cluster slot): appends and recorded refusals in the
+# order they were decided, each checked and applied as APPEND_SCRIPT / REJECT_SCRIPT do, in ONE call.
+# The engine decides a room's commands of a batch one after another against the state the previous one
+# makes, before any is written; so once a write of a room does not take effect (dup, conflict) the room's
+# later writes are answered 'skip' untried, atomically (no other writer runs inside a script). A write
+# with a receipt (storage.base.Receipt: entry id not '') also acknowledges its command entry and
+# publishes its outcome when it takes effect: the answer leaves at the moment of the append.
+# KEYS: 1 shard feed, 2 shard rooms, 3 shard command stream, then per append: room events, room version,
+# command outcome, room commands; per refusal: command outcome, room rejected stream.
+# ARGV: 1 consumer group of the receipts, then per append: 'a', room, envelope count, expected version,
+# outcome, record, entry id ('' = no receipt), channel, message, the envelopes; per refusal: 'r', room,
+# outcome, record, entry id, channel, message.
+WRITE_ORDERED_SCRIPT = """
+local results, failed = {}, {}
+local k, a, n = 4, 2, 0
+while a <= #ARGV do
+  n = n + 1
+  local room = ARGV[a + 1]
+  if ARGV[a] == 'a' then
+    local count, expected = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    if failed[room] then
+      results[n] = {'skip', ''}
+    else
+      local existing = redis.call('GET', KEYS[k + 2])
+      local current = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+      if existing then
+        results[n] = {'dup', existing}
+        failed[room] = true
+      elseif current ~= expected then
+        results[n] = {'conflict', tostring(current)}
+        failed[room] = true
+      else
+        for j = 1, count do
+          redis.call('XADD', KEYS[k], (expected + j) .. '-0', 'e', ARGV[a + 8 + j])
+        end
+        redis.call('XADD', KEYS[1], '*', 'r', room, 'v', expected + 1, 'l', expected + count)
+        redis.call('SET', KEYS[k + 1], expected + count)
+        redis.call('SET', KEYS[k + 2], ARGV[a + 4])
+        if ARGV[a + 5] ~= '' then
+          redis.call('XADD', KEYS[k + 3], (expected + 1) .. '-0', 'c', ARGV[a + 5])
+        end
+        if expected == 0 then redis.call('SADD', KEYS[2], room) end
+        if ARGV[a + 6] ~= '' then
+          redis.call('XACK', KEYS[3], ARGV[1], ARGV[a + 6])
+          redis.call('PUBLISH', ARGV[a + 7], ARGV[a + 8])
+        end
+        results[n] = {'ok', tostring(expected + count)}
+      end
+    end
+    k = k + 4
+    a = a + 9 + count
+  else
+    if failed[room] then
+      results[n] = {'skip', ''}
+    else
+      local existing = redis.call('GET', KEYS[k])
+      if existing then
+        results[n] = {'dup', existing}
+      else
+        redis.call('SET', KEYS[k], ARGV[a + 2])
+        redis.call('XADD', KEYS[k + 1], '*', 'c', ARGV[a + 3])
+        if ARGV[a + 4] ~= '' then
+          redis.call('XACK', KEYS[3], ARGV[1], ARGV[a + 4])
+          redis.call('PUBLISH', ARGV[a + 5], ARGV[a + 6])
+        end
+        results[n] = {'ok', ARGV[a + 2]}
+      end
+    end
+    k = k + 2
+    a = a + 7
+  end
 end
 return results
 """
@@ -178,10 +255,11 @@ class RedisEventStore:
         self._append = client.register_script(APPEND_SCRIPT)
         self._append_many = client.register_script(APPEND_MANY_SCRIPT)
         self._reject = client.register_script(REJECT_SCRIPT)
+        self._write_ordered = client.register_script(WRITE_ORDERED_SCRIPT)
         self._snapshot = client.register_script(SNAPSHOT_SCRIPT)
         self._load = client.register_script(LOAD_SCRIPT)
         self._scripts_loaded = False
-        self._stream_reads = _unparsed_stream_reads(client)
+        self.stream_reads = _unparsed_stream_reads(client)
 
     async def append(
         self,
@@ -291,6 +369,94 @@ class RedisEventStore:
             reply if isinstance(reply, Exception) else self._reject_result(reply) for reply in replies[len(by_shard):]
         ]
         return append_results, reject_results
+
+    async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
+        """One shard's appends and refusals in order, as ONE script call (WRITE_ORDERED_SCRIPT)."""
+        if not requests:
+            return []
+        script_keys, script_args = self._ordered_call(requests)
+        if self.wait_replicas or not isinstance(self.client, aioredis.Redis):
+            (reply,) = await self._evalsha_many([(self._write_ordered, script_keys, script_args)])
+        else:
+            # One call, no pipeline: the engine's most frequent write (a batch of one shard) pays no
+            # pipeline machinery. NOSCRIPT (a server restarted without its script cache) did nothing: load, again.
+            reply = None
+            for _ in range(2):
+                try:
+                    reply = await self.client.execute_command("EVALSHA", self._write_ordered.sha, len(script_keys),
+                                                              *script_keys, *script_args)
+                    break
+                except NoScriptError as error:
+                    reply = error
+                    await self._load_scripts()
+                except ResponseError as error:
+                    reply = error
+                    break
+        return self.ordered_results(requests, reply)
+
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        """``write_ordered`` of several shards in ONE pipeline (one send): a small batch spans a few shards."""
+        if len(groups) == 1:
+            return [await self.write_ordered(groups[0])]
+        replies = await self._evalsha_many([(self._write_ordered, *self._ordered_call(group)) for group in groups])
+        return [self.ordered_results(group, reply) for group, reply in zip(groups, replies, strict=True)]
+
+    def ordered_command(self, requests: list[AppendRequest | RejectRequest]) -> tuple:
+        """``write_ordered``'s command (EVALSHA ...), for a caller that sends it on its own connection and
+        turns the reply into results with ``ordered_results``. Its NOSCRIPT reply did nothing: then
+        ``write_ordered`` (which loads the scripts) writes the same requests."""
+        script_keys, script_args = self._ordered_call(requests)
+        return ("EVALSHA", self._write_ordered.sha, len(script_keys), *script_keys, *script_args)
+
+    def _ordered_call(self, requests: list[AppendRequest | RejectRequest]) -> tuple[list[str], list]:
+        keys = self.keys
+        encode, encode_envelope = codec.encode, codec.encode_envelope
+        shard = keys.shard(requests[0].room)
+        script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.shard_commands(shard)]
+        group = ""
+        script_args: list = [group]
+        for request in requests:
+            room, receipt = request.room, request.receipt
+            if keys.shard(room) != shard:
+                raise ValueError(f"write_ordered takes the writes of one shard; room {room!r} is not on shard {shard}")
+            if receipt is None:
+                sent: list = ["", "", ""]
+            else:
+                group = receipt.group
+                sent = [receipt.entry_id, receipt.channel, receipt.message]
+            if isinstance(request, RejectRequest):
+                script_keys += [keys.command_outcome(room, request.command_id), keys.rejected(room)]
+                script_args += ["r", room, encode(StoredOutcome(room=room, error=request.error)), request.record,
+                                *sent]
+                continue
+            expected, count = request.expected_version, len(request.envelopes)
+            script_keys += [keys.events(room), keys.version(room), keys.command_outcome(room, request.command_id),
+                            keys.commands(room)]
+            script_args += ["a", room, count, expected,
+                            encode(StoredOutcome(room=room, first_version=expected + 1, last_version=expected + count)),
+                            request.command_record, *sent]
+            script_args += [encode_envelope(e) for e in request.envelopes]
+        script_args[0] = group
+        return script_keys, script_args
+
+    def ordered_results(self, requests: list[AppendRequest | RejectRequest], reply: list | Exception
+                        ) -> list[AppendResult | Exception]:
+        """The results of ``write_ordered`` from its script's reply (or the error it got)."""
+        if isinstance(reply, Exception):
+            return [reply] * len(requests)
+        results: list[AppendResult | Exception] = []
+        for request, (status, value) in zip(requests, reply, strict=True):
+            if status == b"skip":
+                results.append(NotAttempted(request.room))
+            elif isinstance(request, RejectRequest):
+                results.append(self._reject_result([status, value]))
+            else:
+                try:
+                    results.append(self._append_result(request, [status, value]))
+                except VersionConflict as conflict:
+                    results.append(conflict)
+        return results
 
     async def _evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
         """The calls as EVALSHA in one pipeline (on a Cluster: grouped by node, the nodes sent concurrently).
@@ -403,7 +569,8 @@ class RedisEventStore:
         return self._unconfirmed(first if isinstance(first, Exception) else confirmed)
 
     async def _load_scripts(self) -> None:
-        for script in (self._append, self._append_many, self._reject, self._snapshot, self._load):
+        for script in (self._append, self._append_many, self._reject, self._write_ordered, self._snapshot,
+                       self._load):
             await self.client.script_load(script.script)  # the Cluster client sends it to every primary
         self._scripts_loaded = True
 
@@ -420,7 +587,7 @@ class RedisEventStore:
         high = "+" if end is None else f"{end}-0"
         key = self.keys.events(room)
         while True:
-            entries = await self._stream_reads.xrange(key, low, high, count=_PAGE)
+            entries = await self.stream_reads.xrange(key, low, high, count=_PAGE)
             yield [(int(entry_id.split(b"-", 1)[0]), _envelope_field(fields)) for entry_id, fields in entries]
             if len(entries) < _PAGE:
                 return
@@ -431,10 +598,22 @@ class RedisEventStore:
 
         Shard feed entries point into the room streams this way; every version of a range must be there.
         """
-        async with self._stream_reads.pipeline(transaction=False) as pipe:
-            for room, first, last in ranges:
-                pipe.xrange(self.keys.events(room), f"{first}-0", f"{last}-0")
+        async with self.stream_reads.pipeline(transaction=False) as pipe:
+            self.queue_read_ranges(pipe, ranges)
             replies = await pipe.execute()
+        return self.parse_read_ranges(ranges, replies)
+
+    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
+        """Script calls of any module (the projector's commits) in one pipeline, as the store sends its own."""
+        return await self._evalsha_many(calls)
+
+    def queue_read_ranges(self, pipe: Any, ranges: list[tuple[str, int, int]]) -> None:
+        """Queue ``read_ranges``' reads on a pipeline of ``stream_reads`` (to share a round trip with others)."""
+        for room, first, last in ranges:
+            pipe.xrange(self.keys.events(room), f"{first}-0", f"{last}-0")
+
+    def parse_read_ranges(self, ranges: list[tuple[str, int, int]], replies: list) -> list[list[Envelope]]:
+        """The envelopes from the replies of ``queue_read_ranges`` (CorruptEventError where one is missing)."""
         result = []
         for (room, first, last), entries in zip(ranges, replies, strict=True):
             envelopes = []

@@ -92,8 +92,12 @@ async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: st
     return rooms
 
 
-async def _offer_load(url: str, rate: int, seconds: int, on_load_start: Any = None) -> dict[str, Any]:
-    """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop."""
+async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None) -> dict[str, Any]:
+    """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop.
+
+    With several gateway ``urls`` the connections are spread over them in turn, as a load balancer would.
+    """
+    url = urls[0]
     ruleset = script_ruleset()
     script = await _script(ruleset)
     total = rate * seconds
@@ -102,7 +106,7 @@ async def _offer_load(url: str, rate: int, seconds: int, on_load_start: Any = No
     limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as http:
         rooms = await _open_rooms(http, ruleset, room_count, str(int(time.time())))
-    lean = LeanHttp(url, CONNECTIONS)
+    lean = LeanHttp(urls, CONNECTIONS)
     bodies = [msgspec.json.encode({"command": move}) for move in script]
     done_moves = [0] * room_count
     latencies: list[float] = []
@@ -141,7 +145,8 @@ async def _offer_load(url: str, rate: int, seconds: int, on_load_start: Any = No
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - started
     await lean.close()
-    return {"latencies": latencies, "accepted_latencies": accepted_latencies, "failures": failures,
+    return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": accepted_latencies,
+            "failures": failures,
             "retry_after": retry_after, "elapsed": elapsed, "rooms": room_count,
             "script": len(script), "ruleset": ruleset}
 
@@ -159,23 +164,27 @@ class LeanHttp:
     """A minimal keep-alive HTTP/1.1 client on asyncio streams: the load generator must cost less than the
     server it measures (httpx spent several times the gateway's CPU per request here)."""
 
-    def __init__(self, url: str, connections: int) -> None:
-        host_port = url.split("://", 1)[1].rstrip("/")
-        self.host, _, port = host_port.partition(":")
-        self.port = int(port or 80)
+    def __init__(self, urls: list[str], connections: int) -> None:
+        self.servers = []
+        for url in urls:
+            host, _, port = url.split("://", 1)[1].rstrip("/").partition(":")
+            self.servers.append((host, int(port or 80)))
+        self.host = self.servers[0][0]
+        self.answered = [0] * len(self.servers)  # answers per server: shows the load was spread
         self.idle: asyncio.Queue = asyncio.Queue()
         self.size = connections
         self.opened = 0
 
-    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
         if self.idle.empty() and self.opened < self.size:
             self.opened += 1
-            return await asyncio.open_connection(self.host, self.port)
+            server = self.opened % len(self.servers)
+            return (*await asyncio.open_connection(*self.servers[server]), server)
         return await self.idle.get()
 
     async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes, str | None]:
         """(status, body, Retry-After header or None)."""
-        reader, writer = await self._connection()
+        reader, writer, server = await self._connection()
         try:
             writer.write(
                 f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
@@ -195,12 +204,13 @@ class LeanHttp:
             writer.close()
             self.opened -= 1
             raise
-        self.idle.put_nowait((reader, writer))
+        self.idle.put_nowait((reader, writer, server))
+        self.answered[server] += 1
         return status, payload, retry
 
     async def close(self) -> None:
         while not self.idle.empty():
-            _, writer = self.idle.get_nowait()
+            _, writer, _ = self.idle.get_nowait()
             writer.close()
 
 
@@ -215,8 +225,12 @@ def _quantile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str, Any]:
-    """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print."""
+def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 1,
+         gateways: int = 1) -> dict[str, Any]:
+    """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
+
+    ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes.
+    """
     from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
     from almanac.services.settings import load_settings  # noqa: PLC0415
 
@@ -226,30 +240,32 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None) -> dict[str
         url = running["url"] if running else None
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
-        return _run(url, redis_url, rate, seconds)
+        return _run([url], redis_url, rate, seconds)
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning"})
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
-        console.print(f"starting Redis, engine, projector and gateway (ALMANAC_DURABILITY={settings.durability}) ...")
-        with Stack(stack_settings) as stack:
+        console.print(f"starting Redis, {engines} engine(s), a projector and {gateways} gateway(s) "
+                      f"(ALMANAC_DURABILITY={settings.durability}) ...")
+        with Stack(stack_settings, engines=engines, gateways=gateways) as stack:
             stack.start()
             pids = {name: child.pid for name, child in stack.children.items()}
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
-            return _run(stack.url, stack.redis_url, rate, seconds, pids)
+            return _run(stack.urls, stack.redis_url, rate, seconds, pids)
 
 
-def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None) -> dict[str, Any]:
-    console.print(f"offering {rate} commands/s for {seconds} s to {url} ...")
+def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
+         pids: dict[str, int] | None = None) -> dict[str, Any]:
+    console.print(f"offering {rate} commands/s for {seconds} s to {', '.join(urls)} ...")
     pids = {**(pids or {}), "load generator": os.getpid()}
     cpu_before: dict[str, float] = {}
 
     def on_load_start() -> None:
         cpu_before.update({name: cpu_seconds(pid) for name, pid in pids.items()})
 
-    result = _run_loop(_offer_load(url, rate, seconds, on_load_start))
+    result = _run_loop(_offer_load(urls, rate, seconds, on_load_start))
     cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     stack_cpu = sum(used for name, used in cpu_used.items() if name != "load generator")
     floor = _run_loop(_ping_floor(redis_url)) if redis_url else []
@@ -278,6 +294,7 @@ def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int]
         "mean_ms": statistics.fmean(latencies) * 1000,
         "failures": result["failures"],
         "ping_p50_ms": _quantile(floor, 0.5) * 1000 if floor else float("nan"),
+        "answered_per_gateway": result["answered_per_gateway"],
     }
     table = Table(title=f"HTTP -> engine -> events -> answer: {len(latencies)} commands over {result['rooms']} "
                         f"{result['ruleset']} rooms ({result['script']} moves each)")
@@ -292,12 +309,21 @@ def _run(url: str, redis_url: str, rate: int, seconds: int, pids: dict[str, int]
                   f"Retry-After on {figures['retry_after_present']})")
     table.add_row("p50 / p99 of accepted", f"{figures['accepted_p50_ms']:.2f} / {figures['accepted_p99_ms']:.2f} ms")
     table.add_row("failures", ", ".join(f"{k}: {v}" for k, v in result["failures"].items()) or "none")
+    if len(urls) > 1:
+        table.add_row("answers per gateway", " / ".join(str(n) for n in result["answered_per_gateway"]))
     table.add_row("floor: redis-py PING p50", f"{figures['ping_p50_ms']:.3f} ms")
     table.add_row("p50 / PING p50", f"{figures['p50_ms'] / figures['ping_p50_ms']:.1f}x")
     for name, used in cpu_used.items():
         # Includes room creation; shows which process limits throughput on a small machine.
         table.add_row(f"CPU {name}", f"{used:.1f} s ({used / result['elapsed'] * 100:.0f}% of a core)")
     figures["cpu_s"] = cpu_used
+    by_service: dict[str, float] = {}
+    for name, used in cpu_used.items():  # "engine-2" is an engine: per service, all its processes
+        if name != "load generator":
+            service = name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].isdigit() else name
+            by_service[service] = by_service.get(service, 0.0) + used
+    figures["cpu_ms_per_command_by_service"] = {name: used / ok * 1000 if ok else float("nan")
+                                                for name, used in by_service.items()}
     console.print(table)
     console.print(f"CPU per command across the stack: {figures['cpu_ms_per_command']:.2f} ms "
                   f"({stack_cpu:.2f} s of {', '.join(n for n in cpu_used if n != 'load generator')} "

@@ -9,10 +9,12 @@ import time
 from collections.abc import Callable
 
 import redis.asyncio as aioredis
+import uvloop
 from rich.console import Console
 from rich.table import Table
 
 from almanac.events import codec
+from almanac.services.bench.e2e import cpu_seconds
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.engine.metrics import heartbeat_key, metrics_key
 from almanac.services.room_service import CommandRecord
@@ -43,7 +45,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
         await engine.wait_stopped()
 
     try:
-        asyncio.run(serve())
+        uvloop.run(serve())  # as `almanac engine` runs it (services/cli/engine_process.py)
     except KeyboardInterrupt:
         pass
 
@@ -64,7 +66,7 @@ def _projector_process(url: str, prefix: str) -> None:
         await projector.run(asyncio.Event())
 
     try:
-        asyncio.run(serve())
+        uvloop.run(serve())  # as `almanac projector` runs it
     except KeyboardInterrupt:
         pass
 
@@ -86,16 +88,13 @@ def _commands(rooms: int, commands: int, now_ms: int) -> list[CommandRecord]:
     return records[:commands]
 
 
-async def _xadd_all(client: aioredis.Redis, entries: list[tuple[str, bytes]],
-                    sent_at: list[float] | None = None) -> None:
-    """Pipelined XADD of ``entries``; ``sent_at`` (when given) receives each entry's send time."""
+async def _xadd_all(client: aioredis.Redis, entries: list[tuple[str, bytes]]) -> None:
+    """Pipelined XADD of ``entries``."""
     for offset in range(0, len(entries), PIPELINE):
         async with client.pipeline(transaction=False) as pipe:
             chunk = entries[offset : offset + PIPELINE]
             for stream, data in chunk:
                 pipe.xadd(stream, {COMMAND_FIELD: data})
-            if sent_at is not None:
-                sent_at.extend([time.perf_counter()] * len(chunk))
             await pipe.execute()
 
 
@@ -104,7 +103,7 @@ def _percentile(samples: list[float], fraction: float) -> str:
     if not samples:
         return "n/a"
     ordered = sorted(samples)
-    return f"{ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000:.1f} ms"
+    return f"{ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000:.2f} ms"
 
 
 class _Outcomes:
@@ -126,6 +125,16 @@ class _Outcomes:
             if message is not None and message["type"] == "pmessage":
                 self.received.setdefault(message["channel"][prefix:], time.perf_counter())
 
+    async def wait_for(self, ids: list[bytes], deadline: float) -> int:
+        """Wait until every id has its outcome (or the deadline); how many did."""
+        while time.monotonic() < deadline:
+            if all(command_id in self.received for command_id in ids[-50:]):
+                count = sum(1 for command_id in ids if command_id in self.received)
+                if count == len(ids):
+                    return count
+            await asyncio.sleep(0.005)
+        return sum(1 for command_id in ids if command_id in self.received)
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -134,9 +143,43 @@ class _Outcomes:
         await self.pubsub.aclose()
 
 
+async def _paced(client: aioredis.Redis, keys: Keys, outcomes: _Outcomes, rooms: int, rate: int,
+                 seconds: float, engine_pid: int) -> dict[str, str | float]:
+    """Commands one at a time at ``rate``/s (well below capacity): submit -> outcome latency of each, the
+    engine's CPU per command when every batch holds one or two commands, and the same-run floor, an
+    XADD's own round trip (what a client pays to submit at all)."""
+    count = int(rate * seconds)
+    cpu_before = cpu_seconds(engine_pid)
+    sent: dict[bytes, float] = {}
+    xadd_times: list[float] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for index in range(count):
+        delay = start + index / rate - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        record = CommandRecord(command_id=f"paced-{index}", room=f"room-{index % rooms}", player="p",
+                               server_time_ms=int(time.time() * 1000), body={"kind": "add", "amount": 1})
+        stream = keys.shard_commands(keys.shard(record.room))
+        before = time.perf_counter()
+        sent[record.command_id.encode()] = before
+        await client.xadd(stream, {COMMAND_FIELD: codec.encode(record)})
+        xadd_times.append(time.perf_counter() - before)
+    await outcomes.wait_for(list(sent), time.monotonic() + 10)
+    engine_cpu = cpu_seconds(engine_pid) - cpu_before
+    latencies = [outcomes.received[command_id] - at for command_id, at in sent.items()
+                 if command_id in outcomes.received]
+    return {"paced_rate": f"{rate:,}/s for {seconds:g} s ({len(latencies):,} of {count:,} answered)",
+            "paced_p50": _percentile(latencies, 0.5), "paced_p99": _percentile(latencies, 0.99),
+            "paced_max": _percentile(latencies, 1.0), "xadd_p50": _percentile(xadd_times, 0.5),
+            "paced_cpu_ms": engine_cpu / count * 1000}
+
+
 async def _measure(url: str, rooms: int, commands: int, prefix: str,
-                   start_projector: Callable[[], None] | None) -> dict[str, float | str]:
+                   start_projector: Callable[[], None] | None, paced_rate: int = 500,
+                   paced_seconds: float = 4.0, engine_pid: int = 0) -> dict[str, float | str]:
     client = aioredis.Redis.from_url(url)
+    metrics: dict[str, int] = {}
     keys = Keys(SHARDS, prefix)
     try:
         records = _commands(rooms, commands, int(time.time() * 1000))
@@ -157,20 +200,39 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
             raise RuntimeError("the engine did not take its shards within 30 s")
         await asyncio.sleep(0.3)  # let the takeover (group creation) finish
 
+        redis_pid = int((await client.info("server")).get("process_id", 0))
+        cpu_before = cpu_seconds(engine_pid), cpu_seconds(redis_pid)
+        start = time.perf_counter()
+        await _xadd_all(client, entries)
+        submitted = time.perf_counter() - start
+        deadline = time.monotonic() + max(60.0, commands / 500)
+        # Timed by the shard feeds (one entry per append; every command of the trivial rule-set appends),
+        # polled every 2 ms: not by the engine's counters, which reach Redis only every METRICS_FLUSH_S,
+        # nor by this process's own subscriber, which lags behind under load.
+        done = 0
+        while time.monotonic() < deadline:
+            async with client.pipeline(transaction=False) as pipe:
+                for shard in range(SHARDS):
+                    pipe.xlen(keys.feed(shard))
+                done = sum(await pipe.execute())
+            if done >= commands:
+                break
+            await asyncio.sleep(0.002)
+        elapsed = time.perf_counter() - start
+        engine_cpu, redis_cpu = cpu_seconds(engine_pid) - cpu_before[0], cpu_seconds(redis_pid) - cpu_before[1]
+        # No subscriber in this process meanwhile: on 2 cores its parsing of 20,000 messages took CPU from the
+        # engine and Redis (and with every command submitted at once, its latencies were only queueing).
         outcomes = _Outcomes(client)
         await outcomes.start()
-        sent_at: list[float] = []
-        start = time.perf_counter()
-        await _xadd_all(client, entries, sent_at)
-        submitted = time.perf_counter() - start
-        done = 0
-        deadline = time.monotonic() + max(60.0, commands / 500)
-        while time.monotonic() < deadline:
-            done = int(await client.hget(metrics_key(ENGINE_NAME, prefix), "commands") or 0)
-            if done >= len(entries):
+        paced = (await _paced(client, keys, outcomes, rooms, paced_rate, paced_seconds, engine_pid)
+                 if paced_rate else {})
+        await outcomes.stop()
+        total = commands + int(paced_rate * paced_seconds)
+        while time.monotonic() < deadline:  # the counters, for the accepted / rejected figures
+            metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
+            if metrics.get("commands", 0) >= total:
                 break
-            await asyncio.sleep(0.01)
-        elapsed = time.perf_counter() - start
+            await asyncio.sleep(0.05)
         projected_rate = catch_up_rate = None
         if start_projector is not None:
             # Started only now, so engine and projector are each measured without the other on the 2 cores.
@@ -179,21 +241,15 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
             stats_key = projector_stats_key(PROJECTOR_NAME, prefix)
             while time.monotonic() < deadline:
                 applied = int(await client.hget(stats_key, "events_applied") or 0)
-                if applied >= done:  # the trivial rule-set: one event per accepted command
+                if applied >= metrics.get("accepted", 0):  # the trivial rule-set: one event per accepted command
                     catch_up = time.perf_counter() - projector_start
-                    catch_up_rate = done / catch_up
-                    projected_rate = done / (elapsed + catch_up)
+                    catch_up_rate = applied / catch_up
+                    projected_rate = done / (elapsed + catch_up * done / max(applied, 1))
                     break
                 await asyncio.sleep(0.02)
-        metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
-        await asyncio.sleep(0.2)  # the last outcomes' messages
-        await outcomes.stop()
-        # Submit -> outcome published, per command. All are submitted at once, so this includes queueing.
-        latencies = [outcomes.received[r.command_id.encode()] - sent for r, sent in zip(records, sent_at, strict=True)
-                     if r.command_id.encode() in outcomes.received]
         return {
             "baseline": baseline,
-            "engine": done / elapsed,
+            "engine": done / elapsed if elapsed > 0 else 0.0,
             "projected": projected_rate or 0.0,
             "projector": catch_up_rate or 0.0,
             "submit": len(entries) / submitted,
@@ -202,21 +258,33 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
             "rejected": metrics.get("rejected", 0),
             "conflicts": metrics.get("conflicts", 0),
             "batches": metrics.get("batches", 0),
-            "p50": _percentile(latencies, 0.5),
-            "p99": _percentile(latencies, 0.99),
+            "engine_cpu_ms": engine_cpu / done * 1000 if done else 0.0,
+            "engine_cpu_share": engine_cpu / elapsed if elapsed > 0 else 0.0,
+            "redis_cpu_ms": redis_cpu / done * 1000 if done else 0.0,
+            "redis_cpu_share": redis_cpu / elapsed if elapsed > 0 else 0.0,
+            **paced,
         }
     finally:
+        await client.aclose()
+
+
+async def _drop_keys(url: str, prefix: str) -> None:
+    """Leave the server as we found it: drop the benchmark's private keys."""
+    client = aioredis.Redis.from_url(url)
+    try:
         cursor = 0
-        while True:  # leave the server as we found it: drop the benchmark's private keys
+        while True:
             cursor, found = await client.scan(cursor, match=f"{prefix}:*", count=1000)
             if found:
                 await client.delete(*found)
             if cursor == 0:
                 break
+    finally:
         await client.aclose()
 
 
-def run(url: str, rooms: int, commands: int, batch_size: int = 100) -> dict[str, float | str]:
+def run(url: str, rooms: int, commands: int, batch_size: int = 100, paced_rate: int = 500,
+        paced_seconds: float = 4.0) -> dict[str, float | str]:
     prefix = f"bench{int(time.time() * 1000)}"
     engine = multiprocessing.get_context("spawn").Process(
         target=_engine_process, args=(url, prefix, batch_size), daemon=True
@@ -230,11 +298,16 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100) -> dict[str,
         workers[-1].start()
 
     try:
-        return asyncio.run(_measure(url, rooms, commands, prefix, start_projector))
+        return asyncio.run(_measure(url, rooms, commands, prefix, start_projector, paced_rate, paced_seconds,
+                                    engine.pid or 0))
     finally:
+        # The workers stop first: deleting the keys under a running projector made it read a feed entry
+        # whose room stream was gone (CorruptEventError in its log).
         for worker in workers:
             worker.terminate()
+        for worker in workers:
             worker.join(10)
+        asyncio.run(_drop_keys(url, prefix))
 
 
 def main(rooms: int = 200, commands: int = 20_000) -> None:
@@ -248,6 +321,7 @@ def main(rooms: int = 200, commands: int = 20_000) -> None:
     table.add_column("path")
     table.add_column("commands/s", justify="right")
     table.add_row("raw pipelined XADD of the same entries (baseline)", f"{figures['baseline']:,.0f}")
+    table.add_row("submitting them while the engine runs (pipelined XADD, this process)", f"{figures['submit']:,.0f}")
     table.add_row("through the engine (submit -> decide -> append -> outcome -> ack)", f"{figures['engine']:,.0f}")
     if figures["projected"]:
         table.add_row("projector catching up on those events (started after the engine)",
@@ -260,7 +334,16 @@ def main(rooms: int = 200, commands: int = 20_000) -> None:
            if figures["projected"] else "")
         + "  "
         f"(processed {figures['done']:,}: accepted {figures['accepted']:,}, rejected {figures['rejected']:,}, "
-        f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,}; "
-        f"submit -> outcome latency of every command (all submitted at once, queueing included): "
-        f"p50 {figures['p50']}, p99 {figures['p99']})"
+        f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,})"
     )
+    console.print(
+        f"engine CPU over the {commands:,} commands: {figures['engine_cpu_ms']:.3f} ms per command "
+        f"({figures['engine_cpu_share']:.0%} of a core), Redis {figures['redis_cpu_ms']:.3f} ms "
+        f"({figures['redis_cpu_share']:.0%})"
+    )
+    if figures.get("paced_p50"):
+        console.print(
+            f"submit -> outcome, one command at a time at {figures['paced_rate']}: p50 {figures['paced_p50']}, "
+            f"p99 {figures['paced_p99']}, max {figures['paced_max']} (floor: the XADD round trip alone, "
+            f"p50 {figures['xadd_p50']}); engine CPU {figures['paced_cpu_ms']:.3f} ms per command"
+        )

@@ -52,9 +52,22 @@ def bench_engine(
 def bench_e2e(
     rate: int = typer.Option(500, min=1, help="Offered load, commands per second."),
     seconds: int = typer.Option(10, min=1, help="How long to offer it."),
+    engines: int = typer.Option(1, min=1, max=16, help="Engine processes (shard groups) to start."),
+    gateways: int = typer.Option(1, min=1, max=16, help="Gateway processes to start (connections spread over them)."),
 ) -> None:
     """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
     from almanac.services.bench.e2e import main  # noqa: PLC0415
+
+    main(rate=rate, seconds=seconds, engines=engines, gateways=gateways)
+
+
+@bench_app.command("scaling")
+def bench_scaling(
+    rate: int = typer.Option(1_500, min=1, help="Offered load, commands per second, in every layout."),
+    seconds: int = typer.Option(6, min=1, help="How long to offer it in each layout."),
+) -> None:
+    """The same load through 1 and 2 engine processes and 1 and 2 gateways, side by side."""
+    from almanac.services.bench.scaling import main  # noqa: PLC0415
 
     main(rate=rate, seconds=seconds)
 

@@ -130,18 +130,28 @@ def running_stack(data_dir: str) -> dict | None:
 
 
 class Stack:
-    """Redis (embedded unless REDIS_URL) plus engine, projector and gateway children, restarted if one dies."""
+    """Redis (embedded unless REDIS_URL) plus engine, projector and gateway children, restarted if one dies.
+
+    ``engines`` > 1 splits the shards into that many groups (``ALMANAC_ENGINE_SHARDS=i/N``, one process
+    each); ``gateways`` > 1 starts that many gateway processes, each on its own port (``urls``), for a
+    load balancer or a client that spreads its connections (``almanac bench e2e --gateways``).
+    """
 
     RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, engines: int = 1, gateways: int = 1) -> None:
         self.settings = settings
+        self.engines = engines
+        self.gateways = gateways
         self.data_dir = Path(settings.data_dir).resolve()
         self.children: dict[str, subprocess.Popen] = {}
+        # Child name -> (service command, its own environment on top of the stack's)
+        self._child_specs: dict[str, tuple[str, dict[str, str]]] = {}
         self.restarts: dict[str, int] = {}
         self._redis_context = redis_url_for(settings)
         self.redis_url = ""
         self.url = ""
+        self.urls: list[str] = []
         self.auditor_token = ""
         self._stopping = False
 
@@ -162,7 +172,9 @@ class Stack:
 
         port = self.settings.http_port or free_port()
         host = self.settings.http_host
-        self.url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        ports = [port] + [free_port() for _ in range(self.gateways - 1)]
+        self.urls = [f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{p}" for p in ports]
+        self.url = self.urls[0]
         secret = resolve_secret(self.settings.secret, str(self.data_dir))
         signer = TokenSigner(secret, self.settings.token_ttl_s)
         self.auditor_token = signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
@@ -175,8 +187,17 @@ class Stack:
             "ALMANAC_HTTP_HOST": host,
             "ALMANAC_SECRET": secret,
         }
-        for name in self._services():
-            self._spawn(name)
+        for service in self._services():
+            copies = {"engine": self.engines, "gateway": self.gateways}.get(service, 1)
+            for index in range(copies):
+                name = service if index == 0 else f"{service}-{index + 1}"
+                own_env = {}
+                if service == "engine" and copies > 1:
+                    own_env = {"ALMANAC_ENGINE_SHARDS": f"{index}/{copies}", "ALMANAC_ENGINE_NAME": name}
+                elif service == "gateway":
+                    own_env = {"ALMANAC_HTTP_PORT": str(ports[index])}
+                self._child_specs[name] = (service, own_env)
+                self._spawn(name)
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._wait_ready(timeout_s)
         self._write_up_file()
@@ -190,9 +211,11 @@ class Stack:
         return [name for name in ("engine", "projector") if name in registered] + ["gateway"]
 
     def _spawn(self, name: str) -> None:
+        service, own_env = self._child_specs[name]
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it from here
         self.children[name] = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, name], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "-c", _CHILD, service], env={**self.env, **own_env}, stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the supervisor only, which stops children in order
         )
         log.close()
@@ -207,11 +230,15 @@ class Stack:
                     tail = (self.data_dir / f"{name}.log").read_text(errors="replace")[-1500:]
                     raise fail(f"the {name} exited with code {child.returncode} while starting:\n{tail}")
             try:
-                health = httpx.get(f"{self.url}/health", timeout=1.0).json()
-                engine = health.get("engine", {})
-                engine_ok = (engine.get("ok", True) and engine.get("ready", True)) or "engine" not in self.children
-                shards_held = health.get("engine", {}).get("shards_held", self.settings.shard_count)
-                if engine_ok and shards_held >= self.settings.shard_count:
+                for url in self.urls:  # every gateway answers, and the engines hold every shard
+                    health = httpx.get(f"{url}/health", timeout=1.0).json()
+                    engine = health.get("engine", {})
+                    engine_ok = ((engine.get("ok", True) and engine.get("ready", True))
+                                 or "engine" not in self.children)
+                    shards_held = health.get("engine", {}).get("shards_held", self.settings.shard_count)
+                    if not (engine_ok and shards_held >= self.settings.shard_count):
+                        break
+                else:
                     return
             except (httpx.HTTPError, ValueError):
                 pass
@@ -259,10 +286,12 @@ class Stack:
             if json.loads(path.read_text()).get("pid") == os.getpid():
                 path.unlink()
         # The gateway first (no new commands), then the engine, then the projector drains what is left.
-        for name in ("gateway", "engine", "projector"):
-            child = self.children.get(name)
-            if child is not None and child.poll() is None:
+        for service in ("gateway", "engine", "projector"):
+            group = [child for name, child in self.children.items()
+                     if self._child_specs.get(name, (name, {}))[0] == service and child.poll() is None]
+            for child in group:  # every process of a service stops together, then the next service
                 child.send_signal(signal.SIGTERM)
+            for child in group:
                 try:
                     child.wait(timeout=10)
                 except subprocess.TimeoutExpired:

@@ -10,24 +10,28 @@ import os
 import socket
 import time
 from collections import defaultdict
+from collections.abc import Awaitable
 
 import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
+    NoScriptError,
     ResponseError,
     TimeoutError as RedisTimeoutError,
 )
 
 from almanac.events.step import CommandRecord, decode_record
 from almanac.services.bus import COMMAND_FIELD, encode_outcome, outcome_channel
+from almanac.services.engine.batch_line import BatchLine, stream_reply as _stream_reply
 from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS
 from almanac.services.room_service import Outcome, RoomService
+from almanac.storage.base import Receipt
 from almanac.storage.keys import Keys, attempts_key
 from almanac.storage.redis_store import RedisEventStore
 
@@ -123,6 +127,10 @@ class Engine:
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
+        # On one Redis the append scripts acknowledge and publish (storage.base.Receipt). Not with
+        # ALMANAC_DURABILITY=replica (the answer must wait for WAIT, after the script) and not on a
+        # Cluster (its per-node pipelines and partial failures keep their own publish path).
+        self._receipts = not self._cluster and config.durability != "replica"
         # Outcomes to publish and entries to acknowledge, sent with the next read (see _read_new).
         self._unsent_outcomes: list[Outcome] = []
         self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
@@ -136,6 +144,7 @@ class Engine:
         self._consumed_ms = 0
         # structlog's filtering logger: skip building command.done lines that would be dropped.
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
+        self._line = BatchLine(client)
         self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
                                              config.batch_size, config.block_ms)
 
@@ -163,6 +172,7 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await leases
         await self._standing_reads.close()
+        await self._line.reset()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS):
             await self._flush_metrics_and_heartbeat(alive=False)
             await self.leases.release_all()
@@ -256,6 +266,9 @@ class Engine:
                     if not held:
                         await self._pause(0.05)
                         continue
+                if self._line.reading is not None and self._needs_takeover.intersection(held):
+                    # A takeover replays every pending entry, those of the read in flight too: drop that read.
+                    await self._line.reset()
                 for shard in held:
                     if shard in self._needs_takeover:
                         await self._take_over(shard)
@@ -264,11 +277,12 @@ class Engine:
                             return
                 batch = await self._read_new(held)
                 if batch:
-                    await self._process_batch(batch)
+                    await self._process_batch(batch, ride=held)
                 if not self._needs_takeover.intersection(held):
                     self._consumed_ms = int(time.time() * 1000)
                 backoff = 0.1
             except INFRASTRUCTURE_ERRORS as error:
+                await self._line.reset()
                 self._redis_error_ms = int(time.time() * 1000)
                 # Whatever was read stays pending; take the shards over again once Redis answers.
                 self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
@@ -278,12 +292,14 @@ class Engine:
                 # and read backoffs pace the retries, so no growing pause for every shard.
                 backoff = backoff if self._cluster else min(backoff * 2, 5.0)
             except ResponseError as error:
+                await self._line.reset()
                 if "NOGROUP" not in str(error):
                     raise
                 # The stream or group vanished (a flush, a restart without persistence): set it up again.
                 self.log.warning("consume.group_missing", error=str(error))
                 self._needs_takeover.update(held)
             except Exception:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
+                await self._line.reset()
                 self.log.exception("consume.unexpected_error", retry_in_s=backoff)
                 self._needs_takeover.update(held)
                 await self._pause(backoff)
@@ -333,12 +349,23 @@ class Engine:
             # outcomes and acknowledgements travel in front of it, in the same round trip: Redis
             # publishes them the moment it reads them, so no client waits longer for its answer.
             streams = {self.keys.shard_commands(shard): ">" for shard in held}
-            async with self.client.pipeline(transaction=False) as pipe:
-                self._queue_done(pipe)
-                pipe.xreadgroup(GROUP, self.config.name, streams, count=self.config.batch_size,
-                                block=self.config.block_ms)
-                reply = (await pipe.execute())[-1]
-            self._sent_done()
+            if self._line.reading is not None:
+                # The read that left with the last batch's last write: its reply is all that is awaited.
+                reply = _stream_reply(await self._line.reply())
+                self._line.reading = None
+                # A shard lost meanwhile: what was read of it stays pending for its next holder.
+                reply = [(stream, entries) for stream, entries in reply if self._shard_of_stream(stream) in held]
+            elif self._unsent_outcomes or self._unsent_acks or self._metrics_due():
+                async with self.client.pipeline(transaction=False) as pipe:
+                    self._queue_done(pipe)
+                    pipe.xreadgroup(GROUP, self.config.name, streams, count=self.config.batch_size,
+                                    block=self.config.block_ms)
+                    reply = (await pipe.execute())[-1]
+                self._sent_done()
+            else:
+                # Nothing to carry (the append scripts published and acknowledged): no pipeline machinery.
+                reply = await self.client.xreadgroup(GROUP, self.config.name, streams, count=self.config.batch_size,
+                                                     block=self.config.block_ms)
         return [
             (self._shard_of_stream(stream), entry_id, fields)
             for stream, entries in reply or []
@@ -387,22 +414,44 @@ class Engine:
             await self._send_done()
         self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
 
-    async def _process_batch(self, batch: list[tuple[int, bytes, dict]]) -> None:
-        """Decide the batch in rounds (RoomService.handle_many), then whatever failed or waited, alone."""
+    async def _process_batch(self, batch: list[tuple[int, bytes, dict]], ride: list[int] | None = None) -> None:
+        """Decide and write the batch (RoomService.handle_many), then whatever failed or waited, alone;
+        ``ride``: the shards whose next read may leave with the batch's last writes (``_write_and_read``)."""
         records: list[CommandRecord | Exception] = []
         for _, _, fields in batch:
             try:
                 records.append(decode_record(fields.get(COMMAND_FIELD.encode(), b"")))
             except Exception as error:  # noqa: BLE001 - an undecodable entry is a poison command
                 records.append(error)
-        decoded = [record for record in records if isinstance(record, CommandRecord)]
-        batch_results = iter(await self.service.handle_many(decoded))
+        positions = [position for position, record in enumerate(records) if isinstance(record, CommandRecord)]
+        # Outcomes the append and reject scripts publish themselves, acknowledging the entry in the same
+        # step (storage.base.Receipt): by batch position, the Outcome object handed to the script.
+        announced: dict[int, Outcome] = {}
+        receipts = None
+        if self._receipts:
+            commands = self.keys.shard_commands
+
+            def receipts(index: int, outcome: Outcome) -> Receipt:
+                position = positions[index]
+                shard, entry_id, _ = batch[position]
+                announced[position] = outcome
+                return Receipt(stream=commands(shard), group=GROUP, entry_id=entry_id,
+                               channel=outcome_channel(outcome.command_id), message=encode_outcome(outcome))
+
+        last_write = None
+        if receipts is not None and ride:
+            def last_write(requests: list) -> Awaitable[list]:
+                return self._write_and_read(requests, ride)
+
+        decoded = [records[position] for position in positions]
+        batch_results = iter(await self.service.handle_many(decoded, receipts, last_write))  # type: ignore[arg-type]
         results = [record if isinstance(record, Exception) else next(batch_results) for record in records]
 
         done = self._unsent_acks
         outcomes = self._unsent_outcomes
         unreachable: set[int] = set()  # shards whose node failed under this batch (a Cluster failing over)
-        for (shard, entry_id, fields), record, result in zip(batch, records, results, strict=True):
+        for position, ((shard, entry_id, fields), record, result) in enumerate(zip(batch, records, results,
+                                                                                    strict=True)):
             if shard in unreachable:
                 continue  # stays pending, re-read in order when the shard is taken over
             if isinstance(result, INFRASTRUCTURE_ERRORS):
@@ -415,6 +464,8 @@ class Engine:
                 continue
             if isinstance(result, Outcome):
                 self._account(record, result)  # type: ignore[arg-type]
+                if announced.get(position) is result:
+                    continue  # published and acknowledged by its own append or refusal
                 outcome: Outcome | None = result
             elif self._stopping.is_set():
                 continue  # stopping: what was not done stays pending for the next holder of the shard
@@ -433,6 +484,37 @@ class Engine:
         self.metrics.count("batches")
         if self._cluster:
             await self._send_done()  # a Cluster reads per shard (no pipeline to ride on): send them now
+        elif self._line.reading is not None and (self._unsent_outcomes or self._unsent_acks or self._metrics_due()):
+            # The next read already left (with the last write): what the scripts did not publish goes now.
+            async with self.client.pipeline(transaction=False) as pipe:
+                self._queue_done(pipe)
+                await pipe.execute()
+            self._sent_done()
+
+    async def _write_and_read(self, groups: list[list], shards: list[int]) -> list[list]:
+        """The batch's last writes (one script call per shard) and the next read in ONE send on the engine's
+        own connection; the writes' replies now, the read's when the next batch is wanted (``_read_new``)."""
+        held = [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
+        commands = [self.store.ordered_command(group) for group in groups]
+        if held:
+            streams = [self.keys.shard_commands(shard) for shard in held]
+            commands.append(("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size,
+                             "BLOCK", self.config.block_ms, "STREAMS", *streams, *[">"] * len(streams)))
+        await self._line.send(*commands)
+        if held:
+            self._line.reading = tuple(held)
+        results: list[list] = []
+        for group in groups:  # every reply is read, errors too, so the read's reply comes next
+            try:
+                results.append(self.store.ordered_results(group, await self._line.reply()))
+            except NoScriptError:
+                results.append([])  # NOSCRIPT did nothing: written again below, once the scripts are loaded
+            except ResponseError as error:
+                results.append(self.store.ordered_results(group, error))
+        for index, group in enumerate(groups):
+            if not results[index]:
+                results[index] = await self.store.write_ordered(group)
+        return results
 
     def _queue_done(self, pipe) -> None:
         """Queue the unsent outcomes (PUBLISH), acknowledgements (XACK) and, now and then, the counters.
@@ -446,10 +528,12 @@ class Engine:
             pipe.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome))
         for shard, ids in self._unsent_acks.items():
             pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
-        now = time.monotonic()
-        if now - self._metrics_flushed_at >= METRICS_FLUSH_S:
-            self._metrics_flushed_at = now
+        if self._metrics_due():
+            self._metrics_flushed_at = time.monotonic()
             self._queue_metrics(pipe)
+
+    def _metrics_due(self) -> bool:
+        return time.monotonic() - self._metrics_flushed_at >= METRICS_FLUSH_S
 
     def _sent_done(self) -> None:
         self._unsent_outcomes, self._unsent_acks = [], defaultdict(list)

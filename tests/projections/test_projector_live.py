@@ -20,6 +20,7 @@ from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.projections.worker import Projector
 from almanac.services.room_service import RoomService
+from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 4
@@ -217,3 +218,43 @@ async def test_every_realm_trade_step_in_the_log_has_exactly_one_ledger_row(redi
     one_trade = ledger[0]["trade"]
     assert {row["trade"] for row in await models.rows("trades", where={"trade": one_trade})} == {one_trade}
     assert all(row["summary"] for row in ledger)
+
+
+async def test_a_room_whose_rules_this_projector_lacks_is_skipped_and_caught_up_once_they_are_installed(
+        redis_client, service):
+    from counter_ruleset import CounterDecider  # noqa: PLC0415
+
+    from almanac.events.manifest import RuleSet  # noqa: PLC0415
+
+    # Given a counter@1 room and a counter@2 room on the same shard (one feed), each with two additions
+    def live_shard(room: str) -> int:
+        return Keys(SHARDS).shard(room)
+
+    registry.register(RuleSet(decider=CounterDecider(), version=2, source="counter_ruleset"))
+    try:
+        assert live_shard("old-counter") == live_shard("new-counter-1")
+        for room, ruleset in (("old-counter", "counter@1"), ("new-counter-1", "counter@2")):
+            await send(service, room, "alice", {"kind": "create_room", "ruleset": ruleset}, 1_000, "create")
+            await send(service, room, "alice", {"kind": "join_room"}, 1_001, "join")
+            for number in range(2):
+                await send(service, room, "alice", {"kind": "add", "amount": 5}, 1_002 + number, f"add{number}")
+        # When a projector on a node without counter@2 applies the feeds
+        registry.unregister("counter", 2)
+        live = projector(redis_client)
+        await live.drain()
+        models = ReadModels(redis_client, SHARDS)
+        # Then the room it can fold is projected, the other is left out (no rows made from other rules),
+        # and the feeds are not stalled behind it
+        assert await models.projected_version("old-counter") == 4
+        assert await models.room("new-counter-1") is None
+        assert await live._caught_up()
+
+        # When counter@2 is installed and the room moves on, its rows catch up from the log
+        registry.register(RuleSet(decider=CounterDecider(), version=2, source="counter_ruleset"))
+        await send(service, "new-counter-1", "alice", {"kind": "add", "amount": 5}, 2_000, "add-after")
+        await live.drain()
+        summary = await models.room("new-counter-1")
+        assert summary is not None and summary["version"] == await models.projected_version("new-counter-1") == 5
+        assert summary["ruleset"] in ("counter@2", "counter")
+    finally:
+        registry.unregister("counter", 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from counter_ruleset import CounterDecider
 
 from almanac.events import codec
+from almanac.events.errors import CorruptEventError
 from almanac.services.room_service import CommandRecord, Outcome, RoomService
 from almanac.storage.memory_store import MemoryEventStore
 
@@ -93,3 +94,23 @@ async def test_a_failing_command_holds_back_its_room_only(monkeypatch) -> None:
     assert isinstance(results[0], ZeroDivisionError) and results[2] is None
     assert isinstance(results[1], Outcome) and isinstance(results[3], Outcome) and results[3].last_version == 4
     assert codec.decode_event((await store.read("r2"))[-1]).amount == 1
+
+
+async def test_a_room_that_cannot_be_loaded_holds_back_its_commands_only(monkeypatch) -> None:
+    """A room whose log cannot be loaded (a corrupt entry) fails its first command (the engine's attempts
+    and dead letters take it from there) and defers the rest of the room; other rooms are decided."""
+    store = await seeded_store()
+    service = RoomService(store)
+    await service.handle_many([cmd(r, 0, {"kind": "create_room", "ruleset": "counter"}) for r in ("r1", "r2")])
+    load = service.load
+
+    async def broken(room, at_version=None):
+        if room == "r1":
+            raise CorruptEventError(room, 1, "damaged")
+        return await load(room, at_version)
+
+    monkeypatch.setattr(service, "load", broken)
+    results = await service.handle_many([cmd("r1", 1, {"kind": "join_room"}), cmd("r2", 1, {"kind": "join_room"}),
+                                         cmd("r1", 2, {"kind": "add", "amount": 1})])
+    assert isinstance(results[0], CorruptEventError) and results[2] is None
+    assert isinstance(results[1], Outcome) and results[1].accepted

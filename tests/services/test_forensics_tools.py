@@ -3,6 +3,7 @@ when an operator forks, explains or bisects it, then the answers match a brute-f
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -276,3 +277,35 @@ async def test_the_cli_forks_diffs_explains_and_bisects_with_one_line_errors(rea
         assert failed.exit_code == 1 and words in failed.stderr and len(failed.stderr.strip().splitlines()) == 1, \
             (args, failed.stderr)
 
+
+
+async def test_a_long_explain_gives_the_event_loop_back_so_a_gateway_keeps_answering_others() -> None:
+    # Given a counter room of 2,000 additions in a store whose reads never suspend (in memory)
+    from almanac.services.room_service import CommandRecord, RoomService  # noqa: PLC0415
+    from almanac.storage.memory_store import MemoryEventStore  # noqa: PLC0415
+
+    store = MemoryEventStore()
+    service = RoomService(store)
+    bodies = [{"kind": "create_room", "ruleset": "counter"}, {"kind": "join_room"}]
+    bodies += [{"kind": "add", "amount": 1}] * 2_000
+    for number, body in enumerate(bodies):
+        outcome = await service.handle(CommandRecord(command_id=f"c{number}", room="long", player="p",
+                                                     server_time_ms=number, body=body))
+        assert outcome.accepted, outcome.error
+    ticks = 0
+
+    async def another_request() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    # When an auditor's explain folds the whole room while another task waits for the loop
+    other = asyncio.create_task(another_request())
+    await asyncio.sleep(0)
+    started = ticks
+    answer = await ft.explain(store, "long", "room.version")
+    other.cancel()
+    # Then the fold let the other task run every YIELD_EVERY events (it would not have run at all otherwise)
+    assert answer["folded"] == len(bodies)
+    assert ticks - started >= len(bodies) // ft.YIELD_EVERY

@@ -8,6 +8,7 @@ from store.test_store_contract import make_envelopes
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.errors import CorruptEventError
+from almanac.storage.base import AppendRequest, Receipt, RejectRequest
 from almanac.storage.keys import Keys, shard_of
 from almanac.storage.redis_store import RedisEventStore
 
@@ -54,3 +55,41 @@ async def test_an_entry_claiming_another_version_is_corrupt(redis_client):
 
     with pytest.raises(CorruptEventError, match="version 1"):
         await store.read("r3")
+
+
+async def test_an_ordered_write_acknowledges_and_publishes_with_each_write_that_takes_effect_only(redis_client):
+    """A receipt (the engine's answer) goes out in the same script as its append or refusal, and never for
+    a write that found a duplicate or was not tried."""
+    store = RedisEventStore(redis_client, shard_count=4)
+    keys = Keys(4)
+    stream = keys.shard_commands(keys.shard("r1"))
+    ids = [await redis_client.xadd(stream, {"__data__": b"x"}) for _ in range(4)]
+    await redis_client.xgroup_create(stream, "engine", id="0")
+    await redis_client.xreadgroup("engine", "me", {stream: ">"})
+    pubsub = redis_client.pubsub()
+    await pubsub.psubscribe("answers:*")
+    assert (await pubsub.get_message(timeout=2))["type"] == "psubscribe"
+
+    def receipt(index: int) -> Receipt:
+        return Receipt(stream=stream, group="engine", entry_id=ids[index], channel=f"answers:{index}",
+                       message=f"outcome {index}".encode())
+
+    first = make_envelopes("r1", 1, 1, GENESIS_HASH, command_id="a")
+    again = make_envelopes("r1", 2, 1, first[-1].hash, command_id="a")
+    results = await store.write_ordered([
+        AppendRequest(room="r1", expected_version=0, command_id="a", envelopes=first, receipt=receipt(0)),
+        RejectRequest(room="r1", command_id="no", error={"code": "x", "message": "no"}, record=b"r",
+                      receipt=receipt(1)),
+        AppendRequest(room="r1", expected_version=1, command_id="a", envelopes=again, receipt=receipt(2)),  # dup
+        AppendRequest(room="r1", expected_version=2, command_id="b", envelopes=again, receipt=receipt(3)),  # skipped
+    ])
+    assert [type(result).__name__ for result in results] == ["AppendResult", "AppendResult", "AppendResult",
+                                                             "NotAttempted"]
+    assert results[2].duplicate
+    pending = await redis_client.xpending_range(stream, "engine", "-", "+", 10)
+    assert sorted(entry["message_id"] for entry in pending) == sorted(ids[2:])
+    messages = []
+    while (message := await pubsub.get_message(timeout=0.5)) is not None:
+        messages.append((message["channel"], message["data"]))
+    assert messages == [(b"answers:0", b"outcome 0"), (b"answers:1", b"outcome 1")]
+    await pubsub.aclose()

@@ -11,7 +11,7 @@ from counter_ruleset import Added
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.hashing import first_broken_link, seal
-from almanac.storage.base import VersionConflict
+from almanac.storage.base import AppendRequest, NotAttempted, RejectRequest, VersionConflict
 
 
 def make_envelopes(room: str, first_version: int, count: int, previous_hash: str, command_id: str = "c") -> list[Envelope]:
@@ -162,3 +162,30 @@ async def test_what_a_store_wrote_is_read_back_by_a_new_one_over_the_same_files(
     assert await reader.load_seed("r/1") == b"seed"
     assert await reader.latest_snapshot("r/1") == (2, b"s2")
     assert await reader.rooms() == ["r/1"]
+
+
+async def test_an_ordered_write_skips_a_rooms_later_writes_once_one_does_not_take_effect(store):
+    """``write_ordered``: a room's writes were decided one after another, so after a duplicate or a conflict
+    the rest of that room is not tried; other rooms and refusals before it are unaffected."""
+    first = make_envelopes("r1", 1, 1, GENESIS_HASH, command_id="a")
+    await store.append("r1", 0, "a", first, b"rec")
+    second = make_envelopes("r1", 2, 1, first[-1].hash, command_id="b")
+    third = make_envelopes("r1", 3, 1, second[-1].hash, command_id="c")
+    results = await store.write_ordered([
+        RejectRequest(room="r1", command_id="no", error={"code": "x", "message": "no"}, record=b"refused"),
+        AppendRequest(room="r1", expected_version=1, command_id="a", envelopes=second),  # a seen before: dup
+        AppendRequest(room="r1", expected_version=2, command_id="c", envelopes=third),  # decided after it
+        RejectRequest(room="r1", command_id="no-2", error={"code": "x", "message": "no"}, record=b"later"),
+    ])
+    assert not results[0].duplicate and results[1].duplicate
+    assert isinstance(results[2], NotAttempted) and isinstance(results[3], NotAttempted)
+    assert await store.latest_version("r1") == 1 and await store.outcome("r1", "c") is None
+    assert await store.outcome("r1", "no-2") is None and (await store.outcome("r1", "no")).error["code"] == "x"
+
+    results = await store.write_ordered([
+        AppendRequest(room="r1", expected_version=5, command_id="d", envelopes=third),  # conflict
+        AppendRequest(room="r3", expected_version=0, command_id="e", envelopes=make_envelopes("r3", 1, 2, GENESIS_HASH)),
+        AppendRequest(room="r1", expected_version=6, command_id="f", envelopes=third),
+    ])
+    assert isinstance(results[0], VersionConflict) and isinstance(results[2], NotAttempted)
+    assert results[1].outcome.last_version == 2 and await store.latest_version("r3") == 2
