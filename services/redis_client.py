@@ -8,6 +8,7 @@ hiredis.pack_command produces the same bytes about five times faster.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 from urllib.parse import urlsplit
 
@@ -102,12 +103,67 @@ class FailoverCluster(RedisCluster):
 
 
 class _FailoverPipeline(ClusterPipeline):
+    """A Cluster pipeline whose commands for a dead node fail alone, at once.
+
+    redis-py sends each node's part concurrently but lets one node's connection error fail the whole
+    pipeline, then retries all of it three times 0.25 s apart: during a failover every batch of the
+    engine (and every outcome it published, every acknowledgement) waited about a second and then
+    failed for the live nodes' shards too, which stalled every shard until the promotion. Here a node
+    that cannot be reached sets that error as the result of its own commands only; the slot map is
+    refreshed before the next command (the promoted replica is found as soon as the Cluster has one).
+    ``raise_on_error`` then raises the first error as redis-py does, after every node has answered.
+    """
+
     async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list:
+        if not self._command_stack:
+            return []
         token = _HANDLING_ERROR.set(True)
         try:
-            return await super().execute(raise_on_error, allow_redirections)
+            if self._client._initialize:
+                # A failed refresh (no seed answers yet) keeps the old map: its live nodes still serve.
+                with contextlib.suppress(exceptions.RedisError, OSError):
+                    await self._client.initialize()
+            return await self._execute(self._client, self._command_stack, raise_on_error, allow_redirections)
         finally:
+            self._command_stack = []
             _HANDLING_ERROR.reset(token)
+
+    async def _execute(self, client: RedisCluster, stack: list, raise_on_error: bool = True,
+                       allow_redirections: bool = True) -> list:
+        nodes: dict[str, tuple[ClusterNode, list]] = {}
+        for cmd in stack:
+            target = cmd.kwargs.pop("target_nodes", None)
+            try:
+                targets = (client._parse_target_nodes(target) if target and not client._is_node_flag(target)
+                           else await client._determine_nodes(*cmd.args, node_flag=target))
+                if len(targets) != 1:
+                    raise exceptions.RedisClusterException(f"{len(targets)} targets for command {cmd.args[0]!r}")
+            except (exceptions.RedisError, OSError) as error:
+                cmd.result = error  # e.g. a slot no live primary covers: this command alone
+                continue
+            nodes.setdefault(targets[0].name, (targets[0], []))[1].append(cmd)
+        failures = await asyncio.gather(*(node.execute_pipeline(cmds) for node, cmds in nodes.values()),
+                                        return_exceptions=True)
+        for (_node, cmds), failure in zip(nodes.values(), failures, strict=True):
+            if isinstance(failure, BaseException):
+                for cmd in cmds:
+                    cmd.result = failure
+        if any(isinstance(cmd.result, (exceptions.ConnectionError, exceptions.TimeoutError, OSError,
+                                       exceptions.ClusterDownError, exceptions.MovedError))
+               for cmd in stack):
+            client._initialize = True  # refresh the slot map before the next command, cutting no connection
+        if allow_redirections:
+            for cmd in stack:
+                if isinstance(cmd.result, (exceptions.TryAgainError, exceptions.MovedError, exceptions.AskError)):
+                    try:
+                        cmd.result = await client.execute_command(*cmd.args, **cmd.kwargs)
+                    except Exception as error:  # noqa: BLE001 - the command's result, as in redis-py
+                        cmd.result = error
+        if raise_on_error:
+            for cmd in stack:
+                if isinstance(cmd.result, Exception):
+                    raise cmd.result
+        return [cmd.result for cmd in stack]
 
 
 class _SeedNodes(dict):
@@ -120,16 +176,41 @@ class _SeedNodes(dict):
 
 
 class _GentleNodesManager(NodesManager):
+    """Keeps one ClusterNode object per address across slot-map refreshes.
+
+    redis-py builds new node objects for every node at each refresh and drops the old ones: their
+    connections were cut (or garbage-collected) under the commands still using them, so a refresh caused
+    by one dead node broke commands on the live ones ("Connection lost", "TCPTransport closed"). Here an
+    address that is still in the Cluster keeps its object (and its connections); only a node gone from
+    the map is closed, once its connections are idle.
+    """
+
     __slots__ = ()  # the same layout, so the client's manager can take this class
+
+    async def initialize(self) -> None:
+        await super().initialize()
+        # The slot map refers to the refresh's new objects: point it at the kept ones.
+        kept = self.nodes_cache
+        remapped: dict[int, list] = {}
+        for slot, nodes in self.slots_cache.items():
+            shared = remapped.get(id(nodes))
+            if shared is None:
+                shared = remapped[id(nodes)] = [kept.get(node.name, node) for node in nodes]
+            self.slots_cache[slot] = shared
+        if self.default_node is not None:
+            self.default_node = kept.get(self.default_node.name, self.default_node)
 
     def set_nodes(self, old: dict, new: dict, remove_old: bool = False) -> None:
         for name in list(old):
-            if (remove_old and name not in new) or (name in new and new[name] is not old[name]):
+            if remove_old and name not in new:
                 _close_when_idle(old[name])
-                if name not in new:
-                    dict.pop(old, name)
+                dict.pop(old, name)
         for name, node in new.items():
-            old[name] = node
+            current = old.get(name)
+            if current is None:
+                old[name] = node
+            elif current is not node:
+                current.server_type = node.server_type  # a replica promoted, a primary demoted
 
 
 def _close_when_idle(node: ClusterNode) -> None:

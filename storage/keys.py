@@ -35,6 +35,12 @@ def lease_key(shard: int, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:{shard_tag(shard)}:engine:lease"
 
 
+def replicated_key(tag: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """A scratch key of a shard (``tag`` is its hash tag ``{sNN}``), written only so that WAIT covers writes
+    made on another connection (ALMANAC_DURABILITY=replica, when an append's retry answers "dup")."""
+    return f"{prefix}:{tag}:replicated"
+
+
 def attempts_key(shard: int, prefix: str = DEFAULT_PREFIX) -> str:
     """Hash entry id -> failed attempts of the shard's pending commands (dead-lettering)."""
     return f"{prefix}:{shard_tag(shard)}:engine:attempts"

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, ResponseError, TimeoutError as RedisTimeoutError
+from redis.exceptions import NoScriptError, RedisError, ResponseError, TimeoutError as RedisTimeoutError
 
 from almanac.events import codec
 from almanac.events.dice import nonce_commitment
@@ -22,7 +22,7 @@ from almanac.storage.base import (
     StoredOutcome,
     VersionConflict,
 )
-from almanac.storage.keys import Keys
+from almanac.storage.keys import Keys, replicated_key
 
 # KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms
 # ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5.. envelopes (msgpack)
@@ -226,6 +226,17 @@ class ReplicaWaitError(RedisTimeoutError):
     """ALMANAC_DURABILITY=replica and no replica confirmed a write in time: an infrastructure failure (the
     engine leaves the commands pending and retries; the gateway answers 503), never an acknowledgement."""
 _PAGE = 1000
+# ALMANAC_DURABILITY=replica on a Cluster: the WAIT timeout for a node whose last WAIT was not confirmed.
+SHORT_WAIT_MS = 50
+
+
+def _has_dup(reply: object) -> bool:
+    """True when an append/reject reply ({status, value}, or a list of them) answers "dup" anywhere."""
+    if not isinstance(reply, list) or not reply:
+        return False
+    if isinstance(reply[0], list):
+        return any(_has_dup(item) for item in reply)
+    return reply[0] == b"dup"
 
 
 class RedisEventStore:
@@ -238,6 +249,7 @@ class RedisEventStore:
         # counts the writes of the connection that sends it), so no outcome precedes the replica's copy.
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self._unreplicated: set[str] = set()  # Cluster nodes whose last WAIT was not confirmed
         self.shard_count = shard_count
         self.keys = Keys(shard_count, prefix)
         self._append = client.register_script(APPEND_SCRIPT)
@@ -457,6 +469,8 @@ class RedisEventStore:
         """
         if not self._scripts_loaded:
             await self._load_scripts()
+        if self.wait_replicas and not isinstance(self.client, aioredis.Redis):
+            return await self._evalsha_waited_per_node(calls)
         async with self.client.pipeline(transaction=False) as pipe:
             for script, script_keys, args in calls:
                 # execute_command: the Cluster pipeline refuses its evalsha() method, not the command itself.
@@ -482,6 +496,77 @@ class RedisEventStore:
             for index, reply in zip(missing, again, strict=True):
                 replies[index] = reply
         return replies
+
+    async def _evalsha_waited_per_node(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
+        """ALMANAC_DURABILITY=replica on a Cluster: each node's calls, then WAIT, in that node's part of one
+        pipeline (one connection per node, so WAIT counts exactly those writes); the nodes concurrently.
+
+        A node whose WAIT saw fewer replicas than asked (or failed), or whose calls were redirected, has
+        its calls answered ReplicaWaitError: written perhaps, confirmed not. The engine leaves those
+        commands pending and takes their shard over again; the retry finds the writes by command id
+        ("dup") and, before answering, confirms them with a write and WAIT of its own (_confirm_dups).
+        No redirection is followed: a call resent to another node would not be covered by this WAIT.
+        """
+        replies: list = [None] * len(calls)
+        by_node: dict[str, tuple[object, list[int]]] = {}
+        for index, (_, script_keys, _) in enumerate(calls):
+            try:
+                node = self.client.get_node_from_key(script_keys[0])
+            except RedisError as error:  # no known primary for the slot (the Cluster is failing over)
+                replies[index] = error
+                continue
+            by_node.setdefault(node.name, (node, []))[1].append(index)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for node, indexes in by_node.values():
+                for index in indexes:
+                    script, script_keys, args = calls[index]
+                    pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args,
+                                         target_nodes=node)
+                # A node whose last WAIT found no replica (a promoted replica, before one rejoins it) is given
+                # a short WAIT: the nodes answer together, and its full timeout would hold up every shard.
+                timeout_ms = SHORT_WAIT_MS if node.name in self._unreplicated else self.wait_timeout_ms
+                pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
+            results = await pipe.execute(raise_on_error=False, allow_redirections=False)
+        position = 0
+        reload = False
+        for node, indexes in by_node.values():
+            part, confirmed = results[position:position + len(indexes)], results[position + len(indexes)]
+            position += len(indexes) + 1
+            reload = reload or any(isinstance(reply, NoScriptError) for reply in part)
+            unconfirmed = self._unconfirmed(confirmed)
+            if unconfirmed is None:
+                self._unreplicated.discard(node.name)
+            else:
+                self._unreplicated.add(node.name)
+            if unconfirmed is None:
+                unconfirmed = await self._confirm_dups(node, [calls[i][1][0] for i in indexes], part)
+            for index, reply in zip(indexes, part, strict=True):
+                replies[index] = reply if unconfirmed is None or isinstance(reply, Exception) else unconfirmed
+                if isinstance(reply, NoScriptError):
+                    replies[index] = unconfirmed or ReplicaWaitError("the script was not loaded; sent again later")
+        if reload:
+            await self._load_scripts()
+        return replies
+
+    def _unconfirmed(self, confirmed: object) -> ReplicaWaitError | None:
+        """None when WAIT's answer confirms ``wait_replicas`` replicas, else the error to answer instead."""
+        if isinstance(confirmed, Exception) or int(confirmed) < self.wait_replicas:  # type: ignore[call-overload]
+            return ReplicaWaitError(f"the write was not confirmed by {self.wait_replicas} replica(s) within "
+                                    f"{self.wait_timeout_ms} ms (WAIT answered {confirmed!r})")
+        return None
+
+    async def _confirm_dups(self, node: object, first_keys: list[str], part: list) -> ReplicaWaitError | None:
+        """A "dup" reply wrote nothing on this connection, so its WAIT did not cover the earlier write it
+        found (perhaps never confirmed: its WAIT had failed). One small write on the same node, then WAIT."""
+        tags = {key[key.index("{"):key.index("}") + 1] for key, reply in zip(first_keys, part, strict=True)
+                if not isinstance(reply, Exception) and _has_dup(reply) and "{" in key}
+        if not tags:
+            return None
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.execute_command("SET", replicated_key(tags.pop(), self.keys.prefix), 1, target_nodes=node)
+            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node)
+            first, confirmed = await pipe.execute(raise_on_error=False, allow_redirections=False)
+        return self._unconfirmed(first if isinstance(first, Exception) else confirmed)
 
     async def _load_scripts(self) -> None:
         for script in (self._append, self._append_many, self._reject, self._write_ordered, self._snapshot,

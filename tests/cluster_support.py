@@ -85,6 +85,7 @@ class ReplicatedCluster:
         self.primaries = primaries
         self.node_timeout_ms = node_timeout_ms
         self.processes: dict[int, subprocess.Popen] = {}
+        self._commands: dict[int, list[str]] = {}
 
     @property
     def url(self) -> str:
@@ -118,13 +119,13 @@ class ReplicatedCluster:
         node_dir = self.data_dir / f"node-{index}"
         node_dir.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        process = subprocess.Popen(
-            [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
-             "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
-             "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
-             "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
+        command = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
+                   "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+                   "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
+                   "--daemonize", "no"]
+        self._commands[port] = command
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
         client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
         deadline = time.monotonic() + 10
         try:
@@ -191,6 +192,29 @@ class ReplicatedCluster:
         process = self.processes[port]
         process.kill()
         process.wait()
+
+    def restart(self, port: int) -> None:
+        """Start a killed node again, same port and files: a primary that was failed over rejoins as a replica."""
+        self.processes[port] = subprocess.Popen(self._commands[port], stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def wait_replicated(self, primary: int, timeout_s: float = 30.0) -> float:
+        """Seconds until ``primary`` has a connected replica whose link is up."""
+        started = time.monotonic()
+        client = redis.Redis(host="127.0.0.1", port=primary, socket_timeout=1)
+        try:
+            while time.monotonic() - started < timeout_s:
+                try:
+                    info = client.info("replication")
+                    if any(isinstance(value, dict) and value.get("state") == "online"
+                           for key, value in info.items() if key.startswith("slave")):
+                        return time.monotonic() - started
+                except redis.RedisError:
+                    pass
+                time.sleep(0.05)
+        finally:
+            client.close()
+        raise RuntimeError(f"127.0.0.1:{primary} had no online replica within {timeout_s} s")
 
     def wait_promoted(self, replica: int, timeout_s: float = 30.0) -> float:
         """Seconds until ``replica`` is a primary (as every live node sees it) and the cluster state is ok."""

@@ -20,10 +20,16 @@ import asyncio
 import time
 from typing import Any
 
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 # A failed shard's next read waits this long, doubling per consecutive failure up to the cap: a dead
 # node refuses at once, and retrying it in a tight loop would only disturb the live shards' reads.
 RETRY_FIRST_S = 0.05
 RETRY_CAP_S = 1.0
+# A read still unanswered this long after its BLOCK ended is given up (cancelled) and its shard fails as
+# above. Seen in failovers: a read sent while the slot moved to the promoted replica went unanswered, and
+# its shard took no command until the test ended (the other shards' reads answered meanwhile).
+OVERDUE_S = 1.0
 
 
 class StandingReads:
@@ -35,6 +41,7 @@ class StandingReads:
         self.count = count
         self.block_ms = block_ms
         self._reads: dict[int, asyncio.Task] = {}
+        self._started: dict[int, float] = {}  # shard -> monotonic time its read in flight was sent
         self._retry_at: dict[int, float] = {}  # shard -> monotonic time its next read may start
         self._failures: dict[int, int] = {}  # shard -> consecutive failed reads
         self.failed: dict[int, BaseException] = {}  # shards whose read failed in the last call, and why
@@ -51,9 +58,14 @@ class StandingReads:
                 self._reads[shard] = asyncio.ensure_future(self.client.xreadgroup(
                     self.group, self.consumer, {self.stream_of(shard): ">"}, count=self.count, block=self.block_ms
                 ))
+                self._started[shard] = now
         waiting = [self._reads[shard] for shard in shards if shard in self._reads]
         if waiting:
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            overdue_at = min(self._started[shard] for shard in shards if shard in self._reads) + self.block_ms / 1000 \
+                + OVERDUE_S
+            await asyncio.wait(waiting, timeout=max(0.0, overdue_at - time.monotonic()),
+                               return_when=asyncio.FIRST_COMPLETED)
+            self._give_up_overdue(shards)
         else:  # every shard is waiting out its backoff
             await asyncio.sleep(max(0.0, min(self._retry_at[shard] for shard in shards) - now) if shards else 0)
         replies: list = []
@@ -71,6 +83,17 @@ class StandingReads:
             else:
                 self._shard_failed(shard, error)
         return replies
+
+    def _give_up_overdue(self, shards: list[int]) -> None:
+        """Cancel the reads unanswered OVERDUE_S past their BLOCK: each fails its shard with a timeout (a
+        delivered entry whose reply is lost stays pending, and the shard's takeover re-reads it)."""
+        late = time.monotonic() - self.block_ms / 1000 - OVERDUE_S
+        for shard in shards:
+            task = self._reads.get(shard)
+            if task is not None and not task.done() and self._started[shard] <= late:
+                task.cancel()
+                del self._reads[shard]
+                self._shard_failed(shard, RedisTimeoutError(f"the read of shard {shard} went unanswered"))
 
     def _shard_failed(self, shard: int, error: BaseException) -> None:
         """Drop the shard's read; its next one starts after a backoff that grows with consecutive failures."""

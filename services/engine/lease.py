@@ -39,6 +39,9 @@ class ShardLeases:
         # The token names the process, so a restarted engine of the same name still waits for the lapse.
         self.token = f"{name}|{os.getpid()}|{secrets.token_hex(4)}"
         self._valid_until: dict[int, float] = {}
+        # True after a tick in which a lease's node did not answer: the caller ticks again soon, so the
+        # lease is renewed (or taken again) as soon as a replica is promoted, not a third of a lease later.
+        self.unsettled = False
 
     @property
     def held(self) -> list[int]:
@@ -66,8 +69,10 @@ class ShardLeases:
         acquired: list[int] = []
         lost: list[int] = []
         until = started + self.lease_ms / 1000
+        self.unsettled = False
         for shard, result in zip(self.shards, results, strict=True):
             if isinstance(result, Exception):
+                self.unsettled = True
                 continue
             if shard in self._valid_until:
                 if result == 1:

@@ -39,6 +39,8 @@ GROUP = "engine"
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
 # a dozen HINCRBYs after every small batch cost Redis and the engine more than the batch's own writes.
 METRICS_FLUSH_S = 0.5
+# The lease loop's next tick after a lease was lost or its node did not answer (instead of lease_ms/3).
+LEASE_RETRY_S = 0.2
 # Errors of the connection (or of a Cluster failing over), not of the command: never counted as a
 # command's attempt, so no command is dead-lettered because a node died under it.
 INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, *CLUSTER_ERRORS)
@@ -89,10 +91,15 @@ class DurabilityError(Exception):
 
 async def require_replica(client: aioredis.Redis) -> None:
     """Fail fast when ALMANAC_DURABILITY=replica but Redis has no connected replica: every append would
-    otherwise wait out its WAIT timeout and fail. (A Cluster routes WAIT per node; not supported here.)"""
+    otherwise wait out its WAIT timeout and fail. On a Cluster every primary needs one (each node's writes
+    are confirmed by WAIT on that node: RedisEventStore._evalsha_waited_per_node)."""
     if isinstance(client, RedisCluster):
-        raise DurabilityError("ALMANAC_DURABILITY=replica is not supported on a Redis Cluster by this engine yet; "
-                              "use aof")
+        infos = await client.info("replication", target_nodes=RedisCluster.PRIMARIES)
+        bare = sorted(node for node, info in infos.items() if int(info.get("connected_slaves", 0)) < 1)
+        if bare:
+            raise DurabilityError(f"ALMANAC_DURABILITY=replica needs a connected replica on every Cluster primary; "
+                                  f"{', '.join(bare)} has none (add replicas, or use ALMANAC_DURABILITY=aof)")
+        return
     replicas = int((await client.info("replication")).get("connected_slaves", 0))
     if replicas < 1:
         raise DurabilityError("ALMANAC_DURABILITY=replica needs a Redis with at least one connected replica; this "
@@ -179,8 +186,12 @@ class Engine:
     async def _lease_loop(self) -> None:
         interval = self.config.lease_ms / 3000
         while not self._stopping.is_set():
+            # A lease lost, or one whose node did not answer (a Cluster failing over): tick again soon.
+            pause = interval
             try:
                 acquired, lost = await self.leases.tick()
+                if lost or self.leases.unsettled:
+                    pause = min(interval, LEASE_RETRY_S)
                 for shard in acquired:
                     self._needs_takeover.add(shard)
                     self.log.info("lease.acquired", shard=shard)
@@ -190,8 +201,9 @@ class Engine:
             except INFRASTRUCTURE_ERRORS as error:
                 self._redis_error_ms = int(time.time() * 1000)
                 self.log.warning("lease.redis_unreachable", error=str(error))
+                pause = min(interval, LEASE_RETRY_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), interval)
+                await asyncio.wait_for(self._stopping.wait(), pause)
 
     async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
         name = self.config.name
@@ -314,6 +326,13 @@ class Engine:
                 break
         return [shard for shard in held if shard not in self._needs_takeover]
 
+    def _shard_unreachable(self, shard: int, error: BaseException) -> None:
+        """A Cluster shard whose node failed: take it over again once its reads' backoff is over."""
+        self._redis_error_ms = int(time.time() * 1000)
+        self._needs_takeover.add(shard)
+        self._standing_reads.fail(shard, error)
+        self.log.warning("shard.write_failed", shard=shard, error=f"{type(error).__name__}: {error}")
+
     async def _read_new(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
         if self._cluster:
             # A Cluster refuses one XREADGROUP over streams of different slots: a standing read per shard.
@@ -430,8 +449,19 @@ class Engine:
 
         done = self._unsent_acks
         outcomes = self._unsent_outcomes
+        unreachable: set[int] = set()  # shards whose node failed under this batch (a Cluster failing over)
         for position, ((shard, entry_id, fields), record, result) in enumerate(zip(batch, records, results,
                                                                                     strict=True)):
+            if shard in unreachable:
+                continue  # stays pending, re-read in order when the shard is taken over
+            if isinstance(result, INFRASTRUCTURE_ERRORS):
+                if not self._cluster:
+                    raise result
+                # Not the command's failure (no attempt counted): its node is down. Only this shard waits
+                # for its takeover; the batch's other shards are answered now.
+                unreachable.add(shard)
+                self._shard_unreachable(shard, result)
+                continue
             if isinstance(result, Outcome):
                 self._account(record, result)  # type: ignore[arg-type]
                 if announced.get(position) is result:
@@ -440,7 +470,14 @@ class Engine:
             elif self._stopping.is_set():
                 continue  # stopping: what was not done stays pending for the next holder of the shard
             else:
-                outcome = await self._process_entry(shard, entry_id, fields, first_failure=result)
+                try:
+                    outcome = await self._process_entry(shard, entry_id, fields, first_failure=result)
+                except INFRASTRUCTURE_ERRORS as error:
+                    if not self._cluster:
+                        raise
+                    unreachable.add(shard)
+                    self._shard_unreachable(shard, error)
+                    continue
             done[shard].append(entry_id)
             if outcome is not None:
                 outcomes.append(outcome)
@@ -504,30 +541,42 @@ class Engine:
     async def _send_done(self) -> None:
         if not self._unsent_outcomes and not self._unsent_acks:
             return
-        try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                self._queue_done(pipe)
-                await pipe.execute()
-        except INFRASTRUCTURE_ERRORS:
-            if not self._cluster:
-                raise
-            # A Cluster pipeline fails whole when one node is down: send each part on its own instead.
-            await self._send_done_one_by_one()
+        if self._cluster:
+            await self._send_done_by_node()
             return
+        async with self.client.pipeline(transaction=False) as pipe:
+            self._queue_done(pipe)
+            await pipe.execute()
         self._sent_done()
 
-    async def _send_done_one_by_one(self) -> None:
-        """Each outcome and each shard's acknowledgements alone; what fails (a dead node's) stays unsent."""
+    async def _send_done_by_node(self) -> None:
+        """One Cluster pipeline; what fails (a dead node's part) stays unsent, the rest is sent.
+
+        Each outcome is published on the node of its room's shard, which has just taken the append: a
+        channel named by the command id would hash to any node, and a dead one would hold back the
+        answers of rooms on live nodes (a Cluster forwards a PUBLISH to every node's subscribers).
+        """
         outcomes, acks = self._unsent_outcomes, self._unsent_acks
         self._sent_done()
-        sends = [self.client.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome))
-                 for outcome in outcomes]
-        sends += [self.client.xack(self.keys.shard_commands(shard), GROUP, *ids) for shard, ids in acks.items()]
-        results = await asyncio.gather(*sends, return_exceptions=True)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for outcome in outcomes:
+                try:
+                    node = self.client.get_node_from_key(self.keys.shard_commands(self.keys.shard(outcome.room)))
+                except CLUSTER_ERRORS:
+                    node = None  # the slot has no known primary: routed by the channel's own slot
+                pipe.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome),
+                                     **({"target_nodes": node} if node is not None else {}))
+            for shard, ids in acks.items():
+                pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+            now = time.monotonic()
+            if now - self._metrics_flushed_at >= METRICS_FLUSH_S:
+                self._metrics_flushed_at = now
+                self._queue_metrics(pipe)
+            results = await pipe.execute(raise_on_error=False)
         for outcome, result in zip(outcomes, results, strict=False):
             if isinstance(result, Exception):
                 self._unsent_outcomes.append(outcome)
-        for (shard, ids), result in zip(acks.items(), results[len(outcomes):], strict=True):
+        for (shard, ids), result in zip(acks.items(), results[len(outcomes):], strict=False):
             if isinstance(result, Exception):
                 self._unsent_acks[shard].extend(ids)
         if self._unsent_outcomes or self._unsent_acks:

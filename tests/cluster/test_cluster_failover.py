@@ -2,14 +2,17 @@
 
 Given the whole stack (engine, projector and gateway processes, REDIS_URL naming all six nodes as seeds) and a
 steady command load over 20 lanes of rooms, when one primary is killed with SIGKILL, and later the node the
-gateway's outcome subscription sits on, then: every shard takes commands again within twice the promotion time,
+gateway's outcome subscription sits on, then: every shard takes commands again within twice the promotion time
+(the second failover: plus SUBSCRIPTION_NODE_SLACK_S),
 no answer is a 5xx other than 503, every acknowledged command's events are in the log exactly once, every room
 verifies, and the read models equal a rebuild.
 
 Replication is asynchronous: without WAIT a write acknowledged in the instant before its primary dies may be
-missing on the promoted replica. ALMANAC_DURABILITY=replica (the append waits for one replica) is not yet
-supported on a Cluster, so the test asserts the lost count stays within LOSS_WINDOW_ALLOWED and prints it
-(it was 0 in every run here).
+missing on the promoted replica, so the asynchronous run bounds the lost count (LOSS_WINDOW_ALLOWED; it was 0
+in every run here). The durability-replica run (ALMANAC_DURABILITY=replica: each node's appends are followed
+by WAIT for one replica on that node) asserts that nothing acknowledged is lost; there the promoted primary
+takes writes only once it has a replica again (the killed node, started again, rejoins as one), and that time
+replaces the promotion time in the bound. Both runs print the typical acknowledgement before any failover.
 """
 
 from __future__ import annotations
@@ -49,12 +52,13 @@ RATE = 60  # commands per second offered, in total
 WARMUP_S = 3.0
 SETTLE_S = 4.0  # load kept on after a recovery, so "recovered" is seen to hold
 LOSS_WINDOW_ALLOWED = 3  # without WAIT: acknowledged writes lost to asynchronous replication, at most
-# ALMANAC_DURABILITY=replica (WAIT for a replica) is refused on a Cluster by this engine so far: the test
-# runs without it and bounds the asynchronous-replication loss instead.
-DURABLE = False
+# Failover 2 only (the gateway's subscription node, a primary, killed): in about one run in four some of that
+# node's shards took no command for about one outcome wait (5 s) after the promotion, although the engine
+# had taken them over (cause not found yet: docs/architecture.md, "Cluster failover"). Failover 1 (a
+# primary) is held to 2x the promotion time with no slack.
+SUBSCRIPTION_NODE_SLACK_S = 6.0
 SHARDS = 16
 COMMAND_TIMEOUT_S = 5.0
-RECOVERY_SLACK_S = 8.0
 
 
 @dataclass
@@ -74,7 +78,10 @@ async def _drive(url: str, load: Load, keys: Keys) -> None:
     ruleset = script_ruleset()
     script = await _script(ruleset)
     period = LANES / RATE
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    # Idle connections are dropped well before uvicorn's 5 s keep-alive timeout: otherwise a request sent on
+    # a connection the server is closing at that instant fails with ReadError (seen once in a quiet stretch
+    # of a failover), which is the client's race, not an answer of the gateway.
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(keepalive_expiry=1.0)) as http:
 
         async def post(path: str, body: dict, token: str | None = None) -> httpx.Response:
             """Send until an answer that is not a 503 (resent with the same command id: idempotent)."""
@@ -93,7 +100,9 @@ async def _drive(url: str, load: Load, keys: Keys) -> None:
         async def lane(number: int) -> None:
             game = 0
             while not load.stop.is_set():
-                room = f"fo-{os.getpid()}-{number}-{game}"
+                # Lane n plays on shard n % SHARDS: every shard has a room in play at every moment, so a
+                # shard's longest stretch without an acknowledgement is its stall, not a lull in its load.
+                room = _room_on(keys, number % SHARDS, f"fo-{os.getpid()}-{number}-{game}")
                 game += 1
                 created = await post("/rooms", {"ruleset": ruleset, "player": "p", "challenge": CHALLENGE,
                                                 "room": room, "command_id": f"create-{room}"})
@@ -118,6 +127,11 @@ async def _drive(url: str, load: Load, keys: Keys) -> None:
         await asyncio.gather(*(lane(number) for number in range(LANES)))
 
 
+def _room_on(keys: Keys, shard: int, name: str) -> str:
+    """``name`` with the first suffix that puts the room on ``shard``."""
+    return next(room for room in (f"{name}-{n}" for n in range(10_000)) if keys.shard(room) == shard)
+
+
 def _longest_gap(times: list[float], start: float, end: float) -> float:
     """The longest stretch in [start, end] without an acknowledgement."""
     inside = [start, *sorted(t for t in times if start <= t <= end), end]
@@ -136,14 +150,15 @@ def _health(url: str) -> dict:
         return {}
 
 
+@pytest.mark.parametrize("durable", [False, True], ids=["asynchronous", "durability-replica"])
 def test_a_primary_and_the_subscription_node_die_under_load_and_nothing_acknowledged_is_lost(
-        tmp_path: Path) -> None:
+        tmp_path: Path, durable: bool) -> None:
     cluster = ReplicatedCluster(tmp_path / "nodes")
     cluster.start()
     (tmp_path / "stack").mkdir()
     stack = ClusterStack(cluster.url, tmp_path / "stack")
     stack.env["ALMANAC_COMMAND_TIMEOUT_MS"] = str(int(COMMAND_TIMEOUT_S * 1000))
-    if DURABLE:
+    if durable:
         stack.env["ALMANAC_DURABILITY"] = "replica"
     keys = Keys(SHARDS)
     load = Load()
@@ -167,60 +182,83 @@ def test_a_primary_and_the_subscription_node_die_under_load_and_nothing_acknowle
         killed_at = time.monotonic()
         cluster.kill(victim)
         promotion_s = cluster.wait_promoted(promoted)
-        time.sleep(promotion_s + SETTLE_S)
+        # With durability=replica the promoted primary takes no write until it has a replica of its own:
+        # the killed node is started again and rejoins as that replica. Its shards recover from then on.
+        recovered_s = promotion_s
+        if durable:
+            cluster.restart(victim)
+            cluster.wait_replicated(promoted)
+            recovered_s = time.monotonic() - killed_at
+        time.sleep(recovered_s + SETTLE_S)
         first_end = time.monotonic()
+        if durable:  # one failover is enough to show that nothing acknowledged is lost
+            load.stop.set()
+            driver.join(60)
+            assert not driver.is_alive(), "the load driver did not stop"
 
-        # 2. kill -9 the node the gateway's outcome subscription is on: the gateway subscribes on another node
-        # (when that node was a primary, its replica is promoted as in 1.).
-        lost_at = time.monotonic()
-        was_primary = subscription in cluster.roles()["master"]
-        cluster.kill(subscription)
-        moved_s = None
-        while time.monotonic() - lost_at < 15:
-            outcomes = _health(stack.url).get("outcomes") or {}
-            if outcomes.get("subscribed") and outcomes.get("node") != f"127.0.0.1:{subscription}":
-                moved_s = time.monotonic() - lost_at
-                break
-            time.sleep(0.05)
-        second_promotion_s = None
-        if was_primary:
-            cluster.wait_promoted(next(r for r, p in roles.items() if p == subscription))
-            second_promotion_s = time.monotonic() - lost_at
-        time.sleep(max(0.0, lost_at + (second_promotion_s or 0.0) + SETTLE_S - time.monotonic()))
-        load.stop.set()
-        driver.join(60)
-        assert not driver.is_alive(), "the load driver did not stop"
-        second_end = time.monotonic()
+        lost_at = second_end = time.monotonic()
+        moved_s = second_promotion_s = None
+        was_primary = False
+        if not durable:
+            # 2. kill -9 the node the gateway's outcome subscription is on: the gateway subscribes on another node
+            # (when that node was a primary, its replica is promoted as in 1.).
+            lost_at = time.monotonic()
+            was_primary = subscription in cluster.roles()["master"]
+            cluster.kill(subscription)
+            moved_s = None
+            while time.monotonic() - lost_at < 15:
+                outcomes = _health(stack.url).get("outcomes") or {}
+                if outcomes.get("subscribed") and outcomes.get("node") != f"127.0.0.1:{subscription}":
+                    moved_s = time.monotonic() - lost_at
+                    break
+                time.sleep(0.05)
+            second_promotion_s = None
+            if was_primary:
+                cluster.wait_promoted(next(r for r, p in roles.items() if p == subscription))
+                second_promotion_s = time.monotonic() - lost_at
+            time.sleep(max(0.0, lost_at + (second_promotion_s or 0.0) + SETTLE_S - time.monotonic()))
+            load.stop.set()
+            driver.join(60)
+            assert not driver.is_alive(), "the load driver did not stop"
+            second_end = time.monotonic()
 
         # Figures: the promotions, and per shard the longest stretch without an acknowledgement.
         first_gaps = {shard: _longest_gap(load.acks_by_shard[shard], killed_at, first_end) for shard in range(SHARDS)}
-        second_gaps = {shard: _longest_gap(load.acks_by_shard[shard], lost_at, second_end) for shard in range(SHARDS)}
         slowest = max((seconds for at, seconds, _ in load.latencies if at >= killed_at), default=0.0)
-        # While the subscription is down (and moving), commands are answered from the stored outcome: the
-        # typical acknowledgement stays quick instead of taking the whole outcome wait.
-        answered = sorted(seconds for at, seconds, status in load.latencies
-                          if lost_at <= at <= lost_at + (moved_s or 15.0) and status == 200)
-        typical_s = answered[len(answered) // 2] if answered else float("inf")
-        print(f"\nfailover 1 (primary {victim}): promotion {promotion_s:.2f} s; longest stall per shard "
-              f"{_figures(first_gaps)}\nfailover 2 (subscription node {subscription}, "
-              f"{'a primary' if was_primary else 'a replica'}): promotion "
-              f"{'-' if second_promotion_s is None else f'{second_promotion_s:.2f} s'}; subscription moved in "
-              f"{'never' if moved_s is None else f'{moved_s:.2f} s'}; longest stall per shard {_figures(second_gaps)}"
-              f"; median acknowledgement while it moved {typical_s:.2f} s"
-              f"\nslowest answer {slowest:.2f} s; answers {dict(load.statuses)} {dict(load.codes)}; "
-              f"acknowledged {len(load.acked)} in {len(load.rooms)} rooms; "
-              f"durability {'replica' if DURABLE else 'none (asynchronous replication)'}")
+        # The cost of the durability level: the typical acknowledgement before any failover (same load).
+        steady = sorted(seconds for at, seconds, status in load.latencies if at < killed_at and status == 200)
+        print(f"\ndurability {'replica (WAIT for one replica)' if durable else 'aof (asynchronous replication)'}: "
+              f"acknowledgement before the failovers p50 {1000 * steady[len(steady) // 2]:.1f} ms, "
+              f"p90 {1000 * steady[int(len(steady) * 0.9)]:.1f} ms\n"
+              f"failover 1 (primary {victim}): promotion {promotion_s:.2f} s"
+              f"{f'; the killed node rejoined as its replica at {recovered_s:.2f} s' if durable else ''}; "
+              f"longest stall per shard {_figures(first_gaps)}")
+        if not durable:
+            second_gaps = {shard: _longest_gap(load.acks_by_shard[shard], lost_at, second_end)
+                           for shard in range(SHARDS)}
+            # While the subscription is down (and moving), commands are answered from the stored outcome: the
+            # typical acknowledgement stays quick instead of taking the whole outcome wait.
+            answered = sorted(seconds for at, seconds, status in load.latencies
+                              if lost_at <= at <= lost_at + (moved_s or 15.0) and status == 200)
+            typical_s = answered[len(answered) // 2] if answered else float("inf")
+            print(f"failover 2 (subscription node {subscription}, {'a primary' if was_primary else 'a replica'}): "
+                  f"promotion {'-' if second_promotion_s is None else f'{second_promotion_s:.2f} s'}; subscription "
+                  f"moved in {'never' if moved_s is None else f'{moved_s:.2f} s'}; longest stall per shard "
+                  f"{_figures(second_gaps)}; median acknowledgement while it moved {typical_s:.2f} s")
+        print(f"slowest answer {slowest:.2f} s; answers {dict(load.statuses)} {dict(load.codes)}; "
+              f"acknowledged {len(load.acked)} in {len(load.rooms)} rooms")
         assert all(load.acks_by_shard[shard] for shard in range(SHARDS)), "a shard had no load"
-        # The target is 2x the promotion time on every shard; on this loaded 2-core machine the longest stall
-        # measured 6-13 s (see docs/architecture.md), so the test holds the bound it can keep: each shard takes
-        # commands again within 2x the promotion time plus RECOVERY_SLACK_S.
-        assert max(first_gaps.values()) <= 2 * promotion_s + RECOVERY_SLACK_S, first_gaps
-        assert max(second_gaps.values()) <= 2 * (second_promotion_s or promotion_s) + RECOVERY_SLACK_S, second_gaps
-        assert moved_s is not None, "the outcome subscription did not move to a live node"
-        # A window with no 200 at all (every command refused 503 while the cluster promoted) waited for
-        # nothing; otherwise the typical acknowledgement must not have waited out the outcome timeout.
-        if answered:
-            assert typical_s < COMMAND_TIMEOUT_S, "acknowledgements waited out the outcome timeout"
+        # Every shard takes commands again within twice the time its node needed to take writes again: the
+        # promotion (with durability=replica: until the promoted primary had a replica again).
+        assert max(first_gaps.values()) <= 2 * recovered_s, first_gaps
+        if not durable:
+            assert max(second_gaps.values()) <= 2 * (second_promotion_s or promotion_s) + SUBSCRIPTION_NODE_SLACK_S, \
+                second_gaps
+            assert moved_s is not None, "the outcome subscription did not move to a live node"
+            # A window with no 200 at all (every command refused 503 while the cluster promoted) waited for
+            # nothing; otherwise the typical acknowledgement must not have waited out the outcome timeout.
+            if answered:
+                assert typical_s < COMMAND_TIMEOUT_S, "acknowledgements waited out the outcome timeout"
         assert load.statuses.get(202, 0) <= len(load.rooms), "answers waited out the outcome wait"
         assert not [status for status in load.statuses if status >= 500 and status != 503], dict(load.statuses)
 
@@ -229,7 +267,7 @@ def test_a_primary_and_the_subscription_node_die_under_load_and_nothing_acknowle
         print(f"acknowledged {len(load.acked)}, lost {len(lost)}, doubled {len(doubled)}")
         assert not doubled, doubled
         assert not unverified, unverified
-        assert len(lost) <= (0 if DURABLE else LOSS_WINDOW_ALLOWED), lost
+        assert len(lost) <= (0 if durable else LOSS_WINDOW_ALLOWED), lost
 
         # The read models equal a rebuild.
         deadline = time.monotonic() + 30

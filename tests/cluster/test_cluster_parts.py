@@ -181,3 +181,34 @@ def test_every_error_of_a_cluster_failing_over_is_503_store_unavailable(error):
     from almanac.services.gateway.errors import STORE_ERRORS  # noqa: PLC0415
 
     assert issubclass(error, STORE_ERRORS)
+
+
+async def test_a_pipeline_command_for_an_unreachable_node_fails_alone(cluster):
+    """One node that cannot be reached fails its own commands at once; the others' run and answer."""
+    from redis.asyncio.cluster import ClusterNode  # noqa: PLC0415
+
+    from almanac.services.embedded_redis import free_port  # noqa: PLC0415
+
+    dead = ClusterNode("127.0.0.1", free_port())
+    async with cluster.pipeline(transaction=False) as pipe:
+        pipe.set("alm:{s01}:probe", "1")
+        pipe.execute_command("PING", target_nodes=dead)
+        pipe.get("alm:{s01}:probe")
+        replies = await pipe.execute(raise_on_error=False)
+    assert replies[0] is True and replies[2] == b"1"
+    assert isinstance(replies[1], exceptions.ConnectionError)
+
+
+async def test_durability_replica_without_replicas_answers_no_write_as_confirmed(cluster):
+    """WAIT per node (ALMANAC_DURABILITY=replica): primaries with no replica confirm nothing, so every call is a
+    ReplicaWaitError (the engine leaves the commands pending), and the engine refuses to start on such a Cluster."""
+    from almanac.services.engine.worker import DurabilityError, require_replica  # noqa: PLC0415
+    from almanac.storage.redis_store import ReplicaWaitError  # noqa: PLC0415
+
+    store = RedisEventStore(cluster, SHARDS, wait_replicas=1, wait_timeout_ms=50)
+    requests = [AppendRequest(room=f"durable-{n}", expected_version=0, command_id="c", envelopes=envelopes_for(
+        f"durable-{n}", 1, 1), command_record=b"r") for n in range(6)]
+    appended, _ = await store.write_many(requests, [])
+    assert all(isinstance(result, ReplicaWaitError) for result in appended), appended
+    with pytest.raises(DurabilityError, match="every Cluster primary"):
+        await require_replica(cluster)
