@@ -18,7 +18,7 @@ def main(rate: int = 1_500, seconds: int = 6) -> list[dict]:
     command. On a machine with fewer cores than processes, more processes cannot add capacity: the
     figure then shows what each process costs, which the capacity model in docs/capacity.md uses.
     """
-    console = Console()
+    console = Console(width=max(Console().width, 150))  # twelve columns: never cut to a narrow terminal
     rows = []
     for engines, gateways in LAYOUTS:
         figures = e2e.main(rate=rate, seconds=seconds, engines=engines, gateways=gateways)
