@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import itertools
-import os
-import secrets
 import time
 
 import msgspec
@@ -17,6 +13,7 @@ from almanac.projections.read import ReadModels
 from almanac.services.bus import RateLimit, RateLimited, count as count_request
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
+from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
 from almanac.services.gateway.overload import LoopLag, StandingQueue
@@ -39,24 +36,7 @@ def internal_command_id(room: str, player: str, client_id: str) -> str:
     return f"{room}:{player}:{client_id}"
 
 
-class _UnguessableIds:
-    """24 hex digits that nobody can predict, without a system call each: a keyed hash (BLAKE2b, a PRF) of
-    a counter under a random key drawn once per process (again in a forked child). secrets.token_hex reads
-    the kernel's random source on every call, a system call per command on the hot path."""
-
-    def __init__(self) -> None:
-        self._reseed()
-        os.register_at_fork(after_in_child=self._reseed)
-
-    def _reseed(self) -> None:
-        self._key = secrets.token_bytes(32)
-        self._counter = itertools.count()
-
-    def __call__(self) -> str:
-        return hashlib.blake2b(next(self._counter).to_bytes(8, "big"), key=self._key, digest_size=12).hexdigest()
-
-
-new_command_id = _UnguessableIds()
+new_command_id = UnguessableIds(24)  # as many hex digits as before
 
 
 def now_ms() -> int:

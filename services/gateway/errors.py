@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
-import os
 import re
-import secrets
 from typing import Any
 
 import msgspec
@@ -21,6 +18,7 @@ from redis.exceptions import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from almanac.events.errors import RulesNotInstalledError
+from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS
 
@@ -36,23 +34,7 @@ INTERNAL_ERROR_MESSAGE = "the gateway failed to answer; the error is in its log 
 UNREPRESENTABLE = (OverflowError, RecursionError, msgspec.EncodeError)
 
 
-class _RequestIds:
-    """Unique request ids without a system call each (they name a request in logs; they are no secret): a
-    random per-process prefix and a counter, 16 hex digits like before."""
-
-    def __init__(self) -> None:
-        self._reseed()
-        os.register_at_fork(after_in_child=self._reseed)
-
-    def _reseed(self) -> None:
-        self._prefix = secrets.token_hex(3)
-        self._counter = itertools.count()
-
-    def __call__(self) -> str:
-        return f"{self._prefix}{next(self._counter) % (1 << 40):010x}"
-
-
-_new_request_id = _RequestIds()
+_new_request_id = UnguessableIds(16)  # names a request in logs: 16 hex digits, as before
 
 
 def request_id(scope: dict[str, Any]) -> str:
