@@ -15,6 +15,7 @@ its head with its first chunk, not later).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -34,7 +35,11 @@ class GatewayHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         # The app uvicorn was given (GatewayApp): its state holds the Gateway once the lifespan has started.
         gateway = getattr(getattr(self.config.app, "state", None), "gateway", None)
-        if (gateway is not None and self.parser.get_method() == b"POST" and not self.parser.should_upgrade()
+        # Only when no earlier request of this connection is still being answered: HTTP/1.1 answers in
+        # order, so a refusal written now would be taken for the earlier request's answer. Behind one, the
+        # command goes the usual way (queued by uvicorn) and its handler refuses it, in order.
+        idle = self.cycle is None or self.cycle.response_complete
+        if (idle and gateway is not None and self.parser.get_method() == b"POST" and not self.parser.should_upgrade()
                 and _is_command(self.url)):
             reason = gateway.overload_reason()
             if reason is not None:
@@ -52,7 +57,9 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
         body = _JSON.encode(refusal.body())
         rid = request_id({"headers": self.headers})
-        keep_alive = self.parser.should_keep_alive()
+        # A client that sent "Expect: 100-continue" may never send the body it was not asked for: the bytes
+        # that follow could be its next request or the body, so the connection is closed after the answer.
+        keep_alive = self.parser.should_keep_alive() and not self.expect_100_continue
         head = [
             b"HTTP/1.1 503 Service Unavailable\r\n",
             *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
@@ -85,6 +92,9 @@ class _Refused:
     response_complete = True
     disconnected = False
     keep_alive = True
+
+    def __init__(self) -> None:
+        self.message_event = asyncio.Event()  # uvicorn sets it when the connection is lost
 
 
 class OneWriteCycle(RequestResponseCycle):

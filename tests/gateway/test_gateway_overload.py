@@ -176,3 +176,72 @@ def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usab
     assert health_status in (200, 503) and json.loads(health_body)  # the next request was read and answered
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
     http.close()
+
+
+def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals_leave_no_traceback(
+        gateway_url) -> None:
+    url, stack = gateway_url
+    http = httpx.Client(base_url=url, timeout=30)
+    rooms = []
+    for index in range(MAX_INFLIGHT + 2):
+        created = http.post("/rooms", json={"ruleset": "board", "player": "p", "room": f"order-{index}"})
+        assert created.status_code == 201, created.text
+        rooms.append((created.json()["room"], created.json()["token"]))
+    http.close()
+    host, port = url.removeprefix("http://").split(":")
+    body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+
+    def command(room: str, token: str, request_id: str, expect: bool = False) -> bytes:
+        return (f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nX-Request-ID: {request_id}\r\n"
+                + ("Expect: 100-continue\r\n" if expect else "")
+                + f"Content-Length: {len(body)}\r\n\r\n").encode() + (b"" if expect else body)
+
+    async def read_answers(reader: asyncio.StreamReader, count: int) -> bytes:
+        raw = b""
+        while raw.count(b"HTTP/1.1 ") < count or not raw.rstrip().endswith(b"}"):
+            chunk = await asyncio.wait_for(reader.read(65536), 10)
+            assert chunk, f"the connection closed after {raw!r}"
+            raw += chunk
+        return raw
+
+    async def scenario() -> tuple[bytes, bytes, bytes, list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            holding = asyncio.gather(*(client.post(
+                f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for room, token in rooms[:2]))
+            await asyncio.sleep(0.5)  # both slots held (the engine is paused)
+            # A health check and, pipelined behind it in the same write, a command the gateway must refuse
+            reader, writer = await asyncio.open_connection(host, int(port))
+            room, token = rooms[2]
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: first-in-line\r\n\r\n"
+                         + command(room, token, "behind-it"))
+            in_order = await read_answers(reader, 2)
+            writer.close()  # closing after a refusal: uvicorn's connection_lost runs on the refused cycle
+            # A refused command whose client waits for "100 Continue" before sending its body
+            reader, writer = await asyncio.open_connection(host, int(port))
+            room, token = rooms[3]
+            writer.write(command(room, token, "expecting", expect=True))
+            expecting = await read_answers(reader, 1)
+            after = await asyncio.wait_for(reader.read(65536), 10)
+            writer.close()
+            await asyncio.sleep(0.3)
+            return in_order, expecting, after, await holding
+
+    engine = stack.processes["engine"]
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        in_order, expecting, after, held = asyncio.run(scenario())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    # Then the answers come in the order of the requests: the health check's, then the refusal
+    (_, first_headers, _), (status, headers, payload) = _answers(in_order, 2)
+    assert first_headers["x-request-id"] == "first-in-line"
+    assert status == 503 and headers["x-request-id"] == "behind-it" and json.loads(payload)["code"] == "overloaded"
+    # and a refusal to a client expecting "100 Continue" closes the connection (no body to tell apart)
+    ((status, headers, _),) = _answers(expecting, 1)
+    assert status == 503 and headers.get("connection") == "close" and after == b""
+    # and no connection closed after a refusal left a traceback in the gateway's log
+    log = (stack.data_dir / "gateway.log").read_text(errors="replace")
+    assert "Traceback" not in log and "message_event" not in log, log[-2000:]
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
