@@ -87,6 +87,11 @@ class Projector:
         self._cluster = isinstance(client, RedisCluster)
         # Cluster only: shard -> (the cursor it reads from, the standing blocking XREAD).
         self._reads: dict[int, tuple[str, asyncio.Task]] = {}
+        # A shard whose batch failed (a corrupt entry, a room that cannot be loaded) is not read again until
+        # its pause ends (doubling, up to 5 s): it stalls visibly (lag) while the other shards go on.
+        self._paused_until: dict[int, float] = {}
+        self._pause_s: dict[int, float] = {}
+        self._failures: list[Exception] = []  # of the last batch (drain raises the first)
 
     # --- cursors and cached states -----------------------------------------------------------
 
@@ -118,7 +123,10 @@ class Projector:
         if self._cluster:
             replies = await self._read_each_shard(block_ms)
         else:
-            streams = {self.keys.feed(s): self.cursors[s] for s in self.shards}
+            streams = {self.keys.feed(s): self.cursors[s] for s in self.shards if not self._paused(s)}
+            if not streams:
+                await asyncio.sleep(min(self._pause_s.values(), default=0.1))
+                return 0
             replies = await self.client.xread(streams, count=self.batch_size, block=block_ms)
         self._last_read_full = any(len(entries) >= self.batch_size for _, entries in replies or [])
         batches = {self._feed_shard[text(stream)]: entries for stream, entries in replies or [] if entries}
@@ -147,11 +155,14 @@ class Projector:
         # one standing read per shard and take whichever answered (XREAD has no side effects, so a
         # read from a cursor that has moved on since is simply dropped).
         for shard in self.shards:
-            if shard not in self._reads:
+            if shard not in self._reads and not self._paused(shard):
                 cursor = self.cursors[shard]
                 read = self.client.xread({self.keys.feed(shard): cursor}, count=self.batch_size,
                                          block=block_ms)
                 self._reads[shard] = (cursor, asyncio.ensure_future(read))
+        if not self._reads:  # every shard paused after a failure
+            await asyncio.sleep(min(self._pause_s.values(), default=0.1))
+            return []
         await asyncio.wait([task for _, task in self._reads.values()], return_when=asyncio.FIRST_COMPLETED)
         replies = []
         for shard, (cursor, task) in list(self._reads.items()):
@@ -183,7 +194,10 @@ class Projector:
         """Apply everything in the feeds now (no waiting); events applied."""
         total = 0
         while True:
+            self._failures.clear()
             applied = await self.run_once(block_ms=None)
+            if self._failures:  # a shard that cannot be applied now will not be by waiting here
+                raise self._failures[0]
             total += applied
             if not applied and not await self.resync_moved_checkpoints() and await self._caught_up():
                 return total
@@ -246,18 +260,29 @@ class Projector:
             for shard, rooms in rooms_of.items():
                 pipe.hmget(self.keys.versions(shard), sorted(set(rooms)))
             replies = await pipe.execute()
-        ranges = self.store.parse_read_ranges(references, replies[:len(references)])
+        failed: dict[int, Exception] = {}
+        ranges: list = [None] * len(references)
+        for shard in batches:  # a missing event fails its own shard only
+            indexes = [i for i, (room, _, _) in enumerate(references) if self.keys.shard(room) == shard]
+            try:
+                parsed_ranges = self.store.parse_read_ranges([references[i] for i in indexes],
+                                                             [replies[i] for i in indexes])
+            except Exception as error:  # noqa: BLE001 - a corrupt log stalls its shard, never the others
+                failed[shard] = error
+                continue
+            for i, envelopes in zip(indexes, parsed_ranges, strict=True):
+                ranges[i] = envelopes
         projected = {room: int(value)
                      for (shard, rooms), values in zip(rooms_of.items(), replies[len(references):], strict=True)
                      for room, value in zip(sorted(set(rooms)), values, strict=True) if value is not None}
         parsed = [
             (room, envelope.version, envelope)
             for (room, _, _), envelopes in zip(references, ranges, strict=True)
-            for envelope in envelopes
+            for envelope in envelopes or ()
         ]
         skipped: set[str] = set()
         for room, version, envelope in parsed:
-            if version <= projected.get(room, 0) or room in skipped:
+            if version <= projected.get(room, 0) or room in skipped or self.keys.shard(room) in failed:
                 continue  # a rebuild already projected this version (it resets the checkpoint to an earlier entry)
             try:
                 current = staged[room] if room in staged else await self._state_before(room, version)
@@ -275,17 +300,27 @@ class Projector:
                 for staging in (staged, before, events, hashes):
                     staging.pop(room, None)
                 continue
+            except Exception as error:  # noqa: BLE001 - a room that cannot be folded stalls its shard only
+                failed[self.keys.shard(room)] = error
+                continue
             if room not in before:
                 before[room] = current
                 events[room] = []
             staged[room] = after
             hashes[room] = envelope.hash
             events[room].append((envelope, event))
-        updates: dict[int, list[RoomUpdate]] = {shard: [] for shard in batches}
+        for shard, error in failed.items():
+            self._pause_shard(shard, error)
+        for room in [room for room in staged if self.keys.shard(room) in failed]:
+            for staging in (staged, before, events, hashes):
+                staging.pop(room, None)
+        updates: dict[int, list[RoomUpdate]] = {shard: [] for shard in batches if shard not in failed}
         for room in staged:
             updates[self.keys.shard(room)].append(project_room(before[room], staged[room], events[room]))
         moved = await self._commit_many({shard: (updates[shard], text(entries[-1][0]))
-                                         for shard, entries in batches.items()})
+                                         for shard, entries in batches.items() if shard not in failed})
+        for shard in updates:
+            self._pause_s.pop(shard, None)  # a shard that went through starts its next failure's pause afresh
         # Only now, with the transactions applied, may the cache move on (a failed commit leaves it as it was).
         self._remember({room: (state, hashes[room]) for room, state in staged.items()
                         if self.keys.shard(room) not in moved})
@@ -311,14 +346,29 @@ class Projector:
             calls.append(writes.script_call(self.keys.checkpoint(shard), self.cursors[shard], last_id))
         replies = await self.store.evalsha_many([(self._commit_script, keys, args) for keys, args in calls])
         moved = []
+        errors = []
         for (shard, (_, last_id)), reply in zip(commits.items(), replies, strict=True):
             if isinstance(reply, Exception):
-                raise reply
-            if int(reply[0]) != 1:
+                errors.append(reply)  # raised below, once every shard that did commit has moved its cursor
+            elif int(reply[0]) != 1:
                 moved.append(shard)
             else:
                 self.cursors[shard] = last_id
+        if errors:
+            raise errors[0]
         return moved
+
+    def _paused(self, shard: int) -> bool:
+        return time.monotonic() < self._paused_until.get(shard, 0.0)
+
+    def _pause_shard(self, shard: int, error: Exception) -> None:
+        pause = min(self._pause_s.get(shard, 0.25) * 2, 5.0)
+        self._pause_s[shard] = pause
+        self._paused_until[shard] = time.monotonic() + pause
+        self._forget_shard(shard)
+        self._failures.append(error)
+        self.log.error("shard_batch_failed", shard=shard, error=f"{type(error).__name__}: {error}",
+                       retry_in_s=pause)
 
     # --- running ------------------------------------------------------------------------------
 

@@ -258,3 +258,27 @@ async def test_a_room_whose_rules_this_projector_lacks_is_skipped_and_caught_up_
         assert summary["ruleset"] in ("counter@2", "counter")
     finally:
         registry.unregister("counter", 2)
+
+
+async def test_a_shard_whose_log_is_damaged_stalls_alone_while_the_other_shards_are_projected(
+        redis_client, service, capfd):
+    keys = Keys(SHARDS)
+    healthy, damaged = "healthy-room", next(f"damaged-{n}" for n in range(100)
+                                            if keys.shard(f"damaged-{n}") != keys.shard("healthy-room"))
+    # Given two counter rooms on different shards, and the second room's event stream lost
+    for room in (healthy, damaged):
+        await send(service, room, "alice", {"kind": "create_room", "ruleset": "counter@1"}, 1_000, "create")
+        await send(service, room, "alice", {"kind": "join_room"}, 1_001, "join")
+        await send(service, room, "alice", {"kind": "add", "amount": 5}, 1_002, "add")
+    await redis_client.delete(keys.events(damaged))
+    live = projector(redis_client)
+    # When the projector applies the feeds
+    with pytest.raises(Exception, match="lacks a version"):
+        await live.drain()
+    # Then the healthy shard's room is projected and its checkpoint moved; the damaged shard's did not
+    models = ReadModels(redis_client, SHARDS)
+    assert await models.projected_version(healthy) == 3
+    assert await models.room(damaged) is None
+    assert await redis_client.get(keys.checkpoint(keys.shard(damaged))) is None
+    assert live._paused(keys.shard(damaged)) and not live._paused(keys.shard(healthy))
+    assert "shard_batch_failed" in capfd.readouterr().out
