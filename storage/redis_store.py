@@ -476,8 +476,14 @@ class RedisEventStore:
                 # execute_command: the Cluster pipeline refuses its evalsha() method, not the command itself.
                 pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
             if self.wait_replicas:
+                # WAIT counts this connection's last write. A retry that finds its commands already written
+                # ("dup", perhaps by a write whose own WAIT failed) writes nothing: one small write first makes
+                # the WAIT cover everything Redis took before it, on any connection (replication is in order).
+                pipe.execute_command("SET", replicated_key("{s00}", self.keys.prefix), 1)
                 pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
             replies = await pipe.execute(raise_on_error=False)
+        if self.wait_replicas:
+            replies.pop(-2)  # the SET's OK
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if self.wait_replicas:
             confirmed = replies.pop()

@@ -43,14 +43,14 @@ def primary_and_replica() -> Iterator[tuple[str, str]]:
                 assert time.monotonic() < deadline, "the replica did not connect"
                 time.sleep(0.05)
             follower.close()
-            yield primary.url, replica.url
+            yield primary.url, replica.url, replica.process
         finally:
             replica.stop()
             primary.stop()
 
 
-async def test_an_append_returns_only_once_a_replica_has_it(primary_and_replica: tuple[str, str]) -> None:
-    primary_url, replica_url = primary_and_replica
+async def test_an_append_returns_only_once_a_replica_has_it(primary_and_replica: tuple) -> None:
+    primary_url, replica_url, _ = primary_and_replica
     client = aioredis.Redis.from_url(primary_url)
     store = RedisEventStore(client, wait_replicas=1, wait_timeout_ms=5_000)
     try:
@@ -80,3 +80,32 @@ def test_the_engine_refuses_to_start_without_a_replica(redis_url: str, tmp_path:
     assert done.returncode != 0
     assert "ALMANAC_DURABILITY=replica needs a Redis with at least one connected replica" in done.stdout + done.stderr
     assert time.monotonic() - started < 30
+
+
+async def test_a_retry_that_finds_its_append_already_written_still_waits_for_the_replica(
+        primary_and_replica: tuple) -> None:
+    import signal  # noqa: PLC0415
+
+    primary_url, _, replica_process = primary_and_replica
+    envelopes = trivial_log(2, "retried-room")
+    first = aioredis.Redis.from_url(primary_url)
+    retry = aioredis.Redis.from_url(primary_url)  # another engine's connection: it never wrote anything
+    replica_process.send_signal(signal.SIGSTOP)  # connected, but acknowledging nothing
+    try:
+        # Given an append written on the primary whose WAIT found no replica acknowledging it
+        with pytest.raises(ReplicaWaitError):
+            await RedisEventStore(first, wait_replicas=1, wait_timeout_ms=200).append("retried-room", 0, "c1",
+                                                                                      envelopes)
+        # When the command is retried on another connection (the append finds it written: "dup")
+        # Then the retry is not answered either: its WAIT covers the earlier write too
+        with pytest.raises(ReplicaWaitError):
+            await RedisEventStore(retry, wait_replicas=1, wait_timeout_ms=200).append("retried-room", 0, "c1",
+                                                                                      envelopes)
+    finally:
+        replica_process.send_signal(signal.SIGCONT)
+    # And once the replica acknowledges again, the retry is answered as the duplicate it is
+    result = await RedisEventStore(retry, wait_replicas=1, wait_timeout_ms=5_000).append("retried-room", 0, "c1",
+                                                                                         envelopes)
+    assert result.duplicate
+    await first.aclose()
+    await retry.aclose()
