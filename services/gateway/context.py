@@ -8,6 +8,7 @@ import time
 import msgspec
 import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
+from redis.exceptions import RedisError
 
 from almanac.projections.read import ReadModels
 from almanac.services.bus import RateLimit, RateLimited, count as count_request
@@ -184,6 +185,10 @@ class Gateway:
                 await count_request(self.client, self.keys, room, limit)
             except RateLimited as refused:
                 raise self.rate_limits.token_refusal(refused.retry_ms) from None
+            except RedisError:
+                # The request is refused anyway (the caller re-raises its 4xx): a store that cannot count it
+                # must not turn that answer into a 503.
+                pass
 
     async def _submit(self, record: CommandRecord, admit: bool, limit: RateLimit | None = None) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000

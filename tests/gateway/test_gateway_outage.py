@@ -80,6 +80,10 @@ def test_while_redis_is_down_every_route_is_503_and_health_waits_for_the_engine(
         assert_unavailable(api.post("/rooms/outage/end", json={}, headers=headers))
         down = api.get("/health")
         assert down.status_code == 503 and down.json()["status"] == "down" and down.headers["Retry-After"]
+        # A command refused for itself before any read (its body is invalid) keeps its 4xx: only its count
+        # against the token's rate limit needed the store.
+        invalid = api.post("/rooms/outage/commands", json={"command": ELEMENT, "surprise": 1}, headers=headers)
+        assert invalid.status_code == 422 and invalid.json()["field"] == "surprise", invalid.text
 
         # When Redis comes back while the engine has not yet worked again (held still here, to be sure)...
         engine = stack.processes["engine"]
