@@ -102,6 +102,26 @@ class FailoverCluster(RedisCluster):
         await super().aclose()
 
 
+async def _node_pipeline(node: ClusterNode, cmds: list) -> None:
+    """redis-py's ``ClusterNode.execute_pipeline``, giving its connection back when the send fails: redis-py
+    keeps a connection whose send raised out of the node's pool for good, so a node that keeps failing
+    (a failover) would use up its connections one failed pipeline at a time."""
+    connection = node.acquire_connection()
+    try:
+        await connection.send_packed_command(connection.pack_commands(cmd.args for cmd in cmds), False)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await connection.disconnect()  # its state is unknown: it connects afresh when next used
+        node._free.append(connection)
+        raise
+    for cmd in cmds:
+        try:
+            cmd.result = await node.parse_response(connection, cmd.args[0], **cmd.kwargs)
+        except Exception as error:  # noqa: BLE001 - the command's result, as in redis-py
+            cmd.result = error
+    node._free.append(connection)
+
+
 class _FailoverPipeline(ClusterPipeline):
     """A Cluster pipeline whose commands for a dead node fail alone, at once.
 
@@ -142,7 +162,7 @@ class _FailoverPipeline(ClusterPipeline):
                 cmd.result = error  # e.g. a slot no live primary covers: this command alone
                 continue
             nodes.setdefault(targets[0].name, (targets[0], []))[1].append(cmd)
-        failures = await asyncio.gather(*(node.execute_pipeline(cmds) for node, cmds in nodes.values()),
+        failures = await asyncio.gather(*(_node_pipeline(node, cmds) for node, cmds in nodes.values()),
                                         return_exceptions=True)
         for (_node, cmds), failure in zip(nodes.values(), failures, strict=True):
             if isinstance(failure, BaseException):
