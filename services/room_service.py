@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import secrets
 from collections import OrderedDict
@@ -164,25 +165,38 @@ class RoomService:
         writes: list[tuple[list[list[_Decided]], Awaitable]] = []
         held: list[list[_Decided]] = []  # decided shards not yet sent
         count = 0
-        for shard_rooms in shards.values():
-            decided: list[_Decided] = []
-            for room in shard_rooms:
-                await self._decide_room(records, rooms[room], results, decided, receipts)
-            if not decided:
-                continue
-            if count >= EARLY_WRITE:
-                # Enough to be worth a send of its own: it goes out now, and Redis applies it while the
-                # next shards are decided. Fewer wait and go in one send with the rest (a send costs more
-                # than the overlap saves when a batch is small).
-                groups = [[d[1] for d in group] for group in held]
-                writes.append((held, asyncio.ensure_future(self.store.write_ordered_shards(groups))))
-                await asyncio.sleep(0)
-                held, count = [], 0
-            held.append(decided)
-            count += len(decided)
+        try:
+            for shard_rooms in shards.values():
+                decided: list[_Decided] = []
+                for room in shard_rooms:
+                    await self._decide_room(records, rooms[room], results, decided, receipts)
+                if not decided:
+                    continue
+                if count >= EARLY_WRITE:
+                    # Enough to be worth a send of its own: it goes out now, and Redis applies it while the
+                    # next shards are decided. Fewer wait and go in one send with the rest (a send costs more
+                    # than the overlap saves when a batch is small).
+                    groups = [[d[1] for d in group] for group in held]
+                    writes.append((held, asyncio.ensure_future(self.store.write_ordered_shards(groups))))
+                    await asyncio.sleep(0)
+                    held, count = [], 0
+                held.append(decided)
+                count += len(decided)
+        except BaseException:
+            # Deciding failed (Redis, while looking up an earlier outcome): the writes already sent still
+            # take effect, so they are awaited and their rooms' cached states move on before the error goes up.
+            with contextlib.suppress(BaseException):
+                await self._collect(records, writes, results)
+            raise
         if held:  # the last send (often the only one): no task, and the caller's ``last_write`` if given
             groups = [[d[1] for d in group] for group in held]
             writes.append((held, (last_write or self.store.write_ordered_shards)(groups)))
+        await self._collect(records, writes, results)
+        return results
+
+    async def _collect(self, records: list[CommandRecord], writes: list[tuple[list[list[_Decided]], Awaitable]],
+                       results: list[Outcome | Exception | None]) -> None:
+        """Await every send of the batch and record what each write did (the first failure raised after)."""
         failure: BaseException | None = None
         for decided_groups, write in reversed(writes):  # the last first: it is sent only when awaited
             try:
@@ -194,7 +208,6 @@ class RoomService:
                 await self._written(records, decided, written, results)
         if failure is not None:
             raise failure  # the shard's entries stay pending (Redis error) and are re-processed
-        return results
 
     async def _decide_room(self, records: list[CommandRecord], indexes: list[int],
                            results: list[Outcome | Exception | None], decided: list[_Decided],

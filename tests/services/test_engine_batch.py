@@ -114,3 +114,46 @@ async def test_a_room_that_cannot_be_loaded_holds_back_its_commands_only(monkeyp
                                          cmd("r1", 2, {"kind": "add", "amount": 1})])
     assert isinstance(results[0], CorruptEventError) and results[2] is None
     assert isinstance(results[1], Outcome) and results[1].accepted
+
+
+async def test_when_deciding_fails_the_writes_already_sent_are_awaited_and_their_rooms_move_on(monkeypatch) -> None:
+    """Given a batch long enough that its first shards' writes are sent while the rest is decided, when a
+    later command's decision fails on the store (Redis, looking up an earlier outcome), then the error goes
+    up, and the writes already sent took effect and were recorded: their rooms decide on without conflict."""
+    from redis.exceptions import ConnectionError as RedisConnectionError  # noqa: PLC0415
+
+    from almanac.services.room_service import EARLY_WRITE  # noqa: PLC0415
+    from almanac.storage.keys import shard_of  # noqa: PLC0415
+
+    store = MemoryEventStore(shard_count=4_096)
+    service = RoomService(store)
+    rooms = []
+    for number in range(10_000):  # rooms on shards of their own, the failing one last
+        room = f"e{number}"
+        if shard_of(room, 4_096) not in {shard_of(r, 4_096) for r in rooms}:
+            rooms.append(room)
+        if len(rooms) == EARLY_WRITE + 5:
+            break
+    for room in rooms:
+        await store.save_seed(room, SEED)
+    await service.handle_many([cmd(r, 0, {"kind": "create_room", "ruleset": "counter"}) for r in rooms])
+    failing = rooms[-1]
+
+    async def unreachable(room, command_id):
+        raise RedisConnectionError("the store went away")
+
+    monkeypatch.setattr(store, "outcome", unreachable)
+    batch = [cmd(r, 1, {"kind": "join_room"}) for r in rooms[:-1]]
+    batch.append(cmd(failing, 1, {"kind": "add", "amount": "lots"}))  # invalid: its id's outcome is looked up
+    try:
+        await service.handle_many(batch)
+    except RedisConnectionError:
+        pass
+    else:
+        raise AssertionError("the store's failure did not go up")
+    monkeypatch.undo()
+    joined = [r for r in rooms[:-1] if len(await store.read(r)) == 2]
+    assert len(joined) >= EARLY_WRITE  # the early send took effect
+    followed = await service.handle_many([cmd(r, 2, {"kind": "add", "amount": 1}) for r in joined])
+    assert all(isinstance(o, Outcome) and o.accepted for o in followed), followed
+    assert service.conflicts == 0  # the cached states had moved on with the early writes
