@@ -386,6 +386,10 @@ class Engine:
         await self._send_done()  # acknowledged first, or the pending read below would hand them back
         if self._unsent_acks.get(shard):
             raise RedisConnectionError(f"the acknowledgements of shard {shard} could not be sent")
+        # After a Redis failure a write may have taken effect without its reply reaching us: the shard's
+        # cached room states are loaded again, so no command (a refusal is recorded without a version
+        # check) is decided against a state the log has moved past.
+        self.service.loader.forget_where(lambda room: self.keys.shard(room) == shard)
         stream = self.keys.shard_commands(shard)
         try:
             await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
