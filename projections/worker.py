@@ -247,42 +247,35 @@ class Projector:
         hashes: dict[str, str] = {}
         before: dict[str, RoomState | None] = {}
         events: dict[str, list] = {}
-        references = [
-            (text(_field(fields, "r")), int(_field(fields, "v")), int(_field(fields, "l")))
-            for entries in batches.values() for _, fields in entries
-        ]
-        rooms_of: dict[int, list[str]] = {shard: [] for shard in batches}
-        for room, _, _ in references:
-            rooms_of[self.keys.shard(room)].append(room)
+        # A shard's feed names only its own rooms: each batch's references, reads and failures are its own.
+        references = {shard: [(text(_field(fields, "r")), int(_field(fields, "v")), int(_field(fields, "l")))
+                              for _, fields in entries]
+                      for shard, entries in batches.items()}
+        rooms_of = {shard: sorted({room for room, _, _ in refs}) for shard, refs in references.items()}
         # One round trip: the events the feeds name, and what each shard's rows already project.
         async with self.store.stream_reads.pipeline(transaction=False) as pipe:
-            self.store.queue_read_ranges(pipe, references)
+            for refs in references.values():
+                self.store.queue_read_ranges(pipe, refs)
             for shard, rooms in rooms_of.items():
-                pipe.hmget(self.keys.versions(shard), sorted(set(rooms)))
+                pipe.hmget(self.keys.versions(shard), rooms)
             replies = await pipe.execute()
+        reads = iter(replies)
         failed: dict[int, Exception] = {}
-        ranges: list = [None] * len(references)
-        for shard in batches:  # a missing event fails its own shard only
-            indexes = [i for i, (room, _, _) in enumerate(references) if self.keys.shard(room) == shard]
+        parsed = []
+        for shard, refs in references.items():
+            shard_reads = [next(reads) for _ in refs]
             try:
-                parsed_ranges = self.store.parse_read_ranges([references[i] for i in indexes],
-                                                             [replies[i] for i in indexes])
+                ranges = self.store.parse_read_ranges(refs, shard_reads)
             except Exception as error:  # noqa: BLE001 - a corrupt log stalls its shard, never the others
                 failed[shard] = error
                 continue
-            for i, envelopes in zip(indexes, parsed_ranges, strict=True):
-                ranges[i] = envelopes
-        projected = {room: int(value)
-                     for (shard, rooms), values in zip(rooms_of.items(), replies[len(references):], strict=True)
-                     for room, value in zip(sorted(set(rooms)), values, strict=True) if value is not None}
-        parsed = [
-            (room, envelope.version, envelope)
-            for (room, _, _), envelopes in zip(references, ranges, strict=True)
-            for envelope in envelopes or ()
-        ]
+            parsed += [(shard, room, envelope.version, envelope)
+                       for (room, _, _), envelopes in zip(refs, ranges, strict=True) for envelope in envelopes]
+        projected = {room: int(value) for (shard, rooms), values in zip(rooms_of.items(), reads, strict=True)
+                     for room, value in zip(rooms, values, strict=True) if value is not None}
         skipped: set[str] = set()
-        for room, version, envelope in parsed:
-            if version <= projected.get(room, 0) or room in skipped or self.keys.shard(room) in failed:
+        for shard, room, version, envelope in parsed:
+            if version <= projected.get(room, 0) or room in skipped or shard in failed:
                 continue  # a rebuild already projected this version (it resets the checkpoint to an earlier entry)
             try:
                 current = staged[room] if room in staged else await self._state_before(room, version)
@@ -301,7 +294,7 @@ class Projector:
                     staging.pop(room, None)
                 continue
             except Exception as error:  # noqa: BLE001 - a room that cannot be folded stalls its shard only
-                failed[self.keys.shard(room)] = error
+                failed[shard] = error
                 continue
             if room not in before:
                 before[room] = current

@@ -273,7 +273,7 @@ class RedisEventStore:
                                 envelopes=envelopes, command_record=command_record)
         script_keys, args = self._append_call(request)
         if self.wait_replicas:
-            reply = (await self._evalsha_many([(self._append, script_keys, args)]))[0]
+            reply = (await self.evalsha_many([(self._append, script_keys, args)]))[0]
             if isinstance(reply, Exception):
                 raise reply
             return self._append_result(request, reply)
@@ -354,7 +354,7 @@ class RedisEventStore:
                 script_args += [len(call_args) - 4, *call_args]
             calls.append((self._append_many, script_keys, script_args))
         calls += [(self._reject, *self._reject_call(r)) for r in rejections]
-        replies = await self._evalsha_many(calls)
+        replies = await self.evalsha_many(calls)
         append_replies: list = [None] * len(appends)
         for indexes, reply in zip(by_shard.values(), replies[: len(by_shard)], strict=True):
             for position, index in enumerate(indexes):
@@ -376,7 +376,7 @@ class RedisEventStore:
             return []
         script_keys, script_args = self._ordered_call(requests)
         if self.wait_replicas or not isinstance(self.client, aioredis.Redis):
-            (reply,) = await self._evalsha_many([(self._write_ordered, script_keys, script_args)])
+            (reply,) = await self.evalsha_many([(self._write_ordered, script_keys, script_args)])
         else:
             # One call, no pipeline: the engine's most frequent write (a batch of one shard) pays no
             # pipeline machinery. NOSCRIPT (a server restarted without its script cache) did nothing: load, again.
@@ -399,7 +399,7 @@ class RedisEventStore:
         """``write_ordered`` of several shards in ONE pipeline (one send): a small batch spans a few shards."""
         if len(groups) == 1:
             return [await self.write_ordered(groups[0])]
-        replies = await self._evalsha_many([(self._write_ordered, *self._ordered_call(group)) for group in groups])
+        replies = await self.evalsha_many([(self._write_ordered, *self._ordered_call(group)) for group in groups])
         return [self.ordered_results(group, reply) for group, reply in zip(groups, replies, strict=True)]
 
     def ordered_command(self, requests: list[AppendRequest | RejectRequest]) -> tuple:
@@ -458,7 +458,7 @@ class RedisEventStore:
                     results.append(conflict)
         return results
 
-    async def _evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
+    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
         """The calls as EVALSHA in one pipeline (on a Cluster: grouped by node, the nodes sent concurrently).
 
         Scripts are loaded once up front (on a Cluster, on every primary) rather than checked before
@@ -608,10 +608,6 @@ class RedisEventStore:
             self.queue_read_ranges(pipe, ranges)
             replies = await pipe.execute()
         return self.parse_read_ranges(ranges, replies)
-
-    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
-        """Script calls of any module (the projector's commits) in one pipeline, as the store sends its own."""
-        return await self._evalsha_many(calls)
 
     def queue_read_ranges(self, pipe: Any, ranges: list[tuple[str, int, int]]) -> None:
         """Queue ``read_ranges``' reads on a pipeline of ``stream_reads`` (to share a round trip with others)."""
