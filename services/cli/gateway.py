@@ -289,7 +289,7 @@ class Stack:
         # The gateway first (no new commands), then the engine, then the projector drains what is left.
         for service in ("gateway", "engine", "projector"):
             group = [child for name, child in self.children.items()
-                     if self._child_specs.get(name, (name, {}))[0] == service and child.poll() is None]
+                     if self._child_specs[name][0] == service and child.poll() is None]
             for child in group:  # every process of a service stops together, then the next service
                 child.send_signal(signal.SIGTERM)
             for child in group:

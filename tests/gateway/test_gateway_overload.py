@@ -113,6 +113,17 @@ def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gatewa
     asyncio.run(_storm(gateway_url[0], redis_url))
 
 
+def _open_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]:
+    """(room, token) of ``count`` new board rooms, each with player p seated."""
+    rooms = []
+    with httpx.Client(base_url=url, timeout=30) as http:
+        for index in range(count):
+            created = http.post("/rooms", json={"ruleset": "board", "player": "p", "room": f"{prefix}-{index}"})
+            assert created.status_code == 201, created.text
+            rooms.append((created.json()["room"], created.json()["token"]))
+    return rooms
+
+
 def _answers(raw: bytes, count: int) -> list[tuple[int, dict[str, str], bytes]]:
     """``count`` HTTP/1.1 answers (status, headers, body) parsed from one connection's bytes."""
     answers = []
@@ -128,12 +139,7 @@ def _answers(raw: bytes, count: int) -> list[tuple[int, dict[str, str], bytes]]:
 
 def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usable(gateway_url) -> None:
     url, stack = gateway_url
-    http = httpx.Client(base_url=url, timeout=30)
-    rooms = []
-    for index in range(MAX_INFLIGHT + 1):
-        created = http.post("/rooms", json={"ruleset": "board", "player": "p", "room": f"held-{index}"})
-        assert created.status_code == 201, created.text
-        rooms.append((created.json()["room"], created.json()["token"]))
+    rooms = _open_rooms(url, "held", MAX_INFLIGHT + 1)
     engine = stack.processes["engine"]
     engine.send_signal(signal.SIGSTOP)  # nothing is decided: the commands sent now hold their slots
     try:
@@ -175,19 +181,12 @@ def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usab
     assert refusal["code"] == "overloaded" and refusal["message"]
     assert health_status in (200, 503) and json.loads(health_body)  # the next request was read and answered
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
-    http.close()
 
 
 def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals_leave_no_traceback(
         gateway_url) -> None:
     url, stack = gateway_url
-    http = httpx.Client(base_url=url, timeout=30)
-    rooms = []
-    for index in range(MAX_INFLIGHT + 2):
-        created = http.post("/rooms", json={"ruleset": "board", "player": "p", "room": f"order-{index}"})
-        assert created.status_code == 201, created.text
-        rooms.append((created.json()["room"], created.json()["token"]))
-    http.close()
+    rooms = _open_rooms(url, "order", MAX_INFLIGHT + 2)
     host, port = url.removeprefix("http://").split(":")
     body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
 
