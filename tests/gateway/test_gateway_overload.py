@@ -71,7 +71,7 @@ def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         stack.stop()
 
 
-async def _storm(url: str, redis_url: str) -> None:
+async def _storm(url: str, redis_url: str, engine) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=30,
                                  limits=httpx.Limits(max_connections=PLAYERS)) as http:
         rooms = []
@@ -85,7 +85,15 @@ async def _storm(url: str, redis_url: str) -> None:
                                    json={"command": {"kind": "place_element", "row": 5, "column": 5},
                                          "command_id": "storm"})
 
-        answers = await asyncio.gather(*(move(room, token) for room, token, _ in rooms))
+        # The engine is held still while the storm arrives, so the two slots are surely taken (a fast engine
+        # answered all 60 one after another, and nothing was refused), then let go to decide what was let in.
+        engine.send_signal(signal.SIGSTOP)
+        try:
+            storm = asyncio.ensure_future(asyncio.gather(*(move(room, token) for room, token, _ in rooms)))
+            await asyncio.sleep(1.0)
+        finally:
+            engine.send_signal(signal.SIGCONT)
+        answers = await storm
 
     statuses = [answer.status_code for answer in answers]
     refused = [answer for answer in answers if answer.status_code == 503]
@@ -110,7 +118,7 @@ async def _storm(url: str, redis_url: str) -> None:
 
 
 def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gateway_url, redis_url: str) -> None:
-    asyncio.run(_storm(gateway_url[0], redis_url))
+    asyncio.run(_storm(gateway_url[0], redis_url, gateway_url[1].processes["engine"]))
 
 
 def _open_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]:
