@@ -76,6 +76,13 @@ async def rebuild(
     return done
 
 
+async def rebuild_shard(client: Any, store: RedisEventStore, keys: Keys, shard: int,
+                        on_room: Callable[[str], None] | None = None) -> int:
+    """Rebuild every read model of one shard from its rooms' streams, its checkpoint set to the feed head
+    read first; the number of rooms. (A projector starting with no checkpoint on a trimmed feed.)"""
+    return await _rebuild_shard_fully(client, client.register_script(COMMIT_SCRIPT), store, keys, shard, on_room)
+
+
 async def _rebuild_shard_fully(client: Any, script: Any, store: RedisEventStore, keys: Keys, shard: int,
                                on_room: Callable[[str], None] | None) -> int:
     head = await client.xrevrange(keys.feed(shard), "+", "-", count=1)

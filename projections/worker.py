@@ -19,11 +19,15 @@ from almanac.events.room import RoomState
 from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
 from almanac.projections.models import RoomUpdate, project_room
+from almanac.projections.rebuild import rebuild_shard
 from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
+from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
 
 START = "0-0"
+# The heartbeat loop trims the applied part of the shard feeds this often (storage.retention).
+TRIM_EVERY_S = 5.0
 
 
 class CheckpointMoved(Exception):
@@ -56,6 +60,7 @@ class Projector:
         heartbeat_ttl_ms: int = 5_000,
         cache_size: int = 10_000,
         prefix: str = "alm",
+        feed_retain_ms: int = 300_000,
     ) -> None:
         self.client = client
         self.shard_count = shard_count
@@ -84,6 +89,8 @@ class Projector:
         self.started_at_ms = int(time.time() * 1000)
         self.last_batch_at_ms = 0
         self._commit_script = client.register_script(COMMIT_SCRIPT)
+        self._trimmer = StreamTrimmer(client, feed_retain_ms)
+        self.feed_entries_trimmed = 0
         self._cluster = isinstance(client, RedisCluster)
         # Cluster only: shard -> (the cursor it reads from, the standing blocking XREAD).
         self._reads: dict[int, tuple[str, asyncio.Task]] = {}
@@ -96,11 +103,32 @@ class Projector:
     # --- cursors and cached states -----------------------------------------------------------
 
     async def load_checkpoints(self) -> None:
+        """Read each shard's checkpoint. A shard with none whose feed was trimmed cannot be read from its
+        start: it is rebuilt from the room streams first, which sets its checkpoint (projections.rebuild)."""
+        values = await self._checkpoints()
+        missing = [shard for shard, value in zip(self.shards, values, strict=True) if value is None]
+        rebuilt = [shard for shard in missing if await feed_was_trimmed(self.client, self.keys.feed(shard))]
+        for shard in rebuilt:
+            rooms = await rebuild_shard(self.client, self.store, self.keys, shard)
+            self.log.warning("shard_rebuilt", shard=shard, rooms=rooms,
+                             reason="no checkpoint, and the feed's start was trimmed")
+        if rebuilt:
+            values = await self._checkpoints()
+        self.cursors = {s: text(v) if v is not None else START for s, v in zip(self.shards, values, strict=True)}
+
+    async def _checkpoints(self) -> list[Any]:
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in self.shards:
                 pipe.get(self.keys.checkpoint(shard))
-            values = await pipe.execute()
-        self.cursors = {s: text(v) if v is not None else START for s, v in zip(self.shards, values, strict=True)}
+            return await pipe.execute()
+
+    async def trim_feeds(self) -> int:
+        """Drop the applied, retained-long-enough entries of this projector's shard feeds; entries removed."""
+        removed = 0
+        for shard in self.shards:
+            removed += await self._trimmer.trim_feed(self.keys.feed(shard), self.keys.checkpoint(shard))
+        self.feed_entries_trimmed += removed
+        return removed
 
     def _forget_shard(self, shard: int) -> None:
         self.loader.forget_where(lambda room: self.keys.shard(room) == shard)
@@ -401,6 +429,7 @@ class Projector:
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         interval = self.heartbeat_ttl_ms / 5000
         last_events, last_at = self.events_applied, time.monotonic()
+        trimmed_at = 0.0
         while not stop.is_set():
             now = time.monotonic()
             rate = (self.events_applied - last_events) / max(now - last_at, 1e-6)
@@ -409,6 +438,12 @@ class Projector:
                 await self.publish_status(rate)
             except RedisError as error:
                 self.log.warning("heartbeat_failed", error=str(error))
+            if now - trimmed_at >= TRIM_EVERY_S:
+                trimmed_at = now
+                try:
+                    await self.trim_feeds()
+                except Exception as error:  # noqa: BLE001 - trimming never stops the heartbeat; next round
+                    self.log.warning("trim_failed", error=f"{type(error).__name__}: {error}")
             await _sleep_or_stop(stop, interval)
         try:
             await self.client.delete(self.keys.heartbeat(self.name))
@@ -432,6 +467,7 @@ class Projector:
             "events_per_s": round(events_per_s, 1),
             "last_batch_at_ms": self.last_batch_at_ms,
             "cached_rooms": len(self.loader),
+            "feed_entries_trimmed": self.feed_entries_trimmed,
         }
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.heartbeat(self.name), encode_json(status), px=self.heartbeat_ttl_ms)

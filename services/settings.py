@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     # runs without AOF), "aof" (the embedded Redis appends to its AOF, fsync every second), "replica" (the
     # engine's append pipeline ends with WAIT 1: no outcome before one replica has the events).
     durability: Literal["memory", "aof", "replica"] = _env("ALMANAC_DURABILITY", "aof")
+    # Consumed entries of the shard command streams (acknowledged by the engine) and feeds (applied by the
+    # projector) are trimmed once older than this (storage.retention); the room event streams never are.
+    stream_retain_s: int = _env("ALMANAC_STREAM_RETAIN_S", 300)
     # Gateway
     http_host: str = _env("ALMANAC_HTTP_HOST", "127.0.0.1")
     http_port: int = _env("ALMANAC_HTTP_PORT", 8000)
@@ -92,7 +95,7 @@ class Settings(BaseSettings):
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
         return value
 
-    @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms")
+    @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms", "stream_retain_s")
     @classmethod
     def _not_negative(cls, value: int, info: ValidationInfo) -> int:
         if value < 0:

@@ -27,6 +27,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         max_attempts=settings.max_attempts,
         snapshot_every=settings.snapshot_every,
         durability=settings.durability,
+        stream_retain_ms=settings.stream_retain_s * 1000,
     )
 
 

@@ -34,6 +34,7 @@ from almanac.services.room_service import Outcome, RoomService
 from almanac.storage.base import Receipt
 from almanac.storage.keys import Keys, attempts_key
 from almanac.storage.redis_store import RedisEventStore
+from almanac.storage.retention import StreamTrimmer
 
 GROUP = "engine"
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
@@ -44,6 +45,8 @@ LEASE_RETRY_S = 0.2
 # Errors of the connection (or of a Cluster failing over), not of the command: never counted as a
 # command's attempt, so no command is dead-lettered because a node died under it.
 INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, *CLUSTER_ERRORS)
+# How often the lease loop trims the held shards' command streams (storage.retention): one script per shard.
+TRIM_EVERY_S = 5.0
 
 # Count one failed attempt of a stream entry; a different failure reason starts the count again.
 # KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
@@ -83,6 +86,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     block_ms: int = 100
     prefix: str = "alm"
     durability: str = "aof"  # settings.durability; "replica": every append waits for one replica (WAIT)
+    stream_retain_ms: int = 300_000  # acknowledged commands kept this long in the command streams
 
 
 class DurabilityError(Exception):
@@ -145,6 +149,8 @@ class Engine:
         # structlog's filtering logger: skip building command.done lines that would be dropped.
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
         self._line = BatchLine(client)
+        self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
+        self._trimmed_at = 0.0
         self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
                                              config.batch_size, config.block_ms)
 
@@ -202,8 +208,22 @@ class Engine:
                 self._redis_error_ms = int(time.time() * 1000)
                 self.log.warning("lease.redis_unreachable", error=str(error))
                 pause = min(interval, LEASE_RETRY_S)
+            if time.monotonic() - self._trimmed_at >= TRIM_EVERY_S:
+                await self._trim_command_streams()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), pause)
+
+    async def _trim_command_streams(self) -> None:
+        """Drop the acknowledged, retained-long-enough entries of the held shards' command streams."""
+        self._trimmed_at = time.monotonic()
+        removed = 0
+        for shard in self.leases.held:
+            try:
+                removed += await self._trimmer.trim_commands(self.keys.shard_commands(shard))
+            except Exception as error:  # noqa: BLE001 - never stops the lease loop; the next round trims it
+                self.log.warning("trim.skipped", shard=shard, error=f"{type(error).__name__}: {error}")
+        if removed:
+            self.metrics.count("commands_trimmed", removed)
 
     async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
         name = self.config.name

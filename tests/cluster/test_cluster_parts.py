@@ -214,3 +214,25 @@ async def test_durability_replica_without_replicas_answers_no_write_as_confirmed
     assert all(isinstance(result, ReplicaWaitError) for result in appended), appended
     with pytest.raises(DurabilityError, match="every Cluster primary"):
         await require_replica(cluster)
+
+
+async def test_command_streams_and_feeds_are_trimmed_on_every_node(cluster):
+    from almanac.storage.retention import StreamTrimmer, feed_was_trimmed  # noqa: PLC0415
+
+    keys = Keys(SHARDS)
+    trimmer = StreamTrimmer(cluster, retain_ms=0)
+    shards = range(SHARDS)
+    assert len({cluster.get_node_from_key(keys.shard_commands(shard)).name for shard in shards}) == 3
+    for shard in shards:
+        stream, feed = keys.shard_commands(shard), keys.feed(shard)
+        ids = [await cluster.xadd(stream, {"__data__": b"x"}) for _ in range(250)]
+        feed_ids = [await cluster.xadd(feed, {"r": "room"}) for _ in range(250)]
+        await cluster.xgroup_create(stream, "engine", id="0")
+        read = await cluster.xreadgroup("engine", "e1", {stream: ">"}, count=250)
+        await cluster.xack(stream, "engine", *[entry_id for entry_id, _ in read[0][1]][:200])
+        await cluster.set(keys.checkpoint(shard), feed_ids[199])
+
+        assert 100 <= await trimmer.trim_commands(stream) <= 200
+        assert 100 <= await trimmer.trim_feed(feed, keys.checkpoint(shard)) <= 199
+        assert (await cluster.xrange(stream, count=1))[0][0] <= ids[200]  # the first pending entry stays
+        assert await feed_was_trimmed(cluster, feed)
