@@ -18,6 +18,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
     NoScriptError,
+    OutOfMemoryError,
     ResponseError,
     TimeoutError as RedisTimeoutError,
 )
@@ -42,9 +43,11 @@ GROUP = "engine"
 METRICS_FLUSH_S = 0.5
 # The lease loop's next tick after a lease was lost or its node did not answer (instead of lease_ms/3).
 LEASE_RETRY_S = 0.2
-# Errors of the connection (or of a Cluster failing over), not of the command: never counted as a
-# command's attempt, so no command is dead-lettered because a node died under it.
-INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, *CLUSTER_ERRORS)
+# Errors of the connection (or of a Cluster failing over, or of a full Redis refusing writes), not of the
+# command: never counted as a command's attempt, so no command is dead-lettered because a node died under
+# it or ran out of memory; it stays pending and is retried once Redis takes writes again.
+INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, OutOfMemoryError, ConnectionError, OSError,
+                         *CLUSTER_ERRORS)
 # How often the lease loop trims the held shards' command streams (storage.retention): one script per shard.
 TRIM_EVERY_S = 5.0
 
@@ -313,11 +316,18 @@ class Engine:
                 backoff = backoff if self._cluster else min(backoff * 2, 5.0)
             except ResponseError as error:
                 await self._line.reset()
-                if "NOGROUP" not in str(error):
-                    raise
-                # The stream or group vanished (a flush, a restart without persistence): set it up again.
-                self.log.warning("consume.group_missing", error=str(error))
                 self._needs_takeover.update(held)
+                if "NOGROUP" in str(error):
+                    # The stream or group vanished (a flush, a restart without persistence): set it up again.
+                    self.log.warning("consume.group_missing", error=str(error))
+                    continue
+                # Redis refused a read or an acknowledgement (MISCONF: it cannot persist; BUSY: a script
+                # runs too long): the loop must outlive it while this engine holds the leases, or its shards
+                # stall for good. What was read stays pending.
+                self._redis_error_ms = int(time.time() * 1000)
+                self.log.error("consume.redis_refused", error=f"{type(error).__name__}: {error}", retry_in_s=backoff)
+                await self._pause(backoff)
+                backoff = min(backoff * 2, 5.0)
             except Exception:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
                 await self._line.reset()
                 self.log.exception("consume.unexpected_error", retry_in_s=backoff)

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from redis.exceptions import (
     ClusterError,
     ConnectionError as RedisConnectionError,
+    OutOfMemoryError,
     ReadOnlyError,
     TimeoutError as RedisTimeoutError,
 )
@@ -62,9 +63,9 @@ def internal_error(scope: dict[str, Any]) -> ApiError:
 
 # Redis cannot be reached or cannot take writes (refused, timed out, loading, a Cluster without a quorum,
 # a read-only replica, a Cluster failing over: CLUSTERDOWN, TRYAGAIN, a slot without a primary, MOVED
-# loops): the request is answered 503 store_unavailable, never 500.
+# loops; a full Redis refusing writes, OOM): the request is answered 503 store_unavailable, never 500.
 STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, ClusterError, ReadOnlyError,
-                                             ConnectionError, *CLUSTER_ERRORS)
+                                             OutOfMemoryError, ConnectionError, *CLUSTER_ERRORS)
 STORE_RETRY_AFTER_S = 2
 OVERLOAD_RETRY_AFTER_S = 1
 
@@ -119,9 +120,10 @@ def store_unavailable(app: Any, error: Exception, path: str) -> ApiError:
     if gateway is not None:
         gateway.note_store_outage()
     log.warning("store_unavailable", path=path, error=type(error).__name__)
+    what = "is full (out of memory) and refuses writes" if isinstance(error, OutOfMemoryError) else "cannot be reached"
     return ApiError(
         503, "store_unavailable",
-        "the event store (Redis) cannot be reached; retry after Retry-After seconds. A command may or may not "
+        f"the event store (Redis) {what}; retry after Retry-After seconds. A command may or may not "
         "have been queued: resend it with the same command_id (commands are idempotent by id)",
         headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
     )

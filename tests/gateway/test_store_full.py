@@ -1,0 +1,151 @@
+"""A full Redis (maxmemory reached, noeviction) refuses commands with 503; nothing is set aside or lost.
+
+Given a real stack (engine and gateway processes) on its own Redis, when that Redis runs out of memory,
+then a command is answered 503 ``store_unavailable`` with Retry-After (never a 500), the engine neither
+counts the failures as the command's attempts nor moves it to the dead letters, and once memory is freed
+the same command, resent with its id, is accepted exactly once.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import asyncio
+import threading
+
+import httpx
+import pytest
+import redis
+from gateway_stack import CHILD, Stack
+
+from almanac.services.bench.e2e import CHALLENGE, _script
+from almanac.services.embedded_redis import EmbeddedRedis, free_port
+from almanac.storage.keys import Keys
+
+FILLER = "filler:"
+KEYS = Keys(16)
+FIRST_MOVE = asyncio.run(_script("board"))[0]  # a legal first move in every room of the challenge
+
+
+def open_room(http: httpx.Client, room: str) -> dict[str, str]:
+    created = http.post("/rooms", json={"ruleset": "board", "player": "p", "challenge": CHALLENGE, "room": room})
+    assert created.status_code == 201 and created.json()["joined"], created.text
+    return {"Authorization": f"Bearer {created.json()['token']}"}
+
+
+def logged(client: redis.Redis, room: str) -> int:
+    return client.xlen(KEYS.events(room))
+
+
+def dead_letters(client: redis.Redis) -> int:
+    return sum(client.xlen(KEYS.dead_letters(shard)) for shard in range(16))
+
+
+@pytest.fixture(scope="module")
+def full_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, redis.Redis, Stack]]:
+    data_dir = tmp_path_factory.mktemp("store-full")
+    server = EmbeddedRedis(data_dir / "redis", port=free_port(), persist=False).start()
+    client = redis.Redis.from_url(server.url)
+    stack = Stack(server.url, data_dir)
+    stack.start("engine")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**stack.env, "ALMANAC_HTTP_PORT": str(port), "ALMANAC_COMMAND_TIMEOUT_MS": "3000"}
+    log = open(data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
+    stack.processes["gateway"] = subprocess.Popen([sys.executable, "-c", CHILD, "gateway"], env=env,
+                                                  stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        stack.wait_ready()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        yield url, client, stack
+    finally:
+        stack.stop()
+        client.close()
+        server.stop()
+
+
+def fill_memory(client: redis.Redis) -> None:
+    """Junk, then maxmemory well below what is used: every write that needs memory is refused (OOM)."""
+    client.config_set("maxmemory-policy", "noeviction")
+    for index in range(200):
+        client.set(f"{FILLER}{index}", "x" * 10_000)
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory", str(used - 1_000_000))
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        client.set(f"{FILLER}probe", "x")
+
+
+def free_memory(client: redis.Redis) -> None:
+    client.config_set("maxmemory", "0")
+    for key in client.scan_iter(match=f"{FILLER}*", count=1000):
+        client.delete(key)
+
+
+def test_a_full_redis_refuses_commands_with_503_and_the_resent_command_lands_once(full_stack):
+    url, client, stack = full_stack
+    http = httpx.Client(base_url=url, timeout=15)
+    headers = open_room(http, "full-1")
+    before = logged(client, "full-1")
+    move = {"command_id": "m-1", "command": FIRST_MOVE}
+
+    fill_memory(client)
+    try:
+        refused = [http.post("/rooms/full-1/commands", json=move, headers=headers) for _ in range(4)]
+        assert {answer.status_code for answer in refused} == {503}, [a.text for a in refused]
+        assert all(answer.json()["code"] == "store_unavailable" and answer.headers.get("Retry-After")
+                   for answer in refused)
+        assert logged(client, "full-1") == before  # refused: nothing changed
+    finally:
+        free_memory(client)
+
+    landed = http.post("/rooms/full-1/commands", json=move, headers=headers)
+    assert landed.status_code == 200, landed.text
+    again = http.post("/rooms/full-1/commands", json=move, headers=headers)
+    assert again.status_code == 200 and again.json()["duplicate"], again.text
+    assert logged(client, "full-1") == before + len(landed.json()["events"])  # once
+    assert dead_letters(client) == 0
+    assert "Traceback" not in stack.log("gateway") + stack.log("engine")
+
+
+def test_a_command_queued_before_redis_filled_up_is_decided_once_memory_returns(full_stack):
+    url, client, stack = full_stack
+    http = httpx.Client(base_url=url, timeout=15)
+    headers = open_room(http, "full-2")
+    before = logged(client, "full-2")
+    move = {"command_id": "j-1", "command": FIRST_MOVE}
+    engine = stack.processes["engine"]
+    answers: list[httpx.Response] = []
+    sender = threading.Thread(target=lambda: answers.append(
+        http.post("/rooms/full-2/commands", json=move, headers=headers, timeout=20)))
+    engine.send_signal(signal.SIGSTOP)  # the command waits in its stream while Redis fills up
+    try:
+        sender.start()
+        time.sleep(0.5)
+        fill_memory(client)
+    finally:
+        engine.send_signal(signal.SIGCONT)  # the engine meets a full Redis: every write it tries fails
+    try:
+        time.sleep(2.0)
+    finally:
+        free_memory(client)
+    sender.join(30)
+    resent = http.post("/rooms/full-2/commands", json=move, headers=headers)
+    assert resent.status_code == 200, resent.text
+    assert logged(client, "full-2") == before + len(resent.json()["events"])  # decided once
+    assert dead_letters(client) == 0, "a command was set aside because Redis was full"
+    assert "Traceback" not in stack.log("gateway") + stack.log("engine")
