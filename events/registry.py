@@ -181,6 +181,9 @@ def get(request: str) -> Decider:
 def stored(ref: str) -> Any:
     """The manifest a stored reference names (an envelope's ``ruleset``): a bare name is version 1."""
     name, version = parse(ref)
+    found = _manifests.get((name, version or 1))  # every event a player receives names its rules: one lookup
+    if found is not None:
+        return found
     if not versions(name):
         # A room exists under rules this node lacks entirely: the same answer as a missing version.
         raise RulesNotInstalledError(f"{name}@{version or 1}", [])
