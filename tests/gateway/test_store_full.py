@@ -8,15 +8,14 @@ the same command, resent with its id, is accepted exactly once.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
-
-import asyncio
-import threading
 
 import httpx
 import pytest
