@@ -330,6 +330,9 @@ async def end_room(request: Request, room: str = RoomId) -> Response:
     claims = gw.reader_for(token, room)
     limit = None
     if claims.role == ROLE_PLAYER:  # bound to this room: counted in its shard, by the submit (ratelimit.py)
+        known = gw.rate_limits.known_refusal(room, token)  # type: ignore[arg-type] - a window seen used up
+        if known is not None:
+            raise known
         limit = gw.rate_limits.room_token_limit(room, token)  # type: ignore[arg-type] - reader_for refused none
     else:  # an auditor's token is valid in every room: its counter is not in any one room's shard
         await gw.rate_limits.check_token(token)  # type: ignore[arg-type]
@@ -378,6 +381,9 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
     """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
     gw.refuse_if_overloaded()  # before any parsing: a refusal must cost next to nothing
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
+    known = gw.rate_limits.known_refusal(room, token)  # type: ignore[arg-type] - a window seen used up
+    if known is not None:
+        raise known
     # The token's rate limit is counted by the submit itself (one script); a request refused before it is
     # counted on its own, so every request with a valid token counts, as before.
     limit = gw.rate_limits.room_token_limit(room, token)  # type: ignore[arg-type] - player_for refused none

@@ -170,7 +170,7 @@ class Gateway:
         try:
             outcome = await self._submit(record, admit, limit)
         except RateLimited as refused:
-            raise self.rate_limits.token_refusal(refused.retry_ms) from None
+            raise self.rate_limits.token_refusal(refused.retry_ms, limit) from None
         finally:
             self.inflight -= 1
         if outcome is not None:  # a wait that timed out says nothing more than the timeout
@@ -184,7 +184,7 @@ class Gateway:
             try:
                 await count_request(self.client, self.keys, room, limit)
             except RateLimited as refused:
-                raise self.rate_limits.token_refusal(refused.retry_ms) from None
+                raise self.rate_limits.token_refusal(refused.retry_ms, limit) from None
             except RedisError:
                 # The request is refused anyway (the caller re-raises its 4xx): a store that cannot count it
                 # must not turn that answer into a 503.

@@ -6,7 +6,9 @@ gateway's one core each), so a gateway offered twice what it serves spends its c
 commands it accepted queue behind the refusals. Here a ``POST /rooms/{room}/commands`` that finds the
 gateway overloaded (``Gateway.overload_reason``, the same test the handler makes) is answered from the
 parser's callback with a prepared 503: no task, no cycle, no body read, one write. The body that
-follows is parsed and dropped, so the connection stays usable.
+follows is parsed and dropped, so the connection stays usable. So is a command whose room token this
+gateway already saw over its rate limit (429 until its window ends: ``ratelimit.UsedWindows``), so that
+a client that keeps sending past its limit costs next to nothing.
 
 Every other answer goes out in ONE write: uvicorn writes the status line and headers, then the body, as
 two system calls; ``OneWriteCycle`` holds the head until the first body chunk (a streamed answer sends
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from http import HTTPStatus
 from typing import Any
 
 import msgspec
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from almanac.services.gateway.errors import REQUEST_ID_HEADER, overloaded, request_id
+from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
 
 COMMAND_PREFIX = b"/rooms/"
 COMMAND_SUFFIX = b"/commands"
@@ -43,7 +46,12 @@ class GatewayHttpProtocol(HttpToolsProtocol):
                 and _is_command(self.url)):
             reason = gateway.overload_reason()
             if reason is not None:
-                self._refuse(gateway, reason)
+                gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
+                self._refuse(gateway, overloaded(reason))
+                return
+            known = _known_rate_refusal(gateway, self.url, self.headers)
+            if known is not None:
+                self._refuse(gateway, known)
                 return
         super().on_headers_complete()
         cycle = self.cycle
@@ -51,17 +59,15 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             # The task just created has not run yet: it looks ``send`` up on this object when it starts.
             cycle.__class__ = OneWriteCycle
 
-    def _refuse(self, gateway: Any, reason: str) -> None:
+    def _refuse(self, gateway: Any, refusal: ApiError) -> None:
         started = time.perf_counter()
-        refusal = overloaded(reason)
-        gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
         body = _JSON.encode(refusal.body())
         rid = request_id({"headers": self.headers})
         # A client that sent "Expect: 100-continue" may never send the body it was not asked for: the bytes
         # that follow could be its next request or the body, so the connection is closed after the answer.
         keep_alive = self.parser.should_keep_alive() and not self.expect_100_continue
         head = [
-            b"HTTP/1.1 503 Service Unavailable\r\n",
+            b"HTTP/1.1 %d %s\r\n" % (refusal.status, HTTPStatus(refusal.status).phrase.encode()),
             *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
             b"content-type: application/json\r\ncontent-length: ", str(len(body)).encode(), b"\r\n",
             *(name.lower().encode() + b": " + value.encode() + b"\r\n" for name, value in refusal.headers.items()),
@@ -77,8 +83,22 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self.transport.close()
         else:
             self.on_response_complete()
-        gateway.metrics.requests.inc(route="/rooms/{room}/commands", method="POST", status="503")
+        gateway.metrics.requests.inc(route="/rooms/{room}/commands", method="POST", status=str(refusal.status))
         gateway.metrics.request_latency.observe(time.perf_counter() - started, route="/rooms/{room}/commands")
+
+
+def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, bytes]]) -> ApiError | None:
+    """The 429 of a room token whose window the gateway already saw used up (ratelimit.UsedWindows)."""
+    if not gateway.rate_limits.used:
+        return None
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer":
+                return None
+            room = url.partition(b"?")[0][len(COMMAND_PREFIX):-len(COMMAND_SUFFIX)].decode("latin-1")
+            return gateway.rate_limits.known_refusal(room, token.strip())
+    return None
 
 
 def _is_command(url: bytes) -> bool:

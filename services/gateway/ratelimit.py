@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import time
 from urllib.parse import urlsplit
 
 import limits
@@ -36,6 +37,50 @@ from almanac.storage.keys import Keys
 
 log = get_logger("almanac.gateway.ratelimit")
 KEY_PREFIX = "alm:ratelimit"
+# Room-token windows remembered as used up, at most (past it the ended ones go, then the oldest half).
+USED_WINDOWS_CAP = 100_000
+
+
+class UsedWindows:
+    """Room-token windows this gateway saw used up, until they end: a token that keeps sending past its limit
+    is refused here, before its token is verified or its body read, and without a round trip.
+
+    The answer is the one the submit script would give: a fixed window only fills up until it ends, so a
+    refusal holds for the rest of it, and a request refused here need not be counted (counting it changes
+    neither the window's end nor any later answer). Without this, every refused request still cost a full
+    request (token check, body decoding, the script's round trip): one client over its limit could use up
+    a gateway's core refusing it.
+    """
+
+    def __init__(self, cap: int = USED_WINDOWS_CAP) -> None:
+        self.cap = cap
+        self._until: dict[str, float] = {}  # RateLimit.key -> monotonic end of its window
+
+    def note(self, key: str, retry_ms: int) -> None:
+        now = time.monotonic()
+        if len(self._until) >= self.cap and key not in self._until:
+            self._prune(now)
+        self._until[key] = now + retry_ms / 1000
+
+    def remaining_ms(self, key: str) -> int | None:
+        """What is left of the window (ms) when it is known to be used up; None otherwise."""
+        until = self._until.get(key)
+        if until is None:
+            return None
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._until[key]
+            return None
+        return math.ceil(left * 1000)
+
+    def __len__(self) -> int:
+        return len(self._until)
+
+    def _prune(self, now: float) -> None:
+        self._until = {key: until for key, until in self._until.items() if until > now}
+        if len(self._until) >= self.cap:  # all still running: the oldest half goes (they are asked again)
+            keep = list(self._until.items())[len(self._until) // 2:]
+            self._until = dict(keep)
 
 
 class RateLimits:
@@ -43,6 +88,7 @@ class RateLimits:
         self.anon = _item(settings.rate_anon)
         self.commands = _item(settings.rate_commands)
         self.keys = Keys(settings.shard_count)
+        self.used = UsedWindows()
         self._own_client: aioredis.Redis | None = None
         if settings.redis_cluster:
             # limits builds its own asyncio RedisCluster from the node list (it cannot take ours).
@@ -88,10 +134,21 @@ class RateLimits:
         return RateLimit(self.keys.token_rate(room, _digest(token)), self.commands.amount,
                          self.commands.get_expiry() * 1000)
 
-    def token_refusal(self, retry_ms: int) -> ApiError:
-        """The 429 of a used-up room-token window, Retry-After = the window's remaining whole seconds."""
+    def token_refusal(self, retry_ms: int, limit: RateLimit | None = None) -> ApiError:
+        """The 429 of a used-up room-token window, Retry-After = the window's remaining whole seconds; with
+        the ``limit`` that was refused, its window is remembered as used up until it ends (``UsedWindows``)."""
         assert self.commands is not None
+        if limit is not None:
+            self.used.note(limit.key, retry_ms)
         return _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token", max(1, math.ceil(retry_ms / 1000)))
+
+    def known_refusal(self, room: str, token: str) -> ApiError | None:
+        """The 429 for a room token whose window this gateway already saw used up (no round trip); else None."""
+        if self.commands is None or not self.used:
+            return None
+        limit = self.room_token_limit(room, token)
+        left = None if limit is None else self.used.remaining_ms(limit.key)
+        return None if left is None else self.token_refusal(left)
 
     async def _hit(self, item: limits.RateLimitItem, *identifiers: str) -> bool:
         """The limiter's answer; True (not limited) when its counter's node cannot be reached.

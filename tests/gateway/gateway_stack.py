@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import redis
 
 from almanac.events import registry
@@ -59,6 +61,28 @@ class Stack:
         finally:
             client.close()
         raise RuntimeError(f"engine/projector not ready: {self.log('engine')} {self.log('projector')}")
+
+    def start_gateway(self, **env: str) -> str:
+        """A real gateway process (uvicorn with the gateway's own HTTP protocol) on a free port, with these
+        settings on top of the stack's; its URL once ``/health`` answers 200."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log = open(self.data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
+        self.processes["gateway"] = subprocess.Popen(
+            [sys.executable, "-c", CHILD, "gateway"], env={**self.env, "ALMANAC_HTTP_PORT": str(port), **env},
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    return url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the gateway did not become healthy: {self.log('gateway')}")
 
     def log(self, name: str) -> str:
         path = self.data_dir / f"{name}.log"

@@ -15,16 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import redis
-from gateway_stack import CHILD, Stack
+from gateway_stack import Stack
 
 from almanac.services.gateway.context import internal_command_id
 from almanac.services.redis_client import connect
@@ -34,39 +30,16 @@ PLAYERS = 60
 MAX_INFLIGHT = 2
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Engine and a uvicorn gateway process with ALMANAC_GATEWAY_MAX_INFLIGHT=2."""
     redis.Redis.from_url(redis_url).flushdb()
     stack = Stack(redis_url, tmp_path_factory.mktemp("overload-stack"))
-    stack.start("engine")
-    port = free_port()
-    env = {**stack.env, "ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT), "ALMANAC_HTTP_PORT": str(port),
-           "ALMANAC_RATE_COMMANDS": "off", "ALMANAC_RATE_ANON": "off", "ALMANAC_COMMAND_TIMEOUT_MS": "3000"}
-    log = open(stack.data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
-    stack.processes["gateway"] = subprocess.Popen([sys.executable, "-c", CHILD, "gateway"], env=env,
-                                                  stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    url = f"http://127.0.0.1:{port}"
     try:
+        stack.start("engine")
         stack.wait_ready()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            raise RuntimeError(f"the gateway did not become healthy: {stack.log('gateway')}")
-        yield url, stack
+        yield stack.start_gateway(ALMANAC_GATEWAY_MAX_INFLIGHT=str(MAX_INFLIGHT), ALMANAC_RATE_COMMANDS="off",
+                                  ALMANAC_RATE_ANON="off", ALMANAC_COMMAND_TIMEOUT_MS="3000"), stack
     finally:
         stack.stop()
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +17,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import redis
-from gateway_stack import CHILD, Stack
+from gateway_stack import Stack
 
 from almanac.services.bench.e2e import CHALLENGE, _script
 from almanac.services.embedded_redis import EmbeddedRedis, free_port
@@ -51,27 +48,10 @@ def full_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     server = EmbeddedRedis(data_dir / "redis", port=free_port(), persist=False).start()
     client = redis.Redis.from_url(server.url)
     stack = Stack(server.url, data_dir)
-    stack.start("engine")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**stack.env, "ALMANAC_HTTP_PORT": str(port), "ALMANAC_COMMAND_TIMEOUT_MS": "3000"}
-    log = open(data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
-    stack.processes["gateway"] = subprocess.Popen([sys.executable, "-c", CHILD, "gateway"], env=env,
-                                                  stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    url = f"http://127.0.0.1:{port}"
     try:
+        stack.start("engine")
         stack.wait_ready()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        yield url, client, stack
+        yield stack.start_gateway(ALMANAC_COMMAND_TIMEOUT_MS="3000"), client, stack
     finally:
         stack.stop()
         client.close()

@@ -1,0 +1,71 @@
+"""A token that keeps sending past its limit costs next to nothing: the gateway refuses it from memory.
+
+Given a real gateway process whose room tokens may send 3 commands per second, when one token sends 30 in
+a burst, then 3 are served and the rest are refused 429 ``rate_limited`` with Retry-After and a request id,
+and once the gateway has seen the window used up it answers the rest itself: Redis runs the counting script
+for a few of them only, not for each. When the window has ended, the token is served again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import redis
+from gateway_stack import Stack
+
+ELEMENT = {"kind": "place_element", "row": -1, "column": 5}  # refused by the rules (422) after counting
+
+
+@pytest.fixture(scope="module")
+def limited(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, redis.Redis]]:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    stack = Stack(redis_url, tmp_path_factory.mktemp("rate-limited"))
+    try:
+        stack.start("engine")
+        stack.wait_ready()
+        yield stack.start_gateway(ALMANAC_RATE_COMMANDS="3/second", ALMANAC_RATE_ANON="off"), client
+    finally:
+        stack.stop()
+        client.close()
+
+
+def script_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return sum(stats.get(name, {}).get("calls", 0) for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+def test_a_token_past_its_limit_is_refused_from_memory_until_its_window_ends(limited):
+    url, client = limited
+    with httpx.Client(base_url=url, timeout=10) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": "ann", "room": "hammer"})
+        assert created.status_code == 201, created.text
+        headers = {"Authorization": f"Bearer {created.json()['token']}"}
+        before = script_calls(client)
+
+        answers = [http.post("/rooms/hammer/commands", json={"command": ELEMENT}, headers=headers)
+                   for _ in range(30)]
+
+        counted = script_calls(client) - before
+        statuses = [answer.status_code for answer in answers]
+        assert statuses.count(422) == 3 and statuses.count(429) == 27, statuses
+        for refused in answers[3:]:
+            body = refused.json()
+            assert body["code"] == "rate_limited" and body["message"]
+            assert 1 <= int(refused.headers["Retry-After"]) <= 1 and refused.headers["X-Request-ID"]
+        # 3 counted and served, 1 counted and refused, the other 26 answered without Redis (a few scripts
+        # of the engine's own may run meanwhile).
+        assert counted <= 8, f"the counting script ran {counted} times for 30 requests"
+
+        # A request with another (here: a forged) token is judged on its own.
+        assert http.post("/rooms/hammer/commands", json={"command": ELEMENT},
+                         headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+        for _ in range(60):  # the window (1 s) ends: served again
+            answer = http.post("/rooms/hammer/commands", json={"command": ELEMENT}, headers=headers)
+            if answer.status_code != 429:
+                break
+            time.sleep(0.05)
+        assert answer.status_code == 422, answer.text
