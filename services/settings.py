@@ -71,7 +71,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
     # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and
     # outcome waits it holds at once (every submit path). Bounded queues: overload is refused, not queued.
-    gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 64)
+    # 32, not 64: past capacity the accepted commands' p99 follows it (Little's law, docs/capacity.md).
+    gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 32)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
     # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight.
     gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)
