@@ -31,6 +31,17 @@ CLUSTER_ERRORS: tuple[type[Exception], ...] = (
     exceptions.AskError,  # and MovedError: a redirection loop redis-py gave up on
 )
 
+# Redis refusing every write for a while, whatever the command: MISCONF (it cannot persist: a full disk, a
+# failing RDB save or AOF write) and BUSY (a script running past its time limit). redis-py raises a plain
+# ResponseError for both; like a full Redis (OutOfMemoryError), they are the store's failure, not the
+# command's. (BUSYGROUP and BUSYKEY are other errors: the space after BUSY tells them apart.)
+_REFUSING_WRITES = ("MISCONF ", "BUSY ")
+
+
+def refuses_writes(error: BaseException) -> bool:
+    """True for a Redis that refuses writes for now (MISCONF, BUSY): retry later, never blame the command."""
+    return isinstance(error, exceptions.ResponseError) and str(error).startswith(_REFUSING_WRITES)
+
 
 # True while redis-py's cluster client handles an error of one command (see FailoverCluster.aclose).
 _HANDLING_ERROR: contextvars.ContextVar[bool] = contextvars.ContextVar("almanac_cluster_error", default=False)

@@ -30,7 +30,7 @@ from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import CLUSTER_ERRORS
+from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
 from almanac.services.room_service import Outcome, RoomService
 from almanac.storage.base import Receipt
 from almanac.storage.keys import Keys, attempts_key
@@ -488,7 +488,7 @@ class Engine:
                                                                                     strict=True)):
             if shard in unreachable:
                 continue  # stays pending, re-read in order when the shard is taken over
-            if isinstance(result, INFRASTRUCTURE_ERRORS):
+            if isinstance(result, INFRASTRUCTURE_ERRORS) or refuses_writes(result):
                 if not self._cluster:
                     raise result
                 # Not the command's failure (no attempt counted): its node is down. Only this shard waits
@@ -506,8 +506,8 @@ class Engine:
             else:
                 try:
                     outcome = await self._process_entry(shard, entry_id, fields, first_failure=result)
-                except INFRASTRUCTURE_ERRORS as error:
-                    if not self._cluster:
+                except Exception as error:
+                    if not self._cluster or not (isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)):
                         raise
                     unreachable.add(shard)
                     self._shard_unreachable(shard, error)
@@ -631,6 +631,8 @@ class Engine:
                 except INFRASTRUCTURE_ERRORS:
                     raise
                 except Exception as error:  # noqa: BLE001 - any failure of one command must not stop the shard
+                    if refuses_writes(error):  # Redis' failure (MISCONF, BUSY): retried, never an attempt
+                        raise
                     failure = error
                 else:
                     self._account(record, outcome)

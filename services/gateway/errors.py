@@ -14,6 +14,7 @@ from redis.exceptions import (
     ConnectionError as RedisConnectionError,
     OutOfMemoryError,
     ReadOnlyError,
+    ResponseError,
     TimeoutError as RedisTimeoutError,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -21,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from almanac.events.errors import RulesNotInstalledError
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import CLUSTER_ERRORS
+from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
 
 log = get_logger("almanac.gateway")
 _JSON = msgspec.json.Encoder()
@@ -120,7 +121,12 @@ def store_unavailable(app: Any, error: Exception, path: str) -> ApiError:
     if gateway is not None:
         gateway.note_store_outage()
     log.warning("store_unavailable", path=path, error=type(error).__name__)
-    what = "is full (out of memory) and refuses writes" if isinstance(error, OutOfMemoryError) else "cannot be reached"
+    if isinstance(error, OutOfMemoryError):
+        what = "is full (out of memory) and refuses writes"
+    elif refuses_writes(error):
+        what = "refuses writes for now (it cannot persist, or a script holds it)"
+    else:
+        what = "cannot be reached"
     return ApiError(
         503, "store_unavailable",
         f"the event store (Redis) {what}; retry after Retry-After seconds. A command may or may not "
@@ -140,6 +146,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     for error_type in STORE_ERRORS:
         app.add_exception_handler(error_type, _store_error)
+
+    @app.exception_handler(ResponseError)
+    async def _redis_refused(request: Request, error: ResponseError) -> Response:
+        if refuses_writes(error):  # MISCONF, BUSY: the store's failure, for now
+            return await _store_error(request, error)
+        raise error  # any other refusal is our bug: the 500 of the gateway's boundary
 
     @app.exception_handler(RulesNotInstalledError)
     async def _rules_not_installed(request: Request, error: RulesNotInstalledError) -> Response:

@@ -12,6 +12,7 @@ import msgspec
 import structlog
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from redis.exceptions import ResponseError
 
 from almanac.events.disclosure import Hidden
 from almanac.services.gateway import (
@@ -47,7 +48,7 @@ from almanac.services.gateway.schemas import (
     JoinRoomRequest,
 )
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import connect
+from almanac.services.redis_client import connect, refuses_writes
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
@@ -261,7 +262,10 @@ class GatewayApp(FastAPI):
                 status = error.status
                 await _send_json(send, status, _JSON.encode(error.body()), error.headers)
                 return
-            except STORE_ERRORS as error:
+            except (*STORE_ERRORS, ResponseError) as error:
+                if isinstance(error, ResponseError) and not isinstance(error, STORE_ERRORS) \
+                        and not refuses_writes(error):
+                    raise
                 refusal = store_unavailable(self, error, scope["path"])
                 status = refusal.status
                 await _send_json(send, status, _JSON.encode(refusal.body()), refusal.headers)

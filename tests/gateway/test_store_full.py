@@ -1,4 +1,5 @@
-"""A full Redis (maxmemory reached, noeviction) refuses commands with 503; nothing is set aside or lost.
+"""A Redis that refuses writes (full at maxmemory, or unable to persist) refuses commands with 503; nothing is
+set aside or lost.
 
 Given a real stack (engine and gateway processes) on its own Redis, when that Redis runs out of memory,
 then a command is answered 503 ``store_unavailable`` with Retry-After (never a 500), the engine neither
@@ -9,6 +10,7 @@ the same command, resent with its id, is accepted exactly once.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import threading
 import time
@@ -127,4 +129,43 @@ def test_a_command_queued_before_redis_filled_up_is_decided_once_memory_returns(
     assert resent.status_code == 200, resent.text
     assert logged(client, "full-2") == before + len(resent.json()["events"])  # decided once
     assert dead_letters(client) == 0, "a command was set aside because Redis was full"
+    assert "Traceback" not in stack.log("gateway") + stack.log("engine")
+
+
+def test_a_redis_that_cannot_persist_refuses_commands_with_503_and_sets_nothing_aside(full_stack):
+    """MISCONF (stop-writes-on-bgsave-error: the disk is gone or full): the same story as a full Redis."""
+    url, client, stack = full_stack
+    http = httpx.Client(base_url=url, timeout=15)
+    headers = open_room(http, "misconf")
+    before = logged(client, "misconf")
+    queued = {"command_id": "q-1", "command": FIRST_MOVE}
+    engine = stack.processes["engine"]
+    answers: list[httpx.Response] = []
+    sender = threading.Thread(target=lambda: answers.append(
+        http.post("/rooms/misconf/commands", json=queued, headers=headers, timeout=20)))
+    engine.send_signal(signal.SIGSTOP)  # a command waits in its stream while Redis loses its disk
+    try:
+        sender.start()
+        time.sleep(0.5)
+        client.config_set("save", "3600 1")
+        shutil.rmtree(client.config_get("dir")["dir"])  # its working directory: every save fails now
+        client.bgsave()
+        deadline = time.monotonic() + 10
+        while client.info("persistence")["rdb_last_bgsave_status"] != "err" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    try:
+        refused = http.post("/rooms/misconf/commands", json={"command_id": "m-2", "command": FIRST_MOVE},
+                            headers=headers)
+        assert refused.status_code == 503 and refused.json()["code"] == "store_unavailable", refused.text
+        assert refused.headers["Retry-After"]
+        time.sleep(1.0)  # the engine meets the refusals too: it must neither count nor set aside the command
+    finally:
+        client.config_set("stop-writes-on-bgsave-error", "no")  # the operator's fix
+    sender.join(30)
+    resent = http.post("/rooms/misconf/commands", json=queued, headers=headers)
+    assert resent.status_code == 200, resent.text
+    assert logged(client, "misconf") == before + len(resent.json()["events"])  # decided once
+    assert dead_letters(client) == 0, "a command was set aside because Redis could not persist"
     assert "Traceback" not in stack.log("gateway") + stack.log("engine")
