@@ -7,7 +7,10 @@
   nothing and raises ``RateLimited`` when the window is used up. The counter carries the room's shard
   hash tag, so the script touches one Redis Cluster slot.
 - The engine publishes the outcome as msgpack(Outcome) on the channel ``outcome_channel(command_id)``
-  and the store keeps it under the command id, so a client that missed the message can ask later.
+  and the store keeps it under the command id, so a client that missed the message can ask later. An
+  entry may name a reply channel instead (field ``reply``, ``reply_channel(submitter)``): a gateway
+  process subscribes to its own and receives its own commands' outcomes only, so N gateways do not each
+  receive (and drop) every outcome of the others.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from redis.exceptions import NoScriptError
 
 from almanac.events import codec
 from almanac.services.room_service import CommandRecord, Outcome
-from almanac.storage.keys import Keys, outcome_channel
+from almanac.storage.keys import Keys, outcome_channel, reply_channel
 
 COMMAND_FIELD = "__data__"
+REPLY_FIELD = "reply"
+MAX_REPLY_CHANNEL = 200
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(Outcome)
 
 # KEYS: the shard command stream, the counter. ARGV: the limit, the window (ms), the record (none: count only).
@@ -39,7 +44,8 @@ if count > tonumber(ARGV[1]) then
   return {0, ttl}
 end
 if ARGV[3] == nil then return {1, ''} end
-return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[3])}
+if ARGV[4] == nil then return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[3])} end
+return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[3], 'reply', ARGV[4])}
 """
 _SUBMIT_COUNTED_SHA = hashlib.sha1(SUBMIT_COUNTED.encode()).hexdigest()
 
@@ -70,16 +76,32 @@ def decode_outcome(data: bytes) -> Outcome:
     return _OUTCOME_DECODER.decode(data)
 
 
-async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord, limit: RateLimit | None = None) -> bytes:
+def outcome_channel_of(fields: dict, command_id: str, prefix: str) -> str:
+    """Where the engine publishes the outcome of a command stream entry: the reply channel it names (one of
+    this key prefix's), else the command id's own channel."""
+    reply = fields.get(REPLY_FIELD.encode())
+    if reply is not None:
+        channel = reply.decode(errors="replace")
+        if channel.startswith(reply_channel("", prefix)) and len(channel) <= MAX_REPLY_CHANNEL:
+            return channel
+    return outcome_channel(command_id)
+
+
+async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord, limit: RateLimit | None = None,
+                 reply: str | None = None) -> bytes:
     """Put a command on its shard's command stream; returns the stream entry id.
 
     With a ``limit``, the command is counted and appended in one round trip, or counted and refused with
-    ``RateLimited`` (nothing appended) when its window is used up.
+    ``RateLimited`` (nothing appended) when its window is used up. With a ``reply`` channel the outcome
+    is published there instead of on the command id's own channel.
     """
     stream = keys.shard_commands(keys.shard(record.room))
     if limit is None:
-        return await client.xadd(stream, {COMMAND_FIELD: codec.encode(record)})
-    return await _counted(client, stream, limit, codec.encode(record))
+        fields = {COMMAND_FIELD: codec.encode(record)}
+        if reply is not None:
+            fields[REPLY_FIELD] = reply.encode()
+        return await client.xadd(stream, fields)
+    return await _counted(client, stream, limit, codec.encode(record), reply)
 
 
 async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit) -> None:
@@ -88,8 +110,11 @@ async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit)
     await _counted(client, keys.shard_commands(keys.shard(room)), limit)
 
 
-async def _counted(client: aioredis.Redis, stream: str, limit: RateLimit, data: bytes | None = None) -> bytes:
+async def _counted(client: aioredis.Redis, stream: str, limit: RateLimit, data: bytes | None = None,
+                   reply: str | None = None) -> bytes:
     args = [stream, limit.key, limit.amount, limit.window_ms] + ([] if data is None else [data])
+    if data is not None and reply is not None:
+        args.append(reply)
     try:
         # EVALSHA through execute_command: one call, no script object; a Cluster client routes it by its keys.
         reply = await client.execute_command("EVALSHA", _SUBMIT_COUNTED_SHA, 2, *args)

@@ -30,6 +30,11 @@ def outcome_channel(command_id: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:outcome:{command_id}"
 
 
+def reply_channel(submitter: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The pub/sub channel one submitter (a gateway process) receives the outcomes of its own commands on."""
+    return f"{prefix}:reply:{submitter}"
+
+
 def lease_key(shard: int, prefix: str = DEFAULT_PREFIX) -> str:
     """The engine lease of a shard (single writer per shard)."""
     return f"{prefix}:{shard_tag(shard)}:engine:lease"

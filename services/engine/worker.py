@@ -24,7 +24,7 @@ from redis.exceptions import (
 )
 
 from almanac.events.step import CommandRecord, decode_record
-from almanac.services.bus import COMMAND_FIELD, encode_outcome, outcome_channel
+from almanac.services.bus import COMMAND_FIELD, encode_outcome, outcome_channel_of
 from almanac.services.engine.batch_line import BatchLine, stream_reply as _stream_reply
 from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.lease import ShardLeases
@@ -139,7 +139,7 @@ class Engine:
         # Cluster (its per-node pipelines and partial failures keep their own publish path).
         self._receipts = not self._cluster and config.durability != "replica"
         # Outcomes to publish and entries to acknowledge, sent with the next read (see _read_new).
-        self._unsent_outcomes: list[Outcome] = []
+        self._unsent_outcomes: list[tuple[str, Outcome]] = []  # (the channel it goes to, the outcome)
         self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
         self._metrics_flushed_at = 0.0
         # Readiness, published in the heartbeat (epoch ms; 0 = not yet): the last Redis failure either loop
@@ -467,10 +467,11 @@ class Engine:
 
             def receipts(index: int, outcome: Outcome) -> Receipt:
                 position = positions[index]
-                shard, entry_id, _ = batch[position]
+                shard, entry_id, fields = batch[position]
                 announced[position] = outcome
                 return Receipt(stream=commands(shard), group=GROUP, entry_id=entry_id,
-                               channel=outcome_channel(outcome.command_id), message=encode_outcome(outcome))
+                               channel=outcome_channel_of(fields, outcome.command_id, self.config.prefix),
+                               message=encode_outcome(outcome))
 
         last_write = None
         if receipts is not None and ride:
@@ -514,7 +515,7 @@ class Engine:
                     continue
             done[shard].append(entry_id)
             if outcome is not None:
-                outcomes.append(outcome)
+                outcomes.append((outcome_channel_of(fields, outcome.command_id, self.config.prefix), outcome))
         self.metrics.count("batches")
         if self._cluster:
             await self._send_done()  # a Cluster reads per shard (no pipeline to ride on): send them now
@@ -557,9 +558,9 @@ class Engine:
         the next round trip (the takeover sends them first), and a repeat is harmless (a late PUBLISH
         has no waiter, XACK is idempotent).
         """
-        for outcome in self._unsent_outcomes:
+        for channel, outcome in self._unsent_outcomes:
             # A Cluster pipeline refuses publish(); the PUBLISH command itself routes fine.
-            pipe.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome))
+            pipe.execute_command("PUBLISH", channel, encode_outcome(outcome))
         for shard, ids in self._unsent_acks.items():
             pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
         if self._metrics_due():
@@ -593,12 +594,12 @@ class Engine:
         outcomes, acks = self._unsent_outcomes, self._unsent_acks
         self._sent_done()
         async with self.client.pipeline(transaction=False) as pipe:
-            for outcome in outcomes:
+            for channel, outcome in outcomes:
                 try:
                     node = self.client.get_node_from_key(self.keys.shard_commands(self.keys.shard(outcome.room)))
                 except CLUSTER_ERRORS:
                     node = None  # the slot has no known primary: routed by the channel's own slot
-                pipe.execute_command("PUBLISH", outcome_channel(outcome.command_id), encode_outcome(outcome),
+                pipe.execute_command("PUBLISH", channel, encode_outcome(outcome),
                                      **({"target_nodes": node} if node is not None else {}))
             for shard, ids in acks.items():
                 pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
@@ -607,9 +608,9 @@ class Engine:
                 self._metrics_flushed_at = now
                 self._queue_metrics(pipe)
             results = await pipe.execute(raise_on_error=False)
-        for outcome, result in zip(outcomes, results, strict=False):
+        for sent, result in zip(outcomes, results, strict=False):
             if isinstance(result, Exception):
-                self._unsent_outcomes.append(outcome)
+                self._unsent_outcomes.append(sent)
         for (shard, ids), result in zip(acks.items(), results[len(outcomes):], strict=False):
             if isinstance(result, Exception):
                 self._unsent_acks[shard].extend(ids)

@@ -61,7 +61,8 @@ def asyncapi_document() -> dict[str, Any]:
 
     messages = {
         "command": message("command", "CommandRecord",
-                           f"stream entry with one field {COMMAND_FIELD!r} = msgpack(CommandRecord)"),
+                           f"stream entry with the field {COMMAND_FIELD!r} = msgpack(CommandRecord) and, "
+                           "optionally, 'reply' = the reply channel its outcome goes to"),
         "feedEntry": message("feedEntry", "FeedEntry", "stream entry fields r, v, l", "text/plain"),
         "outcome": message("outcome", "Outcome", "msgpack(Outcome), published once per command"),
         "deadLetter": message("deadLetter", "DeadLetter", "stream entry fields as listed", "text/plain"),
@@ -75,10 +76,15 @@ def asyncapi_document() -> dict[str, Any]:
         "shardFeed": {"address": "alm:{{{shard}}}:feed", "parameters": _SHARD,
                       "description": "one entry per append (the projector's input)",
                       "messages": {"feedEntry": {"$ref": "#/components/messages/feedEntry"}}},
+        "replies": {"address": "alm:reply:{submitter}",
+                    "parameters": {"submitter": {"description": "a gateway process's random id"}},
+                    "description": "pub/sub: the engine PUBLISHes the outcome of an entry that names this reply "
+                                   "channel; each gateway process SUBSCRIBEs to its own",
+                    "messages": {"outcome": {"$ref": "#/components/messages/outcome"}}},
         "outcomes": {"address": "alm:outcome:{command_id}",
                      "parameters": {"command_id": {"description": "<room>:<player>:<client command id>"}},
-                     "description": "pub/sub: the engine PUBLISHes each command's outcome; gateways PSUBSCRIBE "
-                                    "alm:outcome:*",
+                     "description": "pub/sub: the engine PUBLISHes the outcome of an entry that names no reply "
+                                    "channel; a client SUBSCRIBEs to its command's (bus.submit_and_wait)",
                      "messages": {"outcome": {"$ref": "#/components/messages/outcome"}}},
         "deadLetters": {"address": "alm:{{{shard}}}:dead", "parameters": _SHARD,
                         "description": "commands that failed max_attempts times",
@@ -109,8 +115,10 @@ def asyncapi_document() -> dict[str, Any]:
         "operations": {
             "submitCommand": operation("send", "shardCommands", "a gateway submits a command"),
             "processCommand": operation("receive", "shardCommands", "an engine decides commands of its shards"),
-            "publishOutcome": operation("send", "outcomes", "the engine publishes a command's outcome"),
-            "awaitOutcome": operation("receive", "outcomes", "gateways wait for outcomes"),
+            "publishReply": operation("send", "replies", "the engine publishes an outcome to its submitter"),
+            "awaitReply": operation("receive", "replies", "a gateway waits for its own commands' outcomes"),
+            "publishOutcome": operation("send", "outcomes", "the engine publishes an outcome by command id"),
+            "awaitOutcome": operation("receive", "outcomes", "a bus client waits for its command's outcome"),
             "appendFeed": operation("send", "shardFeed", "the engine's append script adds one feed entry"),
             "project": operation("receive", "shardFeed", "the projector applies the feed to read models"),
             "deadLetter": operation("send", "deadLetters", "the engine sets a failing command aside"),

@@ -1,10 +1,14 @@
-"""Waiting for command outcomes on ONE pattern subscription per gateway process (the bus contract's channels).
+"""Waiting for command outcomes on ONE subscription per gateway process (the bus contract's channels).
 
 ``services.bus.submit_and_wait`` opens a pub/sub connection and sends SUBSCRIBE and UNSUBSCRIBE for each
 command; on these 2-core machines every socket write is expensive, and those round trips made the
-gateway the busiest process of the stack. One PSUBSCRIBE to ``alm:outcome:*`` at start costs nothing per
-command and cannot race the engine's PUBLISH. The price: every gateway process receives every outcome
-(and drops those it is not waiting for), which is right for one to a few gateways.
+gateway the busiest process of the stack. Here each gateway process subscribes once, at start, to its own
+reply channel (``alm:reply:<random id>``) and names it in every command it submits (``bus.submit(reply=)``):
+the engine publishes each outcome there, so a gateway receives its own commands' outcomes and no others,
+however many gateways share the store (with one pattern subscription to every outcome, N gateways each
+received and dropped the outcomes of the other N-1). The pattern subscription to ``alm:outcome:*`` stays
+beside it for entries without a reply channel (an engine of an earlier release during a rolling upgrade);
+it receives nothing otherwise.
 
 On a Redis Cluster the asyncio cluster client of redis-py (5.3) has no pub/sub; but a Cluster
 broadcasts every PUBLISH to all its nodes, so a plain client subscribed on any one node receives
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import secrets
 import time
 
 import msgspec
@@ -33,10 +38,11 @@ from almanac.services import bus
 from almanac.services.gateway.errors import overloaded
 from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome
-from almanac.storage.keys import Keys
+from almanac.storage.keys import Keys, reply_channel
 
 log = get_logger("almanac.gateway.outcomes")
 OUTCOME_PATTERN = bus.outcome_channel("*")
+_OUTCOME_PREFIX = bus.outcome_channel("").encode()
 # The subscription is pinged after this long without traffic, and counted lost when nothing (not even
 # the PONG) arrived for PING_TIMEOUT_S: a node that hangs instead of closing the socket.
 PING_AFTER_S = 1.0
@@ -55,7 +61,10 @@ class OutcomeWaiter:
         self.max_waiters = max_waiters  # command ids waited for at once; past it, 503 overloaded
         self._node_client: aioredis.Redis | None = None  # a Cluster: a plain client on one node, for pub/sub
         self.pubsub = None if isinstance(client, RedisCluster) else client.pubsub()
-        self._waiting: dict[bytes, _InFlight] = {}
+        self.reply = reply_channel(secrets.token_hex(8), keys.prefix)  # this process's own outcomes arrive here
+        self._waiting: dict[str, _InFlight] = {}  # by command id
+        self._confirmed: set[str] = set()  # "psubscribe", "subscribe": both make the subscription live
+        self.received = 0  # outcome messages received (each answers a command of this process, or a stale one)
         self._reader: asyncio.Task | None = None
         self._ready = asyncio.Event()
         self.subscribed = False  # a confirmed PSUBSCRIBE on a connection not known to be dead
@@ -82,7 +91,9 @@ class OutcomeWaiter:
         elif self.node is None:
             kwargs = self.client.connection_pool.connection_kwargs
             self.node = f"{kwargs.get('host', kwargs.get('path'))}:{kwargs.get('port', '')}"
+        self._confirmed.clear()
         await self.pubsub.psubscribe(OUTCOME_PATTERN)
+        await self.pubsub.subscribe(self.reply)
         self._last_traffic = time.monotonic()
         log.info("outcomes.subscribing", node=self.node)
 
@@ -111,13 +122,30 @@ class OutcomeWaiter:
                 await self._recover(error)
                 continue
             self._last_traffic = time.monotonic()
-            if message["type"] == "pmessage":
-                entry = self._waiting.get(message["channel"])
-                if entry is not None and not entry.future.done():
-                    entry.future.set_result(message["data"])
-            elif message["type"] == "psubscribe":
-                self.subscribed = True
-                self._ready.set()
+            kind = message["type"]
+            if kind == "message":  # on this process's reply channel: one of its own commands
+                self._deliver(None, message["data"])
+            elif kind == "pmessage":  # on a command id's own channel: an entry that named no reply channel
+                self._deliver(message["channel"][len(_OUTCOME_PREFIX):].decode(errors="replace"), message["data"])
+            elif kind in ("psubscribe", "subscribe"):
+                self._confirmed.add(kind)
+                if len(self._confirmed) == 2:
+                    self.subscribed = True
+                    self._ready.set()
+
+    def _deliver(self, command_id: str | None, data: bytes) -> None:
+        """Resolve the wait for an outcome message (``command_id``: known from its channel, else read from it)."""
+        if command_id is not None and command_id not in self._waiting:
+            return  # another gateway's command, or one whose wait ended: not even decoded
+        self.received += 1
+        try:
+            outcome = bus.decode_outcome(data)
+        except Exception as error:  # noqa: BLE001 - a garbled message must not stop the reader
+            log.warning("outcomes.undecodable", error=f"{type(error).__name__}: {error}")
+            return
+        entry = self._waiting.get(outcome.command_id if command_id is None else command_id)
+        if entry is not None and not entry.future.done():
+            entry.future.set_result(outcome)
 
     async def _check_alive(self) -> None:
         """PING a quiet subscription; raise when it stayed silent past PING_TIMEOUT_S (a hung node)."""
@@ -170,18 +198,18 @@ class OutcomeWaiter:
         another's submission is counted on its own (``bus.count``). ``bus.RateLimited``: nothing submitted,
         and whoever shares the refused submission is refused with it.
         """
-        channel = bus.outcome_channel(record.command_id).encode()
-        entry = self._waiting.get(channel)
+        command_id = record.command_id
+        entry = self._waiting.get(command_id)
         submitter = entry is None
         if entry is None:
             if admit and len(self._waiting) >= self.max_waiters:  # refused before submitting: nothing was done
                 raise overloaded(f"{len(self._waiting)} outcomes awaited in this gateway process")
-            entry = self._waiting[channel] = _InFlight(asyncio.get_running_loop().create_future())
+            entry = self._waiting[command_id] = _InFlight(asyncio.get_running_loop().create_future())
         entry.waiters += 1
         try:
             if submitter:
                 try:
-                    await bus.submit(self.client, self.keys, record, limit)
+                    await bus.submit(self.client, self.keys, record, limit, reply=self.reply)
                 except bus.RateLimited as refused:
                     if not entry.future.done():  # no outcome will come: the sharers are refused too
                         entry.future.set_exception(refused)
@@ -193,14 +221,14 @@ class OutcomeWaiter:
             done, _ = await asyncio.wait((entry.future,), timeout=timeout_s)
             if not done:
                 return None
-            outcome = bus.decode_outcome(entry.future.result())
+            outcome: Outcome = entry.future.result()
             if outcome.duplicate or (submitter and decided_from(outcome, record)):
                 return outcome
             return msgspec.structs.replace(outcome, duplicate=True)
         finally:
             entry.waiters -= 1
-            if entry.waiters == 0 and self._waiting.get(channel) is entry:
-                del self._waiting[channel]
+            if entry.waiters == 0 and self._waiting.get(command_id) is entry:
+                del self._waiting[command_id]
 
 
 def _fail(future: asyncio.Future) -> None:
