@@ -23,6 +23,7 @@ def projector_app(
     batch_size: int = 500,
     name: str = "projector",
     feed_retain_ms: int = 300_000,
+    gather_ms: int = 100,
     client_factory: Callable[[], Any] | None = None,
 ) -> FastStream:
     """A FastStream app running one Projector until the app stops (SIGINT/SIGTERM); the batch in hand finishes.
@@ -40,7 +41,7 @@ def projector_app(
     async def lifespan() -> AsyncIterator[None]:
         client = client_factory() if client_factory is not None else aioredis.Redis.from_url(redis_url)
         projector = Projector(client, shard_count, shards, batch_size=batch_size, name=name,
-                              feed_retain_ms=feed_retain_ms)
+                              feed_retain_ms=feed_retain_ms, gather_ms=gather_ms)
         stop = asyncio.Event()
         task = asyncio.create_task(projector.run(stop))
         try:

@@ -55,7 +55,7 @@ class Projector:
         *,
         batch_size: int = 500,
         block_ms: int = 200,
-        gather_ms: int = 25,
+        gather_ms: int = 100,
         name: str = "projector",
         heartbeat_ttl_ms: int = 5_000,
         cache_size: int = 10_000,
@@ -69,7 +69,9 @@ class Projector:
         self.block_ms = block_ms
         # After a batch that filled no shard's read, wait this long so events gather: committing
         # batches of one or two entries across 16 shards took 45-60% of a core at 500 commands/s,
-        # about as much as the engine, and this wait cut it to ~23% for at most this much more lag.
+        # about as much as the engine, and a 25 ms wait cut it to ~23% for at most this much more lag;
+        # 100 ms (ALMANAC_PROJECTOR_GATHER_MS) cut the projector's CPU by another third and the stack's
+        # by ~12% at 500/s (docs/capacity.md). Read models lag by that much more; answers do not wait.
         # A full read means the projector is behind: it reads again at once and never falls behind.
         self.gather_ms = gather_ms
         self._last_read_full = False

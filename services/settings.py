@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     # Consumed entries of the shard command streams (acknowledged by the engine) and feeds (applied by the
     # projector) are trimmed once older than this (storage.retention); the room event streams never are.
     stream_retain_s: int = _env("ALMANAC_STREAM_RETAIN_S", 300)
+    # Projector: after a batch that filled no read, wait this long (ms) so that events gather into fewer,
+    # larger commits (less CPU for the projector and Redis; read models lag by up to this much more).
+    projector_gather_ms: int = _env("ALMANAC_PROJECTOR_GATHER_MS", 100)
     # Gateway
     http_host: str = _env("ALMANAC_HTTP_HOST", "127.0.0.1")
     http_port: int = _env("ALMANAC_HTTP_PORT", 8000)
@@ -96,7 +99,7 @@ class Settings(BaseSettings):
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
         return value
 
-    @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms", "stream_retain_s")
+    @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms", "stream_retain_s", "projector_gather_ms")
     @classmethod
     def _not_negative(cls, value: int, info: ValidationInfo) -> int:
         if value < 0:

@@ -54,7 +54,7 @@ def run_projector(
     with redis_url_for(settings) as url:
         # The app's broker takes one URL (a node that answers now); the projector's client every seed.
         app_ = projector_app(live_seed(url), settings.shard_count, selected, batch_size=batch_size, name=name,
-                              feed_retain_ms=settings.stream_retain_s * 1000,
+                             feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
                              client_factory=lambda: connect(url, settings.redis_cluster, **reconnecting()))
         uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
 
