@@ -19,6 +19,7 @@ from almanac.projections.model_writes import (
 from almanac.projections.models import RoomUpdate, model_names, project_room
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
+from almanac.storage.retention import HOLD_MS
 
 # A partial rebuild must land on the live checkpoint; a projector that keeps moving it wins after this many tries.
 PARTIAL_ATTEMPTS = 5
@@ -85,6 +86,16 @@ async def rebuild_shard(client: Any, store: RedisEventStore, keys: Keys, shard: 
 
 async def _rebuild_shard_fully(client: Any, script: Any, store: RedisEventStore, keys: Keys, shard: int,
                                on_room: Callable[[str], None] | None) -> int:
+    # The feed keeps everything after the head read below until the commit (storage.retention: the hold).
+    await client.set(keys.feed_hold(shard), "0-0", px=HOLD_MS)
+    try:
+        return await _rebuild_held_shard(client, script, store, keys, shard, on_room)
+    finally:
+        await client.delete(keys.feed_hold(shard))
+
+
+async def _rebuild_held_shard(client: Any, script: Any, store: RedisEventStore, keys: Keys, shard: int,
+                              on_room: Callable[[str], None] | None) -> int:
     head = await client.xrevrange(keys.feed(shard), "+", "-", count=1)
     # Rooms are listed after the head is read: every room with an event at or before the head is seen.
     rooms = sorted(text(r) for r in await client.smembers(keys.rooms(shard)))

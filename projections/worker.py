@@ -28,6 +28,7 @@ from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
 START = "0-0"
 # The heartbeat loop trims the applied part of the shard feeds this often (storage.retention).
 TRIM_EVERY_S = 5.0
+TRIM_BUDGET_S = 2.0
 
 
 class CheckpointMoved(Exception):
@@ -105,30 +106,33 @@ class Projector:
     # --- cursors and cached states -----------------------------------------------------------
 
     async def load_checkpoints(self) -> None:
-        """Read each shard's checkpoint. A shard with none whose feed was trimmed cannot be read from its
-        start: it is rebuilt from the room streams first, which sets its checkpoint (projections.rebuild)."""
-        values = await self._checkpoints()
-        missing = [shard for shard, value in zip(self.shards, values, strict=True) if value is None]
-        rebuilt = [shard for shard in missing if await feed_was_trimmed(self.client, self.keys.feed(shard))]
-        for shard in rebuilt:
-            rooms = await rebuild_shard(self.client, self.store, self.keys, shard)
-            self.log.warning("shard_rebuilt", shard=shard, rooms=rooms,
-                             reason="no checkpoint, and the feed's start was trimmed")
-        if rebuilt:
-            values = await self._checkpoints()
-        self.cursors = {s: text(v) if v is not None else START for s, v in zip(self.shards, values, strict=True)}
-
-    async def _checkpoints(self) -> list[Any]:
+        """Read each shard's checkpoint (``_cursor_from``: a shard with none on a trimmed feed is rebuilt)."""
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in self.shards:
                 pipe.get(self.keys.checkpoint(shard))
-            return await pipe.execute()
+            values = await pipe.execute()
+        self.cursors = {shard: await self._cursor_from(shard, value)
+                        for shard, value in zip(self.shards, values, strict=True)}
+
+    async def _cursor_from(self, shard: int, stored: Any) -> str:
+        """Where to read a shard's feed from, given its stored checkpoint. With none, the feed's start is
+        where its history begins, unless the feed was trimmed: then the shard is rebuilt from the room
+        streams first, which sets its checkpoint (projections.rebuild.rebuild_shard)."""
+        if stored is not None:
+            return text(stored)
+        if not await feed_was_trimmed(self.client, self.keys.feed(shard)):
+            return START
+        self._forget_shard(shard)
+        rooms = await rebuild_shard(self.client, self.store, self.keys, shard)
+        self.log.warning("shard_rebuilt", shard=shard, rooms=rooms, reason="no checkpoint, and the feed was trimmed")
+        stored = await self.client.get(self.keys.checkpoint(shard))
+        return text(stored) if stored is not None else START
 
     async def trim_feeds(self) -> int:
         """Drop the applied, retained-long-enough entries of this projector's shard feeds; entries removed."""
-        removed = 0
-        for shard in self.shards:
-            removed += await self._trimmer.trim_feed(self.keys.feed(shard), self.keys.checkpoint(shard))
+        removed = sum(await asyncio.gather(*(
+            self._trimmer.trim_feed(self.keys.feed(shard), self.keys.checkpoint(shard), self.keys.feed_hold(shard))
+            for shard in self.shards)))
         self.feed_entries_trimmed += removed
         return removed
 
@@ -216,7 +220,7 @@ class Projector:
             self.conflicts += 1
             self._forget_shard(shard)
             checkpoint = await self.client.get(self.keys.checkpoint(shard))
-            self.cursors[shard] = text(checkpoint) if checkpoint is not None else START
+            self.cursors[shard] = await self._cursor_from(shard, checkpoint)
             self.log.info("checkpoint_moved", shard=shard, checkpoint=self.cursors[shard])
         return applied
 
@@ -250,9 +254,9 @@ class Projector:
             if stored != self.cursors.get(shard):
                 self.conflicts += 1
                 self._forget_shard(shard)
-                self.cursors[shard] = stored
+                self.cursors[shard] = await self._cursor_from(shard, value)
                 moved.append(shard)
-                self.log.info("checkpoint_moved", shard=shard, checkpoint=stored)
+                self.log.info("checkpoint_moved", shard=shard, checkpoint=self.cursors[shard])
         return moved
 
     async def _caught_up(self) -> bool:
@@ -398,6 +402,7 @@ class Projector:
     async def run(self, stop: asyncio.Event) -> None:
         """Apply batches until ``stop`` is set; the batch in hand is finished first."""
         heartbeat = asyncio.create_task(self._heartbeat(stop))
+        trimming = asyncio.create_task(self._trim_loop(stop))
         backoff = 0.5
         self.log.info("projector_started", shards=self.shards, batch_size=self.batch_size)
         try:
@@ -426,12 +431,22 @@ class Projector:
             stop.set()
             await self._cancel_reads()
             await heartbeat
+            await trimming
             self.log.info("projector_stopped", events_applied=self.events_applied)
+
+    async def _trim_loop(self, stop: asyncio.Event) -> None:
+        """Trim the applied part of the feeds every TRIM_EVERY_S, within a budget: never in the way of the
+        heartbeat or the batches (a node failing over answers nothing for seconds)."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(self.trim_feeds(), TRIM_BUDGET_S)
+            except Exception as error:  # noqa: BLE001 - trimming is housekeeping: the next round tries again
+                self.log.warning("trim_failed", error=f"{type(error).__name__}: {error}")
+            await _sleep_or_stop(stop, TRIM_EVERY_S)
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         interval = self.heartbeat_ttl_ms / 5000
         last_events, last_at = self.events_applied, time.monotonic()
-        trimmed_at = 0.0
         while not stop.is_set():
             now = time.monotonic()
             rate = (self.events_applied - last_events) / max(now - last_at, 1e-6)
@@ -440,12 +455,6 @@ class Projector:
                 await self.publish_status(rate)
             except RedisError as error:
                 self.log.warning("heartbeat_failed", error=str(error))
-            if now - trimmed_at >= TRIM_EVERY_S:
-                trimmed_at = now
-                try:
-                    await self.trim_feeds()
-                except Exception as error:  # noqa: BLE001 - trimming never stops the heartbeat; next round
-                    self.log.warning("trim_failed", error=f"{type(error).__name__}: {error}")
             await _sleep_or_stop(stop, interval)
         try:
             await self.client.delete(self.keys.heartbeat(self.name))

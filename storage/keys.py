@@ -152,6 +152,10 @@ class Keys:
     def rooms(self, shard: int) -> str:
         return self._shard(shard, "rooms")
 
+    def feed_hold(self, shard: int) -> str:
+        """While it exists, the shard's feed is not trimmed past its value (a full rebuild in progress)."""
+        return self._shard(shard, "feed:hold")
+
     def shard_commands(self, shard: int) -> str:
         return self._shard(shard, "commands")
 

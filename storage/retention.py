@@ -10,7 +10,8 @@ Each trim is one script on one shard's keys (one Redis Cluster slot), atomic aga
 protects:
 - a command stream keeps every entry some consumer group has not acknowledged (its oldest pending entry)
   or not yet been delivered (after its last-delivered id); a stream without a group is left alone;
-- a feed keeps every entry after the shard's projector checkpoint; a shard without one is left alone;
+- a feed keeps every entry after the shard's projector checkpoint (and, while a full rebuild of the shard
+  runs, everything: ``Keys.feed_hold``); a shard without a checkpoint is left alone;
 - both keep the last ``retain_ms`` of consumed entries too (stream ids are Redis' append times), for
   operators and outside readers of the feed (it is a published channel: docs/api.md, /asyncapi.json).
 Trimming is approximate (``XTRIM ... MINID ~``): Redis drops whole stream nodes only, the cheap way, so up
@@ -58,14 +59,21 @@ end
 return redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
 """
 
-# KEYS: 1 feed, 2 the shard's projector checkpoint. ARGV: 1 retain (ms). Returns the entries removed.
+# KEYS: 1 feed, 2 the shard's projector checkpoint, 3 the shard's feed hold. ARGV: 1 retain (ms).
+# Returns the entries removed.
 TRIM_FEED_SCRIPT = _LUA_IDS + """
 local checkpoint = redis.call('GET', KEYS[2])
 if not checkpoint then return 0 end
 local bound = retention_bound(ARGV[1])
 if earlier(checkpoint, bound) then bound = checkpoint end
+local hold = redis.call('GET', KEYS[3])
+if hold and earlier(hold, bound) then bound = hold end
 return redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
 """
+# A full rebuild sets the shard's checkpoint back to the feed head it read before folding the rooms: the
+# feed must keep everything after that head until the rebuild commits, or the projector resuming there
+# would never see what was appended (and trimmed) meanwhile. The hold expires in case the rebuild dies.
+HOLD_MS = 3_600_000
 
 
 class StreamTrimmer:
@@ -80,13 +88,14 @@ class StreamTrimmer:
         """Drop a command stream's entries every consumer group has acknowledged, older than the retention."""
         return int(await self._commands(keys=[stream], args=[self.retain_ms]))
 
-    async def trim_feed(self, feed: str, checkpoint: str) -> int:
-        """Drop a feed's entries at or before the checkpoint (applied), older than the retention."""
-        return int(await self._feed(keys=[feed, checkpoint], args=[self.retain_ms]))
+    async def trim_feed(self, feed: str, checkpoint: str, hold: str) -> int:
+        """Drop a feed's entries before the checkpoint (applied) and the hold, older than the retention."""
+        return int(await self._feed(keys=[feed, checkpoint, hold], args=[self.retain_ms]))
 
 
 async def feed_was_trimmed(client: Any, feed: str) -> bool:
-    """True when entries were ever removed from ``feed`` (Redis 7: ``entries-added`` exceeds the length).
+    """True when entries may have been removed from ``feed``: Redis 7 says so (``entries-added`` exceeds the
+    length); an older Redis cannot tell, so a feed with entries counts as trimmed (a rebuild is always right).
 
     A projector starting on such a feed without a checkpoint cannot read the shard's history from it.
     """
@@ -97,5 +106,5 @@ async def feed_was_trimmed(client: Any, feed: str) -> bool:
             return False
         raise
     added = info.get("entries-added", info.get(b"entries-added"))
-    length = info.get("length", info.get(b"length"))
-    return added is not None and length is not None and int(added) > int(length)
+    length = int(info.get("length", info.get(b"length")) or 0)
+    return length > 0 if added is None else int(added) > length

@@ -48,8 +48,10 @@ LEASE_RETRY_S = 0.2
 # it or ran out of memory; it stays pending and is retried once Redis takes writes again.
 INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, OutOfMemoryError, ConnectionError, OSError,
                          *CLUSTER_ERRORS)
-# How often the lease loop trims the held shards' command streams (storage.retention): one script per shard.
+# How often the held shards' command streams are trimmed (storage.retention: one script per shard, all at
+# once), and how long one round may take.
 TRIM_EVERY_S = 5.0
+TRIM_BUDGET_S = 2.0
 
 # Count one failed attempt of a stream entry; a different failure reason starts the count again.
 # KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
@@ -153,7 +155,6 @@ class Engine:
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
         self._line = BatchLine(client)
         self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
-        self._trimmed_at = 0.0
         self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
                                              config.batch_size, config.block_ms)
 
@@ -167,19 +168,21 @@ class Engine:
         self._tasks = [
             asyncio.create_task(self._lease_loop(), name="engine-leases"),
             asyncio.create_task(self._consume_loop(), name="engine-consume"),
+            asyncio.create_task(self._trim_loop(), name="engine-trim"),
         ]
 
     async def stop(self) -> None:
         """Finish the command in hand, acknowledge what is done, give the leases back."""
         self._stopping.set()
-        leases, consume = self._tasks or (None, None)
+        leases, consume, trimming = self._tasks or (None, None, None)
         if consume is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consume
-        if leases is not None:
-            leases.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await leases
+        for housekeeping in (leases, trimming):
+            if housekeeping is not None:
+                housekeeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await housekeeping
         await self._standing_reads.close()
         await self._line.reset()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS):
@@ -211,20 +214,30 @@ class Engine:
                 self._redis_error_ms = int(time.time() * 1000)
                 self.log.warning("lease.redis_unreachable", error=str(error))
                 pause = min(interval, LEASE_RETRY_S)
-            if time.monotonic() - self._trimmed_at >= TRIM_EVERY_S:
-                await self._trim_command_streams()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), pause)
 
+    async def _trim_loop(self) -> None:
+        """Trim the held shards' command streams every TRIM_EVERY_S, on its own task and within a budget:
+        never in the way of the leases (a node failing over answers nothing for seconds)."""
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._trim_command_streams(), TRIM_BUDGET_S)
+            except Exception as error:  # noqa: BLE001 - trimming is housekeeping: the next round tries again
+                self.log.warning("trim.skipped", error=f"{type(error).__name__}: {error}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), TRIM_EVERY_S)
+
     async def _trim_command_streams(self) -> None:
         """Drop the acknowledged, retained-long-enough entries of the held shards' command streams."""
-        self._trimmed_at = time.monotonic()
-        removed = 0
-        for shard in self.leases.held:
-            try:
-                removed += await self._trimmer.trim_commands(self.keys.shard_commands(shard))
-            except Exception as error:  # noqa: BLE001 - never stops the lease loop; the next round trims it
-                self.log.warning("trim.skipped", shard=shard, error=f"{type(error).__name__}: {error}")
+        streams = [self.keys.shard_commands(shard) for shard in self.leases.held]
+        results = await asyncio.gather(*(self._trimmer.trim_commands(stream) for stream in streams),
+                                       return_exceptions=True)
+        failed = [stream for stream, result in zip(streams, results, strict=True) if isinstance(result, Exception)]
+        if failed:
+            self.log.warning("trim.skipped", streams=failed, error=next(
+                f"{type(r).__name__}: {r}" for r in results if isinstance(r, Exception)))
+        removed = sum(result for result in results if not isinstance(result, Exception))
         if removed:
             self.metrics.count("commands_trimmed", removed)
 

@@ -74,7 +74,8 @@ def asyncapi_document() -> dict[str, Any]:
                           "description": "the engine's input: gateways XADD, the shard's lease holder XREADGROUPs",
                           "messages": {"command": {"$ref": "#/components/messages/command"}}},
         "shardFeed": {"address": "alm:{{{shard}}}:feed", "parameters": _SHARD,
-                      "description": "one entry per append (the projector's input)",
+                      "description": "one entry per append (the projector's input); entries the projector "
+                                     "applied more than ALMANAC_STREAM_RETAIN_S ago are trimmed",
                       "messages": {"feedEntry": {"$ref": "#/components/messages/feedEntry"}}},
         "replies": {"address": "alm:reply:{submitter}",
                     "parameters": {"submitter": {"description": "a gateway process's random id"}},

@@ -2,26 +2,41 @@
 
 Stories: given a stream and its consumers' positions, when the trim runs, then every entry a consumer still
 needs is there, and the consumed ones older than the retention are gone. Trimming is approximate (whole
-stream nodes of 100 entries), so the checks allow one node of consumed entries to stay.
+stream nodes, 100 entries by default); the unit stories make every entry its own node so that each trim is
+exact and an entry off by one is caught.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from engine_process_helper import register_test_rulesets
 from engine_test_support import KEYS, EngineProcess, held_shards, send, wait_for
-from projection_games import dump_models
+from projection_games import dump_models, open_room, options_for, play, players_for
 
+from almanac.projections import rebuild as rebuilding
 from almanac.projections.rebuild import rebuild
 from almanac.projections.worker import Projector
-from almanac.services.engine.worker import GROUP
+from almanac.services.room_service import RoomService
+from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
 
 register_test_rulesets()
-NODE = 100  # stream-node-max-entries: the most an approximate trim leaves behind its bound
+NODE = 100  # stream-node-max-entries by default: the most an approximate trim leaves behind its bound
 STREAM = "alm:{s00}:commands"
+FEED, CHECKPOINT, HOLD = KEYS.feed(0), KEYS.checkpoint(0), KEYS.feed_hold(0)
+
+
+@pytest.fixture
+async def exact(redis_client) -> AsyncIterator[None]:
+    """One entry per stream node: an approximate trim removes exactly the entries before its bound."""
+    await redis_client.config_set("stream-node-max-entries", 1)
+    try:
+        yield
+    finally:
+        await redis_client.config_set("stream-node-max-entries", NODE)
 
 
 async def given_entries(client, count: int, stream: str = STREAM) -> list[bytes]:
@@ -37,59 +52,87 @@ async def ids(client, stream: str = STREAM) -> list[bytes]:
     return [entry_id for entry_id, _ in await client.xrange(stream)]
 
 
-async def test_acknowledged_commands_go_and_the_oldest_pending_one_bounds_the_trim(redis_client):
-    entries = await given_entries(redis_client, 600)
+async def test_acknowledged_commands_go_and_the_oldest_pending_one_bounds_the_trim(redis_client, exact):
+    entries = await given_entries(redis_client, 60)
     await redis_client.xgroup_create(STREAM, "g", id="0")
-    read = await delivered(redis_client, 500)  # 100 never delivered
-    await redis_client.xack(STREAM, "g", *read[:300], *read[301:])  # entry 300 stays pending
+    read = await delivered(redis_client, 50)  # 10 never delivered
+    await redis_client.xack(STREAM, "g", *read[:30], *read[31:])  # entry 30 stays pending
 
-    removed = await StreamTrimmer(redis_client, retain_ms=0).trim_commands(STREAM)
+    assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands(STREAM) == 30
 
-    left = await ids(redis_client)
-    assert removed == 600 - len(left) and 300 - NODE <= removed <= 300
-    assert left == entries[600 - len(left):]  # a suffix: nothing after the bound is touched
-    assert entries[300] in left and all(entry in left for entry in entries[500:])
+    assert await ids(redis_client) == entries[30:]  # from the pending entry on, nothing is touched
     pending = await redis_client.xpending(STREAM, "g")
-    assert pending["pending"] == 1 and pending["min"] == entries[300]
+    assert pending["pending"] == 1 and pending["min"] == entries[30]
 
 
-async def test_nothing_undelivered_is_trimmed_and_the_slowest_group_decides(redis_client):
-    entries = await given_entries(redis_client, 400)
+async def test_nothing_undelivered_is_trimmed_and_the_slowest_group_decides(redis_client, exact):
+    entries = await given_entries(redis_client, 40)
     await redis_client.xgroup_create(STREAM, "g", id="0")
     await redis_client.xgroup_create(STREAM, "slow", id="0")
-    await redis_client.xack(STREAM, "g", *await delivered(redis_client, 400))
+    await redis_client.xack(STREAM, "g", *await delivered(redis_client, 40))
     trimmer = StreamTrimmer(redis_client, retain_ms=0)
 
     assert await trimmer.trim_commands(STREAM) == 0  # "slow" has read nothing yet
 
-    await redis_client.xack(STREAM, "slow", *await delivered(redis_client, 250, group="slow"))
-    removed = await trimmer.trim_commands(STREAM)
-    assert 249 - NODE <= removed <= 249 and entries[249] in await ids(redis_client)
+    await redis_client.xack(STREAM, "slow", *await delivered(redis_client, 25, group="slow"))
+    assert await trimmer.trim_commands(STREAM) == 24  # up to the last one delivered, which stays
+    assert await ids(redis_client) == entries[24:]
 
 
-async def test_a_stream_without_a_group_and_recent_commands_are_kept(redis_client):
-    await given_entries(redis_client, 300)
+async def test_a_stream_without_a_group_and_recent_commands_are_kept(redis_client, exact):
+    await given_entries(redis_client, 30)
     assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands(STREAM) == 0  # no engine has read it
     assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands("alm:{s00}:absent") == 0
 
     await redis_client.xgroup_create(STREAM, "g", id="0")
-    await redis_client.xack(STREAM, "g", *await delivered(redis_client, 300))
+    await redis_client.xack(STREAM, "g", *await delivered(redis_client, 30))
     assert await StreamTrimmer(redis_client, retain_ms=3_600_000).trim_commands(STREAM) == 0  # all younger than 1 h
-    assert await redis_client.xlen(STREAM) == 300
+    assert await redis_client.xlen(STREAM) == 30
 
 
-async def test_a_feed_is_trimmed_up_to_its_checkpoint_and_not_without_one(redis_client):
-    feed, checkpoint = "alm:{s00}:feed", "alm:{s00}:rm:checkpoint"
-    entries = await given_entries(redis_client, 500, feed)
+async def test_a_feed_is_trimmed_up_to_its_checkpoint_or_its_hold_and_not_without_a_checkpoint(redis_client, exact):
+    entries = await given_entries(redis_client, 50, FEED)
     trimmer = StreamTrimmer(redis_client, retain_ms=0)
-    assert await trimmer.trim_feed(feed, checkpoint) == 0 and not await feed_was_trimmed(redis_client, feed)
+    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD) == 0 and not await feed_was_trimmed(redis_client, FEED)
 
-    await redis_client.set(checkpoint, entries[349])
-    removed = await trimmer.trim_feed(feed, checkpoint)
-
-    assert 349 - NODE <= removed <= 349 and await ids(redis_client, feed) == entries[500 - (500 - removed):]
-    assert await feed_was_trimmed(redis_client, feed)
+    await redis_client.set(CHECKPOINT, entries[39])
+    await redis_client.set(HOLD, entries[20])  # a full rebuild read the head at entry 20
+    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD) == 20
+    await redis_client.delete(HOLD)  # the rebuild committed
+    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD) == 19
+    assert await ids(redis_client, FEED) == entries[39:]  # the checkpoint entry stays: the projector resumes there
+    assert await feed_was_trimmed(redis_client, FEED)
     assert not await feed_was_trimmed(redis_client, "alm:{s00}:no-such-feed")
+
+
+async def test_a_full_rebuild_racing_the_live_projector_loses_nothing(redis_client, exact, monkeypatch):
+    """While a full rebuild folds the shard's rooms, the rooms move on and the live projector applies and
+    trims: the feed must keep what came after the head the rebuild read, where the projector resumes."""
+    store = RedisEventStore(redis_client, shard_count=1)
+    service = RoomService(store, snapshot_every=10)
+    for room in ("a", "b"):
+        await open_room(service, room, "counter", players_for("counter"), options=options_for("counter"))
+    live = Projector(redis_client, 1, block_ms=20, feed_retain_ms=0)
+    await live.drain()
+    fold = rebuilding.fold_room
+
+    async def fold_while_the_game_goes_on(store, room, up_to=None):
+        update = await fold(store, room, up_to)
+        if room == "a":
+            await play(service, "a", "counter", 5, players_for("counter"), first_move=100)
+            await play(service, "b", "counter", 1, players_for("counter"), first_move=200)
+            await live.drain()
+            await live.trim_feeds()
+        return update
+
+    monkeypatch.setattr(rebuilding, "fold_room", fold_while_the_game_goes_on)
+    await rebuild(redis_client, 1)
+    monkeypatch.setattr(rebuilding, "fold_room", fold)
+    assert not await redis_client.exists(HOLD)  # released by the commit
+    await live.drain()  # resumes from the head the rebuild read
+    after_the_race = await dump_models(redis_client)
+    await rebuild(redis_client, 1)
+    assert after_the_race == await dump_models(redis_client)
 
 
 async def test_a_running_stack_trims_what_it_consumed_and_read_models_still_equal_a_rebuild(
@@ -114,8 +157,6 @@ async def test_a_running_stack_trims_what_it_consumed_and_read_models_still_equa
 
         # The engine's lease loop trims every 5 s: within two rounds the stream is down to its last node.
         await wait_for(commands_trimmed, timeout_s=15, what="the command stream trimmed")
-        pending = await redis_client.xpending(stream, GROUP)
-        assert pending["pending"] == 0  # only acknowledged entries were trimmed
     finally:
         engine.terminate()
 
