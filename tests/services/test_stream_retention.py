@@ -168,6 +168,13 @@ async def test_a_running_stack_trims_what_it_consumed_and_read_models_still_equa
     checkpoint = await redis_client.get(KEYS.checkpoint(3))
     assert 1 <= len(feed) <= NODE and feed[-1][0] == checkpoint  # the projector resumes from what is left
 
+    # A shard's read models wiped (checkpoint and all) under a running projector whose feed holds its last
+    # entry only (an exact trim): it rebuilds the shard; a replay of that feed would leave the models short.
+    await redis_client.xtrim(KEYS.feed(3), minid=checkpoint, approximate=False)
+    await redis_client.delete(*[key async for key in redis_client.scan_iter(match="alm:{s03}:rm:*")])
+    await projector.drain()
+    assert await dump_models(redis_client) == live
+
     # A projector started without checkpoints on trimmed feeds rebuilds those shards from the room streams.
     for shard in range(16):
         await redis_client.delete(KEYS.checkpoint(shard))
