@@ -194,6 +194,20 @@ return {version, data, redis.call('XRANGE', KEYS[3], (version + 1) .. '-0', high
 """
 
 
+async def run_script(script: AsyncScript, keys: list, args: list) -> Any:
+    """Run a registered script; after NOSCRIPT, by its text (EVAL), on the node its keys live on.
+
+    A server forgets its script cache when it restarts, and a replica promoted on a Cluster never had it;
+    redis-py's own reload (SCRIPT LOAD) goes to the primaries its slot map knows, which right after a
+    promotion may not include the new one: its EVALSHA failed again, round after round. EVAL follows the
+    keys (and MOVED) to the right node, runs there and leaves the script cached for the next EVALSHA.
+    """
+    try:
+        return await script(keys=keys, args=args)
+    except NoScriptError:
+        return await script.registered_client.eval(script.script, len(keys), *keys, *args)
+
+
 def _unparsed_stream_reads(client: aioredis.Redis) -> aioredis.Redis:
     """A client on the same connections whose XRANGE replies stay as hiredis returns them.
 
@@ -497,7 +511,7 @@ class RedisEventStore:
         if missing:
             await self._load_scripts()
             again = await asyncio.gather(
-                *(calls[i][0](keys=calls[i][1], args=calls[i][2]) for i in missing), return_exceptions=True
+                *(run_script(*calls[i]) for i in missing), return_exceptions=True
             )
             for index, reply in zip(missing, again, strict=True):
                 replies[index] = reply
@@ -534,11 +548,12 @@ class RedisEventStore:
                 pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
             results = await pipe.execute(raise_on_error=False, allow_redirections=False)
         position = 0
-        reload = False
+        reload = []  # the nodes that answered NOSCRIPT (a promoted replica never had the scripts)
         for node, indexes in by_node.values():
             part, confirmed = results[position:position + len(indexes)], results[position + len(indexes)]
             position += len(indexes) + 1
-            reload = reload or any(isinstance(reply, NoScriptError) for reply in part)
+            if any(isinstance(reply, NoScriptError) for reply in part):
+                reload.append(node)
             unconfirmed = self._unconfirmed(confirmed)
             if unconfirmed is None:
                 self._unreplicated.discard(node.name)
@@ -551,7 +566,7 @@ class RedisEventStore:
                 if isinstance(reply, NoScriptError):
                     replies[index] = unconfirmed or ReplicaWaitError("the script was not loaded; sent again later")
         if reload:
-            await self._load_scripts()
+            await self._load_scripts(reload)
         return replies
 
     def _unconfirmed(self, confirmed: object) -> ReplicaWaitError | None:
@@ -574,10 +589,14 @@ class RedisEventStore:
             first, confirmed = await pipe.execute(raise_on_error=False, allow_redirections=False)
         return self._unconfirmed(first if isinstance(first, Exception) else confirmed)
 
-    async def _load_scripts(self) -> None:
-        for script in (self._append, self._append_many, self._reject, self._write_ordered, self._snapshot,
-                       self._load):
+    async def _load_scripts(self, nodes: list | None = None) -> None:
+        """Load the store's scripts: on every primary the client knows, and on ``nodes`` (Cluster nodes that
+        answered NOSCRIPT: right after a promotion the client's map may not list the new primary yet)."""
+        scripts = (self._append, self._append_many, self._reject, self._write_ordered, self._snapshot, self._load)
+        for script in scripts:
             await self.client.script_load(script.script)  # the Cluster client sends it to every primary
+            for node in nodes or ():
+                await self.client.execute_command("SCRIPT", "LOAD", script.script, target_nodes=node)
         self._scripts_loaded = True
 
     async def outcome(self, room: str, command_id: str) -> StoredOutcome | None:

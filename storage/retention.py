@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from almanac.storage.redis_store import run_script
+
 # Shared Lua: stream ids compared as (ms, seq); the bound of retention from the server's own clock.
 _LUA_IDS = """
 local function parse(id)
@@ -77,7 +79,7 @@ HOLD_MS = 3_600_000
 
 
 class StreamTrimmer:
-    """The two trim scripts, registered on one client (redis-py loads them again after a NOSCRIPT)."""
+    """The two trim scripts, registered on one client (after a NOSCRIPT they run by their text: run_script)."""
 
     def __init__(self, client: Any, retain_ms: int) -> None:
         self.retain_ms = retain_ms
@@ -86,11 +88,11 @@ class StreamTrimmer:
 
     async def trim_commands(self, stream: str) -> int:
         """Drop a command stream's entries every consumer group has acknowledged, older than the retention."""
-        return int(await self._commands(keys=[stream], args=[self.retain_ms]))
+        return int(await run_script(self._commands, [stream], [self.retain_ms]))
 
     async def trim_feed(self, feed: str, checkpoint: str, hold: str) -> int:
         """Drop a feed's entries before the checkpoint (applied) and the hold, older than the retention."""
-        return int(await self._feed(keys=[feed, checkpoint, hold], args=[self.retain_ms]))
+        return int(await run_script(self._feed, [feed, checkpoint, hold], [self.retain_ms]))
 
 
 async def feed_was_trimmed(client: Any, feed: str) -> bool:
