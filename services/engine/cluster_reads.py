@@ -7,6 +7,12 @@ read in flight, and a batch is whatever has answered as soon as any has. Nothing
 dropped: it is returned by this call or the next one. Entries of a read still in flight when the
 engine stops (or loses the shard) stay pending in the group, and the next holder claims them.
 
+A read that answers while its shard is not among those asked for (the lease was not safely held at that
+moment: a renewal late during a failover) is not processed, but what it delivered is now pending under
+this consumer, and a ``>`` read never delivers it again: the shard is reported in ``orphaned`` and the
+engine takes it over before reading it again (its takeover replays the pending entries). Seen in
+failovers: commands delivered that way sat pending, unanswered, until their client resent them.
+
 A failed read (its node died, the slot moved, a failover is under way) fails its shard only: the read
 is dropped, the shard is reported in ``failed`` (the engine takes it over again, since a lost answer
 leaves delivered entries pending), and its next read waits a per-shard backoff, while the other
@@ -45,6 +51,9 @@ class StandingReads:
         self._retry_at: dict[int, float] = {}  # shard -> monotonic time its next read may start
         self._failures: dict[int, int] = {}  # shard -> consecutive failed reads
         self.failed: dict[int, BaseException] = {}  # shards whose read failed in the last call, and why
+        # Shards whose read answered in the last call while not asked for: it may have delivered entries
+        # (now pending under this consumer) that were not returned; they need a takeover before a read.
+        self.orphaned: set[int] = set()
 
     async def read(self, shards: list[int]) -> list:
         """[(stream, entries)] of the shards' reads that answered; waits up to about ``block_ms``.
@@ -52,6 +61,7 @@ class StandingReads:
         Shards whose read failed are in ``failed`` after the call; the others' replies are returned.
         """
         self.failed = {}
+        self.orphaned = set()
         now = time.monotonic()
         for shard in shards:
             if shard not in self._reads and self._retry_at.get(shard, 0.0) <= now:
@@ -74,7 +84,11 @@ class StandingReads:
                 continue
             del self._reads[shard]
             if shard not in shards:
-                continue  # no longer ours to process: its entries stay pending for the shard's holder
+                # Not ours to process now. What it delivered stays pending (for another holder's takeover,
+                # or ours): unless it surely delivered nothing, the shard is taken over before its next read.
+                if task.cancelled() or task.exception() is not None or task.result():
+                    self.orphaned.add(shard)
+                continue
             error = task.exception()
             if error is None:
                 self._failures.pop(shard, None)

@@ -380,6 +380,12 @@ class Engine:
         if self._cluster:
             # A Cluster refuses one XREADGROUP over streams of different slots: a standing read per shard.
             reply = await self._standing_reads.read(held)
+            orphaned = self._standing_reads.orphaned
+            if orphaned:
+                # Read while not safely held (a late lease renewal): delivered entries are pending, and only
+                # a takeover reads them again.
+                self._needs_takeover.update(orphaned)
+                self.log.info("shard.read_orphaned", shards=sorted(orphaned))
             failed = self._standing_reads.failed
             if failed:
                 # Only these shards: delivered entries whose answer was lost are pending, so re-take them.
@@ -396,7 +402,12 @@ class Engine:
                 # The read that left with the last batch's last write: its reply is all that is awaited.
                 reply = _stream_reply(await self._line.reply())
                 self._line.reading = None
-                # A shard lost meanwhile: what was read of it stays pending for its next holder.
+                # A shard not safely held meanwhile: what was read of it stays pending for its next holder,
+                # which may be this engine again (its lease renewed late): then only a takeover re-reads it.
+                orphaned = {self._shard_of_stream(stream) for stream, entries in reply if entries} - set(held)
+                if orphaned:
+                    self._needs_takeover.update(orphaned)
+                    self.log.info("shard.read_orphaned", shards=sorted(orphaned))
                 reply = [(stream, entries) for stream, entries in reply if self._shard_of_stream(stream) in held]
             elif self._unsent_outcomes or self._unsent_acks or self._metrics_due():
                 async with self.client.pipeline(transaction=False) as pipe:

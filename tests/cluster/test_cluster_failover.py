@@ -2,10 +2,9 @@
 
 Given the whole stack (engine, projector and gateway processes, REDIS_URL naming all six nodes as seeds) and a
 steady command load over 20 lanes of rooms, when one primary is killed with SIGKILL, and later the node the
-gateway's outcome subscription sits on, then: every shard takes commands again within twice the promotion time
-(the second failover: plus SUBSCRIPTION_NODE_SLACK_S),
-no answer is a 5xx other than 503, every acknowledged command's events are in the log exactly once, every room
-verifies, and the read models equal a rebuild.
+gateway's outcome subscription sits on, then: every shard takes commands again within twice the promotion time,
+no answer is a 5xx other than 503, every acknowledged command's events are in the log exactly once, no command
+is left pending in the engine's group, every room verifies, and the read models equal a rebuild.
 
 Replication is asynchronous: without WAIT a write acknowledged in the instant before its primary dies may be
 missing on the promoted replica, so the asynchronous run bounds the lost count (LOSS_WINDOW_ALLOWED; it was 0
@@ -52,11 +51,6 @@ RATE = 60  # commands per second offered, in total
 WARMUP_S = 3.0
 SETTLE_S = 4.0  # load kept on after a recovery, so "recovered" is seen to hold
 LOSS_WINDOW_ALLOWED = 3  # without WAIT: acknowledged writes lost to asynchronous replication, at most
-# Failover 2 only (the gateway's subscription node, a primary, killed): in about one run in four some of that
-# node's shards took no command for about one outcome wait (5 s) after the promotion, although the engine
-# had taken them over (cause not found yet: docs/architecture.md, "Cluster failover"). Failover 1 (a
-# primary) is held to 2x the promotion time with no slack.
-SUBSCRIPTION_NODE_SLACK_S = 6.0
 SHARDS = 16
 COMMAND_TIMEOUT_S = 5.0
 
@@ -252,8 +246,7 @@ def test_a_primary_and_the_subscription_node_die_under_load_and_nothing_acknowle
         # promotion (with durability=replica: until the promoted primary had a replica again).
         assert max(first_gaps.values()) <= 2 * recovered_s, first_gaps
         if not durable:
-            assert max(second_gaps.values()) <= 2 * (second_promotion_s or promotion_s) + SUBSCRIPTION_NODE_SLACK_S, \
-                second_gaps
+            assert max(second_gaps.values()) <= 2 * (second_promotion_s or promotion_s), second_gaps
             assert moved_s is not None, "the outcome subscription did not move to a live node"
             # A window with no 200 at all (every command refused 503 while the cluster promoted) waited for
             # nothing; otherwise the typical acknowledgement must not have waited out the outcome timeout.
@@ -268,6 +261,13 @@ def test_a_primary_and_the_subscription_node_die_under_load_and_nothing_acknowle
         assert not doubled, doubled
         assert not unverified, unverified
         assert len(lost) <= (0 if durable else LOSS_WINDOW_ALLOWED), lost
+
+        # Every command that reached a command stream was decided: none is left pending in the engine's group
+        # (an entry delivered to a read the engine did not process stays pending until a takeover).
+        deadline = time.monotonic() + 10
+        while (pending := asyncio.run(_pending(cluster.url, keys))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not pending, f"entries left pending in the engine's group: {pending}"
 
         # The read models equal a rebuild.
         deadline = time.monotonic() + 30
@@ -302,6 +302,17 @@ async def _check_log(url: str, load: Load) -> tuple[list[str], list[str], list[s
         doubled = [command_id for command_id, (_, first, last) in load.acked.items()
                    if counts[command_id] > last - first + 1]
         return lost, doubled, unverified
+    finally:
+        await client.aclose()
+
+
+async def _pending(url: str, keys: Keys) -> dict[int, int]:
+    """Per shard, the entries of its command stream delivered to the engine and not acknowledged (if any)."""
+    client = connect(url, cluster=True)
+    try:
+        counts = {shard: (await client.xpending(keys.shard_commands(shard), "engine"))["pending"]
+                  for shard in range(SHARDS)}
+        return {shard: count for shard, count in counts.items() if count}
     finally:
         await client.aclose()
 

@@ -1,0 +1,99 @@
+"""The engine's standing reads on a real Redis Cluster: an entry delivered while its shard's lease was not
+safely held is decided once the lease is (the shard is taken over, which replays its pending entries).
+
+In the failover test (tests/cluster/test_cluster_failover.py) a promotion left the engine's lease unrenewed
+for a moment right after it had taken its shards over: reads then in flight delivered commands the engine did
+not process, a ``>`` read never delivers them again, and the lease was renewed, not lost, so nothing claimed
+them: they sat pending until their clients resent them after the outcome wait. Here the lease's margin is
+made to run out by hand (the engine's own bookkeeping, as a late renewal leaves it), on real Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from almanac.services import bus
+from almanac.services.engine.worker import GROUP, Engine, EngineConfig
+from almanac.services.redis_client import connect
+from almanac.services.room_service import CommandRecord
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import RedisEventStore
+
+SHARDS = 16
+KEYS = Keys(SHARDS)
+
+
+@pytest.fixture
+async def cluster(cluster_url):
+    client = connect(cluster_url, cluster=True)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+def _room_on(shard: int, name: str) -> str:
+    return next(room for room in (f"{name}-{n}" for n in range(10_000)) if KEYS.shard(room) == shard)
+
+
+async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_once_it_is(cluster) -> None:
+    watched, other = 3, 9
+    room, wake = _room_on(watched, "orphan"), _room_on(other, "wake")
+    # Reads that block for seconds, so the watched shard's read is in flight when its lease margin runs out; a
+    # long lease, so no renewal restores the margin before the test does.
+    engine = Engine(cluster, EngineConfig(name="orphan-test", shards=[watched, other], shard_count=SHARDS,
+                                          lease_ms=60_000, block_ms=2_000))
+    await engine.start()
+    try:
+        await wait_for(lambda: _async(engine.leases.holds(watched) and engine.leases.holds(other)
+                                      and not engine._needs_takeover),
+                       what="the engine holding and having taken over both shards")
+        reads = engine._standing_reads
+        # A read of the watched shard just sent: it blocks for seconds more, time enough for the steps below.
+        await wait_for(lambda: _async(watched in reads._reads and time.monotonic() - reads._started[watched] < 0.3),
+                       what="a fresh read of the watched shard")
+
+        engine.leases._valid_until[watched] = time.monotonic()  # as a renewal late in a failover leaves it
+        store = RedisEventStore(cluster, SHARDS)
+        # A command on the other shard ends the engine's round in hand: its next rounds leave the watched
+        # shard out (not safely held), while that shard's read stays in flight.
+        woken = CommandRecord(command_id=f"{wake}:p:w1", room=wake, player="p",
+                              server_time_ms=int(time.time() * 1000), body={"kind": "join_room"})
+        await bus.submit(cluster, KEYS, woken)
+        await wait_for(lambda: store.outcome(wake, woken.command_id), what="the other shard's command decided")
+
+        record = CommandRecord(command_id=f"{room}:p:c1", room=room, player="p",
+                               server_time_ms=int(time.time() * 1000), body={"kind": "join_room"})
+        await bus.submit(cluster, KEYS, record)
+        stream = KEYS.shard_commands(watched)
+        await wait_for(lambda: _pending(cluster, stream), what="the command delivered to the read in flight")
+        await wait_for(lambda: _async(watched not in reads._reads),
+                       what="a round of the engine past the watched shard's answered read")
+
+        engine.leases._valid_until[watched] = time.monotonic() + 60  # the lease renewed: safely held again
+        stored = await wait_for(lambda: store.outcome(room, record.command_id), what="the command's outcome")
+        assert not stored.accepted  # refused (no such room): decided all the same
+        assert not await _pending(cluster, stream)
+    finally:
+        await engine.stop()
+
+
+async def _async(value: object) -> object:
+    return value
+
+
+async def _pending(client, stream: str) -> int:  # noqa: ANN001 - the cluster client
+    return (await client.xpending(stream, GROUP))["pending"]
+
+
+async def wait_for(check: Callable[[], Awaitable[object]], what: str, timeout_s: float = 15) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
