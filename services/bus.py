@@ -61,11 +61,13 @@ class RateLimit:
 
 
 class RateLimited(Exception):
-    """The limit's window is used up: nothing was appended. ``retry_ms``: until the window ends."""
+    """The limit's window is used up: nothing was appended. ``retry_ms``: until the window ends; ``key``: the
+    limit's counter (whoever shares the refused submission learns whose window it was)."""
 
-    def __init__(self, retry_ms: int) -> None:
+    def __init__(self, retry_ms: int, key: str = "") -> None:
         super().__init__(f"rate limited for another {retry_ms} ms")
         self.retry_ms = retry_ms
+        self.key = key
 
 
 def encode_outcome(outcome: Outcome) -> bytes:
@@ -121,7 +123,7 @@ async def _counted(client: aioredis.Redis, stream: str, limit: RateLimit, data: 
     except NoScriptError:  # a restarted or flushed server forgot it: EVAL loads it again
         reply = await client.execute_command("EVAL", SUBMIT_COUNTED, 2, *args)
     if not int(reply[0]):
-        raise RateLimited(int(reply[1]))
+        raise RateLimited(int(reply[1]), limit.key)
     return reply[1]
 
 

@@ -39,8 +39,14 @@ _REFUSING_WRITES = ("MISCONF ", "BUSY ")
 
 
 def refuses_writes(error: BaseException) -> bool:
-    """True for a Redis that refuses writes for now (MISCONF, BUSY): retry later, never blame the command."""
-    return isinstance(error, exceptions.ResponseError) and str(error).startswith(_REFUSING_WRITES)
+    """True for a Redis that refuses writes for now (MISCONF, BUSY): retry later, never blame the command.
+
+    redis-py words a pipeline's error "Command # 1 (...) of pipeline caused error: MISCONF ...": the reply
+    is looked for after that prefix too."""
+    if not isinstance(error, exceptions.ResponseError):
+        return False
+    message = str(error)
+    return message.startswith(_REFUSING_WRITES) or any(f"error: {code}" in message for code in _REFUSING_WRITES)
 
 
 # True while redis-py's cluster client handles an error of one command (see FailoverCluster.aclose).

@@ -185,7 +185,7 @@ class Engine:
                     await housekeeping
         await self._standing_reads.close()
         await self._line.reset()
-        with contextlib.suppress(*INFRASTRUCTURE_ERRORS):
+        with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
             await self._flush_metrics_and_heartbeat(alive=False)
             await self.leases.release_all()
         self.log.info("engine.stop", commands=self.metrics.totals["commands"])
@@ -210,9 +210,14 @@ class Engine:
                 for shard in lost:
                     self.log.warning("lease.lost", shard=shard)
                 await self._flush_metrics_and_heartbeat(alive=True)
-            except INFRASTRUCTURE_ERRORS as error:
+            except (*INFRASTRUCTURE_ERRORS, ResponseError) as error:
+                # Unreachable, or refusing writes (MISCONF, BUSY): the leases lapse meanwhile, and are taken
+                # again once Redis takes writes. This loop must never end while the engine runs.
                 self._redis_error_ms = int(time.time() * 1000)
-                self.log.warning("lease.redis_unreachable", error=str(error))
+                self.log.warning("lease.redis_unreachable", error=f"{type(error).__name__}: {error}")
+                pause = min(interval, LEASE_RETRY_S)
+            except Exception:  # noqa: BLE001 - a bug: logged, and the leases are tried again
+                self.log.exception("lease.unexpected_error")
                 pause = min(interval, LEASE_RETRY_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), pause)
@@ -335,10 +340,14 @@ class Engine:
                     self.log.warning("consume.group_missing", error=str(error))
                     continue
                 # Redis refused a read or an acknowledgement (MISCONF: it cannot persist; BUSY: a script
-                # runs too long): the loop must outlive it while this engine holds the leases, or its shards
-                # stall for good. What was read stays pending.
+                # runs too long; or our bug): the loop must outlive it while this engine holds the leases, or
+                # its shards stall for good. What was read stays pending.
                 self._redis_error_ms = int(time.time() * 1000)
-                self.log.error("consume.redis_refused", error=f"{type(error).__name__}: {error}", retry_in_s=backoff)
+                if refuses_writes(error):
+                    self.log.error("consume.redis_refused", error=f"{type(error).__name__}: {error}",
+                                   retry_in_s=backoff)
+                else:
+                    self.log.exception("consume.unexpected_redis_error", retry_in_s=backoff)
                 await self._pause(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
@@ -359,7 +368,10 @@ class Engine:
                 continue
             try:
                 await self._take_over(shard)
-            except INFRASTRUCTURE_ERRORS as error:
+            except Exception as error:
+                if not (isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)):
+                    raise
+                # Its node is down, or refuses writes (MISCONF, BUSY): this shard waits; the others go on.
                 self._redis_error_ms = int(time.time() * 1000)
                 self._standing_reads.fail(shard, error)
                 self.log.warning("shard.takeover_failed", shard=shard, error=f"{type(error).__name__}: {error}")

@@ -170,7 +170,9 @@ class Gateway:
         try:
             outcome = await self._submit(record, admit, limit)
         except RateLimited as refused:
-            raise self.rate_limits.token_refusal(refused.retry_ms, limit) from None
+            # Remembered only when it was this request's own window (a sharer's token may be another).
+            own = limit is not None and refused.key == limit.key
+            raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
         finally:
             self.inflight -= 1
         if outcome is not None:  # a wait that timed out says nothing more than the timeout
@@ -184,7 +186,7 @@ class Gateway:
             try:
                 await count_request(self.client, self.keys, room, limit)
             except RateLimited as refused:
-                raise self.rate_limits.token_refusal(refused.retry_ms, limit) from None
+                raise self.rate_limits.token_refusal(refused.retry_ms, room, limit) from None
             except RedisError:
                 # The request is refused anyway (the caller re-raises its 4xx): a store that cannot count it
                 # must not turn that answer into a 503.

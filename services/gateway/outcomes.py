@@ -33,10 +33,12 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
+from redis.exceptions import ResponseError
 
 from almanac.services import bus
 from almanac.services.gateway.errors import overloaded
 from almanac.services.logging import get_logger
+from almanac.services.redis_client import refuses_writes
 from almanac.services.room_service import CommandRecord, Outcome
 from almanac.storage.keys import Keys, reply_channel
 
@@ -67,7 +69,7 @@ class OutcomeWaiter:
         self.received = 0  # outcome messages received (each answers a command of this process, or a stale one)
         self._reader: asyncio.Task | None = None
         self._ready = asyncio.Event()
-        self.subscribed = False  # a confirmed PSUBSCRIBE on a connection not known to be dead
+        self.subscribed = False  # both subscriptions confirmed, on a connection not known to be dead
         self.node: str | None = None  # host:port of the subscription's node
         self._last_traffic = 0.0
 
@@ -151,7 +153,12 @@ class OutcomeWaiter:
         """PING a quiet subscription; raise when it stayed silent past PING_TIMEOUT_S (a hung node)."""
         if time.monotonic() - self._last_traffic > PING_TIMEOUT_S:
             raise TimeoutError(f"the outcome subscription on {self.node} answered nothing for {PING_TIMEOUT_S} s")
-        await self.pubsub.ping()
+        try:
+            await self.pubsub.ping()
+        except ResponseError as error:
+            if not refuses_writes(error):
+                raise
+            self._last_traffic = time.monotonic()  # MISCONF or BUSY: an answer, so the connection is alive
 
     async def _recover(self, error: BaseException) -> None:
         """The subscription is lost: tell the waiting commands, then subscribe again until it works."""
@@ -192,7 +199,7 @@ class OutcomeWaiter:
         waiter's timeout must not end another's wait). A waiter that did not submit receives the outcome
         marked ``duplicate``: its own request was never decided, it is a replay of the first. So is the
         submitter's, when the events answering it were decided from an earlier record of the same id (the
-        engine publishes each record's outcome on the id's channel; the first message may be the earlier's).
+        engine publishes each record's outcome, and the first message for the id may be the earlier's).
 
         With a ``limit`` the submit counts the request against it (``bus.submit``); a request that shares
         another's submission is counted on its own (``bus.count``). ``bus.RateLimited``: nothing submitted,

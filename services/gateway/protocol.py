@@ -37,7 +37,9 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         # The app uvicorn was given (GatewayApp): its state holds the Gateway once the lifespan has started.
-        gateway = getattr(getattr(self.config.app, "state", None), "gateway", None)
+        state = getattr(self.config.app, "state", None)
+        # With CORS on, commands take the app's ordinary stack, where the CORS middleware answers them too.
+        gateway = None if getattr(state, "cors", False) else getattr(state, "gateway", None)
         # Only when no earlier request of this connection is still being answered: HTTP/1.1 answers in
         # order, so a refusal written now would be taken for the earlier request's answer. Behind one, the
         # command goes the usual way (queued by uvicorn) and its handler refuses it, in order.
@@ -91,14 +93,17 @@ def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, byt
     """The 429 of a room token whose window the gateway already saw used up (ratelimit.UsedWindows)."""
     if not gateway.rate_limits.used:
         return None
+    authorization = None
     for name, value in headers:
         if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer":
-                return None
-            room = url.partition(b"?")[0][len(COMMAND_PREFIX):-len(COMMAND_SUFFIX)].decode("latin-1")
-            return gateway.rate_limits.known_refusal(room, token.strip())
-    return None
+            authorization = value  # the last one, as the handler reads it (http_app.GatewayApp._command)
+    if authorization is None:
+        return None
+    scheme, _, token = authorization.decode("latin-1").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    room = url.partition(b"?")[0][len(COMMAND_PREFIX):-len(COMMAND_SUFFIX)].decode("latin-1")
+    return gateway.rate_limits.known_refusal(room, token.strip())
 
 
 def _is_command(url: bytes) -> bool:

@@ -134,20 +134,23 @@ class RateLimits:
         return RateLimit(self.keys.token_rate(room, _digest(token)), self.commands.amount,
                          self.commands.get_expiry() * 1000)
 
-    def token_refusal(self, retry_ms: int, limit: RateLimit | None = None) -> ApiError:
+    def token_refusal(self, retry_ms: int, room: str | None = None, limit: RateLimit | None = None) -> ApiError:
         """The 429 of a used-up room-token window, Retry-After = the window's remaining whole seconds; with
-        the ``limit`` that was refused, its window is remembered as used up until it ends (``UsedWindows``)."""
+        the ``room`` and ``limit`` that were refused, the window is remembered as used up until it ends
+        (``UsedWindows``: by room as well, since a token's counter is kept per shard, not per room)."""
         assert self.commands is not None
-        if limit is not None:
-            self.used.note(limit.key, retry_ms)
+        if room is not None and limit is not None:
+            self.used.note(_used_key(room, limit), retry_ms)
         return _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token", max(1, math.ceil(retry_ms / 1000)))
 
     def known_refusal(self, room: str, token: str) -> ApiError | None:
-        """The 429 for a room token whose window this gateway already saw used up (no round trip); else None."""
+        """The 429 for a room token whose window this gateway already saw used up in this room (no round
+        trip); else None. Only a token refused in this very room matches, so any other request (another room,
+        a forged token) is judged the usual way."""
         if self.commands is None or not self.used:
             return None
         limit = self.room_token_limit(room, token)
-        left = None if limit is None else self.used.remaining_ms(limit.key)
+        left = None if limit is None else self.used.remaining_ms(_used_key(room, limit))
         return None if left is None else self.token_refusal(left)
 
     async def _hit(self, item: limits.RateLimitItem, *identifiers: str) -> bool:
@@ -162,6 +165,10 @@ class RateLimits:
         except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as error:
             log.warning("rate_limit.unavailable", error=type(error).__name__)
             return True
+
+
+def _used_key(room: str, limit: RateLimit) -> str:
+    return f"{room}\0{limit.key}"
 
 
 def _item(text: str) -> limits.RateLimitItem | None:

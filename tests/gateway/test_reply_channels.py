@@ -8,7 +8,9 @@ second, then each gateway received exactly the outcome messages of its own comma
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
+import redis
 import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
@@ -17,7 +19,7 @@ from almanac.services import bus
 from almanac.services.bench.e2e import CHALLENGE, _script
 from almanac.services.gateway import create_app
 from almanac.services.room_service import CommandRecord
-from almanac.storage.keys import Keys
+from almanac.storage.keys import Keys, reply_channel
 
 MOVES = asyncio.run(_script("board"))  # legal moves, in order, in every room of the challenge
 
@@ -33,13 +35,23 @@ def play(client: TestClient, room: str, moves: int) -> None:
 
 def test_two_gateways_each_receive_only_their_own_outcomes(stack) -> None:
     settings = gateway_settings(stack)
+    listener = redis.Redis.from_url(stack.redis_url).pubsub()
+    listener.psubscribe(bus.outcome_channel("*"), reply_channel("*"))
     with TestClient(create_app(settings), raise_server_exceptions=False) as first, \
             TestClient(create_app(settings), raise_server_exceptions=False) as second:
         waiters = [client.app.state.gateway.outcomes for client in (first, second)]
         assert waiters[0].reply != waiters[1].reply
-        play(first, "reply-a", 17)  # creating the room is two commands (create, join), then 17 moves
-        play(second, "reply-b", 4)
+        with ThreadPoolExecutor(2) as both:  # at the same time
+            list(both.map(play, (first, second), ("reply-a", "reply-b"), (17, 4)))
+        # Creating a room is two commands (create, join), then the moves.
         assert [waiter.received for waiter in waiters] == [2 + 17, 2 + 4]
+    published: dict[bytes, int] = {}
+    while (message := listener.get_message(timeout=0.5)) is not None:
+        if message["type"] == "pmessage":
+            published[message["channel"]] = published.get(message["channel"], 0) + 1
+    listener.close()
+    # Every outcome went to its gateway's own channel, none to a command id's channel.
+    assert published == {waiters[0].reply.encode(): 19, waiters[1].reply.encode(): 6}, published
 
 
 async def test_an_entry_without_a_reply_channel_is_answered_on_its_command_ids_channel(stack) -> None:
