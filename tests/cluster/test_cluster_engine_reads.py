@@ -10,29 +10,18 @@ made to run out by hand (the engine's own bookkeeping, as a late renewal leaves 
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
 
-import pytest
+from waiting import wait_for
 
 from almanac.services import bus
 from almanac.services.engine.worker import GROUP, Engine, EngineConfig
-from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 16
 KEYS = Keys(SHARDS)
-
-
-@pytest.fixture
-async def cluster(cluster_url):
-    client = connect(cluster_url, cluster=True)
-    await client.flushall()
-    yield client
-    await client.aclose()
 
 
 def _room_on(shard: int, name: str) -> str:
@@ -89,11 +78,4 @@ async def _pending(client, stream: str) -> int:  # noqa: ANN001 - the cluster cl
     return (await client.xpending(stream, GROUP))["pending"]
 
 
-async def wait_for(check: Callable[[], Awaitable[object]], what: str, timeout_s: float = 15) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+

@@ -15,21 +15,12 @@ from almanac.projections.worker import CheckpointMoved, Projector
 from almanac.services import bus
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.gateway.outcomes import OutcomeWaiter
-from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, Outcome, RoomService
 from almanac.storage.base import AppendRequest, RejectRequest, VersionConflict
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 16
-
-
-@pytest.fixture
-async def cluster(cluster_url):
-    client = connect(cluster_url, cluster=True)
-    await client.flushall()
-    yield client
-    await client.aclose()
 
 
 def envelopes_for(room: str, first: int, count: int):

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from waiting import wait_for  # noqa: F401 - the engine tests' one way to wait
 
 from almanac.services.bus import submit, submit_and_wait
 from almanac.services.engine.metrics import heartbeat_key, metrics_key
@@ -63,16 +62,6 @@ class EngineProcess:
             except json.JSONDecodeError:
                 lines.append({"raw": line})
         return lines
-
-
-async def wait_for(check: Callable[[], Awaitable[Any]], timeout_s: float = 15, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 async def heartbeat(client: aioredis.Redis, name: str) -> dict[str, Any] | None:
