@@ -8,12 +8,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from redis.exceptions import ResponseError
 
 from almanac.services.engine import metrics as engine_metrics
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.context import Gateway
 from almanac.services.gateway.errors import STORE_ERRORS, STORE_RETRY_AFTER_S, json_response
 from almanac.services.logging import get_logger
+from almanac.services.redis_client import refuses_writes
 
 router = APIRouter(tags=["operations"])
 log = get_logger("almanac.gateway")
@@ -87,9 +89,14 @@ async def health(request: Request) -> Response:
     started = time.perf_counter()
     try:
         await gw.client.ping()
-    except STORE_ERRORS as error:
+    except (*STORE_ERRORS, ResponseError) as error:
+        refusing = refuses_writes(error)  # MISCONF (it cannot persist) and BUSY refuse PING too
+        if not refusing and not isinstance(error, STORE_ERRORS):
+            raise
         gw.note_store_outage()
-        return json_response({"status": "down", "ready": False, "reasons": ["Redis cannot be reached"],
+        reason = "Redis refuses writes (it cannot persist, or a script holds it)" if refusing else \
+            "Redis cannot be reached"
+        return json_response({"status": "down", "ready": False, "reasons": [reason],
                               "redis": {"ok": False, "error": type(error).__name__}}, 503, retry)
     redis_status = {"ok": True, "ping_ms": round((time.perf_counter() - started) * 1000, 3)}
     engine, projector = await _engines(gw), await _projector(gw)

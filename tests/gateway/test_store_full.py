@@ -144,6 +144,8 @@ def assert_a_queued_command_survives(full_stack, room: str, break_redis, mend_re
                             headers=headers)
         assert refused.status_code == 503 and refused.json()["code"] == "store_unavailable", refused.text
         assert refused.headers["Retry-After"]
+        health = http.get("/health")  # the load balancer sees it too
+        assert health.status_code == 503 and health.json()["status"] in ("down", "not_ready"), health.text
         time.sleep(1.5)  # several of the engine's attempts fail: none may count against the command
     finally:
         mend_redis(client)
