@@ -174,16 +174,20 @@ class LeanHttp:
             self.servers.append((host, int(port or 80)))
         self.host = self.servers[0][0]
         self.answered = [0] * len(self.servers)  # answers per server: shows the load was spread
-        self.idle: asyncio.Queue = asyncio.Queue()
-        self.size = connections
-        self.opened = 0
+        # Requests go to the servers in turn, as a round-robin load balancer sends them (not by connection:
+        # at a low rate one connection carries everything), each server with its share of the connections.
+        self.idle: list[asyncio.Queue] = [asyncio.Queue() for _ in self.servers]
+        self.size = max(1, connections // len(self.servers))
+        self.opened = [0] * len(self.servers)
+        self._turn = 0
 
     async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
-        if self.idle.empty() and self.opened < self.size:
-            self.opened += 1
-            server = self.opened % len(self.servers)
+        server = self._turn
+        self._turn = (server + 1) % len(self.servers)
+        if self.idle[server].empty() and self.opened[server] < self.size:
+            self.opened[server] += 1
             return (*await asyncio.open_connection(*self.servers[server]), server)
-        return await self.idle.get()
+        return await self.idle[server].get()
 
     async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes, str | None]:
         """(status, body, Retry-After header or None)."""
@@ -205,16 +209,17 @@ class LeanHttp:
             payload = await reader.readexactly(length)
         except BaseException:
             writer.close()
-            self.opened -= 1
+            self.opened[server] -= 1
             raise
-        self.idle.put_nowait((reader, writer, server))
+        self.idle[server].put_nowait((reader, writer, server))
         self.answered[server] += 1
         return status, payload, retry
 
     async def close(self) -> None:
-        while not self.idle.empty():
-            _, writer, _ = self.idle.get_nowait()
-            writer.close()
+        for idle in self.idle:
+            while not idle.empty():
+                _, writer, _ = idle.get_nowait()
+                writer.close()
 
 
 def _run_loop(coroutine: Any) -> Any:
