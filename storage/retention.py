@@ -20,7 +20,7 @@ to one node of consumed entries (100 by default) may stay behind the bound.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from almanac.storage.redis_store import run_script
 
@@ -43,12 +43,14 @@ local function retention_bound(retain_ms)
 end
 """
 
-# KEYS: 1 command stream. ARGV: 1 retain (ms). Returns the entries removed.
+# KEYS: 1 command stream. ARGV: 1 retain (ms).
+# Returns {entries removed, the group that held the trim back ('' for the retention, or no group), length}.
 TRIM_COMMANDS_SCRIPT = _LUA_IDS + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', 0} end
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
-if #groups == 0 then return 0 end
+if #groups == 0 then return {0, '', redis.call('XLEN', KEYS[1])} end
 local bound = retention_bound(ARGV[1])
+local held_by = ''
 for _, group in ipairs(groups) do
   local info = {}
   for i = 1, #group, 2 do info[group[i]] = group[i + 1] end
@@ -56,9 +58,13 @@ for _, group in ipairs(groups) do
   if tonumber(info['pending']) > 0 then
     keep = redis.call('XPENDING', KEYS[1], info['name'])[2]
   end
-  if earlier(keep, bound) then bound = keep end
+  if earlier(keep, bound) then
+    bound = keep
+    held_by = info['name']
+  end
 end
-return redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
+local removed = redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
+return {removed, held_by, redis.call('XLEN', KEYS[1])}
 """
 
 # KEYS: 1 feed, 2 the shard's projector checkpoint, 3 the shard's feed hold. ARGV: 1 retain (ms).
@@ -78,6 +84,15 @@ return redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
 HOLD_MS = 3_600_000
 
 
+class CommandsTrim(NamedTuple):
+    """What a command stream's trim did: entries removed, the consumer group whose position held it back
+    ('' when only the retention did, or no group reads the stream), and the entries left."""
+
+    removed: int
+    held_by: str
+    length: int
+
+
 class StreamTrimmer:
     """The two trim scripts, registered on one client (after a NOSCRIPT they run by their text: run_script)."""
 
@@ -86,9 +101,10 @@ class StreamTrimmer:
         self._commands = client.register_script(TRIM_COMMANDS_SCRIPT)
         self._feed = client.register_script(TRIM_FEED_SCRIPT)
 
-    async def trim_commands(self, stream: str) -> int:
+    async def trim_commands(self, stream: str) -> CommandsTrim:
         """Drop a command stream's entries every consumer group has acknowledged, older than the retention."""
-        return int(await run_script(self._commands, [stream], [self.retain_ms]))
+        removed, held_by, length = await run_script(self._commands, [stream], [self.retain_ms])
+        return CommandsTrim(int(removed), held_by.decode() if isinstance(held_by, bytes) else held_by, int(length))
 
     async def trim_feed(self, feed: str, checkpoint: str, hold: str) -> int:
         """Drop a feed's entries before the checkpoint (applied) and the hold, older than the retention."""

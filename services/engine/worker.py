@@ -52,6 +52,8 @@ INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, OutOfMemoryErr
 # once), and how long one round may take.
 TRIM_EVERY_S = 5.0
 TRIM_BUDGET_S = 2.0
+# A command stream still this long after its trim, held back by a consumer group, is logged (trim.held_back).
+BACKLOG_WARNING = 50_000
 
 # Count one failed attempt of a stream entry; a different failure reason starts the count again.
 # KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
@@ -242,9 +244,16 @@ class Engine:
         if failed:
             self.log.warning("trim.skipped", streams=failed, error=next(
                 f"{type(r).__name__}: {r}" for r in results if isinstance(r, Exception)))
-        removed = sum(result for result in results if not isinstance(result, Exception))
+        done = [(stream, result) for stream, result in zip(streams, results, strict=True)
+                if not isinstance(result, Exception)]
+        removed = sum(result.removed for _, result in done)
         if removed:
             self.metrics.count("commands_trimmed", removed)
+        for stream, result in done:
+            if result.held_by and result.length > BACKLOG_WARNING:
+                # A consumer group that stopped reading (another reader attached to the stream and abandoned,
+                # or this engine's group far behind) keeps every entry after its position: memory grows.
+                self.log.warning("trim.held_back", stream=stream, group=result.held_by, entries=result.length)
 
     async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
         name = self.config.name

@@ -58,7 +58,7 @@ async def test_acknowledged_commands_go_and_the_oldest_pending_one_bounds_the_tr
     read = await delivered(redis_client, 50)  # 10 never delivered
     await redis_client.xack(STREAM, "g", *read[:30], *read[31:])  # entry 30 stays pending
 
-    assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands(STREAM) == 30
+    assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands(STREAM) == (30, "g", 30)
 
     assert await ids(redis_client) == entries[30:]  # from the pending entry on, nothing is touched
     pending = await redis_client.xpending(STREAM, "g")
@@ -72,21 +72,23 @@ async def test_nothing_undelivered_is_trimmed_and_the_slowest_group_decides(redi
     await redis_client.xack(STREAM, "g", *await delivered(redis_client, 40))
     trimmer = StreamTrimmer(redis_client, retain_ms=0)
 
-    assert await trimmer.trim_commands(STREAM) == 0  # "slow" has read nothing yet
+    # "slow" has read nothing yet: it holds every entry back (the engine logs it once the stream is long)
+    assert await trimmer.trim_commands(STREAM) == (0, "slow", 40)
 
     await redis_client.xack(STREAM, "slow", *await delivered(redis_client, 25, group="slow"))
-    assert await trimmer.trim_commands(STREAM) == 24  # up to the last one delivered, which stays
+    assert await trimmer.trim_commands(STREAM) == (24, "slow", 16)  # up to the last one delivered, which stays
     assert await ids(redis_client) == entries[24:]
 
 
 async def test_a_stream_without_a_group_and_recent_commands_are_kept(redis_client, exact):
     await given_entries(redis_client, 30)
-    assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands(STREAM) == 0  # no engine has read it
-    assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands("alm:{s00}:absent") == 0
+    assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands(STREAM) == (0, "", 30)  # no group
+    assert await StreamTrimmer(redis_client, retain_ms=0).trim_commands("alm:{s00}:absent") == (0, "", 0)
 
     await redis_client.xgroup_create(STREAM, "g", id="0")
     await redis_client.xack(STREAM, "g", *await delivered(redis_client, 30))
-    assert await StreamTrimmer(redis_client, retain_ms=3_600_000).trim_commands(STREAM) == 0  # all younger than 1 h
+    # All younger than 1 h: the retention holds them, no group does.
+    assert await StreamTrimmer(redis_client, retain_ms=3_600_000).trim_commands(STREAM) == (0, "", 30)
     assert await redis_client.xlen(STREAM) == 30
 
 
