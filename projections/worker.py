@@ -26,7 +26,7 @@ from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
 
 START = "0-0"
-# The heartbeat loop trims the applied part of the shard feeds this often (storage.retention).
+# The applied part of the shard feeds is trimmed this often, each round within a budget (storage.retention).
 TRIM_EVERY_S = 5.0
 TRIM_BUDGET_S = 2.0
 

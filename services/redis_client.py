@@ -31,18 +31,20 @@ CLUSTER_ERRORS: tuple[type[Exception], ...] = (
     exceptions.AskError,  # and MovedError: a redirection loop redis-py gave up on
 )
 
-# Redis refusing every write for a while, whatever the command: MISCONF (it cannot persist: a full disk, a
-# failing RDB save or AOF write) and BUSY (a script running past its time limit). redis-py raises a plain
-# ResponseError for both; like a full Redis (OutOfMemoryError), they are the store's failure, not the
-# command's. (BUSYGROUP and BUSYKEY are other errors: the space after BUSY tells them apart.)
+# Redis refusing every write for a while, whatever the command: OOM (full at maxmemory), MISCONF (it cannot
+# persist: a full disk, a failing RDB save or AOF write) and BUSY (a script running past its time limit):
+# the store's failure, not the command's. redis-py raises OutOfMemoryError for the first and a plain
+# ResponseError for the others. (BUSYGROUP and BUSYKEY are other errors: the space after BUSY tells them apart.)
 _REFUSING_WRITES = ("MISCONF ", "BUSY ")
 
 
 def refuses_writes(error: BaseException) -> bool:
-    """True for a Redis that refuses writes for now (MISCONF, BUSY): retry later, never blame the command.
+    """True for a Redis that refuses writes for now (OOM, MISCONF, BUSY): retry later, never blame the command.
 
     redis-py words a pipeline's error "Command # 1 (...) of pipeline caused error: MISCONF ...": the reply
     is looked for after that prefix too."""
+    if isinstance(error, exceptions.OutOfMemoryError):
+        return True
     if not isinstance(error, exceptions.ResponseError):
         return False
     message = str(error)

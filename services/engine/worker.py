@@ -18,7 +18,6 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
     NoScriptError,
-    OutOfMemoryError,
     ResponseError,
     TimeoutError as RedisTimeoutError,
 )
@@ -43,17 +42,23 @@ GROUP = "engine"
 METRICS_FLUSH_S = 0.5
 # The lease loop's next tick after a lease was lost or its node did not answer (instead of lease_ms/3).
 LEASE_RETRY_S = 0.2
-# Errors of the connection (or of a Cluster failing over, or of a full Redis refusing writes), not of the
-# command: never counted as a command's attempt, so no command is dead-lettered because a node died under
-# it or ran out of memory; it stays pending and is retried once Redis takes writes again.
-INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, OutOfMemoryError, ConnectionError, OSError,
-                         *CLUSTER_ERRORS)
+# Errors of the connection (or of a Cluster failing over), not of the command: never counted as a command's
+# attempt, so no command is dead-lettered because a node died under it.
+INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, *CLUSTER_ERRORS)
 # How often the held shards' command streams are trimmed (storage.retention: one script per shard, all at
 # once), and how long one round may take.
 TRIM_EVERY_S = 5.0
 TRIM_BUDGET_S = 2.0
 # A command stream still this long after its trim, held back by a consumer group, is logged (trim.held_back).
 BACKLOG_WARNING = 50_000
+
+
+
+def redis_failure(error: BaseException) -> bool:
+    """Redis' failure, not the command's: unreachable (INFRASTRUCTURE_ERRORS), or refusing writes for now
+    (OOM, MISCONF, BUSY: ``refuses_writes``). Never counted as an attempt: the command stays pending."""
+    return isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)
+
 
 # Count one failed attempt of a stream entry; a different failure reason starts the count again.
 # KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
@@ -378,7 +383,7 @@ class Engine:
             try:
                 await self._take_over(shard)
             except Exception as error:
-                if not (isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)):
+                if not redis_failure(error):
                     raise
                 # Its node is down, or refuses writes (MISCONF, BUSY): this shard waits; the others go on.
                 self._redis_error_ms = int(time.time() * 1000)
@@ -534,7 +539,7 @@ class Engine:
                                                                                     strict=True)):
             if shard in unreachable:
                 continue  # stays pending, re-read in order when the shard is taken over
-            if isinstance(result, INFRASTRUCTURE_ERRORS) or refuses_writes(result):
+            if redis_failure(result):
                 if not self._cluster:
                     raise result
                 # Not the command's failure (no attempt counted): its node is down. Only this shard waits
@@ -553,7 +558,7 @@ class Engine:
                 try:
                     outcome = await self._process_entry(shard, entry_id, fields, first_failure=result)
                 except Exception as error:
-                    if not self._cluster or not (isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)):
+                    if not self._cluster or not redis_failure(error):
                         raise
                     unreachable.add(shard)
                     self._shard_unreachable(shard, error)
@@ -674,10 +679,8 @@ class Engine:
                 try:
                     record = decode_record(data)
                     outcome = await self.service.handle(record)
-                except INFRASTRUCTURE_ERRORS:
-                    raise
                 except Exception as error:  # noqa: BLE001 - any failure of one command must not stop the shard
-                    if refuses_writes(error):  # Redis' failure (MISCONF, BUSY): retried, never an attempt
+                    if redis_failure(error):  # retried once Redis answers and takes writes, never an attempt
                         raise
                     failure = error
                 else:

@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 from almanac.services.engine import metrics as engine_metrics
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.context import Gateway
-from almanac.services.gateway.errors import STORE_ERRORS, STORE_RETRY_AFTER_S, json_response
+from almanac.services.gateway.errors import STORE_ERRORS, STORE_RETRY_AFTER_S, json_response, store_failure
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
 
@@ -90,9 +90,9 @@ async def health(request: Request) -> Response:
     try:
         await gw.client.ping()
     except (*STORE_ERRORS, ResponseError) as error:
-        refusing = refuses_writes(error)  # MISCONF (it cannot persist) and BUSY refuse PING too
-        if not refusing and not isinstance(error, STORE_ERRORS):
+        if not store_failure(error):
             raise
+        refusing = refuses_writes(error)  # MISCONF (it cannot persist) and BUSY refuse PING too
         gw.note_store_outage()
         reason = "Redis refuses writes (it cannot persist, or a script holds it)" if refusing else \
             "Redis cannot be reached"

@@ -64,10 +64,16 @@ def internal_error(scope: dict[str, Any]) -> ApiError:
 
 # Redis cannot be reached or cannot take writes (refused, timed out, loading, a Cluster without a quorum,
 # a read-only replica, a Cluster failing over: CLUSTERDOWN, TRYAGAIN, a slot without a primary, MOVED
-# loops; a full Redis refusing writes, OOM): the request is answered 503 store_unavailable, never 500.
+# loops): the request is answered 503 store_unavailable, never 500. So is a Redis refusing writes for now
+# (OOM, MISCONF, BUSY: redis_client.refuses_writes): ``store_failure`` says which errors are the store's.
 STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, ClusterError, ReadOnlyError,
-                                             OutOfMemoryError, ConnectionError, *CLUSTER_ERRORS)
+                                             ConnectionError, *CLUSTER_ERRORS)
 STORE_RETRY_AFTER_S = 2
+
+
+def store_failure(error: BaseException) -> bool:
+    """The store's failure (503 store_unavailable), not the request's or ours: unreachable, or refusing writes."""
+    return isinstance(error, STORE_ERRORS) or refuses_writes(error)
 OVERLOAD_RETRY_AFTER_S = 1
 
 
@@ -149,7 +155,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ResponseError)
     async def _redis_refused(request: Request, error: ResponseError) -> Response:
-        if refuses_writes(error):  # MISCONF, BUSY: the store's failure, for now
+        if refuses_writes(error):  # OOM, MISCONF, BUSY: the store's failure, for now
             return await _store_error(request, error)
         raise error  # any other refusal is our bug: the 500 of the gateway's boundary
 

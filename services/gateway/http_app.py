@@ -37,6 +37,7 @@ from almanac.services.gateway.errors import (
     internal_error,
     log,
     request_id,
+    store_failure,
     store_unavailable,
     unrepresentable,
 )
@@ -48,7 +49,7 @@ from almanac.services.gateway.schemas import (
     JoinRoomRequest,
 )
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import connect, refuses_writes
+from almanac.services.redis_client import connect
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
@@ -263,8 +264,7 @@ class GatewayApp(FastAPI):
                 await _send_json(send, status, _JSON.encode(error.body()), error.headers)
                 return
             except (*STORE_ERRORS, ResponseError) as error:
-                if isinstance(error, ResponseError) and not isinstance(error, STORE_ERRORS) \
-                        and not refuses_writes(error):
+                if not store_failure(error):
                     raise
                 refusal = store_unavailable(self, error, scope["path"])
                 status = refusal.status

@@ -54,7 +54,7 @@ class UsedWindows:
 
     def __init__(self, cap: int = USED_WINDOWS_CAP) -> None:
         self.cap = cap
-        self._until: dict[str, float] = {}  # RateLimit.key -> monotonic end of its window
+        self._until: dict[str, float] = {}  # room + RateLimit.key (_used_key) -> monotonic end of its window
 
     def note(self, key: str, retry_ms: int) -> None:
         now = time.monotonic()
