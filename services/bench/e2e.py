@@ -243,6 +243,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     from almanac.services.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings()
+    running = None
     if url is None:
         running = running_stack(settings.data_dir)
         url = running["url"] if running else None

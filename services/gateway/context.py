@@ -57,7 +57,7 @@ class Gateway:
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
-        self.lag = LoopLag()  # started by the app's lifespan
+        self.lag = LoopLag(lambda: self.inflight >= LAG_MIN_INFLIGHT)  # started by the app's lifespan
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
@@ -166,6 +166,8 @@ class Gateway:
         if admit:
             self.refuse_if_overloaded()
         self.inflight += 1
+        if self.inflight >= LAG_MIN_INFLIGHT:
+            self.lag.wake()
         started = time.monotonic()
         try:
             outcome = await self._submit(record, admit, limit)

@@ -225,14 +225,10 @@ class GatewayApp(FastAPI):
         started = time.perf_counter()
         status = 500
         try:
-            authorization = idempotency = declared = None
+            declared = None
             for name, value in scope["headers"]:
-                if name == b"authorization":
-                    authorization = value
-                elif name == b"content-length":
+                if name == b"content-length":
                     declared = value
-                elif name == b"idempotency-key":
-                    idempotency = value
             max_bytes = self.state.max_body_bytes
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 status = 413
@@ -250,34 +246,9 @@ class GatewayApp(FastAPI):
                     return
                 if not message.get("more_body", False):
                     break
-            scheme, _, token = (authorization or b"").decode("latin-1").partition(" ")
-            try:
-                response = await api_rooms.run_command(
-                    self.state.gateway,
-                    room,
-                    token.strip() if scheme.lower() == "bearer" else None,
-                    body,
-                    idempotency.decode("latin-1") if idempotency else None,
-                )
-            except ApiError as error:
-                status = error.status
-                await _send_json(send, status, _JSON.encode(error.body()), error.headers)
-                return
-            except (*STORE_ERRORS, ResponseError) as error:
-                if not store_failure(error):
-                    raise
-                refusal = store_unavailable(self, error, scope["path"])
-                status = refusal.status
-                await _send_json(send, status, _JSON.encode(refusal.body()), refusal.headers)
-                return
-            except UNREPRESENTABLE as error:
-                log.info("refused_unrepresentable", error_type=type(error).__name__, path=scope["path"])
-                status = 422
-                await _send_json(send, status, _JSON.encode(unrepresentable(error).body()))
-                return
-            status = response.status_code
-            await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
-            await send({"type": "http.response.body", "body": response.body})
+            status, headers, answer = await command_answer(self, room, scope["headers"], body, scope["path"])
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": answer})
         finally:
             gateway: Gateway | None = getattr(self.state, "gateway", None)
             if gateway is not None:
@@ -285,19 +256,66 @@ class GatewayApp(FastAPI):
                 gateway.metrics.request_latency.observe(time.perf_counter() - started, route=COMMAND_ROUTE)
 
 
+async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]], body: bytes,
+                         path: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The answer to ``POST /rooms/{room}/commands`` once its body is read: status, raw headers, body.
+
+    One place for both ways a command arrives (``GatewayApp`` and the protocol's own command cycle,
+    protocol.CommandCycle): refusals become their JSON error, a store failure 503, anything else
+    unexpected propagates to the caller's 500.
+    """
+    authorization = idempotency = None
+    for name, value in headers:
+        if name == b"authorization":
+            authorization = value
+        elif name == b"idempotency-key":
+            idempotency = value
+    scheme, _, token = (authorization or b"").decode("latin-1").partition(" ")
+    try:
+        response = await api_rooms.run_command(
+            app.state.gateway,
+            room,
+            token.strip() if scheme.lower() == "bearer" else None,
+            body,
+            idempotency.decode("latin-1") if idempotency else None,
+        )
+    except ApiError as error:
+        return _error_answer(error)
+    except (*STORE_ERRORS, ResponseError) as error:
+        if not store_failure(error):
+            raise
+        return _error_answer(store_unavailable(app, error, path))
+    except UNREPRESENTABLE as error:
+        log.info("refused_unrepresentable", error_type=type(error).__name__, path=path)
+        return _error_answer(unrepresentable(error))
+    return response.status_code, response.raw_headers, response.body
+
+
+def _error_answer(error: ApiError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    body = _JSON.encode(error.body())
+    return error.status, json_headers(body, error.headers), body
+
+
 def _client(scope: dict) -> str | None:
     client = scope.get("client")
     return f"{client[0]}:{client[1]}" if client else None
 
 
+def body_too_large(max_bytes: int) -> ApiError:
+    return ApiError(413, "body_too_large", f"the request body is larger than {max_bytes} bytes")
+
+
 def _too_large(max_bytes: int) -> bytes:
-    return _JSON.encode(ApiError(413, "body_too_large", f"the request body is larger than {max_bytes} bytes").body())
+    return _JSON.encode(body_too_large(max_bytes).body())
+
+
+def json_headers(body: bytes, headers: dict[str, str] | None = None) -> list[tuple[bytes, bytes]]:
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return raw + [(name.lower().encode(), value.encode()) for name, value in (headers or {}).items()]
 
 
 async def _send_json(send: Any, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(name.lower().encode(), value.encode()) for name, value in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.start", "status": status, "headers": json_headers(body, headers)})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -100,6 +100,30 @@ class Stack:
                 process.wait()
 
 
+def http_answers(raw: bytes, count: int) -> list[tuple[int, dict[str, str], bytes]]:
+    """``count`` HTTP/1.x answers (status, headers, body) parsed from one connection's bytes."""
+    answers = []
+    for _ in range(count):
+        head, _, raw = raw.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+        length = int(headers["content-length"])
+        answers.append((int(lines[0].split()[1]), headers, raw[:length]))
+        raw = raw[length:]
+    return answers
+
+
+def open_board_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]:
+    """(room, token) of ``count`` new board rooms, each with player p seated."""
+    rooms = []
+    with httpx.Client(base_url=url, timeout=30) as http:
+        for index in range(count):
+            created = http.post("/rooms", json={"ruleset": "board", "player": "p", "room": f"{prefix}-{index}"})
+            assert created.status_code == 201, created.text
+            rooms.append((created.json()["room"], created.json()["token"]))
+    return rooms
+
+
 def gateway_settings(stack: Stack, **overrides: object) -> Settings:
     settings = load_settings({}, redis_url=stack.redis_url, data_dir=str(stack.data_dir))
     return settings.model_copy(update={"command_timeout_ms": 10_000, **overrides})

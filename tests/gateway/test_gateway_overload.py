@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import redis
-from gateway_stack import Stack
+from gateway_stack import Stack, http_answers, open_board_rooms
 
 from almanac.services.gateway.context import internal_command_id
 from almanac.services.redis_client import connect
@@ -94,33 +94,9 @@ def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gatewa
     asyncio.run(_storm(gateway_url[0], redis_url, gateway_url[1].processes["engine"]))
 
 
-def _open_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]:
-    """(room, token) of ``count`` new board rooms, each with player p seated."""
-    rooms = []
-    with httpx.Client(base_url=url, timeout=30) as http:
-        for index in range(count):
-            created = http.post("/rooms", json={"ruleset": "board", "player": "p", "room": f"{prefix}-{index}"})
-            assert created.status_code == 201, created.text
-            rooms.append((created.json()["room"], created.json()["token"]))
-    return rooms
-
-
-def _answers(raw: bytes, count: int) -> list[tuple[int, dict[str, str], bytes]]:
-    """``count`` HTTP/1.1 answers (status, headers, body) parsed from one connection's bytes."""
-    answers = []
-    for _ in range(count):
-        head, _, raw = raw.partition(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-        length = int(headers["content-length"])
-        answers.append((int(lines[0].split()[1]), headers, raw[:length]))
-        raw = raw[length:]
-    return answers
-
-
 def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usable(gateway_url) -> None:
     url, stack = gateway_url
-    rooms = _open_rooms(url, "held", MAX_INFLIGHT + 1)
+    rooms = open_board_rooms(url, "held", MAX_INFLIGHT + 1)
     engine = stack.processes["engine"]
     engine.send_signal(signal.SIGSTOP)  # nothing is decided: the commands sent now hold their slots
     try:
@@ -156,7 +132,7 @@ def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usab
         raw, held = asyncio.run(refused_then_health())
     finally:
         engine.send_signal(signal.SIGCONT)
-    (status, headers, payload), (health_status, _, health_body) = _answers(raw, 2)
+    (status, headers, payload), (health_status, _, health_body) = http_answers(raw, 2)
     assert status == 503 and headers["retry-after"] and headers["x-request-id"] == "held-refusal-1"
     refusal = json.loads(payload)
     assert refusal["code"] == "overloaded" and refusal["message"]
@@ -167,7 +143,7 @@ def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usab
 def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals_leave_no_traceback(
         gateway_url) -> None:
     url, stack = gateway_url
-    rooms = _open_rooms(url, "order", MAX_INFLIGHT + 2)
+    rooms = open_board_rooms(url, "order", MAX_INFLIGHT + 2)
     host, port = url.removeprefix("http://").split(":")
     body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
 
@@ -215,11 +191,11 @@ def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals
     finally:
         engine.send_signal(signal.SIGCONT)
     # Then the answers come in the order of the requests: the health check's, then the refusal
-    (_, first_headers, _), (status, headers, payload) = _answers(in_order, 2)
+    (_, first_headers, _), (status, headers, payload) = http_answers(in_order, 2)
     assert first_headers["x-request-id"] == "first-in-line"
     assert status == 503 and headers["x-request-id"] == "behind-it" and json.loads(payload)["code"] == "overloaded"
     # and a refusal to a client expecting "100 Continue" closes the connection (no body to tell apart)
-    ((status, headers, _),) = _answers(expecting, 1)
+    ((status, headers, _),) = http_answers(expecting, 1)
     assert status == 503 and headers.get("connection") == "close" and after == b""
     # and no connection closed after a refusal left a traceback in the gateway's log
     log = (stack.data_dir / "gateway.log").read_text(errors="replace")

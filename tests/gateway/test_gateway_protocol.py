@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from uvicorn.protocols.http.flow_control import FlowControl
 
-from almanac.services.gateway.overload import StandingQueue
+from almanac.services.gateway.overload import LoopLag, StandingQueue
 from almanac.services.gateway.protocol import OneWriteCycle, _is_command
 
 
@@ -87,3 +88,25 @@ def test_a_queue_stands_when_even_the_quickest_wait_of_an_interval_exceeds_the_t
     assert queue.standing(now=0.45)
     assert not queue.standing(now=0.6)
     assert not StandingQueue(target_ms=0, interval_ms=100).standing(now=1.0)  # 0 = off
+
+
+def test_the_loop_lag_ticks_only_while_the_gateway_is_busy_and_reads_zero_when_idle() -> None:
+    async def story() -> None:
+        busy = False
+        lag = LoopLag(lambda: busy)
+        lag.start()
+        lag.wake()  # idle: it checks once and stops, no timer keeps waking the process
+        await asyncio.sleep(0.02)
+        assert not lag.ticking and lag.lag_ms == 0
+        busy = True
+        lag.wake()
+        await asyncio.sleep(0.012)
+        time.sleep(0.05)  # the event loop is held: a request arriving now waits ~50 ms to be looked at
+        await asyncio.sleep(0.001)
+        assert lag.ticking and lag.lag_ms >= 30
+        busy = False
+        await asyncio.sleep(0.02)
+        assert not lag.ticking and lag.lag_ms == 0
+        await lag.stop()
+
+    asyncio.run(story())

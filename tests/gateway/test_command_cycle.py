@@ -1,0 +1,160 @@
+"""A command answered by the gateway's HTTP protocol itself (``protocol.CommandCycle``), on a real gateway process.
+
+Given a real stack (engine process, uvicorn gateway process with the gateway's protocol), when commands
+arrive the ways clients send them (two pipelined in one write, a body over the limit declared or streamed
+in chunks, ``Connection: close``, HTTP/1.0, a client that hangs up while its command is decided), then each
+is answered as the ASGI route answers it: its JSON, its request id, in order; nothing is submitted for a
+refused body, and the connection stays usable wherever HTTP lets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import redis
+from gateway_stack import Stack, http_answers, open_board_rooms
+from waiting import wait_for
+
+from almanac.services.gateway.context import internal_command_id
+from almanac.services.redis_client import connect
+from almanac.storage.redis_store import RedisEventStore
+
+MAX_BODY = 2_048
+MOVE = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+
+
+@pytest.fixture(scope="module")
+def gateway(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Stack]]:
+    redis.Redis.from_url(redis_url).flushdb()
+    stack = Stack(redis_url, tmp_path_factory.mktemp("command-cycle"))
+    try:
+        stack.start("engine")
+        stack.wait_ready()
+        yield stack.start_gateway(ALMANAC_MAX_BODY_BYTES=str(MAX_BODY), ALMANAC_RATE_ANON="off",
+                                  ALMANAC_RATE_COMMANDS="off"), stack
+    finally:
+        stack.stop()
+
+
+def command(room: str, token: str, request_id: str, body: bytes = MOVE, *, version: str = "1.1",
+            extra: str = "") -> bytes:
+    return (f"POST /rooms/{room}/commands HTTP/{version}\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nX-Request-ID: {request_id}\r\n{extra}"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def chunked(room: str, token: str, request_id: str, chunks: list[bytes]) -> bytes:
+    head = (f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            f"X-Request-ID: {request_id}\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+    return head + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+
+
+async def exchange(url: str, data: bytes, answers: int, *, until_closed: bool = False) -> tuple[bytes, bool]:
+    """Send ``data`` on a new connection; the bytes of ``answers`` answers, and whether the gateway closed it."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(data)
+    raw = b""
+    try:
+        while raw.count(b"HTTP/1.1 ") < answers or not raw.rstrip().endswith(b"}"):
+            chunk = await asyncio.wait_for(reader.read(65536), 10)
+            if not chunk:
+                return raw, True
+            raw += chunk
+        if until_closed:
+            return raw + await asyncio.wait_for(reader.read(), 10), True
+        return raw, False
+    finally:
+        writer.close()
+
+
+def test_two_commands_pipelined_in_one_write_are_answered_in_order_each_with_its_request_id(gateway) -> None:
+    url, _ = gateway
+    (first, first_token), (second, second_token) = open_board_rooms(url, "pipelined", 2)
+    data = (command(first, first_token, "pipe-1") + command(second, second_token, "pipe-2")
+            + command(first, first_token, "pipe-3", b'{"command": {"kind": "place_element", "row": 5}, "x": 1}'))
+    raw, closed = asyncio.run(exchange(url, data, 3))
+    answers = http_answers(raw, 3)
+    assert not closed
+    assert [(status, headers["x-request-id"]) for status, headers, _ in answers] == [
+        (200, "pipe-1"), (200, "pipe-2"), (422, "pipe-3")]
+    assert json.loads(answers[0][2])["room"] == first and json.loads(answers[1][2])["room"] == second
+    refusal = json.loads(answers[2][2])
+    assert set(refusal) >= {"code", "message", "field"} and refusal["field"] == "x"
+
+
+def test_a_body_over_the_limit_is_refused_declared_or_streamed_and_nothing_is_submitted(gateway, redis_url) -> None:
+    url, _ = gateway
+    (room, token), = open_board_rooms(url, "oversized", 1)
+    with httpx.Client(base_url=url) as http:
+        version = http.get(f"/rooms/{room}").json()["version"]
+    padding = b" " * MAX_BODY
+    declared = command(room, token, "declared", MOVE[:-1] + padding + b"}")
+    streamed = chunked(room, token, "streamed", [MOVE[:-1], padding, b"}"])
+    health = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: after\r\n\r\n"
+    for oversized in (declared, streamed):
+        raw, closed = asyncio.run(exchange(url, oversized + health, 2))
+        (status, headers, body), (after, after_headers, _) = http_answers(raw, 2)
+        assert status == 413 and json.loads(body)["code"] == "body_too_large", body
+        assert after_headers["x-request-id"] == "after" and after in (200, 503) and not closed
+
+    async def log_length() -> int:
+        store = RedisEventStore(connect(redis_url))
+        try:
+            return len(await store.read(room))
+        finally:
+            await store.client.aclose()
+
+    assert asyncio.run(log_length()) == version  # nothing of either refused body reached the room's log
+
+
+def test_connection_close_and_http_1_0_are_answered_then_closed(gateway) -> None:
+    url, _ = gateway
+    (room, token), (other, other_token) = open_board_rooms(url, "closing", 2)
+    raw, closed = asyncio.run(exchange(url, command(room, token, "closing", extra="Connection: close\r\n"), 1,
+                                       until_closed=True))
+    ((status, headers, _),) = http_answers(raw, 1)
+    assert status == 200 and headers["connection"] == "close" and closed
+    raw, closed = asyncio.run(exchange(url, command(other, other_token, "old", version="1.0"), 1,
+                                       until_closed=True))
+    ((status, headers, body),) = http_answers(raw, 1)
+    assert status == 200 and json.loads(body)["room"] == other and closed
+
+
+def test_a_client_that_hangs_up_while_its_command_is_decided_leaves_the_gateway_answering(gateway, redis_url) -> None:
+    url, stack = gateway
+    (room, token), (other, other_token) = open_board_rooms(url, "hangup", 2)
+    engine = stack.processes["engine"]
+
+    async def hang_up() -> None:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(command(room, token, "gone", MOVE[:-1] + b', "command_id": "gone-1"}'))
+        await writer.drain()
+        await asyncio.sleep(0.3)  # the command is submitted and waits for the (paused) engine
+        writer.close()
+
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        asyncio.run(hang_up())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+
+    async def decided() -> None:
+        store = RedisEventStore(connect(redis_url))
+        try:
+            await wait_for(lambda: store.outcome(room, internal_command_id(room, "p", "gone-1")), 10,
+                           "the outcome of the command whose client hung up")
+        finally:
+            await store.client.aclose()
+
+    asyncio.run(decided())
+    raw, _ = asyncio.run(exchange(url, command(other, other_token, "next"), 1))
+    ((status, headers, _),) = http_answers(raw, 1)
+    assert status == 200 and headers["x-request-id"] == "next"
+    assert "Traceback" not in stack.log("gateway") and "unhandled_error" not in stack.log("gateway")
