@@ -19,25 +19,42 @@ LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.
                      1.0, 2.5, 5.0, 10.0)
 
 
-class Counter:
+class _Labelled:
+    """A labelled metric's children kept by their labels: prometheus_client's ``labels()`` validates, sorts and
+    locks on every call (a quarter of the gateway's metric calls per command); label values are bounded
+    (route templates, statuses, rule-sets, error codes), so the children are few."""
+
+    def __init__(self, metric: _Counter | _Histogram) -> None:
+        self._metric = metric
+        self._children: dict[tuple[tuple[str, str], ...], object] = {}
+
+    def _child(self, labels: dict[str, str]):  # noqa: ANN202 - prometheus_client's child of the metric
+        key = tuple(labels.items())
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self._metric.labels(**labels)
+        return child
+
+
+class Counter(_Labelled):
     """A labelled counter: ``inc(amount, **labels)`` with the label names declared up front."""
 
     def __init__(self, registry: CollectorRegistry, name: str, help_text: str, labels: tuple[str, ...]) -> None:
-        self._metric = _Counter(name, help_text, labels, registry=registry)
+        super().__init__(_Counter(name, help_text, labels, registry=registry))
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        self._metric.labels(**labels).inc(amount)
+        self._child(labels).inc(amount)
 
 
-class Histogram:
+class Histogram(_Labelled):
     """A labelled histogram: ``observe(seconds, **labels)``."""
 
     def __init__(self, registry: CollectorRegistry, name: str, help_text: str, labels: tuple[str, ...],
                  buckets: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
-        self._metric = _Histogram(name, help_text, labels, registry=registry, buckets=buckets)
+        super().__init__(_Histogram(name, help_text, labels, registry=registry, buckets=buckets))
 
     def observe(self, value: float, **labels: str) -> None:
-        self._metric.labels(**labels).observe(value)
+        self._child(labels).observe(value)
 
 
 class GatewayMetrics:

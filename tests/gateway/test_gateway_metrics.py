@@ -46,3 +46,14 @@ def test_two_gateways_in_one_process_keep_their_own_counts() -> None:
     first.commands.inc(outcome="timeout", ruleset="claim")
     assert ("almanac_commands_total", (("outcome", "timeout"), ("ruleset", "claim"))) in samples(first)
     assert ("almanac_commands_total", (("outcome", "timeout"), ("ruleset", "claim"))) not in samples(second)
+
+
+def test_a_series_counts_the_same_whatever_order_its_labels_are_given_in() -> None:
+    metrics = GatewayMetrics()
+    metrics.commands.inc(outcome="accepted", ruleset="board")
+    metrics.commands.inc(ruleset="board", outcome="accepted")
+    metrics.commands.inc(outcome="rejected", ruleset="board")
+    metrics.commands.inc(2, outcome="accepted", ruleset="realm")
+    seen = samples(metrics)
+    total = lambda outcome, ruleset: seen[("almanac_commands_total", (("outcome", outcome), ("ruleset", ruleset)))]  # noqa: E731
+    assert (total("accepted", "board"), total("rejected", "board"), total("accepted", "realm")) == (2, 1, 2)
