@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable
 
 INTERVAL_S = 0.005
+GRACE_S = 1.0
 
 
 class LoopLag:
@@ -15,15 +16,18 @@ class LoopLag:
 
     The in-flight limit counts the commands a gateway has started; past capacity the requests it has not
     yet looked at queue in the event loop instead, where no counter sees them. The timer's lateness is that
-    queue's wait, measured for a few microseconds of CPU per tick. It ticks only while ``busy()`` (the
-    gateway has enough commands in flight for the lag to be consulted, ``Gateway.overload_reason``):
-    ``wake`` starts it. A timer that ticked forever woke an idle gateway 200 times a second, which on this
-    project's VMs cost ~4% of a core per gateway process, idle or not (~0.08 ms per command at 500/s).
+    queue's wait, measured for a few microseconds of CPU per tick. It ticks while ``busy()`` (the gateway
+    has enough commands in flight for the lag to be consulted, ``Gateway.overload_reason``) and for
+    ``GRACE_S`` after: ``wake`` starts it. The grace keeps the slow decay across a load that hovers around
+    the threshold (one quick tick is no proof of calm); a second without load ends it, and the lag reads 0.
+    A timer that ticked forever woke an idle gateway 200 times a second, which on this project's VMs cost
+    ~4% of a core per gateway process, idle or not (~0.08 ms per command at 500/s).
     """
 
-    def __init__(self, busy: Callable[[], bool]) -> None:
+    def __init__(self, busy: Callable[[], bool], grace_s: float = GRACE_S) -> None:
         self.lag_ms = 0.0
         self._busy = busy
+        self._grace_s = grace_s
         self._enabled = False
         self._task: asyncio.Task | None = None
 
@@ -31,7 +35,7 @@ class LoopLag:
         self._enabled = True
 
     def wake(self) -> None:
-        """Tick until the gateway is no longer busy (nothing when already ticking, or not started)."""
+        """Tick while the gateway is busy and ``grace_s`` after (nothing when already ticking, or not started)."""
         if self._enabled and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._watch(), name="gateway-loop-lag")
 
@@ -48,15 +52,18 @@ class LoopLag:
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
+        busy_until = loop.time() + self._grace_s
         try:
-            while self._busy():
+            while loop.time() < busy_until:
                 due = loop.time() + INTERVAL_S
                 await asyncio.sleep(INTERVAL_S)
                 late_ms = (loop.time() - due) * 1000
                 # A spike counts at once; calm returns over a few ticks (one quick tick is no proof of calm).
                 self.lag_ms = max(late_ms, self.lag_ms * 0.7)
+                if self._busy():
+                    busy_until = loop.time() + self._grace_s
         finally:
-            self.lag_ms = 0.0  # not busy: no queue that the lag would describe; a new burst starts afresh
+            self.lag_ms = 0.0  # a second without load: no queue that the lag would describe
 
 
 class StandingQueue:

@@ -52,6 +52,7 @@ from almanac.services.gateway.http_app import (
 )
 
 COMMAND_PREFIX = b"/rooms/"
+MAX_QUEUED = 8  # pipelined requests queued on one connection before the gateway stops reading it
 COMMAND_SUFFIX = b"/commands"
 _JSON = msgspec.json.Encoder()
 
@@ -66,8 +67,10 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         gateway = None if getattr(state, "cors", False) else getattr(state, "gateway", None)
         # Only when no earlier request of this connection is still being answered: HTTP/1.1 answers in
         # order, so a refusal written now would be taken for the earlier request's answer. Behind one, the
-        # command goes the usual way (queued by uvicorn) and its handler refuses it, in order.
-        idle = self.cycle is None or self.cycle.response_complete
+        # command goes the usual way (queued by uvicorn) and its handler refuses it, in order. Nor while the
+        # client leaves our answers unread (the transport paused writing): uvicorn's cycle waits for the
+        # drain before it answers, and reads nothing more meanwhile, so such a client cannot grow our buffer.
+        idle = (self.cycle is None or self.cycle.response_complete) and not self.flow.write_paused
         if (idle and gateway is not None and self.parser.get_method() == b"POST" and not self.parser.should_upgrade()
                 and _is_command(self.url)):
             reason = gateway.overload_reason()
@@ -120,13 +123,22 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         task.add_done_callback(self.tasks.discard)  # uvicorn's shutdown waits for self.tasks
         self.tasks.add(task)
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # resumes reading and starts the next queued request, if any
+        if len(self.pipeline) >= MAX_QUEUED and not self.transport.is_closing():
+            # uvicorn resumes reading after every answer, and one read can hold hundreds of pipelined
+            # requests, each queued as a cycle of a few kB: a client that pipelines without end (and reads
+            # nothing) grew a gateway by ~90 MB/s. Read no more until the queued requests are answered.
+            self.flow.pause_reading()
+
     def _refuse(self, gateway: Any, refusal: ApiError) -> None:
         started = time.perf_counter()
         body = _JSON.encode(refusal.body())
         rid = request_id({"headers": self.headers})
         # A client that sent "Expect: 100-continue" may never send the body it was not asked for: the bytes
         # that follow could be its next request or the body, so the connection is closed after the answer.
-        keep_alive = self.parser.should_keep_alive() and not self.expect_100_continue
+        keep_alive = (self.parser.should_keep_alive() and not self.expect_100_continue
+                      and self.parser.get_http_version() != "1.0")
         head = [
             b"HTTP/1.1 %d %s\r\n" % (refusal.status, HTTPStatus(refusal.status).phrase.encode()),
             *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
@@ -144,8 +156,13 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self.transport.close()
         else:
             self.on_response_complete()
-        gateway.metrics.requests.inc(route="/rooms/{room}/commands", method="POST", status=str(refusal.status))
-        gateway.metrics.request_latency.observe(time.perf_counter() - started, route="/rooms/{room}/commands")
+        gateway.metrics.requests.inc(route=COMMAND_ROUTE, method="POST", status=str(refusal.status))
+        gateway.metrics.request_latency.observe(time.perf_counter() - started, route=COMMAND_ROUTE)
+        if refusal.status == 413:  # overload and rate refusals come in floods: they are counted, not logged
+            access.info("request", method="POST", route=COMMAND_ROUTE, status=413,
+                        ms=round((time.perf_counter() - started) * 1000, 2), request_id=rid,
+                        client=f"{self.client[0]}:{self.client[1]}" if self.client else None,
+                        answered_by="protocol")
 
 
 def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, bytes]]) -> ApiError | None:
@@ -201,6 +218,7 @@ class CommandCycle:
         rid = request_id({"headers": headers})
         started = time.perf_counter()
         status = 500
+        written = False
         try:
             with structlog.contextvars.bound_contextvars(request_id=rid):
                 try:
@@ -211,12 +229,15 @@ class CommandCycle:
                               path=COMMAND_ROUTE, method="POST", request_id=rid, exc_info=error)
                     body = _JSON.encode(ApiError(500, "internal_error", INTERNAL_ERROR_MESSAGE, request_id=rid).body())
                     status, raw = 500, json_headers(body)
+            if protocol.flow.write_paused and not self.disconnected:
+                await protocol.flow.drain()  # the client reads slowly: wait, reading nothing more meanwhile
             if not self.disconnected and not protocol.transport.is_closing():
                 head = [STATUS_LINE[status], *(n + b": " + v + b"\r\n" for n, v in protocol.server_state.default_headers),
                         *(n + b": " + v + b"\r\n" for n, v in raw),
                         _REQUEST_ID, rid.encode(), b"\r\n",
                         b"" if self.keep_alive else b"connection: close\r\n", b"\r\n", body]
                 protocol.transport.write(b"".join(head))
+                written = True
         finally:
             self.response_complete = True
             metrics = self.gateway.metrics
@@ -224,11 +245,14 @@ class CommandCycle:
             metrics.request_latency.observe(time.perf_counter() - started, route=COMMAND_ROUTE)
             access.info("request", method="POST", route=COMMAND_ROUTE, status=status,
                         ms=round((time.perf_counter() - started) * 1000, 2), request_id=rid,
-                        client=f"{protocol.client[0]}:{protocol.client[1]}" if protocol.client else None)
+                        client=f"{protocol.client[0]}:{protocol.client[1]}" if protocol.client else None,
+                        answered_by="protocol")
             if not self.disconnected and not protocol.transport.is_closing():
-                if self.keep_alive:
+                if self.keep_alive and written:
                     protocol.on_response_complete()  # the next request of the connection, or the keep-alive timer
                 else:
+                    # Closing, or no answer was written (the task was cancelled at shutdown): a request queued
+                    # behind this one must not have its answer taken for this one's.
                     protocol.transport.close()
 
 

@@ -84,9 +84,9 @@ class Stack:
             time.sleep(0.1)
         raise RuntimeError(f"the gateway did not become healthy: {self.log('gateway')}")
 
-    def log(self, name: str) -> str:
+    def log(self, name: str, tail: int = 2000) -> str:
         path = self.data_dir / f"{name}.log"
-        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
 
     def stop(self) -> None:
         for process in self.processes.values():

@@ -4,7 +4,8 @@ Given a real stack (engine process, uvicorn gateway process with the gateway's p
 arrive the ways clients send them (two pipelined in one write, a body over the limit declared or streamed
 in chunks, ``Connection: close``, HTTP/1.0, a client that hangs up while its command is decided), then each
 is answered as the ASGI route answers it: its JSON, its request id, in order; nothing is submitted for a
-refused body, and the connection stays usable wherever HTTP lets it.
+refused body, and the connection stays usable wherever HTTP lets it. A client that pipelines without end
+and reads nothing is no longer read once its answers and queued requests back up.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -35,8 +38,9 @@ def gateway(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     try:
         stack.start("engine")
         stack.wait_ready()
+        # Access lines (info) say which cycle answered each request.
         yield stack.start_gateway(ALMANAC_MAX_BODY_BYTES=str(MAX_BODY), ALMANAC_RATE_ANON="off",
-                                  ALMANAC_RATE_COMMANDS="off"), stack
+                                  ALMANAC_RATE_COMMANDS="off", ALMANAC_LOG_LEVEL="info"), stack
     finally:
         stack.stop()
 
@@ -73,8 +77,16 @@ async def exchange(url: str, data: bytes, answers: int, *, until_closed: bool = 
         writer.close()
 
 
+def answered_by(stack: Stack, request_id: str) -> str | None:
+    """Who answered the request, from the gateway's access line: "protocol" (CommandCycle), else None (ASGI)."""
+    for line in stack.log("gateway", 200_000).splitlines():
+        if line.startswith("{") and f'"request_id": "{request_id}"' in line and '"event": "request"' in line:
+            return json.loads(line).get("answered_by")
+    raise AssertionError(f"no access line for {request_id}")
+
+
 def test_two_commands_pipelined_in_one_write_are_answered_in_order_each_with_its_request_id(gateway) -> None:
-    url, _ = gateway
+    url, stack = gateway
     (first, first_token), (second, second_token) = open_board_rooms(url, "pipelined", 2)
     data = (command(first, first_token, "pipe-1") + command(second, second_token, "pipe-2")
             + command(first, first_token, "pipe-3", b'{"command": {"kind": "place_element", "row": 5}, "x": 1}'))
@@ -86,6 +98,23 @@ def test_two_commands_pipelined_in_one_write_are_answered_in_order_each_with_its
     assert json.loads(answers[0][2])["room"] == first and json.loads(answers[1][2])["room"] == second
     refusal = json.loads(answers[2][2])
     assert set(refusal) >= {"code", "message", "field"} and refusal["field"] == "x"
+    # The first by the protocol itself; a request parsed while the one before it is still being answered is
+    # queued by uvicorn and answered by the ASGI route, in order (which of the two depends on how the bytes
+    # arrived, so only the first is certain).
+    assert answered_by(stack, "pipe-1") == "protocol"
+
+
+def test_a_percent_encoded_path_takes_the_asgi_route_with_the_same_answer(gateway) -> None:
+    url, stack = gateway
+    (room, token), (other, other_token) = open_board_rooms(url, "plain", 2)
+    raw, _ = asyncio.run(exchange(url, command(room, token, "plain"), 1))
+    encoded = command(other, other_token, "encoded").replace(
+        f"/rooms/{other}/".encode(), f"/rooms/{other[:-1]}%{ord(other[-1]):02X}/".encode(), 1)
+    raw += asyncio.run(exchange(url, encoded, 1))[0]
+    (plain, _, plain_body), (status, _, body) = http_answers(raw, 2)
+    assert (plain, status) == (200, 200) and json.loads(body)["room"] == other
+    assert json.loads(body).keys() == json.loads(plain_body).keys()
+    assert (answered_by(stack, "plain"), answered_by(stack, "encoded")) == ("protocol", None)
 
 
 def test_a_body_over_the_limit_is_refused_declared_or_streamed_and_nothing_is_submitted(gateway, redis_url) -> None:
@@ -158,3 +187,32 @@ def test_a_client_that_hangs_up_while_its_command_is_decided_leaves_the_gateway_
     ((status, headers, _),) = http_answers(raw, 1)
     assert status == 200 and headers["x-request-id"] == "next"
     assert "Traceback" not in stack.log("gateway") and "unhandled_error" not in stack.log("gateway")
+
+
+def test_a_client_that_never_reads_its_answers_stops_being_read(gateway) -> None:
+    """Back-pressure: with its answers unread, the gateway stops reading the client instead of queueing its
+    pipelined requests and buffering answers without end (before: ~90 MB/s of gateway memory from one
+    connection). The client sends requests as fast as its socket takes them until its sends have been
+    refused for 2 s in a row (the gateway reads no more), or fails after 30 s."""
+    url, _ = gateway
+    host, port = url.removeprefix("http://").split(":")
+    request = command("unread", "not-a-token", "unread")  # answered 401 at once: the cheapest answer
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect((host, int(port)))
+    client.setblocking(False)
+    taken = 0
+    started = refused_since = time.monotonic()
+    try:
+        while time.monotonic() - started < 30:
+            try:
+                taken += client.send(request[taken % len(request):])  # a partial send goes on where it stopped
+                refused_since = time.monotonic()
+            except BlockingIOError:
+                if time.monotonic() - refused_since > 2:
+                    break
+                time.sleep(0.005)
+        else:
+            raise AssertionError(f"the gateway kept reading a client that reads nothing: {taken} bytes in 30 s")
+    finally:
+        client.close()

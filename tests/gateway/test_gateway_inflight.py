@@ -2,11 +2,13 @@
 
 Given a gateway whose engine is stopped, when two requests carry the same command id, then the first
 one's timeout does not end the second's wait; and a create whose answer was lost (timeout, dropped
-reader) is answered with its token on a retry of the same id, never locked out as a replay.
+reader) is answered with its token on a retry of the same id, never locked out as a replay. With eight
+commands waiting, a held event loop gets the next command refused for its lag.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import threading
 import time
@@ -16,8 +18,13 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, gateway_settings
+from waiting import wait_for
 
+from almanac.events.step import CommandRecord
 from almanac.services.gateway import create_app
+from almanac.services.gateway.auth import TokenSigner
+from almanac.services.gateway.context import LAG_MIN_INFLIGHT, Gateway
+from almanac.services.redis_client import connect
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +121,41 @@ def test_a_create_whose_outcome_message_was_missed_is_still_the_creators(down: S
         assert created.status_code == 201, created.text  # was 409 already_joined, no token: locked out
         body = created.json()
         assert body["duplicate"] is False and body["joined"] is True and body["token"]
+
+
+def test_with_eight_commands_waiting_a_held_event_loop_gets_the_next_command_refused_for_its_lag(
+        down: Stack) -> None:
+    stop_engine(down)  # nothing answers: the submitted commands stay in flight
+    settings = gateway_settings(down).model_copy(update={"command_timeout_ms": 5_000, "gateway_max_lag_ms": 40})
+
+    async def story() -> str | None:
+        gateway = Gateway(settings, connect(settings.redis_url), TokenSigner(secrets.token_hex(32), 60))
+        await gateway.outcomes.start()
+        gateway.lag.start()
+        waiting: list[asyncio.Future] = []
+        try:
+            assert not gateway.lag.ticking  # idle: no timer wakes the process
+            for index in range(LAG_MIN_INFLIGHT):
+                record = CommandRecord(command_id=f"lag-{secrets.token_hex(4)}", room=f"lag-room-{index}",
+                                       player="p", server_time_ms=0, body={"kind": "place_element"})
+                waiting.append(asyncio.ensure_future(gateway.submit(record)))
+
+            async def all_in_flight() -> bool:
+                return gateway.inflight == LAG_MIN_INFLIGHT
+
+            await wait_for(all_in_flight, 5, "eight commands in flight")
+            assert gateway.lag.ticking and gateway.overload_reason() is None
+            await asyncio.sleep(0.012)
+            time.sleep(0.08)  # the loop is held: requests arriving now wait ~80 ms before they are looked at
+            await asyncio.sleep(0.001)
+            return gateway.overload_reason()
+        finally:
+            for future in waiting:
+                future.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+            await gateway.lag.stop()
+            await gateway.outcomes.stop()
+            await gateway.client.aclose()
+
+    reason = asyncio.run(story())
+    assert reason is not None and "before this gateway process starts them" in reason, reason
