@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -98,6 +100,20 @@ class Stack:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.contextmanager
+def engine_and_gateway(redis_url: str, data_dir: Path, **gateway_env: str) -> Iterator[tuple[str, Stack]]:
+    """An emptied Redis, an engine process and a real gateway process with ``gateway_env`` on top of the
+    stack's settings: the gateway's URL and the stack, stopped afterwards."""
+    redis.Redis.from_url(redis_url).flushdb()
+    stack = Stack(redis_url, data_dir)
+    try:
+        stack.start("engine")
+        stack.wait_ready()
+        yield stack.start_gateway(**gateway_env), stack
+    finally:
+        stack.stop()
 
 
 def http_answers(raw: bytes, count: int) -> list[tuple[int, dict[str, str], bytes]]:

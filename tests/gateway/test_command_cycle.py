@@ -19,8 +19,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis
-from gateway_stack import Stack, http_answers, open_board_rooms
+from gateway_stack import Stack, engine_and_gateway, http_answers, open_board_rooms
 from waiting import wait_for
 
 from almanac.services.gateway.context import internal_command_id
@@ -33,16 +32,11 @@ MOVE = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}})
 
 @pytest.fixture(scope="module")
 def gateway(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Stack]]:
-    redis.Redis.from_url(redis_url).flushdb()
-    stack = Stack(redis_url, tmp_path_factory.mktemp("command-cycle"))
-    try:
-        stack.start("engine")
-        stack.wait_ready()
-        # Access lines (info) say which cycle answered each request.
-        yield stack.start_gateway(ALMANAC_MAX_BODY_BYTES=str(MAX_BODY), ALMANAC_RATE_ANON="off",
-                                  ALMANAC_RATE_COMMANDS="off", ALMANAC_LOG_LEVEL="info"), stack
-    finally:
-        stack.stop()
+    # Access lines (info) say which cycle answered each request.
+    with engine_and_gateway(redis_url, tmp_path_factory.mktemp("command-cycle"), ALMANAC_LOG_LEVEL="info",
+                            ALMANAC_MAX_BODY_BYTES=str(MAX_BODY), ALMANAC_RATE_ANON="off",
+                            ALMANAC_RATE_COMMANDS="off") as running:
+        yield running
 
 
 def command(room: str, token: str, request_id: str, body: bytes = MOVE, *, version: str = "1.1",

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis
-from gateway_stack import Stack, http_answers, open_board_rooms
+from gateway_stack import Stack, engine_and_gateway, http_answers, open_board_rooms
 
 from almanac.services.gateway.context import internal_command_id
 from almanac.services.redis_client import connect
@@ -31,17 +30,12 @@ MAX_INFLIGHT = 2
 
 
 @pytest.fixture(scope="module")
-def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Stack]]:
     """Engine and a uvicorn gateway process with ALMANAC_GATEWAY_MAX_INFLIGHT=2."""
-    redis.Redis.from_url(redis_url).flushdb()
-    stack = Stack(redis_url, tmp_path_factory.mktemp("overload-stack"))
-    try:
-        stack.start("engine")
-        stack.wait_ready()
-        yield stack.start_gateway(ALMANAC_GATEWAY_MAX_INFLIGHT=str(MAX_INFLIGHT), ALMANAC_RATE_COMMANDS="off",
-                                  ALMANAC_RATE_ANON="off", ALMANAC_COMMAND_TIMEOUT_MS="3000"), stack
-    finally:
-        stack.stop()
+    with engine_and_gateway(redis_url, tmp_path_factory.mktemp("overload-stack"),
+                            ALMANAC_GATEWAY_MAX_INFLIGHT=str(MAX_INFLIGHT), ALMANAC_RATE_COMMANDS="off",
+                            ALMANAC_RATE_ANON="off", ALMANAC_COMMAND_TIMEOUT_MS="3000") as running:
+        yield running
 
 
 async def _storm(url: str, redis_url: str, engine) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import redis
-from gateway_stack import Stack
+from gateway_stack import engine_and_gateway
 
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.settings import load_settings
@@ -26,14 +26,11 @@ ELEMENT = {"kind": "place_element", "row": -1, "column": 5}  # refused by the ru
 @pytest.fixture(scope="module")
 def limited(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, redis.Redis]]:
     client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    stack = Stack(redis_url, tmp_path_factory.mktemp("rate-limited"))
     try:
-        stack.start("engine")
-        stack.wait_ready()
-        yield stack.start_gateway(ALMANAC_RATE_COMMANDS="3/second", ALMANAC_RATE_ANON="off"), client
+        with engine_and_gateway(redis_url, tmp_path_factory.mktemp("rate-limited"),
+                                ALMANAC_RATE_COMMANDS="3/second", ALMANAC_RATE_ANON="off") as (url, _):
+            yield url, client
     finally:
-        stack.stop()
         client.close()
 
 
