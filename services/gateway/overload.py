@@ -60,7 +60,8 @@ class LoopLag:
                 late_ms = (loop.time() - due) * 1000
                 # A spike counts at once; calm returns over a few ticks (one quick tick is no proof of calm).
                 self.lag_ms = max(late_ms, self.lag_ms * 0.7)
-                if self._busy():
+                if self._busy() or late_ms > INTERVAL_S * 1000:
+                    # Busy, or the loop itself ran late (a stall: the load may be arriving): keep watching.
                     busy_until = loop.time() + self._grace_s
         finally:
             self.lag_ms = 0.0  # a second without load: no queue that the lag would describe

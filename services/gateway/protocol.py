@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 import structlog
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
 from almanac.services.gateway.errors import (
@@ -53,6 +54,7 @@ from almanac.services.gateway.http_app import (
 
 COMMAND_PREFIX = b"/rooms/"
 MAX_QUEUED = 8  # pipelined requests queued on one connection before the gateway stops reading it
+MAX_PIPELINED = 256  # queued on one connection (parsed from reads already made): past it, 400 and closed
 COMMAND_SUFFIX = b"/commands"
 _JSON = msgspec.json.Encoder()
 
@@ -123,13 +125,19 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         task.add_done_callback(self.tasks.discard)  # uvicorn's shutdown waits for self.tasks
         self.tasks.add(task)
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()  # resumes reading and starts the next queued request, if any
-        if len(self.pipeline) >= MAX_QUEUED and not self.transport.is_closing():
-            # uvicorn resumes reading after every answer, and one read can hold hundreds of pipelined
-            # requests, each queued as a cycle of a few kB: a client that pipelines without end (and reads
-            # nothing) grew a gateway by ~90 MB/s. Read no more until the queued requests are answered.
-            self.flow.pause_reading()
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.flow = _QueueBoundFlow(transport, self.pipeline)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # A new request: the keep-alive timer armed by the answer before it (a refusal answered while the
+        # same read was still being parsed) must not close the connection under this one.
+        self._unset_keepalive_if_required()
+        if len(self.pipeline) >= MAX_PIPELINED:
+            # One read can hold thousands of small pipelined requests, each queued as a cycle of a few kB:
+            # no client needs that many answers outstanding. The parser's error answers 400 and closes.
+            raise PipelineFlood(f"more than {MAX_PIPELINED} pipelined requests on one connection")
 
     def _refuse(self, gateway: Any, refusal: ApiError) -> None:
         started = time.perf_counter()
@@ -185,6 +193,28 @@ def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, byt
 def _is_command(url: bytes) -> bool:
     path = url.partition(b"?")[0]
     return path.startswith(COMMAND_PREFIX) and path.endswith(COMMAND_SUFFIX) and path.count(b"/") == 3
+
+
+class PipelineFlood(Exception):
+    """Raised from a parser callback: httptools stops parsing and uvicorn answers 400 and closes."""
+
+
+class _QueueBoundFlow(FlowControl):
+    """uvicorn's flow control, reading nothing more while ``MAX_QUEUED`` requests wait on the connection.
+
+    uvicorn resumes reading after every answer and whenever a handler asks for its body (``receive``),
+    and a client that pipelines without end (and reads nothing) grew a gateway by ~90 MB/s. It cannot
+    stall a request: one that waits for the rest of its body is the last one parsed, so it is started
+    only once every request queued before it has started, and then reading resumes.
+    """
+
+    def __init__(self, transport: asyncio.Transport, pipeline: Any) -> None:
+        super().__init__(transport)
+        self._pipeline = pipeline
+
+    def resume_reading(self) -> None:
+        if len(self._pipeline) < MAX_QUEUED:
+            super().resume_reading()
 
 
 class CommandCycle:

@@ -11,6 +11,7 @@ and reads nothing is no longer read once its answers and queued requests back up
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import socket
@@ -23,6 +24,7 @@ from gateway_stack import Stack, engine_and_gateway, http_answers, open_board_ro
 from waiting import wait_for
 
 from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.protocol import MAX_PIPELINED
 from almanac.services.redis_client import connect
 from almanac.storage.redis_store import RedisEventStore
 
@@ -187,7 +189,8 @@ def test_a_client_that_never_reads_its_answers_stops_being_read(gateway) -> None
     """Back-pressure: with its answers unread, the gateway stops reading the client instead of queueing its
     pipelined requests and buffering answers without end (before: ~90 MB/s of gateway memory from one
     connection). The client sends requests as fast as its socket takes them until its sends have been
-    refused for 2 s in a row (the gateway reads no more), or fails after 30 s."""
+    refused for 2 s in a row (the gateway reads no more) or the gateway closes the connection, or fails
+    after 30 s."""
     url, _ = gateway
     host, port = url.removeprefix("http://").split(":")
     request = command("unread", "not-a-token", "unread")  # answered 401 at once: the cheapest answer
@@ -202,6 +205,8 @@ def test_a_client_that_never_reads_its_answers_stops_being_read(gateway) -> None
             try:
                 taken += client.send(request[taken % len(request):])  # a partial send goes on where it stopped
                 refused_since = time.monotonic()
+            except (ConnectionResetError, BrokenPipeError):
+                break  # or it closed the connection (more pipelined requests than MAX_PIPELINED in one read)
             except BlockingIOError:
                 if time.monotonic() - refused_since > 2:
                     break
@@ -210,3 +215,25 @@ def test_a_client_that_never_reads_its_answers_stops_being_read(gateway) -> None
             raise AssertionError(f"the gateway kept reading a client that reads nothing: {taken} bytes in 30 s")
     finally:
         client.close()
+
+
+def test_a_write_of_more_pipelined_requests_than_the_bound_is_answered_400_and_closed(gateway) -> None:
+    url, stack = gateway
+    host, port = url.removeprefix("http://").split(":")
+    within = command("flood", "not-a-token", "within") * 100
+    raw, closed = asyncio.run(exchange(url, within, 100))
+    assert raw.count(b"HTTP/1.1 401 ") == 100 and not closed  # deep, but within the bound: all answered
+    flood = socket.create_connection((host, int(port)))
+    try:
+        flood.sendall(command("flood", "not-a-token", "flood") * (MAX_PIPELINED + 50))
+        flood.settimeout(10)
+        answered = b""
+        with contextlib.suppress(ConnectionResetError):  # closed with requests unread: a reset
+            while chunk := flood.recv(65536):
+                answered += chunk
+    finally:
+        flood.close()
+    assert b"HTTP/1.1 400 " in answered and answered.count(b"HTTP/1.1 ") <= MAX_PIPELINED
+    raw, _ = asyncio.run(exchange(url, command("flood", "not-a-token", "after"), 1))
+    assert raw.startswith(b"HTTP/1.1 401 ")  # the gateway serves the next connection
+    assert "Traceback" not in stack.log("gateway", 200_000)
