@@ -15,8 +15,10 @@ collected by the parser's callbacks, one task runs the handler (``http_app.comma
 ASGI route also calls) and the answer leaves in one write. Under uvicorn's cycle a command paid for the
 ASGI scope and messages, the proxy-headers and exception layers and the cycle's send path: about a third
 of the gateway's CPU per command at 500/s, more than the command's own checks. A command behind an
-unanswered request of its connection, with ``Expect: 100-continue``, a percent-encoded path or CORS on
-takes uvicorn's cycle and the ASGI fast path (``http_app.GatewayApp``) as before.
+unanswered request of its connection, with ``Expect: 100-continue``, a percent-encoded path, CORS on, or
+while its client leaves answers unread (writing paused) takes uvicorn's cycle and the ASGI fast path
+(``http_app.GatewayApp``) as before. Pipelining is bounded per connection (``_QueueBoundFlow``,
+``MAX_PIPELINED``).
 
 Every other answer goes out in ONE write: uvicorn writes the status line and headers, then the body, as
 two system calls; ``OneWriteCycle`` holds the head until the first body chunk (a streamed answer sends
@@ -53,9 +55,9 @@ from almanac.services.gateway.http_app import (
 )
 
 COMMAND_PREFIX = b"/rooms/"
+COMMAND_SUFFIX = b"/commands"
 MAX_QUEUED = 8  # pipelined requests queued on one connection before the gateway stops reading it
 MAX_PIPELINED = 256  # queued on one connection (parsed from reads already made): past it, 400 and closed
-COMMAND_SUFFIX = b"/commands"
 _JSON = msgspec.json.Encoder()
 
 
