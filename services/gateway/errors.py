@@ -62,6 +62,12 @@ def internal_error(scope: dict[str, Any]) -> ApiError:
     return ApiError(500, "internal_error", INTERNAL_ERROR_MESSAGE, request_id=request_id(scope))
 
 
+def log_unhandled(error: BaseException, path: str | None, method: str, rid: str) -> None:
+    """The one log line (bounded traceback) of an error that escaped the handlers: the client sees a 500."""
+    log.error("unhandled_error", error_type=type(error).__name__, error=str(error)[:300], path=path, method=method,
+              request_id=rid, exc_info=error)
+
+
 # Redis cannot be reached or cannot take writes (refused, timed out, loading, a Cluster without a quorum,
 # a read-only replica, a Cluster failing over: CLUSTERDOWN, TRYAGAIN, a slot without a primary, MOVED
 # loops): the request is answered 503 store_unavailable, never 500. So is a Redis refusing writes for now

@@ -36,6 +36,7 @@ from almanac.services.gateway.errors import (
     install_error_handlers,
     internal_error,
     log,
+    log_unhandled,
     request_id,
     store_failure,
     store_unavailable,
@@ -143,8 +144,7 @@ class MetricsTiming:
             path = getattr(route, "path", "unmatched")
             gateway: Gateway | None = getattr(scope["app"].state, "gateway", None)
             if gateway is not None:
-                gateway.metrics.requests.inc(route=path, method=scope["method"], status=str(status["code"]))
-                gateway.metrics.request_latency.observe(time.perf_counter() - started, route=path)
+                gateway.metrics.request(path, scope["method"], status["code"], time.perf_counter() - started)
 
 
 COMMAND_PATH = re.compile(r"^/rooms/([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})/commands$")
@@ -209,8 +209,7 @@ class GatewayApp(FastAPI):
 
     async def _unexpected(self, error: Exception, scope: dict, send: Any, send_with_id: Any,
                           answer: dict, rid: str) -> None:
-        log.error("unhandled_error", error_type=type(error).__name__, error=str(error)[:300],
-                  path=scope.get("path"), method=scope.get("method", "WS"), request_id=rid, exc_info=error)
+        log_unhandled(error, scope.get("path"), scope.get("method", "WS"), rid)
         with contextlib.suppress(Exception):  # the client may be gone: nothing more to tell it
             if scope["type"] == "http":
                 if not answer["status"]:  # a started answer (Starlette's error handler) is already JSON
@@ -252,8 +251,7 @@ class GatewayApp(FastAPI):
         finally:
             gateway: Gateway | None = getattr(self.state, "gateway", None)
             if gateway is not None:
-                gateway.metrics.requests.inc(route=COMMAND_ROUTE, method="POST", status=str(status))
-                gateway.metrics.request_latency.observe(time.perf_counter() - started, route=COMMAND_ROUTE)
+                gateway.metrics.request(COMMAND_ROUTE, "POST", status, time.perf_counter() - started)
 
 
 async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]], body: bytes,

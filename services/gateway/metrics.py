@@ -83,5 +83,10 @@ class GatewayMetrics:
         websockets = _Gauge("almanac_websocket_connections", "Open WebSocket connections.", registry=self.registry)
         websockets.set_function(lambda: self.open_websockets)
 
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One answered HTTP request: its count by route template and status, and its latency."""
+        self.requests.inc(route=route, method=method, status=str(status))
+        self.request_latency.observe(seconds, route=route)
+
     def render(self) -> str:
         return generate_latest(self.registry).decode()

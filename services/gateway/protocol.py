@@ -38,10 +38,10 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
 from almanac.services.gateway.errors import (
-    INTERNAL_ERROR_MESSAGE,
     REQUEST_ID_HEADER,
     ApiError,
-    log,
+    internal_error,
+    log_unhandled,
     overloaded,
     request_id,
 )
@@ -149,16 +149,7 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         # that follow could be its next request or the body, so the connection is closed after the answer.
         keep_alive = (self.parser.should_keep_alive() and not self.expect_100_continue
                       and self.parser.get_http_version() != "1.0")
-        head = [
-            b"HTTP/1.1 %d %s\r\n" % (refusal.status, HTTPStatus(refusal.status).phrase.encode()),
-            *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
-            b"content-type: application/json\r\ncontent-length: ", str(len(body)).encode(), b"\r\n",
-            *(name.lower().encode() + b": " + value.encode() + b"\r\n" for name, value in (refusal.headers or {}).items()),
-            REQUEST_ID_HEADER.lower().encode(), b": ", rid.encode(), b"\r\n",
-            b"" if keep_alive else b"connection: close\r\n",
-            b"\r\n", body,
-        ]
-        self.transport.write(b"".join(head))
+        self.write_answer(refusal.status, json_headers(body, refusal.headers), body, rid, keep_alive)
         # A finished cycle: the parser's body callbacks drop this request's body, and the next request on
         # the connection starts at once (uvicorn's pipelining check).
         self.cycle = _Refused()  # type: ignore[assignment]
@@ -166,12 +157,27 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self.transport.close()
         else:
             self.on_response_complete()
-        gateway.metrics.requests.inc(route=COMMAND_ROUTE, method="POST", status=str(refusal.status))
-        gateway.metrics.request_latency.observe(time.perf_counter() - started, route=COMMAND_ROUTE)
-        if refusal.status == 413:  # overload and rate refusals come in floods: they are counted, not logged
-            access.info("request", method="POST", route=COMMAND_ROUTE, status=413,
-                        ms=round((time.perf_counter() - started) * 1000, 2), request_id=rid,
-                        client=f"{self.client[0]}:{self.client[1]}" if self.client else None,
+        # Overload and rate refusals come in floods: they are counted, not logged.
+        self.answered(gateway, refusal.status, started, rid, log=refusal.status == 413)
+
+    def write_answer(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes, rid: str,
+                     keep_alive: bool) -> None:
+        """An answer of the protocol's own, head and body in one write."""
+        head = [STATUS_LINE[status] if status in STATUS_LINE else b"HTTP/1.1 %d %s\r\n" % (
+                    status, HTTPStatus(status).phrase.encode()),
+                *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
+                *(name + b": " + value + b"\r\n" for name, value in headers),
+                _REQUEST_ID, rid.encode(), b"\r\n",
+                b"" if keep_alive else b"connection: close\r\n", b"\r\n", body]
+        self.transport.write(b"".join(head))
+
+    def answered(self, gateway: Any, status: int, started: float, rid: str, log: bool = True) -> None:
+        """The request metrics and access-log line of a command the protocol answered itself."""
+        elapsed = time.perf_counter() - started
+        gateway.metrics.request(COMMAND_ROUTE, "POST", status, elapsed)
+        if log:
+            access.info("request", method="POST", route=COMMAND_ROUTE, status=status, ms=round(elapsed * 1000, 2),
+                        request_id=rid, client=f"{self.client[0]}:{self.client[1]}" if self.client else None,
                         answered_by="protocol")
 
 
@@ -257,28 +263,17 @@ class CommandCycle:
                     status, raw, body = await command_answer(protocol.config.app, self.room, headers,
                                                              bytes(self.body), self.path)
                 except Exception as error:  # the gateway's one boundary, as GatewayApp._unexpected
-                    log.error("unhandled_error", error_type=type(error).__name__, error=str(error)[:300],
-                              path=COMMAND_ROUTE, method="POST", request_id=rid, exc_info=error)
-                    body = _JSON.encode(ApiError(500, "internal_error", INTERNAL_ERROR_MESSAGE, request_id=rid).body())
+                    log_unhandled(error, COMMAND_ROUTE, "POST", rid)
+                    body = _JSON.encode(internal_error({"headers": headers, "almanac.request_id": rid}).body())
                     status, raw = 500, json_headers(body)
             if protocol.flow.write_paused and not self.disconnected:
                 await protocol.flow.drain()  # the client reads slowly: wait, reading nothing more meanwhile
             if not self.disconnected and not protocol.transport.is_closing():
-                head = [STATUS_LINE[status], *(n + b": " + v + b"\r\n" for n, v in protocol.server_state.default_headers),
-                        *(n + b": " + v + b"\r\n" for n, v in raw),
-                        _REQUEST_ID, rid.encode(), b"\r\n",
-                        b"" if self.keep_alive else b"connection: close\r\n", b"\r\n", body]
-                protocol.transport.write(b"".join(head))
+                protocol.write_answer(status, raw, body, rid, self.keep_alive)
                 written = True
         finally:
             self.response_complete = True
-            metrics = self.gateway.metrics
-            metrics.requests.inc(route=COMMAND_ROUTE, method="POST", status=str(status))
-            metrics.request_latency.observe(time.perf_counter() - started, route=COMMAND_ROUTE)
-            access.info("request", method="POST", route=COMMAND_ROUTE, status=status,
-                        ms=round((time.perf_counter() - started) * 1000, 2), request_id=rid,
-                        client=f"{protocol.client[0]}:{protocol.client[1]}" if protocol.client else None,
-                        answered_by="protocol")
+            protocol.answered(self.gateway, status, started, rid)
             if not self.disconnected and not protocol.transport.is_closing():
                 if self.keep_alive and written:
                     protocol.on_response_complete()  # the next request of the connection, or the keep-alive timer
