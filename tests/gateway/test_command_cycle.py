@@ -74,11 +74,16 @@ async def exchange(url: str, data: bytes, answers: int, *, until_closed: bool = 
 
 
 def answered_by(stack: Stack, request_id: str) -> str | None:
-    """Who answered the request, from the gateway's access line: "protocol" (CommandCycle), else None (ASGI)."""
-    for line in stack.log("gateway", 200_000).splitlines():
-        if line.startswith("{") and f'"request_id": "{request_id}"' in line and '"event": "request"' in line:
-            return json.loads(line).get("answered_by")
-    raise AssertionError(f"no access line for {request_id}")
+    """Who answered the request, from the gateway's access line: "protocol" (CommandCycle), else None (ASGI).
+    The line is written after the answer is sent, so on a busy machine it may come a moment later."""
+    deadline = time.monotonic() + 5
+    while True:
+        for line in stack.log("gateway", 200_000).splitlines():
+            if line.startswith("{") and f'"request_id": "{request_id}"' in line and '"event": "request"' in line:
+                return json.loads(line).get("answered_by")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no access line for {request_id}")
+        time.sleep(0.05)
 
 
 def test_two_commands_pipelined_in_one_write_are_answered_in_order_each_with_its_request_id(gateway) -> None:
