@@ -37,13 +37,15 @@ from almanac.storage.base import (
 from almanac.storage.keys import shard_of
 from almanac.storage.loader import RoomLoader
 
-__all__ = ["CommandRecord", "Outcome", "RoomService", "decode_record", "refusal_record"]
+__all__ = ["BatchPlan", "CommandRecord", "Outcome", "RoomService", "decode_record", "refusal_record"]
 
 # Decided writes that make a send of their own before the rest of the batch is decided (see handle_many).
 EARLY_WRITE = 50
 # One decided write of a batch: (index in the batch, the request, the state it makes, the outcome its
 # receipt publishes).
 _Decided = tuple[int, "AppendRequest | RejectRequest", "RoomState | None", "Outcome | None"]
+# The send of a batch's last writes (one group of requests per shard), answering like write_ordered_shards.
+LastWrite = Callable[[list[list["AppendRequest | RejectRequest"]]], Awaitable[list[list["AppendResult | Exception"]]]]
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +59,25 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     error: dict | None = None
     envelopes: list[Envelope] = []
     duplicate: bool = False
+
+
+class BatchPlan:
+    """A decided batch on its way to the store (``RoomService.decide_many``, then ``write``)."""
+
+    __slots__ = ("after", "bases", "final", "held", "receipts", "records", "results", "rooms", "writes")
+
+    def __init__(self, records: list[CommandRecord], receipts: Callable[[int, Outcome], Receipt] | None,
+                 after: BatchPlan | None) -> None:
+        self.records = records
+        self.receipts = receipts
+        # The batch before, when this one was decided while that one's write was in flight (until revalidated).
+        self.after = after
+        self.results: list[Outcome | Exception | None] = [None] * len(records)
+        self.rooms: dict[str, list[int]] = {}  # room -> its commands' indexes, in order, each command id once
+        self.held: dict[int, list[_Decided]] = {}  # shard -> decided writes not yet sent
+        self.writes: list[tuple[list[list[_Decided]], Awaitable]] = []  # the sends made, with their decisions
+        self.bases: dict[str, tuple[RoomState | None, str]] = {}  # room -> the state its decisions started from
+        self.final: dict[str, tuple[RoomState, str]] = {}  # room -> the state its decided appends make
 
 
 class RoomService:
@@ -74,6 +95,7 @@ class RoomService:
         # Scheme-2 rooms: the players' nonces by commitment, reloaded when a commitment is not held.
         self._nonces: OrderedDict[str, tuple[tuple[tuple[str, str], ...], dict[str, bytes]]] = OrderedDict()
         self.conflicts = 0
+        self.redecided = 0  # rooms of a batch decided ahead decided again (``revalidate``)
 
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
 
@@ -127,12 +149,10 @@ class RoomService:
 
     async def handle_many(self, records: list[CommandRecord],
                           receipts: Callable[[int, Outcome], Receipt] | None = None,
-                          last_write: Callable[[list[list[AppendRequest | RejectRequest]]],
-                                               Awaitable[list[list[AppendResult | Exception]]]] | None = None,
-                          ) -> list[Outcome | Exception | None]:
-        """Decide a batch and write it: ONE ordered write per shard (``EventStore.write_ordered_shards``),
-        sent as soon as EARLY_WRITE decided writes wait, so Redis applies them while the next shards are
-        decided; a small batch goes in one send.
+                          last_write: LastWrite | None = None) -> list[Outcome | Exception | None]:
+        """Decide a batch and write it (``decide_many``, then ``write``): ONE ordered write per shard
+        (``EventStore.write_ordered_shards``), sent as soon as EARLY_WRITE decided writes wait, so Redis
+        applies them while the next shards are decided; a small batch goes in one send.
 
         A room's commands are decided one after another, each against the state its predecessor makes,
         before any is written; the write applies them in that order and, once one of a room does not
@@ -150,49 +170,99 @@ class RoomService:
         ``last_write``, when given, makes the batch's last send instead of ``store.write_ordered_shards``
         (with the same results): the engine sends it together with its next read.
         """
-        results: list[Outcome | Exception | None] = [None] * len(records)
+        return await self.write(await self.decide_many(records, receipts), last_write)
+
+    async def decide_many(self, records: list[CommandRecord],
+                          receipts: Callable[[int, Outcome], Receipt] | None = None,
+                          after: BatchPlan | None = None) -> BatchPlan:
+        """Decide a batch (``handle_many``'s first half); ``write`` sends and collects it.
+
+        ``after``: the batch before, decided and sent but its write not yet collected (the engine decides
+        the next batch while Redis applies the last one). Its rooms are decided on from the states its
+        decisions make; nothing is sent early; and ``write`` first decides again, through ``revalidate``,
+        every room whose state then is not the one assumed (its write failed, or a command went alone).
+        """
+        plan = BatchPlan(records, receipts, after)
         # No dedupe lookup up front: the write script checks the command id atomically and answers "dup"
         # without writing, so a replayed command costs a wasted decision, never an effect.
-        rooms: dict[str, list[int]] = {}
         seen: set[tuple[str, str]] = set()
         for index, record in enumerate(records):
             if (record.room, record.command_id) not in seen:
                 seen.add((record.room, record.command_id))
-                rooms.setdefault(record.room, []).append(index)
+                plan.rooms.setdefault(record.room, []).append(index)
         shards: dict[int, list[str]] = {}
-        for room in rooms:
+        for room in plan.rooms:
             shards.setdefault(shard_of(room, self.store.shard_count), []).append(room)
-        writes: list[tuple[list[list[_Decided]], Awaitable]] = []
-        held: list[list[_Decided]] = []  # decided shards not yet sent
         count = 0
         try:
-            for shard_rooms in shards.values():
+            for shard, shard_rooms in shards.items():
                 decided: list[_Decided] = []
                 for room in shard_rooms:
-                    await self._decide_room(records, rooms[room], results, decided, receipts)
+                    await self._decide_room(plan, room, decided)
                 if not decided:
                     continue
-                if count >= EARLY_WRITE:
+                if count >= EARLY_WRITE and after is None:
                     # Enough to be worth a send of its own: it goes out now, and Redis applies it while the
                     # next shards are decided. Fewer wait and go in one send with the rest (a send costs more
                     # than the overlap saves when a batch is small).
+                    held = list(plan.held.values())
                     groups = [[d[1] for d in group] for group in held]
-                    writes.append((held, asyncio.ensure_future(self.store.write_ordered_shards(groups))))
+                    plan.writes.append((held, asyncio.ensure_future(self.store.write_ordered_shards(groups))))
                     await asyncio.sleep(0)
-                    held, count = [], 0
-                held.append(decided)
+                    plan.held, count = {}, 0
+                plan.held[shard] = decided
                 count += len(decided)
         except BaseException:
             # Deciding failed (Redis, while looking up an earlier outcome): the writes already sent still
             # take effect, so they are awaited and their rooms' cached states move on before the error goes up.
             with contextlib.suppress(BaseException):
-                await self._collect(records, writes, results)
+                await self._collect(records, plan.writes, plan.results)
             raise
-        if held:  # the last send (often the only one): no task, and the caller's ``last_write`` if given
+        return plan
+
+    async def write(self, plan: BatchPlan, last_write: LastWrite | None = None) -> list[Outcome | Exception | None]:
+        """Send what ``decide_many`` decided and record what each write did; the batch's results."""
+        if plan.after is not None:
+            await self.revalidate(plan)
+        if plan.held:  # the last send (often the only one): no task, and the caller's ``last_write`` if given
+            held = list(plan.held.values())
             groups = [[d[1] for d in group] for group in held]
-            writes.append((held, (last_write or self.store.write_ordered_shards)(groups)))
-        await self._collect(records, writes, results)
-        return results
+            plan.writes.append((held, (last_write or self.store.write_ordered_shards)(groups)))
+            plan.held = {}
+        await self._collect(plan.records, plan.writes, plan.results)
+        return plan.results
+
+    async def revalidate(self, plan: BatchPlan) -> None:
+        """Decide again each room of a batch decided ahead (``decide_many(after=...)``) whose state is not
+        the one its decisions started from, now that the batch before is written and done with.
+
+        Only a room the batch before touched can have moved (this service is its rooms' only writer), and
+        it moved as assumed exactly when the cache holds the very state object the decisions started from:
+        the state the batch before decided is the one its successful write caches. A failed write, a
+        conflict, a duplicate or a command handled alone leaves another state (or none) there. Appends
+        would be safe without this (the write checks each room's version), refusals would not: a refusal
+        is recorded without a version check, and must be decided against a state the log really has.
+        """
+        before, plan.after = plan.after, None
+        if before is None:
+            return
+        for room, (base, _) in list(plan.bases.items()):
+            if room not in before.rooms:
+                continue
+            cached = self.loader.cached(room)
+            if base is not None and cached is not None and cached[0] is base:
+                continue
+            self.redecided += 1
+            for index in plan.rooms[room]:
+                plan.results[index] = None
+            plan.final.pop(room, None)
+            shard = shard_of(room, self.store.shard_count)
+            kept = [d for d in plan.held.get(shard, []) if d[1].room != room]
+            await self._decide_room(plan, room, kept)
+            if kept:
+                plan.held[shard] = kept
+            else:
+                plan.held.pop(shard, None)
 
     async def _collect(self, records: list[CommandRecord], writes: list[tuple[list[list[_Decided]], Awaitable]],
                        results: list[Outcome | Exception | None]) -> None:
@@ -209,15 +279,19 @@ class RoomService:
         if failure is not None:
             raise failure  # the shard's entries stay pending (Redis error) and are re-processed
 
-    async def _decide_room(self, records: list[CommandRecord], indexes: list[int],
-                           results: list[Outcome | Exception | None], decided: list[_Decided],
-                           receipts: Callable[[int, Outcome], Receipt] | None) -> None:
-        """Decide one room's commands of a batch in order, each against the state the one before makes."""
-        try:
-            state, last_hash = await self.load(records[indexes[0]].room)
-        except Exception as error:  # noqa: BLE001 - reported per command (a corrupt room): the rest waits
-            results[indexes[0]] = error
-            return
+    async def _decide_room(self, plan: BatchPlan, room: str, decided: list[_Decided]) -> None:
+        """Decide one room's commands of a batch in order, each against the state the one before makes,
+        starting from the state the batch before decided for it (``plan.after``) or the loaded one."""
+        records, indexes, results, receipts = plan.records, plan.rooms[room], plan.results, plan.receipts
+        start = plan.after.final.get(room) if plan.after is not None else None
+        if start is None:
+            try:
+                start = await self.load(room)
+            except Exception as error:  # noqa: BLE001 - reported per command (a corrupt room): the rest waits
+                results[indexes[0]] = error
+                return
+        plan.bases[room] = start
+        state, last_hash = start
         for index in indexes:
             record = records[index]
             try:
@@ -244,7 +318,7 @@ class RoomService:
                 continue
             except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits (None)
                 results[index] = error
-                return
+                break
             expected = state.version if state is not None else 0
             announced = receipt = None
             if receipts is not None:
@@ -257,6 +331,8 @@ class RoomService:
                                                  command_record=codec.encode(record), receipt=receipt),
                             new_state, announced))
             state, last_hash = new_state, envelopes[-1].hash
+        if state is not start[0]:
+            plan.final[room] = (state, last_hash)  # type: ignore[assignment]
 
     async def _written(self, records: list[CommandRecord], decided: list[_Decided],
                        written: list[AppendResult | Exception], results: list[Outcome | Exception | None]) -> None:

@@ -258,6 +258,8 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
             "rejected": metrics.get("rejected", 0),
             "conflicts": metrics.get("conflicts", 0),
             "batches": metrics.get("batches", 0),
+            "batches_ahead": metrics.get("batches_ahead", 0),
+            "rooms_redecided": metrics.get("rooms_redecided", 0),
             "engine_cpu_ms": engine_cpu / done * 1000 if done else 0.0,
             "engine_cpu_share": engine_cpu / elapsed if elapsed > 0 else 0.0,
             "redis_cpu_ms": redis_cpu / done * 1000 if done else 0.0,
@@ -334,7 +336,9 @@ def main(rooms: int = 200, commands: int = 20_000) -> None:
            if figures["projected"] else "")
         + "  "
         f"(processed {figures['done']:,}: accepted {figures['accepted']:,}, rejected {figures['rejected']:,}, "
-        f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,})"
+        f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,} of which "
+        f"{figures['batches_ahead']:,} decided while the one before was written, "
+        f"rooms decided again {figures['rooms_redecided']:,})"
     )
     console.print(
         f"engine CPU over the {commands:,} commands: {figures['engine_cpu_ms']:.3f} ms per command "

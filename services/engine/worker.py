@@ -30,7 +30,7 @@ from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
-from almanac.services.room_service import Outcome, RoomService
+from almanac.services.room_service import BatchPlan, Outcome, RoomService
 from almanac.storage.base import Receipt
 from almanac.storage.keys import Keys, attempts_key
 from almanac.storage.redis_store import RedisEventStore
@@ -51,6 +51,20 @@ TRIM_EVERY_S = 5.0
 TRIM_BUDGET_S = 2.0
 # A command stream still this long after its trim, held back by a consumer group, is logged (trim.held_back).
 BACKLOG_WARNING = 50_000
+# A batch at least this long means the streams are busy: the next read (without BLOCK) leaves in front of
+# its writes, and the next batch is decided while Redis applies this one (Engine._read_ahead_and_write).
+# Below it the next read waits behind the writes with BLOCK, one read per batch, as at a low rate.
+READ_AHEAD_AT = 32
+
+
+class _Batch(msgspec.Struct):
+    """Read entries and what was decided for them: (shard, entry id, fields), each entry's record (or why it
+    could not be decoded), the outcomes the scripts will publish by batch position, and the decisions."""
+
+    entries: list[tuple[int, bytes, dict]]
+    records: list
+    announced: dict[int, Outcome]
+    plan: BatchPlan
 
 
 
@@ -140,6 +154,7 @@ class Engine:
         self._stopping = asyncio.Event()
         self._needs_takeover: set[int] = set()
         self._conflicts_seen = 0
+        self._redecided_seen = 0
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
@@ -161,6 +176,8 @@ class Engine:
         # structlog's filtering logger: skip building command.done lines that would be dropped.
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
         self._line = BatchLine(client)
+        # A batch read in front of the last one's writes and decided while Redis applied them; next to go.
+        self._ahead: _Batch | None = None
         self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
         self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
                                              config.batch_size, config.block_ms)
@@ -284,10 +301,13 @@ class Engine:
             await pipe.execute()
 
     def _queue_metrics(self, pipe) -> None:
-        conflicts = self.service.conflicts
+        conflicts, redecided = self.service.conflicts, self.service.redecided
         if conflicts != self._conflicts_seen:
             self.metrics.count("conflicts", conflicts - self._conflicts_seen)
             self._conflicts_seen = conflicts
+        if redecided != self._redecided_seen:
+            self.metrics.count("rooms_redecided", redecided - self._redecided_seen)
+            self._redecided_seen = redecided
         key = metrics_key(self.config.name, self.config.prefix)
         for field, amount in self.metrics.pending_deltas().items():
             pipe.hincrby(key, field, amount)
@@ -321,23 +341,33 @@ class Engine:
                     if not held:
                         await self._pause(0.05)
                         continue
-                if self._line.reading is not None and self._needs_takeover.intersection(held):
-                    # A takeover replays every pending entry, those of the read in flight too: drop that read.
-                    await self._line.reset()
+                if (self._line.reading is not None or self._ahead is not None) and self._needs_takeover.intersection(held):
+                    # A takeover replays every pending entry, those of the read in flight or decided ahead
+                    # too: drop them before it, or they would be decided twice.
+                    await self._drop_in_flight()
                 for shard in held:
                     if shard in self._needs_takeover:
                         await self._take_over(shard)
                         self._needs_takeover.discard(shard)
                         if self._stopping.is_set():
                             return
-                batch = await self._read_new(held)
-                if batch:
-                    await self._process_batch(batch, ride=held)
+                if self._ahead is not None:
+                    ahead, self._ahead = self._ahead, None
+                    shards = {shard for shard, _, _ in ahead.entries}
+                    if shards.issubset(held):
+                        await self._process_batch(ahead.entries, ride=held, decided=ahead)
+                    else:
+                        # A lease lapsed since: its entries stay pending, for its next holder's takeover.
+                        self._needs_takeover.update(shards)
+                else:
+                    batch = await self._read_new(held)
+                    if batch:
+                        await self._process_batch(batch, ride=held)
                 if not self._needs_takeover.intersection(held):
                     self._consumed_ms = int(time.time() * 1000)
                 backoff = 0.1
             except INFRASTRUCTURE_ERRORS as error:
-                await self._line.reset()
+                await self._drop_in_flight()
                 self._redis_error_ms = int(time.time() * 1000)
                 # Whatever was read stays pending; take the shards over again once Redis answers.
                 self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
@@ -347,7 +377,7 @@ class Engine:
                 # and read backoffs pace the retries, so no growing pause for every shard.
                 backoff = backoff if self._cluster else min(backoff * 2, 5.0)
             except ResponseError as error:
-                await self._line.reset()
+                await self._drop_in_flight()
                 self._needs_takeover.update(held)
                 if "NOGROUP" in str(error):
                     # The stream or group vanished (a flush, a restart without persistence): set it up again.
@@ -365,11 +395,21 @@ class Engine:
                 await self._pause(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
-                await self._line.reset()
+                await self._drop_in_flight()
                 self.log.exception("consume.unexpected_error", retry_in_s=backoff)
                 self._needs_takeover.update(held)
                 await self._pause(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    async def _drop_in_flight(self) -> None:
+        """Forget the read in flight and the batch decided ahead. What they delivered stays pending, and a
+        ``>`` read never delivers an entry again: only a takeover re-reads it, so their shards need one."""
+        if self._line.reading is not None:
+            self._needs_takeover.update(self._line.reading)
+        if self._ahead is not None:
+            self._needs_takeover.update(shard for shard, _, _ in self._ahead.entries)
+            self._ahead = None
+        await self._line.reset()
 
     async def _take_over_cluster_shards(self, held: list[int]) -> list[int]:
         """Take over the held shards that need it, each on its own; the shards ready to read.
@@ -426,15 +466,7 @@ class Engine:
             streams = {self.keys.shard_commands(shard): ">" for shard in held}
             if self._line.reading is not None:
                 # The read that left with the last batch's last write: its reply is all that is awaited.
-                reply = _stream_reply(await self._line.reply())
-                self._line.reading = None
-                # A shard not safely held meanwhile: what was read of it stays pending for its next holder,
-                # which may be this engine again (its lease renewed late): then only a takeover re-reads it.
-                orphaned = {self._shard_of_stream(stream) for stream, entries in reply if entries} - set(held)
-                if orphaned:
-                    self._needs_takeover.update(orphaned)
-                    self.log.info("shard.read_orphaned", shards=sorted(orphaned))
-                reply = [(stream, entries) for stream, entries in reply if self._shard_of_stream(stream) in held]
+                reply = await self._reply_held(held)
             elif self._unsent_outcomes or self._unsent_acks or self._metrics_due():
                 async with self.client.pipeline(transaction=False) as pipe:
                     self._queue_done(pipe)
@@ -446,11 +478,23 @@ class Engine:
                 # Nothing to carry (the append scripts published and acknowledged): no pipeline machinery.
                 reply = await self.client.xreadgroup(GROUP, self.config.name, streams, count=self.config.batch_size,
                                                      block=self.config.block_ms)
-        return [
-            (self._shard_of_stream(stream), entry_id, fields)
-            for stream, entries in reply or []
-            for entry_id, fields in entries
-        ]
+        return self._entries(reply)
+
+    async def _reply_held(self, held: list[int]) -> list:
+        """The reply of the read in flight on the batch line, without the entries of shards not in ``held``."""
+        reply = _stream_reply(await self._line.reply())
+        self._line.reading = None
+        # A shard not safely held meanwhile: what was read of it stays pending for its next holder,
+        # which may be this engine again (its lease renewed late): then only a takeover re-reads it.
+        orphaned = {self._shard_of_stream(stream) for stream, entries in reply if entries} - set(held)
+        if orphaned:
+            self._needs_takeover.update(orphaned)
+            self.log.info("shard.read_orphaned", shards=sorted(orphaned))
+        return [(stream, entries) for stream, entries in reply if self._shard_of_stream(stream) in held]
+
+    def _entries(self, reply: list) -> list[tuple[int, bytes, dict]]:
+        return [(self._shard_of_stream(stream), entry_id, fields) for stream, entries in reply or []
+                for entry_id, fields in entries]
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -498,9 +542,9 @@ class Engine:
             await self._send_done()
         self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
 
-    async def _process_batch(self, batch: list[tuple[int, bytes, dict]], ride: list[int] | None = None) -> None:
-        """Decide and write the batch (RoomService.handle_many), then whatever failed or waited, alone;
-        ``ride``: the shards whose next read may leave with the batch's last writes (``_write_and_read``)."""
+    async def _decide_batch(self, batch: list[tuple[int, bytes, dict]], after: BatchPlan | None = None) -> _Batch:
+        """Decode the entries and decide their commands (``RoomService.decide_many``; ``after``: the batch
+        whose write is in flight, see ``_read_ahead_and_write``)."""
         records: list[CommandRecord | Exception] = []
         for _, _, fields in batch:
             try:
@@ -523,13 +567,28 @@ class Engine:
                                channel=outcome_channel_of(fields, outcome.command_id, self.config.prefix),
                                message=encode_outcome(outcome))
 
-        last_write = None
-        if receipts is not None and ride:
-            def last_write(requests: list) -> Awaitable[list]:
-                return self._write_and_read(requests, ride)
-
         decoded = [records[position] for position in positions]
-        batch_results = iter(await self.service.handle_many(decoded, receipts, last_write))  # type: ignore[arg-type]
+        plan = await self.service.decide_many(decoded, receipts, after)  # type: ignore[arg-type]
+        return _Batch(entries=batch, records=records, announced=announced, plan=plan)
+
+    async def _process_batch(self, batch: list[tuple[int, bytes, dict]], ride: list[int] | None = None,
+                             decided: _Batch | None = None) -> None:
+        """Decide and write the batch (RoomService.decide_many and write), then whatever failed or waited,
+        alone; ``ride``: the shards whose next read may leave with the batch's writes (``_write_and_read``,
+        or ``_read_ahead_and_write`` when the batch is long); ``decided``: the batch as decided ahead."""
+        if decided is None:
+            decided = await self._decide_batch(batch)
+        announced, records, plan = decided.announced, decided.records, decided.plan
+        last_write = None
+        if self._receipts and ride:
+            if len(batch) >= READ_AHEAD_AT:
+                def last_write(requests: list) -> Awaitable[list]:
+                    return self._read_ahead_and_write(requests, ride, plan)
+            else:
+                def last_write(requests: list) -> Awaitable[list]:
+                    return self._write_and_read(requests, ride)
+
+        batch_results = iter(await self.service.write(plan, last_write))
         results = [record if isinstance(record, Exception) else next(batch_results) for record in records]
 
         done = self._unsent_acks
@@ -569,7 +628,8 @@ class Engine:
         self.metrics.count("batches")
         if self._cluster:
             await self._send_done()  # a Cluster reads per shard (no pipeline to ride on): send them now
-        elif self._line.reading is not None and (self._unsent_outcomes or self._unsent_acks or self._metrics_due()):
+        elif ((self._line.reading is not None or self._ahead is not None)
+              and (self._unsent_outcomes or self._unsent_acks or self._metrics_due())):
             # The next read already left (with the last write): what the scripts did not publish goes now.
             async with self.client.pipeline(transaction=False) as pipe:
                 self._queue_done(pipe)
@@ -588,6 +648,39 @@ class Engine:
         await self._line.send(*commands)
         if held:
             self._line.reading = tuple(held)
+        return await self._written_replies(groups)
+
+    async def _read_ahead_and_write(self, groups: list[list], shards: list[int], plan: BatchPlan) -> list[list]:
+        """A long batch's last writes with the next read IN FRONT of them (no BLOCK), in one send; the next
+        batch is decided (``self._ahead``) while Redis applies the writes, then the writes' replies are read.
+
+        At a high rate the engine and Redis took turns: Redis idle while a batch was decided, the engine idle
+        while Redis applied it. The next batch is decided from the states this one's decisions make
+        (``decide_many(after=plan)``); before it is written, ``RoomService.revalidate`` decides again every
+        room this one's write did not move as assumed.
+        """
+        held = [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
+        commands = [self.store.ordered_command(group) for group in groups]
+        if held:
+            streams = [self.keys.shard_commands(shard) for shard in held]
+            commands.insert(0, ("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size,
+                                "STREAMS", *streams, *[">"] * len(streams)))
+        await self._line.send(*commands)
+        if held:
+            self._line.reading = tuple(held)
+            ahead = self._entries(await self._reply_held(
+                [shard for shard in held if self.leases.holds(shard) and shard not in self._needs_takeover]))
+            if ahead:
+                try:
+                    self._ahead = await self._decide_batch(ahead, after=plan)
+                    self.metrics.count("batches_ahead")
+                except BaseException:
+                    self._needs_takeover.update(shard for shard, _, _ in ahead)  # read, so only a takeover re-reads
+                    raise
+        return await self._written_replies(groups)
+
+    async def _written_replies(self, groups: list[list]) -> list[list]:
+        """The replies of the script calls sent on the batch line, one per group; a NOSCRIPT one written again."""
         results: list[list] = []
         for group in groups:  # every reply is read, errors too, so the read's reply comes next
             try:

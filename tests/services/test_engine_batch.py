@@ -157,3 +157,54 @@ async def test_when_deciding_fails_the_writes_already_sent_are_awaited_and_their
     followed = await service.handle_many([cmd(r, 2, {"kind": "add", "amount": 1}) for r in joined])
     assert all(isinstance(o, Outcome) and o.accepted for o in followed), followed
     assert service.conflicts == 0  # the cached states had moved on with the early writes
+
+
+async def test_batches_each_decided_while_the_one_before_is_written_decide_what_one_by_one_handling_decides() -> None:
+    """Given the script cut into batches, when each batch is decided while the one before is still unwritten
+    (the engine at a high rate), the one before written and its deferred commands handled alone, then the
+    batch written: then the logs, command records and refusals are byte for byte those of one-by-one
+    handling; the repeat handled alone in between moved nothing, so no room was decided again."""
+    one_by_one_store, ahead_store = await seeded_store(), await seeded_store()
+    one_by_one = RoomService(one_by_one_store)
+    for record in script():
+        await one_by_one.handle(record)
+
+    service = RoomService(ahead_store, snapshot_every=5)
+    records = script()
+    cuts = [records[0:6], records[6:20], records[20:31], records[31:]]
+    before = await service.decide_many(cuts[0])
+    for batch in cuts[1:] + [None]:
+        ahead = await service.decide_many(batch, after=before) if batch is not None else None
+        results = await service.write(before)
+        for record, result in zip(before.records, results, strict=True):
+            if result is None:
+                assert (await service.handle(record)).duplicate  # the id seen twice in one batch
+        before = ahead
+    for room in ("r1", "r2", "r3"):
+        assert await ahead_store.read_raw(room) == await one_by_one_store.read_raw(room)
+        assert await ahead_store.commands(room) == await one_by_one_store.commands(room)
+        assert await ahead_store.rejections(room) == await one_by_one_store.rejections(room)
+    assert service.redecided == 0
+
+
+async def test_a_refusal_decided_ahead_on_a_write_that_did_not_hold_is_decided_again_against_the_log() -> None:
+    """Given bob's join decided and sent, and his second join decided ahead of its write (refused: already
+    joined), when the first join's write conflicts (another writer ended the room meanwhile) and goes alone
+    (refused: the room ended), then the second join is decided again before it is written: its recorded
+    refusal gives the reason the log supports, never one from a state that was never written."""
+    store = await seeded_store()
+    service, intruder = RoomService(store), RoomService(store)
+    await service.handle_many([cmd("r1", 0, {"kind": "create_room", "ruleset": "counter"}),
+                               cmd("r1", 1, {"kind": "join_room"})])
+    first = await service.decide_many([cmd("r1", 2, {"kind": "join_room"}, command_id="bob-1", player="bob")])
+    ahead = await service.decide_many([cmd("r1", 3, {"kind": "join_room"}, command_id="bob-2", player="bob")],
+                                      after=first)
+    await intruder.handle(cmd("r1", 4, {"kind": "end_room"}, command_id="the-end"))
+
+    assert await service.write(first) == [None]  # the conflict: alone, after the batch
+    alone = await service.handle(first.records[0])
+    assert alone.error["code"] == "room_ended"
+    (second,) = await service.write(ahead)
+    assert second.error["code"] == "room_ended" and service.redecided == 1
+    for command_id in ("bob-1", "bob-2"):  # what a retry of either id is answered with, for ever
+        assert (await store.outcome("r1", command_id)).error["code"] == "room_ended"
