@@ -42,6 +42,8 @@ class ShardLeases:
         # True after a tick in which a lease's node did not answer: the caller ticks again soon, so the
         # lease is renewed (or taken again) as soon as a replica is promoted, not a third of a lease later.
         self.unsettled = False
+        # No free lease is taken before this monotonic time (``step_aside``).
+        self._acquire_from = 0.0
 
     @property
     def held(self) -> list[int]:
@@ -55,26 +57,31 @@ class ShardLeases:
     async def tick(self) -> tuple[list[int], list[int]]:
         """Renew held leases, try to take free ones; returns (newly acquired, lost)."""
         started = time.monotonic()
+        renewing = set(self._valid_until)
+        # Held leases are renewed; free ones are tried unless this engine stepped aside a while.
+        shards = [shard for shard in self.shards if shard in renewing or started >= self._acquire_from]
         try:
             async with self.client.pipeline(transaction=False) as pipe:
-                for shard in self.shards:
-                    self._queue_tick(pipe, shard)
+                for shard in shards:
+                    self._queue_tick(pipe, shard, shard in renewing)
                 results = await pipe.execute()
         except (RedisConnectionError, RedisTimeoutError, OSError, *CLUSTER_ERRORS):
             if isinstance(self.client, aioredis.Redis):
                 raise
             # A Cluster pipeline fails whole when one node is down: each lease on its own, so the leases
             # on the live nodes are renewed (a lease whose node is down is neither renewed nor lost now).
-            results = await self._tick_one_by_one()
+            results = await self._tick_one_by_one(shards, renewing)
         acquired: list[int] = []
         lost: list[int] = []
         until = started + self.lease_ms / 1000
         self.unsettled = False
-        for shard, result in zip(self.shards, results, strict=True):
+        for shard, result in zip(shards, results, strict=True):
             if isinstance(result, Exception):
                 self.unsettled = True
                 continue
-            if shard in self._valid_until:
+            if shard in renewing:
+                if shard not in self._valid_until:
+                    continue  # given back meanwhile (``step_aside``): whatever the renewal said, it is not ours
                 if result == 1:
                     self._valid_until[shard] = until
                 else:
@@ -85,20 +92,20 @@ class ShardLeases:
                 acquired.append(shard)
         return acquired, lost
 
-    def _queue_tick(self, pipe, shard: int) -> None:  # noqa: ANN001 - a pipeline of either client
+    def _queue_tick(self, pipe, shard: int, renew: bool) -> None:  # noqa: ANN001 - a pipeline of either client
         key = lease_key(shard, self.prefix)
-        if shard in self._valid_until:
+        if renew:
             # EVAL, not a registered script: a Cluster pipeline neither loads scripts nor may be
             # awaited mid-build (awaiting it clears its queue). The script is a few bytes.
             pipe.eval(RENEW_SCRIPT, 1, key, self.token, self.lease_ms)
         else:
             pipe.set(key, self.token, nx=True, px=self.lease_ms)
 
-    async def _tick_one_by_one(self) -> list:
+    async def _tick_one_by_one(self, shards: list[int], renewing: set[int]) -> list:
         calls = [self.client.eval(RENEW_SCRIPT, 1, lease_key(shard, self.prefix), self.token, self.lease_ms)
-                 if shard in self._valid_until
+                 if shard in renewing
                  else self.client.set(lease_key(shard, self.prefix), self.token, nx=True, px=self.lease_ms)
-                 for shard in self.shards]
+                 for shard in shards]
         results = await asyncio.gather(*calls, return_exceptions=True)
         if all(isinstance(result, Exception) for result in results):
             raise next(result for result in results if isinstance(result, Exception))
@@ -114,6 +121,11 @@ class ShardLeases:
             for shard in held:
                 pipe.eval(RELEASE_SCRIPT, 1, lease_key(shard, self.prefix), self.token)
             await pipe.execute()
+
+    async def step_aside(self, seconds: float) -> None:
+        """Give every lease back and take no free one for ``seconds``: another engine may serve them better."""
+        self._acquire_from = time.monotonic() + seconds
+        await self.release_all()
 
     async def holder(self, shard: int) -> str | None:
         value = await self.client.get(lease_key(shard, self.prefix))

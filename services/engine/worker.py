@@ -55,6 +55,12 @@ BACKLOG_WARNING = 50_000
 # its writes, and the next batch is decided while Redis applies this one (Engine._read_ahead_and_write).
 # Below it the next read waits behind the writes with BLOCK, one read per batch, as at a low rate.
 READ_AHEAD_AT = 32
+# Consume rounds failing in a row for a reason that is not Redis being away or refusing every writer (a
+# permission, a script or data this build cannot handle, a bug): then the engine gives its leases back and
+# takes none for STEP_ASIDE_LEASES lease periods, so another engine (another build, another host) can
+# serve the shards; with no other engine it takes them back and tries again.
+STEP_ASIDE_AFTER = 5
+STEP_ASIDE_LEASES = 3
 
 
 class _Batch(msgspec.Struct):
@@ -324,6 +330,7 @@ class Engine:
 
     async def _consume(self) -> None:
         backoff = 0.1
+        failed_rounds = 0
         while not self._stopping.is_set():
             held = [shard for shard in self.leases.held if self.leases.holds(shard)]
             if not held:
@@ -366,6 +373,7 @@ class Engine:
                 if not self._needs_takeover.intersection(held):
                     self._consumed_ms = int(time.time() * 1000)
                 backoff = 0.1
+                failed_rounds = 0
             except INFRASTRUCTURE_ERRORS as error:
                 await self._drop_in_flight()
                 self._redis_error_ms = int(time.time() * 1000)
@@ -392,14 +400,41 @@ class Engine:
                                    retry_in_s=backoff)
                 else:
                     self.log.exception("consume.unexpected_redis_error", retry_in_s=backoff)
+                    failed_rounds += 1
+                    if failed_rounds >= STEP_ASIDE_AFTER:
+                        await self._step_aside(error)
+                        failed_rounds, backoff = 0, 0.1
+                        continue
                 await self._pause(backoff)
                 backoff = min(backoff * 2, 5.0)
-            except Exception:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
+            except Exception as error:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
                 await self._drop_in_flight()
                 self.log.exception("consume.unexpected_error", retry_in_s=backoff)
                 self._needs_takeover.update(held)
+                failed_rounds += 1
+                if failed_rounds >= STEP_ASIDE_AFTER:
+                    await self._step_aside(error)
+                    failed_rounds, backoff = 0, 0.1
+                    continue
                 await self._pause(backoff)
                 backoff = min(backoff * 2, 5.0)
+
+    async def _step_aside(self, error: BaseException | None) -> None:
+        """STEP_ASIDE_AFTER rounds failed in a row: give the leases back (what was read stays pending for
+        whoever takes the shards) and take none for STEP_ASIDE_LEASES lease periods."""
+        hold_off_s = STEP_ASIDE_LEASES * self.config.lease_ms / 1000
+        self.log.error("consume.stepping_aside", shards=self.leases.held, failed_rounds=STEP_ASIDE_AFTER,
+                       error=f"{type(error).__name__}: {error}", hold_off_s=hold_off_s)
+        self.metrics.count("stepped_aside")
+        self._needs_takeover.update(self.leases.held)
+        await self._drop_in_flight()
+        with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
+            await self._send_done()
+        try:
+            await self.leases.step_aside(hold_off_s)
+        except (*INFRASTRUCTURE_ERRORS, ResponseError) as release_error:
+            # Not given back: they lapse within a lease period all the same, as nothing renews them.
+            self.log.warning("consume.release_failed", error=f"{type(release_error).__name__}: {release_error}")
 
     async def _drop_in_flight(self) -> None:
         """Forget the read in flight and the batch decided ahead. What they delivered stays pending, and a

@@ -372,3 +372,58 @@ async def test_a_lease_taken_mid_stream_leaves_no_command_read_and_forgotten(red
     await wait_for(all_decided, timeout_s=10, what="every command decided, none left pending")
     state = await assert_log_consistent(RedisEventStore(redis_client), room)
     assert state.game.total == sent
+
+
+async def test_an_engine_that_keeps_failing_steps_aside_and_a_standby_serves_its_shards(
+    redis_client, redis_url, engines, tmp_path
+) -> None:
+    """Given an engine whose Redis user may not read the command streams (a permanent refusal, not an
+    outage) holding every lease, and a healthy standby, when commands arrive, then the failing engine gives
+    its leases back after STEP_ASIDE_AFTER failed rounds, and the standby takes the shards and answers."""
+    from urllib.parse import urlsplit, urlunsplit  # noqa: PLC0415
+
+    from almanac.services.engine.worker import STEP_ASIDE_AFTER  # noqa: PLC0415
+
+    try:
+        await redis_client.execute_command("ACL", "SETUSER", "unread", "reset", "on", ">unread-pw", "~*", "&*",
+                                           "+@all", "-xreadgroup")
+    except aioredis.ResponseError as error:
+        pytest.skip(f"this Redis does not let the tests create an ACL user: {error}")
+    try:
+        parts = urlsplit(redis_url)
+        sick_url = urlunsplit(parts._replace(netloc=f"unread:unread-pw@{parts.hostname}:{parts.port}"))
+        sick = EngineProcess(sick_url, "sick", tmp_path)
+        try:
+            await wait_for(lambda: _when(held_shards(redis_client, "sick"), lambda held: held == ALL_SHARDS),
+                           what="the failing engine's leases")
+            engines("standby")
+            created = await send(redis_client, "aside", "ann", {"kind": "create_room", "ruleset": "counter"},
+                                 "create", timeout_s=20)
+            assert created.accepted
+            assert await held_shards(redis_client, "standby") == ALL_SHARDS
+            stepped = [line for line in sick.log_lines() if line.get("event") == "consume.stepping_aside"]
+            assert stepped and stepped[0]["failed_rounds"] == STEP_ASIDE_AFTER and "NoPermissionError" in stepped[0]["error"]
+        finally:
+            sick.kill()
+    finally:
+        await redis_client.execute_command("ACL", "DELUSER", "unread")
+
+
+async def test_leases_given_back_by_stepping_aside_are_neither_renewed_nor_taken_until_the_hold_off_ends(
+    redis_client,
+) -> None:
+    """Given an engine's leases, when it steps aside while a renewal is on its way, then the renewal's answer
+    does not make them its own again, another engine may take them at once, and this one takes none until
+    the hold-off has passed."""
+    from almanac.services.engine.lease import ShardLeases  # noqa: PLC0415
+
+    leases = ShardLeases(redis_client, [0, 1], "aside", 5_000)
+    assert await leases.tick() == ([0, 1], [])
+    renewal = asyncio.create_task(leases.tick())
+    await asyncio.sleep(0)  # the renewal of both is sent; its answer comes after the release
+    await leases.step_aside(0.3)
+    assert await renewal == ([], []) and leases.held == []
+    assert await redis_client.get(lease_key(0)) is None
+    assert await leases.tick() == ([], [])  # held off
+    await asyncio.sleep(0.35)
+    assert await leases.tick() == ([0, 1], [])
