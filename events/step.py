@@ -8,6 +8,7 @@ they cannot drift apart: verify re-decides byte for byte with exactly the code t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -74,6 +75,12 @@ def decode_fork(body: dict[str, Any]) -> room_rules.ForkRoom:
 _ROOM_KEYS: dict[str, tuple[bytes, Any, Any, bytes, tuple[tuple[str, bytes], ...]]] = {}
 _ROOM_KEYS_LIMIT = 10_000
 _NO_NONCES: Mapping[str, bytes] = MappingProxyType({})
+
+
+# A room's seed and its commitment, as every decision's context names them: the same few seeds again and
+# again, so hashed once each (a pure function of the bytes; the engine keeps each seed as one object).
+_commitment = lru_cache(maxsize=_ROOM_KEYS_LIMIT)(seed_commitment)
+_hex = lru_cache(maxsize=_ROOM_KEYS_LIMIT)(bytes.hex)
 
 
 def _scheme_2_key(room: str, seed: bytes, commitments: tuple[tuple[str, str], ...],
@@ -153,8 +160,8 @@ def step(
         now_ms=record.server_time_ms,
         version=version,
         dice=Dice(key, salt, version) if dice is None else dice,
-        seed_commitment=seed_commitment(seed),
-        secret_seed_hex=seed.hex(),
+        seed_commitment=_commitment(seed),
+        secret_seed_hex=_hex(seed),
         nonces=pairs,
         known_nonces=held,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections import Counter
+from collections import defaultdict
 
 from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
 
@@ -22,8 +22,9 @@ class EngineMetrics:
     """Counts in memory; ``pending_deltas()`` hands what changed since the last flush."""
 
     def __init__(self) -> None:
-        self._unflushed: Counter[str] = Counter()
-        self.totals: Counter[str] = Counter()
+        # defaultdicts, not Counters: counted several times per command, and half the cost.
+        self._unflushed: defaultdict[str, int] = defaultdict(int)
+        self.totals: defaultdict[str, int] = defaultdict(int)
         self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
 
     def count(self, field: str, amount: int = 1) -> None:
