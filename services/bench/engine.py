@@ -71,19 +71,19 @@ def _projector_process(url: str, prefix: str) -> None:
         pass
 
 
-def _commands(rooms: int, commands: int, now_ms: int) -> list[CommandRecord]:
+def _commands(rooms: int, commands: int, now_ms: int, name: str = "room") -> list[CommandRecord]:
     """Per room: create, join, then additions; interleaved across rooms like many players at once."""
     records = []
     for room in range(rooms):
-        records.append(CommandRecord(command_id=f"create-{room}", room=f"room-{room}", player="p", server_time_ms=now_ms,
-                                     body={"kind": "create_room", "ruleset": "trivial"}))
-        records.append(CommandRecord(command_id=f"join-{room}", room=f"room-{room}", player="p", server_time_ms=now_ms,
-                                     body={"kind": "join_room"}))
+        records.append(CommandRecord(command_id=f"create-{room}", room=f"{name}-{room}", player="p",
+                                     server_time_ms=now_ms, body={"kind": "create_room", "ruleset": "trivial"}))
+        records.append(CommandRecord(command_id=f"join-{room}", room=f"{name}-{room}", player="p",
+                                     server_time_ms=now_ms, body={"kind": "join_room"}))
     index = 0
     while len(records) < commands:
         room = index % rooms
-        records.append(CommandRecord(command_id=f"add-{index}", room=f"room-{room}", player="p", server_time_ms=now_ms,
-                                     body={"kind": "add", "amount": 1}))
+        records.append(CommandRecord(command_id=f"add-{index}", room=f"{name}-{room}", player="p",
+                                     server_time_ms=now_ms, body={"kind": "add", "amount": 1}))
         index += 1
     return records[:commands]
 
@@ -175,20 +175,63 @@ async def _paced(client: aioredis.Redis, keys: Keys, outcomes: _Outcomes, rooms:
             "paced_cpu_ms": engine_cpu / count * 1000}
 
 
+async def _before_engine(url: str, rooms: int, commands: int, prefix: str) -> float:
+    """With no engine running: the baseline (raw pipelined XADD of the same entries into scratch streams),
+    then a backlog of as many commands for other rooms, waiting in the shard streams; the baseline's rate."""
+    client = aioredis.Redis.from_url(url)
+    keys = Keys(SHARDS, prefix)
+    try:
+        entries = [(keys.shard_commands(keys.shard(r.room)), codec.encode(r))
+                   for r in _commands(rooms, commands, int(time.time() * 1000))]
+        start = time.perf_counter()
+        await _xadd_all(client, [(f"{prefix}:raw:{stream}", data) for stream, data in entries])
+        baseline = len(entries) / (time.perf_counter() - start)
+        await _xadd_all(client, [(keys.shard_commands(keys.shard(r.room)), codec.encode(r))
+                                 for r in _commands(rooms, commands, int(time.time() * 1000), name="backlog")])
+        return baseline
+    finally:
+        await client.aclose()
+
+
+async def _appended(client: aioredis.Redis, keys: Keys) -> int:
+    """Events appended so far over every shard feed (the trivial rule-set: one per accepted command)."""
+    async with client.pipeline(transaction=False) as pipe:
+        for shard in range(SHARDS):
+            pipe.xlen(keys.feed(shard))
+        return sum(await pipe.execute())
+
+
+async def _drain(client: aioredis.Redis, keys: Keys, backlog: int, engine_pid: int) -> dict[str, float]:
+    """The backlog drained by the engine alone (no submitter on the cores): timed from its first append."""
+    deadline = time.monotonic() + max(60.0, backlog / 500)
+    while not await _appended(client, keys):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the engine appended nothing within the deadline")
+        await asyncio.sleep(0.001)
+    redis_pid = int((await client.info("server")).get("process_id", 0))
+    start, cpu_before = time.perf_counter(), (cpu_seconds(engine_pid), cpu_seconds(redis_pid))
+    first = done = await _appended(client, keys)
+    while done < backlog and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+        done = await _appended(client, keys)
+    elapsed = time.perf_counter() - start
+    engine_cpu, redis_cpu = cpu_seconds(engine_pid) - cpu_before[0], cpu_seconds(redis_pid) - cpu_before[1]
+    drained = done - first
+    return {"drain": drained / elapsed, "drain_cpu_ms": engine_cpu / drained * 1000,
+            "drain_cpu_share": engine_cpu / elapsed, "drain_redis_share": redis_cpu / elapsed}
+
+
 async def _measure(url: str, rooms: int, commands: int, prefix: str,
                    start_projector: Callable[[], None] | None, paced_rate: int = 500,
-                   paced_seconds: float = 4.0, engine_pid: int = 0) -> dict[str, float | str]:
+                   paced_seconds: float = 4.0, engine_pid: int = 0, baseline: float = 0.0,
+                   backlog: int = 0) -> dict[str, float | str]:
     client = aioredis.Redis.from_url(url)
     metrics: dict[str, int] = {}
     keys = Keys(SHARDS, prefix)
     try:
+        drained = await _drain(client, keys, backlog, engine_pid) if backlog else {}
         records = _commands(rooms, commands, int(time.time() * 1000))
         entries = [(keys.shard_commands(keys.shard(r.room)), codec.encode(r)) for r in records]
-
-        # Baseline: the same entries, raw pipelined XADD into scratch streams.
-        start = time.perf_counter()
-        await _xadd_all(client, [(f"{prefix}:raw:{stream}", data) for stream, data in entries])
-        baseline = len(entries) / (time.perf_counter() - start)
 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -211,10 +254,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
         # nor by this process's own subscriber, which lags behind under load.
         done = 0
         while time.monotonic() < deadline:
-            async with client.pipeline(transaction=False) as pipe:
-                for shard in range(SHARDS):
-                    pipe.xlen(keys.feed(shard))
-                done = sum(await pipe.execute())
+            done = await _appended(client, keys) - backlog
             if done >= commands:
                 break
             await asyncio.sleep(0.002)
@@ -227,7 +267,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
         paced = (await _paced(client, keys, outcomes, rooms, paced_rate, paced_seconds, engine_pid)
                  if paced_rate else {})
         await outcomes.stop()
-        total = commands + int(paced_rate * paced_seconds)
+        total = backlog + commands + int(paced_rate * paced_seconds)
         while time.monotonic() < deadline:  # the counters, for the accepted / rejected figures
             metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
             if metrics.get("commands", 0) >= total:
@@ -249,6 +289,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
                 await asyncio.sleep(0.02)
         return {
             "baseline": baseline,
+            **drained,
             "engine": done / elapsed if elapsed > 0 else 0.0,
             "projected": projected_rate or 0.0,
             "projector": catch_up_rate or 0.0,
@@ -288,6 +329,7 @@ async def _drop_keys(url: str, prefix: str) -> None:
 def run(url: str, rooms: int, commands: int, batch_size: int = 100, paced_rate: int = 500,
         paced_seconds: float = 4.0) -> dict[str, float | str]:
     prefix = f"bench{int(time.time() * 1000)}"
+    baseline = asyncio.run(_before_engine(url, rooms, commands, prefix))
     engine = multiprocessing.get_context("spawn").Process(
         target=_engine_process, args=(url, prefix, batch_size), daemon=True
     )
@@ -301,7 +343,7 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100, paced_rate: 
 
     try:
         return asyncio.run(_measure(url, rooms, commands, prefix, start_projector, paced_rate, paced_seconds,
-                                    engine.pid or 0))
+                                    engine.pid or 0, baseline, backlog=commands))
     finally:
         # The workers stop first: deleting the keys under a running projector made it read a feed entry
         # whose room stream was gone (CorruptEventError in its log).
@@ -323,6 +365,8 @@ def main(rooms: int = 200, commands: int = 20_000) -> None:
     table.add_column("path")
     table.add_column("commands/s", justify="right")
     table.add_row("raw pipelined XADD of the same entries (baseline)", f"{figures['baseline']:,.0f}")
+    table.add_row(f"draining a backlog of {commands:,} commands already waiting (engine and Redis alone)",
+                  f"{figures['drain']:,.0f}")
     table.add_row("submitting them while the engine runs (pipelined XADD, this process)", f"{figures['submit']:,.0f}")
     table.add_row("through the engine (submit -> decide -> append -> outcome -> ack)", f"{figures['engine']:,.0f}")
     if figures["projected"]:
@@ -335,10 +379,15 @@ def main(rooms: int = 200, commands: int = 20_000) -> None:
         + (f", engine+projector/baseline: {figures['projected'] / figures['baseline']:.2f}"  # type: ignore[operator]
            if figures["projected"] else "")
         + "  "
-        f"(processed {figures['done']:,}: accepted {figures['accepted']:,}, rejected {figures['rejected']:,}, "
+        f"(processed {figures['done']:,} after the backlog; the engine's counters over all: accepted {figures['accepted']:,}, rejected {figures['rejected']:,}, "
         f"conflicts {figures['conflicts']:,}, batches {figures['batches']:,} of which "
         f"{figures['batches_ahead']:,} decided while the one before was written, "
         f"rooms decided again {figures['rooms_redecided']:,})"
+    )
+    console.print(
+        f"draining the backlog: engine {figures['drain_cpu_ms']:.3f} ms of CPU per command "
+        f"({figures['drain_cpu_share']:.0%} of a core), Redis {figures['drain_redis_share']:.0%} of a core; "
+        f"ratio drain/baseline: {figures['drain'] / figures['baseline']:.2f}"  # type: ignore[operator]
     )
     console.print(
         f"engine CPU over the {commands:,} commands: {figures['engine_cpu_ms']:.3f} ms per command "

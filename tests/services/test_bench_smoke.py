@@ -41,3 +41,15 @@ def test_the_forensics_tools_benchmark_times_each_tool_against_one_fold_on_real_
     for label in ("baseline: fold the room once", "explain scores.bob", "bisect --where", "--linear",
                   "bisect --against realm@2", "fork at", "diff room vs its fork"):
         assert label in printed, label
+
+
+def test_the_engine_benchmark_drains_a_backlog_then_takes_commands_as_they_come_on_real_redis(redis_url):
+    """Given the engine benchmark on a tiny budget, then every phase ran to its end (the backlog, the
+    commands submitted while the engine runs, the paced ones) and each figure stands beside its baseline."""
+    from almanac.services.bench import engine as bench_engine  # noqa: PLC0415
+
+    figures = bench_engine.run(redis_url, rooms=20, commands=1_000, paced_rate=100, paced_seconds=1)
+    assert figures["baseline"] > 0 and figures["drain"] > 0 and figures["engine"] > 0
+    assert figures["done"] == 1_000 and figures["rejected"] == 0
+    assert figures["accepted"] == 1_000 + 1_000 + 100  # the backlog, the submitted commands, the paced ones
+    assert figures["projector"] > 0 and figures["paced_p99"] != "n/a"
