@@ -35,20 +35,26 @@ CLUSTER_ERRORS: tuple[type[Exception], ...] = (
 # persist: a full disk, a failing RDB save or AOF write) and BUSY (a script running past its time limit):
 # the store's failure, not the command's. redis-py raises OutOfMemoryError for the first and a plain
 # ResponseError for the others. (BUSYGROUP and BUSYKEY are other errors: the space after BUSY tells them apart.)
-_REFUSING_WRITES = ("MISCONF ", "BUSY ")
+# Likewise a replica (READONLY: a primary demoted under us, ReadOnlyError), a primary short of the replicas
+# min-replicas-to-write asks for (NOREPLICAS) and a replica cut off from its primary (MASTERDOWN).
+_REFUSING_WRITES = ("MISCONF ", "BUSY ", "NOREPLICAS ", "MASTERDOWN ")
 
 
 def refuses_writes(error: BaseException) -> bool:
-    """True for a Redis that refuses writes for now (OOM, MISCONF, BUSY): retry later, never blame the command.
+    """True for a Redis that refuses writes for now (OOM, MISCONF, BUSY, READONLY, NOREPLICAS, MASTERDOWN):
+    retry later, never blame the command.
 
-    redis-py words a pipeline's error "Command # 1 (...) of pipeline caused error: MISCONF ...": the reply
-    is looked for after that prefix too."""
-    if isinstance(error, exceptions.OutOfMemoryError):
+    redis-py's asyncio pipeline words an error "Command # 1 (...) of pipeline caused error: ('MISCONF ...',)"
+    (the error's args tuple): the reply is looked for after that prefix too."""
+    if isinstance(error, (exceptions.OutOfMemoryError, exceptions.ReadOnlyError)):
         return True
     if not isinstance(error, exceptions.ResponseError):
         return False
     message = str(error)
-    return message.startswith(_REFUSING_WRITES) or any(f"error: {code}" in message for code in _REFUSING_WRITES)
+    if message.startswith(_REFUSING_WRITES):
+        return True
+    _, annotated, reply = message.partition(" of pipeline caused error: ")
+    return bool(annotated) and reply.lstrip("(\"'").startswith(_REFUSING_WRITES)
 
 
 # True while redis-py's cluster client handles an error of one command (see FailoverCluster.aclose).

@@ -37,3 +37,40 @@ async def test_a_reconnecting_client_answers_across_a_restart_and_a_plain_one_fa
         await steady.aclose()
         await plain.aclose()
         server.stop()
+
+
+@pytest.mark.parametrize("reply", [
+    "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+    "OOM command not allowed when used memory > 'maxmemory'.",
+    "READONLY You can't write against a read only replica.",
+    "NOREPLICAS Not enough good replicas to write.",
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+])
+def test_a_redis_refusing_every_writer_for_now_is_the_stores_failure_never_the_commands(reply) -> None:
+    """Each error reply, parsed as redis-py parses it off the wire, alone and as a pipeline reports it, is a
+    refusal to write for now: the engine neither counts it as a command's attempt nor steps aside for it,
+    and the gateway answers 503."""
+    from redis._parsers.base import BaseParser  # noqa: PLC0415
+    from redis.asyncio.client import Pipeline  # noqa: PLC0415
+
+    from almanac.services.redis_client import refuses_writes  # noqa: PLC0415
+
+    assert refuses_writes(BaseParser.parse_error(reply))
+    in_pipeline = BaseParser.parse_error(reply)
+    Pipeline.annotate_exception(None, in_pipeline, 1, ["EVALSHA", "sha", "1", "key"])  # type: ignore[arg-type]
+    assert "of pipeline caused error" in str(in_pipeline) and refuses_writes(in_pipeline)
+
+
+def test_errors_of_the_command_or_of_this_client_are_not_refusals_to_write() -> None:
+    from redis._parsers.base import BaseParser  # noqa: PLC0415
+    from redis.asyncio.client import Pipeline  # noqa: PLC0415
+
+    from almanac.services.redis_client import refuses_writes  # noqa: PLC0415
+
+    for reply in ("BUSYGROUP Consumer Group name already exists", "NOPERM this user has no permissions",
+                  "WRONGTYPE Operation against a key holding the wrong kind of value", "ERR unknown command"):
+        error = BaseParser.parse_error(reply)
+        assert not refuses_writes(error), reply
+        Pipeline.annotate_exception(None, error, 2, ["XADD", "stream"])  # type: ignore[arg-type]
+        assert not refuses_writes(error), reply
