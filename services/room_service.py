@@ -64,7 +64,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
 class BatchPlan:
     """A decided batch on its way to the store (``RoomService.decide_many``, then ``write``)."""
 
-    __slots__ = ("after", "bases", "final", "held", "receipts", "records", "results", "rooms", "writes")
+    __slots__ = ("after", "bases", "final", "held", "receipts", "recheck", "records", "results", "rooms", "writes")
 
     def __init__(self, records: list[CommandRecord], receipts: Callable[[int, Outcome], Receipt] | None,
                  after: BatchPlan | None) -> None:
@@ -78,6 +78,9 @@ class BatchPlan:
         self.writes: list[tuple[list[list[_Decided]], Awaitable]] = []  # the sends made, with their decisions
         self.bases: dict[str, tuple[RoomState | None, str]] = {}  # room -> the state its decisions started from
         self.final: dict[str, tuple[RoomState, str]] = {}  # room -> the state its decided appends make
+        # Rooms decided ahead whose answer read the store (an invalid command's earlier outcome, maybe in
+        # the write in flight): decided again by ``revalidate`` whatever their state.
+        self.recheck: set[str] = set()
 
 
 class RoomService:
@@ -250,7 +253,7 @@ class RoomService:
             if room not in before.rooms:
                 continue
             cached = self.loader.cached(room)
-            if base is not None and cached is not None and cached[0] is base:
+            if room not in plan.recheck and base is not None and cached is not None and cached[0] is base:
                 continue
             self.redecided += 1
             for index in plan.rooms[room]:
@@ -299,6 +302,8 @@ class RoomService:
                 envelopes, new_state = await self._decide(state, last_hash, record)
             except InvalidCommand as error:
                 # Its id may name an earlier outcome: that one stands (as in ``handle``).
+                if plan.after is not None:
+                    plan.recheck.add(room)  # that outcome may be in the write still in flight
                 known = await self.store.outcome(record.room, record.command_id)
                 results[index] = (await self._replayed(record, known) if known is not None
                                   else self._unrecorded(record, error))

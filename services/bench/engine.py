@@ -216,7 +216,8 @@ async def _drain(client: aioredis.Redis, keys: Keys, backlog: int, engine_pid: i
         done = await _appended(client, keys)
     elapsed = time.perf_counter() - start
     engine_cpu, redis_cpu = cpu_seconds(engine_pid) - cpu_before[0], cpu_seconds(redis_pid) - cpu_before[1]
-    drained = done - first
+    # At least one command and a microsecond: a tiny backlog may be drained between the two first polls.
+    drained, elapsed = max(done - first, 1), max(elapsed, 1e-6)
     return {"drain": drained / elapsed, "drain_cpu_ms": engine_cpu / drained * 1000,
             "drain_cpu_share": engine_cpu / elapsed, "drain_redis_share": redis_cpu / elapsed}
 

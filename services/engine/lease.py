@@ -73,6 +73,7 @@ class ShardLeases:
             results = await self._tick_one_by_one(shards, renewing)
         acquired: list[int] = []
         lost: list[int] = []
+        refused: list[int] = []
         until = started + self.lease_ms / 1000
         self.unsettled = False
         for shard, result in zip(shards, results, strict=True):
@@ -87,9 +88,16 @@ class ShardLeases:
                 else:
                     del self._valid_until[shard]
                     lost.append(shard)
+            elif result and time.monotonic() < self._acquire_from:
+                refused.append(shard)  # taken by a tick that was on its way when this engine stepped aside
             elif result:
                 self._valid_until[shard] = until
                 acquired.append(shard)
+        if refused:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for shard in refused:
+                    pipe.eval(RELEASE_SCRIPT, 1, lease_key(shard, self.prefix), self.token)
+                await pipe.execute(raise_on_error=False)
         return acquired, lost
 
     def _queue_tick(self, pipe, shard: int, renew: bool) -> None:  # noqa: ANN001 - a pipeline of either client

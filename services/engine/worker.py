@@ -366,6 +366,7 @@ class Engine:
                     else:
                         # A lease lapsed since: its entries stay pending, for its next holder's takeover.
                         self._needs_takeover.update(shards)
+                        self.log.info("batch_ahead.dropped", shards=sorted(shards - set(held)))
                 else:
                     batch = await self._read_new(held)
                     if batch:
@@ -380,6 +381,7 @@ class Engine:
                 # Whatever was read stays pending; take the shards over again once Redis answers.
                 self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
                 self._needs_takeover.update(held)
+                failed_rounds = 0  # Redis away is not this engine's failure: no reason to step aside
                 await self._pause(backoff)
                 # On a Cluster a failed write is one node's (the others answer): the per-shard takeovers
                 # and read backoffs pace the retries, so no growing pause for every shard.
@@ -398,6 +400,7 @@ class Engine:
                 if refuses_writes(error):
                     self.log.error("consume.redis_refused", error=f"{type(error).__name__}: {error}",
                                    retry_in_s=backoff)
+                    failed_rounds = 0  # refused to every writer alike: stepping aside would help none
                 else:
                     self.log.exception("consume.unexpected_redis_error", retry_in_s=backoff)
                     failed_rounds += 1

@@ -160,10 +160,10 @@ async def test_when_deciding_fails_the_writes_already_sent_are_awaited_and_their
 
 
 async def test_batches_each_decided_while_the_one_before_is_written_decide_what_one_by_one_handling_decides() -> None:
-    """Given the script cut into batches, when each batch is decided while the one before is still unwritten
-    (the engine at a high rate), the one before written and its deferred commands handled alone, then the
-    batch written: then the logs, command records and refusals are byte for byte those of one-by-one
-    handling; the repeat handled alone in between moved nothing, so no room was decided again."""
+    """Given the script cut into batches, when each batch is decided while the one before is being written
+    (as the engine does at a high rate: inside that batch's last write, once it is revalidated), the one
+    before's deferred commands then handled alone, and the batch written: then the logs, command records
+    and refusals are byte for byte those of one-by-one handling."""
     one_by_one_store, ahead_store = await seeded_store(), await seeded_store()
     one_by_one = RoomService(one_by_one_store)
     for record in script():
@@ -172,19 +172,41 @@ async def test_batches_each_decided_while_the_one_before_is_written_decide_what_
     service = RoomService(ahead_store, snapshot_every=5)
     records = script()
     cuts = [records[0:6], records[6:20], records[20:31], records[31:]]
-    before = await service.decide_many(cuts[0])
-    for batch in cuts[1:] + [None]:
-        ahead = await service.decide_many(batch, after=before) if batch is not None else None
-        results = await service.write(before)
-        for record, result in zip(before.records, results, strict=True):
+    plan = await service.decide_many(cuts[0])
+    for following in [*cuts[1:], None]:
+        decided_ahead = []
+
+        async def last_write(groups, following=following, plan=plan, decided_ahead=decided_ahead):
+            if following is not None:
+                decided_ahead.append(await service.decide_many(following, after=plan))
+            return await ahead_store.write_ordered_shards(groups)
+
+        results = await service.write(plan, last_write)
+        for record, result in zip(plan.records, results, strict=True):
             if result is None:
                 assert (await service.handle(record)).duplicate  # the id seen twice in one batch
-        before = ahead
+        plan = decided_ahead[0] if decided_ahead else None
     for room in ("r1", "r2", "r3"):
         assert await ahead_store.read_raw(room) == await one_by_one_store.read_raw(room)
         assert await ahead_store.commands(room) == await one_by_one_store.commands(room)
         assert await ahead_store.rejections(room) == await one_by_one_store.rejections(room)
-    assert service.redecided == 0
+
+
+async def test_an_invalid_command_decided_ahead_is_answered_with_its_ids_first_outcome_written_meanwhile() -> None:
+    """Given a command decided and sent, and a malformed command with the same id decided ahead of its write
+    (the id's outcome not yet stored: "invalid"), when the first is written, then the second is decided again
+    and answered with the id's first outcome, as one-by-one handling answers it."""
+    store = await seeded_store()
+    service = RoomService(store)
+    await service.handle_many([cmd("r1", 0, {"kind": "create_room", "ruleset": "counter"}),
+                               cmd("r1", 1, {"kind": "join_room"})])
+    first = await service.decide_many([cmd("r1", 2, {"kind": "add", "amount": 2}, command_id="twice")])
+    ahead = await service.decide_many([cmd("r1", 3, {"kind": "add", "amount": "two"}, command_id="twice")],
+                                      after=first)
+    (written,) = await service.write(first)
+    (again,) = await service.write(ahead)
+    assert again.duplicate and again.accepted and (again.first_version, again.last_version) == (3, 3)
+    assert [e.hash for e in again.envelopes] == [e.hash for e in written.envelopes]
 
 
 async def test_a_refusal_decided_ahead_on_a_write_that_did_not_hold_is_decided_again_against_the_log() -> None:
