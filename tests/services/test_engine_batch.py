@@ -37,12 +37,24 @@ async def seeded_store() -> MemoryEventStore:
     return store
 
 
-async def test_a_batch_decides_byte_for_byte_what_one_by_one_handling_decides() -> None:
-    one_by_one_store, batch_store = await seeded_store(), await seeded_store()
-    one_by_one = RoomService(one_by_one_store)
+async def handled_one_by_one() -> MemoryEventStore:
+    """The script handled one command at a time: what every batched way of handling it must equal."""
+    store = await seeded_store()
+    service = RoomService(store)
     for record in script():
-        await one_by_one.handle(record)
+        await service.handle(record)
+    return store
 
+
+async def assert_same_rooms(store: MemoryEventStore, expected: MemoryEventStore) -> None:
+    for room in ("r1", "r2", "r3"):
+        assert await store.read_raw(room) == await expected.read_raw(room)
+        assert await store.commands(room) == await expected.commands(room)
+        assert await store.rejections(room) == await expected.rejections(room)
+
+
+async def test_a_batch_decides_byte_for_byte_what_one_by_one_handling_decides() -> None:
+    one_by_one_store, batch_store = await handled_one_by_one(), await seeded_store()
     service = RoomService(batch_store, snapshot_every=5)
     records = script()
     results = await service.handle_many(records[:20]) + await service.handle_many(records[20:])
@@ -51,10 +63,7 @@ async def test_a_batch_decides_byte_for_byte_what_one_by_one_handling_decides() 
     replay = await service.handle(deferred[0])
     assert replay.duplicate
     assert all(isinstance(r, Outcome) for r in results if r is not None)
-    for room in ("r1", "r2", "r3"):
-        assert await batch_store.read_raw(room) == await one_by_one_store.read_raw(room)
-        assert await batch_store.commands(room) == await one_by_one_store.commands(room)
-        assert await batch_store.rejections(room) == await one_by_one_store.rejections(room)
+    await assert_same_rooms(batch_store, one_by_one_store)
     refused = [r.error["code"] for r in results if isinstance(r, Outcome) and not r.accepted]
     assert refused.count("counter.amount_not_positive") == 6 and "room_not_found" in refused
 
@@ -164,11 +173,7 @@ async def test_batches_each_decided_while_the_one_before_is_written_decide_what_
     (as the engine does at a high rate: inside that batch's last write, once it is revalidated), the one
     before's deferred commands then handled alone, and the batch written: then the logs, command records
     and refusals are byte for byte those of one-by-one handling."""
-    one_by_one_store, ahead_store = await seeded_store(), await seeded_store()
-    one_by_one = RoomService(one_by_one_store)
-    for record in script():
-        await one_by_one.handle(record)
-
+    one_by_one_store, ahead_store = await handled_one_by_one(), await seeded_store()
     service = RoomService(ahead_store, snapshot_every=5)
     records = script()
     cuts = [records[0:6], records[6:20], records[20:31], records[31:]]
@@ -186,10 +191,7 @@ async def test_batches_each_decided_while_the_one_before_is_written_decide_what_
             if result is None:
                 assert (await service.handle(record)).duplicate  # the id seen twice in one batch
         plan = decided_ahead[0] if decided_ahead else None
-    for room in ("r1", "r2", "r3"):
-        assert await ahead_store.read_raw(room) == await one_by_one_store.read_raw(room)
-        assert await ahead_store.commands(room) == await one_by_one_store.commands(room)
-        assert await ahead_store.rejections(room) == await one_by_one_store.rejections(room)
+    await assert_same_rooms(ahead_store, one_by_one_store)
 
 
 async def test_an_invalid_command_decided_ahead_is_answered_with_its_ids_first_outcome_written_meanwhile() -> None:
