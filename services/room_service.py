@@ -271,6 +271,7 @@ class RoomService:
                        results: list[Outcome | Exception | None]) -> None:
         """Await every send of the batch and record what each write did (the first failure raised after)."""
         failure: BaseException | None = None
+        snapshots: list[tuple[str, int, bytes]] = []  # the batch's, saved together below
         for decided_groups, write in reversed(writes):  # the last first: it is sent only when awaited
             try:
                 written_groups = await write
@@ -278,7 +279,9 @@ class RoomService:
                 failure = failure or error
                 continue
             for decided, written in zip(decided_groups, written_groups, strict=True):
-                await self._written(records, decided, written, results)
+                await self._written(records, decided, written, results, snapshots)
+        if snapshots:
+            await self.store.save_snapshots(snapshots)
         if failure is not None:
             raise failure  # the shard's entries stay pending (Redis error) and are re-processed
 
@@ -340,7 +343,8 @@ class RoomService:
             plan.final[room] = (state, last_hash)  # type: ignore[assignment]
 
     async def _written(self, records: list[CommandRecord], decided: list[_Decided],
-                       written: list[AppendResult | Exception], results: list[Outcome | Exception | None]) -> None:
+                       written: list[AppendResult | Exception], results: list[Outcome | Exception | None],
+                       snapshots: list[tuple[str, int, bytes]]) -> None:
         """The results of one shard's ordered write: cache what was appended, answer, set the rest aside."""
         failed: set[str] = set()
         for (index, request, new_state, announced), result in zip(decided, written, strict=True):
@@ -362,7 +366,7 @@ class RoomService:
                                                       error=request.error)
             else:
                 results[index] = await self._accepted(records[index], request.expected_version, request.envelopes,
-                                                      new_state, result, announced)
+                                                      new_state, result, announced, snapshots)
         for room in failed:
             self.forget(room)
 
@@ -416,11 +420,13 @@ class RoomService:
         return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
 
     async def _accepted(self, record: CommandRecord, expected_version: int, envelopes: list[Envelope],
-                        new_state: RoomState, result: AppendResult, announced: Outcome | None = None) -> Outcome:
-        """An append went through: cache the new state, snapshot when due, answer with the events
-        (``announced``: the outcome its receipt already published, the same by construction)."""
+                        new_state: RoomState, result: AppendResult, announced: Outcome | None = None,
+                        snapshots: list[tuple[str, int, bytes]] | None = None) -> Outcome:
+        """An append went through: cache the new state, snapshot when due (into ``snapshots`` when given,
+        saved with the rest of its batch), answer with the events (``announced``: the outcome its receipt
+        already published, the same by construction)."""
         self._remember(record.room, new_state, envelopes[-1].hash)
-        await self._maybe_snapshot(record.room, expected_version, new_state, envelopes[-1].hash)
+        await self._maybe_snapshot(record.room, expected_version, new_state, envelopes[-1].hash, snapshots)
         if announced is not None:
             return announced
         return Outcome(
@@ -499,9 +505,14 @@ class RoomService:
             self._seeds.popitem(last=False)
         return seed
 
-    async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str) -> None:
+    async def _maybe_snapshot(self, room: str, before: int, state: RoomState, last_hash: str,
+                              snapshots: list[tuple[str, int, bytes]] | None = None) -> None:
         if self.snapshot_every and state.version // self.snapshot_every > before // self.snapshot_every:
-            await self.store.save_snapshot(room, state.version, codec.encode_snapshot(state, last_hash))
+            snapshot = (room, state.version, codec.encode_snapshot(state, last_hash))
+            if snapshots is None:
+                await self.store.save_snapshot(*snapshot)
+            else:
+                snapshots.append(snapshot)
 
     async def _replayed(self, record: CommandRecord, known: StoredOutcome) -> Outcome:
         return await stored_outcome(self.store, record, known, duplicate=True)

@@ -114,6 +114,9 @@ class EventStore(Protocol):
 
     async def save_snapshot(self, room: str, version: int, data: bytes) -> None: ...
 
+    async def save_snapshots(self, snapshots: list[tuple[str, int, bytes]]) -> None:
+        """``save_snapshot`` of each (room, version, data), in as few round trips as the store can."""
+
     async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
         """The newest snapshot at or below ``at_most`` (any when None)."""
 

@@ -343,6 +343,10 @@ class ExportFileStore:
             self._writable(room).setdefault("snapshots", {})[str(version)] = _b64(data)
             self._persist(room)
 
+    async def save_snapshots(self, snapshots: list[tuple[str, int, bytes]]) -> None:
+        for room, version, data in snapshots:
+            await self.save_snapshot(room, version, data)
+
     async def save_seed(self, room: str, seed: bytes) -> bool:
         async with self._lock:
             document = self._writable(room)

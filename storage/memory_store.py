@@ -116,6 +116,10 @@ class MemoryEventStore:
     async def save_snapshot(self, room: str, version: int, data: bytes) -> None:
         self._snapshots.setdefault(room, {})[version] = data
 
+    async def save_snapshots(self, snapshots: list[tuple[str, int, bytes]]) -> None:
+        for room, version, data in snapshots:
+            await self.save_snapshot(room, version, data)
+
     async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
         versions = [v for v in self._snapshots.get(room, {}) if at_most is None or v <= at_most]
         if not versions:

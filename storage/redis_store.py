@@ -670,6 +670,19 @@ class RedisEventStore:
         # A script rather than MULTI: atomic on a single server and on a Cluster alike.
         await self._snapshot(keys=[self.keys.snapshot_data(room), self.keys.snapshot_index(room)], args=[version, data])
 
+    async def save_snapshots(self, snapshots: list[tuple[str, int, bytes]]) -> None:
+        """An engine batch's snapshots in one pipeline (``evalsha_many``), not one round trip each."""
+        if len(snapshots) < 2 or self.wait_replicas:  # (with WAIT: as save_snapshot does, without it)
+            for room, version, data in snapshots:
+                await self.save_snapshot(room, version, data)
+            return
+        keys = self.keys
+        replies = await self.evalsha_many([(self._snapshot, [keys.snapshot_data(room), keys.snapshot_index(room)],
+                                            [version, data]) for room, version, data in snapshots])
+        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if failed is not None:
+            raise failed
+
     async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
         high = "+inf" if at_most is None else at_most
         versions = await self.client.zrevrangebyscore(self.keys.snapshot_index(room), high, "-inf", start=0, num=1)

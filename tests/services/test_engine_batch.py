@@ -40,7 +40,7 @@ async def seeded_store() -> MemoryEventStore:
 async def handled_one_by_one() -> MemoryEventStore:
     """The script handled one command at a time: what every batched way of handling it must equal."""
     store = await seeded_store()
-    service = RoomService(store)
+    service = RoomService(store, snapshot_every=5)
     for record in script():
         await service.handle(record)
     return store
@@ -51,6 +51,10 @@ async def assert_same_rooms(store: MemoryEventStore, expected: MemoryEventStore)
         assert await store.read_raw(room) == await expected.read_raw(room)
         assert await store.commands(room) == await expected.commands(room)
         assert await store.rejections(room) == await expected.rejections(room)
+        # The same snapshots (a batch saves its rooms' together, after its writes).
+        assert [await store.latest_snapshot(room, v) for v in range(1, 40)] == \
+            [await expected.latest_snapshot(room, v) for v in range(1, 40)]
+        assert await store.latest_snapshot(room) is not None
 
 
 async def test_a_batch_decides_byte_for_byte_what_one_by_one_handling_decides() -> None:

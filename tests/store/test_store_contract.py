@@ -117,6 +117,16 @@ async def test_snapshots_are_found_at_or_below_a_version(store):
     assert await store.latest_snapshot("other") is None
 
 
+async def test_a_batch_of_snapshots_saved_together_is_found_room_by_room(store):
+    await store.save_snapshot("r1", 100, b"r1-s100")
+    await store.save_snapshots([("r1", 200, b"r1-s200"), ("r2", 100, b"r2-s100"), ("r3", 300, b"r3-s300")])
+    assert await store.latest_snapshot("r1") == (200, b"r1-s200")
+    assert await store.latest_snapshot("r1", 199) == (100, b"r1-s100")
+    assert await store.latest_snapshot("r2") == (100, b"r2-s100")
+    assert await store.latest_snapshot("r3", 299) is None and await store.latest_snapshot("r3") == (300, b"r3-s300")
+    await store.save_snapshots([])
+
+
 async def test_a_room_keeps_players_nonces_by_their_commitment_and_no_write_changes_another(store):
     ann, bob = b"a" * 32, b"b" * 32
     ann_commitment = await store.save_nonce("r1", ann)
