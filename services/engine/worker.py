@@ -52,7 +52,7 @@ TRIM_BUDGET_S = 2.0
 # A command stream still this long after its trim, held back by a consumer group, is logged (trim.held_back).
 BACKLOG_WARNING = 50_000
 # A batch at least this long means the streams are busy: the next read (without BLOCK) leaves in front of
-# its writes, and the next batch is decided while Redis applies this one (Engine._read_ahead_and_write).
+# its writes, and the next batch is decided while Redis applies this one (Engine._write_and_read).
 # Below it the next read waits behind the writes with BLOCK, one read per batch, as at a low rate.
 READ_AHEAD_AT = 32
 # Consume rounds failing in a row for a reason that is not Redis being away or refusing every writer (a
@@ -582,7 +582,7 @@ class Engine:
 
     async def _decide_batch(self, batch: list[tuple[int, bytes, dict]], after: BatchPlan | None = None) -> _Batch:
         """Decode the entries and decide their commands (``RoomService.decide_many``; ``after``: the batch
-        whose write is in flight, see ``_read_ahead_and_write``)."""
+        whose write is in flight, see ``_write_and_read``)."""
         records: list[CommandRecord | Exception] = []
         for _, _, fields in batch:
             try:
@@ -613,18 +613,16 @@ class Engine:
                              decided: _Batch | None = None) -> None:
         """Decide and write the batch (RoomService.decide_many and write), then whatever failed or waited,
         alone; ``ride``: the shards whose next read may leave with the batch's writes (``_write_and_read``,
-        or ``_read_ahead_and_write`` when the batch is long); ``decided``: the batch as decided ahead."""
+        or reading ahead when the batch is long); ``decided``: the batch as decided ahead."""
         if decided is None:
             decided = await self._decide_batch(batch)
         announced, records, plan = decided.announced, decided.records, decided.plan
         last_write = None
         if self._receipts and ride:
-            if len(batch) >= READ_AHEAD_AT:
-                def last_write(requests: list) -> Awaitable[list]:
-                    return self._read_ahead_and_write(requests, ride, plan)
-            else:
-                def last_write(requests: list) -> Awaitable[list]:
-                    return self._write_and_read(requests, ride)
+            ahead_of = plan if len(batch) >= READ_AHEAD_AT else None
+
+            def last_write(requests: list) -> Awaitable[list]:
+                return self._write_and_read(requests, ride, ahead_of)
 
         batch_results = iter(await self.service.write(plan, last_write))
         results = [record if isinstance(record, Exception) else next(batch_results) for record in records]
@@ -674,25 +672,14 @@ class Engine:
                 await pipe.execute()
             self._sent_done()
 
-    async def _write_and_read(self, groups: list[list], shards: list[int]) -> list[list]:
+    async def _write_and_read(self, groups: list[list], shards: list[int], plan: BatchPlan | None = None
+                              ) -> list[list]:
         """The batch's last writes (one script call per shard) and the next read in ONE send on the engine's
-        own connection; the writes' replies now, the read's when the next batch is wanted (``_read_new``)."""
-        held = [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
-        commands = [self.store.ordered_command(group) for group in groups]
-        if held:
-            streams = [self.keys.shard_commands(shard) for shard in held]
-            commands.append(("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size,
-                             "BLOCK", self.config.block_ms, "STREAMS", *streams, *[">"] * len(streams)))
-        await self._line.send(*commands)
-        if held:
-            self._line.reading = tuple(held)
-        return await self._written_replies(groups)
+        own connection; the writes' replies now, the read's when the next batch is wanted (``_read_new``).
 
-    async def _read_ahead_and_write(self, groups: list[list], shards: list[int], plan: BatchPlan) -> list[list]:
-        """A long batch's last writes with the next read IN FRONT of them (no BLOCK), in one send; the next
-        batch is decided (``self._ahead``) while Redis applies the writes, then the writes' replies are read.
-
-        At a high rate the engine and Redis took turns: Redis idle while a batch was decided, the engine idle
+        With ``plan`` (a long batch's), the read goes IN FRONT of the writes, without BLOCK, and the batch it
+        brings is decided (``self._ahead``) while Redis applies the writes; then their replies are read. At
+        a high rate the engine and Redis took turns: Redis idle while a batch was decided, the engine idle
         while Redis applied it. The next batch is decided from the states this one's decisions make
         (``decide_many(after=plan)``); before it is written, ``RoomService.revalidate`` decides again every
         room this one's write did not move as assumed.
@@ -701,11 +688,14 @@ class Engine:
         commands = [self.store.ordered_command(group) for group in groups]
         if held:
             streams = [self.keys.shard_commands(shard) for shard in held]
-            commands.insert(0, ("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size,
-                                "STREAMS", *streams, *[">"] * len(streams)))
+            wait = () if plan is not None else ("BLOCK", self.config.block_ms)
+            read = ("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size, *wait,
+                    "STREAMS", *streams, *[">"] * len(streams))
+            commands.insert(0 if plan is not None else len(commands), read)
         await self._line.send(*commands)
         if held:
             self._line.reading = tuple(held)
+        if held and plan is not None:
             ahead = self._entries(await self._reply_held(
                 [shard for shard in held if self.leases.holds(shard) and shard not in self._needs_takeover]))
             if ahead:
