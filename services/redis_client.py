@@ -53,7 +53,8 @@ def refuses_writes(error: BaseException) -> bool:
     message = str(error)
     if message.startswith(_REFUSING_WRITES):
         return True
-    _, annotated, reply = message.partition(" of pipeline caused error: ")
+    # The last marker: the command's own arguments come before it and may contain anything.
+    _, annotated, reply = message.rpartition(" of pipeline caused error: ")
     return bool(annotated) and reply.lstrip("(\"'").startswith(_REFUSING_WRITES)
 
 

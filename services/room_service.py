@@ -24,6 +24,7 @@ from almanac.events.step import (
     refusal_record,
     step,
 )
+from almanac.services.logging import get_logger
 from almanac.storage.base import (
     AppendRequest,
     AppendResult,
@@ -36,6 +37,8 @@ from almanac.storage.base import (
 )
 from almanac.storage.keys import shard_of
 from almanac.storage.loader import RoomLoader
+
+_log = get_logger("almanac.engine")
 
 __all__ = ["BatchPlan", "CommandRecord", "Outcome", "RoomService", "decode_record", "refusal_record"]
 
@@ -99,6 +102,7 @@ class RoomService:
         self._nonces: OrderedDict[str, tuple[tuple[tuple[str, str], ...], dict[str, bytes]]] = OrderedDict()
         self.conflicts = 0
         self.redecided = 0  # rooms of a batch decided ahead decided again (``revalidate``)
+        self.snapshot_failures = 0  # batches whose snapshots could not be saved (loading replays more)
 
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
 
@@ -280,8 +284,12 @@ class RoomService:
                 continue
             for decided, written in zip(decided_groups, written_groups, strict=True):
                 await self._written(records, decided, written, results, snapshots)
-        if snapshots:
-            await self.store.save_snapshots(snapshots)
+        if snapshots and (failure is None or isinstance(failure, Exception)):
+            try:
+                await self.store.save_snapshots(snapshots)
+            except Exception as error:  # noqa: BLE001 - a snapshot is a cache: the writes it follows stand
+                self.snapshot_failures += 1
+                _log.warning("snapshots.unsaved", rooms=len(snapshots), error=f"{type(error).__name__}: {error}")
         if failure is not None:
             raise failure  # the shard's entries stay pending (Redis error) and are re-processed
 

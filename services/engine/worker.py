@@ -76,7 +76,8 @@ class _Batch(msgspec.Struct):
 
 def redis_failure(error: BaseException) -> bool:
     """Redis' failure, not the command's: unreachable (INFRASTRUCTURE_ERRORS), or refusing writes for now
-    (OOM, MISCONF, BUSY: ``refuses_writes``). Never counted as an attempt: the command stays pending."""
+    (``refuses_writes``: OOM, MISCONF, BUSY, READONLY...). Never counted as an attempt: the command stays
+    pending."""
     return isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)
 
 
@@ -161,6 +162,7 @@ class Engine:
         self._needs_takeover: set[int] = set()
         self._conflicts_seen = 0
         self._redecided_seen = 0
+        self._unsaved_seen = 0
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
@@ -314,6 +316,10 @@ class Engine:
         if redecided != self._redecided_seen:
             self.metrics.count("rooms_redecided", redecided - self._redecided_seen)
             self._redecided_seen = redecided
+        unsaved = self.service.snapshot_failures
+        if unsaved != self._unsaved_seen:
+            self.metrics.count("snapshot_failures", unsaved - self._unsaved_seen)
+            self._unsaved_seen = unsaved
         key = metrics_key(self.config.name, self.config.prefix)
         for field, amount in self.metrics.pending_deltas().items():
             pipe.hincrby(key, field, amount)

@@ -92,9 +92,9 @@ async def health(request: Request) -> Response:
     except (*STORE_ERRORS, ResponseError) as error:
         if not store_failure(error):
             raise
-        refusing = refuses_writes(error)  # MISCONF (it cannot persist) and BUSY refuse PING too
+        refusing = refuses_writes(error)  # MISCONF, BUSY and a stale replica's MASTERDOWN refuse PING too
         gw.note_store_outage()
-        reason = "Redis refuses writes (it cannot persist, or a script holds it)" if refusing else \
+        reason = "Redis refuses writes (it cannot persist, a script holds it, or it is a replica)" if refusing else \
             "Redis cannot be reached"
         return json_response({"status": "down", "ready": False, "reasons": [reason],
                               "redis": {"ok": False, "error": type(error).__name__}}, 503, retry)

@@ -71,7 +71,8 @@ def log_unhandled(error: BaseException, path: str | None, method: str, rid: str)
 # Redis cannot be reached or cannot take writes (refused, timed out, loading, a Cluster without a quorum,
 # a read-only replica, a Cluster failing over: CLUSTERDOWN, TRYAGAIN, a slot without a primary, MOVED
 # loops): the request is answered 503 store_unavailable, never 500. So is a Redis refusing writes for now
-# (OOM, MISCONF, BUSY: redis_client.refuses_writes): ``store_failure`` says which errors are the store's.
+# (OOM, MISCONF, BUSY, READONLY, NOREPLICAS, MASTERDOWN: redis_client.refuses_writes): ``store_failure`` says
+# which errors are the store's.
 STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, ClusterError, ReadOnlyError,
                                              ConnectionError, *CLUSTER_ERRORS)
 STORE_RETRY_AFTER_S = 2
@@ -136,7 +137,7 @@ def store_unavailable(app: Any, error: Exception, path: str) -> ApiError:
     if isinstance(error, OutOfMemoryError):
         what = "is full (out of memory) and refuses writes"
     elif refuses_writes(error):
-        what = "refuses writes for now (it cannot persist, or a script holds it)"
+        what = "refuses writes for now (it cannot persist, a script holds it, or it is a replica)"
     else:
         what = "cannot be reached"
     return ApiError(
@@ -161,7 +162,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ResponseError)
     async def _redis_refused(request: Request, error: ResponseError) -> Response:
-        if refuses_writes(error):  # OOM, MISCONF, BUSY: the store's failure, for now
+        if refuses_writes(error):  # OOM, MISCONF, BUSY, READONLY...: the store's failure, for now
             return await _store_error(request, error)
         raise error  # any other refusal is our bug: the 500 of the gateway's boundary
 

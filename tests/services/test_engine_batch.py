@@ -236,3 +236,24 @@ async def test_a_refusal_decided_ahead_on_a_write_that_did_not_hold_is_decided_a
     assert second.error["code"] == "room_ended" and service.redecided == 1
     for command_id in ("bob-1", "bob-2"):  # what a retry of either id is answered with, for ever
         assert (await store.outcome("r1", command_id)).error["code"] == "room_ended"
+
+
+async def test_snapshots_that_cannot_be_saved_leave_the_batchs_writes_and_answers_standing(monkeypatch) -> None:
+    """Given a batch whose appends cross a snapshot boundary, when saving its snapshots fails (Redis went
+    away just then), then the batch's answers stand (its writes took effect), the failure is counted, and a
+    later load replays the log instead."""
+    from redis.exceptions import ConnectionError as RedisConnectionError  # noqa: PLC0415
+
+    store = await seeded_store()
+    service = RoomService(store, snapshot_every=2)
+
+    async def unreachable(snapshots):
+        raise RedisConnectionError("the store went away")
+
+    monkeypatch.setattr(store, "save_snapshots", unreachable)
+    results = await service.handle_many([cmd("r1", 0, {"kind": "create_room", "ruleset": "counter"}),
+                                         cmd("r1", 1, {"kind": "join_room"}), cmd("r1", 2, {"kind": "add", "amount": 3})])
+    assert all(isinstance(r, Outcome) and r.accepted for r in results) and service.snapshot_failures == 1
+    assert await store.latest_snapshot("r1") is None
+    state, _ = await RoomService(store).load("r1")
+    assert state.version == 3 and state.game.total == 3

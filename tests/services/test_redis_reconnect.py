@@ -74,3 +74,7 @@ def test_errors_of_the_command_or_of_this_client_are_not_refusals_to_write() -> 
         assert not refuses_writes(error), reply
         Pipeline.annotate_exception(None, error, 2, ["XADD", "stream"])  # type: ignore[arg-type]
         assert not refuses_writes(error), reply
+    # A command whose own arguments look like a refusal: only the reply, after the last marker, counts.
+    error = BaseParser.parse_error("WRONGTYPE Operation against a key holding the wrong kind of value")
+    Pipeline.annotate_exception(None, error, 1, ["SET", "k", " of pipeline caused error: BUSY x"])  # type: ignore[arg-type]
+    assert not refuses_writes(error)
