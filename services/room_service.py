@@ -79,7 +79,7 @@ class BatchPlan:
         self.rooms: dict[str, list[int]] = {}  # room -> its commands' indexes, in order, each command id once
         self.held: dict[int, list[_Decided]] = {}  # shard -> decided writes not yet sent
         self.writes: list[tuple[list[list[_Decided]], Awaitable]] = []  # the sends made, with their decisions
-        self.bases: dict[str, tuple[RoomState | None, str]] = {}  # room -> the state its decisions started from
+        self.bases: dict[str, RoomState | None] = {}  # room -> the state its decisions started from
         self.final: dict[str, tuple[RoomState, str]] = {}  # room -> the state its decided appends make
         # Rooms decided ahead whose answer read the store (an invalid command's earlier outcome, maybe in
         # the write in flight): decided again by ``revalidate`` whatever their state.
@@ -229,8 +229,7 @@ class RoomService:
 
     async def write(self, plan: BatchPlan, last_write: LastWrite | None = None) -> list[Outcome | Exception | None]:
         """Send what ``decide_many`` decided and record what each write did; the batch's results."""
-        if plan.after is not None:
-            await self.revalidate(plan)
+        await self.revalidate(plan)
         if plan.held:  # the last send (often the only one): no task, and the caller's ``last_write`` if given
             held = list(plan.held.values())
             groups = [[d[1] for d in group] for group in held]
@@ -253,7 +252,7 @@ class RoomService:
         before, plan.after = plan.after, None
         if before is None:
             return
-        for room, (base, _) in list(plan.bases.items()):
+        for room, base in list(plan.bases.items()):
             if room not in before.rooms:
                 continue
             cached = self.loader.cached(room)
@@ -304,8 +303,8 @@ class RoomService:
             except Exception as error:  # noqa: BLE001 - reported per command (a corrupt room): the rest waits
                 results[indexes[0]] = error
                 return
-        plan.bases[room] = start
         state, last_hash = start
+        plan.bases[room] = state
         for index in indexes:
             record = records[index]
             try:
