@@ -39,6 +39,10 @@ class ShardLeases:
         # The token names the process, so a restarted engine of the same name still waits for the lapse.
         self.token = f"{name}|{os.getpid()}|{secrets.token_hex(4)}"
         self._valid_until: dict[int, float] = {}
+        # ``safely_held()``'s answer and the monotonic time it stops being true (a margin running out), so
+        # the consume loop does not test every lease for every batch; dropped whenever a lease changes.
+        self._safe: list[int] | None = None
+        self._safe_until = 0.0
         # True after a tick in which a lease's node did not answer: the caller ticks again soon, so the
         # lease is renewed (or taken again) as soon as a replica is promoted, not a third of a lease later.
         self.unsettled = False
@@ -53,6 +57,22 @@ class ShardLeases:
         """True while the lease is safely ours: a quarter lease of margin for the batch about to run."""
         until = self._valid_until.get(shard)
         return until is not None and time.monotonic() + self.lease_ms / 4000 < until
+
+    def safely_held(self) -> list[int]:
+        """Every shard ``holds`` is true of now, in order; the same list object until a lease changes or
+        its margin runs out (callers may cache what they derive from it by identity). Do not modify it."""
+        now = time.monotonic()
+        if self._safe is None or now >= self._safe_until:
+            margin = self.lease_ms / 4000
+            safe = {shard: until for shard, until in self._valid_until.items() if now + margin < until}
+            self._safe = sorted(safe)
+            # A shard held but not safely cannot become safe before a tick renews it (``changed``).
+            self._safe_until = min(safe.values(), default=float("inf")) - margin
+        return self._safe
+
+    def changed(self) -> None:
+        """A lease was renewed, taken, lost or given back: ``safely_held`` recomputes."""
+        self._safe = None
 
     async def tick(self) -> tuple[list[int], list[int]]:
         """Renew held leases, try to take free ones; returns (newly acquired, lost)."""
@@ -93,6 +113,7 @@ class ShardLeases:
             elif result:
                 self._valid_until[shard] = until
                 acquired.append(shard)
+        self.changed()
         if refused:
             async with self.client.pipeline(transaction=False) as pipe:
                 for shard in refused:
@@ -123,6 +144,7 @@ class ShardLeases:
         """Give the leases back at a graceful stop, so a standby takes over at once."""
         held = list(self._valid_until)
         self._valid_until.clear()
+        self.changed()
         if not held:
             return
         async with self.client.pipeline(transaction=False) as pipe:

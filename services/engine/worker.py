@@ -189,6 +189,13 @@ class Engine:
         self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
         self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
                                              config.batch_size, config.block_ms)
+        # Every shard's command stream named once, both ways: a batch of one command at a low rate used to
+        # name and parse them all again (a third of the engine's Python calls per command at 500/s).
+        self._streams = [self.keys.shard_commands(shard) for shard in range(config.shard_count)]
+        self._shard_of_name = {name: shard for shard, name in enumerate(self._streams)}
+        self._shard_of_name.update({name.encode(): shard for name, shard in list(self._shard_of_name.items())})
+        # The read's stream arguments for the last set of shards read (it changes with the leases only).
+        self._read_for: tuple[list[int], dict[str, str], tuple] = ([], {}, ())
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -338,7 +345,7 @@ class Engine:
         backoff = 0.1
         failed_rounds = 0
         while not self._stopping.is_set():
-            held = [shard for shard in self.leases.held if self.leases.holds(shard)]
+            held = self.leases.safely_held()
             if not held:
                 # No read to ride on (leases lapsing or lost): what is done goes now, as it always did.
                 with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
@@ -507,7 +514,7 @@ class Engine:
             # One read over every held shard: bigger batches, fewer round trips. The previous batch's
             # outcomes and acknowledgements travel in front of it, in the same round trip: Redis
             # publishes them the moment it reads them, so no client waits longer for its answer.
-            streams = {self.keys.shard_commands(shard): ">" for shard in held}
+            streams = self._read_streams(held)[0]
             if self._line.reading is not None:
                 # The read that left with the last batch's last write: its reply is all that is awaited.
                 reply = await self._reply_held(held)
@@ -536,6 +543,16 @@ class Engine:
             self.log.info("shard.read_orphaned", shards=sorted(orphaned))
         return [(stream, entries) for stream, entries in reply if self._shard_of_stream(stream) in held]
 
+    def _read_streams(self, held: list[int]) -> tuple[dict[str, str], tuple]:
+        """XREADGROUP's streams for ``held``: as redis-py takes them ({stream: ">"}) and as arguments."""
+        shards, streams, arguments = self._read_for
+        if held != shards:
+            names = [self._streams[shard] for shard in held]
+            streams = dict.fromkeys(names, ">")
+            arguments = ("STREAMS", *names, *[">"] * len(names))
+            self._read_for = (list(held), streams, arguments)
+        return streams, arguments
+
     def _entries(self, reply: list) -> list[tuple[int, bytes, dict]]:
         return [(self._shard_of_stream(stream), entry_id, fields) for stream, entries in reply or []
                 for entry_id, fields in entries]
@@ -545,6 +562,9 @@ class Engine:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _shard_of_stream(self, stream: bytes | str) -> int:
+        shard = self._shard_of_name.get(stream)
+        if shard is not None:
+            return shard
         name = stream.decode() if isinstance(stream, bytes) else stream
         # alm:{s07}:commands -> 7
         return int(name.split("{s", 1)[1].split("}", 1)[0])
@@ -601,7 +621,7 @@ class Engine:
         announced: dict[int, Outcome] = {}
         receipts = None
         if self._receipts:
-            commands = self.keys.shard_commands
+            commands = self._streams.__getitem__
 
             def receipts(index: int, outcome: Outcome) -> Receipt:
                 position = positions[index]
@@ -690,20 +710,18 @@ class Engine:
         (``decide_many(after=plan)``); before it is written, ``RoomService.revalidate`` decides again every
         room this one's write did not move as assumed.
         """
-        held = [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
+        held = self._readable(shards)
         commands = [self.store.ordered_command(group) for group in groups]
         if held:
-            streams = [self.keys.shard_commands(shard) for shard in held]
             wait = () if plan is not None else ("BLOCK", self.config.block_ms)
             read = ("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size, *wait,
-                    "STREAMS", *streams, *[">"] * len(streams))
+                    *self._read_streams(held)[1])
             commands.insert(0 if plan is not None else len(commands), read)
         await self._line.send(*commands)
         if held:
             self._line.reading = tuple(held)
         if held and plan is not None:
-            ahead = self._entries(await self._reply_held(
-                [shard for shard in held if self.leases.holds(shard) and shard not in self._needs_takeover]))
+            ahead = self._entries(await self._reply_held(self._readable(held)))
             if ahead:
                 try:
                     self._ahead = await self._decide_batch(ahead, after=plan)
@@ -712,6 +730,13 @@ class Engine:
                     self._needs_takeover.update(shard for shard, _, _ in ahead)  # read, so only a takeover re-reads
                     raise
         return await self._written_replies(groups)
+
+    def _readable(self, shards: list[int]) -> list[int]:
+        """Those of ``shards`` safely held and not waiting for a takeover (usually all: then ``shards``)."""
+        safe = self.leases.safely_held()
+        if not self._needs_takeover and (shards is safe or shards == safe):
+            return safe
+        return [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
 
     async def _written_replies(self, groups: list[list]) -> list[list]:
         """The replies of the script calls sent on the batch line, one per group; a NOSCRIPT one written again."""

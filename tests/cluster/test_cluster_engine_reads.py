@@ -46,6 +46,7 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
                        what="a fresh read of the watched shard")
 
         engine.leases._valid_until[watched] = time.monotonic()  # as a renewal late in a failover leaves it
+        engine.leases.changed()
         store = RedisEventStore(cluster, SHARDS)
         # A command on the other shard ends the engine's round in hand: its next rounds leave the watched
         # shard out (not safely held), while that shard's read stays in flight.
@@ -63,6 +64,7 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
                        what="a round of the engine past the watched shard's answered read")
 
         engine.leases._valid_until[watched] = time.monotonic() + 60  # the lease renewed: safely held again
+        engine.leases.changed()
         stored = await wait_for(lambda: store.outcome(room, record.command_id), what="the command's outcome")
         assert not stored.accepted  # refused (no such room): decided all the same
         assert not await _pending(cluster, stream)

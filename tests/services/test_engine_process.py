@@ -451,6 +451,33 @@ async def test_leases_given_back_by_stepping_aside_are_neither_renewed_nor_taken
     assert await leases.tick() == ([0, 1, 2], [])
 
 
+async def test_the_safely_held_shards_follow_every_lease_change_and_each_margin_running_out(redis_client) -> None:
+    """Given an engine's leases (its consume loop asks for the safely held ones once per batch, and is answered
+    from what it was told before), when a lease is lost, another taken, and then no tick renews them, then the
+    answer changes with each, and a lease whose margin ran out is left out without any tick."""
+    from almanac.services.engine.lease import ShardLeases  # noqa: PLC0415
+
+    await redis_client.set(lease_key(2), "another-engine|1|x", px=60_000)
+    leases = ShardLeases(redis_client, [0, 1, 2], "safe", 1_000)
+    assert await leases.tick() == ([0, 1], [])
+    first = leases.safely_held()
+    assert first == [0, 1] and leases.safely_held() is first  # unchanged: not worked out again
+
+    await redis_client.set(lease_key(1), "another-engine|1|x", px=60_000)  # lost to another engine
+    await redis_client.delete(lease_key(2))  # and shard 2 free
+    assert await leases.tick() == ([2], [1])
+    assert leases.safely_held() == [0, 2]
+
+    # A quarter lease of margin: 0.75 s after the tick no lease is safely held, though none has lapsed.
+    await asyncio.sleep(0.8)
+    assert leases.safely_held() == [] and leases.held == [0, 2]
+    assert [leases.holds(shard) for shard in (0, 1, 2)] == [False, False, False]
+    await leases.tick()
+    assert leases.safely_held() == [0, 2]
+    await leases.release_all()
+    assert leases.safely_held() == []
+
+
 async def test_kill_9_while_a_batch_is_decided_ahead_then_restart_applies_each_command_exactly_once(
     redis_client, engines
 ) -> None:
