@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -48,6 +50,9 @@ if ARGV[4] == nil then return {1, redis.call('XADD', KEYS[1], '*', '__data__', A
 return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[3], 'reply', ARGV[4])}
 """
 _SUBMIT_COUNTED_SHA = hashlib.sha1(SUBMIT_COUNTED.encode()).hexdigest()
+
+# How a command reaches Redis: ``client.execute_command`` or anything called the same way.
+Call = Callable[..., Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,38 +95,38 @@ def outcome_channel_of(fields: dict, command_id: str, prefix: str) -> str:
 
 
 async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord, limit: RateLimit | None = None,
-                 reply: str | None = None) -> bytes:
+                 reply: str | None = None, call: Call | None = None) -> bytes:
     """Put a command on its shard's command stream; returns the stream entry id.
 
     With a ``limit``, the command is counted and appended in one round trip, or counted and refused with
     ``RateLimited`` (nothing appended) when its window is used up. With a ``reply`` channel the outcome
-    is published there instead of on the command id's own channel.
+    is published there instead of on the command id's own channel. ``call`` sends the command (default:
+    the client's ``execute_command``; the gateway's ``SubmitLine.call``).
     """
     stream = keys.shard_commands(keys.shard(record.room))
+    call = call or client.execute_command
     if limit is None:
-        fields = {COMMAND_FIELD: codec.encode(record)}
-        if reply is not None:
-            fields[REPLY_FIELD] = reply.encode()
-        return await client.xadd(stream, fields)
-    return await _counted(client, stream, limit, codec.encode(record), reply)
+        fields = [COMMAND_FIELD, codec.encode(record)] + ([] if reply is None else [REPLY_FIELD, reply])
+        return await call("XADD", stream, "*", *fields)
+    return await _counted(call, stream, limit, codec.encode(record), reply)
 
 
-async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit) -> None:
+async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit, call: Call | None = None) -> None:
     """Count a request against ``limit`` without submitting anything (a request refused before its submit
     still uses up its client's limit); ``RateLimited`` when the window was already used up."""
-    await _counted(client, keys.shard_commands(keys.shard(room)), limit)
+    await _counted(call or client.execute_command, keys.shard_commands(keys.shard(room)), limit)
 
 
-async def _counted(client: aioredis.Redis, stream: str, limit: RateLimit, data: bytes | None = None,
+async def _counted(call: Call, stream: str, limit: RateLimit, data: bytes | None = None,
                    reply: str | None = None) -> bytes:
     args = [stream, limit.key, limit.amount, limit.window_ms] + ([] if data is None else [data])
     if data is not None and reply is not None:
         args.append(reply)
     try:
-        # EVALSHA through execute_command: one call, no script object; a Cluster client routes it by its keys.
-        reply = await client.execute_command("EVALSHA", _SUBMIT_COUNTED_SHA, 2, *args)
+        # EVALSHA as a plain command: one call, no script object; a Cluster client routes it by its keys.
+        reply = await call("EVALSHA", _SUBMIT_COUNTED_SHA, 2, *args)
     except NoScriptError:  # a restarted or flushed server forgot it: EVAL loads it again
-        reply = await client.execute_command("EVAL", SUBMIT_COUNTED, 2, *args)
+        reply = await call("EVAL", SUBMIT_COUNTED, 2, *args)
     if not int(reply[0]):
         raise RateLimited(int(reply[1]), limit.key)
     return reply[1]

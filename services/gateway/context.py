@@ -186,7 +186,7 @@ class Gateway:
         """Count a request refused before its submit against its token's limit (429 if that was used up)."""
         if limit is not None:
             try:
-                await count_request(self.client, self.keys, room, limit)
+                await count_request(self.client, self.keys, room, limit, call=self.outcomes.call)
             except RateLimited as refused:
                 raise self.rate_limits.token_refusal(refused.retry_ms, room, limit) from None
             except RedisError:

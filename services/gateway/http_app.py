@@ -77,7 +77,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             await gateway.lag.stop()
-            await gateway.outcomes.stop()
+            await gateway.outcomes.close()
             await gateway.rate_limits.close()
             await client.aclose()
 

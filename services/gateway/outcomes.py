@@ -37,6 +37,7 @@ from redis.exceptions import ResponseError
 
 from almanac.services import bus
 from almanac.services.gateway.errors import overloaded
+from almanac.services.gateway.submit_line import SubmitLine
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
 from almanac.services.room_service import CommandRecord, Outcome
@@ -63,6 +64,11 @@ class OutcomeWaiter:
         self.max_waiters = max_waiters  # command ids waited for at once; past it, 503 overloaded
         self._node_client: aioredis.Redis | None = None  # a Cluster: a plain client on one node, for pub/sub
         self.pubsub = None if isinstance(client, RedisCluster) else client.pubsub()
+        # Submits on one Redis share one pipelined connection (SubmitLine); a Cluster routes each by its keys.
+        single = isinstance(client, aioredis.Redis)
+        timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout") if single else None
+        self.line = SubmitLine(client, timeout_s or 5.0) if single else None
+        self.call: bus.Call = self.line.call if self.line is not None else client.execute_command
         self.reply = reply_channel(secrets.token_hex(8), keys.prefix)  # this process's own outcomes arrive here
         self._waiting: dict[str, _InFlight] = {}  # by command id
         self._confirmed: set[str] = set()  # "psubscribe", "subscribe": both make the subscription live
@@ -99,7 +105,14 @@ class OutcomeWaiter:
         self._last_traffic = time.monotonic()
         log.info("outcomes.subscribing", node=self.node)
 
+    async def close(self) -> None:
+        """Stop reading outcomes and close the submit line (the gateway stops)."""
+        await self.stop()
+        if self.line is not None:
+            await self.line.close()
+
     async def stop(self) -> None:
+        """Stop reading outcomes (commands can still be submitted: their waits then read the store)."""
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(BaseException):
@@ -216,14 +229,14 @@ class OutcomeWaiter:
         try:
             if submitter:
                 try:
-                    await bus.submit(self.client, self.keys, record, limit, reply=self.reply)
+                    await bus.submit(self.client, self.keys, record, limit, reply=self.reply, call=self.call)
                 except bus.RateLimited as refused:
                     if not entry.future.done():  # no outcome will come: the sharers are refused too
                         entry.future.set_exception(refused)
                         entry.future.exception()
                     raise
             elif limit is not None:
-                await bus.count(self.client, self.keys, record.room, limit)
+                await bus.count(self.client, self.keys, record.room, limit, call=self.call)
             self._unless_subscribed(entry.future)  # raises SubscriptionLost below: poll the stored outcome
             done, _ = await asyncio.wait((entry.future,), timeout=timeout_s)
             if not done:

@@ -154,7 +154,7 @@ def test_with_eight_commands_waiting_a_held_event_loop_gets_the_next_command_ref
                 future.cancel()
             await asyncio.gather(*waiting, return_exceptions=True)
             await gateway.lag.stop()
-            await gateway.outcomes.stop()
+            await gateway.outcomes.close()
             await gateway.client.aclose()
 
     reason = asyncio.run(story())

@@ -1,0 +1,118 @@
+"""The gateway's submit line: many commands on one connection, each answered with its own reply or error."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError, TimeoutError as RedisTimeoutError
+
+from almanac.events import codec
+from almanac.services import bus
+from almanac.services.gateway.submit_line import SubmitLine
+from almanac.services.room_service import CommandRecord
+from almanac.storage.keys import Keys
+
+KEYS = Keys(16)
+
+
+def _record(index: int) -> CommandRecord:
+    return CommandRecord(command_id=f"line-{index}", room=f"line-room-{index % 7}", player="p",
+                         server_time_ms=1_000 + index, body={"kind": "join_room"})
+
+
+async def _blocked_line(redis_client: aioredis.Redis, line: SubmitLine) -> tuple[asyncio.Task, asyncio.Task]:
+    """A BLPOP that holds the line's connection for seconds, and a PING queued behind it."""
+    blocking = asyncio.create_task(line.call("BLPOP", "nothing-comes", 3))
+    for _ in range(100):
+        if "cmd=blpop" in (await redis_client.execute_command("CLIENT", "LIST")).decode():
+            break
+        await asyncio.sleep(0.01)
+    behind = asyncio.create_task(line.call("PING"))
+    await asyncio.sleep(0.05)
+    assert not blocking.done() and not behind.done()
+    return blocking, behind
+
+
+async def test_submits_sent_together_are_each_answered_with_their_own_entry(redis_client) -> None:
+    """Given one line, when 300 rate-limited submits are in flight at once, then each returns the id of the
+    stream entry holding its own record, and every one of them was appended once."""
+    line = SubmitLine(redis_client, timeout_s=5)
+    records = [_record(index) for index in range(300)]
+    limit = bus.RateLimit(key=KEYS.token_rate(records[0].room, "t"), amount=10_000, window_ms=60_000)
+    try:
+        ids = await asyncio.gather(*(bus.submit(redis_client, KEYS, record, limit, reply="alm:reply:x", call=line.call)
+                                     for record in records))
+    finally:
+        await line.close()
+    # Entry ids are per stream: a record is named by its shard's stream and its id there.
+    streams = [KEYS.shard_commands(KEYS.shard(record.room)) for record in records]
+    assert len(set(zip(streams, ids, strict=True))) == len(records)
+    appended = {(stream, entry_id): fields[bus.COMMAND_FIELD.encode()] for stream in set(streams)
+                for entry_id, fields in await redis_client.xrange(stream)}
+    assert len(appended) == len(records)
+    assert [appended[stream, entry_id] for stream, entry_id in zip(streams, ids, strict=True)] == [
+        codec.encode(record) for record in records]
+
+
+async def test_an_error_reply_answers_its_own_call_and_no_other(redis_client) -> None:
+    """Given calls in flight together, one of which Redis refuses, then that one raises Redis's error and
+    the others get their own replies; and after Redis forgets the submit script, a submit still goes in."""
+    await redis_client.set("a-string", "x")
+    line = SubmitLine(redis_client, timeout_s=5)
+    try:
+        first, refused, last = await asyncio.gather(line.call("INCR", "counter"), line.call("LPUSH", "a-string", "y"),
+                                                    line.call("INCR", "counter"), return_exceptions=True)
+        assert (first, last) == (1, 2)
+        assert isinstance(refused, ResponseError) and "WRONGTYPE" in str(refused)
+
+        await redis_client.script_flush()
+        limit = bus.RateLimit(key=KEYS.token_rate("line-room-0", "t"), amount=10, window_ms=60_000)
+        entry_id = await bus.submit(redis_client, KEYS, _record(0), limit, call=line.call)  # NOSCRIPT, then EVAL
+        assert await redis_client.xrange(KEYS.shard_commands(KEYS.shard("line-room-0")), entry_id, entry_id)
+    finally:
+        await line.close()
+
+
+async def test_a_lost_connection_fails_every_call_in_flight_and_the_next_call_connects_again(redis_client) -> None:
+    """Given a call holding the line (a blocking read) and another behind it, when Redis drops the connection,
+    then both raise a connection error at once, and the next call is answered on a new connection."""
+    line = SubmitLine(redis_client, timeout_s=30)
+    try:
+        blocking, behind = await _blocked_line(redis_client, line)
+        await redis_client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        for call in (blocking, behind):
+            with pytest.raises(RedisConnectionError):
+                await asyncio.wait_for(call, 2)
+        assert await line.call("PING") == b"PONG"
+    finally:
+        await line.close()
+
+
+async def test_a_silent_redis_times_the_calls_out_and_its_late_reply_answers_nothing(redis_client) -> None:
+    """Given a call Redis does not answer for 3 s and another behind it, on a line with a 0.3 s timeout, then
+    both raise a timeout within about that time, and the next call gets its own reply, not the late one's."""
+    line = SubmitLine(redis_client, timeout_s=0.3)
+    try:
+        started = time.monotonic()
+        blocking, behind = await _blocked_line(redis_client, line)
+        for call in (blocking, behind):
+            with pytest.raises(RedisTimeoutError):
+                await asyncio.wait_for(call, 2)
+        assert time.monotonic() - started < 1.5
+        assert await line.call("ECHO", "mine") == b"mine"
+        await redis_client.rpush("nothing-comes", "late")  # the dropped BLPOP is gone: nobody takes it
+        await asyncio.sleep(0.1)
+        assert await line.call("LLEN", "nothing-comes") == 1
+    finally:
+        await line.close()
+
+
+async def test_a_closed_line_refuses_calls(redis_client) -> None:
+    line = SubmitLine(redis_client, timeout_s=5)
+    assert await line.call("PING") == b"PONG"
+    await line.close()
+    with pytest.raises(RedisConnectionError):
+        await line.call("PING")
