@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 import hiredis
@@ -17,6 +19,7 @@ import redis.asyncio as aioredis
 from redis import exceptions
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, RedisCluster
 from redis.asyncio.connection import Connection
+from redis._parsers.base import BaseParser
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
@@ -279,6 +282,48 @@ class HiredisPackConnection(Connection):
         if args and isinstance(args[0], str) and " " in args[0]:
             args = (*args[0].split(), *args[1:])
         return [hiredis.pack_command(args)]
+
+
+RAW_READ_SIZE = 65_536
+
+
+class RawReplies:
+    """Replies read straight off one pooled connection's socket with hiredis, for a connection taken out of
+    its pool for good (the engine's batch line, the gateway's submit line): redis-py never reads it again.
+
+    redis-py's own read (timeout context, parser layers, one coroutine per level) cost about as much as the
+    socket read itself at one command a batch. An error reply is returned, not raised: the exception
+    redis-py raises for it (``NoScriptError``, ``ReadOnlyError``, ...); a closed or failed socket raises
+    ``redis.exceptions.ConnectionError``. No timeout: the caller bounds its wait where it needs one.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self._stream = connection._reader  # noqa: SLF001 - the connection's own stream, read by nobody else
+        self._parser = hiredis.Reader()
+
+    async def next(self) -> Any:
+        reply = self._parser.gets()
+        while reply is False:
+            try:
+                data = await self._stream.read(RAW_READ_SIZE)
+            except OSError as error:
+                raise exceptions.ConnectionError(f"the connection to Redis failed: {error}") from error
+            if not data:
+                raise exceptions.ConnectionError("Redis closed the connection")
+            self._parser.feed(data)
+            reply = self._parser.gets()
+        if isinstance(reply, hiredis.ReplyError):
+            return BaseParser.parse_error(str(reply))
+        return reply
+
+
+def send_raw(connection: Connection, commands: Iterable[tuple]) -> None:
+    """Write ``commands`` on the connection's socket in one write (no drain: callers read every reply
+    before they send much more, so the buffer stays bounded)."""
+    writer = connection._writer  # noqa: SLF001
+    if writer is None or writer.transport.is_closing():
+        raise exceptions.ConnectionError("the connection to Redis is closed")
+    writer.write(b"".join([hiredis.pack_command(command) for command in commands]))
 
 
 def reconnecting(retries: int = 4, base_s: float = 0.05, cap_s: float = 1.0) -> dict[str, object]:

@@ -13,28 +13,34 @@ import contextlib
 
 import redis.asyncio as aioredis
 
+from almanac.services.redis_client import RawReplies, send_raw
+
 
 class BatchLine:
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
         self._connection = None
+        self._replies: RawReplies | None = None
         # The shards of the read in flight (its reply not yet read), or None.
         self.reading: tuple[int, ...] | None = None
 
     async def send(self, *commands: tuple) -> None:
         if self._connection is None:
-            self._connection = await self._client.connection_pool.get_connection("XREADGROUP")
-        connection = self._connection
-        await connection.send_packed_command(connection.pack_commands(commands), check_health=False)
+            self._connection = await self._client.connection_pool.get_connection()
+            self._replies = RawReplies(self._connection)
+        send_raw(self._connection, commands)
 
     async def reply(self):  # noqa: ANN201 - whatever Redis answered (raises its error reply)
-        if self._connection is None:
+        if self._replies is None:
             raise ConnectionError("the engine's batch connection was reset before its reply")
-        return await self._connection.read_response()
+        reply = await self._replies.next()
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     async def reset(self) -> None:
         self.reading = None
-        connection, self._connection = self._connection, None
+        connection, self._connection, self._replies = self._connection, None, None
         if connection is not None:
             with contextlib.suppress(Exception):
                 await connection.disconnect()

@@ -21,12 +21,10 @@ import contextlib
 from collections import deque
 from typing import Any
 
-import hiredis
 import redis.asyncio as aioredis
-from redis._parsers.base import BaseParser
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-READ_SIZE = 65_536
+from almanac.services.redis_client import RawReplies, send_raw
 
 
 class SubmitLine:
@@ -47,14 +45,14 @@ class SubmitLine:
         connection = self._connection
         if connection is None:
             connection = await self._connect()
-        writer = connection._writer  # noqa: SLF001 - the connection's own stream: its reader is ours alone
-        if writer is None or writer.transport.is_closing():
-            self._drop(connection, RedisConnectionError("the submit connection is closed"))
-            raise RedisConnectionError("the submit connection is closed")
+        try:
+            send_raw(connection, (args,))
+        except RedisConnectionError as error:
+            self._drop(connection, error)
+            raise
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._waiting.append((future, loop.time()))
-        writer.write(hiredis.pack_command(args))
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._timeout_s, self._check_silence)
         return await future
@@ -76,25 +74,18 @@ class SubmitLine:
             return self._connection
 
     async def _read(self, connection: Any, waiting: deque[tuple[asyncio.Future, float]]) -> None:
-        reader = connection._reader  # noqa: SLF001
-        parser = hiredis.Reader()
+        replies = RawReplies(connection)
         try:
             while True:
-                data = await reader.read(READ_SIZE)
-                if not data:
-                    raise RedisConnectionError("Redis closed the submit connection")
-                parser.feed(data)
-                reply = parser.gets()
-                while reply is not False:
-                    if not waiting:
-                        raise RedisConnectionError("Redis answered a command that was not sent")
-                    future, _ = waiting.popleft()
-                    if not future.done():  # a caller that left (its request cancelled) still had its turn
-                        if isinstance(reply, hiredis.ReplyError):
-                            future.set_exception(BaseParser.parse_error(str(reply)))
-                        else:
-                            future.set_result(reply)
-                    reply = parser.gets()
+                reply = await replies.next()
+                if not waiting:
+                    raise RedisConnectionError("Redis answered a command that was not sent")
+                future, _ = waiting.popleft()
+                if not future.done():  # a caller that left (its request cancelled) still had its turn
+                    if isinstance(reply, Exception):
+                        future.set_exception(reply)
+                    else:
+                        future.set_result(reply)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - every failure ends the calls in flight, then the line
