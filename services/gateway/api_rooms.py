@@ -53,10 +53,12 @@ def client_address(request: Request) -> str:
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
-                  ruleset: str, admit: bool = True, limit: RateLimit | None = None) -> tuple[Outcome | None, float]:
+                  ruleset: str, admit: bool = True, limit: RateLimit | None = None,
+                  held: bool = False) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
     something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
-    the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted)."""
+    the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted);
+    ``held``: inside the request's ``Gateway.command_slot`` (admitted and counted already)."""
     record = CommandRecord(
         command_id=internal_command_id(room, player, client_id),
         room=room,
@@ -65,7 +67,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         body=body,
     )
     started = time.perf_counter()
-    outcome = await gw.submit(record, admit, limit)
+    outcome = await gw.submit(record, admit, limit, held)
     elapsed = time.perf_counter() - started
     gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
     if outcome is None:
@@ -379,7 +381,12 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None) -> Response:
     """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
-    gw.refuse_if_overloaded()  # before any parsing: a refusal must cost next to nothing
+    with gw.command_slot():  # before any parsing: a refusal must cost next to nothing
+        return await _admitted_command(gw, room, token, raw_body, idempotency_key)
+
+
+async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
+                            idempotency_key: str | None) -> Response:
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
     known = gw.rate_limits.known_refusal(room, token)  # type: ignore[arg-type] - a window seen used up
     if known is not None:
@@ -393,7 +400,7 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
         await gw.count_refused(room, limit)
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
-    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
+    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit, held=True)
     return _answer(outcome, room, claims.player, client_id)
 
 

@@ -22,8 +22,10 @@ from waiting import wait_for
 
 from almanac.events.step import CommandRecord
 from almanac.services.gateway import create_app
+from almanac.services.gateway.api_rooms import run_command
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.context import LAG_MIN_INFLIGHT, Gateway
+from almanac.services.gateway.errors import ApiError
 from almanac.services.redis_client import connect
 
 
@@ -159,3 +161,40 @@ def test_with_eight_commands_waiting_a_held_event_loop_gets_the_next_command_ref
 
     reason = asyncio.run(story())
     assert reason is not None and "before this gateway process starts them" in reason, reason
+
+
+def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_bounded_too(down: Stack) -> None:
+    """Given a gateway allowing 2 commands in flight and a Redis that answers nothing for a while, when two
+    commands for rooms this process has never seen wait on their room's rule-set read, then a third is
+    refused at once (503 overloaded) instead of starting a third read; and once Redis answers, the two
+    are answered (404: no such rooms) and their slots are free again."""
+    settings = gateway_settings(down).model_copy(update={"gateway_max_inflight": 2})
+    pauser = redis.Redis.from_url(settings.redis_url)
+
+    async def story() -> tuple[ApiError, list]:
+        signer = TokenSigner(secrets.token_hex(32), 60)
+        gateway = Gateway(settings, connect(settings.redis_url, socket_timeout=10), signer)
+        await gateway.outcomes.start()
+        rooms = [f"unseen-{secrets.token_hex(3)}" for _ in range(3)]
+        body = b'{"command": {"kind": "place_element"}}'
+        try:
+            pauser.execute_command("CLIENT", "PAUSE", 1_000, "ALL")
+            reading = [asyncio.ensure_future(run_command(gateway, room, signer.issue(room, "p"), body, None))
+                       for room in rooms[:2]]
+
+            async def both_in_flight() -> bool:
+                return gateway.inflight == 2
+
+            await wait_for(both_in_flight, 5, "two commands in flight, reading their rooms' rule-sets")
+            with pytest.raises(ApiError) as refused:
+                await run_command(gateway, rooms[2], signer.issue(rooms[2], "p"), body, None)
+            answers = await asyncio.gather(*reading, return_exceptions=True)
+            assert gateway.inflight == 0
+            return refused.value, answers
+        finally:
+            await gateway.outcomes.close()
+            await gateway.client.aclose()
+
+    refused, answers = asyncio.run(story())
+    assert refused.status == 503 and refused.code == "overloaded", refused
+    assert [(answer.status, answer.code) for answer in answers] == [(404, "room_not_found")] * 2, answers
