@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import hiredis
 import redis.asyncio as aioredis
 from redis import exceptions
+from redis._parsers.base import BaseParser
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, RedisCluster
 from redis.asyncio.connection import Connection
-from redis._parsers.base import BaseParser
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
@@ -285,6 +285,7 @@ class HiredisPackConnection(Connection):
 
 
 RAW_READ_SIZE = 65_536
+_INCOMPLETE = object()
 
 
 class RawReplies:
@@ -299,11 +300,12 @@ class RawReplies:
 
     def __init__(self, connection: Connection) -> None:
         self._stream = connection._reader  # noqa: SLF001 - the connection's own stream, read by nobody else
-        self._parser = hiredis.Reader()
+        # Its own "more data needed" marker: hiredis's default, False, is also a RESP3 reply.
+        self._parser = hiredis.Reader(notEnoughData=_INCOMPLETE)
 
     async def next(self) -> Any:
         reply = self._parser.gets()
-        while reply is False:
+        while reply is _INCOMPLETE:
             try:
                 data = await self._stream.read(RAW_READ_SIZE)
             except OSError as error:

@@ -7,7 +7,11 @@ import time
 
 import pytest
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError, TimeoutError as RedisTimeoutError
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
+    ResponseError,
+    TimeoutError as RedisTimeoutError,
+)
 
 from almanac.events import codec
 from almanac.services import bus
