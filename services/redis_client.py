@@ -300,8 +300,9 @@ class RawReplies:
 
     def __init__(self, connection: Connection) -> None:
         self._stream = connection._reader  # noqa: SLF001 - the connection's own stream, read by nobody else
-        # Its own "more data needed" marker: hiredis's default, False, is also a RESP3 reply.
-        self._parser = hiredis.Reader(notEnoughData=_INCOMPLETE)
+        # Its own "more data needed" marker (hiredis's default, False, is also a RESP3 reply); error replies,
+        # nested ones too, built as redis-py builds them.
+        self._parser = hiredis.Reader(notEnoughData=_INCOMPLETE, replyError=BaseParser.parse_error)
 
     async def next(self) -> Any:
         reply = self._parser.gets()
@@ -314,14 +315,13 @@ class RawReplies:
                 raise exceptions.ConnectionError("Redis closed the connection")
             self._parser.feed(data)
             reply = self._parser.gets()
-        if isinstance(reply, hiredis.ReplyError):
-            return BaseParser.parse_error(str(reply))
         return reply
 
 
 def send_raw(connection: Connection, commands: Iterable[tuple]) -> None:
-    """Write ``commands`` on the connection's socket in one write (no drain: callers read every reply
-    before they send much more, so the buffer stays bounded)."""
+    """Write ``commands`` on the connection's socket in one write. No drain: what a caller may have unanswered
+    is bounded elsewhere (the engine reads each batch's replies before its next send; the gateway's
+    submits by its in-flight limit and the line's timeout)."""
     writer = connection._writer  # noqa: SLF001
     if writer is None or writer.transport.is_closing():
         raise exceptions.ConnectionError("the connection to Redis is closed")

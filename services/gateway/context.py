@@ -159,10 +159,10 @@ class Gateway:
     @contextlib.contextmanager
     def command_slot(self) -> Iterator[None]:
         """Admission (503 ``overloaded`` now when no slot is free) and a slot in ``inflight`` held from there
-        to the answer, the reads before the submit included. Counting the submit alone let a burst of
-        commands for rooms this process had not seen start one rule-set read each, unbounded: past
-        capacity they queued for new pooled connections for up to a second (accepted p99 0.8-2.6 s at
-        3,000/s offered). ``submit(held=True)`` inside it takes no second slot."""
+        to the answer, the reads before the submit included (the command route, ``api_rooms.run_command``).
+        Counting the submit alone let a burst of commands for rooms this process had not seen start one
+        rule-set read each, unbounded: past capacity they queued for new pooled connections for seconds
+        (accepted p99 0.8-2.6 s at 3,000/s offered). ``submit(held=True)`` inside it takes no second slot."""
         self.refuse_if_overloaded()
         self._occupy()
         try:
@@ -177,7 +177,8 @@ class Gateway:
 
     async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None,
                      held: bool = False) -> Outcome | None:
-        """Submit and wait for the outcome, counted in ``inflight``.
+        """Submit and wait for the outcome, counted in ``inflight`` (``held``: inside ``command_slot``, which
+        admitted and counts it already).
 
         Unless ``admit`` is False (a request's follow-up command), a command that finds no free slot is
         refused (503 ``overloaded``, Retry-After) before anything is written: queueing it would only add

@@ -113,6 +113,7 @@ class OutcomeWaiter:
 
     async def stop(self) -> None:
         """Stop reading outcomes (commands can still be submitted: their waits then read the store)."""
+        self.subscribed = False  # no outcome message will come: a wait polls the store at once
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(BaseException):

@@ -8,10 +8,12 @@ Submits in flight together share the socket's writes and reads (pipelining witho
 
 Failures end every call in flight, never silently: a lost or closed connection raises
 ``redis.exceptions.ConnectionError``, a Redis silent for ``timeout_s`` while calls wait raises
-``TimeoutError`` (the connection is dropped: a late reply must not answer the wrong call), an error reply
-raises the exception redis-py raises for it (``NoScriptError``, ``ReadOnlyError``, ...). A call whose reply
-was lost may have taken effect; submits are idempotent by command id. The next call connects again.
-Single Redis only: a Cluster routes each command by its keys (the gateway keeps redis-py's client there).
+``redis.exceptions.TimeoutError`` (the connection is dropped: a late reply must not answer the wrong
+call), an error reply raises the exception redis-py raises for it (``NoScriptError``, ``ReadOnlyError``,
+...). A call whose reply was lost may have taken effect; submits are idempotent by command id. The next
+call connects again. Replies are RESP2 as hiredis gives them (bytes, whatever the client's
+``decode_responses``). Single Redis only: a Cluster routes each command by its keys (the gateway keeps
+redis-py's client there).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class SubmitLine:
     async def call(self, *args: Any) -> Any:
         """Send one command; its reply (or the exception for its error reply or a failed connection)."""
         connection = self._connection
-        if connection is None:
+        if connection is None or self._closed:
             connection = await self._connect()
         try:
             send_raw(connection, (args,))
@@ -58,9 +60,12 @@ class SubmitLine:
         return await future
 
     async def close(self) -> None:
+        """Fail the calls in flight, refuse new ones, and give the connection back before the client closes."""
         self._closed = True
+        reader = self._reader_task
         if self._connection is not None:
             self._drop(self._connection, RedisConnectionError("the gateway is stopping"))
+        await asyncio.gather(*self._releasing, *([reader] if reader is not None else []), return_exceptions=True)
 
     async def _connect(self) -> Any:
         async with self._connecting:
@@ -68,6 +73,9 @@ class SubmitLine:
                 raise RedisConnectionError("the gateway is stopping")
             if self._connection is None:
                 connection = await self._client.connection_pool.get_connection()
+                if self._closed:  # closed while connecting: the connection goes back, unused
+                    await self._release(connection)
+                    raise RedisConnectionError("the gateway is stopping")
                 self._connection = connection
                 self._reader_task = asyncio.create_task(self._read(connection, self._waiting),
                                                         name="submit-line-reader")
@@ -119,7 +127,7 @@ class SubmitLine:
         waiting, self._waiting = self._waiting, deque()
         for future, _ in waiting:
             if not future.done():
-                future.set_exception(error)
+                future.set_exception(_copy(error))  # each its own: one object would gather every caller's frames
                 future.exception()  # retrieved: a caller that left need not read it
         release = asyncio.get_running_loop().create_task(self._release(connection))
         self._releasing.add(release)
@@ -130,3 +138,13 @@ class SubmitLine:
             await connection.disconnect()
         with contextlib.suppress(Exception):
             await self._client.connection_pool.release(connection)
+
+
+def _copy(error: Exception) -> Exception:
+    """A fresh exception like ``error`` (caused by it), for one waiting call."""
+    try:
+        copy = type(error)(*error.args)
+    except Exception:  # noqa: BLE001 - an exception that cannot be rebuilt from its args: a plain one
+        copy = RedisConnectionError(str(error))
+    copy.__cause__ = error
+    return copy

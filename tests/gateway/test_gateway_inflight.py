@@ -167,8 +167,8 @@ def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_
     """Given a gateway allowing 2 commands in flight and a Redis that answers nothing for a while, when two
     commands for rooms this process has never seen wait on their room's rule-set read, then a third is
     refused at once (503 overloaded) instead of starting a third read; and once Redis answers, the two
-    are answered (404: no such rooms) and their slots are free again."""
-    settings = gateway_settings(down).model_copy(update={"gateway_max_inflight": 2})
+    are answered (404: no such rooms) and their slots are free again; a submit inside a slot takes no other."""
+    settings = gateway_settings(down).model_copy(update={"gateway_max_inflight": 2, "command_timeout_ms": 300})
     pauser = redis.Redis.from_url(settings.redis_url)
 
     async def story() -> tuple[ApiError, list]:
@@ -190,10 +190,17 @@ def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_
                 await run_command(gateway, rooms[2], signer.issue(rooms[2], "p"), body, None)
             answers = await asyncio.gather(*reading, return_exceptions=True)
             assert gateway.inflight == 0
+            record = CommandRecord(command_id=f"held-{secrets.token_hex(4)}", room=rooms[0], player="p",
+                                   server_time_ms=0, body={"kind": "place_element"})
+            with gateway.command_slot():
+                await gateway.submit(record, held=True)  # answered or timed out: either way one slot
+                assert gateway.inflight == 1
+            assert gateway.inflight == 0
             return refused.value, answers
         finally:
             await gateway.outcomes.close()
             await gateway.client.aclose()
+            pauser.close()
 
     refused, answers = asyncio.run(story())
     assert refused.status == 503 and refused.code == "overloaded", refused

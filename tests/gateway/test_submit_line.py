@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis.asyncio as aioredis
@@ -85,8 +86,9 @@ async def test_a_lost_connection_fails_every_call_in_flight_and_the_next_call_co
     then both raise a connection error at once, and the next call is answered on a new connection."""
     line = SubmitLine(redis_client, timeout_s=30)
     try:
+        own = await line.call("CLIENT", "ID")
         blocking, behind = await _blocked_line(redis_client, line)
-        await redis_client.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        await redis_client.execute_command("CLIENT", "KILL", "ID", own)
         for call in (blocking, behind):
             with pytest.raises(RedisConnectionError):
                 await asyncio.wait_for(call, 2)
@@ -96,16 +98,16 @@ async def test_a_lost_connection_fails_every_call_in_flight_and_the_next_call_co
 
 
 async def test_a_silent_redis_times_the_calls_out_and_its_late_reply_answers_nothing(redis_client) -> None:
-    """Given a call Redis does not answer for 3 s and another behind it, on a line with a 0.3 s timeout, then
+    """Given a call Redis does not answer for 3 s and another behind it, on a line with a 1 s timeout, then
     both raise a timeout within about that time, and the next call gets its own reply, not the late one's."""
-    line = SubmitLine(redis_client, timeout_s=0.3)
+    line = SubmitLine(redis_client, timeout_s=1)
     try:
         started = time.monotonic()
         blocking, behind = await _blocked_line(redis_client, line)
         for call in (blocking, behind):
             with pytest.raises(RedisTimeoutError):
-                await asyncio.wait_for(call, 2)
-        assert time.monotonic() - started < 1.5
+                await asyncio.wait_for(call, 2.5)
+        assert time.monotonic() - started < 2.5
         assert await line.call("ECHO", "mine") == b"mine"
         await redis_client.rpush("nothing-comes", "late")  # the dropped BLPOP is gone: nobody takes it
         await asyncio.sleep(0.1)
@@ -120,3 +122,48 @@ async def test_a_closed_line_refuses_calls(redis_client) -> None:
     await line.close()
     with pytest.raises(RedisConnectionError):
         await line.call("PING")
+
+
+async def test_callers_that_leave_keep_their_turn_so_every_other_reply_reaches_its_own_call(redis_client) -> None:
+    """Given 90 calls in flight, when every third caller leaves (its request cancelled) before Redis answers,
+    then each remaining call gets exactly its own reply."""
+    line = SubmitLine(redis_client, timeout_s=5)
+    try:
+        await line.call("PING")  # connected: the calls below are all written at once
+        calls = [asyncio.ensure_future(line.call("ECHO", f"reply-{index}")) for index in range(90)]
+        await asyncio.sleep(0)  # every call written, no reply read yet
+        for call in calls[::3]:
+            call.cancel()
+        answers = await asyncio.gather(*calls, return_exceptions=True)
+        for index, answer in enumerate(answers):
+            if index % 3 == 0:
+                assert isinstance(answer, asyncio.CancelledError)
+            else:
+                assert answer == f"reply-{index}".encode()
+        assert await line.call("ECHO", "after") == b"after"
+    finally:
+        await line.close()
+
+
+async def test_a_line_closed_while_connecting_keeps_no_connection(redis_client, redis_url) -> None:
+    """Given a line connecting to a Redis that answers nothing yet (its handshake waits), when the line is
+    closed meanwhile, then the call fails with a connection error once the connect completes, and the line
+    holds no connection and refuses further calls."""
+    pauser = aioredis.Redis.from_url(redis_url)
+    # A database other than 0: the connect's handshake sends SELECT, which waits out the pause.
+    client = aioredis.Redis.from_url(urlunsplit(urlsplit(redis_url)._replace(path="/15")))
+    line = SubmitLine(client, timeout_s=5)
+    try:
+        await pauser.execute_command("CLIENT", "PAUSE", 400, "ALL")
+        call = asyncio.ensure_future(line.call("PING"))
+        await asyncio.sleep(0.1)
+        assert not call.done()
+        await line.close()
+        with pytest.raises(RedisConnectionError):
+            await asyncio.wait_for(call, 3)
+        assert line._connection is None and line._reader_task is None  # noqa: SLF001
+        with pytest.raises(RedisConnectionError):
+            await line.call("PING")
+    finally:
+        await client.aclose()
+        await pauser.aclose()

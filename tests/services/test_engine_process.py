@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -453,12 +454,13 @@ async def test_leases_given_back_by_stepping_aside_are_neither_renewed_nor_taken
 
 async def test_the_safely_held_shards_follow_every_lease_change_and_each_margin_running_out(redis_client) -> None:
     """Given an engine's leases (its consume loop asks for the safely held ones once per batch, and is answered
-    from what it was told before), when a lease is lost, another taken, and then no tick renews them, then the
-    answer changes with each, and a lease whose margin ran out is left out without any tick."""
+    from what it was told before), when a lease is lost and another taken, then the answer changes with
+    them; and when one lease's margin runs out before another's, without any tick, that one alone is left
+    out, then the other too."""
     from almanac.services.engine.lease import ShardLeases  # noqa: PLC0415
 
     await redis_client.set(lease_key(2), "another-engine|1|x", px=60_000)
-    leases = ShardLeases(redis_client, [0, 1, 2], "safe", 1_000)
+    leases = ShardLeases(redis_client, [0, 1, 2], "safe", 3_000)  # a margin of a quarter lease: 0.75 s
     assert await leases.tick() == ([0, 1], [])
     first = leases.safely_held()
     assert first == [0, 1] and leases.safely_held() is first  # unchanged: not worked out again
@@ -468,11 +470,17 @@ async def test_the_safely_held_shards_follow_every_lease_change_and_each_margin_
     assert await leases.tick() == ([2], [1])
     assert leases.safely_held() == [0, 2]
 
-    # A quarter lease of margin: 0.75 s after the tick no lease is safely held, though none has lapsed.
-    await asyncio.sleep(0.8)
-    assert leases.safely_held() == [] and leases.held == [0, 2]
-    assert [leases.holds(shard) for shard in (0, 1, 2)] == [False, False, False]
-    await leases.tick()
+    # As a late renewal leaves them: shard 0 safely held for 0.3 s more, shard 2 for 1.5 s more.
+    now = time.monotonic()
+    leases._valid_until.update({0: now + 1.05, 2: now + 2.25})  # noqa: SLF001
+    leases.changed()
+    assert leases.safely_held() == [0, 2]
+    await asyncio.sleep(0.6)
+    assert leases.safely_held() == [2] and leases.held == [0, 2]
+    assert [leases.holds(shard) for shard in (0, 1, 2)] == [False, False, True]
+    await asyncio.sleep(1.1)
+    assert leases.safely_held() == []
+    assert await leases.tick() == ([], [])  # both renewed (their keys live 3 s from the last tick)
     assert leases.safely_held() == [0, 2]
     await leases.release_all()
     assert leases.safely_held() == []
