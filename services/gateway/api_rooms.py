@@ -149,6 +149,11 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
 )
 async def create_room(request: Request) -> Response:
     gw = gateway(request)
+    with gw.command_slot():  # admitted before any read: a flood of creates starts no unbounded reads
+        return await _create_room(gw, request)
+
+
+async def _create_room(gw: Gateway, request: Request) -> Response:
     await gw.rate_limits.check_address(client_address(request))
     body: CreateRoomRequest = decode_body(await request.body(), CreateRoomRequest)
     try:
@@ -182,7 +187,7 @@ async def create_room(request: Request) -> Response:
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
     client_id = body.command_id or new_command_id()
-    outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
+    outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name, held=True)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
@@ -200,7 +205,7 @@ async def create_room(request: Request) -> Response:
         join_id = f"{client_id}.join"
         join_command = await _join_command(gw, room, body.nonce, join_commitment)
         joined, _ = await _submit(gw, room, body.player, join_id, join_command, decider.name,
-                                  admit=False)
+                                  admit=False, held=True)
         if joined is not None and joined.accepted:
             answer["joined"] = True
             answer["version"] = joined.last_version
@@ -256,6 +261,11 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 )
 async def join_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
+    with gw.command_slot():  # admitted before any read, as a command
+        return await _join_room(gw, request, room)
+
+
+async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     await gw.rate_limits.check_address(client_address(request))
     body: JoinRoomRequest = decode_body(await request.body(), JoinRoomRequest)
     ruleset = await gw.reader.ruleset_of(room)
@@ -269,7 +279,7 @@ async def join_room(request: Request, room: str = RoomId) -> Response:
                            f"{state.dice_scheme}); join without a nonce", "nonce")
     client_id = body.command_id or new_command_id()
     command = await _join_command(gw, room, body.nonce, commitment)
-    outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset)
+    outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset, held=True)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
@@ -328,6 +338,11 @@ def _refuse_replayed_grant(outcome: Outcome, player: str, what: str, client_id: 
 )
 async def end_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
+    with gw.command_slot():  # admitted before any read, as a command
+        return await _end_room(gw, request, room)
+
+
+async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     token = bearer(request)
     claims = gw.reader_for(token, room)
     limit = None
@@ -350,7 +365,8 @@ async def end_room(request: Request, room: str = RoomId) -> Response:
         raise
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
-        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit
+        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
+        held=True,
     )
     return _answer(outcome, room, claims.player, client_id)
 

@@ -159,7 +159,7 @@ class Gateway:
     @contextlib.contextmanager
     def command_slot(self) -> Iterator[None]:
         """Admission (503 ``overloaded`` now when no slot is free) and a slot in ``inflight`` held from there
-        to the answer, the reads before the submit included (the command route, ``api_rooms.run_command``).
+        to the answer, the reads before the submit included (every route that submits, ``api_rooms``).
         Counting the submit alone let a burst of commands for rooms this process had not seen start one
         rule-set read each, unbounded: past capacity they queued for new pooled connections for seconds
         (accepted p99 0.8-2.6 s at 3,000/s offered). ``submit(held=True)`` inside it takes no second slot."""
