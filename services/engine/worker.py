@@ -192,8 +192,9 @@ class Engine:
         # Every shard's command stream named once, both ways: a batch of one command at a low rate used to
         # name and parse them all again (a third of the engine's Python calls per command at 500/s).
         self._streams = [self.keys.shard_commands(shard) for shard in range(config.shard_count)]
-        self._shard_of_name = {name: shard for shard, name in enumerate(self._streams)}
-        self._shard_of_name.update({name.encode(): shard for name, shard in list(self._shard_of_name.items())})
+        self._shard_of_name: dict[str | bytes, int] = {}
+        for shard, name in enumerate(self._streams):
+            self._shard_of_name[name] = self._shard_of_name[name.encode()] = shard
         # The read's stream arguments for the last set of shards read (it changes with the leases only).
         self._read_for: tuple[list[int], dict[str, str], tuple] = ([], {}, ())
 
@@ -562,12 +563,7 @@ class Engine:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _shard_of_stream(self, stream: bytes | str) -> int:
-        shard = self._shard_of_name.get(stream)
-        if shard is not None:
-            return shard
-        name = stream.decode() if isinstance(stream, bytes) else stream
-        # alm:{s07}:commands -> 7
-        return int(name.split("{s", 1)[1].split("}", 1)[0])
+        return self._shard_of_name[stream]  # every stream read is one of ``self._streams``
 
     async def _take_over(self, shard: int) -> None:
         """Create the group (from the stream's start), claim every pending entry, re-process them in order."""

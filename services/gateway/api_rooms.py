@@ -53,12 +53,11 @@ def client_address(request: Request) -> str:
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
-                  ruleset: str, admit: bool = True, limit: RateLimit | None = None,
-                  held: bool = False) -> tuple[Outcome | None, float]:
+                  ruleset: str, admit: bool = True, limit: RateLimit | None = None) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
     something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
-    the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted);
-    ``held``: inside the request's ``Gateway.command_slot`` (admitted and counted already)."""
+    the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted).
+    Inside the request's ``Gateway.command_slot``."""
     record = CommandRecord(
         command_id=internal_command_id(room, player, client_id),
         room=room,
@@ -67,7 +66,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         body=body,
     )
     started = time.perf_counter()
-    outcome = await gw.submit(record, admit, limit, held)
+    outcome = await gw.submit(record, admit, limit)
     elapsed = time.perf_counter() - started
     gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
     if outcome is None:
@@ -187,7 +186,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
     client_id = body.command_id or new_command_id()
-    outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name, held=True)
+    outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
@@ -205,7 +204,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
         join_id = f"{client_id}.join"
         join_command = await _join_command(gw, room, body.nonce, join_commitment)
         joined, _ = await _submit(gw, room, body.player, join_id, join_command, decider.name,
-                                  admit=False, held=True)
+                                  admit=False)
         if joined is not None and joined.accepted:
             answer["joined"] = True
             answer["version"] = joined.last_version
@@ -279,7 +278,7 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
                            f"{state.dice_scheme}); join without a nonce", "nonce")
     client_id = body.command_id or new_command_id()
     command = await _join_command(gw, room, body.nonce, commitment)
-    outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset, held=True)
+    outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
@@ -365,8 +364,7 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
         raise
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
-        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
-        held=True,
+        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit
     )
     return _answer(outcome, room, claims.player, client_id)
 
@@ -416,7 +414,7 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         await gw.count_refused(room, limit)
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
-    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit, held=True)
+    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
     return _answer(outcome, room, claims.player, client_id)
 
 

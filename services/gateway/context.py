@@ -162,34 +162,26 @@ class Gateway:
         to the answer, the reads before the submit included (every route that submits, ``api_rooms``).
         Counting the submit alone let a burst of commands for rooms this process had not seen start one
         rule-set read each, unbounded: past capacity they queued for new pooled connections for seconds
-        (accepted p99 0.8-2.6 s at 3,000/s offered). ``submit(held=True)`` inside it takes no second slot."""
+        (accepted p99 0.8-2.6 s at 3,000/s offered). Queueing instead of refusing would only add a command's
+        wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
+        microseconds and tells the client when to come back."""
         self.refuse_if_overloaded()
-        self._occupy()
+        self.inflight += 1
+        if self.inflight >= LAG_MIN_INFLIGHT:
+            self.lag.wake()
         try:
             yield
         finally:
             self.inflight -= 1
 
-    def _occupy(self) -> None:
-        self.inflight += 1
-        if self.inflight >= LAG_MIN_INFLIGHT:
-            self.lag.wake()
+    async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None
+                     ) -> Outcome | None:
+        """Submit and wait for the outcome, inside the request's ``command_slot`` (which admitted it).
 
-    async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None,
-                     held: bool = False) -> Outcome | None:
-        """Submit and wait for the outcome, counted in ``inflight`` (``held``: inside ``command_slot``, which
-        admitted and counts it already).
-
-        Unless ``admit`` is False (a request's follow-up command), a command that finds no free slot is
-        refused (503 ``overloaded``, Retry-After) before anything is written: queueing it would only add
-        its wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
-        microseconds and tells the client when to come back. With a ``limit`` (the token's, from
-        ``rate_limits.room_token_limit``) the submit itself counts it: 429 ``rate_limited``, nothing written.
+        ``admit`` False (a request's follow-up command): never refused for too many outcome waits. With a
+        ``limit`` (the token's, from ``rate_limits.room_token_limit``) the submit itself counts it: 429
+        ``rate_limited``, nothing written.
         """
-        if admit and not held:
-            self.refuse_if_overloaded()
-        if not held:
-            self._occupy()
         started = time.monotonic()
         try:
             outcome = await self._submit(record, admit, limit)
@@ -197,9 +189,6 @@ class Gateway:
             # Remembered only when it was this request's own window (a sharer's token may be another).
             own = limit is not None and refused.key == limit.key
             raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
-        finally:
-            if not held:
-                self.inflight -= 1
         if outcome is not None:  # a wait that timed out says nothing more than the timeout
             now = time.monotonic()
             self.queue.record(now - started, now)

@@ -140,7 +140,7 @@ def test_with_eight_commands_waiting_a_held_event_loop_gets_the_next_command_ref
             for index in range(LAG_MIN_INFLIGHT):
                 record = CommandRecord(command_id=f"lag-{secrets.token_hex(4)}", room=f"lag-room-{index}",
                                        player="p", server_time_ms=0, body={"kind": "place_element"})
-                waiting.append(asyncio.ensure_future(gateway.submit(record)))
+                waiting.append(asyncio.ensure_future(_submitted(gateway, record)))
 
             async def all_in_flight() -> bool:
                 return gateway.inflight == LAG_MIN_INFLIGHT
@@ -167,7 +167,7 @@ def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_
     """Given a gateway allowing 2 commands in flight and a Redis that answers nothing for a while, when two
     commands for rooms this process has never seen wait on their room's rule-set read, then a third is
     refused at once (503 overloaded) instead of starting a third read; and once Redis answers, the two
-    are answered (404: no such rooms) and their slots are free again; a submit inside a slot takes no other."""
+    are answered (404: no such rooms) and their slots are free again; a submitted command takes one slot."""
     settings = gateway_settings(down).model_copy(update={"gateway_max_inflight": 2, "command_timeout_ms": 300})
     pauser = redis.Redis.from_url(settings.redis_url)
 
@@ -192,9 +192,7 @@ def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_
             assert gateway.inflight == 0
             record = CommandRecord(command_id=f"held-{secrets.token_hex(4)}", room=rooms[0], player="p",
                                    server_time_ms=0, body={"kind": "place_element"})
-            with gateway.command_slot():
-                await gateway.submit(record, held=True)  # answered or timed out: either way one slot
-                assert gateway.inflight == 1
+            await _submitted(gateway, record, while_in_flight=lambda: gateway.inflight == 1)
             assert gateway.inflight == 0
             return refused.value, answers
         finally:
@@ -205,3 +203,11 @@ def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_
     refused, answers = asyncio.run(story())
     assert refused.status == 503 and refused.code == "overloaded", refused
     assert [(answer.status, answer.code) for answer in answers] == [(404, "room_not_found")] * 2, answers
+
+
+async def _submitted(gateway: Gateway, record: CommandRecord, while_in_flight=None):  # noqa: ANN001, ANN202
+    """As a route submits: admitted into a slot, then submitted (answered or timed out: either way one slot)."""
+    with gateway.command_slot():
+        outcome = await gateway.submit(record)
+        assert while_in_flight is None or while_in_flight()
+        return outcome
