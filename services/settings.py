@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     # outcome waits it holds at once (every submit path). Bounded queues: overload is refused, not queued.
     # 32, not 64: past capacity the accepted commands' p99 follows it (Little's law, docs/capacity.md).
     gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 32)
+    # The gateway also runs an engine over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands
+    # of rooms whose shard it holds itself, without the command stream (Engine.decide_here); the others go
+    # through the stream to whoever holds their shard. One Redis only (a Cluster keeps the stream path).
+    gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", False)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
     # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight.
     gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)

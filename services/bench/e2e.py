@@ -234,10 +234,11 @@ def _quantile(samples: list[float], q: float) -> float:
 
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 1,
-         gateways: int = 1) -> dict[str, Any]:
+         gateways: int = 1, gateway_engine: bool = False) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
-    ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes.
+    ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes;
+    ``gateway_engine``: the gateways decide the commands of the shards they hold (``engines`` 0: no others).
     """
     from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
     from almanac.services.settings import load_settings  # noqa: PLC0415
@@ -252,9 +253,12 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
         return _run([url], redis_url, rate, seconds)
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
-                                                      "log_level": "warning"})
+                                                      "log_level": "warning", "gateway_engine": gateway_engine})
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
-        console.print(f"starting Redis, {engines} engine(s), a projector and {gateways} gateway(s) "
+        if gateway_engine:
+            os.environ["ALMANAC_GATEWAY_ENGINE"] = "true"  # the stack's gateway children read it
+        console.print(f"starting Redis, {engines} engine(s), a projector and {gateways} gateway(s)"
+                      f"{' deciding the commands of the shards they hold' if gateway_engine else ''} "
                       f"(ALMANAC_DURABILITY={settings.durability}) ...")
         with Stack(stack_settings, engines=engines, gateways=gateways) as stack:
             stack.start()

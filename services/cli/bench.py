@@ -54,11 +54,15 @@ def bench_e2e(
     seconds: int = typer.Option(10, min=1, help="How long to offer it."),
     engines: int = typer.Option(1, min=1, max=16, help="Engine processes (shard groups) to start."),
     gateways: int = typer.Option(1, min=1, max=16, help="Gateway processes to start (connections spread over them)."),
+    gateway_engine: bool = typer.Option(
+        False, "--gateway-engine",
+        help="Gateways decide the commands of the shards they hold (ALMANAC_GATEWAY_ENGINE); no engine processes."),
 ) -> None:
     """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
     from almanac.services.bench.e2e import main  # noqa: PLC0415
 
-    main(rate=rate, seconds=seconds, engines=engines, gateways=gateways)
+    main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
+         gateway_engine=gateway_engine)
 
 
 @bench_app.command("scaling")

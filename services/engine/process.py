@@ -11,24 +11,10 @@ from __future__ import annotations
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
-from almanac.services.engine.worker import Engine, EngineConfig, default_engine_name
+from almanac.services.engine.worker import Engine, engine_config
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import connect, live_seed
-from almanac.services.settings import Settings, parse_shard_selection
-
-
-def engine_config(settings: Settings) -> EngineConfig:
-    return EngineConfig(
-        name=settings.engine_name or default_engine_name(settings.engine_shards),
-        shards=parse_shard_selection(settings.engine_shards, settings.shard_count),
-        shard_count=settings.shard_count,
-        lease_ms=settings.lease_ms,
-        batch_size=settings.batch_size,
-        max_attempts=settings.max_attempts,
-        snapshot_every=settings.snapshot_every,
-        durability=settings.durability,
-        stream_retain_ms=settings.stream_retain_s * 1000,
-    )
+from almanac.services.settings import Settings
 
 
 def build_app(settings: Settings, redis_url: str) -> FastStream:

@@ -10,7 +10,8 @@ import os
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -31,6 +32,7 @@ from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbea
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
 from almanac.services.room_service import BatchPlan, Outcome, RoomService
+from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import Receipt
 from almanac.storage.keys import Keys, attempts_key
 from almanac.storage.redis_store import RedisEventStore
@@ -122,6 +124,21 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     stream_retain_ms: int = 300_000  # acknowledged commands kept this long in the command streams
 
 
+def engine_config(settings: Settings) -> EngineConfig:
+    """The engine the settings describe (``almanac engine``, or a gateway's with ALMANAC_GATEWAY_ENGINE)."""
+    return EngineConfig(
+        name=settings.engine_name or default_engine_name(settings.engine_shards),
+        shards=parse_shard_selection(settings.engine_shards, settings.shard_count),
+        shard_count=settings.shard_count,
+        lease_ms=settings.lease_ms,
+        batch_size=settings.batch_size,
+        max_attempts=settings.max_attempts,
+        snapshot_every=settings.snapshot_every,
+        durability=settings.durability,
+        stream_retain_ms=settings.stream_retain_s * 1000,
+    )
+
+
 class DurabilityError(Exception):
     """The configured durability cannot be had from this Redis (one line for the operator)."""
 
@@ -197,6 +214,12 @@ class Engine:
             self._shard_of_name[name] = self._shard_of_name[name.encode()] = shard
         # The read's stream arguments for the last set of shards read (it changes with the leases only).
         self._read_for: tuple[list[int], dict[str, str], tuple] = ([], {}, ())
+        # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
+        # by the consume loop between its batches, so this process stays its shards' only, serial writer.
+        self._here: list[tuple[CommandRecord, asyncio.Future]] = []
+        self._here_waiting = asyncio.Event()
+        self.serves_here = False  # set by ``serve_here``: a gateway of this process hands its commands in
+        self._here_call: Callable[..., Awaitable[Any]] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -232,6 +255,134 @@ class Engine:
 
     async def wait_stopped(self) -> None:
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- commands decided in this process -----------------------------------------------------
+
+    def serve_here(self, call: Callable[..., Awaitable[Any]] | None = None) -> None:
+        """Take commands from ``decide_here``; ``call`` (the gateway's pipelined submit line,
+        ``SubmitLine.call``) sends their writes, one Redis only and unless every append waits for a replica
+        (then the store's own write, which ends with WAIT)."""
+        self.serves_here = True
+        if not self._cluster and self.config.durability != "replica":
+            self._here_call = call
+
+    def decides_here(self, room: str) -> bool:
+        """Whether ``decide_here`` takes the room's commands now: its shard safely held and taken over."""
+        shard = self.keys.shard(room)
+        return (self.serves_here and not self._cluster and not self._stopping.is_set()
+                and shard not in self._needs_takeover and shard in self.leases.safely_held())
+
+    async def decide_here(self, record: CommandRecord) -> Outcome | None:
+        """Decide a command of this process's gateway without the command stream, if its room's shard is
+        safely held here: its Outcome once written. None when it is not (another process holds the shard,
+        a takeover is due, this engine is stopping, or a Cluster): submit it to the stream instead.
+
+        The gateway's submit, the engine's read of it and the published answer cost more CPU than deciding
+        (each a message between processes). The command is decided by the consume loop between its
+        batches, against the same room states, and written by the same ordered write (the command record,
+        its dedupe and the version check included): this process stays its shards' only, serial writer.
+        Raises a Redis failure (the gateway answers 503; the command id may be sent again).
+        """
+        if not self.decides_here(record.room):
+            return None
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._here.append((record, future))
+        self._here_waiting.set()
+        return await future
+
+    async def _decide_here_batch(self, held: list[int]) -> None:
+        """Decide and write the commands handed in by ``decide_here``; never raises (each waiter gets its own
+        answer: an Outcome, None to go through the stream, or the Redis failure)."""
+        batch, self._here = self._here, []
+        # Held now, not when the read began (it may have waited a whole block): the lease's margin covers
+        # this batch's decision and write, as it covers a stream batch read just before it.
+        safe = set(self.leases.safely_held()).intersection(held).difference(self._needs_takeover)
+        records: list[CommandRecord] = []
+        waiters: list[asyncio.Future] = []
+        for record, waiter in batch:
+            if waiter.done():
+                continue  # its request left before it was decided: nothing was written
+            if self.keys.shard(record.room) not in safe:
+                waiter.set_result(None)  # a lease lapsed meanwhile: the shard's next holder decides it
+                continue
+            records.append(record)
+            waiters.append(waiter)
+        if not records:
+            return
+        try:
+            results: list = await self.service.handle_many(
+                records, last_write=self._write_here if self._here_call is not None else None)
+        except Exception as error:  # noqa: BLE001 - answered to each waiter below
+            results = [error] * len(records)
+        for record, waiter, result in zip(records, waiters, results, strict=True):
+            if result is None:
+                try:
+                    result = await self.service.handle(record)  # alone, in batch order (conflict, duplicate)
+                except Exception as error:  # noqa: BLE001 - answered to its waiter
+                    result = error
+            if isinstance(result, Exception):
+                # The write may have taken effect without its reply: decide the room again from the store.
+                self.service.forget(record.room)
+                if not redis_failure(result):
+                    # Not Redis (a room that cannot be loaded, a bug): the stream path counts its attempts
+                    # and sets it aside after max_attempts, as for every other command.
+                    self.log.warning("here.failed", room=record.room, command_id=record.command_id,
+                                     error=f"{type(result).__name__}: {result}")
+                    result = None
+            elif isinstance(result, Outcome):
+                self._account(record, result)
+            if not waiter.done():
+                if isinstance(result, Exception):
+                    waiter.set_exception(result)
+                else:
+                    waiter.set_result(result)
+
+    async def _write_here(self, groups: list[list]) -> list[list]:
+        """The ordered writes of commands decided here, one script call per shard on ``_here_call`` (redis-py's
+        pooled call path cost more than the write); a NOSCRIPT one written again by the store."""
+        assert self._here_call is not None
+        replies = await asyncio.gather(*(self._here_call(*self.store.ordered_command(group)) for group in groups),
+                                       return_exceptions=True)
+        results: list[list] = []
+        for group, reply in zip(groups, replies, strict=True):
+            if isinstance(reply, NoScriptError):
+                results.append(await self.store.write_ordered(group))  # loads the scripts, then writes
+            elif isinstance(reply, ResponseError) or not isinstance(reply, BaseException):
+                results.append(self.store.ordered_results(group, reply))
+            else:
+                raise reply  # the connection failed: the writes may have taken effect (see _decide_here_batch)
+        return results
+
+    def _release_here(self) -> None:
+        """Stopping: the commands not decided yet go through the stream (their shards' next holder)."""
+        batch, self._here = self._here, []
+        for _, waiter in batch:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _read_new_deciding_here(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
+        """``_read_new``, deciding the commands ``decide_here`` hands in while the read waits."""
+        read = asyncio.ensure_future(self._read_new(held))
+        try:
+            while True:
+                if self._here:
+                    await self._decide_here_batch(held)
+                if read.done():
+                    return read.result()
+                self._here_waiting.clear()
+                if self._here:
+                    continue
+                waiting = asyncio.ensure_future(self._here_waiting.wait())
+                try:
+                    await asyncio.wait((read, waiting), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiting.cancel()
+        except BaseException:
+            if not read.done():
+                read.cancel()
+                with contextlib.suppress(BaseException):
+                    await read
+            raise
 
     # --- leases and heartbeat -----------------------------------------------------------------
 
@@ -338,6 +489,7 @@ class Engine:
         try:
             await self._consume()
         finally:
+            self._release_here()
             # Stopping (or a bug): whatever was decided is published and acknowledged before the leases go.
             with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
                 await self._send_done()
@@ -372,6 +524,8 @@ class Engine:
                         self._needs_takeover.discard(shard)
                         if self._stopping.is_set():
                             return
+                if self._here and self._ahead is None:
+                    await self._decide_here_batch(held)
                 if self._ahead is not None:
                     ahead, self._ahead = self._ahead, None
                     shards = {shard for shard, _, _ in ahead.entries}
@@ -382,7 +536,7 @@ class Engine:
                         self._needs_takeover.update(shards)
                         self.log.info("batch_ahead.dropped", shards=sorted(shards - set(held)))
                 else:
-                    batch = await self._read_new(held)
+                    batch = await (self._read_new_deciding_here(held) if self.serves_here else self._read_new(held))
                     if batch:
                         await self._process_batch(batch, ride=held)
                 if not self._needs_takeover.intersection(held):
@@ -641,7 +795,9 @@ class Engine:
         announced, records, plan = decided.announced, decided.records, decided.plan
         last_write = None
         if self._receipts and ride:
-            ahead_of = plan if len(batch) >= READ_AHEAD_AT else None
+            # Not while commands handed in here wait: a batch decided ahead must be the next thing written
+            # (RoomService.revalidate trusts that only the batch before moved its rooms).
+            ahead_of = plan if len(batch) >= READ_AHEAD_AT and not self._here else None
 
             def last_write(requests: list) -> Awaitable[list]:
                 return self._write_and_read(requests, ride, ahead_of)

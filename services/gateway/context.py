@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 
 from almanac.projections.read import ReadModels
 from almanac.services.bus import RateLimit, RateLimited, count as count_request
+from almanac.services.engine.worker import Engine
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.ids import UnguessableIds
@@ -57,6 +58,9 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
+        # ALMANAC_GATEWAY_ENGINE: this process's engine (started by the app's lifespan), deciding the commands
+        # of the shards it holds here (Engine.decide_here).
+        self.engine: Engine | None = None
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
         self.lag = LoopLag(lambda: self.inflight >= LAG_MIN_INFLIGHT)  # started by the app's lifespan
@@ -209,6 +213,18 @@ class Gateway:
     async def _submit(self, record: CommandRecord, admit: bool, limit: RateLimit | None = None) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
         started = time.monotonic()
+        if self.engine is not None:
+            if limit is not None:
+                # Counted first, as the stream's submit script counts it (429, nothing decided), and once.
+                await count_request(self.client, self.keys, record.room, limit, call=self.outcomes.call)
+                limit = None
+            try:
+                outcome = await asyncio.wait_for(self.engine.decide_here(record), timeout_s)
+            except TimeoutError:
+                return await self.stored_outcome(record)  # decided later maybe: then GET its outcome
+            if outcome is not None:
+                return outcome
+            timeout_s -= time.monotonic() - started  # not held here: through the stream, to its shard's holder
         try:
             outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit, limit)
         except SubscriptionLost:

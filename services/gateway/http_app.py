@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from redis.exceptions import ResponseError
 
 from almanac.events.disclosure import Hidden
+from almanac.services.engine.worker import Engine, engine_config
 from almanac.services.gateway import (
     api_dispute,
     api_docs,
@@ -73,9 +75,20 @@ def create_app(settings: Settings) -> FastAPI:
         gateway = app.state.gateway = Gateway(settings, client, signer)
         await gateway.outcomes.start()
         gateway.lag.start()
+        engine_client = None
+        if settings.gateway_engine:
+            engine_client = connect(settings.redis_url, settings.redis_cluster)
+            gateway.engine = Engine(engine_client, msgspec.structs.replace(
+                engine_config(settings), name=f"{engine_config(settings).name}:gateway-{os.getpid()}"))
+            gateway.engine.serve_here(gateway.outcomes.call)
+            await gateway.engine.start()
         try:
             yield
         finally:
+            if gateway.engine is not None:
+                await gateway.engine.stop()  # the commands it holds go through the stream: before the waiter
+            if engine_client is not None:
+                await engine_client.aclose()
             await gateway.lag.stop()
             await gateway.outcomes.close()
             await gateway.rate_limits.close()

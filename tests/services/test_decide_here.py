@@ -1,0 +1,163 @@
+"""An engine that decides its own process's commands (Engine.decide_here): the same log as the stream path, no stream hop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from engine_process_helper import register_test_rulesets
+from engine_test_support import KEYS, record, send, wait_for
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from almanac.events.envelope import GENESIS_HASH
+from almanac.events.hashing import envelope_hash, state_hash
+from almanac.events.step import replay
+from almanac.services.engine.worker import Engine, EngineConfig
+from almanac.services.gateway.submit_line import SubmitLine
+from almanac.services.room_service import RoomService
+from almanac.storage.redis_store import RedisEventStore
+
+register_test_rulesets()
+ALL_SHARDS = list(range(16))
+CREATE = {"kind": "create_room", "ruleset": "counter"}
+
+
+async def started(client: aioredis.Redis, name: str, line: SubmitLine | None = None) -> Engine:
+    engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=800))
+    if line is not None:
+        engine.serve_here(line.call)
+    await engine.start()
+    return engine
+
+
+@pytest.fixture
+async def here(redis_client: aioredis.Redis) -> AsyncIterator[tuple[Engine, SubmitLine]]:
+    """An engine serving its process's commands, holding every shard, writing on a submit line."""
+    line = SubmitLine(redis_client, 5.0)
+    engine = await started(redis_client, "here", line)
+    await wait_for(lambda: _holds_all(engine), what="every lease")
+    yield engine, line
+    await engine.stop()
+    await line.close()
+
+
+async def _holds_all(engine: Engine) -> bool:
+    """Every shard safely held and taken over (a serving engine: ready to decide here)."""
+    rooms = [next(f"r{n}" for n in range(10_000) if KEYS.shard(f"r{n}") == shard) for shard in ALL_SHARDS]
+    if engine.serves_here:
+        return all(engine.decides_here(room) for room in rooms)
+    return sorted(engine.leases.safely_held()) == ALL_SHARDS
+
+
+async def stream_entries(client: aioredis.Redis) -> int:
+    return sum([await client.xlen(KEYS.shard_commands(shard)) for shard in ALL_SHARDS])
+
+
+async def assert_log_consistent(client: aioredis.Redis, room: str) -> int:
+    """The chain links, every event has its command record, and the stored state equals a plain fold."""
+    store = RedisEventStore(client, 16)
+    envelopes = await store.read(room)
+    previous = GENESIS_HASH
+    for envelope in envelopes:
+        assert envelope.previous_hash == previous and envelope_hash(envelope) == envelope.hash
+        previous = envelope.hash
+    loaded, last_hash = await RoomService(store).load(room)
+    assert state_hash(loaded) == state_hash(replay(envelopes)) and last_hash == previous
+    # Every command that appended has its record at its first version (what `verify` re-decides).
+    firsts = {}
+    for envelope in envelopes:
+        firsts.setdefault(envelope.command_id, envelope.version)
+    assert sorted(version for version, _ in await store.commands(room)) == sorted(firsts.values())
+    return len(envelopes)
+
+
+async def test_a_game_decided_here_never_touches_the_command_stream_and_its_log_verifies(redis_client, here) -> None:
+    engine, _ = here
+    created = await engine.decide_here(record("h1", "ann", CREATE, "c1"))
+    joined = await engine.decide_here(record("h1", "ann", {"kind": "join_room"}, "c2"))
+    added = [await engine.decide_here(record("h1", "ann", {"kind": "add", "amount": n}, f"a{n}")) for n in (1, 2, 3)]
+    assert created.accepted and joined.accepted and all(outcome.accepted for outcome in added)
+    assert [outcome.last_version for outcome in added] == [3, 4, 5]
+    assert await stream_entries(redis_client) == 0  # no submit, no read, no publish: decided in process
+    assert await assert_log_consistent(redis_client, "h1") == 5
+    assert engine.metrics.totals["accepted"] == 5
+
+
+async def test_a_refusal_decided_here_is_recorded_and_the_same_id_again_answers_the_first_outcome(redis_client,
+                                                                                                  here) -> None:
+    engine, _ = here
+    await engine.decide_here(record("h2", "ann", CREATE, "c1"))
+    await engine.decide_here(record("h2", "ann", {"kind": "join_room"}, "c2"))
+    refused = await engine.decide_here(record("h2", "ann", {"kind": "add", "amount": 0}, "zero"))
+    assert not refused.accepted and refused.error["code"]
+    store = RedisEventStore(redis_client, 16)
+    assert len(await store.rejections("h2")) == 1
+    first = await engine.decide_here(record("h2", "ann", {"kind": "add", "amount": 5}, "five"))
+    again = await engine.decide_here(record("h2", "ann", {"kind": "add", "amount": 5}, "five"))
+    assert first.accepted and not first.duplicate
+    assert again.duplicate and (again.first_version, again.last_version) == (first.first_version, first.last_version)
+    assert await assert_log_consistent(redis_client, "h2") == 3  # created, joined, added once
+
+
+async def test_commands_here_and_through_the_stream_make_one_log_in_the_order_each_was_decided(redis_client,
+                                                                                              here) -> None:
+    engine, _ = here
+    await engine.decide_here(record("h3", "ann", CREATE, "c1"))
+    await engine.decide_here(record("h3", "ann", {"kind": "join_room"}, "c2"))
+    here_ones = [engine.decide_here(record("h3", "ann", {"kind": "add", "amount": 1}, f"here-{n}")) for n in range(20)]
+    stream_ones = [send(redis_client, "h3", "ann", {"kind": "add", "amount": 2}, f"stream-{n}") for n in range(20)]
+    outcomes = await asyncio.gather(*[one for pair in zip(here_ones, stream_ones, strict=True) for one in pair])
+    assert all(outcome.accepted and not outcome.duplicate for outcome in outcomes)
+    versions = sorted(outcome.last_version for outcome in outcomes)
+    assert versions == list(range(3, 43))  # each command its own version, none lost, none twice
+    assert await assert_log_consistent(redis_client, "h3") == 42
+    state, _ = await RoomService(RedisEventStore(redis_client, 16)).load("h3")
+    assert state.game.total == 20 * 1 + 20 * 2
+
+
+async def test_a_room_whose_shard_another_engine_holds_goes_through_the_stream(redis_client) -> None:
+    holder = await started(redis_client, "holder")
+    await wait_for(lambda: _holds_all(holder), what="the holder's leases")
+    line = SubmitLine(redis_client, 5.0)
+    other = await started(redis_client, "other", line)
+    try:
+        assert await other.decide_here(record("h4", "ann", CREATE, "c1")) is None  # not held here
+        created = await send(redis_client, "h4", "ann", CREATE, "c1")  # the holder decides it, from the stream
+        assert created.accepted and await stream_entries(redis_client) == 1
+    finally:
+        await other.stop()
+        await holder.stop()
+        await line.close()
+
+
+async def test_an_engine_not_serving_here_and_a_stopping_one_send_commands_to_the_stream(redis_client) -> None:
+    plain = await started(redis_client, "plain")  # no gateway in its process: never decides here
+    await wait_for(lambda: _holds_all(plain), what="the leases")
+    try:
+        assert await plain.decide_here(record("h5", "ann", CREATE, "c1")) is None
+    finally:
+        await plain.stop()
+    line = SubmitLine(redis_client, 5.0)
+    serving = await started(redis_client, "serving", line)
+    await wait_for(lambda: _holds_all(serving), what="the leases")
+    waiting = [asyncio.ensure_future(serving.decide_here(record(f"h6-{n}", "ann", CREATE, f"c{n}")))
+               for n in range(50)]
+    await serving.stop()  # what it had not decided yet goes back to its caller, for the stream
+    answers = await asyncio.gather(*waiting)
+    assert all(answer is None or answer.accepted for answer in answers)
+    assert await serving.decide_here(record("h7", "ann", CREATE, "c1")) is None  # stopped: never here
+    await line.close()
+
+
+async def test_a_write_whose_connection_fails_reaches_its_caller_as_a_redis_failure(redis_client, here) -> None:
+    engine, line = here
+    await engine.decide_here(record("h8", "ann", CREATE, "c1"))
+    await line.close()  # the line refuses calls from now on, as a lost connection does
+    with pytest.raises(RedisConnectionError):
+        await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
+    # Nothing half-done: the room is decided again from the store, and the command can be sent again.
+    engine.serve_here(SubmitLine(redis_client, 5.0).call)
+    joined = await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
+    assert joined.accepted and joined.last_version == 2
