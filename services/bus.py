@@ -27,6 +27,7 @@ from redis.exceptions import NoScriptError
 
 from almanac.events import codec
 from almanac.services.room_service import CommandRecord, Outcome
+from almanac.storage.base import CommandLimited
 from almanac.storage.keys import Keys, outcome_channel, reply_channel
 
 COMMAND_FIELD = "__data__"
@@ -65,14 +66,13 @@ class RateLimit:
     window_ms: int
 
 
-class RateLimited(Exception):
+class RateLimited(CommandLimited):
     """The limit's window is used up: nothing was appended. ``retry_ms``: until the window ends; ``key``: the
-    limit's counter (whoever shares the refused submission learns whose window it was)."""
+    limit's counter (whoever shares the refused submission learns whose window it was). A write that counts
+    the limit itself (``storage.base.Counted``) answers its base class, ``CommandLimited``."""
 
     def __init__(self, retry_ms: int, key: str = "") -> None:
-        super().__init__(f"rate limited for another {retry_ms} ms")
-        self.retry_ms = retry_ms
-        self.key = key
+        super().__init__(retry_ms, key)
 
 
 def encode_outcome(outcome: Outcome) -> bytes:

@@ -28,6 +28,8 @@ from almanac.services.logging import get_logger
 from almanac.storage.base import (
     AppendRequest,
     AppendResult,
+    CommandLimited,
+    Counted,
     EventStore,
     NotAttempted,
     Receipt,
@@ -67,12 +69,17 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
 class BatchPlan:
     """A decided batch on its way to the store (``RoomService.decide_many``, then ``write``)."""
 
-    __slots__ = ("after", "bases", "final", "held", "receipts", "recheck", "records", "results", "rooms", "writes")
+    __slots__ = ("after", "bases", "counted", "final", "held", "limits", "receipts", "recheck", "records", "results",
+                 "rooms", "writes")
 
     def __init__(self, records: list[CommandRecord], receipts: Callable[[int, Outcome], Receipt] | None,
-                 after: BatchPlan | None) -> None:
+                 after: BatchPlan | None, limits: list[Counted | None] | None = None) -> None:
         self.records = records
         self.receipts = receipts
+        # Each command's client limit, counted by its write in the same step (storage.base.Counted), and the
+        # indexes whose count a write did (the others were not written: their caller counts them).
+        self.limits = limits
+        self.counted: set[int] = set()
         # The batch before, when this one was decided while that one's write was in flight (until revalidated).
         self.after = after
         self.results: list[Outcome | Exception | None] = [None] * len(records)
@@ -181,7 +188,7 @@ class RoomService:
 
     async def decide_many(self, records: list[CommandRecord],
                           receipts: Callable[[int, Outcome], Receipt] | None = None,
-                          after: BatchPlan | None = None) -> BatchPlan:
+                          after: BatchPlan | None = None, limits: list[Counted | None] | None = None) -> BatchPlan:
         """Decide a batch (``handle_many``'s first half); ``write`` sends and collects it.
 
         ``after``: the batch before, decided and sent but its write not yet collected (the engine decides
@@ -189,7 +196,7 @@ class RoomService:
         decisions make; nothing is sent early; and ``write`` first decides again, through ``revalidate``,
         every room whose state then is not the one assumed (its write failed, or a command went alone).
         """
-        plan = BatchPlan(records, receipts, after)
+        plan = BatchPlan(records, receipts, after, limits)
         # No dedupe lookup up front: the write script checks the command id atomically and answers "dup"
         # without writing, so a replayed command costs a wasted decision, never an effect.
         seen: set[tuple[str, str]] = set()
@@ -223,7 +230,7 @@ class RoomService:
             # Deciding failed (Redis, while looking up an earlier outcome): the writes already sent still
             # take effect, so they are awaited and their rooms' cached states move on before the error goes up.
             with contextlib.suppress(BaseException):
-                await self._collect(records, plan.writes, plan.results)
+                await self._collect(records, plan.writes, plan.results, plan.counted)
             raise
         return plan
 
@@ -235,7 +242,7 @@ class RoomService:
             groups = [[d[1] for d in group] for group in held]
             plan.writes.append((held, (last_write or self.store.write_ordered_shards)(groups)))
             plan.held = {}
-        await self._collect(plan.records, plan.writes, plan.results)
+        await self._collect(plan.records, plan.writes, plan.results, plan.counted)
         return plan.results
 
     async def revalidate(self, plan: BatchPlan) -> None:
@@ -271,7 +278,7 @@ class RoomService:
                 plan.held.pop(shard, None)
 
     async def _collect(self, records: list[CommandRecord], writes: list[tuple[list[list[_Decided]], Awaitable]],
-                       results: list[Outcome | Exception | None]) -> None:
+                       results: list[Outcome | Exception | None], counted: set[int]) -> None:
         """Await every send of the batch and record what each write did (the first failure raised after)."""
         failure: BaseException | None = None
         snapshots: list[tuple[str, int, bytes]] = []  # the batch's, saved together below
@@ -282,7 +289,7 @@ class RoomService:
                 failure = failure or error
                 continue
             for decided, written in zip(decided_groups, written_groups, strict=True):
-                await self._written(records, decided, written, results, snapshots)
+                await self._written(records, decided, written, results, snapshots, counted)
         if snapshots and (failure is None or isinstance(failure, Exception)):
             try:
                 await self.store.save_snapshots(snapshots)
@@ -295,7 +302,8 @@ class RoomService:
     async def _decide_room(self, plan: BatchPlan, room: str, decided: list[_Decided]) -> None:
         """Decide one room's commands of a batch in order, each against the state the one before makes,
         starting from the state the batch before decided for it (``plan.after``) or the loaded one."""
-        records, indexes, results, receipts = plan.records, plan.rooms[room], plan.results, plan.receipts
+        records, indexes, results, receipts, limits = (plan.records, plan.rooms[room], plan.results, plan.receipts,
+                                                       plan.limits)
         start = plan.after.final.get(room) if plan.after is not None else None
         if start is None:
             try:
@@ -329,7 +337,8 @@ class RoomService:
                     receipt = receipts(index, announced)
                 decided.append((index, RejectRequest(room=record.room, command_id=record.command_id,
                                                      error=error.to_dict(), record=refusal_record(record, state),
-                                                     receipt=receipt), None, announced))
+                                                     receipt=receipt, counted=limits[index] if limits else None),
+                                None, announced))
                 continue
             except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits (None)
                 results[index] = error
@@ -343,7 +352,8 @@ class RoomService:
                 receipt = receipts(index, announced)
             decided.append((index, AppendRequest(room=record.room, expected_version=expected,
                                                  command_id=record.command_id, envelopes=envelopes,
-                                                 command_record=codec.encode(record), receipt=receipt),
+                                                 command_record=codec.encode(record), receipt=receipt,
+                                                 counted=limits[index] if limits else None),
                             new_state, announced))
             state, last_hash = new_state, envelopes[-1].hash
         if state is not start[0]:
@@ -351,13 +361,16 @@ class RoomService:
 
     async def _written(self, records: list[CommandRecord], decided: list[_Decided],
                        written: list[AppendResult | Exception], results: list[Outcome | Exception | None],
-                       snapshots: list[tuple[str, int, bytes]]) -> None:
+                       snapshots: list[tuple[str, int, bytes]], counted: set[int]) -> None:
         """The results of one shard's ordered write: cache what was appended, answer, set the rest aside."""
         failed: set[str] = set()
         for (index, request, new_state, announced), result in zip(decided, written, strict=True):
             room = request.room
             if isinstance(result, NotAttempted):
                 continue  # None: alone, after the write of its room that did not take effect
+            if request.counted is not None and (not isinstance(result, Exception)
+                                                or isinstance(result, (CommandLimited, VersionConflict))):
+                counted.add(index)  # its count ran in the script (a conflict's too: only the write was refused)
             if isinstance(result, Exception):
                 if isinstance(result, VersionConflict):
                     self.conflicts += 1  # another writer moved the room: caught up when it goes alone

@@ -53,6 +53,25 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True):
     message: bytes
 
 
+class Counted(msgspec.Struct, frozen=True, kw_only=True):
+    """A client's fixed-window command limit (``services.bus.RateLimit``) that a write counts first, in the
+    same atomic step: past it the write does nothing and its result is ``CommandLimited``. Its counter must
+    be in the room's shard (``Keys.token_rate``). Stores without Redis (memory, files) ignore it."""
+
+    key: str
+    amount: int
+    window_ms: int
+
+
+class CommandLimited(Exception):
+    """The write counted its command past its client's limit (``Counted``) and wrote nothing."""
+
+    def __init__(self, retry_ms: int, key: str) -> None:
+        super().__init__(f"rate limited for another {retry_ms} ms")
+        self.retry_ms = retry_ms
+        self.key = key
+
+
 class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One append of a batch (see ``EventStore.write_many``)."""
 
@@ -62,6 +81,7 @@ class AppendRequest(msgspec.Struct, frozen=True, kw_only=True):
     envelopes: list[Envelope]
     command_record: bytes = b""
     receipt: Receipt | None = None
+    counted: Counted | None = None
 
 
 class RejectRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +92,7 @@ class RejectRequest(msgspec.Struct, frozen=True, kw_only=True):
     error: dict
     record: bytes
     receipt: Receipt | None = None
+    counted: Counted | None = None
 
 
 class NotAttempted(Exception):

@@ -17,6 +17,7 @@ from almanac.events.errors import CorruptEventError
 from almanac.storage.base import (
     AppendRequest,
     AppendResult,
+    CommandLimited,
     NotAttempted,
     RejectRequest,
     StoredOutcome,
@@ -94,11 +95,14 @@ return results
 # later writes are answered 'skip' untried, atomically (no other writer runs inside a script). A write
 # with a receipt (storage.base.Receipt: entry id not '') also acknowledges its command entry and
 # publishes its outcome when it takes effect: the answer leaves at the moment of the append.
+# A write with a client's limit (storage.base.Counted) is preceded by a count of it, as the stream's submit
+# script counts (services.bus.SUBMIT_COUNTED): past the limit the room's writes from there are not tried
+# and the count answers 'limited' with the window's remaining ms.
 # KEYS: 1 shard feed, 2 shard rooms, 3 shard command stream, then per append: room events, room version,
-# command outcome, room commands; per refusal: command outcome, room rejected stream.
+# command outcome, room commands; per refusal: command outcome, room rejected stream; per count: counter.
 # ARGV: 1 consumer group of the receipts, then per append: 'a', room, envelope count, expected version,
 # outcome, record, entry id ('' = no receipt), channel, message, the envelopes; per refusal: 'r', room,
-# outcome, record, entry id, channel, message.
+# outcome, record, entry id, channel, message; per count: 'l', room, limit, window (ms).
 WRITE_ORDERED_SCRIPT = """
 local results, failed = {}, {}
 local k, a, n = 4, 2, 0
@@ -138,6 +142,23 @@ while a <= #ARGV do
     end
     k = k + 4
     a = a + 9 + count
+  elseif ARGV[a] == 'l' then
+    if failed[room] then
+      results[n] = {'skip', ''}
+    else
+      local counted = redis.call('INCR', KEYS[k])
+      if counted == 1 then redis.call('PEXPIRE', KEYS[k], ARGV[a + 3]) end
+      if counted > tonumber(ARGV[a + 2]) then
+        local ttl = redis.call('PTTL', KEYS[k])
+        if ttl < 0 then redis.call('PEXPIRE', KEYS[k], ARGV[a + 3]); ttl = tonumber(ARGV[a + 3]) end
+        results[n] = {'limited', tostring(ttl)}
+        failed[room] = true
+      else
+        results[n] = {'ok', ''}
+      end
+    end
+    k = k + 1
+    a = a + 4
   else
     if failed[room] then
       results[n] = {'skip', ''}
@@ -434,6 +455,10 @@ class RedisEventStore:
             room, receipt = request.room, request.receipt
             if keys.shard(room) != shard:
                 raise ValueError(f"write_ordered takes the writes of one shard; room {room!r} is not on shard {shard}")
+            if request.counted is not None:
+                counted = request.counted
+                script_keys.append(counted.key)
+                script_args += ["l", room, counted.amount, counted.window_ms]
             if receipt is None:
                 sent: list = ["", "", ""]
             else:
@@ -460,7 +485,15 @@ class RedisEventStore:
         if isinstance(reply, Exception):
             return [reply] * len(requests)
         results: list[AppendResult | Exception] = []
-        for request, (status, value) in zip(requests, reply, strict=True):
+        replies = iter(reply)
+        for request in requests:
+            if request.counted is not None:
+                status, value = next(replies)  # its count first
+                if status == b"limited":
+                    next(replies)  # the write itself: not tried
+                    results.append(CommandLimited(int(value), request.counted.key))
+                    continue
+            status, value = next(replies)
             if status == b"skip":
                 results.append(NotAttempted(request.room))
             elif isinstance(request, RejectRequest):

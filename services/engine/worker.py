@@ -24,7 +24,13 @@ from redis.exceptions import (
 )
 
 from almanac.events.step import CommandRecord, decode_record
-from almanac.services.bus import COMMAND_FIELD, encode_outcome, outcome_channel_of
+from almanac.services.bus import (
+    COMMAND_FIELD,
+    RateLimit,
+    count as count_request,
+    encode_outcome,
+    outcome_channel_of,
+)
 from almanac.services.engine.batch_line import BatchLine, stream_reply as _stream_reply
 from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.lease import ShardLeases
@@ -33,7 +39,7 @@ from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
 from almanac.services.room_service import BatchPlan, Outcome, RoomService
 from almanac.services.settings import Settings, parse_shard_selection
-from almanac.storage.base import Receipt
+from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.keys import Keys, attempts_key
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer
@@ -216,7 +222,7 @@ class Engine:
         self._read_for: tuple[list[int], dict[str, str], tuple] = ([], {}, ())
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
-        self._here: list[tuple[CommandRecord, asyncio.Future]] = []
+        self._here: list[tuple[CommandRecord, Counted | None, asyncio.Future]] = []
         self._here_waiting = asyncio.Event()
         self.serves_here = False  # set by ``serve_here``: a gateway of this process hands its commands in
         self._here_call: Callable[..., Awaitable[Any]] | None = None
@@ -272,7 +278,7 @@ class Engine:
         return (self.serves_here and not self._cluster and not self._stopping.is_set()
                 and shard not in self._needs_takeover and shard in self.leases.safely_held())
 
-    async def decide_here(self, record: CommandRecord) -> Outcome | None:
+    async def decide_here(self, record: CommandRecord, limit: RateLimit | None = None) -> Outcome | None:
         """Decide a command of this process's gateway without the command stream, if its room's shard is
         safely held here: its Outcome once written. None when it is not (another process holds the shard,
         a takeover is due, this engine is stopping, or a Cluster): submit it to the stream instead.
@@ -281,12 +287,15 @@ class Engine:
         (each a message between processes). The command is decided by the consume loop between its
         batches, against the same room states, and written by the same ordered write (the command record,
         its dedupe and the version check included): this process stays its shards' only, serial writer.
+        ``limit``: the client's limit, counted as the stream's submit counts it (every command, refused or not)
+        but by the command's own write, in the same step: ``CommandLimited`` (a 429), nothing written.
         Raises a Redis failure (the gateway answers 503; the command id may be sent again).
         """
         if not self.decides_here(record.room):
             return None
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._here.append((record, future))
+        counted = None if limit is None else Counted(key=limit.key, amount=limit.amount, window_ms=limit.window_ms)
+        self._here.append((record, counted, future))
         self._here_waiting.set()
         return await future
 
@@ -298,29 +307,43 @@ class Engine:
         # this batch's decision and write, as it covers a stream batch read just before it.
         safe = set(self.leases.safely_held()).intersection(held).difference(self._needs_takeover)
         records: list[CommandRecord] = []
+        limits: list[Counted | None] = []
         waiters: list[asyncio.Future] = []
-        for record, waiter in batch:
+        for record, limit, waiter in batch:
             if waiter.done():
                 continue  # its request left before it was decided: nothing was written
             if self.keys.shard(record.room) not in safe:
                 waiter.set_result(None)  # a lease lapsed meanwhile: the shard's next holder decides it
                 continue
             records.append(record)
+            limits.append(limit)
             waiters.append(waiter)
         if not records:
             return
         try:
-            results: list = await self.service.handle_many(
-                records, last_write=self._write_here if self._here_call is not None else None)
+            plan = await self.service.decide_many(records, limits=limits if any(limits) else None)
+            results: list = await self.service.write(plan, self._write_here if self._here_call is not None else None)
+            counted = plan.counted
         except Exception as error:  # noqa: BLE001 - answered to each waiter below
-            results = [error] * len(records)
-        for record, waiter, result in zip(records, waiters, results, strict=True):
+            results, counted = [error] * len(records), set(range(len(records)))
+        for index, (record, limit, waiter) in enumerate(zip(records, limits, waiters, strict=True)):
+            result = results[index]
+            uncounted = limit is not None and index not in counted
             if result is None:
                 try:
+                    if uncounted:
+                        await self._count_here(record, limit)  # type: ignore[arg-type]
                     result = await self.service.handle(record)  # alone, in batch order (conflict, duplicate)
                 except Exception as error:  # noqa: BLE001 - answered to its waiter
                     result = error
-            if isinstance(result, Exception):
+            elif isinstance(result, Outcome) and uncounted:
+                try:  # answered without a write (an unrecorded refusal, an earlier outcome): counted all the same
+                    await self._count_here(record, limit)  # type: ignore[arg-type]
+                except Exception as error:  # noqa: BLE001 - a 429 (or 503) instead
+                    result = error
+            if isinstance(result, CommandLimited):
+                pass  # the client's window is used up: a 429, nothing written
+            elif isinstance(result, Exception):
                 # The write may have taken effect without its reply: decide the room again from the store.
                 self.service.forget(record.room)
                 if not redis_failure(result):
@@ -352,6 +375,11 @@ class Engine:
             else:
                 raise reply  # the connection failed: the writes may have taken effect (see _decide_here_batch)
         return results
+
+    async def _count_here(self, record: CommandRecord, limit: Counted) -> None:
+        """Count a command decided here that no write counted; ``RateLimited`` past its limit."""
+        await count_request(self.client, self.keys, record.room, RateLimit(limit.key, limit.amount, limit.window_ms),
+                            call=self._here_call)
 
     def _release_here(self) -> None:
         """Stopping: the commands not decided yet go through the stream (their shards' next holder)."""

@@ -13,7 +13,7 @@ from fastapi import Request, WebSocket
 from redis.exceptions import RedisError
 
 from almanac.projections.read import ReadModels
-from almanac.services.bus import RateLimit, RateLimited, count as count_request
+from almanac.services.bus import RateLimit, count as count_request
 from almanac.services.engine.worker import Engine
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
@@ -25,6 +25,7 @@ from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.services.settings import Settings
+from almanac.storage.base import CommandLimited
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
@@ -189,7 +190,7 @@ class Gateway:
         started = time.monotonic()
         try:
             outcome = await self._submit(record, admit, limit)
-        except RateLimited as refused:
+        except CommandLimited as refused:  # bus.RateLimited, or counted by a write decided here
             # Remembered only when it was this request's own window (a sharer's token may be another).
             own = limit is not None and refused.key == limit.key
             raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
@@ -203,7 +204,7 @@ class Gateway:
         if limit is not None:
             try:
                 await count_request(self.client, self.keys, room, limit, call=self.outcomes.call)
-            except RateLimited as refused:
+            except CommandLimited as refused:  # bus.RateLimited, or counted by a write decided here
                 raise self.rate_limits.token_refusal(refused.retry_ms, room, limit) from None
             except RedisError:
                 # The request is refused anyway (the caller re-raises its 4xx): a store that cannot count it
@@ -214,12 +215,9 @@ class Gateway:
         timeout_s = self.settings.command_timeout_ms / 1000
         started = time.monotonic()
         if self.engine is not None:
-            if limit is not None:
-                # Counted first, as the stream's submit script counts it (429, nothing decided), and once.
-                await count_request(self.client, self.keys, record.room, limit, call=self.outcomes.call)
-                limit = None
             try:
-                outcome = await asyncio.wait_for(self.engine.decide_here(record), timeout_s)
+                # The limit is counted by the command's own write (429 past it, nothing written).
+                outcome = await asyncio.wait_for(self.engine.decide_here(record, limit), timeout_s)
             except TimeoutError:
                 return await self.stored_outcome(record)  # decided later maybe: then GET its outcome
             if outcome is not None:

@@ -14,9 +14,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import envelope_hash, state_hash
 from almanac.events.step import replay
+from almanac.services.bus import RateLimit
 from almanac.services.engine.worker import Engine, EngineConfig
 from almanac.services.gateway.submit_line import SubmitLine
 from almanac.services.room_service import RoomService
+from almanac.storage.base import CommandLimited
 from almanac.storage.redis_store import RedisEventStore
 
 register_test_rulesets()
@@ -161,3 +163,21 @@ async def test_a_write_whose_connection_fails_reaches_its_caller_as_a_redis_fail
     engine.serve_here(SubmitLine(redis_client, 5.0).call)
     joined = await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
     assert joined.accepted and joined.last_version == 2
+
+
+async def test_a_clients_limit_is_counted_by_the_commands_own_write_and_refuses_past_it(redis_client, here) -> None:
+    """Every command decided here is counted, as the stream's submit counts it: by its own write when it has
+    one, else on its own (an unrecorded refusal). Past the limit: CommandLimited (a 429), nothing written."""
+    engine, _ = here
+    limit = RateLimit(KEYS.token_rate("h9", "token"), 3, 60_000)
+    created = await engine.decide_here(record("h9", "ann", CREATE, "c1"), limit)
+    unknown = await engine.decide_here(record("h9", "ann", {"kind": "no_such_command"}, "c2"), limit)
+    joined = await engine.decide_here(record("h9", "ann", {"kind": "join_room"}, "c3"), limit)
+    assert created.accepted and not unknown.accepted and joined.accepted
+    assert int(await redis_client.get(limit.key)) == 3  # the unrecorded refusal counted too
+    with pytest.raises(CommandLimited) as refused:
+        await engine.decide_here(record("h9", "ann", {"kind": "add", "amount": 1}, "c4"), limit)
+    assert refused.value.key == limit.key and 0 < refused.value.retry_ms <= 60_000
+    assert int(await redis_client.get(limit.key)) == 4
+    assert await assert_log_consistent(redis_client, "h9") == 2  # created, joined: the refused add wrote nothing
+    assert await RedisEventStore(redis_client, 16).outcome("h9", "c4") is None

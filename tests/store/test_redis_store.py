@@ -8,7 +8,7 @@ from store.test_store_contract import make_envelopes
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.errors import CorruptEventError
-from almanac.storage.base import AppendRequest, Receipt, RejectRequest
+from almanac.storage.base import AppendRequest, Counted, Receipt, RejectRequest
 from almanac.storage.keys import Keys, shard_of
 from almanac.storage.redis_store import RedisEventStore
 
@@ -93,3 +93,38 @@ async def test_an_ordered_write_acknowledges_and_publishes_with_each_write_that_
         messages.append((message["channel"], message["data"]))
     assert messages == [(b"answers:0", b"outcome 0"), (b"answers:1", b"outcome 1")]
     await pubsub.aclose()
+
+
+async def test_an_ordered_write_counts_each_limited_command_first_and_writes_nothing_past_the_limit(redis_client):
+    """Given a client limit of 2 per window carried by the writes (storage.base.Counted), when a room's three
+    appends, then a refusal of another room, are written in one call, then the first two are counted and
+    appended, the third is answered CommandLimited with the window's remaining ms and nothing of it is
+    written, and the refusal, counted under its own limit, is recorded: as the stream's submit counts."""
+    store = RedisEventStore(redis_client, shard_count=1)
+    keys = Keys(1)
+    limit = Counted(key=keys.token_rate("r1", "digest"), amount=2, window_ms=60_000)
+    other = Counted(key=keys.token_rate("r2", "other"), amount=1, window_ms=60_000)
+    first = make_envelopes("r1", 1, 1, GENESIS_HASH, command_id="a")
+    second = make_envelopes("r1", 2, 1, first[-1].hash, command_id="b")
+    third = make_envelopes("r1", 3, 1, second[-1].hash, command_id="c")
+    results = await store.write_ordered([
+        AppendRequest(room="r1", expected_version=0, command_id="a", envelopes=first, counted=limit),
+        AppendRequest(room="r1", expected_version=1, command_id="b", envelopes=second, counted=limit),
+        AppendRequest(room="r1", expected_version=2, command_id="c", envelopes=third, counted=limit),
+        RejectRequest(room="r2", command_id="no", error={"code": "x", "message": "no"}, record=b"r", counted=other),
+    ])
+    assert [type(result).__name__ for result in results] == ["AppendResult", "AppendResult", "CommandLimited",
+                                                             "AppendResult"]
+    assert results[2].key == limit.key and 0 < results[2].retry_ms <= 60_000
+    assert await store.latest_version("r1") == 2 and await store.outcome("r1", "c") is None
+    assert int(await redis_client.get(limit.key)) == 3  # every command counted, the refused one too
+    assert 0 < await redis_client.pttl(limit.key) <= 60_000
+    assert len(await store.rejections("r2")) == 1 and int(await redis_client.get(other.key)) == 1
+
+    # A room's write that is not tried (after its earlier write did not take effect) is not counted either.
+    results = await store.write_ordered([
+        AppendRequest(room="r1", expected_version=0, command_id="late", envelopes=first),  # a conflict
+        AppendRequest(room="r1", expected_version=1, command_id="later", envelopes=second, counted=limit),
+    ])
+    assert [type(result).__name__ for result in results] == ["VersionConflict", "NotAttempted"]
+    assert int(await redis_client.get(limit.key)) == 3
