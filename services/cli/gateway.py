@@ -140,9 +140,10 @@ class Stack:
 
     RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 
-    def __init__(self, settings: Settings, engines: int = 1, gateways: int = 1) -> None:
+    def __init__(self, settings: Settings, engines: int | None = None, gateways: int = 1) -> None:
         self.settings = settings
-        self.engines = engines
+        # With ALMANAC_GATEWAY_ENGINE the gateways hold the leases and decide: no engine process by default.
+        self.engines = engines if engines is not None else (0 if settings.gateway_engine else 1)
         self.gateways = gateways
         self.data_dir = Path(settings.data_dir).resolve()
         self.children: dict[str, subprocess.Popen] = {}
