@@ -255,8 +255,6 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning", "gateway_engine": gateway_engine})
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
-        if gateway_engine:
-            os.environ["ALMANAC_GATEWAY_ENGINE"] = "true"  # the stack's gateway children read it
         console.print(f"starting Redis, {engines} engine(s), a projector and {gateways} gateway(s)"
                       f"{' deciding the commands of the shards they hold' if gateway_engine else ''} "
                       f"(ALMANAC_DURABILITY={settings.durability}) ...")

@@ -188,6 +188,7 @@ class Stack:
             "ALMANAC_HTTP_PORT": str(port),
             "ALMANAC_HTTP_HOST": host,
             "ALMANAC_SECRET": secret,
+            "ALMANAC_GATEWAY_ENGINE": "true" if self.settings.gateway_engine else "false",
         }
         for service in self._services():
             copies = {"engine": self.engines, "gateway": self.gateways}.get(service, 1)

@@ -166,6 +166,20 @@ async def require_replica(client: aioredis.Redis) -> None:
                               "one has none (add a replica, or use ALMANAC_DURABILITY=aof)")
 
 
+class NotDecidedHere(Exception):
+    """A command handed to ``Engine.decide_here`` waited its whole time unseen (the engine busy elsewhere): it
+    was withdrawn, so nothing of it was or will be written (the gateway answers 503, the client sends again)."""
+
+
+class _Here:
+    """A command handed in by ``decide_here``: its limit, its waiter, and whether a batch took it."""
+
+    __slots__ = ("counted", "future", "record", "taken")
+
+    def __init__(self, record: CommandRecord, counted: Counted | None, future: asyncio.Future) -> None:
+        self.record, self.counted, self.future, self.taken = record, counted, future, False
+
+
 class Engine:
     """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
 
@@ -222,7 +236,7 @@ class Engine:
         self._read_for: tuple[list[int], dict[str, str], tuple] = ([], {}, ())
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
-        self._here: list[tuple[CommandRecord, Counted | None, asyncio.Future]] = []
+        self._here: list[_Here] = []
         self._here_waiting = asyncio.Event()
         self.serves_here = False  # set by ``serve_here``: a gateway of this process hands its commands in
         self._here_call: Callable[..., Awaitable[Any]] | None = None
@@ -278,7 +292,8 @@ class Engine:
         return (self.serves_here and not self._cluster and not self._stopping.is_set()
                 and shard not in self._needs_takeover and shard in self.leases.safely_held())
 
-    async def decide_here(self, record: CommandRecord, limit: RateLimit | None = None) -> Outcome | None:
+    async def decide_here(self, record: CommandRecord, limit: RateLimit | None = None,
+                          timeout_s: float = 5.0) -> Outcome | None:
         """Decide a command of this process's gateway without the command stream, if its room's shard is
         safely held here: its Outcome once written. None when it is not (another process holds the shard,
         a takeover is due, this engine is stopping, or a Cluster): submit it to the stream instead.
@@ -289,15 +304,28 @@ class Engine:
         its dedupe and the version check included): this process stays its shards' only, serial writer.
         ``limit``: the client's limit, counted as the stream's submit counts it (every command, refused or not)
         but by the command's own write, in the same step: ``CommandLimited`` (a 429), nothing written.
-        Raises a Redis failure (the gateway answers 503; the command id may be sent again).
+        Raises a Redis failure (the gateway answers 503; the command id may be sent again), and
+        ``NotDecidedHere`` when no batch took the command within ``timeout_s`` (it is withdrawn: nothing
+        written). A command a batch took is waited for to the end: its write is bounded by Redis's timeout.
         """
         if not self.decides_here(record.room):
             return None
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
         counted = None if limit is None else Counted(key=limit.key, amount=limit.amount, window_ms=limit.window_ms)
-        self._here.append((record, counted, future))
+        entry = _Here(record, counted, asyncio.get_running_loop().create_future())
+        self._here.append(entry)
         self._here_waiting.set()
-        return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(entry.future), timeout_s)
+        except TimeoutError:
+            if entry.taken:
+                return await entry.future  # being decided and written: its answer is on its way
+            with contextlib.suppress(ValueError):
+                self._here.remove(entry)
+            entry.future.cancel()
+            raise NotDecidedHere(f"no batch took command {record.command_id!r} within {timeout_s} s") from None
+        finally:
+            if not entry.future.done() and not entry.taken:
+                entry.future.cancel()  # its caller left (the request cancelled): a batch skips it
 
     async def _decide_here_batch(self, held: list[int]) -> None:
         """Decide and write the commands handed in by ``decide_here``; never raises (each waiter gets its own
@@ -309,15 +337,16 @@ class Engine:
         records: list[CommandRecord] = []
         limits: list[Counted | None] = []
         waiters: list[asyncio.Future] = []
-        for record, limit, waiter in batch:
-            if waiter.done():
+        for entry in batch:
+            if entry.future.done():
                 continue  # its request left before it was decided: nothing was written
-            if self.keys.shard(record.room) not in safe:
-                waiter.set_result(None)  # a lease lapsed meanwhile: the shard's next holder decides it
+            if self.keys.shard(entry.record.room) not in safe:
+                entry.future.set_result(None)  # a lease lapsed meanwhile: the shard's next holder decides it
                 continue
-            records.append(record)
-            limits.append(limit)
-            waiters.append(waiter)
+            entry.taken = True
+            records.append(entry.record)
+            limits.append(entry.counted)
+            waiters.append(entry.future)
         if not records:
             return
         try:
@@ -381,24 +410,39 @@ class Engine:
         await count_request(self.client, self.keys, record.room, RateLimit(limit.key, limit.amount, limit.window_ms),
                             call=self._here_call)
 
+    def _still_held(self, batch: list[tuple[int, bytes, dict]]) -> list[tuple[int, bytes, dict]]:
+        """A read's entries whose shard is still safely held: commands decided here while it waited took time
+        from the lease's margin. The others stay pending, for a takeover (``>`` never delivers them again)."""
+        if not batch:
+            return batch
+        safe = set(self._readable(self.leases.safely_held()))
+        lapsed = {shard for shard, _, _ in batch if shard not in safe}
+        if not lapsed:
+            return batch
+        self._needs_takeover.update(lapsed)
+        self.log.info("shard.read_orphaned", shards=sorted(lapsed))
+        return [entry for entry in batch if entry[0] not in lapsed]
+
     def _release_here(self) -> None:
-        """Stopping: the commands not decided yet go through the stream (their shards' next holder)."""
+        """The commands handed in and not taken yet go through the stream (their shard's holder decides them):
+        whenever this loop is not about to decide (stopping, no lease held, a failed round's pause, a
+        step-aside, a takeover), so no caller waits out its time for nothing."""
         batch, self._here = self._here, []
-        for _, waiter in batch:
-            if not waiter.done():
-                waiter.set_result(None)
+        for entry in batch:
+            if not entry.future.done():
+                entry.future.set_result(None)
 
     async def _read_new_deciding_here(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
         """``_read_new``, deciding the commands ``decide_here`` hands in while the read waits."""
         read = asyncio.ensure_future(self._read_new(held))
         try:
             while True:
-                if self._here:
+                if self._here and not self._stopping.is_set():  # stopping: they go back (_release_here)
                     await self._decide_here_batch(held)
                 if read.done():
-                    return read.result()
+                    return self._still_held(read.result())
                 self._here_waiting.clear()
-                if self._here:
+                if self._here and not self._stopping.is_set():
                     continue
                 waiting = asyncio.ensure_future(self._here_waiting.wait())
                 try:
@@ -528,6 +572,7 @@ class Engine:
         while not self._stopping.is_set():
             held = self.leases.safely_held()
             if not held:
+                self._release_here()
                 # No read to ride on (leases lapsing or lost): what is done goes now, as it always did.
                 with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
                     await self._send_done()
@@ -546,6 +591,8 @@ class Engine:
                     # A takeover replays every pending entry, those of the read in flight or decided ahead
                     # too: drop them before it, or they would be decided twice.
                     await self._drop_in_flight()
+                if self._here and self._needs_takeover.intersection(held):
+                    self._release_here()  # a takeover may replay a long backlog: these go through the stream
                 for shard in held:
                     if shard in self._needs_takeover:
                         await self._take_over(shard)
@@ -573,6 +620,7 @@ class Engine:
                 failed_rounds = 0
             except INFRASTRUCTURE_ERRORS as error:
                 await self._drop_in_flight()
+                self._release_here()
                 self._redis_error_ms = int(time.time() * 1000)
                 # Whatever was read stays pending; take the shards over again once Redis answers.
                 self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
@@ -584,6 +632,7 @@ class Engine:
                 backoff = backoff if self._cluster else min(backoff * 2, 5.0)
             except ResponseError as error:
                 await self._drop_in_flight()
+                self._release_here()
                 self._needs_takeover.update(held)
                 if "NOGROUP" in str(error):
                     # The stream or group vanished (a flush, a restart without persistence): set it up again.
@@ -608,6 +657,7 @@ class Engine:
                 backoff = min(backoff * 2, 5.0)
             except Exception as error:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
                 await self._drop_in_flight()
+                self._release_here()
                 self.log.exception("consume.unexpected_error", retry_in_s=backoff)
                 self._needs_takeover.update(held)
                 failed_rounds += 1
@@ -625,6 +675,7 @@ class Engine:
         self.log.error("consume.stepping_aside", shards=self.leases.held, failed_rounds=STEP_ASIDE_AFTER,
                        error=f"{type(error).__name__}: {error}", hold_off_s=hold_off_s)
         self.metrics.count("stepped_aside")
+        self._release_here()
         self._needs_takeover.update(self.leases.held)
         await self._drop_in_flight()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 
 from almanac.projections.read import ReadModels
 from almanac.services.bus import RateLimit, count as count_request
-from almanac.services.engine.worker import Engine
+from almanac.services.engine.worker import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.ids import UnguessableIds
@@ -217,9 +217,9 @@ class Gateway:
         if self.engine is not None:
             try:
                 # The limit is counted by the command's own write (429 past it, nothing written).
-                outcome = await asyncio.wait_for(self.engine.decide_here(record, limit), timeout_s)
-            except TimeoutError:
-                return await self.stored_outcome(record)  # decided later maybe: then GET its outcome
+                outcome = await self.engine.decide_here(record, limit, timeout_s)
+            except NotDecidedHere:
+                raise overloaded("its engine did not take the command in time") from None
             if outcome is not None:
                 return outcome
             timeout_s -= time.monotonic() - started  # not held here: through the stream, to its shard's holder

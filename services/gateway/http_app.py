@@ -16,7 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from redis.exceptions import ResponseError
 
 from almanac.events.disclosure import Hidden
-from almanac.services.engine.worker import Engine, engine_config
+from almanac.services.engine.worker import Engine, EngineConfig, engine_config
 from almanac.services.gateway import (
     api_dispute,
     api_docs,
@@ -61,6 +61,14 @@ REDIS_TIMEOUT_S = 5.0
 access = get_logger("almanac.gateway.access")
 
 
+def gateway_engine_config(settings: Settings) -> EngineConfig:
+    """The engine of a gateway with ALMANAC_GATEWAY_ENGINE: the settings' engine, named after this gateway's
+    host and port (stable across its restarts, unlike a pid: its consumer, metrics and heartbeat stay one)."""
+    config = engine_config(settings)
+    where = settings.http_port or os.getpid()  # port 0 (a free one) says nothing: then the process
+    return msgspec.structs.replace(config, name=f"{config.name}:gateway-{where}")
+
+
 def create_app(settings: Settings) -> FastAPI:
     if not settings.redis_url:
         raise ValueError("the gateway needs REDIS_URL (almanac up starts a Redis and sets it)")
@@ -76,13 +84,12 @@ def create_app(settings: Settings) -> FastAPI:
         await gateway.outcomes.start()
         gateway.lag.start()
         engine_client = None
-        if settings.gateway_engine:
-            engine_client = connect(settings.redis_url, settings.redis_cluster)
-            gateway.engine = Engine(engine_client, msgspec.structs.replace(
-                engine_config(settings), name=f"{engine_config(settings).name}:gateway-{os.getpid()}"))
-            gateway.engine.serve_here(gateway.outcomes.call)
-            await gateway.engine.start()
         try:
+            if settings.gateway_engine:
+                engine_client = connect(settings.redis_url, settings.redis_cluster)
+                gateway.engine = Engine(engine_client, gateway_engine_config(settings))
+                gateway.engine.serve_here(gateway.outcomes.call)
+                await gateway.engine.start()
             yield
         finally:
             if gateway.engine is not None:

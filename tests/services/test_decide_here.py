@@ -15,7 +15,7 @@ from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import envelope_hash, state_hash
 from almanac.events.step import replay
 from almanac.services.bus import RateLimit
-from almanac.services.engine.worker import Engine, EngineConfig
+from almanac.services.engine.worker import Engine, EngineConfig, NotDecidedHere
 from almanac.services.gateway.submit_line import SubmitLine
 from almanac.services.room_service import RoomService
 from almanac.storage.base import CommandLimited
@@ -134,35 +134,79 @@ async def test_a_room_whose_shard_another_engine_holds_goes_through_the_stream(r
         await line.close()
 
 
-async def test_an_engine_not_serving_here_and_a_stopping_one_send_commands_to_the_stream(redis_client) -> None:
+async def test_an_engine_not_serving_here_sends_commands_to_the_stream(redis_client) -> None:
     plain = await started(redis_client, "plain")  # no gateway in its process: never decides here
     await wait_for(lambda: _holds_all(plain), what="the leases")
     try:
         assert await plain.decide_here(record("h5", "ann", CREATE, "c1")) is None
     finally:
         await plain.stop()
+
+
+async def test_commands_queued_when_the_engine_stops_go_back_to_their_callers_undecided(redis_client) -> None:
     line = SubmitLine(redis_client, 5.0)
     serving = await started(redis_client, "serving", line)
     await wait_for(lambda: _holds_all(serving), what="the leases")
     waiting = [asyncio.ensure_future(serving.decide_here(record(f"h6-{n}", "ann", CREATE, f"c{n}")))
                for n in range(50)]
-    await serving.stop()  # what it had not decided yet goes back to its caller, for the stream
-    answers = await asyncio.gather(*waiting)
-    assert all(answer is None or answer.accepted for answer in answers)
+    await asyncio.sleep(0)  # every call is queued now (none decided: the consume loop has not run since)
+    assert len(serving._here) == 50
+    await serving.stop()  # what it had not decided goes back to its caller, for the stream
+    answers = await asyncio.wait_for(asyncio.gather(*waiting), 5)
+    assert len(answers) == 50 and all(answer is None or answer.accepted for answer in answers)
+    assert any(answer is None for answer in answers)  # released undecided, not all decided before the stop
+    store = RedisEventStore(redis_client, 16)
+    for n, answer in enumerate(answers):  # an undecided one wrote nothing; a decided one is in the log
+        assert (await store.outcome(f"h6-{n}", f"c{n}") is None) == (answer is None)
     assert await serving.decide_here(record("h7", "ann", CREATE, "c1")) is None  # stopped: never here
     await line.close()
 
 
-async def test_a_write_whose_connection_fails_reaches_its_caller_as_a_redis_failure(redis_client, here) -> None:
+async def test_a_command_no_batch_takes_in_time_is_withdrawn_and_never_written(redis_client) -> None:
+    """Given Redis paused while a command of the room is being written, a second command handed in behind
+    it waits its whole time unseen: NotDecidedHere (the gateway's 503), and nothing of it is ever written."""
+    line = SubmitLine(redis_client, 5.0)
+    engine = Engine(redis_client, EngineConfig(name="patient", shards=ALL_SHARDS, lease_ms=5_000))
+    engine.serve_here(line.call)
+    await engine.start()
+    try:
+        await wait_for(lambda: _holds_all(engine), what="the leases")
+        assert (await engine.decide_here(record("h10", "ann", CREATE, "c1"))).accepted
+        await redis_client.execute_command("CLIENT", "PAUSE", 500, "ALL")
+        writing = asyncio.ensure_future(engine.decide_here(record("h10", "ann", {"kind": "join_room"}, "c2")))
+        await asyncio.sleep(0.05)  # taken by a batch, its write held by the pause
+        with pytest.raises(NotDecidedHere):
+            await engine.decide_here(record("h10", "ann", {"kind": "add", "amount": 1}, "c3"), timeout_s=0.1)
+        assert (await writing).accepted  # the pause over, the write it had taken completes
+        await asyncio.sleep(0.2)
+        store = RedisEventStore(redis_client, 16)
+        assert await store.outcome("h10", "c3") is None and await store.latest_version("h10") == 2
+    finally:
+        await engine.stop()
+        await line.close()
+
+
+async def test_a_write_that_took_effect_but_lost_its_reply_is_answered_as_a_duplicate_when_sent_again(
+        redis_client, here) -> None:
+    """Given a write whose reply is lost after it took effect (the connection dropped), the caller gets the
+    Redis failure (503); the room is decided again from the store, so the same command id sent again is a
+    duplicate of the first outcome and the next command takes the next version."""
     engine, line = here
     await engine.decide_here(record("h8", "ann", CREATE, "c1"))
-    await line.close()  # the line refuses calls from now on, as a lost connection does
+
+    async def written_then_lost(*command):
+        await line.call(*command)
+        raise RedisConnectionError("the connection dropped after the write")
+
+    engine.serve_here(written_then_lost)
     with pytest.raises(RedisConnectionError):
         await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
-    # Nothing half-done: the room is decided again from the store, and the command can be sent again.
-    engine.serve_here(SubmitLine(redis_client, 5.0).call)
-    joined = await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
-    assert joined.accepted and joined.last_version == 2
+    engine.serve_here(line.call)
+    again = await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
+    assert again.duplicate and again.last_version == 2
+    added = await engine.decide_here(record("h8", "ann", {"kind": "add", "amount": 3}, "c3"))
+    assert added.accepted and added.last_version == 3
+    assert await assert_log_consistent(redis_client, "h8") == 3
 
 
 async def test_a_clients_limit_is_counted_by_the_commands_own_write_and_refuses_past_it(redis_client, here) -> None:
