@@ -311,21 +311,28 @@ class Engine:
         if not self.decides_here(record.room):
             return None
         counted = None if limit is None else Counted(key=limit.key, amount=limit.amount, window_ms=limit.window_ms)
-        entry = _Here(record, counted, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        entry = _Here(record, counted, loop.create_future())
         self._here.append(entry)
         self._here_waiting.set()
+        # A timer, not wait_for: one handle per command instead of a task and a shield (CPU per command).
+        timer = loop.call_later(timeout_s, self._withdraw, entry, timeout_s)
         try:
-            return await asyncio.wait_for(asyncio.shield(entry.future), timeout_s)
-        except TimeoutError:
-            if entry.taken:
-                return await entry.future  # being decided and written: its answer is on its way
-            with contextlib.suppress(ValueError):
-                self._here.remove(entry)
-            entry.future.cancel()
-            raise NotDecidedHere(f"no batch took command {record.command_id!r} within {timeout_s} s") from None
+            # Cancelled (its request left): the future is cancelled with it, and a batch skips it, or, taken
+            # already, decides and writes it all the same (its outcome is stored).
+            return await entry.future
         finally:
-            if not entry.future.done() and not entry.taken:
-                entry.future.cancel()  # its caller left (the request cancelled): a batch skips it
+            timer.cancel()
+
+    def _withdraw(self, entry: _Here, timeout_s: float) -> None:
+        """A command no batch took within its time: out of the queue, never to be written (NotDecidedHere).
+        One a batch took is left to finish: its write is bounded by Redis's timeout."""
+        if entry.taken or entry.future.done():
+            return
+        with contextlib.suppress(ValueError):
+            self._here.remove(entry)
+        entry.future.set_exception(
+            NotDecidedHere(f"no batch took command {entry.record.command_id!r} within {timeout_s} s"))
 
     async def _decide_here_batch(self, held: list[int]) -> None:
         """Decide and write the commands handed in by ``decide_here``; never raises (each waiter gets its own
