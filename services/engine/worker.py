@@ -237,7 +237,7 @@ class Engine:
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self._here: list[_Here] = []
-        self._here_waiting = asyncio.Event()
+        self._here_wake: asyncio.Future | None = None  # what the consume loop awaits beside its read
         self.serves_here = False  # set by ``serve_here``: a gateway of this process hands its commands in
         self._here_call: Callable[..., Awaitable[Any]] | None = None
 
@@ -314,7 +314,7 @@ class Engine:
         loop = asyncio.get_running_loop()
         entry = _Here(record, counted, loop.create_future())
         self._here.append(entry)
-        self._here_waiting.set()
+        self._wake_here()
         # A timer, not wait_for: one handle per command instead of a task and a shield (CPU per command).
         timer = loop.call_later(timeout_s, self._withdraw, entry, timeout_s)
         try:
@@ -439,29 +439,35 @@ class Engine:
             if not entry.future.done():
                 entry.future.set_result(None)
 
+    def _wake_here(self, _: object = None) -> None:
+        wake = self._here_wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
     async def _read_new_deciding_here(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
         """``_read_new``, deciding the commands ``decide_here`` hands in while the read waits."""
+        loop = asyncio.get_running_loop()
         read = asyncio.ensure_future(self._read_new(held))
+        read.add_done_callback(self._wake_here)
         try:
             while True:
                 if self._here and not self._stopping.is_set():  # stopping: they go back (_release_here)
                     await self._decide_here_batch(held)
                 if read.done():
                     return self._still_held(read.result())
-                self._here_waiting.clear()
                 if self._here and not self._stopping.is_set():
                     continue
-                waiting = asyncio.ensure_future(self._here_waiting.wait())
-                try:
-                    await asyncio.wait((read, waiting), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiting.cancel()
+                # One plain future woken by a command handed in or by the read (no task per wait: CPU).
+                self._here_wake = loop.create_future()
+                await self._here_wake
         except BaseException:
             if not read.done():
                 read.cancel()
                 with contextlib.suppress(BaseException):
                     await read
             raise
+        finally:
+            self._here_wake = None
 
     # --- leases and heartbeat -----------------------------------------------------------------
 
