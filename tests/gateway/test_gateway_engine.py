@@ -17,12 +17,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from gateway_stack import Stack
+from log_checks import assert_log_verifies
 
-from almanac.events.envelope import GENESIS_HASH
-from almanac.events.hashing import envelope_hash, state_hash
-from almanac.events.step import replay
 from almanac.services.bench.e2e import CHALLENGE, _script
-from almanac.services.room_service import RoomService
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
@@ -87,17 +84,8 @@ def test_a_game_played_through_a_deciding_gateway_skips_the_command_stream(decid
 
 
 async def _verified(room: str, redis_url: str) -> list:
-    """The room's chain links and its stored state equals a plain fold of its events."""
     client = aioredis.Redis.from_url(redis_url)
     try:
-        store = RedisEventStore(client, 16)
-        envelopes = await store.read(room)
-        previous = GENESIS_HASH
-        for envelope in envelopes:
-            assert envelope.previous_hash == previous and envelope_hash(envelope) == envelope.hash
-            previous = envelope.hash
-        loaded, _ = await RoomService(store).load(room)
-        assert state_hash(loaded) == state_hash(replay(envelopes))
-        return envelopes
+        return await assert_log_verifies(RedisEventStore(client, 16), room)
     finally:
         await client.aclose()

@@ -9,11 +9,9 @@ import pytest
 import redis.asyncio as aioredis
 from engine_process_helper import register_test_rulesets
 from engine_test_support import KEYS, record, send, wait_for
+from log_checks import assert_log_verifies
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from almanac.events.envelope import GENESIS_HASH
-from almanac.events.hashing import envelope_hash, state_hash
-from almanac.events.step import replay
 from almanac.services.bus import RateLimit
 from almanac.services.engine.worker import Engine, EngineConfig, NotDecidedHere
 from almanac.services.gateway.submit_line import SubmitLine
@@ -58,21 +56,7 @@ async def stream_entries(client: aioredis.Redis) -> int:
 
 
 async def assert_log_consistent(client: aioredis.Redis, room: str) -> int:
-    """The chain links, every event has its command record, and the stored state equals a plain fold."""
-    store = RedisEventStore(client, 16)
-    envelopes = await store.read(room)
-    previous = GENESIS_HASH
-    for envelope in envelopes:
-        assert envelope.previous_hash == previous and envelope_hash(envelope) == envelope.hash
-        previous = envelope.hash
-    loaded, last_hash = await RoomService(store).load(room)
-    assert state_hash(loaded) == state_hash(replay(envelopes)) and last_hash == previous
-    # Every command that appended has its record at its first version (what `verify` re-decides).
-    firsts = {}
-    for envelope in envelopes:
-        firsts.setdefault(envelope.command_id, envelope.version)
-    assert sorted(version for version, _ in await store.commands(room)) == sorted(firsts.values())
-    return len(envelopes)
+    return len(await assert_log_verifies(RedisEventStore(client, 16), room))
 
 
 async def test_a_game_decided_here_never_touches_the_command_stream_and_its_log_verifies(redis_client, here) -> None:
