@@ -485,6 +485,8 @@ class RedisEventStore:
         if isinstance(reply, Exception):
             return [reply] * len(requests)
         results: list[AppendResult | Exception] = []
+        if len(reply) != len(requests) + sum(request.counted is not None for request in requests):
+            raise ValueError(f"the ordered write answered {len(reply)} results for {len(requests)} writes")
         replies = iter(reply)
         for request in requests:
             if request.counted is not None:

@@ -238,6 +238,7 @@ class Engine:
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self._here: list[_Here] = []
         self._here_wake: asyncio.Future | None = None  # what the consume loop awaits beside its read
+        self._taking_over = False  # a takeover may replay a long backlog: commands go to the stream meanwhile
         self.serves_here = False  # set by ``serve_here``: a gateway of this process hands its commands in
         self._here_call: Callable[..., Awaitable[Any]] | None = None
 
@@ -289,7 +290,7 @@ class Engine:
     def decides_here(self, room: str) -> bool:
         """Whether ``decide_here`` takes the room's commands now: its shard safely held and taken over."""
         shard = self.keys.shard(room)
-        return (self.serves_here and not self._cluster and not self._stopping.is_set()
+        return (self.serves_here and not self._cluster and not self._stopping.is_set() and not self._taking_over
                 and shard not in self._needs_takeover and shard in self.leases.safely_held())
 
     async def decide_here(self, record: CommandRecord, limit: RateLimit | None = None,
@@ -329,9 +330,7 @@ class Engine:
         One a batch took is left to finish: its write is bounded by Redis's timeout."""
         if entry.taken or entry.future.done():
             return
-        with contextlib.suppress(ValueError):
-            self._here.remove(entry)
-        entry.future.set_exception(
+        entry.future.set_exception(  # a batch skips it (done); left in the queue: removing it costs O(n)
             NotDecidedHere(f"no batch took command {entry.record.command_id!r} within {timeout_s} s"))
 
     async def _decide_here_batch(self, held: list[int]) -> None:
@@ -356,6 +355,16 @@ class Engine:
             waiters.append(entry.future)
         if not records:
             return
+        try:
+            await self._decide_taken(records, limits, waiters)
+        finally:
+            for waiter in waiters:  # something raised past the answers (a bug, a cancellation): never left hanging
+                if not waiter.done():
+                    waiter.set_exception(RedisConnectionError("the engine stopped deciding this command; send it again"))
+
+    async def _decide_taken(self, records: list[CommandRecord], limits: list[Counted | None],
+                            waiters: list[asyncio.Future]) -> None:
+        """Decide and write the taken commands (counting each client's limit once) and answer each waiter."""
         try:
             plan = await self.service.decide_many(records, limits=limits if any(limits) else None)
             results: list = await self.service.write(plan, self._write_here if self._here_call is not None else None)
@@ -604,14 +613,18 @@ class Engine:
                     # A takeover replays every pending entry, those of the read in flight or decided ahead
                     # too: drop them before it, or they would be decided twice.
                     await self._drop_in_flight()
-                if self._here and self._needs_takeover.intersection(held):
+                if self._needs_takeover.intersection(held):
+                    self._taking_over = True
                     self._release_here()  # a takeover may replay a long backlog: these go through the stream
-                for shard in held:
-                    if shard in self._needs_takeover:
-                        await self._take_over(shard)
-                        self._needs_takeover.discard(shard)
-                        if self._stopping.is_set():
-                            return
+                    try:
+                        for shard in held:
+                            if shard in self._needs_takeover:
+                                await self._take_over(shard)
+                                self._needs_takeover.discard(shard)
+                                if self._stopping.is_set():
+                                    return
+                    finally:
+                        self._taking_over = False
                 if self._here and self._ahead is None:
                     await self._decide_here_batch(held)
                 if self._ahead is not None:

@@ -219,10 +219,11 @@ class Gateway:
                 # The limit is counted by the command's own write (429 past it, nothing written).
                 outcome = await self.engine.decide_here(record, limit, timeout_s)
             except NotDecidedHere:
-                raise overloaded("its engine did not take the command in time") from None
+                outcome = None  # withdrawn, nothing written: into the stream, decided when its engine can (202)
             if outcome is not None:
                 return outcome
-            timeout_s -= time.monotonic() - started  # not held here: through the stream, to its shard's holder
+            # Not held here (or not taken in time): through the stream, to its shard's holder.
+            timeout_s = max(timeout_s - (time.monotonic() - started), 0.0)
         try:
             outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit, limit)
         except SubscriptionLost:

@@ -86,7 +86,10 @@ def create_app(settings: Settings) -> FastAPI:
         engine_client = None
         try:
             if settings.gateway_engine:
-                engine_client = connect(settings.redis_url, settings.redis_cluster)
+                # Timeouts as the gateway's own client: a command a batch took is answered (503) when Redis
+                # stops answering, never held for as long as the OS keeps a dead connection.
+                engine_client = connect(settings.redis_url, settings.redis_cluster,
+                                        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
                 gateway.engine = Engine(engine_client, gateway_engine_config(settings))
                 gateway.engine.serve_here(gateway.outcomes.call)
                 await gateway.engine.start()

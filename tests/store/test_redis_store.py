@@ -128,3 +128,15 @@ async def test_an_ordered_write_counts_each_limited_command_first_and_writes_not
     ])
     assert [type(result).__name__ for result in results] == ["VersionConflict", "NotAttempted"]
     assert int(await redis_client.get(limit.key)) == 3
+
+
+async def test_an_ordered_writes_reply_that_does_not_match_its_writes_is_an_error_not_a_guess(redis_client):
+    """Each write (and each count before one) has one reply: a reply of another length is refused outright."""
+    store = RedisEventStore(redis_client, shard_count=1)
+    limit = Counted(key=Keys(1).token_rate("r1", "digest"), amount=5, window_ms=1_000)
+    first = make_envelopes("r1", 1, 1, GENESIS_HASH, command_id="a")
+    requests = [AppendRequest(room="r1", expected_version=0, command_id="a", envelopes=first, counted=limit)]
+    with pytest.raises(ValueError, match="for 1 writes"):
+        store.ordered_results(requests, [[b"ok", b""]])  # the count's reply only
+    with pytest.raises(ValueError):
+        store.ordered_results(requests, [[b"ok", b""], [b"ok", b"1"], [b"ok", b"2"]])
