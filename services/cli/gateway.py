@@ -199,6 +199,9 @@ class Stack:
                     own_env = {"ALMANAC_ENGINE_SHARDS": f"{index}/{copies}", "ALMANAC_ENGINE_NAME": name}
                 elif service == "gateway":
                     own_env = {"ALMANAC_HTTP_PORT": str(ports[index])}
+                    if self.settings.gateway_engine and copies > 1:
+                        # Deciding gateways split the shards as engine groups do (else the first takes them all).
+                        own_env["ALMANAC_ENGINE_SHARDS"] = f"{index}/{copies}"
                 self._child_specs[name] = (service, own_env)
                 self._spawn(name)
         signal.signal(signal.SIGTERM, self._on_sigterm)

@@ -24,3 +24,34 @@ def test_two_engines_and_two_gateways_answer_every_command_and_the_load_is_sprea
     assert set(figures["cpu_ms_per_command_by_service"]) == {"engine", "gateway", "projector", "redis"}
     printed = " ".join(capsys.readouterr().out.split())
     assert "answers per gateway" in printed and "CPU per command across the stack" in printed
+
+
+def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monkeypatch, tmp_path):
+    # Given a stack whose gateways decide their own commands (ALMANAC_GATEWAY_ENGINE), two of them
+    import json  # noqa: PLC0415
+
+    import httpx  # noqa: PLC0415
+    import redis  # noqa: PLC0415
+
+    from almanac.services.cli.gateway import Stack  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    settings = load_settings({}, data_dir=str(tmp_path), http_port=0, gateway_engine=True, log_level="warning")
+    with Stack(settings, gateways=2) as stack:
+        stack.start()
+        # Then no engine process runs, and each gateway's engine holds its half of the shards (as engine groups)
+        assert "engine" not in stack.children and {"gateway", "gateway-2"} <= set(stack.children)
+        client = redis.Redis.from_url(stack.redis_url)
+        held = {}
+        for name in client.smembers("alm:engines"):
+            beat = client.get(f"alm:engine:{name.decode()}:heartbeat")
+            if beat:
+                held[name.decode()] = sorted(json.loads(beat)["shards_held"])
+        client.close()
+        assert sorted(held.values()) == [list(range(0, 16, 2)), list(range(1, 16, 2))], held
+        # And a room created and played through either gateway is decided (by whichever holds its shard)
+        for url in stack.urls:
+            room = f"split-{url.rsplit(':', 1)[1]}"
+            created = httpx.post(f"{url}/rooms", json={"ruleset": "board", "player": "ann", "room": room}, timeout=10)
+            assert created.status_code == 201 and created.json()["joined"], created.text
