@@ -19,6 +19,8 @@ from rich.table import Table
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.services.room_service import CommandRecord, RoomService
+from almanac.services.settings import load_settings
+from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
@@ -92,11 +94,19 @@ async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: st
     return rooms
 
 
-async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None) -> dict[str, Any]:
+async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None,
+                      route_by_shard: bool = False) -> dict[str, Any]:
     """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop.
 
-    With several gateway ``urls`` the connections are spread over them in turn, as a load balancer would.
+    With several gateway ``urls`` the requests go to them in turn, as a round-robin load balancer sends them;
+    ``route_by_shard``: each to the gateway whose engine group holds the room's shard (deciding gateways
+    split the shards ``i/N``: shard s to gateway s % N), as a load balancer that routes by shard would.
     """
+    shard_count = load_settings().shard_count
+
+    def owner(room: str) -> int:
+        return shard_of(room, shard_count) % len(urls)
+
     url = urls[0]
     ruleset = script_ruleset()
     script = await _script(ruleset)
@@ -124,7 +134,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         async with in_room[room_index]:  # a room's moves in order, as one player would send them
             room, token = rooms[room_index]
             status, payload, retry = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]],
-                                                     token)
+                                                     token, owner(room) if route_by_shard else None)
             # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
             latencies.append(time.perf_counter() - due)
             if status == 200:
@@ -181,17 +191,19 @@ class LeanHttp:
         self.opened = [0] * len(self.servers)
         self._turn = 0
 
-    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
-        server = self._turn
-        self._turn = (server + 1) % len(self.servers)
+    async def _connection(self, server: int | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
+        if server is None:
+            server = self._turn
+            self._turn = (server + 1) % len(self.servers)
         if self.idle[server].empty() and self.opened[server] < self.size:
             self.opened[server] += 1
             return (*await asyncio.open_connection(*self.servers[server]), server)
         return await self.idle[server].get()
 
-    async def post(self, path: str, body: bytes, token: str) -> tuple[int, bytes, str | None]:
-        """(status, body, Retry-After header or None)."""
-        reader, writer, server = await self._connection()
+    async def post(self, path: str, body: bytes, token: str, server: int | None = None
+                   ) -> tuple[int, bytes, str | None]:
+        """(status, body, Retry-After header or None); to ``server`` (an index of the URLs), else the next in turn."""
+        reader, writer, server = await self._connection(server)
         try:
             writer.write(
                 f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
@@ -234,11 +246,12 @@ def _quantile(samples: list[float], q: float) -> float:
 
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 1,
-         gateways: int = 1, gateway_engine: bool = False) -> dict[str, Any]:
+         gateways: int = 1, gateway_engine: bool = False, route_by_shard: bool = False) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes;
-    ``gateway_engine``: the gateways decide the commands of the shards they hold (``engines`` 0: no others).
+    ``gateway_engine``: the gateways decide the commands of the shards they hold (``engines`` 0: no others);
+    ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``).
     """
     from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
     from almanac.services.settings import load_settings  # noqa: PLC0415
@@ -264,11 +277,11 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
-            return _run(stack.urls, stack.redis_url, rate, seconds, pids)
+            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard)
 
 
 def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
-         pids: dict[str, int] | None = None) -> dict[str, Any]:
+         pids: dict[str, int] | None = None, route_by_shard: bool = False) -> dict[str, Any]:
     console.print(f"offering {rate} commands/s for {seconds} s to {', '.join(urls)} ...")
     pids = {**(pids or {}), "load generator": os.getpid()}
     cpu_before: dict[str, float] = {}
@@ -276,7 +289,7 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
     def on_load_start() -> None:
         cpu_before.update({name: cpu_seconds(pid) for name, pid in pids.items()})
 
-    result = _run_loop(_offer_load(urls, rate, seconds, on_load_start))
+    result = _run_loop(_offer_load(urls, rate, seconds, on_load_start, route_by_shard))
     cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     stack_cpu = sum(used for name, used in cpu_used.items() if name != "load generator")
     floor = _run_loop(_ping_floor(redis_url)) if redis_url else []

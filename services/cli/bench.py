@@ -57,12 +57,15 @@ def bench_e2e(
     gateway_engine: bool = typer.Option(
         False, "--gateway-engine",
         help="Gateways decide the commands of the shards they hold (ALMANAC_GATEWAY_ENGINE); no engine processes."),
+    route_by_shard: bool = typer.Option(
+        False, "--route-by-shard",
+        help="Send each command to the gateway holding its room's shard (with --gateway-engine), not in turn."),
 ) -> None:
     """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
     from almanac.services.bench.e2e import main  # noqa: PLC0415
 
     main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
-         gateway_engine=gateway_engine)
+         gateway_engine=gateway_engine, route_by_shard=route_by_shard)
 
 
 @bench_app.command("scaling")

@@ -55,3 +55,16 @@ def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monke
             room = f"split-{url.rsplit(':', 1)[1]}"
             created = httpx.post(f"{url}/rooms", json={"ruleset": "board", "player": "ann", "room": room}, timeout=10)
             assert created.status_code == 201 and created.json()["joined"], created.text
+
+
+def test_commands_routed_by_shard_to_two_deciding_gateways_are_all_answered(monkeypatch, tmp_path):
+    # Given two deciding gateways (shards 0/2 and 1/2) and a load generator that routes each command to the
+    # gateway holding its room's shard, as a shard-aware load balancer would
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("ALMANAC_DATA_DIR", str(tmp_path))
+    figures = e2e.main(rate=60, seconds=2, engines=0, gateways=2, gateway_engine=True, route_by_shard=True)
+    # Then every command is answered, through both gateways, and no engine process ran
+    assert set(figures["failures"]) <= {"503 overloaded"}, figures["failures"]
+    assert figures["achieved_per_s"] > 30
+    assert all(count > 0 for count in figures["answered_per_gateway"]), figures["answered_per_gateway"]
+    assert "engine" not in figures["cpu_s"] and {"gateway", "gateway-2"} <= set(figures["cpu_s"])
