@@ -254,7 +254,6 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``).
     """
     from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
-    from almanac.services.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings()
     running = None
