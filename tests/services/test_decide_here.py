@@ -12,8 +12,9 @@ from engine_test_support import KEYS, record, send, wait_for
 from log_checks import assert_log_verifies
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from almanac.services.bus import RateLimit
-from almanac.services.engine.worker import Engine, EngineConfig, NotDecidedHere
+from almanac.events import codec
+from almanac.services.bus import COMMAND_FIELD, RateLimit
+from almanac.services.engine.worker import GROUP, Engine, EngineConfig, NotDecidedHere
 from almanac.services.gateway.submit_line import SubmitLine
 from almanac.services.room_service import RoomService
 from almanac.storage.base import CommandLimited
@@ -209,3 +210,43 @@ async def test_a_clients_limit_is_counted_by_the_commands_own_write_and_refuses_
     assert int(await redis_client.get(limit.key)) == 4
     assert await assert_log_consistent(redis_client, "h9") == 2  # created, joined: the refused add wrote nothing
     assert await RedisEventStore(redis_client, 16).outcome("h9", "c4") is None
+
+
+def _room_on(shard: int, prefix: str) -> str:
+    return next(f"{prefix}{n}" for n in range(10_000) if KEYS.shard(f"{prefix}{n}") == shard)
+
+
+async def test_while_a_takeover_replays_a_backlog_commands_of_other_shards_go_to_the_stream_at_once(
+        redis_client) -> None:
+    """Given 3,000 commands of shard 15 left pending by a dead engine, when a serving engine takes the shards
+    over (shard 0 first, shard 15 last) and a command of shard 0 comes in during shard 15's replay, then it is
+    answered None at once (for the stream), not queued behind the replay."""
+    stream, late = KEYS.shard_commands(15), _room_on(15, "backlog-")
+    await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    bodies = [CREATE, {"kind": "join_room"}] + [{"kind": "add", "amount": 1}] * 3_000
+    async with redis_client.pipeline(transaction=False) as pipe:
+        for n, body in enumerate(bodies):
+            pipe.xadd(stream, {COMMAND_FIELD: codec.encode(record(late, "ann", body, f"b{n}"))})
+        await pipe.execute()
+    await redis_client.xreadgroup(GROUP, "dead", {stream: ">"}, count=len(bodies))  # pending under a dead engine
+    line = SubmitLine(redis_client, 5.0)
+    engine = await started(redis_client, "heir", line)
+    try:
+        caught = None
+        for _ in range(2_000):
+            pending = (await redis_client.xpending(stream, GROUP))["pending"]
+            if engine.leases.holds(0) and 0 < pending < len(bodies) - 100:  # shard 15 mid-replay
+                started_at = asyncio.get_running_loop().time()
+                answer = await engine.decide_here(record(_room_on(0, "other-"), "ann", CREATE, "x1"), timeout_s=10)
+                caught = (answer, asyncio.get_running_loop().time() - started_at)
+                break
+            await asyncio.sleep(0.002)
+        assert caught is not None, "the replay was over before it could be caught"
+        answer, waited_s = caught
+        assert answer is None and waited_s < 0.3, caught
+        await wait_for(lambda: _holds_all(engine), what="the takeovers")
+        state, _ = await RoomService(RedisEventStore(redis_client, 16)).load(late)
+        assert state.game.total == 3_000  # the backlog replayed in order, once
+    finally:
+        await engine.stop()
+        await line.close()
