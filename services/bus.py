@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -27,7 +26,7 @@ from redis.exceptions import NoScriptError
 
 from almanac.events import codec
 from almanac.services.room_service import CommandRecord, Outcome
-from almanac.storage.base import CommandLimited
+from almanac.storage.base import CommandLimited, Counted
 from almanac.storage.keys import Keys, outcome_channel, reply_channel
 
 COMMAND_FIELD = "__data__"
@@ -56,14 +55,10 @@ _SUBMIT_COUNTED_SHA = hashlib.sha1(SUBMIT_COUNTED.encode()).hexdigest()
 Call = Callable[..., Awaitable[Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class RateLimit:
-    """A client's fixed-window command limit: ``amount`` per ``window_ms``, counted under ``key`` (a key in the
-    shard of the room the command is for: ``Keys.token_rate``)."""
-
-    key: str
-    amount: int
-    window_ms: int
+# A client's fixed-window command limit: ``amount`` per ``window_ms``, counted under ``key`` (a key in the
+# shard of the room the command is for: ``Keys.token_rate``). The same limit a write decided in a gateway's
+# engine counts itself (storage.base.Counted).
+RateLimit = Counted
 
 
 class RateLimited(CommandLimited):

@@ -479,6 +479,14 @@ class RedisEventStore:
         script_args[0] = group
         return script_keys, script_args
 
+    async def ordered_reply_results(self, requests: list[AppendRequest | RejectRequest], reply: list | Exception
+                                    ) -> list[AppendResult | Exception]:
+        """``ordered_command``'s reply (or its error reply) as results; after NOSCRIPT, which did nothing, the
+        same requests written again by ``write_ordered`` (which loads the scripts)."""
+        if isinstance(reply, NoScriptError):
+            return await self.write_ordered(requests)
+        return self.ordered_results(requests, reply)
+
     def ordered_results(self, requests: list[AppendRequest | RejectRequest], reply: list | Exception
                         ) -> list[AppendResult | Exception]:
         """The results of ``write_ordered`` from its script's reply (or the error it got)."""

@@ -18,7 +18,6 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
-    NoScriptError,
     ResponseError,
     TimeoutError as RedisTimeoutError,
 )
@@ -26,7 +25,6 @@ from redis.exceptions import (
 from almanac.events.step import CommandRecord, decode_record
 from almanac.services.bus import (
     COMMAND_FIELD,
-    RateLimit,
     count as count_request,
     encode_outcome,
     outcome_channel_of,
@@ -293,7 +291,7 @@ class Engine:
         return (self.serves_here and not self._cluster and not self._stopping.is_set() and not self._taking_over
                 and shard not in self._needs_takeover and shard in self.leases.safely_held())
 
-    async def decide_here(self, record: CommandRecord, limit: RateLimit | None = None,
+    async def decide_here(self, record: CommandRecord, limit: Counted | None = None,
                           timeout_s: float = 5.0) -> Outcome | None:
         """Decide a command of this process's gateway without the command stream, if its room's shard is
         safely held here: its Outcome once written. None when it is not (another process holds the shard,
@@ -311,9 +309,8 @@ class Engine:
         """
         if not self.decides_here(record.room):
             return None
-        counted = None if limit is None else Counted(key=limit.key, amount=limit.amount, window_ms=limit.window_ms)
         loop = asyncio.get_running_loop()
-        entry = _Here(record, counted, loop.create_future())
+        entry = _Here(record, limit, loop.create_future())
         self._here.append(entry)
         self._wake_here()
         # A timer, not wait_for: one handle per command instead of a task and a shield (CPU per command).
@@ -411,20 +408,15 @@ class Engine:
         assert self._here_call is not None
         replies = await asyncio.gather(*(self._here_call(*self.store.ordered_command(group)) for group in groups),
                                        return_exceptions=True)
-        results: list[list] = []
-        for group, reply in zip(groups, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                results.append(await self.store.write_ordered(group))  # loads the scripts, then writes
-            elif isinstance(reply, ResponseError) or not isinstance(reply, BaseException):
-                results.append(self.store.ordered_results(group, reply))
-            else:
+        for reply in replies:
+            if isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
                 raise reply  # the connection failed: the writes may have taken effect (see _decide_here_batch)
-        return results
+        return [await self.store.ordered_reply_results(group, reply)
+                for group, reply in zip(groups, replies, strict=True)]
 
     async def _count_here(self, record: CommandRecord, limit: Counted) -> None:
         """Count a command decided here that no write counted; ``RateLimited`` past its limit."""
-        await count_request(self.client, self.keys, record.room, RateLimit(limit.key, limit.amount, limit.window_ms),
-                            call=self._here_call)
+        await count_request(self.client, self.keys, record.room, limit, call=self._here_call)
 
     def _still_held(self, batch: list[tuple[int, bytes, dict]]) -> list[tuple[int, bytes, dict]]:
         """A read's entries whose shard is still safely held: commands decided here while it waited took time
@@ -435,9 +427,15 @@ class Engine:
         lapsed = {shard for shard, _, _ in batch if shard not in safe}
         if not lapsed:
             return batch
-        self._needs_takeover.update(lapsed)
-        self.log.info("shard.read_orphaned", shards=sorted(lapsed))
+        self._orphan(lapsed)
         return [entry for entry in batch if entry[0] not in lapsed]
+
+    def _orphan(self, shards: set[int]) -> None:
+        """Shards read while not safely held: what was delivered of them stays pending for their next holder,
+        which may be this engine again (a lease renewed late): then only a takeover re-reads it."""
+        if shards:
+            self._needs_takeover.update(shards)
+            self.log.info("shard.read_orphaned", shards=sorted(shards))
 
     def _release_here(self) -> None:
         """The commands handed in and not taken yet go through the stream (their shard's holder decides them):
@@ -613,7 +611,7 @@ class Engine:
                     # A takeover replays every pending entry, those of the read in flight or decided ahead
                     # too: drop them before it, or they would be decided twice.
                     await self._drop_in_flight()
-                if self._needs_takeover.intersection(held):
+                if self._needs_takeover and not self._needs_takeover.isdisjoint(held):
                     self._taking_over = True
                     self._release_here()  # a takeover may replay a long backlog: these go through the stream
                     try:
@@ -797,10 +795,7 @@ class Engine:
         self._line.reading = None
         # A shard not safely held meanwhile: what was read of it stays pending for its next holder,
         # which may be this engine again (its lease renewed late): then only a takeover re-reads it.
-        orphaned = {self._shard_of_stream(stream) for stream, entries in reply if entries} - set(held)
-        if orphaned:
-            self._needs_takeover.update(orphaned)
-            self.log.info("shard.read_orphaned", shards=sorted(orphaned))
+        self._orphan({self._shard_of_stream(stream) for stream, entries in reply if entries} - set(held))
         return [(stream, entries) for stream, entries in reply if self._shard_of_stream(stream) in held]
 
     def _read_streams(self, held: list[int]) -> tuple[dict[str, str], tuple]:
@@ -997,18 +992,14 @@ class Engine:
 
     async def _written_replies(self, groups: list[list]) -> list[list]:
         """The replies of the script calls sent on the batch line, one per group; a NOSCRIPT one written again."""
-        results: list[list] = []
-        for group in groups:  # every reply is read, errors too, so the read's reply comes next
+        replies: list = []
+        for _ in groups:  # every reply is read, errors too, so the read's reply comes next
             try:
-                results.append(self.store.ordered_results(group, await self._line.reply()))
-            except NoScriptError:
-                results.append([])  # NOSCRIPT did nothing: written again below, once the scripts are loaded
-            except ResponseError as error:
-                results.append(self.store.ordered_results(group, error))
-        for index, group in enumerate(groups):
-            if not results[index]:
-                results[index] = await self.store.write_ordered(group)
-        return results
+                replies.append(await self._line.reply())
+            except ResponseError as error:  # NOSCRIPT among them: written again below
+                replies.append(error)
+        return [await self.store.ordered_reply_results(group, reply)
+                for group, reply in zip(groups, replies, strict=True)]
 
     def _queue_done(self, pipe) -> None:
         """Queue the unsent outcomes (PUBLISH), acknowledgements (XACK) and, now and then, the counters.
