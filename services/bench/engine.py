@@ -31,6 +31,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     from almanac.events import registry  # noqa: PLC0415
     from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
+    from almanac.services.heap import settle_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
     from almanac.services.redis_client import connect  # noqa: PLC0415
 
@@ -42,6 +43,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
         engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
                                              batch_size=batch_size, prefix=prefix, lease_ms=5_000))
         await engine.start()
+        settle_heap()  # as `almanac engine` does
         await engine.wait_stopped()
 
     try:
