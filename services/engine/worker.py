@@ -165,8 +165,15 @@ async def require_replica(client: aioredis.Redis) -> None:
 
 
 class NotDecidedHere(Exception):
-    """A command handed to ``Engine.decide_here`` waited its whole time unseen (the engine busy elsewhere): it
-    was withdrawn, so nothing of it was or will be written (the gateway answers 503, the client sends again)."""
+    """A command handed to ``Engine.decide_here`` that goes through the command stream instead, nothing of it
+    written here: withdrawn after waiting its whole time unseen (the engine busy elsewhere), or failed here
+    for a reason other than Redis (a room that cannot be loaded: the stream path counts its attempts).
+    ``counted``: the client's limit was counted for it already, so the stream's submit must not count it
+    again."""
+
+    def __init__(self, message: str, counted: bool = False) -> None:
+        super().__init__(message)
+        self.counted = counted
 
 
 class _Here:
@@ -305,7 +312,8 @@ class Engine:
         but by the command's own write, in the same step: ``CommandLimited`` (a 429), nothing written.
         Raises a Redis failure (the gateway answers 503; the command id may be sent again), and
         ``NotDecidedHere`` when no batch took the command within ``timeout_s`` (it is withdrawn: nothing
-        written). A command a batch took is waited for to the end: its write is bounded by Redis's timeout.
+        written) or it failed here for another reason than Redis (nothing written; the stream path takes it).
+        A command a batch took is waited for to the end: its write is bounded by Redis's timeout.
         """
         if not self.decides_here(record.room):
             return None
@@ -375,6 +383,7 @@ class Engine:
                 try:
                     if uncounted:
                         await self._count_here(record, limit)  # type: ignore[arg-type]
+                        uncounted = False
                     result = await self.service.handle(record)  # alone, in batch order (conflict, duplicate)
                 except Exception as error:  # noqa: BLE001 - answered to its waiter
                     result = error
@@ -390,10 +399,12 @@ class Engine:
                 self.service.forget(record.room)
                 if not redis_failure(result):
                     # Not Redis (a room that cannot be loaded, a bug): the stream path counts its attempts
-                    # and sets it aside after max_attempts, as for every other command.
+                    # and sets it aside after max_attempts, as for every other command; its limit, if counted
+                    # here already, is not counted again there.
                     self.log.warning("here.failed", room=record.room, command_id=record.command_id,
                                      error=f"{type(result).__name__}: {result}")
-                    result = None
+                    result = NotDecidedHere(f"command {record.command_id!r} failed here: {type(result).__name__}",
+                                            counted=limit is not None and not uncounted)
             elif isinstance(result, Outcome):
                 self._account(record, result)
             if not waiter.done():

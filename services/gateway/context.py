@@ -218,8 +218,11 @@ class Gateway:
             try:
                 # The limit is counted by the command's own write (429 past it, nothing written).
                 outcome = await self.engine.decide_here(record, limit, timeout_s)
-            except NotDecidedHere:
-                outcome = None  # withdrawn, nothing written: into the stream, decided when its engine can (202)
+            except NotDecidedHere as withdrawn:
+                # Nothing written: into the stream, decided when its engine can (202), its limit counted once.
+                outcome = None
+                if withdrawn.counted:
+                    limit = None
             if outcome is not None:
                 return outcome
             # Not held here (or not taken in time): through the stream, to its shard's holder.

@@ -250,3 +250,36 @@ async def test_while_a_takeover_replays_a_backlog_commands_of_other_shards_go_to
     finally:
         await engine.stop()
         await line.close()
+
+
+async def _append_corrupt_event(client: aioredis.Redis, room: str) -> None:
+    """Another writer's next event of the room, unreadable: the room can no longer be loaded."""
+    version = int(await client.get(KEYS.version(room)) or 0)
+    await client.xadd(KEYS.events(room), {"e": b"\x00not an envelope"}, id=f"{version + 1}-0")
+    await client.set(KEYS.version(room), version + 1)
+
+
+async def test_a_command_counted_here_that_fails_here_goes_to_the_stream_counted_once(redis_client, here) -> None:
+    """Given a room this engine has in memory and another writer's unreadable event after it, a counted
+    command's write conflicts, it is counted on its own, and the room fails to load: NotDecidedHere saying
+    the limit was counted (the gateway submits it to the stream without counting it again)."""
+    engine, _ = here
+    limit = RateLimit(KEYS.token_rate("h11", "token"), 10, 60_000)
+    assert (await engine.decide_here(record("h11", "ann", CREATE, "c1"))).accepted
+    await _append_corrupt_event(redis_client, "h11")
+    with pytest.raises(NotDecidedHere) as failed:
+        await engine.decide_here(record("h11", "ann", {"kind": "join_room"}, "c2"), limit)
+    assert failed.value.counted
+    assert int(await redis_client.get(limit.key)) == 1
+
+
+async def test_a_command_that_fails_here_before_any_count_goes_to_the_stream_uncounted(redis_client, here) -> None:
+    """Given a room that cannot be loaded at all, a counted command fails before any write: NotDecidedHere
+    saying nothing was counted (the stream's submit counts it)."""
+    engine, _ = here
+    limit = RateLimit(KEYS.token_rate("h12", "token"), 10, 60_000)
+    await _append_corrupt_event(redis_client, "h12")
+    with pytest.raises(NotDecidedHere) as failed:
+        await engine.decide_here(record("h12", "ann", {"kind": "join_room"}, "c1"), limit)
+    assert not failed.value.counted
+    assert await redis_client.get(limit.key) is None
