@@ -18,12 +18,14 @@ from rich.table import Table
 
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
+from almanac.services.bench.bare_http import BareServer
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import load_settings
 from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
+BARE_SECONDS = 4  # how long the bare HTTP baseline is offered the load (at most the run's own length)
 CONNECTIONS = 256  # more than the gateway's in-flight limit: past capacity the gateway, not the client, must refuse
 console = Console()
 
@@ -161,7 +163,29 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     await lean.close()
     return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": accepted_latencies,
             "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": room_count, "late": late,
-            "script": len(script), "ruleset": ruleset}
+            "script": len(script), "ruleset": ruleset, "first_move": script[0]}
+
+
+async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
+    """Server CPU (ms) per request of ``bare_http``'s app, offered ``rate``/s for ``seconds`` open loop by the
+    same client as the commands (the baseline of ``CPU per command``)."""
+    lean = LeanHttp([url], CONNECTIONS)
+    try:
+        await lean.post("/rooms/bare/commands", body, "token")  # connected and answering before the clock starts
+        cpu_before = cpu_seconds(pid)
+        started, tasks = time.perf_counter(), []
+        for index in range(int(rate * seconds)):
+            delay = started + index / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(lean.post("/rooms/bare/commands", body, "token")))
+        answers = await asyncio.gather(*tasks)
+        used = cpu_seconds(pid) - cpu_before
+    finally:
+        await lean.close()
+    if any(status != 200 for status, _, _ in answers):
+        raise RuntimeError("the bare HTTP server refused a request")
+    return used / len(answers) * 1000
 
 
 def cpu_seconds(pid: int) -> float:
@@ -292,6 +316,10 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
     cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     stack_cpu = sum(used for name, used in cpu_used.items() if name != "load generator")
     floor = _run_loop(_ping_floor(redis_url)) if redis_url else []
+    bare = BareServer()
+    with bare as bare_url:
+        body = msgspec.json.encode({"command": result["first_move"]})
+        bare_ms = _run_loop(_bare_http_cpu(bare_url, bare.pid, rate, min(seconds, BARE_SECONDS), body))
     latencies = result["latencies"]
     accepted = result["accepted_latencies"]
     ok = len(accepted)
@@ -314,6 +342,7 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
         # Every process of the stack (engine, projector, gateway, Redis; not the load generator) per accepted
         # command, measured over the load only. Refused commands cost CPU too, and are counted in it.
         "cpu_ms_per_command": stack_cpu / ok * 1000 if ok else float("nan"),
+        "bare_http_cpu_ms": bare_ms,
         "mean_ms": statistics.fmean(latencies) * 1000,
         "failures": result["failures"],
         "ping_p50_ms": _quantile(floor, 0.5) * 1000 if floor else float("nan"),
@@ -353,6 +382,9 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
     console.print(f"CPU per command across the stack: {figures['cpu_ms_per_command']:.2f} ms "
                   f"({stack_cpu:.2f} s of {', '.join(n for n in cpu_used if n != 'load generator')} "
                   f"over {ok} accepted commands)")
+    console.print(f"baseline, the same run: a bare uvicorn app (httptools, uvloop) answering the same requests at "
+                  f"the same rate costs {bare_ms:.3f} ms of CPU per request; CPU per command / bare request: "
+                  f"{figures['cpu_ms_per_command'] / bare_ms:.1f}x")
     if shed or rate > figures["achieved_per_s"] * 1.1:
         console.print(f"past capacity: offered {rate}/s, achieved {figures['achieved_per_s']:.0f}/s, "
                       f"shed {figures['shed']}, p99 of accepted {figures['accepted_p99_ms']:.1f} ms, "

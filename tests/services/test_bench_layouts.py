@@ -22,8 +22,11 @@ def test_two_engines_and_two_gateways_answer_every_command_and_the_load_is_sprea
     assert all(count > 0 for count in figures["answered_per_gateway"]), figures["answered_per_gateway"]
     assert {"engine", "engine-2", "gateway", "gateway-2", "projector", "redis"} <= set(figures["cpu_s"])
     assert set(figures["cpu_ms_per_command_by_service"]) == {"engine", "gateway", "projector", "redis"}
+    # and the same requests cost a bare uvicorn app less CPU than the stack: the same run's baseline
+    assert 0 < figures["bare_http_cpu_ms"] < figures["cpu_ms_per_command"]
     printed = " ".join(capsys.readouterr().out.split())
     assert "answers per gateway" in printed and "CPU per command across the stack" in printed
+    assert "CPU per command / bare request" in printed
 
 
 def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monkeypatch, tmp_path):
