@@ -82,10 +82,10 @@ def create_app(settings: Settings) -> FastAPI:
         client = connect(settings.redis_url, settings.redis_cluster,
                          socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
         gateway = app.state.gateway = Gateway(settings, client, signer)
-        await gateway.outcomes.start()
-        gateway.lag.start()
         engine_client = None
-        try:
+        try:  # everything it opened is closed below, also when a step of the start fails
+            await gateway.outcomes.start()
+            gateway.lag.start()
             if settings.gateway_engine:
                 # Timeouts as the gateway's own client: a command a batch took is answered (503) when Redis
                 # stops answering, never held for as long as the OS keeps a dead connection.
