@@ -12,7 +12,10 @@ YOUNG_COLLECTION_AT = 50_000
 
 
 def settle_heap() -> None:
-    """Once a process has started (modules, rule-sets, schemas, clients), freeze that heap out of the cyclic
+    """Called by a service's command (``almanac engine``, ``gateway``, ``projector``) once its modules are
+    loaded, never by library code: it changes the whole process (a test's too).
+
+    Once a process has started (modules, rule-sets, schemas, clients), freeze that heap out of the cyclic
     collector's view: it lives as long as the process and holds no garbage, yet each full collection walked
     all of it again; and collect the young generation less often (``YOUNG_COLLECTION_AT``). An engine
     draining a backlog spent 0.3-0.4 s in the collector per 40,000 commands, freeing nothing; 0.01 s after

@@ -12,7 +12,6 @@ from faststream import FastStream
 from faststream.redis import RedisBroker
 
 from almanac.services.engine.worker import Engine, engine_config
-from almanac.services.heap import settle_heap
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import connect, live_seed
 from almanac.services.settings import Settings
@@ -32,7 +31,6 @@ def build_app(settings: Settings, redis_url: str) -> FastStream:
         engine = Engine(client, engine_config(settings))
         running["client"], running["engine"] = client, engine
         await engine.start()
-        settle_heap()
 
     @app.on_shutdown
     async def stop_engine() -> None:

@@ -51,7 +51,6 @@ from almanac.services.gateway.schemas import (
     ForkRoomRequest,
     JoinRoomRequest,
 )
-from almanac.services.heap import settle_heap
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import connect
 from almanac.services.settings import Settings
@@ -94,7 +93,6 @@ def create_app(settings: Settings) -> FastAPI:
                 gateway.engine = Engine(engine_client, gateway_engine_config(settings))
                 gateway.engine.serve_here(gateway.outcomes.call)
                 await gateway.engine.start()
-            settle_heap()
             yield
         finally:
             if gateway.engine is not None:
