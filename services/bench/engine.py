@@ -43,9 +43,9 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
         engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
                                              batch_size=batch_size, prefix=prefix, lease_ms=5_000))
         await engine.start()
-        settle_heap()  # as `almanac engine` does
         await engine.wait_stopped()
 
+    settle_heap()  # as `almanac engine` does
     try:
         uvloop.run(serve())  # as `almanac engine` runs it (services/cli/engine_process.py)
     except KeyboardInterrupt:
