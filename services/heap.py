@@ -1,25 +1,24 @@
-"""The cyclic garbage collector of a long-running service process: its start-up heap frozen out of view."""
+"""How often an almanac process collects cyclic garbage: one setting for every process that serves or loads."""
 
 from __future__ import annotations
 
 import gc
 
-# Net allocations of container objects between two collections of the young generation (CPython's default:
-# 700). A batch of commands allocates thousands that live until the batch is answered: at 700 the collector
-# ran several times a batch, found nothing to free and moved the batch's objects to the older generations,
-# whose collections then walked them again.
-YOUNG_COLLECTION_AT = 50_000
+# CPython's defaults (700, 10, 10) start a collection every few commands: a batch allocates thousands of
+# objects that live until it is answered, each young collection frees nothing and promotes them, and the
+# full collections then walk every module, rule-set and schema of the process again. Reference counting
+# frees almost everything here; the collector is left for cycles, far less often.
+THRESHOLDS = (50_000, 20, 100)
 
 
-def settle_heap() -> None:
-    """Called by a service's command (``almanac engine``, ``gateway``, ``projector``) once its modules are
-    loaded, never by library code: it changes the whole process (a test's too).
+def collect_less_often() -> None:
+    """Set ``THRESHOLDS``: the CLI's ``main`` for every ``almanac`` process, and the benchmarks' own children
+    (started by multiprocessing or ``python -m``, not through ``main``), so that they measure what runs.
 
-    Once a process has started (modules, rule-sets, schemas, clients), freeze that heap out of the cyclic
-    collector's view: it lives as long as the process and holds no garbage, yet each full collection walked
-    all of it again; and collect the young generation less often (``YOUNG_COLLECTION_AT``). An engine
-    draining a backlog spent 0.3-0.4 s in the collector per 40,000 commands, freeing nothing; 0.01 s after
-    this (docs/capacity.md, eighth pass)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(YOUNG_COLLECTION_AT, *gc.get_threshold()[1:])
+    Measured: ``almanac bench e2e --rate 1000 --seconds 8``, alternated, four runs each: p99 39-90 ms and
+    16-162 commands shed with the defaults, 10-52 ms and none shed with these, at the same CPU. An engine
+    draining 40,000 commands spent 0.28-0.40 s in the collector with the defaults, 0.01 s with these
+    (docs/capacity.md, eighth pass). Freezing the start-up heap as well (``gc.freeze``) measured no gain
+    beyond these thresholds, so it is not done.
+    """
+    gc.set_threshold(*THRESHOLDS)

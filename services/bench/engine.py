@@ -31,7 +31,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     from almanac.events import registry  # noqa: PLC0415
     from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
-    from almanac.services.heap import settle_heap  # noqa: PLC0415
+    from almanac.services.heap import collect_less_often  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
     from almanac.services.redis_client import connect  # noqa: PLC0415
 
@@ -45,7 +45,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
         await engine.start()
         await engine.wait_stopped()
 
-    settle_heap()  # as `almanac engine` does
+    collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)
     try:
         uvloop.run(serve())  # as `almanac engine` runs it (services/cli/engine_process.py)
     except KeyboardInterrupt:
@@ -57,10 +57,12 @@ def _projector_process(url: str, prefix: str) -> None:
     from almanac.events import registry  # noqa: PLC0415
     from almanac.projections.worker import Projector  # noqa: PLC0415
     from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
+    from almanac.services.heap import collect_less_often  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     registry.register(TRIVIAL)
     configure_logging("json", "warning")
+    collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)
 
     async def serve() -> None:
         projector = Projector(aioredis.Redis.from_url(url), SHARDS, name=PROJECTOR_NAME, prefix=prefix,

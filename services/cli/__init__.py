@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
 import typer
+
+from almanac.services.heap import collect_less_often
 
 app = typer.Typer(
     name="almanac",
@@ -48,10 +49,8 @@ def main() -> None:
     """The CLI's one exception boundary: anything unexpected is one line on stderr and exit code 1
     (the traceback too, bounded, with ALMANAC_LOG_LEVEL=debug)."""
     # Every almanac process (engine, gateway, projector, the benchmarks' load generator) is a server
-    # or a load loop: CPython's default collector thresholds (700, 10, 10) start a collection every few
-    # commands. Measured, `almanac bench e2e --rate 1000 --seconds 8`, alternated, four runs each: p99
-    # 39-90 ms and 16-162 commands shed by default; 10-52 ms and none shed with these, at the same CPU.
-    gc.set_threshold(50_000, 20, 100)
+    # or a load loop: it collects garbage less often than CPython's defaults (services/heap.py).
+    collect_less_often()
     _load_commands()
     try:
         app()

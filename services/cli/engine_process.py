@@ -8,7 +8,6 @@ import uvloop
 
 from almanac.services.cli import app
 from almanac.services.cli.common import fail, redis_url_for, settings_or_exit
-from almanac.services.heap import settle_heap
 from almanac.services.logging import configure_logging
 from almanac.services.redis_client import live_seed
 
@@ -33,5 +32,4 @@ def engine_command(
             if replicas < 1:
                 raise fail(f"ALMANAC_DURABILITY=replica needs a Redis with at least one connected replica; {url} "
                            "has none (add a replica, or use ALMANAC_DURABILITY=aof)")
-        settle_heap()
         uvloop.run(run(settings, url))  # uvloop: less CPU per command on a 2-core machine

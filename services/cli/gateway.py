@@ -32,16 +32,13 @@ def gateway_command(
 
     from almanac.services.gateway import create_app  # noqa: PLC0415
     from almanac.services.gateway.protocol import GatewayHttpProtocol  # noqa: PLC0415
-    from almanac.services.heap import settle_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     settings = settings_or_exit(http_host=host, http_port=port)
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings) as url:
         settings = _with(settings, redis_url=url)
-        app_ = create_app(settings)
-        settle_heap()  # here, not in the app's lifespan: an app started in a test's process must not freeze it
-        uvicorn.run(app_, host=settings.http_host, port=settings.http_port,
+        uvicorn.run(create_app(settings), host=settings.http_host, port=settings.http_port,
                     log_level="warning", access_log=False, lifespan="on", log_config=None,
                     loop="uvloop", http=GatewayHttpProtocol)  # uvloop and httptools: pinned, the fast C paths
 

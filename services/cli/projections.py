@@ -21,7 +21,6 @@ from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services.cli import app
 from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
-from almanac.services.heap import settle_heap
 from almanac.services.logging import configure_logging
 from almanac.services.redis_client import connect, live_seed, reconnecting
 from almanac.services.settings import parse_shard_selection
@@ -57,7 +56,6 @@ def run_projector(
         app_ = projector_app(live_seed(url), settings.shard_count, selected, batch_size=batch_size, name=name,
                              feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
                              client_factory=lambda: connect(url, settings.redis_cluster, **reconnecting()))
-        settle_heap()
         uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
 
 

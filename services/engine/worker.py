@@ -370,12 +370,16 @@ class Engine:
     async def _decide_taken(self, records: list[CommandRecord], limits: list[Counted | None],
                             waiters: list[asyncio.Future]) -> None:
         """Decide and write the taken commands (counting each client's limit once) and answer each waiter."""
+        plan = None
         try:
             plan = await self.service.decide_many(records, limits=limits if any(limits) else None)
             results: list = await self.service.write(plan, self._write_here if self._here_call is not None else None)
             counted = plan.counted
         except Exception as error:  # noqa: BLE001 - answered to each waiter below
-            results, counted = [error] * len(records), set(range(len(records)))
+            # Deciding failed: nothing was written, nothing counted. The write failed: it may have taken
+            # effect, and its counts with it (a Redis failure is a 503; the same id sent again is a duplicate).
+            results = [error] * len(records)
+            counted = set() if plan is None else set(range(len(records)))
         for index, (record, limit, waiter) in enumerate(zip(records, limits, waiters, strict=True)):
             result = results[index]
             uncounted = limit is not None and index not in counted

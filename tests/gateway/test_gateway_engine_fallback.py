@@ -27,6 +27,7 @@ from almanac.services.engine import worker
 from almanac.services.engine.worker import GROUP, DurabilityError, Engine, NotDecidedHere
 from almanac.services.gateway import create_app
 from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.outcomes import OutcomeWaiter
 from almanac.services.room_service import RoomService
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
@@ -188,3 +189,71 @@ async def test_a_gateway_engine_that_cannot_start_fails_the_start_and_leaves_not
         return not {task for task in asyncio.all_tasks() - before if not task.done()} - {asyncio.current_task()}
 
     await wait_for(no_task_left, 2, "the gateway's tasks to end")
+
+
+async def test_a_gateway_whose_outcome_subscription_fails_to_start_leaves_nothing_open(
+        redis_url, redis_client, tmp_path, monkeypatch) -> None:
+    """Given the outcome subscription is made but never confirmed (its start times out), when the gateway
+    starts, then the start fails with that timeout and the lifespan closes what it had opened: the
+    subscription's reader, its connection and the gateway's client."""
+    name = f"unconfirmed-{secrets.token_hex(4)}"
+    app = create_app(gateway_settings(Stack(named(redis_url, name), tmp_path)))
+    before = asyncio.all_tasks()
+    start = OutcomeWaiter.start
+    opened: dict = {}
+
+    async def unconfirmed(waiter: OutcomeWaiter) -> None:
+        await start(waiter)  # subscribed, its reader running ...
+        opened["connections"] = await connections_named(redis_client, name)
+        opened["tasks"] = asyncio.all_tasks() - before
+        raise TimeoutError("the subscription was not confirmed in time")  # ... as its ready wait times out
+
+    monkeypatch.setattr(OutcomeWaiter, "start", unconfirmed)
+    with pytest.raises(TimeoutError):
+        async with app.router.lifespan_context(app):
+            pytest.fail("the gateway started without its outcome subscription")
+    assert opened["connections"] >= 1 and opened["tasks"], opened
+
+    async def all_closed() -> bool:
+        return await connections_named(redis_client, name) == 0
+
+    await wait_for(all_closed, 2, f"every connection named {name} closed")
+
+    async def no_task_left() -> bool:
+        return not {task for task in asyncio.all_tasks() - before if not task.done()} - {asyncio.current_task()}
+
+    await wait_for(no_task_left, 2, "the gateway's tasks to end")
+
+
+async def test_a_command_counted_by_the_gateways_engine_is_not_counted_again_on_its_way_through_the_stream(
+        redis_url, redis_client, tmp_path) -> None:
+    """Given a deciding gateway with a per-token limit and a room it decided, when another writer leaves an
+    unreadable event after it, then a command sent there is counted once by the gateway's engine (its write
+    conflicts, it is counted on its own, the room fails to load) and goes through the command stream
+    without being counted a second time."""
+    settings = gateway_settings(Stack(redis_url, tmp_path), gateway_engine=True, command_timeout_ms=TIMEOUT_MS,
+                                rate_commands="10/minute")
+    app = create_app(settings)
+    room = f"counted-{secrets.token_hex(3)}"
+    stream = KEYS.shard_commands(KEYS.shard(room))
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway", timeout=10) as http:
+        engine: Engine = app.state.gateway.engine
+
+        async def deciding_here() -> bool:
+            return engine.decides_here(room)
+
+        await wait_for(deciding_here, 10, "the gateway's engine to hold and take over the room's shard")
+        created = await http.post("/rooms", json={"ruleset": "counter", "player": "ann", "room": room})
+        assert created.status_code == 201, created.text
+        token = created.json()["token"]
+        limit = app.state.gateway.rate_limits.room_token_limit(room, token)
+        version = created.json()["version"]
+        await redis_client.xadd(KEYS.events(room), {"e": b"\x00not an envelope"}, id=f"{version + 1}-0")
+        await redis_client.set(KEYS.version(room), version + 1)
+
+        sent = await http.post(f"/rooms/{room}/commands", json={"command": ADD, "command_id": "after"},
+                               headers={"Authorization": f"Bearer {token}"})
+        assert sent.status_code != 429, sent.text
+        assert await redis_client.xlen(stream) == 1  # it went through the stream
+        assert int(await redis_client.get(limit.key)) == 1  # and was counted once

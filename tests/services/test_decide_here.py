@@ -283,3 +283,20 @@ async def test_a_command_that_fails_here_before_any_count_goes_to_the_stream_unc
         await engine.decide_here(record("h12", "ann", {"kind": "join_room"}, "c1"), limit)
     assert not failed.value.counted
     assert await redis_client.get(limit.key) is None
+
+
+async def test_a_batch_that_fails_before_any_write_leaves_its_commands_uncounted(redis_client, here,
+                                                                              monkeypatch) -> None:
+    """Given deciding itself fails (a bug, not Redis) before anything is written, the counted command goes to
+    the stream as not counted: its limit is counted there, once, not skipped."""
+    engine, _ = here
+
+    async def broken(*args, **kwargs):
+        raise ValueError("a bug while deciding")
+
+    monkeypatch.setattr(engine.service, "decide_many", broken)
+    limit = RateLimit(KEYS.token_rate("h13", "token"), 10, 60_000)
+    with pytest.raises(NotDecidedHere) as failed:
+        await engine.decide_here(record("h13", "ann", CREATE, "c1"), limit)
+    assert not failed.value.counted
+    assert await redis_client.get(limit.key) is None
