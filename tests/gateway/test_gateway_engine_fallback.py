@@ -10,7 +10,9 @@ replica its durability needs is missing), the start fails and the lifespan close
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -35,6 +37,25 @@ from almanac.storage.redis_store import RedisEventStore
 KEYS = Keys(16)
 TIMEOUT_MS = 500  # ALMANAC_COMMAND_TIMEOUT_MS: the whole wait of a command, decide_here's included
 ADD = {"kind": "add", "amount": 1}
+
+
+@contextlib.asynccontextmanager
+async def deciding_gateway(redis_url: str, tmp_path: Any, room: str, **overrides: object
+                           ) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """A deciding gateway's app started in this process (its lifespan), and a client of it; entered once its
+    engine decides ``room``'s commands itself (the shard held and taken over)."""
+    settings = gateway_settings(Stack(redis_url, tmp_path), gateway_engine=True, command_timeout_ms=TIMEOUT_MS,
+                                **overrides)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://gateway", timeout=10) as http:
+        engine: Engine = app.state.gateway.engine
+
+        async def deciding_here() -> bool:
+            return engine.decides_here(room)
+
+        await wait_for(deciding_here, 10, "the gateway's engine to hold and take over the room's shard")
+        yield app, http
 
 
 def hold_the_next_batch_until_withdrawn(engine: Engine) -> asyncio.Future:
@@ -70,18 +91,10 @@ async def test_a_command_the_engine_does_not_take_in_time_is_decided_once_throug
     then the command is withdrawn (NotDecidedHere, never taken), submitted to its shard's command stream and
     decided from there at the next version, with one event; the same id again is a duplicate of it, the next
     command is decided here again, and the log verifies."""
-    settings = gateway_settings(Stack(redis_url, tmp_path), gateway_engine=True, command_timeout_ms=TIMEOUT_MS)
-    app = create_app(settings)
     room = f"fallback-{secrets.token_hex(3)}"
     stream = KEYS.shard_commands(KEYS.shard(room))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://gateway", timeout=10) as http:
+    async with deciding_gateway(redis_url, tmp_path, room) as (app, http):
         engine: Engine = app.state.gateway.engine
-
-        async def deciding_here() -> bool:
-            return engine.decides_here(room)
-
-        await wait_for(deciding_here, 10, "the gateway's engine to hold and take over the room's shard")
         created = await http.post("/rooms", json={"ruleset": "counter", "player": "ann", "room": room})
         assert created.status_code == 201 and created.json()["joined"], created.text
         headers = {"Authorization": f"Bearer {created.json()['token']}"}
@@ -231,19 +244,9 @@ async def test_a_command_counted_by_the_gateways_engine_is_not_counted_again_on_
     unreadable event after it, then a command sent there is counted once by the gateway's engine (its write
     conflicts, it is counted on its own, the room fails to load) and goes through the command stream
     without being counted a second time."""
-    settings = gateway_settings(Stack(redis_url, tmp_path), gateway_engine=True, command_timeout_ms=TIMEOUT_MS,
-                                rate_commands="10/minute")
-    app = create_app(settings)
     room = f"counted-{secrets.token_hex(3)}"
     stream = KEYS.shard_commands(KEYS.shard(room))
-    async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://gateway", timeout=10) as http:
-        engine: Engine = app.state.gateway.engine
-
-        async def deciding_here() -> bool:
-            return engine.decides_here(room)
-
-        await wait_for(deciding_here, 10, "the gateway's engine to hold and take over the room's shard")
+    async with deciding_gateway(redis_url, tmp_path, room, rate_commands="10/minute") as (app, http):
         created = await http.post("/rooms", json={"ruleset": "counter", "player": "ann", "room": room})
         assert created.status_code == 201, created.text
         token = created.json()["token"]
