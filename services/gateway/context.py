@@ -218,10 +218,10 @@ class Gateway:
             try:
                 # The limit is counted by the command's own write (429 past it, nothing written).
                 outcome = await self.engine.decide_here(record, limit, timeout_s)
-            except NotDecidedHere as withdrawn:
+            except NotDecidedHere as not_here:
                 # Nothing written: into the stream, decided when its engine can (202), its limit counted once.
                 outcome = None
-                if withdrawn.counted:
+                if not_here.counted:
                     limit = None
             if outcome is not None:
                 return outcome
