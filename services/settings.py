@@ -160,8 +160,9 @@ class Settings(BaseSettings):
     @property
     def max_inflight(self) -> int:
         """Commands one gateway process takes at once: ALMANAC_GATEWAY_MAX_INFLIGHT, else 32, or 16 when the
-        gateway decides its own commands (its one core decides and answers them: at 4,000/s offered, 16 kept
-        the accepted commands' p99 at 31-39 ms against 64-74 ms with 32, at the same throughput)."""
+        gateway decides its own commands (its one core decides and answers them: offered about twice what it
+        serves, 16 kept the accepted commands' p99 at 31-42 ms against 59-74 ms with 32, for about 7% fewer
+        commands served; docs/capacity.md, eighth pass)."""
         if self.gateway_max_inflight is not None:
             return self.gateway_max_inflight
         return 16 if self.gateway_engine else 32
