@@ -17,8 +17,8 @@ def collect_less_often() -> None:
 
     Measured: ``almanac bench e2e --rate 1000 --seconds 8``, alternated, four runs each: p99 39-90 ms and
     16-162 commands shed with the defaults, 10-52 ms and none shed with these, at the same CPU. An engine
-    draining 40,000 commands spent 0.28-0.40 s in the collector with the defaults, 0.01 s with these
-    (docs/capacity.md, eighth pass). Freezing the start-up heap as well (``gc.freeze``) measured no gain
+    draining 40,000 commands spent 0.28-0.40 s in the collector with the defaults, 0.01 s with a young
+    generation of 50,000 (docs/capacity.md, eighth pass). Freezing the start-up heap as well (``gc.freeze``) measured no gain
     beyond these thresholds, so it is not done.
     """
     gc.set_threshold(*THRESHOLDS)

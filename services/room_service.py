@@ -215,10 +215,12 @@ class RoomService:
                     await self._decide_room(plan, room, decided)
                 if not decided:
                     continue
-                if count >= EARLY_WRITE and after is None:
+                if count >= EARLY_WRITE and after is None and limits is None:
                     # Enough to be worth a send of its own: it goes out now, and Redis applies it while the
                     # next shards are decided. Fewer wait and go in one send with the rest (a send costs more
-                    # than the overlap saves when a batch is small).
+                    # than the overlap saves when a batch is small). Not when the writes count clients' limits
+                    # (commands decided in a gateway's own engine, few at a time): a batch whose deciding fails
+                    # then has written and counted nothing, as its caller assumes.
                     held = list(plan.held.values())
                     groups = [[d[1] for d in group] for group in held]
                     plan.writes.append((held, asyncio.ensure_future(self.store.write_ordered_shards(groups))))

@@ -376,8 +376,10 @@ class Engine:
             results: list = await self.service.write(plan, self._write_here if self._here_call is not None else None)
             counted = plan.counted
         except Exception as error:  # noqa: BLE001 - answered to each waiter below
-            # Deciding failed: nothing was written, nothing counted. The write failed: it may have taken
-            # effect, and its counts with it (a Redis failure is a 503; the same id sent again is a duplicate).
+            # Deciding failed: nothing was written, nothing counted (no early writes when limits are counted,
+            # RoomService.decide_many). The write failed: it may have taken effect, its counts with it, so they
+            # are taken as counted (a Redis failure is a 503 and the same id sent again a duplicate; a bug that
+            # fails before the send may leave a command uncounted, never counted twice).
             results = [error] * len(records)
             counted = set() if plan is None else set(range(len(records)))
         for index, (record, limit, waiter) in enumerate(zip(records, limits, waiters, strict=True)):

@@ -13,6 +13,7 @@ from log_checks import assert_log_verifies
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from almanac.events import codec
+from almanac.services import room_service
 from almanac.services.bus import COMMAND_FIELD, RateLimit
 from almanac.services.engine.worker import GROUP, Engine, EngineConfig, NotDecidedHere
 from almanac.services.gateway.submit_line import SubmitLine
@@ -300,3 +301,31 @@ async def test_a_batch_that_fails_before_any_write_leaves_its_commands_uncounted
         await engine.decide_here(record("h13", "ann", CREATE, "c1"), limit)
     assert not failed.value.counted
     assert await redis_client.get(limit.key) is None
+
+
+def _rooms_on(shard: int, count: int, tag: str) -> list[str]:
+    rooms = (f"{tag}{n}" for n in range(100_000))
+    return [room for room, _ in zip((r for r in rooms if KEYS.shard(r) == shard), range(count), strict=False)]
+
+
+async def test_a_large_batch_whose_deciding_fails_has_written_and_counted_nothing(redis_client, here,
+                                                                               monkeypatch) -> None:
+    """Given more counted commands at once than a batch sends ahead of the rest (RoomService's EARLY_WRITE)
+    and deciding that fails on the batch's last shard, then nothing was written early, and each command
+    goes to the stream as not counted (counted once there, not twice)."""
+    engine, _ = here
+    rooms = _rooms_on(3, room_service.EARLY_WRITE, "early") + _rooms_on(5, 1, "later") + _rooms_on(7, 1, "bad")
+    decide_room = room_service.RoomService._decide_room
+
+    async def failing_on_the_last(self, plan, room, decided):
+        if room == rooms[-1]:
+            raise ValueError("a bug while deciding")
+        return await decide_room(self, plan, room, decided)
+
+    monkeypatch.setattr(room_service.RoomService, "_decide_room", failing_on_the_last)
+    limits = [RateLimit(KEYS.token_rate(room, "token"), 10, 60_000) for room in rooms]
+    results = await asyncio.gather(*(engine.decide_here(record(room, "ann", CREATE, "c1"), limit)
+                                     for room, limit in zip(rooms, limits, strict=True)), return_exceptions=True)
+    assert all(isinstance(result, NotDecidedHere) and not result.counted for result in results), results
+    assert [await redis_client.get(KEYS.version(room)) for room in rooms] == [None] * len(rooms)
+    assert [await redis_client.get(limit.key) for limit in limits] == [None] * len(rooms)
