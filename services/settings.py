@@ -74,9 +74,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
     # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and
     # outcome waits it holds at once (every submit path). Bounded queues: overload is refused, not queued.
-    # Unset: 32, or 16 in a gateway that decides its own commands (``max_inflight``). Past capacity the
-    # accepted commands' p99 follows it (Little's law, docs/capacity.md: 32 not 64, and 16 when deciding here).
-    gateway_max_inflight: int | None = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", None)
+    # 32, not 64: past capacity the accepted commands' p99 follows it (Little's law, docs/capacity.md). Not 16,
+    # even in a gateway that decides its own commands, where 16 halves that p99: it also refused commands
+    # at a quarter of capacity whenever the machine stalled for a moment (docs/capacity.md, eighth pass).
+    gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 32)
     # The gateway also runs an engine over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands
     # of rooms whose shard it holds itself, without the command stream (Engine.decide_here); the others go
     # through the stream to whoever holds their shard. One Redis only (a Cluster keeps the stream path).
@@ -99,8 +100,8 @@ class Settings(BaseSettings):
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
                      "gateway_wait_interval_ms")
     @classmethod
-    def _positive(cls, value: int | None, info: ValidationInfo) -> int | None:
-        if value is not None and value <= 0:  # (None: an optional one left unset)
+    def _positive(cls, value: int, info: ValidationInfo) -> int:
+        if value <= 0:
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
         return value
 
@@ -156,16 +157,6 @@ class Settings(BaseSettings):
         except ValueError as error:
             raise _problem(info, f"{value!r} is not valid: {error}") from None
         return value
-
-    @property
-    def max_inflight(self) -> int:
-        """Commands one gateway process takes at once: ALMANAC_GATEWAY_MAX_INFLIGHT, else 32, or 16 when the
-        gateway decides its own commands (its one core decides and answers them: offered about twice what it
-        serves, 16 kept the accepted commands' p99 at 31-42 ms against 59-74 ms with 32, for about 7% fewer
-        commands served; docs/capacity.md, eighth pass)."""
-        if self.gateway_max_inflight is not None:
-            return self.gateway_max_inflight
-        return 16 if self.gateway_engine else 32
 
 
 _ENV = {name: str(field.validation_alias) for name, field in Settings.model_fields.items()}

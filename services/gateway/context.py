@@ -62,7 +62,7 @@ class Gateway:
         # ALMANAC_GATEWAY_ENGINE: this process's engine (started by the app's lifespan), deciding the commands
         # of the shards it holds here (Engine.decide_here).
         self.engine: Engine | None = None
-        # Commands being decided through this process now (bounded by settings.max_inflight).
+        # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
         self.lag = LoopLag(lambda: self.inflight >= LAG_MIN_INFLIGHT)  # started by the app's lifespan
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
@@ -145,7 +145,7 @@ class Gateway:
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
         command before the request is even read (protocol.GatewayHttpProtocol)."""
-        if self.inflight >= self.settings.max_inflight:
+        if self.inflight >= self.settings.gateway_max_inflight:
             return f"{self.inflight} commands in flight in this gateway process"
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:

@@ -29,13 +29,6 @@ def test_settings_come_from_the_environment_with_defaults():
     assert load_settings({}).snapshot_every == 100
 
 
-def test_a_gateway_that_decides_its_own_commands_takes_fewer_at_once_unless_told():
-    assert load_settings({}).max_inflight == 32
-    assert load_settings({"ALMANAC_GATEWAY_ENGINE": "true"}).max_inflight == 16
-    assert load_settings({"ALMANAC_GATEWAY_ENGINE": "true", "ALMANAC_GATEWAY_MAX_INFLIGHT": "40"}).max_inflight == 40
-    assert load_settings({"ALMANAC_GATEWAY_MAX_INFLIGHT": "8"}).max_inflight == 8
-
-
 def test_every_bad_setting_is_named_on_its_own_line():
     try:
         load_settings({"ALMANAC_SHARDS": "many", "REDIS_URL": "http://x", "ALMANAC_SNAPSHOT_EVERY": "0",
