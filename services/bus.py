@@ -66,9 +66,6 @@ class RateLimited(CommandLimited):
     limit's counter (whoever shares the refused submission learns whose window it was). A write that counts
     the limit itself (``storage.base.Counted``) answers its base class, ``CommandLimited``."""
 
-    def __init__(self, retry_ms: int, key: str = "") -> None:
-        super().__init__(retry_ms, key)
-
 
 def encode_outcome(outcome: Outcome) -> bytes:
     return codec.encode(outcome)
