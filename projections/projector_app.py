@@ -25,11 +25,13 @@ def projector_app(
     feed_retain_ms: int = 300_000,
     gather_ms: int = 100,
     client_factory: Callable[[], Any] | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> FastStream:
     """A FastStream app running one Projector until the app stops (SIGINT/SIGTERM); the batch in hand finishes.
 
     ``client_factory`` makes the projector's asyncio client (the CLI passes one that builds a Redis
-    Cluster client when REDIS_CLUSTER is set); by default a plain client on ``redis_url``.
+    Cluster client when REDIS_CLUSTER is set); by default a plain client on ``redis_url``. ``on_ready`` is
+    called once the projector is built, before its first batch (the CLI freezes the start-up heap).
 
     The feed loop is plain redis-py rather than a FastStream subscriber: FastStream's stream groups
     start at ``$``, never redeliver and cannot tie the ack to our own transaction, while the
@@ -44,6 +46,8 @@ def projector_app(
                               feed_retain_ms=feed_retain_ms, gather_ms=gather_ms)
         stop = asyncio.Event()
         task = asyncio.create_task(projector.run(stop))
+        if on_ready is not None:
+            on_ready()
         try:
             yield
         finally:

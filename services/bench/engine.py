@@ -31,7 +31,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     from almanac.events import registry  # noqa: PLC0415
     from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
-    from almanac.services.heap import collect_less_often  # noqa: PLC0415
+    from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
     from almanac.services.redis_client import connect  # noqa: PLC0415
 
@@ -43,6 +43,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
         engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
                                              batch_size=batch_size, prefix=prefix, lease_ms=5_000))
         await engine.start()
+        freeze_startup_heap()  # as `almanac engine` does once started
         await engine.wait_stopped()
 
     collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)
@@ -57,7 +58,7 @@ def _projector_process(url: str, prefix: str) -> None:
     from almanac.events import registry  # noqa: PLC0415
     from almanac.projections.worker import Projector  # noqa: PLC0415
     from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
-    from almanac.services.heap import collect_less_often  # noqa: PLC0415
+    from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     registry.register(TRIVIAL)
@@ -67,6 +68,7 @@ def _projector_process(url: str, prefix: str) -> None:
     async def serve() -> None:
         projector = Projector(aioredis.Redis.from_url(url), SHARDS, name=PROJECTOR_NAME, prefix=prefix,
                               heartbeat_ttl_ms=500)
+        freeze_startup_heap()  # as `almanac projector` does once built
         await projector.run(asyncio.Event())
 
     try:

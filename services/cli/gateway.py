@@ -15,6 +15,7 @@ import typer
 
 from almanac.services.cli import app
 from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.heap import freeze_startup_heap
 from almanac.services.settings import Settings
 
 UP_FILE = "up.json"
@@ -38,7 +39,8 @@ def gateway_command(
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings) as url:
         settings = _with(settings, redis_url=url)
-        uvicorn.run(create_app(settings), host=settings.http_host, port=settings.http_port,
+        # Ready: the start-up heap leaves the collections (services/heap.py).
+        uvicorn.run(create_app(settings, on_ready=freeze_startup_heap), host=settings.http_host, port=settings.http_port,
                     log_level="warning", access_log=False, lifespan="on", log_config=None,
                     loop="uvloop", http=GatewayHttpProtocol)  # uvloop and httptools: pinned, the fast C paths
 

@@ -21,6 +21,7 @@ from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services.cli import app
 from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
 from almanac.services.redis_client import connect, live_seed, reconnecting
 from almanac.services.settings import parse_shard_selection
@@ -55,7 +56,8 @@ def run_projector(
         # The app's broker takes one URL (a node that answers now); the projector's client every seed.
         app_ = projector_app(live_seed(url), settings.shard_count, selected, batch_size=batch_size, name=name,
                              feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
-                             client_factory=lambda: connect(url, settings.redis_cluster, **reconnecting()))
+                             client_factory=lambda: connect(url, settings.redis_cluster, **reconnecting()),
+                             on_ready=freeze_startup_heap)  # ready: the start-up heap leaves the collections
         uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
 
 

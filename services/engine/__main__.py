@@ -4,7 +4,7 @@ import asyncio
 
 from almanac.services.embedded_redis import running_server_url
 from almanac.services.engine.process import run
-from almanac.services.heap import collect_less_often
+from almanac.services.heap import collect_less_often, freeze_startup_heap
 from almanac.services.logging import configure_logging
 from almanac.services.settings import load_settings
 
@@ -15,4 +15,4 @@ if __name__ == "__main__":
     url = settings.redis_url or running_server_url(settings.data_dir)
     if not url:
         raise SystemExit("error: set REDIS_URL (or run `almanac engine`, which starts a local Redis)")
-    asyncio.run(run(settings, url))
+    asyncio.run(run(settings, url, on_ready=freeze_startup_heap))

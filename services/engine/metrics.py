@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+from almanac.services.heap import PAUSE_BUCKETS_S, pauses
 from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
 
 __all__ = ["LATENCY_BUCKETS_MS", "EngineMetrics", "engines_key", "heartbeat_key", "metrics_key"]
@@ -26,6 +27,9 @@ class EngineMetrics:
         self._unflushed: defaultdict[str, int] = defaultdict(int)
         self.totals: defaultdict[str, int] = defaultdict(int)
         self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        # The process's collector pauses (services.heap), flushed as deltas of what was flushed before.
+        self._pauses = pauses()
+        self._pauses_flushed: dict[str, int] = {}
 
     def count(self, field: str, amount: int = 1) -> None:
         self._unflushed[field] += amount
@@ -45,6 +49,23 @@ class EngineMetrics:
             if running:
                 self.count(f"latency_le_{bound}", running)
         self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        for field, total in self._pause_totals().items():
+            self.count(field, total - self._pauses_flushed.get(field, 0))
+            self._pauses_flushed[field] = total
         deltas = {field: amount for field, amount in self._unflushed.items() if amount}
         self._unflushed.clear()
         return deltas
+
+    def _pause_totals(self) -> dict[str, int]:
+        """Collections by generation, their pauses in microseconds, and cumulative pause buckets (ms), so far."""
+        totals: dict[str, int] = {}
+        hits = [0] * (len(PAUSE_BUCKETS_S) + 1)
+        for generation, count in self._pauses.count.items():
+            totals[f"gc_collections_gen{generation}"] = count
+            totals[f"gc_pause_us_gen{generation}"] = round(self._pauses.seconds[generation] * 1_000_000)
+            hits = [mine + theirs for mine, theirs in zip(hits, self._pauses.buckets[generation], strict=True)]
+        running = 0
+        for bound, hit in zip(PAUSE_BUCKETS_S, hits, strict=False):
+            running += hit
+            totals[f"gc_pause_le_{bound * 1000:g}ms"] = running
+        return totals

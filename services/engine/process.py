@@ -8,6 +8,8 @@ shutdown; the broker shares the Redis URL and its logger.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
@@ -17,8 +19,9 @@ from almanac.services.redis_client import connect, live_seed
 from almanac.services.settings import Settings
 
 
-def build_app(settings: Settings, redis_url: str) -> FastStream:
-    """A FastStream app that runs one Engine for the settings' shards until SIGINT/SIGTERM."""
+def build_app(settings: Settings, redis_url: str, on_ready: Callable[[], None] | None = None) -> FastStream:
+    """A FastStream app that runs one Engine for the settings' shards until SIGINT/SIGTERM; ``on_ready`` is
+    called once it has started (the CLI freezes the start-up heap)."""
     logger = get_logger("almanac.engine.app")
     # The broker takes one URL: a node that answers now (REDIS_URL may name several Cluster nodes).
     broker = RedisBroker(live_seed(redis_url), logger=logger)
@@ -31,6 +34,8 @@ def build_app(settings: Settings, redis_url: str) -> FastStream:
         engine = Engine(client, engine_config(settings))
         running["client"], running["engine"] = client, engine
         await engine.start()
+        if on_ready is not None:
+            on_ready()
 
     @app.on_shutdown
     async def stop_engine() -> None:
@@ -44,5 +49,5 @@ def build_app(settings: Settings, redis_url: str) -> FastStream:
     return app
 
 
-async def run(settings: Settings, redis_url: str) -> None:
-    await build_app(settings, redis_url).run()
+async def run(settings: Settings, redis_url: str, on_ready: Callable[[], None] | None = None) -> None:
+    await build_app(settings, redis_url, on_ready).run()

@@ -6,7 +6,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -69,7 +69,8 @@ def gateway_engine_config(settings: Settings) -> EngineConfig:
     return msgspec.structs.replace(config, name=f"{config.name}:gateway-{where}")
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> FastAPI:
+    """The gateway's app; ``on_ready`` is called once it has started (the CLI freezes the start-up heap)."""
     if not settings.redis_url:
         raise ValueError("the gateway needs REDIS_URL (almanac up starts a Redis and sets it)")
     signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
@@ -93,6 +94,8 @@ def create_app(settings: Settings) -> FastAPI:
                 gateway.engine = Engine(engine_client, gateway_engine_config(settings))
                 gateway.engine.serve_here(gateway.outcomes.call)
                 await gateway.engine.start()
+            if on_ready is not None:
+                on_ready()
             yield
         finally:
             if gateway.engine is not None:

@@ -3,6 +3,8 @@ included), counters and real latency histograms, rendered in the Prometheus text
 
 from __future__ import annotations
 
+import gc
+
 from prometheus_client import (
     CollectorRegistry,
     Counter as _Counter,
@@ -12,7 +14,10 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import generate_latest
+
+from almanac.services.heap import PAUSE_BUCKETS_S, pauses
 
 # Commands answer in milliseconds; the finest buckets are what tell a p50 of 2 ms from one of 5 ms.
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -57,6 +62,28 @@ class Histogram(_Labelled):
         self._child(labels).observe(value)
 
 
+class CollectorPauseHistogram:
+    """``almanac_gc_pause_seconds``: how long each cyclic garbage collection stopped this process, by
+    generation (prometheus_client's GCCollector counts collections, not their length). A pause holds every
+    command in flight: it is where a latency tail with no slow request in it comes from. And
+    ``almanac_gc_frozen_objects``: the start-up heap left out of the collections (services.heap)."""
+
+    def collect(self):  # noqa: ANN201 - prometheus_client's collector protocol
+        counted = pauses()
+        family = HistogramMetricFamily("almanac_gc_pause_seconds",
+                                       "Cyclic garbage collections of this process by generation, by pause length.",
+                                       labels=("generation",))
+        for generation, hits in counted.buckets.items():
+            cumulative, running = [], 0
+            for bound, hit in zip((*PAUSE_BUCKETS_S, float("inf")), hits, strict=True):
+                running += hit
+                cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            family.add_metric([str(generation)], cumulative, counted.seconds[generation])
+        yield family
+        yield GaugeMetricFamily("almanac_gc_frozen_objects", "Objects left out of every collection (the start-up heap).",
+                                value=gc.get_freeze_count())
+
+
 class GatewayMetrics:
     """Everything one gateway counts, in its own registry (two gateways in one process never mix)."""
 
@@ -64,6 +91,8 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         for collector in (ProcessCollector, PlatformCollector, GCCollector):
             collector(registry=self.registry)  # CPU seconds, RSS, open files, GC: the process's own cost
+        pauses()  # counted from now on
+        self.registry.register(CollectorPauseHistogram())
         self.requests = Counter(self.registry, "almanac_http_requests_total",
                                 "HTTP requests by route template and status.", ("method", "route", "status"))
         self.commands = Counter(

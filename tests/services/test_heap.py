@@ -1,0 +1,87 @@
+"""The collector: what a ready service leaves out of it, how long each collection stopped the process, and a
+load generator that does not stop to collect while it measures."""
+
+from __future__ import annotations
+
+import gc
+import re
+
+import httpx
+
+from almanac.services.bench.e2e import _no_collection_while_offering
+from almanac.services.engine.metrics import EngineMetrics
+from almanac.services.gateway.metrics import GatewayMetrics
+from almanac.services.heap import PAUSE_BUCKETS_S, freeze_startup_heap, pauses
+from tests.gateway.gateway_stack import engine_and_gateway
+from tests.waiting import wait_for
+
+
+def test_a_ready_service_leaves_its_start_up_heap_out_of_every_later_collection():
+    assert gc.get_freeze_count() == 0
+    try:
+        freeze_startup_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > 1_000  # modules, functions, schemas: everything this process built so far
+        made_later = [[index] for index in range(100)]
+        assert all(gc.is_tracked(item) for item in made_later)
+        assert gc.get_freeze_count() == frozen  # what comes later is collected as always
+    finally:
+        gc.unfreeze()
+
+
+def test_each_collection_is_counted_with_its_pause_in_its_generation():
+    counted = pauses()
+    before = (counted.count[2], counted.seconds[2], sum(counted.buckets[2]))
+    gc.collect()
+    assert counted.count[2] == before[0] + 1
+    assert counted.seconds[2] > before[1]
+    assert sum(counted.buckets[2]) == before[2] + 1
+    assert len(counted.buckets[2]) == len(PAUSE_BUCKETS_S) + 1  # the last bucket: longer than a second
+
+
+def test_the_gateway_exports_the_pauses_as_a_histogram_and_the_frozen_heap_as_a_gauge():
+    metrics = GatewayMetrics()
+    gc.collect()
+    text = metrics.render()
+    count = float(re.search(r'^almanac_gc_pause_seconds_count\{generation="2"\} (\S+)$', text, re.M).group(1))
+    infinite = float(re.search(r'^almanac_gc_pause_seconds_bucket\{generation="2",le="\+Inf"\} (\S+)$', text,
+                               re.M).group(1))
+    assert count >= 1 and infinite == count
+    assert re.search(r"^almanac_gc_frozen_objects 0\.0$", text, re.M)  # nothing frozen in this test process
+
+
+def test_the_engine_flushes_the_pauses_as_counter_deltas():
+    metrics = EngineMetrics()
+    metrics.pending_deltas()  # what came before this engine's first flush
+    gc.collect()
+    gc.collect()
+    deltas = metrics.pending_deltas()
+    assert deltas["gc_collections_gen2"] == 2
+    assert deltas["gc_pause_us_gen2"] > 0
+    assert deltas["gc_pause_le_1000ms"] == 2  # cumulative buckets: every pause under a second
+    assert "gc_collections_gen2" not in metrics.pending_deltas()  # flushed once
+
+
+def test_the_load_generator_does_not_collect_while_it_offers_the_load_and_collects_after():
+    assert gc.isenabled()
+    with _no_collection_while_offering():
+        assert not gc.isenabled()
+        assert gc.get_freeze_count() > 0  # what existed before the load is not walked by a later collection
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+
+
+async def test_a_running_gateway_and_engine_have_frozen_their_start_up_heap_and_report_their_pauses(redis_url,
+                                                                                                      tmp_path):
+    with engine_and_gateway(redis_url, tmp_path) as (url, _):
+        text = httpx.get(f"{url}/metrics").text
+        frozen = float(re.search(r"^almanac_gc_frozen_objects (\S+)$", text, re.M).group(1))
+        assert frozen > 10_000  # the gateway's app, rule-sets and libraries
+        # The freeze's own full collection, counted once the gateway was ready.
+        assert float(re.search(r'^almanac_gc_pause_seconds_count\{generation="2"\} (\S+)$', text, re.M).group(1)) >= 1
+
+        async def engine_reported() -> bool:
+            async with httpx.AsyncClient() as http:
+                return 'field="gc_collections_gen2"' in (await http.get(f"{url}/metrics")).text
+
+        await wait_for(engine_reported, what="the engine's collector pauses in /metrics")
