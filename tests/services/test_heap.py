@@ -6,14 +6,10 @@ from __future__ import annotations
 import gc
 import re
 
-import httpx
-
 from almanac.services.bench.e2e import _no_collection_while_offering
 from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.heap import PAUSE_BUCKETS_S, freeze_startup_heap, pauses
-from tests.gateway.gateway_stack import engine_and_gateway
-from tests.waiting import wait_for
 
 
 def test_a_ready_service_leaves_its_start_up_heap_out_of_every_later_collection():
@@ -69,19 +65,3 @@ def test_the_load_generator_does_not_collect_while_it_offers_the_load_and_collec
         assert gc.get_freeze_count() > 0  # what existed before the load is not walked by a later collection
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
-
-
-async def test_a_running_gateway_and_engine_have_frozen_their_start_up_heap_and_report_their_pauses(redis_url,
-                                                                                                      tmp_path):
-    with engine_and_gateway(redis_url, tmp_path) as (url, _):
-        text = httpx.get(f"{url}/metrics").text
-        frozen = float(re.search(r"^almanac_gc_frozen_objects (\S+)$", text, re.M).group(1))
-        assert frozen > 10_000  # the gateway's app, rule-sets and libraries
-        # The freeze's own full collection, counted once the gateway was ready.
-        assert float(re.search(r'^almanac_gc_pause_seconds_count\{generation="2"\} (\S+)$', text, re.M).group(1)) >= 1
-
-        async def engine_reported() -> bool:
-            async with httpx.AsyncClient() as http:
-                return 'field="gc_collections_gen2"' in (await http.get(f"{url}/metrics")).text
-
-        await wait_for(engine_reported, what="the engine's collector pauses in /metrics")
