@@ -20,7 +20,7 @@ from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import LoopLag, StandingQueue
+from almanac.services.gateway.overload import AdaptiveLimit, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
@@ -66,6 +66,8 @@ class Gateway:
         self.inflight = 0
         self.lag = LoopLag(lambda: self.inflight >= LAG_MIN_INFLIGHT)  # started by the app's lifespan
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
+        self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
+                                   settings.gateway_wait_interval_ms)
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
@@ -145,8 +147,11 @@ class Gateway:
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
         command before the request is even read (protocol.GatewayHttpProtocol)."""
-        if self.inflight >= self.settings.gateway_max_inflight:
-            return f"{self.inflight} commands in flight in this gateway process"
+        if self.inflight >= self.limit.limit:
+            if self.limit.limit == self.limit.ceiling:
+                return f"{self.inflight} commands in flight in this gateway process"
+            return (f"{self.inflight} commands in flight in this gateway process (its limit for now, of "
+                    f"{self.limit.ceiling}: commands waited over {self.limit.target_s * 1000:.0f} ms on average)")
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
             return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
@@ -197,6 +202,7 @@ class Gateway:
         if outcome is not None:  # a wait that timed out says nothing more than the timeout
             now = time.monotonic()
             self.queue.record(now - started, now)
+            self.limit.record(now - started, now)
         return outcome
 
     async def count_refused(self, room: str, limit: RateLimit | None) -> None:

@@ -108,3 +108,47 @@ class StandingQueue:
             self._standing = finished_any and self._quickest > self.target_s
             self._quickest = float("inf")
             self._ends = now + self.interval_s
+
+
+class AdaptiveLimit:
+    """The in-flight limit that keeps commands' waits near a target: multiplied down while they wait longer,
+    grown back one step an interval while they do not (AIMD, as TCP's window and Netflix's concurrency-limits).
+
+    A fixed limit bounds how many commands wait, and so how long only for a given speed: past capacity the
+    wait is about limit / throughput (Little's law), and the same 32 gave a p99 of accepted of 60-70 ms on a
+    fast hour of this project's VM and 80-130 ms on a slow one. A fixed 16 halved it but also refused commands
+    at a quarter of capacity whenever the machine stalled, because the stall's burst found the smaller limit
+    (docs/capacity.md, eighth pass). This one is only lowered after waits were measured long over a whole
+    interval of several commands, which a lone stall's burst does not make before it has been admitted, and
+    sustained overload does; ``ceiling`` (the configured limit) is where it starts and what it returns to.
+    """
+
+    MIN_SAMPLES = 8  # an interval with fewer finished commands says nothing about a queue
+    DECREASE = 0.75
+
+    def __init__(self, ceiling: int, target_ms: int, interval_ms: int, floor: int = 4) -> None:
+        self.ceiling = ceiling
+        self.floor = min(floor, ceiling)
+        self.limit = ceiling
+        self.target_s = target_ms / 1000
+        self.interval_s = interval_ms / 1000
+        self.last_mean_s = 0.0  # the last judged interval's mean wait (what moved the limit)
+        self._ends = 0.0
+        self._sum = 0.0
+        self._count = 0
+
+    def record(self, wait_s: float, now: float) -> None:
+        """A finished command's wait (submit to outcome); the limit moves at the end of each interval."""
+        if not self.target_s:
+            return
+        if now >= self._ends:
+            mean = self._sum / self._count if self._count else 0.0
+            if mean > self.target_s and self._count >= self.MIN_SAMPLES:
+                self.limit = max(self.floor, int(self.limit * self.DECREASE))
+            elif mean <= self.target_s and self.limit < self.ceiling:
+                self.limit += 1  # no queue seen (a few quick commands are proof enough): back towards the ceiling
+            self.last_mean_s = mean
+            self._sum, self._count = 0.0, 0
+            self._ends = now + self.interval_s
+        self._sum += wait_s
+        self._count += 1

@@ -211,3 +211,28 @@ async def _submitted(gateway: Gateway, record: CommandRecord, while_in_flight=No
         outcome = await gateway.submit(record)
         assert while_in_flight is None or while_in_flight()
         return outcome
+
+
+def test_a_deciding_gateway_lowers_its_in_flight_limit_after_long_waits_and_the_standard_one_keeps_its_own(
+        down: Stack) -> None:
+    signer = TokenSigner(secrets.token_hex(32), 60)
+    deciding = gateway_settings(down).model_copy(update={"gateway_engine": True})
+    standard = gateway_settings(down)
+
+    async def story(settings) -> tuple[str | None, str | None]:
+        gateway = Gateway(settings, connect(settings.redis_url), signer)
+        try:
+            gateway.inflight = 20  # commands being decided now (under the configured 32)
+            before = gateway.overload_reason()
+            # Two intervals (ALMANAC_GATEWAY_WAIT_INTERVAL_MS, 100 ms) of commands that waited 40 ms each: 32 -> 18.
+            for index in range(40):
+                gateway.limit.record(0.040, now=1.0 + index * 0.005)
+            gateway.limit.record(0.040, now=1.3)
+            return before, gateway.overload_reason()
+        finally:
+            await gateway.client.aclose()
+
+    before, after = asyncio.run(story(deciding))
+    assert before is None
+    assert after is not None and "its limit for now, of 32" in after, after
+    assert asyncio.run(story(standard)) == (None, None)  # ALMANAC_GATEWAY_LIMIT_WAIT_MS unset: 0 in this layout

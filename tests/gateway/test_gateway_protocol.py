@@ -9,7 +9,7 @@ import time
 
 from uvicorn.protocols.http.flow_control import FlowControl
 
-from almanac.services.gateway.overload import LoopLag, StandingQueue
+from almanac.services.gateway.overload import AdaptiveLimit, LoopLag, StandingQueue
 from almanac.services.gateway.protocol import OneWriteCycle, _is_command
 
 
@@ -88,6 +88,41 @@ def test_a_queue_stands_when_even_the_quickest_wait_of_an_interval_exceeds_the_t
     assert queue.standing(now=0.45)
     assert not queue.standing(now=0.6)
     assert not StandingQueue(target_ms=0, interval_ms=100).standing(now=1.0)  # 0 = off
+
+
+def _interval(limit: AdaptiveLimit, start: float, waits_s: list[float]) -> None:
+    """One interval's finished commands, spread over it (the next interval's first record judges it)."""
+    for index, wait in enumerate(waits_s):
+        limit.record(wait, now=start + 0.001 + index * 0.001)
+
+
+def test_the_in_flight_limit_shrinks_while_waits_stay_long_and_grows_back_once_they_are_short() -> None:
+    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
+    assert limit.limit == 32
+    # Sustained overload: every interval's commands waited 25 ms on average.
+    for index in range(4):
+        _interval(limit, index * 0.1, [0.025] * 20)
+    limit.record(0.025, now=0.401)  # judges the fourth interval
+    assert limit.limit == 9  # 32 -> 24 -> 18 -> 13 -> 9
+    assert round(limit.last_mean_s, 3) == 0.025
+    # Waits back under the target: one step an interval, up to the configured limit and no further.
+    for index in range(5, 40):
+        _interval(limit, index * 0.1, [0.004] * 20)
+    assert limit.limit == 32
+
+
+def test_a_lone_slow_command_or_a_quiet_interval_never_lowers_the_limit_and_it_never_falls_below_its_floor() -> None:
+    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
+    _interval(limit, 0.0, [0.500] * 7)  # a stall's few commands: fewer than an interval needs to judge
+    _interval(limit, 0.1, [0.004])
+    assert limit.limit == 32
+    for index in range(30):
+        _interval(limit, 0.2 + index * 0.1, [1.0] * 20)
+    assert limit.limit == 4  # the floor: a few commands always get through to show the waits are short again
+    fixed = AdaptiveLimit(ceiling=32, target_ms=0, interval_ms=100)  # 0 = the limit stays fixed
+    for index in range(10):
+        _interval(fixed, index * 0.1, [1.0] * 20)
+    assert fixed.limit == 32
 
 
 def test_the_loop_lag_ticks_only_while_the_gateway_is_busy_and_reads_zero_once_idle() -> None:
