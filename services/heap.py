@@ -34,7 +34,7 @@ def freeze_startup_heap() -> None:
     gateway) out of every later collection: a service calls this once, when it is ready to serve.
 
     Those objects live as long as the process, yet each older-generation collection walked them all again:
-    a full collection of a gateway after a load took 160-215 ms, 10.5 ms with them frozen (docs/capacity.md,
+    a full collection of a gateway after a load took 160-215 ms, 21.6 ms with them frozen (docs/capacity.md,
     ninth pass). It saves no CPU worth measuring (collections are rare at ``THRESHOLDS``); it shortens the
     pauses, and a pause is every in-flight command's latency.
     """

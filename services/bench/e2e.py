@@ -271,14 +271,18 @@ def _no_collection_while_offering() -> Any:
     stack's latencies (p99 of accepted 50-170 ms where the gateway's own histogram said 25-50 ms). What
     exists before the load is frozen out of later collections; what the load leaves is collected after.
     """
-    gc.collect()
-    gc.freeze()
+    enabled, frozen_before = gc.isenabled(), gc.get_freeze_count()
+    if not frozen_before:  # frozen already (by whoever runs this): left as it was found
+        gc.collect()
+        gc.freeze()
     gc.disable()
     try:
         yield
     finally:
-        gc.enable()
-        gc.unfreeze()
+        if enabled:
+            gc.enable()
+        if not frozen_before:
+            gc.unfreeze()
 
 
 def _run_loop(coroutine: Any) -> Any:

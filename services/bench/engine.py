@@ -42,8 +42,8 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
         client = connect(url)
         engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
                                              batch_size=batch_size, prefix=prefix, lease_ms=5_000))
+        freeze_startup_heap()  # as `almanac engine` does, before it takes its leases
         await engine.start()
-        freeze_startup_heap()  # as `almanac engine` does once started
         await engine.wait_stopped()
 
     collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)

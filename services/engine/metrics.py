@@ -29,7 +29,7 @@ class EngineMetrics:
         self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
         # The process's collector pauses (services.heap), flushed as deltas of what was flushed before.
         self._pauses = pauses()
-        self._pauses_flushed: dict[str, int] = {}
+        self._pauses_flushed: dict[str, int] = self._pause_totals()  # from here on: not the process's earlier ones
 
     def count(self, field: str, amount: int = 1) -> None:
         self._unflushed[field] += amount

@@ -21,7 +21,7 @@ from almanac.services.settings import Settings
 
 def build_app(settings: Settings, redis_url: str, on_ready: Callable[[], None] | None = None) -> FastStream:
     """A FastStream app that runs one Engine for the settings' shards until SIGINT/SIGTERM; ``on_ready`` is
-    called once it has started (the CLI freezes the start-up heap)."""
+    called once it is built, before it takes its leases (the CLI freezes the start-up heap)."""
     logger = get_logger("almanac.engine.app")
     # The broker takes one URL: a node that answers now (REDIS_URL may name several Cluster nodes).
     broker = RedisBroker(live_seed(redis_url), logger=logger)
@@ -33,9 +33,9 @@ def build_app(settings: Settings, redis_url: str, on_ready: Callable[[], None] |
         client = connect(redis_url, cluster=settings.redis_cluster)
         engine = Engine(client, engine_config(settings))
         running["client"], running["engine"] = client, engine
-        await engine.start()
         if on_ready is not None:
-            on_ready()
+            on_ready()  # built, not yet holding a lease: the freeze's own collection stalls no command
+        await engine.start()
 
     @app.on_shutdown
     async def stop_engine() -> None:

@@ -68,6 +68,7 @@ class Gateway:
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
                                    settings.gateway_wait_interval_ms)
+        self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.limit)
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
@@ -150,8 +151,9 @@ class Gateway:
         if self.inflight >= self.limit.limit:
             if self.limit.limit == self.limit.ceiling:
                 return f"{self.inflight} commands in flight in this gateway process"
-            return (f"{self.inflight} commands in flight in this gateway process (its limit for now, of "
-                    f"{self.limit.ceiling}: commands waited over {self.limit.target_s * 1000:.0f} ms on average)")
+            return (f"{self.inflight} commands in flight in this gateway process: its limit for now ({self.limit.limit} "
+                    f"of {self.limit.ceiling}) while commands queue (median wait of the last interval "
+                    f"{self.limit.last_median_s * 1000:.0f} ms)")
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
             return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
@@ -199,10 +201,10 @@ class Gateway:
             # Remembered only when it was this request's own window (a sharer's token may be another).
             own = limit is not None and refused.key == limit.key
             raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
+        now = time.monotonic()
         if outcome is not None:  # a wait that timed out says nothing more than the timeout
-            now = time.monotonic()
             self.queue.record(now - started, now)
-            self.limit.record(now - started, now)
+        self.limit.record(now - started, now)  # a timeout too: the longest wait there is
         return outcome
 
     async def count_refused(self, room: str, limit: RateLimit | None) -> None:

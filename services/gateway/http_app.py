@@ -70,7 +70,8 @@ def gateway_engine_config(settings: Settings) -> EngineConfig:
 
 
 def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> FastAPI:
-    """The gateway's app; ``on_ready`` is called once it has started (the CLI freezes the start-up heap)."""
+    """The gateway's app; ``on_ready`` is called once it is built, before it serves or its engine takes leases
+    (the CLI freezes the start-up heap)."""
     if not settings.redis_url:
         raise ValueError("the gateway needs REDIS_URL (almanac up starts a Redis and sets it)")
     signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
@@ -93,9 +94,10 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                                         socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
                 gateway.engine = Engine(engine_client, gateway_engine_config(settings))
                 gateway.engine.serve_here(gateway.outcomes.call)
-                await gateway.engine.start()
             if on_ready is not None:
-                on_ready()
+                on_ready()  # before its engine takes leases (the freeze's own collection stalls no command)
+            if gateway.engine is not None:
+                await gateway.engine.start()
             yield
         finally:
             if gateway.engine is not None:

@@ -4,6 +4,7 @@ included), counters and real latency histograms, rendered in the Prometheus text
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 from prometheus_client import (
     CollectorRegistry,
@@ -111,6 +112,13 @@ class GatewayMetrics:
         self.open_websockets = 0
         websockets = _Gauge("almanac_websocket_connections", "Open WebSocket connections.", registry=self.registry)
         websockets.set_function(lambda: self.open_websockets)
+
+    def watch_inflight(self, inflight: Callable[[], int], limit: Callable[[], int]) -> None:
+        """Gauges read at each scrape: the commands in flight now, and the in-flight limit now (it adapts)."""
+        _Gauge("almanac_gateway_inflight", "Commands in flight in this gateway process.",
+               registry=self.registry).set_function(inflight)
+        _Gauge("almanac_gateway_inflight_limit", "The in-flight limit now (ALMANAC_GATEWAY_LIMIT_WAIT_MS adapts it).",
+               registry=self.registry).set_function(limit)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """One answered HTTP request: its count by route template and status, and its latency."""

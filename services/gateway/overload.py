@@ -111,44 +111,54 @@ class StandingQueue:
 
 
 class AdaptiveLimit:
-    """The in-flight limit that keeps commands' waits near a target: multiplied down while they wait longer,
-    grown back one step an interval while they do not (AIMD, as TCP's window and Netflix's concurrency-limits).
+    """The in-flight limit that keeps commands' waits near a target: cut while they queue, grown back one
+    step an interval while they do not (AIMD, as TCP's window and Netflix's concurrency-limits).
 
     A fixed limit bounds how many commands wait, and so how long only for a given speed: past capacity the
-    wait is about limit / throughput (Little's law), and the same 32 gave a p99 of accepted of 60-70 ms on a
-    fast hour of this project's VM and 80-130 ms on a slow one. A fixed 16 halved it but also refused commands
-    at a quarter of capacity whenever the machine stalled, because the stall's burst found the smaller limit
-    (docs/capacity.md, eighth pass). This one is only lowered after waits were measured long over a whole
-    interval of several commands, which a lone stall's burst does not make before it has been admitted, and
-    sustained overload does; ``ceiling`` (the configured limit) is where it starts and what it returns to.
+    wait is about limit / throughput (Little's law), and the same 32 gave a p50 of accepted of 20-25 ms on a
+    slow hour of this project's VM. A fixed 16 shortened it but also refused commands at a quarter of
+    capacity whenever the machine stalled, because the stall's burst found the smaller limit (docs/capacity.md,
+    eighth pass). This one is cut only after an interval of several finished commands (``MIN_SAMPLES``) whose
+    median wait exceeded the target AND twice the interval's quickest: a queue makes the waits spread above
+    the quickest, while a slow store (a remote Redis, WAIT for a replica) makes every wait long alike and is
+    no reason to refuse. A stall's burst has been admitted before its waits are measured. Each interval in
+    which the median stayed under the target or nothing finished grows the limit by one, back to ``ceiling``
+    (the configured limit); the ``floor`` keeps enough commands in flight for the loop-lag and standing-queue
+    tests to go on judging (``LAG_MIN_INFLIGHT``).
     """
 
     MIN_SAMPLES = 8  # an interval with fewer finished commands says nothing about a queue
     DECREASE = 0.75
 
-    def __init__(self, ceiling: int, target_ms: int, interval_ms: int, floor: int = 4) -> None:
+    def __init__(self, ceiling: int, target_ms: int, interval_ms: int, floor: int = 8) -> None:
         self.ceiling = ceiling
         self.floor = min(floor, ceiling)
         self.limit = ceiling
         self.target_s = target_ms / 1000
         self.interval_s = interval_ms / 1000
-        self.last_mean_s = 0.0  # the last judged interval's mean wait (what moved the limit)
+        self.last_median_s = 0.0  # the last judged interval's median wait
         self._ends = 0.0
-        self._sum = 0.0
-        self._count = 0
+        self._waits: list[float] = []
 
     def record(self, wait_s: float, now: float) -> None:
-        """A finished command's wait (submit to outcome); the limit moves at the end of each interval."""
+        """A command's wait, submit to outcome (or to its timeout); the limit moves as each interval ends."""
         if not self.target_s:
             return
         if now >= self._ends:
-            mean = self._sum / self._count if self._count else 0.0
-            if mean > self.target_s and self._count >= self.MIN_SAMPLES:
-                self.limit = max(self.floor, int(self.limit * self.DECREASE))
-            elif mean <= self.target_s and self.limit < self.ceiling:
-                self.limit += 1  # no queue seen (a few quick commands are proof enough): back towards the ceiling
-            self.last_mean_s = mean
-            self._sum, self._count = 0.0, 0
+            self._judge()
+            # Whole intervals in which nothing finished (a quiet gateway): no queue to speak of.
+            quiet = int((now - self._ends) / self.interval_s) if self._ends else 0
+            self.limit = min(self.ceiling, self.limit + quiet)
             self._ends = now + self.interval_s
-        self._sum += wait_s
-        self._count += 1
+        self._waits.append(wait_s)
+
+    def _judge(self) -> None:
+        waits, self._waits = self._waits, []
+        if not waits:
+            return
+        waits.sort()
+        median = self.last_median_s = waits[len(waits) // 2]
+        if len(waits) >= self.MIN_SAMPLES and median > self.target_s and median > 2 * waits[0]:
+            self.limit = max(self.floor, int(self.limit * self.DECREASE))
+        elif median <= self.target_s and self.limit < self.ceiling:
+            self.limit += 1

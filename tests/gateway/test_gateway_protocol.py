@@ -96,33 +96,45 @@ def _interval(limit: AdaptiveLimit, start: float, waits_s: list[float]) -> None:
         limit.record(wait, now=start + 0.001 + index * 0.001)
 
 
-def test_the_in_flight_limit_shrinks_while_waits_stay_long_and_grows_back_once_they_are_short() -> None:
+QUEUED = [0.002] + [0.030] * 19  # a queue: the quickest came straight through, the rest waited their turn
+
+
+def test_the_in_flight_limit_shrinks_while_commands_queue_and_grows_back_once_they_do_not() -> None:
     limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
     assert limit.limit == 32
-    # Sustained overload: every interval's commands waited 25 ms on average.
-    for index in range(4):
-        _interval(limit, index * 0.1, [0.025] * 20)
-    limit.record(0.025, now=0.401)  # judges the fourth interval
+    for index in range(5):  # sustained overload: each interval's median wait 30 ms, its quickest 2 ms
+        _interval(limit, index * 0.1, QUEUED)  # each judges the one before
     assert limit.limit == 9  # 32 -> 24 -> 18 -> 13 -> 9
-    assert round(limit.last_mean_s, 3) == 0.025
-    # Waits back under the target: one step an interval, up to the configured limit and no further.
-    for index in range(5, 40):
+    assert round(limit.last_median_s, 3) == 0.030
+    _interval(limit, 0.5, QUEUED)
+    assert limit.limit == 8  # the floor: the loop-lag and standing-queue tests need 8 in flight to judge
+    for index in range(6, 40):  # waits back under the target: one step an interval, up to the ceiling only
         _interval(limit, index * 0.1, [0.004] * 20)
     assert limit.limit == 32
 
 
-def test_a_lone_slow_command_or_a_quiet_interval_never_lowers_the_limit_and_it_never_falls_below_its_floor() -> None:
+def test_a_slow_store_a_lone_slow_command_or_a_few_commands_never_lower_the_limit() -> None:
     limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
-    _interval(limit, 0.0, [0.500] * 7)  # a stall's few commands: fewer than an interval needs to judge
-    _interval(limit, 0.1, [0.004])
+    for index in range(5):  # every wait 15 ms alike (a remote Redis, WAIT for a replica): no queue
+        _interval(limit, index * 0.1, [0.015] * 20)
+    _interval(limit, 0.5, [0.004] * 19 + [0.160])  # one slow command among quick ones
+    _interval(limit, 0.6, [0.002] + [0.500] * 6)  # a stall's few commands: too few to judge
+    _interval(limit, 0.7, [0.004])
     assert limit.limit == 32
-    for index in range(30):
-        _interval(limit, 0.2 + index * 0.1, [1.0] * 20)
-    assert limit.limit == 4  # the floor: a few commands always get through to show the waits are short again
     fixed = AdaptiveLimit(ceiling=32, target_ms=0, interval_ms=100)  # 0 = the limit stays fixed
     for index in range(10):
-        _interval(fixed, index * 0.1, [1.0] * 20)
+        _interval(fixed, index * 0.1, QUEUED)
     assert fixed.limit == 32
+
+
+def test_quiet_intervals_grow_the_limit_back_as_calm_ones_do() -> None:
+    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
+    for index in range(3):
+        _interval(limit, index * 0.1, QUEUED)
+    limit.record(0.004, now=0.305)  # judges the third interval; a quick command opens the next
+    assert limit.limit == 13
+    limit.record(0.004, now=1.5)  # its interval was calm (+1), then nothing finished for ten more (+10)
+    assert limit.limit == 24
 
 
 def test_the_loop_lag_ticks_only_while_the_gateway_is_busy_and_reads_zero_once_idle() -> None:
