@@ -90,11 +90,12 @@ class Settings(BaseSettings):
     gateway_target_wait_ms: int = _env("ALMANAC_GATEWAY_TARGET_WAIT_MS", 20)
     gateway_wait_interval_ms: int = _env("ALMANAC_GATEWAY_WAIT_INTERVAL_MS", 100)
     # ... and the in-flight limit adapts (overload.AdaptiveLimit): lowered while the commands of an interval
-    # waited longer than this (ms) on average, raised back to ALMANAC_GATEWAY_MAX_INFLIGHT while they do not
-    # (0 = the limit stays fixed). Unset: 10 in a gateway that decides its own commands, where it halved the
-    # accepted commands' p50 past capacity and cut their p99 by a quarter for ~4% of what it served; 0 in
-    # the standard stack, where the same 10 ms cut what it served by 20-35% (the engine's batches shrink with
-    # the limit, and the stream's hop alone is several ms past capacity): docs/capacity.md, ninth pass.
+    # queue (their median wait over this, in ms, and over twice the quickest's), raised back to
+    # ALMANAC_GATEWAY_MAX_INFLIGHT while they do not
+    # (0 = the limit stays fixed). Unset: 10 in a gateway that decides its own commands, where past capacity it
+    # cut the accepted commands' p50 by half or more, and at 1,000/s their p99 by about half; 0 in the standard
+    # stack, where 10 ms cut what it served by 20-35% (the engine's batches shrink with the limit):
+    # docs/capacity.md, ninth pass.
     gateway_limit_wait_ms: int | None = _env("ALMANAC_GATEWAY_LIMIT_WAIT_MS", None)
 
     @property

@@ -268,8 +268,9 @@ def _no_collection_while_offering() -> Any:
 
     Its heap (every request's task is kept until the end) made a full collection take 130 ms at 1,000/s,
     twice in an 8 s run: every request due meanwhile was sent that late, and the lateness counted in the
-    stack's latencies (p99 of accepted 50-170 ms where the gateway's own histogram said 25-50 ms). What
-    exists before the load is frozen out of later collections; what the load leaves is collected after.
+    stack's latencies (its lateness p99 at 3,500/s: 58-83 ms collecting, 4.2-5.9 ms not; docs/capacity.md,
+    ninth pass). What exists before the load is frozen out of later collections; what the load leaves is
+    collected after; the collector is left as it was found.
     """
     enabled, frozen_before = gc.isenabled(), gc.get_freeze_count()
     if not frozen_before:  # frozen already (by whoever runs this): left as it was found
