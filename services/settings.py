@@ -94,7 +94,8 @@ class Settings(BaseSettings):
     # ALMANAC_GATEWAY_MAX_INFLIGHT while they do not
     # (0 = the limit stays fixed). Unset: 10 in a gateway that decides its own commands, where past capacity it
     # cut the accepted commands' p50 by half or more, and at 1,000/s their p99 by about half; 0 in the standard
-    # stack, where 10 ms cut what it served by 20-35% (the engine's batches shrink with the limit):
+    # stack, where 10 ms (the rule's first version, on the mean wait) cut what it served by 20-35% (the engine's
+    # batches shrink with the limit):
     # docs/capacity.md, ninth pass.
     gateway_limit_wait_ms: int | None = _env("ALMANAC_GATEWAY_LIMIT_WAIT_MS", None)
 

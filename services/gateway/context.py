@@ -68,7 +68,7 @@ class Gateway:
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
                                    settings.gateway_wait_interval_ms)
-        self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.limit)
+        self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
@@ -148,12 +148,12 @@ class Gateway:
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
         command before the request is even read (protocol.GatewayHttpProtocol)."""
-        if self.inflight >= self.limit.limit:
-            if self.limit.limit == self.limit.ceiling:
+        limit = self.limit.current(time.monotonic())
+        if self.inflight >= limit:
+            if limit == self.limit.ceiling:
                 return f"{self.inflight} commands in flight in this gateway process"
-            return (f"{self.inflight} commands in flight in this gateway process: its limit for now ({self.limit.limit} "
-                    f"of {self.limit.ceiling}) while commands queue (median wait of the last interval "
-                    f"{self.limit.last_median_s * 1000:.0f} ms)")
+            return (f"{self.inflight} commands in flight in this gateway process: its limit for now ({limit} of "
+                    f"{self.limit.ceiling}), lowered after commands queued")
         max_lag_ms = self.settings.gateway_max_lag_ms
         if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
             return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"

@@ -119,8 +119,8 @@ class AdaptiveLimit:
     slow hour of this project's VM. A fixed 16 shortened it but also refused commands at a quarter of
     capacity whenever the machine stalled, because the stall's burst found the smaller limit (docs/capacity.md,
     eighth pass). This one is cut only after an interval of several finished commands (``MIN_SAMPLES``) whose
-    median wait exceeded the target AND twice the interval's quickest: a queue makes the waits spread above
-    the quickest, while a slow store (a remote Redis, WAIT for a replica) makes every wait long alike and is
+    median wait exceeded the target AND twice the wait of the interval's quickest tenth: a queue makes the
+    waits spread above the quickest, while a slow store (a remote Redis, WAIT for a replica) makes every wait long alike and is
     no reason to refuse. A stall's burst has been admitted before its waits are measured. Each interval in
     which the median stayed under the target or nothing finished grows the limit by one, back to ``ceiling``
     (the configured limit); the ``floor`` keeps enough commands in flight for the loop-lag and standing-queue
@@ -144,13 +144,25 @@ class AdaptiveLimit:
         """A command's wait, submit to outcome (or to its timeout); the limit moves as each interval ends."""
         if not self.target_s:
             return
-        if now >= self._ends:
-            self._judge()
-            # Whole intervals in which nothing finished (a quiet gateway): no queue to speak of.
-            quiet = int((now - self._ends) / self.interval_s) if self._ends else 0
-            self.limit = min(self.ceiling, self.limit + quiet)
-            self._ends = now + self.interval_s
+        self._roll(now)
         self._waits.append(wait_s)
+
+    def current(self, now: float) -> int:
+        """The limit now: intervals that ended since the last command finished are judged first, so a gateway
+        that went quiet after a cut is back at its ceiling when the next burst comes, not after its first answer."""
+        if self.target_s:
+            self._roll(now)
+        return self.limit
+
+    def _roll(self, now: float) -> None:
+        if now < self._ends:
+            return
+        self._judge()
+        # Whole intervals in which nothing finished: no queue to speak of (a stall's commands, when they end
+        # or time out, are long waits of the interval they end in, and cut the limit again).
+        quiet = int((now - self._ends) / self.interval_s) if self._ends else 0
+        self.limit = min(self.ceiling, self.limit + quiet)
+        self._ends = now + self.interval_s
 
     def _judge(self) -> None:
         waits, self._waits = self._waits, []
@@ -158,7 +170,8 @@ class AdaptiveLimit:
             return
         waits.sort()
         median = self.last_median_s = waits[len(waits) // 2]
-        if len(waits) >= self.MIN_SAMPLES and median > self.target_s and median > 2 * waits[0]:
+        quick = waits[len(waits) // 10]  # the quickest tenth's: not one lucky command
+        if len(waits) >= self.MIN_SAMPLES and median > self.target_s and median > 2 * quick:
             self.limit = max(self.floor, int(self.limit * self.DECREASE))
         elif median <= self.target_s and self.limit < self.ceiling:
             self.limit += 1

@@ -15,7 +15,8 @@ async def test_a_running_gateway_and_engine_have_frozen_their_start_up_heap_and_
         text = httpx.get(f"{url}/metrics").text
         frozen = float(re.search(r"^almanac_gc_frozen_objects (\S+)$", text, re.M).group(1))
         assert frozen > 10_000  # the gateway's app, rule-sets and libraries
-        assert re.search(r"^almanac_gateway_inflight_limit 32\.0$", text, re.M)  # fixed in the standard stack
+        assert re.search(r"^almanac_gateway_inflight_limit 32\.0$", text, re.M)  # ALMANAC_GATEWAY_MAX_INFLIGHT
+        assert re.search(r"^almanac_gateway_inflight 0\.0$", text, re.M)
         # The freeze's own full collection, counted once the gateway was ready.
         assert float(re.search(r'^almanac_gc_pause_seconds_count\{generation="2"\} (\S+)$', text, re.M).group(1)) >= 1
 

@@ -225,15 +225,18 @@ def test_a_deciding_gateway_lowers_its_in_flight_limit_after_long_waits_and_the_
             gateway.inflight = 20  # commands being decided now (under the configured 32)
             before = gateway.overload_reason()
             # Two intervals (ALMANAC_GATEWAY_WAIT_INTERVAL_MS, 100 ms) of commands queued 40 ms but the
-            # quickest of each: 32 -> 18.
+            # quickest few of each: 32 -> 18. Stamped a little ahead of the gateway's clock, so that its overload
+            # check just after rolls no interval on: it finds the limit these commands set.
+            start = time.monotonic() + 0.2
             for index in range(40):
-                gateway.limit.record(0.002 if index % 20 == 0 else 0.040, now=1.0 + index * 0.005)
-            gateway.limit.record(0.040, now=1.25)
+                second = index >= 20  # the second interval starts clear of the first one's 100 ms
+                gateway.limit.record(0.002 if index % 20 < 3 else 0.040, now=start + index * 0.004 + second * 0.03)
+            gateway.limit.record(0.040, now=start + 0.25)
             return before, gateway.overload_reason()
         finally:
             await gateway.client.aclose()
 
     before, after = asyncio.run(story(deciding))
     assert before is None
-    assert after is not None and "its limit for now (18 of 32)" in after, after
+    assert after is not None and "its limit for now (18 of 32)" in after, after  # as long as commands keep finishing
     assert asyncio.run(story(standard)) == (None, None)  # ALMANAC_GATEWAY_LIMIT_WAIT_MS unset: 0 in this layout

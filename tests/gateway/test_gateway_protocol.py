@@ -91,12 +91,14 @@ def test_a_queue_stands_when_even_the_quickest_wait_of_an_interval_exceeds_the_t
 
 
 def _interval(limit: AdaptiveLimit, start: float, waits_s: list[float]) -> None:
-    """One interval's finished commands, spread over it (the next interval's first record judges it)."""
+    """One interval's finished commands, spread over its first 20 ms (the next interval's first record judges
+    it). Interval n starts at n * 0.1001 s: clear of the 100 ms window the first record of n - 1 opened."""
+    start = round(start * 10) * 0.1001
     for index, wait in enumerate(waits_s):
-        limit.record(wait, now=start + 0.001 + index * 0.001)
+        limit.record(wait, now=start + index * 0.001)
 
 
-QUEUED = [0.002] + [0.030] * 19  # a queue: the quickest came straight through, the rest waited their turn
+QUEUED = [0.002] * 3 + [0.030] * 17  # a queue: the quickest came straight through, the rest waited their turn
 
 
 def test_the_in_flight_limit_shrinks_while_commands_queue_and_grows_back_once_they_do_not() -> None:
@@ -118,8 +120,9 @@ def test_a_slow_store_a_lone_slow_command_or_a_few_commands_never_lower_the_limi
     for index in range(5):  # every wait 15 ms alike (a remote Redis, WAIT for a replica): no queue
         _interval(limit, index * 0.1, [0.015] * 20)
     _interval(limit, 0.5, [0.004] * 19 + [0.160])  # one slow command among quick ones
-    _interval(limit, 0.6, [0.002] + [0.500] * 6)  # a stall's few commands: too few to judge
-    _interval(limit, 0.7, [0.004])
+    _interval(limit, 0.6, [0.002] + [0.015] * 19)  # one lucky quick command among a slow store's
+    _interval(limit, 0.7, [0.002] + [0.500] * 6)  # a stall's few commands: too few to judge
+    _interval(limit, 0.8, [0.004])
     assert limit.limit == 32
     fixed = AdaptiveLimit(ceiling=32, target_ms=0, interval_ms=100)  # 0 = the limit stays fixed
     for index in range(10):
@@ -131,10 +134,11 @@ def test_quiet_intervals_grow_the_limit_back_as_calm_ones_do() -> None:
     limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
     for index in range(3):
         _interval(limit, index * 0.1, QUEUED)
-    limit.record(0.004, now=0.305)  # judges the third interval; a quick command opens the next
+    limit.record(0.004, now=0.3005)  # judges the third interval; a quick command opens the next
     assert limit.limit == 13
-    limit.record(0.004, now=1.5)  # its interval was calm (+1), then nothing finished for ten more (+10)
-    assert limit.limit == 24
+    # Nothing finishes for a while: the limit as the next command finds it (and as /metrics shows it).
+    assert limit.current(now=1.5) == 24  # its interval was calm (+1), then ten quiet ones (+10)
+    assert limit.current(now=9.0) == 32
 
 
 def test_the_loop_lag_ticks_only_while_the_gateway_is_busy_and_reads_zero_once_idle() -> None:

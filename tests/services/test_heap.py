@@ -60,6 +60,7 @@ def test_the_gateway_exports_the_pauses_as_a_histogram_and_the_frozen_heap_as_a_
 
 
 def test_the_engine_flushes_its_own_pauses_as_counter_deltas():
+    pauses()  # counting in this process from now on
     gc.collect()  # a pause of this process before the engine was made: not the engine's to report
     metrics = EngineMetrics()
     assert not any(field.startswith("gc_") for field in metrics.pending_deltas())
@@ -79,3 +80,21 @@ def test_the_load_generator_does_not_collect_while_it_offers_the_load_and_collec
         assert gc.get_freeze_count() > 0  # what existed before the load is not walked by a later collection
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
+
+
+def test_the_load_generator_leaves_the_collector_as_it_found_it():
+    gc.disable()
+    try:
+        with _no_collection_while_offering():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # off before: still off
+    finally:
+        gc.enable()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with _no_collection_while_offering():
+            assert gc.get_freeze_count() == frozen  # frozen by someone else: not frozen again
+        assert gc.get_freeze_count() == frozen  # nor unfrozen
+    finally:
+        gc.unfreeze()
