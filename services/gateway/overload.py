@@ -120,8 +120,8 @@ class AdaptiveLimit:
     capacity whenever the machine stalled, because the stall's burst found the smaller limit (docs/capacity.md,
     eighth pass). This one is cut only after an interval of several finished commands (``MIN_SAMPLES``) whose
     median wait exceeded the target AND twice the wait of the interval's quickest tenth: a queue makes the
-    waits spread above the quickest, while a slow store (a remote Redis, WAIT for a replica) makes every wait long alike and is
-    no reason to refuse. A stall's burst has been admitted before its waits are measured. Each interval in
+    waits spread above the quickest, while a slow store (a remote Redis, WAIT for a replica) makes every wait
+    long alike and is no reason to refuse. A stall's burst has been admitted before its waits are measured. Each interval in
     which the median stayed under the target or nothing finished grows the limit by one, back to ``ceiling``
     (the configured limit); the ``floor`` keeps enough commands in flight for the loop-lag and standing-queue
     tests to go on judging (``LAG_MIN_INFLIGHT``).
@@ -136,7 +136,6 @@ class AdaptiveLimit:
         self.limit = ceiling
         self.target_s = target_ms / 1000
         self.interval_s = interval_ms / 1000
-        self.last_median_s = 0.0  # the last judged interval's median wait
         self._ends = 0.0
         self._waits: list[float] = []
 
@@ -169,7 +168,7 @@ class AdaptiveLimit:
         if not waits:
             return
         waits.sort()
-        median = self.last_median_s = waits[len(waits) // 2]
+        median = waits[len(waits) // 2]
         quick = waits[len(waits) // 10]  # the quickest tenth's: not one lucky command
         if len(waits) >= self.MIN_SAMPLES and median > self.target_s and median > 2 * quick:
             self.limit = max(self.floor, int(self.limit * self.DECREASE))

@@ -107,7 +107,6 @@ def test_the_in_flight_limit_shrinks_while_commands_queue_and_grows_back_once_th
     for index in range(5):  # sustained overload: each interval's median wait 30 ms, its quickest 2 ms
         _interval(limit, index * 0.1, QUEUED)  # each judges the one before
     assert limit.limit == 9  # 32 -> 24 -> 18 -> 13 -> 9
-    assert round(limit.last_median_s, 3) == 0.030
     _interval(limit, 0.5, QUEUED)
     assert limit.limit == 8  # the floor: the loop-lag and standing-queue tests need 8 in flight to judge
     for index in range(6, 40):  # waits back under the target: one step an interval, up to the ceiling only
