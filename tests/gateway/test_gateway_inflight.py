@@ -230,7 +230,7 @@ def test_a_deciding_gateway_lowers_its_in_flight_limit_after_long_waits_and_the_
             start = time.monotonic() + 0.2
             for index in range(40):
                 second = index >= 20  # the second interval starts clear of the first one's 100 ms
-                gateway.limit.record(0.002 if index % 20 < 3 else 0.040, now=start + index * 0.004 + second * 0.03)
+                gateway.limit.record(0.002 if index % 20 == 0 else 0.040, now=start + index * 0.004 + second * 0.03)
             gateway.limit.record(0.040, now=start + 0.25)
             return before, gateway.overload_reason()
         finally:
