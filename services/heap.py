@@ -48,10 +48,19 @@ class CollectorPauses:
 
     def __init__(self) -> None:
         generations = range(3)
+        # Per generation: pauses per bucket (the last: longer than the longest bound), and their total length.
         self.buckets = {generation: [0] * (len(PAUSE_BUCKETS_S) + 1) for generation in generations}
         self.seconds = dict.fromkeys(generations, 0.0)
-        self.count = dict.fromkeys(generations, 0)
         self._started = 0.0
+
+    def cumulative(self, generations: range | tuple[int, ...] = range(3)) -> list[int]:
+        """Pauses up to each bound of ``PAUSE_BUCKETS_S`` and in all (the last), over ``generations``: the
+        cumulative buckets Prometheus histograms want."""
+        running, counts = 0, []
+        for hits in zip(*(self.buckets[generation] for generation in generations), strict=True):
+            running += sum(hits)
+            counts.append(running)
+        return counts
 
     def _callback(self, phase: str, info: dict) -> None:
         if phase == "start":
@@ -61,7 +70,6 @@ class CollectorPauses:
         generation = info["generation"]
         self.buckets[generation][bisect.bisect_left(PAUSE_BUCKETS_S, paused)] += 1
         self.seconds[generation] += paused
-        self.count[generation] += 1
 
 
 _PAUSES: CollectorPauses | None = None

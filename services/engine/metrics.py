@@ -59,13 +59,9 @@ class EngineMetrics:
     def _pause_totals(self) -> dict[str, int]:
         """Collections by generation, their pauses in microseconds, and cumulative pause buckets (ms), so far."""
         totals: dict[str, int] = {}
-        hits = [0] * (len(PAUSE_BUCKETS_S) + 1)
-        for generation, count in self._pauses.count.items():
-            totals[f"gc_collections_gen{generation}"] = count
-            totals[f"gc_pause_us_gen{generation}"] = round(self._pauses.seconds[generation] * 1_000_000)
-            hits = [mine + theirs for mine, theirs in zip(hits, self._pauses.buckets[generation], strict=True)]
-        running = 0
-        for bound, hit in zip(PAUSE_BUCKETS_S, hits, strict=False):
-            running += hit
-            totals[f"gc_pause_le_{bound * 1000:g}ms"] = running
+        for generation, seconds in self._pauses.seconds.items():
+            totals[f"gc_collections_gen{generation}"] = self._pauses.cumulative((generation,))[-1]
+            totals[f"gc_pause_us_gen{generation}"] = round(seconds * 1_000_000)
+        for bound, count in zip(PAUSE_BUCKETS_S, self._pauses.cumulative(), strict=False):
+            totals[f"gc_pause_le_{bound * 1000:g}ms"] = count
         return totals

@@ -67,7 +67,7 @@ class Gateway:
         self.lag = LoopLag(lambda: self.inflight >= LAG_MIN_INFLIGHT)  # started by the app's lifespan
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
-                                   settings.gateway_wait_interval_ms)
+                                   settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until

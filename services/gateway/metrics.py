@@ -74,12 +74,10 @@ class CollectorPauseHistogram:
         family = HistogramMetricFamily("almanac_gc_pause_seconds",
                                        "Cyclic garbage collections of this process by generation, by pause length.",
                                        labels=("generation",))
-        for generation, hits in counted.buckets.items():
-            cumulative, running = [], 0
-            for bound, hit in zip((*PAUSE_BUCKETS_S, float("inf")), hits, strict=True):
-                running += hit
-                cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
-            family.add_metric([str(generation)], cumulative, counted.seconds[generation])
+        bounds = [repr(bound) for bound in PAUSE_BUCKETS_S] + ["+Inf"]
+        for generation, seconds in counted.seconds.items():
+            family.add_metric([str(generation)], list(zip(bounds, counted.cumulative((generation,)), strict=True)),
+                              seconds)
         yield family
         yield GaugeMetricFamily("almanac_gc_frozen_objects", "Objects left out of every collection (the start-up heap).",
                                 value=gc.get_freeze_count())

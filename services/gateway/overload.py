@@ -119,18 +119,18 @@ class AdaptiveLimit:
     slow hour of this project's VM. A fixed 16 shortened it but also refused commands at a quarter of
     capacity whenever the machine stalled, because the stall's burst found the smaller limit (docs/capacity.md,
     eighth pass). This one is cut only after an interval of several finished commands (``MIN_SAMPLES``) whose
-    median wait exceeded the target AND twice the interval's quickest: a queue makes the
-    waits spread above the quickest, while a slow store (a remote Redis, WAIT for a replica) makes every wait
-    long alike and is no reason to refuse. A stall's burst has been admitted before its waits are measured. Each interval in
-    which the median stayed under the target or nothing finished grows the limit by one, back to ``ceiling``
-    (the configured limit); the ``floor`` keeps enough commands in flight for the loop-lag and standing-queue
-    tests to go on judging (``LAG_MIN_INFLIGHT``).
+    median wait exceeded the target AND twice the interval's quickest: a queue makes the waits spread above the
+    quickest, while a slow store (a remote Redis, WAIT for a replica) makes every wait long alike and is no
+    reason to refuse. A stall's burst has been admitted before its waits are measured. Each interval in which
+    the median stayed under the target or nothing finished grows the limit by one, back to ``ceiling`` (the
+    configured limit); the ``floor`` (the gateway's ``LAG_MIN_INFLIGHT``) keeps enough commands in flight for
+    the loop-lag and standing-queue tests to go on judging.
     """
 
     MIN_SAMPLES = 8  # an interval with fewer finished commands says nothing about a queue
     DECREASE = 0.75
 
-    def __init__(self, ceiling: int, target_ms: int, interval_ms: int, floor: int = 8) -> None:
+    def __init__(self, ceiling: int, target_ms: int, interval_ms: int, floor: int) -> None:
         self.ceiling = ceiling
         self.floor = min(floor, ceiling)
         self.limit = ceiling

@@ -102,7 +102,7 @@ QUEUED = [0.002] + [0.030] * 19  # a queue: the quickest came straight through, 
 
 
 def test_the_in_flight_limit_shrinks_while_commands_queue_and_grows_back_once_they_do_not() -> None:
-    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
+    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100, floor=8)
     assert limit.limit == 32
     for index in range(5):  # sustained overload: each interval's median wait 30 ms, its quickest 2 ms
         _interval(limit, index * 0.1, QUEUED)  # each judges the one before
@@ -115,21 +115,21 @@ def test_the_in_flight_limit_shrinks_while_commands_queue_and_grows_back_once_th
 
 
 def test_a_slow_store_a_lone_slow_command_or_a_few_commands_never_lower_the_limit() -> None:
-    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
+    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100, floor=8)
     for index in range(5):  # every wait 15 ms alike (a remote Redis, WAIT for a replica): no queue
         _interval(limit, index * 0.1, [0.015] * 20)
     _interval(limit, 0.5, [0.004] * 19 + [0.160])  # one slow command among quick ones
     _interval(limit, 0.7, [0.002] + [0.500] * 6)  # a stall's few commands: too few to judge
     _interval(limit, 0.8, [0.004])
     assert limit.limit == 32
-    fixed = AdaptiveLimit(ceiling=32, target_ms=0, interval_ms=100)  # 0 = the limit stays fixed
+    fixed = AdaptiveLimit(ceiling=32, target_ms=0, interval_ms=100, floor=8)  # 0 = the limit stays fixed
     for index in range(10):
         _interval(fixed, index * 0.1, QUEUED)
     assert fixed.limit == 32
 
 
 def test_quiet_intervals_grow_the_limit_back_as_calm_ones_do() -> None:
-    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100)
+    limit = AdaptiveLimit(ceiling=32, target_ms=10, interval_ms=100, floor=8)
     for index in range(3):
         _interval(limit, index * 0.1, QUEUED)
     limit.record(0.004, now=0.3005)  # judges the third interval; a quick command opens the next
