@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import gc
 import os
@@ -125,6 +126,11 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     done_moves = [0] * room_count
     latencies: list[float] = []
     accepted_latencies: list[float] = []
+    # Accepted commands that were their room's first request of the load, apart: a gateway meets each room (its
+    # rules, its player's token) on its first command, and this benchmark sends every room's first command
+    # in the same opening stretch (room after room), which the later commands do not share.
+    first_latencies: list[float] = []
+    seen_rooms: set[int] = set()
     failures: dict[str, int] = {}
     retry_after: list[str] = []
     in_room = [asyncio.Lock() for _ in range(room_count)]
@@ -135,6 +141,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         # counted in the latencies, and printed apart so that it is not mistaken for the server's.
         late.append(time.perf_counter() - due)
         room_index = index % room_count
+        first = room_index not in seen_rooms
+        seen_rooms.add(room_index)
         async with in_room[room_index]:  # a room's moves in order, as one player would send them
             room, token = rooms[room_index]
             status, payload, retry = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]],
@@ -144,6 +152,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
             if status == 200:
                 done_moves[room_index] += 1
                 accepted_latencies.append(latencies[-1])
+                if first:
+                    first_latencies.append(latencies[-1])
             else:
                 if retry is not None:
                     retry_after.append(retry)
@@ -165,6 +175,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         elapsed = time.perf_counter() - started
     await lean.close()
     return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": accepted_latencies,
+            "first_latencies": first_latencies,
             "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": room_count, "late": late,
             "script": len(script), "ruleset": ruleset, "first_move": script[0]}
 
@@ -292,6 +303,18 @@ def _run_loop(coroutine: Any) -> Any:
         return runner.run(coroutine)
 
 
+def _first_and_later(accepted: list[float], first: list[float]) -> dict[str, float | int]:
+    """p50 / p99 (ms) of the accepted commands that were their room's first of the load, and of the others."""
+    later = sorted(accepted)
+    for latency in first:  # the same floats, taken out one each
+        del later[bisect.bisect_left(later, latency)]
+    figures: dict[str, float | int] = {"first_count": len(first), "later_count": len(later)}
+    for name, samples in (("first", first), ("later", later)):
+        figures[f"{name}_p50_ms"] = _quantile(samples, 0.50) * 1000 if samples else float("nan")
+        figures[f"{name}_p99_ms"] = _quantile(samples, 0.99) * 1000 if samples else float("nan")
+    return figures
+
+
 def _quantile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -365,6 +388,7 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
         "max_ms": max(latencies) * 1000,
         "accepted_p50_ms": _quantile(accepted, 0.50) * 1000 if accepted else float("nan"),
         "accepted_p99_ms": _quantile(accepted, 0.99) * 1000 if accepted else float("nan"),
+        **_first_and_later(accepted, result["first_latencies"]),
         "shed": sum(shed.values()),
         "shed_by_code": shed,
         "errors_5xx": sum(errors_5xx.values()),
@@ -391,6 +415,10 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
                   f"{figures['shed']} ({', '.join(f'{k}: {v}' for k, v in shed.items()) or 'none'}; "
                   f"Retry-After on {figures['retry_after_present']})")
     table.add_row("p50 / p99 of accepted", f"{figures['accepted_p50_ms']:.2f} / {figures['accepted_p99_ms']:.2f} ms")
+    table.add_row("same: rooms' first commands", f"{figures['first_p50_ms']:.2f} / {figures['first_p99_ms']:.2f} ms "
+                  f"({figures['first_count']})")
+    table.add_row("same: later commands", f"{figures['later_p50_ms']:.2f} / {figures['later_p99_ms']:.2f} ms "
+                  f"({figures['later_count']})")
     table.add_row("load generator's own lateness p99", f"{figures['generator_late_p99_ms']:.2f} ms")
     table.add_row("failures", ", ".join(f"{k}: {v}" for k, v in result["failures"].items()) or "none")
     if len(urls) > 1:

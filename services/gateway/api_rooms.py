@@ -73,6 +73,8 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         gw.metrics.commands.inc(outcome="timeout", ruleset=ruleset)
     elif outcome.accepted:
         gw.metrics.commands.inc(outcome="accepted", ruleset=ruleset)
+        if outcome.envelopes:  # the room exists and keeps these rules: its next command need not read them
+            gw.reader.remember_ruleset(room, outcome.envelopes[0].ruleset)
     elif _is_conflict(outcome):
         gw.metrics.commands.inc(outcome="conflict", ruleset=ruleset)
         gw.metrics.conflicts.inc(ruleset=ruleset)
@@ -197,7 +199,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     _refuse_replayed_grant(outcome, body.player, "create", client_id)
     answer = _outcome_body(outcome, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
-    answer["token"] = gw.signer.issue(room, body.player)
+    answer["token"] = gw.issue_token(room, body.player)
     answer["player"] = body.player
     answer["joined"] = False
     if body.join:
@@ -286,7 +288,7 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
     answer = _outcome_body(outcome, body.player, client_id)
     answer["player"] = body.player
-    answer["token"] = gw.signer.issue(room, body.player)
+    answer["token"] = gw.issue_token(room, body.player)
     return json_response(answer)
 
 

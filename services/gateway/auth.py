@@ -44,10 +44,15 @@ class TokenSigner:
         self.ttl_s = ttl_s
 
     def issue(self, room: str, player: str, role: str = ROLE_PLAYER, ttl_s: int | None = None) -> str:
+        return self.issue_with_claims(room, player, role, ttl_s)[0]
+
+    def issue_with_claims(self, room: str, player: str, role: str = ROLE_PLAYER,
+                          ttl_s: int | None = None) -> tuple[str, Claims]:
+        """A new token and the claims it carries (what ``verify`` would return for it)."""
         now = int(time.time())
         exp = now + (self.ttl_s if ttl_s is None else ttl_s)
-        claims = {"room": room, "player": player, "role": role, "iat": now, "exp": exp}
-        return jwt.encode(claims, self._key, algorithm=ALGORITHM)
+        claims = Claims(room=room, player=player, role=role, iat=now, exp=exp)
+        return jwt.encode(msgspec.structs.asdict(claims), self._key, algorithm=ALGORITHM), claims
 
     def verify(self, token: str) -> Claims:
         try:

@@ -11,6 +11,10 @@ from almanac.projections.models import fork_mark
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
+# Rooms whose rule-set this gateway remembers (a room's never changes): the oldest is forgotten first, and
+# read again from its first event if it plays on.
+RULESETS_KNOWN = 100_000
+
 
 class RoomReader:
     """Not a writer: the cache is only a starting point, always caught up from the stream before use."""
@@ -29,13 +33,21 @@ class RoomReader:
         first = await self.store.read(room, 1, 1)
         if not first:
             return None
-        self._rulesets[room] = first[0].ruleset
+        self.remember_ruleset(room, first[0].ruleset)
         return first[0].ruleset
+
+    def remember_ruleset(self, room: str, ruleset: str) -> None:
+        """``room`` plays by ``ruleset`` (as its envelopes name it): learnt from a read, or from an answer the
+        gateway gave, so that a room's first command after its creation reads nothing to know its rules."""
+        rulesets = self._rulesets
+        if room not in rulesets and len(rulesets) >= RULESETS_KNOWN:
+            del rulesets[next(iter(rulesets))]
+        rulesets[room] = ruleset
 
     async def latest(self, room: str) -> RoomState | None:
         state, _ = await self.loader.latest(room)
         if state is not None:
-            self._rulesets[room] = room_rules.stored_ref(state)
+            self.remember_ruleset(room, room_rules.stored_ref(state))
         return state
 
     async def at_version(self, room: str, version: int) -> RoomState | None:

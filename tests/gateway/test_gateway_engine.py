@@ -9,6 +9,7 @@ the token's rate limit still refuses with 429 and appends nothing.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 
@@ -89,3 +90,67 @@ async def _verified(room: str, redis_url: str) -> list:
         return await assert_log_verifies(RedisEventStore(client, 16), room)
     finally:
         await client.aclose()
+
+
+def _commands_seen(redis_url: str, started: threading.Event, seen: list[str]) -> None:
+    """Every command Redis runs (MONITOR) until the test's own ``ECHO monitor-done``."""
+    with redis.Redis.from_url(redis_url).monitor() as monitor:
+        started.set()
+        for command in monitor.listen():
+            if command["command"] == "ECHO monitor-done":
+                return
+            seen.append(command["command"])
+
+
+def test_a_rooms_first_command_after_its_creation_reads_nothing_to_know_its_rules(deciding_gateway,
+                                                                                 redis_url) -> None:
+    """Given a room this gateway created (and a token it issued), when its first move arrives, then the gateway
+    does not read the room's first event to learn its rule-set: the creation's answer told it."""
+    client = redis.Redis.from_url(redis_url)
+    moves = asyncio.run(_script("board"))
+    with httpx.Client(base_url=deciding_gateway, timeout=10) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": "ann", "challenge": CHALLENGE,
+                                            "room": "first-contact"})
+        assert created.status_code == 201 and created.json()["joined"], created.text
+        headers = {"Authorization": f"Bearer {created.json()['token']}"}
+        deadline = time.monotonic() + 15  # the projector has read the creation: it reads nothing of it later
+        while time.monotonic() < deadline and client.hget(KEYS.versions(KEYS.shard("first-contact")),
+                                                          "first-contact") != b"2":
+            time.sleep(0.05)
+
+        seen: list[str] = []
+        started = threading.Event()
+        watching = threading.Thread(target=_commands_seen, args=(redis_url, started, seen))
+        watching.start()
+        assert started.wait(10)
+        time.sleep(0.2)  # MONITOR is on before the command is sent
+        answer = http.post("/rooms/first-contact/commands", json={"command": moves[0]}, headers=headers)
+        client.echo("monitor-done")
+        watching.join(10)
+    assert answer.status_code == 200, answer.text
+    stream = KEYS.events("first-contact")
+    first_event_reads = [command for command in seen if command.startswith("XRANGE") and stream in command
+                         and " 1-0 " in f"{command} "]
+    assert first_event_reads == [], first_event_reads
+    client.close()
+
+
+def test_a_reader_remembers_a_bounded_number_of_rooms_rules_and_reads_a_forgotten_ones_again(
+        redis_url, monkeypatch) -> None:
+    """Given a gateway's reader that may remember two rooms' rule-sets, when a third is learnt, then the oldest
+    is forgotten, and asked again it is read from the room's first event (a room with none: None)."""
+    from almanac.services.gateway import room_reader  # noqa: PLC0415
+
+    async def story() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            reader = room_reader.RoomReader(RedisEventStore(client, 16))
+            for room in ("room-a", "room-b", "room-c"):
+                reader.remember_ruleset(room, "board")
+            assert await reader.ruleset_of("room-c") == "board"  # remembered: the empty stream is not read
+            assert await reader.ruleset_of("room-a") is None  # forgotten, and nothing in its stream
+        finally:
+            await client.aclose()
+
+    monkeypatch.setattr(room_reader, "RULESETS_KNOWN", 2)
+    asyncio.run(story())

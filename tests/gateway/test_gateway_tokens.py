@@ -84,3 +84,13 @@ def test_secret_is_generated_once_and_kept(tmp_path) -> None:
     assert len(first) == 64 and resolve_secret("", str(tmp_path)) == first
     assert (tmp_path / "gateway.secret").stat().st_mode & 0o077 == 0
     assert resolve_secret("configured", str(tmp_path)) == "configured"
+
+
+def test_the_claims_issued_with_a_token_are_the_claims_its_verification_gives() -> None:
+    """The gateway remembers the tokens it issues as verified (their first command checks no signature): what
+    it remembers must be exactly what checking the signature would have given."""
+    signer = TokenSigner(SECRET, ttl_s=60)
+    token, claims = signer.issue_with_claims("room-1", "alice")
+    assert signer.verify(token) == claims
+    token, claims = signer.issue_with_claims("*", "auditor", ROLE_AUDITOR, ttl_s=5)
+    assert signer.verify(token) == claims and claims.exp - claims.iat == 5

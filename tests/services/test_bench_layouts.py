@@ -27,6 +27,10 @@ def test_two_engines_and_two_gateways_answer_every_command_and_the_load_is_sprea
     printed = " ".join(capsys.readouterr().out.split())
     assert "answers per gateway" in printed and "CPU per command across the stack" in printed
     assert "CPU per command / bare request" in printed
+    # and each room's first command of the load (120 commands over ceil(120 / 17) = 8 rooms) is told apart
+    assert 0 < figures["first_count"] <= 8 < figures["later_count"]
+    assert figures["first_p50_ms"] > 0 and figures["later_p99_ms"] >= figures["later_p50_ms"] > 0
+    assert "rooms' first commands" in printed and "later commands" in printed
 
 
 def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monkeypatch, tmp_path):
