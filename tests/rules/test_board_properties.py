@@ -74,3 +74,36 @@ def test_policy_games_end_at_28_and_folding_their_decoded_log_equals_the_live_st
     assert decoded == game.events
     game.events = decoded
     assert game.folded() == game.state
+
+
+def _counted_cell_by_cell(board, terrain: str, neighbour: str, points: int) -> int:
+    """The cards' text read literally: each ``terrain`` cell with a ``neighbour`` next to it, once."""
+    from almanac.events.board.missions import neighbours  # noqa: PLC0415
+
+    return sum(points for row, cells in enumerate(board) for column, here in enumerate(cells)
+               if here == terrain and any(board[r][c] == neighbour for r, c in neighbours(row, column)))
+
+
+boards = st.lists(st.lists(st.sampled_from(["", "forest", "village", "farm", "water", "mountain"]),
+                           min_size=SIZE, max_size=SIZE).map(tuple), min_size=SIZE, max_size=SIZE).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(board=boards)
+def test_the_neighbour_cards_score_any_board_as_their_text_reads_cell_by_cell(board):
+    from almanac.events.board import missions  # noqa: PLC0415
+
+    assert missions.watering_potatoes(board) == _counted_cell_by_cell(board, "water", "farm", 2)
+    assert missions.magicians_valley(board) == _counted_cell_by_cell(board, "water", "mountain", 3)
+    assert missions.empty_site(board) == _counted_cell_by_cell(board, "", "village", 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(board=boards)
+def test_the_edge_and_column_cards_score_any_board_as_their_text_reads_cell_by_cell(board):
+    from almanac.events.board import missions  # noqa: PLC0415
+
+    ring = sum(1 for row, cells in enumerate(board) for column, here in enumerate(cells)
+               if here == "forest" and (row in (0, SIZE - 1) or column in (0, SIZE - 1)))
+    assert missions.edge_of_the_forest(board) == ring
+    assert missions._columns(board) == [tuple(board[row][column] for row in range(SIZE)) for column in range(SIZE)]
