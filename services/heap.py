@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import gc
 import time
+
+from almanac.events import registry
 
 # CPython's defaults (700, 10, 10) start a collection every few commands: a batch allocates thousands of
 # objects that live until it is answered, each young collection frees nothing and promotes them, and the
@@ -38,8 +41,22 @@ def freeze_startup_heap() -> None:
     ninth pass). It saves no CPU worth measuring (collections are rare at ``THRESHOLDS``); it shortens the
     pauses, and a pause is every in-flight command's latency.
     """
+    load_installed_rulesets()
     gc.collect()
     gc.freeze()
+
+
+def load_installed_rulesets() -> None:
+    """Import every installed rule-set version now, with its tables, so that they are part of the start-up heap.
+
+    The registry loads a rule-set when it is first asked for it: in a gateway that was its first command, after
+    the freeze. Board's placement table alone is ~37,000 tuples, which then sat in the young generation and
+    were walked by the next collections (a young collection of 43,500 objects after the freeze; docs/capacity.md,
+    tenth pass). A rule-set that fails to load is left to fail where it is used, as it did before.
+    """
+    for name in registry.installed():
+        with contextlib.suppress(Exception):
+            registry.versions(name)
 
 
 class CollectorPauses:

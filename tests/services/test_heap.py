@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import re
+import subprocess
+import sys
 import weakref
 
 from almanac.services.bench.e2e import _no_collection_while_offering
@@ -98,3 +100,23 @@ def test_the_load_generator_leaves_the_collector_as_it_found_it():
         assert gc.get_freeze_count() == frozen  # nor unfrozen
     finally:
         gc.unfreeze()
+
+
+def test_a_ready_service_has_loaded_every_installed_rule_set_before_it_froze_its_heap():
+    """Given a fresh process that has loaded no rule-set yet, when it freezes its start-up heap, then every
+    installed rule-set is loaded and its tables (board's placements) are frozen, not left to the young
+    generation of the first commands."""
+    probe = (
+        "import gc, sys\n"
+        "from almanac.events import registry\n"
+        "from almanac.services.heap import freeze_startup_heap\n"
+        "assert 'almanac.events.board.rules' not in sys.modules\n"
+        "freeze_startup_heap()\n"
+        "from almanac.events.board import rules\n"
+        "table = next(iter(rules._IN_MAP.values()))\n"
+        "assert not any(item is table for item in gc.get_objects())\n"
+        "print(sorted(registry.installed()) == sorted({m.name for m in registry.all_manifests()}))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "True"
