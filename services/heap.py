@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import bisect
-import contextlib
 import gc
 import time
+
+import structlog
 
 from almanac.events import registry
 
@@ -52,11 +53,20 @@ def load_installed_rulesets() -> None:
     The registry loads a rule-set when it is first asked for it: in a gateway that was its first command, after
     the freeze. Board's placement table alone is ~37,000 tuples, which then sat in the young generation and
     were walked by the next collections (a young collection of 43,500 objects after the freeze; docs/capacity.md,
-    tenth pass). A rule-set that fails to load is left to fail where it is used, as it did before.
+    tenth pass). A rule-set that fails to load is logged and left to fail where it is used, as it did before:
+    the service still serves the others.
     """
-    for name in registry.installed():
-        with contextlib.suppress(Exception):
+    log = structlog.get_logger("almanac.heap")
+    try:
+        names = registry.installed()
+    except Exception as error:  # noqa: BLE001 - reported again, to the request, where the registry is used
+        log.warning("rulesets_not_loaded_at_start", error=f"{type(error).__name__}: {error}")
+        return
+    for name in names:
+        try:
             registry.versions(name)
+        except Exception as error:  # noqa: BLE001 - as above, for this rule-set only
+            log.warning("ruleset_not_loaded_at_start", ruleset=name, error=f"{type(error).__name__}: {error}")
 
 
 class CollectorPauses:

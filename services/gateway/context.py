@@ -102,6 +102,9 @@ class Gateway:
         no signature check (a third of what a room's first command cost more than its later ones here;
         docs/capacity.md, tenth pass)."""
         token, claims = self.signer.issue_with_claims(room, player)
+        # A token never used here (its player plays through another gateway, or leaves) fills the cache as a
+        # used one does: the cache is bounded and refills from the next commands, so a clearing costs one
+        # signature check per active player.
         self._remember_token(token, claims)
         return token
 
