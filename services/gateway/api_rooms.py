@@ -199,7 +199,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     _refuse_replayed_grant(outcome, body.player, "create", client_id)
     answer = _outcome_body(outcome, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
-    answer["token"] = gw.issue_token(room, body.player)
+    answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
     if body.join:
@@ -288,7 +288,7 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
     answer = _outcome_body(outcome, body.player, client_id)
     answer["player"] = body.player
-    answer["token"] = gw.issue_token(room, body.player)
+    answer["token"] = gw.issue_token(room, body.player, ruleset)
     return json_response(answer)
 
 
@@ -425,7 +425,9 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
     body: CommandRequest = decode_body(raw_body, CommandRequest)
     if body.player is not None and body.player != claims.player:
         raise ApiError(403, "other_seat", f"this token acts for {claims.player!r}, not {body.player!r}", "player")
-    ruleset = await gw.reader.ruleset_of(room)
+    # The token names the room's rules when this gateway or another issued it at creation or join: signed, so
+    # as sure as the room's first event, which is read only for a token that does not say.
+    ruleset = claims.ruleset or await gw.reader.ruleset_of(room)
     if ruleset is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     kind = body.command.get("kind")

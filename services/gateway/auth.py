@@ -28,6 +28,9 @@ class Claims(msgspec.Struct, frozen=True, kw_only=True):
     role: str = ROLE_PLAYER
     exp: int  # unix seconds
     iat: int = 0  # unix seconds
+    # The room's rules as its events name them (``realm@2``), so that any gateway knows them from the token;
+    # "" in tokens that do not say (issued before, or by ``almanac token``): then the room's first event does.
+    ruleset: str = ""
 
 
 class TokenError(Exception):
@@ -43,16 +46,20 @@ class TokenSigner:
         self._key = secret
         self.ttl_s = ttl_s
 
-    def issue(self, room: str, player: str, role: str = ROLE_PLAYER, ttl_s: int | None = None) -> str:
-        return self.issue_with_claims(room, player, role, ttl_s)[0]
+    def issue(self, room: str, player: str, role: str = ROLE_PLAYER, ttl_s: int | None = None,
+              ruleset: str = "") -> str:
+        return self.issue_with_claims(room, player, role, ttl_s, ruleset)[0]
 
     def issue_with_claims(self, room: str, player: str, role: str = ROLE_PLAYER,
-                          ttl_s: int | None = None) -> tuple[str, Claims]:
+                          ttl_s: int | None = None, ruleset: str = "") -> tuple[str, Claims]:
         """A new token and the claims it carries (what ``verify`` would return for it)."""
         now = int(time.time())
         exp = now + (self.ttl_s if ttl_s is None else ttl_s)
-        claims = Claims(room=room, player=player, role=role, iat=now, exp=exp)
-        return jwt.encode(msgspec.structs.asdict(claims), self._key, algorithm=ALGORITHM), claims
+        claims = Claims(room=room, player=player, role=role, iat=now, exp=exp, ruleset=ruleset)
+        payload = msgspec.structs.asdict(claims)
+        if not ruleset:
+            del payload["ruleset"]  # unknown here: the token says nothing rather than something empty
+        return jwt.encode(payload, self._key, algorithm=ALGORITHM), claims
 
     def verify(self, token: str) -> Claims:
         try:

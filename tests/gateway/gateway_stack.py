@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,14 +65,15 @@ class Stack:
             client.close()
         raise RuntimeError(f"engine/projector not ready: {self.log('engine')} {self.log('projector')}")
 
-    def start_gateway(self, **env: str) -> str:
+    def start_gateway(self, name: str = "gateway", **env: str) -> str:
         """A real gateway process (uvicorn with the gateway's own HTTP protocol) on a free port, with these
-        settings on top of the stack's; its URL once ``/health`` answers 200."""
+        settings on top of the stack's; its URL once ``/health`` answers 200. ``name``: its process and log
+        (a second gateway beside the first takes another)."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        log = open(self.data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
-        self.processes["gateway"] = subprocess.Popen(
+        log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+        self.processes[name] = subprocess.Popen(
             [sys.executable, "-c", CHILD, "gateway"], env={**self.env, "ALMANAC_HTTP_PORT": str(port), **env},
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -84,7 +86,7 @@ class Stack:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"the gateway did not become healthy: {self.log('gateway')}")
+        raise RuntimeError(f"the gateway did not become healthy: {self.log(name)}")
 
     def log(self, name: str, tail: int = 2000) -> str:
         path = self.data_dir / f"{name}.log"
@@ -143,3 +145,35 @@ def open_board_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]
 def gateway_settings(stack: Stack, **overrides: object) -> Settings:
     settings = load_settings({}, redis_url=stack.redis_url, data_dir=str(stack.data_dir))
     return settings.model_copy(update={"command_timeout_ms": 10_000, **overrides})
+
+
+@contextlib.contextmanager
+def redis_commands_seen(redis_url: str) -> Iterator[list[str]]:
+    """Every command Redis runs (MONITOR, the commands inside scripts too) while the block runs, as Redis prints
+    them (``XRANGE key 1-0 1-0 COUNT 1000``); the list is complete once the block has left."""
+    seen: list[str] = []
+    started = threading.Event()
+    done_marker = "ECHO almanac-monitor-done"
+
+    def watch() -> None:
+        with redis.Redis.from_url(redis_url).monitor() as monitor:
+            started.set()
+            for command in monitor.listen():
+                if command["command"] == done_marker:
+                    return
+                seen.append(command["command"])
+
+    watching = threading.Thread(target=watch, daemon=True)
+    watching.start()
+    if not started.wait(10):
+        raise RuntimeError("MONITOR did not start")
+    time.sleep(0.2)  # MONITOR is on in Redis before the block sends anything
+    try:
+        yield seen
+    finally:
+        client = redis.Redis.from_url(redis_url)
+        client.echo(done_marker.split(" ", 1)[1])
+        client.close()
+        watching.join(10)
+    if watching.is_alive():
+        raise RuntimeError("MONITOR never saw the end of the block")

@@ -9,9 +9,7 @@ the token's rate limit still refuses with 429 and appends nothing.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -91,77 +89,3 @@ async def _verified(room: str, redis_url: str) -> list:
         return await assert_log_verifies(RedisEventStore(client, 16), room)
     finally:
         await client.aclose()
-
-
-def _commands_seen(redis_url: str, started: threading.Event, seen: list[str]) -> None:
-    """Every command Redis runs (MONITOR) until the test's own ``ECHO monitor-done``."""
-    with redis.Redis.from_url(redis_url).monitor() as monitor:
-        started.set()
-        for command in monitor.listen():
-            if command["command"] == "ECHO monitor-done":
-                return
-            seen.append(command["command"])
-
-
-def test_a_rooms_first_command_after_its_creation_reads_nothing_to_know_its_rules(deciding_gateway,
-                                                                                 redis_url) -> None:
-    """Given a room this gateway created (and a token it issued), when its first move arrives, then the gateway
-    does not read the room's first event to learn its rule-set: the creation's answer told it."""
-    client = redis.Redis.from_url(redis_url)
-    room = f"first-contact-{uuid.uuid4().hex[:8]}"
-    stream = KEYS.events(room)
-    try:
-        moves = asyncio.run(_script("board"))
-        with httpx.Client(base_url=deciding_gateway, timeout=10) as http:
-            created = http.post("/rooms", json={"ruleset": "board", "player": "ann", "challenge": CHALLENGE,
-                                                "room": room})
-            assert created.status_code == 201 and created.json()["joined"], created.text
-            headers = {"Authorization": f"Bearer {created.json()['token']}"}
-            # The projector has read the creation first, so nothing else reads the room's first event later.
-            version = str(created.json()["version"]).encode()
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and client.hget(KEYS.versions(KEYS.shard(room)), room) != version:
-                time.sleep(0.05)
-            assert client.hget(KEYS.versions(KEYS.shard(room)), room) == version
-
-            seen: list[str] = []
-            started = threading.Event()
-            watching = threading.Thread(target=_commands_seen, args=(redis_url, started, seen), daemon=True)
-            watching.start()
-            assert started.wait(10)
-            time.sleep(0.2)  # MONITOR is on before the command is sent
-            answer = http.post(f"/rooms/{room}/commands", json={"command": moves[0]}, headers=headers)
-            client.echo("monitor-done")
-            watching.join(10)
-        assert not watching.is_alive(), "MONITOR never saw the end of the command"
-        assert answer.status_code == 200, answer.text
-        # MONITOR saw the command's own append to the room's stream (inside the write script) ...
-        assert any(command.startswith(f"XADD {stream} ") for command in seen), seen[:20]
-        # ... and not the read RoomReader.ruleset_of makes of a room it does not know: its first event alone.
-        first_event_reads = [command for command in seen if command.startswith(f"XRANGE {stream} 1-0 1-0 ")]
-        assert first_event_reads == [], first_event_reads
-    finally:
-        client.close()
-
-
-def test_a_reader_remembers_a_bounded_number_of_rooms_rules_and_reads_a_forgotten_ones_again(
-        redis_url, monkeypatch) -> None:
-    """Given a gateway's reader that may remember two rooms' rule-sets, when a third is learnt, then the oldest
-    is forgotten, and asked again it is read from the room's first event (a room with none: None)."""
-    from almanac.services.gateway import room_reader  # noqa: PLC0415
-
-    rooms = [f"bounded-{uuid.uuid4().hex[:8]}-{name}" for name in "abc"]
-
-    async def story() -> None:
-        client = aioredis.Redis.from_url(redis_url)
-        try:
-            reader = room_reader.RoomReader(RedisEventStore(client, 16))
-            for room in rooms:
-                reader.remember_ruleset(room, "board")
-            assert await reader.ruleset_of(rooms[2]) == "board"  # remembered: its empty stream is not read
-            assert await reader.ruleset_of(rooms[0]) is None  # forgotten, and nothing in its stream
-        finally:
-            await client.aclose()
-
-    monkeypatch.setattr(room_reader, "RULESETS_KNOWN", 2)
-    asyncio.run(story())

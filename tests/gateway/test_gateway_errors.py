@@ -71,6 +71,7 @@ def test_an_unexpected_failure_is_a_json_500_naming_the_request_id(api: TestClie
 
     monkeypatch.setattr(api.app.state.gateway.reader, "latest", broken)
     monkeypatch.setattr(api.app.state.gateway.reader, "ruleset_of", broken)
+    monkeypatch.setattr(api.app.state.gateway, "submit", broken)  # the command path (its token names the rules)
     routed = api.get(f"/rooms/{room['room']}", headers={"X-Request-ID": "req-500"})
     body = refused(routed, 500, "internal_error")
     assert body["request_id"] == routed.headers["x-request-id"] == "req-500"

@@ -94,3 +94,14 @@ def test_the_claims_issued_with_a_token_are_the_claims_its_verification_gives() 
     assert signer.verify(token) == claims
     token, claims = signer.issue_with_claims("*", "auditor", ROLE_AUDITOR, ttl_s=5)
     assert signer.verify(token) == claims and claims.exp - claims.iat == 5
+
+
+def test_a_token_may_name_its_rooms_rules_and_one_that_does_not_says_nothing() -> None:
+    """A token issued at creation or join names the room's rules, so any gateway knows them without a read;
+    one that does not know them (``almanac token``, tokens issued before) carries no such claim at all."""
+    signer = TokenSigner(SECRET, ttl_s=60)
+    token, claims = signer.issue_with_claims("room-1", "alice", ruleset="realm@2")
+    assert signer.verify(token) == claims and claims.ruleset == "realm@2"
+    assert jwt.decode(token, SECRET, algorithms=["HS256"])["ruleset"] == "realm@2"
+    plain = signer.issue("room-1", "alice")
+    assert signer.verify(plain).ruleset == "" and "ruleset" not in jwt.decode(plain, SECRET, algorithms=["HS256"])
