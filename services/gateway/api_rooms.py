@@ -143,7 +143,8 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
     summary="Create a room of a rule-set; the creator joins it and receives a token",
     description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. "
     "Seat-naming options (`owner`, `player`, `players`) must be joinable player names, else 422 "
-    "`invalid_options` naming the option. The token is a JWT (HS256) with claims room, player, role, iat, exp.",
+    "`invalid_options` naming the option. The token is a JWT (HS256) with claims room, player, role, iat, exp "
+    "and ruleset (the room's rules).",
     responses=RATE_LIMITED,
     openapi_extra=openapi_body(CreateRoomRequest),
     status_code=201,
@@ -417,7 +418,18 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
+    if (claims.ruleset and outcome is not None and not outcome.accepted
+            and (outcome.error or {}).get("code") == "unknown_command"):
+        # The token named the rules, so the room's existence was not read. A room with no events decodes no game
+        # command (refused unrecorded, as unknown): that is a room the store lost (restored from an older backup)
+        # while its token lives on, and the client is told so, as without the claim.
+        await _refuse_missing_room(gw, room)
     return _answer(outcome, room, claims.player, client_id)
+
+
+async def _refuse_missing_room(gw: Gateway, room: str) -> None:
+    if await gw.reader.ruleset_of(room) is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
 
 
 async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: bytes) -> tuple[CommandRequest, str]:

@@ -1,4 +1,4 @@
-"""Tokens: standard JWTs (RFC 7519) signed HS256 with the server secret; claims room, player, role, iat, exp."""
+"""Tokens: standard JWTs (RFC 7519) signed HS256 with the server secret; claims room, player, role, iat, exp, ruleset."""
 
 from __future__ import annotations
 

@@ -151,7 +151,9 @@ class Gateway:
         if claims.role == ROLE_AUDITOR:
             return
         state = await self.reader.latest(room)
-        if state is None or claims.player not in state.players:
+        if state is None:
+            raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+        if claims.player not in state.players:
             raise ApiError(
                 403, "not_seated",
                 f"{claims.player!r} holds no seat in room {room!r}: only its seated players and auditors may "

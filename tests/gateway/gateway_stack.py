@@ -152,28 +152,35 @@ def redis_commands_seen(redis_url: str) -> Iterator[list[str]]:
     """Every command Redis runs (MONITOR, the commands inside scripts too) while the block runs, as Redis prints
     them (``XRANGE key 1-0 1-0 COUNT 1000``); the list is complete once the block has left."""
     seen: list[str] = []
+    failed: list[BaseException] = []
     started = threading.Event()
-    done_marker = "ECHO almanac-monitor-done"
+    marker = f"almanac-monitor-done-{os.getpid()}-{time.monotonic_ns()}"  # this watch's own end
 
     def watch() -> None:
-        with redis.Redis.from_url(redis_url).monitor() as monitor:
+        try:
+            with redis.Redis.from_url(redis_url).monitor() as monitor:
+                started.set()
+                for command in monitor.listen():
+                    if command["command"] == f"ECHO {marker}":
+                        return
+                    seen.append(command["command"])
+        except BaseException as error:  # noqa: BLE001 - raised in the test's thread below
+            failed.append(error)
             started.set()
-            for command in monitor.listen():
-                if command["command"] == done_marker:
-                    return
-                seen.append(command["command"])
 
     watching = threading.Thread(target=watch, daemon=True)
     watching.start()
-    if not started.wait(10):
-        raise RuntimeError("MONITOR did not start")
+    if not started.wait(10) or failed:
+        raise RuntimeError(f"MONITOR did not start: {failed}")
     time.sleep(0.2)  # MONITOR is on in Redis before the block sends anything
     try:
         yield seen
     finally:
         client = redis.Redis.from_url(redis_url)
-        client.echo(done_marker.split(" ", 1)[1])
+        client.echo(marker)
         client.close()
         watching.join(10)
+    if failed:
+        raise RuntimeError("MONITOR failed while watching") from failed[0]
     if watching.is_alive():
         raise RuntimeError("MONITOR never saw the end of the block")

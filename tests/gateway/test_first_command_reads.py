@@ -9,6 +9,7 @@ first event for it; the reader that remembers rooms' rules keeps a bounded numbe
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,13 +33,15 @@ KEYS = Keys(16)
 def two_gateways(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, TokenSigner]]:
     """(a gateway deciding every shard's commands, a gateway that decides none: its commands go by the streams,
     a signer with their secret, as ``almanac token`` has it)."""
+    redis.Redis.from_url(redis_url).flushdb()  # no engine or lease left by an earlier module
     data_dir = tmp_path_factory.mktemp("first-command")
     stack = Stack(redis_url, data_dir)
     try:
         stack.start("projector")
         deciding = stack.start_gateway(ALMANAC_GATEWAY_ENGINE="true", ALMANAC_RATE_ANON="off")
         other = stack.start_gateway("gateway-2", ALMANAC_RATE_ANON="off")
-        yield deciding, other, TokenSigner(resolve_secret("", str(data_dir)), ttl_s=600)
+        yield deciding, other, TokenSigner(resolve_secret(os.environ.get("ALMANAC_SECRET", ""), str(data_dir)),
+                                           ttl_s=600)
     finally:
         stack.stop()
 

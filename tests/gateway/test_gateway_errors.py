@@ -80,6 +80,11 @@ def test_an_unexpected_failure_is_a_json_500_naming_the_request_id(api: TestClie
     fast = api.post(f"/rooms/{room['room']}/commands", headers=auth(room["token"]),
                     json={"command": {"kind": "place_element", "row": 1, "column": 1}})
     assert refused(fast, 500, "internal_error")["request_id"] == fast.headers["x-request-id"]
+    # A token that does not name the room's rules makes the path read them first: the read's failure too.
+    claimless = api.app.state.signer.issue(room["room"], "erin")
+    reading = api.post(f"/rooms/{room['room']}/commands", headers=auth(claimless),
+                       json={"command": {"kind": "place_element", "row": 1, "column": 1}})
+    assert refused(reading, 500, "internal_error")["request_id"] == reading.headers["x-request-id"]
 
 
 def test_values_the_server_cannot_represent_are_refused_and_change_nothing(api: TestClient, room: dict) -> None:

@@ -9,6 +9,7 @@ import secrets
 
 import msgspec
 import pytest
+import redis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
 
@@ -200,3 +201,22 @@ def test_a_retried_command_id_is_answered_once_and_applied_once(api: TestClient,
     by_id = api.get(f"/rooms/{room}/commands/k-1", headers=auth(token))
     assert by_id.status_code == 200 and by_id.json()["version"] == first.json()["version"]
     assert api.get(f"/rooms/{room}/commands/never-sent", headers=auth(token)).json()["code"] == "outcome_unknown"
+
+
+def test_a_valid_token_for_a_room_the_store_does_not_have_answers_404_and_writes_nothing(api: TestClient,
+                                                                                         stack) -> None:
+    """Given a well-signed token naming a room's rules for a room the store does not hold (lost with a restore
+    from an older backup while the token lives on), when it sends a move or ends the room, then 404
+    ``room_not_found``, as a token without the claim gets, and nothing is stored for that room."""
+    signer = api.app.state.signer
+    ghost = f"ghost-{secrets.token_hex(3)}"
+    for token in (signer.issue(ghost, "p", ruleset="board"), signer.issue(ghost, "p")):
+        assert_refused(api.post(f"/rooms/{ghost}/commands", json={"command": ELEMENT}, headers=auth(token)),
+                       404, "room_not_found")
+        assert_refused(api.post(f"/rooms/{ghost}/commands", json={"command": {"kind": "end_room"}},
+                                headers=auth(token)), 404, "room_not_found")
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        assert list(client.scan_iter(match=f"*{ghost}*")) == []
+    finally:
+        client.close()
