@@ -18,7 +18,7 @@ from almanac.events import codec, room as room_rules
 from almanac.events.decider import Context
 from almanac.events.dice import PLAYER_ENTROPY, Dice, dice_key, seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import RuleError
+from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.hashing import seal
 from almanac.events.room import RoomState
 
@@ -127,7 +127,15 @@ def step(
         return _step_fork(state, last_hash, record, secret_seed, command, dice)
     if command is None:
         # The room's own rules version (its envelopes' ``ruleset``), never the newest installed.
-        command = codec.decode_command(room_rules.stored_ref(state) if state is not None else None, record.body)
+        try:
+            command = codec.decode_command(room_rules.stored_ref(state) if state is not None else None, record.body)
+        except InvalidCommand as error:
+            if state is None and error.code == "unknown_command":
+                # A game command for a room with no events: no rules to read it by, and what is wrong is the room.
+                # Unrecorded, as every refusal at decoding: nothing is stored for a room that does not exist.
+                raise InvalidCommand("room_not_found", f"room {record.room!r} does not exist; create it first",
+                                     field="room") from None
+            raise
     if state is None:
         if isinstance(command, room_rules.CreateRoom) and command.challenge is not None:
             seed, salt = room_rules.challenge_seed(command.challenge), "challenge"

@@ -73,8 +73,6 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         gw.metrics.commands.inc(outcome="timeout", ruleset=ruleset)
     elif outcome.accepted:
         gw.metrics.commands.inc(outcome="accepted", ruleset=ruleset)
-        if outcome.envelopes:  # the room exists and keeps these rules: its next command need not read them
-            gw.reader.remember_ruleset(room, outcome.envelopes[0].ruleset)
     elif _is_conflict(outcome):
         gw.metrics.commands.inc(outcome="conflict", ruleset=ruleset)
         gw.metrics.conflicts.inc(ruleset=ruleset)
@@ -418,18 +416,7 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
-    if (claims.ruleset and outcome is not None and not outcome.accepted
-            and (outcome.error or {}).get("code") == "unknown_command"):
-        # The token named the rules, so the room's existence was not read. A room with no events decodes no game
-        # command (refused unrecorded, as unknown): that is a room the store lost (restored from an older backup)
-        # while its token lives on, and the client is told so, as without the claim.
-        await _refuse_missing_room(gw, room)
     return _answer(outcome, room, claims.player, client_id)
-
-
-async def _refuse_missing_room(gw: Gateway, room: str) -> None:
-    if await gw.reader.ruleset_of(room) is None:
-        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
 
 
 async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: bytes) -> tuple[CommandRequest, str]:

@@ -38,8 +38,7 @@ class RoomReader:
         return first[0].ruleset
 
     def remember_ruleset(self, room: str, ruleset: str) -> None:
-        """``room`` plays by ``ruleset`` (as its envelopes name it): learnt from a read, or from an answer the
-        gateway gave, so that a room's first command after its creation reads nothing to know its rules."""
+        """``room`` plays by ``ruleset`` (as its envelopes name it), as a read found it: bounded, oldest first."""
         rulesets = self._rulesets
         if room not in rulesets and len(rulesets) >= RULESETS_KNOWN:
             # OrderedDict: a plain dict's first key is found by scanning past every key deleted before it

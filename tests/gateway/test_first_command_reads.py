@@ -1,9 +1,9 @@
-"""A room's first command reads nothing to know the room's rules: the gateway that created it remembers them,
-and the token it issued names them for any other gateway.
+"""A room's first command reads nothing to know the room's rules: the token issued at creation names them.
 
 Given rooms created through a real deciding gateway (a projector beside it, and a second gateway that decides
 nothing), when a room's first move arrives at either gateway, then Redis (MONITOR) runs no read of the room's
-first event for it; the reader that remembers rooms' rules keeps a bounded number of them.
+first event for it; a token that does not name the rules makes a gateway read them once, and the reader that
+remembers rooms' rules keeps a bounded number of them.
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ def _created_and_projected(url: str, redis_url: str) -> tuple[str, str]:
     return room, created.json()["token"]
 
 
-def _first_move_reads(url: str, room: str, token: str, redis_url: str) -> list[str]:
-    """Play the room's first move through ``url``; the reads of the room's first event alone that Redis ran."""
-    move = asyncio.run(_script("board"))[0]
+def _move_reads(url: str, room: str, token: str, redis_url: str, move_number: int = 0) -> list[str]:
+    """Play one of the room's moves through ``url``; the reads of the room's first event alone that Redis ran."""
+    move = asyncio.run(_script("board"))[move_number]
     stream = KEYS.events(room)
     with redis_commands_seen(redis_url) as seen:
         answer = httpx.post(f"{url}/rooms/{room}/commands", json={"command": move},
@@ -79,24 +79,25 @@ def _first_move_reads(url: str, room: str, token: str, redis_url: str) -> list[s
     return [command for command in seen if command.startswith(f"XRANGE {stream} 1-0 1-0 ")]
 
 
-def test_the_gateway_that_created_a_room_remembers_its_rules(two_gateways, redis_url) -> None:
-    # A token that does not name the rules (as ``almanac token`` makes): the creating gateway remembers them.
-    deciding, _, signer = two_gateways
-    room, _ = _created_and_projected(deciding, redis_url)
-    assert _first_move_reads(deciding, room, signer.issue(room, "ann"), redis_url) == []
+def test_the_gateway_that_created_a_room_knows_its_rules_from_the_token_it_issued(two_gateways, redis_url) -> None:
+    deciding, _, _ = two_gateways
+    room, token = _created_and_projected(deciding, redis_url)
+    assert _move_reads(deciding, room, token, redis_url) == []
 
 
 def test_another_gateway_knows_the_rooms_rules_from_the_token_the_first_issued(two_gateways, redis_url) -> None:
     deciding, other, _ = two_gateways
     room, token = _created_and_projected(deciding, redis_url)
-    assert _first_move_reads(other, room, token, redis_url) == []
+    assert _move_reads(other, room, token, redis_url) == []
 
 
-def test_a_gateway_that_knows_neither_reads_the_rooms_first_event_once(two_gateways, redis_url) -> None:
-    # The same token on a gateway that never saw the room: the room's first event says (and is remembered).
+def test_a_token_that_does_not_name_the_rules_makes_each_gateway_read_them_once(two_gateways, redis_url) -> None:
+    # As ``almanac token`` makes them (and tokens issued before the claim): the room's first event says, once.
     deciding, other, signer = two_gateways
     room, _ = _created_and_projected(deciding, redis_url)
-    assert len(_first_move_reads(other, room, signer.issue(room, "ann"), redis_url)) == 1
+    claimless = signer.issue(room, "ann")
+    assert len(_move_reads(other, room, claimless, redis_url)) == 1
+    assert _move_reads(other, room, claimless, redis_url, move_number=1) == []
 
 
 def test_a_reader_remembers_a_bounded_number_of_rooms_rules_and_reads_a_forgotten_ones_again(

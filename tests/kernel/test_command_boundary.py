@@ -168,3 +168,17 @@ def test_every_integer_field_declares_a_range_in_the_json_schema() -> None:
         walk(codec.command_schema(ruleset), ruleset)
         walk(msgspec.json.schema(registry.get(ruleset).options_type), f"{ruleset}.options")
     assert unbounded == []
+
+
+@pytest.mark.parametrize("ruleset", RULESETS)
+def test_a_game_command_for_a_room_with_no_events_is_refused_as_a_missing_room_unrecorded(ruleset: str) -> None:
+    """Given no room, when any rule-set's game command arrives for it, then the refusal names the room (not the
+    command kind, which no rules read yet), and it is an InvalidCommand: nothing is recorded for it."""
+    from almanac.events.envelope import GENESIS_HASH  # noqa: PLC0415
+    from almanac.events.step import CommandRecord, step  # noqa: PLC0415
+
+    kind = next(kind for kind in codec.command_kinds(ruleset) if kind not in ROOM_KINDS)
+    record = CommandRecord(command_id="c1", room="nowhere", player="p", server_time_ms=0, body={"kind": kind})
+    with pytest.raises(InvalidCommand) as refused:
+        step(None, GENESIS_HASH, record, None)
+    assert (refused.value.code, refused.value.field) == ("room_not_found", "room")
