@@ -98,13 +98,70 @@ async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: st
     return rooms
 
 
+class RoomSlots(msgspec.Struct, frozen=True):
+    """Which rooms each slot of the schedule plays, and how many moves each room plays before the clock.
+
+    The schedule sends slot after slot (command ``i`` to slot ``i % slots``), and a slot plays its rooms' moves in
+    order: its first room until that room's game is over, then its next. In step, every slot has one room and
+    no room has moved, so all rooms play the same move at the same moment, and every room ends a season in
+    the same stretch of the run. Out of step, slot ``j``'s first room has played ``j % moves`` moves before the
+    clock and a fresh room follows it: at every moment the rooms are spread evenly over the game's moves, as in
+    real play.
+    """
+
+    rooms: list[list[int]]  # per slot, the indexes of its rooms in play order
+    played_before: list[int]  # per room, moves played before the clock
+
+    @property
+    def room_count(self) -> int:
+        return len(self.played_before)
+
+    def playing(self, slot: int, done_moves: list[int], moves: int) -> int:
+        """The room the slot plays now: its first whose game is not over. A slot never runs out: the schedule
+        sends it at most one game's moves, and its rooms have at least that many left."""
+        return next(room for room in self.rooms[slot] if done_moves[room] < moves)
+
+    @classmethod
+    def in_step(cls, slots: int) -> RoomSlots:
+        return cls([[slot] for slot in range(slots)], [0] * slots)
+
+    @classmethod
+    def out_of_step(cls, slots: int, moves: int) -> RoomSlots:
+        phases = [slot % moves for slot in range(slots)]
+        fresh = iter(range(slots, slots + sum(1 for phase in phases if phase)))
+        rooms = [[slot, next(fresh)] if phase else [slot] for slot, phase in enumerate(phases)]
+        return cls(rooms, phases + [0] * sum(1 for phase in phases if phase))
+
+
+async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodies: list[bytes],
+                             played: list[int]) -> None:
+    """Play each room's first ``played[i]`` moves, a few rooms at a time, before the load is measured."""
+    semaphore = asyncio.Semaphore(64)
+
+    async def play(index: int) -> None:
+        room, token = rooms[index]
+        async with semaphore:
+            for move in range(played[index]):
+                for _ in range(100):  # as a well-behaved client: refused as overloaded, it comes back later
+                    status, payload, _ = await lean.post(f"/rooms/{room}/commands", bodies[move], token)
+                    if status != 503:
+                        break
+                    await asyncio.sleep(0.05)
+                if status != 200:
+                    raise RuntimeError(f"a move before the clock answered {status}: {payload[:200]!r}")
+
+    await asyncio.gather(*(play(index) for index, count in enumerate(played) if count))
+
+
 async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None,
-                      route_by_shard: bool = False) -> dict[str, Any]:
+                      route_by_shard: bool = False, out_of_step: bool = False) -> dict[str, Any]:
     """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop.
 
     With several gateway ``urls`` the requests go to them in turn, as a round-robin load balancer sends them;
     ``route_by_shard``: each to the gateway whose engine group holds the room's shard (deciding gateways
     split the shards ``i/N``: shard s to gateway s % N), as a load balancer that routes by shard would.
+    ``out_of_step``: the rooms are spread over the game's moves instead of all playing the same one
+    (``RoomSlots``).
     """
     shard_count = load_settings().shard_count
 
@@ -115,32 +172,36 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     ruleset = script_ruleset()
     script = await _script(ruleset)
     total = rate * seconds
-    # Enough rooms that a room's next move is due long after its previous answer (no self-made conflicts).
-    room_count = max(1, -(-total // len(script)))
+    # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
+    slot_count = max(1, -(-total // len(script)))
+    slots = RoomSlots.out_of_step(slot_count, len(script)) if out_of_step else RoomSlots.in_step(slot_count)
     limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as http:
-        rooms = await _open_rooms(http, ruleset, room_count, str(int(time.time())))
+        rooms = await _open_rooms(http, ruleset, slots.room_count, str(int(time.time())))
     lean = LeanHttp(urls, CONNECTIONS)
     bodies = [msgspec.json.encode({"command": move}) for move in script]
-    done_moves = [0] * room_count
+    await _play_before_clock(lean, rooms, bodies, slots.played_before)
+    done_moves = list(slots.played_before)
+    seen = [count > 0 for count in slots.played_before]  # the gateways have met the room
     latencies: list[float] = []
-    # Accepted commands that were their room's first request of the load, apart: a gateway meets each room (its
-    # rules, its player's token) on its first command, and this benchmark sends every room's first command
-    # in the same opening stretch (room after room), which the later commands do not share.
+    # Accepted commands that were their room's first request, apart: a gateway meets each room (its rules, its
+    # player's token) on its first command, and in step this benchmark sends every room's first command in the
+    # same opening stretch (room after room), which the later commands do not share.
     first_latencies: list[float] = []
     later_latencies: list[float] = []
     failures: dict[str, int] = {}
     retry_after: list[str] = []
-    in_room = [asyncio.Lock() for _ in range(room_count)]
+    in_slot = [asyncio.Lock() for _ in range(slot_count)]
     late: list[float] = []
 
     async def send(index: int, due: float) -> None:
         # How late the generator itself starts the send (its own loop behind schedule on the shared cores):
         # counted in the latencies, and printed apart so that it is not mistaken for the server's.
         late.append(time.perf_counter() - due)
-        room_index = index % room_count
-        first = index < room_count  # the room's first request of the load
-        async with in_room[room_index]:  # a room's moves in order, as one player would send them
+        slot = index % slot_count
+        async with in_slot[slot]:  # a slot's moves in order, as one player would send them
+            room_index = slots.playing(slot, done_moves, len(script))
+            first, seen[room_index] = not seen[room_index], True
             room, token = rooms[room_index]
             status, payload, retry = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]],
                                                      token, owner(room) if route_by_shard else None)
@@ -171,7 +232,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     await lean.close()
     return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": first_latencies + later_latencies,
             "first_latencies": first_latencies, "later_latencies": later_latencies,
-            "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": room_count, "late": late,
+            "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": slots.room_count,
+            "late": late, "out_of_step": out_of_step,
             "script": len(script), "ruleset": ruleset, "first_move": script[0]}
 
 
@@ -313,12 +375,14 @@ def _quantile(samples: list[float], q: float) -> float:
 
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 1,
-         gateways: int = 1, gateway_engine: bool = False, route_by_shard: bool = False) -> dict[str, Any]:
+         gateways: int = 1, gateway_engine: bool = False, route_by_shard: bool = False,
+         out_of_step: bool = False) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes;
     ``gateway_engine``: the gateways decide the commands of the shards they hold (``engines`` 0: no others);
-    ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``).
+    ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``);
+    ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``).
     """
     from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
 
@@ -329,7 +393,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
         url = running["url"] if running else None
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
-        return _run([url], redis_url, rate, seconds)
+        return _run([url], redis_url, rate, seconds, out_of_step=out_of_step)
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning", "gateway_engine": gateway_engine})
@@ -343,11 +407,11 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
-            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard)
+            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard, out_of_step)
 
 
-def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
-         pids: dict[str, int] | None = None, route_by_shard: bool = False) -> dict[str, Any]:
+def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None,
+         route_by_shard: bool = False, out_of_step: bool = False) -> dict[str, Any]:
     console.print(f"offering {rate} commands/s for {seconds} s to {', '.join(urls)} ...")
     pids = {**(pids or {}), "load generator": os.getpid()}
     cpu_before: dict[str, float] = {}
@@ -355,7 +419,7 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
     def on_load_start() -> None:
         cpu_before.update({name: cpu_seconds(pid) for name, pid in pids.items()})
 
-    result = _run_loop(_offer_load(urls, rate, seconds, on_load_start, route_by_shard))
+    result = _run_loop(_offer_load(urls, rate, seconds, on_load_start, route_by_shard, out_of_step))
     cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     stack_cpu = sum(used for name, used in cpu_used.items() if name != "load generator")
     floor = _run_loop(_ping_floor(redis_url)) if redis_url else []
@@ -373,6 +437,7 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
                   if code.startswith("5") and not code.startswith("503")}
     figures = {
         "offered_per_s": rate,
+        "out_of_step": result["out_of_step"],
         "achieved_per_s": ok / result["elapsed"],
         "p50_ms": _quantile(latencies, 0.50) * 1000,
         "p95_ms": _quantile(latencies, 0.95) * 1000,
@@ -396,7 +461,9 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int,
         "generator_late_p99_ms": _quantile(result["late"], 0.99) * 1000,
     }
     table = Table(title=f"HTTP -> engine -> events -> answer: {len(latencies)} commands over {result['rooms']} "
-                        f"{result['ruleset']} rooms ({result['script']} moves each)")
+                        f"{result['ruleset']} rooms ({result['script']} moves each; "
+                        + ("out of step: each room at its own move, season ends spread)" if result["out_of_step"]
+                           else "in step: every room at the same move, season ends together)"))
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("offered", f"{rate} /s")

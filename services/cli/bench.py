@@ -60,12 +60,16 @@ def bench_e2e(
     route_by_shard: bool = typer.Option(
         False, "--route-by-shard",
         help="Send each command to the gateway holding its room's shard (with --gateway-engine), not in turn."),
+    out_of_step: bool = typer.Option(
+        False, "--out-of-step",
+        help="Spread the rooms over the game's moves, as in real play (rooms played partway before the clock), "
+             "instead of every room on the same move."),
 ) -> None:
     """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
     from almanac.services.bench.e2e import main  # noqa: PLC0415
 
     main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
-         gateway_engine=gateway_engine, route_by_shard=route_by_shard)
+         gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step)
 
 
 @bench_app.command("scaling")

@@ -64,12 +64,16 @@ def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monke
             assert created.status_code == 201 and created.json()["joined"], created.text
 
 
-def test_commands_routed_by_shard_to_two_deciding_gateways_are_all_answered(monkeypatch, tmp_path):
+def test_commands_routed_by_shard_to_two_deciding_gateways_are_all_answered(monkeypatch, tmp_path, capsys):
     # Given two deciding gateways (shards 0/2 and 1/2) and a load generator that routes each command to the
-    # gateway holding its room's shard, as a shard-aware load balancer would
+    # gateway holding its room's shard, as a shard-aware load balancer would, with the rooms out of step
+    # (8 slots: the first rooms played 0-7 moves before the clock, a fresh room after each but the first)
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("ALMANAC_DATA_DIR", str(tmp_path))
-    figures = e2e.main(rate=60, seconds=2, engines=0, gateways=2, gateway_engine=True, route_by_shard=True)
+    figures = e2e.main(rate=60, seconds=2, engines=0, gateways=2, gateway_engine=True, route_by_shard=True,
+                       out_of_step=True)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert figures["out_of_step"] and "over 15 board rooms" in printed and "out of step" in printed
     # Then every command is answered, through both gateways, and no engine process ran
     assert set(figures["failures"]) <= {"503 overloaded"}, figures["failures"]
     assert figures["achieved_per_s"] > 30
