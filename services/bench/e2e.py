@@ -21,6 +21,7 @@ from rich.table import Table
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.services.bench.bare_http import BareServer
+from almanac.services.bench.peer import PeerUnavailable, peer_figures
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import load_settings
 from almanac.storage.keys import shard_of
@@ -376,13 +377,14 @@ def _quantile(samples: list[float], q: float) -> float:
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 1,
          gateways: int = 1, gateway_engine: bool = False, route_by_shard: bool = False,
-         out_of_step: bool = False) -> dict[str, Any]:
+         out_of_step: bool = False, peer: bool = False) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes;
     ``gateway_engine``: the gateways decide the commands of the shards they hold (``engines`` 0: no others);
     ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``);
-    ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``).
+    ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
+    ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py).
     """
     from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
 
@@ -393,7 +395,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
         url = running["url"] if running else None
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
-        return _run([url], redis_url, rate, seconds, out_of_step=out_of_step)
+        return _run([url], redis_url, rate, seconds, out_of_step=out_of_step, peer=peer)
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning", "gateway_engine": gateway_engine})
@@ -407,11 +409,11 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
-            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard, out_of_step)
+            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard, out_of_step, peer)
 
 
 def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None,
-         route_by_shard: bool = False, out_of_step: bool = False) -> dict[str, Any]:
+         route_by_shard: bool = False, out_of_step: bool = False, peer: bool = False) -> dict[str, Any]:
     console.print(f"offering {rate} commands/s for {seconds} s to {', '.join(urls)} ...")
     pids = {**(pids or {}), "load generator": os.getpid()}
     cpu_before: dict[str, float] = {}
@@ -509,4 +511,23 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[st
         console.print(f"past capacity: offered {rate}/s, achieved {figures['achieved_per_s']:.0f}/s, "
                       f"shed {figures['shed']}, p99 of accepted {figures['accepted_p99_ms']:.1f} ms, "
                       f"other 5xx {figures['errors_5xx']}")
+    if peer:
+        _print_peer(figures, rate, seconds)
     return figures
+
+
+def _print_peer(figures: dict[str, Any], rate: int, seconds: int) -> None:
+    """boardgame.io's server offered the same schedule right after the stack: its figures beside Almanac's."""
+    console.print(f"offering the same {rate} moves/s for {seconds} s to the peer, boardgame.io's server ...")
+    try:
+        peer = peer_figures(rate, seconds)
+    except PeerUnavailable as reason:
+        console.print(f"peer: not measured ({reason})")
+        return
+    figures["peer"] = peer
+    cpu = peer["server_cpu_ms_per_move"]
+    figures["cpu_to_peer"] = figures["cpu_ms_per_command"] / cpu if cpu else float("nan")
+    console.print(f"peer, the same run: boardgame.io 0.50.2 (one Node process, matches in memory, no durable log, "
+                  f"no command ids; socket.io, {peer['matches']} matches): {peer['achieved_per_s']:.0f} moves/s, "
+                  f"p50 / p99 {peer['p50_ms']:.2f} / {peer['p99_ms']:.2f} ms, {peer['timeouts']} unanswered, "
+                  f"{cpu:.3f} ms of CPU per move; Almanac's CPU per command / the peer's: {figures['cpu_to_peer']:.1f}x")

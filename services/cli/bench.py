@@ -64,12 +64,16 @@ def bench_e2e(
         False, "--out-of-step",
         help="Spread the rooms over the game's moves, as in real play (rooms played partway before the clock), "
              "instead of every room on the same move."),
+    peer: bool = typer.Option(
+        False, "--peer",
+        help="Then offer the same schedule to boardgame.io's server (needs node and npm: installs its pinned "
+             "version from the npm registry once) and print its latency and CPU per move beside Almanac's."),
 ) -> None:
     """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
     from almanac.services.bench.e2e import main  # noqa: PLC0415
 
     main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
-         gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step)
+         gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step, peer=peer)
 
 
 @bench_app.command("scaling")
