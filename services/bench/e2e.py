@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import math
 import os
 import statistics
 import tempfile
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import httpx
 import msgspec
@@ -30,7 +32,9 @@ from almanac.storage.memory_store import MemoryEventStore
 CHALLENGE = "bench-e2e"
 BARE_SECONDS = 4  # how long the bare HTTP baseline is offered the load (at most the run's own length)
 CONNECTIONS = 256  # more than the gateway's in-flight limit: past capacity the gateway, not the client, must refuse
+SETTLE_S = 1.0  # after the moves before the clock: the projector folds them before CPU is counted
 console = Console()
+Answer = TypeVar("Answer")
 
 
 def script_ruleset() -> str:
@@ -78,6 +82,16 @@ async def _ping_floor(redis_url: str, count: int = 2_000) -> list[float]:
         await client.aclose()
 
 
+async def _patiently(request: Callable[[], Awaitable[Answer]], status_of: Callable[[Answer], int]) -> Answer:
+    """A well-behaved client's request: refused as overloaded (503), it comes back a little later."""
+    for _ in range(99):
+        answer = await request()
+        if status_of(answer) != 503:
+            return answer
+        await asyncio.sleep(0.05)
+    return await request()
+
+
 async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: str) -> list[tuple[str, str]]:
     """(room, token) for ``count`` fresh rooms of the challenge, created a few at a time."""
     rooms: list[tuple[str, str]] = []
@@ -85,12 +99,9 @@ async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: st
 
     async def open_one(index: int) -> None:
         async with semaphore:
-            for _ in range(100):  # a well-behaved client: refused as overloaded, it comes back a little later
-                answer = await http.post("/rooms", json={"ruleset": ruleset, "player": "p", "challenge": CHALLENGE,
-                                                         "room": f"e2e-{tag}-{index}"})
-                if answer.status_code != 503:
-                    break
-                await asyncio.sleep(0.05)
+            answer = await _patiently(lambda: http.post("/rooms", json={
+                "ruleset": ruleset, "player": "p", "challenge": CHALLENGE, "room": f"e2e-{tag}-{index}"}),
+                lambda answer: answer.status_code)
             if answer.status_code != 201 or not answer.json().get("joined"):
                 raise RuntimeError(f"creating a room answered {answer.status_code}: {answer.text[:200]}")
             rooms.append((answer.json()["room"], answer.json()["token"]))
@@ -106,8 +117,9 @@ class RoomSlots(msgspec.Struct, frozen=True):
     order: its first room until that room's game is over, then its next. In step, every slot has one room and
     no room has moved, so all rooms play the same move at the same moment, and every room ends a season in
     the same stretch of the run. Out of step, slot ``j``'s first room has played ``j % moves`` moves before the
-    clock and a fresh room follows it: at every moment the rooms are spread evenly over the game's moves, as in
-    real play.
+    clock and, once its game is over, a fresh room follows (a slot whose first room starts at move 0 needs
+    none): at every moment the rooms' moves are spread as evenly as the number of slots allows (with at least
+    ``moves`` slots, each move is played by ``slots // moves`` or one more), as in real play.
     """
 
     rooms: list[list[int]]  # per slot, the indexes of its rooms in play order
@@ -120,7 +132,14 @@ class RoomSlots(msgspec.Struct, frozen=True):
     def playing(self, slot: int, done_moves: list[int], moves: int) -> int:
         """The room the slot plays now: its first whose game is not over. A slot never runs out: the schedule
         sends it at most one game's moves, and its rooms have at least that many left."""
-        return next(room for room in self.rooms[slot] if done_moves[room] < moves)
+        room = next((room for room in self.rooms[slot] if done_moves[room] < moves), None)
+        if room is None:
+            raise RuntimeError(f"slot {slot} ran out of rooms: it was sent more than one game's moves")
+        return room
+
+    def schedule(self, moves: int) -> dict[str, Any]:
+        """The schedule as data, for the peer to play the same one (peer.py)."""
+        return {"moves": moves, "slots": self.rooms, "played_before": self.played_before}
 
     @classmethod
     def in_step(cls, slots: int) -> RoomSlots:
@@ -135,19 +154,18 @@ class RoomSlots(msgspec.Struct, frozen=True):
 
 
 async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodies: list[bytes],
-                             played: list[int]) -> None:
-    """Play each room's first ``played[i]`` moves, a few rooms at a time, before the load is measured."""
+                             played: list[int], server_of: Callable[[str], int | None]) -> None:
+    """Play each room's first ``played[i]`` moves, a few rooms at a time, before the load is measured (each sent
+    where the load will send the room's later ones: ``server_of``)."""
     semaphore = asyncio.Semaphore(64)
 
     async def play(index: int) -> None:
         room, token = rooms[index]
         async with semaphore:
             for move in range(played[index]):
-                for _ in range(100):  # as a well-behaved client: refused as overloaded, it comes back later
-                    status, payload, _ = await lean.post(f"/rooms/{room}/commands", bodies[move], token)
-                    if status != 503:
-                        break
-                    await asyncio.sleep(0.05)
+                status, payload, _ = await _patiently(
+                    lambda move=move: lean.post(f"/rooms/{room}/commands", bodies[move], token, server_of(room)),
+                    lambda answer: answer[0])
                 if status != 200:
                     raise RuntimeError(f"a move before the clock answered {status}: {payload[:200]!r}")
 
@@ -166,8 +184,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     """
     shard_count = load_settings().shard_count
 
-    def owner(room: str) -> int:
-        return shard_of(room, shard_count) % len(urls)
+    def owner(room: str) -> int | None:
+        return shard_of(room, shard_count) % len(urls) if route_by_shard else None
 
     url = urls[0]
     ruleset = script_ruleset()
@@ -181,7 +199,10 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         rooms = await _open_rooms(http, ruleset, slots.room_count, str(int(time.time())))
     lean = LeanHttp(urls, CONNECTIONS)
     bodies = [msgspec.json.encode({"command": move}) for move in script]
-    await _play_before_clock(lean, rooms, bodies, slots.played_before)
+    if any(slots.played_before):
+        await _play_before_clock(lean, rooms, bodies, slots.played_before, owner)
+        lean.answered = [0] * len(urls)  # the load's answers only
+        await asyncio.sleep(SETTLE_S)
     done_moves = list(slots.played_before)
     seen = [count > 0 for count in slots.played_before]  # the gateways have met the room
     latencies: list[float] = []
@@ -193,6 +214,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     failures: dict[str, int] = {}
     retry_after: list[str] = []
     in_slot = [asyncio.Lock() for _ in range(slot_count)]
+    in_load: set[int] = set()  # the rooms the load sent to (out of step, the last fresh rooms may get none)
     late: list[float] = []
 
     async def send(index: int, due: float) -> None:
@@ -203,9 +225,10 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         async with in_slot[slot]:  # a slot's moves in order, as one player would send them
             room_index = slots.playing(slot, done_moves, len(script))
             first, seen[room_index] = not seen[room_index], True
+            in_load.add(room_index)
             room, token = rooms[room_index]
             status, payload, retry = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]],
-                                                     token, owner(room) if route_by_shard else None)
+                                                     token, owner(room))
             # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
             latencies.append(time.perf_counter() - due)
             if status == 200:
@@ -233,8 +256,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     await lean.close()
     return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": first_latencies + later_latencies,
             "first_latencies": first_latencies, "later_latencies": later_latencies,
-            "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": slots.room_count,
-            "late": late, "out_of_step": out_of_step,
+            "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": len(in_load),
+            "late": late, "out_of_step": out_of_step, "schedule": slots.schedule(len(script)),
             "script": len(script), "ruleset": ruleset, "first_move": script[0]}
 
 
@@ -386,7 +409,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
     ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py).
     """
-    from almanac.services.cli.gateway import Stack, running_stack  # noqa: PLC0415
+    from almanac.services.cli.gateway import running_stack  # noqa: PLC0415
 
     settings = load_settings()
     running = None
@@ -395,7 +418,20 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
         url = running["url"] if running else None
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
-        return _run([url], redis_url, rate, seconds, out_of_step=out_of_step, peer=peer)
+        figures = _run([url], redis_url, rate, seconds, out_of_step=out_of_step)
+    else:
+        figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, gateway_engine, route_by_shard,
+                                    out_of_step)
+    if peer:  # after our stack has stopped: the peer gets the machine as our stack had it
+        offer_peer(figures, rate, seconds)
+    return figures
+
+
+def _run_on_own_stack(settings: Any, rate: int, seconds: int, engines: int, gateways: int, gateway_engine: bool,
+                      route_by_shard: bool, out_of_step: bool) -> dict[str, Any]:
+    """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
+    from almanac.services.cli.gateway import Stack  # noqa: PLC0415
+
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning", "gateway_engine": gateway_engine})
@@ -409,11 +445,11 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
-            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard, out_of_step, peer)
+            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard, out_of_step)
 
 
 def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None,
-         route_by_shard: bool = False, out_of_step: bool = False, peer: bool = False) -> dict[str, Any]:
+         route_by_shard: bool = False, out_of_step: bool = False) -> dict[str, Any]:
     console.print(f"offering {rate} commands/s for {seconds} s to {', '.join(urls)} ...")
     pids = {**(pids or {}), "load generator": os.getpid()}
     cpu_before: dict[str, float] = {}
@@ -440,6 +476,7 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[st
     figures = {
         "offered_per_s": rate,
         "out_of_step": result["out_of_step"],
+        "schedule": result["schedule"],
         "achieved_per_s": ok / result["elapsed"],
         "p50_ms": _quantile(latencies, 0.50) * 1000,
         "p95_ms": _quantile(latencies, 0.95) * 1000,
@@ -511,23 +548,26 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[st
         console.print(f"past capacity: offered {rate}/s, achieved {figures['achieved_per_s']:.0f}/s, "
                       f"shed {figures['shed']}, p99 of accepted {figures['accepted_p99_ms']:.1f} ms, "
                       f"other 5xx {figures['errors_5xx']}")
-    if peer:
-        _print_peer(figures, rate, seconds)
     return figures
 
 
-def _print_peer(figures: dict[str, Any], rate: int, seconds: int) -> None:
-    """boardgame.io's server offered the same schedule right after the stack: its figures beside Almanac's."""
-    console.print(f"offering the same {rate} moves/s for {seconds} s to the peer, boardgame.io's server ...")
+def offer_peer(figures: dict[str, Any], rate: int, seconds: int) -> None:
+    """The run's schedule (``figures["schedule"]``) offered to boardgame.io's server: its figures printed beside
+    Almanac's and kept in ``figures["peer"]``, or why it was not measured."""
+    console.print(f"offering the same schedule, {rate} moves/s for {seconds} s, to the peer, boardgame.io's server ...")
     try:
-        peer = peer_figures(rate, seconds)
+        peer = peer_figures(rate, seconds, figures["schedule"])
     except PeerUnavailable as reason:
         console.print(f"peer: not measured ({reason})")
         return
     figures["peer"] = peer
-    cpu = peer["server_cpu_ms_per_move"]
-    figures["cpu_to_peer"] = figures["cpu_ms_per_command"] / cpu if cpu else float("nan")
-    console.print(f"peer, the same run: boardgame.io 0.50.2 (one Node process, matches in memory, no durable log, "
-                  f"no command ids; socket.io, {peer['matches']} matches): {peer['achieved_per_s']:.0f} moves/s, "
-                  f"p50 / p99 {peer['p50_ms']:.2f} / {peer['p99_ms']:.2f} ms, {peer['timeouts']} unanswered, "
-                  f"{cpu:.3f} ms of CPU per move; Almanac's CPU per command / the peer's: {figures['cpu_to_peer']:.1f}x")
+    # Our CPU is NaN for a stack started elsewhere (``almanac up``): its processes were not measured.
+    figures["cpu_to_peer"] = figures["cpu_ms_per_command"] / peer["server_cpu_ms_per_move"]
+    ratio = ("not measured (a stack started elsewhere)" if math.isnan(figures["cpu_to_peer"])
+             else f"{figures['cpu_to_peer']:.1f}x")
+    console.print(f"peer, the same schedule: boardgame.io {peer['version']} (one Node process, matches in memory, no "
+                  f"durable log, no command ids; socket.io, {peer['matches']} matches): "
+                  f"{peer['achieved_per_s']:.0f} moves/s, p50 / p99 {peer['p50_ms']:.2f} / {peer['p99_ms']:.2f} ms, "
+                  f"{peer['unanswered']} unanswered, its load generator's lateness p99 {peer['late_p99_ms']:.2f} ms; "
+                  f"{peer['server_cpu_ms_per_move']:.3f} ms of CPU per move; Almanac's CPU per command / the "
+                  f"peer's: {ratio}")

@@ -1,48 +1,59 @@
-"""The peer beside `bench e2e --peer`: boardgame.io's server (Node, matches in memory, socket.io) offered the same schedule."""
+"""The peer of `bench e2e --peer`: boardgame.io's server (Node, matches in memory, socket.io) offered the same schedule."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-PEER_FILES = Path(__file__).parent / "boardgameio"  # package.json and its lock pin boardgame.io 0.50.2
+PEER_FOLDER = Path(__file__).parent / "boardgameio"
+# package.json pins boardgame.io 0.50.2 and overrides koa-compose to 4.1.0: with the newer koa-compose that its
+# range admits, the lobby answers 404 on every route. The lock pins every package by its hash.
+PEER_FILES = ("package.json", "package-lock.json", "game.js", "server.js", "load.js")
 INSTALL_TIMEOUT_S = 300
 READY_TIMEOUT_S = 30
 
 
 class PeerUnavailable(Exception):
-    """The peer cannot run here (no node or npm, its install or start failed): the benchmark says so and goes on."""
+    """The peer could not be measured here (no node or npm, its install, start or load failed): said, not raised."""
 
 
-def peer_figures(rate: int, seconds: int) -> dict[str, Any]:
-    """Start boardgame.io's server, offer it ``rate`` moves/s for ``seconds`` (load.js), stop it; its figures.
-
-    Keys: matches, answered, timeouts, achieved_per_s, p50_ms, p99_ms, server_cpu_s, server_cpu_ms_per_move.
-    """
+def peer_figures(rate: int, seconds: int, schedule: dict[str, Any]) -> dict[str, Any]:
+    """Start boardgame.io's server, offer it ``schedule`` (bench e2e's: moves, slots, played_before) at ``rate``
+    moves/s for ``seconds`` through load.js, stop it; load.js's figures (version, matches, answered, unanswered,
+    applied, achieved_per_s, p50_ms, p99_ms, late_p99_ms, server_cpu_s, server_cpu_ms_per_move, ...)."""
     node = shutil.which("node")
     if node is None or shutil.which("npm") is None:
         raise PeerUnavailable("node and npm are not on PATH")
     workdir = _installed()
-    port = _free_port()
-    log = workdir / f"server-{port}.log"
+    env = {**os.environ, "NODE_ENV": "production"}
+    log = workdir / f"server-{os.getpid()}.log"
     with log.open("w") as output:  # a file, not a pipe: the server never blocks on a reader
-        server = subprocess.Popen([node, "server.js"], cwd=workdir, env={**os.environ, "PORT": str(port)},
-                                  stdout=output, stderr=subprocess.STDOUT)
+        server = subprocess.Popen([node, "server.js"], cwd=workdir, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
-        _await_ready(server, log)
-        load = subprocess.run([node, "load.js", str(rate), str(seconds), str(server.pid), str(port)], cwd=workdir,
-                              capture_output=True, text=True, timeout=seconds * 10 + 120, check=False)
+        plan = {"rate": rate, "seconds": seconds, "port": _await_port(server, log), "serverPid": server.pid,
+                "ticksPerSecond": os.sysconf("SC_CLK_TCK"), "moves": schedule["moves"], "slots": schedule["slots"],
+                "playedBefore": schedule["played_before"]}
+        try:
+            load = subprocess.run([node, "load.js"], cwd=workdir, env=env, input=json.dumps(plan),
+                                  capture_output=True, text=True, timeout=seconds * 10 + 300, check=False)
+        except subprocess.TimeoutExpired as error:
+            raise PeerUnavailable(f"the peer's load did not finish within {error.timeout:.0f} s") from error
         if load.returncode != 0:
             raise PeerUnavailable(f"the peer's load generator failed: {load.stderr.strip()[-300:]}")
-        return json.loads(load.stdout.strip().splitlines()[-1])
+        try:
+            figures = json.loads(load.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError) as error:
+            raise PeerUnavailable(f"the peer's load generator printed no figures: {load.stdout[-300:]!r}") from error
+        if not figures["answered"] or not figures["applied"]:
+            raise PeerUnavailable(f"the peer answered none of the {rate * seconds} moves")
+        return figures
     finally:
         server.terminate()
         try:
@@ -54,40 +65,39 @@ def peer_figures(rate: int, seconds: int) -> dict[str, Any]:
 
 
 def _installed() -> Path:
-    """A copy of the peer's files with its pinned packages installed (``npm ci``), kept between runs."""
-    files = sorted(PEER_FILES.iterdir())
-    digest = hashlib.sha256(b"".join(path.name.encode() + path.read_bytes() for path in files)).hexdigest()[:16]
-    workdir = Path(tempfile.gettempdir()) / f"almanac-bench-peer-{digest}"
-    installed = workdir / "node_modules" / ".almanac-installed"
-    if installed.exists():
-        return workdir
-    workdir.mkdir(exist_ok=True)
-    for path in files:
-        shutil.copy(path, workdir / path.name)
-    try:
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=workdir, check=True,
-                       capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    except subprocess.CalledProcessError as error:
-        raise PeerUnavailable(f"npm ci of boardgame.io failed: {error.stderr.strip()[-300:]}") from error
-    except subprocess.TimeoutExpired as error:
-        raise PeerUnavailable(f"npm ci of boardgame.io took over {INSTALL_TIMEOUT_S} s") from error
-    installed.touch()
+    """A copy of the peer's files with its pinned packages installed (``npm ci``), kept between runs in the
+    user's own cache folder (not a shared temporary one: what is installed there is run)."""
+    digest = hashlib.sha256(b"".join(name.encode() + (PEER_FOLDER / name).read_bytes() for name in PEER_FILES))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    workdir = cache / "almanac" / f"bench-peer-{digest.hexdigest()[:16]}"
+    installed = workdir / "node_modules" / ".almanac-installed"  # written last: an interrupted install is redone
+    workdir.mkdir(parents=True, exist_ok=True)
+    with (workdir / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two benchmarks at once: one installs, the other waits for it
+        if installed.exists():
+            return workdir
+        for name in PEER_FILES:
+            shutil.copy(PEER_FOLDER / name, workdir / name)
+        try:
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=workdir, check=True,
+                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+        except subprocess.CalledProcessError as error:
+            raise PeerUnavailable(f"npm ci of boardgame.io failed: {error.stderr.strip()[-300:]}") from error
+        except subprocess.TimeoutExpired as error:
+            raise PeerUnavailable(f"npm ci of boardgame.io took over {INSTALL_TIMEOUT_S} s") from error
+        installed.touch()
     return workdir
 
 
-def _await_ready(server: subprocess.Popen, log: Path) -> None:
-    """Until the server prints "ready" (the lines before it are boardgame.io's notices)."""
+def _await_port(server: subprocess.Popen, log: Path) -> int:
+    """The port the server listens on, once it prints "ready <port>" (its lines before are boardgame.io's)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if "ready" in log.read_text().split():
-            return
+        for line in log.read_text().splitlines():
+            word, _, port = line.partition(" ")
+            if word == "ready" and port.isdigit():
+                return int(port)
         if server.poll() is not None:
             break
         time.sleep(0.05)
     raise PeerUnavailable(f"boardgame.io's server did not start: {log.read_text().strip()[-300:]}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

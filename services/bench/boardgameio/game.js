@@ -1,5 +1,5 @@
-// The peer's game: one player places a piece per move on an 11x11 grid, scored by its neighbours.
-// Its move is decided by the server only (client: false), as Almanac's commands are: the answer is the server's.
+// The peer's game: one player places a piece per move on an 11x11 grid, scored by its neighbours. Its move is
+// decided by the server only (client: false), as Almanac's commands are: every answer is the server's.
 const { INVALID_MOVE } = require('boardgame.io/core');
 
 const SIZE = 11;
@@ -27,4 +27,7 @@ const Game = {
   },
 };
 
-module.exports = { Game, MOVES: 17 };
+// The n-th move's cell: 7 and 121 share no factor, so a game's first 121 moves never repeat a cell.
+const cellOfMove = (n) => (n * 7) % (SIZE * SIZE);
+
+module.exports = { Game, cellOfMove, MAX_MOVES: SIZE * SIZE };

@@ -1,21 +1,22 @@
-// The schedule of `almanac bench e2e` offered to the peer: RATE moves/s for SECONDS, open loop, over
-// ceil(total / 17) matches (one player and one socket.io client each), a match's moves in order. Latency is
-// measured from each move's scheduled send time to the server's state update; the server's CPU (user + system,
-// /proc/<pid>/stat) over the load only. Prints one JSON line.
-// Usage: node load.js RATE SECONDS SERVER_PID PORT
+// `almanac bench e2e`'s schedule offered to the peer. Reads one JSON plan on stdin, the run's own schedule
+// (bench e2e's RoomSlots): {rate, seconds, port, serverPid, ticksPerSecond, moves, slots, playedBefore}, where
+// slots[j] lists slot j's matches in play order and playedBefore[m] is how many moves match m plays before the
+// clock. Command i goes to slot i % slots.length, open loop; a slot plays its first match whose game is not
+// over, one move at a time. Latency is measured from each move's scheduled send time to the server's state
+// showing it placed; the server's CPU (/proc/<pid>/stat) over the load only. Prints one JSON line.
 const fs = require('fs');
 const { Client } = require('boardgame.io/client');
 const { SocketIO } = require('boardgame.io/multiplayer');
-const { Game, MOVES } = require('./game');
+const { version } = require('boardgame.io/package.json');
+const { Game, cellOfMove, MAX_MOVES } = require('./game');
 
-const [RATE, SECONDS, SERVER_PID, PORT] = process.argv.slice(2).map(Number);
-const BASE = `http://127.0.0.1:${PORT}`;
+const plan = JSON.parse(fs.readFileSync(0, 'utf8'));
+const BASE = `http://127.0.0.1:${plan.port}`;
 const TIMEOUT_MS = 5000;
-const TICKS_PER_S = 100;
 
 function cpuSeconds(pid) {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S; // utime + stime
+  return (Number(fields[11]) + Number(fields[12])) / plan.ticksPerSecond; // utime + stime
 }
 
 async function post(path, body) {
@@ -33,63 +34,85 @@ async function openMatch() {
     game: Game, multiplayer: SocketIO({ server: BASE }), matchID, playerID: '0', credentials: playerCredentials,
     debug: false,
   });
-  const match = { client, stateID: null, waiting: null, done: 0, busy: Promise.resolve() };
+  const match = { client, placed: null, waiting: null, retired: false };
   client.subscribe((state) => {
-    if (!state) return;
-    if (match.stateID !== null && state._stateID !== match.stateID && match.waiting) {
-      const resolve = match.waiting;
-      match.waiting = null;
-      resolve('answered');
-    }
-    match.stateID = state._stateID;
+    if (!state || !state.G) return;
+    match.placed = state.G.placed;
+    if (match.waiting && match.placed >= match.waiting.target) match.waiting.finish(true);
   });
   client.start();
   return match;
 }
 
+// One move, answered once the server's state shows it placed: an update without it (a refusal) is no answer.
+// A match whose move goes unanswered is retired, so that a late answer is never taken for a later move's.
 function move(match) {
   return new Promise((resolve) => {
-    match.waiting = resolve;
-    setTimeout(() => resolve('timeout'), TIMEOUT_MS);
-    match.client.moves.place((match.done * 7) % 121); // a free cell for each of the game's moves
+    let timer = null;
+    const finish = (answered) => {
+      clearTimeout(timer);
+      match.waiting = null;
+      if (!answered) match.retired = true;
+      resolve(answered);
+    };
+    timer = setTimeout(() => finish(false), TIMEOUT_MS);
+    match.waiting = { target: match.placed + 1, finish };
+    match.client.moves.place(cellOfMove(match.placed));
   });
 }
 
-(async () => {
-  const total = RATE * SECONDS;
-  const matches = [];
-  for (let i = 0; i < Math.ceil(total / MOVES); i++) matches.push(await openMatch());
-  while (!matches.every((match) => match.stateID !== null)) await new Promise((r) => setTimeout(r, 20));
+const quantile = (sorted, q) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] : null);
 
+(async () => {
+  if (plan.moves > MAX_MOVES) throw new Error(`a game of ${plan.moves} moves does not fit the grid`);
+  const matches = [];
+  for (let m = 0; m < plan.playedBefore.length; m++) matches.push(await openMatch());
+  while (!matches.every((match) => match.placed !== null)) await new Promise((r) => setTimeout(r, 20));
+  await Promise.all(matches.map(async (match, m) => {
+    for (let n = 0; n < plan.playedBefore[m]; n++) {
+      if (!(await move(match))) throw new Error('a move before the clock went unanswered');
+    }
+  }));
+
+  const total = plan.rate * plan.seconds;
+  const slots = plan.slots.map((rooms) => ({ matches: rooms.map((m) => matches[m]), chain: Promise.resolve() }));
   const latencies = [];
-  let timeouts = 0;
-  const send = (match, due) => {
-    match.busy = match.busy.then(async () => { // a match's moves in order, as one player sends them
-      const result = await move(match);
-      match.waiting = null;
-      if (result === 'timeout') timeouts += 1;
-      else { match.done += 1; latencies.push(performance.now() - due); }
+  const late = [];
+  let unanswered = 0;
+  const send = (slot, due) => {
+    slot.chain = slot.chain.then(async () => { // a slot's moves in order, as one player sends them
+      const match = slot.matches.find((candidate) => candidate.placed < plan.moves);
+      if (!match) throw new Error('a slot ran out of matches');
+      if (match.retired) { unanswered += 1; return; }
+      if (await move(match)) latencies.push(performance.now() - due);
+      else unanswered += 1;
     });
-    return match.busy;
+    return slot.chain;
   };
-  const cpuBefore = cpuSeconds(SERVER_PID);
+  const placedBefore = matches.reduce((sum, match) => sum + match.placed, 0);
+  const cpuBefore = cpuSeconds(plan.serverPid);
+  const selfBefore = process.cpuUsage();
   const started = performance.now();
   const sends = [];
   for (let i = 0; i < total; i++) {
-    const due = started + (i * 1000) / RATE;
+    const due = started + (i * 1000) / plan.rate;
     const delay = due - performance.now();
     if (delay > 0) await new Promise((r) => setTimeout(r, delay));
-    sends.push(send(matches[i % matches.length], due));
+    late.push(performance.now() - due);
+    sends.push(send(slots[i % slots.length], due));
   }
   await Promise.all(sends);
   const elapsed = (performance.now() - started) / 1000;
-  const cpu = cpuSeconds(SERVER_PID) - cpuBefore;
+  const cpu = cpuSeconds(plan.serverPid) - cpuBefore;
+  const self = process.cpuUsage(selfBefore);
+  const applied = matches.reduce((sum, match) => sum + match.placed, 0) - placedBefore; // moves the server made
   latencies.sort((a, b) => a - b);
-  const quantile = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
+  late.sort((a, b) => a - b);
   console.log(JSON.stringify({
-    matches: matches.length, answered: latencies.length, timeouts, achieved_per_s: latencies.length / elapsed,
-    p50_ms: quantile(0.5), p99_ms: quantile(0.99), server_cpu_s: cpu,
-    server_cpu_ms_per_move: latencies.length ? (cpu * 1000) / latencies.length : null,
+    version, matches: matches.length, answered: latencies.length, unanswered, applied,
+    achieved_per_s: latencies.length / elapsed, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99),
+    late_p99_ms: quantile(late, 0.99), server_cpu_s: cpu, server_cpu_ms_per_move: applied ? (cpu * 1000) / applied : null,
+    load_generator_cpu_s: (self.user + self.system) / 1e6,
   }));
   process.exit(0);
 })().catch((error) => { console.error(error); process.exit(1); });
