@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from almanac.services.bench.children import stop
 from almanac.services.heap import collect_less_often
 
 ANSWER = b'{"accepted":true,"room":"bare","first_version":1,"last_version":1}'
@@ -68,12 +69,7 @@ class BareServer:
 
     def __exit__(self, *_: object) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop(self.process)
 
     @property
     def pid(self) -> int:

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from almanac.services.bench.children import stop
+
 PEER_FOLDER = Path(__file__).parent / "boardgameio"
 # package.json pins boardgame.io 0.50.2 and overrides koa-compose to 4.1.0: with the newer koa-compose that its
 # range admits, the lobby answers 404 on every route. The lock pins every package by its hash.
@@ -55,12 +57,7 @@ def peer_figures(rate: int, seconds: int, schedule: dict[str, Any]) -> dict[str,
             raise PeerUnavailable(f"the peer answered none of the {rate * seconds} moves")
         return figures
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop(server)
         log.unlink(missing_ok=True)
 
 
