@@ -25,7 +25,7 @@ from almanac.events.dice import Dice
 from almanac.services.bench.bare_http import BareServer
 from almanac.services.bench.peer import PeerUnavailable, peer_figures
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.settings import load_settings
+from almanac.services.settings import Settings, load_settings
 from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
 
@@ -148,9 +148,10 @@ class RoomSlots(msgspec.Struct, frozen=True):
     @classmethod
     def out_of_step(cls, slots: int, moves: int) -> RoomSlots:
         phases = [slot % moves for slot in range(slots)]
-        fresh = iter(range(slots, slots + sum(1 for phase in phases if phase)))
+        followed = sum(1 for phase in phases if phase)  # slots whose first room's game ends during the run
+        fresh = iter(range(slots, slots + followed))
         rooms = [[slot, next(fresh)] if phase else [slot] for slot, phase in enumerate(phases)]
-        return cls(rooms, phases + [0] * sum(1 for phase in phases if phase))
+        return cls(rooms, phases + [0] * followed)
 
 
 async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodies: list[bytes],
@@ -427,7 +428,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     return figures
 
 
-def _run_on_own_stack(settings: Any, rate: int, seconds: int, engines: int, gateways: int, gateway_engine: bool,
+def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int, gateway_engine: bool,
                       route_by_shard: bool, out_of_step: bool) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
     from almanac.services.cli.gateway import Stack  # noqa: PLC0415
