@@ -569,6 +569,8 @@ def offer_peer(figures: dict[str, Any], rate: int, seconds: int) -> None:
     console.print(f"peer, the same schedule: boardgame.io {peer['version']} (one Node process, matches in memory, no "
                   f"durable log, no command ids; socket.io, {peer['matches']} matches): "
                   f"{peer['achieved_per_s']:.0f} moves/s, p50 / p99 {peer['p50_ms']:.2f} / {peer['p99_ms']:.2f} ms, "
-                  f"{peer['unanswered']} unanswered, its load generator's lateness p99 {peer['late_p99_ms']:.2f} ms; "
+                  f"{peer['unanswered']} unanswered; its load generator (a boardgame.io client per match) used "
+                  f"{peer['load_generator_cpu_s']:.1f} s of CPU, ours {figures['cpu_s']['load generator']:.1f} s, "
+                  f"lateness p99 {peer['late_p99_ms']:.2f} ms; "
                   f"{peer['server_cpu_ms_per_move']:.3f} ms of CPU per move; Almanac's CPU per command / the "
                   f"peer's: {ratio}")

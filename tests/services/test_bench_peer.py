@@ -30,8 +30,8 @@ def test_the_peer_plays_the_same_schedule_out_of_step_and_answers_every_move():
 
 @needs_node
 def test_the_run_prints_the_peer_beside_almanac_with_the_cpu_ratio(capsys):
-    # Given a run's figures (its CPU per command and its schedule: in step, 4 rooms of 17 moves)
-    figures = {"cpu_ms_per_command": 1.0, "schedule": RoomSlots.in_step(4).schedule(17)}
+    # Given a run's figures (its CPU per command, its load generator's CPU, its schedule: in step, 4 rooms of 17 moves)
+    figures = {"cpu_ms_per_command": 1.0, "cpu_s": {"load generator": 0.5}, "schedule": RoomSlots.in_step(4).schedule(17)}
     # When the peer is offered the same schedule
     e2e.offer_peer(figures, 34, 2)
     # Then its figures are kept and printed, with our CPU per command over its CPU per move
