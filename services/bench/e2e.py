@@ -205,7 +205,6 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         lean.answered = [0] * len(urls)  # the load's answers only
         await asyncio.sleep(SETTLE_S)
     done_moves = list(slots.played_before)
-    seen = [count > 0 for count in slots.played_before]  # the gateways have met the room
     latencies: list[float] = []
     # Accepted commands that were their room's first request, apart: a gateway meets each room (its rules, its
     # player's token) on its first command, and in step this benchmark sends every room's first command in the
@@ -225,7 +224,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         slot = index % slot_count
         async with in_slot[slot]:  # a slot's moves in order, as one player would send them
             room_index = slots.playing(slot, done_moves, len(script))
-            first, seen[room_index] = not seen[room_index], True
+            # Its first command: the gateways have not met the room, before the clock or earlier in the load.
+            first = not slots.played_before[room_index] and room_index not in in_load
             in_load.add(room_index)
             room, token = rooms[room_index]
             status, payload, retry = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]],
