@@ -2,8 +2,12 @@
 
 Run A plays every rule-set's bot policy (``events/<name>/policy.py``) for three players through the pure
 kernel (`game_driver.PureRoom`), all dice from one secret seed. Run B replays A's commands, same players,
-same times, same order, but the dice of the commands whose rolls are hidden from the outsider come from
-another seed: only hidden values differ, every public roll is the same.
+same times, same order, but its room has a secret seed of its own (a different seed commitment, what
+its creation draws in secret differs: board's deck) and the dice of the commands whose rolls are hidden
+from the outsider come from another seed: only hidden values differ, every public roll is the same (a
+seed whose creation or card turns up a different public value is passed over). The seed commitment is
+the one public trace of the secret seed, a hash that tells nothing of it: `alike` compares B's receipts
+with A's once B's commitment reads as A's.
 
 After each command the outsider's receipts are collected, exactly as the gateway builds them: the events
 (`player_event`, which the HTTP /events route, the WebSocket feed and command answers all use), their view,
@@ -53,6 +57,9 @@ class Variation(msgspec.Struct, frozen=True, kw_only=True):
     step_ms: int = 1_000
     # Board: the card turned up after a step is public (the view shows it); a differing one ends the comparison.
     turned_up: Callable[[Any], Any] | None = None
+    # The room's own secret seed differs between the runs (board: no, its deck would turn up other cards at
+    # the other players' steps; the owner's reshuffles vary it instead).
+    seed_varies: bool = True
 
 
 def board_turned_up(game: Any) -> Any:
@@ -70,7 +77,7 @@ VARIATIONS = {
     # The deck order is hidden from everyone, the owner included: she is the outsider of her own deck.
     "board": Variation(
         ruleset="board", options={}, owner="alice", outsider="alice",
-        hidden_kinds=frozenset({"place_element", "skip_element"}), turned_up=board_turned_up,
+        hidden_kinds=frozenset({"place_element", "skip_element"}), turned_up=board_turned_up, seed_varies=False,
     ),
     # Nothing is hidden but the future: every draw is public when drawn; the whole seed varies.
     "sectors": Variation(
@@ -122,34 +129,55 @@ class Receipt(msgspec.Struct, kw_only=True):
     seen: dict[str, Any]
     turned_up: Any = None
     over: bool = False
+    commitment: str = ""  # the room's seed commitment
 
 
 def replay(variation: Variation, steps: list[Step], game_number: int, hidden_seed: bytes,
            like: list[Receipt] | None = None) -> list[Receipt]:
-    """Play ``steps``; the commands of the owner whose kind rolls hidden dice use ``hidden_seed``.
+    """Play ``steps``; the room is created with ``hidden_seed`` as its secret seed (if the variation's
+    ``seed_varies``), and the commands of the owner whose kind rolls hidden dice use it (every other
+    command draws as in run A, from ``SEED_A``).
 
-    With ``like`` (run A) and a rule-set that turns cards up, a varied command tries further seeds until it
-    turns up the same card as in A: the hidden rest of the deck differs, the public card does not.
+    With ``like`` (run A) the creation, and in a rule-set that turns cards up a varied command, try further
+    seeds until the outsider receives the same as in A (the same card turned up): the hidden rest differs,
+    the public draws do not.
     """
     room = PureRoom(room=f"{variation.ruleset}-{game_number}", seed=SEED_A)
     receipts: list[Receipt] = []
     for index, (player, body, at) in enumerate(steps):
+        creates = body["kind"] == "create_room" and variation.seed_varies
         varies = player == variation.owner and ({"*", body["kind"]} & variation.hidden_kinds)
-        varies = varies and body["kind"] not in ("create_room", "join_room")
+        varies = creates or (varies and body["kind"] != "join_room")
         seeds = [SEED_A]
         if varies:
-            tries = 64 if like is not None and variation.turned_up is not None else 1
+            tries = 256 if like is not None and (creates or variation.turned_up is not None) else 1
             seeds = [hidden_seed + bytes([n]) if n else hidden_seed for n in range(tries)]
         before, stored = room.state, len(room.envelopes)
         for seed in seeds:
             room.state, room.envelopes[stored:] = before, []
             room.seed = seed
             receipt = _step(variation, room, player, body, at)
-            if like is None or receipt.turned_up == like[index].turned_up:
+            if like is None or (receipt.turned_up == like[index].turned_up
+                                and (not creates or alike(like[index], receipt))):
                 break
         room.seed = SEED_A
         receipts.append(receipt)
     return receipts
+
+
+def alike(a: Receipt, b: Receipt) -> bool:
+    """Whether the outsider receives the same in both runs, B's seed commitment read as A's."""
+    return as_in(a.seen, a.commitment, a.commitment) == as_in(b.seen, b.commitment, a.commitment)
+
+
+def as_in(value: Any, commitment: str, instead: str) -> Any:
+    """``value`` as JSON reads it back, every occurrence of the seed commitment ``commitment`` written ``instead``."""
+    return msgspec.json.decode(msgspec.json.encode(value).replace(commitment.encode(), instead.encode()))
+
+
+def differing(a: Receipt, b: Receipt) -> int:
+    """How many of the step's stored events differ between the runs (hidden fields, the seed commitment)."""
+    return sum(ea.payload != eb.payload for ea, eb in zip(a.envelopes, b.envelopes, strict=True))
 
 
 def _step(variation: Variation, room: PureRoom, player: str, body: dict[str, Any], at: int) -> Receipt:
@@ -167,11 +195,19 @@ def _step(variation: Variation, room: PureRoom, player: str, body: dict[str, Any
     }
     return Receipt(envelopes=envelopes or [], refused=envelopes is None, seen=seen,
                    turned_up=variation.turned_up(game) if variation.turned_up else None,
-                   over=bool(decider.is_over(game)))
+                   over=bool(decider.is_over(game)), commitment=state.seed_commitment)
 
 
-def divergence(variation: Variation, a: Receipt, b: Receipt) -> str | None:
-    """Why the runs may differ publicly from this step on (None: the outsider must see the same)."""
+def rivals(variation: Variation) -> tuple[str, ...]:
+    """The seats that hold none of the varied hidden values (everyone when the owner is an outsider too)."""
+    return tuple(p for p in PLAYERS if p != variation.owner or p == variation.outsider)
+
+
+def divergence(variation: Variation, a: Receipt, b: Receipt,
+               outsiders: tuple[str, ...] | None = None) -> str | None:
+    """Why the runs may differ publicly from this step on, for ``outsiders`` (default: the variation's
+    outsider); None: they must receive the same."""
+    outsiders = outsiders or (variation.outsider,)
     if a.refused != b.refused or [e.type for e in a.envelopes] != [e.type for e in b.envelopes]:
         return "what happened differs"
     if a.over:
@@ -186,10 +222,10 @@ def divergence(variation: Variation, a: Receipt, b: Receipt) -> str | None:
             return f"public roll {ea.type} differs"
         event_a, event_b = codec.decode_event(ea), codec.decode_event(eb)
         everyone = set(hidden_fields(decider.secrets, event_a, "\0nobody"))
-        for_outsider = set(hidden_fields(decider.secrets, event_a, variation.outsider))
-        entitled = everyone - for_outsider
-        if any(_field(event_a, name) != _field(event_b, name) for name in entitled):
-            return f"{variation.outsider} is a party to {event_tag(event_a)}"
+        for outsider in outsiders:
+            entitled = everyone - set(hidden_fields(decider.secrets, event_a, outsider))
+            if any(_field(event_a, name) != _field(event_b, name) for name in entitled):
+                return f"{outsider} is a party to {event_tag(event_a)}"
     return None
 
 

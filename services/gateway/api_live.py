@@ -10,10 +10,9 @@ from fastapi import APIRouter, Path, Query, WebSocket, WebSocketDisconnect
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from almanac.events import codec
-from almanac.services.gateway.auth import ROLE_AUDITOR
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError
-from almanac.services.gateway.room_reader import auditor_event, player_event
+from almanac.services.gateway.room_reader import Viewer
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
 from almanac.services.logging import get_logger
 
@@ -39,7 +38,7 @@ async def live(websocket: WebSocket, room: str = RoomId,
     gw: Gateway = websocket.app.state.gateway
     await websocket.accept()
     try:
-        claims = gw.reader_for(bearer(websocket), room)
+        viewer = gw.viewer(bearer(websocket), room)
     except ApiError as error:
         await refuse(websocket, error)
         return
@@ -48,7 +47,7 @@ async def live(websocket: WebSocket, room: str = RoomId,
     watcher = asyncio.create_task(_watch_disconnect(websocket, disconnected))
     code, reason = 1000, ""
     try:
-        await _follow(gw, websocket, room, from_version, claims.player, claims.role == ROLE_AUDITOR, disconnected)
+        await _follow(gw, websocket, room, from_version, viewer, disconnected)
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client went away mid-send
     except (RedisConnectionError, RedisTimeoutError) as error:  # other failures: the boundary closes 1011
@@ -85,8 +84,8 @@ async def _watch_disconnect(websocket: WebSocket, disconnected: asyncio.Event) -
         disconnected.set()
 
 
-async def _follow(gw: Gateway, websocket: WebSocket, room: str, from_version: int, player: str,
-                  auditor: bool, disconnected: asyncio.Event) -> None:
+async def _follow(gw: Gateway, websocket: WebSocket, room: str, from_version: int, viewer: Viewer,
+                  disconnected: asyncio.Event) -> None:
     key = gw.keys.events(room)
     last_id = f"{from_version - 1}-0"
     while not disconnected.is_set():
@@ -97,6 +96,5 @@ async def _follow(gw: Gateway, websocket: WebSocket, room: str, from_version: in
             for entry_id, fields in entries:
                 version = int(entry_id.split(b"-", 1)[0])
                 envelope = codec.decode_envelope(fields[b"e"], room, version)
-                message = auditor_event(envelope) if auditor else player_event(envelope, player)
-                await websocket.send_text(_JSON.encode(message).decode())
+                await websocket.send_text(_JSON.encode(viewer.event(envelope)).decode())
                 last_id = entry_id.decode()

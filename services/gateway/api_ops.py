@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 
 from almanac.services.engine import metrics as engine_metrics
 from almanac.services.gateway.api_rooms import gateway
-from almanac.services.gateway.context import Gateway
+from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import STORE_ERRORS, STORE_RETRY_AFTER_S, json_response, store_failure
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
@@ -111,15 +111,21 @@ async def health(request: Request) -> Response:
     return json_response({"status": status, "ready": True, **body})
 
 
-@router.get("/metrics", summary="Prometheus text metrics", response_class=Response)
+@router.get("/metrics", summary="Prometheus text metrics; with an auditor token also the refusal codes",
+            description="Anyone may read the public metrics. Counts that could reveal a player's hidden state "
+            "(`almanac_command_rejects_total` by refusal code, e.g. `realm.not_enough_gold`) are added only "
+            "for an auditor's token (`Authorization: Bearer`); any other token is refused (401, 403).",
+            response_class=Response)
 async def metrics(request: Request) -> Response:
     gw = gateway(request)
+    token = bearer(request)
+    auditor = token is not None and gw.auditor(token) is not None
     extra: list[str] = []
     try:
         extra = await _scrape_engine_and_projector(gw)
     except Exception:  # metrics of the other services must never break the gateway's own
         log.warning("metrics.scrape_failed", exc_info=True)
-    return Response(gw.metrics.render() + "\n".join(extra) + "\n", media_type="text/plain; version=0.0.4")
+    return Response(gw.metrics.render(auditor) + "\n".join(extra) + "\n", media_type="text/plain; version=0.0.4")
 
 
 async def _scrape_engine_and_projector(gw: Gateway) -> list[str]:

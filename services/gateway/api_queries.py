@@ -10,10 +10,10 @@ from fastapi.responses import Response
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.hashing import state_hash
 from almanac.services.gateway.api_rooms import RoomId, gateway
-from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
+from almanac.services.gateway.auth import ANY_ROOM
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.room_reader import auditor_event, player_event, room_summary
+from almanac.services.gateway.room_reader import PUBLIC, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
 from almanac.services.verify import verify_room
 
@@ -35,29 +35,17 @@ async def room_view(
     player: str | None = Query(None, pattern=NAME_PATTERN, description="auditors only: whose view"),
 ) -> Response:
     gw = gateway(request)
-    claims = gw.reader_for(bearer(request), room)
-    if claims.role == ROLE_AUDITOR:
-        if player is None:
-            raise ApiError(422, "player_required", "an auditor names the player whose view to show", "player")
-        viewer = player
-    else:
-        if player is not None and player != claims.player:
-            raise ApiError(403, "other_seat", f"this token shows {claims.player!r}'s view only", "player")
-        viewer = claims.player
+    viewer = gw.viewer(bearer(request), room)
+    whose = viewer.whose_view(player)
     state = await _state(gw, room)
-    decider = room_rules.decider_of(state)
-    return json_response(
-        {**room_summary(state), "player": viewer, "view": codec.to_builtins(decider.view(state.game, viewer))}
-    )
+    return json_response({**room_summary(state), "player": whose, "view": viewer.view(state, whose)})
 
 
 @router.get("/rooms/{room}/scores", summary="Public scores per player (the rule-set's public_scores: they reveal no hidden amount)")
 async def room_scores(request: Request, room: str = RoomId) -> Response:
     state = await _state(gateway(request), room)
-    decider = room_rules.decider_of(state)
     return json_response(
-        {"room": room, "ruleset": state.ruleset, "version": state.version,
-         "scores": codec.to_builtins(decider.public_scores(state.game))}
+        {"room": room, "ruleset": state.ruleset, "version": state.version, "scores": PUBLIC.scores(state)}
     )
 
 
@@ -85,15 +73,12 @@ async def room_events(
     limit: int = Query(1_000, ge=1, le=MAX_EVENTS_PAGE),
 ) -> Response:
     gw = gateway(request)
-    claims = gw.reader_for(bearer(request), room)
+    viewer = gw.viewer(bearer(request), room)
     last = from_version + limit - 1 if to_version is None else min(to_version, from_version + limit - 1)
     envelopes = await gw.store.read(room, from_version, last)
     if not envelopes and await gw.reader.ruleset_of(room) is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    if claims.role == ROLE_AUDITOR:
-        events = [auditor_event(e) for e in envelopes]
-    else:
-        events = [player_event(e, claims.player) for e in envelopes]
+    events = [viewer.event(e) for e in envelopes]
     latest = await gw.store.latest_version(room)
     next_version = envelopes[-1].version + 1 if envelopes else from_version
     return json_response({"room": room, "latest_version": latest, "next_version": next_version, "events": events})
@@ -173,12 +158,12 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
 @router.get("/rooms/{room}/verification", summary="Replay the room and check its hash chain, dice and state")
 async def room_verification(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    claims = gw.reader_for(bearer(request), room)
+    viewer = gw.viewer(bearer(request), room)
     if await gw.store.latest_version(room) == 0:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     body = codec.to_builtins(await verify_room(gw.store, room))
     divergence = body.get("divergence")
-    if claims.role != ROLE_AUDITOR and isinstance(divergence, dict):
+    if not viewer.auditor and isinstance(divergence, dict):
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.
         body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version")}
     return json_response({**body, "room": room})

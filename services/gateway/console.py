@@ -16,7 +16,6 @@ from almanac.events import codec, registry, room as room_rules
 from almanac.events.errors import RuleError
 from almanac.services.gateway.api_ops import _engines, _projector
 from almanac.services.gateway.api_rooms import RoomId, gateway
-from almanac.services.gateway.auth import ROLE_AUDITOR
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import room_summary
@@ -135,11 +134,9 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
 async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1),
                   player: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
     gw = gateway(request)
-    claims = gw.reader_for(bearer(request), room)
-    if claims.role != ROLE_AUDITOR:
-        if player is not None and player != claims.player:
-            raise ApiError(403, "other_seat", f"this token shows {claims.player!r}'s view only", "player")
-        player = claims.player
+    viewer = gw.viewer(bearer(request), room)
+    if not viewer.auditor:
+        player = viewer.whose_view(player)
     latest = await gw.store.latest_version(room)
     if latest == 0:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
@@ -147,31 +144,30 @@ async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1
         raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", "version")
     state = await gw.reader.at_version(room, version)
     assert state is not None
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)
     answer: dict[str, Any] = {"room": room, "version": version, "latest_version": latest,
-                              "summary": room_summary(state), "scores": codec.to_builtins(decider.scores(state.game))}
+                              "summary": room_summary(state), "scores": viewer.scores(state)}
     if player is not None:
         answer["player"] = player
-        answer["view"] = codec.to_builtins(decider.view(state.game, player))
-    else:
+        answer["view"] = viewer.view(state, player)
+    else:  # an auditor who names no seat: the whole state and every seat's view
         answer["state"] = codec.to_builtins(state.game)
-        answer["views"] = {seat: codec.to_builtins(decider.view(state.game, seat)) for seat in decider.seats(state.game)}
+        answer["views"] = {seat: viewer.view(state, seat) for seat in decider.seats(state.game)}
     return json_response(answer)
 
 
 @router.get("/rooms/{room}/series",
-            summary="Scores per player at every version, for anyone (scores are public, as /scores); "
-                    "auditors also get each player's numeric resources")
+            summary="Scores per player at every version, for anyone (the public scores, as /scores); "
+                    "auditors get the complete scores and each player's numeric resources")
 async def room_series(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    token = bearer(request)
-    # No token: the public series only (scores). A token given must be valid for this room.
-    auditor = token is not None and gw.reader_for(token, room).role == ROLE_AUDITOR
+    # No token: the public. A token given must be valid for this room; the viewer decides what it shows.
+    viewer = gw.viewer(bearer(request), room, public=True)
     envelopes = await gw.store.read(room, 1, MAX_SERIES_VERSIONS)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    decider = registry.get(envelopes[0].ruleset)
-    state = None
+    # A fork's first event folds onto its parent's state at the fork's version (as every load does).
+    state = await gw.reader.loader.base_of(envelopes[0])
     versions: list[int] = []
     scores: dict[str, list[int | None]] = {}
     resources: dict[str, list[int | None]] = {}
@@ -181,9 +177,10 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
             continue
         index = len(versions)
         versions.append(envelope.version)
-        for name, value in decider.scores(state.game).items():
+        for name, value in viewer.scores(state).items():
             scores.setdefault(name, [None] * index).append(value)
-        if auditor:
+        if viewer.auditor:
+            decider = room_rules.decider_of(state)
             for name, value in _numbers(codec.to_builtins(decider.resources(state.game))).items():
                 resources.setdefault(name, [None] * index).append(value)
         for series in (*scores.values(), *resources.values()):

@@ -22,7 +22,7 @@ from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
 from almanac.services.gateway.overload import AdaptiveLimit, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
-from almanac.services.gateway.room_reader import RoomReader
+from almanac.services.gateway.room_reader import PUBLIC, RoomReader, Viewer
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.services.settings import Settings
 from almanac.storage.base import CommandLimited
@@ -135,6 +135,14 @@ class Gateway:
         if claims.role == ROLE_PLAYER and claims.room == room:
             return claims
         raise ApiError(403, "wrong_room", f"this token does not grant access to room {room!r}", "room")
+
+    def viewer(self, token: str | None, room: str, public: bool = False) -> Viewer:
+        """Who reads ``room`` with ``token``: a player of the room or an auditor (``reader_for``), or with
+        ``public`` and no token the public. What each may see is the Viewer's to decide."""
+        if public and not token:
+            return PUBLIC
+        claims = self.reader_for(token, room)
+        return Viewer(player=claims.player, auditor=claims.role == ROLE_AUDITOR)
 
     def auditor(self, token: str | None, room: str = ANY_ROOM) -> Claims:
         claims = self.claims(token)

@@ -99,8 +99,11 @@ class GatewayMetrics:
             "Commands by outcome: accepted, rejected, conflict, timeout, invalid (refused before the engine).",
             ("outcome", "ruleset"),
         )
-        self.rejects = Counter(self.registry, "almanac_command_rejects_total",
-                               "Commands refused by the rules, by error code.", ("code", "ruleset"))
+        # Refusal codes tell a player's hidden state (``realm.not_enough_gold`` on a quiet server: a rival's
+        # storage), so they live in a registry of their own that /metrics renders for auditors only.
+        self.audit_registry = CollectorRegistry()
+        self.rejects = Counter(self.audit_registry, "almanac_command_rejects_total",
+                               "Commands refused by the rules, by error code (auditors only).", ("code", "ruleset"))
         self.conflicts = Counter(self.registry, "almanac_command_conflicts_total",
                                  "Commands that ended in an unresolved version conflict.", ("ruleset",))
         self.command_latency = Histogram(self.registry, "almanac_command_latency_seconds",
@@ -123,5 +126,7 @@ class GatewayMetrics:
         self.requests.inc(route=route, method=method, status=str(status))
         self.request_latency.observe(seconds, route=route)
 
-    def render(self) -> str:
-        return generate_latest(self.registry).decode()
+    def render(self, auditor: bool = False) -> str:
+        """The public metrics; with ``auditor`` also those that could reveal hidden state (refusal codes)."""
+        public = generate_latest(self.registry).decode()
+        return public + generate_latest(self.audit_registry).decode() if auditor else public

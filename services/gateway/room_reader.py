@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+import msgspec
+
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
 from almanac.projections.models import fork_mark
+from almanac.services.gateway.errors import ApiError
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -55,6 +58,43 @@ class RoomReader:
     async def at_version(self, room: str, version: int) -> RoomState | None:
         state, _ = await self.loader.load(room, version)
         return state
+
+
+class Viewer(msgspec.Struct, frozen=True, kw_only=True):
+    """Who reads: the one place that decides what a read shows (every read route and the live feed ask it).
+
+    The public (no token) and every player see the rule-set's public scores and events redacted for them;
+    a player also sees their own view. Only an auditor sees the complete scores, states and events.
+    """
+
+    player: str = ""  # "" for the public: nobody's seat, so every secret is hidden from it
+    auditor: bool = False
+
+    def event(self, envelope: Envelope) -> dict[str, Any]:
+        return auditor_event(envelope) if self.auditor else player_event(envelope, self.player)
+
+    def scores(self, state: RoomState) -> dict[str, int]:
+        """Complete scores for an auditor; for everyone else the public ones (a player's own complete score
+        is in their view)."""
+        decider = room_rules.decider_of(state)
+        return dict(decider.scores(state.game) if self.auditor else decider.public_scores(state.game))
+
+    def whose_view(self, player: str | None) -> str:
+        """The seat whose view a read asking for ``player`` shows: an auditor names any, a player only their own."""
+        if self.auditor:
+            if player is None:
+                raise ApiError(422, "player_required", "an auditor names the player whose view to show", "player")
+            return player
+        if player is not None and player != self.player:
+            raise ApiError(403, "other_seat", f"this token shows {self.player!r}'s view only", "player")
+        return self.player
+
+    def view(self, state: RoomState, player: str | None = None) -> Any:
+        """The view of ``whose_view(player)`` (the rule-set's view: hidden information left out)."""
+        return codec.to_builtins(room_rules.decider_of(state).view(state.game, self.whose_view(player)))
+
+
+PUBLIC = Viewer()
 
 
 def player_event(envelope: Envelope, player: str) -> dict[str, Any]:

@@ -100,6 +100,16 @@ def test_an_auditor_forks_a_room_players_join_and_play_and_the_fork_is_a_sandbox
     assert verified["ok"] is True and verified["fork"]["parent"] == room, verified
     assert api.get(f"/rooms/{room}/verification", headers=auth(auditor)).json()["ok"] is True
 
+    # The fork's charts: its series starts from the parent's state at the fork (the parent's scores), for the
+    # public as for an auditor, the public one the public scores as /scores.
+    public = typed("get", "/rooms/{room}/series", api.get(f"/rooms/{fork}/series"))
+    assert public["versions"] == [1, 2, 3, 4] and public["resources"] == {}
+    parent_at_3 = api.get(f"/rooms/{room}/at/3", headers=auth(auditor)).json()["scores"]
+    audited = typed("get", "/rooms/{room}/series", api.get(f"/rooms/{fork}/series", headers=auth(auditor)))
+    assert {name: series[0] for name, series in audited["scores"].items()} == parent_at_3
+    assert {name: series[-1] for name, series in public["scores"].items()} == api.get(f"/rooms/{fork}/scores").json()["scores"]
+    assert audited["resources"], audited
+
 
 def test_forks_refuse_bad_requests_with_4xx_json(api: TestClient, auditor: str) -> None:
     room, *_ = realm_room(api)

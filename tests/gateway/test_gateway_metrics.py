@@ -8,9 +8,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from almanac.services.gateway.metrics import GatewayMetrics
 
 
-def samples(metrics: GatewayMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(metrics: GatewayMetrics, auditor: bool = True) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(metrics.render()) for s in family.samples}
+            for family in text_string_to_metric_families(metrics.render(auditor)) for s in family.samples}
 
 
 def test_command_latency_is_a_cumulative_histogram_with_millisecond_buckets() -> None:
@@ -39,6 +39,19 @@ def test_counters_process_figures_and_websockets_are_exported() -> None:
                  (("method", "POST"), ("route", "/rooms/{room}/commands"), ("status", "200")))] == 1
     assert seen[("almanac_websocket_connections", ())] == 3
     assert seen[("process_cpu_seconds_total", ())] > 0 and seen[("process_resident_memory_bytes", ())] > 0
+
+
+def test_refusal_codes_are_rendered_for_auditors_only() -> None:
+    """A refusal code tells a player's hidden state (``realm.not_enough_gold``): the public metrics count
+    refusals, never their codes."""
+    metrics = GatewayMetrics()
+    metrics.rejects.inc(code="realm.not_enough_gold", ruleset="realm")
+    metrics.commands.inc(outcome="rejected", ruleset="realm")
+    public = metrics.render()
+    assert "not_enough_gold" not in public and "almanac_command_rejects_total" not in public
+    assert ("almanac_commands_total", (("outcome", "rejected"), ("ruleset", "realm"))) in samples(metrics, False)
+    assert samples(metrics)[("almanac_command_rejects_total", (("code", "realm.not_enough_gold"),
+                                                               ("ruleset", "realm")))] == 1
 
 
 def test_two_gateways_in_one_process_keep_their_own_counts() -> None:

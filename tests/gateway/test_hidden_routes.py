@@ -1,0 +1,263 @@
+"""Hidden information through real gateways, by construction: two games of every rule-set that differ only in
+hidden values (the room's secret seed, the owner's hidden dice, the deck order: `hidden_games`) are stored in two
+stacks (Redis, engine, projector, gateway each), and every operation of the gateway's own /openapi.json and
+every channel of its /asyncapi live feed is called on both as the public (no token), as a spectator (a token
+for the room without a seat) and as every rival seat: the answers must be identical.
+
+Nothing here lists routes: an operation added tomorrow is called the day it is added. Its path and required
+query parameters are filled from the games by name (`FILLERS`); a parameter no game fills fails the test
+until it is taught here. A GET is a read, called with every filling. Any other method writes: it is called
+with a body its schema refuses (a JSON array), must answer the same in both games and change nothing (its
+accepted answer renders events through the same `Viewer` as the reads). Operations that take no game
+parameter and do not name the room describe the processes (health, metrics, documents): their answers are
+compared with every number masked, since two processes never measure the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from gateway_stack import Stack
+from hidden_games import (
+    PLAYERS,
+    SEED_A,
+    SEED_B,
+    VARIATIONS,
+    Receipt,
+    Step,
+    differing,
+    divergence,
+    play_a,
+    replay,
+    rivals,
+)
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from almanac.events import registry
+from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from almanac.services.gateway.auth import TokenSigner
+from almanac.services.gateway.context import internal_command_id
+from almanac.storage.redis_store import RedisEventStore
+
+SECRET = "hidden-routes-test-secret-" + "x" * 16  # both gateways sign and accept the same tokens
+MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40}
+SPECTATOR = "spectator"
+NUMBER = re.compile(rb"-?\d+(\.\d+)?(e-?\d+)?")
+
+
+class Twin:
+    """One stack holding one run of a game: its gateway's URL and its Redis."""
+
+    def __init__(self, stack: Stack, url: str) -> None:
+        self.stack, self.url = stack, url
+        self.http = httpx.Client(base_url=url, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Twin, Twin]]:
+    """Two stacks alike in everything (settings, secret, engine name) but the games stored in them."""
+    servers, stacks = [], []
+    try:
+        for name in ("a", "b"):
+            data = tmp_path_factory.mktemp(f"hidden-{name}")
+            try:
+                servers.append(EmbeddedRedis(data / "redis", persist=False).start())
+            except (EmbeddedRedisError, FileNotFoundError) as error:
+                pytest.skip(f"no redis-server to run a second stack: {error}")
+            stack = Stack(servers[-1].url, data)
+            stack.env.update(ALMANAC_SECRET=SECRET, ALMANAC_ENGINE_NAME="engine")
+            stack.start("engine")
+            stack.start("projector")
+            stacks.append(stack)
+        for stack in stacks:
+            stack.wait_ready()
+        yield Twin(stacks[0], stacks[0].start_gateway()), Twin(stacks[1], stacks[1].start_gateway())
+    finally:
+        for stack in stacks:
+            stack.stop()
+        for server in servers:
+            server.stop()
+
+
+def comparable(ruleset: str) -> tuple[list[Step], list[Receipt], list[Receipt]]:
+    """A game of ``ruleset`` played twice (runs A and B), cut before the first step where the rules make the
+    difference public to a rival (or end the game)."""
+    variation = VARIATIONS[ruleset]
+    steps = play_a(variation, 0, MOVES[ruleset])
+    run_a = replay(variation, steps, 0, SEED_A)
+    run_b = replay(variation, steps, 0, SEED_B, like=run_a)
+    stop = next((i for i, (a, b) in enumerate(zip(run_a, run_b, strict=True))
+                 if divergence(variation, a, b, rivals(variation)) is not None), len(steps))
+    return steps[:stop], run_a[:stop], run_b[:stop]
+
+
+def store(twin: Twin, room: str, steps: list[Step], run: list[Receipt]) -> int:
+    """Append the run's events to the twin's store as the engine would (one append per command); the latest version."""
+    async def append() -> int:
+        client = aioredis.Redis.from_url(twin.stack.redis_url)
+        events = RedisEventStore(client, 16)
+        version = 0
+        try:
+            for index, ((player, _, _), receipt) in enumerate(zip(steps, run, strict=True)):
+                if receipt.envelopes:
+                    await events.append(room, version, internal_command_id(room, player, f"step-{index}"),
+                                        receipt.envelopes)
+                    version = receipt.envelopes[-1].version
+        finally:
+            await client.aclose()
+        return version
+
+    return asyncio.run(append())
+
+
+def wait_projected(twin: Twin, room: str, latest: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = twin.http.get("/rooms").json()["rooms"]
+        if any(row["room"] == room and row.get("version") == latest for row in rows):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the projector did not reach {room} version {latest}: {twin.stack.log('projector')}")
+
+
+def fillers(room: str, ruleset: str, latest: int, steps: int) -> dict[str, list[str]]:
+    """Values for the parameters of the document's operations, by name, from the game stored."""
+    manifest = registry.manifest(ruleset)
+    return {
+        "room": [room], "other": [room],
+        "version": [str(v) for v in range(1, latest + 1)],
+        "command_id": [f"step-{index}" for index in range(steps)],
+        "ruleset": [ruleset], "name": [ruleset],
+        "model": sorted(registry.read_models()),
+        "view": [view.name for view in manifest.audit_views] or ["none"],
+        "item": ["1"],
+        "player": [*PLAYERS, SPECTATOR],
+        "path": ["scores"],
+    }
+
+
+def calls(document: dict, fill: dict[str, list[str]]) -> Iterator[tuple[str, str, str, bool]]:
+    """(operation, method, URL, about the game) for every operation of the document and every filling of
+    its parameters: every path filling without optional parameters, and the last one with each optional
+    parameter the games fill."""
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            name = f"{method.upper()} {path}"
+            parameters = operation.get("parameters", [])
+            in_path = [p["name"] for p in parameters if p["in"] == "path"]
+            required = [p["name"] for p in parameters if p["in"] == "query" and p.get("required")]
+            optional = [p["name"] for p in parameters if p["in"] == "query" and not p.get("required")]
+            unfilled = [p for p in in_path + required if p not in fill]
+            assert not unfilled, f"{name}: no game fills {unfilled}; teach FILLERS how (tests/gateway/test_hidden_routes.py)"
+            fillings = list(itertools.product(*(fill[p] for p in in_path)))
+            for index, values in enumerate(fillings):
+                url = path
+                for parameter, value in zip(in_path, values, strict=True):
+                    url = url.replace("{" + parameter + "}", quote(value, safe=""))
+                query = [(p, fill[p][-1]) for p in required]
+                variants = [query]
+                if index == len(fillings) - 1:
+                    variants += [[*query, (p, value)] for p in optional if p in fill for value in fill[p]]
+                for variant in variants:
+                    full = url + ("?" + "&".join(f"{p}={quote(v, safe='')}" for p, v in variant) if variant else "")
+                    yield name, method, full, bool(in_path or variant)
+
+
+def answer(twin: Twin, method: str, url: str, token: str | None, commitment: str, instead: str) -> tuple[int, Any]:
+    """The answer's status and body, the room's seed commitment written as the other game's."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if method == "get":
+        response = twin.http.get(url, headers=headers)
+    else:
+        response = twin.http.request(method.upper(), url, headers={**headers, "Content-Type": "application/json"},
+                                     content=b"[]")
+    return response.status_code, response.content.replace(commitment.encode(), instead.encode())
+
+
+def follow(twin: Twin, address: str, token: str | None, latest: int, commitment: str, instead: str) -> list[Any]:
+    """Every message of a live channel until the latest version (or the close), and how it closed."""
+    url = twin.url.replace("http://", "ws://") + address + "?from_version=1"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    messages: list[Any] = []
+    with connect(url, additional_headers=headers, open_timeout=10) as socket:
+        try:
+            while True:
+                raw = socket.recv(timeout=10)
+                message = json.loads(raw.replace(commitment, instead) if isinstance(raw, str) else raw)
+                messages.append(message)
+                if message.get("version") == latest:
+                    break
+        except ConnectionClosed as closed:
+            messages.append({"closed": closed.rcvd.code if closed.rcvd else None,
+                             "reason": closed.rcvd.reason if closed.rcvd else None})
+    return messages
+
+
+@pytest.mark.parametrize("ruleset", sorted(VARIATIONS))
+def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hidden_values(
+        twins: tuple[Twin, Twin], ruleset: str) -> None:
+    """Given two games of the rule-set that differ only in hidden values, stored behind two real gateways,
+    when the public, a spectator and every rival seat call every operation of /openapi.json (every version,
+    every command id, every read model...) and follow every live channel of /asyncapi, then each receives
+    exactly the same from both games (the seed commitment, the public trace of the secret seed, read alike)."""
+    a, b = twins
+    variation = VARIATIONS[ruleset]
+    steps, run_a, run_b = comparable(ruleset)
+    room = f"{ruleset}-0"
+    differ = sum(differing(x, y) for x, y in zip(run_a, run_b, strict=True))
+    assert differ > 0, f"{ruleset}: the two games stored no differing event: nothing hidden was compared"
+    latest = store(a, room, steps, run_a)
+    assert store(b, room, steps, run_b) == latest
+    wait_projected(a, room, latest)
+    wait_projected(b, room, latest)
+    commitment_a, commitment_b = run_a[-1].commitment, run_b[-1].commitment
+
+    signer = TokenSigner(SECRET, 3_600)
+    ref = run_a[0].envelopes[0].ruleset
+    viewers: dict[str, str | None] = {"public": None, SPECTATOR: signer.issue(room, SPECTATOR, ruleset=ref)}
+    viewers |= {seat: signer.issue(room, seat, ruleset=ref) for seat in rivals(variation)}
+    document = a.http.get("/openapi.json").json()
+    assert b.http.get("/openapi.json").json() == document
+    fill = fillers(room, ruleset, latest, len(steps))
+
+    compared: dict[str, int] = {}
+    for name, method, url, about_game in calls(document, fill):
+        for viewer, token in viewers.items():
+            seen_a = answer(a, method, url, token, commitment_a, commitment_a)
+            seen_b = answer(b, method, url, token, commitment_b, commitment_a)
+            if not about_game and room.encode() not in seen_a[1]:
+                # The processes' own figures (clocks, sizes, counters): compared with every number masked.
+                seen_a, seen_b = [(status, NUMBER.sub(b"#", body)) for status, body in (seen_a, seen_b)]
+            assert seen_a == seen_b, (name, url, viewer, seen_a, seen_b)
+            compared[name] = compared.get(name, 0) + 1
+    # Whatever a write was sent, both games are where they were.
+    for twin in (a, b):
+        assert twin.http.get(f"/rooms/{room}").json()["version"] == latest
+
+    channels = a.http.get("/asyncapi").json()["channels"]
+    servers = a.http.get("/asyncapi").json()["servers"]
+    live = [channel["address"] for channel in channels.values()
+            if any(servers[s["$ref"].rsplit("/", 1)[-1]]["protocol"] in ("ws", "wss") for s in channel.get("servers", []))]
+    assert live, "the AsyncAPI document names no WebSocket channel"
+    for address in live:
+        filled = re.sub(r"\{(\w+)\}", lambda m: fill[m.group(1)][-1], address)
+        for viewer, token in viewers.items():
+            feed_a = follow(a, filled, token, latest, commitment_a, commitment_a)
+            feed_b = follow(b, filled, token, latest, commitment_b, commitment_a)
+            assert feed_a == feed_b, (address, viewer)
+            compared[f"WS {address}"] = compared.get(f"WS {address}", 0) + 1
+    print(f"{ruleset}: {len(steps)} steps, {latest} versions, {differ} stored events differ; "
+          f"{sum(compared.values())} answers compared over {len(compared)} operations for {list(viewers)}")
+    assert len(compared) == sum(len(ops) for ops in document["paths"].values()) + len(live)
+
