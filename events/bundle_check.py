@@ -50,9 +50,11 @@ from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash
 from almanac.events.step import CommandRecord, advance, decode_record, step
+from almanac.events.tree_diff import ABSENT, tree_diff
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
 BUNDLE_FORMAT_VERSION = 1
+SHOWN_DIFFERENCES = 20  # a failed step's differing fields shown one a line; the rest are counted
 
 
 class Step(msgspec.Struct, kw_only=True):
@@ -82,9 +84,25 @@ class Verdict(msgspec.Struct, kw_only=True):
             where = f" (version {s.version})" if s.version is not None else ""
             lines.append(f"  [{s.status}] {s.name}{where}: {s.detail}")
             if s.status == "failed" and (s.recorded is not None or s.recomputed is not None):
-                lines.append(f"      recorded:   {json.dumps(s.recorded, default=str, sort_keys=True)}")
-                lines.append(f"      recomputed: {json.dumps(s.recomputed, default=str, sort_keys=True)}")
+                lines += _difference_lines(s.recorded, s.recomputed)
         return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is ABSENT else json.dumps(value, default=str, sort_keys=True)
+
+
+def _difference_lines(recorded: Any, recomputed: Any) -> list[str]:
+    """Where the recorded and the recomputed sides differ, field path by field path (``event.buyer.dice[1]``);
+    two values that are not both documents (a hash and a hash, a side that is missing) are shown whole."""
+    changes = tree_diff(recorded, recomputed) if recorded is not None and recomputed is not None else []
+    if not changes or changes[0][0] == "":
+        return [f"      recorded:   {_shown(recorded)}", f"      recomputed: {_shown(recomputed)}"]
+    lines = [f"      {path}: recorded {_shown(mine)}, recomputed {_shown(theirs)}"
+             for path, mine, theirs in changes[:SHOWN_DIFFERENCES]]
+    if len(changes) > SHOWN_DIFFERENCES:
+        lines.append(f"      ... and {len(changes) - SHOWN_DIFFERENCES} more differing field(s)")
+    return lines
 
 
 class _Failed(Exception):
@@ -108,17 +126,10 @@ def _event_of(envelope: Envelope) -> Any:
 
 
 def _differences(recorded: Envelope, recomputed: Envelope) -> list[str]:
-    """The names of the fields (event fields first) in which two envelopes differ, for the message."""
-    names: list[str] = []
-    try:
-        mine, theirs = codec.to_builtins(codec.decode_event(recomputed)), codec.to_builtins(codec.decode_event(recorded))
-        if isinstance(mine, dict) and isinstance(theirs, dict):
-            names += [f"event.{k}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
-    except (CorruptEventError, RulesNotInstalledError):
-        names.append("event")
-    names += [f for f in ("type", "command_id", "player", "server_time_ms", "ruleset")
-              if getattr(recorded, f) != getattr(recomputed, f)]
-    return names or ["bytes"]
+    """The paths of the fields (event fields first, to the leaf: ``event.buyer.dice[1]``) in which two envelopes
+    differ, for the message (not the hash: it differs because they do)."""
+    names = [path for path, _, _ in tree_diff(_event_of(recorded), _event_of(recomputed)) if path != "hash"]
+    return sorted(names, key=lambda path: not path.startswith("event")) or ["bytes"]
 
 
 def verify_bundle(bundle: Any, expect_head: str | None = None) -> Verdict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -13,11 +14,13 @@ from typing import Any, TypeVar
 import redis
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.hashing import state_hash
+from almanac.events.tree_diff import ABSENT, Change
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, running_server_url
 from almanac.services.settings import Settings, SettingsError, load_settings
 from almanac.storage.base import EventStore
@@ -25,7 +28,10 @@ from almanac.storage.export_store import ExportFormatError
 
 T = TypeVar("T")
 
-console = Console()
+# Output to a terminal wraps at its width; output to a pipe or a file (grep, a script, a log) is not wrapped
+# at all: rich's default of 80 columns there would cut tables and values mid-word. COLUMNS still wins.
+UNWRAPPED = 1_000_000
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else UNWRAPPED)
 # soft_wrap: an error is one line even when stderr is not a terminal (no wrapping at 80 columns).
 error_console = Console(stderr=True, soft_wrap=True)
 
@@ -124,6 +130,21 @@ def state_document(state: room_rules.RoomState) -> dict[str, Any]:
 
 def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+
+
+def cell(value: Any) -> str:
+    """A value in a table cell: its whole JSON (a diff's rows are leaves, short), "(absent)" where a side lacks it."""
+    return repr(ABSENT) if value is ABSENT else json.dumps(value, default=str)
+
+
+def print_changes(title: str, sides: tuple[str, str], changes: list[Change]) -> None:
+    """The rows of an ``events.tree_diff``: each differing path with its value on either side."""
+    table = Table(title=title)
+    for column in ("path", *sides):
+        table.add_column(column, overflow="fold")
+    for path, before, after in changes:
+        table.add_row(path, cell(before), cell(after))
+    console.print(table)
 
 
 def print_state(document: dict[str, Any]) -> None:
