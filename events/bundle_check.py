@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from typing import Any
 
 import msgspec
@@ -50,11 +49,10 @@ from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash
 from almanac.events.step import CommandRecord, advance, decode_record, step
-from almanac.events.tree_diff import ABSENT, tree_diff
+from almanac.events.tree_diff import difference_lines, tree_diff
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
 BUNDLE_FORMAT_VERSION = 1
-SHOWN_DIFFERENCES = 20  # a failed step's differing fields shown one a line; the rest are counted
 
 
 class Step(msgspec.Struct, kw_only=True):
@@ -84,25 +82,8 @@ class Verdict(msgspec.Struct, kw_only=True):
             where = f" (version {s.version})" if s.version is not None else ""
             lines.append(f"  [{s.status}] {s.name}{where}: {s.detail}")
             if s.status == "failed" and (s.recorded is not None or s.recomputed is not None):
-                lines += _difference_lines(s.recorded, s.recomputed)
+                lines += [f"      {line}" for line in difference_lines(s.recorded, s.recomputed)]
         return "\n".join(lines)
-
-
-def _shown(value: Any) -> str:
-    return "(absent)" if value is ABSENT else json.dumps(value, default=str, sort_keys=True)
-
-
-def _difference_lines(recorded: Any, recomputed: Any) -> list[str]:
-    """Where the recorded and the recomputed sides differ, field path by field path (``event.buyer.dice[1]``);
-    two values that are not both documents (a hash and a hash, a side that is missing) are shown whole."""
-    changes = tree_diff(recorded, recomputed) if recorded is not None and recomputed is not None else []
-    if not changes or changes[0][0] == "":
-        return [f"      recorded:   {_shown(recorded)}", f"      recomputed: {_shown(recomputed)}"]
-    lines = [f"      {path}: recorded {_shown(mine)}, recomputed {_shown(theirs)}"
-             for path, mine, theirs in changes[:SHOWN_DIFFERENCES]]
-    if len(changes) > SHOWN_DIFFERENCES:
-        lines.append(f"      ... and {len(changes) - SHOWN_DIFFERENCES} more differing field(s)")
-    return lines
 
 
 class _Failed(Exception):

@@ -1,13 +1,14 @@
 """The one diff of two JSON-like trees: maps key by key, lists and tuples index by index, down to the leaves that differ.
 
 Used wherever two states or two events are compared for a person (``almanac state --diff``, ``almanac
-diff`` and its HTTP route, the dispute-bundle verifier): a board that differs in one cell is one row
+diff`` and its HTTP route, ``almanac verify`` and the dispute-bundle verifier): a board that differs in one cell is one row
 ``board[3][7]``, never two whole boards. Paths join keys with ``.`` and indexes as ``[i]``, the form
 ``projections.state_paths.parse_path`` reads (``explain ROOM state.board[3][7]``). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,3 +57,24 @@ def _walk(before: Any, after: Any, path: str, changes: list[Change]) -> None:
 def json_value(value: Any) -> Any:
     """A side of a change as JSON: ABSENT is null (the HTTP diff's promise: null where a room lacks the path)."""
     return None if value is ABSENT else value
+
+
+SHOWN_DIFFERENCES = 20  # a failure's differing fields shown one a line; the rest are counted
+
+
+def _shown(value: Any) -> str:
+    return repr(ABSENT) if value is ABSENT else json.dumps(value, default=str, sort_keys=True)
+
+
+def difference_lines(recorded: Any, recomputed: Any) -> list[str]:
+    """A verification failure for a person: where the recorded and the recomputed sides differ, field path by
+    field path (``event.buyer.dice[1]: recorded "star", recomputed "skull"``); two values that are not both
+    documents (two hashes, a side that is missing) are shown whole, one line each."""
+    changes = tree_diff(recorded, recomputed) if recorded is not None and recomputed is not None else []
+    if not changes or changes[0][0] == "":
+        return [f"recorded:   {_shown(recorded)}", f"recomputed: {_shown(recomputed)}"]
+    lines = [f"{path}: recorded {_shown(mine)}, recomputed {_shown(theirs)}"
+             for path, mine, theirs in changes[:SHOWN_DIFFERENCES]]
+    if len(changes) > SHOWN_DIFFERENCES:
+        lines.append(f"... and {len(changes) - SHOWN_DIFFERENCES} more differing field(s)")
+    return lines
