@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from typing import Any
 
 import msgspec
@@ -50,6 +49,7 @@ from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.hashing import envelope_hash
 from almanac.events.step import CommandRecord, advance, decode_record, step
+from almanac.events.tree_diff import difference_lines, tree_diff
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
 BUNDLE_FORMAT_VERSION = 1
@@ -82,8 +82,7 @@ class Verdict(msgspec.Struct, kw_only=True):
             where = f" (version {s.version})" if s.version is not None else ""
             lines.append(f"  [{s.status}] {s.name}{where}: {s.detail}")
             if s.status == "failed" and (s.recorded is not None or s.recomputed is not None):
-                lines.append(f"      recorded:   {json.dumps(s.recorded, default=str, sort_keys=True)}")
-                lines.append(f"      recomputed: {json.dumps(s.recomputed, default=str, sort_keys=True)}")
+                lines += [f"      {line}" for line in difference_lines(s.recorded, s.recomputed)]
         return "\n".join(lines)
 
 
@@ -108,17 +107,10 @@ def _event_of(envelope: Envelope) -> Any:
 
 
 def _differences(recorded: Envelope, recomputed: Envelope) -> list[str]:
-    """The names of the fields (event fields first) in which two envelopes differ, for the message."""
-    names: list[str] = []
-    try:
-        mine, theirs = codec.to_builtins(codec.decode_event(recomputed)), codec.to_builtins(codec.decode_event(recorded))
-        if isinstance(mine, dict) and isinstance(theirs, dict):
-            names += [f"event.{k}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
-    except (CorruptEventError, RulesNotInstalledError):
-        names.append("event")
-    names += [f for f in ("type", "command_id", "player", "server_time_ms", "ruleset")
-              if getattr(recorded, f) != getattr(recomputed, f)]
-    return names or ["bytes"]
+    """The paths of the fields (event fields first, to the leaf: ``event.buyer.dice[1]``) in which two envelopes
+    differ, for the message (not the hash: it differs because they do)."""
+    names = [path for path, _, _ in tree_diff(_event_of(recorded), _event_of(recomputed)) if path != "hash"]
+    return sorted(names, key=lambda path: not path.startswith("event")) or ["bytes"]
 
 
 def verify_bundle(bundle: Any, expect_head: str | None = None) -> Verdict:

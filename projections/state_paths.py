@@ -145,33 +145,13 @@ def shown(value: Any) -> Any:
 
 
 def state_tree(state: RoomState) -> dict[str, Any]:
-    """What ``diff`` compares between two rooms: seats, end, scores and the game state, as builtins."""
+    """What ``diff`` compares (with ``events.tree_diff``) between two rooms: seats, end, scores and the game state, as builtins."""
     decider = room_rules.decider_of(state)
     return {
         "room": {"players": list(state.players), "ended": state.ended},
         "scores": codec.to_builtins(decider.scores(state.game)),
         "state": codec.to_builtins(state.game),
     }
-
-
-def tree_diff(before: Any, after: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    """(path, value in A, value in B) for every leaf that differs between two builtin trees (dotted paths that
-    ``explain`` accepts; None where a side lacks the path)."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        changes: list[tuple[str, Any, Any]] = []
-        for key in list(before) + [k for k in after if k not in before]:
-            child = f"{path}.{key}" if path else str(key)
-            changes.extend(tree_diff(before.get(key), after.get(key), child) if key in before and key in after
-                           else [(child, before.get(key), after.get(key))])
-        return changes
-    if isinstance(before, list) and isinstance(after, list):
-        changes = []
-        for index in range(max(len(before), len(after))):
-            old = before[index] if index < len(before) else None
-            new = after[index] if index < len(after) else None
-            changes.extend(tree_diff(old, new, f"{path}.{index}"))
-        return changes
-    return [] if before == after else [(path, before, after)]
 
 
 # --- predicates ---------------------------------------------------------------------------------

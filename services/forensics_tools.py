@@ -20,8 +20,10 @@ from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, advance, decode_record, step
+from almanac.events.tree_diff import json_value, tree_diff
 from almanac.projections.state_paths import (
     MISSING,
+    Path,
     PathError,
     Predicate,
     children_at,
@@ -29,7 +31,6 @@ from almanac.projections.state_paths import (
     parse_predicate,
     shown,
     state_tree,
-    tree_diff,
     value_at,
 )
 from almanac.services.room_service import RoomService
@@ -157,7 +158,7 @@ async def diff(store: EventStore, room_a: str, room_b: str, at: int | None = Non
         note = ""
     changes = tree_diff(state_tree(state_a), state_tree(state_b))
     return {"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b},
-            "note": note, "differences": [{"path": p, "a": a, "b": b} for p, a, b in changes]}
+            "note": note, "differences": [{"path": p, "a": json_value(a), "b": json_value(b)} for p, a, b in changes]}
 
 
 # --- explain ------------------------------------------------------------------------------------
@@ -187,14 +188,22 @@ async def explain(store: EventStore, room: str, path_text: str, at: int | None =
             changes.append({**event_row(envelope, event), "before": shown(previous), "after": shown(current)})
         previous = current
     if not seen:
-        raise ForensicsError(422, "path_not_found", f"room {room!r} never had a value at {path_text!r} (up to "
-                             f"version {version})", "path", allowed=children_at(state, path))
+        raise path_not_found(room, path, state, version, "path")
     answer = {"room": room, "path": path_text, "at": version, "value": shown(previous),
               "changes": changes, "folded": version}
     if state is not None and state.fork is not None:
         answer["fork"] = {"parent": state.fork.parent, "at": state.fork.at, "value_at_fork": shown(value_at(base, path)),
                           "note": "a fork starts from its parent's value: explain the parent for the changes before"}
     return answer
+
+
+def path_not_found(room: str, path: Path, state: RoomState | None, version: int, field: str,
+                   latest_only: bool = False) -> ForensicsError:
+    """The one refusal of a path the room has no value at (explain, bisect): 422 path_not_found, with the names
+    that are there where the path stops (``allowed``)."""
+    said = (f"has no value at {path.text!r} at its latest version {version} (--linear reads every version)"
+            if latest_only else f"never had a value at {path.text!r} (up to version {version})")
+    return ForensicsError(422, "path_not_found", f"room {room!r} {said}", field, allowed=children_at(state, path))
 
 
 # --- bisect -------------------------------------------------------------------------------------
@@ -229,28 +238,23 @@ async def bisect_where(store: EventStore, room: str, where: str, linear: bool = 
 
     found: int | None = None
     if linear:
+        unseen = list(predicate.paths)  # a misspelt path is refused, not searched for in vain
         async for envelope, _, state in _fold_steps(store, room, await store.read(room)):
             probes += 1
+            unseen = [p for p in unseen if value_at(state, p) is MISSING]
             if predicate.holds(state):
                 found = envelope.version
                 break
+        if found is None and unseen:
+            raise path_not_found(room, unseen[0], state, latest, "where")
         note = "linear: the first version at which it holds"
-    elif not await holds(latest):
-        note = (f"it does not hold at the latest version {latest}: binary search needs it to hold at the end "
-                "(--linear scans every version)")
-    elif await holds(1):
-        found, note = 1, "it holds from version 1"
     else:
-        low, high = 1, latest  # false at low, true at high
-        while high - low > 1:
-            middle = (low + high) // 2
-            if await holds(middle):
-                high = middle
-            else:
-                low = middle
-        found = high
-        note = ("binary: false at the version before, true at this one (the first such version if the predicate, "
-                "once true, stays true; --linear finds the very first)")
+        final = await state_at(store, room, latest)
+        probes += 1
+        missing = [p for p in predicate.paths if value_at(final, p) is MISSING]
+        if missing:  # binary search reads a few versions: a path the latest state lacks is refused
+            raise path_not_found(room, missing[0], final, latest, "where", latest_only=True)
+        found, note = await _binary_search(predicate.holds(final), holds, latest)
     answer: dict[str, Any] = {"room": room, "where": where, "method": "linear" if linear else "binary",
                               "latest": latest, "found": found is not None, "version": found, "probes": probes,
                               "note": note}
@@ -263,6 +267,24 @@ async def bisect_where(store: EventStore, room: str, where: str, linear: bool = 
         answer["values"] = [{"path": p.text, "before": shown(value_at(before, p)), "after": shown(value_at(after, p))}
                             for p in predicate.paths]
     return answer
+
+
+async def _binary_search(holds_at_latest: bool, holds, latest: int) -> tuple[int | None, str]:
+    """The first version where ``holds`` (true at the latest), assuming false before and true after it."""
+    if not holds_at_latest:
+        return None, (f"it does not hold at the latest version {latest}: binary search needs it to hold at the end "
+                      "(--linear scans every version)")
+    if await holds(1):
+        return 1, "it holds from version 1"
+    low, high = 1, latest  # false at low, true at high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if await holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high, ("binary: false at the version before, true at this one (the first such version if the predicate, "
+                  "once true, stays true; --linear finds the very first)")
 
 
 def _ruleset_ref(against: str) -> tuple[str, int, Any]:

@@ -410,7 +410,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
     ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py).
     """
-    from almanac.services.cli.gateway import running_stack  # noqa: PLC0415
+    from almanac.services.cli.common import running_stack  # noqa: PLC0415
 
     settings = load_settings()
     running = None

@@ -364,7 +364,7 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100, paced_rate: 
 def main(rooms: int = 200, commands: int = 20_000) -> None:
     from almanac.services.cli.common import redis_url_for, settings_or_exit  # noqa: PLC0415
 
-    with redis_url_for(settings_or_exit()) as url:
+    with redis_url_for(settings_or_exit(), create=True) as url:
         figures = run(url, rooms, commands)
     console = Console()
     table = Table(title=f"engine: {commands:,} commands over {rooms:,} rooms, one engine process, {SHARDS} shards"

@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -26,6 +27,28 @@ class PeerUnavailable(Exception):
     """The peer could not be measured here (no node or npm, its install, start or load failed): said, not raised."""
 
 
+class PeerOffline(PeerUnavailable):
+    """``npm ci`` could not reach the registry: a fact of this machine's network, not a fault of the peer."""
+
+
+# npm's error codes for a registry it cannot reach (or may not reach: --offline with nothing cached).
+NETWORK_CODES = frozenset({"ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ENETUNREACH",
+                           "EHOSTUNREACH", "ENETDOWN", "ERR_SOCKET_TIMEOUT", "ENOTCACHED", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+                           "SELF_SIGNED_CERT_IN_CHAIN", "E407", "E502", "E503", "E504"})
+_NPM_CODE = re.compile(r"^npm (?:ERR!|error) code (\S+)", re.MULTILINE)
+_NPM_FETCH = re.compile(r"^npm (?:ERR!|error) (?:FetchError: )?(request to .*)$", re.MULTILINE)
+
+
+def install_failure(stderr: str) -> PeerUnavailable:
+    """What a failed ``npm ci`` said, as PeerOffline when its code is the network's, else PeerUnavailable."""
+    code = _NPM_CODE.search(stderr)
+    fetch = _NPM_FETCH.search(stderr)
+    said = (f"{code.group(1)}: " if code else "") + (fetch.group(1) if fetch else stderr.strip()[-300:])
+    if code and code.group(1) in NETWORK_CODES:
+        return PeerOffline(f"npm ci of boardgame.io cannot reach the npm registry ({said[:300]})")
+    return PeerUnavailable(f"npm ci of boardgame.io failed: {said[:300]}")
+
+
 def peer_figures(rate: int, seconds: int, schedule: dict[str, Any]) -> dict[str, Any]:
     """Start boardgame.io's server, offer it ``schedule`` (bench e2e's: moves, slots, played_before) at ``rate``
     moves/s for ``seconds`` through load.js, stop it; load.js's figures (version, matches, answered, unanswered,
@@ -33,7 +56,7 @@ def peer_figures(rate: int, seconds: int, schedule: dict[str, Any]) -> dict[str,
     node = shutil.which("node")
     if node is None or shutil.which("npm") is None:
         raise PeerUnavailable("node and npm are not on PATH")
-    workdir = _installed()
+    workdir = installed_peer()
     env = {**os.environ, "NODE_ENV": "production"}
     log = workdir / f"server-{os.getpid()}.log"
     with log.open("w") as output:  # a file, not a pipe: the server never blocks on a reader
@@ -61,7 +84,7 @@ def peer_figures(rate: int, seconds: int, schedule: dict[str, Any]) -> dict[str,
         log.unlink(missing_ok=True)
 
 
-def _installed() -> Path:
+def installed_peer() -> Path:
     """A copy of the peer's files with its pinned packages installed (``npm ci``), kept between runs in the
     user's own cache folder (not a shared temporary one: what is installed there is run)."""
     digest = hashlib.sha256(b"".join(name.encode() + (PEER_FOLDER / name).read_bytes() for name in PEER_FILES))
@@ -79,7 +102,7 @@ def _installed() -> Path:
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=workdir, check=True,
                            capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
         except subprocess.CalledProcessError as error:
-            raise PeerUnavailable(f"npm ci of boardgame.io failed: {error.stderr.strip()[-300:]}") from error
+            raise install_failure(error.stderr) from error
         except subprocess.TimeoutExpired as error:
             raise PeerUnavailable(f"npm ci of boardgame.io took over {INSTALL_TIMEOUT_S} s") from error
         installed.touch()

@@ -17,7 +17,7 @@ def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to a
     """Raw pipelined XADD (baseline) against our batched and single appends, reads and replay."""
     from almanac.services.bench.store import main  # noqa: PLC0415
 
-    with redis_url_for(settings_or_exit()) as url:
+    with redis_url_for(settings_or_exit(), create=True) as url:
         main(url, events)
 
 
@@ -93,7 +93,7 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
     from almanac.services.bench.errors import main  # noqa: PLC0415
 
     settings = settings_or_exit()
-    with redis_url_for(settings) as url:
+    with redis_url_for(settings, create=True) as url:
         main(settings.model_copy(update={"redis_url": url}), count)
 
 
@@ -105,7 +105,7 @@ def bench_forensics_tools(
     """explain, bisect (binary, linear, --against), fork and diff on one realm room, against folding it once."""
     from almanac.services.bench.forensics_tools import main  # noqa: PLC0415
 
-    with redis_url_for(settings_or_exit()) as url:
+    with redis_url_for(settings_or_exit(), create=True) as url:
         main(url, events, snapshot_every)
 
 

@@ -23,7 +23,7 @@ def engine_command(
 
     settings = settings_or_exit(engine_shards=shards, engine_name=name)
     configure_logging(settings.log_format, settings.log_level)
-    with redis_url_for(settings) as url:
+    with redis_url_for(settings, create=True) as url:
         try:
             live_seed(url)  # any one of the nodes (REDIS_URL may name several Cluster nodes)
         except redis.RedisError as error:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import typer
-from rich.table import Table
 
 from almanac.events.errors import RulesNotInstalledError
 from almanac.services.cli import app
-from almanac.services.cli.common import OperatorError, console, print_json, with_store
+from almanac.services.cli.common import OperatorError, console, print_changes, print_json, with_store
 from almanac.services.forensics_tools import ForensicsError, diff, fork
 from almanac.storage.base import EventStore
 
@@ -26,7 +24,9 @@ def run_forensics(work: Callable[[EventStore], Awaitable[T]]) -> T:
         try:
             return await work(store)
         except (ForensicsError, RulesNotInstalledError) as error:
-            raise OperatorError(error.message) from None
+            # The API's `allowed` too: what is there where a path stops, the versions that are installed
+            hint = f"; allowed: {', '.join(map(str, error.allowed))}" if error.allowed else ""
+            raise OperatorError(error.message + hint) from None
 
     return with_store(guarded_work)
 
@@ -39,19 +39,23 @@ def fork_command(
     by: str = typer.Option("operator", "--by", help="Who forks (recorded in room.forked)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """A sandbox room whose history is ROOM's up to version N (by reference), with its own dice; seat the
-    players again with the normal join and play a different command: what if?"""
+    """A sandbox room whose history is ROOM's up to version N (by reference), with its own dice. The CLI does
+    not play: seat players and send commands over the HTTP API (POST /rooms/NEW/join, then
+    /rooms/NEW/commands) or in the console's Room page; then `almanac diff ROOM NEW`."""
     answer = run_forensics(lambda store: fork(store, room, at, new_room, by, int(time.time() * 1000)))
     if as_json:
         print_json(answer)
         return
-    console.print(f"forked {room} at version {at} as [bold]{answer['room']}[/] ({answer['ruleset']}); "
-                  f"its chain links to {answer['parent_hash'][:16]}…; new seed commitment "
-                  f"{answer['seed_commitment'][:16]}…; seat the players with join_room", highlight=False)
-
-
-def _cell(value: Any) -> str:
-    return json.dumps(value, default=str)[:200]
+    new = answer["room"]
+    console.print(f"forked {room} at version {at} as [bold]{new}[/] ({answer['ruleset']}); its chain links to "
+                  f"{answer['parent_hash'][:16]}…; new seed commitment {answer['seed_commitment'][:16]}…",
+                  highlight=False)
+    # The CLI cannot seat or play: say exactly where that is done (the gateway of `almanac up`).
+    console.print(f"It seats nobody yet. Seat players and play over HTTP: POST /rooms/{new}/join with "
+                  f'{{"player": "NAME"}} (answers that player\'s token), then POST /rooms/{new}/commands with '
+                  f'{{"command": {{...}}}} and that token as Bearer; or in the console at /#/room/{new}. '
+                  f"Compare: almanac diff {room} {new}",
+                  highlight=False, markup=False)
 
 
 @app.command("diff")
@@ -68,12 +72,8 @@ def diff_command(
         print_json(answer)
         return
     a, b = answer["a"], answer["b"]
-    table = Table(title=f"{a['room']} v{a['version']} vs {b['room']} v{b['version']}")
-    for column in ("path", a["room"], b["room"]):
-        table.add_column(column, overflow="fold")
-    for row in answer["differences"]:
-        table.add_row(row["path"], _cell(row["a"]), _cell(row["b"]))
-    console.print(table)
+    print_changes(f"{a['room']} v{a['version']} vs {b['room']} v{b['version']}", (a["room"], b["room"]),
+                  [(row["path"], row["a"], row["b"]) for row in answer["differences"]])
     if answer["note"]:
         console.print(answer["note"])
     console.print(f"{len(answer['differences'])} difference(s)")

@@ -14,11 +14,18 @@ from pathlib import Path
 import typer
 
 from almanac.services.cli import app
-from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.cli.common import (
+    UP_FILE,
+    console,
+    fail,
+    quiet_httpx,
+    redis_url_for,
+    running_stack,
+    settings_or_exit,
+)
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.settings import Settings
 
-UP_FILE = "up.json"
 # Each child runs this CLI again in the same interpreter (the console script may not be on PATH).
 _CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
 
@@ -37,7 +44,7 @@ def gateway_command(
 
     settings = settings_or_exit(http_host=host, http_port=port)
     configure_logging(settings.log_format, settings.log_level)
-    with redis_url_for(settings) as url:
+    with redis_url_for(settings, create=True) as url:
         settings = _with(settings, redis_url=url)
         # Ready: the start-up heap leaves the collections (services/heap.py).
         uvicorn.run(create_app(settings, on_ready=freeze_startup_heap), host=settings.http_host, port=settings.http_port,
@@ -112,26 +119,6 @@ def _with(settings: Settings, **changes: object) -> Settings:
     return settings.model_copy(update=changes)
 
 
-def running_stack(data_dir: str) -> dict | None:
-    """The `almanac up` serving this data directory, if its supervisor is alive and its gateway answers."""
-    import httpx  # noqa: PLC0415
-
-    from almanac.services.embedded_redis import pid_alive  # noqa: PLC0415
-
-    path = Path(data_dir).resolve() / UP_FILE
-    try:
-        info = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    if not pid_alive(int(info.get("pid", 0))):
-        return None
-    try:
-        httpx.get(f"{info['url']}/health", timeout=2.0)
-    except httpx.HTTPError:
-        return None
-    return info
-
-
 class Stack:
     """Redis (embedded unless REDIS_URL) plus engine, projector and gateway children, restarted if one dies.
 
@@ -152,7 +139,7 @@ class Stack:
         # Child name -> (service command, its own environment on top of the stack's)
         self._child_specs: dict[str, tuple[str, dict[str, str]]] = {}
         self.restarts: dict[str, int] = {}
-        self._redis_context = redis_url_for(settings)
+        self._redis_context = redis_url_for(settings, create=True)
         self.redis_url = ""
         self.url = ""
         self.urls: list[str] = []
@@ -239,7 +226,8 @@ class Stack:
                     raise fail(f"the {name} exited with code {child.returncode} while starting:\n{tail}")
             try:
                 for url in self.urls:  # every gateway answers, and the engines hold every shard
-                    health = httpx.get(f"{url}/health", timeout=1.0).json()
+                    with quiet_httpx():  # a 503 per try until ready is not news
+                        health = httpx.get(f"{url}/health", timeout=1.0).json()
                     engine = health.get("engine", {})
                     engine_ok = ((engine.get("ok", True) and engine.get("ready", True))
                                  or "engine" not in self.children)

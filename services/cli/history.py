@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
@@ -11,6 +10,7 @@ from rich.table import Table
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.step import replay
+from almanac.events.tree_diff import json_value, tree_diff
 from almanac.services.cli import app
 from almanac.services.cli.common import (
     OperatorError,
@@ -18,6 +18,7 @@ from almanac.services.cli.common import (
     console,
     error_console,
     fail,
+    print_changes,
     print_json,
     print_state,
     room_envelopes,
@@ -79,27 +80,6 @@ def log_command(
         error_console.print("no events match the filters")
 
 
-def state_diff(before: Any, after: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    """(path, before, after) for every leaf that differs between two builtin documents."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        changes = []
-        for key in list(before) + [k for k in after if k not in before]:
-            child = f"{path}.{key}" if path else str(key)
-            if key not in after:
-                changes.append((child, before[key], "(absent)"))
-            elif key not in before:
-                changes.append((child, "(absent)", after[key]))
-            else:
-                changes.extend(state_diff(before[key], after[key], child))
-        return changes
-    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        changes = []
-        for index, (old, new) in enumerate(zip(before, after, strict=True)):
-            changes.extend(state_diff(old, new, f"{path}[{index}]"))
-        return changes
-    return [] if before == after else [(path, before, after)]
-
-
 @app.command("state")
 def state_command(
     room: str = typer.Argument(..., help="Room id."),
@@ -133,17 +113,13 @@ def state_command(
 
     shown, earlier = with_store(work)
     if earlier is not None:
-        changes = state_diff(earlier["state"], shown["state"])
+        changes = tree_diff(earlier["state"], shown["state"])
         if as_json:
-            print_json({"from": earlier["version"], "to": shown["version"],
-                         "changes": [{"path": p, "before": b, "after": a} for p, b, a in changes]})
+            print_json({"from": earlier["version"], "to": shown["version"], "changes": [
+                {"path": p, "before": json_value(b), "after": json_value(a)} for p, b, a in changes]})
             return
-        table = Table(title=f"room {room}: version {earlier['version']} -> {shown['version']}")
-        for column in ("path", f"at v{earlier['version']}", f"at v{shown['version']}"):
-            table.add_column(column, overflow="fold")
-        for path, before, after in changes:
-            table.add_row(path, json.dumps(before, default=str), json.dumps(after, default=str))
-        console.print(table)
+        print_changes(f"room {room}: version {earlier['version']} -> {shown['version']}",
+                      (f"at v{earlier['version']}", f"at v{shown['version']}"), changes)
         console.print(f"{len(changes)} change(s)")
         return
     if as_json:

@@ -3,19 +3,13 @@ what it is, and the first version where something became true (or where other ru
 
 from __future__ import annotations
 
-import json
-
 import typer
 from rich.table import Table
 
 from almanac.services.cli import app
-from almanac.services.cli.common import console, fail, print_json
+from almanac.services.cli.common import cell, console, fail, print_json
 from almanac.services.cli.forks import run_forensics
 from almanac.services.forensics_tools import bisect_against, bisect_where, explain
-
-
-def _cell(value: object) -> str:
-    return json.dumps(value, default=str)[:200]
 
 
 @app.command("explain")
@@ -30,12 +24,12 @@ def explain_command(
     if as_json:
         print_json(answer)
         return
-    table = Table(title=f"room {room}: {path} = {_cell(answer['value'])} at version {answer['at']}")
+    table = Table(title=f"room {room}: {path} = {cell(answer['value'])} at version {answer['at']}")
     for column in ("version", "player", "type", "before", "after", "summary"):
         table.add_column(column, overflow="fold")
     for change in answer["changes"]:
-        table.add_row(str(change["version"]), change["player"], change["type"], _cell(change["before"]),
-                      _cell(change["after"]), change["summary"])
+        table.add_row(str(change["version"]), change["player"], change["type"], cell(change["before"]),
+                      cell(change["after"]), change["summary"])
     console.print(table)
     console.print(f"{len(answer['changes'])} change(s) in {answer['folded']} version(s)")
     if "fork" in answer:
@@ -75,7 +69,7 @@ def bisect_command(
             if isinstance(shown, dict) and "summary" in shown:
                 console.print(f"  {side}: {shown['summary']}", highlight=False)
             else:
-                console.print(f"  {side}: {_cell(shown)}", highlight=False)
+                console.print(f"  {side}: {cell(shown)}", highlight=False)
         return
     if not answer["found"]:
         console.print(f"{room}: {where!r} not found ({answer['note']})", highlight=False)
@@ -85,4 +79,4 @@ def bisect_command(
                   f"{answer['probes']} probe(s)): {event['type']} by {event['player']}: {event['summary']}",
                   highlight=False)
     for value in answer["values"]:
-        console.print(f"  {value['path']}: {_cell(value['before'])} -> {_cell(value['after'])}", highlight=False)
+        console.print(f"  {value['path']}: {cell(value['before'])} -> {cell(value['after'])}", highlight=False)

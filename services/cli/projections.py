@@ -52,7 +52,7 @@ def run_projector(
     except ValueError as error:
         raise fail(f"--shards {shards!r} is not valid: {error}") from None
     configure_logging(settings.log_format, settings.log_level)
-    with redis_url_for(settings) as url:
+    with redis_url_for(settings, create=True) as url:
         # The app's broker takes one URL (a node that answers now); the projector's client every seed.
         app_ = projector_app(live_seed(url), settings.shard_count, selected, batch_size=batch_size, name=name,
                              feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,

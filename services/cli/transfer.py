@@ -59,6 +59,6 @@ def import_command(
             raise OperatorError(f"the copy {as_room!r} does not verify")  # cannot happen for a verified file
         return count, len(await exported.commands(room)), len(await exported.rejections(room))
 
-    count, commands, refusals = with_store(work)
+    count, commands, refusals = with_store(work, create=True)  # importing may start a data directory
     copy = f" as a copy of {exported.room} (re-sealed under the new id; origin recorded)" if as_room else ""
     console.print(f"imported room {target}{copy}: {count} events, {commands} commands, {refusals} refusals")

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from almanac.events.dice import NONCE_BYTES, PLAYER_ENTROPY, nonce_commitment
+from almanac.events.tree_diff import difference_lines
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
 from almanac.services.verify import VerifyReport, verify_room
@@ -35,10 +36,8 @@ def print_report(report: VerifyReport) -> None:
         where = f" at version {divergence.version}" if divergence.version is not None else ""
         console.print(f"[red]FAILED[/] {report.room}: {divergence.check} check{where}: {divergence.message}")
         if divergence.recorded is not None or divergence.recomputed is not None:
-            console.print("recorded:")
-            console.print_json(json.dumps(divergence.recorded, default=str))
-            console.print("recomputed:")
-            console.print_json(json.dumps(divergence.recomputed, default=str))
+            for line in difference_lines(divergence.recorded, divergence.recomputed):
+                console.print(f"  {line}", highlight=False, markup=False)
     for note in report.notes:
         console.print(f"  note: {note}")
 

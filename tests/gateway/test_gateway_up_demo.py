@@ -35,18 +35,21 @@ def read_up_file(data_dir: Path) -> dict | None:
 
 def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: str, tmp_path: Path) -> None:
     redis.Redis.from_url(redis_url).flushdb()
-    env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(tmp_path), "ALMANAC_HTTP_PORT": "0",
-           "ALMANAC_LOG_LEVEL": "warning", "ALMANAC_LOG_FORMAT": "json"}
+    project = tmp_path / "project"
+    data_dir = project / ".almanac"  # the default data directory's name, in the project where `up` runs
+    project.mkdir()
+    env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(data_dir), "ALMANAC_HTTP_PORT": "0",
+           "ALMANAC_LOG_LEVEL": "info", "ALMANAC_LOG_FORMAT": "json"}
     up = subprocess.Popen([sys.executable, "-c", CHILD, "up"], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True, cwd=project)
     try:
-        info = wait_for(lambda: read_up_file(tmp_path), 40, "almanac up to be ready")
+        info = wait_for(lambda: read_up_file(data_dir), 40, "almanac up to be ready")
         assert set(info["children"]) >= {"engine", "gateway"} and info["auditor_token"]
 
         # A child that dies is started again.
         engine_pid = info["children"]["engine"]
         os.kill(engine_pid, signal.SIGKILL)
-        wait_for(lambda: (read_up_file(tmp_path) or {}).get("children", {}).get("engine") not in (None, engine_pid),
+        wait_for(lambda: (read_up_file(data_dir) or {}).get("children", {}).get("engine") not in (None, engine_pid),
                  15, "the engine to be restarted")
 
         demo = subprocess.run([sys.executable, "-c", CHILD, "demo"], env=env, capture_output=True, text=True,
@@ -54,11 +57,23 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
         assert demo.returncode == 0, demo.stdout + demo.stderr
         assert "every game verified" in demo.stdout
         assert "Using the running stack" in demo.stdout
-        children = read_up_file(tmp_path)["children"].values()
+
+        # An operator command run in a folder below the project, with no REDIS_URL and no data directory of its
+        # own, reads the running stack's Redis (named by its up.json) and says so, rather than an empty one
+        below = project / "docs" / "notes"
+        below.mkdir(parents=True)
+        bare = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS", "ALMANAC"))}
+        verified = subprocess.run([sys.executable, "-c", CHILD, "verify", "--all"], env=bare, cwd=below,
+                                  capture_output=True, text=True, timeout=120)
+        assert verified.returncode == 0 and " rooms verified" in verified.stdout, verified.stdout + verified.stderr
+        assert f"using the running stack of {data_dir} ({redis_url})" in " ".join(verified.stderr.split())
+        assert not (below / ".almanac").exists()
+        children = read_up_file(data_dir)["children"].values()
     finally:
         up.send_signal(signal.SIGTERM)
         output, _ = up.communicate(timeout=30)
     assert "Almanac is up" in output and "Auditor token:" in output
+    assert "HTTP Request" not in output  # the health polling until ready is silent, even at INFO
     assert up.returncode == 0, output
     assert not any(pid_alive(pid) for pid in children)
-    assert read_up_file(tmp_path) is None
+    assert read_up_file(data_dir) is None

@@ -8,15 +8,41 @@ import pytest
 
 from almanac.services.bench import e2e
 from almanac.services.bench.e2e import RoomSlots
-from almanac.services.bench.peer import peer_figures
+from almanac.services.bench.peer import PeerOffline, installed_peer, peer_figures
 
 pytestmark = pytest.mark.slow
 needs_node = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,
                                 reason="the peer runs on node, installed by npm")
 
 
+def peer_or_skip() -> None:
+    """The peer installed, or the test skipped with the reason when npm cannot reach its registry (offline)."""
+    try:
+        installed_peer()
+    except PeerOffline as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture
+def peer() -> None:
+    peer_or_skip()
+
+
 @needs_node
-def test_the_peer_plays_the_same_schedule_out_of_step_and_answers_every_move():
+def test_without_the_npm_registry_the_peer_tests_skip_and_say_why(monkeypatch, tmp_path):
+    # Given a machine with node and npm but no registry it can reach, and nothing installed or cached yet
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm"))
+    monkeypatch.setenv("npm_config_registry", "http://127.0.0.1:9/")
+    monkeypatch.setenv("npm_config_fetch_retries", "0")
+    # When a peer test asks for the peer, Then it is skipped, naming the registry it could not reach
+    with pytest.raises(pytest.skip.Exception, match=r"cannot reach the npm registry \(ECONNREFUSED: request to "
+                                                     r"http://127\.0\.0\.1:9/"):
+        peer_or_skip()
+
+
+@needs_node
+def test_the_peer_plays_the_same_schedule_out_of_step_and_answers_every_move(peer):
     # Given bench e2e's schedule for 60 moves/s over 2 s out of step: 8 slots, the first matches 0-7 moves played
     # before the clock, a fresh match after each but the first (15 matches in all)
     schedule = RoomSlots.out_of_step(8, 17).schedule(17)
@@ -29,7 +55,7 @@ def test_the_peer_plays_the_same_schedule_out_of_step_and_answers_every_move():
 
 
 @needs_node
-def test_the_run_prints_the_peer_beside_almanac_with_the_cpu_ratio(capsys):
+def test_the_run_prints_the_peer_beside_almanac_with_the_cpu_ratio(peer, capsys):
     # Given a run's figures (its CPU per command, its load generator's CPU, its schedule: in step, 4 rooms of 17 moves)
     figures = {"cpu_ms_per_command": 1.0, "cpu_s": {"load generator": 0.5}, "schedule": RoomSlots.in_step(4).schedule(17)}
     # When the peer is offered the same schedule

@@ -18,6 +18,7 @@ from almanac.events import codec
 from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
 from almanac.services.cli.sim import load_scenario
+from almanac.services.cli.verification import print_report
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
@@ -148,7 +149,7 @@ async def test_verify_catches_a_tampered_event_even_when_the_chain_is_resealed()
     assert report.divergence.recomputed["event"]["amount"] == 2
 
 
-async def test_verify_catches_a_changed_rule(monkeypatch) -> None:
+async def test_verify_catches_a_changed_rule(monkeypatch, capsys) -> None:
     store = MemoryEventStore()
     await counter_room(store)
     assert (await verify_room(store, "c1")).ok
@@ -162,6 +163,10 @@ async def test_verify_catches_a_changed_rule(monkeypatch) -> None:
     report = await verify_room(store, "c1")
     assert not report.ok and report.divergence.check == "redecide" and report.divergence.version == 3
     assert (report.divergence.recorded["event"]["amount"], report.divergence.recomputed["event"]["amount"]) == (2, 3)
+    # And the operator reads the one field that differs, with both values, not two whole events
+    print_report(report)
+    printed = capsys.readouterr().out
+    assert "event.amount: recorded 2, recomputed 3" in printed and '"type": "counter.added"' not in printed
 
 
 async def test_verify_decides_each_refusal_again_and_catches_one_a_changed_rule_would_accept(monkeypatch) -> None:

@@ -127,6 +127,26 @@ async def test_a_tampered_die_is_caught_by_redecide_even_with_the_chain_resealed
     assert step == "chain"
 
 
+async def test_a_failed_verification_names_the_differing_field_and_both_values(trade_bundle, tmp_path) -> None:
+    # Given a bundle whose die at version 32 was changed (skull to star) and the chain re-sealed
+    def roll_better(event: dict) -> None:
+        event["buyer"]["dice"] = ["star", "star", "star"]
+
+    file = tmp_path / "forged.json"
+    file.write_text(json.dumps(rewrite(trade_bundle, 32, roll_better, reseal=True)))
+    # When a stranger verifies it with the CLI
+    result = await ainvoke(None, "verify-bundle", str(file))
+    # Then the failure names the one die that differs, with both values, and prints no whole event
+    assert result.exit_code == 1
+    assert "(differs in: event.buyer.dice[1])" in result.stdout, result.stdout
+    assert 'event.buyer.dice[1]: recorded "star", recomputed "skull"' in result.stdout
+    assert "recorded:   {" not in result.stdout and '"transfers"' not in result.stdout
+    # And a readable entry that lies is named to the field too
+    bundle = json.loads(json.dumps(trade_bundle))
+    bundle["events"][4]["event"]["buyer"]["dice"][1] = "star"
+    assert 'buyer.dice[1]: recorded "star", recomputed "skull"' in verify_bundle(bundle).text()
+
+
 async def test_a_tampered_transfer_is_caught_by_the_chain(trade_bundle) -> None:
     def more_wood(event: dict) -> None:
         event["transfers"][0]["amount"] = 9000

@@ -95,3 +95,24 @@ def test_with_no_redis_server_anywhere_almanac_up_says_in_one_line_how_to_get_on
     assert result.returncode == 1, output
     assert "apt-get install redis-server" in output and "REDIS_URL" in output
     assert "Traceback" not in output and len(output.splitlines()) == 1, output
+
+
+def test_a_read_where_there_is_no_data_and_no_stack_is_refused_instead_of_answered_from_an_empty_redis(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # Given a folder with no data directory, no REDIS_URL and no running stack above it
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS", "ALMANAC", "COLUMNS"))}
+    script = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
+    for env in (bare, {**bare, "ALMANAC_DATA_DIR": str(tmp_path / "missing")}):
+        # When the operator reads a room there
+        result = subprocess.run([sys.executable, "-c", script, "log", "some-room"], capture_output=True, text=True,
+                                timeout=60, cwd=elsewhere, env=env)
+        # Then one line says why (no Redis to read) and where to point, and no empty server was started
+        (line,) = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and line.startswith("error: no REDIS_URL and no data directory"), line
+        assert "not found" not in line and "ALMANAC_DATA_DIR" in line and "up.json" in line
+        assert not (elsewhere / ".almanac").exists() and not (tmp_path / "missing").exists()

@@ -263,7 +263,7 @@ async def test_the_cli_forks_diffs_explains_and_bisects_with_one_line_errors(rea
     assert json.loads(forked.stdout)["room"] == f"{room}-cli"
     diff = await ainvoke(redis_url, "diff", room, f"{room}-cli", "--at", "5", "--at-b", "1", "--json")
     assert diff.exit_code == 0 and json.loads(diff.stdout)["differences"] == [  # the fork seats nobody yet
-        {"path": "room.players.0", "a": "alice", "b": None}, {"path": "room.players.1", "a": "bob", "b": None}]
+        {"path": "room.players[0]", "a": "alice", "b": None}, {"path": "room.players[1]", "a": "bob", "b": None}]
     explained = await ainvoke(redis_url, "explain", room, "actions_used.alice")
     assert explained.exit_code == 0 and "realm.mined" in explained.stdout, explained.output
     bisected = await ainvoke(redis_url, "bisect", room, "--against", "realm@2")

@@ -1,0 +1,93 @@
+"""What the operator reads: diffs name the changed cell, refusals name what is there, output to a pipe is not wrapped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from test_cli_operator import ALMANAC, EXAMPLES, ainvoke, play
+
+from almanac.services import forensics_tools as ft
+from almanac.storage.redis_store import RedisEventStore
+
+
+@pytest.fixture
+async def board_room(redis_client) -> str:
+    """The board example played into a real Redis: at version 4 bea places a farm at row 8, columns 5-6."""
+    return await play(RedisEventStore(redis_client), EXAMPLES / "board.jsonl")
+
+
+def table_rows(text: str) -> dict[str, list[str]]:
+    """A rich table's rows by their first cell."""
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+    return {row[0]: row[1:] for row in rows}
+
+
+async def test_a_board_diff_names_each_changed_cell_with_both_values_not_the_whole_board(board_room, redis_url):
+    # Given a board room whose version 4 placed a farm on four cells of the 11x11 board
+    # When the operator asks what changed from version 3 to 4
+    shown = await ainvoke(redis_url, "state", board_room, "--at", "4", "--diff", "3")
+    # Then each changed cell is one row, its path and both values, and no row holds a whole board
+    assert shown.exit_code == 0, shown.output
+    rows = table_rows(shown.stdout)
+    assert rows["game.board[8][5]"] == ['""', '"farm"'] and rows["game.board[9][7]"] == ['""', '"farm"']
+    assert "game.board" not in rows and "mountain" not in shown.stdout  # the untouched cells are not printed
+    as_json = json.loads((await ainvoke(redis_url, "state", board_room, "--at", "4", "--diff", "3", "--json")).stdout)
+    assert {"path": "game.board[8][5]", "before": "", "after": "farm"} in as_json["changes"]
+    assert {"path": "game.deck[14]", "before": 11, "after": None} in as_json["changes"]  # the deck got shorter
+
+    # And `diff` of the room and its fork (the parent at version 3) says the same, through the one tree diff
+    # the HTTP route answers with
+    forked = await ainvoke(redis_url, "fork", board_room, "--at", "3", "--as", "board-what-if")
+    assert forked.exit_code == 0, forked.output
+    compared = await ainvoke(redis_url, "diff", board_room, "board-what-if", "--at", "4", "--at-b", "1")
+    rows = table_rows(compared.stdout)
+    assert rows["state.board[8][5]"] == ['"farm"', '""'] and "state.board" not in rows, compared.stdout
+    differences = json.loads((await ainvoke(redis_url, "diff", board_room, "board-what-if", "--at", "4",
+                                            "--at-b", "1", "--json")).stdout)["differences"]
+    assert {"path": "state.board[8][5]", "a": "farm", "b": ""} in differences
+    assert {"path": "room.players[0]", "a": "bea", "b": None} in differences
+
+
+async def test_fork_says_where_players_join_and_play_since_the_cli_cannot(board_room, redis_url):
+    forked = await ainvoke(redis_url, "fork", board_room, "--at", "3", "--as", "board-sandbox")
+    assert forked.exit_code == 0, forked.output
+    said = " ".join(forked.stdout.split())
+    assert "join_room" not in said  # a command no CLI verb sends
+    assert 'POST /rooms/board-sandbox/join with {"player": "NAME"}' in said
+    assert "POST /rooms/board-sandbox/commands" in said and "/#/room/board-sandbox" in said
+
+
+async def test_explain_and_bisect_refuse_a_misspelt_path_naming_what_is_there(board_room, redis_url, redis_client):
+    # Given the board room (its state has board, deck, time, placed, ...; no "bord")
+    for args in (("explain", board_room, "bord.3.7"),
+                 ("bisect", board_room, "--where", "bord.3.7 == 'farm'"),
+                 ("bisect", board_room, "--where", "time > 2 and bord.3.7 == 'farm'", "--linear")):
+        # When the operator misspells a path, Then it is one line, a non-zero exit, and the names that exist
+        failed = await ainvoke(redis_url, *args)
+        assert failed.exit_code == 1, (args, failed.output)
+        (line,) = failed.stderr.strip().splitlines()
+        assert "no value at 'bord.3.7'" in line or "never had a value at 'bord.3.7'" in line, line
+        assert "allowed: " in line and "board" in line.split("allowed: ")[1], line
+    # And the API refuses it the same way (the console and the CLI share forensics_tools)
+    with pytest.raises(ft.ForensicsError) as refused:
+        await ft.bisect_where(RedisEventStore(redis_client), board_room, "bord.3.7 == 'farm'")
+    assert (refused.value.status, refused.value.code, refused.value.field) == (422, "path_not_found", "where")
+    assert "board" in refused.value.allowed
+    # While a real path that simply never holds is an answer, not an error
+    never = await ainvoke(redis_url, "bisect", board_room, "--where", "time > 999")
+    assert never.exit_code == 0 and "not found" in never.stdout, never.output
+
+
+async def test_output_to_a_pipe_is_not_wrapped_at_80_columns(board_room, redis_url):
+    # Given no terminal and no COLUMNS (a script, grep, a file)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"REDIS_URL": redis_url}
+    # When the room's log is printed to a pipe
+    done = subprocess.run([str(ALMANAC), "log", board_room], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+    # Then each event's summary stays on its one line, whole
+    assert done.returncode == 0, done.stderr
+    assert any("bea created the board@1 room for the challenge 'board example'" in line
+               for line in done.stdout.splitlines()), done.stdout
