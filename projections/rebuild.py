@@ -18,6 +18,7 @@ from almanac.projections.model_writes import (
 )
 from almanac.projections.models import RoomUpdate, model_names, project_room
 from almanac.storage.keys import Keys
+from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import HOLD_MS
 
@@ -31,13 +32,15 @@ class RebuildConflict(Exception):
 
 async def fold_room(store: RedisEventStore, room: str, up_to: int | None = None) -> RoomUpdate | None:
     """A room's read-model update from nothing to ``up_to`` (latest when None); None for an empty room."""
-    state = None
+    state = before = None
     events: list = []
     async for envelope in store.iterate(room, 1, up_to):
+        if envelope.version == 1:  # a fork folds onto its parent's state, as the live projector's does
+            state = before = await RoomLoader(store, cache_size=0).base_of(envelope)
         event = codec.decode_event(envelope)
         state = advance(state, envelope, event)
         events.append((envelope, event))
-    return None if state is None else project_room(None, state, events)
+    return None if state is None else project_room(before, state, events)
 
 
 async def rebuild(

@@ -309,3 +309,27 @@ async def test_a_long_explain_gives_the_event_loop_back_so_a_gateway_keeps_answe
     # Then the fold let the other task run every YIELD_EVERY events (it would not have run at all otherwise)
     assert answer["folded"] == len(bodies)
     assert ticks - started >= len(bodies) // ft.YIELD_EVERY
+
+
+async def test_a_rebuild_folds_a_fork_onto_its_parent_and_gets_the_live_models_back(realm, redis_client) -> None:
+    """Given a realm room, a fork of it played on and the live projector caught up, when an operator rebuilds
+    every read model, then the fork folds onto its parent's state (it used to stop the rebuild with
+    "a fork is folded onto its parent") and the rebuilt models equal the live ones, fork marks included."""
+    from projection_games import dump_models
+
+    from almanac.projections.rebuild import rebuild
+    from almanac.projections.worker import Projector
+
+    store, parent = realm.store, realm.room
+    (first_try, _), *_ = await mining_tries(store, parent)
+    fork_room = (await ft.fork(store, parent, first_try - 1, None, "auditor", 5))["room"]
+    await realm.join(fork_room)
+    assert (await realm.send("alice", {"kind": "cut_wood"}, fork_room)).accepted
+    await Projector(redis_client, store.shard_count).drain()
+    live = await dump_models(redis_client)
+    summaries = {room.decode(): json.loads(row) for key, rows in live.items() if key.endswith(":rm:summary")
+                 for room, row in rows.items()}
+    assert summaries[fork_room]["fork"] == {"parent": parent, "at": first_try - 1}
+
+    assert await rebuild(redis_client, store.shard_count) >= 2
+    assert await dump_models(redis_client) == live
