@@ -157,7 +157,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     await gw.rate_limits.check_address(client_address(request))
     body: CreateRoomRequest = decode_body(await request.body(), CreateRoomRequest)
     try:
-        # "realm": the newest version installed; "realm@1": that version (the engine resolves it the same way).
+        # "realm": its default version (the seed as written); "realm@2": that version (the engine resolves it alike).
         decider = registry.manifest(body.ruleset).decider
     except RuleError as error:
         raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
@@ -231,11 +231,11 @@ async def list_rooms(
 async def list_rulesets(request: Request) -> Response:
     hosted = []
     for name in registry.installed():
-        newest = registry.manifest(name)
-        hosted.append({"ruleset": name, "version": newest.version,
+        default = registry.default(name)
+        hosted.append({"ruleset": name, "version": default.version,
                        "versions": [registry.at(name, v).ref for v in registry.versions(name)],
-                       "fingerprint": newest.fingerprint,
-                       "commands": [k for k in codec.command_kinds(registry.stored_ref(name, newest.version))
+                       "fingerprint": default.fingerprint,
+                       "commands": [k for k in codec.command_kinds(registry.stored_ref(name, default.version))
                                     if k != "create_room"]})
     return json_response({"rulesets": hosted})
 

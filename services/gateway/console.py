@@ -147,7 +147,7 @@ async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1
         raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", "version")
     state = await gw.reader.at_version(room, version)
     assert state is not None
-    decider = registry.get(state.ruleset)
+    decider = room_rules.decider_of(state)  # the room's own version, not what the bare name means today
     answer: dict[str, Any] = {"room": room, "version": version, "latest_version": latest,
                               "summary": room_summary(state), "scores": codec.to_builtins(decider.scores(state.game))}
     if player is not None:
@@ -170,7 +170,7 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
     envelopes = await gw.store.read(room, 1, MAX_SERIES_VERSIONS)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    decider = registry.get(envelopes[0].ruleset)
+    decider = registry.stored(envelopes[0].ruleset).decider  # the envelope names the room's own version
     state = None
     versions: list[int] = []
     scores: dict[str, list[int | None]] = {}
