@@ -7,6 +7,7 @@ import secrets
 import time
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
@@ -435,14 +436,15 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
     if kind == "end_room":
         await gw.require_seated(claims, room)
     try:
-        codec.decode_command(ruleset, body.command)
+        command = codec.decode_command(ruleset, body.command)
     except RulesNotInstalledError as error:
         raise ApiError(409, error.code, error.message, "room") from None
     except RuleError as error:
         gw.metrics.commands.inc(outcome="invalid", ruleset=ruleset)
         # ``field`` names a field of the command, as in the engine's refusals.
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
-    return body, ruleset
+    # Recorded as decoded: a field the rules forgive (a parcel's case and spaces) is stored in its one spelling.
+    return msgspec.structs.replace(body, command=codec.recorded_body(body.command, command)), ruleset
 
 
 @router.get("/rooms/{room}/commands/{command_id}", summary="The outcome of one of your commands by its id")
