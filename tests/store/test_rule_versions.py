@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 import pytest
 from counter_ruleset import COUNTER, CounterDecider
@@ -9,6 +11,7 @@ from counter_ruleset import COUNTER, CounterDecider
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.manifest import RuleSet
+from almanac.services.cli.sim import load_scenario, run_scenario
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.verify import verify_room
 
@@ -135,3 +138,15 @@ def test_every_installed_rule_set_marks_its_default_version_explicitly():
     for name in registry.installed():
         marked = [version for version in registry.versions(name) if registry.at(name, version).default]
         assert marked == [registry.default(name).version], name
+
+
+@pytest.mark.parametrize(("ruleset", "version"), [("realm", 1), ("realm@2", 2)])
+async def test_a_scenario_file_names_its_rules_as_a_create_request_does(tmp_path, ruleset: str, version: int):
+    scenario = tmp_path / "versions.jsonl"
+    scenario.write_text(json.dumps({"ruleset": ruleset, "options": {"players": ["a", "b"]}}) + "\n"
+                        '{"player": "a", "time_ms": 1, "command": {"kind": "join_room"}}\n')
+
+    played, state = await run_scenario(*load_scenario(scenario))
+
+    assert all(outcome.accepted for *_, outcome in played)
+    assert (state.ruleset, state.ruleset_version) == ("realm", version)
