@@ -77,7 +77,7 @@ async def ruleset_picture(ref: str = Path(pattern=RULESET_REF_PATTERN)) -> Respo
 
 
 @router.get("/rulesets/{name}/schema", summary="JSON Schemas of a rule-set's commands (and its creation options)")
-async def get_ruleset_schema(name: str = Path(pattern=NAME_PATTERN)) -> Response:
+async def get_ruleset_schema(name: str = Path(pattern=RULESET_REF_PATTERN)) -> Response:
     return json_response(ruleset_schema(name))
 
 
