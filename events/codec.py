@@ -271,6 +271,16 @@ def decode_command(ruleset: str | None, body: Any) -> Any:
     return command
 
 
+def recorded_body(body: dict[str, Any], command: msgspec.Struct) -> dict[str, Any]:
+    """What is recorded for a body ``decode_command`` accepted: the fields sent, each as decoding wrote it.
+
+    A command may write a field in its canonical form as it is decoded (claim's parcel: " c1 " is "C1"),
+    so the log, the rules and every replay see one spelling; fields the client left out stay out.
+    """
+    decoded = msgspec.to_builtins(command)
+    return {key: decoded.get(key, value) for key, value in body.items()}
+
+
 def encode_command(command: msgspec.Struct) -> dict[str, Any]:
     return msgspec.to_builtins(command)
 

@@ -204,11 +204,17 @@ class RuleSet:
     version beside the old one (docs/architecture.md, "Rule-set versions"). ``fingerprint`` is
     computed here, at import: a hash over the source and tables of the package ``source`` names
     (default: the package of the Decider's class), recorded in ``room.created``.
+
+    ``default``: this is the version a bare name means (``realm`` is realm@1). A choice, never "the
+    newest": a rule-set installed in several versions marks exactly one (the registry refuses none or
+    two); one installed alone is its own default. The four seed games mark the version that plays
+    their seed as written; a variant that departs from a seed is opt-in by its full name.
     """
 
     decider: Decider
     name: str = ""
     version: int = 1
+    default: bool = False
     source: str = ""
     fingerprint: str = field(init=False, default="")
     policy: Policy | None = None

@@ -8,12 +8,13 @@ stays here, beside the import it replaces, rather than in services/ where events
 nothing here touches the clock, randomness, the network or a store. Discovery is sorted by name and a
 name claimed twice is an error, so no outcome depends on the order packages were installed in.
 
-Versions: a rule-set may be installed in several versions at once. The entry point named ``name``
-publishes the newest; ``name@N`` entry points publish older versions kept for the rooms created under
-them (pyproject.toml: ``realm`` and ``realm@1``). Two ways to name a version, kept apart on purpose:
+Versions: a rule-set may be installed in several versions at once (pyproject.toml: ``realm`` and
+``realm@2``; an entry point's name is only where it is found). Which one a bare name means is the
+manifests' explicit choice (``RuleSet.default``), never "the newest": a new version is opt-in until
+its manifest is made the default. Two ways to name a version, kept apart on purpose:
 
-- a *request* (``create_room``'s ``ruleset``, the CLI, the bench): ``realm`` is the newest installed,
-  ``realm@1`` that exact version (``manifest``/``get``);
+- a *request* (``create_room``'s ``ruleset``, the CLI, the bench): ``realm`` is the default version
+  (realm@1, the seed as written), ``realm@2`` that exact version (``manifest``/``get``);
 - a *stored reference* (an envelope's ``ruleset``): ``realm@2`` that version, and a bare ``realm`` is
   version 1, because every room stored before versions existed wrote the bare name, and version-1
   rooms keep writing it so their logs stay byte-identical (``stored``/``stored_ref``).
@@ -162,19 +163,31 @@ def decider_at(name: str, version: int) -> Decider:
     return decider if decider is not None else at(name, version).decider
 
 
-def manifest(request: str) -> Any:
-    """The manifest a request names: ``realm`` the newest installed version, ``realm@1`` that version."""
-    name, version = parse(request)
-    if version is not None:
-        return at(name, version)
+def default(name: str) -> Any:
+    """The manifest of the version a bare ``name`` means: the one marked ``default``, or the only one.
+
+    Several versions with no default, or two defaults, are installed rule-sets that contradict each
+    other (RegistryError): a bare name never falls back to the newest.
+    """
     have = versions(name)
     if not have:
         raise _unknown(name)
-    return _manifests[(name, have[-1])]
+    marked = [version for version in have if _manifests[(name, version)].default]
+    if len(marked) == 1 or (not marked and len(have) == 1):
+        return _manifests[(name, (marked or have)[0])]
+    refs = ", ".join(f"{name}@{version}" for version in marked or have)
+    raise RegistryError(f"{refs}: {'each is marked' if marked else 'none is marked'} as the default version of "
+                        f"{name!r}; mark exactly one manifest default=True")
+
+
+def manifest(request: str) -> Any:
+    """The manifest a request names: ``realm`` its default version, ``realm@2`` that version."""
+    name, version = parse(request)
+    return default(name) if version is None else at(name, version)
 
 
 def get(request: str) -> Decider:
-    """The Decider a request names (``realm``: the newest; ``realm@1``: that version)."""
+    """The Decider a request names (``realm``: the default version; ``realm@2``: that version)."""
     return manifest(request).decider
 
 
@@ -201,8 +214,8 @@ def names() -> list[str]:
 
 
 def manifests() -> list[Any]:
-    """Every known rule-set's newest manifest, by name (installed ones are loaded)."""
-    return [manifest(name) for name in names()]
+    """Every known rule-set's default manifest, by name (installed ones are loaded)."""
+    return [default(name) for name in names()]
 
 
 def all_manifests() -> list[Any]:

@@ -27,7 +27,7 @@ class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", t
                  forbid_unknown_fields=True):
     """Create a room of a rule-set. ``options`` are the rule-set's creation options.
 
-    ``ruleset`` names the rules: ``realm`` is the newest version installed, ``realm@1`` that version.
+    ``ruleset`` names the rules: ``realm`` is its default version (the seed as written), ``realm@2`` that version.
 
     ``options`` stays a plain object in the command (it is stored as sent); the codec checks it
     against the rule-set's options type before anything acts on it.
@@ -322,7 +322,8 @@ def decide_fork(parent: RoomState, command: ForkRoom, ctx: Context, parent_hash:
 def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -> list[Any]:
     if state is not None:
         raise RuleError("room_exists", f"room {ctx.room!r} already exists", field="room")
-    # A bare name gets the newest version installed; "name@N" that version (verify pins it this way).
+    # A bare name gets the rule-set's default version, never simply the newest; "name@N" that version (verify
+    # pins it this way).
     rules = registry.manifest(command.ruleset)
     decider = rules.decider
     if command.challenge is not None and command.dice_scheme != SERVER_SEED_ONLY:

@@ -14,6 +14,8 @@ def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:
 
 MANIFEST = RuleSet(
     decider=DECIDER,
+    # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
+    default=True,
     policy=policy,
     bench=BenchScenario(description="complete solo games of the simple policy"),
     console_picture="almanac.events.board:picture.js",

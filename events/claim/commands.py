@@ -8,6 +8,22 @@ import msgspec
 
 from almanac.events.schema import Key, Name
 
+# A parcel as a person types it: case and spaces are forgiven (" c1 ", "c 1" and "C1" are one parcel).
+# Decoding writes it in its one spelling (``canonical_parcel``), so the rules, the log and every replay
+# see "C1"; a name that is no parcel is the rules' refusal (``claim.unknown_parcel``).
+ParcelName = Annotated[str, msgspec.Meta(pattern=r"^ *[A-Za-z0-9][A-Za-z0-9_.:\- ]{0,63}(?!\n)$", max_length=64,
+                                         description="a parcel, A1..H8 (case and spaces forgiven); at most 64")]
+
+
+def canonical_parcel(name: str) -> str:
+    """A parcel's one spelling: no spaces, upper case (" c 1 " -> "C1")."""
+    return name.replace(" ", "").upper()
+
+
+def _write_parcel_canonically(command: msgspec.Struct) -> None:
+    # msgspec runs __post_init__ after decoding a frozen Struct, before anything reads it
+    msgspec.structs.force_setattr(command, "parcel", canonical_parcel(command.parcel))
+
 
 class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Creation options. ``owner`` defaults to the creator; ``block`` to the room id.
@@ -24,7 +40,8 @@ class Cut(msgspec.Struct, frozen=True, kw_only=True, tag="cut", tag_field="kind"
           forbid_unknown_fields=True):
     """Fell a parcel's timber; its logs go to the landing deck."""
 
-    parcel: Key
+    parcel: ParcelName
+    __post_init__ = _write_parcel_canonically
 
 
 class Haul(msgspec.Struct, frozen=True, kw_only=True, tag="haul", tag_field="kind",
@@ -36,7 +53,8 @@ class Replant(msgspec.Struct, frozen=True, kw_only=True, tag="replant", tag_fiel
           forbid_unknown_fields=True):
     """Plant a bare parcel with a species its zone allows."""
 
-    parcel: Key
+    parcel: ParcelName
+    __post_init__ = _write_parcel_canonically
     species: Key
 
 
@@ -44,21 +62,24 @@ class Farm(msgspec.Struct, frozen=True, kw_only=True, tag="farm", tag_field="kin
           forbid_unknown_fields=True):
     """Sow hay on a meadow parcel (never the landing)."""
 
-    parcel: Key
+    parcel: ParcelName
+    __post_init__ = _write_parcel_canonically
 
 
 class Harvest(msgspec.Struct, frozen=True, kw_only=True, tag="harvest", tag_field="kind",
           forbid_unknown_fields=True):
     """Cut and sell a ripe hay crop."""
 
-    parcel: Key
+    parcel: ParcelName
+    __post_init__ = _write_parcel_canonically
 
 
 class Build(msgspec.Struct, frozen=True, kw_only=True, tag="build", tag_field="kind",
           forbid_unknown_fields=True):
     """Put up a cabin, barn or mill where the rules allow."""
 
-    parcel: Key
+    parcel: ParcelName
+    __post_init__ = _write_parcel_canonically
     building: Key
 
 

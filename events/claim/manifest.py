@@ -64,6 +64,8 @@ def bare_lcg(count: int) -> int:
 
 MANIFEST = RuleSet(
     decider=DECIDER,
+    # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
+    default=True,
     policy=policy,
     bench=BenchScenario(
         description="claims from staking to proving up, the simple policy acting every 20 minutes",

@@ -117,7 +117,7 @@ class SectorsDecider:
         return {state.owner: rules.colony_score(state)}
 
     def public_scores(self, state: ColonyState) -> dict[str, int]:
-        """Public: a colony hides nothing; its score counts only its public stock and map."""
+        """The running score: a colony hides nothing, and every term of its score is in the view anyone reads."""
         return self.scores(state)
 
     def resources(self, state: ColonyState) -> dict[str, Any]:

@@ -57,6 +57,8 @@ _BUILT = sum(len(sector["buildings"]) for sector in _COLONY["setup"]["sectors"])
 
 MANIFEST = RuleSet(
     decider=DECIDER,
+    # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
+    default=True,
     policy=policy,
     bench=BenchScenario(
         description=(f"full {SIDE}x{SIDE} colonies ({SIDE * SIDE} explored sectors, {_BUILT} buildings) played "

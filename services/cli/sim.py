@@ -15,7 +15,7 @@ from rich.table import Table
 from almanac.events import codec, room as room_rules
 from almanac.events.dice import PLAYER_ENTROPY
 from almanac.events.errors import InvalidCommand, RuleError
-from almanac.events.schema import Milliseconds, Name
+from almanac.events.schema import Milliseconds, Name, RulesetRef
 from almanac.events.step import CommandRecord
 from almanac.services.cli import app
 from almanac.services.cli.common import (
@@ -33,7 +33,7 @@ from almanac.storage.memory_store import MemoryEventStore
 
 
 class ScenarioHeader(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    ruleset: Name
+    ruleset: RulesetRef  # "realm" (its default version) or "realm@2", as POST /rooms takes it
     options: dict[str, Any] = {}
     seed: Annotated[str, msgspec.Meta(max_length=1_000)] = ""
     challenge: str | None = None

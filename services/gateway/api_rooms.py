@@ -7,6 +7,7 @@ import secrets
 import time
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
@@ -157,7 +158,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     await gw.rate_limits.check_address(client_address(request))
     body: CreateRoomRequest = decode_body(await request.body(), CreateRoomRequest)
     try:
-        # "realm": the newest version installed; "realm@1": that version (the engine resolves it the same way).
+        # "realm": its default version (the seed as written); "realm@2": that version (the engine resolves it alike).
         decider = registry.manifest(body.ruleset).decider
     except RuleError as error:
         raise ApiError(422, error.code, error.message, "ruleset", allowed=error.allowed) from None
@@ -231,11 +232,11 @@ async def list_rooms(
 async def list_rulesets(request: Request) -> Response:
     hosted = []
     for name in registry.installed():
-        newest = registry.manifest(name)
-        hosted.append({"ruleset": name, "version": newest.version,
+        default = registry.default(name)
+        hosted.append({"ruleset": name, "version": default.version,
                        "versions": [registry.at(name, v).ref for v in registry.versions(name)],
-                       "fingerprint": newest.fingerprint,
-                       "commands": [k for k in codec.command_kinds(registry.stored_ref(name, newest.version))
+                       "fingerprint": default.fingerprint,
+                       "commands": [k for k in codec.command_kinds(registry.stored_ref(name, default.version))
                                     if k != "create_room"]})
     return json_response({"rulesets": hosted})
 
@@ -435,14 +436,15 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
     if kind == "end_room":
         await gw.require_seated(claims, room)
     try:
-        codec.decode_command(ruleset, body.command)
+        command = codec.decode_command(ruleset, body.command)
     except RulesNotInstalledError as error:
         raise ApiError(409, error.code, error.message, "room") from None
     except RuleError as error:
         gw.metrics.commands.inc(outcome="invalid", ruleset=ruleset)
         # ``field`` names a field of the command, as in the engine's refusals.
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
-    return body, ruleset
+    # Recorded as decoded: a field the rules forgive (a parcel's case and spaces) is stored in its one spelling.
+    return msgspec.structs.replace(body, command=codec.recorded_body(body.command, command)), ruleset
 
 
 @router.get("/rooms/{room}/commands/{command_id}", summary="The outcome of one of your commands by its id")

@@ -76,7 +76,7 @@ async def ruleset_picture(ref: str = Path(pattern=RULESET_REF_PATTERN)) -> Respo
 
 
 @router.get("/rulesets/{name}/schema", summary="JSON Schemas of a rule-set's commands (and its creation options)")
-async def get_ruleset_schema(name: str = Path(pattern=NAME_PATTERN)) -> Response:
+async def get_ruleset_schema(name: str = Path(pattern=RULESET_REF_PATTERN)) -> Response:
     return json_response(ruleset_schema(name))
 
 
@@ -144,7 +144,7 @@ async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1
         raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", "version")
     state = await gw.reader.at_version(room, version)
     assert state is not None
-    decider = room_rules.decider_of(state)
+    decider = room_rules.decider_of(state)  # the room's own version, not what the bare name means today
     answer: dict[str, Any] = {"room": room, "version": version, "latest_version": latest,
                               "summary": room_summary(state), "scores": viewer.scores(state)}
     if player is not None:

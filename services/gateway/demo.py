@@ -78,7 +78,7 @@ class Demo:
         answer = self.expect(self.call("POST", "/rooms", json=body), 201)
         room = Room(ruleset, answer["room"])
         room.tokens[player] = answer["token"]
-        # The rules version the room was created under (the newest installed): shown in the table.
+        # The rules version the room was created under (the rule-set's default): shown in the table.
         room.version = self.expect(self.call("GET", f"/rooms/{room.room}"), 200)["ruleset_version"]
         if not answer.get("joined"):
             raise DemoError(f"{player} could not join the {ruleset} room they created: {answer.get('join_error')}")

@@ -163,9 +163,9 @@ class RoomList(_Body):
 
 class RulesetEntry(_Body):
     ruleset: str
-    version: int  # the newest installed version: what a new room gets
-    versions: list[str]  # every installed version, as name@version
-    fingerprint: str  # the newest version's code fingerprint
+    version: int  # the default version: what a new room of the bare name gets (never simply the newest)
+    versions: list[str]  # every installed version, as name@version (the others are opt-in by that name)
+    fingerprint: str  # the default version's code fingerprint
     commands: list[str]
 
 

@@ -145,7 +145,7 @@ def play_room(http: httpx.Client, auditor: str, ruleset: str, room: str) -> dict
     unknown = http.post(f"/rooms/{room}/commands", headers=auth(tokens["alice"]), json={"command": {"kind": "fly"}})
     assert unknown.status_code == 422 and unknown.json()["code"] == "unknown_command", unknown.text
 
-    policy = registry.manifest(ruleset).policy  # the newest version's bot, as the room is the newest version
+    policy = registry.manifest(ruleset).policy  # the default version's bot, as the room is the default version
     accepted = refused = 0
     last_version = created.json().get("version", 0)
     for step in range(MOVES):

@@ -240,6 +240,29 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
     page.wait_for_function(f"document.querySelector('[data-testid=diff-base]').innerText === '{int(latest) - 1}'")
 
 
+def test_the_create_form_offers_each_default_and_its_opt_in_variant_by_its_full_name(page, base_url: str,
+                                                                                      shots: Path) -> None:
+    # Given the console's create form
+    page.goto("/")
+    page.locator("#create-ruleset option[value='realm@2']").wait_for(state="attached")
+
+    # Then a bare rule-set is offered as its default version, and realm@2 only as an opt-in variant
+    choices = page.locator("#create-ruleset option").all_inner_texts()
+    assert "realm (realm@1)" in choices and "realm@2 (opt-in variant)" in choices, choices
+
+    # When a person creates the variant
+    page.locator("#create-ruleset").select_option("realm@2")
+    page.locator("#create-player").fill(f"vera-{secrets.token_hex(2)}")
+    page.get_by_role("button", name="Create room").click()
+    page.get_by_test_id("seat").wait_for()
+    page.get_by_label("realm cities").wait_for()  # drawn by the picture of its own version
+    page.screenshot(path=shots / "14-variant-room.png", full_page=True)
+
+    # Then the room is decided by realm@2, as it asked
+    room = page.get_by_test_id("room-id").inner_text()
+    assert httpx.get(f"{base_url}/rooms/{room}").json()["ruleset_version"] == 2
+
+
 def test_charts_show_public_scores_without_any_token(page, base_url: str, auditor: str, shots: Path) -> None:
     # Given a board room with one placement
     player = f"pub-{secrets.token_hex(2)}"

@@ -8,10 +8,15 @@ a refusal.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 import pytest
+import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
+
+from almanac.events.step import decode_record
+from almanac.storage.redis_store import RedisEventStore
 
 BIG = 18446744073709551616  # 2**64: one past what a 64-bit unsigned integer holds
 
@@ -155,3 +160,29 @@ def test_a_name_or_command_id_with_a_trailing_newline_is_refused(api: TestClient
     assert joined.status_code == 422 and joined.json()["field"] == "player", joined.text
     created = api.post("/rooms", json={"ruleset": "board", "player": "ann", "command_id": "c1\n"})
     assert created.status_code == 422 and created.json()["field"] == "command_id", created.text
+
+
+def test_a_parcel_typed_with_case_and_spaces_is_accepted_and_recorded_in_its_one_spelling(api: TestClient,
+                                                                                            stack) -> None:
+    # Given a claim (docs/rules/claim.md: "case and spaces are forgiven" for parcel names)
+    created = api.post("/rooms", json={"ruleset": "claim", "player": "alice",
+                                       "room": f"strict-c-{secrets.token_hex(3)}"})
+    assert created.status_code == 201, created.text
+    room, token = created.json()["room"], created.json()["token"]
+
+    # When the owner sows hay on " a8 " (the meadow: always allowed on a new claim)
+    sown = api.post(f"/rooms/{room}/commands", json={"command": {"kind": "farm", "parcel": " a8 "}},
+                    headers=auth(token))
+
+    # Then it is accepted, and the log records the parcel as the rules name it
+    assert sown.status_code == 200 and sown.json()["accepted"], sown.text
+
+    async def recorded() -> list[dict]:
+        client = aioredis.Redis.from_url(stack.redis_url)
+        try:
+            store = RedisEventStore(client, api.app.state.gateway.settings.shard_count)
+            return [decode_record(data).body for _, data in await store.commands(room)]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(recorded())[-1] == {"kind": "farm", "parcel": "A8"}

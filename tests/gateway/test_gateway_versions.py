@@ -1,4 +1,4 @@
-"""Rule-set versions over HTTP: create a room of a named version or the newest; a room whose version is
+"""Rule-set versions over HTTP: create a room of a named version or the default; a room whose version is
 not installed on this node is answered 409 with the reason, never folded with other rules."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.redis_store import RedisEventStore
 
 
-def test_a_room_is_created_at_a_named_version_or_the_newest_and_rulesets_lists_the_versions(api: TestClient):
+def test_a_room_is_created_at_a_named_version_or_the_default_and_rulesets_lists_the_versions(api: TestClient):
     suffix = secrets.token_hex(3)
-    old = api.post("/rooms", json={"ruleset": "realm@1", "player": "alice", "room": f"v1-{suffix}",
+    old = api.post("/rooms", json={"ruleset": "realm", "player": "alice", "room": f"v1-{suffix}",
                                    "options": {"players": ["alice", "bob"]}})
-    new = api.post("/rooms", json={"ruleset": "realm", "player": "alice", "room": f"v2-{suffix}",
+    new = api.post("/rooms", json={"ruleset": "realm@2", "player": "alice", "room": f"v2-{suffix}",
                                    "options": {"players": ["alice", "bob"]}})
     missing = api.post("/rooms", json={"ruleset": "realm@7", "player": "alice"})
 
@@ -29,7 +29,7 @@ def test_a_room_is_created_at_a_named_version_or_the_newest_and_rulesets_lists_t
     assert api.get(f"/rooms/v2-{suffix}").json()["ruleset_version"] == 2
     assert missing.status_code == 422 and missing.json()["code"] == "ruleset_not_installed"
     realm = next(r for r in api.get("/rulesets").json()["rulesets"] if r["ruleset"] == "realm")
-    assert (realm["version"], realm["versions"]) == (2, ["realm@1", "realm@2"])
+    assert (realm["version"], realm["versions"]) == (1, ["realm@1", "realm@2"])  # the default, not the newest
 
 
 def test_a_room_of_a_version_this_node_lacks_is_answered_409_and_changes_nothing(api: TestClient, stack):

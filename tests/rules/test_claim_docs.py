@@ -6,6 +6,9 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
+from test_claim_support import ClaimGame
+
+from almanac.events import codec
 from almanac.events.claim import data
 from almanac.events.claim.rules import dollars
 
@@ -69,3 +72,17 @@ def test_the_play_numbers_are_the_data() -> None:
         assert where == list(b.sites), b.key
     missing = [text for text in said if text not in DOC]
     assert missing == []
+
+
+def test_the_parcel_spellings_the_refusal_table_forgives_are_one_parcel_recorded_in_one_spelling() -> None:
+    row = next(line for line in DOC.splitlines() if "`claim.unknown_parcel`" in line)
+    forgiven = re.search(r"case and spaces are forgiven: (.*) are one parcel, recorded as `([^`]+)`", row)
+    assert forgiven, row
+    spellings, recorded = re.findall(r"`([^`]+)`", forgiven.group(1)), forgiven.group(2)
+    assert len(spellings) >= 3 and any(" " in typed for typed in spellings)
+    for typed in spellings:
+        body = {"kind": "cut", "parcel": typed}
+        assert codec.recorded_body(body, codec.decode_command("claim", body)) == {"kind": "cut", "parcel": recorded}
+        game = ClaimGame()
+        game.do(body)
+        assert game.parcel(recorded).species is None, typed

@@ -79,10 +79,14 @@ def test_a_parcel_outside_a1_to_h8_is_refused_by_name(command) -> None:
     assert len(error.allowed) == 64
 
 
-def test_parcel_names_forgive_case_and_spaces() -> None:
+@pytest.mark.parametrize("typed", [" c1 ", "c 1", "C1 ", "  c1"])
+def test_parcel_names_forgive_case_and_spaces_from_the_input_boundary_on(typed: str) -> None:
+    # Given a body as a client sends it (decoded at the boundary, as the engine does)
     game = ClaimGame()
-    game.do(Cut(parcel=" c1 "))
+    game.do({"kind": "cut", "parcel": typed})
     assert game.parcel("C1").species is None
+    # and a name that is no parcel, however typed, is the rules' refusal, not a malformed command
+    assert game.refuse({"kind": "farm", "parcel": " z 9 "}).code == "claim.unknown_parcel"
 
 
 def test_nothing_costs_more_than_the_cash(broke: ClaimGame) -> None:

@@ -14,6 +14,19 @@ def mine(game: Game, dice: list[int], **body: object) -> realm_events.Mined:
     return event
 
 
+def test_a_bare_realm_plays_the_seeds_skull_rule_and_realm_at_2_is_opt_in_by_its_full_name() -> None:
+    # The seed: "If you roll a skull you only find stone at a -50% disadvantage": seven stars and a skull
+    # seeking gold find 3,500 stone under the rules a bare name means, whatever newer version is installed.
+    roll = faces("7 star", "skull")
+    bare, variant = Game(ruleset="realm"), Game(ruleset="realm@2")
+
+    found, opted_in = mine(bare, roll, ore="gold"), mine(variant, roll, ore="gold")
+
+    assert (found.outcome, found.found, found.amount) == ("skull_stone", "stone", 3_500)
+    assert (opted_in.outcome, opted_in.found, opted_in.amount) == ("found", "gold", 2_000)
+    assert (bare.state.ruleset_version, variant.state.ruleset_version) == (1, 2)
+
+
 def test_the_same_gold_roll_with_one_skull_finds_only_stone_under_1_and_gold_under_2() -> None:
     roll = faces("7 star", "skull")
     old, new = Game(ruleset="realm@1"), Game(ruleset="realm@2")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import msgspec
 
 from almanac.events.dice import Dice
@@ -60,3 +63,13 @@ def test_the_demos_games_score_and_the_score_is_what_the_public_view_shows():
     assert len(set(scores)) > 1, "the score tells colonies apart"
     for game in games:
         assert score(game.game) == score_from_view(DECIDER.view(game.game, "bob"))
+
+
+def test_the_public_scores_are_what_the_rulebook_says_and_anyone_can_recount_them_from_a_view():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "rules" / "sectors.md").read_text()
+    public = " ".join(doc[doc.index("## What is public"):].split("\n## ")[0].split())
+    # The rulebook: "the **public scores** (...) are the running score (`scores`, above)"
+    assert re.search(r"the \*\*public scores\*\* \([^)]*\) are the running score \(`scores`", public), public
+    for game in [bot_game(f"public-{n}") for n in range(3)]:
+        assert DECIDER.public_scores(game.game) == DECIDER.scores(game.game)
+        assert DECIDER.public_scores(game.game) == {"alice": score_from_view(DECIDER.view(game.game, "stranger"))}

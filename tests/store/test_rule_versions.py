@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 import pytest
-from counter_ruleset import CounterDecider
+from counter_ruleset import COUNTER, CounterDecider
 
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.manifest import RuleSet
+from almanac.services.cli.sim import load_scenario, run_scenario
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.verify import verify_room
 
@@ -37,25 +40,28 @@ async def play_realm(service: RoomService, room: str, ruleset: str, commands: in
     await service.handle(record("end", "alice", {"kind": "end_room"}, room, now_ms=99_999))
 
 
-async def test_a_new_room_gets_the_newest_version_and_records_it_with_its_fingerprint(store):
+async def test_a_bare_name_gets_the_default_version_a_full_name_the_variant_and_each_records_its_fingerprint(store):
     service = RoomService(store)
 
-    await service.handle(record("create", "alice", {"kind": "create_room", "ruleset": "realm"}, "new"))
+    await service.handle(record("create", "alice", {"kind": "create_room", "ruleset": "realm"}, "seed-rules"))
+    await service.handle(record("create", "alice", {"kind": "create_room", "ruleset": "realm@2"}, "variant"))
 
-    (envelope,) = await store.read("new")
-    created = codec.decode_event(envelope)
-    newest = registry.manifest("realm")
-    assert newest.version == 2 and registry.versions("realm") == [1, 2]
-    assert (created.ruleset, created.ruleset_version, created.fingerprint) == ("realm", 2, newest.fingerprint)
-    assert envelope.ruleset == "realm@2"  # the envelope names the version, so events decode with its types
-    state, _ = await service.load("new")
+    ((seed_rules,), (variant,)) = await store.read("seed-rules"), await store.read("variant")
+    assert registry.versions("realm") == [1, 2] and registry.default("realm").ref == "realm@1"
+    for envelope, version in ((seed_rules, 1), (variant, 2)):
+        created = codec.decode_event(envelope)
+        assert (created.ruleset, created.ruleset_version) == ("realm", version)
+        assert created.fingerprint == registry.at("realm", version).fingerprint
+    # The envelope names the version (a bare name is version 1), so events decode with its types.
+    assert (seed_rules.ruleset, variant.ruleset) == ("realm", "realm@2")
+    state, _ = await service.load("variant")
     assert (state.ruleset, state.ruleset_version) == ("realm", 2)
 
 
 async def test_rooms_of_realm_at_1_and_at_2_coexist_and_each_verifies_under_its_own_version(store):
     service = RoomService(store)
     await play_realm(service, "old-rules", "realm@1")
-    await play_realm(service, "new-rules", "realm")
+    await play_realm(service, "new-rules", "realm@2")
 
     old, new = await verify_room(store, "old-rules"), await verify_room(store, "new-rules")
 
@@ -96,9 +102,9 @@ async def test_a_room_whose_version_is_not_installed_is_refused_clearly_and_neve
     assert report.divergence.message.startswith("counter@2 is not installed on this node")
 
 
-def test_a_create_request_names_a_version_or_gets_the_newest_and_a_missing_one_is_refused():
-    assert registry.manifest("realm").version == 2
-    assert registry.manifest("realm@1").version == 1
+def test_a_create_request_names_a_version_or_gets_the_default_and_a_missing_one_is_refused():
+    assert registry.manifest("realm").version == 1  # the seed as written, although realm@2 is newer
+    assert registry.manifest("realm@2").version == 2
     assert registry.stored("realm").version == 1  # an envelope's bare name is version 1, as before versions
     with pytest.raises(Exception) as missing:
         registry.manifest("realm@9")
@@ -108,3 +114,39 @@ def test_a_create_request_names_a_version_or_gets_the_newest_and_a_missing_one_i
         registry.manifest("realm@two")
     assert malformed.value.code == "unknown_ruleset"
     assert msgspec.json.decode(msgspec.json.encode(missing.value.to_dict()))["field"] == "ruleset"
+
+
+def test_which_version_a_bare_name_means_is_the_manifests_choice_never_the_newest(counter_at_2):
+    # Given counter@1 and counter@2 installed and neither marked: a bare name has no meaning (no silent newest)
+    with pytest.raises(registry.RegistryError, match="none is marked"):
+        registry.manifest("counter")
+    assert registry.manifest("counter@2").version == 2  # a full name still works
+
+    # When version 1 is marked the default, the bare name is version 1 although version 2 is newer
+    registry.register(RuleSet(decider=CounterDecider(), version=1, default=True, source="counter_ruleset"))
+    try:
+        assert registry.manifest("counter").version == 1 and registry.get("counter@2") is not None
+        # and two defaults contradict each other
+        registry.register(RuleSet(decider=CounterDecider(), version=2, default=True, source="counter_ruleset"))
+        with pytest.raises(registry.RegistryError, match="each is marked"):
+            registry.manifest("counter")
+    finally:
+        registry.register(COUNTER)
+
+
+def test_every_installed_rule_set_marks_its_default_version_explicitly():
+    for name in registry.installed():
+        marked = [version for version in registry.versions(name) if registry.at(name, version).default]
+        assert marked == [registry.default(name).version], name
+
+
+@pytest.mark.parametrize(("ruleset", "version"), [("realm", 1), ("realm@2", 2)])
+async def test_a_scenario_file_names_its_rules_as_a_create_request_does(tmp_path, ruleset: str, version: int):
+    scenario = tmp_path / "versions.jsonl"
+    scenario.write_text(json.dumps({"ruleset": ruleset, "options": {"players": ["a", "b"]}}) + "\n"
+                        '{"player": "a", "time_ms": 1, "command": {"kind": "join_room"}}\n')
+
+    played, state = await run_scenario(*load_scenario(scenario))
+
+    assert all(outcome.accepted for *_, outcome in played)
+    assert (state.ruleset, state.ruleset_version) == ("realm", version)

@@ -190,6 +190,14 @@ function SystemPanel() {
     </div></section>`;
 }
 
+// A rule-set's bare name creates its default version (the seed as written); every other installed
+// version is an opt-in variant, chosen by its full name (docs/architecture.md, "Rule-set versions").
+function rulesetChoices(r) {
+  const preferred = `${r.ruleset}@${r.version}`;
+  return [[r.ruleset, `${r.ruleset} (${preferred})`],
+    ...r.versions.filter((ref) => ref !== preferred).map((ref) => [ref, `${ref} (opt-in variant)`])];
+}
+
 function CreateRoom({ rulesets }) {
   const [ruleset, setRuleset] = useState("");
   const [player, setPlayer] = useState("");
@@ -212,7 +220,8 @@ function CreateRoom({ rulesets }) {
     <div class="row">
       <label class="field" for="create-ruleset">rule-set
         <select id="create-ruleset" value=${ruleset} onChange=${(e) => setRuleset(e.target.value)}>
-          <option value="">choose…</option>${rulesets.map((r) => html`<option value=${r.ruleset}>${r.ruleset}</option>`)}
+          <option value="">choose…</option>${rulesets.flatMap(rulesetChoices).map(([value, label]) =>
+            html`<option value=${value}>${label}</option>`)}
         </select></label>
       <label class="field" for="create-player">your player name
         <input id="create-player" value=${player} onInput=${(e) => setPlayer(e.target.value)} /></label>
