@@ -30,6 +30,10 @@ class EngineMetrics:
         # The process's collector pauses (services.heap), flushed as deltas of what was flushed before.
         self._pauses = pauses()
         self._pauses_flushed: dict[str, int] = self._pause_totals()  # from here on: not the process's earlier ones
+        # Every bucket and collector series is one from the first flush on (at 0), as Prometheus histograms are: a series that
+        # appears only once something lands in it breaks rate() and makes two engines' label sets differ by
+        # chance (a collector pause in one of them).
+        self._buckets_declared = False
 
     def count(self, field: str, amount: int = 1) -> None:
         self._unflushed[field] += amount
@@ -46,13 +50,13 @@ class EngineMetrics:
         running = 0
         for index, bound in enumerate(LATENCY_BUCKETS_MS):
             running += self._bucket_hits[index]
-            if running:
-                self.count(f"latency_le_{bound}", running)
+            self.count(f"latency_le_{bound}", running)
         self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
         for field, total in self._pause_totals().items():
             self.count(field, total - self._pauses_flushed.get(field, 0))
             self._pauses_flushed[field] = total
-        deltas = {field: amount for field, amount in self._unflushed.items() if amount}
+        declare, self._buckets_declared = not self._buckets_declared, True
+        deltas = {field: amount for field, amount in self._unflushed.items() if amount or declare}
         self._unflushed.clear()
         return deltas
 
