@@ -45,6 +45,7 @@ import structlog
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
+from almanac.services.gateway.auth import ROLE_PLAYER
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     ApiError,
@@ -284,7 +285,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
 
 def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, bytes]]) -> ApiError | None:
-    """The 429 of a room token whose window the gateway already saw used up (ratelimit.UsedWindows)."""
+    """The 429 of a seat whose window the gateway already saw used up (ratelimit.UsedWindows), for a token it
+    already verified (any other request is judged the usual way)."""
     if not gateway.rate_limits.used:
         return None
     authorization = None
@@ -296,8 +298,11 @@ def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, byt
     scheme, _, token = authorization.decode("latin-1").partition(" ")
     if scheme.lower() != "bearer":
         return None
+    claims = gateway.known_claims(token.strip())
     room = url.partition(b"?")[0][len(COMMAND_PREFIX):-len(COMMAND_SUFFIX)].decode("latin-1")
-    return gateway.rate_limits.known_refusal(room, token.strip())
+    if claims is None or claims.role != ROLE_PLAYER or claims.room != room:
+        return None
+    return gateway.rate_limits.known_refusal(room, claims.player)
 
 
 def _is_command(url: bytes) -> bool:
