@@ -217,9 +217,14 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self._refuse(cycle.gateway, body_too_large(cycle.max_bytes))
 
     def on_message_complete(self) -> None:
-        self._disarm_read_deadline()  # a whole request: the time to answer it is the server's, not the client's
         self._in_head = True
         cycle = self.cycle
+        if cycle is not None and cycle.response_complete:
+            # Answered before its body ended (a refusal): the connection waits for its next request now. (The
+            # keep-alive timer the answer armed was cancelled when the rest of the body was read.)
+            self._arm_read_deadline()
+        else:
+            self._disarm_read_deadline()  # a whole request: the time to answer it is the server's, not the client's
         if type(cycle) is not CommandCycle:
             super().on_message_complete()
             return

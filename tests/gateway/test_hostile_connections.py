@@ -146,3 +146,38 @@ def test_a_gateway_whose_files_are_held_by_silent_sockets_serves_again_after_the
     finally:
         for connection in silent:
             connection.close()
+
+
+def test_a_connection_answered_before_its_body_ended_is_still_closed_once_silent(gateway: str) -> None:
+    # A command body over the limit is refused 413 from its head; the body that follows is read and dropped,
+    # and then the connection waits for its next request like any other.
+    with raw_connection(gateway) as connection:
+        connection.sendall(b"POST /rooms/r-1/commands HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: 70000\r\n\r\n")
+        assert connection.recv(65_536).startswith(b"HTTP/1.1 413 ")
+        connection.sendall(b" " * 70_000)
+        started = time.monotonic()
+        assert answer_or_close(connection) == b""
+        assert time.monotonic() - started < 3
+
+
+def test_a_live_feed_is_not_held_to_the_read_timeout(gateway: str) -> None:
+    with httpx.Client(base_url=gateway, timeout=10) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": "ann"}).json()
+        room, token = created["room"], created["token"]
+        version = http.get(f"/rooms/{room}").json()["version"]
+        with raw_connection(gateway) as connection:
+            # A request first, then the upgrade on the same connection (its read deadline armed by the answer).
+            connection.sendall(b"GET /health HTTP/1.1\r\nHost: gateway\r\n\r\n")
+            assert connection.recv(65_536).startswith(b"HTTP/1.1 200 ")
+            connection.sendall(f"GET /rooms/{room}/live?from_version={version + 1}&token={token} HTTP/1.1\r\n"
+                               "Host: gateway\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                               .encode())
+            assert connection.recv(65_536).startswith(b"HTTP/1.1 101 ")
+            time.sleep(3 * READ_TIMEOUT_MS / 1000)  # a WebSocket waits for events as long as it likes
+            played = http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                               json={"command": {"kind": "place_element", "row": 5, "column": 5}})
+            assert played.status_code == 200, played.text
+            frame = connection.recv(65_536)
+            assert frame[:1] == b"\x81" and b'"version":%d' % (version + 1) in frame, frame[:200]  # a text frame
