@@ -87,7 +87,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
     _head_bytes = 0  # bytes of the request's header names and values parsed so far
     _head_read = 0  # bytes read since the head began (while _in_head), the part httptools holds included
     _in_head = True  # between a request's end (or the connection's start) and its successor's headers' end
-    _read_deadline: asyncio.TimerHandle | None = None
+    _read_deadline: asyncio.TimerHandle | None = None  # fires at _read_by or earlier (then set again)
+    _read_by: float | None = None  # loop time by which a whole request must have come; None: none awaited
 
     # --- the connection's limits -----------------------------------------------------------------------
 
@@ -127,25 +128,36 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             super().send_400_response(msg)
 
     def _arm_read_deadline(self) -> None:
-        self._disarm_read_deadline()
-        self._read_deadline = self.loop.call_later(self._settings.http_read_timeout_ms / 1000, self._read_timed_out)
+        # One timer per connection, moved lazily: a request costs two attribute writes, not a timer of its own
+        # (when it fires before the deadline, it is set again for the deadline).
+        self._read_by = self.loop.time() + self._settings.http_read_timeout_ms / 1000
+        if self._read_deadline is None:
+            self._read_deadline = self.loop.call_at(self._read_by, self._read_timed_out)
 
     def _disarm_read_deadline(self) -> None:
+        self._read_by = None  # the timer, when it fires, finds nothing to do
+
+    def _read_timed_out(self) -> None:
+        self._read_deadline = None
+        if self._read_by is None or self.transport.is_closing():
+            return
+        if self._read_by > self.loop.time():  # armed again since
+            self._read_deadline = self.loop.call_at(self._read_by, self._read_timed_out)
+        else:
+            self.transport.close()
+
+    def _stop_read_deadline(self) -> None:
+        self._read_by = None
         if self._read_deadline is not None:
             self._read_deadline.cancel()
             self._read_deadline = None
 
-    def _read_timed_out(self) -> None:
-        self._read_deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
     def handle_websocket_upgrade(self) -> None:
-        self._disarm_read_deadline()  # the connection is the WebSocket's from here
+        self._stop_read_deadline()  # the connection is the WebSocket's from here
         super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_read_deadline()
+        self._stop_read_deadline()
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
