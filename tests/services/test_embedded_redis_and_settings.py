@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from almanac.services.embedded_redis import EmbeddedRedis, running_server_url
@@ -68,13 +69,10 @@ def test_rate_limits_and_the_token_secret_are_checked_one_line_each():
 
 
 def test_trusted_proxies_are_addresses_or_networks_and_the_http_limits_positive():
-    try:
+    with pytest.raises(SettingsError) as refused:
         load_settings({"ALMANAC_TRUSTED_PROXIES": "10.0.0.1,proxy.local", "ALMANAC_HTTP_MAX_HEAD_BYTES": "0",
                        "ALMANAC_HTTP_READ_TIMEOUT_MS": "-1"})
-    except SettingsError as error:
-        problems = error.problems
-    else:
-        raise AssertionError("bad settings were accepted")
+    problems = refused.value.problems
     assert len(problems) == 3
     assert any(p.startswith("ALMANAC_TRUSTED_PROXIES=") and "'proxy.local'" in p for p in problems)
     assert any(p.startswith("ALMANAC_HTTP_MAX_HEAD_BYTES=0 is not valid") for p in problems)
