@@ -56,7 +56,7 @@ Call = Callable[..., Awaitable[Any]]
 
 
 # A client's fixed-window command limit: ``amount`` per ``window_ms``, counted under ``key`` (a key in the
-# shard of the room the command is for: ``Keys.token_rate``). The same limit a write decided in a gateway's
+# shard of the room the command is for: ``Keys.seat_rate``). The same limit a write decided in a gateway's
 # engine counts itself (storage.base.Counted).
 RateLimit = Counted
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -105,16 +106,26 @@ class Settings(BaseSettings):
         if self.gateway_limit_wait_ms is not None:
             return self.gateway_limit_wait_ms
         return 10 if self.gateway_engine else 0
+    # HTTP connections (services/gateway/protocol.py): a request's head (request line and headers) over this
+    # many bytes, or with more headers than this, is refused 431 and its connection closed; a connection that
+    # has not delivered a whole request within the read timeout (ms) of opening or of its previous answer is
+    # closed (silent sockets and slow drips would otherwise hold a file descriptor each, forever).
+    http_max_head_bytes: int = _env("ALMANAC_HTTP_MAX_HEAD_BYTES", 16_384)
+    http_max_headers: int = _env("ALMANAC_HTTP_MAX_HEADERS", 100)
+    http_read_timeout_ms: int = _env("ALMANAC_HTTP_READ_TIMEOUT_MS", 10_000)
+    # The proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (comma-separated addresses or
+    # networks, "*" for any); empty = none: the client address is the TCP peer's, whoever sends the header.
+    trusted_proxies: str = _env("ALMANAC_TRUSTED_PROXIES", "")
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
-    # Per client address on POST /rooms and POST /rooms/{room}/join; per token on commands and end.
+    # Per client address on POST /rooms and POST /rooms/{room}/join; per seat (room and player) on commands and end.
     rate_anon: str = _env("ALMANAC_RATE_ANON", "1000/second")
     rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
-                     "gateway_wait_interval_ms")
+                     "gateway_wait_interval_ms", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:
@@ -163,6 +174,19 @@ class Settings(BaseSettings):
             parse_rate(value)
         except ValueError as error:
             raise _problem(info, f"{value!r} is not valid: {error}") from None
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies(cls, value: str, info: ValidationInfo) -> str:
+        for part in value.split(",") if value.strip() else []:
+            entry = part.strip()
+            try:
+                if entry != "*":
+                    ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise _problem(info, f"{value!r} is not valid: {entry!r} is not an IP address or network "
+                                     '(e.g. 10.0.0.5,10.1.0.0/16, or * for any)') from None
         return value
 
     @field_validator("engine_shards")

@@ -55,7 +55,7 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True):
 
 class Counted(msgspec.Struct, frozen=True):
     """A client's fixed-window command limit: ``amount`` per ``window_ms``, counted under ``key`` (in the room's
-    shard: ``Keys.token_rate``). The stream's submit counts it (``services.bus``, where it is ``RateLimit``), or
+    shard: ``Keys.seat_rate``). The stream's submit counts it (``services.bus``, where it is ``RateLimit``), or
     a write counts it first, in the same atomic step: past it the write does nothing and its result is
     ``CommandLimited``. Stores without Redis (memory, files) ignore it."""
 

@@ -129,10 +129,10 @@ class Keys:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
         return self._room(room, "nonces")
 
-    def token_rate(self, room: str, digest: str) -> str:
-        """A room-bound token's command counter (fixed window): in the room's shard, so that the bus's
-        submit script counts it and appends the command in one slot (``services/bus.py``)."""
-        return f"{self.prefix}:{shard_tag(self.shard(room))}:rate:token:{digest}"
+    def seat_rate(self, room: str, digest: str) -> str:
+        """A seat's command counter (fixed window; ``digest`` names the seat): in the room's shard, so that the
+        bus's submit script counts it and appends the command in one slot (``services/bus.py``)."""
+        return f"{self.prefix}:{shard_tag(self.shard(room))}:rate:seat:{digest}"
 
     def command_outcome(self, room: str, command_id: str) -> str:
         # Dedupe lives in the room's shard so the append script can check it atomically.

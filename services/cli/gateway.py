@@ -39,7 +39,7 @@ def gateway_command(
     import uvicorn  # noqa: PLC0415 - keep the CLI start fast
 
     from almanac.services.gateway import create_app  # noqa: PLC0415
-    from almanac.services.gateway.protocol import GatewayHttpProtocol  # noqa: PLC0415
+    from almanac.services.gateway.protocol import server_options  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     settings = settings_or_exit(http_host=host, http_port=port)
@@ -47,9 +47,8 @@ def gateway_command(
     with redis_url_for(settings, create=True) as url:
         settings = _with(settings, redis_url=url)
         # Ready: the start-up heap leaves the collections (services/heap.py).
-        uvicorn.run(create_app(settings, on_ready=freeze_startup_heap), host=settings.http_host, port=settings.http_port,
-                    log_level="warning", access_log=False, lifespan="on", log_config=None,
-                    loop="uvloop", http=GatewayHttpProtocol)  # uvloop and httptools: pinned, the fast C paths
+        # uvloop and httptools (pinned, the fast C paths), proxy headers only from ALMANAC_TRUSTED_PROXIES.
+        uvicorn.run(create_app(settings, on_ready=freeze_startup_heap), **server_options(settings))
 
 
 @app.command("token")

@@ -36,7 +36,7 @@ RoomId = Path(pattern=NAME_PATTERN, description="room id")
 CONFLICT_CODES = {"version_conflict", "conflict"}
 RATE_LIMITED = {
     429: {"description": "`rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per "
-          "token); the Retry-After header says when to retry"},
+          "seat); the Retry-After header says when to retry"},
     503: {"description": "`store_unavailable`: Redis cannot be reached; retry after the Retry-After header"},
 }
 # A create/join command id at least this long is treated as a secret: a retry with it gets the token again.
@@ -347,13 +347,13 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     token = bearer(request)
     claims = gw.reader_for(token, room)
     limit = None
-    if claims.role == ROLE_PLAYER:  # bound to this room: counted in its shard, by the submit (ratelimit.py)
-        known = gw.rate_limits.known_refusal(room, token)  # type: ignore[arg-type] - a window seen used up
+    if claims.role == ROLE_PLAYER:  # a seat of this room: counted in its shard, by the submit (ratelimit.py)
+        known = gw.rate_limits.known_refusal(room, claims.player)  # a window seen used up
         if known is not None:
             raise known
-        limit = gw.rate_limits.room_token_limit(room, token)  # type: ignore[arg-type] - reader_for refused none
+        limit = gw.rate_limits.seat_limit(room, claims.player)
     else:  # an auditor's token is valid in every room: its counter is not in any one room's shard
-        await gw.rate_limits.check_token(token)  # type: ignore[arg-type]
+        await gw.rate_limits.check_auditor(claims)
     try:
         raw = await request.body()
         body: EndRoomRequest = decode_body(raw, EndRoomRequest) if raw.strip() else EndRoomRequest()
@@ -374,8 +374,8 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
 @router.post(
     "/rooms/{room}/commands",
     summary="Submit a game command as the token's player; answers the new version and visible events",
-    description="Rate limited per token (ALMANAC_RATE_COMMANDS): 429 `rate_limited` with Retry-After. An "
-    "`end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise).",
+    description="Rate limited per seat, whichever of its tokens is sent (ALMANAC_RATE_COMMANDS): 429 "
+    "`rate_limited` with Retry-After. An `end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise).",
     openapi_extra=openapi_body(CommandRequest),
     responses={
         200: {"description": "accepted: the new version and the events this player may see"},
@@ -404,12 +404,12 @@ async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes
 async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                             idempotency_key: str | None) -> Response:
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
-    known = gw.rate_limits.known_refusal(room, token)  # type: ignore[arg-type] - a window seen used up
+    known = gw.rate_limits.known_refusal(room, claims.player)  # a window seen used up
     if known is not None:
         raise known
-    # The token's rate limit is counted by the submit itself (one script); a request refused before it is
+    # The seat's rate limit is counted by the submit itself (one script); a request refused before it is
     # counted on its own, so every request with a valid token counts, as before.
-    limit = gw.rate_limits.room_token_limit(room, token)  # type: ignore[arg-type] - player_for refused none
+    limit = gw.rate_limits.seat_limit(room, claims.player)
     try:
         body, ruleset = await _checked_command(gw, claims, room, raw_body)
     except ApiError:

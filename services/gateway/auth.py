@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import binascii
 import os
+import re
 import secrets
 import time
 from pathlib import Path
 
 import jwt
 import msgspec
+from jwt.utils import base64url_decode, base64url_encode
 
 from almanac.services.settings import MIN_SECRET_BYTES
 
@@ -20,6 +23,9 @@ SECRET_FILE = "gateway.secret"
 # before its signature is looked at, so nobody can choose how their token is checked.
 ALGORITHM = "HS256"
 REQUIRED_CLAIMS = ["room", "player", "role", "exp", "iat"]
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+MALFORMED = ("the token is malformed; expected a JWT (header.claims.signature) as issued: three base64url parts "
+             "without padding")
 
 
 class Claims(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,6 +68,10 @@ class TokenSigner:
         return jwt.encode(payload, self._key, algorithm=ALGORITHM), claims
 
     def verify(self, token: str) -> Claims:
+        if not canonical(token):
+            # PyJWT decodes base64 leniently: padding ("...sig="), other trailing bits, and so many spellings
+            # of one token would each be a token string of their own (so many caches, so many counters).
+            raise TokenError(MALFORMED)
         try:
             payload = jwt.decode(
                 token,
@@ -83,7 +93,18 @@ class TokenSigner:
         except (jwt.PyJWTError, msgspec.ValidationError, ValueError, TypeError):
             # Anything else (not three base64url segments, non-ASCII, unreadable JSON, wrong claim types)
             # is a malformed token: a 401 with a fixed message, never the decoder's text or a 500.
-            raise TokenError("the token is malformed; expected a JWT (header.claims.signature)") from None
+            raise TokenError(MALFORMED) from None
+
+
+def canonical(token: str) -> bool:
+    """The token is three base64url parts (RFC 7515: no padding), each the one encoding of its bytes."""
+    parts = token.split(".")
+    if len(parts) != 3 or not all(_BASE64URL.fullmatch(part) for part in parts):
+        return False
+    try:
+        return all(base64url_encode(base64url_decode(part)).decode() == part for part in parts)
+    except (ValueError, binascii.Error):  # a part of 4n+1 characters encodes no bytes
+        return False
 
 
 def resolve_secret(configured: str, data_dir: str) -> str:

@@ -85,17 +85,24 @@ class Gateway:
 
     def claims(self, token: str | None) -> Claims:
         if not token:
-            raise ApiError(401, "token_missing", "send the token from join as 'Authorization: Bearer <token>'")
-        claims = self._verified.get(token)
-        if claims is not None and claims.exp >= time.time():
+            raise ApiError(401, "token_missing", "send the token from join as 'Authorization: Bearer <token>'",
+                           "token")
+        claims = self.known_claims(token)
+        if claims is not None:
             return claims
         try:
             claims = self.signer.verify(token)
         except TokenError as error:
             self._verified.pop(token, None)
-            raise ApiError(401, "token_invalid", str(error)) from None
+            raise ApiError(401, "token_invalid", str(error), "token") from None
         self._remember_token(token, claims)
         return claims
+
+    def known_claims(self, token: str) -> Claims | None:
+        """The claims of a token this gateway already verified and that has not expired; None otherwise (no
+        signature is checked here: the protocol's early refusals use it before the request is read)."""
+        claims = self._verified.get(token)
+        return claims if claims is not None and claims.exp >= time.time() else None
 
     def issue_token(self, room: str, player: str, ruleset: str) -> str:
         """A player's token for ``room``, whose rules are ``ruleset`` (as the room's events name them), known as

@@ -123,6 +123,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     )
     app.state.signer = signer
     app.state.max_body_bytes = settings.max_body_bytes
+    app.state.settings = settings  # the HTTP protocol's connection limits (protocol.GatewayHttpProtocol)
     install_error_handlers(app)
     for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
                    api_ops.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):

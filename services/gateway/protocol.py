@@ -20,6 +20,14 @@ while its client leaves answers unread (writing paused) takes uvicorn's cycle an
 (``http_app.GatewayApp``) as before. Pipelining is bounded per connection (``_QueueBoundFlow``,
 ``MAX_PIPELINED``).
 
+Connections are bounded (ALMANAC_HTTP_MAX_HEAD_BYTES, ALMANAC_HTTP_MAX_HEADERS, ALMANAC_HTTP_READ_TIMEOUT_MS):
+httptools keeps a request's head in memory however long it grows (four 48 MB headers took a gateway from
+231 to 506 MB), and uvicorn closes a connection only once it has answered a request on it (its keep-alive
+timeout), so a socket that sends nothing, or drips a head a byte at a time, held a file descriptor forever.
+Here the bytes of an unfinished head are counted as they are read and its headers as they are parsed: past
+either limit, 431 and the connection is closed; and a connection must deliver a whole request within the
+read timeout of opening or of its previous answer, or it is closed (``_read_deadline``).
+
 Every other answer goes out in ONE write: uvicorn writes the status line and headers, then the body, as
 two system calls; ``OneWriteCycle`` holds the head until the first body chunk (a streamed answer sends
 its head with its first chunk, not later).
@@ -37,6 +45,7 @@ import structlog
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
+from almanac.services.gateway.auth import ROLE_PLAYER
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     ApiError,
@@ -53,6 +62,7 @@ from almanac.services.gateway.http_app import (
     command_answer,
     json_headers,
 )
+from almanac.services.settings import Settings
 
 COMMAND_PREFIX = b"/rooms/"
 COMMAND_SUFFIX = b"/commands"
@@ -61,10 +71,110 @@ MAX_PIPELINED = 256  # queued on one connection (parsed from reads already made)
 _JSON = msgspec.json.Encoder()
 
 
+def server_options(settings: Settings) -> dict[str, Any]:
+    """``uvicorn.run``'s options for a gateway: this protocol, uvloop, and proxy headers believed only from
+    ALMANAC_TRUSTED_PROXIES (uvicorn's own default believes X-Forwarded-For from loopback)."""
+    proxies = [entry.strip() for entry in settings.trusted_proxies.split(",") if entry.strip()]
+    return {"host": settings.http_host, "port": settings.http_port, "log_level": "warning", "access_log": False,
+            "lifespan": "on", "log_config": None, "loop": "uvloop", "http": GatewayHttpProtocol,
+            "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or None}
+
+
 class GatewayHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol (``uvicorn.run(http=GatewayHttpProtocol)``) with an early overload refusal."""
 
+    _settings: Settings
+    _head_bytes = 0  # bytes of the request's header names and values parsed so far
+    _head_read = 0  # bytes read since the head began (while _in_head), the part httptools holds included
+    _in_head = True  # between a request's end (or the connection's start) and its successor's headers' end
+    _read_deadline: asyncio.TimerHandle | None = None  # fires at _read_by or earlier (then set again)
+    _read_by: float | None = None  # loop time by which a whole request must have come; None: none awaited
+
+    # --- the connection's limits -----------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        # httptools holds a header until its end has been read, so a head that never ends is bounded here, by
+        # the bytes read. Counted per read: a read that starts inside a head counts whole (one in which a head
+        # ends starts the count again), so the parser holds at most the limit plus one read (256 kB) of a head.
+        if self._in_head:
+            self._head_read += len(data)
+        super().data_received(data)
+        if self._in_head and self._head_read > self._settings.http_max_head_bytes:
+            self._refuse_head(self._head_too_long())
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(self.headers) >= self._settings.http_max_headers:
+            self._refuse_head(f"it has more than {self._settings.http_max_headers} headers "
+                              "(ALMANAC_HTTP_MAX_HEADERS)")
+            raise HeadTooLarge  # stops the parser; uvicorn's 400 then finds the connection closed
+        self._head_bytes += len(name) + len(value)
+        super().on_header(name, value)
+
+    def _head_too_long(self) -> str:
+        return (f"its head (request line and headers) is over {self._settings.http_max_head_bytes} bytes "
+                "(ALMANAC_HTTP_MAX_HEAD_BYTES)")
+
+    def _refuse_head(self, why: str) -> None:
+        """431 and close: a refused head's request is never run, and the rest of the connection is unread."""
+        if self.transport.is_closing():
+            return
+        refusal = ApiError(431, "request_head_too_large", f"the request was refused: {why}", "headers")
+        body = _JSON.encode(refusal.body())
+        self.write_answer(431, json_headers(body), body, request_id({"headers": self.headers or []}), False)
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        if not self.transport.is_closing():  # a connection already answered and closed (431) gets nothing more
+            super().send_400_response(msg)
+
+    def _arm_read_deadline(self) -> None:
+        # One timer per connection, moved lazily: a request costs two attribute writes, not a timer of its own
+        # (when it fires before the deadline, it is set again for the deadline).
+        self._read_by = self.loop.time() + self._settings.http_read_timeout_ms / 1000
+        if self._read_deadline is None:
+            self._read_deadline = self.loop.call_at(self._read_by, self._read_timed_out)
+
+    def _disarm_read_deadline(self) -> None:
+        self._read_by = None  # the timer, when it fires, finds nothing to do
+
+    def _read_timed_out(self) -> None:
+        self._read_deadline = None
+        if self._read_by is None or self.transport.is_closing():
+            return
+        if self._read_by > self.loop.time():  # armed again since
+            self._read_deadline = self.loop.call_at(self._read_by, self._read_timed_out)
+        else:
+            self.transport.close()
+
+    def _stop_read_deadline(self) -> None:
+        self._read_by = None
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None
+
+    def handle_websocket_upgrade(self) -> None:
+        self._stop_read_deadline()  # the connection is the WebSocket's from here
+        super().handle_websocket_upgrade()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_read_deadline()
+        super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # Waiting for the next request (none is queued complete): it has the read timeout to arrive.
+        if not self.pipeline and not self.transport.is_closing():
+            self._arm_read_deadline()
+
+    # --- requests ----------------------------------------------------------------------------------------
+
     def on_headers_complete(self) -> None:
+        # Exact, for a head read whole (the count of reads above bounds one that never ends).
+        if self._head_bytes + len(self.url) > self._settings.http_max_head_bytes:
+            self._refuse_head(self._head_too_long())
+            raise HeadTooLarge
+        self._in_head = False
+        self._head_read = 0
         # The app uvicorn was given (GatewayApp): its state holds the Gateway once the lifespan has started.
         state = getattr(self.config.app, "state", None)
         # With CORS on, commands take the app's ordinary stack, where the CORS middleware answers them too.
@@ -119,7 +229,14 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self._refuse(cycle.gateway, body_too_large(cycle.max_bytes))
 
     def on_message_complete(self) -> None:
+        self._in_head = True
         cycle = self.cycle
+        if cycle is not None and cycle.response_complete:
+            # Answered before its body ended (a refusal): the connection waits for its next request now. (The
+            # keep-alive timer the answer armed was cancelled when the rest of the body was read.)
+            self._arm_read_deadline()
+        else:
+            self._disarm_read_deadline()  # a whole request: the time to answer it is the server's, not the client's
         if type(cycle) is not CommandCycle:
             super().on_message_complete()
             return
@@ -130,9 +247,12 @@ class GatewayHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.flow = _QueueBoundFlow(transport, self.pipeline)
+        self._settings = self.config.app.state.settings
+        self._arm_read_deadline()  # a connection that never sends a whole request is closed
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._head_bytes = 0
         # A new request: the keep-alive timer armed by the answer before it (a refusal answered while the
         # same read was still being parsed) must not close the connection under this one.
         self._unset_keepalive_if_required()
@@ -182,7 +302,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
 
 def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, bytes]]) -> ApiError | None:
-    """The 429 of a room token whose window the gateway already saw used up (ratelimit.UsedWindows)."""
+    """The 429 of a seat whose window the gateway already saw used up (ratelimit.UsedWindows), for a token it
+    already verified (any other request is judged the usual way)."""
     if not gateway.rate_limits.used:
         return None
     authorization = None
@@ -194,13 +315,20 @@ def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, byt
     scheme, _, token = authorization.decode("latin-1").partition(" ")
     if scheme.lower() != "bearer":
         return None
+    claims = gateway.known_claims(token.strip())
     room = url.partition(b"?")[0][len(COMMAND_PREFIX):-len(COMMAND_SUFFIX)].decode("latin-1")
-    return gateway.rate_limits.known_refusal(room, token.strip())
+    if claims is None or claims.role != ROLE_PLAYER or claims.room != room:
+        return None
+    return gateway.rate_limits.known_refusal(room, claims.player)
 
 
 def _is_command(url: bytes) -> bool:
     path = url.partition(b"?")[0]
     return path.startswith(COMMAND_PREFIX) and path.endswith(COMMAND_SUFFIX) and path.count(b"/") == 3
+
+
+class HeadTooLarge(Exception):
+    """Raised from ``on_header`` once the head was refused (431): httptools stops parsing the connection."""
 
 
 class PipelineFlood(Exception):

@@ -1,15 +1,19 @@
 """Rate limits kept in Redis (fixed windows), so every gateway on the store shares them.
 
 Two limits, both settings (services/settings.py): ALMANAC_RATE_ANON per client address on the routes that
-need no token (POST /rooms, POST /rooms/{room}/join), ALMANAC_RATE_COMMANDS per token on commands (and
+need no token (POST /rooms, POST /rooms/{room}/join), ALMANAC_RATE_COMMANDS per seat on commands (and
 ending a room). The engine never checks a limit: what the gateway let through is decided as before.
 
-- A player token is bound to one room, so its counter lives in that room's shard (``Keys.token_rate``) and
+A seat is a token's room and player, not the token: a seat can hold many valid tokens (every join replayed
+with its command id mints one, with a new ``iat``), and keyed by token string each of them had a limit of its
+own (one seat got 15 commands through a limit of 5/s).
+
+- A player token is bound to one room, so its seat's counter lives in that room's shard (``Keys.seat_rate``) and
   is counted by the command's own submit: ONE script counts the window and appends the command only when
   under the limit (``bus.submit`` with a ``bus.RateLimit``): no round trip of its own on the hot path, and
   its Retry-After is the window's remaining time. A request refused before its submit (invalid, 404, 403
   not_seated) is counted on its own (``bus.count``), as every request with a valid token always was.
-- Addresses, and auditor tokens (valid in every room, so no one shard holds their counter), go through the
+- Addresses, and auditors (valid in every room, so no one shard holds their counter), go through the
   `limits` library: its INCRBY+EXPIRE script on a single key (one slot, so it runs as it is on a Redis
   Cluster), Retry-After = the window's length (an upper bound, rather than a second round trip for the TTL).
 """
@@ -29,6 +33,7 @@ from limits.aio.strategies import FixedWindowRateLimiter
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 from almanac.services.bus import RateLimit
+from almanac.services.gateway.auth import Claims
 from almanac.services.gateway.errors import ApiError
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS, seed_urls
@@ -37,13 +42,14 @@ from almanac.storage.keys import Keys
 
 log = get_logger("almanac.gateway.ratelimit")
 KEY_PREFIX = "alm:ratelimit"
-# Room-token windows remembered as used up, at most (past it the ended ones go, then the oldest half).
+# Seat windows remembered as used up, at most (past it the ended ones go, then the oldest half).
 USED_WINDOWS_CAP = 100_000
 
 
 class UsedWindows:
-    """Room-token windows this gateway saw used up, until they end: a token that keeps sending past its limit
-    is refused here, before its token is verified or its body read, and without a round trip.
+    """Seat windows this gateway saw used up, until they end: a seat that keeps sending past its limit is
+    refused here, before its body is read (its token known verified: ``Gateway.known_claims``), and without a
+    round trip.
 
     The answer is the one the submit script would give: a fixed window only fills up until it ends, so a
     refusal holds for the rest of it, and a request refused here need not be counted (counting it changes
@@ -121,35 +127,34 @@ class RateLimits:
         if self.anon is not None and not await self._hit(self.anon, "anon", address):
             raise _limited(self.anon, "ALMANAC_RATE_ANON", "this address")
 
-    async def check_token(self, token: str) -> None:
-        """429 when this token has used up ALMANAC_RATE_COMMANDS (the `limits` counter: auditor tokens)."""
-        if self.commands is not None and not await self._hit(self.commands, "token", _digest(token)):
-            raise _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token")
+    async def check_auditor(self, claims: Claims) -> None:
+        """429 when this auditor has used up ALMANAC_RATE_COMMANDS (the `limits` counter, keyed as a seat)."""
+        if self.commands is not None and not await self._hit(self.commands, "seat", _seat(claims.room,
+                                                                                           claims.player)):
+            raise _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this seat")
 
-    def room_token_limit(self, room: str, token: str) -> RateLimit | None:
-        """ALMANAC_RATE_COMMANDS for a token bound to ``room``, counted in the room's shard by the submit
-        script (None when the limit is off)."""
+    def seat_limit(self, room: str, player: str) -> RateLimit | None:
+        """ALMANAC_RATE_COMMANDS for the seat ``player`` of ``room`` (every token it holds), counted in the
+        room's shard by the submit script (None when the limit is off)."""
         if self.commands is None:
             return None
-        return RateLimit(self.keys.token_rate(room, _digest(token)), self.commands.amount,
+        return RateLimit(self.keys.seat_rate(room, _seat(room, player)), self.commands.amount,
                          self.commands.get_expiry() * 1000)
 
     def token_refusal(self, retry_ms: int, room: str | None = None, limit: RateLimit | None = None) -> ApiError:
-        """The 429 of a used-up room-token window, Retry-After = the window's remaining whole seconds; with
-        the ``room`` and ``limit`` that were refused, the window is remembered as used up until it ends
-        (``UsedWindows``: by room as well, since a token's counter is kept per shard, not per room)."""
+        """The 429 of a used-up seat window, Retry-After = the window's remaining whole seconds; with the
+        ``room`` and ``limit`` that were refused, the window is remembered as used up until it ends
+        (``UsedWindows``)."""
         assert self.commands is not None
         if room is not None and limit is not None:
             self.used.note(_used_key(room, limit), retry_ms)
-        return _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this token", max(1, math.ceil(retry_ms / 1000)))
+        return _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this seat", max(1, math.ceil(retry_ms / 1000)))
 
-    def known_refusal(self, room: str, token: str) -> ApiError | None:
-        """The 429 for a room token whose window this gateway already saw used up in this room (no round
-        trip); else None. Only a token refused in this very room matches, so any other request (another room,
-        a forged token) is judged the usual way."""
+    def known_refusal(self, room: str, player: str) -> ApiError | None:
+        """The 429 for a seat whose window this gateway already saw used up (no round trip); else None."""
         if self.commands is None or not self.used:
             return None
-        limit = self.room_token_limit(room, token)
+        limit = self.seat_limit(room, player)
         left = None if limit is None else self.used.remaining_ms(_used_key(room, limit))
         return None if left is None else self.token_refusal(left)
 
@@ -176,9 +181,9 @@ def _item(text: str) -> limits.RateLimitItem | None:
     return None if rate is None else limits.parse(rate)
 
 
-def _digest(token: str) -> str:
-    # A digest keys the counter: the token itself never goes into a key name.
-    return hashlib.blake2b(token.encode(), digest_size=12).hexdigest()
+def _seat(room: str, player: str) -> str:
+    # A digest keys the counter: neither name goes into a key name as it is (any length, any character).
+    return hashlib.blake2b(f"{room}\0{player}".encode(), digest_size=12).hexdigest()
 
 
 def _limited(item: limits.RateLimitItem, setting: str, who: str, retry_s: int | None = None) -> ApiError:

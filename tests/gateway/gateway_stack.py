@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -65,17 +66,19 @@ class Stack:
             client.close()
         raise RuntimeError(f"engine/projector not ready: {self.log('engine')} {self.log('projector')}")
 
-    def start_gateway(self, name: str = "gateway", **env: str) -> str:
+    def start_gateway(self, name: str = "gateway", max_files: int | None = None, **env: str) -> str:
         """A real gateway process (uvicorn with the gateway's own HTTP protocol) on a free port, with these
         settings on top of the stack's; its URL once ``/health`` answers 200. ``name``: its process and log
-        (a second gateway beside the first takes another)."""
+        (a second gateway beside the first takes another); ``max_files``: its limit of open files."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-c", CHILD, "gateway"], env={**self.env, "ALMANAC_HTTP_PORT": str(port), **env},
-            stdout=log, stderr=subprocess.STDOUT)
+            stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=None if max_files is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                                                  (max_files, max_files)))
         log.close()
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

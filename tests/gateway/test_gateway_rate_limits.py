@@ -1,5 +1,5 @@
 """Rate limits live in Redis: two gateways on one store share them, per client address on the routes without a
-token and per token on commands; a refusal is 429 rate_limited with Retry-After and changes nothing."""
+token and per seat on commands; a refusal is 429 rate_limited with Retry-After and changes nothing."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_the_anonymous_limit_is_per_address_and_shared_by_two_gateways(two_gatew
     assert "dave" not in first.get(f"/rooms/rl-b-{tag}").json()["players"]
 
 
-def test_the_command_limit_is_per_token_and_shared_by_two_gateways(api: TestClient, two_gateways) -> None:
+def test_the_command_limit_is_per_seat_and_shared_by_two_gateways(api: TestClient, two_gateways) -> None:
     first, second = two_gateways
     tag = secrets.token_hex(3)
     # The rooms come from the unthrottled gateway; the two limited ones only carry commands.
@@ -60,7 +60,7 @@ def test_the_command_limit_is_per_token_and_shared_by_two_gateways(api: TestClie
     assert_limited(first.post(url, json={"command": ELEMENT}, headers=headers))  # the fast path
     assert_limited(second.post(f"/rooms/{alice['room']}/end", json={}, headers=headers))
     assert api.get(f"/rooms/{alice['room']}").json()["version"] == version
-    # Another token is counted on its own.
+    # Another seat is counted on its own.
     other = first.post(f"/rooms/{bob['room']}/commands", json={"command": ELEMENT},
                        headers={"Authorization": f"Bearer {bob['token']}"})
     assert other.status_code == 200, other.text

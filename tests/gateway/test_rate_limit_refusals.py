@@ -34,9 +34,9 @@ def limited(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         client.close()
 
 
-def counted(client: redis.Redis, room: str, token: str) -> int:
-    """The token's window counter in Redis: every request the submit script counted."""
-    limit = RateLimits(load_settings({}, rate_commands="3/second"), client).room_token_limit(room, token)
+def counted(client: redis.Redis, room: str, player: str) -> int:
+    """The seat's window counter in Redis: every request the submit script counted."""
+    limit = RateLimits(load_settings({}, rate_commands="3/second"), client).seat_limit(room, player)
     value = client.get(limit.key)
     return 0 if value is None else int(value)
 
@@ -52,7 +52,7 @@ def test_a_token_past_its_limit_is_refused_from_memory_until_its_window_ends(lim
         answers = [http.post("/rooms/hammer/commands", json={"command": ELEMENT}, headers=headers)
                    for _ in range(30)]
 
-        counted_in_redis = counted(client, "hammer", token)
+        counted_in_redis = counted(client, "hammer", "ann")
         statuses = [answer.status_code for answer in answers]
         assert statuses.count(422) == 3 and statuses.count(429) == 27, statuses
         for refused in answers[3:]:

