@@ -14,10 +14,10 @@ from fastapi.responses import HTMLResponse
 from almanac.events import registry
 from almanac.services.gateway import responses
 from almanac.services.gateway.console import ASSETS_URL
+from almanac.services.gateway.schemas import SECURITY_SCHEME
 
 VENDOR = f"{ASSETS_URL}/vendor"
 ERROR_SCHEMA = "Error"
-SECURITY_SCHEME = "bearer"
 
 WEBSOCKET_PROTOCOL = """
 ## Authentication
@@ -127,8 +127,9 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
                     response["content"] = error_response["content"]
             responses.setdefault("4XX", error_response)
             responses.setdefault("5XX", {**error_response, "description": "internal_error (the log has the detail)"})
-            # Routes without a token ignore it; sending one never hurts.
-            operation["security"] = [{SECURITY_SCHEME: []}, {}]
+            # A route refused without a token says so (schemas.TOKEN_REQUIRED); the others answer without
+            # one, and an auditor's or player's token may change what they answer (sending one never hurts).
+            operation.setdefault("security", [{SECURITY_SCHEME: []}, {}])
     app.openapi_schema = schema
     return schema
 

@@ -20,7 +20,7 @@ from almanac.services.gateway.auth import ROLE_AUDITOR
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import room_summary
-from almanac.services.gateway.schemas import NAME_PATTERN
+from almanac.services.gateway.schemas import NAME_PATTERN, TOKEN_REQUIRED
 
 STATIC_DIR = FilePath(__file__).parent / "console"
 ASSETS_URL = "/console"
@@ -129,7 +129,7 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
     return json_response({"rooms": codec.to_builtins(listed)})
 
 
-@router.get("/rooms/{room}/at/{version}",
+@router.get("/rooms/{room}/at/{version}", openapi_extra=TOKEN_REQUIRED,
             summary="Time travel: the room at a version; auditors get the full state and every seat's view, "
                     "a player only their own view")
 async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1),
