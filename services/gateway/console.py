@@ -41,6 +41,11 @@ async def index() -> FileResponse:
     return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
 
 
+@router.get("/favicon.ico", include_in_schema=False)  # what a browser asks for any page without an icon (/asyncapi)
+async def favicon() -> FileResponse:
+    return FileResponse(STATIC_DIR / "vendor" / "swagger-ui" / "favicon-32x32.png", media_type="image/png")
+
+
 # A rule-set as a URL names it: its name, or name@version.
 RULESET_REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}(@[0-9]{1,6})?$"
 

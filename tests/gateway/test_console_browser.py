@@ -361,12 +361,45 @@ def test_accessibility_basics(page, base_url: str, auditor: str) -> None:
     assert unlabeled == []
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.tagName") in ("A", "INPUT", "SELECT", "BUTTON")
-    # /docs and /redoc load their assets from the package, and the API contract is served
+    # /docs and /redoc load their assets from the package
     for path in ("/docs", "/redoc"):
         body = httpx.get(base_url + path).text
         assert "cdn.jsdelivr" not in body and "/console/vendor/" in body
-    page.goto("/docs")
-    page.get_by_role("button", name="Authorize").wait_for()
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/asyncapi"])
+def test_each_api_docs_page_renders_the_api_in_the_browser(page, base_url: str, path: str, shots: Path) -> None:
+    # Given what the page documents: every operation's summary by tag (OpenAPI), every channel's address
+    if path == "/asyncapi":
+        document = httpx.get(base_url + path).json()
+        expected = {"": [channel["address"] for channel in document["channels"].values()]}
+    else:
+        document = httpx.get(base_url + "/openapi.json").json()
+        expected = {}
+        for item in document["paths"].values():
+            for operation in item.values():
+                expected.setdefault(operation["tags"][0], []).append(operation["summary"])
+    problems: list[str] = []
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    outside: list[str] = []
+    page.on("request", lambda request: None if request.url.startswith((base_url, "blob:" + base_url))
+            else outside.append(request.url))
+    # When the page is opened in the browser (ReDoc lists a tag's operations once the tag is opened)
+    page.goto(path)
+    missing = []
+    for tag, texts in expected.items():
+        if path == "/redoc":
+            page.get_by_text(tag, exact=True).first.click()
+        page.get_by_text(texts[0], exact=False).first.wait_for()
+        shown = page.locator("body").inner_text()
+        missing += [text for text in texts if text not in shown]
+    page.screenshot(path=shots / f"14-docs{path.replace('/', '-')}.png")
+    # Then the rendered page shows each of them, nothing went wrong on the way, and nothing was asked of
+    # another server (the only error allowed is the browser refusing one: Redoc's logo from its CDN)
+    assert missing == []
+    refused = [p for p in problems if "violates the following Content Security Policy" in p]
+    assert [p for p in problems if p not in refused] == []
+    assert [url for url in outside if not any(f"'{url}'" in p for p in refused)] == []
 
 
 def test_forensics_explain_bisect_fork_and_a_dispute_bundle(page, base_url: str, auditor: str, shots: Path) -> None:
