@@ -1,6 +1,7 @@
 // How the Almanac console draws a board version: the 11x11 map with its terrains and mountains, the current
 // element's shape, and where the move being typed would land. Loaded by the console from the board manifest's
-// console_picture; `html` is the console's htm binding; `draft` the command being typed in the Play form.
+// console_picture; `html` is the console's htm binding; `draft` the command being typed in the Play form;
+// `onPick` (when the viewer may play) takes the fields a click on a cell proposes: its row and column.
 const TERRAINS = [
   ["forest", "F"], ["village", "V"], ["farm", "f"], ["water", "W"], ["mountain", "▲"], ["monster", "M"],
 ];
@@ -59,7 +60,7 @@ function Element({ element, draft, html }) {
   </div>`;
 }
 
-export default function BoardPicture({ picture, before, html, draft }) {
+export default function BoardPicture({ picture, before, html, draft, onPick }) {
   const board = picture.board || [];
   const element = picture.current_element;
   const typed = preview(board, element, draft);
@@ -71,7 +72,8 @@ export default function BoardPicture({ picture, before, html, draft }) {
         const changed = before && before.board && before.board[r] && before.board[r][c] !== cell;
         const free = typed.get(`${r},${c}`);
         const mark = free === undefined ? "" : free ? "preview" : "preview blocked";
-        return html`<div role="gridcell" class=${`cell t-${cell || "empty"} ${changed ? "changed" : ""} ${mark}`}
+        return html`<div role="gridcell" class=${`cell t-${cell || "empty"} ${changed ? "changed" : ""} ${mark} ${onPick ? "pickable" : ""}`}
+          onClick=${onPick ? () => onPick({ row: r, column: c }) : null} title=${onPick ? "place the element's top-left filled cell here" : null}
           aria-label=${`row ${r} column ${c}: ${cell || "empty"}${mark ? " (typed move)" : ""}`} data-changed=${changed ? "1" : null}>${MARK[cell] || ""}</div>`;
       })])}</div>
     ${element ? html`<${Element} element=${element} draft=${draft} html=${html} />` : ""}

@@ -492,6 +492,13 @@ def test_a_player_sees_the_current_element_and_where_the_typed_move_lands(page, 
     page.get_by_test_id("preview-blocked").wait_for()
     assert board.locator(".cell.preview.blocked").count() >= 1
     page.screenshot(path=shots / "16-board-preview-blocked.png", full_page=True)
+    # When the player clicks the cell where the legal placement's anchor is
+    board.get_by_label(f"row {legal.row} column {legal.column}:").click()
+    # Then the form takes that row and column, and the preview is back to free cells
+    assert page.locator("#cmd-row").input_value() == str(legal.row)
+    assert page.locator("#cmd-column").input_value() == str(legal.column)
+    page.wait_for_function("document.querySelectorAll('[data-testid=board] .cell.preview.blocked').length === 0")
+    assert board.locator(".cell.preview").count() == len(covered)
 
 
 def test_the_timeline_follows_the_version_and_a_drawn_deck_is_one_change(page, base_url: str, auditor: str,

@@ -116,7 +116,7 @@ function fieldKind(schema, defs) {
 }
 
 // A form for one object schema; calls onSubmit(values) with the fields the user filled in.
-function SchemaForm({ schema, defs, idPrefix, submitLabel, onSubmit, busy, fixed = {}, onDraft }) {
+function SchemaForm({ schema, defs, idPrefix, submitLabel, onSubmit, busy, fixed = {}, onDraft, preset }) {
   const object = resolve(schema, defs);
   const properties = Object.entries(object.properties || {}).filter(([name]) => !(name in fixed));
   const required = new Set(object.required || []);
@@ -124,6 +124,12 @@ function SchemaForm({ schema, defs, idPrefix, submitLabel, onSubmit, busy, fixed
   const [problem, setProblem] = useState(null);
   useEffect(() => { setValues({}); setProblem(null); }, [schema]);
   useEffect(() => { if (onDraft) onDraft({ ...fixed, ...values }); }, [values, schema]);
+  // Fields proposed from elsewhere (a click on the game picture), for the fields this form has.
+  useEffect(() => {
+    if (!preset) return;
+    const known = Object.entries(preset).filter(([name]) => properties.some(([field]) => field === name));
+    setValues((current) => ({ ...current, ...Object.fromEntries(known.map(([name, v]) => [name, String(v)])) }));
+  }, [preset]);
   const submit = (event) => {
     event.preventDefault();
     const out = { ...fixed };
@@ -515,7 +521,7 @@ function Charts({ room, token, version }) {
     <div ref=${box} data-testid="chart"></div></section>`;
 }
 
-function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft }) {
+function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
   const [schema, setSchema] = useState(null);
   const [kind, setKind] = useState("");
   const [answer, setAnswer] = useState(null);
@@ -546,7 +552,7 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft }) {
           ${(schema ? schema.commands : []).map((c) => html`<option value=${c.kind}>${c.kind}</option>`)}</select></label>
       ${command ? html`<p class="muted" data-testid="command-description"><${Prose} text=${command.description} /></p>
         <${SchemaForm} schema=${command.schema} defs=${schema.$defs} idPrefix="cmd" submitLabel="Send command"
-          busy=${busy} fixed=${{ kind }} onSubmit=${send} onDraft=${onDraft} />` : ""}`
+          busy=${busy} fixed=${{ kind }} onSubmit=${send} onDraft=${onDraft} preset=${picked} />` : ""}`
     : html`<form onSubmit=${join} class="row"><label class="field" for="join-player">join as player
         <input id="join-player" value=${name} onInput=${(e) => setName(e.target.value)} /></label>
         <button class="primary" type="submit">Join</button></form>`}
@@ -569,6 +575,7 @@ function RoomPage({ room }) {
   const [base, setBase] = useState(0);  // the version the diff compares with; 0 = the previous one
   const [error, setError] = useState(null);
   const [draft, setDraft] = useState(null);  // the command being typed in Play, previewed by the picture
+  const [picked, setPicked] = useState(null);  // fields a click on the picture proposes to Play (row, column)
   const request = useRef(0);
   const timeline = useRef(null);
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
@@ -674,7 +681,7 @@ function RoomPage({ room }) {
       <section class="panel grow" aria-label="State at version" data-loaded=${at ? `${at.version}|${at.viewer}` : ""}><h2>State at version ${version}${" "}
           <span class="muted">${viewer ? `as ${viewer} saw it` : "(auditor: full state)"}</span></h2>
         ${Picture && at ? html`<${Picture} picture=${pictureOf(at, module)} before=${pictureOf(before, module)} html=${html}
-            draft=${version === latest ? draft : null} />`
+            draft=${version === latest ? draft : null} onPick=${seat && version === latest ? (fields) => setPicked({ ...fields }) : null} />`
                         : html`<p class="muted">no picture for this rule-set: the tree below shows everything</p>`}
         <h3>Changes from version <span data-testid="diff-base">${before ? before.version : Math.max(1, version - 1)}</span>${" "}to ${version}</h3>
         <label class="field" for="diff-base">compare with version
@@ -690,7 +697,7 @@ function RoomPage({ room }) {
     </div>
     <div class="row">
       <div class="grow">${summary ? html`<${Play} room=${room} ruleset=${ruleset} seat=${seat} onSeat=${setSeatState}
-          onPlayed=${() => { setFollow(true); setDraft(null); }} onDraft=${setDraft} />` : ""}</div>
+          onPlayed=${() => { setFollow(true); setDraft(null); }} onDraft=${setDraft} picked=${picked} />` : ""}</div>
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
     </div>
     <div class="row">
