@@ -15,7 +15,15 @@ export default function RealmPicture({ picture, before, html }) {
       </div>`;
     })}</div>
     ${(picture.merchants || []).length ? html`<p>merchants: ${(Array.isArray(picture.merchants) ? picture.merchants : Object.values(picture.merchants))
-      .map((m) => `${m.trade_id} ${m.home}→${m.host}`).join("; ")}</p>` : ""}`;
+      .map((m) => `${m.trade_id} ${m.home}→${m.host}`).join("; ")}</p>` : ""}
+    <ul class="legend" aria-label="legend">
+      <li><span class="swatch">walls</span>hit points of the walls</li>
+      <li><span class="swatch">army</span>soldiers (equipment)</li>
+      <li><span class="swatch">A→B</span>a merchant from A visiting B</li>
+      ${Object.entries(FACE).map(([face, mark]) => html`<li><span class="die">${mark}</span>${face} (a die's face)</li>`)}
+      <li><span class="swatch muted">storage hidden</span>another player's holdings, not yours to see</li>
+      <li><span class="swatch changed"></span>changed since the compared version</li>
+    </ul>`;
 }
 
 // The auditor's full state holds every city: draw all of them (a player's view is drawn as it is).

@@ -15,12 +15,12 @@ from almanac.services.dispute import DisputeError, dispute_bundle
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
+from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
 
 router = APIRouter(tags=["forensics"])
 
 
-@router.get("/rooms/{room}/dispute", summary="Auditors: a dispute bundle (one audit view's item, e.g. ?trade=ID, "
+@router.get("/rooms/{room}/dispute", openapi_extra=TOKEN_REQUIRED, summary="Auditors: a dispute bundle (one audit view's item, e.g. ?trade=ID, "
             "or ?view=NAME&id=ID, or ?from=A&to=B) that anyone can verify offline")
 async def room_dispute(
     request: Request,

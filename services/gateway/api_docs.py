@@ -3,21 +3,22 @@ Swagger UI / ReDoc served from the package's own copies of their assets, so /doc
 
 from __future__ import annotations
 
+from html import escape
 from typing import Any
 
 import msgspec
 from fastapi import APIRouter, FastAPI
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 
 from almanac.events import registry
 from almanac.services.gateway import responses
 from almanac.services.gateway.console import ASSETS_URL
+from almanac.services.gateway.schemas import SECURITY_SCHEME
 
 VENDOR = f"{ASSETS_URL}/vendor"
 ERROR_SCHEMA = "Error"
-SECURITY_SCHEME = "bearer"
 
 WEBSOCKET_PROTOCOL = """
 ## Authentication
@@ -127,8 +128,9 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
                     response["content"] = error_response["content"]
             responses.setdefault("4XX", error_response)
             responses.setdefault("5XX", {**error_response, "description": "internal_error (the log has the detail)"})
-            # Routes without a token ignore it; sending one never hurts.
-            operation["security"] = [{SECURITY_SCHEME: []}, {}]
+            # A route refused without a token says so (schemas.TOKEN_REQUIRED); the others answer without
+            # one, and an auditor's or player's token may change what they answer (sending one never hurts).
+            operation.setdefault("security", [{SECURITY_SCHEME: []}, {}])
     app.openapi_schema = schema
     return schema
 
@@ -160,6 +162,34 @@ def _typed_responses(schema: dict[str, Any], schemas: dict[str, Any]) -> None:
                                   "content": {"text/plain": {"schema": {"type": "string"}}}}
 
 
+# Redoc 3's standalone bundle is an ES module (it uses import.meta and ends in `export`): loaded as a classic
+# script, as FastAPI's get_redoc_html does, it stops at its first line and the page stays blank. As a module
+# it draws the <redoc spec-url> element by itself once loaded. Its telemetry (traces sent to Redocly on every
+# click) is turned off.
+REDOC_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>Almanac gateway - ReDoc</title>
+  <link rel="icon" href="{vendor}/swagger-ui/favicon-32x32.png">
+  <style>body {{ margin: 0; padding: 0; }}</style>
+</head>
+<body>
+  <noscript>ReDoc needs JavaScript; the document itself is at <a href="{openapi_url}">{openapi_url}</a>.</noscript>
+  <redoc spec-url="{openapi_url}" disable-telemetry="true"></redoc>
+  <script type="module" src="{vendor}/redoc/redoc.standalone.js"></script>
+</body>
+</html>
+"""
+
+# Redoc draws its "API docs by Redocly" logo from cdn.redoc.ly (no option turns it off, in 2.5 as in 3.0):
+# the page allows nothing but this server, so no reader's browser calls out, online or not (the browser
+# logs the refused logo). Its search builds a worker from a string (eval), hence 'unsafe-eval'.
+REDOC_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-eval'; img-src 'self' data:; "
+                "style-src 'self' 'unsafe-inline'; worker-src 'self' blob:; font-src 'self' data:")
+
+
 def docs_router(openapi_url: str) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
@@ -175,11 +205,7 @@ def docs_router(openapi_url: str) -> APIRouter:
 
     @router.get("/redoc")
     async def redoc() -> HTMLResponse:
-        return get_redoc_html(
-            openapi_url=openapi_url, title="Almanac gateway - ReDoc",
-            redoc_js_url=f"{VENDOR}/redoc/redoc.standalone.js",
-            redoc_favicon_url=f"{VENDOR}/swagger-ui/favicon-32x32.png",
-            with_google_fonts=False,
-        )
+        return HTMLResponse(REDOC_PAGE.format(openapi_url=escape(openapi_url, quote=True), vendor=VENDOR),
+                            headers={"Content-Security-Policy": REDOC_POLICY})
 
     return router

@@ -13,6 +13,7 @@ from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.schemas import (
     MAX_VERSION,
     NAME_PATTERN,
+    TOKEN_REQUIRED,
     ForkRoomRequest,
     decode_body,
     openapi_body,
@@ -30,7 +31,7 @@ def _api_error(error: ForensicsError | RuleError) -> ApiError:
 
 @router.post("/rooms/{room}/fork", summary="Auditors: a sandbox fork of the room at a version (its history by "
              "reference, its own dice, excluded from leaderboards); answers the new room id; seat players "
-             "with the normal join", openapi_extra=openapi_body(ForkRoomRequest))
+             "with the normal join", openapi_extra=openapi_body(ForkRoomRequest) | TOKEN_REQUIRED)
 async def fork_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     claims = gw.auditor(bearer(request), room)
@@ -42,7 +43,7 @@ async def fork_room(request: Request, room: str = RoomId) -> Response:
     return json_response(answer, status=201)
 
 
-@router.get("/rooms/{room}/diff", summary="Auditors: where this room's state differs from another room's (e.g. "
+@router.get("/rooms/{room}/diff", openapi_extra=TOKEN_REQUIRED, summary="Auditors: where this room's state differs from another room's (e.g. "
             "its fork), path by path with both values, at a version of each (default: latest)")
 async def diff_rooms(request: Request, room: str = RoomId, other: str = Query(..., pattern=NAME_PATTERN),
                      at: int | None = Query(None, ge=1, le=MAX_VERSION),
@@ -55,7 +56,7 @@ async def diff_rooms(request: Request, room: str = RoomId, other: str = Query(..
         raise _api_error(error) from None
 
 
-@router.get("/rooms/{room}/explain", summary="Auditors: every version whose event changed the value at a state "
+@router.get("/rooms/{room}/explain", openapi_extra=TOKEN_REQUIRED, summary="Auditors: every version whose event changed the value at a state "
             "path (cities.bob.stock.gold, scores.alice, view.bob..., room.players), with before and after")
 async def explain_value(request: Request, room: str = RoomId,
                         path: str = Query(..., min_length=1, max_length=300),
@@ -68,7 +69,7 @@ async def explain_value(request: Request, room: str = RoomId,
         raise _api_error(error) from None
 
 
-@router.get("/rooms/{room}/bisect", summary="Auditors: the first version where a predicate holds (where=PATH OP "
+@router.get("/rooms/{room}/bisect", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the first version where a predicate holds (where=PATH OP "
             "LITERAL [and|or ...]), or the first version whose events another rule version decides differently "
             "(against=NAME@VERSION)")
 async def bisect_room(request: Request, room: str = RoomId,

@@ -14,7 +14,7 @@ from almanac.services.gateway.auth import ANY_ROOM
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import PUBLIC, room_summary
-from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
+from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
 from almanac.services.verify import verify_room
 
 router = APIRouter(tags=["queries"])
@@ -28,7 +28,7 @@ async def _state(gw: Gateway, room: str):
     return state
 
 
-@router.get("/rooms/{room}/view", summary="The room as the calling player may see it (hidden information left out)")
+@router.get("/rooms/{room}/view", openapi_extra=TOKEN_REQUIRED, summary="The room as the calling player may see it (hidden information left out)")
 async def room_view(
     request: Request,
     room: str = RoomId,
@@ -49,7 +49,7 @@ async def room_scores(request: Request, room: str = RoomId) -> Response:
     )
 
 
-@router.get("/rooms/{room}/resources", summary="Auditors: every player's resources and holdings (players: see /view)")
+@router.get("/rooms/{room}/resources", openapi_extra=TOKEN_REQUIRED, summary="Auditors: every player's resources and holdings (players: see /view)")
 async def room_resources(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     # A rule-set's resources() covers every player (realm: every city's storage), so players read their
@@ -64,7 +64,7 @@ async def room_resources(request: Request, room: str = RoomId) -> Response:
     )
 
 
-@router.get("/rooms/{room}/events", summary="The room's events: redacted for a player, complete with hashes for an auditor")
+@router.get("/rooms/{room}/events", openapi_extra=TOKEN_REQUIRED, summary="The room's events: redacted for a player, complete with hashes for an auditor")
 async def room_events(
     request: Request,
     room: str = RoomId,
@@ -84,7 +84,7 @@ async def room_events(
     return json_response({"room": room, "latest_version": latest, "next_version": next_version, "events": events})
 
 
-@router.get("/rooms/{room}/state", summary="Auditors: the complete state at a version (time travel: snapshot + tail)")
+@router.get("/rooms/{room}/state", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the complete state at a version (time travel: snapshot + tail)")
 async def room_state_at(
     request: Request,
     room: str = RoomId,
@@ -105,7 +105,7 @@ async def room_state_at(
     )
 
 
-@router.get("/rooms/{room}/rejections", summary="Auditors: commands the rules refused, with their codes")
+@router.get("/rooms/{room}/rejections", openapi_extra=TOKEN_REQUIRED, summary="Auditors: commands the rules refused, with their codes")
 async def room_rejections(request: Request, room: str = RoomId) -> Response:
     from almanac.services.room_service import decode_record  # noqa: PLC0415
 
@@ -133,7 +133,7 @@ async def _offered_view(gw: Gateway, room: str, view: str) -> tuple[Any, list]:
     return offered, [(e, codec.decode_event(e)) for e in envelopes]
 
 
-@router.get("/rooms/{room}/audit/{view}", summary="Auditors: the ids an audit view of the room can follow "
+@router.get("/rooms/{room}/audit/{view}", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the ids an audit view of the room can follow "
             "(e.g. realm's trade ids)")
 async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(pattern=NAME_PATTERN)) -> Response:
     gw = gateway(request)
@@ -142,7 +142,7 @@ async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(
     return json_response({"room": room, "view": view, "ids": list(offered.ids(pairs))})
 
 
-@router.get("/rooms/{room}/audit/{view}/{item}", summary="Auditors: one thing told step by step from the log "
+@router.get("/rooms/{room}/audit/{view}/{item}", openapi_extra=TOKEN_REQUIRED, summary="Auditors: one thing told step by step from the log "
             "(an audit view of the room's rule-set, e.g. realm's trade)")
 async def audit_view(request: Request, room: str = RoomId, view: str = Path(pattern=NAME_PATTERN),
                      item: str = Path(max_length=100)) -> Response:
@@ -155,7 +155,7 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
     return json_response({"room": room, "view": view, "item": item, "story": codec.to_builtins(steps)})
 
 
-@router.get("/rooms/{room}/verification", summary="Replay the room and check its hash chain, dice and state")
+@router.get("/rooms/{room}/verification", openapi_extra=TOKEN_REQUIRED, summary="Replay the room and check its hash chain, dice and state")
 async def room_verification(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     viewer = gw.viewer(bearer(request), room)

@@ -22,6 +22,7 @@ from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import player_event, room_summary
 from almanac.services.gateway.schemas import (
     NAME_PATTERN,
+    TOKEN_REQUIRED,
     CommandRequest,
     CreateRoomRequest,
     EndRoomRequest,
@@ -333,7 +334,7 @@ def _refuse_replayed_grant(outcome: Outcome, player: str, what: str, client_id: 
     "the room's players) or an auditor. A creator whose own join was refused (`no_seat`) holds a token for "
     "the room but no seat, and is refused with 403 `not_seated`; so is the same request as an `end_room` "
     "command on POST /rooms/{room}/commands.",
-    openapi_extra=openapi_body(EndRoomRequest),
+    openapi_extra=openapi_body(EndRoomRequest) | TOKEN_REQUIRED,
     responses={403: {"description": "a token of another room, or of a player without a seat (`not_seated`)"},
                **RATE_LIMITED},
 )
@@ -376,7 +377,7 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     summary="Submit a game command as the token's player; answers the new version and visible events",
     description="Rate limited per seat, whichever of its tokens is sent (ALMANAC_RATE_COMMANDS): 429 "
     "`rate_limited` with Retry-After. An `end_room` command, like POST /rooms/{room}/end, needs a seated player (403 `not_seated` otherwise).",
-    openapi_extra=openapi_body(CommandRequest),
+    openapi_extra=openapi_body(CommandRequest) | TOKEN_REQUIRED,
     responses={
         200: {"description": "accepted: the new version and the events this player may see"},
         202: {"description": "no outcome within the wait: GET outcome_url later"},
@@ -447,7 +448,7 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
     return msgspec.structs.replace(body, command=codec.recorded_body(body.command, command)), ruleset
 
 
-@router.get("/rooms/{room}/commands/{command_id}", summary="The outcome of one of your commands by its id")
+@router.get("/rooms/{room}/commands/{command_id}", openapi_extra=TOKEN_REQUIRED, summary="The outcome of one of your commands by its id")
 async def command_outcome(request: Request, room: str = RoomId,
                           command_id: str = Path(pattern=r"^[A-Za-z0-9_.:\-]{1,100}$")) -> Response:
     gw = gateway(request)

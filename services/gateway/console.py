@@ -19,7 +19,7 @@ from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import room_summary
-from almanac.services.gateway.schemas import NAME_PATTERN
+from almanac.services.gateway.schemas import NAME_PATTERN, TOKEN_REQUIRED
 
 STATIC_DIR = FilePath(__file__).parent / "console"
 ASSETS_URL = "/console"
@@ -38,6 +38,11 @@ def mount(app: Any) -> None:
 @router.get("/", include_in_schema=False)
 async def index() -> FileResponse:
     return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+
+@router.get("/favicon.ico", include_in_schema=False)  # what a browser asks for any page without an icon (/asyncapi)
+async def favicon() -> FileResponse:
+    return FileResponse(STATIC_DIR / "vendor" / "swagger-ui" / "favicon-32x32.png", media_type="image/png")
 
 
 # A rule-set as a URL names it: its name, or name@version.
@@ -128,7 +133,7 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
     return json_response({"rooms": codec.to_builtins(listed)})
 
 
-@router.get("/rooms/{room}/at/{version}",
+@router.get("/rooms/{room}/at/{version}", openapi_extra=TOKEN_REQUIRED,
             summary="Time travel: the room at a version; auditors get the full state and every seat's view, "
                     "a player only their own view")
 async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1),

@@ -109,6 +109,14 @@ def split_validation_error(error: msgspec.ValidationError) -> tuple[str, str | N
     return text, path or None
 
 
+# The OpenAPI security scheme of the gateway's bearer tokens (api_docs.build_openapi declares it).
+SECURITY_SCHEME = "bearer"
+# The ``openapi_extra`` of a route refused without a token (401): the document lists the token as required.
+# Every other route answers without one ("sending one never hurts"), documented with the empty alternative;
+# tests/gateway/test_console_contract.py calls each operation without a token to hold the two together.
+TOKEN_REQUIRED: dict[str, Any] = {"security": [{SECURITY_SCHEME: []}]}
+
+
 def openapi_body(type_: type) -> dict[str, Any]:
     """An ``openapi_extra`` that documents a msgspec-decoded JSON body."""
     # The component schemas themselves are merged into the document once, in app._openapi.

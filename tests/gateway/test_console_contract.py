@@ -210,3 +210,26 @@ def test_the_vendored_files_are_exactly_the_ones_recorded_in_SHA256SUMS() -> Non
     for folder, files in table:
         for file in re.split(r",\s*", files.strip()):
             assert f"{folder}/{file.rsplit('/', 1)[-1]}" in recorded, (folder, file)
+
+
+def test_the_document_marks_the_token_required_exactly_where_a_call_without_one_is_refused(api: TestClient) -> None:
+    # Given a room, and a value for every path and query parameter the document names
+    room = api.post("/rooms", json={"ruleset": "board", "player": "nadia"}).json()["room"]
+    public_model = next(name for name, (_, model) in registry.read_models().items() if not model.auditors_only)
+    values = {"room": room, "version": 1, "command_id": "c-1", "view": "trade", "item": "t-1", "ruleset": "board",
+              "name": "board", "model": public_model}
+    by_type = {"string": "time", "integer": 1, "boolean": "false", "number": 1}
+    document = api.get("/openapi.json").json()
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            parameters = operation.get("parameters", [])
+            url = path.format(**{p["name"]: values[p["name"]] for p in parameters if p["in"] == "path"})
+            query = {p["name"]: by_type[p["schema"].get("type", "string")] for p in parameters
+                     if p["in"] == "query" and p.get("required")}
+            # When it is called without a token
+            answer = api.request(method, url, params=query, json={} if "requestBody" in operation else None)
+            # Then the document says the token is required exactly when the call was refused for the lack of one
+            security = operation["security"]
+            assert {"bearer": []} in security, (method, path)
+            required = {} not in security
+            assert required == (answer.status_code == 401), (method, path, security, answer.status_code, answer.text)

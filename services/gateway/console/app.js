@@ -69,9 +69,28 @@ function usePoll(load, ms, deps) {
 const when = (ms) => (ms ? new Date(ms).toLocaleTimeString() : "–");
 const errorText = (data) => data ? `${data.code}: ${data.message}` + (data.field ? ` (field ${data.field})` : "") : "";
 
+// Docstrings and messages mark code as ``name`` (reStructuredText) or `name` (Markdown): shown as code.
+const INLINE_CODE = /``(.+?)``|`([^`]+)`/g;
+
+function Prose({ text }) {
+  const parts = String(text ?? "").split(new RegExp(INLINE_CODE.source));  // text, code, code, text, ...
+  const out = [];
+  for (let i = 0; i < parts.length; i += 3) {
+    if (parts[i]) out.push(parts[i]);
+    const code = parts[i + 1] ?? parts[i + 2];
+    if (code !== undefined) out.push(html`<code>${code}</code>`);
+  }
+  return out;
+}
+
+const plain = (text) => String(text ?? "").replace(INLINE_CODE, (_, double, single) => double ?? single);
+
+// An event type as people read it: "board.element_placed" -> "board element placed".
+const eventName = (type) => String(type || "").replace(/[._]/g, " ");
+
 function ErrorBox({ error }) {
   if (!error) return null;
-  return html`<div class="alert" role="alert"><strong>${error.code}</strong>: ${error.message}
+  return html`<div class="alert" role="alert"><strong>${error.code}</strong>: <${Prose} text=${error.message} />
     ${error.field ? html` <span class="muted">(field <code>${error.field}</code>)</span>` : ""}
     ${error.allowed ? html`<div class="muted">allowed: ${JSON.stringify(error.allowed)}</div>` : ""}</div>`;
 }
@@ -97,13 +116,20 @@ function fieldKind(schema, defs) {
 }
 
 // A form for one object schema; calls onSubmit(values) with the fields the user filled in.
-function SchemaForm({ schema, defs, idPrefix, submitLabel, onSubmit, busy, fixed = {} }) {
+function SchemaForm({ schema, defs, idPrefix, submitLabel, onSubmit, busy, fixed = {}, onDraft, preset }) {
   const object = resolve(schema, defs);
   const properties = Object.entries(object.properties || {}).filter(([name]) => !(name in fixed));
   const required = new Set(object.required || []);
   const [values, setValues] = useState({});
   const [problem, setProblem] = useState(null);
   useEffect(() => { setValues({}); setProblem(null); }, [schema]);
+  useEffect(() => { if (onDraft) onDraft({ ...fixed, ...values }); }, [values, schema]);
+  // Fields proposed from elsewhere (a click on the game picture), for the fields this form has.
+  useEffect(() => {
+    if (!preset) return;
+    const known = Object.entries(preset).filter(([name]) => properties.some(([field]) => field === name));
+    setValues((current) => ({ ...current, ...Object.fromEntries(known.map(([name, v]) => [name, String(v)])) }));
+  }, [preset]);
   const submit = (event) => {
     event.preventDefault();
     const out = { ...fixed };
@@ -126,7 +152,7 @@ function SchemaForm({ schema, defs, idPrefix, submitLabel, onSubmit, busy, fixed
       const id = `${idPrefix}-${name}`;
       const label = `${name}${required.has(name) ? " *" : ""}`;
       const set = (v) => setValues({ ...values, [name]: v });
-      const hint = resolve(property, defs).description || "";
+      const hint = plain(resolve(property, defs).description);
       let input;
       if (kind.type === "boolean") {
         input = html`<input id=${id} type="checkbox" checked=${values[name] ?? resolve(property, defs).default ?? false}
@@ -262,22 +288,44 @@ function RoomsPage() {
 }
 
 // --- diff of two JSON trees -----------------------------------------------------------------------
-function flatten(value, path = "", out = {}) {
-  if (value !== null && typeof value === "object") {
-    const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
-    if (!entries.length) out[path] = JSON.stringify(value);
-    for (const [key, item] of entries) flatten(item, path ? `${path}.${key}` : String(key), out);
-  } else out[path] = value;
+const isTree = (value) => value !== null && typeof value === "object";
+
+// What left a list and what came into it, compared by content (each item as often as it occurs).
+function listChange(before, after) {
+  const left = new Map();
+  for (const item of before) { const key = JSON.stringify(item); left.set(key, (left.get(key) || 0) + 1); }
+  const added = [];
+  for (const item of after) {
+    const key = JSON.stringify(item);
+    if (left.get(key)) left.set(key, left.get(key) - 1); else added.push(item);
+  }
+  const removed = [...left].flatMap(([key, count]) => Array(count).fill(JSON.parse(key)));
+  return { removed, added };
+}
+
+// The changed paths from one tree to another. A list of the same length is compared place by place (a map's
+// rows); a list that grew or shrank (a deck drawn from, a log appended to) by content: one change naming what
+// left and what came, not every index after the first difference.
+function diffTrees(before, after, path = "", out = []) {
+  if (JSON.stringify(before) === JSON.stringify(after)) return out;
+  if (!isTree(before) || !isTree(after) || Array.isArray(before) !== Array.isArray(after)) {
+    out.push({ path, before, after });
+  } else if (Array.isArray(before) && before.length !== after.length) {
+    out.push({ path, before, after, list: { ...listChange(before, after), from: before.length, to: after.length } });
+  } else {
+    for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
+      diffTrees(before[key], after[key], path ? `${path}.${key}` : key, out);
+    }
+  }
   return out;
 }
 
-function diffTrees(before, after) {
-  const a = flatten(before ?? {}), b = flatten(after ?? {});
-  const changes = [];
-  for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
-    if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) changes.push({ path: key, before: a[key], after: b[key] });
+function Change({ change }) {
+  const { path, list } = change;
+  if (!list) {
+    return html`<li>${path || "(all)"}:${" "}<span class="old">${JSON.stringify(change.before)}</span> → <span class="new">${JSON.stringify(change.after)}</span></li>`;
   }
-  return changes;
+  return html`<li>${path}: ${list.from} → ${list.to} items${list.removed.length ? html`; <span class="old">removed ${JSON.stringify(list.removed)}</span>` : ""}${list.added.length ? html`; <span class="new">added ${JSON.stringify(list.added)}</span>` : ""}</li>`;
 }
 
 function Tree({ value, path = "", changed, label = "state" }) {
@@ -406,12 +454,12 @@ function Forensics({ room, token, version, onJump }) {
           changed ${result.data.changes.length} time(s):</p>
         <ul>${result.data.changes.map((c) => html`<li><button type="button" class="link" onClick=${() => onJump(c.version)}>v${c.version}</button>
           ${c.summary}: <span class="old">${JSON.stringify(c.before)}</span> → <span class="new">${JSON.stringify(c.after)}</span></li>`)}</ul>` : ""}
-      ${result && result.kind === "bisect" ? html`<p>${result.data.version ? html`first holds at
+      ${result && result.kind === "bisect" ? html`<p>${result.data.version ? html`first holds at${" "}
           <button type="button" class="link" onClick=${() => onJump(result.data.version)}>version ${result.data.version}</button>` : "never holds"}
           <span class="muted"> ${result.data.note}</span></p>` : ""}
       ${result && result.kind === "fork" ? html`<p>forked as <a href=${`#/room/${enc(result.data.room)}`}>${result.data.room}</a>
           (from version ${result.data.at}; its own dice; off leaderboards)</p>` : ""}
-      ${result && result.kind === "bundle" ? html`<p>saved ${result.data.file}: ${result.data.events} events; check it with
+      ${result && result.kind === "bundle" ? html`<p>saved ${result.data.file}: ${result.data.events} events; check it with${" "}
           <code>almanac verify-bundle</code></p>` : ""}
     </div>
   </section>`;
@@ -440,13 +488,13 @@ function Verify({ room, token, summary, events }) {
   const d = report && report.divergence;
   return html`<section class="panel" aria-label="Verify"><h2>Verify and seed</h2>
     <p>seed commitment <code>${summary.seed_commitment || "none"}</code>${summary.challenge ? html` (public challenge <code>${summary.challenge}</code>)` : ""}</p>
-    ${seedCheck ? html`<p data-testid="seed-check">revealed seed <code>${seedCheck.seed.slice(0, 16)}…</code>: sha256 in this browser
+    ${seedCheck ? html`<p data-testid="seed-check">revealed seed <code>${seedCheck.seed.slice(0, 16)}…</code>: sha256 in this browser${" "}
         ${seedCheck.ok ? html`<span class="ok">matches the commitment ✓</span>` : html`<span class="bad">does NOT match the commitment</span>`}</p>`
       : html`<p class="muted">the seed is revealed when the room ends</p>`}
     <button class="primary" onClick=${run} disabled=${busy || !token}>${busy ? "verifying…" : "Verify"}</button>
     ${!token ? html` <span class="muted">needs a player or auditor token</span>` : ""}
     ${report ? html`<div data-testid="verify-result" class=${report.ok ? "notice" : "alert"} role="status">
-      ${report.ok ? html`<span class="ok">verified ✓</span> ${report.versions} versions, chain ${report.chain_checked},
+      ${report.ok ? html`<span class="ok">verified ✓</span> ${report.versions} versions, chain ${report.chain_checked},${" "}
           ${report.commands_redecided} commands re-decided, ${report.refusals_rechecked} refusals re-checked; seed: ${report.seed}`
         : html`<span class="bad">divergence</span> in <strong>${d.check}</strong> at version ${d.version ?? "–"}: ${d.message}`}
       </div>
@@ -482,7 +530,7 @@ function Charts({ room, token, version }) {
     <div ref=${box} data-testid="chart"></div></section>`;
 }
 
-function Play({ room, ruleset, seat, onSeat, onPlayed }) {
+function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
   const [schema, setSchema] = useState(null);
   const [kind, setKind] = useState("");
   const [answer, setAnswer] = useState(null);
@@ -511,9 +559,9 @@ function Play({ room, ruleset, seat, onSeat, onPlayed }) {
       <label class="field" for="command-kind">command
         <select id="command-kind" value=${kind} onChange=${(e) => { setKind(e.target.value); setAnswer(null); }}>
           ${(schema ? schema.commands : []).map((c) => html`<option value=${c.kind}>${c.kind}</option>`)}</select></label>
-      ${command ? html`<p class="muted">${command.description}</p>
+      ${command ? html`<p class="muted" data-testid="command-description"><${Prose} text=${command.description} /></p>
         <${SchemaForm} schema=${command.schema} defs=${schema.$defs} idPrefix="cmd" submitLabel="Send command"
-          busy=${busy} fixed=${{ kind }} onSubmit=${send} />` : ""}`
+          busy=${busy} fixed=${{ kind }} onSubmit=${send} onDraft=${onDraft} preset=${picked} />` : ""}`
     : html`<form onSubmit=${join} class="row"><label class="field" for="join-player">join as player
         <input id="join-player" value=${name} onInput=${(e) => setName(e.target.value)} /></label>
         <button class="primary" type="submit">Join</button></form>`}
@@ -535,7 +583,10 @@ function RoomPage({ room }) {
   const [before, setBefore] = useState(null);
   const [base, setBase] = useState(0);  // the version the diff compares with; 0 = the previous one
   const [error, setError] = useState(null);
+  const [draft, setDraft] = useState(null);  // the command being typed in Play, previewed by the picture
+  const [picked, setPicked] = useState(null);  // fields a click on the picture proposes to Play (row, column)
   const request = useRef(0);
+  const timeline = useRef(null);
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
   const readToken = auditor || (seat && seat.token);
 
@@ -565,6 +616,15 @@ function RoomPage({ room }) {
     return () => { closed = true; if (socket) socket.close(); };
   }, [room, readToken]);
   useEffect(() => { if (follow && latest) setVersion(latest); }, [latest, follow]);
+  // The timeline keeps the selected version's row in sight (only the list scrolls, not the page).
+  useEffect(() => {
+    const box = timeline.current, row = box && box.querySelector("tr.selected");
+    if (!row) return;
+    const shown = box.getBoundingClientRect(), at = row.getBoundingClientRect();
+    const header = box.querySelector("thead").getBoundingClientRect().height;
+    if (at.top < shown.top + header) box.scrollTop -= shown.top + header - at.top;
+    else if (at.bottom > shown.bottom) box.scrollTop += at.bottom - shown.bottom;
+  }, [version, events.length]);
   useEffect(() => {
     if (!version || !token) return;
     const player = auditor ? viewer || undefined : undefined;
@@ -619,17 +679,18 @@ function RoomPage({ room }) {
           <button onClick=${() => choose(latest)} aria-label="latest version">▶|</button>
           <span>version <strong data-testid="version">${version}</strong> / ${latest}</span>
         </div>
-        <div class="timeline" role="list" aria-label="Event timeline">
+        <div class="timeline" role="list" aria-label="Event timeline" ref=${timeline}>
           <table><thead><tr><th>v</th><th>time</th><th>player</th><th>event</th></tr></thead><tbody>
           ${events.map((e) => html`<tr role="listitem" class=${`clickable ${e.version === version ? "selected" : ""}`}
               onClick=${() => choose(e.version)}>
             <td>${e.version}</td><td>${when(e.server_time_ms)}</td><td>${e.player || ""}</td>
-            <td>${e.hidden ? html`<span class="muted">hidden</span>` : e.summary || e.type}</td></tr>`)}
+            <td>${e.hidden ? html`<span class="muted">hidden</span>` : e.summary || eventName(e.type)}</td></tr>`)}
           </tbody></table></div>
       </section>
-      <section class="panel grow" aria-label="State at version" data-loaded=${at ? `${at.version}|${at.viewer}` : ""}><h2>State at version ${version}
+      <section class="panel grow" aria-label="State at version" data-loaded=${at ? `${at.version}|${at.viewer}` : ""}><h2>State at version ${version}${" "}
           <span class="muted">${viewer ? `as ${viewer} saw it` : "(auditor: full state)"}</span></h2>
-        ${Picture && at ? html`<${Picture} picture=${pictureOf(at, module)} before=${pictureOf(before, module)} html=${html} />`
+        ${Picture && at ? html`<${Picture} picture=${pictureOf(at, module)} before=${pictureOf(before, module)} html=${html}
+            draft=${version === latest ? draft : null} onPick=${seat && version === latest ? (fields) => setPicked({ ...fields }) : null} />`
                         : html`<p class="muted">no picture for this rule-set: the tree below shows everything</p>`}
         <h3>Changes from version <span data-testid="diff-base">${before ? before.version : Math.max(1, version - 1)}</span>${" "}to ${version}</h3>
         <label class="field" for="diff-base">compare with version
@@ -637,8 +698,7 @@ function RoomPage({ room }) {
             placeholder=${`previous (${Math.max(1, version - 1)})`}
             onChange=${(e) => setBase(Math.max(0, Math.min(latest, Number(e.target.value) || 0)))} /></label>
         ${base ? html`<button type="button" onClick=${() => setBase(0)}>compare with the previous version</button>` : ""}
-        <ul class="diff" data-testid="diff">${changes.slice(0, 40).map((c) => html`<li>${c.path}:
-          <span class="old">${JSON.stringify(c.before)}</span> → <span class="new">${JSON.stringify(c.after)}</span></li>`)}
+        <ul class="diff" data-testid="diff">${changes.slice(0, 40).map((c) => html`<${Change} change=${c} />`)}
           ${changes.length > 40 ? html`<li>… ${changes.length - 40} more</li>` : ""}
           ${before && !changes.length ? html`<li class="muted">no change in this view</li>` : ""}</ul>
         <div class="tree" aria-label="state tree">${tree ? html`<${Tree} value=${tree} changed=${changedPaths} label=${viewer ? "view" : "state"} />` : ""}</div>
@@ -646,7 +706,7 @@ function RoomPage({ room }) {
     </div>
     <div class="row">
       <div class="grow">${summary ? html`<${Play} room=${room} ruleset=${ruleset} seat=${seat} onSeat=${setSeatState}
-          onPlayed=${() => setFollow(true)} />` : ""}</div>
+          onPlayed=${() => { setFollow(true); setDraft(null); }} onDraft=${setDraft} picked=${picked} />` : ""}</div>
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
     </div>
     <div class="row">
