@@ -223,7 +223,7 @@ class Gateway:
         """Submit and wait for the outcome, inside the request's ``command_slot`` (which admitted it).
 
         ``admit`` False (a request's follow-up command): never refused for too many outcome waits. With a
-        ``limit`` (the token's, from ``rate_limits.room_token_limit``) the submit itself counts it: 429
+        ``limit`` (the seat's, from ``rate_limits.seat_limit``) the submit itself counts it: 429
         ``rate_limited``, nothing written.
         """
         started = time.monotonic()

@@ -13,7 +13,7 @@ from almanac.services.settings import load_settings
 from almanac.storage.keys import Keys
 
 
-async def test_each_room_token_is_counted_with_its_command_in_its_rooms_slot(cluster_url) -> None:
+async def test_each_rooms_seat_is_counted_with_its_command_in_its_rooms_slot(cluster_url) -> None:
     client = connect(cluster_url, cluster=True)
     await client.flushall()
     settings = load_settings({}, redis_url=cluster_url, redis_cluster=True, rate_commands="2/minute")
@@ -22,7 +22,7 @@ async def test_each_room_token_is_counted_with_its_command_in_its_rooms_slot(clu
     rooms = [f"limit-room-{index}" for index in range(12)]  # shards (and slots) on all three nodes
     try:
         for room in rooms:
-            limit = limits.room_token_limit(room, f"token-of-{room}")
+            limit = limits.seat_limit(room, "p")
             assert limit is not None and keys.shard_commands(keys.shard(room)).split(":")[1] in limit.key
             for number in range(2):
                 record = CommandRecord(command_id=f"{room}-{number}", room=room, player="p", server_time_ms=0,

@@ -240,7 +240,7 @@ async def test_a_gateway_whose_outcome_subscription_fails_to_start_leaves_nothin
 
 async def test_a_command_counted_by_the_gateways_engine_is_not_counted_again_on_its_way_through_the_stream(
         redis_url, redis_client, tmp_path) -> None:
-    """Given a deciding gateway with a per-token limit and a room it decided, when another writer leaves an
+    """Given a deciding gateway with a per-seat limit and a room it decided, when another writer leaves an
     unreadable event after it, then a command sent there is counted once by the gateway's engine (its write
     conflicts, it is counted on its own, the room fails to load) and goes through the command stream
     without being counted a second time."""
@@ -252,7 +252,7 @@ async def test_a_command_counted_by_the_gateways_engine_is_not_counted_again_on_
         created = await http.post("/rooms", json={"ruleset": "counter", "player": "ann", "room": room})
         assert created.status_code == 201, created.text
         token = created.json()["token"]
-        limit = app.state.gateway.rate_limits.room_token_limit(room, token)
+        limit = app.state.gateway.rate_limits.seat_limit(room, "ann")
         version = created.json()["version"]
         await redis_client.xadd(KEYS.events(room), {"e": b"\x00not an envelope"}, id=f"{version + 1}-0")
         await redis_client.set(KEYS.version(room), version + 1)
