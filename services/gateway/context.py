@@ -18,6 +18,7 @@ from almanac.services.engine.worker import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.ids import UnguessableIds
+from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
 from almanac.services.gateway.overload import AdaptiveLimit, LoopLag, StandingQueue
@@ -70,6 +71,8 @@ class Gateway:
                                    settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
         self.rate_limits = RateLimits(settings, client)
+        # The live feeds: one shared read of the shard feeds, and their caps per seat and per process.
+        self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
         self.store_outage_ms = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -52,7 +53,7 @@ from almanac.services.gateway.schemas import (
     JoinRoomRequest,
 )
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import connect
+from almanac.services.redis_client import BoundedPool, close_idle_connections, connect
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
@@ -80,10 +81,17 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Timeouts: a Redis that stops answering (paused, partitioned) fails requests with 503 after a few
         # seconds instead of holding them forever. Above the live feed's 1 s blocking read.
-        client = connect(settings.redis_url, settings.redis_cluster,
+        # A bounded pool: past ALMANAC_REDIS_MAX_CONNECTIONS a request waits briefly, then 503 (never a client
+        # and a file descriptor more per concurrent request); idle connections close (ALMANAC_REDIS_IDLE_S).
+        client = connect(settings.redis_url, settings.redis_cluster, max_connections=settings.redis_max_connections,
+                         pool_wait_s=settings.redis_pool_wait_ms / 1000,
                          socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
         gateway = app.state.gateway = Gateway(settings, client, signer)
         engine_client = None
+        reaper = None
+        if settings.redis_idle_s and isinstance(client.connection_pool, BoundedPool):
+            reaper = asyncio.get_running_loop().create_task(
+                close_idle_connections(client.connection_pool, settings.redis_idle_s), name="gateway-idle-connections")
         try:  # everything it opened is closed below, also when a step of the start fails
             await gateway.outcomes.start()
             gateway.lag.start()
@@ -105,6 +113,11 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
             if engine_client is not None:
                 await engine_client.aclose()
             await gateway.lag.stop()
+            await gateway.live.stop()
+            if reaper is not None:
+                reaper.cancel()
+                with contextlib.suppress(BaseException):
+                    await reaper
             await gateway.outcomes.close()
             await gateway.rate_limits.close()
             await client.aclose()
