@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import re
+import resource
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -75,6 +76,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     (the CLI freezes the start-up heap)."""
     if not settings.redis_url:
         raise ValueError("the gateway needs REDIS_URL (almanac up starts a Redis and sets it)")
+    raise_open_files_limit()
     signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
 
     @contextlib.asynccontextmanager
@@ -152,6 +154,19 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
     return app
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit (as Go's runtime does); the limit now.
+
+    Every live feed and HTTP client holds a socket: under a soft limit of 1,024 (many shells, and containers
+    whose runtime sets 1024:524288) 512 feeds locked every other client out. The hard limit is the operator's
+    (systemd's LimitNOFILE, the container runtime's); the gateway's own caps keep it from being reached."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -4,8 +4,13 @@ served from one shared read (Redis clients stay bounded and return to where they
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import resource
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -76,13 +81,35 @@ class Feed:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/<pid>/limits")
 def test_a_live_feed_flood_from_one_token_is_refused_past_the_caps_and_leaves_redis_as_it_was(tmp_path: Path) -> None:
     env = {"ALMANAC_SECRET": SECRET, "ALMANAC_LIVE_MAX_FEEDS_PER_SEAT": str(PER_SEAT),
            "ALMANAC_LIVE_MAX_FEEDS": str(PER_GATEWAY), "ALMANAC_REDIS_IDLE_S": "1"}
-    with EmbeddedRedis(str(tmp_path / "redis"), persist=False) as server, \
-            engine_and_gateway(server.url, tmp_path, **env) as (url, _stack), \
+    with EmbeddedRedis(str(tmp_path / "redis"), persist=False) as server, soft_open_files_limit(1024), \
+            engine_and_gateway(server.url, tmp_path, **env) as (url, stack), \
             redis.Redis.from_url(server.url) as watcher:
+        # Started under a soft limit of 1,024 open files (inherited), the gateway raised it to its hard limit.
+        assert open_files_limits(stack.processes["gateway"].pid) == open_files_limits(os.getpid(), hard_only=True)
         asyncio.run(flood_story(url, watcher))
+
+
+@contextlib.contextmanager
+def soft_open_files_limit(soft: int) -> Iterator[None]:
+    """This process's soft limit of open files lowered to ``soft`` (its hard limit kept), as many shells set it."""
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, before[1]), before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)
+
+
+def open_files_limits(pid: int, hard_only: bool = False) -> tuple[str, str]:
+    """A process's (soft, hard) limit of open files from /proc; ``hard_only``: (hard, hard)."""
+    line = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines()
+                if line.startswith("Max open files"))
+    soft, hard = line.split()[3:5]
+    return (hard, hard) if hard_only else (soft, hard)
 
 
 async def flood_story(url: str, watcher: redis.Redis) -> None:
