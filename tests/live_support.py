@@ -79,3 +79,18 @@ async def a_follower_that_falls_behind_holds_nothing_and_reads_the_store(client:
     assert [envelope.version for envelope in await store.page("slow-room", 1, version)] == list(range(1, version + 1))
     hub.close(follower)
     await hub.stop()
+
+
+async def a_damaged_room_leaves_the_other_rooms_followed(client: Any) -> None:
+    """A feed entry naming versions its room's stream lacks (a damaged log): that room's follower is sent to the
+    store (where its feed fails alone), and the shared read goes on for every other room."""
+    hub, store = hub_on(client)
+    damaged, healthy = await caught_up_follower(hub, "damaged", "alice"), await caught_up_follower(hub, "healthy", "bob")
+    await client.xadd(hub.keys.feed(hub.keys.shard("damaged")), {"r": "damaged", "v": 1, "l": 1})
+    await handed(damaged, 1)
+    assert damaged.behind and damaged.failed is None
+    await store.append("healthy", 0, "first", make_envelopes("healthy", 1, 2, GENESIS_HASH))
+    assert await handed(healthy, 2) == [1, 2] and healthy.failed is None
+    for follower in (damaged, healthy):
+        hub.close(follower)
+    await hub.stop()

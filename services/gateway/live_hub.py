@@ -20,8 +20,10 @@ import contextlib
 from collections.abc import Iterable
 
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError
 from almanac.projections.model_writes import text
 from almanac.services.gateway.auth import Claims
 from almanac.services.gateway.errors import OVERLOAD_RETRY_AFTER_S, ApiError
@@ -158,7 +160,16 @@ class LiveHub:
                                for room, fields in ((text(fields[b"r"]), fields) for _, fields in entries)
                                if room in group.rooms]
                 if ranges:
-                    for (room, _, _), envelopes in zip(ranges, await self.store.read_ranges(ranges), strict=True):
+                    try:
+                        read = await self.store.read_ranges(ranges)
+                    except (CorruptEventError, ResponseError):
+                        # One room's stream cannot be read as the feed says (damaged, or not a stream): its
+                        # followers read the store themselves and fail alone; the others are not held up.
+                        for follower in _every(group.rooms.get(room, set()) for room, _, _ in ranges):
+                            follower.behind = True
+                            follower.wake.set()
+                        continue
+                    for (room, _, _), envelopes in zip(ranges, read, strict=True):
                         for follower in tuple(group.rooms.get(room, ())):
                             follower.deliver(envelopes)
         except asyncio.CancelledError:
