@@ -91,9 +91,10 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
         gateway = app.state.gateway = Gateway(settings, client, signer)
         engine_client = None
         reaper = None
-        if settings.redis_idle_s and isinstance(client.connection_pool, BoundedPool):
+        pool = getattr(client, "connection_pool", None)  # one server's; a Cluster client has one per node
+        if settings.redis_idle_s and isinstance(pool, BoundedPool):
             reaper = asyncio.get_running_loop().create_task(
-                close_idle_connections(client.connection_pool, settings.redis_idle_s), name="gateway-idle-connections")
+                close_idle_connections(pool, settings.redis_idle_s), name="gateway-idle-connections")
         try:  # everything it opened is closed below, also when a step of the start fails
             await gateway.outcomes.start()
             gateway.lag.start()
