@@ -112,7 +112,8 @@ class Settings(BaseSettings):
     live_max_feeds: int = _env("ALMANAC_LIVE_MAX_FEEDS", 2_000)
     # The gateway's Redis connections: at most this many; a request waits up to ALMANAC_REDIS_POOL_WAIT_MS for
     # a free one, then 503 overloaded (a pool never grows with the load); unused ones close after
-    # ALMANAC_REDIS_IDLE_S (0: kept). On a Cluster the cap is per node, refused at once, and nothing closes.
+    # ALMANAC_REDIS_IDLE_S (0: kept). One Redis only: redis-py's Cluster client leaks a connection per failed send,
+    # so a cap there pinned a dead primary's shards after a failover (services/redis_client.connect).
     redis_max_connections: int = _env("ALMANAC_REDIS_MAX_CONNECTIONS", 128)
     redis_pool_wait_ms: int = _env("ALMANAC_REDIS_POOL_WAIT_MS", 1_000)
     redis_idle_s: int = _env("ALMANAC_REDIS_IDLE_S", 60)
