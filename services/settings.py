@@ -116,6 +116,18 @@ class Settings(BaseSettings):
     # The proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (comma-separated addresses or
     # networks, "*" for any); empty = none: the client address is the TCP peer's, whoever sends the header.
     trusted_proxies: str = _env("ALMANAC_TRUSTED_PROXIES", "")
+    # Live feeds (WebSocket): open at once per seat (a token's role, room and player: every token of that seat
+    # together) and per gateway process; past either the feed is refused (close 4429 / 4503). Every feed is
+    # served from the gateway's one shared read of the shard feeds, never from a Redis connection of its own.
+    live_max_feeds_per_seat: int = _env("ALMANAC_LIVE_MAX_FEEDS_PER_SEAT", 4)
+    live_max_feeds: int = _env("ALMANAC_LIVE_MAX_FEEDS", 2_000)
+    # The gateway's Redis connections: at most this many; a request waits up to ALMANAC_REDIS_POOL_WAIT_MS for
+    # a free one, then 503 overloaded (a pool never grows with the load); unused ones close after
+    # ALMANAC_REDIS_IDLE_S (0: kept). One Redis only: redis-py's Cluster client leaks a connection per failed send,
+    # so a cap there pinned a dead primary's shards after a failover (services/redis_client.connect).
+    redis_max_connections: int = _env("ALMANAC_REDIS_MAX_CONNECTIONS", 128)
+    redis_pool_wait_ms: int = _env("ALMANAC_REDIS_POOL_WAIT_MS", 1_000)
+    redis_idle_s: int = _env("ALMANAC_REDIS_IDLE_S", 60)
     # Browser origins allowed to call the API from other sites (comma-separated, "*" for any); empty = off.
     cors_origins: str = _env("ALMANAC_CORS_ORIGINS", "")
     # Rate limits (services/gateway/ratelimit.py): "N/second", "N per minute", a bare N (per second), or "off".
@@ -125,7 +137,8 @@ class Settings(BaseSettings):
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
-                     "gateway_wait_interval_ms", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms")
+                     "gateway_wait_interval_ms", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
+                     "live_max_feeds_per_seat", "live_max_feeds", "redis_max_connections", "redis_pool_wait_ms")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:
@@ -133,7 +146,7 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms", "gateway_limit_wait_ms", "stream_retain_s",
-                     "projector_gather_ms")
+                     "projector_gather_ms", "redis_idle_s")
     @classmethod
     def _not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value < 0:

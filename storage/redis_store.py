@@ -254,6 +254,12 @@ def _envelope_field(fields: list | dict) -> bytes | None:
     return None
 
 
+def _decoded(room: str, version: int, data: bytes | None) -> Envelope:
+    if data is None:
+        raise CorruptEventError(room, version, "entry has no envelope field 'e'")
+    return codec.decode_envelope(data, room, version)
+
+
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
 
 
@@ -649,17 +655,23 @@ class RedisEventStore:
     async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
         return [envelope async for envelope in self.iterate(room, start, end)]
 
-    async def _pages(self, room: str, start: int, end: int | None):
-        """(version, envelope bytes or None) of the room stream, a page at a time."""
+    async def _pages(self, room: str, start: int, end: int | None, count: int = _PAGE):
+        """(version, envelope bytes or None) of the room stream, ``count`` entries at a time."""
         low: str | bytes = f"{max(start, 1)}-0"
         high = "+" if end is None else f"{end}-0"
         key = self.keys.events(room)
         while True:
-            entries = await self.stream_reads.xrange(key, low, high, count=_PAGE)
+            entries = await self.stream_reads.xrange(key, low, high, count=count)
             yield [(int(entry_id.split(b"-", 1)[0]), _envelope_field(fields)) for entry_id, fields in entries]
-            if len(entries) < _PAGE:
+            if len(entries) < count:
                 return
             low = b"(" + entries[-1][0]
+
+    async def page(self, room: str, start: int, count: int = _PAGE) -> list[Envelope]:
+        """Up to ``count`` envelopes from version ``start`` on, in one read (fewer: the room's end)."""
+        async for page in self._pages(room, start, None, count):
+            return [_decoded(room, version, data) for version, data in page]
+        return []
 
     async def read_ranges(self, ranges: list[tuple[str, int, int]]) -> list[list[Envelope]]:
         """The envelopes of each (room, first version, last version), all in one pipelined round trip.
@@ -701,9 +713,7 @@ class RedisEventStore:
         """Envelopes page by page; a malformed entry raises CorruptEventError naming room and version."""
         async for page in self._pages(room, start, end):
             for version, data in page:
-                if data is None:
-                    raise CorruptEventError(room, version, "entry has no envelope field 'e'")
-                yield codec.decode_envelope(data, room, version)
+                yield _decoded(room, version, data)
 
     async def latest_version(self, room: str) -> int:
         value = await self.client.get(self.keys.version(room))

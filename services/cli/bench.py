@@ -97,6 +97,15 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
         main(settings.model_copy(update={"redis_url": url}), count)
 
 
+@bench_app.command("live")
+def bench_live(feeds: int = typer.Option(1_000, min=10, help="Live feeds (distinct seats) to hold open."),
+               requests: int = typer.Option(300, min=100, help="Another client's requests, with and without.")) -> None:
+    """Open live feeds: another client's GET p50/p99 against none open (same run), Redis clients, gateway RSS."""
+    from almanac.services.bench.live import main  # noqa: PLC0415
+
+    main(settings_or_exit(), feeds, requests)
+
+
 @bench_app.command("forensics-tools")
 def bench_forensics_tools(
     events: int = typer.Option(10_000, min=200, help="Versions of the realm room to build."),

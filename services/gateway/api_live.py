@@ -9,15 +9,15 @@ import msgspec
 from fastapi import APIRouter, Path, Query, WebSocket, WebSocketDisconnect
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from almanac.events import codec
-from almanac.services.gateway.context import Gateway, bearer
+from almanac.services.gateway.context import Gateway, bearer, viewer_of
 from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.live_hub import Follower
 from almanac.services.gateway.room_reader import Viewer
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
 from almanac.services.logging import get_logger
+from almanac.services.redis_client import pool_exhausted
 
 router = APIRouter(tags=["live"])
-BLOCK_MS = 1_000
 BATCH = 500
 _JSON = msgspec.json.Encoder()
 log = get_logger("almanac.gateway.live")
@@ -32,28 +32,35 @@ async def live(websocket: WebSocket, room: str = RoomId,
     Each message is one event as the player may see it, in version order, each version once; a client
     that reconnects with ``from_version`` = last seen + 1 misses nothing and sees nothing twice.
     A refusal is one JSON message ``{code, message, field}`` and a close code 4000 + the HTTP status
-    (4401, 4403, 4422) whose reason is JSON ``{code, field}``. A close with 1011 (server error) or 1013
-    (store unreachable: try again later) means the feed did not end: reconnect with ``from_version``.
+    (4401, 4403, 4422; 4429 ``too_many_feeds_for_seat``: that seat's feeds on this gateway are at their limit;
+    4503 ``too_many_feeds``: this gateway's are) whose reason is JSON ``{code, field}``. A close with 1011
+    (server error) or 1013 (store unreachable or busy: try again later) means the feed did not end: reconnect
+    with ``from_version``.
     """
     gw: Gateway = websocket.app.state.gateway
     await websocket.accept()
     try:
-        viewer = gw.viewer(bearer(websocket), room)
+        claims = gw.reader_for(bearer(websocket), room)
+        viewer = viewer_of(claims)
+        follower = gw.live.open(room, claims)
     except ApiError as error:
         await refuse(websocket, error)
         return
     gw.metrics.open_websockets += 1
     disconnected = asyncio.Event()
-    watcher = asyncio.create_task(_watch_disconnect(websocket, disconnected))
+    watcher = asyncio.create_task(_watch_disconnect(websocket, disconnected, follower))
     code, reason = 1000, ""
     try:
-        await _follow(gw, websocket, room, from_version, viewer, disconnected)
+        await _follow(gw, websocket, follower, from_version, viewer, disconnected)
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client went away mid-send
     except (RedisConnectionError, RedisTimeoutError) as error:  # other failures: the boundary closes 1011
         log.warning("live.store_unavailable", room=room, error=str(error)[:200])
-        code, reason = 1013, _JSON.encode({"code": "store_unavailable", "retry": True}).decode()
+        # A pool whose every connection stayed busy is this gateway's overload, not the store's outage.
+        what = "overloaded" if pool_exhausted(error) else "store_unavailable"
+        code, reason = 1013, _JSON.encode({"code": what, "retry": True}).decode()
     finally:
+        gw.live.close(follower)
         gw.metrics.open_websockets -= 1
         watcher.cancel()
         with contextlib.suppress(BaseException):
@@ -74,7 +81,7 @@ def close_reason(error: ApiError) -> str:
     return reason if len(reason.encode()) <= 123 else _JSON.encode({"code": error.code[:100]}).decode()
 
 
-async def _watch_disconnect(websocket: WebSocket, disconnected: asyncio.Event) -> None:
+async def _watch_disconnect(websocket: WebSocket, disconnected: asyncio.Event, follower: Follower) -> None:
     try:
         while True:
             message = await websocket.receive()
@@ -82,19 +89,36 @@ async def _watch_disconnect(websocket: WebSocket, disconnected: asyncio.Event) -
                 break
     finally:
         disconnected.set()
+        follower.wake.set()
 
 
-async def _follow(gw: Gateway, websocket: WebSocket, room: str, from_version: int, viewer: Viewer,
+async def _follow(gw: Gateway, websocket: WebSocket, follower: Follower, from_version: int, viewer: Viewer,
                   disconnected: asyncio.Event) -> None:
-    key = gw.keys.events(room)
-    last_id = f"{from_version - 1}-0"
+    """History from the store, then what the gateway's shared read hands over (live_hub): each version once.
+
+    The store is read whenever the handed-over events may be incomplete (at the start, after an overflow, on a
+    gap), so the hand-over from history to live has no gap and no overlap."""
+    await follower.started()  # from here on every append reaches ``follower.pending``
+    last = from_version - 1
     while not disconnected.is_set():
-        # XREAD from the last id both catches up on the stored history and then waits for new entries,
-        # so the hand-over from history to live has no gap and no overlap.
-        answer = await gw.client.xread({key: last_id}, count=BATCH, block=BLOCK_MS)
-        for _, entries in answer or ():
-            for entry_id, fields in entries:
-                version = int(entry_id.split(b"-", 1)[0])
-                envelope = codec.decode_envelope(fields[b"e"], room, version)
-                await websocket.send_text(_JSON.encode(viewer.event(envelope)).decode())
-                last_id = entry_id.decode()
+        if follower.failed is not None:
+            raise follower.failed
+        if follower.behind:
+            follower.behind = False  # before the read: whatever is handed over from here on is after it
+            follower.pending.clear()
+            envelopes = await gw.store.page(follower.room, last + 1, BATCH)
+            follower.behind = follower.behind or len(envelopes) == BATCH  # more to read
+        elif follower.pending:
+            envelopes, follower.pending = follower.pending, []
+        else:
+            follower.wake.clear()
+            await follower.wake.wait()
+            continue
+        for envelope in envelopes:
+            if envelope.version <= last:
+                continue  # read from the store already
+            if envelope.version != last + 1:
+                follower.behind = True  # a gap (the shared read started after it): read it from the store
+                break
+            await websocket.send_text(_JSON.encode(viewer.event(envelope)).decode())
+            last = envelope.version

@@ -18,6 +18,7 @@ from almanac.services.engine.worker import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.ids import UnguessableIds
+from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
 from almanac.services.gateway.overload import AdaptiveLimit, LoopLag, StandingQueue
@@ -70,6 +71,8 @@ class Gateway:
                                    settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
         self.rate_limits = RateLimits(settings, client)
+        # The live feeds: one shared read of the shard feeds, and their caps per seat and per process.
+        self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
         self.store_outage_ms = 0
@@ -148,8 +151,7 @@ class Gateway:
         ``public`` and no token the public. What each may see is the Viewer's to decide."""
         if public and not token:
             return PUBLIC
-        claims = self.reader_for(token, room)
-        return Viewer(player=claims.player, auditor=claims.role == ROLE_AUDITOR)
+        return viewer_of(self.reader_for(token, room))
 
     def auditor(self, token: str | None, room: str = ANY_ROOM) -> Claims:
         claims = self.claims(token)
@@ -308,3 +310,8 @@ def bearer(request: Request | WebSocket) -> str | None:
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
     return request.query_params.get("token")
+
+
+def viewer_of(claims: Claims) -> Viewer:
+    """The reader a room's verified ``claims`` make: its player, or an auditor."""
+    return Viewer(player=claims.player, auditor=claims.role == ROLE_AUDITOR)

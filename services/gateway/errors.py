@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from almanac.events.errors import RulesNotInstalledError
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
+from almanac.services.redis_client import CLUSTER_ERRORS, pool_exhausted, refuses_writes
 
 log = get_logger("almanac.gateway")
 _JSON = msgspec.json.Encoder()
@@ -130,6 +130,9 @@ _HTTP_CODES = {
 def store_unavailable(app: Any, error: Exception, path: str) -> ApiError:
     """The 503 for a Redis failure; the gateway notes the outage, which /health then reports until the
     engine shows it works again (api_ops.health)."""
+    if pool_exhausted(error):  # every pooled connection stayed busy: this process is overloaded, Redis is fine
+        log.warning("redis_pool_exhausted", path=path)
+        return overloaded(str(error))
     gateway = getattr(app.state, "gateway", None)
     if gateway is not None:
         gateway.note_store_outage()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
+import resource
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -52,7 +54,7 @@ from almanac.services.gateway.schemas import (
     JoinRoomRequest,
 )
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import connect
+from almanac.services.redis_client import BoundedPool, close_idle_connections, connect
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
@@ -74,16 +76,25 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     (the CLI freezes the start-up heap)."""
     if not settings.redis_url:
         raise ValueError("the gateway needs REDIS_URL (almanac up starts a Redis and sets it)")
+    raise_open_files_limit()
     signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Timeouts: a Redis that stops answering (paused, partitioned) fails requests with 503 after a few
         # seconds instead of holding them forever. Above the live feed's 1 s blocking read.
-        client = connect(settings.redis_url, settings.redis_cluster,
+        # A bounded pool: past ALMANAC_REDIS_MAX_CONNECTIONS a request waits briefly, then 503 (never a client
+        # and a file descriptor more per concurrent request); idle connections close (ALMANAC_REDIS_IDLE_S).
+        client = connect(settings.redis_url, settings.redis_cluster, max_connections=settings.redis_max_connections,
+                         pool_wait_s=settings.redis_pool_wait_ms / 1000,
                          socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
         gateway = app.state.gateway = Gateway(settings, client, signer)
         engine_client = None
+        reaper = None
+        pool = getattr(client, "connection_pool", None)  # one server's; a Cluster client has one per node
+        if settings.redis_idle_s and isinstance(pool, BoundedPool):
+            reaper = asyncio.get_running_loop().create_task(
+                close_idle_connections(pool, settings.redis_idle_s), name="gateway-idle-connections")
         try:  # everything it opened is closed below, also when a step of the start fails
             await gateway.outcomes.start()
             gateway.lag.start()
@@ -105,6 +116,11 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
             if engine_client is not None:
                 await engine_client.aclose()
             await gateway.lag.stop()
+            await gateway.live.stop()
+            if reaper is not None:
+                reaper.cancel()
+                with contextlib.suppress(BaseException):
+                    await reaper
             await gateway.outcomes.close()
             await gateway.rate_limits.close()
             await client.aclose()
@@ -140,6 +156,19 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
     return app
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit (as Go's runtime does); the limit now.
+
+    Every live feed and HTTP client holds a socket: under a soft limit of 1,024 (many shells, and containers
+    whose runtime sets 1024:524288) 512 feeds locked every other client out. The hard limit is the operator's
+    (systemd's LimitNOFILE, the container runtime's); the gateway's own caps keep it from being reached."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -108,6 +108,27 @@ def test_gateways_are_ready_on_health_autoscaled_scraped_and_signed_with_the_sec
     assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
 
 
+# Measured (docs/capacity.md, live feeds): a gateway's RSS at start, and what each open live feed adds to it.
+GATEWAY_START_MB = 81
+LIVE_FEED_KB = 80
+MEMORY_UNITS = {"Mi": 1, "Gi": 1024}
+
+
+def mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()
+    return int(number) * MEMORY_UNITS[unit]
+
+
+def test_a_gateway_pod_full_of_live_feeds_fits_its_memory_limit_with_headroom() -> None:
+    settings = load_settings(named("ConfigMap", "almanac-settings")["data"])
+    container = named("Deployment", "almanac-gateway")["spec"]["template"]["spec"]["containers"][0]
+    limit = mebibytes(container["resources"]["limits"]["memory"])
+    full = GATEWAY_START_MB + settings.live_max_feeds * LIVE_FEED_KB / 1024
+    assert full <= 0.75 * limit, f"{settings.live_max_feeds} feeds need about {full:.0f} MB of a {limit:.0f} Mi limit"
+    assert mebibytes(container["resources"]["requests"]["memory"]) >= GATEWAY_START_MB
+    assert settings.live_max_feeds_per_seat < settings.live_max_feeds
+
+
 def test_the_secret_template_holds_a_placeholder_that_settings_refuse() -> None:
     secret = named("Secret", "almanac-secret")["stringData"]["ALMANAC_SECRET"]
     with pytest.raises(Exception, match="ALMANAC_SECRET is not valid"):

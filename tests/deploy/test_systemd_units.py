@@ -21,6 +21,7 @@ from almanac.events.board.policy import choose_command
 from almanac.events.dice import Dice
 from almanac.services.embedded_redis import EmbeddedRedis, free_port
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
+from almanac.services.settings import load_settings
 
 UNITS = sorted((Path(__file__).resolve().parents[2] / "deploy" / "systemd").glob("*.service"))
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -51,6 +52,16 @@ def test_every_unit_keeps_its_state_in_its_own_state_directory() -> None:
         assert "ProtectSystem=strict" in text and "StateDirectory=almanac" in text, unit.name
         assert "Environment=ALMANAC_DATA_DIR=/var/lib/almanac" in text, unit.name
         assert "MemoryDenyWriteExecute=yes" in text, unit.name
+
+
+def test_the_gateway_unit_opens_more_files_than_its_feeds_and_redis_connections_can_hold() -> None:
+    """Each live feed and each pooled Redis connection holds a file: under the unit's limit with the default caps,
+    and room for as many HTTP clients again as the 1,024 that a flood of 512 feeds once exhausted."""
+    gateway = next(unit for unit in UNITS if unit.name == "almanac-gateway.service").read_text()
+    match = re.search(r"^LimitNOFILE=(\d+)$", gateway, re.M)
+    assert match, "the gateway unit sets no LimitNOFILE (systemd's default soft limit is 1,024)"
+    settings = load_settings({})
+    assert int(match.group(1)) >= settings.live_max_feeds + settings.redis_max_connections + 1_024
 
 
 def deny_write_execute() -> None:

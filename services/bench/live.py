@@ -1,0 +1,131 @@
+"""`almanac bench live`: what open live feeds cost a gateway and its other clients, against none in the same run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import httpx
+import redis
+from rich.console import Console
+from rich.table import Table
+from websockets.asyncio.client import ClientConnection, connect
+
+from almanac.services.gateway.auth import TokenSigner
+from almanac.services.gateway.http_app import raise_open_files_limit
+from almanac.services.settings import Settings
+
+console = Console()
+IDLE_S = 2  # ALMANAC_REDIS_IDLE_S of the measured gateway: its idle connections close this soon after the feeds
+OPEN_AT_ONCE = 100  # feeds opened concurrently (a burst of clients arriving together)
+ROOM = "bench-live"
+
+
+def main(settings: Settings, feeds: int, requests: int) -> dict[str, Any]:
+    """A stack of our own (Redis, engine, gateway); ``feeds`` feeds of distinct seats on one room; print, return."""
+    from almanac.services.cli.gateway import Stack  # noqa: PLC0415
+
+    raise_open_files_limit()  # this process holds every feed's socket
+    with tempfile.TemporaryDirectory(prefix="almanac-bench-live-") as data_dir:
+        os.environ.update({"ALMANAC_LOG_LEVEL": "warning", "ALMANAC_REDIS_IDLE_S": str(IDLE_S),
+                           "ALMANAC_LIVE_MAX_FEEDS": str(feeds + 1)})
+        stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0, "log_level": "warning"})
+        console.print(f"starting Redis, an engine and a gateway; then {feeds} live feeds on one room ...")
+        with Stack(stack_settings) as stack:
+            stack.start()
+            signer = TokenSigner(stack.env["ALMANAC_SECRET"], 3600)
+            with redis.Redis.from_url(stack.redis_url) as watcher:
+                figures = asyncio.run(_measure(stack.url, stack.children["gateway"].pid, watcher, signer, feeds,
+                                               requests))
+    _print(figures, feeds)
+    return figures
+
+
+async def _measure(url: str, pid: int, watcher: redis.Redis, signer: TokenSigner, feeds: int,
+                   requests: int) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        created = await http.post("/rooms", json={"ruleset": "board", "player": "p", "room": ROOM})
+        created.raise_for_status()
+        token = created.json()["token"]
+        await asyncio.sleep(IDLE_S + 1)
+        figures["none"] = {**await _latencies(http, requests), "redis_clients": _clients(watcher, pid), "rss_mb": _rss(pid)}
+
+        sockets: list[ClientConnection] = []
+        started = time.perf_counter()
+        for first in range(0, feeds, OPEN_AT_ONCE):
+            batch = [signer.issue(ROOM, f"watcher-{index}") for index in range(first, min(feeds, first + OPEN_AT_ONCE))]
+            sockets += await asyncio.gather(*(connect(f"{url.replace('http', 'ws', 1)}/rooms/{ROOM}/live?token={t}",
+                                                      max_queue=None) for t in batch))
+        await asyncio.gather(*(socket.recv() for socket in sockets))  # each has its history (version 1)
+        figures["open_s"] = time.perf_counter() - started
+        figures["feeds"] = {**await _latencies(http, requests), "redis_clients": _clients(watcher, pid), "rss_mb": _rss(pid)}
+
+        # One event reaches every feed: the time from the command's answer to the last feed's message.
+        ended = await http.post(f"/rooms/{ROOM}/end", json={}, headers={"Authorization": f"Bearer {token}"})
+        ended.raise_for_status()
+        answered = time.perf_counter()
+        await asyncio.gather(*(socket.recv() for socket in sockets))
+        figures["fan_out_ms"] = (time.perf_counter() - answered) * 1000
+
+        await asyncio.gather(*(socket.close() for socket in sockets))
+        await asyncio.sleep(IDLE_S + 1.5)
+        figures["after"] = {"redis_clients": _clients(watcher, pid), "rss_mb": _rss(pid)}
+    return figures
+
+
+async def _latencies(http: httpx.AsyncClient, requests: int) -> dict[str, float]:
+    """Another client's GET /rooms/{room}, one at a time: p50 and p99 in ms."""
+    times = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        (await http.get(f"/rooms/{ROOM}")).raise_for_status()
+        times.append((time.perf_counter() - started) * 1000)
+    cuts = statistics.quantiles(times, n=100)
+    return {"p50_ms": statistics.median(times), "p99_ms": cuts[98]}
+
+
+def _clients(watcher: redis.Redis, pid: int) -> tuple[int, int]:
+    """Redis clients: all of them (not the watcher), and the gateway's own (its sockets' local ports)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    clients = watcher.client_list()
+    return len(clients) - 1, sum(1 for client in clients if int(client["addr"].rsplit(":", 1)[1]) in ports)
+
+
+def _rss(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+
+def _print(figures: dict[str, Any], feeds: int) -> None:
+    table = Table(title=f"{feeds} live feeds on one gateway (baseline: none open, same run)")
+    for column in ("", "none open", f"{feeds} open", "ratio", f"closed, {IDLE_S + 1.5:g} s later"):
+        table.add_column(column, justify="right")
+    none, open_, after = figures["none"], figures["feeds"], figures["after"]
+    for label, key in (("another client's GET p50 ms", "p50_ms"), ("another client's GET p99 ms", "p99_ms")):
+        table.add_row(label, f"{none[key]:.2f}", f"{open_[key]:.2f}", f"{open_[key] / none[key]:.2f}x", "")
+    for index, label in enumerate(("Redis clients (all)", "Redis clients (the gateway's)")):
+        table.add_row(label, str(none["redis_clients"][index]), str(open_["redis_clients"][index]), "",
+                      str(after["redis_clients"][index]))
+    table.add_row("gateway RSS MB", f"{none['rss_mb']:.0f}", f"{open_['rss_mb']:.0f}",
+                  f"+{(open_['rss_mb'] - none['rss_mb']) * 1024 / feeds:.0f} KB/feed", f"{after['rss_mb']:.0f}")
+    console.print(table)
+    console.print(f"opening them took {figures['open_s']:.2f} s ({OPEN_AT_ONCE} at once); one event reached all "
+                  f"{feeds} in {figures['fan_out_ms']:.0f} ms after its command was answered")
