@@ -33,6 +33,8 @@ VERIFIED_TOKENS = 10_000
 # The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
 # slow machine (tests, a quiet server on a busy host) is never refused for a lag or a slow rule it did not cause.
 LAG_MIN_INFLIGHT = 8
+# Command ids this process answered without their outcome, remembered for their resends; cleared when full.
+UNSETTLED_MAX = 10_000
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -77,6 +79,13 @@ class Gateway:
         # command, and the HMAC was the largest cost of the command path's own Python. Expiry is still
         # checked on every use; a bounded cache, cleared when full.
         self._verified: dict[str, Claims] = {}
+        # Commands this process answered without their outcome (202, or an error once submitted), by room: when
+        # admission refuses, a resend of one is answered from the store instead (``api_rooms.run_command``).
+        # A client whose wait ended resends the same id; refused 503 then, it would not learn an outcome that
+        # is already decided (seen in failovers, when the limit was cut). Keyed by room: the protocol sees the
+        # room in the path before the body, so a refusal for any other room stays as cheap as before.
+        self._unsettled: dict[str, set[str]] = {}
+        self._unsettled_count = 0
 
     def note_store_outage(self) -> None:
         self.store_outage_ms = now_ms()
@@ -203,6 +212,31 @@ class Gateway:
         finally:
             self.inflight -= 1
 
+    def unsettled_in(self, room: str) -> bool:
+        """Whether this process left a command of ``room`` without its outcome (see ``_unsettled``)."""
+        return room in self._unsettled
+
+    def is_unsettled(self, room: str, command_id: str) -> bool:
+        return command_id in self._unsettled.get(room, ())
+
+    def settle(self, room: str, command_id: str) -> None:
+        """The command's outcome was answered: its resends take the usual path again."""
+        ids = self._unsettled.get(room)
+        if ids is not None and command_id in ids:
+            ids.discard(command_id)
+            self._unsettled_count -= 1
+            if not ids:
+                del self._unsettled[room]
+
+    def _unanswered(self, record: CommandRecord) -> None:
+        if self._unsettled_count >= UNSETTLED_MAX:
+            self._unsettled.clear()
+            self._unsettled_count = 0
+        ids = self._unsettled.setdefault(record.room, set())
+        if record.command_id not in ids:
+            ids.add(record.command_id)
+            self._unsettled_count += 1
+
     async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None
                      ) -> Outcome | None:
         """Submit and wait for the outcome, inside the request's ``command_slot`` (which admitted it).
@@ -218,8 +252,15 @@ class Gateway:
             # Remembered only when it was this request's own window (a sharer's token may be another).
             own = limit is not None and refused.key == limit.key
             raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
+        except BaseException:
+            self._unanswered(record)  # a store failure or a cancelled request: it may have been decided all the same
+            raise
         now = time.monotonic()
-        if outcome is not None:  # a wait that timed out says nothing more than the timeout
+        if outcome is None:
+            self._unanswered(record)
+        else:  # a wait that timed out says nothing more than the timeout
+            if self._unsettled:
+                self.settle(record.room, record.command_id)
             self.queue.record(now - started, now)
         self.limit.record(now - started, now)  # a timeout too: the longest wait there is
         return outcome
