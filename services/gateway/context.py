@@ -20,7 +20,7 @@ from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import AdaptiveLimit, LoopLag, StandingQueue
+from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import RoomReader
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
@@ -70,6 +70,7 @@ class Gateway:
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
                                    settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
+        self.admission = Admission(self.limit, self.queue, self.lag, settings.gateway_max_lag_ms, LAG_MIN_INFLIGHT)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
         self.rate_limits = RateLimits(settings, client)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
@@ -174,18 +175,7 @@ class Gateway:
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
         command before the request is even read (protocol.GatewayHttpProtocol)."""
-        limit = self.limit.current(time.monotonic())
-        if self.inflight >= limit:
-            if limit == self.limit.ceiling:
-                return f"{self.inflight} commands in flight in this gateway process"
-            return (f"{self.inflight} commands in flight in this gateway process: its limit for now ({limit} of "
-                    f"{self.limit.ceiling}), lowered after commands queued")
-        max_lag_ms = self.settings.gateway_max_lag_ms
-        if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
-            return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
-        if self.inflight >= LAG_MIN_INFLIGHT and self.queue.standing(time.monotonic()):
-            return f"commands wait {self.queue.quickest_s * 1000:.0f} ms or more for the engine"
-        return None
+        return self.admission.refusal(self.inflight, time.monotonic())
 
     def refuse_if_overloaded(self) -> None:
         """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
@@ -246,6 +236,7 @@ class Gateway:
         ``rate_limited``, nothing written.
         """
         started = time.monotonic()
+        calm = self.admission.calm(self.inflight)
         try:
             outcome = await self._submit(record, admit, limit)
         except CommandLimited as refused:  # bus.RateLimited, or counted by a write decided here
@@ -258,11 +249,9 @@ class Gateway:
         now = time.monotonic()
         if outcome is None:
             self._unanswered(record)
-        else:  # a wait that timed out says nothing more than the timeout
-            if self._unsettled:
-                self.settle(record.room, record.command_id)
-            self.queue.record(now - started, now)
-        self.limit.record(now - started, now)  # a timeout too: the longest wait there is
+        elif self._unsettled:
+            self.settle(record.room, record.command_id)
+        self.admission.finished(now - started, now, outcome is not None, calm)
         return outcome
 
     async def count_refused(self, room: str, limit: RateLimit | None) -> None:
