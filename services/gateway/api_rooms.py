@@ -149,7 +149,15 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
 )
 async def create_room(request: Request) -> Response:
     gw = gateway(request)
-    with gw.command_slot():  # admitted before any read: a flood of creates starts no unbounded reads
+    resend = False
+    if gw.any_unsettled() and gw.overload_reason() is not None:
+        try:
+            body = decode_body(await request.body(), CreateRoomRequest)
+        except ApiError:
+            pass  # refused as overloaded below, as any other request now
+        else:
+            resend = body.room is not None and await _decided_resend(gw, body.room, body.player, body.command_id)
+    with gw.command_slot(resend):  # admitted before any read: a flood of creates starts no unbounded reads
         return await _create_room(gw, request)
 
 
@@ -261,7 +269,15 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 )
 async def join_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    with gw.command_slot():  # admitted before any read, as a command
+    resend = False
+    if gw.unsettled_in(room) and gw.overload_reason() is not None:
+        try:
+            body = decode_body(await request.body(), JoinRoomRequest)
+        except ApiError:
+            pass  # refused as overloaded below, as any other request now
+        else:
+            resend = await _decided_resend(gw, room, body.player, body.command_id)
+    with gw.command_slot(resend):  # admitted before any read, as a command
         return await _join_room(gw, request, room)
 
 
@@ -440,6 +456,16 @@ async def _resent_outcome(gw: Gateway, room: str, token: str | None, raw_body: b
     if answer is not None:
         gw.settle(room, internal_command_id(room, claims.player, client_id))
     return answer
+
+
+async def _decided_resend(gw: Gateway, room: str, player: str, client_id: str | None) -> bool:
+    """Whether a create or join resends a command this process answered without its outcome (``Gateway.
+    is_unsettled``) that is decided now: admitted past overload, its answer (a token with it) is made as for
+    any request, from the outcome the engine finds stored (a duplicate)."""
+    if client_id is None:
+        return False
+    command_id = internal_command_id(room, player, client_id)
+    return gw.is_unsettled(room, command_id) and await gw.store.outcome(room, command_id) is not None
 
 
 async def _stored_answer(gw: Gateway, room: str, player: str, command_id: str) -> Response | None:

@@ -185,15 +185,18 @@ class Gateway:
             raise overloaded(reason)
 
     @contextlib.contextmanager
-    def command_slot(self) -> Iterator[None]:
+    def command_slot(self, decided_resend: bool = False) -> Iterator[None]:
         """Admission (503 ``overloaded`` now when no slot is free) and a slot in ``inflight`` held from there
         to the answer, the reads before the submit included (every route that submits, ``api_rooms``).
         Counting the submit alone let a burst of commands for rooms this process had not seen start one
         rule-set read each, unbounded: past capacity they queued for new pooled connections for seconds
         (accepted p99 0.8-2.6 s at 3,000/s offered). Queueing instead of refusing would only add a command's
         wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
-        microseconds and tells the client when to come back."""
-        self.refuse_if_overloaded()
+        microseconds and tells the client when to come back. ``decided_resend``: the request resends a command
+        this process answered without its outcome, and that outcome is stored now (``api_rooms``): admitted
+        all the same, to be answered that outcome."""
+        if not decided_resend:
+            self.refuse_if_overloaded()
         self.inflight += 1
         if self.inflight >= LAG_MIN_INFLIGHT:
             self.lag.wake()
@@ -201,6 +204,9 @@ class Gateway:
             yield
         finally:
             self.inflight -= 1
+
+    def any_unsettled(self) -> bool:
+        return bool(self._unsettled)
 
     def unsettled_in(self, room: str) -> bool:
         """Whether this process left a command of ``room`` without its outcome (see ``_unsettled``)."""
