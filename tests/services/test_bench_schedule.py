@@ -1,10 +1,11 @@
-"""`bench e2e`'s schedule: in step every room plays the same move; out of step the rooms spread over the game."""
+"""`bench e2e`'s schedule: in step every room plays the same move; out of step the rooms spread over the game; with
+``--overload`` a multiple of the achieved rate between two capacity runs."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from almanac.services.bench.e2e import RoomSlots
+from almanac.services.bench.e2e import RoomSlots, _with_overload
 
 MOVES = 17
 
@@ -53,8 +54,6 @@ def test_out_of_step_the_rooms_are_spread_evenly_over_the_game_at_every_moment()
 def test_the_overload_run_offers_a_multiple_of_the_achieved_rate_between_two_capacity_runs(capsys):
     """``bench e2e --overload 3``: capacity at the offered rate, then three times what it achieved, then the rate
     again; the goodput is judged against the mean of the two capacities around it (the machine drifts)."""
-    from almanac.services.bench.e2e import _with_overload  # noqa: PLC0415
-
     offered: list[int] = []
     achieved = iter([800.0, 600.0, 1000.0, 500.0])
 
