@@ -84,15 +84,17 @@ class Settings(BaseSettings):
     # through the stream to whoever holds their shard. One Redis only (a Cluster keeps the stream path).
     gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", False)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
-    # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight.
+    # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight, not
+    # counting the time it waited for a CPU that other processes held (overload.LoopLag.own_lag_ms).
     gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)
     # ... and refused while the commands' waits show a standing queue: every command that finished within the
-    # last interval (ms) waited longer than the target (ms; 0 = off) for its outcome (overload.StandingQueue).
+    # last interval (ms) waited longer than the target (ms; 0 = off) beyond the service's own wait for its
+    # outcome (overload.StandingQueue).
     gateway_target_wait_ms: int = _env("ALMANAC_GATEWAY_TARGET_WAIT_MS", 20)
     gateway_wait_interval_ms: int = _env("ALMANAC_GATEWAY_WAIT_INTERVAL_MS", 100)
     # ... and the in-flight limit adapts (overload.AdaptiveLimit): lowered while the commands of an interval
     # queue (their median wait over this, in ms, and over twice the quickest's), raised back to
-    # ALMANAC_GATEWAY_MAX_INFLIGHT while they do not
+    # ALMANAC_GATEWAY_MAX_INFLIGHT while they do not (calm, or slow alike)
     # (0 = the limit stays fixed). Unset: 10 in a gateway that decides its own commands, where past capacity it
     # cut the accepted commands' p50 by half or more, and at 1,000/s their p99 by about half; 0 in the standard
     # stack, where 10 ms (the rule's first version, on the mean wait) cut what it served by 20-35% (the engine's

@@ -8,7 +8,13 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisError, ResponseError, TimeoutError as RedisTimeoutError
+from redis.exceptions import (
+    NoScriptError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TimeoutError as RedisTimeoutError,
+)
 
 from almanac.events import codec
 from almanac.events.dice import nonce_commitment
@@ -585,6 +591,17 @@ class RedisEventStore:
                 replies[index] = error
                 continue
             by_node.setdefault(node.name, (node, []))[1].append(index)
+        for name in [name for name in by_node if name in self._unreplicated]:
+            # Its last WAIT failed: while it has no replica online, WAIT could only fail again, after its
+            # timeout, and the caller would wait that long for every retry. Refused at once, nothing written.
+            node, indexes = by_node[name]
+            refused = await self._without_replica(node)
+            if refused is not None:
+                for index in indexes:
+                    replies[index] = refused
+                del by_node[name]
+        if not by_node:
+            return replies
         async with self.client.pipeline(transaction=False) as pipe:
             for node, indexes in by_node.values():
                 for index in indexes:
@@ -617,6 +634,33 @@ class RedisEventStore:
         if reload:
             await self._load_scripts(reload)
         return replies
+
+    async def require_confirmable(self, key: str) -> None:
+        """Raise what a write to ``key``'s node would be answered now, when it surely cannot be confirmed: with
+        WAIT on a Cluster, a node whose last WAIT failed and that still has no replica online (ReplicaWaitError),
+        or that is down. One round trip for such a node, none otherwise: a caller about to read and decide a
+        backlog for that node (the engine's takeover) learns first that nothing of it could be written."""
+        if not self.wait_replicas or isinstance(self.client, aioredis.Redis):
+            return
+        node = self.client.get_node_from_key(key)
+        if node.name in self._unreplicated and (refused := await self._without_replica(node)) is not None:
+            raise refused
+
+    async def _without_replica(self, node: object) -> Exception | None:
+        """None when ``node`` has ``wait_replicas`` replicas online (INFO replication), else the error its
+        writes are answered instead: ReplicaWaitError, or the node's own failure (it is down)."""
+        try:
+            info = await self.client.execute_command("INFO", "replication", target_nodes=node)
+        except (RedisError, RedisClusterException, OSError) as error:
+            return error
+        if isinstance(info, dict) and getattr(node, "name", None) in info:
+            info = info[node.name]  # type: ignore[attr-defined] - the Cluster client keys a reply by its node
+        online = sum(1 for key, value in info.items()
+                     if key.startswith("slave") and isinstance(value, dict) and value.get("state") == "online")
+        if online >= self.wait_replicas:
+            return None
+        return ReplicaWaitError(f"the write was not sent: {online} replica(s) online on its node, "
+                                f"{self.wait_replicas} needed to confirm it")
 
     def _unconfirmed(self, confirmed: object) -> ReplicaWaitError | None:
         """None when WAIT's answer confirms ``wait_replicas`` replicas, else the error to answer instead."""

@@ -401,14 +401,17 @@ def _quantile(samples: list[float], q: float) -> float:
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 1,
          gateways: int = 1, gateway_engine: bool = False, route_by_shard: bool = False,
-         out_of_step: bool = False, peer: bool = False) -> dict[str, Any]:
+         out_of_step: bool = False, peer: bool = False, overload: float = 0.0) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes;
     ``gateway_engine``: the gateways decide the commands of the shards they hold (``engines`` 0: no others);
     ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``);
     ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
-    ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py).
+    ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py);
+    ``overload``: then, on the same stack, offer that many times what the first load achieved (its capacity, when
+    ``rate`` is at or past it), then ``rate`` again, and print the goodput's ratio to the capacities around it
+    (``_with_overload``).
     """
     from almanac.services.cli.common import running_stack  # noqa: PLC0415
 
@@ -419,17 +422,18 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
         url = running["url"] if running else None
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
-        figures = _run([url], redis_url, rate, seconds, out_of_step=out_of_step)
+        figures = _with_overload(lambda offered: _run([url], redis_url, offered, seconds, out_of_step=out_of_step),
+                                 rate, overload)
     else:
         figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, gateway_engine, route_by_shard,
-                                    out_of_step)
+                                    out_of_step, overload)
     if peer:  # after our stack has stopped: the peer gets the machine as our stack had it
         offer_peer(figures, rate, seconds)
     return figures
 
 
 def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int, gateway_engine: bool,
-                      route_by_shard: bool, out_of_step: bool) -> dict[str, Any]:
+                      route_by_shard: bool, out_of_step: bool, overload: float = 0.0) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
     from almanac.services.cli.gateway import Stack  # noqa: PLC0415
 
@@ -446,7 +450,33 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
-            return _run(stack.urls, stack.redis_url, rate, seconds, pids, route_by_shard, out_of_step)
+            return _with_overload(lambda offered: _run(stack.urls, stack.redis_url, offered, seconds, pids,
+                                                       route_by_shard, out_of_step), rate, overload)
+
+
+def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: float) -> dict[str, Any]:
+    """``run(rate)``; with ``overload``, then ``run`` at ``overload`` times what it achieved and ``run(rate)`` again,
+    on the same stack: the goodput past capacity against the capacity measured around it (``figures["overload"]``)."""
+    figures = run(rate)
+    if not overload:
+        return figures
+    before = figures["achieved_per_s"]
+    past = run(max(1, round(overload * before)))
+    # Capacity again after the overload: on a shared machine it drifts within a minute, so the overload's
+    # goodput is judged against the mean of the capacities measured just before and just after it.
+    after = run(rate)["achieved_per_s"]
+    capacity = (before + after) / 2
+    ratio = past["achieved_per_s"] / capacity if capacity else float("nan")
+    figures["overload"] = {"capacity_per_s": capacity, "capacity_before_after": [before, after],
+                           "offered_per_s": past["offered_per_s"], "goodput_per_s": past["achieved_per_s"],
+                           "ratio": ratio, "shed": past["shed"], "accepted_p99_ms": past["accepted_p99_ms"],
+                           "cpu_s": past["cpu_s"]}
+    reached = figures["shed"] or rate > before * 1.05
+    console.print(f"overload, the same stack: capacity {before:.0f}/s before and {after:.0f}/s after (offered {rate}/s"
+                  f"{'' if reached else ', NOT past capacity: offer more with --rate'}); offered "
+                  f"{past['offered_per_s']}/s ({overload:g}x the first), goodput {past['achieved_per_s']:.0f}/s = "
+                  f"{ratio:.2f} of their mean, shed {past['shed']}, p99 of accepted {past['accepted_p99_ms']:.1f} ms")
+    return figures
 
 
 def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None,

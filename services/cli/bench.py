@@ -64,6 +64,10 @@ def bench_e2e(
         False, "--out-of-step",
         help="Spread the rooms over the game's moves, as in real play (rooms played partway before the clock), "
              "instead of every room on the same move."),
+    overload: float = typer.Option(
+        0.0, "--overload", min=0.0,
+        help="Then offer this many times the achieved rate (the capacity, when --rate is at or past it) on the "
+             "same stack, and print the goodput's ratio to that capacity (e.g. 3)."),
     peer: bool = typer.Option(
         False, "--peer",
         help="Then offer the same schedule to boardgame.io's server (needs node and npm: installs its pinned "
@@ -73,7 +77,8 @@ def bench_e2e(
     from almanac.services.bench.e2e import main  # noqa: PLC0415
 
     main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
-         gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step, peer=peer)
+         gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step, peer=peer,
+         overload=overload)
 
 
 @bench_app.command("scaling")

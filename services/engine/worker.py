@@ -846,6 +846,9 @@ class Engine:
         # check) is decided against a state the log has moved past.
         self.service.loader.forget_where(lambda room: self.keys.shard(room) == shard)
         stream = self.keys.shard_commands(shard)
+        # A node that surely takes no confirmed write (ALMANAC_DURABILITY=replica and no replica online): fail
+        # now, before the backlog is read and its rooms loaded again for nothing on every retry.
+        await self.store.require_confirmable(stream)
         try:
             await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
         except ResponseError as error:
@@ -869,8 +872,14 @@ class Engine:
             if not entries:
                 break
             replayed += len(entries)
-            await self._process_batch([(shard, entry_id, fields) for entry_id, fields in entries])
+            failed = await self._process_batch([(shard, entry_id, fields) for entry_id, fields in entries])
             await self._send_done()
+            if shard in failed:
+                # Its node took no write (down, or with ALMANAC_DURABILITY=replica no replica confirmed it): the
+                # entries stay pending. Reading them again at once would spin in this loop, which serves every
+                # shard, until the node recovers (for ever if it never does): the takeover fails instead, and
+                # the shard alone waits out its backoff (``_take_over_cluster_shards``).
+                raise failed[shard]
         self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
 
     async def _decide_batch(self, batch: list[tuple[int, bytes, dict]], after: BatchPlan | None = None) -> _Batch:
@@ -903,10 +912,11 @@ class Engine:
         return _Batch(entries=batch, records=records, announced=announced, plan=plan)
 
     async def _process_batch(self, batch: list[tuple[int, bytes, dict]], ride: list[int] | None = None,
-                             decided: _Batch | None = None) -> None:
+                             decided: _Batch | None = None) -> dict[int, BaseException]:
         """Decide and write the batch (RoomService.decide_many and write), then whatever failed or waited,
         alone; ``ride``: the shards whose next read may leave with the batch's writes (``_write_and_read``,
-        or reading ahead when the batch is long); ``decided``: the batch as decided ahead."""
+        or reading ahead when the batch is long); ``decided``: the batch as decided ahead. Returns the
+        Cluster shards whose node failed under the batch, with the failure (their entries stay pending)."""
         if decided is None:
             decided = await self._decide_batch(batch)
         announced, records, plan = decided.announced, decided.records, decided.plan
@@ -924,7 +934,7 @@ class Engine:
 
         done = self._unsent_acks
         outcomes = self._unsent_outcomes
-        unreachable: set[int] = set()  # shards whose node failed under this batch (a Cluster failing over)
+        unreachable: dict[int, BaseException] = {}  # shards whose node failed under this batch (a Cluster failing over)
         for position, ((shard, entry_id, fields), record, result) in enumerate(zip(batch, records, results,
                                                                                     strict=True)):
             if shard in unreachable:
@@ -934,7 +944,7 @@ class Engine:
                     raise result
                 # Not the command's failure (no attempt counted): its node is down. Only this shard waits
                 # for its takeover; the batch's other shards are answered now.
-                unreachable.add(shard)
+                unreachable[shard] = result
                 self._shard_unreachable(shard, result)
                 continue
             if isinstance(result, Outcome):
@@ -950,7 +960,7 @@ class Engine:
                 except Exception as error:
                     if not self._cluster or not redis_failure(error):
                         raise
-                    unreachable.add(shard)
+                    unreachable[shard] = error
                     self._shard_unreachable(shard, error)
                     continue
             done[shard].append(entry_id)
@@ -966,6 +976,7 @@ class Engine:
                 self._queue_done(pipe)
                 await pipe.execute()
             self._sent_done()
+        return unreachable
 
     async def _write_and_read(self, groups: list[list], shards: list[int], plan: BatchPlan | None = None
                               ) -> list[list]:

@@ -151,7 +151,15 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
 )
 async def create_room(request: Request) -> Response:
     gw = gateway(request)
-    with gw.command_slot():  # admitted before any read: a flood of creates starts no unbounded reads
+    resend = False
+    if gw.any_unsettled() and gw.overload_reason() is not None:
+        try:
+            body = decode_body(await request.body(), CreateRoomRequest)
+        except ApiError:
+            pass  # refused as overloaded below, as any other request now
+        else:
+            resend = body.room is not None and await _decided_resend(gw, body.room, body.player, body.command_id)
+    with gw.command_slot(resend):  # admitted before any read: a flood of creates starts no unbounded reads
         return await _create_room(gw, request)
 
 
@@ -263,7 +271,15 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 )
 async def join_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    with gw.command_slot():  # admitted before any read, as a command
+    resend = False
+    if gw.unsettled_in(room) and gw.overload_reason() is not None:
+        try:
+            body = decode_body(await request.body(), JoinRoomRequest)
+        except ApiError:
+            pass  # refused as overloaded below, as any other request now
+        else:
+            resend = await _decided_resend(gw, room, body.player, body.command_id)
+    with gw.command_slot(resend):  # admitted before any read, as a command
         return await _join_room(gw, request, room)
 
 
@@ -398,6 +414,12 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None) -> Response:
     """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
+    if gw.unsettled_in(room) and gw.overload_reason() is not None:
+        # Admission would refuse, but this may be the resend of a command this process answered without its
+        # outcome: if that outcome is decided now, it is the answer (a 503 would hide it until a later resend).
+        stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
+        if stored is not None:
+            return stored
     with gw.command_slot():  # before any parsing: a refusal must cost next to nothing
         return await _admitted_command(gw, room, token, raw_body, idempotency_key)
 
@@ -419,6 +441,44 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
     client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
     return _answer(outcome, room, claims.player, client_id)
+
+
+async def _resent_outcome(gw: Gateway, room: str, token: str | None, raw_body: bytes,
+                          idempotency_key: str | None) -> Response | None:
+    """The stored outcome's answer when the request resends a command of ``room`` this process left unanswered
+    (``Gateway.is_unsettled``) and that command is decided now; None otherwise (admission decides)."""
+    try:
+        claims = gw.player_for(token, room)
+        client_id = decode_body(raw_body, CommandRequest).command_id or idempotency_key
+    except ApiError:
+        return None  # answered as any other request (refused while overloaded, its error otherwise)
+    if client_id is None or not gw.is_unsettled(room, internal_command_id(room, claims.player, client_id)):
+        return None
+    answer = await _stored_answer(gw, room, claims.player, client_id)
+    if answer is not None:
+        gw.settle(room, internal_command_id(room, claims.player, client_id))
+    return answer
+
+
+async def _decided_resend(gw: Gateway, room: str, player: str, client_id: str | None) -> bool:
+    """Whether a create or join resends a command this process answered without its outcome (``Gateway.
+    is_unsettled``) that is decided now: admitted past overload, its answer (a token with it) is made as for
+    any request, from the outcome the engine finds stored (a duplicate)."""
+    if client_id is None:
+        return False
+    command_id = internal_command_id(room, player, client_id)
+    return gw.is_unsettled(room, command_id) and await gw.store.outcome(room, command_id) is not None
+
+
+async def _stored_answer(gw: Gateway, room: str, player: str, command_id: str) -> Response | None:
+    """The answer to ``player``'s command ``command_id`` from its stored outcome (a replay); None while undecided."""
+    stored = await gw.store.outcome(room, internal_command_id(room, player, command_id))
+    if stored is None:
+        return None
+    envelopes = await gw.store.read(room, stored.first_version, stored.last_version) if stored.accepted else []
+    outcome = Outcome(command_id=command_id, room=room, accepted=stored.accepted, first_version=stored.first_version,
+                      last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True)
+    return _answer(outcome, room, player, command_id)
 
 
 async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: bytes) -> tuple[CommandRequest, str]:
@@ -453,14 +513,11 @@ async def command_outcome(request: Request, room: str = RoomId,
                           command_id: str = Path(pattern=r"^[A-Za-z0-9_.:\-]{1,100}$")) -> Response:
     gw = gateway(request)
     claims = gw.player_for(bearer(request), room)
-    stored = await gw.store.outcome(room, internal_command_id(room, claims.player, command_id))
-    if stored is None:
+    answer = await _stored_answer(gw, room, claims.player, command_id)
+    if answer is None:
         raise ApiError(
             404, "outcome_unknown",
             "no outcome yet: the command is still queued or never arrived; ask again, or resend it with the "
             "same command_id (that is safe)", "command_id",
         )
-    envelopes = await gw.store.read(room, stored.first_version, stored.last_version) if stored.accepted else []
-    outcome = Outcome(command_id=command_id, room=room, accepted=stored.accepted, first_version=stored.first_version,
-                      last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True)
-    return _answer(outcome, room, claims.player, command_id)
+    return answer

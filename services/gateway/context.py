@@ -21,7 +21,7 @@ from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import AdaptiveLimit, LoopLag, StandingQueue
+from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, RoomReader, Viewer
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
@@ -34,6 +34,8 @@ VERIFIED_TOKENS = 10_000
 # The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
 # slow machine (tests, a quiet server on a busy host) is never refused for a lag or a slow rule it did not cause.
 LAG_MIN_INFLIGHT = 8
+# Command ids this process answered without their outcome, remembered for their resends; cleared when full.
+UNSETTLED_MAX = 10_000
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -69,6 +71,7 @@ class Gateway:
         self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
         self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
                                    settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
+        self.admission = Admission(self.limit, self.queue, self.lag, settings.gateway_max_lag_ms, LAG_MIN_INFLIGHT)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
         self.rate_limits = RateLimits(settings, client)
         # The live feeds: one shared read of the shard feeds, and their caps per seat and per process.
@@ -80,6 +83,13 @@ class Gateway:
         # command, and the HMAC was the largest cost of the command path's own Python. Expiry is still
         # checked on every use; a bounded cache, cleared when full.
         self._verified: dict[str, Claims] = {}
+        # Commands this process answered without their outcome (202, or an error once submitted), by room: when
+        # admission refuses, a resend of one is answered from the store instead (``api_rooms.run_command``).
+        # A client whose wait ended resends the same id; refused 503 then, it would not learn an outcome that
+        # is already decided (seen in failovers, when the limit was cut). Keyed by room: the protocol sees the
+        # room in the path before the body, so a refusal for any other room stays as cheap as before.
+        self._unsettled: dict[str, set[str]] = {}
+        self._unsettled_count = 0
 
     def note_store_outage(self) -> None:
         self.store_outage_ms = now_ms()
@@ -182,18 +192,7 @@ class Gateway:
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
         command before the request is even read (protocol.GatewayHttpProtocol)."""
-        limit = self.limit.current(time.monotonic())
-        if self.inflight >= limit:
-            if limit == self.limit.ceiling:
-                return f"{self.inflight} commands in flight in this gateway process"
-            return (f"{self.inflight} commands in flight in this gateway process: its limit for now ({limit} of "
-                    f"{self.limit.ceiling}), lowered after commands queued")
-        max_lag_ms = self.settings.gateway_max_lag_ms
-        if max_lag_ms and self.inflight >= LAG_MIN_INFLIGHT and self.lag.lag_ms > max_lag_ms:
-            return f"requests wait {self.lag.lag_ms:.0f} ms before this gateway process starts them"
-        if self.inflight >= LAG_MIN_INFLIGHT and self.queue.standing(time.monotonic()):
-            return f"commands wait {self.queue.quickest_s * 1000:.0f} ms or more for the engine"
-        return None
+        return self.admission.refusal(self.inflight, time.monotonic())
 
     def refuse_if_overloaded(self) -> None:
         """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
@@ -203,15 +202,18 @@ class Gateway:
             raise overloaded(reason)
 
     @contextlib.contextmanager
-    def command_slot(self) -> Iterator[None]:
+    def command_slot(self, decided_resend: bool = False) -> Iterator[None]:
         """Admission (503 ``overloaded`` now when no slot is free) and a slot in ``inflight`` held from there
         to the answer, the reads before the submit included (every route that submits, ``api_rooms``).
         Counting the submit alone let a burst of commands for rooms this process had not seen start one
         rule-set read each, unbounded: past capacity they queued for new pooled connections for seconds
         (accepted p99 0.8-2.6 s at 3,000/s offered). Queueing instead of refusing would only add a command's
         wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
-        microseconds and tells the client when to come back."""
-        self.refuse_if_overloaded()
+        microseconds and tells the client when to come back. ``decided_resend``: the request resends a command
+        this process answered without its outcome, and that outcome is stored now (``api_rooms``): admitted
+        all the same, to be answered that outcome."""
+        if not decided_resend:
+            self.refuse_if_overloaded()
         self.inflight += 1
         if self.inflight >= LAG_MIN_INFLIGHT:
             self.lag.wake()
@@ -219,6 +221,34 @@ class Gateway:
             yield
         finally:
             self.inflight -= 1
+
+    def any_unsettled(self) -> bool:
+        return bool(self._unsettled)
+
+    def unsettled_in(self, room: str) -> bool:
+        """Whether this process left a command of ``room`` without its outcome (see ``_unsettled``)."""
+        return room in self._unsettled
+
+    def is_unsettled(self, room: str, command_id: str) -> bool:
+        return command_id in self._unsettled.get(room, ())
+
+    def settle(self, room: str, command_id: str) -> None:
+        """The command's outcome was answered: its resends take the usual path again."""
+        ids = self._unsettled.get(room)
+        if ids is not None and command_id in ids:
+            ids.discard(command_id)
+            self._unsettled_count -= 1
+            if not ids:
+                del self._unsettled[room]
+
+    def _unanswered(self, record: CommandRecord) -> None:
+        if self._unsettled_count >= UNSETTLED_MAX:
+            self._unsettled.clear()
+            self._unsettled_count = 0
+        ids = self._unsettled.setdefault(record.room, set())
+        if record.command_id not in ids:
+            ids.add(record.command_id)
+            self._unsettled_count += 1
 
     async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None
                      ) -> Outcome | None:
@@ -229,16 +259,22 @@ class Gateway:
         ``rate_limited``, nothing written.
         """
         started = time.monotonic()
+        calm = self.admission.calm(self.inflight)
         try:
             outcome = await self._submit(record, admit, limit)
         except CommandLimited as refused:  # bus.RateLimited, or counted by a write decided here
             # Remembered only when it was this request's own window (a sharer's token may be another).
             own = limit is not None and refused.key == limit.key
             raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
+        except BaseException:
+            self._unanswered(record)  # a store failure or a cancelled request: it may have been decided all the same
+            raise
         now = time.monotonic()
-        if outcome is not None:  # a wait that timed out says nothing more than the timeout
-            self.queue.record(now - started, now)
-        self.limit.record(now - started, now)  # a timeout too: the longest wait there is
+        if outcome is None:
+            self._unanswered(record)
+        elif self._unsettled:
+            self.settle(record.room, record.command_id)
+        self.admission.finished(now - started, now, outcome is not None, calm)
         return outcome
 
     async def count_refused(self, room: str, limit: RateLimit | None) -> None:

@@ -188,7 +188,9 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         if (idle and gateway is not None and self.parser.get_method() == b"POST" and not self.parser.should_upgrade()
                 and _is_command(self.url)):
             reason = gateway.overload_reason()
-            if reason is not None:
+            # A command of a room this process left a command of unanswered may be its resend: taken, so that
+            # ``run_command`` can answer its stored outcome (or refuse it there). Any other is refused here.
+            if reason is not None and not gateway.unsettled_in(_room_of(self.url)):
                 gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
                 self._refuse(gateway, overloaded(reason))
                 return
@@ -320,6 +322,11 @@ def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, byt
     if claims is None or claims.role != ROLE_PLAYER or claims.room != room:
         return None
     return gateway.rate_limits.known_refusal(room, claims.player)
+
+
+def _room_of(url: bytes) -> str:
+    """The room a command's path names (``_is_command``: /rooms/{room}/commands), as sent."""
+    return url.partition(b"?")[0][len(COMMAND_PREFIX):-len(COMMAND_SUFFIX)].decode("latin-1")
 
 
 def _is_command(url: bytes) -> bool:

@@ -203,6 +203,13 @@ async def test_durability_replica_without_replicas_answers_no_write_as_confirmed
         f"durable-{n}", 1, 1), command_record=b"r") for n in range(6)]
     appended, _ = await store.write_many(requests, [])
     assert all(isinstance(result, ReplicaWaitError) for result in appended), appended
+    # Once a node's WAIT failed, its next writes are refused before they are sent while it has no replica online:
+    # nothing written that no replica confirmed, and no WAIT timeout sat out by every retry (issue 28, item 17).
+    later = [AppendRequest(room=f"durable-later-{n}", expected_version=0, command_id="later", envelopes=envelopes_for(
+        f"durable-later-{n}", 1, 1), command_record=b"r") for n in range(6)]
+    appended, _ = await store.write_many(later, [])
+    assert all(isinstance(result, ReplicaWaitError) for result in appended), appended
+    assert not [request.room for request in later if await cluster.exists(store.keys.events(request.room))]
     with pytest.raises(DurabilityError, match="every Cluster primary"):
         await require_replica(cluster)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 
 import httpx
 import pytest
@@ -194,4 +194,83 @@ def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals
     # and no connection closed after a refusal left a traceback in the gateway's log
     log = (stack.data_dir / "gateway.log").read_text(errors="replace")
     assert "Traceback" not in log and "message_event" not in log, log[-2000:]
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_refuses(gateway_url) -> None:
+    """Issue 28, item 18. Given a command answered 202 (its wait ended, the engine held still) and decided once the
+    engine went on, when its client resends it while both in-flight slots are held (admission refuses every new
+    command), then the resend is answered its stored outcome (200, ``duplicate``), not 503 ``overloaded``; a new
+    command of the same room is still refused."""
+    url, stack = gateway_url
+    (room, token), *holders = open_board_rooms(url, "resent", MAX_INFLIGHT + 1)
+    engine = stack.processes["engine"]
+    move = {"command": {"kind": "place_element", "row": 5, "column": 5}, "command_id": "resent"}
+    other = {"command": {"kind": "place_element", "row": 6, "column": 6}, "command_id": "new"}
+
+    async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response, list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            def send(room: str, token: str, body: dict) -> Awaitable[httpx.Response]:
+                return client.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"}, json=body)
+
+            engine.send_signal(signal.SIGSTOP)
+            try:
+                first = await send(room, token, move)  # waits out the 3 s timeout: 202
+            finally:
+                engine.send_signal(signal.SIGCONT)
+            await asyncio.sleep(1.0)  # the engine decides it meanwhile
+            engine.send_signal(signal.SIGSTOP)
+            try:
+                holding = asyncio.gather(*(send(r, t, {"command": move["command"]}) for r, t in holders))
+                await asyncio.sleep(0.5)  # both slots held
+                resent = await send(room, token, move)
+                refused = await send(room, token, other)
+            finally:
+                engine.send_signal(signal.SIGCONT)
+            return first, resent, refused, await holding
+
+    first, resent, refused, held = asyncio.run(scenario())
+    assert first.status_code == 202, first.text
+    assert refused.status_code == 503 and refused.json()["code"] == "overloaded", refused.text
+    assert resent.status_code == 200, resent.text
+    assert resent.json()["duplicate"] is True and resent.json()["command_id"] == "resent"
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_a_resent_create_that_was_decided_gets_its_room_and_token_while_admission_refuses(gateway_url) -> None:
+    """Issue 28, item 18, for a create: answered 202 while the engine held still, decided once it went on, then
+    resent with the same (long: the creator's proof) command id while both in-flight slots are held: 201 with
+    the room and the creator's token (``duplicate``), not 503 ``overloaded``; another create is still refused."""
+    url, stack = gateway_url
+    holders = open_board_rooms(url, "resent-create-holder", MAX_INFLIGHT)
+    engine = stack.processes["engine"]
+    create = {"ruleset": "board", "player": "p", "room": "resent-create", "command_id": "resent-create-0123456789"}
+    other = {"ruleset": "board", "player": "p", "room": "resent-create-other"}
+
+    async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response, list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            engine.send_signal(signal.SIGSTOP)
+            try:
+                first = await client.post("/rooms", json=create)  # waits out the 3 s timeout: 202
+            finally:
+                engine.send_signal(signal.SIGCONT)
+            await asyncio.sleep(1.0)  # the engine decides it meanwhile (its join is not sent: it never answered)
+            engine.send_signal(signal.SIGSTOP)
+            try:
+                holding = asyncio.gather(*(client.post(
+                    f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
+                    json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for room, token in holders))
+                await asyncio.sleep(0.5)  # both slots held
+                refused = await client.post("/rooms", json=other)
+                resent = asyncio.ensure_future(client.post("/rooms", json=create))
+                await asyncio.sleep(0.5)
+            finally:
+                engine.send_signal(signal.SIGCONT)  # the resend goes through the engine, which finds it decided
+            return first, await resent, refused, await holding
+
+    first, resent, refused, held = asyncio.run(scenario())
+    assert first.status_code == 202, first.text
+    assert refused.status_code == 503 and refused.json()["code"] == "overloaded", refused.text
+    assert resent.status_code == 201, resent.text
+    assert resent.json()["duplicate"] is True and resent.json()["room"] == "resent-create" and resent.json()["token"]
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]

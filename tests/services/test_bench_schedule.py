@@ -1,10 +1,11 @@
-"""`bench e2e`'s schedule: in step every room plays the same move; out of step the rooms spread over the game."""
+"""`bench e2e`'s schedule: in step every room plays the same move; out of step the rooms spread over the game; with
+``--overload`` a multiple of the achieved rate between two capacity runs."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from almanac.services.bench.e2e import RoomSlots
+from almanac.services.bench.e2e import RoomSlots, _with_overload
 
 MOVES = 17
 
@@ -48,3 +49,21 @@ def test_out_of_step_the_rooms_are_spread_evenly_over_the_game_at_every_moment()
     # and 34 rooms start from their first move during the run (two slots' first rooms, and the 32 fresh rooms
     # that follow a finished game), so the rooms' first commands are spread over the run too
     assert sum(1 for room, moves in played.items() if slots.played_before[room] == 0 and moves) == 34
+
+
+def test_the_overload_run_offers_a_multiple_of_the_achieved_rate_between_two_capacity_runs(capsys):
+    """``bench e2e --overload 3``: capacity at the offered rate, then three times what it achieved, then the rate
+    again; the goodput is judged against the mean of the two capacities around it (the machine drifts)."""
+    offered: list[int] = []
+    achieved = iter([800.0, 600.0, 1000.0, 500.0])
+
+    def run(rate: int) -> dict:
+        offered.append(rate)
+        return {"offered_per_s": rate, "achieved_per_s": next(achieved), "shed": 10, "accepted_p99_ms": 40.0,
+                "cpu_s": {}}
+
+    figures = _with_overload(run, 1000, 3)
+    assert offered == [1000, 2400, 1000]
+    assert figures["overload"]["capacity_per_s"] == 900.0 and figures["overload"]["ratio"] == 600 / 900
+    assert "0.67 of their mean" in " ".join(capsys.readouterr().out.split())
+    assert _with_overload(run, 500, 0)["offered_per_s"] == 500 and offered[-1] == 500  # without: one run only
