@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, Claims
 from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.redis_client import connect
 from almanac.services.settings import load_settings
 
 
-async def test_each_address_and_token_is_limited_on_its_own_across_the_nodes(cluster_url) -> None:
+async def test_each_address_and_seat_is_limited_on_its_own_across_the_nodes(cluster_url) -> None:
     client = connect(cluster_url, cluster=True)
     await client.flushall()
     settings = load_settings({}, redis_url=cluster_url, redis_cluster=True, rate_anon="3/minute",
@@ -30,11 +31,12 @@ async def test_each_address_and_token_is_limited_on_its_own_across_the_nodes(clu
             with pytest.raises(ApiError) as refused:
                 await limits.check_address(address)
             assert refused.value.status == 429 and refused.value.headers == {"Retry-After": "60"}
-        await limits.check_token("token-a")
-        await limits.check_token("token-a")
+        seat_a = Claims(room=ANY_ROOM, player="auditor-a", role=ROLE_AUDITOR, exp=0)
+        await limits.check_auditor(seat_a)
+        await limits.check_auditor(seat_a)
         with pytest.raises(ApiError):
-            await limits.check_token("token-a")
-        await limits.check_token("token-b")
+            await limits.check_auditor(seat_a)
+        await limits.check_auditor(Claims(room=ANY_ROOM, player="auditor-b", role=ROLE_AUDITOR, exp=0))
     finally:
         await limits.close()
         await client.aclose()
