@@ -10,12 +10,12 @@ export default function SectorsPicture({ picture, before, html }) {
     ${grid.map((line, r) => line.map((cell, c) => html`<div role="gridcell"
         class=${`cell sector ${cell.explored ? "" : "unexplored"} ${before && old(r, c) !== JSON.stringify(cell) ? "changed" : ""}`}
         aria-label=${`sector ${r},${c}: ${cell.explored ? cell.type : "unexplored"}`}>
-      ${cell.explored ? html`<strong>${cell.type}</strong><span>pop ${cell.population}/${cell.population_cap}</span>
+      ${cell.explored ? html`<strong>${cell.type}</strong><span>pop ${cell.population}${cell.population_cap == null ? "" : `/${cell.population_cap}`}</span>
         <span>${(cell.buildings || []).join(", ") || "–"}</span>` : html`<span class="muted">?</span>`}
     </div>`))}</div>
     <p class="muted">${picture.season} of year ${picture.year}; stock ${stock || "none"}</p>
     <ul class="legend" aria-label="legend">
-      <li><span class="swatch sector-key">pop</span>people / room for people</li>
+      <li><span class="swatch sector-key">pop</span>people / room for people (no room given: no cap)</li>
       <li><span class="swatch sector-key">–</span>no buildings</li>
       <li><span class="swatch unexplored">?</span>unexplored</li>
       <li><span class="swatch changed"></span>changed since the compared version</li>

@@ -590,5 +590,8 @@ def test_every_game_picture_has_a_legend_and_fits_a_1280_px_page(browser, base_u
         marks = {word for text in panel.get_by_role("gridcell").all_inner_texts() for word in text.split()
                  if len(word) <= 3 and not any(ch.isdigit() for ch in word)}
         assert [mark for mark in marks if mark not in explained] == []
+        # and no number is left half-drawn ("pop 50/" where a sector type has no cap)
+        cells = panel.get_by_role("gridcell").all_inner_texts()
+        assert [text for text in cells if re.search(r"\d/(\s|$)", text)] == []
     finally:
         context.close()
