@@ -67,7 +67,7 @@ async def test_a_forks_dispute_bundle_is_refused_naming_the_parent_not_a_crash(b
     # When the operator asks for a bundle of the fork's first version
     shown = await ainvoke(redis_url, "dispute", "board-disputed", "--versions", "1..1")
     # Then it is refused, saying the room is a fork and whose bundle to ask for
-    said = " ".join(shown.output.split())
+    said = " ".join((shown.stdout + shown.stderr).split())
     assert shown.exit_code != 0 and "unexpected" not in said, said
     assert "sandbox fork" in said and board_room in said
 
