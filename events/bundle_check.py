@@ -62,8 +62,11 @@ class Step(msgspec.Struct, kw_only=True):
     status: str  # "passed", "failed", "skipped"
     detail: str
     version: int | None = None
+    # A failure's two sides, named by ``sides`` (the first the authority: the chain, the stored record, what
+    # was recorded; the second what is checked against it: the bundle's readable copy, a recomputation).
     recorded: Any = None
     recomputed: Any = None
+    sides: tuple[str, str] = ("recorded", "recomputed")
 
 
 class Verdict(msgspec.Struct, kw_only=True):
@@ -82,7 +85,7 @@ class Verdict(msgspec.Struct, kw_only=True):
             where = f" (version {s.version})" if s.version is not None else ""
             lines.append(f"  [{s.status}] {s.name}{where}: {s.detail}")
             if s.status == "failed" and (s.recorded is not None or s.recomputed is not None):
-                lines += [f"      {line}" for line in difference_lines(s.recorded, s.recomputed)]
+                lines += [f"      {line}" for line in difference_lines(s.recorded, s.recomputed, s.sides)]
         return "\n".join(lines)
 
 
@@ -91,9 +94,10 @@ class _Failed(Exception):
         self.step = step
 
 
-def _fail(name: str, detail: str, version: int | None = None, recorded: Any = None, recomputed: Any = None) -> _Failed:
+def _fail(name: str, detail: str, version: int | None = None, recorded: Any = None, recomputed: Any = None,
+          sides: tuple[str, str] = ("recorded", "recomputed")) -> _Failed:
     return _Failed(Step(name=name, status="failed", detail=detail, version=version,
-                        recorded=recorded, recomputed=recomputed))
+                        recorded=recorded, recomputed=recomputed, sides=sides))
 
 
 def _event_of(envelope: Envelope) -> Any:
@@ -153,7 +157,8 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
     # 2. chain
     if len(raws) != head_version:
         raise _fail("chain", f"the chain holds {len(raws)} envelopes but the head is version {head_version}: "
-                    "an event was dropped or added", recorded=head_version, recomputed=len(raws))
+                    "an event was dropped or added", recorded=head_version, recomputed=len(raws),
+                    sides=("stated", "counted"))
     chain: list[Envelope] = []
     previous = GENESIS_HASH
     for version, data in enumerate(raws, start=1):
@@ -172,10 +177,10 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         chain.append(envelope)
     if previous != head_hash:
         raise _fail("chain", "the chain does not end at the stated head hash", head_version,
-                    recorded=head_hash, recomputed=previous)
+                    recorded=head_hash, recomputed=previous, sides=("stated", "recomputed"))
     if expect_head is not None and head_hash != expect_head:
         raise _fail("chain", "the bundle's head hash is not the head hash you expected (from another source)",
-                    head_version, recorded=head_hash, recomputed=expect_head)
+                    head_version, recorded=head_hash, recomputed=expect_head, sides=("bundle", "expected"))
     passed(Step(name="chain", status="passed", detail=f"versions 1..{head_version} are linked and unaltered, ending at "
                 f"head {head_hash[:16]}…" + (" (the hash you expected)" if expect_head else
                                              "; compare that hash with one published by other means")))
@@ -188,7 +193,8 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         wrong = readable.check_event_entry(entry, chain[version - 1])
         if wrong is not None:
             raise _fail("readable", f"event entry {version} does not say what the chain holds: {wrong}", version,
-                        recorded=entry.get("event"), recomputed=_event_of(chain[version - 1]).get("event"))
+                        recorded=_event_of(chain[version - 1]).get("event"), recomputed=entry.get("event"),
+                        sides=("chained", "readable"))
     passed(Step(name="readable", status="passed",
                 detail=f"each of the {len(events)} readable event(s) is exactly the chained envelope it names"))
 
@@ -202,7 +208,8 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
     ref = f"{created.ruleset}@{created.ruleset_version}"
     if ruleset.get("ref") != ref or ruleset.get("fingerprint") != created.fingerprint:
         raise _fail("rules", "the bundle's rule-set does not match the room's room.created event", 1,
-                    recorded={"ref": ref, "fingerprint": created.fingerprint}, recomputed=ruleset)
+                    recorded={"ref": ref, "fingerprint": created.fingerprint}, recomputed=ruleset,
+                    sides=("chained", "readable"))
     try:
         rules = registry.at(created.ruleset, created.ruleset_version)
     except (RulesNotInstalledError, RuleError) as error:
@@ -225,7 +232,7 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         if told != slice_versions or not readable.same_json(codec.to_builtins(story), subject.get("story")):
             raise _fail("subject", f"the {subject.get('view')} {subject.get('item')!r} told again from the chain is not "
                         "the bundle's story and events (one left out, or one added)", None,
-                        recorded=slice_versions, recomputed=told)
+                        recorded=told, recomputed=slice_versions, sides=("chained", "readable"))
         passed(Step(name="subject", status="passed", detail=f"the {subject.get('view')} {subject.get('item')!r}, told "
                     f"again from the chain by {ref}'s audit view, is exactly the bundle's {len(told)} event(s) and story"))
     elif isinstance(subject, dict) and subject.get("kind") == "versions":
@@ -247,10 +254,10 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         digest = hashlib.sha256(seed).hexdigest()
         if digest != created.seed_commitment:
             raise _fail("seed", "the revealed seed does not hash to the commitment made when the room was created",
-                        1, recorded=created.seed_commitment, recomputed=digest)
+                        1, recorded=created.seed_commitment, recomputed=digest, sides=("committed", "revealed"))
         if seed_info.get("revealed") not in (None, seed.hex()):
             raise _fail("seed", "the bundle's seed is not the one the room revealed", None,
-                        recorded=seed.hex(), recomputed=seed_info.get("revealed"))
+                        recorded=seed.hex(), recomputed=seed_info.get("revealed"), sides=("chained", "readable"))
         passed(Step(name="seed", status="passed", detail="the seed revealed at the end hashes to the commitment "
                     f"{created.seed_commitment[:16]}… recorded at creation: it was fixed before play"))
     else:
@@ -274,7 +281,7 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
             raise _fail("coverage", f"a command entry is malformed: {error!r}") from None
         if not readable.same_json(codec.to_builtins(record), entry.get("command")):
             raise _fail("coverage", f"the readable command {record.command_id!r} is not its stored record", first,
-                        recorded=codec.to_builtins(record), recomputed=entry.get("command"))
+                        recorded=codec.to_builtins(record), recomputed=entry.get("command"), sides=("stored", "readable"))
         if not 1 <= first <= last <= head_version:
             raise _fail("coverage", f"command {record.command_id!r} claims versions {first}..{last}", first)
         inside = {e.command_id for e in chain[first - 1:last]}
@@ -282,7 +289,8 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         after = chain[last].command_id if last < head_version else None
         if inside != {record.command_id} or record.command_id in (before, after):
             raise _fail("coverage", f"versions {first}..{last} are not exactly the events of command "
-                        f"{record.command_id!r}", first, recorded=sorted(inside), recomputed=record.command_id)
+                        f"{record.command_id!r}", first, recorded=sorted(inside), recomputed=record.command_id,
+                        sides=("chained", "claimed"))
         spans.append((first, last, record))
     spans.sort(key=lambda span: span[0])
     covered = {version for first, last, _ in spans for version in range(first, last + 1)}
@@ -311,7 +319,8 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         except RuleError as error:
             raise _fail("redecide", f"command {record.command_id!r} decided again is refused ({error.code}: "
                         f"{error.message}), but the chain records its events", first,
-                        recorded=[_event_of(e) for e in chain[first - 1:last]], recomputed=error.to_dict()) from None
+                        recorded=[_event_of(e) for e in chain[first - 1:last]], recomputed=error.to_dict(),
+                        sides=("recorded", "re-decided")) from None
         recorded_span = chain[first - 1:last]
         for offset in range(max(len(recorded_span), len(recomputed))):
             theirs = recorded_span[offset] if offset < len(recorded_span) else None
@@ -328,7 +337,7 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
                 raise _fail("redecide", f"command {record.command_id!r} decided again with {ref} and the dice "
                             f"re-derived from the seed gives other events (differs in: {what})", first + offset,
                             recorded=None if theirs is None else _event_of(theirs),
-                            recomputed=None if mine is None else _event_of(mine))
+                            recomputed=None if mine is None else _event_of(mine), sides=("recorded", "re-decided"))
     passed(Step(name="redecide", status="passed", detail=f"each of the {len(spans)} command(s), decided again by "
                 f"{ref} with its dice re-derived from the seed, gives exactly the recorded events"))
 
@@ -356,9 +365,10 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
                 checked += 1
                 continue
             raise _fail("refusals", f"refused command {record.command_id!r} is now refused for another reason",
-                        at + 1, recorded=entry.get("error"), recomputed=error.to_dict()) from None
+                        at + 1, recorded=entry.get("error"), recomputed=error.to_dict(),
+                        sides=("recorded", "re-decided")) from None
         raise _fail("refusals", f"refused command {record.command_id!r} would be accepted", at + 1,
-                    recorded=entry.get("error"), recomputed="accepted")
+                    recorded=entry.get("error"), recomputed="accepted", sides=("recorded", "re-decided"))
     passed(Step(name="refusals", status="passed", detail=f"each of the {checked} refused command(s) in range, decided "
                 "again at its version, is refused with the recorded code (refusals are not in the chain: this shows "
                 "the refusals are consistent with the rules, not that none is missing)"))

@@ -24,7 +24,7 @@ MAX_PATH = 300
 MAX_EXPRESSION = 500
 MAX_CLAUSES = 16
 ROOTS = ("state", "scores", "view", "room")
-_ROOM_FIELDS = tuple(f for f in RoomState.__struct_fields__ if f != "game")
+ROOM_FIELDS = tuple(f for f in RoomState.__struct_fields__ if f != "game")
 
 
 class PathError(ValueError):
@@ -86,7 +86,7 @@ def _root_value(state: RoomState, path: Path) -> Any:
         if path.player not in decider.seats(state.game) and path.player not in state.players:
             return MISSING  # a view is a seat's: nobody else has one to read
         return decider.view(state.game, path.player)
-    return {name: getattr(state, name) for name in _ROOM_FIELDS}
+    return {name: getattr(state, name) for name in ROOM_FIELDS}
 
 
 def _child(value: Any, segment: str) -> Any:
@@ -125,18 +125,22 @@ def children_at(state: RoomState | None, path: Path) -> list[str]:
     value = _root_value(state, path)
     if value is MISSING:  # a view of someone without a seat: the seats are what there is
         return list(room_rules.decider_of(state).seats(state.game))
+    depth = 0
     for segment in path.segments:
         child = _child(value, segment)
         if child is MISSING:
             break
-        value = child
+        value, depth = child, depth + 1
+    names: list[str] = []
     if isinstance(value, msgspec.Struct):
-        return list(value.__struct_fields__)
-    if isinstance(value, dict):
-        return [str(k) for k in list(value)[:50]]
-    if isinstance(value, list | tuple):
-        return [str(i) for i in range(min(len(value), 50))]
-    return []
+        names = list(value.__struct_fields__)
+    elif isinstance(value, dict):
+        names = [str(k) for k in list(value)[:50]]
+    elif isinstance(value, list | tuple):
+        names = [str(i) for i in range(min(len(value), 50))]
+    if path.root == "state" and depth == 0:  # a first segment that is no game key may have meant another root
+        names += [root for root in ROOTS if root not in names]
+    return names
 
 
 def shown(value: Any) -> Any:
@@ -144,11 +148,13 @@ def shown(value: Any) -> Any:
     return None if value is MISSING else codec.to_builtins(value)
 
 
-def state_tree(state: RoomState) -> dict[str, Any]:
-    """What ``diff`` compares (with ``events.tree_diff``) between two rooms: seats, end, scores and the game state, as builtins."""
+def state_tree(state: RoomState, room_fields: tuple[str, ...] = ("players", "ended")) -> dict[str, Any]:
+    """What is compared (with ``events.tree_diff``) as builtins, under the path roots so that every changed
+    path is one ``explain`` reads: ``room.`` (by default seats and end: what two rooms can share; ``state
+    --diff`` of one room at two versions passes every room field), ``scores.`` and ``state.`` (the game)."""
     decider = room_rules.decider_of(state)
     return {
-        "room": {"players": list(state.players), "ended": state.ended},
+        "room": codec.to_builtins({name: getattr(state, name) for name in room_fields}),
         "scores": codec.to_builtins(decider.scores(state.game)),
         "state": codec.to_builtins(state.game),
     }

@@ -44,6 +44,12 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
     raw = await _raw(store, room)
     envelopes = [codec.decode_envelope(data, room, version) for version, data in raw]
     head = len(envelopes)
+    if envelopes[0].type == "room.forked":
+        # A bundle is checked offline from genesis; a fork's chain and state start at its parent's version.
+        forked = codec.decode_event(envelopes[0])
+        raise DisputeError("fork_not_supported", f"room {copy!r} is a sandbox fork of {forked.parent!r} at version "
+                           f"{forked.at}: a bundle proves a room's history from its first version, so ask for "
+                           f"the parent's bundle (versions of {forked.parent!r})", "room")
     created = codec.decode_event(envelopes[0])
     manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
     if (view is None) == (versions is None):

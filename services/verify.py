@@ -153,7 +153,8 @@ async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> 
     if len(envelopes) > upto:
         created = codec.decode_event(envelopes[0])
         ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-        seed = (room_rules.challenge_seed(created.challenge) if created.challenge is not None
+        challenge = getattr(created, "challenge", None)  # a fork has its own secret, never a challenge's
+        seed = (room_rules.challenge_seed(challenge) if challenge is not None
                 else bytes.fromhex(ended[-1].revealed_seed) if ended else await store.load_seed(room))
         tail = [(v, data) for v, data in await store.commands(room) if v > upto]
         if seed is None or not tail or tail[0][0] != upto + 1:

@@ -11,6 +11,7 @@ from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.step import replay
 from almanac.events.tree_diff import json_value, tree_diff
+from almanac.projections.state_paths import ROOM_FIELDS, state_tree
 from almanac.services.cli import app
 from almanac.services.cli.common import (
     OperatorError,
@@ -92,7 +93,7 @@ def state_command(
     if at is not None and at_time is not None:
         raise fail("give --at or --at-time, not both")
 
-    async def work(store: EventStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    async def work(store: EventStore) -> tuple[room_rules.RoomState, room_rules.RoomState | None]:
         envelopes = await room_envelopes(store, room)
         latest = envelopes[-1].version
         version = latest if at is None else at
@@ -104,22 +105,24 @@ def state_command(
             version = before[-1]
         check_version(version, latest, "--at")
         base = await RoomLoader(store, 0).base_of(envelopes[0])  # a fork folds onto its parent
-        shown = state_document(_fold(envelopes[:version], base))
+        later = _fold(envelopes[:version], base)
         earlier = None
         if diff is not None:
             check_version(diff, latest, "--diff")
-            earlier = state_document(_fold(envelopes[:diff], base))
-        return shown, earlier
+            earlier = _fold(envelopes[:diff], base)
+        return later, earlier
 
-    shown, earlier = with_store(work)
+    later, earlier = with_store(work)
+    shown = state_document(later)
     if earlier is not None:
-        changes = tree_diff(earlier["state"], shown["state"])
+        # Under the path roots (room., scores., state.), as `almanac diff` prints: each path is one explain reads.
+        changes = tree_diff(state_tree(earlier, ROOM_FIELDS), state_tree(later, ROOM_FIELDS))
         if as_json:
-            print_json({"from": earlier["version"], "to": shown["version"], "changes": [
+            print_json({"from": earlier.version, "to": later.version, "changes": [
                 {"path": p, "before": json_value(b), "after": json_value(a)} for p, b, a in changes]})
             return
-        print_changes(f"room {room}: version {earlier['version']} -> {shown['version']}",
-                      (f"at v{earlier['version']}", f"at v{shown['version']}"), changes)
+        print_changes(f"room {room}: version {earlier.version} -> {later.version}",
+                      (f"at v{earlier.version}", f"at v{later.version}"), changes)
         console.print(f"{len(changes)} change(s)")
         return
     if as_json:

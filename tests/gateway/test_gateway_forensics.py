@@ -125,6 +125,11 @@ def test_forks_refuse_bad_requests_with_4xx_json(api: TestClient, auditor: str) 
     for url, body, status, code in cases:
         answer = api.post(url, headers=auth(auditor), json=body)
         assert answer.status_code == status and answer.json()["code"] == code, (body, answer.text)
+    # A fork's history starts at its parent's version, which a bundle (checked from version 1) cannot prove:
+    # its dispute bundle is refused as bisect refuses a fork, never a 500.
+    bundle = api.get(f"/rooms/{taken}/dispute", params={"from": 1, "to": 1}, headers=auth(auditor))
+    assert bundle.status_code == 422 and bundle.json()["code"] == "fork_not_supported", bundle.text
+    assert room in bundle.json()["message"] and bundle.json()["field"] == "room"
 
 
 def test_explain_and_bisect_answer_auditors_and_refuse_bad_input(api: TestClient, auditor: str) -> None:

@@ -1,4 +1,5 @@
-"""The one tree diff: change one leaf anywhere in a tree of maps, lists and tuples, and the diff is that leaf alone."""
+"""The one tree diff: change one leaf anywhere in a tree of maps, lists and tuples, and the diff is that leaf alone;
+take elements out of a list or put some in, and the diff is those elements alone."""
 
 from __future__ import annotations
 
@@ -52,6 +53,38 @@ def test_one_changed_leaf_is_the_whole_diff_with_its_path_and_both_values(tree, 
     assert tree_diff(tree, changed) == [(path, before, after)]
     assert tree_diff(tree, thaw(tree)) == []  # a tuple and a list of equal items are the same sequence
     assert parse_path(path).segments == tuple(re.findall(r"[^.\[\]]+", path))  # explain reads the same path
+
+
+@given(st.lists(leaves, max_size=12), st.data())
+def test_a_list_that_grew_or_shrank_is_one_row_per_element_that_came_or_left(items, data) -> None:
+    # Given a list (a deck, a log) and the same list with some elements taken out and others put in
+    taken = sorted(data.draw(st.sets(st.sampled_from(range(len(items))), max_size=len(items))) if items else set())
+    kept = [item for index, item in enumerate(items) if index not in taken]
+    put = data.draw(st.lists(st.tuples(st.integers(0, len(kept)), st.integers(100, 200)), max_size=3))
+    after = list(kept)
+    for place, item in sorted(put, reverse=True):
+        after.insert(place, item)
+    if len(after) == len(items):
+        return  # same length: compared place by place (the first property)
+    # When the two are compared
+    changes = tree_diff({"deck": items}, {"deck": after})
+    # Then each row is an element that left (at its index before) or came (at its index after), no more rows
+    # than were taken and put, and every element that stayed is in no row
+    assert len(changes) <= len(taken) + len(put)
+    for path, before, now in changes:
+        index = int(re.fullmatch(r"deck\[(\d+)\]", path).group(1))
+        if now is ABSENT:  # one that left, named by its index before
+            assert items[index] == before
+        else:  # one that came (or took a leaving one's place), named by its index after
+            assert after[index] == now and (before is ABSENT or before in items)
+
+
+def test_drawing_a_card_is_one_row_not_every_card_behind_it() -> None:
+    deck = [7, 3, 11, 5, 9, 2, 14, 8, 1, 12, 6, 15, 4, 10, 13, 16]
+    assert tree_diff({"deck": deck}, {"deck": deck[1:]}) == [("deck[0]", 7, ABSENT)]  # the top card left
+    assert tree_diff({"deck": deck}, {"deck": deck[:5] + deck[6:]}) == [("deck[5]", 2, ABSENT)]
+    assert tree_diff({"log": ["a"]}, {"log": ["a", "b"]}) == [("log[1]", ABSENT, "b")]
+    assert tree_diff({"deck": [1, 2]}, {"deck": [True, 2, 3]}) == [("deck[0]", 1, True), ("deck[2]", ABSENT, 3)]
 
 
 def test_a_board_with_one_cell_changed_is_one_row_and_a_list_that_grew_is_one_row_per_new_element() -> None:

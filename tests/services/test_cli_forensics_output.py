@@ -32,11 +32,13 @@ async def test_a_board_diff_names_each_changed_cell_with_both_values_not_the_who
     # Then each changed cell is one row, its path and both values, and no row holds a whole board
     assert shown.exit_code == 0, shown.output
     rows = table_rows(shown.stdout)
-    assert rows["game.board[8][5]"] == ['""', '"farm"'] and rows["game.board[9][7]"] == ['""', '"farm"']
-    assert "game.board" not in rows and "mountain" not in shown.stdout  # the untouched cells are not printed
+    assert rows["state.board[8][5]"] == ['""', '"farm"'] and rows["state.board[9][7]"] == ['""', '"farm"']
+    assert "state.board" not in rows and "mountain" not in shown.stdout  # the untouched cells are not printed
     as_json = json.loads((await ainvoke(redis_url, "state", board_room, "--at", "4", "--diff", "3", "--json")).stdout)
-    assert {"path": "game.board[8][5]", "before": "", "after": "farm"} in as_json["changes"]
-    assert {"path": "game.deck[14]", "before": 11, "after": None} in as_json["changes"]  # the deck got shorter
+    assert {"path": "state.board[8][5]", "before": "", "after": "farm"} in as_json["changes"]
+    # The card drawn is one row (the card that left), not a row for every card behind it that moved up
+    assert [c for c in as_json["changes"] if c["path"].startswith("state.deck")] == [
+        {"path": "state.deck[0]", "before": 10, "after": None}]
 
     # And `diff` of the room and its fork (the parent at version 3) says the same, through the one tree diff
     # the HTTP route answers with
@@ -49,6 +51,25 @@ async def test_a_board_diff_names_each_changed_cell_with_both_values_not_the_who
                                             "--at-b", "1", "--json")).stdout)["differences"]
     assert {"path": "state.board[8][5]", "a": "farm", "b": ""} in differences
     assert {"path": "room.players[0]", "a": "bea", "b": None} in differences
+
+    # And every path either prints is one explain reads (the path language's roots: state., room., scores.)
+    printed = {c["path"]: board_room for c in as_json["changes"]}
+    printed |= {d["path"]: board_room if d["a"] is not None else "board-what-if" for d in differences}
+    assert {path.split(".")[0].split("[")[0] for path in printed} <= {"state", "room", "scores"}, printed
+    for path, room in printed.items():
+        explained = await ainvoke(redis_url, "explain", room, path)
+        assert explained.exit_code == 0, (path, explained.output)
+
+
+async def test_a_forks_dispute_bundle_is_refused_naming_the_parent_not_a_crash(board_room, redis_url):
+    # Given a fork of the board room at version 3
+    assert (await ainvoke(redis_url, "fork", board_room, "--at", "3", "--as", "board-disputed")).exit_code == 0
+    # When the operator asks for a bundle of the fork's first version
+    shown = await ainvoke(redis_url, "dispute", "board-disputed", "--versions", "1..1")
+    # Then it is refused, saying the room is a fork and whose bundle to ask for
+    said = " ".join((shown.stdout + shown.stderr).split())
+    assert shown.exit_code != 0 and "unexpected" not in said, said
+    assert "sandbox fork" in said and board_room in said
 
 
 async def test_fork_says_where_players_join_and_play_since_the_cli_cannot(board_room, redis_url):
@@ -71,6 +92,10 @@ async def test_explain_and_bisect_refuse_a_misspelt_path_naming_what_is_there(bo
         (line,) = failed.stderr.strip().splitlines()
         assert "no value at 'bord.3.7'" in line or "never had a value at 'bord.3.7'" in line, line
         assert "allowed: " in line and "board" in line.split("allowed: ")[1], line
+    # And a misspelt first segment may have meant a root, not a game key: the roots are offered too
+    failed = await ainvoke(redis_url, "explain", board_room, "scors.bea")
+    offered = failed.stderr.split("allowed: ")[1].replace(",", " ").split()
+    assert failed.exit_code == 1 and {"board", "scores", "view", "room", "state"} <= set(offered), failed.stderr
     # And the API refuses it the same way (the console and the CLI share forensics_tools)
     with pytest.raises(ft.ForensicsError) as refused:
         await ft.bisect_where(RedisEventStore(redis_client), board_room, "bord.3.7 == 'farm'")

@@ -102,7 +102,7 @@ async def test_log_state_and_audit_read_a_room_from_redis(redis_client, redis_ur
     diff = await ainvoke(redis_url, "state", room, "--at", "10", "--diff", "5", "--json")
     changes = json.loads(diff.stdout)
     assert changes["from"] == 5 and changes["to"] == 10
-    assert {"path": "version", "before": 5, "after": 10} in changes["changes"]
+    assert {"path": "room.version", "before": 5, "after": 10} in changes["changes"]
 
     audit = await ainvoke(redis_url, "audit", room, "trade", "trade-4")
     assert audit.exit_code == 0, audit.output

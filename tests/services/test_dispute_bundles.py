@@ -139,12 +139,19 @@ async def test_a_failed_verification_names_the_differing_field_and_both_values(t
     # Then the failure names the one die that differs, with both values, and prints no whole event
     assert result.exit_code == 1
     assert "(differs in: event.buyer.dice[1])" in result.stdout, result.stdout
-    assert 'event.buyer.dice[1]: recorded "star", recomputed "skull"' in result.stdout
+    assert 'event.buyer.dice[1]: recorded "star", re-decided "skull"' in result.stdout
     assert "recorded:   {" not in result.stdout and '"transfers"' not in result.stdout
-    # And a readable entry that lies is named to the field too
+    # And a readable entry that lies is named to the field too, each side by what it is: the chained event
+    # (the evidence) and the bundle's readable copy (the lie), never "recorded" for the tampered copy
     bundle = json.loads(json.dumps(trade_bundle))
     bundle["events"][4]["event"]["buyer"]["dice"][1] = "star"
-    assert 'buyer.dice[1]: recorded "star", recomputed "skull"' in verify_bundle(bundle).text()
+    assert 'buyer.dice[1]: chained "skull", readable "star"' in verify_bundle(bundle).text()
+    # And so is a readable command that lies: the stored record first, the readable copy second
+    bundle = json.loads(json.dumps(trade_bundle))
+    bundle["commands"][0]["command"]["command_id"] = "forged"
+    shown = verify_bundle(bundle)
+    assert shown.failed.name == "coverage" and ", readable \"forged\"" in shown.text(), shown.text()
+    assert shown.failed.sides == ("stored", "readable")
 
 
 async def test_a_tampered_transfer_is_caught_by_the_chain(trade_bundle) -> None:
