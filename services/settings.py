@@ -119,9 +119,12 @@ class Settings(BaseSettings):
     # networks, "*" for any); empty = none: the client address is the TCP peer's, whoever sends the header.
     trusted_proxies: str = _env("ALMANAC_TRUSTED_PROXIES", "")
     # Live feeds (WebSocket): open at once per seat (a token's role, room and player: every token of that seat
-    # together) and per gateway process; past either the feed is refused (close 4429 / 4503). Every feed is
-    # served from the gateway's one shared read of the shard feeds, never from a Redis connection of its own.
+    # together; auditors, whose tokens share one seat, have none), per client address (the TCP peer's, or the
+    # forwarded one from a trusted proxy) and per gateway process; past them the feed is refused (close 4429 /
+    # 4503). Every feed is served from the gateway's one shared read of the shard feeds, never from a Redis
+    # connection of its own.
     live_max_feeds_per_seat: int = _env("ALMANAC_LIVE_MAX_FEEDS_PER_SEAT", 4)
+    live_max_feeds_per_address: int = _env("ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS", 64)
     live_max_feeds: int = _env("ALMANAC_LIVE_MAX_FEEDS", 2_000)
     # The gateway's Redis connections: at most this many; a request waits up to ALMANAC_REDIS_POOL_WAIT_MS for
     # a free one, then 503 overloaded (a pool never grows with the load); unused ones close after
@@ -140,7 +143,8 @@ class Settings(BaseSettings):
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
                      "gateway_wait_interval_ms", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
-                     "live_max_feeds_per_seat", "live_max_feeds", "redis_max_connections", "redis_pool_wait_ms")
+                     "live_max_feeds_per_seat", "live_max_feeds_per_address", "live_max_feeds",
+                     "redis_max_connections", "redis_pool_wait_ms")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:

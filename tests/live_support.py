@@ -20,12 +20,12 @@ WAIT_S = 10.0
 
 def hub_on(client: Any) -> tuple[LiveHub, RedisEventStore]:
     store = RedisEventStore(client, SHARDS)
-    return LiveHub(client, store, Keys(SHARDS), max_feeds=100, max_per_seat=2), store
+    return LiveHub(client, store, Keys(SHARDS), max_feeds=100, max_per_seat=2, max_per_address=100), store
 
 
 async def caught_up_follower(hub: LiveHub, room: str, player: str) -> Follower:
     """A follower of ``room`` whose catch-up from the store is done (what the feed does first): handed what comes."""
-    follower = hub.open(room, Claims(room=room, player=player, exp=int(time.time()) + 3600))
+    follower = hub.open(room, Claims(room=room, player=player, exp=int(time.time()) + 3600), "127.0.0.1")
     await follower.started()
     follower.behind = False
     return follower

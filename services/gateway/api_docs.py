@@ -47,7 +47,8 @@ A client that reconnects with `from_version` = last version seen + 1 misses noth
 twice. The client sends nothing (anything it sends is ignored). A refused token gets one error message
 `{code, message}` and the close code 4000 + HTTP status (4401, 4403); a `from_version` below 1 closes
 with 4422. A seat (a room's player, all of its tokens together) may hold a few feeds at once on one
-gateway (close 4429 `too_many_feeds_for_seat` past them), and a gateway a bounded number (close 4503
+gateway (close 4429 `too_many_feeds_for_seat` past them), a client address a bounded number across all
+its seats (close 4429 `too_many_feeds_for_address`), and a gateway a bounded number (close 4503
 `too_many_feeds`: retry later). The Redis channels behind it are described by the AsyncAPI document at `/asyncapi`.
 """
 

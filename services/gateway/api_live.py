@@ -9,7 +9,7 @@ import msgspec
 from fastapi import APIRouter, Path, Query, WebSocket, WebSocketDisconnect
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from almanac.services.gateway.context import Gateway, bearer, viewer_of
+from almanac.services.gateway.context import Gateway, bearer, client_address, viewer_of
 from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.live_hub import Follower
 from almanac.services.gateway.room_reader import Viewer
@@ -32,8 +32,9 @@ async def live(websocket: WebSocket, room: str = RoomId,
     Each message is one event as the player may see it, in version order, each version once; a client
     that reconnects with ``from_version`` = last seen + 1 misses nothing and sees nothing twice.
     A refusal is one JSON message ``{code, message, field}`` and a close code 4000 + the HTTP status
-    (4401, 4403, 4422; 4429 ``too_many_feeds_for_seat``: that seat's feeds on this gateway are at their limit;
-    4503 ``too_many_feeds``: this gateway's are) whose reason is JSON ``{code, field}``. A close with 1011
+    (4401, 4403, 4422; 4429 ``too_many_feeds_for_seat`` or ``too_many_feeds_for_address``: that seat's or that
+    client address's feeds on this gateway are at their limit; 4503 ``too_many_feeds``: this gateway's are)
+    whose reason is JSON ``{code, field}``. A close with 1011
     (server error) or 1013 (store unreachable or busy: try again later) means the feed did not end: reconnect
     with ``from_version``.
     """
@@ -42,7 +43,7 @@ async def live(websocket: WebSocket, room: str = RoomId,
     try:
         claims = gw.reader_for(bearer(websocket), room)
         viewer = viewer_of(claims)
-        follower = gw.live.open(room, claims)
+        follower = gw.live.open(room, claims, client_address(websocket))
     except ApiError as error:
         await refuse(websocket, error)
         return

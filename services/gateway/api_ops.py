@@ -13,7 +13,13 @@ from redis.exceptions import ResponseError
 from almanac.services.engine import metrics as engine_metrics
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.context import Gateway, bearer
-from almanac.services.gateway.errors import STORE_ERRORS, STORE_RETRY_AFTER_S, json_response, store_failure
+from almanac.services.gateway.errors import (
+    STORE_ERRORS,
+    STORE_RETRY_AFTER_S,
+    ApiError,
+    json_response,
+    store_failure,
+)
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
 
@@ -114,18 +120,30 @@ async def health(request: Request) -> Response:
 @router.get("/metrics", summary="Prometheus text metrics; with an auditor token also the refusal codes",
             description="Anyone may read the public metrics. Counts that could reveal a player's hidden state "
             "(`almanac_command_rejects_total` by refusal code, e.g. `realm.not_enough_gold`) are added only "
-            "for an auditor's token (`Authorization: Bearer`); any other token is refused (401, 403).",
+            "for an auditor's token (`Authorization: Bearer`); any other valid token reads the public ones, an "
+            "invalid or expired one is refused (401).",
             response_class=Response)
 async def metrics(request: Request) -> Response:
     gw = gateway(request)
     token = bearer(request)
-    auditor = token is not None and gw.auditor(token) is not None
+    auditor = token is not None and _is_auditor(gw, token)
     extra: list[str] = []
     try:
         extra = await _scrape_engine_and_projector(gw)
     except Exception:  # metrics of the other services must never break the gateway's own
         log.warning("metrics.scrape_failed", exc_info=True)
     return Response(gw.metrics.render(auditor) + "\n".join(extra) + "\n", media_type="text/plain; version=0.0.4")
+
+
+def _is_auditor(gw: Gateway, token: str) -> bool:
+    """Whether ``token`` is an auditor's; a player's is not (401 for one that is not valid at all)."""
+    try:
+        gw.auditor(token)
+    except ApiError as error:
+        if error.code != "auditors_only":
+            raise
+        return False
+    return True
 
 
 async def _scrape_engine_and_projector(gw: Gateway) -> list[str]:

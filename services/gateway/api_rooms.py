@@ -17,7 +17,14 @@ from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
-from almanac.services.gateway.context import Gateway, bearer, internal_command_id, new_command_id, now_ms
+from almanac.services.gateway.context import (
+    Gateway,
+    bearer,
+    client_address,
+    internal_command_id,
+    new_command_id,
+    now_ms,
+)
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import player_event, room_summary
 from almanac.services.gateway.schemas import (
@@ -46,12 +53,6 @@ SECRET_COMMAND_ID = 16
 
 def gateway(request: Request) -> Gateway:
     return request.app.state.gateway
-
-
-def client_address(request: Request) -> str:
-    # The peer as uvicorn reports it (behind a proxy, run uvicorn with --proxy-headers and
-    # --forwarded-allow-ips so this is the client's address, not the proxy's).
-    return request.client.host if request.client is not None else "unknown"
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],

@@ -11,6 +11,7 @@ import msgspec
 import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 from redis.exceptions import RedisError
+from starlette.requests import HTTPConnection
 
 from almanac.projections.read import ReadModels
 from almanac.services.bus import RateLimit, count as count_request
@@ -51,6 +52,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def client_address(connection: HTTPConnection) -> str:
+    """The client's address, of a request or a WebSocket: the TCP peer's, or the one a proxy that
+    ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then: protocol.server_options)."""
+    return connection.client.host if connection.client is not None else "unknown"
+
+
 class Gateway:
     def __init__(self, settings: Settings, client: aioredis.Redis, signer: TokenSigner) -> None:
         self.settings = settings
@@ -74,8 +81,9 @@ class Gateway:
         self.admission = Admission(self.limit, self.queue, self.lag, settings.gateway_max_lag_ms, LAG_MIN_INFLIGHT)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
         self.rate_limits = RateLimits(settings, client)
-        # The live feeds: one shared read of the shard feeds, and their caps per seat and per process.
-        self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat)
+        # The live feeds: one shared read of the shard feeds, and their caps per seat, per address and per process.
+        self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat,
+                            settings.live_max_feeds_per_address)
         # When this gateway last failed to reach Redis (epoch ms; 0 = never). /health stays not ready until
         # every engine's heartbeat shows a completed round after it (api_ops.health).
         self.store_outage_ms = 0

@@ -9,8 +9,10 @@ A follower catches up on history with short reads of its own, and falls back to 
 (its list overflowed: a slow consumer) or sees a gap: the store is the buffer, never this process's memory.
 
 Admission: at most ``live_max_feeds_per_seat`` feeds per seat (role, room, player: every token of one seat
-counts together) and ``live_max_feeds`` per gateway process; past them the feed is refused before it costs a
-Redis command.
+counts together), ``live_max_feeds_per_address`` per client address (one client creating rooms for seat after
+seat would otherwise fill the gateway) and ``live_max_feeds`` per gateway process; past them the feed is refused
+before it costs a Redis command. Auditors (operators, whose tokens all share one seat) have no seat cap: their
+address's and the gateway's bound them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
+from typing import TypeVar
 
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
@@ -25,7 +28,7 @@ from redis.exceptions import ResponseError
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.projections.model_writes import text
-from almanac.services.gateway.auth import Claims
+from almanac.services.gateway.auth import ROLE_AUDITOR, Claims
 from almanac.services.gateway.errors import OVERLOAD_RETRY_AFTER_S, ApiError
 from almanac.services.logging import get_logger
 from almanac.storage.keys import Keys
@@ -35,16 +38,18 @@ log = get_logger("almanac.gateway.live")
 BLOCK_MS = 1_000
 FEED_BATCH = 500  # shard feed entries per read
 PENDING = 256  # events a follower may have waiting; past it, it reads from the store instead
+K = TypeVar("K")
 
 
 class Follower:
-    """One live feed: its room, its seat, and the events handed to it that it has not sent yet."""
+    """One live feed: its room, its seat, its client's address, and the events handed to it that it has not sent yet."""
 
-    __slots__ = ("room", "seat", "pending", "behind", "failed", "wake", "group")
+    __slots__ = ("room", "seat", "address", "pending", "behind", "failed", "wake", "group")
 
-    def __init__(self, room: str, seat: tuple[str, str, str], group: _Group) -> None:
+    def __init__(self, room: str, seat: tuple[str, str, str], address: str, group: _Group) -> None:
         self.room = room
         self.seat = seat
+        self.address = address
         self.pending: list[Envelope] = []
         # True: what was handed to it is incomplete (it starts so, and overflowing sets it): read the store.
         self.behind = True
@@ -83,36 +88,46 @@ class _Group:
 
 
 class LiveHub:
-    def __init__(self, client: object, store: RedisEventStore, keys: Keys, max_feeds: int, max_per_seat: int) -> None:
+    def __init__(self, client: object, store: RedisEventStore, keys: Keys, max_feeds: int, max_per_seat: int,
+                 max_per_address: int) -> None:
         self.client = client
         self.store = store
         self.keys = keys
         self.max_feeds = max_feeds
         self.max_per_seat = max_per_seat
+        self.max_per_address = max_per_address
         self.open_feeds = 0
         self._seats: dict[tuple[str, str, str], int] = {}
+        self._addresses: dict[str, int] = {}
         shards = list(range(keys.shard_count))
         groups = [[shard] for shard in shards] if isinstance(client, RedisCluster) else [shards]
         self._groups = [_Group(group) for group in groups]
         self._group_of_shard = {shard: group for group in self._groups for shard in group.shards}
         self._shard_of_feed = {keys.feed(shard): shard for shard in shards}
 
-    def open(self, room: str, claims: Claims) -> Follower:
-        """A follower of ``room`` for this seat, or the refusal: 503 past the gateway's feeds, 429 past the seat's."""
+    def open(self, room: str, claims: Claims, address: str) -> Follower:
+        """A follower of ``room`` for this seat from the client at ``address``, or the refusal: 503 past the
+        gateway's feeds, 429 past the seat's (but an auditor's) or the address's."""
         seat = (claims.role, claims.room, claims.player)
         if self.open_feeds >= self.max_feeds:
             raise ApiError(503, "too_many_feeds",
                            f"this gateway serves {self.open_feeds} live feeds, its limit; retry after "
                            f"{OVERLOAD_RETRY_AFTER_S} s or on another gateway", retry_after_s=OVERLOAD_RETRY_AFTER_S)
         held = self._seats.get(seat, 0)
-        if held >= self.max_per_seat:
+        if held >= self.max_per_seat and claims.role != ROLE_AUDITOR:
             raise ApiError(429, "too_many_feeds_for_seat",
                            f"{claims.player!r} already has {held} live feeds open on this gateway, the limit per "
                            "seat (all its tokens together); close one first")
+        from_address = self._addresses.get(address, 0)
+        if from_address >= self.max_per_address:
+            raise ApiError(429, "too_many_feeds_for_address",
+                           f"your address already has {from_address} live feeds open on this gateway, the limit per "
+                           "client address (all its seats together); close one first")
         group = self._group_of_shard[self.keys.shard(room)]
-        follower = Follower(room, seat, group)
+        follower = Follower(room, seat, address, group)
         group.rooms.setdefault(room, set()).add(follower)
         self._seats[seat] = held + 1
+        self._addresses[address] = from_address + 1
         self.open_feeds += 1
         if group.task is None:
             group.started = asyncio.Event()
@@ -128,11 +143,8 @@ class LiveHub:
         if not followers:
             del group.rooms[follower.room]
         self.open_feeds -= 1
-        left = self._seats[follower.seat] - 1
-        if left:
-            self._seats[follower.seat] = left
-        else:
-            del self._seats[follower.seat]
+        _release(self._seats, follower.seat)
+        _release(self._addresses, follower.address)
         # The group's read ends by itself once it has no room left (within one BLOCK_MS).
 
     async def stop(self) -> None:
@@ -194,3 +206,12 @@ class LiveHub:
 def _every(groups: Iterable[set[Follower]]) -> list[Follower]:
     return [follower for followers in groups for follower in followers]
 
+
+
+def _release(held: dict[K, int], key: K) -> None:
+    """One feed fewer for ``key``; a key holding none is forgotten (the counts never grow with past clients)."""
+    left = held[key] - 1
+    if left:
+        held[key] = left
+    else:
+        del held[key]

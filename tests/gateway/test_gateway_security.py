@@ -177,7 +177,11 @@ def test_health_metrics_and_openapi(api: TestClient, board: dict, auditor: str) 
     # Refused in an earlier test of this module: the code is the auditors' (it can tell a rival's storage).
     assert "board.invalid_rotation" not in text and "almanac_command_rejects_total" not in text
     assert 'code="board.invalid_rotation"' in api.get("/metrics", headers=auth(auditor)).text
-    assert api.get("/metrics", headers=auth(board["token"])).status_code == 403
+    # A player's token reads what anyone reads (a Prometheus scraper that also plays is not refused), and no more.
+    as_player = api.get("/metrics", headers=auth(board["token"]))
+    assert as_player.status_code == 200, as_player.text
+    assert "almanac_commands_total" in as_player.text and "almanac_command_rejects_total" not in as_player.text
+    assert api.get("/metrics", headers=auth("not-a-token")).status_code == 401
     document = api.get("/openapi.json").json()
     assert "/rooms/{room}/commands" in document["paths"]
     assert "CommandRequest" in document["components"]["schemas"]

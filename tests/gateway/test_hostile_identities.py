@@ -7,11 +7,14 @@
   join is replayed with its command id (a second later, a new ``iat``), and one seat got 15 commands through
   a limit of 5.
 - X-Forwarded-For is believed only from the proxies named in ALMANAC_TRUSTED_PROXIES: by default a client on
-  loopback (or behind a local proxy) could name any address, and so escape the per-address limit.
+  loopback (or behind a local proxy) could name any address, and so escape the per-address limits (requests,
+  and live feeds alike).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import secrets
 import string
 import time
@@ -20,6 +23,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from gateway_stack import Stack
+from websockets.sync.client import connect
 
 ELEMENT = {"kind": "place_element", "row": -1, "column": 5}  # refused by the rules (422), after counting
 BASE64URL = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
@@ -84,18 +88,44 @@ def test_one_seat_with_several_tokens_gets_no_more_than_its_limit(limited: httpx
 
 
 def test_x_forwarded_for_is_ignored_unless_its_proxy_is_trusted(stack: Stack) -> None:
+    created: list[dict] = []
+
     def create(http: httpx.Client, address: str) -> int:
         room = f"fwd-{secrets.token_hex(4)}"
-        return http.post("/rooms", json={"ruleset": "board", "player": "ann", "room": room},
-                         headers={"X-Forwarded-For": address}).status_code
+        answer = http.post("/rooms", json={"ruleset": "board", "player": "ann", "room": room},
+                           headers={"X-Forwarded-For": address})
+        created.extend([answer.json()] if answer.status_code == 201 else [])
+        return answer.status_code
 
-    # By default the address is the peer's (loopback here), whatever the header says: two a minute.
-    default = stack.start_gateway("default", ALMANAC_RATE_ANON="2 per minute")
+    # By default the address is the peer's (loopback here), whatever the header says: two a minute, and one
+    # live feed at once.
+    default = stack.start_gateway("default", ALMANAC_RATE_ANON="2 per minute", ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS="1")
     with httpx.Client(base_url=default, timeout=10) as http:
         statuses = [create(http, f"203.0.113.{index}") for index in range(1, 4)]
     assert statuses == [201, 201, 429], statuses
-    # Behind a trusted proxy (here: loopback, named), the header names the client: each has its own limit.
-    trusting = stack.start_gateway("trusting", ALMANAC_RATE_ANON="2 per minute", ALMANAC_TRUSTED_PROXIES="127.0.0.1")
+    with LiveFeeds(default, created[-1]) as feeds:
+        assert [feeds.open("203.0.113.1"), feeds.open("203.0.113.2")] == [None, "too_many_feeds_for_address"]
+    # Behind a trusted proxy (here: loopback, named), the header names the client: each has its own limits.
+    trusting = stack.start_gateway("trusting", ALMANAC_RATE_ANON="2 per minute", ALMANAC_TRUSTED_PROXIES="127.0.0.1",
+                                   ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS="1")
     with httpx.Client(base_url=trusting, timeout=10) as http:
         assert [create(http, f"198.51.100.{index}") for index in range(1, 4)] == [201, 201, 201]
         assert [create(http, "198.51.100.9") for _ in range(3)] == [201, 201, 429]
+    with LiveFeeds(trusting, created[-1]) as feeds:
+        opened = [feeds.open(address) for address in ("198.51.100.1", "198.51.100.2", "198.51.100.1")]
+        assert opened == [None, None, "too_many_feeds_for_address"]
+
+
+class LiveFeeds(contextlib.ExitStack):
+    """Live feeds of one created room, opened through a client that says it forwards for an address; each
+    stays open until the block ends."""
+
+    def __init__(self, url: str, room: dict) -> None:
+        super().__init__()
+        self.url = f"{url.replace('http://', 'ws://')}/rooms/{room['room']}/live?token={room['token']}"
+
+    def open(self, address: str) -> str | None:
+        """None when the feed is served (its first message is the room's first event), else the refusal's code."""
+        socket = self.enter_context(connect(self.url, additional_headers={"X-Forwarded-For": address},
+                                            open_timeout=10))
+        return json.loads(socket.recv(timeout=10)).get("code")

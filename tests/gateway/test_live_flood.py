@@ -1,5 +1,6 @@
-"""A flood of live feeds from one token, against a real gateway process on its own Redis: refused past the caps,
-served from one shared read (Redis clients stay bounded and return to where they were), others still served."""
+"""A flood of live feeds from one token, then from one address across many seats, against a real gateway process
+on its own Redis: refused past the caps (per seat, per address, per gateway), served from one shared read (Redis
+clients stay bounded and return to where they were), other clients still served."""
 
 from __future__ import annotations
 
@@ -22,11 +23,14 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from almanac.services.embedded_redis import EmbeddedRedis
-from almanac.services.gateway.auth import TokenSigner
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 
 SECRET = "live-flood-test-secret-" + "x" * 32
 PER_SEAT = 3
+PER_ADDRESS = 6
 PER_GATEWAY = 12
+# Clients at other addresses: Linux answers all of 127.0.0.0/8 on loopback, so a feed may come from each.
+FLOODER, NEIGHBOUR, LATECOMER = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 FLOOD = 40  # feeds one token opens at once
 # Redis clients the gateway may add while feeds are open: the shared read, the read that starts it, and one
 # catch-up read per served feed at once (a pooled connection each): bounded by the caps, not by the flood.
@@ -67,8 +71,9 @@ class Feed:
         self.close_code: int | None = None
         self.close_reason: dict | None = None
 
-    async def open(self, ws_url: str, room: str, token: str) -> Feed:
-        self.socket = await connect(f"{ws_url}/rooms/{room}/live?token={token}", open_timeout=WAIT_S)
+    async def open(self, ws_url: str, room: str, token: str, address: str = FLOODER) -> Feed:
+        self.socket = await connect(f"{ws_url}/rooms/{room}/live?token={token}", open_timeout=WAIT_S,
+                                    local_addr=(address, 0))
         return self
 
     async def receive(self, count: int) -> Feed:
@@ -92,9 +97,10 @@ class Feed:
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/<pid>/limits")
-def test_a_live_feed_flood_from_one_token_is_refused_past_the_caps_and_leaves_redis_as_it_was(tmp_path: Path) -> None:
+def test_a_live_feed_flood_from_one_client_is_refused_past_the_caps_and_leaves_redis_as_it_was(tmp_path: Path) -> None:
     env = {"ALMANAC_SECRET": SECRET, "ALMANAC_LIVE_MAX_FEEDS_PER_SEAT": str(PER_SEAT),
-           "ALMANAC_LIVE_MAX_FEEDS": str(PER_GATEWAY), "ALMANAC_REDIS_IDLE_S": "1"}
+           "ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS": str(PER_ADDRESS), "ALMANAC_LIVE_MAX_FEEDS": str(PER_GATEWAY),
+           "ALMANAC_REDIS_IDLE_S": "1"}
     with EmbeddedRedis(str(tmp_path / "redis"), persist=False) as server, soft_open_files_limit(1024), \
             engine_and_gateway(server.url, tmp_path, **env) as (url, stack), \
             redis.Redis.from_url(server.url) as watcher:
@@ -147,10 +153,10 @@ async def flood_story(url: str, watcher: redis.Redis, connected_clients: Gateway
         assert all("already has 3 live feeds open" in feed.refusal["message"] for feed in refused)
         assert connected_clients() <= baseline + SHARED_READ_CLIENTS + PER_SEAT
 
-        # Another client is still served at once: a watcher of the room (another seat) follows it and sees the
-        # next event live, as do the flooding seat's own feeds (one shared read fans it out to every one of them).
+        # Another client is still served at once: a watcher of the room (another seat, another address) follows
+        # it and sees the next event live, as do the flooding seat's own feeds (one shared read fans it out).
         signer = TokenSigner(SECRET, 3600)
-        other = await (await Feed().open(ws_url, room, signer.issue(room, "q"))).receive(history)
+        other = await (await Feed().open(ws_url, room, signer.issue(room, "q"), NEIGHBOUR)).receive(history)
         assert other.versions == list(range(1, history + 1)) and other.close_code is None
         ended = await http.post(f"/rooms/{room}/end", json={}, headers={"Authorization": f"Bearer {token}"})
         assert ended.status_code == 200, ended.text
@@ -158,10 +164,23 @@ async def flood_story(url: str, watcher: redis.Redis, connected_clients: Gateway
             await feed.receive(history + 1)
         assert all(feed.versions == list(range(1, history + 2)) for feed in [other, *served])
 
-        # The gateway's own cap: other seats (watchers' tokens for this room) fill it; the next is refused 4503.
-        open_now = PER_SEAT + 1
-        watchers = await asyncio.gather(*(Feed().open(ws_url, room, signer.issue(room, f"w{index}"))
-                                          for index in range(PER_GATEWAY - open_now + 1)))
+        # The flooding address takes a seat after seat (as POST /rooms hands out a token per room): its feeds
+        # together stop at PER_ADDRESS, whatever seats they are for, and the gateway keeps room for others.
+        seats = await asyncio.gather(*(Feed().open(ws_url, room, signer.issue(room, f"s{index}"))
+                                       for index in range(PER_GATEWAY)))
+        await asyncio.gather(*(feed.receive(history + 1) for feed in seats))
+        assert [feed.close_code for feed in seats].count(None) == PER_ADDRESS - PER_SEAT
+        refused = [feed for feed in seats if feed.close_code is not None]
+        assert {feed.close_code for feed in refused} == {4429}
+        assert {feed.close_reason["code"] for feed in refused} == {"too_many_feeds_for_address"}
+        assert all("already has 6 live feeds open" in feed.refusal["message"] for feed in refused)
+
+        # The gateway's own cap: other addresses' seats (watchers' tokens for this room) fill it; the next is
+        # refused 4503.
+        open_now = PER_ADDRESS + 1
+        watchers = await asyncio.gather(*(Feed().open(ws_url, room, signer.issue(room, f"w{index}"), NEIGHBOUR)
+                                          for index in range(PER_GATEWAY - open_now)))
+        watchers.append(await Feed().open(ws_url, room, signer.issue(room, "late"), LATECOMER))
         await asyncio.gather(*(feed.receive(history + 1) for feed in watchers))
         assert [feed.close_code for feed in watchers].count(None) == PER_GATEWAY - open_now
         assert [feed.close_code for feed in watchers].count(4503) == 1
@@ -172,7 +191,7 @@ async def flood_story(url: str, watcher: redis.Redis, connected_clients: Gateway
 
         # Every feed closes: Redis clients fall back to the baseline (idle pooled connections close after
         # ALMANAC_REDIS_IDLE_S), and the seat may follow the room again.
-        await asyncio.gather(*(feed.socket.close() for feed in [*flood, other, *watchers]))
+        await asyncio.gather(*(feed.socket.close() for feed in [*flood, other, *seats, *watchers]))
         for _ in range(int(WAIT_S * 10)):
             if connected_clients() <= baseline:
                 break
@@ -181,3 +200,12 @@ async def flood_story(url: str, watcher: redis.Redis, connected_clients: Gateway
         again = await (await Feed().open(ws_url, room, token)).receive(history + 1)
         assert again.close_code is None and again.versions == list(range(1, history + 2))
         await again.socket.close()
+
+        # Auditors are operators whose tokens all share one seat: no seat cap, only their address's (one that
+        # holds no feed yet: the latecomer's was refused).
+        auditor = signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
+        audits = await asyncio.gather(*(Feed().open(ws_url, room, auditor, LATECOMER) for _ in range(PER_ADDRESS + 1)))
+        await asyncio.gather(*(feed.receive(history + 1) for feed in audits))
+        assert [feed.close_code for feed in audits].count(None) == PER_ADDRESS
+        assert [feed.close_reason["code"] for feed in audits if feed.close_code] == ["too_many_feeds_for_address"]
+        await asyncio.gather(*(feed.socket.close() for feed in audits))
