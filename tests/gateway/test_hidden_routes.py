@@ -4,18 +4,27 @@ stacks (Redis, engine, projector, gateway each), and every operation of the gate
 every channel of its /asyncapi live feed is called on both as the public (no token), as a spectator (a token
 for the room without a seat) and as every rival seat: the answers must be identical.
 
-Nothing here lists routes: an operation added tomorrow is called the day it is added. Its path and required
-query parameters are filled from the games by name (`FILLERS`); a parameter no game fills fails the test
-until it is taught here. A GET is a read, called with every filling. Any other method writes: it is called
-with a body its schema refuses (a JSON array), must answer the same in both games and change nothing (its
-accepted answer renders events through the same `Viewer` as the reads). Operations that take no game
-parameter and do not name the room describe the processes (health, metrics, documents): their answers are
-compared with every number masked, since two processes never measure the same.
+Nothing here lists routes: an operation added tomorrow is called the day it is added. Each of its
+parameters, path or query, required or optional, is filled from the games by name (`fillers`: every version
+or a few across the game, the audit views' ids, predicates on public and hidden paths, the other installed
+versions...); a parameter no game fills fails the test until it is taught here, so no leak hides behind a
+parameter the test skips. A GET is a read, called with every filling, each optional parameter at each of its
+values and each two together at a few. Any other method writes: it is called with a body its schema refuses
+(a JSON array), must answer the same in both games and change nothing (its accepted answer renders events
+through the same `Viewer` as the reads). Status, headers and body are compared; a header is left out only
+when asking one gateway the same twice changes it (it describes the request: its id), and an HTTP date is a
+clock reading. Operations that take no game parameter and do not name the room describe the processes
+(health, metrics, documents): their answers are compared with every number masked, since two processes never
+measure the same. Live feeds are followed twice: opened as the room is created, before the rest of the game
+is appended (the events reach them through the gateway's shared read, live_hub), and again from stored
+history once it is all there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import email.utils
 import itertools
 import json
 import re
@@ -42,9 +51,9 @@ from hidden_games import (
     rivals,
 )
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
 
-from almanac.events import registry
+from almanac.events import codec, registry
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.context import internal_command_id
@@ -102,14 +111,15 @@ def comparable(ruleset: str) -> tuple[list[Step], list[Receipt], list[Receipt]]:
     return steps[:stop], run_a[:stop], run_b[:stop]
 
 
-def store(twin: Twin, room: str, steps: list[Step], run: list[Receipt]) -> int:
-    """Append the run's events to the twin's store as the engine would (one append per command); the latest version."""
+def store(twin: Twin, room: str, steps: list[Step], run: list[Receipt], first: int = 0) -> int:
+    """Append the run's events from step ``first`` on to the twin's store as the engine would (one append per
+    command); the latest version."""
     async def append() -> int:
         client = aioredis.Redis.from_url(twin.stack.redis_url)
         events = RedisEventStore(client, 16)
-        version = 0
+        version = next((r.envelopes[-1].version for r in reversed(run[:first]) if r.envelopes), 0)
         try:
-            for index, ((player, _, _), receipt) in enumerate(zip(steps, run, strict=True)):
+            for index, ((player, _, _), receipt) in list(enumerate(zip(steps, run, strict=True)))[first:]:
                 if receipt.envelopes:
                     await events.append(room, version, internal_command_id(room, player, f"step-{index}"),
                                         receipt.envelopes)
@@ -131,35 +141,56 @@ def wait_projected(twin: Twin, room: str, latest: int) -> None:
     raise AssertionError(f"the projector did not reach {room} version {latest}: {twin.stack.log('projector')}")
 
 
-def fillers(room: str, ruleset: str, latest: int, steps: int) -> dict[str, list[str]]:
-    """Values for the parameters of the document's operations, by name, from the game stored."""
+def spread(values: list[str]) -> list[str]:
+    """A few representative values of a list: its first, middle and last."""
+    return list(dict.fromkeys([values[0], values[len(values) // 2], values[-1]]))
+
+
+def fillers(room: str, ruleset: str, run: list[Receipt], steps: int) -> dict[str, list[str]]:
+    """Values for the parameters of the document's operations, by name, from the game stored: every
+    parameter, required or optional, path or query, must have some here."""
     manifest = registry.manifest(ruleset)
+    latest = next(r.envelopes[-1].version for r in reversed(run) if r.envelopes)
+    versions = [str(v) for v in range(1, latest + 1)]
+    across = [*spread(versions), str(latest + 1)]  # and one past the end: refused alike
+    pairs = [(e, codec.decode_event(e)) for receipt in run for e in receipt.envelopes]
+    # What the audit views follow in this game (trade ids...), or one that it lacks.
+    items = sorted({item for view in manifest.audit_views for item in view.ids(pairs)}) or ["1"]
+    rival = PLAYERS[-1]
     return {
         "room": [room], "other": [room],
-        "version": [str(v) for v in range(1, latest + 1)],
+        "version": versions,
+        "from_version": across, "to_version": across, "at": across, "at_other": across,
+        "from": across, "to": across,
+        "limit": ["1", "2", "1000"],
         "command_id": [f"step-{index}" for index in range(steps)],
         "ruleset": [ruleset], "name": [ruleset],
         "model": sorted(registry.read_models()),
         "view": [view.name for view in manifest.audit_views] or ["none"],
-        "item": ["1"],
+        "item": spread(items), "id": spread(items), "trade": spread(items),
         "player": [*PLAYERS, SPECTATOR],
-        "path": ["scores"],
+        "path": ["scores", f"scores.{rival}", "room.players"],
+        # A predicate on a public path, and ones on hidden paths (the scores' hidden parts, a rival's view).
+        "where": ["room.ended == true", f"scores.{rival} >= 1", f"view.{rival}.seed != null"],
+        "against": [f"{ruleset}@{v}" for v in registry.versions(ruleset)],
+        "linear": ["true", "false"],
     }
 
 
 def calls(document: dict, fill: dict[str, list[str]]) -> Iterator[tuple[str, str, str, bool]]:
     """(operation, method, URL, about the game) for every operation of the document and every filling of
-    its parameters: every path filling without optional parameters, and the last one with each optional
-    parameter the games fill."""
+    its parameters: every path filling without optional parameters; and with the last one, each optional
+    parameter at each of its values, and each two optional parameters together at a few values of each."""
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             name = f"{method.upper()} {path}"
             parameters = operation.get("parameters", [])
+            unfilled = [p["name"] for p in parameters if p["name"] not in fill or p["in"] not in ("path", "query")]
+            assert not unfilled, (f"{name}: no game fills {unfilled}; teach fillers() how "
+                                  "(tests/gateway/test_hidden_routes.py)")
             in_path = [p["name"] for p in parameters if p["in"] == "path"]
             required = [p["name"] for p in parameters if p["in"] == "query" and p.get("required")]
             optional = [p["name"] for p in parameters if p["in"] == "query" and not p.get("required")]
-            unfilled = [p for p in in_path + required if p not in fill]
-            assert not unfilled, f"{name}: no game fills {unfilled}; teach FILLERS how (tests/gateway/test_hidden_routes.py)"
             fillings = list(itertools.product(*(fill[p] for p in in_path)))
             for index, values in enumerate(fillings):
                 url = path
@@ -168,35 +199,69 @@ def calls(document: dict, fill: dict[str, list[str]]) -> Iterator[tuple[str, str
                 query = [(p, fill[p][-1]) for p in required]
                 variants = [query]
                 if index == len(fillings) - 1:
-                    variants += [[*query, (p, value)] for p in optional if p in fill for value in fill[p]]
+                    variants += [[*query, (p, value)] for p in optional for value in fill[p]]
+                    variants += [[*query, (p, x), (q, y)] for p, q in itertools.combinations(optional, 2)
+                                 for x in spread(fill[p]) for y in spread(fill[q])]
                 for variant in variants:
                     full = url + ("?" + "&".join(f"{p}={quote(v, safe='')}" for p, v in variant) if variant else "")
                     yield name, method, full, bool(in_path or variant)
 
 
-def answer(twin: Twin, method: str, url: str, token: str | None, commitment: str, instead: str) -> tuple[int, Any]:
-    """The answer's status and body, the room's seed commitment written as the other game's."""
+Answer = tuple[int, tuple[tuple[str, bytes], ...], bytes]
+
+
+def answer(twin: Twin, method: str, url: str, token: str | None, commitment: str, instead: str) -> Answer:
+    """The answer's status, headers and body, the room's seed commitment written as the other game's and every
+    header value that is a clock reading (an HTTP date) as ``#``."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if method == "get":
         response = twin.http.get(url, headers=headers)
     else:
         response = twin.http.request(method.upper(), url, headers={**headers, "Content-Type": "application/json"},
                                      content=b"[]")
-    return response.status_code, response.content.replace(commitment.encode(), instead.encode())
+
+    def as_read(value: str) -> bytes:
+        with contextlib.suppress(TypeError, ValueError):
+            if email.utils.parsedate_to_datetime(value) is not None:
+                return b"#"
+        return value.encode().replace(commitment.encode(), instead.encode())
+
+    seen = tuple(sorted((name.lower(), as_read(value)) for name, value in response.headers.multi_items()))
+    return response.status_code, seen, response.content.replace(commitment.encode(), instead.encode())
 
 
-def follow(twin: Twin, address: str, token: str | None, latest: int, commitment: str, instead: str) -> list[Any]:
-    """Every message of a live channel until the latest version (or the close), and how it closed."""
-    url = twin.url.replace("http://", "ws://") + address + "?from_version=1"
+def per_request(first: Answer, again: Answer) -> set[str]:
+    """The headers whose values differ between two identical asks of one gateway: they describe the request
+    (its id...), not the game, and are left out of the comparison."""
+    return {name for name, _ in set(first[1]) ^ set(again[1])}
+
+
+def without(seen: Answer, names: set[str], masked: bool) -> Answer:
+    """An answer as compared: without the per-request headers; masked, with every number in it as ``#``."""
+    status, headers, body = seen
+    headers = tuple((name, value) for name, value in headers if name not in names)
+    if masked:
+        headers = tuple((name, NUMBER.sub(b"#", value)) for name, value in headers)
+        body = NUMBER.sub(b"#", body)
+    return status, headers, body
+
+
+def open_feed(twin: Twin, address: str, token: str | None, from_version: int) -> ClientConnection:
+    url = twin.url.replace("http://", "ws://") + address + f"?from_version={from_version}"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return connect(url, additional_headers=headers, open_timeout=10)
+
+
+def read_feed(socket: ClientConnection, latest: int, commitment: str, instead: str) -> list[Any]:
+    """Every message of an open live feed until the latest version (or the close), and how it closed."""
     messages: list[Any] = []
-    with connect(url, additional_headers=headers, open_timeout=10) as socket:
+    with socket:
         try:
             while True:
                 raw = socket.recv(timeout=10)
                 message = json.loads(raw.replace(commitment, instead) if isinstance(raw, str) else raw)
                 messages.append(message)
-                if message.get("version") == latest:
+                if isinstance(message, dict) and message.get("version") == latest:
                     break
         except ConnectionClosed as closed:
             messages.append({"closed": closed.rcvd.code if closed.rcvd else None,
@@ -207,57 +272,82 @@ def follow(twin: Twin, address: str, token: str | None, latest: int, commitment:
 @pytest.mark.parametrize("ruleset", sorted(VARIATIONS))
 def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hidden_values(
         twins: tuple[Twin, Twin], ruleset: str) -> None:
-    """Given two games of the rule-set that differ only in hidden values, stored behind two real gateways,
-    when the public, a spectator and every rival seat call every operation of /openapi.json (every version,
-    every command id, every read model...) and follow every live channel of /asyncapi, then each receives
-    exactly the same from both games (the seed commitment, the public trace of the secret seed, read alike)."""
+    """Given two games of the rule-set that differ only in hidden values, played behind two real gateways
+    while the public, a spectator and every rival seat follow every live channel of /asyncapi, when each of
+    them then calls every operation of /openapi.json (every version, command id, read model, every optional
+    parameter...) and follows every channel again from the start, then each receives exactly the same from
+    both games: statuses, headers, bodies and messages (the seed commitment, the public trace of the secret
+    seed, read alike)."""
     a, b = twins
     variation = VARIATIONS[ruleset]
     steps, run_a, run_b = comparable(ruleset)
     room = f"{ruleset}-0"
     differ = sum(differing(x, y) for x, y in zip(run_a, run_b, strict=True))
     assert differ > 0, f"{ruleset}: the two games stored no differing event: nothing hidden was compared"
-    latest = store(a, room, steps, run_a)
-    assert store(b, room, steps, run_b) == latest
-    wait_projected(a, room, latest)
-    wait_projected(b, room, latest)
     commitment_a, commitment_b = run_a[-1].commitment, run_b[-1].commitment
-
     signer = TokenSigner(SECRET, 3_600)
     ref = run_a[0].envelopes[0].ruleset
     viewers: dict[str, str | None] = {"public": None, SPECTATOR: signer.issue(room, SPECTATOR, ruleset=ref)}
     viewers |= {seat: signer.issue(room, seat, ruleset=ref) for seat in rivals(variation)}
+    fill = fillers(room, ruleset, run_a, len(steps))
+    asyncapi = a.http.get("/asyncapi").json()
+    assert b.http.get("/asyncapi").json() == asyncapi  # and both gateways are asked alike
+    servers = asyncapi["servers"]
+    live = [channel["address"] for channel in asyncapi["channels"].values()
+            if any(servers[s["$ref"].rsplit("/", 1)[-1]]["protocol"] in ("ws", "wss") for s in channel.get("servers", []))]
+    assert live, "the AsyncAPI document names no WebSocket channel"
+    filled = {address: re.sub(r"\{(\w+)\}", lambda m: fill[m.group(1)][-1], address) for address in live}
+
+    # The room is created; every viewer follows every channel from the start and from what comes next, on both
+    # gateways, before the rest of the game is played: what comes next reaches them through the gateway's
+    # shared read (live_hub), not a read of stored history.
+    created = store(a, room, steps[:1], run_a[:1])
+    assert store(b, room, steps[:1], run_b[:1]) == created
+    feeds = {(address, viewer, start): (open_feed(a, filled[address], token, start),
+                                        open_feed(b, filled[address], token, start))
+             for address in live for viewer, token in viewers.items() for start in (1, created + 1)}
+    time.sleep(0.5)  # the feeds' shared read has its cursors before anything more is appended
+    latest = store(a, room, steps, run_a, first=1)
+    assert store(b, room, steps, run_b, first=1) == latest
+    compared: dict[str, int] = {}
+    for (address, viewer, start), (feed_a, feed_b) in feeds.items():
+        seen_a = read_feed(feed_a, latest, commitment_a, commitment_a)
+        seen_b = read_feed(feed_b, latest, commitment_b, commitment_a)
+        assert seen_a == seen_b, (address, viewer, start)
+        # Followed: each version from the start once (a refused feed holds the refusal and the close).
+        versions = [message["version"] for message in seen_a if isinstance(message, dict) and "version" in message]
+        assert versions in ([], list(range(start, latest + 1))), (address, viewer, start, versions, seen_a[:2])
+        compared[f"WS {address} live"] = compared.get(f"WS {address} live", 0) + 1
+    wait_projected(a, room, latest)
+    wait_projected(b, room, latest)
+
     document = a.http.get("/openapi.json").json()
     assert b.http.get("/openapi.json").json() == document
-    fill = fillers(room, ruleset, latest, len(steps))
-
-    compared: dict[str, int] = {}
+    per_operation: dict[str, set[str]] = {}
     for name, method, url, about_game in calls(document, fill):
         for viewer, token in viewers.items():
             seen_a = answer(a, method, url, token, commitment_a, commitment_a)
             seen_b = answer(b, method, url, token, commitment_b, commitment_a)
-            if not about_game and room.encode() not in seen_a[1]:
-                # The processes' own figures (clocks, sizes, counters): compared with every number masked.
-                seen_a, seen_b = [(status, NUMBER.sub(b"#", body)) for status, body in (seen_a, seen_b)]
+            if name not in per_operation:  # asked again of each gateway: what differs describes the request
+                per_operation[name] = (per_request(seen_a, answer(a, method, url, token, commitment_a, commitment_a))
+                                       | per_request(seen_b, answer(b, method, url, token, commitment_b, commitment_a)))
+            # The processes' own figures (clocks, sizes, counters) are compared with every number masked.
+            masked = not about_game and room.encode() not in seen_a[2]
+            seen_a, seen_b = (without(seen, per_operation[name], masked) for seen in (seen_a, seen_b))
             assert seen_a == seen_b, (name, url, viewer, seen_a, seen_b)
             compared[name] = compared.get(name, 0) + 1
     # Whatever a write was sent, both games are where they were.
     for twin in (a, b):
         assert twin.http.get(f"/rooms/{room}").json()["version"] == latest
 
-    channels = a.http.get("/asyncapi").json()["channels"]
-    servers = a.http.get("/asyncapi").json()["servers"]
-    live = [channel["address"] for channel in channels.values()
-            if any(servers[s["$ref"].rsplit("/", 1)[-1]]["protocol"] in ("ws", "wss") for s in channel.get("servers", []))]
-    assert live, "the AsyncAPI document names no WebSocket channel"
+    # Every channel again, from the start, once the game is stored: the history read.
     for address in live:
-        filled = re.sub(r"\{(\w+)\}", lambda m: fill[m.group(1)][-1], address)
         for viewer, token in viewers.items():
-            feed_a = follow(a, filled, token, latest, commitment_a, commitment_a)
-            feed_b = follow(b, filled, token, latest, commitment_b, commitment_a)
+            feed_a = read_feed(open_feed(a, filled[address], token, 1), latest, commitment_a, commitment_a)
+            feed_b = read_feed(open_feed(b, filled[address], token, 1), latest, commitment_b, commitment_a)
             assert feed_a == feed_b, (address, viewer)
             compared[f"WS {address}"] = compared.get(f"WS {address}", 0) + 1
     print(f"{ruleset}: {len(steps)} steps, {latest} versions, {differ} stored events differ; "
-          f"{sum(compared.values())} answers compared over {len(compared)} operations for {list(viewers)}")
-    assert len(compared) == sum(len(ops) for ops in document["paths"].values()) + len(live)
-
+          f"{sum(compared.values())} answers compared over {len(compared)} operations for {list(viewers)}; "
+          f"headers per request: {sorted(set().union(*per_operation.values()))}")
+    assert len(compared) == sum(len(ops) for ops in document["paths"].values()) + 2 * len(live)
