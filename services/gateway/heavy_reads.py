@@ -55,9 +55,13 @@ class HeavyReads:
 
     async def run(self, work: Callable[[RedisEventStore], Awaitable[T]]) -> T:
         """``work(store)`` on the worker loop, its answer (or its exception) here; 503 at once past the limit.
-        A cancelled request (its client went away) cancels its work there too."""
+
+        The slot is held until the work has ended there, also when the request is cancelled (its client went
+        away): a fold does not stop at a cancellation, so a client that asked and hung up in a loop would
+        otherwise start unbounded work on the worker."""
         if self.running >= self.limit:
             raise overloaded(f"{self.limit} whole-room reads at once in this process")
+        here = asyncio.get_running_loop()
         self.running += 1
         try:
             loop = self._worker_loop()
@@ -65,9 +69,20 @@ class HeavyReads:
             async def on_worker() -> T:
                 return await work(self._worker_store())
 
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(on_worker(), loop))
-        finally:
+            future = asyncio.run_coroutine_threadsafe(on_worker(), loop)
+        except BaseException:
             self.running -= 1
+            raise
+        future.add_done_callback(lambda _: self._release_on(here))
+        return await asyncio.shield(asyncio.wrap_future(future))
+
+    def _release_on(self, here: asyncio.AbstractEventLoop) -> None:
+        """Free the slot on the gateway's loop (called on the worker's thread); nothing once that loop is closed."""
+        with contextlib.suppress(RuntimeError):
+            here.call_soon_threadsafe(self._release)
+
+    def _release(self) -> None:
+        self.running -= 1
 
     async def close(self) -> None:
         """Close the worker's client and stop its loop (the gateway's shutdown)."""
