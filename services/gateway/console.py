@@ -170,7 +170,9 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     # No token: the public. A token given must be valid for this room; the viewer decides what it shows.
     viewer = gw.viewer(bearer(request), room, public=True)
-    return json_response(await gw.heavy.run(lambda store: _series(store, room, viewer)))
+    # Kept by the room's latest version (its events never change) and what the reader may see.
+    memo = ("series", room, await gw.store.latest_version(room), viewer.auditor)
+    return json_response(await gw.heavy.run(lambda store: _series(store, room, viewer), memo=memo))
 
 
 async def _series(store: RedisEventStore, room: str, viewer: Viewer) -> dict[str, Any]:

@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import sys
 import threading
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
@@ -15,6 +16,8 @@ from almanac.services.gateway.errors import overloaded
 from almanac.storage.redis_store import RedisEventStore
 
 T = TypeVar("T")
+# Answers kept by their memo key, the oldest forgotten first: a /series of 20,000 versions is about a megabyte.
+MEMO_SIZE = 16
 SWITCH_INTERVAL_S = 0.001  # how long a thread may hold the GIL while another waits, once heavy reads ran here
 
 
@@ -39,6 +42,7 @@ class HeavyReads:
         self._thread: threading.Thread | None = None
         self._client: aioredis.Redis | None = None
         self._store: RedisEventStore | None = None
+        self._memo: OrderedDict[Hashable, Any] = OrderedDict()
 
     def _worker_store(self) -> RedisEventStore:
         """The worker loop's store, opened there on first use."""
@@ -59,12 +63,17 @@ class HeavyReads:
             self._loop = loop
         return self._loop
 
-    async def run(self, work: Callable[[RedisEventStore], Awaitable[T]]) -> T:
+    async def run(self, work: Callable[[RedisEventStore], Awaitable[T]], memo: Hashable | None = None) -> T:
         """``work(store)`` on the worker loop, its answer (or its exception) here; 503 at once past the limit.
+        ``memo``: a key that names the answer exactly (e.g. room, version and who reads): the answer is kept
+        (the last ``MEMO_SIZE``) and given again without a slot; its caller must not change it.
 
         The slot is held until the work has ended there, also when the request is cancelled (its client went
         away): a fold does not stop at a cancellation, so a client that asked and hung up in a loop would
         otherwise start unbounded work on the worker."""
+        if memo is not None and memo in self._memo:
+            self._memo.move_to_end(memo)
+            return self._memo[memo]
         if self.running >= self.limit:
             raise overloaded(f"{self.limit} whole-room reads at once in this process")
         here = asyncio.get_running_loop()
@@ -80,7 +89,12 @@ class HeavyReads:
             self.running -= 1
             raise
         future.add_done_callback(lambda _: self._release_on(here))
-        return await asyncio.shield(asyncio.wrap_future(future))
+        answer = await asyncio.shield(asyncio.wrap_future(future))
+        if memo is not None:
+            self._memo[memo] = answer
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return answer
 
     def _release_on(self, here: asyncio.AbstractEventLoop) -> None:
         """Free the slot on the gateway's loop (called on the worker's thread); nothing once that loop is closed."""
