@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     # of rooms whose shard it holds itself, without the command stream (Engine.decide_here); the others go
     # through the stream to whoever holds their shard. One Redis only (a Cluster keeps the stream path).
     gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", False)
+    # Reads that fold or re-decide a whole room (/series, /verification, explain, bisect, audit views, dispute
+    # bundles, bundle checks) this gateway process runs at once, off its event loop (gateway.heavy_reads);
+    # past it 503 overloaded + Retry-After at once, never queued.
+    gateway_max_heavy_reads: int = _env("ALMANAC_GATEWAY_MAX_HEAVY_READS", 2)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
     # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight, not
     # counting the time it waited for a CPU that other processes held (overload.LoopLag.own_lag_ms).
@@ -144,7 +148,7 @@ class Settings(BaseSettings):
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
                      "gateway_wait_interval_ms", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
                      "live_max_feeds_per_seat", "live_max_feeds_per_address", "live_max_feeds",
-                     "redis_max_connections", "redis_pool_wait_ms")
+                     "redis_max_connections", "redis_pool_wait_ms", "gateway_max_heavy_reads")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:

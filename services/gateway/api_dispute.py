@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from almanac.events.bundle_check import verify_bundle
+from almanac.events.bundle_check import Verdict, verify_bundle
 from almanac.events.codec import to_builtins
 from almanac.services.dispute import DisputeError, dispute_bundle
 from almanac.services.gateway.api_rooms import RoomId, gateway
@@ -41,8 +40,9 @@ async def room_dispute(
     if ranged == (view is not None) or (view is not None and item is None) or (ranged and (first is None or last is None)):
         raise ApiError(422, "subject_required", "give exactly one of: trade; view and id; from and to", "view")
     try:
-        bundle = await dispute_bundle(gw.store, room, int(time.time() * 1000), view=view, item=item,
-                                      versions=(first, last) if ranged else None)  # type: ignore[arg-type]
+        bundle = await gw.heavy.run(lambda store: dispute_bundle(
+            store, room, int(time.time() * 1000), view=view, item=item,
+            versions=(first, last) if ranged else None))  # type: ignore[arg-type]
     except DisputeError as error:
         status = 404 if error.code.endswith("not_found") else 422
         raise ApiError(status, error.code, error.message, error.field, **({"allowed": error.allowed}
@@ -53,11 +53,15 @@ async def room_dispute(
 @router.post("/bundles/verify", summary="Verify a dispute bundle (the body) as `almanac verify-bundle` does: "
              "every step and the verdict; anyone may ask (the bundle is its own evidence)")
 async def bundles_verify(request: Request) -> Response:
-    gateway(request)  # the body limit of the gateway applies (ALMANAC_MAX_BODY_BYTES)
+    gw = gateway(request)  # the body limit of the gateway applies (ALMANAC_MAX_BODY_BYTES)
     try:
         bundle = json.loads(await request.body())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ApiError(422, "not_json", f"the body is not JSON: {error}", "body") from None
-    verdict = await asyncio.to_thread(verify_bundle, bundle)  # CPU work off the event loop
+
+    async def check(_store: object) -> Verdict:
+        return verify_bundle(bundle)
+
+    verdict = await gw.heavy.run(check)  # CPU work off the event loop, a few at once
     return json_response({"ok": verdict.ok, "room": verdict.room, "steps": to_builtins(verdict.steps),
                           "text": verdict.text()})

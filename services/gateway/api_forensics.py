@@ -64,7 +64,7 @@ async def explain_value(request: Request, room: str = RoomId,
     gw = gateway(request)
     gw.auditor(bearer(request), room)
     try:
-        return json_response(await explain(gw.store, room, path, at))
+        return json_response(await gw.heavy.run(lambda store: explain(store, room, path, at)))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise _api_error(error) from None
 
@@ -83,7 +83,7 @@ async def bisect_room(request: Request, room: str = RoomId,
         raise ApiError(422, "where_or_against", "give where=EXPR or against=NAME@VERSION (one of them)", "where")
     try:
         if against is not None:
-            return json_response(await bisect_against(gw.store, room, against))
-        return json_response(await bisect_where(gw.store, room, where or "", linear))
+            return json_response(await gw.heavy.run(lambda store: bisect_against(store, room, against)))
+        return json_response(await gw.heavy.run(lambda store: bisect_where(store, room, where or "", linear)))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise _api_error(error) from None

@@ -16,6 +16,7 @@ from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import PUBLIC, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
 from almanac.services.verify import verify_room
+from almanac.storage.redis_store import RedisEventStore
 
 router = APIRouter(tags=["queries"])
 MAX_EVENTS_PAGE = 5_000
@@ -119,9 +120,10 @@ async def room_rejections(request: Request, room: str = RoomId) -> Response:
     return json_response({"room": room, "rejections": rejected})
 
 
-async def _offered_view(gw: Gateway, room: str, view: str) -> tuple[Any, list]:
-    """The room's own version's audit view ``view`` and its (envelope, event) pairs; 404s name what exists."""
-    envelopes = await gw.store.read(room)
+async def _offered_view(store: RedisEventStore, room: str, view: str) -> tuple[Any, list]:
+    """The room's own version's audit view ``view`` and its (envelope, event) pairs; 404s name what exists.
+    A read of the whole room: on the heavy-read worker (``Gateway.heavy``)."""
+    envelopes = await store.read(room)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
@@ -138,8 +140,12 @@ async def _offered_view(gw: Gateway, room: str, view: str) -> tuple[Any, list]:
 async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(pattern=NAME_PATTERN)) -> Response:
     gw = gateway(request)
     gw.auditor(bearer(request), room)
-    offered, pairs = await _offered_view(gw, room, view)
-    return json_response({"room": room, "view": view, "ids": list(offered.ids(pairs))})
+
+    async def ids(store: RedisEventStore) -> list[str]:
+        offered, pairs = await _offered_view(store, room, view)
+        return list(offered.ids(pairs))
+
+    return json_response({"room": room, "view": view, "ids": await gw.heavy.run(ids)})
 
 
 @router.get("/rooms/{room}/audit/{view}/{item}", openapi_extra=TOKEN_REQUIRED, summary="Auditors: one thing told step by step from the log "
@@ -148,11 +154,15 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
                      item: str = Path(max_length=100)) -> Response:
     gw = gateway(request)
     gw.auditor(bearer(request), room)
-    offered, pairs = await _offered_view(gw, room, view)
-    steps = offered.steps(pairs, item)
-    if not steps:
-        raise ApiError(404, f"{view}_not_found", f"room {room!r} has no {view} {item!r}", "item")
-    return json_response({"room": room, "view": view, "item": item, "story": codec.to_builtins(steps)})
+
+    async def story(store: RedisEventStore) -> Any:
+        offered, pairs = await _offered_view(store, room, view)
+        steps = offered.steps(pairs, item)
+        if not steps:
+            raise ApiError(404, f"{view}_not_found", f"room {room!r} has no {view} {item!r}", "item")
+        return codec.to_builtins(steps)
+
+    return json_response({"room": room, "view": view, "item": item, "story": await gw.heavy.run(story)})
 
 
 @router.get("/rooms/{room}/verification", openapi_extra=TOKEN_REQUIRED, summary="Replay the room and check its hash chain, dice and state")
@@ -161,7 +171,7 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
     viewer = gw.viewer(bearer(request), room)
     if await gw.store.latest_version(room) == 0:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    body = codec.to_builtins(await verify_room(gw.store, room))
+    body = codec.to_builtins(await gw.heavy.run(lambda store: verify_room(store, room)))
     divergence = body.get("divergence")
     if not viewer.auditor and isinstance(divergence, dict):
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.

@@ -18,8 +18,10 @@ from almanac.services.gateway.api_ops import _engines, _projector
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.room_reader import room_summary
+from almanac.services.gateway.room_reader import Viewer, room_summary
 from almanac.services.gateway.schemas import NAME_PATTERN, TOKEN_REQUIRED
+from almanac.storage.loader import RoomLoader
+from almanac.storage.redis_store import RedisEventStore
 
 STATIC_DIR = FilePath(__file__).parent / "console"
 ASSETS_URL = "/console"
@@ -168,11 +170,18 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     # No token: the public. A token given must be valid for this room; the viewer decides what it shows.
     viewer = gw.viewer(bearer(request), room, public=True)
-    envelopes = await gw.store.read(room, 1, MAX_SERIES_VERSIONS)
+    # Kept by the room's latest version (its events never change) and what the reader may see.
+    memo = ("series", room, await gw.store.latest_version(room), viewer.auditor)
+    return json_response(await gw.heavy.run(lambda store: _series(store, room, viewer), memo=memo))
+
+
+async def _series(store: RedisEventStore, room: str, viewer: Viewer) -> dict[str, Any]:
+    """The room's scores (and, for an auditor, numeric resources) at every version: a fold of the whole room."""
+    envelopes = await store.read(room, 1, MAX_SERIES_VERSIONS)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     # A fork's first event folds onto its parent's state at the fork's version (as every load does).
-    state = await gw.reader.loader.base_of(envelopes[0])
+    state = await RoomLoader(store, 0).base_of(envelopes[0])
     versions: list[int] = []
     scores: dict[str, list[int | None]] = {}
     resources: dict[str, list[int | None]] = {}
@@ -190,7 +199,7 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
                 resources.setdefault(name, [None] * index).append(value)
         for series in (*scores.values(), *resources.values()):
             series.extend([None] * (index + 1 - len(series)))
-    return json_response({"room": room, "versions": versions, "scores": scores, "resources": resources})
+    return {"room": room, "versions": versions, "scores": scores, "resources": resources}
 
 
 def _numbers(value: Any, prefix: str = "", depth: int = 0) -> dict[str, int]:

@@ -18,6 +18,7 @@ from almanac.services.bus import RateLimit, count as count_request
 from almanac.services.engine.worker import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
+from almanac.services.gateway.heavy_reads import HeavyReads
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
@@ -25,6 +26,7 @@ from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, d
 from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, RoomReader, Viewer
+from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.services.settings import Settings
 from almanac.storage.base import CommandLimited
@@ -37,6 +39,11 @@ VERIFIED_TOKENS = 10_000
 LAG_MIN_INFLIGHT = 8
 # Command ids this process answered without their outcome, remembered for their resends; cleared when full.
 UNSETTLED_MAX = 10_000
+
+
+# The gateway's Redis clients: a Redis that stops answering fails requests with 503 after a few seconds.
+REDIS_CONNECT_TIMEOUT_S = 2.0
+REDIS_TIMEOUT_S = 5.0
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -65,6 +72,10 @@ class Gateway:
         self.keys = Keys(settings.shard_count)
         self.store = RedisEventStore(client, settings.shard_count)
         self.reader = RoomReader(self.store)
+        # Reads that fold or re-decide a whole room: a few at once, off the event loop (heavy_reads).
+        self.heavy = HeavyReads(settings.gateway_max_heavy_reads, lambda: connect(
+            settings.redis_url or "", settings.redis_cluster, socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+            socket_timeout=REDIS_TIMEOUT_S), settings.shard_count)
         self.signer = signer
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count)

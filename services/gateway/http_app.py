@@ -31,7 +31,7 @@ from almanac.services.gateway import (
     console,
 )
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
-from almanac.services.gateway.context import Gateway
+from almanac.services.gateway.context import REDIS_CONNECT_TIMEOUT_S, REDIS_TIMEOUT_S, Gateway
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     STORE_ERRORS,
@@ -58,8 +58,6 @@ from almanac.services.redis_client import BoundedPool, close_idle_connections, c
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
-REDIS_CONNECT_TIMEOUT_S = 2.0
-REDIS_TIMEOUT_S = 5.0
 access = get_logger("almanac.gateway.access")
 
 
@@ -121,6 +119,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                 reaper.cancel()
                 with contextlib.suppress(BaseException):
                     await reaper
+            await gateway.heavy.close()
             await gateway.outcomes.close()
             await gateway.rate_limits.close()
             await client.aclose()
