@@ -227,7 +227,7 @@ class Gateway:
             return None
         self.resend_lookups += 1
         try:
-            return await self.store.outcome(room, command_id)
+            return await self.store.outcome(room, command_id, self.outcomes.call)
         except RedisError:
             return None
         finally:
