@@ -20,6 +20,10 @@ PEER_FOLDER = Path(__file__).parent / "boardgameio"
 # range admits, the lobby answers 404 on every route. The lock pins every package by its hash.
 PEER_FILES = ("package.json", "package-lock.json", "game.js", "server.js", "load.js")
 INSTALL_TIMEOUT_S = 300
+# npm's wait for each answer of the registry, and no retries: a registry that takes connections and never
+# answers is offline within seconds (npm's own defaults, 5 minutes and 2 retries, ran into INSTALL_TIMEOUT_S).
+# Defaults only: npm_config_fetch_timeout or npm_config_fetch_retries in the environment win.
+NPM_FETCH = {"npm_config_fetch_timeout": "10000", "npm_config_fetch_retries": "0"}
 READY_TIMEOUT_S = 30
 
 
@@ -34,9 +38,10 @@ class PeerOffline(PeerUnavailable):
 # npm's error codes for a registry it cannot reach (or may not reach: --offline with nothing cached).
 NETWORK_CODES = frozenset({"ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ENETUNREACH",
                            "EHOSTUNREACH", "ENETDOWN", "ERR_SOCKET_TIMEOUT", "ENOTCACHED", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
-                           "SELF_SIGNED_CERT_IN_CHAIN", "E407", "E502", "E503", "E504"})
+                           "SELF_SIGNED_CERT_IN_CHAIN", "E407", "E502", "E503", "E504",
+                           "FETCH_ERROR"})  # FETCH_ERROR: no answer within the fetch timeout ("network timeout")
 _NPM_CODE = re.compile(r"^npm (?:ERR!|error) code (\S+)", re.MULTILINE)
-_NPM_FETCH = re.compile(r"^npm (?:ERR!|error) (?:FetchError: )?(request to .*)$", re.MULTILINE)
+_NPM_FETCH = re.compile(r"^npm (?:ERR!|error) (?:FetchError: )?((?:request to|network timeout at:) .*)$", re.MULTILINE)
 
 
 def install_failure(stderr: str) -> PeerUnavailable:
@@ -98,15 +103,29 @@ def installed_peer() -> Path:
             return workdir
         for name in PEER_FILES:
             shutil.copy(PEER_FOLDER / name, workdir / name)
+        env = {**NPM_FETCH, **os.environ}
+        _ping_registry(workdir, env)
         try:
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=workdir, check=True,
-                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=env)
         except subprocess.CalledProcessError as error:
             raise install_failure(error.stderr) from error
         except subprocess.TimeoutExpired as error:
             raise PeerUnavailable(f"npm ci of boardgame.io took over {INSTALL_TIMEOUT_S} s") from error
         installed.touch()
     return workdir
+
+
+def _ping_registry(workdir: Path, env: dict[str, str]) -> None:
+    """PeerOffline when one request (``npm ping``) cannot reach the registry: ``npm ci`` would wait out the fetch
+    timeout for each of the lock's ~160 packages, a few at a time. Any other failure of the ping (a registry
+    without /-/ping) is left to ``npm ci`` to say."""
+    ping = subprocess.run(["npm", "ping", "--loglevel=error"], cwd=workdir, capture_output=True, text=True,
+                          timeout=INSTALL_TIMEOUT_S, env=env, check=False)
+    if ping.returncode != 0:
+        failure = install_failure(ping.stderr)
+        if isinstance(failure, PeerOffline):
+            raise failure
 
 
 def _await_port(server: subprocess.Popen, log: Path) -> int:

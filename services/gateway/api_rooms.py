@@ -38,6 +38,7 @@ from almanac.services.gateway.schemas import (
     openapi_body,
 )
 from almanac.services.room_service import CommandRecord, Outcome
+from almanac.storage.base import StoredOutcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")
@@ -153,7 +154,7 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
 async def create_room(request: Request) -> Response:
     gw = gateway(request)
     resend = False
-    if gw.any_unsettled() and gw.overload_reason() is not None:
+    if gw.overload_reason() is not None:
         try:
             body = decode_body(await request.body(), CreateRoomRequest)
         except ApiError:
@@ -273,7 +274,7 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 async def join_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     resend = False
-    if gw.unsettled_in(room) and gw.overload_reason() is not None:
+    if gw.overload_reason() is not None:
         try:
             body = decode_body(await request.body(), JoinRoomRequest)
         except ApiError:
@@ -415,9 +416,9 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None) -> Response:
     """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
-    if gw.unsettled_in(room) and gw.overload_reason() is not None:
-        # Admission would refuse, but this may be the resend of a command this process answered without its
-        # outcome: if that outcome is decided now, it is the answer (a 503 would hide it until a later resend).
+    if gw.overload_reason() is not None:
+        # Admission would refuse, but this may be the resend of a command already decided (through any gateway,
+        # before any restart): its stored outcome is the answer (a 503 would hide it until a later resend).
         stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
         if stored is not None:
             return stored
@@ -446,36 +447,34 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
 
 async def _resent_outcome(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                           idempotency_key: str | None) -> Response | None:
-    """The stored outcome's answer when the request resends a command of ``room`` this process left unanswered
-    (``Gateway.is_unsettled``) and that command is decided now; None otherwise (admission decides)."""
+    """The stored outcome's answer when the request names a command id that is decided (``Gateway.decided``:
+    one read); None otherwise, without a read when it names none (admission refuses it)."""
     try:
         claims = gw.player_for(token, room)
         client_id = decode_body(raw_body, CommandRequest).command_id or idempotency_key
     except ApiError:
         return None  # answered as any other request (refused while overloaded, its error otherwise)
-    if client_id is None or not gw.is_unsettled(room, internal_command_id(room, claims.player, client_id)):
+    if client_id is None:
         return None
-    answer = await _stored_answer(gw, room, claims.player, client_id)
-    if answer is not None:
-        gw.settle(room, internal_command_id(room, claims.player, client_id))
-    return answer
+    stored = await gw.decided(room, internal_command_id(room, claims.player, client_id))
+    return None if stored is None else await _replayed(gw, room, claims.player, client_id, stored)
 
 
 async def _decided_resend(gw: Gateway, room: str, player: str, client_id: str | None) -> bool:
-    """Whether a create or join resends a command this process answered without its outcome (``Gateway.
-    is_unsettled``) that is decided now: admitted past overload, its answer (a token with it) is made as for
-    any request, from the outcome the engine finds stored (a duplicate)."""
-    if client_id is None:
-        return False
-    command_id = internal_command_id(room, player, client_id)
-    return gw.is_unsettled(room, command_id) and await gw.store.outcome(room, command_id) is not None
+    """Whether a create or join resends a command that is decided (``Gateway.decided``: one read): admitted
+    past overload, its answer (a token with it) is made as for any request, from the outcome the engine finds
+    stored (a duplicate)."""
+    return client_id is not None and await gw.decided(room, internal_command_id(room, player, client_id)) is not None
 
 
 async def _stored_answer(gw: Gateway, room: str, player: str, command_id: str) -> Response | None:
     """The answer to ``player``'s command ``command_id`` from its stored outcome (a replay); None while undecided."""
     stored = await gw.store.outcome(room, internal_command_id(room, player, command_id))
-    if stored is None:
-        return None
+    return None if stored is None else await _replayed(gw, room, player, command_id, stored)
+
+
+async def _replayed(gw: Gateway, room: str, player: str, command_id: str, stored: StoredOutcome) -> Response:
+    """The answer a stored outcome makes, marked duplicate (its events read back when it was accepted)."""
     envelopes = await gw.store.read(room, stored.first_version, stored.last_version) if stored.accepted else []
     outcome = Outcome(command_id=command_id, room=room, accepted=stored.accepted, first_version=stored.first_version,
                       last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True)

@@ -29,7 +29,7 @@ from almanac.services.gateway.room_reader import PUBLIC, RoomReader, Viewer
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.services.settings import Settings
-from almanac.storage.base import CommandLimited
+from almanac.storage.base import CommandLimited, StoredOutcome
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
@@ -37,8 +37,9 @@ VERIFIED_TOKENS = 10_000
 # The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
 # slow machine (tests, a quiet server on a busy host) is never refused for a lag or a slow rule it did not cause.
 LAG_MIN_INFLIGHT = 8
-# Command ids this process answered without their outcome, remembered for their resends; cleared when full.
-UNSETTLED_MAX = 10_000
+# Stored-outcome lookups of refused resends in flight at once (``Gateway.decided``): past it a resend is refused
+# unlooked, so a flood of refused commands cannot queue unbounded reads on the store.
+RESEND_LOOKUPS_MAX = 64
 
 
 # The gateway's Redis clients: a Redis that stops answering fails requests with 503 after a few seconds.
@@ -102,13 +103,8 @@ class Gateway:
         # command, and the HMAC was the largest cost of the command path's own Python. Expiry is still
         # checked on every use; a bounded cache, cleared when full.
         self._verified: dict[str, Claims] = {}
-        # Commands this process answered without their outcome (202, or an error once submitted), by room: when
-        # admission refuses, a resend of one is answered from the store instead (``api_rooms.run_command``).
-        # A client whose wait ended resends the same id; refused 503 then, it would not learn an outcome that
-        # is already decided (seen in failovers, when the limit was cut). Keyed by room: the protocol sees the
-        # room in the path before the body, so a refusal for any other room stays as cheap as before.
-        self._unsettled: dict[str, set[str]] = {}
-        self._unsettled_count = 0
+        # Stored-outcome lookups of resends admission refused, in flight now (bounded by RESEND_LOOKUPS_MAX).
+        self.resend_lookups = 0
 
     def note_store_outage(self) -> None:
         self.store_outage_ms = now_ms()
@@ -229,8 +225,8 @@ class Gateway:
         (accepted p99 0.8-2.6 s at 3,000/s offered). Queueing instead of refusing would only add a command's
         wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
         microseconds and tells the client when to come back. ``decided_resend``: the request resends a command
-        this process answered without its outcome, and that outcome is stored now (``api_rooms``): admitted
-        all the same, to be answered that outcome."""
+        whose outcome is stored (``decided``; a create or join, ``api_rooms``): admitted all the same, to be
+        answered that outcome."""
         if not decided_resend:
             self.refuse_if_overloaded()
         self.inflight += 1
@@ -241,33 +237,20 @@ class Gateway:
         finally:
             self.inflight -= 1
 
-    def any_unsettled(self) -> bool:
-        return bool(self._unsettled)
-
-    def unsettled_in(self, room: str) -> bool:
-        """Whether this process left a command of ``room`` without its outcome (see ``_unsettled``)."""
-        return room in self._unsettled
-
-    def is_unsettled(self, room: str, command_id: str) -> bool:
-        return command_id in self._unsettled.get(room, ())
-
-    def settle(self, room: str, command_id: str) -> None:
-        """The command's outcome was answered: its resends take the usual path again."""
-        ids = self._unsettled.get(room)
-        if ids is not None and command_id in ids:
-            ids.discard(command_id)
-            self._unsettled_count -= 1
-            if not ids:
-                del self._unsettled[room]
-
-    def _unanswered(self, record: CommandRecord) -> None:
-        if self._unsettled_count >= UNSETTLED_MAX:
-            self._unsettled.clear()
-            self._unsettled_count = 0
-        ids = self._unsettled.setdefault(record.room, set())
-        if record.command_id not in ids:
-            ids.add(record.command_id)
-            self._unsettled_count += 1
+    async def decided(self, room: str, command_id: str) -> StoredOutcome | None:
+        """The stored outcome of a command that admission refuses, if it was decided (by any gateway or engine,
+        before any restart): a resend is answered that outcome, not 503 (``api_rooms.run_command``). One read;
+        None when undecided, when RESEND_LOOKUPS_MAX lookups are already in flight, or when the store fails
+        (the request is refused as overloaded then, as any other)."""
+        if self.resend_lookups >= RESEND_LOOKUPS_MAX:
+            return None
+        self.resend_lookups += 1
+        try:
+            return await self.store.outcome(room, command_id, self.outcomes.call)
+        except RedisError:
+            return None
+        finally:
+            self.resend_lookups -= 1
 
     async def submit(self, record: CommandRecord, admit: bool = True, limit: RateLimit | None = None
                      ) -> Outcome | None:
@@ -285,14 +268,7 @@ class Gateway:
             # Remembered only when it was this request's own window (a sharer's token may be another).
             own = limit is not None and refused.key == limit.key
             raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
-        except BaseException:
-            self._unanswered(record)  # a store failure or a cancelled request: it may have been decided all the same
-            raise
         now = time.monotonic()
-        if outcome is None:
-            self._unanswered(record)
-        elif self._unsettled:
-            self.settle(record.room, record.command_id)
         self.admission.finished(now - started, now, outcome is not None, calm)
         return outcome
 

@@ -4,11 +4,14 @@ Past capacity most requests are refused, and under plain uvicorn a refusal costs
 an asyncio task, the request/response cycle, the ASGI layers, two socket writes (~0.3 ms of the
 gateway's one core each), so a gateway offered twice what it serves spends its core refusing and the
 commands it accepted queue behind the refusals. Here a ``POST /rooms/{room}/commands`` that finds the
-gateway overloaded (``Gateway.overload_reason``, the same test the handler makes) is answered from the
-parser's callback with a prepared 503: no task, no cycle, no body read, one write. The body that
-follows is parsed and dropped, so the connection stays usable. So is a command whose room token this
-gateway already saw over its rate limit (429 until its window ends: ``ratelimit.UsedWindows``), so that
-a client that keeps sending past its limit costs next to nothing.
+gateway overloaded (``Gateway.overload_reason``, the same test the handler makes) and names no command id
+(none in its body, no Idempotency-Key) is answered from the parser's callback with a prepared 503 once its
+body is read: no task, no cycle, one write. One that names an id may resend a command already decided: its
+task looks the stored outcome up (``Gateway.decided``: one read, no decide) and answers it, or refuses it
+(``api_rooms.run_command``). A command whose room token this gateway already saw over its rate limit is
+answered 429 from the parser's callback before its body is read (its body is parsed and dropped, so the
+connection stays usable), until its window ends (``ratelimit.UsedWindows``), so that a client that keeps
+sending past its limit costs next to nothing.
 
 A command the gateway takes is answered by the protocol itself too (``CommandCycle``): its body is
 collected by the parser's callbacks, one task runs the handler (``http_app.command_answer``, which the
@@ -187,10 +190,11 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         idle = (self.cycle is None or self.cycle.response_complete) and not self.flow.write_paused
         if (idle and gateway is not None and self.parser.get_method() == b"POST" and not self.parser.should_upgrade()
                 and _is_command(self.url)):
-            reason = gateway.overload_reason()
-            # A command of a room this process left a command of unanswered may be its resend: taken, so that
-            # ``run_command`` can answer its stored outcome (or refuse it there). Any other is refused here.
-            if reason is not None and not gateway.unsettled_in(_room_of(self.url)):
+            # Refused for overload once its body says it cannot resend a decided command (``on_message_complete``),
+            # not here; but a client waiting for "100 Continue" is refused before its body, which it may never
+            # send (its resend is looked up only when Idempotency-Key names its id, in ``run_command``).
+            reason = gateway.overload_reason() if self.expect_100_continue else None
+            if reason is not None and not _names_idempotency_key(self.headers):
                 gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
                 self._refuse(gateway, overloaded(reason))
                 return
@@ -231,8 +235,14 @@ class GatewayHttpProtocol(HttpToolsProtocol):
             self._refuse(cycle.gateway, body_too_large(cycle.max_bytes))
 
     def on_message_complete(self) -> None:
-        self._in_head = True
         cycle = self.cycle
+        if type(cycle) is CommandCycle and not cycle.names_command_id():
+            reason = cycle.gateway.overload_reason()
+            if reason is not None:  # no resend of a decided command: refused now, without a task
+                cycle.gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
+                self._refuse(cycle.gateway, overloaded(reason))
+                cycle = self.cycle
+        self._in_head = True
         if cycle is not None and cycle.response_complete:
             # Answered before its body ended (a refusal): the connection waits for its next request now. (The
             # keep-alive timer the answer armed was cancelled when the rest of the body was read.)
@@ -324,9 +334,8 @@ def _known_rate_refusal(gateway: Any, url: bytes, headers: list[tuple[bytes, byt
     return gateway.rate_limits.known_refusal(room, claims.player)
 
 
-def _room_of(url: bytes) -> str:
-    """The room a command's path names (``_is_command``: /rooms/{room}/commands), as sent."""
-    return url.partition(b"?")[0][len(COMMAND_PREFIX):-len(COMMAND_SUFFIX)].decode("latin-1")
+def _names_idempotency_key(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(name == b"idempotency-key" for name, _ in headers)
 
 
 def _is_command(url: bytes) -> bool:
@@ -384,6 +393,11 @@ class CommandCycle:
         self.response_complete = False
         self.disconnected = False
         self.message_event = _NoWaiter()  # nothing waits for more body: the task starts with all of it
+
+    def names_command_id(self) -> bool:
+        """Whether the request may name a command id (Idempotency-Key, or "command_id" in its body): only such
+        a request can resend a decided command. A substring test: cheap, and never false for a body that does."""
+        return b"command_id" in self.body or _names_idempotency_key(self.headers)
 
     async def run(self) -> None:
         protocol = self.protocol

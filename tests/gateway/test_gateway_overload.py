@@ -5,9 +5,11 @@ commands at once, when 60 players each send a move at the same moment, then some
 ``overloaded`` and a Retry-After header, no answer is any other 5xx, every accepted move's event is in
 its room's log, and every refused move left its room exactly as it was (no event, no stored outcome).
 
-The refusal is made by the HTTP protocol itself (``protocol.GatewayHttpProtocol``) before the request's
-body is read: with the engine paused and the two slots held, a refused command and a request pipelined
-after it on the same connection are both answered, the refusal with its JSON, Retry-After and request id.
+The refusal is made by the HTTP protocol itself (``protocol.GatewayHttpProtocol``) from the parser's callback
+once the body shows no command id: with the engine paused and the two slots held, a refused command and a
+request pipelined after it on the same connection are both answered, the refusal with its JSON, Retry-After
+and request id. A refused command that names its id is answered its stored outcome when it was decided,
+through this gateway or another (issue 28, item 18).
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ from almanac.storage.redis_store import RedisEventStore
 
 PLAYERS = 60
 MAX_INFLIGHT = 2
+GATEWAY_ENV = {"ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT), "ALMANAC_RATE_COMMANDS": "off",
+               "ALMANAC_RATE_ANON": "off", "ALMANAC_COMMAND_TIMEOUT_MS": "3000"}
 
 
 @pytest.fixture(scope="module")
 def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Stack]]:
     """Engine and a uvicorn gateway process with ALMANAC_GATEWAY_MAX_INFLIGHT=2."""
-    with engine_and_gateway(redis_url, tmp_path_factory.mktemp("overload-stack"),
-                            ALMANAC_GATEWAY_MAX_INFLIGHT=str(MAX_INFLIGHT), ALMANAC_RATE_COMMANDS="off",
-                            ALMANAC_RATE_ANON="off", ALMANAC_COMMAND_TIMEOUT_MS="3000") as running:
+    with engine_and_gateway(redis_url, tmp_path_factory.mktemp("overload-stack"), **GATEWAY_ENV) as running:
         yield running
 
 
@@ -88,7 +90,7 @@ def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gatewa
     asyncio.run(_storm(gateway_url[0], redis_url, gateway_url[1].processes["engine"]))
 
 
-def test_a_refusal_is_made_before_the_body_is_read_and_the_connection_stays_usable(gateway_url) -> None:
+def test_a_refusal_is_made_by_the_protocol_and_the_connection_stays_usable(gateway_url) -> None:
     url, stack = gateway_url
     rooms = open_board_rooms(url, "held", MAX_INFLIGHT + 1)
     engine = stack.processes["engine"]
@@ -273,4 +275,48 @@ def test_a_resent_create_that_was_decided_gets_its_room_and_token_while_admissio
     assert refused.status_code == 503 and refused.json()["code"] == "overloaded", refused.text
     assert resent.status_code == 201, resent.text
     assert resent.json()["duplicate"] is True and resent.json()["room"] == "resent-create" and resent.json()["token"]
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_a_command_decided_through_one_gateway_is_answered_its_outcome_by_another_that_refuses(gateway_url) -> None:
+    """Issue 28, item 18, behind a load balancer (or after a restart): given a move and a create decided through
+    gateway A, when their clients resend them to gateway B, which never saw them, while B's two in-flight slots
+    are held (admission refuses every new command), then B answers the move its stored outcome (200,
+    ``duplicate``) and admits the create's resend (201, its room and token), not 503 ``overloaded``; a new
+    command is still refused."""
+    url_a, stack = gateway_url
+    url_b = stack.start_gateway("gateway-b", **GATEWAY_ENV)
+    (room, token), *holders = open_board_rooms(url_a, "across", MAX_INFLIGHT + 1)
+    engine = stack.processes["engine"]
+    move = {"command": {"kind": "place_element", "row": 5, "column": 5}, "command_id": "across"}
+    other = {"command": {"kind": "place_element", "row": 6, "column": 6}, "command_id": "new"}
+    create = {"ruleset": "board", "player": "p", "room": "across-created", "command_id": "across-create-0123456789"}
+
+    async def scenario() -> tuple[list[httpx.Response], list[httpx.Response], list[httpx.Response]]:
+        async with (httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+                    httpx.AsyncClient(base_url=url_b, timeout=30) as b):
+            def send(client: httpx.AsyncClient, room: str, token: str, body: dict) -> Awaitable[httpx.Response]:
+                return client.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"}, json=body)
+
+            decided = [await send(a, room, token, move), await a.post("/rooms", json=create)]
+            engine.send_signal(signal.SIGSTOP)
+            try:
+                holding = asyncio.gather(*(send(b, r, t, {"command": move["command"]}) for r, t in holders))
+                await asyncio.sleep(0.5)  # both of B's slots held
+                resent = await send(b, room, token, move)
+                refused = await send(b, room, token, other)
+                recreated = asyncio.ensure_future(b.post("/rooms", json=create))
+                await asyncio.sleep(0.5)
+            finally:
+                engine.send_signal(signal.SIGCONT)  # the create's resend goes through the engine, which finds it decided
+            return decided, [resent, refused, await recreated], await holding
+
+    (moved, created), (resent, refused, recreated), held = asyncio.run(scenario())
+    assert moved.status_code == 200 and created.status_code == 201, (moved.text, created.text)
+    assert refused.status_code == 503 and refused.json()["code"] == "overloaded", refused.text
+    assert resent.status_code == 200, resent.text
+    assert resent.json()["duplicate"] is True and resent.json()["version"] == moved.json()["version"]
+    assert recreated.status_code == 201, recreated.text
+    assert recreated.json()["duplicate"] is True and recreated.json()["room"] == "across-created"
+    assert recreated.json()["token"] and recreated.json()["joined"] is True
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]

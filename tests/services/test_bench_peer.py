@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import socket
+import time
 
 import pytest
 
@@ -23,8 +25,9 @@ def peer_or_skip() -> None:
         pytest.skip(str(error))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def peer() -> None:
+    """Once per module: offline, every peer test skips after one try, not one wait each."""
     peer_or_skip()
 
 
@@ -39,6 +42,29 @@ def test_without_the_npm_registry_the_peer_tests_skip_and_say_why(monkeypatch, t
     with pytest.raises(pytest.skip.Exception, match=r"cannot reach the npm registry \(ECONNREFUSED: request to "
                                                      r"http://127\.0\.0\.1:9/"):
         peer_or_skip()
+
+
+@needs_node
+def test_a_registry_that_takes_connections_and_never_answers_skips_the_peer_tests_within_seconds(monkeypatch, tmp_path):
+    # Given a registry that accepts every connection and never answers (a loopback listener nobody reads), npm's
+    # fetch timeout and retries left at the peer's defaults, and nothing installed or cached yet
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm"))
+    for name in ("npm_config_fetch_timeout", "npm_config_fetch_retries"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(256)  # the kernel completes the handshakes; nothing ever reads or writes
+        registry = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        monkeypatch.setenv("npm_config_registry", registry)
+        # When a peer test asks for the peer
+        started = time.monotonic()
+        with pytest.raises(pytest.skip.Exception) as skipped:
+            peer_or_skip()
+        waited = time.monotonic() - started
+    # Then it is skipped, saying the registry timed out, within seconds rather than npm ci's 5 minutes
+    assert f"cannot reach the npm registry (FETCH_ERROR: network timeout at: {registry}" in str(skipped.value)
+    assert waited < 40, waited
 
 
 @needs_node
