@@ -153,14 +153,7 @@ def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> 
 )
 async def create_room(request: Request) -> Response:
     gw = gateway(request)
-    resend = False
-    if gw.overload_reason() is not None:
-        try:
-            body = decode_body(await request.body(), CreateRoomRequest)
-        except ApiError:
-            pass  # refused as overloaded below, as any other request now
-        else:
-            resend = body.room is not None and await _decided_resend(gw, body.room, body.player, body.command_id)
+    resend = await _overloaded_resend(gw, request, CreateRoomRequest, None)
     with gw.command_slot(resend):  # admitted before any read: a flood of creates starts no unbounded reads
         return await _create_room(gw, request)
 
@@ -273,16 +266,22 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
 )
 async def join_room(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
-    resend = False
-    if gw.overload_reason() is not None:
-        try:
-            body = decode_body(await request.body(), JoinRoomRequest)
-        except ApiError:
-            pass  # refused as overloaded below, as any other request now
-        else:
-            resend = await _decided_resend(gw, room, body.player, body.command_id)
+    resend = await _overloaded_resend(gw, request, JoinRoomRequest, room)
     with gw.command_slot(resend):  # admitted before any read, as a command
         return await _join_room(gw, request, room)
+
+
+async def _overloaded_resend(gw: Gateway, request: Request, schema: type, room: str | None) -> bool:
+    """While the gateway refuses for overload: whether this create or join (of ``room``, or the one its body
+    names) resends one already decided, which is let in to get its answer; False whenever not overloaded."""
+    if gw.overload_reason() is None:
+        return False
+    try:
+        body = decode_body(await request.body(), schema)
+    except ApiError:
+        return False  # refused as overloaded, as any other request now
+    room = body.room if room is None else room
+    return room is not None and await _decided_resend(gw, room, body.player, body.command_id)
 
 
 async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
