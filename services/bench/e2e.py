@@ -7,6 +7,7 @@ import contextlib
 import gc
 import math
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -238,7 +239,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
             else:
                 if retry is not None:
                     retry_after.append(retry)
-                code = f"{status} {msgspec.json.decode(payload).get('code')}"
+                code = failure_kind(status, msgspec.json.decode(payload))
                 failures[code] = failures.get(code, 0) + 1
 
     if on_load_start is not None:
@@ -604,3 +605,11 @@ def offer_peer(figures: dict[str, Any], rate: int, seconds: int) -> None:
                   f"lateness p99 {peer['late_p99_ms']:.2f} ms; "
                   f"{peer['server_cpu_ms_per_move']:.3f} ms of CPU per move; Almanac's CPU per command / the "
                   f"peer's: {ratio}")
+
+
+def failure_kind(status: int, answer: dict) -> str:
+    """A refusal's status and code; for ``overloaded`` also which admission rule gave it, its numbers left out
+    ("503 overloaded (N commands in flight in this gateway process)"), so a run says which rule shed what."""
+    kind = f"{status} {answer.get('code')}"
+    reason = re.search(r"busy \((.*)\); nothing was done", str(answer.get("message", "")))
+    return f"{kind} ({re.sub(r'[0-9.]+', 'N', reason.group(1))})" if reason else kind

@@ -17,7 +17,7 @@ def test_two_engines_and_two_gateways_answer_every_command_and_the_load_is_sprea
     figures = e2e.main(rate=60, seconds=2, engines=2, gateways=2)
     # Then the commands were accepted (a loaded test machine may shed a few: 503 overloaded, nothing else),
     # through both gateways, and each process's CPU was measured
-    assert set(figures["failures"]) <= {"503 overloaded"}, figures["failures"]
+    assert all(kind.startswith("503 overloaded") for kind in figures["failures"]), figures["failures"]
     assert figures["achieved_per_s"] > 30
     assert all(count > 0 for count in figures["answered_per_gateway"]), figures["answered_per_gateway"]
     assert {"engine", "engine-2", "gateway", "gateway-2", "projector", "redis"} <= set(figures["cpu_s"])
@@ -73,7 +73,7 @@ def test_commands_routed_by_shard_to_two_deciding_gateways_are_all_answered(monk
     figures = e2e.main(rate=60, seconds=2, engines=0, gateways=2, gateway_engine=True, route_by_shard=True,
                        out_of_step=True)
     # Then every command is answered, through both gateways, and no engine process ran
-    assert set(figures["failures"]) <= {"503 overloaded"}, figures["failures"]
+    assert all(kind.startswith("503 overloaded") for kind in figures["failures"]), figures["failures"]
     assert figures["achieved_per_s"] > 30
     assert all(count > 0 for count in figures["answered_per_gateway"]), figures["answered_per_gateway"]
     assert "engine" not in figures["cpu_s"] and {"gateway", "gateway-2"} <= set(figures["cpu_s"])

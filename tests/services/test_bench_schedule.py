@@ -67,3 +67,17 @@ def test_the_overload_run_offers_a_multiple_of_the_achieved_rate_between_two_cap
     assert figures["overload"]["capacity_per_s"] == 900.0 and figures["overload"]["ratio"] == 600 / 900
     assert "0.67 of their mean" in " ".join(capsys.readouterr().out.split())
     assert _with_overload(run, 500, 0)["offered_per_s"] == 500 and offered[-1] == 500  # without: one run only
+
+
+def test_an_overload_refusal_is_counted_under_the_rule_that_gave_it_without_its_numbers():
+    """Given the gateway's 503s for each admission rule, when the bench counts them, then each kind names its
+    rule (not the moment's numbers), so a collapsed run says which rule shed the load."""
+    from almanac.services.bench.e2e import failure_kind
+    from almanac.services.gateway.errors import overloaded
+
+    assert failure_kind(503, overloaded("32 commands in flight in this gateway process").body()) == \
+        failure_kind(503, overloaded("31 commands in flight in this gateway process").body()) == \
+        "503 overloaded (N commands in flight in this gateway process)"
+    lag = failure_kind(503, overloaded("requests wait 61 ms before this gateway process starts them").body())
+    assert lag == "503 overloaded (requests wait N ms before this gateway process starts them)"
+    assert failure_kind(429, {"code": "rate_limited", "message": "slow down"}) == "429 rate_limited"
