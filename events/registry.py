@@ -24,20 +24,20 @@ A room's own lookups go by (name, version) from its state (``decider_at``): one 
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
-from typing import Any
+from importlib.metadata import EntryPoint, entry_points
 
 from almanac.events.decider import Decider
 from almanac.events.errors import RuleError, RulesNotInstalledError
+from almanac.events.ruleset import ReadModel, RuleSet
 
 ENTRY_POINT_GROUP = "almanac.rulesets"
 
 # (name, version) -> manifest: loaded from an entry point on first use, or registered by a test.
-_manifests: dict[tuple[str, int], Any] = {}
+_manifests: dict[tuple[str, int], RuleSet] = {}
 # (name, version) -> Decider: the hot path (every fold step asks for the room's Decider).
 _deciders: dict[tuple[str, int], Decider] = {}
 # entry-point name (``realm``, ``realm@1``) -> entry point, read once per process (refresh() reads again).
-_entry_points: dict[str, Any] | None = None
+_entry_points: dict[str, EntryPoint] | None = None
 # name -> True once every entry point of that name has been loaded (its versions are all known).
 _complete: dict[str, bool] = {}
 
@@ -62,10 +62,10 @@ def stored_ref(name: str, version: int) -> str:
     return name if version == 1 else f"{name}@{version}"
 
 
-def _installed() -> dict[str, Any]:
+def _installed() -> dict[str, EntryPoint]:
     global _entry_points
     if _entry_points is None:
-        found: dict[str, Any] = {}
+        found: dict[str, EntryPoint] = {}
         for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: (p.name, p.value)):
             other = found.get(point.name)
             if other is not None and other.value != point.value:
@@ -84,16 +84,14 @@ def refresh() -> None:
     _complete.clear()
 
 
-def _add(manifest: Any) -> None:
+def _add(manifest: RuleSet) -> None:
     key = (manifest.name, manifest.version)
     _manifests[key] = manifest
     _deciders[key] = manifest.decider
 
 
-def register(item: Any) -> Decider:
+def register(item: RuleSet | Decider) -> Decider:
     """Add a manifest, or a bare Decider wrapped in a default manifest (tests' tiny rule-sets); its Decider."""
-    from almanac.events.manifest import RuleSet  # noqa: PLC0415 - the manifest module imports the room rules
-
     manifest = item if isinstance(item, RuleSet) else RuleSet(decider=item)
     _add(manifest)
     return manifest.decider
@@ -112,8 +110,6 @@ def _load_all(name: str) -> None:
     """Load every installed entry point of ``name`` (``name`` and ``name@N``), checking each one."""
     if _complete.get(name):
         return
-    from almanac.events.manifest import RuleSet  # noqa: PLC0415
-
     for entry_name, point in _installed().items():
         base, version = parse(entry_name)
         if base != name:
@@ -143,7 +139,7 @@ def versions(name: str) -> list[int]:
     return sorted(version for (known, version) in _manifests if known == name)
 
 
-def at(name: str, version: int) -> Any:
+def at(name: str, version: int) -> RuleSet:
     """The manifest of exactly ``name@version``; RulesNotInstalledError when this node lacks that version."""
     found = _manifests.get((name, version))
     if found is not None:
@@ -163,7 +159,7 @@ def decider_at(name: str, version: int) -> Decider:
     return decider if decider is not None else at(name, version).decider
 
 
-def default(name: str) -> Any:
+def default(name: str) -> RuleSet:
     """The manifest of the version a bare ``name`` means: the one marked ``default``, or the only one.
 
     Several versions with no default, or two defaults, are installed rule-sets that contradict each
@@ -180,7 +176,7 @@ def default(name: str) -> Any:
                         f"{name!r}; mark exactly one manifest default=True")
 
 
-def manifest(request: str) -> Any:
+def manifest(request: str) -> RuleSet:
     """The manifest a request names: ``realm`` its default version, ``realm@2`` that version."""
     name, version = parse(request)
     return default(name) if version is None else at(name, version)
@@ -191,7 +187,7 @@ def get(request: str) -> Decider:
     return manifest(request).decider
 
 
-def stored(ref: str) -> Any:
+def stored(ref: str) -> RuleSet:
     """The manifest a stored reference names (an envelope's ``ruleset``): a bare name is version 1."""
     name, version = parse(ref)
     found = _manifests.get((name, version or 1))  # every event a player receives names its rules: one lookup
@@ -213,23 +209,23 @@ def names() -> list[str]:
     return sorted(set(installed()) | {name for name, _ in _manifests})
 
 
-def manifests() -> list[Any]:
+def manifests() -> list[RuleSet]:
     """Every known rule-set's default manifest, by name (installed ones are loaded)."""
     return [default(name) for name in names()]
 
 
-def all_manifests() -> list[Any]:
+def all_manifests() -> list[RuleSet]:
     """Every known version of every rule-set, by name then version."""
     return [at(name, version) for name in names() for version in versions(name)]
 
 
-def read_models() -> dict[str, tuple[str, Any]]:
+def read_models() -> dict[str, tuple[str, ReadModel]]:
     """Read-model name -> (rule-set, ReadModel) over every known manifest; a name may belong to one rule-set.
 
     Versions of one rule-set may each declare a model of the same name; the newest version's wins here
     (the projector uses the room's own version's models).
     """
-    found: dict[str, tuple[str, Any]] = {}
+    found: dict[str, tuple[str, ReadModel]] = {}
     for ruleset in all_manifests():
         for model in ruleset.read_models:
             owner = found.get(model.name)

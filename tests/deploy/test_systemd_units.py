@@ -15,13 +15,15 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
+from game_modules import game_module
 
 from almanac.events import codec, registry
-from almanac.events.board.policy import choose_command
 from almanac.events.dice import Dice
 from almanac.services.embedded_redis import EmbeddedRedis, free_port
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 from almanac.services.settings import load_settings
+
+choose_command = game_module("board@1", "policy").choose_command
 
 UNITS = sorted((Path(__file__).resolve().parents[2] / "deploy" / "systemd").glob("*.service"))
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")

@@ -17,14 +17,16 @@ import httpx
 import msgspec
 import pytest
 import redis
+from game_modules import game_module
 from gateway_stack import CHILD, Stack
 
 from almanac.events import codec, registry
-from almanac.events.board import rules as board_rules
-from almanac.events.board.state import BoardState
 from almanac.events.hashing import envelope_hash
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 from almanac.storage.keys import Keys
+
+board_rules = game_module("board@1", "rules")
+BoardState = game_module("board@1", "state").BoardState
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from game_modules import game_module
 from gateway_stack import gateway_settings
 
 from almanac.events import registry
@@ -141,8 +142,8 @@ def test_every_route_declares_a_typed_success_answer(api: TestClient) -> None:
 def test_real_answers_convert_into_their_declared_types(api: TestClient, auditor: str) -> None:
     import msgspec
 
-    from almanac.events.board import rules as board_rules
-    from almanac.events.board.state import BoardState
+    board_rules = game_module("board@1", "rules")
+    BoardState = game_module("board@1", "state").BoardState
     from almanac.services.gateway.responses import RESPONSES
 
     def check(method: str, route: str, answer) -> None:

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 import redis
 from fastapi.testclient import TestClient
+from game_modules import game_module
 from gateway_stack import landed_rulesets
 
 from almanac.events import codec, registry
@@ -197,7 +198,7 @@ def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, audit
 
 def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables: dict[str, Table]) -> None:
     from almanac.events.disclosure import hidden_fields  # noqa: PLC0415
-    from almanac.events.realm.v1 import SECRETS  # noqa: PLC0415
+    SECRETS = game_module("realm@1", "game").SECRETS
 
     table = tables["realm"]
     room = table.rooms[0]
@@ -225,7 +226,7 @@ def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables:
 def test_live_reconnect_from_last_version_misses_nothing_and_repeats_nothing(api: TestClient, auditor: str) -> None:
     created = api.post("/rooms", json={"ruleset": "board", "player": "carol", "challenge": "live-test"})
     room, token = created.json()["room"], created.json()["token"]
-    from almanac.events.board.policy import choose_command  # noqa: PLC0415
+    choose_command = game_module("board@1", "policy").choose_command
 
     def move(step: int) -> None:
         state = api.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]

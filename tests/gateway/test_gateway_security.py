@@ -11,6 +11,7 @@ import msgspec
 import pytest
 import redis
 from fastapi.testclient import TestClient
+from game_modules import game_module
 from gateway_stack import gateway_settings
 
 from almanac.services.gateway import create_app
@@ -194,7 +195,7 @@ def test_a_retried_command_id_is_answered_once_and_applied_once(api: TestClient,
     room, token = created.json()["room"], created.json()["token"]
     state = api.get(f"/rooms/{room}/state", headers=auth(auditor)).json()["state"]["game"]
     from almanac.events import codec, registry  # noqa: PLC0415
-    from almanac.events.board.policy import choose_command  # noqa: PLC0415
+    choose_command = game_module("board@1", "policy").choose_command
     from almanac.events.dice import Dice  # noqa: PLC0415
 
     game = msgspec.convert(state, registry.get("board").state_type, strict=False)

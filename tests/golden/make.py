@@ -43,7 +43,7 @@ STUCK_AFTER = 200
 def published() -> list[Any]:
     """Every version of every rule-set this repository publishes (plugins and tests' rule-sets aside)."""
     return [m for m in registry.all_manifests()
-            if type(m.decider).__module__.startswith("almanac.events.") and m.policy is not None and m.bench]
+            if type(m.decider).__module__.startswith("almanac.games.") and m.policy is not None and m.bench]
 
 
 def path_for(manifest: Any) -> Path:

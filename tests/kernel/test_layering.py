@@ -1,4 +1,4 @@
-"""The layers stay apart: events/ pure, storage/ on events only, projections/ never services; imports point one way."""
+"""The layers stay apart: events/ and games/ pure, storage/ on events only, projections/ never services; imports one way."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
+# The games decide and fold like the kernel's write model: the same purity holds for them.
+GAMES = EVENTS.parent / "games"
+PURE = (EVENTS, GAMES)
 FORBIDDEN = {"redis", "faststream", "structlog", "time", "random", "os", "datetime", "secrets", "uuid",
              "socket", "asyncio", "services", "projections", "storage", "subprocess", "pathlib"}
 # storage/ sits below both sides (the store contract, its stores, key names, the loader): besides the
@@ -34,20 +37,20 @@ def test_the_project_is_imported_under_the_one_almanac_name():
     """Bare `events`/`services`/`projections` imports would collide with other distributions."""
     root = EVENTS.parent
     offenders = []
-    for folder in ("events", "storage", "projections", "services", "tests"):
+    for folder in ("events", "games", "storage", "projections", "services", "tests"):
         for path in sorted((root / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
                 modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                     [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
                 offenders += [f"{path.relative_to(root)}:{node.lineno} {m}" for m in modules
-                              if m.split(".")[0] in {"events", "storage", "projections", "services"}]
+                              if m.split(".")[0] in {"events", "games", "storage", "projections", "services"}]
     assert offenders == []
 
 
-def test_nothing_under_events_imports_io_clock_randomness_or_the_outer_layers():
+def test_nothing_under_events_or_games_imports_io_clock_randomness_or_the_outer_layers():
     offenders = {
         str(path.relative_to(EVENTS.parent)): sorted(imported_modules(path) & FORBIDDEN)
-        for path in sorted(EVENTS.rglob("*.py"))
+        for folder in PURE for path in sorted(folder.rglob("*.py"))
     }
     assert {path: bad for path, bad in offenders.items() if bad} == {}
 
@@ -70,7 +73,7 @@ def test_projections_never_import_services():
 
 def test_rule_arithmetic_uses_no_binary_floats_outside_the_claim_seeding():
     offenders = []
-    for path in sorted(EVENTS.rglob("*.py")):
+    for path in sorted(path for folder in PURE for path in folder.rglob("*.py")):
         if "claim" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
@@ -81,7 +84,7 @@ def test_rule_arithmetic_uses_no_binary_floats_outside_the_claim_seeding():
     assert offenders == []
 
 
-def test_the_lint_configuration_bans_clock_randomness_and_io_imports_under_events(tmp_path):
+def test_the_lint_configuration_bans_clock_randomness_and_io_imports_under_events_and_games(tmp_path):
     import shutil
     import subprocess
     import sys
@@ -95,9 +98,9 @@ def test_the_lint_configuration_bans_clock_randomness_and_io_imports_under_event
         capture_output=True, text=True, cwd=root,
     )
     assert result.returncode == 1
-    assert "events/ must not draw randomness" in result.stdout
-    assert "events/ must not read the clock" in result.stdout
-    clean = subprocess.run([ruff, "check", "--no-cache", "--select", "TID251", "events"],
+    assert "events/ and games must not draw randomness" in result.stdout
+    assert "events/ and games must not read the clock" in result.stdout
+    clean = subprocess.run([ruff, "check", "--no-cache", "--select", "TID251", "events", "games", "examples"],
                            capture_output=True, text=True, cwd=root)
     assert clean.returncode == 0, clean.stdout
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {"events": "almanac.events", "projections": "almanac.projections", "services": "almanac.services",
+FOLDERS = {"events": "almanac.events", "games": "almanac.games", "projections": "almanac.projections", "services": "almanac.services",
            "storage": "almanac.storage"}
 
 
@@ -45,7 +45,7 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
                     "--no-index", str(wheel)], check=True, capture_output=True)
 
-    # Then it holds one top-level package, almanac, with the four folders below it
+    # Then it holds one top-level package, almanac, with the five folders below it
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
     with zipfile.ZipFile(wheel) as archive:
@@ -53,7 +53,9 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
     assert top_level == {"almanac"}
     assert {p.name for p in (site / "almanac").iterdir() if p.is_dir()} >= set(FOLDERS)
     assert not any((site / bare).exists() for bare in FOLDERS)
-    assert (site / "almanac" / "events" / "board" / "picture.js").exists()  # package data travels too
+    # package data travels too: a game's console picture and its versions' fingerprints
+    assert (site / "almanac" / "games" / "board" / "picture.js").exists()
+    assert (site / "almanac" / "games" / "realm" / "v2" / "fingerprints.toml").exists()
 
     # And the pure write model imports from there (msgspec is its only dependency: lent from this
     # interpreter), finding the rule-sets through the installed entry points, away from the checkout

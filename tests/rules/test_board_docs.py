@@ -7,11 +7,15 @@ import re
 from pathlib import Path
 
 import msgspec
+from game_modules import game_module
 
-from almanac.events.board.data import BASE_MISSIONS, DECK, EXTENDED_MISSIONS
-from almanac.events.board.events import EVENT_TYPES
-from almanac.events.board.missions import MISSIONS
 from almanac.events.decider import event_tag
+
+BASE_MISSIONS = game_module("board@1", "data").BASE_MISSIONS
+DECK = game_module("board@1", "data").DECK
+EXTENDED_MISSIONS = game_module("board@1", "data").EXTENDED_MISSIONS
+EVENT_TYPES = game_module("board@1", "events").EVENT_TYPES
+MISSIONS = game_module("board@1", "missions").MISSIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "rules" / "board.md").read_text()

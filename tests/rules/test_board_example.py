@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from game_modules import game_module
 from test_board_support import Game
 
 from almanac.events import codec
-from almanac.events.board import DECIDER
 from almanac.events.errors import RuleError
+
+DECIDER = game_module("board@1", "game").DECIDER
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "board.jsonl"
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from game_modules import game_module
 from test_board_support import Game, dealt_game, shuffle_values
 
-from almanac.events.board import DECIDER
-from almanac.events.board.commands import PlaceElement
-from almanac.events.board.data import DECK_NUMBERS
-from almanac.events.board.events import DeckShuffled, GameEnded, MissionScore, SeasonEnded
 from almanac.events.dice import ScriptedDice
 from almanac.events.room import RoomEnded
+
+DECIDER = game_module("board@1", "game").DECIDER
+PlaceElement = game_module("board@1", "commands").PlaceElement
+DECK_NUMBERS = game_module("board@1", "data").DECK_NUMBERS
+DeckShuffled = game_module("board@1", "events").DeckShuffled
+GameEnded = game_module("board@1", "events").GameEnded
+MissionScore = game_module("board@1", "events").MissionScore
+SeasonEnded = game_module("board@1", "events").SeasonEnded
 
 # The deck dealt in printed order; cards A Edge of the forest, B Sleepy valley, C Watering
 # potatoes, D Borderlands. (element, row, column, rotation) and the time after each placement.

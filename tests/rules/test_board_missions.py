@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from game_modules import game_module
 from test_board_support import board_from, with_terrain
 
-from almanac.events.board import missions
-from almanac.events.board.data import BASE_MISSIONS, EXTENDED_MISSIONS
-from almanac.events.board.missions import MISSIONS
-from almanac.events.board.rules import surrounded_mountains
-from almanac.events.board.state import STARTING_BOARD
+missions = game_module("board@1", "missions")
+BASE_MISSIONS = game_module("board@1", "data").BASE_MISSIONS
+EXTENDED_MISSIONS = game_module("board@1", "data").EXTENDED_MISSIONS
+MISSIONS = game_module("board@1", "missions").MISSIONS
+surrounded_mountains = game_module("board@1", "rules").surrounded_mountains
+STARTING_BOARD = game_module("board@1", "state").STARTING_BOARD
 
 
 def test_every_card_of_both_pools_has_a_scoring_function_title_and_text():

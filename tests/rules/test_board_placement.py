@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from game_modules import game_module
 from test_board_support import Game, deal, dealt_game
 
-from almanac.events.board.commands import PlaceElement, SkipElement
-from almanac.events.board.events import ElementPlaced, ElementSkipped
 from almanac.events.errors import RuleError
 from almanac.events.room import CreateRoom, JoinRoom
+
+PlaceElement = game_module("board@1", "commands").PlaceElement
+SkipElement = game_module("board@1", "commands").SkipElement
+ElementPlaced = game_module("board@1", "events").ElementPlaced
+ElementSkipped = game_module("board@1", "events").ElementSkipped
 
 
 def on_board(game: Game, board) -> Game:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from game_modules import game_module
 from hypothesis import given, settings, strategies as st
 from test_board_support import Game
 
 from almanac.events import codec
-from almanac.events.board import DECIDER
-from almanac.events.board.commands import PlaceElement, SkipElement
-from almanac.events.board.data import MOUNTAIN, MOUNTAINS, SIZE
-from almanac.events.board.events import ElementPlaced, SeasonEnded
-from almanac.events.board.policy import choose_command
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
+
+DECIDER = game_module("board@1", "game").DECIDER
+PlaceElement = game_module("board@1", "commands").PlaceElement
+SkipElement = game_module("board@1", "commands").SkipElement
+MOUNTAIN = game_module("board@1", "data").MOUNTAIN
+MOUNTAINS = game_module("board@1", "data").MOUNTAINS
+SIZE = game_module("board@1", "data").SIZE
+ElementPlaced = game_module("board@1", "events").ElementPlaced
+SeasonEnded = game_module("board@1", "events").SeasonEnded
+choose_command = game_module("board@1", "policy").choose_command
 
 commands = st.one_of(
     st.builds(
@@ -78,7 +84,7 @@ def test_policy_games_end_at_28_and_folding_their_decoded_log_equals_the_live_st
 
 def _counted_cell_by_cell(board, terrain: str, neighbour: str, points: int) -> int:
     """The cards' text read literally: each ``terrain`` cell with a ``neighbour`` next to it, once."""
-    from almanac.events.board.missions import neighbours  # noqa: PLC0415
+    neighbours = game_module("board@1", "missions").neighbours
 
     return sum(points for row, cells in enumerate(board) for column, here in enumerate(cells)
                if here == terrain and any(board[r][c] == neighbour for r, c in neighbours(row, column)))
@@ -91,7 +97,7 @@ boards = st.lists(st.lists(st.sampled_from(["", "forest", "village", "farm", "wa
 @settings(max_examples=300, deadline=None)
 @given(board=boards)
 def test_the_neighbour_cards_score_any_board_as_their_text_reads_cell_by_cell(board):
-    from almanac.events.board import missions  # noqa: PLC0415
+    missions = game_module("board@1", "missions")
 
     assert missions.watering_potatoes(board) == _counted_cell_by_cell(board, "water", "farm", 2)
     assert missions.magicians_valley(board) == _counted_cell_by_cell(board, "water", "mountain", 3)
@@ -101,7 +107,7 @@ def test_the_neighbour_cards_score_any_board_as_their_text_reads_cell_by_cell(bo
 @settings(max_examples=300, deadline=None)
 @given(board=boards)
 def test_the_edge_and_column_cards_score_any_board_as_their_text_reads_cell_by_cell(board):
-    from almanac.events.board import missions  # noqa: PLC0415
+    missions = game_module("board@1", "missions")
 
     ring = sum(1 for row, cells in enumerate(board) for column, here in enumerate(cells)
                if here == "forest" and (row in (0, SIZE - 1) or column in (0, SIZE - 1)))

@@ -8,19 +8,24 @@ import sys
 from pathlib import Path
 
 import msgspec
+from game_modules import game_module
 from test_board_support import Game
 
 from almanac.events import codec
-from almanac.events.board import DECIDER
-from almanac.events.board.commands import PlaceElement, SkipElement
-from almanac.events.board.data import BASE_MISSIONS, DECK_NUMBERS, EXTENDED_MISSIONS
-from almanac.events.board.events import DeckShuffled
-from almanac.events.board.state import BoardSetup
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.disclosure import HIDDEN
 from almanac.events.hashing import first_broken_link, state_hash
 from almanac.events.room import CreateRoom, RoomCreated, challenge_seed, decide as room_decide
+
+DECIDER = game_module("board@1", "game").DECIDER
+PlaceElement = game_module("board@1", "commands").PlaceElement
+SkipElement = game_module("board@1", "commands").SkipElement
+BASE_MISSIONS = game_module("board@1", "data").BASE_MISSIONS
+DECK_NUMBERS = game_module("board@1", "data").DECK_NUMBERS
+EXTENDED_MISSIONS = game_module("board@1", "data").EXTENDED_MISSIONS
+DeckShuffled = game_module("board@1", "events").DeckShuffled
+BoardSetup = game_module("board@1", "state").BoardSetup
 
 ROOT = Path(__file__).resolve().parents[2]
 

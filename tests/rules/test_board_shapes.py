@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from game_modules import game_module
 from test_board_support import dealt_game
 
-from almanac.events.board.commands import PlaceElement
-from almanac.events.board.data import DECK, ELEMENTS, ROTATIONS
-from almanac.events.board.rules import distinct_orientations, shape_offsets
+PlaceElement = game_module("board@1", "commands").PlaceElement
+DECK = game_module("board@1", "data").DECK
+ELEMENTS = game_module("board@1", "data").ELEMENTS
+ROTATIONS = game_module("board@1", "data").ROTATIONS
+distinct_orientations = game_module("board@1", "rules").distinct_orientations
+shape_offsets = game_module("board@1", "rules").shape_offsets
 
 # The deck table of issue 5 as printed: number, time, terrain, the three shape rows.
 ISSUE_TABLE = """

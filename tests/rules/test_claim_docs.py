@@ -1,4 +1,4 @@
-"""The rules page says what the code does: its tables and numbers are read back against events/claim/data.py."""
+"""The rules page says what the code does: its tables and numbers are read back against claim@1's data module."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
+from game_modules import game_module
 from test_claim_support import ClaimGame
 
 from almanac.events import codec
-from almanac.events.claim import data
-from almanac.events.claim.rules import dollars
+
+data = game_module("claim@1", "data")
+dollars = game_module("claim@1", "rules").dollars
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "rules" / "claim.md").read_text()
 

@@ -6,10 +6,11 @@ import math
 from fractions import Fraction
 
 import pytest
+from game_modules import game_module
 from hypothesis import given, settings, strategies as st
 
-from almanac.events.claim import data
-from almanac.events.claim.growth import stand
+data = game_module("claim@1", "data")
+stand = game_module("claim@1", "growth").stand
 
 HOUR = data.MS_PER_HOUR
 

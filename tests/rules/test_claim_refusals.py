@@ -7,16 +7,25 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from game_modules import game_folder, game_module
 from test_claim_support import HOUR, SEED, T0, ClaimGame
 
 from almanac.events import room
-from almanac.events.claim import DECIDER
-from almanac.events.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant
-from almanac.events.claim.seeding import COUNTING
-from almanac.events.claim.state import Parcel
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
+
+DECIDER = game_module("claim@1", "game").DECIDER
+Build = game_module("claim@1", "commands").Build
+Cruise = game_module("claim@1", "commands").Cruise
+Cut = game_module("claim@1", "commands").Cut
+Farm = game_module("claim@1", "commands").Farm
+Harvest = game_module("claim@1", "commands").Harvest
+Haul = game_module("claim@1", "commands").Haul
+ProveUp = game_module("claim@1", "commands").ProveUp
+Replant = game_module("claim@1", "commands").Replant
+COUNTING = game_module("claim@1", "seeding").COUNTING
+Parcel = game_module("claim@1", "state").Parcel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -272,7 +281,7 @@ def test_a_command_of_another_rule_set_is_unknown_to_the_claim() -> None:
 
 
 def test_every_refusal_code_is_documented_and_tested() -> None:
-    source = "".join((ROOT / "events" / "claim" / name).read_text() for name in ("rules.py", "__init__.py"))
+    source = "".join((game_folder("claim@1") / name).read_text() for name in ("rules.py", "game.py"))
     codes = set(re.findall(r'"(claim\.[a-z_]+)"', source))
     assert len(codes) == 28
     docs = (ROOT / "docs" / "rules" / "claim.md").read_text()

@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from game_modules import game_module
 
 from almanac.events import room
-from almanac.events.claim.seeding import INDEX_BY_NAME, TERRAIN
-from almanac.events.claim.state import ClaimState
 from almanac.events.errors import RuleError
 from almanac.events.step import replay
 from almanac.events.testing import RoomDriver, given_events
+
+INDEX_BY_NAME = game_module("claim@1", "seeding").INDEX_BY_NAME
+TERRAIN = game_module("claim@1", "seeding").TERRAIN
+ClaimState = game_module("claim@1", "state").ClaimState
 
 SEED = b"claim-test-seed-0123456789abcdef"
 HOUR = 3_600_000

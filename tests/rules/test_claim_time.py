@@ -10,13 +10,17 @@ import sys
 import time
 from pathlib import Path
 
+from game_modules import game_folder, game_module
 from test_claim_support import HOUR, MINUTE, T0, ClaimGame, fold_events
 
 from almanac.events import codec
-from almanac.events.claim import DECIDER
-from almanac.events.claim.commands import Cut, Replant
-from almanac.events.claim.events import ParcelCut, TimberCruised
 from almanac.events.hashing import state_hash
+
+DECIDER = game_module("claim@1", "game").DECIDER
+Cut = game_module("claim@1", "commands").Cut
+Replant = game_module("claim@1", "commands").Replant
+ParcelCut = game_module("claim@1", "events").ParcelCut
+TimberCruised = game_module("claim@1", "events").TimberCruised
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -178,7 +182,7 @@ def test_the_claim_package_imports_no_clock_randomness_or_io() -> None:
         "asyncio",
         "socket",
     }
-    for path in sorted((ROOT / "events" / "claim").glob("*.py")):
+    for path in sorted(game_folder("claim@1").glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = []
@@ -192,7 +196,7 @@ def test_the_claim_package_imports_no_clock_randomness_or_io() -> None:
 
 def test_floats_appear_only_in_the_seeding() -> None:
     # The seed's doubles live in data.py (its constants) and seeding.py (its loop); elsewhere, none.
-    for path in sorted((ROOT / "events" / "claim").glob("*.py")):
+    for path in sorted(game_folder("claim@1").glob("*.py")):
         if path.name in {"data.py", "seeding.py"}:
             continue
         tree = ast.parse(path.read_text())

@@ -6,11 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from game_modules import game_module
 from test_realm_support import Game, faces, of_type
 
 from almanac.events import codec, room as room_rules
 from almanac.events.disclosure import HIDDEN
-from almanac.events.realm.v1 import DECIDER, audit, events as realm_events
+
+DECIDER = game_module("realm@1", "game").DECIDER
+audit = game_module("realm@1", "audit")
+realm_events = game_module("realm@1", "events")
 
 TRADE_STEPS = audit.TRADE_EVENTS
 

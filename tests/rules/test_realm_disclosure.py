@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import msgspec
+from game_modules import game_module
 from test_realm_audit import full_trade, open_trade
 from test_realm_support import Game, faces, of_type
 
 from almanac.events import codec
-from almanac.events.realm.v1 import DECIDER, events as realm_events
 from almanac.projections.models import leaderboard_scores, room_summary
+
+DECIDER = game_module("realm@1", "game").DECIDER
+realm_events = game_module("realm@1", "events")
 
 HIDDEN_JSON = {"hidden": True}
 

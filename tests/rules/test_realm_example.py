@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from game_modules import game_module
 from test_realm_support import Game, of_type
 
 from almanac.events.errors import RuleError
-from almanac.events.realm.v1 import audit, events as realm_events
+
+audit = game_module("realm@1", "audit")
+realm_events = game_module("realm@1", "events")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "realm.jsonl"
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from game_modules import game_module
 from test_realm_support import Game, faces, of_type
 
-from almanac.events.realm.v1 import events as realm_events
+realm_events = game_module("realm@1", "events")
 
 
 def food(game: Game, dice: list[int], player: str = "alice", **body: object) -> realm_events.FoodGot:

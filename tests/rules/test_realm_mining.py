@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from game_modules import game_module
 from test_realm_support import Game, faces, of_type
 
-from almanac.events.realm.v1 import events as realm_events
-from almanac.events.realm.v1.rules import mining_yield, resolve_mining
+realm_events = game_module("realm@1", "events")
+mining_yield = game_module("realm@1", "rules").mining_yield
+resolve_mining = game_module("realm@1", "rules").resolve_mining
 
 
 def mine(game: Game, dice: list[int], **body: object) -> realm_events.Mined:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from game_modules import game_module
 from hypothesis import given, settings, strategies as st
 from test_realm_support import Game, faces
 
@@ -17,10 +18,14 @@ from almanac.events import codec, room as room_rules
 from almanac.events.dice import Dice
 from almanac.events.disclosure import HIDDEN
 from almanac.events.hashing import state_hash
-from almanac.events.realm.v1 import DECIDER, audit, data, events as realm_events
-from almanac.events.realm.v1.policy import choose_command
-from almanac.events.realm.v1.state import RealmState
 from almanac.events.step import replay
+
+DECIDER = game_module("realm@1", "game").DECIDER
+audit = game_module("realm@1", "audit")
+data = game_module("realm@1", "data")
+realm_events = game_module("realm@1", "events")
+choose_command = game_module("realm@1", "policy").choose_command
+RealmState = game_module("realm@1", "state").RealmState
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,7 +105,7 @@ def test_random_legal_play_keeps_holdings_whole_and_folding_equals_the_live_stat
 @settings(max_examples=25, deadline=None)
 @given(values=st.lists(st.integers(0, 5), min_size=8, max_size=8), ore=st.sampled_from(data.ORES))
 def test_mining_never_finds_a_negative_or_unrounded_amount(values: list[int], ore: str) -> None:
-    from almanac.events.realm.v1.rules import resolve_mining
+    resolve_mining = game_module("realm@1", "rules").resolve_mining
 
     rolled = tuple(data.FACES[v] for v in values[: data.MINING_DICE[ore]])
     for moons in ("count", "save"):

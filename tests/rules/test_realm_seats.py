@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from game_modules import game_module
 from test_realm_support import Game
 
 from almanac.events.errors import RuleError
-from almanac.events.realm.v1 import DECIDER
+
+DECIDER = game_module("realm@1", "game").DECIDER
 
 
 def test_a_room_nina_creates_with_no_options_seats_her_beside_alice_and_bob():

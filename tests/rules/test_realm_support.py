@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from game_modules import game_module
+
 from almanac.events.errors import RuleError
-from almanac.events.realm.v1 import DECIDER, data
-from almanac.events.realm.v1.state import City, RealmState
 from almanac.events.testing import RoomDriver
+
+DECIDER = game_module("realm@1", "game").DECIDER
+data = game_module("realm@1", "data")
+City = game_module("realm@1", "state").City
+RealmState = game_module("realm@1", "state").RealmState
 
 SEED = b"realm tests secret seed 32 bytes"
 FACE_VALUE = {"star": 0, "moon": 3, "skull": 4, "blank": 5}

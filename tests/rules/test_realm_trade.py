@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from game_modules import game_module
 from test_realm_support import Game, faces, of_type
 
-from almanac.events.realm.v1 import audit, events as realm_events
-from almanac.events.realm.v1.rules import trade_side
+audit = game_module("realm@1", "audit")
+realm_events = game_module("realm@1", "events")
+trade_side = game_module("realm@1", "rules").trade_side
 
 
 def open_trade(game: Game, load: dict[str, int], buy: str = "food", want: str = "gold", dice: int = 1) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from game_modules import game_module
 from test_realm_support import Game, faces, of_type
 
 from almanac.events.errors import RuleError
-from almanac.events.realm.v1 import events as realm_events
+
+realm_events = game_module("realm@1", "events")
 
 
 def test_options_default_to_two_seats_and_one_village() -> None:
@@ -109,8 +111,8 @@ def test_the_game_ends_after_the_last_winter_and_refuses_further_moves() -> None
 def test_a_player_who_is_not_seated_cannot_act_in_the_rules_either() -> None:
     from almanac.events.decider import Context
     from almanac.events.dice import ScriptedDice
-    from almanac.events.realm.v1 import DECIDER
-    from almanac.events.realm.v1.commands import CutWood
+    DECIDER = game_module("realm@1", "game").DECIDER
+    CutWood = game_module("realm@1", "commands").CutWood
 
     game = Game()
     ctx = Context(room="r", player="mallory", now_ms=0, version=9, dice=ScriptedDice([]))

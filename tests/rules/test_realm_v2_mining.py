@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from game_modules import game_module
 from test_realm_support import Game, faces, of_type
 
 from almanac.events import registry
-from almanac.events.realm.v1 import events as realm_events
-from almanac.events.realm.v2 import resolve_mining
+
+realm_events = game_module("realm@1", "events")
+resolve_mining = game_module("realm@2", "rules").resolve_mining
 
 
 def mine(game: Game, dice: list[int], **body: object) -> realm_events.Mined:

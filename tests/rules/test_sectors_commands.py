@@ -7,30 +7,34 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from game_modules import game_module
+from sectors_sandbox import Sandbox
 from test_sectors_support import colony, refusal, sector, setup_refusal
 
 from almanac.events import room
 from almanac.events.dice import ScriptedDice
 from almanac.events.errors import RuleError
-from almanac.events.sectors import DECIDER, data, rules
-from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from almanac.events.sectors.data import (
-    BUILDING_NAMES,
-    BUILDINGS,
-    DEFAULT_STARTING_STOCK,
-    GOODS,
-    SECTOR_TYPE_NAMES,
-    SECTOR_TYPES,
-)
-from almanac.events.sectors.events import (
-    BuildingBuilt,
-    BuildingDemolished,
-    PeopleMoved,
-    SeasonEnded,
-    SectorExplored,
-)
-from almanac.events.sectors.sandbox import Sandbox
-from almanac.events.sectors.state import Goods
+
+DECIDER = game_module("sectors@1", "game").DECIDER
+data = game_module("sectors@1", "data")
+rules = game_module("sectors@1", "rules")
+Build = game_module("sectors@1", "commands").Build
+Demolish = game_module("sectors@1", "commands").Demolish
+EndSeason = game_module("sectors@1", "commands").EndSeason
+Explore = game_module("sectors@1", "commands").Explore
+MovePeople = game_module("sectors@1", "commands").MovePeople
+BUILDING_NAMES = game_module("sectors@1", "data").BUILDING_NAMES
+BUILDINGS = game_module("sectors@1", "data").BUILDINGS
+DEFAULT_STARTING_STOCK = game_module("sectors@1", "data").DEFAULT_STARTING_STOCK
+GOODS = game_module("sectors@1", "data").GOODS
+SECTOR_TYPE_NAMES = game_module("sectors@1", "data").SECTOR_TYPE_NAMES
+SECTOR_TYPES = game_module("sectors@1", "data").SECTOR_TYPES
+BuildingBuilt = game_module("sectors@1", "events").BuildingBuilt
+BuildingDemolished = game_module("sectors@1", "events").BuildingDemolished
+PeopleMoved = game_module("sectors@1", "events").PeopleMoved
+SeasonEnded = game_module("sectors@1", "events").SeasonEnded
+SectorExplored = game_module("sectors@1", "events").SectorExplored
+Goods = game_module("sectors@1", "state").Goods
 
 # --- a new colony -----------------------------------------------------------------------------
 

@@ -6,26 +6,30 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from game_modules import game_module
 from hypothesis import HealthCheck, given, settings, strategies as st
+from sectors_sandbox import Sandbox
 from test_sectors_support import stored
 
 from almanac.events import codec, room
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
 from almanac.events.hashing import state_hash
-from almanac.events.sectors import DECIDER
-from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from almanac.events.sectors.data import (
-    BUILDING_NAMES,
-    BUILDINGS,
-    GOODS,
-    SEASONS,
-    SECTOR_TYPE_NAMES,
-    SECTOR_TYPES,
-)
-from almanac.events.sectors.events import SeasonEnded
-from almanac.events.sectors.policy import choose_command
-from almanac.events.sectors.sandbox import Sandbox
+
+DECIDER = game_module("sectors@1", "game").DECIDER
+Build = game_module("sectors@1", "commands").Build
+Demolish = game_module("sectors@1", "commands").Demolish
+EndSeason = game_module("sectors@1", "commands").EndSeason
+Explore = game_module("sectors@1", "commands").Explore
+MovePeople = game_module("sectors@1", "commands").MovePeople
+BUILDING_NAMES = game_module("sectors@1", "data").BUILDING_NAMES
+BUILDINGS = game_module("sectors@1", "data").BUILDINGS
+GOODS = game_module("sectors@1", "data").GOODS
+SEASONS = game_module("sectors@1", "data").SEASONS
+SECTOR_TYPE_NAMES = game_module("sectors@1", "data").SECTOR_TYPE_NAMES
+SECTOR_TYPES = game_module("sectors@1", "data").SECTOR_TYPES
+SeasonEnded = game_module("sectors@1", "events").SeasonEnded
+choose_command = game_module("sectors@1", "policy").choose_command
 
 SIDE = 4
 
@@ -180,7 +184,7 @@ def test_a_generated_colony_played_by_the_policy_to_its_end_stays_within_the_rul
 
 
 # --- an independent model of a season ---------------------------------------------------------
-# The seed's rates as its text writes them, and the design rulings, coded apart from events/sectors
+# The seed's rates as its text writes them, and the design rulings, coded apart from the game's own tables
 # (only the building table, which is ours, is shared), season by season with Fraction and math.
 
 SEED_FOOD_NEED = {

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from game_modules import game_module
+from sectors_sandbox import Sandbox
 from test_sectors_support import stored as stored_log
 
 from almanac.events import codec, room
@@ -20,9 +22,13 @@ from almanac.events.dice import Dice, seed_commitment
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.errors import RuleError
 from almanac.events.hashing import first_broken_link, state_hash
-from almanac.events.sectors import DECIDER
-from almanac.events.sectors.commands import Build, Demolish, EndSeason, Explore, MovePeople
-from almanac.events.sectors.sandbox import Sandbox
+
+DECIDER = game_module("sectors@1", "game").DECIDER
+Build = game_module("sectors@1", "commands").Build
+Demolish = game_module("sectors@1", "commands").Demolish
+EndSeason = game_module("sectors@1", "commands").EndSeason
+Explore = game_module("sectors@1", "commands").Explore
+MovePeople = game_module("sectors@1", "commands").MovePeople
 
 ROOT = Path(__file__).resolve().parents[2]
 

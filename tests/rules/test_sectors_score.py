@@ -6,12 +6,15 @@ import re
 from pathlib import Path
 
 import msgspec
+from game_modules import game_module
+from sectors_sandbox import Sandbox
 
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
-from almanac.events.sectors import DECIDER, data
-from almanac.events.sectors.manifest import MANIFEST
-from almanac.events.sectors.sandbox import Sandbox
+
+DECIDER = game_module("sectors@1", "game").DECIDER
+data = game_module("sectors@1", "data")
+MANIFEST = game_module("sectors@1", "manifest").MANIFEST
 
 
 def score(colony) -> int:

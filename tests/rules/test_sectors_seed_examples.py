@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from game_modules import game_module
 from test_sectors_support import colony, only, sector, setup_refusal
 
-from almanac.events.sectors.commands import EndSeason
-from almanac.events.sectors.data import FOREST, PRAIRIE
-from almanac.events.sectors.events import GoodsProduced, PopulationChanged, ResourcesHarvested, SeasonEnded
-from almanac.events.sectors.rules import ceil_times, floor_times
-from almanac.events.sectors.state import Goods
+EndSeason = game_module("sectors@1", "commands").EndSeason
+FOREST = game_module("sectors@1", "data").FOREST
+PRAIRIE = game_module("sectors@1", "data").PRAIRIE
+GoodsProduced = game_module("sectors@1", "events").GoodsProduced
+PopulationChanged = game_module("sectors@1", "events").PopulationChanged
+ResourcesHarvested = game_module("sectors@1", "events").ResourcesHarvested
+SeasonEnded = game_module("sectors@1", "events").SeasonEnded
+ceil_times = game_module("sectors@1", "rules").ceil_times
+floor_times = game_module("sectors@1", "rules").floor_times
+Goods = game_module("sectors@1", "state").Goods
 
 
 def test_examples_1_and_2_a_winter_forest_is_fed_and_capped_then_a_prairie_starves_and_still_grows():

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sectors_sandbox import Sandbox
 
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
 from almanac.events.hashing import seal
-from almanac.events.sectors.sandbox import Sandbox
 
 # A stock no story runs short of unless it says so.
 PLENTY = {"food": 100_000, "wood": 10_000, "gold": 10_000, "lumber": 1_000, "coins": 1_000}

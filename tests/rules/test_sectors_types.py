@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from game_modules import game_module
 from test_sectors_support import colony, only, refusal, sector
 
 from almanac.events.errors import RuleError
-from almanac.events.sectors.commands import Build, EndSeason, MovePeople
-from almanac.events.sectors.events import BuildingBuilt, GoodsProduced, PopulationChanged, ResourcesHarvested
-from almanac.events.sectors.state import Goods
+
+Build = game_module("sectors@1", "commands").Build
+EndSeason = game_module("sectors@1", "commands").EndSeason
+MovePeople = game_module("sectors@1", "commands").MovePeople
+BuildingBuilt = game_module("sectors@1", "events").BuildingBuilt
+GoodsProduced = game_module("sectors@1", "events").GoodsProduced
+PopulationChanged = game_module("sectors@1", "events").PopulationChanged
+ResourcesHarvested = game_module("sectors@1", "events").ResourcesHarvested
+Goods = game_module("sectors@1", "state").Goods
 
 # --- mountain ---------------------------------------------------------------------------------
 

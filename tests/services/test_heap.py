@@ -9,6 +9,8 @@ import subprocess
 import sys
 import weakref
 
+from game_modules import game_package
+
 from almanac.services.bench.e2e import _no_collection_while_offering
 from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.gateway.metrics import GatewayMetrics
@@ -108,13 +110,15 @@ def test_a_ready_service_has_loaded_every_installed_rule_set_before_it_froze_its
     """Given a fresh process that has loaded no rule-set yet, when it freezes its start-up heap, then every
     installed rule-set is loaded and its tables (board's placements) are frozen, not left to the young
     generation of the first commands."""
+    board_rules = f"{game_package('board@1')}.rules"
     probe = (
         "import gc, sys\n"
+        "from importlib import import_module\n"
         "from almanac.services.heap import freeze_startup_heap\n"
-        "assert 'almanac.events.board.rules' not in sys.modules\n"
+        f"assert {board_rules!r} not in sys.modules\n"
         "freeze_startup_heap()\n"
-        "assert 'almanac.events.board.rules' in sys.modules\n"
-        "from almanac.events.board import rules\n"
+        f"assert {board_rules!r} in sys.modules\n"
+        f"rules = import_module({board_rules!r})\n"
         "table = next(iter(rules._IN_MAP.values()))\n"
         "assert not any(item is table for item in gc.get_objects())\n"
     )

@@ -1,0 +1,181 @@
+"""What the kernel knows of a rule-set: its manifest (RuleSet) and the read models, audit views and bench game it declares.
+
+Kept apart from ``manifest.py`` (the public API a game imports, which also re-exports the room's types)
+so that the registry can name ``RuleSet`` without importing the room module that imports the registry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from almanac.events.decider import Decider
+from almanac.events.dice import Dice
+from almanac.events.envelope import Envelope
+from almanac.events.fingerprint import Revision, package_fingerprint, revision_note, revisions_beside
+
+if TYPE_CHECKING:  # a read model's row function takes the room's state; only its type is named here
+    from almanac.events.room import RoomState
+
+# A bot: what ``player`` does next in ``state`` (None: nothing to do now). ``dice`` is the bot's own
+# randomness (never the room's), ``now_ms`` the server time the command will carry.
+Policy = Callable[[Any, str, Dice, int], Any]
+
+# Read models the core itself keeps under these names; a rule-set's read models take other names.
+CORE_READ_MODELS = ("rooms", "leaderboards")
+_MODEL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadModel:
+    """A read model a rule-set adds: rows the projector keeps for its rooms, rebuildable from the log.
+
+    Exactly one of ``room_row`` (one row per room, a function of the room's state after each batch;
+    None = no row) and ``event_rows`` (rows per event, a ledger kept in log order; it sees every event
+    of the room, the room's own ``room.*`` events included). Readers filter by
+    ``room`` and by the row fields in ``filters``, get rows sorted by ``order_by``, and a CLI table shows
+    ``columns``. ``auditors_only`` when the rows carry what players may not see.
+    """
+
+    name: str
+    description: str
+    room_row: Callable[[RoomState], dict[str, Any] | None] | None = None
+    event_rows: Callable[[Envelope, Any], list[dict[str, Any]]] | None = None
+    order_by: tuple[str, ...] = ("room",)
+    filters: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    auditors_only: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.room_row is None) == (self.event_rows is None):
+            raise ValueError(f"read model {self.name!r}: give exactly one of room_row and event_rows")
+        if not _MODEL_NAME.match(self.name) or self.name in CORE_READ_MODELS:
+            raise ValueError(f"read model name {self.name!r}: lower_case, not one of {CORE_READ_MODELS}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditView:
+    """One thing an auditor can follow through a room's log (``almanac audit ROOM VIEW ID``).
+
+    ``steps(events, id)`` takes the room's (envelope, event) pairs in version order and returns the
+    thing's steps, each a dict of builtins with at least ``version`` (of its event) and ``text`` (one
+    sentence); an empty list when the room has no such thing. ``ids(events)`` lists the ids there are.
+    """
+
+    name: str
+    description: str
+    steps: Callable[[list[tuple[Envelope, Any]], str], list[dict[str, Any]]]
+    ids: Callable[[list[tuple[Envelope, Any]]], list[str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """A rule-set's own figure for the benchmark: ``work(n)`` against ``baseline(n)``, both doing n items."""
+
+    label: str
+    unit: str
+    work: Callable[[int], int]
+    baseline_label: str
+    baseline: Callable[[int], int]
+    batch: int = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchScenario:
+    """The game ``almanac bench rules NAME`` plays over and over on the room path, with no Redis.
+
+    ``players[0]`` creates a room with ``options`` and every player joins; then a player (drawn by
+    the bench's dice when there are several) asks ``policy`` (the manifest's when None) for a command,
+    until the room ends. Server time starts at ``start_ms`` and moves ``step_ms`` a command (0: the
+    time is the version). ``comparisons`` add figures of the rule-set's own.
+    """
+
+    description: str
+    options: dict[str, Any] = field(default_factory=dict)
+    players: tuple[str, ...] = ("bench",)
+    policy: Policy | None = None
+    start_ms: int = 0
+    step_ms: int = 0
+    seconds: int = 4
+    comparisons: tuple[Comparison, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuleSet:
+    """A rule-set as the core knows it. Published through the ``almanac.rulesets`` entry-point group:
+
+        [project.entry-points."almanac.rulesets"]
+        my_game = "my_game.manifest:MANIFEST"
+
+    ``demo_moves`` bounds the demo's game. ``shared_challenge``: rooms of one public challenge deal
+    alike, so the demo's players share one (their scores compare) and the e2e bench can replay one
+    scripted game in every room. ``rulebook`` and ``examples`` are paths
+    relative to the distribution's root (the docs and the ``almanac sim`` scenarios).
+
+    ``version``: the rules' version, published as ``name@version`` (``realm@2``). Rooms record the
+    version they were created under and are decided and folded by it forever; a rule change is a new
+    version beside the old one (docs/architecture.md, "Rule-set versions"). ``fingerprint`` is
+    computed here, at import: a hash over the rules' code and tables in the package ``source`` names
+    (default: the package of the Decider's class; events/fingerprint.py says which files are rules),
+    recorded in ``room.created``. ``revisions``: every fingerprint this version's code has had, read
+    from ``fingerprints.toml`` beside the Decider (none for a game that keeps no list), so a room's
+    recorded fingerprint names the code it was played under (``played_under``).
+
+    ``default``: this is the version a bare name means (``realm`` is realm@1). A choice, never "the
+    newest": a rule-set installed in several versions marks exactly one (the registry refuses none or
+    two); one installed alone is its own default. The four seed games mark the version that plays
+    their seed as written; a variant that departs from a seed is opt-in by its full name.
+    """
+
+    decider: Decider
+    name: str = ""
+    version: int = 1
+    default: bool = False
+    source: str = ""
+    fingerprint: str = field(init=False, default="")
+    revisions: tuple[Revision, ...] = field(init=False, default=())
+    policy: Policy | None = None
+    bench: BenchScenario | None = None
+    read_models: tuple[ReadModel, ...] = ()
+    audit_views: tuple[AuditView, ...] = ()
+    rulebook: str = ""
+    examples: tuple[str, ...] = ()
+    # How the console draws a version of this game: an ES module shipped beside the rule-set's code,
+    # named "package:file.js" (e.g. "almanac.games.board:picture.js"). It exports a default Preact
+    # component ({picture, before, html}) and may export pictureOf(at) and AuditStep ({step, html}).
+    # None: the console shows the state tree only. Presentation, not rules: not in the fingerprint (neither
+    # is anything else the manifest module says: descriptions, the bot, read models).
+    console_picture: str = ""
+    demo_moves: int = 30
+    shared_challenge: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.decider.name)
+        if self.name != self.decider.name:
+            raise ValueError(f"manifest {self.name!r} wraps the Decider named {self.decider.name!r}")
+        if "@" in self.name or self.version < 1:
+            raise ValueError(f"manifest {self.name!r}: a name without '@' and a version of at least 1")
+        object.__setattr__(self, "fingerprint", package_fingerprint(self.source or type(self.decider).__module__))
+        object.__setattr__(self, "revisions", revisions_beside(type(self.decider).__module__))
+        views = [view.name for view in self.audit_views]
+        if len(set(views)) != len(views):
+            raise ValueError(f"manifest {self.name!r} names an audit view twice: {views}")
+
+    @property
+    def ref(self) -> str:
+        """``name@version``, as people and requests name this exact version."""
+        return f"{self.name}@{self.version}"
+
+    def audit_view(self, name: str) -> AuditView | None:
+        return next((view for view in self.audit_views if view.name == name), None)
+
+    def revision(self, fingerprint: str) -> Revision | None:
+        """The listed revision of this version's code that has ``fingerprint`` (None: not on the list)."""
+        return next((revision for revision in self.revisions if revision.fingerprint == fingerprint), None)
+
+    def played_under(self, fingerprint: str) -> str:
+        """One sentence naming the code a room that recorded ``fingerprint`` was played under."""
+        return revision_note(self.ref, fingerprint, self.revisions)

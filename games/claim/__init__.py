@@ -1,0 +1,1 @@
+"""The `claim` rule-set: an 8x8 timber claim on the Coeur d'Alene, seeded from its staking time."""

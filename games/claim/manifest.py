@@ -1,0 +1,93 @@
+"""The claim rule-set's manifest: its Decider, the simple policy, the claim registry and the seeding figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from almanac.events.manifest import BenchScenario, Comparison, Dice, ReadModel, RoomState, RuleSet
+from almanac.games.claim.game import DECIDER
+from almanac.games.claim.policy import choose_command
+from almanac.games.claim.seeding import Lcg, lcg_seed, seed_parcels
+
+T0 = 1_700_000_000_000
+DRAWS_PER_CLAIM = 61 * 3  # three draws for each parcel outside the meadow
+
+
+def policy(state: Any, player: str, dice: Dice, now_ms: int) -> Any:
+    return choose_command(state, player, now_ms, dice)
+
+
+def claim_entry(state: RoomState) -> dict[str, Any]:
+    """Claim registry row: owner, block and the parcels they hold."""
+    game = state.game
+    # The claim's view is public (anyone may walk a claim) and names every parcel.
+    view = DECIDER.view(game, game.owner)
+    parcels = [
+        {
+            "name": parcel.get("name"),
+            "zone": parcel.get("zone"),
+            "species": parcel.get("species"),
+            "building": parcel.get("building"),
+        }
+        for parcel in view.get("parcels", [])
+    ]
+    return {
+        "room": state.room,
+        "owner": game.owner,
+        "block": game.block,
+        "created_at_ms": state.created_at_ms,
+        "proved_up_ms": view.get("proved_up_ms"),
+        "score": view.get("score"),
+        "parcel_count": len(parcels),
+        "timbered_parcels": sum(1 for p in parcels if p["species"]),
+        "buildings": sorted(p["building"] for p in parcels if p["building"]),
+        "parcels": parcels,
+    }
+
+
+def seed_claims(count: int) -> int:
+    """The seed's map generation alone, one claim per creation second."""
+    for second in range(count):
+        seed_parcels(T0 + second * 1000)
+    return count
+
+
+def bare_lcg(count: int) -> int:
+    """Baseline: the same number of LCG draws (183 per claim) in a plain loop, nothing built."""
+    for second in range(count):
+        rng = Lcg(lcg_seed(T0 + second * 1000))
+        for _ in range(DRAWS_PER_CLAIM):
+            rng.rand()
+    return count
+
+
+MANIFEST = RuleSet(
+    decider=DECIDER,
+    # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
+    default=True,
+    policy=policy,
+    bench=BenchScenario(
+        description="claims from staking to proving up, the simple policy acting every 20 minutes",
+        start_ms=T0,
+        step_ms=20 * 60_000,
+        seconds=3,
+        comparisons=(
+            Comparison(label="claims seeded (64 parcels, 183 LCG draws)", unit="claims/s", work=seed_claims,
+                       baseline_label="183 bare LCG draws per claim", baseline=bare_lcg, batch=200),
+        ),
+    ),
+    read_models=(
+        ReadModel(
+            name="claims",
+            description="the claim registry: which claim and parcels each player owns",
+            room_row=claim_entry,
+            order_by=("owner", "block", "room"),
+            filters=("owner",),
+            columns=("owner", "block", "room", "parcel_count", "timbered_parcels", "buildings", "score"),
+        ),
+    ),
+    console_picture="almanac.games.claim:picture.js",
+    rulebook="docs/rules/claim.md",
+    examples=("examples/claim.jsonl",),
+    demo_moves=24,
+)

@@ -1,0 +1,1 @@
+"""The realm rule-set: cities that mine, smelt, forage, fortify, raid, pillage and trade by dice (seed 003)."""

@@ -1,0 +1,72 @@
+"""The sectors rule-set's manifest: its Decider, the simple policy and the bench's full colony."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from almanac.events.manifest import BenchScenario, Dice, RuleSet
+from almanac.games.sectors.commands import EndSeason
+from almanac.games.sectors.game import DECIDER
+from almanac.games.sectors.policy import choose_command
+
+SIDE = 8
+# Each colony plays a default-length game (10 years, 40 seasons) and a new one starts: a colony run
+# for centuries saturates at the ledger's ceiling, which is not a game anyone plays.
+YEARS = 10
+
+# Every sector explored and built up, types in a repeating pattern so each row mixes all three.
+PATTERN = ("prairie", "forest", "mountain", "prairie")
+BUILDINGS = {
+    "prairie": ["farm", "farm", "kitchen", "factory"],
+    "forest": ["lumber_camp", "sawmill", "farm"],
+    "mountain": ["mine", "mint", "factory"],
+}
+POPULATION = {"prairie": 300, "forest": 150, "mountain": 80}
+
+
+def full_colony_options() -> dict[str, Any]:
+    sectors = []
+    for row in range(SIDE):
+        for column in range(SIDE):
+            kind = PATTERN[(row + column) % len(PATTERN)]
+            sectors.append(
+                {
+                    "row": row,
+                    "column": column,
+                    "type": kind,
+                    "population": POPULATION[kind],
+                    "buildings": BUILDINGS[kind],
+                }
+            )
+    stock = {"food": 20_000, "wood": 5_000, "gold": 2_000, "lumber": 500, "coins": 200}
+    return {"years": YEARS, "setup": {"rows": SIDE, "columns": SIDE, "stock": stock, "sectors": sectors}}
+
+
+def policy(state: Any, player: str, dice: Dice, now_ms: int) -> Any:
+    return choose_command(state, player, dice)
+
+
+def end_seasons(state: Any, player: str, dice: Dice, now_ms: int) -> Any:
+    """The bench's player: every command ends a season, so each one runs all three phases on every sector."""
+    return EndSeason()
+
+
+_COLONY = full_colony_options()
+_BUILT = sum(len(sector["buildings"]) for sector in _COLONY["setup"]["sectors"])
+
+MANIFEST = RuleSet(
+    decider=DECIDER,
+    # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
+    default=True,
+    policy=policy,
+    bench=BenchScenario(
+        description=(f"full {SIDE}x{SIDE} colonies ({SIDE * SIDE} explored sectors, {_BUILT} buildings) played "
+                     f"season by season for {YEARS} years each"),
+        options=_COLONY,
+        policy=end_seasons,
+    ),
+    console_picture="almanac.games.sectors:picture.js",
+    rulebook="docs/rules/sectors.md",
+    examples=("examples/sectors.jsonl",),
+    demo_moves=30,
+)

@@ -1,0 +1,107 @@
+"""The colony's state: the global stock of goods, the grid of sectors, the season and the year."""
+
+from __future__ import annotations
+
+from operator import add, sub
+from typing import Annotated, Literal, cast
+
+import msgspec
+
+from almanac.games.sectors.data import GOODS, SEASONS, SEASONS_PER_YEAR
+
+Season = Literal["spring", "summer", "fall", "winter"]
+
+
+# Any amount a 64-bit integer holds (the rules keep stocks within the ledger's ceiling and say so).
+GoodsAmount = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class Goods(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """An amount of every good: the global stock, a cost, what a building took or gave."""
+
+    food: GoodsAmount = 0
+    wood: GoodsAmount = 0
+    gold: GoodsAmount = 0
+    lumber: GoodsAmount = 0
+    coins: GoodsAmount = 0
+    victory_points: GoodsAmount = 0
+
+    def __add__(self, other: Goods) -> Goods:
+        return Goods(*map(add, msgspec.structs.astuple(self), msgspec.structs.astuple(other)))
+
+    def __sub__(self, other: Goods) -> Goods:
+        return Goods(*map(sub, msgspec.structs.astuple(self), msgspec.structs.astuple(other)))
+
+    def amount(self, good: str) -> int:
+        return getattr(self, good)
+
+    def as_dict(self) -> dict[str, int]:
+        return {good: getattr(self, good) for good in GOODS}
+
+    def is_empty(self) -> bool:
+        return not any(msgspec.structs.astuple(self))
+
+
+def goods_of(pairs: tuple[tuple[str, int], ...] | dict[str, int]) -> Goods:
+    """Goods from (good, amount) pairs or a mapping, the shape the data tables use."""
+    items = pairs.items() if isinstance(pairs, dict) else pairs
+    return Goods(**dict(items))
+
+
+assert tuple(Goods.__struct_fields__) == GOODS, "state.Goods must list exactly data.GOODS, in order"
+
+
+class Sector(msgspec.Struct, frozen=True, kw_only=True):
+    """An explored sector. Unexplored sectors have no record at all, so their type cannot leak."""
+
+    type: str
+    population: int
+    # Oldest first: production walks this tuple from the end.
+    buildings: tuple[str, ...] = ()
+    # The season number (see `season_number`) of the last season the sector went short of food.
+    last_starved: int | None = None
+
+
+class ColonyState(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole game: one owner's colony on a rows x columns grid."""
+
+    owner: str
+    rows: int
+    columns: int
+    season: Season
+    year: int
+    # The game ends when the winter of this year has been played.
+    years: int
+    stock: Goods
+    # Row-major, length rows * columns; None where the sector is still unexplored.
+    sectors: tuple[Sector | None, ...]
+
+    def sector(self, row: int, column: int) -> Sector | None:
+        return self.sectors[row * self.columns + column]
+
+    def explored(self) -> list[tuple[int, int, Sector]]:
+        """(row, column, sector) of every explored sector in row-major order, the order the phases run in."""
+        columns = self.columns
+        return [
+            (position // columns, position % columns, sector)
+            for position, sector in enumerate(self.sectors)
+            if sector is not None
+        ]
+
+
+def season_number(season: str, year: int) -> int:
+    """Seasons since the colony's calendar began: spring of year 1 is 0."""
+    return (year - 1) * SEASONS_PER_YEAR + SEASONS.index(season)
+
+
+def next_season(season: str, year: int) -> tuple[Season, int]:
+    position = SEASONS.index(season) + 1
+    if position == SEASONS_PER_YEAR:
+        return cast(Season, SEASONS[0]), year + 1
+    return cast(Season, SEASONS[position]), year
+
+
+def replace_sector(state: ColonyState, row: int, column: int, sector: Sector) -> tuple[Sector | None, ...]:
+    position = row * state.columns + column
+    sectors = state.sectors
+    return sectors[:position] + (sector,) + sectors[position + 1 :]

@@ -1,0 +1,30 @@
+"""A game's own modules, reached by its rule-set's name through the registry: tests never name a game's package.
+
+    PlaceElement = game_module("board@1", "commands").PlaceElement
+
+The module is looked up in the package that holds the version's Decider (``games/board/`` for
+board@1, ``games/realm/v2/`` for realm@2), so a game can move without a test changing.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+from types import ModuleType
+
+from almanac.events import registry
+
+
+def game_package(ref: str) -> str:
+    """The import name of the package holding ``ref``'s Decider (``ref``: a full name such as board@1)."""
+    return type(registry.manifest(ref).decider).__module__.rpartition(".")[0]
+
+
+def game_module(ref: str, module: str) -> ModuleType:
+    """``module`` (``rules``, ``commands``, ``game`` ...) of the package holding ``ref``'s Decider."""
+    return import_module(f"{game_package(ref)}.{module}")
+
+
+def game_folder(ref: str) -> Path:
+    """The folder of the package holding ``ref``'s Decider (tests that read a game's source text)."""
+    return Path(import_module(game_package(ref)).__file__ or "").parent
