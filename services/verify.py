@@ -46,6 +46,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     ruleset: str = ""
     fingerprint_recorded: str = ""
     fingerprint_used: str = ""
+    # The code revision the recorded fingerprint is, in one sentence (the version's fingerprints.toml):
+    # "played under board@1 code revision 4 (2026-12-01: ...)", or that it matches no known revision.
+    code_revision: str = ""
     # A sandbox fork: its parent, the parent's version and hash it links to (None for a real room).
     fork: dict | None = None
     divergence: Divergence | None = None
@@ -249,11 +252,14 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         report["ruleset"] = error.ref
         return failed(Divergence(check="ruleset", version=1, message=error.message))
     recorded_print = getattr(created, "fingerprint", rules.fingerprint)  # a fork's rules are its parent's
-    report.update(ruleset=rules.ref, fingerprint_recorded=recorded_print, fingerprint_used=rules.fingerprint)
+    report.update(ruleset=rules.ref, fingerprint_recorded=recorded_print, fingerprint_used=rules.fingerprint,
+                  code_revision=rules.played_under(recorded_print))
     if recorded_print != rules.fingerprint:
-        notes.append(f"{rules.ref} here has fingerprint {rules.fingerprint}, the room recorded "
-                     f"{created.fingerprint or 'none (created before versions)'}: the code differs, "
-                     "so every decision is checked again against it")
+        here = rules.revision(rules.fingerprint)
+        notes.append(f"{rules.ref} here has fingerprint {rules.fingerprint}"
+                     + (f" (code revision {here.number})" if here else " (no listed code revision)")
+                     + f", the room recorded {created.fingerprint or 'none (created before versions)'}: the code "
+                     "differs, so every decision is checked again against it")
     seed: bytes | None = None
     challenge = getattr(created, "challenge", None)  # a fork has its own secret, never a challenge's
     if challenge is not None:

@@ -38,6 +38,8 @@ def print_report(report: VerifyReport) -> None:
         if divergence.recorded is not None or divergence.recomputed is not None:
             for line in difference_lines(divergence.recorded, divergence.recomputed):
                 console.print(f"  {line}", highlight=False, markup=False)
+    if report.code_revision:  # which code the room was played under, on success and failure alike
+        console.print(f"  {report.code_revision}", highlight=False, markup=False)
     for note in report.notes:
         console.print(f"  note: {note}")
 

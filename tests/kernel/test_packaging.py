@@ -13,6 +13,8 @@ from pathlib import Path
 
 import msgspec
 
+from almanac.events import registry
+
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"events": "almanac.events", "games": "almanac.games", "projections": "almanac.projections", "services": "almanac.services",
            "storage": "almanac.storage"}
@@ -63,8 +65,13 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
     lent.mkdir()
     (lent / "msgspec").symlink_to(Path(msgspec.__file__).parent)
     probe = ("import almanac.events.registry as r, almanac.events.codec; "
-             "m = r.manifest('realm'); print(m.ref, r.installed(), almanac.events.codec.__file__)")
+             "m = r.manifest('realm'); print(m.ref, r.installed(), almanac.events.codec.__file__); "
+             "print(*(v.fingerprint + ' ' + str(v.revision(v.fingerprint).number) for v in r.all_manifests()))")
     shown = subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path,
                            env={**os.environ, "PYTHONPATH": str(lent)}).stdout
     assert shown.startswith("realm@1 ['board', 'claim', 'realm', 'sectors'] ")  # the default version
     assert str(site / "almanac" / "events" / "codec.py") in shown
+    # and each version's code hashes as in the checkout, a revision on the list the wheel carries
+    here = [f"{m.fingerprint} {m.revision(m.fingerprint).number}" for m in registry.all_manifests()
+            if m.name in ("board", "claim", "realm", "sectors")]
+    assert " ".join(here) == shown.splitlines()[1]

@@ -150,3 +150,29 @@ async def test_a_scenario_file_names_its_rules_as_a_create_request_does(tmp_path
 
     assert all(outcome.accepted for *_, outcome in played)
     assert (state.ruleset, state.ruleset_version) == ("realm", version)
+
+
+async def test_verify_names_the_code_revision_of_a_room_and_says_when_its_fingerprint_matches_none(store):
+    # Given a realm room created by this node's listed code, and one created by a node running realm@1
+    # code of its own (the same Decider, another fingerprint: a build nobody listed)
+    service = RoomService(store)
+    listed = registry.at("realm", 1)
+    await play_realm(service, "listed-code", "realm@1", commands=20)
+    unlisted = RuleSet(decider=listed.decider, version=1, default=True, source="counter_ruleset", policy=listed.policy)
+    registry.register(unlisted)
+    try:
+        await play_realm(service, "unlisted-code", "realm@1", commands=20)
+    finally:
+        registry.register(listed)
+
+    # When both are verified here
+    known, stranger = await verify_room(store, "listed-code"), await verify_room(store, "unlisted-code")
+
+    # Then both decide the same, and verify names the revision of the first and says the second has none
+    assert known.ok and stranger.ok, (known.divergence, stranger.divergence)
+    revision = listed.revision(listed.fingerprint)
+    assert known.code_revision == f"played under realm@1 code revision {revision.number} ({revision.date}: {revision.why})"
+    assert stranger.fingerprint_recorded == unlisted.fingerprint != listed.fingerprint
+    assert stranger.code_revision.startswith(f"played under realm@1 code with fingerprint {unlisted.fingerprint}, "
+                                             "which matches NO known revision of realm@1")
+    assert any(f"(code revision {revision.number})" in note for note in stranger.notes)
