@@ -14,7 +14,7 @@ export default function ClaimPicture({ picture, before, html }) {
     <${Legend} parcels=${parcels} html=${html} />`;
 }
 
-// The species codes as the parcels show them (events/claim/data.py names them).
+// The species codes as the parcels show them (games/claim/data.py names them).
 const SPECIES = {
   rc: "western redcedar", cw: "black cottonwood", wh: "western hemlock", gf: "grand fir", wp: "western white pine",
   df: "Douglas-fir", l: "western larch", lp: "lodgepole pine", pp: "ponderosa pine",
