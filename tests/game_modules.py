@@ -11,6 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from almanac.events import registry
 
@@ -28,3 +29,9 @@ def game_module(ref: str, module: str) -> ModuleType:
 def game_folder(ref: str) -> Path:
     """The folder of the package holding ``ref``'s Decider (tests that read a game's source text)."""
     return Path(import_module(game_package(ref)).__file__ or "").parent
+
+
+def game_names(ref: str, module: str, *names: str) -> tuple[Any, ...]:
+    """Several names of one of ``ref``'s modules, in order: ``Cut, Haul = game_names("claim@1", "commands", "Cut", "Haul")``."""
+    found = game_module(ref, module)
+    return tuple(getattr(found, name) for name in names)

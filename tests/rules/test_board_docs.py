@@ -7,13 +7,12 @@ import re
 from pathlib import Path
 
 import msgspec
-from game_modules import game_module
+from game_modules import game_module, game_names
 
 from almanac.events.decider import event_tag
 
-BASE_MISSIONS = game_module("board@1", "data").BASE_MISSIONS
-DECK = game_module("board@1", "data").DECK
-EXTENDED_MISSIONS = game_module("board@1", "data").EXTENDED_MISSIONS
+(BASE_MISSIONS, DECK, EXTENDED_MISSIONS) = game_names(
+    "board@1", "data", "BASE_MISSIONS", "DECK", "EXTENDED_MISSIONS")
 EVENT_TYPES = game_module("board@1", "events").EVENT_TYPES
 MISSIONS = game_module("board@1", "missions").MISSIONS
 

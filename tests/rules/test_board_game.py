@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_board_support import Game, dealt_game, shuffle_values
 
 from almanac.events.dice import ScriptedDice
@@ -11,10 +11,8 @@ from almanac.events.room import RoomEnded
 DECIDER = game_module("board@1", "game").DECIDER
 PlaceElement = game_module("board@1", "commands").PlaceElement
 DECK_NUMBERS = game_module("board@1", "data").DECK_NUMBERS
-DeckShuffled = game_module("board@1", "events").DeckShuffled
-GameEnded = game_module("board@1", "events").GameEnded
-MissionScore = game_module("board@1", "events").MissionScore
-SeasonEnded = game_module("board@1", "events").SeasonEnded
+(DeckShuffled, GameEnded, MissionScore, SeasonEnded) = game_names(
+    "board@1", "events", "DeckShuffled", "GameEnded", "MissionScore", "SeasonEnded")
 
 # The deck dealt in printed order; cards A Edge of the forest, B Sleepy valley, C Watering
 # potatoes, D Borderlands. (element, row, column, rotation) and the time after each placement.

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_board_support import board_from, with_terrain
 
 missions = game_module("board@1", "missions")
-BASE_MISSIONS = game_module("board@1", "data").BASE_MISSIONS
-EXTENDED_MISSIONS = game_module("board@1", "data").EXTENDED_MISSIONS
+BASE_MISSIONS, EXTENDED_MISSIONS = game_names("board@1", "data", "BASE_MISSIONS", "EXTENDED_MISSIONS")
 MISSIONS = game_module("board@1", "missions").MISSIONS
 surrounded_mountains = game_module("board@1", "rules").surrounded_mountains
 STARTING_BOARD = game_module("board@1", "state").STARTING_BOARD

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from game_modules import game_module
+from game_modules import game_names
 from test_board_support import Game, deal, dealt_game
 
 from almanac.events.errors import RuleError
 from almanac.events.room import CreateRoom, JoinRoom
 
-PlaceElement = game_module("board@1", "commands").PlaceElement
-SkipElement = game_module("board@1", "commands").SkipElement
-ElementPlaced = game_module("board@1", "events").ElementPlaced
-ElementSkipped = game_module("board@1", "events").ElementSkipped
+PlaceElement, SkipElement = game_names("board@1", "commands", "PlaceElement", "SkipElement")
+ElementPlaced, ElementSkipped = game_names("board@1", "events", "ElementPlaced", "ElementSkipped")
 
 
 def on_board(game: Game, board) -> Game:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 from hypothesis import given, settings, strategies as st
 from test_board_support import Game
 
@@ -11,13 +11,9 @@ from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
 
 DECIDER = game_module("board@1", "game").DECIDER
-PlaceElement = game_module("board@1", "commands").PlaceElement
-SkipElement = game_module("board@1", "commands").SkipElement
-MOUNTAIN = game_module("board@1", "data").MOUNTAIN
-MOUNTAINS = game_module("board@1", "data").MOUNTAINS
-SIZE = game_module("board@1", "data").SIZE
-ElementPlaced = game_module("board@1", "events").ElementPlaced
-SeasonEnded = game_module("board@1", "events").SeasonEnded
+PlaceElement, SkipElement = game_names("board@1", "commands", "PlaceElement", "SkipElement")
+MOUNTAIN, MOUNTAINS, SIZE = game_names("board@1", "data", "MOUNTAIN", "MOUNTAINS", "SIZE")
+ElementPlaced, SeasonEnded = game_names("board@1", "events", "ElementPlaced", "SeasonEnded")
 choose_command = game_module("board@1", "policy").choose_command
 
 commands = st.one_of(

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import msgspec
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_board_support import Game
 
 from almanac.events import codec
@@ -19,11 +19,9 @@ from almanac.events.hashing import first_broken_link, state_hash
 from almanac.events.room import CreateRoom, RoomCreated, challenge_seed, decide as room_decide
 
 DECIDER = game_module("board@1", "game").DECIDER
-PlaceElement = game_module("board@1", "commands").PlaceElement
-SkipElement = game_module("board@1", "commands").SkipElement
-BASE_MISSIONS = game_module("board@1", "data").BASE_MISSIONS
-DECK_NUMBERS = game_module("board@1", "data").DECK_NUMBERS
-EXTENDED_MISSIONS = game_module("board@1", "data").EXTENDED_MISSIONS
+PlaceElement, SkipElement = game_names("board@1", "commands", "PlaceElement", "SkipElement")
+(BASE_MISSIONS, DECK_NUMBERS, EXTENDED_MISSIONS) = game_names(
+    "board@1", "data", "BASE_MISSIONS", "DECK_NUMBERS", "EXTENDED_MISSIONS")
 DeckShuffled = game_module("board@1", "events").DeckShuffled
 BoardSetup = game_module("board@1", "state").BoardSetup
 

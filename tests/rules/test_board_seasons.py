@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_board_support import Game, dealt_game
 
 from almanac.events.dice import Dice
@@ -12,12 +12,8 @@ from almanac.events.errors import RuleError
 DECIDER = game_module("board@1", "game").DECIDER
 PlaceElement = game_module("board@1", "commands").PlaceElement
 DECK_NUMBERS = game_module("board@1", "data").DECK_NUMBERS
-DeckShuffled = game_module("board@1", "events").DeckShuffled
-ElementPlaced = game_module("board@1", "events").ElementPlaced
-ElementSkipped = game_module("board@1", "events").ElementSkipped
-GameEnded = game_module("board@1", "events").GameEnded
-MissionScore = game_module("board@1", "events").MissionScore
-SeasonEnded = game_module("board@1", "events").SeasonEnded
+(DeckShuffled, ElementPlaced, ElementSkipped, GameEnded, MissionScore, SeasonEnded) = game_names(
+    "board@1", "events", "DeckShuffled", "ElementPlaced", "ElementSkipped", "GameEnded", "MissionScore", "SeasonEnded")
 
 
 def test_a_two_time_element_crossing_the_season_end_is_scored_in_the_ending_season():

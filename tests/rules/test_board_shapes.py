@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_board_support import dealt_game
 
 PlaceElement = game_module("board@1", "commands").PlaceElement
-DECK = game_module("board@1", "data").DECK
-ELEMENTS = game_module("board@1", "data").ELEMENTS
-ROTATIONS = game_module("board@1", "data").ROTATIONS
-distinct_orientations = game_module("board@1", "rules").distinct_orientations
-shape_offsets = game_module("board@1", "rules").shape_offsets
+DECK, ELEMENTS, ROTATIONS = game_names("board@1", "data", "DECK", "ELEMENTS", "ROTATIONS")
+(distinct_orientations, shape_offsets) = game_names(
+    "board@1", "rules", "distinct_orientations", "shape_offsets")
 
 # The deck table of issue 5 as printed: number, time, terrain, the three shape rows.
 ISSUE_TABLE = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 
 from almanac.events import room
 from almanac.events.decider import Context
@@ -14,18 +14,10 @@ from almanac.events.envelope import Envelope
 from almanac.events.step import replay
 from almanac.events.testing import RoomDriver, given_events
 
-BASE_MISSIONS = game_module("board@1", "data").BASE_MISSIONS
-DECK_NUMBERS = game_module("board@1", "data").DECK_NUMBERS
-EMPTY = game_module("board@1", "data").EMPTY
-FARM = game_module("board@1", "data").FARM
-FOREST = game_module("board@1", "data").FOREST
-MOUNTAIN = game_module("board@1", "data").MOUNTAIN
-SIZE = game_module("board@1", "data").SIZE
-VILLAGE = game_module("board@1", "data").VILLAGE
-WATER = game_module("board@1", "data").WATER
+(BASE_MISSIONS, DECK_NUMBERS, EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER) = game_names(
+    "board@1", "data", "BASE_MISSIONS", "DECK_NUMBERS", "EMPTY", "FARM", "FOREST", "MOUNTAIN", "SIZE", "VILLAGE", "WATER")
 choose_command = game_module("board@1", "policy").choose_command
-STARTING_BOARD = game_module("board@1", "state").STARTING_BOARD
-Board = game_module("board@1", "state").Board
+STARTING_BOARD, Board = game_names("board@1", "state", "STARTING_BOARD", "Board")
 
 PICTURE = {".": EMPTY, "M": MOUNTAIN, "F": FOREST, "V": VILLAGE, "P": FARM, "W": WATER}
 """Letters of a pictured board: F forest, V village, P farm (a ploughed field), W water, M mountain."""

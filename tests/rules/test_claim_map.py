@@ -6,21 +6,15 @@ import random
 from collections import Counter
 
 import pytest
-from game_modules import game_module
+from game_modules import game_module, game_names
 
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 
 DECIDER = game_module("claim@1", "game").DECIDER
 data = game_module("claim@1", "data")
-COUNTING = game_module("claim@1", "seeding").COUNTING
-INDEX_BY_NAME = game_module("claim@1", "seeding").INDEX_BY_NAME
-TERRAIN = game_module("claim@1", "seeding").TERRAIN
-Lcg = game_module("claim@1", "seeding").Lcg
-lcg_seed = game_module("claim@1", "seeding").lcg_seed
-parcel_name = game_module("claim@1", "seeding").parcel_name
-pick_species = game_module("claim@1", "seeding").pick_species
-seed_parcels = game_module("claim@1", "seeding").seed_parcels
+(COUNTING, INDEX_BY_NAME, TERRAIN, Lcg, lcg_seed, parcel_name, pick_species, seed_parcels) = game_names(
+    "claim@1", "seeding", "COUNTING", "INDEX_BY_NAME", "TERRAIN", "Lcg", "lcg_seed", "parcel_name", "pick_species", "seed_parcels")
 
 STEEP = "E1 F1 G1 H1 E2 F2 G2 H2 H3 G4 H4 F5 G5 H5".split()
 

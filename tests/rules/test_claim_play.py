@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_claim_support import HOUR, MINUTE, T0, ClaimGame, fold_events
 
 from almanac.events import codec, room
@@ -14,19 +14,10 @@ from almanac.events.hashing import state_hash
 
 DECIDER = game_module("claim@1", "game").DECIDER
 data = game_module("claim@1", "data")
-Build = game_module("claim@1", "commands").Build
-Cruise = game_module("claim@1", "commands").Cruise
-Cut = game_module("claim@1", "commands").Cut
-Farm = game_module("claim@1", "commands").Farm
-Harvest = game_module("claim@1", "commands").Harvest
-Haul = game_module("claim@1", "commands").Haul
-ProveUp = game_module("claim@1", "commands").ProveUp
-Replant = game_module("claim@1", "commands").Replant
-ClaimSetup = game_module("claim@1", "events").ClaimSetup
-DeckHauled = game_module("claim@1", "events").DeckHauled
-ParcelCut = game_module("claim@1", "events").ParcelCut
-INDEX_BY_NAME = game_module("claim@1", "seeding").INDEX_BY_NAME
-seed_parcels = game_module("claim@1", "seeding").seed_parcels
+(Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant) = game_names(
+    "claim@1", "commands", "Build", "Cruise", "Cut", "Farm", "Harvest", "Haul", "ProveUp", "Replant")
+ClaimSetup, DeckHauled, ParcelCut = game_names("claim@1", "events", "ClaimSetup", "DeckHauled", "ParcelCut")
+INDEX_BY_NAME, seed_parcels = game_names("claim@1", "seeding", "INDEX_BY_NAME", "seed_parcels")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claim.jsonl"
 

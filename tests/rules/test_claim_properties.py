@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import msgspec
-from game_modules import game_module
+from game_modules import game_module, game_names
 from hypothesis import given, settings, strategies as st
 from test_claim_support import HOUR, MINUTE, ClaimGame, fold_events
 
@@ -13,22 +13,12 @@ from almanac.events.hashing import state_hash
 
 DECIDER = game_module("claim@1", "game").DECIDER
 data = game_module("claim@1", "data")
-Build = game_module("claim@1", "commands").Build
-Cruise = game_module("claim@1", "commands").Cruise
-Cut = game_module("claim@1", "commands").Cut
-Farm = game_module("claim@1", "commands").Farm
-Harvest = game_module("claim@1", "commands").Harvest
-Haul = game_module("claim@1", "commands").Haul
-ProveUp = game_module("claim@1", "commands").ProveUp
-Replant = game_module("claim@1", "commands").Replant
+(Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant) = game_names(
+    "claim@1", "commands", "Build", "Cruise", "Cut", "Farm", "Harvest", "Haul", "ProveUp", "Replant")
 choose_command = game_module("claim@1", "policy").choose_command
-cover_parcels = game_module("claim@1", "rules").cover_parcels
-deck_logs = game_module("claim@1", "rules").deck_logs
-COUNTING = game_module("claim@1", "seeding").COUNTING
-TERRAIN = game_module("claim@1", "seeding").TERRAIN
-seed_parcels = game_module("claim@1", "seeding").seed_parcels
-ClaimState = game_module("claim@1", "state").ClaimState
-Parcel = game_module("claim@1", "state").Parcel
+cover_parcels, deck_logs = game_names("claim@1", "rules", "cover_parcels", "deck_logs")
+COUNTING, TERRAIN, seed_parcels = game_names("claim@1", "seeding", "COUNTING", "TERRAIN", "seed_parcels")
+ClaimState, Parcel = game_names("claim@1", "state", "ClaimState", "Parcel")
 
 NAMES = [t.name for t in TERRAIN]
 SPECIES = [*data.SPECIES, "oak"]

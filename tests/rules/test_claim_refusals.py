@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from game_modules import game_folder, game_module
+from game_modules import game_folder, game_module, game_names
 from test_claim_support import HOUR, SEED, T0, ClaimGame
 
 from almanac.events import room
@@ -16,14 +16,8 @@ from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
 
 DECIDER = game_module("claim@1", "game").DECIDER
-Build = game_module("claim@1", "commands").Build
-Cruise = game_module("claim@1", "commands").Cruise
-Cut = game_module("claim@1", "commands").Cut
-Farm = game_module("claim@1", "commands").Farm
-Harvest = game_module("claim@1", "commands").Harvest
-Haul = game_module("claim@1", "commands").Haul
-ProveUp = game_module("claim@1", "commands").ProveUp
-Replant = game_module("claim@1", "commands").Replant
+(Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant) = game_names(
+    "claim@1", "commands", "Build", "Cruise", "Cut", "Farm", "Harvest", "Haul", "ProveUp", "Replant")
 COUNTING = game_module("claim@1", "seeding").COUNTING
 Parcel = game_module("claim@1", "state").Parcel
 

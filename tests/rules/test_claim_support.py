@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from game_modules import game_module
+from game_modules import game_module, game_names
 
 from almanac.events import room
 from almanac.events.errors import RuleError
 from almanac.events.step import replay
 from almanac.events.testing import RoomDriver, given_events
 
-INDEX_BY_NAME = game_module("claim@1", "seeding").INDEX_BY_NAME
-TERRAIN = game_module("claim@1", "seeding").TERRAIN
+INDEX_BY_NAME, TERRAIN = game_names("claim@1", "seeding", "INDEX_BY_NAME", "TERRAIN")
 ClaimState = game_module("claim@1", "state").ClaimState
 
 SEED = b"claim-test-seed-0123456789abcdef"

@@ -10,17 +10,15 @@ import sys
 import time
 from pathlib import Path
 
-from game_modules import game_folder, game_module
+from game_modules import game_folder, game_module, game_names
 from test_claim_support import HOUR, MINUTE, T0, ClaimGame, fold_events
 
 from almanac.events import codec
 from almanac.events.hashing import state_hash
 
 DECIDER = game_module("claim@1", "game").DECIDER
-Cut = game_module("claim@1", "commands").Cut
-Replant = game_module("claim@1", "commands").Replant
-ParcelCut = game_module("claim@1", "events").ParcelCut
-TimberCruised = game_module("claim@1", "events").TimberCruised
+Cut, Replant = game_names("claim@1", "commands", "Cut", "Replant")
+ParcelCut, TimberCruised = game_names("claim@1", "events", "ParcelCut", "TimberCruised")
 
 ROOT = Path(__file__).resolve().parents[2]
 

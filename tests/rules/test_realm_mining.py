@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_realm_support import Game, faces, of_type
 
 realm_events = game_module("realm@1", "events")
-mining_yield = game_module("realm@1", "rules").mining_yield
-resolve_mining = game_module("realm@1", "rules").resolve_mining
+mining_yield, resolve_mining = game_names("realm@1", "rules", "mining_yield", "resolve_mining")
 
 
 def mine(game: Game, dice: list[int], **body: object) -> realm_events.Mined:

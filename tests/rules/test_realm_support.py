@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 
 from almanac.events.errors import RuleError
 from almanac.events.testing import RoomDriver
 
 DECIDER = game_module("realm@1", "game").DECIDER
 data = game_module("realm@1", "data")
-City = game_module("realm@1", "state").City
-RealmState = game_module("realm@1", "state").RealmState
+City, RealmState = game_names("realm@1", "state", "City", "RealmState")
 
 SEED = b"realm tests secret seed 32 bytes"
 FACE_VALUE = {"star": 0, "moon": 3, "skull": 4, "blank": 5}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from game_modules import game_module
+from game_modules import game_module, game_names
 from sectors_sandbox import Sandbox
 from test_sectors_support import colony, refusal, sector, setup_refusal
 
@@ -18,22 +18,12 @@ from almanac.events.errors import RuleError
 DECIDER = game_module("sectors@1", "game").DECIDER
 data = game_module("sectors@1", "data")
 rules = game_module("sectors@1", "rules")
-Build = game_module("sectors@1", "commands").Build
-Demolish = game_module("sectors@1", "commands").Demolish
-EndSeason = game_module("sectors@1", "commands").EndSeason
-Explore = game_module("sectors@1", "commands").Explore
-MovePeople = game_module("sectors@1", "commands").MovePeople
-BUILDING_NAMES = game_module("sectors@1", "data").BUILDING_NAMES
-BUILDINGS = game_module("sectors@1", "data").BUILDINGS
-DEFAULT_STARTING_STOCK = game_module("sectors@1", "data").DEFAULT_STARTING_STOCK
-GOODS = game_module("sectors@1", "data").GOODS
-SECTOR_TYPE_NAMES = game_module("sectors@1", "data").SECTOR_TYPE_NAMES
-SECTOR_TYPES = game_module("sectors@1", "data").SECTOR_TYPES
-BuildingBuilt = game_module("sectors@1", "events").BuildingBuilt
-BuildingDemolished = game_module("sectors@1", "events").BuildingDemolished
-PeopleMoved = game_module("sectors@1", "events").PeopleMoved
-SeasonEnded = game_module("sectors@1", "events").SeasonEnded
-SectorExplored = game_module("sectors@1", "events").SectorExplored
+(Build, Demolish, EndSeason, Explore, MovePeople) = game_names(
+    "sectors@1", "commands", "Build", "Demolish", "EndSeason", "Explore", "MovePeople")
+(BUILDING_NAMES, BUILDINGS, DEFAULT_STARTING_STOCK, GOODS, SECTOR_TYPE_NAMES, SECTOR_TYPES) = game_names(
+    "sectors@1", "data", "BUILDING_NAMES", "BUILDINGS", "DEFAULT_STARTING_STOCK", "GOODS", "SECTOR_TYPE_NAMES", "SECTOR_TYPES")
+(BuildingBuilt, BuildingDemolished, PeopleMoved, SeasonEnded, SectorExplored) = game_names(
+    "sectors@1", "events", "BuildingBuilt", "BuildingDemolished", "PeopleMoved", "SeasonEnded", "SectorExplored")
 Goods = game_module("sectors@1", "state").Goods
 
 # --- a new colony -----------------------------------------------------------------------------

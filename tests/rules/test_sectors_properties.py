@@ -6,7 +6,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 from hypothesis import HealthCheck, given, settings, strategies as st
 from sectors_sandbox import Sandbox
 from test_sectors_support import stored
@@ -17,17 +17,10 @@ from almanac.events.errors import RuleError
 from almanac.events.hashing import state_hash
 
 DECIDER = game_module("sectors@1", "game").DECIDER
-Build = game_module("sectors@1", "commands").Build
-Demolish = game_module("sectors@1", "commands").Demolish
-EndSeason = game_module("sectors@1", "commands").EndSeason
-Explore = game_module("sectors@1", "commands").Explore
-MovePeople = game_module("sectors@1", "commands").MovePeople
-BUILDING_NAMES = game_module("sectors@1", "data").BUILDING_NAMES
-BUILDINGS = game_module("sectors@1", "data").BUILDINGS
-GOODS = game_module("sectors@1", "data").GOODS
-SEASONS = game_module("sectors@1", "data").SEASONS
-SECTOR_TYPE_NAMES = game_module("sectors@1", "data").SECTOR_TYPE_NAMES
-SECTOR_TYPES = game_module("sectors@1", "data").SECTOR_TYPES
+(Build, Demolish, EndSeason, Explore, MovePeople) = game_names(
+    "sectors@1", "commands", "Build", "Demolish", "EndSeason", "Explore", "MovePeople")
+(BUILDING_NAMES, BUILDINGS, GOODS, SEASONS, SECTOR_TYPE_NAMES, SECTOR_TYPES) = game_names(
+    "sectors@1", "data", "BUILDING_NAMES", "BUILDINGS", "GOODS", "SEASONS", "SECTOR_TYPE_NAMES", "SECTOR_TYPES")
 SeasonEnded = game_module("sectors@1", "events").SeasonEnded
 choose_command = game_module("sectors@1", "policy").choose_command
 

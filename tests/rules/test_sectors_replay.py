@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from game_modules import game_module
+from game_modules import game_module, game_names
 from sectors_sandbox import Sandbox
 from test_sectors_support import stored as stored_log
 
@@ -24,11 +24,8 @@ from almanac.events.errors import RuleError
 from almanac.events.hashing import first_broken_link, state_hash
 
 DECIDER = game_module("sectors@1", "game").DECIDER
-Build = game_module("sectors@1", "commands").Build
-Demolish = game_module("sectors@1", "commands").Demolish
-EndSeason = game_module("sectors@1", "commands").EndSeason
-Explore = game_module("sectors@1", "commands").Explore
-MovePeople = game_module("sectors@1", "commands").MovePeople
+(Build, Demolish, EndSeason, Explore, MovePeople) = game_names(
+    "sectors@1", "commands", "Build", "Demolish", "EndSeason", "Explore", "MovePeople")
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_sectors_support import colony, only, sector, setup_refusal
 
 EndSeason = game_module("sectors@1", "commands").EndSeason
-FOREST = game_module("sectors@1", "data").FOREST
-PRAIRIE = game_module("sectors@1", "data").PRAIRIE
-GoodsProduced = game_module("sectors@1", "events").GoodsProduced
-PopulationChanged = game_module("sectors@1", "events").PopulationChanged
-ResourcesHarvested = game_module("sectors@1", "events").ResourcesHarvested
-SeasonEnded = game_module("sectors@1", "events").SeasonEnded
-ceil_times = game_module("sectors@1", "rules").ceil_times
-floor_times = game_module("sectors@1", "rules").floor_times
+FOREST, PRAIRIE = game_names("sectors@1", "data", "FOREST", "PRAIRIE")
+(GoodsProduced, PopulationChanged, ResourcesHarvested, SeasonEnded) = game_names(
+    "sectors@1", "events", "GoodsProduced", "PopulationChanged", "ResourcesHarvested", "SeasonEnded")
+ceil_times, floor_times = game_names("sectors@1", "rules", "ceil_times", "floor_times")
 Goods = game_module("sectors@1", "state").Goods
 
 

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from game_modules import game_module
+from game_modules import game_module, game_names
 from test_sectors_support import colony, only, refusal, sector
 
 from almanac.events.errors import RuleError
 
-Build = game_module("sectors@1", "commands").Build
-EndSeason = game_module("sectors@1", "commands").EndSeason
-MovePeople = game_module("sectors@1", "commands").MovePeople
-BuildingBuilt = game_module("sectors@1", "events").BuildingBuilt
-GoodsProduced = game_module("sectors@1", "events").GoodsProduced
-PopulationChanged = game_module("sectors@1", "events").PopulationChanged
-ResourcesHarvested = game_module("sectors@1", "events").ResourcesHarvested
+Build, EndSeason, MovePeople = game_names("sectors@1", "commands", "Build", "EndSeason", "MovePeople")
+(BuildingBuilt, GoodsProduced, PopulationChanged, ResourcesHarvested) = game_names(
+    "sectors@1", "events", "BuildingBuilt", "GoodsProduced", "PopulationChanged", "ResourcesHarvested")
 Goods = game_module("sectors@1", "state").Goods
 
 # --- mountain ---------------------------------------------------------------------------------
