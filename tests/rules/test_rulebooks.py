@@ -72,7 +72,7 @@ def documented_codes(manifest) -> set[str]:
 
 
 def source_trees(manifest) -> list[ast.Module]:
-    """The parsed modules of the package the manifest's rules live in (its fingerprinted package)."""
+    """The parsed modules of the package the manifest's rules live in (the package its fingerprint hashes)."""
     module_name = manifest.source or type(manifest.decider).__module__
     module = import_module(module_name)
     package = module_name if hasattr(module, "__path__") else module.__package__
