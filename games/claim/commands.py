@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Key, Name
+from almanac.events.manifest import Key
 
 # A parcel as a person types it: case and spaces are forgiven (" c1 ", "c 1" and "C1" are one parcel).
 # Decoding writes it in its one spelling (``canonical_parcel``), so the rules, the log and every replay
@@ -23,17 +23,6 @@ def canonical_parcel(name: str) -> str:
 def _write_parcel_canonically(command: msgspec.Struct) -> None:
     # msgspec runs __post_init__ after decoding a frozen Struct, before anything reads it
     msgspec.structs.force_setattr(command, "parcel", canonical_parcel(command.parcel))
-
-
-class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Creation options. ``owner`` defaults to the creator; ``block`` to the room id.
-
-    Unknown fields are refused, so nobody believes they chose the staking time (the server does).
-    """
-
-    owner: Name | None = None  # a joinable name; "" is refused (nobody could take the seat)
-    # A block is a surveyor's label ("valley-1/SE"): any printable text; the rules refuse a blank one.
-    block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*(?!\n)$")] = ""
 
 
 class Cut(msgspec.Struct, frozen=True, kw_only=True, tag="cut", tag_field="kind",

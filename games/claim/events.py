@@ -5,41 +5,6 @@ from __future__ import annotations
 import msgspec
 
 
-class Terrain(msgspec.Struct, frozen=True, kw_only=True):
-    """The fixed facts of one parcel: pure functions of its position (see seeding.TERRAIN)."""
-
-    index: int
-    name: str
-    zone: str
-    slope: bool
-    meadow: bool
-    road: bool
-
-
-class ParcelRecord(Terrain, frozen=True, kw_only=True):
-    """One parcel as seeded: its terrain, and for timbered parcels the seed's draws and result.
-
-    ``age_hours`` and ``planted_ms`` are the seed's doubles, exactly as its loop computes them:
-    planted = createdAt - age * 3600000, not rounded; growth reads ``planted_ms`` as the exact rational
-    a double is.
-    """
-
-    old: bool = False
-    age_hours: float | None = None
-    species: str | None = None
-    planted_ms: float | None = None
-
-
-class ClaimSetup(msgspec.Struct, frozen=True, kw_only=True):
-    """The staked claim, recorded in room.created: who owns which block, and every parcel."""
-
-    owner: str
-    block: str
-    created_at_ms: int  # the server's time on the command that staked the claim
-    lcg_seed: int  # created_at_ms // 1000 mod 2^32
-    parcels: tuple[ParcelRecord, ...]
-
-
 class ParcelCut(msgspec.Struct, frozen=True, kw_only=True, tag="claim.parcel_cut"):
     at_ms: int
     parcel: int

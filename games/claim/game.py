@@ -8,11 +8,11 @@ import msgspec
 
 from almanac.events.manifest import Context, RuleError, Secret, event_tag, redact
 from almanac.games.claim import data, events as e, rules
-from almanac.games.claim.commands import COMMANDS, ClaimOptions
-from almanac.games.claim.events import EVENTS, ClaimSetup
+from almanac.games.claim.commands import COMMANDS
+from almanac.games.claim.events import EVENTS
 from almanac.games.claim.growth import stand
 from almanac.games.claim.seeding import COUNTING, TERRAIN, lcg_seed, seed_parcels
-from almanac.games.claim.state import ClaimState
+from almanac.games.claim.state import ClaimOptions, ClaimSetup, ClaimState
 
 MAX_NAME = 80
 

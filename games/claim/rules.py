@@ -15,18 +15,16 @@ from almanac.games.claim.commands import Build, Cruise, Cut, Farm, Harvest, Haul
 from almanac.games.claim.events import (
     BuildingBuilt,
     ClaimProvedUp,
-    ClaimSetup,
     CropHarvested,
     DeckHauled,
     MeadowFarmed,
     ParcelCut,
     ParcelReplanted,
-    Terrain,
     TimberCruised,
 )
 from almanac.games.claim.growth import stand
 from almanac.games.claim.seeding import COUNTING, FARMABLE, INDEX_BY_NAME, TERRAIN
-from almanac.games.claim.state import ClaimState, DeckLot, Parcel
+from almanac.games.claim.state import ClaimSetup, ClaimState, DeckLot, Parcel, Terrain
 
 replace = msgspec.structs.replace
 

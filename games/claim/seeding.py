@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from almanac.games.claim import data
-from almanac.games.claim.events import ParcelRecord, Terrain
+from almanac.games.claim.state import ParcelRecord, Terrain
 
 replace = msgspec.structs.replace
 

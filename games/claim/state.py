@@ -1,8 +1,58 @@
-"""The claim's state: the owner's cash, the 64 parcels, the landing deck and the wagon."""
+"""The claim's options, setup and state: the owner's cash, the 64 parcels, the landing deck and the wagon."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
+
+from almanac.events.manifest import Name
+
+
+class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Creation options. ``owner`` defaults to the creator; ``block`` to the room id.
+
+    Unknown fields are refused, so nobody believes they chose the staking time (the server does).
+    """
+
+    owner: Name | None = None  # a joinable name; "" is refused (nobody could take the seat)
+    # A block is a surveyor's label ("valley-1/SE"): any printable text; the rules refuse a blank one.
+    block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*(?!\n)$")] = ""
+
+
+class Terrain(msgspec.Struct, frozen=True, kw_only=True):
+    """The fixed facts of one parcel: pure functions of its position (see seeding.TERRAIN)."""
+
+    index: int
+    name: str
+    zone: str
+    slope: bool
+    meadow: bool
+    road: bool
+
+
+class ParcelRecord(Terrain, frozen=True, kw_only=True):
+    """One parcel as seeded: its terrain, and for timbered parcels the seed's draws and result.
+
+    ``age_hours`` and ``planted_ms`` are the seed's doubles, exactly as its loop computes them:
+    planted = createdAt - age * 3600000, not rounded; growth reads ``planted_ms`` as the exact rational
+    a double is.
+    """
+
+    old: bool = False
+    age_hours: float | None = None
+    species: str | None = None
+    planted_ms: float | None = None
+
+
+class ClaimSetup(msgspec.Struct, frozen=True, kw_only=True):
+    """The staked claim, recorded in room.created: who owns which block, and every parcel."""
+
+    owner: str
+    block: str
+    created_at_ms: int  # the server's time on the command that staked the claim
+    lcg_seed: int  # created_at_ms // 1000 mod 2^32
+    parcels: tuple[ParcelRecord, ...]
 
 
 class Parcel(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,8 +19,7 @@ from almanac.games.sectors.events import (
     SeasonEnded,
     SectorExplored,
 )
-from almanac.games.sectors.setup import Options, Setup
-from almanac.games.sectors.state import ColonyState, season_number
+from almanac.games.sectors.state import ColonyState, Options, Setup, season_number
 
 
 class SectorsDecider:

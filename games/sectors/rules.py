@@ -37,12 +37,15 @@ from almanac.games.sectors.events import (
     SeasonEnded,
     SectorExplored,
 )
-from almanac.games.sectors.setup import ExplicitSetup, Options, SectorSetup, Setup
 from almanac.games.sectors.state import (
     ColonyState,
+    ExplicitSetup,
     Goods,
+    Options,
     Season,
     Sector,
+    SectorSetup,
+    Setup,
     goods_of,
     next_season,
     replace_sector,

@@ -16,7 +16,8 @@ DECIDER = game_module("claim@1", "game").DECIDER
 data = game_module("claim@1", "data")
 (Build, Cruise, Cut, Farm, Harvest, Haul, ProveUp, Replant) = game_names(
     "claim@1", "commands", "Build", "Cruise", "Cut", "Farm", "Harvest", "Haul", "ProveUp", "Replant")
-ClaimSetup, DeckHauled, ParcelCut = game_names("claim@1", "events", "ClaimSetup", "DeckHauled", "ParcelCut")
+DeckHauled, ParcelCut = game_names("claim@1", "events", "DeckHauled", "ParcelCut")
+ClaimSetup = game_module("claim@1", "state").ClaimSetup
 INDEX_BY_NAME, seed_parcels = game_names("claim@1", "seeding", "INDEX_BY_NAME", "seed_parcels")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claim.jsonl"
