@@ -198,7 +198,7 @@ def test_board_deck_order_never_reaches_the_player(api: TestClient, stack, audit
 
 def test_realm_city_secrets_stay_with_their_city(api: TestClient, stack, tables: dict[str, Table]) -> None:
     from almanac.events.disclosure import hidden_fields  # noqa: PLC0415
-    SECRETS = game_module("realm@1", "game").SECRETS
+    SECRETS = game_module("realm@1", "hidden").SECRETS
 
     table = tables["realm"]
     room = table.rooms[0]
