@@ -125,3 +125,45 @@ def test_only_the_registry_and_the_fingerprint_load_code_under_events():
     users = {str(path.relative_to(EVENTS.parent)) for path in sorted(EVENTS.rglob("*.py"))
              if "importlib" in imported_modules(path)}
     assert users <= IMPORTLIB_ALLOWED
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The almanac.events modules a file imports when it runs: module level, type-checking blocks left out."""
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("almanac.events"):
+                found.update(f"{node.module}.{alias.name}" if node.module == "almanac.events" else node.module
+                             for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name.startswith("almanac.events"))
+            elif isinstance(node, ast.If | ast.Try):
+                visit(node.body + node.orelse)
+
+    visit(ast.parse(path.read_text()).body)
+    return found
+
+
+def test_the_kernel_imports_at_module_level_without_a_circle_and_without_function_level_imports():
+    # An import inside a function is how a circle gets hidden (the registry once returned Any for it).
+    hidden = [f"{path.relative_to(EVENTS.parent)}:{node.lineno}" for path in sorted(EVENTS.rglob("*.py"))
+              for function in ast.walk(ast.parse(path.read_text()))
+              if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+              for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert hidden == []
+    graph = {f"almanac.events.{path.stem}": _module_level_imports(path) for path in EVENTS.glob("*.py")}
+    circles = []
+
+    def walk(module: str, trail: tuple[str, ...]) -> None:
+        for imported in sorted(graph.get(module, ())):
+            if imported in trail:
+                circles.append(" -> ".join((*trail[trail.index(imported):], imported)))
+            elif imported in graph:
+                walk(imported, (*trail, imported))
+
+    for module in sorted(graph):
+        walk(module, (module,))
+    assert circles == []
