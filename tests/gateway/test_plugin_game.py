@@ -84,7 +84,7 @@ def wait_for(fetch, done, attempts: int = 100):
 
 
 def test_no_core_module_names_the_plugin_game():
-    for folder in ("events", "projections", "services"):
+    for folder in ("events", "games", "projections", "services", "storage"):
         for path in (ROOT / folder).rglob("*.py"):
             assert "dice_duel" not in path.read_text() and "dice-duel" not in path.read_text(), path
 

@@ -75,3 +75,9 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
     here = [f"{m.fingerprint} {m.revision(m.fingerprint).number}" for m in registry.all_manifests()
             if m.name in ("board", "claim", "realm", "sectors")]
     assert " ".join(here) == shown.splitlines()[1]
+
+
+def test_the_container_image_copies_every_package_folder_before_installing():
+    # pip installs the image from the folders it was given: a folder left out is a package missing in it
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert [folder for folder in FOLDERS if f"COPY {folder} ./{folder}\n" not in dockerfile] == []
