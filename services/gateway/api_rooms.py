@@ -240,6 +240,7 @@ async def list_rulesets(request: Request) -> Response:
         hosted.append({"ruleset": name, "version": default.version,
                        "versions": [registry.at(name, v).ref for v in registry.versions(name)],
                        "fingerprint": default.fingerprint,
+                       "code_revision": (running.number if (running := default.revision(default.fingerprint)) else None),
                        "commands": [k for k in codec.command_kinds(registry.stored_ref(name, default.version))
                                     if k != "create_room"]})
     return json_response({"rulesets": hosted})

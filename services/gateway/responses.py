@@ -166,6 +166,8 @@ class RulesetEntry(_Body):
     version: int  # the default version: what a new room of the bare name gets (never simply the newest)
     versions: list[str]  # every installed version, as name@version (the others are opt-in by that name)
     fingerprint: str  # the default version's code fingerprint
+    # which of that version's listed code revisions runs here (its fingerprints.toml); None: not on its list
+    code_revision: int | None
     commands: list[str]
 
 

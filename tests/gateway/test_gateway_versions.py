@@ -30,6 +30,8 @@ def test_a_room_is_created_at_a_named_version_or_the_default_and_rulesets_lists_
     assert missing.status_code == 422 and missing.json()["code"] == "ruleset_not_installed"
     realm = next(r for r in api.get("/rulesets").json()["rulesets"] if r["ruleset"] == "realm")
     assert (realm["version"], realm["versions"]) == (1, ["realm@1", "realm@2"])  # the default, not the newest
+    # and which listed revision of realm@1's code this node runs (its fingerprints.toml)
+    assert realm["code_revision"] == len(registry.at("realm", 1).revisions)
 
 
 def test_a_room_of_a_version_this_node_lacks_is_answered_409_and_changes_nothing(api: TestClient, stack):
