@@ -14,6 +14,7 @@ from typing import Any
 from almanac.events import codec, readable, registry
 from almanac.events.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
 from almanac.events.errors import RuleError
+from almanac.events.redecide import command_spans, public_seed
 from almanac.events.step import decode_record
 from almanac.services.verify import as_origin
 
@@ -76,9 +77,7 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
         subject = {"kind": "versions", "from": first, "to": last}
 
     # The commands whose events the slice holds, with their spans, and the refusals between them.
-    recorded = await store.commands(room)
-    spans = [(first, (recorded[i + 1][0] - 1) if i + 1 < len(recorded) else head, data)
-             for i, (first, data) in enumerate(recorded)]
+    spans = command_spans(await store.commands(room), head)
     wanted_set = set(wanted)
     chosen = [span for span in spans if any(v in wanted_set for v in range(span[0], span[1] + 1))]
     low, high = (chosen[0][0], chosen[-1][1]) if chosen else (wanted[0], wanted[-1])
@@ -91,12 +90,12 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
             refusals.append({**readable.record_entry(data), "raw": readable.b64(data),
                              "error": (outcome.error if outcome is not None else None) or {}})
 
-    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-    if created.challenge is not None:
+    revealed, source = public_seed(created, envelopes)
+    if source == "challenge":
         seed = {"status": "challenge", "commitment": created.seed_commitment, "challenge": created.challenge,
                 "revealed": None, "note": "a challenge room's dice come from its public challenge seed"}
-    elif ended:
-        seed = {"status": "revealed", "commitment": created.seed_commitment, "revealed": ended[-1].revealed_seed,
+    elif revealed is not None:
+        seed = {"status": "revealed", "commitment": created.seed_commitment, "revealed": revealed.hex(),
                 "note": "the room has ended: its secret seed is revealed (in its room.ended event)"}
     else:
         seed = {"status": "not_revealed", "commitment": created.seed_commitment, "revealed": None,
