@@ -33,7 +33,7 @@ from almanac.events import codec, readable
 from almanac.events.copies import relabel as relabel_envelopes, relabel_record
 from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.redecide import room_end
+from almanac.events.forensics.redecide import room_end
 from almanac.events.step import decode_record
 from almanac.storage.base import (
     AppendRequest,

@@ -9,9 +9,9 @@ from rich.table import Table
 
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
+from almanac.events.forensics.state_paths import ROOM_FIELDS, state_tree
+from almanac.events.forensics.tree_diff import json_value, tree_diff
 from almanac.events.step import replay
-from almanac.events.tree_diff import json_value, tree_diff
-from almanac.projections.state_paths import ROOM_FIELDS, state_tree
 from almanac.services.cli import app
 from almanac.services.cli.common import (
     OperatorError,

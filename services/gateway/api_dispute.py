@@ -8,9 +8,9 @@ import time
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from almanac.events.bundle_check import Verdict, verify_bundle
 from almanac.events.codec import to_builtins
-from almanac.services.dispute import DisputeError, dispute_bundle
+from almanac.events.forensics.bundle_check import Verdict, verify_bundle
+from almanac.services.forensics.bundle import DisputeError, dispute_bundle
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response

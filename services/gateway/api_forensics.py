@@ -6,7 +6,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.services.forensics_tools import ForensicsError, bisect_against, bisect_where, diff, explain, fork
+from almanac.services.forensics.investigate import (
+    ForensicsError,
+    bisect_against,
+    bisect_where,
+    diff,
+    explain,
+    fork,
+)
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer, now_ms
 from almanac.services.gateway.errors import ApiError, json_response

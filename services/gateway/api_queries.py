@@ -9,13 +9,13 @@ from fastapi.responses import Response
 
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.hashing import state_hash
+from almanac.services.forensics.verify import verify_room
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ANY_ROOM
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import PUBLIC, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
-from almanac.services.verify import verify_room
 from almanac.storage.redis_store import RedisEventStore
 
 router = APIRouter(tags=["queries"])

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from almanac.services.verify import VerifyReport
+from almanac.services.forensics.verify import VerifyReport
 
 Json = dict[str, Any]
 

@@ -1,5 +1,5 @@
 """One re-decide (issue 29): verify, the offline bundle verifier and ``bisect --against`` judge a re-decided event by
-one rule (``events.redecide.same_event``), so a forgery one of them catches, all of them catch."""
+one rule (``events.forensics.redecide.same_event``), so a forgery one of them catches, all of them catch."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import msgspec
 from forensics_support import RealmTable, mining_tries
 
 from almanac.events import codec
-from almanac.events.bundle_check import verify_bundle
+from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.hashing import seal
-from almanac.services.dispute import dispute_bundle
-from almanac.services.forensics_tools import bisect_against
-from almanac.services.verify import verify_room
+from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.investigate import bisect_against
+from almanac.services.forensics.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
 
 

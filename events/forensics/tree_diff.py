@@ -3,7 +3,7 @@
 Used wherever two states or two events are compared for a person (``almanac state --diff``, ``almanac
 diff`` and its HTTP route, ``almanac verify`` and the dispute-bundle verifier): a board that differs in one cell is one row
 ``board[3][7]``, never two whole boards. Paths join keys with ``.`` and indexes as ``[i]``, the form
-``projections.state_paths.parse_path`` reads (``explain ROOM state.board[3][7]``). Pure: no I/O.
+``events.forensics.state_paths.parse_path`` reads (``explain ROOM state.board[3][7]``). Pure: no I/O.
 """
 
 from __future__ import annotations

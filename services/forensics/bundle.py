@@ -1,7 +1,7 @@
 """Dispute bundles: one self-contained JSON file proving a slice of a room's history (docs/forensics.md).
 
 ``dispute_bundle`` reads a room from any store and writes the bundle that
-``almanac.events.bundle_check`` verifies offline: the slice's events readable with their hashes, the
+``almanac.events.forensics.bundle_check`` verifies offline: the slice's events readable with their hashes, the
 commands that decided them and the refusals in range, the seed commitment (and the seed once the
 room has ended), and the whole chain in compact form up to the head at export time, so that the
 state before the slice is folded from entries whose integrity the chain proves.
@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events import codec, readable, registry
-from almanac.events.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
 from almanac.events.errors import RuleError
-from almanac.events.redecide import command_spans, public_seed
+from almanac.events.forensics.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
+from almanac.events.forensics.redecide import command_spans, public_seed
 from almanac.events.step import decode_record
-from almanac.services.verify import as_origin
+from almanac.services.forensics.verify import as_origin
 
 
 class DisputeError(ValueError):

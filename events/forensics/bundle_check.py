@@ -1,7 +1,7 @@
 """Verify a dispute bundle offline: no Redis, no server, only this package's pure rules and msgspec.
 
     almanac verify-bundle bundle.json        or, in Python (this module reads no file itself: events/ does no I/O):
-    from almanac.events.bundle_check import verify_bundle
+    from almanac.events.forensics.bundle_check import verify_bundle
     print(verify_bundle(json.load(open("bundle.json"))).text())
 
 A bundle (written by ``almanac dispute``; format in docs/forensics.md) claims: "these events of room R,
@@ -45,8 +45,7 @@ import msgspec
 from almanac.events import codec, readable, registry, room as room_rules
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
-from almanac.events.hashing import envelope_hash
-from almanac.events.redecide import (
+from almanac.events.forensics.redecide import (
     Refusal,
     public_seed,
     recheck_refusals,
@@ -54,8 +53,9 @@ from almanac.events.redecide import (
     revealed_nonces,
     seed_commitment_of,
 )
+from almanac.events.forensics.tree_diff import difference_lines, tree_diff
+from almanac.events.hashing import envelope_hash
 from almanac.events.step import CommandRecord, decode_record
-from almanac.events.tree_diff import difference_lines, tree_diff
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
 BUNDLE_FORMAT_VERSION = 1
@@ -303,7 +303,7 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
             verdict.steps.append(Step(name=name, status="skipped", detail="needs the seed, revealed when the room ends"))
         return
 
-    # 7. redecide (events.redecide: each span from the state the chain folds to before it)
+    # 7. redecide (events.forensics.redecide: each span from the state the chain folds to before it)
     checked = redecide(chain, spans, seed, rules.ref, nonces=nonces)
     wrong = checked.mismatch
     if wrong is not None and wrong.reason == "refused":

@@ -12,8 +12,7 @@ from almanac.events.copies import relabel, relabel_record
 from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, nonces_by_commitment, server_nonce
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RulesNotInstalledError
-from almanac.events.hashing import envelope_hash, first_broken_link
-from almanac.events.redecide import (
+from almanac.events.forensics.redecide import (
     Mismatch,
     Refusal,
     command_spans,
@@ -22,6 +21,7 @@ from almanac.events.redecide import (
     redecide,
     seed_commitment_of,
 )
+from almanac.events.hashing import envelope_hash, first_broken_link
 from almanac.events.step import decode_record, replay
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
@@ -299,7 +299,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         return failed(Divergence(check="coverage", version=expected_first,
                                  message="events without a recorded command"))
 
-    # 4. Re-decide each command against the state before it, with the room's dice (events.redecide).
+    # 4. Re-decide each command against the state before it, with the room's dice (events.forensics.redecide).
     if seed is not None:
         checked = redecide(envelopes, spans, seed, rules.ref, nonces=nonces, state=base, last_hash=link_hash)
         if checked.mismatch is not None:

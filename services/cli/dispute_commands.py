@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from almanac.events.bundle_check import verify_bundle
+from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
-from almanac.services.dispute import DisputeError, dispute_bundle
+from almanac.services.forensics.bundle import DisputeError, dispute_bundle
 from almanac.storage.base import EventStore
 
 

@@ -2,7 +2,7 @@
 
 Every state comes from the one loader or one fold of the room's envelopes (a fork folds onto its
 parent's state at the fork version); nothing here knows a rule-set: paths and predicates are generic
-(``projections.state_paths``).
+(``events.forensics.state_paths``).
 """
 
 from __future__ import annotations
@@ -14,17 +14,14 @@ from typing import Any
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.events.redecide import (
+from almanac.events.forensics.redecide import (
     command_spans,
     public_seed,
     redecide_each,
     revealed_nonces,
     seed_commitment_of,
 )
-from almanac.events.room import RoomState
-from almanac.events.step import CommandRecord, advance
-from almanac.events.tree_diff import json_value, tree_diff
-from almanac.projections.state_paths import (
+from almanac.events.forensics.state_paths import (
     MISSING,
     Path,
     PathError,
@@ -36,6 +33,9 @@ from almanac.projections.state_paths import (
     state_tree,
     value_at,
 )
+from almanac.events.forensics.tree_diff import json_value, tree_diff
+from almanac.events.room import RoomState
+from almanac.events.step import CommandRecord, advance
 from almanac.services.room_service import RoomService
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
@@ -320,7 +320,7 @@ async def _room_seed(store: EventStore, room: str, envelopes: list[Envelope]) ->
 
 async def bisect_against(store: EventStore, room: str, against: str) -> dict[str, Any]:
     """Re-decide the room's recorded commands under ``against`` (NAME@VERSION) with the room's own seed, and
-    report the first version whose events differ, with both sides (or that none do): ``events.redecide``, the
+    report the first version whose events differ, with both sides (or that none do): ``events.forensics.redecide``, the
     loop verify runs, with its one rule for what is the same event."""
     name, version, manifest = _ruleset_ref(against)
     envelopes = await _envelopes(store, room)
