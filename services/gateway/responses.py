@@ -282,6 +282,10 @@ class RoomAt(_Body):
     view: Json | None = None
     state: Json | None = None
     views: dict[str, Json] | None = None
+    # With ?since=N: what changed from version N in the same tree, one row per differing leaf
+    # ({path, before, after}, null where a side lacks the path; events.forensics.tree_diff.change_rows)
+    since: int | None = None
+    changes: list[Json] | None = None
 
 
 class Series(_Body):
