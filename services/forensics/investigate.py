@@ -36,24 +36,12 @@ from almanac.events.forensics.state_paths import (
 from almanac.events.forensics.tree_diff import json_value, tree_diff
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, advance
+from almanac.services.forensics.errors import ForensicsError
 from almanac.services.room_service import RoomService
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
 
 MAX_ROOM_ID = 64
-
-
-class ForensicsError(Exception):
-    """Input that cannot be answered: an HTTP status, a code, a message, the field at fault (one CLI line)."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None,
-                 allowed: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.field, self.allowed = status, code, message, field, allowed
-
-    @classmethod
-    def of(cls, error: PathError | RuleError) -> ForensicsError:
-        return cls(422, error.code, error.message, error.field, error.allowed)
 
 
 def event_row(envelope: Envelope, event: Any = None) -> dict[str, Any]:

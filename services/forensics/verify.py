@@ -80,7 +80,8 @@ def envelope_view(envelope: Envelope) -> dict[str, Any]:
     return view
 
 
-async def _raw_envelopes(store: EventStore, room: str) -> list[tuple[int, bytes]]:
+async def raw_envelopes(store: EventStore, room: str) -> list[tuple[int, bytes]]:
+    """The room's stored envelopes as (version, bytes), exactly as stored when the store can say."""
     read_raw = getattr(store, "read_raw", None)
     if read_raw is not None:
         return await read_raw(room)
@@ -130,7 +131,7 @@ async def as_origin(store: EventStore, room: str) -> tuple[Any, str, dict[str, A
 async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> VerifyReport:
     """A copy (``import --as``): its own chain, then its first versions relabelled back are the origin's
     history (same head hash) and decide again as the origin; later versions decide again as the copy."""
-    raw = await _raw_envelopes(store, room)
+    raw = await raw_envelopes(store, room)
     upto, origin_room, origin_hash = int(origin["version"]), str(origin["room"]), str(origin["hash"])
     base = {"room": room, "versions": len(raw)}
     try:
@@ -180,7 +181,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     origin = await load_origin(room) if load_origin is not None else None
     if origin:
         return await _verify_copy(store, room, json.loads(origin))
-    raw = await _raw_envelopes(store, room)
+    raw = await raw_envelopes(store, room)
     report: dict[str, Any] = {"room": room, "versions": len(raw)}
     notes: list[str] = []
 
