@@ -43,6 +43,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import codec, readable, registry, room as room_rules
+from almanac.events.dice import seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.forensics.redecide import (
@@ -51,7 +52,6 @@ from almanac.events.forensics.redecide import (
     recheck_refusals,
     redecide,
     revealed_nonces,
-    seed_commitment_of,
 )
 from almanac.events.forensics.tree_diff import difference_lines, tree_diff
 from almanac.events.hashing import envelope_hash
@@ -254,7 +254,7 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         passed(Step(name="seed", status="passed", detail=f"a challenge room: its dice come from the public challenge "
                     f"{created.challenge!r}, which anyone can derive"))
     elif seed is not None:
-        digest = seed_commitment_of(seed)
+        digest = seed_commitment(seed)
         if digest != created.seed_commitment:
             raise _fail("seed", "the revealed seed does not hash to the commitment made when the room was created",
                         1, recorded=created.seed_commitment, recomputed=digest, sides=("committed", "revealed"))

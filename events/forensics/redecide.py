@@ -10,7 +10,6 @@ draws randomness or does I/O.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,11 +49,6 @@ def public_seed(created: Any, envelopes: Iterable[Envelope]) -> tuple[bytes | No
     if ended is not None:
         return bytes.fromhex(ended.revealed_seed), "revealed"
     return None, ""
-
-
-def seed_commitment_of(seed: bytes) -> str:
-    """What a room commits to at creation: sha256 of its seed (hex)."""
-    return hashlib.sha256(seed).hexdigest()
 
 
 def revealed_nonces(envelopes: Iterable[Envelope]) -> dict[str, bytes] | None:

@@ -12,14 +12,13 @@ import secrets
 from typing import Any
 
 from almanac.events import codec, registry, room as room_rules
+from almanac.events.dice import seed_commitment
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.forensics.redecide import (
     command_spans,
-    public_seed,
     redecide_each,
     revealed_nonces,
-    seed_commitment_of,
 )
 from almanac.events.forensics.state_paths import (
     MISSING,
@@ -37,6 +36,7 @@ from almanac.events.forensics.tree_diff import json_value, tree_diff
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, advance
 from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.verify import room_seed
 from almanac.services.room_service import RoomService
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
@@ -296,11 +296,10 @@ def _ruleset_ref(against: str) -> tuple[str, int, Any]:
 
 async def _room_seed(store: EventStore, room: str, envelopes: list[Envelope]) -> bytes:
     created = codec.decode_event(envelopes[0])
-    seed, source = public_seed(created, envelopes)
+    seed, source = await room_seed(store, room, created, envelopes)
     if source == "challenge":
         return seed  # type: ignore[return-value]
-    seed = seed if seed is not None else await store.load_seed(room)
-    if seed is None or seed_commitment_of(seed) != created.seed_commitment:
+    if seed is None or seed_commitment(seed) != created.seed_commitment:
         raise ForensicsError(409, "seed_unavailable", f"room {room!r} has no usable seed (not revealed, not stored): "
                              "its dice cannot be drawn again", "room")
     return seed

@@ -9,7 +9,13 @@ import msgspec
 
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.copies import relabel, relabel_record
-from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, nonces_by_commitment, server_nonce
+from almanac.events.dice import (
+    PLAYER_ENTROPY,
+    nonce_commitment,
+    nonces_by_commitment,
+    seed_commitment,
+    server_nonce,
+)
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RulesNotInstalledError
 from almanac.events.forensics.redecide import (
@@ -19,7 +25,6 @@ from almanac.events.forensics.redecide import (
     public_seed,
     recheck_refusals,
     redecide,
-    seed_commitment_of,
 )
 from almanac.events.hashing import envelope_hash, first_broken_link
 from almanac.events.step import decode_record, replay
@@ -117,6 +122,16 @@ class _AsOrigin:
         return await self.store.outcome(self.copy, command_id)
 
 
+async def room_seed(store: EventStore, room: str, created: Any, envelopes: list[Envelope]) -> tuple[bytes | None, str]:
+    """The room's seed and where it came from: the log's (``events.forensics.redecide.public_seed``: "challenge",
+    "revealed"), else the secret its server holds ("stored"), else (None, "unavailable")."""
+    seed, source = public_seed(created, envelopes)
+    if seed is None:
+        seed = await store.load_seed(room)
+        source = "stored" if seed is not None else "unavailable"
+    return seed, source
+
+
 async def as_origin(store: EventStore, room: str) -> tuple[Any, str, dict[str, Any] | None]:
     """A copy (``import --as``) as its origin's history: (store view, origin room, origin); else unchanged."""
     load_origin = getattr(store, "load_origin", None)
@@ -160,8 +175,7 @@ async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> 
                                             "recomputed": relabelled_head})
         return msgspec.convert(report, VerifyReport)
     if len(envelopes) > upto:
-        seed, _ = public_seed(codec.decode_event(envelopes[0]), envelopes)
-        seed = seed if seed is not None else await store.load_seed(room)
+        seed, _ = await room_seed(store, room, codec.decode_event(envelopes[0]), envelopes)
         tail = [(v, data) for v, data in await store.commands(room) if v > upto]
         if seed is None or not tail or tail[0][0] != upto + 1:
             notes.append(f"versions {upto + 1}..{len(envelopes)} (after the copy) are chain-checked only")
@@ -258,20 +272,15 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         notes.append(f"{rules.ref} here has fingerprint {rules.fingerprint}, the room recorded "
                      f"{created.fingerprint or 'none (created before versions)'}: the code differs, "
                      "so every decision is checked again against it")
-    seed, report["seed"] = public_seed(created, envelopes)
+    seed, report["seed"] = await room_seed(store, room, created, envelopes)
     if seed is None:
-        seed = await store.load_seed(room)
-        if seed is not None:
-            report["seed"] = "stored"
-        else:
-            report["seed"] = "unavailable"
-            notes.append("the room has not ended and its secret seed is not available: commands not re-decided")
+        notes.append("the room has not ended and its secret seed is not available: commands not re-decided")
     if seed is not None and report["seed"] != "challenge":
-        matches = seed_commitment_of(seed) == created.seed_commitment
+        matches = seed_commitment(seed) == created.seed_commitment
         report["seed_matches_commitment"] = matches
         if not matches:
             return failed(Divergence(check="seed", version=1, message="the seed does not match the commitment",
-                                     recorded=created.seed_commitment, recomputed=seed_commitment_of(seed)))
+                                     recorded=created.seed_commitment, recomputed=seed_commitment(seed)))
 
     # 2b. Scheme 2: every nonce commitment came after the seed commitment, and every reveal matches.
     nonces: dict[str, bytes] | None = None
