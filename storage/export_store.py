@@ -33,6 +33,7 @@ from almanac.events import codec, readable
 from almanac.events.copies import relabel as relabel_envelopes, relabel_record
 from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.forensics.redecide import room_end
 from almanac.events.step import decode_record
 from almanac.storage.base import (
     AppendRequest,
@@ -376,10 +377,10 @@ async def compact_export(store: Any, room: str, exported_at_ms: int) -> dict[str
     for data in await store.rejections(room):
         outcome = await store.outcome(room, decode_record(data).command_id)
         rejections.append({"record": _b64(data), "error": outcome.error if outcome else None})
-    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
+    ended = room_end(envelopes)
     document = new_document(room, envelopes[0].ruleset if envelopes else "", exported_at_ms)
     # Only a revealed seed leaves the server: a live room's secret stays secret.
-    document["seed"] = ended[-1].revealed_seed if ended else None
+    document["seed"] = ended.revealed_seed if ended is not None else None
     document["envelopes"] = [_b64(data) for _, data in await store.read_raw(room)]
     document["commands"] = [[version, _b64(data)] for version, data in await store.commands(room)]
     document["rejections"] = rejections

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from almanac.events.step import replay
-from almanac.services import forensics_tools as ft
+from almanac.services.forensics import investigate as ft
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.redis_store import RedisEventStore

@@ -6,11 +6,12 @@ import json
 
 import typer
 
-from almanac.events import codec, registry
 from almanac.events.envelope import Envelope
-from almanac.events.step import CommandRecord, decode_record
+from almanac.events.step import CommandRecord
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, room_envelopes, utc_time, with_store
+from almanac.services.forensics.audit import refusals_around, story
+from almanac.services.forensics.errors import ForensicsError
 from almanac.storage.base import EventStore
 
 
@@ -24,26 +25,13 @@ def audit_command(
 
     async def work(store: EventStore) -> tuple[list[tuple[Envelope, dict]], list[tuple[CommandRecord, dict]]]:
         envelopes = await room_envelopes(store, room)
-        manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
-        offered = manifest.audit_view(view)
-        if offered is None:
-            views = ", ".join(v.name for v in manifest.audit_views) or "none"
-            raise OperatorError(f"room {room!r} is a {manifest.name} room; its audit views: {views}")
-        pairs = [(e, codec.decode_event(e)) for e in envelopes]
-        story = offered.steps(pairs, item)
-        if not story:
-            known = offered.ids(pairs)
-            raise OperatorError(f"room {room!r} has no {view} {item!r}; its {view}s: {', '.join(known) or 'none'}")
+        try:
+            told = story(envelopes, room, view, item)
+        except ForensicsError as error:
+            raise OperatorError(error.message) from None
         by_version = {e.version: e for e in envelopes}
-        steps = [(by_version[step["version"]], step) for step in story]
-        first_ms, last_ms = steps[0][0].server_time_ms, steps[-1][0].server_time_ms
-        refused = []
-        for data in await store.rejections(room):
-            record = decode_record(data)
-            mentions = item in json.dumps(record.body)
-            if mentions or first_ms <= record.server_time_ms <= last_ms:
-                outcome = await store.outcome(room, record.command_id)
-                refused.append((record, (outcome.error if outcome else None) or {}))
+        steps = [(by_version[step["version"]], step) for step in told]
+        refused = await refusals_around(store, room, item, steps[0][0].server_time_ms, steps[-1][0].server_time_ms)
         return steps, refused
 
     steps, refused = with_store(work)

@@ -21,8 +21,8 @@ from rich.table import Table
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
+from almanac.events.forensics.tree_diff import ABSENT, Change
 from almanac.events.hashing import state_hash
-from almanac.events.tree_diff import ABSENT, Change
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, pid_alive, running_server_url
 from almanac.services.settings import Settings, SettingsError, load_settings
 from almanac.storage.base import EventStore
@@ -206,7 +206,7 @@ def cell(value: Any) -> str:
 
 
 def print_changes(title: str, sides: tuple[str, str], changes: list[Change]) -> None:
-    """The rows of an ``events.tree_diff``: each differing path with its value on either side."""
+    """The rows of an ``events.forensics.tree_diff``: each differing path with its value on either side."""
     table = Table(title=title)
     for column in ("path", *sides):
         table.add_column(column, overflow="fold")

@@ -11,7 +11,8 @@ import typer
 from almanac.events.errors import RulesNotInstalledError
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, print_changes, print_json, with_store
-from almanac.services.forensics_tools import ForensicsError, diff, fork
+from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.investigate import diff, fork
 from almanac.storage.base import EventStore
 
 T = TypeVar("T")

@@ -9,9 +9,9 @@ from rich.table import Table
 
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
+from almanac.events.forensics.state_paths import ROOM_FIELDS, state_tree
+from almanac.events.forensics.tree_diff import change_rows, tree_diff
 from almanac.events.step import replay
-from almanac.events.tree_diff import json_value, tree_diff
-from almanac.projections.state_paths import ROOM_FIELDS, state_tree
 from almanac.services.cli import app
 from almanac.services.cli.common import (
     OperatorError,
@@ -118,8 +118,8 @@ def state_command(
         # Under the path roots (room., scores., state.), as `almanac diff` prints: each path is one explain reads.
         changes = tree_diff(state_tree(earlier, ROOM_FIELDS), state_tree(later, ROOM_FIELDS))
         if as_json:
-            print_json({"from": earlier.version, "to": later.version, "changes": [
-                {"path": p, "before": json_value(b), "after": json_value(a)} for p, b, a in changes]})
+            print_json({"from": earlier.version, "to": later.version,
+                        "changes": change_rows(state_tree(earlier, ROOM_FIELDS), state_tree(later, ROOM_FIELDS))})
             return
         print_changes(f"room {room}: version {earlier.version} -> {later.version}",
                       (f"at v{earlier.version}", f"at v{later.version}"), changes)

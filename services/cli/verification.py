@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 
 from almanac.events.dice import NONCE_BYTES, PLAYER_ENTROPY, nonce_commitment
-from almanac.events.tree_diff import difference_lines
+from almanac.events.forensics.tree_diff import difference_lines
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
-from almanac.services.verify import VerifyReport, verify_room
+from almanac.services.forensics.verify import VerifyReport, verify_room
 from almanac.storage.base import EventStore
 from almanac.storage.export_store import ExportFileStore
 

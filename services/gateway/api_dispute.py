@@ -8,9 +8,11 @@ import time
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from almanac.events.bundle_check import Verdict, verify_bundle
 from almanac.events.codec import to_builtins
-from almanac.services.dispute import DisputeError, dispute_bundle
+from almanac.events.forensics.bundle_check import Verdict, verify_bundle
+from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.errors import ForensicsError
+from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
@@ -43,10 +45,8 @@ async def room_dispute(
         bundle = await gw.heavy.run(lambda store: dispute_bundle(
             store, room, int(time.time() * 1000), view=view, item=item,
             versions=(first, last) if ranged else None))  # type: ignore[arg-type]
-    except DisputeError as error:
-        status = 404 if error.code.endswith("not_found") else 422
-        raise ApiError(status, error.code, error.message, error.field, **({"allowed": error.allowed}
-                                                                          if error.allowed else {})) from None
+    except ForensicsError as error:
+        raise forensics_api_error(error) from None
     return json_response(bundle)
 
 

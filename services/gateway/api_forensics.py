@@ -6,7 +6,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.services.forensics_tools import ForensicsError, bisect_against, bisect_where, diff, explain, fork
+from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.investigate import (
+    bisect_against,
+    bisect_where,
+    diff,
+    explain,
+    fork,
+)
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer, now_ms
 from almanac.services.gateway.errors import ApiError, json_response
@@ -22,8 +29,9 @@ from almanac.services.gateway.schemas import (
 router = APIRouter(tags=["forensics"])
 
 
-def _api_error(error: ForensicsError | RuleError) -> ApiError:
-    """A forensics refusal as 4xx JSON; a room whose rules this node lacks is 409, as on every route."""
+def forensics_api_error(error: ForensicsError | RuleError) -> ApiError:
+    """A forensics refusal as 4xx JSON (every forensics route: here, audit views, dispute bundles); a room whose
+    rules this node lacks is 409, as on every route."""
     extra = {"allowed": error.allowed} if error.allowed else {}
     status = error.status if isinstance(error, ForensicsError) else 409
     return ApiError(status, error.code, error.message, error.field, **extra)
@@ -39,7 +47,7 @@ async def fork_room(request: Request, room: str = RoomId) -> Response:
     try:
         answer = await fork(gw.store, room, body.at, body.new_room, claims.player or "auditor", now_ms())
     except (ForensicsError, RulesNotInstalledError) as error:
-        raise _api_error(error) from None
+        raise forensics_api_error(error) from None
     return json_response(answer, status=201)
 
 
@@ -53,7 +61,7 @@ async def diff_rooms(request: Request, room: str = RoomId, other: str = Query(..
     try:
         return json_response(await diff(gw.store, room, other, at, at_other))
     except (ForensicsError, RulesNotInstalledError) as error:
-        raise _api_error(error) from None
+        raise forensics_api_error(error) from None
 
 
 @router.get("/rooms/{room}/explain", openapi_extra=TOKEN_REQUIRED, summary="Auditors: every version whose event changed the value at a state "
@@ -66,7 +74,7 @@ async def explain_value(request: Request, room: str = RoomId,
     try:
         return json_response(await gw.heavy.run(lambda store: explain(store, room, path, at)))
     except (ForensicsError, RulesNotInstalledError) as error:
-        raise _api_error(error) from None
+        raise forensics_api_error(error) from None
 
 
 @router.get("/rooms/{room}/bisect", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the first version where a predicate holds (where=PATH OP "
@@ -86,4 +94,4 @@ async def bisect_room(request: Request, room: str = RoomId,
             return json_response(await gw.heavy.run(lambda store: bisect_against(store, room, against)))
         return json_response(await gw.heavy.run(lambda store: bisect_where(store, room, where or "", linear)))
     except (ForensicsError, RulesNotInstalledError) as error:
-        raise _api_error(error) from None
+        raise forensics_api_error(error) from None

@@ -8,14 +8,18 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from almanac.events import codec, registry, room as room_rules
+from almanac.events.envelope import Envelope
 from almanac.events.hashing import state_hash
+from almanac.services.forensics.audit import offered_view, story
+from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.verify import verify_room
+from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ANY_ROOM
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import PUBLIC, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
-from almanac.services.verify import verify_room
 from almanac.storage.redis_store import RedisEventStore
 
 router = APIRouter(tags=["queries"])
@@ -120,19 +124,12 @@ async def room_rejections(request: Request, room: str = RoomId) -> Response:
     return json_response({"room": room, "rejections": rejected})
 
 
-async def _offered_view(store: RedisEventStore, room: str, view: str) -> tuple[Any, list]:
-    """The room's own version's audit view ``view`` and its (envelope, event) pairs; 404s name what exists.
-    A read of the whole room: on the heavy-read worker (``Gateway.heavy``)."""
+async def _room_envelopes(store: RedisEventStore, room: str) -> list[Envelope]:
+    """The whole room (a heavy read: on the heavy-read worker, ``Gateway.heavy``); 404 when it does not exist."""
     envelopes = await store.read(room)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
-    offered = manifest.audit_view(view)
-    if offered is None:
-        views = [v.name for v in manifest.audit_views]
-        raise ApiError(404, "audit_view_not_found", f"{manifest.name} rooms offer no audit view {view!r}; "
-                       f"they offer: {', '.join(views) or 'none'}", "view", allowed=views)
-    return offered, [(e, codec.decode_event(e)) for e in envelopes]
+    return envelopes
 
 
 @router.get("/rooms/{room}/audit/{view}", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the ids an audit view of the room can follow "
@@ -142,7 +139,10 @@ async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(
     gw.auditor(bearer(request), room)
 
     async def ids(store: RedisEventStore) -> list[str]:
-        offered, pairs = await _offered_view(store, room, view)
+        try:
+            offered, pairs = offered_view(await _room_envelopes(store, room), room, view)
+        except ForensicsError as error:
+            raise forensics_api_error(error) from None
         return list(offered.ids(pairs))
 
     return json_response({"room": room, "view": view, "ids": await gw.heavy.run(ids)})
@@ -155,14 +155,13 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
     gw = gateway(request)
     gw.auditor(bearer(request), room)
 
-    async def story(store: RedisEventStore) -> Any:
-        offered, pairs = await _offered_view(store, room, view)
-        steps = offered.steps(pairs, item)
-        if not steps:
-            raise ApiError(404, f"{view}_not_found", f"room {room!r} has no {view} {item!r}", "item")
-        return codec.to_builtins(steps)
+    async def told(store: RedisEventStore) -> Any:
+        try:
+            return codec.to_builtins(story(await _room_envelopes(store, room), room, view, item))
+        except ForensicsError as error:
+            raise forensics_api_error(error) from None
 
-    return json_response({"room": room, "view": view, "item": item, "story": await gw.heavy.run(story)})
+    return json_response({"room": room, "view": view, "item": item, "story": await gw.heavy.run(told)})
 
 
 @router.get("/rooms/{room}/verification", openapi_extra=TOKEN_REQUIRED, summary="Replay the room and check its hash chain, dice and state")

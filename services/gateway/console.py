@@ -14,12 +14,13 @@ from fastapi.staticfiles import StaticFiles
 
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.errors import RuleError
+from almanac.events.forensics.tree_diff import change_rows
 from almanac.services.gateway.api_ops import _engines, _projector
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import Viewer, room_summary
-from almanac.services.gateway.schemas import NAME_PATTERN, TOKEN_REQUIRED
+from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -139,7 +140,10 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
             summary="Time travel: the room at a version; auditors get the full state and every seat's view, "
                     "a player only their own view")
 async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1),
-                  player: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
+                  player: str | None = Query(None, pattern=NAME_PATTERN),
+                  since: int | None = Query(None, ge=1, le=MAX_VERSION,
+                                            description="also what changed since this version in the same tree (the "
+                                                        "player's view, or the whole state): the one tree-diff")) -> Response:
     gw = gateway(request)
     viewer = gw.viewer(bearer(request), room)
     if not viewer.auditor:
@@ -147,8 +151,9 @@ async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1
     latest = await gw.store.latest_version(room)
     if latest == 0:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    if version > latest:
-        raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", "version")
+    for asked, field in ((version, "version"), (since, "since")):
+        if asked is not None and asked > latest:
+            raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", field)
     state = await gw.reader.at_version(room, version)
     assert state is not None
     decider = room_rules.decider_of(state)  # the room's own version, not what the bare name means today
@@ -160,6 +165,12 @@ async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1
     else:  # an auditor who names no seat: the whole state and every seat's view
         answer["state"] = codec.to_builtins(state.game)
         answer["views"] = {seat: viewer.view(state, seat) for seat in decider.seats(state.game)}
+    if since is not None:
+        earlier = await gw.reader.at_version(room, since)
+        assert earlier is not None
+        then = viewer.view(earlier, player) if player is not None else codec.to_builtins(earlier.game)
+        answer["since"] = since
+        answer["changes"] = change_rows(then, answer["view"] if player is not None else answer["state"])
     return json_response(answer)
 
 

@@ -133,7 +133,7 @@ class Demo:
 
 
 def _describe(report: dict[str, Any]) -> str:
-    """One line of services.verify's report: what was checked, and where it diverged if it did."""
+    """One line of services.forensics.verify's report: what was checked, and where it diverged if it did."""
     text = (f"{report['chain_checked']} events chained, {report['commands_redecided']} commands "
             f"re-decided, {report['refusals_rechecked']} refusals re-checked, seed {report['seed']}")
     divergence = report.get("divergence")

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from almanac.services.verify import VerifyReport
+from almanac.services.forensics.verify import VerifyReport
 
 Json = dict[str, Any]
 
@@ -284,6 +284,10 @@ class RoomAt(_Body):
     view: Json | None = None
     state: Json | None = None
     views: dict[str, Json] | None = None
+    # With ?since=N: what changed from version N in the same tree, one row per differing leaf
+    # ({path, before, after}, null where a side lacks the path; events.forensics.tree_diff.change_rows)
+    since: int | None = None
+    changes: list[Json] | None = None
 
 
 class Series(_Body):

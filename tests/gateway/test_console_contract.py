@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
 from fastapi.testclient import TestClient
 from game_modules import game_module
 from gateway_stack import gateway_settings
 
 from almanac.events import registry
+from almanac.events.forensics.tree_diff import change_rows
 from almanac.services.gateway import create_app
 from almanac.services.gateway.console import STATIC_DIR
 
@@ -100,6 +102,41 @@ def test_players_get_only_their_own_view_at_a_version(api: TestClient, auditor: 
     assert series["scores"] == {"vera": [0] * len(series["versions"])} and series["resources"] == {}
 
 
+def test_the_console_reads_what_changed_between_two_versions_from_the_one_tree_diff(api: TestClient, auditor: str) -> None:
+    board_rules = game_module("board@1", "rules")
+    BoardState = game_module("board@1", "state").BoardState  # noqa: N806
+
+    # Given a board room where tess placed her first element: some cells filled, the deck's top card gone
+    created = api.post("/rooms", json={"ruleset": "board", "player": "tess"}).json()
+    room, player = created["room"], {"Authorization": f"Bearer {created['token']}"}
+    auditor_headers = {"Authorization": f"Bearer {auditor}"}
+    before = api.get(f"/rooms/{room}/state", headers=auditor_headers).json()
+    state = msgspec.convert(before["state"]["game"], BoardState)
+    move = board_rules.legal_placements(state.board, board_rules.current_element(state))[0]
+    command = {"kind": "place_element", "row": move.row, "column": move.column, "rotation": move.rotation,
+               "mirror": move.mirror}
+    assert api.post(f"/rooms/{room}/commands", json={"command": command}, headers=player).status_code == 200
+    latest = api.get(f"/rooms/{room}/at/1", headers=auditor_headers).json()["latest_version"]
+    earlier = api.get(f"/rooms/{room}/at/{before['version']}", headers=auditor_headers).json()["state"]
+
+    # When the auditor's console asks for the latest version with what changed since the one before the move
+    answer = api.get(f"/rooms/{room}/at/{latest}", params={"since": before["version"]}, headers=auditor_headers).json()
+
+    # Then each changed cell is its own row and the deck one row, the card that left (after: null): element by
+    # element, the rows `almanac state --diff --json` prints, from the one tree-diff
+    rows = answer["changes"]
+    assert answer["since"] == before["version"] and rows == change_rows(earlier, answer["state"])
+    cells = [row for row in rows if row["path"].startswith("board")]
+    assert cells and all(re.fullmatch(r"board\[\d+\]\[\d+\]", row["path"]) for row in cells), cells
+    [deck] = [row for row in rows if row["path"].startswith("deck")]
+    assert deck["before"] is not None and deck["after"] is None
+    # And a player's console gets the changes of their own view only (the deck is not in it)
+    mine = api.get(f"/rooms/{room}/at/{latest}", params={"since": before["version"]}, headers=player).json()
+    assert mine["changes"] and not [row for row in mine["changes"] if row["path"].startswith("deck")]
+    too_late = api.get(f"/rooms/{room}/at/{latest}", params={"since": latest + 1}, headers=player)
+    assert too_late.status_code == 422 and too_late.json()["field"] == "since"
+
+
 def test_cors_is_off_by_default_and_on_when_configured(api: TestClient, stack) -> None:
     preflight = {"Origin": "https://game.example", "Access-Control-Request-Method": "POST"}
     assert "access-control-allow-origin" not in api.options("/rooms", headers=preflight).headers
@@ -182,6 +219,8 @@ def test_real_answers_convert_into_their_declared_types(api: TestClient, auditor
         ("/status", "/status", {}), ("/status/rooms", "/status/rooms", {}),
         ("/rooms/{room}/at/{version}", f"/rooms/{room}/at/2", headers),
         ("/rooms/{room}/at/{version}", f"/rooms/{room}/at/2", auditor_headers),
+        ("/rooms/{room}/at/{version}", f"/rooms/{room}/at/3?since=1", headers),
+        ("/rooms/{room}/at/{version}", f"/rooms/{room}/at/3?since=1", auditor_headers),
         ("/rooms/{room}/series", f"/rooms/{room}/series", auditor_headers),
     ]
     for route, url, sent in gets:

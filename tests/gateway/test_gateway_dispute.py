@@ -11,7 +11,7 @@ import msgspec
 import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 
-from almanac.events.bundle_check import verify_bundle
+from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.services.gateway.responses import RESPONSES, BundleVerdict
 from almanac.storage.export_store import ExportFileStore, import_room
 from almanac.storage.redis_store import RedisEventStore

@@ -160,7 +160,7 @@ def fillers(room: str, ruleset: str, run: list[Receipt], steps: int) -> dict[str
     return {
         "room": [room], "other": [room],
         "version": versions,
-        "from_version": across, "to_version": across, "at": across, "at_other": across,
+        "from_version": across, "to_version": across, "at": across, "at_other": across, "since": across,
         "from": across, "to": across,
         "limit": ["1", "2", "1000"],
         "command_id": [f"step-{index}" for index in range(steps)],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from almanac.services.verify import verify_room
+from almanac.services.forensics.verify import verify_room
 from almanac.storage.export_store import ExportFileStore
 from golden.make import HERE, published
 

@@ -7,8 +7,8 @@ import re
 
 from hypothesis import given, strategies as st
 
-from almanac.events.tree_diff import ABSENT, tree_diff
-from almanac.projections.state_paths import parse_path
+from almanac.events.forensics.state_paths import parse_path
+from almanac.events.forensics.tree_diff import ABSENT, tree_diff
 
 leaves = st.one_of(st.integers(-5, 5), st.text("ab", max_size=2), st.booleans(), st.none())
 names = st.text("xyz", min_size=1, max_size=3)

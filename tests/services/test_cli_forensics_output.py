@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from test_cli_operator import ALMANAC, EXAMPLES, ainvoke, play
 
-from almanac.services import forensics_tools as ft
+from almanac.services.forensics import investigate as ft
 from almanac.storage.redis_store import RedisEventStore
 
 
@@ -96,7 +96,7 @@ async def test_explain_and_bisect_refuse_a_misspelt_path_naming_what_is_there(bo
     failed = await ainvoke(redis_url, "explain", board_room, "scors.bea")
     offered = failed.stderr.split("allowed: ")[1].replace(",", " ").split()
     assert failed.exit_code == 1 and {"board", "scores", "view", "room", "state"} <= set(offered), failed.stderr
-    # And the API refuses it the same way (the console and the CLI share forensics_tools)
+    # And the API refuses it the same way (the console and the CLI share services.forensics.investigate)
     with pytest.raises(ft.ForensicsError) as refused:
         await ft.bisect_where(RedisEventStore(redis_client), board_room, "bord.3.7 == 'farm'")
     assert (refused.value.status, refused.value.code, refused.value.field) == (422, "path_not_found", "where")

@@ -1,4 +1,4 @@
-"""The operator CLI and services/verify.py: sim, log, state, verify, audit, export/import, bad input."""
+"""The operator CLI and services/forensics/verify.py: sim, log, state, verify, audit, export/import, bad input."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
 from almanac.services.cli.sim import load_scenario
 from almanac.services.cli.verification import print_report
+from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
 from almanac.storage.redis_store import RedisEventStore
 

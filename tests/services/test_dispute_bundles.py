@@ -15,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from almanac.events import codec, readable, registry
-from almanac.events.bundle_check import verify_bundle
 from almanac.events.copies import relabel
+from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
-from almanac.services.verify import verify_room
+from almanac.services.forensics.verify import verify_room
 from almanac.storage.export_store import ExportFileStore
 from almanac.storage.redis_store import RedisEventStore
 
@@ -102,7 +102,7 @@ async def test_a_realm_trade_bundle_is_readable_and_verifies_offline_in_a_fresh_
     file.write_text(json.dumps(bundle))
     # A stranger's machine: no REDIS_URL, no server; the verifier module must not even import redis.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS", "ALMANAC"))}
-    script = ("import json, sys; from almanac.events.bundle_check import verify_bundle; "
+    script = ("import json, sys; from almanac.events.forensics.bundle_check import verify_bundle; "
               "v = verify_bundle(json.load(open(sys.argv[1]))); print(v.text()); "
               "assert 'redis' not in sys.modules and not any(m.startswith('almanac.services') or "
               "m.startswith('almanac.storage') for m in sys.modules), 'the verifier imported more than events'; "

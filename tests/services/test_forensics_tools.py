@@ -11,10 +11,10 @@ from forensics_support import RealmTable, fold_each_version, mined, mining_tries
 from test_cli_operator import ainvoke
 
 from almanac.events import codec
+from almanac.events.forensics.state_paths import parse_path, shown, value_at
 from almanac.projections.models import leaderboard_scores, project_room
-from almanac.projections.state_paths import parse_path, shown, value_at
-from almanac.services import forensics_tools as ft
-from almanac.services.verify import verify_room
+from almanac.services.forensics import investigate as ft
+from almanac.services.forensics.verify import verify_room
 from almanac.storage.redis_store import RedisEventStore
 
 

@@ -10,8 +10,8 @@ import msgspec
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import seal
+from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.verify import verify_room
 from almanac.storage.export_store import ExportFileStore, compact_export
 from almanac.storage.memory_store import MemoryEventStore
 

@@ -24,8 +24,8 @@ from almanac.events.dice import (
 from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import seal
 from almanac.events.step import decode_record, replay, step
+from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
 
 ANN_NONCE = hashlib.sha256(b"ann's secret nonce").digest()

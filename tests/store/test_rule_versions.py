@@ -12,8 +12,8 @@ from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.manifest import RuleSet
 from almanac.services.cli.sim import load_scenario, run_scenario
+from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.verify import verify_room
 
 
 def record(command_id: str, player: str, body: dict, room: str, now_ms: int = 1_000) -> CommandRecord:

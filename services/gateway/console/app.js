@@ -6,6 +6,12 @@ import htm from "htm";
 
 const html = htm.bind(h);
 
+// "?a=1&b=2" of the parameters that are set ("" when none is)
+const query = (params) => {
+  const text = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== "")).toString();
+  return text ? `?${text}` : "";
+};
+
 // --- the API's URLs: each in one place ------------------------------------------------------------
 const URLS = {
   rulesets: () => "/rulesets",
@@ -17,7 +23,8 @@ const URLS = {
   join: (room) => `/rooms/${enc(room)}/join`,
   commands: (room) => `/rooms/${enc(room)}/commands`,
   events: (room, from) => `/rooms/${enc(room)}/events?from_version=${from}&limit=5000`,
-  at: (room, version, player) => `/rooms/${enc(room)}/at/${version}` + (player ? `?player=${enc(player)}` : ""),
+  // ``since``: the answer also holds what changed from that version (the server's one tree-diff)
+  at: (room, version, player, since) => `/rooms/${enc(room)}/at/${version}` + query({ player, since }),
   series: (room) => `/rooms/${enc(room)}/series`,
   verification: (room) => `/rooms/${enc(room)}/verification`,
   // An audit view of the room's rule-set: the ids it follows, and one of them told step by step.
@@ -287,54 +294,24 @@ function RoomsPage() {
       </tbody></table></section>`;
 }
 
-// --- diff of two JSON trees -----------------------------------------------------------------------
-const isTree = (value) => value !== null && typeof value === "object";
-
-// What left a list and what came into it, compared by content (each item as often as it occurs).
-function listChange(before, after) {
-  const left = new Map();
-  for (const item of before) { const key = JSON.stringify(item); left.set(key, (left.get(key) || 0) + 1); }
-  const added = [];
-  for (const item of after) {
-    const key = JSON.stringify(item);
-    if (left.get(key)) left.set(key, left.get(key) - 1); else added.push(item);
-  }
-  const removed = [...left].flatMap(([key, count]) => Array(count).fill(JSON.parse(key)));
-  return { removed, added };
-}
-
-// The changed paths from one tree to another. A list of the same length is compared place by place (a map's
-// rows); a list that grew or shrank (a deck drawn from, a log appended to) by content: one change naming what
-// left and what came, not every index after the first difference.
-function diffTrees(before, after, path = "", out = []) {
-  if (JSON.stringify(before) === JSON.stringify(after)) return out;
-  if (!isTree(before) || !isTree(after) || Array.isArray(before) !== Array.isArray(after)) {
-    out.push({ path, before, after });
-  } else if (Array.isArray(before) && before.length !== after.length) {
-    out.push({ path, before, after, list: { ...listChange(before, after), from: before.length, to: after.length } });
-  } else {
-    for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
-      diffTrees(before[key], after[key], path ? `${path}.${key}` : key, out);
-    }
-  }
-  return out;
-}
-
+// --- the changes from one version to another ---------------------------------------------------------
+// Computed by the server's one tree-diff (events/forensics/tree_diff.py, ``/at/{version}?since=``), as the CLI's
+// ``state --diff`` prints them: maps key by key, lists element by element (a list that grew or shrank by
+// content: only what left, at its index before, and what came: null on the side where it is absent).
 function Change({ change }) {
-  const { path, list } = change;
-  if (!list) {
-    return html`<li>${path || "(all)"}:${" "}<span class="old">${JSON.stringify(change.before)}</span> → <span class="new">${JSON.stringify(change.after)}</span></li>`;
-  }
-  return html`<li>${path}: ${list.from} → ${list.to} items${list.removed.length ? html`; <span class="old">removed ${JSON.stringify(list.removed)}</span>` : ""}${list.added.length ? html`; <span class="new">added ${JSON.stringify(list.added)}</span>` : ""}</li>`;
+  return html`<li>${change.path || "(all)"}:${" "}<span class="old">${JSON.stringify(change.before)}</span> → <span class="new">${JSON.stringify(change.after)}</span></li>`;
 }
+
+// Paths as the tree-diff writes them: ``key.key`` into maps, ``[i]`` into lists (explain reads the same).
+const childPath = (path, key, inList) => (inList ? `${path}[${key}]` : path ? `${path}.${key}` : String(key));
 
 function Tree({ value, path = "", changed, label = "state" }) {
-  const isChanged = (p) => changed.has(p) || [...changed].some((c) => c.startsWith(p + "."));
+  const isChanged = (p) => changed.has(p) || [...changed].some((c) => c.startsWith(p + ".") || c.startsWith(p + "["));
   if (value !== null && typeof value === "object") {
     const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
     return html`<details open=${path === "" || isChanged(path)} class=${isChanged(path) ? "changed" : ""}>
       <summary>${label} <span class="muted">${Array.isArray(value) ? `[${entries.length}]` : `{${entries.length}}`}</span></summary>
-      ${entries.map(([k, v]) => html`<${Tree} value=${v} path=${path ? `${path}.${k}` : String(k)} changed=${changed} label=${k} />`)}
+      ${entries.map(([k, v]) => html`<${Tree} value=${v} path=${childPath(path, k, Array.isArray(value))} changed=${changed} label=${k} />`)}
     </details>`;
   }
   return html`<div class=${`leaf ${changed.has(path) ? "changed" : ""}`}>${label}: <span class="v">${JSON.stringify(value)}</span></div>`;
@@ -630,7 +607,8 @@ function RoomPage({ room }) {
     const player = auditor ? viewer || undefined : undefined;
     const asked = ++request.current;  // answers to older questions arrive late sometimes: keep the newest only
     const other = base ? Math.min(base, latest || base) : version - 1;
-    Promise.all([api(URLS.at(room, version, player), { token }),
+    const since = other >= 1 && other !== version ? other : undefined;
+    Promise.all([api(URLS.at(room, version, player, since), { token }),
                  other >= 1 && other !== version ? api(URLS.at(room, other, player), { token }) : null]).then(([now, previous]) => {
       if (asked !== request.current) return;
       if (!now.ok) { setError(now.data); return; }
@@ -642,7 +620,7 @@ function RoomPage({ room }) {
   const ruleset = summary && summary.ruleset;
   const seats = summary ? [...new Set([...(summary.seats || []), ...(summary.players || [])])] : [];
   const tree = at && (at.view || at.state);
-  const changes = useMemo(() => (at && before ? diffTrees(before.view || before.state, tree) : []), [at, before]);
+  const changes = useMemo(() => (at && before && at.changes ? at.changes : []), [at, before]);
   const changedPaths = useMemo(() => new Set(changes.map((c) => c.path)), [changes]);
   const module = usePictureModule(summary && summary.picture);
   const Picture = module && module.default;

@@ -1,7 +1,7 @@
 """Dispute bundles: one self-contained JSON file proving a slice of a room's history (docs/forensics.md).
 
 ``dispute_bundle`` reads a room from any store and writes the bundle that
-``almanac.events.bundle_check`` verifies offline: the slice's events readable with their hashes, the
+``almanac.events.forensics.bundle_check`` verifies offline: the slice's events readable with their hashes, the
 commands that decided them and the refusals in range, the seed commitment (and the seed once the
 room has ended), and the whole chain in compact form up to the head at export time, so that the
 state before the slice is folded from entries whose integrity the chain proves.
@@ -12,73 +12,49 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events import codec, readable, registry
-from almanac.events.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
 from almanac.events.errors import RuleError
+from almanac.events.forensics.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
+from almanac.events.forensics.redecide import command_spans, public_seed
 from almanac.events.step import decode_record
-from almanac.services.verify import as_origin
-
-
-class DisputeError(ValueError):
-    """A dispute that cannot be bundled (no such room, view, item or range); ``code`` and ``field`` for 4xx."""
-
-    def __init__(self, code: str, message: str, field: str | None = None, allowed: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.field, self.allowed = code, message, field, allowed
-
-
-async def _raw(store: Any, room: str) -> list[tuple[int, bytes]]:
-    read_raw = getattr(store, "read_raw", None)
-    if read_raw is not None:
-        return await read_raw(room)
-    return [(e.version, codec.encode_envelope(e)) for e in await store.read(room)]
+from almanac.services.forensics.audit import story
+from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.verify import as_origin, raw_envelopes
 
 
 async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: str | None = None,
                          item: str | None = None, versions: tuple[int, int] | None = None) -> dict[str, Any]:
     """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``)."""
     if not await store.latest_version(room):
-        raise DisputeError("room_not_found", f"room {room!r} does not exist", "room")
+        raise ForensicsError(404, "room_not_found", f"room {room!r} does not exist", "room")
     copy = room
     # A copy's dice were salted with its origin's id: its bundle is the origin's history (events.copies).
     store, room, origin = await as_origin(store, room)
-    raw = await _raw(store, room)
+    raw = await raw_envelopes(store, room)
     envelopes = [codec.decode_envelope(data, room, version) for version, data in raw]
     head = len(envelopes)
     if envelopes[0].type == "room.forked":
         # A bundle is checked offline from genesis; a fork's chain and state start at its parent's version.
         forked = codec.decode_event(envelopes[0])
-        raise DisputeError("fork_not_supported", f"room {copy!r} is a sandbox fork of {forked.parent!r} at version "
+        raise ForensicsError(422, "fork_not_supported", f"room {copy!r} is a sandbox fork of {forked.parent!r} at version "
                            f"{forked.at}: a bundle proves a room's history from its first version, so ask for "
                            f"the parent's bundle (versions of {forked.parent!r})", "room")
     created = codec.decode_event(envelopes[0])
-    manifest = registry.stored(envelopes[0].ruleset)  # the room's own version
     if (view is None) == (versions is None):
-        raise DisputeError("subject_required", "name either an audit view and item or a version range", "view")
+        raise ForensicsError(422, "subject_required", "name either an audit view and item or a version range", "view")
     if view is not None:
-        offered = manifest.audit_view(view)
-        if offered is None:
-            names = [v.name for v in manifest.audit_views]
-            raise DisputeError("audit_view_not_found", f"{manifest.name} rooms offer no audit view {view!r}; "
-                               f"they offer: {', '.join(names) or 'none'}", "view", allowed=names)
-        pairs = [(e, codec.decode_event(e)) for e in envelopes]
-        steps = offered.steps(pairs, item or "")
-        if not steps:
-            raise DisputeError(f"{view}_not_found", f"room {room!r} has no {view} {item!r}; its {view}s: "
-                               f"{', '.join(offered.ids(pairs)) or 'none'}", "item")
+        steps = story(envelopes, room, view, item or "")
         wanted = sorted({int(step["version"]) for step in steps})
         subject: dict[str, Any] = {"kind": "audit_view", "view": view, "item": item,
                                    "story": codec.to_builtins(steps)}
     else:
         first, last = versions  # type: ignore[misc]
         if not 1 <= first <= last <= head:
-            raise DisputeError("bad_range", f"versions {first}..{last}: the room has versions 1..{head}", "versions")
+            raise ForensicsError(422, "bad_range", f"versions {first}..{last}: the room has versions 1..{head}", "versions")
         wanted = list(range(first, last + 1))
         subject = {"kind": "versions", "from": first, "to": last}
 
     # The commands whose events the slice holds, with their spans, and the refusals between them.
-    recorded = await store.commands(room)
-    spans = [(first, (recorded[i + 1][0] - 1) if i + 1 < len(recorded) else head, data)
-             for i, (first, data) in enumerate(recorded)]
+    spans = command_spans(await store.commands(room), head)
     wanted_set = set(wanted)
     chosen = [span for span in spans if any(v in wanted_set for v in range(span[0], span[1] + 1))]
     low, high = (chosen[0][0], chosen[-1][1]) if chosen else (wanted[0], wanted[-1])
@@ -91,12 +67,12 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
             refusals.append({**readable.record_entry(data), "raw": readable.b64(data),
                              "error": (outcome.error if outcome is not None else None) or {}})
 
-    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-    if created.challenge is not None:
+    revealed, source = public_seed(created, envelopes)
+    if source == "challenge":
         seed = {"status": "challenge", "commitment": created.seed_commitment, "challenge": created.challenge,
                 "revealed": None, "note": "a challenge room's dice come from its public challenge seed"}
-    elif ended:
-        seed = {"status": "revealed", "commitment": created.seed_commitment, "revealed": ended[-1].revealed_seed,
+    elif revealed is not None:
+        seed = {"status": "revealed", "commitment": created.seed_commitment, "revealed": revealed.hex(),
                 "note": "the room has ended: its secret seed is revealed (in its room.ended event)"}
     else:
         seed = {"status": "not_revealed", "commitment": created.seed_commitment, "revealed": None,

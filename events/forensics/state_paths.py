@@ -149,7 +149,7 @@ def shown(value: Any) -> Any:
 
 
 def state_tree(state: RoomState, room_fields: tuple[str, ...] = ("players", "ended")) -> dict[str, Any]:
-    """What is compared (with ``events.tree_diff``) as builtins, under the path roots so that every changed
+    """What is compared (with ``events.forensics.tree_diff``) as builtins, under the path roots so that every changed
     path is one ``explain`` reads: ``room.`` (by default seats and end: what two rooms can share; ``state
     --diff`` of one room at two versions passes every room field), ``scores.`` and ``state.`` (the game)."""
     decider = room_rules.decider_of(state)

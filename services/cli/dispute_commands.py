@@ -10,10 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from almanac.events.bundle_check import verify_bundle
+from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
-from almanac.services.dispute import DisputeError, dispute_bundle
+from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.errors import ForensicsError
 from almanac.storage.base import EventStore
 
 
@@ -43,7 +44,7 @@ def dispute_command(
     async def work(store: EventStore) -> dict[str, Any]:
         try:
             return await dispute_bundle(store, room, int(time.time() * 1000), view=view, item=item, versions=span)
-        except DisputeError as error:
+        except ForensicsError as error:
             raise OperatorError(error.message) from None
 
     sys.stdout.write(json.dumps(with_store(work), indent=1) + "\n")

@@ -1,7 +1,7 @@
 """Verify a dispute bundle offline: no Redis, no server, only this package's pure rules and msgspec.
 
     almanac verify-bundle bundle.json        or, in Python (this module reads no file itself: events/ does no I/O):
-    from almanac.events.bundle_check import verify_bundle
+    from almanac.events.forensics.bundle_check import verify_bundle
     print(verify_bundle(json.load(open("bundle.json"))).text())
 
 A bundle (written by ``almanac dispute``; format in docs/forensics.md) claims: "these events of room R,
@@ -38,18 +38,24 @@ with a head hash published or given to you by other means (``--expect-head``).
 from __future__ import annotations
 
 import base64
-import hashlib
 from typing import Any
 
 import msgspec
 
 from almanac.events import codec, readable, registry, room as room_rules
-from almanac.events.dice import nonces_by_commitment
+from almanac.events.dice import seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
+from almanac.events.forensics.redecide import (
+    Refusal,
+    public_seed,
+    recheck_refusals,
+    redecide,
+    revealed_nonces,
+)
+from almanac.events.forensics.tree_diff import difference_lines, tree_diff
 from almanac.events.hashing import envelope_hash
-from almanac.events.step import CommandRecord, advance, decode_record, step
-from almanac.events.tree_diff import difference_lines, tree_diff
+from almanac.events.step import CommandRecord, decode_record
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
 BUNDLE_FORMAT_VERSION = 1
@@ -243,15 +249,12 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         raise _fail("subject", "the bundle names no subject (an audit view's item or a version range)")
 
     # 5. seed (taken from the chain itself: the room.ended event; the bundle's copy must agree)
-    ended = [codec.decode_event(e) for e in chain if e.type == "room.ended"]
-    seed: bytes | None
-    if created.challenge is not None:
-        seed = room_rules.challenge_seed(created.challenge)
+    seed, source = public_seed(created, chain)
+    if source == "challenge":
         passed(Step(name="seed", status="passed", detail=f"a challenge room: its dice come from the public challenge "
                     f"{created.challenge!r}, which anyone can derive"))
-    elif ended:
-        seed = bytes.fromhex(ended[-1].revealed_seed)
-        digest = hashlib.sha256(seed).hexdigest()
+    elif seed is not None:
+        digest = seed_commitment(seed)
         if digest != created.seed_commitment:
             raise _fail("seed", "the revealed seed does not hash to the commitment made when the room was created",
                         1, recorded=created.seed_commitment, recomputed=digest, sides=("committed", "revealed"))
@@ -261,14 +264,10 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         passed(Step(name="seed", status="passed", detail="the seed revealed at the end hashes to the commitment "
                     f"{created.seed_commitment[:16]}… recorded at creation: it was fixed before play"))
     else:
-        seed = None
         verdict.steps.append(Step(name="seed", status="skipped", detail="the room has not ended: its seed is secret, so "
                                   "no die can be re-derived and no command re-decided (steps coverage and "
                                   "chain still hold; ask again after the room ends)"))
-
-    # Scheme-2 dice: the players' nonces, revealed by the room's end (keyed by the commitment each hashes to,
-    # so a nonce that does not match its player's commitment is simply not found and the re-decision fails).
-    nonces = nonces_by_commitment(ended[-1].revealed_nonces.values()) if ended else None
+    nonces = revealed_nonces(chain)  # scheme-2 dice: the players' nonces, revealed by the room's end
 
     # 6. coverage
     spans: list[tuple[int, int, CommandRecord]] = []
@@ -304,71 +303,46 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
             verdict.steps.append(Step(name=name, status="skipped", detail="needs the seed, revealed when the room ends"))
         return
 
-    # 7. redecide
-    state: room_rules.RoomState | None = None
-    folded = 0
-    for first, last, record in spans:
-        while folded < first - 1:
-            state = advance(state, chain[folded])
-            folded += 1
-        if state is None and record.body.get("kind") == "create_room":
-            record = msgspec.structs.replace(record, body={**record.body, "ruleset": rules.ref})  # its own version
-        last_hash = chain[first - 2].hash if first > 1 else GENESIS_HASH
-        try:
-            recomputed, _ = step(state, last_hash, record, seed, nonces=nonces)
-        except RuleError as error:
-            raise _fail("redecide", f"command {record.command_id!r} decided again is refused ({error.code}: "
-                        f"{error.message}), but the chain records its events", first,
-                        recorded=[_event_of(e) for e in chain[first - 1:last]], recomputed=error.to_dict(),
-                        sides=("recorded", "re-decided")) from None
-        recorded_span = chain[first - 1:last]
-        for offset in range(max(len(recorded_span), len(recomputed))):
-            theirs = recorded_span[offset] if offset < len(recorded_span) else None
-            mine = recomputed[offset] if offset < len(recomputed) else None
-            if theirs is not None and mine is not None and theirs.type == mine.type == "room.created":
-                # The fingerprint is the code's, compared in step 4; every other field must be equal.
-                fixed = msgspec.structs.replace(codec.decode_event(mine), fingerprint=created.fingerprint)
-                if codec.encode(fixed) == codec.encode(codec.decode_event(theirs)) and all(
-                        getattr(mine, f) == getattr(theirs, f) for f in ("room", "version", "ruleset", "type",
-                                                                         "command_id", "player", "server_time_ms")):
-                    continue
-            if theirs is None or mine is None or codec.encode_envelope(mine) != codec.encode_envelope(theirs):
-                what = "missing" if mine is None else "extra" if theirs is None else ", ".join(_differences(theirs, mine))
-                raise _fail("redecide", f"command {record.command_id!r} decided again with {ref} and the dice "
-                            f"re-derived from the seed gives other events (differs in: {what})", first + offset,
-                            recorded=None if theirs is None else _event_of(theirs),
-                            recomputed=None if mine is None else _event_of(mine), sides=("recorded", "re-decided"))
+    # 7. redecide (events.forensics.redecide: each span from the state the chain folds to before it)
+    checked = redecide(chain, spans, seed, rules.ref, nonces=nonces)
+    wrong = checked.mismatch
+    if wrong is not None and wrong.reason == "refused":
+        error = wrong.error
+        assert error is not None and isinstance(wrong.recorded, list)
+        raise _fail("redecide", f"command {wrong.command_id!r} decided again is refused ({error.code}: "
+                    f"{error.message}), but the chain records its events", wrong.version,
+                    recorded=[_event_of(e) for e in wrong.recorded], recomputed=error.to_dict(),
+                    sides=("recorded", "re-decided"))
+    if wrong is not None:
+        theirs, mine = wrong.recorded, wrong.recomputed
+        assert not isinstance(theirs, list)
+        what = "missing" if mine is None else "extra" if theirs is None else ", ".join(_differences(theirs, mine))
+        raise _fail("redecide", f"command {wrong.command_id!r} decided again with {ref} and the dice "
+                    f"re-derived from the seed gives other events (differs in: {what})", wrong.version,
+                    recorded=None if theirs is None else _event_of(theirs),
+                    recomputed=None if mine is None else _event_of(mine), sides=("recorded", "re-decided"))
     passed(Step(name="redecide", status="passed", detail=f"each of the {len(spans)} command(s), decided again by "
                 f"{ref} with its dice re-derived from the seed, gives exactly the recorded events"))
 
     # 8. refusals
-    checked = 0
-    state, folded = None, 0
-    for entry in sorted(refusals, key=lambda r: (r.get("command") or {}).get("refused_at_version") or 0):
+    kept = []
+    for entry in refusals:
         try:
             record = decode_record(base64.b64decode(entry["raw"], validate=True))
         except (KeyError, TypeError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as error:
             raise _fail("refusals", f"a refusal entry is malformed: {error!r}") from None
-        at = record.refused_at_version
-        if at is None or not 0 <= at <= head_version:
-            raise _fail("refusals", f"refused command {record.command_id!r} names no version of the chain")
-        if at < folded:
-            state, folded = None, 0
-        while folded < at:
-            state = advance(state, chain[folded])
-            folded += 1
-        code = (entry.get("error") or {}).get("code")
-        try:
-            step(state, chain[at - 1].hash if at else GENESIS_HASH, record, seed, nonces=nonces)
-        except RuleError as error:
-            if error.code == code:
-                checked += 1
-                continue
-            raise _fail("refusals", f"refused command {record.command_id!r} is now refused for another reason",
-                        at + 1, recorded=entry.get("error"), recomputed=error.to_dict(),
-                        sides=("recorded", "re-decided")) from None
-        raise _fail("refusals", f"refused command {record.command_id!r} would be accepted", at + 1,
-                    recorded=entry.get("error"), recomputed="accepted", sides=("recorded", "re-decided"))
-    passed(Step(name="refusals", status="passed", detail=f"each of the {checked} refused command(s) in range, decided "
+        kept.append(Refusal(record=record, error=entry.get("error")))
+    rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces)
+    if refused is not None:
+        command_id = refused.refusal.record.command_id
+        if not refused.placed:
+            raise _fail("refusals", f"refused command {command_id!r} names no version of the chain")
+        if refused.recomputed is not None:
+            raise _fail("refusals", f"refused command {command_id!r} is now refused for another reason",
+                        refused.version, recorded=refused.refusal.error, recomputed=refused.recomputed.to_dict(),
+                        sides=("recorded", "re-decided"))
+        raise _fail("refusals", f"refused command {command_id!r} would be accepted", refused.version,
+                    recorded=refused.refusal.error, recomputed="accepted", sides=("recorded", "re-decided"))
+    passed(Step(name="refusals", status="passed", detail=f"each of the {rechecked} refused command(s) in range, decided "
                 "again at its version, is refused with the recorded code (refusals are not in the chain: this shows "
                 "the refusals are consistent with the rules, not that none is missing)"))

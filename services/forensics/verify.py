@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -10,11 +9,25 @@ import msgspec
 
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.copies import relabel, relabel_record
-from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, nonces_by_commitment, server_nonce
+from almanac.events.dice import (
+    PLAYER_ENTROPY,
+    nonce_commitment,
+    nonces_by_commitment,
+    seed_commitment,
+    server_nonce,
+)
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
+from almanac.events.errors import CorruptEventError, RulesNotInstalledError
+from almanac.events.forensics.redecide import (
+    Mismatch,
+    Refusal,
+    command_spans,
+    public_seed,
+    recheck_refusals,
+    redecide,
+)
 from almanac.events.hashing import envelope_hash, first_broken_link
-from almanac.events.step import advance, decode_record, replay, step
+from almanac.events.step import decode_record, replay
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
 
@@ -75,7 +88,8 @@ def envelope_view(envelope: Envelope) -> dict[str, Any]:
     return view
 
 
-async def _raw_envelopes(store: EventStore, room: str) -> list[tuple[int, bytes]]:
+async def raw_envelopes(store: EventStore, room: str) -> list[tuple[int, bytes]]:
+    """The room's stored envelopes as (version, bytes), exactly as stored when the store can say."""
     read_raw = getattr(store, "read_raw", None)
     if read_raw is not None:
         return await read_raw(room)
@@ -111,6 +125,16 @@ class _AsOrigin:
         return await self.store.outcome(self.copy, command_id)
 
 
+async def room_seed(store: EventStore, room: str, created: Any, envelopes: list[Envelope]) -> tuple[bytes | None, str]:
+    """The room's seed and where it came from: the log's (``events.forensics.redecide.public_seed``: "challenge",
+    "revealed"), else the secret its server holds ("stored"), else (None, "unavailable")."""
+    seed, source = public_seed(created, envelopes)
+    if seed is None:
+        seed = await store.load_seed(room)
+        source = "stored" if seed is not None else "unavailable"
+    return seed, source
+
+
 async def as_origin(store: EventStore, room: str) -> tuple[Any, str, dict[str, Any] | None]:
     """A copy (``import --as``) as its origin's history: (store view, origin room, origin); else unchanged."""
     load_origin = getattr(store, "load_origin", None)
@@ -125,7 +149,7 @@ async def as_origin(store: EventStore, room: str) -> tuple[Any, str, dict[str, A
 async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> VerifyReport:
     """A copy (``import --as``): its own chain, then its first versions relabelled back are the origin's
     history (same head hash) and decide again as the origin; later versions decide again as the copy."""
-    raw = await _raw_envelopes(store, room)
+    raw = await raw_envelopes(store, room)
     upto, origin_room, origin_hash = int(origin["version"]), str(origin["room"]), str(origin["hash"])
     base = {"room": room, "versions": len(raw)}
     try:
@@ -154,23 +178,17 @@ async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> 
                                             "recomputed": relabelled_head})
         return msgspec.convert(report, VerifyReport)
     if len(envelopes) > upto:
-        created = codec.decode_event(envelopes[0])
-        ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-        challenge = getattr(created, "challenge", None)  # a fork has its own secret, never a challenge's
-        seed = (room_rules.challenge_seed(challenge) if challenge is not None
-                else bytes.fromhex(ended[-1].revealed_seed) if ended else await store.load_seed(room))
+        seed, _ = await room_seed(store, room, codec.decode_event(envelopes[0]), envelopes)
         tail = [(v, data) for v, data in await store.commands(room) if v > upto]
         if seed is None or not tail or tail[0][0] != upto + 1:
             notes.append(f"versions {upto + 1}..{len(envelopes)} (after the copy) are chain-checked only")
         else:
-            spans = [(first, (tail[i + 1][0] - 1) if i + 1 < len(tail) else len(envelopes), data)
-                     for i, (first, data) in enumerate(tail)]
-            checked = await _redecide(room, seed, envelopes, spans, inner.ruleset,
-                                      state=replay(envelopes[:upto]), last_hash=envelopes[upto - 1].hash)
-            if isinstance(checked, Divergence):
-                report.update(ok=False, divergence=codec.to_builtins(checked))
+            checked = redecide(envelopes, command_spans(tail, len(envelopes)), seed, inner.ruleset,
+                               state=replay(envelopes[:upto]), folded=upto, last_hash=envelopes[upto - 1].hash)
+            if checked.mismatch is not None:
+                report.update(ok=False, divergence=codec.to_builtins(_divergence(checked.mismatch)))
                 return msgspec.convert(report, VerifyReport)
-            report["commands_redecided"] += checked
+            report["commands_redecided"] += checked.commands
     return msgspec.convert(report, VerifyReport)
 
 
@@ -180,7 +198,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     origin = await load_origin(room) if load_origin is not None else None
     if origin:
         return await _verify_copy(store, room, json.loads(origin))
-    raw = await _raw_envelopes(store, room)
+    raw = await raw_envelopes(store, room)
     report: dict[str, Any] = {"room": room, "versions": len(raw)}
     notes: list[str] = []
 
@@ -260,27 +278,15 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
                      + (f" (code revision {here.number})" if here else " (no listed code revision)")
                      + f", the room recorded {created.fingerprint or 'none (created before versions)'}: the code "
                      "differs, so every decision is checked again against it")
-    seed: bytes | None = None
-    challenge = getattr(created, "challenge", None)  # a fork has its own secret, never a challenge's
-    if challenge is not None:
-        seed, report["seed"] = room_rules.challenge_seed(challenge), "challenge"
-    else:
-        ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-        if ended:
-            seed, report["seed"] = bytes.fromhex(ended[-1].revealed_seed), "revealed"
-        else:
-            stored = await store.load_seed(room)
-            if stored is not None:
-                seed, report["seed"] = stored, "stored"
-            else:
-                report["seed"] = "unavailable"
-                notes.append("the room has not ended and its secret seed is not available: commands not re-decided")
-    if seed is not None and challenge is None:
-        matches = hashlib.sha256(seed).hexdigest() == created.seed_commitment
+    seed, report["seed"] = await room_seed(store, room, created, envelopes)
+    if seed is None:
+        notes.append("the room has not ended and its secret seed is not available: commands not re-decided")
+    if seed is not None and report["seed"] != "challenge":
+        matches = seed_commitment(seed) == created.seed_commitment
         report["seed_matches_commitment"] = matches
         if not matches:
             return failed(Divergence(check="seed", version=1, message="the seed does not match the commitment",
-                                     recorded=created.seed_commitment, recomputed=hashlib.sha256(seed).hexdigest()))
+                                     recorded=created.seed_commitment, recomputed=seed_commitment(seed)))
 
     # 2b. Scheme 2: every nonce commitment came after the seed commitment, and every reveal matches.
     nonces: dict[str, bytes] | None = None
@@ -297,32 +303,35 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
             seed = None
 
     # 3. Every event was caused by a recorded command, in order, with nothing left over.
-    commands = await store.commands(room)
+    spans = command_spans(await store.commands(room), len(envelopes))
     expected_first = 1
-    spans: list[tuple[int, int, bytes]] = []
-    for index, (first_version, record_bytes) in enumerate(commands):
-        last_version = (commands[index + 1][0] - 1) if index + 1 < len(commands) else len(envelopes)
+    for index, (first_version, last_version, _) in enumerate(spans):
         if first_version != expected_first or last_version < first_version:
             return failed(Divergence(check="coverage", version=expected_first,
                                      message=f"recorded command {index + 1} starts at version {first_version}, "
                                              f"expected {expected_first}"))
-        spans.append((first_version, last_version, record_bytes))
         expected_first = last_version + 1
     if expected_first != len(envelopes) + 1:
         return failed(Divergence(check="coverage", version=expected_first,
                                  message="events without a recorded command"))
 
-    # 4. Re-decide each command against the state before it, with the room's dice, byte for byte.
+    # 4. Re-decide each command against the state before it, with the room's dice (events.forensics.redecide).
     if seed is not None:
-        checked = await _redecide(room, seed, envelopes, spans, rules.ref, state=base, last_hash=link_hash,
-                                  nonces=nonces)
-        if isinstance(checked, Divergence):
-            return failed(checked)
-        report["commands_redecided"] = checked
-        refusals = await _recheck_refusals(store, room, seed, envelopes, base, nonces)
+        checked = redecide(envelopes, spans, seed, rules.ref, nonces=nonces, state=base, last_hash=link_hash)
+        if checked.mismatch is not None:
+            return failed(_divergence(checked.mismatch))
+        report["commands_redecided"] = checked.commands
+        refusals = await _refusals(store, room, len(envelopes))
         if isinstance(refusals, Divergence):
             return failed(refusals)
-        report["refusals_rechecked"] = refusals
+        rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base)
+        if wrong is not None:
+            outcome_error = wrong.refusal.error
+            return failed(Divergence(check="refusal", version=wrong.version,
+                                     message=f"refused command {wrong.refusal.record.command_id!r} now decides "
+                                             "differently", recorded=outcome_error,
+                                     recomputed=wrong.recomputed.to_dict() if wrong.recomputed else "accepted"))
+        report["refusals_rechecked"] = rechecked
     return VerifyReport(ok=True, notes=notes, **report)
 
 
@@ -414,92 +423,36 @@ async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope],
     return None
 
 
-async def _recheck_refusals(store: EventStore, room: str, seed: bytes, envelopes: list[Envelope],
-                            base: room_rules.RoomState | None = None,
-                            nonces: dict[str, bytes] | None = None) -> int | Divergence:
-    """Each refused command, decided again at the version it was refused at, is refused with the same code."""
-    checked = 0
-    state, folded = None, 0  # refusals come in log order: fold forward once, not from the start each time
+async def _refusals(store: EventStore, room: str, latest: int) -> list[Refusal] | Divergence:
+    """The room's refused commands with their recorded errors, those this log can place (a refusal kept before
+    refusals kept their version, or refused after the versions read here, is left out)."""
+    kept = []
     for record_bytes in await store.rejections(room):
         try:
             record = decode_record(record_bytes)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             return Divergence(check="decode", version=None, message=f"undecodable refused command: {error}")
-        version = record.refused_at_version
-        if version is None or version > len(envelopes):
-            continue  # recorded before refusals kept their version, or for a room that did not exist yet
+        if record.refused_at_version is None or record.refused_at_version > latest:
+            continue
         outcome = await store.outcome(room, record.command_id)
-        recorded_code = (outcome.error or {}).get("code") if outcome is not None else None
-        if version < folded:
-            state, folded = None, 0
-        state = replay(envelopes[folded:version], state if folded else base)
-        folded = version
-        last_hash = envelopes[version - 1].hash if version else GENESIS_HASH
-        try:
-            step(state, last_hash, record, seed, nonces=nonces)
-        except RuleError as error:
-            if error.code == recorded_code:
-                checked += 1
-                continue
-            recomputed: Any = error.to_dict()
-        else:
-            recomputed = "accepted"
-        return Divergence(check="refusal", version=version + 1,
-                          message=f"refused command {record.command_id!r} now decides differently",
-                          recorded=outcome.error if outcome is not None else None, recomputed=recomputed)
-    return checked
+        kept.append(Refusal(record=record, error=outcome.error if outcome is not None else None))
+    return kept
 
 
-def _same_creation(mine: Envelope, theirs: Envelope) -> bool:
-    """room.created decided again equals the recorded one, but for the fingerprint and the stored schema.
-
-    The fingerprint is the code's (a comment edit changes it) and is reported, not compared; a room
-    created before versions stored schema 1 (no version fields), read through the upcaster. Every
-    other field of the envelope and the event must be equal; the recorded bytes were chain-checked.
-    """
-    recorded, recomputed = codec.decode_event(theirs), codec.decode_event(mine)
-    recomputed = msgspec.structs.replace(recomputed, fingerprint=recorded.fingerprint)
-    fields = [f for f in Envelope.__struct_fields__ if f not in ("payload", "hash")]
-    return (all(getattr(mine, f) == getattr(theirs, f) for f in fields)
-            and codec.encode(recomputed) == codec.encode(recorded))
-
-
-async def _redecide(room: str, seed: bytes, envelopes: list[Envelope],
-                    spans: list[tuple[int, int, bytes]], pinned: str,
-                    state: room_rules.RoomState | None = None, last_hash: str = GENESIS_HASH,
-                    nonces: dict[str, bytes] | None = None) -> int | Divergence:
-    # The engine's own room step, with the room's seed and its players' nonces, from ``state`` after
-    # ``last_hash`` (a fork's first step from its parent's state, a copy's tail from the copied history).
-    for first_version, last_version, record_bytes in spans:
-        recorded = envelopes[first_version - 1 : last_version]
-        try:
-            record = decode_record(record_bytes)
-        except (msgspec.DecodeError, msgspec.ValidationError) as error:
-            return Divergence(check="decode", version=first_version, message=f"undecodable command record: {error}")
-        if state is None and record.body.get("kind") == "create_room":
-            # Create the room again under the version it was created with, not this node's newest.
-            record = msgspec.structs.replace(record, body={**record.body, "ruleset": pinned})
-        try:
-            recomputed, _ = step(state, last_hash, record, seed, nonces=nonces)
-        except RuleError as error:
-            return Divergence(check="redecide", version=first_version,
-                              message=f"command {record.command_id!r} is now refused: {error.code}: {error.message}",
-                              recorded=[envelope_view(e) for e in recorded], recomputed=error.to_dict())
-        for offset in range(max(len(recorded), len(recomputed))):
-            mine = recomputed[offset] if offset < len(recomputed) else None
-            theirs = recorded[offset] if offset < len(recorded) else None
-            if (mine is not None and theirs is not None and theirs.type == "room.created"
-                    and mine.type == theirs.type and _same_creation(mine, theirs)):
-                continue
-            if mine is None or theirs is None or codec.encode_envelope(mine) != codec.encode_envelope(theirs):
-                return Divergence(
-                    check="redecide",
-                    version=first_version + offset,
-                    message=f"command {record.command_id!r} now decides differently",
-                    recorded=None if theirs is None else envelope_view(theirs),
-                    recomputed=None if mine is None else envelope_view(mine),
-                )
-        for envelope in recorded:
-            state = advance(state, envelope)
-            last_hash = envelope.hash
-    return len(spans)
+def _divergence(mismatch: Mismatch) -> Divergence:
+    """A command that did not decide its recorded events again, as the report names it (both sides shown)."""
+    if mismatch.reason == "undecodable":
+        return Divergence(check="decode", version=mismatch.version,
+                          message=f"undecodable command record: {mismatch.detail}")
+    if mismatch.reason == "refused":
+        error = mismatch.error
+        assert error is not None and isinstance(mismatch.recorded, list)
+        return Divergence(check="redecide", version=mismatch.version,
+                          message=f"command {mismatch.command_id!r} is now refused: {error.code}: {error.message}",
+                          recorded=[envelope_view(e) for e in mismatch.recorded], recomputed=error.to_dict())
+    theirs, mine = mismatch.recorded, mismatch.recomputed
+    assert not isinstance(theirs, list)
+    return Divergence(check="redecide", version=mismatch.version,
+                      message=f"command {mismatch.command_id!r} now decides differently",
+                      recorded=None if theirs is None else envelope_view(theirs),
+                      recomputed=None if mine is None else envelope_view(mine))

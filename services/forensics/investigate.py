@@ -2,26 +2,25 @@
 
 Every state comes from the one loader or one fold of the room's envelopes (a fork folds onto its
 parent's state at the fork version); nothing here knows a rule-set: paths and predicates are generic
-(``projections.state_paths``).
+(``events.forensics.state_paths``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import secrets
 from typing import Any
 
-import msgspec
-
 from almanac.events import codec, registry, room as room_rules
-from almanac.events.dice import nonces_by_commitment
-from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.dice import seed_commitment
+from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.events.room import RoomState
-from almanac.events.step import CommandRecord, advance, decode_record, step
-from almanac.events.tree_diff import json_value, tree_diff
-from almanac.projections.state_paths import (
+from almanac.events.forensics.redecide import (
+    command_spans,
+    redecide_each,
+    revealed_nonces,
+)
+from almanac.events.forensics.state_paths import (
     MISSING,
     Path,
     PathError,
@@ -33,24 +32,16 @@ from almanac.projections.state_paths import (
     state_tree,
     value_at,
 )
+from almanac.events.forensics.tree_diff import json_value, tree_diff
+from almanac.events.room import RoomState
+from almanac.events.step import CommandRecord, advance
+from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.verify import room_seed
 from almanac.services.room_service import RoomService
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
 
 MAX_ROOM_ID = 64
-
-
-class ForensicsError(Exception):
-    """Input that cannot be answered: an HTTP status, a code, a message, the field at fault (one CLI line)."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None,
-                 allowed: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.field, self.allowed = status, code, message, field, allowed
-
-    @classmethod
-    def of(cls, error: PathError | RuleError) -> ForensicsError:
-        return cls(422, error.code, error.message, error.field, error.allowed)
 
 
 def event_row(envelope: Envelope, event: Any = None) -> dict[str, Any]:
@@ -303,37 +294,21 @@ def _ruleset_ref(against: str) -> tuple[str, int, Any]:
                              error.allowed) from None
 
 
-def _comparable(envelope: Envelope) -> dict[str, Any]:
-    """An event as two rule versions are compared: its type and payload, without what names the version."""
-    event = codec.to_builtins(codec.decode_event(envelope))
-    if envelope.type == "room.created":
-        event = {k: v for k, v in event.items() if k not in ("ruleset_version", "fingerprint")}
-    return {"type": envelope.type, "player": envelope.player, "command_id": envelope.command_id, "event": event}
-
-
 async def _room_seed(store: EventStore, room: str, envelopes: list[Envelope]) -> bytes:
     created = codec.decode_event(envelopes[0])
-    if getattr(created, "challenge", None) is not None:
-        return room_rules.challenge_seed(created.challenge)
-    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-    seed = bytes.fromhex(ended[-1].revealed_seed) if ended else await store.load_seed(room)
-    if seed is None or hashlib.sha256(seed).hexdigest() != created.seed_commitment:
+    seed, source = await room_seed(store, room, created, envelopes)
+    if source == "challenge":
+        return seed  # type: ignore[return-value]
+    if seed is None or seed_commitment(seed) != created.seed_commitment:
         raise ForensicsError(409, "seed_unavailable", f"room {room!r} has no usable seed (not revealed, not stored): "
                              "its dice cannot be drawn again", "room")
     return seed
 
 
-async def _room_nonces(store: EventStore, room: str, envelopes: list[Envelope]) -> dict[str, bytes]:
-    """The players' nonces of a scheme-2 room (docs/dice.md): revealed by its end, else the ones the server holds."""
-    ended = [codec.decode_event(e) for e in envelopes if e.type == "room.ended"]
-    if ended:
-        return nonces_by_commitment(ended[-1].revealed_nonces.values())
-    return await store.load_nonces(room)
-
-
 async def bisect_against(store: EventStore, room: str, against: str) -> dict[str, Any]:
     """Re-decide the room's recorded commands under ``against`` (NAME@VERSION) with the room's own seed, and
-    report the first version whose events differ, with both sides (or that none do)."""
+    report the first version whose events differ, with both sides (or that none do): ``events.forensics.redecide``, the
+    loop verify runs, with its one rule for what is the same event."""
     name, version, manifest = _ruleset_ref(against)
     envelopes = await _envelopes(store, room)
     if envelopes[0].type == "room.forked":
@@ -344,38 +319,31 @@ async def bisect_against(store: EventStore, room: str, against: str) -> dict[str
         raise ForensicsError(422, "other_ruleset", f"room {room!r} plays {created.ruleset}, not {name}", "against",
                              allowed=[f"{created.ruleset}@{v}" for v in registry.versions(created.ruleset)])
     seed = await _room_seed(store, room, envelopes)
-    nonces = await _room_nonces(store, room, envelopes)
-    commands = await store.commands(room)
-    state: RoomState | None = None
-    last_hash = GENESIS_HASH
-    checked = 0
+    # The players' nonces of a scheme-2 room (docs/dice.md): revealed by its end, else the ones the server holds.
+    nonces = revealed_nonces(envelopes)
+    nonces = nonces if nonces is not None else await store.load_nonces(room)
+    spans = command_spans(await store.commands(room), len(envelopes))
     answer: dict[str, Any] = {"room": room, "ruleset": f"{created.ruleset}@{created.ruleset_version}",
                               "against": manifest.ref, "latest": envelopes[-1].version}
-    for index, (first, record_bytes) in enumerate(commands):
+    checked = 0
+    for index, wrong in enumerate(redecide_each(envelopes, spans, seed, manifest.ref, nonces=nonces)):
         await _pause_now_and_then(index)
-        last = commands[index + 1][0] - 1 if index + 1 < len(commands) else len(envelopes)
-        recorded = envelopes[first - 1:last]
-        record = decode_record(record_bytes)
-        if state is None and record.body.get("kind") == "create_room":
-            record = msgspec.structs.replace(record, body={**record.body, "ruleset": manifest.ref})
-        try:
-            other, _ = step(state, last_hash, record, seed, nonces=nonces)
-        except RuleError as error:
-            return {**answer, "diverged": True, "version": first, "commands_redecided": checked,
-                    "recorded": [event_row(e) for e in recorded],
-                    "other": {"refused": error.to_dict()},
-                    "note": f"command {record.command_id!r} is refused under {manifest.ref}"}
-        for offset in range(max(len(recorded), len(other))):
-            mine = other[offset] if offset < len(other) else None
-            theirs = recorded[offset] if offset < len(recorded) else None
-            if mine is None or theirs is None or _comparable(mine) != _comparable(theirs):
-                return {**answer, "diverged": True, "version": first + offset, "commands_redecided": checked,
-                        "recorded": None if theirs is None else event_row(theirs),
-                        "other": None if mine is None else event_row(mine),
-                        "note": f"command {record.command_id!r} decides differently under {manifest.ref}"}
-        checked += 1
-        for envelope in other:
-            state = advance(state, envelope)
-            last_hash = envelope.hash
+        if wrong is None:
+            checked += 1
+            continue
+        found = {**answer, "diverged": True, "version": wrong.version, "commands_redecided": checked}
+        if wrong.reason == "undecodable":
+            raise ForensicsError(409, "corrupt_command", f"room {room!r}: the command recorded at version "
+                                 f"{wrong.version} does not decode ({wrong.detail})", "room")
+        if wrong.reason == "refused":
+            assert wrong.error is not None and isinstance(wrong.recorded, list)
+            return {**found, "recorded": [event_row(e) for e in wrong.recorded],
+                    "other": {"refused": wrong.error.to_dict()},
+                    "note": f"command {wrong.command_id!r} is refused under {manifest.ref}"}
+        theirs, mine = wrong.recorded, wrong.recomputed
+        assert not isinstance(theirs, list)
+        return {**found, "recorded": None if theirs is None else event_row(theirs),
+                "other": None if mine is None else event_row(mine),
+                "note": f"command {wrong.command_id!r} decides differently under {manifest.ref}"}
     return {**answer, "diverged": False, "version": None, "commands_redecided": checked,
             "note": f"every recorded command decides the same events under {manifest.ref}"}

@@ -1,9 +1,10 @@
 """The one diff of two JSON-like trees: maps key by key, lists index by index (by content if resized), down to the leaves.
 
 Used wherever two states or two events are compared for a person (``almanac state --diff``, ``almanac
-diff`` and its HTTP route, ``almanac verify`` and the dispute-bundle verifier): a board that differs in one cell is one row
+diff`` and its HTTP route, the console's changes from one version to another (``/rooms/{room}/at/{v}?since=``),
+``almanac verify`` and the dispute-bundle verifier): a board that differs in one cell is one row
 ``board[3][7]``, never two whole boards. Paths join keys with ``.`` and indexes as ``[i]``, the form
-``projections.state_paths.parse_path`` reads (``explain ROOM state.board[3][7]``). Pure: no I/O.
+``events.forensics.state_paths.parse_path`` reads (``explain ROOM state.board[3][7]``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -106,6 +107,13 @@ def _walk_resized(before: Sequence[Any], after: Sequence[Any], path: str, change
         changes.extend((f"{path}[{index}]", before[index], ABSENT) for index in range(low + paired, high))
         changes.extend((f"{path}[{index}]", ABSENT, after[index]) for index in range(first + paired, last))
         low, first = high + 1, last + 1
+
+
+def change_rows(before: Any, after: Any) -> list[dict[str, Any]]:
+    """``tree_diff`` as JSON rows ``{"path", "before", "after"}`` (null on a side where the path is absent: a list
+    element that left or came): what ``state --diff --json`` prints and the console's diff shows."""
+    return [{"path": path, "before": json_value(old), "after": json_value(new)}
+            for path, old, new in tree_diff(before, after)]
 
 
 def json_value(value: Any) -> Any:

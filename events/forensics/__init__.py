@@ -1,0 +1,16 @@
+"""Forensics, the pure part: re-deciding a log, the offline bundle verifier, the state path language, the tree-diff.
+
+Everything an auditor's question needs that does no I/O lives here, so that a dispute bundle can be
+checked on a stranger's machine with this package alone (no Redis, no server):
+
+- ``redecide``      the one loop that decides recorded commands again and compares the events (verify,
+                    the bundle verifier and ``bisect --against`` all run it), the refusal re-check, and
+                    the seed and nonces a log reveals at its end;
+- ``bundle_check``  the offline verifier of a dispute bundle (``almanac verify-bundle``);
+- ``state_paths``   paths into a room's state and the small predicate language of explain and bisect;
+- ``tree_diff``     the one diff of two JSON trees (``state --diff``, ``diff``, the console, verify's
+                    failures).
+
+The tools that read a store (verify, the bundle writer, fork, diff, explain, bisect) are the other half:
+``almanac.services.forensics``; the CLI commands and HTTP routes are thin adapters over both.
+"""

@@ -1,0 +1,260 @@
+"""Re-decide recorded commands and compare them with the recorded events: the one loop of verify, bundles and bisect.
+
+``verify`` (a room from its store), the offline bundle verifier and ``bisect --against`` (a room's
+commands under another version of its rules) all ask one question: do these commands, decided again
+by ``events.step.step`` with the room's dice, give the events the room recorded? They ask it here,
+with one rule for what "the same event" means (``same_event``), and they read the room's revealed
+seed and nonces through one helper each. Pure: the caller reads the log; nothing here reads a clock,
+draws randomness or does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from almanac.events import codec, registry, room as room_rules
+from almanac.events.dice import nonces_by_commitment
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.errors import RuleError
+from almanac.events.step import CommandRecord, advance, decode_record, replay, step
+
+# A recorded command and the versions its events hold: (first, last, the command as stored or decoded).
+Span = tuple[int, int, "bytes | CommandRecord"]
+
+
+# --- the seed and nonces a log reveals ------------------------------------------------------------
+
+
+def room_end(envelopes: Iterable[Envelope]) -> room_rules.RoomEnded | None:
+    """The room's end (its last ``room.ended``: the revealed seed and nonces), or None while it runs."""
+    ended = None
+    for envelope in envelopes:
+        if envelope.type == "room.ended":
+            ended = envelope
+    return codec.decode_event(ended) if ended is not None else None
+
+
+def public_seed(created: Any, envelopes: Iterable[Envelope]) -> tuple[bytes | None, str]:
+    """The seed anyone holding the log can know, and where it came from: a challenge room's public seed
+    (``"challenge"``; a fork has its own secret, never a challenge's), the secret revealed by the room's end
+    (``"revealed"``), or ``(None, "")`` while a secret room runs (only its server holds the seed)."""
+    challenge = getattr(created, "challenge", None)
+    if challenge is not None:
+        return room_rules.challenge_seed(challenge), "challenge"
+    ended = room_end(envelopes)
+    if ended is not None:
+        return bytes.fromhex(ended.revealed_seed), "revealed"
+    return None, ""
+
+
+def revealed_nonces(envelopes: Iterable[Envelope]) -> dict[str, bytes] | None:
+    """A scheme-2 room's players' nonces revealed by its end, by the commitment each hashes to (a nonce that
+    does not match its player's commitment is simply not found, and the re-decision fails), or None."""
+    ended = room_end(envelopes)
+    return nonces_by_commitment(ended.revealed_nonces.values()) if ended is not None else None
+
+
+# --- the spans of the recorded commands -----------------------------------------------------------
+
+
+def command_spans(commands: Sequence[tuple[int, bytes]], latest: int) -> list[tuple[int, int, bytes]]:
+    """Each recorded command (its first version, its stored record) with the versions its events hold: up to
+    the next command's first version, the last one up to ``latest``."""
+    return [(first, (commands[index + 1][0] - 1) if index + 1 < len(commands) else latest, data)
+            for index, (first, data) in enumerate(commands)]
+
+
+# --- one event compared -------------------------------------------------------------------------
+
+
+def same_event(recorded: Envelope, recomputed: Envelope, renamed: tuple[str, str] | None = None) -> bool:
+    """Whether an event decided again is the recorded one: the one rule, ``room.created`` included.
+
+    Equal in every envelope field, the payload byte for byte, but for the chain hashes and the fingerprint:
+    ``previous_hash`` and ``hash`` are each side's own chain (the recorded chain is checked link by link by
+    the callers: verify's and the bundle's chain step; code with another fingerprint seals another chain from
+    ``room.created`` on), and ``room.created``'s ``fingerprint`` is the code's hash, not the decision (a comment
+    edit changes it; the callers report it). ``room.created`` is compared decoded, so a room created before
+    versions (stored schema 1, read through the upcaster) compares by what it says. Re-decided under another
+    version than the room's (``bisect --against``), what names the version differs by design and is read as
+    that version's: ``renamed`` is (the room's envelope label, that version's), and ``room.created``'s
+    ``ruleset_version`` is the re-decided one's.
+    """
+    theirs_created = codec.decode_event(recorded) if recorded.type == "room.created" else None
+    if renamed is not None and recorded.ruleset == renamed[0]:
+        recorded = msgspec.structs.replace(recorded, ruleset=renamed[1])
+    if theirs_created is not None and recomputed.type == "room.created":
+        mine = codec.decode_event(recomputed)
+        named = {"fingerprint": mine.fingerprint}
+        if renamed is not None:
+            named["ruleset_version"] = mine.ruleset_version
+        theirs = msgspec.structs.replace(theirs_created, **named)
+        return (_unchained(recorded)[:-1] == _unchained(recomputed)[:-1]
+                and codec.encode(theirs) == codec.encode(mine))
+    return _unchained(recorded) == _unchained(recomputed)
+
+
+# The envelope's fields but its chain hashes, the payload last (room.created leaves it out: compared decoded).
+_UNCHAINED = [name for name in Envelope.__struct_fields__ if name not in ("previous_hash", "hash", "payload")]
+
+
+def _unchained(envelope: Envelope) -> tuple[Any, ...]:
+    return (*(getattr(envelope, name) for name in _UNCHAINED), envelope.payload)
+
+
+# --- re-decide a span of commands ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The first command that does not decide its recorded events again.
+
+    ``reason``: ``"undecodable"`` (its stored record does not decode: ``detail`` says why), ``"refused"``
+    (decided again it is refused: ``error``; ``recorded`` holds its span's events), ``"differs"`` (at
+    ``version`` the recorded event and the re-decided one differ; either is None where one side has no event
+    there).
+    """
+
+    reason: str
+    version: int
+    command_id: str
+    recorded: Envelope | list[Envelope] | None = None
+    recomputed: Envelope | None = None
+    error: RuleError | None = None
+    detail: str = ""
+
+
+def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: bytes, ruleset: str, *,
+                  nonces: Mapping[str, bytes] | None = None, state: room_rules.RoomState | None = None,
+                  folded: int = 0, last_hash: str = GENESIS_HASH) -> Iterator[Mismatch | None]:
+    """Re-decide each span's command; one item per command: None when it gives its recorded events again, else
+    the Mismatch, which is the last item.
+
+    ``recorded`` is the room's whole log (version v at index v-1); ``spans`` in version order, possibly with
+    gaps (a bundle's slice). ``state`` is the room before version ``folded`` + 1 and ``last_hash`` the chain
+    hash it links to: nothing for a new room, a fork's parent state and link hash (``folded`` 0), a copy's
+    history (``folded`` its length). The state before each command is the one the commands before it decided
+    (equal to the recorded one, or the loop has stopped), folded from ``recorded`` across gaps. ``ruleset``
+    (NAME@VERSION) is the version a ``create_room`` is decided under again: the room's own for verify, another
+    one for ``bisect --against``. ``seed`` and ``nonces`` are the room's dice (``public_seed``,
+    ``revealed_nonces``, or the ones its server holds).
+    """
+    renamed = _renamed(recorded, ruleset)
+    for first, last, stored in spans:
+        while folded < first - 1:  # versions no span of this run decides: the recorded ones
+            state = advance(state, recorded[folded])
+            last_hash = recorded[folded].hash
+            folded += 1
+        try:
+            record = decode_record(stored) if isinstance(stored, bytes) else stored
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            yield Mismatch(reason="undecodable", version=first, command_id="", detail=str(error))
+            return
+        if state is None and record.body.get("kind") == "create_room":
+            # Created again under the version asked for, never simply this node's newest.
+            record = msgspec.structs.replace(record, body={**record.body, "ruleset": ruleset})
+        theirs = list(recorded[first - 1:last])
+        try:
+            mine, after = step(state, last_hash, record, seed, nonces=nonces)
+        except RuleError as error:
+            yield Mismatch(reason="refused", version=first, command_id=record.command_id, recorded=theirs,
+                           error=error)
+            return
+        for offset in range(max(len(theirs), len(mine))):
+            one = theirs[offset] if offset < len(theirs) else None
+            other = mine[offset] if offset < len(mine) else None
+            if one is None or other is None or not same_event(one, other, renamed):
+                yield Mismatch(reason="differs", version=first + offset, command_id=record.command_id,
+                               recorded=one, recomputed=other)
+                return
+        state, last_hash, folded = after, mine[-1].hash, last
+        yield None
+
+
+def _renamed(recorded: Sequence[Envelope], ruleset: str) -> tuple[str, str] | None:
+    """(the room's envelope label, the label of ``ruleset``) when ``ruleset`` is another version than the one the
+    room was created under; None when it is the same (or the log starts with a fork, never created again)."""
+    if not recorded or recorded[0].type != "room.created":
+        return None
+    created = codec.decode_event(recorded[0])
+    name, version = registry.parse(ruleset)
+    if (name, version) == (created.ruleset, created.ruleset_version):
+        return None
+    return recorded[0].ruleset, registry.stored_ref(name, version or created.ruleset_version)
+
+
+@dataclass(frozen=True)
+class Redecided:
+    """How many commands decided their recorded events again, and the first that did not (None: all did)."""
+
+    commands: int
+    mismatch: Mismatch | None
+
+
+def redecide(recorded: Sequence[Envelope], spans: Iterable[Span], seed: bytes, ruleset: str, *,
+             nonces: Mapping[str, bytes] | None = None, state: room_rules.RoomState | None = None,
+             folded: int = 0, last_hash: str = GENESIS_HASH) -> Redecided:
+    """``redecide_each`` run to its end (arguments as there)."""
+    count = 0
+    for mismatch in redecide_each(recorded, spans, seed, ruleset, nonces=nonces, state=state, folded=folded,
+                                  last_hash=last_hash):
+        if mismatch is not None:
+            return Redecided(count, mismatch)
+        count += 1
+    return Redecided(count, None)
+
+
+# --- refusals -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refused command as kept: its record (with the version it was refused at) and the recorded error."""
+
+    record: CommandRecord
+    error: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class RefusalMismatch:
+    """A refused command that decided again is not refused with its recorded code: ``recomputed`` is the error
+    it now gets, or None when it is accepted; ``placed`` False when it names no version of the log."""
+
+    refusal: Refusal
+    recomputed: RuleError | None = None
+    placed: bool = True
+
+    @property
+    def version(self) -> int:
+        """The version the refused command would have written (the one after the version it was refused at)."""
+        return (self.refusal.record.refused_at_version or 0) + 1
+
+
+def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], seed: bytes, *,
+                     nonces: Mapping[str, bytes] | None = None,
+                     base: room_rules.RoomState | None = None) -> tuple[int, RefusalMismatch | None]:
+    """Each refused command, decided again against the recorded log at the version it was refused at, is
+    refused with the code recorded for it: (how many were, the first that is not). In version order, folding
+    the log forward once; ``base`` is the state version 1 folds onto (a fork's parent's)."""
+    checked = 0
+    state, folded = base, 0
+    for refusal in sorted(refusals, key=lambda r: r.record.refused_at_version or 0):
+        at = refusal.record.refused_at_version
+        if at is None or not 0 <= at <= len(recorded):
+            return checked, RefusalMismatch(refusal=refusal, placed=False)
+        state = replay(recorded[folded:at], state)
+        folded = at
+        code = (refusal.error or {}).get("code")
+        try:
+            step(state, recorded[at - 1].hash if at else GENESIS_HASH, refusal.record, seed, nonces=nonces)
+        except RuleError as error:
+            if error.code == code:
+                checked += 1
+                continue
+            return checked, RefusalMismatch(refusal=refusal, recomputed=error)
+        return checked, RefusalMismatch(refusal=refusal)
+    return checked, None
