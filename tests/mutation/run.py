@@ -1,0 +1,241 @@
+"""The mutation test: how many single-point changes to a version's rules its golden logs catch.
+
+    nice -n 10 .venv/bin/python -m tests.mutation.run                    # every published version
+    nice -n 10 .venv/bin/python -m tests.mutation.run board@1 --jobs 2   # one version, two at a time
+    nice -n 10 .venv/bin/python -m tests.mutation.run realm@2 --sample 200 --out /tmp/realm2.json
+
+For each published version (found through the registry; its files are those of the package its
+fingerprint covers, as ``tests.golden.corpus.rules_package`` finds it), every mutant of ``tests.mutation.
+mutants`` over its modules (the bot, ``policy.py``, aside: it never runs in a replay) is tried in a forked
+child that imports the version's package with that one module mutated and replays the version's golden
+logs exactly as the golden test does (``make.py``'s game, verified; every corpus game, ``corpus.check``),
+stopping at the first difference. A mutant is
+
+- **caught** when a golden log no longer replays (a divergence, an exception, or a replay running past
+  ``--timeout`` seconds: a mutant that loops);
+- else it **survived**, and is tried once more against a wide corpus: many more games of the same recipes
+  with other seeds (``--wide`` games per recipe, recorded under the unmutated rules in a temporary
+  directory at the start). A survivor the wide corpus catches is **missed**: it changes behaviour and the
+  golden logs did not see it. A survivor nothing catches is counted **equivalent**: it changes no outcome
+  on any game we could play (an estimate: a mutant whose difference needs a game none of these reach is
+  counted here too).
+
+The figure per version is caught / (caught + missed). ``--sample N`` tries N mutants spread evenly over
+the list instead of all (the figure is then an estimate). Exit status 1 when a version's figure is below
+``--goal`` (default 0.95).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.abc
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.golden.corpus import check, path_for, read
+from tests.golden.coverage import single_problem
+from tests.golden.make import path_for as single_path_for
+from tests.mutation.mutants import Mutant, mutants_of, mutated_code
+
+ROOT = Path(__file__).resolve().parents[2]
+# Modules of a version's package that are not rules a replay runs: the bot chose the recorded commands.
+NOT_MUTATED = ("policy.py",)
+CAUGHT, SURVIVED, NOT_LOADED = 1, 0, 3
+
+
+def plan() -> dict[str, Any]:
+    """Per published version: its package and modules (read in a fresh interpreter, so this one never
+    imports a rule-set: each mutant's child imports it, mutated, for the first time)."""
+    code = ("import json; from tests.golden.make import published; from tests.golden.corpus import "
+            "rules_package, package_files\n"
+            "out = {}\n"
+            "for m in published():\n"
+            "    package = rules_package(m); files = package_files(package); root = files[0].parent\n"
+            "    names = [(package, *p.relative_to(root).with_suffix('').parts) for p in files]\n"
+            "    names = ['.'.join(n[:-1] if n[-1] == '__init__' else n) for n in names]\n"
+            "    out[m.ref] = {'package': package, 'modules': [[n, str(p)] for n, p in zip(names, files)]}\n"
+            "print(json.dumps(out))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(done.stdout)
+
+
+class _MutatedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves one module from a mutated AST; every other import is left to the normal finders."""
+
+    def __init__(self, mutant: Mutant, source: str) -> None:
+        self.mutant, self.source = mutant, source
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.mutant.module:
+            return None
+        is_package = self.mutant.path.endswith("__init__.py")
+        spec = importlib.util.spec_from_file_location(fullname, self.mutant.path, loader=self,
+                                                      submodule_search_locations=[str(Path(self.mutant.path).parent)]
+                                                      if is_package else None)
+        return spec
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: Any) -> None:
+        exec(mutated_code(self.mutant, self.source), module.__dict__)  # noqa: S102 - the mutant under test
+
+
+def replay_all(ref: str, games: list[dict[str, Any]]) -> bool:
+    """True when every golden log of ``ref`` replays exactly (the golden test's own checks)."""
+    from almanac.events import registry  # noqa: PLC0415 - imported in the child, after the mutant's finder
+
+    manifest = registry.manifest(ref)
+    if single_path_for(manifest).exists() and single_problem(manifest) is not None:
+        return False
+    return all(check(game) is None for game in games)
+
+
+def _child(mutant: Mutant | None, source: str, ref: str, games: list[dict[str, Any]], timeout: float) -> None:
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    code = CAUGHT
+    finder = _MutatedModule(mutant, source) if mutant is not None else None
+    try:
+        if finder is not None:
+            sys.meta_path.insert(0, finder)
+        code = SURVIVED if replay_all(ref, games) else CAUGHT
+    except BaseException:  # noqa: BLE001 - a mutant that crashes a replay is caught by the golden test
+        code = CAUGHT
+    if finder is not None and code == SURVIVED:
+        loaded = sys.modules.get(finder.mutant.module)
+        if loaded is None or loaded.__spec__.loader is not finder:
+            code = NOT_LOADED  # a module no replay imports (a test helper): its mutants say nothing
+    os._exit(code)
+
+
+def run_many(mutants: list[Mutant], sources: dict[str, str], ref: str, games: list[dict[str, Any]], jobs: int,
+             timeout: float, progress: str = "") -> list[int]:
+    """Each mutant's result (CAUGHT, SURVIVED or NOT_LOADED), ``jobs`` forked children at a time."""
+    results: list[int] = [CAUGHT] * len(mutants)
+    running: dict[int, int] = {}
+    queue = list(range(len(mutants)))
+    done = 0
+    started = time.monotonic()
+    while queue or running:
+        while queue and len(running) < jobs:
+            index = queue.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                _child(mutants[index], sources[mutants[index].path], ref, games, timeout)
+            running[pid] = index
+        pid, status = os.wait()
+        index = running.pop(pid)
+        # Killed (the timer: a loop) or any exit but SURVIVED: the golden test would fail.
+        exited = os.WEXITSTATUS(status) if os.WIFEXITED(status) else CAUGHT
+        results[index] = exited if exited in (SURVIVED, NOT_LOADED) else CAUGHT
+        done += 1
+        if progress and done % 50 == 0:
+            print(f"  {progress}: {done}/{len(mutants)} tried, {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return results
+
+
+def wide_corpus(ref: str, per_recipe: int, directory: Path) -> list[dict[str, Any]]:
+    """Games of ``ref``'s recipes with other seeds, recorded under the unmutated rules (in a fresh
+    interpreter: this one must not import the rule-set)."""
+    target = directory / f"{ref}.json.gz"
+    code = ("import sys, json, gzip, dataclasses; from almanac.events import registry; "
+            "from tests.golden.corpus import build, recipes_for\n"
+            "m = registry.manifest(sys.argv[1])\n"
+            "recipes = tuple(dataclasses.replace(r, repeat=r.repeat * int(sys.argv[2])) for r in recipes_for(m))\n"
+            "corpus = build(m, recipes, salt='wide')\n"
+            "open(sys.argv[3], 'wb').write(gzip.compress(json.dumps(corpus).encode()))\n")
+    subprocess.run([sys.executable, "-c", code, ref, str(per_recipe), str(target)], cwd=ROOT, check=True)
+    return json.loads(gzip.decompress(target.read_bytes()))["games"]
+
+
+def evenly(items: list[Any], count: int | None) -> list[Any]:
+    if count is None or count >= len(items):
+        return items
+    return [items[i * len(items) // count] for i in range(count)]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation.run", description=__doc__.split("\n")[0])
+    parser.add_argument("versions", nargs="*", help="name@version (default: every published version)")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds a mutant's replay may take")
+    parser.add_argument("--sample", type=int, default=None, help="try this many mutants per version, spread evenly")
+    parser.add_argument("--wide", type=int, default=4, help="games per recipe in the wide corpus")
+    parser.add_argument("--goal", type=float, default=0.95)
+    parser.add_argument("--out", type=Path, default=None, help="write every mutant's result here (JSON)")
+    args = parser.parse_args(argv)
+
+    versions = plan()
+    chosen = args.versions or list(versions)
+    report: dict[str, Any] = {}
+    below = False
+    with tempfile.TemporaryDirectory(prefix="almanac-mutation-") as scratch:
+        for ref in chosen:
+            package = versions[ref]
+            sources: dict[str, str] = {}
+            mutants: list[Mutant] = []
+            for module, path in package["modules"]:
+                if Path(path).name in NOT_MUTATED:
+                    continue
+                sources[path] = Path(path).read_text()
+                mutants += mutants_of(module, path, sources[path])
+            generated = len(mutants)
+            mutants = evenly(mutants, args.sample)
+            games = read(path_for(_Ref(ref)))["games"] if path_for(_Ref(ref)).exists() else []
+            started = time.monotonic()
+            if not _unmutated_replays(ref, games, args.timeout):
+                raise SystemExit(f"{ref}: the golden logs do not replay under the unmutated rules")
+            results = run_many(mutants, sources, ref, games, args.jobs, args.timeout, progress=ref)
+            unloaded = [m for m, r in zip(mutants, results, strict=True) if r == NOT_LOADED]
+            mutants = [m for m, r in zip(mutants, results, strict=True) if r != NOT_LOADED]
+            results = [r for r in results if r != NOT_LOADED]
+            survivors = [m for m, r in zip(mutants, results, strict=True) if r == SURVIVED]
+            wide = wide_corpus(ref, args.wide, Path(scratch)) if survivors else []
+            second = run_many(survivors, sources, ref, wide, args.jobs, args.timeout, progress=f"{ref} wide")
+            missed = [m for m, r in zip(survivors, second, strict=True) if r == CAUGHT]
+            equivalent = [m for m, r in zip(survivors, second, strict=True) if r == SURVIVED]
+            caught = len(mutants) - len(survivors)
+            share = caught / (caught + len(missed)) if caught + len(missed) else 1.0
+            below |= share < args.goal
+            report[ref] = {"generated": generated, "tried": len(mutants), "not_loaded": len(unloaded), "caught": caught,
+                           "survived": len(survivors), "missed": [m.name for m in missed],
+                           "equivalent": [m.name for m in equivalent], "share_caught": round(share, 4),
+                           "wide_games": len(wide), "seconds": round(time.monotonic() - started, 1)}
+            print(f"{ref}: {generated} mutants, {len(mutants)} tried ({len(unloaded)} more in modules no replay "
+                  f"imports): {caught} caught, {len(survivors)} survived "
+                  f"({len(missed)} missed, {len(equivalent)} equivalent on {len(wide)} wide games); "
+                  f"caught {100 * share:.1f}% of the behaviour-changing ({report[ref]['seconds']} s)", flush=True)
+            for name in report[ref]["missed"]:
+                print(f"    missed: {name}")
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    return 1 if below else 0
+
+
+class _Ref:
+    """Enough of a manifest for the corpus' file name (this interpreter loads no rule-set)."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+
+
+def _unmutated_replays(ref: str, games: list[dict[str, Any]], timeout: float) -> bool:
+    pid = os.fork()
+    if pid == 0:
+        _child(None, "", ref, games, timeout)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == SURVIVED
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
