@@ -88,6 +88,12 @@ class Recipe:
     # Kinds the bot is steered to: it is asked up to ``PREFER_TRIES`` times for one of them (its dice make each
     # answer differ) before its last answer is taken (say, armies and sieges, to reach a city's fall).
     prefer: tuple[str, ...] = ()
+    # Players held to some kinds of command: player -> kinds (the bot is asked as for ``prefer``; when it
+    # proposes none of them, the player sends nothing). A passive city whose walls are never mended falls.
+    only: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Fields pinned in the bot's moves: field name -> value, wherever a move has that field (a siege that takes
+    # a city for tax, not to destroy it).
+    pin: dict[str, Any] = field(default_factory=dict)
     # Start from the manifest's bench scenario: its options (``options`` override them), players and bot.
     bench: bool = False
 
@@ -95,7 +101,8 @@ class Recipe:
         return {"options": self.options, "players": list(self.players), "mix": list(self.mix),
                 "commands": self.commands, "dice_scheme": self.dice_scheme, "steps": list(self.steps),
                 "start_ms": self.start_ms, "challenge": self.challenge, "avoid": list(self.avoid),
-                "bench": self.bench, "prefer": list(self.prefer)}
+                "bench": self.bench, "prefer": list(self.prefer),
+                "only": {player: list(kinds) for player, kinds in self.only.items()}, "pin": self.pin}
 
 
 BOT, NUDGE, RANDOM, STRANGER = range(4)
@@ -103,6 +110,21 @@ _DUO = ("alice", "bob")
 _MANY = ("alice", "bob", "carol", "dave", "erin", "frank")
 _WAR = ("raise_army", "equip_army", "besiege", "raid", "choose_tax_season", "buy_freedom", "sabotage", "revolt",
         "restart_city", "heal_army")
+_HUNGRY_COLONY = {
+    "rows": 5, "columns": 5, "season": "summer", "year": 1,
+    "stock": {"food": 10, "wood": 300, "gold": 200, "lumber": 40, "coins": 5},
+    "sectors": [
+        {"row": 2, "column": 2, "type": "prairie", "population": 1500, "buildings": ["farm", "kitchen"]},
+        {"row": 2, "column": 3, "type": "forest", "population": 200, "buildings": ["lumber_camp", "sawmill"],
+         "starved_seasons_ago": 1},
+        {"row": 1, "column": 2, "type": "mountain", "population": 100,
+         "buildings": ["mine", "mint", "factory", "mine", "mint"]},
+        {"row": 0, "column": 0, "explored": False},
+        {"row": 3, "column": 2, "type": "prairie", "population": 50,
+         "buildings": ["farm"] * 6 + ["kitchen"] * 3 + ["factory"] * 2},
+    ],
+}
+_PASSIVE_CAROL = {"carol": ("end_turn", "buy_freedom", "sabotage", "revolt", "restart_city", "choose_tax_season")}
 _RICH = {resource: 40_000 for resource in ("food", "wood", "herbs", "stone", "bronze", "iron", "steel", "gold",
                                             "smelted_stone", "smelted_bronze", "smelted_iron", "smelted_steel")}
 
@@ -114,16 +136,22 @@ RECIPES: dict[str, tuple[Recipe, ...]] = {
         Recipe(options={"mountain_bonus": True}, mix=(6, 1, 0, 0), repeat=3),
         # the extended pool deals every mission card over these games
         Recipe(options={"extended_pool": True}, mix=(6, 1, 1, 1), players=_DUO, dice_scheme=2, repeat=8),
+        Recipe(options={"extended_pool": True}, repeat=16),  # more boards for every mission's scoring
+        Recipe(options={"extended_pool": True}, mix=(1, 1, 2, 0), repeat=2),  # mostly refused: random commands
         Recipe(options={"mountain_bonus": True, "extended_pool": True}, mix=(4, 2, 2, 1), players=_DUO, repeat=3),
         Recipe(options={"player": "bob"}, mix=(3, 1, 1, 1), players=_DUO, challenge="golden-weekly"),
     ),
     "claim": (
-        Recipe(steps=(2, 3)),
-        Recipe(mix=(4, 2, 1, 1), players=_DUO, steps=(1, 2, 3, 4), commands=300, avoid=("prove_up",)),
-        Recipe(options={"block": "valley-1/SE"}, mix=(3, 1, 2, 0), steps=(3, 4), dice_scheme=2, commands=300,
-               start_ms=1_650_000_123_456, avoid=("prove_up",)),
-        Recipe(options={"owner": "bob"}, players=_DUO, mix=(5, 1, 1, 2), steps=(0, 4), start_ms=1_600_000_000_000),
-        Recipe(mix=(2, 2, 2, 0), steps=(2, 3, 4), commands=300, avoid=("prove_up",), start_ms=1_710_000_000_000),
+        # a claim grows in hours: clocks of minutes and hours see every age of the volume curve and grade
+        Recipe(steps=(2,), repeat=2),  # the bot to its prove-up
+        Recipe(steps=(1, 2), commands=300, avoid=("prove_up",), repeat=3),
+        Recipe(mix=(4, 2, 2, 1), players=_DUO, steps=(0, 1, 2), commands=300, avoid=("prove_up",), repeat=2),
+        Recipe(options={"block": "valley-1/SE"}, mix=(3, 1, 2, 0), steps=(2, 3), dice_scheme=2, commands=200,
+               avoid=("prove_up",)),
+        Recipe(options={"owner": "bob"}, players=_DUO, mix=(5, 1, 1, 2), steps=(1, 2, 4)),
+        # near misses on every command (a cut too young, a full deck, a road, an unripe crop, an early prove-up)
+        Recipe(mix=(2, 4, 1, 0), steps=(0, 1, 2), commands=300, avoid=("prove_up",), repeat=2),
+        Recipe(mix=(2, 1, 3, 0), steps=(1, 2), commands=150, repeat=2),
     ),
     "realm": (
         Recipe(options={"players": list(_DUO), "villages": 1, "years": 2}, players=_DUO, mix=(6, 1, 1, 1)),
@@ -143,6 +171,21 @@ RECIPES: dict[str, tuple[Recipe, ...]] = {
         Recipe(options={"players": ["alice", "bob", "carol"], "villages": 2, "years": 5, "actions_per_season": 8,
                         "starting_stock": _RICH}, players=("alice", "bob", "carol"), mix=(20, 1, 1, 0),
                commands=900, prefer=_WAR, repeat=3),
+        # carol only ends her turn (and, once taken, buys her freedom, sabotages, revolts, restarts): her
+        # city falls to the others' sieges, pays tax, and is destroyed
+        Recipe(options={"players": ["alice", "bob", "carol"], "villages": 1, "years": 6, "actions_per_season": 8,
+                        "starting_stock": _RICH, "season_timeout_ms": 3_600_000},
+               players=("alice", "bob", "carol"), mix=(20, 1, 1, 0), steps=(0, 0, 0, 2), commands=900,
+               prefer=_WAR, only=_PASSIVE_CAROL, repeat=2),
+        Recipe(options={"players": ["alice", "bob", "carol"], "villages": 1, "years": 6, "actions_per_season": 8,
+                        "starting_stock": _RICH, "season_timeout_ms": 3_600_000},
+               players=("alice", "bob", "carol"), mix=(20, 1, 1, 0), steps=(0, 0, 0, 2), commands=900,
+               prefer=_WAR, only=_PASSIVE_CAROL, pin={"if_taken": "tax"}),
+        Recipe(options={"players": ["alice", "bob", "carol"], "villages": 0, "years": 6, "actions_per_season": 8,
+                        "starting_stock": _RICH, "season_timeout_ms": 3_600_000},
+               players=("alice", "bob", "carol"), mix=(20, 1, 1, 0), steps=(0, 0, 0, 2), commands=900,
+               prefer=_WAR, only={"carol": ("end_turn", "sabotage", "revolt")},
+               pin={"if_taken": "tax"}),
     ),
     "sectors": (
         Recipe(options={"years": 1, "rows": 4, "columns": 4}, mix=(6, 1, 1, 1)),
@@ -154,6 +197,10 @@ RECIPES: dict[str, tuple[Recipe, ...]] = {
         # the bench's full colony (every sector explored and built), for one year
         Recipe(bench=True, options={"years": 1}, mix=(6, 2, 2, 0), commands=200, avoid=("end_season",)),
         Recipe(bench=True, options={"years": 1}, commands=10),
+        # an explicit colony: unexplored places, a crowded, hungry prairie, a recent famine, buildings at their limit
+        Recipe(options={"years": 2, "setup": _HUNGRY_COLONY}, mix=(5, 3, 1, 0), commands=250, repeat=2),
+        # near misses on every command (a move onto itself, past a cap, a banned or unaffordable building)
+        Recipe(options={"years": 3, "rows": 5, "columns": 5}, mix=(3, 4, 1, 0), commands=300, repeat=2),
     ),
 }
 
@@ -278,7 +325,8 @@ async def play(manifest: Any, index: int, recipe: Recipe, salt: str = "") -> dic
     chooser = Dice(b"almanac golden corpus chooser dice", label, 0)
     draw = _Draw(chooser, _string_pool(rules_package(manifest)), recipe.players)
     command_types = tuple(t for t in manifest.decider.command_types if t.__struct_config__.tag not in recipe.avoid)
-    now, sent = recipe.start_ms, 0
+    # Each game starts at its own time (a claim's map is drawn from its creation time).
+    now, sent = recipe.start_ms + index * 7_777_777, 0
 
     async def send(player: str, body: dict[str, Any]) -> bool:
         nonlocal sent, now
@@ -319,10 +367,13 @@ async def play(manifest: Any, index: int, recipe: Recipe, salt: str = "") -> dic
             await send(player, draw.command(command_types))
             continue
         command = policy(state.game, player, chooser, now + STEPS_MS[recipe.steps[0]])
-        for _ in range(PREFER_TRIES if recipe.prefer else 0):
-            if command is None or codec.encode_command(command)["kind"] in recipe.prefer:
+        preferred = recipe.only.get(player, recipe.prefer)
+        for _ in range(PREFER_TRIES if preferred else 0):
+            if command is None or codec.encode_command(command)["kind"] in preferred:
                 break
             command = policy(state.game, player, chooser, now + STEPS_MS[recipe.steps[0]])
+        if command is not None and player in recipe.only and codec.encode_command(command)["kind"] not in preferred:
+            command = None
         if command is None:
             idle += 1
             if idle > 200:
@@ -330,6 +381,7 @@ async def play(manifest: Any, index: int, recipe: Recipe, salt: str = "") -> dic
             continue
         idle = 0
         body = codec.encode_command(command)
+        body.update({name: value for name, value in recipe.pin.items() if name in body})
         draw.saw(body)
         if body["kind"] in recipe.avoid:
             body = draw.command(command_types)
