@@ -246,6 +246,29 @@ def package_files(package: str) -> list[Path]:
     return sorted(path for path in root.rglob("*.py") if "__pycache__" not in path.parts)
 
 
+# Modules of a rule-set's package that hold no decision and no fold, by file name: the bot that chose the
+# recorded commands (policy.py), auditors' stories (audit.py), wiring, read models and bench figures
+# (manifest.py, published.py), and helpers no replay imports (sandbox.py: sectors' test room). With the
+# Decider's ``summary`` and the ``summarize`` it calls (a sentence per event: presentation, like the
+# console's pictures), they are left out of the coverage figures and of the mutants: the golden logs pin
+# the rules, not their wording.
+NOT_RULES = ("policy.py", "audit.py", "manifest.py", "published.py", "sandbox.py")
+PRESENTATION_FUNCTIONS = ("summary", "summarize")
+
+
+def rule_modules(package: str) -> list[tuple[str, Path]]:
+    """(module name, file) of every module of ``package`` that holds rules (not ``NOT_RULES``)."""
+    files = package_files(package)
+    root = Path(import_module(package).__file__).parent
+    found = []
+    for path in files:
+        if path.name in NOT_RULES:
+            continue
+        parts = (package, *path.relative_to(root).with_suffix("").parts)
+        found.append((".".join(parts[:-1] if parts[-1] == "__init__" else parts), path))
+    return found
+
+
 class _Draw:
     """Random command bodies and values for one game, from the chooser's dice."""
 

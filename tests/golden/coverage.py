@@ -6,9 +6,9 @@
 For each version, coverage.py (branch mode) measures a replay of that version's golden logs alone,
 restricted to the version's package (the one its fingerprint covers, found through the registry), and
 prints two rows: the one-game log of ``make.py`` ("before": what the golden test covered alone until
-the corpus) and that log with the corpus ("after"). The package's bot (``policy.py``) is left out of
-the figures: it chose the recorded commands and never runs in a replay. The replay is the golden
-test's own (``corpus.check``), so the figures say what the test exercises.
+the corpus) and that log with the corpus ("after"). What holds no rules is left out of the figures
+(``corpus.NOT_RULES``: the bot, audit stories, wiring; and each Decider's ``summary``). The replay is
+the golden test's own (``corpus.check``), so the figures say what the test exercises.
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ from almanac.events import registry
 from almanac.services.verify import verify_room
 from almanac.storage.export_store import ExportFileStore
 
-from .corpus import check, path_for, read, rules_package
+from .corpus import NOT_RULES, PRESENTATION_FUNCTIONS, check, path_for, read, rules_package
 from .make import HERE, path_for as single_path_for, published
-
-# Modules of a rule-set's package a replay never runs by design: the bot that chose the recorded commands.
-NOT_REPLAYED = ("policy.py",)
 
 
 def games_of(manifest: Any, with_corpus: bool) -> list[dict[str, Any]]:
@@ -54,8 +51,10 @@ def measure(manifest: Any, with_corpus: bool) -> dict[str, Any]:
 
 
 def _measure_here(ref: str, package: str, with_corpus: bool) -> dict[str, Any]:
-    cov = coverage.Coverage(branch=True, source_pkgs=[package], omit=[f"*/{name}" for name in NOT_REPLAYED],
+    cov = coverage.Coverage(branch=True, source_pkgs=[package], omit=[f"*/{name}" for name in NOT_RULES],
                             data_file=None)
+    for name in PRESENTATION_FUNCTIONS:
+        cov.exclude(rf"def {name}\(")  # the whole function: coverage.py excludes a def's block with it
     cov.start()
     try:
         manifest = registry.manifest(ref)

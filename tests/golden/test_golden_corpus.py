@@ -36,3 +36,20 @@ def test_every_game_of_a_golden_corpus_replays_exactly(path):
         if problem is not None:
             pytest.fail(PUBLISH_A_NEW_VERSION.format(ref=corpus["ruleset"], check=f"game {index}",
                                                      version="-", message=problem), pytrace=False)
+
+
+def test_a_game_that_folds_differently_fails_even_when_its_events_replay():
+    # Given a recorded game whose events still replay, when the state recorded after its third command
+    # differs from the fold's (as after a change to an evolve that no later decision reads), it fails.
+    game = read(FILES[0])["games"][0]
+    assert check(game) is None
+    states = list(game["expected"]["states"])
+    states[2] = "0" * 16
+    problem = check({**game, "expected": {**game["expected"], "states": states}})
+    assert problem == "the state after command 3 differs (same events, another fold)"
+
+
+def test_a_game_whose_view_changed_fails():
+    game = read(FILES[0])["games"][0]
+    problem = check({**game, "expected": {**game["expected"], "views": "0" * 16}})
+    assert problem == "the Decider's views differ (same events and states)"

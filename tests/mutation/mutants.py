@@ -14,7 +14,8 @@ changes exactly one thing per mutant:
   ``/`` -> ``*``, ``//`` -> ``*``, ``%`` -> ``//``, ``**`` -> ``*``;
 - a boolean operator: ``and`` <-> ``or``; ``not x`` -> ``x``.
 
-Left alone: docstrings and other strings, type annotations (they describe, the schema's bounds are
+Left alone: functions the caller names (``skip``: the mutation test passes a Decider's ``summary``, a
+sentence per event, presentation), docstrings and other strings, type annotations (they describe, the schema's bounds are
 the ``Meta`` calls, which are mutated), f-strings (message text; a refusal is re-checked by its code),
 and ``__all__``. A mutant is named by its module, line, column and what changed (``rules.py:123:8 < -> <=``).
 """
@@ -44,7 +45,7 @@ SYMBOLS: dict[type, str] = {
 
 @dataclass(frozen=True)
 class Mutant:
-    """One change to one module: ``site`` is the index of the mutable place in ``sites(tree)`` order."""
+    """One change to one module: ``site`` is the index of the mutable place in ``_places(tree, skip)`` order."""
 
     module: str
     path: str
@@ -52,6 +53,7 @@ class Mutant:
     line: int
     column: int
     change: str
+    skip: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -66,13 +68,15 @@ def _number(value: Any) -> Any:
     return value * 2 if value else 1.0
 
 
-def _places(tree: ast.AST) -> list[tuple[ast.AST, int, str]]:
+def _places(tree: ast.AST, skip: tuple[str, ...]) -> list[tuple[ast.AST, int, str]]:
     """Every mutable place of ``tree`` in a fixed order: (node, index within the node, what changes)."""
     found: list[tuple[ast.AST, int, str]] = []
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.JoinedStr):
             return  # message text
+        if isinstance(node, ast.FunctionDef) and node.name in skip:
+            return
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # a docstring
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
@@ -99,12 +103,12 @@ def _places(tree: ast.AST) -> list[tuple[ast.AST, int, str]]:
     return found
 
 
-def mutants_of(module: str, path: str, source: str) -> list[Mutant]:
-    """Every single-point mutant of one module's source."""
+def mutants_of(module: str, path: str, source: str, skip: tuple[str, ...] = ()) -> list[Mutant]:
+    """Every single-point mutant of one module's source (functions named in ``skip`` left alone)."""
     tree = ast.parse(source)
     return [Mutant(module=module, path=path, site=site, line=getattr(node, "lineno", 0),
-                   column=getattr(node, "col_offset", 0), change=change)
-            for site, (node, _, change) in enumerate(_places(tree))]
+                   column=getattr(node, "col_offset", 0), change=change, skip=skip)
+            for site, (node, _, change) in enumerate(_places(tree, skip))]
 
 
 class _Apply(ast.NodeTransformer):
@@ -133,6 +137,6 @@ class _Apply(ast.NodeTransformer):
 def mutated_code(mutant: Mutant, source: str) -> Any:
     """The compiled module with ``mutant``'s one change (line numbers kept, so tracebacks point at it)."""
     tree = ast.parse(source)
-    node, index, _ = _places(tree)[mutant.site]
+    node, index, _ = _places(tree, mutant.skip)[mutant.site]
     tree = ast.fix_missing_locations(_Apply(node, index).visit(tree))
     return compile(tree, mutant.path, "exec")

@@ -6,7 +6,7 @@
 
 For each published version (found through the registry; its files are those of the package its
 fingerprint covers, as ``tests.golden.corpus.rules_package`` finds it), every mutant of ``tests.mutation.
-mutants`` over its modules (the bot, ``policy.py``, aside: it never runs in a replay) is tried in a forked
+mutants`` over its rule modules (``corpus.rule_modules``: not the bot, audit stories or wiring) is tried in a forked
 child that imports the version's package with that one module mutated and replays the version's golden
 logs exactly as the golden test does (``make.py``'s game, verified; every corpus game, ``corpus.check``),
 stopping at the first difference. A mutant is
@@ -41,14 +41,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.golden.corpus import check, path_for, read
+from tests.golden.corpus import PRESENTATION_FUNCTIONS, check, path_for, read
 from tests.golden.coverage import single_problem
 from tests.golden.make import path_for as single_path_for
 from tests.mutation.mutants import Mutant, mutants_of, mutated_code
 
 ROOT = Path(__file__).resolve().parents[2]
-# Modules of a version's package that are not rules a replay runs: the bot chose the recorded commands.
-NOT_MUTATED = ("policy.py",)
 CAUGHT, SURVIVED, NOT_LOADED = 1, 0, 3
 
 
@@ -56,14 +54,9 @@ def plan() -> dict[str, Any]:
     """Per published version: its package and modules (read in a fresh interpreter, so this one never
     imports a rule-set: each mutant's child imports it, mutated, for the first time)."""
     code = ("import json; from tests.golden.make import published; from tests.golden.corpus import "
-            "rules_package, package_files\n"
-            "out = {}\n"
-            "for m in published():\n"
-            "    package = rules_package(m); files = package_files(package); root = files[0].parent\n"
-            "    names = [(package, *p.relative_to(root).with_suffix('').parts) for p in files]\n"
-            "    names = ['.'.join(n[:-1] if n[-1] == '__init__' else n) for n in names]\n"
-            "    out[m.ref] = {'package': package, 'modules': [[n, str(p)] for n, p in zip(names, files)]}\n"
-            "print(json.dumps(out))\n")
+            "rules_package, rule_modules\n"
+            "print(json.dumps({m.ref: {'package': rules_package(m), 'modules': [[name, str(path)] for name, path "
+            "in rule_modules(rules_package(m))]} for m in published()}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     return json.loads(done.stdout)
 
@@ -172,6 +165,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sample", type=int, default=None, help="try this many mutants per version, spread evenly")
     parser.add_argument("--wide", type=int, default=4, help="games per recipe in the wide corpus")
     parser.add_argument("--goal", type=float, default=0.95)
+    parser.add_argument("--match", action="append", default=[],
+                        help="try only mutants whose name contains this (repeatable; e.g. missions.py or rules.py:97:)")
     parser.add_argument("--out", type=Path, default=None, help="write every mutant's result here (JSON)")
     args = parser.parse_args(argv)
 
@@ -185,11 +180,11 @@ def main(argv: list[str]) -> int:
             sources: dict[str, str] = {}
             mutants: list[Mutant] = []
             for module, path in package["modules"]:
-                if Path(path).name in NOT_MUTATED:
-                    continue
                 sources[path] = Path(path).read_text()
-                mutants += mutants_of(module, path, sources[path])
+                mutants += mutants_of(module, path, sources[path], skip=PRESENTATION_FUNCTIONS)
             generated = len(mutants)
+            if args.match:
+                mutants = [m for m in mutants if any(text in m.name for text in args.match)]
             mutants = evenly(mutants, args.sample)
             games = read(path_for(_Ref(ref)))["games"] if path_for(_Ref(ref)).exists() else []
             started = time.monotonic()
