@@ -30,6 +30,7 @@ live where its manifest's package is.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -209,8 +210,25 @@ RECIPES: dict[str, tuple[Recipe, ...]] = {
 }
 
 
+# A wide corpus (the mutation test's second opinion, never committed): every recipe's games this many
+# times over with a salt of its own ("wide", "check"), so with other seeds, dice and clocks.
+WIDE_REPEAT = 4
+# Wide games kept in the corpus, as (salt, index in that wide corpus): each catches mutants the recipes'
+# own games missed (``python -m tests.mutation.run --wide-salt wide`` names, for every missed mutant, the
+# first wide game that catches it). They are adopted from the "wide" corpus; the mutation test's figures
+# come from the independent "check" corpus. Indexes follow RECIPES: after changing a rule-set's recipes,
+# adopt its games again.
+ADOPTED: dict[str, tuple[tuple[str, int], ...]] = {
+    "board": tuple(("wide", index) for index in (1, 5, 15, 16, 82, 84, 87)),
+}
+
+
 def recipes_for(manifest: Any) -> tuple[Recipe, ...]:
     return RECIPES.get(manifest.name, ())
+
+
+def wide_recipes(manifest: Any) -> tuple[Recipe, ...]:
+    return tuple(dataclasses.replace(recipe, repeat=recipe.repeat * WIDE_REPEAT) for recipe in recipes_for(manifest))
 
 
 def path_for(manifest: Any) -> Path:
@@ -485,16 +503,22 @@ def games_of(recipes: tuple[Recipe, ...]) -> list[Recipe]:
     return [recipe for recipe in recipes for _ in range(recipe.repeat)]
 
 
-def build(manifest: Any, recipes: tuple[Recipe, ...] | None = None, salt: str = "") -> dict[str, Any]:
+def build(manifest: Any, recipes: tuple[Recipe, ...] | None = None, salt: str = "",
+          adopted: tuple[tuple[str, int], ...] = ()) -> dict[str, Any]:
+    """The corpus of ``recipes`` (the version's own by default) and of the ``adopted`` wide games."""
+    played = [(index, recipe, salt) for index, recipe in
+              enumerate(games_of(recipes if recipes is not None else recipes_for(manifest)))]
+    wide = games_of(wide_recipes(manifest))
+    played += [(index, wide[index], wide_salt) for wide_salt, index in adopted]
     games = []
-    for index, recipe in enumerate(games_of(recipes if recipes is not None else recipes_for(manifest))):
-        document = asyncio.run(play(manifest, index, recipe, salt))
+    for index, recipe, game_salt in played:
+        document = asyncio.run(play(manifest, index, recipe, game_salt))
         games.append({"recipe": recipe.describe(), "expected": expectations(document), "export": document})
     return {"format": FORMAT, "ruleset": manifest.ref, "games": games}
 
 
 def write(manifest: Any) -> Path:
-    corpus = build(manifest)
+    corpus = build(manifest, adopted=ADOPTED.get(manifest.name, ()))
     path = path_for(manifest)
     path.parent.mkdir(exist_ok=True)
     text = json.dumps(corpus, sort_keys=True, separators=(",", ":")).encode()

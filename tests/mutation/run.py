@@ -13,12 +13,17 @@ stopping at the first difference. A mutant is
 
 - **caught** when a golden log no longer replays (a divergence, an exception, or a replay running past
   ``--timeout`` seconds: a mutant that loops);
-- else it **survived**, and is tried once more against a wide corpus: many more games of the same recipes
-  with other seeds (``--wide`` games per recipe, recorded under the unmutated rules in a temporary
-  directory at the start). A survivor the wide corpus catches is **missed**: it changes behaviour and the
-  golden logs did not see it. A survivor nothing catches is counted **equivalent**: it changes no outcome
-  on any game we could play (an estimate: a mutant whose difference needs a game none of these reach is
-  counted here too).
+- else it **survived**, and is tried once more against a wide corpus: many more games of the same
+  recipes with other seeds (``corpus.WIDE_REPEAT`` times each recipe's games, with the salt
+  ``--wide-salt``), recorded under the unmutated rules in a temporary directory. A survivor the wide
+  corpus catches is **missed**: it changes behaviour and the golden logs did not see it; the first wide
+  game that catches it is named. A survivor nothing catches is counted **equivalent**: it changes no
+  outcome on any game we could play (an estimate: a mutant whose difference needs a game none of these
+  reach is counted here too).
+
+Games are adopted into the corpus (``corpus.ADOPTED``) from the salt "wide" (``--wide-salt wide``);
+the figures are measured against the salt "check" (the default), games the corpus never chose from,
+so that adopting does not flatter them.
 
 The figure per version is caught / (caught + missed). ``--sample N`` tries N mutants spread evenly over
 the list instead of all (the figure is then an estimate). Exit status 1 when a version's figure is below
@@ -47,7 +52,9 @@ from tests.golden.make import path_for as single_path_for
 from tests.mutation.mutants import Mutant, mutants_of, mutated_code
 
 ROOT = Path(__file__).resolve().parents[2]
-CAUGHT, SURVIVED, NOT_LOADED = 1, 0, 3
+# A child's exit status: SURVIVED, NOT_LOADED, CAUGHT (by a crash, a timeout or a game past BY_GAME's range),
+# or BY_GAME + 1 + k when game k failed first (BY_GAME for make.py's game).
+CAUGHT, SURVIVED, NOT_LOADED, BY_GAME = 1, 0, 3, 10
 
 
 def plan() -> dict[str, Any]:
@@ -83,14 +90,15 @@ class _MutatedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(mutated_code(self.mutant, self.source), module.__dict__)  # noqa: S102 - the mutant under test
 
 
-def replay_all(ref: str, games: list[dict[str, Any]]) -> bool:
-    """True when every golden log of ``ref`` replays exactly (the golden test's own checks)."""
+def first_failing(ref: str, games: list[dict[str, Any]]) -> int | None:
+    """The first golden log of ``ref`` that does not replay exactly (the golden test's own checks): -1 for
+    make.py's game, else the index of the corpus game; None when every one replays."""
     from almanac.events import registry  # noqa: PLC0415 - imported in the child, after the mutant's finder
 
     manifest = registry.manifest(ref)
     if single_path_for(manifest).exists() and single_problem(manifest) is not None:
-        return False
-    return all(check(game) is None for game in games)
+        return -1
+    return next((index for index, game in enumerate(games) if check(game) is not None), None)
 
 
 def _child(mutant: Mutant | None, source: str, ref: str, games: list[dict[str, Any]], timeout: float) -> None:
@@ -101,7 +109,8 @@ def _child(mutant: Mutant | None, source: str, ref: str, games: list[dict[str, A
     try:
         if finder is not None:
             sys.meta_path.insert(0, finder)
-        code = SURVIVED if replay_all(ref, games) else CAUGHT
+        failing = first_failing(ref, games)
+        code = SURVIVED if failing is None else BY_GAME + 1 + failing if failing < 240 else CAUGHT
     except BaseException:  # noqa: BLE001 - a mutant that crashes a replay is caught by the golden test
         code = CAUGHT
     if finder is not None and code == SURVIVED:
@@ -113,7 +122,7 @@ def _child(mutant: Mutant | None, source: str, ref: str, games: list[dict[str, A
 
 def run_many(mutants: list[Mutant], sources: dict[str, str], ref: str, games: list[dict[str, Any]], jobs: int,
              timeout: float, progress: str = "") -> list[int]:
-    """Each mutant's result (CAUGHT, SURVIVED or NOT_LOADED), ``jobs`` forked children at a time."""
+    """Each mutant's result (a child's exit status), ``jobs`` forked children at a time."""
     results: list[int] = [CAUGHT] * len(mutants)
     running: dict[int, int] = {}
     queue = list(range(len(mutants)))
@@ -129,25 +138,23 @@ def run_many(mutants: list[Mutant], sources: dict[str, str], ref: str, games: li
         pid, status = os.wait()
         index = running.pop(pid)
         # Killed (the timer: a loop) or any exit but SURVIVED: the golden test would fail.
-        exited = os.WEXITSTATUS(status) if os.WIFEXITED(status) else CAUGHT
-        results[index] = exited if exited in (SURVIVED, NOT_LOADED) else CAUGHT
+        results[index] = os.WEXITSTATUS(status) if os.WIFEXITED(status) else CAUGHT
         done += 1
         if progress and done % 50 == 0:
             print(f"  {progress}: {done}/{len(mutants)} tried, {time.monotonic() - started:.0f} s", file=sys.stderr)
     return results
 
 
-def wide_corpus(ref: str, per_recipe: int, directory: Path) -> list[dict[str, Any]]:
-    """Games of ``ref``'s recipes with other seeds, recorded under the unmutated rules (in a fresh
-    interpreter: this one must not import the rule-set)."""
+def wide_corpus(ref: str, salt: str, directory: Path) -> list[dict[str, Any]]:
+    """The wide corpus of ``ref`` (``corpus.wide_recipes``: the recipes' games WIDE_REPEAT times over, other
+    seeds), recorded under the unmutated rules (in a fresh interpreter: this one must not import the rule-set)."""
     target = directory / f"{ref}.json.gz"
-    code = ("import sys, json, gzip, dataclasses; from almanac.events import registry; "
-            "from tests.golden.corpus import build, recipes_for\n"
+    code = ("import sys, json, gzip; from almanac.events import registry; "
+            "from tests.golden.corpus import build, wide_recipes\n"
             "m = registry.manifest(sys.argv[1])\n"
-            "recipes = tuple(dataclasses.replace(r, repeat=r.repeat * int(sys.argv[2])) for r in recipes_for(m))\n"
-            "corpus = build(m, recipes, salt='wide')\n"
-            "open(sys.argv[3], 'wb').write(gzip.compress(json.dumps(corpus).encode()))\n")
-    subprocess.run([sys.executable, "-c", code, ref, str(per_recipe), str(target)], cwd=ROOT, check=True)
+            "corpus = build(m, wide_recipes(m), salt=sys.argv[3])\n"
+            "open(sys.argv[2], 'wb').write(gzip.compress(json.dumps(corpus).encode()))\n")
+    subprocess.run([sys.executable, "-c", code, ref, str(target), salt], cwd=ROOT, check=True)
     return json.loads(gzip.decompress(target.read_bytes()))["games"]
 
 
@@ -163,8 +170,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds a mutant's replay may take")
     parser.add_argument("--sample", type=int, default=None, help="try this many mutants per version, spread evenly")
-    parser.add_argument("--wide", type=int, default=4, help="games per recipe in the wide corpus")
     parser.add_argument("--goal", type=float, default=0.95)
+    parser.add_argument("--wide-salt", default="check",
+                        help="the wide corpus' salt: 'check' (default) for the figures, 'wide' to find games to adopt")
     parser.add_argument("--match", action="append", default=[],
                         help="try only mutants whose name contains this (repeatable; e.g. missions.py or rules.py:97:)")
     parser.add_argument("--out", type=Path, default=None, help="write every mutant's result here (JSON)")
@@ -195,15 +203,17 @@ def main(argv: list[str]) -> int:
             mutants = [m for m, r in zip(mutants, results, strict=True) if r != NOT_LOADED]
             results = [r for r in results if r != NOT_LOADED]
             survivors = [m for m, r in zip(mutants, results, strict=True) if r == SURVIVED]
-            wide = wide_corpus(ref, args.wide, Path(scratch)) if survivors else []
+            wide = wide_corpus(ref, args.wide_salt, Path(scratch)) if survivors else []
             second = run_many(survivors, sources, ref, wide, args.jobs, args.timeout, progress=f"{ref} wide")
-            missed = [m for m, r in zip(survivors, second, strict=True) if r == CAUGHT]
+            missed = [(m, r) for m, r in zip(survivors, second, strict=True) if r != SURVIVED]
             equivalent = [m for m, r in zip(survivors, second, strict=True) if r == SURVIVED]
             caught = len(mutants) - len(survivors)
             share = caught / (caught + len(missed)) if caught + len(missed) else 1.0
             below |= share < args.goal
             report[ref] = {"generated": generated, "tried": len(mutants), "not_loaded": len(unloaded), "caught": caught,
-                           "survived": len(survivors), "missed": [m.name for m in missed],
+                           "survived": len(survivors), "missed": [m.name for m, _ in missed],
+                           # the wide game that caught each missed mutant first: a game to adopt (corpus.ADOPTED)
+                           "caught_by_wide_game": {m.name: r - BY_GAME - 1 for m, r in missed if r > BY_GAME},
                            "equivalent": [m.name for m in equivalent], "share_caught": round(share, 4),
                            "wide_games": len(wide), "seconds": round(time.monotonic() - started, 1)}
             print(f"{ref}: {generated} mutants, {len(mutants)} tried ({len(unloaded)} more in modules no replay "
@@ -211,7 +221,8 @@ def main(argv: list[str]) -> int:
                   f"({len(missed)} missed, {len(equivalent)} equivalent on {len(wide)} wide games); "
                   f"caught {100 * share:.1f}% of the behaviour-changing ({report[ref]['seconds']} s)", flush=True)
             for name in report[ref]["missed"]:
-                print(f"    missed: {name}")
+                game = report[ref]["caught_by_wide_game"].get(name)
+                print(f"    missed: {name}" + (f" (caught by wide game {game})" if game is not None else ""))
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
     return 1 if below else 0
