@@ -19,7 +19,8 @@ stopping at the first difference. A mutant is
   corpus catches is **missed**: it changes behaviour and the golden logs did not see it; the first wide
   game that catches it is named. A survivor nothing catches is counted **equivalent**: it changes no
   outcome on any game we could play (an estimate: a mutant whose difference needs a game none of these
-  reach is counted here too).
+  reach is counted here too); equivalent survivors on lines no golden game runs are reported apart, as
+  **unreached** (``tests.golden.coverage``): nothing shows them equivalent, only that no game reaches them.
 
 Games are adopted into the corpus (``corpus.ADOPTED``) from the salt "wide" (``--wide-salt wide``);
 the figures are measured against the salt "check" (the default), games the corpus never chose from,
@@ -158,6 +159,17 @@ def wide_corpus(ref: str, salt: str, directory: Path) -> list[dict[str, Any]]:
     return json.loads(gzip.decompress(target.read_bytes()))["games"]
 
 
+def unreached_lines(ref: str, package: str) -> dict[str, set[int]]:
+    """Lines of ``ref``'s rule modules no golden log runs (``tests.golden.coverage``), by short path (``v1/rules.py``)."""
+    done = subprocess.run([sys.executable, "-m", "tests.golden.coverage", "--measure", ref, package, "corpus"],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    return {name: set(gaps["lines"]) for name, gaps in json.loads(done.stdout)["missing"].items()}
+
+
+def short_path(path: str) -> str:
+    return str(Path(path).relative_to(Path(path).parents[1]))
+
+
 def evenly(items: list[Any], count: int | None) -> list[Any]:
     if count is None or count >= len(items):
         return items
@@ -207,6 +219,10 @@ def main(argv: list[str]) -> int:
             second = run_many(survivors, sources, ref, wide, args.jobs, args.timeout, progress=f"{ref} wide")
             missed = [(m, r) for m, r in zip(survivors, second, strict=True) if r != SURVIVED]
             equivalent = [m for m, r in zip(survivors, second, strict=True) if r == SURVIVED]
+            # Equivalent survivors on lines no golden game runs: unreached code, not shown to be equivalent.
+            gaps = unreached_lines(ref, package["package"]) if equivalent else {}
+            unreached = [m for m in equivalent if m.line in gaps.get(short_path(m.path), ())]
+            equivalent = [m for m in equivalent if m not in unreached]
             caught = len(mutants) - len(survivors)
             share = caught / (caught + len(missed)) if caught + len(missed) else 1.0
             below |= share < args.goal
@@ -214,11 +230,13 @@ def main(argv: list[str]) -> int:
                            "survived": len(survivors), "missed": [m.name for m, _ in missed],
                            # the wide game that caught each missed mutant first: a game to adopt (corpus.ADOPTED)
                            "caught_by_wide_game": {m.name: r - BY_GAME - 1 for m, r in missed if r > BY_GAME},
-                           "equivalent": [m.name for m in equivalent], "share_caught": round(share, 4),
+                           "equivalent": [m.name for m in equivalent],
+                           "unreached": [m.name for m in unreached], "share_caught": round(share, 4),
                            "wide_games": len(wide), "seconds": round(time.monotonic() - started, 1)}
             print(f"{ref}: {generated} mutants, {len(mutants)} tried ({len(unloaded)} more in modules no replay "
                   f"imports): {caught} caught, {len(survivors)} survived "
-                  f"({len(missed)} missed, {len(equivalent)} equivalent on {len(wide)} wide games); "
+                  f"({len(missed)} missed, {len(equivalent)} equivalent and {len(unreached)} on unreached lines, "
+                  f"on {len(wide)} wide games); "
                   f"caught {100 * share:.1f}% of the behaviour-changing ({report[ref]['seconds']} s)", flush=True)
             for name in report[ref]["missed"]:
                 game = report[ref]["caught_by_wide_game"].get(name)
