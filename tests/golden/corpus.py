@@ -54,7 +54,7 @@ from almanac.services.verify import verify_room
 from almanac.storage.export_store import ExportFileStore, compact_export
 from almanac.storage.memory_store import MemoryEventStore
 
-from .make import HERE, published
+from .make import HERE, chosen
 
 CORPUS = HERE / "corpus"
 FORMAT = "almanac-golden-corpus"
@@ -527,10 +527,7 @@ def write(manifest: Any) -> Path:
 
 
 def main(argv: list[str]) -> None:
-    chosen = [m for m in published() if not argv or m.ref in argv]
-    if argv and len(chosen) != len(argv):
-        raise SystemExit(f"unknown versions; published: {', '.join(m.ref for m in published())}")
-    for manifest in chosen:
+    for manifest in chosen(argv):
         path = write(manifest)
         games = read(path)["games"]
         events = sum(len(g["export"]["envelopes"]) for g in games)
