@@ -267,10 +267,10 @@ def package_files(package: str) -> list[Path]:
 # Modules of a rule-set's package that hold no decision and no fold, by file name: the bot that chose the
 # recorded commands (policy.py), auditors' stories (audit.py), wiring, read models and bench figures
 # (manifest.py, published.py), and helpers no replay imports (sandbox.py: sectors' test room). With the
-# Decider's ``summary`` and the ``summarize`` it calls (a sentence per event: presentation, like the
-# console's pictures), they are left out of the coverage figures and of the mutants: the golden logs pin
-# the rules, not their wording.
-NOT_RULES = ("policy.py", "audit.py", "manifest.py", "published.py", "sandbox.py")
+# Decider's ``summary`` and the ``summarize`` it calls (a sentence per event; realm's summaries.py once
+# the games have their own folder: presentation, like the console's pictures), they are left out of the
+# coverage figures and of the mutants: the golden logs pin the rules, not their wording.
+NOT_RULES = ("policy.py", "audit.py", "manifest.py", "published.py", "sandbox.py", "summaries.py")
 PRESENTATION_FUNCTIONS = ("summary", "summarize")
 
 
