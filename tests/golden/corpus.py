@@ -220,6 +220,8 @@ WIDE_REPEAT = 4
 # adopt its games again.
 ADOPTED: dict[str, tuple[tuple[str, int], ...]] = {
     "board": tuple(("wide", index) for index in (1, 5, 15, 16, 82, 84, 87)),
+    "claim": (("wide", 9),),
+    "sectors": (("wide", 25), ("wide", 37)),
 }
 
 
