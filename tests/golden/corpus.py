@@ -213,15 +213,17 @@ RECIPES: dict[str, tuple[Recipe, ...]] = {
 # A wide corpus (the mutation test's second opinion, never committed): every recipe's games this many
 # times over with a salt of its own ("wide", "check"), so with other seeds, dice and clocks.
 WIDE_REPEAT = 4
-# Wide games kept in the corpus, as (salt, index in that wide corpus): each catches mutants the recipes'
+# Wide games kept in a version's corpus, as (salt, index in that wide corpus): each catches mutants the recipes'
 # own games missed (``python -m tests.mutation.run --wide-salt wide`` names, for every missed mutant, the
 # first wide game that catches it). They are adopted from the "wide" corpus; the mutation test's figures
 # come from the independent "check" corpus. Indexes follow RECIPES: after changing a rule-set's recipes,
 # adopt its games again.
 ADOPTED: dict[str, tuple[tuple[str, int], ...]] = {
-    "board": tuple(("wide", index) for index in (1, 5, 15, 16, 82, 84, 87)),
-    "claim": (("wide", 9),),
-    "sectors": (("wide", 25), ("wide", 37)),
+    "board@1": tuple(("wide", index) for index in (1, 5, 15, 16, 82, 84, 87)),
+    "claim@1": (("wide", 9),),
+    "realm@1": tuple(("wide", index) for index in (13, 28, 36, 41)),
+    "realm@2": tuple(("wide", index) for index in (23, 47, 55)),
+    "sectors@1": (("wide", 25), ("wide", 37)),
 }
 
 
@@ -520,7 +522,7 @@ def build(manifest: Any, recipes: tuple[Recipe, ...] | None = None, salt: str = 
 
 
 def write(manifest: Any) -> Path:
-    corpus = build(manifest, adopted=ADOPTED.get(manifest.name, ()))
+    corpus = build(manifest, adopted=ADOPTED.get(manifest.ref, ()))
     path = path_for(manifest)
     path.parent.mkdir(exist_ok=True)
     text = json.dumps(corpus, sort_keys=True, separators=(",", ":")).encode()

@@ -85,7 +85,8 @@ def _places(tree: ast.AST, skip: tuple[str, ...]) -> list[tuple[ast.AST, int, st
             found.append((node, 0, f"{node.value!r} -> {_number(node.value)!r}"))
         elif isinstance(node, ast.Compare):
             for index, op in enumerate(node.ops):
-                found.append((node, index, f"{SYMBOLS[type(op)]} -> {SYMBOLS[COMPARE_SWAPS[type(op)]]}"))
+                which = f" (comparison {index + 1})" if len(node.ops) > 1 else ""  # 1 <= x <= 9: two places
+                found.append((node, index, f"{SYMBOLS[type(op)]} -> {SYMBOLS[COMPARE_SWAPS[type(op)]]}{which}"))
         elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in ARITHMETIC_SWAPS:
             found.append((node, 0, f"{SYMBOLS[type(node.op)]} -> {SYMBOLS[ARITHMETIC_SWAPS[type(node.op)]]}"))
         elif isinstance(node, ast.BoolOp):
