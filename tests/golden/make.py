@@ -117,13 +117,18 @@ def write(manifest: Any) -> Path:
     return path
 
 
-def main(argv: list[str]) -> None:
-    chosen = [m for m in published() if not argv or m.ref in argv]
-    if argv and len(chosen) != len(argv):
+def chosen(argv: list[str]) -> list[Any]:
+    """The published versions a command line names (``realm@1 board@1``), or every one for none."""
+    found = [m for m in published() if not argv or m.ref in argv]
+    if argv and len(found) != len(argv):
         raise SystemExit(f"unknown versions; published: {', '.join(m.ref for m in published())}")
-    for manifest in chosen:
+    return found
+
+
+def main(argv: list[str]) -> None:
+    for manifest in chosen(argv):
         path = write(manifest)
-        events = len(json.loads(path.read_text())["envelopes"])
+        events = len(json.loads(path.read_text())["events"])  # export_document's readable form (format 2)
         print(f"{path.relative_to(HERE.parent.parent)}: {events} events ({manifest.fingerprint[:19]})")
 
 
