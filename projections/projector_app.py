@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
-import redis.asyncio as aioredis
 import structlog
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
 from almanac.projections.worker import Projector
+from almanac.storage.redis_store import RedisEventStore
 
 
 def projector_app(
@@ -24,13 +23,13 @@ def projector_app(
     name: str = "projector",
     feed_retain_ms: int = 300_000,
     gather_ms: int = 100,
-    client_factory: Callable[[], Any] | None = None,
+    open_store: Callable[[], RedisEventStore],
     on_ready: Callable[[], None] | None = None,
 ) -> FastStream:
     """A FastStream app running one Projector until the app stops (SIGINT/SIGTERM); the batch in hand finishes.
 
-    ``client_factory`` makes the projector's asyncio client (the CLI passes one that builds a Redis
-    Cluster client when REDIS_CLUSTER is set); by default a plain client on ``redis_url``. ``on_ready`` is
+    ``open_store`` makes the projector's store on its own asyncio client (the CLI passes the bootstrap's,
+    ``services.bootstrap.Role.PROJECTOR``: projections may not import services). ``on_ready`` is
     called once the projector is built, before its first batch (the CLI freezes the start-up heap).
 
     The feed loop is plain redis-py rather than a FastStream subscriber: FastStream's stream groups
@@ -41,9 +40,10 @@ def projector_app(
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        client = client_factory() if client_factory is not None else aioredis.Redis.from_url(redis_url)
+        store = open_store()
+        client = store.client
         projector = Projector(client, shard_count, shards, batch_size=batch_size, name=name,
-                              feed_retain_ms=feed_retain_ms, gather_ms=gather_ms)
+                              feed_retain_ms=feed_retain_ms, gather_ms=gather_ms, store=store)
         stop = asyncio.Event()
         task = asyncio.create_task(projector.run(stop))
         if on_ready is not None:

@@ -17,10 +17,10 @@ _MAX_POLL_S = 0.05
 class ReadModels:
     """Async reads of the projected models. Takes a redis.asyncio client (decoded responses or not)."""
 
-    def __init__(self, client: Any, shard_count: int, prefix: str = "alm") -> None:
+    def __init__(self, client: Any, shard_count: int, prefix: str = "alm", keys: Keys | None = None) -> None:
         self.client = client
         self.shard_count = shard_count
-        self.keys = Keys(shard_count, prefix)
+        self.keys = keys or Keys(shard_count, prefix)  # the process's (services.bootstrap) when given
 
     def _shard(self, room: str) -> int:
         return shard_of(room, self.shard_count)

@@ -20,7 +20,6 @@ from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
 from almanac.projections.models import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
-from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
@@ -62,6 +61,7 @@ class Projector:
         cache_size: int = 10_000,
         prefix: str = "alm",
         feed_retain_ms: int = 300_000,
+        store: RedisEventStore | None = None,
     ) -> None:
         self.client = client
         self.shard_count = shard_count
@@ -79,8 +79,9 @@ class Projector:
         self.name = name
         self.heartbeat_ttl_ms = heartbeat_ttl_ms
         self.cache_size = cache_size
-        self.keys = Keys(shard_count, prefix)
-        self.store = RedisEventStore(client, shard_count, prefix)
+        # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
+        self.store = store or RedisEventStore(client, shard_count, prefix)
+        self.keys = self.store.keys
         self.cursors: dict[int, str] = {}
         self._feed_shard = {self.keys.feed(s): s for s in self.shards}
         # The one loader: room states as projected so far (cached) or rebuilt from snapshot + tail.

@@ -414,7 +414,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``rate`` is at or past it), then ``rate`` again, and print the goodput's ratio to the capacities around it
     (``_with_overload``).
     """
-    from almanac.services.cli.common import running_stack  # noqa: PLC0415
+    from almanac.services.bootstrap import running_stack  # noqa: PLC0415
 
     settings = load_settings()
     running = None

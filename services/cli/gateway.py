@@ -13,16 +13,9 @@ from pathlib import Path
 
 import typer
 
+from almanac.services.bootstrap import UP_FILE, quiet_httpx, running_stack
 from almanac.services.cli import app
-from almanac.services.cli.common import (
-    UP_FILE,
-    console,
-    fail,
-    quiet_httpx,
-    redis_url_for,
-    running_stack,
-    settings_or_exit,
-)
+from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.settings import Settings
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
+from almanac.services import bootstrap
 from almanac.services.engine.worker import Engine, engine_config
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import connect, live_seed
+from almanac.services.redis_client import live_seed
 from almanac.services.settings import Settings
 
 
@@ -30,9 +31,9 @@ def build_app(settings: Settings, redis_url: str, on_ready: Callable[[], None] |
 
     @app.after_startup
     async def start_engine() -> None:
-        client = connect(redis_url, cluster=settings.redis_cluster)
-        engine = Engine(client, engine_config(settings))
-        running["client"], running["engine"] = client, engine
+        runtime = bootstrap.runtime(settings, bootstrap.Role.ENGINE, redis_url)
+        engine = Engine(runtime.client, engine_config(settings), runtime.store)
+        running["runtime"], running["engine"] = runtime, engine
         if on_ready is not None:
             on_ready()  # built, not yet holding a lease: the freeze's own collection stalls no command
         await engine.start()
@@ -42,9 +43,9 @@ def build_app(settings: Settings, redis_url: str, on_ready: Callable[[], None] |
         engine = running.get("engine")
         if isinstance(engine, Engine):
             await engine.stop()
-        client = running.get("client")
-        if client is not None:
-            await client.aclose()  # type: ignore[attr-defined]
+        runtime = running.get("runtime")
+        if isinstance(runtime, bootstrap.Runtime):
+            await runtime.aclose()
 
     return app
 

@@ -38,7 +38,7 @@ from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
 from almanac.services.room_service import BatchPlan, Outcome, RoomService
 from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
-from almanac.storage.keys import Keys, attempts_key
+from almanac.storage.keys import attempts_key
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer
 
@@ -188,12 +188,13 @@ class _Here:
 class Engine:
     """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
 
-    def __init__(self, client: aioredis.Redis, config: EngineConfig) -> None:
+    def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None) -> None:
         self.client = client
         self.config = config
-        self.keys = Keys(config.shard_count, config.prefix)
-        self.store = RedisEventStore(client, config.shard_count, config.prefix,
-                                     wait_replicas=1 if config.durability == "replica" else 0)
+        # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
+        self.store = store or RedisEventStore(client, config.shard_count, config.prefix,
+                                              wait_replicas=1 if config.durability == "replica" else 0)
+        self.keys = self.store.keys
         self.service = RoomService(self.store, snapshot_every=config.snapshot_every)
         self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
         self.metrics = EngineMetrics()
