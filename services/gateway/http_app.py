@@ -21,6 +21,7 @@ from almanac.events.disclosure import Hidden
 from almanac.services import bootstrap
 from almanac.services.engine.worker import Engine, EngineConfig, engine_config
 from almanac.services.gateway import (
+    api_console,
     api_dispute,
     api_docs,
     api_forensics,
@@ -29,7 +30,6 @@ from almanac.services.gateway import (
     api_queries,
     api_rooms,
     asyncapi,
-    console,
 )
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
@@ -137,7 +137,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
                    api_ops.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
-    console.mount(app)
+    api_console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # Added last = outermost: an oversized body is refused before anything else reads it.
     # (POST /rooms/{room}/commands does not come through here: GatewayApp answers it first.)
