@@ -20,6 +20,7 @@ from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
 from almanac.projections.models import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
+from almanac.storage.keys import projector_heartbeat_key, projector_stats_key
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
@@ -458,7 +459,7 @@ class Projector:
                 self.log.warning("heartbeat_failed", error=str(error))
             await _sleep_or_stop(stop, interval)
         try:
-            await self.client.delete(self.keys.heartbeat(self.name))
+            await self.client.delete(projector_heartbeat_key(self.name, self.keys.prefix))
         except RedisError:
             pass
 
@@ -482,8 +483,8 @@ class Projector:
             "feed_entries_trimmed": self.feed_entries_trimmed,
         }
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.set(self.keys.heartbeat(self.name), encode_json(status), px=self.heartbeat_ttl_ms)
-            pipe.hset(self.keys.stats(self.name), mapping=stats)
+            pipe.set(projector_heartbeat_key(self.name, self.keys.prefix), encode_json(status), px=self.heartbeat_ttl_ms)
+            pipe.hset(projector_stats_key(self.name, self.keys.prefix), mapping=stats)
             await pipe.execute()
 
 

@@ -16,9 +16,14 @@ from rich.table import Table
 from almanac.events import codec
 from almanac.services.bench.e2e import cpu_seconds
 from almanac.services.bus import COMMAND_FIELD
-from almanac.services.engine.metrics import heartbeat_key, metrics_key
 from almanac.services.room_service import CommandRecord
-from almanac.storage.keys import Keys, outcome_channel, projector_stats_key
+from almanac.storage.keys import (
+    Keys,
+    engine_heartbeat_key,
+    engine_metrics_key,
+    outcome_channel,
+    projector_stats_key,
+)
 
 PIPELINE = 100
 SHARDS = 16
@@ -242,7 +247,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            beat = await client.get(heartbeat_key(ENGINE_NAME, prefix))
+            beat = await client.get(engine_heartbeat_key(ENGINE_NAME, prefix))
             if beat and b'"shards_held": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]' in beat:
                 break
             await asyncio.sleep(0.05)
@@ -276,7 +281,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
         await outcomes.stop()
         total = backlog + commands + int(paced_rate * paced_seconds)
         while time.monotonic() < deadline:  # the counters, for the accepted / rejected figures
-            metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
+            metrics = {k.decode(): int(v) for k, v in (await client.hgetall(engine_metrics_key(ENGINE_NAME, prefix))).items()}
             if metrics.get("commands", 0) >= total:
                 break
             await asyncio.sleep(0.05)
