@@ -20,7 +20,7 @@ import redis
 import redis.asyncio as aioredis
 from gateway_stack import Stack, redis_commands_seen
 
-from almanac.services.bench.e2e import CHALLENGE, _script
+from almanac.bench.e2e import CHALLENGE, _script
 from almanac.services.gateway import room_reader
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.storage.keys import Keys

@@ -15,8 +15,8 @@ import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
 
+from almanac.bench.e2e import CHALLENGE, _script
 from almanac.services import bus
-from almanac.services.bench.e2e import CHALLENGE, _script
 from almanac.services.gateway import create_app
 from almanac.services.room_service import CommandRecord
 from almanac.storage.keys import Keys, outcome_channel, reply_channel

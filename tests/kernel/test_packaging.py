@@ -51,6 +51,9 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         top_level = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"almanac"}
+    # and no benchmark: they are a distribution of their own (bench/), not part of the runtime
+    assert not [name for name in archive.namelist() if name.startswith(("almanac/bench/", "almanac/services/bench/"))
+                or "boardgameio" in name]
     assert {p.name for p in (site / "almanac").iterdir() if p.is_dir()} >= set(FOLDERS)
     assert not any((site / bare).exists() for bare in FOLDERS)
     assert (site / "almanac" / "events" / "board" / "picture.js").exists()  # package data travels too
@@ -66,3 +69,22 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
                            env={**os.environ, "PYTHONPATH": str(lent)}).stdout
     assert shown.startswith("realm@1 ['board', 'claim', 'realm', 'sectors'] ")  # the default version
     assert str(site / "almanac" / "events" / "codec.py") in shown
+
+
+def test_the_benchmarks_are_a_distribution_of_their_own_with_the_peer_files_and_no_import_of_the_cli(tmp_path):
+    # Given the bench/ folder built as its own wheel
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(ROOT / "bench")], check=True, cwd=tmp_path, capture_output=True)
+    [wheel] = tmp_path.glob("almanac_bench-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    # Then it installs almanac.bench, boardgame.io's files for `bench e2e --peer` included (package data)
+    assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"almanac"}
+    assert {"almanac/bench/e2e.py", "almanac/bench/boardgameio/package.json",
+            "almanac/bench/boardgameio/package-lock.json", "almanac/bench/boardgameio/server.js"} <= set(names)
+    # And no benchmark imports the CLI (whose `bench` commands import the benchmarks): the stacks they start
+    # come from services/stack.py, which imports neither
+    for module in (ROOT / "bench").glob("*.py"):
+        assert "almanac.services.cli" not in module.read_text(), module.name
+    assert "almanac.services.cli" not in (ROOT / "services" / "stack.py").read_text().replace(
+        "from almanac.services.cli import main; main()", "")  # the children it starts run the CLI

@@ -13,8 +13,8 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.e2e import cpu_seconds
 from almanac.events import codec
-from almanac.services.bench.e2e import cpu_seconds
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.room_service import CommandRecord
 from almanac.storage.keys import (
@@ -33,8 +33,8 @@ PROJECTOR_NAME = "bench-projector"
 
 def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
+    from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
-    from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
@@ -60,9 +60,9 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
 
 def _projector_process(url: str, prefix: str) -> None:
     """The projector, if the projections package has one, following the engine's feeds."""
+    from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
     from almanac.projections.worker import Projector  # noqa: PLC0415
-    from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
@@ -366,11 +366,8 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100, paced_rate: 
         asyncio.run(_drop_keys(url, prefix))
 
 
-def main(rooms: int = 200, commands: int = 20_000) -> None:
-    from almanac.services.cli.common import redis_url_for, settings_or_exit  # noqa: PLC0415
-
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        figures = run(url, rooms, commands)
+def main(url: str, rooms: int = 200, commands: int = 20_000) -> None:
+    figures = run(url, rooms, commands)
     console = Console()
     table = Table(title=f"engine: {commands:,} commands over {rooms:,} rooms, one engine process, {SHARDS} shards"
                         + (", then one projector process" if figures["projected"] else ""))
