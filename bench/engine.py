@@ -15,8 +15,10 @@ from rich.table import Table
 
 from almanac.bench.e2e import cpu_seconds
 from almanac.events import codec
+from almanac.services import bootstrap
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.room_service import CommandRecord
+from almanac.services.settings import Settings
 from almanac.storage.keys import (
     Keys,
     engine_heartbeat_key,
@@ -31,6 +33,12 @@ ENGINE_NAME = "bench-engine"
 PROJECTOR_NAME = "bench-projector"
 
 
+def _settings() -> Settings:
+    """The settings the engine and projector under test run with: the environment's, on SHARDS shards and with no
+    replica to wait for (the benchmark's own Redis has none)."""
+    return bootstrap.settings(shard_count=SHARDS, durability="aof")
+
+
 def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
     from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
@@ -38,15 +46,15 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
-    from almanac.services.redis_client import connect  # noqa: PLC0415
 
     registry.register(TRIVIAL)
     configure_logging("json", "warning")
 
     async def serve() -> None:
-        client = connect(url)
-        engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
-                                             batch_size=batch_size, prefix=prefix, lease_ms=5_000))
+        runtime = bootstrap.runtime(_settings(), bootstrap.Role.ENGINE, url, prefix)
+        engine = Engine(runtime.client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
+                                                     batch_size=batch_size, prefix=prefix, lease_ms=5_000),
+                        runtime.store)
         freeze_startup_heap()  # as `almanac engine` does, before it takes its leases
         await engine.start()
         await engine.wait_stopped()
@@ -71,8 +79,9 @@ def _projector_process(url: str, prefix: str) -> None:
     collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)
 
     async def serve() -> None:
-        projector = Projector(aioredis.Redis.from_url(url), SHARDS, name=PROJECTOR_NAME, prefix=prefix,
-                              heartbeat_ttl_ms=500)
+        runtime = bootstrap.runtime(_settings(), bootstrap.Role.PROJECTOR, url, prefix)
+        projector = Projector(runtime.client, SHARDS, name=PROJECTOR_NAME, prefix=prefix, heartbeat_ttl_ms=500,
+                              store=runtime.store)
         freeze_startup_heap()  # as `almanac projector` does once built
         await projector.run(asyncio.Event())
 

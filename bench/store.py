@@ -13,7 +13,7 @@ from rich.table import Table
 from almanac.bench.common import trivial_log
 from almanac.events import codec
 from almanac.events.step import replay
-from almanac.services.redis_client import connect
+from almanac.services import bootstrap
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -84,9 +84,10 @@ def _eventsourcing_snapshot_loads(events: int) -> float | str:
 
 
 async def _measure(url: str, events: int) -> list[tuple[str, float]]:
-    client = connect(url)  # our client: hiredis command packing
     prefix = f"bench{int(time.time())}"
-    store = RedisEventStore(client, shard_count=16, prefix=prefix)
+    # Our client (hiredis command packing), as every almanac process has it
+    runtime = bootstrap.runtime(bootstrap.settings(shard_count=16), bootstrap.Role.TOOL, url, prefix)
+    client, store = runtime.client, runtime.store
     envelopes = trivial_log(events, "bench-room")
     encoded = [codec.encode_envelope(e) for e in envelopes]
     results: list[tuple[str, float]] = []
