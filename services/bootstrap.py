@@ -20,9 +20,11 @@ holds one ``Keys`` (its store's). What differs between processes is the client's
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -166,13 +168,13 @@ def served_url(config: Settings) -> str:
     return url
 
 
-def check_reachable(config: Settings, url: str) -> None:
-    """Fail with one line before a server starts when none of ``url``'s nodes answers, or when
+def check_reachable(config: Settings, url: str, role: Role) -> None:
+    """Fail with one line before a server starts when none of ``url``'s nodes answers, or, for an engine, when
     ALMANAC_DURABILITY=replica asks for a replica that one Redis does not have (a Cluster's primaries are
     checked by the engine itself, ``worker.require_replica``)."""
     try:
         seed = live_seed(url)  # any one of the nodes (REDIS_URL may name several Cluster nodes)
-        if config.durability == "replica" and not config.redis_cluster:
+        if role is Role.ENGINE and config.durability == "replica" and not config.redis_cluster:
             with redis.Redis.from_url(seed) as client:
                 replicas = int(client.info("replication").get("connected_slaves", 0))
             if replicas < 1:
@@ -243,3 +245,27 @@ async def opened(config: Settings, role: Role, url: str | None = None,
         yield built
     finally:
         await built.aclose()
+
+
+# --- running ----------------------------------------------------------------------------------------------
+
+
+async def until_stopped(work: asyncio.Task | None = None) -> None:
+    """Wait for SIGINT or SIGTERM (the process's graceful stop: the caller then stops what it started), or for
+    ``work`` to end, whose error is raised (a process whose loop died exits, and its supervisor restarts it).
+
+    A service's whole lifecycle is its own start, this wait and its own stop: no framework app around it
+    (docs/design-rulings.md, "FastStream")."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, stop.set)
+    waiting = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([waiting] if work is None else [waiting, work], return_when=asyncio.FIRST_COMPLETED)
+        if work is not None and work.done():
+            work.result()  # its error, if it failed
+    finally:
+        waiting.cancel()
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(number)

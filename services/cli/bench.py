@@ -166,3 +166,14 @@ def bench_forensics(events: int = typer.Option(10_000, min=100, help="Events in 
     main = bench_module("forensics").main
 
     main(events)
+
+
+@bench_app.command("faststream")
+def bench_faststream(
+    count: int = typer.Option(20_000, min=100, help="Messages per run."),
+    rounds: int = typer.Option(3, min=1, help="Runs of each path, alternated."),
+) -> None:
+    """A FastStream subscriber's CPU per message on an outcome channel and a shard feed, against redis-py's reads."""
+    main = bench_module("faststream").main
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, count, rounds)

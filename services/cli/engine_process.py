@@ -23,6 +23,6 @@ def engine_command(
     settings = settings_or_exit(engine_shards=shards, engine_name=name)
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
-        bootstrapped(lambda: bootstrap.check_reachable(settings, url))
+        bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.ENGINE))
         # uvloop: less CPU per command on a 2-core machine; ready, the start-up heap leaves the collections.
         uvloop.run(run(settings, url, on_ready=freeze_startup_heap))

@@ -16,15 +16,13 @@ from rich.table import Table
 from almanac.events import registry
 from almanac.events.errors import CorruptEventError
 from almanac.projections.models import model_names
-from almanac.projections.projector_app import projector_app
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
-from almanac.services import bootstrap
+from almanac.services import bootstrap, projector_process
 from almanac.services.cli import app
-from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.cli.common import bootstrapped, console, fail, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
-from almanac.services.redis_client import live_seed
 from almanac.services.settings import Settings, parse_shard_selection
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
@@ -54,12 +52,10 @@ def run_projector(
         raise fail(f"--shards {shards!r} is not valid: {error}") from None
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
-        # The app's broker takes one URL (a node that answers now); the projector's client every seed.
-        app_ = projector_app(live_seed(url), settings.shard_count, selected, batch_size=batch_size, name=name,
-                             feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
-                             open_store=lambda: bootstrap.runtime(settings, bootstrap.Role.PROJECTOR, url).store,
-                             on_ready=freeze_startup_heap)  # ready: the start-up heap leaves the collections
-        uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
+        bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.PROJECTOR))
+        # Ready: the start-up heap leaves the collections. uvloop: less CPU per batch on a 2-core machine.
+        uvloop.run(projector_process.run(settings, url, selected, batch_size=batch_size, name=name,
+                                         on_ready=freeze_startup_heap))
 
 
 @projections_app.command("rebuild")

@@ -88,3 +88,15 @@ def test_the_benchmarks_are_a_distribution_of_their_own_with_the_peer_files_and_
         assert "almanac.services.cli" not in module.read_text(), module.name
     assert "almanac.services.cli" not in (ROOT / "services" / "stack.py").read_text().replace(
         "from almanac.services.cli import main; main()", "")  # the children it starts run the CLI
+
+
+def test_no_process_opens_a_messaging_framework_connection_that_carries_nothing():
+    # FastStream carried no message of Almanac's (its broker only wrapped the process lifecycle, on a Redis connection
+    # of its own): the runtime neither depends on it nor imports it (docs/design-rulings.md, "FastStream"); only the
+    # benchmark that measures it does
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not [d for d in dependencies if d.lower().startswith("faststream")]
+    for folder in FOLDERS:
+        for module in (ROOT / folder).rglob("*.py"):
+            source = module.read_text()
+            assert "import faststream" not in source and "from faststream" not in source, module
