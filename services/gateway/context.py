@@ -26,7 +26,7 @@ from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
 from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
-from almanac.services.gateway.room_reader import PUBLIC, RoomReader, Viewer
+from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.storage.base import CommandLimited, StoredOutcome
 
@@ -66,7 +66,7 @@ class Gateway:
         client = self.client = runtime.client
         self.keys = runtime.keys
         self.store = runtime.store
-        self.reader = RoomReader(self.store)
+        self.reader = RoomReader(runtime.loader(READER_CACHE))
         # Reads that fold or re-decide a whole room: a few at once, off the event loop (heavy_reads).
         self.heavy = HeavyReads(settings.gateway_max_heavy_reads,
                                 lambda: bootstrap.runtime(settings, bootstrap.Role.GATEWAY_READS))
