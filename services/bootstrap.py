@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import signal
@@ -226,13 +227,21 @@ class Runtime:
         await self.client.aclose()
 
 
+@functools.cache
+def process_keys(shard_count: int, prefix: str = DEFAULT_PREFIX) -> Keys:
+    """The process's one ``Keys`` for a shard count and prefix, shared by all its runtimes (a gateway has up to
+    three: its own, its engine's, its heavy reads'), and with them its cache of room tags."""
+    return Keys(shard_count, prefix)
+
+
 def runtime(config: Settings, role: Role, url: str | None = None, prefix: str = DEFAULT_PREFIX) -> Runtime:
-    """The client of ``role`` and the store on it. An engine's store (``ENGINE``, ``GATEWAY_ENGINE``) ends each write with WAIT 1 under ALMANAC_DURABILITY=replica; ``prefix`` keeps a
-    benchmark's keys apart."""
+    """The client of ``role`` and the store on it. An engine's store (``ENGINE``, ``GATEWAY_ENGINE``) ends
+    each write with WAIT 1 under ALMANAC_DURABILITY=replica; ``prefix`` keeps a benchmark's keys apart."""
     client = redis_client(config, role, url)
     deciding = role in (Role.ENGINE, Role.GATEWAY_ENGINE)
     store = RedisEventStore(client, config.shard_count, prefix,
-                            wait_replicas=1 if deciding and config.durability == "replica" else 0)
+                            wait_replicas=1 if deciding and config.durability == "replica" else 0,
+                            keys=process_keys(config.shard_count, prefix))
     return Runtime(config, client, store)
 
 
