@@ -8,7 +8,7 @@ from typing import Any
 
 from almanac.events import registry
 from almanac.projections.model_writes import decode_json, text
-from almanac.storage.keys import Keys, shard_of
+from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, shard_of
 
 _FIRST_POLL_S = 0.002
 _MAX_POLL_S = 0.05
@@ -17,10 +17,10 @@ _MAX_POLL_S = 0.05
 class ReadModels:
     """Async reads of the projected models. Takes a redis.asyncio client (decoded responses or not)."""
 
-    def __init__(self, client: Any, shard_count: int, prefix: str = "alm") -> None:
+    def __init__(self, client: Any, shard_count: int, prefix: str = "alm", keys: Keys | None = None) -> None:
         self.client = client
         self.shard_count = shard_count
-        self.keys = Keys(shard_count, prefix)
+        self.keys = keys or Keys(shard_count, prefix)  # the process's (services.bootstrap) when given
 
     def _shard(self, room: str) -> int:
         return shard_of(room, self.shard_count)
@@ -127,11 +127,11 @@ class ReadModels:
     async def status(self) -> dict:
         """Projector heartbeats (live ones only), their figures, and per shard the age of the oldest unapplied entry."""
         heartbeats = []
-        async for key in self.client.scan_iter(match=self.keys.heartbeat_pattern(), count=100):
+        async for key in self.client.scan_iter(match=projector_heartbeat_key("*", self.keys.prefix), count=100):
             data = await self.client.get(key)
             if data is not None:
                 beat = decode_json(data)
-                stats = await self.client.hgetall(self.keys.stats(beat["name"]))
+                stats = await self.client.hgetall(projector_stats_key(beat["name"], self.keys.prefix))
                 beat["stats"] = {text(k): _number(text(v)) for k, v in stats.items()}
                 heartbeats.append(beat)
         # TIME on its own: a Redis Cluster pipeline refuses it.

@@ -20,7 +20,7 @@ from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
 from almanac.projections.models import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
-from almanac.storage.keys import Keys
+from almanac.storage.keys import projector_heartbeat_key, projector_stats_key
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
@@ -62,6 +62,7 @@ class Projector:
         cache_size: int = 10_000,
         prefix: str = "alm",
         feed_retain_ms: int = 300_000,
+        store: RedisEventStore | None = None,
     ) -> None:
         self.client = client
         self.shard_count = shard_count
@@ -79,8 +80,9 @@ class Projector:
         self.name = name
         self.heartbeat_ttl_ms = heartbeat_ttl_ms
         self.cache_size = cache_size
-        self.keys = Keys(shard_count, prefix)
-        self.store = RedisEventStore(client, shard_count, prefix)
+        # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
+        self.store = store or RedisEventStore(client, shard_count, prefix)
+        self.keys = self.store.keys
         self.cursors: dict[int, str] = {}
         self._feed_shard = {self.keys.feed(s): s for s in self.shards}
         # The one loader: room states as projected so far (cached) or rebuilt from snapshot + tail.
@@ -457,7 +459,7 @@ class Projector:
                 self.log.warning("heartbeat_failed", error=str(error))
             await _sleep_or_stop(stop, interval)
         try:
-            await self.client.delete(self.keys.heartbeat(self.name))
+            await self.client.delete(projector_heartbeat_key(self.name, self.keys.prefix))
         except RedisError:
             pass
 
@@ -481,8 +483,8 @@ class Projector:
             "feed_entries_trimmed": self.feed_entries_trimmed,
         }
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.set(self.keys.heartbeat(self.name), encode_json(status), px=self.heartbeat_ttl_ms)
-            pipe.hset(self.keys.stats(self.name), mapping=stats)
+            pipe.set(projector_heartbeat_key(self.name, self.keys.prefix), encode_json(status), px=self.heartbeat_ttl_ms)
+            pipe.hset(projector_stats_key(self.name, self.keys.prefix), mapping=stats)
             await pipe.execute()
 
 

@@ -349,7 +349,7 @@ def seed_urls(url: str) -> list[str]:
 
 
 def live_seed(url: str, timeout_s: float = 2.0) -> str:
-    """The first node of ``url`` that answers PING: for callers that take one URL (FastStream's broker).
+    """The first node of ``url`` that answers PING (a process checks its Redis before it starts).
 
     Raises the last node's error when none answers.
     """

@@ -22,7 +22,8 @@ def shard_tag(shard: int) -> str:
     return f"{{s{shard:02d}}}"
 
 
-# --- keys that need no shard count (engine processes, projector processes, the outcome bus) ----------
+# --- keys of the engine's leases, of processes and of the outcome bus: one function each, no ``Keys`` method
+# (their callers know a prefix, not always a shard count) --------------------------------------------------
 
 
 def outcome_channel(command_id: str, prefix: str = DEFAULT_PREFIX) -> str:
@@ -162,12 +163,6 @@ class Keys:
     def dead_letters(self, shard: int) -> str:
         return self._shard(shard, "dead")
 
-    def lease(self, shard: int) -> str:
-        return lease_key(shard, self.prefix)
-
-    def attempts(self, shard: int) -> str:
-        return attempts_key(shard, self.prefix)
-
     # --- the read models of a shard (``rm:``) ---------------------------------------------------
 
     def _model(self, shard: int, suffix: str) -> str:
@@ -201,28 +196,3 @@ class Keys:
 
     def model_ledger_rooms(self, shard: int, model: str) -> str:
         return self._model(shard, f"model:{model}:rooms")
-
-    # --- processes and the bus --------------------------------------------------------------------
-
-    def heartbeat(self, name: str) -> str:
-        """A projector's heartbeat."""
-        return projector_heartbeat_key(name, self.prefix)
-
-    def stats(self, name: str) -> str:
-        """A projector's counters."""
-        return projector_stats_key(name, self.prefix)
-
-    def heartbeat_pattern(self) -> str:
-        return projector_heartbeat_key("*", self.prefix)
-
-    def engine_metrics(self, name: str) -> str:
-        return engine_metrics_key(name, self.prefix)
-
-    def engine_heartbeat(self, name: str) -> str:
-        return engine_heartbeat_key(name, self.prefix)
-
-    def engines(self) -> str:
-        return engines_key(self.prefix)
-
-    def outcome_channel(self, command_id: str) -> str:
-        return outcome_channel(command_id, self.prefix)

@@ -291,15 +291,16 @@ class RedisEventStore:
     """The event store on Redis Streams (works on a single server and, by its hash tags, on a Cluster)."""
 
     def __init__(self, client: aioredis.Redis, shard_count: int = 16, prefix: str = "alm",
-                 wait_replicas: int = 0, wait_timeout_ms: int = 1_000) -> None:
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1_000, keys: Keys | None = None) -> None:
         self.client = client
         # ALMANAC_DURABILITY=replica: every write pipeline ends with WAIT on its own connection (WAIT
         # counts the writes of the connection that sends it), so no outcome precedes the replica's copy.
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self._unreplicated: set[str] = set()  # Cluster nodes whose last WAIT was not confirmed
-        self.shard_count = shard_count
-        self.keys = Keys(shard_count, prefix)
+        # ``keys``: the process's one set (services.bootstrap), for this shard count and prefix
+        self.keys = keys or Keys(shard_count, prefix)
+        self.shard_count = self.keys.shard_count
         self._append = client.register_script(APPEND_SCRIPT)
         self._append_many = client.register_script(APPEND_MANY_SCRIPT)
         self._reject = client.register_script(REJECT_SCRIPT)

@@ -1,21 +1,54 @@
-"""`almanac bench ...`: benchmarks that print figures and the ratio to a baseline measured in the same run."""
+"""`almanac bench ...`: benchmarks that print figures and the ratio to a baseline measured in the same run.
+
+The benchmarks themselves are the ``almanac-bench`` distribution (the repository's ``bench/`` folder), never in
+the runtime wheel: each command imports its module when run, and says how to install it when it is missing.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Iterator
+from types import ModuleType
 
 import typer
 
 from almanac.events import registry
 from almanac.services.cli import app
 from almanac.services.cli.common import fail, redis_url_for, settings_or_exit
+from almanac.services.stack import StackError
 
-bench_app = typer.Typer(help="Benchmarks: figures with a baseline measured in the same run.", no_args_is_help=True)
+INSTALL_HINT = ("the benchmarks are not installed (they are not part of the almanac wheel): from a checkout of the "
+                "repository, pip install -e ./bench")
+
+bench_app = typer.Typer(help="Benchmarks: figures with a baseline measured in the same run (pip install -e ./bench).",
+                        no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+
+
+def bench_module(name: str) -> ModuleType:
+    """``almanac.bench.<name>``, or one line saying how to install the benchmarks."""
+    try:
+        return importlib.import_module(f"almanac.bench.{name}")
+    except ModuleNotFoundError as error:
+        if error.name not in ("almanac.bench", f"almanac.bench.{name}"):
+            raise
+        raise fail(INSTALL_HINT) from None
+
+
+@contextlib.contextmanager
+def stack_errors() -> Iterator[None]:
+    """A benchmark's own stack that does not start: one line (the child's log tail), not a traceback."""
+    try:
+        yield
+    except StackError as error:
+        raise fail(str(error)) from None
 
 
 @bench_app.command("store")
 def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to append and replay.")) -> None:
     """Raw pipelined XADD (baseline) against our batched and single appends, reads and replay."""
-    from almanac.services.bench.store import main  # noqa: PLC0415
+    main = bench_module("store").main
 
     with redis_url_for(settings_or_exit(), create=True) as url:
         main(url, events)
@@ -27,13 +60,13 @@ def bench_rules(
     seconds: float = typer.Option(None, min=0.01, help="How long to play games (default: the scenario's)."),
 ) -> None:
     """Pure rule speed of one rule-set (no Redis), from the bench scenario its manifest offers."""
-    from almanac.services.bench.rules import BenchError, main  # noqa: PLC0415
+    rules = bench_module("rules")
 
     if name not in registry.names():
         raise fail(f"unknown rule-set {name!r}; choose one of {', '.join(registry.names())}")
     try:
-        main(name, seconds)
-    except BenchError as error:
+        rules.main(name, seconds)
+    except rules.BenchError as error:
         raise fail(str(error)) from None
 
 
@@ -43,9 +76,10 @@ def bench_engine(
     commands: int = typer.Option(20_000, min=100, help="Commands to send in all."),
 ) -> None:
     """Commands per second through the engine and projector, against raw pipelined XADD."""
-    from almanac.services.bench.engine import main  # noqa: PLC0415
+    main = bench_module("engine").main
 
-    main(rooms=rooms, commands=commands)
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, rooms=rooms, commands=commands)
 
 
 @bench_app.command("e2e")
@@ -74,11 +108,12 @@ def bench_e2e(
              "version from the npm registry once) and print its latency and CPU per move beside Almanac's."),
 ) -> None:
     """HTTP -> engine -> events -> answer round trips at a fixed offered load, against a bare PING."""
-    from almanac.services.bench.e2e import main  # noqa: PLC0415
+    main = bench_module("e2e").main
 
-    main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
-         gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step, peer=peer,
-         overload=overload)
+    with stack_errors():
+        main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
+             gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step, peer=peer,
+             overload=overload)
 
 
 @bench_app.command("scaling")
@@ -87,15 +122,16 @@ def bench_scaling(
     seconds: int = typer.Option(6, min=1, help="How long to offer it in each layout."),
 ) -> None:
     """The same load through 1 and 2 engine processes and 1 and 2 gateways, side by side."""
-    from almanac.services.bench.scaling import main  # noqa: PLC0415
+    main = bench_module("scaling").main
 
-    main(rate=rate, seconds=seconds)
+    with stack_errors():
+        main(rate=rate, seconds=seconds)
 
 
 @bench_app.command("errors")
 def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of each kind.")) -> None:
     """What a bad request (400, 404, 422, 500) costs the gateway's event loop, against GET /rulesets."""
-    from almanac.services.bench.errors import main  # noqa: PLC0415
+    main = bench_module("errors").main
 
     settings = settings_or_exit()
     with redis_url_for(settings, create=True) as url:
@@ -106,9 +142,10 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
 def bench_live(feeds: int = typer.Option(1_000, min=10, help="Live feeds (distinct seats) to hold open."),
                requests: int = typer.Option(300, min=100, help="Another client's requests, with and without.")) -> None:
     """Open live feeds: another client's GET p50/p99 against none open (same run), Redis clients, gateway RSS."""
-    from almanac.services.bench.live import main  # noqa: PLC0415
+    main = bench_module("live").main
 
-    main(settings_or_exit(), feeds, requests)
+    with stack_errors():
+        main(settings_or_exit(), feeds, requests)
 
 
 @bench_app.command("forensics-tools")
@@ -117,7 +154,7 @@ def bench_forensics_tools(
     snapshot_every: int = typer.Option(100, min=1, help="Snapshot interval while building (bisect loads from them)."),
 ) -> None:
     """explain, bisect (binary, linear, --against), fork and diff on one realm room, against folding it once."""
-    from almanac.services.bench.forensics_tools import main  # noqa: PLC0415
+    main = bench_module("forensics_tools").main
 
     with redis_url_for(settings_or_exit(), create=True) as url:
         main(url, events, snapshot_every)
@@ -126,6 +163,17 @@ def bench_forensics_tools(
 @bench_app.command("forensics")
 def bench_forensics(events: int = typer.Option(10_000, min=100, help="Events in the room.")) -> None:
     """Dispute bundle export and offline verification of a long room, against folding it once (no Redis)."""
-    from almanac.services.bench.forensics import main  # noqa: PLC0415
+    main = bench_module("forensics").main
 
     main(events)
+
+
+@bench_app.command("faststream")
+def bench_faststream(
+    count: int = typer.Option(20_000, min=100, help="Messages per run."),
+    rounds: int = typer.Option(3, min=1, help="Runs of each path, alternated."),
+) -> None:
+    """A FastStream subscriber's CPU per message on an outcome channel and a shard feed, against redis-py's reads."""
+    main = bench_module("faststream").main
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, count, rounds)

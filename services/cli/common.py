@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
@@ -23,8 +21,8 @@ from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.forensics.tree_diff import ABSENT, Change
 from almanac.events.hashing import state_hash
-from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, pid_alive, running_server_url
-from almanac.services.settings import Settings, SettingsError, load_settings
+from almanac.services import bootstrap
+from almanac.services.settings import Settings, SettingsError
 from almanac.storage.base import EventStore
 from almanac.storage.export_store import ExportFormatError
 
@@ -46,98 +44,28 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def settings_or_exit(**overrides: object) -> Settings:
     try:
-        return load_settings(**overrides)
+        return bootstrap.settings(**overrides)
     except SettingsError as error:
         for problem in error.problems:
             error_console.print(f"[bold red]setting:[/] {problem}", highlight=False)
         raise typer.Exit(2) from None
 
 
-UP_FILE = "up.json"  # written by `almanac up` in its data directory: its pid, gateway url, Redis url, a token
-
-
-@contextlib.contextmanager
-def quiet_httpx() -> Iterator[None]:
-    """httpx logs every request at INFO: polling a gateway's /health would print a line per try."""
-    logger = logging.getLogger("httpx")
-    level = logger.level
-    logger.setLevel(max(level, logging.WARNING))
+def bootstrapped(call: Callable[[], T]) -> T:
+    """``call()`` (a step of services.bootstrap); its BootstrapError as one line and exit code 1."""
     try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def running_stack(data_dir: str | Path) -> dict | None:
-    """The `almanac up` serving this data directory, if its supervisor is alive and its gateway answers."""
-    import httpx  # noqa: PLC0415 - only when looking for a stack
-
-    path = Path(data_dir).resolve() / UP_FILE
-    try:
-        info = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    if not isinstance(info, dict) or not pid_alive(int(info.get("pid", 0))):
-        return None
-    try:
-        with quiet_httpx():
-            httpx.get(f"{info['url']}/health", timeout=2.0)
-    except (httpx.HTTPError, KeyError):
-        return None
-    return info
-
-
-def nearest_stack(data_dir: str) -> tuple[Path, str] | None:
-    """A running stack for a command run where there is no data directory: the data directory of the same
-    (relative) name in the working directory's parents, as git finds .git, whose `up.json` names a live
-    stack (or whose embedded Redis is running). (its data directory, its Redis URL), or None."""
-    if Path(data_dir).is_absolute():
-        return None
-    for parent in Path.cwd().resolve().parents:
-        candidate = parent / data_dir
-        if not candidate.is_dir():
-            continue
-        stack = running_stack(candidate)
-        url = stack.get("redis_url") if stack else running_server_url(candidate)
-        if url:
-            return candidate, url
-    return None
+        return call()
+    except bootstrap.BootstrapError as error:
+        raise fail(str(error)) from None
 
 
 @contextlib.contextmanager
 def redis_url_for(settings: Settings, create: bool = False) -> Iterator[str]:
-    """REDIS_URL when set, else the data directory's embedded redis-server (started for the block's duration
-    unless one already serves it). A command that reads (``create`` False) never starts an empty server where
-    there is no data directory: it uses a running stack found above the working directory, or refuses."""
-    if settings.redis_cluster and not settings.redis_url:
-        raise fail("REDIS_CLUSTER=true needs REDIS_URL naming a node of the cluster (the embedded Redis is one server)")
-    if settings.redis_url:
-        yield settings.redis_url
-        return
-    existing = running_server_url(settings.data_dir)
-    if existing:
-        yield existing
-        return
-    data_dir = Path(settings.data_dir).resolve()
-    if not create and not data_dir.is_dir():
-        found = nearest_stack(settings.data_dir)
-        if found is None:
-            raise fail(f"no REDIS_URL and no data directory {data_dir}: there is nothing here to read. Set REDIS_URL "
-                       "to your Redis, or ALMANAC_DATA_DIR to the data directory of your `almanac up` (its "
-                       f"{UP_FILE} names its Redis), or run this where you ran `almanac up`")
-        stack_dir, url = found
-        error_console.print(f"note: no data directory here; using the running stack of {stack_dir} ({url})",
-                            highlight=False)
+    """``bootstrap.redis_url``: REDIS_URL, or the data directory's embedded Redis (``create``: started if none
+    runs; a reading command uses a running stack found above the working directory, or refuses in one line)."""
+    with contextlib.ExitStack() as stack:
+        url = bootstrapped(lambda: stack.enter_context(bootstrap.redis_url(settings, create)))
         yield url
-        return
-    try:
-        server = EmbeddedRedis(settings.data_dir, persist=settings.durability != "memory").start()
-    except EmbeddedRedisError as error:
-        raise fail(str(error)) from None
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 class OperatorError(Exception):
@@ -147,17 +75,11 @@ class OperatorError(Exception):
 def with_store(work: Callable[[EventStore], Awaitable[T]], create: bool = False) -> T:
     """Run ``work`` against the Redis store of the settings (``create``: see redis_url_for); every failure
     becomes one clear line."""
-    from almanac.services.redis_client import connect  # noqa: PLC0415
-    from almanac.storage.redis_store import RedisEventStore  # noqa: PLC0415
-
     settings = settings_or_exit()
 
     async def run(url: str) -> T:
-        client = connect(url, cluster=settings.redis_cluster)
-        try:
-            return await work(RedisEventStore(client, settings.shard_count))
-        finally:
-            await client.aclose()
+        async with bootstrap.opened(settings, bootstrap.Role.TOOL, url) as runtime:
+            return await work(runtime.store)
 
     with redis_url_for(settings, create) as url:
         return guarded(lambda: asyncio.run(run(url)), f"Redis at {url}")

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import redis
 import typer
 import uvloop
 
+from almanac.services import bootstrap
 from almanac.services.cli import app
-from almanac.services.cli.common import fail, redis_url_for, settings_or_exit
+from almanac.services.cli.common import bootstrapped, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
-from almanac.services.redis_client import live_seed
 
 
 @app.command("engine")
@@ -24,14 +23,6 @@ def engine_command(
     settings = settings_or_exit(engine_shards=shards, engine_name=name)
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
-        try:
-            live_seed(url)  # any one of the nodes (REDIS_URL may name several Cluster nodes)
-        except redis.RedisError as error:
-            raise fail(f"cannot reach Redis at {url}: {error}") from None
-        if settings.durability == "replica" and not settings.redis_cluster:
-            replicas = int(redis.Redis.from_url(url).info("replication").get("connected_slaves", 0))
-            if replicas < 1:
-                raise fail(f"ALMANAC_DURABILITY=replica needs a Redis with at least one connected replica; {url} "
-                           "has none (add a replica, or use ALMANAC_DURABILITY=aof)")
+        bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.ENGINE))
         # uvloop: less CPU per command on a 2-core machine; ready, the start-up heap leaves the collections.
         uvloop.run(run(settings, url, on_ready=freeze_startup_heap))

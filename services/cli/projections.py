@@ -16,15 +16,14 @@ from rich.table import Table
 from almanac.events import registry
 from almanac.events.errors import CorruptEventError
 from almanac.projections.models import model_names
-from almanac.projections.projector_app import projector_app
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
+from almanac.services import bootstrap, projector_process
 from almanac.services.cli import app
-from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.cli.common import bootstrapped, console, fail, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
-from almanac.services.redis_client import connect, live_seed, reconnecting
-from almanac.services.settings import parse_shard_selection
+from almanac.services.settings import Settings, parse_shard_selection
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
                               no_args_is_help=True)
@@ -53,12 +52,10 @@ def run_projector(
         raise fail(f"--shards {shards!r} is not valid: {error}") from None
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
-        # The app's broker takes one URL (a node that answers now); the projector's client every seed.
-        app_ = projector_app(live_seed(url), settings.shard_count, selected, batch_size=batch_size, name=name,
-                             feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
-                             client_factory=lambda: connect(url, settings.redis_cluster, **reconnecting()),
-                             on_ready=freeze_startup_heap)  # ready: the start-up heap leaves the collections
-        uvloop.run(app_.run())  # uvloop: less CPU per batch on a 2-core machine
+        bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.PROJECTOR))
+        # Ready: the start-up heap leaves the collections. uvloop: less CPU per batch on a 2-core machine.
+        uvloop.run(projector_process.run(settings, url, selected, batch_size=batch_size, name=name,
+                                         on_ready=freeze_startup_heap))
 
 
 @projections_app.command("rebuild")
@@ -72,8 +69,8 @@ def rebuild_models(
     models = known if name is None else (name,)
     settings = settings_or_exit()
     with redis_url_for(settings) as url:
-        rooms = _run(url, lambda client: _rebuild_with_progress(client, settings.shard_count, models),
-                     settings.redis_cluster)
+        rooms = _run(settings, url, lambda runtime: _rebuild_with_progress(runtime.client, settings.shard_count,
+                                                                          models))
     console.print(f"rebuilt {', '.join(models)} from {rooms} room(s)")
 
 
@@ -109,8 +106,8 @@ def show(
         raise fail("show leaderboards needs --ruleset NAME")
     settings = settings_or_exit()
 
-    async def query(client: aioredis.Redis) -> Any:
-        models = ReadModels(client, settings.shard_count)
+    async def query(runtime: bootstrap.Runtime) -> Any:
+        models = ReadModels(runtime.client, settings.shard_count, keys=runtime.keys)
         if what == "rooms":
             return await models.rooms(ruleset)
         if what == "room":
@@ -122,7 +119,7 @@ def show(
         return await models.rows(what, room, filters)
 
     with redis_url_for(settings) as url:
-        result = _run(url, query, settings.redis_cluster)
+        result = _run(settings, url, query)
     if what == "room" and result is None:
         raise fail(f"room {room!r} has no projection (unknown room, or the projector has not reached it)")
     if as_json or what in ("room", "status"):
@@ -165,13 +162,10 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _run(url: str, work: Any, cluster: bool = False) -> Any:
+def _run(settings: Settings, url: str, work: Any) -> Any:
     async def main() -> Any:
-        client = connect(url, cluster)
-        try:
-            return await work(client)
-        finally:
-            await client.aclose()
+        async with bootstrap.opened(settings, bootstrap.Role.TOOL, url) as runtime:
+            return await work(runtime)
 
     try:
         return asyncio.run(main())

@@ -1,4 +1,4 @@
-"""The engine: a FastStream app that owns shards by lease and turns their commands into events."""
+"""The engine: a process that owns shards by lease and turns their commands into events."""
 
 from almanac.services.engine.worker import Engine, EngineConfig
 

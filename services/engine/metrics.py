@@ -6,17 +6,9 @@ import bisect
 from collections import defaultdict
 
 from almanac.services.heap import PAUSE_BUCKETS_S, pauses
-from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
-
-__all__ = ["LATENCY_BUCKETS_MS", "EngineMetrics", "engines_key", "heartbeat_key", "metrics_key"]
 
 # Upper bounds (ms) of the latency buckets, from the command's server stamp to its published outcome.
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
-
-
-# Key names live in almanac.storage.keys; these names are what the engine's callers import.
-metrics_key = engine_metrics_key
-heartbeat_key = engine_heartbeat_key
 
 
 class EngineMetrics:

@@ -32,13 +32,13 @@ from almanac.services.bus import (
 from almanac.services.engine.batch_line import BatchLine, stream_reply as _stream_reply
 from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.lease import ShardLeases
-from almanac.services.engine.metrics import EngineMetrics, engines_key, heartbeat_key, metrics_key
+from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
 from almanac.services.room_service import BatchPlan, Outcome, RoomService
 from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
-from almanac.storage.keys import Keys, attempts_key
+from almanac.storage.keys import attempts_key, engine_heartbeat_key, engine_metrics_key, engines_key
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer
 
@@ -188,12 +188,13 @@ class _Here:
 class Engine:
     """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
 
-    def __init__(self, client: aioredis.Redis, config: EngineConfig) -> None:
+    def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None) -> None:
         self.client = client
         self.config = config
-        self.keys = Keys(config.shard_count, config.prefix)
-        self.store = RedisEventStore(client, config.shard_count, config.prefix,
-                                     wait_replicas=1 if config.durability == "replica" else 0)
+        # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
+        self.store = store or RedisEventStore(client, config.shard_count, config.prefix,
+                                              wait_replicas=1 if config.durability == "replica" else 0)
+        self.keys = self.store.keys
         self.service = RoomService(self.store, snapshot_every=config.snapshot_every)
         self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
         self.metrics = EngineMetrics()
@@ -567,13 +568,13 @@ class Engine:
         }
         async with self.client.pipeline(transaction=False) as pipe:
             self._queue_metrics(pipe)
-            pipe.hset(metrics_key(name, self.config.prefix), "shards_held", len(self.leases.held))
+            pipe.hset(engine_metrics_key(name, self.config.prefix), "shards_held", len(self.leases.held))
             if alive:
-                pipe.set(heartbeat_key(name, self.config.prefix), json.dumps(beat),
+                pipe.set(engine_heartbeat_key(name, self.config.prefix), json.dumps(beat),
                          px=max(3 * self.config.lease_ms, 3000))
                 pipe.sadd(engines_key(self.config.prefix), name)
             else:
-                pipe.delete(heartbeat_key(name, self.config.prefix))
+                pipe.delete(engine_heartbeat_key(name, self.config.prefix))
             await pipe.execute()
 
     def _queue_metrics(self, pipe) -> None:
@@ -588,7 +589,7 @@ class Engine:
         if unsaved != self._unsaved_seen:
             self.metrics.count("snapshot_failures", unsaved - self._unsaved_seen)
             self._unsaved_seen = unsaved
-        key = metrics_key(self.config.name, self.config.prefix)
+        key = engine_metrics_key(self.config.name, self.config.prefix)
         for field, amount in self.metrics.pending_deltas().items():
             pipe.hincrby(key, field, amount)
 

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 
 from almanac.events import registry
 from almanac.services.gateway import responses
-from almanac.services.gateway.console import ASSETS_URL
+from almanac.services.gateway.api_console import ASSETS_URL
 from almanac.services.gateway.schemas import SECURITY_SCHEME
 
 VENDOR = f"{ASSETS_URL}/vendor"

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from redis.exceptions import ResponseError
 
-from almanac.services.engine import metrics as engine_metrics
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import (
@@ -22,6 +21,7 @@ from almanac.services.gateway.errors import (
 )
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
+from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
 
 router = APIRouter(tags=["operations"])
 log = get_logger("almanac.gateway")
@@ -31,11 +31,11 @@ STALE_AFTER_S = 15.0
 async def _engines(gw: Gateway) -> dict[str, Any]:
     """Engines that registered and whose heartbeat has not expired (the key lives 3 leases), and whether
     they are ready: see ``health``."""
-    names = sorted(n.decode() for n in await gw.client.smembers(engine_metrics.engines_key()))
+    names = sorted(n.decode() for n in await gw.client.smembers(engines_key()))
     # One GET per engine in a pipeline, not MGET: on a Redis Cluster the heartbeat keys live in different slots.
     async with gw.client.pipeline(transaction=False) as pipe:
         for name in names:
-            pipe.get(engine_metrics.heartbeat_key(name))
+            pipe.get(engine_heartbeat_key(name))
         beats = await pipe.execute()
     now_ms = time.time() * 1000
     engines = []
@@ -155,7 +155,7 @@ async def _scrape_engine_and_projector(gw: Gateway) -> list[str]:
         lines += ["# HELP almanac_engine_counter Engine counters (commands, rejects, conflicts, latency buckets).",
                   "# TYPE almanac_engine_counter counter"]
         for beat in engine["engines"]:
-            counters = await gw.client.hgetall(engine_metrics.metrics_key(beat["name"]))
+            counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
             for field, value in sorted(counters.items()):
                 lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
                              f"{int(value)}")

@@ -8,12 +8,13 @@ import time
 from collections.abc import Iterator
 
 import msgspec
-import redis.asyncio as aioredis
 from fastapi import Request, WebSocket
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
 from almanac.projections.read import ReadModels
+from almanac.services import bootstrap
+from almanac.services.bootstrap import Runtime
 from almanac.services.bus import RateLimit, count as count_request
 from almanac.services.engine.worker import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
@@ -25,13 +26,9 @@ from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
 from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
-from almanac.services.gateway.room_reader import PUBLIC, RoomReader, Viewer
-from almanac.services.redis_client import connect
+from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
-from almanac.services.settings import Settings
 from almanac.storage.base import CommandLimited, StoredOutcome
-from almanac.storage.keys import Keys
-from almanac.storage.redis_store import RedisEventStore
 
 VERIFIED_TOKENS = 10_000
 # The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
@@ -40,11 +37,6 @@ LAG_MIN_INFLIGHT = 8
 # Stored-outcome lookups of refused resends in flight at once (``Gateway.decided``): past it a resend is refused
 # unlooked, so a flood of refused commands cannot queue unbounded reads on the store.
 RESEND_LOOKUPS_MAX = 64
-
-
-# The gateway's Redis clients: a Redis that stops answering fails requests with 503 after a few seconds.
-REDIS_CONNECT_TIMEOUT_S = 2.0
-REDIS_TIMEOUT_S = 5.0
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -67,19 +59,20 @@ def client_address(connection: HTTPConnection) -> str:
 
 
 class Gateway:
-    def __init__(self, settings: Settings, client: aioredis.Redis, signer: TokenSigner) -> None:
-        self.settings = settings
-        self.client = client
-        self.keys = Keys(settings.shard_count)
-        self.store = RedisEventStore(client, settings.shard_count)
-        self.reader = RoomReader(self.store)
+    """One gateway process's state, on the runtime the bootstrap built for it (``Role.GATEWAY``)."""
+
+    def __init__(self, runtime: Runtime, signer: TokenSigner) -> None:
+        settings = self.settings = runtime.settings
+        client = self.client = runtime.client
+        self.keys = runtime.keys
+        self.store = runtime.store
+        self.reader = RoomReader(runtime.loader(READER_CACHE))
         # Reads that fold or re-decide a whole room: a few at once, off the event loop (heavy_reads).
-        self.heavy = HeavyReads(settings.gateway_max_heavy_reads, lambda: connect(
-            settings.redis_url or "", settings.redis_cluster, socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-            socket_timeout=REDIS_TIMEOUT_S), settings.shard_count)
+        self.heavy = HeavyReads(settings.gateway_max_heavy_reads,
+                                lambda: bootstrap.runtime(settings, bootstrap.Role.GATEWAY_READS))
         self.signer = signer
         self.metrics = GatewayMetrics()
-        self.read_models = ReadModels(client, settings.shard_count)
+        self.read_models = ReadModels(client, settings.shard_count, keys=self.keys)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
         # ALMANAC_GATEWAY_ENGINE: this process's engine (started by the app's lifespan), deciding the commands
         # of the shards it holds here (Engine.decide_here).
@@ -92,7 +85,7 @@ class Gateway:
                                    settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
         self.admission = Admission(self.limit, self.queue, self.lag, settings.gateway_max_lag_ms, LAG_MIN_INFLIGHT)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
-        self.rate_limits = RateLimits(settings, client)
+        self.rate_limits = RateLimits(settings, client, self.keys)
         # The live feeds: one shared read of the shard feeds, and their caps per seat, per address and per process.
         self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat,
                             settings.live_max_feeds_per_address)

@@ -10,8 +10,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
-
+from almanac.services.bootstrap import Runtime
 from almanac.services.gateway.errors import overloaded
 from almanac.storage.redis_store import RedisEventStore
 
@@ -30,26 +29,24 @@ class HeavyReads:
     gateway's loop one such call held every other client for as long (issue 28: a public ``/series`` put
     ``/health`` past 5 s). On the worker's loop the fold takes turns with the gateway's loop at each GIL switch
     (``SWITCH_INTERVAL_S``), so the gateway keeps answering; the limit bounds the CPU and memory those reads can take.
-    The worker loop needs its own client: a redis-py asyncio connection belongs to the loop that opened it.
+    The worker loop needs its own client (``open_runtime``, opened there): a redis-py asyncio connection belongs
+    to the loop that opened it.
     """
 
-    def __init__(self, limit: int, connect: Callable[[], aioredis.Redis], shard_count: int) -> None:
+    def __init__(self, limit: int, open_runtime: Callable[[], Runtime]) -> None:
         self.limit = limit
         self.running = 0
-        self._connect = connect
-        self._shard_count = shard_count
+        self._open_runtime = open_runtime
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._client: aioredis.Redis | None = None
-        self._store: RedisEventStore | None = None
+        self._runtime: Runtime | None = None
         self._memo: OrderedDict[Hashable, Any] = OrderedDict()
 
     def _worker_store(self) -> RedisEventStore:
         """The worker loop's store, opened there on first use."""
-        if self._store is None:
-            self._client = self._connect()
-            self._store = RedisEventStore(self._client, self._shard_count)
-        return self._store
+        if self._runtime is None:
+            self._runtime = self._open_runtime()
+        return self._runtime.store
 
     def _worker_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -109,10 +106,10 @@ class HeavyReads:
         loop, self._loop = self._loop, None
         if loop is None:
             return
-        if self._client is not None:
-            client = self._client
+        if self._runtime is not None:
+            runtime = self._runtime
             with contextlib.suppress(Exception):
-                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.aclose(), loop))
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(runtime.aclose(), loop))
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 5)

@@ -18,8 +18,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from redis.exceptions import ResponseError
 
 from almanac.events.disclosure import Hidden
+from almanac.services import bootstrap
 from almanac.services.engine.worker import Engine, EngineConfig, engine_config
 from almanac.services.gateway import (
+    api_console,
     api_dispute,
     api_docs,
     api_forensics,
@@ -28,10 +30,9 @@ from almanac.services.gateway import (
     api_queries,
     api_rooms,
     asyncapi,
-    console,
 )
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
-from almanac.services.gateway.context import REDIS_CONNECT_TIMEOUT_S, REDIS_TIMEOUT_S, Gateway
+from almanac.services.gateway.context import Gateway
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     STORE_ERRORS,
@@ -54,7 +55,7 @@ from almanac.services.gateway.schemas import (
     JoinRoomRequest,
 )
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import BoundedPool, close_idle_connections, connect
+from almanac.services.redis_client import BoundedPool, close_idle_connections
 from almanac.services.settings import Settings
 
 _JSON = msgspec.json.Encoder()
@@ -79,15 +80,11 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Timeouts: a Redis that stops answering (paused, partitioned) fails requests with 503 after a few
-        # seconds instead of holding them forever. Above the live feed's 1 s blocking read.
-        # A bounded pool: past ALMANAC_REDIS_MAX_CONNECTIONS a request waits briefly, then 503 (never a client
-        # and a file descriptor more per concurrent request); idle connections close (ALMANAC_REDIS_IDLE_S).
-        client = connect(settings.redis_url, settings.redis_cluster, max_connections=settings.redis_max_connections,
-                         pool_wait_s=settings.redis_pool_wait_ms / 1000,
-                         socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
-        gateway = app.state.gateway = Gateway(settings, client, signer)
-        engine_client = None
+        # A bounded pool with timeouts (bootstrap.Role.GATEWAY); its idle connections close (ALMANAC_REDIS_IDLE_S).
+        runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY)
+        client = runtime.client
+        gateway = app.state.gateway = Gateway(runtime, signer)
+        engine_runtime = None
         reaper = None
         pool = getattr(client, "connection_pool", None)  # one server's; a Cluster client has one per node
         if settings.redis_idle_s and isinstance(pool, BoundedPool):
@@ -97,11 +94,8 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
             await gateway.outcomes.start()
             gateway.lag.start()
             if settings.gateway_engine:
-                # Timeouts as the gateway's own client: a command a batch took is answered (503) when Redis
-                # stops answering, never held for as long as the OS keeps a dead connection.
-                engine_client = connect(settings.redis_url, settings.redis_cluster,
-                                        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S, socket_timeout=REDIS_TIMEOUT_S)
-                gateway.engine = Engine(engine_client, gateway_engine_config(settings))
+                engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
+                gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store)
                 gateway.engine.serve_here(gateway.outcomes.call)
             if on_ready is not None:
                 on_ready()  # before its engine takes leases (the freeze's own collection stalls no command)
@@ -111,8 +105,8 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
         finally:
             if gateway.engine is not None:
                 await gateway.engine.stop()  # the commands it holds go through the stream: before the waiter
-            if engine_client is not None:
-                await engine_client.aclose()
+            if engine_runtime is not None:
+                await engine_runtime.aclose()
             await gateway.lag.stop()
             await gateway.live.stop()
             if reaper is not None:
@@ -122,7 +116,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
             await gateway.heavy.close()
             await gateway.outcomes.close()
             await gateway.rate_limits.close()
-            await client.aclose()
+            await runtime.aclose()
 
     app = GatewayApp(
         title="Almanac gateway",
@@ -143,7 +137,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
                    api_ops.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
-    console.mount(app)
+    api_console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # Added last = outermost: an oversized body is refused before anything else reads it.
     # (POST /rooms/{room}/commands does not come through here: GatewayApp answers it first.)

@@ -41,11 +41,11 @@ from almanac.services.gateway.submit_line import SubmitLine
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
 from almanac.services.room_service import CommandRecord, Outcome
-from almanac.storage.keys import Keys, reply_channel
+from almanac.storage.keys import Keys, outcome_channel, reply_channel
 
 log = get_logger("almanac.gateway.outcomes")
-OUTCOME_PATTERN = bus.outcome_channel("*")
-_OUTCOME_PREFIX = bus.outcome_channel("").encode()
+OUTCOME_PATTERN = outcome_channel("*")
+_OUTCOME_PREFIX = outcome_channel("").encode()
 # The subscription is pinged after this long without traffic, and counted lost when nothing (not even
 # the PONG) arrived for PING_TIMEOUT_S: a node that hangs instead of closing the socket.
 PING_AFTER_S = 1.0

@@ -90,10 +90,10 @@ class UsedWindows:
 
 
 class RateLimits:
-    def __init__(self, settings: Settings, client: aioredis.Redis) -> None:
+    def __init__(self, settings: Settings, client: aioredis.Redis, keys: Keys | None = None) -> None:
         self.anon = _item(settings.rate_anon)
         self.commands = _item(settings.rate_commands)
-        self.keys = Keys(settings.shard_count)
+        self.keys = keys or Keys(settings.shard_count)  # the gateway's own (services.bootstrap) when given
         self.used = UsedWindows()
         self._own_client: aioredis.Redis | None = None
         if settings.redis_cluster:

@@ -13,8 +13,9 @@ from almanac.events.room import RoomState
 from almanac.projections.models import fork_mark
 from almanac.services.gateway.errors import ApiError
 from almanac.storage.loader import RoomLoader
-from almanac.storage.redis_store import RedisEventStore
 
+# Latest room states the gateway's loader keeps (each caught up from its stream's tail before use).
+READER_CACHE = 5_000
 # Rooms whose rule-set this gateway remembers (a room's never changes): the oldest is forgotten first, and
 # read again from its first event if it plays on.
 RULESETS_KNOWN = 100_000
@@ -23,9 +24,10 @@ RULESETS_KNOWN = 100_000
 class RoomReader:
     """Not a writer: the cache is only a starting point, always caught up from the stream before use."""
 
-    def __init__(self, store: RedisEventStore, cache_size: int = 5_000) -> None:
-        self.store = store
-        self.loader = RoomLoader(store, cache_size)
+    def __init__(self, loader: RoomLoader) -> None:
+        """``loader``: the gateway's one room loader (``bootstrap.Runtime.loader(READER_CACHE)``)."""
+        self.loader = loader
+        self.store = loader.store  # the runtime's Redis store
         self._rulesets: OrderedDict[str, str] = OrderedDict()
 
     async def ruleset_of(self, room: str) -> str | None:

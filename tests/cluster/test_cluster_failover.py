@@ -35,7 +35,7 @@ from cluster_support import ReplicatedCluster
 from projection_games import dump_models
 from test_cluster_stack import CHILD, ClusterStack
 
-from almanac.services.bench.e2e import CHALLENGE, _script, script_ruleset
+from almanac.bench.e2e import CHALLENGE, _script, script_ruleset
 from almanac.services.forensics.verify import verify_room
 from almanac.services.gateway.context import internal_command_id
 from almanac.services.redis_client import connect

@@ -13,7 +13,7 @@ from gateway_stack import gateway_settings
 from almanac.events import registry
 from almanac.events.forensics.tree_diff import change_rows
 from almanac.services.gateway import create_app
-from almanac.services.gateway.console import STATIC_DIR
+from almanac.services.gateway.api_console import STATIC_DIR
 
 
 def test_openapi_has_bearer_auth_the_error_shape_and_typed_commands(api: TestClient) -> None:

@@ -20,10 +20,11 @@ import redis
 import redis.asyncio as aioredis
 from gateway_stack import Stack, redis_commands_seen
 
-from almanac.services.bench.e2e import CHALLENGE, _script
+from almanac.bench.e2e import CHALLENGE, _script
 from almanac.services.gateway import room_reader
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.storage.keys import Keys
+from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
 KEYS = Keys(16)
@@ -109,7 +110,7 @@ def test_a_reader_remembers_a_bounded_number_of_rooms_rules_and_reads_a_forgotte
     async def story() -> None:
         client = aioredis.Redis.from_url(redis_url)
         try:
-            reader = room_reader.RoomReader(RedisEventStore(client, 16))
+            reader = room_reader.RoomReader(RoomLoader(RedisEventStore(client, 16), room_reader.READER_CACHE))
             for room in rooms:
                 reader.remember_ruleset(room, "board")
             assert await reader.ruleset_of(rooms[2]) == "board"  # remembered: its empty stream is not read

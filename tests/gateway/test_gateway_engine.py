@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from gateway_stack import Stack
 from log_checks import assert_log_verifies
 
-from almanac.services.bench.e2e import CHALLENGE, _script
+from almanac.bench.e2e import CHALLENGE, _script
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 

@@ -21,12 +21,12 @@ from gateway_stack import Stack, gateway_settings
 from waiting import wait_for
 
 from almanac.events.step import CommandRecord
+from almanac.services import bootstrap
 from almanac.services.gateway import create_app
 from almanac.services.gateway.api_rooms import run_command
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.context import LAG_MIN_INFLIGHT, Gateway
 from almanac.services.gateway.errors import ApiError
-from almanac.services.redis_client import connect
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_with_eight_commands_waiting_a_held_event_loop_gets_the_next_command_ref
     settings = gateway_settings(down).model_copy(update={"command_timeout_ms": 5_000, "gateway_max_lag_ms": 40})
 
     async def story() -> str | None:
-        gateway = Gateway(settings, connect(settings.redis_url), TokenSigner(secrets.token_hex(32), 60))
+        gateway = Gateway(bootstrap.runtime(settings, bootstrap.Role.GATEWAY), TokenSigner(secrets.token_hex(32), 60))
         await gateway.outcomes.start()
         gateway.lag.start()
         waiting: list[asyncio.Future] = []
@@ -173,7 +173,7 @@ def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_
 
     async def story() -> tuple[ApiError, list]:
         signer = TokenSigner(secrets.token_hex(32), 60)
-        gateway = Gateway(settings, connect(settings.redis_url, socket_timeout=10), signer)
+        gateway = Gateway(bootstrap.runtime(settings, bootstrap.Role.GATEWAY), signer)
         await gateway.outcomes.start()
         rooms = [f"unseen-{secrets.token_hex(3)}" for _ in range(3)]
         body = b'{"command": {"kind": "place_element"}}'
@@ -220,7 +220,7 @@ def test_a_deciding_gateway_lowers_its_in_flight_limit_after_long_waits_and_the_
     standard = gateway_settings(down)
 
     async def story(settings) -> tuple[str | None, str | None]:
-        gateway = Gateway(settings, connect(settings.redis_url), signer)
+        gateway = Gateway(bootstrap.runtime(settings, bootstrap.Role.GATEWAY), signer)
         try:
             gateway.inflight = 20  # commands being decided now (under the configured 32)
             before = gateway.overload_reason()

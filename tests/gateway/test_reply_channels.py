@@ -15,11 +15,11 @@ import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
 
+from almanac.bench.e2e import CHALLENGE, _script
 from almanac.services import bus
-from almanac.services.bench.e2e import CHALLENGE, _script
 from almanac.services.gateway import create_app
 from almanac.services.room_service import CommandRecord
-from almanac.storage.keys import Keys, reply_channel
+from almanac.storage.keys import Keys, outcome_channel, reply_channel
 
 MOVES = asyncio.run(_script("board"))  # legal moves, in order, in every room of the challenge
 
@@ -36,7 +36,7 @@ def play(client: TestClient, room: str, moves: int) -> None:
 def test_two_gateways_each_receive_only_their_own_outcomes(stack) -> None:
     settings = gateway_settings(stack)
     listener = redis.Redis.from_url(stack.redis_url).pubsub()
-    listener.psubscribe(bus.outcome_channel("*"), reply_channel("*"))
+    listener.psubscribe(outcome_channel("*"), reply_channel("*"))
     with TestClient(create_app(settings), raise_server_exceptions=False) as first, \
             TestClient(create_app(settings), raise_server_exceptions=False) as second:
         waiters = [client.app.state.gateway.outcomes for client in (first, second)]

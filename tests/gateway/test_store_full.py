@@ -21,7 +21,7 @@ import pytest
 import redis
 from gateway_stack import Stack
 
-from almanac.services.bench.e2e import CHALLENGE, _script
+from almanac.bench.e2e import CHALLENGE, _script
 from almanac.services.embedded_redis import EmbeddedRedis, free_port
 from almanac.storage.keys import Keys
 

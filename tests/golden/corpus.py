@@ -49,8 +49,8 @@ from almanac.events.dice import PLAYER_ENTROPY, Dice
 from almanac.events.hashing import canonical_bytes, state_hash
 from almanac.events.room import ROOM_EVENT_TAGS
 from almanac.events.step import advance
+from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.verify import verify_room
 from almanac.storage.export_store import ExportFileStore, compact_export
 from almanac.storage.memory_store import MemoryEventStore
 

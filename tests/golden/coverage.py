@@ -23,7 +23,7 @@ from typing import Any
 import coverage
 
 from almanac.events import registry
-from almanac.services.verify import verify_room
+from almanac.services.forensics.verify import verify_room
 from almanac.storage.export_store import ExportFileStore
 
 from .corpus import NOT_RULES, PRESENTATION_FUNCTIONS, check, path_for, read, rules_package

@@ -21,7 +21,7 @@ import pytest
 from game_modules import game_folder
 
 from almanac.events import codec, fingerprint, registry
-from almanac.services.verify import verify_room
+from almanac.services.forensics.verify import verify_room
 from almanac.storage.export_store import ExportFileStore
 from golden.make import HERE, published
 

@@ -53,6 +53,9 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         top_level = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"almanac"}
+    # and no benchmark: they are a distribution of their own (bench/), not part of the runtime
+    assert not [name for name in archive.namelist() if name.startswith(("almanac/bench/", "almanac/services/bench/"))
+                or "boardgameio" in name]
     assert {p.name for p in (site / "almanac").iterdir() if p.is_dir()} >= set(FOLDERS)
     assert not any((site / bare).exists() for bare in FOLDERS)
     # package data travels too: a game's console picture and its versions' fingerprints
@@ -81,3 +84,34 @@ def test_the_container_image_copies_every_package_folder_before_installing():
     # pip installs the image from the folders it was given: a folder left out is a package missing in it
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     assert [folder for folder in FOLDERS if f"COPY {folder} ./{folder}\n" not in dockerfile] == []
+
+
+def test_the_benchmarks_are_a_distribution_of_their_own_with_the_peer_files_and_no_import_of_the_cli(tmp_path):
+    # Given the bench/ folder built as its own wheel
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(ROOT / "bench")], check=True, cwd=tmp_path, capture_output=True)
+    [wheel] = tmp_path.glob("almanac_bench-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    # Then it installs almanac.bench, boardgame.io's files for `bench e2e --peer` included (package data)
+    assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"almanac"}
+    assert {"almanac/bench/e2e.py", "almanac/bench/boardgameio/package.json",
+            "almanac/bench/boardgameio/package-lock.json", "almanac/bench/boardgameio/server.js"} <= set(names)
+    # And no benchmark imports the CLI (whose `bench` commands import the benchmarks): the stacks they start
+    # come from services/stack.py, which imports neither
+    for module in (ROOT / "bench").glob("*.py"):
+        assert "almanac.services.cli" not in module.read_text(), module.name
+    assert "almanac.services.cli" not in (ROOT / "services" / "stack.py").read_text().replace(
+        "from almanac.services.cli import main; main()", "")  # the children it starts run the CLI
+
+
+def test_no_process_opens_a_messaging_framework_connection_that_carries_nothing():
+    # FastStream carried no message of Almanac's (its broker only wrapped the process lifecycle, on a Redis connection
+    # of its own): the runtime neither depends on it nor imports it (docs/design-rulings.md, "FastStream"); only the
+    # benchmark that measures it does
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not [d for d in dependencies if d.lower().startswith("faststream")]
+    for folder in FOLDERS:
+        for module in (ROOT / folder).rglob("*.py"):
+            source = module.read_text()
+            assert "import faststream" not in source and "from faststream" not in source, module

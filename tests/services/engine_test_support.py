@@ -15,9 +15,8 @@ import redis.asyncio as aioredis
 from waiting import wait_for  # noqa: F401 - the engine tests' one way to wait
 
 from almanac.services.bus import submit, submit_and_wait
-from almanac.services.engine.metrics import heartbeat_key, metrics_key
 from almanac.services.room_service import CommandRecord, Outcome
-from almanac.storage.keys import Keys
+from almanac.storage.keys import Keys, engine_heartbeat_key, engine_metrics_key
 
 HELPER = Path(__file__).with_name("engine_process_helper.py")
 KEYS = Keys(16)
@@ -65,7 +64,7 @@ class EngineProcess:
 
 
 async def heartbeat(client: aioredis.Redis, name: str) -> dict[str, Any] | None:
-    value = await client.get(heartbeat_key(name))
+    value = await client.get(engine_heartbeat_key(name))
     return None if value is None else json.loads(value)
 
 
@@ -75,7 +74,7 @@ async def held_shards(client: aioredis.Redis, name: str) -> list[int]:
 
 
 async def engine_metrics(client: aioredis.Redis, name: str) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(name))).items()}
+    return {k.decode(): int(v) for k, v in (await client.hgetall(engine_metrics_key(name))).items()}
 
 
 def record(room: str, player: str, body: dict[str, Any], command_id: str, time_ms: int | None = None) -> CommandRecord:

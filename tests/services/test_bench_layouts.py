@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from almanac.services.bench import e2e
+from almanac.bench import e2e
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +40,8 @@ def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monke
     import httpx  # noqa: PLC0415
     import redis  # noqa: PLC0415
 
-    from almanac.services.cli.gateway import Stack  # noqa: PLC0415
     from almanac.services.settings import load_settings  # noqa: PLC0415
+    from almanac.services.stack import Stack  # noqa: PLC0415
 
     monkeypatch.delenv("REDIS_URL", raising=False)
     settings = load_settings({}, data_dir=str(tmp_path), http_port=0, gateway_engine=True, log_level="warning")

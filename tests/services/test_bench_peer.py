@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from almanac.services.bench import e2e
-from almanac.services.bench.e2e import RoomSlots
-from almanac.services.bench.peer import PeerOffline, installed_peer, peer_figures
+from almanac.bench import e2e
+from almanac.bench.e2e import RoomSlots
+from almanac.bench.peer import PeerOffline, installed_peer, peer_figures
 
 pytestmark = pytest.mark.slow
 needs_node = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from almanac.services.bench.e2e import RoomSlots, _with_overload
+from almanac.bench.e2e import RoomSlots, _with_overload
 
 MOVES = 17
 
@@ -72,7 +72,7 @@ def test_the_overload_run_offers_a_multiple_of_the_achieved_rate_between_two_cap
 def test_an_overload_refusal_is_counted_under_the_rule_that_gave_it_without_its_numbers():
     """Given the gateway's 503s for each admission rule, when the bench counts them, then each kind names its
     rule (not the moment's numbers), so a collapsed run says which rule shed the load."""
-    from almanac.services.bench.e2e import failure_kind
+    from almanac.bench.e2e import failure_kind
     from almanac.services.gateway.errors import overloaded
 
     assert failure_kind(503, overloaded("32 commands in flight in this gateway process").body()) == \

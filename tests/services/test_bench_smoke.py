@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from almanac.bench import rules, store as bench_store
 from almanac.events import registry
-from almanac.services.bench import rules, store as bench_store
 
 
 @pytest.mark.parametrize("name", registry.installed())
@@ -34,7 +34,7 @@ def test_the_store_benchmark_measures_every_path_against_raw_xadd_on_real_redis(
 
 
 def test_the_forensics_tools_benchmark_times_each_tool_against_one_fold_on_real_redis(redis_url, capsys):
-    from almanac.services.bench import forensics_tools  # noqa: PLC0415
+    from almanac.bench import forensics_tools  # noqa: PLC0415
 
     forensics_tools.main(redis_url, events=300, snapshot_every=20)
     printed = " ".join(capsys.readouterr().out.split())
@@ -46,7 +46,7 @@ def test_the_forensics_tools_benchmark_times_each_tool_against_one_fold_on_real_
 def test_the_engine_benchmark_drains_a_backlog_then_takes_commands_as_they_come_on_real_redis(redis_url):
     """Given the engine benchmark on a tiny budget, then every phase ran to its end (the backlog, the
     commands submitted while the engine runs, the paced ones) and each figure stands beside its baseline."""
-    from almanac.services.bench import engine as bench_engine  # noqa: PLC0415
+    from almanac.bench import engine as bench_engine  # noqa: PLC0415
 
     figures = bench_engine.run(redis_url, rooms=20, commands=1_000, paced_rate=100, paced_seconds=1)
     assert figures["baseline"] > 0 and figures["drain"] > 0 and figures["engine"] > 0

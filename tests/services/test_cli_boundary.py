@@ -46,3 +46,29 @@ def test_debug_adds_a_bounded_traceback_without_locals() -> None:
     assert failed.returncode == 1
     assert "Traceback" in failed.stderr and "LOCAL-" not in failed.stderr
     assert len(failed.stderr) < 10_000 and failed.stderr.splitlines()[-1].startswith("error: unexpected KeyError")
+
+
+# The CLI in an environment where the almanac-bench distribution is not installed (its modules cannot be found).
+WITHOUT_BENCH = """
+import sys
+
+class NoBench:
+    def find_spec(self, name, path=None, target=None):
+        if name == "almanac.bench" or name.startswith("almanac.bench."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoBench())
+from almanac.services.cli import main
+
+sys.argv = ["almanac", "bench", "rules", "claim"]
+main()
+"""
+
+
+def test_a_benchmark_without_the_bench_distribution_says_in_one_line_how_to_install_it() -> None:
+    failed = subprocess.run([sys.executable, "-c", WITHOUT_BENCH], capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines() == [
+        "error: the benchmarks are not installed (they are not part of the almanac wheel): from a checkout of the "
+        "repository, pip install -e ./bench"
+    ]

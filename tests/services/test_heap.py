@@ -11,7 +11,7 @@ import weakref
 
 from game_modules import game_package
 
-from almanac.services.bench.e2e import _no_collection_while_offering
+from almanac.bench.e2e import _no_collection_while_offering
 from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.heap import PAUSE_BUCKETS_S, freeze_startup_heap, pauses

@@ -20,8 +20,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from almanac.bench.common import trivial_log
 from almanac.events.step import replay
-from almanac.services.bench.common import trivial_log
 from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.storage.redis_store import RedisEventStore, ReplicaWaitError
 

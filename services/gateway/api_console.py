@@ -1,4 +1,5 @@
-"""The console: the web UI's static files at ``/``, and the small JSON routes it needs beside the public API."""
+"""The console's routes: its web UI's files (the ``console/`` folder beside this module) at ``/``, and the small
+JSON routes it needs beside the public API."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import Viewer, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
+from almanac.storage.keys import engine_metrics_key
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
-STATIC_DIR = FilePath(__file__).parent / "console"
+STATIC_DIR = FilePath(__file__).parent / "console"  # the files; this module serves them
 ASSETS_URL = "/console"
 MAX_LISTED = 500  # rooms whose activity the status route looks up in one call
 MAX_SERIES_VERSIONS = 20_000
@@ -94,7 +96,7 @@ async def status(request: Request) -> Response:
     engine, projector = await _engines(gw), await _projector(gw)
     commands = 0
     for beat in engine["engines"]:
-        counters = await gw.client.hgetall(_engine_metrics_key(beat["name"]))
+        counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
         commands += sum(int(v) for k, v in counters.items() if k == b"commands")
     async with gw.client.pipeline(transaction=False) as pipe:
         for shard in range(gw.settings.shard_count):
@@ -107,12 +109,6 @@ async def status(request: Request) -> Response:
         "commands_total": commands,
         "dead_letters": {"total": sum(dead), "by_shard": {str(s): n for s, n in enumerate(dead) if n}},
     })
-
-
-def _engine_metrics_key(name: str) -> str:
-    from almanac.services.engine import metrics as engine_metrics  # noqa: PLC0415
-
-    return engine_metrics.metrics_key(name)
 
 
 @router.get("/status/rooms", summary="Rooms with their last activity and how far the read models lag behind")

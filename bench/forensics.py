@@ -18,10 +18,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import SEED
 from almanac.events import codec, registry, step
 from almanac.events.dice import Dice
 from almanac.events.forensics.bundle_check import verify_bundle
-from almanac.services.bench.common import SEED
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.memory_store import MemoryEventStore

@@ -21,12 +21,13 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.bare_http import BareServer
+from almanac.bench.peer import PeerUnavailable, peer_figures
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
-from almanac.services.bench.bare_http import BareServer
-from almanac.services.bench.peer import PeerUnavailable, peer_figures
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings, load_settings
+from almanac.services.stack import Stack
 from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
 
@@ -414,7 +415,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``rate`` is at or past it), then ``rate`` again, and print the goodput's ratio to the capacities around it
     (``_with_overload``).
     """
-    from almanac.services.cli.common import running_stack  # noqa: PLC0415
+    from almanac.services.bootstrap import running_stack  # noqa: PLC0415
 
     settings = load_settings()
     running = None
@@ -436,8 +437,6 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
 def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int, gateway_engine: bool,
                       route_by_shard: bool, out_of_step: bool, overload: float = 0.0) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
-    from almanac.services.cli.gateway import Stack  # noqa: PLC0415
-
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning", "gateway_engine": gateway_engine})
@@ -445,7 +444,7 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
         console.print(f"starting Redis, {engines} engine(s), a projector and {gateways} gateway(s)"
                       f"{' deciding the commands of the shards they hold' if gateway_engine else ''} "
                       f"(ALMANAC_DURABILITY={settings.durability}) ...")
-        with Stack(stack_settings, engines=engines, gateways=gateways) as stack:
+        with Stack(stack_settings, engines=engines, gateways=gateways, say=console.print) as stack:
             stack.start()
             pids = {name: child.pid for name, child in stack.children.items()}
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"

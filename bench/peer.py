@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from almanac.services.bench.children import stop
+from almanac.bench.children import stop
 
 PEER_FOLDER = Path(__file__).parent / "boardgameio"
 # package.json pins boardgame.io 0.50.2 and overrides koa-compose to 4.1.0: with the newer koa-compose that its

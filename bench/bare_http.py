@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from almanac.services.bench.children import stop
+from almanac.bench.children import stop
 from almanac.services.heap import collect_less_often
 
 ANSWER = b'{"accepted":true,"room":"bare","first_version":1,"last_version":1}'
@@ -52,7 +52,7 @@ class BareServer:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> str:
-        self.process = subprocess.Popen([sys.executable, "-m", "almanac.services.bench.bare_http",
+        self.process = subprocess.Popen([sys.executable, "-m", "almanac.bench.bare_http",
                                          "--port", str(self.port)])
         url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 20

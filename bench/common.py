@@ -30,7 +30,7 @@ def apply(state: Any, command: Any, room: str, player: str, log: list[Any], now_
 
 def play_trivial(commands: int, player: str = "bench") -> int:
     """The baseline: the same room path with the trivial rule-set (one counter event per command)."""
-    from almanac.services.bench.trivial import TRIVIAL, Add  # noqa: PLC0415 - registered only when benchmarking
+    from almanac.bench.trivial import TRIVIAL, Add  # noqa: PLC0415 - registered only when benchmarking
 
     registry.register(TRIVIAL)
     log: list[Any] = []
@@ -63,7 +63,7 @@ def timed(function: Any, *args: Any) -> tuple[Any, float]:
 
 def trivial_log(events: int, room: str = "trivial") -> list[Envelope]:
     """A created trivial room followed by additions, ``events`` envelopes in all: the replay baseline."""
-    from almanac.services.bench.trivial import TRIVIAL, Added  # noqa: PLC0415 - registered only when benchmarking
+    from almanac.bench.trivial import TRIVIAL, Added  # noqa: PLC0415 - registered only when benchmarking
 
     registry.register(TRIVIAL)
     log: list[Any] = []

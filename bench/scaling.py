@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from almanac.services.bench import e2e
+from almanac.bench import e2e
 
 # (engine processes, gateway processes): the baseline first, then one more of each, then both.
 LAYOUTS = ((1, 1), (2, 1), (1, 2), (2, 2))

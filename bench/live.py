@@ -19,6 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.http_app import raise_open_files_limit
 from almanac.services.settings import Settings
+from almanac.services.stack import Stack
 
 console = Console()
 IDLE_S = 2  # ALMANAC_REDIS_IDLE_S of the measured gateway: its idle connections close this soon after the feeds
@@ -28,15 +29,13 @@ ROOM = "bench-live"
 
 def main(settings: Settings, feeds: int, requests: int) -> dict[str, Any]:
     """A stack of our own (Redis, engine, gateway); ``feeds`` feeds of distinct seats on one room; print, return."""
-    from almanac.services.cli.gateway import Stack  # noqa: PLC0415
-
     raise_open_files_limit()  # this process holds every feed's socket
     with tempfile.TemporaryDirectory(prefix="almanac-bench-live-") as data_dir:
         os.environ.update({"ALMANAC_LOG_LEVEL": "warning", "ALMANAC_REDIS_IDLE_S": str(IDLE_S),
                            "ALMANAC_LIVE_MAX_FEEDS": str(feeds + 1)})
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0, "log_level": "warning"})
         console.print(f"starting Redis, an engine and a gateway; then {feeds} live feeds on one room ...")
-        with Stack(stack_settings) as stack:
+        with Stack(stack_settings, say=console.print) as stack:
             stack.start()
             signer = TokenSigner(stack.env["ALMANAC_SECRET"], 3600)
             with redis.Redis.from_url(stack.redis_url) as watcher:

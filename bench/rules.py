@@ -15,10 +15,10 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import SEED, apply, play_trivial, replay, seal_log, timed, trivial_log
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.dice import Dice
 from almanac.events.manifest import BenchScenario, Comparison
-from almanac.services.bench.common import SEED, apply, play_trivial, replay, seal_log, timed, trivial_log
 
 # A game whose players all have nothing to do this many times in a row is stuck: the bench says so.
 STUCK_AFTER = 200

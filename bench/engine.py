@@ -13,12 +13,19 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.e2e import cpu_seconds
 from almanac.events import codec
-from almanac.services.bench.e2e import cpu_seconds
+from almanac.services import bootstrap
 from almanac.services.bus import COMMAND_FIELD
-from almanac.services.engine.metrics import heartbeat_key, metrics_key
 from almanac.services.room_service import CommandRecord
-from almanac.storage.keys import Keys, outcome_channel, projector_stats_key
+from almanac.services.settings import Settings
+from almanac.storage.keys import (
+    Keys,
+    engine_heartbeat_key,
+    engine_metrics_key,
+    outcome_channel,
+    projector_stats_key,
+)
 
 PIPELINE = 100
 SHARDS = 16
@@ -26,22 +33,28 @@ ENGINE_NAME = "bench-engine"
 PROJECTOR_NAME = "bench-projector"
 
 
+def _settings() -> Settings:
+    """The settings the engine and projector under test run with: the environment's, on SHARDS shards and with no
+    replica to wait for (the benchmark's own Redis has none)."""
+    return bootstrap.settings(shard_count=SHARDS, durability="aof")
+
+
 def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
+    from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
-    from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
-    from almanac.services.redis_client import connect  # noqa: PLC0415
 
     registry.register(TRIVIAL)
     configure_logging("json", "warning")
 
     async def serve() -> None:
-        client = connect(url)
-        engine = Engine(client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
-                                             batch_size=batch_size, prefix=prefix, lease_ms=5_000))
+        runtime = bootstrap.runtime(_settings(), bootstrap.Role.ENGINE, url, prefix)
+        engine = Engine(runtime.client, EngineConfig(name=ENGINE_NAME, shards=list(range(SHARDS)), shard_count=SHARDS,
+                                                     batch_size=batch_size, prefix=prefix, lease_ms=5_000),
+                        runtime.store)
         freeze_startup_heap()  # as `almanac engine` does, before it takes its leases
         await engine.start()
         await engine.wait_stopped()
@@ -55,9 +68,9 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
 
 def _projector_process(url: str, prefix: str) -> None:
     """The projector, if the projections package has one, following the engine's feeds."""
+    from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
     from almanac.projections.worker import Projector  # noqa: PLC0415
-    from almanac.services.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
@@ -66,8 +79,9 @@ def _projector_process(url: str, prefix: str) -> None:
     collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)
 
     async def serve() -> None:
-        projector = Projector(aioredis.Redis.from_url(url), SHARDS, name=PROJECTOR_NAME, prefix=prefix,
-                              heartbeat_ttl_ms=500)
+        runtime = bootstrap.runtime(_settings(), bootstrap.Role.PROJECTOR, url, prefix)
+        projector = Projector(runtime.client, SHARDS, name=PROJECTOR_NAME, prefix=prefix, heartbeat_ttl_ms=500,
+                              store=runtime.store)
         freeze_startup_heap()  # as `almanac projector` does once built
         await projector.run(asyncio.Event())
 
@@ -242,7 +256,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            beat = await client.get(heartbeat_key(ENGINE_NAME, prefix))
+            beat = await client.get(engine_heartbeat_key(ENGINE_NAME, prefix))
             if beat and b'"shards_held": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]' in beat:
                 break
             await asyncio.sleep(0.05)
@@ -276,7 +290,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
         await outcomes.stop()
         total = backlog + commands + int(paced_rate * paced_seconds)
         while time.monotonic() < deadline:  # the counters, for the accepted / rejected figures
-            metrics = {k.decode(): int(v) for k, v in (await client.hgetall(metrics_key(ENGINE_NAME, prefix))).items()}
+            metrics = {k.decode(): int(v) for k, v in (await client.hgetall(engine_metrics_key(ENGINE_NAME, prefix))).items()}
             if metrics.get("commands", 0) >= total:
                 break
             await asyncio.sleep(0.05)
@@ -361,11 +375,8 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100, paced_rate: 
         asyncio.run(_drop_keys(url, prefix))
 
 
-def main(rooms: int = 200, commands: int = 20_000) -> None:
-    from almanac.services.cli.common import redis_url_for, settings_or_exit  # noqa: PLC0415
-
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        figures = run(url, rooms, commands)
+def main(url: str, rooms: int = 200, commands: int = 20_000) -> None:
+    figures = run(url, rooms, commands)
     console = Console()
     table = Table(title=f"engine: {commands:,} commands over {rooms:,} rooms, one engine process, {SHARDS} shards"
                         + (", then one projector process" if figures["projected"] else ""))

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from almanac.events.step import replay
+from almanac.services import bootstrap
 from almanac.services.forensics import investigate as ft
-from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.redis_store import RedisEventStore
 
@@ -52,9 +52,9 @@ async def _timed(work: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
 
 
 async def run(url: str, events: int, snapshot_every: int) -> list[tuple[str, float, str]]:
-    client = connect(url)
     prefix = f"bench-ft-{secrets.token_hex(3)}"
-    store = RedisEventStore(client, 16, prefix)
+    runtime = bootstrap.runtime(bootstrap.settings(shard_count=16), bootstrap.Role.TOOL, url, prefix)
+    client, store = runtime.client, runtime.store
     room = "bench-realm"
     try:
         commands, build_s = await _timed(lambda: build_room(store, room, events, snapshot_every))

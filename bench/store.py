@@ -10,10 +10,10 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import trivial_log
 from almanac.events import codec
 from almanac.events.step import replay
-from almanac.services.bench.common import trivial_log
-from almanac.services.redis_client import connect
+from almanac.services import bootstrap
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
@@ -50,10 +50,10 @@ def _eventsourcing_snapshot_loads(events: int) -> float | str:
     """Loads/s of an eventsourcing (9.5) aggregate of ``events`` events from a snapshot + SNAPSHOT_TAIL
     events, in its in-memory store (its fastest), repository cache off; or why it could not be measured."""
     try:
-        from eventsourcing.application import Application  # noqa: PLC0415 - the bench extra only
+        from eventsourcing.application import Application  # noqa: PLC0415 - the bench's eventsourcing extra only
         from eventsourcing.domain import Aggregate, event  # noqa: PLC0415
     except ImportError:
-        return "not installed (pip install -e '.[bench]')"
+        return "not installed (pip install -e './bench[eventsourcing]')"
 
     class Counter(Aggregate):
         def __init__(self) -> None:
@@ -84,9 +84,10 @@ def _eventsourcing_snapshot_loads(events: int) -> float | str:
 
 
 async def _measure(url: str, events: int) -> list[tuple[str, float]]:
-    client = connect(url)  # our client: hiredis command packing
     prefix = f"bench{int(time.time())}"
-    store = RedisEventStore(client, shard_count=16, prefix=prefix)
+    # Our client (hiredis command packing), as every almanac process has it
+    runtime = bootstrap.runtime(bootstrap.settings(shard_count=16), bootstrap.Role.TOOL, url, prefix)
+    client, store = runtime.client, runtime.store
     envelopes = trivial_log(events, "bench-room")
     encoded = [codec.encode_envelope(e) for e in envelopes]
     results: list[tuple[str, float]] = []
