@@ -129,16 +129,25 @@ class ArchiveStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        scheme = urllib.parse.urlparse(url).scheme
-        options: dict[str, Any] = {}
-        if scheme == "file":
-            os.makedirs(urllib.parse.unquote(urllib.parse.urlparse(url).path), exist_ok=True)
-        elif scheme in ("s3", "s3a") and os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
-            options["client_options"] = {"allow_http": True}
-        try:
-            self.store = from_url(url, **options)
-        except Exception as error:  # noqa: BLE001 - obstore's configuration errors: one line for the operator
-            raise ArchiveError(f"ALMANAC_ARCHIVE_URL={url!r} is not usable: {error}") from None
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("file", "s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "memory", "http", "https"):
+            raise ArchiveError(f"ALMANAC_ARCHIVE_URL={url!r} is not usable: use file://, s3://, gs:// or az://")
+        self._local = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else None
+        self._store: Any = None  # built at first use: a process that never archives creates nothing
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            options: dict[str, Any] = {}
+            if self._local is not None:
+                os.makedirs(self._local, exist_ok=True)
+            elif os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
+                options["client_options"] = {"allow_http": True}
+            try:
+                self._store = from_url(self.url, **options)
+            except Exception as error:  # noqa: BLE001 - obstore's configuration errors: one line for the operator
+                raise ArchiveError(f"ALMANAC_ARCHIVE_URL={self.url!r} is not usable: {error}") from None
+        return self._store
 
     async def put_new(self, path: str, data: bytes) -> bool:
         """Write ``data`` at ``path`` unless an object is there already (False then): objects never change."""
@@ -253,6 +262,10 @@ class ArchivingStore(RedisEventStore):
         while len(self._pointers) > 100_000:
             self._pointers.popitem(last=False)
         return found
+
+    def forget_archived(self, room: str) -> None:
+        """Forget a room's cached pointer (an operator removed it, e.g. restoring another history in its place)."""
+        self._pointers.pop(room, None)
 
     async def archived_object(self, room: str) -> RoomObject | None:
         pointer = await self.pointer(room)

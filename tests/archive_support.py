@@ -66,3 +66,30 @@ def file_archive_url(directory: Path) -> str:
 
 def archiving_store(client, url: str, shard_count: int = 16) -> ArchivingStore:
     return ArchivingStore(client, ArchiveStore(url), shard_count)
+
+
+class Tier:
+    """Where a reader test's rooms live: ``live`` (Redis) or ``archived`` (moved to a directory archive by
+    ``settle``). The same test runs on both (the ``tier`` fixture): every reader must not tell them apart."""
+
+    def __init__(self, name: str, url: str) -> None:
+        self.name = name
+        self.url = url
+
+    @property
+    def archived(self) -> bool:
+        return self.name == "archived"
+
+    def store(self, client, shard_count: int = 16) -> ArchivingStore:
+        return archiving_store(client, self.url, shard_count)
+
+    async def settle(self, store, *rooms: str) -> None:
+        """Archive the (ended) rooms when this tier is ``archived``; nothing for ``live``."""
+        if not self.archived:
+            return
+        from almanac.storage.archive import archive_room  # noqa: PLC0415
+
+        archiver = store if isinstance(store, ArchivingStore) else self.store(store.client, store.shard_count)
+        for room in rooms:
+            result = await archive_room(archiver, room)
+            assert result.status == "archived", result
