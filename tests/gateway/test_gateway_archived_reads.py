@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 
 import redis
-import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
 from test_gateway_forensics import auth, realm_room, wait_until
