@@ -86,3 +86,30 @@ def test_the_gateway_of_another_process_reads_the_archived_room(api: TestClient,
     with TestClient(create_app(gateway_settings(stack)), raise_server_exceptions=False) as fresh:
         assert reads(fresh, room, alice, tokens, auditor) == live
     client.close()
+
+
+def test_the_archiver_process_archives_ended_rooms_and_reports_in_metrics(api: TestClient, stack, auditor) -> None:
+    """`almanac archiver` as a real process (ALMANAC_DEDUPE_RETAIN=0: at once): an ended room leaves Redis by
+    itself, a room still playing stays, and /metrics shows the archiver's figures."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from gateway_stack import CHILD  # noqa: PLC0415
+
+    room, alice, _, tokens = realm_room(api)
+    playing, *_ = realm_room(api, ended=False)
+    client = redis.Redis.from_url(stack.redis_url)
+    keys = bootstrap.process_keys(gateway_settings(stack).shard_count)
+    env = {**stack.env, "ALMANAC_DEDUPE_RETAIN": "0", "ALMANAC_ARCHIVER_INTERVAL_S": "0.2"}
+    archiver = subprocess.Popen([sys.executable, "-c", CHILD, "archiver"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: client.exists(keys.archived(room)), bool, timeout_s=30), "not archived"
+        assert not client.exists(keys.events(room)) and client.exists(keys.events(playing))
+        assert api.get(f"/rooms/{room}/verification", headers=auth(auditor)).json()["ok"] is True
+        text = wait_until(lambda: api.get("/metrics").text, lambda t: "almanac_archiver_rooms_total{" in t)
+        assert "almanac_archiver_up 1" in text and 'almanac_archiver_lag_rooms{archiver="archiver"}' in text
+    finally:
+        archiver.terminate()
+        archiver.wait(timeout=10)
+        client.close()
