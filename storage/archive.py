@@ -80,16 +80,25 @@ class RoomObject(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 
 
 class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
-    """What Redis keeps of an archived room: where its object is, its digest and what it holds."""
+    """What Redis keeps of an archived room (about 150 bytes): its object's digest (the object's name derives
+    from it and the room), its head and what it holds."""
 
-    path: str
-    sha256: str
+    room: str
+    digest: bytes  # SHA-256 of the object
     version: int
-    last_hash: str
+    last_hash: bytes  # the head's hash (32 bytes)
     rejections: int
     size: int
     archived_at_ms: int
     reason: str = "finished"
+
+    @property
+    def sha256(self) -> str:
+        return self.digest.hex()
+
+    @property
+    def path(self) -> str:
+        return object_path(self.room, self.sha256)
 
 
 _OBJECT_DECODER = msgspec.msgpack.Decoder(RoomObject)
@@ -481,8 +490,9 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         check_object(decode_object(read_back), room_object)
         if crash_after == "checked":
             return ArchiveResult(room=room, status="crashed")
-        pointer = Pointer(path=path, sha256=digest, version=room_object.version, last_hash=room_object.last_hash,
-                          rejections=refusals, size=len(data), archived_at_ms=int(time.time() * 1000), reason=reason)
+        pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
+                          last_hash=bytes.fromhex(room_object.last_hash), rejections=refusals, size=len(data),
+                          archived_at_ms=int(time.time() * 1000), reason=reason)
         recorded = await run_script(store._record_pointer,
                                     [keys.archived(room), keys.version(room), keys.rejected(room),
                                      keys.archived_rooms(keys.shard(room))],
