@@ -285,6 +285,13 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None, anchor_source: 
             raise _fail("readable", f"event entry {version} does not say what the chain holds: {wrong}", version,
                         recorded=_event_of(chain[version - 1]).get("event"), recomputed=entry.get("event"),
                         sides=("chained", "readable"))
+        # Every other word a person reads (summary, time) is the chained envelope's too, and nothing is added.
+        truth = {k: v for k, v in readable.event_entry(raws[version - 1], room, version).items() if k != "raw"}
+        shown = {k: v for k, v in entry.items() if k != "raw"}
+        shown.setdefault("payload", truth["payload"])
+        if not readable.same_json(shown, truth):
+            raise _fail("readable", f"event entry {version} reads otherwise than its chained envelope (its summary, "
+                        "time or an added field)", version, recorded=truth, recomputed=shown, sides=("chained", "readable"))
     passed(Step(name="readable", status="passed",
                 detail=f"each of the {len(events)} readable event(s) is exactly the chained envelope it names"))
 
@@ -297,10 +304,11 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None, anchor_source: 
     if not isinstance(created, room_rules.RoomCreated):
         raise _fail("rules", f"the first event is {chain[0].type}, not room.created", 1)
     ref = f"{created.ruleset}@{created.ruleset_version}"
-    if ruleset.get("ref") != ref or ruleset.get("fingerprint") != created.fingerprint:
+    chained = {"name": created.ruleset, "version": created.ruleset_version, "ref": ref,
+               "fingerprint": created.fingerprint}
+    if any(ruleset.get(key) != value or type(ruleset.get(key)) is not type(value) for key, value in chained.items()):
         raise _fail("rules", "the bundle's rule-set does not match the room's room.created event", 1,
-                    recorded={"ref": ref, "fingerprint": created.fingerprint}, recomputed=ruleset,
-                    sides=("chained", "readable"))
+                    recorded=chained, recomputed=ruleset, sides=("chained", "readable"))
     try:
         rules = registry.at(created.ruleset, created.ruleset_version)
     except (RulesNotInstalledError, RuleError) as error:
@@ -341,6 +349,11 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None, anchor_source: 
     # 7. seed (taken from the chain itself: the room.ended event; the bundle's copy must agree)
     at[0] = "seed"
     seed, source = public_seed(created, chain)
+    told = {"status": "challenge" if source == "challenge" else "revealed" if seed is not None else "not_revealed",
+            "commitment": created.seed_commitment}
+    if any(seed_info.get(key) != value for key, value in told.items()):
+        raise _fail("seed", "the bundle's seed entry does not say what the chain does", 1, recorded=told,
+                    recomputed={key: seed_info.get(key) for key in told}, sides=("chained", "readable"))
     if source == "challenge":
         passed(Step(name="seed", status="passed", detail=f"a challenge room: its dice come from the public challenge "
                     f"{created.challenge!r}, which anyone can derive (and so anyone could predict)"))
@@ -417,6 +430,11 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None, anchor_source: 
         if not readable.same_json(codec.to_builtins(record), entry.get("command")):
             raise _fail("coverage", f"the readable command {record.command_id!r} is not its stored record", first,
                         recorded=codec.to_builtins(record), recomputed=entry.get("command"), sides=("stored", "readable"))
+        truth = {**readable.record_entry(data), "first_version": first, "last_version": last, "raw": entry["raw"]}
+        if not readable.same_json(entry, truth):
+            raise _fail("coverage", f"the readable command {record.command_id!r} reads otherwise than its stored "
+                        "record (its time or an added field)", first, recorded=truth, recomputed=entry,
+                        sides=("stored", "readable"))
         if by_first.get(first) != (last, data):
             raise _fail("coverage", f"the readable command {record.command_id!r} (versions {first}..{last}) is not "
                         "a command record of the chain", first)
@@ -467,10 +485,15 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     kept = []
     for entry in refusals:
         try:
-            record = decode_record(base64.b64decode(entry["raw"], validate=True))
+            data = base64.b64decode(entry["raw"], validate=True)
+            record = decode_record(data)
         except (KeyError, TypeError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as error:
             raise _fail("refusals", f"a refusal entry is malformed: {error!r}") from None
         error_entry = entry.get("error")
+        truth = {**readable.record_entry(data), "raw": entry["raw"], "error": error_entry}
+        if not readable.same_json(entry, truth):
+            raise _fail("refusals", f"the readable refusal {record.command_id!r} is not its stored record",
+                        record.refused_at_version, recorded=truth, recomputed=entry, sides=("stored", "readable"))
         kept.append(Refusal(record=record, error=error_entry if isinstance(error_entry, dict) else None))
     if not kept:
         verdict.steps.append(Step(name="refusals", status="passed", detail="the bundle claims no refused command "
