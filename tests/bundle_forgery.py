@@ -103,6 +103,9 @@ def forge(bundle: dict, edit: Callable[[Tagged], Tagged], rerun_slice: bool = Fa
                    for _, raw in bundle["chain"]["commands"]
                    if decode_record(base64.b64decode(raw)).command_id in firsts]
         bundle["chain"]["commands"] = [list(pair) for pair in sorted(records)]
+    if bundle["subject"]["kind"] == "versions":  # the range is where its events now are
+        shown = [e["version"] for e in bundle["events"]]
+        bundle["subject"].update({"from": min(shown), "to": max(shown)})
     retell_story(bundle, chain)
     return bundle
 
@@ -133,3 +136,17 @@ def invented_refusal(bundle: dict, player: str, body: dict[str, Any], at: int, c
     bundle["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
                                "error": {"code": code, "message": "invented", "field": None}})
     return bundle
+
+
+
+def heal_a_missing_army(bundle: dict) -> dict:
+    """A realm bundle with a forged ``realm.army_healed`` for alice inserted after version 7, re-sealed: alice lost
+    her army in a raid at version 4, so the rules cannot even fold it (realm's evolve asserts the army exists). It
+    claims a command of its own, so a verifier that folds the events before its slice meets it there."""
+    def insert(chain: Tagged) -> Tagged:
+        healed = msgspec.structs.replace(chain[6][1], type="realm.army_healed", command_id="forged-heal",
+                                         payload=codec.encode({"type": "realm.army_healed", "city": "alice",
+                                                               "points": 5, "herbs": 5, "damage_after": 0}))
+        return chain[:7] + [(None, healed)] + chain[7:]
+
+    return forge(bundle, insert)

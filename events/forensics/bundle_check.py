@@ -45,6 +45,7 @@ hostile input included: never an exception); else INCOMPLETE, naming each step t
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -162,14 +163,17 @@ def parse_expected_head(text: str) -> tuple[int | None, str]:
     return (int(version) if colon else None), digest
 
 
-def verify_bundle(bundle: Any, expect_head: str | None = None, *, anchor_source: str = "you") -> Verdict:
+def verify_bundle(bundle: Any, expect_head: str | None = None, *,
+                  anchors: Sequence[tuple[str, str]] = ()) -> Verdict:
     """Check a bundle (parsed JSON) step by step; the verdict names every step, the first failure and what did
-    not run. ``expect_head``: a head obtained elsewhere (``HASH`` or ``VERSION:HASH``), named in the verdict as
-    coming from ``anchor_source``. Never raises on any input: a damaged or hostile bundle is a failed step."""
+    not run. ``expect_head``: a head you obtained elsewhere (``HASH`` or ``VERSION:HASH``); ``anchors``: more
+    such heads, each with who vouches for it (``("12:ab…", "the server's own chain")``). Never raises on any
+    input: a damaged or hostile bundle is a failed step."""
     verdict = Verdict(room=str(bundle.get("room", ""))[:200] if isinstance(bundle, dict) else "")
     at = ["format"]  # the step under way, named if the input breaks it
+    heads = ([(expect_head, "you")] if expect_head is not None else []) + list(anchors)
     try:
-        _run(bundle, verdict, expect_head, anchor_source, at)
+        _run(bundle, verdict, heads, at)
     except _Failed as failure:
         verdict.steps.append(failure.step)
     except RecursionError:
@@ -189,7 +193,7 @@ def verify_bundle(bundle: Any, expect_head: str | None = None, *, anchor_source:
     return verdict
 
 
-def _run(bundle: Any, verdict: Verdict, expect_head: str | None, anchor_source: str, at: list[str]) -> None:
+def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], at: list[str]) -> None:
     passed = verdict.steps.append
 
     # 1. format
@@ -250,29 +254,31 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None, anchor_source: 
     passed(Step(name="chain", status="passed", detail=f"versions 1..{head_version} are linked and unaltered, ending at "
                 f"head {head_hash[:16]}…"))
 
-    # 3. anchor: a head from outside the bundle (the chain must pass through it)
+    # 3. anchor: heads from outside the bundle (the chain must pass through each)
     at[0] = "anchor"
-    if expect_head is None:
+    if not heads:
         verdict.steps.append(_skipped("anchor", "nothing outside the bundle vouches for its head: a forger can "
                                       "invent a whole room that passes every other step; give a head you got "
                                       "elsewhere (--expect-head HASH or VERSION:HASH)"))
-    else:
+    anchored = []
+    for text, source in heads:
         try:
-            version, digest = parse_expected_head(expect_head)
+            version, digest = parse_expected_head(text)
         except ValueError as error:
-            raise _fail("anchor", str(error)) from None
+            raise _fail("anchor", f"the head {source} expected: {error}") from None
         version = head_version if version is None else version
         if not 1 <= version <= head_version:
-            raise _fail("anchor", f"the expected head is at version {version}, beyond this chain (1..{head_version})",
-                        version, recorded=head_version, recomputed=version, sides=("bundle", "expected"))
+            raise _fail("anchor", f"the head {source} expected is at version {version}, beyond this chain "
+                        f"(1..{head_version})", version, recorded=head_version, recomputed=version,
+                        sides=("bundle", "expected"))
         if chain[version - 1].hash != digest:
-            raise _fail("anchor", f"the chain does not pass through the head {anchor_source} expected at version "
+            raise _fail("anchor", f"the chain does not pass through the head {source} expected at version "
                         f"{version}: another history", version, recorded=chain[version - 1].hash, recomputed=digest,
                         sides=("bundle", "expected"))
-        passed(Step(name="anchor", status="passed", detail=f"the chain passes through the head {anchor_source} "
-                    f"expected at version {version} ({digest[:16]}…)"
-                    + ("" if version == head_version else f"; versions {version + 1}..{head_version} rest on the "
-                       "chain and the re-decision alone")))
+        anchored.append(f"{source} at version {version} ({digest[:16]}…)")
+    if anchored:
+        passed(Step(name="anchor", status="passed", detail="the chain passes through the head expected by "
+                    + "; by ".join(anchored)))
 
     # 4. readable
     at[0] = "readable"

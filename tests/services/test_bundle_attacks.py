@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from bundle_forgery import chain_of, copy, forge, invented_refusal, revealed_seed, with_event
+from bundle_forgery import chain_of, copy, forge, heal_a_missing_army, invented_refusal, revealed_seed, with_event
 from forensics_support import RealmTable
 
 from almanac.events import codec
@@ -165,13 +165,8 @@ def test_a_whole_invented_room_is_not_verified_without_a_head_from_elsewhere(gol
 
 
 def test_an_army_healed_for_a_city_with_no_army_is_a_failed_step_not_an_exception(honest) -> None:
-    # Given a forged event the rules cannot even fold: alice has no army at version 8 (realm's evolve asserts one)
-    def insert(chain):
-        healed = msgspec.structs.replace(chain[6][1], type="realm.army_healed", payload=codec.encode(
-            {"type": "realm.army_healed", "city": "alice", "points": 5, "herbs": 5, "damage_after": 0}))
-        return chain[:7] + [(None, healed)] + chain[7:]
-
-    forged = forge(honest, insert)
+    # Given a forged event the rules cannot even fold: alice has had no army since version 4
+    forged = heal_a_missing_army(honest)
     # Then it is a failed step naming where, never an AssertionError out of the verifier (nor a 500 over HTTP)
     verdict = vouched(forged)
-    assert not verdict.ok and verdict.failed.name == "redecide" and verdict.failed.version == 8, verdict.text()
+    assert not verdict.ok and verdict.failed.name == "coverage" and verdict.failed.version == 7, verdict.text()
