@@ -16,7 +16,7 @@ from almanac.events import codec
 from almanac.events.errors import RuleError
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import decode_record, replay, step
-from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.bundle import bundle_json, dispute_bundle
 from almanac.storage.export_store import ExportFileStore
 from almanac.storage.memory_store import MemoryEventStore
 
@@ -170,3 +170,26 @@ def test_an_army_healed_for_a_city_with_no_army_is_a_failed_step_not_an_exceptio
     # Then it is a failed step naming where, never an AssertionError out of the verifier (nor a 500 over HTTP)
     verdict = vouched(forged)
     assert not verdict.ok and verdict.failed.name == "coverage" and verdict.failed.version == 7, verdict.text()
+
+
+def test_a_live_rooms_bundle_says_on_its_first_line_that_it_is_for_auditors_only() -> None:
+    # Given a realm room still running: its chain carries every player's hidden dice and stock
+    store = MemoryEventStore()
+
+    async def live() -> dict:
+        table = RealmTable(store, "live-realm")
+        await table.create("realm@1")
+        await table.play_mining(1)
+        head = await store.latest_version("live-realm")
+        return await dispute_bundle(store, "live-realm", 0, versions=(1, head))
+
+    bundle = asyncio.run(live())
+    # Then the file's first line says who may read it, and the verdict repeats it
+    first_line = bundle_json(bundle).splitlines()[0]
+    assert first_line.startswith('{"audience": {"who": "auditors", "hidden_values": true')
+    assert "AUDITORS ONLY" in first_line and "do not give it to a player" in first_line
+    assert json.loads(bundle_json(bundle)) == json.loads(json.dumps(bundle))
+    assert verify_bundle(bundle).text().splitlines()[1].startswith("  audience: AUDITORS ONLY")
+    # And once the room has ended (seed and hidden values public), anyone may read it
+    ended = json.loads(bundle_json(bundle_of(ExportFileStore.open(REALM), versions=(1, 2))))
+    assert ended["audience"]["who"] == "anyone"
