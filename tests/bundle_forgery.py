@@ -79,7 +79,7 @@ def forge(bundle: dict, edit: Callable[[Tagged], Tagged], rerun_slice: bool = Fa
     if rerun_slice:
         seed = revealed_seed([e for _, e in tagged])
         for entry in bundle["commands"]:
-            record = decode_record(base64.b64decode(entry["raw"]))
+            record = decode_record(readable.entry_record_bytes(entry))
             at = [i for i, (_, e) in enumerate(tagged) if e.command_id == record.command_id]
             state = replay([e for _, e in tagged[:at[0]]])
             mine, _ = step(state, tagged[at[0] - 1][1].hash if at[0] else GENESIS_HASH, record, seed)
@@ -130,7 +130,7 @@ def _first_versions(chain: list[Envelope]) -> dict[str, tuple[int, int]]:
 def invented_refusal(bundle: dict, player: str, body: dict[str, Any], at: int, code: str) -> dict:
     """The bundle with a refusal the player never sent: a command decided at version ``at`` and refused."""
     bundle = copy(bundle)
-    record = decode_record(base64.b64decode(bundle["commands"][0]["raw"]))
+    record = decode_record(readable.entry_record_bytes(bundle["commands"][0]))
     forged = msgspec.structs.replace(record, command_id="invented-1", player=player, body=body, refused_at_version=at)
     raw = codec.encode(forged)
     bundle["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),

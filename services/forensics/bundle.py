@@ -103,9 +103,11 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
            if origin else {}),
         "head": {"version": head, "hash": envelopes[-1].hash},
         "seed": seed,
-        "events": [readable.event_entry(raw[v - 1][1], room, v) for v in wanted],
-        "commands": [{"first_version": first, "last_version": last, **readable.record_entry(data),
-                      "raw": readable.b64(data)} for first, last, data in chosen],
+        # The stored bytes are in the chain once (its envelopes and command records): the readable entries
+        # carry no second copy (an event's ``payload``, a command's ``raw``); the verifier checks them against it.
+        "events": [_without(readable.event_entry(raw[v - 1][1], room, v), "payload") for v in wanted],
+        "commands": [{"first_version": first, "last_version": last, **readable.record_entry(data)}
+                     for first, last, data in chosen],
         "refusals": refusals,
         "chain": {
             "about": "every stored envelope of the room from version 1 to the head, base64 msgpack: the chain "
@@ -115,6 +117,10 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
             "commands": [[first, readable.b64(data)] for first, _, data in spans],
         },
     }
+
+
+def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    return {name: value for name, value in entry.items() if name != key}
 
 
 def audience(room: str, hides: bool, ended: bool) -> dict[str, Any]:

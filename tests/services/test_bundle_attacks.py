@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 from bundle_forgery import chain_of, copy, forge, heal_a_missing_army, invented_refusal, revealed_seed, with_event
 from forensics_support import RealmTable
 
-from almanac.events import codec
+from almanac.events import codec, readable
 from almanac.events.errors import RuleError
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import decode_record, replay, step
@@ -103,7 +102,7 @@ def test_an_invented_refusal_never_verifies_even_with_the_real_head(honest) -> N
     # Given a refusal bob never sent, made consistent with the rules by a forger holding the seed
     chain = chain_of(honest)
     body = {"kind": "mine", "ore": "unobtainium"}
-    record = msgspec.structs.replace(decode_record(base64.b64decode(honest["commands"][0]["raw"])), player="bob",
+    record = msgspec.structs.replace(decode_record(readable.entry_record_bytes(honest["commands"][0])), player="bob",
                                      body=body)
     with pytest.raises(RuleError) as refused:
         step(replay(chain[:29]), chain[28].hash, record, revealed_seed(chain))
