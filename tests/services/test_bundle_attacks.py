@@ -192,3 +192,15 @@ def test_a_live_rooms_bundle_says_on_its_first_line_that_it_is_for_auditors_only
     # And once the room has ended (seed and hidden values public), anyone may read it
     ended = json.loads(bundle_json(bundle_of(ExportFileStore.open(REALM), versions=(1, 2))))
     assert ended["audience"]["who"] == "anyone"
+
+
+def test_another_seed_revealed_at_the_end_fails_the_seed_step(honest) -> None:
+    # Given a forger who reveals a seed of their choosing in room.ended and re-seals (to make other dice agree)
+    def another_seed(event: dict) -> None:
+        event["revealed_seed"] = "11" * 32
+
+    forged = forge(honest, lambda chain: [(old, with_event(e, another_seed) if old == 155 else e) for old, e in chain])
+    forged["seed"]["revealed"] = "11" * 32
+    # Then the seed does not hash to the commitment the room made at creation, before play
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "seed" and verdict.failed.sides == ("committed", "revealed")
