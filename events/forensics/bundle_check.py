@@ -275,7 +275,9 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], at: list[s
             raise _fail("anchor", f"the chain does not pass through the head {source} expected at version "
                         f"{version}: another history", version, recorded=chain[version - 1].hash, recomputed=digest,
                         sides=("bundle", "expected"))
-        anchored.append(f"{source} at version {version} ({digest[:16]}…)")
+        anchored.append(f"{source} at version {version} ({digest[:16]}…)" + (
+            "" if version == head_version else f", so versions {version + 1}..{head_version} rest on the chain and "
+            "the re-decision alone"))
     if anchored:
         passed(Step(name="anchor", status="passed", detail="the chain passes through the head expected by "
                     + "; by ".join(anchored)))

@@ -82,8 +82,8 @@ async def _verify_posted(store: Any, body: VerifyBundleRequest) -> Verdict:
                 # More versions than the room has here: no version of ours to compare with but our head, which
                 # the bundle's chain must then pass through.
                 version = latest
-            (envelope,) = await store.read(room, version, version)
-            anchors.append((f"{version}:{envelope.hash}", "the server's own chain"))
+            for envelope in await store.read(room, version, version):
+                anchors.append((f"{version}:{envelope.hash}", "the server's own chain"))
     return verify_bundle(body.bundle, body.expect_head, anchors=anchors)
 
 
