@@ -45,7 +45,7 @@ hostile input included: never an exception); else INCOMPLETE, naming each step t
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -164,16 +164,17 @@ def parse_expected_head(text: str) -> tuple[int | None, str]:
 
 
 def verify_bundle(bundle: Any, expect_head: str | None = None, *,
-                  anchors: Sequence[tuple[str, str]] = ()) -> Verdict:
+                  anchors: Sequence[tuple[str, str]] = (), stored_refusals: Collection[bytes] | None = None) -> Verdict:
     """Check a bundle (parsed JSON) step by step; the verdict names every step, the first failure and what did
     not run. ``expect_head``: a head you obtained elsewhere (``HASH`` or ``VERSION:HASH``); ``anchors``: more
-    such heads, each with who vouches for it (``("12:ab…", "the server's own chain")``). Never raises on any
-    input: a damaged or hostile bundle is a failed step."""
+    such heads, each with who vouches for it (``("12:ab…", "the server's own chain")``); ``stored_refusals``: the
+    refusal records a server holding the room stored (each refusal shown must be one). Never raises on any input:
+    a damaged or hostile bundle is a failed step."""
     verdict = Verdict(room=str(bundle.get("room", ""))[:200] if isinstance(bundle, dict) else "")
     at = ["format"]  # the step under way, named if the input breaks it
     heads = ([(expect_head, "you")] if expect_head is not None else []) + list(anchors)
     try:
-        _run(bundle, verdict, heads, at)
+        _run(bundle, verdict, heads, stored_refusals, at)
     except _Failed as failure:
         verdict.steps.append(failure.step)
     except RecursionError:
@@ -193,7 +194,8 @@ def verify_bundle(bundle: Any, expect_head: str | None = None, *,
     return verdict
 
 
-def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], at: list[str]) -> None:
+def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refusals: Collection[bytes] | None,
+         at: list[str]) -> None:
     passed = verdict.steps.append
 
     # 1. format
@@ -401,7 +403,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], at: list[s
         for name in ("coverage", "redecide"):
             verdict.steps.append(_skipped(name, "the bundle carries no command records, so no event can be tied to "
                                           "the command that decided it, nor any command decided again"))
-        _refusals(verdict, refusals, chain, None, None, at)
+        _refusals(verdict, refusals, chain, None, None, held_refusals, at)
         return
     stored: list[tuple[int, bytes]] = []
     for index, pair in enumerate(records):
@@ -457,7 +459,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], at: list[s
                 "command(s) are among them"))
     if seed is None:
         verdict.steps.append(_skipped("redecide", "needs the seed, revealed when the room ends"))
-        _refusals(verdict, refusals, chain, None, None, at)
+        _refusals(verdict, refusals, chain, None, None, held_refusals, at)
         return
 
     # 10. redecide: every command from room.created on (events.forensics.redecide), not only the slice's
@@ -485,11 +487,11 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], at: list[s
     passed(Step(name="redecide", status="passed", detail=f"each of the {len(spans)} command(s) of the whole chain, "
                 f"room.created to the head, decided again by {ref} with its dice re-derived from the seed, gives "
                 "exactly the recorded events"))
-    _refusals(verdict, refusals, chain, seed, nonces, at)
+    _refusals(verdict, refusals, chain, seed, nonces, held_refusals, at)
 
 
 def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed: bytes | None,
-              nonces: Any, at: list[str]) -> None:
+              nonces: Any, stored: Collection[bytes] | None, at: list[str]) -> None:
     """11. refusals: each one refused again with its code; any shown leaves the verdict INCOMPLETE (not chained)."""
     at[0] = "refusals"
     kept = []
@@ -499,6 +501,9 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
             record = decode_record(data)
         except (KeyError, TypeError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as error:
             raise _fail("refusals", f"a refusal entry is malformed: {error!r}") from None
+        if stored is not None and data not in stored:
+            raise _fail("refusals", f"refused command {record.command_id!r} is not among the refusals the server "
+                        "holding this room stored (an invented refusal)", record.refused_at_version)
         error_entry = entry.get("error")
         truth = {**readable.record_entry(data), "raw": entry["raw"], "error": error_entry}
         if not readable.same_json(entry, truth):
@@ -525,7 +530,8 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
         raise _fail("refusals", f"refused command {command_id!r} would be accepted", refused.version,
                     recorded=refused.refusal.error, recomputed="accepted", sides=("recorded", "re-decided"))
     # Consistent with the rules, but a refusal writes no event: nothing chained shows the player sent it.
+    held = " and each is one the server holding the room stored," if stored is not None else ""
     verdict.steps.append(_skipped("refusals", f"each of the {rechecked} refused command(s) shown is refused again "
-                                  "with its recorded code, but refusals write no event: the chain does not cover "
-                                  "them, so they rest on the operator's word (an invented one cannot be told from a "
-                                  "real one)"))
+                                  f"with its recorded code,{held} but refusals write no event: the chain does not "
+                                  "cover them, so they rest on the operator's word (an invented one cannot be told "
+                                  "from a real one)"))

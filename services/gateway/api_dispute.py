@@ -71,8 +71,8 @@ class VerifyBundleRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
 
 async def _verify_posted(store: Any, body: VerifyBundleRequest) -> Verdict:
     """The verdict, anchored also on this server's own chain when it holds the bundle's room (a forged bundle of
-    a room held here, with another head, fails its anchor step)."""
-    anchors = []
+    a room held here, with another head, fails its anchor step; a refusal it shows must be one stored here)."""
+    anchors, refusals = [], None
     room, head = body.bundle.get("room"), body.bundle.get("head")
     if isinstance(room, str) and ROOM_ID.fullmatch(room) and isinstance(head, dict):
         latest = await store.latest_version(room)
@@ -84,7 +84,8 @@ async def _verify_posted(store: Any, body: VerifyBundleRequest) -> Verdict:
                 version = latest
             for envelope in await store.read(room, version, version):
                 anchors.append((f"{version}:{envelope.hash}", "the server's own chain"))
-    return verify_bundle(body.bundle, body.expect_head, anchors=anchors)
+            refusals = set(await store.rejections(room))  # a refusal shown must be one stored here
+    return verify_bundle(body.bundle, body.expect_head, anchors=anchors, stored_refusals=refusals)
 
 
 @router.post("/bundles/verify", openapi_extra=openapi_body(VerifyBundleRequest) | TOKEN_REQUIRED,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 import redis.asyncio as aioredis
-from bundle_forgery import chain_of, heal_a_missing_army
+from bundle_forgery import chain_of, heal_a_missing_army, invented_refusal
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
 
@@ -124,6 +124,13 @@ def test_bundles_verify_takes_a_token_and_checks_a_held_room_against_its_own_cha
     first_hash = chain_of(honest)[0].hash  # version 1's head, as a player's client saw it then
     assert api.post("/bundles/verify", json={"bundle": honest, "expect_head": f"1:{first_hash}"},
                                 headers=token).json()["status"] == "VERIFIED"
+
+    # And a refusal the server never stored (a player's or a forger's invention) fails against the held room
+    invented = invented_refusal(honest, "tess", {"kind": "end_room", "reason": "never sent"}, 1, "any")
+    answer = api.post("/bundles/verify", json={"bundle": invented}, headers=token).json()
+    failed = [s for s in answer["steps"] if s["status"] == "failed"]
+    assert answer["status"] == "NOT VERIFIED" and failed[0]["name"] == "refusals", answer["text"]
+    assert "not among the refusals the server" in failed[0]["detail"]
 
     # The body is bounded and documented: unknown fields and a malformed head are refused with the field named
     for body, field in [({"bundle": honest, "extra": 1}, "extra"), ({"bundle": honest, "expect_head": "x"},
