@@ -45,6 +45,7 @@ hostile input included: never an exception); else INCOMPLETE, naming each step t
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -411,7 +412,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
             raise _fail("coverage", f"command record {index} is not [first_version, base64]")
         stored.append((pair[0], base64.b64decode(pair[1], validate=True)))
     firsts = [first for first, _ in stored]
-    if firsts[0] != 1 or any(b <= a for a, b in zip(firsts, firsts[1:])) or firsts[-1] > head_version:
+    if firsts[0] != 1 or any(b <= a for a, b in itertools.pairwise(firsts)) or firsts[-1] > head_version:
         raise _fail("coverage", "the command records do not start at version 1 and go up within the chain "
                     "(a record left out or out of order)", recorded=f"1..{head_version}", recomputed=firsts[:20],
                     sides=("chained", "claimed"))

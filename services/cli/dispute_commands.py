@@ -17,7 +17,6 @@ from almanac.services.forensics.bundle import bundle_json, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.storage.base import EventStore
 
-
 INCOMPLETE_EXIT = 3  # not 2: click's usage errors exit 2
 
 

@@ -16,8 +16,8 @@ from gateway_stack import gateway_settings
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.gateway.http_app import create_app
-from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.gateway.responses import RESPONSES, BundleVerdict
+from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.export_store import ExportFileStore, import_room
 from almanac.storage.memory_store import MemoryEventStore
 from almanac.storage.redis_store import RedisEventStore

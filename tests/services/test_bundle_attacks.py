@@ -8,7 +8,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from bundle_forgery import chain_of, copy, forge, heal_a_missing_army, invented_refusal, revealed_seed, with_event
+from bundle_forgery import (
+    chain_of,
+    copy,
+    forge,
+    heal_a_missing_army,
+    invented_refusal,
+    revealed_seed,
+    with_event,
+)
 from forensics_support import RealmTable
 
 from almanac.events import codec, readable
