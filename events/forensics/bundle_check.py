@@ -156,7 +156,7 @@ def _differences(recorded: Envelope, recomputed: Envelope) -> list[str]:
 def parse_expected_head(text: str) -> tuple[int | None, str]:
     """``HASH`` (the head itself) or ``VERSION:HASH`` (the chain's hash at an earlier version) -> (version, hash);
     ValueError when it is neither."""
-    version, colon, digest = text.strip().rpartition(":")
+    version, colon, digest = text.strip().lower().rpartition(":")
     if colon and not version.isdigit():
         raise ValueError(f"expected a head as HASH or VERSION:HASH, not {text!r}")
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
