@@ -44,7 +44,7 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
                           stderr=subprocess.STDOUT, text=True, cwd=project)
     try:
         info = wait_for(lambda: read_up_file(data_dir), 40, "almanac up to be ready")
-        assert set(info["children"]) >= {"engine", "gateway"} and info["auditor_token"]
+        assert set(info["children"]) >= {"engine", "gateway", "archiver"} and info["auditor_token"]  # archiver: on by default
 
         # A child that dies is started again.
         engine_pid = info["children"]["engine"]
