@@ -109,7 +109,7 @@ def show(
     settings = settings_or_exit()
 
     async def query(runtime: bootstrap.Runtime) -> Any:
-        models = ReadModels(runtime.client, settings.shard_count, keys=runtime.keys)
+        models = ReadModels(runtime.client, settings.shard_count, keys=runtime.keys, store=runtime.store)
         if what == "rooms":
             return await models.rooms(ruleset)
         if what == "room":

@@ -89,7 +89,7 @@ class Gateway:
                                 lambda: bootstrap.runtime(settings, bootstrap.Role.GATEWAY_READS))
         self.signer = signer
         self.metrics = GatewayMetrics()
-        self.read_models = ReadModels(client, settings.shard_count, keys=self.keys)
+        self.read_models = ReadModels(client, settings.shard_count, keys=self.keys, store=self.store)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
         # ALMANAC_GATEWAY_ENGINE: this process's engine (started by the app's lifespan), deciding the commands
         # of the shards it holds here (Engine.decide_here).

@@ -65,6 +65,8 @@ def test_every_read_route_answers_the_same_for_the_room_archived(api: TestClient
 
     assert status == "archived" and left == []  # the room's log and records are out of Redis
     assert client.zscore(keys.ended_rooms(keys.shard(room)), room) is None  # and off the archiver's list
+    assert client.hget(keys.summaries(keys.shard(room)), room) is None  # its summary is folded from the archive
+    assert client.hget(keys.listings(keys.shard(room)), room) is not None  # listings keep counting it
     archived = reads(api, room, alice, tokens, auditor)
     assert archived == live
     refused = api.post(f"/rooms/{room}/commands", headers=auth(tokens[alice]),
