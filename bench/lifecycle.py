@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -205,8 +206,9 @@ async def _run(url: str, rooms: int, wave: int, console: Console) -> None:
                     f"({rate / live_rate:.2f}x of live rooms' {live_rate:,.0f}/s)", "")
     console.print(figures)
     console.print(f"archive: {archive_dir} ({sum(f.stat().st_size for f in archive_dir.rglob('*') if f.is_file()) / 1e6:.2f} MB"
-                  f" for {archived} rooms, {archived_commands} commands); keys under prefix {prefix!r} are left "
-                  "in Redis for inspection")
+                  f" for {archived} rooms, {archived_commands} commands; removed now); keys under prefix {prefix!r} "
+                  "are left in Redis for inspection")
+    shutil.rmtree(archive_dir, ignore_errors=True)
     await client.aclose()
 
 
