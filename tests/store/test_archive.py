@@ -160,3 +160,21 @@ async def test_a_plain_redis_store_reads_nothing_of_an_archived_room(redis_clien
     table = await ended_room(store, "ar-gone")
     await archive_room(store, table.room)
     assert await RedisEventStore(redis_client).read(table.room) == []
+
+
+async def test_the_archiver_takes_a_room_only_once_projected_and_its_dedupe_window_is_over(redis_client,
+                                                                                          tmp_path) -> None:
+    from almanac.projections.worker import Projector  # noqa: PLC0415
+    from almanac.services.archiver import Archiver  # noqa: PLC0415
+
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    table = await ended_room(store, "ar-window")
+    archiver = Archiver(store, retain_s=60)
+    assert await archiver.due(now_ms=10**13) == []  # not projected yet: not on the list
+    await Projector(redis_client, store.shard_count, store=store).drain()
+    ended_at = await redis_client.zscore(store.keys.ended_rooms(store.keys.shard(table.room)), table.room)
+
+    assert await archiver.due(now_ms=int(ended_at) + 59_000) == []  # its dedupe records still answer resends
+    assert await archiver.due(now_ms=int(ended_at) + 60_000) == [table.room]
+    (result,) = await Archiver(store, retain_s=0).run_once()
+    assert result.status == "archived" and await archiver.due(now_ms=10**13) == []
