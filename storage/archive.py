@@ -199,9 +199,10 @@ return 'ok'
 
 # KEYS: 1 pointer, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed, 8 nonces,
 # 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
-# room's is folded from the archive when asked for: projections.read), 12.. the dedupe records of the archived
-# commands. ARGV: 1 the pointer (must still be it), 2 refusals archived, 3 room id. The room's version key and its place in the shard's room set stay (a few bytes):
-# appends keep their version check, registries keep counting the room.
+# room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
+# an ended room never appends again), 13.. the dedupe records of the archived commands. ARGV: 1 the pointer
+# (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
+# keep counting it.
 DELETE_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local archived = tonumber(ARGV[2])
@@ -211,10 +212,10 @@ else
   local first = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', archived)
   for _, entry in ipairs(first) do redis.call('XDEL', KEYS[4], entry[1]) end
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[12])
 redis.call('ZREM', KEYS[10], ARGV[3])
 redis.call('HDEL', KEYS[11], ARGV[3])
-for i = 12, #KEYS do redis.call('DEL', KEYS[i]) end
+for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
 """
 
@@ -518,7 +519,7 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                      [keys.archived(room), keys.events(room), keys.commands(room), keys.rejected(room),
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
                       keys.origin(room), keys.ended_rooms(keys.shard(room)),
-                      keys.summaries(keys.shard(room)), *dedupe],
+                      keys.summaries(keys.shard(room)), keys.version(room), *dedupe],
                      [pointer_value, existing.rejections, room])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)
