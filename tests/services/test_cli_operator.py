@@ -331,3 +331,26 @@ async def test_the_engine_never_records_a_command_outside_its_schema() -> None:
         assert await store.outcome("c1", f"bad-{index}") is None
     assert await store.latest_version("c1") == before
     assert len(await store.rejections("c1")) == refused
+
+
+# --- archive --------------------------------------------------------------------------------------
+
+
+async def test_the_archive_command_moves_an_ended_room_and_refuses_one_still_playing(redis_client, redis_url,
+                                                                                     tmp_path, monkeypatch) -> None:
+    from archive_support import archiving_store, file_archive_url  # noqa: PLC0415
+
+    monkeypatch.setenv("ALMANAC_ARCHIVE_URL", url := file_archive_url(tmp_path / "archive"))
+    store = archiving_store(redis_client, url)
+    await counter_room(store, "c-ended")
+    await counter_room(store, "c-playing", end=False)
+
+    playing = await ainvoke(redis_url, "archive", "c-playing")
+    assert playing.exit_code == 1 and "has not ended" in playing.output
+    moved = await ainvoke(redis_url, "archive", "c-ended")
+    assert moved.exit_code == 0 and "c-ended: archived" in moved.stdout, moved.output
+    again = await ainvoke(redis_url, "archive", "c-ended")
+    assert again.exit_code == 0 and "c-ended: already" in again.stdout
+    verified = await ainvoke(redis_url, "verify", "--all")
+    assert verified.exit_code == 0 and "2 of 2 rooms verified" in verified.stdout, verified.output
+    assert not await redis_client.exists(store.keys.events("c-ended"))

@@ -178,3 +178,4 @@ async def test_the_archiver_takes_a_room_only_once_projected_and_its_dedupe_wind
     assert await archiver.due(now_ms=int(ended_at) + 60_000) == [table.room]
     (result,) = await Archiver(store, retain_s=0).run_once()
     assert result.status == "archived" and await archiver.due(now_ms=10**13) == []
+
