@@ -179,3 +179,52 @@ async def test_the_archiver_takes_a_room_only_once_projected_and_its_dedupe_wind
     (result,) = await Archiver(store, retain_s=0).run_once()
     assert result.status == "archived" and await archiver.due(now_ms=10**13) == []
 
+
+
+async def test_kill_9_of_a_real_archiver_process_at_any_moment_leaves_every_room_whole(redis_client, redis_url,
+                                                                                      tmp_path) -> None:
+    """`almanac archive --finished` killed with SIGKILL at moments spread over its work, then run again: after
+    every kill each room reads back whole (from Redis or from the archive, never half of each)."""
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from almanac.projections.worker import Projector  # noqa: PLC0415
+
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    rooms = [f"ar-kill-{index}" for index in range(24)]
+    for room in rooms:
+        await ended_room(store, room)
+    await Projector(redis_client, store.shard_count, store=store).drain()
+    before = {room: await whole_record(store, room) for room in rooms}
+    env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_ARCHIVE_URL": url, "ALMANAC_LOG_LEVEL": "warning"}
+    command = [sys.executable, "-c", "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; "
+               "main()", "archive", "--finished"]
+
+    async def archived() -> int:
+        return sum([await redis_client.exists(store.keys.archived(room)) for room in rooms])
+
+    kills = 0
+    while kills < 6 and await archived() < len(rooms):
+        # kill it the moment it has moved one more room: mid-pass, with other moves in flight (8 at once)
+        seen = await archived()
+        archiver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while archiver.poll() is None and await archived() == seen:
+            await asyncio.sleep(0.002)
+        archiver.send_signal(signal.SIGKILL)
+        archiver.wait()
+        kills += 1
+        reader = archiving_store(redis_client, url)  # a new process's view
+        for room in rooms:
+            assert await whole_record(reader, room) == before[room], (kills, room)
+    assert kills >= 2
+
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    reader = archiving_store(redis_client, url)
+    for room in rooms:
+        assert await reader.pointer(room) is not None and await redis_keys_of(redis_client, room) == []
+        assert await whole_record(reader, room) == before[room]
+        assert (await verify_room(reader, room)).ok
