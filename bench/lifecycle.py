@@ -171,7 +171,7 @@ async def _run(url: str, rooms: int, wave: int, console: Console) -> None:
                     f"{live_peak / max(1, live_commands_peak):,.0f} B", "")
     figures.add_row("Redis after the run (one wave live) / live working set (the first wave)",
                     f"{final / max(1, live_peak):.2f}x", "<= 1.2x")
-    figures.add_row("  Redis left per archived room (pointer, version, read-model rows)",
+    figures.add_row("  Redis left per archived room (pointer, room sets, read-model rows)",
                     f"{max(0, final - live_peak) / max(1, archived):,.0f} B", "")
     figures.add_row("archive bytes per command (zstd)", f"{archive_bytes / max(1, archived_commands):,.0f} B", "<= 200 B")
     figures.add_row("archiver rooms/s", f"{archived / max(1e-9, archive_seconds):,.0f}", "")
