@@ -314,30 +314,45 @@ class ArchivingStore(RedisEventStore):
             tail += await self.read(room, tail[-1].version + 1, at_most)
         return snapshot, tail
 
+    # Each read asks Redis first (a live room costs no extra round trip) and the archive when the room is known
+    # archived, or when Redis has nothing and the room's pointer exists. Between the pointer and the delete step
+    # Redis still holds the room as checked against its object: the same answer from either.
+
+    async def _known(self, room: str) -> RoomObject | None:
+        pointer = self._pointers.get(room)
+        return None if pointer is None else await self.objects.get(pointer)
+
     async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
-        if await self.pointer(room) is not None:
+        if room in self._pointers:
             return None
         return await super().latest_snapshot(room, at_most)
 
     async def iterate(self, room: str, start: int = 1, end: int | None = None):
-        archived = await self.archived_object(room)
+        archived = await self._known(room)
         if archived is None:
+            found = False
             async for envelope in super().iterate(room, start, end):
+                found = True
                 yield envelope
-            return
+            if found or (archived := await self.archived_object(room)) is None:
+                return
         for envelope in _envelopes(archived, start, end):
             yield envelope
 
     async def page(self, room: str, start: int, count: int = 1000) -> list[Envelope]:
-        archived = await self.archived_object(room)
+        archived = await self._known(room)
         if archived is None:
-            return await super().page(room, start, count)
+            found = await super().page(room, start, count)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
         return _envelopes(archived, start, start + count - 1)
 
     async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
-        archived = await self.archived_object(room)
+        archived = await self._known(room)
         if archived is None:
-            return await super().read_raw(room, start, end)
+            found = await super().read_raw(room, start, end)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
         last = len(archived.events) if end is None else min(end, len(archived.events))
         return [(version, archived.events[version - 1]) for version in range(max(start, 1), last + 1)]
 
@@ -348,12 +363,20 @@ class ArchivingStore(RedisEventStore):
             return [await self.read(room, first, last) for room, first, last in ranges]
 
     async def latest_version(self, room: str) -> int:
-        pointer = await self.pointer(room)
-        return pointer.version if pointer is not None else await super().latest_version(room)
+        pointer = self._pointers.get(room)
+        if pointer is None:
+            version = await super().latest_version(room)
+            if version or (pointer := await self.pointer(room)) is None:
+                return version
+        return pointer.version
 
     async def commands(self, room: str) -> list[tuple[int, bytes]]:
-        archived = await self.archived_object(room)
-        return await super().commands(room) if archived is None else list(archived.commands)
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().commands(room)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
+        return list(archived.commands)
 
     async def rejections(self, room: str) -> list[bytes]:
         archived = await self.archived_object(room)
@@ -372,9 +395,19 @@ class ArchivingStore(RedisEventStore):
 
     async def outcome(self, room: str, command_id: str, call: Callable[..., Awaitable[Any]] | None = None
                       ) -> StoredOutcome | None:
-        found = await super().outcome(room, command_id, call)
-        if found is not None:
-            return found
+        if call is not None or room in self._pointers:
+            found = await super().outcome(room, command_id, call)
+            return found if found is not None else await self._archived_outcome(room, command_id)
+        # the command's record and the room's pointer in one round trip: the write path pays no extra one
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(self.keys.command_outcome(room, command_id))
+            pipe.get(self.keys.archived(room))
+            value, pointer = await pipe.execute()
+        if value is not None:
+            return _OUTCOME_DECODER.decode(value)
+        if pointer is None:
+            return None
+        self._pointers[room] = _POINTER_DECODER.decode(pointer)
         return await self._archived_outcome(room, command_id)
 
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
@@ -390,16 +423,28 @@ class ArchivingStore(RedisEventStore):
         return _OUTCOME_DECODER.decode(archived.outcomes[command_id])
 
     async def load_seed(self, room: str) -> bytes | None:
-        archived = await self.archived_object(room)
-        return await super().load_seed(room) if archived is None else archived.seed
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_seed(room)
+            if found is not None or (archived := await self.archived_object(room)) is None:
+                return found
+        return archived.seed
 
     async def load_nonces(self, room: str) -> dict[str, bytes]:
-        archived = await self.archived_object(room)
-        return await super().load_nonces(room) if archived is None else dict(archived.nonces)
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_nonces(room)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
+        return dict(archived.nonces)
 
     async def load_origin(self, room: str) -> bytes | None:
-        archived = await self.archived_object(room)
-        return await super().load_origin(room) if archived is None else archived.origin
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_origin(room)
+            if found is not None or (archived := await self.archived_object(room)) is None:
+                return found
+        return archived.origin
 
     async def archived_rooms(self) -> list[str]:
         async with self.client.pipeline(transaction=False) as pipe:
