@@ -467,7 +467,10 @@ STEPS = ("read", "written", "checked", "pointed", "deleted")
 
 class ArchiveResult(msgspec.Struct, frozen=True, kw_only=True):
     room: str
-    status: str  # "archived", "already" (another archiver, or an earlier run, did it), "moved", "not-finished"
+    # "archived"; "already" (another archiver, or an earlier run, recorded the pointer: this one only deleted);
+    # "moved" (the room changed while it was read: nothing done, the next pass tries again); "empty"; "crashed"
+    # (tests' crash_after)
+    status: str
     version: int = 0
     size: int = 0
     commands: int = 0
@@ -568,13 +571,3 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                      [pointer_value, existing.rejections, room])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)
-
-
-async def archive_rooms(store: ArchivingStore, rooms: list[str], concurrency: int = 8) -> list[ArchiveResult]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(room: str) -> ArchiveResult:
-        async with gate:
-            return await archive_room(store, room)
-
-    return list(await asyncio.gather(*(one(room) for room in rooms)))
