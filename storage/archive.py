@@ -31,7 +31,6 @@ from its object, so every reader built on the store (services.bootstrap builds i
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import time
