@@ -150,3 +150,17 @@ def heal_a_missing_army(bundle: dict) -> dict:
         return chain[:7] + [(None, healed)] + chain[7:]
 
     return forge(bundle, insert)
+
+
+def with_record(bundle: dict, command_id: str, **changes: Any) -> dict:
+    """The bundle with the stored record of ``command_id`` changed (command records are not in the chain: a forger
+    can rewrite one without touching a hash), its readable entry rebuilt to match."""
+    bundle = copy(bundle)
+    for pair in bundle["chain"]["commands"]:
+        record = decode_record(base64.b64decode(pair[1]))
+        if record.command_id == command_id:
+            pair[1] = readable.b64(codec.encode(msgspec.structs.replace(record, **changes)))
+            for entry in bundle["commands"]:
+                if entry["first_version"] == pair[0]:
+                    entry.update(readable.record_entry(base64.b64decode(pair[1])))
+    return bundle

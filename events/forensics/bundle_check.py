@@ -425,6 +425,9 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
             raise _fail("coverage", f"the command record at version {first} does not decode: {error}", first) from None
         if record.room != room:
             raise _fail("coverage", f"the command record at version {first} is of room {record.room!r}", first)
+        if record.refused_at_version is not None:
+            raise _fail("coverage", f"the command record at version {first} is a refused command's (refused at "
+                        f"version {record.refused_at_version}), yet it stands for events of the chain", first)
         inside = {e.command_id for e in chain[first - 1:last]}
         before = chain[first - 2].command_id if first > 1 else None
         if inside != {record.command_id} or record.command_id == before:

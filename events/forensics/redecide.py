@@ -154,7 +154,7 @@ def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: byt
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             yield Mismatch(reason="undecodable", version=first, command_id="", detail=str(error))
             return
-        if state is None and record.body.get("kind") == "create_room":
+        if state is None and record.body.get("kind") == "create_room" and _pinnable(record.body, ruleset, renamed):
             # Created again under the version asked for, never simply this node's newest.
             record = msgspec.structs.replace(record, body={**record.body, "ruleset": ruleset})
         theirs = list(recorded[first - 1:last])
@@ -173,6 +173,22 @@ def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: byt
                 return
         state, last_hash, folded = after, mine[-1].hash, last
         yield None
+
+
+def _pinnable(body: dict[str, Any], ruleset: str, renamed: tuple[str, str] | None) -> bool:
+    """Whether a ``create_room``'s request may be decided again as ``ruleset``: it names that rule-set, and either
+    no version (a bare name meant the default of its day, which the room recorded) or, re-decided under another
+    version on purpose (``bisect --against``: ``renamed``), any. A request naming another rule-set, or another
+    version than the room was created under, is decided as it stands (and so disagrees with ``room.created``):
+    a record is not in the chain, and a forger could otherwise show a command asking for rules it never got."""
+    asked = body.get("ruleset")
+    if not isinstance(asked, str):
+        return False
+    try:
+        name, version = registry.parse(asked)
+    except RuleError:
+        return False
+    return name == registry.parse(ruleset)[0] and (version is None or renamed is not None)
 
 
 def _renamed(recorded: Sequence[Envelope], ruleset: str) -> tuple[str, str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from bundle_forgery import (
     invented_refusal,
     revealed_seed,
     with_event,
+    with_record,
 )
 from forensics_support import RealmTable
 
@@ -212,3 +214,27 @@ def test_another_seed_revealed_at_the_end_fails_the_seed_step(honest) -> None:
     # Then the seed does not hash to the commitment the room made at creation, before play
     verdict = vouched(forged)
     assert not verdict.ok and verdict.failed.name == "seed" and verdict.failed.sides == ("committed", "revealed")
+
+
+@pytest.mark.parametrize("asked", ["realm@2", "board", "nonsense"])
+def test_a_create_command_rewritten_to_ask_for_other_rules_fails(golden, asked) -> None:
+    # Given a bundle of the room's first versions, and a forger who rewrites the stored create_room record (records
+    # are not chained) so that alice appears to have asked for other rules than the room was created under
+    honest = bundle_of(golden, versions=(1, 3))
+    create = decode_record(base64.b64decode(honest["chain"]["commands"][0][1]))
+    forged = with_record(honest, create.command_id, body={**create.body, "ruleset": asked})
+    assert forged["commands"][0]["command"]["body"]["ruleset"] == asked  # what a person reading it sees
+    # Then the command decided as it stands does not give the recorded room.created (before: the verifier pinned
+    # any create_room to the room's own rules, so the lie verified)
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "redecide" and verdict.failed.version == 1, verdict.text()
+
+
+def test_an_accepted_command_shown_as_refused_fails(golden) -> None:
+    # Given a forger who marks alice's join (accepted: its events are in the chain) as refused at version 7
+    honest = bundle_of(golden, versions=(1, 3))
+    join = decode_record(base64.b64decode(honest["chain"]["commands"][1][1]))
+    forged = with_record(honest, join.command_id, refused_at_version=7)
+    # Then a refused command's record standing for chained events is a failed coverage step
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "coverage", verdict.text()
