@@ -118,6 +118,11 @@ def test_bundles_verify_takes_a_token_and_checks_a_held_room_against_its_own_cha
     assert answer.status_code == 200 and answer.json()["status"] == "NOT VERIFIED", answer.text
     failed = [s for s in answer.json()["steps"] if s["status"] == "failed"]
     assert failed[0]["name"] == "anchor" and "the server's own chain" in failed[0]["detail"]
+    # And a head version written as text (int("3") reads it) does not slip past the server's own chain, even with
+    # the forged head the forger handed the poster (before: the server skipped its chain, and this VERIFIED)
+    sly = {**invented, "head": {**invented["head"], "version": str(invented["head"]["version"])}}
+    answer = api.post("/bundles/verify", json={"bundle": sly, "expect_head": sly["head"]["hash"]}, headers=token)
+    assert answer.json()["status"] == "NOT VERIFIED", answer.text
     # And a head the poster holds is checked too: an earlier version of the real chain, or a wrong one
     assert api.post("/bundles/verify", json={"bundle": honest, "expect_head": "1:" + "0" * 64},
                     headers=token).json()["status"] == "NOT VERIFIED"

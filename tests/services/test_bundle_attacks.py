@@ -58,7 +58,7 @@ def test_the_honest_trade_bundle_verifies_against_its_head(honest) -> None:
     verdict = verify_bundle(honest, honest["head"]["hash"])
     assert verdict.ok, verdict.text()
     assert [s.name for s in verdict.steps] == ["format", "chain", "anchor", "readable", "rules", "subject", "seed",
-                                               "end", "coverage", "redecide", "refusals"]
+                                               "end", "audience", "coverage", "redecide", "refusals"]
 
 
 def test_an_event_before_the_slice_edited_and_resealed_fails(honest) -> None:
@@ -238,3 +238,76 @@ def test_an_accepted_command_shown_as_refused_fails(golden) -> None:
     # Then a refused command's record standing for chained events is a failed coverage step
     verdict = vouched(forged)
     assert not verdict.ok and verdict.failed.name == "coverage", verdict.text()
+
+
+def test_a_bundle_whose_first_line_lies_about_who_may_read_it_fails() -> None:
+    # Given a live realm room's bundle (AUDITORS ONLY: it carries every hidden value) whose first line a leaker
+    # rewrites to say anyone may read it
+    store = MemoryEventStore()
+
+    async def live() -> dict:
+        table = RealmTable(store, "live-realm")
+        await table.create("realm@1")
+        await table.play_mining(1)
+        return await dispute_bundle(store, "live-realm", 0, versions=(1, 2))
+
+    leaked = json.loads(json.dumps(asyncio.run(live())))
+    leaked["audience"] = {"who": "anyone", "hidden_values": False,
+                          "note": "anyone may read this bundle: the room has ended (its seed and hidden values are public)"}
+    # Then the verifier tells who may read it from the chain (not ended) and the rules (they hide values), and
+    # fails the line (before: it verified and repeated the lie under the verdict)
+    verdict = verify_bundle(leaked, leaked["head"]["hash"])
+    assert verdict.failed is not None and verdict.failed.name == "audience", verdict.text()
+    assert verdict.failed.recorded["who"] == "auditors"
+
+
+@pytest.mark.parametrize("lie", ["seed note", "a part no step reads", "export time", "chain about", "subject part"])
+def test_a_word_no_step_checks_cannot_be_added_or_changed(honest, lie) -> None:
+    # Given a forger who leaves the evidence intact but writes words a person reads (before: each verified)
+    forged = copy(honest)
+    if lie == "seed note":
+        forged["seed"]["note"] = "every die of this room was checked by the league's auditor"
+    elif lie == "a part no step reads":
+        forged["verified_by"] = "the league's auditor, who found alice cheated"
+    elif lie == "export time":
+        forged["exported_at"] = "2020-01-01T00:00:00.000Z"
+    elif lie == "chain about":
+        forged["chain"]["about"] = "checked by the league"
+    else:
+        forged["subject"]["ruling"] = "bob wins the dispute"
+    # Then the verdict is NOT VERIFIED: every word of a bundle is either checked against the chain or refused
+    verdict = vouched(forged)
+    assert verdict.status == "NOT VERIFIED", verdict.text()
+
+
+def test_a_command_shown_twice_fails(honest) -> None:
+    # Given a forger who lists a command of the trade twice (a reader takes it as sent twice), the chain untouched
+    forged = copy(honest)
+    forged["commands"].insert(1, forged["commands"][0])
+    # Then the readable commands must be exactly those that decided the slice, each once (before: VERIFIED)
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "coverage", verdict.text()
+
+
+@pytest.mark.parametrize("where", ["head as text", "head as a float", "command as a float", "record as a boolean"])
+def test_a_number_written_as_another_type_is_refused(honest, where) -> None:
+    # Given numbers a lenient reader takes at face value (int("155") and int(24.0) and True == 1; before: VERIFIED,
+    # and a head version as text kept POST /bundles/verify from comparing the bundle with the server's own chain)
+    forged = copy(honest)
+    if where == "head as text":
+        forged["head"]["version"] = str(forged["head"]["version"])
+    elif where == "head as a float":
+        forged["head"]["version"] = float(forged["head"]["version"])
+    elif where == "command as a float":
+        forged["commands"][0]["first_version"] = float(forged["commands"][0]["first_version"])
+    else:
+        forged["chain"]["commands"][0][0] = True
+    verdict = vouched(forged)
+    assert verdict.status == "NOT VERIFIED", verdict.text()
+
+
+def test_an_expected_version_in_other_digits_is_refused(honest) -> None:
+    # Given an expected head whose version is written in Arabic-Indic digits (str.isdigit() and int() accept them)
+    verdict = verify_bundle(honest, "\u0661\u0665\u0665:" + honest["head"]["hash"])
+    # Then it is not a version: the anchor step fails naming the form
+    assert not verdict.ok and verdict.failed.name == "anchor" and "VERSION:HASH" in verdict.failed.detail
