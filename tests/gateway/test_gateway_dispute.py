@@ -155,3 +155,32 @@ def test_a_bundle_the_rules_cannot_fold_is_a_verdict_never_a_500(stack, auditor)
         answer = roomy.post("/bundles/verify", json={"bundle": forged},
                             headers={"Authorization": f"Bearer {auditor}"})
     assert answer.status_code == 200 and answer.json()["status"] == "NOT VERIFIED", answer.text
+
+
+def test_hostile_numbers_and_names_in_a_posted_bundle_are_a_verdict_or_a_4xx_never_a_500(api: TestClient, stack,
+                                                                                        auditor):
+    # Given a small honest bundle, and values a verifier could echo back or trip on: integers past 64 bits (the
+    # verdict's two sides may repeat them), a float out of range, an unpaired surrogate, a room named like a path
+    headers = {"Authorization": f"Bearer {auditor}"}
+    created = api.post("/rooms", json={"ruleset": "board", "player": "tess"}).json()
+    token = {"Authorization": f"Bearer {created['token']}"}
+    assert api.post(f"/rooms/{created['room']}/end", json={"reason": "done"}, headers=token).status_code == 200
+    honest = api.get(f"/rooms/{created['room']}/dispute?from=1&to=2", headers=headers).json()
+    big = 10 ** 30
+    bodies = [
+        json.dumps({"bundle": {**honest, "chain": {**honest["chain"], "commands": [[big, "AA=="]]}}}),
+        json.dumps({"bundle": {**honest, "head": {"version": big, "hash": honest["head"]["hash"]}}}),
+        json.dumps({"bundle": {**honest, "commands": [{**honest["commands"][0], "first_version": big}]}}),
+        json.dumps({"bundle": {**honest, "events": [{**honest["events"][0], "version": -big}]}}),
+        json.dumps({"bundle": {**honest, "exported_at_ms": big}}),
+        json.dumps({"bundle": honest}).replace('"format_version": 2', '"format_version": 1e999'),
+        json.dumps({"bundle": {**honest, "room": "\ud800/../x"}}),
+        json.dumps({"bundle": {**honest, "room": "../" * 100}}),
+    ]
+    for body in bodies:
+        answer = api.post("/bundles/verify", content=body.encode("utf-8", "surrogatepass"),
+                          headers={**token, "content-type": "application/json"})
+        # Then each is a verdict (never VERIFIED) or a 4xx naming why, never a 500
+        assert answer.status_code < 500, (body[:200], answer.text)
+        if answer.status_code == 200:
+            assert answer.json()["status"] == "NOT VERIFIED", answer.text
