@@ -164,3 +164,37 @@ def with_record(bundle: dict, command_id: str, **changes: Any) -> dict:
                 if entry["first_version"] == pair[0]:
                     entry.update(readable.record_entry(base64.b64decode(pair[1])))
     return bundle
+
+
+def replay_command(bundle: dict, command_id: str, at: int) -> dict:
+    """A versions bundle whose whole history is decided again by the rules (``events.step.step``, the revealed seed)
+    with the command ``command_id`` decided a second time as the ``at``-th command: the operator's replay of a
+    command the player sent once (a signed one included). Every part is rebuilt, so only a verifier that knows a
+    command id is decided once can tell."""
+    from almanac.events.forensics.redecide import revealed_nonces  # noqa: PLC0415 - the forger's own tooling
+
+    bundle = copy(bundle)
+    chain = chain_of(bundle)
+    seed, nonces = revealed_seed(chain), revealed_nonces(chain)
+    records = [decode_record(base64.b64decode(raw)) for _, raw in bundle["chain"]["commands"]]
+    again = next(r for r in records if r.command_id == command_id)
+    order = records[:at] + [again] + records[at:]
+    state, last, forged, firsts = None, GENESIS_HASH, [], []
+    for record in order:
+        mine, state = step(state, last, record, seed, nonces=nonces)  # the forger picked a spot the rules accept
+        firsts.append(len(forged) + 1)
+        forged += mine
+        last = mine[-1].hash
+    raws = [codec.encode_envelope(e) for e in forged]
+    bundle["chain"]["envelopes"] = [readable.b64(r) for r in raws]
+    bundle["chain"]["commands"] = [[first, readable.b64(codec.encode(r))] for first, r in zip(firsts, order, strict=True)]
+    bundle["head"] = {"version": len(forged), "hash": forged[-1].hash}
+    bundle["ruleset"]["fingerprint"] = codec.decode_event(forged[0]).fingerprint  # this machine's, re-created
+    low, high = bundle["subject"]["from"], bundle["subject"]["to"]
+    bundle["events"] = [{k: v for k, v in readable.event_entry(raws[v - 1], bundle["room"], v).items() if k != "payload"}
+                        for v in range(low, high + 1)]
+    spans = [(first, (firsts[i + 1] - 1) if i + 1 < len(firsts) else len(forged), order[i])
+             for i, first in enumerate(firsts)]
+    bundle["commands"] = [{"first_version": first, "last_version": last, **readable.record_entry(codec.encode(r))}
+                          for first, last, r in spans if first <= high and last >= low]
+    return bundle

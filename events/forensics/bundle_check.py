@@ -565,6 +565,8 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     if wrong is not None and wrong.reason == "undecodable":
         raise _fail("redecide", f"the command record at version {wrong.version} does not decode: {wrong.detail}",
                     wrong.version)
+    if wrong is not None and wrong.reason == "repeated":
+        raise _fail("redecide", wrong.detail, wrong.version)
     if wrong is not None:
         theirs, mine = wrong.recorded, wrong.recomputed
         if isinstance(theirs, list):

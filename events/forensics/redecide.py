@@ -113,7 +113,9 @@ def _unchained(envelope: Envelope) -> tuple[Any, ...]:
 class Mismatch:
     """The first command that does not decide its recorded events again.
 
-    ``reason``: ``"undecodable"`` (its stored record does not decode: ``detail`` says why), ``"refused"``
+    ``reason``: ``"undecodable"`` (its stored record does not decode: ``detail`` says why), ``"repeated"`` (its
+    command id was decided before, at ``detail``'s version: the engine decides a command id once, a resend gets
+    the stored outcome, so a history deciding one twice is a replay the operator made), ``"refused"``
     (decided again it is refused: ``error``; ``recorded`` holds its span's events), ``"differs"`` (at
     ``version`` the recorded event and the re-decided one differ; either is None where one side has no event
     there).
@@ -144,6 +146,7 @@ def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: byt
     ``revealed_nonces``, or the ones its server holds).
     """
     renamed = _renamed(recorded, ruleset)
+    decided: dict[str, int] = {}  # each command id and the version its events start at
     for first, last, stored in spans:
         while folded < first - 1:  # versions no span of this run decides: the recorded ones
             state = advance(state, recorded[folded])
@@ -153,6 +156,12 @@ def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: byt
             record = decode_record(stored) if isinstance(stored, bytes) else stored
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             yield Mismatch(reason="undecodable", version=first, command_id="", detail=str(error))
+            return
+        if decided.setdefault(record.command_id, first) != first:
+            yield Mismatch(reason="repeated", version=first, command_id=record.command_id,
+                           detail=f"command {record.command_id!r} was decided already at version "
+                                  f"{decided[record.command_id]}; a command id is decided once (a resend gets its "
+                                  "stored outcome), so deciding it again is a replay")
             return
         if state is None and record.body.get("kind") == "create_room" and _pinnable(record.body, ruleset, renamed):
             # Created again under the version asked for, never simply this node's newest.

@@ -15,6 +15,7 @@ from bundle_forgery import (
     forge,
     heal_a_missing_army,
     invented_refusal,
+    replay_command,
     revealed_seed,
     with_event,
     with_record,
@@ -311,3 +312,17 @@ def test_an_expected_version_in_other_digits_is_refused(honest) -> None:
     verdict = verify_bundle(honest, "\u0661\u0665\u0665:" + honest["head"]["hash"])
     # Then it is not a version: the anchor step fails naming the form
     assert not verdict.ok and verdict.failed.name == "anchor" and "VERSION:HASH" in verdict.failed.detail
+
+
+def test_a_command_replayed_later_in_a_history_decided_again_fails(golden) -> None:
+    # Given an operator who decides bob's offer of trade-134 a second time, two commands after the first, and
+    # decides the whole history again around it with the revealed seed (every event the rules' own, re-sealed)
+    honest = bundle_of(golden, versions=(1, 1))
+    forged = replay_command(honest, "golden-realm-v1-105", at=107)
+    ids = [decode_record(base64.b64decode(raw)).command_id for _, raw in forged["chain"]["commands"]]
+    assert ids.count("golden-realm-v1-105") == 2 and ids.index("golden-realm-v1-105") < 105
+    # Then the verifier knows a command id is decided once (a resend gets the stored outcome): the replay fails
+    # where it was decided again (before: every step passed, VERIFIED)
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "redecide" and "decided already" in verdict.failed.detail, \
+        verdict.text()
