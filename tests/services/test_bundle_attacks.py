@@ -50,6 +50,19 @@ def honest(golden) -> dict:
     return bundle_of(golden, view="trade", item="trade-24")
 
 
+def live_realm_bundle() -> dict:
+    """The bundle of a realm room still running (a season of mining played), versions 1 to its head."""
+    store = MemoryEventStore()
+
+    async def live() -> dict:
+        table = RealmTable(store, "live-realm")
+        await table.create("realm@1")
+        await table.play_mining(1)
+        return await dispute_bundle(store, "live-realm", 0, versions=(1, await store.latest_version("live-realm")))
+
+    return asyncio.run(live())
+
+
 def vouched(bundle: dict):
     """The forged bundle verified against its OWN head, as if that head were vouched for: only the content can fail it."""
     return verify_bundle(bundle, bundle["head"]["hash"])
@@ -184,16 +197,7 @@ def test_an_army_healed_for_a_city_with_no_army_is_a_failed_step_not_an_exceptio
 
 def test_a_live_rooms_bundle_says_on_its_first_line_that_it_is_for_auditors_only() -> None:
     # Given a realm room still running: its chain carries every player's hidden dice and stock
-    store = MemoryEventStore()
-
-    async def live() -> dict:
-        table = RealmTable(store, "live-realm")
-        await table.create("realm@1")
-        await table.play_mining(1)
-        head = await store.latest_version("live-realm")
-        return await dispute_bundle(store, "live-realm", 0, versions=(1, head))
-
-    bundle = asyncio.run(live())
+    bundle = live_realm_bundle()
     # Then the file's first line says who may read it, and the verdict repeats it
     first_line = bundle_json(bundle).splitlines()[0]
     assert first_line.startswith('{"audience": {"who": "auditors", "hidden_values": true')
@@ -244,15 +248,7 @@ def test_an_accepted_command_shown_as_refused_fails(golden) -> None:
 def test_a_bundle_whose_first_line_lies_about_who_may_read_it_fails() -> None:
     # Given a live realm room's bundle (AUDITORS ONLY: it carries every hidden value) whose first line a leaker
     # rewrites to say anyone may read it
-    store = MemoryEventStore()
-
-    async def live() -> dict:
-        table = RealmTable(store, "live-realm")
-        await table.create("realm@1")
-        await table.play_mining(1)
-        return await dispute_bundle(store, "live-realm", 0, versions=(1, 2))
-
-    leaked = json.loads(json.dumps(asyncio.run(live())))
+    leaked = json.loads(json.dumps(live_realm_bundle()))
     leaked["audience"] = {"who": "anyone", "hidden_values": False,
                           "note": "anyone may read this bundle: the room has ended (its seed and hidden values are public)"}
     # Then the verifier tells who may read it from the chain (not ended) and the rules (they hide values), and
