@@ -322,3 +322,13 @@ def test_a_command_replayed_later_in_a_history_decided_again_fails(golden) -> No
     verdict = vouched(forged)
     assert not verdict.ok and verdict.failed.name == "redecide" and "decided already" in verdict.failed.detail, \
         verdict.text()
+
+
+@pytest.mark.parametrize("claim", [{"version": 2, "ref": "realm@2"}, {"name": "board", "ref": "board@1"}])
+def test_a_rule_set_entry_claiming_other_rules_than_room_created_fails(honest, claim) -> None:
+    # Given a bundle whose readable rule-set entry names other rules than its chained room.created does
+    forged = copy(honest)
+    forged["ruleset"].update(claim)
+    # Then the rules step fails, the chained room.created first
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "rules" and verdict.failed.sides == ("chained", "readable")
