@@ -16,8 +16,10 @@ failure, and says what each passed step proved:
 2.  chain     every envelope from version 1 to the head links to the one before (sha256 over the
               previous hash and the envelope's fields) and the last one's hash is the stated head.
 3.  anchor    the chain passes through a head you got by other means (``--expect-head HASH`` or
-              ``VERSION:HASH``; the server's own chain for a room it holds). Skipped without one: a bundle
-              alone cannot tell its room from an invented one.
+              ``VERSION:HASH``; the server's own chain for a room it holds). Skipped without one (a bundle
+              alone cannot tell its room from an invented one) and when none reaches the bundle's head (the
+              versions after the last one rest on the rules alone: once the seed is out, anyone can decide
+              other commands there); failed when one contradicts the chain.
 4.  readable  each readable event in the bundle is exactly the chained envelope it names.
 5.  rules     the room's first event names the rule-set version; this machine has that version, and
               its fingerprint is compared with the one the room recorded (a difference is reported).
@@ -335,7 +337,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
         verdict.steps.append(_skipped("anchor", "nothing outside the bundle vouches for its head: a forger can "
                                       "invent a whole room that passes every other step; give a head you got "
                                       "elsewhere (--expect-head HASH or VERSION:HASH)"))
-    anchored = []
+    anchored, reach = [], 0
     for text, source in heads:
         try:
             version, digest = parse_expected_head(text)
@@ -350,12 +352,19 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
             raise _fail("anchor", f"the chain does not pass through the head {source} expected at version "
                         f"{version}: another history", version, recorded=chain[version - 1].hash, recomputed=digest,
                         sides=("bundle", "expected"))
-        anchored.append(f"{source} at version {version} ({digest[:16]}…)" + (
-            "" if version == head_version else f", so versions {version + 1}..{head_version} rest on the chain and "
-            "the re-decision alone"))
-    if anchored:
+        anchored.append(f"{source} at version {version} ({digest[:16]}…)")
+        reach = max(reach, version)
+    if anchored and reach == head_version:
         passed(Step(name="anchor", status="passed", detail="the chain passes through the head expected by "
                     + "; by ".join(anchored)))
+    elif anchored:
+        # Consistent so far, but versions after the last anchor rest on the rules alone: whoever holds the seed (the
+        # operator; everyone, once the room has ended) can decide other commands there that the rules accept.
+        verdict.steps.append(_skipped("anchor", "the chain passes through the head expected by " + "; by ".join(anchored)
+                                      + f", but nothing outside the bundle vouches for versions {reach + 1}.."
+                                      f"{head_version}: whoever holds the seed (everyone, once the room has ended) "
+                                      "can decide other commands there; give a head at version "
+                                      f"{head_version}"))
 
     # 4. readable
     at[0] = "readable"

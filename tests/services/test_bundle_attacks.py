@@ -12,6 +12,7 @@ import pytest
 from bundle_forgery import (
     chain_of,
     copy,
+    drop_command,
     forge,
     heal_a_missing_army,
     invented_refusal,
@@ -332,3 +333,21 @@ def test_a_rule_set_entry_claiming_other_rules_than_room_created_fails(honest, c
     # Then the rules step fails, the chained room.created first
     verdict = vouched(forged)
     assert not verdict.ok and verdict.failed.name == "rules" and verdict.failed.sides == ("chained", "readable")
+
+
+def test_a_history_rewritten_after_the_last_head_a_player_holds_is_not_verified(golden) -> None:
+    # Given a player who holds the chain's head at version 120 (an earlier answer), and, once the room has ended
+    # (its seed public), anyone who decides the rest of the history again without alice's agreement to trade-134
+    # (version 136): every event after 120 the rules' own, re-sealed
+    honest = bundle_of(golden, versions=(1, 1))
+    held = f"120:{chain_of(honest)[119].hash}"
+    forged = drop_command(honest, "golden-realm-v1-106")
+    assert chain_of(forged)[119].hash == chain_of(honest)[119].hash and forged["head"] != honest["head"]
+    # Then the verdict is not VERIFIED: the anchor reaches version 120, and nothing vouches for what follows
+    # (before: VERIFIED, the anchor step passing with a note)
+    verdict = verify_bundle(forged, held)
+    assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["anchor"], verdict.text()
+    assert f"versions 121..{forged['head']['version']}" in verdict.text()
+    # And the honest bundle against the same earlier head is INCOMPLETE alike; only a head at its end VERIFIES it
+    assert verify_bundle(honest, held).unchecked == ["anchor"]
+    assert verify_bundle(honest, held, anchors=[(f"155:{honest['head']['hash']}", "the server's own chain")]).ok
