@@ -56,7 +56,8 @@ def dispute_command(
 def verify_bundle_command(
     file: Annotated[Path, typer.Argument(help="A bundle written by `almanac dispute`.")],
     expect_head: str = typer.Option(None, "--expect-head", help="The room's head as you know it from elsewhere: "
-                                    "HASH (the head) or VERSION:HASH (an earlier version's)."),
+                                    "HASH (the head) or VERSION:HASH (an earlier version's: checked, but the versions after it "
+                                    "are vouched by nothing, so the verdict is at best INCOMPLETE)."),
 ) -> None:
     """Check a dispute bundle offline (no Redis): chain, readable events, rules, seed, every command of the whole
     chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it is named)."""

@@ -63,7 +63,8 @@ async def room_dispute(
 class VerifyBundleRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A dispute bundle to verify (as ``almanac dispute`` or GET /rooms/{room}/dispute wrote it; the gateway's body
     limit ALMANAC_MAX_BODY_BYTES bounds it, the CLI verifies any size offline) and, optionally, the head you hold
-    for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's)."""
+    for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's: checked, but only a
+    head at the bundle's last version, yours or this server's own chain, makes the verdict VERIFIED)."""
 
     bundle: dict[str, Any]
     expect_head: Annotated[str, msgspec.Meta(pattern=HEAD_PATTERN, max_length=75)] | None = None
