@@ -423,10 +423,12 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     if any(b <= a for a, b in itertools.pairwise(slice_versions)):
         raise _fail("subject", "the bundle's events are not in version order, each once (reordered or repeated)")
     if isinstance(subject, dict) and subject.get("kind") == "audit_view":
-        offered = rules.audit_view(str(subject.get("view")))
-        if offered is None:
-            raise _fail("subject", f"{ref} has no audit view {subject.get('view')!r}")
-        story = offered.steps([(e, codec.decode_event(e)) for e in chain], str(subject.get("item")))
+        offered = rules.audit_view(subject["view"]) if isinstance(subject["view"], str) else None
+        if offered is None or not isinstance(subject["item"], str):
+            raise _fail("subject", f"{ref} has no audit view {subject.get('view')!r} or the item is not a name")
+        story = offered.steps([(e, codec.decode_event(e)) for e in chain], subject["item"])
+        if not story:  # the exporter answers 404 for an item the chain does not hold: a bundle of nothing is a lie
+            raise _fail("subject", f"the chain holds no {subject['view']} {subject['item']!r}")
         told = sorted({int(s["version"]) for s in story})
         if told != slice_versions or not readable.same_json(codec.to_builtins(story), subject.get("story")):
             raise _fail("subject", f"the {subject.get('view')} {subject.get('item')!r} told again from the chain is not "

@@ -351,3 +351,14 @@ def test_a_history_rewritten_after_the_last_head_a_player_holds_is_not_verified(
     # And the honest bundle against the same earlier head is INCOMPLETE alike; only a head at its end VERIFIES it
     assert verify_bundle(honest, held).unchecked == ["anchor"]
     assert verify_bundle(honest, held, anchors=[(f"155:{honest['head']['hash']}", "the server's own chain")]).ok
+
+
+def test_a_bundle_of_a_trade_the_chain_never_held_fails(honest) -> None:
+    # Given a forger who relabels an honest bundle as the story of a trade that never happened, with nothing in it
+    # (the exporter answers 404 for such an item; "trade-999: VERIFIED" reads as if it took place)
+    forged = copy(honest)
+    forged["subject"].update({"item": "trade-999", "story": []})
+    forged["events"], forged["commands"] = [], []
+    # Then the subject step fails: the chain holds no such trade
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "subject" and "trade-999" in verdict.failed.detail, verdict.text()
