@@ -77,13 +77,11 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
                              "error": (outcome.error if outcome is not None else None) or {}})
 
     try:
-        rules = registry.at(created.ruleset, created.ruleset_version)
-        fingerprint_here = rules.fingerprint
-        hides = bool(rules.decider.secrets)
+        fingerprint_here = registry.at(created.ruleset, created.ruleset_version).fingerprint
     except RuleError:
-        fingerprint_here, hides = "", True  # rules unknown here: assume they hide something
+        fingerprint_here = ""
     return {
-        "audience": audience(room, hides, ended=any(e.type == "room.ended" for e in envelopes)),
+        "audience": audience_of(room, created, ended=any(e.type == "room.ended" for e in envelopes)),
         "format": BUNDLE_FORMAT,
         "format_version": BUNDLE_FORMAT_VERSION,
         "room": room,
@@ -112,6 +110,16 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
 
 def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:
     return {name: value for name, value in entry.items() if name != key}
+
+
+def audience_of(room: str, created: Any, ended: bool) -> dict[str, Any]:
+    """Who may read a bundle of ``room`` (``bundle_check.audience``), from its ``room.created`` event and whether it
+    has ended: the exporter's first line, and who may have ``POST /bundles/verify`` compare it with a held chain."""
+    try:
+        hides = bool(registry.at(created.ruleset, created.ruleset_version).decider.secrets)
+    except RuleError:
+        hides = True  # rules unknown here: assume they hide something
+    return audience(room, hides, ended)
 
 
 def bundle_json(bundle: dict[str, Any]) -> str:

@@ -184,3 +184,34 @@ def test_hostile_numbers_and_names_in_a_posted_bundle_are_a_verdict_or_a_4xx_nev
         assert answer.status_code < 500, (body[:200], answer.text)
         if answer.status_code == 200:
             assert answer.json()["status"] == "NOT VERIFIED", answer.text
+
+
+def test_a_player_cannot_read_a_live_rooms_chain_through_bundles_verify(api: TestClient, stack, auditor):
+    # Given a live board room (its rules hide values: its bundles are AUDITORS ONLY) and its player, who must never
+    # see a chain hash of it (a plain hash lets her confirm a guess of a hidden value)
+    created = api.post("/rooms", json={"ruleset": "board", "player": "tess"}).json()
+    room, token = created["room"], {"Authorization": f"Bearer {created['token']}"}
+    real = api.get(f"/rooms/{room}/dispute?from=1&to=1", headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert real["audience"]["who"] == "auditors"
+    real_hash = real["head"]["hash"] if real["head"]["version"] == 1 else chain_of(real)[0].hash
+
+    # When she posts a bundle she made herself under the room's id (its own seed), one version long
+    async def invent() -> dict:
+        store = MemoryEventStore()
+        outcome = await RoomService(store).handle(CommandRecord(command_id="mine-0", room=room, player="tess",
+                                                                server_time_ms=0, body={"kind": "create_room",
+                                                                                        "ruleset": "board"}))
+        assert outcome.accepted, outcome.error
+        return await dispute_bundle(store, room, 0, versions=(1, 1))
+
+    answer = api.post("/bundles/verify", json={"bundle": json.loads(json.dumps(asyncio.run(invent())))},
+                      headers=token)
+    # Then the server does not compare it with its own chain for her (before: the anchor step's failure answered
+    # the server's own hash at version 1): auditors only, as the bundle itself
+    assert real_hash not in answer.text and real_hash[:16] not in answer.text, answer.text
+    assert (answer.status_code, answer.json()["code"]) == (403, "auditors_only"), answer.text
+    # And an auditor still has it compared with the server's chain
+    audited = api.post("/bundles/verify", json={"bundle": json.loads(json.dumps(asyncio.run(invent())))},
+                       headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert audited["status"] == "NOT VERIFIED" and [s["name"] for s in audited["steps"] if s["status"] == "failed"] \
+        == ["anchor"], audited["text"]
