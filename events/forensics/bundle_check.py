@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -72,6 +73,7 @@ from almanac.events.forensics.redecide import (
 )
 from almanac.events.forensics.tree_diff import difference_lines, tree_diff
 from almanac.events.hashing import envelope_hash
+from almanac.events.schema import NAME_PATTERN
 from almanac.events.step import CommandRecord, decode_record
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
@@ -290,10 +292,11 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
                 isinstance(bundle["copied_as"].get("room"), str)
                 and bundle["copied_as"] == copied_as(bundle["copied_as"]["room"]))):
             raise ValueError("chain.about or copied_as is not the text the exporter writes")
-        if not (isinstance(room, str) and isinstance(events, list) and isinstance(commands, list)
+        if not (isinstance(room, str) and re.fullmatch(NAME_PATTERN, room) and isinstance(events, list) and isinstance(commands, list)
                 and isinstance(refusals, list) and isinstance(seed_info, dict) and isinstance(ruleset, dict)
                 and (records is None or isinstance(records, list))):
-            raise TypeError("room, events, commands, refusals, seed, ruleset or chain.commands has the wrong type")
+            raise TypeError("room (a room id: ASCII letters, digits, _ . -), events, commands, refusals, seed, ruleset "
+                            "or chain.commands has the wrong type")
         if not all(isinstance(e, dict) for e in events + commands + refusals):
             raise TypeError("an entry of events, commands or refusals is not an object")
     except (KeyError, TypeError, ValueError, AttributeError) as error:

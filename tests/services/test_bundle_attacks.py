@@ -362,3 +362,21 @@ def test_a_bundle_of_a_trade_the_chain_never_held_fails(honest) -> None:
     # Then the subject step fails: the chain holds no such trade
     verdict = vouched(forged)
     assert not verdict.ok and verdict.failed.name == "subject" and "trade-999" in verdict.failed.detail, verdict.text()
+
+
+def test_a_room_named_like_another_with_a_lookalike_letter_is_refused() -> None:
+    # Given a forger's own game under "golden-re\u0430lm-v1" (a Cyrillic a): its verdict would read as the real room's
+    store = MemoryEventStore()
+    lookalike = "golden-re\u0430lm-v1"
+
+    async def invent() -> dict:
+        table = RealmTable(store, lookalike)
+        await table.create("realm@1")
+        await table.play_mining(1)
+        assert (await table.send("alice", {"kind": "end_room"})).accepted
+        return await dispute_bundle(store, lookalike, 0, versions=(1, 1))
+
+    invented = json.loads(json.dumps(asyncio.run(invent())))
+    # Then it is no room id any deployment gives (ASCII letters, digits, _ . -): the format step fails
+    verdict = vouched(invented)
+    assert not verdict.ok and verdict.failed.name == "format" and "room id" in verdict.failed.detail, verdict.text()
