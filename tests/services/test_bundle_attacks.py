@@ -380,3 +380,16 @@ def test_a_room_named_like_another_with_a_lookalike_letter_is_refused() -> None:
     # Then it is no room id any deployment gives (ASCII letters, digits, _ . -): the format step fails
     verdict = vouched(invented)
     assert not verdict.ok and verdict.failed.name == "format" and "room id" in verdict.failed.detail, verdict.text()
+
+
+@pytest.mark.parametrize("shown_as", [float, bool])
+def test_a_readable_number_shown_as_another_type_fails(honest, shown_as) -> None:
+    # Given a forger who shows a whole number of a readable event as 5.0 or true (Python's == takes them for 5 and 1)
+    forged = copy(honest)
+    event = next(e["event"] for e in forged["events"] if any(
+        isinstance(v, int) and not isinstance(v, bool) and v in (0, 1) for v in e["event"].values()))
+    key = next(k for k, v in event.items() if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1))
+    event[key] = shown_as(event[key])
+    # Then the readable entry is not the chained envelope (before: VERIFIED)
+    verdict = vouched(forged)
+    assert not verdict.ok and verdict.failed.name == "readable", verdict.text()
