@@ -268,7 +268,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     said = bundle.get("audience")  # shown with the verdict; the audience step checks it against the chain
     if isinstance(said, dict) and isinstance(said.get("note"), str):
         verdict.audience = said["note"][:500]
-    if bundle.get("format_version") != BUNDLE_FORMAT_VERSION:
+    if not _whole(bundle.get("format_version")) or bundle["format_version"] != BUNDLE_FORMAT_VERSION:
         raise _fail("format", f"format_version {bundle.get('format_version')!r}; this verifier reads "
                     f"{BUNDLE_FORMAT_VERSION} (format 1 carried only the slice's commands: ask for a new bundle)")
     unread = sorted(set(bundle) - set(_PARTS)) + [
@@ -441,7 +441,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
                     f"again from the chain by {ref}'s audit view, is exactly the bundle's {len(told)} event(s) and story"))
     elif isinstance(subject, dict) and subject.get("kind") == "versions":
         low, high = subject.get("from"), subject.get("to")
-        if not (isinstance(low, int) and isinstance(high, int) and 1 <= low <= high <= head_version):
+        if not (_whole(low) and _whole(high) and 1 <= low <= high <= head_version):
             raise _fail("subject", f"versions {low!r}..{high!r} is not a range of this chain (1..{head_version}, "
                         "from <= to)")
         if slice_versions != list(range(low, high + 1)):

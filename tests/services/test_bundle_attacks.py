@@ -287,8 +287,9 @@ def test_a_command_shown_twice_fails(honest) -> None:
     assert not verdict.ok and verdict.failed.name == "coverage", verdict.text()
 
 
-@pytest.mark.parametrize("where", ["head as text", "head as a float", "command as a float", "record as a boolean"])
-def test_a_number_written_as_another_type_is_refused(honest, where) -> None:
+@pytest.mark.parametrize("where", ["head as text", "head as a float", "command as a float", "record as a boolean",
+                                   "format version as a float", "range as booleans"])
+def test_a_number_written_as_another_type_is_refused(honest, golden, where) -> None:
     # Given numbers a lenient reader takes at face value (int("155") and int(24.0) and True == 1; before: VERIFIED,
     # and a head version as text kept POST /bundles/verify from comparing the bundle with the server's own chain)
     forged = copy(honest)
@@ -296,6 +297,11 @@ def test_a_number_written_as_another_type_is_refused(honest, where) -> None:
         forged["head"]["version"] = str(forged["head"]["version"])
     elif where == "head as a float":
         forged["head"]["version"] = float(forged["head"]["version"])
+    elif where == "format version as a float":
+        forged["format_version"] = 2.0
+    elif where == "range as booleans":
+        forged = bundle_of(golden, versions=(1, 1))
+        forged["subject"].update({"from": True, "to": True})
     elif where == "command as a float":
         forged["commands"][0]["first_version"] = float(forged["commands"][0]["first_version"])
     else:
