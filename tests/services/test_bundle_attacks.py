@@ -51,17 +51,25 @@ def honest(golden) -> dict:
     return bundle_of(golden, view="trade", item="trade-24")
 
 
-def live_realm_bundle() -> dict:
-    """The bundle of a realm room still running (a season of mining played), versions 1 to its head."""
+def played_realm_bundle(room: str, seasons: int, ended: bool, versions: tuple[int, int] | None = None) -> dict:
+    """The bundle (of ``versions``, else of the whole room) of a realm room of its own (its own seed) with ``seasons``
+    of mining played, ended by alice or still running: what an operator or a forger can make under any id."""
     store = MemoryEventStore()
 
-    async def live() -> dict:
-        table = RealmTable(store, "live-realm")
+    async def play() -> dict:
+        table = RealmTable(store, room)
         await table.create("realm@1")
-        await table.play_mining(1)
-        return await dispute_bundle(store, "live-realm", 0, versions=(1, await store.latest_version("live-realm")))
+        await table.play_mining(seasons)
+        if ended:
+            assert (await table.send("alice", {"kind": "end_room"})).accepted
+        return await dispute_bundle(store, room, 0, versions=versions or (1, await store.latest_version(room)))
 
-    return asyncio.run(live())
+    return json.loads(json.dumps(asyncio.run(play())))
+
+
+def live_realm_bundle() -> dict:
+    """The bundle of a realm room still running (a season of mining played), versions 1 to its head."""
+    return played_realm_bundle("live-realm", 1, ended=False)
 
 
 def vouched(bundle: dict):
@@ -168,16 +176,7 @@ def test_a_versions_bundle_with_from_after_to_is_refused(golden) -> None:
 
 def test_a_whole_invented_room_is_not_verified_without_a_head_from_elsewhere(golden) -> None:
     # Given the operator's own game under the room's id: every command decided by the rules, its own seed
-    store = MemoryEventStore()
-
-    async def invent() -> dict:
-        table = RealmTable(store, ROOM)
-        await table.create("realm@1")
-        await table.play_mining(2)
-        assert (await table.send("alice", {"kind": "end_room"})).accepted
-        return await dispute_bundle(store, ROOM, 0, versions=(1, 3))
-
-    invented = json.loads(json.dumps(asyncio.run(invent())))
+    invented = played_realm_bundle(ROOM, 2, ended=True, versions=(1, 3))
     # Then alone it is INCOMPLETE (nothing vouches for its head), and against the real room's head it fails
     alone = verify_bundle(invented)
     assert alone.status == "INCOMPLETE" and alone.unchecked == ["anchor"], alone.text()
@@ -372,17 +371,7 @@ def test_a_bundle_of_a_trade_the_chain_never_held_fails(honest) -> None:
 
 def test_a_room_named_like_another_with_a_lookalike_letter_is_refused() -> None:
     # Given a forger's own game under "golden-re\u0430lm-v1" (a Cyrillic a): its verdict would read as the real room's
-    store = MemoryEventStore()
-    lookalike = "golden-re\u0430lm-v1"
-
-    async def invent() -> dict:
-        table = RealmTable(store, lookalike)
-        await table.create("realm@1")
-        await table.play_mining(1)
-        assert (await table.send("alice", {"kind": "end_room"})).accepted
-        return await dispute_bundle(store, lookalike, 0, versions=(1, 1))
-
-    invented = json.loads(json.dumps(asyncio.run(invent())))
+    invented = played_realm_bundle("golden-re\u0430lm-v1", 1, ended=True, versions=(1, 1))
     # Then it is no room id any deployment gives (ASCII letters, digits, _ . -): the format step fails
     verdict = vouched(invented)
     assert not verdict.ok and verdict.failed.name == "format" and "room id" in verdict.failed.detail, verdict.text()
