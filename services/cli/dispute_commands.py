@@ -56,16 +56,19 @@ def dispute_command(
 def verify_bundle_command(
     file: Annotated[Path, typer.Argument(help="A bundle written by `almanac dispute`.")],
     expect_head: str = typer.Option(None, "--expect-head", help="The room's head as you know it from elsewhere: "
-                                    "HASH (the head) or VERSION:HASH (an earlier version's)."),
+                                    "HASH (the head) or VERSION:HASH (an earlier version's: checked, but the versions after it "
+                                    "are vouched by nothing, so the verdict is at best INCOMPLETE)."),
 ) -> None:
     """Check a dispute bundle offline (no Redis): chain, readable events, rules, seed, every command of the whole
     chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it is named)."""
     try:
-        bundle = json.loads(file.read_text())
+        bundle = json.loads(file.read_bytes())
     except OSError as error:
         raise fail(f"cannot read {file}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise fail(f"{file} is not JSON: {error}") from None
+    except RecursionError:
+        raise fail(f"{file} is not a bundle: its JSON nests too deeply to read") from None
     verdict = verify_bundle(bundle, expect_head)
     console.print(verdict.text(), highlight=False, markup=False)
     if verdict.status == INCOMPLETE:

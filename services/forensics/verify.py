@@ -444,6 +444,8 @@ def _divergence(mismatch: Mismatch) -> Divergence:
     if mismatch.reason == "undecodable":
         return Divergence(check="decode", version=mismatch.version,
                           message=f"undecodable command record: {mismatch.detail}")
+    if mismatch.reason == "repeated":
+        return Divergence(check="redecide", version=mismatch.version, message=mismatch.detail)
     if mismatch.reason == "refused":
         error = mismatch.error
         assert error is not None and isinstance(mismatch.recorded, list)

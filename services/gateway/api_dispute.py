@@ -10,12 +10,14 @@ import msgspec
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from almanac.events import codec
 from almanac.events.codec import to_builtins
 from almanac.events.forensics.bundle_check import Verdict, verify_bundle
-from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.bundle import audience_of, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, Claims
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.schemas import (
@@ -63,20 +65,28 @@ async def room_dispute(
 class VerifyBundleRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A dispute bundle to verify (as ``almanac dispute`` or GET /rooms/{room}/dispute wrote it; the gateway's body
     limit ALMANAC_MAX_BODY_BYTES bounds it, the CLI verifies any size offline) and, optionally, the head you hold
-    for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's)."""
+    for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's: checked, but only a
+    head at the bundle's last version, yours or this server's own chain, makes the verdict VERIFIED)."""
 
     bundle: dict[str, Any]
     expect_head: Annotated[str, msgspec.Meta(pattern=HEAD_PATTERN, max_length=75)] | None = None
 
 
-async def _verify_posted(store: Any, body: VerifyBundleRequest) -> Verdict:
+async def _verify_posted(store: Any, body: VerifyBundleRequest, claims: Claims) -> Verdict:
     """The verdict, anchored also on this server's own chain when it holds the bundle's room (a forged bundle of
-    a room held here, with another head, fails its anchor step; a refusal it shows must be one stored here)."""
+    a room held here, with another head, fails its anchor step; a refusal it shows must be one stored here).
+    For a held room that is live with hidden values, only an auditor may ask: the answer compares (and, on a
+    mismatch, shows) the server's chain hashes, and whether a refusal was stored, which would let a player
+    confirm a guess of a hidden value (such a room's bundles are AUDITORS ONLY too)."""
     anchors, refusals = [], None
     room, head = body.bundle.get("room"), body.bundle.get("head")
     if isinstance(room, str) and ROOM_ID.fullmatch(room) and isinstance(head, dict):
         latest = await store.latest_version(room)
         version = head.get("version")
+        if latest and not (claims.role == ROLE_AUDITOR and claims.room in (ANY_ROOM, room)) \
+                and await _auditors_only(store, room, latest):
+            raise ApiError(403, "auditors_only", f"room {room!r} is live and its rules hide values: a bundle of it is "
+                           "verified against this server's chain only for an auditor (role 'auditor')", "bundle")
         if latest and isinstance(version, int) and not isinstance(version, bool):
             if not 1 <= version <= latest:
                 # More versions than the room has here: no version of ours to compare with but our head, which
@@ -88,16 +98,26 @@ async def _verify_posted(store: Any, body: VerifyBundleRequest) -> Verdict:
     return verify_bundle(body.bundle, body.expect_head, anchors=anchors, stored_refusals=refusals)
 
 
+async def _auditors_only(store: Any, room: str, latest: int) -> bool:
+    """Whether a room this server holds is one whose bundles only auditors may read (live, its rules hiding values)."""
+    first, last = (await store.read(room, 1, 1))[0], (await store.read(room, latest, latest))[0]
+    if first.type != "room.created":
+        return True  # a fork: its parent's rules, not read here; as hidden as it can be
+    return audience_of(room, codec.decode_event(first), ended=last.type == "room.ended")["who"] == "auditors"
+
+
 @router.post("/bundles/verify", openapi_extra=openapi_body(VerifyBundleRequest) | TOKEN_REQUIRED,
              summary="Verify a dispute bundle as `almanac verify-bundle` does: every step and the verdict (VERIFIED, "
              "INCOMPLETE naming what was not checked, NOT VERIFIED); for a room this server holds, also against its "
-             "own chain. Any valid token; a heavy read (a few at once: 503 `overloaded` past that)")
+             "own chain. Any valid token, but an auditor's for a held room that is live with hidden values (403 "
+             "`auditors_only`: the answer would show the server's chain hashes); a heavy read (a few at once: 503 "
+             "`overloaded` past that)")
 async def bundles_verify(request: Request) -> Response:
     gw = gateway(request)  # the body limit of the gateway applies (ALMANAC_MAX_BODY_BYTES)
     claims = gw.claims(bearer(request))  # not anonymous: the whole chain is re-decided, CPU in proportion
     await gw.rate_limits.check_token(claims)  # counted per token (ALMANAC_RATE_COMMANDS)
     body: VerifyBundleRequest = decode_body(await request.body(), VerifyBundleRequest)
-    verdict = await gw.heavy.run(lambda store: _verify_posted(store, body))  # off the event loop, a few at once
+    verdict = await gw.heavy.run(lambda store: _verify_posted(store, body, claims))  # off the event loop, a few at once
     return json_response({"ok": verdict.ok, "status": verdict.status, "room": verdict.room,
                           "unchecked": verdict.unchecked, "steps": to_builtins(verdict.steps),
                           "text": verdict.text()})
