@@ -92,7 +92,6 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                 close_idle_connections(pool, settings.redis_idle_s), name="gateway-idle-connections")
         try:  # everything it opened is closed below, also when a step of the start fails
             await gateway.outcomes.start()
-            gateway.lag.start()
             if settings.gateway_engine:
                 engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
                 gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store)
@@ -107,7 +106,6 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                 await gateway.engine.stop()  # the commands it holds go through the stream: before the waiter
             if engine_runtime is not None:
                 await engine_runtime.aclose()
-            await gateway.lag.stop()
             await gateway.live.stop()
             if reaper is not None:
                 reaper.cancel()
