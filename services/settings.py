@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     # every command that finished within the last 100 ms waited longer than this (ms; 0 = off) beyond the
     # service's own wait, with 8 or more in flight. With the in-flight limit above, the whole admission policy.
     gateway_target_wait_ms: int = _env("ALMANAC_GATEWAY_TARGET_WAIT_MS", 20)
-    # HTTP connections (services/gateway/protocol.py): a request's head (request line and headers) over this
+    # HTTP connections (services/gateway/connection_guard.py): a request's head (request line and headers) over this
     # many bytes, or with more headers than this, is refused 431 and its connection closed; a connection that
     # has not delivered a whole request within the read timeout (ms) of opening or of its previous answer is
     # closed (silent sockets and slow drips would otherwise hold a file descriptor each, forever).

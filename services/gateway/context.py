@@ -51,7 +51,7 @@ def now_ms() -> int:
 
 def client_address(connection: HTTPConnection) -> str:
     """The client's address, of a request or a WebSocket: the TCP peer's, or the one a proxy that
-    ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then: protocol.server_options)."""
+    ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then: connection_guard.server_options)."""
     return connection.client.host if connection.client is not None else "unknown"
 
 
@@ -192,8 +192,8 @@ class Gateway:
     # --- commands ------------------------------------------------------------------------------
 
     def overload_reason(self) -> str | None:
-        """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
-        command before the request is even read (protocol.GatewayHttpProtocol)."""
+        """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
+        parsed (``api_rooms.run_command``)."""
         return self.admission.refusal(self.inflight, time.monotonic())
 
     def refuse_if_overloaded(self) -> None:

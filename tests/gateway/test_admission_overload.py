@@ -15,7 +15,7 @@ import heapq
 import statistics
 from collections.abc import Callable
 
-from almanac.services.gateway.overload import MIN_INFLIGHT, Admission
+from almanac.services.gateway.overload import MIN_INFLIGHT, Admission, StandingQueue
 
 STEP_S = 0.001
 OFFERED = 3_000  # commands offered per second: three times or more what the services below can take
@@ -121,3 +121,24 @@ def test_the_policy_refuses_at_its_limit_and_never_below_eight_in_flight_for_a_q
     assert "ALMANAC_GATEWAY_MAX_INFLIGHT" in gate.at_limit and "ALMANAC_GATEWAY_TARGET_WAIT_MS" in gate.queue_stands
     gate.finished(0.001, now=0.36, answered=True, calm=True)  # one quick command: the queue drained
     assert gate.refusal(MIN_INFLIGHT, now=0.36) is None
+
+
+def test_a_queue_stands_when_even_the_quickest_wait_of_an_interval_exceeds_the_target() -> None:
+    queue = StandingQueue(target_ms=20)
+    # A burst: one slow command among quick ones is no standing queue.
+    queue.record(0.005, now=0.0)
+    queue.record(0.300, now=0.05)
+    assert not queue.standing(now=0.1)
+    # Every command of an interval waited past the target: refuse...
+    queue.record(0.030, now=0.12)
+    queue.record(0.050, now=0.15)
+    assert queue.standing(now=0.2) and queue.standing(now=0.21)
+    assert round(queue.quickest_s, 3) == 0.030
+    # ...until one command is quick again,
+    queue.record(0.010, now=0.25)
+    assert not queue.standing(now=0.26)
+    # or an interval passes with none finished (what was queued has drained).
+    queue.record(0.040, now=0.31)
+    assert queue.standing(now=0.45)
+    assert not queue.standing(now=0.6)
+    assert not StandingQueue(target_ms=0).standing(now=1.0)  # 0 = off

@@ -5,8 +5,8 @@ commands at once, when 60 players each send a move at the same moment, then some
 ``overloaded`` and a Retry-After header, no answer is any other 5xx, every accepted move's event is in
 its room's log, and every refused move left its room exactly as it was (no event, no stored outcome).
 
-The refusal is made by the HTTP protocol itself (``protocol.GatewayHttpProtocol``) from the parser's callback
-once the body shows no command id: with the engine paused and the two slots held, a refused command and a
+The refusal is made by the command path before any parsing once the body shows no command id
+(``http_app.GatewayApp``, its answer encoded once): with the engine paused and the two slots held, a refused command and a
 request pipelined after it on the same connection are both answered, the refusal with its JSON, Retry-After
 and request id. A refused command that names its id is answered its stored outcome when it was decided,
 through this gateway or another (issue 28, item 18).
@@ -90,7 +90,7 @@ def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gatewa
     asyncio.run(_storm(gateway_url[0], redis_url, gateway_url[1].processes["engine"]))
 
 
-def test_a_refusal_is_made_by_the_protocol_and_the_connection_stays_usable(gateway_url) -> None:
+def test_a_refusal_is_made_before_any_parsing_and_the_connection_stays_usable(gateway_url) -> None:
     url, stack = gateway_url
     rooms = open_board_rooms(url, "held", MAX_INFLIGHT + 1)
     engine = stack.processes["engine"]
