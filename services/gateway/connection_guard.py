@@ -14,6 +14,15 @@ end (and reads nothing) grew a gateway by ~90 MB/s. The guard bounds each (issue
 - requests queued on one connection: the guard stops reading while ``MAX_QUEUED`` wait for their answers, and
   past ``MAX_PIPELINED`` parsed from reads already made, 400 and closed.
 
+Past capacity it also sheds: a read made of whole ``POST /rooms/{room}/commands`` requests (one, as clients send
+them) that arrives while nothing else of its connection is being answered, names no command id (none in its
+body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway.overload_reason``) is answered
+503 ``overloaded`` here, in one write of bytes encoded once, and never handed on: no ASGI cycle, task, middleware
+or second parse. A refusal through the ASGI path cost the gateway about as much as a quarter of a served command,
+so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
+item 19). Anything else (a request that may resend a decided command, one behind an unanswered one, CORS on) is
+handed on and answered by the command route, which refuses the same way (``http_app.GatewayApp``).
+
 It is built on public interfaces only: the asyncio ``Protocol`` methods through which the event loop drives any
 protocol (the guard receives the bytes first, then hands them to uvicorn's protocol, which it holds, not
 extends), httptools' parser (its own, which sees the same bytes), and the protocol class uvicorn's ``http``
@@ -27,6 +36,7 @@ same run it saved nothing at 500/s (docs/capacity.md, issue 29).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httptools
@@ -34,7 +44,8 @@ import msgspec
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
-from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, request_id
+from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
+from almanac.services.gateway.http_app import COMMAND_PATH, COMMAND_ROUTE
 from almanac.services.settings import Settings
 
 MAX_QUEUED = 8  # requests waiting for their answers on one connection before the guard stops reading it
@@ -82,6 +93,14 @@ class GuardedConnection(asyncio.Protocol):
         self.server_paused = False  # reading paused by uvicorn (its own flow control)
         self.read_by: float | None = None  # loop time by which a whole request must have come; None: none awaited
         self.deadline: asyncio.TimerHandle | None = None
+        self.app_state = config.app.state  # the Gateway once the lifespan has started; ``cors``
+        self.default_headers = server_state.default_headers  # uvicorn's date and server headers, renewed each second
+        self.server_state = server_state
+        self.shed: list[bytes] | None = None  # refusals made for the read being parsed; None: it is not sheddable
+        self.handed = False  # the read being parsed holds a request to hand on
+        self.candidate = False  # the request in progress may be shed (a command route POST naming no id so far)
+        self.url = b""
+        self.body = bytearray()
 
     # --- the asyncio protocol ------------------------------------------------------------------------------
 
@@ -92,6 +111,10 @@ class GuardedConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.guarding:
+            # Sheddable only from a request boundary with nothing of the connection being answered: a refusal
+            # written now is then surely the answer to the first request of this read (HTTP/1.1 answers in order).
+            self.shed = [] if not self.in_request and not self.awaiting else None
+            self.handed = False
             if self.in_head:
                 # httptools holds a header until its end has been read, so a head that never ends is bounded
                 # here, by the bytes read: the parser holds at most the limit plus one read of a head.
@@ -107,6 +130,21 @@ class GuardedConnection(asyncio.Protocol):
             if self.guarding and self.in_head and self.head_read > self.max_head_bytes:
                 self._refuse_head(self._head_too_long())
                 return
+            shed, self.shed = self.shed, None
+            if shed:
+                if not self.handed and not self.in_request and self.guarding:
+                    # Whole requests, every one refused: answered here, never handed on (uvicorn's parser stays at
+                    # a request boundary, as it was).
+                    started = time.perf_counter()
+                    if self.transport is not None and not self.transport.is_closing():
+                        self.transport.write(b"".join(shed))
+                    metrics = self.app_state.gateway.metrics
+                    for _ in shed:  # counted, not logged: refusals come in floods
+                        metrics.commands.inc(outcome="overloaded", ruleset="")
+                        metrics.request(COMMAND_ROUTE, "POST", 503, time.perf_counter() - started)
+                    self._arm()
+                    return
+                self.awaiting += len(shed)  # handed on after all: uvicorn answers them (the route refuses them)
         if self.transport is not None and self.transport.is_closing():
             return
         self.server.data_received(data)
@@ -131,15 +169,14 @@ class GuardedConnection(asyncio.Protocol):
         self.early = False
         self.head_bytes = 0
         self.headers = []
+        self.url = b""
+        self.candidate = False
         if self.awaiting >= MAX_PIPELINED:
             # One read can hold thousands of small pipelined requests, each queued as a cycle of a few kB: no
             # client needs that many answers outstanding.
             self._answer(400, ApiError(400, "too_many_pipelined_requests",
                                        f"more than {MAX_PIPELINED} pipelined requests on one connection"))
             raise _Refused
-
-    def on_url(self, url: bytes) -> None:
-        self.head_bytes += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name.lower(), value))
@@ -154,10 +191,26 @@ class GuardedConnection(asyncio.Protocol):
             raise _Refused
         self.in_head = False
         self.head_read = 0
+        if self.shed is not None:
+            self.candidate = self._sheddable_head()
+            if self.candidate:
+                self.body.clear()
+
+    def on_body(self, body: bytes) -> None:
+        if self.candidate:
+            self.body += body
+            if len(self.body) > 65_536:
+                self.candidate = False  # the route answers it (413 past ALMANAC_MAX_BODY_BYTES)
 
     def on_message_complete(self) -> None:
         self.in_head = True
         self.in_request = False
+        if self.shed is not None:
+            refusal = self._refusal() if self.candidate else None
+            if refusal is not None:
+                self.shed.append(refusal)
+                return
+            self.handed = True
         if self.early:
             self._arm()  # answered already: the connection waits for its next request now
         else:
@@ -166,6 +219,39 @@ class GuardedConnection(asyncio.Protocol):
             if self.awaiting >= MAX_QUEUED and not self.paused and self.transport is not None:
                 self.paused = True
                 self.transport.pause_reading()
+
+    # --- shedding ----------------------------------------------------------------------------------------------
+
+    def _sheddable_head(self) -> bool:
+        """Whether the request whose head was just parsed may be shed: a keep-alive HTTP/1.1 ``POST`` of the
+        command route (its path as the route matches it), with no Idempotency-Key and no Expect, while CORS is off."""
+        parser = self.parser
+        if parser.get_method() != b"POST" or parser.get_http_version() != "1.1" or not parser.should_keep_alive():
+            return False
+        if getattr(self.app_state, "cors", True) or getattr(self.app_state, "gateway", None) is None:
+            return False
+        for name, _ in self.headers:
+            if name in (b"idempotency-key", b"expect", b"upgrade"):
+                return False
+        return COMMAND_PATH.match(self.url.decode("latin-1")) is not None
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url  # httptools may give a long url in parts
+        self.head_bytes += len(url)
+
+    def _refusal(self) -> bytes | None:
+        """The 503's bytes when the gateway refuses new commands now and the body names no command id (a
+        substring test, never false for a body that names one); None: hand the request on."""
+        if b"command_id" in self.body:
+            return None
+        gateway = self.app_state.gateway
+        reason = gateway.overload_reason()
+        if reason is None:
+            return None
+        head, body = _overloaded_answer(reason)
+        rid = request_id({"headers": self.headers})
+        return b"".join((head, *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
+                         _REQUEST_ID, b": ", rid.encode(), b"\r\n\r\n", body))
 
     # --- answers (through ``_Transport``) ------------------------------------------------------------------------
 
@@ -237,6 +323,19 @@ class GuardedConnection(asyncio.Protocol):
 
 
 _PHRASES = {400: b"Bad Request", 431: b"Request Header Fields Too Large"}
+_OVERLOADED: dict[str, tuple[bytes, bytes]] = {}
+
+
+def _overloaded_answer(reason: str) -> tuple[bytes, bytes]:
+    """The 503's status line and fixed headers, and its body, for one of admission's reasons (encoded once)."""
+    answer = _OVERLOADED.get(reason)
+    if answer is None:
+        refusal = overloaded(reason)
+        body = _JSON.encode(refusal.body())
+        head = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" % len(body)
+        head += b"".join(name.lower().encode() + b": " + value.encode() + b"\r\n" for name, value in (refusal.headers or {}).items())
+        answer = _OVERLOADED[reason] = (head, body)
+    return answer
 _REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
 
 
