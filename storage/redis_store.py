@@ -721,11 +721,21 @@ class RedisEventStore:
                 pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
                 first, confirmed = await pipe.execute(raise_on_error=False)
         else:
+            # As the writes do (``_evalsha_waited_per_node``): a node whose last WAIT failed and that has no replica
+            # online is refused at once, and one whose last WAIT failed gets a short WAIT, so that a read of a
+            # node without a replica never holds its caller (an engine serving every shard) for the full timeout.
             node = self.client.get_node_from_key(key)
+            if node.name in self._unreplicated and (refused := await self._without_replica(node)) is not None:
+                raise refused
+            timeout_ms = SHORT_WAIT_MS if node.name in self._unreplicated else self.wait_timeout_ms
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.execute_command("SET", key, 1, target_nodes=node)
-                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node)
+                pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
                 first, confirmed = await pipe.execute(raise_on_error=False, allow_redirections=False)
+            if self._unconfirmed(first if isinstance(first, Exception) else confirmed) is None:
+                self._unreplicated.discard(node.name)
+            else:
+                self._unreplicated.add(node.name)
         unconfirmed = self._unconfirmed(first if isinstance(first, Exception) else confirmed)
         if unconfirmed is not None:
             raise unconfirmed

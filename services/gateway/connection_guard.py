@@ -21,7 +21,10 @@ body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway
 or second parse. A refusal through the ASGI path cost the gateway about as much as a quarter of a served command,
 so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
 item 19). Anything else (a request that may resend a decided command, one behind an unanswered one, CORS on) is
-handed on and answered by the command route, which refuses the same way (``http_app.GatewayApp``).
+handed on and answered by the command route, which refuses the same way (``http_app.GatewayApp``). uvicorn
+does not see shed requests, so its keep-alive timeout (5 s after the last answer it wrote) may close a connection
+whose every request for that long was shed: under overload a client then reconnects, as after any keep-alive
+close.
 
 It is built on public interfaces only: the asyncio ``Protocol`` methods through which the event loop drives any
 protocol (the guard receives the bytes first, then hands them to uvicorn's protocol, which it holds, not
