@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -122,25 +121,3 @@ async def _counted(call: Call, stream: str, limit: RateLimit, data: bytes | None
     if not int(reply[0]):
         raise RateLimited(int(reply[1]), limit.key)
     return reply[1]
-
-
-async def submit_and_wait(
-    client: aioredis.Redis, keys: Keys, record: CommandRecord, timeout_s: float
-) -> Outcome | None:
-    """Submit a command and wait for its outcome; None when the wait timed out (check by command id)."""
-    pubsub = client.pubsub()
-    await pubsub.subscribe(outcome_channel(record.command_id))
-    try:
-        await submit(client, keys, record)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
-            if message is not None and message["type"] == "message":
-                return decode_outcome(message["data"])
-    finally:
-        await pubsub.unsubscribe()
-        await pubsub.aclose()

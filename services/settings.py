@@ -88,31 +88,11 @@ class Settings(BaseSettings):
     # past it 503 overloaded + Retry-After at once, never queued.
     gateway_max_heavy_reads: int = _env("ALMANAC_GATEWAY_MAX_HEAVY_READS", 2)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
-    # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight, not
-    # counting the time it waited for a CPU that other processes held (overload.LoopLag.own_lag_ms).
-    gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)
-    # ... and refused while the commands' waits show a standing queue: every command that finished within the
-    # last interval (ms) waited longer than the target (ms; 0 = off) beyond the service's own wait for its
-    # outcome (overload.StandingQueue).
+    # ... and refused while the commands' waits show a standing queue (overload.StandingQueue, CoDel's test):
+    # every command that finished within the last 100 ms waited longer than this (ms; 0 = off) beyond the
+    # service's own wait, with 8 or more in flight. With the in-flight limit above, the whole admission policy.
     gateway_target_wait_ms: int = _env("ALMANAC_GATEWAY_TARGET_WAIT_MS", 20)
-    gateway_wait_interval_ms: int = _env("ALMANAC_GATEWAY_WAIT_INTERVAL_MS", 100)
-    # ... and the in-flight limit adapts (overload.AdaptiveLimit): lowered while the commands of an interval
-    # queue (their median wait over this, in ms, and over twice the quickest's), raised back to
-    # ALMANAC_GATEWAY_MAX_INFLIGHT while they do not (calm, or slow alike)
-    # (0 = the limit stays fixed). Unset: 10 in a gateway that decides its own commands, where past capacity it
-    # cut the accepted commands' p50 by half or more, and at 1,000/s their p99 by about half; 0 in the standard
-    # stack, where 10 ms (the rule's first version, on the mean wait) cut what it served by 20-35% (the engine's
-    # batches shrink with the limit):
-    # docs/capacity.md, ninth pass.
-    gateway_limit_wait_ms: int | None = _env("ALMANAC_GATEWAY_LIMIT_WAIT_MS", None)
-
-    @property
-    def limit_wait_ms(self) -> int:
-        """ALMANAC_GATEWAY_LIMIT_WAIT_MS, or its default for this layout (above)."""
-        if self.gateway_limit_wait_ms is not None:
-            return self.gateway_limit_wait_ms
-        return 10 if self.gateway_engine else 0
-    # HTTP connections (services/gateway/protocol.py): a request's head (request line and headers) over this
+    # HTTP connections (services/gateway/connection_guard.py): a request's head (request line and headers) over this
     # many bytes, or with more headers than this, is refused 431 and its connection closed; a connection that
     # has not delivered a whole request within the read timeout (ms) of opening or of its previous answer is
     # closed (silent sockets and slow drips would otherwise hold a file descriptor each, forever).
@@ -146,7 +126,7 @@ class Settings(BaseSettings):
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
-                     "gateway_wait_interval_ms", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
+                     "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
                      "live_max_feeds_per_seat", "live_max_feeds_per_address", "live_max_feeds",
                      "redis_max_connections", "redis_pool_wait_ms", "gateway_max_heavy_reads")
     @classmethod
@@ -155,7 +135,7 @@ class Settings(BaseSettings):
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
         return value
 
-    @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms", "gateway_limit_wait_ms", "stream_retain_s",
+    @field_validator("gateway_target_wait_ms", "stream_retain_s",
                      "projector_gather_ms", "redis_idle_s")
     @classmethod
     def _not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:

@@ -25,7 +25,7 @@ def gateway_command(
     import uvicorn  # noqa: PLC0415 - keep the CLI start fast
 
     from almanac.services.gateway import create_app  # noqa: PLC0415
-    from almanac.services.gateway.protocol import server_options  # noqa: PLC0415
+    from almanac.services.gateway.connection_guard import server_options  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     settings = settings_or_exit(http_host=host, http_port=port)

@@ -85,7 +85,7 @@ def asyncapi_document() -> dict[str, Any]:
         "outcomes": {"address": "alm:outcome:{command_id}",
                      "parameters": {"command_id": {"description": "<room>:<player>:<client command id>"}},
                      "description": "pub/sub: the engine PUBLISHes the outcome of an entry that names no reply "
-                                    "channel; a client SUBSCRIBEs to its command's (bus.submit_and_wait)",
+                                    "channel; a client SUBSCRIBEs to its command's before it submits",
                      "messages": {"outcome": {"$ref": "#/components/messages/outcome"}}},
         "deadLetters": {"address": "alm:{{{shard}}}:dead", "parameters": _SHARD,
                         "description": "commands that failed max_attempts times",

@@ -25,16 +25,13 @@ from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
+from almanac.services.gateway.overload import Admission
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.storage.base import CommandLimited, StoredOutcome
 
 VERIFIED_TOKENS = 10_000
-# The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
-# slow machine (tests, a quiet server on a busy host) is never refused for a lag or a slow rule it did not cause.
-LAG_MIN_INFLIGHT = 8
 # Stored-outcome lookups of refused resends in flight at once (``Gateway.decided``): past it a resend is refused
 # unlooked, so a flood of refused commands cannot queue unbounded reads on the store.
 RESEND_LOOKUPS_MAX = 64
@@ -56,7 +53,7 @@ def now_ms() -> int:
 def client_address(connection: HTTPConnection) -> str:
     """The client's address as the per-address limits count it, of a request or a WebSocket: the TCP peer's,
     or the one a proxy that ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then:
-    protocol.server_options); see ``address_key``."""
+    connection_guard.server_options); see ``address_key``."""
     return address_key(connection.client.host) if connection.client is not None else "unknown"
 
 
@@ -96,12 +93,9 @@ class Gateway:
         self.engine: Engine | None = None
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
-        self.lag = LoopLag(lambda: self.inflight >= LAG_MIN_INFLIGHT)  # started by the app's lifespan
-        self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
-        self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
-                                   settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
-        self.admission = Admission(self.limit, self.queue, self.lag, settings.gateway_max_lag_ms, LAG_MIN_INFLIGHT)
-        self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
+        # Admission: the in-flight limit and the standing-queue test (overload.Admission, its two settings).
+        self.admission = Admission(settings.gateway_max_inflight, settings.gateway_target_wait_ms)
+        self.metrics.watch_inflight(lambda: self.inflight, lambda: settings.gateway_max_inflight)
         self.rate_limits = RateLimits(settings, client, self.keys)
         # The live feeds: one shared read of the shard feeds, and their caps per seat, per address and per process.
         self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat,
@@ -215,8 +209,8 @@ class Gateway:
     # --- commands ------------------------------------------------------------------------------
 
     def overload_reason(self) -> str | None:
-        """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
-        command before the request is even read (protocol.GatewayHttpProtocol)."""
+        """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
+        parsed (``api_rooms.run_command``)."""
         return self.admission.refusal(self.inflight, time.monotonic())
 
     def refuse_if_overloaded(self) -> None:
@@ -240,8 +234,6 @@ class Gateway:
         if not decided_resend:
             self.refuse_if_overloaded()
         self.inflight += 1
-        if self.inflight >= LAG_MIN_INFLIGHT:
-            self.lag.wake()
         try:
             yield
         finally:
