@@ -43,7 +43,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
     from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
-    from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
+    from almanac.services.engine.shard_engine import Engine, EngineConfig  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 

@@ -15,7 +15,7 @@ import time
 from waiting import wait_for
 
 from almanac.services import bus
-from almanac.services.engine.worker import GROUP, Engine, EngineConfig
+from almanac.services.engine.shard_engine import GROUP, Engine, EngineConfig
 from almanac.services.room_service import CommandRecord
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore

@@ -195,7 +195,7 @@ async def test_a_pipeline_command_for_an_unreachable_node_fails_alone(cluster):
 async def test_durability_replica_without_replicas_answers_no_write_as_confirmed(cluster):
     """WAIT per node (ALMANAC_DURABILITY=replica): primaries with no replica confirm nothing, so every call is a
     ReplicaWaitError (the engine leaves the commands pending), and the engine refuses to start on such a Cluster."""
-    from almanac.services.engine.worker import DurabilityError, require_replica  # noqa: PLC0415
+    from almanac.services.engine.shard_engine import DurabilityError, require_replica  # noqa: PLC0415
     from almanac.storage.redis_store import ReplicaWaitError  # noqa: PLC0415
 
     store = RedisEventStore(cluster, SHARDS, wait_replicas=1, wait_timeout_ms=50)

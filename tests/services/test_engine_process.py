@@ -30,7 +30,7 @@ from almanac.events.hashing import envelope_hash, state_hash
 from almanac.events.step import replay
 from almanac.services.bus import COMMAND_FIELD, submit
 from almanac.services.engine.lease import lease_key
-from almanac.services.engine.worker import GROUP
+from almanac.services.engine.shard_engine import GROUP
 from almanac.services.room_service import RoomService
 from almanac.storage.redis_store import RedisEventStore
 
@@ -402,7 +402,7 @@ async def test_an_engine_that_keeps_failing_steps_aside_and_a_standby_serves_its
     its leases back after STEP_ASIDE_AFTER failed rounds, and the standby takes the shards and answers."""
     from urllib.parse import urlsplit, urlunsplit  # noqa: PLC0415
 
-    from almanac.services.engine.worker import STEP_ASIDE_AFTER  # noqa: PLC0415
+    from almanac.services.engine.shard_engine import STEP_ASIDE_AFTER  # noqa: PLC0415
 
     try:
         await redis_client.execute_command("ACL", "SETUSER", "unread", "reset", "on", ">unread-pw", "~*", "&*",
