@@ -462,7 +462,7 @@ class RedisEventStore:
         keys = self.keys
         encode, encode_envelope = codec.encode, codec.encode_envelope
         shard = keys.shard(requests[0].room)
-        script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.shard_commands(shard)]
+        script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.command_stream(shard)]
         group = ""
         script_args: list = [group]
         for request in requests:

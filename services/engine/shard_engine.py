@@ -214,11 +214,11 @@ class Engine:
         # A batch read in front of the last one's writes and decided while Redis applied them; next to go.
         self._ahead: _Batch | None = None
         self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
-        self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
+        self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.command_stream,
                                              config.batch_size, config.block_ms)
         # Every shard's command stream named once, both ways: a batch of one command at a low rate used to
         # name and parse them all again (a third of the engine's Python calls per command at 500/s).
-        self._streams = [self.keys.shard_commands(shard) for shard in range(config.shard_count)]
+        self._streams = [self.keys.command_stream(shard) for shard in range(config.shard_count)]
         self._shard_of_name: dict[str | bytes, int] = {}
         for shard, name in enumerate(self._streams):
             self._shard_of_name[name] = self._shard_of_name[name.encode()] = shard
@@ -474,7 +474,7 @@ class Engine:
 
     async def _trim_command_streams(self) -> None:
         """Drop the acknowledged, retained-long-enough entries of the held shards' command streams."""
-        streams = [self.keys.shard_commands(shard) for shard in self.leases.held]
+        streams = [self.keys.command_stream(shard) for shard in self.leases.held]
         results = await asyncio.gather(*(self._trimmer.trim_commands(stream) for stream in streams),
                                        return_exceptions=True)
         failed = [stream for stream, result in zip(streams, results, strict=True) if isinstance(result, Exception)]
@@ -784,7 +784,7 @@ class Engine:
         # cached room states are loaded again, so no command (a refusal is recorded without a version
         # check) is decided against a state the log has moved past.
         self.service.loader.forget_where(lambda room: self.keys.shard(room) == shard)
-        stream = self.keys.shard_commands(shard)
+        stream = self.keys.command_stream(shard)
         # A node that surely takes no confirmed write (ALMANAC_DURABILITY=replica and no replica online): fail
         # now, before the backlog is read and its rooms loaded again for nothing on every retry.
         await self.store.require_confirmable(stream)
@@ -979,7 +979,7 @@ class Engine:
             # A Cluster pipeline refuses publish(); the PUBLISH command itself routes fine.
             pipe.execute_command("PUBLISH", channel, encode_outcome(outcome))
         for shard, ids in self._unsent_acks.items():
-            pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+            pipe.xack(self.keys.command_stream(shard), GROUP, *ids)
         if self._metrics_due():
             self._metrics_flushed_at = time.monotonic()
             self._queue_metrics(pipe)
@@ -1013,13 +1013,13 @@ class Engine:
         async with self.client.pipeline(transaction=False) as pipe:
             for channel, outcome in outcomes:
                 try:
-                    node = self.client.get_node_from_key(self.keys.shard_commands(self.keys.shard(outcome.room)))
+                    node = self.client.get_node_from_key(self.keys.command_stream(self.keys.shard(outcome.room)))
                 except CLUSTER_ERRORS:
                     node = None  # the slot has no known primary: routed by the channel's own slot
                 pipe.execute_command("PUBLISH", channel, encode_outcome(outcome),
                                      **({"target_nodes": node} if node is not None else {}))
             for shard, ids in acks.items():
-                pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+                pipe.xack(self.keys.command_stream(shard), GROUP, *ids)
             now = time.monotonic()
             if now - self._metrics_flushed_at >= METRICS_FLUSH_S:
                 self._metrics_flushed_at = now
@@ -1088,7 +1088,7 @@ class Engine:
 
     async def _dead_letter(self, shard: int, entry_id: bytes, data: bytes, record: CommandRecord | None,
                            reason: str, attempts: int) -> Outcome | None:
-        stream = self.keys.shard_commands(shard)
+        stream = self.keys.command_stream(shard)
         letter = {
             "entry_id": entry_id,
             "data": data,

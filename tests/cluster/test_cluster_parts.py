@@ -80,7 +80,7 @@ async def test_outcomes_published_on_any_node_reach_the_waiter(cluster):
             answered = 0
             while answered < len(records):
                 for record in records:
-                    stream = keys.shard_commands(keys.shard(record.room))
+                    stream = keys.command_stream(keys.shard(record.room))
                     if await cluster.xlen(stream) and not await cluster.exists(f"done:{{{record.command_id}}}"):
                         await cluster.set(f"done:{{{record.command_id}}}", 1)
                         outcome = Outcome(command_id=record.command_id, room=record.room, accepted=True)
@@ -220,9 +220,9 @@ async def test_command_streams_and_feeds_are_trimmed_on_every_node(cluster):
     keys = Keys(SHARDS)
     trimmer = StreamTrimmer(cluster, retain_ms=0)
     shards = range(SHARDS)
-    assert len({cluster.get_node_from_key(keys.shard_commands(shard)).name for shard in shards}) == 3
+    assert len({cluster.get_node_from_key(keys.command_stream(shard)).name for shard in shards}) == 3
     for shard in shards:
-        stream, feed = keys.shard_commands(shard), keys.feed(shard)
+        stream, feed = keys.command_stream(shard), keys.feed(shard)
         ids = [await cluster.xadd(stream, {"__data__": b"x"}) for _ in range(250)]
         feed_ids = [await cluster.xadd(feed, {"r": "room"}) for _ in range(250)]
         await cluster.xgroup_create(stream, "engine", id="0")

@@ -92,7 +92,7 @@ async def test_a_command_the_engine_does_not_take_in_time_is_decided_once_throug
     decided from there at the next version, with one event; the same id again is a duplicate of it, the next
     command is decided here again, and the log verifies."""
     room = f"fallback-{secrets.token_hex(3)}"
-    stream = KEYS.shard_commands(KEYS.shard(room))
+    stream = KEYS.command_stream(KEYS.shard(room))
     async with deciding_gateway(redis_url, tmp_path, room) as (app, http):
         engine: Engine = app.state.gateway.engine
         created = await http.post("/rooms", json={"ruleset": "counter", "player": "ann", "room": room})
@@ -245,7 +245,7 @@ async def test_a_command_counted_by_the_gateways_engine_is_not_counted_again_on_
     conflicts, it is counted on its own, the room fails to load) and goes through the command stream
     without being counted a second time."""
     room = f"counted-{secrets.token_hex(3)}"
-    stream = KEYS.shard_commands(KEYS.shard(room))
+    stream = KEYS.command_stream(KEYS.shard(room))
     # A whole command timeout of 5 s: the stream path's attempts end in the dead letter well within it.
     async with deciding_gateway(redis_url, tmp_path, room, rate_commands="10/minute",
                                 command_timeout_ms=5_000) as (app, http):

@@ -51,7 +51,7 @@ async def _holds_all(engine: Engine) -> bool:
 
 
 async def stream_entries(client: aioredis.Redis) -> int:
-    return sum([await client.xlen(KEYS.shard_commands(shard)) for shard in ALL_SHARDS])
+    return sum([await client.xlen(KEYS.command_stream(shard)) for shard in ALL_SHARDS])
 
 
 async def assert_log_consistent(client: aioredis.Redis, room: str) -> int:
@@ -224,7 +224,7 @@ async def test_while_a_takeover_replays_a_backlog_commands_of_other_shards_go_to
     """Given 3,000 commands of shard 15 left pending by a dead engine, when a serving engine takes the shards
     over (shard 0 first, shard 15 last) and a command of shard 0 comes in during shard 15's replay, then it is
     answered None at once (for the stream), not queued behind the replay."""
-    stream, late = KEYS.shard_commands(15), _room_on(15, "backlog-")
+    stream, late = KEYS.command_stream(15), _room_on(15, "backlog-")
     await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
     bodies = [CREATE, {"kind": "join_room"}] + [{"kind": "add", "amount": 1}] * 3_000
     async with redis_client.pipeline(transaction=False) as pipe:

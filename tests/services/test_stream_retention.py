@@ -151,7 +151,7 @@ async def test_a_running_stack_trims_what_it_consumed_and_read_models_still_equa
             room = rooms[move % len(rooms)]
             assert (await send(redis_client, room, "ann", {"kind": "add", "amount": 1 + move % 3},
                                f"add-{room}-{move}")).accepted
-        stream = KEYS.shard_commands(3)
+        stream = KEYS.command_stream(3)
 
         async def commands_trimmed() -> bool:
             info = await redis_client.xinfo_stream(stream)
