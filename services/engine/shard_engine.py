@@ -193,10 +193,9 @@ class Engine:
         self._tasks: list[asyncio.Task] = []
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
-        # On one Redis the append scripts acknowledge and publish (storage.base.Receipt). Not with
-        # ALMANAC_DURABILITY=replica (the answer must wait for WAIT, after the script) and not on a
-        # Cluster (its per-node pipelines and partial failures keep their own publish path).
-        self._receipts = not self._cluster and config.durability != "replica"
+        # On one Redis the append scripts acknowledge and publish (storage.base.Receipt); the store says when
+        # (not with ALMANAC_DURABILITY=replica, nor on a Cluster: RedisEventStore.answers_in_its_write).
+        self._receipts = self.store.answers_in_its_write
         # Outcomes to publish and entries to acknowledge, sent with the next read (see _read_new).
         self._unsent_outcomes: list[tuple[str, Outcome]] = []  # (the channel it goes to, the outcome)
         self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
