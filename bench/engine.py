@@ -70,7 +70,7 @@ def _projector_process(url: str, prefix: str) -> None:
     """The projector, if the projections package has one, following the engine's feeds."""
     from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
-    from almanac.projections.worker import Projector  # noqa: PLC0415
+    from almanac.projections.projector import Projector  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 

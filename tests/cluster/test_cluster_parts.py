@@ -9,9 +9,9 @@ from projection_games import dump_models, open_room, options_for, play, players_
 from redis import exceptions
 
 from almanac.events.envelope import GENESIS_HASH
+from almanac.projections.projector import CheckpointMoved, Projector
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
-from almanac.projections.worker import CheckpointMoved, Projector
 from almanac.services import bus
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.gateway.outcomes import OutcomeWaiter

@@ -17,8 +17,8 @@ from engine_test_support import KEYS, EngineProcess, held_shards, send, wait_for
 from projection_games import dump_models, open_room, options_for, play, players_for
 
 from almanac.projections import rebuild as rebuilding
+from almanac.projections.projector import Projector
 from almanac.projections.rebuild import rebuild
-from almanac.projections.worker import Projector
 from almanac.services.room_service import RoomService
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
