@@ -172,7 +172,7 @@ def served_url(config: Settings) -> str:
 def check_reachable(config: Settings, url: str, role: Role) -> None:
     """Fail with one line before a server starts when none of ``url``'s nodes answers, or, for an engine, when
     ALMANAC_DURABILITY=replica asks for a replica that one Redis does not have (a Cluster's primaries are
-    checked by the engine itself, ``worker.require_replica``)."""
+    checked by the engine itself, ``shard_engine.require_replica``)."""
     try:
         seed = live_seed(url)  # any one of the nodes (REDIS_URL may name several Cluster nodes)
         if role is Role.ENGINE and config.durability == "replica" and not config.redis_cluster:

@@ -79,10 +79,13 @@ class Settings(BaseSettings):
     # even in a gateway that decides its own commands, where 16 halves that p99: it also refused commands
     # at a quarter of capacity whenever the machine stalled for a moment (docs/capacity.md, eighth pass).
     gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 32)
-    # The gateway also runs an engine over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands
-    # of rooms whose shard it holds itself, without the command stream (Engine.decide_here); the others go
-    # through the stream to whoever holds their shard. One Redis only (a Cluster keeps the stream path).
-    gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", False)
+    # The deployment shape (docs/architecture.md, "The deployment shape"): every gateway runs the shard engine
+    # over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands of rooms whose shard it holds
+    # itself, without the command stream (Engine.decide_here); the others go through the stream to whoever
+    # holds their shard (on a Redis Cluster every command does). It cost about a fifth less CPU per command
+    # than separate engine processes, same run (docs/capacity.md, "The deployment shape"). false: an
+    # HTTP-only gateway, for a layout that runs `almanac engine` shard processes instead.
+    gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", True)
     # Reads that fold or re-decide a whole room (/series, /verification, explain, bisect, audit views, dispute
     # bundles, bundle checks) this gateway process runs at once, off its event loop (gateway.heavy_reads);
     # past it 503 overloaded + Retry-After at once, never queued.

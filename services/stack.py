@@ -27,11 +27,13 @@ class StackError(Exception):
 
 
 class Stack:
-    """Redis (embedded unless REDIS_URL) plus engine, projector and gateway children, restarted if one dies.
+    """Redis (embedded unless REDIS_URL) plus projector and gateway children, restarted if one dies.
 
-    ``engines`` > 1 splits the shards into that many groups (``ALMANAC_ENGINE_SHARDS=i/N``, one process
-    each); ``gateways`` > 1 starts that many gateway processes, each on its own port (``urls``), for a
-    load balancer or a client that spreads its connections (``almanac bench e2e --gateways``).
+    The gateways decide the commands of the shards they hold (the deployment shape, ALMANAC_GATEWAY_ENGINE):
+    ``gateways`` > 1 starts that many, each on its own port (``urls``) with its share of the shards
+    (``ALMANAC_ENGINE_SHARDS=i/N``), for a load balancer or a client that spreads its connections
+    (``almanac bench e2e --gateways``). ``engines`` > 0 adds that many separate engine processes (shard groups),
+    for HTTP-only gateways (ALMANAC_GATEWAY_ENGINE=false; ``almanac bench e2e --engines N`` compares it).
     """
 
     RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)

@@ -157,7 +157,9 @@ class Keys:
         """While it exists, the shard's feed is not trimmed past its value (a full rebuild in progress)."""
         return self._shard(shard, "feed:hold")
 
-    def shard_commands(self, shard: int) -> str:
+    def command_stream(self, shard: int) -> str:
+        """The shard's command stream: commands submitted by gateways that do not hold the shard, read by its
+        holder (consumer group ``engine``)."""
         return self._shard(shard, "commands")
 
     def dead_letters(self, shard: int) -> str:

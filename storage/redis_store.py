@@ -310,6 +310,14 @@ class RedisEventStore:
         self._scripts_loaded = False
         self.stream_reads = _unparsed_stream_reads(client)
 
+
+    @property
+    def answers_in_its_write(self) -> bool:
+        """One Redis and no WAIT: a write's own reply is its whole answer, so its script may acknowledge the
+        command's stream entry and publish its outcome (``Receipt``), and a caller may send the ordered write
+        on a connection of its own (``ordered_command``). On a Cluster (per-node pipelines and partial
+        failures) or with ``wait_replicas`` (the answer waits for WAIT, after the script) it is False."""
+        return not self.wait_replicas and isinstance(self.client, aioredis.Redis)
     async def append(
         self,
         room: str,
@@ -424,7 +432,7 @@ class RedisEventStore:
         if not requests:
             return []
         script_keys, script_args = self._ordered_call(requests)
-        if self.wait_replicas or not isinstance(self.client, aioredis.Redis):
+        if not self.answers_in_its_write:
             (reply,) = await self.evalsha_many([(self._write_ordered, script_keys, script_args)])
         else:
             # One call, no pipeline: the engine's most frequent write (a batch of one shard) pays no
@@ -462,7 +470,7 @@ class RedisEventStore:
         keys = self.keys
         encode, encode_envelope = codec.encode, codec.encode_envelope
         shard = keys.shard(requests[0].room)
-        script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.shard_commands(shard)]
+        script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.command_stream(shard)]
         group = ""
         script_args: list = [group]
         for request in requests:

@@ -86,14 +86,14 @@ def bench_engine(
 def bench_e2e(
     rate: int = typer.Option(500, min=1, help="Offered load, commands per second."),
     seconds: int = typer.Option(10, min=1, help="How long to offer it."),
-    engines: int = typer.Option(1, min=1, max=16, help="Engine processes (shard groups) to start."),
+    engines: int = typer.Option(
+        0, min=0, max=16,
+        help="0 (the product's shape): the gateways decide the commands of the shards they hold. N: HTTP-only "
+             "gateways (ALMANAC_GATEWAY_ENGINE=false) and N separate engine processes (shard groups), to compare."),
     gateways: int = typer.Option(1, min=1, max=16, help="Gateway processes to start (connections spread over them)."),
-    gateway_engine: bool = typer.Option(
-        False, "--gateway-engine",
-        help="Gateways decide the commands of the shards they hold (ALMANAC_GATEWAY_ENGINE); no engine processes."),
     route_by_shard: bool = typer.Option(
         False, "--route-by-shard",
-        help="Send each command to the gateway holding its room's shard (with --gateway-engine), not in turn."),
+        help="Send each command to the gateway holding its room's shard (with --engines 0), not in turn."),
     out_of_step: bool = typer.Option(
         False, "--out-of-step",
         help="Spread the rooms over the game's moves, as in real play (rooms played partway before the clock), "
@@ -111,9 +111,8 @@ def bench_e2e(
     main = bench_module("e2e").main
 
     with stack_errors():
-        main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
-             gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step, peer=peer,
-             overload=overload)
+        main(rate=rate, seconds=seconds, engines=engines, gateways=gateways, route_by_shard=route_by_shard,
+             out_of_step=out_of_step, peer=peer, overload=overload)
 
 
 @bench_app.command("scaling")

@@ -17,7 +17,7 @@ from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
 from almanac.services.bus import RateLimit, count as count_request
-from almanac.services.engine.worker import Engine, NotDecidedHere
+from almanac.services.engine.shard_engine import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.heavy_reads import HeavyReads

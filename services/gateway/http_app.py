@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 
 from almanac.events.disclosure import Hidden
 from almanac.services import bootstrap
-from almanac.services.engine.worker import Engine, EngineConfig, engine_config
+from almanac.services.engine.shard_engine import Engine, EngineConfig, engine_config
 from almanac.services.gateway import (
     api_console,
     api_dispute,
@@ -96,8 +96,8 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
             await gateway.outcomes.start()
             if settings.gateway_engine:
                 engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
-                gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store)
-                gateway.engine.serve_here(gateway.outcomes.call)
+                gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store,
+                                        write_call=gateway.outcomes.call)
             if on_ready is not None:
                 on_ready()  # before its engine takes leases (the freeze's own collection stalls no command)
             if gateway.engine is not None:
