@@ -71,6 +71,13 @@ class Settings(BaseSettings):
     http_port: int = _env("ALMANAC_HTTP_PORT", 8000)
     secret: str = _env("ALMANAC_SECRET", "", repr=False)  # kept out of reprs and logs
     token_ttl_s: int = _env("ALMANAC_TOKEN_TTL_S", 86_400)
+    # Checkpoints (docs/bundle-format.md): Ed25519 signing keys as hex 32-byte seeds separated by commas, the
+    # first one active, the others retired but still published; unset: one generated into the data directory.
+    signing_keys: str = _env("ALMANAC_SIGNING_KEYS", "", repr=False)
+    # Public keys (hex) of retired keys whose private half is gone: published so old checkpoints still verify.
+    retired_public_keys: str = _env("ALMANAC_RETIRED_PUBLIC_KEYS", "")
+    # The commitment secret that salts every event's hiding commitment (hex, 32 bytes); unset: generated.
+    commit_secret: str = _env("ALMANAC_COMMIT_SECRET", "", repr=False)
     command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
     # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and

@@ -46,6 +46,12 @@ from almanac.events import codec, readable, registry, room as room_rules
 from almanac.events.dice import seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
+from almanac.events.forensics.checkpoint_check import (
+    CheckpointFailure,
+    check_checkpoints,
+    commitment_heads,
+    trusted,
+)
 from almanac.events.forensics.redecide import (
     Refusal,
     public_seed,
@@ -123,11 +129,16 @@ def _differences(recorded: Envelope, recomputed: Envelope) -> list[str]:
     return sorted(names, key=lambda path: not path.startswith("event")) or ["bytes"]
 
 
-def verify_bundle(bundle: Any, expect_head: str | None = None) -> Verdict:
-    """Check a bundle (parsed JSON) step by step; the verdict names every step and the first failure."""
+def verify_bundle(bundle: Any, expect_head: str | None = None, checkpoints: list[Any] | None = None,
+                  keys: Any = None) -> Verdict:
+    """Check a bundle (parsed JSON) step by step; the verdict names every step and the first failure.
+
+    ``expect_head`` is the envelope chain's last hash, or ``VERSION:HASH`` (that version's chain hash or
+    commitment head); ``checkpoints`` are signed checkpoints players hold, checked against the key set ``keys``
+    (docs/bundle-format.md)."""
     verdict = Verdict(room=str(bundle.get("room", "")) if isinstance(bundle, dict) else "")
     try:
-        _run(bundle, verdict, expect_head)
+        _run(bundle, verdict, expect_head, checkpoints, keys)
         verdict.ok = True
     except _Failed as failure:
         verdict.steps.append(failure.step)
@@ -140,7 +151,63 @@ def verify_bundle(bundle: Any, expect_head: str | None = None) -> Verdict:
     return verdict
 
 
-def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
+def _expected(expect_head: str | None) -> tuple[int | None, str] | None:
+    """``HASH`` (the head's) or ``VERSION:HASH`` as (version or None, hash)."""
+    if expect_head is None:
+        return None
+    version, sep, value = expect_head.strip().rpartition(":")
+    if not sep:
+        return None, value.lower()
+    if not version.isdigit() or int(version) < 1:
+        raise _fail("chain", f"--expect-head {expect_head!r} is neither HASH nor VERSION:HASH")
+    return int(version), value.lower()
+
+
+def _checkpoint_step(bundle: dict, room: str, chain: list[Envelope], expected: tuple[int | None, str] | None,
+                     checkpoints: list[Any] | None, keys: Any) -> Step:
+    """The commitment chain through the expected head and the players' signed checkpoints (checkpoint_check)."""
+    try:
+        heads = commitment_heads(bundle, chain)
+        if expected is not None and expected[0] is not None:
+            version, value = expected
+            if version > len(chain):
+                raise CheckpointFailure(f"the chain ends at version {len(chain)}, before the expected head's version",
+                                        version, recorded=version, recomputed=len(chain), sides=("expected", "bundle ends at"))
+            ours = {chain[version - 1].hash} | ({heads[version - 1].hex()} if heads is not None else set())
+            if value not in ours:
+                raise CheckpointFailure("the bundle's history does not pass through the head you expected", version,
+                                        recorded=value, recomputed=sorted(ours), sides=("expected", "bundle"))
+        if heads is None:
+            if checkpoints:
+                raise CheckpointFailure("the bundle carries no commitment openings (no commitments section), so no "
+                                        "checkpoint can be checked against it")
+            return Step(name="checkpoints", status="skipped", detail="the bundle has no commitments section (made "
+                        "before checkpoints existed): no signed head can be checked")
+        own = bundle.get("checkpoint")
+        given = list(checkpoints or [])
+        if keys is None:
+            if given:
+                raise CheckpointFailure("checkpoints were given but no key set to check their signatures with (the "
+                                        "deployment's /.well-known/almanac-keys.json)")
+            # The bundle's own checkpoint is signed by a key the bundle itself names: checking it would prove
+            # nothing, not even against an outsider. Nothing anchors this history yet.
+            return Step(name="checkpoints", status="skipped", detail=f"commitment head {heads[-1].hex()[:16]}… "
+                        "recomputed, but nothing anchors it: give checkpoints players hold (--checkpoints) or the "
+                        "deployment's key set (--keys) to check the server's signature on it")
+        trusted_keys = trusted(keys)
+        check_checkpoints(room, heads, given + ([own] if own is not None else []), trusted_keys)
+    except CheckpointFailure as failure:
+        return Step(name="checkpoints", status="failed", detail=failure.detail, version=failure.version,
+                    recorded=failure.recorded, recomputed=failure.recomputed, sides=failure.sides)
+    through = f"{len(given)} checkpoint(s) held by players" if given else "no player's checkpoint (none given)"
+    return Step(name="checkpoints", status="passed", detail=f"the commitment chain, recomputed from the envelopes and "
+                f"their salts, ends at head {heads[-1].hex()[:16]}…; the history passes through {through}"
+                + (" and the server's signature on the bundle's head" if own is not None else "")
+                + ", every signature valid under the key set you gave")
+
+
+def _run(bundle: Any, verdict: Verdict, expect_head: str | None, checkpoints: list[Any] | None = None,
+         keys: Any = None) -> None:
     passed = verdict.steps.append
 
     # 1. format
@@ -184,12 +251,17 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
     if previous != head_hash:
         raise _fail("chain", "the chain does not end at the stated head hash", head_version,
                     recorded=head_hash, recomputed=previous, sides=("stated", "recomputed"))
-    if expect_head is not None and head_hash != expect_head:
+    expected = _expected(expect_head)
+    if expected is not None and expected[0] is None and head_hash != expected[1]:
         raise _fail("chain", "the bundle's head hash is not the head hash you expected (from another source)",
-                    head_version, recorded=head_hash, recomputed=expect_head, sides=("bundle", "expected"))
+                    head_version, recorded=head_hash, recomputed=expected[1], sides=("bundle", "expected"))
     passed(Step(name="chain", status="passed", detail=f"versions 1..{head_version} are linked and unaltered, ending at "
-                f"head {head_hash[:16]}…" + (" (the hash you expected)" if expect_head else
+                f"head {head_hash[:16]}…" + (" (the hash you expected)" if expected and expected[0] is None else
                                              "; compare that hash with one published by other means")))
+    step = _checkpoint_step(bundle, room, chain, expected, checkpoints, keys)
+    if step.status == "failed":
+        raise _Failed(step)
+    passed(step)
 
     # 3. readable
     for entry in events:

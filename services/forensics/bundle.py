@@ -11,19 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from almanac.events import codec, readable, registry
+from almanac.events import codec, commitments, readable, registry
 from almanac.events.errors import RuleError
 from almanac.events.forensics.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
 from almanac.events.forensics.redecide import command_spans, public_seed
 from almanac.events.step import decode_record
+from almanac.services.checkpoints import Checkpointer
 from almanac.services.forensics.audit import story
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.forensics.verify import as_origin, raw_envelopes
 
 
 async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: str | None = None,
-                         item: str | None = None, versions: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``)."""
+                         item: str | None = None, versions: tuple[int, int] | None = None,
+                         checkpointer: Checkpointer | None = None) -> dict[str, Any]:
+    """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``).
+
+    With ``checkpointer`` (the deployment's keys and commitment secret) it also carries the room key that opens
+    every commitment, the server's checkpoint of its head and the key set (docs/bundle-format.md section 4)."""
     if not await store.latest_version(room):
         raise ForensicsError(404, "room_not_found", f"room {room!r} does not exist", "room")
     copy = room
@@ -108,4 +113,14 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
                      "proof (each hash covers the one before) and the state before the slice (folded from it)",
             "envelopes": [readable.b64(data) for _, data in raw],
         },
+        **(commitment_sections(checkpointer, room, envelopes) if checkpointer is not None else {}),
     }
+
+
+def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any]) -> dict[str, Any]:
+    """An auditor bundle's ``commitments`` (the room key), ``checkpoint`` (its head, signed) and ``keys``."""
+    key = checkpointer.room_key(room)
+    head = commitments.heads(key, envelopes)[-1]
+    return {"commitments": checkpointer.openings(room),
+            "checkpoint": checkpointer.ring.sign(room, len(envelopes), head),
+            "keys": checkpointer.ring.document}

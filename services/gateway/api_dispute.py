@@ -5,18 +5,29 @@ from __future__ import annotations
 import json
 import time
 
+import msgspec
+
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from almanac.events.codec import to_builtins
-from almanac.events.forensics.bundle_check import Verdict, verify_bundle
+from almanac.events.forensics.bundle_check import BUNDLE_FORMAT, Verdict, verify_bundle
+from almanac.services.checkpoints import player_checkpoints
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
+from almanac.services.gateway.auth import ROLE_AUDITOR
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
+from almanac.services.gateway.schemas import (
+    MAX_VERSION,
+    NAME_PATTERN,
+    TOKEN_REQUIRED,
+    BundleVerifyRequest,
+    decode_body,
+    openapi_body,
+)
 
 router = APIRouter(tags=["forensics"])
 
@@ -44,24 +55,52 @@ async def room_dispute(
     try:
         bundle = await gw.heavy.run(lambda store: dispute_bundle(
             store, room, int(time.time() * 1000), view=view, item=item,
-            versions=(first, last) if ranged else None))  # type: ignore[arg-type]
+            versions=(first, last) if ranged else None, checkpointer=gw.checkpoints))  # type: ignore[arg-type]
     except ForensicsError as error:
         raise forensics_api_error(error) from None
     return json_response(bundle)
 
 
-@router.post("/bundles/verify", summary="Verify a dispute bundle (the body) as `almanac verify-bundle` does: "
-             "every step and the verdict; anyone may ask (the bundle is its own evidence)")
+@router.post("/bundles/verify", summary="Verify a dispute bundle as `almanac verify-bundle` does: every step and "
+             "the verdict; the body is {bundle, checkpoints?, keys?, expect_head?} (or a bare bundle)",
+             openapi_extra=openapi_body(BundleVerifyRequest))
 async def bundles_verify(request: Request) -> Response:
     gw = gateway(request)  # the body limit of the gateway applies (ALMANAC_MAX_BODY_BYTES)
+    data = await request.body()
     try:
-        bundle = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        parsed = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise ApiError(422, "not_json", f"the body is not JSON: {error}", "body") from None
+    if isinstance(parsed, dict) and parsed.get("format") == BUNDLE_FORMAT:
+        parsed = {"bundle": parsed}  # a bare bundle, as before checkpoints
+    asked: BundleVerifyRequest = decode_body(msgspec.json.encode(parsed), BundleVerifyRequest)
+    bundle = asked.bundle
+    checkpoints = [msgspec.structs.asdict(checkpoint) for checkpoint in asked.checkpoints]
+    keys = to_builtins(asked.keys) if asked.keys is not None else gw.checkpoints.ring.document
 
     async def check(_store: object) -> Verdict:
-        return verify_bundle(bundle)
+        return verify_bundle(bundle, asked.expect_head, checkpoints, keys)
 
     verdict = await gw.heavy.run(check)  # CPU work off the event loop, a few at once
     return json_response({"ok": verdict.ok, "room": verdict.room, "steps": to_builtins(verdict.steps),
                           "text": verdict.text()})
+
+
+@router.get("/.well-known/almanac-keys.json", summary="The deployment's checkpoint key set: the Ed25519 public keys "
+            "that sign checkpoints (active and retired); docs/bundle-format.md")
+async def key_set(request: Request) -> Response:
+    return json_response(gateway(request).checkpoints.ring.document,
+                         headers={"Cache-Control": "public, max-age=300"})
+
+
+@router.get("/rooms/{room}/checkpoints", openapi_extra=TOKEN_REQUIRED, summary="Your checkpoints of a room: the "
+            "signed head after each of your commands and at the room's head, with the key set (a checkpoint file)")
+async def room_checkpoints(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    claims = gw.reader_for(bearer(request), room)
+    player = None if claims.role == ROLE_AUDITOR else claims.player
+    try:
+        document = await gw.heavy.run(lambda store: player_checkpoints(gw.checkpoints, store, room, player))
+    except LookupError:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room") from None
+    return json_response(document)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import msgspec
 from fastapi import Request, WebSocket
@@ -15,7 +16,9 @@ from starlette.requests import HTTPConnection
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
+from almanac.events.envelope import Envelope
 from almanac.services.bus import RateLimit, count as count_request
+from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.worker import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
@@ -71,6 +74,8 @@ class Gateway:
         self.heavy = HeavyReads(settings.gateway_max_heavy_reads,
                                 lambda: bootstrap.runtime(settings, bootstrap.Role.GATEWAY_READS))
         self.signer = signer
+        # Signed checkpoints on every answer about a room (services/checkpoints.py, docs/bundle-format.md).
+        self.checkpoints = Checkpointer.from_settings(settings)
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count, keys=self.keys)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
@@ -196,6 +201,10 @@ class Gateway:
             )
 
     # --- commands ------------------------------------------------------------------------------
+
+    async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = ()) -> dict[str, Any] | None:
+        """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds)."""
+        return await self.checkpoints.checkpoint(self.store, room, version, envelopes)
 
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
