@@ -11,13 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from almanac.events.commitments import read_checkpoint_file
-from almanac.events.forensics.bundle_check import verify_bundle
+from almanac.events.forensics.bundle_check import INCOMPLETE, verify_bundle
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, settings_or_exit, with_store
-from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.bundle import bundle_json, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.storage.base import EventStore
+
+INCOMPLETE_EXIT = 3  # not 2: click's usage errors exit 2
 
 
 def parse_versions(text: str) -> tuple[int, int]:
@@ -52,7 +54,7 @@ def dispute_command(
         except ForensicsError as error:
             raise OperatorError(error.message) from None
 
-    sys.stdout.write(json.dumps(with_store(work), indent=1) + "\n")
+    sys.stdout.write(bundle_json(with_store(work)))  # its first line says who may read it
 
 
 def _read_json(file: Path) -> Any:
@@ -76,8 +78,9 @@ def verify_bundle_command(
         "--keys", help="The deployment's key set (/.well-known/almanac-keys.json) to check signatures with; "
                        "default: the checkpoint files' own, else the bundle's.")] = None,
 ) -> None:
-    """Check a dispute bundle offline (no Redis): chain, checkpoints, readable events, rules, seed, every command
-    re-decided."""
+    """Check a dispute bundle offline (no Redis): chain, checkpoints, anchor, readable events, rules, seed, every
+    command of the whole chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it
+    is named)."""
     bundle = _read_json(file)
     held: list[Any] = []
     key_set = _read_json(keys) if keys is not None else None
@@ -88,7 +91,9 @@ def verify_bundle_command(
             raise fail(f"{path}: {error}") from None
         held += found
         key_set = key_set if key_set is not None else their_keys
-    verdict = verify_bundle(bundle, expect_head, held, key_set)
+    verdict = verify_bundle(bundle, expect_head, checkpoints=held, keys=key_set)
     console.print(verdict.text(), highlight=False, markup=False)
+    if verdict.status == INCOMPLETE:
+        raise typer.Exit(INCOMPLETE_EXIT)
     if not verdict.ok:
         raise typer.Exit(1)

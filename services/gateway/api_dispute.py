@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
+import re
 import time
+from typing import Annotated, Any
 
 import msgspec
-
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from almanac.events.codec import to_builtins
-from almanac.events.forensics.bundle_check import BUNDLE_FORMAT, Verdict, verify_bundle
+from almanac.events.forensics.bundle_check import Verdict, verify_bundle
 from almanac.services.checkpoints import player_checkpoints
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
@@ -24,12 +24,15 @@ from almanac.services.gateway.schemas import (
     MAX_VERSION,
     NAME_PATTERN,
     TOKEN_REQUIRED,
-    BundleVerifyRequest,
+    CheckpointBody,
+    KeySetBody,
     decode_body,
     openapi_body,
 )
 
 router = APIRouter(tags=["forensics"])
+HEAD_PATTERN = r"^([0-9]{1,9}:)?[0-9a-f]{64}$"
+ROOM_ID = re.compile(NAME_PATTERN)
 
 
 @router.get("/rooms/{room}/dispute", openapi_extra=TOKEN_REQUIRED, summary="Auditors: a dispute bundle (one audit view's item, e.g. ?trade=ID, "
@@ -61,28 +64,54 @@ async def room_dispute(
     return json_response(bundle)
 
 
-@router.post("/bundles/verify", summary="Verify a dispute bundle as `almanac verify-bundle` does: every step and "
-             "the verdict; the body is {bundle, checkpoints?, keys?, expect_head?} (or a bare bundle)",
-             openapi_extra=openapi_body(BundleVerifyRequest))
+class VerifyBundleRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A dispute bundle to verify (as ``almanac dispute`` or GET /rooms/{room}/dispute wrote it; the gateway's body
+    limit ALMANAC_MAX_BODY_BYTES bounds it, the CLI verifies any size offline) and, optionally, the head you hold
+    for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's)."""
+
+    bundle: dict[str, Any]
+    expect_head: Annotated[str, msgspec.Meta(pattern=HEAD_PATTERN, max_length=75)] | None = None
+    # Signed checkpoints players hold (any number, any player; docs/bundle-format.md): the bundle's history must
+    # pass through each; a contradiction is a failed step naming the checkpoint.
+    checkpoints: Annotated[list[CheckpointBody], msgspec.Meta(max_length=10_000)] = []
+    # The key set to check signatures with; default: this deployment's (GET /.well-known/almanac-keys.json).
+    keys: KeySetBody | None = None
+
+
+async def _verify_posted(store: Any, body: VerifyBundleRequest, keys: dict[str, Any]) -> Verdict:
+    """The verdict, anchored also on this server's own chain when it holds the bundle's room (a forged bundle of
+    a room held here, with another head, fails its anchor step; a refusal it shows must be one stored here)."""
+    anchors, refusals = [], None
+    room, head = body.bundle.get("room"), body.bundle.get("head")
+    if isinstance(room, str) and ROOM_ID.fullmatch(room) and isinstance(head, dict):
+        latest = await store.latest_version(room)
+        version = head.get("version")
+        if latest and isinstance(version, int) and not isinstance(version, bool):
+            if not 1 <= version <= latest:
+                # More versions than the room has here: no version of ours to compare with but our head, which
+                # the bundle's chain must then pass through.
+                version = latest
+            for envelope in await store.read(room, version, version):
+                anchors.append((f"{version}:{envelope.hash}", "the server's own chain"))
+            refusals = set(await store.rejections(room))  # a refusal shown must be one stored here
+    checkpoints = [msgspec.structs.asdict(checkpoint) for checkpoint in body.checkpoints]
+    return verify_bundle(body.bundle, body.expect_head, anchors=anchors, stored_refusals=refusals,
+                         checkpoints=checkpoints, keys=keys)
+
+
+@router.post("/bundles/verify", openapi_extra=openapi_body(VerifyBundleRequest) | TOKEN_REQUIRED,
+             summary="Verify a dispute bundle as `almanac verify-bundle` does: every step and the verdict (VERIFIED, "
+             "INCOMPLETE naming what was not checked, NOT VERIFIED); for a room this server holds, also against its "
+             "own chain. Any valid token; a heavy read (a few at once: 503 `overloaded` past that)")
 async def bundles_verify(request: Request) -> Response:
     gw = gateway(request)  # the body limit of the gateway applies (ALMANAC_MAX_BODY_BYTES)
-    data = await request.body()
-    try:
-        parsed = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-        raise ApiError(422, "not_json", f"the body is not JSON: {error}", "body") from None
-    if isinstance(parsed, dict) and parsed.get("format") == BUNDLE_FORMAT:
-        parsed = {"bundle": parsed}  # a bare bundle, as before checkpoints
-    asked: BundleVerifyRequest = decode_body(msgspec.json.encode(parsed), BundleVerifyRequest)
-    bundle = asked.bundle
-    checkpoints = [msgspec.structs.asdict(checkpoint) for checkpoint in asked.checkpoints]
-    keys = to_builtins(asked.keys) if asked.keys is not None else gw.checkpoints.ring.document
-
-    async def check(_store: object) -> Verdict:
-        return verify_bundle(bundle, asked.expect_head, checkpoints, keys)
-
-    verdict = await gw.heavy.run(check)  # CPU work off the event loop, a few at once
-    return json_response({"ok": verdict.ok, "room": verdict.room, "steps": to_builtins(verdict.steps),
+    claims = gw.claims(bearer(request))  # not anonymous: the whole chain is re-decided, CPU in proportion
+    await gw.rate_limits.check_token(claims)  # counted per token (ALMANAC_RATE_COMMANDS)
+    body: VerifyBundleRequest = decode_body(await request.body(), VerifyBundleRequest)
+    keys = to_builtins(body.keys) if body.keys is not None else gw.checkpoints.ring.document
+    verdict = await gw.heavy.run(lambda store: _verify_posted(store, body, keys))  # off the event loop, a few at once
+    return json_response({"ok": verdict.ok, "status": verdict.status, "room": verdict.room,
+                          "unchecked": verdict.unchecked, "steps": to_builtins(verdict.steps),
                           "text": verdict.text()})
 
 

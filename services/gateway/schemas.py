@@ -148,16 +148,3 @@ class KeySetBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     format_version: Literal[1]
     active: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
     keys: Annotated[list[KeyBody], msgspec.Meta(min_length=1, max_length=100)]
-
-
-class BundleVerifyRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """POST /bundles/verify: a bundle and what to check it against (the same inputs as `almanac verify-bundle`).
-    A bare bundle (its ``format`` is ``almanac-dispute-bundle``) is read too."""
-
-    bundle: dict[str, Any]
-    # Checkpoints players hold, from any player: the bundle's history must pass through each.
-    checkpoints: Annotated[list[CheckpointBody], msgspec.Meta(max_length=10_000)] = []
-    # The key set to check signatures with; default: this deployment's published one (/.well-known/almanac-keys.json).
-    keys: KeySetBody | None = None
-    # HASH (the envelope chain's head) or VERSION:HASH (that version's chain hash or commitment head).
-    expect_head: Annotated[str, msgspec.Meta(pattern=r"^([0-9]{1,18}:)?[0-9a-f]{64}(?!\n)$")] | None = None

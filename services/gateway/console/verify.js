@@ -8,6 +8,8 @@ const td = new TextDecoder("utf-8", { fatal: true });
 const HEX = /^[0-9a-f]*$/;
 const GENESIS = "0".repeat(64);
 const FIELDS = ["room", "version", "head", "kid", "sig"];
+const FORMAT_VERSION = 2;  // almanac-dispute-bundle (events/forensics/bundle_check.py BUNDLE_FORMAT_VERSION)
+const MAX_CHAIN = 1_000_000;  // bundle_check.MAX_CHAIN
 
 const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 function unhex(text) {
@@ -254,19 +256,24 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
     if (!bundle || typeof bundle !== "object" || bundle.format !== "almanac-dispute-bundle") {
       throw new Failure("format", "not a dispute bundle");
     }
-    if (bundle.format_version !== 1) throw new Failure("format", `format_version ${bundle.format_version}`);
+    if (bundle.format_version !== FORMAT_VERSION) throw new Failure("format", `format_version ${bundle.format_version}`);
     let raws, room, headVersion, headHash;
     try {
       room = bundle.room;
       raws = bundle.chain.envelopes.map(unbase64);
-      if (!Array.isArray(bundle.events) || !Array.isArray(bundle.commands) || !Array.isArray(bundle.refusals)
-          || !bundle.seed || !bundle.ruleset) throw new Error("missing parts");
+      const object = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+      const records = bundle.chain.commands;
+      if (typeof room !== "string" || !Array.isArray(bundle.events) || !Array.isArray(bundle.commands)
+          || !Array.isArray(bundle.refusals) || !object(bundle.seed) || !object(bundle.ruleset)
+          || !(records === undefined || records === null || Array.isArray(records))) throw new Error("missing parts");
+      if (![...bundle.events, ...bundle.commands, ...bundle.refusals].every(object)) throw new Error("an entry is not an object");
       headVersion = bundle.head.version;
       headHash = String(bundle.head.hash);
       if (!Number.isInteger(headVersion)) throw new Error("head.version");
     } catch (error) {
       throw new Failure("format", `a required part is missing or malformed: ${error.message}`);
     }
+    if (!(headVersion >= 1 && headVersion <= MAX_CHAIN)) throw new Failure("format", `the head is version ${headVersion}`);
     pass("format", "passed", `a dispute bundle of room ${room}`);
 
     if (raws.length !== headVersion) throw new Failure("chain", `the chain holds ${raws.length} envelopes but the head is version ${headVersion}`);
@@ -297,6 +304,8 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
     if (heads === null) {
       if (given.length) throw new Failure("checkpoints", "the bundle carries no commitment openings");
       pass("checkpoints", "skipped", "the bundle has no commitments section");
+    } else if (!given.length && own === null) {
+      pass("checkpoints", "skipped", "no signed checkpoint to check");
     } else if (keys === null || keys === undefined) {
       if (given.length) throw new Failure("checkpoints", "checkpoints were given but no key set to check their signatures with");
       pass("checkpoints", "skipped", `commitment head ${hex(heads[heads.length - 1]).slice(0, 16)}… recomputed, but nothing anchors it`);
