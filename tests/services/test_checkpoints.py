@@ -47,8 +47,8 @@ async def held(redis_client, redis_url, tmp_path) -> dict:
 
 
 def verdict_of(bundle: dict, held: dict, checkpoints: list | None = None, keys: dict | None = None):
-    return verify_bundle(bundle, None, held["alice"]["checkpoints"] if checkpoints is None else checkpoints,
-                         held["keys"] if keys is None else keys)
+    return verify_bundle(bundle, None, checkpoints=held["alice"]["checkpoints"] if checkpoints is None else checkpoints,
+                         keys=held["keys"] if keys is None else keys)
 
 
 def failed(verdict) -> tuple[str, str]:
@@ -151,9 +151,9 @@ async def test_expect_head_accepts_an_earlier_version_and_its_hash_or_checkpoint
     assert verify_bundle(bundle, f"{v}:{chain[v - 1].hash}").ok
     assert verify_bundle(bundle, f"{v}:{checkpoint['head']}").ok
     wrong = verify_bundle(bundle, f"{v}:{chain[v].hash}")
-    assert wrong.failed is not None and wrong.failed.name == "checkpoints" and wrong.failed.version == v
+    assert wrong.failed is not None and wrong.failed.name == "anchor" and wrong.failed.version == v
     forged = edited(bundle, 2, lambda e: e.setdefault("note", "forged"))
-    assert verify_bundle(forged, f"{v}:{chain[v - 1].hash}").failed.name == "checkpoints"
+    assert verify_bundle(forged, f"{v}:{checkpoint['head']}").failed.name == "anchor"
 
 
 def test_a_player_cannot_confirm_a_guess_of_a_hidden_value_from_heads() -> None:
