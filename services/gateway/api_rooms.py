@@ -253,7 +253,8 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     state = await gateway(request).reader.latest(room)
     if state is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    return json_response(room_summary(state))
+    return json_response({**room_summary(state),
+                          "checkpoint": await gateway(request).checkpoint(room, state.version)})
 
 
 @router.post(

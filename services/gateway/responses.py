@@ -93,6 +93,7 @@ class RoomSummary(_Body):
     audit_views: list[str]  # the audit views the room's rule-set offers (GET /rooms/{room}/audit/{view})
     fork: ForkMark | None  # a sandbox fork: its parent and the parent's version it starts from
     dice_scheme: int  # docs/dice.md: 1 server seed, 2 server seed + players' nonces
+    checkpoint: Checkpoint | None = None  # the room at ``version``, signed (docs/bundle-format.md)
 
 
 class ForkMark(_Body):
@@ -190,7 +191,6 @@ class RulesetList(_Body):
 class RoomView(RoomSummary, kw_only=True):
     player: str
     view: Json
-    checkpoint: Checkpoint | None = None  # the room at ``version``, signed
 
 
 class RoomScores(_Body):

@@ -252,6 +252,7 @@ async function checkCheckpoints(room, heads, checkpoints, keys) {
 export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {}) {
   const steps = [];
   const pass = (name, status, detail) => steps.push({ name, status, detail, version: null });
+  let at = "format";  // the step under way: a hostile input that breaks it fails that step
   try {
     if (!bundle || typeof bundle !== "object" || bundle.format !== "almanac-dispute-bundle") {
       throw new Failure("format", "not a dispute bundle");
@@ -276,6 +277,7 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
     if (!(headVersion >= 1 && headVersion <= MAX_CHAIN)) throw new Failure("format", `the head is version ${headVersion}`);
     pass("format", "passed", `a dispute bundle of room ${room}`);
 
+    at = "chain";
     if (raws.length !== headVersion) throw new Failure("chain", `the chain holds ${raws.length} envelopes but the head is version ${headVersion}`);
     const chain = [];
     let previous = GENESIS;
@@ -298,6 +300,7 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
     if (previous !== headHash) throw new Failure("chain", "the chain does not end at the stated head hash", headVersion);
     pass("chain", "passed", `versions 1..${headVersion} are linked and unaltered`);
 
+    at = "checkpoints";
     const heads = await commitmentHeads(bundle, chain);
     const given = Array.from(checkpoints || []);
     const own = bundle.checkpoint === undefined ? null : bundle.checkpoint;
@@ -320,7 +323,7 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
   } catch (error) {
     const failure = error instanceof Failure ? error
       : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
-      : new Failure("format", `the bundle is malformed: ${error && error.message}`);
+      : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
     const failed = { name: failure.step, detail: failure.message, version: failure.version };
     steps.push({ ...failed, status: "failed" });
     return { ok: false, failed, steps };
