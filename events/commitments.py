@@ -9,6 +9,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from almanac.events.envelope import Envelope
 from almanac.events.hashing import canonical_bytes
 
@@ -120,9 +123,6 @@ def trusted_keys(document: Mapping) -> dict[str, bytes]:
 
 def signature_valid(public_key: bytes, checkpoint: Mapping) -> bool:
     """Whether ``checkpoint`` (well-formed) is signed by ``public_key``."""
-    from cryptography.exceptions import InvalidSignature  # noqa: PLC0415 - only verifiers need it
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey  # noqa: PLC0415
-
     message = checkpoint_message(checkpoint["room"], checkpoint["version"], bytes.fromhex(checkpoint["head"]))
     try:
         Ed25519PublicKey.from_public_bytes(public_key).verify(bytes.fromhex(checkpoint["sig"]), message)

@@ -14,10 +14,10 @@ from fastapi import Request, WebSocket
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
+from almanac.events.envelope import Envelope
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
-from almanac.events.envelope import Envelope
 from almanac.services.bus import RateLimit, count as count_request
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.worker import Engine, NotDecidedHere

@@ -71,7 +71,8 @@ def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, d
     }
 
 
-def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str, auditor: str, shots: Path) -> None:
+def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str, auditor: str,  # noqa: F811
+                                                            shots: Path) -> None:  # noqa: F811 - the fixtures above
     # Given a board room tess played, her checkpoints, the published key set and the auditor's bundle
     room, token = board_room_played(base_url, auditor, "tess", 3)
     with httpx.Client(base_url=base_url, timeout=15) as http:
@@ -100,8 +101,9 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
     assert {python[1] for python, _, _ in verdicts.values()} == {None, "format", "chain", "checkpoints"}
 
 
-def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_them(page, base_url: str, auditor: str,
-                                                                                 shots: Path, tmp_path: Path) -> None:
+def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_them(page, base_url: str,  # noqa: F811
+                                                                                 auditor: str, shots: Path,  # noqa: F811
+                                                                                 tmp_path: Path) -> None:
     # Given tess's board room, her seat in this browser, and the auditor's bundle (honest and one re-sealed forgery)
     room, token = board_room_played(base_url, auditor, "tess", 2)
     with httpx.Client(base_url=base_url, timeout=15) as http:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from pathlib import Path
 
 import msgspec
 import pytest
+from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped
 from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.hashing import canonical_bytes, envelope_hash
 from almanac.services.cli import _load_commands, app
-from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped
-from pathlib import Path
 
 REALM = Path(__file__).resolve().parents[1] / "golden" / "realm@1.json"
 ROOM = "golden-realm-v1"
