@@ -197,6 +197,19 @@ class Settings(BaseSettings):
                            show_value=False)
         return value
 
+    @field_validator("signing_keys", "retired_public_keys", "commit_secret")
+    @classmethod
+    def _hex_keys(cls, value: str, info: ValidationInfo) -> str:
+        # Each part 32 bytes as 64 hex digits (docs/bundle-format.md); never echo a secret.
+        parts = [part.strip() for part in value.split(",")] if value else []
+        several = info.field_name != "commit_secret"
+        if (not several and len(parts) > 1) or any(len(p) != 64 or not all(c in "0123456789abcdefABCDEF" for c in p)
+                                                   for p in parts):
+            what = "comma-separated keys, each" if several else "it"
+            raise _problem(info, f"is not valid: {what} must be 32 bytes as 64 hex digits (openssl rand -hex 32); "
+                                 "or leave it unset to generate one into the data directory", show_value=False)
+        return value
+
     @field_validator("rate_anon", "rate_commands")
     @classmethod
     def _rate(cls, value: str, info: ValidationInfo) -> str:
