@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
@@ -222,3 +223,34 @@ async def test_the_player_export_and_the_key_set_are_documents_the_verifier_read
     assert json.loads(invoke(held["env"], "keys").stdout) == keys
     fresh = invoke(held["env"], "keys", "--new")
     assert fresh.exit_code == 0 and len(fresh.stdout.strip().splitlines()[-1]) == 64
+
+
+async def test_a_validly_signed_checkpoint_of_another_room_is_named_as_such(held) -> None:
+    # The deployment's own key (read from its data directory, as the operator could) signs another room's head
+    from almanac.services.checkpoints import KeyRing
+
+    seed = bytes.fromhex((held["path"] / "data" / "signing-key").read_text().strip())
+    other = KeyRing([seed]).sign("another-room", 3, bytes(32))
+    name, detail = failed(verdict_of(held["bundle"], held, [other]))
+    assert name == "checkpoints" and "is of room 'another-room'" in detail
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=80),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+                     max_leaves=20)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_hostile_checkpoints_key_sets_and_openings_are_a_failed_step_never_an_exception(held, data) -> None:
+    genuine = held["alice"]["checkpoints"][-1]
+    field = st.sampled_from(["room", "version", "head", "kid", "sig"])
+    checkpoint = data.draw(st.one_of(_JSON, st.builds(lambda f, v: {**genuine, f: v}, field, _JSON)))
+    assume(checkpoint != genuine)  # a field replaced by its own value is the honest checkpoint
+    keys = data.draw(st.one_of(st.just(held["keys"]), _JSON))
+    bundle = copy(held["bundle"])
+    if data.draw(st.booleans()):
+        bundle["commitments"] = data.draw(st.one_of(_JSON, st.fixed_dictionaries(
+            {"scheme": st.just(cm.SCHEME), "room_key": st.text(alphabet="0123456789abcdefg", min_size=64, max_size=64)})))
+    verdict = verify_bundle(bundle, None, checkpoints=[checkpoint], keys=keys)
+    assert verdict.failed is not None and verdict.failed.name in ("checkpoints", "anchor"), verdict.text()
