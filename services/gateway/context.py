@@ -31,6 +31,7 @@ from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, d
 from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
+from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.storage.base import CommandLimited, StoredOutcome
 
@@ -41,6 +42,8 @@ LAG_MIN_INFLIGHT = 8
 # Stored-outcome lookups of refused resends in flight at once (``Gateway.decided``): past it a resend is refused
 # unlooked, so a flood of refused commands cannot queue unbounded reads on the store.
 RESEND_LOOKUPS_MAX = 64
+
+log = get_logger("almanac.gateway")
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -220,8 +223,13 @@ class Gateway:
     # --- commands ------------------------------------------------------------------------------
 
     async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = ()) -> dict[str, Any] | None:
-        """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds)."""
-        return await self.checkpoints.checkpoint(self.store, room, version, envelopes)
+        """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds); None, and
+        a warning, if the stream lacks a version the answer names (the answer stands without it, never a 500)."""
+        try:
+            return await self.checkpoints.checkpoint(self.store, room, version, envelopes)
+        except LookupError as error:
+            log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
+            return None
 
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
