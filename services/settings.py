@@ -71,6 +71,13 @@ class Settings(BaseSettings):
     http_port: int = _env("ALMANAC_HTTP_PORT", 8000)
     secret: str = _env("ALMANAC_SECRET", "", repr=False)  # kept out of reprs and logs
     token_ttl_s: int = _env("ALMANAC_TOKEN_TTL_S", 86_400)
+    # Checkpoints (docs/bundle-format.md): Ed25519 signing keys as hex 32-byte seeds separated by commas, the
+    # first one active, the others retired but still published; unset: one generated into the data directory.
+    signing_keys: str = _env("ALMANAC_SIGNING_KEYS", "", repr=False)
+    # Public keys (hex) of retired keys whose private half is gone: published so old checkpoints still verify.
+    retired_public_keys: str = _env("ALMANAC_RETIRED_PUBLIC_KEYS", "")
+    # The commitment secret that salts every event's hiding commitment (hex, 32 bytes); unset: generated.
+    commit_secret: str = _env("ALMANAC_COMMIT_SECRET", "", repr=False)
     command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
     # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and
@@ -171,6 +178,19 @@ class Settings(BaseSettings):
             raise _problem(info, f"is not valid: it must be at least {MIN_SECRET_BYTES} bytes (an HS256 key, "
                                  "RFC 7518 3.2), e.g. openssl rand -hex 32; or leave it unset to generate one",
                            show_value=False)
+        return value
+
+    @field_validator("signing_keys", "retired_public_keys", "commit_secret")
+    @classmethod
+    def _hex_keys(cls, value: str, info: ValidationInfo) -> str:
+        # Each part 32 bytes as 64 hex digits (docs/bundle-format.md); never echo a secret.
+        parts = [part.strip() for part in value.split(",")] if value else []
+        several = info.field_name != "commit_secret"
+        if (not several and len(parts) > 1) or any(len(p) != 64 or not all(c in "0123456789abcdefABCDEF" for c in p)
+                                                   for p in parts):
+            what = "comma-separated keys, each" if several else "it"
+            raise _problem(info, f"is not valid: {what} must be 32 bytes as 64 hex digits (openssl rand -hex 32); "
+                                 "or leave it unset to generate one into the data directory", show_value=False)
         return value
 
     @field_validator("rate_anon", "rate_commands")

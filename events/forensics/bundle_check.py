@@ -15,6 +15,9 @@ failure, and says what each passed step proved:
               written as whole numbers (not "155", 155.0 or true).
 2.  chain     every envelope from version 1 to the head links to the one before (sha256 over the
               previous hash and the envelope's fields) and the last one's hash is the stated head.
+    checkpoints the commitment chain (docs/bundle-format.md), recomputed from the envelopes and the bundle's
+              salts, passes through every signed checkpoint given (any player's) and the server's own on the
+              head, each signed by a key of the key set given. No step without a key set.
 3.  anchor    the chain passes through a head you got by other means (``--expect-head HASH`` or
               ``VERSION:HASH``; the server's own chain for a room it holds). Skipped without one (a bundle
               alone cannot tell its room from an invented one) and when none reaches the bundle's head (the
@@ -63,6 +66,12 @@ from almanac.events import codec, readable, registry, room as room_rules
 from almanac.events.dice import seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
+from almanac.events.forensics.checkpoint_check import (
+    CheckpointFailure,
+    check_checkpoints,
+    commitment_heads,
+    trusted,
+)
 from almanac.events.forensics.redecide import (
     Refusal,
     command_spans,
@@ -93,6 +102,10 @@ _PARTS: dict[str, frozenset[str] | None] = {
     "ruleset": frozenset({"name", "version", "ref", "fingerprint", "fingerprint_of_exporter"}), "subject": None,
     "copied_as": frozenset({"room", "note"}), "head": frozenset({"version", "hash"}), "seed": None, "events": None,
     "commands": None, "refusals": None, "chain": frozenset({"about", "envelopes", "commands"}),
+    # docs/bundle-format.md: the room key that opens the commitment salts, the server's signed checkpoint on the
+    # head (both read by the checkpoints step) and the deployment's key set as exported (a convenience: signatures
+    # are checked only with a key set given from outside, never with the bundle's own).
+    "commitments": frozenset({"scheme", "room_key"}), "checkpoint": None, "keys": None,
 }
 _SUBJECTS = {"audit_view": frozenset({"kind", "view", "item", "story"}), "versions": frozenset({"kind", "from", "to"})}
 
@@ -228,17 +241,20 @@ def parse_expected_head(text: str) -> tuple[int | None, str]:
 
 
 def verify_bundle(bundle: Any, expect_head: str | None = None, *,
-                  anchors: Sequence[tuple[str, str]] = (), stored_refusals: Collection[bytes] | None = None) -> Verdict:
+                  anchors: Sequence[tuple[str, str]] = (), stored_refusals: Collection[bytes] | None = None,
+                  checkpoints: Sequence[Any] | None = None, keys: Any = None) -> Verdict:
     """Check a bundle (parsed JSON) step by step; the verdict names every step, the first failure and what did
     not run. ``expect_head``: a head you obtained elsewhere (``HASH`` or ``VERSION:HASH``); ``anchors``: more
     such heads, each with who vouches for it (``("12:ab…", "the server's own chain")``); ``stored_refusals``: the
-    refusal records a server holding the room stored (each refusal shown must be one). Never raises on any input:
-    a damaged or hostile bundle is a failed step."""
+    refusal records a server holding the room stored (each refusal shown must be one); ``checkpoints``: signed
+    checkpoints players hold (any number, any player), checked with the key set ``keys`` (docs/bundle-format.md;
+    a ``VERSION:HASH`` head may also be a checkpoint's commitment head). Never raises on any input: a damaged or
+    hostile bundle is a failed step."""
     verdict = Verdict(room=str(bundle.get("room", ""))[:200] if isinstance(bundle, dict) else "")
     at = ["format"]  # the step under way, named if the input breaks it
     heads = ([(expect_head, "you")] if expect_head is not None else []) + list(anchors)
     try:
-        _run(bundle, verdict, heads, stored_refusals, at)
+        _run(bundle, verdict, heads, stored_refusals, at, checkpoints, keys)
     except _Failed as failure:
         verdict.steps.append(failure.step)
     except RecursionError:
@@ -258,8 +274,42 @@ def verify_bundle(bundle: Any, expect_head: str | None = None, *,
     return verdict
 
 
+def _checkpoint_step(bundle: dict, room: str, chain: list[Envelope], checkpoints: Sequence[Any] | None,
+                     keys: Any) -> tuple[Step | None, list[bytes] | None]:
+    """The commitment chain recomputed from the envelopes and their salts, and every signed checkpoint given (the
+    players') or carried (the server's own on the bundle's head) checked against it with the key set ``keys``
+    (checkpoint_check). No step when there is nothing to check it with."""
+    given = list(checkpoints or [])
+    try:
+        commit_heads = commitment_heads(bundle, chain)
+        if commit_heads is None:
+            if given:
+                raise CheckpointFailure("the bundle carries no commitment openings (no commitments section), so no "
+                                        "checkpoint can be checked against it")
+            return None, None
+        if keys is None:
+            if given:
+                raise CheckpointFailure("checkpoints were given but no key set to check their signatures with (the "
+                                        "deployment's /.well-known/almanac-keys.json)")
+            # The bundle's own checkpoint is signed by a key the bundle itself names: checking it would prove
+            # nothing, not even against an outsider.
+            return None, commit_heads
+        own = bundle.get("checkpoint")
+        if not given and own is None:
+            return None, commit_heads  # nothing signed to check
+        check_checkpoints(room, commit_heads, given + ([own] if own is not None else []), trusted(keys))
+    except CheckpointFailure as failure:
+        return Step(name="checkpoints", status="failed", detail=failure.detail, version=failure.version,
+                    recorded=failure.recorded, recomputed=failure.recomputed, sides=failure.sides), None
+    through = f"{len(given)} checkpoint(s) held by players" if given else "no player's checkpoint (none given)"
+    return Step(name="checkpoints", status="passed", detail=f"the commitment chain, recomputed from the envelopes "
+                f"and their salts, ends at head {commit_heads[-1].hex()[:16]}…; the history passes through {through}"
+                + (" and the server's signature on the bundle's head" if own is not None else "")
+                + ", every signature valid under the key set given"), commit_heads
+
+
 def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refusals: Collection[bytes] | None,
-         at: list[str]) -> None:
+         at: list[str], checkpoints: Sequence[Any] | None = None, keys: Any = None) -> None:
     passed = verdict.steps.append
 
     # 1. format
@@ -334,12 +384,22 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     passed(Step(name="chain", status="passed", detail=f"versions 1..{head_version} are linked and unaltered, ending at "
                 f"head {head_hash[:16]}…"))
 
+    # 3. checkpoints: the commitment chain passes through every signed checkpoint players hold
+    at[0] = "checkpoints"
+    step, commit_heads = _checkpoint_step(bundle, room, chain, checkpoints, keys)
+    if step is not None:
+        if step.status == "failed":
+            raise _Failed(step)
+        passed(step)
+    signed = step is not None
+
     # 3. anchor: heads from outside the bundle (the chain must pass through each)
     at[0] = "anchor"
-    if not heads:
+    if not heads and not signed:
         verdict.steps.append(_skipped("anchor", "nothing outside the bundle vouches for its head: a forger can "
                                       "invent a whole room that passes every other step; give a head you got "
-                                      "elsewhere (--expect-head HASH or VERSION:HASH)"))
+                                      "elsewhere (--expect-head HASH or VERSION:HASH) or checkpoints players hold "
+                                      "(--checkpoints FILE, --keys)"))
     anchored, reach = [], 0
     for text, source in heads:
         try:
@@ -351,12 +411,19 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
             raise _fail("anchor", f"the head {source} expected is at version {version}, beyond this chain "
                         f"(1..{head_version})", version, recorded=head_version, recomputed=version,
                         sides=("bundle", "expected"))
-        if chain[version - 1].hash != digest:
+        if chain[version - 1].hash != digest and (commit_heads is None or commit_heads[version - 1].hex() != digest):
             raise _fail("anchor", f"the chain does not pass through the head {source} expected at version "
                         f"{version}: another history", version, recorded=chain[version - 1].hash, recomputed=digest,
                         sides=("bundle", "expected"))
         anchored.append(f"{source} at version {version} ({digest[:16]}…)")
         reach = max(reach, version)
+    if signed:
+        # The signed checkpoints reach as far as the latest one checked: a player's, or the server's own on the
+        # bundle's head (which vouches for the head against anyone but the deployment that signed it).
+        signed_reach = head_version if bundle.get("checkpoint") is not None else max(
+            (cp["version"] for cp in checkpoints or [] if isinstance(cp, dict) and _whole(cp.get("version"))), default=0)
+        anchored.append("the deployment's signed checkpoints (step checkpoints)")
+        reach = max(reach, min(signed_reach, head_version))
     if anchored and reach == head_version:
         passed(Step(name="anchor", status="passed", detail="the chain passes through the head expected by "
                     + "; by ".join(anchored)))

@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "almanac.services.cli.inspect_values",  # explain, bisect
     "almanac.services.cli.transfer",        # export, import
     "almanac.services.cli.dispute_commands",  # dispute, verify-bundle
+    "almanac.services.cli.keys",         # keys, checkpoints
     "almanac.services.cli.projections",  # projector, projections rebuild
     "almanac.services.cli.gateway",      # gateway, up, demo
     "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e

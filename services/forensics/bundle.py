@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from almanac.events import codec, readable, registry
+from almanac.events import codec, commitments, readable, registry
 from almanac.events.errors import RuleError
 from almanac.events.forensics.bundle_check import (
     BUNDLE_FORMAT,
@@ -25,14 +25,19 @@ from almanac.events.forensics.bundle_check import (
 )
 from almanac.events.forensics.redecide import command_spans
 from almanac.events.step import decode_record
+from almanac.services.checkpoints import Checkpointer
 from almanac.services.forensics.audit import story
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.forensics.verify import as_origin, raw_envelopes
 
 
 async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: str | None = None,
-                         item: str | None = None, versions: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``)."""
+                         item: str | None = None, versions: tuple[int, int] | None = None,
+                         checkpointer: Checkpointer | None = None) -> dict[str, Any]:
+    """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``).
+
+    With ``checkpointer`` (the deployment's keys and commitment secret) it also carries the room key that opens
+    every commitment, the server's checkpoint of its head and the key set (docs/bundle-format.md section 4)."""
     if not await store.latest_version(room):
         raise ForensicsError(404, "room_not_found", f"room {room!r} does not exist", "room")
     copy = room
@@ -105,7 +110,17 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
             "envelopes": [readable.b64(data) for _, data in raw],
             "commands": [[first, readable.b64(data)] for first, _, data in spans],
         },
+        **(commitment_sections(checkpointer, room, envelopes) if checkpointer is not None else {}),
     }
+
+
+def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any]) -> dict[str, Any]:
+    """An auditor bundle's ``commitments`` (the room key), ``checkpoint`` (its head, signed) and ``keys``."""
+    key = checkpointer.room_key(room)
+    head = commitments.heads(key, envelopes)[-1]
+    return {"commitments": checkpointer.openings(room),
+            "checkpoint": checkpointer.ring.sign(room, len(envelopes), head),
+            "keys": checkpointer.ring.document}
 
 
 def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from almanac.events import codec
 from almanac.events.codec import to_builtins
 from almanac.events.forensics.bundle_check import Verdict, verify_bundle
+from almanac.services.checkpoints import player_checkpoints
 from almanac.services.forensics.bundle import audience_of, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.gateway.api_forensics import forensics_api_error
@@ -24,6 +25,8 @@ from almanac.services.gateway.schemas import (
     MAX_VERSION,
     NAME_PATTERN,
     TOKEN_REQUIRED,
+    CheckpointBody,
+    KeySetBody,
     decode_body,
     openapi_body,
 )
@@ -56,7 +59,7 @@ async def room_dispute(
     try:
         bundle = await gw.heavy.run(lambda store: dispute_bundle(
             store, room, int(time.time() * 1000), view=view, item=item,
-            versions=(first, last) if ranged else None))  # type: ignore[arg-type]
+            versions=(first, last) if ranged else None, checkpointer=gw.checkpoints))  # type: ignore[arg-type]
     except ForensicsError as error:
         raise forensics_api_error(error) from None
     return json_response(bundle)
@@ -70,9 +73,14 @@ class VerifyBundleRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
 
     bundle: dict[str, Any]
     expect_head: Annotated[str, msgspec.Meta(pattern=HEAD_PATTERN, max_length=75)] | None = None
+    # Signed checkpoints players hold (any number, any player; docs/bundle-format.md): the bundle's history must
+    # pass through each; a contradiction is a failed step naming the checkpoint.
+    checkpoints: Annotated[list[CheckpointBody], msgspec.Meta(max_length=10_000)] = []
+    # The key set to check signatures with; default: this deployment's (GET /.well-known/almanac-keys.json).
+    keys: KeySetBody | None = None
 
 
-async def _verify_posted(store: Any, body: VerifyBundleRequest, claims: Claims) -> Verdict:
+async def _verify_posted(store: Any, body: VerifyBundleRequest, claims: Claims, keys: dict[str, Any]) -> Verdict:
     """The verdict, anchored also on this server's own chain when it holds the bundle's room (a forged bundle of
     a room held here, with another head, fails its anchor step; a refusal it shows must be one stored here).
     For a held room that is live with hidden values, only an auditor may ask: the answer compares (and, on a
@@ -95,7 +103,9 @@ async def _verify_posted(store: Any, body: VerifyBundleRequest, claims: Claims) 
             for envelope in await store.read(room, version, version):
                 anchors.append((f"{version}:{envelope.hash}", "the server's own chain"))
             refusals = set(await store.rejections(room))  # a refusal shown must be one stored here
-    return verify_bundle(body.bundle, body.expect_head, anchors=anchors, stored_refusals=refusals)
+    checkpoints = [msgspec.structs.asdict(checkpoint) for checkpoint in body.checkpoints]
+    return verify_bundle(body.bundle, body.expect_head, anchors=anchors, stored_refusals=refusals,
+                         checkpoints=checkpoints, keys=keys)
 
 
 async def _auditors_only(store: Any, room: str, latest: int) -> bool:
@@ -117,7 +127,28 @@ async def bundles_verify(request: Request) -> Response:
     claims = gw.claims(bearer(request))  # not anonymous: the whole chain is re-decided, CPU in proportion
     await gw.rate_limits.check_token(claims)  # counted per token (ALMANAC_RATE_COMMANDS)
     body: VerifyBundleRequest = decode_body(await request.body(), VerifyBundleRequest)
-    verdict = await gw.heavy.run(lambda store: _verify_posted(store, body, claims))  # off the event loop, a few at once
+    keys = to_builtins(body.keys) if body.keys is not None else gw.checkpoints.ring.document
+    verdict = await gw.heavy.run(lambda store: _verify_posted(store, body, claims, keys))  # off the event loop, a few at once
     return json_response({"ok": verdict.ok, "status": verdict.status, "room": verdict.room,
                           "unchecked": verdict.unchecked, "steps": to_builtins(verdict.steps),
                           "text": verdict.text()})
+
+
+@router.get("/.well-known/almanac-keys.json", summary="The deployment's checkpoint key set: the Ed25519 public keys "
+            "that sign checkpoints (active and retired); docs/bundle-format.md")
+async def key_set(request: Request) -> Response:
+    return json_response(gateway(request).checkpoints.ring.document,
+                         headers={"Cache-Control": "public, max-age=300"})
+
+
+@router.get("/rooms/{room}/checkpoints", openapi_extra=TOKEN_REQUIRED, summary="Your checkpoints of a room: the "
+            "signed head after each of your commands and at the room's head, with the key set (a checkpoint file)")
+async def room_checkpoints(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    claims = gw.reader_for(bearer(request), room)
+    player = None if claims.role == ROLE_AUDITOR else claims.player
+    try:
+        document = await gw.heavy.run(lambda store: player_checkpoints(gw.checkpoints, store, room, player))
+    except LookupError:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room") from None
+    return json_response(document)

@@ -121,5 +121,7 @@ async def _follow(gw: Gateway, websocket: WebSocket, follower: Follower, from_ve
             if envelope.version != last + 1:
                 follower.behind = True  # a gap (the shared read started after it): read it from the store
                 break
-            await websocket.send_text(_JSON.encode(viewer.event(envelope)).decode())
+            message = viewer.event(envelope)
+            message["checkpoint"] = await gw.checkpoint(follower.room, envelope.version, (envelope,))
+            await websocket.send_text(_JSON.encode(message).decode())
             last = envelope.version

@@ -90,7 +90,8 @@ def _is_conflict(outcome: Outcome) -> bool:
     return code in CONFLICT_CODES or code.endswith("_conflict")
 
 
-def _outcome_body(outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
+async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
+    """An accepted command's answer, with the signed checkpoint of the room at its last version."""
     return {
         "command_id": client_id,
         "room": outcome.room,
@@ -99,6 +100,7 @@ def _outcome_body(outcome: Outcome, player: str, client_id: str) -> dict[str, An
         "version": outcome.last_version,
         "duplicate": outcome.duplicate,
         "events": [player_event(envelope, player) for envelope in outcome.envelopes],
+        "checkpoint": await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes),
     }
 
 
@@ -131,12 +133,12 @@ def _pending(room: str, client_id: str) -> Response:
     )
 
 
-def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> Response:
+async def _answer(gw: Gateway, outcome: Outcome | None, room: str, player: str, client_id: str) -> Response:
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
-    return json_response(_outcome_body(outcome, player, client_id))
+    return json_response(await _outcome_body(gw, outcome, player, client_id))
 
 
 @router.post(
@@ -200,7 +202,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             error.status = 409
         raise error
     _refuse_replayed_grant(outcome, body.player, "create", client_id)
-    answer = _outcome_body(outcome, body.player, client_id)
+    answer = await _outcome_body(gw, outcome, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
@@ -214,6 +216,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             answer["joined"] = True
             answer["version"] = joined.last_version
             answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
+            answer["checkpoint"] = await gw.checkpoint(room, joined.last_version, joined.envelopes)
         elif joined is not None:
             answer["join_error"] = joined.error
         else:
@@ -250,7 +253,8 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     state = await gateway(request).reader.latest(room)
     if state is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    return json_response(room_summary(state))
+    return json_response({**room_summary(state),
+                          "checkpoint": await gateway(request).checkpoint(room, state.version)})
 
 
 @router.post(
@@ -304,7 +308,7 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
-    answer = _outcome_body(outcome, body.player, client_id)
+    answer = await _outcome_body(gw, outcome, body.player, client_id)
     answer["player"] = body.player
     answer["token"] = gw.issue_token(room, body.player, ruleset)
     return json_response(answer)
@@ -386,7 +390,7 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     outcome, _ = await _submit(
         gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit
     )
-    return _answer(outcome, room, claims.player, client_id)
+    return await _answer(gw, outcome, room, claims.player, client_id)
 
 
 @router.post(
@@ -441,7 +445,7 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
-    return _answer(outcome, room, claims.player, client_id)
+    return await _answer(gw, outcome, room, claims.player, client_id)
 
 
 async def _resent_outcome(gw: Gateway, room: str, token: str | None, raw_body: bytes,
@@ -477,7 +481,7 @@ async def _replayed(gw: Gateway, room: str, player: str, command_id: str, stored
     envelopes = await gw.store.read(room, stored.first_version, stored.last_version) if stored.accepted else []
     outcome = Outcome(command_id=command_id, room=room, accepted=stored.accepted, first_version=stored.first_version,
                       last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True)
-    return _answer(outcome, room, player, command_id)
+    return await _answer(gw, outcome, room, player, command_id)
 
 
 async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: bytes) -> tuple[CommandRequest, str]:

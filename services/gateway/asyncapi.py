@@ -52,7 +52,14 @@ def asyncapi_document() -> dict[str, Any]:
         "type": "object", "description": "one event on the live WebSocket (redacted for a player)",
         "properties": {"version": {"type": "integer"}, "type": {"type": "string"}, "player": {"type": "string"},
                        "server_time_ms": {"type": "integer"}, "hidden": {"type": "boolean"},
-                       "event": {"type": "object"}, "hash": {"type": "string"}, "summary": {"type": "string"}},
+                       "event": {"type": "object"}, "hash": {"type": "string"}, "summary": {"type": "string"},
+                       "checkpoint": {
+                           "type": "object", "description": "the room at this version, signed by the deployment "
+                           "(docs/bundle-format.md): keep it; verify-bundle --checkpoints checks a bundle against it",
+                           "properties": {"room": {"type": "string"}, "version": {"type": "integer"},
+                                          "head": {"type": "string"}, "kid": {"type": "string"},
+                                          "sig": {"type": "string"}},
+                           "required": ["room", "version", "head", "kid", "sig"]}},
         "required": ["version"],
     }
 

@@ -6,17 +6,20 @@ import asyncio
 import contextlib
 import ipaddress
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import msgspec
 from fastapi import Request, WebSocket
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
+from almanac.events.envelope import Envelope
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
 from almanac.services.bus import RateLimit, count as count_request
+from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.shard_engine import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
@@ -28,6 +31,7 @@ from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, d
 from almanac.services.gateway.overload import Admission
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
+from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.storage.base import CommandLimited, StoredOutcome
 
@@ -35,6 +39,8 @@ VERIFIED_TOKENS = 10_000
 # Stored-outcome lookups of refused resends in flight at once (``Gateway.decided``): past it a resend is refused
 # unlooked, so a flood of refused commands cannot queue unbounded reads on the store.
 RESEND_LOOKUPS_MAX = 64
+
+log = get_logger("almanac.gateway")
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -85,6 +91,8 @@ class Gateway:
         self.heavy = HeavyReads(settings.gateway_max_heavy_reads,
                                 lambda: bootstrap.runtime(settings, bootstrap.Role.GATEWAY_READS))
         self.signer = signer
+        # Signed checkpoints on every answer about a room (services/checkpoints.py, docs/bundle-format.md).
+        self.checkpoints = Checkpointer.from_settings(settings)
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count, keys=self.keys)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
@@ -207,6 +215,15 @@ class Gateway:
             )
 
     # --- commands ------------------------------------------------------------------------------
+
+    async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = ()) -> dict[str, Any] | None:
+        """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds); None, and
+        a warning, if the stream lacks a version the answer names (the answer stands without it, never a 500)."""
+        try:
+            return await self.checkpoints.checkpoint(self.store, room, version, envelopes)
+        except LookupError as error:
+            log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
+            return None
 
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is

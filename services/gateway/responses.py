@@ -36,7 +36,18 @@ class RoomEvent(_Body):
     summary: str | None = None
 
 
-class CommandAccepted(_Body):
+class Checkpoint(_Body):
+    """The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
+    ``verify-bundle --checkpoints`` later proves a bundle's history passes through it."""
+
+    room: str
+    version: int
+    head: str
+    kid: str
+    sig: str
+
+
+class CommandAccepted(_Body, kw_only=True):
     command_id: str
     room: str
     accepted: bool
@@ -44,14 +55,15 @@ class CommandAccepted(_Body):
     version: int
     duplicate: bool
     events: list[RoomEvent]
+    checkpoint: Checkpoint | None = None  # the room at ``version``, signed (docs/bundle-format.md)
 
 
-class RoomJoined(CommandAccepted):
+class RoomJoined(CommandAccepted, kw_only=True):
     player: str
     token: str
 
 
-class RoomCreatedAnswer(RoomJoined):
+class RoomCreatedAnswer(RoomJoined, kw_only=True):
     joined: bool
     join_error: Json | None = None
 
@@ -81,6 +93,7 @@ class RoomSummary(_Body):
     audit_views: list[str]  # the audit views the room's rule-set offers (GET /rooms/{room}/audit/{view})
     fork: ForkMark | None  # a sandbox fork: its parent and the parent's version it starts from
     dice_scheme: int  # docs/dice.md: 1 server seed, 2 server seed + players' nonces
+    checkpoint: Checkpoint | None = None  # the room at ``version``, signed (docs/bundle-format.md)
 
 
 class ForkMark(_Body):
@@ -175,7 +188,7 @@ class RulesetList(_Body):
     rulesets: list[RulesetEntry]
 
 
-class RoomView(RoomSummary):
+class RoomView(RoomSummary, kw_only=True):
     player: str
     view: Json
 
@@ -196,6 +209,7 @@ class EventPage(_Body):
     latest_version: int
     next_version: int
     events: list[RoomEvent]
+    checkpoint: Checkpoint | None = None  # the room at the page's last version, signed
 
 
 class StateAt(_Body):
@@ -326,6 +340,35 @@ class DisputeBundle(_Body, kw_only=True):
     commands: list[Json]
     refusals: list[Json]
     chain: Json
+    # docs/bundle-format.md section 4: the room key opening every commitment, the server's signed head, the keys
+    commitments: Json | None = None
+    checkpoint: Checkpoint | None = None
+    keys: KeySet | None = None
+
+
+class KeyEntry(_Body):
+    kid: str
+    alg: str
+    public_key: str  # raw Ed25519, hex
+    status: str  # "active" signs new checkpoints; "retired" still verifies old ones
+
+
+class KeySet(_Body):
+    """The deployment's checkpoint keys (docs/bundle-format.md section 3)."""
+
+    format: str
+    format_version: int
+    active: str
+    keys: list[KeyEntry]
+
+
+class CheckpointFile(_Body):
+    """Signed checkpoints with the key set that checks them (docs/bundle-format.md section 2.1)."""
+
+    format: str
+    format_version: int
+    keys: KeySet
+    checkpoints: list[Checkpoint]
 
 
 class BundleVerdict(_Body):
@@ -374,6 +417,8 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/bisect"): (200, BisectAnswer),
     ("get", "/rooms/{room}/dispute"): (200, DisputeBundle),
     ("post", "/bundles/verify"): (200, BundleVerdict),
+    ("get", "/.well-known/almanac-keys.json"): (200, KeySet),
+    ("get", "/rooms/{room}/checkpoints"): (200, CheckpointFile),
 }
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending

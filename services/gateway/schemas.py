@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -122,3 +122,29 @@ def openapi_body(type_: type) -> dict[str, Any]:
     # The component schemas themselves are merged into the document once, in app._openapi.
     (schema,), _ = msgspec.json.schema_components([type_], ref_template="#/components/schemas/{name}")
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+class CheckpointBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A signed checkpoint a player holds (docs/bundle-format.md section 2)."""
+
+    room: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    version: Annotated[int, msgspec.Meta(ge=1, le=2**62)]
+    head: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$")]
+    kid: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
+    sig: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{128}(?!\n)$")]
+
+
+class KeyBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    kid: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
+    alg: Literal["Ed25519"]
+    public_key: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$")]
+    status: Literal["active", "retired"]
+
+
+class KeySetBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The deployment's key set (GET /.well-known/almanac-keys.json; docs/bundle-format.md section 3)."""
+
+    format: Literal["almanac-keys"]
+    format_version: Literal[1]
+    active: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
+    keys: Annotated[list[KeyBody], msgspec.Meta(min_length=1, max_length=100)]

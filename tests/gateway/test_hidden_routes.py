@@ -85,7 +85,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Twin, Twin
             except (EmbeddedRedisError, FileNotFoundError) as error:
                 pytest.skip(f"no redis-server to run a second stack: {error}")
             stack = Stack(servers[-1].url, data)
-            stack.env.update(ALMANAC_SECRET=SECRET, ALMANAC_ENGINE_NAME="engine")
+            # One deployment's keys in both: the checkpoints' key ids and signatures are then comparable.
+            stack.env.update(ALMANAC_SECRET=SECRET, ALMANAC_ENGINE_NAME="engine", ALMANAC_SIGNING_KEYS="11" * 32,
+                             ALMANAC_COMMIT_SECRET="22" * 32)
             stack.start("engine")
             stack.start("projector")
             stacks.append(stack)
@@ -208,6 +210,14 @@ def calls(document: dict, fill: dict[str, list[str]]) -> Iterator[tuple[str, str
 
 
 Answer = tuple[int, tuple[tuple[str, bytes], ...], bytes]
+# A checkpoint's head is a hiding commitment over every event, hidden values included (docs/bundle-format.md): it
+# differs between the twins by design and reveals nothing without the operator's salts (test_checkpoints shows a
+# guess cannot be confirmed from it). Its head and signature are compared as their shape; room, version, key: as is.
+SIGNED_HEAD = re.compile(rb'"head":"[0-9a-f]{64}","kid":"([0-9a-f]{16})","sig":"[0-9a-f]{128}"')
+
+
+def unsigned(body: bytes) -> bytes:
+    return SIGNED_HEAD.sub(rb'"head":"#","kid":"\1","sig":"#"', body)
 
 
 def answer(twin: Twin, method: str, url: str, token: str | None, commitment: str, instead: str) -> Answer:
@@ -227,7 +237,7 @@ def answer(twin: Twin, method: str, url: str, token: str | None, commitment: str
         return value.encode().replace(commitment.encode(), instead.encode())
 
     seen = tuple(sorted((name.lower(), as_read(value)) for name, value in response.headers.multi_items()))
-    return response.status_code, seen, response.content.replace(commitment.encode(), instead.encode())
+    return response.status_code, seen, unsigned(response.content.replace(commitment.encode(), instead.encode()))
 
 
 def per_request(first: Answer, again: Answer) -> set[str]:
@@ -259,7 +269,7 @@ def read_feed(socket: ClientConnection, latest: int, commitment: str, instead: s
         try:
             while True:
                 raw = socket.recv(timeout=10)
-                message = json.loads(raw.replace(commitment, instead) if isinstance(raw, str) else raw)
+                message = json.loads(unsigned(raw.replace(commitment, instead).encode()) if isinstance(raw, str) else raw)
                 messages.append(message)
                 if isinstance(message, dict) and message.get("version") == latest:
                     break

@@ -3,6 +3,7 @@
 import { h, render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import htm from "htm";
+import { verifyBundle } from "./verify.js";
 
 const html = htm.bind(h);
 
@@ -48,6 +49,19 @@ const setAuditorToken = (t) => (t ? store.setItem("almanac.auditor", t) : store.
 const seatOf = (room) => JSON.parse(store.getItem(`almanac.seat.${room}`) || "null");
 const setSeat = (room, seat) => store.setItem(`almanac.seat.${room}`, JSON.stringify(seat));
 
+// --- checkpoints: every answer about a room carries one, signed by the deployment (docs/bundle-format.md). They are
+// kept in this browser's local storage (they outlive the session: they are the player's evidence) and exported.
+const CHECKPOINTS_KEPT = 5000;  // per room; the newest are kept
+const checkpointsKey = (room) => `almanac-checkpoints:${room}`;
+const heldCheckpoints = (room) => JSON.parse(localStorage.getItem(checkpointsKey(room)) || "[]");
+function keepCheckpoint(c) {
+  if (!c || typeof c.room !== "string" || !Number.isInteger(c.version)) return;
+  const held = heldCheckpoints(c.room).filter((x) => !(x.version === c.version && x.head === c.head && x.kid === c.kid));
+  held.push(c);
+  held.sort((a, b) => a.version - b.version);
+  try { localStorage.setItem(checkpointsKey(c.room), JSON.stringify(held.slice(-CHECKPOINTS_KEPT))); } catch { /* full */ }
+}
+
 async function api(path, { token, method = "GET", body } = {}) {
   const headers = {};
   if (token) headers.Authorization = `Bearer ${token}`;
@@ -57,6 +71,7 @@ async function api(path, { token, method = "GET", body } = {}) {
     const text = await answer.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = { code: "not_json", message: text }; }
+    if (answer.ok && data && data.checkpoint) keepCheckpoint(data.checkpoint);
     return { ok: answer.ok, status: answer.status, data };
   } catch (error) {
     return { ok: false, status: 0, data: { code: "network", message: String(error) } };
@@ -481,6 +496,40 @@ function Verify({ room, token, summary, events }) {
   </section>`;
 }
 
+// The player's checkpoints of this room: how many are held, export them, and check a bundle against them here,
+// with the second verifier (verify.js: WebCrypto SHA-256 and Ed25519, independent of the server's Python).
+function Checkpoints({ room, latest }) {
+  const [held, setHeld] = useState([]);
+  const [verdict, setVerdict] = useState(null);
+  useEffect(() => { setHeld(heldCheckpoints(room)); }, [room, latest]);
+  const keys = async () => (await api("/.well-known/almanac-keys.json")).data;
+  const exportFile = async () => {
+    const file = { format: "almanac-checkpoints", format_version: 1, keys: await keys(), checkpoints: heldCheckpoints(room) };
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([JSON.stringify(file, null, 1)], { type: "application/json" }));
+    link.download = `checkpoints-${room}.json`;
+    link.click();
+  };
+  const check = async (event) => {
+    const chosen = event.target.files && event.target.files[0];
+    if (!chosen) return;
+    let bundle;
+    try { bundle = JSON.parse(await chosen.text()); } catch (error) { setVerdict({ ok: false, failed: { name: "format", detail: String(error) }, steps: [] }); return; }
+    setVerdict(await verifyBundle(bundle, { checkpoints: heldCheckpoints(room), keys: await keys() }));
+  };
+  const last = held[held.length - 1];
+  return html`<section class="panel" aria-label="Checkpoints"><h2>Checkpoints</h2>
+    <p><span data-testid="checkpoints-held">${held.length}</span> signed checkpoint(s) kept in this browser${last ? html`,
+      the last at version ${last.version}: head <code>${last.head.slice(0, 16)}…</code> key <code>${last.kid}</code>` : ""}</p>
+    <button onClick=${exportFile} disabled=${!held.length}>Export checkpoints</button>${" "}
+    <label class="field">check a bundle here <input type="file" accept="application/json" aria-label="bundle file" onChange=${check} /></label>
+    ${verdict ? html`<div data-testid="bundle-verdict" class=${verdict.ok ? "notice" : "alert"} role="status">
+      ${verdict.ok ? html`<span class="ok">chain and checkpoints verified in this browser ✓</span>`
+        : html`<span class="bad">NOT VERIFIED</span>: <strong>${verdict.failed.name}</strong>${verdict.failed.version ? ` at version ${verdict.failed.version}` : ""}: ${verdict.failed.detail}`}
+      <ul>${verdict.steps.map((s) => html`<li>[${s.status}] ${s.name}: ${s.detail}</li>`)}</ul></div>` : ""}
+  </section>`;
+}
+
 function Charts({ room, token, version }) {
   const box = useRef(null);
   const [series, setSeries] = useState(null);
@@ -585,6 +634,7 @@ function RoomPage({ room }) {
       socket.onmessage = (message) => {
         const event = JSON.parse(message.data);
         if (event.version === undefined) return;
+        if (event.checkpoint) keepCheckpoint(event.checkpoint);
         list = [...list, event];
         setEvents(list);
         setLatest(event.version);
@@ -687,6 +737,7 @@ function RoomPage({ room }) {
           onPlayed=${() => { setFollow(true); setDraft(null); }} onDraft=${setDraft} picked=${picked} />` : ""}</div>
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
     </div>
+    <${Checkpoints} room=${room} latest=${latest} />
     <div class="row">
       <div class="grow">${auditor && summary ? html`<${Forensics} room=${room} token=${auditor} version=${version} onJump=${choose} />` : ""}</div>
     </div>
