@@ -57,7 +57,10 @@ def test_a_players_answers_carry_checkpoints_a_stranger_checks_against_the_audit
     auditor_headers = {"Authorization": f"Bearer {auditor}"}
     bundle = api.get(f"/rooms/{room}/dispute?from=1&to={view['version']}", headers=auditor_headers)
     assert bundle.status_code == 200, bundle.text
-    verdict = api.post("/bundles/verify", json={"bundle": bundle.json(), "checkpoints": held}, headers=headers)
+    # (the room is live with hidden values: only an auditor may have it checked against the server's chain)
+    as_player = api.post("/bundles/verify", json={"bundle": bundle.json(), "checkpoints": held}, headers=headers)
+    assert as_player.status_code == 403 and as_player.json()["code"] == "auditors_only", as_player.text
+    verdict = api.post("/bundles/verify", json={"bundle": bundle.json(), "checkpoints": held}, headers=auditor_headers)
     # (a live room: INCOMPLETE, its seed is secret; nothing failed)
     assert verdict.status_code == 200 and verdict.json()["status"] == "INCOMPLETE", verdict.text
     assert not any(s["status"] == "failed" for s in verdict.json()["steps"]), verdict.text
@@ -65,7 +68,8 @@ def test_a_players_answers_carry_checkpoints_a_stranger_checks_against_the_audit
                for s in verdict.json()["steps"])
     # and a checkpoint moved to another head is a failed step naming it
     moved = {**held[-1], "head": "0" * 64}
-    refused = api.post("/bundles/verify", json={"bundle": bundle.json(), "checkpoints": [moved]}, headers=headers).json()
+    refused = api.post("/bundles/verify", json={"bundle": bundle.json(), "checkpoints": [moved]},
+                       headers=auditor_headers).json()
     assert not refused["ok"] and f"{room}@{moved['version']}" in refused["text"]
     # A checkpoint that is not one (unknown field, bad hex) is a 422 naming the field, never a verdict or a 500
     bad = api.post("/bundles/verify", json={"bundle": bundle.json(), "checkpoints": [{**moved, "extra": 1}]},
