@@ -12,6 +12,7 @@ command record. Verification is a pure function of those bytes (no clock, no ran
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -28,13 +29,18 @@ def command_bytes(room: str, player: str, command_id: str, body: Any) -> bytes:
                       canonical_json(body)))
 
 
+@lru_cache(maxsize=4096)
+def _public_key(public_key_hex: str) -> Ed25519PublicKey:
+    # A seat's key is checked on every command: parsed once (a pure function of the hex).
+    return Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key_hex))
+
+
 def signature_valid(public_key_hex: str, signature_hex: str | None, message: bytes) -> bool:
     """Whether ``signature_hex`` is the key's Ed25519 signature of ``message`` (False for anything malformed)."""
     if not signature_hex or len(signature_hex) != SIGNATURE_HEX:
         return False
     try:
-        key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key_hex))
-        key.verify(bytes.fromhex(signature_hex), message)
+        _public_key(public_key_hex).verify(bytes.fromhex(signature_hex), message)
     except (ValueError, InvalidSignature):
         return False
     return True
