@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
@@ -229,8 +229,11 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     dice_scheme: int = SERVER_SEED_ONLY
     nonce_commitments: tuple[tuple[str, str], ...] = ()
     nonces_revealed: tuple[str, ...] = ()
-    # Scheme 3: (player, Ed25519 public key hex) of every seat that signs, in join order.
+    # Scheme 3: (player, Ed25519 public key hex) of every seat that signs, in join order. Left out of the
+    # state hash while empty (events.hashing.state_hash), so every state hashed before it keeps its hash.
     player_keys: tuple[tuple[str, str], ...] = ()
+
+    _hash_omits_empty: ClassVar[tuple[str, ...]] = ("player_keys",)
 
 
 def decider_of(state: RoomState) -> Decider:

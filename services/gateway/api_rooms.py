@@ -387,12 +387,16 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
         if ruleset is None:
             raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
         await gw.require_seated(claims, room)
+        if body.signature is not None and body.command_id is None:
+            raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
+                           "it (docs/dice.md)", "command_id")
     except ApiError:
         await gw.count_refused(room, limit)
         raise
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
-        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit
+        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
+        signature=body.signature,
     )
     return _answer(outcome, room, claims.player, client_id)
 

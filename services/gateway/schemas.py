@@ -67,6 +67,8 @@ class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 class EndRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] = "ended by a player"
     command_id: CommandId | None = None
+    # A signing seat signs {"kind": "end_room", "reason": reason} like any command (docs/dice.md).
+    signature: SignatureHex | None = None
 
 
 class ForkRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -65,3 +65,21 @@ def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, t
     report = api.get(f"/rooms/{room}/verification", headers=bearer(ann)).json()
     assert report["ok"], report
     assert (report["dice_scheme"], report["signing_players"], report["unsigned_players"]) == (3, ["ann"], ["bob"])
+
+
+def test_a_signing_player_ends_the_room_with_a_signed_end_and_a_minted_end_is_refused(api: TestClient, tmp_path):
+    room = f"signed-end-{secrets.token_hex(3)}"
+    key_file = tmp_path / "ann.key"
+    public_key = almanac("player-key", str(key_file))["public_key"]
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room,
+                                       "options": {"players": ["ann", "bob"]}, "public_key": public_key}).json()
+    minted = api.post(f"/rooms/{room}/end", headers=bearer(created["token"]), json={"reason": "done"})
+    assert (minted.status_code, minted.json()["code"]) == (422, "signature_required")
+
+    body = almanac("sign", "--room", room, "--player", "ann", "--command-id", "end-1", "--key", str(key_file),
+                   json.dumps({"kind": "end_room", "reason": "done"}))
+    ended = api.post(f"/rooms/{room}/end", headers=bearer(created["token"]),
+                     json={"reason": "done", "command_id": "end-1", "signature": body["signature"]})
+    assert ended.status_code == 200 and ended.json()["events"][-1]["type"] == "room.ended", ended.text
+    report = api.get(f"/rooms/{room}/verification", headers=bearer(created["token"])).json()
+    assert report["ok"] and report["commands_signed"] == 1, report
