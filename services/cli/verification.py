@@ -78,7 +78,7 @@ def verify_command(
 
 @app.command("nonce")
 def nonce_command() -> None:
-    """A fresh secret nonce for joining a scheme-2 room, with its commitment (docs/dice.md); keep the nonce."""
+    """A fresh secret nonce for joining a room with player nonces (dice scheme 2 or 3), with its commitment (docs/dice.md)."""
     nonce = secrets.token_bytes(NONCE_BYTES)
     print(json.dumps({"nonce": nonce.hex(), "nonce_commitment": nonce_commitment(nonce)}))
 
