@@ -165,6 +165,11 @@ class Keys:
     def dead_letters(self, shard: int) -> str:
         return self._shard(shard, "dead")
 
+    def unranked(self, shard: int) -> str:
+        """Set of the shard's rooms that never enter a leaderboard: imported rooms and copies (``almanac import``).
+        Not a read model: a rebuild of the models keeps it (it is not derivable from a room's events)."""
+        return self._shard(shard, "unranked")
+
     # --- the read models of a shard (``rm:``) ---------------------------------------------------
 
     def _model(self, shard: int, suffix: str) -> str:

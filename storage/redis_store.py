@@ -889,6 +889,10 @@ class RedisEventStore:
     async def load_origin(self, room: str) -> bytes | None:
         return await self.client.get(self.keys.origin(room))
 
+    async def mark_unranked(self, room: str) -> None:
+        """Keep ``room`` out of every leaderboard (an imported room or a copy: its history was not played here)."""
+        await self.client.sadd(self.keys.unranked(self.keys.shard(room)), room)
+
     async def save_nonce(self, room: str, nonce: bytes) -> str:
         commitment = nonce_commitment(nonce)
         await self.client.hset(self.keys.nonces(room), commitment, nonce)

@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "almanac.services.cli.sim",             # sim
     "almanac.services.cli.history",         # log, state
     "almanac.services.cli.verification",    # verify
+    "almanac.services.cli.player_signing",  # player-key, sign
     "almanac.services.cli.audit",           # audit trade
     "almanac.services.cli.forks",           # fork, diff
     "almanac.services.cli.inspect_values",  # explain, bisect

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import time
 from typing import Any
@@ -12,7 +13,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from almanac.events import codec, registry
-from almanac.events.dice import PLAYER_ENTROPY
+from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.services.bus import RateLimit
@@ -57,7 +58,8 @@ def gateway(request: Request) -> Gateway:
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
-                  ruleset: str, admit: bool = True, limit: RateLimit | None = None) -> tuple[Outcome | None, float]:
+                  ruleset: str, admit: bool = True, limit: RateLimit | None = None,
+                  signature: str | None = None) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
     something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
     the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted).
@@ -68,6 +70,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         player=player,
         server_time_ms=now_ms(),
         body=body,
+        signature=signature,
     )
     started = time.perf_counter()
     outcome = await gw.submit(record, admit, limit)
@@ -209,7 +212,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     answer["joined"] = False
     if body.join:
         join_id = f"{client_id}.join"
-        join_command = await _join_command(gw, room, body.nonce, join_commitment)
+        join_command = await _join_command(gw, room, body.nonce, join_commitment, body.public_key)
         joined, _ = await _submit(gw, room, body.player, join_id, join_command, decider.name,
                                   admit=False)
         if joined is not None and joined.accepted:
@@ -297,11 +300,11 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
     if body.nonce is not None:
         state = await gw.reader.latest(room)
-        if state is not None and state.dice_scheme != PLAYER_ENTROPY:
+        if state is not None and state.dice_scheme not in NONCE_SCHEMES:
             raise ApiError(422, "no_player_nonces", "this room's dice draw from the server seed alone (dice scheme "
                            f"{state.dice_scheme}); join without a nonce", "nonce")
     client_id = body.command_id or new_command_id()
-    command = await _join_command(gw, room, body.nonce, commitment)
+    command = await _join_command(gw, room, body.nonce, commitment, body.public_key)
     outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset)
     if outcome is None:
         return _pending(room, client_id)
@@ -327,12 +330,16 @@ def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
     return computed
 
 
-async def _join_command(gw: Gateway, room: str, nonce: str | None, commitment: str | None) -> dict[str, Any]:
+async def _join_command(gw: Gateway, room: str, nonce: str | None, commitment: str | None,
+                        public_key: str | None = None) -> dict[str, Any]:
     """The join command; a nonce is kept beside the room's seed first (never in the command or an event)."""
-    if nonce is None:
-        return {"kind": "join_room"}
-    await gw.store.save_nonce(room, bytes.fromhex(nonce))
-    return {"kind": "join_room", "nonce_commitment": commitment}
+    command: dict[str, Any] = {"kind": "join_room"}
+    if nonce is not None:
+        await gw.store.save_nonce(room, bytes.fromhex(nonce))
+        command["nonce_commitment"] = commitment
+    if public_key is not None:
+        command["public_key"] = public_key
+    return command
 
 
 def _refuse_replayed_grant(outcome: Outcome, player: str, what: str, client_id: str) -> None:
@@ -383,12 +390,16 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
         if ruleset is None:
             raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
         await gw.require_seated(claims, room)
+        if body.signature is not None and body.command_id is None:
+            raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
+                           "it (docs/dice.md)", "command_id")
     except ApiError:
         await gw.count_refused(room, limit)
         raise
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
-        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit
+        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
+        signature=body.signature,
     )
     return await _answer(gw, outcome, room, claims.player, client_id)
 
@@ -444,7 +455,8 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         await gw.count_refused(room, limit)
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
-    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
+    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit,
+                               signature=body.signature)
     return await _answer(gw, outcome, room, claims.player, client_id)
 
 
@@ -489,6 +501,9 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
     body: CommandRequest = decode_body(raw_body, CommandRequest)
     if body.player is not None and body.player != claims.player:
         raise ApiError(403, "other_seat", f"this token acts for {claims.player!r}, not {body.player!r}", "player")
+    if body.signature is not None and body.command_id is None:
+        raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
+                       "it (docs/dice.md)", "command_id")
     # The token names the room's rules when this gateway or another issued it at creation or join: signed, so
     # as sure as the room's first event, which is read only for a token that does not say.
     ruleset = claims.ruleset or await gw.reader.ruleset_of(room)
@@ -508,7 +523,12 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
         # ``field`` names a field of the command, as in the engine's refusals.
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
     # Recorded as decoded: a field the rules forgive (a parcel's case and spaces) is stored in its one spelling.
-    return msgspec.structs.replace(body, command=codec.recorded_body(body.command, command)), ruleset
+    recorded = codec.recorded_body(body.command, command)
+    if body.signature is not None and recorded != body.command:
+        # The engine checks the signature over the recorded form; a signer must send exactly that form.
+        raise ApiError(422, "sign_recorded_form", "a signed command must be sent in its recorded form: sign "
+                       f"{json.dumps(recorded, sort_keys=True)}", "command")
+    return msgspec.structs.replace(body, command=recorded), ruleset
 
 
 @router.get("/rooms/{room}/commands/{command_id}", openapi_extra=TOKEN_REQUIRED, summary="The outcome of one of your commands by its id")

@@ -92,7 +92,7 @@ class RoomSummary(_Body):
     picture: str | None  # the URL of the ES module the console draws this room's state with
     audit_views: list[str]  # the audit views the room's rule-set offers (GET /rooms/{room}/audit/{view})
     fork: ForkMark | None  # a sandbox fork: its parent and the parent's version it starts from
-    dice_scheme: int  # docs/dice.md: 1 server seed, 2 server seed + players' nonces
+    dice_scheme: int  # docs/dice.md: 1 server seed, 2 + players' nonces, 3 + bound to each command, signed seats
     checkpoint: Checkpoint | None = None  # the room at ``version``, signed (docs/bundle-format.md)
 
 

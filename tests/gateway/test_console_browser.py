@@ -168,6 +168,9 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
             "document.querySelector('[data-testid=latest]').innerText")
         page.screenshot(path=shots / f"02-move-{move + 1}.png", full_page=True)
     page.wait_for_function(f"document.querySelectorAll('[data-testid=board] .cell.t-empty').length < {121 - 5 - 3}")
+    # The browser registered an Ed25519 key at the creator's join and signed each move (WebCrypto, docs/dice.md)
+    report = httpx.get(f"{base_url}/rooms/{room}/verification", headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert report["ok"] and report["signing_players"] == [player] and report["commands_signed"] >= 3, report
     placed_now = placed_cells(page)
     assert placed_now >= 3
     diff_at_latest = page.get_by_test_id("diff").inner_text()

@@ -258,9 +258,13 @@ function CreateRoom({ rulesets }) {
   }, [ruleset]);
   const create = async (options) => {
     setBusy(true); setError(null);
-    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options } });
+    const key = await newSeatKey();  // the creator's seat signs its commands when this browser can
+    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options, ...(key ? { public_key: key.publicKey } : {}) } });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
+    if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
+      await keepSeatKey(answer.data.room, answer.data.player, key.pair);
+    }
     setSeat(answer.data.room, { player: answer.data.player, token: answer.data.token });
     location.hash = `#/room/${enc(answer.data.room)}`;
   };
@@ -556,6 +560,40 @@ function Charts({ room, token, version }) {
     <div ref=${box} data-testid="chart"></div></section>`;
 }
 
+// Signed seats (docs/dice.md): an Ed25519 key made in this browser, its public half registered at join; every
+// command then carries the signature of events.signing.command_bytes, so a token alone cannot act for this seat.
+const hex = (bytes) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
+const sorted = (value) => (Array.isArray(value) ? value.map(sorted)
+  : value && typeof value === "object" ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted(value[k])]))
+    : value);
+// events.dice.canonical_json: keys sorted, no spaces, UTF-8 (the command schemas carry no floats).
+const canonicalJson = (value) => JSON.stringify(sorted(value));
+const keyName = (room, player) => `almanac-key:${room}:${player}`;
+
+async function newSeatKey() {
+  if (!crypto.subtle) return null;
+  try {
+    const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
+    return { pair, publicKey: hex(await crypto.subtle.exportKey("raw", pair.publicKey)) };
+  } catch { return null; }  // a browser without Ed25519 joins unsigned (its verdict says so)
+}
+
+async function keepSeatKey(room, player, pair) {
+  const pkcs8 = await crypto.subtle.exportKey("pkcs8", pair.privateKey);
+  localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
+}
+
+async function signedBody(room, player, command) {
+  const kept = localStorage.getItem(keyName(room, player));
+  if (!kept || !crypto.subtle) return { command };
+  const key = await crypto.subtle.importKey("pkcs8", Uint8Array.from(atob(kept), (c) => c.charCodeAt(0)),
+    { name: "Ed25519" }, false, ["sign"]);
+  const commandId = hex(crypto.getRandomValues(new Uint8Array(12)));
+  const message = ["almanac-command-v1", room, player, `${room}:${player}:${commandId}`, canonicalJson(command)].join("|");
+  const signature = hex(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(message)));
+  return { command, command_id: commandId, signature };
+}
+
 function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
   const [schema, setSchema] = useState(null);
   const [kind, setKind] = useState("");
@@ -567,15 +605,20 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     event.preventDefault();
     // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
     const nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
-    let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
+    const key = await newSeatKey();
+    const signing = key ? { public_key: key.publicKey } : {};
+    let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce, ...signing } });
+    if (!a.ok && a.data && a.data.code === "no_player_keys") a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
     if (!a.ok && a.data && a.data.code === "no_player_nonces") a = await api(URLS.join(room), { method: "POST", body: { player: name } });
     else if (a.ok) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
+    const registered = a.ok && (a.data.events || []).some((e) => e.event && e.event.public_key === (key && key.publicKey));
+    if (registered) await keepSeatKey(room, name, key.pair);
     if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); onSeat(s); setAnswer(null); }
     else setAnswer(a);
   };
   const send = async (command) => {
     setBusy(true);
-    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: { command } });
+    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: await signedBody(room, seat.player, command) });
     setBusy(false); setAnswer(a);
     if (a.ok) onPlayed(a.data.version);
   };
