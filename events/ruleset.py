@@ -7,7 +7,7 @@ so that the registry can name ``RuleSet`` without importing the room module that
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -150,6 +150,11 @@ class RuleSet:
     console_picture: str = ""
     demo_moves: int = 30
     shared_challenge: bool = False
+    # The values a command field may take where the rules know them, as "kind.field" -> values (for a map
+    # field such as a load: its keys). The rules check them when they decide; this publishes them, so the
+    # OpenAPI and AsyncAPI documents list them as enums and typed clients offer them (services/gateway/
+    # game_schemas.py). Presentation like the rest of the manifest module: not in the fingerprint.
+    allowed_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name:

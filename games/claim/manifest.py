@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events.manifest import BenchScenario, Comparison, Dice, ReadModel, RoomState, RuleSet
+from almanac.games.claim import data
 from almanac.games.claim.game import DECIDER
 from almanac.games.claim.policy import choose_command
 from almanac.games.claim.seeding import Lcg, lcg_seed, seed_parcels
@@ -89,5 +90,7 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.claim:picture.js",
     rulebook="docs/rules/claim.md",
     examples=("examples/claim.jsonl",),
+    # The words the rules accept (rules.py refuses others with these as ``allowed``): enums in the API.
+    allowed_values={"replant.species": tuple(data.SPECIES), "build.building": tuple(data.BUILDINGS)},
     demo_moves=24,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
+from almanac.games.sectors import data
 from almanac.games.sectors.commands import EndSeason
 from almanac.games.sectors.game import DECIDER
 from almanac.games.sectors.policy import choose_command
@@ -68,5 +69,7 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.sectors:picture.js",
     rulebook="docs/rules/sectors.md",
     examples=("examples/sectors.jsonl",),
+    # The buildings the rules know (rules.py refuses others with these as ``allowed``): enums in the API.
+    allowed_values={"build.building": tuple(data.BUILDING_NAMES), "demolish.building": tuple(data.BUILDING_NAMES)},
     demo_moves=30,
 )

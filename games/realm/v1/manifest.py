@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RuleSet, to_builtins
-from almanac.games.realm.v1 import audit
+from almanac.games.realm.v1 import audit, data
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 
@@ -74,5 +74,22 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.realm:picture.js",
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
+    # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
+    allowed_values={
+        "mine.ore": data.ORES,
+        "mine.moons": ("count", "save"),
+        "mine.lesser_ore": ("best", "none", *data.ORES[:-1]),  # a lesser ore is below the one sought: never gold
+        "smelt.ore": tuple(data.SMELTED),
+        "get_food.method": data.FOOD_METHODS,
+        "get_food.moon": ("double", "save"),
+        "equip_army.tier": tuple(data.EQUIPMENT_METAL),
+        "raid.resource": data.RESOURCES,
+        "besiege.if_taken": ("destroy", "tax"),
+        "choose_tax_season.season": data.SEASONS,
+        "send_merchant.load": data.RESOURCES,
+        "offer_trade.buy": data.RESOURCES,
+        "offer_trade.pay": ("", *data.RESOURCES),  # "": nothing named (the host says what it wants)
+        "counter_offer.want": data.RESOURCES,
+    },
     demo_moves=40,
 )
