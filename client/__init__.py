@@ -22,6 +22,8 @@ decides it once) after the Retry-After the server named, or an exponential back-
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import random
 import secrets
@@ -36,7 +38,7 @@ import msgspec
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
-__all__ = ["ApiError", "Client", "CommandResult", "Seat", "new_command_id"]
+__all__ = ["ApiError", "Client", "CommandResult", "Seat", "new_command_id", "verify_webhook"]
 
 RETRY_STATUSES = (429, 503)
 # The gateway refuses command ids shorter than this on a replayed create/join (the token is not handed out again).
@@ -48,6 +50,21 @@ RECONNECT_CLOSE_CODES = (1001, 1006, 1011, 1012, 1013)
 def new_command_id() -> str:
     """A client command id: 32 URL-safe characters (long enough to recover a create's or join's token)."""
     return secrets.token_urlsafe(COMMAND_ID_BYTES)
+
+
+def verify_webhook(secret: str, signature: str, body: bytes, *, tolerance_s: float = 300.0,
+                   now: float | None = None) -> bool:
+    """Whether a webhook's ``X-Almanac-Signature`` (``t=<unix s>,v1=<hex>``) is the HMAC-SHA256 of ``"<t>.<body>"``
+    under the subscription's secret, signed within ``tolerance_s`` of ``now`` (a replayed old one fails)."""
+    fields = dict(part.split("=", 1) for part in signature.split(",") if "=" in part)
+    try:
+        stamp = int(fields["t"])
+    except (KeyError, ValueError):
+        return False
+    if abs((time.time() if now is None else now) - stamp) > tolerance_s:
+        return False
+    expected = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, fields.get("v1", ""))
 
 
 class ApiError(Exception):

@@ -7,7 +7,7 @@ so that the registry can name ``RuleSet`` without importing the room module that
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +155,10 @@ class RuleSet:
     # OpenAPI and AsyncAPI documents list them as enums and typed clients offer them (services/gateway/
     # game_schemas.py). Presentation like the rest of the manifest module: not in the fingerprint.
     allowed_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # What an event tells the players, for webhooks (services/notifier.py): event -> (kind, player) pairs,
+    # player None for everyone seated (realm: a new season is everyone's turn; an offer is its host's).
+    # The room's own events (room.ended) are noticed by the notifier for every rule-set.
+    notices: Callable[[Any], Sequence[tuple[str, str | None]]] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -29,6 +29,7 @@ from almanac.services.gateway import (
     api_ops,
     api_queries,
     api_rooms,
+    api_webhooks,
     asyncapi,
 )
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
@@ -135,7 +136,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     app.state.settings = settings  # the HTTP protocol's connection limits (protocol.GatewayHttpProtocol)
     install_error_handlers(app)
     for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
-                   api_ops.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
+                   api_ops.router, api_webhooks.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
     api_console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

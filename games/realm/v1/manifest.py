@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RuleSet, to_builtins
-from almanac.games.realm.v1 import audit, data
+from almanac.games.realm.v1 import audit, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 
@@ -36,6 +36,15 @@ def ledger_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
             "detail": detail,
         }
     ]
+
+
+def notices(event: Any) -> list[tuple[str, str | None]]:
+    """Webhook notices: a new season is every city's turn; an offer is news to the city it is made to."""
+    if isinstance(event, realm_events.SeasonEnded):
+        return [("your_turn", None)]
+    if isinstance(event, realm_events.TradeOffered) and audit.host_of(event):
+        return [("trade_offered", audit.host_of(event))]
+    return []
 
 
 MANIFEST = RuleSet(
@@ -74,6 +83,7 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.realm:picture.js",
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
+    notices=notices,
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
     allowed_values={
         "mine.ore": data.ORES,
