@@ -50,6 +50,7 @@ from almanac.services.gateway.errors import (
     unrepresentable,
 )
 from almanac.services.gateway.schemas import (
+    BODY_TYPES,
     CommandRequest,
     CreateRoomRequest,
     EndRoomRequest,
@@ -169,7 +170,8 @@ def raise_open_files_limit() -> int:
 def _openapi(app: FastAPI) -> dict[str, Any]:
     return api_docs.build_openapi(
         # Hidden: the marker a redacted event field carries ({"hidden": true}), see events/disclosure.py.
-        app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, ForkRoomRequest, Hidden])
+        app, [*dict.fromkeys([CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, ForkRoomRequest,
+                              *BODY_TYPES]), Hidden])
 
 
 class MetricsTiming:
