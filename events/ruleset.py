@@ -159,6 +159,10 @@ class RuleSet:
     # player None for everyone seated (realm: a new season is everyone's turn; an offer is its host's).
     # The room's own events (room.ended) are noticed by the notifier for every rule-set.
     notices: Callable[[Any], Sequence[tuple[str, str | None]]] | None = None
+    # The type of what ``view(state, player)`` returns (a msgspec Struct), for the API documents' view schema;
+    # None: the view is documented as the game's own object. tests/gateway/test_typed_schemas.py holds real views
+    # to it.
+    view_type: type | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

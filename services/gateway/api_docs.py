@@ -70,6 +70,18 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "event" in event:
         event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
                           "anyOf": [*events, {"type": "null"}]}
+    views = [{"$ref": f"{ref_prefix}{union}"} for parts in names.values() for union in parts["view"]]
+    if views:
+        for answer in ("RoomView", "RoomAt"):
+            properties = schemas.get(answer, {}).get("properties", {})
+            if "view" in properties:
+                properties["view"] = {"description": "what this player sees (their rule-set's view)",
+                                      "anyOf": [*views, *([{"type": "null"}] if answer == "RoomAt" else [])]}
+        seat_views = schemas.get("RoomAt", {}).get("properties", {})
+        if "views" in seat_views:
+            seat_views["views"] = {"description": "auditors: every seat's view",
+                                   "anyOf": [{"type": "object", "additionalProperties": {"anyOf": views}},
+                                             {"type": "null"}]}
     state = schemas.get("StateAt", {}).get("properties", {})
     if "state" in state:
         state["state"] = {"$ref": f"{ref_prefix}RoomState"}

@@ -26,7 +26,8 @@ _SHARD = {"shard": {"description": "the shard hash tag sNN: crc32(room) % ALMANA
 @cache
 def asyncapi_document() -> dict[str, Any]:
     unions, commands = command_components(REF)
-    events = [name for name in commands if name.endswith("Event") and "anyOf" in commands[name]]
+    events = [name for name in commands if name.endswith("Event") and "anyOf" in commands[name]
+              and name[:-len("Event")] + "Command" in unions]
     _, structs = msgspec.json.schema_components([CommandRecord, Outcome, Envelope], ref_template=REF + "{name}")
     schemas: dict[str, Any] = {**structs, **commands, **unions}
     schemas["CommandRecord"]["properties"]["body"] = {

@@ -8,7 +8,8 @@ claim both have a ``Build``):
 * ``<Name>Event``: the payload of any event of its rooms (the room's own events included) as a player may
   receive it: a field the rule-set may hide from that player (its ``secrets``) is its value or
   ``{"hidden": true}``;
-* ``<Name>State``: the game's state, as an auditor reads it under ``state.game``.
+* ``<Name>State``: the game's state, as an auditor reads it under ``state.game``;
+* ``<Name>View``: what one player sees (``RuleSet.view_type``), when the manifest declares it.
 
 Nothing here names a rule-set: a new game installed through the ``almanac.rulesets`` entry points is covered
 by construction. The OpenAPI document (api_docs) and the AsyncAPI document (asyncapi) both use it.
@@ -47,8 +48,12 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         ref = f"{ref_prefix}{prefix}{{name}}"
         room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked)
         event_types = (*room_events, *decider.event_types)
-        groups = [decider.command_types, event_types, (decider.state_type,)]
+        views = (manifest.view_type,) if manifest.view_type is not None else ()
+        groups = [decider.command_types, event_types, (decider.state_type,), views]
         schemas, found = msgspec.json.schema_components([t for group in groups for t in group], ref_template=ref)
+        view_ref = schemas[-1] if views else None
+        if views:
+            schemas = schemas[:-1]
         own = {f"{prefix}{key}": value for key, value in found.items()}
         command_refs = schemas[: len(decider.command_types)]
         event_refs = schemas[len(decider.command_types): len(decider.command_types) + len(event_types)]
@@ -70,7 +75,13 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         }
         components[f"{prefix}State"] = {"title": f"{prefix}State", "description": f"The state of a {name} game.",
                                         **state_ref}
-        names[name] = {"command": [f"{prefix}Command"], "event": [f"{prefix}Event"], "state": [f"{prefix}State"]}
+        names[name] = {"command": [f"{prefix}Command"], "event": [f"{prefix}Event"], "state": [f"{prefix}State"],
+                       "view": []}
+        # A game that declares no view type: its view is documented as an object of its own making.
+        view = view_ref if view_ref is not None else {"type": "object"}
+        components[f"{prefix}View"] = {"title": f"{prefix}View",
+                                       "description": f"What a player of a {name} room sees (its view).", **view}
+        names[name]["view"] = [f"{prefix}View"]
     return names, components
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +251,52 @@ def test_the_asyncapi_page_renders_as_documentation_offline_in_chromium(redis_ur
             browser.close()
     assert [url for url in requests if not url.startswith("file:")] == []  # nothing fetched from anywhere
     assert (tmp_path / "asyncapi.png").stat().st_size > 10_000
+
+
+BUILT_IN = ("board", "claim", "realm", "sectors")
+
+
+def test_every_built_in_game_declares_a_closed_view_and_the_view_answers_name_it(openapi: dict[str, Any]) -> None:
+    assert open_spots(openapi, [f"{prefix_of(name)}View" for name in BUILT_IN]) == []
+    named = {ref["$ref"][len(REF):] for ref in openapi["components"]["schemas"]["RoomView"]["properties"]["view"]["anyOf"]}
+    assert named >= {f"{prefix_of(name)}View" for name in BUILT_IN}
+
+
+def played(name: str, options: dict[str, Any], steps: int = 60) -> Iterator[tuple[RoomDriver, list[str]]]:
+    """A room of ``name`` played by its bot in memory: the room and its seats after every step."""
+    from almanac.events.dice import Dice  # noqa: PLC0415
+
+    manifest = registry.manifest(name)
+    room = RoomDriver(f"typed-{name}", now_ms=1_700_000_000_000)
+    room.apply("alice", {"kind": "create_room", "ruleset": name, "options": options})
+    room.apply("alice", {"kind": "join_room"})
+    seats = ["alice"]
+    try:
+        room.apply("bob", {"kind": "join_room"})
+        seats.append("bob")
+    except RuleError:
+        pass  # a one-seat game
+    for step in range(steps):
+        yield room, seats
+        player = seats[step % len(seats)]
+        command = manifest.policy(room.game, player, Dice(b"typed", room.room, step), room.now_ms)
+        if command is not None:
+            with contextlib.suppress(RuleError):
+                room.apply(player, command, leftover=True, now_ms=room.now_ms + 3_600_000)
+
+
+@pytest.mark.parametrize(("name", "options"), [("board", {}), ("claim", {}), ("sectors", {}),
+                                               ("realm", {"players": ["alice", "bob"]})])
+def test_real_views_are_exactly_their_declared_type(name: str, options: dict[str, Any], openapi: dict[str, Any]) -> None:
+    # Given a game played by its bot, When every seat's view is read after every move, Then it decodes strictly into
+    # the declared type (no field missing, none extra, no wrong type) and fits the document's <Name>View
+    view_type = registry.manifest(name).view_type
+    schema = validator(openapi, f"{prefix_of(name)}View")
+    for room, seats in played(name, options):
+        for seat in seats:
+            view = as_json(registry.manifest(name).decider.view(room.game, seat))
+            msgspec.convert(view, view_type, strict=True)
+            assert not list(schema.iter_errors(view)), (name, seat, room.version)
+    # and a view with a field the type does not know is refused (the declaration is closed)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({**view, "surprise": 1}, view_type, strict=True)

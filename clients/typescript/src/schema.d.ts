@@ -996,6 +996,60 @@ export interface components {
             over?: boolean;
         };
         /**
+         * BoardView
+         * @description What the player sees of a board game (game.BoardDecider.view): the map, time, the current element only.
+         */
+        BoardBoardView: {
+            player: string;
+            board: string[][];
+            time: number;
+            time_remaining: number;
+            season: string | null;
+            season_time_remaining: number;
+            current_element: components["schemas"]["BoardCurrentElement"] | null;
+            missions: components["schemas"]["BoardMissionCard"][];
+            mountain_bonus: boolean;
+            scores: components["schemas"]["BoardScoreTable"];
+            over: boolean;
+        };
+        /** CurrentElement */
+        BoardCurrentElement: {
+            number: number;
+            time: number;
+            terrain: string;
+            shape: string[];
+        };
+        /** MissionCard */
+        BoardMissionCard: {
+            card: string;
+            mission: string;
+            title: string;
+            text: string;
+            scored_in: string[];
+        };
+        /** ScoreTable */
+        BoardScoreTable: {
+            total: number;
+            per_season: components["schemas"]["BoardSeasonScore"][];
+            per_mission: {
+                [key: string]: components["schemas"]["BoardMissionPoints"];
+            };
+        };
+        /** SeasonScore */
+        BoardSeasonScore: {
+            season: string;
+            missions: {
+                [key: string]: number;
+            };
+            mountain_bonus: number;
+            total: number;
+        };
+        /** MissionPoints */
+        BoardMissionPoints: {
+            mission: string;
+            points: number;
+        };
+        /**
          * DeckShuffled (as a player sees it)
          * @description The deck ran out and was reshuffled; ``order`` is the new draw order (left out when redacted).
          */
@@ -1017,6 +1071,11 @@ export interface components {
          * @description The state of a board game.
          */
         BoardState: components["schemas"]["BoardBoardState"];
+        /**
+         * BoardView
+         * @description What a player of a board room sees (its view).
+         */
+        BoardView: components["schemas"]["BoardBoardView"];
         /**
          * Cut
          * @description Fell a parcel's timber; its logs go to the landing deck.
@@ -1373,6 +1432,62 @@ export interface components {
             value_cents: number;
         };
         /**
+         * ClaimView
+         * @description What anyone sees of a claim (game.ClaimDecider.view): nothing on it is secret.
+         */
+        ClaimClaimView: {
+            owner: string;
+            block: string;
+            created_at_ms: number;
+            clock_ms: number;
+            cash_cents: number;
+            deck: components["schemas"]["ClaimLotView"][];
+            wagon_back_ms: number | null;
+            proved_up_ms: number | null;
+            score: number;
+            resources: components["schemas"]["ClaimClaimResources"];
+            parcels: components["schemas"]["ClaimParcelView"][];
+        };
+        /** LotView */
+        ClaimLotView: {
+            parcel: number;
+            species: string;
+            logs: number;
+            board_feet: number;
+            value_cents: number;
+        };
+        /** ClaimResources */
+        ClaimClaimResources: {
+            cash_cents: number;
+            deck_logs: number;
+            deck_board_feet: number;
+            board_feet_hauled: number;
+            logs_hauled: number;
+            forest_cover_parcels: number;
+            forest_cover_of: number;
+            forest_cover_permille: number;
+        };
+        /** ParcelView */
+        ClaimParcelView: {
+            name: string;
+            zone: string;
+            slope: boolean;
+            meadow: boolean;
+            road: boolean;
+            species: string | null;
+            planted_ms: number | null;
+            building: string | null;
+            crop_ripe_ms: number | null;
+            /** @default null */
+            adjusted_hours?: string | null;
+            /** @default null */
+            board_feet?: number | null;
+            /** @default null */
+            grade?: string | null;
+            /** @default null */
+            value_cents?: number | null;
+        };
+        /**
          * ClaimEvent
          * @description The payload of an event of a claim room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
@@ -1382,6 +1497,11 @@ export interface components {
          * @description The state of a claim game.
          */
         ClaimState: components["schemas"]["ClaimClaimState"];
+        /**
+         * ClaimView
+         * @description What a player of a claim room sees (its view).
+         */
+        ClaimView: components["schemas"]["ClaimClaimView"];
         /**
          * Mine
          * @description Search for an ore, declared before the roll.
@@ -2475,6 +2595,103 @@ export interface components {
             /** @default  */
             host?: string;
         };
+        /**
+         * RealmView
+         * @description What a player sees of the realm (game.RealmDecider.view).
+         */
+        RealmRealmView: {
+            player: string;
+            season: string;
+            year: number;
+            season_index: number;
+            season_started_ms: number;
+            season_timeout_ms: number;
+            actions_left: number;
+            turn_ended: string[];
+            cities: {
+                [key: string]: components["schemas"]["RealmCityView"];
+            };
+            merchants: components["schemas"]["RealmMerchantView"][];
+            ledger: components["schemas"]["RealmLedgerRow"][];
+            scores: {
+                [key: string]: number;
+            };
+            own_score: number | null;
+            over: boolean;
+        };
+        /**
+         * CityView
+         * @description A city as the player sees it: their own (and the cities they tax) in full, the others without storage.
+         */
+        RealmCityView: {
+            name: string;
+            owner: string;
+            population: number;
+            hit_points: number;
+            army: components["schemas"]["RealmArmyView"] | null;
+            destroyed: boolean;
+            controller: string;
+            immune_until_season: number;
+            merchant_away: boolean;
+            /** @default null */
+            stock?: {
+                [key: string]: number;
+            } | null;
+            /** @default null */
+            saved_stars?: number | null;
+            /** @default null */
+            saved_wards?: number | null;
+            /** @default null */
+            tax_year?: number | null;
+            /** @default null */
+            tax_season?: string | null;
+            /** @default null */
+            merchant?: string | null;
+        };
+        /** ArmyView */
+        RealmArmyView: {
+            soldiers: number;
+            equipment: string;
+            /** @default null */
+            damage?: number | null;
+        };
+        /**
+         * MerchantView
+         * @description A merchant on the road: in full to the trade's parties, only who went where to the others.
+         */
+        RealmMerchantView: {
+            trade_id: string;
+            home: string;
+            host: string;
+            /** @default null */
+            load?: {
+                [key: string]: number;
+            } | null;
+            /** @default null */
+            buy?: string | null;
+            /** @default null */
+            want?: string | null;
+            /** @default null */
+            dice?: number | null;
+            /** @default null */
+            agreed?: string[] | null;
+            /** @default null */
+            rounds?: number | null;
+        };
+        /** LedgerRow */
+        RealmLedgerRow: {
+            trade_id: string;
+            round: number;
+            source: string;
+            target: string;
+            resource: string;
+            amount: number;
+            phantom: boolean;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+        };
         /** Mined (as a player sees it) */
         RealmMinedAsSeen: {
             /** @enum {unknown} */
@@ -2835,6 +3052,11 @@ export interface components {
          * @description The state of a realm game.
          */
         RealmState: components["schemas"]["RealmRealmState"];
+        /**
+         * RealmView
+         * @description What a player of a realm room sees (its view).
+         */
+        RealmView: components["schemas"]["RealmRealmView"];
         /**
          * Explore
          * @description Explore the sector at (row, column), next to an explored one; its type is drawn now.
@@ -3237,6 +3459,43 @@ export interface components {
             last_starved?: number | null;
         };
         /**
+         * SectorsView
+         * @description What the colony's owner sees (game.SectorsDecider.view): every explored sector; unexplored ones as such.
+         */
+        SectorsSectorsView: {
+            owner: string;
+            rows: number;
+            columns: number;
+            season: string;
+            year: number;
+            years: number;
+            over: boolean;
+            stock: {
+                [key: string]: number;
+            };
+            victory_points: number;
+            population: number;
+            grid: components["schemas"]["SectorsSectorView"][][];
+        };
+        /** SectorView */
+        SectorsSectorView: {
+            row: number;
+            column: number;
+            explored: boolean;
+            /** @default null */
+            type?: string | null;
+            /** @default null */
+            population?: number | null;
+            /** @default null */
+            population_cap?: number | null;
+            /** @default null */
+            buildings?: string[] | null;
+            /** @default null */
+            building_limit?: number | null;
+            /** @default null */
+            starved_seasons_ago?: number | null;
+        };
+        /**
          * SectorsEvent
          * @description The payload of an event of a sectors room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
@@ -3246,6 +3505,11 @@ export interface components {
          * @description The state of a sectors game.
          */
         SectorsState: components["schemas"]["SectorsColonyState"];
+        /**
+         * SectorsView
+         * @description What a player of a sectors room sees (its view).
+         */
+        SectorsView: components["schemas"]["SectorsSectorsView"];
         /**
          * BoardCommand
          * @description A command of a board room, told apart by `kind`.
@@ -3522,13 +3786,13 @@ export interface components {
             };
             /** @default null */
             player?: string | null;
-            /** @default null */
-            view?: Record<string, never> | null;
+            /** @description what this player sees (their rule-set's view) */
+            view?: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"] | null;
             /** @default null */
             state?: Record<string, never> | null;
-            /** @default null */
+            /** @description auditors: every seat's view */
             views?: {
-                [key: string]: Record<string, never>;
+                [key: string]: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
             } | null;
             /** @default null */
             since?: number | null;
@@ -3641,7 +3905,8 @@ export interface components {
             fork: components["schemas"]["ForkMark"] | null;
             dice_scheme: number;
             player: string;
-            view: Record<string, never>;
+            /** @description what this player sees (their rule-set's view) */
+            view: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
         };
         /** RulesetList */
         RulesetList: {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RuleSet, to_builtins
 from almanac.games.realm.v1 import audit, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
@@ -47,6 +49,81 @@ def notices(event: Any) -> list[tuple[str, str | None]]:
     return []
 
 
+class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class ArmyView(_View):
+    soldiers: int
+    equipment: str
+    damage: int | None = None  # own (and taxed) cities only
+
+
+class CityView(_View):
+    """A city as the player sees it: their own (and the cities they tax) in full, the others without storage."""
+
+    name: str
+    owner: str
+    population: int
+    hit_points: int
+    army: ArmyView | None
+    destroyed: bool
+    controller: str
+    immune_until_season: int
+    merchant_away: bool
+    stock: dict[str, int] | None = None  # the rest: own and taxed cities only
+    saved_stars: int | None = None
+    saved_wards: int | None = None
+    tax_year: int | None = None
+    tax_season: str | None = None
+    merchant: str | None = None
+
+
+class MerchantView(_View):
+    """A merchant on the road: in full to the trade's parties, only who went where to the others."""
+
+    trade_id: str
+    home: str
+    host: str
+    load: dict[str, int] | None = None
+    buy: str | None = None
+    want: str | None = None
+    dice: int | None = None
+    agreed: list[str] | None = None
+    rounds: int | None = None
+
+
+class LedgerRow(_View):
+    trade_id: str
+    round: int
+    source: str
+    target: str
+    resource: str
+    amount: int
+    phantom: bool
+    home: str = ""
+    host: str = ""
+
+
+class RealmView(_View):
+    """What a player sees of the realm (game.RealmDecider.view)."""
+
+    player: str
+    season: str
+    year: int
+    season_index: int
+    season_started_ms: int
+    season_timeout_ms: int
+    actions_left: int
+    turn_ended: list[str]
+    cities: dict[str, CityView]
+    merchants: list[MerchantView]
+    ledger: list[LedgerRow]
+    scores: dict[str, int]
+    own_score: int | None
+    over: bool
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays seed 003 as written (a skull in mining finds only stone,
@@ -83,6 +160,7 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.realm:picture.js",
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
+    view_type=RealmView,
     notices=notices,
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
     allowed_values={
