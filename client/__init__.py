@@ -211,6 +211,12 @@ class Client:
         answer = self.request("POST", f"/rooms/{_seg(room)}/join", json_body=body, token="")
         return Seat(self, room, player, answer["token"], answer)
 
+    def reclaim_seat(self, room: str, player: str, seat_key: str) -> Seat:
+        """A fresh token for a seat held before, from the seat key its join answer carried (``Seat.seat_key``)."""
+        answer = self.request("POST", f"/rooms/{_seg(room)}/seat", json_body={"player": player, "seat_key": seat_key},
+                              token="")
+        return Seat(self, room, player, answer["token"], {**answer, "seat_key": seat_key})
+
     def seat(self, room: str, player: str, token: str) -> Seat:
         """A Seat from a token kept earlier."""
         return Seat(self, room, player, token, {})
