@@ -238,6 +238,10 @@ class Notifier:
             event = codec.decode_event(envelope)
             for notice in notices_of(envelope, event):
                 for subscription in self.subscriptions:
+                    # Only what happens after the subscription: a notifier catching up on the feed (its first start
+                    # on a running deployment) tells no one of earlier events.
+                    if envelope.server_time_ms < subscription.created_ms:
+                        continue
                     if subscription.wants(notice.room, notice.kind, notice.player):
                         enqueued += await self._enqueue(subscription, notice, envelope, event)
         return enqueued

@@ -26,6 +26,7 @@ from almanac.events.testing import RoomDriver  # noqa: E402
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner  # noqa: E402
 from almanac.services.notifier import Notice, Notifier, Subscription  # noqa: E402
 from almanac.services.settings import load_settings  # noqa: E402
+from almanac.storage.keys import Keys  # noqa: E402
 from almanac.storage.redis_store import RedisEventStore  # noqa: E402
 
 SECRET = "webhook-test-secret-" + "x" * 32
@@ -188,12 +189,14 @@ def an_envelope() -> tuple[Any, Any]:
 async def test_a_delivery_that_keeps_failing_goes_to_the_dead_letters(redis_url: str, tmp_path: Path) -> None:
     """The notifier's outbox on a real Redis and a real receiver that answers 503 to everything."""
     client = aioredis.Redis.from_url(redis_url)
-    await client.flushdb()
     settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
         update={"webhook_max_attempts": 3, "webhook_backoff_max_s": 1})
     receiver = Receiver().start()
     receiver.failing = 10**6
-    notifier = Notifier(client, RedisEventStore(client, settings.shard_count), settings)
+    # Keys of its own: the module's notifier process shares this Redis and must not take these deliveries
+    keys = Keys(settings.shard_count, "alm-dead-letter-test")
+    notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys.prefix, keys=keys), settings,
+                        keys=keys)
     try:
         subscription = Subscription(id="wh_00000000000000aa", url=receiver.url, secret=HOOK_SECRET, scope="deployment")
         envelope, event = an_envelope()
