@@ -200,3 +200,23 @@ def test_a_seat_key_gets_the_seat_back_through_the_client(live: tuple[str, str, 
         with pytest.raises(ApiError) as refused:
             client.reclaim_seat(alice.room, "alice", "A" * 43)
         assert refused.value.status == 403
+
+
+async def test_the_asyncio_client_plays_and_follows_like_the_other(live: tuple[str, str, Stack]) -> None:
+    from almanac.client.aio import AsyncClient  # noqa: PLC0415
+
+    url, _, _ = live
+    async with AsyncClient(url) as client:
+        # Given a realm room of two, made and joined on an event loop
+        alice = await client.create_room("realm", "alice", room="py-async", options={"players": ["alice", "bob"]})
+        bob = await client.join(alice.room, "bob")
+        # When both end their turn (the season ends) and bob ends the room
+        for seat in (alice, bob):
+            await seat.command({"kind": "end_turn"})
+        await bob.end("over")
+        # Then bob's feed, followed on the loop, has every version once, and a refusal is a typed ApiError
+        latest = (await bob.events())["latest_version"]
+        assert [event["version"] async for event in bob.follow(idle_timeout_s=2)] == list(range(1, latest + 1))
+        with pytest.raises(ApiError) as refused:
+            await alice.command({"kind": "end_turn"})
+        assert refused.value.status == 422
