@@ -143,7 +143,7 @@ def test_the_settings_configmap_passes_the_services_own_validation() -> None:
 def test_every_container_runs_the_almanac_entrypoint_with_requests_and_no_privileges() -> None:
     dockerfile = (K8S.parent / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["almanac"]' in dockerfile
-    commands = {"engine", "projector", "gateway"}
+    commands = {"engine", "projector", "notifier", "gateway"}
     for workload, container in containers():
         assert "command" not in container, f"{workload} must keep the image's entrypoint (almanac)"
         assert container["args"][0] in commands, workload
@@ -162,7 +162,7 @@ def test_every_container_runs_the_almanac_entrypoint_with_requests_and_no_privil
 
 def test_the_almanac_command_offers_every_role_the_manifests_start() -> None:
     almanac = shutil.which("almanac") or str(Path(sys.executable).parent / "almanac")
-    for role in ("engine", "projector", "gateway"):
+    for role in ("engine", "projector", "notifier", "gateway"):
         shown = subprocess.run([almanac, role, "--help"], capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0, shown.stderr
     projector = subprocess.run([almanac, "projector", "--help"], capture_output=True, text=True, timeout=60)

@@ -27,8 +27,8 @@ def test_every_command_the_deploy_files_run_exists():
     commands = set()
     for path in DEPLOY.rglob("*"):
         if path.is_file():
-            commands |= set(re.findall(r"almanac (engine|projector|gateway)\b", path.read_text()))
+            commands |= set(re.findall(r"almanac (engine|projector|notifier|gateway)\b", path.read_text()))
             commands |= set(re.findall(r'command: \["(\w+)"\]', path.read_text()))
-    assert commands == {"engine", "projector", "gateway"}
+    assert commands == {"engine", "projector", "notifier", "gateway"}
     for command in commands:
         assert CliRunner().invoke(app, [command, "--help"]).exit_code == 0, command
