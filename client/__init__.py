@@ -139,7 +139,7 @@ class Client:
         bearer = token if token is not None else self.token
         if bearer:
             headers["Authorization"] = f"Bearer {bearer}"
-        attempt = 0
+        attempt, pending_until = 0, 0.0
         while True:
             try:
                 response = self.http.request(method, path, headers=headers, json=json_body, params=params)
@@ -155,7 +155,16 @@ class Client:
                 attempt += 1
                 continue
             if response.status_code == 202 and method.upper() == "POST":
-                return self._await_outcome(response.json(), bearer)
+                if bearer:
+                    return self._await_outcome(response.json(), bearer)
+                # A create or join (no token yet, so no outcome URL to ask): the same body again, whose long
+                # command id gets the answer with the token once the engine has decided it
+                pending_until = pending_until or time.monotonic() + self.pending_wait_s
+                if time.monotonic() < pending_until:
+                    self._sleep(min(attempt, 4), None)
+                    attempt += 1
+                    continue
+                raise _error_of(response)
             if response.status_code not in expect:
                 raise _error_of(response)
             if response.headers.get("content-type", "").startswith("application/json"):

@@ -71,7 +71,7 @@ class AsyncClient:
                       retry: bool = True) -> Any:
         bearer = token if token is not None else self.token
         headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
-        attempt = 0
+        attempt, pending_until = 0, 0.0
         while True:
             try:
                 response = await self.http.request(method, path, headers=headers, json=json_body, params=params)
@@ -86,7 +86,15 @@ class AsyncClient:
                 attempt += 1
                 continue
             if response.status_code == 202 and method.upper() == "POST":
-                return await self._await_outcome(response.json(), bearer)
+                if bearer:
+                    return await self._await_outcome(response.json(), bearer)
+                # A create or join (no token yet): the same body again, whose long command id gets the token
+                pending_until = pending_until or time.monotonic() + self.pending_wait_s
+                if time.monotonic() < pending_until:
+                    await self._sleep(min(attempt, 4), None)
+                    attempt += 1
+                    continue
+                raise _error_of(response)
             if response.status_code not in expect:
                 raise _error_of(response)
             if response.headers.get("content-type", "").startswith("application/json"):

@@ -220,3 +220,18 @@ async def test_the_asyncio_client_plays_and_follows_like_the_other(live: tuple[s
         with pytest.raises(ApiError) as refused:
             await alice.command({"kind": "end_turn"})
         assert refused.value.status == 422
+
+
+def test_answers_not_ready_in_time_are_followed_to_the_end(live: tuple[str, str, Stack]) -> None:
+    _, _, stack = live
+    # Given a gateway that waits only 1 ms for the engine (so it answers 202 outcome_pending to nearly everything)
+    url = stack.start_gateway("gateway-impatient", ALMANAC_COMMAND_TIMEOUT_MS="1")
+    transport = RecordingTransport()
+    with Client(url, transport=transport) as client:
+        # When a room is created and joined, and a command sent, through the client
+        alice = client.create_room("realm", "alice", room="py-pending", options={"players": ["alice", "bob"]})
+        bob = client.join(alice.room, "bob")
+        ended = bob.command({"kind": "end_turn"})
+        # Then each call has its real answer (the tokens act; the command's versions), the 202s ridden out
+        assert alice.view()["player"] == "alice" and ended.version >= 4
+    assert any(status == 202 for status, _ in transport.answers)
