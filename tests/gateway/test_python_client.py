@@ -224,12 +224,21 @@ async def test_the_asyncio_client_plays_and_follows_like_the_other(live: tuple[s
 
 def test_answers_not_ready_in_time_are_followed_to_the_end(live: tuple[str, str, Stack]) -> None:
     _, _, stack = live
-    # Given a gateway that waits only 1 ms for the engine (so it answers 202 outcome_pending to nearly everything)
+    # Given a gateway that waits only 1 ms for the engine, and the engine stopped for a moment
     url = stack.start_gateway("gateway-impatient", ALMANAC_COMMAND_TIMEOUT_MS="1")
+    stack.processes["engine"].terminate()
+    stack.processes["engine"].wait(15)
     transport = RecordingTransport()
     with Client(url, transport=transport) as client:
-        # When a room is created and joined, and a command sent, through the client
-        alice = client.create_room("realm", "alice", room="py-pending", options={"players": ["alice", "bob"]})
+        # When a room is created through the client meanwhile (answered 202: nothing decides it yet)
+        created: list[Seat] = []
+        creating = threading.Thread(target=lambda: created.append(client.create_room(
+            "realm", "alice", room="py-pending", options={"players": ["alice", "bob"]})))
+        creating.start()
+        time.sleep(2.0)
+        stack.start("engine")  # and the engine comes back
+        creating.join(60)
+        [alice] = created
         bob = client.join(alice.room, "bob")
         ended = bob.command({"kind": "end_turn"})
         # Then each call has its real answer (the tokens act; the command's versions), the 202s ridden out
