@@ -7,7 +7,7 @@ so that the registry can name ``RuleSet`` without importing the room module that
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -150,6 +150,19 @@ class RuleSet:
     console_picture: str = ""
     demo_moves: int = 30
     shared_challenge: bool = False
+    # The values a command field may take where the rules know them, as "kind.field" -> values (for a map
+    # field such as a load: its keys). The rules check them when they decide; this publishes them, so the
+    # OpenAPI and AsyncAPI documents list them as enums and typed clients offer them (services/gateway/
+    # game_schemas.py). Presentation like the rest of the manifest module: not in the fingerprint.
+    allowed_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # What an event tells the players, for webhooks (services/notifier.py): event -> (kind, player) pairs,
+    # player None for everyone seated (realm: a new season is everyone's turn; an offer is its host's).
+    # The room's own events (room.ended) are noticed by the notifier for every rule-set.
+    notices: Callable[[Any], Sequence[tuple[str, str | None]]] | None = None
+    # The type of what ``view(state, player)`` returns (a msgspec Struct), for the API documents' view schema;
+    # None: the view is documented as the game's own object. tests/gateway/test_typed_schemas.py holds real views
+    # to it.
+    view_type: type | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

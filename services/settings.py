@@ -133,11 +133,19 @@ class Settings(BaseSettings):
     # Per client address on POST /rooms and POST /rooms/{room}/join; per seat (room and player) on commands and end.
     rate_anon: str = _env("ALMANAC_RATE_ANON", "1000/second")
     rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
+    # Webhooks (services/notifier.py): attempts per delivery before the dead-letter list, the longest wait
+    # between attempts (the back-off doubles from 0.5 s up to it), a receiver's time to answer, and
+    # deliveries in flight at once.
+    webhook_max_attempts: int = _env("ALMANAC_WEBHOOK_MAX_ATTEMPTS", 12)
+    webhook_backoff_max_s: int = _env("ALMANAC_WEBHOOK_BACKOFF_MAX_S", 300)
+    webhook_timeout_s: int = _env("ALMANAC_WEBHOOK_TIMEOUT_S", 10)
+    webhook_concurrency: int = _env("ALMANAC_WEBHOOK_CONCURRENCY", 64)
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
                      "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
                      "live_max_feeds_per_seat", "live_max_feeds_per_address", "live_max_feeds",
+                     "webhook_max_attempts", "webhook_backoff_max_s", "webhook_timeout_s", "webhook_concurrency",
                      "redis_max_connections", "redis_pool_wait_ms", "gateway_max_heavy_reads")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:

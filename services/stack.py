@@ -1,4 +1,4 @@
-"""`almanac up`'s process supervisor: Redis (embedded unless REDIS_URL) and the engine, projector and gateway
+"""`almanac up`'s process supervisor: Redis (embedded unless REDIS_URL) and the engine, projector, notifier and gateway
 processes, each a child running the CLI again, restarted when it dies. The CLI's `up` and `demo` and the
 benchmarks start stacks through it (it imports neither)."""
 
@@ -109,7 +109,7 @@ class Stack:
         self._write_up_file()
 
     def _services(self) -> list[str]:
-        return ["engine", "projector", "gateway"]
+        return ["engine", "projector", "notifier", "gateway"]
 
     def _spawn(self, name: str) -> None:
         service, own_env = self._child_specs[name]
@@ -187,8 +187,9 @@ class Stack:
             path = self.data_dir / UP_FILE
             if json.loads(path.read_text()).get("pid") == os.getpid():
                 path.unlink()
-        # The gateway first (no new commands), then the engine, then the projector drains what is left.
-        for service in ("gateway", "engine", "projector"):
+        # The gateway first (no new commands), then the engine, then the projector drains what is left; the
+        # notifier last (what it has not delivered stays in its outbox for the next start).
+        for service in ("gateway", "engine", "projector", "notifier"):
             group = [child for name, child in self.children.items()
                      if self._child_specs[name][0] == service and child.poll() is None]
             for child in group:  # every process of a service stops together, then the next service

@@ -170,6 +170,39 @@ class Keys:
         Not a read model: a rebuild of the models keeps it (it is not derivable from a room's events)."""
         return self._shard(shard, "unranked")
 
+    def notifier_cursor(self, shard: int) -> str:
+        """The last feed entry of the shard whose notices the notifier has put in its outbox."""
+        return self._shard(shard, "notifier:cursor")
+
+    # --- webhooks (services/notifier.py): one hash tag, so the outbox's scripts run on a Cluster too --
+
+    def _webhooks(self, suffix: str) -> str:
+        return f"{self.prefix}:{{webhooks}}:{suffix}"
+
+    def webhook_subscriptions(self) -> str:
+        """Hash: subscription id -> JSON {id, url, secret, scope, room, player, kinds, created_ms}."""
+        return self._webhooks("subscriptions")
+
+    def webhook_outbox(self) -> str:
+        """Sorted set: delivery id by the time (ms) it is due (a claimed one: when its lease runs out)."""
+        return self._webhooks("due")
+
+    def webhook_deliveries(self) -> str:
+        """Hash: delivery id -> JSON of the delivery (subscription, payload, attempts), while it is pending."""
+        return self._webhooks("deliveries")
+
+    def webhook_dead(self) -> str:
+        """List: deliveries given up after the last attempt, newest first, with the last error."""
+        return self._webhooks("dead")
+
+    def webhook_stats(self) -> str:
+        """Hash of counters: enqueued, delivered, failed_attempts, dead."""
+        return self._webhooks("stats")
+
+    def webhook_latency(self) -> str:
+        """List: the latest delivery latencies (ms from the event's append to the receiver's 2xx), newest first."""
+        return self._webhooks("latency")
+
     # --- the read models of a shard (``rm:``) ---------------------------------------------------
 
     def _model(self, shard: int, suffix: str) -> str:

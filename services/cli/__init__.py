@@ -32,6 +32,8 @@ _COMMAND_MODULES = (
     "almanac.services.cli.keys",         # keys, checkpoints
     "almanac.services.cli.projections",  # projector, projections rebuild
     "almanac.services.cli.gateway",      # gateway, up, demo
+    "almanac.services.cli.notifier",     # notifier (webhooks)
+    "almanac.services.cli.documents",    # openapi, asyncapi
     "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e
 )
 

@@ -137,6 +137,18 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
         main(settings.model_copy(update={"redis_url": url}), count)
 
 
+@bench_app.command("webhooks")
+def bench_webhooks(rooms: int = typer.Option(2_000, min=100, help="Deliveries of the backlog (throughput)."),
+                   rate: int = typer.Option(100, min=1, help="Rooms ending per second while latency is measured."),
+                   seconds: int = typer.Option(5, min=1, help="How long rooms end at that rate.")) -> None:
+    """The notifier's deliveries/s against bare POSTs to the same receiver (same run), and latency p50/p99."""
+    main = bench_module("webhooks").main
+
+    settings = settings_or_exit()
+    with redis_url_for(settings, create=True) as url:
+        main(settings.model_copy(update={"redis_url": url}), rooms, rate, seconds)
+
+
 @bench_app.command("live")
 def bench_live(feeds: int = typer.Option(1_000, min=10, help="Live feeds (distinct seats) to hold open."),
                requests: int = typer.Option(300, min=100, help="Another client's requests, with and without.")) -> None:

@@ -29,6 +29,7 @@ from almanac.services.gateway import (
     api_ops,
     api_queries,
     api_rooms,
+    api_webhooks,
     asyncapi,
     metrics,
 )
@@ -50,6 +51,7 @@ from almanac.services.gateway.errors import (
     unrepresentable,
 )
 from almanac.services.gateway.schemas import (
+    BODY_TYPES,
     CommandRequest,
     CreateRoomRequest,
     EndRoomRequest,
@@ -135,7 +137,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     app.state.settings = settings  # the connections' limits (connection_guard.GuardedConnection)
     install_error_handlers(app)
     for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
-                   api_ops.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
+                   api_ops.router, api_webhooks.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
     api_console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -167,7 +169,8 @@ def raise_open_files_limit() -> int:
 def _openapi(app: FastAPI) -> dict[str, Any]:
     return api_docs.build_openapi(
         # Hidden: the marker a redacted event field carries ({"hidden": true}), see events/disclosure.py.
-        app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, ForkRoomRequest, Hidden])
+        app, [*dict.fromkeys([CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, ForkRoomRequest,
+                              *BODY_TYPES]), Hidden])
 
 
 class MetricsTiming:

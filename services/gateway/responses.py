@@ -383,6 +383,47 @@ class BundleVerdict(_Body):
     text: str
 
 
+class WebhookSubscription(_Body):
+    """A subscription: where notices go and which (the secret only in the answer that created it)."""
+
+    id: str
+    url: str
+    scope: str  # deployment | room | player
+    room: str | None = None
+    player: str | None = None
+    kinds: list[str] = []
+    created_ms: int = 0
+    secret: str | None = None
+
+
+class WebhookSubscriptions(_Body):
+    subscriptions: list[WebhookSubscription]
+
+
+class WebhookDeleted(_Body):
+    deleted: str
+
+
+class WebhookDeadLetters(_Body):
+    dead: list[Json]  # {id, subscription, url, payload, attempts, last_error, dead_ms, ...}
+
+
+class WebhookLatency(_Body):
+    samples: int
+    p50: int | None
+    p99: int | None
+
+
+class WebhookStats(_Body):
+    enqueued: int
+    delivered: int
+    failed_attempts: int
+    dead: int
+    pending: int
+    dead_letters: int
+    latency_ms: WebhookLatency
+
+
 # (method, path) -> (status, body type). Every route of the API has one (a test checks).
 RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/rooms"): (201, RoomCreatedAnswer),
@@ -419,6 +460,11 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/bundles/verify"): (200, BundleVerdict),
     ("get", "/.well-known/almanac-keys.json"): (200, KeySet),
     ("get", "/rooms/{room}/checkpoints"): (200, CheckpointFile),
+    ("post", "/webhooks"): (201, WebhookSubscription),
+    ("get", "/webhooks"): (200, WebhookSubscriptions),
+    ("delete", "/webhooks/{subscription}"): (200, WebhookDeleted),
+    ("get", "/webhooks/dead"): (200, WebhookDeadLetters),
+    ("get", "/webhooks/stats"): (200, WebhookStats),
 }
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending

@@ -129,8 +129,15 @@ SECURITY_SCHEME = "bearer"
 TOKEN_REQUIRED: dict[str, Any] = {"security": [{SECURITY_SCHEME: []}]}
 
 
+# Every type a route documents as its body (openapi_body): their component schemas join the document
+# (http_app._openapi), so a route's body can never point at a schema the document lacks.
+BODY_TYPES: list[type] = []
+
+
 def openapi_body(type_: type) -> dict[str, Any]:
     """An ``openapi_extra`` that documents a msgspec-decoded JSON body."""
+    if type_ not in BODY_TYPES:
+        BODY_TYPES.append(type_)
     # The component schemas themselves are merged into the document once, in app._openapi.
     (schema,), _ = msgspec.json.schema_components([type_], ref_template="#/components/schemas/{name}")
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}

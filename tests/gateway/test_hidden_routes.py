@@ -176,6 +176,7 @@ def fillers(room: str, ruleset: str, run: list[Receipt], steps: int) -> dict[str
         "where": ["room.ended == true", f"scores.{rival} >= 1", f"view.{rival}.seed != null"],
         "against": [f"{ruleset}@{v}" for v in registry.versions(ruleset)],
         "linear": ["true", "false"],
+        "subscription": ["wh_0000000000000000"],  # webhook routes: auditors only, nothing of a game
     }
 
 

@@ -53,3 +53,16 @@ def test_the_engine_benchmark_drains_a_backlog_then_takes_commands_as_they_come_
     assert figures["done"] == 1_000 and figures["rejected"] == 0
     assert figures["accepted"] == 1_000 + 1_000 + 100  # the backlog, the submitted commands, the paced ones
     assert figures["projector"] > 0 and figures["paced_p99"] != "n/a"
+
+
+def test_the_webhooks_benchmark_delivers_everything_and_stands_beside_bare_posts_on_real_redis(redis_url, tmp_path):
+    import asyncio  # noqa: PLC0415
+
+    from almanac.bench import webhooks  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path))
+    figures = asyncio.run(webhooks.run(settings, rooms=100, rate=50, seconds=1))
+    assert figures["received"] == 100 + 100 + 50  # the backlog, the bare baseline's POSTs, the paced rooms
+    assert figures["latency_ms"]["samples"] == 50 and figures["dead"] == 0
+    assert figures["notifier_deliveries_per_s"] > 0 and figures["bare_posts_per_s"] > 0

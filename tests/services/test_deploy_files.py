@@ -27,9 +27,9 @@ def test_every_command_the_deploy_files_run_exists():
     commands = set()
     for path in DEPLOY.rglob("*"):
         if path.is_file():
-            commands |= set(re.findall(r"almanac (engine|projector|gateway)\b", path.read_text()))
+            commands |= set(re.findall(r"almanac (engine|projector|notifier|gateway)\b", path.read_text()))
             commands |= set(re.findall(r'command: \["(\w+)"\]', path.read_text()))
-    # the deployment shape: gateways that decide their shards, and a projector (`almanac engine` only named)
-    assert {"projector", "gateway"} <= commands <= {"engine", "projector", "gateway"}
+    # the deployment shape: gateways that decide their shards, a projector and a notifier (`almanac engine` only named)
+    assert {"projector", "notifier", "gateway"} <= commands <= {"engine", "projector", "notifier", "gateway"}
     for command in commands:
         assert CliRunner().invoke(app, [command, "--help"]).exit_code == 0, command

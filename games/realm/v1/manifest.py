@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RuleSet, to_builtins
-from almanac.games.realm.v1 import audit
+from almanac.games.realm.v1 import audit, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 
@@ -36,6 +38,90 @@ def ledger_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
             "detail": detail,
         }
     ]
+
+
+def notices(event: Any) -> list[tuple[str, str | None]]:
+    """Webhook notices: a new season is every city's turn; an offer is news to the city it is made to."""
+    if isinstance(event, realm_events.SeasonEnded):
+        return [("your_turn", None)]
+    if isinstance(event, realm_events.TradeOffered) and audit.host_of(event):
+        return [("trade_offered", audit.host_of(event))]
+    return []
+
+
+class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class ArmyView(_View):
+    soldiers: int
+    equipment: str
+    damage: int | None = None  # own (and taxed) cities only
+
+
+class CityView(_View):
+    """A city as the player sees it: their own (and the cities they tax) in full, the others without storage."""
+
+    name: str
+    owner: str
+    population: int
+    hit_points: int
+    army: ArmyView | None
+    destroyed: bool
+    controller: str
+    immune_until_season: int
+    merchant_away: bool
+    stock: dict[str, int] | None = None  # the rest: own and taxed cities only
+    saved_stars: int | None = None
+    saved_wards: int | None = None
+    tax_year: int | None = None
+    tax_season: str | None = None
+    merchant: str | None = None
+
+
+class MerchantView(_View):
+    """A merchant on the road: in full to the trade's parties, only who went where to the others."""
+
+    trade_id: str
+    home: str
+    host: str
+    load: dict[str, int] | None = None
+    buy: str | None = None
+    want: str | None = None
+    dice: int | None = None
+    agreed: list[str] | None = None
+    rounds: int | None = None
+
+
+class LedgerRow(_View):
+    trade_id: str
+    round: int
+    source: str
+    target: str
+    resource: str
+    amount: int
+    phantom: bool
+    home: str = ""
+    host: str = ""
+
+
+class RealmView(_View):
+    """What a player sees of the realm (game.RealmDecider.view)."""
+
+    player: str
+    season: str
+    year: int
+    season_index: int
+    season_started_ms: int
+    season_timeout_ms: int
+    actions_left: int
+    turn_ended: list[str]
+    cities: dict[str, CityView]
+    merchants: list[MerchantView]
+    ledger: list[LedgerRow]
+    scores: dict[str, int]
+    own_score: int | None
+    over: bool
 
 
 MANIFEST = RuleSet(
@@ -74,5 +160,24 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.realm:picture.js",
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
+    view_type=RealmView,
+    notices=notices,
+    # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
+    allowed_values={
+        "mine.ore": data.ORES,
+        "mine.moons": ("count", "save"),
+        "mine.lesser_ore": ("best", "none", *data.ORES[:-1]),  # a lesser ore is below the one sought: never gold
+        "smelt.ore": tuple(data.SMELTED),
+        "get_food.method": data.FOOD_METHODS,
+        "get_food.moon": ("double", "save"),
+        "equip_army.tier": tuple(data.EQUIPMENT_METAL),
+        "raid.resource": data.RESOURCES,
+        "besiege.if_taken": ("destroy", "tax"),
+        "choose_tax_season.season": data.SEASONS,
+        "send_merchant.load": data.RESOURCES,
+        "offer_trade.buy": data.RESOURCES,
+        "offer_trade.pay": ("", *data.RESOURCES),  # "": nothing named (the host says what it wants)
+        "counter_offer.want": data.RESOURCES,
+    },
     demo_moves=40,
 )
