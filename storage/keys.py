@@ -163,6 +163,20 @@ class Keys:
     def dead_letters(self, shard: int) -> str:
         return self._shard(shard, "dead")
 
+    # --- the clock of a shard (services/clock.py) -----------------------------------------------
+
+    def deadlines(self, shard: int) -> str:
+        """Sorted set: room -> due time (ms) of its earliest pending deadline."""
+        return self._shard(shard, "clock:due")
+
+    def deadline_commands(self, shard: int) -> str:
+        """Hash: room -> msgpack (key, player, command) of the deadline ``deadlines`` holds for it."""
+        return self._shard(shard, "clock:commands")
+
+    def clock_cursor(self, shard: int) -> str:
+        """The shard feed entry id up to which the clock has read the rooms' deadlines."""
+        return self._shard(shard, "clock:cursor")
+
     # --- the read models of a shard (``rm:``) ---------------------------------------------------
 
     def _model(self, shard: int, suffix: str) -> str:
