@@ -103,6 +103,8 @@ class Clock:
         self._fire = client.register_script(FIRE_SCRIPT)
         self.fired = 0
         self.tracked = 0
+        # shard -> the feed entry id read up to, while the shard is held (read from Redis when taken again)
+        self._cursors: dict[int, str] = {}
 
     # --- tracking ------------------------------------------------------------------------------
 
@@ -137,21 +139,35 @@ class Clock:
         await pipe.execute()
         self.tracked += len(rooms)
 
-    async def track(self, shard: int) -> int:
-        """Bring the shard's deadlines up to its feed; the number of rooms looked at."""
-        feed, cursor_key = self.keys.feed(shard), self.keys.clock_cursor(shard)
-        raw = await self.client.get(cursor_key)
+    async def _cursor(self, shard: int) -> str | None:
+        """Where the clock reads the shard's feed from: its own cursor, or None (read every room: a first
+        start, a cursor lost, or a feed trimmed past it)."""
+        cursor = self._cursors.get(shard)
+        if cursor is not None:
+            return cursor
+        raw = await self.client.get(self.keys.clock_cursor(shard))
         cursor = raw.decode() if isinstance(raw, bytes) else raw
-        first = await self.client.xrange(feed, count=1)
+        first = await self.client.xrange(self.keys.feed(shard), count=1)
         if first and cursor is not None and _older(cursor, first[0][0]):
-            cursor = None  # the feed was trimmed past the cursor: what moved meanwhile is unknown
+            return None  # the feed was trimmed past the cursor: what moved meanwhile is unknown
+        return cursor
+
+    async def track(self, shard: int, entries: list | None = None) -> int:
+        """Bring the shard's deadlines up to its feed (``entries``: its first read, already made); the
+        number of rooms looked at."""
+        feed = self.keys.feed(shard)
+        cursor = await self._cursor(shard)
         if cursor is None:
-            return await self._rescan(shard)
+            looked = await self._rescan(shard)
+            self._cursors.pop(shard, None)
+            return looked
         looked = 0
         while True:
-            reply = await self.client.xread({feed: cursor}, count=self.batch)
-            entries = reply[0][1] if reply else []
+            if entries is None:
+                reply = await self.client.xread({feed: cursor}, count=self.batch)
+                entries = reply[0][1] if reply else []
             if not entries:
+                self._cursors[shard] = cursor
                 return looked
             rooms: dict[str, int] = {}
             for _, fields in entries:
@@ -161,7 +177,9 @@ class Clock:
             await self._set(shard, rooms, cursor)
             looked += len(rooms)
             if len(entries) < self.batch:
+                self._cursors[shard] = cursor
                 return looked
+            entries = None
 
     async def _rescan(self, shard: int) -> int:
         """Every room of the shard, from the feed's current end (a first start, or a cursor lost)."""
@@ -212,10 +230,32 @@ class Clock:
     # --- the loop ------------------------------------------------------------------------------
 
     async def tick(self, shards: list[int]) -> int:
-        sent = 0
+        """One round over ``shards``: a single pipelined look at every shard's feed and due deadlines, then
+        the work for the shards where something moved or fell due; the number of commands sent."""
+        for shard in list(self._cursors):
+            if shard not in shards:
+                del self._cursors[shard]  # given up: whoever holds it now moves its cursor
+        cursors = {shard: await self._cursor(shard) for shard in shards if shard not in self._cursors}
+        now = self.now_ms()
+        pipe = self.client.pipeline(transaction=False)
         for shard in shards:
-            await self.track(shard)
-            sent += await self.fire(shard)
+            cursor = self._cursors.get(shard) or cursors.get(shard)
+            pipe.xread({self.keys.feed(shard): cursor or "0-0"}, count=self.batch)
+            pipe.zrangebyscore(self.keys.deadlines(shard), "-inf", now, start=0, num=1)
+        replies = await pipe.execute()
+        sent = 0
+        for index, shard in enumerate(shards):
+            read, due = replies[2 * index], replies[2 * index + 1]
+            if shard in cursors and cursors[shard] is None:
+                await self.track(shard)  # read every room
+            elif read:
+                if shard in cursors:
+                    self._cursors[shard] = cursors[shard]  # type: ignore[assignment]
+                await self.track(shard, read[0][1])
+            elif shard in cursors:
+                self._cursors[shard] = cursors[shard]  # type: ignore[assignment]
+            if due or read or shard in cursors:
+                sent += await self.fire(shard)
         return sent
 
     async def run(self, shards: Callable[[], list[int]], stopping: asyncio.Event, interval_s: float = 0.1) -> None:

@@ -29,9 +29,9 @@ from almanac.services.bus import (
     encode_outcome,
     outcome_channel_of,
 )
+from almanac.services.clock import Clock
 from almanac.services.engine.batch_line import BatchLine, stream_reply as _stream_reply
 from almanac.services.engine.cluster_reads import StandingReads
-from almanac.services.clock import Clock
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.logging import get_logger
