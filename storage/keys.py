@@ -126,6 +126,10 @@ class Keys:
         """A copy's origin (``import --as``): JSON {room, version, hash} of the room it was copied from."""
         return self._room(room, "origin")
 
+    def seat_keys(self, room: str) -> str:
+        """Hash: player -> sha256 hex of the seat key their join answer carried (a fresh token for that seat)."""
+        return self._room(room, "seatkeys")
+
     def nonces(self, room: str) -> str:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
         return self._room(room, "nonces")
