@@ -21,6 +21,7 @@ const URLS = {
   status: () => "/status",
   room: (room) => `/rooms/${enc(room)}`,
   join: (room) => `/rooms/${enc(room)}/join`,
+  seat: (room) => `/rooms/${enc(room)}/seat`,
   commands: (room) => `/rooms/${enc(room)}/commands`,
   events: (room, from) => `/rooms/${enc(room)}/events?from_version=${from}&limit=5000`,
   // ``since``: the answer also holds what changed from that version (the server's one tree-diff)
@@ -47,6 +48,19 @@ const auditorToken = () => store.getItem("almanac.auditor") || "";
 const setAuditorToken = (t) => (t ? store.setItem("almanac.auditor", t) : store.removeItem("almanac.auditor"));
 const seatOf = (room) => JSON.parse(store.getItem(`almanac.seat.${room}`) || "null");
 const setSeat = (room, seat) => store.setItem(`almanac.seat.${room}`, JSON.stringify(seat));
+// A seat key outlives the tab (local storage): it gets a fresh token for the same seat (POST /rooms/{room}/seat).
+const keys = window.localStorage;
+const seatKeyOf = (room) => JSON.parse(keys.getItem(`almanac.seatkey.${room}`) || "null");
+const keepSeatKey = (room, answer) => answer.seat_key &&
+  keys.setItem(`almanac.seatkey.${room}`, JSON.stringify({ player: answer.player, seat_key: answer.seat_key }));
+async function reclaimSeat(room, kept) {
+  const a = await api(URLS.seat(room), { method: "POST", body: { player: kept.player, seat_key: kept.seat_key } });
+  if (!a.ok) return a;
+  keys.setItem(`almanac.seatkey.${room}`, JSON.stringify(kept));
+  const s = { player: a.data.player, token: a.data.token };
+  setSeat(room, s);
+  return { ...a, seat: s };
+}
 
 async function api(path, { token, method = "GET", body } = {}) {
   const headers = {};
@@ -247,6 +261,7 @@ function CreateRoom({ rulesets }) {
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
     setSeat(answer.data.room, { player: answer.data.player, token: answer.data.token });
+    keepSeatKey(answer.data.room, answer.data);
     location.hash = `#/room/${enc(answer.data.room)}`;
   };
   return html`<section class="panel" aria-label="Create a room"><h2>Create a room</h2>
@@ -521,8 +536,17 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
     if (!a.ok && a.data && a.data.code === "no_player_nonces") a = await api(URLS.join(room), { method: "POST", body: { player: name } });
     else if (a.ok) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
-    if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); onSeat(s); setAnswer(null); }
+    if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); keepSeatKey(room, a.data); onSeat(s); setAnswer(null); }
     else setAnswer(a);
+  };
+  const [keyText, setKeyText] = useState("");
+  const [exported, setExported] = useState(null);
+  const reclaim = async (event) => {
+    event.preventDefault();
+    let kept = null;
+    try { kept = JSON.parse(keyText); } catch { setAnswer({ ok: false, data: { code: "not_json", message: "paste the exported seat key as it was exported" } }); return; }
+    const a = await reclaimSeat(room, kept || {});
+    if (a.seat) { onSeat(a.seat); setAnswer(null); } else setAnswer(a);
   };
   const send = async (command) => {
     setBusy(true);
@@ -541,7 +565,14 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
           busy=${busy} fixed=${{ kind }} onSubmit=${send} onDraft=${onDraft} preset=${picked} />` : ""}`
     : html`<form onSubmit=${join} class="row"><label class="field" for="join-player">join as player
         <input id="join-player" value=${name} onInput=${(e) => setName(e.target.value)} /></label>
-        <button class="primary" type="submit">Join</button></form>`}
+        <button class="primary" type="submit">Join</button></form>
+      <form onSubmit=${reclaim} class="row"><label class="field" for="seat-key-import">or take your seat back with its seat key
+        <input id="seat-key-import" value=${keyText} placeholder='{"player": …, "seat_key": …}' onInput=${(e) => setKeyText(e.target.value)} /></label>
+        <button type="submit">Take my seat back</button></form>`}
+    ${seat && seatKeyOf(room) ? html`<p class="row"><button type="button" data-testid="export-seat-key"
+        onClick=${() => setExported(JSON.stringify(seatKeyOf(room)))}>Export seat key</button>
+      <span class="muted">keep it: it gives you this seat back from any browser</span></p>
+      ${exported ? html`<textarea readonly data-testid="seat-key" rows="2" cols="80">${exported}</textarea>` : ""}` : ""}
     ${answer && !answer.ok ? html`<div data-testid="refusal"><${ErrorBox} error=${answer.data} /></div>` : ""}
     ${answer && answer.ok && answer.data.version ? html`<div class="notice" role="status" data-testid="accepted">accepted: now at version ${answer.data.version}</div>` : ""}
   </section>`;
@@ -564,6 +595,11 @@ function RoomPage({ room }) {
   const [picked, setPicked] = useState(null);  // fields a click on the picture proposes to Play (row, column)
   const request = useRef(0);
   const timeline = useRef(null);
+  useEffect(() => {  // a tab closed and opened again: the seat key kept in this browser gets the seat back
+    const kept = seatKeyOf(room);
+    if (seat || !kept) return;
+    reclaimSeat(room, kept).then((a) => { if (a.seat) { setSeatState(a.seat); if (!auditor) setViewer(a.seat.player); } });
+  }, [room]);
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
   const readToken = auditor || (seat && seat.token);
 
