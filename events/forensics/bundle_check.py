@@ -6,38 +6,47 @@
 
 A bundle (written by ``almanac dispute``; format in docs/forensics.md) claims: "these events of room R,
 decided by these commands under rule-set NAME@VERSION with these dice, are part of R's history whose
-head at export time was HASH". This module checks that claim in named steps, stopping at the first
+head at export time was HASH, and every command of that history, from room.created to the head, decides
+exactly its recorded events". This module checks that claim in named steps, stopping at the first
 failure, and says what each passed step proved:
 
-1. format     the file is a dispute bundle this verifier reads.
-2. chain      every envelope from version 1 to the head links to the one before (sha256 over the
-              previous hash and the envelope's fields) and the last one's hash is the stated head:
-              nothing was altered, dropped or inserted unless the whole chain was re-sealed.
-3. readable   each readable event in the bundle is exactly the chained envelope it names (fields and
-              decoded payload): what a person reads is what the chain proves.
-4. rules      the room's first event names the rule-set version; this machine has that version, and
+1.  format    the file is a dispute bundle this verifier reads (format_version 2: the whole chain's commands).
+2.  chain     every envelope from version 1 to the head links to the one before (sha256 over the
+              previous hash and the envelope's fields) and the last one's hash is the stated head.
+3.  anchor    the chain passes through a head you got by other means (``--expect-head HASH`` or
+              ``VERSION:HASH``; the server's own chain for a room it holds). Skipped without one: a bundle
+              alone cannot tell its room from an invented one.
+4.  readable  each readable event in the bundle is exactly the chained envelope it names.
+5.  rules     the room's first event names the rule-set version; this machine has that version, and
               its fingerprint is compared with the one the room recorded (a difference is reported).
-   subject    the slice is all of its subject: a trade (any audit view's item) told again from the
-              chain by the rule-set's audit view gives exactly the bundle's events and story, so no
-              step of it was left out; a range holds exactly its versions.
-5. seed       the revealed seed hashes to the commitment recorded when the room was created (so the
-              operator could not pick it after seeing the play). Skipped, and said so, before the end.
-6. coverage   each command's span of versions is exactly the envelopes carrying its command id, and
-              every event of the slice lies in one of them.
-7. redecide   each command is decided again by ``almanac.events.step.step`` (the engine's own room
-              step: its dice are derived from the revealed seed by ``events.dice``) against the state
-              folded from the chain before it; the events must come out byte for byte as recorded. A
-              forged but re-sealed chain fails here: the forger cannot make the rules and the
-              committed dice produce the forged events.
-8. refusals   each refused command in range is decided again at its version and refused with the same code.
+6.  subject   the slice is all of its subject: a trade (any audit view's item) told again from the
+              chain by the rule-set's audit view gives exactly the bundle's events and story; a range
+              holds exactly its versions (and is a range: from <= to).
+7.  seed      the revealed seed hashes to the commitment recorded when the room was created. Skipped
+              before the end (only the server holds the seed).
+8.  end       the chain ends the room (``room.ended``): nothing after the head can change what it shows.
+              Skipped for a room still running at export.
+9.  coverage  the bundle's command records cover the WHOLE chain: versions 1..head split into spans, each
+              exactly the envelopes carrying its command's id; each readable command is one of them, and
+              every event of the slice lies in one. Skipped (as is redecide) when it carries no records.
+10. redecide  every command from ``room.created`` to the head is decided again by ``events.step.step`` (the
+              engine's own room step, dice from the revealed seed by ``events.dice``) against the state the
+              commands before it decided; the events must come out byte for byte as recorded. An edit
+              before the slice or after it, a dropped, swapped or inserted event, re-sealed or not, fails
+              here or in coverage: no event of the chain is taken on trust.
+11. refusals  each refused command in the bundle is decided again at its version and refused with the same
+              code. Refusals write no event, so the chain does not cover them: a bundle that shows any is
+              INCOMPLETE (they rest on the operator's word), and an invented one never VERIFIES.
 
-The one thing a bundle cannot prove alone is that the head hash is the room's real head: compare it
-with a head hash published or given to you by other means (``--expect-head``).
+The verdict is VERIFIED only when every step ran and passed; NOT VERIFIED when one failed (damaged or
+hostile input included: never an exception); else INCOMPLETE, naming each step that did not run.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -48,6 +57,7 @@ from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.forensics.redecide import (
     Refusal,
+    command_spans,
     public_seed,
     recheck_refusals,
     redecide,
@@ -58,7 +68,11 @@ from almanac.events.hashing import envelope_hash
 from almanac.events.step import CommandRecord, decode_record
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
-BUNDLE_FORMAT_VERSION = 1
+BUNDLE_FORMAT_VERSION = 2  # 2: the chain carries every command record (the whole chain is re-decided)
+
+VERIFIED, INCOMPLETE, NOT_VERIFIED = "VERIFIED", "INCOMPLETE", "NOT VERIFIED"
+# Bounds of what this verifier reads (a hostile file is refused, not worked through): versions of a chain.
+MAX_CHAIN = 1_000_000
 
 
 class Step(msgspec.Struct, kw_only=True):
@@ -77,16 +91,26 @@ class Step(msgspec.Struct, kw_only=True):
 
 class Verdict(msgspec.Struct, kw_only=True):
     room: str = ""
-    ok: bool = False
+    ok: bool = False  # VERIFIED: every step ran and passed
+    status: str = NOT_VERIFIED  # VERIFIED, INCOMPLETE or NOT VERIFIED
     steps: list[Step] = []
+    audience: str = ""  # who the bundle says may read it (its first line), shown again with the verdict
 
     @property
     def failed(self) -> Step | None:
         return next((s for s in self.steps if s.status == "failed"), None)
 
+    @property
+    def unchecked(self) -> list[str]:
+        """The steps that did not run (an INCOMPLETE verdict names them)."""
+        return [s.name for s in self.steps if s.status == "skipped"]
+
     def text(self) -> str:
         """The verdict as a person reads it."""
-        lines = [f"bundle of room {self.room!r}: " + ("VERIFIED" if self.ok else "NOT VERIFIED")]
+        first = f"bundle of room {self.room!r}: {self.status}"
+        if self.status == INCOMPLETE:
+            first += " (not checked: " + ", ".join(self.unchecked) + ")"
+        lines = [first] + ([f"  audience: {self.audience}"] if self.audience else [])
         for s in self.steps:
             where = f" (version {s.version})" if s.version is not None else ""
             lines.append(f"  [{s.status}] {s.name}{where}: {s.detail}")
@@ -106,6 +130,10 @@ def _fail(name: str, detail: str, version: int | None = None, recorded: Any = No
                         recorded=recorded, recomputed=recomputed, sides=sides))
 
 
+def _skipped(name: str, detail: str) -> Step:
+    return Step(name=name, status="skipped", detail=detail)
+
+
 def _event_of(envelope: Envelope) -> Any:
     view = codec.to_builtins(envelope)
     try:
@@ -119,35 +147,67 @@ def _event_of(envelope: Envelope) -> Any:
 def _differences(recorded: Envelope, recomputed: Envelope) -> list[str]:
     """The paths of the fields (event fields first, to the leaf: ``event.buyer.dice[1]``) in which two envelopes
     differ, for the message (not the hash: it differs because they do)."""
-    names = [path for path, _, _ in tree_diff(_event_of(recorded), _event_of(recomputed)) if path != "hash"]
+    # Not the chain hashes: each side's own chain (the recomputed one starts from this machine's room.created).
+    names = [path for path, _, _ in tree_diff(_event_of(recorded), _event_of(recomputed))
+             if path not in ("hash", "previous_hash")]
     return sorted(names, key=lambda path: not path.startswith("event")) or ["bytes"]
 
 
-def verify_bundle(bundle: Any, expect_head: str | None = None) -> Verdict:
-    """Check a bundle (parsed JSON) step by step; the verdict names every step and the first failure."""
-    verdict = Verdict(room=str(bundle.get("room", "")) if isinstance(bundle, dict) else "")
+def parse_expected_head(text: str) -> tuple[int | None, str]:
+    """``HASH`` (the head itself) or ``VERSION:HASH`` (the chain's hash at an earlier version) -> (version, hash);
+    ValueError when it is neither."""
+    version, colon, digest = text.strip().lower().rpartition(":")
+    if colon and not version.isdigit():
+        raise ValueError(f"expected a head as HASH or VERSION:HASH, not {text!r}")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError(f"a head hash is 64 lowercase hex digits, not {digest!r}")
+    return (int(version) if colon else None), digest
+
+
+def verify_bundle(bundle: Any, expect_head: str | None = None, *,
+                  anchors: Sequence[tuple[str, str]] = (), stored_refusals: Collection[bytes] | None = None) -> Verdict:
+    """Check a bundle (parsed JSON) step by step; the verdict names every step, the first failure and what did
+    not run. ``expect_head``: a head you obtained elsewhere (``HASH`` or ``VERSION:HASH``); ``anchors``: more
+    such heads, each with who vouches for it (``("12:ab…", "the server's own chain")``); ``stored_refusals``: the
+    refusal records a server holding the room stored (each refusal shown must be one). Never raises on any input:
+    a damaged or hostile bundle is a failed step."""
+    verdict = Verdict(room=str(bundle.get("room", ""))[:200] if isinstance(bundle, dict) else "")
+    at = ["format"]  # the step under way, named if the input breaks it
+    heads = ([(expect_head, "you")] if expect_head is not None else []) + list(anchors)
     try:
-        _run(bundle, verdict, expect_head)
-        verdict.ok = True
+        _run(bundle, verdict, heads, stored_refusals, at)
     except _Failed as failure:
         verdict.steps.append(failure.step)
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError, OverflowError, CorruptEventError,
-            msgspec.DecodeError, msgspec.ValidationError) as error:
-        # A hostile or damaged file: a failed step naming the first part that is not as the format says.
-        where = verdict.steps[-1].name if verdict.steps else "format"
-        verdict.steps.append(Step(name="format", status="failed",
-                                  detail=f"the bundle is malformed after step {where!r}: {type(error).__name__}: {error}"))
+    except RecursionError:
+        verdict.steps.append(Step(name=at[0], status="failed", detail="the bundle is nested too deeply to read"))
+    except Exception as error:  # noqa: BLE001 - a hostile file must give a failed step, whatever breaks
+        # A hostile or damaged file (or a chain whose events the rules cannot fold: an army healed that does not
+        # exist): a failed step naming the step that broke and how, never an exception out of the verifier.
+        verdict.steps.append(Step(name=at[0], status="failed",
+                                  detail=f"the bundle is malformed or its events cannot be followed ({at[0]}): "
+                                         f"{type(error).__name__}: {str(error)[:300]}"))
+    if verdict.failed is not None:
+        verdict.status, verdict.ok = NOT_VERIFIED, False
+    elif verdict.unchecked:
+        verdict.status, verdict.ok = INCOMPLETE, False
+    else:
+        verdict.status, verdict.ok = VERIFIED, True
     return verdict
 
 
-def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
+def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refusals: Collection[bytes] | None,
+         at: list[str]) -> None:
     passed = verdict.steps.append
 
     # 1. format
     if not isinstance(bundle, dict) or bundle.get("format") != BUNDLE_FORMAT:
         raise _fail("format", f"not a dispute bundle (format is not {BUNDLE_FORMAT!r})")
+    audience = bundle.get("audience")
+    if isinstance(audience, dict) and isinstance(audience.get("note"), str):
+        verdict.audience = audience["note"][:500]
     if bundle.get("format_version") != BUNDLE_FORMAT_VERSION:
-        raise _fail("format", f"format_version {bundle.get('format_version')!r}; this verifier reads {BUNDLE_FORMAT_VERSION}")
+        raise _fail("format", f"format_version {bundle.get('format_version')!r}; this verifier reads "
+                    f"{BUNDLE_FORMAT_VERSION} (format 1 carried only the slice's commands: ask for a new bundle)")
     try:
         room = bundle["room"]
         head = bundle["head"]
@@ -155,12 +215,22 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         events, commands, refusals = bundle["events"], bundle["commands"], bundle["refusals"]
         seed_info, ruleset = bundle["seed"], bundle["ruleset"]
         head_version, head_hash = int(head["version"]), str(head["hash"])
-    except (KeyError, TypeError, ValueError) as error:
+        records = bundle["chain"].get("commands")
+        if not (isinstance(room, str) and isinstance(events, list) and isinstance(commands, list)
+                and isinstance(refusals, list) and isinstance(seed_info, dict) and isinstance(ruleset, dict)
+                and (records is None or isinstance(records, list))):
+            raise TypeError("room, events, commands, refusals, seed, ruleset or chain.commands has the wrong type")
+        if not all(isinstance(e, dict) for e in events + commands + refusals):
+            raise TypeError("an entry of events, commands or refusals is not an object")
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise _fail("format", f"a required part is missing or malformed: {error!r}") from None
+    if not 1 <= head_version <= MAX_CHAIN:
+        raise _fail("format", f"the head is version {head_version}: a chain holds 1..{MAX_CHAIN} versions")
     passed(Step(name="format", status="passed", detail=f"a dispute bundle of room {room!r}, "
                 f"{len(events)} event(s), {len(commands)} command(s), {len(refusals)} refusal(s)"))
 
     # 2. chain
+    at[0] = "chain"
     if len(raws) != head_version:
         raise _fail("chain", f"the chain holds {len(raws)} envelopes but the head is version {head_version}: "
                     "an event was dropped or added", recorded=head_version, recomputed=len(raws),
@@ -184,27 +254,62 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
     if previous != head_hash:
         raise _fail("chain", "the chain does not end at the stated head hash", head_version,
                     recorded=head_hash, recomputed=previous, sides=("stated", "recomputed"))
-    if expect_head is not None and head_hash != expect_head:
-        raise _fail("chain", "the bundle's head hash is not the head hash you expected (from another source)",
-                    head_version, recorded=head_hash, recomputed=expect_head, sides=("bundle", "expected"))
     passed(Step(name="chain", status="passed", detail=f"versions 1..{head_version} are linked and unaltered, ending at "
-                f"head {head_hash[:16]}…" + (" (the hash you expected)" if expect_head else
-                                             "; compare that hash with one published by other means")))
+                f"head {head_hash[:16]}…"))
 
-    # 3. readable
+    # 3. anchor: heads from outside the bundle (the chain must pass through each)
+    at[0] = "anchor"
+    if not heads:
+        verdict.steps.append(_skipped("anchor", "nothing outside the bundle vouches for its head: a forger can "
+                                      "invent a whole room that passes every other step; give a head you got "
+                                      "elsewhere (--expect-head HASH or VERSION:HASH)"))
+    anchored = []
+    for text, source in heads:
+        try:
+            version, digest = parse_expected_head(text)
+        except ValueError as error:
+            raise _fail("anchor", f"the head {source} expected: {error}") from None
+        version = head_version if version is None else version
+        if not 1 <= version <= head_version:
+            raise _fail("anchor", f"the head {source} expected is at version {version}, beyond this chain "
+                        f"(1..{head_version})", version, recorded=head_version, recomputed=version,
+                        sides=("bundle", "expected"))
+        if chain[version - 1].hash != digest:
+            raise _fail("anchor", f"the chain does not pass through the head {source} expected at version "
+                        f"{version}: another history", version, recorded=chain[version - 1].hash, recomputed=digest,
+                        sides=("bundle", "expected"))
+        anchored.append(f"{source} at version {version} ({digest[:16]}…)" + (
+            "" if version == head_version else f", so versions {version + 1}..{head_version} rest on the chain and "
+            "the re-decision alone"))
+    if anchored:
+        passed(Step(name="anchor", status="passed", detail="the chain passes through the head expected by "
+                    + "; by ".join(anchored)))
+
+    # 4. readable
+    at[0] = "readable"
     for entry in events:
-        version = entry.get("version") if isinstance(entry, dict) else None
-        if not isinstance(version, int) or not 1 <= version <= head_version:
+        version = entry.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= head_version:
             raise _fail("readable", f"an event entry names version {version!r}, outside the chain")
-        wrong = readable.check_event_entry(entry, chain[version - 1])
+        # The entry the chained envelope gives (decoded once); an honest entry is exactly it, payload copy optional.
+        truth = {k: v for k, v in readable.event_entry(raws[version - 1], room, version).items() if k != "raw"}
+        shown = {k: v for k, v in entry.items() if k != "raw"}
+        shown.setdefault("payload", truth["payload"])
+        if readable.same_json(shown, truth):
+            continue
+        wrong = readable.check_event_entry(entry, chain[version - 1])  # which part lies, for the message
         if wrong is not None:
             raise _fail("readable", f"event entry {version} does not say what the chain holds: {wrong}", version,
                         recorded=_event_of(chain[version - 1]).get("event"), recomputed=entry.get("event"),
                         sides=("chained", "readable"))
+        # Every other word a person reads (summary, time) is the chained envelope's too, and nothing is added.
+        raise _fail("readable", f"event entry {version} reads otherwise than its chained envelope (its summary, "
+                    "time or an added field)", version, recorded=truth, recomputed=shown, sides=("chained", "readable"))
     passed(Step(name="readable", status="passed",
                 detail=f"each of the {len(events)} readable event(s) is exactly the chained envelope it names"))
 
-    # 4. rules
+    # 5. rules
+    at[0] = "rules"
     try:
         created = codec.decode_event(chain[0])
     except RulesNotInstalledError as error:
@@ -212,10 +317,11 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
     if not isinstance(created, room_rules.RoomCreated):
         raise _fail("rules", f"the first event is {chain[0].type}, not room.created", 1)
     ref = f"{created.ruleset}@{created.ruleset_version}"
-    if ruleset.get("ref") != ref or ruleset.get("fingerprint") != created.fingerprint:
+    chained = {"name": created.ruleset, "version": created.ruleset_version, "ref": ref,
+               "fingerprint": created.fingerprint}
+    if any(ruleset.get(key) != value or type(ruleset.get(key)) is not type(value) for key, value in chained.items()):
         raise _fail("rules", "the bundle's rule-set does not match the room's room.created event", 1,
-                    recorded={"ref": ref, "fingerprint": created.fingerprint}, recomputed=ruleset,
-                    sides=("chained", "readable"))
+                    recorded=chained, recomputed=ruleset, sides=("chained", "readable"))
     try:
         rules = registry.at(created.ruleset, created.ruleset_version)
     except (RulesNotInstalledError, RuleError) as error:
@@ -226,7 +332,8 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
                 f"NOT the fingerprint the room recorded ({created.fingerprint[:16] or 'none'}…): the code differs, "
                 "so the re-decision below checks the recorded events against this machine's code")))
 
-    # 4b. subject: the slice is all of what it claims to be (the audit view told again from the chain)
+    # 6. subject: the slice is all of what it claims to be (the audit view told again from the chain)
+    at[0] = "subject"
     subject = bundle.get("subject")
     slice_versions = sorted(entry["version"] for entry in events)
     if isinstance(subject, dict) and subject.get("kind") == "audit_view":
@@ -242,96 +349,176 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
         passed(Step(name="subject", status="passed", detail=f"the {subject.get('view')} {subject.get('item')!r}, told "
                     f"again from the chain by {ref}'s audit view, is exactly the bundle's {len(told)} event(s) and story"))
     elif isinstance(subject, dict) and subject.get("kind") == "versions":
-        if slice_versions != list(range(int(subject["from"]), int(subject["to"]) + 1)):
-            raise _fail("subject", f"the bundle's events are not exactly versions {subject['from']}..{subject['to']}")
-        passed(Step(name="subject", status="passed", detail=f"the events are exactly versions {subject['from']}..{subject['to']}"))
+        low, high = subject.get("from"), subject.get("to")
+        if not (isinstance(low, int) and isinstance(high, int) and 1 <= low <= high <= head_version):
+            raise _fail("subject", f"versions {low!r}..{high!r} is not a range of this chain (1..{head_version}, "
+                        "from <= to)")
+        if slice_versions != list(range(low, high + 1)):
+            raise _fail("subject", f"the bundle's events are not exactly versions {low}..{high}")
+        passed(Step(name="subject", status="passed", detail=f"the events are exactly versions {low}..{high}"))
     else:
         raise _fail("subject", "the bundle names no subject (an audit view's item or a version range)")
 
-    # 5. seed (taken from the chain itself: the room.ended event; the bundle's copy must agree)
+    # 7. seed (taken from the chain itself: the room.ended event; the bundle's copy must agree)
+    at[0] = "seed"
     seed, source = public_seed(created, chain)
+    told = {"status": "challenge" if source == "challenge" else "revealed" if seed is not None else "not_revealed",
+            "commitment": created.seed_commitment,
+            "revealed": seed.hex() if seed is not None and source != "challenge" else None}
+    if source == "challenge":
+        told["challenge"] = created.challenge
+    if any(seed_info.get(key) != value for key, value in told.items()):
+        raise _fail("seed", "the bundle's seed entry does not say what the chain does", 1, recorded=told,
+                    recomputed={key: seed_info.get(key) for key in told}, sides=("chained", "readable"))
     if source == "challenge":
         passed(Step(name="seed", status="passed", detail=f"a challenge room: its dice come from the public challenge "
-                    f"{created.challenge!r}, which anyone can derive"))
+                    f"{created.challenge!r}, which anyone can derive (and so anyone could predict)"))
     elif seed is not None:
         digest = seed_commitment(seed)
         if digest != created.seed_commitment:
             raise _fail("seed", "the revealed seed does not hash to the commitment made when the room was created",
                         1, recorded=created.seed_commitment, recomputed=digest, sides=("committed", "revealed"))
-        if seed_info.get("revealed") not in (None, seed.hex()):
-            raise _fail("seed", "the bundle's seed is not the one the room revealed", None,
-                        recorded=seed.hex(), recomputed=seed_info.get("revealed"), sides=("chained", "readable"))
         passed(Step(name="seed", status="passed", detail="the seed revealed at the end hashes to the commitment "
                     f"{created.seed_commitment[:16]}… recorded at creation: it was fixed before play"))
     else:
-        verdict.steps.append(Step(name="seed", status="skipped", detail="the room has not ended: its seed is secret, so "
-                                  "no die can be re-derived and no command re-decided (steps coverage and "
-                                  "chain still hold; ask again after the room ends)"))
+        verdict.steps.append(_skipped("seed", "the room has not ended: its seed is secret, so no die can be "
+                                      "re-derived and no command re-decided; ask again after the room ends"))
     nonces = revealed_nonces(chain)  # scheme-2 dice: the players' nonces, revealed by the room's end
 
-    # 6. coverage
+    # 8. end: a bundle cut before room.ended shows a history that may still go on
+    at[0] = "end"
+    ended = next((e.version for e in reversed(chain) if e.type == "room.ended"), None)
+    if ended is None:
+        verdict.steps.append(_skipped("end", f"the room had not ended at export (head version {head_version}): "
+                                      "what came after is not in this bundle"))
+    elif ended != head_version:
+        raise _fail("end", f"events follow the room's end (room.ended at version {ended}, head {head_version})",
+                    ended + 1)
+    else:
+        passed(Step(name="end", status="passed", detail=f"the chain ends the room (room.ended at version {ended}): "
+                    "no later event can change what it shows"))
+
+    # 9. coverage: the command records split the WHOLE chain into spans, each exactly its command's events
+    at[0] = "coverage"
+    if not records:
+        for name in ("coverage", "redecide"):
+            verdict.steps.append(_skipped(name, "the bundle carries no command records, so no event can be tied to "
+                                          "the command that decided it, nor any command decided again"))
+        _refusals(verdict, refusals, chain, None, None, held_refusals, at)
+        return
+    stored: list[tuple[int, bytes]] = []
+    for index, pair in enumerate(records):
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and isinstance(pair[1], str)):
+            raise _fail("coverage", f"command record {index} is not [first_version, base64]")
+        stored.append((pair[0], base64.b64decode(pair[1], validate=True)))
+    firsts = [first for first, _ in stored]
+    if firsts[0] != 1 or any(b <= a for a, b in itertools.pairwise(firsts)) or firsts[-1] > head_version:
+        raise _fail("coverage", "the command records do not start at version 1 and go up within the chain "
+                    "(a record left out or out of order)", recorded=f"1..{head_version}", recomputed=firsts[:20],
+                    sides=("chained", "claimed"))
     spans: list[tuple[int, int, CommandRecord]] = []
-    for entry in commands:
+    by_first: dict[int, tuple[int, bytes]] = {}
+    for first, last, data in command_spans(stored, head_version):
         try:
-            first, last = int(entry["first_version"]), int(entry["last_version"])
-            data = base64.b64decode(entry["raw"], validate=True)
             record = decode_record(data)
-        except (KeyError, TypeError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as error:
-            raise _fail("coverage", f"a command entry is malformed: {error!r}") from None
-        if not readable.same_json(codec.to_builtins(record), entry.get("command")):
-            raise _fail("coverage", f"the readable command {record.command_id!r} is not its stored record", first,
-                        recorded=codec.to_builtins(record), recomputed=entry.get("command"), sides=("stored", "readable"))
-        if not 1 <= first <= last <= head_version:
-            raise _fail("coverage", f"command {record.command_id!r} claims versions {first}..{last}", first)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise _fail("coverage", f"the command record at version {first} does not decode: {error}", first) from None
+        if record.room != room:
+            raise _fail("coverage", f"the command record at version {first} is of room {record.room!r}", first)
         inside = {e.command_id for e in chain[first - 1:last]}
         before = chain[first - 2].command_id if first > 1 else None
-        after = chain[last].command_id if last < head_version else None
-        if inside != {record.command_id} or record.command_id in (before, after):
+        if inside != {record.command_id} or record.command_id == before:
             raise _fail("coverage", f"versions {first}..{last} are not exactly the events of command "
-                        f"{record.command_id!r}", first, recorded=sorted(inside), recomputed=record.command_id,
-                        sides=("chained", "claimed"))
+                        f"{record.command_id!r} (an event inserted, dropped or moved)", first,
+                        recorded=sorted(inside), recomputed=record.command_id, sides=("chained", "claimed"))
         spans.append((first, last, record))
-    spans.sort(key=lambda span: span[0])
-    covered = {version for first, last, _ in spans for version in range(first, last + 1)}
+        by_first[first] = (last, data)
+    for entry in commands:  # the slice's readable commands: each one of the whole chain's records, told truly
+        try:
+            first, last = int(entry["first_version"]), int(entry["last_version"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise _fail("coverage", f"a command entry is malformed: {error!r}") from None
+        if first not in by_first or by_first[first][0] != last:
+            raise _fail("coverage", f"the readable command at versions {first}..{last} is not a command span of "
+                        "the chain", first)
+        data = by_first[first][1]
+        truth = {**readable.record_entry(data), "first_version": first, "last_version": last}
+        if "raw" in entry:  # an optional second copy of the stored bytes: it must be the same
+            truth["raw"] = readable.b64(data)
+        if not readable.same_json(entry, truth):
+            record = codec.to_builtins(decode_record(data))
+            raise _fail("coverage", f"the readable command {record['command_id']!r} is not its stored record", first,
+                        recorded=record if entry.get("command") != record else truth,
+                        recomputed=entry.get("command") if entry.get("command") != record else entry,
+                        sides=("stored", "readable"))
+    shown = {v for entry in commands for v in range(int(entry["first_version"]), int(entry["last_version"]) + 1)}
     for entry in events:
-        if entry["version"] not in covered:
+        if entry["version"] not in shown:
             raise _fail("coverage", "an event of the slice has no command in the bundle that decided it", entry["version"])
-    passed(Step(name="coverage", status="passed", detail=f"every event of the slice lies in one of the "
-                f"{len(spans)} command span(s), and each span is exactly that command's events"))
+    passed(Step(name="coverage", status="passed", detail=f"the {len(spans)} command record(s) cover versions "
+                f"1..{head_version}, each span exactly that command's events; the slice's {len(commands)} readable "
+                "command(s) are among them"))
     if seed is None:
-        for name in ("redecide", "refusals"):
-            verdict.steps.append(Step(name=name, status="skipped", detail="needs the seed, revealed when the room ends"))
+        verdict.steps.append(_skipped("redecide", "needs the seed, revealed when the room ends"))
+        _refusals(verdict, refusals, chain, None, None, held_refusals, at)
         return
 
-    # 7. redecide (events.forensics.redecide: each span from the state the chain folds to before it)
+    # 10. redecide: every command from room.created on (events.forensics.redecide), not only the slice's
+    at[0] = "redecide"
     checked = redecide(chain, spans, seed, rules.ref, nonces=nonces)
     wrong = checked.mismatch
-    if wrong is not None and wrong.reason == "refused":
+    if wrong is not None and wrong.reason == "refused" and isinstance(wrong.recorded, list) and wrong.error is not None:
         error = wrong.error
-        assert error is not None and isinstance(wrong.recorded, list)
         raise _fail("redecide", f"command {wrong.command_id!r} decided again is refused ({error.code}: "
                     f"{error.message}), but the chain records its events", wrong.version,
                     recorded=[_event_of(e) for e in wrong.recorded], recomputed=error.to_dict(),
                     sides=("recorded", "re-decided"))
+    if wrong is not None and wrong.reason == "undecodable":
+        raise _fail("redecide", f"the command record at version {wrong.version} does not decode: {wrong.detail}",
+                    wrong.version)
     if wrong is not None:
         theirs, mine = wrong.recorded, wrong.recomputed
-        assert not isinstance(theirs, list)
+        if isinstance(theirs, list):
+            theirs = theirs[0] if theirs else None
         what = "missing" if mine is None else "extra" if theirs is None else ", ".join(_differences(theirs, mine))
         raise _fail("redecide", f"command {wrong.command_id!r} decided again with {ref} and the dice "
                     f"re-derived from the seed gives other events (differs in: {what})", wrong.version,
                     recorded=None if theirs is None else _event_of(theirs),
                     recomputed=None if mine is None else _event_of(mine), sides=("recorded", "re-decided"))
-    passed(Step(name="redecide", status="passed", detail=f"each of the {len(spans)} command(s), decided again by "
-                f"{ref} with its dice re-derived from the seed, gives exactly the recorded events"))
+    passed(Step(name="redecide", status="passed", detail=f"each of the {len(spans)} command(s) of the whole chain, "
+                f"room.created to the head, decided again by {ref} with its dice re-derived from the seed, gives "
+                "exactly the recorded events"))
+    _refusals(verdict, refusals, chain, seed, nonces, held_refusals, at)
 
-    # 8. refusals
+
+def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed: bytes | None,
+              nonces: Any, stored: Collection[bytes] | None, at: list[str]) -> None:
+    """11. refusals: each one refused again with its code; any shown leaves the verdict INCOMPLETE (not chained)."""
+    at[0] = "refusals"
     kept = []
     for entry in refusals:
         try:
-            record = decode_record(base64.b64decode(entry["raw"], validate=True))
+            data = base64.b64decode(entry["raw"], validate=True)
+            record = decode_record(data)
         except (KeyError, TypeError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as error:
             raise _fail("refusals", f"a refusal entry is malformed: {error!r}") from None
-        kept.append(Refusal(record=record, error=entry.get("error")))
+        if stored is not None and data not in stored:
+            raise _fail("refusals", f"refused command {record.command_id!r} is not among the refusals the server "
+                        "holding this room stored (an invented refusal)", record.refused_at_version)
+        error_entry = entry.get("error")
+        truth = {**readable.record_entry(data), "raw": entry["raw"], "error": error_entry}
+        if not readable.same_json(entry, truth):
+            raise _fail("refusals", f"the readable refusal {record.command_id!r} is not its stored record",
+                        record.refused_at_version, recorded=truth, recomputed=entry, sides=("stored", "readable"))
+        kept.append(Refusal(record=record, error=error_entry if isinstance(error_entry, dict) else None))
+    if not kept:
+        verdict.steps.append(Step(name="refusals", status="passed", detail="the bundle claims no refused command "
+                                  "(refusals write no event: the chain cannot show that none happened)"))
+        return
+    if seed is None:
+        verdict.steps.append(_skipped("refusals", f"{len(kept)} refusal(s) shown: deciding them again needs the seed; "
+                                      "and refusals are not in the chain, so they rest on the operator's word"))
+        return
     rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces)
     if refused is not None:
         command_id = refused.refusal.record.command_id
@@ -343,6 +530,9 @@ def _run(bundle: Any, verdict: Verdict, expect_head: str | None) -> None:
                         sides=("recorded", "re-decided"))
         raise _fail("refusals", f"refused command {command_id!r} would be accepted", refused.version,
                     recorded=refused.refusal.error, recomputed="accepted", sides=("recorded", "re-decided"))
-    passed(Step(name="refusals", status="passed", detail=f"each of the {rechecked} refused command(s) in range, decided "
-                "again at its version, is refused with the recorded code (refusals are not in the chain: this shows "
-                "the refusals are consistent with the rules, not that none is missing)"))
+    # Consistent with the rules, but a refusal writes no event: nothing chained shows the player sent it.
+    held = " and each is one the server holding the room stored," if stored is not None else ""
+    verdict.steps.append(_skipped("refusals", f"each of the {rechecked} refused command(s) shown is refused again "
+                                  f"with its recorded code,{held} but refusals write no event: the chain does not "
+                                  "cover them, so they rest on the operator's word (an invented one cannot be told "
+                                  "from a real one)"))

@@ -10,12 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from almanac.events.forensics.bundle_check import verify_bundle
+from almanac.events.forensics.bundle_check import INCOMPLETE, verify_bundle
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
-from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.bundle import bundle_json, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.storage.base import EventStore
+
+INCOMPLETE_EXIT = 3  # not 2: click's usage errors exit 2
 
 
 def parse_versions(text: str) -> tuple[int, int]:
@@ -47,15 +49,17 @@ def dispute_command(
         except ForensicsError as error:
             raise OperatorError(error.message) from None
 
-    sys.stdout.write(json.dumps(with_store(work), indent=1) + "\n")
+    sys.stdout.write(bundle_json(with_store(work)))  # its first line says who may read it
 
 
 @app.command("verify-bundle")
 def verify_bundle_command(
     file: Annotated[Path, typer.Argument(help="A bundle written by `almanac dispute`.")],
-    expect_head: str = typer.Option(None, "--expect-head", help="The room's head hash as you know it from elsewhere."),
+    expect_head: str = typer.Option(None, "--expect-head", help="The room's head as you know it from elsewhere: "
+                                    "HASH (the head) or VERSION:HASH (an earlier version's)."),
 ) -> None:
-    """Check a dispute bundle offline (no Redis): chain, readable events, rules, seed, every command re-decided."""
+    """Check a dispute bundle offline (no Redis): chain, readable events, rules, seed, every command of the whole
+    chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it is named)."""
     try:
         bundle = json.loads(file.read_text())
     except OSError as error:
@@ -64,5 +68,7 @@ def verify_bundle_command(
         raise fail(f"{file} is not JSON: {error}") from None
     verdict = verify_bundle(bundle, expect_head)
     console.print(verdict.text(), highlight=False, markup=False)
+    if verdict.status == INCOMPLETE:
+        raise typer.Exit(INCOMPLETE_EXIT)
     if not verdict.ok:
         raise typer.Exit(1)

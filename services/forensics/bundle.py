@@ -3,12 +3,14 @@
 ``dispute_bundle`` reads a room from any store and writes the bundle that
 ``almanac.events.forensics.bundle_check`` verifies offline: the slice's events readable with their hashes, the
 commands that decided them and the refusals in range, the seed commitment (and the seed once the
-room has ended), and the whole chain in compact form up to the head at export time, so that the
-state before the slice is folded from entries whose integrity the chain proves.
+room has ended), and the whole chain in compact form up to the head at export time with every command
+record of it, so that every command from ``room.created`` to the head is decided again (the events before
+and after the slice included). ``bundle_json`` writes it with its audience on the first line.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from almanac.events import codec, readable, registry
@@ -82,9 +84,11 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
     try:
         rules = registry.at(created.ruleset, created.ruleset_version)
         fingerprint_here = rules.fingerprint
+        hides = bool(rules.decider.secrets)
     except RuleError:
-        fingerprint_here = ""
+        fingerprint_here, hides = "", True  # rules unknown here: assume they hide something
     return {
+        "audience": audience(room, hides, ended=any(e.type == "room.ended" for e in envelopes)),
         "format": BUNDLE_FORMAT,
         "format_version": BUNDLE_FORMAT_VERSION,
         "room": room,
@@ -99,13 +103,42 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
            if origin else {}),
         "head": {"version": head, "hash": envelopes[-1].hash},
         "seed": seed,
-        "events": [readable.event_entry(raw[v - 1][1], room, v) for v in wanted],
-        "commands": [{"first_version": first, "last_version": last, **readable.record_entry(data),
-                      "raw": readable.b64(data)} for first, last, data in chosen],
+        # The stored bytes are in the chain once (its envelopes and command records): the readable entries
+        # carry no second copy (an event's ``payload``, a command's ``raw``); the verifier checks them against it.
+        "events": [_without(readable.event_entry(raw[v - 1][1], room, v), "payload") for v in wanted],
+        "commands": [{"first_version": first, "last_version": last, **readable.record_entry(data)}
+                     for first, last, data in chosen],
         "refusals": refusals,
         "chain": {
             "about": "every stored envelope of the room from version 1 to the head, base64 msgpack: the chain "
-                     "proof (each hash covers the one before) and the state before the slice (folded from it)",
+                     "proof (each hash covers the one before); and every stored command record with the first "
+                     "version it wrote, [first_version, base64 msgpack]: each is decided again, room.created to the head",
             "envelopes": [readable.b64(data) for _, data in raw],
+            "commands": [[first, readable.b64(data)] for first, _, data in spans],
         },
     }
+
+
+def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    return {name: value for name, value in entry.items() if name != key}
+
+
+def audience(room: str, hides: bool, ended: bool) -> dict[str, Any]:
+    """Who may read a bundle: anyone once the room has ended or when its rules hide nothing; else auditors only,
+    for the chain carries every value hidden from the players (another player's dice and stock)."""
+    if ended or not hides:
+        why = "the room has ended (its seed and hidden values are public)" if ended else "its rules hide nothing"
+        return {"who": "anyone", "hidden_values": False, "note": f"anyone may read this bundle: {why}"}
+    return {"who": "auditors", "hidden_values": True,
+            "note": f"AUDITORS ONLY: room {room!r} is live and this bundle carries values hidden from its players "
+                    "(every player's dice and holdings): do not give it to a player or publish it before the "
+                    "room ends"}
+
+
+def bundle_json(bundle: dict[str, Any]) -> str:
+    """The bundle as JSON text whose first line says who may read it (its ``audience``, the first key)."""
+    rest = {key: value for key, value in bundle.items() if key != "audience"}
+    body = json.dumps(rest, indent=1)
+    if "audience" not in bundle:
+        return body + "\n"
+    return '{"audience": ' + json.dumps(bundle["audience"]) + ",\n" + body[1:].lstrip("\n") + "\n"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import json
+import re
 import time
+from typing import Annotated, Any
 
+import msgspec
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
@@ -16,9 +18,17 @@ from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
+from almanac.services.gateway.schemas import (
+    MAX_VERSION,
+    NAME_PATTERN,
+    TOKEN_REQUIRED,
+    decode_body,
+    openapi_body,
+)
 
 router = APIRouter(tags=["forensics"])
+HEAD_PATTERN = r"^([0-9]{1,9}:)?[0-9a-f]{64}$"
+ROOM_ID = re.compile(NAME_PATTERN)
 
 
 @router.get("/rooms/{room}/dispute", openapi_extra=TOKEN_REQUIRED, summary="Auditors: a dispute bundle (one audit view's item, e.g. ?trade=ID, "
@@ -50,18 +60,44 @@ async def room_dispute(
     return json_response(bundle)
 
 
-@router.post("/bundles/verify", summary="Verify a dispute bundle (the body) as `almanac verify-bundle` does: "
-             "every step and the verdict; anyone may ask (the bundle is its own evidence)")
+class VerifyBundleRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A dispute bundle to verify (as ``almanac dispute`` or GET /rooms/{room}/dispute wrote it; the gateway's body
+    limit ALMANAC_MAX_BODY_BYTES bounds it, the CLI verifies any size offline) and, optionally, the head you hold
+    for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's)."""
+
+    bundle: dict[str, Any]
+    expect_head: Annotated[str, msgspec.Meta(pattern=HEAD_PATTERN, max_length=75)] | None = None
+
+
+async def _verify_posted(store: Any, body: VerifyBundleRequest) -> Verdict:
+    """The verdict, anchored also on this server's own chain when it holds the bundle's room (a forged bundle of
+    a room held here, with another head, fails its anchor step; a refusal it shows must be one stored here)."""
+    anchors, refusals = [], None
+    room, head = body.bundle.get("room"), body.bundle.get("head")
+    if isinstance(room, str) and ROOM_ID.fullmatch(room) and isinstance(head, dict):
+        latest = await store.latest_version(room)
+        version = head.get("version")
+        if latest and isinstance(version, int) and not isinstance(version, bool):
+            if not 1 <= version <= latest:
+                # More versions than the room has here: no version of ours to compare with but our head, which
+                # the bundle's chain must then pass through.
+                version = latest
+            for envelope in await store.read(room, version, version):
+                anchors.append((f"{version}:{envelope.hash}", "the server's own chain"))
+            refusals = set(await store.rejections(room))  # a refusal shown must be one stored here
+    return verify_bundle(body.bundle, body.expect_head, anchors=anchors, stored_refusals=refusals)
+
+
+@router.post("/bundles/verify", openapi_extra=openapi_body(VerifyBundleRequest) | TOKEN_REQUIRED,
+             summary="Verify a dispute bundle as `almanac verify-bundle` does: every step and the verdict (VERIFIED, "
+             "INCOMPLETE naming what was not checked, NOT VERIFIED); for a room this server holds, also against its "
+             "own chain. Any valid token; a heavy read (a few at once: 503 `overloaded` past that)")
 async def bundles_verify(request: Request) -> Response:
     gw = gateway(request)  # the body limit of the gateway applies (ALMANAC_MAX_BODY_BYTES)
-    try:
-        bundle = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ApiError(422, "not_json", f"the body is not JSON: {error}", "body") from None
-
-    async def check(_store: object) -> Verdict:
-        return verify_bundle(bundle)
-
-    verdict = await gw.heavy.run(check)  # CPU work off the event loop, a few at once
-    return json_response({"ok": verdict.ok, "room": verdict.room, "steps": to_builtins(verdict.steps),
+    claims = gw.claims(bearer(request))  # not anonymous: the whole chain is re-decided, CPU in proportion
+    await gw.rate_limits.check_token(claims)  # counted per token (ALMANAC_RATE_COMMANDS)
+    body: VerifyBundleRequest = decode_body(await request.body(), VerifyBundleRequest)
+    verdict = await gw.heavy.run(lambda store: _verify_posted(store, body))  # off the event loop, a few at once
+    return json_response({"ok": verdict.ok, "status": verdict.status, "room": verdict.room,
+                          "unchecked": verdict.unchecked, "steps": to_builtins(verdict.steps),
                           "text": verdict.text()})

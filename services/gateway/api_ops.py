@@ -119,7 +119,9 @@ async def health(request: Request) -> Response:
 
 @router.get("/metrics", summary="Prometheus text metrics; with an auditor token also the refusal codes",
             description="Anyone may read the public metrics. Counts that could reveal a player's hidden state "
-            "(`almanac_command_rejects_total` by refusal code, e.g. `realm.not_enough_gold`) are added only "
+            "(whether the rules accepted or refused commands, `almanac_command_decisions_total` and the engine "
+            "counters `accepted`/`rejected`; `almanac_command_rejects_total` by refusal code, e.g. "
+            "`realm.not_enough_gold`) are added only "
             "for an auditor's token (`Authorization: Bearer`); any other valid token reads the public ones, an "
             "invalid or expired one is refused (401).",
             response_class=Response)
@@ -129,7 +131,7 @@ async def metrics(request: Request) -> Response:
     auditor = token is not None and _is_auditor(gw, token)
     extra: list[str] = []
     try:
-        extra = await _scrape_engine_and_projector(gw)
+        extra = await _scrape_engine_and_projector(gw, auditor)
     except Exception:  # metrics of the other services must never break the gateway's own
         log.warning("metrics.scrape_failed", exc_info=True)
     return Response(gw.metrics.render(auditor) + "\n".join(extra) + "\n", media_type="text/plain; version=0.0.4")
@@ -146,7 +148,12 @@ def _is_auditor(gw: Gateway, token: str) -> bool:
     return True
 
 
-async def _scrape_engine_and_projector(gw: Gateway) -> list[str]:
+# The engine counters that tell accepted from refused commands: a refused command on a quiet server can tell a
+# rival another player's hidden state, so only auditors read them (everyone reads ``commands``).
+AUDITORS_ENGINE_FIELDS = frozenset({"accepted", "rejected"})
+
+
+async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
     lines: list[str] = []
     engine = await _engines(gw)
     lines += ["# HELP almanac_engine_up Engines with a live heartbeat.", "# TYPE almanac_engine_up gauge",
@@ -157,6 +164,8 @@ async def _scrape_engine_and_projector(gw: Gateway) -> list[str]:
         for beat in engine["engines"]:
             counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
             for field, value in sorted(counters.items()):
+                if not auditor and field.decode() in AUDITORS_ENGINE_FIELDS:
+                    continue
                 lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
                              f"{int(value)}")
     status = await gw.read_models.status()

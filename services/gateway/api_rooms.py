@@ -77,13 +77,12 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
     if outcome is None:
         gw.metrics.commands.inc(outcome="timeout", ruleset=ruleset)
     elif outcome.accepted:
-        gw.metrics.commands.inc(outcome="accepted", ruleset=ruleset)
+        gw.metrics.decided(ruleset, accepted=True)
     elif _is_conflict(outcome):
         gw.metrics.commands.inc(outcome="conflict", ruleset=ruleset)
         gw.metrics.conflicts.inc(ruleset=ruleset)
     else:
-        gw.metrics.commands.inc(outcome="rejected", ruleset=ruleset)
-        gw.metrics.rejects.inc(code=str((outcome.error or {}).get("code", "unknown")), ruleset=ruleset)
+        gw.metrics.decided(ruleset, accepted=False, code=str((outcome.error or {}).get("code", "")))
     return outcome, elapsed
 
 

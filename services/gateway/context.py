@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import time
 from collections.abc import Iterator
 
@@ -53,9 +54,25 @@ def now_ms() -> int:
 
 
 def client_address(connection: HTTPConnection) -> str:
-    """The client's address, of a request or a WebSocket: the TCP peer's, or the one a proxy that
-    ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then: protocol.server_options)."""
-    return connection.client.host if connection.client is not None else "unknown"
+    """The client's address as the per-address limits count it, of a request or a WebSocket: the TCP peer's,
+    or the one a proxy that ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then:
+    protocol.server_options); see ``address_key``."""
+    return address_key(connection.client.host) if connection.client is not None else "unknown"
+
+
+def address_key(host: str) -> str:
+    """One client's key for the per-address limits: an IPv4 address as it is, an IPv6 address as its /64
+    (one subscriber is given a whole /64, so counting single addresses would let one client be 2**64 of
+    them), an IPv4-mapped IPv6 address as the IPv4 one; anything else (a unix socket's name) as it is."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 class Gateway:

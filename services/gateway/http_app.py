@@ -30,6 +30,7 @@ from almanac.services.gateway import (
     api_queries,
     api_rooms,
     asyncapi,
+    metrics,
 )
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
 from almanac.services.gateway.context import Gateway
@@ -199,7 +200,7 @@ class MetricsTiming:
 
 
 COMMAND_PATH = re.compile(r"^/rooms/([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})/commands$")
-COMMAND_ROUTE = "/rooms/{room}/commands"
+COMMAND_ROUTE = metrics.COMMAND_ROUTE
 
 
 class GatewayApp(FastAPI):

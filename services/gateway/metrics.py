@@ -20,6 +20,9 @@ from prometheus_client.exposition import generate_latest
 
 from almanac.services.heap import PAUSE_BUCKETS_S, pauses
 
+# The command route's template, whose answers the public counts keep apart from the rules' decisions.
+COMMAND_ROUTE = "/rooms/{room}/commands"
+
 # Commands answer in milliseconds; the finest buckets are what tell a p50 of 2 ms from one of 5 ms.
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5,
                      1.0, 2.5, 5.0, 10.0)
@@ -96,12 +99,17 @@ class GatewayMetrics:
                                 "HTTP requests by route template and status.", ("method", "route", "status"))
         self.commands = Counter(
             self.registry, "almanac_commands_total",
-            "Commands by outcome: accepted, rejected, conflict, timeout, invalid (refused before the engine).",
+            "Commands by outcome: decided (accepted or refused by the rules: which is for auditors), conflict, "
+            "timeout, invalid (refused before the engine), overloaded.",
             ("outcome", "ruleset"),
         )
-        # Refusal codes tell a player's hidden state (``realm.not_enough_gold`` on a quiet server: a rival's
-        # storage), so they live in a registry of their own that /metrics renders for auditors only.
+        # Whether the rules accepted a command, and a refusal's code, tell a player's hidden state (a refused
+        # ``mine`` on a quiet server: a rival's gold), so they live in a registry of their own that /metrics
+        # renders for auditors only.
         self.audit_registry = CollectorRegistry()
+        self.decisions = Counter(self.audit_registry, "almanac_command_decisions_total",
+                                 "Commands the rules decided, accepted or rejected (auditors only).",
+                                 ("outcome", "ruleset"))
         self.rejects = Counter(self.audit_registry, "almanac_command_rejects_total",
                                "Commands refused by the rules, by error code (auditors only).", ("code", "ruleset"))
         self.conflicts = Counter(self.registry, "almanac_command_conflicts_total",
@@ -121,9 +129,21 @@ class GatewayMetrics:
         _Gauge("almanac_gateway_inflight_limit", "The in-flight limit now (ALMANAC_GATEWAY_LIMIT_WAIT_MS adapts it).",
                registry=self.registry).set_function(limit)
 
+    def decided(self, ruleset: str, accepted: bool, code: str = "") -> None:
+        """A command the rules decided: public as ``decided``, accepted or refused (and why) for auditors."""
+        self.commands.inc(outcome="decided", ruleset=ruleset)
+        self.decisions.inc(outcome="accepted" if accepted else "rejected", ruleset=ruleset)
+        if not accepted:
+            self.rejects.inc(code=code or "unknown", ruleset=ruleset)
+
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        """One answered HTTP request: its count by route template and status, and its latency."""
-        self.requests.inc(route=route, method=method, status=str(status))
+        """One answered HTTP request: its count by route template and status, and its latency. A command's
+        200 and 422 are one public status: apart they would tell accepted from refused (see ``decided``)."""
+        if route == COMMAND_ROUTE and status in (200, 422):
+            label = "200_or_422"
+        else:
+            label = str(status)
+        self.requests.inc(route=route, method=method, status=label)
         self.request_latency.observe(seconds, route=route)
 
     def render(self, auditor: bool = False) -> str:

@@ -133,6 +133,11 @@ class RateLimits:
                                                                                            claims.player)):
             raise _limited(self.commands, "ALMANAC_RATE_COMMANDS", "this seat")
 
+    async def check_token(self, claims: Claims) -> None:
+        """429 when this token's holder (any role) has used up ALMANAC_RATE_COMMANDS on a heavy request that is not
+        a command (POST /bundles/verify): the same `limits` counter as ``check_auditor``, keyed by room and player."""
+        await self.check_auditor(claims)
+
     def seat_limit(self, room: str, player: str) -> RateLimit | None:
         """ALMANAC_RATE_COMMANDS for the seat ``player`` of ``room`` (every token it holds), counted in the
         room's shard by the submit script (None when the limit is off)."""

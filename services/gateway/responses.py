@@ -311,6 +311,7 @@ class AsyncApiDocument(_Body):
 class DisputeBundle(_Body, kw_only=True):
     """A dispute bundle (docs/forensics.md, "Dispute bundles"): verify it with `almanac verify-bundle`."""
 
+    audience: Json  # who may read it: {"who": "anyone" | "auditors", "hidden_values", "note"}
     format: str
     format_version: int
     room: str
@@ -328,10 +329,13 @@ class DisputeBundle(_Body, kw_only=True):
 
 
 class BundleVerdict(_Body):
-    """The verifier's verdict: every step (passed, failed or skipped) and what it proved, and as text."""
+    """The verifier's verdict: every step (passed, failed or skipped) and what it proved, and as text. ``ok`` only
+    when ``status`` is VERIFIED; INCOMPLETE names in ``unchecked`` the steps that did not run."""
 
     ok: bool
+    status: str
     room: str
+    unchecked: list[str]
     steps: list[Json]
     text: str
 

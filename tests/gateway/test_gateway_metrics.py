@@ -27,16 +27,19 @@ def test_command_latency_is_a_cumulative_histogram_with_millisecond_buckets() ->
 
 def test_counters_process_figures_and_websockets_are_exported() -> None:
     metrics = GatewayMetrics()
-    metrics.commands.inc(outcome="accepted", ruleset="board")
-    metrics.commands.inc(outcome="accepted", ruleset="board")
-    metrics.rejects.inc(code="board.off_map", ruleset="board")
-    metrics.requests.inc(route="/rooms/{room}/commands", method="POST", status="200")
+    metrics.decided("board", accepted=True)
+    metrics.decided("board", accepted=True)
+    metrics.decided("board", accepted=False, code="board.off_map")
+    metrics.request("/rooms/{room}/commands", "POST", 200, 0.001)
+    metrics.request("/rooms/{room}", "GET", 404, 0.001)
     metrics.open_websockets = 3
     seen = samples(metrics)
-    assert seen[("almanac_commands_total", (("outcome", "accepted"), ("ruleset", "board")))] == 2
+    assert seen[("almanac_commands_total", (("outcome", "decided"), ("ruleset", "board")))] == 3
+    assert seen[("almanac_command_decisions_total", (("outcome", "accepted"), ("ruleset", "board")))] == 2
     assert seen[("almanac_command_rejects_total", (("code", "board.off_map"), ("ruleset", "board")))] == 1
     assert seen[("almanac_http_requests_total",
-                 (("method", "POST"), ("route", "/rooms/{room}/commands"), ("status", "200")))] == 1
+                 (("method", "POST"), ("route", "/rooms/{room}/commands"), ("status", "200_or_422")))] == 1
+    assert seen[("almanac_http_requests_total", (("method", "GET"), ("route", "/rooms/{room}"), ("status", "404")))] == 1
     assert seen[("almanac_websocket_connections", ())] == 3
     assert seen[("process_cpu_seconds_total", ())] > 0 and seen[("process_resident_memory_bytes", ())] > 0
 
@@ -45,13 +48,31 @@ def test_refusal_codes_are_rendered_for_auditors_only() -> None:
     """A refusal code tells a player's hidden state (``realm.not_enough_gold``): the public metrics count
     refusals, never their codes."""
     metrics = GatewayMetrics()
-    metrics.rejects.inc(code="realm.not_enough_gold", ruleset="realm")
-    metrics.commands.inc(outcome="rejected", ruleset="realm")
+    metrics.decided("realm", accepted=False, code="realm.not_enough_gold")
     public = metrics.render()
     assert "not_enough_gold" not in public and "almanac_command_rejects_total" not in public
-    assert ("almanac_commands_total", (("outcome", "rejected"), ("ruleset", "realm"))) in samples(metrics, False)
+    assert ("almanac_commands_total", (("outcome", "decided"), ("ruleset", "realm"))) in samples(metrics, False)
     assert samples(metrics)[("almanac_command_rejects_total", (("code", "realm.not_enough_gold"),
                                                                ("ruleset", "realm")))] == 1
+
+
+def test_the_public_counts_of_an_accepted_and_a_refused_command_are_the_same() -> None:
+    """A rival on a quiet server must not learn that another player's command was refused (a refused ``mine``
+    is a rival's gold): the public metrics after an accepted and after a refused command differ in nothing
+    but the latency figures; the auditors' counts tell them apart."""
+    accepted, refused = GatewayMetrics(), GatewayMetrics()
+    accepted.decided("realm", accepted=True)
+    accepted.request("/rooms/{room}/commands", "POST", 200, 0.002)
+    refused.decided("realm", accepted=False, code="realm.not_enough_gold")
+    refused.request("/rooms/{room}/commands", "POST", 422, 0.002)
+
+    def counts(metrics: GatewayMetrics, public: bool) -> dict:
+        return {key: value for key, value in samples(metrics, not public).items()
+                if key[0].startswith(("almanac_command", "almanac_http_requests")) and "latency" not in key[0]
+                and not key[0].endswith("_created")}
+
+    assert counts(accepted, public=True) == counts(refused, public=True)
+    assert counts(accepted, public=False) != counts(refused, public=False)
 
 
 def test_two_gateways_in_one_process_keep_their_own_counts() -> None:

@@ -9,6 +9,8 @@
 - X-Forwarded-For is believed only from the proxies named in ALMANAC_TRUSTED_PROXIES: by default a client on
   loopback (or behind a local proxy) could name any address, and so escape the per-address limits (requests,
   and live feeds alike).
+- An IPv6 client is its /64: a subscriber is handed a whole /64, so one client counted address by address
+  could pass for 2**64 clients.
 """
 
 from __future__ import annotations
@@ -114,6 +116,30 @@ def test_x_forwarded_for_is_ignored_unless_its_proxy_is_trusted(stack: Stack) ->
     with LiveFeeds(trusting, created[-1]) as feeds:
         opened = [feeds.open(address) for address in ("198.51.100.1", "198.51.100.2", "198.51.100.1")]
         assert opened == [None, None, "too_many_feeds_for_address"]
+
+
+def test_a_client_rotating_addresses_in_its_ipv6_64_is_one_client(stack: Stack) -> None:
+    """Behind a trusted proxy, requests and live feeds from many addresses of one /64 share one limit; the next
+    /64 is another client, and an IPv4-mapped address is the IPv4 client it maps."""
+    created: list[dict] = []
+
+    def create(http: httpx.Client, address: str) -> int:
+        answer = http.post("/rooms", json={"ruleset": "board", "player": "ann", "room": f"v6-{secrets.token_hex(4)}"},
+                           headers={"X-Forwarded-For": address})
+        created.extend([answer.json()] if answer.status_code == 201 else [])
+        return answer.status_code
+
+    url = stack.start_gateway("ipv6", ALMANAC_RATE_ANON="2 per minute", ALMANAC_TRUSTED_PROXIES="127.0.0.1",
+                              ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS="1")
+    with httpx.Client(base_url=url, timeout=10) as http:
+        rotating = [create(http, f"2001:db8:0:7::{index:x}") for index in range(1, 5)]
+        assert rotating == [201, 201, 429, 429], rotating
+        assert create(http, "2001:db8:0:8::1") == 201  # the next /64: another subscriber
+        assert [create(http, "198.51.100.77"), create(http, "::ffff:198.51.100.77"),
+                create(http, "198.51.100.77")] == [201, 201, 429]
+    with LiveFeeds(url, created[0]) as feeds:
+        opened = [feeds.open(address) for address in ("2001:db8:0:9::1", "2001:db8:0:9:ffff::2", "2001:db8:0:a::1")]
+        assert opened == [None, "too_many_feeds_for_address", None]
 
 
 class LiveFeeds(contextlib.ExitStack):

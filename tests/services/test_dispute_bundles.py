@@ -12,12 +12,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from bundle_forgery import rewrite
 from typer.testing import CliRunner
 
-from almanac.events import codec, readable, registry
+from almanac.events import codec, readable
 from almanac.events.copies import relabel
 from almanac.events.forensics.bundle_check import verify_bundle
-from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.export_store import ExportFileStore
@@ -49,41 +49,8 @@ async def trade_bundle(redis_client, redis_url) -> dict:
     return json.loads(result.stdout)
 
 
-# --- forging helpers: what a dishonest operator could do to a bundle ---------------------------
-
-
-def chain_of(bundle: dict) -> list:
-    return [codec.decode_envelope(base64.b64decode(d), bundle["room"], v)
-            for v, d in enumerate(bundle["chain"]["envelopes"], start=1)]
-
-
-def rewrite(bundle: dict, version: int, change, reseal: bool) -> dict:
-    """The bundle with the event at ``version`` changed by ``change(event dict)``; ``reseal``: every hash
-    from there to the head recomputed (a forger covering their tracks), its readable entries rebuilt."""
-    bundle = json.loads(json.dumps(bundle))
-    chain = chain_of(bundle)
-    event = codec.to_builtins(codec.decode_event(chain[version - 1]))
-    change(event)
-    chain[version - 1] = msgspec.structs.replace(chain[version - 1], payload=codec.encode(event))
-    if reseal:
-        for index in range(version - 1, len(chain)):
-            previous = chain[index - 1].hash if index else chain[index].previous_hash
-            chain[index] = seal(msgspec.structs.replace(chain[index], previous_hash=previous))
-        bundle["head"]["hash"] = chain[-1].hash
-    raws = [codec.encode_envelope(e) for e in chain]
-    bundle["chain"]["envelopes"] = [readable.b64(r) for r in raws]
-    bundle["events"] = [readable.event_entry(raws[e["version"] - 1], bundle["room"], e["version"])
-                        for e in bundle["events"]]
-    subject = bundle["subject"]
-    if subject["kind"] == "audit_view":  # the forger tells the story again from the forged chain too
-        view = registry.stored(chain[0].ruleset).audit_view(subject["view"])
-        subject["story"] = json.loads(json.dumps(codec.to_builtins(
-            view.steps([(e, codec.decode_event(e)) for e in chain], subject["item"]))))
-    return bundle
-
-
 def failed_step(bundle: dict) -> tuple[str, str]:
-    verdict = verify_bundle(bundle)
+    verdict = verify_bundle(bundle, bundle["head"]["hash"])  # even with its own head vouched for
     assert not verdict.ok
     return verdict.failed.name, verdict.text()
 
@@ -102,19 +69,26 @@ async def test_a_realm_trade_bundle_is_readable_and_verifies_offline_in_a_fresh_
     file.write_text(json.dumps(bundle))
     # A stranger's machine: no REDIS_URL, no server; the verifier module must not even import redis.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS", "ALMANAC"))}
+    head = bundle["head"]["hash"]  # as a player's client or an earlier export gives it
     script = ("import json, sys; from almanac.events.forensics.bundle_check import verify_bundle; "
-              "v = verify_bundle(json.load(open(sys.argv[1]))); print(v.text()); "
+              "v = verify_bundle(json.load(open(sys.argv[1])), sys.argv[2]); print(v.text()); "
               "assert 'redis' not in sys.modules and not any(m.startswith('almanac.services') or "
               "m.startswith('almanac.storage') for m in sys.modules), 'the verifier imported more than events'; "
               "sys.exit(0 if v.ok else 1)")
-    done = subprocess.run([sys.executable, "-c", script, str(file)], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script, str(file), head], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    for step in ("format", "chain", "readable", "rules", "subject", "seed", "coverage", "redecide", "refusals"):
+    for step in ("format", "chain", "anchor", "readable", "rules", "subject", "seed", "end", "coverage", "redecide",
+                 "refusals"):
         assert f"[passed] {step}" in done.stdout
-    cli = subprocess.run([str(Path(sys.executable).with_name("almanac")), "verify-bundle", str(file)], env=env,
+    almanac = str(Path(sys.executable).with_name("almanac"))
+    cli = subprocess.run([almanac, "verify-bundle", str(file), "--expect-head", head], env=env,
                          capture_output=True, text=True, timeout=120, check=False)
-    assert cli.returncode == 0 and "VERIFIED" in cli.stdout, cli.stdout + cli.stderr
+    assert cli.returncode == 0 and ": VERIFIED" in cli.stdout, cli.stdout + cli.stderr
+    # Without a head from elsewhere the CLI says what it could not check and exits non-zero (3: INCOMPLETE)
+    alone = subprocess.run([almanac, "verify-bundle", str(file)], env=env, capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert alone.returncode == 3 and "INCOMPLETE (not checked: anchor)" in alone.stdout, alone.stdout + alone.stderr
 
 
 async def test_a_tampered_die_is_caught_by_redecide_even_with_the_chain_resealed(trade_bundle) -> None:
@@ -201,7 +175,8 @@ async def test_a_version_range_bundle_and_bad_requests(redis_client, redis_url) 
     ranged = await ainvoke(redis_url, "dispute", ROOM, "--versions", "30..40")
     assert ranged.exit_code == 0, ranged.output
     bundle = json.loads(ranged.stdout)
-    assert [e["version"] for e in bundle["events"]] == list(range(30, 41)) and verify_bundle(bundle).ok
+    assert [e["version"] for e in bundle["events"]] == list(range(30, 41))
+    assert verify_bundle(bundle, bundle["head"]["hash"]).ok
     for args, message in [(["--versions", "9..999"], "versions 1..155"), (["--trade", "nosuch"], "no trade"),
                           (["--view", "nosuch", "--id", "x"], "no audit view"), (["--versions", "x"], "A..B"), ([], "exactly one")]:
         result = await ainvoke(redis_url, "dispute", ROOM, *args)
@@ -222,8 +197,8 @@ async def test_a_room_that_has_not_ended_says_what_stays_unverified(redis_client
     result = await ainvoke(redis_url, "dispute", ROOM, "--trade", "trade-24")
     bundle = json.loads(result.stdout)
     assert bundle["seed"]["status"] == "not_revealed" and "not ended" in bundle["seed"]["note"]
-    verdict = verify_bundle(bundle)
-    assert verdict.ok and "[skipped] redecide" in verdict.text() and "[skipped] seed" in verdict.text()
+    verdict = verify_bundle(bundle, bundle["head"]["hash"])
+    assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["seed", "end", "redecide"], verdict.text()
     assert (await verify_room(store, ROOM)).chain_checked == ended_at
 
 

@@ -68,7 +68,8 @@ async def test_an_untouched_room_decides_the_same_under_its_own_rules_everywhere
 
     # When it is verified, bundled and bisected against its own version, then every command decides again the same
     report = await verify_room(store, table.room)
-    verdict = verify_bundle(await dispute_bundle(store, table.room, 0, versions=(1, head)))
+    bundle = await dispute_bundle(store, table.room, 0, versions=(1, head))
+    verdict = verify_bundle(bundle, bundle["head"]["hash"])
     bisected = await bisect_against(store, table.room, "realm@1")
     assert report.ok and verdict.ok and not bisected["diverged"], (report.divergence, verdict.text())
     assert report.commands_redecided == bisected["commands_redecided"] > 0

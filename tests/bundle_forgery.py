@@ -1,0 +1,152 @@
+"""What a dishonest operator can do to a dispute bundle: edit, drop, swap or insert events, re-seal, re-run commands."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from almanac.events import codec, readable, registry
+from almanac.events.envelope import GENESIS_HASH, Envelope
+from almanac.events.hashing import seal
+from almanac.events.step import decode_record, replay, step
+
+# The chain as the forger edits it: (the version the envelope had in the honest bundle, or None for an event
+# the forger made up, the envelope).
+Tagged = list[tuple[int | None, Envelope]]
+
+
+def copy(bundle: dict) -> dict:
+    return json.loads(json.dumps(bundle))
+
+
+def chain_of(bundle: dict) -> list[Envelope]:
+    return [codec.decode_envelope(base64.b64decode(d), bundle["room"], v)
+            for v, d in enumerate(bundle["chain"]["envelopes"], start=1)]
+
+
+def with_event(envelope: Envelope, change: Callable[[dict], None]) -> Envelope:
+    """The envelope with its event changed by ``change(event dict)`` (not re-sealed)."""
+    event = codec.to_builtins(codec.decode_event(envelope))
+    change(event)
+    return msgspec.structs.replace(envelope, payload=codec.encode(event))
+
+
+def retell_story(bundle: dict, chain: list[Envelope]) -> None:
+    """The forger tells the audit view's story again from the forged chain (the subject step then agrees)."""
+    subject = bundle["subject"]
+    if subject["kind"] == "audit_view":
+        view = registry.stored(chain[0].ruleset).audit_view(subject["view"])
+        subject["story"] = json.loads(json.dumps(codec.to_builtins(
+            view.steps([(e, codec.decode_event(e)) for e in chain], subject["item"]))))
+
+
+def rewrite(bundle: dict, version: int, change, reseal: bool) -> dict:
+    """The bundle with the event at ``version`` changed by ``change(event dict)``; ``reseal``: every hash
+    from there to the head recomputed (a forger covering their tracks), its readable entries rebuilt."""
+    if reseal:
+        return forge(bundle, lambda tagged: [(old, with_event(e, change) if old == version else e)
+                                             for old, e in tagged])
+    bundle = copy(bundle)
+    chain = chain_of(bundle)
+    chain[version - 1] = with_event(chain[version - 1], change)
+    raws = [codec.encode_envelope(e) for e in chain]
+    bundle["chain"]["envelopes"] = [readable.b64(r) for r in raws]
+    bundle["events"] = [readable.event_entry(raws[e["version"] - 1], bundle["room"], e["version"])
+                        for e in bundle["events"]]
+    retell_story(bundle, chain)
+    return bundle
+
+
+def revealed_seed(chain: list[Envelope]) -> bytes:
+    ended = [e for e in chain if e.type == "room.ended"]
+    return bytes.fromhex(codec.decode_event(ended[-1]).revealed_seed)
+
+
+def forge(bundle: dict, edit: Callable[[Tagged], Tagged], rerun_slice: bool = False) -> dict:
+    """A forged bundle: ``edit`` changes the tagged chain (edit, drop, swap, insert); versions are numbered again
+    and the whole chain re-sealed to a new head; with ``rerun_slice`` the slice's commands are decided again
+    with ``events.step.step`` on the forged history (their dice follow the new versions), as a forger with the
+    seed does so that a verifier that re-decides only the slice agrees. Every readable part (events, commands,
+    story, the chain's command records when the bundle carries them) is rebuilt to match."""
+    bundle = copy(bundle)
+    room = bundle["room"]
+    tagged = edit(list(enumerate(chain_of(bundle), start=1)))
+    tagged = [(old, msgspec.structs.replace(e, version=v)) for v, (old, e) in enumerate(tagged, start=1)]
+    if rerun_slice:
+        seed = revealed_seed([e for _, e in tagged])
+        for entry in bundle["commands"]:
+            record = decode_record(readable.entry_record_bytes(entry))
+            at = [i for i, (_, e) in enumerate(tagged) if e.command_id == record.command_id]
+            state = replay([e for _, e in tagged[:at[0]]])
+            mine, _ = step(state, tagged[at[0] - 1][1].hash if at[0] else GENESIS_HASH, record, seed)
+            olds = [tagged[i][0] for i in at]
+            tagged[at[0]:at[-1] + 1] = list(zip(olds + [None] * (len(mine) - len(olds)), mine, strict=False))
+            tagged = _resealed(tagged)
+    tagged = _resealed(tagged)
+    chain = [e for _, e in tagged]
+    new_version = {old: v for v, (old, _) in enumerate(tagged, start=1) if old is not None}
+    raws = [codec.encode_envelope(e) for e in chain]
+    bundle["chain"]["envelopes"] = [readable.b64(r) for r in raws]
+    bundle["head"] = {"version": len(chain), "hash": chain[-1].hash}
+    bundle["events"] = [readable.event_entry(raws[new_version[e["version"]] - 1], room, new_version[e["version"]])
+                        for e in bundle["events"] if e["version"] in new_version]
+    firsts = _first_versions(chain)
+    for entry in bundle["commands"]:
+        first, last = firsts[entry["command"]["command_id"]]
+        entry["first_version"], entry["last_version"] = first, last
+    if "commands" in bundle["chain"]:  # the forger moves each record to where its command's events now start
+        records = [(firsts[decode_record(base64.b64decode(raw)).command_id][0], raw)
+                   for _, raw in bundle["chain"]["commands"]
+                   if decode_record(base64.b64decode(raw)).command_id in firsts]
+        bundle["chain"]["commands"] = [list(pair) for pair in sorted(records)]
+    if bundle["subject"]["kind"] == "versions":  # the range is where its events now are
+        shown = [e["version"] for e in bundle["events"]]
+        bundle["subject"].update({"from": min(shown), "to": max(shown)})
+    retell_story(bundle, chain)
+    return bundle
+
+
+def _resealed(tagged: Tagged) -> Tagged:
+    previous, out = GENESIS_HASH, []
+    for version, (old, envelope) in enumerate(tagged, start=1):
+        envelope = seal(msgspec.structs.replace(envelope, version=version, previous_hash=previous))
+        previous = envelope.hash
+        out.append((old, envelope))
+    return out
+
+
+def _first_versions(chain: list[Envelope]) -> dict[str, tuple[int, int]]:
+    spans: dict[str, tuple[int, int]] = {}
+    for envelope in chain:
+        first, _ = spans.get(envelope.command_id, (envelope.version, envelope.version))
+        spans[envelope.command_id] = (first, envelope.version)
+    return spans
+
+
+def invented_refusal(bundle: dict, player: str, body: dict[str, Any], at: int, code: str) -> dict:
+    """The bundle with a refusal the player never sent: a command decided at version ``at`` and refused."""
+    bundle = copy(bundle)
+    record = decode_record(readable.entry_record_bytes(bundle["commands"][0]))
+    forged = msgspec.structs.replace(record, command_id="invented-1", player=player, body=body, refused_at_version=at)
+    raw = codec.encode(forged)
+    bundle["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
+                               "error": {"code": code, "message": "invented", "field": None}})
+    return bundle
+
+
+
+def heal_a_missing_army(bundle: dict) -> dict:
+    """A realm bundle with a forged ``realm.army_healed`` for alice inserted after version 7, re-sealed: alice lost
+    her army in a raid at version 4, so the rules cannot even fold it (realm's evolve asserts the army exists). It
+    claims a command of its own, so a verifier that folds the events before its slice meets it there."""
+    def insert(chain: Tagged) -> Tagged:
+        healed = msgspec.structs.replace(chain[6][1], type="realm.army_healed", command_id="forged-heal",
+                                         payload=codec.encode({"type": "realm.army_healed", "city": "alice",
+                                                               "points": 5, "herbs": 5, "damage_after": 0}))
+        return chain[:7] + [(None, healed)] + chain[7:]
+
+    return forge(bundle, insert)
