@@ -53,3 +53,15 @@ def test_the_engine_benchmark_drains_a_backlog_then_takes_commands_as_they_come_
     assert figures["done"] == 1_000 and figures["rejected"] == 0
     assert figures["accepted"] == 1_000 + 1_000 + 100  # the backlog, the submitted commands, the paced ones
     assert figures["projector"] > 0 and figures["paced_p99"] != "n/a"
+
+
+def test_the_clock_benchmark_sends_every_due_deadline_and_prints_lateness_and_cpu_on_real_redis(redis_url, capsys):
+    """Given the clock benchmark on a tiny budget, then every due deadline was sent once and the figures print
+    beside their baseline."""
+    from almanac.bench import clock as bench_clock  # noqa: PLC0415
+
+    bench_clock.main(redis_url, pending=2_000, due=200, seconds=1.0)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "200 (of 200 due; 1,800 still pending)" in printed
+    for label in ("lateness p50", "lateness p99", "clock CPU per deadline sent", "pipelined XADD per record"):
+        assert label in printed, label
