@@ -85,6 +85,17 @@ def earliest(state: RoomState | None) -> Deadline | None:
     return min(found, key=lambda d: (d.due_ms, d.key)) if found else None
 
 
+UNTIMED_LIMIT = 100_000
+
+
+def _untimed(state: RoomState) -> bool:
+    """Whether the room's rules name no deadlines at all (its rule-set and version never change)."""
+    try:
+        return registry.at(state.ruleset, state.ruleset_version).deadlines is None
+    except Exception:  # noqa: BLE001 - rules not installed here: looked at again next time
+        return False
+
+
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -103,6 +114,7 @@ class Clock:
         self._fire = client.register_script(FIRE_SCRIPT)
         self.fired = 0
         self.tracked = 0
+        self._untimed: set[str] = set()  # rooms whose rule-set names no deadlines
         # shard -> the feed entry id read up to, while the shard is held (read from Redis when taken again)
         self._cursors: dict[int, str] = {}
 
@@ -126,7 +138,15 @@ class Clock:
         due_key, commands_key = self.keys.deadlines(shard), self.keys.deadline_commands(shard)
         pipe = self.client.pipeline(transaction=True)
         for room, version in rooms.items():
-            deadline = earliest(await self._state(room, version))
+            if room in self._untimed:
+                continue  # its rules name no deadlines: nothing to fold (most rooms of most games)
+            state = await self._state(room, version)
+            if state is not None and _untimed(state):
+                if len(self._untimed) >= UNTIMED_LIMIT:
+                    self._untimed.clear()
+                self._untimed.add(room)
+                self.loader.forget(room)
+            deadline = earliest(state)
             if deadline is None:
                 pipe.zrem(due_key, room)
                 pipe.hdel(commands_key, room)
