@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 import msgspec
+import redis.asyncio as aioredis
 
 from almanac.events import codec, registry
 from almanac.events.room import RoomState
@@ -112,6 +113,7 @@ class Clock:
         self.batch = batch
         self.loader = RoomLoader(store, cache_size)
         self._fire = client.register_script(FIRE_SCRIPT)
+        self._single = isinstance(client, aioredis.Redis)
         self.fired = 0
         self.tracked = 0
         self._untimed: set[str] = set()  # rooms whose rule-set names no deadlines
@@ -136,7 +138,9 @@ class Clock:
     async def _set(self, shard: int, rooms: dict[str, int], cursor: str | None) -> None:
         """Write the earliest deadline of each room (at least at its version) and the cursor, in one go."""
         due_key, commands_key = self.keys.deadlines(shard), self.keys.deadline_commands(shard)
-        pipe = self.client.pipeline(transaction=True)
+        # One transaction on one Redis (the cursor moves with the deadlines); a Cluster pipeline sends them in
+        # order on the shard's node (all one slot). Either way a repeat is harmless: tracking is idempotent.
+        pipe = self.client.pipeline(transaction=self._single)
         for room, version in rooms.items():
             if room in self._untimed:
                 continue  # its rules name no deadlines: nothing to fold (most rooms of most games)
