@@ -46,7 +46,7 @@ class CommandAccepted(_Body):
     events: list[RoomEvent]
 
 
-class RoomJoined(CommandAccepted):
+class RoomJoined(CommandAccepted, kw_only=True):
     player: str
     token: str
     # The seat's key (a joined seat only): keep it; POST /rooms/{room}/seat gives a fresh token for the seat.
@@ -59,7 +59,7 @@ class SeatReclaimed(_Body):
     token: str
 
 
-class RoomCreatedAnswer(RoomJoined):
+class RoomCreatedAnswer(RoomJoined, kw_only=True):
     joined: bool
     join_error: Json | None = None
 
