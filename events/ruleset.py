@@ -23,6 +23,30 @@ if TYPE_CHECKING:  # a read model's row function takes the room's state; only it
 # randomness (never the room's), ``now_ms`` the server time the command will carry.
 Policy = Callable[[Any, str, Dice, int], Any]
 
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deadline:
+    """A moment the rules name in a room's state, after which a seat may send a timeout command.
+
+    The clock (services/clock.py) sends ``command`` (a command body, as a client would) as ``player`` once
+    ``due_ms`` of server time has passed, under a command id derived from the room, ``key`` and ``player``,
+    so that however many clocks try, the room decides it once. ``key`` names the deadline within its room
+    ("season:4"); the rules still decide the command like any other (a deadline read from stale state is
+    refused by them).
+    """
+
+    key: str
+    due_ms: int
+    player: str
+    command: dict[str, Any]
+
+
+# A rule-set's deadlines: (game state, seated players) -> the deadlines pending in that state (pure; the
+# clock sends the earliest). Not rules: the fingerprint does not cover it, and a deadline only makes the
+# clock send a command the rules decide as they always did.
+Deadlines = Callable[[Any, tuple[str, ...]], tuple[Deadline, ...]]
+
 # Read models the core itself keeps under these names; a rule-set's read models take other names.
 CORE_READ_MODELS = ("rooms", "leaderboards")
 _MODEL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -148,6 +172,7 @@ class RuleSet:
     # None: the console shows the state tree only. Presentation, not rules: not in the fingerprint (neither
     # is anything else the manifest module says: descriptions, the bot, read models).
     console_picture: str = ""
+    deadlines: Deadlines | None = None
     demo_moves: int = 30
     shared_challenge: bool = False
     # The values a command field may take where the rules know them, as "kind.field" -> values (for a map

@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # Consumed entries of the shard command streams (acknowledged by the engine) and feeds (applied by the
     # projector) are trimmed once older than this (storage.retention); the room event streams never are.
     stream_retain_s: int = _env("ALMANAC_STREAM_RETAIN_S", 300)
+    # The engine (or the gateway deciding its own shards) runs the clock of the shards it holds: the
+    # rule-sets' deadlines (realm's season timeout) fire by themselves (services/clock.py). Off: only a
+    # player's command ends a timed-out season.
+    clock: bool = _env("ALMANAC_CLOCK", True)
     # Projector: after a batch that filled no read, wait this long (ms) so that events gather into fewer,
     # larger commits (less CPU for the projector and Redis; read models lag by up to this much more).
     projector_gather_ms: int = _env("ALMANAC_PROJECTOR_GATHER_MS", 100)

@@ -126,6 +126,10 @@ class Keys:
         """A copy's origin (``import --as``): JSON {room, version, hash} of the room it was copied from."""
         return self._room(room, "origin")
 
+    def seat_keys(self, room: str) -> str:
+        """Hash: player -> sha256 hex of the seat key their join answer carried (a fresh token for that seat)."""
+        return self._room(room, "seatkeys")
+
     def nonces(self, room: str) -> str:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
         return self._room(room, "nonces")
@@ -202,6 +206,20 @@ class Keys:
     def webhook_latency(self) -> str:
         """List: the latest delivery latencies (ms from the event's append to the receiver's 2xx), newest first."""
         return self._webhooks("latency")
+
+    # --- the clock of a shard (services/clock.py) -----------------------------------------------
+
+    def deadlines(self, shard: int) -> str:
+        """Sorted set: room -> due time (ms) of its earliest pending deadline."""
+        return self._shard(shard, "clock:due")
+
+    def deadline_commands(self, shard: int) -> str:
+        """Hash: room -> msgpack (key, player, command) of the deadline ``deadlines`` holds for it."""
+        return self._shard(shard, "clock:commands")
+
+    def clock_cursor(self, shard: int) -> str:
+        """The shard feed entry id up to which the clock has read the rooms' deadlines."""
+        return self._shard(shard, "clock:cursor")
 
     # --- the read models of a shard (``rm:``) ---------------------------------------------------
 

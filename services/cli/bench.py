@@ -54,6 +54,19 @@ def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to a
         main(url, events)
 
 
+@bench_app.command("clock")
+def bench_clock(
+    pending: int = typer.Option(100_000, min=1_000, help="Deadlines pending in the shards' sets."),
+    due: int = typer.Option(5_000, min=100, help="How many of them fall due during the run."),
+    seconds: float = typer.Option(10.0, min=1.0, help="Over how long they fall due."),
+) -> None:
+    """Deadline lateness (p50/p99) and the clock's CPU per deadline sent, against pipelined XADD."""
+    main = bench_module("clock").main
+
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, pending, due, seconds)
+
+
 @bench_app.command("rules")
 def bench_rules(
     name: str = typer.Argument(..., help="Rule-set name (see GET /rulesets); its manifest's bench scenario is played."),

@@ -29,6 +29,7 @@ from almanac.services.bus import (
     encode_outcome,
     outcome_channel_of,
 )
+from almanac.services.clock import Clock
 from almanac.services.engine.batch_connection import BatchConnection, stream_reply as _stream_reply
 from almanac.services.engine.cluster_reads import StandingReads
 from almanac.services.engine.inbox import Inbox, NotDecidedHere
@@ -127,6 +128,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     prefix: str = "alm"
     durability: str = "aof"  # settings.durability; "replica": every append waits for one replica (WAIT)
     stream_retain_ms: int = 300_000  # acknowledged commands kept this long in the command streams
+    clock: bool = True  # run the clock of the held shards (settings.clock)
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -141,6 +143,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         snapshot_every=settings.snapshot_every,
         durability=settings.durability,
         stream_retain_ms=settings.stream_retain_s * 1000,
+        clock=settings.clock,
     )
 
 
@@ -191,6 +194,7 @@ class Engine:
         self._redecided_seen = 0
         self._unsaved_seen = 0
         self._tasks: list[asyncio.Task] = []
+        self._clock_task: asyncio.Task | None = None
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
         # On one Redis the append scripts acknowledge and publish (storage.base.Receipt); the store says when
@@ -241,6 +245,10 @@ class Engine:
             asyncio.create_task(self._consume_loop(), name="engine-consume"),
             asyncio.create_task(self._trim_loop(), name="engine-trim"),
         ]
+        if self.config.clock:  # the deadlines of the shards this engine holds (services/clock.py)
+            self._clock_task = asyncio.create_task(
+                Clock(self.client, self.keys, self.store).run(self.leases.safely_held, self._stopping),
+                name="engine-clock")
 
     async def stop(self) -> None:
         """Finish the command in hand, acknowledge what is done, give the leases back."""
@@ -249,7 +257,7 @@ class Engine:
         if consume is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consume
-        for housekeeping in (leases, trimming):
+        for housekeeping in (leases, trimming, self._clock_task):
             if housekeeping is not None:
                 housekeeping.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

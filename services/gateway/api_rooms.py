@@ -35,6 +35,7 @@ from almanac.services.gateway.schemas import (
     CreateRoomRequest,
     EndRoomRequest,
     JoinRoomRequest,
+    ReclaimSeatRequest,
     decode_body,
     openapi_body,
 )
@@ -217,6 +218,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                                   admit=False)
         if joined is not None and joined.accepted:
             answer["joined"] = True
+            answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
             answer["version"] = joined.last_version
             answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
             answer["checkpoint"] = await gw.checkpoint(room, joined.last_version, joined.envelopes)
@@ -314,7 +316,39 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     answer = await _outcome_body(gw, outcome, body.player, client_id)
     answer["player"] = body.player
     answer["token"] = gw.issue_token(room, body.player, ruleset)
+    answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
     return json_response(answer)
+
+
+async def _grant_seat_key(gw: Gateway, room: str, player: str) -> str:
+    """A new seat key for a join just answered (a first answer, or a retry proven by its long command id): the
+    server keeps its sha256 only, and a key given before for this seat stops working."""
+    key = secrets.token_urlsafe(32)
+    await gw.client.hset(gw.keys.seat_keys(room), player, hashlib.sha256(key.encode()).hexdigest())
+    return key
+
+
+@router.post(
+    "/rooms/{room}/seat",
+    summary="Take your seat back with its seat key: a fresh token for the same seat",
+    description="The seat key is the secret the join answer carried (`seat_key`; keep it, the console stores it "
+    "in the browser). Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited`. A wrong key, a "
+    "player without a seat or a room that does not exist all answer 403 `seat_key_invalid` (nothing tells "
+    "which).",
+    responses=RATE_LIMITED,
+    openapi_extra=openapi_body(ReclaimSeatRequest),
+)
+async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    await gw.rate_limits.check_address(client_address(request))
+    body: ReclaimSeatRequest = decode_body(await request.body(), ReclaimSeatRequest)
+    kept = await gw.client.hget(gw.keys.seat_keys(room), body.player)
+    offered = hashlib.sha256(body.seat_key.encode()).hexdigest().encode()
+    if kept is None or not secrets.compare_digest(kept, offered):
+        raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
+                       "seat_key")
+    ruleset = await gw.reader.ruleset_of(room) or ""
+    return json_response({"room": room, "player": body.player, "token": gw.issue_token(room, body.player, ruleset)})
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:

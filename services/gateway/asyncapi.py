@@ -111,6 +111,11 @@ def asyncapi_document() -> dict[str, Any]:
                  "parameters": {"room": {"description": "room id"}},
                  "description": "the gateway's WebSocket feed (query from_version, token)",
                  "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"}}},
+        "watch": {"address": "/rooms/{room}/watch", "servers": [{"$ref": "#/servers/gateway"}],
+                  "parameters": {"room": {"description": "room id"}},
+                  "description": "spectators: the room's events as the public sees them, no token (query "
+                                 "from_version, delay: versions the feed trails the room by)",
+                  "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"}}},
     }
     for channel in channels.values():
         channel.setdefault("servers", [{"$ref": "#/servers/redis"}])
@@ -138,6 +143,7 @@ def asyncapi_document() -> dict[str, Any]:
             "deadLetter": operation("send", "deadLetters", "the engine sets a failing command aside"),
             "appendEvents": operation("send", "roomEvents", "the engine appends a room's events"),
             "followRoom": operation("receive", "live", "a client follows a room's events"),
+            "watchRoom": operation("receive", "watch", "a spectator follows a room's public events"),
         },
         "components": {"schemas": schemas, "messages": messages},
     }

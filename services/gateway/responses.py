@@ -61,6 +61,14 @@ class CommandAccepted(_Body, kw_only=True):
 class RoomJoined(CommandAccepted, kw_only=True):
     player: str
     token: str
+    # The seat's key (a joined seat only): keep it; POST /rooms/{room}/seat gives a fresh token for the seat.
+    seat_key: str | None = None
+
+
+class SeatReclaimed(_Body):
+    room: str
+    player: str
+    token: str
 
 
 class RoomCreatedAnswer(RoomJoined, kw_only=True):
@@ -431,6 +439,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rulesets"): (200, RulesetList),
     ("get", "/rooms/{room}"): (200, RoomSummary),
     ("post", "/rooms/{room}/join"): (200, RoomJoined),
+    ("post", "/rooms/{room}/seat"): (200, SeatReclaimed),
     ("post", "/rooms/{room}/end"): (200, CommandAccepted),
     ("post", "/rooms/{room}/commands"): (200, CommandAccepted),
     ("get", "/rooms/{room}/commands/{command_id}"): (200, CommandAccepted),

@@ -64,6 +64,17 @@ class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     public_key: Hex32 | None = None
 
 
+# A seat key as the server makes them (secrets.token_urlsafe(32): 43 characters of the URL-safe alphabet)
+SeatKeyText = Annotated[str, msgspec.Meta(min_length=43, max_length=43, pattern=r"^[A-Za-z0-9_-]{43}$")]
+
+
+class ReclaimSeatRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Take one's seat back: the player's name and the seat key their join answer carried."""
+
+    player: Name
+    seat_key: SeatKeyText
+
+
 class EndRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] = "ended by a player"
     command_id: CommandId | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -600,3 +601,63 @@ def test_every_game_picture_has_a_legend_and_fits_a_1280_px_page(browser, base_u
         assert [text for text in cells if re.search(r"\d/(\s|$)", text)] == []
     finally:
         context.close()
+
+
+def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browser, base_url: str, shots: Path) -> None:
+    # Given a realm room alice created, and bob joining it in the console
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    created = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                    "options": {"players": [alice, bob]}}, timeout=15)
+    room = created.json()["room"]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url)
+    errors: list[str] = []
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(f"/#/room/{room}")
+        tab.locator("#join-player").fill(bob)
+        tab.get_by_role("button", name="Join").click()
+        expect_text(tab.get_by_test_id("seat"), bob)
+        # When he closes the tab and opens the room again (the token lived in the tab only)
+        tab.close()
+        tab = context.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(f"/#/room/{room}")
+        # Then the seat key this browser kept gets his seat back
+        expect_text(tab.get_by_test_id("seat"), bob)
+        tab.get_by_test_id("export-seat-key").click()
+        exported = tab.get_by_test_id("seat-key").input_value()
+        tab.screenshot(path=str(shots / "seat-key-reclaimed.png"), full_page=True)
+        assert json_of(exported)["player"] == bob and len(json_of(exported)["seat_key"]) == 43
+    finally:
+        context.close()
+    # and the exported key takes the seat back in another browser; a tampered one does not
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url)
+    try:
+        tab = other.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(f"/#/room/{room}")
+        tampered = dict(json_of(exported), seat_key="A" * 43)
+        tab.locator("#seat-key-import").fill(json.dumps(tampered))
+        tab.get_by_role("button", name="Take my seat back").click()
+        expect_text(tab.get_by_test_id("refusal"), "seat_key_invalid")
+        tab.locator("#seat-key-import").fill(exported)
+        tab.get_by_role("button", name="Take my seat back").click()
+        expect_text(tab.get_by_test_id("seat"), bob)
+    finally:
+        other.close()
+    assert not errors, errors
+
+
+def json_of(text: str) -> dict:
+    return json.loads(text)
+
+
+def expect_text(locator, text: str) -> None:
+    from playwright.sync_api import expect  # noqa: PLC0415 - Playwright only where a browser runs
+
+    expect(locator).to_contain_text(text, timeout=TIMEOUT_MS)

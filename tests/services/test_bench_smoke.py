@@ -66,3 +66,15 @@ def test_the_webhooks_benchmark_delivers_everything_and_stands_beside_bare_posts
     assert figures["received"] == 100 + 100 + 50  # the backlog, the bare baseline's POSTs, the paced rooms
     assert figures["latency_ms"]["samples"] == 50 and figures["dead"] == 0
     assert figures["notifier_deliveries_per_s"] > 0 and figures["bare_posts_per_s"] > 0
+
+
+def test_the_clock_benchmark_sends_every_due_deadline_and_prints_lateness_and_cpu_on_real_redis(redis_url, capsys):
+    """Given the clock benchmark on a tiny budget, then every due deadline was sent once and the figures print
+    beside their baseline."""
+    from almanac.bench import clock as bench_clock  # noqa: PLC0415
+
+    bench_clock.main(redis_url, pending=2_000, due=200, seconds=1.0)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "200 (of 200 due; 1,800 still pending)" in printed
+    for label in ("lateness p50", "lateness p99", "clock CPU per deadline sent", "pipelined XADD per record"):
+        assert label in printed, label

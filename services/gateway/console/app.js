@@ -22,6 +22,7 @@ const URLS = {
   status: () => "/status",
   room: (room) => `/rooms/${enc(room)}`,
   join: (room) => `/rooms/${enc(room)}/join`,
+  seat: (room) => `/rooms/${enc(room)}/seat`,
   commands: (room) => `/rooms/${enc(room)}/commands`,
   events: (room, from) => `/rooms/${enc(room)}/events?from_version=${from}&limit=5000`,
   // ``since``: the answer also holds what changed from that version (the server's one tree-diff)
@@ -48,6 +49,19 @@ const auditorToken = () => store.getItem("almanac.auditor") || "";
 const setAuditorToken = (t) => (t ? store.setItem("almanac.auditor", t) : store.removeItem("almanac.auditor"));
 const seatOf = (room) => JSON.parse(store.getItem(`almanac.seat.${room}`) || "null");
 const setSeat = (room, seat) => store.setItem(`almanac.seat.${room}`, JSON.stringify(seat));
+// A seat key outlives the tab (local storage): it gets a fresh token for the same seat (POST /rooms/{room}/seat).
+const keys = window.localStorage;
+const seatKeyOf = (room) => JSON.parse(keys.getItem(`almanac.seatkey.${room}`) || "null");
+const keepSeatKey = (room, answer) => answer.seat_key &&
+  keys.setItem(`almanac.seatkey.${room}`, JSON.stringify({ player: answer.player, seat_key: answer.seat_key }));
+async function reclaimSeat(room, kept) {
+  const a = await api(URLS.seat(room), { method: "POST", body: { player: kept.player, seat_key: kept.seat_key } });
+  if (!a.ok) return a;
+  keys.setItem(`almanac.seatkey.${room}`, JSON.stringify(kept));
+  const s = { player: a.data.player, token: a.data.token };
+  setSeat(room, s);
+  return { ...a, seat: s };
+}
 
 // --- checkpoints: every answer about a room carries one, signed by the deployment (docs/bundle-format.md). They are
 // kept in this browser's local storage (they outlive the session: they are the player's evidence) and exported.
@@ -258,14 +272,15 @@ function CreateRoom({ rulesets }) {
   }, [ruleset]);
   const create = async (options) => {
     setBusy(true); setError(null);
-    const key = await newSeatKey();  // the creator's seat signs its commands when this browser can
+    const key = await newSigningKey();  // the creator's seat signs its commands when this browser can
     const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options, ...(key ? { public_key: key.publicKey } : {}) } });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
-      await keepSeatKey(answer.data.room, answer.data.player, key.pair);
+      await keepSigningKey(answer.data.room, answer.data.player, key.pair);
     }
     setSeat(answer.data.room, { player: answer.data.player, token: answer.data.token });
+    keepSeatKey(answer.data.room, answer.data);
     location.hash = `#/room/${enc(answer.data.room)}`;
   };
   return html`<section class="panel" aria-label="Create a room"><h2>Create a room</h2>
@@ -570,7 +585,7 @@ const sorted = (value) => (Array.isArray(value) ? value.map(sorted)
 const canonicalJson = (value) => JSON.stringify(sorted(value));
 const keyName = (room, player) => `almanac-key:${room}:${player}`;
 
-async function newSeatKey() {
+async function newSigningKey() {
   if (!crypto.subtle) return null;
   try {
     const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
@@ -578,7 +593,7 @@ async function newSeatKey() {
   } catch { return null; }  // a browser without Ed25519 joins unsigned (its verdict says so)
 }
 
-async function keepSeatKey(room, player, pair) {
+async function keepSigningKey(room, player, pair) {
   const pkcs8 = await crypto.subtle.exportKey("pkcs8", pair.privateKey);
   localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
 }
@@ -605,16 +620,25 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     event.preventDefault();
     // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
     const nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
-    const key = await newSeatKey();
+    const key = await newSigningKey();
     const signing = key ? { public_key: key.publicKey } : {};
     let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce, ...signing } });
     if (!a.ok && a.data && a.data.code === "no_player_keys") a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
     if (!a.ok && a.data && a.data.code === "no_player_nonces") a = await api(URLS.join(room), { method: "POST", body: { player: name } });
     else if (a.ok) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
     const registered = a.ok && (a.data.events || []).some((e) => e.event && e.event.public_key === (key && key.publicKey));
-    if (registered) await keepSeatKey(room, name, key.pair);
-    if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); onSeat(s); setAnswer(null); }
+    if (registered) await keepSigningKey(room, name, key.pair);
+    if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); keepSeatKey(room, a.data); onSeat(s); setAnswer(null); }
     else setAnswer(a);
+  };
+  const [keyText, setKeyText] = useState("");
+  const [exported, setExported] = useState(null);
+  const reclaim = async (event) => {
+    event.preventDefault();
+    let kept = null;
+    try { kept = JSON.parse(keyText); } catch { setAnswer({ ok: false, data: { code: "not_json", message: "paste the exported seat key as it was exported" } }); return; }
+    const a = await reclaimSeat(room, kept || {});
+    if (a.seat) { onSeat(a.seat); setAnswer(null); } else setAnswer(a);
   };
   const send = async (command) => {
     setBusy(true);
@@ -633,7 +657,14 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
           busy=${busy} fixed=${{ kind }} onSubmit=${send} onDraft=${onDraft} preset=${picked} />` : ""}`
     : html`<form onSubmit=${join} class="row"><label class="field" for="join-player">join as player
         <input id="join-player" value=${name} onInput=${(e) => setName(e.target.value)} /></label>
-        <button class="primary" type="submit">Join</button></form>`}
+        <button class="primary" type="submit">Join</button></form>
+      <form onSubmit=${reclaim} class="row"><label class="field" for="seat-key-import">or take your seat back with its seat key
+        <input id="seat-key-import" value=${keyText} placeholder='{"player": …, "seat_key": …}' onInput=${(e) => setKeyText(e.target.value)} /></label>
+        <button type="submit">Take my seat back</button></form>`}
+    ${seat && seatKeyOf(room) ? html`<p class="row"><button type="button" data-testid="export-seat-key"
+        onClick=${() => setExported(JSON.stringify(seatKeyOf(room)))}>Export seat key</button>
+      <span class="muted">keep it: it gives you this seat back from any browser</span></p>
+      ${exported ? html`<textarea readonly data-testid="seat-key" rows="2" cols="80">${exported}</textarea>` : ""}` : ""}
     ${answer && !answer.ok ? html`<div data-testid="refusal"><${ErrorBox} error=${answer.data} /></div>` : ""}
     ${answer && answer.ok && answer.data.version ? html`<div class="notice" role="status" data-testid="accepted">accepted: now at version ${answer.data.version}</div>` : ""}
   </section>`;
@@ -656,6 +687,11 @@ function RoomPage({ room }) {
   const [picked, setPicked] = useState(null);  // fields a click on the picture proposes to Play (row, column)
   const request = useRef(0);
   const timeline = useRef(null);
+  useEffect(() => {  // a tab closed and opened again: the seat key kept in this browser gets the seat back
+    const kept = seatKeyOf(room);
+    if (seat || !kept) return;
+    reclaimSeat(room, kept).then((a) => { if (a.seat) { setSeatState(a.seat); if (!auditor) setViewer(a.seat.player); } });
+  }, [room]);
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
   const readToken = auditor || (seat && seat.token);
 
