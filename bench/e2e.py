@@ -401,13 +401,14 @@ def _quantile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 1,
-         gateways: int = 1, gateway_engine: bool = False, route_by_shard: bool = False,
+def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 0,
+         gateways: int = 1, route_by_shard: bool = False,
          out_of_step: bool = False, peer: bool = False, overload: float = 0.0) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
-    ``engines`` and ``gateways`` > 1 start that many engine processes (shard groups) and gateway processes;
-    ``gateway_engine``: the gateways decide the commands of the shards they hold (``engines`` 0: no others);
+    ``gateways`` > 1 starts that many gateway processes; ``engines`` 0 (the product's shape): the gateways decide
+    the commands of the shards they hold; ``engines`` > 0: HTTP-only gateways and that many separate engine
+    processes (shard groups), the layout before the gateways decided;
     ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``);
     ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
     ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py);
@@ -427,16 +428,16 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
         figures = _with_overload(lambda offered: _run([url], redis_url, offered, seconds, out_of_step=out_of_step),
                                  rate, overload)
     else:
-        figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, gateway_engine, route_by_shard,
-                                    out_of_step, overload)
+        figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, route_by_shard, out_of_step, overload)
     if peer:  # after our stack has stopped: the peer gets the machine as our stack had it
         offer_peer(figures, rate, seconds)
     return figures
 
 
-def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int, gateway_engine: bool,
+def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int,
                       route_by_shard: bool, out_of_step: bool, overload: float = 0.0) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
+    gateway_engine = engines == 0
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
                                                       "log_level": "warning", "gateway_engine": gateway_engine})

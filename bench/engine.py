@@ -43,7 +43,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
     """The engine under test, in its own process, on the trivial rule-set and a private key prefix."""
     from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
-    from almanac.services.engine.worker import Engine, EngineConfig  # noqa: PLC0415
+    from almanac.services.engine.shard_engine import Engine, EngineConfig  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
@@ -70,7 +70,7 @@ def _projector_process(url: str, prefix: str) -> None:
     """The projector, if the projections package has one, following the engine's feeds."""
     from almanac.bench.trivial import TRIVIAL  # noqa: PLC0415
     from almanac.events import registry  # noqa: PLC0415
-    from almanac.projections.worker import Projector  # noqa: PLC0415
+    from almanac.projections.projector import Projector  # noqa: PLC0415
     from almanac.services.heap import collect_less_often, freeze_startup_heap  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
@@ -180,7 +180,7 @@ async def _paced(client: aioredis.Redis, keys: Keys, outcomes: _Outcomes, rooms:
             await asyncio.sleep(delay)
         record = CommandRecord(command_id=f"paced-{index}", room=f"room-{index % rooms}", player="p",
                                server_time_ms=int(time.time() * 1000), body={"kind": "add", "amount": 1})
-        stream = keys.shard_commands(keys.shard(record.room))
+        stream = keys.command_stream(keys.shard(record.room))
         before = time.perf_counter()
         sent[record.command_id.encode()] = before
         await client.xadd(stream, {COMMAND_FIELD: codec.encode(record)})
@@ -201,12 +201,12 @@ async def _before_engine(url: str, rooms: int, commands: int, prefix: str) -> fl
     client = aioredis.Redis.from_url(url)
     keys = Keys(SHARDS, prefix)
     try:
-        entries = [(keys.shard_commands(keys.shard(r.room)), codec.encode(r))
+        entries = [(keys.command_stream(keys.shard(r.room)), codec.encode(r))
                    for r in _commands(rooms, commands, int(time.time() * 1000))]
         start = time.perf_counter()
         await _xadd_all(client, [(f"{prefix}:raw:{stream}", data) for stream, data in entries])
         baseline = len(entries) / (time.perf_counter() - start)
-        await _xadd_all(client, [(keys.shard_commands(keys.shard(r.room)), codec.encode(r))
+        await _xadd_all(client, [(keys.command_stream(keys.shard(r.room)), codec.encode(r))
                                  for r in _commands(rooms, commands, int(time.time() * 1000), name="backlog")])
         return baseline
     finally:
@@ -252,7 +252,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
     try:
         drained = await _drain(client, keys, backlog, engine_pid) if backlog else {}
         records = _commands(rooms, commands, int(time.time() * 1000))
-        entries = [(keys.shard_commands(keys.shard(r.room)), codec.encode(r)) for r in records]
+        entries = [(keys.command_stream(keys.shard(r.room)), codec.encode(r)) for r in records]
 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -26,12 +26,15 @@ Dice schemes (recorded per room in ``room.created.dice_scheme``; docs/dice.md ha
 
   (player ids cannot contain ``|`` or ``=``; nonces are 32 bytes, in lowercase hex). The key is a
   pure function of (seed, nonces), so a fork passes its own seed and the same construction applies.
+- scheme 3 (command-bound, every new secret-seed room): each command draws from its own key,
+  ``command_key(seed, player, nonce, command_id, body)``, with version 0: see ``command_key``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import TypeVar
@@ -49,7 +52,12 @@ def seed_commitment(secret_seed: bytes) -> str:
 # The dice construction every room uses unless it recorded another (rooms created before schemes: 1).
 SERVER_SEED_ONLY = 1
 PLAYER_ENTROPY = 2
-DICE_SCHEMES = (SERVER_SEED_ONLY, PLAYER_ENTROPY)
+# Scheme 3: every roll is bound to the command that causes it (its id and content, not its version) and to
+# the nonce its player committed at join; players may register a key and sign their commands (docs/dice.md).
+COMMAND_BOUND = 3
+DICE_SCHEMES = (SERVER_SEED_ONLY, PLAYER_ENTROPY, COMMAND_BOUND)
+# The schemes whose players commit to nonces at join (the server holds them; the end reveals them).
+NONCE_SCHEMES = frozenset({PLAYER_ENTROPY, COMMAND_BOUND})
 NONCE_BYTES = 32
 
 
@@ -83,6 +91,34 @@ def dice_key(secret_seed: bytes, pairs: tuple[tuple[str, bytes], ...]) -> bytes:
     message = b"almanac-dice-v2" + b"".join(
         b"|" + player.encode() + b"=" + nonce.hex().encode() for player, nonce in sorted(pairs)
     )
+    return hmac.new(secret_seed, message, hashlib.sha256).digest()
+
+
+def canonical_json(value: object) -> bytes:
+    """The one byte form of a JSON value that is hashed or signed: keys sorted, no spaces, UTF-8, no NaN.
+
+    ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()``; JavaScript
+    clients produce the same bytes by sorting keys recursively before ``JSON.stringify`` (integers and
+    strings only: the command schemas carry no floats).
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def command_key(secret_seed: bytes, player: str, nonce: bytes, command_id: str, body: object) -> bytes:
+    """Scheme 3's HMAC key of one command's dice::
+
+        key = HMAC-SHA256(key = secret_seed,
+                          message = b"almanac-dice-v3|" + player + b"=" + hex(nonce) + b"|" + command_id
+                                    + b"|" + hex(sha256(canonical_json(body))))
+
+    ``nonce`` is the commanding player's committed nonce (``server_nonce`` for a player without one: the
+    create, a join, an unseated sender). The command's dice are ``Dice(key, room, 0)``: no version enters, so
+    where the operator puts the command in the log changes none of its draws, and a resend with the same id
+    and body draws the same.
+    """
+    digest = hashlib.sha256(canonical_json(body)).hexdigest()
+    message = b"|".join((b"almanac-dice-v3", player.encode() + b"=" + nonce.hex().encode(), command_id.encode(),
+                         digest.encode()))
     return hmac.new(secret_seed, message, hashlib.sha256).digest()
 
 

@@ -18,8 +18,25 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def state_hash(state: Any) -> str:
-    """The hash of the canonical msgpack encoding of a state."""
+    """The hash of the canonical msgpack encoding of a state.
+
+    A Struct may name fields added after states were first hashed in ``_hash_omits_empty``: such a field is
+    left out of the encoding while it is empty, so every state recorded before it existed (the golden
+    corpus's state hashes) keeps its hash; when set, the bytes are exactly the Struct's own encoding.
+    """
+    omits = getattr(type(state), "_hash_omits_empty", ())
+    if omits and any(not getattr(state, name) for name in omits):
+        return hashlib.sha256(_encode_without_empty(state, omits)).hexdigest()
     return hashlib.sha256(_CANONICAL.encode(state)).hexdigest()
+
+
+def _encode_without_empty(state: Any, omits: tuple[str, ...]) -> bytes:
+    """``state`` encoded as msgspec encodes a Struct (a map of its fields in order) minus its empty ``omits``."""
+    kept = [f for f in msgspec.structs.fields(state) if not (f.name in omits and not getattr(state, f.name))]
+    count = len(kept)
+    header = bytes([0x80 | count]) if count < 16 else b"\xde" + count.to_bytes(2, "big")
+    return header + b"".join(_CANONICAL.encode(f.encode_name) + _CANONICAL.encode(getattr(state, f.name))
+                             for f in kept)
 
 
 def envelope_hash(envelope: Envelope) -> str:

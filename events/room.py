@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
 from almanac.events import registry
 from almanac.events.decider import Context, Decider
-from almanac.events.dice import PLAYER_ENTROPY, SERVER_SEED_ONLY, nonce_commitment
+from almanac.events.dice import COMMAND_BOUND, NONCE_SCHEMES, SERVER_SEED_ONLY, nonce_commitment
 from almanac.events.errors import RuleError
 from almanac.events.schema import RulesetRef, Text, boundary_error
 
 # A 32-byte value as 64 lowercase hex digits: a player's nonce or its sha256 commitment.
 Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=64, max_length=64,
                                     description="32 bytes as 64 lowercase hex digits")]
+
+# An Ed25519 public key (32 bytes, lowercase hex) a player registers at join to sign their commands.
+PublicKeyHex = Hex32
 
 SetupT = TypeVar("SetupT")
 
@@ -39,7 +42,8 @@ class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", t
     challenge: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
     # The dice construction (events.dice, docs/dice.md). A stored record without it meant 1 (it was
     # the only one); the engine writes 2 into a new secret-seed room's record that names none.
-    dice_scheme: Annotated[int, msgspec.Meta(ge=1, le=2, description="1: server seed; 2: + player nonces")] = 1
+    dice_scheme: Annotated[int, msgspec.Meta(ge=1, le=3, description="1: server seed; 2: + player nonces; "
+                                                     "3: + bound to each command, signed seats")] = 1
 
 
 class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_field="kind",
@@ -54,6 +58,9 @@ class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_f
 
     nonce_commitment: Hex32 | None = None
     nonce_by_server: bool = False
+    # Scheme 3: the player's Ed25519 public key; every later command of this seat must carry a valid signature
+    # (events.signing), so nobody holding a token for the seat, the operator included, can act for them.
+    public_key: PublicKeyHex | None = None
 
 
 class RevealNonce(msgspec.Struct, frozen=True, kw_only=True, tag="reveal_nonce", tag_field="kind",
@@ -124,6 +131,8 @@ class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_j
     nonce_commitment: str = ""
     # The player sent no nonce, so the server drew one for them: it adds nothing against the operator.
     nonce_by_server: bool = False
+    # Scheme 3: the seat's Ed25519 public key (hex); its commands are signed (events.signing).
+    public_key: str = ""
 
 
 class NonceRevealed(msgspec.Struct, frozen=True, kw_only=True, tag="room.nonce_revealed"):
@@ -220,6 +229,11 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     dice_scheme: int = SERVER_SEED_ONLY
     nonce_commitments: tuple[tuple[str, str], ...] = ()
     nonces_revealed: tuple[str, ...] = ()
+    # Scheme 3: (player, Ed25519 public key hex) of every seat that signs, in join order. Left out of the
+    # state hash while empty (events.hashing.state_hash), so every state hashed before it keeps its hash.
+    player_keys: tuple[tuple[str, str], ...] = ()
+
+    _hash_omits_empty: ClassVar[tuple[str, ...]] = ("player_keys",)
 
 
 def decider_of(state: RoomState) -> Decider:
@@ -357,7 +371,10 @@ def _decide_join(state: RoomState, decider: Decider, command: JoinRoom, ctx: Con
             field="player",
             allowed=list(seats),
         )
-    if state.dice_scheme != PLAYER_ENTROPY:
+    if command.public_key is not None and state.dice_scheme != COMMAND_BOUND:
+        raise RuleError("no_player_keys", f"this room's dice scheme ({state.dice_scheme}) has no signed seats; join "
+                        "without a public_key", field="public_key")
+    if state.dice_scheme not in NONCE_SCHEMES:
         if command.nonce_commitment is not None:
             raise RuleError("no_player_nonces", "this room's dice draw from the server seed alone; join without a nonce",
                             field="nonce_commitment")
@@ -373,11 +390,11 @@ def _decide_join(state: RoomState, decider: Decider, command: JoinRoom, ctx: Con
         raise RuleError("nonce_unknown", "the server holds no nonce with this commitment; send the nonce with the join",
                         field="nonce_commitment")
     return [PlayerJoined(player=ctx.player, nonce_commitment=command.nonce_commitment,
-                         nonce_by_server=command.nonce_by_server)]
+                         nonce_by_server=command.nonce_by_server, public_key=command.public_key or "")]
 
 
 def _decide_reveal(state: RoomState, command: RevealNonce, ctx: Context) -> NonceRevealed:
-    if state.dice_scheme != PLAYER_ENTROPY:
+    if state.dice_scheme not in NONCE_SCHEMES:
         raise RuleError("no_player_nonces", "this room's dice draw from the server seed alone; there is nothing to reveal")
     if ctx.player in state.nonces_revealed:
         raise RuleError("nonce_already_revealed", f"player {ctx.player!r} has already revealed their nonce")
@@ -393,7 +410,7 @@ def _room_ended(reason: str, state: RoomState, ctx: Context) -> RoomEnded:
     if commitment and hashlib.sha256(bytes.fromhex(ctx.secret_seed_hex)).hexdigest() != commitment:
         # The engine must hand the room's own seed; revealing anything else would break the audit.
         raise RuleError("seed_mismatch", "the seed to reveal does not match the room's commitment")
-    if state.dice_scheme != PLAYER_ENTROPY:
+    if state.dice_scheme not in NONCE_SCHEMES:
         return RoomEnded(reason=reason, revealed_seed=ctx.secret_seed_hex)
     # Every seated player's nonce, from those the step drew with (each checked against its commitment).
     nonces = dict(ctx.nonces)
@@ -438,11 +455,13 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
             created_by=event.forked_by, created_at_ms=event.forked_at_ms, players=(), ended=False, end_reason="",
             revealed_seed="", fork=ForkOf(parent=event.parent, at=event.at, parent_hash=event.parent_hash),
             # The parent's players' nonces are not the fork's: its own joins commit their own.
-            nonce_commitments=(), nonces_revealed=(),
+            nonce_commitments=(), nonces_revealed=(), player_keys=(),
         )
     if state is None:
         raise ValueError(f"room {room!r} version {version}: the first event must be room.created")
     if isinstance(event, PlayerJoined):
+        if event.public_key:
+            state = msgspec.structs.replace(state, player_keys=(*state.player_keys, (event.player, event.public_key)))
         if event.nonce_commitment:
             return msgspec.structs.replace(state, version=version, players=(*state.players, event.player),
                                            nonce_commitments=(*state.nonce_commitments,

@@ -7,7 +7,7 @@ so that the registry can name ``RuleSet`` without importing the room module that
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,30 @@ if TYPE_CHECKING:  # a read model's row function takes the room's state; only it
 # A bot: what ``player`` does next in ``state`` (None: nothing to do now). ``dice`` is the bot's own
 # randomness (never the room's), ``now_ms`` the server time the command will carry.
 Policy = Callable[[Any, str, Dice, int], Any]
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deadline:
+    """A moment the rules name in a room's state, after which a seat may send a timeout command.
+
+    The clock (services/clock.py) sends ``command`` (a command body, as a client would) as ``player`` once
+    ``due_ms`` of server time has passed, under a command id derived from the room, ``key`` and ``player``,
+    so that however many clocks try, the room decides it once. ``key`` names the deadline within its room
+    ("season:4"); the rules still decide the command like any other (a deadline read from stale state is
+    refused by them).
+    """
+
+    key: str
+    due_ms: int
+    player: str
+    command: dict[str, Any]
+
+
+# A rule-set's deadlines: (game state, seated players) -> the deadlines pending in that state (pure; the
+# clock sends the earliest). Not rules: the fingerprint does not cover it, and a deadline only makes the
+# clock send a command the rules decide as they always did.
+Deadlines = Callable[[Any, tuple[str, ...]], tuple[Deadline, ...]]
 
 # Read models the core itself keeps under these names; a rule-set's read models take other names.
 CORE_READ_MODELS = ("rooms", "leaderboards")
@@ -148,8 +172,22 @@ class RuleSet:
     # None: the console shows the state tree only. Presentation, not rules: not in the fingerprint (neither
     # is anything else the manifest module says: descriptions, the bot, read models).
     console_picture: str = ""
+    deadlines: Deadlines | None = None
     demo_moves: int = 30
     shared_challenge: bool = False
+    # The values a command field may take where the rules know them, as "kind.field" -> values (for a map
+    # field such as a load: its keys). The rules check them when they decide; this publishes them, so the
+    # OpenAPI and AsyncAPI documents list them as enums and typed clients offer them (services/gateway/
+    # game_schemas.py). Presentation like the rest of the manifest module: not in the fingerprint.
+    allowed_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # What an event tells the players, for webhooks (services/notifier.py): event -> (kind, player) pairs,
+    # player None for everyone seated (realm: a new season is everyone's turn; an offer is its host's).
+    # The room's own events (room.ended) are noticed by the notifier for every rule-set.
+    notices: Callable[[Any], Sequence[tuple[str, str | None]]] | None = None
+    # The type of what ``view(state, player)`` returns (a msgspec Struct), for the API documents' view schema;
+    # None: the view is documented as the game's own object. tests/gateway/test_typed_schemas.py holds real views
+    # to it.
+    view_type: type | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -16,11 +16,20 @@ import msgspec
 
 from almanac.events import codec, room as room_rules
 from almanac.events.decider import Context
-from almanac.events.dice import PLAYER_ENTROPY, Dice, dice_key, seed_commitment
+from almanac.events.dice import (
+    COMMAND_BOUND,
+    NONCE_SCHEMES,
+    Dice,
+    command_key,
+    dice_key,
+    seed_commitment,
+    server_nonce,
+)
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.hashing import seal
 from almanac.events.room import RoomState
+from almanac.events.signing import command_bytes, signature_valid
 
 
 class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,6 +43,9 @@ class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
     # Set on the record kept for a refused command: the room version it was decided against, so
     # that verify can decide it again and check it is still refused for the same reason.
     refused_at_version: int | None = None
+    # Scheme 3: the player's Ed25519 signature (hex) of ``events.signing.command_bytes`` of this record;
+    # required from a seat that registered a key at join. Absent (None) from every other record.
+    signature: str | None = None
 
 
 _RECORD_DECODER = msgspec.msgpack.Decoder(CommandRecord)
@@ -101,6 +113,23 @@ def _scheme_2_key(room: str, seed: bytes, commitments: tuple[tuple[str, str], ..
     return key, pairs
 
 
+def check_signature(state: RoomState, record: CommandRecord) -> None:
+    """A signing seat's command must carry its player's valid signature (events.signing); RuleError otherwise.
+
+    Checked when the command is decided, so the engine refuses a command sent with a minted token and
+    ``verify`` (deciding every stored command again) fails a forged one in the log."""
+    registered = dict(state.player_keys).get(record.player)
+    if registered is None:
+        return
+    if record.signature is None:
+        raise RuleError("signature_required", f"player {record.player!r} signs their commands in this room: send "
+                        "`signature` (docs/dice.md)", field="signature")
+    if not signature_valid(registered, record.signature,
+                           command_bytes(record.room, record.player, record.command_id, record.body)):
+        raise RuleError("signature_invalid", f"the signature is not {record.player!r}'s signature of this command "
+                        "(events.signing.command_bytes)", field="signature")
+
+
 def step(
     state: RoomState | None,
     last_hash: str,
@@ -158,16 +187,23 @@ def step(
     else:
         scheme = state.dice_scheme
     held: Mapping[str, bytes] = nonces if nonces is not None else _NO_NONCES
-    if scheme == PLAYER_ENTROPY:
+    dice_version = version
+    if scheme in NONCE_SCHEMES:
         key, pairs = _scheme_2_key(record.room, seed, state.nonce_commitments if state is not None else (), held)
     else:
         key = seed
+    if scheme == COMMAND_BOUND and state is not None:
+        # (The create's setup draws as scheme 2's, from the seed alone: public before anyone commits.)
+        check_signature(state, record)
+        # The command's own dice: its id, its content and its player's committed nonce; no version.
+        own = dict(pairs).get(record.player) or server_nonce(seed, record.player)
+        key, dice_version = command_key(seed, record.player, own, record.command_id, record.body), 0
     ctx = Context(
         room=record.room,
         player=record.player,
         now_ms=record.server_time_ms,
         version=version,
-        dice=Dice(key, salt, version) if dice is None else dice,
+        dice=Dice(key, salt, dice_version) if dice is None else dice,
         seed_commitment=_commitment(seed),
         secret_seed_hex=_hex(seed),
         nonces=pairs,

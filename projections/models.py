@@ -62,8 +62,9 @@ def room_listing(summary: dict[str, Any]) -> dict[str, Any]:
 
 def leaderboard_scores(state: RoomState) -> dict[str, int]:
     """This room's contribution to its rule-set's leaderboard: each seated player's current public score
-    (none from a sandbox fork: what-if games never rank)."""
-    if state.fork is not None:
+    (none from a sandbox fork: what-if games never rank; none from a challenge room: its public seed makes
+    every roll predictable by design, docs/dice.md)."""
+    if state.fork is not None or state.challenge is not None:
         return {}
     return {player: int(score) for player, score in room_rules.decider_of(state).public_scores(state.game).items()}
 

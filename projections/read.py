@@ -82,6 +82,8 @@ class ReadModels:
         if limit <= 0:
             return []
         page = max(limit * 2, 20)
+        # Imported rooms and copies (``almanac import``) never rank: their history was not played here.
+        unranked = {text(room) for shard in await self._each_shard("smembers", self.keys.unranked) for room in shard}
         while True:
             replies = await self._each_shard(
                 "zrevrange", lambda s: self.keys.leaderboard(s, ruleset), 0, page - 1, withscores=True
@@ -90,7 +92,8 @@ class ReadModels:
             for reply in replies:
                 for member, score in reply:
                     player, room = decode_json(member)
-                    entries.append((-int(float(score)), player, room))
+                    if room not in unranked:
+                        entries.append((-int(float(score)), player, room))
             entries.sort()
             best: dict[str, tuple[int, str, str]] = {}
             for entry in entries:

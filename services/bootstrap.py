@@ -172,7 +172,7 @@ def served_url(config: Settings) -> str:
 def check_reachable(config: Settings, url: str, role: Role) -> None:
     """Fail with one line before a server starts when none of ``url``'s nodes answers, or, for an engine, when
     ALMANAC_DURABILITY=replica asks for a replica that one Redis does not have (a Cluster's primaries are
-    checked by the engine itself, ``worker.require_replica``)."""
+    checked by the engine itself, ``shard_engine.require_replica``)."""
     try:
         seed = live_seed(url)  # any one of the nodes (REDIS_URL may name several Cluster nodes)
         if role is Role.ENGINE and config.durability == "replica" and not config.redis_cluster:
@@ -235,12 +235,13 @@ def process_keys(shard_count: int, prefix: str = DEFAULT_PREFIX) -> Keys:
 
 
 def runtime(config: Settings, role: Role, url: str | None = None, prefix: str = DEFAULT_PREFIX) -> Runtime:
-    """The client of ``role`` and the store on it. An engine's store (``ENGINE``, ``GATEWAY_ENGINE``) ends
-    each write with WAIT 1 under ALMANAC_DURABILITY=replica; ``prefix`` keeps a benchmark's keys apart."""
+    """The client of ``role`` and the store on it. Under ALMANAC_DURABILITY=replica every role's store waits
+    for 1 replica: an engine's ends each write with WAIT, and a stored outcome is read back (a resend, GET of an
+    outcome, a gateway's answer) only once a replica has it (RedisEventStore.outcome); ``prefix`` keeps a
+    benchmark's keys apart."""
     client = redis_client(config, role, url)
-    deciding = role in (Role.ENGINE, Role.GATEWAY_ENGINE)
     store = ArchivingStore(client, archive_store(config), config.shard_count, prefix,
-                           wait_replicas=1 if deciding and config.durability == "replica" else 0,
+                           wait_replicas=1 if config.durability == "replica" else 0,
                            keys=process_keys(config.shard_count, prefix))
     return Runtime(config, client, store)
 

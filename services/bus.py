@@ -1,6 +1,6 @@
 """The command bus contract between the gateway (or any client) and the engine, on Redis.
 
-- A command is an entry of its room's shard command stream ``Keys.shard_commands(shard)`` with one
+- A command is an entry of its room's shard command stream ``Keys.command_stream(shard)`` with one
   field ``__data__`` = msgpack(CommandRecord) (FastStream reads such an entry as the raw body).
 - A command sent on behalf of a rate-limited client may carry a ``RateLimit``: ``submit`` then counts it
   in the limit's fixed-window counter and appends it in ONE script (``SUBMIT_COUNTED``), or appends
@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -95,7 +94,7 @@ async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord, limi
     is published there instead of on the command id's own channel. ``call`` sends the command (default:
     the client's ``execute_command``; the gateway's ``SubmitLine.call``).
     """
-    stream = keys.shard_commands(keys.shard(record.room))
+    stream = keys.command_stream(keys.shard(record.room))
     call = call or client.execute_command
     if limit is None:
         fields = [COMMAND_FIELD, codec.encode(record)] + ([] if reply is None else [REPLY_FIELD, reply])
@@ -106,7 +105,7 @@ async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord, limi
 async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit, call: Call | None = None) -> None:
     """Count a request against ``limit`` without submitting anything (a request refused before its submit
     still uses up its client's limit); ``RateLimited`` when the window was already used up."""
-    await _counted(call or client.execute_command, keys.shard_commands(keys.shard(room)), limit)
+    await _counted(call or client.execute_command, keys.command_stream(keys.shard(room)), limit)
 
 
 async def _counted(call: Call, stream: str, limit: RateLimit, data: bytes | None = None,
@@ -122,25 +121,3 @@ async def _counted(call: Call, stream: str, limit: RateLimit, data: bytes | None
     if not int(reply[0]):
         raise RateLimited(int(reply[1]), limit.key)
     return reply[1]
-
-
-async def submit_and_wait(
-    client: aioredis.Redis, keys: Keys, record: CommandRecord, timeout_s: float
-) -> Outcome | None:
-    """Submit a command and wait for its outcome; None when the wait timed out (check by command id)."""
-    pubsub = client.pubsub()
-    await pubsub.subscribe(outcome_channel(record.command_id))
-    try:
-        await submit(client, keys, record)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=remaining)
-            if message is not None and message["type"] == "message":
-                return decode_outcome(message["data"])
-    finally:
-        await pubsub.unsubscribe()
-        await pubsub.aclose()

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from almanac.projections.worker import Projector
+from almanac.projections.projector import Projector
 from almanac.services import bootstrap
 from almanac.services.settings import Settings
 

@@ -291,7 +291,7 @@ _INCOMPLETE = object()
 
 class RawReplies:
     """Replies read straight off one pooled connection's socket with hiredis, for a connection taken out of
-    its pool for good (the engine's batch line, the gateway's submit line): redis-py never reads it again.
+    its pool for good (the engine's batch connection, the gateway's submit line): redis-py never reads it again.
 
     redis-py's own read (timeout context, parser layers, one coroutine per level) cost about as much as the
     socket read itself at one command a batch. An error reply is returned, not raised: the exception

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from almanac.events import codec
-from almanac.events.dice import PLAYER_ENTROPY, nonce_commitment, server_nonce
+from almanac.events.dice import COMMAND_BOUND, NONCE_SCHEMES, nonce_commitment, server_nonce
 from almanac.events.envelope import Envelope
 from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
 from almanac.events.room import RoomState
@@ -463,16 +463,16 @@ class RoomService:
     async def _complete(self, state: RoomState | None, record: CommandRecord) -> CommandRecord:
         """The record as the room will store it: what the server chose on the client's behalf, written in.
 
-        A new secret-seed room that names no dice scheme gets the newest (2: player entropy). A join
-        of a scheme-2 room without a nonce gets the server's (``events.dice.server_nonce``, derived
+        A new secret-seed room that names no dice scheme gets the newest (3: command-bound). A join
+        of a scheme-2 or 3 room without a nonce gets the server's (``events.dice.server_nonce``, derived
         from the seed), kept beside the seed, and says so (``nonce_by_server``). Written into the record, a re-decision (verify, bundles, forks)
         decides exactly the same without knowing this rule.
         """
         body = record.body
         kind = body.get("kind")
         if state is None and kind == "create_room" and "dice_scheme" not in body and body.get("challenge") is None:
-            return msgspec.structs.replace(record, body={**body, "dice_scheme": PLAYER_ENTROPY})
-        if (kind == "join_room" and state is not None and state.dice_scheme == PLAYER_ENTROPY
+            return msgspec.structs.replace(record, body={**body, "dice_scheme": COMMAND_BOUND})
+        if (kind == "join_room" and state is not None and state.dice_scheme in NONCE_SCHEMES
                 and body.get("nonce_commitment") is None and record.player not in state.players):
             nonce = server_nonce(await self._seed_for(state, record), record.player)
             commitment = await self.store.save_nonce(record.room, nonce)
@@ -487,7 +487,7 @@ class RoomService:
         and, in a scheme-2 room, the players' nonces."""
         seed = await self._seed_for(state, record) if needs_secret_seed(state, record.body) else None
         nonces = None
-        if state is not None and state.dice_scheme == PLAYER_ENTROPY:
+        if state is not None and state.dice_scheme in NONCE_SCHEMES:
             nonces = await self._nonces_for(state, record)
         return step(state, last_hash, record, seed, nonces=nonces)
 

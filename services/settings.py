@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     archiver: bool = _env("ALMANAC_ARCHIVER", True)
     dedupe_retain_s: int = _env("ALMANAC_DEDUPE_RETAIN", 60)
     archiver_interval_s: float = _env("ALMANAC_ARCHIVER_INTERVAL_S", 2.0)
+    # The engine (or the gateway deciding its own shards) runs the clock of the shards it holds: the
+    # rule-sets' deadlines (realm's season timeout) fire by themselves (services/clock.py). Off: only a
+    # player's command ends a timed-out season.
+    clock: bool = _env("ALMANAC_CLOCK", True)
     # Projector: after a batch that filled no read, wait this long (ms) so that events gather into fewer,
     # larger commits (less CPU for the projector and Redis; read models lag by up to this much more).
     projector_gather_ms: int = _env("ALMANAC_PROJECTOR_GATHER_MS", 100)
@@ -80,6 +84,13 @@ class Settings(BaseSettings):
     http_port: int = _env("ALMANAC_HTTP_PORT", 8000)
     secret: str = _env("ALMANAC_SECRET", "", repr=False)  # kept out of reprs and logs
     token_ttl_s: int = _env("ALMANAC_TOKEN_TTL_S", 86_400)
+    # Checkpoints (docs/bundle-format.md): Ed25519 signing keys as hex 32-byte seeds separated by commas, the
+    # first one active, the others retired but still published; unset: one generated into the data directory.
+    signing_keys: str = _env("ALMANAC_SIGNING_KEYS", "", repr=False)
+    # Public keys (hex) of retired keys whose private half is gone: published so old checkpoints still verify.
+    retired_public_keys: str = _env("ALMANAC_RETIRED_PUBLIC_KEYS", "")
+    # The commitment secret that salts every event's hiding commitment (hex, 32 bytes); unset: generated.
+    commit_secret: str = _env("ALMANAC_COMMIT_SECRET", "", repr=False)
     command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
     # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and
@@ -88,40 +99,23 @@ class Settings(BaseSettings):
     # even in a gateway that decides its own commands, where 16 halves that p99: it also refused commands
     # at a quarter of capacity whenever the machine stalled for a moment (docs/capacity.md, eighth pass).
     gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 32)
-    # The gateway also runs an engine over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands
-    # of rooms whose shard it holds itself, without the command stream (Engine.decide_here); the others go
-    # through the stream to whoever holds their shard. One Redis only (a Cluster keeps the stream path).
-    gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", False)
+    # The deployment shape (docs/architecture.md, "The deployment shape"): every gateway runs the shard engine
+    # over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands of rooms whose shard it holds
+    # itself, without the command stream (Engine.decide_here); the others go through the stream to whoever
+    # holds their shard (on a Redis Cluster every command does). It cost about a fifth less CPU per command
+    # than separate engine processes, same run (docs/capacity.md, "The deployment shape"). false: an
+    # HTTP-only gateway, for a layout that runs `almanac engine` shard processes instead.
+    gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", True)
     # Reads that fold or re-decide a whole room (/series, /verification, explain, bisect, audit views, dispute
     # bundles, bundle checks) this gateway process runs at once, off its event loop (gateway.heavy_reads);
     # past it 503 overloaded + Retry-After at once, never queued.
     gateway_max_heavy_reads: int = _env("ALMANAC_GATEWAY_MAX_HEAVY_READS", 2)
     max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
-    # ... and refused when the event loop runs this late (ms; 0 = off) with at least 8 commands in flight, not
-    # counting the time it waited for a CPU that other processes held (overload.LoopLag.own_lag_ms).
-    gateway_max_lag_ms: int = _env("ALMANAC_GATEWAY_MAX_LAG_MS", 50)
-    # ... and refused while the commands' waits show a standing queue: every command that finished within the
-    # last interval (ms) waited longer than the target (ms; 0 = off) beyond the service's own wait for its
-    # outcome (overload.StandingQueue).
+    # ... and refused while the commands' waits show a standing queue (overload.StandingQueue, CoDel's test):
+    # every command that finished within the last 100 ms waited longer than this (ms; 0 = off) beyond the
+    # service's own wait, with 8 or more in flight. With the in-flight limit above, the whole admission policy.
     gateway_target_wait_ms: int = _env("ALMANAC_GATEWAY_TARGET_WAIT_MS", 20)
-    gateway_wait_interval_ms: int = _env("ALMANAC_GATEWAY_WAIT_INTERVAL_MS", 100)
-    # ... and the in-flight limit adapts (overload.AdaptiveLimit): lowered while the commands of an interval
-    # queue (their median wait over this, in ms, and over twice the quickest's), raised back to
-    # ALMANAC_GATEWAY_MAX_INFLIGHT while they do not (calm, or slow alike)
-    # (0 = the limit stays fixed). Unset: 10 in a gateway that decides its own commands, where past capacity it
-    # cut the accepted commands' p50 by half or more, and at 1,000/s their p99 by about half; 0 in the standard
-    # stack, where 10 ms (the rule's first version, on the mean wait) cut what it served by 20-35% (the engine's
-    # batches shrink with the limit):
-    # docs/capacity.md, ninth pass.
-    gateway_limit_wait_ms: int | None = _env("ALMANAC_GATEWAY_LIMIT_WAIT_MS", None)
-
-    @property
-    def limit_wait_ms(self) -> int:
-        """ALMANAC_GATEWAY_LIMIT_WAIT_MS, or its default for this layout (above)."""
-        if self.gateway_limit_wait_ms is not None:
-            return self.gateway_limit_wait_ms
-        return 10 if self.gateway_engine else 0
-    # HTTP connections (services/gateway/protocol.py): a request's head (request line and headers) over this
+    # HTTP connections (services/gateway/connection_guard.py): a request's head (request line and headers) over this
     # many bytes, or with more headers than this, is refused 431 and its connection closed; a connection that
     # has not delivered a whole request within the read timeout (ms) of opening or of its previous answer is
     # closed (silent sockets and slow drips would otherwise hold a file descriptor each, forever).
@@ -152,11 +146,19 @@ class Settings(BaseSettings):
     # Per client address on POST /rooms and POST /rooms/{room}/join; per seat (room and player) on commands and end.
     rate_anon: str = _env("ALMANAC_RATE_ANON", "1000/second")
     rate_commands: str = _env("ALMANAC_RATE_COMMANDS", "1000/second")
+    # Webhooks (services/notifier.py): attempts per delivery before the dead-letter list, the longest wait
+    # between attempts (the back-off doubles from 0.5 s up to it), a receiver's time to answer, and
+    # deliveries in flight at once.
+    webhook_max_attempts: int = _env("ALMANAC_WEBHOOK_MAX_ATTEMPTS", 12)
+    webhook_backoff_max_s: int = _env("ALMANAC_WEBHOOK_BACKOFF_MAX_S", 300)
+    webhook_timeout_s: int = _env("ALMANAC_WEBHOOK_TIMEOUT_S", 10)
+    webhook_concurrency: int = _env("ALMANAC_WEBHOOK_CONCURRENCY", 64)
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
-                     "gateway_wait_interval_ms", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
+                     "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
                      "live_max_feeds_per_seat", "live_max_feeds_per_address", "live_max_feeds",
+                     "webhook_max_attempts", "webhook_backoff_max_s", "webhook_timeout_s", "webhook_concurrency",
                      "redis_max_connections", "redis_pool_wait_ms", "gateway_max_heavy_reads")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
@@ -164,7 +166,7 @@ class Settings(BaseSettings):
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
         return value
 
-    @field_validator("gateway_max_lag_ms", "gateway_target_wait_ms", "gateway_limit_wait_ms", "stream_retain_s",
+    @field_validator("gateway_target_wait_ms", "stream_retain_s",
                      "projector_gather_ms", "redis_idle_s", "dedupe_retain_s")
     @classmethod
     def _not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:
@@ -197,6 +199,19 @@ class Settings(BaseSettings):
             raise _problem(info, f"is not valid: it must be at least {MIN_SECRET_BYTES} bytes (an HS256 key, "
                                  "RFC 7518 3.2), e.g. openssl rand -hex 32; or leave it unset to generate one",
                            show_value=False)
+        return value
+
+    @field_validator("signing_keys", "retired_public_keys", "commit_secret")
+    @classmethod
+    def _hex_keys(cls, value: str, info: ValidationInfo) -> str:
+        # Each part 32 bytes as 64 hex digits (docs/bundle-format.md); never echo a secret.
+        parts = [part.strip() for part in value.split(",")] if value else []
+        several = info.field_name != "commit_secret"
+        if (not several and len(parts) > 1) or any(len(p) != 64 or not all(c in "0123456789abcdefABCDEF" for c in p)
+                                                   for p in parts):
+            what = "comma-separated keys, each" if several else "it"
+            raise _problem(info, f"is not valid: {what} must be 32 bytes as 64 hex digits (openssl rand -hex 32); "
+                                 "or leave it unset to generate one into the data directory", show_value=False)
         return value
 
     @field_validator("rate_anon", "rate_commands")

@@ -1,4 +1,4 @@
-"""`almanac up`'s process supervisor: Redis (embedded unless REDIS_URL) and the engine, projector and gateway
+"""`almanac up`'s process supervisor: Redis (embedded unless REDIS_URL) and the engine, projector, notifier and gateway
 processes, each a child running the CLI again, restarted when it dies. The CLI's `up` and `demo` and the
 benchmarks start stacks through it (it imports neither)."""
 
@@ -27,11 +27,13 @@ class StackError(Exception):
 
 
 class Stack:
-    """Redis (embedded unless REDIS_URL) plus engine, projector and gateway children, restarted if one dies.
+    """Redis (embedded unless REDIS_URL) plus projector and gateway children, restarted if one dies.
 
-    ``engines`` > 1 splits the shards into that many groups (``ALMANAC_ENGINE_SHARDS=i/N``, one process
-    each); ``gateways`` > 1 starts that many gateway processes, each on its own port (``urls``), for a
-    load balancer or a client that spreads its connections (``almanac bench e2e --gateways``).
+    The gateways decide the commands of the shards they hold (the deployment shape, ALMANAC_GATEWAY_ENGINE):
+    ``gateways`` > 1 starts that many, each on its own port (``urls``) with its share of the shards
+    (``ALMANAC_ENGINE_SHARDS=i/N``), for a load balancer or a client that spreads its connections
+    (``almanac bench e2e --gateways``). ``engines`` > 0 adds that many separate engine processes (shard groups),
+    for HTTP-only gateways (ALMANAC_GATEWAY_ENGINE=false; ``almanac bench e2e --engines N`` compares it).
     """
 
     RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
@@ -108,7 +110,7 @@ class Stack:
 
     def _services(self) -> list[str]:
         # the archiver (ALMANAC_ARCHIVER, on by default) moves ended rooms out of Redis (services.archiver)
-        return ["engine", "projector", "gateway"] + (["archiver"] if self.settings.archiver else [])
+        return ["engine", "projector", "notifier", "gateway"] + (["archiver"] if self.settings.archiver else [])
 
     def _spawn(self, name: str) -> None:
         service, own_env = self._child_specs[name]
@@ -186,8 +188,9 @@ class Stack:
             path = self.data_dir / UP_FILE
             if json.loads(path.read_text()).get("pid") == os.getpid():
                 path.unlink()
-        # The gateway first (no new commands), then the engine, then the projector drains what is left.
-        for service in ("gateway", "engine", "projector", "archiver"):
+        # The gateway first (no new commands), then the engine, then the projector drains what is left; the
+        # notifier last (what it has not delivered stays in its outbox for the next start); the archiver after.
+        for service in ("gateway", "engine", "projector", "notifier", "archiver"):
             group = [child for name, child in self.children.items()
                      if self._child_specs[name][0] == service and child.poll() is None]
             for child in group:  # every process of a service stops together, then the next service

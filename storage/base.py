@@ -163,6 +163,8 @@ class EventStore(Protocol):
     # Optional (read through getattr): a copy's origin, JSON {room, version, hash} (``import --as``).
     # async def save_origin(self, room: str, origin: bytes) -> bool
     # async def load_origin(self, room: str) -> bytes | None
+    # Optional: keep an imported room or a copy out of every leaderboard (``projections.read``).
+    # async def mark_unranked(self, room: str) -> None
 
     async def save_nonce(self, room: str, nonce: bytes) -> str:
         """Keep a player's secret nonce beside the room's seed, under its commitment (sha256 hex),

@@ -401,6 +401,11 @@ async def import_room(exported: ExportFileStore, target: Any, room: str, as_room
     envelopes = await exported.read(room)
     spans = await exported.commands(room)
     name = room if as_room is None else as_room
+    mark_unranked = getattr(target, "mark_unranked", None)
+    if mark_unranked is not None:
+        # Before its events: the projector may rank it the moment they land. Its history was played elsewhere
+        # (or forged): an imported room or a copy never enters a leaderboard.
+        await mark_unranked(name)
     relabel = (lambda data: data) if as_room is None else (lambda data: relabel_record(data, as_room))
     if as_room is not None:
         inherited = await exported.load_origin(room)
@@ -419,6 +424,8 @@ async def import_room(exported: ExportFileStore, target: Any, room: str, as_room
     seed = await exported.load_seed(room)
     if seed is not None:
         await target.save_seed(name, seed)
+    for nonce in (await exported.load_nonces(room)).values():  # a file that carries a live room's nonces
+        await target.save_nonce(name, nonce)
     if as_room is not None:
         await target.save_origin(as_room, origin)
     return len(envelopes)

@@ -139,6 +139,10 @@ class Keys:
         """A copy's origin (``import --as``): JSON {room, version, hash} of the room it was copied from."""
         return self._room(room, "origin")
 
+    def seat_keys(self, room: str) -> str:
+        """Hash: player -> sha256 hex of the seat key their join answer carried (a fresh token for that seat)."""
+        return self._room(room, "seatkeys")
+
     def nonces(self, room: str) -> str:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
         return self._room(room, "nonces")
@@ -179,11 +183,65 @@ class Keys:
         """While it exists, the shard's feed is not trimmed past its value (a full rebuild in progress)."""
         return self._shard(shard, "feed:hold")
 
-    def shard_commands(self, shard: int) -> str:
+    def command_stream(self, shard: int) -> str:
+        """The shard's command stream: commands submitted by gateways that do not hold the shard, read by its
+        holder (consumer group ``engine``)."""
         return self._shard(shard, "commands")
 
     def dead_letters(self, shard: int) -> str:
         return self._shard(shard, "dead")
+
+    def unranked(self, shard: int) -> str:
+        """Set of the shard's rooms that never enter a leaderboard: imported rooms and copies (``almanac import``).
+        Not a read model: a rebuild of the models keeps it (it is not derivable from a room's events)."""
+        return self._shard(shard, "unranked")
+
+    def notifier_cursor(self, shard: int) -> str:
+        """The last feed entry of the shard whose notices the notifier has put in its outbox."""
+        return self._shard(shard, "notifier:cursor")
+
+    # --- webhooks (services/notifier.py): one hash tag, so the outbox's scripts run on a Cluster too --
+
+    def _webhooks(self, suffix: str) -> str:
+        return f"{self.prefix}:{{webhooks}}:{suffix}"
+
+    def webhook_subscriptions(self) -> str:
+        """Hash: subscription id -> JSON {id, url, secret, scope, room, player, kinds, created_ms}."""
+        return self._webhooks("subscriptions")
+
+    def webhook_outbox(self) -> str:
+        """Sorted set: delivery id by the time (ms) it is due (a claimed one: when its lease runs out)."""
+        return self._webhooks("due")
+
+    def webhook_deliveries(self) -> str:
+        """Hash: delivery id -> JSON of the delivery (subscription, payload, attempts), while it is pending."""
+        return self._webhooks("deliveries")
+
+    def webhook_dead(self) -> str:
+        """List: deliveries given up after the last attempt, newest first, with the last error."""
+        return self._webhooks("dead")
+
+    def webhook_stats(self) -> str:
+        """Hash of counters: enqueued, delivered, failed_attempts, dead."""
+        return self._webhooks("stats")
+
+    def webhook_latency(self) -> str:
+        """List: the latest delivery latencies (ms from the event's append to the receiver's 2xx), newest first."""
+        return self._webhooks("latency")
+
+    # --- the clock of a shard (services/clock.py) -----------------------------------------------
+
+    def deadlines(self, shard: int) -> str:
+        """Sorted set: room -> due time (ms) of its earliest pending deadline."""
+        return self._shard(shard, "clock:due")
+
+    def deadline_commands(self, shard: int) -> str:
+        """Hash: room -> msgpack (key, player, command) of the deadline ``deadlines`` holds for it."""
+        return self._shard(shard, "clock:commands")
+
+    def clock_cursor(self, shard: int) -> str:
+        """The shard feed entry id up to which the clock has read the rooms' deadlines."""
+        return self._shard(shard, "clock:cursor")
 
     # --- the read models of a shard (``rm:``) ---------------------------------------------------
 

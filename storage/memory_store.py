@@ -31,6 +31,7 @@ class MemoryEventStore:
         self._seeds: dict[str, bytes] = {}
         self._origins: dict[str, bytes] = {}
         self._nonces: dict[str, dict[str, bytes]] = {}
+        self.unranked: set[str] = set()  # imported rooms and copies: never ranked
         # One entry per append, as on Redis: (room, first version, last version).
         self.feed: list[tuple[str, int, int]] = []
         self._lock = asyncio.Lock()
@@ -154,6 +155,9 @@ class MemoryEventStore:
 
     async def load_origin(self, room: str) -> bytes | None:
         return self._origins.get(room)
+
+    async def mark_unranked(self, room: str) -> None:
+        self.unranked.add(room)
 
     async def save_nonce(self, room: str, nonce: bytes) -> str:
         commitment = nonce_commitment(nonce)

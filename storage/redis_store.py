@@ -30,7 +30,7 @@ from almanac.storage.base import (
     StoredOutcome,
     VersionConflict,
 )
-from almanac.storage.keys import Keys, replicated_key
+from almanac.storage.keys import Keys, replicated_key, shard_tag
 
 # KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms
 # ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5.. envelopes (msgpack)
@@ -310,6 +310,14 @@ class RedisEventStore:
         self._scripts_loaded = False
         self.stream_reads = _unparsed_stream_reads(client)
 
+
+    @property
+    def answers_in_its_write(self) -> bool:
+        """One Redis and no WAIT: a write's own reply is its whole answer, so its script may acknowledge the
+        command's stream entry and publish its outcome (``Receipt``), and a caller may send the ordered write
+        on a connection of its own (``ordered_command``). On a Cluster (per-node pipelines and partial
+        failures) or with ``wait_replicas`` (the answer waits for WAIT, after the script) it is False."""
+        return not self.wait_replicas and isinstance(self.client, aioredis.Redis)
     async def append(
         self,
         room: str,
@@ -424,7 +432,7 @@ class RedisEventStore:
         if not requests:
             return []
         script_keys, script_args = self._ordered_call(requests)
-        if self.wait_replicas or not isinstance(self.client, aioredis.Redis):
+        if not self.answers_in_its_write:
             (reply,) = await self.evalsha_many([(self._write_ordered, script_keys, script_args)])
         else:
             # One call, no pipeline: the engine's most frequent write (a batch of one shard) pays no
@@ -462,7 +470,7 @@ class RedisEventStore:
         keys = self.keys
         encode, encode_envelope = codec.encode, codec.encode_envelope
         shard = keys.shard(requests[0].room)
-        script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.shard_commands(shard)]
+        script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.command_stream(shard)]
         group = ""
         script_args: list = [group]
         for request in requests:
@@ -700,7 +708,45 @@ class RedisEventStore:
         gateway's pipelined line, ``SubmitLine.call``: a fraction of redis-py's CPU per command)."""
         key = self.keys.command_outcome(room, command_id)
         value = await (self.client.get(key) if call is None else call("GET", key))
-        return None if value is None else _OUTCOME_DECODER.decode(value)
+        if value is None:
+            return None
+        if self.wait_replicas:
+            # ALMANAC_DURABILITY=replica: an outcome is answered only once a replica has it. The write that stored
+            # it may have failed its WAIT (a replica gone): an answer read back now (a resend, GET of the outcome,
+            # the engine's dedupe) would acknowledge a write a failover can still lose (issue 28, item 17/18).
+            await self.confirm_replicated(room)
+        return _OUTCOME_DECODER.decode(value)
+
+    async def confirm_replicated(self, room: str) -> None:
+        """Return once ``wait_replicas`` replicas have everything the room's node took so far (ReplicaWaitError
+        otherwise): one small write to the room's shard, then WAIT, on one connection of the client's pool
+        (replication is in order, so the WAIT covers every earlier write to that node, on any connection). Not
+        on the gateway's submit line: WAIT blocks its connection, and every submit pipelined behind it."""
+        key = replicated_key(shard_tag(self.keys.shard(room)), self.keys.prefix)
+        if isinstance(self.client, aioredis.Redis):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.execute_command("SET", key, 1)
+                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+                first, confirmed = await pipe.execute(raise_on_error=False)
+        else:
+            # As the writes do (``_evalsha_waited_per_node``): a node whose last WAIT failed and that has no replica
+            # online is refused at once, and one whose last WAIT failed gets a short WAIT, so that a read of a
+            # node without a replica never holds its caller (an engine serving every shard) for the full timeout.
+            node = self.client.get_node_from_key(key)
+            if node.name in self._unreplicated and (refused := await self._without_replica(node)) is not None:
+                raise refused
+            timeout_ms = SHORT_WAIT_MS if node.name in self._unreplicated else self.wait_timeout_ms
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.execute_command("SET", key, 1, target_nodes=node)
+                pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
+                first, confirmed = await pipe.execute(raise_on_error=False, allow_redirections=False)
+            if self._unconfirmed(first if isinstance(first, Exception) else confirmed) is None:
+                self._unreplicated.discard(node.name)
+            else:
+                self._unreplicated.add(node.name)
+        unconfirmed = self._unconfirmed(first if isinstance(first, Exception) else confirmed)
+        if unconfirmed is not None:
+            raise unconfirmed
 
     async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
         return [envelope async for envelope in self.iterate(room, start, end)]
@@ -842,6 +888,10 @@ class RedisEventStore:
 
     async def load_origin(self, room: str) -> bytes | None:
         return await self.client.get(self.keys.origin(room))
+
+    async def mark_unranked(self, room: str) -> None:
+        """Keep ``room`` out of every leaderboard (an imported room or a copy: its history was not played here)."""
+        await self.client.sadd(self.keys.unranked(self.keys.shard(room)), room)
 
     async def save_nonce(self, room: str, nonce: bytes) -> str:
         commitment = nonce_commitment(nonce)

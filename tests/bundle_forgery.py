@@ -150,3 +150,68 @@ def heal_a_missing_army(bundle: dict) -> dict:
         return chain[:7] + [(None, healed)] + chain[7:]
 
     return forge(bundle, insert)
+
+
+def with_record(bundle: dict, command_id: str, **changes: Any) -> dict:
+    """The bundle with the stored record of ``command_id`` changed (command records are not in the chain: a forger
+    can rewrite one without touching a hash), its readable entry rebuilt to match."""
+    bundle = copy(bundle)
+    for pair in bundle["chain"]["commands"]:
+        record = decode_record(base64.b64decode(pair[1]))
+        if record.command_id == command_id:
+            pair[1] = readable.b64(codec.encode(msgspec.structs.replace(record, **changes)))
+            for entry in bundle["commands"]:
+                if entry["first_version"] == pair[0]:
+                    entry.update(readable.record_entry(base64.b64decode(pair[1])))
+    return bundle
+
+
+def decided_again(bundle: dict, order: list) -> dict:
+    """A versions bundle whose whole history is the command records ``order`` decided by the rules (``events.step.step``
+    with the revealed seed and nonces: public once the room has ended), re-sealed, every part rebuilt: a history
+    only a verifier holding a later head, or knowing more than the rules, can tell from the real one."""
+    from almanac.events.forensics.redecide import revealed_nonces  # noqa: PLC0415 - the forger's own tooling
+
+    bundle = copy(bundle)
+    chain = chain_of(bundle)
+    seed, nonces = revealed_seed(chain), revealed_nonces(chain)
+    # The history up to the first command the forger changes stays as recorded (a head a player holds there holds)
+    recorded = bundle["chain"]["commands"]
+    kept = next(i for i, (old, new) in enumerate(zip(records_of(bundle), order, strict=False)) if old != new)
+    cut = recorded[kept][0] - 1
+    forged, firsts = chain[:cut], [first for first, _ in recorded[:kept]]
+    state, last = replay(forged), forged[-1].hash
+    for record in order[kept:]:
+        mine, state = step(state, last, record, seed, nonces=nonces)  # the forger picked what the rules accept
+        firsts.append(len(forged) + 1)
+        forged += mine
+        last = mine[-1].hash
+    raws = [codec.encode_envelope(e) for e in forged]
+    bundle["chain"]["envelopes"] = [readable.b64(r) for r in raws]
+    bundle["chain"]["commands"] = [[first, readable.b64(codec.encode(r))] for first, r in zip(firsts, order, strict=True)]
+    bundle["head"] = {"version": len(forged), "hash": forged[-1].hash}
+    low, high = bundle["subject"]["from"], bundle["subject"]["to"]
+    bundle["events"] = [{k: v for k, v in readable.event_entry(raws[v - 1], bundle["room"], v).items() if k != "payload"}
+                        for v in range(low, high + 1)]
+    spans = [(first, (firsts[i + 1] - 1) if i + 1 < len(firsts) else len(forged), order[i])
+             for i, first in enumerate(firsts)]
+    bundle["commands"] = [{"first_version": first, "last_version": last, **readable.record_entry(codec.encode(r))}
+                          for first, last, r in spans if first <= high and last >= low]
+    return bundle
+
+
+def records_of(bundle: dict) -> list:
+    return [decode_record(base64.b64decode(raw)) for _, raw in bundle["chain"]["commands"]]
+
+
+def replay_command(bundle: dict, command_id: str, at: int) -> dict:
+    """The history decided again with the command ``command_id`` decided a second time as the ``at``-th command: the
+    operator's replay of a command the player sent once (a signed one included)."""
+    records = records_of(bundle)
+    again = next(r for r in records if r.command_id == command_id)
+    return decided_again(bundle, records[:at] + [again] + records[at:])
+
+
+def drop_command(bundle: dict, command_id: str) -> dict:
+    """The history decided again without the command ``command_id`` (a player's acceptance of a trade, say)."""
+    return decided_again(bundle, [r for r in records_of(bundle) if r.command_id != command_id])

@@ -10,12 +10,19 @@ head at export time was HASH, and every command of that history, from room.creat
 exactly its recorded events". This module checks that claim in named steps, stopping at the first
 failure, and says what each passed step proved:
 
-1.  format    the file is a dispute bundle this verifier reads (format_version 2: the whole chain's commands).
+1.  format    the file is a dispute bundle this verifier reads (format_version 2: the whole chain's commands),
+              with no part no step reads (every word a person reads is checked or refused) and whole numbers
+              written as whole numbers (not "155", 155.0 or true).
 2.  chain     every envelope from version 1 to the head links to the one before (sha256 over the
               previous hash and the envelope's fields) and the last one's hash is the stated head.
+    checkpoints the commitment chain (docs/bundle-format.md), recomputed from the envelopes and the bundle's
+              salts, passes through every signed checkpoint given (any player's) and the server's own on the
+              head, each signed by a key of the key set given. No step without a key set.
 3.  anchor    the chain passes through a head you got by other means (``--expect-head HASH`` or
-              ``VERSION:HASH``; the server's own chain for a room it holds). Skipped without one: a bundle
-              alone cannot tell its room from an invented one.
+              ``VERSION:HASH``; the server's own chain for a room it holds). Skipped without one (a bundle
+              alone cannot tell its room from an invented one) and when none reaches the bundle's head (the
+              versions after the last one rest on the rules alone: once the seed is out, anyone can decide
+              other commands there); failed when one contradicts the chain.
 4.  readable  each readable event in the bundle is exactly the chained envelope it names.
 5.  rules     the room's first event names the rule-set version; this machine has that version, and
               its fingerprint is compared with the one the room recorded (a difference is reported).
@@ -26,9 +33,12 @@ failure, and says what each passed step proved:
               before the end (only the server holds the seed).
 8.  end       the chain ends the room (``room.ended``): nothing after the head can change what it shows.
               Skipped for a room still running at export.
+8b. audience  the first line says who may read the bundle as the chain (ended?) and the rules (hidden values?)
+              do: a live room's bundle that claims "anyone" fails.
 9.  coverage  the bundle's command records cover the WHOLE chain: versions 1..head split into spans, each
-              exactly the envelopes carrying its command's id; each readable command is one of them, and
-              every event of the slice lies in one. Skipped (as is redecide) when it carries no records.
+              exactly the envelopes carrying its command's id (no refused command's record among them); the
+              readable commands are exactly those whose spans hold the slice's events, in order, each once.
+              Skipped (as is redecide) when it carries no records.
 10. redecide  every command from ``room.created`` to the head is decided again by ``events.step.step`` (the
               engine's own room step, dice from the revealed seed by ``events.dice``) against the state the
               commands before it decided; the events must come out byte for byte as recorded. An edit
@@ -46,6 +56,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -55,6 +66,12 @@ from almanac.events import codec, readable, registry, room as room_rules
 from almanac.events.dice import seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
+from almanac.events.forensics.checkpoint_check import (
+    CheckpointFailure,
+    check_checkpoints,
+    commitment_heads,
+    trusted,
+)
 from almanac.events.forensics.redecide import (
     Refusal,
     command_spans,
@@ -65,6 +82,7 @@ from almanac.events.forensics.redecide import (
 )
 from almanac.events.forensics.tree_diff import difference_lines, tree_diff
 from almanac.events.hashing import envelope_hash
+from almanac.events.schema import NAME_PATTERN
 from almanac.events.step import CommandRecord, decode_record
 
 BUNDLE_FORMAT = "almanac-dispute-bundle"
@@ -73,6 +91,64 @@ BUNDLE_FORMAT_VERSION = 2  # 2: the chain carries every command record (the whol
 VERIFIED, INCOMPLETE, NOT_VERIFIED = "VERIFIED", "INCOMPLETE", "NOT VERIFIED"
 # Bounds of what this verifier reads (a hostile file is refused, not worked through): versions of a chain.
 MAX_CHAIN = 1_000_000
+CHAIN_ABOUT = ("every stored envelope of the room from version 1 to the head, base64 msgpack: the chain proof (each "
+               "hash covers the one before); and every stored command record with the first version it wrote, "
+               "[first_version, base64 msgpack]: each is decided again, room.created to the head")
+# The parts of a bundle, each with the keys it has: nothing else is read, so nothing else may be written (a word a
+# person reads that no step checks is a word a forger chooses). ``copied_as`` is optional.
+_PARTS: dict[str, frozenset[str] | None] = {
+    "audience": frozenset({"who", "hidden_values", "note"}), "format": None, "format_version": None, "room": None,
+    "exported_at_ms": None, "exported_at": None,
+    "ruleset": frozenset({"name", "version", "ref", "fingerprint", "fingerprint_of_exporter"}), "subject": None,
+    "copied_as": frozenset({"room", "note"}), "head": frozenset({"version", "hash"}), "seed": None, "events": None,
+    "commands": None, "refusals": None, "chain": frozenset({"about", "envelopes", "commands"}),
+    # docs/bundle-format.md: the room key that opens the commitment salts, the server's signed checkpoint on the
+    # head (both read by the checkpoints step) and the deployment's key set as exported (a convenience: signatures
+    # are checked only with a key set given from outside, never with the bundle's own).
+    "commitments": frozenset({"scheme", "room_key"}), "checkpoint": None, "keys": None,
+}
+_SUBJECTS = {"audit_view": frozenset({"kind", "view", "item", "story"}), "versions": frozenset({"kind", "from", "to"})}
+
+
+# --- the words of a bundle that follow from its chain (the exporter writes them, the verifier rebuilds them) ------
+
+
+def audience(room: str, hides: bool, ended: bool) -> dict[str, Any]:
+    """Who may read a bundle: anyone once the room has ended or when its rules hide nothing; else auditors only,
+    for the chain carries every value hidden from the players (another player's dice and stock)."""
+    if ended or not hides:
+        why = "the room has ended (its seed and hidden values are public)" if ended else "its rules hide nothing"
+        return {"who": "anyone", "hidden_values": False, "note": f"anyone may read this bundle: {why}"}
+    return {"who": "auditors", "hidden_values": True,
+            "note": f"AUDITORS ONLY: room {room!r} is live and this bundle carries values hidden from its players "
+                    "(every player's dice and holdings): do not give it to a player or publish it before the "
+                    "room ends"}
+
+
+def seed_entry(created: Any, chain: Sequence[Envelope]) -> dict[str, Any]:
+    """The bundle's ``seed`` entry: what the chain says of the room's dice (its commitment; the seed once revealed)."""
+    revealed, source = public_seed(created, chain)
+    if source == "challenge":
+        return {"status": "challenge", "commitment": created.seed_commitment, "challenge": created.challenge,
+                "revealed": None, "note": "a challenge room's dice come from its public challenge seed"}
+    if revealed is not None:
+        return {"status": "revealed", "commitment": created.seed_commitment, "revealed": revealed.hex(),
+                "note": "the room has ended: its secret seed is revealed (in its room.ended event)"}
+    return {"status": "not_revealed", "commitment": created.seed_commitment, "revealed": None,
+            "note": "the room has not ended, so its secret seed is not revealed: the chain and the readable "
+                    "events can be checked, but no die can be re-derived and no command re-decided; "
+                    "ask for a new bundle once the room has ended"}
+
+
+def copied_as(copy: str) -> dict[str, str]:
+    """The bundle's ``copied_as`` entry, when it was exported from a copy of its room (``import --as``)."""
+    return {"room": copy, "note": f"exported from {copy!r}, a copy of this room made by import --as; the copy is "
+                                  "this history relabelled (docs/forensics.md)"}
+
+
+def _whole(value: Any) -> bool:
+    """A JSON whole number (not a boolean, not 5.0, not "5")."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class Step(msgspec.Struct, kw_only=True):
@@ -157,7 +233,7 @@ def parse_expected_head(text: str) -> tuple[int | None, str]:
     """``HASH`` (the head itself) or ``VERSION:HASH`` (the chain's hash at an earlier version) -> (version, hash);
     ValueError when it is neither."""
     version, colon, digest = text.strip().lower().rpartition(":")
-    if colon and not version.isdigit():
+    if colon and not (version.isascii() and version.isdigit() and len(version) <= 9):  # "١٢" is not a version
         raise ValueError(f"expected a head as HASH or VERSION:HASH, not {text!r}")
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
         raise ValueError(f"a head hash is 64 lowercase hex digits, not {digest!r}")
@@ -165,17 +241,20 @@ def parse_expected_head(text: str) -> tuple[int | None, str]:
 
 
 def verify_bundle(bundle: Any, expect_head: str | None = None, *,
-                  anchors: Sequence[tuple[str, str]] = (), stored_refusals: Collection[bytes] | None = None) -> Verdict:
+                  anchors: Sequence[tuple[str, str]] = (), stored_refusals: Collection[bytes] | None = None,
+                  checkpoints: Sequence[Any] | None = None, keys: Any = None) -> Verdict:
     """Check a bundle (parsed JSON) step by step; the verdict names every step, the first failure and what did
     not run. ``expect_head``: a head you obtained elsewhere (``HASH`` or ``VERSION:HASH``); ``anchors``: more
     such heads, each with who vouches for it (``("12:ab…", "the server's own chain")``); ``stored_refusals``: the
-    refusal records a server holding the room stored (each refusal shown must be one). Never raises on any input:
-    a damaged or hostile bundle is a failed step."""
+    refusal records a server holding the room stored (each refusal shown must be one); ``checkpoints``: signed
+    checkpoints players hold (any number, any player), checked with the key set ``keys`` (docs/bundle-format.md;
+    a ``VERSION:HASH`` head may also be a checkpoint's commitment head). Never raises on any input: a damaged or
+    hostile bundle is a failed step."""
     verdict = Verdict(room=str(bundle.get("room", ""))[:200] if isinstance(bundle, dict) else "")
     at = ["format"]  # the step under way, named if the input breaks it
     heads = ([(expect_head, "you")] if expect_head is not None else []) + list(anchors)
     try:
-        _run(bundle, verdict, heads, stored_refusals, at)
+        _run(bundle, verdict, heads, stored_refusals, at, checkpoints, keys)
     except _Failed as failure:
         verdict.steps.append(failure.step)
     except RecursionError:
@@ -195,31 +274,79 @@ def verify_bundle(bundle: Any, expect_head: str | None = None, *,
     return verdict
 
 
+def _checkpoint_step(bundle: dict, room: str, chain: list[Envelope], checkpoints: Sequence[Any] | None,
+                     keys: Any) -> tuple[Step | None, list[bytes] | None]:
+    """The commitment chain recomputed from the envelopes and their salts, and every signed checkpoint given (the
+    players') or carried (the server's own on the bundle's head) checked against it with the key set ``keys``
+    (checkpoint_check). No step when there is nothing to check it with."""
+    given = list(checkpoints or [])
+    try:
+        commit_heads = commitment_heads(bundle, chain)
+        if commit_heads is None:
+            if given:
+                raise CheckpointFailure("the bundle carries no commitment openings (no commitments section), so no "
+                                        "checkpoint can be checked against it")
+            return None, None
+        if keys is None:
+            if given:
+                raise CheckpointFailure("checkpoints were given but no key set to check their signatures with (the "
+                                        "deployment's /.well-known/almanac-keys.json)")
+            # The bundle's own checkpoint is signed by a key the bundle itself names: checking it would prove
+            # nothing, not even against an outsider.
+            return None, commit_heads
+        own = bundle.get("checkpoint")
+        if not given and own is None:
+            return None, commit_heads  # nothing signed to check
+        check_checkpoints(room, commit_heads, given + ([own] if own is not None else []), trusted(keys))
+    except CheckpointFailure as failure:
+        return Step(name="checkpoints", status="failed", detail=failure.detail, version=failure.version,
+                    recorded=failure.recorded, recomputed=failure.recomputed, sides=failure.sides), None
+    through = f"{len(given)} checkpoint(s) held by players" if given else "no player's checkpoint (none given)"
+    return Step(name="checkpoints", status="passed", detail=f"the commitment chain, recomputed from the envelopes "
+                f"and their salts, ends at head {commit_heads[-1].hex()[:16]}…; the history passes through {through}"
+                + (" and the server's signature on the bundle's head" if own is not None else "")
+                + ", every signature valid under the key set given"), commit_heads
+
+
 def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refusals: Collection[bytes] | None,
-         at: list[str]) -> None:
+         at: list[str], checkpoints: Sequence[Any] | None = None, keys: Any = None) -> None:
     passed = verdict.steps.append
 
     # 1. format
     if not isinstance(bundle, dict) or bundle.get("format") != BUNDLE_FORMAT:
         raise _fail("format", f"not a dispute bundle (format is not {BUNDLE_FORMAT!r})")
-    audience = bundle.get("audience")
-    if isinstance(audience, dict) and isinstance(audience.get("note"), str):
-        verdict.audience = audience["note"][:500]
-    if bundle.get("format_version") != BUNDLE_FORMAT_VERSION:
+    said = bundle.get("audience")  # shown with the verdict; the audience step checks it against the chain
+    if isinstance(said, dict) and isinstance(said.get("note"), str):
+        verdict.audience = said["note"][:500]
+    if not _whole(bundle.get("format_version")) or bundle["format_version"] != BUNDLE_FORMAT_VERSION:
         raise _fail("format", f"format_version {bundle.get('format_version')!r}; this verifier reads "
                     f"{BUNDLE_FORMAT_VERSION} (format 1 carried only the slice's commands: ask for a new bundle)")
+    unread = sorted(set(bundle) - set(_PARTS)) + [
+        f"{part}.{key}" for part, keys in _PARTS.items() if keys is not None and isinstance(bundle.get(part), dict)
+        for key in sorted(set(bundle[part]) - keys)]
+    if unread:
+        raise _fail("format", "the bundle has parts no step reads (a forger's words): " + ", ".join(unread[:10]))
     try:
         room = bundle["room"]
         head = bundle["head"]
+        if not (_whole(head["version"]) and _whole(bundle["exported_at_ms"])):
+            raise TypeError("head.version and exported_at_ms are whole numbers")
+        if bundle["exported_at"] != readable.utc_text(bundle["exported_at_ms"]):
+            raise ValueError("exported_at is not exported_at_ms as UTC")
         raws = [base64.b64decode(text, validate=True) for text in bundle["chain"]["envelopes"]]
         events, commands, refusals = bundle["events"], bundle["commands"], bundle["refusals"]
         seed_info, ruleset = bundle["seed"], bundle["ruleset"]
         head_version, head_hash = int(head["version"]), str(head["hash"])
         records = bundle["chain"].get("commands")
-        if not (isinstance(room, str) and isinstance(events, list) and isinstance(commands, list)
+        if bundle["chain"].get("about") != CHAIN_ABOUT or ("copied_as" in bundle and not (
+                isinstance(bundle["copied_as"].get("room"), str)
+                and bundle["copied_as"] == copied_as(bundle["copied_as"]["room"]))):
+            raise ValueError("chain.about or copied_as is not the text the exporter writes")
+        if not (isinstance(room, str) and re.fullmatch(NAME_PATTERN, room) and isinstance(events, list) and isinstance(commands, list)
                 and isinstance(refusals, list) and isinstance(seed_info, dict) and isinstance(ruleset, dict)
                 and (records is None or isinstance(records, list))):
-            raise TypeError("room, events, commands, refusals, seed, ruleset or chain.commands has the wrong type")
+            raise TypeError("room (a room id: ASCII letters, digits, _ . -), events, commands, refusals, seed, ruleset "
+                            "or chain.commands has the wrong type")
         if not all(isinstance(e, dict) for e in events + commands + refusals):
             raise TypeError("an entry of events, commands or refusals is not an object")
     except (KeyError, TypeError, ValueError, AttributeError) as error:
@@ -257,13 +384,23 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     passed(Step(name="chain", status="passed", detail=f"versions 1..{head_version} are linked and unaltered, ending at "
                 f"head {head_hash[:16]}…"))
 
+    # 3. checkpoints: the commitment chain passes through every signed checkpoint players hold
+    at[0] = "checkpoints"
+    step, commit_heads = _checkpoint_step(bundle, room, chain, checkpoints, keys)
+    if step is not None:
+        if step.status == "failed":
+            raise _Failed(step)
+        passed(step)
+    signed = step is not None
+
     # 3. anchor: heads from outside the bundle (the chain must pass through each)
     at[0] = "anchor"
-    if not heads:
+    if not heads and not signed:
         verdict.steps.append(_skipped("anchor", "nothing outside the bundle vouches for its head: a forger can "
                                       "invent a whole room that passes every other step; give a head you got "
-                                      "elsewhere (--expect-head HASH or VERSION:HASH)"))
-    anchored = []
+                                      "elsewhere (--expect-head HASH or VERSION:HASH) or checkpoints players hold "
+                                      "(--checkpoints FILE, --keys)"))
+    anchored, reach = [], 0
     for text, source in heads:
         try:
             version, digest = parse_expected_head(text)
@@ -274,16 +411,30 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
             raise _fail("anchor", f"the head {source} expected is at version {version}, beyond this chain "
                         f"(1..{head_version})", version, recorded=head_version, recomputed=version,
                         sides=("bundle", "expected"))
-        if chain[version - 1].hash != digest:
+        if chain[version - 1].hash != digest and (commit_heads is None or commit_heads[version - 1].hex() != digest):
             raise _fail("anchor", f"the chain does not pass through the head {source} expected at version "
                         f"{version}: another history", version, recorded=chain[version - 1].hash, recomputed=digest,
                         sides=("bundle", "expected"))
-        anchored.append(f"{source} at version {version} ({digest[:16]}…)" + (
-            "" if version == head_version else f", so versions {version + 1}..{head_version} rest on the chain and "
-            "the re-decision alone"))
-    if anchored:
+        anchored.append(f"{source} at version {version} ({digest[:16]}…)")
+        reach = max(reach, version)
+    if signed:
+        # The signed checkpoints reach as far as the latest one checked: a player's, or the server's own on the
+        # bundle's head (which vouches for the head against anyone but the deployment that signed it).
+        signed_reach = head_version if bundle.get("checkpoint") is not None else max(
+            (cp["version"] for cp in checkpoints or [] if isinstance(cp, dict) and _whole(cp.get("version"))), default=0)
+        anchored.append("the deployment's signed checkpoints (step checkpoints)")
+        reach = max(reach, min(signed_reach, head_version))
+    if anchored and reach == head_version:
         passed(Step(name="anchor", status="passed", detail="the chain passes through the head expected by "
                     + "; by ".join(anchored)))
+    elif anchored:
+        # Consistent so far, but versions after the last anchor rest on the rules alone: whoever holds the seed (the
+        # operator; everyone, once the room has ended) can decide other commands there that the rules accept.
+        verdict.steps.append(_skipped("anchor", "the chain passes through the head expected by " + "; by ".join(anchored)
+                                      + f", but nothing outside the bundle vouches for versions {reach + 1}.."
+                                      f"{head_version}: whoever holds the seed (everyone, once the room has ended) "
+                                      "can decide other commands there; give a head at version "
+                                      f"{head_version}"))
 
     # 4. readable
     at[0] = "readable"
@@ -335,12 +486,19 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     # 6. subject: the slice is all of what it claims to be (the audit view told again from the chain)
     at[0] = "subject"
     subject = bundle.get("subject")
-    slice_versions = sorted(entry["version"] for entry in events)
+    if isinstance(subject, dict) and set(subject) != _SUBJECTS.get(subject.get("kind"), set(subject)):
+        raise _fail("subject", f"the subject has other parts than a {subject.get('kind')!r} subject has: "
+                    f"{sorted(set(subject) ^ _SUBJECTS[subject['kind']])}")
+    slice_versions = [entry["version"] for entry in events]
+    if any(b <= a for a, b in itertools.pairwise(slice_versions)):
+        raise _fail("subject", "the bundle's events are not in version order, each once (reordered or repeated)")
     if isinstance(subject, dict) and subject.get("kind") == "audit_view":
-        offered = rules.audit_view(str(subject.get("view")))
-        if offered is None:
-            raise _fail("subject", f"{ref} has no audit view {subject.get('view')!r}")
-        story = offered.steps([(e, codec.decode_event(e)) for e in chain], str(subject.get("item")))
+        offered = rules.audit_view(subject["view"]) if isinstance(subject["view"], str) else None
+        if offered is None or not isinstance(subject["item"], str):
+            raise _fail("subject", f"{ref} has no audit view {subject.get('view')!r} or the item is not a name")
+        story = offered.steps([(e, codec.decode_event(e)) for e in chain], subject["item"])
+        if not story:  # the exporter answers 404 for an item the chain does not hold: a bundle of nothing is a lie
+            raise _fail("subject", f"the chain holds no {subject['view']} {subject['item']!r}")
         told = sorted({int(s["version"]) for s in story})
         if told != slice_versions or not readable.same_json(codec.to_builtins(story), subject.get("story")):
             raise _fail("subject", f"the {subject.get('view')} {subject.get('item')!r} told again from the chain is not "
@@ -350,7 +508,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
                     f"again from the chain by {ref}'s audit view, is exactly the bundle's {len(told)} event(s) and story"))
     elif isinstance(subject, dict) and subject.get("kind") == "versions":
         low, high = subject.get("from"), subject.get("to")
-        if not (isinstance(low, int) and isinstance(high, int) and 1 <= low <= high <= head_version):
+        if not (_whole(low) and _whole(high) and 1 <= low <= high <= head_version):
             raise _fail("subject", f"versions {low!r}..{high!r} is not a range of this chain (1..{head_version}, "
                         "from <= to)")
         if slice_versions != list(range(low, high + 1)):
@@ -362,14 +520,10 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     # 7. seed (taken from the chain itself: the room.ended event; the bundle's copy must agree)
     at[0] = "seed"
     seed, source = public_seed(created, chain)
-    told = {"status": "challenge" if source == "challenge" else "revealed" if seed is not None else "not_revealed",
-            "commitment": created.seed_commitment,
-            "revealed": seed.hex() if seed is not None and source != "challenge" else None}
-    if source == "challenge":
-        told["challenge"] = created.challenge
-    if any(seed_info.get(key) != value for key, value in told.items()):
+    told = seed_entry(created, chain)  # the whole entry, its note included: every word of it follows from the chain
+    if not readable.same_json(seed_info, told):
         raise _fail("seed", "the bundle's seed entry does not say what the chain does", 1, recorded=told,
-                    recomputed={key: seed_info.get(key) for key in told}, sides=("chained", "readable"))
+                    recomputed=seed_info, sides=("chained", "readable"))
     if source == "challenge":
         passed(Step(name="seed", status="passed", detail=f"a challenge room: its dice come from the public challenge "
                     f"{created.challenge!r}, which anyone can derive (and so anyone could predict)"))
@@ -398,6 +552,15 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
         passed(Step(name="end", status="passed", detail=f"the chain ends the room (room.ended at version {ended}): "
                     "no later event can change what it shows"))
 
+    # 8b. audience: who may read the bundle follows from the chain (ended?) and the rules (hide anything?)
+    at[0] = "audience"
+    who = audience(room, bool(rules.decider.secrets), ended is not None)
+    if not readable.same_json(bundle.get("audience"), who):
+        raise _fail("audience", "the bundle's first line does not say who may read it as its chain and rules do",
+                    None, recorded=who, recomputed=bundle.get("audience"), sides=("chained", "readable"))
+    passed(Step(name="audience", status="passed", detail=f"the first line says what the chain and rules do: {who['who']}"
+                + (" (the room is live and its rules hide values)" if who["hidden_values"] else "")))
+
     # 9. coverage: the command records split the WHOLE chain into spans, each exactly its command's events
     at[0] = "coverage"
     if not records:
@@ -408,7 +571,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
         return
     stored: list[tuple[int, bytes]] = []
     for index, pair in enumerate(records):
-        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int) and isinstance(pair[1], str)):
+        if not (isinstance(pair, list) and len(pair) == 2 and _whole(pair[0]) and isinstance(pair[1], str)):
             raise _fail("coverage", f"command record {index} is not [first_version, base64]")
         stored.append((pair[0], base64.b64decode(pair[1], validate=True)))
     firsts = [first for first, _ in stored]
@@ -425,6 +588,9 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
             raise _fail("coverage", f"the command record at version {first} does not decode: {error}", first) from None
         if record.room != room:
             raise _fail("coverage", f"the command record at version {first} is of room {record.room!r}", first)
+        if record.refused_at_version is not None:
+            raise _fail("coverage", f"the command record at version {first} is a refused command's (refused at "
+                        f"version {record.refused_at_version}), yet it stands for events of the chain", first)
         inside = {e.command_id for e in chain[first - 1:last]}
         before = chain[first - 2].command_id if first > 1 else None
         if inside != {record.command_id} or record.command_id == before:
@@ -434,10 +600,9 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
         spans.append((first, last, record))
         by_first[first] = (last, data)
     for entry in commands:  # the slice's readable commands: each one of the whole chain's records, told truly
-        try:
-            first, last = int(entry["first_version"]), int(entry["last_version"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise _fail("coverage", f"a command entry is malformed: {error!r}") from None
+        first, last = entry.get("first_version"), entry.get("last_version")
+        if not (_whole(first) and _whole(last)):
+            raise _fail("coverage", f"a command entry names versions {first!r}..{last!r}, not whole numbers")
         if first not in by_first or by_first[first][0] != last:
             raise _fail("coverage", f"the readable command at versions {first}..{last} is not a command span of "
                         "the chain", first)
@@ -451,10 +616,15 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
                         recorded=record if entry.get("command") != record else truth,
                         recomputed=entry.get("command") if entry.get("command") != record else entry,
                         sides=("stored", "readable"))
-    shown = {v for entry in commands for v in range(int(entry["first_version"]), int(entry["last_version"]) + 1)}
-    for entry in events:
-        if entry["version"] not in shown:
-            raise _fail("coverage", "an event of the slice has no command in the bundle that decided it", entry["version"])
+    # Exactly the commands whose spans hold the slice's events, in order, each once: a command shown twice reads
+    # as sent twice, one left out leaves an event with no command that decided it.
+    wanted = set(slice_versions)
+    deciding = [first for first, last, _ in spans if any(v in wanted for v in range(first, last + 1))]
+    shown = [entry["first_version"] for entry in commands]
+    if shown != deciding:
+        raise _fail("coverage", "the readable commands are not exactly the commands that decided the slice's events, "
+                    "in order, each once (one repeated, left out or added)", recorded=deciding[:20],
+                    recomputed=shown[:20], sides=("chained", "readable"))
     passed(Step(name="coverage", status="passed", detail=f"the {len(spans)} command record(s) cover versions "
                 f"1..{head_version}, each span exactly that command's events; the slice's {len(commands)} readable "
                 "command(s) are among them"))
@@ -476,6 +646,8 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     if wrong is not None and wrong.reason == "undecodable":
         raise _fail("redecide", f"the command record at version {wrong.version} does not decode: {wrong.detail}",
                     wrong.version)
+    if wrong is not None and wrong.reason == "repeated":
+        raise _fail("redecide", wrong.detail, wrong.version)
     if wrong is not None:
         theirs, mine = wrong.recorded, wrong.recomputed
         if isinstance(theirs, list):

@@ -113,7 +113,9 @@ def _unchained(envelope: Envelope) -> tuple[Any, ...]:
 class Mismatch:
     """The first command that does not decide its recorded events again.
 
-    ``reason``: ``"undecodable"`` (its stored record does not decode: ``detail`` says why), ``"refused"``
+    ``reason``: ``"undecodable"`` (its stored record does not decode: ``detail`` says why), ``"repeated"`` (its
+    command id was decided before, at ``detail``'s version: the engine decides a command id once, a resend gets
+    the stored outcome, so a history deciding one twice is a replay the operator made), ``"refused"``
     (decided again it is refused: ``error``; ``recorded`` holds its span's events), ``"differs"`` (at
     ``version`` the recorded event and the re-decided one differ; either is None where one side has no event
     there).
@@ -144,6 +146,7 @@ def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: byt
     ``revealed_nonces``, or the ones its server holds).
     """
     renamed = _renamed(recorded, ruleset)
+    decided: dict[str, int] = {}  # each command id and the version its events start at
     for first, last, stored in spans:
         while folded < first - 1:  # versions no span of this run decides: the recorded ones
             state = advance(state, recorded[folded])
@@ -154,7 +157,13 @@ def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: byt
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             yield Mismatch(reason="undecodable", version=first, command_id="", detail=str(error))
             return
-        if state is None and record.body.get("kind") == "create_room":
+        if decided.setdefault(record.command_id, first) != first:
+            yield Mismatch(reason="repeated", version=first, command_id=record.command_id,
+                           detail=f"command {record.command_id!r} was decided already at version "
+                                  f"{decided[record.command_id]}; a command id is decided once (a resend gets its "
+                                  "stored outcome), so deciding it again is a replay")
+            return
+        if state is None and record.body.get("kind") == "create_room" and _pinnable(record.body, ruleset, renamed):
             # Created again under the version asked for, never simply this node's newest.
             record = msgspec.structs.replace(record, body={**record.body, "ruleset": ruleset})
         theirs = list(recorded[first - 1:last])
@@ -173,6 +182,22 @@ def redecide_each(recorded: Sequence[Envelope], spans: Iterable[Span], seed: byt
                 return
         state, last_hash, folded = after, mine[-1].hash, last
         yield None
+
+
+def _pinnable(body: dict[str, Any], ruleset: str, renamed: tuple[str, str] | None) -> bool:
+    """Whether a ``create_room``'s request may be decided again as ``ruleset``: it names that rule-set, and either
+    no version (a bare name meant the default of its day, which the room recorded) or, re-decided under another
+    version on purpose (``bisect --against``: ``renamed``), any. A request naming another rule-set, or another
+    version than the room was created under, is decided as it stands (and so disagrees with ``room.created``):
+    a record is not in the chain, and a forger could otherwise show a command asking for rules it never got."""
+    asked = body.get("ruleset")
+    if not isinstance(asked, str):
+        return False
+    try:
+        name, version = registry.parse(asked)
+    except RuleError:
+        return False
+    return name == registry.parse(ruleset)[0] and (version is None or renamed is not None)
 
 
 def _renamed(recorded: Sequence[Envelope], ruleset: str) -> tuple[str, str] | None:

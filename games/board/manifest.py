@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
 from almanac.games.board.game import DECIDER
 from almanac.games.board.policy import choose_command
@@ -9,6 +11,59 @@ from almanac.games.board.policy import choose_command
 
 def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:
     return choose_command(state, player, dice)  # type: ignore[arg-type]
+
+
+class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class CurrentElement(_View):
+    number: int
+    time: int
+    terrain: str
+    shape: list[str]  # rows of 0 and 1
+
+
+class MissionCard(_View):
+    card: str
+    mission: str
+    title: str
+    text: str
+    scored_in: list[str]
+
+
+class SeasonScore(_View):
+    season: str
+    missions: dict[str, int]
+    mountain_bonus: int
+    total: int
+
+
+class MissionPoints(_View):
+    mission: str
+    points: int
+
+
+class ScoreTable(_View):
+    total: int
+    per_season: list[SeasonScore]
+    per_mission: dict[str, MissionPoints]
+
+
+class BoardView(_View):
+    """What the player sees of a board game (game.BoardDecider.view): the map, time, the current element only."""
+
+    player: str
+    board: list[list[str]]
+    time: int
+    time_remaining: int
+    season: str | None
+    season_time_remaining: int
+    current_element: CurrentElement | None
+    missions: list[MissionCard]
+    mountain_bonus: bool
+    scores: ScoreTable
+    over: bool
 
 
 MANIFEST = RuleSet(
@@ -20,6 +75,7 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.board:picture.js",
     rulebook="docs/rules/board.md",
     examples=("examples/board.jsonl",),
+    view_type=BoardView,
     demo_moves=40,
     # Board rooms of one public challenge deal the same cards, so the demo's players' scores compare.
     shared_challenge=True,

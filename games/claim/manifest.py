@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from almanac.events.manifest import BenchScenario, Comparison, Dice, ReadModel, RoomState, RuleSet
+from almanac.games.claim import data
 from almanac.games.claim.game import DECIDER
 from almanac.games.claim.policy import choose_command
 from almanac.games.claim.seeding import Lcg, lcg_seed, seed_parcels
@@ -61,6 +64,61 @@ def bare_lcg(count: int) -> int:
     return count
 
 
+class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class ParcelView(_View):
+    name: str
+    zone: str
+    slope: bool
+    meadow: bool
+    road: bool
+    species: str | None
+    planted_ms: float | None  # the seeding draws it as an IEEE double (docs/rules/claim.md)
+    building: str | None
+    crop_ripe_ms: int | None
+    adjusted_hours: str | None = None  # these four when a stand grows there
+    board_feet: int | None = None
+    grade: str | None = None
+    value_cents: int | None = None
+
+
+class LotView(_View):
+    parcel: int
+    species: str
+    logs: int
+    board_feet: int
+    value_cents: int
+
+
+class ClaimResources(_View):
+    cash_cents: int
+    deck_logs: int
+    deck_board_feet: int
+    board_feet_hauled: int
+    logs_hauled: int
+    forest_cover_parcels: int
+    forest_cover_of: int
+    forest_cover_permille: int
+
+
+class ClaimView(_View):
+    """What anyone sees of a claim (game.ClaimDecider.view): nothing on it is secret."""
+
+    owner: str
+    block: str
+    created_at_ms: int
+    clock_ms: int
+    cash_cents: int
+    deck: list[LotView]
+    wagon_back_ms: int | None
+    proved_up_ms: int | None
+    score: int
+    resources: ClaimResources
+    parcels: list[ParcelView]
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -89,5 +147,8 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.claim:picture.js",
     rulebook="docs/rules/claim.md",
     examples=("examples/claim.jsonl",),
+    # The words the rules accept (rules.py refuses others with these as ``allowed``): enums in the API.
+    allowed_values={"replant.species": tuple(data.SPECIES), "build.building": tuple(data.BUILDINGS)},
+    view_type=ClaimView,
     demo_moves=24,
 )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
+from almanac.games.sectors import data
 from almanac.games.sectors.commands import EndSeason
 from almanac.games.sectors.game import DECIDER
 from almanac.games.sectors.policy import choose_command
@@ -54,6 +57,38 @@ def end_seasons(state: Any, player: str, dice: Dice, now_ms: int) -> Any:
 _COLONY = full_colony_options()
 _BUILT = sum(len(sector["buildings"]) for sector in _COLONY["setup"]["sectors"])
 
+class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class SectorView(_View):
+    row: int
+    column: int
+    explored: bool
+    type: str | None = None  # the rest only once explored (an unexplored type does not exist yet)
+    population: int | None = None
+    population_cap: int | None = None
+    buildings: list[str] | None = None
+    building_limit: int | None = None
+    starved_seasons_ago: int | None = None
+
+
+class SectorsView(_View):
+    """What the colony's owner sees (game.SectorsDecider.view): every explored sector; unexplored ones as such."""
+
+    owner: str
+    rows: int
+    columns: int
+    season: str
+    year: int
+    years: int
+    over: bool
+    stock: dict[str, int]
+    victory_points: int
+    population: int
+    grid: list[list[SectorView]]
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -68,5 +103,8 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.sectors:picture.js",
     rulebook="docs/rules/sectors.md",
     examples=("examples/sectors.jsonl",),
+    # The buildings the rules know (rules.py refuses others with these as ``allowed``): enums in the API.
+    allowed_values={"build.building": tuple(data.BUILDING_NAMES), "demolish.building": tuple(data.BUILDING_NAMES)},
+    view_type=SectorsView,
     demo_moves=30,
 )

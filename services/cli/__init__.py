@@ -23,14 +23,18 @@ _COMMAND_MODULES = (
     "almanac.services.cli.sim",             # sim
     "almanac.services.cli.history",         # log, state
     "almanac.services.cli.verification",    # verify
+    "almanac.services.cli.player_signing",  # player-key, sign
     "almanac.services.cli.audit",           # audit trade
     "almanac.services.cli.forks",           # fork, diff
     "almanac.services.cli.inspect_values",  # explain, bisect
     "almanac.services.cli.transfer",        # export, import
     "almanac.services.cli.dispute_commands",  # dispute, verify-bundle
+    "almanac.services.cli.keys",         # keys, checkpoints
     "almanac.services.cli.projections",  # projector, projections rebuild
     "almanac.services.cli.archive_commands",  # archive, archiver
     "almanac.services.cli.gateway",      # gateway, up, demo
+    "almanac.services.cli.notifier",     # notifier (webhooks)
+    "almanac.services.cli.documents",    # openapi, asyncapi
     "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e
 )
 

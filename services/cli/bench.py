@@ -54,6 +54,19 @@ def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to a
         main(url, events)
 
 
+@bench_app.command("clock")
+def bench_clock(
+    pending: int = typer.Option(100_000, min=1_000, help="Deadlines pending in the shards' sets."),
+    due: int = typer.Option(5_000, min=100, help="How many of them fall due during the run."),
+    seconds: float = typer.Option(10.0, min=1.0, help="Over how long they fall due."),
+) -> None:
+    """Deadline lateness (p50/p99) and the clock's CPU per deadline sent, against pipelined XADD."""
+    main = bench_module("clock").main
+
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, pending, due, seconds)
+
+
 @bench_app.command("rules")
 def bench_rules(
     name: str = typer.Argument(..., help="Rule-set name (see GET /rulesets); its manifest's bench scenario is played."),
@@ -86,14 +99,14 @@ def bench_engine(
 def bench_e2e(
     rate: int = typer.Option(500, min=1, help="Offered load, commands per second."),
     seconds: int = typer.Option(10, min=1, help="How long to offer it."),
-    engines: int = typer.Option(1, min=1, max=16, help="Engine processes (shard groups) to start."),
+    engines: int = typer.Option(
+        0, min=0, max=16,
+        help="0 (the product's shape): the gateways decide the commands of the shards they hold. N: HTTP-only "
+             "gateways (ALMANAC_GATEWAY_ENGINE=false) and N separate engine processes (shard groups), to compare."),
     gateways: int = typer.Option(1, min=1, max=16, help="Gateway processes to start (connections spread over them)."),
-    gateway_engine: bool = typer.Option(
-        False, "--gateway-engine",
-        help="Gateways decide the commands of the shards they hold (ALMANAC_GATEWAY_ENGINE); no engine processes."),
     route_by_shard: bool = typer.Option(
         False, "--route-by-shard",
-        help="Send each command to the gateway holding its room's shard (with --gateway-engine), not in turn."),
+        help="Send each command to the gateway holding its room's shard (with --engines 0), not in turn."),
     out_of_step: bool = typer.Option(
         False, "--out-of-step",
         help="Spread the rooms over the game's moves, as in real play (rooms played partway before the clock), "
@@ -111,9 +124,8 @@ def bench_e2e(
     main = bench_module("e2e").main
 
     with stack_errors():
-        main(rate=rate, seconds=seconds, engines=0 if gateway_engine else engines, gateways=gateways,
-             gateway_engine=gateway_engine, route_by_shard=route_by_shard, out_of_step=out_of_step, peer=peer,
-             overload=overload)
+        main(rate=rate, seconds=seconds, engines=engines, gateways=gateways, route_by_shard=route_by_shard,
+             out_of_step=out_of_step, peer=peer, overload=overload)
 
 
 @bench_app.command("scaling")
@@ -136,6 +148,18 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
     settings = settings_or_exit()
     with redis_url_for(settings, create=True) as url:
         main(settings.model_copy(update={"redis_url": url}), count)
+
+
+@bench_app.command("webhooks")
+def bench_webhooks(rooms: int = typer.Option(2_000, min=100, help="Deliveries of the backlog (throughput)."),
+                   rate: int = typer.Option(100, min=1, help="Rooms ending per second while latency is measured."),
+                   seconds: int = typer.Option(5, min=1, help="How long rooms end at that rate.")) -> None:
+    """The notifier's deliveries/s against bare POSTs to the same receiver (same run), and latency p50/p99."""
+    main = bench_module("webhooks").main
+
+    settings = settings_or_exit()
+    with redis_url_for(settings, create=True) as url:
+        main(settings.model_copy(update={"redis_url": url}), rooms, rate, seconds)
 
 
 @bench_app.command("live")

@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
+from almanac.events.commitments import read_checkpoint_file
 from almanac.events.forensics.bundle_check import INCOMPLETE, verify_bundle
+from almanac.services.checkpoints import Checkpointer
 from almanac.services.cli import app
-from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
+from almanac.services.cli.common import OperatorError, console, fail, guarded, settings_or_exit, with_store
 from almanac.services.forensics.bundle import bundle_json, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.storage.base import EventStore
@@ -43,30 +45,56 @@ def dispute_command(
         raise fail("give exactly one of --trade ID, --view NAME --id ID or --versions A..B")
     span = guarded(lambda: parse_versions(versions)) if versions is not None else None
 
+    checkpointer = guarded(lambda: Checkpointer.from_settings(settings_or_exit()))
+
     async def work(store: EventStore) -> dict[str, Any]:
         try:
-            return await dispute_bundle(store, room, int(time.time() * 1000), view=view, item=item, versions=span)
+            return await dispute_bundle(store, room, int(time.time() * 1000), view=view, item=item, versions=span,
+                                        checkpointer=checkpointer)
         except ForensicsError as error:
             raise OperatorError(error.message) from None
 
     sys.stdout.write(bundle_json(with_store(work)))  # its first line says who may read it
 
 
+def _read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text())
+    except OSError as error:
+        raise fail(f"cannot read {file}: {error.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise fail(f"{file} is not JSON: {error}") from None
+    except RecursionError:
+        raise fail(f"{file} is not a bundle: its JSON nests too deeply to read") from None
+
+
 @app.command("verify-bundle")
 def verify_bundle_command(
     file: Annotated[Path, typer.Argument(help="A bundle written by `almanac dispute`.")],
-    expect_head: str = typer.Option(None, "--expect-head", help="The room's head as you know it from elsewhere: "
-                                    "HASH (the head) or VERSION:HASH (an earlier version's)."),
+    expect_head: str = typer.Option(None, "--expect-head", help="The room's head hash as you know it from elsewhere: "
+                                    "HASH (the head's) or VERSION:HASH (an earlier chain hash or checkpoint head: checked, but the "
+                                    "versions after it are vouched by nothing, so the verdict is at best INCOMPLETE)."),
+    checkpoints: Annotated[list[Path] | None, typer.Option(
+        "--checkpoints", help="A file of signed checkpoints (any player's; repeat for more): the bundle's history "
+                              "must pass through each.")] = None,
+    keys: Annotated[Path | None, typer.Option(
+        "--keys", help="The deployment's key set (/.well-known/almanac-keys.json) to check signatures with; "
+                       "default: the checkpoint files' own, else the bundle's.")] = None,
 ) -> None:
-    """Check a dispute bundle offline (no Redis): chain, readable events, rules, seed, every command of the whole
-    chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it is named)."""
-    try:
-        bundle = json.loads(file.read_text())
-    except OSError as error:
-        raise fail(f"cannot read {file}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise fail(f"{file} is not JSON: {error}") from None
-    verdict = verify_bundle(bundle, expect_head)
+    """Check a dispute bundle offline (no Redis): chain, checkpoints, anchor, readable events, rules, seed, every
+    command of the whole chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it
+    is named)."""
+    bundle = _read_json(file)
+    held: list[Any] = []
+    key_set = _read_json(keys) if keys is not None else None
+    for path in checkpoints or []:
+        try:
+            found, their_keys = read_checkpoint_file(_read_json(path))
+        except ValueError as error:
+            raise fail(f"{path}: {error}") from None
+        held += found
+        key_set = key_set if key_set is not None else their_keys
+    verdict = verify_bundle(bundle, expect_head, checkpoints=held, keys=key_set)
     console.print(verdict.text(), highlight=False, markup=False)
     if verdict.status == INCOMPLETE:
         raise typer.Exit(INCOMPLETE_EXIT)

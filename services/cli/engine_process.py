@@ -1,4 +1,5 @@
-"""`almanac engine`: run one engine process (it owns shards by lease and turns their commands into events)."""
+"""`almanac engine`: the shard engine without HTTP (every gateway runs the same one; this is for a shard holder
+that takes no traffic, or for HTTP-only gateways: ALMANAC_GATEWAY_ENGINE=false)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def engine_command(
     shards: str = typer.Option(None, help='Shards to own: "all", "0,3,5", or "index/count" of a worker group.'),
     name: str = typer.Option(None, help="Stable engine name (consumer name, metrics key); default host:shards."),
 ) -> None:
-    """Run one engine: own shards by lease and turn their commands into events until stopped."""
+    """Run the shard engine without HTTP (gateways run it too): own shards by lease, decide their commands."""
     from almanac.services.engine.process import run  # noqa: PLC0415 - keep the CLI start fast
 
     settings = settings_or_exit(engine_shards=shards, engine_name=name)

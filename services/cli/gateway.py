@@ -25,7 +25,7 @@ def gateway_command(
     import uvicorn  # noqa: PLC0415 - keep the CLI start fast
 
     from almanac.services.gateway import create_app  # noqa: PLC0415
-    from almanac.services.gateway.protocol import server_options  # noqa: PLC0415
+    from almanac.services.gateway.connection_guard import server_options  # noqa: PLC0415
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     settings = settings_or_exit(http_host=host, http_port=port)
@@ -61,7 +61,8 @@ def token_command(
 def up_command(
     port: int = typer.Option(None, help="Gateway port (ALMANAC_HTTP_PORT, default 8000; 0 picks a free one)."),
 ) -> None:
-    """Start everything: Redis (embedded unless REDIS_URL), engine, projector and gateway; Ctrl-C stops all."""
+    """Start everything: Redis (embedded unless REDIS_URL), a projector and a gateway that decides the commands of
+    every shard it holds; Ctrl-C stops all."""
     settings = settings_or_exit(http_port=port)
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from almanac.events import codec, room as room_rules
-from almanac.events.dice import PLAYER_ENTROPY
+from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.schema import Milliseconds, Name, RulesetRef
 from almanac.events.step import CommandRecord
@@ -115,7 +115,7 @@ async def run_scenario(header: ScenarioHeader, moves: list[tuple[int, ScenarioMo
             body = {k: v for k, v in body.items() if k != "nonce"}
             body["nonce_commitment"] = await store.save_nonce(header.room, nonce)
         if header.seed and body.get("kind") == "join_room" and "nonce_commitment" not in body \
-                and (await service.load(header.room))[0].dice_scheme == PLAYER_ENTROPY:
+                and (await service.load(header.room))[0].dice_scheme in NONCE_SCHEMES:
             # The scenario's seed stands for the players' nonces too, so a scenario replays exactly.
             nonce = hashlib.sha256(f"almanac-sim-nonce|{header.seed}|{move.player}".encode()).digest()
             body = {**body, "nonce_commitment": await store.save_nonce(header.room, nonce)}

@@ -32,6 +32,21 @@ def export_command(room: str = typer.Argument(..., help="Room id.")) -> None:
     sys.stdout.write(json.dumps(with_store(work), indent=1) + "\n")  # one field a line: read it, diff it
 
 
+async def _same_as_stored_origin(store: EventStore, exported: Any) -> None:
+    """A copy's origin held in this store is the authority: the file's history must be exactly its own up to the
+    file's head (a forged export verifies against its own head only). OperatorError otherwise."""
+    envelopes = await exported.read(exported.room)
+    origin = await exported.load_origin(exported.room)
+    # A copy of a copy names the first room: compare with that room's stored history at the recorded version.
+    room, version, head = ((str(found["room"]), int(found["version"]), str(found["hash"]))
+                           if (found := json.loads(origin) if origin else None)
+                           else (exported.room, len(envelopes), envelopes[-1].hash if envelopes else ""))
+    stored = await store.read(room, version, version)
+    if stored and stored[0].hash != head:
+        raise OperatorError(f"room {room!r} in this store has another history at version {version} than the file "
+                            f"(stored {stored[0].hash[:16]}…, file {head[:16]}…): nothing imported")
+
+
 @app.command("import")
 def import_command(
     file: Annotated[Path, typer.Argument(help="A file written by `almanac export` (format_version 1 or 2).")],
@@ -54,6 +69,8 @@ def import_command(
         room = exported.room
         if await store.latest_version(target):
             raise OperatorError(f"room {target!r} already exists; nothing imported")
+        if as_room is not None:
+            await _same_as_stored_origin(store, exported)
         count = await import_room(exported, store, room, as_room)
         if as_room is not None and not (await verify_room(store, as_room)).ok:
             raise OperatorError(f"the copy {as_room!r} does not verify")  # cannot happen for a verified file

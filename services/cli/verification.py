@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from almanac.events.dice import NONCE_BYTES, PLAYER_ENTROPY, nonce_commitment
+from almanac.events.dice import COMMAND_BOUND, NONCE_BYTES, NONCE_SCHEMES, nonce_commitment
 from almanac.events.forensics.tree_diff import difference_lines
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, with_store
@@ -26,10 +26,14 @@ def print_report(report: VerifyReport) -> None:
                       f"seed {report.seed}"
                       + (", matches its commitment" if report.seed_matches_commitment else "")
                       + f"; rules {report.ruleset} ({report.fingerprint_used})")
-        if report.dice_scheme == PLAYER_ENTROPY:
-            console.print(f"  dice scheme 2: player nonces {report.nonces}, each matching its commitment; "
+        if report.dice_scheme in NONCE_SCHEMES:
+            console.print(f"  dice scheme {report.dice_scheme}: player nonces {report.nonces}, each matching its commitment; "
                           f"revealed by their players: {', '.join(report.nonces_revealed_by_player) or 'none'}; "
                           f"never revealed by their players: {', '.join(report.players_not_revealing) or 'none'}")
+        if report.dice_scheme == COMMAND_BOUND:
+            console.print(f"  signed by their players: {report.commands_signed} commands of "
+                          f"{', '.join(report.signing_players) or 'nobody'}; not signing: "
+                          f"{', '.join(report.unsigned_players) or 'nobody'}")
     else:
         divergence = report.divergence
         assert divergence is not None
@@ -74,7 +78,7 @@ def verify_command(
 
 @app.command("nonce")
 def nonce_command() -> None:
-    """A fresh secret nonce for joining a scheme-2 room, with its commitment (docs/dice.md); keep the nonce."""
+    """A fresh secret nonce for joining a room with player nonces (dice scheme 2 or 3), with its commitment (docs/dice.md)."""
     nonce = secrets.token_bytes(NONCE_BYTES)
     print(json.dumps({"nonce": nonce.hex(), "nonce_commitment": nonce_commitment(nonce)}))
 

@@ -1,5 +1,6 @@
-"""The engine: a process that owns shards by lease and turns their commands into events."""
+"""The shard engine: owns shards by lease and turns their commands into events, inside every gateway (the
+deployment shape) or alone, without HTTP, as `almanac engine`."""
 
-from almanac.services.engine.worker import Engine, EngineConfig
+from almanac.services.engine.shard_engine import Engine, EngineConfig
 
 __all__ = ["Engine", "EngineConfig"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from almanac.services import bootstrap
-from almanac.services.engine.worker import Engine, engine_config
+from almanac.services.engine.shard_engine import Engine, engine_config
 from almanac.services.settings import Settings
 
 

@@ -13,19 +13,31 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from almanac.events import codec, readable, registry
+from almanac.events import codec, commitments, readable, registry
 from almanac.events.errors import RuleError
-from almanac.events.forensics.bundle_check import BUNDLE_FORMAT, BUNDLE_FORMAT_VERSION
-from almanac.events.forensics.redecide import command_spans, public_seed
+from almanac.events.forensics.bundle_check import (
+    BUNDLE_FORMAT,
+    BUNDLE_FORMAT_VERSION,
+    CHAIN_ABOUT,
+    audience,
+    copied_as,
+    seed_entry,
+)
+from almanac.events.forensics.redecide import command_spans
 from almanac.events.step import decode_record
+from almanac.services.checkpoints import Checkpointer
 from almanac.services.forensics.audit import story
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.forensics.verify import as_origin, raw_envelopes
 
 
 async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: str | None = None,
-                         item: str | None = None, versions: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``)."""
+                         item: str | None = None, versions: tuple[int, int] | None = None,
+                         checkpointer: Checkpointer | None = None) -> dict[str, Any]:
+    """The bundle of one audit view's item (``view``, ``item``) or of a version range (``versions``).
+
+    With ``checkpointer`` (the deployment's keys and commitment secret) it also carries the room key that opens
+    every commitment, the server's checkpoint of its head and the key set (docs/bundle-format.md section 4)."""
     if not await store.latest_version(room):
         raise ForensicsError(404, "room_not_found", f"room {room!r} does not exist", "room")
     copy = room
@@ -69,26 +81,12 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
             refusals.append({**readable.record_entry(data), "raw": readable.b64(data),
                              "error": (outcome.error if outcome is not None else None) or {}})
 
-    revealed, source = public_seed(created, envelopes)
-    if source == "challenge":
-        seed = {"status": "challenge", "commitment": created.seed_commitment, "challenge": created.challenge,
-                "revealed": None, "note": "a challenge room's dice come from its public challenge seed"}
-    elif revealed is not None:
-        seed = {"status": "revealed", "commitment": created.seed_commitment, "revealed": revealed.hex(),
-                "note": "the room has ended: its secret seed is revealed (in its room.ended event)"}
-    else:
-        seed = {"status": "not_revealed", "commitment": created.seed_commitment, "revealed": None,
-                "note": "the room has not ended, so its secret seed is not revealed: the chain and the readable "
-                        "events can be checked, but no die can be re-derived and no command re-decided; "
-                        "ask for a new bundle once the room has ended"}
     try:
-        rules = registry.at(created.ruleset, created.ruleset_version)
-        fingerprint_here = rules.fingerprint
-        hides = bool(rules.decider.secrets)
+        fingerprint_here = registry.at(created.ruleset, created.ruleset_version).fingerprint
     except RuleError:
-        fingerprint_here, hides = "", True  # rules unknown here: assume they hide something
+        fingerprint_here = ""
     return {
-        "audience": audience(room, hides, ended=any(e.type == "room.ended" for e in envelopes)),
+        "audience": audience_of(room, created, ended=any(e.type == "room.ended" for e in envelopes)),
         "format": BUNDLE_FORMAT,
         "format_version": BUNDLE_FORMAT_VERSION,
         "room": room,
@@ -98,11 +96,9 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
                     "ref": f"{created.ruleset}@{created.ruleset_version}",
                     "fingerprint": created.fingerprint, "fingerprint_of_exporter": fingerprint_here},
         "subject": subject,
-        **({"copied_as": {"room": copy, "note": f"exported from {copy!r}, a copy of this room made by import --as; "
-                                               "the copy is this history relabelled (docs/forensics.md)"}}
-           if origin else {}),
+        **({"copied_as": copied_as(copy)} if origin else {}),
         "head": {"version": head, "hash": envelopes[-1].hash},
-        "seed": seed,
+        "seed": seed_entry(created, envelopes),
         # The stored bytes are in the chain once (its envelopes and command records): the readable entries
         # carry no second copy (an event's ``payload``, a command's ``raw``); the verifier checks them against it.
         "events": [_without(readable.event_entry(raw[v - 1][1], room, v), "payload") for v in wanted],
@@ -110,29 +106,35 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
                      for first, last, data in chosen],
         "refusals": refusals,
         "chain": {
-            "about": "every stored envelope of the room from version 1 to the head, base64 msgpack: the chain "
-                     "proof (each hash covers the one before); and every stored command record with the first "
-                     "version it wrote, [first_version, base64 msgpack]: each is decided again, room.created to the head",
+            "about": CHAIN_ABOUT,
             "envelopes": [readable.b64(data) for _, data in raw],
             "commands": [[first, readable.b64(data)] for first, _, data in spans],
         },
+        **(commitment_sections(checkpointer, room, envelopes) if checkpointer is not None else {}),
     }
+
+
+def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any]) -> dict[str, Any]:
+    """An auditor bundle's ``commitments`` (the room key), ``checkpoint`` (its head, signed) and ``keys``."""
+    key = checkpointer.room_key(room)
+    head = commitments.heads(key, envelopes)[-1]
+    return {"commitments": checkpointer.openings(room),
+            "checkpoint": checkpointer.ring.sign(room, len(envelopes), head),
+            "keys": checkpointer.ring.document}
 
 
 def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:
     return {name: value for name, value in entry.items() if name != key}
 
 
-def audience(room: str, hides: bool, ended: bool) -> dict[str, Any]:
-    """Who may read a bundle: anyone once the room has ended or when its rules hide nothing; else auditors only,
-    for the chain carries every value hidden from the players (another player's dice and stock)."""
-    if ended or not hides:
-        why = "the room has ended (its seed and hidden values are public)" if ended else "its rules hide nothing"
-        return {"who": "anyone", "hidden_values": False, "note": f"anyone may read this bundle: {why}"}
-    return {"who": "auditors", "hidden_values": True,
-            "note": f"AUDITORS ONLY: room {room!r} is live and this bundle carries values hidden from its players "
-                    "(every player's dice and holdings): do not give it to a player or publish it before the "
-                    "room ends"}
+def audience_of(room: str, created: Any, ended: bool) -> dict[str, Any]:
+    """Who may read a bundle of ``room`` (``bundle_check.audience``), from its ``room.created`` event and whether it
+    has ended: the exporter's first line, and who may have ``POST /bundles/verify`` compare it with a held chain."""
+    try:
+        hides = bool(registry.at(created.ruleset, created.ruleset_version).decider.secrets)
+    except RuleError:
+        hides = True  # rules unknown here: assume they hide something
+    return audience(room, hides, ended)
 
 
 def bundle_json(bundle: dict[str, Any]) -> str:

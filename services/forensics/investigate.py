@@ -335,6 +335,8 @@ async def bisect_against(store: EventStore, room: str, against: str) -> dict[str
         if wrong.reason == "undecodable":
             raise ForensicsError(409, "corrupt_command", f"room {room!r}: the command recorded at version "
                                  f"{wrong.version} does not decode ({wrong.detail})", "room")
+        if wrong.reason == "repeated":
+            raise ForensicsError(409, "corrupt_command", f"room {room!r}: {wrong.detail}", "room")
         if wrong.reason == "refused":
             assert wrong.error is not None and isinstance(wrong.recorded, list)
             return {**found, "recorded": [event_row(e) for e in wrong.recorded],

@@ -10,7 +10,8 @@ import msgspec
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.copies import relabel, relabel_record
 from almanac.events.dice import (
-    PLAYER_ENTROPY,
+    COMMAND_BOUND,
+    NONCE_SCHEMES,
     nonce_commitment,
     nonces_by_commitment,
     seed_commitment,
@@ -75,6 +76,11 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     nonces_revealed_by_player: list[str] = []
     players_not_revealing: list[str] = []
     nonces_by_server: list[str] = []
+    # Scheme 3: the seats that registered a key (every command of theirs re-decided only with a valid signature
+    # of that player), those that did not (the operator could act for them), and how many commands were signed.
+    signing_players: list[str] = []
+    unsigned_players: list[str] = []
+    commands_signed: int = 0
 
 
 def envelope_view(envelope: Envelope) -> dict[str, Any]:
@@ -120,6 +126,11 @@ class _AsOrigin:
 
     async def load_seed(self, room: str) -> bytes | None:
         return await self.store.load_seed(self.copy)
+
+    async def load_nonces(self, room: str) -> dict[str, bytes]:
+        # A live copy's players' nonces are held under the copy's id (``import_room`` copies them).
+        load = getattr(self.store, "load_nonces", None)
+        return await load(self.copy) if load is not None else {}
 
     async def outcome(self, room: str, command_id: str) -> Any:
         return await self.store.outcome(self.copy, command_id)
@@ -177,6 +188,18 @@ async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> 
                                                        f"{origin_room!r} the copy names", "recorded": origin_hash,
                                             "recomputed": relabelled_head})
         return msgspec.convert(report, VerifyReport)
+    # The origin held in the same store is the authority, not the hash the copy recorded for it.
+    stored = await store.read(origin_room, upto, upto) if origin_room != room else []
+    if stored:
+        if stored[0].hash != origin_hash:
+            report.update(ok=False, divergence={"check": "origin", "version": upto,
+                                                "message": f"room {origin_room!r} in this store has another history "
+                                                           f"at version {upto} than the copy", "recorded": origin_hash,
+                                                "recomputed": stored[0].hash})
+            return msgspec.convert(report, VerifyReport)
+        notes.append(f"checked against {origin_room!r} in this store: the same hash at version {upto}")
+    else:
+        notes.append(f"room {origin_room!r} is not in this store: the copy is checked against the head it recorded")
     if len(envelopes) > upto:
         seed, _ = await room_seed(store, room, codec.decode_event(envelopes[0]), envelopes)
         tail = [(v, data) for v, data in await store.commands(room) if v > upto]
@@ -292,8 +315,8 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     nonces: dict[str, bytes] | None = None
     # A fork draws with its parent's scheme (its own seed and its own players' nonces).
     scheme = base.dice_scheme if isinstance(created, room_rules.RoomForked) and base is not None else created.dice_scheme
-    if scheme == PLAYER_ENTROPY:
-        report["dice_scheme"] = PLAYER_ENTROPY
+    report["dice_scheme"] = scheme
+    if scheme in NONCE_SCHEMES:
         checked_nonces = await _check_nonces(store, room, envelopes, seed, report, notes)
         if isinstance(checked_nonces, Divergence):
             return failed(checked_nonces)
@@ -332,7 +355,40 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
                                              "differently", recorded=outcome_error,
                                      recomputed=wrong.recomputed.to_dict() if wrong.recomputed else "accepted"))
         report["refusals_rechecked"] = rechecked
+    await _signing(store, room, envelopes, scheme, report, notes)
     return VerifyReport(ok=True, notes=notes, **report)
+
+
+async def _signing(store: EventStore, room: str, envelopes: list[Envelope], scheme: int, report: dict[str, Any],
+                   notes: list[str]) -> None:
+    """Who signed: in a scheme-3 room each signing seat's commands were re-decided only with their player's valid
+    signature (``events.step.check_signature``); the others' could have been sent by whoever held a token."""
+    if scheme != COMMAND_BOUND:
+        notes.append(f"dice scheme {scheme}: rolls are keyed by room and version and no command is signed, so the "
+                     "operator could predict rolls, choose which command lands on which version and act for a "
+                     "player (docs/dice.md); scheme 3 rooms prevent that")
+        return
+    keys: dict[str, str] = {}
+    seated: list[str] = []
+    for envelope in envelopes:
+        if envelope.type == "room.player_joined":
+            joined = codec.decode_event(envelope)
+            seated.append(joined.player)
+            if joined.public_key:
+                keys[joined.player] = joined.public_key
+    signed = 0
+    for _, data in await store.commands(room):
+        record = decode_record(data)
+        if record.player in keys and record.signature is not None:
+            signed += 1
+    unsigned = sorted(set(seated) - set(keys))
+    report.update(signing_players=sorted(keys), unsigned_players=unsigned, commands_signed=signed)
+    if report.get("commands_redecided"):
+        notes.append(f"signed by their players (each signature checked when re-deciding): {signed} commands of "
+                     f"{', '.join(sorted(keys)) or 'nobody'}")
+    if unsigned:
+        notes.append(f"players who do not sign ({', '.join(unsigned)}): the operator could have acted for them "
+                     "with a token it minted")
 
 
 async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope], seed: bytes | None,
@@ -444,10 +500,14 @@ def _divergence(mismatch: Mismatch) -> Divergence:
     if mismatch.reason == "undecodable":
         return Divergence(check="decode", version=mismatch.version,
                           message=f"undecodable command record: {mismatch.detail}")
+    if mismatch.reason == "repeated":
+        return Divergence(check="redecide", version=mismatch.version, message=mismatch.detail)
     if mismatch.reason == "refused":
         error = mismatch.error
         assert error is not None and isinstance(mismatch.recorded, list)
-        return Divergence(check="redecide", version=mismatch.version,
+        # A signing seat's command in the log without that player's valid signature: not theirs.
+        check = "signature" if error.code in ("signature_required", "signature_invalid") else "redecide"
+        return Divergence(check=check, version=mismatch.version,
                           message=f"command {mismatch.command_id!r} is now refused: {error.code}: {error.message}",
                           recorded=[envelope_view(e) for e in mismatch.recorded], recomputed=error.to_dict())
     theirs, mine = mismatch.recorded, mismatch.recomputed

@@ -12,8 +12,8 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 
-from almanac.events import registry
-from almanac.services.gateway import responses
+from almanac.events.room import RoomState
+from almanac.services.gateway import game_schemas, responses
 from almanac.services.gateway.api_console import ASSETS_URL
 from almanac.services.gateway.schemas import SECURITY_SCHEME
 
@@ -54,27 +54,46 @@ its seats (close 4429 `too_many_feeds_for_address`), and a gateway a bounded num
 
 
 def command_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per rule-set ``<Ruleset>Command`` unions discriminated by ``kind``, and every schema they use.
-
-    Component names carry the rule-set's name (sectors and claim both have a ``Build``).
-    """
-    unions: dict[str, Any] = {}
-    components: dict[str, Any] = {}
-    for name in registry.names():
-        decider = registry.get(name)
-        prefix = name.capitalize()
-        schemas, found = msgspec.json.schema_components(
-            decider.command_types, ref_template=f"{ref_prefix}{prefix}{{name}}"
-        )
-        components.update({f"{prefix}{key}": value for key, value in found.items()})
-        mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, schemas, strict=True)}
-        unions[f"{prefix}Command"] = {
-            "title": f"{prefix}Command",
-            "description": f"A command of a {name} room, told apart by `kind`.",
-            "oneOf": [{"$ref": ref} for ref in mapping.values()],
-            "discriminator": {"propertyName": "kind", "mapping": mapping},
-        }
+    """Per rule-set ``<Ruleset>Command`` unions discriminated by ``kind``, and every schema of the rule-sets
+    (their events and states too: services/gateway/game_schemas.py)."""
+    names, components = game_schemas.game_components(ref_prefix)
+    unions = {union: components.pop(union) for parts in names.values() for union in parts["command"]}
     return unions, components
+
+
+def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/schemas/") -> None:
+    """Where an answer carries a rule-set's event or state, its schema is the union of the hosted rule-sets'."""
+    names, _ = game_schemas.game_components(ref_prefix)
+    events = [{"$ref": f"{ref_prefix}{union}"} for parts in names.values() for union in parts["event"]]
+    states = [{"$ref": f"{ref_prefix}{union}"} for parts in names.values() for union in parts["state"]]
+    event = schemas.get("RoomEvent", {}).get("properties", {})
+    if "event" in event:
+        event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
+                          "anyOf": [*events, {"type": "null"}]}
+    views = [{"$ref": f"{ref_prefix}{union}"} for parts in names.values() for union in parts["view"]]
+    if views:
+        for answer in ("RoomView", "RoomAt"):
+            properties = schemas.get(answer, {}).get("properties", {})
+            if "view" in properties:
+                properties["view"] = {"description": "what this player sees (their rule-set's view)",
+                                      "anyOf": [*views, *([{"type": "null"}] if answer == "RoomAt" else [])]}
+        seat_views = schemas.get("RoomAt", {}).get("properties", {})
+        if "views" in seat_views:
+            seat_views["views"] = {"description": "auditors: every seat's view",
+                                   "anyOf": [{"type": "object", "additionalProperties": {"anyOf": views}},
+                                             {"type": "null"}]}
+    state = schemas.get("StateAt", {}).get("properties", {})
+    if "state" in state:
+        state["state"] = {"$ref": f"{ref_prefix}RoomState"}
+        schemas.update(room_state_components(states, ref_prefix))
+
+
+def room_state_components(states: list[dict[str, Any]], ref_prefix: str) -> dict[str, Any]:
+    """The room's state (events/room.py RoomState) with its ``game`` as one of the hosted games' states."""
+    _, found = msgspec.json.schema_components([RoomState], ref_template=f"{ref_prefix}{{name}}")
+    found["RoomState"]["properties"]["game"] = {"description": "the game's own state (its rule-set's)",
+                                                "anyOf": [*states, {"type": "null"}]}
+    return found
 
 
 def error_schema() -> dict[str, Any]:
@@ -107,6 +126,7 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
     schemas.update(unions)
     schemas[ERROR_SCHEMA] = error_schema()
     _typed_responses(schema, schemas)
+    typed_game_parts(schemas)
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     if "CommandRequest" in schemas:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 
 import msgspec
 from fastapi import APIRouter, Path, Query, WebSocket, WebSocketDisconnect
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
+from almanac.services.gateway.auth import Claims
 from almanac.services.gateway.context import Gateway, bearer, client_address, viewer_of
 from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.live_hub import Follower
-from almanac.services.gateway.room_reader import Viewer
+from almanac.services.gateway.room_reader import PUBLIC, Viewer
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import pool_exhausted
@@ -47,12 +49,44 @@ async def live(websocket: WebSocket, room: str = RoomId,
     except ApiError as error:
         await refuse(websocket, error)
         return
+    await _serve(gw, websocket, room, follower, from_version, viewer, 0)
+
+
+# A spectator's feed may trail the room by at most this many versions.
+MAX_DELAY = 1_000
+
+
+@router.websocket("/rooms/{room}/watch")
+async def watch(websocket: WebSocket, room: str = RoomId,
+                from_version: int = Query(1, ge=1, le=MAX_VERSION),
+                delay: int = Query(0, ge=0, le=MAX_DELAY)) -> None:
+    """Spectators: the room's events as the public sees them (no token; every hidden value left out, as for
+    the public on /events), version ``v`` sent once the room has reached ``v + delay`` (a delayed feed tells
+    rival players nothing they could use now). Resuming, closes and refusals as on ``/live`` (the feeds a
+    client address may open count them too)."""
+    gw: Gateway = websocket.app.state.gateway
+    await websocket.accept()
+    address = client_address(websocket)
+    try:
+        if await gw.reader.ruleset_of(room) is None:
+            raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+        # One "seat" per client address: spectators share no per-seat limit across addresses.
+        follower = gw.live.open(room, Claims(room=room, player=f"spectator@{address}", role="spectator", exp=0),
+                                address)
+    except ApiError as error:
+        await refuse(websocket, error)
+        return
+    await _serve(gw, websocket, room, follower, from_version, PUBLIC, delay)
+
+
+async def _serve(gw: Gateway, websocket: WebSocket, room: str, follower: Follower, from_version: int,
+                 viewer: Viewer, delay: int) -> None:
     gw.metrics.open_websockets += 1
     disconnected = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(websocket, disconnected, follower))
     code, reason = 1000, ""
     try:
-        await _follow(gw, websocket, follower, from_version, viewer, disconnected)
+        await _follow(gw, websocket, follower, from_version, viewer, disconnected, delay)
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client went away mid-send
     except (RedisConnectionError, RedisTimeoutError) as error:  # other failures: the boundary closes 1011
@@ -94,13 +128,14 @@ async def _watch_disconnect(websocket: WebSocket, disconnected: asyncio.Event, f
 
 
 async def _follow(gw: Gateway, websocket: WebSocket, follower: Follower, from_version: int, viewer: Viewer,
-                  disconnected: asyncio.Event) -> None:
+                  disconnected: asyncio.Event, delay: int = 0) -> None:
     """History from the store, then what the gateway's shared read hands over (live_hub): each version once.
 
     The store is read whenever the handed-over events may be incomplete (at the start, after an overflow, on a
     gap), so the hand-over from history to live has no gap and no overlap."""
     await follower.started()  # from here on every append reaches ``follower.pending``
     last = from_version - 1
+    held: collections.deque = collections.deque()  # read, not yet sent: within ``delay`` of the newest
     while not disconnected.is_set():
         if follower.failed is not None:
             raise follower.failed
@@ -121,5 +156,10 @@ async def _follow(gw: Gateway, websocket: WebSocket, follower: Follower, from_ve
             if envelope.version != last + 1:
                 follower.behind = True  # a gap (the shared read started after it): read it from the store
                 break
-            await websocket.send_text(_JSON.encode(viewer.event(envelope)).decode())
             last = envelope.version
+            held.append(envelope)
+            while held and held[0].version + delay <= last:
+                sent = held.popleft()
+                message = viewer.event(sent)
+                message["checkpoint"] = await gw.checkpoint(follower.room, sent.version, (sent,))
+                await websocket.send_text(_JSON.encode(message).decode())

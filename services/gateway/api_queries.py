@@ -43,7 +43,8 @@ async def room_view(
     viewer = gw.viewer(bearer(request), room)
     whose = viewer.whose_view(player)
     state = await _state(gw, room)
-    return json_response({**room_summary(state), "player": whose, "view": viewer.view(state, whose)})
+    return json_response({**room_summary(state), "player": whose, "view": viewer.view(state, whose),
+                          "checkpoint": await gw.checkpoint(room, state.version)})
 
 
 @router.get("/rooms/{room}/scores", summary="Public scores per player (the rule-set's public_scores: they reveal no hidden amount)")
@@ -86,7 +87,9 @@ async def room_events(
     events = [viewer.event(e) for e in envelopes]
     latest = await gw.store.latest_version(room)
     next_version = envelopes[-1].version + 1 if envelopes else from_version
-    return json_response({"room": room, "latest_version": latest, "next_version": next_version, "events": events})
+    checkpoint = await gw.checkpoint(room, envelopes[-1].version, envelopes) if envelopes else None
+    return json_response({"room": room, "latest_version": latest, "next_version": next_version, "events": events,
+                          "checkpoint": checkpoint})
 
 
 @router.get("/rooms/{room}/state", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the complete state at a version (time travel: snapshot + tail)")

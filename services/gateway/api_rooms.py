@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import time
 from typing import Any
@@ -12,7 +13,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from almanac.events import codec, registry
-from almanac.events.dice import PLAYER_ENTROPY
+from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.services.bus import RateLimit
@@ -34,6 +35,7 @@ from almanac.services.gateway.schemas import (
     CreateRoomRequest,
     EndRoomRequest,
     JoinRoomRequest,
+    ReclaimSeatRequest,
     decode_body,
     openapi_body,
 )
@@ -57,7 +59,8 @@ def gateway(request: Request) -> Gateway:
 
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
-                  ruleset: str, admit: bool = True, limit: RateLimit | None = None) -> tuple[Outcome | None, float]:
+                  ruleset: str, admit: bool = True, limit: RateLimit | None = None,
+                  signature: str | None = None) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
     something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
     the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted).
@@ -68,6 +71,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         player=player,
         server_time_ms=now_ms(),
         body=body,
+        signature=signature,
     )
     started = time.perf_counter()
     outcome = await gw.submit(record, admit, limit)
@@ -90,7 +94,8 @@ def _is_conflict(outcome: Outcome) -> bool:
     return code in CONFLICT_CODES or code.endswith("_conflict")
 
 
-def _outcome_body(outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
+async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
+    """An accepted command's answer, with the signed checkpoint of the room at its last version."""
     return {
         "command_id": client_id,
         "room": outcome.room,
@@ -99,6 +104,7 @@ def _outcome_body(outcome: Outcome, player: str, client_id: str) -> dict[str, An
         "version": outcome.last_version,
         "duplicate": outcome.duplicate,
         "events": [player_event(envelope, player) for envelope in outcome.envelopes],
+        "checkpoint": await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes),
     }
 
 
@@ -131,12 +137,12 @@ def _pending(room: str, client_id: str) -> Response:
     )
 
 
-def _answer(outcome: Outcome | None, room: str, player: str, client_id: str) -> Response:
+async def _answer(gw: Gateway, outcome: Outcome | None, room: str, player: str, client_id: str) -> Response:
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
-    return json_response(_outcome_body(outcome, player, client_id))
+    return json_response(await _outcome_body(gw, outcome, player, client_id))
 
 
 @router.post(
@@ -200,20 +206,22 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             error.status = 409
         raise error
     _refuse_replayed_grant(outcome, body.player, "create", client_id)
-    answer = _outcome_body(outcome, body.player, client_id)
+    answer = await _outcome_body(gw, outcome, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
     if body.join:
         join_id = f"{client_id}.join"
-        join_command = await _join_command(gw, room, body.nonce, join_commitment)
+        join_command = await _join_command(gw, room, body.nonce, join_commitment, body.public_key)
         joined, _ = await _submit(gw, room, body.player, join_id, join_command, decider.name,
                                   admit=False)
         if joined is not None and joined.accepted:
             answer["joined"] = True
+            answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
             answer["version"] = joined.last_version
             answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
+            answer["checkpoint"] = await gw.checkpoint(room, joined.last_version, joined.envelopes)
         elif joined is not None:
             answer["join_error"] = joined.error
         else:
@@ -250,7 +258,8 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     state = await gateway(request).reader.latest(room)
     if state is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    return json_response(room_summary(state))
+    return json_response({**room_summary(state),
+                          "checkpoint": await gateway(request).checkpoint(room, state.version)})
 
 
 @router.post(
@@ -293,21 +302,53 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
     if body.nonce is not None:
         state = await gw.reader.latest(room)
-        if state is not None and state.dice_scheme != PLAYER_ENTROPY:
+        if state is not None and state.dice_scheme not in NONCE_SCHEMES:
             raise ApiError(422, "no_player_nonces", "this room's dice draw from the server seed alone (dice scheme "
                            f"{state.dice_scheme}); join without a nonce", "nonce")
     client_id = body.command_id or new_command_id()
-    command = await _join_command(gw, room, body.nonce, commitment)
+    command = await _join_command(gw, room, body.nonce, commitment, body.public_key)
     outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
-    answer = _outcome_body(outcome, body.player, client_id)
+    answer = await _outcome_body(gw, outcome, body.player, client_id)
     answer["player"] = body.player
     answer["token"] = gw.issue_token(room, body.player, ruleset)
+    answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
     return json_response(answer)
+
+
+async def _grant_seat_key(gw: Gateway, room: str, player: str) -> str:
+    """A new seat key for a join just answered (a first answer, or a retry proven by its long command id): the
+    server keeps its sha256 only, and a key given before for this seat stops working."""
+    key = secrets.token_urlsafe(32)
+    await gw.client.hset(gw.keys.seat_keys(room), player, hashlib.sha256(key.encode()).hexdigest())
+    return key
+
+
+@router.post(
+    "/rooms/{room}/seat",
+    summary="Take your seat back with its seat key: a fresh token for the same seat",
+    description="The seat key is the secret the join answer carried (`seat_key`; keep it, the console stores it "
+    "in the browser). Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited`. A wrong key, a "
+    "player without a seat or a room that does not exist all answer 403 `seat_key_invalid` (nothing tells "
+    "which).",
+    responses=RATE_LIMITED,
+    openapi_extra=openapi_body(ReclaimSeatRequest),
+)
+async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    await gw.rate_limits.check_address(client_address(request))
+    body: ReclaimSeatRequest = decode_body(await request.body(), ReclaimSeatRequest)
+    kept = await gw.client.hget(gw.keys.seat_keys(room), body.player)
+    offered = hashlib.sha256(body.seat_key.encode()).hexdigest().encode()
+    if kept is None or not secrets.compare_digest(kept, offered):
+        raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
+                       "seat_key")
+    ruleset = await gw.reader.ruleset_of(room) or ""
+    return json_response({"room": room, "player": body.player, "token": gw.issue_token(room, body.player, ruleset)})
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
@@ -323,12 +364,16 @@ def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
     return computed
 
 
-async def _join_command(gw: Gateway, room: str, nonce: str | None, commitment: str | None) -> dict[str, Any]:
+async def _join_command(gw: Gateway, room: str, nonce: str | None, commitment: str | None,
+                        public_key: str | None = None) -> dict[str, Any]:
     """The join command; a nonce is kept beside the room's seed first (never in the command or an event)."""
-    if nonce is None:
-        return {"kind": "join_room"}
-    await gw.store.save_nonce(room, bytes.fromhex(nonce))
-    return {"kind": "join_room", "nonce_commitment": commitment}
+    command: dict[str, Any] = {"kind": "join_room"}
+    if nonce is not None:
+        await gw.store.save_nonce(room, bytes.fromhex(nonce))
+        command["nonce_commitment"] = commitment
+    if public_key is not None:
+        command["public_key"] = public_key
+    return command
 
 
 def _refuse_replayed_grant(outcome: Outcome, player: str, what: str, client_id: str) -> None:
@@ -379,14 +424,18 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
         if ruleset is None:
             raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
         await gw.require_seated(claims, room)
+        if body.signature is not None and body.command_id is None:
+            raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
+                           "it (docs/dice.md)", "command_id")
     except ApiError:
         await gw.count_refused(room, limit)
         raise
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
-        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit
+        gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
+        signature=body.signature,
     )
-    return _answer(outcome, room, claims.player, client_id)
+    return await _answer(gw, outcome, room, claims.player, client_id)
 
 
 @router.post(
@@ -440,8 +489,9 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         await gw.count_refused(room, limit)
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
-    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit)
-    return _answer(outcome, room, claims.player, client_id)
+    outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit,
+                               signature=body.signature)
+    return await _answer(gw, outcome, room, claims.player, client_id)
 
 
 async def _resent_outcome(gw: Gateway, room: str, token: str | None, raw_body: bytes,
@@ -477,7 +527,7 @@ async def _replayed(gw: Gateway, room: str, player: str, command_id: str, stored
     envelopes = await gw.store.read(room, stored.first_version, stored.last_version) if stored.accepted else []
     outcome = Outcome(command_id=command_id, room=room, accepted=stored.accepted, first_version=stored.first_version,
                       last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True)
-    return _answer(outcome, room, player, command_id)
+    return await _answer(gw, outcome, room, player, command_id)
 
 
 async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: bytes) -> tuple[CommandRequest, str]:
@@ -485,6 +535,9 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
     body: CommandRequest = decode_body(raw_body, CommandRequest)
     if body.player is not None and body.player != claims.player:
         raise ApiError(403, "other_seat", f"this token acts for {claims.player!r}, not {body.player!r}", "player")
+    if body.signature is not None and body.command_id is None:
+        raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
+                       "it (docs/dice.md)", "command_id")
     # The token names the room's rules when this gateway or another issued it at creation or join: signed, so
     # as sure as the room's first event, which is read only for a token that does not say.
     ruleset = claims.ruleset or await gw.reader.ruleset_of(room)
@@ -504,7 +557,12 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
         # ``field`` names a field of the command, as in the engine's refusals.
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
     # Recorded as decoded: a field the rules forgive (a parcel's case and spaces) is stored in its one spelling.
-    return msgspec.structs.replace(body, command=codec.recorded_body(body.command, command)), ruleset
+    recorded = codec.recorded_body(body.command, command)
+    if body.signature is not None and recorded != body.command:
+        # The engine checks the signature over the recorded form; a signer must send exactly that form.
+        raise ApiError(422, "sign_recorded_form", "a signed command must be sent in its recorded form: sign "
+                       f"{json.dumps(recorded, sort_keys=True)}", "command")
+    return msgspec.structs.replace(body, command=recorded), ruleset
 
 
 @router.get("/rooms/{room}/commands/{command_id}", openapi_extra=TOKEN_REQUIRED, summary="The outcome of one of your commands by its id")

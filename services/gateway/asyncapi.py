@@ -7,11 +7,12 @@ from functools import cache
 from typing import Any
 
 import msgspec
-from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
 
 from almanac.events.envelope import Envelope
 from almanac.services.bus import COMMAND_FIELD
+from almanac.services.gateway import asyncapi_page
 from almanac.services.gateway.api_docs import command_components
 from almanac.services.gateway.errors import json_response
 from almanac.services.room_service import CommandRecord, Outcome
@@ -25,6 +26,8 @@ _SHARD = {"shard": {"description": "the shard hash tag sNN: crc32(room) % ALMANA
 @cache
 def asyncapi_document() -> dict[str, Any]:
     unions, commands = command_components(REF)
+    events = [name for name in commands if name.endswith("Event") and "anyOf" in commands[name]
+              and name[:-len("Event")] + "Command" in unions]
     _, structs = msgspec.json.schema_components([CommandRecord, Outcome, Envelope], ref_template=REF + "{name}")
     schemas: dict[str, Any] = {**structs, **commands, **unions}
     schemas["CommandRecord"]["properties"]["body"] = {
@@ -52,7 +55,17 @@ def asyncapi_document() -> dict[str, Any]:
         "type": "object", "description": "one event on the live WebSocket (redacted for a player)",
         "properties": {"version": {"type": "integer"}, "type": {"type": "string"}, "player": {"type": "string"},
                        "server_time_ms": {"type": "integer"}, "hidden": {"type": "boolean"},
-                       "event": {"type": "object"}, "hash": {"type": "string"}, "summary": {"type": "string"}},
+                       "event": {"description": "the event's payload (redacted for a player; `type` names it)",
+                                 "anyOf": [{"$ref": REF + name} for name in events]},
+                       "hash": {"type": "string"}, "summary": {"type": "string"}, "command_id": {"type": "string"},
+                       "previous_hash": {"type": "string"},
+                       "checkpoint": {
+                           "type": "object", "description": "the room at this version, signed by the deployment "
+                           "(docs/bundle-format.md): keep it; verify-bundle --checkpoints checks a bundle against it",
+                           "properties": {"room": {"type": "string"}, "version": {"type": "integer"},
+                                          "head": {"type": "string"}, "kid": {"type": "string"},
+                                          "sig": {"type": "string"}},
+                           "required": ["room", "version", "head", "kid", "sig"]}},
         "required": ["version"],
     }
 
@@ -85,7 +98,7 @@ def asyncapi_document() -> dict[str, Any]:
         "outcomes": {"address": "alm:outcome:{command_id}",
                      "parameters": {"command_id": {"description": "<room>:<player>:<client command id>"}},
                      "description": "pub/sub: the engine PUBLISHes the outcome of an entry that names no reply "
-                                    "channel; a client SUBSCRIBEs to its command's (bus.submit_and_wait)",
+                                    "channel; a client SUBSCRIBEs to its command's before it submits",
                      "messages": {"outcome": {"$ref": "#/components/messages/outcome"}}},
         "deadLetters": {"address": "alm:{{{shard}}}:dead", "parameters": _SHARD,
                         "description": "commands that failed max_attempts times",
@@ -98,6 +111,11 @@ def asyncapi_document() -> dict[str, Any]:
                  "parameters": {"room": {"description": "room id"}},
                  "description": "the gateway's WebSocket feed (query from_version, token)",
                  "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"}}},
+        "watch": {"address": "/rooms/{room}/watch", "servers": [{"$ref": "#/servers/gateway"}],
+                  "parameters": {"room": {"description": "room id"}},
+                  "description": "spectators: the room's events as the public sees them, no token (query "
+                                 "from_version, delay: versions the feed trails the room by)",
+                  "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"}}},
     }
     for channel in channels.values():
         channel.setdefault("servers", [{"$ref": "#/servers/redis"}])
@@ -125,11 +143,25 @@ def asyncapi_document() -> dict[str, Any]:
             "deadLetter": operation("send", "deadLetters", "the engine sets a failing command aside"),
             "appendEvents": operation("send", "roomEvents", "the engine appends a room's events"),
             "followRoom": operation("receive", "live", "a client follows a room's events"),
+            "watchRoom": operation("receive", "watch", "a spectator follows a room's public events"),
         },
         "components": {"schemas": schemas, "messages": messages},
     }
 
 
-@router.get("/asyncapi", summary="The AsyncAPI 3 document of Almanac's streams and channels")
-async def asyncapi() -> Response:
+# The page runs no script and loads nothing: its own inline style only.
+PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:"
+
+
+@router.get("/asyncapi", summary="The AsyncAPI 3 document of Almanac's streams and channels",
+            description="JSON; a browser (Accept: text/html) gets it rendered as a page of documentation.")
+async def asyncapi(request: Request) -> Response:
+    # A browser asks for text/html first; a client sends */* or application/json and gets the document.
+    if request.headers.get("accept", "").split(",")[0].strip().startswith("text/html"):
+        return HTMLResponse(asyncapi_page.render(asyncapi_document()), headers={"Content-Security-Policy": PAGE_POLICY})
+    return json_response(asyncapi_document())
+
+
+@router.get("/asyncapi.json", include_in_schema=False)
+async def asyncapi_json() -> Response:
     return json_response(asyncapi_document())

@@ -6,18 +6,21 @@ import asyncio
 import contextlib
 import ipaddress
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import msgspec
 from fastapi import Request, WebSocket
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
+from almanac.events.envelope import Envelope
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
 from almanac.services.bus import RateLimit, count as count_request
-from almanac.services.engine.worker import Engine, NotDecidedHere
+from almanac.services.checkpoints import Checkpointer
+from almanac.services.engine.shard_engine import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.services.gateway.heavy_reads import HeavyReads
@@ -25,19 +28,19 @@ from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import AdaptiveLimit, Admission, LoopLag, StandingQueue
+from almanac.services.gateway.overload import Admission
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
+from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.storage.base import CommandLimited, StoredOutcome
 
 VERIFIED_TOKENS = 10_000
-# The loop-lag and standing-queue refusals apply only with this many commands in flight: a lone client on a
-# slow machine (tests, a quiet server on a busy host) is never refused for a lag or a slow rule it did not cause.
-LAG_MIN_INFLIGHT = 8
 # Stored-outcome lookups of refused resends in flight at once (``Gateway.decided``): past it a resend is refused
 # unlooked, so a flood of refused commands cannot queue unbounded reads on the store.
 RESEND_LOOKUPS_MAX = 64
+
+log = get_logger("almanac.gateway")
 
 
 def internal_command_id(room: str, player: str, client_id: str) -> str:
@@ -56,7 +59,7 @@ def now_ms() -> int:
 def client_address(connection: HTTPConnection) -> str:
     """The client's address as the per-address limits count it, of a request or a WebSocket: the TCP peer's,
     or the one a proxy that ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then:
-    protocol.server_options); see ``address_key``."""
+    connection_guard.server_options); see ``address_key``."""
     return address_key(connection.client.host) if connection.client is not None else "unknown"
 
 
@@ -88,6 +91,8 @@ class Gateway:
         self.heavy = HeavyReads(settings.gateway_max_heavy_reads,
                                 lambda: bootstrap.runtime(settings, bootstrap.Role.GATEWAY_READS))
         self.signer = signer
+        # Signed checkpoints on every answer about a room (services/checkpoints.py, docs/bundle-format.md).
+        self.checkpoints = Checkpointer.from_settings(settings)
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count, keys=self.keys, store=self.store)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
@@ -96,12 +101,9 @@ class Gateway:
         self.engine: Engine | None = None
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
-        self.lag = LoopLag(lambda: self.inflight >= LAG_MIN_INFLIGHT)  # started by the app's lifespan
-        self.queue = StandingQueue(settings.gateway_target_wait_ms, settings.gateway_wait_interval_ms)
-        self.limit = AdaptiveLimit(settings.gateway_max_inflight, settings.limit_wait_ms,
-                                   settings.gateway_wait_interval_ms, floor=LAG_MIN_INFLIGHT)
-        self.admission = Admission(self.limit, self.queue, self.lag, settings.gateway_max_lag_ms, LAG_MIN_INFLIGHT)
-        self.metrics.watch_inflight(lambda: self.inflight, lambda: self.limit.current(time.monotonic()))
+        # Admission: the in-flight limit and the standing-queue test (overload.Admission, its two settings).
+        self.admission = Admission(settings.gateway_max_inflight, settings.gateway_target_wait_ms)
+        self.metrics.watch_inflight(lambda: self.inflight, lambda: settings.gateway_max_inflight)
         self.rate_limits = RateLimits(settings, client, self.keys)
         # The live feeds: one shared read of the shard feeds, and their caps per seat, per address and per process.
         self.live = LiveHub(client, self.store, self.keys, settings.live_max_feeds, settings.live_max_feeds_per_seat,
@@ -214,9 +216,18 @@ class Gateway:
 
     # --- commands ------------------------------------------------------------------------------
 
+    async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = ()) -> dict[str, Any] | None:
+        """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds); None, and
+        a warning, if the stream lacks a version the answer names (the answer stands without it, never a 500)."""
+        try:
+            return await self.checkpoints.checkpoint(self.store, room, version, envelopes)
+        except LookupError as error:
+            log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
+            return None
+
     def overload_reason(self) -> str | None:
-        """Why a new command cannot start now (None: it can). Cheap: the HTTP protocol asks it for every
-        command before the request is even read (protocol.GatewayHttpProtocol)."""
+        """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
+        parsed (``api_rooms.run_command``)."""
         return self.admission.refusal(self.inflight, time.monotonic())
 
     def refuse_if_overloaded(self) -> None:
@@ -240,8 +251,6 @@ class Gateway:
         if not decided_resend:
             self.refuse_if_overloaded()
         self.inflight += 1
-        if self.inflight >= LAG_MIN_INFLIGHT:
-            self.lag.wake()
         try:
             yield
         finally:

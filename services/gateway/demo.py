@@ -11,6 +11,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from almanac.client import ApiError, Client, Seat
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 
@@ -26,7 +27,7 @@ class Room:
         self.ruleset = ruleset
         self.room = room
         self.version = 1  # the rules version it was created under
-        self.tokens: dict[str, str] = {}
+        self.seats: dict[str, Seat] = {}
         self.accepted = 0
         self.refused: list[str] = []
         self.scores: dict[str, Any] = {}
@@ -35,21 +36,13 @@ class Room:
 
 
 class Demo:
+    """The demo's two players, speaking to the gateway through the public Python client (almanac.client)."""
+
     def __init__(self, url: str, auditor_token: str, console: Console) -> None:
-        self.http = httpx.Client(base_url=url, timeout=30.0)
+        self.client = Client(url, timeout=30.0)
         self.auditor = auditor_token
         self.console = console
         self.challenge = f"demo-{secrets.token_hex(3)}"
-
-    def call(self, method: str, path: str, token: str | None = None, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return self.http.request(method, path, headers=headers, **kwargs)
-
-    def expect(self, response: httpx.Response, *statuses: int) -> dict[str, Any]:
-        if response.status_code not in statuses:
-            raise DemoError(f"{response.request.method} {response.request.url.path} answered "
-                            f"{response.status_code}: {response.text[:300]}")
-        return response.json()
 
     # --- one rule-set ------------------------------------------------------------------------------
 
@@ -58,11 +51,10 @@ class Demo:
         first = self.create(ruleset, PLAYERS[0])
         rooms = [first]
         for player in PLAYERS[1:]:
-            answer = self.call("POST", f"/rooms/{first.room}/join", json={"player": player})
-            if answer.status_code == 200:
-                first.tokens[player] = answer.json()["token"]
-            else:
-                first.refused.append(f"{answer.json().get('code')} ({player} joins)")
+            try:
+                first.seats[player] = self.client.join(first.room, player)
+            except ApiError as refused:
+                first.refused.append(f"{refused.code} ({player} joins)")
                 rooms.append(self.create(ruleset, player))
         self.refuse_nonsense(first)
         for room in rooms:
@@ -73,25 +65,27 @@ class Demo:
         # A rule-set may ask for rooms of one public challenge (the same deal for alice and bob, so their
         # scores compare); every other room draws a secret seed on the server, revealed when it ends.
         shared = registry.manifest(ruleset).shared_challenge
-        body = {"ruleset": ruleset, "player": player, "challenge": self.challenge if shared else None,
-                "room": f"{ruleset}-{player}-{self.challenge[5:]}"}
-        answer = self.expect(self.call("POST", "/rooms", json=body), 201)
-        room = Room(ruleset, answer["room"])
-        room.tokens[player] = answer["token"]
+        seat = self.client.create_room(ruleset, player, challenge=self.challenge if shared else None,
+                                       room=f"{ruleset}-{player}-{self.challenge[5:]}")
+        room = Room(ruleset, seat.room)
+        room.seats[player] = seat
         # The rules version the room was created under (the rule-set's default): shown in the table.
-        room.version = self.expect(self.call("GET", f"/rooms/{room.room}"), 200)["ruleset_version"]
-        if not answer.get("joined"):
-            raise DemoError(f"{player} could not join the {ruleset} room they created: {answer.get('join_error')}")
+        room.version = seat.summary()["ruleset_version"]
+        if not seat.answer.get("joined"):
+            raise DemoError(f"{player} could not join the {ruleset} room they created: {seat.answer.get('join_error')}")
         return room
 
     def refuse_nonsense(self, room: Room) -> None:
         """Commands the API must refuse, to show their codes: an unknown kind, and a stranger's token."""
-        player, token = next(iter(room.tokens.items()))
-        answer = self.call("POST", f"/rooms/{room.room}/commands", token, json={"command": {"kind": "fly_away"}})
-        room.refused.append(f"{answer.json().get('code')} (fly_away)")
-        answer = self.call("POST", f"/rooms/{room.room}/commands", "not.a-token",
-                           json={"command": {"kind": "fly_away"}})
-        room.refused.append(f"{answer.status_code} {answer.json().get('code')} (forged token)")
+        seat = next(iter(room.seats.values()))
+        try:
+            seat.command({"kind": "fly_away"})
+        except ApiError as refused:
+            room.refused.append(f"{refused.code} (fly_away)")
+        try:
+            self.client.seat(room.room, seat.player, "not.a-token").command({"kind": "fly_away"})
+        except ApiError as refused:
+            room.refused.append(f"{refused.status} {refused.code} (forged token)")
 
     def play_room(self, room: Room) -> None:
         manifest = registry.manifest(room.ruleset)
@@ -101,8 +95,8 @@ class Demo:
         step = 0
         while step < moves:
             progressed = False
-            for player, token in room.tokens.items():
-                state = self.expect(self.call("GET", f"/rooms/{room.room}/state", self.auditor), 200)
+            for player, seat in room.seats.items():
+                state = self.client.state(room.room, token=self.auditor)
                 if state["state"]["ended"]:
                     return
                 game = msgspec.convert(state["state"]["game"], decider.state_type, strict=False)
@@ -111,23 +105,24 @@ class Demo:
                     continue
                 progressed = True
                 step += 1
-                answer = self.call("POST", f"/rooms/{room.room}/commands", token,
-                                   json={"command": codec.encode_command(command)})
-                if answer.status_code == 200:
+                try:
+                    seat.command(command)
                     room.accepted += 1
-                else:
-                    room.refused.append(f"{answer.json().get('code')} ({codec.encode_command(command)['kind']})")
+                except ApiError as refused:
+                    room.refused.append(f"{refused.code} ({codec.encode_command(command)['kind']})")
             if not progressed:
                 return
 
     def finish(self, room: Room) -> None:
         """End the room (revealing its seed), read its scores, and ask the server to verify it."""
-        player, token = next(iter(room.tokens.items()))
-        answer = self.call("POST", f"/rooms/{room.room}/end", token, json={"reason": "demo finished"})
-        if answer.status_code not in (200, 422):  # 422: the game ended itself already
-            raise DemoError(f"ending {room.room} answered {answer.status_code}: {answer.text[:200]}")
-        room.scores = self.expect(self.call("GET", f"/rooms/{room.room}/scores"), 200)["scores"]
-        body = self.expect(self.call("GET", f"/rooms/{room.room}/verification", token), 200)
+        seat = next(iter(room.seats.values()))
+        try:
+            seat.end("demo finished")
+        except ApiError as refused:
+            if refused.status != 422:  # 422: the game ended itself already
+                raise DemoError(f"ending {room.room} answered {refused}") from None
+        room.scores = seat.scores()
+        body = self.client.verification(room.room, token=seat.token)
         room.verified = body["ok"] is True
         room.verification = _describe(body)
 
@@ -145,7 +140,7 @@ def run_demo(url: str, auditor_token: str, console: Console) -> bool:
     started = time.monotonic()
     demo = Demo(url, auditor_token, console)
     try:
-        hosted = [r["ruleset"] for r in demo.expect(demo.call("GET", "/rulesets"), 200)["rulesets"]]
+        hosted = [r["ruleset"] for r in demo.client.rulesets()]
         rooms: list[Room] = []
         for ruleset in hosted:
             console.print(f"playing [bold]{ruleset}[/] ...")
@@ -153,11 +148,11 @@ def run_demo(url: str, auditor_token: str, console: Console) -> bool:
             for room in played:
                 demo.finish(room)
             rooms += played
-    except (DemoError, httpx.HTTPError) as error:
+    except (DemoError, ApiError, httpx.HTTPError) as error:
         console.print(f"[bold red]demo failed:[/] {error}")
         return False
     finally:
-        demo.http.close()
+        demo.client.close()
     table = Table(title=f"Almanac demo at {url} ({time.monotonic() - started:.1f} s)")
     for column in ("rule-set", "room", "scores", "moves", "refused (codes)", "verification"):
         table.add_column(column, overflow="fold", no_wrap=column in ("rule-set", "moves"))

@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 
 from almanac.events.disclosure import Hidden
 from almanac.services import bootstrap
-from almanac.services.engine.worker import Engine, EngineConfig, engine_config
+from almanac.services.engine.shard_engine import Engine, EngineConfig, engine_config
 from almanac.services.gateway import (
     api_console,
     api_dispute,
@@ -29,6 +29,7 @@ from almanac.services.gateway import (
     api_ops,
     api_queries,
     api_rooms,
+    api_webhooks,
     asyncapi,
     metrics,
 )
@@ -43,12 +44,14 @@ from almanac.services.gateway.errors import (
     internal_error,
     log,
     log_unhandled,
+    overloaded,
     request_id,
     store_failure,
     store_unavailable,
     unrepresentable,
 )
 from almanac.services.gateway.schemas import (
+    BODY_TYPES,
     CommandRequest,
     CreateRoomRequest,
     EndRoomRequest,
@@ -93,11 +96,10 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                 close_idle_connections(pool, settings.redis_idle_s), name="gateway-idle-connections")
         try:  # everything it opened is closed below, also when a step of the start fails
             await gateway.outcomes.start()
-            gateway.lag.start()
             if settings.gateway_engine:
                 engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
-                gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store)
-                gateway.engine.serve_here(gateway.outcomes.call)
+                gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store,
+                                        write_call=gateway.outcomes.call)
             if on_ready is not None:
                 on_ready()  # before its engine takes leases (the freeze's own collection stalls no command)
             if gateway.engine is not None:
@@ -108,7 +110,6 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                 await gateway.engine.stop()  # the commands it holds go through the stream: before the waiter
             if engine_runtime is not None:
                 await engine_runtime.aclose()
-            await gateway.lag.stop()
             await gateway.live.stop()
             if reaper is not None:
                 reaper.cancel()
@@ -133,10 +134,10 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     )
     app.state.signer = signer
     app.state.max_body_bytes = settings.max_body_bytes
-    app.state.settings = settings  # the HTTP protocol's connection limits (protocol.GatewayHttpProtocol)
+    app.state.settings = settings  # the connections' limits (connection_guard.GuardedConnection)
     install_error_handlers(app)
     for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
-                   api_ops.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
+                   api_ops.router, api_webhooks.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
     api_console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
@@ -168,7 +169,8 @@ def raise_open_files_limit() -> int:
 def _openapi(app: FastAPI) -> dict[str, Any]:
     return api_docs.build_openapi(
         # Hidden: the marker a redacted event field carries ({"hidden": true}), see events/disclosure.py.
-        app, [CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, ForkRoomRequest, Hidden])
+        app, [*dict.fromkeys([CreateRoomRequest, JoinRoomRequest, EndRoomRequest, CommandRequest, ForkRoomRequest,
+                              *BODY_TYPES]), Hidden])
 
 
 class MetricsTiming:
@@ -277,9 +279,21 @@ class GatewayApp(FastAPI):
         status = 500
         try:
             declared = None
+            expecting = names_id = False
             for name, value in scope["headers"]:
                 if name == b"content-length":
                     declared = value
+                elif name == b"expect":
+                    expecting = value.lower() == b"100-continue"
+                elif name == b"idempotency-key":
+                    names_id = True
+            gw: Gateway | None = getattr(self.state, "gateway", None)
+            if expecting and not names_id and gw is not None and (reason := gw.overload_reason()) is not None:
+                # Refused before its body, which a client waiting for "100 Continue" may never send: the bytes
+                # that follow could be its body or its next request, so the connection is closed after the answer.
+                status = 503
+                await _refuse_overloaded(gw, send, reason, close=True)
+                return
             max_bytes = self.state.max_body_bytes
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 status = 413
@@ -297,6 +311,14 @@ class GatewayApp(FastAPI):
                     return
                 if not message.get("more_body", False):
                     break
+            if (not names_id and gw is not None and b"command_id" not in body
+                    and (reason := gw.overload_reason()) is not None):
+                # Past capacity most requests are refused: one that cannot resend a decided command (no id in its
+                # body, a substring test that is never false for a body that names one, nor an Idempotency-Key)
+                # is refused here, its answer encoded once (``_refuse_overloaded``), no parsing, token or task.
+                status = 503
+                await _refuse_overloaded(gw, send, reason)
+                return
             status, headers, answer = await command_answer(self, room, scope["headers"], body, scope["path"])
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": answer})
@@ -310,9 +332,8 @@ async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]]
                          path: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The answer to ``POST /rooms/{room}/commands`` once its body is read: status, raw headers, body.
 
-    One place for both ways a command arrives (``GatewayApp`` and the protocol's own command cycle,
-    protocol.CommandCycle): refusals become their JSON error, a store failure 503, anything else
-    unexpected propagates to the caller's 500.
+    Refusals become their JSON error, a store failure 503, anything else unexpected propagates to the
+    caller's 500 (``GatewayApp``'s boundary).
     """
     authorization = idempotency = None
     for name, value in headers:
@@ -339,6 +360,22 @@ async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]]
         log.info("refused_unrepresentable", error_type=type(error).__name__, path=path)
         return _error_answer(unrepresentable(error))
     return response.status_code, response.raw_headers, response.body
+
+
+_OVERLOADED: dict[tuple[str, bool], tuple[list[tuple[bytes, bytes]], bytes]] = {}
+
+
+async def _refuse_overloaded(gateway: Gateway, send: Any, reason: str, close: bool = False) -> None:
+    """503 ``overloaded`` for ``reason`` (one of admission's two, constant for the process: encoded once)."""
+    gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
+    answer = _OVERLOADED.get((reason, close))
+    if answer is None:
+        refusal = overloaded(reason)
+        body = _JSON.encode(refusal.body())
+        headers = json_headers(body, refusal.headers) + ([(b"connection", b"close")] if close else [])
+        answer = _OVERLOADED[(reason, close)] = (headers, body)
+    await send({"type": "http.response.start", "status": 503, "headers": answer[0]})
+    await send({"type": "http.response.body", "body": answer[1]})
 
 
 def _error_answer(error: ApiError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:

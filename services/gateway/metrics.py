@@ -123,10 +123,10 @@ class GatewayMetrics:
         websockets.set_function(lambda: self.open_websockets)
 
     def watch_inflight(self, inflight: Callable[[], int], limit: Callable[[], int]) -> None:
-        """Gauges read at each scrape: the commands in flight now, and the in-flight limit now (it adapts)."""
+        """Gauges read at each scrape: the commands in flight now, and the in-flight limit."""
         _Gauge("almanac_gateway_inflight", "Commands in flight in this gateway process.",
                registry=self.registry).set_function(inflight)
-        _Gauge("almanac_gateway_inflight_limit", "The in-flight limit now (ALMANAC_GATEWAY_LIMIT_WAIT_MS adapts it).",
+        _Gauge("almanac_gateway_inflight_limit", "The in-flight limit (ALMANAC_GATEWAY_MAX_INFLIGHT).",
                registry=self.registry).set_function(limit)
 
     def decided(self, ruleset: str, accepted: bool, code: str = "") -> None:

@@ -1,6 +1,6 @@
 """Waiting for command outcomes on ONE subscription per gateway process (the bus contract's channels).
 
-``services.bus.submit_and_wait`` opens a pub/sub connection and sends SUBSCRIBE and UNSUBSCRIBE for each
+A wait per command (the tests' ``outcome_bus.submit_and_wait``) opens a pub/sub connection and sends SUBSCRIBE and UNSUBSCRIBE for each
 command; on these 2-core machines every socket write is expensive, and those round trips made the
 gateway the busiest process of the stack. Here each gateway process subscribes once, at start, to its own
 reply channel (``alm:reply:<random id>``) and names it in every command it submits (``bus.submit(reply=)``):

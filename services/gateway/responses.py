@@ -36,7 +36,18 @@ class RoomEvent(_Body):
     summary: str | None = None
 
 
-class CommandAccepted(_Body):
+class Checkpoint(_Body):
+    """The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
+    ``verify-bundle --checkpoints`` later proves a bundle's history passes through it."""
+
+    room: str
+    version: int
+    head: str
+    kid: str
+    sig: str
+
+
+class CommandAccepted(_Body, kw_only=True):
     command_id: str
     room: str
     accepted: bool
@@ -44,14 +55,23 @@ class CommandAccepted(_Body):
     version: int
     duplicate: bool
     events: list[RoomEvent]
+    checkpoint: Checkpoint | None = None  # the room at ``version``, signed (docs/bundle-format.md)
 
 
-class RoomJoined(CommandAccepted):
+class RoomJoined(CommandAccepted, kw_only=True):
+    player: str
+    token: str
+    # The seat's key (a joined seat only): keep it; POST /rooms/{room}/seat gives a fresh token for the seat.
+    seat_key: str | None = None
+
+
+class SeatReclaimed(_Body):
+    room: str
     player: str
     token: str
 
 
-class RoomCreatedAnswer(RoomJoined):
+class RoomCreatedAnswer(RoomJoined, kw_only=True):
     joined: bool
     join_error: Json | None = None
 
@@ -80,7 +100,8 @@ class RoomSummary(_Body):
     picture: str | None  # the URL of the ES module the console draws this room's state with
     audit_views: list[str]  # the audit views the room's rule-set offers (GET /rooms/{room}/audit/{view})
     fork: ForkMark | None  # a sandbox fork: its parent and the parent's version it starts from
-    dice_scheme: int  # docs/dice.md: 1 server seed, 2 server seed + players' nonces
+    dice_scheme: int  # docs/dice.md: 1 server seed, 2 + players' nonces, 3 + bound to each command, signed seats
+    checkpoint: Checkpoint | None = None  # the room at ``version``, signed (docs/bundle-format.md)
 
 
 class ForkMark(_Body):
@@ -175,7 +196,7 @@ class RulesetList(_Body):
     rulesets: list[RulesetEntry]
 
 
-class RoomView(RoomSummary):
+class RoomView(RoomSummary, kw_only=True):
     player: str
     view: Json
 
@@ -196,6 +217,7 @@ class EventPage(_Body):
     latest_version: int
     next_version: int
     events: list[RoomEvent]
+    checkpoint: Checkpoint | None = None  # the room at the page's last version, signed
 
 
 class StateAt(_Body):
@@ -326,6 +348,35 @@ class DisputeBundle(_Body, kw_only=True):
     commands: list[Json]
     refusals: list[Json]
     chain: Json
+    # docs/bundle-format.md section 4: the room key opening every commitment, the server's signed head, the keys
+    commitments: Json | None = None
+    checkpoint: Checkpoint | None = None
+    keys: KeySet | None = None
+
+
+class KeyEntry(_Body):
+    kid: str
+    alg: str
+    public_key: str  # raw Ed25519, hex
+    status: str  # "active" signs new checkpoints; "retired" still verifies old ones
+
+
+class KeySet(_Body):
+    """The deployment's checkpoint keys (docs/bundle-format.md section 3)."""
+
+    format: str
+    format_version: int
+    active: str
+    keys: list[KeyEntry]
+
+
+class CheckpointFile(_Body):
+    """Signed checkpoints with the key set that checks them (docs/bundle-format.md section 2.1)."""
+
+    format: str
+    format_version: int
+    keys: KeySet
+    checkpoints: list[Checkpoint]
 
 
 class BundleVerdict(_Body):
@@ -340,6 +391,47 @@ class BundleVerdict(_Body):
     text: str
 
 
+class WebhookSubscription(_Body):
+    """A subscription: where notices go and which (the secret only in the answer that created it)."""
+
+    id: str
+    url: str
+    scope: str  # deployment | room | player
+    room: str | None = None
+    player: str | None = None
+    kinds: list[str] = []
+    created_ms: int = 0
+    secret: str | None = None
+
+
+class WebhookSubscriptions(_Body):
+    subscriptions: list[WebhookSubscription]
+
+
+class WebhookDeleted(_Body):
+    deleted: str
+
+
+class WebhookDeadLetters(_Body):
+    dead: list[Json]  # {id, subscription, url, payload, attempts, last_error, dead_ms, ...}
+
+
+class WebhookLatency(_Body):
+    samples: int
+    p50: int | None
+    p99: int | None
+
+
+class WebhookStats(_Body):
+    enqueued: int
+    delivered: int
+    failed_attempts: int
+    dead: int
+    pending: int
+    dead_letters: int
+    latency_ms: WebhookLatency
+
+
 # (method, path) -> (status, body type). Every route of the API has one (a test checks).
 RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/rooms"): (201, RoomCreatedAnswer),
@@ -347,6 +439,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rulesets"): (200, RulesetList),
     ("get", "/rooms/{room}"): (200, RoomSummary),
     ("post", "/rooms/{room}/join"): (200, RoomJoined),
+    ("post", "/rooms/{room}/seat"): (200, SeatReclaimed),
     ("post", "/rooms/{room}/end"): (200, CommandAccepted),
     ("post", "/rooms/{room}/commands"): (200, CommandAccepted),
     ("get", "/rooms/{room}/commands/{command_id}"): (200, CommandAccepted),
@@ -374,6 +467,13 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/bisect"): (200, BisectAnswer),
     ("get", "/rooms/{room}/dispute"): (200, DisputeBundle),
     ("post", "/bundles/verify"): (200, BundleVerdict),
+    ("get", "/.well-known/almanac-keys.json"): (200, KeySet),
+    ("get", "/rooms/{room}/checkpoints"): (200, CheckpointFile),
+    ("post", "/webhooks"): (201, WebhookSubscription),
+    ("get", "/webhooks"): (200, WebhookSubscriptions),
+    ("delete", "/webhooks/{subscription}"): (200, WebhookDeleted),
+    ("get", "/webhooks/dead"): (200, WebhookDeadLetters),
+    ("get", "/webhooks/stats"): (200, WebhookStats),
 }
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -23,6 +23,9 @@ Name = Annotated[str, msgspec.Meta(pattern=STRICT_NAME_PATTERN, description="let
 # A player's secret nonce (scheme-2 dice) or its sha256 commitment: 32 bytes as 64 lowercase hex digits.
 Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=64, max_length=64,
                                     description="32 bytes as 64 lowercase hex digits")]
+# An Ed25519 signature (64 bytes) as 128 lowercase hex digits (events.signing).
+SignatureHex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{128}(?!\n)$", min_length=128, max_length=128,
+                                           description="Ed25519 signature, 64 bytes as 128 lowercase hex digits")]
 CommandId = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}(?!\n)$", description="client id for idempotent retries")
 ]
@@ -39,11 +42,12 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     challenge: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
     join: bool = True
     command_id: CommandId | None = None
-    # The dice construction (docs/dice.md): 2 (server seed + player nonces) unless 1 is asked for.
-    dice_scheme: Annotated[int, msgspec.Meta(ge=1, le=2)] | None = None
+    # The dice construction (docs/dice.md): 3 (command-bound, signed seats) unless 1 or 2 is asked for.
+    dice_scheme: Annotated[int, msgspec.Meta(ge=1, le=3)] | None = None
     # The creator's own join (see JoinRoomRequest).
     nonce: Hex32 | None = None
     nonce_commitment: Hex32 | None = None
+    public_key: Hex32 | None = None
 
 
 class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -55,11 +59,27 @@ class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     command_id: CommandId | None = None
     nonce: Hex32 | None = None
     nonce_commitment: Hex32 | None = None
+    # Scheme 3: the player's Ed25519 public key (32 bytes hex); every later command of the seat must then be
+    # signed (``CommandRequest.signature``), so a token alone cannot act for this player.
+    public_key: Hex32 | None = None
+
+
+# A seat key as the server makes them (secrets.token_urlsafe(32): 43 characters of the URL-safe alphabet)
+SeatKeyText = Annotated[str, msgspec.Meta(min_length=43, max_length=43, pattern=r"^[A-Za-z0-9_-]{43}$")]
+
+
+class ReclaimSeatRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Take one's seat back: the player's name and the seat key their join answer carried."""
+
+    player: Name
+    seat_key: SeatKeyText
 
 
 class EndRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] = "ended by a player"
     command_id: CommandId | None = None
+    # A signing seat signs {"kind": "end_room", "reason": reason} like any command (docs/dice.md).
+    signature: SignatureHex | None = None
 
 
 class ForkRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -74,6 +94,9 @@ class CommandRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
     command: dict[str, Any]
     command_id: CommandId | None = None
+    # A signing seat's Ed25519 signature of events.signing.command_bytes(room, player,
+    # "{room}:{player}:{command_id}", command) (docs/dice.md); needs ``command_id``.
+    signature: SignatureHex | None = None
     # Optional: when given it must be the token's player (a command for another seat is refused).
     player: Name | None = None
 
@@ -117,8 +140,41 @@ SECURITY_SCHEME = "bearer"
 TOKEN_REQUIRED: dict[str, Any] = {"security": [{SECURITY_SCHEME: []}]}
 
 
+# Every type a route documents as its body (openapi_body): their component schemas join the document
+# (http_app._openapi), so a route's body can never point at a schema the document lacks.
+BODY_TYPES: list[type] = []
+
+
 def openapi_body(type_: type) -> dict[str, Any]:
     """An ``openapi_extra`` that documents a msgspec-decoded JSON body."""
+    if type_ not in BODY_TYPES:
+        BODY_TYPES.append(type_)
     # The component schemas themselves are merged into the document once, in app._openapi.
     (schema,), _ = msgspec.json.schema_components([type_], ref_template="#/components/schemas/{name}")
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+class CheckpointBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A signed checkpoint a player holds (docs/bundle-format.md section 2)."""
+
+    room: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    version: Annotated[int, msgspec.Meta(ge=1, le=2**62)]
+    head: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$")]
+    kid: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
+    sig: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{128}(?!\n)$")]
+
+
+class KeyBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    kid: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
+    alg: Literal["Ed25519"]
+    public_key: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$")]
+    status: Literal["active", "retired"]
+
+
+class KeySetBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The deployment's key set (GET /.well-known/almanac-keys.json; docs/bundle-format.md section 3)."""
+
+    format: Literal["almanac-keys"]
+    format_version: Literal[1]
+    active: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
+    keys: Annotated[list[KeyBody], msgspec.Meta(min_length=1, max_length=100)]

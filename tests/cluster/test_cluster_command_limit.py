@@ -23,7 +23,7 @@ async def test_each_rooms_seat_is_counted_with_its_command_in_its_rooms_slot(clu
     try:
         for room in rooms:
             limit = limits.seat_limit(room, "p")
-            assert limit is not None and keys.shard_commands(keys.shard(room)).split(":")[1] in limit.key
+            assert limit is not None and keys.command_stream(keys.shard(room)).split(":")[1] in limit.key
             for number in range(2):
                 record = CommandRecord(command_id=f"{room}-{number}", room=room, player="p", server_time_ms=0,
                                        body={"kind": "pass"})
@@ -35,11 +35,11 @@ async def test_each_rooms_seat_is_counted_with_its_command_in_its_rooms_slot(clu
             assert 0 < refused.value.retry_ms <= 60_000
             assert limits.token_refusal(refused.value.retry_ms).headers["Retry-After"] == str(
                 -(-refused.value.retry_ms // 1000))
-        nodes = {client.get_node_from_key(keys.shard_commands(keys.shard(room))).name for room in rooms}
+        nodes = {client.get_node_from_key(keys.command_stream(keys.shard(room))).name for room in rooms}
         assert len(nodes) > 1
         appended = 0
         for shard in {keys.shard(room) for room in rooms}:
-            appended += await client.xlen(keys.shard_commands(shard))
+            appended += await client.xlen(keys.command_stream(shard))
         assert appended == 2 * len(rooms)  # the refused ones appended nothing
     finally:
         await limits.close()

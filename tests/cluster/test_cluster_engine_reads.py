@@ -15,7 +15,7 @@ import time
 from waiting import wait_for
 
 from almanac.services import bus
-from almanac.services.engine.worker import GROUP, Engine, EngineConfig
+from almanac.services.engine.shard_engine import GROUP, Engine, EngineConfig
 from almanac.services.room_service import CommandRecord
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
@@ -58,7 +58,7 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
         record = CommandRecord(command_id=f"{room}:p:c1", room=room, player="p",
                                server_time_ms=int(time.time() * 1000), body={"kind": "join_room"})
         await bus.submit(cluster, KEYS, record)
-        stream = KEYS.shard_commands(watched)
+        stream = KEYS.command_stream(watched)
         await wait_for(lambda: _pending(cluster, stream), what="the command delivered to the read in flight")
         await wait_for(lambda: _async(watched not in reads._reads),
                        what="a round of the engine past the watched shard's answered read")

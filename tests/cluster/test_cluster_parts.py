@@ -9,9 +9,9 @@ from projection_games import dump_models, open_room, options_for, play, players_
 from redis import exceptions
 
 from almanac.events.envelope import GENESIS_HASH
+from almanac.projections.projector import CheckpointMoved, Projector
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
-from almanac.projections.worker import CheckpointMoved, Projector
 from almanac.services import bus
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.gateway.outcomes import OutcomeWaiter
@@ -80,7 +80,7 @@ async def test_outcomes_published_on_any_node_reach_the_waiter(cluster):
             answered = 0
             while answered < len(records):
                 for record in records:
-                    stream = keys.shard_commands(keys.shard(record.room))
+                    stream = keys.command_stream(keys.shard(record.room))
                     if await cluster.xlen(stream) and not await cluster.exists(f"done:{{{record.command_id}}}"):
                         await cluster.set(f"done:{{{record.command_id}}}", 1)
                         outcome = Outcome(command_id=record.command_id, room=record.room, accepted=True)
@@ -195,7 +195,7 @@ async def test_a_pipeline_command_for_an_unreachable_node_fails_alone(cluster):
 async def test_durability_replica_without_replicas_answers_no_write_as_confirmed(cluster):
     """WAIT per node (ALMANAC_DURABILITY=replica): primaries with no replica confirm nothing, so every call is a
     ReplicaWaitError (the engine leaves the commands pending), and the engine refuses to start on such a Cluster."""
-    from almanac.services.engine.worker import DurabilityError, require_replica  # noqa: PLC0415
+    from almanac.services.engine.shard_engine import DurabilityError, require_replica  # noqa: PLC0415
     from almanac.storage.redis_store import ReplicaWaitError  # noqa: PLC0415
 
     store = RedisEventStore(cluster, SHARDS, wait_replicas=1, wait_timeout_ms=50)
@@ -220,9 +220,9 @@ async def test_command_streams_and_feeds_are_trimmed_on_every_node(cluster):
     keys = Keys(SHARDS)
     trimmer = StreamTrimmer(cluster, retain_ms=0)
     shards = range(SHARDS)
-    assert len({cluster.get_node_from_key(keys.shard_commands(shard)).name for shard in shards}) == 3
+    assert len({cluster.get_node_from_key(keys.command_stream(shard)).name for shard in shards}) == 3
     for shard in shards:
-        stream, feed = keys.shard_commands(shard), keys.feed(shard)
+        stream, feed = keys.command_stream(shard), keys.feed(shard)
         ids = [await cluster.xadd(stream, {"__data__": b"x"}) for _ in range(250)]
         feed_ids = [await cluster.xadd(feed, {"r": "room"}) for _ in range(250)]
         await cluster.xgroup_create(stream, "engine", id="0")

@@ -15,7 +15,7 @@ import yaml
 from almanac.services.settings import load_settings, parse_shard_selection
 
 K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
-# The oldest Kubernetes the manifests promise: the StatefulSet pod-index label the engines read is 1.28+.
+# The oldest Kubernetes the manifests promise: the StatefulSet pod-index label the gateways read is 1.28+.
 KUBERNETES_VERSIONS = ("1.28", "1.32")
 WORKLOADS = ("StatefulSet", "Deployment")
 
@@ -56,7 +56,7 @@ def test_every_manifest_validates_strictly_against_the_kubernetes_schema(path: P
 
 
 def test_the_validator_rejects_a_misspelt_field() -> None:
-    gateway = named("Deployment", "almanac-gateway")
+    gateway = named("StatefulSet", "almanac-gateway")
     gateway["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(gateway, KUBERNETES_VERSIONS[0], strict=True)
@@ -71,12 +71,13 @@ def test_the_kustomization_lists_every_manifest_but_the_secret_template() -> Non
         rendered = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=60)
         assert rendered.returncode == 0, rendered.stderr
         assert {d["kind"] for d in yaml.safe_load_all(rendered.stdout) if d} >= {
-            "StatefulSet", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ConfigMap"}
+            "StatefulSet", "Deployment", "PodDisruptionBudget", "ConfigMap"}
 
 
-def test_each_engine_statefulset_has_one_pod_per_shard_group_and_picks_its_group_from_the_ordinal() -> None:
+def test_each_gateway_statefulset_has_one_pod_per_shard_group_and_picks_its_group_from_the_ordinal() -> None:
     settings = load_settings(named("ConfigMap", "almanac-settings")["data"])
-    for name in ("almanac-engine", "almanac-engine-standby"):
+    assert settings.gateway_engine  # the gateways decide: no engine process in the manifests
+    for name in ("almanac-gateway", "almanac-gateway-standby"):
         statefulset = named("StatefulSet", name)
         replicas = statefulset["spec"]["replicas"]
         variables = env(statefulset["spec"]["template"]["spec"]["containers"][0])
@@ -92,20 +93,20 @@ def test_each_engine_statefulset_has_one_pod_per_shard_group_and_picks_its_group
         assert sorted(s for g in groups for s in g) == list(range(settings.shard_count))
 
 
-def test_gateways_are_ready_on_health_autoscaled_scraped_and_signed_with_the_secret() -> None:
-    gateway = named("Deployment", "almanac-gateway")
-    pod = gateway["spec"]["template"]
-    container = pod["spec"]["containers"][0]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
-    # /health is 503 during an engine or Redis outage: restarting gateways would not help.
-    assert container["livenessProbe"].get("httpGet", {}).get("path") != "/health"
-    annotations = pod["metadata"]["annotations"]
-    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
-    assert annotations["prometheus.io/port"] == str(container["ports"][0]["containerPort"])
-    assert {"secretRef": {"name": "almanac-secret"}} in container["envFrom"]
-    hpa = named("HorizontalPodAutoscaler", "almanac-gateway")
-    assert hpa["spec"]["scaleTargetRef"]["name"] == "almanac-gateway"
-    assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+def test_gateways_are_ready_on_health_scraped_signed_with_the_secret_and_behind_one_service() -> None:
+    service = named("Service", "almanac-gateway")
+    for name in ("almanac-gateway", "almanac-gateway-standby"):
+        pod = named("StatefulSet", name)["spec"]["template"]
+        container = pod["spec"]["containers"][0]
+        assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+        # /health is 503 during a Redis outage: restarting gateways would not help.
+        assert container["livenessProbe"].get("httpGet", {}).get("path") != "/health"
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
+        assert annotations["prometheus.io/port"] == str(container["ports"][0]["containerPort"])
+        assert {"secretRef": {"name": "almanac-secret"}} in container["envFrom"]
+        # primaries and standbys alike take traffic: a standby serves HTTP while it waits for a group's leases
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
 
 
 # Measured (docs/capacity.md, live feeds): a gateway's RSS at start, and what each open live feed adds to it.
@@ -121,7 +122,7 @@ def mebibytes(quantity: str) -> float:
 
 def test_a_gateway_pod_full_of_live_feeds_fits_its_memory_limit_with_headroom() -> None:
     settings = load_settings(named("ConfigMap", "almanac-settings")["data"])
-    container = named("Deployment", "almanac-gateway")["spec"]["template"]["spec"]["containers"][0]
+    container = named("StatefulSet", "almanac-gateway")["spec"]["template"]["spec"]["containers"][0]
     limit = mebibytes(container["resources"]["limits"]["memory"])
     full = GATEWAY_START_MB + settings.live_max_feeds * LIVE_FEED_KB / 1024
     assert full <= 0.75 * limit, f"{settings.live_max_feeds} feeds need about {full:.0f} MB of a {limit:.0f} Mi limit"
@@ -143,7 +144,7 @@ def test_the_settings_configmap_passes_the_services_own_validation() -> None:
 def test_every_container_runs_the_almanac_entrypoint_with_requests_and_no_privileges() -> None:
     dockerfile = (K8S.parent / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["almanac"]' in dockerfile
-    commands = {"engine", "projector", "gateway", "archiver"}
+    commands = {"projector", "notifier", "gateway", "archiver"}
     for workload, container in containers():
         assert "command" not in container, f"{workload} must keep the image's entrypoint (almanac)"
         assert container["args"][0] in commands, workload
@@ -162,17 +163,18 @@ def test_every_container_runs_the_almanac_entrypoint_with_requests_and_no_privil
 
 def test_the_almanac_command_offers_every_role_the_manifests_start() -> None:
     almanac = shutil.which("almanac") or str(Path(sys.executable).parent / "almanac")
-    for role in ("engine", "projector", "gateway", "archiver"):
+    assert {container["args"][0] for _, container in containers()} == {"projector", "notifier", "gateway", "archiver"}
+    for role in ("projector", "notifier", "gateway", "archiver"):
         shown = subprocess.run([almanac, role, "--help"], capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0, shown.stderr
     projector = subprocess.run([almanac, "projector", "--help"], capture_output=True, text=True, timeout=60)
     assert "--shards" in projector.stdout  # the scale-out path projector.yaml names
 
 
-def test_engines_and_gateways_have_disruption_budgets() -> None:
+def test_the_gateways_have_a_disruption_budget() -> None:
     budgets = {r["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
                for r in resources() if r["kind"] == "PodDisruptionBudget"}
-    assert budgets == {"almanac-engine", "almanac-gateway"}
+    assert budgets == {"almanac-gateway"}
 
 
 def test_the_redis_cluster_values_give_each_primary_a_replica() -> None:

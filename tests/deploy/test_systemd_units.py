@@ -59,7 +59,7 @@ def test_every_unit_keeps_its_state_in_its_own_state_directory() -> None:
 def test_the_gateway_unit_opens_more_files_than_its_feeds_and_redis_connections_can_hold() -> None:
     """Each live feed and each pooled Redis connection holds a file: under the unit's limit with the default caps,
     and room for as many HTTP clients again as the 1,024 that a flood of 512 feeds once exhausted."""
-    gateway = next(unit for unit in UNITS if unit.name == "almanac-gateway.service").read_text()
+    gateway = next(unit for unit in UNITS if unit.name == "almanac-gateway@.service").read_text()
     match = re.search(r"^LimitNOFILE=(\d+)$", gateway, re.M)
     assert match, "the gateway unit sets no LimitNOFILE (systemd's default soft limit is 1,024)"
     settings = load_settings({})
@@ -81,7 +81,7 @@ def mdwe_supported() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_MDWE is Linux-only")
-def test_engine_projector_and_gateway_answer_a_command_with_write_execute_memory_denied(tmp_path: Path) -> None:
+def test_the_projector_and_a_deciding_gateway_answer_a_command_with_write_execute_memory_denied(tmp_path: Path) -> None:
     try:
         supported = mdwe_supported()
     except (OSError, subprocess.SubprocessError):
@@ -95,7 +95,7 @@ def test_engine_projector_and_gateway_answer_a_command_with_write_execute_memory
         env = {**os.environ, "REDIS_URL": redis_server.url, "ALMANAC_DATA_DIR": str(tmp_path),
                "ALMANAC_HTTP_PORT": str(port), "ALMANAC_SECRET": secret, "ALMANAC_LOG_LEVEL": "warning"}
         try:
-            for name in ("engine", "projector", "gateway"):
+            for name in ("projector", "gateway"):  # the units' shape: the gateway decides its shards
                 with open(tmp_path / f"{name}.log", "ab") as log:
                     processes[name] = subprocess.Popen([sys.executable, "-c", CHILD, name], env=env, stdout=log,
                                                        stderr=subprocess.STDOUT, preexec_fn=deny_write_execute)

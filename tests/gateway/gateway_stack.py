@@ -1,4 +1,10 @@
-"""The gateway tests' stack: engine and projector processes on a Redis, the landed rule-sets, gateway settings."""
+"""The gateway tests' stack: engine and projector processes on a Redis, the landed rule-sets, gateway settings.
+
+These tests attack the gateway's HTTP side, so its gateways are HTTP-only (ALMANAC_GATEWAY_ENGINE=false) in front
+of a shard process (``almanac engine``, the same Engine a deciding gateway runs): killing that one process is how
+they take the deciding side away. The product's shape, gateways that decide their own shards, has its stories
+in test_gateway_engine*.py, test_gateway_up_demo.py, tests/services/test_bench_layouts.py and tests/cluster.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ class Stack:
         self.redis_url = redis_url
         self.data_dir = data_dir
         self.env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(data_dir),
-                    "ALMANAC_LOG_LEVEL": "warning", "ALMANAC_LOG_FORMAT": "json"}
+                    "ALMANAC_LOG_LEVEL": "warning", "ALMANAC_LOG_FORMAT": "json", "ALMANAC_GATEWAY_ENGINE": "false"}
         self.processes: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str) -> None:
@@ -147,7 +153,7 @@ def open_board_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]
 
 def gateway_settings(stack: Stack, **overrides: object) -> Settings:
     settings = load_settings({}, redis_url=stack.redis_url, data_dir=str(stack.data_dir))
-    return settings.model_copy(update={"command_timeout_ms": 10_000, **overrides})
+    return settings.model_copy(update={"command_timeout_ms": 10_000, "gateway_engine": False, **overrides})
 
 
 @contextlib.contextmanager

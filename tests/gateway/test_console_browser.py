@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -168,6 +169,9 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
             "document.querySelector('[data-testid=latest]').innerText")
         page.screenshot(path=shots / f"02-move-{move + 1}.png", full_page=True)
     page.wait_for_function(f"document.querySelectorAll('[data-testid=board] .cell.t-empty').length < {121 - 5 - 3}")
+    # The browser registered an Ed25519 key at the creator's join and signed each move (WebCrypto, docs/dice.md)
+    report = httpx.get(f"{base_url}/rooms/{room}/verification", headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert report["ok"] and report["signing_players"] == [player] and report["commands_signed"] >= 3, report
     placed_now = placed_cells(page)
     assert placed_now >= 3
     diff_at_latest = page.get_by_test_id("diff").inner_text()
@@ -597,3 +601,63 @@ def test_every_game_picture_has_a_legend_and_fits_a_1280_px_page(browser, base_u
         assert [text for text in cells if re.search(r"\d/(\s|$)", text)] == []
     finally:
         context.close()
+
+
+def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browser, base_url: str, shots: Path) -> None:
+    # Given a realm room alice created, and bob joining it in the console
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    created = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                    "options": {"players": [alice, bob]}}, timeout=15)
+    room = created.json()["room"]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url)
+    errors: list[str] = []
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(f"/#/room/{room}")
+        tab.locator("#join-player").fill(bob)
+        tab.get_by_role("button", name="Join").click()
+        expect_text(tab.get_by_test_id("seat"), bob)
+        # When he closes the tab and opens the room again (the token lived in the tab only)
+        tab.close()
+        tab = context.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(f"/#/room/{room}")
+        # Then the seat key this browser kept gets his seat back
+        expect_text(tab.get_by_test_id("seat"), bob)
+        tab.get_by_test_id("export-seat-key").click()
+        exported = tab.get_by_test_id("seat-key").input_value()
+        tab.screenshot(path=str(shots / "seat-key-reclaimed.png"), full_page=True)
+        assert json_of(exported)["player"] == bob and len(json_of(exported)["seat_key"]) == 43
+    finally:
+        context.close()
+    # and the exported key takes the seat back in another browser; a tampered one does not
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url)
+    try:
+        tab = other.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        tab.goto(f"/#/room/{room}")
+        tampered = dict(json_of(exported), seat_key="A" * 43)
+        tab.locator("#seat-key-import").fill(json.dumps(tampered))
+        tab.get_by_role("button", name="Take my seat back").click()
+        expect_text(tab.get_by_test_id("refusal"), "seat_key_invalid")
+        tab.locator("#seat-key-import").fill(exported)
+        tab.get_by_role("button", name="Take my seat back").click()
+        expect_text(tab.get_by_test_id("seat"), bob)
+    finally:
+        other.close()
+    assert not errors, errors
+
+
+def json_of(text: str) -> dict:
+    return json.loads(text)
+
+
+def expect_text(locator, text: str) -> None:
+    from playwright.sync_api import expect  # noqa: PLC0415 - Playwright only where a browser runs
+
+    expect(locator).to_contain_text(text, timeout=TIMEOUT_MS)

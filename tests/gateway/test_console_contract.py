@@ -257,7 +257,7 @@ def test_the_document_marks_the_token_required_exactly_where_a_call_without_one_
     room = api.post("/rooms", json={"ruleset": "board", "player": "nadia"}).json()["room"]
     public_model = next(name for name, (_, model) in registry.read_models().items() if not model.auditors_only)
     values = {"room": room, "version": 1, "command_id": "c-1", "view": "trade", "item": "t-1", "ruleset": "board",
-              "name": "board", "model": public_model}
+              "name": "board", "model": public_model, "subscription": "wh_0000000000000000"}
     by_type = {"string": "time", "integer": 1, "boolean": "false", "number": 1}
     document = api.get("/openapi.json").json()
     for path, item in document["paths"].items():

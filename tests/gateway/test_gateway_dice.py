@@ -50,7 +50,7 @@ def test_a_realm_room_draws_with_its_players_nonces_and_verifies_after_they_are_
     assert hashlib.sha256(bytes.fromhex(end["revealed_seed"])).hexdigest() == seed_commitment
     report = api.get(f"/rooms/{room}/verification", headers=bearer(ann)).json()
     assert report["ok"], report
-    assert (report["dice_scheme"], report["nonces"], report["players_not_revealing"]) == (2, "revealed", ["bob"])
+    assert (report["dice_scheme"], report["nonces"], report["players_not_revealing"]) == (3, "revealed", ["bob"])  # new rooms: scheme 3
 
 
 def test_a_join_must_send_the_nonce_itself_and_a_scheme_1_room_takes_none(api: TestClient):

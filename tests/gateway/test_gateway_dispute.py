@@ -118,6 +118,11 @@ def test_bundles_verify_takes_a_token_and_checks_a_held_room_against_its_own_cha
     assert answer.status_code == 200 and answer.json()["status"] == "NOT VERIFIED", answer.text
     failed = [s for s in answer.json()["steps"] if s["status"] == "failed"]
     assert failed[0]["name"] == "anchor" and "the server's own chain" in failed[0]["detail"]
+    # And a head version written as text (int("3") reads it) does not slip past the server's own chain, even with
+    # the forged head the forger handed the poster (before: the server skipped its chain, and this VERIFIED)
+    sly = {**invented, "head": {**invented["head"], "version": str(invented["head"]["version"])}}
+    answer = api.post("/bundles/verify", json={"bundle": sly, "expect_head": sly["head"]["hash"]}, headers=token)
+    assert answer.json()["status"] == "NOT VERIFIED", answer.text
     # And a head the poster holds is checked too: an earlier version of the real chain, or a wrong one
     assert api.post("/bundles/verify", json={"bundle": honest, "expect_head": "1:" + "0" * 64},
                     headers=token).json()["status"] == "NOT VERIFIED"
@@ -150,3 +155,63 @@ def test_a_bundle_the_rules_cannot_fold_is_a_verdict_never_a_500(stack, auditor)
         answer = roomy.post("/bundles/verify", json={"bundle": forged},
                             headers={"Authorization": f"Bearer {auditor}"})
     assert answer.status_code == 200 and answer.json()["status"] == "NOT VERIFIED", answer.text
+
+
+def test_hostile_numbers_and_names_in_a_posted_bundle_are_a_verdict_or_a_4xx_never_a_500(api: TestClient, stack,
+                                                                                        auditor):
+    # Given a small honest bundle, and values a verifier could echo back or trip on: integers past 64 bits (the
+    # verdict's two sides may repeat them), a float out of range, an unpaired surrogate, a room named like a path
+    headers = {"Authorization": f"Bearer {auditor}"}
+    created = api.post("/rooms", json={"ruleset": "board", "player": "tess"}).json()
+    token = {"Authorization": f"Bearer {created['token']}"}
+    assert api.post(f"/rooms/{created['room']}/end", json={"reason": "done"}, headers=token).status_code == 200
+    honest = api.get(f"/rooms/{created['room']}/dispute?from=1&to=2", headers=headers).json()
+    big = 10 ** 30
+    bodies = [
+        json.dumps({"bundle": {**honest, "chain": {**honest["chain"], "commands": [[big, "AA=="]]}}}),
+        json.dumps({"bundle": {**honest, "head": {"version": big, "hash": honest["head"]["hash"]}}}),
+        json.dumps({"bundle": {**honest, "commands": [{**honest["commands"][0], "first_version": big}]}}),
+        json.dumps({"bundle": {**honest, "events": [{**honest["events"][0], "version": -big}]}}),
+        json.dumps({"bundle": {**honest, "exported_at_ms": big}}),
+        json.dumps({"bundle": honest}).replace('"format_version": 2', '"format_version": 1e999'),
+        json.dumps({"bundle": {**honest, "room": "\ud800/../x"}}),
+        json.dumps({"bundle": {**honest, "room": "../" * 100}}),
+    ]
+    for body in bodies:
+        answer = api.post("/bundles/verify", content=body.encode("utf-8", "surrogatepass"),
+                          headers={**token, "content-type": "application/json"})
+        # Then each is a verdict (never VERIFIED) or a 4xx naming why, never a 500
+        assert answer.status_code < 500, (body[:200], answer.text)
+        if answer.status_code == 200:
+            assert answer.json()["status"] == "NOT VERIFIED", answer.text
+
+
+def test_a_player_cannot_read_a_live_rooms_chain_through_bundles_verify(api: TestClient, stack, auditor):
+    # Given a live board room (its rules hide values: its bundles are AUDITORS ONLY) and its player, who must never
+    # see a chain hash of it (a plain hash lets her confirm a guess of a hidden value)
+    created = api.post("/rooms", json={"ruleset": "board", "player": "tess"}).json()
+    room, token = created["room"], {"Authorization": f"Bearer {created['token']}"}
+    real = api.get(f"/rooms/{room}/dispute?from=1&to=1", headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert real["audience"]["who"] == "auditors"
+    real_hash = real["head"]["hash"] if real["head"]["version"] == 1 else chain_of(real)[0].hash
+
+    # When she posts a bundle she made herself under the room's id (its own seed), one version long
+    async def invent() -> dict:
+        store = MemoryEventStore()
+        outcome = await RoomService(store).handle(CommandRecord(command_id="mine-0", room=room, player="tess",
+                                                                server_time_ms=0, body={"kind": "create_room",
+                                                                                        "ruleset": "board"}))
+        assert outcome.accepted, outcome.error
+        return await dispute_bundle(store, room, 0, versions=(1, 1))
+
+    answer = api.post("/bundles/verify", json={"bundle": json.loads(json.dumps(asyncio.run(invent())))},
+                      headers=token)
+    # Then the server does not compare it with its own chain for her (before: the anchor step's failure answered
+    # the server's own hash at version 1): auditors only, as the bundle itself
+    assert real_hash not in answer.text and real_hash[:16] not in answer.text, answer.text
+    assert (answer.status_code, answer.json()["code"]) == (403, "auditors_only"), answer.text
+    # And an auditor still has it compared with the server's chain
+    audited = api.post("/bundles/verify", json={"bundle": json.loads(json.dumps(asyncio.run(invent())))},
+                       headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert audited["status"] == "NOT VERIFIED" and [s["name"] for s in audited["steps"] if s["status"] == "failed"] \
+        == ["anchor"], audited["text"]

@@ -40,7 +40,7 @@ def deciding_gateway(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def stream_entries(client: redis.Redis) -> int:
-    return sum(client.xlen(KEYS.shard_commands(shard)) for shard in range(16))
+    return sum(client.xlen(KEYS.command_stream(shard)) for shard in range(16))
 
 
 def test_a_game_played_through_a_deciding_gateway_skips_the_command_stream(deciding_gateway, redis_url) -> None:

@@ -25,8 +25,8 @@ from waiting import wait_for
 
 from almanac.events.step import decode_record
 from almanac.services.bus import COMMAND_FIELD
-from almanac.services.engine import worker
-from almanac.services.engine.worker import GROUP, DurabilityError, Engine, NotDecidedHere
+from almanac.services.engine import shard_engine
+from almanac.services.engine.shard_engine import GROUP, DurabilityError, Engine, NotDecidedHere
 from almanac.services.gateway import create_app
 from almanac.services.gateway.context import internal_command_id
 from almanac.services.gateway.outcomes import OutcomeWaiter
@@ -62,17 +62,17 @@ def hold_the_next_batch_until_withdrawn(engine: Engine) -> asyncio.Future:
     """Hold the consume loop's next batch of commands handed in here until each was withdrawn (its time ran
     out, no batch took it), then let it run as written, once. The future: each held command as (command id,
     taken by a batch, what its waiter was answered)."""
-    original = engine._decide_here_batch
+    original = engine._decide_handed
     seen: asyncio.Future = asyncio.get_running_loop().create_future()
 
     async def held_past_their_time(held: list[int]) -> None:
-        del engine._decide_here_batch  # once: the engine's own method again from the next batch
-        entries = list(engine._here)
+        del engine._decide_handed  # once: the engine's own method again from the next batch
+        entries = list(engine.inbox)
         await asyncio.wait([entry.future for entry in entries], timeout=TIMEOUT_MS / 1000 + 5)
         seen.set_result([(entry.record.command_id, entry.taken, _answer_of(entry.future)) for entry in entries])
         await original(held)
 
-    engine._decide_here_batch = held_past_their_time  # type: ignore[method-assign]
+    engine._decide_handed = held_past_their_time  # type: ignore[method-assign]
     return seen
 
 
@@ -92,7 +92,7 @@ async def test_a_command_the_engine_does_not_take_in_time_is_decided_once_throug
     decided from there at the next version, with one event; the same id again is a duplicate of it, the next
     command is decided here again, and the log verifies."""
     room = f"fallback-{secrets.token_hex(3)}"
-    stream = KEYS.shard_commands(KEYS.shard(room))
+    stream = KEYS.command_stream(KEYS.shard(room))
     async with deciding_gateway(redis_url, tmp_path, room) as (app, http):
         engine: Engine = app.state.gateway.engine
         created = await http.post("/rooms", json={"ruleset": "counter", "player": "ann", "room": room})
@@ -175,7 +175,7 @@ async def test_a_gateway_engine_that_cannot_start_fails_the_start_and_leaves_not
     app = create_app(settings)
     before = asyncio.all_tasks()
     opened: dict = {}
-    require_replica = worker.require_replica
+    require_replica = shard_engine.require_replica
 
     async def observed(client: aioredis.Redis) -> None:  # what was open when the engine checked, then the check
         await client.ping()  # the engine's own client connected too
@@ -184,7 +184,7 @@ async def test_a_gateway_engine_that_cannot_start_fails_the_start_and_leaves_not
         opened["tasks"] = asyncio.all_tasks() - before
         await require_replica(client)
 
-    monkeypatch.setattr(worker, "require_replica", observed)
+    monkeypatch.setattr(shard_engine, "require_replica", observed)
     with pytest.raises(DurabilityError):
         async with app.router.lifespan_context(app):
             pytest.fail("the gateway started without the replica its durability needs")
@@ -245,7 +245,7 @@ async def test_a_command_counted_by_the_gateways_engine_is_not_counted_again_on_
     conflicts, it is counted on its own, the room fails to load) and goes through the command stream
     without being counted a second time."""
     room = f"counted-{secrets.token_hex(3)}"
-    stream = KEYS.shard_commands(KEYS.shard(room))
+    stream = KEYS.command_stream(KEYS.shard(room))
     # A whole command timeout of 5 s: the stream path's attempts end in the dead letter well within it.
     async with deciding_gateway(redis_url, tmp_path, room, rate_commands="10/minute",
                                 command_timeout_ms=5_000) as (app, http):

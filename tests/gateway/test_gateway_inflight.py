@@ -2,8 +2,8 @@
 
 Given a gateway whose engine is stopped, when two requests carry the same command id, then the first
 one's timeout does not end the second's wait; and a create whose answer was lost (timeout, dropped
-reader) is answered with its token on a retry of the same id, never locked out as a replay. With eight
-commands waiting, a held event loop gets the next command refused for its lag.
+reader) is answered with its token on a retry of the same id, never locked out as a replay. A command holds
+its admission slot from before its reads to its answer.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from almanac.services import bootstrap
 from almanac.services.gateway import create_app
 from almanac.services.gateway.api_rooms import run_command
 from almanac.services.gateway.auth import TokenSigner
-from almanac.services.gateway.context import LAG_MIN_INFLIGHT, Gateway
+from almanac.services.gateway.context import Gateway
 from almanac.services.gateway.errors import ApiError
 
 
@@ -125,44 +125,6 @@ def test_a_create_whose_outcome_message_was_missed_is_still_the_creators(down: S
         assert body["duplicate"] is False and body["joined"] is True and body["token"]
 
 
-def test_with_eight_commands_waiting_a_held_event_loop_gets_the_next_command_refused_for_its_lag(
-        down: Stack) -> None:
-    stop_engine(down)  # nothing answers: the submitted commands stay in flight
-    settings = gateway_settings(down).model_copy(update={"command_timeout_ms": 5_000, "gateway_max_lag_ms": 40})
-
-    async def story() -> str | None:
-        gateway = Gateway(bootstrap.runtime(settings, bootstrap.Role.GATEWAY), TokenSigner(secrets.token_hex(32), 60))
-        await gateway.outcomes.start()
-        gateway.lag.start()
-        waiting: list[asyncio.Future] = []
-        try:
-            assert not gateway.lag.ticking  # idle: no timer wakes the process
-            for index in range(LAG_MIN_INFLIGHT):
-                record = CommandRecord(command_id=f"lag-{secrets.token_hex(4)}", room=f"lag-room-{index}",
-                                       player="p", server_time_ms=0, body={"kind": "place_element"})
-                waiting.append(asyncio.ensure_future(_submitted(gateway, record)))
-
-            async def all_in_flight() -> bool:
-                return gateway.inflight == LAG_MIN_INFLIGHT
-
-            await wait_for(all_in_flight, 5, "eight commands in flight")
-            assert gateway.lag.ticking and gateway.overload_reason() is None
-            await asyncio.sleep(0.012)
-            time.sleep(0.08)  # the loop is held: requests arriving now wait ~80 ms before they are looked at
-            await asyncio.sleep(0.001)
-            return gateway.overload_reason()
-        finally:
-            for future in waiting:
-                future.cancel()
-            await asyncio.gather(*waiting, return_exceptions=True)
-            await gateway.lag.stop()
-            await gateway.outcomes.close()
-            await gateway.client.aclose()
-
-    reason = asyncio.run(story())
-    assert reason is not None and "before this gateway process starts them" in reason, reason
-
-
 def test_a_command_holds_its_slot_from_admission_so_reads_before_the_submit_are_bounded_too(down: Stack) -> None:
     """Given a gateway allowing 2 commands in flight and a Redis that answers nothing for a while, when two
     commands for rooms this process has never seen wait on their room's rule-set read, then a third is
@@ -211,32 +173,3 @@ async def _submitted(gateway: Gateway, record: CommandRecord, while_in_flight=No
         outcome = await gateway.submit(record)
         assert while_in_flight is None or while_in_flight()
         return outcome
-
-
-def test_a_deciding_gateway_lowers_its_in_flight_limit_after_long_waits_and_the_standard_one_keeps_its_own(
-        down: Stack) -> None:
-    signer = TokenSigner(secrets.token_hex(32), 60)
-    deciding = gateway_settings(down).model_copy(update={"gateway_engine": True})
-    standard = gateway_settings(down)
-
-    async def story(settings) -> tuple[str | None, str | None]:
-        gateway = Gateway(bootstrap.runtime(settings, bootstrap.Role.GATEWAY), signer)
-        try:
-            gateway.inflight = 20  # commands being decided now (under the configured 32)
-            before = gateway.overload_reason()
-            # Two intervals (ALMANAC_GATEWAY_WAIT_INTERVAL_MS, 100 ms) of commands queued 40 ms but the
-            # quickest few of each: 32 -> 18. Stamped a little ahead of the gateway's clock, so that its overload
-            # check just after rolls no interval on: it finds the limit these commands set.
-            start = time.monotonic() + 0.2
-            for index in range(40):
-                second = index >= 20  # the second interval starts clear of the first one's 100 ms
-                gateway.limit.record(0.002 if index % 20 == 0 else 0.040, now=start + index * 0.004 + second * 0.03)
-            gateway.limit.record(0.040, now=start + 0.25)
-            return before, gateway.overload_reason()
-        finally:
-            await gateway.client.aclose()
-
-    before, after = asyncio.run(story(deciding))
-    assert before is None
-    assert after is not None and "its limit for now (18 of 32)" in after, after  # as long as commands keep finishing
-    assert asyncio.run(story(standard)) == (None, None)  # ALMANAC_GATEWAY_LIMIT_WAIT_MS unset: 0 in this layout

@@ -5,8 +5,8 @@ commands at once, when 60 players each send a move at the same moment, then some
 ``overloaded`` and a Retry-After header, no answer is any other 5xx, every accepted move's event is in
 its room's log, and every refused move left its room exactly as it was (no event, no stored outcome).
 
-The refusal is made by the HTTP protocol itself (``protocol.GatewayHttpProtocol``) from the parser's callback
-once the body shows no command id: with the engine paused and the two slots held, a refused command and a
+The refusal is made by the command path before any parsing once the body shows no command id
+(``http_app.GatewayApp``, its answer encoded once): with the engine paused and the two slots held, a refused command and a
 request pipelined after it on the same connection are both answered, the refusal with its JSON, Retry-After
 and request id. A refused command that names its id is answered its stored outcome when it was decided,
 through this gateway or another (issue 28, item 18).
@@ -30,7 +30,8 @@ from almanac.storage.redis_store import RedisEventStore
 PLAYERS = 60
 MAX_INFLIGHT = 2
 GATEWAY_ENV = {"ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT), "ALMANAC_RATE_COMMANDS": "off",
-               "ALMANAC_RATE_ANON": "off", "ALMANAC_COMMAND_TIMEOUT_MS": "3000"}
+               "ALMANAC_RATE_ANON": "off", "ALMANAC_COMMAND_TIMEOUT_MS": "3000",
+               "ALMANAC_LOG_LEVEL": "info"}  # access lines: who answered a refusal
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,7 @@ def test_commands_past_the_in_flight_limit_are_refused_and_change_nothing(gatewa
     asyncio.run(_storm(gateway_url[0], redis_url, gateway_url[1].processes["engine"]))
 
 
-def test_a_refusal_is_made_by_the_protocol_and_the_connection_stays_usable(gateway_url) -> None:
+def test_a_refusal_is_made_before_any_parsing_and_the_connection_stays_usable(gateway_url) -> None:
     url, stack = gateway_url
     rooms = open_board_rooms(url, "held", MAX_INFLIGHT + 1)
     engine = stack.processes["engine"]
@@ -134,6 +135,61 @@ def test_a_refusal_is_made_by_the_protocol_and_the_connection_stays_usable(gatew
     assert refusal["code"] == "overloaded" and refusal["message"]
     assert health_status in (200, 503) and json.loads(health_body)  # the next request was read and answered
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_a_flood_of_refused_commands_is_shed_by_the_connection_guard_before_any_asgi_work(gateway_url) -> None:
+    """Issue 28, item 19: past capacity the refusals themselves took the gateway's core. Given both slots held,
+    when a client sends commands naming no id, each in one write (as clients send them), then each is answered 503
+    ``overloaded`` with Retry-After and its request id by the connection guard itself: no ASGI cycle, so no
+    access line (the route's refusals have one), and the connection stays usable for the next request."""
+    url, stack = gateway_url
+    rooms = open_board_rooms(url, "shed", MAX_INFLIGHT + 1)
+    engine = stack.processes["engine"]
+    body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+    room, token = rooms[-1]
+
+    def request(request_id: str) -> bytes:
+        return (f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nX-Request-ID: {request_id}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def scenario() -> tuple[list[bytes], bytes, list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            holding = asyncio.gather(*(client.post(
+                f"/rooms/{r}/commands", headers={"Authorization": f"Bearer {t}"},
+                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for r, t in rooms[:-1]))
+            await asyncio.sleep(0.5)  # both slots held (the engine is paused)
+            host, port = url.removeprefix("http://").split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            answers = []
+            for index in range(20):
+                writer.write(request(f"shed-{index}"))
+                raw = b""
+                while not raw.rstrip().endswith(b"}"):
+                    chunk = await asyncio.wait_for(reader.read(65536), 10)
+                    assert chunk, f"the connection closed after {raw!r}"
+                    raw += chunk
+                answers.append(raw)
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: after-shed\r\n\r\n")
+            health = await asyncio.wait_for(reader.read(65536), 10)
+            writer.close()
+            return answers, health, await holding
+
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        answers, health, held = asyncio.run(scenario())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    for index, raw in enumerate(answers):
+        ((status, headers, payload),) = http_answers(raw, 1)
+        assert status == 503 and headers["retry-after"] and headers["x-request-id"] == f"shed-{index}", raw[:300]
+        assert json.loads(payload)["code"] == "overloaded" and "ALMANAC_GATEWAY_MAX_INFLIGHT" in json.loads(payload)["message"]
+    assert health.startswith(b"HTTP/1.1 ")  # the connection was still read
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+    log = stack.log("gateway", 400_000)
+    assert '"request_id": "after-shed"' in log  # the access line of a request handed on
+    shed = [index for index in range(20) if f'"request_id": "shed-{index}"' in log]
+    assert not shed, f"refusals that went through the ASGI path: {shed}"
 
 
 def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals_leave_no_traceback(

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import redis
 from gateway_stack import CHILD
 
@@ -44,13 +45,17 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
                           stderr=subprocess.STDOUT, text=True, cwd=project)
     try:
         info = wait_for(lambda: read_up_file(data_dir), 40, "almanac up to be ready")
-        assert set(info["children"]) >= {"engine", "gateway", "archiver"} and info["auditor_token"]  # archiver: on by default
+        # The deployment shape: a gateway that decides the commands of its shards, a projector, no engine process;
+        # and the archiver, on by default
+        assert set(info["children"]) == {"projector", "gateway", "archiver"} and info["auditor_token"]
 
-        # A child that dies is started again.
-        engine_pid = info["children"]["engine"]
-        os.kill(engine_pid, signal.SIGKILL)
-        wait_for(lambda: (read_up_file(data_dir) or {}).get("children", {}).get("engine") not in (None, engine_pid),
-                 15, "the engine to be restarted")
+        # A child that dies is started again: the gateway, killed holding every shard's lease, comes back and
+        # (once the old leases lapse) holds them again.
+        gateway_pid = info["children"]["gateway"]
+        os.kill(gateway_pid, signal.SIGKILL)
+        wait_for(lambda: (read_up_file(data_dir) or {}).get("children", {}).get("gateway") not in (None, gateway_pid),
+                 15, "the gateway to be restarted")
+        wait_for(lambda: _healthy(info["url"]), 30, "the restarted gateway to hold every shard")
 
         demo = subprocess.run([sys.executable, "-c", CHILD, "demo"], env=env, capture_output=True, text=True,
                               timeout=120)
@@ -77,3 +82,10 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
     assert up.returncode == 0, output
     assert not any(pid_alive(pid) for pid in children)
     assert read_up_file(data_dir) is None
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -62,6 +62,7 @@ from almanac.storage.redis_store import RedisEventStore
 SECRET = "hidden-routes-test-secret-" + "x" * 16  # both gateways sign and accept the same tokens
 MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40}
 SPECTATOR = "spectator"
+DELAY = 3  # versions a delayed spectator feed trails the room by
 NUMBER = re.compile(rb"-?\d+(\.\d+)?(e-?\d+)?")
 
 
@@ -85,7 +86,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Twin, Twin
             except (EmbeddedRedisError, FileNotFoundError) as error:
                 pytest.skip(f"no redis-server to run a second stack: {error}")
             stack = Stack(servers[-1].url, data)
-            stack.env.update(ALMANAC_SECRET=SECRET, ALMANAC_ENGINE_NAME="engine")
+            # One deployment's keys in both: the checkpoints' key ids and signatures are then comparable.
+            stack.env.update(ALMANAC_SECRET=SECRET, ALMANAC_ENGINE_NAME="engine", ALMANAC_SIGNING_KEYS="11" * 32,
+                             ALMANAC_COMMIT_SECRET="22" * 32)
             stack.start("engine")
             stack.start("projector")
             stacks.append(stack)
@@ -174,6 +177,7 @@ def fillers(room: str, ruleset: str, run: list[Receipt], steps: int) -> dict[str
         "where": ["room.ended == true", f"scores.{rival} >= 1", f"view.{rival}.seed != null"],
         "against": [f"{ruleset}@{v}" for v in registry.versions(ruleset)],
         "linear": ["true", "false"],
+        "subscription": ["wh_0000000000000000"],  # webhook routes: auditors only, nothing of a game
     }
 
 
@@ -208,6 +212,14 @@ def calls(document: dict, fill: dict[str, list[str]]) -> Iterator[tuple[str, str
 
 
 Answer = tuple[int, tuple[tuple[str, bytes], ...], bytes]
+# A checkpoint's head is a hiding commitment over every event, hidden values included (docs/bundle-format.md): it
+# differs between the twins by design and reveals nothing without the operator's salts (test_checkpoints shows a
+# guess cannot be confirmed from it). Its head and signature are compared as their shape; room, version, key: as is.
+SIGNED_HEAD = re.compile(rb'"head":"[0-9a-f]{64}","kid":"([0-9a-f]{16})","sig":"[0-9a-f]{128}"')
+
+
+def unsigned(body: bytes) -> bytes:
+    return SIGNED_HEAD.sub(rb'"head":"#","kid":"\1","sig":"#"', body)
 
 
 def answer(twin: Twin, method: str, url: str, token: str | None, commitment: str, instead: str) -> Answer:
@@ -227,7 +239,7 @@ def answer(twin: Twin, method: str, url: str, token: str | None, commitment: str
         return value.encode().replace(commitment.encode(), instead.encode())
 
     seen = tuple(sorted((name.lower(), as_read(value)) for name, value in response.headers.multi_items()))
-    return response.status_code, seen, response.content.replace(commitment.encode(), instead.encode())
+    return response.status_code, seen, unsigned(response.content.replace(commitment.encode(), instead.encode()))
 
 
 def per_request(first: Answer, again: Answer) -> set[str]:
@@ -246,8 +258,12 @@ def without(seen: Answer, names: set[str], masked: bool) -> Answer:
     return status, headers, body
 
 
+def channel_of(asyncapi: dict, address: str) -> str:
+    return next(name for name, channel in asyncapi["channels"].items() if channel["address"] == address)
+
+
 def open_feed(twin: Twin, address: str, token: str | None, from_version: int) -> ClientConnection:
-    url = twin.url.replace("http://", "ws://") + address + f"?from_version={from_version}"
+    url = twin.url.replace("http://", "ws://") + address + ("&" if "?" in address else "?") + f"from_version={from_version}"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return connect(url, additional_headers=headers, open_timeout=10)
 
@@ -259,7 +275,7 @@ def read_feed(socket: ClientConnection, latest: int, commitment: str, instead: s
         try:
             while True:
                 raw = socket.recv(timeout=10)
-                message = json.loads(raw.replace(commitment, instead) if isinstance(raw, str) else raw)
+                message = json.loads(unsigned(raw.replace(commitment, instead).encode()) if isinstance(raw, str) else raw)
                 messages.append(message)
                 if isinstance(message, dict) and message.get("version") == latest:
                     break
@@ -297,6 +313,11 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
             if any(servers[s["$ref"].rsplit("/", 1)[-1]]["protocol"] in ("ws", "wss") for s in channel.get("servers", []))]
     assert live, "the AsyncAPI document names no WebSocket channel"
     filled = {address: re.sub(r"\{(\w+)\}", lambda m: fill[m.group(1)][-1], address) for address in live}
+    # A channel that takes ``delay`` (spectators) is followed delayed too: each version once the room is past it
+    delayed = {f"{address}?delay={DELAY}": f"{url}?delay={DELAY}" for address, url in filled.items()
+               if "delay" in asyncapi["channels"][channel_of(asyncapi, address)].get("description", "")}
+    live += list(delayed)
+    filled |= delayed
 
     # The room is created; every viewer follows every channel from the start and from what comes next, on both
     # gateways, before the rest of the game is played: what comes next reaches them through the gateway's
@@ -311,12 +332,13 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
     assert store(b, room, steps, run_b, first=1) == latest
     compared: dict[str, int] = {}
     for (address, viewer, start), (feed_a, feed_b) in feeds.items():
-        seen_a = read_feed(feed_a, latest, commitment_a, commitment_a)
-        seen_b = read_feed(feed_b, latest, commitment_b, commitment_a)
+        last = latest - (DELAY if "delay=" in address else 0)
+        seen_a = read_feed(feed_a, last, commitment_a, commitment_a)
+        seen_b = read_feed(feed_b, last, commitment_b, commitment_a)
         assert seen_a == seen_b, (address, viewer, start)
         # Followed: each version from the start once (a refused feed holds the refusal and the close).
         versions = [message["version"] for message in seen_a if isinstance(message, dict) and "version" in message]
-        assert versions in ([], list(range(start, latest + 1))), (address, viewer, start, versions, seen_a[:2])
+        assert versions in ([], list(range(start, last + 1))), (address, viewer, start, versions, seen_a[:2])
         compared[f"WS {address} live"] = compared.get(f"WS {address} live", 0) + 1
     wait_projected(a, room, latest)
     wait_projected(b, room, latest)
@@ -342,9 +364,10 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
 
     # Every channel again, from the start, once the game is stored: the history read.
     for address in live:
+        last = latest - (DELAY if "delay=" in address else 0)
         for viewer, token in viewers.items():
-            feed_a = read_feed(open_feed(a, filled[address], token, 1), latest, commitment_a, commitment_a)
-            feed_b = read_feed(open_feed(b, filled[address], token, 1), latest, commitment_b, commitment_a)
+            feed_a = read_feed(open_feed(a, filled[address], token, 1), last, commitment_a, commitment_a)
+            feed_b = read_feed(open_feed(b, filled[address], token, 1), last, commitment_b, commitment_a)
             assert feed_a == feed_b, (address, viewer)
             compared[f"WS {address}"] = compared.get(f"WS {address}", 0) + 1
     print(f"{ruleset}: {len(steps)} steps, {latest} versions, {differ} stored events differ; "

@@ -14,9 +14,9 @@ import redis
 import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
+from outcome_bus import submit_and_wait
 
 from almanac.bench.e2e import CHALLENGE, _script
-from almanac.services import bus
 from almanac.services.gateway import create_app
 from almanac.services.room_service import CommandRecord
 from almanac.storage.keys import Keys, outcome_channel, reply_channel
@@ -60,7 +60,7 @@ async def test_an_entry_without_a_reply_channel_is_answered_on_its_command_ids_c
     try:
         record = CommandRecord(command_id="bare-1", room="no-such-room", player="p", server_time_ms=1,
                                body={"kind": "join_room"})
-        outcome = await bus.submit_and_wait(client, Keys(16), record, timeout_s=10)
+        outcome = await submit_and_wait(client, Keys(16), record, timeout_s=10)
         assert outcome is not None and not outcome.accepted and outcome.error["code"] == "room_not_found"
     finally:
         await client.aclose()

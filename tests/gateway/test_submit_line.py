@@ -53,7 +53,7 @@ async def test_submits_sent_together_are_each_answered_with_their_own_entry(redi
     finally:
         await line.close()
     # Entry ids are per stream: a record is named by its shard's stream and its id there.
-    streams = [KEYS.shard_commands(KEYS.shard(record.room)) for record in records]
+    streams = [KEYS.command_stream(KEYS.shard(record.room)) for record in records]
     assert len(set(zip(streams, ids, strict=True))) == len(records)
     appended = {(stream, entry_id): fields[bus.COMMAND_FIELD.encode()] for stream in set(streams)
                 for entry_id, fields in await redis_client.xrange(stream)}
@@ -76,7 +76,7 @@ async def test_an_error_reply_answers_its_own_call_and_no_other(redis_client) ->
         await redis_client.script_flush()
         limit = bus.RateLimit(key=KEYS.seat_rate("line-room-0", "t"), amount=10, window_ms=60_000)
         entry_id = await bus.submit(redis_client, KEYS, _record(0), limit, call=line.call)  # NOSCRIPT, then EVAL
-        assert await redis_client.xrange(KEYS.shard_commands(KEYS.shard("line-room-0")), entry_id, entry_id)
+        assert await redis_client.xrange(KEYS.command_stream(KEYS.shard("line-room-0")), entry_id, entry_id)
     finally:
         await line.close()
 

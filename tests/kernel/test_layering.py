@@ -168,3 +168,14 @@ def test_the_kernel_imports_at_module_level_without_a_circle_and_without_functio
     for module in sorted(graph):
         walk(module, (module,))
     assert circles == []
+
+
+def test_the_python_client_imports_only_its_http_and_websocket_libraries():
+    """almanac.client speaks the public API only: an application installs it without the server's internals."""
+    client = EVENTS.parent / "client"
+    offenders = {
+        str(path.relative_to(EVENTS.parent)): sorted(imported_modules(path) - {"httpx", "websockets", "msgspec", "client"}
+                                                     - set(sys.stdlib_module_names) - {"__future__"})
+        for path in sorted(client.rglob("*.py"))
+    }
+    assert {path: bad for path, bad in offenders.items() if bad} == {}

@@ -16,7 +16,7 @@ import msgspec
 from almanac.events import registry
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {"events": "almanac.events", "games": "almanac.games", "projections": "almanac.projections", "services": "almanac.services",
+FOLDERS = {"client": "almanac.client", "events": "almanac.events", "games": "almanac.games", "projections": "almanac.projections", "services": "almanac.services",
            "storage": "almanac.storage"}
 
 

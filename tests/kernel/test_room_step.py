@@ -91,3 +91,27 @@ def test_given_events_seal_a_log_that_replays():
     resealed = given_events("counter-1", "counter", room.events)
 
     assert replay(resealed) == room.state
+
+
+def test_a_state_hash_leaves_out_player_keys_only_while_no_seat_signs():
+    # Why: player_keys came after the golden corpus hashed its states (tests/golden keeps them unchanged); an
+    # empty one must not move those hashes, and a set one must be covered exactly as the Struct encodes it.
+    import hashlib  # noqa: PLC0415
+
+    import msgspec  # noqa: PLC0415
+
+    from almanac.events.hashing import canonical_bytes, state_hash  # noqa: PLC0415
+    from almanac.events.room import RoomState  # noqa: PLC0415
+
+    signing = RoomState(room="r", ruleset="counter", version=2, seed_commitment="c", challenge=None, created_by="ann",
+                        created_at_ms=1, players=("ann",), player_keys=(("ann", "ab" * 32),))
+    plain = msgspec.structs.replace(signing, player_keys=())
+    assert state_hash(signing) == hashlib.sha256(canonical_bytes(signing)).hexdigest()
+
+    whole = msgspec.msgpack.decode(canonical_bytes(plain))
+    del whole["player_keys"]
+    # The map the hash covers is the state's own encoding minus the empty field, in the same order (the decoded
+    # maps keep their encoded order; an encoder that keeps it re-encodes the same bytes).
+    expected = msgspec.msgpack.encode(whole)
+    assert list(msgspec.msgpack.decode(expected)) == [f for f in plain.__struct_fields__ if f != "player_keys"]
+    assert state_hash(plain) == hashlib.sha256(expected).hexdigest()

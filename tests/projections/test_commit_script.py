@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from almanac.projections.model_writes import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
-from almanac.projections.worker import CheckpointMoved, Projector
+from almanac.projections.projector import CheckpointMoved, Projector
 from almanac.storage.keys import Keys
 
 KEYS = Keys()

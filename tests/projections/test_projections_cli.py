@@ -10,7 +10,7 @@ import structlog
 from projection_games import dump_models, open_room, options_for, play
 from typer.testing import CliRunner
 
-from almanac.projections.worker import Projector
+from almanac.projections.projector import Projector
 from almanac.services.cli import _load_commands, app
 from almanac.services.room_service import RoomService
 from almanac.storage.redis_store import RedisEventStore

@@ -16,9 +16,9 @@ from projection_games import (
 )
 
 from almanac.events import codec, registry
+from almanac.projections.projector import Projector
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
-from almanac.projections.worker import Projector
 from almanac.services.room_service import RoomService
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from outcome_bus import submit_and_wait
 from waiting import wait_for  # noqa: F401 - the engine tests' one way to wait
 
-from almanac.services.bus import submit, submit_and_wait
+from almanac.services.bus import submit
 from almanac.services.room_service import CommandRecord, Outcome
 from almanac.storage.keys import Keys, engine_heartbeat_key, engine_metrics_key
 

@@ -44,7 +44,7 @@ def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monke
     from almanac.services.stack import Stack  # noqa: PLC0415
 
     monkeypatch.delenv("REDIS_URL", raising=False)
-    settings = load_settings({}, data_dir=str(tmp_path), http_port=0, gateway_engine=True, log_level="warning")
+    settings = load_settings({}, data_dir=str(tmp_path), http_port=0, log_level="warning")  # the default shape
     with Stack(settings, gateways=2) as stack:
         stack.start()
         # Then no engine process runs, and each gateway's engine holds its half of the shards (as engine groups)
@@ -70,7 +70,7 @@ def test_commands_routed_by_shard_to_two_deciding_gateways_are_all_answered(monk
     # (8 slots: the first rooms played 0-7 moves before the clock, a fresh room after each but the first)
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("ALMANAC_DATA_DIR", str(tmp_path))
-    figures = e2e.main(rate=60, seconds=2, engines=0, gateways=2, gateway_engine=True, route_by_shard=True,
+    figures = e2e.main(rate=60, seconds=2, engines=0, gateways=2, route_by_shard=True,
                        out_of_step=True)
     # Then every command is answered, through both gateways, and no engine process ran
     assert all(kind.startswith("503 overloaded") for kind in figures["failures"]), figures["failures"]

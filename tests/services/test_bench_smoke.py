@@ -63,3 +63,28 @@ def test_the_lifecycle_benchmark_archives_every_ended_room_and_prints_its_aims(r
     assert "10 rooms, 150 commands" in printed  # the first wave archived, the last one left live
     for figure in ("archiver rooms/s", "baseline", "object cached", "rooms/s", "<= 1.2x", "<= 200 B", "p99 <= 5x"):
         assert figure in printed, figure
+
+
+def test_the_webhooks_benchmark_delivers_everything_and_stands_beside_bare_posts_on_real_redis(redis_url, tmp_path):
+    import asyncio  # noqa: PLC0415
+
+    from almanac.bench import webhooks  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path))
+    figures = asyncio.run(webhooks.run(settings, rooms=100, rate=50, seconds=1))
+    assert figures["received"] == 100 + 100 + 50  # the backlog, the bare baseline's POSTs, the paced rooms
+    assert figures["latency_ms"]["samples"] == 50 and figures["dead"] == 0
+    assert figures["notifier_deliveries_per_s"] > 0 and figures["bare_posts_per_s"] > 0
+
+
+def test_the_clock_benchmark_sends_every_due_deadline_and_prints_lateness_and_cpu_on_real_redis(redis_url, capsys):
+    """Given the clock benchmark on a tiny budget, then every due deadline was sent once and the figures print
+    beside their baseline."""
+    from almanac.bench import clock as bench_clock  # noqa: PLC0415
+
+    bench_clock.main(redis_url, pending=2_000, due=200, seconds=1.0)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "200 (of 200 due; 1,800 still pending)" in printed
+    for label in ("lateness p50", "lateness p99", "clock CPU per deadline sent", "pipelined XADD per record"):
+        assert label in printed, label

@@ -16,11 +16,10 @@ from almanac.services.forensics.bundle import dispute_bundle
 from almanac.storage.memory_store import MemoryEventStore
 
 ROOM = "fuzzed"
-# Parts the verifier shows but does not vouch for (what exported it, when, and notes for people): changing
-# them may leave the verdict VERIFIED; an event entry's ``payload`` is an optional copy of the chained bytes
-# (checked when present). Everything else is evidence.
-UNCHECKED = {"exported_at_ms", "exported_at", "audience", "note", "about", "fingerprint_of_exporter", "copied_as",
-             "error", "payload"}
+# Parts the verifier shows but cannot vouch for (the exporter's own fingerprint; a refusal's message beside its
+# code): changing them may leave the verdict VERIFIED; an event entry's ``payload`` is an optional copy of the
+# chained bytes (checked when present). Everything else, notes and the audience line included, is checked.
+UNCHECKED = {"fingerprint_of_exporter", "error", "payload"}
 
 
 def small_bundle() -> dict:

@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from almanac.events import codec
 from almanac.services import room_service
 from almanac.services.bus import COMMAND_FIELD, RateLimit
-from almanac.services.engine.worker import GROUP, Engine, EngineConfig, NotDecidedHere
+from almanac.services.engine.shard_engine import GROUP, Engine, EngineConfig, NotDecidedHere
 from almanac.services.gateway.submit_line import SubmitLine
 from almanac.services.room_service import RoomService
 from almanac.storage.base import CommandLimited
@@ -27,9 +27,8 @@ CREATE = {"kind": "create_room", "ruleset": "counter"}
 
 
 async def started(client: aioredis.Redis, name: str, line: SubmitLine | None = None) -> Engine:
-    engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=800))
-    if line is not None:
-        engine.serve_here(line.call)
+    engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=800),
+                    write_call=line.call if line is not None else None)
     await engine.start()
     return engine
 
@@ -46,15 +45,13 @@ async def here(redis_client: aioredis.Redis) -> AsyncIterator[tuple[Engine, Subm
 
 
 async def _holds_all(engine: Engine) -> bool:
-    """Every shard safely held and taken over (a serving engine: ready to decide here)."""
+    """Every shard safely held and taken over: ready to decide here."""
     rooms = [next(f"r{n}" for n in range(10_000) if KEYS.shard(f"r{n}") == shard) for shard in ALL_SHARDS]
-    if engine.serves_here:
-        return all(engine.decides_here(room) for room in rooms)
-    return sorted(engine.leases.safely_held()) == ALL_SHARDS
+    return all(engine.decides_here(room) for room in rooms)
 
 
 async def stream_entries(client: aioredis.Redis) -> int:
-    return sum([await client.xlen(KEYS.shard_commands(shard)) for shard in ALL_SHARDS])
+    return sum([await client.xlen(KEYS.command_stream(shard)) for shard in ALL_SHARDS])
 
 
 async def assert_log_consistent(client: aioredis.Redis, room: str) -> int:
@@ -120,11 +117,16 @@ async def test_a_room_whose_shard_another_engine_holds_goes_through_the_stream(r
         await line.close()
 
 
-async def test_an_engine_not_serving_here_sends_commands_to_the_stream(redis_client) -> None:
-    plain = await started(redis_client, "plain")  # no gateway in its process: never decides here
+async def test_an_engine_without_a_gateways_connection_decides_handed_commands_with_the_stores_write(
+        redis_client) -> None:
+    """One engine, one path: given an engine built without a write connection (a shard process with no HTTP),
+    a command handed in is decided by the same consume loop and written by the store's own ordered write."""
+    plain = await started(redis_client, "plain")
     await wait_for(lambda: _holds_all(plain), what="the leases")
     try:
-        assert await plain.decide_here(record("h5", "ann", CREATE, "c1")) is None
+        created = await plain.decide_here(record("h5", "ann", CREATE, "c1"))
+        assert created is not None and created.accepted and await stream_entries(redis_client) == 0
+        assert await assert_log_consistent(redis_client, "h5") == 1
     finally:
         await plain.stop()
 
@@ -136,7 +138,7 @@ async def test_commands_queued_when_the_engine_stops_go_back_to_their_callers_un
     waiting = [asyncio.ensure_future(serving.decide_here(record(f"h6-{n}", "ann", CREATE, f"c{n}")))
                for n in range(50)]
     await asyncio.sleep(0)  # every call is queued now (none decided: the consume loop has not run since)
-    assert len(serving._here) == 50
+    assert len(serving.inbox) == 50
     await serving.stop()  # what it had not decided goes back to its caller, for the stream
     answers = await asyncio.wait_for(asyncio.gather(*waiting), 5)
     assert len(answers) == 50 and all(answer is None or answer.accepted for answer in answers)
@@ -152,8 +154,8 @@ async def test_a_command_no_batch_takes_in_time_is_withdrawn_and_never_written(r
     """Given Redis paused while a command of the room is being written, a second command handed in behind
     it waits its whole time unseen: NotDecidedHere (the gateway's 503), and nothing of it is ever written."""
     line = SubmitLine(redis_client, 5.0)
-    engine = Engine(redis_client, EngineConfig(name="patient", shards=ALL_SHARDS, lease_ms=5_000))
-    engine.serve_here(line.call)
+    engine = Engine(redis_client, EngineConfig(name="patient", shards=ALL_SHARDS, lease_ms=5_000),
+                    write_call=line.call)
     await engine.start()
     try:
         await wait_for(lambda: _holds_all(engine), what="the leases")
@@ -184,10 +186,10 @@ async def test_a_write_that_took_effect_but_lost_its_reply_is_answered_as_a_dupl
         await line.call(*command)
         raise RedisConnectionError("the connection dropped after the write")
 
-    engine.serve_here(written_then_lost)
+    engine._write_call = written_then_lost  # this one write only
     with pytest.raises(RedisConnectionError):
         await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
-    engine.serve_here(line.call)
+    engine._write_call = line.call
     again = await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
     assert again.duplicate and again.last_version == 2
     added = await engine.decide_here(record("h8", "ann", {"kind": "add", "amount": 3}, "c3"))
@@ -222,7 +224,7 @@ async def test_while_a_takeover_replays_a_backlog_commands_of_other_shards_go_to
     """Given 3,000 commands of shard 15 left pending by a dead engine, when a serving engine takes the shards
     over (shard 0 first, shard 15 last) and a command of shard 0 comes in during shard 15's replay, then it is
     answered None at once (for the stream), not queued behind the replay."""
-    stream, late = KEYS.shard_commands(15), _room_on(15, "backlog-")
+    stream, late = KEYS.command_stream(15), _room_on(15, "backlog-")
     await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
     bodies = [CREATE, {"kind": "join_room"}] + [{"kind": "add", "amount": 1}] * 3_000
     async with redis_client.pipeline(transaction=False) as pipe:

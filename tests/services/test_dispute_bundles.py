@@ -313,3 +313,15 @@ async def test_a_damaged_bundle_is_a_failed_step_never_an_exception(trade_bundle
         "format", "chain", "readable", "coverage", "refusals")
     for hostile in ([], None, "x", {"format": "almanac-dispute-bundle", "format_version": 1}):
         assert not verify_bundle(hostile).ok
+
+
+@pytest.mark.parametrize("content", [b"[" * 200_000 + b"]" * 200_000, b"\xff\xfe{}"])
+async def test_a_file_too_deep_or_not_utf8_is_refused_by_the_cli_with_a_reason(tmp_path, content) -> None:
+    # Given a hostile file: JSON nested past Python's recursion limit, or bytes that are not UTF-8
+    file = tmp_path / "hostile.json"
+    file.write_bytes(content)
+    # When a stranger verifies it with the CLI
+    result = await ainvoke(None, "verify-bundle", str(file))
+    # Then it says what is wrong with the file (before: "unexpected RecursionError" / "UnicodeDecodeError")
+    assert result.exit_code == 1 and "unexpected" not in result.output, result.output
+    assert "nests too deeply" in result.output or "is not JSON" in result.output, result.output

@@ -30,7 +30,7 @@ from almanac.events.hashing import envelope_hash, state_hash
 from almanac.events.step import replay
 from almanac.services.bus import COMMAND_FIELD, submit
 from almanac.services.engine.lease import lease_key
-from almanac.services.engine.worker import GROUP
+from almanac.services.engine.shard_engine import GROUP
 from almanac.services.room_service import RoomService
 from almanac.storage.redis_store import RedisEventStore
 
@@ -163,7 +163,7 @@ async def test_kill_9_while_holding_unacknowledged_commands_then_restart_applies
     for index in range(100):
         await send_nowait(redis_client, "k1", "ann", {"kind": "add", "amount": 1}, f"k1-b-{index}")
         await send_nowait(redis_client, "k2", "bob", {"kind": "add", "amount": 2}, f"k2-{index}")
-    stream = KEYS.shard_commands(KEYS.shard("k1"))
+    stream = KEYS.command_stream(KEYS.shard("k1"))
 
     async def slow_command_in_hand() -> bool:
         in_hand = await redis_client.xpending_range(stream, GROUP, min=slow_id, max=slow_id, count=1)
@@ -184,7 +184,7 @@ async def test_kill_9_while_holding_unacknowledged_commands_then_restart_applies
         command_ids = [codec.decode(r)["command_id"] for _, r in await store.commands(room)]
         assert len(command_ids) == len(set(command_ids)) == expected
     for shard in {KEYS.shard("k1"), KEYS.shard("k2")}:
-        assert (await redis_client.xpending(KEYS.shard_commands(shard), GROUP))["pending"] == 0
+        assert (await redis_client.xpending(KEYS.command_stream(shard), GROUP))["pending"] == 0
 
 
 async def test_a_standby_engine_waits_and_takes_over_when_the_active_one_is_killed(redis_client, engines) -> None:
@@ -267,7 +267,7 @@ async def test_a_poison_command_goes_to_the_dead_letter_stream_and_the_shard_kee
     poisoned = await send(redis_client, "p1", "ann", {"kind": "add", "amount": 13}, "poison")
     assert not poisoned.accepted and poisoned.error["code"] == "engine.dead_letter"
     shard = KEYS.shard("p1")
-    await redis_client.xadd(KEYS.shard_commands(shard), {COMMAND_FIELD: b"\xc1 not msgpack"})
+    await redis_client.xadd(KEYS.command_stream(shard), {COMMAND_FIELD: b"\xc1 not msgpack"})
     assert (await send(redis_client, "p1", "ann", {"kind": "add", "amount": 1}, "after")).last_version == 3
 
     letters = await wait_for(lambda: _when(redis_client.xrange(KEYS.dead_letters(shard)), lambda x: len(x) == 2),
@@ -276,7 +276,7 @@ async def test_a_poison_command_goes_to_the_dead_letter_stream_and_the_shard_kee
     assert first[b"command_id"] == b"poison" and first[b"attempts"] == b"3"
     assert first[b"reason"].startswith(b"ZeroDivisionError: thirteen is unlucky")
     assert second[b"room"] == b"" and second[b"data"] == b"\xc1 not msgpack"
-    assert (await redis_client.xpending(KEYS.shard_commands(shard), GROUP))["pending"] == 0
+    assert (await redis_client.xpending(KEYS.command_stream(shard), GROUP))["pending"] == 0
     metrics = await wait_for(lambda: _when(engine_metrics(redis_client, "p"), lambda m: m.get("dead_letters") == 2),
                              what="dead-letter counter")
     assert metrics["failures"] == 6
@@ -328,7 +328,7 @@ async def assert_decided_as_one_by_one(redis_client: aioredis.Redis, store: Redi
         assert [await store.latest_snapshot(room, v) is not None for v in (2, state.version)] == [False, True]
 
     async def nothing_pending() -> bool:  # a command handled alone is acknowledged just after its outcome
-        counts = [(await redis_client.xpending(KEYS.shard_commands(shard), GROUP))["pending"]
+        counts = [(await redis_client.xpending(KEYS.command_stream(shard), GROUP))["pending"]
                   for shard in {KEYS.shard(room) for room in rooms}]
         return not any(counts)
 
@@ -347,7 +347,7 @@ async def test_a_burst_decided_batch_ahead_of_batch_answers_what_one_by_one_hand
     half = len(records) // 2
     async with redis_client.pipeline(transaction=False) as pipe:
         for item in records[:half]:
-            pipe.xadd(KEYS.shard_commands(KEYS.shard(item.room)), {COMMAND_FIELD: codec.encode(item)})
+            pipe.xadd(KEYS.command_stream(KEYS.shard(item.room)), {COMMAND_FIELD: codec.encode(item)})
         await pipe.execute()
     engines("burst", ALMANAC_BATCH_SIZE="4", ALMANAC_SNAPSHOT_EVERY="3")
     for item in records[half:]:
@@ -386,7 +386,7 @@ async def test_a_lease_taken_mid_stream_leaves_no_command_read_and_forgotten(red
     assert sorted(await held_shards(redis_client, "h")) == sorted([busy, other])
 
     async def all_decided() -> bool:
-        pending = (await redis_client.xpending(KEYS.shard_commands(busy), GROUP))["pending"]
+        pending = (await redis_client.xpending(KEYS.command_stream(busy), GROUP))["pending"]
         return pending == 0 and await RedisEventStore(redis_client).outcome(room, f"add-{sent - 1}") is not None
 
     await wait_for(all_decided, timeout_s=10, what="every command decided, none left pending")
@@ -402,7 +402,7 @@ async def test_an_engine_that_keeps_failing_steps_aside_and_a_standby_serves_its
     its leases back after STEP_ASIDE_AFTER failed rounds, and the standby takes the shards and answers."""
     from urllib.parse import urlsplit, urlunsplit  # noqa: PLC0415
 
-    from almanac.services.engine.worker import STEP_ASIDE_AFTER  # noqa: PLC0415
+    from almanac.services.engine.shard_engine import STEP_ASIDE_AFTER  # noqa: PLC0415
 
     try:
         await redis_client.execute_command("ACL", "SETUSER", "unread", "reset", "on", ">unread-pw", "~*", "&*",
@@ -502,10 +502,10 @@ async def test_kill_9_while_a_batch_is_decided_ahead_then_restart_applies_each_c
     records[middle:middle] = slow
     async with redis_client.pipeline(transaction=False) as pipe:
         for item in records:
-            pipe.xadd(KEYS.shard_commands(KEYS.shard(item.room)), {COMMAND_FIELD: codec.encode(item)})
+            pipe.xadd(KEYS.command_stream(KEYS.shard(item.room)), {COMMAND_FIELD: codec.encode(item)})
         entry_ids = await pipe.execute()
     slow_entry = entry_ids[middle + 2]
-    stream = KEYS.shard_commands(KEYS.shard("k9-slow"))
+    stream = KEYS.command_stream(KEYS.shard("k9-slow"))
     store = RedisEventStore(redis_client)
     first = engines("k9", ALMANAC_BATCH_SIZE="4", ALMANAC_SNAPSHOT_EVERY="3")
 

@@ -320,8 +320,8 @@ async def test_a_rebuild_folds_a_fork_onto_its_parent_and_gets_the_live_models_b
     "a fork is folded onto its parent") and the rebuilt models equal the live ones, fork marks included."""
     from projection_games import dump_models
 
+    from almanac.projections.projector import Projector
     from almanac.projections.rebuild import rebuild
-    from almanac.projections.worker import Projector
 
     store, parent = realm.store, realm.room
     (first_try, _), *_ = await mining_tries(store, parent)

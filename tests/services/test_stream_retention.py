@@ -17,8 +17,8 @@ from engine_test_support import KEYS, EngineProcess, held_shards, send, wait_for
 from projection_games import dump_models, open_room, options_for, play, players_for
 
 from almanac.projections import rebuild as rebuilding
+from almanac.projections.projector import Projector
 from almanac.projections.rebuild import rebuild
-from almanac.projections.worker import Projector
 from almanac.services.room_service import RoomService
 from almanac.storage.redis_store import RedisEventStore
 from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
@@ -151,7 +151,7 @@ async def test_a_running_stack_trims_what_it_consumed_and_read_models_still_equa
             room = rooms[move % len(rooms)]
             assert (await send(redis_client, room, "ann", {"kind": "add", "amount": 1 + move % 3},
                                f"add-{room}-{move}")).accepted
-        stream = KEYS.shard_commands(3)
+        stream = KEYS.command_stream(3)
 
         async def commands_trimmed() -> bool:
             info = await redis_client.xinfo_stream(stream)

@@ -14,6 +14,7 @@ import msgspec
 
 from almanac.events import codec
 from almanac.events.dice import (
+    NONCE_SCHEMES,
     PLAYER_ENTROPY,
     SERVER_SEED_ONLY,
     Dice,
@@ -35,22 +36,22 @@ def record(command_id: str, player: str, body: dict, room: str, now_ms: int) -> 
     return CommandRecord(command_id=command_id, room=room, player=player, server_time_ms=now_ms, body=body)
 
 
-async def play(store, room: str = "dice", *, scheme: int | None = None, ann_reveals: bool = True,
+async def play(store, room: str = "dice", *, scheme: int = PLAYER_ENTROPY, ann_reveals: bool = True,
                end: bool = True) -> RoomService:
-    """A counter room: ann joins with her own nonce, bob sends none; rolls; ann reveals; the room ends."""
+    """A counter room of ``scheme`` (2 unless named; new rooms default to 3, tests/store/test_dice_attacks.py):
+    ann joins with her own nonce, bob sends none; rolls; ann reveals; the room ends."""
     service = RoomService(store)
     create = {"kind": "create_room", "ruleset": "counter"}
-    if scheme is not None:
-        create["dice_scheme"] = scheme
+    create["dice_scheme"] = scheme
     bodies: list[tuple[str, dict]] = [("ann", create)]
-    if scheme in (None, PLAYER_ENTROPY):
+    if scheme in NONCE_SCHEMES:
         ann_join = {"kind": "join_room", "nonce_commitment": await store.save_nonce(room, ANN_NONCE)}
     else:
         ann_join = {"kind": "join_room"}
     bodies += [("ann", ann_join), ("bob", {"kind": "join_room"})]
     bodies += [("ann", {"kind": "roll", "dice": 3}), ("bob", {"kind": "roll", "dice": 3}),
                ("ann", {"kind": "add", "amount": 2})]
-    if ann_reveals and scheme in (None, PLAYER_ENTROPY):
+    if ann_reveals and scheme in NONCE_SCHEMES:
         bodies.append(("ann", {"kind": "reveal_nonce", "nonce": ANN_NONCE.hex()}))
     if end:
         bodies.append(("ann", {"kind": "end_room"}))

@@ -109,3 +109,38 @@ async def test_a_retry_that_finds_its_append_already_written_still_waits_for_the
     assert result.duplicate
     await first.aclose()
     await retry.aclose()
+
+
+async def test_a_stored_outcome_is_not_read_back_before_a_replica_confirms_it(primary_and_replica: tuple) -> None:
+    """Issue 28, items 17/18: a gateway answered a resend (or GET of the outcome) from the store while the write
+    that stored it had failed its WAIT; a failover then loses an outcome the client was told of."""
+    import signal  # noqa: PLC0415
+
+    from almanac.services import bootstrap  # noqa: PLC0415
+    from almanac.services.settings import Settings  # noqa: PLC0415
+
+    primary_url, _, replica_process = primary_and_replica
+    engine_client = aioredis.Redis.from_url(primary_url)
+    # The gateway's own store, as its bootstrap builds it under ALMANAC_DURABILITY=replica
+    gateway = bootstrap.runtime(Settings(redis_url=primary_url, durability="replica"), bootstrap.Role.GATEWAY)
+    gateway.store.wait_timeout_ms = 200
+    replica_process.send_signal(signal.SIGSTOP)  # connected, but acknowledging nothing
+    try:
+        # Given an append the primary took but no replica confirmed (the engine answered nothing)
+        with pytest.raises(ReplicaWaitError):
+            await RedisEventStore(engine_client, wait_replicas=1, wait_timeout_ms=200).append(
+                "unconfirmed-room", 0, "unconfirmed-room:c1", trivial_log(1, "unconfirmed-room"))
+        # When the client resends the command, or asks for its outcome, through a gateway
+        # Then the stored outcome is not answered: its write is still unconfirmed
+        with pytest.raises(ReplicaWaitError):
+            await gateway.store.outcome("unconfirmed-room", "unconfirmed-room:c1")
+    finally:
+        replica_process.send_signal(signal.SIGCONT)
+    # And once the replica has it, the same read answers it
+    gateway.store.wait_timeout_ms = 5_000
+    stored = await gateway.store.outcome("unconfirmed-room", "unconfirmed-room:c1")
+    assert stored is not None and stored.last_version == 1
+    # An undecided id costs no WAIT: nothing to confirm
+    assert await gateway.store.outcome("unconfirmed-room", "never-sent") is None
+    await gateway.aclose()
+    await engine_client.aclose()

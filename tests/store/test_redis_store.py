@@ -62,7 +62,7 @@ async def test_an_ordered_write_acknowledges_and_publishes_with_each_write_that_
     a write that found a duplicate or was not tried."""
     store = RedisEventStore(redis_client, shard_count=4)
     keys = Keys(4)
-    stream = keys.shard_commands(keys.shard("r1"))
+    stream = keys.command_stream(keys.shard("r1"))
     ids = [await redis_client.xadd(stream, {"__data__": b"x"}) for _ in range(4)]
     await redis_client.xgroup_create(stream, "engine", id="0")
     await redis_client.xreadgroup("engine", "me", {stream: ">"})

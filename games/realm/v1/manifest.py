@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RuleSet, to_builtins
-from almanac.games.realm.v1 import audit
+import msgspec
+
+from almanac.events.manifest import (
+    AuditView,
+    BenchScenario,
+    Deadline,
+    Dice,
+    Envelope,
+    ReadModel,
+    RuleSet,
+    to_builtins,
+)
+from almanac.games.realm.v1 import audit, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 
@@ -14,6 +25,25 @@ BENCH_PLAYERS = ("alice", "bob", "carol")
 
 def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:
     return choose_command(state, player, dice)  # type: ignore[arg-type]
+
+
+def deadlines(state: Any, seated: tuple[str, ...]) -> tuple[Deadline, ...]:
+    """The season's timeout: once it has passed, the clock forces the season to end (``end_season``) as the
+    first seated player of the realm, as any player could. A timeout of 0 ("any time") sets no deadline:
+    the clock would end every season the moment it began."""
+    if state.over or state.season_timeout_ms <= 0:
+        return ()
+    player = next((seat for seat in seated if seat in state.players), None)
+    if player is None:
+        return ()
+    return (
+        Deadline(
+            key=f"season:{state.season_index}",
+            due_ms=state.season_started_ms + state.season_timeout_ms,
+            player=player,
+            command={"kind": "end_season"},
+        ),
+    )
 
 
 def ledger_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
@@ -38,12 +68,97 @@ def ledger_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
     ]
 
 
+def notices(event: Any) -> list[tuple[str, str | None]]:
+    """Webhook notices: a new season is every city's turn; an offer is news to the city it is made to."""
+    if isinstance(event, realm_events.SeasonEnded):
+        return [("your_turn", None)]
+    if isinstance(event, realm_events.TradeOffered) and audit.host_of(event):
+        return [("trade_offered", audit.host_of(event))]
+    return []
+
+
+class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class ArmyView(_View):
+    soldiers: int
+    equipment: str
+    damage: int | None = None  # own (and taxed) cities only
+
+
+class CityView(_View):
+    """A city as the player sees it: their own (and the cities they tax) in full, the others without storage."""
+
+    name: str
+    owner: str
+    population: int
+    hit_points: int
+    army: ArmyView | None
+    destroyed: bool
+    controller: str
+    immune_until_season: int
+    merchant_away: bool
+    stock: dict[str, int] | None = None  # the rest: own and taxed cities only
+    saved_stars: int | None = None
+    saved_wards: int | None = None
+    tax_year: int | None = None
+    tax_season: str | None = None
+    merchant: str | None = None
+
+
+class MerchantView(_View):
+    """A merchant on the road: in full to the trade's parties, only who went where to the others."""
+
+    trade_id: str
+    home: str
+    host: str
+    load: dict[str, int] | None = None
+    buy: str | None = None
+    want: str | None = None
+    dice: int | None = None
+    agreed: list[str] | None = None
+    rounds: int | None = None
+
+
+class LedgerRow(_View):
+    trade_id: str
+    round: int
+    source: str
+    target: str
+    resource: str
+    amount: int
+    phantom: bool
+    home: str = ""
+    host: str = ""
+
+
+class RealmView(_View):
+    """What a player sees of the realm (game.RealmDecider.view)."""
+
+    player: str
+    season: str
+    year: int
+    season_index: int
+    season_started_ms: int
+    season_timeout_ms: int
+    actions_left: int
+    turn_ended: list[str]
+    cities: dict[str, CityView]
+    merchants: list[MerchantView]
+    ledger: list[LedgerRow]
+    scores: dict[str, int]
+    own_score: int | None
+    over: bool
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays seed 003 as written (a skull in mining finds only stone,
     # at -50%); realm@2 is opt-in by its full name (docs/design-rulings.md).
     default=True,
     policy=policy,
+    deadlines=deadlines,
     bench=BenchScenario(
         description="three players, two villages, three years of random legal play",
         options={"players": list(BENCH_PLAYERS), "villages": 2, "years": 3},
@@ -74,5 +189,24 @@ MANIFEST = RuleSet(
     console_picture="almanac.games.realm:picture.js",
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
+    view_type=RealmView,
+    notices=notices,
+    # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
+    allowed_values={
+        "mine.ore": data.ORES,
+        "mine.moons": ("count", "save"),
+        "mine.lesser_ore": ("best", "none", *data.ORES[:-1]),  # a lesser ore is below the one sought: never gold
+        "smelt.ore": tuple(data.SMELTED),
+        "get_food.method": data.FOOD_METHODS,
+        "get_food.moon": ("double", "save"),
+        "equip_army.tier": tuple(data.EQUIPMENT_METAL),
+        "raid.resource": data.RESOURCES,
+        "besiege.if_taken": ("destroy", "tax"),
+        "choose_tax_season.season": data.SEASONS,
+        "send_merchant.load": data.RESOURCES,
+        "offer_trade.buy": data.RESOURCES,
+        "offer_trade.pay": ("", *data.RESOURCES),  # "": nothing named (the host says what it wants)
+        "counter_offer.want": data.RESOURCES,
+    },
     demo_moves=40,
 )

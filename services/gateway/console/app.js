@@ -3,6 +3,7 @@
 import { h, render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import htm from "htm";
+import { verifyBundle } from "./verify.js";
 
 const html = htm.bind(h);
 
@@ -21,6 +22,7 @@ const URLS = {
   status: () => "/status",
   room: (room) => `/rooms/${enc(room)}`,
   join: (room) => `/rooms/${enc(room)}/join`,
+  seat: (room) => `/rooms/${enc(room)}/seat`,
   commands: (room) => `/rooms/${enc(room)}/commands`,
   events: (room, from) => `/rooms/${enc(room)}/events?from_version=${from}&limit=5000`,
   // ``since``: the answer also holds what changed from that version (the server's one tree-diff)
@@ -47,6 +49,32 @@ const auditorToken = () => store.getItem("almanac.auditor") || "";
 const setAuditorToken = (t) => (t ? store.setItem("almanac.auditor", t) : store.removeItem("almanac.auditor"));
 const seatOf = (room) => JSON.parse(store.getItem(`almanac.seat.${room}`) || "null");
 const setSeat = (room, seat) => store.setItem(`almanac.seat.${room}`, JSON.stringify(seat));
+// A seat key outlives the tab (local storage): it gets a fresh token for the same seat (POST /rooms/{room}/seat).
+const keys = window.localStorage;
+const seatKeyOf = (room) => JSON.parse(keys.getItem(`almanac.seatkey.${room}`) || "null");
+const keepSeatKey = (room, answer) => answer.seat_key &&
+  keys.setItem(`almanac.seatkey.${room}`, JSON.stringify({ player: answer.player, seat_key: answer.seat_key }));
+async function reclaimSeat(room, kept) {
+  const a = await api(URLS.seat(room), { method: "POST", body: { player: kept.player, seat_key: kept.seat_key } });
+  if (!a.ok) return a;
+  keys.setItem(`almanac.seatkey.${room}`, JSON.stringify(kept));
+  const s = { player: a.data.player, token: a.data.token };
+  setSeat(room, s);
+  return { ...a, seat: s };
+}
+
+// --- checkpoints: every answer about a room carries one, signed by the deployment (docs/bundle-format.md). They are
+// kept in this browser's local storage (they outlive the session: they are the player's evidence) and exported.
+const CHECKPOINTS_KEPT = 5000;  // per room; the newest are kept
+const checkpointsKey = (room) => `almanac-checkpoints:${room}`;
+const heldCheckpoints = (room) => JSON.parse(localStorage.getItem(checkpointsKey(room)) || "[]");
+function keepCheckpoint(c) {
+  if (!c || typeof c.room !== "string" || !Number.isInteger(c.version)) return;
+  const held = heldCheckpoints(c.room).filter((x) => !(x.version === c.version && x.head === c.head && x.kid === c.kid));
+  held.push(c);
+  held.sort((a, b) => a.version - b.version);
+  try { localStorage.setItem(checkpointsKey(c.room), JSON.stringify(held.slice(-CHECKPOINTS_KEPT))); } catch { /* full */ }
+}
 
 async function api(path, { token, method = "GET", body } = {}) {
   const headers = {};
@@ -57,6 +85,7 @@ async function api(path, { token, method = "GET", body } = {}) {
     const text = await answer.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = { code: "not_json", message: text }; }
+    if (answer.ok && data && data.checkpoint) keepCheckpoint(data.checkpoint);
     return { ok: answer.ok, status: answer.status, data };
   } catch (error) {
     return { ok: false, status: 0, data: { code: "network", message: String(error) } };
@@ -243,10 +272,15 @@ function CreateRoom({ rulesets }) {
   }, [ruleset]);
   const create = async (options) => {
     setBusy(true); setError(null);
-    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options } });
+    const key = await newSigningKey();  // the creator's seat signs its commands when this browser can
+    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options, ...(key ? { public_key: key.publicKey } : {}) } });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
+    if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
+      await keepSigningKey(answer.data.room, answer.data.player, key.pair);
+    }
     setSeat(answer.data.room, { player: answer.data.player, token: answer.data.token });
+    keepSeatKey(answer.data.room, answer.data);
     location.hash = `#/room/${enc(answer.data.room)}`;
   };
   return html`<section class="panel" aria-label="Create a room"><h2>Create a room</h2>
@@ -481,6 +515,40 @@ function Verify({ room, token, summary, events }) {
   </section>`;
 }
 
+// The player's checkpoints of this room: how many are held, export them, and check a bundle against them here,
+// with the second verifier (verify.js: WebCrypto SHA-256 and Ed25519, independent of the server's Python).
+function Checkpoints({ room, latest }) {
+  const [held, setHeld] = useState([]);
+  const [verdict, setVerdict] = useState(null);
+  useEffect(() => { setHeld(heldCheckpoints(room)); }, [room, latest]);
+  const keys = async () => (await api("/.well-known/almanac-keys.json")).data;
+  const exportFile = async () => {
+    const file = { format: "almanac-checkpoints", format_version: 1, keys: await keys(), checkpoints: heldCheckpoints(room) };
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([JSON.stringify(file, null, 1)], { type: "application/json" }));
+    link.download = `checkpoints-${room}.json`;
+    link.click();
+  };
+  const check = async (event) => {
+    const chosen = event.target.files && event.target.files[0];
+    if (!chosen) return;
+    let bundle;
+    try { bundle = JSON.parse(await chosen.text()); } catch (error) { setVerdict({ ok: false, failed: { name: "format", detail: String(error) }, steps: [] }); return; }
+    setVerdict(await verifyBundle(bundle, { checkpoints: heldCheckpoints(room), keys: await keys() }));
+  };
+  const last = held[held.length - 1];
+  return html`<section class="panel" aria-label="Checkpoints"><h2>Checkpoints</h2>
+    <p><span data-testid="checkpoints-held">${held.length}</span> signed checkpoint(s) kept in this browser${last ? html`,
+      the last at version ${last.version}: head <code>${last.head.slice(0, 16)}…</code> key <code>${last.kid}</code>` : ""}</p>
+    <button onClick=${exportFile} disabled=${!held.length}>Export checkpoints</button>${" "}
+    <label class="field">check a bundle here <input type="file" accept="application/json" aria-label="bundle file" onChange=${check} /></label>
+    ${verdict ? html`<div data-testid="bundle-verdict" class=${verdict.ok ? "notice" : "alert"} role="status">
+      ${verdict.ok ? html`<span class="ok">chain and checkpoints verified in this browser ✓</span>`
+        : html`<span class="bad">NOT VERIFIED</span>: <strong>${verdict.failed.name}</strong>${verdict.failed.version ? ` at version ${verdict.failed.version}` : ""}: ${verdict.failed.detail}`}
+      <ul>${verdict.steps.map((s) => html`<li>[${s.status}] ${s.name}: ${s.detail}</li>`)}</ul></div>` : ""}
+  </section>`;
+}
+
 function Charts({ room, token, version }) {
   const box = useRef(null);
   const [series, setSeries] = useState(null);
@@ -507,6 +575,40 @@ function Charts({ room, token, version }) {
     <div ref=${box} data-testid="chart"></div></section>`;
 }
 
+// Signed seats (docs/dice.md): an Ed25519 key made in this browser, its public half registered at join; every
+// command then carries the signature of events.signing.command_bytes, so a token alone cannot act for this seat.
+const hex = (bytes) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
+const sorted = (value) => (Array.isArray(value) ? value.map(sorted)
+  : value && typeof value === "object" ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted(value[k])]))
+    : value);
+// events.dice.canonical_json: keys sorted, no spaces, UTF-8 (the command schemas carry no floats).
+const canonicalJson = (value) => JSON.stringify(sorted(value));
+const keyName = (room, player) => `almanac-key:${room}:${player}`;
+
+async function newSigningKey() {
+  if (!crypto.subtle) return null;
+  try {
+    const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
+    return { pair, publicKey: hex(await crypto.subtle.exportKey("raw", pair.publicKey)) };
+  } catch { return null; }  // a browser without Ed25519 joins unsigned (its verdict says so)
+}
+
+async function keepSigningKey(room, player, pair) {
+  const pkcs8 = await crypto.subtle.exportKey("pkcs8", pair.privateKey);
+  localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
+}
+
+async function signedBody(room, player, command) {
+  const kept = localStorage.getItem(keyName(room, player));
+  if (!kept || !crypto.subtle) return { command };
+  const key = await crypto.subtle.importKey("pkcs8", Uint8Array.from(atob(kept), (c) => c.charCodeAt(0)),
+    { name: "Ed25519" }, false, ["sign"]);
+  const commandId = hex(crypto.getRandomValues(new Uint8Array(12)));
+  const message = ["almanac-command-v1", room, player, `${room}:${player}:${commandId}`, canonicalJson(command)].join("|");
+  const signature = hex(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(message)));
+  return { command, command_id: commandId, signature };
+}
+
 function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
   const [schema, setSchema] = useState(null);
   const [kind, setKind] = useState("");
@@ -518,15 +620,29 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     event.preventDefault();
     // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
     const nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
-    let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
+    const key = await newSigningKey();
+    const signing = key ? { public_key: key.publicKey } : {};
+    let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce, ...signing } });
+    if (!a.ok && a.data && a.data.code === "no_player_keys") a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
     if (!a.ok && a.data && a.data.code === "no_player_nonces") a = await api(URLS.join(room), { method: "POST", body: { player: name } });
     else if (a.ok) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
-    if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); onSeat(s); setAnswer(null); }
+    const registered = a.ok && (a.data.events || []).some((e) => e.event && e.event.public_key === (key && key.publicKey));
+    if (registered) await keepSigningKey(room, name, key.pair);
+    if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); keepSeatKey(room, a.data); onSeat(s); setAnswer(null); }
     else setAnswer(a);
+  };
+  const [keyText, setKeyText] = useState("");
+  const [exported, setExported] = useState(null);
+  const reclaim = async (event) => {
+    event.preventDefault();
+    let kept = null;
+    try { kept = JSON.parse(keyText); } catch { setAnswer({ ok: false, data: { code: "not_json", message: "paste the exported seat key as it was exported" } }); return; }
+    const a = await reclaimSeat(room, kept || {});
+    if (a.seat) { onSeat(a.seat); setAnswer(null); } else setAnswer(a);
   };
   const send = async (command) => {
     setBusy(true);
-    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: { command } });
+    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: await signedBody(room, seat.player, command) });
     setBusy(false); setAnswer(a);
     if (a.ok) onPlayed(a.data.version);
   };
@@ -541,7 +657,14 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
           busy=${busy} fixed=${{ kind }} onSubmit=${send} onDraft=${onDraft} preset=${picked} />` : ""}`
     : html`<form onSubmit=${join} class="row"><label class="field" for="join-player">join as player
         <input id="join-player" value=${name} onInput=${(e) => setName(e.target.value)} /></label>
-        <button class="primary" type="submit">Join</button></form>`}
+        <button class="primary" type="submit">Join</button></form>
+      <form onSubmit=${reclaim} class="row"><label class="field" for="seat-key-import">or take your seat back with its seat key
+        <input id="seat-key-import" value=${keyText} placeholder='{"player": …, "seat_key": …}' onInput=${(e) => setKeyText(e.target.value)} /></label>
+        <button type="submit">Take my seat back</button></form>`}
+    ${seat && seatKeyOf(room) ? html`<p class="row"><button type="button" data-testid="export-seat-key"
+        onClick=${() => setExported(JSON.stringify(seatKeyOf(room)))}>Export seat key</button>
+      <span class="muted">keep it: it gives you this seat back from any browser</span></p>
+      ${exported ? html`<textarea readonly data-testid="seat-key" rows="2" cols="80">${exported}</textarea>` : ""}` : ""}
     ${answer && !answer.ok ? html`<div data-testid="refusal"><${ErrorBox} error=${answer.data} /></div>` : ""}
     ${answer && answer.ok && answer.data.version ? html`<div class="notice" role="status" data-testid="accepted">accepted: now at version ${answer.data.version}</div>` : ""}
   </section>`;
@@ -564,6 +687,11 @@ function RoomPage({ room }) {
   const [picked, setPicked] = useState(null);  // fields a click on the picture proposes to Play (row, column)
   const request = useRef(0);
   const timeline = useRef(null);
+  useEffect(() => {  // a tab closed and opened again: the seat key kept in this browser gets the seat back
+    const kept = seatKeyOf(room);
+    if (seat || !kept) return;
+    reclaimSeat(room, kept).then((a) => { if (a.seat) { setSeatState(a.seat); if (!auditor) setViewer(a.seat.player); } });
+  }, [room]);
   const token = viewer === "" ? auditor : auditor || (seat && seat.token);
   const readToken = auditor || (seat && seat.token);
 
@@ -585,6 +713,7 @@ function RoomPage({ room }) {
       socket.onmessage = (message) => {
         const event = JSON.parse(message.data);
         if (event.version === undefined) return;
+        if (event.checkpoint) keepCheckpoint(event.checkpoint);
         list = [...list, event];
         setEvents(list);
         setLatest(event.version);
@@ -687,6 +816,7 @@ function RoomPage({ room }) {
           onPlayed=${() => { setFollow(true); setDraft(null); }} onDraft=${setDraft} picked=${picked} />` : ""}</div>
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
     </div>
+    <${Checkpoints} room=${room} latest=${latest} />
     <div class="row">
       <div class="grow">${auditor && summary ? html`<${Forensics} room=${room} token=${auditor} version=${version} onJump=${choose} />` : ""}</div>
     </div>

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from almanac.services.redis_client import RawReplies, send_raw
 
 
-class BatchLine:
+class BatchConnection:
     def __init__(self, client: aioredis.Redis) -> None:
         self._client = client
         self._connection = None

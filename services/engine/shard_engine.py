@@ -29,8 +29,10 @@ from almanac.services.bus import (
     encode_outcome,
     outcome_channel_of,
 )
-from almanac.services.engine.batch_line import BatchLine, stream_reply as _stream_reply
+from almanac.services.clock import Clock
+from almanac.services.engine.batch_connection import BatchConnection, stream_reply as _stream_reply
 from almanac.services.engine.cluster_reads import StandingReads
+from almanac.services.engine.inbox import Inbox, NotDecidedHere
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.logging import get_logger
@@ -126,6 +128,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     prefix: str = "alm"
     durability: str = "aof"  # settings.durability; "replica": every append waits for one replica (WAIT)
     stream_retain_ms: int = 300_000  # acknowledged commands kept this long in the command streams
+    clock: bool = True  # run the clock of the held shards (settings.clock)
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -140,6 +143,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         snapshot_every=settings.snapshot_every,
         durability=settings.durability,
         stream_retain_ms=settings.stream_retain_s * 1000,
+        clock=settings.clock,
     )
 
 
@@ -164,31 +168,14 @@ async def require_replica(client: aioredis.Redis) -> None:
                               "one has none (add a replica, or use ALMANAC_DURABILITY=aof)")
 
 
-class NotDecidedHere(Exception):
-    """A command handed to ``Engine.decide_here`` that goes through the command stream instead, nothing of it
-    written here: withdrawn after waiting its whole time unseen (the engine busy elsewhere), or failed here
-    for a reason other than Redis (a room that cannot be loaded: the stream path counts its attempts).
-    ``counted``: the client's limit was counted for it already, so the stream's submit must not count it
-    again."""
-
-    def __init__(self, message: str, counted: bool = False) -> None:
-        super().__init__(message)
-        self.counted = counted
-
-
-class _Here:
-    """A command handed in by ``decide_here``: its limit, its waiter, and whether a batch took it."""
-
-    __slots__ = ("counted", "future", "record", "taken")
-
-    def __init__(self, record: CommandRecord, counted: Counted | None, future: asyncio.Future) -> None:
-        self.record, self.counted, self.future, self.taken = record, counted, future, False
-
-
 class Engine:
     """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
 
-    def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None) -> None:
+    def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None,
+                 write_call: Callable[..., Awaitable[Any]] | None = None) -> None:
+        """``write_call``: how the writes of commands handed in (``decide_here``) are sent, one script call each
+        (the gateway's pipelined submit connection, ``SubmitLine.call``): one Redis only and unless every append
+        waits for a replica; otherwise (and without it) the store's own write, which ends with WAIT."""
         self.client = client
         self.config = config
         # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
@@ -207,12 +194,12 @@ class Engine:
         self._redecided_seen = 0
         self._unsaved_seen = 0
         self._tasks: list[asyncio.Task] = []
+        self._clock_task: asyncio.Task | None = None
         self._started_ms = int(time.time() * 1000)
         self._cluster = not isinstance(client, aioredis.Redis)
-        # On one Redis the append scripts acknowledge and publish (storage.base.Receipt). Not with
-        # ALMANAC_DURABILITY=replica (the answer must wait for WAIT, after the script) and not on a
-        # Cluster (its per-node pipelines and partial failures keep their own publish path).
-        self._receipts = not self._cluster and config.durability != "replica"
+        # On one Redis the append scripts acknowledge and publish (storage.base.Receipt); the store says when
+        # (not with ALMANAC_DURABILITY=replica, nor on a Cluster: RedisEventStore.answers_in_its_write).
+        self._receipts = self.store.answers_in_its_write
         # Outcomes to publish and entries to acknowledge, sent with the next read (see _read_new).
         self._unsent_outcomes: list[tuple[str, Outcome]] = []  # (the channel it goes to, the outcome)
         self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
@@ -226,15 +213,15 @@ class Engine:
         self._consumed_ms = 0
         # structlog's filtering logger: skip building command.done lines that would be dropped.
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
-        self._line = BatchLine(client)
+        self._connection = BatchConnection(client)
         # A batch read in front of the last one's writes and decided while Redis applied them; next to go.
         self._ahead: _Batch | None = None
         self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
-        self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.shard_commands,
+        self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.command_stream,
                                              config.batch_size, config.block_ms)
         # Every shard's command stream named once, both ways: a batch of one command at a low rate used to
         # name and parse them all again (a third of the engine's Python calls per command at 500/s).
-        self._streams = [self.keys.shard_commands(shard) for shard in range(config.shard_count)]
+        self._streams = [self.keys.command_stream(shard) for shard in range(config.shard_count)]
         self._shard_of_name: dict[str | bytes, int] = {}
         for shard, name in enumerate(self._streams):
             self._shard_of_name[name] = self._shard_of_name[name.encode()] = shard
@@ -242,11 +229,9 @@ class Engine:
         self._read_for: tuple[list[int], dict[str, str], tuple] = ([], {}, ())
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
-        self._here: list[_Here] = []
-        self._here_wake: asyncio.Future | None = None  # what the consume loop awaits beside its read
+        self.inbox = Inbox()
         self._taking_over = False  # a takeover may replay a long backlog: commands go to the stream meanwhile
-        self.serves_here = False  # set by ``serve_here``: a gateway of this process hands its commands in
-        self._here_call: Callable[..., Awaitable[Any]] | None = None
+        self._write_call = write_call if self._receipts else None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -260,6 +245,10 @@ class Engine:
             asyncio.create_task(self._consume_loop(), name="engine-consume"),
             asyncio.create_task(self._trim_loop(), name="engine-trim"),
         ]
+        if self.config.clock:  # the deadlines of the shards this engine holds (services/clock.py)
+            self._clock_task = asyncio.create_task(
+                Clock(self.client, self.keys, self.store).run(self.leases.safely_held, self._stopping),
+                name="engine-clock")
 
     async def stop(self) -> None:
         """Finish the command in hand, acknowledge what is done, give the leases back."""
@@ -268,13 +257,13 @@ class Engine:
         if consume is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consume
-        for housekeeping in (leases, trimming):
+        for housekeeping in (leases, trimming, self._clock_task):
             if housekeeping is not None:
                 housekeeping.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await housekeeping
         await self._standing_reads.close()
-        await self._line.reset()
+        await self._connection.reset()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
             await self._flush_metrics_and_heartbeat(alive=False)
             await self.leases.release_all()
@@ -285,18 +274,10 @@ class Engine:
 
     # --- commands decided in this process -----------------------------------------------------
 
-    def serve_here(self, call: Callable[..., Awaitable[Any]] | None = None) -> None:
-        """Take commands from ``decide_here``; ``call`` (the gateway's pipelined submit line,
-        ``SubmitLine.call``) sends their writes, one Redis only and unless every append waits for a replica
-        (then the store's own write, which ends with WAIT)."""
-        self.serves_here = True
-        if not self._cluster and self.config.durability != "replica":
-            self._here_call = call
-
     def decides_here(self, room: str) -> bool:
         """Whether ``decide_here`` takes the room's commands now: its shard safely held and taken over."""
         shard = self.keys.shard(room)
-        return (self.serves_here and not self._cluster and not self._stopping.is_set() and not self._taking_over
+        return (not self._cluster and not self._stopping.is_set() and not self._taking_over
                 and shard not in self._needs_takeover and shard in self.leases.safely_held())
 
     async def decide_here(self, record: CommandRecord, limit: Counted | None = None,
@@ -318,31 +299,12 @@ class Engine:
         """
         if not self.decides_here(record.room):
             return None
-        loop = asyncio.get_running_loop()
-        entry = _Here(record, limit, loop.create_future())
-        self._here.append(entry)
-        self._wake_here()
-        # A timer, not wait_for: one handle per command instead of a task and a shield (CPU per command).
-        timer = loop.call_later(timeout_s, self._withdraw, entry, timeout_s)
-        try:
-            # Cancelled (its request left): the future is cancelled with it, and a batch skips it, or, taken
-            # already, decides and writes it all the same (its outcome is stored).
-            return await entry.future
-        finally:
-            timer.cancel()
+        return await self.inbox.hand_in(record, limit, timeout_s)  # type: ignore[return-value]
 
-    def _withdraw(self, entry: _Here, timeout_s: float) -> None:
-        """A command no batch took within its time: out of the queue, never to be written (NotDecidedHere).
-        One a batch took is left to finish: its write is bounded by Redis's timeout."""
-        if entry.taken or entry.future.done():
-            return
-        entry.future.set_exception(  # a batch skips it (done); left in the queue: removing it costs O(n)
-            NotDecidedHere(f"no batch took command {entry.record.command_id!r} within {timeout_s} s"))
-
-    async def _decide_here_batch(self, held: list[int]) -> None:
+    async def _decide_handed(self, held: list[int]) -> None:
         """Decide and write the commands handed in by ``decide_here``; never raises (each waiter gets its own
         answer: an Outcome, None to go through the stream, or the Redis failure)."""
-        batch, self._here = self._here, []
+        batch = self.inbox.take()
         # Held now, not when the read began (it may have waited a whole block): the lease's margin covers
         # this batch's decision and write, as it covers a stream batch read just before it.
         safe = set(self.leases.safely_held()).intersection(held).difference(self._needs_takeover)
@@ -374,7 +336,7 @@ class Engine:
         plan = None
         try:
             plan = await self.service.decide_many(records, limits=limits if any(limits) else None)
-            results: list = await self.service.write(plan, self._write_here if self._here_call is not None else None)
+            results: list = await self.service.write(plan, self._write_handed if self._write_call is not None else None)
             counted = plan.counted
         except Exception as error:  # noqa: BLE001 - answered to each waiter below
             # Deciding failed: nothing was written, nothing counted (no early writes when limits are counted,
@@ -389,14 +351,14 @@ class Engine:
             if result is None:
                 try:
                     if uncounted:
-                        await self._count_here(record, limit)  # type: ignore[arg-type]
+                        await self._count_handed(record, limit)  # type: ignore[arg-type]
                         uncounted = False
                     result = await self.service.handle(record)  # alone, in batch order (conflict, duplicate)
                 except Exception as error:  # noqa: BLE001 - answered to its waiter
                     result = error
             elif isinstance(result, Outcome) and uncounted:
                 try:  # answered without a write (an unrecorded refusal, an earlier outcome): counted all the same
-                    await self._count_here(record, limit)  # type: ignore[arg-type]
+                    await self._count_handed(record, limit)  # type: ignore[arg-type]
                 except Exception as error:  # noqa: BLE001 - a 429 (or 503) instead
                     result = error
             if isinstance(result, CommandLimited):
@@ -420,21 +382,21 @@ class Engine:
                 else:
                     waiter.set_result(result)
 
-    async def _write_here(self, groups: list[list]) -> list[list]:
-        """The ordered writes of commands decided here, one script call per shard on ``_here_call`` (redis-py's
+    async def _write_handed(self, groups: list[list]) -> list[list]:
+        """The ordered writes of commands handed in, one script call per shard on ``write_call`` (redis-py's
         pooled call path cost more than the write); a NOSCRIPT one written again by the store."""
-        assert self._here_call is not None
-        replies = await asyncio.gather(*(self._here_call(*self.store.ordered_command(group)) for group in groups),
+        assert self._write_call is not None
+        replies = await asyncio.gather(*(self._write_call(*self.store.ordered_command(group)) for group in groups),
                                        return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
-                raise reply  # the connection failed: the writes may have taken effect (see _decide_here_batch)
+                raise reply  # the connection failed: the writes may have taken effect (see _decide_handed)
         return [await self.store.ordered_reply_results(group, reply)
                 for group, reply in zip(groups, replies, strict=True)]
 
-    async def _count_here(self, record: CommandRecord, limit: Counted) -> None:
-        """Count a command decided here that no write counted; ``RateLimited`` past its limit."""
-        await count_request(self.client, self.keys, record.room, limit, call=self._here_call)
+    async def _count_handed(self, record: CommandRecord, limit: Counted) -> None:
+        """Count a command handed in that no write counted; ``RateLimited`` past its limit."""
+        await count_request(self.client, self.keys, record.room, limit, call=self._write_call)
 
     def _still_held(self, batch: list[tuple[int, bytes, dict]]) -> list[tuple[int, bytes, dict]]:
         """A read's entries whose shard is still safely held: commands decided here while it waited took time
@@ -455,44 +417,27 @@ class Engine:
             self._needs_takeover.update(shards)
             self.log.info("shard.read_orphaned", shards=sorted(shards))
 
-    def _release_here(self) -> None:
-        """The commands handed in and not taken yet go through the stream (their shard's holder decides them):
-        whenever this loop is not about to decide (stopping, no lease held, a failed round's pause, a
-        step-aside, a takeover), so no caller waits out its time for nothing."""
-        batch, self._here = self._here, []
-        for entry in batch:
-            if not entry.future.done():
-                entry.future.set_result(None)
-
-    def _wake_here(self, _: object = None) -> None:
-        wake = self._here_wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
-
-    async def _read_new_deciding_here(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
-        """``_read_new``, deciding the commands ``decide_here`` hands in while the read waits."""
-        loop = asyncio.get_running_loop()
+    async def _next_batch(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
+        """The next read of the held shards' command streams (``_read_new``), deciding the commands handed in
+        (``decide_here``) while it waits: the one way commands come to this engine's consume loop."""
+        inbox = self.inbox
         read = asyncio.ensure_future(self._read_new(held))
-        read.add_done_callback(self._wake_here)
+        read.add_done_callback(inbox.wake)
         try:
             while True:
-                if self._here and not self._stopping.is_set():  # stopping: they go back (_release_here)
-                    await self._decide_here_batch(held)
+                if inbox and not self._stopping.is_set():  # stopping: they go back (inbox.release)
+                    await self._decide_handed(held)
                 if read.done():
                     return self._still_held(read.result())
-                if self._here and not self._stopping.is_set():
+                if inbox and not self._stopping.is_set():
                     continue
-                # One plain future woken by a command handed in or by the read (no task per wait: CPU).
-                self._here_wake = loop.create_future()
-                await self._here_wake
+                await inbox.sleep()  # a command handed in, or the read done
         except BaseException:
             if not read.done():
                 read.cancel()
                 with contextlib.suppress(BaseException):
                     await read
             raise
-        finally:
-            self._here_wake = None
 
     # --- leases and heartbeat -----------------------------------------------------------------
 
@@ -536,7 +481,7 @@ class Engine:
 
     async def _trim_command_streams(self) -> None:
         """Drop the acknowledged, retained-long-enough entries of the held shards' command streams."""
-        streams = [self.keys.shard_commands(shard) for shard in self.leases.held]
+        streams = [self.keys.command_stream(shard) for shard in self.leases.held]
         results = await asyncio.gather(*(self._trimmer.trim_commands(stream) for stream in streams),
                                        return_exceptions=True)
         failed = [stream for stream, result in zip(streams, results, strict=True) if isinstance(result, Exception)]
@@ -599,7 +544,7 @@ class Engine:
         try:
             await self._consume()
         finally:
-            self._release_here()
+            self.inbox.release()
             # Stopping (or a bug): whatever was decided is published and acknowledged before the leases go.
             with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
                 await self._send_done()
@@ -610,7 +555,7 @@ class Engine:
         while not self._stopping.is_set():
             held = self.leases.safely_held()
             if not held:
-                self._release_here()
+                self.inbox.release()
                 # No read to ride on (leases lapsing or lost): what is done goes now, as it always did.
                 with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
                     await self._send_done()
@@ -625,13 +570,13 @@ class Engine:
                     if not held:
                         await self._pause(0.05)
                         continue
-                if (self._line.reading is not None or self._ahead is not None) and self._needs_takeover.intersection(held):
+                if (self._connection.reading is not None or self._ahead is not None) and self._needs_takeover.intersection(held):
                     # A takeover replays every pending entry, those of the read in flight or decided ahead
                     # too: drop them before it, or they would be decided twice.
                     await self._drop_in_flight()
                 if self._needs_takeover and not self._needs_takeover.isdisjoint(held):
                     self._taking_over = True
-                    self._release_here()  # a takeover may replay a long backlog: these go through the stream
+                    self.inbox.release()  # a takeover may replay a long backlog: these go through the stream
                     try:
                         for shard in held:
                             if shard in self._needs_takeover:
@@ -641,8 +586,8 @@ class Engine:
                                     return
                     finally:
                         self._taking_over = False
-                if self._here and self._ahead is None:
-                    await self._decide_here_batch(held)
+                if self.inbox and self._ahead is None:
+                    await self._decide_handed(held)
                 if self._ahead is not None:
                     ahead, self._ahead = self._ahead, None
                     shards = {shard for shard, _, _ in ahead.entries}
@@ -653,7 +598,7 @@ class Engine:
                         self._needs_takeover.update(shards)
                         self.log.info("batch_ahead.dropped", shards=sorted(shards - set(held)))
                 else:
-                    batch = await (self._read_new_deciding_here(held) if self.serves_here else self._read_new(held))
+                    batch = await self._next_batch(held)
                     if batch:
                         await self._process_batch(batch, ride=held)
                 if not self._needs_takeover.intersection(held):
@@ -662,7 +607,7 @@ class Engine:
                 failed_rounds = 0
             except INFRASTRUCTURE_ERRORS as error:
                 await self._drop_in_flight()
-                self._release_here()
+                self.inbox.release()
                 self._redis_error_ms = int(time.time() * 1000)
                 # Whatever was read stays pending; take the shards over again once Redis answers.
                 self.log.warning("consume.redis_unreachable", error=str(error), retry_in_s=backoff)
@@ -674,7 +619,7 @@ class Engine:
                 backoff = backoff if self._cluster else min(backoff * 2, 5.0)
             except ResponseError as error:
                 await self._drop_in_flight()
-                self._release_here()
+                self.inbox.release()
                 self._needs_takeover.update(held)
                 if "NOGROUP" in str(error):
                     # The stream or group vanished (a flush, a restart without persistence): set it up again.
@@ -699,7 +644,7 @@ class Engine:
                 backoff = min(backoff * 2, 5.0)
             except Exception as error:  # noqa: BLE001 - the loop must outlive a bug; pending entries are re-read
                 await self._drop_in_flight()
-                self._release_here()
+                self.inbox.release()
                 self.log.exception("consume.unexpected_error", retry_in_s=backoff)
                 self._needs_takeover.update(held)
                 failed_rounds += 1
@@ -717,7 +662,7 @@ class Engine:
         self.log.error("consume.stepping_aside", shards=self.leases.held, failed_rounds=STEP_ASIDE_AFTER,
                        error=f"{type(error).__name__}: {error}", hold_off_s=hold_off_s)
         self.metrics.count("stepped_aside")
-        self._release_here()
+        self.inbox.release()
         self._needs_takeover.update(self.leases.held)
         await self._drop_in_flight()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
@@ -731,12 +676,12 @@ class Engine:
     async def _drop_in_flight(self) -> None:
         """Forget the read in flight and the batch decided ahead. What they delivered stays pending, and a
         ``>`` read never delivers an entry again: only a takeover re-reads it, so their shards need one."""
-        if self._line.reading is not None:
-            self._needs_takeover.update(self._line.reading)
+        if self._connection.reading is not None:
+            self._needs_takeover.update(self._connection.reading)
         if self._ahead is not None:
             self._needs_takeover.update(shard for shard, _, _ in self._ahead.entries)
             self._ahead = None
-        await self._line.reset()
+        await self._connection.reset()
 
     async def _take_over_cluster_shards(self, held: list[int]) -> list[int]:
         """Take over the held shards that need it, each on its own; the shards ready to read.
@@ -791,7 +736,7 @@ class Engine:
             # outcomes and acknowledgements travel in front of it, in the same round trip: Redis
             # publishes them the moment it reads them, so no client waits longer for its answer.
             streams = self._read_streams(held)[0]
-            if self._line.reading is not None:
+            if self._connection.reading is not None:
                 # The read that left with the last batch's last write: its reply is all that is awaited.
                 reply = await self._reply_held(held)
             elif self._unsent_outcomes or self._unsent_acks or self._metrics_due():
@@ -808,9 +753,9 @@ class Engine:
         return self._entries(reply)
 
     async def _reply_held(self, held: list[int]) -> list:
-        """The reply of the read in flight on the batch line, without the entries of shards not in ``held``."""
-        reply = _stream_reply(await self._line.reply())
-        self._line.reading = None
+        """The reply of the read in flight on the batch connection, without the entries of shards not in ``held``."""
+        reply = _stream_reply(await self._connection.reply())
+        self._connection.reading = None
         # A shard not safely held meanwhile: what was read of it stays pending for its next holder,
         # which may be this engine again (its lease renewed late): then only a takeover re-reads it.
         self._orphan({self._shard_of_stream(stream) for stream, entries in reply if entries} - set(held))
@@ -846,7 +791,7 @@ class Engine:
         # cached room states are loaded again, so no command (a refusal is recorded without a version
         # check) is decided against a state the log has moved past.
         self.service.loader.forget_where(lambda room: self.keys.shard(room) == shard)
-        stream = self.keys.shard_commands(shard)
+        stream = self.keys.command_stream(shard)
         # A node that surely takes no confirmed write (ALMANAC_DURABILITY=replica and no replica online): fail
         # now, before the backlog is read and its rooms loaded again for nothing on every retry.
         await self.store.require_confirmable(stream)
@@ -925,7 +870,7 @@ class Engine:
         if self._receipts and ride:
             # Not while commands handed in here wait: a batch decided ahead must be the next thing written
             # (RoomService.revalidate trusts that only the batch before moved its rooms).
-            ahead_of = plan if len(batch) >= READ_AHEAD_AT and not self._here else None
+            ahead_of = plan if len(batch) >= READ_AHEAD_AT and not self.inbox else None
 
             def last_write(requests: list) -> Awaitable[list]:
                 return self._write_and_read(requests, ride, ahead_of)
@@ -970,7 +915,7 @@ class Engine:
         self.metrics.count("batches")
         if self._cluster:
             await self._send_done()  # a Cluster reads per shard (no pipeline to ride on): send them now
-        elif ((self._line.reading is not None or self._ahead is not None)
+        elif ((self._connection.reading is not None or self._ahead is not None)
               and (self._unsent_outcomes or self._unsent_acks or self._metrics_due())):
             # The next read already left (with the last write): what the scripts did not publish goes now.
             async with self.client.pipeline(transaction=False) as pipe:
@@ -998,9 +943,9 @@ class Engine:
             read = ("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size, *wait,
                     *self._read_streams(held)[1])
             commands.insert(0 if plan is not None else len(commands), read)
-        await self._line.send(*commands)
+        await self._connection.send(*commands)
         if held:
-            self._line.reading = tuple(held)
+            self._connection.reading = tuple(held)
         if held and plan is not None:
             ahead = self._entries(await self._reply_held(self._readable(held)))
             if ahead:
@@ -1020,11 +965,11 @@ class Engine:
         return [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
 
     async def _written_replies(self, groups: list[list]) -> list[list]:
-        """The replies of the script calls sent on the batch line, one per group; a NOSCRIPT one written again."""
+        """The replies of the script calls sent on the batch connection, one per group; a NOSCRIPT one written again."""
         replies: list = []
         for _ in groups:  # every reply is read, errors too, so the read's reply comes next
             try:
-                replies.append(await self._line.reply())
+                replies.append(await self._connection.reply())
             except ResponseError as error:  # NOSCRIPT among them: written again below
                 replies.append(error)
         return [await self.store.ordered_reply_results(group, reply)
@@ -1041,7 +986,7 @@ class Engine:
             # A Cluster pipeline refuses publish(); the PUBLISH command itself routes fine.
             pipe.execute_command("PUBLISH", channel, encode_outcome(outcome))
         for shard, ids in self._unsent_acks.items():
-            pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+            pipe.xack(self.keys.command_stream(shard), GROUP, *ids)
         if self._metrics_due():
             self._metrics_flushed_at = time.monotonic()
             self._queue_metrics(pipe)
@@ -1075,13 +1020,13 @@ class Engine:
         async with self.client.pipeline(transaction=False) as pipe:
             for channel, outcome in outcomes:
                 try:
-                    node = self.client.get_node_from_key(self.keys.shard_commands(self.keys.shard(outcome.room)))
+                    node = self.client.get_node_from_key(self.keys.command_stream(self.keys.shard(outcome.room)))
                 except CLUSTER_ERRORS:
                     node = None  # the slot has no known primary: routed by the channel's own slot
                 pipe.execute_command("PUBLISH", channel, encode_outcome(outcome),
                                      **({"target_nodes": node} if node is not None else {}))
             for shard, ids in acks.items():
-                pipe.xack(self.keys.shard_commands(shard), GROUP, *ids)
+                pipe.xack(self.keys.command_stream(shard), GROUP, *ids)
             now = time.monotonic()
             if now - self._metrics_flushed_at >= METRICS_FLUSH_S:
                 self._metrics_flushed_at = now
@@ -1150,7 +1095,7 @@ class Engine:
 
     async def _dead_letter(self, shard: int, entry_id: bytes, data: bytes, record: CommandRecord | None,
                            reason: str, attempts: int) -> Outcome | None:
-        stream = self.keys.shard_commands(shard)
+        stream = self.keys.command_stream(shard)
         letter = {
             "entry_id": entry_id,
             "data": data,

@@ -1,0 +1,400 @@
+"""The Python client of an Almanac gateway: rooms, seats, idempotent commands with retries, reads, the live feed.
+
+    from almanac.client import Client
+
+    with Client("http://127.0.0.1:8000") as client:
+        seat = client.create_room("board", "alice")           # a Seat: room, player, token (and seat_key)
+        bob = client.join(seat.room, "bob")
+        seat.command({"kind": "place", ...})                  # or a msgspec Struct of the rule-set
+        for event in seat.follow(from_version=1):             # the live feed, reconnecting without gaps
+            ...
+
+It speaks only the public HTTP/WebSocket API (docs/client.md) and imports nothing of the server: httpx for
+HTTP, websockets for the live feed, msgspec to turn a rule-set's command Struct into JSON.
+
+Retries. Every command carries a client command id (drawn here when not given: long and random, so a retry
+of a create or join gets its token back). A command answered 429 or 503 changed nothing, and a command
+whose connection dropped may or may not have landed: both are sent again with the same id (the server
+decides it once) after the Retry-After the server named, or an exponential back-off with jitter, up to
+``retries`` times. A 202 (the engine has not answered yet) is followed to its outcome. Reads retry alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import random
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+import msgspec
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.sync.client import connect as ws_connect
+
+__all__ = ["ApiError", "Client", "CommandResult", "Seat", "new_command_id", "verify_webhook"]
+
+RETRY_STATUSES = (429, 503)
+# The gateway refuses command ids shorter than this on a replayed create/join (the token is not handed out again).
+COMMAND_ID_BYTES = 24
+# Live feed closes that mean "the feed did not end: reconnect" (server error, try again later, going away).
+RECONNECT_CLOSE_CODES = (1001, 1006, 1011, 1012, 1013)
+
+
+def new_command_id() -> str:
+    """A client command id: 32 URL-safe characters (long enough to recover a create's or join's token)."""
+    return secrets.token_urlsafe(COMMAND_ID_BYTES)
+
+
+def verify_webhook(secret: str, signature: str, body: bytes, *, tolerance_s: float = 300.0,
+                   now: float | None = None) -> bool:
+    """Whether a webhook's ``X-Almanac-Signature`` (``t=<unix s>,v1=<hex>``) is the HMAC-SHA256 of ``"<t>.<body>"``
+    under the subscription's secret, signed within ``tolerance_s`` of ``now`` (a replayed old one fails)."""
+    fields = dict(part.split("=", 1) for part in signature.split(",") if "=" in part)
+    try:
+        stamp = int(fields["t"])
+    except (KeyError, ValueError):
+        return False
+    if abs((time.time() if now is None else now) - stamp) > tolerance_s:
+        return False
+    expected = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, fields.get("v1", ""))
+
+
+class ApiError(Exception):
+    """A refusal from the gateway: its HTTP status (or 4000 + status as a live feed's close code) and its
+    ``{code, message, field, allowed}`` body; ``retry_after`` in seconds when the server named one."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 body: dict[str, Any] | None = None, retry_after: float | None = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.body = body or {}
+        self.retry_after = retry_after
+
+    @property
+    def allowed(self) -> list[Any] | None:
+        return self.body.get("allowed")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """An accepted command: the versions its events took and the events as the sender may see them."""
+
+    command_id: str
+    room: str
+    first_version: int
+    version: int
+    duplicate: bool
+    events: list[dict[str, Any]]
+    answer: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def of(cls, answer: dict[str, Any]) -> CommandResult:
+        return cls(command_id=answer["command_id"], room=answer["room"], first_version=answer["first_version"],
+                   version=answer["version"], duplicate=answer["duplicate"], events=answer["events"], answer=answer)
+
+
+class Client:
+    """One gateway. ``token``: sent when a call names none (an auditor's token, say). Thread-safe as httpx is."""
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0, retries: int = 6,
+                 max_backoff_s: float = 10.0, pending_wait_s: float = 60.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.retries = retries
+        self.max_backoff_s = max_backoff_s
+        self.pending_wait_s = pending_wait_s
+        self.http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- the one call -----------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, token: str | None = None, json_body: Any = None,
+                params: dict[str, Any] | None = None, expect: tuple[int, ...] = (200, 201),
+                retry: bool = True) -> Any:
+        """One API call; its JSON answer (text for a text/plain one). A refusal raises ApiError.
+
+        Retried (``retry``) on 429/503 after Retry-After and on a dropped connection: safe for reads and for
+        command routes whose body carries a command id (every command this client sends does)."""
+        headers = {}
+        bearer = token if token is not None else self.token
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
+        attempt, pending_until = 0, 0.0
+        while True:
+            try:
+                response = self.http.request(method, path, headers=headers, json=json_body, params=params)
+            except httpx.TransportError:
+                # A dropped connection: a command may or may not have landed; its id makes the resend safe.
+                if not retry or attempt >= self.retries:
+                    raise
+                self._sleep(attempt, None)
+                attempt += 1
+                continue
+            if response.status_code in RETRY_STATUSES and retry and attempt < self.retries:
+                self._sleep(attempt, _retry_after(response))
+                attempt += 1
+                continue
+            if response.status_code == 202 and method.upper() == "POST":
+                if bearer:
+                    return self._await_outcome(response.json(), bearer)
+                # A create or join (no token yet, so no outcome URL to ask): the same body again, whose long
+                # command id gets the answer with the token once the engine has decided it
+                pending_until = pending_until or time.monotonic() + self.pending_wait_s
+                if time.monotonic() < pending_until:
+                    self._sleep(min(attempt, 4), None)
+                    attempt += 1
+                    continue
+                raise _error_of(response)
+            if response.status_code not in expect:
+                raise _error_of(response)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                return response.json()
+            return response.text
+
+    def _await_outcome(self, pending: dict[str, Any], token: str | None) -> dict[str, Any]:
+        """A 202: ask the outcome URL until the engine has answered (404 outcome_unknown: not yet)."""
+        deadline = time.monotonic() + self.pending_wait_s
+        attempt = 0
+        while True:
+            try:
+                return self.request("GET", pending["outcome_url"], token=token)
+            except ApiError as error:
+                if error.code != "outcome_unknown" or time.monotonic() > deadline:
+                    raise
+            self._sleep(min(attempt, 4), None)
+            attempt += 1
+
+    def _sleep(self, attempt: int, retry_after: float | None) -> None:
+        if retry_after is not None:
+            delay = retry_after + random.uniform(0, 0.25)  # spread the retries of many clients a little
+        else:
+            delay = min(self.max_backoff_s, 0.1 * 2**attempt) * random.uniform(0.5, 1.0)
+        time.sleep(min(delay, self.max_backoff_s))
+
+    # --- rooms ------------------------------------------------------------------------------------
+
+    def rulesets(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/rulesets")["rulesets"]
+
+    def ruleset_schema(self, name: str) -> dict[str, Any]:
+        return self.request("GET", f"/rulesets/{_seg(name)}/schema")
+
+    def create_room(self, ruleset: str, player: str, *, room: str | None = None,
+                    options: dict[str, Any] | None = None, setup: dict[str, Any] | None = None,
+                    challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
+                    nonce: str | None = None, command_id: str | None = None) -> Seat:
+        """Create a room (and take a seat in it unless ``join`` is false); the creator's Seat."""
+        body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
+                                "command_id": command_id or new_command_id()}
+        for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
+                            ("dice_scheme", dice_scheme), ("nonce", nonce)):
+            if value is not None:
+                body[name] = value
+        answer = self.request("POST", "/rooms", json_body=body, token="")
+        return Seat(self, answer["room"], player, answer["token"], answer)
+
+    def join(self, room: str, player: str, *, nonce: str | None = None, command_id: str | None = None) -> Seat:
+        body: dict[str, Any] = {"player": player, "command_id": command_id or new_command_id()}
+        if nonce is not None:
+            body["nonce"] = nonce
+        answer = self.request("POST", f"/rooms/{_seg(room)}/join", json_body=body, token="")
+        return Seat(self, room, player, answer["token"], answer)
+
+    def reclaim_seat(self, room: str, player: str, seat_key: str) -> Seat:
+        """A fresh token for a seat held before, from the seat key its join answer carried (``Seat.seat_key``)."""
+        answer = self.request("POST", f"/rooms/{_seg(room)}/seat", json_body={"player": player, "seat_key": seat_key},
+                              token="")
+        return Seat(self, room, player, answer["token"], {**answer, "seat_key": seat_key})
+
+    def seat(self, room: str, player: str, token: str) -> Seat:
+        """A Seat from a token kept earlier."""
+        return Seat(self, room, player, token, {})
+
+    def rooms(self, ruleset: str | None = None) -> list[dict[str, Any]]:
+        return self.request("GET", "/rooms", params={"ruleset": ruleset} if ruleset else None)["rooms"]
+
+    def room(self, room: str) -> dict[str, Any]:
+        """The room's public summary (rule-set and version, players, seats, over, ended)."""
+        return self.request("GET", f"/rooms/{_seg(room)}")
+
+    def scores(self, room: str) -> dict[str, int]:
+        return self.request("GET", f"/rooms/{_seg(room)}/scores")["scores"]
+
+    def events(self, room: str, *, token: str | None = None, from_version: int = 1,
+               limit: int | None = None) -> dict[str, Any]:
+        """A page of the room's events as the token may see them ({events, next_version, latest_version})."""
+        params: dict[str, Any] = {"from_version": from_version}
+        if limit is not None:
+            params["limit"] = limit
+        return self.request("GET", f"/rooms/{_seg(room)}/events", token=token, params=params)
+
+    def state(self, room: str, *, token: str | None = None, version: int | None = None) -> dict[str, Any]:
+        """Auditors: the complete state (at a version): {version, state_hash, state: {game, ended, ...}}."""
+        params = {"version": version} if version is not None else None
+        return self.request("GET", f"/rooms/{_seg(room)}/state", token=token, params=params)
+
+    def verification(self, room: str, *, token: str | None = None) -> dict[str, Any]:
+        return self.request("GET", f"/rooms/{_seg(room)}/verification", token=token)
+
+    def health(self) -> dict[str, Any]:
+        return self.request("GET", "/health", expect=(200, 503), retry=False)
+
+    # --- the live feed ----------------------------------------------------------------------------
+
+    def follow(self, room: str, *, token: str | None = None, from_version: int = 1,
+               idle_timeout_s: float | None = None, reconnect: bool = True) -> Iterator[dict[str, Any]]:
+        """The room's events as the token may see them, from ``from_version`` on, each version once, in order.
+
+        A dropped connection (or a close meaning "try again later") reconnects from the last version seen + 1,
+        so nothing is missed or repeated. A refusal (close 4000 + status) raises ApiError. ``idle_timeout_s``:
+        stop when no event came for that long (None: wait for ever)."""
+        bearer = token if token is not None else self.token
+        next_version = from_version
+        attempt = 0
+        base = "ws" + self.url[len("http"):] if self.url.startswith("http") else self.url
+        refusal: dict[str, Any] = {}
+        while True:
+            query = urlencode({"from_version": next_version})
+            headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+            try:
+                with ws_connect(f"{base}/rooms/{_seg(room)}/live?{query}", additional_headers=headers,
+                                open_timeout=10, max_size=2**24) as socket:
+                    while True:
+                        try:
+                            text = socket.recv(timeout=idle_timeout_s)
+                        except TimeoutError:
+                            return
+                        message = json.loads(text)
+                        if "version" not in message:  # a refusal {code, message, field}; the close follows
+                            refusal = message
+                            continue
+                        if message["version"] < next_version:
+                            continue
+                        next_version = message["version"] + 1
+                        attempt = 0
+                        yield message
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd is not None else 1006
+                if code >= 4000:
+                    reason = refusal or _json_or_empty(closed.rcvd.reason if closed.rcvd else "")
+                    raise ApiError(code - 4000, str(reason.get("code", "refused")),
+                                   str(reason.get("message", "the live feed was refused")), reason.get("field"),
+                                   reason) from None
+                if not reconnect or (code not in RECONNECT_CLOSE_CODES and code != 1000):
+                    return
+                if code == 1000:
+                    return  # the server closed the feed normally
+            except (OSError, InvalidHandshake) as error:
+                if isinstance(error, InvalidStatus) and error.response.status_code not in RETRY_STATUSES:
+                    raise ApiError(error.response.status_code, "handshake_refused", str(error)) from None
+                if not reconnect or attempt >= self.retries:
+                    raise
+            self._sleep(attempt, None)
+            attempt += 1
+
+
+class Seat:
+    """A player's seat in a room: the token acts for it. ``answer``: the create/join answer (``seat_key``
+    when the server issues one, ``events``, ``version``)."""
+
+    def __init__(self, client: Client, room: str, player: str, token: str, answer: dict[str, Any]) -> None:
+        self.client = client
+        self.room = room
+        self.player = player
+        self.token = token
+        self.answer = answer
+
+    def __repr__(self) -> str:
+        return f"Seat(room={self.room!r}, player={self.player!r})"
+
+    @property
+    def seat_key(self) -> str | None:
+        return self.answer.get("seat_key")
+
+    def command(self, command: dict[str, Any] | msgspec.Struct, *, command_id: str | None = None) -> CommandResult:
+        """Send one of the room's rule-set commands (a dict with ``kind``, or the rule-set's Struct).
+
+        Refused by the rules: ApiError (422 with the rule's code). Retries reuse the command id, so the
+        server decides the command at most once (a duplicate answers ``duplicate: true``)."""
+        body = {"command": msgspec.to_builtins(command) if isinstance(command, msgspec.Struct) else command,
+                "command_id": command_id or new_command_id()}
+        return CommandResult.of(self.client.request("POST", f"/rooms/{_seg(self.room)}/commands",
+                                                    token=self.token, json_body=body))
+
+    def outcome(self, command_id: str) -> CommandResult:
+        """The outcome of a command sent earlier, by its id (ApiError 404 outcome_unknown: not decided yet)."""
+        return CommandResult.of(self.client.request(
+            "GET", f"/rooms/{_seg(self.room)}/commands/{_seg(command_id)}", token=self.token))
+
+    def end(self, reason: str = "ended by a player", *, command_id: str | None = None) -> CommandResult:
+        body = {"reason": reason, "command_id": command_id or new_command_id()}
+        return CommandResult.of(self.client.request("POST", f"/rooms/{_seg(self.room)}/end", token=self.token,
+                                                    json_body=body))
+
+    def view(self) -> dict[str, Any]:
+        """The room as this player may see it: the summary plus ``view`` (hidden values left out)."""
+        return self.client.request("GET", f"/rooms/{_seg(self.room)}/view", token=self.token)
+
+    def events(self, from_version: int = 1, limit: int | None = None) -> dict[str, Any]:
+        return self.client.events(self.room, token=self.token, from_version=from_version, limit=limit)
+
+    def scores(self) -> dict[str, int]:
+        return self.client.scores(self.room)
+
+    def summary(self) -> dict[str, Any]:
+        return self.client.room(self.room)
+
+    def follow(self, from_version: int = 1, *, idle_timeout_s: float | None = None,
+               reconnect: bool = True) -> Iterator[dict[str, Any]]:
+        return self.client.follow(self.room, token=self.token, from_version=from_version,
+                                  idle_timeout_s=idle_timeout_s, reconnect=reconnect)
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    with contextlib.suppress(TypeError, ValueError):
+        return max(0.0, float(response.headers.get("Retry-After")))
+    return None
+
+
+def _json_or_empty(text: str) -> dict[str, Any]:
+    with contextlib.suppress(ValueError):
+        value = json.loads(text)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def _error_of(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    return ApiError(response.status_code, str(body.get("code", f"http_{response.status_code}")),
+                    str(body.get("message", response.text[:300])), body.get("field"), body,
+                    _retry_after(response))

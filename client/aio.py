@@ -1,0 +1,228 @@
+"""The asyncio twin of ``almanac.client.Client``: the same calls, awaited (bots and services on an event loop).
+
+    from almanac.client.aio import AsyncClient
+
+    async with AsyncClient("http://127.0.0.1:8000") as client:
+        seat = await client.create_room("realm", "alice", options={"players": ["alice", "bob"]})
+        await seat.command({"kind": "end_turn"})
+        async for event in seat.follow(idle_timeout_s=5):
+            ...
+
+Retries, command ids, errors and the live feed's reconnection behave as in the synchronous client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import msgspec
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from almanac.client import (
+    RECONNECT_CLOSE_CODES,
+    RETRY_STATUSES,
+    ApiError,
+    CommandResult,
+    _error_of,
+    _json_or_empty,
+    _retry_after,
+    _seg,
+    new_command_id,
+)
+
+__all__ = ["AsyncClient", "AsyncSeat"]
+
+
+class AsyncClient:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0, retries: int = 6,
+                 max_backoff_s: float = 10.0, pending_wait_s: float = 60.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.retries = retries
+        self.max_backoff_s = max_backoff_s
+        self.pending_wait_s = pending_wait_s
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def _sleep(self, attempt: int, retry_after: float | None) -> None:
+        delay = (retry_after + random.uniform(0, 0.25) if retry_after is not None
+                 else min(self.max_backoff_s, 0.1 * 2**attempt) * random.uniform(0.5, 1.0))
+        await asyncio.sleep(min(delay, self.max_backoff_s))
+
+    async def request(self, method: str, path: str, *, token: str | None = None, json_body: Any = None,
+                      params: dict[str, Any] | None = None, expect: tuple[int, ...] = (200, 201),
+                      retry: bool = True) -> Any:
+        bearer = token if token is not None else self.token
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        attempt, pending_until = 0, 0.0
+        while True:
+            try:
+                response = await self.http.request(method, path, headers=headers, json=json_body, params=params)
+            except httpx.TransportError:
+                if not retry or attempt >= self.retries:
+                    raise
+                await self._sleep(attempt, None)
+                attempt += 1
+                continue
+            if response.status_code in RETRY_STATUSES and retry and attempt < self.retries:
+                await self._sleep(attempt, _retry_after(response))
+                attempt += 1
+                continue
+            if response.status_code == 202 and method.upper() == "POST":
+                if bearer:
+                    return await self._await_outcome(response.json(), bearer)
+                # A create or join (no token yet): the same body again, whose long command id gets the token
+                pending_until = pending_until or time.monotonic() + self.pending_wait_s
+                if time.monotonic() < pending_until:
+                    await self._sleep(min(attempt, 4), None)
+                    attempt += 1
+                    continue
+                raise _error_of(response)
+            if response.status_code not in expect:
+                raise _error_of(response)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                return response.json()
+            return response.text
+
+    async def _await_outcome(self, pending: dict[str, Any], token: str | None) -> dict[str, Any]:
+        deadline = time.monotonic() + self.pending_wait_s
+        attempt = 0
+        while True:
+            try:
+                return await self.request("GET", pending["outcome_url"], token=token)
+            except ApiError as error:
+                if error.code != "outcome_unknown" or time.monotonic() > deadline:
+                    raise
+            await self._sleep(min(attempt, 4), None)
+            attempt += 1
+
+    async def rulesets(self) -> list[dict[str, Any]]:
+        return (await self.request("GET", "/rulesets"))["rulesets"]
+
+    async def create_room(self, ruleset: str, player: str, *, room: str | None = None,
+                          options: dict[str, Any] | None = None, challenge: str | None = None, join: bool = True,
+                          command_id: str | None = None) -> AsyncSeat:
+        body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
+                                "command_id": command_id or new_command_id()}
+        for name, value in (("room", room), ("options", options), ("challenge", challenge)):
+            if value is not None:
+                body[name] = value
+        answer = await self.request("POST", "/rooms", json_body=body, token="")
+        return AsyncSeat(self, answer["room"], player, answer["token"], answer)
+
+    async def join(self, room: str, player: str, *, command_id: str | None = None) -> AsyncSeat:
+        answer = await self.request("POST", f"/rooms/{_seg(room)}/join", token="",
+                                    json_body={"player": player, "command_id": command_id or new_command_id()})
+        return AsyncSeat(self, room, player, answer["token"], answer)
+
+    async def reclaim_seat(self, room: str, player: str, seat_key: str) -> AsyncSeat:
+        answer = await self.request("POST", f"/rooms/{_seg(room)}/seat", token="",
+                                    json_body={"player": player, "seat_key": seat_key})
+        return AsyncSeat(self, room, player, answer["token"], {**answer, "seat_key": seat_key})
+
+    def seat(self, room: str, player: str, token: str) -> AsyncSeat:
+        return AsyncSeat(self, room, player, token, {})
+
+    async def room(self, room: str) -> dict[str, Any]:
+        return await self.request("GET", f"/rooms/{_seg(room)}")
+
+    async def scores(self, room: str) -> dict[str, int]:
+        return (await self.request("GET", f"/rooms/{_seg(room)}/scores"))["scores"]
+
+    async def state(self, room: str, *, token: str | None = None, version: int | None = None) -> dict[str, Any]:
+        params = {"version": version} if version is not None else None
+        return await self.request("GET", f"/rooms/{_seg(room)}/state", token=token, params=params)
+
+    async def follow(self, room: str, *, token: str | None = None, from_version: int = 1,
+                     idle_timeout_s: float | None = None, reconnect: bool = True) -> AsyncIterator[dict[str, Any]]:
+        """As ``Client.follow``: each version once, in order, reconnecting from the last seen + 1."""
+        bearer = token if token is not None else self.token
+        base = "ws" + self.url[len("http"):] if self.url.startswith("http") else self.url
+        next_version, attempt, refusal = from_version, 0, {}
+        while True:
+            headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+            try:
+                async with ws_connect(f"{base}/rooms/{_seg(room)}/live?{urlencode({'from_version': next_version})}",
+                                      additional_headers=headers, open_timeout=10, max_size=2**24) as socket:
+                    while True:
+                        try:
+                            text = await asyncio.wait_for(socket.recv(), idle_timeout_s)
+                        except TimeoutError:
+                            return
+                        message = json.loads(text)
+                        if "version" not in message:
+                            refusal = message
+                            continue
+                        if message["version"] < next_version:
+                            continue
+                        next_version, attempt = message["version"] + 1, 0
+                        yield message
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd is not None else 1006
+                if code >= 4000:
+                    reason = refusal or _json_or_empty(closed.rcvd.reason if closed.rcvd else "")
+                    raise ApiError(code - 4000, str(reason.get("code", "refused")),
+                                   str(reason.get("message", "the live feed was refused")), reason.get("field"),
+                                   reason) from None
+                if not reconnect or code not in RECONNECT_CLOSE_CODES:
+                    return
+            except (OSError, InvalidHandshake) as error:
+                if isinstance(error, InvalidStatus) and error.response.status_code not in RETRY_STATUSES:
+                    raise ApiError(error.response.status_code, "handshake_refused", str(error)) from None
+                if not reconnect or attempt >= self.retries:
+                    raise
+            await self._sleep(attempt, None)
+            attempt += 1
+
+
+class AsyncSeat:
+    def __init__(self, client: AsyncClient, room: str, player: str, token: str, answer: dict[str, Any]) -> None:
+        self.client = client
+        self.room = room
+        self.player = player
+        self.token = token
+        self.answer = answer
+
+    @property
+    def seat_key(self) -> str | None:
+        return self.answer.get("seat_key")
+
+    async def command(self, command: dict[str, Any] | msgspec.Struct, *, command_id: str | None = None) -> CommandResult:
+        body = {"command": msgspec.to_builtins(command) if isinstance(command, msgspec.Struct) else command,
+                "command_id": command_id or new_command_id()}
+        return CommandResult.of(await self.client.request("POST", f"/rooms/{_seg(self.room)}/commands",
+                                                          token=self.token, json_body=body))
+
+    async def end(self, reason: str = "ended by a player", *, command_id: str | None = None) -> CommandResult:
+        return CommandResult.of(await self.client.request(
+            "POST", f"/rooms/{_seg(self.room)}/end", token=self.token,
+            json_body={"reason": reason, "command_id": command_id or new_command_id()}))
+
+    async def view(self) -> dict[str, Any]:
+        return await self.client.request("GET", f"/rooms/{_seg(self.room)}/view", token=self.token)
+
+    async def events(self, from_version: int = 1) -> dict[str, Any]:
+        return await self.client.request("GET", f"/rooms/{_seg(self.room)}/events", token=self.token,
+                                         params={"from_version": from_version})
+
+    def follow(self, from_version: int = 1, *, idle_timeout_s: float | None = None,
+               reconnect: bool = True) -> AsyncIterator[dict[str, Any]]:
+        return self.client.follow(self.room, token=self.token, from_version=from_version,
+                                  idle_timeout_s=idle_timeout_s, reconnect=reconnect)

@@ -1,0 +1,148 @@
+"""The commitment chain and checkpoints (docs/bundle-format.md): hiding per-event commitments, their head, and
+the Ed25519-signed checkpoint message. Pure: the secrets and keys are passed in."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from almanac.events.envelope import Envelope
+from almanac.events.hashing import canonical_bytes
+
+SCHEME = "almanac-commit-v1"
+HEAD_0 = bytes(32)
+_ROOM_KEY = b"almanac/room-key/v1\0"
+_SALT = b"almanac/salt/v1\0"
+_EVENT = b"almanac/event/v1\0"
+_HEAD = b"almanac/head/v1\0"
+_CHECKPOINT = b"almanac/checkpoint/v1\0"
+CHECKPOINT_FIELDS = ("room", "version", "head", "kid", "sig")
+_HEX = re.compile(r"[0-9a-f]*")
+
+
+def event_body(envelope: Envelope) -> bytes:
+    """``body_v``: the bytes both chains cover (every field but the two hashes), canonical msgpack."""
+    return canonical_bytes((envelope.room, envelope.version, envelope.ruleset, envelope.type, envelope.payload,
+                            envelope.command_id, envelope.player, envelope.server_time_ms))
+
+
+def room_key(commit_secret: bytes, room: str) -> bytes:
+    return hmac.new(commit_secret, _ROOM_KEY + room.encode(), hashlib.sha256).digest()
+
+
+def salt(key: bytes, version: int) -> bytes:
+    return hmac.new(key, _SALT + version.to_bytes(8, "big"), hashlib.sha256).digest()
+
+
+def commitment(salt_v: bytes, body: bytes) -> bytes:
+    return hashlib.sha256(_EVENT + salt_v + body).digest()
+
+
+def next_head(head: bytes, commitment_v: bytes) -> bytes:
+    return hashlib.sha256(_HEAD + head + commitment_v).digest()
+
+
+def advance_head(key: bytes, head: bytes, envelopes: Iterable[Envelope]) -> bytes:
+    """The head after ``envelopes`` (consecutive, following ``head``) of the room whose key is ``key``."""
+    for envelope in envelopes:
+        head = next_head(head, commitment(salt(key, envelope.version), event_body(envelope)))
+    return head
+
+
+def heads(key: bytes, envelopes: Iterable[Envelope]) -> list[bytes]:
+    """``head_1 .. head_N`` of a room's envelopes from version 1."""
+    result: list[bytes] = []
+    head = HEAD_0
+    for envelope in envelopes:
+        head = next_head(head, commitment(salt(key, envelope.version), event_body(envelope)))
+        result.append(head)
+    return result
+
+
+def checkpoint_message(room: str, version: int, head: bytes) -> bytes:
+    encoded = room.encode()
+    return _CHECKPOINT + len(encoded).to_bytes(2, "big") + encoded + version.to_bytes(8, "big") + head
+
+
+def key_id(public_key: bytes) -> str:
+    return hashlib.sha256(public_key).hexdigest()[:16]
+
+
+def _is_hex(value: Any, length: int) -> bool:
+    return isinstance(value, str) and len(value) == length and _HEX.fullmatch(value) is not None
+
+
+def checkpoint_problem(checkpoint: Any) -> str | None:
+    """Why ``checkpoint`` is not a well-formed checkpoint (None when it is)."""
+    if not isinstance(checkpoint, Mapping):
+        return "a checkpoint is an object"
+    unknown = sorted(set(checkpoint) - set(CHECKPOINT_FIELDS))
+    if unknown:
+        return f"unknown fields {unknown}"
+    missing = [name for name in CHECKPOINT_FIELDS if name not in checkpoint]
+    if missing:
+        return f"missing {missing}"
+    room, version = checkpoint["room"], checkpoint["version"]
+    if not isinstance(room, str) or not 0 < len(room.encode()) < 65_536:
+        return "room is not a room id"
+    if type(version) is not int or not 1 <= version < 2**63:
+        return "version is not a positive integer"
+    for name, length in (("head", 64), ("kid", 16), ("sig", 128)):
+        if not _is_hex(checkpoint[name], length):
+            return f"{name} is not {length} lowercase hex characters"
+    return None
+
+
+def key_set_problem(document: Any) -> str | None:
+    """Why ``document`` is not a key set (docs/bundle-format.md section 3)."""
+    if not isinstance(document, Mapping) or document.get("format") != "almanac-keys":
+        return "not an almanac-keys document"
+    if document.get("format_version") != 1:
+        return f"key set format_version {document.get('format_version')!r} is not 1"
+    keys = document.get("keys")
+    if not isinstance(keys, list) or not keys:
+        return "the key set has no keys"
+    for entry in keys:
+        if not isinstance(entry, Mapping) or entry.get("alg") != "Ed25519" or not _is_hex(entry.get("public_key"), 64):
+            return "a key is not {kid, alg: Ed25519, public_key: 64 hex}"
+        if entry.get("kid") != key_id(bytes.fromhex(entry["public_key"])):
+            return f"key {entry.get('kid')!r} is not the id of its public key"
+    return None
+
+
+def trusted_keys(document: Mapping) -> dict[str, bytes]:
+    """kid -> raw public key of a well-formed key set (active and retired keys both verify)."""
+    return {entry["kid"]: bytes.fromhex(entry["public_key"]) for entry in document["keys"]}
+
+
+def signature_valid(public_key: bytes, checkpoint: Mapping) -> bool:
+    """Whether ``checkpoint`` (well-formed) is signed by ``public_key``."""
+    message = checkpoint_message(checkpoint["room"], checkpoint["version"], bytes.fromhex(checkpoint["head"]))
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(bytes.fromhex(checkpoint["sig"]), message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def checkpoint_label(checkpoint: Any) -> str:
+    if isinstance(checkpoint, Mapping):
+        return f"{checkpoint.get('room')}@{checkpoint.get('version')} kid {checkpoint.get('kid')}"
+    return repr(checkpoint)[:60]
+
+
+def read_checkpoint_file(document: Any) -> tuple[list[Any], Mapping | None]:
+    """The checkpoints and the key set (if any) of a checkpoint file (or a bare list of checkpoints)."""
+    if isinstance(document, list):
+        return document, None
+    if isinstance(document, Mapping) and document.get("format") == "almanac-checkpoints":
+        checkpoints = document.get("checkpoints")
+        keys = document.get("keys")
+        return (checkpoints if isinstance(checkpoints, list) else [checkpoints]), keys
+    raise ValueError("not a checkpoint file (an almanac-checkpoints document or a JSON list of checkpoints)")

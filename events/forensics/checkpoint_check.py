@@ -1,0 +1,103 @@
+"""The bundle verifier's commitment-chain step: recompute every head from the chain's envelopes and their salts,
+then check that the history passes through each signed checkpoint a player holds (docs/bundle-format.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from almanac.events import commitments as cm
+from almanac.events.envelope import Envelope
+
+
+class CheckpointFailure(Exception):
+    """A contradiction: ``detail`` says what, ``version`` where, ``recorded``/``recomputed`` the two sides."""
+
+    def __init__(self, detail: str, version: int | None = None, recorded: Any = None, recomputed: Any = None,
+                 sides: tuple[str, str] = ("checkpoint", "recomputed")) -> None:
+        super().__init__(detail)
+        self.detail, self.version, self.recorded, self.recomputed, self.sides = detail, version, recorded, recomputed, sides
+
+
+def commitment_heads(bundle: Mapping, chain: list[Envelope | None]) -> list[bytes] | None:
+    """``head_1 .. head_N`` of the bundle's chain from its ``commitments`` section; None when it has none.
+
+    ``chain[v-1]`` is envelope v, or None for an event hidden from the bundle's reader (then its commitment is
+    given instead of its salt)."""
+    section = bundle.get("commitments")
+    if section is None:
+        return None
+    if not isinstance(section, Mapping) or section.get("scheme") != cm.SCHEME:
+        raise CheckpointFailure(f"the commitments section is not scheme {cm.SCHEME!r}")
+    key_hex = section.get("room_key")
+    given: dict[int, tuple[str, bytes]] = {}
+    if key_hex is not None:
+        if not isinstance(key_hex, str) or len(key_hex) != 64:
+            raise CheckpointFailure("room_key is not 64 hex characters")
+        key = bytes.fromhex(key_hex)
+    else:
+        key = None
+        entries = section.get("events")
+        if not isinstance(entries, list) or len(entries) != len(chain):
+            raise CheckpointFailure("without room_key, commitments.events must list every version of the chain")
+        for expected, entry in enumerate(entries, start=1):
+            if not isinstance(entry, Mapping) or entry.get("version") != expected or len(entry) != 2:
+                raise CheckpointFailure(f"commitments.events entry {expected} is not {{version, salt | commitment}}",
+                                        expected)
+            kind = "salt" if "salt" in entry else "commitment"
+            value = entry.get(kind)
+            if not isinstance(value, str) or len(value) != 64:
+                raise CheckpointFailure(f"commitments.events entry {expected}: {kind} is not 64 hex characters", expected)
+            given[expected] = (kind, bytes.fromhex(value))
+    head = cm.HEAD_0
+    result: list[bytes] = []
+    for version, envelope in enumerate(chain, start=1):
+        if key is not None:
+            if envelope is None:
+                raise CheckpointFailure("an event is missing from the chain", version)
+            c = cm.commitment(cm.salt(key, version), cm.event_body(envelope))
+        else:
+            kind, value = given[version]
+            if envelope is None and kind == "commitment":
+                c = value
+            elif envelope is not None and kind == "salt":
+                c = cm.commitment(value, cm.event_body(envelope))
+            else:
+                raise CheckpointFailure("a shown event needs its salt and a hidden one its commitment", version)
+        head = cm.next_head(head, c)
+        result.append(head)
+    return result
+
+
+def trusted(keys: Any) -> dict[str, bytes]:
+    problem = cm.key_set_problem(keys)
+    if problem is not None:
+        raise CheckpointFailure(f"the key set is not usable: {problem}")
+    return cm.trusted_keys(keys)
+
+
+def check_checkpoints(room: str, heads: list[bytes], checkpoints: list[Any], keys: dict[str, bytes]) -> None:
+    """Every checkpoint is well formed, of ``room``, within the chain, on its head and signed by a trusted key."""
+    for checkpoint in checkpoints:
+        label = cm.checkpoint_label(checkpoint)
+        problem = cm.checkpoint_problem(checkpoint)
+        if problem is not None:
+            raise CheckpointFailure(f"checkpoint {label} is malformed: {problem}")
+        version = checkpoint["version"]
+        if checkpoint["kid"] not in keys:
+            raise CheckpointFailure(f"checkpoint {label} is signed by key {checkpoint['kid']}, which is not in the "
+                                    f"trusted key set ({', '.join(sorted(keys))})", version)
+        if not cm.signature_valid(keys[checkpoint["kid"]], checkpoint):
+            raise CheckpointFailure(f"checkpoint {label}: the signature is not valid (forged or altered)", version)
+        if checkpoint["room"] != room:
+            raise CheckpointFailure(f"checkpoint {label} is of room {checkpoint['room']!r}, not of this bundle's "
+                                    f"room {room!r}", version, recorded=checkpoint["room"], recomputed=room,
+                                    sides=("checkpoint", "bundle"))
+        if version > len(heads):
+            raise CheckpointFailure(f"checkpoint {label}: the bundle's chain ends at version {len(heads)}, before the "
+                                    "checkpoint (truncated or rolled back)", version,
+                                    recorded=version, recomputed=len(heads), sides=("checkpoint", "bundle ends at"))
+        if heads[version - 1].hex() != checkpoint["head"]:
+            raise CheckpointFailure(f"checkpoint {label}: the bundle's history does not pass through it (an event "
+                                    f"at or before version {version} differs from what was signed)", version,
+                                    recorded=checkpoint["head"], recomputed=heads[version - 1].hex())

@@ -1,0 +1,203 @@
+"""Signed checkpoints (docs/bundle-format.md): the deployment's Ed25519 keys and commitment secret, the key set
+document, and each room's commitment head kept up to date in memory so that signing an answer costs one
+HMAC and two SHA-256 per new event plus one Ed25519 signature."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections import OrderedDict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from almanac.events import commitments as cm
+from almanac.events.envelope import Envelope
+
+SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data directory
+COMMIT_SECRET_FILE = "commit-secret"  # hex 32 bytes, mode 0600
+RECENT_HEADS = 64  # heads kept per room (an answer may name a version a few commands back)
+MAX_ROOMS = 20_000  # rooms whose heads are kept (least recently used dropped; they are derivable again)
+
+
+def _file_secret(data_dir: str, name: str) -> str:
+    """The hex secret kept in ``data_dir/name``, generated (32 random bytes) the first time; O_EXCL: two
+    processes racing both end with the winner's."""
+    path = Path(data_dir) / name
+    try:
+        existing = path.read_text().strip()
+        if existing:
+            return existing
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):
+            text = path.read_text().strip()
+            if text:
+                return text
+            import time  # noqa: PLC0415
+
+            time.sleep(0.01)
+        raise RuntimeError(f"{path} stays empty; delete it or set the setting") from None
+    fresh = secrets.token_hex(32)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(fresh + "\n")
+    return fresh
+
+
+def _hex32(text: str, what: str) -> bytes:
+    try:
+        value = bytes.fromhex(text.strip())
+    except ValueError:
+        value = b""
+    if len(value) != 32:
+        raise ValueError(f"{what} must be 64 hex characters (32 bytes)")
+    return value
+
+
+def public_bytes(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+class KeyRing:
+    """The active signing key, the retired ones still published, and the key set document."""
+
+    def __init__(self, seeds: list[bytes], retired_public: Iterable[bytes] = ()) -> None:
+        if not seeds:
+            raise ValueError("a key ring needs at least one signing key")
+        self.keys = [Ed25519PrivateKey.from_private_bytes(seed) for seed in seeds]
+        self.active = self.keys[0]
+        publics = [public_bytes(key.public_key()) for key in self.keys] + list(retired_public)
+        self.kid = cm.key_id(publics[0])
+        seen: dict[str, bytes] = {}
+        for public in publics:
+            seen.setdefault(cm.key_id(public), public)
+        self.document = {
+            "format": "almanac-keys", "format_version": 1, "active": self.kid,
+            "keys": [{"kid": kid, "alg": "Ed25519", "public_key": public.hex(),
+                      "status": "active" if kid == self.kid else "retired"} for kid, public in seen.items()],
+        }
+
+    def sign(self, room: str, version: int, head: bytes) -> dict[str, Any]:
+        sig = self.active.sign(cm.checkpoint_message(room, version, head))
+        return {"room": room, "version": version, "head": head.hex(), "kid": self.kid, "sig": sig.hex()}
+
+
+def key_ring(settings: Any) -> KeyRing:
+    """The deployment's keys from settings (ALMANAC_SIGNING_KEYS, ALMANAC_RETIRED_PUBLIC_KEYS), else the one
+    generated into the data directory."""
+    configured = [part for part in settings.signing_keys.split(",") if part.strip()]
+    seeds = [_hex32(part, "ALMANAC_SIGNING_KEYS entries") for part in configured] or \
+        [_hex32(_file_secret(settings.data_dir, SIGNING_KEY_FILE), SIGNING_KEY_FILE)]
+    retired = [_hex32(part, "ALMANAC_RETIRED_PUBLIC_KEYS entries")
+               for part in settings.retired_public_keys.split(",") if part.strip()]
+    return KeyRing(seeds, retired)
+
+
+def commit_secret(settings: Any) -> bytes:
+    return _hex32(settings.commit_secret or _file_secret(settings.data_dir, COMMIT_SECRET_FILE), "ALMANAC_COMMIT_SECRET")
+
+
+class Checkpointer:
+    """Signs checkpoints; keeps each room's recent commitment heads (derivable: dropped ones are recomputed
+    from the stored envelopes)."""
+
+    def __init__(self, ring: KeyRing, secret: bytes, max_rooms: int = MAX_ROOMS) -> None:
+        self.ring = ring
+        self.secret = secret
+        self.max_rooms = max_rooms
+        self._heads: OrderedDict[str, dict[int, bytes]] = OrderedDict()
+        self._keys: dict[str, bytes] = {}
+        self._signed: dict[str, dict[str, Any]] = {}  # the latest checkpoint signed per room (views repeat it)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Checkpointer:
+        return cls(key_ring(settings), commit_secret(settings))
+
+    def room_key(self, room: str) -> bytes:
+        key = self._keys.get(room)
+        if key is None:
+            if len(self._keys) >= self.max_rooms:
+                self._keys.clear()
+            key = self._keys[room] = cm.room_key(self.secret, room)
+        return key
+
+    def _remember(self, room: str, version: int, head: bytes) -> None:
+        recent = self._heads.get(room)
+        if recent is None:
+            recent = self._heads[room] = {}
+            if len(self._heads) > self.max_rooms:
+                dropped, _ = self._heads.popitem(last=False)
+                self._signed.pop(dropped, None)
+        else:
+            self._heads.move_to_end(room)
+        recent[version] = head
+        if len(recent) > RECENT_HEADS:
+            del recent[min(recent)]
+
+    async def head(self, store: Any, room: str, version: int, envelopes: Iterable[Envelope] = ()) -> bytes:
+        """``head_version`` of ``room``: from memory, advanced with ``envelopes`` (those the caller already has),
+        reading from ``store`` only the versions neither covers."""
+        recent = self._heads.get(room, {})
+        if version in recent:
+            return recent[version]
+        start, head = max(((v, h) for v, h in recent.items() if v < version), default=(0, cm.HEAD_0))
+        have = {envelope.version: envelope for envelope in envelopes}
+        wanted = range(start + 1, version + 1)
+        if all(v in have for v in wanted):
+            chain = [have[v] for v in wanted]
+        else:  # a version this process has not seen (another gateway's command, a restart): the stream has it
+            chain = await store.read(room, start + 1, version)
+            if len(chain) != version - start:
+                raise LookupError(f"room {room!r} has no version {version}")
+        key = self.room_key(room)
+        for envelope in chain:
+            head = cm.next_head(head, cm.commitment(cm.salt(key, envelope.version), cm.event_body(envelope)))
+            self._remember(room, envelope.version, head)
+        return head
+
+    async def checkpoint(self, store: Any, room: str, version: int,
+                         envelopes: Iterable[Envelope] = ()) -> dict[str, Any] | None:
+        """The signed checkpoint of ``room`` at ``version`` (None for a room with no events)."""
+        if version < 1:
+            return None
+        signed = self._signed.get(room)
+        if signed is not None and signed["version"] == version:
+            return signed
+        head = await self.head(store, room, version, envelopes)
+        signed = self.ring.sign(room, version, head)
+        self._signed[room] = signed
+        return signed
+
+    def openings(self, room: str) -> dict[str, Any]:
+        """A bundle's ``commitments`` section for an auditor: the room key opens every salt."""
+        return {"scheme": cm.SCHEME, "room_key": self.room_key(room).hex()}
+
+
+async def player_checkpoints(checkpointer: Checkpointer, store: Any, room: str, player: str | None) -> dict[str, Any]:
+    """A checkpoint file (docs/bundle-format.md 2.1) of ``room``: the checkpoint at the last version of each of
+    ``player``'s commands (what their accepted answers carried; every command when ``player`` is None) and at the
+    room's head, with the key set."""
+    envelopes = await store.read(room, 1, None)
+    if not envelopes:
+        raise LookupError(f"room {room!r} does not exist")
+    key = checkpointer.room_key(room)
+    heads = cm.heads(key, envelopes)
+    last_of: dict[str, int] = {}
+    for envelope in envelopes:
+        if player is None or envelope.player == player:
+            last_of[envelope.command_id] = envelope.version
+    versions = sorted(set(last_of.values()) | {len(envelopes)})
+    return {"format": "almanac-checkpoints", "format_version": 1, "keys": checkpointer.ring.document,
+            "checkpoints": [checkpointer.ring.sign(room, v, heads[v - 1]) for v in versions]}
+
+
+def new_signing_seed() -> str:
+    """A fresh Ed25519 seed (hex) for ALMANAC_SIGNING_KEYS (rotation: put it first, keep the old ones after it)."""
+    return secrets.token_hex(32)

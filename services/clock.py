@@ -1,0 +1,302 @@
+"""The clock of a shard: keeps each room's earliest deadline in Redis and sends its timeout command when due.
+
+Run by whoever holds the shard's engine lease (``services.engine.worker.Engine`` starts one over its held
+shards). Two steps per round and shard:
+
+- ``track``: read the shard feed from the clock's cursor; for each room that moved, fold its state and ask
+  its rule-set (``RuleSet.deadlines``, pure) for the deadlines it names; keep the earliest in a sorted set
+  ``Keys.deadlines(shard)`` (room -> due ms) with its command in ``Keys.deadline_commands(shard)``, and move
+  the cursor in the same transaction. A room with no deadline leaves both.
+- ``fire``: for every deadline due, one script (one slot: the shard's) removes it and appends its command
+  to the shard's command stream, only if the deadline is still the one read. The command is an ordinary
+  recorded command whose id is derived from (room, deadline key, seat): a second clock (a lease that
+  lapsed) or a retry after a crash sends the same id, which the engine's dedupe answers with the first
+  outcome. Removal and append are one step: a clock killed anywhere either sent it or left it pending.
+
+Everything the clock keeps is in Redis under the shard's hash tag, so a Cluster failover keeps it (as it
+keeps the shard's log); a lost cursor or a feed trimmed past it makes the clock read every room of the shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable
+
+import msgspec
+import redis.asyncio as aioredis
+
+from almanac.events import codec, registry
+from almanac.events.room import RoomState
+from almanac.events.ruleset import Deadline
+from almanac.events.step import CommandRecord, replay
+from almanac.services.logging import get_logger
+from almanac.storage.base import EventStore
+from almanac.storage.keys import Keys
+from almanac.storage.loader import RoomLoader
+
+_log = get_logger("almanac.clock")
+
+# KEYS: 1 the shard's deadlines (zset), 2 their commands (hash), 3 the shard's command stream.
+# ARGV: pairs (room, the command data read with it, the record to append). Only a deadline still the one
+# read is removed and sent: a clock that lost the race, or read before the tracker replaced it, sends nothing.
+FIRE_SCRIPT = """
+local sent = 0
+for i = 1, #ARGV, 3 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    redis.call('XADD', KEYS[3], '*', '__data__', ARGV[i + 2])
+    sent = sent + 1
+  end
+end
+return sent
+"""
+
+
+class _Pending(msgspec.Struct, array_like=True, frozen=True):
+    key: str
+    due_ms: int
+    player: str
+    command: dict
+
+
+_PENDING = msgspec.msgpack.Decoder(_Pending)
+
+
+def deadline_command_id(room: str, key: str, player: str) -> str:
+    """The id every clock gives a deadline's command: the same deadline is one command, decided once."""
+    digest = hashlib.sha256(f"{room}\x00{key}\x00{player}".encode()).hexdigest()[:32]
+    return f"clock-{digest}"
+
+
+def earliest(state: RoomState | None) -> Deadline | None:
+    """The earliest deadline the room's rule-set names in its state (None: none, or the room ended)."""
+    if state is None or state.ended or state.game is None or state.fork is not None:
+        return None
+    try:
+        manifest = registry.at(state.ruleset, state.ruleset_version)
+    except Exception:  # noqa: BLE001 - rules not installed on this node: no deadline known here
+        return None
+    if manifest.deadlines is None:
+        return None
+    found = manifest.deadlines(state.game, state.players)
+    return min(found, key=lambda d: (d.due_ms, d.key)) if found else None
+
+
+UNTIMED_LIMIT = 100_000
+
+
+def _untimed(state: RoomState) -> bool:
+    """Whether the room's rules name no deadlines at all (its rule-set and version never change)."""
+    try:
+        return registry.at(state.ruleset, state.ruleset_version).deadlines is None
+    except Exception:  # noqa: BLE001 - rules not installed here: looked at again next time
+        return False
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Clock:
+    """The deadlines of the shards its owner holds (``shards()``), tracked and fired every ``interval_s``."""
+
+    def __init__(self, client, keys: Keys, store: EventStore, now_ms: Callable[[], int] = wall_ms,
+                 batch: int = 1000, cache_size: int = 10_000) -> None:
+        self.client = client
+        self.keys = keys
+        self.store = store
+        self.now_ms = now_ms
+        self.batch = batch
+        self.loader = RoomLoader(store, cache_size)
+        self._fire = client.register_script(FIRE_SCRIPT)
+        self._single = isinstance(client, aioredis.Redis)
+        self.fired = 0
+        self.tracked = 0
+        self._untimed: set[str] = set()  # rooms whose rule-set names no deadlines
+        # shard -> the feed entry id read up to, while the shard is held (read from Redis when taken again)
+        self._cursors: dict[int, str] = {}
+
+    # --- tracking ------------------------------------------------------------------------------
+
+    async def _state(self, room: str, version: int) -> RoomState | None:
+        cached = self.loader.cached(room)
+        if cached is not None and cached[0].version >= version:
+            return cached[0]
+        if cached is not None:
+            tail = await self.store.read(room, cached[0].version + 1)
+            state = replay(tail, cached[0])
+            if state is not None and tail:
+                self.loader.remember(room, state, tail[-1].hash)
+            return state
+        state, _ = await self.loader.load(room)
+        return state
+
+    async def _set(self, shard: int, rooms: dict[str, int], cursor: str | None) -> None:
+        """Write the earliest deadline of each room (at least at its version) and the cursor, in one go."""
+        due_key, commands_key = self.keys.deadlines(shard), self.keys.deadline_commands(shard)
+        # One transaction on one Redis (the cursor moves with the deadlines); a Cluster pipeline sends them in
+        # order on the shard's node (all one slot). Either way a repeat is harmless: tracking is idempotent.
+        pipe = self.client.pipeline(transaction=self._single)
+        for room, version in rooms.items():
+            if room in self._untimed:
+                continue  # its rules name no deadlines: nothing to fold (most rooms of most games)
+            state = await self._state(room, version)
+            if state is not None and _untimed(state):
+                if len(self._untimed) >= UNTIMED_LIMIT:
+                    self._untimed.clear()
+                self._untimed.add(room)
+                self.loader.forget(room)
+            deadline = earliest(state)
+            if deadline is None:
+                pipe.zrem(due_key, room)
+                pipe.hdel(commands_key, room)
+            else:
+                data = codec.encode(_Pending(deadline.key, deadline.due_ms, deadline.player, deadline.command))
+                pipe.hset(commands_key, room, data)
+                pipe.zadd(due_key, {room: deadline.due_ms})
+        if cursor is not None:
+            pipe.set(self.keys.clock_cursor(shard), cursor)
+        await pipe.execute()
+        self.tracked += len(rooms)
+
+    async def _cursor(self, shard: int) -> str | None:
+        """Where the clock reads the shard's feed from: its own cursor, or None (read every room: a first
+        start, a cursor lost, or a feed trimmed past it)."""
+        cursor = self._cursors.get(shard)
+        if cursor is not None:
+            return cursor
+        raw = await self.client.get(self.keys.clock_cursor(shard))
+        cursor = raw.decode() if isinstance(raw, bytes) else raw
+        first = await self.client.xrange(self.keys.feed(shard), count=1)
+        if first and cursor is not None and _older(cursor, first[0][0]):
+            return None  # the feed was trimmed past the cursor: what moved meanwhile is unknown
+        return cursor
+
+    async def track(self, shard: int, entries: list | None = None) -> int:
+        """Bring the shard's deadlines up to its feed (``entries``: its first read, already made); the
+        number of rooms looked at."""
+        feed = self.keys.feed(shard)
+        cursor = await self._cursor(shard)
+        if cursor is None:
+            looked = await self._rescan(shard)
+            self._cursors.pop(shard, None)
+            return looked
+        looked = 0
+        while True:
+            if entries is None:
+                reply = await self.client.xread({feed: cursor}, count=self.batch)
+                entries = reply[0][1] if reply else []
+            if not entries:
+                self._cursors[shard] = cursor
+                return looked
+            rooms: dict[str, int] = {}
+            for _, fields in entries:
+                room = fields[b"r"].decode()
+                rooms[room] = max(rooms.get(room, 0), int(fields[b"l"]))
+            cursor = entries[-1][0].decode()
+            await self._set(shard, rooms, cursor)
+            looked += len(rooms)
+            if len(entries) < self.batch:
+                self._cursors[shard] = cursor
+                return looked
+            entries = None
+
+    async def _rescan(self, shard: int) -> int:
+        """Every room of the shard, from the feed's current end (a first start, or a cursor lost)."""
+        last = await self.client.xrevrange(self.keys.feed(shard), count=1)
+        cursor = last[0][0].decode() if last else "0-0"
+        looked = 0
+        rooms: dict[str, int] = {}
+        async for member in self.client.sscan_iter(self.keys.rooms(shard), count=self.batch):
+            rooms[member.decode()] = 0
+            if len(rooms) >= self.batch:
+                await self._set(shard, rooms, None)
+                looked += len(rooms)
+                rooms = {}
+        await self._set(shard, rooms, cursor)
+        _log.info("clock.rescanned", shard=shard, rooms=looked + len(rooms))
+        return looked + len(rooms)
+
+    # --- firing --------------------------------------------------------------------------------
+
+    async def fire(self, shard: int) -> int:
+        """Send every due deadline's command of the shard (once); the number sent."""
+        due_key, commands_key = self.keys.deadlines(shard), self.keys.deadline_commands(shard)
+        sent = 0
+        while True:
+            now = self.now_ms()
+            due = await self.client.zrangebyscore(due_key, "-inf", now, start=0, num=self.batch)
+            if not due:
+                return sent
+            datas = await self.client.hmget(commands_key, due)
+            args: list = []
+            for member, data in zip(due, datas, strict=True):
+                if data is None:
+                    continue
+                pending = _PENDING.decode(data)
+                room = member.decode()
+                record = CommandRecord(
+                    command_id=deadline_command_id(room, pending.key, pending.player), room=room,
+                    player=pending.player, server_time_ms=max(now, pending.due_ms), body=pending.command)
+                args += [room, data, codec.encode(record)]
+            if not args:
+                return sent
+            count = int(await self._fire(keys=[due_key, commands_key, self.keys.shard_commands(shard)], args=args))
+            sent += count
+            self.fired += count
+            if len(due) < self.batch:
+                return sent
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def tick(self, shards: list[int]) -> int:
+        """One round over ``shards``: a single pipelined look at every shard's feed and due deadlines, then
+        the work for the shards where something moved or fell due; the number of commands sent."""
+        for shard in list(self._cursors):
+            if shard not in shards:
+                del self._cursors[shard]  # given up: whoever holds it now moves its cursor
+        cursors = {shard: await self._cursor(shard) for shard in shards if shard not in self._cursors}
+        now = self.now_ms()
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            cursor = self._cursors.get(shard) or cursors.get(shard)
+            pipe.xread({self.keys.feed(shard): cursor or "0-0"}, count=self.batch)
+            pipe.zrangebyscore(self.keys.deadlines(shard), "-inf", now, start=0, num=1)
+        replies = await pipe.execute()
+        sent = 0
+        for index, shard in enumerate(shards):
+            read, due = replies[2 * index], replies[2 * index + 1]
+            if shard in cursors and cursors[shard] is None:
+                await self.track(shard)  # read every room
+            elif read:
+                if shard in cursors:
+                    self._cursors[shard] = cursors[shard]  # type: ignore[assignment]
+                await self.track(shard, read[0][1])
+            elif shard in cursors:
+                self._cursors[shard] = cursors[shard]  # type: ignore[assignment]
+            if due or read or shard in cursors:
+                sent += await self.fire(shard)
+        return sent
+
+    async def run(self, shards: Callable[[], list[int]], stopping: asyncio.Event, interval_s: float = 0.1) -> None:
+        """Tick over ``shards()`` (the leases held now) until ``stopping``; errors are logged and retried."""
+        while not stopping.is_set():
+            try:
+                await self.tick(list(shards()))
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - Redis away or failing over: the deadlines wait in it
+                _log.warning("clock.round_failed", error=f"{type(error).__name__}: {error}")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stopping.wait(), interval_s)
+
+
+def _older(cursor: str, first: bytes | str) -> bool:
+    """Whether feed entry id ``cursor`` is before ``first`` with entries between lost (ids ``ms-seq``)."""
+    first_id = first.decode() if isinstance(first, bytes) else first
+    a, b = (tuple(int(part) for part in x.split("-")) for x in (cursor, first_id))
+    return a < b and cursor != "0-0"

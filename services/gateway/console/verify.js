@@ -1,0 +1,332 @@
+// The second verifier: a dispute bundle's envelope chain, its commitment chain, and the signed checkpoints a
+// player holds, checked in the browser with WebCrypto (SHA-256, HMAC-SHA256, Ed25519) from docs/bundle-format.md
+// alone, written apart from the Python one (events/forensics/bundle_check.py, checkpoint_check.py). It does not
+// re-decide commands (that needs the rules): its steps are format, chain and checkpoints, named as Python names them.
+
+const te = new TextEncoder();
+const td = new TextDecoder("utf-8", { fatal: true });
+const HEX = /^[0-9a-f]*$/;
+const GENESIS = "0".repeat(64);
+const FIELDS = ["room", "version", "head", "kid", "sig"];
+const FORMAT_VERSION = 2;  // almanac-dispute-bundle (events/forensics/bundle_check.py BUNDLE_FORMAT_VERSION)
+const MAX_CHAIN = 1_000_000;  // bundle_check.MAX_CHAIN
+
+const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+function unhex(text) {
+  if (typeof text !== "string" || text.length % 2 || !HEX.test(text)) throw new Error("not lowercase hex");
+  const out = new Uint8Array(text.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(text.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+function unbase64(text) {
+  if (typeof text !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4) throw new Error("not base64");
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+function concat(...parts) {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.length; }
+  return out;
+}
+function be(value, bytes) { // unsigned big-endian of a safe integer
+  const out = new Uint8Array(bytes);
+  let v = BigInt(value);
+  for (let i = bytes - 1; i >= 0; i--) { out[i] = Number(v & 0xffn); v >>= 8n; }
+  return out;
+}
+const sha256 = async (bytes) => new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+async function hmac(key, message) {
+  const k = await crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  return new Uint8Array(await crypto.subtle.sign("HMAC", k, message));
+}
+
+// --- msgpack: read a stored envelope (a map of strings, integers and bytes), write the body (section 1.1) -------
+function readMsgpack(bytes) {
+  let pos = 0;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const need = (n) => { if (pos + n > bytes.length) throw new Error("msgpack ends early"); };
+  const u = (n) => {
+    need(n);
+    let v = 0n;
+    for (let i = 0; i < n; i++) v = (v << 8n) | BigInt(bytes[pos++]);
+    if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error("integer too large");
+    return Number(v);
+  };
+  const s = (n) => { need(n); const t = td.decode(bytes.subarray(pos, pos + n)); pos += n; return t; };
+  const b = (n) => { need(n); const t = bytes.slice(pos, pos + n); pos += n; return t; };
+  const list = (n) => Array.from({ length: n }, () => read());
+  const map = (n) => {
+    const out = {};
+    for (let i = 0; i < n; i++) {
+      const key = read();
+      if (typeof key !== "string" || key in out) throw new Error("msgpack map key");
+      out[key] = read();
+    }
+    return out;
+  };
+  function read() {
+    need(1);
+    const t = bytes[pos++];
+    if (t <= 0x7f) return t;
+    if (t >= 0xe0) return t - 256;
+    if (t >= 0x80 && t <= 0x8f) return map(t & 0x0f);
+    if (t >= 0x90 && t <= 0x9f) return list(t & 0x0f);
+    if (t >= 0xa0 && t <= 0xbf) return s(t & 0x1f);
+    switch (t) {
+      case 0xc0: return null;
+      case 0xc2: return false;
+      case 0xc3: return true;
+      case 0xc4: return b(u(1));
+      case 0xc5: return b(u(2));
+      case 0xc6: return b(u(4));
+      case 0xcc: return u(1);
+      case 0xcd: return u(2);
+      case 0xce: return u(4);
+      case 0xcf: return u(8);
+      case 0xd0: { need(1); return view.getInt8(pos++); }
+      case 0xd1: { need(2); const v = view.getInt16(pos); pos += 2; return v; }
+      case 0xd2: { need(4); const v = view.getInt32(pos); pos += 4; return v; }
+      case 0xd9: return s(u(1));
+      case 0xda: return s(u(2));
+      case 0xdb: return s(u(4));
+      case 0xdc: return list(u(2));
+      case 0xdd: return list(u(4));
+      case 0xde: return map(u(2));
+      case 0xdf: return map(u(4));
+      default: throw new Error(`msgpack type 0x${t.toString(16)} is not one an envelope holds`);
+    }
+  }
+  const value = read();
+  if (pos !== bytes.length) throw new Error("bytes after the envelope");
+  return value;
+}
+
+function packStr(text) {
+  const bytes = te.encode(text);
+  const n = bytes.length;
+  const head = n < 32 ? [0xa0 | n] : n < 256 ? [0xd9, n] : n < 65536 ? [0xda, ...be(n, 2)] : [0xdb, ...be(n, 4)];
+  return concat(Uint8Array.from(head), bytes);
+}
+function packInt(i) {
+  if (!Number.isSafeInteger(i) || i < 0) throw new Error("not a non-negative integer");
+  if (i < 128) return Uint8Array.of(i);
+  if (i < 2 ** 8) return Uint8Array.of(0xcc, i);
+  if (i < 2 ** 16) return concat(Uint8Array.of(0xcd), be(i, 2));
+  if (i < 2 ** 32) return concat(Uint8Array.of(0xce), be(i, 4));
+  return concat(Uint8Array.of(0xcf), be(i, 8));
+}
+function packBin(bytes) {
+  const n = bytes.length;
+  const head = n < 256 ? [0xc4, n] : n < 65536 ? [0xc5, ...be(n, 2)] : [0xc6, ...be(n, 4)];
+  return concat(Uint8Array.from(head), bytes);
+}
+
+const ENVELOPE = { room: "string", version: "number", ruleset: "string", type: "string", payload: "bytes",
+                   command_id: "string", player: "string", server_time_ms: "number", previous_hash: "string",
+                   hash: "string" };
+function envelopeOf(bytes) {
+  const e = readMsgpack(bytes);
+  if (!e || typeof e !== "object" || Array.isArray(e)) throw new Error("not an envelope");
+  for (const [name, kind] of Object.entries(ENVELOPE)) {
+    const ok = kind === "bytes" ? e[name] instanceof Uint8Array : typeof e[name] === kind;
+    if (!ok) throw new Error(`field ${name} is not ${kind}`);
+  }
+  return e;
+}
+export const eventBody = (e) => concat(Uint8Array.of(0x98), packStr(e.room), packInt(e.version), packStr(e.ruleset),
+  packStr(e.type), packBin(e.payload), packStr(e.command_id), packStr(e.player), packInt(e.server_time_ms));
+
+// --- the commitment chain and checkpoints (sections 1.2, 1.3, 2, 3) ------------------------------------------
+const TAG = (text) => te.encode(`almanac/${text}\0`);
+export const salt = (roomKey, v) => hmac(roomKey, concat(TAG("salt/v1"), be(v, 8)));
+export const commitment = (saltV, body) => sha256(concat(TAG("event/v1"), saltV, body));
+export const nextHead = (head, c) => sha256(concat(TAG("head/v1"), head, c));
+export const keyId = async (publicKey) => hex(await sha256(publicKey)).slice(0, 16);
+export function checkpointMessage(room, version, head) {
+  const name = te.encode(room);
+  return concat(TAG("checkpoint/v1"), be(name.length, 2), name, be(version, 8), head);
+}
+const isHex = (v, n) => typeof v === "string" && v.length === n && HEX.test(v);
+
+function checkpointProblem(c) {
+  if (!c || typeof c !== "object" || Array.isArray(c)) return "a checkpoint is an object";
+  const unknown = Object.keys(c).filter((k) => !FIELDS.includes(k)).sort();
+  if (unknown.length) return `unknown fields ${unknown}`;
+  const missing = FIELDS.filter((k) => !(k in c));
+  if (missing.length) return `missing ${missing}`;
+  const roomBytes = typeof c.room === "string" ? te.encode(c.room).length : 0;
+  if (!(roomBytes > 0 && roomBytes < 65536)) return "room is not a room id";
+  if (!Number.isSafeInteger(c.version) || c.version < 1) return "version is not a positive integer";
+  for (const [name, n] of [["head", 64], ["kid", 16], ["sig", 128]]) {
+    if (!isHex(c[name], n)) return `${name} is not ${n} lowercase hex characters`;
+  }
+  return null;
+}
+
+async function keySetProblem(doc) {
+  if (!doc || typeof doc !== "object" || doc.format !== "almanac-keys") return "not an almanac-keys document";
+  if (doc.format_version !== 1) return "key set format_version is not 1";
+  if (!Array.isArray(doc.keys) || !doc.keys.length) return "the key set has no keys";
+  for (const k of doc.keys) {
+    if (!k || k.alg !== "Ed25519" || !isHex(k.public_key, 64)) return "a key is not {kid, alg: Ed25519, public_key}";
+    if (k.kid !== await keyId(unhex(k.public_key))) return `key ${k.kid} is not the id of its public key`;
+  }
+  return null;
+}
+
+async function signatureValid(publicKey, c) {
+  try {
+    const key = await crypto.subtle.importKey("raw", publicKey, { name: "Ed25519" }, false, ["verify"]);
+    return await crypto.subtle.verify({ name: "Ed25519" }, key, unhex(c.sig),
+                                      checkpointMessage(c.room, c.version, unhex(c.head)));
+  } catch (error) {
+    if (error && error.name === "NotSupportedError") throw error; // a browser without Ed25519: say so, not "forged"
+    return false;
+  }
+}
+
+class Failure extends Error {
+  constructor(name, detail, version = null) { super(detail); this.step = name; this.version = version; }
+}
+const label = (c) => (c && typeof c === "object" ? `${c.room}@${c.version} kid ${c.kid}` : String(c).slice(0, 60));
+
+async function commitmentHeads(bundle, chain) {
+  const section = bundle.commitments;
+  if (section === undefined || section === null) return null;
+  if (typeof section !== "object" || section.scheme !== "almanac-commit-v1") {
+    throw new Failure("checkpoints", "the commitments section is not scheme almanac-commit-v1");
+  }
+  let roomKey = null;
+  const given = new Map();
+  if (section.room_key !== undefined && section.room_key !== null) {
+    if (!isHex(section.room_key, 64)) throw new Failure("checkpoints", "room_key is not 64 hex characters");
+    roomKey = unhex(section.room_key);
+  } else {
+    const entries = section.events;
+    if (!Array.isArray(entries) || entries.length !== chain.length) {
+      throw new Failure("checkpoints", "without room_key, commitments.events must list every version of the chain");
+    }
+    entries.forEach((entry, i) => {
+      const v = i + 1;
+      const kind = entry && "salt" in entry ? "salt" : "commitment";
+      if (!entry || entry.version !== v || Object.keys(entry).length !== 2 || !isHex(entry[kind], 64)) {
+        throw new Failure("checkpoints", `commitments.events entry ${v} is malformed`, v);
+      }
+      given.set(v, [kind, unhex(entry[kind])]);
+    });
+  }
+  let head = new Uint8Array(32);
+  const heads = [];
+  for (let i = 0; i < chain.length; i++) {
+    const v = i + 1;
+    const e = chain[i];
+    let c;
+    if (roomKey) {
+      if (!e) throw new Failure("checkpoints", "an event is missing from the chain", v);
+      c = await commitment(await salt(roomKey, v), e.body);
+    } else {
+      const [kind, value] = given.get(v);
+      if (!e && kind === "commitment") c = value;
+      else if (e && kind === "salt") c = await commitment(value, e.body);
+      else throw new Failure("checkpoints", "a shown event needs its salt and a hidden one its commitment", v);
+    }
+    head = await nextHead(head, c);
+    heads.push(head);
+  }
+  return heads;
+}
+
+async function checkCheckpoints(room, heads, checkpoints, keys) {
+  for (const c of checkpoints) {
+    const problem = checkpointProblem(c);
+    if (problem) throw new Failure("checkpoints", `checkpoint ${label(c)} is malformed: ${problem}`);
+    if (!keys.has(c.kid)) throw new Failure("checkpoints", `checkpoint ${label(c)} is signed by key ${c.kid}, which is not in the trusted key set`, c.version);
+    if (!(await signatureValid(keys.get(c.kid), c))) throw new Failure("checkpoints", `checkpoint ${label(c)}: the signature is not valid (forged or altered)`, c.version);
+    if (c.room !== room) throw new Failure("checkpoints", `checkpoint ${label(c)} is of room ${c.room}, not of this bundle's room ${room}`, c.version);
+    if (c.version > heads.length) throw new Failure("checkpoints", `checkpoint ${label(c)}: the bundle's chain ends at version ${heads.length}, before the checkpoint`, c.version);
+    if (hex(heads[c.version - 1]) !== c.head) throw new Failure("checkpoints", `checkpoint ${label(c)}: the bundle's history does not pass through it`, c.version);
+  }
+}
+
+// The verdict: {ok, failed: {name, detail, version} | null, steps: [{name, status, detail, version}]}.
+export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {}) {
+  const steps = [];
+  const pass = (name, status, detail) => steps.push({ name, status, detail, version: null });
+  let at = "format";  // the step under way: a hostile input that breaks it fails that step
+  try {
+    if (!bundle || typeof bundle !== "object" || bundle.format !== "almanac-dispute-bundle") {
+      throw new Failure("format", "not a dispute bundle");
+    }
+    if (bundle.format_version !== FORMAT_VERSION) throw new Failure("format", `format_version ${bundle.format_version}`);
+    let raws, room, headVersion, headHash;
+    try {
+      room = bundle.room;
+      raws = bundle.chain.envelopes.map(unbase64);
+      const object = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+      const records = bundle.chain.commands;
+      if (typeof room !== "string" || !Array.isArray(bundle.events) || !Array.isArray(bundle.commands)
+          || !Array.isArray(bundle.refusals) || !object(bundle.seed) || !object(bundle.ruleset)
+          || !(records === undefined || records === null || Array.isArray(records))) throw new Error("missing parts");
+      if (![...bundle.events, ...bundle.commands, ...bundle.refusals].every(object)) throw new Error("an entry is not an object");
+      headVersion = bundle.head.version;
+      headHash = String(bundle.head.hash);
+      if (!Number.isInteger(headVersion)) throw new Error("head.version");
+    } catch (error) {
+      throw new Failure("format", `a required part is missing or malformed: ${error.message}`);
+    }
+    if (!(headVersion >= 1 && headVersion <= MAX_CHAIN)) throw new Failure("format", `the head is version ${headVersion}`);
+    pass("format", "passed", `a dispute bundle of room ${room}`);
+
+    at = "chain";
+    if (raws.length !== headVersion) throw new Failure("chain", `the chain holds ${raws.length} envelopes but the head is version ${headVersion}`);
+    const chain = [];
+    let previous = GENESIS;
+    for (let i = 0; i < raws.length; i++) {
+      const v = i + 1;
+      let e;
+      try {
+        e = envelopeOf(raws[i]);
+        e.body = eventBody(e);
+      } catch (error) {
+        throw new Failure("chain", `entry ${v} is not an envelope: ${error.message}`, v);
+      }
+      if (e.version !== v || e.room !== room) throw new Failure("chain", `entry ${v} claims room ${e.room} version ${e.version}`, v);
+      if (e.previous_hash !== previous) throw new Failure("chain", "the entry does not link to the hash of the entry before it", v);
+      const own = hex(await sha256(concat(te.encode(e.previous_hash), e.body)));
+      if (own !== e.hash) throw new Failure("chain", "the entry's content does not match its hash", v);
+      previous = e.hash;
+      chain.push(e);
+    }
+    if (previous !== headHash) throw new Failure("chain", "the chain does not end at the stated head hash", headVersion);
+    pass("chain", "passed", `versions 1..${headVersion} are linked and unaltered`);
+
+    at = "checkpoints";
+    const heads = await commitmentHeads(bundle, chain);
+    const given = Array.from(checkpoints || []);
+    const own = bundle.checkpoint === undefined ? null : bundle.checkpoint;
+    if (heads === null) {
+      if (given.length) throw new Failure("checkpoints", "the bundle carries no commitment openings");
+      pass("checkpoints", "skipped", "the bundle has no commitments section");
+    } else if (!given.length && own === null) {
+      pass("checkpoints", "skipped", "no signed checkpoint to check");
+    } else if (keys === null || keys === undefined) {
+      if (given.length) throw new Failure("checkpoints", "checkpoints were given but no key set to check their signatures with");
+      pass("checkpoints", "skipped", `commitment head ${hex(heads[heads.length - 1]).slice(0, 16)}… recomputed, but nothing anchors it`);
+    } else {
+      const problem = await keySetProblem(keys);
+      if (problem) throw new Failure("checkpoints", `the key set is not usable: ${problem}`);
+      const trusted = new Map(keys.keys.map((k) => [k.kid, unhex(k.public_key)]));
+      await checkCheckpoints(room, heads, own === null ? given : [...given, own], trusted);
+      pass("checkpoints", "passed", `the history passes through ${given.length} checkpoint(s)` +
+           (own === null ? "" : " and the server's signature on the bundle's head"));
+    }
+  } catch (error) {
+    const failure = error instanceof Failure ? error
+      : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
+      : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
+    const failed = { name: failure.step, detail: failure.message, version: failure.version };
+    steps.push({ ...failed, status: "failed" });
+    return { ok: false, failed, steps };
+  }
+  return { ok: true, failed: null, steps };
+}

@@ -1,0 +1,155 @@
+"""Every hosted rule-set's commands, events and state as JSON Schemas, from its msgspec types via the manifests.
+
+For each rule-set ``name`` (its default version; component names carry ``Name`` as a prefix, since sectors and
+claim both have a ``Build``):
+
+* ``<Name>Command``: its commands, a union told apart by ``kind``; a field whose values the manifest publishes
+  (``RuleSet.allowed_values``, "kind.field") is an enum (a map field: its keys are);
+* ``<Name>Event``: the payload of any event of its rooms (the room's own events included) as a player may
+  receive it: a field the rule-set may hide from that player (its ``secrets``) is its value or
+  ``{"hidden": true}``;
+* ``<Name>State``: the game's state, as an auditor reads it under ``state.game``;
+* ``<Name>View``: what one player sees (``RuleSet.view_type``), when the manifest declares it.
+
+Nothing here names a rule-set: a new game installed through the ``almanac.rulesets`` entry points is covered
+by construction. The OpenAPI document (api_docs) and the AsyncAPI document (asyncapi) both use it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+
+from almanac.events import registry
+from almanac.events.disclosure import Hidden
+from almanac.events.room import NonceRevealed, PlayerJoined, RoomCreated, RoomEnded, RoomForked
+
+HIDDEN_SCHEMA = "Hidden"
+
+
+def prefix_of(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("-", "_").replace(".", "_").split("_"))
+
+
+def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str, dict[str, list[str]]], dict[str, Any]]:
+    """(per rule-set name: the component names of its ``command``, ``event`` and ``state`` unions, every component).
+
+    The unions themselves are components too: ``<Name>Command``, ``<Name>Event``, ``<Name>State``."""
+    components: dict[str, Any] = {}
+    (hidden_ref,), found = msgspec.json.schema_components([Hidden], ref_template=f"{ref_prefix}{{name}}")
+    components.update(found)
+    names: dict[str, dict[str, list[str]]] = {}
+    for name in registry.names():
+        manifest = registry.manifest(name)
+        decider = manifest.decider
+        prefix = prefix_of(name)
+        ref = f"{ref_prefix}{prefix}{{name}}"
+        room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked)
+        event_types = (*room_events, *decider.event_types)
+        views = (manifest.view_type,) if manifest.view_type is not None else ()
+        groups = [decider.command_types, event_types, (decider.state_type,), views]
+        schemas, found = msgspec.json.schema_components([t for group in groups for t in group], ref_template=ref)
+        view_ref = schemas[-1] if views else None
+        if views:
+            schemas = schemas[:-1]
+        own = {f"{prefix}{key}": value for key, value in found.items()}
+        command_refs = schemas[: len(decider.command_types)]
+        event_refs = schemas[len(decider.command_types): len(decider.command_types) + len(event_types)]
+        state_ref = schemas[-1]
+        _publish_allowed_values(manifest, own, command_refs, ref_prefix)
+        event_refs = _player_events(decider, event_types, event_refs, own, hidden_ref, ref_prefix)
+        components.update(own)
+        mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, command_refs, strict=True)}
+        components[f"{prefix}Command"] = {
+            "title": f"{prefix}Command", "description": f"A command of a {name} room, told apart by `kind`.",
+            "oneOf": [{"$ref": r} for r in mapping.values()],
+            "discriminator": {"propertyName": "kind", "mapping": mapping},
+        }
+        components[f"{prefix}Event"] = {
+            "title": f"{prefix}Event",
+            "description": f"The payload of an event of a {name} room (the envelope's `type` names which) as a "
+                           "player may receive it: a field hidden from that player is `{\"hidden\": true}`.",
+            "anyOf": event_refs,
+        }
+        components[f"{prefix}State"] = {"title": f"{prefix}State", "description": f"The state of a {name} game.",
+                                        **state_ref}
+        names[name] = {"command": [f"{prefix}Command"], "event": [f"{prefix}Event"], "state": [f"{prefix}State"],
+                       "view": []}
+        # A game that declares no view type: its view is documented as an object of its own making.
+        view = view_ref if view_ref is not None else {"type": "object"}
+        components[f"{prefix}View"] = {"title": f"{prefix}View",
+                                       "description": f"What a player of a {name} room sees (its view).", **view}
+        names[name]["view"] = [f"{prefix}View"]
+    return names, components
+
+
+def _component(components: dict[str, Any], ref: dict[str, Any], ref_prefix: str) -> dict[str, Any]:
+    return components[ref["$ref"][len(ref_prefix):]]
+
+
+def _publish_allowed_values(manifest: Any, components: dict[str, Any], command_refs: list[dict[str, Any]],
+                            ref_prefix: str) -> None:
+    by_kind = {t.__struct_config__.tag: ref for t, ref in zip(manifest.decider.command_types, command_refs, strict=True)}
+    for path, values in manifest.allowed_values.items():
+        kind, _, field = path.partition(".")
+        if kind not in by_kind:
+            raise ValueError(f"{manifest.ref}: allowed_values names {path!r}, but it has no command {kind!r}")
+        properties = _component(components, by_kind[kind], ref_prefix).get("properties", {})
+        if field not in properties:
+            raise ValueError(f"{manifest.ref}: allowed_values names {path!r}, but {kind} has no field {field!r}")
+        _set_enum(properties[field], list(values), path)
+
+
+def _set_enum(schema: dict[str, Any], values: list[str], path: str) -> None:
+    """The string (or the string member of an optional, or a map's keys) takes exactly ``values``."""
+    if schema.get("type") == "string":
+        schema["enum"] = values
+    elif schema.get("type") == "object" and "additionalProperties" in schema:
+        schema["propertyNames"] = {**schema.get("propertyNames", {}), "enum": values}
+    elif "anyOf" in schema:
+        strings = [member for member in schema["anyOf"] if member.get("type") == "string"]
+        if not strings:
+            raise ValueError(f"allowed_values {path!r}: the field holds no string")
+        for member in strings:
+            member["enum"] = values
+    else:
+        raise ValueError(f"allowed_values {path!r}: the field is not a string or a map")
+
+
+def _player_events(decider: Any, event_types: tuple[type, ...], event_refs: list[dict[str, Any]],
+                   components: dict[str, Any], hidden_ref: dict[str, Any], ref_prefix: str) -> list[dict[str, Any]]:
+    """Each event's schema as a player may receive it: where the rule-set hides fields, a copy of the event's
+    schema with each such field (dotted paths go into nested records, copied inline) its value or Hidden."""
+    shown: list[dict[str, Any]] = []
+    for event_type, ref in zip(event_types, event_refs, strict=True):
+        paths = [name for secret in decider.secrets.get(event_type, ()) for name in secret.fields]
+        if not paths:
+            shown.append(ref)
+            continue
+        name = ref["$ref"][len(ref_prefix):]
+        seen_name = f"{name}AsSeen"
+        seen = copy.deepcopy(components[name])
+        for path in paths:
+            _hideable(seen, path.split("."), components, hidden_ref, ref_prefix)
+        seen["title"] = f"{seen.get('title', name)} (as a player sees it)"
+        components[seen_name] = seen
+        shown.append({"$ref": f"{ref_prefix}{seen_name}"})
+    return shown
+
+
+def _hideable(schema: dict[str, Any], path: list[str], components: dict[str, Any], hidden_ref: dict[str, Any],
+              ref_prefix: str) -> None:
+    head, *rest = path
+    properties = schema.get("properties", {})
+    if head not in properties:
+        return
+    if not rest:
+        properties[head] = {"anyOf": [properties[head], hidden_ref]}
+        return
+    inner = properties[head]
+    if "$ref" in inner:  # a nested record: copied inline so only this event's copy may hold Hidden
+        inner = copy.deepcopy(_component(components, inner, ref_prefix))
+        properties[head] = inner
+    _hideable(inner, rest, components, hidden_ref, ref_prefix)

@@ -1,0 +1,367 @@
+"""The notifier: webhooks from the rooms' events, through an outbox in Redis, with retries, signatures and dead letters.
+
+Two loops in one process (`almanac notifier`, started by `almanac up`):
+
+* **notice**: reads every shard's feed from its cursor (``Keys.notifier_cursor``), loads the appended events,
+  and turns each into notices: ``room_ended`` for a ``room.ended`` of any rule-set, and whatever the rule-set's
+  manifest says (``RuleSet.notices``: realm's ``your_turn`` when a season ends, ``trade_offered`` to the city
+  an offer is made to). Each notice is matched against the subscriptions (a deployment's, a room's, a
+  player's) and put in the outbox under a delivery id derived from (subscription, room, version, kind,
+  player): a feed entry noticed twice (a crash before the cursor moved) enqueues nothing new.
+* **deliver**: claims due deliveries (a lease: a notifier killed mid-delivery leaves them due again when it
+  runs out), POSTs each, removes it on a 2xx, else retries with a doubling back-off up to
+  ALMANAC_WEBHOOK_BACKOFF_MAX_S, and after ALMANAC_WEBHOOK_MAX_ATTEMPTS moves it to the dead-letter list.
+  A delivery is sent again only under its own id (``X-Almanac-Delivery``): a receiver deduplicates by it.
+
+What is delivered: a player's subscription gets the event as that player may see it (the rule-set's
+redaction, as on their live feed); a room's or deployment's subscription the event as nobody seated may see
+it (every secret hidden). Each POST is signed: ``X-Almanac-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of
+"<t>.<body>" under the subscription's secret>`` (``almanac.client.verify_webhook`` checks it).
+
+"deadline_soon" (a deadline in 10 minutes) is a documented kind without a source yet: it needs the clock of
+issue 32's first item. Notices come from the shard feeds, which are trimmed ALMANAC_STREAM_RETAIN_S after the
+projector applied them: a notifier stopped for longer than that misses what was trimmed meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import msgspec
+
+from almanac.events import codec, registry
+from almanac.events.envelope import Envelope
+from almanac.events.room import RoomEnded
+from almanac.services import bootstrap
+from almanac.services.logging import get_logger
+from almanac.services.settings import Settings
+from almanac.storage.keys import Keys
+
+log = get_logger("almanac.notifier")
+KINDS = ("your_turn", "trade_offered", "room_ended", "deadline_soon")
+SCOPES = ("deployment", "room", "player")
+START = "0-0"
+LEASE_MS = 30_000  # a claimed delivery is due again after this if its notifier died holding it
+LATENCY_SAMPLES = 10_000
+DEAD_KEPT = 10_000
+FIRST_BACKOFF_S = 0.5
+SIGNATURE_HEADER = "X-Almanac-Signature"
+DELIVERY_HEADER = "X-Almanac-Delivery"
+
+# KEYS: deliveries hash, outbox zset, stats hash. ARGV: id, json, due_ms. Enqueued once per id.
+_ENQUEUE = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+  redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
+  return 1
+end
+return 0
+"""
+# KEYS: outbox, deliveries. ARGV: now_ms, lease_until_ms, count. Due ids, each leased; their JSON.
+_CLAIM = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, id in ipairs(ids) do
+  redis.call('ZADD', KEYS[1], ARGV[2], id)
+  local body = redis.call('HGET', KEYS[2], id)
+  if body then table.insert(out, id); table.insert(out, body) else redis.call('ZREM', KEYS[1], id) end
+end
+return out
+"""
+# KEYS: outbox, deliveries, stats, latency. ARGV: id, latency_ms, samples kept.
+_DONE = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[3], 'delivered', 1)
+  redis.call('LPUSH', KEYS[4], ARGV[2])
+  redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[3]) - 1)
+end
+return 1
+"""
+# KEYS: outbox, deliveries, stats. ARGV: id, json, due_ms. A failed attempt: due again later.
+_RETRY = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  redis.call('HINCRBY', KEYS[3], 'failed_attempts', 1)
+end
+return 1
+"""
+# KEYS: outbox, deliveries, stats, dead. ARGV: id, dead json, kept. The last attempt failed: set aside.
+_DEAD = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[3], 'failed_attempts', 1)
+  redis.call('HINCRBY', KEYS[3], 'dead', 1)
+  redis.call('LPUSH', KEYS[4], ARGV[2])
+  redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[3]) - 1)
+end
+return 1
+"""
+
+
+class Subscription(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    url: str
+    secret: str
+    scope: str  # deployment | room | player
+    room: str | None = None
+    player: str | None = None
+    kinds: tuple[str, ...] = ()  # empty: every kind
+    created_ms: int = 0
+
+    def wants(self, room: str, kind: str, player: str | None) -> bool:
+        if self.kinds and kind not in self.kinds:
+            return False
+        if self.scope == "deployment":
+            return True
+        if self.room != room:
+            return False
+        return self.scope == "room" or player is None or player == self.player
+
+
+class Notice(msgspec.Struct, frozen=True, kw_only=True):
+    kind: str
+    room: str
+    version: int
+    player: str | None  # whom it concerns; None: everyone seated
+
+
+def signature(secret: str, body: bytes, timestamp: int) -> str:
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def delivery_id(subscription: str, notice: Notice) -> str:
+    text = f"{subscription}|{notice.room}|{notice.version}|{notice.kind}|{notice.player or ''}"
+    return "d_" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def notices_of(envelope: Envelope, event: Any) -> list[Notice]:
+    """What one event tells the players: the room's end (any rule-set), and the rule-set's own notices."""
+    found: list[tuple[str, str | None]] = []
+    if isinstance(event, RoomEnded):
+        found.append(("room_ended", None))
+    else:
+        manifest = registry.stored(envelope.ruleset)
+        if manifest.notices is not None:
+            found += list(manifest.notices(event))
+    return [Notice(kind=kind, room=envelope.room, version=envelope.version, player=player) for kind, player in found]
+
+
+def shown_event(envelope: Envelope, event: Any, viewer: str | None) -> dict[str, Any]:
+    """The event as ``viewer`` may see it (None: as nobody seated may, every secret hidden)."""
+    decider = registry.stored(envelope.ruleset).decider
+    shown = decider.redact(event, viewer if viewer is not None else "")
+    if shown is None:
+        return {"version": envelope.version, "hidden": True}
+    return {"version": envelope.version, "type": envelope.type, "player": envelope.player,
+            "server_time_ms": envelope.server_time_ms, "event": codec.to_builtins(shown)}
+
+
+def new_subscription(url: str, scope: str, room: str | None, player: str | None, kinds: tuple[str, ...],
+                     secret: str | None, now_ms: int) -> Subscription:
+    return Subscription(id="wh_" + secrets.token_hex(8), url=url, secret=secret or secrets.token_hex(32),
+                        scope=scope, room=room, player=player, kinds=kinds, created_ms=now_ms)
+
+
+class Notifier:
+    def __init__(self, client: Any, store: Any, settings: Settings, *, keys: Keys | None = None,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.client = client
+        self.store = store
+        self.settings = settings
+        self.keys = keys or Keys(settings.shard_count)
+        self.now_ms = clock_ms
+        self.subscriptions: list[Subscription] = []
+        self.http = httpx.AsyncClient(timeout=settings.webhook_timeout_s, follow_redirects=False)
+        self._scripts = {name: client.register_script(text) for name, text in
+                         (("enqueue", _ENQUEUE), ("claim", _CLAIM), ("done", _DONE), ("retry", _RETRY),
+                          ("dead", _DEAD))}
+        self._cursors: dict[int, str] = {}
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    # --- subscriptions -----------------------------------------------------------------------------
+
+    async def load_subscriptions(self) -> None:
+        raw = await self.client.hgetall(self.keys.webhook_subscriptions())
+        self.subscriptions = [msgspec.json.decode(value, type=Subscription) for value in raw.values()]
+
+    # --- notice: feeds -> outbox ------------------------------------------------------------------
+
+    async def notice_once(self, block_ms: int | None = None) -> int:
+        """Read every shard's feed past its cursor once; the deliveries enqueued."""
+        shards = range(self.settings.shard_count)
+        if not self._cursors:
+            values = await self.client.mget([self.keys.notifier_cursor(s) for s in shards])
+            self._cursors = {s: (v.decode() if isinstance(v, bytes) else v) or START for s, v in zip(shards, values, strict=True)}
+        if self.settings.redis_cluster:  # the feeds live in different slots: one read each, none blocking
+            answers = await asyncio.gather(*(self.client.xread({self.keys.feed(s): self._cursors[s]}, count=200)
+                                             for s in shards))
+            replies = [stream for answer in answers for stream in answer or []]
+            if not replies and block_ms:
+                await asyncio.sleep(block_ms / 1000 / 5)
+        else:
+            replies = await self.client.xread({self.keys.feed(s): self._cursors[s] for s in shards}, count=200,
+                                              block=block_ms)
+        enqueued = 0
+        for stream, entries in replies or []:
+            stream = stream.decode() if isinstance(stream, bytes) else stream
+            shard = next(s for s in shards if self.keys.feed(s) == stream)
+            await self.load_subscriptions()
+            for entry_id, fields in entries:
+                enqueued += await self._notice_entry(fields)
+                entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                self._cursors[shard] = entry
+            await self.client.set(self.keys.notifier_cursor(shard), self._cursors[shard])
+        return enqueued
+
+    async def _notice_entry(self, fields: dict) -> int:
+        room = _text(fields.get(b"r", fields.get("r")))
+        first, last = int(_text(fields.get(b"v", fields.get("v")))), int(_text(fields.get(b"l", fields.get("l"))))
+        if not self.subscriptions:
+            return 0
+        envelopes = await self.store.page(room, first, last - first + 1)
+        enqueued = 0
+        for envelope in envelopes:
+            event = codec.decode_event(envelope)
+            for notice in notices_of(envelope, event):
+                for subscription in self.subscriptions:
+                    # Only what happens after the subscription: a notifier catching up on the feed (its first start
+                    # on a running deployment) tells no one of earlier events.
+                    if envelope.server_time_ms < subscription.created_ms:
+                        continue
+                    if subscription.wants(notice.room, notice.kind, notice.player):
+                        enqueued += await self._enqueue(subscription, notice, envelope, event)
+        return enqueued
+
+    async def _enqueue(self, subscription: Subscription, notice: Notice, envelope: Envelope, event: Any) -> int:
+        viewer = subscription.player if subscription.scope == "player" else None
+        ident = delivery_id(subscription.id, notice)
+        payload = {"delivery_id": ident, "kind": notice.kind, "room": notice.room, "ruleset": envelope.ruleset,
+                   "version": notice.version, "player": notice.player, "subscription": subscription.id,
+                   "scope": subscription.scope, "viewer": viewer, "event": shown_event(envelope, event, viewer)}
+        record = {"id": ident, "subscription": subscription.id, "url": subscription.url,
+                  "secret": subscription.secret, "payload": payload, "attempts": 0,
+                  "appended_ms": envelope.server_time_ms, "enqueued_ms": self.now_ms(), "last_error": ""}
+        added = await self._scripts["enqueue"](
+            keys=[self.keys.webhook_deliveries(), self.keys.webhook_outbox(), self.keys.webhook_stats()],
+            args=[ident, json.dumps(record), self.now_ms()])
+        return int(added)
+
+    # --- deliver: outbox -> receivers -------------------------------------------------------------
+
+    async def deliver_once(self) -> int:
+        """Claim the due deliveries (up to the concurrency) and attempt each; the attempts made."""
+        now = self.now_ms()
+        claimed = await self._scripts["claim"](
+            keys=[self.keys.webhook_outbox(), self.keys.webhook_deliveries()],
+            args=[now, now + LEASE_MS, self.settings.webhook_concurrency])
+        records = [json.loads(claimed[i + 1]) for i in range(0, len(claimed), 2)]
+        await asyncio.gather(*(self._attempt(record) for record in records))
+        return len(records)
+
+    async def _attempt(self, record: dict[str, Any]) -> None:
+        body = json.dumps(record["payload"], separators=(",", ":")).encode()
+        attempt = record["attempts"] + 1
+        headers = {"Content-Type": "application/json", DELIVERY_HEADER: record["id"],
+                   "X-Almanac-Event": record["payload"]["kind"], "X-Almanac-Attempt": str(attempt),
+                   SIGNATURE_HEADER: signature(record["secret"], body, int(time.time()))}
+        error = ""
+        try:
+            answer = await self.http.post(record["url"], content=body, headers=headers)
+            if 200 <= answer.status_code < 300:
+                latency = max(0, self.now_ms() - int(record["appended_ms"]))
+                await self._scripts["done"](
+                    keys=[self.keys.webhook_outbox(), self.keys.webhook_deliveries(), self.keys.webhook_stats(),
+                          self.keys.webhook_latency()], args=[record["id"], latency, LATENCY_SAMPLES])
+                return
+            error = f"HTTP {answer.status_code}"
+        except httpx.HTTPError as failure:
+            error = f"{type(failure).__name__}: {str(failure)[:200]}"
+        record = {**record, "attempts": attempt, "last_error": error}
+        if attempt >= self.settings.webhook_max_attempts:
+            dead = {**record, "dead_ms": self.now_ms()}
+            dead.pop("secret", None)
+            await self._scripts["dead"](
+                keys=[self.keys.webhook_outbox(), self.keys.webhook_deliveries(), self.keys.webhook_stats(),
+                      self.keys.webhook_dead()], args=[record["id"], json.dumps(dead), DEAD_KEPT])
+            log.warning("webhook.dead", delivery=record["id"], url=record["url"], error=error, attempts=attempt)
+            return
+        wait_s = min(self.settings.webhook_backoff_max_s, FIRST_BACKOFF_S * 2 ** (attempt - 1))
+        await self._scripts["retry"](
+            keys=[self.keys.webhook_outbox(), self.keys.webhook_deliveries(), self.keys.webhook_stats()],
+            args=[record["id"], json.dumps(record), self.now_ms() + int(wait_s * 1000)])
+
+    # --- the process ------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(self._notice_loop(stop), self._deliver_loop(stop))
+
+    async def _notice_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.notice_once(block_ms=500)
+            except Exception as error:  # noqa: BLE001 - a Redis outage: try again, the cursor has not moved
+                log.warning("notifier.notice_failed", error=str(error)[:300])
+                await _sleep_or_stop(stop, 1.0)
+
+    async def _deliver_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                if not await self.deliver_once():
+                    await _sleep_or_stop(stop, 0.05)
+            except Exception as error:  # noqa: BLE001 - leases bring claimed deliveries back
+                log.warning("notifier.deliver_failed", error=str(error)[:300])
+                await _sleep_or_stop(stop, 1.0)
+
+
+async def stats(client: Any, keys: Keys) -> dict[str, Any]:
+    """Counters, the outbox's size, the dead-letter list's length and delivery latency quantiles (ms)."""
+    counters = {_text(k): int(v) for k, v in (await client.hgetall(keys.webhook_stats())).items()}
+    samples = sorted(int(v) for v in await client.lrange(keys.webhook_latency(), 0, LATENCY_SAMPLES - 1))
+
+    def quantile(q: float) -> int | None:
+        return samples[min(len(samples) - 1, int(q * len(samples)))] if samples else None
+
+    return {"enqueued": counters.get("enqueued", 0), "delivered": counters.get("delivered", 0),
+            "failed_attempts": counters.get("failed_attempts", 0), "dead": counters.get("dead", 0),
+            "pending": int(await client.zcard(keys.webhook_outbox())),
+            "dead_letters": int(await client.llen(keys.webhook_dead())),
+            "latency_ms": {"samples": len(samples), "p50": quantile(0.5), "p99": quantile(0.99)}}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def run(settings: Settings, redis_url: str) -> None:
+    """The notifier until SIGINT/SIGTERM."""
+    runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
+    notifier = Notifier(runtime.client, runtime.store, settings)
+    stop = asyncio.Event()
+    running = asyncio.create_task(notifier.run(stop), name="notifier")
+    try:
+        await bootstrap.until_stopped(running)
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await notifier.aclose()
+        await runtime.aclose()

@@ -1,0 +1,50 @@
+"""A realm room whose players stop playing ends its seasons by itself, on time, through a real gateway and engine."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+import httpx
+from gateway_stack import engine_and_gateway
+
+TIMEOUT_MS = 1_500
+
+
+def season_endings(http: httpx.Client, room: str, token: str) -> list[dict]:
+    answer = http.get(f"/rooms/{room}/events", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200, answer.text
+    return [event for event in answer.json()["events"] if event["type"] == "realm.season_ended"]
+
+
+def test_a_realm_whose_players_stop_playing_ends_its_year_by_itself(redis_url: str, tmp_path: Path) -> None:
+    with engine_and_gateway(redis_url, tmp_path) as (url, _), httpx.Client(base_url=url, timeout=30) as http:
+        # Given a one-year realm of two seated players with a season timeout of 1.5 s, and nobody moving
+        alice, bob = f"alice-{secrets.token_hex(2)}", f"bob-{secrets.token_hex(2)}"
+        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {
+            "players": [alice, bob], "years": 1, "season_timeout_ms": TIMEOUT_MS}})
+        assert created.status_code == 201, created.text
+        room, token = created.json()["room"], created.json()["token"]
+        assert http.post(f"/rooms/{room}/join", json={"player": bob}).status_code == 200
+        # When the clock alone moves the room (four seasons: the whole year)
+        deadline = time.monotonic() + 60
+        endings: list[dict] = []
+        while time.monotonic() < deadline and len(endings) < 4:
+            time.sleep(0.25)
+            endings = season_endings(http, room, token)
+        # Then each season ended once, never before its timeout, forced as the first seated player
+        assert [e["event"]["season_index"] for e in endings] == [0, 1, 2, 3], endings
+        started = created.json().get("server_time_ms") or endings[0]["event"]["at_ms"] - TIMEOUT_MS
+        for ending in endings:
+            assert ending["event"]["forced_by"] == alice
+            assert ending["event"]["at_ms"] - started >= TIMEOUT_MS
+            started = ending["event"]["at_ms"]
+        # and the room is over, and its log verifies: the clock's commands are decided again like any other
+        summary = http.get(f"/rooms/{room}").json()
+        assert summary["over"] is True, summary
+        verified = http.get(f"/rooms/{room}/verification", headers={"Authorization": f"Bearer {token}"}).json()
+        assert verified["ok"] is True, verified
+        # and nothing more happens after the end (no deadline is left in an ended room)
+        time.sleep(2 * TIMEOUT_MS / 1000)
+        assert len(season_endings(http, room, token)) == 4

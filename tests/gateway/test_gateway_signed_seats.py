@@ -1,0 +1,85 @@
+"""Signed seats over HTTP (docs/dice.md): a player registers a key at join and a token alone no longer acts for them.
+
+Given ann creates a realm room (scheme 3 by default) registering the key `almanac player-key` made, when a
+command for her seat arrives unsigned, badly signed, or signed by `almanac sign`, then the first two are
+refused 422 naming `signature` and change nothing, the signed one is decided, a resend with its id keeps its
+roll, and the room's verification names ann as signing and bob as not.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from almanac.services.cli import _load_commands, app
+
+_load_commands()
+runner = CliRunner()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def almanac(*args: str) -> dict:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, tmp_path):
+    room = f"signed-{secrets.token_hex(3)}"
+    key_file = tmp_path / "ann.key"
+    public_key = almanac("player-key", str(key_file))["public_key"]
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room,
+                                       "options": {"players": ["ann", "bob"]}, "nonce": secrets.token_bytes(32).hex(),
+                                       "public_key": public_key})
+    assert created.status_code == 201 and created.json()["joined"], created.text
+    assert created.json()["events"][-1]["event"]["public_key"] == public_key
+    bob = api.post(f"/rooms/{room}/join", json={"player": "bob"}).json()
+    ann = created.json()["token"]  # a token the operator could mint as well
+    mine = {"kind": "mine", "ore": "gold"}
+
+    unsigned = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json={"command": mine, "command_id": "m1"})
+    bad = api.post(f"/rooms/{room}/commands", headers=bearer(ann),
+                   json={"command": mine, "command_id": "m1b", "signature": "ab" * 64})
+    no_id = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json={"command": mine, "signature": "ab" * 64})
+    assert (unsigned.status_code, unsigned.json()["code"], unsigned.json()["field"]) == (
+        422, "signature_required", "signature")
+    assert (bad.status_code, bad.json()["code"]) == (422, "signature_invalid")
+    assert (no_id.status_code, no_id.json()["code"], no_id.json()["field"]) == (422, "command_id_required", "command_id")
+    assert api.get(f"/rooms/{room}").json()["version"] == 3  # created, ann and bob joined: nothing else
+
+    body = almanac("sign", "--room", room, "--player", "ann", "--command-id", "m2", "--key", str(key_file),
+                   json.dumps(mine))
+    signed = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json=body)
+    assert signed.status_code == 200, signed.text
+    resent = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json=body)
+    assert resent.json()["duplicate"] and resent.json()["events"] == signed.json()["events"]
+    assert api.post(f"/rooms/{room}/commands", headers=bearer(bob["token"]),
+                    json={"command": {"kind": "mine", "ore": "gold"}}).status_code in (200, 422)
+
+    report = api.get(f"/rooms/{room}/verification", headers=bearer(ann)).json()
+    assert report["ok"], report
+    assert (report["dice_scheme"], report["signing_players"], report["unsigned_players"]) == (3, ["ann"], ["bob"])
+
+
+def test_a_signing_player_ends_the_room_with_a_signed_end_and_a_minted_end_is_refused(api: TestClient, tmp_path):
+    room = f"signed-end-{secrets.token_hex(3)}"
+    key_file = tmp_path / "ann.key"
+    public_key = almanac("player-key", str(key_file))["public_key"]
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room,
+                                       "options": {"players": ["ann", "bob"]}, "public_key": public_key}).json()
+    minted = api.post(f"/rooms/{room}/end", headers=bearer(created["token"]), json={"reason": "done"})
+    assert (minted.status_code, minted.json()["code"]) == (422, "signature_required")
+
+    body = almanac("sign", "--room", room, "--player", "ann", "--command-id", "end-1", "--key", str(key_file),
+                   json.dumps({"kind": "end_room", "reason": "done"}))
+    ended = api.post(f"/rooms/{room}/end", headers=bearer(created["token"]),
+                     json={"reason": "done", "command_id": "end-1", "signature": body["signature"]})
+    assert ended.status_code == 200 and ended.json()["events"][-1]["type"] == "room.ended", ended.text
+    report = api.get(f"/rooms/{room}/verification", headers=bearer(created["token"])).json()
+    assert report["ok"] and report["commands_signed"] == 1, report

@@ -1,0 +1,98 @@
+"""Seats that survive: the join's seat key gets a fresh token for the same seat; nothing else does."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+import redis
+from fastapi.testclient import TestClient
+from gateway_stack import Stack
+
+from almanac.storage.keys import Keys
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def realm_room(api: TestClient) -> tuple[str, dict, dict]:
+    """A realm room of alice and bob, both seated: (room, alice's create answer, bob's join answer)."""
+    alice, bob = f"alice-{secrets.token_hex(3)}", f"bob-{secrets.token_hex(3)}"
+    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
+    assert created.status_code == 201, created.text
+    room = created.json()["room"]
+    joined = api.post(f"/rooms/{room}/join", json={"player": bob})
+    assert joined.status_code == 200, joined.text
+    return room, created.json(), joined.json()
+
+
+def reclaim(api: TestClient, room: str, player: str, key: object):
+    return api.post(f"/rooms/{room}/seat", json={"player": player, "seat_key": key})
+
+
+def test_a_player_who_closed_the_tab_gets_the_seat_back_with_the_seat_key(api: TestClient) -> None:
+    # Given bob joined and kept only his seat key (the tab with the token is gone)
+    room, _, bob = realm_room(api)
+    assert len(bob["seat_key"]) == 43
+    # When he presents it
+    answer = reclaim(api, room, bob["player"], bob["seat_key"])
+    # Then a fresh token acts for the same seat: his view, and a move of his
+    assert answer.status_code == 200, answer.text
+    token = answer.json()["token"]
+    assert api.get(f"/rooms/{room}/view", headers=auth(token)).json()["player"] == bob["player"]
+    moved = api.post(f"/rooms/{room}/commands", headers=auth(token),
+                     json={"command": {"kind": "end_turn"}, "command_id": secrets.token_hex(16)})
+    assert moved.status_code in (200, 202), moved.text
+    # and joining again is still refused: the key is the way back, not a second join
+    again = api.post(f"/rooms/{room}/join", json={"player": bob["player"]})
+    assert again.status_code == 422 and again.json()["code"] == "already_joined"
+
+
+def test_the_creator_who_joined_gets_a_seat_key_too(api: TestClient) -> None:
+    room, alice, _ = realm_room(api)
+    assert alice["joined"] is True
+    assert reclaim(api, room, alice["player"], alice["seat_key"]).status_code == 200
+
+
+def test_a_wrong_key_another_seats_key_or_another_room_opens_nothing(api: TestClient) -> None:
+    room, alice, bob = realm_room(api)
+    other_room, _, _ = realm_room(api)
+    # A rival presenting her own key for bob's seat, a guessed key, or bob's key in another room
+    for player, key, in_room in ((bob["player"], alice["seat_key"], room),
+                                 (bob["player"], secrets.token_urlsafe(32), room),
+                                 (bob["player"], bob["seat_key"], other_room),
+                                 ("nobody", bob["seat_key"], room),
+                                 (bob["player"], bob["seat_key"], "no-such-room")):
+        answer = reclaim(api, in_room, player, key)
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["code"] == "seat_key_invalid" and answer.json()["field"] == "seat_key"
+        assert "token" not in answer.json()
+    # A body outside the schema: refused by field, before any lookup
+    for body in ({"player": bob["player"]}, {"player": bob["player"], "seat_key": "short"},
+                 {"player": bob["player"], "seat_key": bob["seat_key"], "extra": 1},
+                 {"player": bob["player"], "seat_key": "!" * 43}, {"player": "a" * 500, "seat_key": bob["seat_key"]}):
+        assert api.post(f"/rooms/{room}/seat", json=body).status_code == 422, body
+    # and the right key still works afterwards
+    assert reclaim(api, room, bob["player"], bob["seat_key"]).status_code == 200
+
+
+def test_a_refused_join_for_a_taken_seat_does_not_replace_its_key(api: TestClient) -> None:
+    room, _, bob = realm_room(api)
+    # A squatter tries to join as bob: refused, and handed no key
+    squat = api.post(f"/rooms/{room}/join", json={"player": bob["player"]})
+    assert squat.status_code == 422 and "seat_key" not in squat.json()
+    assert reclaim(api, room, bob["player"], bob["seat_key"]).status_code == 200
+
+
+def test_the_server_keeps_only_a_hash_of_the_key(api: TestClient, stack: Stack) -> None:
+    # An operator with Redis access reads the seat keys' hash: it holds digests, never the key
+    room, _, bob = realm_room(api)
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        kept = client.hget(Keys(16).seat_keys(room), bob["player"])
+        room_values = b"".join(client.dump(key) or b"" for key in client.scan_iter(match=f"*{room}*"))
+    finally:
+        client.close()
+    assert kept == hashlib.sha256(bob["seat_key"].encode()).hexdigest().encode()
+    assert bob["seat_key"].encode() not in room_values

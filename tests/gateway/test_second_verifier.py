@@ -1,0 +1,142 @@
+"""The console's JavaScript verifier (WebCrypto, real Chromium) and the Python one give the same verdicts."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped, with_chain
+from test_console_browser import (  # noqa: F401 - fixtures: the gateway process, Chromium, screenshots
+    CHROMIUM,
+    auditor,
+    base_url,
+    board_room_played,
+    browser,
+    page,
+    shots,
+)
+
+from almanac.events import codec, readable
+from almanac.events.forensics.bundle_check import verify_bundle
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)"),
+]
+
+JS_VERDICT = """async ([bundle, checkpoints, keys]) => {
+  const { verifyBundle } = await import("/console/verify.js");
+  const v = await verifyBundle(bundle, { checkpoints, keys });
+  return [v.ok, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, v.failed ? v.failed.detail : ""];
+}"""
+
+
+def not_resealed(bundle: dict, version: int) -> dict:
+    """An event's bytes changed and nothing re-sealed (an edit straight in the store)."""
+    bundle = copy(bundle)
+    chain = chain_of(bundle)
+    chain[version - 1] = msgspec.structs.replace(chain[version - 1], command_id="forged")
+    bundle["chain"]["envelopes"][version - 1] = readable.b64(codec.encode_envelope(chain[version - 1]))
+    return bundle
+
+
+def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, dict | None]]:
+    """The same honest and tampered bundles, checkpoints and key sets for both verifiers."""
+    last = held[-1]
+    ring = stranger_ring()
+    forged = edited(bundle, 2, lambda e: e.setdefault("note", "forged"))
+    without_commitments = {k: v for k, v in bundle.items() if k not in ("commitments", "checkpoint", "keys")}
+    broken = copy(bundle)
+    broken["chain"]["envelopes"][0] = "not base64!"
+    return {
+        "honest, with the player's checkpoints": (bundle, held, keys),
+        "honest, no key set": ({**bundle, "checkpoint": None}, [], None),
+        "edited earlier event, both chains re-sealed": (forged, held, keys),
+        "dropped event, re-sealed": (dropped(bundle, 3), held, keys),
+        "swapped events, re-sealed": (swapped(bundle, 2, 3), held, keys),
+        "truncated before the last checkpoint": (with_chain(bundle, chain_of(bundle)[:-1]), held, keys),
+        "edited, not re-sealed": (not_resealed(bundle, 2), held, keys),
+        "forged signature": (bundle, [{**last, "sig": last["sig"][:-2] + ("00" if last["sig"][-2:] != "00" else "11")}], keys),
+        "checkpoint moved to another head": (bundle, [{**last, "head": "ab" * 32}], keys),
+        "checkpoint from another key": (bundle, [ring.sign(last["room"], last["version"], bytes.fromhex(last["head"]))], keys),
+        "key set without the deployment's key": (bundle, held, ring.document),
+        "checkpoint of another room": (bundle, [{**last, "room": "elsewhere"}], keys),
+        "malformed checkpoint": (bundle, [{**last, "extra": 1}], keys),
+        "no commitments but checkpoints": (without_commitments, held, keys),
+        "envelope not base64": (broken, held, keys),
+    }
+
+
+def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str, auditor: str,  # noqa: F811
+                                                            shots: Path) -> None:  # noqa: F811 - the fixtures above
+    # Given a board room tess played, her checkpoints, the published key set and the auditor's bundle
+    room, token = board_room_played(base_url, auditor, "tess", 3)
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        keys = http.get("/.well-known/almanac-keys.json").json()
+        held = http.get(f"/rooms/{room}/checkpoints", headers={"Authorization": f"Bearer {token}"}).json()["checkpoints"]
+        head = http.get(f"/rooms/{room}").json()["version"]
+        bundle = http.get(f"/rooms/{room}/dispute?from=1&to={head}", headers={"Authorization": f"Bearer {auditor}"}).json()
+    page.goto("/")
+
+    # When each case is checked by the Python verifier and by the console's, in Chromium
+    verdicts = {}
+    for name, (b, checkpoints, key_set) in cases(bundle, held, keys).items():
+        python = verify_bundle(b, None, checkpoints=checkpoints, keys=key_set)
+        python_failed = python.failed
+        # The JS verifier checks format, chain and checkpoints: the verdicts compared are "did any step fail, which,
+        # at which version" (Python's later steps, the re-decision, pass on these; a live room is INCOMPLETE there).
+        js = page.evaluate(JS_VERDICT, [b, checkpoints, key_set])
+        verdicts[name] = ((python_failed is None, python_failed.name if python_failed else None,
+                           python_failed.version if python_failed else None), tuple(js[:3]), js[3])
+
+    # Then they agree on every one: ok or not, the failed step, and the version it names
+    for name, (python, js, detail) in verdicts.items():
+        assert python == js, f"{name}: python {python}, javascript {js} ({detail})"
+    assert verdicts["honest, with the player's checkpoints"][0] == (True, None, None)
+    assert sum(not python[0] for python, _, _ in verdicts.values()) == len(verdicts) - 2
+    assert {python[1] for python, _, _ in verdicts.values()} == {None, "format", "chain", "checkpoints"}
+
+
+def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_them(page, base_url: str,  # noqa: F811
+                                                                                 auditor: str, shots: Path,  # noqa: F811
+                                                                                 tmp_path: Path) -> None:
+    # Given tess's board room, her seat in this browser, and the auditor's bundle (honest and one re-sealed forgery)
+    room, token = board_room_played(base_url, auditor, "tess", 2)
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        head = http.get(f"/rooms/{room}").json()["version"]
+        bundle = http.get(f"/rooms/{room}/dispute?from=1&to={head}", headers={"Authorization": f"Bearer {auditor}"}).json()
+    honest, forged = tmp_path / "bundle.json", tmp_path / "forged.json"
+    honest.write_text(json.dumps(bundle))
+    forged.write_text(json.dumps(edited(bundle, 2, lambda e: e.setdefault("note", "forged"))))
+    page.goto("/")
+    page.evaluate("([room, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player: 'tess', token}))",
+                  [room, token])
+
+    # When she opens the room: every answer's checkpoint is kept in local storage
+    page.goto(f"/#/room/{room}")
+    panel = page.get_by_role("region", name="Checkpoints")
+    page.wait_for_function("(room) => JSON.parse(localStorage.getItem(`almanac-checkpoints:${room}`) || '[]').length > 0",
+                           arg=room)
+    page.reload()
+    assert int(panel.get_by_test_id("checkpoints-held").inner_text()) >= 1
+
+    # Then the honest bundle verifies in the browser and the forgery fails at the checkpoints
+    panel.get_by_label("bundle file").set_input_files(str(honest))
+    verdict = panel.get_by_test_id("bundle-verdict")
+    verdict.get_by_text("chain and checkpoints verified").wait_for()
+    page.screenshot(path=str(shots / "checkpoints-verified.png"), full_page=True)
+    panel.get_by_label("bundle file").set_input_files(str(forged))
+    verdict.get_by_text("NOT VERIFIED").wait_for()
+    assert "checkpoints" in verdict.inner_text() and "does not pass through" in verdict.inner_text()
+    panel.screenshot(path=str(shots / "checkpoints-forged.png"))
+    # and the export is a checkpoint file with the key set
+    with page.expect_download() as download:
+        panel.get_by_role("button", name="Export checkpoints").click()
+    exported = json.loads(Path(download.value.path()).read_text())
+    assert exported["format"] == "almanac-checkpoints" and exported["keys"]["keys"]
+    assert verify_bundle(bundle, None, checkpoints=exported["checkpoints"], keys=exported["keys"]).failed is None
+    assert base64  # envelopes in the bundles are base64 (chain_of decodes them)

@@ -1,0 +1,302 @@
+"""The API documents type every rule-set's commands, events and state: no open object, enums where the rules know."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from almanac.events import registry
+from almanac.events.errors import RuleError
+from almanac.events.testing import RoomDriver
+from almanac.services.gateway import create_app
+from almanac.services.gateway.asyncapi import asyncapi_document
+from almanac.services.gateway.game_schemas import prefix_of
+from almanac.services.settings import load_settings
+
+REF = "#/components/schemas/"
+
+
+@pytest.fixture(scope="module")
+def openapi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    # The document is built from the routes and the registry alone: no Redis is reached.
+    app = create_app(load_settings({}, redis_url="redis://127.0.0.1:1", data_dir=str(tmp_path_factory.mktemp("doc"))))
+    return app.openapi()
+
+
+def open_spots(document: dict[str, Any], roots: list[str]) -> list[str]:
+    """Where a schema reachable from ``roots`` accepts any object or any value: an object with no properties and
+    no typed values, or a schema with no type, no reference, no union, no enum and no const."""
+    schemas = document["components"]["schemas"]
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def walk(schema: Any, where: str) -> None:
+        if not isinstance(schema, dict):
+            return
+        if "$ref" in schema:
+            name = schema["$ref"][len(REF):]
+            if name not in seen:
+                seen.add(name)
+                walk(schemas[name], name)
+            return
+        kinds = {"type", "anyOf", "oneOf", "allOf", "enum", "const"}
+        if not kinds & schema.keys():
+            found.append(f"{where}: any value")
+        if schema.get("type") == "object" and not schema.get("properties") and not isinstance(
+                schema.get("additionalProperties"), dict):
+            found.append(f"{where}: open object")
+        for key, value in schema.items():
+            if key in ("properties", "$defs"):
+                for name, inner in value.items():
+                    walk(inner, f"{where}.{name}")
+            elif key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+                for index, inner in enumerate(value):
+                    walk(inner, f"{where}[{index}]")
+            elif key in ("items", "additionalProperties", "propertyNames") and isinstance(value, dict):
+                walk(value, f"{where}.{key}")
+
+    for root in roots:
+        walk({"$ref": REF + root}, root)
+    return found
+
+
+def game_roots() -> list[str]:
+    return [f"{prefix_of(name)}{part}" for name in registry.names() for part in ("Command", "Event", "State")]
+
+
+def test_no_rule_set_command_event_or_state_is_an_open_object(openapi: dict[str, Any]) -> None:
+    roots = game_roots()
+    assert set(roots) <= set(openapi["components"]["schemas"])
+    assert open_spots(openapi, roots) == []
+    # and the answers that carry them point at them: a room's events, an auditor's state
+    assert open_spots(openapi, ["RoomEvent", "EventPage", "StateAt", "CommandAccepted"]) == []
+
+
+def test_the_walk_finds_an_open_object_when_one_is_there(openapi: dict[str, Any]) -> None:
+    # The attacker's check of the check: the state before this work carried the game as an open object
+    document = {"components": {"schemas": {**openapi["components"]["schemas"],
+                                           "Loose": {"type": "object", "properties": {"game": {"type": "object"}}}}}}
+    assert open_spots(document, ["Loose"]) == ["Loose.game: open object"]
+
+
+def command_schema(document: dict[str, Any], ruleset: str, kind: str) -> dict[str, Any]:
+    union = document["components"]["schemas"][f"{prefix_of(ruleset)}Command"]
+    return document["components"]["schemas"][union["discriminator"]["mapping"][kind][len(REF):]]
+
+
+def enum_of(schema: dict[str, Any]) -> list[str] | None:
+    if "enum" in schema:
+        return schema["enum"]
+    if "propertyNames" in schema:
+        return schema["propertyNames"].get("enum")
+    for member in schema.get("anyOf", []):
+        if "enum" in member:
+            return member["enum"]
+    return None
+
+
+@pytest.mark.parametrize("document", ["openapi", "asyncapi"])
+def test_every_value_list_a_rule_set_publishes_is_an_enum_in_both_documents(document: str, openapi: dict[str, Any]) -> None:
+    doc = openapi if document == "openapi" else asyncapi_document()
+    free = []
+    for name in registry.names():
+        for path, values in registry.manifest(name).allowed_values.items():
+            kind, _, field = path.partition(".")
+            if enum_of(command_schema(doc, name, kind)["properties"][field]) != list(values):
+                free.append(f"{name} {path}")
+    assert free == []
+    # realm's words that were free strings: ore, moons, buy, pay
+    mine, offer = command_schema(doc, "realm", "mine"), command_schema(doc, "realm", "offer_trade")
+    assert enum_of(mine["properties"]["ore"]) == ["stone", "bronze", "iron", "steel", "gold"]
+    assert enum_of(mine["properties"]["moons"]) == ["count", "save"]
+    assert "gold" in enum_of(offer["properties"]["buy"]) and "" in enum_of(offer["properties"]["pay"])
+
+
+def realm_room() -> RoomDriver:
+    room = RoomDriver("typed-realm")
+    room.apply("alice", {"kind": "create_room", "ruleset": "realm", "options": {"players": ["alice", "bob"]}})
+    room.apply("alice", {"kind": "join_room"})
+    room.apply("bob", {"kind": "join_room"})
+    return room
+
+
+@pytest.mark.parametrize("path", sorted(registry.manifest("realm").allowed_values))
+def test_realm_publishes_what_its_rules_accept(path: str) -> None:
+    """A value outside the published list is refused by the rules naming that field; every listed value gets past
+    that check (refused, if at all, for another reason): the enum is the rules' own list, not a guess."""
+    kind, _, field = path.partition(".")
+    values = registry.manifest("realm").allowed_values[path]
+    base = {"mine": {"ore": "gold"}, "smelt": {"ore": "stone", "amount": 1}, "get_food": {"method": "hunt"},
+            "equip_army": {"tier": "iron"}, "raid": {"target": "bob", "resource": "food"},
+            "besiege": {"target": "bob"}, "choose_tax_season": {"city": "bob", "season": "spring"},
+            "send_merchant": {"to": "bob", "load": {"food": 1}},
+            "offer_trade": {"trade_id": "trade-1", "buy": "food"},
+            "counter_offer": {"trade_id": "trade-1", "want": "food"}}[kind]
+
+    def refusal(value: str) -> RuleError | None:
+        room, player, fields = realm_room(), "alice", dict(base)
+        if kind in ("offer_trade", "counter_offer"):  # a merchant at bob's first: the trade's id is its version
+            room.apply("alice", {"kind": "send_merchant", "to": "bob", "load": {"food": 1000}}, leftover=True)
+            fields["trade_id"] = next(m for m in room.game.merchants)
+        if kind == "counter_offer":
+            room.apply("alice", {"kind": "offer_trade", "trade_id": fields["trade_id"], "buy": "wood"}, leftover=True)
+            player = "bob"
+        body = {"kind": kind, **fields, field: {value: 1} if isinstance(fields.get(field), dict) else value}
+        try:
+            room.apply(player, body, leftover=True)
+        except RuleError as error:
+            return error
+        return None
+
+    outside = refusal("zzz")
+    if outside is None or not str(outside.field or "").startswith(field):
+        pytest.skip(f"{path}: the rules refuse this command earlier ({outside and outside.code}) in a fresh room")
+    assert outside.field.startswith(field)
+    for value in values:
+        error = refusal(value)
+        assert error is None or not str(error.field or "").startswith(field) or error.code != outside.code, (value, error)
+
+
+def as_json(value: Any) -> Any:
+    """What a client receives: the value through JSON (tuples become arrays)."""
+    from almanac.events import codec  # noqa: PLC0415
+
+    return msgspec.json.decode(msgspec.json.encode(codec.to_builtins(value)))
+
+
+def validator(document: dict[str, Any], name: str) -> Draft202012Validator:
+    """A validator of the component ``name`` that resolves the document's own references."""
+    resource = Resource.from_contents({"$schema": "https://json-schema.org/draft/2020-12/schema", **document})
+    return Draft202012Validator({"$ref": f"urn:almanac{REF}{name}"},
+                                registry=Registry().with_resource("urn:almanac", resource))
+
+
+def test_events_and_states_of_real_games_fit_the_document(openapi: dict[str, Any]) -> None:
+    # Given a realm game played by its bot in memory, through the one room step
+    from almanac.events import codec  # noqa: PLC0415
+    from almanac.events.dice import Dice  # noqa: PLC0415
+
+    room, manifest = realm_room(), registry.manifest("realm")
+    for step in range(60):
+        player = ("alice", "bob")[step % 2]
+        command = manifest.policy(room.game, player, Dice(b"typed", "typed-realm", step), 0)
+        if command is None:
+            continue
+        try:
+            room.apply(player, command, leftover=True)
+        except RuleError:
+            pass
+    events = validator(openapi, "RealmEvent")
+    decider = manifest.decider
+    # Then every event, whole (an auditor) and as each player receives it, fits RealmEvent
+    for envelope in room.envelopes:
+        event = codec.decode_event(envelope)
+        assert not list(events.iter_errors(as_json(event))), envelope.type
+        for player in ("alice", "bob"):
+            shown = decider.redact(event, player)
+            if shown is not None:
+                errors = [error.message for error in events.iter_errors(as_json(shown))]
+                assert errors == [], (envelope.type, player, errors[:3])
+    # and the state an auditor reads fits RoomState with its game a RealmState
+    assert not list(validator(openapi, "RoomState").iter_errors(as_json(room.state)))
+    # while a made-up ore does not fit a mine command
+    mine = validator(openapi, "RealmCommand")
+    assert list(mine.iter_errors({"kind": "mine", "ore": "mithril"}))
+    assert not list(mine.iter_errors({"kind": "mine", "ore": "gold"}))
+
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)")
+def test_the_asyncapi_page_renders_as_documentation_offline_in_chromium(redis_url: str, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient  # noqa: PLC0415
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415
+
+    app = create_app(load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)))
+    with TestClient(app) as http:
+        page_answer = http.get("/asyncapi", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+        json_answer = http.get("/asyncapi", headers={"Accept": "*/*"})
+    # Given the page as a browser gets it (a client still gets the JSON document)
+    assert page_answer.headers["content-type"].startswith("text/html")
+    assert json_answer.json()["asyncapi"] == "3.0.0"
+    assert "script-src" not in page_answer.headers["content-security-policy"]
+    html_file = tmp_path / "asyncapi.html"
+    html_file.write_text(page_answer.text)
+    requests: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("request", lambda request: requests.append(request.url))
+            # When Chromium opens it with no network at all
+            page.context.set_offline(True)
+            page.goto(html_file.as_uri())
+            # Then it reads as documentation: channels, operations, and realm's mine with its ores as an enum
+            assert page.locator("#channel-live").is_visible()
+            assert "followRoom" in page.locator("#operation-followRoom").inner_text()
+            mine = page.locator("#schema-RealmMine").inner_text()
+            assert all(ore in mine for ore in ('"stone"', '"gold"')) and "one of" in mine
+            page.locator("#schema-RealmMine").scroll_into_view_if_needed()
+            page.screenshot(path=str(tmp_path / "asyncapi.png"))
+        finally:
+            browser.close()
+    assert [url for url in requests if not url.startswith("file:")] == []  # nothing fetched from anywhere
+    assert (tmp_path / "asyncapi.png").stat().st_size > 10_000
+
+
+BUILT_IN = ("board", "claim", "realm", "sectors")
+
+
+def test_every_built_in_game_declares_a_closed_view_and_the_view_answers_name_it(openapi: dict[str, Any]) -> None:
+    assert open_spots(openapi, [f"{prefix_of(name)}View" for name in BUILT_IN]) == []
+    named = {ref["$ref"][len(REF):] for ref in openapi["components"]["schemas"]["RoomView"]["properties"]["view"]["anyOf"]}
+    assert named >= {f"{prefix_of(name)}View" for name in BUILT_IN}
+
+
+def played(name: str, options: dict[str, Any], steps: int = 60) -> Iterator[tuple[RoomDriver, list[str]]]:
+    """A room of ``name`` played by its bot in memory: the room and its seats after every step."""
+    from almanac.events.dice import Dice  # noqa: PLC0415
+
+    manifest = registry.manifest(name)
+    room = RoomDriver(f"typed-{name}", now_ms=1_700_000_000_000)
+    room.apply("alice", {"kind": "create_room", "ruleset": name, "options": options})
+    room.apply("alice", {"kind": "join_room"})
+    seats = ["alice"]
+    try:
+        room.apply("bob", {"kind": "join_room"})
+        seats.append("bob")
+    except RuleError:
+        pass  # a one-seat game
+    for step in range(steps):
+        yield room, seats
+        player = seats[step % len(seats)]
+        command = manifest.policy(room.game, player, Dice(b"typed", room.room, step), room.now_ms)
+        if command is not None:
+            with contextlib.suppress(RuleError):
+                room.apply(player, command, leftover=True, now_ms=room.now_ms + 3_600_000)
+
+
+@pytest.mark.parametrize(("name", "options"), [("board", {}), ("claim", {}), ("sectors", {}),
+                                               ("realm", {"players": ["alice", "bob"]})])
+def test_real_views_are_exactly_their_declared_type(name: str, options: dict[str, Any], openapi: dict[str, Any]) -> None:
+    # Given a game played by its bot, When every seat's view is read after every move, Then it decodes strictly into
+    # the declared type (no field missing, none extra, no wrong type) and fits the document's <Name>View
+    view_type = registry.manifest(name).view_type
+    schema = validator(openapi, f"{prefix_of(name)}View")
+    for room, seats in played(name, options):
+        for seat in seats:
+            view = as_json(registry.manifest(name).decider.view(room.game, seat))
+            msgspec.convert(view, view_type, strict=True)
+            assert not list(schema.iter_errors(view)), (name, seat, room.version)
+    # and a view with a field the type does not know is refused (the declaration is closed)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({**view, "surprise": 1}, view_type, strict=True)

@@ -1,0 +1,156 @@
+"""The TypeScript client (clients/typescript): up to date with the OpenAPI document, and a game of every built-in
+rule-set played through it in Node against engine, projector and gateway processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import redis
+from gateway_stack import CHILD, Stack
+
+from almanac.client import Client
+from almanac.events import registry
+from almanac.events.dice import Dice
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "clients" / "typescript"
+SECRET = "typescript-client-test-secret-" + "x" * 32
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+needs_node = pytest.mark.skipif(NODE is None or NPM is None, reason="the TypeScript client runs on node, installed by npm")
+
+
+def test_the_committed_openapi_document_is_the_servers() -> None:
+    # The document the TypeScript types were generated from is what `almanac openapi` prints now (in a process of
+    # its own: this one has the tests' extra rule-set registered). A change to a route or a game fails here until
+    # `almanac openapi --out clients/typescript/openapi.json && npm run generate` is run and committed.
+    printed = subprocess.run([sys.executable, "-c", CHILD, "openapi"], capture_output=True, text=True, check=True,
+                             timeout=120).stdout
+    assert json.loads(printed) == json.loads((PACKAGE / "openapi.json").read_text()), \
+        "clients/typescript/openapi.json is stale: run `almanac openapi --out clients/typescript/openapi.json` " \
+        "and `npm run generate` in clients/typescript"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of clients/typescript with its locked dependencies installed and compiled (skips when npm cannot
+    reach its registry)."""
+    if NODE is None or NPM is None:
+        pytest.skip("the TypeScript client runs on node, installed by npm")
+    work = tmp_path_factory.mktemp("ts") / "typescript"
+    shutil.copytree(PACKAGE, work, ignore=shutil.ignore_patterns("node_modules", "dist"))
+    env = {**os.environ, "npm_config_fetch_retries": os.environ.get("npm_config_fetch_retries", "1"),
+           "npm_config_fetch_timeout": os.environ.get("npm_config_fetch_timeout", "30000")}
+    try:
+        installed = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=work, env=env, capture_output=True,
+                                   text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm ci did not finish in 300 s (the npm registry is unreachable or slow)")
+    if installed.returncode != 0:
+        pytest.skip(f"cannot install the TypeScript client's packages from the npm registry: {installed.stderr[-300:]}")
+    subprocess.run([NPM, "run", "build"], cwd=work, check=True, capture_output=True, timeout=300)
+    return work
+
+
+@needs_node
+def test_the_typescript_types_are_generated_from_the_committed_document(built: Path) -> None:
+    # openapi-typescript's own check: generating again from openapi.json gives the committed src/schema.d.ts
+    checked = subprocess.run([NPM, "run", "check"], cwd=built, capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout[-1000:] + checked.stderr[-1000:]
+    # and the check can fail: a hand edit of the types is caught
+    (built / "src" / "schema.d.ts").write_text((built / "src" / "schema.d.ts").read_text().replace(
+        '"stone" | "bronze" | "iron" | "steel" | "gold"', '"stone" | "bronze" | "iron" | "steel" | "gold" | "mithril"'))
+    assert subprocess.run([NPM, "run", "check"], cwd=built, capture_output=True, timeout=300).returncode != 0
+    subprocess.run([NPM, "run", "generate"], cwd=built, check=True, capture_output=True, timeout=300)
+
+
+class Driver:
+    """clients/typescript/test/driver.mjs in Node: one JSON line per operation of the TypeScript client."""
+
+    def __init__(self, built: Path, url: str) -> None:
+        self.process = subprocess.Popen([NODE, "--experimental-websocket", "test/driver.mjs", url], cwd=built,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def __call__(self, op: str, **fields: Any) -> dict[str, Any]:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, self.process.stderr.read() if self.process.stderr else "the driver exited"
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    redis.Redis.from_url(redis_url).flushdb()
+    stack = Stack(redis_url, tmp_path_factory.mktemp("ts-stack"))
+    stack.env["ALMANAC_SECRET"] = SECRET
+    try:
+        stack.start("engine")
+        stack.start("projector")
+        stack.wait_ready()
+        yield stack.start_gateway(), TokenSigner(SECRET, 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
+    finally:
+        stack.stop()
+
+
+@needs_node
+def test_the_typescript_client_plays_a_game_of_every_built_in_ruleset(built: Path, live: tuple[str, str]) -> None:
+    url, auditor = live
+    driver = Driver(built, url)
+    try:
+        with Client(url, token=auditor) as watcher:  # the bot's eyes: it reads the room as an auditor
+            for ruleset in ("board", "claim", "realm", "sectors"):
+                # Given alice's room created through the TypeScript client, and bob in it when it has a seat
+                room = f"ts-{ruleset}"
+                assert driver("create", ruleset=ruleset, player="alice", extra={"room": room})["ok"]
+                players = ["alice"]
+                joined = driver("join", room=room, player="bob")
+                if joined["ok"]:
+                    players.append("bob")
+                else:
+                    assert joined["status"] in (409, 422), joined  # a one-seat game
+                # When the rule-set's bot plays every seat through it, and alice ends the room
+                manifest, accepted = registry.manifest(ruleset), 0
+                for step in range(manifest.demo_moves):
+                    player = players[step % len(players)]
+                    state = watcher.state(room)["state"]
+                    if state["ended"]:
+                        break
+                    game = msgspec.convert(state["game"], manifest.decider.state_type, strict=False)
+                    command = manifest.policy(game, player, Dice(b"ts-test", room, step), int(time.time() * 1000))
+                    if command is None:
+                        continue
+                    answer = driver("command", room=room, player=player, command=msgspec.to_builtins(command))
+                    assert answer["ok"] or answer["status"] == 422, answer  # the rules may refuse a bot's move
+                    accepted += answer["ok"]
+                assert accepted > 0, ruleset
+                if not watcher.room(room)["ended"]:
+                    assert driver("end", room=room, player="alice", reason="over")["ok"]
+                # Then the room is over and verifies, alice's view and events read through the client, and her
+                # live feed (a WebSocket in Node) gives every version once, in order
+                assert watcher.room(room)["ended"]
+                assert watcher.verification(room)["ok"] is True
+                view = driver("view", room=room, player="alice")
+                assert view["ok"] and view["player"] == "alice" and view["ended"]
+                latest = driver("events", room=room, player="alice")["latest_version"]
+                followed = driver("follow", room=room, player="alice", until=latest)
+                assert followed["versions"] == list(range(1, latest + 1)), ruleset
+    finally:
+        driver.close()

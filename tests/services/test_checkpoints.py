@@ -1,0 +1,261 @@
+"""Signed checkpoints: a stranger holding one player's checkpoints rejects every history that contradicts them."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from typer.testing import CliRunner
+
+from almanac.events import codec, commitments as cm
+from almanac.events.forensics.bundle_check import verify_bundle
+from almanac.events.hashing import canonical_bytes, envelope_hash
+from almanac.services.cli import _load_commands, app
+
+REALM = Path(__file__).resolve().parents[1] / "golden" / "realm@1.json"
+ROOM = "golden-realm-v1"
+
+_load_commands()
+runner = CliRunner()
+
+
+def invoke(env: dict, *args: str):
+    return runner.invoke(app, list(args), env={**env, "COLUMNS": "200"})
+
+
+@pytest.fixture
+async def held(redis_client, redis_url, tmp_path) -> dict:
+    """Given the golden realm game in a real Redis, alice's checkpoints (what her answers carried), the
+    deployment's key set, and an auditor's bundle of trade-24."""
+    env = {"REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(tmp_path / "data")}
+
+    def run(*args: str) -> str:
+        result = invoke(env, *args)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    await asyncio.to_thread(run, "import", str(REALM))
+    bundle = json.loads(await asyncio.to_thread(run, "dispute", ROOM, "--trade", "trade-24"))
+    alice = json.loads(await asyncio.to_thread(run, "checkpoints", ROOM, "--player", "alice"))
+    keys = json.loads(await asyncio.to_thread(run, "keys"))
+    return {"bundle": bundle, "alice": alice, "keys": keys, "env": env, "path": tmp_path}
+
+
+def verdict_of(bundle: dict, held: dict, checkpoints: list | None = None, keys: dict | None = None):
+    return verify_bundle(bundle, None, checkpoints=held["alice"]["checkpoints"] if checkpoints is None else checkpoints,
+                         keys=held["keys"] if keys is None else keys)
+
+
+def failed(verdict) -> tuple[str, str]:
+    assert not verdict.ok, verdict.text()
+    return verdict.failed.name, verdict.failed.detail
+
+
+async def test_the_honest_bundle_passes_through_every_checkpoint_alice_holds(held) -> None:
+    alice = held["alice"]["checkpoints"]
+    assert len(alice) > 3 and held["alice"]["keys"] == held["keys"]
+    verdict = verdict_of(held["bundle"], held)
+    assert verdict.ok, verdict.text()
+    step = next(s for s in verdict.steps if s.name == "checkpoints")
+    assert step.status == "passed" and f"{len(alice)} checkpoint(s)" in step.detail
+    # The CLI reads the checkpoint file (its key set included) and says the same.
+    bundle_file, checkpoints_file = held["path"] / "bundle.json", held["path"] / "alice.json"
+    bundle_file.write_text(json.dumps(held["bundle"]))
+    checkpoints_file.write_text(json.dumps(held["alice"]))
+    result = await asyncio.to_thread(invoke, {}, "verify-bundle", str(bundle_file), "--checkpoints", str(checkpoints_file))
+    assert result.exit_code == 0 and "[passed] checkpoints" in result.stdout, result.output
+
+
+async def test_an_edited_earlier_event_fails_at_alices_checkpoint_even_resealed_by_the_operator(held) -> None:
+    # Given an operator who rewrites bob's stone at version 5 and re-seals both chains with the real room key
+    def poorer(event: dict) -> None:
+        event["stone"] = -6000 if "stone" in event else event.setdefault("note", "forged")
+
+    forged = edited(held["bundle"], 5, poorer)
+    name, detail = failed(verdict_of(forged, held))
+    assert name == "checkpoints" and "does not pass through" in detail
+    assert f"{ROOM}@" in detail  # the failure names the checkpoint: room@version kid
+
+
+async def test_an_invented_room_fails_at_the_first_checkpoint(held) -> None:
+    # Given a whole room invented under the same id: its first event's seed commitment is the forger's own
+    def own_seed(event: dict) -> None:
+        event["seed_commitment"] = hashlib.sha256(b"the forger's seed").hexdigest()
+
+    name, detail = failed(verdict_of(edited(held["bundle"], 1, own_seed), held))
+    assert name == "checkpoints" and "does not pass through" in detail
+
+
+@pytest.mark.parametrize("forge", [lambda b: dropped(b, 10), lambda b: swapped(b, 30, 31)], ids=["dropped", "swapped"])
+async def test_a_dropped_or_swapped_event_fails_at_a_checkpoint(held, forge) -> None:
+    name, detail = failed(verdict_of(forge(held["bundle"]), held))
+    assert name == "checkpoints", detail
+
+
+async def test_a_truncated_history_fails_at_the_checkpoint_past_its_end(held) -> None:
+    chain = chain_of(held["bundle"])
+    from checkpoint_support import with_chain
+
+    name, detail = failed(verdict_of(with_chain(held["bundle"], chain[:40]), held))
+    assert name == "checkpoints" and ("ends at version 40" in detail or "does not pass through" in detail), detail
+
+
+async def test_a_forged_signature_and_a_checkpoint_from_another_key_are_refused(held) -> None:
+    forged = edited(held["bundle"], 5, lambda e: e.setdefault("note", "forged"))
+    heads = cm.heads(bytes.fromhex(forged["commitments"]["room_key"]), chain_of(forged))
+    genuine = held["alice"]["checkpoints"][-1]
+    # The forger moves alice's last checkpoint onto the forged head, keeping the signature
+    moved = {**genuine, "head": heads[genuine["version"] - 1].hex()}
+    name, detail = failed(verdict_of(forged, held, [moved]))
+    assert name == "checkpoints" and "signature is not valid" in detail
+    # or flips one bit of an honest signature
+    flipped = {**genuine, "sig": genuine["sig"][:-1] + ("0" if genuine["sig"][-1] != "0" else "1")}
+    assert "signature is not valid" in failed(verdict_of(held["bundle"], held, [flipped]))[1]
+    # or signs the forged head with a key of its own, publishing it in the bundle: the stranger's key set wins
+    ring = stranger_ring()
+    own = ring.sign(ROOM, genuine["version"], heads[genuine["version"] - 1])
+    forged["checkpoint"], forged["keys"] = ring.sign(ROOM, len(heads), heads[-1]), ring.document
+    name, detail = failed(verdict_of(forged, held, [own]))
+    assert name == "checkpoints" and "not in the trusted key set" in detail
+    # and a checkpoint of another room is named as such
+    other = {**genuine, "room": "another-room"}
+    assert "signature is not valid" in failed(verdict_of(held["bundle"], held, [other]))[1]
+
+
+async def test_a_retired_key_still_verifies_and_rotation_keeps_old_checkpoints(held) -> None:
+    from almanac.services.checkpoints import KeyRing
+
+    old_public = bytes.fromhex(held["keys"]["keys"][0]["public_key"])
+    fresh = stranger_ring().keys[0].private_bytes_raw()
+    rotated = KeyRing([fresh], retired_public=[old_public]).document
+    assert rotated["active"] != held["keys"]["active"]
+    assert [k["status"] for k in rotated["keys"]] == ["active", "retired"]
+    # Every checkpoint the old key signed still verifies under the rotated set, where it is retired...
+    verdict = verdict_of(held["bundle"], held, keys=rotated)
+    assert verdict.ok, verdict.text()
+    # ...and not under a set that dropped it (what publishing a compromised key's removal does).
+    dropped_old = KeyRing([fresh]).document
+    assert "not in the trusted key set" in failed(verdict_of(held["bundle"], held, keys=dropped_old))[1]
+
+
+async def test_expect_head_accepts_an_earlier_version_and_its_hash_or_checkpoint_head(held) -> None:
+    bundle = held["bundle"]
+    chain = chain_of(bundle)
+    checkpoint = held["alice"]["checkpoints"][2]
+    v = checkpoint["version"]
+    # An earlier head is checked and agrees; the versions after it rest on the rules alone, so at best INCOMPLETE
+    # (the anchor step names them); the head itself anchors the whole.
+    for earlier in (f"{v}:{chain[v - 1].hash}", f"{v}:{checkpoint['head']}"):
+        verdict = verify_bundle(bundle, earlier)
+        assert verdict.failed is None and verdict.status == "INCOMPLETE" and "anchor" in verdict.unchecked, verdict
+    assert verify_bundle(bundle, f"{len(chain)}:{chain[-1].hash}").ok
+    wrong = verify_bundle(bundle, f"{v}:{chain[v].hash}")
+    assert wrong.failed is not None and wrong.failed.name == "anchor" and wrong.failed.version == v
+    forged = edited(bundle, 2, lambda e: e.setdefault("note", "forged"))
+    assert verify_bundle(forged, f"{v}:{checkpoint['head']}").failed.name == "anchor"
+
+
+def test_a_player_cannot_confirm_a_guess_of_a_hidden_value_from_heads() -> None:
+    # Given two rooms that differ only in one hidden amount (bob's gold: 100 or 101), with everything else public
+    secret = b"\x07" * 32
+
+    def room(gold: int) -> list:
+        from almanac.events.envelope import GENESIS_HASH, Envelope
+        from almanac.events.hashing import seal
+
+        payloads = [canonical_bytes({"public": 1}), canonical_bytes({"bob_gold": gold}), canonical_bytes({"public": 3})]
+        chain, previous = [], GENESIS_HASH
+        for version, payload in enumerate(payloads, start=1):
+            envelope = seal(Envelope(room="r", version=version, ruleset="realm", type="t", payload=payload,
+                                     command_id=f"c{version}", player="bob", server_time_ms=version,
+                                     previous_hash=previous))
+            previous = envelope.hash
+            chain.append(envelope)
+        return chain
+
+    a, b = room(100), room(101)
+    key = cm.room_key(secret, "r")
+    heads_a, heads_b = cm.heads(key, a), cm.heads(key, b)
+    assert heads_a[0] == heads_b[0] and heads_a[1] != heads_b[1]
+
+    def confirms(heads: list[bytes], guess: int, shown: dict[int, bytes]) -> bool:
+        """Everything alice can try: the heads, every public event's body and salt, the guessed event's body."""
+        guessed = msgspec.structs.replace(a[1], payload=canonical_bytes({"bob_gold": guess}))
+        body = cm.event_body(guessed)
+        for candidate_salt in [*shown.values(), bytes(32), hashlib.sha256(b"r").digest()]:
+            if cm.next_head(heads[0], cm.commitment(candidate_salt, body)) == heads[1]:
+                return True
+        return False
+
+    # Alice sees events 1 and 3 whole (with their salts, as a player-safe bundle shows them) and only heads.
+    shown = {1: cm.salt(key, 1), 3: cm.salt(key, 3)}
+    for heads in (heads_a, heads_b):
+        assert not any(confirms(heads, guess, shown) for guess in range(90, 111))
+    # The plain envelope chain would have let her: its hash at version 2 is a function of public bytes and the guess.
+    plain = [envelope_hash(msgspec.structs.replace(a[1], payload=canonical_bytes({"bob_gold": g}))) for g in (100, 101)]
+    assert plain[0] == a[1].hash and plain[1] == b[1].hash  # the attack that the commitments stop
+    # With the salt (the auditor's room key), the guess is checked: the head still proves the full history.
+    assert cm.next_head(heads_a[0], cm.commitment(cm.salt(key, 2), cm.event_body(a[1]))) == heads_a[1]
+    # Salts are per room: one room's opened key opens no other room.
+    assert cm.room_key(secret, "r2") != key and cm.salt(cm.room_key(secret, "r2"), 2) != cm.salt(key, 2)
+
+
+def test_the_format_document_example_bytes_are_what_the_code_hashes() -> None:
+    from almanac.events.envelope import Envelope
+
+    envelope = Envelope(room="r", version=1, ruleset="realm", type="t", payload=b"\x01", command_id="c", player="p",
+                        server_time_ms=1764800000000, previous_hash="0" * 64)
+    assert cm.event_body(envelope).hex() == "98a17201a57265616c6da174c40101a163a170cf0000019ae646f000"
+    message = cm.checkpoint_message("r", 1, bytes(32))
+    assert message == b"almanac/checkpoint/v1\0" + b"\x00\x01r" + (1).to_bytes(8, "big") + bytes(32)
+    assert codec  # the codec decodes the envelopes these bytes come from (chain_of)
+
+
+async def test_the_player_export_and_the_key_set_are_documents_the_verifier_reads(held) -> None:
+    keys = held["keys"]
+    assert cm.key_set_problem(keys) is None and keys["keys"][0]["status"] == "active"
+    checkpoints, file_keys = cm.read_checkpoint_file(held["alice"])
+    assert file_keys == keys and all(cm.checkpoint_problem(c) is None for c in checkpoints)
+    assert cm.read_checkpoint_file(copy(checkpoints))[0] == checkpoints  # a bare list reads too
+    # The same deployment signs the same way on the next call (keys kept in the data dir), and --new rotates.
+    assert json.loads(invoke(held["env"], "keys").stdout) == keys
+    fresh = invoke(held["env"], "keys", "--new")
+    assert fresh.exit_code == 0 and len(fresh.stdout.strip().splitlines()[-1]) == 64
+
+
+async def test_a_validly_signed_checkpoint_of_another_room_is_named_as_such(held) -> None:
+    # The deployment's own key (read from its data directory, as the operator could) signs another room's head
+    from almanac.services.checkpoints import KeyRing
+
+    seed = bytes.fromhex((held["path"] / "data" / "signing-key").read_text().strip())
+    other = KeyRing([seed]).sign("another-room", 3, bytes(32))
+    name, detail = failed(verdict_of(held["bundle"], held, [other]))
+    assert name == "checkpoints" and "is of room 'another-room'" in detail
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=80),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+                     max_leaves=20)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_hostile_checkpoints_key_sets_and_openings_are_a_failed_step_never_an_exception(held, data) -> None:
+    genuine = held["alice"]["checkpoints"][-1]
+    field = st.sampled_from(["room", "version", "head", "kid", "sig"])
+    checkpoint = data.draw(st.one_of(_JSON, st.builds(lambda f, v: {**genuine, f: v}, field, _JSON)))
+    assume(checkpoint != genuine)  # a field replaced by its own value is the honest checkpoint
+    keys = data.draw(st.one_of(st.just(held["keys"]), _JSON))
+    bundle = copy(held["bundle"])
+    if data.draw(st.booleans()):
+        bundle["commitments"] = data.draw(st.one_of(_JSON, st.fixed_dictionaries(
+            {"scheme": st.just(cm.SCHEME), "room_key": st.text(alphabet="0123456789abcdefg", min_size=64, max_size=64)})))
+    verdict = verify_bundle(bundle, None, checkpoints=[checkpoint], keys=keys)
+    # (a hostile part of the bundle itself fails its format step, before any checkpoint is read)
+    assert verdict.failed is not None and verdict.failed.name in ("format", "checkpoints", "anchor"), verdict.text()

@@ -1,0 +1,161 @@
+"""The clock sends a deadline's timeout command once: racing clocks, a lost cursor, a stale deadline, kill -9 of the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis.asyncio as aioredis
+from engine_test_support import KEYS, EngineProcess, send, wait_for
+
+from almanac.events import codec
+from almanac.events.step import decode_record
+from almanac.services.clock import Clock, deadline_command_id
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.redis_store import RedisEventStore
+
+START_MS = 1_000_000
+TIMEOUT_MS = 60_000
+
+
+def record(command_id: str, player: str, body: dict, room: str, now_ms: int = START_MS) -> CommandRecord:
+    return CommandRecord(command_id=command_id, room=room, player=player, server_time_ms=now_ms, body=body)
+
+
+async def realm_room(service: RoomService, room: str, timeout_ms: int = TIMEOUT_MS, now_ms: int = START_MS) -> None:
+    """A realm room of alice and bob, both seated, whose first season started at ``now_ms``."""
+    options = {"players": ["alice", "bob"], "years": 1, "season_timeout_ms": timeout_ms}
+    created = await service.handle(record(f"{room}-create", "alice",
+                                          {"kind": "create_room", "ruleset": "realm", "options": options}, room, now_ms))
+    assert created.accepted, created.error
+    for player in ("alice", "bob"):
+        joined = await service.handle(record(f"{room}-join-{player}", player, {"kind": "join_room"}, room, now_ms))
+        assert joined.accepted, joined.error
+
+
+async def sent_commands(client: aioredis.Redis, room: str) -> list[CommandRecord]:
+    entries = await client.xrange(KEYS.shard_commands(KEYS.shard(room)))
+    return [r for r in (decode_record(fields[b"__data__"]) for _, fields in entries) if r.room == room]
+
+
+async def decide_sent(client: aioredis.Redis, service: RoomService, room: str) -> list:
+    """What an engine would do with the clock's commands: decide each (dedupe by id), return the outcomes."""
+    return [await service.handle(sent) for sent in await sent_commands(client, room)
+            if sent.command_id.startswith("clock-")]
+
+
+async def season_endings(store: RedisEventStore, room: str) -> list:
+    return [codec.decode_event(e) for e in await store.read(room) if e.type == "realm.season_ended"]
+
+
+class At:
+    """A clock's time, set by the test."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+async def test_racing_clocks_send_a_due_deadline_once(redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    await realm_room(service, "race")
+    # Given two clocks (a lease that lapsed and its next holder), both past the season's timeout
+    now = At(START_MS + TIMEOUT_MS)
+    clocks = [Clock(redis_client, KEYS, store, now_ms=now) for _ in range(2)]
+    shard = KEYS.shard("race")
+    # When both track and fire, over and over, at the same time
+    for _ in range(5):
+        await asyncio.gather(*(clock.tick([shard]) for clock in clocks))
+    # Then one command went out, under the deadline's own id, and the room decides it once
+    sent = await sent_commands(redis_client, "race")
+    clock_sent = [s for s in sent if s.command_id.startswith("clock-")]
+    assert [s.command_id for s in clock_sent] == [deadline_command_id("race", "season:0", "alice")]
+    assert clock_sent[0].body == {"kind": "end_season"} and clock_sent[0].server_time_ms == START_MS + TIMEOUT_MS
+    outcomes = await decide_sent(redis_client, service, "race")
+    assert [o.accepted for o in outcomes] == [True]
+    # and a resend of the same deadline (a clock that crashed before it knew) is the first outcome again
+    assert (await service.handle(clock_sent[0])).duplicate
+    assert [e.season_index for e in await season_endings(store, "race")] == [0]
+
+
+async def test_nothing_is_sent_before_the_deadline(redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    await realm_room(RoomService(store), "early")
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS + TIMEOUT_MS - 1))
+    assert await clock.tick([KEYS.shard("early")]) == 0
+    assert await redis_client.zscore(KEYS.deadlines(KEYS.shard("early")), "early") == START_MS + TIMEOUT_MS
+
+
+async def test_a_season_the_players_ended_themselves_moves_the_deadline(redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    await realm_room(service, "played")
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS + 10))
+    shard = KEYS.shard("played")
+    await clock.tick([shard])
+    # Given both players end their turn at +10 s: the season ends by their hand, a new one starts then
+    for player in ("alice", "bob"):
+        ended = await service.handle(record(f"end-{player}", player, {"kind": "end_turn"}, "played", START_MS + 10_000))
+        assert ended.accepted, ended.error
+    # When the first season's timeout passes
+    clock.now_ms = At(START_MS + TIMEOUT_MS + 1)
+    assert await clock.tick([shard]) == 0
+    # Then nothing is sent: the deadline is now the second season's, counted from its own start
+    assert await redis_client.zscore(KEYS.deadlines(shard), "played") == START_MS + 10_000 + TIMEOUT_MS
+    clock.now_ms = At(START_MS + 10_000 + TIMEOUT_MS)
+    assert await clock.tick([shard]) == 1
+    await decide_sent(redis_client, service, "played")
+    endings = await season_endings(store, "played")
+    assert [(e.season_index, e.forced_by) for e in endings] == [(0, ""), (1, "alice")]
+
+
+async def test_a_clock_that_lost_its_cursor_finds_every_pending_deadline_again(redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    for room in ("lost-a", "lost-b"):
+        await realm_room(service, room)
+    # Given the clock's own keys are gone (a failover that lost the last writes, an operator's mistake)
+    for shard in {KEYS.shard("lost-a"), KEYS.shard("lost-b")}:
+        await redis_client.delete(KEYS.clock_cursor(shard), KEYS.deadlines(shard), KEYS.deadline_commands(shard))
+    # When a clock starts past the timeouts
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS + TIMEOUT_MS))
+    sent = await clock.tick(sorted({KEYS.shard("lost-a"), KEYS.shard("lost-b")}))
+    # Then it read the shards' rooms and sent both
+    assert sent == 2
+    for room in ("lost-a", "lost-b"):
+        assert [o.accepted for o in await decide_sent(redis_client, service, room)] == [True]
+
+
+async def test_kill_9_of_the_engine_at_the_due_time_fires_the_deadline_once_after_restart(
+        redis_client: aioredis.Redis, redis_url: str, tmp_path) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    timeout_ms = 2_000
+    engine = EngineProcess(redis_url, "clock-a", tmp_path)
+    try:
+        await wait_for(lambda: redis_client.exists("alm:engine:clock-a:heartbeat"), timeout_s=20)
+        start = int(time.time() * 1000)
+        options = {"players": ["alice", "bob"], "years": 1, "season_timeout_ms": timeout_ms}
+        assert (await send(redis_client, "crash", "alice", {"kind": "create_room", "ruleset": "realm",
+                                                            "options": options}, "c-create", time_ms=start)).accepted
+        for player in ("alice", "bob"):
+            assert (await send(redis_client, "crash", player, {"kind": "join_room"}, f"c-join-{player}",
+                               time_ms=start)).accepted
+        # Given the engine (and its clock) killed -9 just around the season's due time
+        await asyncio.sleep(max(0.0, (start + timeout_ms - 50) / 1000 - time.time()))
+        engine.kill()
+        # When another engine takes the shards over, after the due time
+        engine = EngineProcess(redis_url, "clock-b", tmp_path)
+
+        async def ended() -> bool:
+            return len(await season_endings(store, "crash")) >= 1
+
+        await wait_for(ended, timeout_s=30)
+        await asyncio.sleep(0.5)  # time for a second sending, if there were one
+    finally:
+        engine.kill()
+    # Then the first season ended exactly once, at or after its due time
+    endings = [e for e in await season_endings(store, "crash") if e.season_index == 0]
+    assert len(endings) == 1 and endings[0].at_ms >= start + timeout_ms

@@ -1,0 +1,218 @@
+"""Webhooks against a real receiver: notices of a realm game, signed, redacted per player, and nothing lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
+
+from gateway_stack import Stack  # noqa: E402
+from webhook_receiver import Receiver  # noqa: E402
+
+from almanac.client import ApiError, Client, verify_webhook  # noqa: E402
+from almanac.events import codec  # noqa: E402
+from almanac.events.testing import RoomDriver  # noqa: E402
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner  # noqa: E402
+from almanac.services.notifier import Notice, Notifier, Subscription  # noqa: E402
+from almanac.services.settings import load_settings  # noqa: E402
+from almanac.storage.keys import Keys  # noqa: E402
+from almanac.storage.redis_store import RedisEventStore  # noqa: E402
+
+SECRET = "webhook-test-secret-" + "x" * 32
+HOOK_SECRET = "receiver-shared-secret-" + "y" * 16
+HIDDEN = {"hidden": True}
+
+
+@pytest.fixture(scope="module")
+def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Client, Stack]]:
+    """Engine, notifier and gateway processes; an auditor's client (the game's own service)."""
+    redis.Redis.from_url(redis_url).flushdb()
+    stack = Stack(redis_url, tmp_path_factory.mktemp("webhooks"))
+    stack.env["ALMANAC_SECRET"] = SECRET
+    try:
+        stack.start("engine")
+        stack.start("notifier")
+        stack.wait_ready()
+        url = stack.start_gateway()
+        with Client(url, token=TokenSigner(SECRET, 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR)) as service:
+            yield url, service, stack
+    finally:
+        stack.stop()
+
+
+def subscribe(service: Client, url: str, **body: Any) -> dict[str, Any]:
+    return service.request("POST", "/webhooks", json_body={"url": url, "secret": HOOK_SECRET, **body})
+
+
+def a_realm_season(url: str, room: str) -> tuple[Client, Any, Any]:
+    """Alice and bob in a realm room: alice's merchant reaches bob, she offers a trade, both end the season, bob
+    ends the room."""
+    client = Client(url)
+    alice = client.create_room("realm", "alice", room=room, options={"players": ["alice", "bob"]})
+    bob = client.join(room, "bob")
+    sent = alice.command({"kind": "send_merchant", "to": "bob", "load": {"food": 1000}})
+    trade = next(e["event"]["trade_id"] for e in sent.events if e["type"] == "realm.merchant_sent")
+    alice.command({"kind": "offer_trade", "trade_id": trade, "buy": "wood"})
+    for seat in (alice, bob):
+        try:
+            seat.command({"kind": "end_turn"})
+        except ApiError as refused:
+            assert refused.code == "realm.turn_already_ended", refused
+    bob.end("the test is over")
+    return client, alice, bob
+
+
+def test_each_subscriber_hears_its_notices_signed_and_only_what_it_may_see(live: tuple[str, Client, Stack]) -> None:
+    url, service, _ = live
+    receiver = Receiver().start()
+    try:
+        # Given the game's service subscribed for the whole deployment, for the room, and for each player
+        everyone = subscribe(service, f"{receiver.url}/all")
+        subscribe(service, f"{receiver.url}/room", scope="room", room="hook-realm")
+        subscribe(service, f"{receiver.url}/bob", scope="player", room="hook-realm", player="bob")
+        subscribe(service, f"{receiver.url}/alice", scope="player", room="hook-realm", player="alice",
+                  kinds=["trade_offered", "room_ended"])
+        assert everyone["secret"] == HOOK_SECRET and "secret" not in service.request("GET", "/webhooks")["subscriptions"][0]
+
+        # When alice offers bob a trade, the season ends, and bob ends the room
+        client, alice, bob = a_realm_season(url, "hook-realm")
+
+        # Then each receiver hears its notices: bob the offer made to him, alice not (it is not hers), everyone
+        # the new season (your turn) and the end
+        def kinds(got: list[dict[str, Any]], path: str) -> list[str]:
+            return [r["json"]["kind"] for r in got if r["path"] == path]
+
+        got = receiver.wait_for(lambda got: len(kinds(got, "/all")) >= 3 and len(kinds(got, "/bob")) >= 3
+                                and len(kinds(got, "/alice")) >= 1 and len(kinds(got, "/room")) >= 3)
+        time.sleep(1.0)  # anything extra would arrive now
+        got = list(receiver.received)
+        assert sorted(kinds(got, "/all")) == ["room_ended", "trade_offered", "your_turn"]
+        assert sorted(kinds(got, "/room")) == ["room_ended", "trade_offered", "your_turn"]
+        assert sorted(kinds(got, "/bob")) == ["room_ended", "trade_offered", "your_turn"]
+        assert kinds(got, "/alice") == ["room_ended"]  # her filter, and the offer is bob's news
+        # each signed with the subscription's secret over its exact body, under its delivery id
+        for delivery in got:
+            assert verify_webhook(HOOK_SECRET, delivery["headers"]["X-Almanac-Signature"], delivery["body"])
+            assert not verify_webhook("another-secret" * 3, delivery["headers"]["X-Almanac-Signature"], delivery["body"])
+            assert delivery["headers"]["X-Almanac-Delivery"] == delivery["json"]["delivery_id"]
+        assert len({d["json"]["delivery_id"] for d in got}) == len(got)
+
+        # and no one hears what they may not see: bob's offer is the event as bob's own feed shows it (alice's
+        # holdings hidden), the deployment's as nobody seated sees it (both sides' holdings hidden)
+        offer_to_bob = next(d["json"] for d in got if d["path"] == "/bob" and d["json"]["kind"] == "trade_offered")
+        offer_to_all = next(d["json"] for d in got if d["path"] == "/all" and d["json"]["kind"] == "trade_offered")
+        version = offer_to_bob["version"]
+        bobs_feed = next(e for e in bob.events()["events"] if e["version"] == version)
+        assert offer_to_bob["event"] == bobs_feed
+        assert offer_to_bob["event"]["event"]["home_after"] == HIDDEN
+        assert offer_to_bob["event"]["event"]["host_after"] != HIDDEN
+        assert offer_to_all["event"]["event"]["home_after"] == HIDDEN
+        assert offer_to_all["event"]["event"]["host_after"] == HIDDEN
+        client.close()
+    finally:
+        receiver.stop()
+
+
+def test_a_receiver_down_for_a_while_gets_everything_once_the_notifier_killed_meanwhile(
+        live: tuple[str, Client, Stack]) -> None:
+    url, service, stack = live
+    # Given a receiver that is down (its port refuses connections), subscribed to one room
+    receiver = Receiver()
+    subscribe(service, f"{receiver.url}/down", scope="room", room="hook-down")
+    # When a season passes and the room ends meanwhile, and the notifier is killed -9 and started again
+    client, _, _ = a_realm_season(url, "hook-down")
+    time.sleep(1.5)  # a few failed attempts
+    os.kill(stack.processes["notifier"].pid, signal.SIGKILL)
+    stack.processes["notifier"].wait(10)
+    stack.start("notifier")
+    # and the receiver comes back, first answering 503 twice
+    receiver.failing = 2
+    receiver.start()
+    try:
+        # Then every notice arrives; a delivery seen twice is the same delivery (same id, same body)
+        got = receiver.wait_for(lambda got: {r["json"]["kind"] for r in got} >= {"your_turn", "trade_offered",
+                                                                                  "room_ended"}, timeout_s=40)
+        time.sleep(1.0)
+        got = list(receiver.received)
+        by_id: dict[str, bytes] = {}
+        for delivery in got:
+            ident = delivery["json"]["delivery_id"]
+            assert by_id.setdefault(ident, delivery["body"]) == delivery["body"]
+        # one delivery per notice: never the same notice under two ids
+        assert len(by_id) == len({(d["json"]["kind"], d["json"]["version"]) for d in got})
+        assert sorted(d["json"]["kind"] for d in {d["json"]["delivery_id"]: d for d in got}.values()) == \
+            ["room_ended", "trade_offered", "your_turn"]
+        stats = service.request("GET", "/webhooks/stats")
+        assert stats["failed_attempts"] >= 2 and stats["latency_ms"]["samples"] >= 3
+        client.close()
+    finally:
+        receiver.stop()
+
+
+def test_a_subscription_is_an_auditors_and_bad_ones_are_refused(live: tuple[str, Client, Stack]) -> None:
+    url, service, _ = live
+    with Client(url) as stranger:
+        seat = stranger.create_room("board", "eve", room="hook-eve")
+        # A player's token cannot subscribe (a player could point the server at any address)
+        with pytest.raises(ApiError) as refused:
+            stranger.request("POST", "/webhooks", token=seat.token, json_body={"url": "http://127.0.0.1:1/x"})
+        assert refused.value.status == 403
+    for body, code in (({"url": "ftp://example.org/x"}, "invalid_url"),
+                       ({"url": "http://example.org/x", "kinds": ["gossip"]}, "unknown_kind"),
+                       ({"url": "http://example.org/x", "scope": "player", "room": "r"}, "player_required"),
+                       ({"url": "http://example.org/x", "sneaky": 1}, "invalid_request")):
+        with pytest.raises(ApiError) as refused:
+            service.request("POST", "/webhooks", json_body=body)
+        assert (refused.value.status, refused.value.code) == (422, code)
+
+
+def an_envelope() -> tuple[Any, Any]:
+    """A stored room.ended envelope (through the one room step) and its event."""
+    room = RoomDriver("hook-dead")
+    room.apply("ann", {"kind": "create_room", "ruleset": "board"})
+    room.apply("ann", {"kind": "join_room"})
+    [envelope] = room.send("ann", {"kind": "end_room", "reason": "over"})
+    return envelope, codec.decode_event(envelope)
+
+
+async def test_a_delivery_that_keeps_failing_goes_to_the_dead_letters(redis_url: str, tmp_path: Path) -> None:
+    """The notifier's outbox on a real Redis and a real receiver that answers 503 to everything."""
+    client = aioredis.Redis.from_url(redis_url)
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+        update={"webhook_max_attempts": 3, "webhook_backoff_max_s": 1})
+    receiver = Receiver().start()
+    receiver.failing = 10**6
+    # Keys of its own: the module's notifier process shares this Redis and must not take these deliveries
+    keys = Keys(settings.shard_count, "alm-dead-letter-test")
+    notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys.prefix, keys=keys), settings,
+                        keys=keys)
+    try:
+        subscription = Subscription(id="wh_00000000000000aa", url=receiver.url, secret=HOOK_SECRET, scope="deployment")
+        envelope, event = an_envelope()
+        notice = Notice(kind="room_ended", room=envelope.room, version=envelope.version, player=None)
+        assert await notifier._enqueue(subscription, notice, envelope, event) == 1  # noqa: SLF001
+        assert await notifier._enqueue(subscription, notice, envelope, event) == 0  # noqa: SLF001 - once per id
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not await client.llen(notifier.keys.webhook_dead()):
+            await notifier.deliver_once()
+            await asyncio.sleep(0.1)
+        dead = await client.lrange(notifier.keys.webhook_dead(), 0, -1)
+        assert len(dead) == 1 and b"HTTP 503" in dead[0] and HOOK_SECRET.encode() not in dead[0]
+        assert await client.zcard(notifier.keys.webhook_outbox()) == 0
+        counters = await client.hgetall(notifier.keys.webhook_stats())
+        assert int(counters[b"dead"]) == 1 and int(counters[b"failed_attempts"]) == 3
+    finally:
+        receiver.stop()
+        await notifier.aclose()
+        await client.aclose()
