@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
-from almanac.projections.worker import Projector
+from almanac.projections.projector import Projector
 from almanac.services.archiver import Archiver
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService

@@ -46,7 +46,8 @@ async def _archive(stack, room: str) -> tuple[str, list[bytes]]:
     try:
         result = await archive_room(runtime.store, room)
         left = await runtime.client.keys(f"*room:{room}:*")
-        return result.status, sorted(k for k in left if not k.endswith((b":version", b":archived")))
+        # the pointer, and the seats' key digests (a player reclaims a token to read their own view of the room)
+        return result.status, sorted(k for k in left if not k.endswith((b":version", b":archived", b":seatkeys")))
     finally:
         await runtime.aclose()
 

@@ -164,7 +164,7 @@ async def test_a_plain_redis_store_reads_nothing_of_an_archived_room(redis_clien
 
 async def test_the_archiver_takes_a_room_only_once_projected_and_its_dedupe_window_is_over(redis_client,
                                                                                           tmp_path) -> None:
-    from almanac.projections.worker import Projector  # noqa: PLC0415
+    from almanac.projections.projector import Projector  # noqa: PLC0415
     from almanac.services.archiver import Archiver  # noqa: PLC0415
 
     store = archiving_store(redis_client, file_archive_url(tmp_path))
@@ -190,7 +190,7 @@ async def test_kill_9_of_a_real_archiver_process_at_any_moment_leaves_every_room
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    from almanac.projections.worker import Projector  # noqa: PLC0415
+    from almanac.projections.projector import Projector  # noqa: PLC0415
 
     url = file_archive_url(tmp_path)
     store = archiving_store(redis_client, url)
