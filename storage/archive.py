@@ -403,6 +403,8 @@ class ArchivingStore(RedisEventStore):
             pipe.get(self.keys.archived(room))
             value, pointer = await pipe.execute()
         if value is not None:
+            if self.wait_replicas:  # as RedisEventStore.outcome: answered only once a replica has it
+                await self.confirm_replicated(room)
             return _OUTCOME_DECODER.decode(value)
         if pointer is None:
             return None
