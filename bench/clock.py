@@ -49,7 +49,7 @@ async def _fill(client: aioredis.Redis, keys: Keys, rooms: range, due: int, seco
 async def _lateness(client: aioredis.Redis, keys: Keys) -> list[int]:
     late = []
     for shard in range(SHARDS):
-        for entry_id, fields in await client.xrange(keys.shard_commands(shard)):
+        for entry_id, fields in await client.xrange(keys.command_stream(shard)):
             record = decode_record(fields[b"__data__"])
             due_ms = int(await client.zscore(f"bench:due:{shard}", record.room) or 0)
             late.append(int(entry_id.split(b"-")[0]) - due_ms)

@@ -9,11 +9,11 @@ import msgspec
 from almanac.events.decider import Context
 
 
-class TrivialOptions(msgspec.Struct, frozen=True):
+class TrivialOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     pass
 
 
-class TrivialSetup(msgspec.Struct, frozen=True):
+class TrivialSetup(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     pass
 
 

@@ -1,6 +1,6 @@
 """The clock of a shard: keeps each room's earliest deadline in Redis and sends its timeout command when due.
 
-Run by whoever holds the shard's engine lease (``services.engine.worker.Engine`` starts one over its held
+Run by whoever holds the shard's engine lease (``services.engine.shard_engine.Engine`` starts one over its held
 shards). Two steps per round and shard:
 
 - ``track``: read the shard feed from the clock's cursor; for each room that moved, fold its state and ask
@@ -245,7 +245,7 @@ class Clock:
                 args += [room, data, codec.encode(record)]
             if not args:
                 return sent
-            count = int(await self._fire(keys=[due_key, commands_key, self.keys.shard_commands(shard)], args=args))
+            count = int(await self._fire(keys=[due_key, commands_key, self.keys.command_stream(shard)], args=args))
             sent += count
             self.fired += count
             if len(due) < self.batch:

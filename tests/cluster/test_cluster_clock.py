@@ -36,5 +36,5 @@ async def test_deadlines_of_rooms_on_every_node_fire_once_each(cluster: Any) -> 
     # Then each room's season timeout went to its shard's command stream once
     sent = []
     for shard in range(SHARDS):
-        sent += [decode_record(fields[b"__data__"]) for _, fields in await cluster.xrange(keys.shard_commands(shard))]
+        sent += [decode_record(fields[b"__data__"]) for _, fields in await cluster.xrange(keys.command_stream(shard))]
     assert sorted(r.room for r in sent if r.command_id.startswith("clock-")) == sorted(rooms)

@@ -51,7 +51,7 @@ def open_spots(document: dict[str, Any], roots: list[str]) -> list[str]:
         if not kinds & schema.keys():
             found.append(f"{where}: any value")
         if schema.get("type") == "object" and not schema.get("properties") and not isinstance(
-                schema.get("additionalProperties"), dict):
+                schema.get("additionalProperties"), dict) and schema.get("additionalProperties") is not False:
             found.append(f"{where}: open object")
         for key, value in schema.items():
             if key in ("properties", "$defs"):

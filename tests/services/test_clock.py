@@ -34,7 +34,7 @@ async def realm_room(service: RoomService, room: str, timeout_ms: int = TIMEOUT_
 
 
 async def sent_commands(client: aioredis.Redis, room: str) -> list[CommandRecord]:
-    entries = await client.xrange(KEYS.shard_commands(KEYS.shard(room)))
+    entries = await client.xrange(KEYS.command_stream(KEYS.shard(room)))
     return [r for r in (decode_record(fields[b"__data__"]) for _, fields in entries) if r.room == room]
 
 

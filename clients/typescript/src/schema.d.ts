@@ -79,6 +79,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rooms/{room}/seat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take your seat back with its seat key: a fresh token for the same seat
+         * @description The seat key is the secret the join answer carried (`seat_key`; keep it, the console stores it in the browser). Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited`. A wrong key, a player without a seat or a room that does not exist all answer 403 `seat_key_invalid` (nothing tells which).
+         */
+        post: operations["reclaim_seat_rooms__room__seat_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rooms/{room}/end": {
         parameters: {
             query?: never;
@@ -417,8 +437,42 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Verify a dispute bundle as `almanac verify-bundle` does: every step and the verdict (VERIFIED, INCOMPLETE naming what was not checked, NOT VERIFIED); for a room this server holds, also against its own chain. Any valid token; a heavy read (a few at once: 503 `overloaded` past that) */
+        /** Verify a dispute bundle as `almanac verify-bundle` does: every step and the verdict (VERIFIED, INCOMPLETE naming what was not checked, NOT VERIFIED); for a room this server holds, also against its own chain. Any valid token, but an auditor's for a held room that is live with hidden values (403 `auditors_only`: the answer would show the server's chain hashes); a heavy read (a few at once: 503 `overloaded` past that) */
         post: operations["bundles_verify_bundles_verify_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/.well-known/almanac-keys.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The deployment's checkpoint key set: the Ed25519 public keys that sign checkpoints (active and retired); docs/bundle-format.md */
+        get: operations["key_set__well_known_almanac_keys_json_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/rooms/{room}/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Your checkpoints of a room: the signed head after each of your commands and at the room's head, with the key set (a checkpoint file) */
+        get: operations["room_checkpoints_rooms__room__checkpoints_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -669,6 +723,8 @@ export interface components {
             nonce?: string | null;
             /** @default null */
             nonce_commitment?: string | null;
+            /** @default null */
+            public_key?: string | null;
         };
         /**
          * JoinRoomRequest
@@ -685,6 +741,8 @@ export interface components {
             nonce?: string | null;
             /** @default null */
             nonce_commitment?: string | null;
+            /** @default null */
+            public_key?: string | null;
         };
         /** EndRoomRequest */
         EndRoomRequest: {
@@ -692,6 +750,8 @@ export interface components {
             reason?: string;
             /** @default null */
             command_id?: string | null;
+            /** @default null */
+            signature?: string | null;
         };
         /**
          * CommandRequest
@@ -702,6 +762,8 @@ export interface components {
             command: components["schemas"]["BoardCommand"] | components["schemas"]["ClaimCommand"] | components["schemas"]["RealmCommand"] | components["schemas"]["SectorsCommand"];
             /** @default null */
             command_id?: string | null;
+            /** @default null */
+            signature?: string | null;
             /** @default null */
             player?: string | null;
         };
@@ -715,15 +777,61 @@ export interface components {
             as?: string | null;
         };
         /**
+         * ReclaimSeatRequest
+         * @description Take one's seat back: the player's name and the seat key their join answer carried.
+         */
+        ReclaimSeatRequest: {
+            /** @description letters, digits, _ . -; at most 64 */
+            player: string;
+            seat_key: string;
+        };
+        /**
          * VerifyBundleRequest
          * @description A dispute bundle to verify (as ``almanac dispute`` or GET /rooms/{room}/dispute wrote it; the gateway's body
          *     limit ALMANAC_MAX_BODY_BYTES bounds it, the CLI verifies any size offline) and, optionally, the head you hold
-         *     for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's).
+         *     for its room from elsewhere: ``HASH`` (its head) or ``VERSION:HASH`` (an earlier version's: checked, but only a
+         *     head at the bundle's last version, yours or this server's own chain, makes the verdict VERIFIED).
          */
         VerifyBundleRequest: {
             bundle: Record<string, never>;
             /** @default null */
             expect_head?: string | null;
+            /** @default [] */
+            checkpoints?: components["schemas"]["CheckpointBody"][];
+            /** @default null */
+            keys?: components["schemas"]["KeySetBody"] | null;
+        };
+        /**
+         * CheckpointBody
+         * @description A signed checkpoint a player holds (docs/bundle-format.md section 2).
+         */
+        CheckpointBody: {
+            room: string;
+            version: number;
+            head: string;
+            kid: string;
+            sig: string;
+        };
+        /**
+         * KeySetBody
+         * @description The deployment's key set (GET /.well-known/almanac-keys.json; docs/bundle-format.md section 3).
+         */
+        KeySetBody: {
+            /** @enum {unknown} */
+            format: "almanac-keys";
+            /** @enum {unknown} */
+            format_version: 1;
+            active: string;
+            keys: components["schemas"]["KeyBody"][];
+        };
+        /** KeyBody */
+        KeyBody: {
+            kid: string;
+            /** @enum {unknown} */
+            alg: "Ed25519";
+            public_key: string;
+            /** @enum {unknown} */
+            status: "active" | "retired";
         };
         /**
          * SubscribeRequest
@@ -844,6 +952,8 @@ export interface components {
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
+            /** @default  */
+            public_key?: string;
         };
         /**
          * NonceRevealed
@@ -1256,6 +1366,8 @@ export interface components {
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
+            /** @default  */
+            public_key?: string;
         };
         /**
          * NonceRevealed
@@ -1938,6 +2050,8 @@ export interface components {
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
+            /** @default  */
+            public_key?: string;
         };
         /**
          * NonceRevealed
@@ -3242,6 +3356,8 @@ export interface components {
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
+            /** @default  */
+            public_key?: string;
         };
         /**
          * NonceRevealed
@@ -3615,6 +3731,45 @@ export interface components {
             steps: Record<string, never>[];
             text: string;
         };
+        /**
+         * CheckpointFile
+         * @description Signed checkpoints with the key set that checks them (docs/bundle-format.md section 2.1).
+         */
+        CheckpointFile: {
+            format: string;
+            format_version: number;
+            keys: components["schemas"]["KeySet"];
+            checkpoints: components["schemas"]["Checkpoint"][];
+        };
+        /**
+         * KeySet
+         * @description The deployment's checkpoint keys (docs/bundle-format.md section 3).
+         */
+        KeySet: {
+            format: string;
+            format_version: number;
+            active: string;
+            keys: components["schemas"]["KeyEntry"][];
+        };
+        /** KeyEntry */
+        KeyEntry: {
+            kid: string;
+            alg: string;
+            public_key: string;
+            status: string;
+        };
+        /**
+         * Checkpoint
+         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
+         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
+         */
+        Checkpoint: {
+            room: string;
+            version: number;
+            head: string;
+            kid: string;
+            sig: string;
+        };
         /** CommandAccepted */
         CommandAccepted: {
             command_id: string;
@@ -3624,6 +3779,8 @@ export interface components {
             version: number;
             duplicate: boolean;
             events: components["schemas"]["RoomEvent"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * RoomEvent
@@ -3672,6 +3829,12 @@ export interface components {
             commands: Record<string, never>[];
             refusals: Record<string, never>[];
             chain: Record<string, never>;
+            /** @default null */
+            commitments?: Record<string, never> | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+            /** @default null */
+            keys?: components["schemas"]["KeySet"] | null;
         };
         /** EventPage */
         EventPage: {
@@ -3679,6 +3842,8 @@ export interface components {
             latest_version: number;
             next_version: number;
             events: components["schemas"]["RoomEvent"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** Explanation */
         Explanation: {
@@ -3818,6 +3983,8 @@ export interface components {
             audit_views: string[];
             fork: components["schemas"]["ForkMark"] | null;
             dice_scheme: number;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** ForkMark */
         ForkMark: {
@@ -3833,8 +4000,12 @@ export interface components {
             version: number;
             duplicate: boolean;
             events: components["schemas"]["RoomEvent"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
             player: string;
             token: string;
+            /** @default null */
+            seat_key?: string | null;
             joined: boolean;
             /** @default null */
             join_error?: Record<string, never> | null;
@@ -3858,8 +4029,12 @@ export interface components {
             version: number;
             duplicate: boolean;
             events: components["schemas"]["RoomEvent"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
             player: string;
             token: string;
+            /** @default null */
+            seat_key?: string | null;
         };
         /** RoomList */
         RoomList: {
@@ -3904,6 +4079,8 @@ export interface components {
             audit_views: string[];
             fork: components["schemas"]["ForkMark"] | null;
             dice_scheme: number;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
             player: string;
             /** @description what this player sees (their rule-set's view) */
             view: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
@@ -3927,6 +4104,12 @@ export interface components {
             commands: Record<string, never>[];
             options: Record<string, never>;
             $defs: Record<string, never>;
+        };
+        /** SeatReclaimed */
+        SeatReclaimed: {
+            room: string;
+            player: string;
+            token: string;
         };
         /**
          * Series
@@ -3998,6 +4181,12 @@ export interface components {
             players_not_revealing?: string[];
             /** @default [] */
             nonces_by_server?: string[];
+            /** @default [] */
+            signing_players?: string[];
+            /** @default [] */
+            unsigned_players?: string[];
+            /** @default 0 */
+            commands_signed?: number;
         };
         /**
          * Divergence
@@ -4091,6 +4280,11 @@ export interface components {
             ][];
             /** @default [] */
             nonces_revealed?: string[];
+            /** @default [] */
+            player_keys?: [
+                string,
+                string
+            ][];
         };
         /**
          * ForkOf
@@ -4349,6 +4543,78 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OutcomePending"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per seat); the Retry-After header says when to retry */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description refused: {code, message, field, allowed} */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal_error (the log has the detail) */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    reclaim_seat_rooms__room__seat_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description room id */
+                room: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReclaimSeatRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SeatReclaimed"];
                 };
             };
             /** @description Validation Error */
@@ -5527,6 +5793,94 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BundleVerdict"];
+                };
+            };
+            /** @description refused: {code, message, field, allowed} */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal_error (the log has the detail) */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    key_set__well_known_almanac_keys_json_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeySet"];
+                };
+            };
+            /** @description refused: {code, message, field, allowed} */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal_error (the log has the detail) */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    room_checkpoints_rooms__room__checkpoints_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description room id */
+                room: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointFile"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description refused: {code, message, field, allowed} */
