@@ -58,6 +58,9 @@ def queue_update(pipe: Any, keys: Keys, shard: int, update: RoomUpdate,
         pipe.hset(keys.versions(shard), room, update.version)
         pipe.hset(keys.summaries(shard), room, encode_json(update.summary))
         pipe.hset(keys.listings(shard), room, encode_json(update.listing))
+        if update.summary.get("ended"):
+            # the archiver's work list (services.archiver): ended rooms, by when their last event was projected
+            pipe.zadd(keys.ended_rooms(shard), {room: update.summary.get("updated_at_ms", 0)})
     if every or "leaderboards" in models:
         board = keys.leaderboard(shard, update.ruleset)
         pipe.sadd(keys.leaderboard_rulesets(shard), update.ruleset)
@@ -79,7 +82,7 @@ async def model_keys_of_shard(client: Any, keys: Keys, shard: int, models: Itera
     models = set(models)
     found: list[str] = []
     if "rooms" in models:
-        found += [keys.versions(shard), keys.summaries(shard), keys.listings(shard)]
+        found += [keys.versions(shard), keys.summaries(shard), keys.listings(shard), keys.ended_rooms(shard)]
     if "leaderboards" in models:
         rulesets = await client.smembers(keys.leaderboard_rulesets(shard))
         found += [keys.leaderboard(shard, text(r)) for r in rulesets] + [keys.leaderboard_rulesets(shard)]

@@ -14,7 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from almanac.events import codec
-from almanac.events.errors import RulesNotInstalledError
+from almanac.events.errors import CorruptEventError, RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
@@ -301,7 +301,12 @@ class Projector:
         for shard, refs in references.items():
             shard_reads = [next(reads) for _ in refs]
             try:
-                ranges = self.store.parse_read_ranges(refs, shard_reads)
+                try:
+                    ranges = self.store.parse_read_ranges(refs, shard_reads)
+                except CorruptEventError:
+                    # a room archived since its feed entries were written (storage.archive): the store reads
+                    # each range from where the room is now; a range that is really missing fails again here
+                    ranges = await self.store.read_ranges(refs)
             except Exception as error:  # noqa: BLE001 - a corrupt log stalls its shard, never the others
                 failed[shard] = error
                 continue

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from almanac.events import registry
-from almanac.projections.model_writes import decode_json, text
+from almanac.projections.model_writes import decode_json, encode_json, text
 from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, shard_of
 
 _FIRST_POLL_S = 0.002
@@ -17,10 +17,14 @@ _MAX_POLL_S = 0.05
 class ReadModels:
     """Async reads of the projected models. Takes a redis.asyncio client (decoded responses or not)."""
 
-    def __init__(self, client: Any, shard_count: int, prefix: str = "alm", keys: Keys | None = None) -> None:
+    def __init__(self, client: Any, shard_count: int, prefix: str = "alm", keys: Keys | None = None,
+                 store: Any = None) -> None:
         self.client = client
         self.shard_count = shard_count
         self.keys = keys or Keys(shard_count, prefix)  # the process's (services.bootstrap) when given
+        # The process's store (services.bootstrap): an archived room's summary row leaves Redis with the room
+        # (storage.archive) and is folded from the archive when asked for.
+        self.store = store
 
     def _shard(self, room: str) -> int:
         return shard_of(room, self.shard_count)
@@ -36,7 +40,15 @@ class ReadModels:
     async def room(self, room: str) -> dict | None:
         """The room's summary: rule-set, players, version, scores, resources, over/ended; None if unknown."""
         data = await self.client.hget(self.keys.summaries(self._shard(room)), room)
-        return None if data is None else decode_json(data)
+        if data is not None:
+            return decode_json(data)
+        pointer = getattr(self.store, "pointer", None)
+        if pointer is None or await pointer(room) is None:
+            return None
+        from almanac.projections.rebuild import fold_room  # noqa: PLC0415 - rebuild's one fold of a room
+
+        update = await fold_room(self.store, room)  # the row the projector wrote, folded again (deterministic)
+        return None if update is None else decode_json(encode_json(update.summary))
 
     async def rooms(self, ruleset: str | None = None) -> list[dict]:
         """Room listings (no scores or resources), oldest first; only ``ruleset``'s when given."""

@@ -51,6 +51,7 @@ async def rebuild(
     prefix: str = "alm",
     on_total: Callable[[int], None] | None = None,
     on_room: Callable[[str], None] | None = None,
+    store: RedisEventStore | None = None,
 ) -> int:
     """Drop and rebuild the named read models (all when None) from the room streams; the number of rooms rebuilt.
 
@@ -62,7 +63,8 @@ async def rebuild(
     every = model_names()
     models = every if models is None else tuple(m for m in every if m in set(models))
     keys = Keys(shard_count, prefix)
-    store = RedisEventStore(client, shard_count, prefix)
+    # ``store``: the process's (services.bootstrap: it reads archived rooms from the archive tier)
+    store = store or RedisEventStore(client, shard_count, prefix)
     async with client.pipeline(transaction=False) as pipe:
         for shard in range(shard_count):
             pipe.smembers(keys.rooms(shard))

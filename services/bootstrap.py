@@ -38,9 +38,9 @@ import redis.asyncio as aioredis
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError, pid_alive, running_server_url
 from almanac.services.redis_client import connect, live_seed, reconnecting
 from almanac.services.settings import Settings, load_settings
+from almanac.storage.archive import ArchiveStore, ArchivingStore, default_archive_url
 from almanac.storage.keys import DEFAULT_PREFIX, Keys
 from almanac.storage.loader import RoomLoader
-from almanac.storage.redis_store import RedisEventStore
 
 # The gateway's clients: above the live feed's 1 s blocking read, short enough that a silent Redis is a 503.
 REDIS_CONNECT_TIMEOUT_S = 2.0
@@ -212,7 +212,7 @@ class Runtime:
 
     settings: Settings
     client: aioredis.Redis
-    store: RedisEventStore
+    store: ArchivingStore
 
     @property
     def keys(self) -> Keys:
@@ -240,10 +240,25 @@ def runtime(config: Settings, role: Role, url: str | None = None, prefix: str = 
     outcome, a gateway's answer) only once a replica has it (RedisEventStore.outcome); ``prefix`` keeps a
     benchmark's keys apart."""
     client = redis_client(config, role, url)
-    store = RedisEventStore(client, config.shard_count, prefix,
-                            wait_replicas=1 if config.durability == "replica" else 0,
-                            keys=process_keys(config.shard_count, prefix))
+    store = ArchivingStore(client, archive_store(config), config.shard_count, prefix,
+                           wait_replicas=1 if config.durability == "replica" else 0,
+                           keys=process_keys(config.shard_count, prefix))
     return Runtime(config, client, store)
+
+
+def archive_url(config: Settings) -> str:
+    """ALMANAC_ARCHIVE_URL, or the data directory's ``archive/`` folder (the embedded default needs nothing)."""
+    return config.archive_url or default_archive_url(config.data_dir)
+
+
+@functools.cache
+def _archive_store(url: str) -> ArchiveStore:
+    return ArchiveStore(url)
+
+
+def archive_store(config: Settings) -> ArchiveStore:
+    """The process's one archive store (storage.archive): every store reads archived rooms through it."""
+    return _archive_store(archive_url(config))
 
 
 @contextlib.asynccontextmanager

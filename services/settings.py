@@ -63,6 +63,15 @@ class Settings(BaseSettings):
     # Consumed entries of the shard command streams (acknowledged by the engine) and feeds (applied by the
     # projector) are trimmed once older than this (storage.retention); the room event streams never are.
     stream_retain_s: int = _env("ALMANAC_STREAM_RETAIN_S", 300)
+    # The archive tier (storage.archive, services.archiver): where finished rooms' objects go (a URL obstore
+    # knows: file://, s3://, gs://, az://; unset: the data directory's archive/ folder), whether `almanac up` runs
+    # the archiver, how long a room stays in Redis after it ends (its dedupe records with it: a resend within
+    # this window is answered from Redis, later from the archived room's own command records), and how often
+    # the archiver looks for finished rooms.
+    archive_url: str | None = _env("ALMANAC_ARCHIVE_URL", None)
+    archiver: bool = _env("ALMANAC_ARCHIVER", True)
+    dedupe_retain_s: int = _env("ALMANAC_DEDUPE_RETAIN", 60)
+    archiver_interval_s: float = _env("ALMANAC_ARCHIVER_INTERVAL_S", 2.0)
     # The engine (or the gateway deciding its own shards) runs the clock of the shards it holds: the
     # rule-sets' deadlines (realm's season timeout) fire by themselves (services/clock.py). Off: only a
     # player's command ends a timed-out season.
@@ -158,7 +167,7 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("gateway_target_wait_ms", "stream_retain_s",
-                     "projector_gather_ms", "redis_idle_s")
+                     "projector_gather_ms", "redis_idle_s", "dedupe_retain_s")
     @classmethod
     def _not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value < 0:

@@ -109,7 +109,8 @@ class Stack:
         self._write_up_file()
 
     def _services(self) -> list[str]:
-        return ["engine", "projector", "notifier", "gateway"]
+        # the archiver (ALMANAC_ARCHIVER, on by default) moves ended rooms out of Redis (services.archiver)
+        return ["engine", "projector", "notifier", "gateway"] + (["archiver"] if self.settings.archiver else [])
 
     def _spawn(self, name: str) -> None:
         service, own_env = self._child_specs[name]
@@ -188,8 +189,8 @@ class Stack:
             if json.loads(path.read_text()).get("pid") == os.getpid():
                 path.unlink()
         # The gateway first (no new commands), then the engine, then the projector drains what is left; the
-        # notifier last (what it has not delivered stays in its outbox for the next start).
-        for service in ("gateway", "engine", "projector", "notifier"):
+        # notifier last (what it has not delivered stays in its outbox for the next start); the archiver after.
+        for service in ("gateway", "engine", "projector", "notifier", "archiver"):
             group = [child for name, child in self.children.items()
                      if self._child_specs[name][0] == service and child.poll() is None]
             for child in group:  # every process of a service stops together, then the next service

@@ -73,6 +73,19 @@ def projector_stats_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:projector:stats:{name}"
 
 
+def archiver_stats_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    return f"{prefix}:archiver:stats:{name}"
+
+
+def archiver_heartbeat_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    return f"{prefix}:archiver:heartbeat:{name}"
+
+
+def archivers_key(prefix: str = DEFAULT_PREFIX) -> str:
+    """The set of archiver names that ever ran (the gateway's /metrics reads their stats)."""
+    return f"{prefix}:archivers"
+
+
 class Keys:
     """Key names for one shard count and prefix; ``Keys(16).events("r1")`` -> ``alm:{s07}:room:r1:events``."""
 
@@ -134,6 +147,11 @@ class Keys:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
         return self._room(room, "nonces")
 
+    def archived(self, room: str) -> str:
+        """The room's archive pointer (storage.archive): set once its object is written and checked, before its
+        keys leave Redis; while it exists every reader reads the room from the archive."""
+        return self._room(room, "archived")
+
     def seat_rate(self, room: str, digest: str) -> str:
         """A seat's command counter (fixed window; ``digest`` names the seat): in the room's shard, so that the
         bus's submit script counts it and appends the command in one slot (``services/bus.py``)."""
@@ -156,6 +174,10 @@ class Keys:
 
     def rooms(self, shard: int) -> str:
         return self._shard(shard, "rooms")
+
+    def archived_rooms(self, shard: int) -> str:
+        """The set of the shard's archived rooms (they stay in ``rooms``: registries keep counting them)."""
+        return self._shard(shard, "archived")
 
     def feed_hold(self, shard: int) -> str:
         """While it exists, the shard's feed is not trimmed past its value (a full rebuild in progress)."""
@@ -237,6 +259,10 @@ class Keys:
 
     def listings(self, shard: int) -> str:
         return self._model(shard, "listing")
+
+    def ended_rooms(self, shard: int) -> str:
+        """Zset of the shard's ended rooms not yet archived (score: when they ended, ms): the archiver's work."""
+        return self._model(shard, "ended")
 
     def leaderboard_rulesets(self, shard: int) -> str:
         return self._model(shard, "leaderboards")

@@ -85,3 +85,14 @@ async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     await client.flushdb()
     yield client
     await client.aclose()
+
+
+@pytest.fixture(params=["live", "archived"])
+def tier(request, tmp_path, monkeypatch):
+    """A reader test on a live room and on the same room archived (tests/archive_support.Tier); the CLI and any
+    process the test starts find the archive through ALMANAC_ARCHIVE_URL."""
+    from archive_support import Tier, file_archive_url  # noqa: PLC0415
+
+    url = file_archive_url(tmp_path / "archive")
+    monkeypatch.setenv("ALMANAC_ARCHIVE_URL", url)
+    return Tier(request.param, url)

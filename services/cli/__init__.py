@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "almanac.services.cli.dispute_commands",  # dispute, verify-bundle
     "almanac.services.cli.keys",         # keys, checkpoints
     "almanac.services.cli.projections",  # projector, projections rebuild
+    "almanac.services.cli.archive_commands",  # archive, archiver
     "almanac.services.cli.gateway",      # gateway, up, demo
     "almanac.services.cli.notifier",     # notifier (webhooks)
     "almanac.services.cli.documents",    # openapi, asyncapi

@@ -201,3 +201,15 @@ def bench_faststream(
     main = bench_module("faststream").main
     with redis_url_for(settings_or_exit(), create=True) as url:
         main(url, count, rounds)
+
+
+@bench_app.command("lifecycle")
+def bench_lifecycle(
+    rooms: int = typer.Option(20_000, min=10, help="Rooms to play to their end (20,000: the soak; fewer to be quick)."),
+    wave: int = typer.Option(500, min=1, help="Rooms played at once before the projector and the archiver run."),
+) -> None:
+    """Rooms to their end with the archiver on: Redis memory, bytes per command, archive rate, archived reads."""
+    main = bench_module("lifecycle").main
+
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, rooms, wave)

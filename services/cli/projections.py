@@ -70,11 +70,12 @@ def rebuild_models(
     settings = settings_or_exit()
     with redis_url_for(settings) as url:
         rooms = _run(settings, url, lambda runtime: _rebuild_with_progress(runtime.client, settings.shard_count,
-                                                                          models))
+                                                                          models, runtime.store))
     console.print(f"rebuilt {', '.join(models)} from {rooms} room(s)")
 
 
-async def _rebuild_with_progress(client: aioredis.Redis, shard_count: int, models: tuple[str, ...]) -> int:
+async def _rebuild_with_progress(client: aioredis.Redis, shard_count: int, models: tuple[str, ...],
+                                 store: object = None) -> int:
     columns = (TextColumn("rebuilding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("rooms", total=None)
@@ -82,6 +83,7 @@ async def _rebuild_with_progress(client: aioredis.Redis, shard_count: int, model
             client, shard_count, models,
             on_total=lambda total: progress.update(task, total=total),
             on_room=lambda _room: progress.advance(task),
+            store=store,  # type: ignore[arg-type] - the runtime's: it reads archived rooms
         )
         progress.update(task, total=rooms, completed=rooms)
     return rooms
@@ -107,7 +109,7 @@ def show(
     settings = settings_or_exit()
 
     async def query(runtime: bootstrap.Runtime) -> Any:
-        models = ReadModels(runtime.client, settings.shard_count, keys=runtime.keys)
+        models = ReadModels(runtime.client, settings.shard_count, keys=runtime.keys, store=runtime.store)
         if what == "rooms":
             return await models.rooms(ruleset)
         if what == "room":

@@ -21,7 +21,14 @@ from almanac.services.gateway.errors import (
 )
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
-from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
+from almanac.storage.keys import (
+    archiver_heartbeat_key,
+    archiver_stats_key,
+    archivers_key,
+    engine_heartbeat_key,
+    engine_metrics_key,
+    engines_key,
+)
 
 router = APIRouter(tags=["operations"])
 log = get_logger("almanac.gateway")
@@ -174,4 +181,33 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
     lines += [f'almanac_projector_lag_ms{{shard="{s["shard"]}"}} {s["lag_ms"]}' for s in status["shards"]]
     lines += ["# HELP almanac_projector_up Projectors with a live heartbeat.", "# TYPE almanac_projector_up gauge",
               f"almanac_projector_up {len(status['projectors'])}"]
+    return lines + await _scrape_archivers(gw)
+
+
+# The archiver's figures (services.archiver writes them beside its heartbeat): name, type, help.
+_ARCHIVER_METRICS = (
+    ("rooms", "counter", "Rooms moved to the archive."),
+    ("bytes", "counter", "Bytes of archive objects written (compressed)."),
+    ("commands", "counter", "Commands (accepted and refused) of the archived rooms."),
+    ("errors", "counter", "Rooms whose move failed (retried on the next pass)."),
+    ("rooms_per_s", "gauge", "Rooms archived per second in the archiver's last pass."),
+    ("lag_rooms", "gauge", "Ended rooms past ALMANAC_DEDUPE_RETAIN not archived yet."),
+    ("lag_s", "gauge", "Seconds the oldest of those has waited past its window."),
+)
+
+
+async def _scrape_archivers(gw: Gateway) -> list[str]:
+    prefix = gw.store.keys.prefix
+    names = sorted(n.decode() for n in await gw.client.smembers(archivers_key(prefix)))
+    alive = [n for n in names if await gw.client.exists(archiver_heartbeat_key(n, prefix))]
+    lines = ["# HELP almanac_archiver_up Archivers with a live heartbeat.", "# TYPE almanac_archiver_up gauge",
+             f"almanac_archiver_up {len(alive)}"]
+    stats = {name: await gw.client.hgetall(archiver_stats_key(name, prefix)) for name in names}
+    for field, kind, help_text in _ARCHIVER_METRICS:
+        metric = f"almanac_archiver_{field}" + ("_total" if kind == "counter" else "")
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
+        for name in names:
+            value = stats[name].get(field.encode())
+            if value is not None:
+                lines.append(f'{metric}{{archiver="{name}"}} {float(value):g}')
     return lines

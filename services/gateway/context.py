@@ -94,7 +94,7 @@ class Gateway:
         # Signed checkpoints on every answer about a room (services/checkpoints.py, docs/bundle-format.md).
         self.checkpoints = Checkpointer.from_settings(settings)
         self.metrics = GatewayMetrics()
-        self.read_models = ReadModels(client, settings.shard_count, keys=self.keys)
+        self.read_models = ReadModels(client, settings.shard_count, keys=self.keys, store=self.store)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
         # ALMANAC_GATEWAY_ENGINE: this process's engine (started by the app's lifespan), deciding the commands
         # of the shards it holds here (Engine.decide_here).

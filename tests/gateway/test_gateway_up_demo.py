@@ -45,8 +45,11 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
                           stderr=subprocess.STDOUT, text=True, cwd=project)
     try:
         info = wait_for(lambda: read_up_file(data_dir), 40, "almanac up to be ready")
-        # The deployment shape: a gateway that decides the commands of its shards, a projector, no engine process
-        assert set(info["children"]) == {"projector", "gateway"} and info["auditor_token"]
+        # The deployment shape: a gateway that decides the commands of its shards, a projector, no engine process;
+        # and the archiver, on by default
+        children = set(info["children"])
+        assert {"projector", "gateway", "archiver"} <= children <= {"projector", "gateway", "notifier", "archiver"}
+        assert info["auditor_token"]
 
         # A child that dies is started again: the gateway, killed holding every shard's lease, comes back and
         # (once the old leases lapse) holds them again.

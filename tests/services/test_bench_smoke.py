@@ -55,6 +55,16 @@ def test_the_engine_benchmark_drains_a_backlog_then_takes_commands_as_they_come_
     assert figures["projector"] > 0 and figures["paced_p99"] != "n/a"
 
 
+def test_the_lifecycle_benchmark_archives_every_ended_room_and_prints_its_aims(redis_url, capsys):
+    from almanac.bench import lifecycle  # noqa: PLC0415
+
+    lifecycle.main(redis_url, rooms=20, wave=10)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "10 rooms, 150 commands" in printed  # the first wave archived, the last one left live
+    for figure in ("archiver rooms/s", "baseline", "object cached", "rooms/s", "<= 1.2x", "<= 200 B", "p99 <= 5x"):
+        assert figure in printed, figure
+
+
 def test_the_webhooks_benchmark_delivers_everything_and_stands_beside_bare_posts_on_real_redis(redis_url, tmp_path):
     import asyncio  # noqa: PLC0415
 

@@ -85,12 +85,14 @@ def test_sim_runs_each_example_and_is_deterministic(example: str) -> None:
 # --- log / state / audit on Redis ---------------------------------------------------------------
 
 
-async def test_log_state_and_audit_read_a_room_from_redis(redis_client, redis_url) -> None:
-    room = await play(RedisEventStore(redis_client), EXAMPLES / "realm.jsonl")
-    refused = await RoomService(RedisEventStore(redis_client)).handle(CommandRecord(
+async def test_log_state_and_audit_read_a_room_from_redis(redis_client, redis_url, tier) -> None:
+    store = tier.store(redis_client)
+    room = await play(store, EXAMPLES / "realm.jsonl")
+    refused = await RoomService(store).handle(CommandRecord(
         command_id="meddle", room=room, player="mallory", server_time_ms=1700000065000,
         body={"kind": "agree_trade", "trade_id": "trade-4"}))
     assert refused.error["code"] == "room_ended"
+    await tier.settle(store, room)  # archived: the same answers from the archive
     log = await ainvoke(redis_url, "log", room, "--player", "bob", "--type", "realm.trade_", "--from", "2", "--to", "40")
     assert log.exit_code == 0, log.output
     assert "realm.trade_countered" in log.stdout and "alice" not in log.stdout.split("summary")[1].split("\n")[1]
@@ -113,10 +115,11 @@ async def test_log_state_and_audit_read_a_room_from_redis(redis_client, redis_ur
 # --- verify ---------------------------------------------------------------------------------
 
 
-async def test_verify_passes_every_example_room_and_the_cli_says_so(redis_client, redis_url) -> None:
-    store = RedisEventStore(redis_client)
+async def test_verify_passes_every_example_room_and_the_cli_says_so(redis_client, redis_url, tier) -> None:
+    store = tier.store(redis_client)
     for path in sorted(EXAMPLES.glob("*.jsonl")):
         room = await play(store, path)
+        await tier.settle(store, room)
         report = await verify_room(store, room)
         assert report.ok, report.divergence
         assert report.commands_redecided > 0 and report.seed in {"revealed", "stored", "challenge"}
@@ -207,8 +210,10 @@ async def test_verify_checks_the_revealed_seed_against_the_commitment() -> None:
 # --- export / import ----------------------------------------------------------------------------
 
 
-async def test_export_verifies_offline_imports_and_a_tampered_file_fails(redis_client, redis_url, tmp_path) -> None:
-    await counter_room(RedisEventStore(redis_client))
+async def test_export_verifies_offline_imports_and_a_tampered_file_fails(redis_client, redis_url, tmp_path,
+                                                                         tier) -> None:
+    await counter_room(store := tier.store(redis_client))
+    await tier.settle(store, "c1")
     exported = await ainvoke(redis_url, "export", "c1")
     assert exported.exit_code == 0, exported.output
     document = json.loads(exported.stdout)
@@ -326,3 +331,26 @@ async def test_the_engine_never_records_a_command_outside_its_schema() -> None:
         assert await store.outcome("c1", f"bad-{index}") is None
     assert await store.latest_version("c1") == before
     assert len(await store.rejections("c1")) == refused
+
+
+# --- archive --------------------------------------------------------------------------------------
+
+
+async def test_the_archive_command_moves_an_ended_room_and_refuses_one_still_playing(redis_client, redis_url,
+                                                                                     tmp_path, monkeypatch) -> None:
+    from archive_support import archiving_store, file_archive_url  # noqa: PLC0415
+
+    monkeypatch.setenv("ALMANAC_ARCHIVE_URL", url := file_archive_url(tmp_path / "archive"))
+    store = archiving_store(redis_client, url)
+    await counter_room(store, "c-ended")
+    await counter_room(store, "c-playing", end=False)
+
+    playing = await ainvoke(redis_url, "archive", "c-playing")
+    assert playing.exit_code == 1 and "has not ended" in playing.output
+    moved = await ainvoke(redis_url, "archive", "c-ended")
+    assert moved.exit_code == 0 and "c-ended: archived" in moved.stdout, moved.output
+    again = await ainvoke(redis_url, "archive", "c-ended")
+    assert again.exit_code == 0 and "c-ended: already" in again.stdout
+    verified = await ainvoke(redis_url, "verify", "--all")
+    assert verified.exit_code == 0 and "2 of 2 rooms verified" in verified.stdout, verified.output
+    assert not await redis_client.exists(store.keys.events("c-ended"))

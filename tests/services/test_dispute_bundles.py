@@ -40,10 +40,12 @@ async def ainvoke(redis_url: str | None, *args: str):
 
 
 @pytest.fixture
-async def trade_bundle(redis_client, redis_url) -> dict:
-    """Given the golden realm game imported into a real Redis, when `almanac dispute --trade trade-24` runs."""
+async def trade_bundle(redis_client, redis_url, tier) -> dict:
+    """Given the golden realm game imported into a real Redis (live, or archived: ``tier``), when
+    `almanac dispute --trade trade-24` runs."""
     imported = await ainvoke(redis_url, "import", str(REALM))
     assert imported.exit_code == 0, imported.output
+    await tier.settle(tier.store(redis_client), ROOM)
     result = await ainvoke(redis_url, "dispute", ROOM, "--trade", "trade-24")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -170,8 +172,9 @@ async def test_a_readable_event_that_lies_about_its_bytes_is_caught(trade_bundle
     assert step == "readable"
 
 
-async def test_a_version_range_bundle_and_bad_requests(redis_client, redis_url) -> None:
+async def test_a_version_range_bundle_and_bad_requests(redis_client, redis_url, tier) -> None:
     assert (await ainvoke(redis_url, "import", str(REALM))).exit_code == 0
+    await tier.settle(tier.store(redis_client), ROOM)
     ranged = await ainvoke(redis_url, "dispute", ROOM, "--versions", "30..40")
     assert ranged.exit_code == 0, ranged.output
     bundle = json.loads(ranged.stdout)

@@ -19,14 +19,16 @@ from almanac.storage.redis_store import RedisEventStore
 
 
 @pytest.fixture
-async def realm(redis_client, request) -> RealmTable:
+async def realm(redis_client, request, tier) -> RealmTable:
     """A realm@1 room of alice and bob with twelve mining tries (snapshots every 10 versions), ended: only
-    an ended room may be forked (a fork's seats would otherwise show its players' hidden views)."""
-    table = RealmTable(RedisEventStore(redis_client), f"fx-{request.node.name[:40]}")
+    an ended room may be forked (a fork's seats would otherwise show its players' hidden views). Every test
+    runs twice: on the room live in Redis and on it archived (``tier``)."""
+    table = RealmTable(tier.store(redis_client), f"fx-{request.node.name[:40]}")
     await table.create("realm@1")
     await table.play_mining(6)
     ended = await table.send("alice", {"kind": "end_room"})
     assert ended.accepted, ended.error
+    await tier.settle(table.store, table.room)
     return table
 
 
@@ -129,7 +131,8 @@ async def test_verify_catches_a_fork_whose_parent_no_longer_has_the_linked_hash(
     # The parent's log is replaced under the fork (another history restored under the same id).
     keys = store.keys
     await redis_client.delete(keys.events(parent), keys.version(parent), keys.commands(parent),
-                              keys.snapshot_index(parent), keys.snapshot_data(parent))
+                              keys.snapshot_index(parent), keys.snapshot_data(parent), keys.archived(parent))
+    store.forget_archived(parent)
     again = RealmTable(store, parent)
     again.sent = 500  # other command ids and times: another chain
     await again.create("realm@1")
@@ -325,11 +328,11 @@ async def test_a_rebuild_folds_a_fork_onto_its_parent_and_gets_the_live_models_b
     fork_room = (await ft.fork(store, parent, first_try - 1, None, "auditor", 5))["room"]
     await realm.join(fork_room)
     assert (await realm.send("alice", {"kind": "cut_wood"}, fork_room)).accepted
-    await Projector(redis_client, store.shard_count).drain()
+    await Projector(redis_client, store.shard_count, store=store).drain()
     live = await dump_models(redis_client)
     summaries = {room.decode(): json.loads(row) for key, rows in live.items() if key.endswith(":rm:summary")
                  for room, row in rows.items()}
     assert summaries[fork_room]["fork"] == {"parent": parent, "at": first_try - 1}
 
-    assert await rebuild(redis_client, store.shard_count) >= 2
+    assert await rebuild(redis_client, store.shard_count, store=store) >= 2
     assert await dump_models(redis_client) == live

@@ -1,0 +1,216 @@
+"""`almanac bench lifecycle`: rooms played to their end with the archiver on; Redis memory stays bounded.
+
+Rooms (realm@1, two players: create, join, mining seasons, end) are played in waves through the one room step
+(RoomService, as the engine writes), the projector applies each wave (its read models are the archiver's work
+list), then the archiver moves the ended rooms out (ALMANAC_DEDUPE_RETAIN=0 here). The last wave stays live, the
+baseline of the reads. It prints Redis ``used_memory`` after each wave and pass, bytes per command in Redis (a live
+room) and in the archive, the archiver's rooms/s, the state-at-a-version read of an archived room against the same
+read of a live room (p50/p99, same run), and ``verify`` over archived rooms (rooms/s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from rich.console import Console
+from rich.table import Table
+
+from almanac.projections.projector import Projector
+from almanac.services.archiver import Archiver
+from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.archive import ArchiveStore, ArchivingStore
+from almanac.storage.keys import Keys
+from almanac.storage.loader import RoomLoader
+
+SHARDS = 16
+MINING_ROUNDS = 4  # each: a mining try by each player (and the seasons' end_turns when actions run out)
+READS = 2_000
+
+
+async def _play_room(service: RoomService, room: str) -> int:
+    """One realm@1 room from creation to its end; the number of commands sent."""
+    sent = 0
+
+    async def send(player: str, body: dict) -> bool:
+        nonlocal sent
+        sent += 1
+        outcome = await service.handle(CommandRecord(command_id=f"{room}-c{sent}", room=room, player=player,
+                                                     server_time_ms=1_700_000_000_000 + sent * 1_000, body=body))
+        return outcome.accepted if outcome.error is None else outcome.error.get("code", "")
+
+    await send("alice", {"kind": "create_room", "ruleset": "realm@1",
+                         "options": {"players": ["alice", "bob"], "villages": 1, "years": 3}})
+    for player in ("alice", "bob"):
+        await send(player, {"kind": "join_room"})
+    for _ in range(MINING_ROUNDS):
+        for player in ("alice", "bob"):
+            answer = await send(player, {"kind": "mine", "ore": "gold"})
+            if answer in ("realm.no_actions_left", "realm.turn_ended"):
+                for seat in ("alice", "bob"):
+                    await send(seat, {"kind": "end_turn"})
+                await send(player, {"kind": "mine", "ore": "gold"})
+    await send("alice", {"kind": "end_room"})
+    return sent
+
+
+async def _memory_by_family(client: aioredis.Redis, prefix: str) -> list[tuple[str, int, int]]:
+    """(key family, keys, MEMORY USAGE bytes) of the run's keys, largest first: where Redis memory goes."""
+    sizes: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    async for key in client.scan_iter(match=f"{prefix}*", count=1_000):
+        name = re.sub(r"\{s\d+\}", "{sNN}", key.decode())
+        name = re.sub(re.escape(prefix) + r"-r\d+(-c\d+)?", "ROOM", name)
+        sizes[name] = sizes.get(name, 0) + (await client.memory_usage(key) or 0)
+        counts[name] = counts.get(name, 0) + 1
+    return sorted(((name, counts[name], size) for name, size in sizes.items()), key=lambda item: -item[2])
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def _read_latencies(store: ArchivingStore, rooms: list[tuple[str, int]], reads: int) -> list[float]:
+    """ms of one state-at-a-version read (a loader without a cache, as a tool's), random rooms and versions."""
+    loader = RoomLoader(store, cache_size=0)
+    picks = random.Random(7)
+    times = []
+    for _ in range(reads):
+        room, version = picks.choice(rooms)
+        at = picks.randint(1, version)
+        started = time.perf_counter()
+        state, _ = await loader.load(room, at)
+        times.append((time.perf_counter() - started) * 1000)
+        assert state is not None and state.version == at
+    return times
+
+
+async def _run(url: str, rooms: int, wave: int, console: Console) -> None:
+    prefix = f"life{int(time.time())}"
+    client = aioredis.Redis.from_url(url)
+    archive_dir = Path(tempfile.mkdtemp(prefix="almanac-bench-archive-"))
+    archive = ArchiveStore(archive_dir.as_uri())
+    keys = Keys(SHARDS, prefix)
+    store = ArchivingStore(client, archive, SHARDS, prefix, keys=keys)
+    service = RoomService(store, snapshot_every=100)
+    projector = Projector(client, SHARDS, None, name=f"{prefix}-projector", prefix=prefix, store=store,
+                          feed_retain_ms=0)
+    archiver = Archiver(store, retain_s=0, batch=1_000, name=f"{prefix}-archiver")
+    await client.config_set("maxmemory-policy", "noeviction")
+
+    async def used() -> int:
+        return int((await client.info("memory"))["used_memory"])
+
+    await client.memory_purge() if hasattr(client, "memory_purge") else None
+    baseline = await used()
+    table = Table(title=f"Redis used_memory over the run ({rooms} rooms in waves of {wave}; the last wave stays live)")
+    for column in ("rooms played", "rooms archived", "live rooms", "used_memory above start", "per live room"):
+        table.add_column(column, justify="right")
+    played = archived = commands = 0
+    archive_seconds = 0.0
+    archive_bytes = 0
+    live_peak = 0
+    live_commands_peak = 0
+    names: list[tuple[str, int]] = []
+    number = 0
+    while played < rooms:
+        batch = [f"{prefix}-r{number + i}" for i in range(min(wave, rooms - played))]
+        number += len(batch)
+        counts = await asyncio.gather(*(_play_room(service, room) for room in batch))
+        played += len(batch)
+        commands_in_wave = sum(counts)
+        commands += commands_in_wave
+        await projector.drain()
+        await projector.trim_feeds() if hasattr(projector, "trim_feeds") else None
+        service.loader.forget_where(lambda _room: True)
+        with_live = await used() - baseline
+        if not live_peak:  # the first wave, nothing archived yet: the live working set of one wave
+            live_peak, live_commands_peak = with_live, commands_in_wave
+        table.add_row(str(played), str(archived), str(len(batch)), f"{with_live / 1e6:.2f} MB",
+                      f"{with_live / len(batch):,.0f} B")
+        versions = {room: await store.latest_version(room) for room in batch}
+        if played >= rooms:  # the last wave stays live: the reads' baseline
+            live_rooms = [(room, versions[room]) for room in batch]
+            last_wave_commands = commands_in_wave
+            break
+        started = time.perf_counter()
+        while True:
+            results = await archiver.run_once()
+            done = [r for r in results if r.status == "archived"]
+            archived += len(done)
+            archive_bytes += sum(r.size for r in done)
+            if not done:
+                break
+        archive_seconds += time.perf_counter() - started
+        names += [(room, versions[room]) for room in batch]
+        after = await used() - baseline
+        table.add_row(str(played), str(archived), "0", f"{after / 1e6:.2f} MB",
+                      f"{after / max(1, archived):,.0f} B per archived room")
+    console.print(table)
+    final = await used() - baseline
+    families = Table(title="Where Redis memory is at the end (MEMORY USAGE by key family)")
+    for column in ("key family", "keys", "bytes"):
+        families.add_column(column, justify="right" if column != "key family" else "left")
+    for name, count, size in (await _memory_by_family(client, prefix))[:14]:
+        families.add_row(name, str(count), f"{size:,}")
+    console.print(families)
+    archived_commands = commands - last_wave_commands if archived else 0
+    figures = Table(title="Lifecycle figures (one run; CPU shared with other work: ratios matter, not absolutes)")
+    figures.add_column("figure")
+    figures.add_column("value", justify="right")
+    figures.add_column("aim", justify="right")
+    figures.add_row("Redis bytes per command, live rooms (first wave, read models included)",
+                    f"{live_peak / max(1, live_commands_peak):,.0f} B", "")
+    figures.add_row("Redis after the run (one wave live) / live working set (the first wave)",
+                    f"{final / max(1, live_peak):.2f}x", "<= 1.2x")
+    figures.add_row("  Redis left per archived room (pointer, room sets, read-model rows)",
+                    f"{max(0, final - live_peak) / max(1, archived):,.0f} B", "")
+    figures.add_row("archive bytes per command (zstd)", f"{archive_bytes / max(1, archived_commands):,.0f} B", "<= 200 B")
+    figures.add_row("archiver rooms/s", f"{archived / max(1e-9, archive_seconds):,.0f}", "")
+
+    # Reads: the same read (state at a random version, no loader cache) of live and of archived rooms.
+    fresh = ArchivingStore(client, archive, SHARDS, prefix, keys=keys, cache_size=256)
+    sample = names if len(names) <= 5_000 else random.Random(3).sample(names, 5_000)
+    live_times = await _read_latencies(fresh, live_rooms, READS)
+    cold_times = await _read_latencies(fresh, sample, READS)
+    warm = sample[: 100]
+    warm_times = await _read_latencies(fresh, warm, READS)
+    live_p50, live_p99 = _percentile(live_times, 0.5), _percentile(live_times, 0.99)
+    for label, times in (("live room (baseline)", live_times), ("archived room, object cached", warm_times),
+                         (f"archived room, any of {len(sample)} (object fetched)", cold_times)):
+        p50, p99 = _percentile(times, 0.5), _percentile(times, 0.99)
+        figures.add_row(f"state at a version, {label}: p50 / p99",
+                        f"{p50:.2f} / {p99:.2f} ms ({p50 / live_p50:.1f}x / {p99 / live_p99:.1f}x)",
+                        "p99 <= 5x" if "archived" in label else "")
+
+    verify_sample = sample[: min(len(sample), 300)]
+    verifier = ArchivingStore(client, archive, SHARDS, prefix, keys=keys)
+    started = time.perf_counter()
+    for room, _ in verify_sample:
+        report = await verify_room(verifier, room)
+        assert report.ok, (room, report.divergence)
+    rate = len(verify_sample) / max(1e-9, time.perf_counter() - started)
+    started = time.perf_counter()
+    for room, _ in live_rooms[: len(verify_sample)]:
+        assert (await verify_room(verifier, room)).ok
+    live_rate = min(len(verify_sample), len(live_rooms)) / max(1e-9, time.perf_counter() - started)
+    figures.add_row(f"verify over archived rooms ({len(verify_sample)})", f"{rate:,.0f} rooms/s "
+                    f"({rate / live_rate:.2f}x of live rooms' {live_rate:,.0f}/s)", "")
+    console.print(figures)
+    console.print(f"archive: {archive_dir} ({sum(f.stat().st_size for f in archive_dir.rglob('*') if f.is_file()) / 1e6:.2f} MB"
+                  f" for {archived} rooms, {archived_commands} commands; removed now); keys under prefix {prefix!r} "
+                  "are left in Redis for inspection")
+    shutil.rmtree(archive_dir, ignore_errors=True)
+    await client.aclose()
+
+
+def main(url: str, rooms: int = 20_000, wave: int = 500) -> None:
+    asyncio.run(_run(url, rooms, min(wave, rooms), Console()))

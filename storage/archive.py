@@ -1,0 +1,574 @@
+"""The archive tier: a finished room's whole record moved out of Redis into one immutable, zstd-compressed object.
+
+The object store is named by a URL (ALMANAC_ARCHIVE_URL: ``file:///...``, ``s3://bucket/prefix``, ``gs://...``,
+``az://...``) and reached through obstore, so every store it knows works without new code here. An object holds
+everything a reader of the room needs, exactly as Redis held it: the envelopes byte for byte as sealed (each with
+its hash), the command records, the refusal records, every command id's stored outcome, the seed, the nonces and a
+copy's origin. It is named by its own SHA-256, written with "create only" (never overwritten), and read back and
+compared with Redis before Redis lets go of anything.
+
+The move (``archive_room``) in the order that keeps the room readable from exactly one place at every step:
+
+1. read the room from Redis; build the object; write it (``create``: an existing object of the same name is the
+   same bytes, so a second archiver or a rerun after a crash just reuses it);
+2. read the object back from the store and check it against Redis (count, every envelope's bytes and hash, the
+   last hash, the records);
+3. record the pointer (``Keys.archived``) in one script that first checks the room did not move meanwhile (same
+   version, same number of refusals) and that no pointer exists: the commit point. Before it every reader reads
+   Redis; from it on every reader reads the archive (the pointer names the object and its hash);
+4. delete the room's keys from Redis in one script that checks the pointer is still this one (refusals recorded
+   after step 3 stay in Redis and are read after the archived ones).
+
+A kill -9 between any two steps leaves either no pointer (Redis has the whole room; an orphan object at most) or
+the pointer (the archive has the whole room, checked; Redis may still hold a copy the next run deletes). Two
+archivers racing on one room: the pointer script lets one win; the other finds the pointer and only deletes. Every
+script touches one room's keys (one hash tag), so it runs on a Redis Cluster as on one server.
+
+``ArchivingStore`` is the Redis event store with the archive below it: every read of an archived room (the one
+loader's snapshot-and-tail, ``read``/``iterate``, command and refusal records, outcomes, seed, nonces) is answered
+from its object, so every reader built on the store (services.bootstrap builds it) reads archived rooms untold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import obstore
+import zstandard
+from obstore.exceptions import AlreadyExistsError
+from obstore.store import from_url
+
+from almanac.events import codec
+from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError
+from almanac.events.step import decode_record
+from almanac.storage.base import StoredOutcome
+from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, _envelope_field, run_script
+
+FORMAT = 1
+ZSTD_LEVEL = 19  # written once, read many times: the smallest objects are worth the CPU of the one write
+_OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
+
+
+class ArchiveError(Exception):
+    """The archive cannot be written or read, or an object does not match what it should hold."""
+
+
+class RoomObject(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
+    """One archived room (msgpack, then zstd). ``events[i]`` is the stored bytes of version i+1."""
+
+    format: int
+    room: str
+    version: int
+    last_hash: str
+    events: list[bytes]
+    commands: list[tuple[int, bytes]]
+    rejections: list[bytes]
+    outcomes: dict[str, bytes]
+    seed: bytes | None = None
+    nonces: dict[str, bytes] = {}
+    origin: bytes | None = None
+
+
+class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
+    """What Redis keeps of an archived room (about 150 bytes): its object's digest (the object's name derives
+    from it and the room), its head and what it holds."""
+
+    room: str
+    digest: bytes  # SHA-256 of the object
+    version: int
+    last_hash: bytes  # the head's hash (32 bytes)
+    rejections: int
+    size: int
+    archived_at_ms: int
+    reason: str = "finished"
+
+    @property
+    def sha256(self) -> str:
+        return self.digest.hex()
+
+    @property
+    def path(self) -> str:
+        return object_path(self.room, self.sha256)
+
+
+_OBJECT_DECODER = msgspec.msgpack.Decoder(RoomObject)
+_POINTER_DECODER = msgspec.msgpack.Decoder(Pointer)
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode_object(room_object: RoomObject) -> bytes:
+    """The object's bytes: deterministic (sorted maps), so two archivers of one room write the same object."""
+    ordered = msgspec.structs.replace(room_object, outcomes=dict(sorted(room_object.outcomes.items())),
+                                      nonces=dict(sorted(room_object.nonces.items())))
+    return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(ordered))
+
+
+def decode_object(data: bytes) -> RoomObject:
+    try:
+        decoded = _OBJECT_DECODER.decode(zstandard.ZstdDecompressor().decompress(data))
+    except (zstandard.ZstdError, msgspec.DecodeError) as error:
+        raise ArchiveError(f"not an archived room object: {error}") from None
+    if decoded.format != FORMAT:
+        raise ArchiveError(f"archived room object of format {decoded.format}; this version reads {FORMAT}")
+    return decoded
+
+
+def object_path(room: str, digest: str) -> str:
+    """Content-addressed: ``rooms/<room, quoted>/<sha256>.zst``."""
+    return f"rooms/{urllib.parse.quote(room, safe='')}/{digest}.zst"
+
+
+def default_archive_url(data_dir: str) -> str:
+    return Path(data_dir).resolve().joinpath("archive").as_uri()
+
+
+class ArchiveStore:
+    """The object store of archived rooms, by URL (obstore: file, s3, gs, az, memory). S3 options come from the
+    usual AWS_* environment (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, credentials), as obstore reads them."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("file", "s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "memory", "http", "https"):
+            raise ArchiveError(f"ALMANAC_ARCHIVE_URL={url!r} is not usable: use file://, s3://, gs:// or az://")
+        self._local = urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else None
+        self._store: Any = None  # built at first use: a process that never archives creates nothing
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            options: dict[str, Any] = {}
+            if self._local is not None:
+                os.makedirs(self._local, exist_ok=True)
+            elif os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true":
+                options["client_options"] = {"allow_http": True}
+            try:
+                self._store = from_url(self.url, **options)
+            except Exception as error:  # noqa: BLE001 - obstore's configuration errors: one line for the operator
+                raise ArchiveError(f"ALMANAC_ARCHIVE_URL={self.url!r} is not usable: {error}") from None
+        return self._store
+
+    async def put_new(self, path: str, data: bytes) -> bool:
+        """Write ``data`` at ``path`` unless an object is there already (False then): objects never change."""
+        try:
+            await obstore.put_async(self.store, path, data, mode="create")
+        except AlreadyExistsError:
+            return False
+        except FileExistsError:
+            return False
+        except Exception as error:  # noqa: BLE001 - S3 answers a conditional put with 412
+            if "Precondition" in type(error).__name__ or "already exists" in str(error).lower():
+                return False
+            raise
+        return True
+
+    async def get(self, path: str) -> bytes:
+        result = await obstore.get_async(self.store, path)
+        return bytes(await result.bytes_async())
+
+    async def delete(self, path: str) -> None:
+        await obstore.delete_async(self.store, path)
+
+    async def paths(self, prefix: str = "rooms/") -> list[str]:
+        found = []
+        async for batch in obstore.list(self.store, prefix):
+            found += [item["path"] for item in batch]
+        return found
+
+
+# KEYS: 1 pointer, 2 room version, 3 room rejected stream, 4 shard archived set. ARGV: 1 pointer, 2 version,
+# 3 refusals archived, 4 room id. The commit point: only when no pointer exists and the room did not move.
+RECORD_POINTER_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[2]) then return 'moved' end
+if redis.call('XLEN', KEYS[3]) ~= tonumber(ARGV[3]) then return 'moved' end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[4])
+return 'ok'
+"""
+
+# KEYS: 1 pointer, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed, 8 nonces,
+# 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
+# room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
+# an ended room never appends again), 13.. the dedupe records of the archived commands. ARGV: 1 the pointer
+# (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
+# keep counting it.
+DELETE_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local archived = tonumber(ARGV[2])
+if redis.call('XLEN', KEYS[4]) <= archived then
+  redis.call('DEL', KEYS[4])
+else
+  local first = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', archived)
+  for _, entry in ipairs(first) do redis.call('XDEL', KEYS[4], entry[1]) end
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[12])
+redis.call('ZREM', KEYS[10], ARGV[3])
+redis.call('HDEL', KEYS[11], ARGV[3])
+for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
+return 1
+"""
+
+
+# LOAD_SCRIPT (storage.redis_store) with the pointer first: KEYS 4 the room's pointer. {-1, pointer} for an
+# archived room, else LOAD_SCRIPT's answer: a live room still loads in one round trip.
+LOAD_OR_POINTER_SCRIPT = """
+local pointer = redis.call('GET', KEYS[4])
+if pointer then return {-1, pointer} end
+""" + LOAD_SCRIPT
+
+
+class ArchivedRooms:
+    """Decoded objects of archived rooms, newest used kept (``size`` of them), fetched once each."""
+
+    def __init__(self, archive: ArchiveStore, size: int = 256) -> None:
+        self.archive = archive
+        self.size = size
+        self._cache: OrderedDict[str, RoomObject] = OrderedDict()
+
+    async def get(self, pointer: Pointer) -> RoomObject:
+        found = self._cache.get(pointer.sha256)
+        if found is not None:
+            self._cache.move_to_end(pointer.sha256)
+            return found
+        data = await self.archive.get(pointer.path)
+        if hashlib.sha256(data).hexdigest() != pointer.sha256:
+            raise ArchiveError(f"the archived object {pointer.path} does not have the digest its pointer recorded")
+        decoded = decode_object(data)
+        self._cache[pointer.sha256] = decoded
+        while len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return decoded
+
+
+class ArchivingStore(RedisEventStore):
+    """The Redis event store with the archive tier below it: an archived room reads from its object."""
+
+    def __init__(self, client: Any, archive: ArchiveStore, *args: Any, cache_size: int = 256, **kwargs: Any) -> None:
+        super().__init__(client, *args, **kwargs)
+        self.archive = archive
+        self.objects = ArchivedRooms(archive, cache_size)
+        self._pointers: OrderedDict[str, Pointer] = OrderedDict()  # archived is for ever: positives are cached
+        self._record_pointer = client.register_script(RECORD_POINTER_SCRIPT)
+        self._delete_room = client.register_script(DELETE_SCRIPT)
+        self._load_or_pointer = client.register_script(LOAD_OR_POINTER_SCRIPT)
+
+    async def pointer(self, room: str) -> Pointer | None:
+        known = self._pointers.get(room)
+        if known is not None:
+            return known
+        value = await self.client.get(self.keys.archived(room))
+        if value is None:
+            return None
+        found = self._pointers[room] = _POINTER_DECODER.decode(value)
+        while len(self._pointers) > 100_000:
+            self._pointers.popitem(last=False)
+        return found
+
+    def forget_archived(self, room: str) -> None:
+        """Forget a room's cached pointer (an operator removed it, e.g. restoring another history in its place)."""
+        self._pointers.pop(room, None)
+
+    async def archived_object(self, room: str) -> RoomObject | None:
+        pointer = await self.pointer(room)
+        return None if pointer is None else await self.objects.get(pointer)
+
+    # --- the reads, each falling back to the archive --------------------------------------------------
+
+    async def snapshot_and_tail(self, room: str, at_most: int | None = None
+                                ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        """The one loader's read: for a live room still one round trip (the script answers the pointer too)."""
+        pointer = self._pointers.get(room)
+        if pointer is None:
+            reply = await run_script(self._load_or_pointer,
+                                     [self.keys.snapshot_index(room), self.keys.snapshot_data(room),
+                                      self.keys.events(room), self.keys.archived(room)],
+                                     ["+inf" if at_most is None else at_most, 1000])
+            if int(reply[0]) >= 0:
+                return await self._parse_load(room, at_most, reply)
+            pointer = self._pointers[room] = _POINTER_DECODER.decode(reply[1])
+        return None, _envelopes(await self.objects.get(pointer), 1, at_most)
+
+    async def _parse_load(self, room: str, at_most: int | None, reply: list
+                          ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        version, data, entries = int(reply[0]), reply[1], reply[2]
+        snapshot = (version, data) if data is not None else None
+        tail = []
+        for entry_id, fields in entries:
+            entry_version = int(entry_id.split(b"-", 1)[0])
+            value = _envelope_field(fields)
+            if value is None:
+                raise CorruptEventError(room, entry_version, "entry has no envelope field 'e'")
+            tail.append(codec.decode_envelope(value, room, entry_version))
+        if len(entries) == 1000:
+            tail += await self.read(room, tail[-1].version + 1, at_most)
+        return snapshot, tail
+
+    # Each read asks Redis first (a live room costs no extra round trip) and the archive when the room is known
+    # archived, or when Redis has nothing and the room's pointer exists. Between the pointer and the delete step
+    # Redis still holds the room as checked against its object: the same answer from either.
+
+    async def _known(self, room: str) -> RoomObject | None:
+        pointer = self._pointers.get(room)
+        return None if pointer is None else await self.objects.get(pointer)
+
+    async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
+        if room in self._pointers:
+            return None
+        return await super().latest_snapshot(room, at_most)
+
+    async def iterate(self, room: str, start: int = 1, end: int | None = None):
+        archived = await self._known(room)
+        if archived is None:
+            found = False
+            async for envelope in super().iterate(room, start, end):
+                found = True
+                yield envelope
+            if found or (archived := await self.archived_object(room)) is None:
+                return
+        for envelope in _envelopes(archived, start, end):
+            yield envelope
+
+    async def page(self, room: str, start: int, count: int = 1000) -> list[Envelope]:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().page(room, start, count)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
+        return _envelopes(archived, start, start + count - 1)
+
+    async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().read_raw(room, start, end)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
+        last = len(archived.events) if end is None else min(end, len(archived.events))
+        return [(version, archived.events[version - 1]) for version in range(max(start, 1), last + 1)]
+
+    async def read_ranges(self, ranges: list[tuple[str, int, int]]) -> list[list[Envelope]]:
+        try:
+            return await super().read_ranges(ranges)
+        except CorruptEventError:  # a range of a room archived meanwhile: each from where it is now
+            return [await self.read(room, first, last) for room, first, last in ranges]
+
+    async def latest_version(self, room: str) -> int:
+        pointer = self._pointers.get(room)
+        if pointer is None:
+            version = await super().latest_version(room)
+            if version or (pointer := await self.pointer(room)) is None:
+                return version
+        return pointer.version
+
+    async def commands(self, room: str) -> list[tuple[int, bytes]]:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().commands(room)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
+        return list(archived.commands)
+
+    async def rejections(self, room: str) -> list[bytes]:
+        archived = await self.archived_object(room)
+        if archived is None:
+            return await super().rejections(room)
+        # Refusals recorded after the pointer stay in Redis, after the archived ones; until the move's delete
+        # step has run (it removes events and the archived refusals in one script) Redis still has those too.
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.exists(self.keys.events(room))
+            pipe.xrange(self.keys.rejected(room), "-", "+")
+            not_deleted, entries = await pipe.execute()
+        later = [fields[b"c"] for _, fields in entries]
+        if not_deleted:
+            later = later[len(archived.rejections):]
+        return list(archived.rejections) + later
+
+    async def outcome(self, room: str, command_id: str, call: Callable[..., Awaitable[Any]] | None = None
+                      ) -> StoredOutcome | None:
+        if call is not None or room in self._pointers:
+            found = await super().outcome(room, command_id, call)
+            return found if found is not None else await self._archived_outcome(room, command_id)
+        # the command's record and the room's pointer in one round trip: the write path pays no extra one
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(self.keys.command_outcome(room, command_id))
+            pipe.get(self.keys.archived(room))
+            value, pointer = await pipe.execute()
+        if value is not None:
+            if self.wait_replicas:  # as RedisEventStore.outcome: answered only once a replica has it
+                await self.confirm_replicated(room)
+            return _OUTCOME_DECODER.decode(value)
+        if pointer is None:
+            return None
+        self._pointers[room] = _POINTER_DECODER.decode(pointer)
+        return await self._archived_outcome(room, command_id)
+
+    async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
+        found = await super().outcomes_many(pairs)
+        return [outcome if outcome is not None else await self._archived_outcome(room, command_id)
+                for outcome, (room, command_id) in zip(found, pairs, strict=True)]
+
+    async def _archived_outcome(self, room: str, command_id: str) -> StoredOutcome | None:
+        """An archived room's commands keep their answers there: a resend is never applied a second time."""
+        archived = await self.archived_object(room)
+        if archived is None or command_id not in archived.outcomes:
+            return None
+        return _OUTCOME_DECODER.decode(archived.outcomes[command_id])
+
+    async def load_seed(self, room: str) -> bytes | None:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_seed(room)
+            if found is not None or (archived := await self.archived_object(room)) is None:
+                return found
+        return archived.seed
+
+    async def load_nonces(self, room: str) -> dict[str, bytes]:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_nonces(room)
+            if found or (archived := await self.archived_object(room)) is None:
+                return found
+        return dict(archived.nonces)
+
+    async def load_origin(self, room: str) -> bytes | None:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_origin(room)
+            if found is not None or (archived := await self.archived_object(room)) is None:
+                return found
+        return archived.origin
+
+    async def archived_rooms(self) -> list[str]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in range(self.shard_count):
+                pipe.smembers(self.keys.archived_rooms(shard))
+            results = await pipe.execute()
+        return sorted(member.decode() for members in results for member in members)
+
+
+def _envelopes(archived: RoomObject, start: int, end: int | None) -> list[Envelope]:
+    last = len(archived.events) if end is None else min(end, len(archived.events))
+    return [codec.decode_envelope(archived.events[version - 1], archived.room, version)
+            for version in range(max(start, 1), last + 1)]
+
+
+# --- the move -----------------------------------------------------------------------------------------------
+
+STEPS = ("read", "written", "checked", "pointed", "deleted")
+
+
+class ArchiveResult(msgspec.Struct, frozen=True, kw_only=True):
+    room: str
+    # "archived"; "already" (another archiver, or an earlier run, recorded the pointer: this one only deleted);
+    # "moved" (the room changed while it was read: nothing done, the next pass tries again); "empty"; "crashed"
+    # (tests' crash_after)
+    status: str
+    version: int = 0
+    size: int = 0
+    commands: int = 0
+    path: str = ""
+
+
+async def read_room_object(store: RedisEventStore, room: str) -> tuple[RoomObject, int]:
+    """The room's whole record as Redis holds it, and the number of refusal records read."""
+    raw = await RedisEventStore.read_raw(store, room)
+    for expected, (version, data) in enumerate(raw, start=1):
+        if version != expected or not data:
+            raise CorruptEventError(room, expected, "the room stream lacks a version; not archived")
+    envelopes = [codec.decode_envelope(data, room, version) for version, data in raw]
+    commands = await RedisEventStore.commands(store, room)
+    rejections = await RedisEventStore.rejections(store, room)
+    command_ids = [decode_record(record).command_id for _, record in commands]
+    command_ids += [decode_record(record).command_id for record in rejections]
+    outcomes: dict[str, bytes] = {}
+    if command_ids:
+        async with store.client.pipeline(transaction=False) as pipe:
+            for command_id in command_ids:
+                pipe.get(store.keys.command_outcome(room, command_id))
+            values = await pipe.execute()
+        outcomes = {command_id: value for command_id, value in zip(command_ids, values, strict=True)
+                    if value is not None}
+    room_object = RoomObject(
+        format=FORMAT, room=room, version=len(raw), last_hash=envelopes[-1].hash if envelopes else "",
+        events=[data for _, data in raw], commands=commands, rejections=rejections, outcomes=outcomes,
+        seed=await RedisEventStore.load_seed(store, room), nonces=await RedisEventStore.load_nonces(store, room),
+        origin=await RedisEventStore.load_origin(store, room))
+    return room_object, len(rejections)
+
+
+def check_object(found: RoomObject, expected: RoomObject) -> None:
+    """The object read back must be the room as Redis holds it: count, bytes and hash of every envelope."""
+    if found.room != expected.room or found.version != expected.version or len(found.events) != len(expected.events):
+        raise ArchiveError(f"room {expected.room!r}: the archived object holds {len(found.events)} envelopes, "
+                           f"Redis {len(expected.events)}")
+    for version, (mine, theirs) in enumerate(zip(found.events, expected.events, strict=True), start=1):
+        if mine != theirs or codec.decode_envelope(mine, found.room, version).hash != \
+                codec.decode_envelope(theirs, found.room, version).hash:
+            raise ArchiveError(f"room {expected.room!r}: version {version} differs between the archive and Redis")
+    if found != expected:
+        raise ArchiveError(f"room {expected.room!r}: the archived records differ from Redis'")
+
+
+async def archive_room(store: ArchivingStore, room: str, reason: str = "finished",
+                       crash_after: str | None = None) -> ArchiveResult:
+    """Move one room to the archive (the module's docstring gives the order). ``crash_after`` (tests only) names
+    a step of STEPS after which the move stops dead, as a kill -9 there would."""
+    keys = store.keys
+    existing = await store.pointer(room)
+    if existing is None:
+        room_object, refusals = await read_room_object(store, room)
+        if room_object.version == 0:
+            return ArchiveResult(room=room, status="empty")
+        if crash_after == "read":
+            return ArchiveResult(room=room, status="crashed")
+        data = encode_object(room_object)
+        digest = hashlib.sha256(data).hexdigest()
+        path = object_path(room, digest)
+        await store.archive.put_new(path, data)
+        if crash_after == "written":
+            return ArchiveResult(room=room, status="crashed")
+        read_back = await store.archive.get(path)
+        if hashlib.sha256(read_back).hexdigest() != digest:
+            raise ArchiveError(f"room {room!r}: the object read back from {path} is not the one written")
+        check_object(decode_object(read_back), room_object)
+        if crash_after == "checked":
+            return ArchiveResult(room=room, status="crashed")
+        pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
+                          last_hash=bytes.fromhex(room_object.last_hash), rejections=refusals, size=len(data),
+                          archived_at_ms=int(time.time() * 1000), reason=reason)
+        recorded = await run_script(store._record_pointer,
+                                    [keys.archived(room), keys.version(room), keys.rejected(room),
+                                     keys.archived_rooms(keys.shard(room))],
+                                    [_ENCODER.encode(pointer), room_object.version, refusals, room])
+        recorded = recorded.decode() if isinstance(recorded, bytes) else recorded
+        if recorded == "moved":
+            return ArchiveResult(room=room, status="moved")
+        status = "archived" if recorded == "ok" else "already"
+        if crash_after == "pointed":
+            return ArchiveResult(room=room, status="crashed")
+        store._pointers.pop(room, None)
+        existing = await store.pointer(room)
+        assert existing is not None
+        size, commands = len(data), len(room_object.commands) + refusals
+    else:
+        status, size, commands = "already", existing.size, 0
+    pointer_value = _ENCODER.encode(existing)
+    archived = await store.objects.get(existing)
+    dedupe = [keys.command_outcome(room, command_id) for command_id in archived.outcomes]
+    await run_script(store._delete_room,
+                     [keys.archived(room), keys.events(room), keys.commands(room), keys.rejected(room),
+                      keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
+                      keys.origin(room), keys.ended_rooms(keys.shard(room)),
+                      keys.summaries(keys.shard(room)), keys.version(room), *dedupe],
+                     [pointer_value, existing.rejections, room])
+    return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
+                         path=existing.path)

@@ -1,0 +1,38 @@
+"""The archive tier on a real three-node Redis Cluster: rooms on every node move to the archive and read back whole,
+and two archivers racing on each room archive it once (every script touches one room's slot)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from archive_support import archiving_store, file_archive_url
+from forensics_support import RealmTable
+
+from almanac.services.forensics.verify import verify_room
+from almanac.storage.archive import archive_room
+
+SHARDS = 16
+
+
+async def test_rooms_on_every_node_archive_once_and_read_back_whole(cluster, tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    store = archiving_store(cluster, url, SHARDS)
+    rooms = [f"cl-arch-{index}" for index in range(6)]  # spread over the shards, so over the nodes
+    before = {}
+    for room in rooms:
+        table = RealmTable(store, room)
+        await table.create("realm@1")
+        await table.play_mining(1)
+        assert (await table.send("alice", {"kind": "end_room"})).accepted
+        before[room] = await store.read_raw(room)
+    assert len({store.keys.shard(room) for room in rooms}) > 3
+
+    rivals = archiving_store(cluster, url, SHARDS)
+    results = await asyncio.gather(*(archive_room(s, room) for room in rooms for s in (store, rivals)))
+
+    for room in rooms:
+        assert sorted(r.status for r in results if r.room == room) == ["already", "archived"]
+        assert not await cluster.exists(store.keys.events(room))
+        fresh = archiving_store(cluster, url, SHARDS)
+        assert await fresh.read_raw(room) == before[room]
+        assert (await verify_room(fresh, room)).ok
