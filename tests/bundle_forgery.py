@@ -162,6 +162,7 @@ def with_record(bundle: dict, command_id: str, **changes: Any) -> dict:
             pair[1] = readable.b64(codec.encode(msgspec.structs.replace(record, **changes)))
             for entry in bundle["commands"]:
                 if entry["first_version"] == pair[0]:
+                    entry.pop("raw", None)  # a record of an older shape kept its bytes; the forger's is re-encoded
                     entry.update(readable.record_entry(base64.b64decode(pair[1])))
     return bundle
 
