@@ -217,6 +217,8 @@ class Notifier:
         self._warned: set[str] = set()  # warning ids this process enqueued or found enqueued (saves a script call)
         self._rulesets: dict[str, str] = {}  # room -> its rule-set (never changes)
         self._next_warn = 0.0
+        self._seen: dict[str, int] = {}  # room -> the due time of the deadline warned of (for ``_seen_for``)
+        self._seen_for: frozenset[str] = frozenset()
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -302,28 +304,58 @@ class Notifier:
             return 0
         now = self.now_ms()
         shards = range(self.settings.shard_count)
+        subscribed = frozenset(s.id for s in wanted)
+        if subscribed != self._seen_for or len(self._seen) > 200_000:
+            self._seen, self._seen_for = {}, subscribed  # a new subscription: every room in the window again
         # Past due is not "soon": the clock is sending its command (or is down); such a deadline is never warned.
-        rooms = await asyncio.gather(*(self.client.zrangebyscore(self.keys.deadlines(s), f"({now}", now + window_ms)
-                                       for s in shards))
+        rooms = await asyncio.gather(*(self.client.zrangebyscore(self.keys.deadlines(s), f"({now}", now + window_ms,
+                                                                 withscores=True) for s in shards))
         enqueued = 0
-        for shard, members in zip(shards, rooms, strict=True):
+        for shard, scored in zip(shards, rooms, strict=True):
+            # a room whose deadline (its due time) this process has already warned of: nothing to read again
+            members = [member for member, due in scored if self._seen.get(_text(member)) != int(due)]
             if not members:
                 continue
             datas = await self.client.hmget(self.keys.deadline_commands(shard), members)
+            warnings: list[tuple[str, str, int]] = []
             for member, data in zip(members, datas, strict=True):
                 if data is None:
                     continue  # fired or replaced meanwhile
                 deadline = clock.pending_deadline(data)
                 if not now < deadline.due_ms <= now + window_ms:
                     continue
-                enqueued += await self._warn(_text(member), deadline, wanted, now)
-        if len(self._warned) > 100_000:
+                room = _text(member)
+                warnings += await self._warnings(room, deadline, wanted, now)
+                self._seen[room] = deadline.due_ms
+            enqueued += await self._enqueue_warnings(warnings, now)
+        if len(self._warned) > 200_000:
             self._warned.clear()
         await self.client.zremrangebyscore(self.keys.webhook_warned(), "-inf", now - WARNED_KEPT_MS)
         return enqueued
 
-    async def _warn(self, room: str, deadline: Any, wanted: list[Subscription], now: int) -> int:
+    async def _enqueue_warnings(self, warnings: list[tuple[str, str, int]], now: int) -> int:
+        """Run the warn script for each, pipelined 500 at a time on one Redis (a Cluster: one call each)."""
+        keys = [self.keys.webhook_deliveries(), self.keys.webhook_outbox(), self.keys.webhook_stats(),
+                self.keys.webhook_warned()]
         enqueued = 0
+        for start in range(0, len(warnings), 500):
+            batch = warnings[start:start + 500]
+            if self.settings.redis_cluster:
+                answers = [await self._scripts["warn"](keys=keys, args=[ident, record, now, due_ms])
+                           for ident, record, due_ms in batch]
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for ident, record, due_ms in batch:
+                    await self._scripts["warn"](keys=keys, args=[ident, record, now, due_ms], client=pipe)
+                answers = await pipe.execute()
+            enqueued += sum(int(added) for added in answers)
+            self._warned.update(ident for ident, _, _ in batch)
+        return enqueued
+
+    async def _warnings(self, room: str, deadline: Any, wanted: list[Subscription],
+                        now: int) -> list[tuple[str, str, int]]:
+        """The deadline_soon deliveries of a room's deadline not yet enqueued here: (id, record JSON, due ms)."""
+        found = []
         for subscription in wanted:
             # A room's deadline concerns every seat (player None): the room's and each of its players' subscriptions.
             if not subscription.wants(room, "deadline_soon", None):
@@ -339,13 +371,8 @@ class Notifier:
             record = {"id": ident, "subscription": subscription.id, "url": subscription.url,
                       "secret": subscription.secret, "payload": payload, "attempts": 0,
                       "appended_ms": now, "enqueued_ms": now, "last_error": ""}
-            added = await self._scripts["warn"](
-                keys=[self.keys.webhook_deliveries(), self.keys.webhook_outbox(), self.keys.webhook_stats(),
-                      self.keys.webhook_warned()],
-                args=[ident, json.dumps(record), now, deadline.due_ms])
-            self._warned.add(ident)
-            enqueued += int(added)
-        return enqueued
+            found.append((ident, json.dumps(record), deadline.due_ms))
+        return found
 
     async def _ruleset(self, room: str) -> str | None:
         if room not in self._rulesets:
