@@ -1,6 +1,6 @@
 """The notifier: webhooks from the rooms' events, through an outbox in Redis, with retries, signatures and dead letters.
 
-Two loops in one process (`almanac notifier`, started by `almanac up`):
+Two loops in one process (`almanac notifier`, started by `almanac up`); the first has two duties:
 
 * **notice**: reads every shard's feed from its cursor (``Keys.notifier_cursor``), loads the appended events,
   and turns each into notices: ``room_ended`` for a ``room.ended`` of any rule-set, and whatever the rule-set's
@@ -8,16 +8,10 @@ Two loops in one process (`almanac notifier`, started by `almanac up`):
   an offer is made to). Each notice is matched against the subscriptions (a deployment's, a room's, a
   player's) and put in the outbox under a delivery id derived from (subscription, room, version, kind,
   player): a feed entry noticed twice (a crash before the cursor moved) enqueues nothing new.
-* **deliver**: claims due deliveries (a lease: a notifier killed mid-delivery leaves them due again when it
+* **deliver** (the second loop): claims due deliveries (a lease: a notifier killed mid-delivery leaves them due again when it
   runs out), POSTs each, removes it on a 2xx, else retries with a doubling back-off up to
   ALMANAC_WEBHOOK_BACKOFF_MAX_S, and after ALMANAC_WEBHOOK_MAX_ATTEMPTS moves it to the dead-letter list.
   A delivery is sent again only under its own id (``X-Almanac-Delivery``): a receiver deduplicates by it.
-
-What is delivered: a player's subscription gets the event as that player may see it (the rule-set's
-redaction, as on their live feed); a room's or deployment's subscription the event as nobody seated may see
-it (every secret hidden). Each POST is signed: ``X-Almanac-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of
-"<t>.<body>" under the subscription's secret>`` (``almanac.client.verify_webhook`` checks it).
-
 * **warn** (in the notice loop, every ``WARN_EVERY_S``): ``deadline_soon``. The clock (services/clock.py) keeps
   each room's earliest pending deadline per shard (``Keys.deadlines``: room -> due ms, ``Keys.deadline_commands``
   its key); the notifier reads those due within ALMANAC_WEBHOOK_DEADLINE_WARNING_S and tells the room's seats
@@ -26,8 +20,12 @@ it (every secret hidden). Each POST is signed: ``X-Almanac-Signature: t=<unix s>
   that enqueues it: a deadline is warned of once per subscription, ever, however many notifiers run or restart.
   The notice carries the deadline's key and due time only (never the command the clock will send).
 
-Notices come from the shard feeds, which are trimmed ALMANAC_STREAM_RETAIN_S after the
-projector applied them: a notifier stopped for longer than that misses what was trimmed meanwhile.
+What is delivered: a player's subscription gets the event as that player may see it (the rule-set's
+redaction, as on their live feed); a room's or deployment's subscription the event as nobody seated may see
+it (every secret hidden). Each POST is signed: ``X-Almanac-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of
+"<t>.<body>" under the subscription's secret>`` (``almanac.client.verify_webhook`` checks it). Notices come from the
+shard feeds, which are trimmed ALMANAC_STREAM_RETAIN_S after the projector applied them: a notifier stopped for
+longer than that misses what was trimmed meanwhile.
 """
 
 from __future__ import annotations
