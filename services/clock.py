@@ -66,6 +66,17 @@ class _Pending(msgspec.Struct, array_like=True, frozen=True):
 _PENDING = msgspec.msgpack.Decoder(_Pending)
 
 
+def pending_data(deadline: Deadline) -> bytes:
+    """What ``Keys.deadline_commands`` holds for a room's earliest deadline."""
+    return codec.encode(_Pending(deadline.key, deadline.due_ms, deadline.player, deadline.command))
+
+
+def pending_deadline(data: bytes) -> Deadline:
+    """A room's pending deadline as ``Keys.deadline_commands`` holds it (the notifier's warnings read it)."""
+    pending = _PENDING.decode(data)
+    return Deadline(key=pending.key, due_ms=pending.due_ms, player=pending.player, command=pending.command)
+
+
 def deadline_command_id(room: str, key: str, player: str) -> str:
     """The id every clock gives a deadline's command: the same deadline is one command, decided once."""
     digest = hashlib.sha256(f"{room}\x00{key}\x00{player}".encode()).hexdigest()[:32]
@@ -155,7 +166,7 @@ class Clock:
                 pipe.zrem(due_key, room)
                 pipe.hdel(commands_key, room)
             else:
-                data = codec.encode(_Pending(deadline.key, deadline.due_ms, deadline.player, deadline.command))
+                data = pending_data(deadline)
                 pipe.hset(commands_key, room, data)
                 pipe.zadd(due_key, {room: deadline.due_ms})
         if cursor is not None:

@@ -1,6 +1,6 @@
 """The notifier: webhooks from the rooms' events, through an outbox in Redis, with retries, signatures and dead letters.
 
-Two loops in one process (`almanac notifier`, started by `almanac up`):
+Two loops in one process (`almanac notifier`, started by `almanac up`); the first has two duties:
 
 * **notice**: reads every shard's feed from its cursor (``Keys.notifier_cursor``), loads the appended events,
   and turns each into notices: ``room_ended`` for a ``room.ended`` of any rule-set, and whatever the rule-set's
@@ -8,19 +8,24 @@ Two loops in one process (`almanac notifier`, started by `almanac up`):
   an offer is made to). Each notice is matched against the subscriptions (a deployment's, a room's, a
   player's) and put in the outbox under a delivery id derived from (subscription, room, version, kind,
   player): a feed entry noticed twice (a crash before the cursor moved) enqueues nothing new.
-* **deliver**: claims due deliveries (a lease: a notifier killed mid-delivery leaves them due again when it
+* **deliver** (the second loop): claims due deliveries (a lease: a notifier killed mid-delivery leaves them due again when it
   runs out), POSTs each, removes it on a 2xx, else retries with a doubling back-off up to
   ALMANAC_WEBHOOK_BACKOFF_MAX_S, and after ALMANAC_WEBHOOK_MAX_ATTEMPTS moves it to the dead-letter list.
   A delivery is sent again only under its own id (``X-Almanac-Delivery``): a receiver deduplicates by it.
+* **warn** (in the notice loop, every ``WARN_EVERY_S``): ``deadline_soon``. The clock (services/clock.py) keeps
+  each room's earliest pending deadline per shard (``Keys.deadlines``: room -> due ms, ``Keys.deadline_commands``
+  its key); the notifier reads those due within ALMANAC_WEBHOOK_DEADLINE_WARNING_S and tells the room's seats
+  (a deadline of the room concerns every seat: realm's season ends for every city), under a delivery id derived
+  from (subscription, room, deadline key, player). The id goes into ``Keys.webhook_warned`` in the same script
+  that enqueues it: a deadline is warned of once per subscription, ever, however many notifiers run or restart.
+  The notice carries the deadline's key and due time only (never the command the clock will send).
 
 What is delivered: a player's subscription gets the event as that player may see it (the rule-set's
 redaction, as on their live feed); a room's or deployment's subscription the event as nobody seated may see
 it (every secret hidden). Each POST is signed: ``X-Almanac-Signature: t=<unix s>,v1=<hex HMAC-SHA256 of
-"<t>.<body>" under the subscription's secret>`` (``almanac.client.verify_webhook`` checks it).
-
-"deadline_soon" (a deadline in 10 minutes) is a documented kind without a source yet: it needs the clock of
-issue 32's first item. Notices come from the shard feeds, which are trimmed ALMANAC_STREAM_RETAIN_S after the
-projector applied them: a notifier stopped for longer than that misses what was trimmed meanwhile.
+"<t>.<body>" under the subscription's secret>`` (``almanac.client.verify_webhook`` checks it). Notices come from the
+shard feeds, which are trimmed ALMANAC_STREAM_RETAIN_S after the projector applied them: a notifier stopped for
+longer than that misses what was trimmed meanwhile.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import msgspec
 from almanac.events import codec, registry
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomEnded
-from almanac.services import bootstrap
+from almanac.services import bootstrap, clock
 from almanac.services.logging import get_logger
 from almanac.services.settings import Settings
 from almanac.storage.keys import Keys
@@ -54,12 +59,25 @@ LEASE_MS = 30_000  # a claimed delivery is due again after this if its notifier 
 LATENCY_SAMPLES = 10_000
 DEAD_KEPT = 10_000
 FIRST_BACKOFF_S = 0.5
+WARN_EVERY_S = 0.5  # how often the notifier looks at the clock's pending deadlines
+WARNED_KEPT_MS = 3_600_000  # a warning's record outlives its deadline by this (notifiers' clocks may differ)
 SIGNATURE_HEADER = "X-Almanac-Signature"
 DELIVERY_HEADER = "X-Almanac-Delivery"
 
 # KEYS: deliveries hash, outbox zset, stats hash. ARGV: id, json, due_ms. Enqueued once per id.
 _ENQUEUE = """
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+  redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
+  return 1
+end
+return 0
+"""
+# KEYS: deliveries hash, outbox zset, stats hash, warned zset. ARGV: id, json, due_ms, the deadline's due ms.
+# A deadline_soon: enqueued once per id ever (the warned set outlives the delivery, which is removed once sent).
+_WARN = """
+if redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[1]) == 1 then
+  redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
   redis.call('HINCRBY', KEYS[3], 'enqueued', 1)
   return 1
@@ -146,6 +164,12 @@ def delivery_id(subscription: str, notice: Notice) -> str:
     return "d_" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def warning_id(subscription: str, room: str, deadline_key: str, player: str | None) -> str:
+    """The id of a deadline_soon: one per (subscription, room, deadline key, player), whoever computes it."""
+    text = f"{subscription}|{room}|deadline_soon|{deadline_key}|{player or ''}"
+    return "d_" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def notices_of(envelope: Envelope, event: Any) -> list[Notice]:
     """What one event tells the players: the room's end (any rule-set), and the rule-set's own notices."""
     found: list[tuple[str, str | None]] = []
@@ -186,8 +210,13 @@ class Notifier:
         self.http = httpx.AsyncClient(timeout=settings.webhook_timeout_s, follow_redirects=False)
         self._scripts = {name: client.register_script(text) for name, text in
                          (("enqueue", _ENQUEUE), ("claim", _CLAIM), ("done", _DONE), ("retry", _RETRY),
-                          ("dead", _DEAD))}
+                          ("dead", _DEAD), ("warn", _WARN))}
         self._cursors: dict[int, str] = {}
+        self._warned: set[str] = set()  # warning ids this process enqueued or found enqueued (saves a script call)
+        self._rulesets: dict[str, str] = {}  # room -> its rule-set (never changes)
+        self._next_warn = 0.0
+        self._seen: dict[str, int] = {}  # room -> the due time of the deadline warned of (for ``_seen_for``)
+        self._seen_for: frozenset[str] = frozenset()
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -260,6 +289,99 @@ class Notifier:
             args=[ident, json.dumps(record), self.now_ms()])
         return int(added)
 
+    # --- warn: the clock's pending deadlines -> outbox ---------------------------------------------
+
+    async def warn_once(self) -> int:
+        """Enqueue deadline_soon for every pending deadline due within the warning window; the enqueued."""
+        window_ms = self.settings.webhook_deadline_warning_s * 1000
+        if window_ms <= 0:
+            return 0
+        await self.load_subscriptions()
+        wanted = [s for s in self.subscriptions if not s.kinds or "deadline_soon" in s.kinds]
+        if not wanted:
+            return 0
+        now = self.now_ms()
+        shards = range(self.settings.shard_count)
+        subscribed = frozenset(s.id for s in wanted)
+        if subscribed != self._seen_for or len(self._seen) > 200_000:
+            self._seen, self._seen_for = {}, subscribed  # a new subscription: every room in the window again
+        # Past due is not "soon": the clock is sending its command (or is down); such a deadline is never warned.
+        rooms = await asyncio.gather(*(self.client.zrangebyscore(self.keys.deadlines(s), f"({now}", now + window_ms,
+                                                                 withscores=True) for s in shards))
+        enqueued = 0
+        for shard, scored in zip(shards, rooms, strict=True):
+            # a room whose deadline (its due time) this process has already warned of: nothing to read again
+            members = [member for member, due in scored if self._seen.get(_text(member)) != int(due)]
+            if not members:
+                continue
+            datas = await self.client.hmget(self.keys.deadline_commands(shard), members)
+            warnings: list[tuple[str, str, int]] = []
+            for member, data in zip(members, datas, strict=True):
+                if data is None:
+                    continue  # fired or replaced meanwhile
+                deadline = clock.pending_deadline(data)
+                if not now < deadline.due_ms <= now + window_ms:
+                    continue
+                room = _text(member)
+                warnings += await self._warnings(room, deadline, wanted, now)
+                self._seen[room] = deadline.due_ms
+            enqueued += await self._enqueue_warnings(warnings, now)
+        if len(self._warned) > 200_000:
+            self._warned.clear()
+        await self.client.zremrangebyscore(self.keys.webhook_warned(), "-inf", now - WARNED_KEPT_MS)
+        return enqueued
+
+    async def _enqueue_warnings(self, warnings: list[tuple[str, str, int]], now: int) -> int:
+        """Run the warn script for each, pipelined 500 at a time on one Redis (a Cluster: one call each)."""
+        keys = [self.keys.webhook_deliveries(), self.keys.webhook_outbox(), self.keys.webhook_stats(),
+                self.keys.webhook_warned()]
+        enqueued = 0
+        for start in range(0, len(warnings), 500):
+            batch = warnings[start:start + 500]
+            if self.settings.redis_cluster:
+                answers = [await self._scripts["warn"](keys=keys, args=[ident, record, now, due_ms])
+                           for ident, record, due_ms in batch]
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for ident, record, due_ms in batch:
+                    await self._scripts["warn"](keys=keys, args=[ident, record, now, due_ms], client=pipe)
+                answers = await pipe.execute()
+            enqueued += sum(int(added) for added in answers)
+            self._warned.update(ident for ident, _, _ in batch)
+        return enqueued
+
+    async def _warnings(self, room: str, deadline: Any, wanted: list[Subscription],
+                        now: int) -> list[tuple[str, str, int]]:
+        """The deadline_soon deliveries of a room's deadline not yet enqueued here: (id, record JSON, due ms)."""
+        found = []
+        for subscription in wanted:
+            # A room's deadline concerns every seat (player None): the room's and each of its players' subscriptions.
+            if not subscription.wants(room, "deadline_soon", None):
+                continue
+            ident = warning_id(subscription.id, room, deadline.key, None)
+            if ident in self._warned:
+                continue
+            viewer = subscription.player if subscription.scope == "player" else None
+            payload = {"delivery_id": ident, "kind": "deadline_soon", "room": room,
+                       "ruleset": await self._ruleset(room), "version": None, "player": None,
+                       "subscription": subscription.id, "scope": subscription.scope, "viewer": viewer,
+                       "deadline": {"key": deadline.key, "due_ms": deadline.due_ms}}
+            record = {"id": ident, "subscription": subscription.id, "url": subscription.url,
+                      "secret": subscription.secret, "payload": payload, "attempts": 0,
+                      "appended_ms": now, "enqueued_ms": now, "last_error": ""}
+            found.append((ident, json.dumps(record), deadline.due_ms))
+        return found
+
+    async def _ruleset(self, room: str) -> str | None:
+        if room not in self._rulesets:
+            first = await self.store.read(room, 1, 1)
+            if not first:
+                return None
+            if len(self._rulesets) > 100_000:
+                self._rulesets.clear()
+            self._rulesets[room] = first[0].ruleset
+        return self._rulesets[room]
+
     # --- deliver: outbox -> receivers -------------------------------------------------------------
 
     async def deliver_once(self) -> int:
@@ -312,7 +434,10 @@ class Notifier:
     async def _notice_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                await self.notice_once(block_ms=500)
+                await self.notice_once(block_ms=int(WARN_EVERY_S * 1000))
+                if time.monotonic() >= self._next_warn:
+                    self._next_warn = time.monotonic() + WARN_EVERY_S
+                    await self.warn_once()
             except Exception as error:  # noqa: BLE001 - a Redis outage: try again, the cursor has not moved
                 log.warning("notifier.notice_failed", error=str(error)[:300])
                 await _sleep_or_stop(stop, 1.0)

@@ -153,6 +153,8 @@ class Settings(BaseSettings):
     webhook_backoff_max_s: int = _env("ALMANAC_WEBHOOK_BACKOFF_MAX_S", 300)
     webhook_timeout_s: int = _env("ALMANAC_WEBHOOK_TIMEOUT_S", 10)
     webhook_concurrency: int = _env("ALMANAC_WEBHOOK_CONCURRENCY", 64)
+    # How long before a pending deadline (services/clock.py) its room's seats hear `deadline_soon`; 0: never.
+    webhook_deadline_warning_s: int = _env("ALMANAC_WEBHOOK_DEADLINE_WARNING_S", 600)
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
@@ -167,7 +169,8 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("gateway_target_wait_ms", "stream_retain_s",
-                     "projector_gather_ms", "redis_idle_s", "dedupe_retain_s")
+                     "projector_gather_ms", "redis_idle_s", "dedupe_retain_s",
+                     "webhook_deadline_warning_s")
     @classmethod
     def _not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value < 0:

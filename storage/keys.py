@@ -229,6 +229,11 @@ class Keys:
         """List: the latest delivery latencies (ms from the event's append to the receiver's 2xx), newest first."""
         return self._webhooks("latency")
 
+    def webhook_warned(self) -> str:
+        """Sorted set: deadline_soon delivery id -> the deadline's due time (ms); each enqueued once, ever
+        (pruned an hour after the deadline passed: a deadline past due is never warned of)."""
+        return self._webhooks("warned")
+
     # --- the clock of a shard (services/clock.py) -----------------------------------------------
 
     def deadlines(self, shard: int) -> str:

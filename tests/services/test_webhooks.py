@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -22,7 +24,9 @@ from webhook_receiver import Receiver  # noqa: E402
 
 from almanac.client import ApiError, Client, verify_webhook  # noqa: E402
 from almanac.events import codec  # noqa: E402
+from almanac.events.ruleset import Deadline  # noqa: E402
 from almanac.events.testing import RoomDriver  # noqa: E402
+from almanac.services.clock import pending_data  # noqa: E402
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner  # noqa: E402
 from almanac.services.notifier import Notice, Notifier, Subscription  # noqa: E402
 from almanac.services.settings import load_settings  # noqa: E402
@@ -32,6 +36,7 @@ from almanac.storage.redis_store import RedisEventStore  # noqa: E402
 SECRET = "webhook-test-secret-" + "x" * 32
 HOOK_SECRET = "receiver-shared-secret-" + "y" * 16
 HIDDEN = {"hidden": True}
+WARNING_S = 7
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +45,8 @@ def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
     redis.Redis.from_url(redis_url).flushdb()
     stack = Stack(redis_url, tmp_path_factory.mktemp("webhooks"))
     stack.env["ALMANAC_SECRET"] = SECRET
+    # deadline_soon within 7 s of a deadline: a room with a 10 s season hears it; realm's default 5 minutes does not
+    stack.env["ALMANAC_WEBHOOK_DEADLINE_WARNING_S"] = str(WARNING_S)
     try:
         stack.start("engine")
         stack.start("notifier")
@@ -215,4 +222,104 @@ async def test_a_delivery_that_keeps_failing_goes_to_the_dead_letters(redis_url:
     finally:
         receiver.stop()
         await notifier.aclose()
+        await client.aclose()
+
+
+def test_a_deadline_is_heard_once_before_the_season_ends_by_itself_even_across_a_notifier_restart(
+        live: tuple[str, Client, Stack]) -> None:
+    url, service, stack = live
+    receiver = Receiver().start()
+    try:
+        # Given alice's and bob's subscriptions to a realm room whose seasons time out after 10 s, bob's for his
+        # turn only, and carol's to a room of her own with realm's default 5 minutes
+        subscribe(service, f"{receiver.url}/alice", scope="player", room="hook-soon", player="alice")
+        subscribe(service, f"{receiver.url}/bob", scope="player", room="hook-soon", player="bob", kinds=["your_turn"])
+        subscribe(service, f"{receiver.url}/carol", scope="player", room="hook-carol", player="carol")
+        client = Client(url)
+        carol = client.create_room("realm", "carol", room="hook-carol", options={"players": ["carol", "dan"]})
+        alice = client.create_room("realm", "alice", room="hook-soon",
+                                   options={"players": ["alice", "bob"], "season_timeout_ms": 10_000})
+        client.join("hook-soon", "bob")
+        created_ms = time.time() * 1000
+
+        # When nobody plays: alice hears the deadline once it is within the warning window
+        got = receiver.wait_for(lambda got: any(r["path"] == "/alice" for r in got), timeout_s=20)
+        soon = got[0]
+        assert soon["json"]["kind"] == "deadline_soon"
+        deadline = soon["json"]["deadline"]
+        assert deadline["key"] == "season:0" and set(soon["json"]) >= {"room", "ruleset", "delivery_id"}
+        assert soon["json"]["room"] == "hook-soon" and soon["json"]["ruleset"] == "realm"
+        assert created_ms + 5_000 <= deadline["due_ms"] <= created_ms + 10_500  # the season began at creation
+        assert soon["at"] * 1000 < deadline["due_ms"]  # heard before the season ends
+        assert soon["at"] * 1000 >= deadline["due_ms"] - WARNING_S * 1000 - 500  # not before the window
+        # only the deadline's key and due time: nothing of the command the clock will send, nor of any city
+        assert soon["json"]["deadline"] == {"key": "season:0", "due_ms": deadline["due_ms"]}
+        assert "event" not in soon["json"]
+
+        # and the notifier is killed -9 and started again while the deadline is still ahead
+        os.kill(stack.processes["notifier"].pid, signal.SIGKILL)
+        stack.processes["notifier"].wait(10)
+        stack.start("notifier")
+        # (a subscription made now proves the new notifier warns before the deadline: it hears it, once)
+        subscribe(service, f"{receiver.url}/late", scope="room", room="hook-soon", kinds=["deadline_soon"])
+        late = receiver.wait_for(lambda got: any(r["path"] == "/late" for r in got), timeout_s=20)
+        assert next(r for r in late if r["path"] == "/late")["at"] * 1000 < deadline["due_ms"]
+
+        # Then the season ends by itself (the clock), and alice hears her turn after the warning
+        receiver.wait_for(lambda got: any(r["path"] == "/alice" and r["json"]["kind"] == "your_turn" for r in got),
+                          timeout_s=30)
+        alice.end("the test is over")
+        receiver.wait_for(lambda got: any(r["path"] == "/alice" and r["json"]["kind"] == "room_ended" for r in got))
+        time.sleep(1.0)  # anything extra would arrive now
+        got = list(receiver.received)
+        alices = [r["json"] for r in got if r["path"] == "/alice"]
+        warned = [n for n in alices if n["kind"] == "deadline_soon" and n["deadline"]["key"] == "season:0"]
+        assert len(warned) == 1, warned  # not again after the restart, under no other id
+        assert [n["kind"] for n in alices].index("your_turn") > alices.index(warned[0])
+        assert [r["json"]["kind"] for r in got if r["path"] == "/late"] == ["deadline_soon"]
+        # bob asked for his turn only; carol's room has no deadline within the window: neither hears a warning
+        assert [r["json"]["kind"] for r in got if r["path"] == "/bob"] == ["your_turn"]
+        assert [r for r in got if r["path"] == "/carol"] == []
+        for delivery in got:
+            assert verify_webhook(HOOK_SECRET, delivery["headers"]["X-Almanac-Signature"], delivery["body"])
+        carol.end("the test is over")
+        client.close()
+    finally:
+        receiver.stop()
+
+
+async def test_two_notifiers_and_a_third_after_them_warn_of_a_deadline_once(redis_url: str, tmp_path: Path) -> None:
+    """The clock's pending deadlines as the clock writes them, on a real Redis; notifiers with keys of their own."""
+    client = aioredis.Redis.from_url(redis_url)
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+        update={"webhook_deadline_warning_s": 60})
+    keys = Keys(settings.shard_count, "alm-warn-test")
+    store = RedisEventStore(client, settings.shard_count, keys.prefix, keys=keys)
+    notifiers = [Notifier(client, store, settings, keys=keys) for _ in range(4)]
+    try:
+        subscription = Subscription(id="wh_00000000000000bb", url="http://127.0.0.1:1/x", secret=HOOK_SECRET,
+                                    scope="room", room="warn-room")
+        await client.hset(keys.webhook_subscriptions(), subscription.id, msgspec.json.encode(subscription))
+        now = int(time.time() * 1000)
+        shard = 0
+        # Given a deadline 30 s ahead in the room the subscription follows, one past due and one 2 minutes ahead
+        for room, due in (("warn-room", now + 30_000), ("warn-past", now - 1_000), ("warn-far", now + 120_000)):
+            deadline = Deadline(key="season:3", due_ms=due, player="ann", command={"kind": "end_season"})
+            await client.hset(keys.deadline_commands(shard), room, pending_data(deadline))
+            await client.zadd(keys.deadlines(shard), {room: due})
+        # When two notifiers look at once, and a third (a restart) after them
+        first = await asyncio.gather(notifiers[0].warn_once(), notifiers[1].warn_once())
+        third = await notifiers[2].warn_once()
+        # Then one delivery is enqueued in all, for the room within the window
+        assert sorted(first) == [0, 1] and third == 0
+        assert await client.zcard(keys.webhook_outbox()) == 1
+        [record] = [json.loads(v) for v in (await client.hgetall(keys.webhook_deliveries())).values()]
+        assert record["payload"]["deadline"] == {"key": "season:3", "due_ms": now + 30_000}
+        assert record["payload"]["room"] == "warn-room" and "end_season" not in str(record)
+        # and once it is delivered (gone from the outbox) a notifier still does not enqueue it again
+        await client.delete(keys.webhook_outbox(), keys.webhook_deliveries())
+        assert await notifiers[3].warn_once() == 0
+    finally:
+        for notifier in notifiers:
+            await notifier.aclose()
         await client.aclose()
