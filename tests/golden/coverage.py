@@ -26,15 +26,15 @@ from almanac.events import registry
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.export_store import ExportFileStore
 
-from .corpus import NOT_RULES, PRESENTATION_FUNCTIONS, check, path_for, read, rules_package
+from .corpus import NOT_RULES, PRESENTATION_FUNCTIONS, check, games_for, rules_package
 from .make import HERE, path_for as single_path_for, published
 
 
 def games_of(manifest: Any, with_corpus: bool) -> list[dict[str, Any]]:
     single = json.loads(single_path_for(manifest).read_text())
     games: list[dict[str, Any]] = [{"export": single, "expected": {}}]
-    if with_corpus and path_for(manifest).exists():
-        games += read(path_for(manifest))["games"]
+    if with_corpus:
+        games += games_for(manifest)
     return games
 
 

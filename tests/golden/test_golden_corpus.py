@@ -15,18 +15,29 @@ from __future__ import annotations
 
 import pytest
 
-from golden.corpus import CORPUS, check, path_for, read
+from golden.corpus import ADOPTED_LATER, CORPUS, adopted_path_for, check, path_for, read, write
 from golden.make import published
 from golden.test_golden_logs import PUBLISH_A_NEW_VERSION
 
-FILES = sorted(CORPUS.glob("*@*.json.gz"))
+# The corpus files as written, and the games adopted later (corpus/adopted/: a written file is never changed)
+FILES = sorted(CORPUS.glob("*@*.json.gz")) + sorted((CORPUS / "adopted").glob("*@*.json.gz"))
 
 
 def test_every_published_version_has_a_golden_corpus():
-    assert sorted(path.name for path in FILES) == sorted(path_for(manifest).name for manifest in published())
+    assert sorted(CORPUS.glob("*@*.json.gz")) == sorted(path_for(manifest) for manifest in published())
+    adopted = {manifest.ref: adopted_path_for(manifest) for manifest in published() if manifest.ref in ADOPTED_LATER}
+    assert sorted((CORPUS / "adopted").glob("*@*.json.gz")) == sorted(adopted.values())
 
 
-@pytest.mark.parametrize("path", FILES, ids=[path.name.removesuffix(".json.gz") for path in FILES])
+def test_writing_the_corpus_again_never_rewrites_a_recorded_file():
+    # Given every published version's recorded corpus files, when the corpus is written again, then no file is
+    # written (a change to a published version's recorded games is what this test module exists to refuse)
+    before = {path: path.read_bytes() for path in FILES}
+    assert [path for manifest in published() for path in write(manifest)] == []
+    assert {path: path.read_bytes() for path in FILES} == before
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(path.relative_to(CORPUS)).removesuffix(".json.gz") for path in FILES])
 def test_every_game_of_a_golden_corpus_replays_exactly(path):
     corpus = read(path)
     assert corpus["games"], "a golden corpus holds games"

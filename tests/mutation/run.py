@@ -22,7 +22,7 @@ stopping at the first difference. A mutant is
   reach is counted here too); equivalent survivors on lines no golden game runs are reported apart, as
   **unreached** (``tests.golden.coverage``): nothing shows them equivalent, only that no game reaches them.
 
-Games are adopted into the corpus (``corpus.ADOPTED``) from the salt "wide" (``--wide-salt wide``);
+Games are adopted into the corpus (``corpus.ADOPTED_LATER``: a file of their own beside the written corpus) from the salt "wide" (``--wide-salt wide``);
 the figures are measured against the salt "check" (the default), games the corpus never chose from,
 so that adopting does not flatter them.
 
@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.golden.corpus import PRESENTATION_FUNCTIONS, check, path_for, read
+from tests.golden.corpus import PRESENTATION_FUNCTIONS, check, games_for
 from tests.golden.coverage import single_problem
 from tests.golden.make import path_for as single_path_for
 from tests.mutation.mutants import Mutant, mutants_of, mutated_code
@@ -206,7 +206,7 @@ def main(argv: list[str]) -> int:
             if args.match:
                 mutants = [m for m in mutants if any(text in m.name for text in args.match)]
             mutants = evenly(mutants, args.sample)
-            games = read(path_for(_Ref(ref)))["games"] if path_for(_Ref(ref)).exists() else []
+            games = games_for(_Ref(ref))
             started = time.monotonic()
             if not _unmutated_replays(ref, games, args.timeout):
                 raise SystemExit(f"{ref}: the golden logs do not replay under the unmutated rules")
@@ -228,7 +228,7 @@ def main(argv: list[str]) -> int:
             below |= share < args.goal
             report[ref] = {"generated": generated, "tried": len(mutants), "not_loaded": len(unloaded), "caught": caught,
                            "survived": len(survivors), "missed": [m.name for m, _ in missed],
-                           # the wide game that caught each missed mutant first: a game to adopt (corpus.ADOPTED)
+                           # the wide game that caught each missed mutant first: a game to adopt (corpus.ADOPTED_LATER)
                            "caught_by_wide_game": {m.name: r - BY_GAME - 1 for m, r in missed if r > BY_GAME},
                            "equivalent": [m.name for m in equivalent],
                            "unreached": [m.name for m in unreached], "share_caught": round(share, 4),
