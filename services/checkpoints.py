@@ -141,13 +141,20 @@ class Checkpointer:
         if len(recent) > RECENT_HEADS:
             del recent[min(recent)]
 
-    async def head(self, store: Any, room: str, version: int, envelopes: Iterable[Envelope] = ()) -> bytes:
+    async def head(self, store: Any, room: str, version: int, envelopes: Iterable[Envelope] = (),
+                   since: tuple[int, bytes] | None = None) -> bytes:
         """``head_version`` of ``room``: from memory, advanced with ``envelopes`` (those the caller already has),
-        reading from ``store`` only the versions neither covers."""
+        reading from ``store`` only the versions neither covers. ``since`` (a version and its head the caller
+        holds, e.g. a feed's previous checkpoint) is a start point besides the kept ones: a delayed or catching-up
+        feed runs behind the last RECENT_HEADS versions, and would otherwise hash the room from version 1 for each
+        message it sends."""
         recent = self._heads.get(room, {})
         if version in recent:
             return recent[version]
-        start, head = max(((v, h) for v, h in recent.items() if v < version), default=(0, cm.HEAD_0))
+        starts = [(v, h) for v, h in recent.items() if v < version]
+        if since is not None and since[0] < version:
+            starts.append(since)
+        start, head = max(starts, default=(0, cm.HEAD_0))
         have = {envelope.version: envelope for envelope in envelopes}
         wanted = range(start + 1, version + 1)
         if all(v in have for v in wanted):
@@ -162,15 +169,17 @@ class Checkpointer:
             self._remember(room, envelope.version, head)
         return head
 
-    async def checkpoint(self, store: Any, room: str, version: int,
-                         envelopes: Iterable[Envelope] = ()) -> dict[str, Any] | None:
-        """The signed checkpoint of ``room`` at ``version`` (None for a room with no events)."""
+    async def checkpoint(self, store: Any, room: str, version: int, envelopes: Iterable[Envelope] = (),
+                         since: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The signed checkpoint of ``room`` at ``version`` (None for a room with no events); ``since``: an earlier
+        checkpoint of the room the caller holds, a start point for the head (see ``head``)."""
         if version < 1:
             return None
         signed = self._signed.get(room)
         if signed is not None and signed["version"] == version:
             return signed
-        head = await self.head(store, room, version, envelopes)
+        start = (since["version"], bytes.fromhex(since["head"])) if since is not None else None
+        head = await self.head(store, room, version, envelopes, start)
         signed = self.ring.sign(room, version, head)
         self._signed[room] = signed
         return signed

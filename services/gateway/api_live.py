@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+from typing import Any
 
 import msgspec
 from fastapi import APIRouter, Path, Query, WebSocket, WebSocketDisconnect
@@ -136,6 +137,7 @@ async def _follow(gw: Gateway, websocket: WebSocket, follower: Follower, from_ve
     await follower.started()  # from here on every append reaches ``follower.pending``
     last = from_version - 1
     held: collections.deque = collections.deque()  # read, not yet sent: within ``delay`` of the newest
+    sent_checkpoint: dict[str, Any] | None = None  # the last checkpoint sent: where the next one's head starts
     while not disconnected.is_set():
         if follower.failed is not None:
             raise follower.failed
@@ -161,5 +163,6 @@ async def _follow(gw: Gateway, websocket: WebSocket, follower: Follower, from_ve
             while held and held[0].version + delay <= last:
                 sent = held.popleft()
                 message = viewer.event(sent)
-                message["checkpoint"] = await gw.checkpoint(follower.room, sent.version, (sent,))
+                message["checkpoint"] = await gw.checkpoint(follower.room, sent.version, (sent,), sent_checkpoint)
+                sent_checkpoint = message["checkpoint"] or sent_checkpoint
                 await websocket.send_text(_JSON.encode(message).decode())

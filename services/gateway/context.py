@@ -216,11 +216,13 @@ class Gateway:
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = ()) -> dict[str, Any] | None:
-        """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds); None, and
-        a warning, if the stream lacks a version the answer names (the answer stands without it, never a 500)."""
+    async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = (),
+                         since: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds; ``since``:
+        the checkpoint a feed sent before, see Checkpointer.head); None, and a warning, if the stream lacks a
+        version the answer names (the answer stands without it, never a 500)."""
         try:
-            return await self.checkpoints.checkpoint(self.store, room, version, envelopes)
+            return await self.checkpoints.checkpoint(self.store, room, version, envelopes, since)
         except LookupError as error:
             log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
             return None

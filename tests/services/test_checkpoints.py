@@ -259,3 +259,29 @@ def test_hostile_checkpoints_key_sets_and_openings_are_a_failed_step_never_an_ex
     verdict = verify_bundle(bundle, None, checkpoints=[checkpoint], keys=keys)
     # (a hostile part of the bundle itself fails its format step, before any checkpoint is read)
     assert verdict.failed is not None and verdict.failed.name in ("format", "checkpoints", "anchor"), verdict.text()
+
+
+async def test_a_feed_behind_the_kept_heads_signs_from_its_previous_checkpoint_without_rereading_the_room(held) -> None:
+    """A spectator delayed past the heads a gateway keeps (or a follower catching up) would hash the room from
+    version 1 for every message it sends; from the checkpoint it sent before, it needs only the new event."""
+    from almanac.services.checkpoints import RECENT_HEADS, Checkpointer, KeyRing  # noqa: PLC0415
+    from almanac.storage.memory_store import MemoryEventStore  # noqa: PLC0415
+
+    chain = chain_of(held["bundle"])
+    assert len(chain) > RECENT_HEADS + 2
+    signer = Checkpointer(KeyRing([b"\x09" * 32]), b"\x05" * 32)
+    empty = MemoryEventStore()  # holds nothing: any version not reached from memory is a LookupError
+    room = held["bundle"]["room"]
+    # Given a gateway that has seen the whole room (its kept heads: the last RECENT_HEADS versions only)
+    honest = await signer.checkpoint(empty, room, len(chain), chain)
+    # When a feed RECENT_HEADS + 2 versions behind asks for its next checkpoint, then without its previous one
+    # the room must be read again from the store...
+    late = len(chain) - RECENT_HEADS - 2
+    with pytest.raises(LookupError):
+        await signer.checkpoint(empty, room, late + 1, (chain[late],))
+    # ...and with it, the next head comes from that one event, equal to the head of the whole chain's fold
+    fresh = Checkpointer(signer.ring, b"\x05" * 32)
+    previous = await fresh.checkpoint(empty, room, late, chain[:late])
+    following = await signer.checkpoint(empty, room, late + 1, (chain[late],), since=previous)
+    expected = await Checkpointer(signer.ring, b"\x05" * 32).checkpoint(empty, room, late + 1, chain[:late + 1])
+    assert following["head"] == expected["head"] and honest["version"] == len(chain)
