@@ -67,7 +67,8 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
         engine.leases.changed()
         stored = await wait_for(lambda: store.outcome(room, record.command_id), what="the command's outcome")
         assert not stored.accepted  # refused (no such room): decided all the same
-        assert not await _pending(cluster, stream)
+        # The outcome is written before the entry is acknowledged: the acknowledgement follows within the round.
+        await wait_for(lambda: _none_pending(cluster, stream), what="the delivered command acknowledged")
     finally:
         await engine.stop()
 
@@ -78,6 +79,10 @@ async def _async(value: object) -> object:
 
 async def _pending(client, stream: str) -> int:  # noqa: ANN001 - the cluster client
     return (await client.xpending(stream, GROUP))["pending"]
+
+
+async def _none_pending(client, stream: str) -> bool:  # noqa: ANN001 - the cluster client
+    return await _pending(client, stream) == 0
 
 
 
