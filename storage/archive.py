@@ -79,13 +79,13 @@ class RoomObject(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 
 
 class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
-    """What Redis keeps of an archived room (about 150 bytes): its object's digest (the object's name derives
-    from it and the room), its head and what it holds."""
+    """What Redis keeps of an archived room: its object's digest (the object's name derives from it and the
+    room), its version and what it holds. Stored as a field of the shard's pointer hash (``Keys.pointers``, the
+    room is the field): ``encode_pointer`` leaves the room out, about 60 bytes."""
 
     room: str
     digest: bytes  # SHA-256 of the object
     version: int
-    last_hash: bytes  # the head's hash (32 bytes)
     rejections: int
     size: int
     archived_at_ms: int
@@ -101,8 +101,20 @@ class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 
 
 _OBJECT_DECODER = msgspec.msgpack.Decoder(RoomObject)
-_POINTER_DECODER = msgspec.msgpack.Decoder(Pointer)
+_STORED_POINTER = msgspec.msgpack.Decoder(tuple[bytes, int, int, int, int, str])
 _ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode_pointer(pointer: Pointer) -> bytes:
+    """The pointer's value in the shard's pointer hash: every field but the room (the hash's field)."""
+    return _ENCODER.encode((pointer.digest, pointer.version, pointer.rejections, pointer.size,
+                            pointer.archived_at_ms, pointer.reason))
+
+
+def decode_pointer(room: str, value: bytes) -> Pointer:
+    digest, version, rejections, size, archived_at_ms, reason = _STORED_POINTER.decode(value)
+    return Pointer(room=room, digest=digest, version=version, rejections=rejections, size=size,
+                   archived_at_ms=archived_at_ms, reason=reason)
 
 
 def encode_object(room_object: RoomObject) -> bytes:
@@ -185,25 +197,24 @@ class ArchiveStore:
         return found
 
 
-# KEYS: 1 pointer, 2 room version, 3 room rejected stream, 4 shard archived set. ARGV: 1 pointer, 2 version,
+# KEYS: 1 the shard's pointer hash, 2 room version, 3 room rejected stream. ARGV: 1 pointer, 2 version,
 # 3 refusals archived, 4 room id. The commit point: only when no pointer exists and the room did not move.
 RECORD_POINTER_SCRIPT = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 1 then return 'exists' end
 if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[2]) then return 'moved' end
 if redis.call('XLEN', KEYS[3]) ~= tonumber(ARGV[3]) then return 'moved' end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SADD', KEYS[4], ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])
 return 'ok'
 """
 
-# KEYS: 1 pointer, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed, 8 nonces,
+# KEYS: 1 the shard's pointer hash, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed, 8 nonces,
 # 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
 # room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
 # an ended room never appends again), 13.. the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
 # keep counting it.
 DELETE_SCRIPT = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], ARGV[3]) ~= ARGV[1] then return 0 end
 local archived = tonumber(ARGV[2])
 if redis.call('XLEN', KEYS[4]) <= archived then
   redis.call('DEL', KEYS[4])
@@ -219,10 +230,10 @@ return 1
 """
 
 
-# LOAD_SCRIPT (storage.redis_store) with the pointer first: KEYS 4 the room's pointer. {-1, pointer} for an
-# archived room, else LOAD_SCRIPT's answer: a live room still loads in one round trip.
+# LOAD_SCRIPT (storage.redis_store) with the pointer first: KEYS 4 the shard's pointer hash, ARGV 3 the room.
+# {-1, pointer} for an archived room, else LOAD_SCRIPT's answer: a live room still loads in one round trip.
 LOAD_OR_POINTER_SCRIPT = """
-local pointer = redis.call('GET', KEYS[4])
+local pointer = redis.call('HGET', KEYS[4], ARGV[3])
 if pointer then return {-1, pointer} end
 """ + LOAD_SCRIPT
 
@@ -266,10 +277,10 @@ class ArchivingStore(RedisEventStore):
         known = self._pointers.get(room)
         if known is not None:
             return known
-        value = await self.client.get(self.keys.archived(room))
+        value = await self.client.hget(self.keys.pointers(self.keys.shard(room)), room)
         if value is None:
             return None
-        found = self._pointers[room] = _POINTER_DECODER.decode(value)
+        found = self._pointers[room] = decode_pointer(room, value)
         while len(self._pointers) > 100_000:
             self._pointers.popitem(last=False)
         return found
@@ -291,11 +302,11 @@ class ArchivingStore(RedisEventStore):
         if pointer is None:
             reply = await run_script(self._load_or_pointer,
                                      [self.keys.snapshot_index(room), self.keys.snapshot_data(room),
-                                      self.keys.events(room), self.keys.archived(room)],
-                                     ["+inf" if at_most is None else at_most, 1000])
+                                      self.keys.events(room), self.keys.pointers(self.keys.shard(room))],
+                                     ["+inf" if at_most is None else at_most, 1000, room])
             if int(reply[0]) >= 0:
                 return await self._parse_load(room, at_most, reply)
-            pointer = self._pointers[room] = _POINTER_DECODER.decode(reply[1])
+            pointer = self._pointers[room] = decode_pointer(room, reply[1])
         return None, _envelopes(await self.objects.get(pointer), 1, at_most)
 
     async def _parse_load(self, room: str, at_most: int | None, reply: list
@@ -400,7 +411,7 @@ class ArchivingStore(RedisEventStore):
         # the command's record and the room's pointer in one round trip: the write path pays no extra one
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.get(self.keys.command_outcome(room, command_id))
-            pipe.get(self.keys.archived(room))
+            pipe.hget(self.keys.pointers(self.keys.shard(room)), room)
             value, pointer = await pipe.execute()
         if value is not None:
             if self.wait_replicas:  # as RedisEventStore.outcome: answered only once a replica has it
@@ -408,7 +419,7 @@ class ArchivingStore(RedisEventStore):
             return _OUTCOME_DECODER.decode(value)
         if pointer is None:
             return None
-        self._pointers[room] = _POINTER_DECODER.decode(pointer)
+        self._pointers[room] = decode_pointer(room, pointer)
         return await self._archived_outcome(room, command_id)
 
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
@@ -450,7 +461,7 @@ class ArchivingStore(RedisEventStore):
     async def archived_rooms(self) -> list[str]:
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.shard_count):
-                pipe.smembers(self.keys.archived_rooms(shard))
+                pipe.hkeys(self.keys.pointers(shard))
             results = await pipe.execute()
         return sorted(member.decode() for members in results for member in members)
 
@@ -543,12 +554,10 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         if crash_after == "checked":
             return ArchiveResult(room=room, status="crashed")
         pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
-                          last_hash=bytes.fromhex(room_object.last_hash), rejections=refusals, size=len(data),
-                          archived_at_ms=int(time.time() * 1000), reason=reason)
+                          rejections=refusals, size=len(data), archived_at_ms=int(time.time() * 1000), reason=reason)
         recorded = await run_script(store._record_pointer,
-                                    [keys.archived(room), keys.version(room), keys.rejected(room),
-                                     keys.archived_rooms(keys.shard(room))],
-                                    [_ENCODER.encode(pointer), room_object.version, refusals, room])
+                                    [keys.pointers(keys.shard(room)), keys.version(room), keys.rejected(room)],
+                                    [encode_pointer(pointer), room_object.version, refusals, room])
         recorded = recorded.decode() if isinstance(recorded, bytes) else recorded
         if recorded == "moved":
             return ArchiveResult(room=room, status="moved")
@@ -561,11 +570,11 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         size, commands = len(data), len(room_object.commands) + refusals
     else:
         status, size, commands = "already", existing.size, 0
-    pointer_value = _ENCODER.encode(existing)
+    pointer_value = encode_pointer(existing)
     archived = await store.objects.get(existing)
     dedupe = [keys.command_outcome(room, command_id) for command_id in archived.outcomes]
     await run_script(store._delete_room,
-                     [keys.archived(room), keys.events(room), keys.commands(room), keys.rejected(room),
+                     [keys.pointers(keys.shard(room)), keys.events(room), keys.commands(room), keys.rejected(room),
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
                       keys.origin(room), keys.ended_rooms(keys.shard(room)),
                       keys.summaries(keys.shard(room)), keys.version(room), *dedupe],

@@ -179,6 +179,16 @@ class Keys:
         """The set of the shard's archived rooms (they stay in ``rooms``: registries keep counting them)."""
         return self._shard(shard, "archived")
 
+    def pointers(self, shard: int) -> str:
+        """Hash: archived room -> its archive pointer (storage.archive; ~60 bytes, the room is the field): one hash
+        per shard instead of a key per room, and its fields are the shard's archived rooms."""
+        return self._shard(shard, "archive:pointers")
+
+    def archived_listings(self, shard: int) -> str:
+        """Hash: block id -> zstd msgpack {room: listing row} of finished archived rooms (storage.archive_index):
+        their listing rows leave ``listings`` in blocks of a pass's rooms, a few dozen bytes per room."""
+        return self._shard(shard, "archive:listings")
+
     def feed_hold(self, shard: int) -> str:
         """While it exists, the shard's feed is not trimmed past its value (a full rebuild in progress)."""
         return self._shard(shard, "feed:hold")
@@ -274,6 +284,11 @@ class Keys:
 
     def leaderboard(self, shard: int, ruleset: str) -> str:
         return self._model(shard, f"leaderboard:{ruleset}")
+
+    def leaderboard_best(self, shard: int, ruleset: str) -> str:
+        """Hash: player -> their best archived entry in ``leaderboard`` (storage.archive_index): of a player's
+        finished archived rooms only that entry stays (final scores never change: the others never show)."""
+        return self._model(shard, f"leaderboard-best:{ruleset}")
 
     # A rule-set's read models (their names come from the manifests): a per-room model is one hash
     # room -> row; a ledger is a zset per room (row -> version) with a set of the rooms that have one.
