@@ -70,7 +70,7 @@ for _ = 1, rooms do
     a = a + 2 * players
   end
 end
-if done > 0 then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
+if done > 0 and ARGV[1] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 return done
 """
 
@@ -95,13 +95,20 @@ async def compact(store: Any, rooms: list[str]) -> int:
     for shard, members in sorted(by_shard.items()):
         rows = await store.client.hmget(keys.listings(shard), members)
         found = {room: row for room, row in zip(members, rows, strict=True) if row is not None}
-        if not found:
+        # Rooms whose row is in a block already (a rebuild of the leaderboards alone put their entries back): the
+        # block's row names their players; it stays where it is.
+        indexed = {}
+        if len(found) < len(members):
+            indexed = {room: row for room, row in (await _blocks(store.client, [keys.archived_listings(shard)])).items()
+                       if room in members and room not in found}
+        if not found and not indexed:
             continue
         block = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(dict(sorted(found.items()))))
         script_keys = [keys.pointers(shard), keys.listings(shard), keys.archived_listings(shard), keys.unranked(shard)]
-        args: list[Any] = [hashlib.sha256(block).hexdigest()[:32], block, len(found)]
-        for room, row in found.items():
+        args: list[Any] = [hashlib.sha256(block).hexdigest()[:32] if found else "", block, len(found) + len(indexed)]
+        for room, row in [*found.items(), *indexed.items()]:
             listing = msgspec.json.decode(row)
+            row = row if room in found else b""
             board, best = keys.leaderboard(shard, listing["ruleset"]), keys.leaderboard_best(shard, listing["ruleset"])
             for key in (board, best):
                 if key not in script_keys:
@@ -119,14 +126,21 @@ async def listing_rows(client: Any, keys: Keys, shard_count: int) -> list[bytes]
     async with client.pipeline(transaction=False) as pipe:
         for shard in range(shard_count):
             pipe.hgetall(keys.listings(shard))
-            pipe.hvals(keys.archived_listings(shard))
         replies = await pipe.execute()
     found: dict[str, bytes] = {}
-    for live in replies[0::2]:
+    for live in replies:
         found.update((_text(room), row) for room, row in live.items())
-    decompressor = zstandard.ZstdDecompressor()
-    for blocks in replies[1::2]:
-        for block in blocks:
-            for room, row in _BLOCK.decode(decompressor.decompress(block)).items():
-                found.setdefault(room, row)
+    for room, row in (await _blocks(client, [keys.archived_listings(shard) for shard in range(shard_count)])).items():
+        found.setdefault(room, row)
     return list(found.values())
+
+
+async def _blocks(client: Any, hashes: list[str]) -> dict[str, bytes]:
+    """room -> listing row of every block in ``hashes`` (keys.archived_listings of some shards)."""
+    async with client.pipeline(transaction=False) as pipe:
+        for key in hashes:
+            pipe.hvals(key)
+        replies = await pipe.execute()
+    decompressor = zstandard.ZstdDecompressor()
+    return {room: row for blocks in replies for block in blocks
+            for room, row in _BLOCK.decode(decompressor.decompress(block)).items()}
