@@ -62,6 +62,9 @@ class ReadModels:
     async def projected_version(self, room: str) -> int:
         """The room version the read models have applied (0 when none)."""
         value = await self.client.hget(self.keys.versions(self._shard(room)), room)
+        if value is None and (pointer := getattr(self.store, "pointer", None)) is not None:
+            archived = await pointer(room)  # a finished archived room's leaves the hash (storage.archive_index)
+            return archived.version if archived is not None else 0
         return int(value) if value is not None else 0
 
     async def wait_for(self, room: str, version: int, timeout_s: float) -> bool:

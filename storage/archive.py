@@ -101,20 +101,21 @@ class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 
 
 _OBJECT_DECODER = msgspec.msgpack.Decoder(RoomObject)
-_STORED_POINTER = msgspec.msgpack.Decoder(tuple[bytes, int, int, int, int, str])
+_STORED_POINTER = msgspec.msgpack.Decoder(list[Any])
 _ENCODER = msgspec.msgpack.Encoder()
 
 
 def encode_pointer(pointer: Pointer) -> bytes:
-    """The pointer's value in the shard's pointer hash: every field but the room (the hash's field)."""
-    return _ENCODER.encode((pointer.digest, pointer.version, pointer.rejections, pointer.size,
-                            pointer.archived_at_ms, pointer.reason))
+    """The pointer's value in the shard's pointer hash: every field but the room (the hash's field), the time in
+    seconds and the reason only when not "finished": ~47 bytes, so each fits a small allocation."""
+    fields = [pointer.digest, pointer.version, pointer.rejections, pointer.size, pointer.archived_at_ms // 1000]
+    return _ENCODER.encode(fields if pointer.reason == "finished" else [*fields, pointer.reason])
 
 
 def decode_pointer(room: str, value: bytes) -> Pointer:
-    digest, version, rejections, size, archived_at_ms, reason = _STORED_POINTER.decode(value)
-    return Pointer(room=room, digest=digest, version=version, rejections=rejections, size=size,
-                   archived_at_ms=archived_at_ms, reason=reason)
+    digest, version, rejections, size, archived_at_s, *reason = _STORED_POINTER.decode(value)
+    return Pointer(room=room, digest=digest, version=version, rejections=rejections, size=size,  # type: ignore[arg-type]
+                   archived_at_ms=archived_at_s * 1000, reason=reason[0] if reason else "finished")  # type: ignore[operator]
 
 
 def encode_object(room_object: RoomObject) -> bytes:
@@ -554,7 +555,7 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         if crash_after == "checked":
             return ArchiveResult(room=room, status="crashed")
         pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
-                          rejections=refusals, size=len(data), archived_at_ms=int(time.time() * 1000), reason=reason)
+                          rejections=refusals, size=len(data), archived_at_ms=int(time.time()) * 1000, reason=reason)
         recorded = await run_script(store._record_pointer,
                                     [keys.pointers(keys.shard(room)), keys.version(room), keys.rejected(room)],
                                     [encode_pointer(pointer), room_object.version, refusals, room])

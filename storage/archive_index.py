@@ -6,6 +6,8 @@ finished room, and both are cut here, per shard, in ONE script (one hash tag: it
 - **listing rows**: a pass's rows leave the shard's listing hash for one block (``Keys.archived_listings``: block id
   -> zstd msgpack {room: row}); rows of similar rooms compress to a few dozen bytes each. ``listing_rows`` reads
   both tiers, Redis' row first (a rebuild may have written one again: it is the same row, folded again);
+- **projected versions**: a finished archived room's is its pointer's (``ReadModels.projected_version`` and a
+  rebuild of some models read it there);
 - **leaderboard entries**: a finished room's scores are final, and a leaderboard shows a player's best entry only,
   so of a player's finished archived rooms only the best entry stays (``Keys.leaderboard_best`` remembers which,
   per player); the others never show and leave. An unranked room's entries never show either and leave.
@@ -23,6 +25,7 @@ from typing import Any
 import msgspec
 import zstandard
 
+from almanac.storage.archive import decode_pointer
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import run_script
 
@@ -30,8 +33,8 @@ ZSTD_LEVEL = 19
 _BLOCK = msgspec.msgpack.Decoder(dict[str, bytes])
 _ENCODER = msgspec.msgpack.Encoder()
 
-# KEYS: 1 pointer hash, 2 listing hash, 3 archived listing blocks, 4 unranked set, 5.. leaderboards and their best
-# hashes (named by index from ARGV). ARGV: 1 block id, 2 block, 3 room count, then per room: room, its listing row
+# KEYS: 1 pointer hash, 2 listing hash, 3 archived listing blocks, 4 unranked set, 5 projected versions, 6..
+# leaderboards and their best hashes (named by index from ARGV). ARGV: 1 block id, 2 block, 3 room count, then per room: room, its listing row
 # as the block holds it, board key index, best key index, player count, then (player, member) per player.
 # Returns the number of rooms compacted.
 COMPACT_SCRIPT = """
@@ -43,6 +46,7 @@ for _ = 1, rooms do
   local pointer = redis.call('HGET', KEYS[1], room)
   if pointer then
     done = done + 1
+    redis.call('HDEL', KEYS[5], room)
     if redis.call('HGET', KEYS[2], room) == row then redis.call('HDEL', KEYS[2], room) end
     local unranked = redis.call('SISMEMBER', KEYS[4], room) == 1
     for _ = 1, players do
@@ -104,7 +108,8 @@ async def compact(store: Any, rooms: list[str]) -> int:
         if not found and not indexed:
             continue
         block = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(dict(sorted(found.items()))))
-        script_keys = [keys.pointers(shard), keys.listings(shard), keys.archived_listings(shard), keys.unranked(shard)]
+        script_keys = [keys.pointers(shard), keys.listings(shard), keys.archived_listings(shard), keys.unranked(shard),
+                       keys.versions(shard)]
         args: list[Any] = [hashlib.sha256(block).hexdigest()[:32] if found else "", block, len(found) + len(indexed)]
         for room, row in [*found.items(), *indexed.items()]:
             listing = msgspec.json.decode(row)
@@ -144,3 +149,9 @@ async def _blocks(client: Any, hashes: list[str]) -> dict[str, bytes]:
     decompressor = zstandard.ZstdDecompressor()
     return {room: row for blocks in replies for block in blocks
             for room, row in _BLOCK.decode(decompressor.decompress(block)).items()}
+
+
+async def archived_versions(client: Any, keys: Keys, shard: int) -> dict[str, int]:
+    """room -> version of the shard's archived rooms, from their pointers."""
+    return {_text(room): decode_pointer(_text(room), value).version
+            for room, value in (await client.hgetall(keys.pointers(shard))).items()}

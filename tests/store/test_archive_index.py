@@ -1,6 +1,6 @@
 """The archive's index of finished rooms: given finished realm rooms (one unranked) and a live one, when the archiver
 moves the finished ones out, then the listing and the leaderboard answer exactly as before while Redis keeps only
-the live rooms' listing rows and, per player, the live entries plus one best archived entry."""
+the live rooms' listing rows and projected versions and, per player, the live entries plus one best archived entry."""
 
 from __future__ import annotations
 
@@ -45,12 +45,16 @@ async def test_listings_and_leaderboards_answer_the_same_after_the_finished_room
     models = ReadModels(redis_client, store.shard_count, store=store)
     before = await answers(models)
     assert len(before[0]) == 7 and before[2]
+    projected = {name: await models.projected_version(name) for name in finished}
 
     results = await Archiver(store, retain_s=0).run_once()
 
     assert sorted(r.room for r in results if r.status == "archived") == sorted(finished)
     assert await answers(models) == before
     assert await redis_client.hkeys(keys.listings(shard)) == [live.room.encode()]
+    assert await redis_client.hkeys(keys.versions(shard)) == [live.room.encode()]
+    # read-your-writes waits still see each archived room projected to its end (its pointer's version)
+    assert {name: await models.projected_version(name) for name in finished} == projected
     board = await redis_client.zrange(keys.leaderboard(shard, "realm"), 0, -1)
     # alice and bob: their live room's entry and their best finished one; the unranked room's entries are gone
     assert len(board) <= 4 and not any(unranked.encode() in member for member in board)
