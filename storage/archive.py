@@ -13,7 +13,7 @@ The move (``archive_room``) in the order that keeps the room readable from exact
    same bytes, so a second archiver or a rerun after a crash just reuses it);
 2. read the object back from the store and check it against Redis (count, every envelope's bytes and hash, the
    last hash, the records);
-3. record the pointer (``Keys.archived``) in one script that first checks the room did not move meanwhile (same
+3. record the pointer (a field of ``Keys.pointers``) in one script that first checks the room did not move meanwhile (same
    version, same number of refusals) and that no pointer exists: the commit point. Before it every reader reads
    Redis; from it on every reader reads the archive (the pointer names the object and its hash);
 4. delete the room's keys from Redis in one script that checks the pointer is still this one (refusals recorded
@@ -81,7 +81,7 @@ class RoomObject(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     """What Redis keeps of an archived room: its object's digest (the object's name derives from it and the
     room), its version and what it holds. Stored as a field of the shard's pointer hash (``Keys.pointers``, the
-    room is the field): ``encode_pointer`` leaves the room out, about 60 bytes."""
+    room is the field): ``encode_pointer`` leaves the room out, about 47 bytes."""
 
     room: str
     digest: bytes  # SHA-256 of the object
