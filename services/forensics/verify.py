@@ -81,6 +81,11 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     signing_players: list[str] = []
     unsigned_players: list[str] = []
     commands_signed: int = 0
+    # Of the signing seats: whose join was signed by the key it registered (checked when re-deciding the join,
+    # events.signing.join_bytes), and whose was not (a join from before signed joins: the operator could have
+    # registered a key of its own for them).
+    signed_joins: list[str] = []
+    unsigned_joins: list[str] = []
 
 
 def envelope_view(envelope: Envelope) -> dict[str, Any]:
@@ -376,13 +381,21 @@ async def _signing(store: EventStore, room: str, envelopes: list[Envelope], sche
             seated.append(joined.player)
             if joined.public_key:
                 keys[joined.player] = joined.public_key
-    signed = 0
+    signed, signed_joins = 0, set()
     for _, data in await store.commands(room):
         record = decode_record(data)
         if record.player in keys and record.signature is not None:
-            signed += 1
+            if record.body.get("kind") == "join_room":
+                signed_joins.add(record.player)
+            else:
+                signed += 1
     unsigned = sorted(set(seated) - set(keys))
-    report.update(signing_players=sorted(keys), unsigned_players=unsigned, commands_signed=signed)
+    unsigned_joins = sorted(set(keys) - signed_joins)
+    report.update(signing_players=sorted(keys), unsigned_players=unsigned, commands_signed=signed,
+                  signed_joins=sorted(signed_joins), unsigned_joins=unsigned_joins)
+    if unsigned_joins:
+        notes.append(f"joins that registered a key unsigned ({', '.join(unsigned_joins)}): nothing but the join's own "
+                     "answer shows the key is that player's (the operator could have registered its own)")
     if report.get("commands_redecided"):
         notes.append(f"signed by their players (each signature checked when re-deciding): {signed} commands of "
                      f"{', '.join(sorted(keys)) or 'nobody'}")

@@ -69,6 +69,7 @@ class SeatReclaimed(_Body):
     room: str
     player: str
     token: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RoomCreatedAnswer(RoomJoined, kw_only=True):
@@ -119,6 +120,7 @@ class ForkAnswer(_Body):
     ruleset: str
     version: int
     seed_commitment: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class ValueChange(_Body):
@@ -143,6 +145,7 @@ class RoomDiff(_Body):
     b: Json
     note: str
     differences: list[Json]  # {path, a, b}
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Explanation(_Body):
@@ -153,6 +156,7 @@ class Explanation(_Body):
     changes: list[ValueChange]
     folded: int
     fork: Json | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class BisectAnswer(_Body):
@@ -175,6 +179,7 @@ class BisectAnswer(_Body):
     commands_redecided: int | None = None
     recorded: Any = None
     other: Any = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RoomList(_Body):
@@ -206,9 +211,10 @@ class RoomScores(_Body):
     ruleset: str
     version: int
     scores: dict[str, int]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
-class RoomResources(RoomScores):
+class RoomResources(RoomScores, kw_only=True):
     resources: Json
 
 
@@ -226,17 +232,20 @@ class StateAt(_Body):
     latest_version: int
     state_hash: str
     state: Json
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Rejections(_Body):
     room: str
     rejections: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditIds(_Body):
     room: str
     view: str
     ids: list[str]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditStory(_Body):
@@ -244,6 +253,7 @@ class AuditStory(_Body):
     view: str
     item: str
     story: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class LeaderboardEntry(_Body):
@@ -310,6 +320,7 @@ class RoomAt(_Body):
     # ({path, before, after}, null where a side lacks the path; events.forensics.tree_diff.change_rows)
     since: int | None = None
     changes: list[Json] | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Series(_Body):
@@ -319,6 +330,7 @@ class Series(_Body):
     versions: list[int]
     scores: dict[str, list[int | None]]
     resources: dict[str, list[int | None]]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AsyncApiDocument(_Body):
@@ -368,6 +380,12 @@ class KeySet(_Body):
     format_version: int
     active: str
     keys: list[KeyEntry]
+
+
+class Verification(VerifyReport, kw_only=True):
+    """The room verified (services/forensics/verify.py), with the checkpoint of its head when answered."""
+
+    checkpoint: Checkpoint | None = None
 
 
 class CheckpointFile(_Body):
@@ -451,7 +469,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/rejections"): (200, Rejections),
     ("get", "/rooms/{room}/audit/{view}"): (200, AuditIds),
     ("get", "/rooms/{room}/audit/{view}/{item}"): (200, AuditStory),
-    ("get", "/rooms/{room}/verification"): (200, VerifyReport),
+    ("get", "/rooms/{room}/verification"): (200, Verification),
     ("get", "/leaderboards/{ruleset}"): (200, Leaderboard),
     ("get", "/read-models/{model}"): (200, ReadModelRows),
     ("get", "/health"): (200, Health),
