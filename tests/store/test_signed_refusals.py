@@ -65,7 +65,7 @@ async def test_a_refusal_of_a_player_who_does_not_sign_rests_on_the_operators_wo
 
 async def test_a_refusal_the_operator_invents_for_a_signing_player_is_not_covered():
     _, bundle = await ended_room("ann")
-    at = bundle["refusals"][0]["refused_at_version"]  # where ann's real refusal stood
+    at = bundle["refusals"][0]["command"]["refused_at_version"]  # where ann's real refusal stood
     base = CommandRecord(command_id=f"{ROOM}:ann:invented", room=ROOM, player="ann", server_time_ms=4_500,
                          body={"kind": "roll", "dice": 6}, refused_at_version=at)
     # Unsigned: the rules refuse it (signature_required), consistent, yet nothing shows ann sent it
