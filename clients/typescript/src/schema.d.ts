@@ -725,6 +725,8 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            join_signature?: string | null;
         };
         /**
          * JoinRoomRequest
@@ -743,6 +745,8 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            signature?: string | null;
         };
         /** EndRoomRequest */
         EndRoomRequest: {
@@ -3675,6 +3679,20 @@ export interface components {
             room: string;
             view: string;
             ids: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * Checkpoint
+         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
+         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
+         */
+        Checkpoint: {
+            room: string;
+            version: number;
+            head: string;
+            kid: string;
+            sig: string;
         };
         /** AuditStory */
         AuditStory: {
@@ -3682,6 +3700,8 @@ export interface components {
             view: string;
             item: string;
             story: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * BisectAnswer
@@ -3717,6 +3737,8 @@ export interface components {
             recorded?: unknown;
             /** @default null */
             other?: unknown;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * BundleVerdict
@@ -3757,18 +3779,6 @@ export interface components {
             alg: string;
             public_key: string;
             status: string;
-        };
-        /**
-         * Checkpoint
-         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
-         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
-         */
-        Checkpoint: {
-            room: string;
-            version: number;
-            head: string;
-            kid: string;
-            sig: string;
         };
         /** CommandAccepted */
         CommandAccepted: {
@@ -3855,6 +3865,8 @@ export interface components {
             folded: number;
             /** @default null */
             fork?: Record<string, never> | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * ValueChange
@@ -3886,6 +3898,8 @@ export interface components {
             ruleset: string;
             version: number;
             seed_commitment: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** Health */
         Health: {
@@ -3932,6 +3946,8 @@ export interface components {
         Rejections: {
             room: string;
             rejections: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomActivity */
         RoomActivity: {
@@ -3963,6 +3979,8 @@ export interface components {
             since?: number | null;
             /** @default null */
             changes?: Record<string, never>[] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomSummary */
         RoomSummary: {
@@ -4019,6 +4037,8 @@ export interface components {
             b: Record<string, never>;
             note: string;
             differences: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomJoined */
         RoomJoined: {
@@ -4049,6 +4069,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
             resources: Record<string, never>;
         };
         /** RoomScores */
@@ -4059,6 +4081,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomView */
         RoomView: {
@@ -4110,6 +4134,8 @@ export interface components {
             room: string;
             player: string;
             token: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * Series
@@ -4124,6 +4150,8 @@ export interface components {
             resources: {
                 [key: string]: (number | null)[];
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** StateAt */
         StateAt: {
@@ -4132,6 +4160,8 @@ export interface components {
             latest_version: number;
             state_hash: string;
             state: components["schemas"]["RoomState"];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** SystemStatus */
         SystemStatus: {
@@ -4141,8 +4171,11 @@ export interface components {
             commands_total: number;
             dead_letters: Record<string, never>;
         };
-        /** VerifyReport */
-        VerifyReport: {
+        /**
+         * Verification
+         * @description The room verified (services/forensics/verify.py), with the checkpoint of its head when answered.
+         */
+        Verification: {
             room: string;
             ok: boolean;
             /** @default 0 */
@@ -4187,6 +4220,12 @@ export interface components {
             unsigned_players?: string[];
             /** @default 0 */
             commands_signed?: number;
+            /** @default [] */
+            signed_joins?: string[];
+            /** @default [] */
+            unsigned_joins?: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * Divergence
@@ -5362,7 +5401,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VerifyReport"];
+                    "application/json": components["schemas"]["Verification"];
                 };
             };
             /** @description Validation Error */
