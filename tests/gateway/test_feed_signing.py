@@ -3,22 +3,15 @@ signature, so a hundred spectators behind the room cost one Ed25519 signature pe
 
 from __future__ import annotations
 
-import secrets
-
 from fastapi.testclient import TestClient
-from test_spectators import end_turns
+from test_spectators import played_room
 
 DELAY = 2
 
 
 def test_spectators_delayed_alike_share_one_signature_per_version(api: TestClient) -> None:
     # Given a realm room some turns in, and the gateway's count of checkpoint signatures
-    alice, bob = f"alice-{secrets.token_hex(3)}", f"bob-{secrets.token_hex(3)}"
-    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
-    room = created.json()["room"]
-    tokens = {alice: created.json()["token"], bob: api.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]}
-    end_turns(api, room, tokens, 2)
-    latest = api.get(f"/rooms/{room}").json()["version"]
+    room, *_, latest = played_room(api)
     checkpoints = api.app.state.gateway.checkpoints
 
     # When a first spectator watches it delayed, and a live answer signs the head in between

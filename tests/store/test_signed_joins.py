@@ -13,11 +13,9 @@ import hashlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from test_dice_attacks import ROOM, Room
+from test_dice_attacks import ROOM, Room, operator_appends
 
-from almanac.events import codec, room as room_rules
-from almanac.events.envelope import Envelope
-from almanac.events.hashing import seal
+from almanac.events import room as room_rules
 from almanac.events.signing import join_bytes
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import verify_room
@@ -71,12 +69,8 @@ async def test_a_join_the_operator_writes_with_a_substituted_key_fails_verify():
     record = CommandRecord(command_id=f"{ROOM}:cleo:join", room=ROOM, player="cleo",
                            server_time_ms=head.server_time_ms + 1, body=body,
                            signature=CLEO_KEY.sign(join_bytes(ROOM, "cleo", public(CLEO_KEY), commitment)).hex())
-    event_type, payload = codec.encode_event(room_rules.PlayerJoined(player="cleo", nonce_commitment=commitment,
-                                                                     public_key=public(MALLORY_KEY)))
-    forged = seal(Envelope(room=ROOM, version=head.version + 1, ruleset=head.ruleset, type=event_type, payload=payload,
-                           command_id=record.command_id, player="cleo", server_time_ms=record.server_time_ms,
-                           previous_hash=head.hash))
-    await store.append(ROOM, head.version, record.command_id, [forged], codec.encode(record))
+    await operator_appends(store, record, room_rules.PlayerJoined(player="cleo", nonce_commitment=commitment,
+                                                                  public_key=public(MALLORY_KEY)))
 
     report = await verify_room(store, ROOM)
     assert not report.ok
