@@ -273,7 +273,9 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     "In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's "
     "seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a "
     "nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment "
-    "without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).",
+    "without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room). A `public_key` (dice scheme 3: "
+    "the seat signs its commands) goes with `signature`, that key's Ed25519 signature of events.signing.join_bytes "
+    "(room, player, key, nonce commitment): 422 `signature_required` or `signature_invalid` (docs/dice.md).",
     responses=RATE_LIMITED,
     openapi_extra=openapi_body(JoinRoomRequest),
 )

@@ -70,7 +70,7 @@ export interface paths {
         put?: never;
         /**
          * Take a seat as a player and receive a signed token bound to the room and player
-         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).
+         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room). A `public_key` (dice scheme 3: the seat signs its commands) goes with `signature`, that key's Ed25519 signature of events.signing.join_bytes (room, player, key, nonce commitment): 422 `signature_required` or `signature_invalid` (docs/dice.md).
          */
         post: operations["join_room_rooms__room__join_post"];
         delete?: never;
