@@ -53,6 +53,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     chain_checked: int = 0
     commands_redecided: int = 0
     refusals_rechecked: int = 0
+    # Of those, refused commands their player signed with the key their seat registered (sent by that player).
+    refusals_signed: int = 0
     seed: str = "unknown"  # "revealed", "stored", "challenge", "unavailable"
     seed_matches_commitment: bool | None = None
     # The rules the room was verified with: its name@version, the fingerprint its room.created recorded
@@ -352,7 +354,8 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         refusals = await _refusals(store, room, len(envelopes))
         if isinstance(refusals, Divergence):
             return failed(refusals)
-        rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base)
+        signed_refusals: list[Refusal] = []
+        rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base, signed=signed_refusals)
         if wrong is not None:
             outcome_error = wrong.refusal.error
             return failed(Divergence(check="refusal", version=wrong.version,
@@ -360,6 +363,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
                                              "differently", recorded=outcome_error,
                                      recomputed=wrong.recomputed.to_dict() if wrong.recomputed else "accepted"))
         report["refusals_rechecked"] = rechecked
+        report["refusals_signed"] = len(signed_refusals)
     await _signing(store, room, envelopes, scheme, report, notes)
     return VerifyReport(ok=True, notes=notes, **report)
 

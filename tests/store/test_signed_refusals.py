@@ -20,6 +20,7 @@ from almanac.events import codec, readable
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
 
 WRONG_NONCE = hashlib.sha256(b"not ann's nonce").digest().hex()
@@ -50,7 +51,9 @@ def with_refusal(bundle: dict, record: CommandRecord, code: str) -> dict:
 
 
 async def test_a_refusal_the_player_signed_is_covered_and_the_bundle_verifies():
-    _, bundle = await ended_room("ann")
+    room, bundle = await ended_room("ann")
+    report = await verify_room(room.store, ROOM)
+    assert report.ok and (report.refusals_rechecked, report.refusals_signed) == (1, 1), report
     assert len(bundle["refusals"]) == 1
     verdict = verify_bundle(bundle, bundle["head"]["hash"])
     assert verdict.ok and verdict.status == "VERIFIED", verdict.text()
@@ -58,7 +61,9 @@ async def test_a_refusal_the_player_signed_is_covered_and_the_bundle_verifies():
 
 
 async def test_a_refusal_of_a_player_who_does_not_sign_rests_on_the_operators_word():
-    _, bundle = await ended_room("bob")
+    room, bundle = await ended_room("bob")
+    report = await verify_room(room.store, ROOM)
+    assert report.ok and (report.refusals_rechecked, report.refusals_signed) == (1, 0), report
     verdict = verify_bundle(bundle, bundle["head"]["hash"])
     assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["refusals"], verdict.text()
 

@@ -4186,6 +4186,8 @@ export interface components {
             commands_redecided?: number;
             /** @default 0 */
             refusals_rechecked?: number;
+            /** @default 0 */
+            refusals_signed?: number;
             /** @default unknown */
             seed?: string;
             /** @default null */
