@@ -21,6 +21,9 @@ SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data dir
 COMMIT_SECRET_FILE = "commit-secret"  # hex 32 bytes, mode 0600
 RECENT_HEADS = 64  # heads kept per room (an answer may name a version a few commands back)
 MAX_ROOMS = 20_000  # rooms whose heads are kept (least recently used dropped; they are derivable again)
+# Signed checkpoints kept, by (room, version), least recently used dropped: every answer and feed message naming
+# a version signs it once (spectator feeds delayed alike, a live answer and the feeds behind it, all reuse it).
+SIGNED_KEPT = 8_192
 
 
 def _file_secret(data_dir: str, name: str) -> str:
@@ -114,7 +117,8 @@ class Checkpointer:
         self.max_rooms = max_rooms
         self._heads: OrderedDict[str, dict[int, bytes]] = OrderedDict()
         self._keys: dict[str, bytes] = {}
-        self._signed: dict[str, dict[str, Any]] = {}  # the latest checkpoint signed per room (views repeat it)
+        self._signed: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()  # see SIGNED_KEPT
+        self.signatures = 0  # Ed25519 signatures made by ``checkpoint`` (each (room, version) once while kept)
 
     @classmethod
     def from_settings(cls, settings: Any) -> Checkpointer:
@@ -133,8 +137,7 @@ class Checkpointer:
         if recent is None:
             recent = self._heads[room] = {}
             if len(self._heads) > self.max_rooms:
-                dropped, _ = self._heads.popitem(last=False)
-                self._signed.pop(dropped, None)
+                self._heads.popitem(last=False)
         else:
             self._heads.move_to_end(room)
         recent[version] = head
@@ -175,13 +178,17 @@ class Checkpointer:
         checkpoint of the room the caller holds, a start point for the head (see ``head``)."""
         if version < 1:
             return None
-        signed = self._signed.get(room)
-        if signed is not None and signed["version"] == version:
+        signed = self._signed.get((room, version))
+        if signed is not None:
+            self._signed.move_to_end((room, version))
             return signed
         start = (since["version"], bytes.fromhex(since["head"])) if since is not None else None
         head = await self.head(store, room, version, envelopes, start)
         signed = self.ring.sign(room, version, head)
-        self._signed[room] = signed
+        self.signatures += 1
+        self._signed[(room, version)] = signed
+        if len(self._signed) > SIGNED_KEPT:
+            self._signed.popitem(last=False)
         return signed
 
     def openings(self, room: str) -> dict[str, Any]:

@@ -83,6 +83,7 @@ class SeatReclaimed(_Body):
     room: str
     player: str
     token: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RoomCreatedAnswer(RoomJoined, kw_only=True):
@@ -133,6 +134,7 @@ class ForkAnswer(_Body):
     ruleset: str
     version: int
     seed_commitment: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class EventRow(_Body):
@@ -184,6 +186,7 @@ class RoomDiff(_Body):
     b: RoomAtVersion
     note: str
     differences: list[PathDifference]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class ExplainedFork(_Body, kw_only=True):
@@ -203,6 +206,7 @@ class Explanation(_Body):
     changes: list[ValueChange]
     folded: int
     fork: ExplainedFork | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RefusedUnder(_Body):
@@ -235,6 +239,7 @@ class BisectAnswer(_Body):
     other: Annotated[Any, msgspec.Meta(extra_json_schema={"anyOf": [
         {"$ref": "#/components/schemas/EventRow"}, {"$ref": "#/components/schemas/RefusedUnder"},
         {"type": "null"}]})] = None  # EventRow | RefusedUnder | None (msgspec unions untagged Structs not)
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RoomListing(_Body, kw_only=True):
@@ -283,9 +288,10 @@ class RoomScores(_Body):
     ruleset: str
     version: int
     scores: dict[str, int]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
-class RoomResources(RoomScores):
+class RoomResources(RoomScores, kw_only=True):
     resources: Json
 
 
@@ -303,17 +309,20 @@ class StateAt(_Body):
     latest_version: int
     state_hash: str
     state: Json
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Rejections(_Body):
     room: str
     rejections: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditIds(_Body):
     room: str
     view: str
     ids: list[str]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditStory(_Body):
@@ -321,6 +330,7 @@ class AuditStory(_Body):
     view: str
     item: str
     story: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class LeaderboardEntry(_Body):
@@ -395,6 +405,7 @@ class RoomAt(_Body):
     # ({path, before, after}, null where a side lacks the path; events.forensics.tree_diff.change_rows)
     since: int | None = None
     changes: list[PathChange] | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Series(_Body):
@@ -404,6 +415,7 @@ class Series(_Body):
     versions: list[int]
     scores: dict[str, list[int | None]]
     resources: dict[str, list[int | None]]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AsyncApiDocument(_Body):
@@ -453,6 +465,12 @@ class KeySet(_Body):
     format_version: int
     active: str
     keys: list[KeyEntry]
+
+
+class Verification(VerifyReport, kw_only=True):
+    """The room verified (services/forensics/verify.py), with the checkpoint of its head when answered."""
+
+    checkpoint: Checkpoint | None = None
 
 
 class CheckpointFile(_Body):
@@ -550,7 +568,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/rejections"): (200, Rejections),
     ("get", "/rooms/{room}/audit/{view}"): (200, AuditIds),
     ("get", "/rooms/{room}/audit/{view}/{item}"): (200, AuditStory),
-    ("get", "/rooms/{room}/verification"): (200, VerifyReport),
+    ("get", "/rooms/{room}/verification"): (200, Verification),
     ("get", "/leaderboards/{ruleset}"): (200, Leaderboard),
     ("get", "/read-models/{model}"): (200, ReadModelRows),
     ("get", "/health"): (200, Health),

@@ -172,6 +172,7 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
     # The browser registered an Ed25519 key at the creator's join and signed each move (WebCrypto, docs/dice.md)
     report = httpx.get(f"{base_url}/rooms/{room}/verification", headers={"Authorization": f"Bearer {auditor}"}).json()
     assert report["ok"] and report["signing_players"] == [player] and report["commands_signed"] >= 3, report
+    assert report["signed_joins"] == [player], report  # the join itself, signed by the key it registered
     placed_now = placed_cells(page)
     assert placed_now >= 3
     diff_at_latest = page.get_by_test_id("diff").inner_text()
@@ -620,6 +621,10 @@ def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browse
         tab.locator("#join-player").fill(bob)
         tab.get_by_role("button", name="Join").click()
         expect_text(tab.get_by_test_id("seat"), bob)
+        # (the browser signed his join with the key it registered: WebCrypto, events.signing.join_bytes)
+        report = httpx.get(f"{base_url}/rooms/{room}/verification", timeout=15,
+                           headers={"Authorization": f"Bearer {created.json()['token']}"}).json()
+        assert report["ok"] and report["signed_joins"] == [bob], report
         # When he closes the tab and opens the room again (the token lived in the tab only)
         tab.close()
         tab = context.new_page()

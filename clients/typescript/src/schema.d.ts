@@ -70,7 +70,7 @@ export interface paths {
         put?: never;
         /**
          * Take a seat as a player and receive a signed token bound to the room and player
-         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).
+         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room). A `public_key` (dice scheme 3: the seat signs its commands) goes with `signature`, that key's Ed25519 signature of events.signing.join_bytes (room, player, key, nonce commitment): 422 `signature_required` or `signature_invalid` (docs/dice.md).
          */
         post: operations["join_room_rooms__room__join_post"];
         delete?: never;
@@ -725,6 +725,8 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            join_signature?: string | null;
         };
         /**
          * JoinRoomRequest
@@ -743,6 +745,8 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            signature?: string | null;
         };
         /** EndRoomRequest */
         EndRoomRequest: {
@@ -3713,6 +3717,20 @@ export interface components {
             room: string;
             view: string;
             ids: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * Checkpoint
+         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
+         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
+         */
+        Checkpoint: {
+            room: string;
+            version: number;
+            head: string;
+            kid: string;
+            sig: string;
         };
         /** AuditStory */
         AuditStory: {
@@ -3720,6 +3738,8 @@ export interface components {
             view: string;
             item: string;
             story: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * BisectAnswer
@@ -3755,6 +3775,8 @@ export interface components {
             recorded?: components["schemas"]["EventRow"][] | components["schemas"]["EventRow"] | null;
             /** @default null */
             other?: components["schemas"]["EventRow"] | components["schemas"]["RefusedUnder"] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * EventRow
@@ -3822,18 +3844,6 @@ export interface components {
             alg: string;
             public_key: string;
             status: string;
-        };
-        /**
-         * Checkpoint
-         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
-         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
-         */
-        Checkpoint: {
-            room: string;
-            version: number;
-            head: string;
-            kid: string;
-            sig: string;
         };
         /** CommandAccepted */
         CommandAccepted: {
@@ -3920,6 +3930,8 @@ export interface components {
             folded: number;
             /** @default null */
             fork?: components["schemas"]["ExplainedFork"] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * ValueChange
@@ -3963,6 +3975,8 @@ export interface components {
             ruleset: string;
             version: number;
             seed_commitment: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** Health */
         Health: {
@@ -4029,6 +4043,8 @@ export interface components {
         Rejections: {
             room: string;
             rejections: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomActivity */
         RoomActivity: {
@@ -4060,6 +4076,8 @@ export interface components {
             since?: number | null;
             /** @default null */
             changes?: components["schemas"]["PathChange"][] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomSummary */
         RoomSummary: {
@@ -4116,6 +4134,8 @@ export interface components {
             b: components["schemas"]["RoomAtVersion"];
             note: string;
             differences: components["schemas"]["PathDifference"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomAtVersion */
         RoomAtVersion: {
@@ -4162,6 +4182,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
             resources: Record<string, never>;
         };
         /** RoomScores */
@@ -4172,6 +4194,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomView */
         RoomView: {
@@ -4223,6 +4247,8 @@ export interface components {
             room: string;
             player: string;
             token: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * Series
@@ -4237,6 +4263,8 @@ export interface components {
             resources: {
                 [key: string]: (number | null)[];
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** StateAt */
         StateAt: {
@@ -4245,6 +4273,8 @@ export interface components {
             latest_version: number;
             state_hash: string;
             state: components["schemas"]["RoomState"];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** SystemStatus */
         SystemStatus: {
@@ -4254,8 +4284,11 @@ export interface components {
             commands_total: number;
             dead_letters: Record<string, never>;
         };
-        /** VerifyReport */
-        VerifyReport: {
+        /**
+         * Verification
+         * @description The room verified (services/forensics/verify.py), with the checkpoint of its head when answered.
+         */
+        Verification: {
             room: string;
             ok: boolean;
             /** @default 0 */
@@ -4266,6 +4299,8 @@ export interface components {
             commands_redecided?: number;
             /** @default 0 */
             refusals_rechecked?: number;
+            /** @default 0 */
+            refusals_signed?: number;
             /** @default unknown */
             seed?: string;
             /** @default null */
@@ -4300,6 +4335,12 @@ export interface components {
             unsigned_players?: string[];
             /** @default 0 */
             commands_signed?: number;
+            /** @default [] */
+            signed_joins?: string[];
+            /** @default [] */
+            unsigned_joins?: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * ForkLink
@@ -5491,7 +5532,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VerifyReport"];
+                    "application/json": components["schemas"]["Verification"];
                 };
             };
             /** @description Validation Error */
