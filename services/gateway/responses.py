@@ -370,6 +370,23 @@ class KeySet(_Body):
     keys: list[KeyEntry]
 
 
+class PlayerBundle(_Body):
+    """A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
+    opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it."""
+
+    audience: Json  # {"who": "player", "player", "hidden_values": false, "note"}
+    format: str  # almanac-player-bundle
+    format_version: int
+    room: str
+    player: str
+    exported_at_ms: int
+    scheme: str  # almanac-commit-v2
+    limits: str  # what such a bundle proves and what it cannot
+    events: list[Json]  # [{version, opened: {label: {salt, view}}, leaves: {label: hash}}], versions 1..head
+    checkpoint: Checkpoint
+    keys: KeySet
+
+
 class CheckpointFile(_Body):
     """Signed checkpoints with the key set that checks them (docs/bundle-format.md section 2.1)."""
 
@@ -469,6 +486,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/bundles/verify"): (200, BundleVerdict),
     ("get", "/.well-known/almanac-keys.json"): (200, KeySet),
     ("get", "/rooms/{room}/checkpoints"): (200, CheckpointFile),
+    ("get", "/rooms/{room}/player-bundle"): (200, PlayerBundle),
     ("post", "/webhooks"): (201, WebhookSubscription),
     ("get", "/webhooks"): (200, WebhookSubscriptions),
     ("delete", "/webhooks/{subscription}"): (200, WebhookDeleted),

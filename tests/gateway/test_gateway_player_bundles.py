@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from almanac.events import commitments as cm
 from almanac.events.forensics.player_check import compare_player_bundles, verify_player_bundle
+from almanac.services.gateway.responses import RESPONSES
 
 
 def test_a_player_checks_their_own_trade_in_a_live_room_against_their_checkpoints(api: TestClient, auditor: str) -> None:
@@ -43,6 +44,9 @@ def test_a_player_checks_their_own_trade_in_a_live_room_against_their_checkpoint
         answer = api.get(f"/rooms/{room}/player-bundle", headers=headers)
         assert answer.status_code == 200, answer.text
         bundles[who] = answer.json()
+        strict = msgspec.defstruct("S", [], bases=(RESPONSES[("get", "/rooms/{room}/player-bundle")][1],),
+                                   forbid_unknown_fields=True, kw_only=True)
+        msgspec.convert(bundles[who], strict)  # the OpenAPI declares exactly what it answers
         # Then it verifies against the checkpoints their answers carried, and says what it cannot prove
         verdict = verify_player_bundle(bundles[who], held[who], keys)
         assert verdict.status == "VERIFIED", verdict.text()
