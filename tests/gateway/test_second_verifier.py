@@ -80,6 +80,8 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
         held = http.get(f"/rooms/{room}/checkpoints", headers={"Authorization": f"Bearer {token}"}).json()["checkpoints"]
         head = http.get(f"/rooms/{room}").json()["version"]
         bundle = http.get(f"/rooms/{room}/dispute?from=1&to={head}", headers={"Authorization": f"Bearer {auditor}"}).json()
+    # (a room created now commits per viewer: both verifiers hash scheme v2's leaves, docs/bundle-format.md section 6)
+    assert bundle["commitments"]["scheme"] == "almanac-commit-v2"
     page.goto("/")
 
     # When each case is checked by the Python verifier and by the console's, in Chromium

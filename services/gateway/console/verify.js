@@ -141,6 +141,22 @@ const TAG = (text) => te.encode(`almanac/${text}\0`);
 export const salt = (roomKey, v) => hmac(roomKey, concat(TAG("salt/v1"), be(v, 8)));
 export const commitment = (saltV, body) => sha256(concat(TAG("event/v1"), saltV, body));
 export const nextHead = (head, c) => sha256(concat(TAG("head/v1"), head, c));
+// almanac-commit-v2 (section 6): a salted leaf per audience, their root per event, chained like v1 under its own tags.
+export const FULL = "*";
+export const PUBLIC = "";
+const labelBytes = (label) => { const b = te.encode(label); return concat(be(b.length, 2), b); };
+export const leafSalt = (roomKey, v, label) => hmac(roomKey, concat(TAG("salt/v2"), be(v, 8), te.encode(label)));
+export const leaf = (label, saltV, view) => sha256(concat(TAG("leaf/v2"), labelBytes(label), saltV, view));
+function byteOrder(a, b) {
+  const x = te.encode(a), y = te.encode(b);
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+}
+export function root(leaves) { // leaves: Map label -> 32 bytes
+  const labels = [...leaves.keys()].sort(byteOrder);
+  return sha256(concat(TAG("event/v2"), be(labels.length, 2), ...labels.map((l) => concat(labelBytes(l), leaves.get(l)))));
+}
+export const nextHeadV2 = (head, c) => sha256(concat(TAG("head/v2"), head, c));
 export const keyId = async (publicKey) => hex(await sha256(publicKey)).slice(0, 16);
 export function checkpointMessage(room, version, head) {
   const name = te.encode(room);
@@ -193,9 +209,11 @@ const label = (c) => (c && typeof c === "object" ? `${c.room}@${c.version} kid $
 async function commitmentHeads(bundle, chain) {
   const section = bundle.commitments;
   if (section === undefined || section === null) return null;
-  if (typeof section !== "object" || section.scheme !== "almanac-commit-v1") {
-    throw new Failure("checkpoints", "the commitments section is not scheme almanac-commit-v1");
+  const v2 = section && section.scheme === "almanac-commit-v2";
+  if (typeof section !== "object" || (section.scheme !== "almanac-commit-v1" && !v2)) {
+    throw new Failure("checkpoints", "the commitments section is not scheme almanac-commit-v1 or almanac-commit-v2");
   }
+  if (v2) return viewHeads(section, chain);
   let roomKey = null;
   const given = new Map();
   if (section.room_key !== undefined && section.room_key !== null) {
@@ -231,6 +249,33 @@ async function commitmentHeads(bundle, chain) {
       else throw new Failure("checkpoints", "a shown event needs its salt and a hidden one its commitment", v);
     }
     head = await nextHead(head, c);
+    heads.push(head);
+  }
+  return heads;
+}
+
+// A v2 auditor bundle lists every audience's view but the whole event's; this verifier hashes them as given (it has no
+// rules to redact with: the Python verifier re-derives them) and the whole event from the envelope.
+async function viewHeads(section, chain) {
+  if (!isHex(section.room_key, 64)) throw new Failure("checkpoints", "a scheme v2 bundle needs room_key (64 hex)");
+  const roomKey = unhex(section.room_key);
+  if (!Array.isArray(section.views) || section.views.length !== chain.length) {
+    throw new Failure("checkpoints", "a scheme v2 bundle lists every event's views (commitments.views)");
+  }
+  let head = new Uint8Array(32);
+  const heads = [];
+  for (let i = 0; i < chain.length; i++) {
+    const v = i + 1;
+    const views = section.views[i];
+    if (!chain[i]) throw new Failure("checkpoints", "an event is missing from the chain", v);
+    if (!views || typeof views !== "object" || Array.isArray(views) || FULL in views || !(PUBLIC in views)) {
+      throw new Failure("checkpoints", `commitments.views entry ${v} is malformed`, v);
+    }
+    const leaves = new Map([[FULL, await leaf(FULL, await leafSalt(roomKey, v, FULL), chain[i].body)]]);
+    for (const [label, text] of Object.entries(views)) {
+      leaves.set(label, await leaf(label, await leafSalt(roomKey, v, label), unbase64(text)));
+    }
+    head = await nextHeadV2(head, await root(leaves));
     heads.push(head);
   }
   return heads;
