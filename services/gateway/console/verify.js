@@ -375,3 +375,117 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
   }
   return { ok: true, failed: null, steps };
 }
+
+// --- player-safe bundles (section 6.5): format, views, checkpoints, anchor, redaction (structural: the public part
+// is the player's view with fields hidden; the Python verifier also re-runs the rule-set's redaction) ---------------
+const HIDDEN_MARK = (v) => v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 1 && v.hidden === true;
+function same(a, b) { return JSON.stringify(a) === JSON.stringify(b); }
+function covers(mine, pub, path = "") { // where ``pub`` is not ``mine`` with parts hidden (null when it is)
+  if (same(mine, pub) || HIDDEN_MARK(pub)) return null;
+  if (mine && pub && typeof mine === "object" && typeof pub === "object" && !Array.isArray(mine) && !Array.isArray(pub)) {
+    const keys = Object.keys(mine).sort();
+    if (same(keys, Object.keys(pub).sort())) {
+      for (const k of keys) { const p = covers(mine[k], pub[k], `${path}.${k}`); if (p !== null) return p; }
+      return null;
+    }
+  }
+  if (Array.isArray(mine) && Array.isArray(pub) && mine.length === pub.length) {
+    for (let i = 0; i < mine.length; i++) { const p = covers(mine[i], pub[i], `${path}[${i}]`); if (p !== null) return p; }
+    return null;
+  }
+  return path || "the event";
+}
+export const PLAYER_LIMITS = "NOT PROVABLE from a player-safe bundle: that the commands were decided by the rules " +
+  "(hidden steps cannot be re-decided: they read values hidden from you)";
+
+export async function verifyPlayerBundle(bundle, { checkpoints = [], keys = null } = {}) {
+  const steps = [];
+  const pass = (name, status, detail) => steps.push({ name, status, detail, version: null });
+  let at = "format";
+  try {
+    if (!bundle || typeof bundle !== "object" || bundle.format !== "almanac-player-bundle") throw new Failure("format", "not a player bundle");
+    const parts = ["audience", "format", "format_version", "room", "player", "exported_at_ms", "scheme", "limits", "events", "checkpoint", "keys"];
+    if (bundle.format_version !== 1 || !same(Object.keys(bundle).sort(), [...parts].sort())) throw new Failure("format", "format_version 1 with exactly its parts");
+    const { room, player } = bundle;
+    if (typeof room !== "string" || typeof player !== "string" || player === FULL || player === PUBLIC) throw new Failure("format", "room and player are names");
+    if (bundle.scheme !== "almanac-commit-v2") throw new Failure("format", "scheme is not almanac-commit-v2");
+    if (!bundle.audience || bundle.audience.who !== "player" || bundle.audience.player !== player) throw new Failure("format", "the first line does not say whose it is");
+    pass("format", "passed", `a player-safe bundle for ${player}`);
+
+    at = "views";
+    const entries = bundle.events;
+    if (!Array.isArray(entries) || !entries.length || entries.length > MAX_CHAIN) throw new Failure("format", "events is not a list of 1 or more versions");
+    const heads = [];
+    const opened = [];
+    let head = new Uint8Array(32);
+    for (let i = 0; i < entries.length; i++) {
+      const v = i + 1;
+      const entry = entries[i];
+      if (!entry || typeof entry !== "object" || !same(Object.keys(entry).sort(), ["leaves", "opened", "version"]) || entry.version !== v) {
+        throw new Failure("views", `event entry ${v} is not {version: ${v}, opened, leaves}`, v);
+      }
+      const open = entry.opened, given = entry.leaves;
+      if (!open || typeof open !== "object" || !given || typeof given !== "object") throw new Failure("views", "opened and leaves are objects", v);
+      const labels = Object.keys(open);
+      if (!labels.includes(PUBLIC) || labels.some((l) => l !== PUBLIC && l !== player)) throw new Failure("views", "a player bundle opens the public part and the reader's own view only", v);
+      if (player in given) throw new Failure("views", `the event has a view of its own for ${player}, and it is not opened`, v);
+      if (!(FULL in given) || labels.some((l) => l in given)) throw new Failure("views", "the whole event's leaf is missing, or a leaf is both opened and given", v);
+      const leaves = new Map();
+      for (const [label, value] of Object.entries(given)) {
+        if (!isHex(value, 64)) throw new Failure("views", `leaf ${label} is not 64 lowercase hex characters`, v);
+        leaves.set(label, unhex(value));
+      }
+      const views = {};
+      for (const label of labels) {
+        const o = open[label];
+        if (!o || typeof o !== "object" || !same(Object.keys(o).sort(), ["salt", "view"]) || !isHex(o.salt, 64)) throw new Failure("views", `opened ${label} is not {salt, view}`, v);
+        let bytes, decoded;
+        try { bytes = unbase64(o.view); decoded = readMsgpack(bytes); } catch (error) { throw new Failure("views", `an opened view is not msgpack: ${error.message}`, v); }
+        if (!Array.isArray(decoded) || ![2, 7].includes(decoded.length) || decoded[0] !== room || decoded[1] !== v) throw new Failure("views", `an opened view is not a view of room ${room} at version ${v}`, v);
+        views[label] = decoded;
+        leaves.set(label, await leaf(label, unhex(o.salt), bytes));
+      }
+      opened.push(views);
+      head = await nextHeadV2(head, await root(leaves));
+      heads.push(head);
+    }
+    pass("views", "passed", `versions 1..${entries.length}`);
+
+    at = "checkpoints";
+    const given = Array.from(checkpoints || []);
+    if (keys === null || keys === undefined) {
+      pass("checkpoints", "skipped", "no key set given");
+    } else {
+      const problem = await keySetProblem(keys);
+      if (problem) throw new Failure("checkpoints", `the key set is not usable: ${problem}`);
+      const trusted = new Map(keys.keys.map((k) => [k.kid, unhex(k.public_key)]));
+      await checkCheckpoints(room, heads, [...given, bundle.checkpoint], trusted);
+      if (bundle.checkpoint.version !== heads.length) throw new Failure("checkpoints", "the server's checkpoint is not on the bundle's head");
+      pass("checkpoints", "passed", `the history passes through ${given.length} checkpoint(s) and the server's signature`);
+    }
+    pass("anchor", given.length && keys ? "passed" : "skipped", given.length && keys ? "your checkpoints anchor the history" : "none of your own checkpoints was checked");
+
+    at = "redaction";
+    opened.forEach((views, i) => {
+      const v = i + 1;
+      const pub = views[PUBLIC];
+      const mine = views[player] || pub;
+      if (mine.length === 2) { if (pub.length !== 2) throw new Failure("redaction", "the public sees this event and you do not", v); return; }
+      if (pub.length === 7) {
+        if (!same(pub.slice(0, 6), mine.slice(0, 6))) throw new Failure("redaction", "the public part names another type, player or time than your view", v);
+        const where = covers(mine[6], pub[6]);
+        if (where !== null) throw new Failure("redaction", `the public part differs from your view at ${where} (not a hidden field)`, v);
+      }
+    });
+    pass("redaction", "passed", "every public part is your view with fields hidden (the rule-set's redaction is re-run by the Python verifier only)");
+  } catch (error) {
+    const failure = error instanceof Failure ? error
+      : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
+      : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
+    const failed = { name: failure.step, detail: failure.message, version: failure.version };
+    steps.push({ ...failed, status: "failed" });
+    return { ok: false, status: "NOT VERIFIED", failed, steps, limits: PLAYER_LIMITS };
+  }
+  const skipped = steps.some((s) => s.status === "skipped");
+  return { ok: !skipped, status: skipped ? "INCOMPLETE" : "VERIFIED", failed: null, steps, limits: PLAYER_LIMITS };
+}
