@@ -293,6 +293,16 @@ async function checkCheckpoints(room, heads, checkpoints, keys) {
   }
 }
 
+// A thrown error as the failed step (a hostile input that breaks step ``at`` fails that step), appended to ``steps``.
+function failedStep(error, at, steps) {
+  const failure = error instanceof Failure ? error
+    : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
+    : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
+  const failed = { name: failure.step, detail: failure.message, version: failure.version };
+  steps.push({ ...failed, status: "failed" });
+  return failed;
+}
+
 // The verdict: {ok, failed: {name, detail, version} | null, steps: [{name, status, detail, version}]}.
 export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {}) {
   const steps = [];
@@ -366,12 +376,7 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
            (own === null ? "" : " and the server's signature on the bundle's head"));
     }
   } catch (error) {
-    const failure = error instanceof Failure ? error
-      : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
-      : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
-    const failed = { name: failure.step, detail: failure.message, version: failure.version };
-    steps.push({ ...failed, status: "failed" });
-    return { ok: false, failed, steps };
+    return { ok: false, failed: failedStep(error, at, steps), steps };
   }
   return { ok: true, failed: null, steps };
 }
@@ -479,12 +484,7 @@ export async function verifyPlayerBundle(bundle, { checkpoints = [], keys = null
     });
     pass("redaction", "passed", "every public part is your view with fields hidden (the rule-set's redaction is re-run by the Python verifier only)");
   } catch (error) {
-    const failure = error instanceof Failure ? error
-      : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
-      : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
-    const failed = { name: failure.step, detail: failure.message, version: failure.version };
-    steps.push({ ...failed, status: "failed" });
-    return { ok: false, status: "NOT VERIFIED", failed, steps, limits: PLAYER_LIMITS };
+    return { ok: false, status: "NOT VERIFIED", failed: failedStep(error, at, steps), steps, limits: PLAYER_LIMITS };
   }
   const skipped = steps.some((s) => s.status === "skipped");
   return { ok: !skipped, status: skipped ? "INCOMPLETE" : "VERIFIED", failed: null, steps, limits: PLAYER_LIMITS };
