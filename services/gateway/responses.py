@@ -430,11 +430,36 @@ class KeySet(_Body):
     keys: list[KeyEntry]
 
 
+class PlayerAudience(_Body):
+    """Who may read a player bundle: that player (nothing hidden from them is in it)."""
+
+    who: str  # "player"
+    player: str
+    hidden_values: bool  # false
+    note: str
+
+
+class ViewOpening(_Body):
+    """One audience's view of an event, opened: its salt (hex) and its bytes (base64 canonical msgpack)."""
+
+    salt: str
+    view: str
+
+
+class PlayerBundleEvent(_Body):
+    """One version: the views opened to the player (label "" the public part, the player's id their own) and every
+    other audience's salted leaf hash (label "*" the whole event, other seats' ids)."""
+
+    version: int
+    opened: dict[str, ViewOpening]
+    leaves: dict[str, str]
+
+
 class PlayerBundle(_Body):
     """A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
     opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it."""
 
-    audience: Json  # {"who": "player", "player", "hidden_values": false, "note"}
+    audience: PlayerAudience
     format: str  # almanac-player-bundle
     format_version: int
     room: str
@@ -442,7 +467,7 @@ class PlayerBundle(_Body):
     exported_at_ms: int
     scheme: str  # almanac-commit-v2
     limits: str  # what such a bundle proves and what it cannot
-    events: list[Json]  # [{version, opened: {label: {salt, view}}, leaves: {label: hash}}], versions 1..head
+    events: list[PlayerBundleEvent]  # versions 1..head
     checkpoint: Checkpoint
     keys: KeySet
 
