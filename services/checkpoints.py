@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from almanac.events import commitments as cm
 from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError, RuleError
 
 SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data directory
 COMMIT_SECRET_FILE = "commit-secret"  # hex 32 bytes, mode 0600
@@ -181,7 +182,12 @@ class Checkpointer:
                 raise LookupError(f"room {room!r} has no version {version}")
         key, scheme = self.room_key(room), await self.scheme(store, room)
         for envelope in chain:
-            head = cm.next_head(head, cm.event_commitment(key, envelope, scheme), scheme)
+            try:
+                commitment = cm.event_commitment(key, envelope, scheme)
+            except (RuleError, CorruptEventError) as error:  # v2 reads the event: rules missing here, or corrupt
+                raise LookupError(f"room {room!r} version {envelope.version}: its views cannot be committed to "
+                                  f"here ({error})") from None
+            head = cm.next_head(head, commitment, scheme)
             self._remember(room, envelope.version, head)
         return head
 
