@@ -7,6 +7,7 @@ import time
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from almanac.events.errors import RuleError
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.forensics.player_bundle import player_bundle
 from almanac.services.gateway.api_forensics import forensics_api_error
@@ -40,6 +41,6 @@ async def room_player_bundle(
     try:
         bundle = await gw.heavy.run(lambda store: player_bundle(store, gw.checkpoints, room, player,
                                                                 int(time.time() * 1000)))
-    except ForensicsError as error:
+    except (ForensicsError, RuleError) as error:  # RuleError: the room's rules are not installed here (409)
         raise forensics_api_error(error) from None
     return json_response(bundle)
