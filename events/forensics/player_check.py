@@ -50,6 +50,13 @@ PLAYER_BUNDLE_LIMITS = (
     "checkpoints). It cannot re-decide any command: the rules read values hidden from you (other seats' holdings, "
     "dice from the unrevealed seed). Compare it with another player's bundle to catch an operator who showed "
     "the two of you different public parts.")
+def player_audience(player: str) -> dict[str, Any]:
+    """A player bundle's first line: whose it is (the verifier rebuilds it: a word nobody checks is a forger's)."""
+    return {"who": "player", "player": player, "hidden_values": False,
+            "note": f"for {player!r}: every event as {player!r} and the public see it; values hidden from {player!r} "
+                    "appear only as salted hashes"}
+
+
 _FIELDS = frozenset({"audience", "format", "format_version", "room", "player", "exported_at_ms", "scheme", "limits",
                      "events", "checkpoint", "keys"})
 _HIDDEN_MARK = {"hidden": True}
@@ -230,10 +237,12 @@ def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys
         verdict.room, verdict.player = room, player
         if bundle["scheme"] != cm.SCHEME_V2:
             raise _Failed("format", f"scheme is not {cm.SCHEME_V2!r}")
-        if bundle["audience"] != {**(bundle["audience"] if isinstance(bundle["audience"], Mapping) else {}),
-                                  "who": "player", "player": player}:
-            raise _Failed("format", f"the first line does not say the bundle is {player!r}'s")
-        verdict.audience = str(bundle["audience"].get("note", ""))
+        if bundle["audience"] != player_audience(player):
+            raise _Failed("format", f"the first line does not say the bundle is {player!r}'s, in the issuer's words")
+        if bundle["limits"] != PLAYER_BUNDLE_LIMITS or type(bundle["exported_at_ms"]) is not int:
+            raise _Failed("format", "limits is not the issuer's statement of what the bundle proves, or "
+                          "exported_at_ms is not a whole number")
+        verdict.audience = bundle["audience"]["note"]
         steps.append(Step(name="format", status="passed", detail=f"a player-safe bundle for {player!r} (scheme v2)"))
         per_version = _leaves(room, player, bundle["events"])
         own = sum(player in views for _, views in per_version)

@@ -10,6 +10,7 @@ from almanac.events.forensics.player_check import (
     PLAYER_BUNDLE_FORMAT,
     PLAYER_BUNDLE_FORMAT_VERSION,
     PLAYER_BUNDLE_LIMITS,
+    player_audience,
 )
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.forensics.errors import ForensicsError
@@ -41,9 +42,7 @@ async def player_bundle(store: Any, checkpointer: Checkpointer, room: str, playe
                        "leaves": {label: value.hex() for label, value in sorted(leaves.items()) if label not in opened}})
         head = cm.next_head(head, cm.root(leaves), scheme)
     return {
-        "audience": {"who": "player", "player": player, "hidden_values": False,
-                     "note": f"for {player!r}: every event as {player!r} and the public see it; values hidden from "
-                             f"{player!r} appear only as salted hashes"},
+        "audience": player_audience(player),
         "format": PLAYER_BUNDLE_FORMAT,
         "format_version": PLAYER_BUNDLE_FORMAT_VERSION,
         "room": room,

@@ -194,6 +194,8 @@ def player_cases(mine: dict, theirs: dict, held: list, keys: dict) -> dict[str, 
                                                                     bytes.fromhex(last["head"]))], keys),
         "checkpoint moved to another head": (mine, [{**last, "head": "cd" * 32}], keys),
         "not a player bundle": ({"format": "almanac-dispute-bundle"}, held, keys),
+        "the limits reworded": ({**mine, "limits": "proves everything"}, held, keys),
+        "the first line says it is for anyone": ({**mine, "audience": {**mine["audience"], "who": "anyone"}}, held, keys),
     }
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
@@ -279,3 +280,31 @@ def test_the_cli_verifies_a_player_bundle_and_compares_two(room) -> None:
     assert result.exit_code == 0 and "VERIFIED" in result.stdout and "NOT PROVABLE" in result.stdout, result.output
     without_keys = runner.invoke(app, ["verify-player-bundle", str(files["alice"])], env=room["env"])
     assert without_keys.exit_code == 3 and "INCOMPLETE" in without_keys.stdout, without_keys.output
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**64) | st.text(max_size=70),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_hostile_change_to_a_player_bundle_is_a_verdict_never_an_exception(room, data) -> None:
+    # Given alice's bundle with one part anywhere in it replaced by any JSON value
+    bundle = json.loads(json.dumps(room["alice"]))
+    holder, key = None, None
+    node = bundle
+    for _ in range(data.draw(st.integers(1, 5))):
+        keys = list(node) if isinstance(node, dict) else list(range(len(node))) if isinstance(node, list) else []
+        if not keys:
+            break
+        holder, key = node, data.draw(st.sampled_from(keys))
+        node = node[key]
+    if holder is not None:
+        holder[key] = data.draw(_json)
+    # When alice verifies it, Then it is a verdict (the honest bundle's only when nothing changed), never an exception
+    result = verify_player_bundle(bundle, room["alice_checkpoints"], room["keys"])
+    assert result.status in ("VERIFIED", "INCOMPLETE", "NOT VERIFIED")
+    changed = {part for part in set(bundle) | set(room["alice"]) if bundle.get(part) != room["alice"].get(part)}
+    if result.status == "VERIFIED":  # only the parts no step reads may change: the key set is a convenience
+        assert changed <= {"keys", "exported_at_ms"}, changed

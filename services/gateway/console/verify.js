@@ -384,7 +384,9 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
 // --- player-safe bundles (section 6.5): format, views, checkpoints, anchor, redaction (structural: the public part
 // is the player's view with fields hidden; the Python verifier also re-runs the rule-set's redaction) ---------------
 const HIDDEN_MARK = (v) => v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 1 && v.hidden === true;
-function same(a, b) { return JSON.stringify(a) === JSON.stringify(b); }
+const canonical = (v) => Array.isArray(v) ? v.map(canonical)
+  : v && typeof v === "object" && !(v instanceof Uint8Array) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical(v[k])])) : v;
+function same(a, b) { return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b)); }
 function covers(mine, pub, path = "") { // where ``pub`` is not ``mine`` with parts hidden (null when it is)
   if (same(mine, pub) || HIDDEN_MARK(pub)) return null;
   if (mine && pub && typeof mine === "object" && typeof pub === "object" && !Array.isArray(mine) && !Array.isArray(pub)) {
@@ -400,6 +402,8 @@ function covers(mine, pub, path = "") { // where ``pub`` is not ``mine`` with pa
   }
   return path || "the event";
 }
+// The issuer's statement a player bundle carries (events/forensics/player_check.py PLAYER_BUNDLE_LIMITS), checked word for word.
+const ISSUED_LIMITS = "A player-safe bundle proves that what you saw of every event, and its public part, lie on the history the deployment signed (through your checkpoints), that the public part is your view with fields hidden (never another value), and that every other view was fixed when it was signed (an edit after signing fails at your checkpoints). It cannot re-decide any command: the rules read values hidden from you (other seats' holdings, dice from the unrevealed seed). Compare it with another player's bundle to catch an operator who showed the two of you different public parts.";
 export const PLAYER_LIMITS = "NOT PROVABLE from a player-safe bundle: that the commands were decided by the rules " +
   "(hidden steps cannot be re-decided: they read values hidden from you)";
 
@@ -414,7 +418,9 @@ export async function verifyPlayerBundle(bundle, { checkpoints = [], keys = null
     const { room, player } = bundle;
     if (typeof room !== "string" || typeof player !== "string" || player === FULL || player === PUBLIC) throw new Failure("format", "room and player are names");
     if (bundle.scheme !== "almanac-commit-v2") throw new Failure("format", "scheme is not almanac-commit-v2");
-    if (!bundle.audience || bundle.audience.who !== "player" || bundle.audience.player !== player) throw new Failure("format", "the first line does not say whose it is");
+    const note = `for '${player}': every event as '${player}' and the public see it; values hidden from '${player}' appear only as salted hashes`;
+    if (!same(bundle.audience, { who: "player", player, hidden_values: false, note })) throw new Failure("format", "the first line does not say whose it is, in the issuer's words");
+    if (bundle.limits !== ISSUED_LIMITS || !Number.isSafeInteger(bundle.exported_at_ms)) throw new Failure("format", "limits is not the issuer's statement, or exported_at_ms is not a whole number");
     pass("format", "passed", `a player-safe bundle for ${player}`);
 
     at = "views";
