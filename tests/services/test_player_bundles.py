@@ -308,3 +308,33 @@ def test_any_hostile_change_to_a_player_bundle_is_a_verdict_never_an_exception(r
     changed = {part for part in set(bundle) | set(room["alice"]) if bundle.get(part) != room["alice"].get(part)}
     if result.status == "VERIFIED":  # only the parts no step reads may change: the key set is a convenience
         assert changed <= {"keys", "exported_at_ms"}, changed
+
+
+def test_the_v2_bytes_are_those_docs_bundle_format_section_6_describes(room) -> None:
+    import hashlib
+    import hmac
+
+    # Recomputed from the document alone (section 6.3), for a trade step with four audiences
+    version = first_trade_step(room)
+    envelope = room["envelopes"][version - 1]
+    key = room["checkpointer"].room_key(ROOM)
+
+    def lbl(label: str) -> bytes:
+        return len(label.encode()).to_bytes(2, "big") + label.encode()
+
+    views = cm.views(envelope)
+    assert views[cm.FULL] == cm.event_body(envelope) and set(views) >= {"", "*", "alice", "bob"}
+    leaves = {}
+    for label, view in views.items():
+        salt = hmac.new(key, b"almanac/salt/v2\0" + version.to_bytes(8, "big") + label.encode(), hashlib.sha256).digest()
+        leaves[label] = hashlib.sha256(b"almanac/leaf/v2\0" + lbl(label) + salt + view).digest()
+    ordered = sorted(leaves, key=str.encode)
+    assert ordered[:2] == ["", "*"]
+    c_v = hashlib.sha256(b"almanac/event/v2\0" + len(ordered).to_bytes(2, "big")
+                         + b"".join(lbl(a) + leaves[a] for a in ordered)).digest()
+    assert c_v == cm.event_commitment(key, envelope, cm.SCHEME_V2)
+    heads = cm.heads(key, room["envelopes"][:version], cm.SCHEME_V2)
+    assert heads[-1] == hashlib.sha256(b"almanac/head/v2\0" + (heads[-2] if version > 1 else bytes(32)) + c_v).digest()
+    # and the public view is the canonical msgpack of [room, version, ruleset, type, player, time, redacted event]
+    public = msgspec.msgpack.decode(views[cm.PUBLIC])
+    assert public[:6] == [ROOM, version, envelope.ruleset, envelope.type, envelope.player, envelope.server_time_ms]
