@@ -106,7 +106,7 @@ _PARTS: dict[str, frozenset[str] | None] = {
     # docs/bundle-format.md: the room key that opens the commitment salts, the server's signed checkpoint on the
     # head (both read by the checkpoints step) and the deployment's key set as exported (a convenience: signatures
     # are checked only with a key set given from outside, never with the bundle's own).
-    "commitments": frozenset({"scheme", "room_key"}), "checkpoint": None, "keys": None,
+    "commitments": frozenset({"scheme", "room_key", "views"}), "checkpoint": None, "keys": None,
 }
 _SUBJECTS = {"audit_view": frozenset({"kind", "view", "item", "story"}), "versions": frozenset({"kind", "from", "to"})}
 

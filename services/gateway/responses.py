@@ -473,6 +473,48 @@ class Verification(VerifyReport, kw_only=True):
     checkpoint: Checkpoint | None = None
 
 
+class PlayerAudience(_Body):
+    """Who may read a player bundle: that player (nothing hidden from them is in it)."""
+
+    who: str  # "player"
+    player: str
+    hidden_values: bool  # false
+    note: str
+
+
+class ViewOpening(_Body):
+    """One audience's view of an event, opened: its salt (hex) and its bytes (base64 canonical msgpack)."""
+
+    salt: str
+    view: str
+
+
+class PlayerBundleEvent(_Body):
+    """One version: the views opened to the player (label "" the public part, the player's id their own) and every
+    other audience's salted leaf hash (label "*" the whole event, other seats' ids)."""
+
+    version: int
+    opened: dict[str, ViewOpening]
+    leaves: dict[str, str]
+
+
+class PlayerBundle(_Body):
+    """A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
+    opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it."""
+
+    audience: PlayerAudience
+    format: str  # almanac-player-bundle
+    format_version: int
+    room: str
+    player: str
+    exported_at_ms: int
+    scheme: str  # almanac-commit-v2
+    limits: str  # what such a bundle proves and what it cannot
+    events: list[PlayerBundleEvent]  # versions 1..head
+    checkpoint: Checkpoint
+    keys: KeySet
+
+
 class CheckpointFile(_Body):
     """Signed checkpoints with the key set that checks them (docs/bundle-format.md section 2.1)."""
 
@@ -586,6 +628,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/bundles/verify"): (200, BundleVerdict),
     ("get", "/.well-known/almanac-keys.json"): (200, KeySet),
     ("get", "/rooms/{room}/checkpoints"): (200, CheckpointFile),
+    ("get", "/rooms/{room}/player-bundle"): (200, PlayerBundle),
     ("post", "/webhooks"): (201, WebhookSubscription),
     ("get", "/webhooks"): (200, WebhookSubscriptions),
     ("delete", "/webhooks/{subscription}"): (200, WebhookDeleted),

@@ -131,6 +131,32 @@ def board_room_played(base_url: str, auditor: str, player: str, moves: int) -> t
     return room, token
 
 
+def realm_trade_played(base_url: str) -> tuple[str, str, dict[str, str]]:
+    """A realm room where alice's merchant trades with bob over HTTP (the scripted trade of the game tests):
+    (room, trade id, {player: token}), the players' ids made unique."""
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
+        assert created.status_code == 201, created.text
+        room, tokens = created.json()["room"], {alice: created.json()["token"]}
+        tokens[bob] = http.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]
+
+        def play(who: str, command: dict) -> dict:
+            answer = http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {tokens[who]}"},
+                               json={"command": command})
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        sent = play(alice, {"kind": "send_merchant", "to": bob, "load": {"food": 6000, "gold": 2000}})
+        trade = f"trade-{sent['first_version']}"
+        play(alice, {"kind": "offer_trade", "trade_id": trade, "buy": "wood", "pay": "food", "dice": 1})
+        play(bob, {"kind": "counter_offer", "trade_id": trade, "want": "gold"})
+        play(alice, {"kind": "agree_trade", "trade_id": trade})
+        play(bob, {"kind": "agree_trade", "trade_id": trade})
+    return room, trade, tokens
+
+
 def placed_cells(page) -> int:
     return page.locator("[data-testid=board] .cell:not(.t-empty):not(.t-mountain)").count()
 
@@ -300,26 +326,7 @@ def test_charts_show_public_scores_without_any_token(page, base_url: str, audito
 
 def test_realm_trade_story_step_by_step(page, base_url: str, auditor: str, shots: Path) -> None:
     # Given a realm room where alice's merchant trades with bob (the scripted trade of the game tests)
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    with httpx.Client(base_url=base_url, timeout=15) as http:
-        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
-        assert created.status_code == 201, created.text
-        room, alice_token = created.json()["room"], created.json()["token"]
-        bob_token = http.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]
-
-        def play(token: str, command: dict) -> dict:
-            answer = http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
-                               json={"command": command})
-            assert answer.status_code == 200, answer.text
-            return answer.json()
-
-        sent = play(alice_token, {"kind": "send_merchant", "to": bob, "load": {"food": 6000, "gold": 2000}})
-        trade = f"trade-{sent['first_version']}"
-        play(alice_token, {"kind": "offer_trade", "trade_id": trade, "buy": "wood", "pay": "food", "dice": 1})
-        play(bob_token, {"kind": "counter_offer", "trade_id": trade, "want": "gold"})
-        play(alice_token, {"kind": "agree_trade", "trade_id": trade})
-        play(bob_token, {"kind": "agree_trade", "trade_id": trade})
+    room, trade, _ = realm_trade_played(base_url)
 
     # When the auditor opens the room and steps through the trade's story
     page.goto(f"/#/room/{room}")

@@ -479,6 +479,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rooms/{room}/player-bundle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A player-safe bundle of a live room for the token's player: every event's public part and your own view opened, every other view as a salted hash only; `almanac verify-player-bundle` checks it against your checkpoints (rooms created with commitment scheme almanac-commit-v2; 409 `scheme_v1` for older rooms). An auditor names ?player= */
+        get: operations["room_player_bundle_rooms__room__player_bundle_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/health": {
         parameters: {
             query?: never;
@@ -4010,6 +4027,56 @@ export interface components {
             command_id: string;
             outcome_url: string;
         };
+        /**
+         * PlayerBundle
+         * @description A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
+         *     opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it.
+         */
+        PlayerBundle: {
+            audience: components["schemas"]["PlayerAudience"];
+            format: string;
+            format_version: number;
+            room: string;
+            player: string;
+            exported_at_ms: number;
+            scheme: string;
+            limits: string;
+            events: components["schemas"]["PlayerBundleEvent"][];
+            checkpoint: components["schemas"]["Checkpoint"];
+            keys: components["schemas"]["KeySet"];
+        };
+        /**
+         * PlayerAudience
+         * @description Who may read a player bundle: that player (nothing hidden from them is in it).
+         */
+        PlayerAudience: {
+            who: string;
+            player: string;
+            hidden_values: boolean;
+            note: string;
+        };
+        /**
+         * PlayerBundleEvent
+         * @description One version: the views opened to the player (label "" the public part, the player's id their own) and every
+         *     other audience's salted leaf hash (label "*" the whole event, other seats' ids).
+         */
+        PlayerBundleEvent: {
+            version: number;
+            opened: {
+                [key: string]: components["schemas"]["ViewOpening"];
+            };
+            leaves: {
+                [key: string]: string;
+            };
+        };
+        /**
+         * ViewOpening
+         * @description One audience's view of an event, opened: its salt (hex) and its bytes (base64 canonical msgpack).
+         */
+        ViewOpening: {
+            salt: string;
+            view: string;
+        };
         /** ReadModelRows */
         ReadModelRows: {
             model: string;
@@ -6042,6 +6109,59 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CheckpointFile"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description refused: {code, message, field, allowed} */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal_error (the log has the detail) */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    room_player_bundle_rooms__room__player_bundle_get: {
+        parameters: {
+            query?: {
+                /** @description auditors only: whose bundle (a player's token names its own) */
+                player?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description room id */
+                room: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlayerBundle"];
                 };
             };
             /** @description Validation Error */
