@@ -188,6 +188,10 @@ class RuleSet:
     # None: the view is documented as the game's own object. tests/gateway/test_typed_schemas.py holds real views
     # to it.
     view_type: type | None = None
+    # A bot for a seat (services/bots.py): what ``player`` does next given only the seat's view (the dict
+    # ``view(state, player)`` returns, never the state), so it cannot read what the seat may not see. Same
+    # signature as ``policy`` with the view in place of the state. Not rules: not in the fingerprint.
+    seat_bot: Policy | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

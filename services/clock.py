@@ -97,6 +97,22 @@ def earliest(state: RoomState | None) -> Deadline | None:
     return min(found, key=lambda d: (d.due_ms, d.key)) if found else None
 
 
+async def state_at_least(loader: RoomLoader, store: EventStore, room: str, version: int) -> RoomState | None:
+    """The room's state at ``version`` or later: the loader's cached state, brought up to the log's end with
+    its tail when it is older (the loader alone trusts its cache), else loaded (the bots read rooms alike)."""
+    cached = loader.cached(room)
+    if cached is not None and cached[0].version >= version:
+        return cached[0]
+    if cached is not None:
+        tail = await store.read(room, cached[0].version + 1)
+        state = replay(tail, cached[0])
+        if state is not None and tail:
+            loader.remember(room, state, tail[-1].hash)
+        return state
+    state, _ = await loader.load(room)
+    return state
+
+
 UNTIMED_LIMIT = 100_000
 
 
@@ -134,17 +150,7 @@ class Clock:
     # --- tracking ------------------------------------------------------------------------------
 
     async def _state(self, room: str, version: int) -> RoomState | None:
-        cached = self.loader.cached(room)
-        if cached is not None and cached[0].version >= version:
-            return cached[0]
-        if cached is not None:
-            tail = await self.store.read(room, cached[0].version + 1)
-            state = replay(tail, cached[0])
-            if state is not None and tail:
-                self.loader.remember(room, state, tail[-1].hash)
-            return state
-        state, _ = await self.loader.load(room)
-        return state
+        return await state_at_least(self.loader, self.store, room, version)
 
     async def _set(self, shard: int, rooms: dict[str, int], cursor: str | None) -> None:
         """Write the earliest deadline of each room (at least at its version) and the cursor, in one go."""

@@ -16,7 +16,7 @@ from almanac.events.manifest import (
     RuleSet,
     to_builtins,
 )
-from almanac.games.realm.v1 import audit, data, events as realm_events
+from almanac.games.realm.v1 import audit, bot, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 
@@ -158,6 +158,7 @@ MANIFEST = RuleSet(
     # at -50%); realm@2 is opt-in by its full name (docs/design-rulings.md).
     default=True,
     policy=policy,
+    seat_bot=bot.play,
     deadlines=deadlines,
     bench=BenchScenario(
         description="three players, two villages, three years of random legal play",
