@@ -34,7 +34,7 @@ from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord
-from almanac.services import bootstrap
+from almanac.services import bootstrap, bus
 from almanac.services.clock import state_at_least
 from almanac.services.logging import get_logger
 from almanac.services.settings import Settings
@@ -197,7 +197,7 @@ class Bots:
             return False
         record = CommandRecord(command_id=bot_command_id(room, seat, state.version, mine.attempt), room=room,
                                player=seat, server_time_ms=now, body=body)
-        await self.client.xadd(self.keys.command_stream(self.keys.shard(room)), {"__data__": codec.encode(record)})
+        await bus.submit(self.client, self.keys, record)  # the gateway's own submit: one command path
         mine.version, mine.sent_ms = state.version, now
         return True
 

@@ -1,0 +1,99 @@
+"""`almanac bots` plays the seats handed to bots through a real engine: a kill -9 and a second racing process
+change nothing of what is decided (commands are derived from the log, under derived ids), and the room verifies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from engine_test_support import KEYS, EngineProcess, send
+from waiting import wait_for
+
+from almanac.events import registry
+from almanac.services.bots import add_bot, bot_seats
+from almanac.services.forensics.verify import verify_room
+from almanac.storage.redis_store import RedisEventStore
+
+ALMANAC = Path(sys.executable).with_name("almanac")
+
+
+class BotsProcess:
+    """One `almanac bots` OS process; its log goes to a file."""
+
+    def __init__(self, redis_url: str, log_dir: Path, *args: str) -> None:
+        self.log = (log_dir / f"bots-{time.monotonic_ns()}.log").open("wb")
+        env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_LOG_FORMAT": "json", "ALMANAC_LOG_LEVEL": "info"}
+        self.process = subprocess.Popen([str(ALMANAC), "bots", *args], env=env, stdout=self.log,
+                                        stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        self.log.close()
+
+
+async def board_over(store: RedisEventStore, room: str) -> bool:
+    state, _ = await store_state(store, room)
+    return state is not None and registry.decider_at(state.ruleset, state.ruleset_version).is_over(state.game)
+
+
+async def store_state(store: RedisEventStore, room: str):
+    from almanac.storage.loader import RoomLoader  # noqa: PLC0415 - a fresh loader: never a cached state
+
+    return await RoomLoader(store, 0).load(room)
+
+
+async def test_a_bot_takes_an_empty_seat_and_plays_it_through_a_kill_and_a_racing_twin(
+        redis_client: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    engine = EngineProcess(redis_url, "bots-engine", tmp_path)
+    bots: list[BotsProcess] = []
+    try:
+        await wait_for(lambda: redis_client.exists("alm:engine:bots-engine:heartbeat"), timeout_s=20)
+        # Given a board room alice created for a seat nobody has taken, handed to a bot
+        created = await send(redis_client, "robo-map", "alice", {"kind": "create_room", "ruleset": "board",
+                                                                  "options": {"player": "robo"}}, "rm-create")
+        assert created.accepted, created.error
+        assert await add_bot(redis_client, KEYS, "robo-map", "robo", int(time.time() * 1000))
+        assert not await add_bot(redis_client, KEYS, "robo-map", "robo", 0), "a seat is handed once"
+        # When a bots process plays it, is killed -9 mid-game, and two processes race for the rest
+        bots.append(BotsProcess(redis_url, tmp_path, "--rate", "20"))
+
+        async def moved(at_least: int) -> bool:
+            return int(await redis_client.get(KEYS.version("robo-map")) or 0) >= at_least
+
+        await wait_for(lambda: moved(8), timeout_s=60)
+        bots[0].kill()
+        bots += [BotsProcess(redis_url, tmp_path, "--rate", "20"), BotsProcess(redis_url, tmp_path, "--rate", "20")]
+        await wait_for(lambda: board_over(store, "robo-map"), timeout_s=120)
+    finally:
+        for process in bots:
+            process.kill()
+        engine.kill()
+    # Then the bot took the seat (its join is the room's second command) and played the game to its end
+    envelopes = await store.read("robo-map")
+    assert [e.type for e in envelopes[:2]] == ["room.created", "room.player_joined"] and envelopes[1].player == "robo"
+    moves = [e for e in envelopes if e.player == "robo" and e.type.startswith("board.")]
+    assert len(moves) >= 20
+    # every command of the seat is the bot's, each decided once (one id per decided command)
+    ids = [e.command_id for e in envelopes[1:]]
+    decided = list(dict.fromkeys(ids))
+    assert all(command.startswith("bot-") for command in decided), decided[:3]
+    assert len({e.version for e in envelopes}) == len(envelopes)
+    # and the room verifies: its commands re-decided from the log alone give the same events
+    report = await verify_room(store, "robo-map")
+    assert report.ok, report
+
+
+async def test_bot_seats_are_kept_per_shard_in_redis(redis_client: aioredis.Redis) -> None:
+    await add_bot(redis_client, KEYS, "room-a", "alice", 1)
+    await add_bot(redis_client, KEYS, "room-b", "bob", 1)
+    assert await bot_seats(redis_client, KEYS, range(16)) == [("room-a", "alice"), ("room-b", "bob")]
+    assert await bot_seats(redis_client, KEYS, [KEYS.shard("room-a")]) == [("room-a", "alice")] or \
+        KEYS.shard("room-a") == KEYS.shard("room-b")
