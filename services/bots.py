@@ -5,7 +5,8 @@ creation (the create request's ``bots``) or later (``almanac bots add ROOM --sea
 round, for each bot seat of the shards it serves:
 
 - reads the room's version; a room that did not move since the seat last acted is skipped;
-- loads the room, and if the seat is not taken yet sends ``join_room`` as the seat's player;
+- loads the room, and if the seat is not taken yet sends ``join_room`` as the seat's player (under an id derived
+  from the room and seat: the log says which seats a bot took, and a seat a person took is never played);
 - else asks the rule-set's seat bot (``RuleSet.seat_bot``, in the rule-set's own package) for a command, giving it
   the seat's view exactly as the API gives it to that seat (never the state: a bot cannot read what the seat may
   not see), and sends it.
@@ -43,6 +44,7 @@ from almanac.storage.loader import RoomLoader
 
 log = get_logger("almanac.bots")
 SEPARATOR = "\x1f"
+PLAYER_JOINED = "room.player_joined"
 ATTEMPTS = 8  # refused tries at one version before the seat waits for the room to move
 RETRY_AFTER_MS = 2_000  # a command sent that moved nothing by then counts as refused (or lost): try another
 DICE_SEED = b"almanac seat bot"
@@ -66,9 +68,12 @@ async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
 
 async def bot_seats(client: Any, keys: Keys, shards: range | list[int]) -> list[tuple[str, str]]:
     """(room, seat) of every bot seat of ``shards``."""
-    found = []
+    pipe = client.pipeline(transaction=False)  # one round trip for every shard (a Cluster: one per node)
     for shard in shards:
-        for member in await client.hkeys(bots_key(keys, shard)):
+        pipe.hkeys(bots_key(keys, shard))
+    found = []
+    for members in await pipe.execute():
+        for member in members:
             room, _, seat = (member.decode() if isinstance(member, bytes) else member).partition(SEPARATOR)
             found.append((room, seat))
     return sorted(found)
@@ -80,14 +85,28 @@ def bot_command_id(room: str, seat: str, version: int, attempt: int) -> str:
     return f"bot-{digest}"
 
 
+def bot_join_id(room: str, seat: str) -> str:
+    """The id of a bot's join of ``seat``: the log then says which seats a bot took (``took_seat``)."""
+    return "bot-join-" + hashlib.sha256(f"{room}\x00{seat}".encode()).hexdigest()[:32]
+
+
+async def took_seat(store: Any, room: str, seat: str) -> bool:
+    """Whether the seat's join in the room's log is a bot's (a seat a person took is never played by a bot)."""
+    for envelope in await store.read(room):
+        if envelope.type == PLAYER_JOINED and envelope.player == seat:
+            return envelope.command_id == bot_join_id(room, seat)
+    return False
+
+
 def seat_view(state: RoomState, seat: str) -> Any:
     """The seat's view, as the API's state route gives it to the seat's own token (builtins, JSON-shaped)."""
     decider = registry.decider_at(state.ruleset, state.ruleset_version)
     return codec.to_builtins(decider.view(state.game, seat))
 
 
-def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int) -> dict[str, Any] | None:
-    """What the seat's bot sends now (a command body), or None: nothing to do, or the rule-set has no bot.
+def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, ours: bool = True) -> dict[str, Any] | None:
+    """What the seat's bot sends now (a command body), or None: nothing to do, the rule-set has no bot, or the
+    seat is a person's (``ours`` False: its join was not the bot's).
 
     Only the seat's view reaches the bot; its dice are its own (never the room's), drawn from the room, seat,
     version and attempt so that any process decides the same.
@@ -96,6 +115,8 @@ def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int) -> dict[s
         return None
     if seat not in state.players:
         return {"kind": "join_room"}
+    if not ours:
+        return None
     manifest = registry.at(state.ruleset, state.ruleset_version)
     if manifest.seat_bot is None:
         return None
@@ -110,6 +131,7 @@ class _Seat:
     attempt: int = 0
     sent_ms: int = 0
     waiting: bool = False  # nothing to do at ``version``: wait for the room to move
+    ours: bool | None = None  # whether the bot took the seat (read from the log once it is taken)
 
 
 @dataclass
@@ -191,12 +213,17 @@ class Bots:
             await remove_bot(self.client, self.keys, room, seat)
             self.loader.forget(room)
             return False
-        body = decide_for(state, seat, mine.attempt, now)
+        if seat in state.players and mine.ours is None:
+            mine.ours = await took_seat(self.store, room, seat)
+            if not mine.ours:
+                log.warning("bots.seat_held_by_a_person", room=room, seat=seat)
+        body = decide_for(state, seat, mine.attempt, now, ours=mine.ours is not False)
         if body is None:
             mine.waiting = True
             return False
-        record = CommandRecord(command_id=bot_command_id(room, seat, state.version, mine.attempt), room=room,
-                               player=seat, server_time_ms=now, body=body)
+        joining = body == {"kind": "join_room"}
+        command_id = bot_join_id(room, seat) if joining else bot_command_id(room, seat, state.version, mine.attempt)
+        record = CommandRecord(command_id=command_id, room=room, player=seat, server_time_ms=now, body=body)
         await bus.submit(self.client, self.keys, record)  # the gateway's own submit: one command path
         mine.version, mine.sent_ms = state.version, now
         return True

@@ -17,7 +17,7 @@ from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
 from almanac.events.room import RoomState
 from almanac.events.testing import RoomDriver
-from almanac.services.bots import bot_command_id, decide_for, seat_view
+from almanac.services.bots import bot_command_id, bot_join_id, decide_for, seat_view
 
 SEED = b"seat bots test seed, 32 bytes..."
 ROOMS = {
@@ -38,7 +38,7 @@ def bots_play(ruleset: str, moves: int, step_ms: int = 60_000):
     for seat in seats:
         body = decide_for(driver.state, seat, 0, driver.now_ms)
         assert body == {"kind": "join_room"}, "a bot's first act on an empty seat is to take it"
-        driver.send(seat, body)
+        driver.send(seat, body, command_id=bot_join_id(driver.room, seat))
     played = 0
     while played < moves and not driver.state.ended and not registry.decider_at(
             driver.state.ruleset, driver.state.ruleset_version).is_over(driver.state.game):

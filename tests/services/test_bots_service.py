@@ -62,6 +62,11 @@ async def test_a_bot_takes_an_empty_seat_and_plays_it_through_a_kill_and_a_racin
         assert created.accepted, created.error
         assert await add_bot(redis_client, KEYS, "robo-map", "robo", int(time.time() * 1000))
         assert not await add_bot(redis_client, KEYS, "robo-map", "robo", 0), "a seat is handed once"
+        # and a room whose one seat alice took herself, handed to a bot by mistake
+        assert (await send(redis_client, "alices-map", "alice", {"kind": "create_room", "ruleset": "board"},
+                           "am-create")).accepted
+        assert (await send(redis_client, "alices-map", "alice", {"kind": "join_room"}, "am-join")).accepted
+        await add_bot(redis_client, KEYS, "alices-map", "alice", 0)
         # When a bots process plays it, is killed -9 mid-game, and two processes race for the rest
         bots.append(BotsProcess(redis_url, tmp_path, "--rate", "20"))
 
@@ -89,6 +94,8 @@ async def test_a_bot_takes_an_empty_seat_and_plays_it_through_a_kill_and_a_racin
     # and the room verifies: its commands re-decided from the log alone give the same events
     report = await verify_room(store, "robo-map")
     assert report.ok, report
+    # while the seat alice took stayed hers: the bot never acted in her room
+    assert [e.type for e in await store.read("alices-map")] == ["room.created", "room.player_joined"]
 
 
 async def test_bot_seats_are_kept_per_shard_in_redis(redis_client: aioredis.Redis) -> None:
