@@ -725,6 +725,8 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * JoinRoomRequest
