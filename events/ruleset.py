@@ -40,6 +40,9 @@ class Deadline:
     due_ms: int
     player: str
     command: dict[str, Any]
+    # The seats whose move the deadline waits for (realm: the cities that have not ended their turn): the players
+    # a ``deadline_soon`` webhook warns (services/notifier.py). None: every seat of the room.
+    concerns: tuple[str, ...] | None = None
 
 
 # A rule-set's deadlines: (game state, seated players) -> the deadlines pending in that state (pure; the

@@ -61,6 +61,7 @@ class _Pending(msgspec.Struct, array_like=True, frozen=True):
     due_ms: int
     player: str
     command: dict
+    concerns: tuple[str, ...] | None = None  # last, with a default: a pending deadline written before it decodes
 
 
 _PENDING = msgspec.msgpack.Decoder(_Pending)
@@ -68,13 +69,14 @@ _PENDING = msgspec.msgpack.Decoder(_Pending)
 
 def pending_data(deadline: Deadline) -> bytes:
     """What ``Keys.deadline_commands`` holds for a room's earliest deadline."""
-    return codec.encode(_Pending(deadline.key, deadline.due_ms, deadline.player, deadline.command))
+    return codec.encode(_Pending(deadline.key, deadline.due_ms, deadline.player, deadline.command, deadline.concerns))
 
 
 def pending_deadline(data: bytes) -> Deadline:
     """A room's pending deadline as ``Keys.deadline_commands`` holds it (the notifier's warnings read it)."""
     pending = _PENDING.decode(data)
-    return Deadline(key=pending.key, due_ms=pending.due_ms, player=pending.player, command=pending.command)
+    return Deadline(key=pending.key, due_ms=pending.due_ms, player=pending.player, command=pending.command,
+                    concerns=pending.concerns)
 
 
 def deadline_command_id(room: str, key: str, player: str) -> str:

@@ -42,6 +42,8 @@ def deadlines(state: Any, seated: tuple[str, ...]) -> tuple[Deadline, ...]:
             due_ms=state.season_started_ms + state.season_timeout_ms,
             player=player,
             command={"kind": "end_season"},
+            # the season waits for the cities that have not ended their turn: they are the ones to warn
+            concerns=tuple(seat for seat in state.players if seat not in state.turn_ended),
         ),
     )
 
