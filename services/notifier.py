@@ -234,7 +234,11 @@ class Notifier:
         """Read every shard's feed past its cursor once; the deliveries enqueued."""
         shards = range(self.settings.shard_count)
         if not self._cursors:
-            values = await self.client.mget([self.keys.notifier_cursor(s) for s in shards])
+            cursor_keys = [self.keys.notifier_cursor(s) for s in shards]
+            if self.settings.redis_cluster:  # each cursor lives in its shard's slot: one GET each (no MGET across)
+                values = await asyncio.gather(*(self.client.get(key) for key in cursor_keys))
+            else:
+                values = await self.client.mget(cursor_keys)
             self._cursors = {s: (v.decode() if isinstance(v, bytes) else v) or START for s, v in zip(shards, values, strict=True)}
         if self.settings.redis_cluster:  # the feeds live in different slots: one read each, none blocking
             answers = await asyncio.gather(*(self.client.xread({self.keys.feed(s): self._cursors[s]}, count=200)
