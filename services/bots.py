@@ -244,12 +244,4 @@ async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
     bots = Bots(runtime.client, runtime.store, Keys(settings.shard_count), shards=shards, max_rooms=max_rooms,
                 rate=rate)
-    stop = asyncio.Event()
-    running = asyncio.create_task(bots.run(stop), name="bots")
-    try:
-        await bootstrap.until_stopped(running)
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-        await runtime.aclose()
+    await bootstrap.serve(runtime, bots.run, "bots")

@@ -488,13 +488,4 @@ async def run(settings: Settings, redis_url: str) -> None:
     """The notifier until SIGINT/SIGTERM."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
     notifier = Notifier(runtime.client, runtime.store, settings)
-    stop = asyncio.Event()
-    running = asyncio.create_task(notifier.run(stop), name="notifier")
-    try:
-        await bootstrap.until_stopped(running)
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-        await notifier.aclose()
-        await runtime.aclose()
+    await bootstrap.serve(runtime, notifier.run, "notifier", closing=notifier.aclose)

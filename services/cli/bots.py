@@ -12,14 +12,13 @@ from almanac.services.cli import app
 from almanac.services.cli.common import (
     bootstrapped,
     console,
-    fail,
     guarded,
     redis_url_for,
     settings_or_exit,
+    shard_selection,
 )
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
-from almanac.services.settings import parse_shard_selection
 from almanac.storage.keys import Keys
 
 bots_app = typer.Typer(help="Bots as seats: run the bots process, or hand a room's seat to a bot.",
@@ -40,10 +39,7 @@ def run_bots(
     if context.invoked_subcommand is not None:
         return
     settings = settings_or_exit()
-    try:
-        selected = parse_shard_selection(shards, settings.shard_count)
-    except ValueError as error:
-        raise fail(f"--shards {shards!r}: {error}") from None
+    selected = shard_selection(shards, settings.shard_count)
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
         bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.TOOL))
