@@ -4108,6 +4108,8 @@ export interface components {
             joined: boolean;
             /** @default null */
             join_error?: components["schemas"]["Failure"] | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * RoomDiff
