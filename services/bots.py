@@ -28,7 +28,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from almanac.events import codec, registry
@@ -139,13 +139,16 @@ class Bucket:
     """Commands per second across the process: a token bucket (``rate`` <= 0: unbounded)."""
 
     rate: float
+    clock: Callable[[], float] = time.monotonic
     tokens: float = 0.0
-    at: float = field(default_factory=time.monotonic)
+    at: float | None = None
 
     def take(self) -> bool:
         if self.rate <= 0:
             return True
-        now = time.monotonic()
+        now = self.clock()
+        if self.at is None:
+            self.at = now
         self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
         self.at = now
         if self.tokens >= 1:

@@ -15,8 +15,10 @@ from engine_test_support import KEYS, EngineProcess, send
 from waiting import wait_for
 
 from almanac.events import registry
-from almanac.services.bots import add_bot, bot_seats
+from almanac.services.bots import Bots, Bucket, add_bot, bot_seats
 from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
 ALMANAC = Path(sys.executable).with_name("almanac")
@@ -44,9 +46,7 @@ async def board_over(store: RedisEventStore, room: str) -> bool:
 
 
 async def store_state(store: RedisEventStore, room: str):
-    from almanac.storage.loader import RoomLoader  # noqa: PLC0415 - a fresh loader: never a cached state
-
-    return await RoomLoader(store, 0).load(room)
+    return await RoomLoader(store, 0).load(room)  # a fresh loader: never a cached state
 
 
 async def test_a_bot_takes_an_empty_seat_and_plays_it_through_a_kill_and_a_racing_twin(
@@ -104,3 +104,31 @@ async def test_bot_seats_are_kept_per_shard_in_redis(redis_client: aioredis.Redi
     assert await bot_seats(redis_client, KEYS, range(16)) == [("room-a", "alice"), ("room-b", "bob")]
     assert await bot_seats(redis_client, KEYS, [KEYS.shard("room-a")]) == [("room-a", "alice")] or \
         KEYS.shard("room-a") == KEYS.shard("room-b")
+
+
+def test_the_command_rate_is_a_token_bucket() -> None:
+    now = [100.0]
+    bucket = Bucket(2.0, clock=lambda: now[0])
+    assert not bucket.take()  # nothing saved up at the start
+    now[0] += 1.0
+    assert [bucket.take() for _ in range(3)] == [True, True, False]  # two a second, no more
+    now[0] += 60.0
+    assert sum(bucket.take() for _ in range(10)) == 2  # an idle minute saves up one second's worth only
+    assert all(Bucket(0).take() for _ in range(100))  # 0: unbounded
+
+
+async def test_a_process_plays_at_most_its_max_rooms_seats(redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    for index in range(3):
+        room = f"capped-{index}"
+        assert (await send_direct(store, room)).accepted
+        await add_bot(redis_client, KEYS, room, "robo", 0)
+    bots = Bots(redis_client, store, KEYS, max_rooms=2, rate=0)
+    # the engine is not running: the joins wait in the command streams, which is all this looks at
+    assert await bots.tick() == 2 and bots.over_limit == 1
+
+
+async def send_direct(store: RedisEventStore, room: str):
+    return await RoomService(store).handle(CommandRecord(
+        command_id=f"{room}-c", room=room, player="ann", server_time_ms=1_000,
+        body={"kind": "create_room", "ruleset": "board", "options": {"player": "robo"}}))
