@@ -197,6 +197,8 @@ class Bots:
 
     async def _play(self, room: str, seat: str, version: int) -> bool:
         mine = self.seats.setdefault((room, seat), _Seat())
+        if mine.ours is False:
+            return False  # a person's seat: never played (handed by mistake; `almanac bots remove` clears it)
         now = self.now_ms()
         if version != mine.version:
             mine.version, mine.attempt, mine.sent_ms, mine.waiting = version, 0, 0, False
