@@ -114,8 +114,16 @@ class RoomService:
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
 
     async def load(self, room: str, at_version: int | None = None) -> tuple[RoomState | None, str]:
-        """The room state at ``at_version`` (latest when None) and the chain hash of that version."""
-        return await self.loader.load(room, at_version)
+        """The room state at ``at_version`` (latest when None) and the chain hash of that version.
+
+        A room archived because it was idle is brought back into Redis first (storage.restore) and loaded again
+        from there: the engine decides only against a room that lives in Redis, whole."""
+        loaded = await self.loader.load(room, at_version)
+        restore_idle = getattr(self.store, "restore_idle", None)
+        if at_version is None and restore_idle is not None and await restore_idle(room):
+            self.loader.forget(room)
+            loaded = await self.loader.load(room)
+        return loaded
 
     def _remember(self, room: str, state: RoomState, last_hash: str) -> None:
         self.loader.remember(room, state, last_hash)
