@@ -27,13 +27,13 @@ from collections.abc import Callable
 
 import structlog
 
-from almanac.services import bootstrap
-from almanac.services.settings import Settings
 from almanac.events import codec
 from almanac.events.step import decode_record
+from almanac.services import bootstrap
+from almanac.services.settings import Settings
 from almanac.storage.archive import ArchiveResult, ArchivingStore, archive_room
-from almanac.storage.redis_store import _envelope_field
 from almanac.storage.keys import archiver_heartbeat_key, archiver_stats_key, archivers_key
+from almanac.storage.redis_store import _envelope_field
 
 log = structlog.get_logger("almanac.archiver")
 HEARTBEAT_TTL_S = 15

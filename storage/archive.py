@@ -210,7 +210,8 @@ RECORD_IDLE_POINTER_SCRIPT = RECORD_POINTER_SCRIPT.replace("redis.call('SET', KE
 # room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
 # an ended room never appends again), 13.. the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
-# keep counting it.
+# keep counting it. ARGV 4: the move's reason; an idle room keeps its summary row (it comes back, and nothing
+# would write the row again before its next event: storage.restore).
 DELETE_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local archived = tonumber(ARGV[2])
@@ -222,7 +223,7 @@ else
 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[12])
 redis.call('ZREM', KEYS[10], ARGV[3])
-redis.call('HDEL', KEYS[11], ARGV[3])
+if ARGV[4] ~= 'idle' then redis.call('HDEL', KEYS[11], ARGV[3]) end
 for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
 """
@@ -600,6 +601,6 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
                       keys.origin(room), keys.ended_rooms(keys.shard(room)),
                       keys.summaries(keys.shard(room)), keys.version(room), *dedupe],
-                     [pointer_value, existing.rejections, room])
+                     [pointer_value, existing.rejections, room, existing.reason])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)

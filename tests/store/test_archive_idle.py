@@ -13,6 +13,8 @@ from forensics_support import RealmTable
 
 from almanac.events import codec
 from almanac.events.step import decode_record
+from almanac.projections.projector import Projector
+from almanac.projections.read import ReadModels
 from almanac.services.archiver import Archiver
 from almanac.services.clock import Clock, deadline_command_id
 from almanac.services.forensics.verify import verify_room
@@ -49,6 +51,10 @@ async def test_an_idle_room_is_archived_and_its_next_command_brings_it_back_firs
     store = archiving_store(redis_client, url)
     table = await playing_room(store, "idle-back")
     before = await whole_record(store, table.room)
+    await Projector(redis_client, store.shard_count, store=store).drain()
+    models = ReadModels(redis_client, store.shard_count, store=store)
+    summary = await models.room(table.room)
+    assert summary is not None
     last_touch = max(e.server_time_ms for e in await store.read(table.room))
     archiver = Archiver(store, idle_after_s=3600)
 
@@ -65,7 +71,14 @@ async def test_an_idle_room_is_archived_and_its_next_command_brings_it_back_firs
     assert await room_keys(redis_client, table.room) == []  # events, records, version: all gone from Redis
     assert await whole_record(archiving_store(redis_client, url), table.room) == before  # read from the archive
 
+    assert await models.room(table.room) == summary  # the room's page reads the same
+
     # Then its next command, from the engine that still caches its state, is decided on the room brought back
+    refused = await table.send("bob", {"kind": "mine", "ore": "diamonds"})  # a refusal brings it back too
+    assert not refused.accepted and await store.pointer(table.room) is None
+    refused_record = (await store.rejections(table.room))[-1]
+    assert decode_record(refused_record).command_id == refused.command_id
+    assert await models.room(table.room) == summary  # nothing to project yet: its row was never gone
     mined = await table.mine("alice")
     assert mined.accepted and mined.first_version == before["version"] + 1
     assert await store.pointer(table.room) is None
@@ -73,7 +86,7 @@ async def test_an_idle_room_is_archived_and_its_next_command_brings_it_back_firs
     after = await whole_record(archiving_store(redis_client, url), table.room)
     assert after["events"][:before["version"]] == before["events"]  # the chain byte for byte, then the new one
     assert after["commands"][:len(before["commands"])] == before["commands"]
-    assert after["rejections"] == before["rejections"] and after["seed"] == before["seed"]
+    assert after["rejections"] == before["rejections"] + [refused_record] and after["seed"] == before["seed"]
     assert (await verify_room(archiving_store(redis_client, url), table.room)).ok
     # and a resend of a command decided before the trip is its first outcome, never a second application
     (_, first_record), *_ = before["commands"]
