@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 import redis.asyncio as aioredis
-from archive_support import archiving_store, file_archive_url
+from archive_support import archiving_store, file_archive_url, whole_record
 from forensics_support import RealmTable
 
 from almanac.events import codec
@@ -35,11 +35,6 @@ async def playing_room(store, name: str) -> RealmTable:
     assert not refused.accepted
     return table
 
-
-async def whole_record(store, room: str) -> dict:
-    return {"events": await store.read_raw(room), "commands": await store.commands(room),
-            "rejections": await store.rejections(room), "seed": await store.load_seed(room),
-            "nonces": await store.load_nonces(room), "version": await store.latest_version(room)}
 
 
 async def room_keys(client, room: str) -> list[bytes]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from archive_support import archiving_store, file_archive_url
+from archive_support import archiving_store, file_archive_url, whole_record
 from forensics_support import RealmTable
 
 from almanac.projections.projector import Projector
@@ -22,11 +22,6 @@ from almanac.storage.archive import archive_room, decode_object
 
 ROOMS = 10
 
-
-async def whole_record(store, room: str) -> dict:
-    return {"events": await store.read_raw(room), "commands": await store.commands(room),
-            "rejections": await store.rejections(room), "seed": await store.load_seed(room),
-            "nonces": await store.load_nonces(room), "version": await store.latest_version(room)}
 
 
 async def ended_room(store, name: str) -> None:
