@@ -87,10 +87,15 @@ class Archiver:
             if not last_event or ended is not None:  # archived already (or empty), or ended: the ended list's work
                 continue
             entry_id, fields = last_event[0]
-            version = int(entry_id.split(b"-", 1)[0])
-            touched = codec.decode_envelope(_envelope_field(fields) or b"", room, version).server_time_ms
-            if last_refusal:  # a refused command touched the room too: its record has the time it was decided
-                touched = max(touched, decode_record(last_refusal[0][1][b"c"]).server_time_ms)
+            try:
+                touched = codec.decode_envelope(_envelope_field(fields) or b"", room,
+                                                int(entry_id.split(b"-", 1)[0])).server_time_ms
+                if last_refusal:  # a refused command touched the room too: its record has the time it was decided
+                    touched = max(touched, decode_record(last_refusal[0][1][b"c"]).server_time_ms)
+            except Exception:  # noqa: BLE001 - a damaged room is not moved (verify tells its story); the rest go on
+                self.totals["errors"] += 1
+                log.warning("archiver.idle_unreadable", room=room, exc_info=True)
+                continue
             if touched <= cut:
                 due.append(room)
         return due

@@ -120,9 +120,15 @@ class RoomService:
         from there: the engine decides only against a room that lives in Redis, whole."""
         loaded = await self.loader.load(room, at_version)
         restore_idle = getattr(self.store, "restore_idle", None)
-        if at_version is None and restore_idle is not None and await restore_idle(room):
-            self.loader.forget(room)
-            loaded = await self.loader.load(room)
+        if at_version is None and restore_idle is not None:
+            try:
+                restored = await restore_idle(room)
+            except BaseException:
+                self.loader.forget(room)  # its cached state is the archived one: the next try loads (and restores)
+                raise
+            if restored:
+                self.loader.forget(room)
+                loaded = await self.loader.load(room)
         return loaded
 
     def _remember(self, room: str, state: RoomState, last_hash: str) -> None:

@@ -220,3 +220,14 @@ async def test_a_deadline_of_an_idle_room_survives_the_move_and_its_firing_bring
     assert await store.pointer(room) is None
     assert [codec.decode_event(e).forced_by for e in ended.envelopes if e.type == "realm.season_ended"] == ["alice"]
     assert (await verify_room(store, room)).ok
+
+
+async def test_a_damaged_room_is_not_moved_and_the_idle_pass_goes_on(redis_client, tmp_path) -> None:
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    sound, damaged = await playing_room(store, "idle-sound"), await playing_room(store, "idle-damaged")
+    version = await store.latest_version(damaged.room)
+    await redis_client.xadd(store.keys.events(damaged.room), {"e": b"not an envelope"}, id=f"{version + 1}-0")
+    archiver = Archiver(store, idle_after_s=60)
+    results = await archiver.run_once()
+    assert [(r.room, r.status) for r in results] == [(sound.room, "archived")]
+    assert archiver.totals["errors"] == 1 and await store.pointer(damaged.room) is None
