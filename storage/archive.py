@@ -204,6 +204,8 @@ return 'ok'
 RECORD_IDLE_POINTER_SCRIPT = RECORD_POINTER_SCRIPT.replace("redis.call('SET', KEYS[1], ARGV[1])",
                                                            "redis.call('SET', KEYS[1], ARGV[1])\n"
                                                            "redis.call('DEL', KEYS[2])")
+if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit line changed: say so, never drop it
+    raise ImportError("RECORD_IDLE_POINTER_SCRIPT lost its version guard: rewrite it beside RECORD_POINTER_SCRIPT")
 
 # KEYS: 1 pointer, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed, 8 nonces,
 # 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
