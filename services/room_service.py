@@ -119,10 +119,10 @@ class RoomService:
         A room archived because it was idle is brought back into Redis first (storage.restore) and loaded again
         from there: the engine decides only against a room that lives in Redis, whole."""
         loaded = await self.loader.load(room, at_version)
-        restore_idle = getattr(self.store, "restore_idle", None)
-        if at_version is None and restore_idle is not None:
+        met_idle = getattr(self.store, "met_idle", None)
+        if at_version is None and met_idle is not None and met_idle(room):
             try:
-                restored = await restore_idle(room)
+                restored = await self.store.restore_idle(room)  # type: ignore[attr-defined]
             except BaseException:
                 self.loader.forget(room)  # its cached state is the archived one: the next try loads (and restores)
                 raise

@@ -296,6 +296,11 @@ class ArchivingStore(RedisEventStore):
             cache.popitem(last=False)
         return pointer
 
+    def met_idle(self, room: str) -> bool:
+        """Whether a read of ``room`` met an idle room's pointer since it was last brought back (no I/O: the
+        engine asks it on every load, and calls ``restore_idle`` only then)."""
+        return room in self._idle_met
+
     async def restore_idle(self, room: str) -> bool:
         """The engine's step before it decides for ``room``: when the load it just made met an idle room's pointer,
         bring the room back into Redis (storage.restore; exactly once, whoever races) and answer True: the caller
