@@ -34,6 +34,10 @@ from almanac.storage.memory_store import MemoryEventStore
 CHALLENGE = "bench-e2e"
 BARE_SECONDS = 4  # how long the bare HTTP baseline is offered the load (at most the run's own length)
 CONNECTIONS = 256  # more than the gateway's in-flight limit: past capacity the gateway, not the client, must refuse
+OVERLOAD_WINDOW_S = 2.0  # each window of the interleaved overload measurement
+OVERLOAD_ROUNDS = 3  # overload windows, each between two capacity windows
+CAPACITY_OFFER = 1.2  # a capacity window offers this much more than the first run achieved: just past capacity
+DEADLINE_MS = 1_000  # goodput: commands accepted and answered within this long of their scheduled send
 SETTLE_S = 1.0  # after the moves before the clock: the projector folds them before CPU is counted
 console = Console()
 Answer = TypeVar("Answer")
@@ -176,7 +180,9 @@ async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodie
 
 
 async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None,
-                      route_by_shard: bool = False, out_of_step: bool = False) -> dict[str, Any]:
+                      route_by_shard: bool = False, out_of_step: bool = False,
+                      phases: list[tuple[int, float]] | None = None,
+                      on_phase: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop.
 
     With several gateway ``urls`` the requests go to them in turn, as a round-robin load balancer sends them;
@@ -184,7 +190,13 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     split the shards ``i/N``: shard s to gateway s % N), as a load balancer that routes by shard would.
     ``out_of_step``: the rooms are spread over the game's moves instead of all playing the same one
     (``RoomSlots``).
+
+    ``phases``: instead of one rate, windows offered back to back, (rate, seconds) each, on the same rooms and
+    connections; ``on_phase(k)`` is called as window ``k`` begins (and with ``len(phases)`` once every answer is in),
+    and ``figures["phases"]`` holds each window's answers (status, latency from the scheduled send) by the window
+    its request was due in.
     """
+    phases = phases or [(rate, seconds)]
     shard_count = load_settings().shard_count
 
     def owner(room: str) -> int | None:
@@ -193,7 +205,14 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     url = urls[0]
     ruleset = script_ruleset()
     script = await _script(ruleset)
-    total = rate * seconds
+    counts = [max(1, round(phase_rate * phase_s)) for phase_rate, phase_s in phases]
+    total = sum(counts)
+    dues: list[tuple[float, int]] = []  # (offset from the start, window) of each command
+    opens = 0.0
+    for window, ((phase_rate, phase_s), count) in enumerate(zip(phases, counts, strict=True)):
+        dues.extend((opens + number / phase_rate, window) for number in range(count))
+        opens += phase_s
+    answers: list[list[tuple[int, float]]] = [[] for _ in phases]
     # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
     slot_count = max(1, -(-total // len(script)))
     slots = RoomSlots.out_of_step(slot_count, len(script)) if out_of_step else RoomSlots.in_step(slot_count)
@@ -219,7 +238,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     in_load: set[int] = set()  # the rooms the load sent to (out of step, the last fresh rooms may get none)
     late: list[float] = []
 
-    async def send(index: int, due: float) -> None:
+    async def send(index: int, due: float, window: int = 0) -> None:
         # How late the generator itself starts the send (its own loop behind schedule on the shared cores):
         # counted in the latencies, and printed apart so that it is not mistaken for the server's.
         late.append(time.perf_counter() - due)
@@ -234,6 +253,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                                                      token, owner(room))
             # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
             latencies.append(time.perf_counter() - due)
+            answers[window].append((status, latencies[-1]))
             if status == 200:
                 done_moves[room_index] += 1
                 (first_latencies if first else later_latencies).append(latencies[-1])
@@ -248,20 +268,24 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     tasks = []
     with _no_collection_while_offering():
         started = time.perf_counter()
-        for index in range(total):
-            due = started + index / rate
+        for index, (offset, window) in enumerate(dues):
+            due = started + offset
             delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(send(index, due)))
+            if on_phase is not None and (not index or window != dues[index - 1][1]):
+                on_phase(window)
+            tasks.append(asyncio.create_task(send(index, due, window)))
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
+        if on_phase is not None:
+            on_phase(len(phases))
     await lean.close()
     return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": first_latencies + later_latencies,
             "first_latencies": first_latencies, "later_latencies": later_latencies,
             "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": len(in_load),
             "late": late, "out_of_step": out_of_step, "schedule": slots.schedule(len(script)),
-            "script": len(script), "ruleset": ruleset, "first_move": script[0]}
+            "script": len(script), "ruleset": ruleset, "first_move": script[0], "phases": answers}
 
 
 async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
@@ -403,7 +427,8 @@ def _quantile(samples: list[float], q: float) -> float:
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 0,
          gateways: int = 1, route_by_shard: bool = False,
-         out_of_step: bool = False, peer: bool = False, overload: float = 0.0) -> dict[str, Any]:
+         out_of_step: bool = False, peer: bool = False, overload: float = 0.0,
+         deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``gateways`` > 1 starts that many gateway processes; ``engines`` 0 (the product's shape): the gateways decide
@@ -413,8 +438,8 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
     ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py);
     ``overload``: then, on the same stack, offer that many times what the first load achieved (its capacity, when
-    ``rate`` is at or past it), then ``rate`` again, and print the goodput's ratio to the capacities around it
-    (``_with_overload``).
+    ``rate`` is at or past it) in windows interleaved with capacity windows, and print the goodput (accepted within
+    ``deadline_ms``) against the capacity measured on either side of each (``_with_overload``).
     """
     from almanac.services.bootstrap import running_stack  # noqa: PLC0415
 
@@ -426,16 +451,19 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
         figures = _with_overload(lambda offered: _run([url], redis_url, offered, seconds, out_of_step=out_of_step),
-                                 rate, overload)
+                                 rate, overload, lambda plan: _run_windows([url], plan, out_of_step=out_of_step),
+                                 deadline_ms)
     else:
-        figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, route_by_shard, out_of_step, overload)
+        figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, route_by_shard, out_of_step, overload,
+                                    deadline_ms)
     if peer:  # after our stack has stopped: the peer gets the machine as our stack had it
         offer_peer(figures, rate, seconds)
     return figures
 
 
 def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int,
-                      route_by_shard: bool, out_of_step: bool, overload: float = 0.0) -> dict[str, Any]:
+                      route_by_shard: bool, out_of_step: bool, overload: float = 0.0,
+                      deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
     gateway_engine = engines == 0
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
@@ -452,32 +480,140 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
             return _with_overload(lambda offered: _run(stack.urls, stack.redis_url, offered, seconds, pids,
-                                                       route_by_shard, out_of_step), rate, overload)
+                                                       route_by_shard, out_of_step), rate, overload,
+                                  lambda plan: _run_windows(stack.urls, plan, pids, route_by_shard, out_of_step),
+                                  deadline_ms)
 
 
-def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: float) -> dict[str, Any]:
-    """``run(rate)``; with ``overload``, then ``run`` at ``overload`` times what it achieved and ``run(rate)`` again,
-    on the same stack: the goodput past capacity against the capacity measured around it (``figures["overload"]``)."""
+def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: float,
+                   windows: Callable[[list[tuple[int, float]]], list[dict[str, Any]]] | None = None,
+                   deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
+    """``run(rate)``; with ``overload``, then interleaved windows on the same stack, rooms and connections:
+    capacity, overload, capacity, ... (``windows(plan)``, ``OVERLOAD_ROUNDS`` overload windows each between two
+    capacity windows), and the goodput of each overload window judged against the capacity windows on either
+    side of it, seconds apart (``judge_windows``; ``figures["overload"]``).
+
+    The capacity is measured around each overload window, not once: on a machine shared with other work the
+    stack's capacity moved by up to 7x between two runs a minute apart (docs/capacity.md, issue 28), which a
+    before-and-after pair cannot tell from the gateway's own behaviour. Each window also reports the CPU the
+    stack, the load generator and everything else on the machine used, and the load average, so a run on a
+    loaded machine says so; and the goodput per CPU second of the stack, which the others' load moves far less."""
     figures = run(rate)
     if not overload:
         return figures
+    if windows is None:
+        raise ValueError("an overload measurement needs the windows' runner")
     before = figures["achieved_per_s"]
-    past = run(max(1, round(overload * before)))
-    # Capacity again after the overload: on a shared machine it drifts within a minute, so the overload's
-    # goodput is judged against the mean of the capacities measured just before and just after it.
-    after = run(rate)["achieved_per_s"]
-    capacity = (before + after) / 2
-    ratio = past["achieved_per_s"] / capacity if capacity else float("nan")
-    figures["overload"] = {"capacity_per_s": capacity, "capacity_before_after": [before, after],
-                           "offered_per_s": past["offered_per_s"], "goodput_per_s": past["achieved_per_s"],
-                           "ratio": ratio, "shed": past["shed"], "accepted_p99_ms": past["accepted_p99_ms"],
-                           "cpu_s": past["cpu_s"]}
-    reached = figures["shed"] or rate > before * 1.05
-    console.print(f"overload, the same stack: capacity {before:.0f}/s before and {after:.0f}/s after (offered {rate}/s"
-                  f"{'' if reached else ', NOT past capacity: offer more with --rate'}); offered "
-                  f"{past['offered_per_s']}/s ({overload:g}x the first), goodput {past['achieved_per_s']:.0f}/s = "
-                  f"{ratio:.2f} of their mean, shed {past['shed']}, p99 of accepted {past['accepted_p99_ms']:.1f} ms")
+    capacity_rate = max(1, round(CAPACITY_OFFER * before))
+    overload_rate = max(1, round(overload * before))
+    plan = [(capacity_rate, OVERLOAD_WINDOW_S), (overload_rate, OVERLOAD_WINDOW_S)] * OVERLOAD_ROUNDS
+    plan.append((capacity_rate, OVERLOAD_WINDOW_S))
+    console.print(f"overload, the same stack: windows of {OVERLOAD_WINDOW_S:g} s alternating {capacity_rate}/s "
+                  f"(capacity: {CAPACITY_OFFER:g}x the {before:.0f}/s achieved) and {overload_rate}/s ({overload:g}x); "
+                  f"goodput = accepted within {deadline_ms} ms ...")
+    verdict = judge_windows(windows(plan), deadline_ms / 1000)
+    verdict.update(offered_capacity_per_s=capacity_rate, offered_per_s=overload_rate, first_capacity_per_s=before,
+                   deadline_ms=deadline_ms)
+    figures["overload"] = verdict
+    _print_windows(verdict)
     return figures
+
+
+def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str, Any]:
+    """Goodput per window (answered 200 within ``deadline_s`` of the scheduled send, per second) and, for each
+    overload window (the odd ones), its ratio to the mean of the capacity windows on either side, raw and per CPU
+    second of the stack. ``windows``: alternating capacity and overload, each {"offered_per_s", "seconds",
+    "answers": [(status, latency_s)], "stack_cpu_s", "generator_cpu_s", "others_cpu_s", "elapsed_s", "load_1m"}."""
+    judged = []
+    for number, window in enumerate(windows):
+        answers = window["answers"]
+        good = sum(1 for status, latency in answers if status == 200 and latency <= deadline_s)
+        accepted = sum(1 for status, _ in answers if status == 200)
+        shed = sum(1 for status, _ in answers if status in (429, 503))
+        elapsed = window["elapsed_s"] or window["seconds"]
+        stack_cpu = window["stack_cpu_s"]
+        judged.append({
+            "kind": "overload" if number % 2 else "capacity", "offered_per_s": window["offered_per_s"],
+            "goodput_per_s": good / window["seconds"], "accepted_per_s": accepted / window["seconds"],
+            "late": accepted - good, "shed": shed, "other": len(answers) - accepted - shed,
+            "stack_cores": stack_cpu / elapsed, "generator_cores": window["generator_cpu_s"] / elapsed,
+            "others_cores": window["others_cpu_s"] / elapsed, "load_1m": window["load_1m"],
+            # Useful commands per CPU second of the stack: what the stack does with the CPU it was given.
+            "goodput_per_cpu_s": good / stack_cpu if stack_cpu > 0 else float("nan"),
+        })
+    ratios, normalised = [], []
+    for number in range(1, len(judged) - 1, 2):
+        window, around = judged[number], (judged[number - 1], judged[number + 1])
+        capacity = statistics.fmean(side["goodput_per_s"] for side in around)
+        per_cpu = statistics.fmean(side["goodput_per_cpu_s"] for side in around)
+        window["ratio"] = window["goodput_per_s"] / capacity if capacity else float("nan")
+        window["cpu_normalised_ratio"] = window["goodput_per_cpu_s"] / per_cpu if per_cpu else float("nan")
+        ratios.append(window["ratio"])
+        normalised.append(window["cpu_normalised_ratio"])
+    overloads = [window for window in judged if window["kind"] == "overload"]
+    capacities = [window for window in judged if window["kind"] == "capacity"]
+    capacity = statistics.fmean(window["goodput_per_s"] for window in capacities)
+    goodput = statistics.fmean(window["goodput_per_s"] for window in overloads) if overloads else float("nan")
+    return {"windows": judged, "capacity_per_s": capacity, "goodput_per_s": goodput,
+            "ratio": goodput / capacity if capacity else float("nan"),
+            "worst_window_ratio": min(ratios, default=float("nan")),
+            "cpu_normalised_ratio": statistics.fmean(normalised) if normalised else float("nan"),
+            "load_1m": [window["load_1m"] for window in judged],
+            "others_cores_max": max(window["others_cores"] for window in judged)}
+
+
+def _print_windows(verdict: dict[str, Any]) -> None:
+    table = Table(title=f"overload, interleaved windows (goodput: 200 within {verdict['deadline_ms']} ms)")
+    for column in ("window", "offered", "goodput", "late / shed / other", "ratio (per CPU s)",
+                   "CPU: stack / generator / others (cores)", "load 1m"):
+        table.add_column(column, justify="right")
+    for number, window in enumerate(verdict["windows"]):
+        ratio = (f"{window['ratio']:.2f} ({window['cpu_normalised_ratio']:.2f})" if "ratio" in window else "")
+        table.add_row(f"{number} {window['kind']}", f"{window['offered_per_s']}/s", f"{window['goodput_per_s']:.0f}/s",
+                      f"{window['late']} / {window['shed']} / {window['other']}", ratio,
+                      f"{window['stack_cores']:.2f} / {window['generator_cores']:.2f} / {window['others_cores']:.2f}",
+                      f"{window['load_1m']:.2f}")
+    console.print(table)
+    busy = verdict["others_cores_max"] > 0.25
+    console.print(f"overload: goodput {verdict['goodput_per_s']:.0f}/s at {verdict['offered_per_s']}/s offered against "
+                  f"capacity {verdict['capacity_per_s']:.0f}/s measured between its windows: ratio "
+                  f"{verdict['ratio']:.2f} (worst window {verdict['worst_window_ratio']:.2f}); per CPU second of the "
+                  f"stack {verdict['cpu_normalised_ratio']:.2f}; load average {min(verdict['load_1m']):.2f}-"
+                  f"{max(verdict['load_1m']):.2f} on {os.cpu_count()} cores"
+                  + (f"; OTHER PROCESSES used up to {verdict['others_cores_max']:.2f} cores during a window: the raw "
+                     "ratio measures them too" if busy else ""))
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy so far (every core; /proc/stat, idle and iowait excluded)."""
+    try:
+        fields = [int(field) for field in open("/proc/stat").readline().split()[1:]]
+    except OSError:
+        return 0.0
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_windows(urls: list[str], plan: list[tuple[int, float]], pids: dict[str, int] | None = None,
+                 route_by_shard: bool = False, out_of_step: bool = False) -> list[dict[str, Any]]:
+    """Offer ``plan``'s windows back to back (``_offer_load``'s phases): each window's answers, with the CPU the
+    stack (``pids``), the load generator and the rest of the machine used during it, and the load average."""
+    pids = {**(pids or {}), "load generator": os.getpid()}
+    marks: list[tuple[float, dict[str, float], float, float]] = []
+
+    def mark(_window: int) -> None:
+        marks.append((time.perf_counter(), {name: cpu_seconds(pid) for name, pid in pids.items()},
+                      _machine_busy_s(), os.getloadavg()[0]))
+
+    result = _run_loop(_offer_load(urls, 0, 0, None, route_by_shard, out_of_step, phases=plan, on_phase=mark))
+    windows = []
+    for number, ((rate, seconds), answers) in enumerate(zip(plan, result["phases"], strict=True)):
+        (t0, cpu0, busy0, load0), (t1, cpu1, busy1, _) = marks[number], marks[number + 1]
+        used = {name: cpu1[name] - cpu0[name] for name in pids}
+        stack = sum(value for name, value in used.items() if name != "load generator")
+        windows.append({"offered_per_s": rate, "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
+                        "stack_cpu_s": stack, "generator_cpu_s": used["load generator"],
+                        "others_cpu_s": max(0.0, busy1 - busy0 - stack - used["load generator"]), "load_1m": load0})
+    return windows
 
 
 def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None,
