@@ -538,6 +538,7 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "late": accepted - good, "shed": shed, "other": len(answers) - accepted - shed,
             "stack_cores": stack_cpu / elapsed, "generator_cores": window["generator_cpu_s"] / elapsed,
             "others_cores": window["others_cpu_s"] / elapsed, "load_1m": window["load_1m"],
+            "stack_runqueue_s": window.get("stack_runqueue_s", 0.0),
             # Useful commands per CPU second of the stack: what the stack does with the CPU it was given.
             "goodput_per_cpu_s": good / stack_cpu if stack_cpu > 0 else float("nan"),
         })
@@ -563,17 +564,17 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
 
 
 def _print_windows(verdict: dict[str, Any]) -> None:
-    table = Table(title=f"overload, interleaved windows (goodput: 200 within {verdict['deadline_ms']} ms)")
-    for column in ("window", "offered", "goodput", "late / shed / other", "ratio (per CPU s)",
-                   "CPU: stack / generator / others (cores)", "load 1m"):
-        table.add_column(column, justify="right")
+    """One line per window (plain lines: a log keeps them whole), then the verdict."""
+    console.print(f"overload, interleaved windows (goodput: answered 200 within {verdict['deadline_ms']} ms); CPU in "
+                  "cores: the stack's, the load generator's, every other process's on the machine", soft_wrap=True)
     for number, window in enumerate(verdict["windows"]):
-        ratio = (f"{window['ratio']:.2f} ({window['cpu_normalised_ratio']:.2f})" if "ratio" in window else "")
-        table.add_row(f"{number} {window['kind']}", f"{window['offered_per_s']}/s", f"{window['goodput_per_s']:.0f}/s",
-                      f"{window['late']} / {window['shed']} / {window['other']}", ratio,
-                      f"{window['stack_cores']:.2f} / {window['generator_cores']:.2f} / {window['others_cores']:.2f}",
-                      f"{window['load_1m']:.2f}")
-    console.print(table)
+        ratio = (f" ratio {window['ratio']:.2f} (per CPU s {window['cpu_normalised_ratio']:.2f})"
+                 if "ratio" in window else "")
+        console.print(f"  {number} {window['kind']:8} offered {window['offered_per_s']}/s goodput "
+                      f"{window['goodput_per_s']:.0f}/s late {window['late']} shed {window['shed']} other "
+                      f"{window['other']}{ratio}; CPU stack {window['stack_cores']:.2f} generator "
+                      f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
+                      f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}", soft_wrap=True)
     busy = verdict["others_cores_max"] > 0.25
     console.print(f"overload: goodput {verdict['goodput_per_s']:.0f}/s at {verdict['offered_per_s']}/s offered against "
                   f"capacity {verdict['capacity_per_s']:.0f}/s measured between its windows: ratio "
@@ -581,7 +582,7 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                   f"stack {verdict['cpu_normalised_ratio']:.2f}; load average {min(verdict['load_1m']):.2f}-"
                   f"{max(verdict['load_1m']):.2f} on {os.cpu_count()} cores"
                   + (f"; OTHER PROCESSES used up to {verdict['others_cores_max']:.2f} cores during a window: the raw "
-                     "ratio measures them too" if busy else ""))
+                     "ratio measures them too" if busy else ""), soft_wrap=True)
 
 
 def _machine_busy_s() -> float:
@@ -593,26 +594,37 @@ def _machine_busy_s() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
+def _runqueue_wait_s(pid: int) -> float:
+    """How long a process's main thread has waited, runnable, for a CPU (/proc/PID/schedstat); 0 where unavailable.
+    A stack that waits for the CPU while others hold it is measured slow for reasons of the machine's."""
+    try:
+        return int(open(f"/proc/{pid}/schedstat").read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _run_windows(urls: list[str], plan: list[tuple[int, float]], pids: dict[str, int] | None = None,
                  route_by_shard: bool = False, out_of_step: bool = False) -> list[dict[str, Any]]:
     """Offer ``plan``'s windows back to back (``_offer_load``'s phases): each window's answers, with the CPU the
     stack (``pids``), the load generator and the rest of the machine used during it, and the load average."""
     pids = {**(pids or {}), "load generator": os.getpid()}
-    marks: list[tuple[float, dict[str, float], float, float]] = []
+    marks: list[tuple[float, dict[str, float], float, float, float]] = []
 
     def mark(_window: int) -> None:
         marks.append((time.perf_counter(), {name: cpu_seconds(pid) for name, pid in pids.items()},
-                      _machine_busy_s(), os.getloadavg()[0]))
+                      _machine_busy_s(), os.getloadavg()[0],
+                      sum(_runqueue_wait_s(pid) for name, pid in pids.items() if name != "load generator")))
 
     result = _run_loop(_offer_load(urls, 0, 0, None, route_by_shard, out_of_step, phases=plan, on_phase=mark))
     windows = []
     for number, ((rate, seconds), answers) in enumerate(zip(plan, result["phases"], strict=True)):
-        (t0, cpu0, busy0, load0), (t1, cpu1, busy1, _) = marks[number], marks[number + 1]
+        (t0, cpu0, busy0, load0, wait0), (t1, cpu1, busy1, _, wait1) = marks[number], marks[number + 1]
         used = {name: cpu1[name] - cpu0[name] for name in pids}
         stack = sum(value for name, value in used.items() if name != "load generator")
         windows.append({"offered_per_s": rate, "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
                         "stack_cpu_s": stack, "generator_cpu_s": used["load generator"],
-                        "others_cpu_s": max(0.0, busy1 - busy0 - stack - used["load generator"]), "load_1m": load0})
+                        "others_cpu_s": max(0.0, busy1 - busy0 - stack - used["load generator"]), "load_1m": load0,
+                        "stack_runqueue_s": wait1 - wait0})
     return windows
 
 
