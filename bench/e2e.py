@@ -36,7 +36,7 @@ BARE_SECONDS = 4  # how long the bare HTTP baseline is offered the load (at most
 CONNECTIONS = 256  # more than the gateway's in-flight limit: past capacity the gateway, not the client, must refuse
 OVERLOAD_WINDOW_S = 2.0  # each window of the interleaved overload measurement
 OVERLOAD_ROUNDS = 3  # overload windows, each between two capacity windows
-CAPACITY_OFFER = 1.2  # a capacity window offers this much more than the first run achieved: just past capacity
+CLOSED_BACKOFF_S = 0.005  # a closed-loop client refused (503/429) sends its next command this much later
 DEADLINE_MS = 1_000  # goodput: commands accepted and answered within this long of their scheduled send
 SETTLE_S = 1.0  # after the moves before the clock: the projector folds them before CPU is counted
 console = Console()
@@ -181,7 +181,7 @@ async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodie
 
 async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None,
                       route_by_shard: bool = False, out_of_step: bool = False,
-                      phases: list[tuple[int, float]] | None = None,
+                      phases: list[tuple[str, float, float]] | None = None,
                       on_phase: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop.
 
@@ -191,12 +191,17 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     ``out_of_step``: the rooms are spread over the game's moves instead of all playing the same one
     (``RoomSlots``).
 
-    ``phases``: instead of one rate, windows offered back to back, (rate, seconds) each, on the same rooms and
-    connections; ``on_phase(k)`` is called as window ``k`` begins (and with ``len(phases)`` once every answer is in),
-    and ``figures["phases"]`` holds each window's answers (status, latency from the scheduled send) by the window
-    its request was due in.
+    ``phases``: instead, windows back to back on the same rooms and connections, each (kind, value, seconds):
+    ``("closed", n, s)``: ``n`` clients each sending its next command when its last is answered (a refused one after
+    ``CLOSED_BACKOFF_S``), which measures the capacity without offering more than it, so without shedding;
+    ``("open", m, s)``: open loop at ``m`` times the commands/s the last closed window had accepted. ``rate`` then
+    only sizes the rooms (at most ``rate`` commands/s for a closed window, ``m * rate`` for an open one).
+    ``on_phase(k)`` is called as window ``k`` begins (and with ``len(phases)`` once every answer is in);
+    ``figures["phases"]`` holds each window's answers (status, latency from the send's scheduled time) and
+    ``figures["phase_rates"]`` what each offered (commands sent per second).
     """
-    phases = phases or [(rate, seconds)]
+    windowed = phases is not None
+    phases = phases or [("open", 1.0, seconds)]
     shard_count = load_settings().shard_count
 
     def owner(room: str) -> int | None:
@@ -205,14 +210,10 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     url = urls[0]
     ruleset = script_ruleset()
     script = await _script(ruleset)
-    counts = [max(1, round(phase_rate * phase_s)) for phase_rate, phase_s in phases]
-    total = sum(counts)
-    dues: list[tuple[float, int]] = []  # (offset from the start, window) of each command
-    opens = 0.0
-    for window, ((phase_rate, phase_s), count) in enumerate(zip(phases, counts, strict=True)):
-        dues.extend((opens + number / phase_rate, window) for number in range(count))
-        opens += phase_s
+    # The commands the rooms must hold: every window at ``rate`` (times ``m`` for an open window).
+    total = sum(max(1, round((value if kind == "open" else 1.0) * rate * phase_s)) for kind, value, phase_s in phases)
     answers: list[list[tuple[int, float]]] = [[] for _ in phases]
+    phase_rates: list[float] = []
     # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
     slot_count = max(1, -(-total // len(script)))
     slots = RoomSlots.out_of_step(slot_count, len(script)) if out_of_step else RoomSlots.in_step(slot_count)
@@ -238,7 +239,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     in_load: set[int] = set()  # the rooms the load sent to (out of step, the last fresh rooms may get none)
     late: list[float] = []
 
-    async def send(index: int, due: float, window: int = 0) -> None:
+    async def send(index: int, due: float, window: int = 0) -> int:
         # How late the generator itself starts the send (its own loop behind schedule on the shared cores):
         # counted in the latencies, and printed apart so that it is not mistaken for the server's.
         late.append(time.perf_counter() - due)
@@ -262,20 +263,57 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                     retry_after.append(retry)
                 code = failure_kind(status, msgspec.json.decode(payload))
                 failures[code] = failures.get(code, 0) + 1
+            return status
 
     if on_load_start is not None:
         on_load_start()  # CPU is counted from here: the load, not the room creation
     tasks = []
     with _no_collection_while_offering():
         started = time.perf_counter()
-        for index, (offset, window) in enumerate(dues):
-            due = started + offset
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if on_phase is not None and (not index or window != dues[index - 1][1]):
-                on_phase(window)
-            tasks.append(asyncio.create_task(send(index, due, window)))
+        if not windowed:
+            for index in range(total):
+                due = started + index / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(send(index, due)))
+        else:
+            sent = 0  # commands sent so far: the next one's index (its slot)
+            capacity = 0.0  # commands/s the last closed window accepted
+            for window, (kind, value, window_s) in enumerate(phases):
+                if on_phase is not None:
+                    on_phase(window)
+                opened = time.perf_counter()
+                if kind == "closed":
+                    async def client(window: int = window, opened: float = opened, window_s: float = window_s) -> None:
+                        nonlocal sent
+                        while time.perf_counter() - opened < window_s and sent < total:
+                            index, sent = sent, sent + 1
+                            if await send(index, time.perf_counter(), window) in (429, 503):
+                                await asyncio.sleep(CLOSED_BACKOFF_S)
+
+                    before = sent
+                    await asyncio.gather(*(client() for _ in range(int(value))))
+                    took = time.perf_counter() - opened
+                    phase_rates.append((sent - before) / took)
+                    capacity = sum(1 for status, _ in answers[window] if status == 200) / took
+                else:
+                    window_rate = max(1.0, value * capacity)
+                    phase_rates.append(window_rate)
+                    for number in range(round(window_rate * window_s)):
+                        if sent >= total:
+                            break
+                        due = opened + number / window_rate
+                        delay = due - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
+                        tasks.append(asyncio.create_task(send(sent, due, window)))
+                        sent += 1
+                    # The window lasts its length, also when the rooms ran out (then it says so: fewer sent).
+                    await asyncio.sleep(max(0.0, opened + window_s - time.perf_counter()))
+            if sent >= total:
+                console.print(f"the rooms ran out after {sent} commands: some windows offered less than planned "
+                              "(offer a higher --rate: it sizes the rooms)")
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
         if on_phase is not None:
@@ -285,7 +323,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
             "first_latencies": first_latencies, "later_latencies": later_latencies,
             "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": len(in_load),
             "late": late, "out_of_step": out_of_step, "schedule": slots.schedule(len(script)),
-            "script": len(script), "ruleset": ruleset, "first_move": script[0], "phases": answers}
+            "script": len(script), "ruleset": ruleset, "first_move": script[0], "phases": answers,
+            "phase_rates": phase_rates}
 
 
 async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
@@ -451,7 +490,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
         figures = _with_overload(lambda offered: _run([url], redis_url, offered, seconds, out_of_step=out_of_step),
-                                 rate, overload, lambda plan: _run_windows([url], plan, out_of_step=out_of_step),
+                                 rate, overload, lambda plan, most: _run_windows([url], plan, most, out_of_step=out_of_step),
                                  deadline_ms)
     else:
         figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, route_by_shard, out_of_step, overload,
@@ -481,12 +520,13 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
                 pids["redis"] = int(marker.read_text().split()[0])
             return _with_overload(lambda offered: _run(stack.urls, stack.redis_url, offered, seconds, pids,
                                                        route_by_shard, out_of_step), rate, overload,
-                                  lambda plan: _run_windows(stack.urls, plan, pids, route_by_shard, out_of_step),
+                                  lambda plan, most: _run_windows(stack.urls, plan, most, pids, route_by_shard,
+                                                                   out_of_step),
                                   deadline_ms)
 
 
 def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: float,
-                   windows: Callable[[list[tuple[int, float]]], list[dict[str, Any]]] | None = None,
+                   windows: Callable[[list[tuple[str, float, float]], int], list[dict[str, Any]]] | None = None,
                    deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
     """``run(rate)``; with ``overload``, then interleaved windows on the same stack, rooms and connections:
     capacity, overload, capacity, ... (``windows(plan)``, ``OVERLOAD_ROUNDS`` overload windows each between two
@@ -503,17 +543,16 @@ def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: fl
         return figures
     if windows is None:
         raise ValueError("an overload measurement needs the windows' runner")
-    before = figures["achieved_per_s"]
-    capacity_rate = max(1, round(CAPACITY_OFFER * before))
-    overload_rate = max(1, round(overload * before))
-    plan = [(capacity_rate, OVERLOAD_WINDOW_S), (overload_rate, OVERLOAD_WINDOW_S)] * OVERLOAD_ROUNDS
-    plan.append((capacity_rate, OVERLOAD_WINDOW_S))
-    console.print(f"overload, the same stack: windows of {OVERLOAD_WINDOW_S:g} s alternating {capacity_rate}/s "
-                  f"(capacity: {CAPACITY_OFFER:g}x the {before:.0f}/s achieved) and {overload_rate}/s ({overload:g}x); "
-                  f"goodput = accepted within {deadline_ms} ms ...")
-    verdict = judge_windows(windows(plan), deadline_ms / 1000)
-    verdict.update(offered_capacity_per_s=capacity_rate, offered_per_s=overload_rate, first_capacity_per_s=before,
-                   deadline_ms=deadline_ms)
+    plan = [("closed", 0.0, OVERLOAD_WINDOW_S), ("open", overload, OVERLOAD_WINDOW_S)] * OVERLOAD_ROUNDS
+    plan.append(("closed", 0.0, OVERLOAD_WINDOW_S))
+    console.print(f"overload, the same stack: windows of {OVERLOAD_WINDOW_S:g} s alternating capacity (closed loop: "
+                  f"as many clients as the gateways admit commands, each sending its next when answered) and "
+                  f"{overload:g}x the capacity just measured (open loop); goodput = answered 200 within {deadline_ms} "
+                  "ms ...", soft_wrap=True)
+    verdict = judge_windows(windows(plan, rate), deadline_ms / 1000)
+    overloads = [window["offered_per_s"] for window in verdict["windows"] if window["kind"] == "overload"]
+    verdict.update(offered_per_s=round(statistics.fmean(overloads)) if overloads else 0, multiple=overload,
+                   first_run_per_s=figures["achieved_per_s"], deadline_ms=deadline_ms)
     figures["overload"] = verdict
     _print_windows(verdict)
     return figures
@@ -603,10 +642,13 @@ def _runqueue_wait_s(pid: int) -> float:
         return 0.0
 
 
-def _run_windows(urls: list[str], plan: list[tuple[int, float]], pids: dict[str, int] | None = None,
+def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: int, pids: dict[str, int] | None = None,
                  route_by_shard: bool = False, out_of_step: bool = False) -> list[dict[str, Any]]:
-    """Offer ``plan``'s windows back to back (``_offer_load``'s phases): each window's answers, with the CPU the
-    stack (``pids``), the load generator and the rest of the machine used during it, and the load average."""
+    """Offer ``plan``'s windows back to back (``_offer_load``'s phases; rooms for ``rate`` commands/s; a closed window
+    of 0 clients: as many as the gateways admit at once): each window's answers, with the CPU the stack (``pids``),
+    the load generator and the rest of the machine used during it, its run-queue wait and the load average."""
+    clients = load_settings().gateway_max_inflight * len(urls)
+    plan = [(kind, value or (clients if kind == "closed" else value), seconds) for kind, value, seconds in plan]
     pids = {**(pids or {}), "load generator": os.getpid()}
     marks: list[tuple[float, dict[str, float], float, float, float]] = []
 
@@ -615,13 +657,14 @@ def _run_windows(urls: list[str], plan: list[tuple[int, float]], pids: dict[str,
                       _machine_busy_s(), os.getloadavg()[0],
                       sum(_runqueue_wait_s(pid) for name, pid in pids.items() if name != "load generator")))
 
-    result = _run_loop(_offer_load(urls, 0, 0, None, route_by_shard, out_of_step, phases=plan, on_phase=mark))
+    result = _run_loop(_offer_load(urls, rate, 0, None, route_by_shard, out_of_step, phases=plan, on_phase=mark))
     windows = []
-    for number, ((rate, seconds), answers) in enumerate(zip(plan, result["phases"], strict=True)):
+    for number, ((_, _, seconds), answers, offered) in enumerate(zip(plan, result["phases"], result["phase_rates"],
+                                                                    strict=True)):
         (t0, cpu0, busy0, load0, wait0), (t1, cpu1, busy1, _, wait1) = marks[number], marks[number + 1]
         used = {name: cpu1[name] - cpu0[name] for name in pids}
         stack = sum(value for name, value in used.items() if name != "load generator")
-        windows.append({"offered_per_s": rate, "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
+        windows.append({"offered_per_s": round(offered), "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
                         "stack_cpu_s": stack, "generator_cpu_s": used["load generator"],
                         "others_cpu_s": max(0.0, busy1 - busy0 - stack - used["load generator"]), "load_1m": load0,
                         "stack_runqueue_s": wait1 - wait0})

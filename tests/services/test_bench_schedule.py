@@ -59,30 +59,34 @@ def _window(rate: int, good: int, late: int = 0, shed: int = 0, stack_cpu_s: flo
 
 
 def test_the_overload_run_interleaves_overload_windows_between_capacity_windows(capsys):
-    """``bench e2e --overload 3``: a first run at the offered rate, then windows on the same stack alternating just
-    past what it achieved and three times it; each overload window's goodput is judged against the capacity windows
-    on either side of it, so a machine whose speed drifts moves both alike."""
+    """``bench e2e --overload 3``: a first run at the offered rate, then windows on the same stack alternating a closed
+    loop (the capacity, measured without offering more than it) and three times that capacity, open loop; each
+    overload window's goodput is judged against the capacity windows on either side of it, so a machine whose
+    speed drifts moves both alike, and a first run that collapsed under its own overload sets nothing."""
     offered: list[int] = []
-    plans: list[list[tuple[int, float]]] = []
+    plans: list[tuple[list[tuple[str, float, float]], int]] = []
 
     def run(rate: int) -> dict:
         offered.append(rate)
-        return {"offered_per_s": rate, "achieved_per_s": 800.0, "shed": 10, "accepted_p99_ms": 40.0, "cpu_s": {}}
+        return {"offered_per_s": rate, "achieved_per_s": 100.0, "shed": 10, "accepted_p99_ms": 40.0, "cpu_s": {}}
 
-    def windows(plan: list[tuple[int, float]]) -> list[dict]:
-        plans.append(plan)
-        # The machine slows down as the run goes (capacity 2,000 -> 1,000 per window), and the overload windows
-        # keep 80% of the capacity around them; the third also answers 400 commands past the deadline.
+    def windows(plan: list[tuple[str, float, float]], most: int) -> list[dict]:
+        plans.append((plan, most))
+        # The machine slows down as the run goes (capacity 1,000 -> 400/s), and the overload windows keep 80% of
+        # the capacity around them; the third also answers 400 commands past the deadline.
         good = [2000, 1440, 1600, 1120, 1200, 800, 800]
-        return [_window(rate, count, late=400 if number == 5 else 0, shed=100 * (number % 2))
-                for number, ((rate, _), count) in enumerate(zip(plan, good, strict=True))]
+        return [_window(1000 * (1 + 2 * (number % 2)), count, late=400 if number == 5 else 0,
+                        shed=100 * (number % 2)) for number, count in enumerate(good)]
 
-    figures = _with_overload(run, 1000, 3, windows, deadline_ms=1000)
-    assert offered == [1000]
-    assert [rate for rate, _ in plans[0]] == [960, 2400, 960, 2400, 960, 2400, 960]
+    figures = _with_overload(run, 3000, 3, windows, deadline_ms=1000)
+    assert offered == [3000]
+    plan, most = plans[0]
+    assert most == 3000  # the rooms are sized for the offered rate, not for what the first run achieved
+    assert [(kind, value) for kind, value, _ in plan] == [("closed", 0.0), ("open", 3), ("closed", 0.0), ("open", 3),
+                                                          ("closed", 0.0), ("open", 3), ("closed", 0.0)]
     verdict = figures["overload"]
     ratios = [window["ratio"] for window in verdict["windows"] if window["kind"] == "overload"]
-    assert ratios == [0.8, 0.8, 0.8]  # against its own neighbours, not the first or the mean capacity
+    assert ratios == [0.8, 0.8, 0.8]  # against its own neighbours, not the first run or the mean capacity
     late = verdict["windows"][5]
     assert late["late"] == 400 and late["accepted_per_s"] == 600.0 and late["goodput_per_s"] == 400.0
     assert verdict["worst_window_ratio"] == 0.8
