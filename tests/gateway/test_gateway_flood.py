@@ -48,7 +48,7 @@ def deciding_gateway(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -
     stack.env["ALMANAC_LEASE_MS"] = "30000"
     try:
         stack.start("engine")
-        stack.wait_ready()
+        stack.wait_ready(timeout_s=90)  # its heartbeat comes every lease/3: 10 s
         yield stack.start_gateway(**GATEWAY_ENV), stack
     finally:
         stack.stop()
