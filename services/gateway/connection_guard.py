@@ -400,5 +400,12 @@ class _Transport:
         if not self._guard.paused:
             self._transport.resume_reading()  # type: ignore[attr-defined]
 
+    # Asked by uvicorn for every request and answer: spelled out, not found through ``__getattr__`` each time.
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
