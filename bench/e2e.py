@@ -287,10 +287,15 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                 if kind == "closed":
                     async def client(window: int = window, opened: float = opened, window_s: float = window_s) -> None:
                         nonlocal sent
-                        while time.perf_counter() - opened < window_s and sent < total:
-                            index, sent = sent, sent + 1
+                        index = None
+                        while time.perf_counter() - opened < window_s and (index is not None or sent < total):
+                            if index is None:
+                                index, sent = sent, sent + 1
                             if await send(index, time.perf_counter(), window) in (429, 503):
+                                # The same command again (its room did not move): a refusal uses up no room's move.
                                 await asyncio.sleep(CLOSED_BACKOFF_S)
+                            else:
+                                index = None
 
                     before = sent
                     await asyncio.gather(*(client() for _ in range(int(value))))
@@ -549,9 +554,10 @@ def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: fl
                   f"as many clients as the gateways admit commands, each sending its next when answered) and "
                   f"{overload:g}x the capacity just measured (open loop); goodput = answered 200 within {deadline_ms} "
                   "ms ...", soft_wrap=True)
-    # Rooms for at most four times what the first run achieved (past capacity, a first run's own collapse is rarely
-    # deeper): rooms for the whole offered rate took minutes to open on a loaded machine.
-    most = min(rate, max(1, round(4 * figures["achieved_per_s"])))
+    # Rooms for at most eight times what the first run achieved (past capacity, a first run's own collapse is rarely
+    # deeper; when the rooms run out the run says so): rooms for the whole offered rate took minutes to open on a
+    # loaded machine.
+    most = min(rate, max(1, round(8 * figures["achieved_per_s"])))
     verdict = judge_windows(windows(plan, most), deadline_ms / 1000)
     overloads = [window["offered_per_s"] for window in verdict["windows"] if window["kind"] == "overload"]
     verdict.update(offered_per_s=round(statistics.fmean(overloads)) if overloads else 0, multiple=overload,
