@@ -177,7 +177,8 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
     divergence = body.get("divergence")
     if not viewer.auditor and isinstance(divergence, dict):
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.
-        body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version")}
+        body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version"),
+                              "message": "the history does not verify at this check; auditors read what differs"}
     return json_response({**body, "room": room})
 
 

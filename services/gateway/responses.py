@@ -237,8 +237,25 @@ class BisectAnswer(_Body):
         {"type": "null"}]})] = None  # EventRow | RefusedUnder | None (msgspec unions untagged Structs not)
 
 
+class RoomListing(_Body, kw_only=True):
+    """A room as the listings show it (projections/models.room_listing): the summary without scores."""
+
+    room: str
+    ruleset: str
+    ruleset_version: int = 1
+    version: int
+    players: list[str]
+    created_by: str
+    created_at_ms: int
+    challenge: str | None = None
+    over: bool
+    ended: bool
+    updated_at_ms: int
+    fork: ForkMark | None = None
+
+
 class RoomList(_Body):
-    rooms: list[Json]
+    rooms: list[RoomListing]
     source: str
 
 
@@ -350,8 +367,16 @@ class SystemStatus(_Body):
     dead_letters: Json
 
 
+class ActiveRoom(RoomListing, kw_only=True):
+    """A listed room with its latest stored version, its last event's time and how far the read models lag."""
+
+    latest_version: int
+    last_activity_ms: int | None
+    projector_lag_versions: int
+
+
 class RoomActivity(_Body):
-    rooms: list[Json]
+    rooms: list[ActiveRoom]
 
 
 class RoomAt(_Body):
@@ -472,8 +497,22 @@ class WebhookDeleted(_Body):
     deleted: str
 
 
+class DeadDelivery(_Body, kw_only=True):
+    """A delivery given up after its attempts (never its subscription's secret)."""
+
+    id: str
+    subscription: str
+    url: str
+    payload: Json  # the notice as it would have been delivered (docs/webhooks)
+    attempts: int
+    appended_ms: int
+    enqueued_ms: int
+    last_error: str
+    dead_ms: int
+
+
 class WebhookDeadLetters(_Body):
-    dead: list[Json]  # {id, subscription, url, payload, attempts, last_error, dead_ms, ...}
+    dead: list[DeadDelivery]
 
 
 class WebhookLatency(_Body):

@@ -36,6 +36,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from api_contract import ContractCheck
 from gateway_stack import Stack
 from hidden_games import (
     PLAYERS,
@@ -71,7 +72,9 @@ class Twin:
 
     def __init__(self, stack: Stack, url: str) -> None:
         self.stack, self.url = stack, url
-        self.http = httpx.Client(base_url=url, timeout=30)
+        # Every 2xx JSON answer of every operation called here must match its schema (tests/api_contract.py).
+        contract = ContractCheck(httpx.get(f"{url}/openapi.json", timeout=30).json())
+        self.http = httpx.Client(base_url=url, timeout=30, event_hooks={"response": [contract]})
 
 
 @pytest.fixture(scope="module")
