@@ -114,7 +114,11 @@ def bench_e2e(
     overload: float = typer.Option(
         0.0, "--overload", min=0.0,
         help="Then offer this many times the achieved rate (the capacity, when --rate is at or past it) on the "
-             "same stack, and print the goodput's ratio to that capacity (e.g. 3)."),
+             "same stack, in windows interleaved with capacity windows, and print each one's goodput against the "
+             "capacity measured on either side of it, with the CPU and load of each window (e.g. 3)."),
+    deadline_ms: int = typer.Option(
+        1_000, "--deadline-ms", min=1,
+        help="With --overload: goodput counts the commands accepted within this long of their scheduled send."),
     peer: bool = typer.Option(
         False, "--peer",
         help="Then offer the same schedule to boardgame.io's server (needs node and npm: installs its pinned "
@@ -125,7 +129,7 @@ def bench_e2e(
 
     with stack_errors():
         main(rate=rate, seconds=seconds, engines=engines, gateways=gateways, route_by_shard=route_by_shard,
-             out_of_step=out_of_step, peer=peer, overload=overload)
+             out_of_step=out_of_step, peer=peer, overload=overload, deadline_ms=deadline_ms)
 
 
 @bench_app.command("scaling")
