@@ -17,6 +17,7 @@ from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
 from almanac.events.signing import join_bytes, signature_valid
+from almanac.services import bots
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
 from almanac.services.gateway.context import (
@@ -199,6 +200,11 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     except RuleError as error:
         gw.metrics.commands.inc(outcome="invalid", ruleset=decider.name)
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
+    if body.join and body.player in body.bots:
+        raise ApiError(422, "bot_seat_taken", "the creator joins their own seat; hand a bot another seat, or create "
+                       "with join false", "bots")
+    if body.bots and registry.manifest(body.ruleset).seat_bot is None:
+        raise ApiError(422, "no_seat_bot", f"{decider.name} has no seat bot", "bots")
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
@@ -215,6 +221,9 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
+    for seat in dict.fromkeys(body.bots):  # after the room exists: a refused create hands nothing to a bot
+        await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
+    answer["bots"] = list(dict.fromkeys(body.bots))
     if body.join:
         join_id = f"{client_id}.join"
         join_command = await _join_command(gw, room, body.nonce, join_commitment, body.public_key)

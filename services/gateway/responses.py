@@ -89,6 +89,8 @@ class SeatReclaimed(_Body):
 class RoomCreatedAnswer(RoomJoined, kw_only=True):
     joined: bool
     join_error: Failure | None = None
+    # The seats handed to bots (the request's ``bots``): `almanac bots` joins and plays them (docs/bots.md).
+    bots: list[str] = []
 
 
 class OutcomePending(_Body):

@@ -49,6 +49,9 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     nonce_commitment: Hex32 | None = None
     public_key: Hex32 | None = None
     join_signature: SignatureHex | None = None  # JoinRoomRequest.signature of the creator's join
+    # Seats handed to bots (services/bots.py, `almanac bots`): each bot joins its seat and plays it from the
+    # seat's view. Not the creator's own seat while ``join`` is true (422 ``bot_seat_taken``).
+    bots: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ()
 
 
 class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

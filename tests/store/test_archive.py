@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 import redis.asyncio as aioredis
-from archive_support import archiving_store, file_archive_url, s3_server
+from archive_support import archiving_store, file_archive_url, s3_server, whole_record
 from forensics_support import RealmTable
 
 from almanac.events.step import decode_record
@@ -40,14 +40,6 @@ async def ended_room(store, name: str) -> RealmTable:
     ended = await table.send("alice", {"kind": "end_room"})
     assert ended.accepted, ended.error
     return table
-
-
-async def whole_record(store, room: str) -> dict:
-    """Everything a reader can read of a room, through the store's reads (live or archived alike)."""
-    return {"events": await store.read_raw(room), "commands": await store.commands(room),
-            "rejections": await store.rejections(room), "seed": await store.load_seed(room),
-            "nonces": await store.load_nonces(room), "version": await store.latest_version(room),
-            "commit_scheme": await store.load_commit_scheme(room)}  # its checkpoints' scheme (bundle-format.md 6.1)
 
 
 async def redis_keys_of(client, room: str) -> list[bytes]:

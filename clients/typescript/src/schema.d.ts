@@ -744,6 +744,8 @@ export interface components {
             public_key?: string | null;
             /** @default null */
             join_signature?: string | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * JoinRoomRequest
@@ -4115,7 +4117,36 @@ export interface components {
         };
         /** RoomActivity */
         RoomActivity: {
-            rooms: Record<string, never>[];
+            rooms: components["schemas"]["ActiveRoom"][];
+        };
+        /**
+         * ActiveRoom
+         * @description A listed room with its latest stored version, its last event's time and how far the read models lag.
+         */
+        ActiveRoom: {
+            room: string;
+            ruleset: string;
+            /** @default 1 */
+            ruleset_version?: number;
+            version: number;
+            players: string[];
+            created_by: string;
+            created_at_ms: number;
+            /** @default null */
+            challenge?: string | null;
+            over: boolean;
+            ended: boolean;
+            updated_at_ms: number;
+            /** @default null */
+            fork?: components["schemas"]["ForkMark"] | null;
+            latest_version: number;
+            last_activity_ms: number | null;
+            projector_lag_versions: number;
+        };
+        /** ForkMark */
+        ForkMark: {
+            parent: string;
+            at: number;
         };
         /**
          * RoomAt
@@ -4168,11 +4199,6 @@ export interface components {
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
-        /** ForkMark */
-        ForkMark: {
-            parent: string;
-            at: number;
-        };
         /** RoomCreatedAnswer */
         RoomCreatedAnswer: {
             command_id: string;
@@ -4191,6 +4217,8 @@ export interface components {
             joined: boolean;
             /** @default null */
             join_error?: components["schemas"]["Failure"] | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * RoomDiff
@@ -4238,8 +4266,29 @@ export interface components {
         };
         /** RoomList */
         RoomList: {
-            rooms: Record<string, never>[];
+            rooms: components["schemas"]["RoomListing"][];
             source: string;
+        };
+        /**
+         * RoomListing
+         * @description A room as the listings show it (projections/models.room_listing): the summary without scores.
+         */
+        RoomListing: {
+            room: string;
+            ruleset: string;
+            /** @default 1 */
+            ruleset_version?: number;
+            version: number;
+            players: string[];
+            created_by: string;
+            created_at_ms: number;
+            /** @default null */
+            challenge?: string | null;
+            over: boolean;
+            ended: boolean;
+            updated_at_ms: number;
+            /** @default null */
+            fork?: components["schemas"]["ForkMark"] | null;
         };
         /** RoomResources */
         RoomResources: {
@@ -4433,7 +4482,22 @@ export interface components {
         };
         /** WebhookDeadLetters */
         WebhookDeadLetters: {
-            dead: Record<string, never>[];
+            dead: components["schemas"]["DeadDelivery"][];
+        };
+        /**
+         * DeadDelivery
+         * @description A delivery given up after its attempts (never its subscription's secret).
+         */
+        DeadDelivery: {
+            id: string;
+            subscription: string;
+            url: string;
+            payload: Record<string, never>;
+            attempts: number;
+            appended_ms: number;
+            enqueued_ms: number;
+            last_error: string;
+            dead_ms: number;
         };
         /** WebhookDeleted */
         WebhookDeleted: {
