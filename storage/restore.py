@@ -9,7 +9,7 @@ script on the room's slot that, only while the pointer is still the one read,
 - writes back what the delete step removed (when it ran): the envelopes byte for byte at their versions, the
   command records, the refusal records (the archived ones first, then those recorded in Redis after the pointer),
   the dedupe records of the archived commands, the seed, the nonces, a copy's origin;
-- sets the room's version, and removes the pointer and the room's place in the shard's archived set.
+- sets the room's version, and removes the room's pointer (its field of the shard's pointer hash).
 
 When the delete step has not run yet, Redis still holds the room as checked against the object: the script only
 restores the version key and removes the pointer. Two engines (or an engine and a stale one) racing: one script
