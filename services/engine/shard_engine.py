@@ -24,7 +24,8 @@ from almanac.services.bus import (
     encode_outcome,
     outcome_channel_of,
 )
-from almanac.services.clock import Clock
+from almanac.services.engine.dead_letters import DeadLetters
+from almanac.services.engine.housekeeping import Housekeeping
 from almanac.services.engine.inbox import Inbox, NotDecidedHere
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics
@@ -33,22 +34,15 @@ from almanac.services.room_service import BatchPlan, Outcome, RoomService
 from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
-from almanac.storage.keys import attempts_key, engine_heartbeat_key, engine_metrics_key, engines_key
+from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
 from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes
 from almanac.storage.redis_store import RedisEventStore
-from almanac.storage.retention import StreamTrimmer
 
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
 # a dozen HINCRBYs after every small batch cost Redis and the engine more than the batch's own writes.
 METRICS_FLUSH_S = 0.5
 # The lease loop's next tick after a lease was lost or its node did not answer (instead of lease_ms/3).
 LEASE_RETRY_S = 0.2
-# How often the held shards' command streams are trimmed (storage.retention: one script per shard, all at
-# once), and how long one round may take.
-TRIM_EVERY_S = 5.0
-TRIM_BUDGET_S = 2.0
-# A command stream still this long after its trim, held back by a consumer group, is logged (trim.held_back).
-BACKLOG_WARNING = 50_000
 # A batch at least this long means the streams are busy: the next read (without BLOCK) leaves in front of
 # its writes, and the next batch is decided while Redis applies this one (Engine._write_and_read).
 # Below it the next read waits behind the writes with BLOCK, one read per batch, as at a low rate.
@@ -70,29 +64,6 @@ class _Batch(msgspec.Struct):
     announced: dict[int, Outcome]
     plan: BatchPlan
 
-
-
-# Count one failed attempt of a stream entry; a different failure reason starts the count again.
-# KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
-ATTEMPT_SCRIPT = """
-local previous = redis.call('HGET', KEYS[1], ARGV[1])
-local count = 1
-if previous then
-  local sep = string.find(previous, '|', 1, true)
-  if string.sub(previous, sep + 1) == ARGV[2] then count = tonumber(string.sub(previous, 1, sep - 1)) + 1 end
-end
-redis.call('HSET', KEYS[1], ARGV[1], count .. '|' .. ARGV[2])
-return count
-"""
-
-
-# KEYS: 1 dead-letter stream, 2 command stream, 3 attempts hash; ARGV: 1 group, 2 entry id, 3.. letter fields
-DEAD_LETTER_SCRIPT = """
-redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
-redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HDEL', KEYS[3], ARGV[2])
-return 1
-"""
 
 
 def default_engine_name(selection: str) -> str:
@@ -171,15 +142,13 @@ class Engine:
         self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
         self.metrics = EngineMetrics()
         self.log = get_logger("almanac.engine", engine=config.name)
-        self._attempt = client.register_script(ATTEMPT_SCRIPT)
-        self._dead_letter_script = client.register_script(DEAD_LETTER_SCRIPT)
+        self.dead_letters = DeadLetters(client, self.keys, config.prefix, config.name, self.log)
         self._stopping = asyncio.Event()
         self._needs_takeover: set[int] = set()
         self._conflicts_seen = 0
         self._redecided_seen = 0
         self._unsaved_seen = 0
         self._tasks: list[asyncio.Task] = []
-        self._clock_task: asyncio.Task | None = None
         self._started_ms = int(time.time() * 1000)
         # On one Redis the append scripts acknowledge and publish (storage.base.Receipt); the store says when
         # (not with ALMANAC_DURABILITY=replica, nor on a Cluster: RedisEventStore.answers_in_its_write).
@@ -199,7 +168,9 @@ class Engine:
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
         # A batch read in front of the last one's writes and decided while Redis applied them; next to go.
         self._ahead: _Batch | None = None
-        self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
+        self.housekeeping = Housekeeping(client, self.keys, self.store, lambda: self.leases.held,
+                                         self.leases.safely_held, self._stopping, self.metrics, self.log,
+                                         config.stream_retain_ms, config.clock)
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()
@@ -216,25 +187,21 @@ class Engine:
         self._tasks = [
             asyncio.create_task(self._lease_loop(), name="engine-leases"),
             asyncio.create_task(self._consume_loop(), name="engine-consume"),
-            asyncio.create_task(self._trim_loop(), name="engine-trim"),
         ]
-        if self.config.clock:  # the deadlines of the shards this engine holds (services/clock.py)
-            self._clock_task = asyncio.create_task(
-                Clock(self.client, self.keys, self.store).run(self.leases.safely_held, self._stopping),
-                name="engine-clock")
+        self.housekeeping.start()
 
     async def stop(self) -> None:
         """Finish the command in hand, acknowledge what is done, give the leases back."""
         self._stopping.set()
-        leases, consume, trimming = self._tasks or (None, None, None)
+        leases, consume = self._tasks or (None, None)
         if consume is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consume
-        for housekeeping in (leases, trimming, self._clock_task):
-            if housekeeping is not None:
-                housekeeping.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await housekeeping
+        if leases is not None:
+            leases.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await leases
+        await self.housekeeping.stop()
         await self.streams.close()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
             await self._flush_metrics_and_heartbeat(alive=False)
@@ -440,37 +407,6 @@ class Engine:
                 pause = min(interval, LEASE_RETRY_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), pause)
-
-    async def _trim_loop(self) -> None:
-        """Trim the held shards' command streams every TRIM_EVERY_S, on its own task and within a budget:
-        never in the way of the leases (a node failing over answers nothing for seconds)."""
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._trim_command_streams(), TRIM_BUDGET_S)
-            except Exception as error:  # noqa: BLE001 - trimming is housekeeping: the next round tries again
-                self.log.warning("trim.skipped", error=f"{type(error).__name__}: {error}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), TRIM_EVERY_S)
-
-    async def _trim_command_streams(self) -> None:
-        """Drop the acknowledged, retained-long-enough entries of the held shards' command streams."""
-        streams = [self.keys.command_stream(shard) for shard in self.leases.held]
-        results = await asyncio.gather(*(self._trimmer.trim_commands(stream) for stream in streams),
-                                       return_exceptions=True)
-        failed = [stream for stream, result in zip(streams, results, strict=True) if isinstance(result, Exception)]
-        if failed:
-            self.log.warning("trim.skipped", streams=failed, error=next(
-                f"{type(r).__name__}: {r}" for r in results if isinstance(r, Exception)))
-        done = [(stream, result) for stream, result in zip(streams, results, strict=True)
-                if not isinstance(result, Exception)]
-        removed = sum(result.removed for _, result in done)
-        if removed:
-            self.metrics.count("commands_trimmed", removed)
-        for stream, result in done:
-            if result.held_by and result.length > BACKLOG_WARNING:
-                # A consumer group that stopped reading (another reader attached to the stream and abandoned,
-                # or this engine's group far behind) keeps every entry after its position: memory grows.
-                self.log.warning("trim.held_back", stream=stream, group=result.held_by, entries=result.length)
 
     async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
         name = self.config.name
@@ -886,7 +822,7 @@ class Engine:
                     return outcome
             reason = f"{type(failure).__name__}: {failure}"
             failure = None
-            count = int(await self._attempt(keys=[attempts_key(shard, self.config.prefix)], args=[entry_id, reason]))
+            count = await self.dead_letters.attempt(shard, entry_id, reason)
             self.metrics.count("failures")
             self.log.warning("command.failed", shard=shard, entry=entry_id.decode(), attempt=count, reason=reason,
                              room=record.room if record else None,
@@ -897,7 +833,9 @@ class Engine:
                 if record is None:
                     with contextlib.suppress(Exception):
                         record = decode_record(data)
-                return await self._dead_letter(shard, entry_id, data, record, reason, count)
+                outcome = await self.dead_letters.set_aside(shard, entry_id, data, record, reason, count)
+                self.metrics.count("dead_letters")
+                return outcome
             await asyncio.sleep(0.02 * count)
 
     def _account(self, record: CommandRecord, outcome: Outcome) -> None:
@@ -916,35 +854,3 @@ class Engine:
         if not outcome.accepted and not outcome.duplicate:
             self.log.info("command.rejected", room=record.room, command_id=record.command_id,
                           player=record.player, code=(outcome.error or {}).get("code"))
-
-    async def _dead_letter(self, shard: int, entry_id: bytes, data: bytes, record: CommandRecord | None,
-                           reason: str, attempts: int) -> Outcome | None:
-        stream = self.keys.command_stream(shard)
-        letter = {
-            "entry_id": entry_id,
-            "data": data,
-            "reason": reason,
-            "attempts": attempts,
-            "engine": self.config.name,
-            "time_ms": int(time.time() * 1000),
-            "room": record.room if record else "",
-            "command_id": record.command_id if record else "",
-        }
-        # One script (all keys share the shard's hash tag): the letter exists iff the entry is acked.
-        fields = [item for pair in letter.items() for item in pair]
-        await self._dead_letter_script(
-            keys=[self.keys.dead_letters(shard), stream, attempts_key(shard, self.config.prefix)],
-            args=[GROUP, entry_id, *fields],
-        )
-        self.metrics.count("dead_letters")
-        self.log.error("command.dead_lettered", shard=shard, entry=entry_id.decode(), reason=reason,
-                       attempts=attempts, room=letter["room"], command_id=letter["command_id"])
-        if record is None:
-            return None
-        return Outcome(
-            command_id=record.command_id,
-            room=record.room,
-            accepted=False,
-            error={"code": "engine.dead_letter",
-                   "message": f"the engine could not process this command ({reason}); it was set aside"},
-        )
