@@ -46,6 +46,14 @@ class Divergence(msgspec.Struct, frozen=True, kw_only=True):
     recomputed: Any = None
 
 
+class ForkLink(msgspec.Struct, frozen=True, kw_only=True):
+    """A sandbox fork's link: its parent, the parent's version and that version's hash."""
+
+    parent: str
+    at: int
+    parent_hash: str
+
+
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     room: str
     ok: bool
@@ -64,7 +72,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     # "played under board@1 code revision 4 (2026-12-01: ...)", or that it matches no known revision.
     code_revision: str = ""
     # A sandbox fork: its parent, the parent's version and hash it links to (None for a real room).
-    fork: dict | None = None
+    fork: ForkLink | None = None
     divergence: Divergence | None = None
     notes: list[str] = []
     # The dice construction the room recorded (events.dice): 1 server seed, 2 seed + player nonces.
@@ -240,7 +248,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     except (CorruptEventError, RulesNotInstalledError):
         forked = None  # step 1 reports it
     if forked is not None:
-        report["fork"] = {"parent": forked.parent, "at": forked.at, "parent_hash": forked.parent_hash}
+        report["fork"] = ForkLink(parent=forked.parent, at=forked.at, parent_hash=forked.parent_hash)
         linked = await store.read(forked.parent, forked.at, forked.at)
         if not linked or linked[0].hash != forked.parent_hash:
             return failed(Divergence(check="fork", version=1,

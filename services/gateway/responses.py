@@ -7,13 +7,17 @@ answers convert into these types. Parts a rule-set decides (its state, view, eve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from almanac.services.forensics.verify import VerifyReport
 
 Json = dict[str, Any]
+STATE_VALUE = "StateValue"
+# A value read from a room's state at a path the caller names (explain, diff, bisect, ?since): whatever the
+# game's state holds there, so any JSON value; api_docs defines the StateValue schema (recursive, no open object).
+StateValue = Annotated[Any, msgspec.Meta(extra_json_schema={"$ref": f"#/components/schemas/{STATE_VALUE}"})]
 
 
 class _Body(msgspec.Struct, kw_only=True):
@@ -65,6 +69,16 @@ class RoomJoined(CommandAccepted, kw_only=True):
     seat_key: str | None = None
 
 
+class Failure(_Body):
+    """A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
+    fault and the values that would have been accepted, when they apply."""
+
+    code: str
+    message: str
+    field: str | None = None
+    allowed: list[str | int] | None = None
+
+
 class SeatReclaimed(_Body):
     room: str
     player: str
@@ -73,7 +87,7 @@ class SeatReclaimed(_Body):
 
 class RoomCreatedAnswer(RoomJoined, kw_only=True):
     joined: bool
-    join_error: Json | None = None
+    join_error: Failure | None = None
 
 
 class OutcomePending(_Body):
@@ -121,8 +135,9 @@ class ForkAnswer(_Body):
     seed_commitment: str
 
 
-class ValueChange(_Body):
-    """One event that changed a value: where, who, what, and the value before and after."""
+class EventRow(_Body):
+    """An event as forensics shows it (services/forensics/investigate.event_row): where, who, what, and the
+    decoded event (an auditor's: nothing hidden)."""
 
     version: int
     type: str
@@ -132,27 +147,68 @@ class ValueChange(_Body):
     summary: str
     hash: str
     event: Json
-    before: Any = None
-    after: Any = None
+
+
+class ValueChange(EventRow, kw_only=True):
+    """One event that changed a value: where, who, what, and the value before and after."""
+
+    before: StateValue = None
+    after: StateValue = None
+
+
+class PathChange(_Body):
+    """One path's value before and after (null where the path has no value on that side)."""
+
+    path: str
+    before: StateValue = None
+    after: StateValue = None
+
+
+class RoomAtVersion(_Body):
+    room: str
+    version: int
+
+
+class PathDifference(_Body):
+    """A path whose value differs between two rooms: its value in each (null where a room lacks the path)."""
+
+    path: str
+    a: StateValue = None
+    b: StateValue = None
 
 
 class RoomDiff(_Body):
     """Where two rooms' states differ: each differing path with its value in each room (None: absent there)."""
 
-    a: Json  # {room, version}
-    b: Json
+    a: RoomAtVersion
+    b: RoomAtVersion
     note: str
-    differences: list[Json]  # {path, a, b}
+    differences: list[PathDifference]
+
+
+class ExplainedFork(_Body, kw_only=True):
+    """A fork starts from its parent's value: explain the parent for the changes before ``at``."""
+
+    parent: str
+    at: int
+    value_at_fork: StateValue = None
+    note: str
 
 
 class Explanation(_Body):
     room: str
     path: str
     at: int
-    value: Any
+    value: StateValue
     changes: list[ValueChange]
     folded: int
-    fork: Json | None = None
+    fork: ExplainedFork | None = None
+
+
+class RefusedUnder(_Body):
+    """Bisect against another rule version: the command the room accepted is refused under it, so."""
+
+    refused: Failure
 
 
 class BisectAnswer(_Body):
@@ -167,14 +223,18 @@ class BisectAnswer(_Body):
     method: str | None = None
     found: bool | None = None
     probes: int | None = None
-    event: Json | None = None
-    values: list[Json] | None = None
+    event: EventRow | None = None
+    values: list[PathChange] | None = None
     ruleset: str | None = None
     against: str | None = None
     diverged: bool | None = None
     commands_redecided: int | None = None
-    recorded: Any = None
-    other: Any = None
+    # against: the recorded events of the first command decided differently (a list when the other version
+    # refuses it) and what the other version decides instead (its event, or its refusal)
+    recorded: list[EventRow] | EventRow | None = None
+    other: Annotated[Any, msgspec.Meta(extra_json_schema={"anyOf": [
+        {"$ref": "#/components/schemas/EventRow"}, {"$ref": "#/components/schemas/RefusedUnder"},
+        {"type": "null"}]})] = None  # EventRow | RefusedUnder | None (msgspec unions untagged Structs not)
 
 
 class RoomList(_Body):
@@ -309,7 +369,7 @@ class RoomAt(_Body):
     # With ?since=N: what changed from version N in the same tree, one row per differing leaf
     # ({path, before, after}, null where a side lacks the path; events.forensics.tree_diff.change_rows)
     since: int | None = None
-    changes: list[Json] | None = None
+    changes: list[PathChange] | None = None
 
 
 class Series(_Body):
@@ -475,6 +535,8 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/webhooks/dead"): (200, WebhookDeadLetters),
     ("get", "/webhooks/stats"): (200, WebhookStats),
 }
+# Types an answer names only through a hand-written schema reference (BisectAnswer.other): documented too.
+ALSO_DOCUMENTED = (EventRow, RefusedUnder)
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending
 PENDING_ROUTES = (("post", "/rooms"), ("post", "/rooms/{room}/join"), ("post", "/rooms/{room}/end"),

@@ -1160,6 +1160,44 @@ export interface components {
             points: number;
         };
         /**
+         * RoomCreated[BoardSetup] (as a player sees it)
+         * @description A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+         *     rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+         *     and data on the node that created it (``RuleSet.fingerprint``).
+         *
+         *     Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+         *     created before versions existed: no ``schema`` key) is read through the upcaster in
+         *     ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+         */
+        BoardRoomCreated_BoardSetup_AsSeen: {
+            /** @enum {unknown} */
+            type: "room.created";
+            ruleset: string;
+            /**
+             * BoardSetup
+             * @description The resolved setup stored in ``room.created``: the owner, the options, the deck order and cards A-D.
+             */
+            setup: {
+                player: string;
+                mountain_bonus: boolean;
+                extended_pool: boolean;
+                deck: number[] | components["schemas"]["Hidden"];
+                missions: string[];
+            };
+            seed_commitment: string;
+            challenge: string | null;
+            created_by: string;
+            created_at_ms: number;
+            /** @default 1 */
+            ruleset_version?: number;
+            /** @default  */
+            fingerprint?: string;
+            /** @default 2 */
+            schema?: number;
+            /** @default 1 */
+            dice_scheme?: number;
+        };
+        /**
          * DeckShuffled (as a player sees it)
          * @description The deck ran out and was reshuffled; ``order`` is the new draw order (left out when redacted).
          */
@@ -1175,7 +1213,7 @@ export interface components {
          * BoardEvent
          * @description The payload of an event of a board room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
+        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
         /**
          * BoardState
          * @description The state of a board game.
@@ -3655,7 +3693,7 @@ export interface components {
             /** @description the request field at fault, when there is one */
             field?: string;
             /** @description values that would have been accepted */
-            allowed?: unknown[];
+            allowed?: (string | number)[];
         } & {
             [key: string]: unknown;
         };
@@ -3702,9 +3740,9 @@ export interface components {
             /** @default null */
             probes?: number | null;
             /** @default null */
-            event?: Record<string, never> | null;
+            event?: components["schemas"]["EventRow"] | null;
             /** @default null */
-            values?: Record<string, never>[] | null;
+            values?: components["schemas"]["PathChange"][] | null;
             /** @default null */
             ruleset?: string | null;
             /** @default null */
@@ -3714,9 +3752,36 @@ export interface components {
             /** @default null */
             commands_redecided?: number | null;
             /** @default null */
-            recorded?: unknown;
+            recorded?: components["schemas"]["EventRow"][] | components["schemas"]["EventRow"] | null;
             /** @default null */
-            other?: unknown;
+            other?: components["schemas"]["EventRow"] | components["schemas"]["RefusedUnder"] | null;
+        };
+        /**
+         * EventRow
+         * @description An event as forensics shows it (services/forensics/investigate.event_row): where, who, what, and the
+         *     decoded event (an auditor's: nothing hidden).
+         */
+        EventRow: {
+            version: number;
+            type: string;
+            player: string;
+            command_id: string;
+            server_time_ms: number;
+            summary: string;
+            hash: string;
+            /** @description the event's payload (`type` names it) */
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+        };
+        /**
+         * PathChange
+         * @description One path's value before and after (null where the path has no value on that side).
+         */
+        PathChange: {
+            path: string;
+            /** @default null */
+            before?: components["schemas"]["StateValue"];
+            /** @default null */
+            after?: components["schemas"]["StateValue"];
         };
         /**
          * BundleVerdict
@@ -3850,11 +3915,11 @@ export interface components {
             room: string;
             path: string;
             at: number;
-            value: unknown;
+            value: components["schemas"]["StateValue"];
             changes: components["schemas"]["ValueChange"][];
             folded: number;
             /** @default null */
-            fork?: Record<string, never> | null;
+            fork?: components["schemas"]["ExplainedFork"] | null;
         };
         /**
          * ValueChange
@@ -3868,11 +3933,23 @@ export interface components {
             server_time_ms: number;
             summary: string;
             hash: string;
-            event: Record<string, never>;
+            /** @description the event's payload (`type` names it) */
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
-            before?: unknown;
+            before?: components["schemas"]["StateValue"];
             /** @default null */
-            after?: unknown;
+            after?: components["schemas"]["StateValue"];
+        };
+        /**
+         * ExplainedFork
+         * @description A fork starts from its parent's value: explain the parent for the changes before ``at``.
+         */
+        ExplainedFork: {
+            parent: string;
+            at: number;
+            /** @default null */
+            value_at_fork?: components["schemas"]["StateValue"];
+            note: string;
         };
         /**
          * ForkAnswer
@@ -3928,6 +4005,26 @@ export interface components {
             };
             rows: Record<string, never>[];
         };
+        /**
+         * RefusedUnder
+         * @description Bisect against another rule version: the command the room accepted is refused under it, so.
+         */
+        RefusedUnder: {
+            refused: components["schemas"]["Failure"];
+        };
+        /**
+         * Failure
+         * @description A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
+         *     fault and the values that would have been accepted, when they apply.
+         */
+        Failure: {
+            code: string;
+            message: string;
+            /** @default null */
+            field?: string | null;
+            /** @default null */
+            allowed?: (string | number)[] | null;
+        };
         /** Rejections */
         Rejections: {
             room: string;
@@ -3953,8 +4050,8 @@ export interface components {
             player?: string | null;
             /** @description what this player sees (their rule-set's view) */
             view?: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"] | null;
-            /** @default null */
-            state?: Record<string, never> | null;
+            /** @description auditors: the game's state (its rule-set's) */
+            state?: components["schemas"]["BoardState"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
             /** @description auditors: every seat's view */
             views?: {
                 [key: string]: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
@@ -3962,7 +4059,7 @@ export interface components {
             /** @default null */
             since?: number | null;
             /** @default null */
-            changes?: Record<string, never>[] | null;
+            changes?: components["schemas"]["PathChange"][] | null;
         };
         /** RoomSummary */
         RoomSummary: {
@@ -4008,17 +4105,33 @@ export interface components {
             seat_key?: string | null;
             joined: boolean;
             /** @default null */
-            join_error?: Record<string, never> | null;
+            join_error?: components["schemas"]["Failure"] | null;
         };
         /**
          * RoomDiff
          * @description Where two rooms' states differ: each differing path with its value in each room (None: absent there).
          */
         RoomDiff: {
-            a: Record<string, never>;
-            b: Record<string, never>;
+            a: components["schemas"]["RoomAtVersion"];
+            b: components["schemas"]["RoomAtVersion"];
             note: string;
-            differences: Record<string, never>[];
+            differences: components["schemas"]["PathDifference"][];
+        };
+        /** RoomAtVersion */
+        RoomAtVersion: {
+            room: string;
+            version: number;
+        };
+        /**
+         * PathDifference
+         * @description A path whose value differs between two rooms: its value in each (null where a room lacks the path).
+         */
+        PathDifference: {
+            path: string;
+            /** @default null */
+            a?: components["schemas"]["StateValue"];
+            /** @default null */
+            b?: components["schemas"]["StateValue"];
         };
         /** RoomJoined */
         RoomJoined: {
@@ -4166,7 +4279,7 @@ export interface components {
             /** @default  */
             code_revision?: string;
             /** @default null */
-            fork?: Record<string, never> | null;
+            fork?: components["schemas"]["ForkLink"] | null;
             /** @default null */
             divergence?: components["schemas"]["Divergence"] | null;
             /** @default [] */
@@ -4187,6 +4300,15 @@ export interface components {
             unsigned_players?: string[];
             /** @default 0 */
             commands_signed?: number;
+        };
+        /**
+         * ForkLink
+         * @description A sandbox fork's link: its parent, the parent's version and that version's hash.
+         */
+        ForkLink: {
+            parent: string;
+            at: number;
+            parent_hash: string;
         };
         /**
          * Divergence
@@ -4294,6 +4416,13 @@ export interface components {
             parent: string;
             at: number;
             parent_hash: string;
+        };
+        /**
+         * StateValue
+         * @description a value of a room's state at the path asked for (null where it has none): whatever the game's state holds there
+         */
+        StateValue: string | number | boolean | null | components["schemas"]["StateValue"][] | {
+            [key: string]: components["schemas"]["StateValue"];
         };
     };
     responses: never;
