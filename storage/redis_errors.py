@@ -52,3 +52,11 @@ def redis_failure(error: BaseException) -> bool:
     (``refuses_writes``: OOM, MISCONF, BUSY, READONLY...). Never counted as an attempt: the command stays
     pending."""
     return isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)
+
+
+def stream_vanished(error: BaseException) -> bool:
+    """A read of a command stream whose consumer group is gone (NOGROUP), or that was waiting on a stream deleted
+    under it (Redis 7 answers a blocked XREADGROUP "UNBLOCKED the stream key no longer exists"): a flush, a
+    Redis restarted without persistence. The group is created again; nothing is wrong with the engine."""
+    message = str(error)
+    return "NOGROUP" in message or message.startswith("UNBLOCKED the stream key no longer exists")

@@ -35,7 +35,7 @@ from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
 from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
-from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes
+from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
 from almanac.storage.redis_store import RedisEventStore
 
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
@@ -511,7 +511,7 @@ class Engine:
                 await self._drop_in_flight()
                 self.inbox.release()
                 self._needs_takeover.update(held)
-                if "NOGROUP" in str(error):
+                if stream_vanished(error):
                     # The stream or group vanished (a flush, a restart without persistence): set it up again.
                     self.log.warning("consume.group_missing", error=str(error))
                     continue
