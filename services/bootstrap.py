@@ -27,7 +27,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -276,6 +276,26 @@ async def opened(config: Settings, role: Role, url: str | None = None,
 
 
 # --- running ----------------------------------------------------------------------------------------------
+
+
+async def serve(runtime: Runtime, loop: Callable[[asyncio.Event], Awaitable[None]], name: str, *,
+                on_ready: Callable[[], None] | None = None,
+                closing: Callable[[], Awaitable[None]] | None = None) -> None:
+    """A service process's life around its ``loop(stop)``: run it until SIGINT/SIGTERM (or until it fails), then
+    set ``stop``, let the round in hand finish, ``closing()`` and close the runtime."""
+    stop = asyncio.Event()
+    running = asyncio.create_task(loop(stop), name=name)
+    try:
+        if on_ready is not None:
+            on_ready()
+        await until_stopped(running)
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        if closing is not None:
+            await closing()
+        await runtime.aclose()
 
 
 async def until_stopped(work: asyncio.Task | None = None) -> None:

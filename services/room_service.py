@@ -24,6 +24,7 @@ from almanac.events.step import (
     refusal_record,
     step,
 )
+from almanac.services.checkpoints import record_scheme
 from almanac.services.logging import get_logger
 from almanac.storage.base import (
     AppendRequest,
@@ -513,6 +514,7 @@ class RoomService:
         if state is None:
             # A crash after saving the seed but before the append must not change the dice: keep the first.
             await self.store.save_seed(room, secrets.token_bytes(32))
+            await record_scheme(self.store, room)  # rooms created from now on commit per viewer (scheme v2)
             return await self.store.load_seed(room) or b""
         held = self._seeds.get(room)
         # Checked against the commitment every time (a room recreated under the same id has a new seed):

@@ -76,6 +76,7 @@ class RoomObject(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     seed: bytes | None = None
     nonces: dict[str, bytes] = {}
     origin: bytes | None = None
+    commit_scheme: str | None = None  # the room's commitment scheme (docs/bundle-format.md 6.1); None: v1
 
 
 class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -447,6 +448,14 @@ class ArchivingStore(RedisEventStore):
                 return found
         return archived.origin
 
+    async def load_commit_scheme(self, room: str) -> str | None:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_commit_scheme(room)
+            if found is not None or (archived := await self.archived_object(room)) is None:
+                return found
+        return archived.commit_scheme
+
     async def archived_rooms(self) -> list[str]:
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.shard_count):
@@ -501,7 +510,8 @@ async def read_room_object(store: RedisEventStore, room: str) -> tuple[RoomObjec
         format=FORMAT, room=room, version=len(raw), last_hash=envelopes[-1].hash if envelopes else "",
         events=[data for _, data in raw], commands=commands, rejections=rejections, outcomes=outcomes,
         seed=await RedisEventStore.load_seed(store, room), nonces=await RedisEventStore.load_nonces(store, room),
-        origin=await RedisEventStore.load_origin(store, room))
+        origin=await RedisEventStore.load_origin(store, room),
+        commit_scheme=await RedisEventStore.load_commit_scheme(store, room))
     return room_object, len(rejections)
 
 
@@ -568,7 +578,8 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                      [keys.archived(room), keys.events(room), keys.commands(room), keys.rejected(room),
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
                       keys.origin(room), keys.ended_rooms(keys.shard(room)),
-                      keys.summaries(keys.shard(room)), keys.version(room), *dedupe],
+                      keys.summaries(keys.shard(room)), keys.version(room), keys.commit_scheme(room),
+                      *dedupe],
                      [pointer_value, existing.rejections, room])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)

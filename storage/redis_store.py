@@ -886,6 +886,13 @@ class RedisEventStore:
     async def save_origin(self, room: str, origin: bytes) -> bool:
         return bool(await self.client.set(self.keys.origin(room), origin, nx=True))
 
+    async def save_commit_scheme(self, room: str, scheme: str) -> bool:
+        return bool(await self.client.set(self.keys.commit_scheme(room), scheme, nx=True))
+
+    async def load_commit_scheme(self, room: str) -> str | None:
+        found = await self.client.get(self.keys.commit_scheme(room))
+        return found.decode() if found is not None else None
+
     async def load_origin(self, room: str) -> bytes | None:
         return await self.client.get(self.keys.origin(room))
 

@@ -150,6 +150,12 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
         main(settings.model_copy(update={"redis_url": url}), count)
 
 
+@bench_app.command("bots")
+def bench_bots(moves: int = typer.Option(2_000, min=10, max=1_000_000, help="Moves timed per rule-set.")) -> None:
+    """A seat bot's decision time per move from the seat's view, against the full-state policy (same run)."""
+    bench_module("bots").main(moves)
+
+
 @bench_app.command("webhooks")
 def bench_webhooks(rooms: int = typer.Option(2_000, min=100, help="Deliveries of the backlog (throughput)."),
                    rate: int = typer.Option(100, min=1, help="Rooms ending per second while latency is measured."),

@@ -83,11 +83,14 @@ class SeatReclaimed(_Body):
     room: str
     player: str
     token: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RoomCreatedAnswer(RoomJoined, kw_only=True):
     joined: bool
     join_error: Failure | None = None
+    # The seats handed to bots (the request's ``bots``): `almanac bots` joins and plays them (docs/bots.md).
+    bots: list[str] = []
 
 
 class OutcomePending(_Body):
@@ -133,6 +136,7 @@ class ForkAnswer(_Body):
     ruleset: str
     version: int
     seed_commitment: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class EventRow(_Body):
@@ -184,6 +188,7 @@ class RoomDiff(_Body):
     b: RoomAtVersion
     note: str
     differences: list[PathDifference]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class ExplainedFork(_Body, kw_only=True):
@@ -203,6 +208,7 @@ class Explanation(_Body):
     changes: list[ValueChange]
     folded: int
     fork: ExplainedFork | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RefusedUnder(_Body):
@@ -235,10 +241,28 @@ class BisectAnswer(_Body):
     other: Annotated[Any, msgspec.Meta(extra_json_schema={"anyOf": [
         {"$ref": "#/components/schemas/EventRow"}, {"$ref": "#/components/schemas/RefusedUnder"},
         {"type": "null"}]})] = None  # EventRow | RefusedUnder | None (msgspec unions untagged Structs not)
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
+
+
+class RoomListing(_Body, kw_only=True):
+    """A room as the listings show it (projections/models.room_listing): the summary without scores."""
+
+    room: str
+    ruleset: str
+    ruleset_version: int = 1
+    version: int
+    players: list[str]
+    created_by: str
+    created_at_ms: int
+    challenge: str | None = None
+    over: bool
+    ended: bool
+    updated_at_ms: int
+    fork: ForkMark | None = None
 
 
 class RoomList(_Body):
-    rooms: list[Json]
+    rooms: list[RoomListing]
     source: str
 
 
@@ -266,9 +290,10 @@ class RoomScores(_Body):
     ruleset: str
     version: int
     scores: dict[str, int]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
-class RoomResources(RoomScores):
+class RoomResources(RoomScores, kw_only=True):
     resources: Json
 
 
@@ -286,17 +311,20 @@ class StateAt(_Body):
     latest_version: int
     state_hash: str
     state: Json
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Rejections(_Body):
     room: str
     rejections: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditIds(_Body):
     room: str
     view: str
     ids: list[str]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditStory(_Body):
@@ -304,6 +332,7 @@ class AuditStory(_Body):
     view: str
     item: str
     story: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class LeaderboardEntry(_Body):
@@ -350,8 +379,16 @@ class SystemStatus(_Body):
     dead_letters: Json
 
 
+class ActiveRoom(RoomListing, kw_only=True):
+    """A listed room with its latest stored version, its last event's time and how far the read models lag."""
+
+    latest_version: int
+    last_activity_ms: int | None
+    projector_lag_versions: int
+
+
 class RoomActivity(_Body):
-    rooms: list[Json]
+    rooms: list[ActiveRoom]
 
 
 class RoomAt(_Body):
@@ -370,6 +407,7 @@ class RoomAt(_Body):
     # ({path, before, after}, null where a side lacks the path; events.forensics.tree_diff.change_rows)
     since: int | None = None
     changes: list[PathChange] | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Series(_Body):
@@ -379,6 +417,7 @@ class Series(_Body):
     versions: list[int]
     scores: dict[str, list[int | None]]
     resources: dict[str, list[int | None]]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AsyncApiDocument(_Body):
@@ -430,6 +469,54 @@ class KeySet(_Body):
     keys: list[KeyEntry]
 
 
+class Verification(VerifyReport, kw_only=True):
+    """The room verified (services/forensics/verify.py), with the checkpoint of its head when answered."""
+
+    checkpoint: Checkpoint | None = None
+
+
+class PlayerAudience(_Body):
+    """Who may read a player bundle: that player (nothing hidden from them is in it)."""
+
+    who: str  # "player"
+    player: str
+    hidden_values: bool  # false
+    note: str
+
+
+class ViewOpening(_Body):
+    """One audience's view of an event, opened: its salt (hex) and its bytes (base64 canonical msgpack)."""
+
+    salt: str
+    view: str
+
+
+class PlayerBundleEvent(_Body):
+    """One version: the views opened to the player (label "" the public part, the player's id their own) and every
+    other audience's salted leaf hash (label "*" the whole event, other seats' ids)."""
+
+    version: int
+    opened: dict[str, ViewOpening]
+    leaves: dict[str, str]
+
+
+class PlayerBundle(_Body):
+    """A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
+    opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it."""
+
+    audience: PlayerAudience
+    format: str  # almanac-player-bundle
+    format_version: int
+    room: str
+    player: str
+    exported_at_ms: int
+    scheme: str  # almanac-commit-v2
+    limits: str  # what such a bundle proves and what it cannot
+    events: list[PlayerBundleEvent]  # versions 1..head
+    checkpoint: Checkpoint
+    keys: KeySet
+
+
 class CheckpointFile(_Body):
     """Signed checkpoints with the key set that checks them (docs/bundle-format.md section 2.1)."""
 
@@ -472,8 +559,22 @@ class WebhookDeleted(_Body):
     deleted: str
 
 
+class DeadDelivery(_Body, kw_only=True):
+    """A delivery given up after its attempts (never its subscription's secret)."""
+
+    id: str
+    subscription: str
+    url: str
+    payload: Json  # the notice as it would have been delivered (docs/webhooks)
+    attempts: int
+    appended_ms: int
+    enqueued_ms: int
+    last_error: str
+    dead_ms: int
+
+
 class WebhookDeadLetters(_Body):
-    dead: list[Json]  # {id, subscription, url, payload, attempts, last_error, dead_ms, ...}
+    dead: list[DeadDelivery]
 
 
 class WebhookLatency(_Body):
@@ -511,7 +612,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/rejections"): (200, Rejections),
     ("get", "/rooms/{room}/audit/{view}"): (200, AuditIds),
     ("get", "/rooms/{room}/audit/{view}/{item}"): (200, AuditStory),
-    ("get", "/rooms/{room}/verification"): (200, VerifyReport),
+    ("get", "/rooms/{room}/verification"): (200, Verification),
     ("get", "/leaderboards/{ruleset}"): (200, Leaderboard),
     ("get", "/read-models/{model}"): (200, ReadModelRows),
     ("get", "/health"): (200, Health),
@@ -529,6 +630,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/bundles/verify"): (200, BundleVerdict),
     ("get", "/.well-known/almanac-keys.json"): (200, KeySet),
     ("get", "/rooms/{room}/checkpoints"): (200, CheckpointFile),
+    ("get", "/rooms/{room}/player-bundle"): (200, PlayerBundle),
     ("post", "/webhooks"): (201, WebhookSubscription),
     ("get", "/webhooks"): (200, WebhookSubscriptions),
     ("delete", "/webhooks/{subscription}"): (200, WebhookDeleted),

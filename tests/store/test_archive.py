@@ -46,7 +46,8 @@ async def whole_record(store, room: str) -> dict:
     """Everything a reader can read of a room, through the store's reads (live or archived alike)."""
     return {"events": await store.read_raw(room), "commands": await store.commands(room),
             "rejections": await store.rejections(room), "seed": await store.load_seed(room),
-            "nonces": await store.load_nonces(room), "version": await store.latest_version(room)}
+            "nonces": await store.load_nonces(room), "version": await store.latest_version(room),
+            "commit_scheme": await store.load_commit_scheme(room)}  # its checkpoints' scheme (bundle-format.md 6.1)
 
 
 async def redis_keys_of(client, room: str) -> list[bytes]:
@@ -57,7 +58,7 @@ async def test_an_archived_room_leaves_redis_and_reads_back_byte_for_byte(redis_
     store = archiving_store(redis_client, archive_url)
     table = await ended_room(store, "ar-moved")
     before = await whole_record(store, table.room)
-    assert before["rejections"] and before["seed"]
+    assert before["rejections"] and before["seed"] and before["commit_scheme"] == "almanac-commit-v2"
 
     result = await archive_room(store, table.room)
 

@@ -70,7 +70,7 @@ export interface paths {
         put?: never;
         /**
          * Take a seat as a player and receive a signed token bound to the room and player
-         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).
+         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room). A `public_key` (dice scheme 3: the seat signs its commands) goes with `signature`, that key's Ed25519 signature of events.signing.join_bytes (room, player, key, nonce commitment): 422 `signature_required` or `signature_invalid` (docs/dice.md).
          */
         post: operations["join_room_rooms__room__join_post"];
         delete?: never;
@@ -479,6 +479,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rooms/{room}/player-bundle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A player-safe bundle of a live room for the token's player: every event's public part and your own view opened, every other view as a salted hash only; `almanac verify-player-bundle` checks it against your checkpoints (rooms created with commitment scheme almanac-commit-v2; 409 `scheme_v1` for older rooms). An auditor names ?player= */
+        get: operations["room_player_bundle_rooms__room__player_bundle_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/health": {
         parameters: {
             query?: never;
@@ -725,6 +742,10 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            join_signature?: string | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * JoinRoomRequest
@@ -743,6 +764,8 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            signature?: string | null;
         };
         /** EndRoomRequest */
         EndRoomRequest: {
@@ -3713,6 +3736,20 @@ export interface components {
             room: string;
             view: string;
             ids: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * Checkpoint
+         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
+         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
+         */
+        Checkpoint: {
+            room: string;
+            version: number;
+            head: string;
+            kid: string;
+            sig: string;
         };
         /** AuditStory */
         AuditStory: {
@@ -3720,6 +3757,8 @@ export interface components {
             view: string;
             item: string;
             story: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * BisectAnswer
@@ -3755,6 +3794,8 @@ export interface components {
             recorded?: components["schemas"]["EventRow"][] | components["schemas"]["EventRow"] | null;
             /** @default null */
             other?: components["schemas"]["EventRow"] | components["schemas"]["RefusedUnder"] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * EventRow
@@ -3822,18 +3863,6 @@ export interface components {
             alg: string;
             public_key: string;
             status: string;
-        };
-        /**
-         * Checkpoint
-         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
-         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
-         */
-        Checkpoint: {
-            room: string;
-            version: number;
-            head: string;
-            kid: string;
-            sig: string;
         };
         /** CommandAccepted */
         CommandAccepted: {
@@ -3920,6 +3949,8 @@ export interface components {
             folded: number;
             /** @default null */
             fork?: components["schemas"]["ExplainedFork"] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * ValueChange
@@ -3963,6 +3994,8 @@ export interface components {
             ruleset: string;
             version: number;
             seed_commitment: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** Health */
         Health: {
@@ -3995,6 +4028,56 @@ export interface components {
             message: string;
             command_id: string;
             outcome_url: string;
+        };
+        /**
+         * PlayerBundle
+         * @description A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
+         *     opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it.
+         */
+        PlayerBundle: {
+            audience: components["schemas"]["PlayerAudience"];
+            format: string;
+            format_version: number;
+            room: string;
+            player: string;
+            exported_at_ms: number;
+            scheme: string;
+            limits: string;
+            events: components["schemas"]["PlayerBundleEvent"][];
+            checkpoint: components["schemas"]["Checkpoint"];
+            keys: components["schemas"]["KeySet"];
+        };
+        /**
+         * PlayerAudience
+         * @description Who may read a player bundle: that player (nothing hidden from them is in it).
+         */
+        PlayerAudience: {
+            who: string;
+            player: string;
+            hidden_values: boolean;
+            note: string;
+        };
+        /**
+         * PlayerBundleEvent
+         * @description One version: the views opened to the player (label "" the public part, the player's id their own) and every
+         *     other audience's salted leaf hash (label "*" the whole event, other seats' ids).
+         */
+        PlayerBundleEvent: {
+            version: number;
+            opened: {
+                [key: string]: components["schemas"]["ViewOpening"];
+            };
+            leaves: {
+                [key: string]: string;
+            };
+        };
+        /**
+         * ViewOpening
+         * @description One audience's view of an event, opened: its salt (hex) and its bytes (base64 canonical msgpack).
+         */
+        ViewOpening: {
+            salt: string;
+            view: string;
         };
         /** ReadModelRows */
         ReadModelRows: {
@@ -4029,10 +4112,41 @@ export interface components {
         Rejections: {
             room: string;
             rejections: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomActivity */
         RoomActivity: {
-            rooms: Record<string, never>[];
+            rooms: components["schemas"]["ActiveRoom"][];
+        };
+        /**
+         * ActiveRoom
+         * @description A listed room with its latest stored version, its last event's time and how far the read models lag.
+         */
+        ActiveRoom: {
+            room: string;
+            ruleset: string;
+            /** @default 1 */
+            ruleset_version?: number;
+            version: number;
+            players: string[];
+            created_by: string;
+            created_at_ms: number;
+            /** @default null */
+            challenge?: string | null;
+            over: boolean;
+            ended: boolean;
+            updated_at_ms: number;
+            /** @default null */
+            fork?: components["schemas"]["ForkMark"] | null;
+            latest_version: number;
+            last_activity_ms: number | null;
+            projector_lag_versions: number;
+        };
+        /** ForkMark */
+        ForkMark: {
+            parent: string;
+            at: number;
         };
         /**
          * RoomAt
@@ -4060,6 +4174,8 @@ export interface components {
             since?: number | null;
             /** @default null */
             changes?: components["schemas"]["PathChange"][] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomSummary */
         RoomSummary: {
@@ -4083,11 +4199,6 @@ export interface components {
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
-        /** ForkMark */
-        ForkMark: {
-            parent: string;
-            at: number;
-        };
         /** RoomCreatedAnswer */
         RoomCreatedAnswer: {
             command_id: string;
@@ -4106,6 +4217,8 @@ export interface components {
             joined: boolean;
             /** @default null */
             join_error?: components["schemas"]["Failure"] | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * RoomDiff
@@ -4116,6 +4229,8 @@ export interface components {
             b: components["schemas"]["RoomAtVersion"];
             note: string;
             differences: components["schemas"]["PathDifference"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomAtVersion */
         RoomAtVersion: {
@@ -4151,8 +4266,29 @@ export interface components {
         };
         /** RoomList */
         RoomList: {
-            rooms: Record<string, never>[];
+            rooms: components["schemas"]["RoomListing"][];
             source: string;
+        };
+        /**
+         * RoomListing
+         * @description A room as the listings show it (projections/models.room_listing): the summary without scores.
+         */
+        RoomListing: {
+            room: string;
+            ruleset: string;
+            /** @default 1 */
+            ruleset_version?: number;
+            version: number;
+            players: string[];
+            created_by: string;
+            created_at_ms: number;
+            /** @default null */
+            challenge?: string | null;
+            over: boolean;
+            ended: boolean;
+            updated_at_ms: number;
+            /** @default null */
+            fork?: components["schemas"]["ForkMark"] | null;
         };
         /** RoomResources */
         RoomResources: {
@@ -4162,6 +4298,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
             resources: Record<string, never>;
         };
         /** RoomScores */
@@ -4172,6 +4310,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomView */
         RoomView: {
@@ -4223,6 +4363,8 @@ export interface components {
             room: string;
             player: string;
             token: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * Series
@@ -4237,6 +4379,8 @@ export interface components {
             resources: {
                 [key: string]: (number | null)[];
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** StateAt */
         StateAt: {
@@ -4245,6 +4389,8 @@ export interface components {
             latest_version: number;
             state_hash: string;
             state: components["schemas"]["RoomState"];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** SystemStatus */
         SystemStatus: {
@@ -4254,8 +4400,11 @@ export interface components {
             commands_total: number;
             dead_letters: Record<string, never>;
         };
-        /** VerifyReport */
-        VerifyReport: {
+        /**
+         * Verification
+         * @description The room verified (services/forensics/verify.py), with the checkpoint of its head when answered.
+         */
+        Verification: {
             room: string;
             ok: boolean;
             /** @default 0 */
@@ -4266,6 +4415,8 @@ export interface components {
             commands_redecided?: number;
             /** @default 0 */
             refusals_rechecked?: number;
+            /** @default 0 */
+            refusals_signed?: number;
             /** @default unknown */
             seed?: string;
             /** @default null */
@@ -4300,6 +4451,12 @@ export interface components {
             unsigned_players?: string[];
             /** @default 0 */
             commands_signed?: number;
+            /** @default [] */
+            signed_joins?: string[];
+            /** @default [] */
+            unsigned_joins?: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * ForkLink
@@ -4325,7 +4482,22 @@ export interface components {
         };
         /** WebhookDeadLetters */
         WebhookDeadLetters: {
-            dead: Record<string, never>[];
+            dead: components["schemas"]["DeadDelivery"][];
+        };
+        /**
+         * DeadDelivery
+         * @description A delivery given up after its attempts (never its subscription's secret).
+         */
+        DeadDelivery: {
+            id: string;
+            subscription: string;
+            url: string;
+            payload: Record<string, never>;
+            attempts: number;
+            appended_ms: number;
+            enqueued_ms: number;
+            last_error: string;
+            dead_ms: number;
         };
         /** WebhookDeleted */
         WebhookDeleted: {
@@ -5491,7 +5663,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VerifyReport"];
+                    "application/json": components["schemas"]["Verification"];
                 };
             };
             /** @description Validation Error */
@@ -6001,6 +6173,59 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CheckpointFile"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description refused: {code, message, field, allowed} */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal_error (the log has the detail) */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    room_player_bundle_rooms__room__player_bundle_get: {
+        parameters: {
+            query?: {
+                /** @description auditors only: whose bundle (a player's token names its own) */
+                player?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description room id */
+                room: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlayerBundle"];
                 };
             };
             /** @description Validation Error */
