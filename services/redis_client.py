@@ -23,7 +23,6 @@ from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
 
 # Where they live now (storage/, beside the stores that classify and read with them); imported from here too.
-from almanac.storage.raw_connection import RawReplies, send_raw  # noqa: F401
 from almanac.storage.redis_errors import CLUSTER_ERRORS, refuses_writes  # noqa: F401
 
 # True while redis-py's cluster client handles an error of one command (see FailoverCluster.aclose).

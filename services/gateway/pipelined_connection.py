@@ -26,7 +26,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from almanac.services.redis_client import RawReplies, send_raw
+from almanac.storage.raw_connection import RawReplies, send_raw
 
 
 class PipelinedConnection:
