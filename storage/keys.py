@@ -151,11 +151,6 @@ class Keys:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
         return self._room(room, "nonces")
 
-    def archived(self, room: str) -> str:
-        """The room's archive pointer (storage.archive): set once its object is written and checked, before its
-        keys leave Redis; while it exists every reader reads the room from the archive."""
-        return self._room(room, "archived")
-
     def seat_rate(self, room: str, digest: str) -> str:
         """A seat's command counter (fixed window; ``digest`` names the seat): in the room's shard, so that the
         bus's submit script counts it and appends the command in one slot (``services/bus.py``)."""
@@ -178,10 +173,6 @@ class Keys:
 
     def rooms(self, shard: int) -> str:
         return self._shard(shard, "rooms")
-
-    def archived_rooms(self, shard: int) -> str:
-        """The set of the shard's archived rooms (they stay in ``rooms``: registries keep counting them)."""
-        return self._shard(shard, "archived")
 
     def pointers(self, shard: int) -> str:
         """Hash: archived room -> its archive pointer (storage.archive; ~60 bytes, the room is the field): one hash

@@ -28,12 +28,12 @@ from almanac.storage.redis_store import run_script
 if TYPE_CHECKING:
     from almanac.storage.archive import ArchivingStore, Pointer
 
-# KEYS: 1 the shard's pointer hash, 2 events, 3 version, 4 commands, 5 rejected, 6 seed, 7 nonces, 8 origin, 9 (unused:
-# the pointer hash's fields are the archived rooms), 10 the commitment scheme, 11.. the dedupe records of the archived commands. ARGV: 1 the pointer (must still
-# be it), 2 version, 3 room, 4 envelope count, 5 command record count, 6 refusal count, 7 nonce count, 8 seed ('-'
-# none, else '+' and the bytes), 9 origin (the same), 10 the commitment scheme (the same: a v2 room must come back
+# KEYS: 1 the shard's pointer hash, 2 events, 3 version, 4 commands, 5 rejected, 6 seed, 7 nonces, 8 origin, 9 the
+# commitment scheme, 10.. the dedupe records of the archived commands. ARGV: 1 the pointer (must still be it),
+# 2 version, 3 room, 4 envelope count, 5 command record count, 6 refusal count, 7 nonce count, 8 seed ('-' none,
+# else '+' and the bytes), 9 origin (the same), 10 the commitment scheme (the same: a v2 room must come back
 # v2, or its heads, and every checkpoint its players hold, would change), then the envelopes, (first version,
-# record) per command, the refusal records, (commitment, nonce) per nonce, one dedupe record per KEYS[11..].
+# record) per command, the refusal records, (commitment, nonce) per nonce, one dedupe record per KEYS[10..].
 RESTORE_SCRIPT = """
 if redis.call('HGET', KEYS[1], ARGV[3]) ~= ARGV[1] then return 'gone' end
 local version = tonumber(ARGV[2])
@@ -50,8 +50,8 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   for i = 1, nonces do redis.call('HSETNX', KEYS[7], ARGV[a], ARGV[a + 1]); a = a + 2 end
   if string.sub(ARGV[8], 1, 1) == '+' then redis.call('SET', KEYS[6], string.sub(ARGV[8], 2), 'NX') end
   if string.sub(ARGV[9], 1, 1) == '+' then redis.call('SET', KEYS[8], string.sub(ARGV[9], 2), 'NX') end
-  if string.sub(ARGV[10], 1, 1) == '+' then redis.call('SET', KEYS[10], string.sub(ARGV[10], 2), 'NX') end
-  for i = 11, #KEYS do redis.call('SET', KEYS[i], ARGV[a], 'NX'); a = a + 1 end
+  if string.sub(ARGV[10], 1, 1) == '+' then redis.call('SET', KEYS[9], string.sub(ARGV[10], 2), 'NX') end
+  for i = 10, #KEYS do redis.call('SET', KEYS[i], ARGV[a], 'NX'); a = a + 1 end
 end
 redis.call('SET', KEYS[3], version)
 redis.call('HDEL', KEYS[1], ARGV[3])
@@ -88,7 +88,7 @@ async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
     status = await run_script(script,
                               [keys.pointers(keys.shard(room)), keys.events(room), keys.version(room), keys.commands(room),
                                keys.rejected(room), keys.seed(room), keys.nonces(room), keys.origin(room),
-                               keys.archived_rooms(keys.shard(room)), keys.commit_scheme(room),
+                               keys.commit_scheme(room),
                                *[keys.command_outcome(room, command_id) for command_id in outcome_ids]],
                               args)
     status = status.decode() if isinstance(status, bytes) else status
