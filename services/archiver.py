@@ -112,14 +112,8 @@ async def run(settings: Settings, redis_url: str, *, name: str = "archiver",
     """Archive ended rooms until SIGINT/SIGTERM (the pass in hand finishes) or the loop fails."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
     archiver = Archiver(runtime.store, retain_s=settings.dedupe_retain_s, name=name)
-    stop = asyncio.Event()
-    running = asyncio.create_task(archiver.run(stop, settings.archiver_interval_s), name="archiver")
     try:
-        if on_ready is not None:
-            on_ready()
-        await bootstrap.until_stopped(running)
+        await bootstrap.run_until_stopped(lambda stop: archiver.run(stop, settings.archiver_interval_s), "archiver",
+                                          on_ready)
     finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
         await runtime.aclose()
