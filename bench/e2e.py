@@ -34,6 +34,10 @@ from almanac.storage.memory_store import MemoryEventStore
 CHALLENGE = "bench-e2e"
 BARE_SECONDS = 4  # how long the bare HTTP baseline is offered the load (at most the run's own length)
 CONNECTIONS = 256  # more than the gateway's in-flight limit: past capacity the gateway, not the client, must refuse
+OVERLOAD_WINDOW_S = 2.0  # each window of the interleaved overload measurement
+OVERLOAD_ROUNDS = 3  # overload windows, each between two capacity windows
+CLOSED_BACKOFF_S = 0.005  # a closed-loop client refused (503/429) sends its next command this much later
+DEADLINE_MS = 1_000  # goodput: commands accepted and answered within this long of their scheduled send
 SETTLE_S = 1.0  # after the moves before the clock: the projector folds them before CPU is counted
 console = Console()
 Answer = TypeVar("Answer")
@@ -176,7 +180,9 @@ async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodie
 
 
 async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None,
-                      route_by_shard: bool = False, out_of_step: bool = False) -> dict[str, Any]:
+                      route_by_shard: bool = False, out_of_step: bool = False,
+                      phases: list[tuple[str, float, float]] | None = None,
+                      on_phase: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop.
 
     With several gateway ``urls`` the requests go to them in turn, as a round-robin load balancer sends them;
@@ -184,7 +190,18 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     split the shards ``i/N``: shard s to gateway s % N), as a load balancer that routes by shard would.
     ``out_of_step``: the rooms are spread over the game's moves instead of all playing the same one
     (``RoomSlots``).
+
+    ``phases``: instead, windows back to back on the same rooms and connections, each (kind, value, seconds):
+    ``("closed", n, s)``: ``n`` clients each sending its next command when its last is answered (a refused one after
+    ``CLOSED_BACKOFF_S``), which measures the capacity without offering more than it, so without shedding;
+    ``("open", m, s)``: open loop at ``m`` times the commands/s the last closed window had accepted. ``rate`` then
+    only sizes the rooms (at most ``rate`` commands/s for a closed window, ``m * rate`` for an open one).
+    ``on_phase(k)`` is called as window ``k`` begins (and with ``len(phases)`` once every answer is in);
+    ``figures["phases"]`` holds each window's answers (status, latency from the send's scheduled time) and
+    ``figures["phase_rates"]`` what each offered (commands sent per second).
     """
+    windowed = phases is not None
+    phases = phases or [("open", 1.0, seconds)]
     shard_count = load_settings().shard_count
 
     def owner(room: str) -> int | None:
@@ -193,7 +210,10 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     url = urls[0]
     ruleset = script_ruleset()
     script = await _script(ruleset)
-    total = rate * seconds
+    # The commands the rooms must hold: every window at ``rate`` (times ``m`` for an open window).
+    total = sum(max(1, round((value if kind == "open" else 1.0) * rate * phase_s)) for kind, value, phase_s in phases)
+    answers: list[list[tuple[int, float]]] = [[] for _ in phases]
+    phase_rates: list[float] = []
     # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
     slot_count = max(1, -(-total // len(script)))
     slots = RoomSlots.out_of_step(slot_count, len(script)) if out_of_step else RoomSlots.in_step(slot_count)
@@ -219,7 +239,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     in_load: set[int] = set()  # the rooms the load sent to (out of step, the last fresh rooms may get none)
     late: list[float] = []
 
-    async def send(index: int, due: float) -> None:
+    async def send(index: int, due: float, window: int = 0) -> int:
         # How late the generator itself starts the send (its own loop behind schedule on the shared cores):
         # counted in the latencies, and printed apart so that it is not mistaken for the server's.
         late.append(time.perf_counter() - due)
@@ -234,6 +254,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                                                      token, owner(room))
             # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
             latencies.append(time.perf_counter() - due)
+            answers[window].append((status, latencies[-1]))
             if status == 200:
                 done_moves[room_index] += 1
                 (first_latencies if first else later_latencies).append(latencies[-1])
@@ -242,26 +263,73 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                     retry_after.append(retry)
                 code = failure_kind(status, msgspec.json.decode(payload))
                 failures[code] = failures.get(code, 0) + 1
+            return status
 
     if on_load_start is not None:
         on_load_start()  # CPU is counted from here: the load, not the room creation
     tasks = []
     with _no_collection_while_offering():
         started = time.perf_counter()
-        for index in range(total):
-            due = started + index / rate
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(send(index, due)))
+        if not windowed:
+            for index in range(total):
+                due = started + index / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(send(index, due)))
+        else:
+            sent = 0  # commands sent so far: the next one's index (its slot)
+            capacity = 0.0  # commands/s the last closed window accepted
+            for window, (kind, value, window_s) in enumerate(phases):
+                if on_phase is not None:
+                    on_phase(window)
+                opened = time.perf_counter()
+                if kind == "closed":
+                    async def client(window: int = window, opened: float = opened, window_s: float = window_s) -> None:
+                        nonlocal sent
+                        index = None
+                        while time.perf_counter() - opened < window_s and (index is not None or sent < total):
+                            if index is None:
+                                index, sent = sent, sent + 1
+                            if await send(index, time.perf_counter(), window) in (429, 503):
+                                # The same command again (its room did not move): a refusal uses up no room's move.
+                                await asyncio.sleep(CLOSED_BACKOFF_S)
+                            else:
+                                index = None
+
+                    before = sent
+                    await asyncio.gather(*(client() for _ in range(int(value))))
+                    took = time.perf_counter() - opened
+                    phase_rates.append((sent - before) / took)
+                    capacity = sum(1 for status, _ in answers[window] if status == 200) / took
+                else:
+                    window_rate = max(1.0, value * capacity)
+                    phase_rates.append(window_rate)
+                    for number in range(round(window_rate * window_s)):
+                        if sent >= total:
+                            break
+                        due = opened + number / window_rate
+                        delay = due - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
+                        tasks.append(asyncio.create_task(send(sent, due, window)))
+                        sent += 1
+                    # The window lasts its length, also when the rooms ran out (then it says so: fewer sent).
+                    await asyncio.sleep(max(0.0, opened + window_s - time.perf_counter()))
+            if sent >= total:
+                console.print(f"the rooms ran out after {sent} commands: some windows offered less than planned "
+                              "(offer a higher --rate: it sizes the rooms)")
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
+        if on_phase is not None:
+            on_phase(len(phases))
     await lean.close()
     return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": first_latencies + later_latencies,
             "first_latencies": first_latencies, "later_latencies": later_latencies,
             "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": len(in_load),
             "late": late, "out_of_step": out_of_step, "schedule": slots.schedule(len(script)),
-            "script": len(script), "ruleset": ruleset, "first_move": script[0]}
+            "script": len(script), "ruleset": ruleset, "first_move": script[0], "phases": answers,
+            "phase_rates": phase_rates}
 
 
 async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
@@ -403,7 +471,8 @@ def _quantile(samples: list[float], q: float) -> float:
 
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 0,
          gateways: int = 1, route_by_shard: bool = False,
-         out_of_step: bool = False, peer: bool = False, overload: float = 0.0) -> dict[str, Any]:
+         out_of_step: bool = False, peer: bool = False, overload: float = 0.0,
+         deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``gateways`` > 1 starts that many gateway processes; ``engines`` 0 (the product's shape): the gateways decide
@@ -413,8 +482,8 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
     ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py);
     ``overload``: then, on the same stack, offer that many times what the first load achieved (its capacity, when
-    ``rate`` is at or past it), then ``rate`` again, and print the goodput's ratio to the capacities around it
-    (``_with_overload``).
+    ``rate`` is at or past it) in windows interleaved with capacity windows, and print the goodput (accepted within
+    ``deadline_ms``) against the capacity measured on either side of each (``_with_overload``).
     """
     from almanac.services.bootstrap import running_stack  # noqa: PLC0415
 
@@ -426,16 +495,19 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
         figures = _with_overload(lambda offered: _run([url], redis_url, offered, seconds, out_of_step=out_of_step),
-                                 rate, overload)
+                                 rate, overload, lambda plan, most: _run_windows([url], plan, most, out_of_step=out_of_step),
+                                 deadline_ms)
     else:
-        figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, route_by_shard, out_of_step, overload)
+        figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, route_by_shard, out_of_step, overload,
+                                    deadline_ms)
     if peer:  # after our stack has stopped: the peer gets the machine as our stack had it
         offer_peer(figures, rate, seconds)
     return figures
 
 
 def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int,
-                      route_by_shard: bool, out_of_step: bool, overload: float = 0.0) -> dict[str, Any]:
+                      route_by_shard: bool, out_of_step: bool, overload: float = 0.0,
+                      deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
     gateway_engine = engines == 0
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
@@ -452,32 +524,160 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
             return _with_overload(lambda offered: _run(stack.urls, stack.redis_url, offered, seconds, pids,
-                                                       route_by_shard, out_of_step), rate, overload)
+                                                       route_by_shard, out_of_step), rate, overload,
+                                  lambda plan, most: _run_windows(stack.urls, plan, most, pids, route_by_shard,
+                                                                   out_of_step),
+                                  deadline_ms)
 
 
-def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: float) -> dict[str, Any]:
-    """``run(rate)``; with ``overload``, then ``run`` at ``overload`` times what it achieved and ``run(rate)`` again,
-    on the same stack: the goodput past capacity against the capacity measured around it (``figures["overload"]``)."""
+def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: float,
+                   windows: Callable[[list[tuple[str, float, float]], int], list[dict[str, Any]]] | None = None,
+                   deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
+    """``run(rate)``; with ``overload``, then interleaved windows on the same stack, rooms and connections:
+    capacity, overload, capacity, ... (``windows(plan)``, ``OVERLOAD_ROUNDS`` overload windows each between two
+    capacity windows), and the goodput of each overload window judged against the capacity windows on either
+    side of it, seconds apart (``judge_windows``; ``figures["overload"]``).
+
+    The capacity is measured around each overload window, not once: on a machine shared with other work the
+    stack's capacity moved by up to 7x between two runs a minute apart (docs/capacity.md, issue 28), which a
+    before-and-after pair cannot tell from the gateway's own behaviour. Each window also reports the CPU the
+    stack, the load generator and everything else on the machine used, and the load average, so a run on a
+    loaded machine says so; and the goodput per CPU second of the stack, which the others' load moves far less."""
     figures = run(rate)
     if not overload:
         return figures
-    before = figures["achieved_per_s"]
-    past = run(max(1, round(overload * before)))
-    # Capacity again after the overload: on a shared machine it drifts within a minute, so the overload's
-    # goodput is judged against the mean of the capacities measured just before and just after it.
-    after = run(rate)["achieved_per_s"]
-    capacity = (before + after) / 2
-    ratio = past["achieved_per_s"] / capacity if capacity else float("nan")
-    figures["overload"] = {"capacity_per_s": capacity, "capacity_before_after": [before, after],
-                           "offered_per_s": past["offered_per_s"], "goodput_per_s": past["achieved_per_s"],
-                           "ratio": ratio, "shed": past["shed"], "accepted_p99_ms": past["accepted_p99_ms"],
-                           "cpu_s": past["cpu_s"]}
-    reached = figures["shed"] or rate > before * 1.05
-    console.print(f"overload, the same stack: capacity {before:.0f}/s before and {after:.0f}/s after (offered {rate}/s"
-                  f"{'' if reached else ', NOT past capacity: offer more with --rate'}); offered "
-                  f"{past['offered_per_s']}/s ({overload:g}x the first), goodput {past['achieved_per_s']:.0f}/s = "
-                  f"{ratio:.2f} of their mean, shed {past['shed']}, p99 of accepted {past['accepted_p99_ms']:.1f} ms")
+    if windows is None:
+        raise ValueError("an overload measurement needs the windows' runner")
+    plan = [("closed", 0.0, OVERLOAD_WINDOW_S), ("open", overload, OVERLOAD_WINDOW_S)] * OVERLOAD_ROUNDS
+    plan.append(("closed", 0.0, OVERLOAD_WINDOW_S))
+    console.print(f"overload, the same stack: windows of {OVERLOAD_WINDOW_S:g} s alternating capacity (closed loop: "
+                  f"as many clients as the gateways admit commands, each sending its next when answered) and "
+                  f"{overload:g}x the capacity just measured (open loop); goodput = answered 200 within {deadline_ms} "
+                  "ms ...", soft_wrap=True)
+    # Rooms for at most eight times what the first run achieved (past capacity, a first run's own collapse is rarely
+    # deeper; when the rooms run out the run says so): rooms for the whole offered rate took minutes to open on a
+    # loaded machine.
+    most = min(rate, max(1, round(8 * figures["achieved_per_s"])))
+    verdict = judge_windows(windows(plan, most), deadline_ms / 1000)
+    overloads = [window["offered_per_s"] for window in verdict["windows"] if window["kind"] == "overload"]
+    verdict.update(offered_per_s=round(statistics.fmean(overloads)) if overloads else 0, multiple=overload,
+                   first_run_per_s=figures["achieved_per_s"], deadline_ms=deadline_ms)
+    figures["overload"] = verdict
+    _print_windows(verdict)
     return figures
+
+
+def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str, Any]:
+    """Goodput per window (answered 200 within ``deadline_s`` of the scheduled send, per second) and, for each
+    overload window (the odd ones), its ratio to the mean of the capacity windows on either side, raw and per CPU
+    second of the stack. ``windows``: alternating capacity and overload, each {"offered_per_s", "seconds",
+    "answers": [(status, latency_s)], "stack_cpu_s", "generator_cpu_s", "others_cpu_s", "elapsed_s", "load_1m"}."""
+    judged = []
+    for number, window in enumerate(windows):
+        answers = window["answers"]
+        good = sum(1 for status, latency in answers if status == 200 and latency <= deadline_s)
+        accepted = sum(1 for status, _ in answers if status == 200)
+        shed = sum(1 for status, _ in answers if status in (429, 503))
+        elapsed = window["elapsed_s"] or window["seconds"]
+        stack_cpu = window["stack_cpu_s"]
+        judged.append({
+            "kind": "overload" if number % 2 else "capacity", "offered_per_s": window["offered_per_s"],
+            "goodput_per_s": good / window["seconds"], "accepted_per_s": accepted / window["seconds"],
+            "late": accepted - good, "shed": shed, "other": len(answers) - accepted - shed,
+            "stack_cores": stack_cpu / elapsed, "generator_cores": window["generator_cpu_s"] / elapsed,
+            "others_cores": window["others_cpu_s"] / elapsed, "load_1m": window["load_1m"],
+            "stack_runqueue_s": window.get("stack_runqueue_s", 0.0),
+            # Useful commands per CPU second of the stack: what the stack does with the CPU it was given.
+            "goodput_per_cpu_s": good / stack_cpu if stack_cpu > 0 else float("nan"),
+        })
+    ratios, normalised = [], []
+    for number in range(1, len(judged) - 1, 2):
+        window, around = judged[number], (judged[number - 1], judged[number + 1])
+        capacity = statistics.fmean(side["goodput_per_s"] for side in around)
+        per_cpu = statistics.fmean(side["goodput_per_cpu_s"] for side in around)
+        window["ratio"] = window["goodput_per_s"] / capacity if capacity else float("nan")
+        window["cpu_normalised_ratio"] = window["goodput_per_cpu_s"] / per_cpu if per_cpu else float("nan")
+        ratios.append(window["ratio"])
+        normalised.append(window["cpu_normalised_ratio"])
+    overloads = [window for window in judged if window["kind"] == "overload"]
+    capacities = [window for window in judged if window["kind"] == "capacity"]
+    capacity = statistics.fmean(window["goodput_per_s"] for window in capacities)
+    goodput = statistics.fmean(window["goodput_per_s"] for window in overloads) if overloads else float("nan")
+    return {"windows": judged, "capacity_per_s": capacity, "goodput_per_s": goodput,
+            "ratio": goodput / capacity if capacity else float("nan"),
+            "worst_window_ratio": min(ratios, default=float("nan")),
+            "cpu_normalised_ratio": statistics.fmean(normalised) if normalised else float("nan"),
+            "load_1m": [window["load_1m"] for window in judged],
+            "others_cores_max": max(window["others_cores"] for window in judged)}
+
+
+def _print_windows(verdict: dict[str, Any]) -> None:
+    """One line per window (plain lines: a log keeps them whole), then the verdict."""
+    console.print(f"overload, interleaved windows (goodput: answered 200 within {verdict['deadline_ms']} ms); CPU in "
+                  "cores: the stack's, the load generator's, every other process's on the machine", soft_wrap=True)
+    for number, window in enumerate(verdict["windows"]):
+        ratio = (f" ratio {window['ratio']:.2f} (per CPU s {window['cpu_normalised_ratio']:.2f})"
+                 if "ratio" in window else "")
+        console.print(f"  {number} {window['kind']:8} offered {window['offered_per_s']}/s goodput "
+                      f"{window['goodput_per_s']:.0f}/s late {window['late']} shed {window['shed']} other "
+                      f"{window['other']}{ratio}; CPU stack {window['stack_cores']:.2f} generator "
+                      f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
+                      f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}", soft_wrap=True)
+    busy = verdict["others_cores_max"] > 0.25
+    console.print(f"overload: goodput {verdict['goodput_per_s']:.0f}/s at {verdict['offered_per_s']}/s offered against "
+                  f"capacity {verdict['capacity_per_s']:.0f}/s measured between its windows: ratio "
+                  f"{verdict['ratio']:.2f} (worst window {verdict['worst_window_ratio']:.2f}); per CPU second of the "
+                  f"stack {verdict['cpu_normalised_ratio']:.2f}; load average {min(verdict['load_1m']):.2f}-"
+                  f"{max(verdict['load_1m']):.2f} on {os.cpu_count()} cores"
+                  + (f"; OTHER PROCESSES used up to {verdict['others_cores_max']:.2f} cores during a window: the raw "
+                     "ratio measures them too" if busy else ""), soft_wrap=True)
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy so far (every core; /proc/stat, idle and iowait excluded)."""
+    try:
+        fields = [int(field) for field in open("/proc/stat").readline().split()[1:]]
+    except OSError:
+        return 0.0
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _runqueue_wait_s(pid: int) -> float:
+    """How long a process's main thread has waited, runnable, for a CPU (/proc/PID/schedstat); 0 where unavailable.
+    A stack that waits for the CPU while others hold it is measured slow for reasons of the machine's."""
+    try:
+        return int(open(f"/proc/{pid}/schedstat").read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: int, pids: dict[str, int] | None = None,
+                 route_by_shard: bool = False, out_of_step: bool = False) -> list[dict[str, Any]]:
+    """Offer ``plan``'s windows back to back (``_offer_load``'s phases; rooms for ``rate`` commands/s; a closed window
+    of 0 clients: as many as the gateways admit at once): each window's answers, with the CPU the stack (``pids``),
+    the load generator and the rest of the machine used during it, its run-queue wait and the load average."""
+    clients = load_settings().gateway_max_inflight * len(urls)
+    plan = [(kind, value or (clients if kind == "closed" else value), seconds) for kind, value, seconds in plan]
+    pids = {**(pids or {}), "load generator": os.getpid()}
+    marks: list[tuple[float, dict[str, float], float, float, float]] = []
+
+    def mark(_window: int) -> None:
+        marks.append((time.perf_counter(), {name: cpu_seconds(pid) for name, pid in pids.items()},
+                      _machine_busy_s(), os.getloadavg()[0],
+                      sum(_runqueue_wait_s(pid) for name, pid in pids.items() if name != "load generator")))
+
+    result = _run_loop(_offer_load(urls, rate, 0, None, route_by_shard, out_of_step, phases=plan, on_phase=mark))
+    windows = []
+    for number, ((_, _, seconds), answers, offered) in enumerate(zip(plan, result["phases"], result["phase_rates"],
+                                                                    strict=True)):
+        (t0, cpu0, busy0, load0, wait0), (t1, cpu1, busy1, _, wait1) = marks[number], marks[number + 1]
+        used = {name: cpu1[name] - cpu0[name] for name in pids}
+        stack = sum(value for name, value in used.items() if name != "load generator")
+        windows.append({"offered_per_s": round(offered), "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
+                        "stack_cpu_s": stack, "generator_cpu_s": used["load generator"],
+                        "others_cpu_s": max(0.0, busy1 - busy0 - stack - used["load generator"]), "load_1m": load0,
+                        "stack_runqueue_s": wait1 - wait0})
+    return windows
 
 
 def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None,

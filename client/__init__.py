@@ -202,12 +202,13 @@ class Client:
     def create_room(self, ruleset: str, player: str, *, room: str | None = None,
                     options: dict[str, Any] | None = None, setup: dict[str, Any] | None = None,
                     challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
-                    nonce: str | None = None, command_id: str | None = None) -> Seat:
+                    nonce: str | None = None, command_id: str | None = None,
+                    bots: list[str] | None = None) -> Seat:
         """Create a room (and take a seat in it unless ``join`` is false); the creator's Seat."""
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
         for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
-                            ("dice_scheme", dice_scheme), ("nonce", nonce)):
+                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots)):
             if value is not None:
                 body[name] = value
         answer = self.request("POST", "/rooms", json_body=body, token="")

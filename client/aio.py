@@ -118,10 +118,10 @@ class AsyncClient:
 
     async def create_room(self, ruleset: str, player: str, *, room: str | None = None,
                           options: dict[str, Any] | None = None, challenge: str | None = None, join: bool = True,
-                          command_id: str | None = None) -> AsyncSeat:
+                          command_id: str | None = None, bots: list[str] | None = None) -> AsyncSeat:
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
-        for name, value in (("room", room), ("options", options), ("challenge", challenge)):
+        for name, value in (("room", room), ("options", options), ("challenge", challenge), ("bots", bots)):
             if value is not None:
                 body[name] = value
         answer = await self.request("POST", "/rooms", json_body=body, token="")

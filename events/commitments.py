@@ -1,5 +1,10 @@
 """The commitment chain and checkpoints (docs/bundle-format.md): hiding per-event commitments, their head, and
-the Ed25519-signed checkpoint message. Pure: the secrets and keys are passed in."""
+the Ed25519-signed checkpoint message. Pure: the secrets and keys are passed in.
+
+Two schemes, chosen per room when it is created (a room keeps its scheme for life, so checkpoints already
+issued stay valid): ``almanac-commit-v1`` commits to each event whole; ``almanac-commit-v2`` commits to each
+audience's view of it (the whole event, the public part, each seat's view) under its own salt, so that a
+player can be shown their own view and the public part of every event, opened, and the rest only as hashes."""
 
 from __future__ import annotations
 
@@ -12,10 +17,19 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from almanac.events import codec, registry
 from almanac.events.envelope import Envelope
 from almanac.events.hashing import canonical_bytes
 
 SCHEME = "almanac-commit-v1"
+SCHEME_V2 = "almanac-commit-v2"
+SCHEMES = (SCHEME, SCHEME_V2)
+FULL = "*"  # the audience label of the whole event (body_v): opened to auditors only
+PUBLIC = ""  # the audience label of the part every reader sees (the event redacted for a player with no seat)
+_SALT_V2 = b"almanac/salt/v2\0"
+_LEAF_V2 = b"almanac/leaf/v2\0"
+_EVENT_V2 = b"almanac/event/v2\0"
+_HEAD_V2 = b"almanac/head/v2\0"
 HEAD_0 = bytes(32)
 _ROOM_KEY = b"almanac/room-key/v1\0"
 _SALT = b"almanac/salt/v1\0"
@@ -44,23 +58,86 @@ def commitment(salt_v: bytes, body: bytes) -> bytes:
     return hashlib.sha256(_EVENT + salt_v + body).digest()
 
 
-def next_head(head: bytes, commitment_v: bytes) -> bytes:
-    return hashlib.sha256(_HEAD + head + commitment_v).digest()
+def next_head(head: bytes, commitment_v: bytes, scheme: str = SCHEME) -> bytes:
+    return hashlib.sha256((_HEAD if scheme == SCHEME else _HEAD_V2) + head + commitment_v).digest()
 
 
-def advance_head(key: bytes, head: bytes, envelopes: Iterable[Envelope]) -> bytes:
+# --- almanac-commit-v2: a commitment per audience (docs/bundle-format.md section 6) ----------------------------
+
+
+def _label(label: str) -> bytes:
+    encoded = label.encode()
+    return len(encoded).to_bytes(2, "big") + encoded
+
+
+def view_bytes(envelope: Envelope, shown: Any) -> bytes:
+    """The bytes of one audience's view of an event: what ``player_event`` gives that reader, bound to the room.
+
+    ``shown`` is the rule-set's redaction (None: the reader learns only that version ``v`` exists)."""
+    if shown is None:
+        return canonical_bytes([envelope.room, envelope.version])
+    return canonical_bytes([envelope.room, envelope.version, envelope.ruleset, envelope.type, envelope.player,
+                            envelope.server_time_ms, codec.to_builtins(shown)])
+
+
+def views(envelope: Envelope) -> dict[str, bytes]:
+    """Every audience's view of an event, by label: ``FULL`` (``body_v``), ``PUBLIC`` (the rule-set's redaction
+    for a reader with no seat) and each seat whose view differs from the public one. The seats considered are
+    the event's player and every player the rule-set's declared secrets show a field of this event to
+    (``Secret.seen_by``): the same declaration ``redact`` applies, so who gets a leaf follows from public fields."""
+    event = codec.decode_event(envelope)
+    decider = registry.stored(envelope.ruleset).decider
+    result = {FULL: event_body(envelope), PUBLIC: view_bytes(envelope, decider.redact(event, PUBLIC))}
+    seats = {envelope.player} if envelope.player else set()
+    for secret in decider.secrets.get(type(event), ()):
+        seats.update(secret.seen_by(event))
+    for seat in sorted(seats - {PUBLIC, FULL}):
+        seen = view_bytes(envelope, decider.redact(event, seat))
+        if seen != result[PUBLIC]:
+            result[seat] = seen
+    return result
+
+
+def leaf_salt(key: bytes, version: int, label: str) -> bytes:
+    return hmac.new(key, _SALT_V2 + version.to_bytes(8, "big") + label.encode(), hashlib.sha256).digest()
+
+
+def leaf(label: str, salt_v: bytes, view: bytes) -> bytes:
+    return hashlib.sha256(_LEAF_V2 + _label(label) + salt_v + view).digest()
+
+
+def root(leaves: Mapping[str, bytes]) -> bytes:
+    """``c_v`` of scheme v2: every audience's leaf, in the byte order of their labels, each named."""
+    ordered = sorted(leaves, key=str.encode)
+    return hashlib.sha256(_EVENT_V2 + len(ordered).to_bytes(2, "big")
+                          + b"".join(_label(label) + leaves[label] for label in ordered)).digest()
+
+
+def leaves_of(key: bytes, envelope: Envelope) -> dict[str, bytes]:
+    return {label: leaf(label, leaf_salt(key, envelope.version, label), view)
+            for label, view in views(envelope).items()}
+
+
+def event_commitment(key: bytes, envelope: Envelope, scheme: str = SCHEME) -> bytes:
+    """``c_v`` of ``envelope`` under ``scheme``."""
+    if scheme == SCHEME_V2:
+        return root(leaves_of(key, envelope))
+    return commitment(salt(key, envelope.version), event_body(envelope))
+
+
+def advance_head(key: bytes, head: bytes, envelopes: Iterable[Envelope], scheme: str = SCHEME) -> bytes:
     """The head after ``envelopes`` (consecutive, following ``head``) of the room whose key is ``key``."""
     for envelope in envelopes:
-        head = next_head(head, commitment(salt(key, envelope.version), event_body(envelope)))
+        head = next_head(head, event_commitment(key, envelope, scheme), scheme)
     return head
 
 
-def heads(key: bytes, envelopes: Iterable[Envelope]) -> list[bytes]:
+def heads(key: bytes, envelopes: Iterable[Envelope], scheme: str = SCHEME) -> list[bytes]:
     """``head_1 .. head_N`` of a room's envelopes from version 1."""
     result: list[bytes] = []
     head = HEAD_0
     for envelope in envelopes:
-        head = next_head(head, commitment(salt(key, envelope.version), event_body(envelope)))
+        head = next_head(head, event_commitment(key, envelope, scheme), scheme)
         result.append(head)
     return result
 

@@ -8,7 +8,8 @@ the result so an audit can tell which code a room was played under.
 
 What is hashed: the package's Python sources and tables, but not what presents or surrounds the rules
 (``NOT_RULES``): the manifest module (the console picture's name, descriptions, the bot, read models,
-the bench game), the bot's policy, the list of fingerprints itself, and pictures and text (``.js``,
+the bench game), the bot's policy and its seat bot (``policy.py``, ``bot.py``), the list of fingerprints
+itself, and pictures and text (``.js``,
 ``.md``: not in ``HASHED_SUFFIXES``). Rewording a description or redrawing a picture leaves the
 fingerprint as it was.
 
@@ -34,7 +35,7 @@ from importlib.resources.abc import Traversable
 HASHED_SUFFIXES = (".py", ".json", ".csv", ".toml", ".txt")
 SKIPPED_DIRS = ("__pycache__",)
 # Files of a rule-set package that are not its rules, wherever they sit in it (see the module's docstring).
-NOT_RULES = ("manifest.py", "policy.py", "fingerprints.toml")
+NOT_RULES = ("manifest.py", "policy.py", "bot.py", "fingerprints.toml")
 # The list of a version's fingerprints, in the package of its Decider.
 REVISIONS_FILE = "fingerprints.toml"
 

@@ -40,6 +40,9 @@ class Deadline:
     due_ms: int
     player: str
     command: dict[str, Any]
+    # The seats whose move the deadline waits for (realm: the cities that have not ended their turn): the players
+    # a ``deadline_soon`` webhook warns (services/notifier.py). None: every seat of the room.
+    concerns: tuple[str, ...] | None = None
 
 
 # A rule-set's deadlines: (game state, seated players) -> the deadlines pending in that state (pure; the
@@ -188,6 +191,10 @@ class RuleSet:
     # None: the view is documented as the game's own object. tests/gateway/test_typed_schemas.py holds real views
     # to it.
     view_type: type | None = None
+    # A bot for a seat (services/bots.py): what ``player`` does next given only the seat's view (the dict
+    # ``view(state, player)`` returns, never the state), so it cannot read what the seat may not see. Same
+    # signature as ``policy`` with the view in place of the state. Not rules: not in the fingerprint.
+    seat_bot: Policy | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -29,6 +29,17 @@ def command_bytes(room: str, player: str, command_id: str, body: Any) -> bytes:
                       canonical_json(body)))
 
 
+def join_bytes(room: str, player: str, public_key: str, nonce_commitment: str | None) -> bytes:
+    """The bytes a player signs with the key their join registers (proof of possession, docs/dice.md):
+
+        b"almanac-join-v1|" + room + b"|" + player + b"|" + public_key hex + b"|" + nonce_commitment hex
+
+    ``nonce_commitment`` is the sha256 hex of the nonce the player sends, empty when they send none (the server then
+    draws theirs). The join's signature is kept in its command record like a command's."""
+    return b"|".join((b"almanac-join-v1", room.encode(), player.encode(), public_key.encode(),
+                      (nonce_commitment or "").encode()))
+
+
 @lru_cache(maxsize=4096)
 def _public_key(public_key_hex: str) -> Ed25519PublicKey:
     # A seat's key is checked on every command: parsed once (a pure function of the hex).

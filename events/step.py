@@ -29,7 +29,7 @@ from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.hashing import seal
 from almanac.events.room import RoomState
-from almanac.events.signing import command_bytes, signature_valid
+from almanac.events.signing import command_bytes, join_bytes, signature_valid
 
 
 class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,6 +130,19 @@ def check_signature(state: RoomState, record: CommandRecord) -> None:
                         "(events.signing.command_bytes)", field="signature")
 
 
+def check_join_signature(record: CommandRecord, command: room_rules.JoinRoom) -> None:
+    """A join that registers a key and carries a signature must be signed by that key (events.signing.join_bytes):
+    RuleError ``signature_invalid`` otherwise. A join without one is decided as before signed joins existed (the
+    gateway refuses new ones unsigned; ``verify`` names such a join unsigned), so older logs re-decide unchanged."""
+    if command.public_key is None or record.signature is None:
+        return
+    commitment = None if command.nonce_by_server else command.nonce_commitment
+    if not signature_valid(command.public_key, record.signature,
+                           join_bytes(record.room, record.player, command.public_key, commitment)):
+        raise RuleError("signature_invalid", f"the join's signature is not by the key it registers for "
+                        f"{record.player!r} (events.signing.join_bytes)", field="signature")
+
+
 def step(
     state: RoomState | None,
     last_hash: str,
@@ -195,6 +208,8 @@ def step(
     if scheme == COMMAND_BOUND and state is not None:
         # (The create's setup draws as scheme 2's, from the seed alone: public before anyone commits.)
         check_signature(state, record)
+        if isinstance(command, room_rules.JoinRoom):
+            check_join_signature(record, command)
         # The command's own dice: its id, its content and its player's committed nonce; no version.
         own = dict(pairs).get(record.player) or server_nonce(seed, record.player)
         key, dice_version = command_key(seed, record.player, own, record.command_id, record.body), 0

@@ -10,6 +10,12 @@ rooms per shard; several archivers may run at once (each move is safe against an
 Its figures (rooms, bytes, commands archived, errors, the pass's rooms/s, the lag: ended rooms past their window
 not yet archived and the age of the oldest) are kept in Redis (``archiver_stats_key``) with a heartbeat; the
 gateway's /metrics shows them, as it shows the engine's and the projector's.
+
+With ``idle_after_s`` (ALMANAC_ARCHIVE_IDLE_AFTER, off by default) each pass also walks part of every shard's room
+set (SSCAN, ``batch`` rooms per shard, going on where the last pass stopped) and moves a room still in Redis whose
+last event and last refusal are both older than that to the archive, with reason "idle": its next command brings it
+back first (storage.restore). A room's clock deadline (services.clock) is not in the room's keys but in its shard's
+deadline set, which the move leaves alone: it fires when due and its command brings the room back like any other.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ from collections.abc import Callable
 
 import structlog
 
+from almanac.events import codec
+from almanac.events.step import decode_record
 from almanac.services import bootstrap
 from almanac.services.settings import Settings
 from almanac.storage.archive import ArchiveResult, ArchivingStore, archive_room
 from almanac.storage.keys import archiver_heartbeat_key, archiver_stats_key, archivers_key
+from almanac.storage.redis_store import _envelope_field
 
 log = structlog.get_logger("almanac.archiver")
 HEARTBEAT_TTL_S = 15
@@ -32,9 +41,11 @@ HEARTBEAT_TTL_S = 15
 
 class Archiver:
     def __init__(self, store: ArchivingStore, retain_s: float = 60.0, batch: int = 256, concurrency: int = 8,
-                 name: str = "archiver") -> None:
+                 name: str = "archiver", idle_after_s: float = 0) -> None:
         self.store = store
         self.retain_s = retain_s
+        self.idle_after_s = idle_after_s
+        self._cursors: dict[int, int] = {}  # shard -> where the idle walk of its room set goes on
         self.batch = batch
         self.concurrency = concurrency
         self.name = name
@@ -49,6 +60,45 @@ class Archiver:
                 pipe.zrangebyscore(keys.ended_rooms(shard), "-inf", cut, start=0, num=self.batch)
             found = await pipe.execute()
         return [room.decode() if isinstance(room, bytes) else room for rooms in found for room in rooms]
+
+    async def idle(self, now_ms: int | None = None) -> list[str]:
+        """Rooms still in Redis, not ended, untouched (no event, no refusal) for ``idle_after_s``: up to ``batch``
+        rooms of each shard's room set looked at per call, the walk going on where the last call stopped."""
+        if self.idle_after_s <= 0:
+            return []
+        cut = (now_ms if now_ms is not None else int(time.time() * 1000)) - int(self.idle_after_s * 1000)
+        keys, client = self.store.keys, self.store.client
+        candidates: list[str] = []
+        for shard in range(self.store.shard_count):
+            cursor, found = await client.sscan(keys.rooms(shard), self._cursors.get(shard, 0), count=self.batch)
+            self._cursors[shard] = int(cursor)
+            candidates += [room.decode() if isinstance(room, bytes) else room for room in found]
+        if not candidates:
+            return []
+        async with client.pipeline(transaction=False) as pipe:
+            for room in candidates:
+                pipe.xrevrange(keys.events(room), count=1)
+                pipe.xrevrange(keys.rejected(room), count=1)
+                pipe.zscore(keys.ended_rooms(keys.shard(room)), room)
+            replies = await pipe.execute()
+        due = []
+        for index, room in enumerate(candidates):
+            last_event, last_refusal, ended = replies[3 * index: 3 * index + 3]
+            if not last_event or ended is not None:  # archived already (or empty), or ended: the ended list's work
+                continue
+            entry_id, fields = last_event[0]
+            try:
+                touched = codec.decode_envelope(_envelope_field(fields) or b"", room,
+                                                int(entry_id.split(b"-", 1)[0])).server_time_ms
+                if last_refusal:  # a refused command touched the room too: its record has the time it was decided
+                    touched = max(touched, decode_record(last_refusal[0][1][b"c"]).server_time_ms)
+            except Exception:  # noqa: BLE001 - a damaged room is not moved (verify tells its story); the rest go on
+                self.totals["errors"] += 1
+                log.warning("archiver.idle_unreadable", room=room, exc_info=True)
+                continue
+            if touched <= cut:
+                due.append(room)
+        return due
 
     async def lag(self, now_ms: int | None = None) -> tuple[int, float]:
         """(ended rooms past their window, not archived yet; seconds the oldest of them has waited)."""
@@ -66,20 +116,21 @@ class Archiver:
         return waiting, age
 
     async def run_once(self) -> list[ArchiveResult]:
-        rooms = await self.due()
+        rooms = [(room, "finished") for room in await self.due()]
+        rooms += [(room, "idle") for room in await self.idle()]
         started = time.perf_counter()
         gate = asyncio.Semaphore(self.concurrency)
 
-        async def one(room: str) -> ArchiveResult | None:
+        async def one(room: str, reason: str) -> ArchiveResult | None:
             async with gate:
                 try:
-                    return await archive_room(self.store, room)
+                    return await archive_room(self.store, room, reason)
                 except Exception:  # noqa: BLE001 - one room's failure is counted and logged; the others go on
                     self.totals["errors"] += 1
                     log.warning("archiver.room_failed", room=room, exc_info=True)
                     return None
 
-        results = [r for r in await asyncio.gather(*(one(room) for room in rooms)) if r is not None]
+        results = [r for r in await asyncio.gather(*(one(room, reason) for room, reason in rooms)) if r is not None]
         archived = [r for r in results if r.status == "archived"]
         self.totals["rooms"] += len(archived)
         self.totals["bytes"] += sum(r.size for r in archived)
@@ -111,7 +162,8 @@ async def run(settings: Settings, redis_url: str, *, name: str = "archiver",
               on_ready: Callable[[], None] | None = None) -> None:
     """Archive ended rooms until SIGINT/SIGTERM (the pass in hand finishes) or the loop fails."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
-    archiver = Archiver(runtime.store, retain_s=settings.dedupe_retain_s, name=name)
+    archiver = Archiver(runtime.store, retain_s=settings.dedupe_retain_s, name=name,
+                        idle_after_s=settings.archive_idle_after_s)
     try:
         await bootstrap.run_until_stopped(lambda stop: archiver.run(stop, settings.archiver_interval_s), "archiver",
                                           on_ready)

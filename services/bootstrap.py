@@ -278,6 +278,26 @@ async def opened(config: Settings, role: Role, url: str | None = None,
 # --- running ----------------------------------------------------------------------------------------------
 
 
+async def serve(runtime: Runtime, loop: Callable[[asyncio.Event], Awaitable[None]], name: str, *,
+                on_ready: Callable[[], None] | None = None,
+                closing: Callable[[], Awaitable[None]] | None = None) -> None:
+    """A service process's life around its ``loop(stop)``: run it until SIGINT/SIGTERM (or until it fails), then
+    set ``stop``, let the round in hand finish, ``closing()`` and close the runtime."""
+    stop = asyncio.Event()
+    running = asyncio.create_task(loop(stop), name=name)
+    try:
+        if on_ready is not None:
+            on_ready()
+        await until_stopped(running)
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        if closing is not None:
+            await closing()
+        await runtime.aclose()
+
+
 async def until_stopped(work: asyncio.Task | None = None) -> None:
     """Wait for SIGINT or SIGTERM (the process's graceful stop: the caller then stops what it started), or for
     ``work`` to end, whose error is raised (a process whose loop died exits, and its supervisor restarts it).

@@ -14,12 +14,17 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from almanac.events import commitments as cm
 from almanac.events.envelope import Envelope
+from almanac.events.errors import CorruptEventError, RuleError
 from almanac.services.data_secrets import file_secret
 
 SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data directory
 COMMIT_SECRET_FILE = "commit-secret"  # hex 32 bytes, mode 0600
+NEW_ROOM_SCHEME = cm.SCHEME_V2  # the commitment scheme rooms created from now on get (recorded per room)
 RECENT_HEADS = 64  # heads kept per room (an answer may name a version a few commands back)
 MAX_ROOMS = 20_000  # rooms whose heads are kept (least recently used dropped; they are derivable again)
+# Signed checkpoints kept, by (room, version), least recently used dropped: every answer and feed message naming
+# a version signs it once (spectator feeds delayed alike, a live answer and the feeds behind it, all reuse it).
+SIGNED_KEPT = 8_192
 
 
 def _hex32(text: str, what: str) -> bytes:
@@ -85,7 +90,9 @@ class Checkpointer:
         self.max_rooms = max_rooms
         self._heads: OrderedDict[str, dict[int, bytes]] = OrderedDict()
         self._keys: dict[str, bytes] = {}
-        self._signed: dict[str, dict[str, Any]] = {}  # the latest checkpoint signed per room (views repeat it)
+        self._signed: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()  # see SIGNED_KEPT
+        self.signatures = 0  # Ed25519 signatures made by ``checkpoint`` (each (room, version) once while kept)
+        self._schemes: dict[str, str] = {}
 
     @classmethod
     def from_settings(cls, settings: Any) -> Checkpointer:
@@ -99,13 +106,26 @@ class Checkpointer:
             key = self._keys[room] = cm.room_key(self.secret, room)
         return key
 
+    async def scheme(self, store: Any, room: str) -> str:
+        """The commitment scheme ``room`` was created with (recorded by the engine at creation, see
+        ``record_scheme``); a room with no record predates scheme v2 and keeps ``almanac-commit-v1``."""
+        known = self._schemes.get(room)
+        if known is None:
+            load = getattr(store, "load_commit_scheme", None)
+            known = (await load(room) if load is not None else None) or cm.SCHEME
+            if known not in cm.SCHEMES:
+                raise LookupError(f"room {room!r} records an unknown commitment scheme {known!r}")
+            if len(self._schemes) >= self.max_rooms:
+                self._schemes.clear()
+            self._schemes[room] = known
+        return known
+
     def _remember(self, room: str, version: int, head: bytes) -> None:
         recent = self._heads.get(room)
         if recent is None:
             recent = self._heads[room] = {}
             if len(self._heads) > self.max_rooms:
-                dropped, _ = self._heads.popitem(last=False)
-                self._signed.pop(dropped, None)
+                self._heads.popitem(last=False)
         else:
             self._heads.move_to_end(room)
         recent[version] = head
@@ -134,9 +154,14 @@ class Checkpointer:
             chain = await store.read(room, start + 1, version)
             if len(chain) != version - start:
                 raise LookupError(f"room {room!r} has no version {version}")
-        key = self.room_key(room)
+        key, scheme = self.room_key(room), await self.scheme(store, room)
         for envelope in chain:
-            head = cm.next_head(head, cm.commitment(cm.salt(key, envelope.version), cm.event_body(envelope)))
+            try:
+                commitment = cm.event_commitment(key, envelope, scheme)
+            except (RuleError, CorruptEventError) as error:  # v2 reads the event: rules missing here, or corrupt
+                raise LookupError(f"room {room!r} version {envelope.version}: its views cannot be committed to "
+                                  f"here ({error})") from None
+            head = cm.next_head(head, commitment, scheme)
             self._remember(room, envelope.version, head)
         return head
 
@@ -146,18 +171,30 @@ class Checkpointer:
         checkpoint of the room the caller holds, a start point for the head (see ``head``)."""
         if version < 1:
             return None
-        signed = self._signed.get(room)
-        if signed is not None and signed["version"] == version:
+        signed = self._signed.get((room, version))
+        if signed is not None:
+            self._signed.move_to_end((room, version))
             return signed
         start = (since["version"], bytes.fromhex(since["head"])) if since is not None else None
         head = await self.head(store, room, version, envelopes, start)
         signed = self.ring.sign(room, version, head)
-        self._signed[room] = signed
+        self.signatures += 1
+        self._signed[(room, version)] = signed
+        if len(self._signed) > SIGNED_KEPT:
+            self._signed.popitem(last=False)
         return signed
 
-    def openings(self, room: str) -> dict[str, Any]:
+    def openings(self, room: str, scheme: str = cm.SCHEME) -> dict[str, Any]:
         """A bundle's ``commitments`` section for an auditor: the room key opens every salt."""
-        return {"scheme": cm.SCHEME, "room_key": self.room_key(room).hex()}
+        return {"scheme": scheme, "room_key": self.room_key(room).hex()}
+
+
+async def record_scheme(store: Any, room: str, scheme: str = NEW_ROOM_SCHEME) -> None:
+    """Record the commitment scheme of a room being created (first write wins: a retried creation keeps it).
+    A store without the optional ``save_commit_scheme`` keeps every room on scheme v1."""
+    save = getattr(store, "save_commit_scheme", None)
+    if save is not None:
+        await save(room, scheme)
 
 
 async def player_checkpoints(checkpointer: Checkpointer, store: Any, room: str, player: str | None) -> dict[str, Any]:
@@ -168,7 +205,7 @@ async def player_checkpoints(checkpointer: Checkpointer, store: Any, room: str, 
     if not envelopes:
         raise LookupError(f"room {room!r} does not exist")
     key = checkpointer.room_key(room)
-    heads = cm.heads(key, envelopes)
+    heads = cm.heads(key, envelopes, await checkpointer.scheme(store, room))
     last_of: dict[str, int] = {}
     for envelope in envelopes:
         if player is None or envelope.player == player:

@@ -61,6 +61,7 @@ class _Pending(msgspec.Struct, array_like=True, frozen=True):
     due_ms: int
     player: str
     command: dict
+    concerns: tuple[str, ...] | None = None  # last, with a default: a pending deadline written before it decodes
 
 
 _PENDING = msgspec.msgpack.Decoder(_Pending)
@@ -68,13 +69,14 @@ _PENDING = msgspec.msgpack.Decoder(_Pending)
 
 def pending_data(deadline: Deadline) -> bytes:
     """What ``Keys.deadline_commands`` holds for a room's earliest deadline."""
-    return codec.encode(_Pending(deadline.key, deadline.due_ms, deadline.player, deadline.command))
+    return codec.encode(_Pending(deadline.key, deadline.due_ms, deadline.player, deadline.command, deadline.concerns))
 
 
 def pending_deadline(data: bytes) -> Deadline:
     """A room's pending deadline as ``Keys.deadline_commands`` holds it (the notifier's warnings read it)."""
     pending = _PENDING.decode(data)
-    return Deadline(key=pending.key, due_ms=pending.due_ms, player=pending.player, command=pending.command)
+    return Deadline(key=pending.key, due_ms=pending.due_ms, player=pending.player, command=pending.command,
+                    concerns=pending.concerns)
 
 
 def deadline_command_id(room: str, key: str, player: str) -> str:
@@ -95,6 +97,22 @@ def earliest(state: RoomState | None) -> Deadline | None:
         return None
     found = manifest.deadlines(state.game, state.players)
     return min(found, key=lambda d: (d.due_ms, d.key)) if found else None
+
+
+async def state_at_least(loader: RoomLoader, store: EventStore, room: str, version: int) -> RoomState | None:
+    """The room's state at ``version`` or later: the loader's cached state, brought up to the log's end with
+    its tail when it is older (the loader alone trusts its cache), else loaded (the bots read rooms alike)."""
+    cached = loader.cached(room)
+    if cached is not None and cached[0].version >= version:
+        return cached[0]
+    if cached is not None:
+        tail = await store.read(room, cached[0].version + 1)
+        state = replay(tail, cached[0])
+        if state is not None and tail:
+            loader.remember(room, state, tail[-1].hash)
+        return state
+    state, _ = await loader.load(room)
+    return state
 
 
 UNTIMED_LIMIT = 100_000
@@ -134,17 +152,7 @@ class Clock:
     # --- tracking ------------------------------------------------------------------------------
 
     async def _state(self, room: str, version: int) -> RoomState | None:
-        cached = self.loader.cached(room)
-        if cached is not None and cached[0].version >= version:
-            return cached[0]
-        if cached is not None:
-            tail = await self.store.read(room, cached[0].version + 1)
-            state = replay(tail, cached[0])
-            if state is not None and tail:
-                self.loader.remember(room, state, tail[-1].hash)
-            return state
-        state, _ = await self.loader.load(room)
-        return state
+        return await state_at_least(self.loader, self.store, room, version)
 
     async def _set(self, shard: int, rooms: dict[str, int], cursor: str | None) -> None:
         """Write the earliest deadline of each room (at least at its version) and the cursor, in one go."""

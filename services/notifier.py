@@ -14,9 +14,10 @@ Two loops in one process (`almanac notifier`, started by `almanac up`); the firs
   A delivery is sent again only under its own id (``X-Almanac-Delivery``): a receiver deduplicates by it.
 * **warn** (in the notice loop, every ``WARN_EVERY_S``): ``deadline_soon``. The clock (services/clock.py) keeps
   each room's earliest pending deadline per shard (``Keys.deadlines``: room -> due ms, ``Keys.deadline_commands``
-  its key); the notifier reads those due within ALMANAC_WEBHOOK_DEADLINE_WARNING_S and tells the room's seats
-  (a deadline of the room concerns every seat: realm's season ends for every city), under a delivery id derived
-  from (subscription, room, deadline key, player). The id goes into ``Keys.webhook_warned`` in the same script
+  its key); the notifier reads those due within ALMANAC_WEBHOOK_DEADLINE_WARNING_S and tells the players it waits
+  for (``Deadline.concerns``: realm's season waits for the cities that have not ended their turn; a rule-set that
+  names none means every seat), each player's subscription addressed to its player, a room's or deployment's once
+  for the room, under a delivery id derived from (subscription, room, deadline key, player). The id goes into ``Keys.webhook_warned`` in the same script
   that enqueues it: a deadline is warned of once per subscription, ever, however many notifiers run or restart.
   The notice carries the deadline's key and due time only (never the command the clock will send).
 
@@ -233,7 +234,11 @@ class Notifier:
         """Read every shard's feed past its cursor once; the deliveries enqueued."""
         shards = range(self.settings.shard_count)
         if not self._cursors:
-            values = await self.client.mget([self.keys.notifier_cursor(s) for s in shards])
+            cursor_keys = [self.keys.notifier_cursor(s) for s in shards]
+            if self.settings.redis_cluster:  # each cursor lives in its shard's slot: one GET each (no MGET across)
+                values = await asyncio.gather(*(self.client.get(key) for key in cursor_keys))
+            else:
+                values = await self.client.mget(cursor_keys)
             self._cursors = {s: (v.decode() if isinstance(v, bytes) else v) or START for s, v in zip(shards, values, strict=True)}
         if self.settings.redis_cluster:  # the feeds live in different slots: one read each, none blocking
             answers = await asyncio.gather(*(self.client.xread({self.keys.feed(s): self._cursors[s]}, count=200)
@@ -355,16 +360,19 @@ class Notifier:
         """The deadline_soon deliveries of a room's deadline not yet enqueued here: (id, record JSON, due ms)."""
         found = []
         for subscription in wanted:
-            # A room's deadline concerns every seat (player None): the room's and each of its players' subscriptions.
-            if not subscription.wants(room, "deadline_soon", None):
+            # A player's subscription hears a deadline that waits for that player (``Deadline.concerns``; None: for
+            # every seat), addressed to them; a room's or deployment's hears it once, for the room (player None).
+            player = subscription.player if subscription.scope == "player" else None
+            if player is not None and deadline.concerns is not None and player not in deadline.concerns:
                 continue
-            ident = warning_id(subscription.id, room, deadline.key, None)
+            if not subscription.wants(room, "deadline_soon", player):
+                continue
+            ident = warning_id(subscription.id, room, deadline.key, player)
             if ident in self._warned:
                 continue
-            viewer = subscription.player if subscription.scope == "player" else None
             payload = {"delivery_id": ident, "kind": "deadline_soon", "room": room,
-                       "ruleset": await self._ruleset(room), "version": None, "player": None,
-                       "subscription": subscription.id, "scope": subscription.scope, "viewer": viewer,
+                       "ruleset": await self._ruleset(room), "version": None, "player": player,
+                       "subscription": subscription.id, "scope": subscription.scope, "viewer": player,
                        "deadline": {"key": deadline.key, "due_ms": deadline.due_ms}}
             record = {"id": ident, "subscription": subscription.id, "url": subscription.url,
                       "secret": subscription.secret, "payload": payload, "attempts": 0,
@@ -480,13 +488,4 @@ async def run(settings: Settings, redis_url: str) -> None:
     """The notifier until SIGINT/SIGTERM."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
     notifier = Notifier(runtime.client, runtime.store, settings)
-    stop = asyncio.Event()
-    running = asyncio.create_task(notifier.run(stop), name="notifier")
-    try:
-        await bootstrap.until_stopped(running)
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-        await notifier.aclose()
-        await runtime.aclose()
+    await bootstrap.serve(runtime, notifier.run, "notifier", closing=notifier.aclose)

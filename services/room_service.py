@@ -24,6 +24,7 @@ from almanac.events.step import (
     refusal_record,
     step,
 )
+from almanac.services.checkpoints import record_scheme
 from almanac.services.logging import get_logger
 from almanac.storage.base import (
     AppendRequest,
@@ -114,8 +115,22 @@ class RoomService:
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
 
     async def load(self, room: str, at_version: int | None = None) -> tuple[RoomState | None, str]:
-        """The room state at ``at_version`` (latest when None) and the chain hash of that version."""
-        return await self.loader.load(room, at_version)
+        """The room state at ``at_version`` (latest when None) and the chain hash of that version.
+
+        A room archived because it was idle is brought back into Redis first (storage.restore) and loaded again
+        from there: the engine decides only against a room that lives in Redis, whole."""
+        loaded = await self.loader.load(room, at_version)
+        met_idle = getattr(self.store, "met_idle", None)
+        if at_version is None and met_idle is not None and met_idle(room):
+            try:
+                restored = await self.store.restore_idle(room)  # type: ignore[attr-defined]
+            except BaseException:
+                self.loader.forget(room)  # its cached state is the archived one: the next try loads (and restores)
+                raise
+            if restored:
+                self.loader.forget(room)
+                loaded = await self.loader.load(room)
+        return loaded
 
     def _remember(self, room: str, state: RoomState, last_hash: str) -> None:
         self.loader.remember(room, state, last_hash)
@@ -513,6 +528,7 @@ class RoomService:
         if state is None:
             # A crash after saving the seed but before the append must not change the dice: keep the first.
             await self.store.save_seed(room, secrets.token_bytes(32))
+            await record_scheme(self.store, room)  # rooms created from now on commit per viewer (scheme v2)
             return await self.store.load_seed(room) or b""
         held = self._seeds.get(room)
         # Checked against the commitment every time (a room recreated under the same id has a new seed):

@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     archiver: bool = _env("ALMANAC_ARCHIVER", True)
     dedupe_retain_s: int = _env("ALMANAC_DEDUPE_RETAIN", 60)
     archiver_interval_s: float = _env("ALMANAC_ARCHIVER_INTERVAL_S", 2.0)
+    # Seconds a room still being played may go untouched (no event, no refusal) before the archiver moves it to
+    # the archive too; its next command brings it back first (storage.restore). 0: off, the default: bringing a
+    # room back costs its first command an object read and a fold, a latency a deployment opts into with a
+    # window that fits its games (docs/archive.md, "Idle rooms").
+    archive_idle_after_s: int = _env("ALMANAC_ARCHIVE_IDLE_AFTER", 0)
     # The engine (or the gateway deciding its own shards) runs the clock of the shards it holds: the
     # rule-sets' deadlines (realm's season timeout) fire by themselves (services/clock.py). Off: only a
     # player's command ends a timed-out season.
@@ -169,7 +174,7 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("gateway_target_wait_ms", "stream_retain_s",
-                     "projector_gather_ms", "redis_idle_s", "dedupe_retain_s",
+                     "projector_gather_ms", "redis_idle_s", "dedupe_retain_s", "archive_idle_after_s",
                      "webhook_deadline_warning_s")
     @classmethod
     def _not_negative(cls, value: int | None, info: ValidationInfo) -> int | None:

@@ -1,4 +1,4 @@
-"""`almanac up`'s process supervisor: Redis (embedded unless REDIS_URL) and the engine, projector, notifier and gateway
+"""`almanac up`'s process supervisor: Redis (embedded unless REDIS_URL) and the engine, projector, notifier, bots and gateway
 processes, each a child running the CLI again, restarted when it dies. The CLI's `up` and `demo` and the
 benchmarks start stacks through it (it imports neither)."""
 
@@ -110,7 +110,8 @@ class Stack:
 
     def _services(self) -> list[str]:
         # the archiver (ALMANAC_ARCHIVER, on by default) moves ended rooms out of Redis (services.archiver)
-        return ["engine", "projector", "notifier", "gateway"] + (["archiver"] if self.settings.archiver else [])
+        # the bots play the seats handed to them (services.bots); idle, one pipelined read of the bot seats a round
+        return ["engine", "projector", "notifier", "bots", "gateway"] + (["archiver"] if self.settings.archiver else [])
 
     def _spawn(self, name: str) -> None:
         service, own_env = self._child_specs[name]
@@ -190,7 +191,7 @@ class Stack:
                 path.unlink()
         # The gateway first (no new commands), then the engine, then the projector drains what is left; the
         # notifier last (what it has not delivered stays in its outbox for the next start); the archiver after.
-        for service in ("gateway", "engine", "projector", "notifier", "archiver"):
+        for service in ("gateway", "bots", "engine", "projector", "notifier", "archiver"):
             group = [child for name, child in self.children.items()
                      if self._child_specs[name][0] == service and child.poll() is None]
             for child in group:  # every process of a service stops together, then the next service

@@ -76,6 +76,7 @@ class RoomObject(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     seed: bytes | None = None
     nonces: dict[str, bytes] = {}
     origin: bytes | None = None
+    commit_scheme: str | None = None  # the room's commitment scheme (docs/bundle-format.md 6.1); None: v1
 
 
 class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
@@ -196,12 +197,24 @@ redis.call('SADD', KEYS[4], ARGV[4])
 return 'ok'
 """
 
+# The same commit point for a room archived because it was idle (still being played): it also deletes the room's
+# version key, so a writer that still holds the room's state (an engine's cache) has its append refused as a
+# conflict (the append scripts compare the version) and loads the room again, which finds the pointer and brings
+# the room back first (storage.restore). Without it, an append between this step and the delete step would be
+# deleted with the room.
+RECORD_IDLE_POINTER_SCRIPT = RECORD_POINTER_SCRIPT.replace("redis.call('SET', KEYS[1], ARGV[1])",
+                                                           "redis.call('SET', KEYS[1], ARGV[1])\n"
+                                                           "redis.call('DEL', KEYS[2])")
+if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit line changed: say so, never drop it
+    raise ImportError("RECORD_IDLE_POINTER_SCRIPT lost its version guard: rewrite it beside RECORD_POINTER_SCRIPT")
+
 # KEYS: 1 pointer, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed, 8 nonces,
 # 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
 # room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
 # an ended room never appends again), 13.. the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
-# keep counting it.
+# keep counting it. ARGV 4: the move's reason; an idle room keeps its summary row (it comes back, and nothing
+# would write the row again before its next event: storage.restore).
 DELETE_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local archived = tonumber(ARGV[2])
@@ -213,7 +226,7 @@ else
 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[12])
 redis.call('ZREM', KEYS[10], ARGV[3])
-redis.call('HDEL', KEYS[11], ARGV[3])
+if ARGV[4] ~= 'idle' then redis.call('HDEL', KEYS[11], ARGV[3]) end
 for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
 """
@@ -259,6 +272,11 @@ class ArchivingStore(RedisEventStore):
         self.objects = ArchivedRooms(archive, cache_size)
         self._pointers: OrderedDict[str, Pointer] = OrderedDict()  # archived is for ever: positives are cached
         self._record_pointer = client.register_script(RECORD_POINTER_SCRIPT)
+        self._record_idle_pointer = client.register_script(RECORD_IDLE_POINTER_SCRIPT)
+        # Rooms archived because idle (reason "idle") come back (storage.restore): their pointers are never cached
+        # (another process may have brought the room back); the last one the loader's read met is kept here, for
+        # the engine's ``restore_idle`` only.
+        self._idle_met: OrderedDict[str, Pointer] = OrderedDict()
         self._delete_room = client.register_script(DELETE_SCRIPT)
         self._load_or_pointer = client.register_script(LOAD_OR_POINTER_SCRIPT)
 
@@ -269,10 +287,32 @@ class ArchivingStore(RedisEventStore):
         value = await self.client.get(self.keys.archived(room))
         if value is None:
             return None
-        found = self._pointers[room] = _POINTER_DECODER.decode(value)
-        while len(self._pointers) > 100_000:
-            self._pointers.popitem(last=False)
-        return found
+        return self._met(room, _POINTER_DECODER.decode(value))
+
+    def _met(self, room: str, pointer: Pointer) -> Pointer:
+        """Cache a pointer met in Redis: a finished room's for ever; an idle room's only for ``restore_idle``."""
+        cache = self._idle_met if pointer.reason == "idle" else self._pointers
+        cache[room] = pointer
+        while len(cache) > 100_000:
+            cache.popitem(last=False)
+        return pointer
+
+    def met_idle(self, room: str) -> bool:
+        """Whether a read of ``room`` met an idle room's pointer since it was last brought back (no I/O: the
+        engine asks it on every load, and calls ``restore_idle`` only then)."""
+        return room in self._idle_met
+
+    async def restore_idle(self, room: str) -> bool:
+        """The engine's step before it decides for ``room``: when the load it just made met an idle room's pointer,
+        bring the room back into Redis (storage.restore; exactly once, whoever races) and answer True: the caller
+        loads again, from Redis."""
+        pointer = self._idle_met.pop(room, None)
+        if pointer is None:
+            return False
+        from almanac.storage.restore import restore_room  # it builds on this module
+
+        await restore_room(self, pointer)
+        return True
 
     def forget_archived(self, room: str) -> None:
         """Forget a room's cached pointer (an operator removed it, e.g. restoring another history in its place)."""
@@ -295,7 +335,7 @@ class ArchivingStore(RedisEventStore):
                                      ["+inf" if at_most is None else at_most, 1000])
             if int(reply[0]) >= 0:
                 return await self._parse_load(room, at_most, reply)
-            pointer = self._pointers[room] = _POINTER_DECODER.decode(reply[1])
+            pointer = self._met(room, _POINTER_DECODER.decode(reply[1]))
         return None, _envelopes(await self.objects.get(pointer), 1, at_most)
 
     # Each read asks Redis first (a live room costs no extra round trip) and the archive when the room is known
@@ -393,7 +433,7 @@ class ArchivingStore(RedisEventStore):
             return _OUTCOME_DECODER.decode(value)
         if pointer is None:
             return None
-        self._pointers[room] = _POINTER_DECODER.decode(pointer)
+        self._met(room, _POINTER_DECODER.decode(pointer))
         return await self._archived_outcome(room, command_id)
 
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
@@ -431,6 +471,14 @@ class ArchivingStore(RedisEventStore):
             if found is not None or (archived := await self.archived_object(room)) is None:
                 return found
         return archived.origin
+
+    async def load_commit_scheme(self, room: str) -> str | None:
+        archived = await self._known(room)
+        if archived is None:
+            found = await super().load_commit_scheme(room)
+            if found is not None or (archived := await self.archived_object(room)) is None:
+                return found
+        return archived.commit_scheme
 
     async def archived_rooms(self) -> list[str]:
         async with self.client.pipeline(transaction=False) as pipe:
@@ -486,7 +534,8 @@ async def read_room_object(store: RedisEventStore, room: str) -> tuple[RoomObjec
         format=FORMAT, room=room, version=len(raw), last_hash=envelopes[-1].hash if envelopes else "",
         events=[data for _, data in raw], commands=commands, rejections=rejections, outcomes=outcomes,
         seed=await RedisEventStore.load_seed(store, room), nonces=await RedisEventStore.load_nonces(store, room),
-        origin=await RedisEventStore.load_origin(store, room))
+        origin=await RedisEventStore.load_origin(store, room),
+        commit_scheme=await RedisEventStore.load_commit_scheme(store, room))
     return room_object, len(rejections)
 
 
@@ -530,7 +579,7 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
                           last_hash=bytes.fromhex(room_object.last_hash), rejections=refusals, size=len(data),
                           archived_at_ms=int(time.time() * 1000), reason=reason)
-        recorded = await run_script(store._record_pointer,
+        recorded = await run_script(store._record_idle_pointer if reason == "idle" else store._record_pointer,
                                     [keys.archived(room), keys.version(room), keys.rejected(room),
                                      keys.archived_rooms(keys.shard(room))],
                                     [_ENCODER.encode(pointer), room_object.version, refusals, room])
@@ -553,7 +602,8 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                      [keys.archived(room), keys.events(room), keys.commands(room), keys.rejected(room),
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
                       keys.origin(room), keys.ended_rooms(keys.shard(room)),
-                      keys.summaries(keys.shard(room)), keys.version(room), *dedupe],
-                     [pointer_value, existing.rejections, room])
+                      keys.summaries(keys.shard(room)), keys.version(room), keys.commit_scheme(room),
+                      *dedupe],
+                     [pointer_value, existing.rejections, room, existing.reason])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)

@@ -163,6 +163,9 @@ class EventStore(Protocol):
     # Optional (read through getattr): a copy's origin, JSON {room, version, hash} (``import --as``).
     # async def save_origin(self, room: str, origin: bytes) -> bool
     # async def load_origin(self, room: str) -> bytes | None
+    # Optional: the room's commitment scheme (docs/bundle-format.md), recorded when it is created; none: v1.
+    # async def save_commit_scheme(self, room: str, scheme: str) -> bool
+    # async def load_commit_scheme(self, room: str) -> str | None
     # Optional: keep an imported room or a copy out of every leaderboard (``projections.read``).
     # async def mark_unranked(self, room: str) -> None
 

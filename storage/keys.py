@@ -135,6 +135,10 @@ class Keys:
     def seed(self, room: str) -> str:
         return self._room(room, "seed")
 
+    def commit_scheme(self, room: str) -> str:
+        """The room's commitment scheme (docs/bundle-format.md), recorded when it is created."""
+        return self._room(room, "commit-scheme")
+
     def origin(self, room: str) -> str:
         """A copy's origin (``import --as``): JSON {room, version, hash} of the room it was copied from."""
         return self._room(room, "origin")

@@ -29,6 +29,7 @@ class MemoryEventStore:
         self._rejections: dict[str, list[bytes]] = {}
         self._snapshots: dict[str, dict[int, bytes]] = {}
         self._seeds: dict[str, bytes] = {}
+        self._schemes: dict[str, str] = {}
         self._origins: dict[str, bytes] = {}
         self._nonces: dict[str, dict[str, bytes]] = {}
         self.unranked: set[str] = set()  # imported rooms and copies: never ranked
@@ -149,6 +150,12 @@ class MemoryEventStore:
 
     async def load_seed(self, room: str) -> bytes | None:
         return self._seeds.get(room)
+
+    async def save_commit_scheme(self, room: str, scheme: str) -> bool:
+        return self._schemes.setdefault(room, scheme) == scheme
+
+    async def load_commit_scheme(self, room: str) -> str | None:
+        return self._schemes.get(room)
 
     async def save_origin(self, room: str, origin: bytes) -> bool:
         return self._origins.setdefault(room, origin) == origin

@@ -705,7 +705,7 @@ class RedisEventStore:
     async def outcome(self, room: str, command_id: str, call: Callable[..., Awaitable[Any]] | None = None
                       ) -> StoredOutcome | None:
         """The command's stored outcome (None: undecided); ``call`` sends the GET instead of the client (the
-        gateway's pipelined line, ``SubmitLine.call``: a fraction of redis-py's CPU per command)."""
+        gateway's pipelined line, ``PipelinedConnection.call``: a fraction of redis-py's CPU per command)."""
         key = self.keys.command_outcome(room, command_id)
         value = await (self.client.get(key) if call is None else call("GET", key))
         if value is None:
@@ -721,7 +721,7 @@ class RedisEventStore:
         """Return once ``wait_replicas`` replicas have everything the room's node took so far (ReplicaWaitError
         otherwise): one small write to the room's shard, then WAIT, on one connection of the client's pool
         (replication is in order, so the WAIT covers every earlier write to that node, on any connection). Not
-        on the gateway's submit line: WAIT blocks its connection, and every submit pipelined behind it."""
+        on the gateway's pipelined connection: WAIT blocks its connection, and every submit pipelined behind it."""
         key = replicated_key(shard_tag(self.keys.shard(room)), self.keys.prefix)
         if isinstance(self.client, aioredis.Redis):
             async with self.client.pipeline(transaction=False) as pipe:
@@ -891,6 +891,13 @@ class RedisEventStore:
 
     async def save_origin(self, room: str, origin: bytes) -> bool:
         return bool(await self.client.set(self.keys.origin(room), origin, nx=True))
+
+    async def save_commit_scheme(self, room: str, scheme: str) -> bool:
+        return bool(await self.client.set(self.keys.commit_scheme(room), scheme, nx=True))
+
+    async def load_commit_scheme(self, room: str) -> str | None:
+        found = await self.client.get(self.keys.commit_scheme(room))
+        return found.decode() if found is not None else None
 
     async def load_origin(self, room: str) -> bytes | None:
         return await self.client.get(self.keys.origin(room))

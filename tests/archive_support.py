@@ -93,3 +93,11 @@ class Tier:
         for room in rooms:
             result = await archive_room(archiver, room)
             assert result.status == "archived", result
+
+
+async def whole_record(store, room: str) -> dict:
+    """Everything a reader can read of a room, through the store's reads (live or archived alike)."""
+    return {"events": await store.read_raw(room), "commands": await store.commands(room),
+            "rejections": await store.rejections(room), "seed": await store.load_seed(room),
+            "nonces": await store.load_nonces(room), "version": await store.latest_version(room),
+            "commit_scheme": await store.load_commit_scheme(room)}  # its checkpoints' scheme (bundle-format.md 6.1)

@@ -45,8 +45,9 @@ failure, and says what each passed step proved:
               before the slice or after it, a dropped, swapped or inserted event, re-sealed or not, fails
               here or in coverage: no event of the chain is taken on trust.
 11. refusals  each refused command in the bundle is decided again at its version and refused with the same
-              code. Refusals write no event, so the chain does not cover them: a bundle that shows any is
-              INCOMPLETE (they rest on the operator's word), and an invented one never VERIFIES.
+              code. Refusals write no event, so the chain does not cover them: one signed by its player with
+              the key their seat registered in the chain is covered by that signature; a bundle that shows any
+              other is INCOMPLETE (it rests on the operator's word), and an invented one never VERIFIES.
 
 The verdict is VERIFIED only when every step ran and passed; NOT VERIFIED when one failed (damaged or
 hostile input included: never an exception); else INCOMPLETE, naming each step that did not run.
@@ -105,7 +106,7 @@ _PARTS: dict[str, frozenset[str] | None] = {
     # docs/bundle-format.md: the room key that opens the commitment salts, the server's signed checkpoint on the
     # head (both read by the checkpoints step) and the deployment's key set as exported (a convenience: signatures
     # are checked only with a key set given from outside, never with the bundle's own).
-    "commitments": frozenset({"scheme", "room_key"}), "checkpoint": None, "keys": None,
+    "commitments": frozenset({"scheme", "room_key", "views"}), "checkpoint": None, "keys": None,
 }
 _SUBJECTS = {"audit_view": frozenset({"kind", "view", "item", "story"}), "versions": frozenset({"kind", "from", "to"})}
 
@@ -691,7 +692,8 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
         verdict.steps.append(_skipped("refusals", f"{len(kept)} refusal(s) shown: deciding them again needs the seed; "
                                       "and refusals are not in the chain, so they rest on the operator's word"))
         return
-    rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces)
+    signed: list[Refusal] = []
+    rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed)
     if refused is not None:
         command_id = refused.refusal.record.command_id
         if not refused.placed:
@@ -702,9 +704,16 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
                         sides=("recorded", "re-decided"))
         raise _fail("refusals", f"refused command {command_id!r} would be accepted", refused.version,
                     recorded=refused.refusal.error, recomputed="accepted", sides=("recorded", "re-decided"))
-    # Consistent with the rules, but a refusal writes no event: nothing chained shows the player sent it.
+    # Consistent with the rules, but a refusal writes no event: nothing chained shows the player sent it, unless
+    # the player signed it with the key the chain registered for their seat (then it is theirs, and refused).
+    if len(signed) == len(kept):
+        verdict.steps.append(Step(name="refusals", status="passed", detail=f"each of the {rechecked} refused "
+                                  "command(s) shown is signed by its player with the key their seat registered in "
+                                  "the chain, and refused again with its recorded code: covered by the signature"))
+        return
     held = " and each is one the server holding the room stored," if stored is not None else ""
+    unsigned = len(kept) - len(signed)
     verdict.steps.append(_skipped("refusals", f"each of the {rechecked} refused command(s) shown is refused again "
-                                  f"with its recorded code,{held} but refusals write no event: the chain does not "
-                                  "cover them, so they rest on the operator's word (an invented one cannot be told "
-                                  "from a real one)"))
+                                  f"with its recorded code,{held} but {unsigned} of them not signed by a seat that "
+                                  "registered a key, and refusals write no event: the chain does not cover those, so "
+                                  "they rest on the operator's word (an invented one cannot be told from a real one)"))

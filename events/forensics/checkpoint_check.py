@@ -3,6 +3,7 @@ then check that the history passes through each signed checkpoint a player holds
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,9 +28,12 @@ def commitment_heads(bundle: Mapping, chain: list[Envelope | None]) -> list[byte
     section = bundle.get("commitments")
     if section is None:
         return None
-    if not isinstance(section, Mapping) or section.get("scheme") != cm.SCHEME:
-        raise CheckpointFailure(f"the commitments section is not scheme {cm.SCHEME!r}")
+    scheme = section.get("scheme") if isinstance(section, Mapping) else None
+    if scheme not in cm.SCHEMES:
+        raise CheckpointFailure(f"the commitments section is not scheme {' or '.join(map(repr, cm.SCHEMES))}")
     key_hex = section.get("room_key")
+    if scheme == cm.SCHEME_V2 and key_hex is None:
+        raise CheckpointFailure("a scheme v2 bundle without room_key is a player bundle (verify-player-bundle)")
     given: dict[int, tuple[str, bytes]] = {}
     if key_hex is not None:
         if not isinstance(key_hex, str) or len(key_hex) != 64:
@@ -49,13 +53,22 @@ def commitment_heads(bundle: Mapping, chain: list[Envelope | None]) -> list[byte
             if not isinstance(value, str) or len(value) != 64:
                 raise CheckpointFailure(f"commitments.events entry {expected}: {kind} is not 64 hex characters", expected)
             given[expected] = (kind, bytes.fromhex(value))
+    given_views = section.get("views")
+    if scheme == cm.SCHEME_V2 and (not isinstance(given_views, list) or len(given_views) != len(chain)):
+        raise CheckpointFailure("a scheme v2 bundle lists every event's views (commitments.views)")
     head = cm.HEAD_0
     result: list[bytes] = []
     for version, envelope in enumerate(chain, start=1):
         if key is not None:
             if envelope is None:
                 raise CheckpointFailure("an event is missing from the chain", version)
-            c = cm.commitment(cm.salt(key, version), cm.event_body(envelope))
+            try:
+                c = cm.event_commitment(key, envelope, scheme) if scheme == cm.SCHEME else \
+                    _views_root(key, envelope, given_views[version - 1])
+            except CheckpointFailure:
+                raise
+            except Exception as error:  # noqa: BLE001 - a v2 view needs the event decoded: a hostile one is a failure
+                raise CheckpointFailure(f"the event cannot be read to commit to its views: {error}", version) from None
         else:
             kind, value = given[version]
             if envelope is None and kind == "commitment":
@@ -64,9 +77,22 @@ def commitment_heads(bundle: Mapping, chain: list[Envelope | None]) -> list[byte
                 c = cm.commitment(value, cm.event_body(envelope))
             else:
                 raise CheckpointFailure("a shown event needs its salt and a hidden one its commitment", version)
-        head = cm.next_head(head, c)
+        head = cm.next_head(head, c, scheme)
         result.append(head)
     return result
+
+
+def _views_root(key: bytes, envelope: Envelope, given: Any) -> bytes:
+    """``c_v`` of scheme v2 from the envelope, its views re-derived by the rule-set's redaction: the views the bundle
+    lists (what a verifier without the rules hashes) must be exactly those."""
+    views = cm.views(envelope)
+    listed = {label: base64.b64encode(view).decode() for label, view in views.items() if label != cm.FULL}
+    if given != listed:
+        raise CheckpointFailure("the views listed for this event are not the rule-set's redactions of it",
+                                envelope.version, recorded=sorted(listed), recomputed=sorted(given)
+                                if isinstance(given, Mapping) else given, sides=("rules", "bundle"))
+    return cm.root({label: cm.leaf(label, cm.leaf_salt(key, envelope.version, label), view)
+                    for label, view in views.items()})
 
 
 def trusted(keys: Any) -> dict[str, bytes]:

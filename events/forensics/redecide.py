@@ -20,6 +20,7 @@ from almanac.events import codec, registry, room as room_rules
 from almanac.events.dice import nonces_by_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
+from almanac.events.signing import command_bytes, signature_valid
 from almanac.events.step import CommandRecord, advance, decode_record, replay, step
 
 # A recorded command and the versions its events hold: (first, last, the command as stored or decoded).
@@ -259,12 +260,23 @@ class RefusalMismatch:
         return (self.refusal.record.refused_at_version or 0) + 1
 
 
+def signed_by_seat(state: room_rules.RoomState | None, record: CommandRecord) -> bool:
+    """Whether ``record`` carries its player's valid signature (events.signing.command_bytes) by the key their seat
+    registered in ``state``: a seat without a key, or a join (its key is not yet the seat's), is never signed."""
+    registered = dict(state.player_keys).get(record.player) if state is not None else None
+    return registered is not None and signature_valid(
+        registered, record.signature, command_bytes(record.room, record.player, record.command_id, record.body))
+
+
 def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], seed: bytes, *,
                      nonces: Mapping[str, bytes] | None = None,
-                     base: room_rules.RoomState | None = None) -> tuple[int, RefusalMismatch | None]:
+                     base: room_rules.RoomState | None = None,
+                     signed: list[Refusal] | None = None) -> tuple[int, RefusalMismatch | None]:
     """Each refused command, decided again against the recorded log at the version it was refused at, is
     refused with the code recorded for it: (how many were, the first that is not). In version order, folding
-    the log forward once; ``base`` is the state version 1 folds onto (a fork's parent's)."""
+    the log forward once; ``base`` is the state version 1 folds onto (a fork's parent's). ``signed``, when given,
+    receives each refusal whose command carries a valid signature by the key its seat had registered by then
+    (``signed_by_seat``): its player sent it, so the refusal is not the operator's word alone."""
     checked = 0
     state, folded = base, 0
     for refusal in sorted(refusals, key=lambda r: r.record.refused_at_version or 0):
@@ -274,6 +286,8 @@ def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], 
         state = replay(recorded[folded:at], state)
         folded = at
         code = (refusal.error or {}).get("code")
+        if signed is not None and signed_by_seat(state, refusal.record):
+            signed.append(refusal)
         try:
             step(state, recorded[at - 1].hash if at else GENESIS_HASH, refusal.record, seed, nonces=nonces)
         except RuleError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
+from almanac.games.board import bot
 from almanac.games.board.game import DECIDER
 from almanac.games.board.policy import choose_command
 
@@ -71,6 +72,7 @@ MANIFEST = RuleSet(
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
     default=True,
     policy=policy,
+    seat_bot=bot.play,
     bench=BenchScenario(description="complete solo games of the simple policy"),
     console_picture="almanac.games.board:picture.js",
     rulebook="docs/rules/board.md",

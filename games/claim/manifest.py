@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Comparison, Dice, ReadModel, RoomState, RuleSet
-from almanac.games.claim import data
+from almanac.games.claim import bot, data
 from almanac.games.claim.game import DECIDER
 from almanac.games.claim.policy import choose_command
 from almanac.games.claim.seeding import Lcg, lcg_seed, seed_parcels
@@ -124,6 +124,7 @@ MANIFEST = RuleSet(
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
     default=True,
     policy=policy,
+    seat_bot=bot.play,
     bench=BenchScenario(
         description="claims from staking to proving up, the simple policy acting every 20 minutes",
         start_ms=T0,

@@ -34,6 +34,7 @@ _COMMAND_MODULES = (
     "almanac.services.cli.archive_commands",  # archive, archiver
     "almanac.services.cli.gateway",      # gateway, up, demo
     "almanac.services.cli.notifier",     # notifier (webhooks)
+    "almanac.services.cli.bots",         # bots (seats played by bots)
     "almanac.services.cli.documents",    # openapi, asyncapi
     "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e
 )

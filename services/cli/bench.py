@@ -114,7 +114,11 @@ def bench_e2e(
     overload: float = typer.Option(
         0.0, "--overload", min=0.0,
         help="Then offer this many times the achieved rate (the capacity, when --rate is at or past it) on the "
-             "same stack, and print the goodput's ratio to that capacity (e.g. 3)."),
+             "same stack, in windows interleaved with capacity windows, and print each one's goodput against the "
+             "capacity measured on either side of it, with the CPU and load of each window (e.g. 3)."),
+    deadline_ms: int = typer.Option(
+        1_000, "--deadline-ms", min=1,
+        help="With --overload: goodput counts the commands accepted within this long of their scheduled send."),
     peer: bool = typer.Option(
         False, "--peer",
         help="Then offer the same schedule to boardgame.io's server (needs node and npm: installs its pinned "
@@ -125,7 +129,7 @@ def bench_e2e(
 
     with stack_errors():
         main(rate=rate, seconds=seconds, engines=engines, gateways=gateways, route_by_shard=route_by_shard,
-             out_of_step=out_of_step, peer=peer, overload=overload)
+             out_of_step=out_of_step, peer=peer, overload=overload, deadline_ms=deadline_ms)
 
 
 @bench_app.command("scaling")
@@ -148,6 +152,12 @@ def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of eac
     settings = settings_or_exit()
     with redis_url_for(settings, create=True) as url:
         main(settings.model_copy(update={"redis_url": url}), count)
+
+
+@bench_app.command("bots")
+def bench_bots(moves: int = typer.Option(2_000, min=10, max=1_000_000, help="Moves timed per rule-set.")) -> None:
+    """A seat bot's decision time per move from the seat's view, against the full-state policy (same run)."""
+    bench_module("bots").main(moves)
 
 
 @bench_app.command("webhooks")

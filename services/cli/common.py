@@ -22,7 +22,7 @@ from almanac.events.errors import CorruptEventError
 from almanac.events.forensics.tree_diff import ABSENT, Change
 from almanac.events.hashing import state_hash
 from almanac.services import bootstrap
-from almanac.services.settings import Settings, SettingsError
+from almanac.services.settings import Settings, SettingsError, parse_shard_selection
 from almanac.storage.base import EventStore
 from almanac.storage.export_store import ExportFormatError
 
@@ -49,6 +49,14 @@ def settings_or_exit(**overrides: object) -> Settings:
         for problem in error.problems:
             error_console.print(f"[bold red]setting:[/] {problem}", highlight=False)
         raise typer.Exit(2) from None
+
+
+def shard_selection(text: str, shard_count: int) -> list[int]:
+    """``--shards`` of a process (services.settings.parse_shard_selection), or one line and exit code 1."""
+    try:
+        return parse_shard_selection(text, shard_count)
+    except ValueError as error:
+        raise fail(f"--shards {text!r} is not valid: {error}") from None
 
 
 def bootstrapped(call: Callable[[], T]) -> T:

@@ -1,4 +1,5 @@
-"""`almanac dispute ROOM` and `almanac verify-bundle FILE`: a self-contained proof of part of a room, checked offline."""
+"""`almanac dispute ROOM` and `almanac verify-bundle FILE` (a self-contained proof of part of a room, checked offline),
+and a player's own: `almanac player-bundle ROOM --player P` and `almanac verify-player-bundle FILE`."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import typer
 
 from almanac.events.commitments import read_checkpoint_file
 from almanac.events.forensics.bundle_check import INCOMPLETE, verify_bundle
+from almanac.events.forensics.player_check import compare_player_bundles, verify_player_bundle
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, settings_or_exit, with_store
 from almanac.services.forensics.bundle import bundle_json, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.player_bundle import player_bundle
 from almanac.storage.base import EventStore
 
 INCOMPLETE_EXIT = 3  # not 2: click's usage errors exit 2
@@ -68,6 +71,19 @@ def _read_json(file: Path) -> Any:
         raise fail(f"{file} is not a bundle: its JSON nests too deeply to read") from None
 
 
+def _held_checkpoints(files: list[Path] | None, key_set: Any) -> tuple[list[Any], Any]:
+    """The checkpoints of ``files`` and the key set to check them with (``key_set``, else the files' own)."""
+    held: list[Any] = []
+    for path in files or []:
+        try:
+            found, their_keys = read_checkpoint_file(_read_json(path))
+        except ValueError as error:
+            raise fail(f"{path}: {error}") from None
+        held += found
+        key_set = key_set if key_set is not None else their_keys
+    return held, key_set
+
+
 @app.command("verify-bundle")
 def verify_bundle_command(
     file: Annotated[Path, typer.Argument(help="A bundle written by `almanac dispute`.")],
@@ -85,18 +101,59 @@ def verify_bundle_command(
     command of the whole chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it
     is named)."""
     bundle = _read_json(file)
-    held: list[Any] = []
-    key_set = _read_json(keys) if keys is not None else None
-    for path in checkpoints or []:
-        try:
-            found, their_keys = read_checkpoint_file(_read_json(path))
-        except ValueError as error:
-            raise fail(f"{path}: {error}") from None
-        held += found
-        key_set = key_set if key_set is not None else their_keys
+    held, key_set = _held_checkpoints(checkpoints, _read_json(keys) if keys is not None else None)
     verdict = verify_bundle(bundle, expect_head, checkpoints=held, keys=key_set)
     console.print(verdict.text(), highlight=False, markup=False)
     if verdict.status == INCOMPLETE:
         raise typer.Exit(INCOMPLETE_EXIT)
     if not verdict.ok:
         raise typer.Exit(1)
+
+
+@app.command("player-bundle")
+def player_bundle_command(
+    room: str = typer.Argument(..., help="Room id."),
+    player: str = typer.Option(..., "--player", help="Whose bundle: their view and the public part opened."),
+) -> None:
+    """Write a player-safe bundle (JSON, stdout) of a room on commitment scheme v2: safe to give to that player
+    during play; `almanac verify-player-bundle` checks it."""
+    checkpointer = guarded(lambda: Checkpointer.from_settings(settings_or_exit()))
+
+    async def work(store: EventStore) -> dict[str, Any]:
+        try:
+            return await player_bundle(store, checkpointer, room, player, int(time.time() * 1000))
+        except ForensicsError as error:
+            raise OperatorError(error.message) from None
+
+    sys.stdout.write(bundle_json(with_store(work)))  # its first line says whose it is
+
+
+@app.command("verify-player-bundle")
+def verify_player_bundle_command(
+    file: Annotated[Path, typer.Argument(help="A bundle from GET /rooms/{room}/player-bundle or `almanac player-bundle`.")],
+    checkpoints: Annotated[list[Path] | None, typer.Option(
+        "--checkpoints", help="Your checkpoint file (repeat for more): the bundle's history must pass through each.")] = None,
+    keys: Annotated[Path | None, typer.Option(
+        "--keys", help="The deployment's key set (/.well-known/almanac-keys.json); default: the checkpoint files'.")] = None,
+    compare: Annotated[list[Path] | None, typer.Option(
+        "--compare", help="Another player's bundle of the same room (repeat for more): the public parts must agree.")] = None,
+) -> None:
+    """Check a player-safe bundle offline: your views and the public parts against your signed checkpoints. It
+    cannot re-decide commands (they read values hidden from you) and says so. Exit 0 VERIFIED, 1 NOT VERIFIED or a
+    contradiction with a compared bundle, 3 INCOMPLETE."""
+    bundle = _read_json(file)
+    held, key_set = _held_checkpoints(checkpoints, _read_json(keys) if keys is not None else None)
+    verdict = verify_player_bundle(bundle, held, key_set)
+    console.print(verdict.text(), highlight=False, markup=False)
+    contradictions = []
+    for path in compare or []:
+        other = _read_json(path)
+        if not verify_player_bundle(other, [], key_set).steps[-1].status == "passed":
+            raise fail(f"{path}: not a valid player bundle (verify it on its own first)")
+        contradictions += [f"{path}: {line}" for line in compare_player_bundles(bundle, other)]
+    for line in contradictions:
+        console.print(f"  [contradiction] {line}", highlight=False, markup=False)
+    if contradictions or not verdict.ok and verdict.status != INCOMPLETE:
+        raise typer.Exit(1)
+    if verdict.status == INCOMPLETE:
+        raise typer.Exit(INCOMPLETE_EXIT)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -11,7 +12,7 @@ import typer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from almanac.events.signing import command_bytes
+from almanac.events.signing import command_bytes, join_bytes
 from almanac.services.cli import app
 from almanac.services.cli.common import fail
 
@@ -50,12 +51,37 @@ def _load(path: Path) -> Ed25519PrivateKey:
 def sign_command(
     room: Annotated[str, typer.Option(help="The room id.")],
     player: Annotated[str, typer.Option(help="Your player id (the seat that registered the key).")],
-    command_id: Annotated[str, typer.Option("--command-id", help="Your id for the command (keep it for resends: "
-                                            "a resend with the same id keeps its roll).")],
-    command: Annotated[str, typer.Argument(help='The command as JSON, e.g. \'{"kind": "roll", "dice": 3}\'.')],
     key: KeyFile,
+    command: Annotated[str | None, typer.Argument(help='The command as JSON, e.g. \'{"kind": "roll", "dice": 3}\' '
+                                                  "(none with --join).")] = None,
+    command_id: Annotated[str | None, typer.Option("--command-id", help="Your id for the command (keep it for "
+                                                   "resends: a resend with the same id keeps its roll).")] = None,
+    join: Annotated[bool, typer.Option("--join", help="Sign your join instead: print the body for POST "
+                                       "/rooms/{room}/join registering the key (for POST /rooms, send its "
+                                       "`signature` as `join_signature`).")] = False,
+    nonce: Annotated[str | None, typer.Option(help="With --join: your secret nonce (64 hex; default: a fresh one) "
+                                              "whose commitment the join signs.")] = None,
 ) -> None:
-    """Print the body for POST /rooms/{room}/commands with the command signed by your key (docs/dice.md)."""
+    """Print the body for POST /rooms/{room}/commands with the command signed by your key, or with --join the
+    join body signed by the key it registers (docs/dice.md)."""
+    signer = _load(key)
+    if join:
+        if command is not None:
+            raise fail("--join signs the join itself: give no command")
+        try:
+            secret = bytes.fromhex(nonce) if nonce is not None else os.urandom(32)
+        except ValueError:
+            secret = b""
+        if len(secret) != 32:
+            raise fail("--nonce is 32 bytes as 64 hex digits")
+        commitment = hashlib.sha256(secret).hexdigest()
+        public_key = _public_hex(signer)
+        signature = signer.sign(join_bytes(room, player, public_key, commitment)).hex()
+        print(json.dumps({"player": player, "public_key": public_key, "nonce": secret.hex(),
+                          "nonce_commitment": commitment, "signature": signature}))
+        return
+    if command is None or command_id is None:
+        raise fail("give the command (JSON) and --command-id, or --join")
     try:
         body = json.loads(command)
     except ValueError as error:
@@ -63,5 +89,5 @@ def sign_command(
     if not isinstance(body, dict):
         raise fail("the command is a JSON object with a kind")
     recorded_id = f"{room}:{player}:{command_id}"  # the id the engine records (services.gateway.context)
-    signature = _load(key).sign(command_bytes(room, player, recorded_id, body)).hex()
+    signature = signer.sign(command_bytes(room, player, recorded_id, body)).hex()
     print(json.dumps({"command": body, "command_id": command_id, "signature": signature}))

@@ -20,10 +20,17 @@ from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services import bootstrap, projector_process
 from almanac.services.cli import app
-from almanac.services.cli.common import bootstrapped, console, fail, redis_url_for, settings_or_exit
+from almanac.services.cli.common import (
+    bootstrapped,
+    console,
+    fail,
+    redis_url_for,
+    settings_or_exit,
+    shard_selection,
+)
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
-from almanac.services.settings import Settings, parse_shard_selection
+from almanac.services.settings import Settings
 
 projections_app = typer.Typer(help="Read models: rebuild them from the room streams, or show them.",
                               no_args_is_help=True)
@@ -46,10 +53,7 @@ def run_projector(
 ) -> None:
     """Run the projector: apply the shard feeds to the read models until stopped (Ctrl+C / SIGTERM)."""
     settings = settings_or_exit()
-    try:
-        selected = parse_shard_selection(shards, settings.shard_count)
-    except ValueError as error:
-        raise fail(f"--shards {shards!r} is not valid: {error}") from None
+    selected = shard_selection(shards, settings.shard_count)
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
         bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.PROJECTOR))

@@ -33,7 +33,9 @@ def print_report(report: VerifyReport) -> None:
         if report.dice_scheme == COMMAND_BOUND:
             console.print(f"  signed by their players: {report.commands_signed} commands of "
                           f"{', '.join(report.signing_players) or 'nobody'}; not signing: "
-                          f"{', '.join(report.unsigned_players) or 'nobody'}")
+                          f"{', '.join(report.unsigned_players) or 'nobody'}; joins signed by the key they registered: "
+                          f"{', '.join(report.signed_joins) or 'none'}, unsigned: {', '.join(report.unsigned_joins) or 'none'}; "
+                          f"refusals signed: {report.refusals_signed} of {report.refusals_rechecked}")
     else:
         divergence = report.divergence
         assert divergence is not None

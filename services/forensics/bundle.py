@@ -110,15 +110,23 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
             "envelopes": [readable.b64(data) for _, data in raw],
             "commands": [[first, readable.b64(data)] for first, _, data in spans],
         },
-        **(commitment_sections(checkpointer, room, envelopes) if checkpointer is not None else {}),
+        **(commitment_sections(checkpointer, room, envelopes, await checkpointer.scheme(store, room))
+           if checkpointer is not None else {}),
     }
 
 
-def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any]) -> dict[str, Any]:
+def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any],
+                        scheme: str = commitments.SCHEME) -> dict[str, Any]:
     """An auditor bundle's ``commitments`` (the room key), ``checkpoint`` (its head, signed) and ``keys``."""
     key = checkpointer.room_key(room)
-    head = commitments.heads(key, envelopes)[-1]
-    return {"commitments": checkpointer.openings(room),
+    head = commitments.heads(key, envelopes, scheme)[-1]
+    openings = checkpointer.openings(room, scheme)
+    if scheme == commitments.SCHEME_V2:
+        # Every audience's view but the whole event's (the envelope is its bytes): a verifier without the rule-set's
+        # redaction (the console's JavaScript) recomputes the leaves from them; the Python one also re-derives them.
+        openings["views"] = [{label: readable.b64(view) for label, view in commitments.views(envelope).items()
+                              if label != commitments.FULL} for envelope in envelopes]
+    return {"commitments": openings,
             "checkpoint": checkpointer.ring.sign(room, len(envelopes), head),
             "keys": checkpointer.ring.document}
 

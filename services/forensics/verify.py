@@ -46,6 +46,14 @@ class Divergence(msgspec.Struct, frozen=True, kw_only=True):
     recomputed: Any = None
 
 
+class ForkLink(msgspec.Struct, frozen=True, kw_only=True):
+    """A sandbox fork's link: its parent, the parent's version and that version's hash."""
+
+    parent: str
+    at: int
+    parent_hash: str
+
+
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     room: str
     ok: bool
@@ -53,6 +61,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     chain_checked: int = 0
     commands_redecided: int = 0
     refusals_rechecked: int = 0
+    # Of those, refused commands their player signed with the key their seat registered (sent by that player).
+    refusals_signed: int = 0
     seed: str = "unknown"  # "revealed", "stored", "challenge", "unavailable"
     seed_matches_commitment: bool | None = None
     # The rules the room was verified with: its name@version, the fingerprint its room.created recorded
@@ -64,7 +74,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     # "played under board@1 code revision 4 (2026-12-01: ...)", or that it matches no known revision.
     code_revision: str = ""
     # A sandbox fork: its parent, the parent's version and hash it links to (None for a real room).
-    fork: dict | None = None
+    fork: ForkLink | None = None
     divergence: Divergence | None = None
     notes: list[str] = []
     # The dice construction the room recorded (events.dice): 1 server seed, 2 seed + player nonces.
@@ -81,6 +91,11 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     signing_players: list[str] = []
     unsigned_players: list[str] = []
     commands_signed: int = 0
+    # Of the signing seats: whose join was signed by the key it registered (checked when re-deciding the join,
+    # events.signing.join_bytes), and whose was not (a join from before signed joins: the operator could have
+    # registered a key of its own for them).
+    signed_joins: list[str] = []
+    unsigned_joins: list[str] = []
 
 
 def envelope_view(envelope: Envelope) -> dict[str, Any]:
@@ -240,7 +255,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     except (CorruptEventError, RulesNotInstalledError):
         forked = None  # step 1 reports it
     if forked is not None:
-        report["fork"] = {"parent": forked.parent, "at": forked.at, "parent_hash": forked.parent_hash}
+        report["fork"] = ForkLink(parent=forked.parent, at=forked.at, parent_hash=forked.parent_hash)
         linked = await store.read(forked.parent, forked.at, forked.at)
         if not linked or linked[0].hash != forked.parent_hash:
             return failed(Divergence(check="fork", version=1,
@@ -347,7 +362,8 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         refusals = await _refusals(store, room, len(envelopes))
         if isinstance(refusals, Divergence):
             return failed(refusals)
-        rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base)
+        signed_refusals: list[Refusal] = []
+        rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base, signed=signed_refusals)
         if wrong is not None:
             outcome_error = wrong.refusal.error
             return failed(Divergence(check="refusal", version=wrong.version,
@@ -355,6 +371,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
                                              "differently", recorded=outcome_error,
                                      recomputed=wrong.recomputed.to_dict() if wrong.recomputed else "accepted"))
         report["refusals_rechecked"] = rechecked
+        report["refusals_signed"] = len(signed_refusals)
     await _signing(store, room, envelopes, scheme, report, notes)
     return VerifyReport(ok=True, notes=notes, **report)
 
@@ -376,13 +393,21 @@ async def _signing(store: EventStore, room: str, envelopes: list[Envelope], sche
             seated.append(joined.player)
             if joined.public_key:
                 keys[joined.player] = joined.public_key
-    signed = 0
+    signed, signed_joins = 0, set()
     for _, data in await store.commands(room):
         record = decode_record(data)
         if record.player in keys and record.signature is not None:
-            signed += 1
+            if record.body.get("kind") == "join_room":
+                signed_joins.add(record.player)
+            else:
+                signed += 1
     unsigned = sorted(set(seated) - set(keys))
-    report.update(signing_players=sorted(keys), unsigned_players=unsigned, commands_signed=signed)
+    unsigned_joins = sorted(set(keys) - signed_joins)
+    report.update(signing_players=sorted(keys), unsigned_players=unsigned, commands_signed=signed,
+                  signed_joins=sorted(signed_joins), unsigned_joins=unsigned_joins)
+    if unsigned_joins:
+        notes.append(f"joins that registered a key unsigned ({', '.join(unsigned_joins)}): nothing but the join's own "
+                     "answer shows the key is that player's (the operator could have registered its own)")
     if report.get("commands_redecided"):
         notes.append(f"signed by their players (each signature checked when re-deciding): {signed} commands of "
                      f"{', '.join(sorted(keys)) or 'nobody'}")

@@ -167,6 +167,8 @@ async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1
         then = viewer.view(earlier, player) if player is not None else codec.to_builtins(earlier.game)
         answer["since"] = since
         answer["changes"] = change_rows(then, answer["view"] if player is not None else answer["state"])
+    # Signed at the head the answer was read against (latest_version: cached, no re-hash of an old version).
+    answer["checkpoint"] = await gw.checkpoint(room, latest)
     return json_response(answer)
 
 
@@ -178,8 +180,11 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
     # No token: the public. A token given must be valid for this room; the viewer decides what it shows.
     viewer = gw.viewer(bearer(request), room, public=True)
     # Kept by the room's latest version (its events never change) and what the reader may see.
-    memo = ("series", room, await gw.store.latest_version(room), viewer.auditor)
-    return json_response(await gw.heavy.run(lambda store: _series(store, room, viewer), memo=memo))
+    latest = await gw.store.latest_version(room)
+    memo = ("series", room, latest, viewer.auditor)
+    series = await gw.heavy.run(lambda store: _series(store, room, viewer), memo=memo)
+    # Outside the memo (a kept answer is shared): signed at the last version the series covers.
+    return json_response({**series, "checkpoint": await gw.checkpoint(room, series["versions"][-1] if series["versions"] else latest)})
 
 
 async def _series(store: RedisEventStore, room: str, viewer: Viewer) -> dict[str, Any]:

@@ -70,6 +70,10 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "event" in event:
         event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
                           "anyOf": [*events, {"type": "null"}]}
+    for answer in ("EventRow", "ValueChange"):  # forensics' rows of events (a ValueChange is one)
+        row = schemas.get(answer, {}).get("properties", {})
+        if "event" in row:
+            row["event"] = {"description": "the event's payload (`type` names it)", "anyOf": events}
     views = [{"$ref": f"{ref_prefix}{union}"} for parts in names.values() for union in parts["view"]]
     if views:
         for answer in ("RoomView", "RoomAt"):
@@ -86,6 +90,22 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "state" in state:
         state["state"] = {"$ref": f"{ref_prefix}RoomState"}
         schemas.update(room_state_components(states, ref_prefix))
+    at = schemas.get("RoomAt", {}).get("properties", {})
+    if "state" in at:
+        at["state"] = {"description": "auditors: the game's state (its rule-set's)", "anyOf": [*states, {"type": "null"}]}
+    schemas[responses.STATE_VALUE] = state_value_schema(ref_prefix)
+
+
+def state_value_schema(ref_prefix: str) -> dict[str, Any]:
+    """A value read from a room's state at a path the caller names: any JSON the state holds there (its nested
+    values are StateValues again), null where the path has no value."""
+    inner = {"$ref": f"{ref_prefix}{responses.STATE_VALUE}"}
+    return {"title": responses.STATE_VALUE,
+            "description": "a value of a room's state at the path asked for (null where it has none): whatever "
+                           "the game's state holds there",
+            "anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+                      {"type": "null"}, {"type": "array", "items": inner},
+                      {"type": "object", "additionalProperties": inner}]}
 
 
 def room_state_components(states: list[dict[str, Any]], ref_prefix: str) -> dict[str, Any]:
@@ -105,7 +125,8 @@ def error_schema() -> dict[str, Any]:
             "code": {"type": "string", "description": "stable machine-readable reason, e.g. not_your_turn"},
             "message": {"type": "string", "description": "a sentence for people"},
             "field": {"type": "string", "description": "the request field at fault, when there is one"},
-            "allowed": {"type": "array", "items": {}, "description": "values that would have been accepted"},
+            "allowed": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                        "description": "values that would have been accepted"},
         },
         "additionalProperties": True,
     }
@@ -160,7 +181,8 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
 
 def _typed_responses(schema: dict[str, Any], schemas: dict[str, Any]) -> None:
     """Every route's success answer as a schema from services/gateway/responses.py (msgspec Structs)."""
-    types = sorted({t for _, t in responses.RESPONSES.values()} | {responses.PENDING}, key=lambda t: t.__name__)
+    types = sorted({t for _, t in responses.RESPONSES.values()} | {responses.PENDING, *responses.ALSO_DOCUMENTED},
+                   key=lambda t: t.__name__)
     refs, found = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     schemas.update(found)
     ref_of = {t: ref for t, ref in zip(types, refs, strict=True)}

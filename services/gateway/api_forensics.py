@@ -48,7 +48,8 @@ async def fork_room(request: Request, room: str = RoomId) -> Response:
         answer = await fork(gw.store, room, body.at, body.new_room, claims.player or "auditor", now_ms())
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
-    return json_response(answer, status=201)
+    # The answer is about the new room: its own head, signed.
+    return json_response({**answer, "checkpoint": await gw.checkpoint(answer["room"], answer["version"])}, status=201)
 
 
 @router.get("/rooms/{room}/diff", openapi_extra=TOKEN_REQUIRED, summary="Auditors: where this room's state differs from another room's (e.g. "
@@ -59,9 +60,10 @@ async def diff_rooms(request: Request, room: str = RoomId, other: str = Query(..
     gw = gateway(request)
     gw.auditor(bearer(request), room)
     try:
-        return json_response(await diff(gw.store, room, other, at, at_other))
+        answer = await diff(gw.store, room, other, at, at_other)
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
+    return json_response({**answer, "checkpoint": await gw.head_checkpoint(room)})
 
 
 @router.get("/rooms/{room}/explain", openapi_extra=TOKEN_REQUIRED, summary="Auditors: every version whose event changed the value at a state "
@@ -72,9 +74,10 @@ async def explain_value(request: Request, room: str = RoomId,
     gw = gateway(request)
     gw.auditor(bearer(request), room)
     try:
-        return json_response(await gw.heavy.run(lambda store: explain(store, room, path, at)))
+        answer = await gw.heavy.run(lambda store: explain(store, room, path, at))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
+    return json_response({**answer, "checkpoint": await gw.head_checkpoint(room)})
 
 
 @router.get("/rooms/{room}/bisect", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the first version where a predicate holds (where=PATH OP "
@@ -91,7 +94,9 @@ async def bisect_room(request: Request, room: str = RoomId,
         raise ApiError(422, "where_or_against", "give where=EXPR or against=NAME@VERSION (one of them)", "where")
     try:
         if against is not None:
-            return json_response(await gw.heavy.run(lambda store: bisect_against(store, room, against)))
-        return json_response(await gw.heavy.run(lambda store: bisect_where(store, room, where or "", linear)))
+            answer = await gw.heavy.run(lambda store: bisect_against(store, room, against))
+        else:
+            answer = await gw.heavy.run(lambda store: bisect_where(store, room, where or "", linear))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
+    return json_response({**answer, "checkpoint": await gw.head_checkpoint(room)})

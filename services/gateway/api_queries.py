@@ -49,10 +49,10 @@ async def room_view(
 
 @router.get("/rooms/{room}/scores", summary="Public scores per player (the rule-set's public_scores: they reveal no hidden amount)")
 async def room_scores(request: Request, room: str = RoomId) -> Response:
-    state = await _state(gateway(request), room)
-    return json_response(
-        {"room": room, "ruleset": state.ruleset, "version": state.version, "scores": PUBLIC.scores(state)}
-    )
+    gw = gateway(request)
+    state = await _state(gw, room)
+    return json_response({"room": room, "ruleset": state.ruleset, "version": state.version,
+                          "scores": PUBLIC.scores(state), "checkpoint": await gw.checkpoint(room, state.version)})
 
 
 @router.get("/rooms/{room}/resources", openapi_extra=TOKEN_REQUIRED, summary="Auditors: every player's resources and holdings (players: see /view)")
@@ -66,7 +66,8 @@ async def room_resources(request: Request, room: str = RoomId) -> Response:
     return json_response(
         {"room": room, "ruleset": state.ruleset, "version": state.version,
          "scores": codec.to_builtins(decider.scores(state.game)),
-         "resources": codec.to_builtins(decider.resources(state.game))}
+         "resources": codec.to_builtins(decider.resources(state.game)),
+         "checkpoint": await gw.checkpoint(room, state.version)}
     )
 
 
@@ -109,7 +110,7 @@ async def room_state_at(
     assert state is not None
     return json_response(
         {"room": room, "version": state.version, "latest_version": latest, "state_hash": state_hash(state),
-         "state": codec.to_builtins(state)}
+         "state": codec.to_builtins(state), "checkpoint": await gw.checkpoint(room, latest)}
     )
 
 
@@ -124,7 +125,7 @@ async def room_rejections(request: Request, room: str = RoomId) -> Response:
     for record in records:
         stored = await gw.store.outcome(room, record.command_id)
         rejected.append({**codec.to_builtins(record), "error": stored.error if stored else None})
-    return json_response({"room": room, "rejections": rejected})
+    return json_response({"room": room, "rejections": rejected, "checkpoint": await gw.head_checkpoint(room)})
 
 
 async def _room_envelopes(store: RedisEventStore, room: str) -> list[Envelope]:
@@ -148,7 +149,8 @@ async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(
             raise forensics_api_error(error) from None
         return list(offered.ids(pairs))
 
-    return json_response({"room": room, "view": view, "ids": await gw.heavy.run(ids)})
+    return json_response({"room": room, "view": view, "ids": await gw.heavy.run(ids),
+                          "checkpoint": await gw.head_checkpoint(room)})
 
 
 @router.get("/rooms/{room}/audit/{view}/{item}", openapi_extra=TOKEN_REQUIRED, summary="Auditors: one thing told step by step from the log "
@@ -164,7 +166,8 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
         except ForensicsError as error:
             raise forensics_api_error(error) from None
 
-    return json_response({"room": room, "view": view, "item": item, "story": await gw.heavy.run(told)})
+    return json_response({"room": room, "view": view, "item": item, "story": await gw.heavy.run(told),
+                          "checkpoint": await gw.head_checkpoint(room)})
 
 
 @router.get("/rooms/{room}/verification", openapi_extra=TOKEN_REQUIRED, summary="Replay the room and check its hash chain, dice and state")
@@ -177,8 +180,9 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
     divergence = body.get("divergence")
     if not viewer.auditor and isinstance(divergence, dict):
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.
-        body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version")}
-    return json_response({**body, "room": room})
+        body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version"),
+                              "message": "the history does not verify at this check; auditors read what differs"}
+    return json_response({**body, "room": room, "checkpoint": await gw.head_checkpoint(room)})
 
 
 @router.get("/leaderboards/{ruleset}", summary="The best scores of a rule-set across rooms (projection)")

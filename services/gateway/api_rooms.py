@@ -16,6 +16,8 @@ from almanac.events import codec, registry
 from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.events.signing import join_bytes, signature_valid
+from almanac.services import bots
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
 from almanac.services.gateway.context import (
@@ -176,6 +178,9 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     if body.dice_scheme is not None:
         command["dice_scheme"] = body.dice_scheme
     join_commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
+    if body.join:
+        _check_join_signature(body.room, body.player, body.public_key, join_commitment,
+                              body.join_signature, "join_signature")
     if body.nonce is not None and (body.challenge is not None or body.dice_scheme == 1 or not body.join):
         raise ApiError(422, "no_player_nonces", "a nonce goes with the creator's join of a scheme-2 room (no "
                        "challenge, dice_scheme 2, join true)", "nonce")
@@ -195,6 +200,11 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     except RuleError as error:
         gw.metrics.commands.inc(outcome="invalid", ruleset=decider.name)
         raise ApiError(422, error.code, error.message, error.field, allowed=error.allowed) from None
+    if body.join and body.player in body.bots:
+        raise ApiError(422, "bot_seat_taken", "the creator joins their own seat; hand a bot another seat, or create "
+                       "with join false", "bots")
+    if body.bots and registry.manifest(body.ruleset).seat_bot is None:
+        raise ApiError(422, "no_seat_bot", f"{decider.name} has no seat bot", "bots")
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
@@ -211,11 +221,14 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
+    for seat in dict.fromkeys(body.bots):  # after the room exists: a refused create hands nothing to a bot
+        await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
+    answer["bots"] = list(dict.fromkeys(body.bots))
     if body.join:
         join_id = f"{client_id}.join"
         join_command = await _join_command(gw, room, body.nonce, join_commitment, body.public_key)
         joined, _ = await _submit(gw, room, body.player, join_id, join_command, decider.name,
-                                  admit=False)
+                                  admit=False, signature=body.join_signature)
         if joined is not None and joined.accepted:
             answer["joined"] = True
             answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
@@ -269,7 +282,9 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     "In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's "
     "seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a "
     "nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment "
-    "without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).",
+    "without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room). A `public_key` (dice scheme 3: "
+    "the seat signs its commands) goes with `signature`, that key's Ed25519 signature of events.signing.join_bytes "
+    "(room, player, key, nonce commitment): 422 `signature_required` or `signature_invalid` (docs/dice.md).",
     responses=RATE_LIMITED,
     openapi_extra=openapi_body(JoinRoomRequest),
 )
@@ -305,9 +320,10 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
         if state is not None and state.dice_scheme not in NONCE_SCHEMES:
             raise ApiError(422, "no_player_nonces", "this room's dice draw from the server seed alone (dice scheme "
                            f"{state.dice_scheme}); join without a nonce", "nonce")
+    _check_join_signature(room, body.player, body.public_key, commitment, body.signature, "signature")
     client_id = body.command_id or new_command_id()
     command = await _join_command(gw, room, body.nonce, commitment, body.public_key)
-    outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset)
+    outcome, _ = await _submit(gw, room, body.player, client_id, command, ruleset, signature=body.signature)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
@@ -348,7 +364,8 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
         raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
                        "seat_key")
     ruleset = await gw.reader.ruleset_of(room) or ""
-    return json_response({"room": room, "player": body.player, "token": gw.issue_token(room, body.player, ruleset)})
+    return json_response({"room": room, "player": body.player, "token": gw.issue_token(room, body.player, ruleset),
+                          "checkpoint": await gw.head_checkpoint(room)})
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
@@ -362,6 +379,25 @@ def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
     if commitment is not None and commitment != computed:
         raise ApiError(422, "nonce_mismatch", "nonce_commitment is not the sha256 of nonce", "nonce_commitment")
     return computed
+
+
+def _check_join_signature(room: str | None, player: str, public_key: str | None, commitment: str | None,
+                          signature: str | None, field: str) -> None:
+    """A join registering a key must be signed by it (events.signing.join_bytes): 422 ``signature_required`` or
+    ``signature_invalid`` before anything is kept (the engine checks it again when it decides the join)."""
+    if public_key is None:
+        if signature is not None:
+            raise ApiError(422, "signature_without_key", "a join's signature goes with the public_key it registers",
+                           field)
+        return
+    if signature is None:
+        raise ApiError(422, "signature_required", "a join registering a public_key is signed by it: send "
+                       f"`{field}`, the key's signature of events.signing.join_bytes (docs/dice.md)", field)
+    if room is None:
+        raise ApiError(422, "room_required", "a signed join names its room: send `room` with the create", "room")
+    if not signature_valid(public_key, signature, join_bytes(room, player, public_key, commitment)):
+        raise ApiError(422, "signature_invalid", f"`{field}` is not the public_key's signature of this join (room, "
+                       "player, public_key, nonce commitment: events.signing.join_bytes)", field)
 
 
 async def _join_command(gw: Gateway, room: str, nonce: str | None, commitment: str | None,

@@ -48,7 +48,7 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
 from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
-from almanac.services.gateway.http_app import COMMAND_PATH, COMMAND_ROUTE
+from almanac.services.gateway.http_app import COMMAND_PATH
 from almanac.services.settings import Settings
 
 MAX_QUEUED = 8  # requests waiting for their answers on one connection before the guard stops reading it
@@ -140,11 +140,9 @@ class GuardedConnection(asyncio.Protocol):
                     # a request boundary, as it was).
                     started = time.perf_counter()
                     if self.transport is not None and not self.transport.is_closing():
-                        self.transport.write(b"".join(shed))
-                    metrics = self.app_state.gateway.metrics
-                    for _ in shed:  # counted, not logged: refusals come in floods
-                        metrics.commands.inc(outcome="overloaded", ruleset="")
-                        metrics.request(COMMAND_ROUTE, "POST", 503, time.perf_counter() - started)
+                        self.transport.write(shed[0] if len(shed) == 1 else b"".join(shed))
+                    # Counted, not logged: refusals come in floods.
+                    self.app_state.gateway.metrics.shed(len(shed), time.perf_counter() - started)
                     self._arm()
                     return
                 self.awaiting += len(shed)  # handed on after all: uvicorn answers them (the route refuses them)
@@ -253,8 +251,8 @@ class GuardedConnection(asyncio.Protocol):
             return None
         head, body = _overloaded_answer(reason)
         rid = request_id({"headers": self.headers})
-        return b"".join((head, *(name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers),
-                         _REQUEST_ID, b": ", rid.encode(), b"\r\n\r\n", body))
+        return b"".join((head, _default_headers(self.server_state.default_headers), _REQUEST_ID, b": ", rid.encode(),
+                         b"\r\n\r\n", body))
 
     # --- answers (through ``_Transport``) ------------------------------------------------------------------------
 
@@ -340,6 +338,14 @@ def _overloaded_answer(reason: str) -> tuple[bytes, bytes]:
         answer = _OVERLOADED[reason] = (head, body)
     return answer
 _REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
+_DEFAULTS: list[Any] = [None, b""]  # uvicorn's default headers (a list it replaces each second), and their bytes
+
+
+def _default_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """uvicorn's date and server headers as bytes, joined once per list uvicorn makes (each second), not per refusal."""
+    if _DEFAULTS[0] is not headers:
+        _DEFAULTS[:] = [headers, b"".join(name + b": " + value + b"\r\n" for name, value in headers)]
+    return _DEFAULTS[1]
 
 
 class _Refused(Exception):
@@ -393,6 +399,13 @@ class _Transport:
         self._guard.server_paused = False
         if not self._guard.paused:
             self._transport.resume_reading()  # type: ignore[attr-defined]
+
+    # Asked by uvicorn for every request and answer: spelled out, not found through ``__getattr__`` each time.
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

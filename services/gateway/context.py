@@ -227,6 +227,11 @@ class Gateway:
             log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
             return None
 
+    async def head_checkpoint(self, room: str) -> dict[str, Any] | None:
+        """The signed checkpoint of ``room`` at its latest version: for an answer about the room as it stands that
+        names no version of its own (an auditor's read, a seat reclaimed)."""
+        return await self.checkpoint(room, await self.store.latest_version(room))
+
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
         parsed (``api_rooms.run_command``)."""

@@ -90,17 +90,24 @@ class Demo:
     def play_room(self, room: Room) -> None:
         manifest = registry.manifest(room.ruleset)
         decider, policy, moves = manifest.decider, manifest.policy, manifest.demo_moves
-        if policy is None:  # a rule-set without a bot: the demo creates, ends and verifies its room
+        if policy is None and manifest.seat_bot is None:  # no bot: the demo creates, ends and verifies its room
             return
         step = 0
         while step < moves:
             progressed = False
             for player, seat in room.seats.items():
-                state = self.client.state(room.room, token=self.auditor)
-                if state["state"]["ended"]:
-                    return
-                game = msgspec.convert(state["state"]["game"], decider.state_type, strict=False)
-                command = policy(game, player, Dice(b"almanac-demo", room.room, step), int(time.time() * 1000))
+                dice, now = Dice(b"almanac-demo", room.room, step), int(time.time() * 1000)
+                if manifest.seat_bot is not None:  # the player's bot sees what the player sees: their seat's view
+                    seen = seat.view()
+                    if seen["ended"]:
+                        return
+                    command = manifest.seat_bot(seen["view"], player, dice, now)
+                else:  # a rule-set without a seat bot: its policy, from the state an auditor reads
+                    state = self.client.state(room.room, token=self.auditor)
+                    if state["state"]["ended"]:
+                        return
+                    game = msgspec.convert(state["state"]["game"], decider.state_type, strict=False)
+                    command = policy(game, player, dice, now)
                 if command is None:
                     continue
                 progressed = True

@@ -18,7 +18,7 @@ by construction. The OpenAPI document (api_docs) and the AsyncAPI document (asyn
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, get_origin
 
 import msgspec
 
@@ -124,7 +124,10 @@ def _player_events(decider: Any, event_types: tuple[type, ...], event_refs: list
     schema with each such field (dotted paths go into nested records, copied inline) its value or Hidden."""
     shown: list[dict[str, Any]] = []
     for event_type, ref in zip(event_types, event_refs, strict=True):
-        paths = [name for secret in decider.secrets.get(event_type, ()) for name in secret.fields]
+        # A room's own generic events are declared secret by their bare class (``RoomCreated``, not its
+        # ``RoomCreated[Setup]`` the schema is built from).
+        declared = decider.secrets.get(event_type) or decider.secrets.get(get_origin(event_type), ())
+        paths = [name for secret in declared for name in secret.fields]
         if not paths:
             shown.append(ref)
             continue

@@ -27,6 +27,7 @@ from almanac.services.gateway import (
     api_forensics,
     api_live,
     api_ops,
+    api_player_bundle,
     api_queries,
     api_rooms,
     api_webhooks,
@@ -136,7 +137,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     app.state.max_body_bytes = settings.max_body_bytes
     app.state.settings = settings  # the connections' limits (connection_guard.GuardedConnection)
     install_error_handlers(app)
-    for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_live.router,
+    for router in (api_rooms.router, api_queries.router, api_forensics.router, api_dispute.router, api_player_bundle.router, api_live.router,
                    api_ops.router, api_webhooks.router, asyncapi.router, api_docs.docs_router(app.openapi_url or "/openapi.json")):
         app.include_router(router)
     api_console.mount(app)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -119,6 +120,7 @@ class GatewayMetrics:
         self.request_latency = Histogram(self.registry, "almanac_http_request_latency_seconds",
                                          "HTTP request latency by route.", ("route",))
         self.open_websockets = 0
+        self._shed_children: tuple[Any, Any, Any] | None = None  # ``shed``'s, looked up at its first call
         websockets = _Gauge("almanac_websocket_connections", "Open WebSocket connections.", registry=self.registry)
         websockets.set_function(lambda: self.open_websockets)
 
@@ -145,6 +147,22 @@ class GatewayMetrics:
             label = str(status)
         self.requests.inc(route=route, method=method, status=label)
         self.request_latency.observe(seconds, route=route)
+
+    def shed(self, count: int, seconds: float) -> None:
+        """``count`` commands the connection guard refused as overloaded from one read, in ``seconds``: counted as
+        ``request`` and the commands' ``overloaded`` count them, through the metrics' children looked up once (past
+        capacity this runs for most requests, and each refusal's cost is taken from the commands served)."""
+        children = self._shed_children
+        if children is None:
+            children = self._shed_children = (
+                self.commands._child({"outcome": "overloaded", "ruleset": ""}),
+                self.requests._child({"route": COMMAND_ROUTE, "method": "POST", "status": "503"}),
+                self.request_latency._child({"route": COMMAND_ROUTE}))
+        commands, requests, latency = children
+        commands.inc(count)
+        requests.inc(count)
+        for _ in range(count):
+            latency.observe(seconds / count)
 
     def render(self, auditor: bool = False) -> str:
         """The public metrics; with ``auditor`` also those that could reveal hidden state (refusal codes)."""

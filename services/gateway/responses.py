@@ -7,13 +7,17 @@ answers convert into these types. Parts a rule-set decides (its state, view, eve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from almanac.services.forensics.verify import VerifyReport
 
 Json = dict[str, Any]
+STATE_VALUE = "StateValue"
+# A value read from a room's state at a path the caller names (explain, diff, bisect, ?since): whatever the
+# game's state holds there, so any JSON value; api_docs defines the StateValue schema (recursive, no open object).
+StateValue = Annotated[Any, msgspec.Meta(extra_json_schema={"$ref": f"#/components/schemas/{STATE_VALUE}"})]
 
 
 class _Body(msgspec.Struct, kw_only=True):
@@ -65,15 +69,28 @@ class RoomJoined(CommandAccepted, kw_only=True):
     seat_key: str | None = None
 
 
+class Failure(_Body):
+    """A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
+    fault and the values that would have been accepted, when they apply."""
+
+    code: str
+    message: str
+    field: str | None = None
+    allowed: list[str | int] | None = None
+
+
 class SeatReclaimed(_Body):
     room: str
     player: str
     token: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class RoomCreatedAnswer(RoomJoined, kw_only=True):
     joined: bool
-    join_error: Json | None = None
+    join_error: Failure | None = None
+    # The seats handed to bots (the request's ``bots``): `almanac bots` joins and plays them (docs/bots.md).
+    bots: list[str] = []
 
 
 class OutcomePending(_Body):
@@ -119,10 +136,12 @@ class ForkAnswer(_Body):
     ruleset: str
     version: int
     seed_commitment: str
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
-class ValueChange(_Body):
-    """One event that changed a value: where, who, what, and the value before and after."""
+class EventRow(_Body):
+    """An event as forensics shows it (services/forensics/investigate.event_row): where, who, what, and the
+    decoded event (an auditor's: nothing hidden)."""
 
     version: int
     type: str
@@ -132,27 +151,70 @@ class ValueChange(_Body):
     summary: str
     hash: str
     event: Json
-    before: Any = None
-    after: Any = None
+
+
+class ValueChange(EventRow, kw_only=True):
+    """One event that changed a value: where, who, what, and the value before and after."""
+
+    before: StateValue = None
+    after: StateValue = None
+
+
+class PathChange(_Body):
+    """One path's value before and after (null where the path has no value on that side)."""
+
+    path: str
+    before: StateValue = None
+    after: StateValue = None
+
+
+class RoomAtVersion(_Body):
+    room: str
+    version: int
+
+
+class PathDifference(_Body):
+    """A path whose value differs between two rooms: its value in each (null where a room lacks the path)."""
+
+    path: str
+    a: StateValue = None
+    b: StateValue = None
 
 
 class RoomDiff(_Body):
     """Where two rooms' states differ: each differing path with its value in each room (None: absent there)."""
 
-    a: Json  # {room, version}
-    b: Json
+    a: RoomAtVersion
+    b: RoomAtVersion
     note: str
-    differences: list[Json]  # {path, a, b}
+    differences: list[PathDifference]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
+
+
+class ExplainedFork(_Body, kw_only=True):
+    """A fork starts from its parent's value: explain the parent for the changes before ``at``."""
+
+    parent: str
+    at: int
+    value_at_fork: StateValue = None
+    note: str
 
 
 class Explanation(_Body):
     room: str
     path: str
     at: int
-    value: Any
+    value: StateValue
     changes: list[ValueChange]
     folded: int
-    fork: Json | None = None
+    fork: ExplainedFork | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
+
+
+class RefusedUnder(_Body):
+    """Bisect against another rule version: the command the room accepted is refused under it, so."""
+
+    refused: Failure
 
 
 class BisectAnswer(_Body):
@@ -167,18 +229,40 @@ class BisectAnswer(_Body):
     method: str | None = None
     found: bool | None = None
     probes: int | None = None
-    event: Json | None = None
-    values: list[Json] | None = None
+    event: EventRow | None = None
+    values: list[PathChange] | None = None
     ruleset: str | None = None
     against: str | None = None
     diverged: bool | None = None
     commands_redecided: int | None = None
-    recorded: Any = None
-    other: Any = None
+    # against: the recorded events of the first command decided differently (a list when the other version
+    # refuses it) and what the other version decides instead (its event, or its refusal)
+    recorded: list[EventRow] | EventRow | None = None
+    other: Annotated[Any, msgspec.Meta(extra_json_schema={"anyOf": [
+        {"$ref": "#/components/schemas/EventRow"}, {"$ref": "#/components/schemas/RefusedUnder"},
+        {"type": "null"}]})] = None  # EventRow | RefusedUnder | None (msgspec unions untagged Structs not)
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
+
+
+class RoomListing(_Body, kw_only=True):
+    """A room as the listings show it (projections/models.room_listing): the summary without scores."""
+
+    room: str
+    ruleset: str
+    ruleset_version: int = 1
+    version: int
+    players: list[str]
+    created_by: str
+    created_at_ms: int
+    challenge: str | None = None
+    over: bool
+    ended: bool
+    updated_at_ms: int
+    fork: ForkMark | None = None
 
 
 class RoomList(_Body):
-    rooms: list[Json]
+    rooms: list[RoomListing]
     source: str
 
 
@@ -206,9 +290,10 @@ class RoomScores(_Body):
     ruleset: str
     version: int
     scores: dict[str, int]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
-class RoomResources(RoomScores):
+class RoomResources(RoomScores, kw_only=True):
     resources: Json
 
 
@@ -226,17 +311,20 @@ class StateAt(_Body):
     latest_version: int
     state_hash: str
     state: Json
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Rejections(_Body):
     room: str
     rejections: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditIds(_Body):
     room: str
     view: str
     ids: list[str]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AuditStory(_Body):
@@ -244,6 +332,7 @@ class AuditStory(_Body):
     view: str
     item: str
     story: list[Json]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class LeaderboardEntry(_Body):
@@ -290,8 +379,16 @@ class SystemStatus(_Body):
     dead_letters: Json
 
 
+class ActiveRoom(RoomListing, kw_only=True):
+    """A listed room with its latest stored version, its last event's time and how far the read models lag."""
+
+    latest_version: int
+    last_activity_ms: int | None
+    projector_lag_versions: int
+
+
 class RoomActivity(_Body):
-    rooms: list[Json]
+    rooms: list[ActiveRoom]
 
 
 class RoomAt(_Body):
@@ -309,7 +406,8 @@ class RoomAt(_Body):
     # With ?since=N: what changed from version N in the same tree, one row per differing leaf
     # ({path, before, after}, null where a side lacks the path; events.forensics.tree_diff.change_rows)
     since: int | None = None
-    changes: list[Json] | None = None
+    changes: list[PathChange] | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class Series(_Body):
@@ -319,6 +417,7 @@ class Series(_Body):
     versions: list[int]
     scores: dict[str, list[int | None]]
     resources: dict[str, list[int | None]]
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class AsyncApiDocument(_Body):
@@ -370,6 +469,54 @@ class KeySet(_Body):
     keys: list[KeyEntry]
 
 
+class Verification(VerifyReport, kw_only=True):
+    """The room verified (services/forensics/verify.py), with the checkpoint of its head when answered."""
+
+    checkpoint: Checkpoint | None = None
+
+
+class PlayerAudience(_Body):
+    """Who may read a player bundle: that player (nothing hidden from them is in it)."""
+
+    who: str  # "player"
+    player: str
+    hidden_values: bool  # false
+    note: str
+
+
+class ViewOpening(_Body):
+    """One audience's view of an event, opened: its salt (hex) and its bytes (base64 canonical msgpack)."""
+
+    salt: str
+    view: str
+
+
+class PlayerBundleEvent(_Body):
+    """One version: the views opened to the player (label "" the public part, the player's id their own) and every
+    other audience's salted leaf hash (label "*" the whole event, other seats' ids)."""
+
+    version: int
+    opened: dict[str, ViewOpening]
+    leaves: dict[str, str]
+
+
+class PlayerBundle(_Body):
+    """A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
+    opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it."""
+
+    audience: PlayerAudience
+    format: str  # almanac-player-bundle
+    format_version: int
+    room: str
+    player: str
+    exported_at_ms: int
+    scheme: str  # almanac-commit-v2
+    limits: str  # what such a bundle proves and what it cannot
+    events: list[PlayerBundleEvent]  # versions 1..head
+    checkpoint: Checkpoint
+    keys: KeySet
+
+
 class CheckpointFile(_Body):
     """Signed checkpoints with the key set that checks them (docs/bundle-format.md section 2.1)."""
 
@@ -412,8 +559,22 @@ class WebhookDeleted(_Body):
     deleted: str
 
 
+class DeadDelivery(_Body, kw_only=True):
+    """A delivery given up after its attempts (never its subscription's secret)."""
+
+    id: str
+    subscription: str
+    url: str
+    payload: Json  # the notice as it would have been delivered (docs/webhooks)
+    attempts: int
+    appended_ms: int
+    enqueued_ms: int
+    last_error: str
+    dead_ms: int
+
+
 class WebhookDeadLetters(_Body):
-    dead: list[Json]  # {id, subscription, url, payload, attempts, last_error, dead_ms, ...}
+    dead: list[DeadDelivery]
 
 
 class WebhookLatency(_Body):
@@ -451,7 +612,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/rooms/{room}/rejections"): (200, Rejections),
     ("get", "/rooms/{room}/audit/{view}"): (200, AuditIds),
     ("get", "/rooms/{room}/audit/{view}/{item}"): (200, AuditStory),
-    ("get", "/rooms/{room}/verification"): (200, VerifyReport),
+    ("get", "/rooms/{room}/verification"): (200, Verification),
     ("get", "/leaderboards/{ruleset}"): (200, Leaderboard),
     ("get", "/read-models/{model}"): (200, ReadModelRows),
     ("get", "/health"): (200, Health),
@@ -469,12 +630,15 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/bundles/verify"): (200, BundleVerdict),
     ("get", "/.well-known/almanac-keys.json"): (200, KeySet),
     ("get", "/rooms/{room}/checkpoints"): (200, CheckpointFile),
+    ("get", "/rooms/{room}/player-bundle"): (200, PlayerBundle),
     ("post", "/webhooks"): (201, WebhookSubscription),
     ("get", "/webhooks"): (200, WebhookSubscriptions),
     ("delete", "/webhooks/{subscription}"): (200, WebhookDeleted),
     ("get", "/webhooks/dead"): (200, WebhookDeadLetters),
     ("get", "/webhooks/stats"): (200, WebhookStats),
 }
+# Types an answer names only through a hand-written schema reference (BisectAnswer.other): documented too.
+ALSO_DOCUMENTED = (EventRow, RefusedUnder)
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending
 PENDING_ROUTES = (("post", "/rooms"), ("post", "/rooms/{room}/join"), ("post", "/rooms/{room}/end"),

@@ -48,6 +48,10 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     nonce: Hex32 | None = None
     nonce_commitment: Hex32 | None = None
     public_key: Hex32 | None = None
+    join_signature: SignatureHex | None = None  # JoinRoomRequest.signature of the creator's join
+    # Seats handed to bots (services/bots.py, `almanac bots`): each bot joins its seat and plays it from the
+    # seat's view. Not the creator's own seat while ``join`` is true (422 ``bot_seat_taken``).
+    bots: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ()
 
 
 class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -62,6 +66,9 @@ class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     # Scheme 3: the player's Ed25519 public key (32 bytes hex); every later command of the seat must then be
     # signed (``CommandRequest.signature``), so a token alone cannot act for this player.
     public_key: Hex32 | None = None
+    # With a public_key, required: its Ed25519 signature of events.signing.join_bytes (room, player, public_key,
+    # the nonce's commitment), proving the joining player holds the key; kept in the join's record, checked by verify.
+    signature: SignatureHex | None = None
 
 
 # A seat key as the server makes them (secrets.token_urlsafe(32): 43 characters of the URL-safe alphabet)

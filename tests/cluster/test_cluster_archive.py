@@ -36,3 +36,36 @@ async def test_rooms_on_every_node_archive_once_and_read_back_whole(cluster, tmp
         fresh = archiving_store(cluster, url, SHARDS)
         assert await fresh.read_raw(room) == before[room]
         assert (await verify_room(fresh, room)).ok
+
+
+async def test_idle_rooms_on_every_node_move_and_come_back_once_under_racing_engines(cluster, tmp_path) -> None:
+    """Idle moves and their restores (storage.restore) run one script on one room's slot: on a Cluster as on one
+    server, two engines racing to bring a room back bring it back once."""
+    from almanac.services.room_service import CommandRecord, RoomService  # noqa: PLC0415
+
+    url = file_archive_url(tmp_path)
+    store = archiving_store(cluster, url, SHARDS)
+    rooms = [f"cl-idle-{index}" for index in range(6)]
+    versions = {}
+    for room in rooms:
+        table = RealmTable(store, room)
+        await table.create("realm@1")
+        await table.play_mining(1)
+        versions[room] = await store.latest_version(room)
+        assert (await archive_room(store, room, reason="idle")).status == "archived"
+        assert not await cluster.exists(store.keys.events(room))
+    assert len({store.keys.shard(room) for room in rooms}) > 3
+
+    engines = [RoomService(archiving_store(cluster, url, SHARDS)) for _ in range(2)]
+    outcomes = await asyncio.gather(*(
+        engine.handle(CommandRecord(command_id=f"{room}-{player}", room=room, player=player, server_time_ms=90_000,
+                                    body={"kind": "end_turn"}))
+        for room in rooms for engine, player in zip(engines, ("alice", "bob"), strict=True)))
+    assert all(o.accepted for o in outcomes), [o.error for o in outcomes if not o.accepted]
+    fresh = archiving_store(cluster, url, SHARDS)
+    for room in rooms:
+        assert await fresh.pointer(room) is None
+        events = await fresh.read(room)
+        assert [e.version for e in events] == list(range(1, len(events) + 1))
+        assert {e.command_id for e in events[versions[room]:]} == {f"{room}-alice", f"{room}-bob"}
+        assert (await verify_room(fresh, room)).ok

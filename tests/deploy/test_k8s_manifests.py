@@ -144,7 +144,7 @@ def test_the_settings_configmap_passes_the_services_own_validation() -> None:
 def test_every_container_runs_the_almanac_entrypoint_with_requests_and_no_privileges() -> None:
     dockerfile = (K8S.parent / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["almanac"]' in dockerfile
-    commands = {"projector", "notifier", "gateway", "archiver"}
+    commands = {"projector", "notifier", "gateway", "archiver", "bots"}
     for workload, container in containers():
         assert "command" not in container, f"{workload} must keep the image's entrypoint (almanac)"
         assert container["args"][0] in commands, workload
@@ -163,8 +163,9 @@ def test_every_container_runs_the_almanac_entrypoint_with_requests_and_no_privil
 
 def test_the_almanac_command_offers_every_role_the_manifests_start() -> None:
     almanac = shutil.which("almanac") or str(Path(sys.executable).parent / "almanac")
-    assert {container["args"][0] for _, container in containers()} == {"projector", "notifier", "gateway", "archiver"}
-    for role in ("projector", "notifier", "gateway", "archiver"):
+    assert {container["args"][0] for _, container in containers()} == {"projector", "notifier", "gateway", "archiver",
+                                                                         "bots"}
+    for role in ("projector", "notifier", "gateway", "archiver", "bots"):
         shown = subprocess.run([almanac, role, "--help"], capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0, shown.stderr
     projector = subprocess.run([almanac, "projector", "--help"], capture_output=True, text=True, timeout=60)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from api_contract import ContractCheck
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, gateway_settings
 
@@ -29,7 +30,10 @@ def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 @pytest.fixture(scope="module")
 def api(stack: Stack) -> Iterator[TestClient]:
     """The gateway app in process (TestClient), talking to the real engine through Redis."""
-    with TestClient(create_app(gateway_settings(stack)), raise_server_exceptions=False) as client:
+    app = create_app(gateway_settings(stack))
+    # Every 2xx JSON answer any test gets must match the schema its operation declares (tests/api_contract.py).
+    with TestClient(app, raise_server_exceptions=False) as client:
+        client.event_hooks = {"request": [], "response": [ContractCheck(app.openapi())]}
         yield client
 
 

@@ -131,6 +131,32 @@ def board_room_played(base_url: str, auditor: str, player: str, moves: int) -> t
     return room, token
 
 
+def realm_trade_played(base_url: str) -> tuple[str, str, dict[str, str]]:
+    """A realm room where alice's merchant trades with bob over HTTP (the scripted trade of the game tests):
+    (room, trade id, {player: token}), the players' ids made unique."""
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    with httpx.Client(base_url=base_url, timeout=15) as http:
+        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
+        assert created.status_code == 201, created.text
+        room, tokens = created.json()["room"], {alice: created.json()["token"]}
+        tokens[bob] = http.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]
+
+        def play(who: str, command: dict) -> dict:
+            answer = http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {tokens[who]}"},
+                               json={"command": command})
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        sent = play(alice, {"kind": "send_merchant", "to": bob, "load": {"food": 6000, "gold": 2000}})
+        trade = f"trade-{sent['first_version']}"
+        play(alice, {"kind": "offer_trade", "trade_id": trade, "buy": "wood", "pay": "food", "dice": 1})
+        play(bob, {"kind": "counter_offer", "trade_id": trade, "want": "gold"})
+        play(alice, {"kind": "agree_trade", "trade_id": trade})
+        play(bob, {"kind": "agree_trade", "trade_id": trade})
+    return room, trade, tokens
+
+
 def placed_cells(page) -> int:
     return page.locator("[data-testid=board] .cell:not(.t-empty):not(.t-mountain)").count()
 
@@ -172,6 +198,7 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
     # The browser registered an Ed25519 key at the creator's join and signed each move (WebCrypto, docs/dice.md)
     report = httpx.get(f"{base_url}/rooms/{room}/verification", headers={"Authorization": f"Bearer {auditor}"}).json()
     assert report["ok"] and report["signing_players"] == [player] and report["commands_signed"] >= 3, report
+    assert report["signed_joins"] == [player], report  # the join itself, signed by the key it registered
     placed_now = placed_cells(page)
     assert placed_now >= 3
     diff_at_latest = page.get_by_test_id("diff").inner_text()
@@ -299,26 +326,7 @@ def test_charts_show_public_scores_without_any_token(page, base_url: str, audito
 
 def test_realm_trade_story_step_by_step(page, base_url: str, auditor: str, shots: Path) -> None:
     # Given a realm room where alice's merchant trades with bob (the scripted trade of the game tests)
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    with httpx.Client(base_url=base_url, timeout=15) as http:
-        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
-        assert created.status_code == 201, created.text
-        room, alice_token = created.json()["room"], created.json()["token"]
-        bob_token = http.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]
-
-        def play(token: str, command: dict) -> dict:
-            answer = http.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
-                               json={"command": command})
-            assert answer.status_code == 200, answer.text
-            return answer.json()
-
-        sent = play(alice_token, {"kind": "send_merchant", "to": bob, "load": {"food": 6000, "gold": 2000}})
-        trade = f"trade-{sent['first_version']}"
-        play(alice_token, {"kind": "offer_trade", "trade_id": trade, "buy": "wood", "pay": "food", "dice": 1})
-        play(bob_token, {"kind": "counter_offer", "trade_id": trade, "want": "gold"})
-        play(alice_token, {"kind": "agree_trade", "trade_id": trade})
-        play(bob_token, {"kind": "agree_trade", "trade_id": trade})
+    room, trade, _ = realm_trade_played(base_url)
 
     # When the auditor opens the room and steps through the trade's story
     page.goto(f"/#/room/{room}")
@@ -620,6 +628,10 @@ def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browse
         tab.locator("#join-player").fill(bob)
         tab.get_by_role("button", name="Join").click()
         expect_text(tab.get_by_test_id("seat"), bob)
+        # (the browser signed his join with the key it registered: WebCrypto, events.signing.join_bytes)
+        report = httpx.get(f"{base_url}/rooms/{room}/verification", timeout=15,
+                           headers={"Authorization": f"Bearer {created.json()['token']}"}).json()
+        assert report["ok"] and report["signed_joins"] == [bob], report
         # When he closes the tab and opens the room again (the token lived in the tab only)
         tab.close()
         tab = context.new_page()

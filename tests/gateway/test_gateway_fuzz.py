@@ -23,6 +23,7 @@ import pytest
 import redis
 import requests
 import schemathesis
+from api_contract import ContractCheck
 from gateway_stack import CHILD, landed_rulesets
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
@@ -84,6 +85,7 @@ def test_no_generated_request_gets_a_5xx_and_refusals_change_nothing(live_url: s
         assert created.status_code == 201, created.text
         players.append((created.json()["room"], created.json()["token"]))
     schema = schemathesis.openapi.from_url(f"{live_url}/openapi.json")
+    contract = ContractCheck(httpx.get(f"{live_url}/openapi.json", timeout=10).json())  # 2xx answers keep it
     store = redis.Redis.from_url(stack.redis_url)
     keys = Keys(16)
     session = requests.Session()
@@ -116,6 +118,11 @@ def test_no_generated_request_gets_a_5xx_and_refusals_change_nothing(live_url: s
                     label = f"{case.method} {case.formatted_path} [{tags[-1]}]"
                     if response.status_code >= 500:
                         failures.append(f"{label} -> {response.status_code} {response.text[:300]}")
+                    elif 200 <= response.status_code < 300 and "application/json" in str(
+                            response.headers.get("content-type")):  # schemathesis keeps each header as a list
+                        mismatch = contract.problems(case.method, case.formatted_path, response.status_code,
+                                                     response.json())
+                        failures.extend(f"{label} -> {response.status_code} off its schema: {m}" for m in mismatch[:3])
                     after = room_versions(store, keys)
                     if response.status_code >= 400:
                         moved = {r: (versions.get(r), v) for r, v in after.items() if versions.get(r, v) != v}

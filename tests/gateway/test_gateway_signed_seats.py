@@ -34,9 +34,10 @@ def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, t
     room = f"signed-{secrets.token_hex(3)}"
     key_file = tmp_path / "ann.key"
     public_key = almanac("player-key", str(key_file))["public_key"]
+    join = almanac("sign", "--join", "--room", room, "--player", "ann", "--key", str(key_file))
     created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room,
-                                       "options": {"players": ["ann", "bob"]}, "nonce": secrets.token_bytes(32).hex(),
-                                       "public_key": public_key})
+                                       "options": {"players": ["ann", "bob"]}, "nonce": join["nonce"],
+                                       "public_key": public_key, "join_signature": join["signature"]})
     assert created.status_code == 201 and created.json()["joined"], created.text
     assert created.json()["events"][-1]["event"]["public_key"] == public_key
     bob = api.post(f"/rooms/{room}/join", json={"player": "bob"}).json()
@@ -65,14 +66,17 @@ def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, t
     report = api.get(f"/rooms/{room}/verification", headers=bearer(ann)).json()
     assert report["ok"], report
     assert (report["dice_scheme"], report["signing_players"], report["unsigned_players"]) == (3, ["ann"], ["bob"])
+    assert (report["signed_joins"], report["unsigned_joins"]) == (["ann"], [])
 
 
 def test_a_signing_player_ends_the_room_with_a_signed_end_and_a_minted_end_is_refused(api: TestClient, tmp_path):
     room = f"signed-end-{secrets.token_hex(3)}"
     key_file = tmp_path / "ann.key"
     public_key = almanac("player-key", str(key_file))["public_key"]
-    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room,
-                                       "options": {"players": ["ann", "bob"]}, "public_key": public_key}).json()
+    join = almanac("sign", "--join", "--room", room, "--player", "ann", "--key", str(key_file))
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room, "nonce": join["nonce"],
+                                       "options": {"players": ["ann", "bob"]}, "public_key": public_key,
+                                       "join_signature": join["signature"]}).json()
     minted = api.post(f"/rooms/{room}/end", headers=bearer(created["token"]), json={"reason": "done"})
     assert (minted.status_code, minted.json()["code"]) == (422, "signature_required")
 
@@ -83,3 +87,42 @@ def test_a_signing_player_ends_the_room_with_a_signed_end_and_a_minted_end_is_re
     assert ended.status_code == 200 and ended.json()["events"][-1]["type"] == "room.ended", ended.text
     report = api.get(f"/rooms/{room}/verification", headers=bearer(created["token"])).json()
     assert report["ok"] and report["commands_signed"] == 1, report
+
+
+def test_a_join_registering_a_key_is_signed_by_it_and_a_substituted_key_is_refused(api: TestClient, tmp_path):
+    """The join carries the key's signature of (room, player, key, nonce commitment): without it, with another
+    key's, or with the key swapped after signing (what an operator substituting the key would send), it is
+    refused 422 and nothing is kept; the signed one is recorded and verify names the join signed."""
+    room = f"signed-join-{secrets.token_hex(3)}"
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "host", "room": room,
+                                       "options": {"players": ["host", "cleo"]}})
+    assert created.status_code == 201, created.text
+    cleo_key, other_key = tmp_path / "cleo.key", tmp_path / "other.key"
+    almanac("player-key", str(cleo_key))
+    other = almanac("player-key", str(other_key))["public_key"]
+    join = almanac("sign", "--join", "--room", room, "--player", "cleo", "--key", str(cleo_key))
+
+    unsigned = api.post(f"/rooms/{room}/join", json={k: v for k, v in join.items() if k != "signature"})
+    swapped = api.post(f"/rooms/{room}/join", json={**join, "public_key": other})
+    other_room = api.post(f"/rooms/{room}/join", json={**join, **almanac(
+        "sign", "--join", "--room", "elsewhere", "--player", "cleo", "--key", str(cleo_key), "--nonce", join["nonce"])})
+    assert (unsigned.status_code, unsigned.json()["code"], unsigned.json()["field"]) == (
+        422, "signature_required", "signature")
+    assert (swapped.status_code, swapped.json()["code"]) == (422, "signature_invalid")
+    assert (other_room.status_code, other_room.json()["code"]) == (422, "signature_invalid")
+    assert api.get(f"/rooms/{room}").json()["players"] == ["host"]  # nothing kept
+
+    joined = api.post(f"/rooms/{room}/join", json=join)
+    assert joined.status_code == 200, joined.text
+    assert joined.json()["events"][-1]["event"]["public_key"] == join["public_key"]
+    report = api.get(f"/rooms/{room}/verification", headers=bearer(joined.json()["token"])).json()
+    assert report["ok"] and report["signed_joins"] == ["cleo"] and report["unsigned_joins"] == [], report
+
+
+def test_a_creators_signed_join_names_its_room(api: TestClient, tmp_path):
+    key_file = tmp_path / "dora.key"
+    public_key = almanac("player-key", str(key_file))["public_key"]
+    join = almanac("sign", "--join", "--room", "any", "--player", "dora", "--key", str(key_file))
+    unnamed = api.post("/rooms", json={"ruleset": "realm", "player": "dora", "nonce": join["nonce"],
+                                       "public_key": public_key, "join_signature": join["signature"]})
+    assert (unnamed.status_code, unnamed.json()["code"]) == (422, "room_required")

@@ -48,7 +48,7 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
         # The deployment shape: a gateway that decides the commands of its shards, a projector, no engine process;
         # and the archiver, on by default
         children = set(info["children"])
-        assert {"projector", "gateway", "archiver"} <= children <= {"projector", "gateway", "notifier", "archiver"}
+        assert {"projector", "gateway", "archiver"} <= children <= {"projector", "gateway", "notifier", "archiver", "bots"}
         assert info["auditor_token"]
 
         # A child that dies is started again: the gateway, killed holding every shard's lease, comes back and

@@ -1,4 +1,5 @@
-"""The console's JavaScript verifier (WebCrypto, real Chromium) and the Python one give the same verdicts."""
+"""The console's JavaScript verifier (WebCrypto, real Chromium) and the Python one give the same verdicts, on dispute
+bundles and on player-safe bundles."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ from test_console_browser import (  # noqa: F401 - fixtures: the gateway process
     board_room_played,
     browser,
     page,
+    realm_trade_played,
     shots,
 )
 
-from almanac.events import codec, readable
+from almanac.events import codec, commitments as cm, readable
 from almanac.events.forensics.bundle_check import verify_bundle
+from almanac.events.forensics.player_check import verify_player_bundle
 
 pytestmark = [
     pytest.mark.slow,
@@ -80,6 +83,8 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
         held = http.get(f"/rooms/{room}/checkpoints", headers={"Authorization": f"Bearer {token}"}).json()["checkpoints"]
         head = http.get(f"/rooms/{room}").json()["version"]
         bundle = http.get(f"/rooms/{room}/dispute?from=1&to={head}", headers={"Authorization": f"Bearer {auditor}"}).json()
+    # (a room created now commits per viewer: both verifiers hash scheme v2's leaves, docs/bundle-format.md section 6)
+    assert bundle["commitments"]["scheme"] == "almanac-commit-v2"
     page.goto("/")
 
     # When each case is checked by the Python verifier and by the console's, in Chromium
@@ -140,3 +145,76 @@ def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_the
     assert exported["format"] == "almanac-checkpoints" and exported["keys"]["keys"]
     assert verify_bundle(bundle, None, checkpoints=exported["checkpoints"], keys=exported["keys"]).failed is None
     assert base64  # envelopes in the bundles are base64 (chain_of decodes them)
+
+
+JS_PLAYER_VERDICT = """async ([bundle, checkpoints, keys]) => {
+  const { verifyPlayerBundle } = await import("/console/verify.js");
+  const v = await verifyPlayerBundle(bundle, { checkpoints, keys });
+  return [v.status, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null,
+          v.failed ? v.failed.detail : "", v.limits];
+}"""
+
+
+def _trade_bundles(url: str) -> tuple[dict, dict, list, dict]:
+    """Alice's and bob's bundles of a live realm room where they traded, alice's checkpoints, the key set."""
+    room, _, tokens = realm_trade_played(url)
+    (_, alice_token), (_, bob_token) = tokens.items()
+    with httpx.Client(base_url=url, timeout=15) as http:
+        mine, theirs = (http.get(f"/rooms/{room}/player-bundle", headers={"Authorization": f"Bearer {token}"}).json()
+                        for token in (alice_token, bob_token))
+        held = http.get(f"/rooms/{room}/checkpoints", headers={"Authorization": f"Bearer {alice_token}"}).json()
+        keys = http.get("/.well-known/almanac-keys.json").json()
+    return mine, theirs, held["checkpoints"], keys
+
+
+def player_cases(mine: dict, theirs: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, dict | None]]:
+    player = mine["player"]
+    own = next(i for i, e in enumerate(mine["events"]) if player in e["opened"])
+    greedy, hides, missing, moved_leaf, bad_leaf = (copy(mine) for _ in range(5))
+    other = theirs["player"]
+    shared = next(i for i, e in enumerate(theirs["events"]) if other in e["opened"] and other in mine["events"][i]["leaves"])
+    greedy["events"][shared]["opened"][other] = theirs["events"][shared]["opened"][other]
+    del greedy["events"][shared]["leaves"][other]
+    hides["events"][own]["leaves"][player] = "00" * 32
+    del hides["events"][own]["opened"][player]
+    del missing["events"][2]
+    moved_leaf["events"][own]["leaves"][cm.FULL] = "ab" * 32
+    bad_leaf["events"][own]["leaves"][cm.FULL] = "AB" * 32
+    last = held[-1]
+    return {
+        "honest, with alice's checkpoints": (mine, held, keys),
+        "honest, no key set": (mine, held, None),
+        "honest, none of her checkpoints": (mine, [], keys),
+        "opens another seat's view": (greedy, held, keys),
+        "hides her own view": (hides, held, keys),
+        "a version missing": (missing, held, keys),
+        "the whole event's leaf changed": (moved_leaf, held, keys),
+        "a leaf not lowercase hex": (bad_leaf, held, keys),
+        "checkpoint from another key": (mine, [stranger_ring().sign(last["room"], last["version"],
+                                                                    bytes.fromhex(last["head"]))], keys),
+        "checkpoint moved to another head": (mine, [{**last, "head": "cd" * 32}], keys),
+        "not a player bundle": ({"format": "almanac-dispute-bundle"}, held, keys),
+        "the limits reworded": ({**mine, "limits": "proves everything"}, held, keys),
+        "the first line says it is for anyone": ({**mine, "audience": {**mine["audience"], "who": "anyone"}}, held, keys),
+    }
+
+
+def test_both_verifiers_agree_on_player_bundles(page, base_url: str, shots: Path) -> None:  # noqa: F811
+    # Given alice's and bob's bundles of their trade in a live room, alice's checkpoints and the key set
+    mine, theirs, held, keys = _trade_bundles(base_url)
+    page.goto("/")
+    # When each honest and tampered case is checked by both verifiers
+    verdicts = {}
+    for name, (bundle, checkpoints, key_set) in player_cases(mine, theirs, held, keys).items():
+        python = verify_player_bundle(bundle, checkpoints, key_set)
+        js = page.evaluate(JS_PLAYER_VERDICT, [bundle, checkpoints, key_set])
+        verdicts[name] = ((python.status, python.failed.name if python.failed else None,
+                           python.failed.version if python.failed else None), tuple(js[:3]), js[3], js[4])
+    # Then they agree on every one: the verdict, the failed step and the version it names
+    for name, (python, js, detail, _) in verdicts.items():
+        assert python == js, f"{name}: python {python}, javascript {js} ({detail})"
+    assert verdicts["honest, with alice's checkpoints"][0][0] == "VERIFIED"
+    assert verdicts["honest, no key set"][0][0] == verdicts["honest, none of her checkpoints"][0][0] == "INCOMPLETE"
+    assert sum(python[0] == "NOT VERIFIED" for python, *_ in verdicts.values()) == len(verdicts) - 3
+    # and the console's verdict says, as Python's does, that no command was re-decided
+    assert all("NOT PROVABLE" in limits for *_, limits in verdicts.values())

@@ -22,14 +22,19 @@ def end_turns(api: TestClient, room: str, tokens: dict[str, str], rounds: int) -
             assert answer.status_code == 200, answer.text
 
 
-def test_a_spectator_follows_a_room_delayed_and_resumes_without_gap_or_repeat(api: TestClient) -> None:
-    # Given a realm room of two seated players who played some turns
+def played_room(api: TestClient) -> tuple[str, str, str, dict[str, str], int]:
+    """A realm room of two seated players who played two turns each: (room, alice, bob, tokens, latest version)."""
     alice, bob = f"alice-{secrets.token_hex(3)}", f"bob-{secrets.token_hex(3)}"
     created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
     room = created.json()["room"]
     tokens = {alice: created.json()["token"], bob: api.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]}
     end_turns(api, room, tokens, 2)
-    latest = api.get(f"/rooms/{room}").json()["version"]
+    return room, alice, bob, tokens, api.get(f"/rooms/{room}").json()["version"]
+
+
+def test_a_spectator_follows_a_room_delayed_and_resumes_without_gap_or_repeat(api: TestClient) -> None:
+    # Given a realm room of two seated players who played some turns
+    room, alice, bob, tokens, latest = played_room(api)
     # When a spectator (no token) watches it delayed by two versions
     seen: list[dict] = []
     with api.websocket_connect(f"/rooms/{room}/watch?delay={DELAY}") as socket:

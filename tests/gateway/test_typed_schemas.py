@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,3 +301,56 @@ def test_real_views_are_exactly_their_declared_type(name: str, options: dict[str
     # and a view with a field the type does not know is refused (the declaration is closed)
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({**view, "surprise": 1}, view_type, strict=True)
+
+
+def operation_roots(document: dict[str, Any]) -> dict[str, str]:
+    """Every operation's request body and every JSON answer as a root of the walk, named where it is."""
+    schemas = document["components"]["schemas"]
+    roots: dict[str, str] = {}
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            parts = [("request", operation.get("requestBody", {}))] + list(operation.get("responses", {}).items())
+            for status, part in parts:
+                schema = part.get("content", {}).get("application/json", {}).get("schema")
+                if schema is not None:
+                    name = f"{method.upper()} {path} {status}"
+                    schemas[name] = schema
+                    roots[name] = name
+    return roots
+
+
+# What the document still leaves open, each with its reason; the walk below fails on any other open spot (a
+# route added tomorrow is walked the day it is added) and on an entry here that is no longer open.
+STILL_OPEN = {
+    # documents of another standard, served as such: an AsyncAPI document, a rule-set's JSON Schema
+    "AsyncApiDocument.info", "AsyncApiDocument.servers", "AsyncApiDocument.channels",
+    "AsyncApiDocument.operations", "AsyncApiDocument.components",
+    "RulesetSchema.commands.items", "RulesetSchema.options", "RulesetSchema.$defs",
+    # a refused command's body is the client's JSON as sent: refused because it may match no command
+    "Rejections.rejections.items",
+    # rows a rule-set writes without a declared type (its resources, audit stories, read models): to type them,
+    # each game's manifest must declare the types first
+    "RoomResources.resources", "AuditStory.story.items", "ReadModelRows.rows.items",
+    # not typed yet (open work, issue 32 item 6): room options and setup per rule-set, listings, operations
+    # status, verification and dispute-bundle parts
+    "CreateRoomRequest.options", "CreateRoomRequest.setup[0]",
+    "Divergence.recorded", "Divergence.recomputed",
+    "DisputeBundle.audience", "DisputeBundle.ruleset", "DisputeBundle.subject", "DisputeBundle.copied_as[0]",
+    "DisputeBundle.head", "DisputeBundle.seed", "DisputeBundle.events.items", "DisputeBundle.commands.items",
+    "DisputeBundle.refusals.items", "DisputeBundle.chain", "DisputeBundle.commitments[0]",
+    "BundleVerdict.steps.items", "VerifyBundleRequest.bundle",
+    "Health.redis", "Health.engine[0]", "Health.projector[0]", "Health.outcomes[0]",
+    "DeadDelivery.payload", "SystemStatus.engine", "SystemStatus.projector", "SystemStatus.dead_letters",
+}
+
+
+def test_no_operation_answers_or_takes_an_open_object_beyond_the_listed_ones(openapi: dict[str, Any]) -> None:
+    document = copy.deepcopy(openapi)
+    spots = {spot.rsplit(": ", 1)[0] for spot in open_spots(document, list(operation_roots(document)))}
+    # a plugin that declares no view type (the test suite's counter game): its view is its own object
+    spots -= {f"{prefix_of(name)}View" for name in registry.names() if registry.manifest(name).view_type is None}
+    assert sorted(spots - STILL_OPEN) == [], "new open spots: type them"
+    assert sorted(STILL_OPEN - spots) == [], "typed now: take them off STILL_OPEN"
+    # the forensic answers' trees are typed: events, values at a path, the changes between versions
+    for typed in ("Explanation", "ValueChange", "RoomDiff", "BisectAnswer", "RoomAt", "EventRow", "PathChange"):
+        assert not [s for s in spots if s.startswith(f"{typed}.")], typed

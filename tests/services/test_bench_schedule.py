@@ -1,11 +1,11 @@
 """`bench e2e`'s schedule: in step every room plays the same move; out of step the rooms spread over the game; with
-``--overload`` a multiple of the achieved rate between two capacity runs."""
+``--overload`` overload windows interleaved with capacity windows, each judged against its neighbours."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from almanac.bench.e2e import RoomSlots, _with_overload
+from almanac.bench.e2e import RoomSlots, _print_windows, _with_overload, judge_windows
 
 MOVES = 17
 
@@ -51,22 +51,62 @@ def test_out_of_step_the_rooms_are_spread_evenly_over_the_game_at_every_moment()
     assert sum(1 for room, moves in played.items() if slots.played_before[room] == 0 and moves) == 34
 
 
-def test_the_overload_run_offers_a_multiple_of_the_achieved_rate_between_two_capacity_runs(capsys):
-    """``bench e2e --overload 3``: capacity at the offered rate, then three times what it achieved, then the rate
-    again; the goodput is judged against the mean of the two capacities around it (the machine drifts)."""
+def _window(rate: int, good: int, late: int = 0, shed: int = 0, stack_cpu_s: float = 1.0,
+            others_cpu_s: float = 0.0) -> dict:
+    answers = [(200, 0.01)] * good + [(200, 5.0)] * late + [(503, 0.001)] * shed
+    return {"offered_per_s": rate, "seconds": 2.0, "answers": answers, "elapsed_s": 2.0, "stack_cpu_s": stack_cpu_s,
+            "generator_cpu_s": 0.5, "others_cpu_s": others_cpu_s, "load_1m": 3.0}
+
+
+def test_the_overload_run_interleaves_overload_windows_between_capacity_windows(capsys):
+    """``bench e2e --overload 3``: a first run at the offered rate, then windows on the same stack alternating a closed
+    loop (the capacity, measured without offering more than it) and three times that capacity, open loop; each
+    overload window's goodput is judged against the capacity windows on either side of it, so a machine whose
+    speed drifts moves both alike, and a first run that collapsed under its own overload sets nothing."""
     offered: list[int] = []
-    achieved = iter([800.0, 600.0, 1000.0, 500.0])
+    plans: list[tuple[list[tuple[str, float, float]], int]] = []
 
     def run(rate: int) -> dict:
         offered.append(rate)
-        return {"offered_per_s": rate, "achieved_per_s": next(achieved), "shed": 10, "accepted_p99_ms": 40.0,
-                "cpu_s": {}}
+        return {"offered_per_s": rate, "achieved_per_s": 100.0, "shed": 10, "accepted_p99_ms": 40.0, "cpu_s": {}}
 
-    figures = _with_overload(run, 1000, 3)
-    assert offered == [1000, 2400, 1000]
-    assert figures["overload"]["capacity_per_s"] == 900.0 and figures["overload"]["ratio"] == 600 / 900
-    assert "0.67 of their mean" in " ".join(capsys.readouterr().out.split())
+    def windows(plan: list[tuple[str, float, float]], most: int) -> list[dict]:
+        plans.append((plan, most))
+        # The machine slows down as the run goes (capacity 1,000 -> 400/s), and the overload windows keep 80% of
+        # the capacity around them; the third also answers 400 commands past the deadline.
+        good = [2000, 1440, 1600, 1120, 1200, 800, 800]
+        return [_window(1000 * (1 + 2 * (number % 2)), count, late=400 if number == 5 else 0,
+                        shed=100 * (number % 2)) for number, count in enumerate(good)]
+
+    figures = _with_overload(run, 3000, 3, windows, deadline_ms=1000)
+    assert offered == [3000]
+    plan, most = plans[0]
+    assert most == 800  # rooms for eight times what the first run achieved, at most the offered rate
+    assert [(kind, value) for kind, value, _ in plan] == [("closed", 0.0), ("open", 3), ("closed", 0.0), ("open", 3),
+                                                          ("closed", 0.0), ("open", 3), ("closed", 0.0)]
+    verdict = figures["overload"]
+    ratios = [window["ratio"] for window in verdict["windows"] if window["kind"] == "overload"]
+    assert ratios == [0.8, 0.8, 0.8]  # against its own neighbours, not the first run or the mean capacity
+    late = verdict["windows"][5]
+    assert late["late"] == 400 and late["accepted_per_s"] == 600.0 and late["goodput_per_s"] == 400.0
+    assert verdict["worst_window_ratio"] == 0.8
+    assert "worst window 0.80" in " ".join(capsys.readouterr().out.split())
     assert _with_overload(run, 500, 0)["offered_per_s"] == 500 and offered[-1] == 500  # without: one run only
+
+
+def test_a_window_in_which_other_processes_took_the_cpu_says_so_and_is_normalised_by_the_stacks_cpu(capsys):
+    """Given an overload window in which the rest of the machine took a core and the stack got half its CPU, the
+    raw ratio falls to 0.5 while the goodput per CPU second of the stack stays that of its neighbours; the report
+    names the other processes' load."""
+    plan = [(1000, 2.0), (3000, 2.0), (1000, 2.0)]
+    measured = [_window(1000, 2000, stack_cpu_s=2.0), _window(3000, 1000, stack_cpu_s=1.0, others_cpu_s=2.0),
+                _window(1000, 2000, stack_cpu_s=2.0)]
+    verdict = judge_windows(measured, 1.0)
+    assert verdict["windows"][1]["ratio"] == 0.5 and verdict["cpu_normalised_ratio"] == 1.0
+    assert verdict["others_cores_max"] == 1.0
+    verdict.update(offered_per_s=plan[1][0], deadline_ms=1000)
+    _print_windows(verdict)
+    assert "OTHER PROCESSES used up to 1.00 cores" in " ".join(capsys.readouterr().out.split())
 
 
 def test_an_overload_refusal_is_counted_under_the_rule_that_gave_it_without_its_numbers():

@@ -27,11 +27,11 @@ def test_every_command_the_deploy_files_run_exists():
     commands = set()
     for path in DEPLOY.rglob("*"):
         if path.is_file():
-            commands |= set(re.findall(r"almanac (engine|projector|notifier|gateway|archiver)\b", path.read_text()))
-            commands |= set(re.findall(r'command: \["(\w+)"\]', path.read_text()))
-    # the deployment shape: gateways that decide their shards, a projector, a notifier and the archiver
+            commands |= set(re.findall(r"almanac (engine|projector|notifier|gateway|archiver|bots)\b", path.read_text()))
+            commands |= set(re.findall(r'command: \["(\w+)"', path.read_text()))
+    # the deployment shape: gateways that decide their shards, a projector, a notifier, the bots and the archiver
     # (`almanac engine` only named)
-    assert {"projector", "notifier", "gateway", "archiver"} <= commands <= {"engine", "projector", "notifier",
-                                                                             "gateway", "archiver"}
+    assert {"projector", "notifier", "gateway", "archiver", "bots"} <= commands <= {
+        "engine", "projector", "notifier", "gateway", "archiver", "bots"}
     for command in commands:
         assert CliRunner().invoke(app, [command, "--help"]).exit_code == 0, command

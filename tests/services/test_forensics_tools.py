@@ -60,7 +60,7 @@ async def test_a_fork_starts_from_the_parents_state_takes_other_commands_and_bot
         report = await verify_room(store, room)
         assert report.ok, report.divergence
     report = await verify_room(store, fork_room)
-    assert report.fork["parent"] == parent and report.commands_redecided == 4 and report.ruleset == "realm@1"
+    assert report.fork.parent == parent and report.commands_redecided == 4 and report.ruleset == "realm@1"
     same = await ft.diff(store, parent, fork_room, at=at, at_b=3)  # seated again, nothing played yet
     assert same["differences"] == []
     differences = (await ft.diff(store, parent, fork_room, at=at, at_b=4))["differences"]

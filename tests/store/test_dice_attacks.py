@@ -121,16 +121,22 @@ async def test_a_reveal_the_operator_writes_into_the_log_for_a_signing_player_fa
     head = (await store.read(ROOM))[-1]
     record = CommandRecord(command_id=f"{ROOM}:ann:forged", room=ROOM, player="ann", server_time_ms=head.server_time_ms,
                            body={"kind": "reveal_nonce", "nonce": ANN_NONCE.hex()})
-    event_type, payload = codec.encode_event(room_rules.NonceRevealed(player="ann", nonce=ANN_NONCE.hex()))
-    forged = seal(Envelope(room=ROOM, version=head.version + 1, ruleset=head.ruleset, type=event_type, payload=payload,
-                           command_id=record.command_id, player="ann", server_time_ms=record.server_time_ms,
-                           previous_hash=head.hash))
-    await store.append(ROOM, head.version, record.command_id, [forged], codec.encode(record))
+    await operator_appends(store, record, room_rules.NonceRevealed(player="ann", nonce=ANN_NONCE.hex()))
 
     report = await verify_room(store, ROOM)
     assert not report.ok
     assert (report.divergence.check, report.divergence.version) == ("signature", head.version + 1)
     assert "signature_required" in report.divergence.message
+
+
+async def operator_appends(store, record: CommandRecord, event) -> None:
+    """What an operator holding the store can do: append ``event`` as decided by ``record``, sealed onto the chain."""
+    head = (await store.read(ROOM))[-1]
+    event_type, payload = codec.encode_event(event)
+    forged = seal(Envelope(room=ROOM, version=head.version + 1, ruleset=head.ruleset, type=event_type, payload=payload,
+                           command_id=record.command_id, player=record.player, server_time_ms=record.server_time_ms,
+                           previous_hash=head.hash))
+    await store.append(ROOM, head.version, record.command_id, [forged], codec.encode(record))
 
 
 async def test_grinding_its_own_seats_nonce_after_ann_joined_moves_none_of_anns_rolls():

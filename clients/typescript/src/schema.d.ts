@@ -70,7 +70,7 @@ export interface paths {
         put?: never;
         /**
          * Take a seat as a player and receive a signed token bound to the room and player
-         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room).
+         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. In a room with dice scheme 2 (docs/dice.md) send `nonce` (your secret, 32 bytes hex; kept beside the room's seed, revealed when the room ends) and optionally `nonce_commitment` (its sha256, checked); without a nonce the server uses its own for you and says so (`nonce_by_server`). 422 `nonce_required` (a commitment without its nonce), `nonce_mismatch`, `no_player_nonces` (a scheme-1 room). A `public_key` (dice scheme 3: the seat signs its commands) goes with `signature`, that key's Ed25519 signature of events.signing.join_bytes (room, player, key, nonce commitment): 422 `signature_required` or `signature_invalid` (docs/dice.md).
          */
         post: operations["join_room_rooms__room__join_post"];
         delete?: never;
@@ -479,6 +479,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rooms/{room}/player-bundle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A player-safe bundle of a live room for the token's player: every event's public part and your own view opened, every other view as a salted hash only; `almanac verify-player-bundle` checks it against your checkpoints (rooms created with commitment scheme almanac-commit-v2; 409 `scheme_v1` for older rooms). An auditor names ?player= */
+        get: operations["room_player_bundle_rooms__room__player_bundle_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/health": {
         parameters: {
             query?: never;
@@ -725,6 +742,10 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            join_signature?: string | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * JoinRoomRequest
@@ -743,6 +764,8 @@ export interface components {
             nonce_commitment?: string | null;
             /** @default null */
             public_key?: string | null;
+            /** @default null */
+            signature?: string | null;
         };
         /** EndRoomRequest */
         EndRoomRequest: {
@@ -1160,6 +1183,44 @@ export interface components {
             points: number;
         };
         /**
+         * RoomCreated[BoardSetup] (as a player sees it)
+         * @description A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+         *     rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+         *     and data on the node that created it (``RuleSet.fingerprint``).
+         *
+         *     Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+         *     created before versions existed: no ``schema`` key) is read through the upcaster in
+         *     ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+         */
+        BoardRoomCreated_BoardSetup_AsSeen: {
+            /** @enum {unknown} */
+            type: "room.created";
+            ruleset: string;
+            /**
+             * BoardSetup
+             * @description The resolved setup stored in ``room.created``: the owner, the options, the deck order and cards A-D.
+             */
+            setup: {
+                player: string;
+                mountain_bonus: boolean;
+                extended_pool: boolean;
+                deck: number[] | components["schemas"]["Hidden"];
+                missions: string[];
+            };
+            seed_commitment: string;
+            challenge: string | null;
+            created_by: string;
+            created_at_ms: number;
+            /** @default 1 */
+            ruleset_version?: number;
+            /** @default  */
+            fingerprint?: string;
+            /** @default 2 */
+            schema?: number;
+            /** @default 1 */
+            dice_scheme?: number;
+        };
+        /**
          * DeckShuffled (as a player sees it)
          * @description The deck ran out and was reshuffled; ``order`` is the new draw order (left out when redacted).
          */
@@ -1175,7 +1236,7 @@ export interface components {
          * BoardEvent
          * @description The payload of an event of a board room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
+        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
         /**
          * BoardState
          * @description The state of a board game.
@@ -3655,7 +3716,7 @@ export interface components {
             /** @description the request field at fault, when there is one */
             field?: string;
             /** @description values that would have been accepted */
-            allowed?: unknown[];
+            allowed?: (string | number)[];
         } & {
             [key: string]: unknown;
         };
@@ -3675,6 +3736,20 @@ export interface components {
             room: string;
             view: string;
             ids: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * Checkpoint
+         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
+         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
+         */
+        Checkpoint: {
+            room: string;
+            version: number;
+            head: string;
+            kid: string;
+            sig: string;
         };
         /** AuditStory */
         AuditStory: {
@@ -3682,6 +3757,8 @@ export interface components {
             view: string;
             item: string;
             story: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * BisectAnswer
@@ -3702,9 +3779,9 @@ export interface components {
             /** @default null */
             probes?: number | null;
             /** @default null */
-            event?: Record<string, never> | null;
+            event?: components["schemas"]["EventRow"] | null;
             /** @default null */
-            values?: Record<string, never>[] | null;
+            values?: components["schemas"]["PathChange"][] | null;
             /** @default null */
             ruleset?: string | null;
             /** @default null */
@@ -3714,9 +3791,38 @@ export interface components {
             /** @default null */
             commands_redecided?: number | null;
             /** @default null */
-            recorded?: unknown;
+            recorded?: components["schemas"]["EventRow"][] | components["schemas"]["EventRow"] | null;
             /** @default null */
-            other?: unknown;
+            other?: components["schemas"]["EventRow"] | components["schemas"]["RefusedUnder"] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * EventRow
+         * @description An event as forensics shows it (services/forensics/investigate.event_row): where, who, what, and the
+         *     decoded event (an auditor's: nothing hidden).
+         */
+        EventRow: {
+            version: number;
+            type: string;
+            player: string;
+            command_id: string;
+            server_time_ms: number;
+            summary: string;
+            hash: string;
+            /** @description the event's payload (`type` names it) */
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+        };
+        /**
+         * PathChange
+         * @description One path's value before and after (null where the path has no value on that side).
+         */
+        PathChange: {
+            path: string;
+            /** @default null */
+            before?: components["schemas"]["StateValue"];
+            /** @default null */
+            after?: components["schemas"]["StateValue"];
         };
         /**
          * BundleVerdict
@@ -3757,18 +3863,6 @@ export interface components {
             alg: string;
             public_key: string;
             status: string;
-        };
-        /**
-         * Checkpoint
-         * @description The deployment's signature on the room's commitment head at a version (docs/bundle-format.md): keep it;
-         *     ``verify-bundle --checkpoints`` later proves a bundle's history passes through it.
-         */
-        Checkpoint: {
-            room: string;
-            version: number;
-            head: string;
-            kid: string;
-            sig: string;
         };
         /** CommandAccepted */
         CommandAccepted: {
@@ -3850,11 +3944,13 @@ export interface components {
             room: string;
             path: string;
             at: number;
-            value: unknown;
+            value: components["schemas"]["StateValue"];
             changes: components["schemas"]["ValueChange"][];
             folded: number;
             /** @default null */
-            fork?: Record<string, never> | null;
+            fork?: components["schemas"]["ExplainedFork"] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * ValueChange
@@ -3868,11 +3964,23 @@ export interface components {
             server_time_ms: number;
             summary: string;
             hash: string;
-            event: Record<string, never>;
+            /** @description the event's payload (`type` names it) */
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
-            before?: unknown;
+            before?: components["schemas"]["StateValue"];
             /** @default null */
-            after?: unknown;
+            after?: components["schemas"]["StateValue"];
+        };
+        /**
+         * ExplainedFork
+         * @description A fork starts from its parent's value: explain the parent for the changes before ``at``.
+         */
+        ExplainedFork: {
+            parent: string;
+            at: number;
+            /** @default null */
+            value_at_fork?: components["schemas"]["StateValue"];
+            note: string;
         };
         /**
          * ForkAnswer
@@ -3886,6 +3994,8 @@ export interface components {
             ruleset: string;
             version: number;
             seed_commitment: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** Health */
         Health: {
@@ -3919,6 +4029,56 @@ export interface components {
             command_id: string;
             outcome_url: string;
         };
+        /**
+         * PlayerBundle
+         * @description A player-safe bundle (docs/bundle-format.md section 6): every event's public part and the player's own view
+         *     opened (salt and view bytes), every other view as a salted leaf hash; `almanac verify-player-bundle` checks it.
+         */
+        PlayerBundle: {
+            audience: components["schemas"]["PlayerAudience"];
+            format: string;
+            format_version: number;
+            room: string;
+            player: string;
+            exported_at_ms: number;
+            scheme: string;
+            limits: string;
+            events: components["schemas"]["PlayerBundleEvent"][];
+            checkpoint: components["schemas"]["Checkpoint"];
+            keys: components["schemas"]["KeySet"];
+        };
+        /**
+         * PlayerAudience
+         * @description Who may read a player bundle: that player (nothing hidden from them is in it).
+         */
+        PlayerAudience: {
+            who: string;
+            player: string;
+            hidden_values: boolean;
+            note: string;
+        };
+        /**
+         * PlayerBundleEvent
+         * @description One version: the views opened to the player (label "" the public part, the player's id their own) and every
+         *     other audience's salted leaf hash (label "*" the whole event, other seats' ids).
+         */
+        PlayerBundleEvent: {
+            version: number;
+            opened: {
+                [key: string]: components["schemas"]["ViewOpening"];
+            };
+            leaves: {
+                [key: string]: string;
+            };
+        };
+        /**
+         * ViewOpening
+         * @description One audience's view of an event, opened: its salt (hex) and its bytes (base64 canonical msgpack).
+         */
+        ViewOpening: {
+            salt: string;
+            view: string;
+        };
         /** ReadModelRows */
         ReadModelRows: {
             model: string;
@@ -3928,14 +4088,65 @@ export interface components {
             };
             rows: Record<string, never>[];
         };
+        /**
+         * RefusedUnder
+         * @description Bisect against another rule version: the command the room accepted is refused under it, so.
+         */
+        RefusedUnder: {
+            refused: components["schemas"]["Failure"];
+        };
+        /**
+         * Failure
+         * @description A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
+         *     fault and the values that would have been accepted, when they apply.
+         */
+        Failure: {
+            code: string;
+            message: string;
+            /** @default null */
+            field?: string | null;
+            /** @default null */
+            allowed?: (string | number)[] | null;
+        };
         /** Rejections */
         Rejections: {
             room: string;
             rejections: Record<string, never>[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomActivity */
         RoomActivity: {
-            rooms: Record<string, never>[];
+            rooms: components["schemas"]["ActiveRoom"][];
+        };
+        /**
+         * ActiveRoom
+         * @description A listed room with its latest stored version, its last event's time and how far the read models lag.
+         */
+        ActiveRoom: {
+            room: string;
+            ruleset: string;
+            /** @default 1 */
+            ruleset_version?: number;
+            version: number;
+            players: string[];
+            created_by: string;
+            created_at_ms: number;
+            /** @default null */
+            challenge?: string | null;
+            over: boolean;
+            ended: boolean;
+            updated_at_ms: number;
+            /** @default null */
+            fork?: components["schemas"]["ForkMark"] | null;
+            latest_version: number;
+            last_activity_ms: number | null;
+            projector_lag_versions: number;
+        };
+        /** ForkMark */
+        ForkMark: {
+            parent: string;
+            at: number;
         };
         /**
          * RoomAt
@@ -3953,8 +4164,8 @@ export interface components {
             player?: string | null;
             /** @description what this player sees (their rule-set's view) */
             view?: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"] | null;
-            /** @default null */
-            state?: Record<string, never> | null;
+            /** @description auditors: the game's state (its rule-set's) */
+            state?: components["schemas"]["BoardState"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
             /** @description auditors: every seat's view */
             views?: {
                 [key: string]: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
@@ -3962,7 +4173,9 @@ export interface components {
             /** @default null */
             since?: number | null;
             /** @default null */
-            changes?: Record<string, never>[] | null;
+            changes?: components["schemas"]["PathChange"][] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomSummary */
         RoomSummary: {
@@ -3986,11 +4199,6 @@ export interface components {
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
-        /** ForkMark */
-        ForkMark: {
-            parent: string;
-            at: number;
-        };
         /** RoomCreatedAnswer */
         RoomCreatedAnswer: {
             command_id: string;
@@ -4008,17 +4216,37 @@ export interface components {
             seat_key?: string | null;
             joined: boolean;
             /** @default null */
-            join_error?: Record<string, never> | null;
+            join_error?: components["schemas"]["Failure"] | null;
+            /** @default [] */
+            bots?: string[];
         };
         /**
          * RoomDiff
          * @description Where two rooms' states differ: each differing path with its value in each room (None: absent there).
          */
         RoomDiff: {
-            a: Record<string, never>;
-            b: Record<string, never>;
+            a: components["schemas"]["RoomAtVersion"];
+            b: components["schemas"]["RoomAtVersion"];
             note: string;
-            differences: Record<string, never>[];
+            differences: components["schemas"]["PathDifference"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /** RoomAtVersion */
+        RoomAtVersion: {
+            room: string;
+            version: number;
+        };
+        /**
+         * PathDifference
+         * @description A path whose value differs between two rooms: its value in each (null where a room lacks the path).
+         */
+        PathDifference: {
+            path: string;
+            /** @default null */
+            a?: components["schemas"]["StateValue"];
+            /** @default null */
+            b?: components["schemas"]["StateValue"];
         };
         /** RoomJoined */
         RoomJoined: {
@@ -4038,8 +4266,29 @@ export interface components {
         };
         /** RoomList */
         RoomList: {
-            rooms: Record<string, never>[];
+            rooms: components["schemas"]["RoomListing"][];
             source: string;
+        };
+        /**
+         * RoomListing
+         * @description A room as the listings show it (projections/models.room_listing): the summary without scores.
+         */
+        RoomListing: {
+            room: string;
+            ruleset: string;
+            /** @default 1 */
+            ruleset_version?: number;
+            version: number;
+            players: string[];
+            created_by: string;
+            created_at_ms: number;
+            /** @default null */
+            challenge?: string | null;
+            over: boolean;
+            ended: boolean;
+            updated_at_ms: number;
+            /** @default null */
+            fork?: components["schemas"]["ForkMark"] | null;
         };
         /** RoomResources */
         RoomResources: {
@@ -4049,6 +4298,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
             resources: Record<string, never>;
         };
         /** RoomScores */
@@ -4059,6 +4310,8 @@ export interface components {
             scores: {
                 [key: string]: number;
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** RoomView */
         RoomView: {
@@ -4110,6 +4363,8 @@ export interface components {
             room: string;
             player: string;
             token: string;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /**
          * Series
@@ -4124,6 +4379,8 @@ export interface components {
             resources: {
                 [key: string]: (number | null)[];
             };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** StateAt */
         StateAt: {
@@ -4132,6 +4389,8 @@ export interface components {
             latest_version: number;
             state_hash: string;
             state: components["schemas"]["RoomState"];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** SystemStatus */
         SystemStatus: {
@@ -4141,8 +4400,11 @@ export interface components {
             commands_total: number;
             dead_letters: Record<string, never>;
         };
-        /** VerifyReport */
-        VerifyReport: {
+        /**
+         * Verification
+         * @description The room verified (services/forensics/verify.py), with the checkpoint of its head when answered.
+         */
+        Verification: {
             room: string;
             ok: boolean;
             /** @default 0 */
@@ -4153,6 +4415,8 @@ export interface components {
             commands_redecided?: number;
             /** @default 0 */
             refusals_rechecked?: number;
+            /** @default 0 */
+            refusals_signed?: number;
             /** @default unknown */
             seed?: string;
             /** @default null */
@@ -4166,7 +4430,7 @@ export interface components {
             /** @default  */
             code_revision?: string;
             /** @default null */
-            fork?: Record<string, never> | null;
+            fork?: components["schemas"]["ForkLink"] | null;
             /** @default null */
             divergence?: components["schemas"]["Divergence"] | null;
             /** @default [] */
@@ -4187,6 +4451,21 @@ export interface components {
             unsigned_players?: string[];
             /** @default 0 */
             commands_signed?: number;
+            /** @default [] */
+            signed_joins?: string[];
+            /** @default [] */
+            unsigned_joins?: string[];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * ForkLink
+         * @description A sandbox fork's link: its parent, the parent's version and that version's hash.
+         */
+        ForkLink: {
+            parent: string;
+            at: number;
+            parent_hash: string;
         };
         /**
          * Divergence
@@ -4203,7 +4482,22 @@ export interface components {
         };
         /** WebhookDeadLetters */
         WebhookDeadLetters: {
-            dead: Record<string, never>[];
+            dead: components["schemas"]["DeadDelivery"][];
+        };
+        /**
+         * DeadDelivery
+         * @description A delivery given up after its attempts (never its subscription's secret).
+         */
+        DeadDelivery: {
+            id: string;
+            subscription: string;
+            url: string;
+            payload: Record<string, never>;
+            attempts: number;
+            appended_ms: number;
+            enqueued_ms: number;
+            last_error: string;
+            dead_ms: number;
         };
         /** WebhookDeleted */
         WebhookDeleted: {
@@ -4294,6 +4588,13 @@ export interface components {
             parent: string;
             at: number;
             parent_hash: string;
+        };
+        /**
+         * StateValue
+         * @description a value of a room's state at the path asked for (null where it has none): whatever the game's state holds there
+         */
+        StateValue: string | number | boolean | null | components["schemas"]["StateValue"][] | {
+            [key: string]: components["schemas"]["StateValue"];
         };
     };
     responses: never;
@@ -5362,7 +5663,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["VerifyReport"];
+                    "application/json": components["schemas"]["Verification"];
                 };
             };
             /** @description Validation Error */
@@ -5872,6 +6173,59 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CheckpointFile"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description refused: {code, message, field, allowed} */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal_error (the log has the detail) */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    room_player_bundle_rooms__room__player_bundle_get: {
+        parameters: {
+            query?: {
+                /** @description auditors only: whose bundle (a player's token names its own) */
+                player?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description room id */
+                room: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlayerBundle"];
                 };
             };
             /** @description Validation Error */

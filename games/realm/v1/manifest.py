@@ -16,7 +16,7 @@ from almanac.events.manifest import (
     RuleSet,
     to_builtins,
 )
-from almanac.games.realm.v1 import audit, data, events as realm_events
+from almanac.games.realm.v1 import audit, bot, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 from almanac.games.realm.v1.state import LedgerEntry
@@ -43,6 +43,8 @@ def deadlines(state: Any, seated: tuple[str, ...]) -> tuple[Deadline, ...]:
             due_ms=state.season_started_ms + state.season_timeout_ms,
             player=player,
             command={"kind": "end_season"},
+            # the season waits for the cities that have not ended their turn: they are the ones to warn
+            concerns=tuple(seat for seat in state.players if seat not in state.turn_ended),
         ),
     )
 
@@ -153,6 +155,7 @@ MANIFEST = RuleSet(
     # at -50%); realm@2 is opt-in by its full name (docs/design-rulings.md).
     default=True,
     policy=policy,
+    seat_bot=bot.play,
     deadlines=deadlines,
     bench=BenchScenario(
         description="three players, two villages, three years of random legal play",

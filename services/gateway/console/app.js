@@ -273,7 +273,11 @@ function CreateRoom({ rulesets }) {
   const create = async (options) => {
     setBusy(true); setError(null);
     const key = await newSigningKey();  // the creator's seat signs its commands when this browser can
-    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options, ...(key ? { public_key: key.publicKey } : {}) } });
+    // A signed join names its room (the signature covers it), so a signing browser picks the id as the server would.
+    const named = key ? `${ruleset.split("@")[0]}-${hex(crypto.getRandomValues(new Uint8Array(5)))}` : null;
+    const signing = key ? { room: named, public_key: key.publicKey,
+      join_signature: await signJoin(key, named, player, null) } : {};
+    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options, ...signing } });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
@@ -593,6 +597,12 @@ async function newSigningKey() {
   } catch { return null; }  // a browser without Ed25519 joins unsigned (its verdict says so)
 }
 
+// events.signing.join_bytes: the join proves the joining player holds the key it registers (docs/dice.md).
+async function signJoin(key, room, player, commitment) {
+  const message = ["almanac-join-v1", room, player, key.publicKey, commitment || ""].join("|");
+  return hex(await crypto.subtle.sign({ name: "Ed25519" }, key.pair.privateKey, new TextEncoder().encode(message)));
+}
+
 async function keepSigningKey(room, player, pair) {
   const pkcs8 = await crypto.subtle.exportKey("pkcs8", pair.privateKey);
   localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
@@ -621,7 +631,8 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
     const nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
     const key = await newSigningKey();
-    const signing = key ? { public_key: key.publicKey } : {};
+    const commitment = key && hex(await crypto.subtle.digest("SHA-256", Uint8Array.from(nonce.match(/../g), (b) => parseInt(b, 16))));
+    const signing = key ? { public_key: key.publicKey, signature: await signJoin(key, room, name, commitment) } : {};
     let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce, ...signing } });
     if (!a.ok && a.data && a.data.code === "no_player_keys") a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
     if (!a.ok && a.data && a.data.code === "no_player_nonces") a = await api(URLS.join(room), { method: "POST", body: { player: name } });

@@ -141,6 +141,22 @@ const TAG = (text) => te.encode(`almanac/${text}\0`);
 export const salt = (roomKey, v) => hmac(roomKey, concat(TAG("salt/v1"), be(v, 8)));
 export const commitment = (saltV, body) => sha256(concat(TAG("event/v1"), saltV, body));
 export const nextHead = (head, c) => sha256(concat(TAG("head/v1"), head, c));
+// almanac-commit-v2 (section 6): a salted leaf per audience, their root per event, chained like v1 under its own tags.
+export const FULL = "*";
+export const PUBLIC = "";
+const labelBytes = (label) => { const b = te.encode(label); return concat(be(b.length, 2), b); };
+export const leafSalt = (roomKey, v, label) => hmac(roomKey, concat(TAG("salt/v2"), be(v, 8), te.encode(label)));
+export const leaf = (label, saltV, view) => sha256(concat(TAG("leaf/v2"), labelBytes(label), saltV, view));
+function byteOrder(a, b) {
+  const x = te.encode(a), y = te.encode(b);
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+}
+export function root(leaves) { // leaves: Map label -> 32 bytes
+  const labels = [...leaves.keys()].sort(byteOrder);
+  return sha256(concat(TAG("event/v2"), be(labels.length, 2), ...labels.map((l) => concat(labelBytes(l), leaves.get(l)))));
+}
+export const nextHeadV2 = (head, c) => sha256(concat(TAG("head/v2"), head, c));
 export const keyId = async (publicKey) => hex(await sha256(publicKey)).slice(0, 16);
 export function checkpointMessage(room, version, head) {
   const name = te.encode(room);
@@ -193,9 +209,11 @@ const label = (c) => (c && typeof c === "object" ? `${c.room}@${c.version} kid $
 async function commitmentHeads(bundle, chain) {
   const section = bundle.commitments;
   if (section === undefined || section === null) return null;
-  if (typeof section !== "object" || section.scheme !== "almanac-commit-v1") {
-    throw new Failure("checkpoints", "the commitments section is not scheme almanac-commit-v1");
+  const v2 = section && section.scheme === "almanac-commit-v2";
+  if (typeof section !== "object" || (section.scheme !== "almanac-commit-v1" && !v2)) {
+    throw new Failure("checkpoints", "the commitments section is not scheme almanac-commit-v1 or almanac-commit-v2");
   }
+  if (v2) return viewHeads(section, chain);
   let roomKey = null;
   const given = new Map();
   if (section.room_key !== undefined && section.room_key !== null) {
@@ -236,6 +254,33 @@ async function commitmentHeads(bundle, chain) {
   return heads;
 }
 
+// A v2 auditor bundle lists every audience's view but the whole event's; this verifier hashes them as given (it has no
+// rules to redact with: the Python verifier re-derives them) and the whole event from the envelope.
+async function viewHeads(section, chain) {
+  if (!isHex(section.room_key, 64)) throw new Failure("checkpoints", "a scheme v2 bundle needs room_key (64 hex)");
+  const roomKey = unhex(section.room_key);
+  if (!Array.isArray(section.views) || section.views.length !== chain.length) {
+    throw new Failure("checkpoints", "a scheme v2 bundle lists every event's views (commitments.views)");
+  }
+  let head = new Uint8Array(32);
+  const heads = [];
+  for (let i = 0; i < chain.length; i++) {
+    const v = i + 1;
+    const views = section.views[i];
+    if (!chain[i]) throw new Failure("checkpoints", "an event is missing from the chain", v);
+    if (!views || typeof views !== "object" || Array.isArray(views) || FULL in views || !(PUBLIC in views)) {
+      throw new Failure("checkpoints", `commitments.views entry ${v} is malformed`, v);
+    }
+    const leaves = new Map([[FULL, await leaf(FULL, await leafSalt(roomKey, v, FULL), chain[i].body)]]);
+    for (const [label, text] of Object.entries(views)) {
+      leaves.set(label, await leaf(label, await leafSalt(roomKey, v, label), unbase64(text)));
+    }
+    head = await nextHeadV2(head, await root(leaves));
+    heads.push(head);
+  }
+  return heads;
+}
+
 async function checkCheckpoints(room, heads, checkpoints, keys) {
   for (const c of checkpoints) {
     const problem = checkpointProblem(c);
@@ -246,6 +291,16 @@ async function checkCheckpoints(room, heads, checkpoints, keys) {
     if (c.version > heads.length) throw new Failure("checkpoints", `checkpoint ${label(c)}: the bundle's chain ends at version ${heads.length}, before the checkpoint`, c.version);
     if (hex(heads[c.version - 1]) !== c.head) throw new Failure("checkpoints", `checkpoint ${label(c)}: the bundle's history does not pass through it`, c.version);
   }
+}
+
+// A thrown error as the failed step (a hostile input that breaks step ``at`` fails that step), appended to ``steps``.
+function failedStep(error, at, steps) {
+  const failure = error instanceof Failure ? error
+    : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
+    : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
+  const failed = { name: failure.step, detail: failure.message, version: failure.version };
+  steps.push({ ...failed, status: "failed" });
+  return failed;
 }
 
 // The verdict: {ok, failed: {name, detail, version} | null, steps: [{name, status, detail, version}]}.
@@ -321,12 +376,122 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
            (own === null ? "" : " and the server's signature on the bundle's head"));
     }
   } catch (error) {
-    const failure = error instanceof Failure ? error
-      : error && error.name === "NotSupportedError" ? new Failure("checkpoints", `this browser cannot check Ed25519: ${error.message}`)
-      : new Failure(at, `the bundle is malformed (${at}): ${error && error.message}`);
-    const failed = { name: failure.step, detail: failure.message, version: failure.version };
-    steps.push({ ...failed, status: "failed" });
-    return { ok: false, failed, steps };
+    return { ok: false, failed: failedStep(error, at, steps), steps };
   }
   return { ok: true, failed: null, steps };
+}
+
+// --- player-safe bundles (section 6.5): format, views, checkpoints, anchor, redaction (structural: the public part
+// is the player's view with fields hidden; the Python verifier also re-runs the rule-set's redaction) ---------------
+const HIDDEN_MARK = (v) => v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 1 && v.hidden === true;
+const canonical = (v) => Array.isArray(v) ? v.map(canonical)
+  : v && typeof v === "object" && !(v instanceof Uint8Array) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical(v[k])])) : v;
+function same(a, b) { return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b)); }
+function covers(mine, pub, path = "") { // where ``pub`` is not ``mine`` with parts hidden (null when it is)
+  if (same(mine, pub) || HIDDEN_MARK(pub)) return null;
+  if (mine && pub && typeof mine === "object" && typeof pub === "object" && !Array.isArray(mine) && !Array.isArray(pub)) {
+    const keys = Object.keys(mine).sort();
+    if (same(keys, Object.keys(pub).sort())) {
+      for (const k of keys) { const p = covers(mine[k], pub[k], `${path}.${k}`); if (p !== null) return p; }
+      return null;
+    }
+  }
+  if (Array.isArray(mine) && Array.isArray(pub) && mine.length === pub.length) {
+    for (let i = 0; i < mine.length; i++) { const p = covers(mine[i], pub[i], `${path}[${i}]`); if (p !== null) return p; }
+    return null;
+  }
+  return path || "the event";
+}
+// The issuer's statement a player bundle carries (events/forensics/player_check.py PLAYER_BUNDLE_LIMITS), checked word for word.
+const ISSUED_LIMITS = "A player-safe bundle proves that what you saw of every event, and its public part, lie on the history the deployment signed (through your checkpoints), that the public part is your view with fields hidden (never another value), and that every other view was fixed when it was signed (an edit after signing fails at your checkpoints). It cannot re-decide any command: the rules read values hidden from you (other seats' holdings, dice from the unrevealed seed). Compare it with another player's bundle to catch an operator who showed the two of you different public parts.";
+export const PLAYER_LIMITS = "NOT PROVABLE from a player-safe bundle: that the commands were decided by the rules " +
+  "(hidden steps cannot be re-decided: they read values hidden from you)";
+
+export async function verifyPlayerBundle(bundle, { checkpoints = [], keys = null } = {}) {
+  const steps = [];
+  const pass = (name, status, detail) => steps.push({ name, status, detail, version: null });
+  let at = "format";
+  try {
+    if (!bundle || typeof bundle !== "object" || bundle.format !== "almanac-player-bundle") throw new Failure("format", "not a player bundle");
+    const parts = ["audience", "format", "format_version", "room", "player", "exported_at_ms", "scheme", "limits", "events", "checkpoint", "keys"];
+    if (bundle.format_version !== 1 || !same(Object.keys(bundle).sort(), [...parts].sort())) throw new Failure("format", "format_version 1 with exactly its parts");
+    const { room, player } = bundle;
+    if (typeof room !== "string" || typeof player !== "string" || player === FULL || player === PUBLIC) throw new Failure("format", "room and player are names");
+    if (bundle.scheme !== "almanac-commit-v2") throw new Failure("format", "scheme is not almanac-commit-v2");
+    const note = `for '${player}': every event as '${player}' and the public see it; values hidden from '${player}' appear only as salted hashes`;
+    if (!same(bundle.audience, { who: "player", player, hidden_values: false, note })) throw new Failure("format", "the first line does not say whose it is, in the issuer's words");
+    if (bundle.limits !== ISSUED_LIMITS || !Number.isSafeInteger(bundle.exported_at_ms)) throw new Failure("format", "limits is not the issuer's statement, or exported_at_ms is not a whole number");
+    pass("format", "passed", `a player-safe bundle for ${player}`);
+
+    at = "views";
+    const entries = bundle.events;
+    if (!Array.isArray(entries) || !entries.length || entries.length > MAX_CHAIN) throw new Failure("format", "events is not a list of 1 or more versions");
+    const heads = [];
+    const opened = [];
+    let head = new Uint8Array(32);
+    for (let i = 0; i < entries.length; i++) {
+      const v = i + 1;
+      const entry = entries[i];
+      if (!entry || typeof entry !== "object" || !same(Object.keys(entry).sort(), ["leaves", "opened", "version"]) || entry.version !== v) {
+        throw new Failure("views", `event entry ${v} is not {version: ${v}, opened, leaves}`, v);
+      }
+      const open = entry.opened, given = entry.leaves;
+      if (!open || typeof open !== "object" || !given || typeof given !== "object") throw new Failure("views", "opened and leaves are objects", v);
+      const labels = Object.keys(open);
+      if (!labels.includes(PUBLIC) || labels.some((l) => l !== PUBLIC && l !== player)) throw new Failure("views", "a player bundle opens the public part and the reader's own view only", v);
+      if (player in given) throw new Failure("views", `the event has a view of its own for ${player}, and it is not opened`, v);
+      if (!(FULL in given) || labels.some((l) => l in given)) throw new Failure("views", "the whole event's leaf is missing, or a leaf is both opened and given", v);
+      const leaves = new Map();
+      for (const [label, value] of Object.entries(given)) {
+        if (!isHex(value, 64)) throw new Failure("views", `leaf ${label} is not 64 lowercase hex characters`, v);
+        leaves.set(label, unhex(value));
+      }
+      const views = {};
+      for (const label of labels) {
+        const o = open[label];
+        if (!o || typeof o !== "object" || !same(Object.keys(o).sort(), ["salt", "view"]) || !isHex(o.salt, 64)) throw new Failure("views", `opened ${label} is not {salt, view}`, v);
+        let bytes, decoded;
+        try { bytes = unbase64(o.view); decoded = readMsgpack(bytes); } catch (error) { throw new Failure("views", `an opened view is not msgpack: ${error.message}`, v); }
+        if (!Array.isArray(decoded) || ![2, 7].includes(decoded.length) || decoded[0] !== room || decoded[1] !== v) throw new Failure("views", `an opened view is not a view of room ${room} at version ${v}`, v);
+        views[label] = decoded;
+        leaves.set(label, await leaf(label, unhex(o.salt), bytes));
+      }
+      opened.push(views);
+      head = await nextHeadV2(head, await root(leaves));
+      heads.push(head);
+    }
+    pass("views", "passed", `versions 1..${entries.length}`);
+
+    at = "checkpoints";
+    const given = Array.from(checkpoints || []);
+    if (keys === null || keys === undefined) {
+      pass("checkpoints", "skipped", "no key set given");
+    } else {
+      const problem = await keySetProblem(keys);
+      if (problem) throw new Failure("checkpoints", `the key set is not usable: ${problem}`);
+      const trusted = new Map(keys.keys.map((k) => [k.kid, unhex(k.public_key)]));
+      await checkCheckpoints(room, heads, [...given, bundle.checkpoint], trusted);
+      if (bundle.checkpoint.version !== heads.length) throw new Failure("checkpoints", "the server's checkpoint is not on the bundle's head");
+      pass("checkpoints", "passed", `the history passes through ${given.length} checkpoint(s) and the server's signature`);
+    }
+    pass("anchor", given.length && keys ? "passed" : "skipped", given.length && keys ? "your checkpoints anchor the history" : "none of your own checkpoints was checked");
+
+    at = "redaction";
+    opened.forEach((views, i) => {
+      const v = i + 1;
+      const pub = views[PUBLIC];
+      const mine = views[player] || pub;
+      if (mine.length === 2) { if (pub.length !== 2) throw new Failure("redaction", "the public sees this event and you do not", v); return; }
+      if (pub.length === 7) {
+        if (!same(pub.slice(0, 6), mine.slice(0, 6))) throw new Failure("redaction", "the public part names another type, player or time than your view", v);
+        const where = covers(mine[6], pub[6]);
+        if (where !== null) throw new Failure("redaction", `the public part differs from your view at ${where} (not a hidden field)`, v);
+      }
+    });
+    pass("redaction", "passed", "every public part is your view with fields hidden (the rule-set's redaction is re-run by the Python verifier only)");
+  } catch (error) {
+    return { ok: false, status: "NOT VERIFIED", failed: failedStep(error, at, steps), steps, limits: PLAYER_LIMITS };
+  }
+  const skipped = steps.some((s) => s.status === "skipped");
+  return { ok: !skipped, status: skipped ? "INCOMPLETE" : "VERIFIED", failed: null, steps, limits: PLAYER_LIMITS };
 }

@@ -1,0 +1,252 @@
+"""Bots as seats: a server-side process plays the seats handed to bots, from each seat's view, as ordinary commands.
+
+A seat is handed to a bot by writing it to its shard's bot hash (``bots_key``: "room\\x1fseat" -> JSON), at room
+creation (the create request's ``bots``) or later (``almanac bots add ROOM --seat NAME``). `almanac bots` then, every
+round, for each bot seat of the shards it serves:
+
+- reads the room's version; a room that did not move since the seat last acted is skipped;
+- loads the room, and if the seat is not taken yet sends ``join_room`` as the seat's player (under an id derived
+  from the room and seat: the log says which seats a bot took, and a seat a person took is never played);
+- else asks the rule-set's seat bot (``RuleSet.seat_bot``, in the rule-set's own package) for a command, giving it
+  the seat's view exactly as the API gives it to that seat (never the state: a bot cannot read what the seat may
+  not see), and sends it.
+
+Every command goes to the shard's command stream as a ``CommandRecord`` from the seat's player, the way a
+gateway's submit and the clock's timeouts do: the engine decides it like any other, it is logged like any other,
+and replay and ``verify`` need nothing new. Its id is derived from (room, seat, version, attempt), and the bot's
+own dice from the same: a bots process restarted (or two racing) sends the same command under the same id, which
+the engine's dedupe answers with the first outcome. Progress lives in the log only; the process keeps nothing
+that a restart needs. Bounded: ``max_rooms`` bot seats per process (the rest wait, logged), ``rate`` commands per
+second across the process (a token bucket), and at most ``ATTEMPTS`` refused tries per seat and version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from almanac.events import codec, registry
+from almanac.events.dice import Dice
+from almanac.events.room import RoomState
+from almanac.events.step import CommandRecord
+from almanac.services import bootstrap, bus
+from almanac.services.clock import state_at_least
+from almanac.services.logging import get_logger
+from almanac.services.settings import Settings
+from almanac.storage.keys import Keys, shard_tag
+from almanac.storage.loader import RoomLoader
+
+log = get_logger("almanac.bots")
+SEPARATOR = "\x1f"
+PLAYER_JOINED = "room.player_joined"
+ATTEMPTS = 8  # refused tries at one version before the seat waits for the room to move
+RETRY_AFTER_MS = 2_000  # a command sent that moved nothing by then counts as refused (or lost): try another
+DICE_SEED = b"almanac seat bot"
+
+
+def bots_key(keys: Keys, shard: int) -> str:
+    """Hash of a shard's bot seats: "room\\x1fseat" -> JSON {room, seat, added_ms} (in the shard's slot)."""
+    return f"{keys.prefix}:{shard_tag(shard)}:bots"
+
+
+async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int) -> bool:
+    """Hand ``seat`` of ``room`` to a bot; False when it already was. (The bot joins the seat if it is empty;
+    a seat a person holds stays theirs: the bot's join is refused, and it never acts for them.)"""
+    entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
+    return bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
+
+
+async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
+    return bool(await client.hdel(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}"))
+
+
+async def bot_seats(client: Any, keys: Keys, shards: range | list[int]) -> list[tuple[str, str]]:
+    """(room, seat) of every bot seat of ``shards``."""
+    pipe = client.pipeline(transaction=False)  # one round trip for every shard (a Cluster: one per node)
+    for shard in shards:
+        pipe.hkeys(bots_key(keys, shard))
+    found = []
+    for members in await pipe.execute():
+        for member in members:
+            room, _, seat = (member.decode() if isinstance(member, bytes) else member).partition(SEPARATOR)
+            found.append((room, seat))
+    return sorted(found)
+
+
+def bot_command_id(room: str, seat: str, version: int, attempt: int) -> str:
+    """The id every bots process gives the seat's command at (version, attempt): sent twice, decided once."""
+    digest = hashlib.sha256(f"{room}\x00{seat}\x00{version}\x00{attempt}".encode()).hexdigest()[:32]
+    return f"bot-{digest}"
+
+
+def bot_join_id(room: str, seat: str) -> str:
+    """The id of a bot's join of ``seat``: the log then says which seats a bot took (``took_seat``)."""
+    return "bot-join-" + hashlib.sha256(f"{room}\x00{seat}".encode()).hexdigest()[:32]
+
+
+async def took_seat(store: Any, room: str, seat: str) -> bool:
+    """Whether the seat's join in the room's log is a bot's (a seat a person took is never played by a bot)."""
+    for envelope in await store.read(room):
+        if envelope.type == PLAYER_JOINED and envelope.player == seat:
+            return envelope.command_id == bot_join_id(room, seat)
+    return False
+
+
+def seat_view(state: RoomState, seat: str) -> Any:
+    """The seat's view, as the API's state route gives it to the seat's own token (builtins, JSON-shaped)."""
+    decider = registry.decider_at(state.ruleset, state.ruleset_version)
+    return codec.to_builtins(decider.view(state.game, seat))
+
+
+def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, ours: bool = True) -> dict[str, Any] | None:
+    """What the seat's bot sends now (a command body), or None: nothing to do, the rule-set has no bot, or the
+    seat is a person's (``ours`` False: its join was not the bot's).
+
+    Only the seat's view reaches the bot; its dice are its own (never the room's), drawn from the room, seat,
+    version and attempt so that any process decides the same.
+    """
+    if state.ended or state.game is None or state.fork is not None:
+        return None
+    if seat not in state.players:
+        return {"kind": "join_room"}
+    if not ours:
+        return None
+    manifest = registry.at(state.ruleset, state.ruleset_version)
+    if manifest.seat_bot is None:
+        return None
+    dice = Dice(DICE_SEED, f"{state.room}\x00{seat}", state.version * ATTEMPTS + attempt)
+    command = manifest.seat_bot(seat_view(state, seat), seat, dice, now_ms)
+    return None if command is None else codec.encode_command(command)
+
+
+@dataclass
+class _Seat:
+    version: int = -1  # the room version the seat last acted at
+    attempt: int = 0
+    sent_ms: int = 0
+    waiting: bool = False  # nothing to do at ``version``: wait for the room to move
+    ours: bool | None = None  # whether the bot took the seat (read from the log once it is taken)
+
+
+@dataclass
+class Bucket:
+    """Commands per second across the process: a token bucket (``rate`` <= 0: unbounded)."""
+
+    rate: float
+    clock: Callable[[], float] = time.monotonic
+    tokens: float = 0.0
+    at: float | None = None
+
+    def take(self) -> bool:
+        if self.rate <= 0:
+            return True
+        now = self.clock()
+        if self.at is None:
+            self.at = now
+        self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+class Bots:
+    """The bot seats of ``shards``, played every ``interval_s`` (at most ``max_rooms`` seats, ``rate`` commands/s)."""
+
+    def __init__(self, client: Any, store: Any, keys: Keys, *, shards: list[int] | None = None,
+                 max_rooms: int = 1_000, rate: float = 50.0,
+                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.client = client
+        self.keys = keys
+        self.shards = list(range(keys.shard_count)) if shards is None else shards
+        self.max_rooms = max_rooms
+        self.bucket = Bucket(rate)
+        self.now_ms = now_ms
+        self.store = store
+        self.loader = RoomLoader(store, max_rooms)
+        self.seats: dict[tuple[str, str], _Seat] = {}
+        self.sent = 0
+        self.over_limit = 0
+
+    async def tick(self) -> int:
+        """One round over the bot seats; the commands sent."""
+        seats = await bot_seats(self.client, self.keys, self.shards)
+        self.over_limit = max(0, len(seats) - self.max_rooms)
+        if self.over_limit:
+            log.warning("bots.over_limit", seats=len(seats), max_rooms=self.max_rooms)
+            seats = seats[: self.max_rooms]
+        for gone in set(self.seats) - set(seats):
+            del self.seats[gone]
+        pipe = self.client.pipeline(transaction=False)
+        for room, _ in seats:
+            pipe.get(self.keys.version(room))
+        versions = [int(v) if v is not None else 0 for v in await pipe.execute()] if seats else []
+        sent = 0
+        for (room, seat), version in zip(seats, versions, strict=True):
+            if version and await self._play(room, seat, version):
+                sent += 1
+        self.sent += sent
+        return sent
+
+    async def _play(self, room: str, seat: str, version: int) -> bool:
+        mine = self.seats.setdefault((room, seat), _Seat())
+        if mine.ours is False:
+            return False  # a person's seat: never played (handed by mistake; `almanac bots remove` clears it)
+        now = self.now_ms()
+        if version != mine.version:
+            mine.version, mine.attempt, mine.sent_ms, mine.waiting = version, 0, 0, False
+        elif mine.waiting or (mine.sent_ms and now - mine.sent_ms < RETRY_AFTER_MS):
+            return False  # nothing to do here, or the last command is still being decided
+        elif mine.sent_ms:
+            mine.attempt += 1  # sent, and the room did not move: refused (or lost); try another command
+            if mine.attempt >= ATTEMPTS:
+                mine.waiting = True
+                return False
+        if not self.bucket.take():
+            return False
+        state = await state_at_least(self.loader, self.store, room, version)
+        if state is None:
+            return False
+        if state.ended:
+            await remove_bot(self.client, self.keys, room, seat)
+            self.loader.forget(room)
+            return False
+        if seat in state.players and mine.ours is None:
+            mine.ours = await took_seat(self.store, room, seat)
+            if not mine.ours:
+                log.warning("bots.seat_held_by_a_person", room=room, seat=seat)
+        body = decide_for(state, seat, mine.attempt, now, ours=mine.ours is not False)
+        if body is None:
+            mine.waiting = True
+            return False
+        joining = body == {"kind": "join_room"}
+        command_id = bot_join_id(room, seat) if joining else bot_command_id(room, seat, state.version, mine.attempt)
+        record = CommandRecord(command_id=command_id, room=room, player=seat, server_time_ms=now, body=body)
+        await bus.submit(self.client, self.keys, record)  # the gateway's own submit: one command path
+        mine.version, mine.sent_ms = state.version, now
+        return True
+
+    async def run(self, stop: asyncio.Event, interval_s: float = 0.1) -> None:
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except Exception as error:  # noqa: BLE001 - Redis away: the seats wait in it, the log is the progress
+                log.warning("bots.round_failed", error=f"{type(error).__name__}: {str(error)[:300]}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+
+
+async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float,
+              shards: list[int] | None = None) -> None:
+    """The bots process until SIGINT/SIGTERM."""
+    runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
+    bots = Bots(runtime.client, runtime.store, Keys(settings.shard_count), shards=shards, max_rooms=max_rooms,
+                rate=rate)
+    await bootstrap.serve(runtime, bots.run, "bots")

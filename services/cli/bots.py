@@ -1,0 +1,81 @@
+"""`almanac bots`: play the seats handed to bots (services/bots.py) until stopped; `bots add|remove|list` hand them."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+import uvloop
+
+from almanac.services import bootstrap, bots
+from almanac.services.cli import app
+from almanac.services.cli.common import (
+    bootstrapped,
+    console,
+    guarded,
+    redis_url_for,
+    settings_or_exit,
+    shard_selection,
+)
+from almanac.services.heap import freeze_startup_heap
+from almanac.services.logging import configure_logging
+from almanac.storage.keys import Keys
+
+bots_app = typer.Typer(help="Bots as seats: run the bots process, or hand a room's seat to a bot.",
+                       invoke_without_command=True)
+app.add_typer(bots_app, name="bots")
+
+
+@bots_app.callback()
+def run_bots(
+    context: typer.Context,
+    max_rooms: int = typer.Option(1_000, "--max-rooms", min=1, max=1_000_000,
+                                  help="bot seats this process plays at most (the rest wait, logged)"),
+    rate: float = typer.Option(50.0, "--rate", min=0.0, max=100_000.0,
+                               help="commands per second across the process (0: unbounded)"),
+    shards: str = typer.Option("all", "--shards", help='the shards served: "all", "0,3,5" or "i/n"'),
+) -> None:
+    """Run the bots process: play every bot seat of its shards from the seat's view, until stopped (Ctrl+C / SIGTERM)."""
+    if context.invoked_subcommand is not None:
+        return
+    settings = settings_or_exit()
+    selected = shard_selection(shards, settings.shard_count)
+    configure_logging(settings.log_format, settings.log_level)
+    with redis_url_for(settings, create=True) as url:
+        bootstrapped(lambda: bootstrap.check_reachable(settings, url, bootstrap.Role.TOOL))
+        freeze_startup_heap()
+        uvloop.run(bots.run(settings, url, max_rooms=max_rooms, rate=rate, shards=selected))
+
+
+def _with_client(work):  # the operator's commands: one short connection
+    settings = settings_or_exit()
+    keys = Keys(settings.shard_count)
+
+    async def run(url: str):
+        async with bootstrap.opened(settings, bootstrap.Role.TOOL, url) as runtime:
+            return await work(runtime.client, keys)
+
+    with redis_url_for(settings) as url:
+        return guarded(lambda: uvloop.run(run(url)), f"Redis at {url}")
+
+
+@bots_app.command("add")
+def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., "--seat", help="the player name")) -> None:
+    """Hand a seat of ROOM to a bot: it joins the seat if empty, then plays it (a seat a person holds stays theirs)."""
+    added = _with_client(lambda client, keys: bots.add_bot(client, keys, room, seat, int(time.time() * 1000)))
+    console.print(f"{seat} of {room}: {'handed to a bot' if added else 'already a bot seat'}")
+
+
+@bots_app.command("remove")
+def remove(room: str, seat: str = typer.Option(..., "--seat")) -> None:
+    """Take a seat back from its bot (the seat stays taken; its token is the operator's `almanac token`)."""
+    removed = _with_client(lambda client, keys: bots.remove_bot(client, keys, room, seat))
+    console.print(f"{seat} of {room}: {'no longer a bot seat' if removed else 'was not a bot seat'}")
+
+
+@bots_app.command("list")
+def list_seats() -> None:
+    """Every bot seat, as room and seat."""
+    seats = _with_client(lambda client, keys: bots.bot_seats(client, keys, range(keys.shard_count)))
+    for room, seat in seats:
+        console.print(f"{room}\t{seat}", highlight=False)

@@ -1,0 +1,97 @@
+"""Bringing a room archived because it was idle back into Redis, exactly once, before the engine decides for it.
+
+A room still being played but untouched for ALMANAC_ARCHIVE_IDLE_AFTER is moved to the archive like a finished one
+(storage.archive, ``archive_room(reason="idle")``); its commit point also deletes the room's version key, so no
+writer can append to it while it is archived (an append compares the version: a conflict, and the writer loads
+again). The engine's load meets the pointer (``ArchivingStore.restore_idle``) and calls ``restore_room``: ONE
+script on the room's slot that, only while the pointer is still the one read,
+
+- writes back what the delete step removed (when it ran): the envelopes byte for byte at their versions, the
+  command records, the refusal records (the archived ones first, then those recorded in Redis after the pointer),
+  the dedupe records of the archived commands, the seed, the nonces, a copy's origin;
+- sets the room's version, and removes the pointer and the room's place in the shard's archived set.
+
+When the delete step has not run yet, Redis still holds the room as checked against the object: the script only
+restores the version key and removes the pointer. Two engines (or an engine and a stale one) racing: one script
+finds the pointer and restores, the other finds it gone ("gone") and simply loads from Redis. The archiver racing:
+its delete step checks the pointer is still there, so a restored room is never deleted; its commit step checks the
+version, so a room that moved is not archived. The object stays in the store (it is named by its digest; a later
+idle move of the same room writes a new one): the pointer, not the object, says where a room lives.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from almanac.storage.redis_store import run_script
+
+if TYPE_CHECKING:
+    from almanac.storage.archive import ArchivingStore, Pointer
+
+# KEYS: 1 pointer, 2 events, 3 version, 4 commands, 5 rejected, 6 seed, 7 nonces, 8 origin, 9 the shard's archived
+# set, 10 the commitment scheme, 11.. the dedupe records of the archived commands. ARGV: 1 the pointer (must still
+# be it), 2 version, 3 room, 4 envelope count, 5 command record count, 6 refusal count, 7 nonce count, 8 seed ('-'
+# none, else '+' and the bytes), 9 origin (the same), 10 the commitment scheme (the same: a v2 room must come back
+# v2, or its heads, and every checkpoint its players hold, would change), then the envelopes, (first version,
+# record) per command, the refusal records, (commitment, nonce) per nonce, one dedupe record per KEYS[11..].
+RESTORE_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'gone' end
+local version = tonumber(ARGV[2])
+local events, commands, refusals, nonces = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local a = 11
+  for i = 1, events do redis.call('XADD', KEYS[2], i .. '-0', 'e', ARGV[a]); a = a + 1 end
+  redis.call('DEL', KEYS[4])
+  for i = 1, commands do redis.call('XADD', KEYS[4], ARGV[a] .. '-0', 'c', ARGV[a + 1]); a = a + 2 end
+  local later = redis.call('XRANGE', KEYS[5], '-', '+')
+  redis.call('DEL', KEYS[5])
+  for i = 1, refusals do redis.call('XADD', KEYS[5], '*', 'c', ARGV[a]); a = a + 1 end
+  for _, entry in ipairs(later) do redis.call('XADD', KEYS[5], '*', unpack(entry[2])) end
+  for i = 1, nonces do redis.call('HSETNX', KEYS[7], ARGV[a], ARGV[a + 1]); a = a + 2 end
+  if string.sub(ARGV[8], 1, 1) == '+' then redis.call('SET', KEYS[6], string.sub(ARGV[8], 2), 'NX') end
+  if string.sub(ARGV[9], 1, 1) == '+' then redis.call('SET', KEYS[8], string.sub(ARGV[9], 2), 'NX') end
+  if string.sub(ARGV[10], 1, 1) == '+' then redis.call('SET', KEYS[10], string.sub(ARGV[10], 2), 'NX') end
+  for i = 11, #KEYS do redis.call('SET', KEYS[i], ARGV[a], 'NX'); a = a + 1 end
+end
+redis.call('SET', KEYS[3], version)
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[9], ARGV[3])
+return 'ok'
+"""
+
+
+def _optional(value: bytes | None) -> bytes:
+    return b"-" if value is None else b"+" + value
+
+
+async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
+    """Bring ``pointer``'s room back into Redis: "ok" (this call did), or "gone" (someone already had: the
+    pointer is no longer this one). Either way Redis holds the room afterwards and no pointer names it."""
+    from almanac.storage.archive import _ENCODER  # the pointer's bytes as Redis holds them
+
+    room, keys = pointer.room, store.keys
+    archived = await store.objects.get(pointer)
+    outcome_ids = sorted(archived.outcomes)
+    args: list = [_ENCODER.encode(pointer), archived.version, room, len(archived.events), len(archived.commands),
+                  len(archived.rejections), len(archived.nonces), _optional(archived.seed),
+                  _optional(archived.origin),
+                  _optional(None if archived.commit_scheme is None else archived.commit_scheme.encode()),
+                  *archived.events]
+    for first_version, record in archived.commands:
+        args += [first_version, record]
+    args += archived.rejections
+    for commitment, nonce in sorted(archived.nonces.items()):
+        args += [commitment, nonce]
+    args += [archived.outcomes[command_id] for command_id in outcome_ids]
+    script = getattr(store, "_restore_script", None)
+    if script is None:
+        script = store._restore_script = store.client.register_script(RESTORE_SCRIPT)
+    status = await run_script(script,
+                              [keys.archived(room), keys.events(room), keys.version(room), keys.commands(room),
+                               keys.rejected(room), keys.seed(room), keys.nonces(room), keys.origin(room),
+                               keys.archived_rooms(keys.shard(room)), keys.commit_scheme(room),
+                               *[keys.command_outcome(room, command_id) for command_id in outcome_ids]],
+                              args)
+    status = status.decode() if isinstance(status, bytes) else status
+    store.forget_archived(room)
+    return status

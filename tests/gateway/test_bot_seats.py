@@ -1,0 +1,83 @@
+"""Bots at room creation: the create request's ``bots`` hands seats to bots, which take and play them through the
+engine like any player; a person cannot take a bot's seat, and a bot never gets the creator's."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+import redis.asyncio as aioredis
+from fastapi.testclient import TestClient
+from gateway_stack import Stack
+
+from almanac.services.bots import Bots, bot_seats
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import RedisEventStore
+
+KEYS = Keys(16)
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def bots_rounds(redis_url: str, until, rounds: int = 300) -> None:
+    """Rounds of an in-process bots service until ``until()`` (a sync check through the API) holds."""
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        bots = Bots(client, RedisEventStore(client, shard_count=16), KEYS, rate=0)
+        for _ in range(rounds):
+            await bots.tick()
+            if until():
+                return
+            await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
+    raise AssertionError("the bots did not get there")
+
+
+def test_a_realm_room_created_with_a_bot_seat_plays_the_bots_city(api: TestClient, stack: Stack) -> None:
+    alice, bob = f"alice-{secrets.token_hex(3)}", f"bob-{secrets.token_hex(3)}"
+    # Given alice creates a realm room and hands bob's seat to a bot
+    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "bots": [bob],
+                                       "options": {"players": [alice, bob], "years": 1}})
+    assert created.status_code == 201, created.text
+    room, token = created.json()["room"], created.json()["token"]
+    assert created.json()["bots"] == [bob]
+    assert asyncio.run(_seats(stack.redis_url)) >= {(room, bob)}
+
+    def events() -> list[dict]:
+        return api.get(f"/rooms/{room}/events", headers=auth(token)).json()["events"]
+
+    def bob_acted() -> bool:
+        return any(e["player"] == bob and e["type"].startswith("realm.") for e in events())
+
+    # When the bots service runs, and alice ends her turn
+    asyncio.run(bots_rounds(stack.redis_url, lambda: any(e["type"] == "room.player_joined" and e["player"] == bob
+                                                         for e in events())))
+    ended = api.post(f"/rooms/{room}/commands", headers=auth(token),
+                     json={"command": {"kind": "end_turn"}, "command_id": secrets.token_hex(16)})
+    assert ended.status_code in (200, 202), ended.text
+    asyncio.run(bots_rounds(stack.redis_url, bob_acted))
+    # Then the bot took bob's seat under its own join id, and bob's city acts, as an ordinary logged command
+    moves = [e for e in events() if e["player"] == bob and e["type"].startswith("realm.")]
+    assert moves and all(e["version"] > 3 for e in moves)
+    # and nobody else can take the bot's seat
+    again = api.post(f"/rooms/{room}/join", json={"player": bob})
+    assert again.status_code == 422 and again.json()["code"] == "already_joined"
+
+
+async def _seats(redis_url: str) -> set[tuple[str, str]]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        return set(await bot_seats(client, KEYS, range(16)))
+    finally:
+        await client.aclose()
+
+
+def test_a_bot_is_never_handed_the_creators_own_seat(api: TestClient) -> None:
+    alice = f"alice-{secrets.token_hex(3)}"
+    refused = api.post("/rooms", json={"ruleset": "board", "player": alice, "bots": [alice]})
+    assert refused.status_code == 422 and refused.json()["code"] == "bot_seat_taken"
+    too_many = api.post("/rooms", json={"ruleset": "realm", "player": alice, "bots": [f"b{i}" for i in range(17)]})
+    assert too_many.status_code == 422 and too_many.json()["field"] == "bots"

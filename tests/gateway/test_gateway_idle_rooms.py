@@ -1,0 +1,57 @@
+"""Idle rooms through the real processes: given a realm room still being played, when nobody touches it for
+ALMANAC_ARCHIVE_IDLE_AFTER, the `almanac archiver` process moves it to the archive; every read still answers the
+same, and a player's next command brings it back (the engine process) and is decided once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import msgspec
+import redis
+from fastapi.testclient import TestClient
+from gateway_stack import CHILD, gateway_settings
+from test_gateway_forensics import auth, realm_room, wait_until
+
+from almanac.services import bootstrap
+from almanac.storage.archive import Pointer
+
+
+def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_back(api: TestClient, stack,
+                                                                                  auditor: str) -> None:
+    room, alice, bob, tokens = realm_room(api, ended=False)
+    client = redis.Redis.from_url(stack.redis_url)
+    keys = bootstrap.process_keys(gateway_settings(stack).shard_count)
+    version = int(client.get(keys.version(room)))
+    wait_until(lambda: api.get(f"/rooms/{room}").json().get("version"), lambda v: v == version)
+    before = {path: api.get(path, headers=auth(auditor)).json()
+              for path in (f"/rooms/{room}", f"/rooms/{room}/events", f"/rooms/{room}/state")}
+
+    env = {**stack.env, "ALMANAC_ARCHIVE_IDLE_AFTER": "1", "ALMANAC_ARCHIVER_INTERVAL_S": "0.2"}
+    archiver = subprocess.Popen([sys.executable, "-c", CHILD, "archiver"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # When nobody touches it for a second, the archiver process moves it (reason "idle")
+        assert wait_until(lambda: client.get(keys.archived(room)), bool, timeout_s=30), "not archived"
+        pointer = msgspec.msgpack.decode(client.get(keys.archived(room)), type=Pointer)
+        assert pointer.reason == "idle" and pointer.version == version
+        assert not client.exists(keys.events(room))
+        # Then every read answers as before, from the archive
+        assert {path: api.get(path, headers=auth(auditor)).json() for path in before} == before
+        # When bob mines, his command is decided on the room brought back, once, right after the archived head
+        mined = api.post(f"/rooms/{room}/commands", headers=auth(tokens[bob]),
+                         json={"command": {"kind": "mine", "ore": "gold"}, "command_id": f"{room}-bob-1"})
+        assert mined.status_code == 200, mined.text
+        assert mined.json()["first_version"] == version + 1
+        again = api.post(f"/rooms/{room}/commands", headers=auth(tokens[bob]),
+                         json={"command": {"kind": "mine", "ore": "gold"}, "command_id": f"{room}-bob-1"})
+        assert again.status_code == 200 and again.json()["first_version"] == version + 1  # a resend: the first answer
+        events = api.get(f"/rooms/{room}/events", headers=auth(auditor)).json()["events"]
+        assert events[:version] == before[f"/rooms/{room}/events"]["events"]
+        (decided,) = {e["command_id"] for e in events[version:]}  # the resend appended nothing
+        assert decided.endswith(f"{room}-bob-1")
+        assert api.get(f"/rooms/{room}/verification", headers=auth(auditor)).json()["ok"] is True
+    finally:
+        archiver.terminate()
+        archiver.wait(timeout=10)
+        client.close()

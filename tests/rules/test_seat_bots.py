@@ -1,0 +1,140 @@
+"""Seat bots (RuleSet.seat_bot, services/bots.py): each rule-set's bot plays from its seat's view alone.
+
+A bot that read the state could act on what its seat may not see. Each bot takes the seat's view, so two rooms
+that differ only in what the seat may not see (the board's deck order past the card turned up; the other cities'
+storage, an army's wounds, the loads of trades the city is no party to) must get the same command from it. The
+stories below build such twin rooms at every step of a game the bots play, and check that the twins' views are
+equal (else the twin changed something visible and proves nothing) and the bot's commands too.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from almanac.events import registry
+from almanac.events.dice import Dice
+from almanac.events.errors import RuleError
+from almanac.events.room import RoomState
+from almanac.events.testing import RoomDriver
+from almanac.services.bots import bot_command_id, bot_join_id, decide_for, seat_view
+
+SEED = b"seat bots test seed, 32 bytes..."
+ROOMS = {
+    "board": ({}, ("alice",)),
+    "claim": ({}, ("alice",)),
+    "sectors": ({}, ("alice",)),
+    "realm": ({"players": ["alice", "bob", "carol"], "villages": 1}, ("alice", "bob", "carol")),
+    "realm@2": ({"players": ["alice", "bob", "carol"], "villages": 1}, ("alice", "bob", "carol")),
+}
+
+
+def bots_play(ruleset: str, moves: int, step_ms: int = 60_000):
+    """A room of ``ruleset`` whose every seat is played by its seat bot through the room step; yields the room
+    before each bot command, with the seat about to act."""
+    options, seats = ROOMS[ruleset]
+    driver = RoomDriver(f"bots-{ruleset}", SEED, 1_000)
+    driver.send(seats[0], {"kind": "create_room", "ruleset": ruleset, "options": options})
+    for seat in seats:
+        body = decide_for(driver.state, seat, 0, driver.now_ms)
+        assert body == {"kind": "join_room"}, "a bot's first act on an empty seat is to take it"
+        driver.send(seat, body, command_id=bot_join_id(driver.room, seat))
+    played = 0
+    while played < moves and not driver.state.ended and not registry.decider_at(
+            driver.state.ruleset, driver.state.ruleset_version).is_over(driver.state.game):
+        acted = False
+        for seat in seats:
+            driver.now_ms += step_ms
+            yield driver, seat
+            body = decide_for(driver.state, seat, 0, driver.now_ms)
+            if body is None:
+                continue
+            acted = True
+            played += 1
+            try:
+                driver.send(seat, body, command_id=bot_command_id(driver.room, seat, driver.version, 0))
+            except RuleError:
+                pass  # a refusal changes nothing; the service then tries another attempt
+        if not acted:
+            driver.now_ms += 10 * 60_000  # realm: every city ended its turn; the season's timeout passes
+            driver.send(seats[0], {"kind": "end_season"})
+
+
+@pytest.mark.parametrize("ruleset", sorted(ROOMS))
+def test_the_bots_play_a_game_of_every_rule_set_from_their_seats_views(ruleset: str) -> None:
+    accepted = 0
+    driver = None
+    for driver, _seat in bots_play(ruleset, moves=60):
+        accepted = sum(1 for e in driver.envelopes if e.player != "" and not e.type.startswith("room."))
+    assert driver is not None and accepted >= 20, f"{ruleset}: the bots' commands were accepted {accepted} times"
+
+
+def test_every_built_in_rule_set_has_a_seat_bot() -> None:
+    for name in ("board", "claim", "sectors", "realm"):
+        assert registry.manifest(name).seat_bot is not None, name
+
+
+# --- twins: the same view, other hidden values ------------------------------------------------------------
+
+
+def board_twin(state: RoomState, seat: str, dice: Dice) -> RoomState:
+    game = state.game
+    if len(game.deck) < 3:
+        return state
+    rest = list(game.deck[1:])
+    return msgspec.structs.replace(state, game=msgspec.structs.replace(game, deck=(game.deck[0], *dice.shuffle(rest))))
+
+
+def realm_twin(state: RoomState, seat: str, dice: Dice) -> RoomState:
+    game = state.game
+    cities = {}
+    for name, city in game.cities.items():
+        if name == seat or city.controller == seat:
+            cities[name] = city
+            continue
+        stock = {resource: dice.randbelow(50_000) for resource in city.stock}
+        army = None if city.army is None else msgspec.structs.replace(city.army, damage=dice.randbelow(5))
+        cities[name] = msgspec.structs.replace(city, stock=stock, army=army, saved_stars=dice.randbelow(4),
+                                               saved_wards=dice.randbelow(4))
+    merchants = {
+        trade: merchant if seat in (merchant.home, merchant.host) else msgspec.structs.replace(
+            merchant, load={r: dice.randbelow(900) for r in merchant.load})
+        for trade, merchant in game.merchants.items()
+    }
+    return msgspec.structs.replace(state, game=msgspec.structs.replace(game, cities=cities, merchants=merchants))
+
+
+TWINS = {"board": board_twin, "realm": realm_twin, "realm@2": realm_twin}
+
+
+def mismatches(ruleset: str, decide) -> tuple[int, int]:
+    """(twin rooms compared, those where ``decide(state, seat, attempt, now)`` answered otherwise than for the room)."""
+    twins = differed = 0
+    for driver, seat in bots_play(ruleset, moves=80):
+        for variant in range(3):
+            twin = TWINS[ruleset](driver.state, seat, Dice(b"twin", ruleset, driver.version * 3 + variant))
+            if twin.game == driver.state.game:
+                continue
+            assert seat_view(twin, seat) == seat_view(driver.state, seat), "the twin changed what the seat sees"
+            twins += 1
+            differed += any(decide(twin, seat, attempt, driver.now_ms) != decide(driver.state, seat, attempt,
+                                                                               driver.now_ms) for attempt in range(2))
+    return twins, differed
+
+
+@pytest.mark.parametrize("ruleset", sorted(TWINS))
+def test_a_bot_decides_the_same_whatever_the_hidden_values_it_may_not_see(ruleset: str) -> None:
+    twins, differed = mismatches(ruleset, decide_for)
+    assert twins >= 30, f"only {twins} twin rooms were compared"
+    assert differed == 0, f"the bot decided otherwise in {differed} of {twins} twin rooms"
+
+
+def test_the_twins_catch_a_bot_that_peeks_at_the_state() -> None:
+    """The check can fail: a bot given the state, which raids the city whose hidden storage holds the most gold."""
+
+    def peeking(state: RoomState, seat: str, attempt: int, now_ms: int) -> str:
+        others = [city for name, city in state.game.cities.items() if name != seat and not city.destroyed]
+        return max(others, key=lambda city: (city.stock["gold"], city.name)).name
+
+    twins, differed = mismatches("realm", peeking)
+    assert twins >= 30 and differed > 0

@@ -1,0 +1,235 @@
+"""Idle rooms: given a realm room still being played but untouched for ALMANAC_ARCHIVE_IDLE_AFTER, the archiver moves
+it to the archive; its next command (from any engine, racing or not, even mid-move) brings it back into Redis exactly
+once before it is decided, nothing acknowledged is lost, and its clock deadline survives the trip."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as aioredis
+from archive_support import archiving_store, file_archive_url, whole_record
+from forensics_support import RealmTable
+
+from almanac.events import codec
+from almanac.events.step import decode_record
+from almanac.projections.projector import Projector
+from almanac.projections.read import ReadModels
+from almanac.services.archiver import Archiver
+from almanac.services.clock import Clock, deadline_command_id
+from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.archive import STEPS, archive_room
+from almanac.storage.restore import restore_room
+
+HOUR_MS = 3_600_000
+
+
+async def playing_room(store, name: str) -> RealmTable:
+    """A realm room of alice and bob, some mining played, one refusal; not ended. Its commands carry server times
+    of a few seconds after the epoch: long idle for any clock of today."""
+    table = RealmTable(store, name)
+    await table.create("realm@1")
+    await table.play_mining(2)
+    refused = await table.send("bob", {"kind": "mine", "ore": "diamonds"})
+    assert not refused.accepted
+    return table
+
+
+
+async def room_keys(client, room: str) -> list[bytes]:
+    return sorted(k for k in await client.keys(f"*room:{room}:*") if not k.endswith(b":archived"))
+
+
+async def test_an_idle_room_is_archived_and_its_next_command_brings_it_back_first(redis_client, tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "idle-back")
+    before = await whole_record(store, table.room)
+    await Projector(redis_client, store.shard_count, store=store).drain()
+    models = ReadModels(redis_client, store.shard_count, store=store)
+    summary = await models.room(table.room)
+    assert summary is not None
+    last_touch = max(e.server_time_ms for e in await store.read(table.room))
+    archiver = Archiver(store, idle_after_s=3600)
+
+    # Given the window: not idle one second before it is over, idle once it is
+    assert await archiver.idle(now_ms=last_touch + HOUR_MS - 1000) == []
+    assert await Archiver(store, idle_after_s=3600).idle(now_ms=last_touch + HOUR_MS + 10**6) == [table.room]
+    assert await Archiver(store, idle_after_s=0).idle(now_ms=10**13) == []  # off: never
+
+    # When the archiver's pass moves it (the wall clock is far past the window)
+    results = await archiver.run_once()
+    assert [(r.room, r.status) for r in results] == [(table.room, "archived")]
+    pointer = await store.pointer(table.room)
+    assert pointer is not None and pointer.reason == "idle"
+    assert await room_keys(redis_client, table.room) == []  # events, records, version: all gone from Redis
+    assert await whole_record(archiving_store(redis_client, url), table.room) == before  # read from the archive
+
+    assert await models.room(table.room) == summary  # the room's page reads the same
+
+    # Then its next command, from the engine that still caches its state, is decided on the room brought back
+    refused = await table.send("bob", {"kind": "mine", "ore": "diamonds"})  # a refusal brings it back too
+    assert not refused.accepted and await store.pointer(table.room) is None
+    refused_record = (await store.rejections(table.room))[-1]
+    assert decode_record(refused_record).command_id == refused.command_id
+    assert await models.room(table.room) == summary  # nothing to project yet: its row was never gone
+    mined = await table.mine("alice")
+    assert mined.accepted and mined.first_version == before["version"] + 1
+    assert await store.pointer(table.room) is None
+    assert await redis_client.sismember(store.keys.archived_rooms(store.keys.shard(table.room)), table.room) == 0
+    after = await whole_record(archiving_store(redis_client, url), table.room)
+    assert after["events"][:before["version"]] == before["events"]  # the chain byte for byte, then the new one
+    assert after["commands"][:len(before["commands"])] == before["commands"]
+    assert after["rejections"] == before["rejections"] + [refused_record] and after["seed"] == before["seed"]
+    # and it came back under its own commitment scheme: the heads its players' checkpoints sign are unchanged
+    assert after["commit_scheme"] == before["commit_scheme"] == "almanac-commit-v2"
+    assert (await verify_room(archiving_store(redis_client, url), table.room)).ok
+    # and a resend of a command decided before the trip is its first outcome, never a second application
+    (_, first_record), *_ = before["commands"]
+    resent = await RoomService(archiving_store(redis_client, url)).handle(decode_record(first_record))
+    assert resent.duplicate and await store.latest_version(table.room) == after["version"]
+
+
+async def test_a_fresh_engine_brings_an_idle_room_back_and_a_second_trip_works_too(redis_client, tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "idle-twice")
+    for trip, player in enumerate(("bob", "alice")):
+        version = await store.latest_version(table.room)
+        assert (await archive_room(store, table.room, reason="idle")).status == "archived"
+        engine = RoomService(archiving_store(redis_client, url))  # an engine that never saw the room
+        outcome = await engine.handle(CommandRecord(command_id=f"idle-twice-{trip}", room=table.room, player=player,
+                                                    server_time_ms=50_000 + trip, body={"kind": "end_turn"}))
+        assert outcome.accepted, outcome.error
+        assert outcome.first_version == version + 1
+    assert len(await store.read(table.room)) == await store.latest_version(table.room)
+    assert (await verify_room(store, table.room)).ok
+
+
+async def test_two_engines_racing_on_an_idle_room_bring_it_back_once_and_lose_nothing(redis_url, tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    clients = [aioredis.Redis.from_url(redis_url) for _ in range(3)]
+    try:
+        store = archiving_store(clients[0], url)
+        table = await playing_room(store, "idle-race")
+        version = await store.latest_version(table.room)
+        await archive_room(store, table.room, reason="idle")
+        engines = [RoomService(archiving_store(client, url)) for client in clients[1:]]
+        # two engines (a lapsed lease and its next holder) each get a command for the room at the same moment
+        commands = [CommandRecord(command_id=f"idle-race-{player}", room=table.room, player=player,
+                                  server_time_ms=60_000, body={"kind": "end_turn"}) for player in ("alice", "bob")]
+        outcomes = await asyncio.gather(*(engine.handle(c) for engine, c in zip(engines, commands, strict=True)))
+        assert all(o.accepted for o in outcomes), [o.error for o in outcomes]
+        # both applied, one after the other, on one copy of the room: the log holds each once
+        first, second = sorted(outcomes, key=lambda o: o.first_version)
+        assert first.first_version == version + 1 and second.first_version == first.last_version + 1
+        events = await store.read(table.room)
+        assert [e.version for e in events] == list(range(1, second.last_version + 1))
+        assert {e.command_id for e in events[version:]} == {c.command_id for c in commands}
+        assert await store.pointer(table.room) is None and (await verify_room(store, table.room)).ok
+        # a third, late restorer with the stale pointer finds it gone and changes nothing
+        assert await restore_room(store, (await _stale_pointer(store, table.room, url))) == "gone"
+        assert len(await store.read(table.room)) == second.last_version
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+async def _stale_pointer(store, room: str, url: str):
+    """The pointer of an idle move of ``room`` as it is now, recorded and then undone (the object stays)."""
+    other = archiving_store(store.client, url)
+    await archive_room(other, room, reason="idle")
+    pointer = await other.pointer(room)
+    assert await restore_room(other, pointer) == "ok"
+    return pointer
+
+
+@pytest.mark.parametrize("crash_after", [step for step in STEPS if step != "deleted"])
+async def test_a_command_arriving_mid_move_is_never_decided_against_a_half_moved_room(redis_client, tmp_path,
+                                                                                      crash_after) -> None:
+    """The archiver stops dead after each step (as kill -9 there), the engine (its cache still holding the room)
+    decides a command, then the archiver's next pass runs: the command is in the room, once, wherever it lives."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, f"idle-mid-{crash_after}")
+    before = await whole_record(store, table.room)
+
+    assert (await archive_room(store, table.room, reason="idle", crash_after=crash_after)).status == "crashed"
+    # the engine's batch path (no dedupe lookup first: the write script checks), its cache holding the room as
+    # before the move began
+    (mined,) = await table.service.handle_many([CommandRecord(
+        command_id=f"{table.room}-late", room=table.room, player="alice", server_time_ms=90_000,
+        body={"kind": "end_turn"})])
+    if mined is None:  # the write met the move (a conflict): the command goes alone, as the engine sends it
+        mined = await table.service.handle(CommandRecord(command_id=f"{table.room}-late", room=table.room,
+                                                         player="alice", server_time_ms=90_000,
+                                                         body={"kind": "end_turn"}))
+    assert mined.accepted, mined.error
+
+    again = await archive_room(archiving_store(redis_client, url), table.room, reason="idle")
+    assert again.status in ("archived", "moved")
+    reader = archiving_store(redis_client, url)
+    now = await whole_record(reader, table.room)
+    assert now["events"][:before["version"]] == before["events"]
+    assert now["version"] == mined.last_version == len(now["events"])
+    assert [e.command_id for e in await reader.read(table.room)].count(mined.envelopes[0].command_id) \
+        == len(mined.envelopes)
+    assert (await verify_room(reader, table.room)).ok
+
+
+async def test_a_deadline_of_an_idle_room_survives_the_move_and_its_firing_brings_the_room_back(redis_client,
+                                                                                              tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    service = RoomService(store)
+    room, start, timeout = "idle-clock", 1_000_000, 6 * HOUR_MS
+    options = {"players": ["alice", "bob"], "years": 1, "season_timeout_ms": timeout}
+    for command_id, player, body in [("create", "alice", {"kind": "create_room", "ruleset": "realm",
+                                                          "options": options}),
+                                     ("join-a", "alice", {"kind": "join_room"}),
+                                     ("join-b", "bob", {"kind": "join_room"})]:
+        outcome = await service.handle(CommandRecord(command_id=f"{room}-{command_id}", room=room, player=player,
+                                                     server_time_ms=start, body=body))
+        assert outcome.accepted, outcome.error
+    shard = store.keys.shard(room)
+    now = [start + HOUR_MS]
+    clock = Clock(redis_client, store.keys, store, now_ms=lambda: now[0])
+    await clock.tick([shard])
+    due = await redis_client.zscore(store.keys.deadlines(shard), room)
+    assert due is not None
+
+    # Given the room idle for an hour (its season times out in six), the archiver moves it
+    archiver = Archiver(store, idle_after_s=1800)
+    assert await archiver.idle(now_ms=now[0]) == [room]
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    # Then the deadline stays with its shard, and a clock that lost its cursor still finds it (reading the archive)
+    assert await redis_client.zscore(store.keys.deadlines(shard), room) == due
+    await redis_client.delete(store.keys.clock_cursor(shard))
+    await Clock(redis_client, store.keys, archiving_store(redis_client, url), now_ms=lambda: now[0]).tick([shard])
+    assert await redis_client.zscore(store.keys.deadlines(shard), room) == due
+
+    # When it is due, the clock sends its command and a fresh engine decides it on the room brought back
+    now[0] = int(due)
+    await clock.tick([shard])
+    entries = await redis_client.xrange(store.keys.command_stream(shard))
+    sent = [r for r in (decode_record(fields[b"__data__"]) for _, fields in entries) if r.room == room]
+    assert [s.command_id for s in sent] == [deadline_command_id(room, "season:0", "alice")]
+    engine = RoomService(archiving_store(redis_client, url))
+    ended = await engine.handle(sent[0])
+    assert ended.accepted, ended.error
+    assert "realm.season_ended" in [e.type for e in ended.envelopes]
+    assert await store.pointer(room) is None
+    assert [codec.decode_event(e).forced_by for e in ended.envelopes if e.type == "realm.season_ended"] == ["alice"]
+    assert (await verify_room(store, room)).ok
+
+
+async def test_a_damaged_room_is_not_moved_and_the_idle_pass_goes_on(redis_client, tmp_path) -> None:
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    sound, damaged = await playing_room(store, "idle-sound"), await playing_room(store, "idle-damaged")
+    version = await store.latest_version(damaged.room)
+    await redis_client.xadd(store.keys.events(damaged.room), {"e": b"not an envelope"}, id=f"{version + 1}-0")
+    archiver = Archiver(store, idle_after_s=60)
+    results = await archiver.run_once()
+    assert [(r.room, r.status) for r in results] == [(sound.room, "archived")]
+    assert archiver.totals["errors"] == 1 and await store.pointer(damaged.room) is None

@@ -1,0 +1,84 @@
+"""A refusal the player signed is covered by their signature; one the operator invented is not (issue 30).
+
+Refusals write no event, so the chain cannot show that a refused command was sent. Given a scheme-3 room where
+ann registered a key and bob did not, when ann's signed reveal with a wrong nonce is refused and the room ends,
+then the bundle of the whole room VERIFIES: the verifier decides the refused command again, sees it refused with
+the recorded code, and ann's signature shows she sent it. A refusal of bob's (unsigned), or one the operator
+invents for ann (unsigned, or signed by a key of its own), leaves the verdict INCOMPLETE, resting on its word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from test_dice_attacks import ROOM, Room, signed
+
+from almanac.events import codec, readable
+from almanac.events.forensics.bundle_check import verify_bundle
+from almanac.events.step import CommandRecord
+from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.verify import verify_room
+from almanac.storage.memory_store import MemoryEventStore
+
+WRONG_NONCE = hashlib.sha256(b"not ann's nonce").digest().hex()
+
+
+async def ended_room(refusing_player: str) -> tuple[Room, dict]:
+    """The room after ``refusing_player``'s reveal of a wrong nonce was refused (signed when it is ann's), ended
+    by ann's signed end; with the bundle of the whole room."""
+    room = await Room(MemoryEventStore()).open(ann_signs=True)
+    await room.roll("a1", "ann", sign=True)
+    refused = await room.send("bad-reveal", refusing_player, {"kind": "reveal_nonce", "nonce": WRONG_NONCE},
+                              sign=refusing_player == "ann")
+    assert not refused.accepted and refused.error["code"] == "nonce_mismatch", refused.error
+    await room.roll("b1", "bob")
+    assert (await room.send("end", "ann", {"kind": "end_room"}, sign=True)).accepted
+    latest = await room.store.latest_version(ROOM)
+    bundle = await dispute_bundle(room.store, ROOM, 0, versions=(1, latest))
+    return room, json.loads(json.dumps(bundle))
+
+
+def with_refusal(bundle: dict, record: CommandRecord, code: str) -> dict:
+    """The bundle with one more refusal, as an operator holding the store would add it."""
+    forged = json.loads(json.dumps(bundle))
+    raw = codec.encode(record)
+    forged["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
+                               "error": {"code": code, "message": "invented", "field": "signature"}})
+    return forged
+
+
+async def test_a_refusal_the_player_signed_is_covered_and_the_bundle_verifies():
+    room, bundle = await ended_room("ann")
+    report = await verify_room(room.store, ROOM)
+    assert report.ok and (report.refusals_rechecked, report.refusals_signed) == (1, 1), report
+    assert len(bundle["refusals"]) == 1
+    verdict = verify_bundle(bundle, bundle["head"]["hash"])
+    assert verdict.ok and verdict.status == "VERIFIED", verdict.text()
+    assert "covered by the signature" in next(s.detail for s in verdict.steps if s.name == "refusals")
+
+
+async def test_a_refusal_of_a_player_who_does_not_sign_rests_on_the_operators_word():
+    room, bundle = await ended_room("bob")
+    report = await verify_room(room.store, ROOM)
+    assert report.ok and (report.refusals_rechecked, report.refusals_signed) == (1, 0), report
+    verdict = verify_bundle(bundle, bundle["head"]["hash"])
+    assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["refusals"], verdict.text()
+
+
+async def test_a_refusal_the_operator_invents_for_a_signing_player_is_not_covered():
+    _, bundle = await ended_room("ann")
+    at = bundle["refusals"][0]["command"]["refused_at_version"]  # where ann's real refusal stood
+    base = CommandRecord(command_id=f"{ROOM}:ann:invented", room=ROOM, player="ann", server_time_ms=4_500,
+                         body={"kind": "roll", "dice": 6}, refused_at_version=at)
+    # Unsigned: the rules refuse it (signature_required), consistent, yet nothing shows ann sent it
+    unsigned = verify_bundle(with_refusal(bundle, base, "signature_required"), bundle["head"]["hash"])
+    # Signed by the operator's own key: refused signature_invalid, and not ann's signature either
+    mallory = Ed25519PrivateKey.from_private_bytes(bytes(32))
+    forged_record = msgspec.structs.replace(signed(base, key=mallory), refused_at_version=at)
+    forged = verify_bundle(with_refusal(bundle, forged_record, "signature_invalid"), bundle["head"]["hash"])
+    for verdict in (unsigned, forged):
+        assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["refusals"], verdict.text()
+        assert "operator's word" in verdict.text()
