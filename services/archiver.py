@@ -172,14 +172,8 @@ async def run(settings: Settings, redis_url: str, *, name: str = "archiver",
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
     archiver = Archiver(runtime.store, retain_s=settings.dedupe_retain_s, name=name,
                         idle_after_s=settings.archive_idle_after_s)
-    stop = asyncio.Event()
-    running = asyncio.create_task(archiver.run(stop, settings.archiver_interval_s), name="archiver")
     try:
-        if on_ready is not None:
-            on_ready()
-        await bootstrap.until_stopped(running)
+        await bootstrap.run_until_stopped(lambda stop: archiver.run(stop, settings.archiver_interval_s), "archiver",
+                                          on_ready)
     finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
         await runtime.aclose()

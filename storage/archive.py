@@ -51,7 +51,7 @@ from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.step import decode_record
 from almanac.storage.base import StoredOutcome
-from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, _envelope_field, run_script
+from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, run_script
 
 FORMAT = 1
 ZSTD_LEVEL = 19  # written once, read many times: the smallest objects are worth the CPU of the one write
@@ -363,21 +363,6 @@ class ArchivingStore(RedisEventStore):
                 return await self._parse_load(room, at_most, reply)
             pointer = self._met(room, decode_pointer(room, reply[1]))
         return None, _envelopes(await self.objects.get(pointer), 1, at_most)
-
-    async def _parse_load(self, room: str, at_most: int | None, reply: list
-                          ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
-        version, data, entries = int(reply[0]), reply[1], reply[2]
-        snapshot = (version, data) if data is not None else None
-        tail = []
-        for entry_id, fields in entries:
-            entry_version = int(entry_id.split(b"-", 1)[0])
-            value = _envelope_field(fields)
-            if value is None:
-                raise CorruptEventError(room, entry_version, "entry has no envelope field 'e'")
-            tail.append(codec.decode_envelope(value, room, entry_version))
-        if len(entries) == 1000:
-            tail += await self.read(room, tail[-1].version + 1, at_most)
-        return snapshot, tail
 
     # Each read asks Redis first (a live room costs no extra round trip) and the archive when the room is known
     # archived, or when Redis has nothing and the room's pointer exists. Between the pointer and the delete step

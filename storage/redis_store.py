@@ -849,6 +849,12 @@ class RedisEventStore:
         reply = await self._load(keys=[self.keys.snapshot_index(room), self.keys.snapshot_data(room),
                                        self.keys.events(room)],
                                  args=["+inf" if at_most is None else at_most, _PAGE])
+        return await self._parse_load(room, at_most, reply)
+
+    async def _parse_load(self, room: str, at_most: int | None, reply: list
+                          ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        """LOAD_SCRIPT's reply (version, snapshot data, the first page of the tail) as the snapshot and the whole
+        tail; a full page means more may follow, read page by page."""
         version, data, entries = int(reply[0]), reply[1], reply[2]
         snapshot = (version, data) if data is not None else None
         tail = []

@@ -48,6 +48,9 @@ from almanac.storage.redis_store import RedisEventStore
 
 pytestmark = [
     pytest.mark.slow,
+    # the longest files start first, and these two Cluster stacks one after the other (a second one starting
+    # beside a failover would slow the nodes past their 2 s timeout): tests/conftest.py
+    pytest.mark.xdist_group("clusters"),
     pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
                        reason="the six-node cluster needs redis-server and redis-cli on PATH"),
 ]
