@@ -29,24 +29,26 @@ registry.register(COUNTER)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The suite runs on xdist workers (pyproject's addopts), each with a Redis of its own. One REDIS_URL would be
-    # shared by them all: each test flushes it, and some count the server's clients or watch its commands.
+    # With xdist workers (-n), each starts a Redis of its own. One REDIS_URL would be shared by them all: each
+    # test flushes it, and some count the server's clients or watch its commands.
     workers = getattr(config.option, "numprocesses", None) or 0
     if os.environ.get("REDIS_URL") and workers > 1 and not hasattr(config, "workerinput"):
         raise pytest.UsageError(f"REDIS_URL names one Redis, which the {workers} test workers would share (each "
                                 "test flushes it); run with -n 0, or unset REDIS_URL (each worker then starts its own)")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The files marked xdist_group (the longest) first, each file's tests still together and in order: on xdist's
-    # workers they then start at once instead of being the run's last minutes.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # On xdist's workers, the files marked xdist_group (the longest) first, each file's tests still together and
+    # in order: they then start at once instead of being the run's last minutes. In one process: as collected.
+    if not getattr(config.option, "numprocesses", None):
+        return
     grouped = {item.path for item in items if item.get_closest_marker("xdist_group")}
     items.sort(key=lambda item: item.path not in grouped)
 
 
-# Test workers of a run over several files (pyproject's addopts say -n auto: this hook picks the number). Most
-# tests wait on Redis and child processes rather than compute, so more workers than the two cores pay (measured
-# in the merge report of branch i-suite).
+# Test workers of a run over several files with `-n auto` (this hook picks the number). Most tests wait on Redis
+# and child processes rather than compute, hence more workers than two cores; not yet shown to pass on a loaded
+# 2-core host, so not the default (pyproject's addopts).
 WORKERS = 4
 
 
@@ -64,7 +66,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadgroup`` (pyproject's addopts) with whole files as the unit: a test file runs on one worker, so
+    """``--dist loadgroup`` with whole files as the unit: a test file runs on one worker, so
     its module fixtures (a gateway stack, a moto server, a browser) start once, as in a serial run; the files
     marked ``xdist_group(name)`` run one after the other on one worker (the Redis Clusters whose failover
     timing a second Cluster starting beside them would disturb). Scopes are sent in collection order (no
