@@ -249,6 +249,11 @@ class Keys:
         """Hash: room -> msgpack (key, player, command) of the deadline ``deadlines`` holds for it."""
         return self._shard(shard, "clock:commands")
 
+    def deadlines_fired(self, shard: int) -> str:
+        """Hash: room -> the command id of the deadline last sent for it, until the room names another: a clock
+        tracking a room whose timeout is sent but not yet decided must not put the same deadline back."""
+        return self._shard(shard, "clock:fired")
+
     def clock_cursor(self, shard: int) -> str:
         """The shard feed entry id up to which the clock has read the rooms' deadlines."""
         return self._shard(shard, "clock:cursor")
