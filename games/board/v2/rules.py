@@ -16,6 +16,7 @@ import msgspec
 from almanac.events.manifest import Context, RuleError
 from almanac.games.board import rules as v1
 from almanac.games.board.commands import PlaceElement, SkipElement
+from almanac.games.board.data import GAME_LENGTH
 from almanac.games.board.state import BoardOptions, BoardSetup, BoardState
 
 # Bounds of the option: shorter than 10 s is no game over a network; a week is "a game that runs for days".
@@ -23,7 +24,8 @@ TURN_LIMIT_MIN_S = 10
 TURN_LIMIT_MAX_S = 7 * 24 * 3600
 TurnLimit = Annotated[int, msgspec.Meta(ge=TURN_LIMIT_MIN_S, le=TURN_LIMIT_MAX_S,
                                         description="seconds a turn may last, 10 .. 604800 (7 days)")]
-TurnNumber = Annotated[int, msgspec.Meta(ge=0, le=10_000, description="the turn the timeout is for")]
+# Every turn spends at least one unit of the game's time, so a game has at most GAME_LENGTH turns.
+TurnNumber = Annotated[int, msgspec.Meta(ge=0, le=GAME_LENGTH - 1, description="the turn the timeout is for")]
 
 
 class BoardOptionsV2(BoardOptions, frozen=True, kw_only=True, forbid_unknown_fields=True):
