@@ -31,6 +31,5 @@ def test_a_turn_limit_in_bounds_is_recorded_and_shown(api: TestClient) -> None:
     token = created.json()["token"]
     view = api.get(f"/rooms/{room}/view", headers={"Authorization": f"Bearer {token}"})
     assert view.status_code == 200, view.text
-    shown = view.json()
-    shown = shown.get("view", shown)
+    shown = view.json()["view"]
     assert shown["turn_limit_s"] == 3600 and shown["turn_due_ms"] > 0
