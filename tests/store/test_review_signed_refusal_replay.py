@@ -12,10 +12,12 @@ import base64
 
 import msgspec
 import pytest
+from test_dice_attacks import ROOM
 from test_signed_refusals import ended_room, with_refusal
 
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import decode_record
+from almanac.services.forensics.verify import verify_room
 
 
 @pytest.mark.xfail(strict=True, reason="not fixed: events.signing.command_bytes does not cover the version a command "
@@ -34,3 +36,15 @@ async def test_a_signed_refusal_shown_again_at_another_version_is_not_covered_by
             covered_elsewhere.append(version)
     assert covered_elsewhere == [], (f"ann's one signed refusal (at version {real.refused_at_version}) shown again at "
                                      f"versions {covered_elsewhere} verifies as covered by her signature")
+
+
+async def test_a_refusal_signed_by_a_key_whose_join_was_not_signed_rests_on_the_operators_word():
+    # An operator with Redis access writes ann's join itself, registering a key of its own with no signature (the
+    # rules take an unsigned join, for logs from before signed joins), and signs "ann's" refused command with it.
+    room, bundle = await ended_room("ann", ann_signs_join=False)
+    report = await verify_room(room.store, ROOM)
+    assert report.ok and report.unsigned_joins == ["ann"], report
+    assert report.refusals_signed == 0, "a refusal signed by a key no signed join registered is counted as signed"
+    verdict = verify_bundle(bundle, bundle["head"]["hash"])
+    assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["refusals"], verdict.text()
+    assert "covered by the signature" not in verdict.text()
