@@ -16,8 +16,9 @@ gateway's submit and the clock's timeouts do: the engine decides it like any oth
 and replay and ``verify`` need nothing new. Its id is derived from (room, seat, version, attempt), and the bot's
 own dice from the same: a bots process restarted (or two racing) sends the same command under the same id, which
 the engine's dedupe answers with the first outcome. Progress lives in the log only; the process keeps nothing
-that a restart needs. Bounded: ``max_rooms`` bot seats per process (the rest wait, logged), ``rate`` commands per
-second across the process (a token bucket), and at most ``ATTEMPTS`` refused tries per seat and version.
+that a restart needs. Bounded: ``max_rooms`` bot seats per process per round (a window that moves on each round:
+the rest wait their turn, logged), ``rate`` commands per second across the process (a token bucket), and at most
+``ATTEMPTS`` refused tries per seat and version.
 """
 
 from __future__ import annotations
