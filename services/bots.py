@@ -14,11 +14,14 @@ round, for each bot seat of the shards it serves:
 Every command goes to the shard's command stream as a ``CommandRecord`` from the seat's player, the way a
 gateway's submit and the clock's timeouts do: the engine decides it like any other, it is logged like any other,
 and replay and ``verify`` need nothing new. Its id is derived from (room, seat, version, attempt), and the bot's
-own dice from the same: a bots process restarted (or two racing) sends the same command under the same id, which
-the engine's dedupe answers with the first outcome. Progress lives in the log only; the process keeps nothing
-that a restart needs. Bounded: ``max_rooms`` bot seats per process per round (a window that moves on each round:
-the rest wait their turn, logged), ``rate`` commands per second across the process (a token bucket), and at most
-``ATTEMPTS`` refused tries per seat and version.
+own dice from the same keyed with the deployment's bot key (``dice_key``: derived from the commitment secret, so a
+rival cannot recompute a bot's choices, and another deployment draws others): a bots process restarted (or two
+racing) sends the same command under the same id, which the engine's dedupe answers with the first outcome.
+Progress lives in the log only; the process keeps nothing that a restart needs. Bounded: at most
+``ALMANAC_MAX_BOT_SEATS`` bot seats in the deployment (a create past it is refused, 429 ``bot_seats_full``);
+``max_rooms`` bot seats read and played per process per round (a cursor over the shards' hashes, HSCAN: the rest
+wait their turn, logged); ``rate`` commands per second across the process (a token bucket); at most ``ATTEMPTS``
+refused tries per seat and version; and a seat whose bot join was refused is dropped (it can never play).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import json
 import time
 from collections.abc import Callable
@@ -37,6 +41,7 @@ from almanac.events.dice import Dice
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord
 from almanac.services import bootstrap, bus
+from almanac.services.checkpoints import commit_secret
 from almanac.services.clock import state_at_least
 from almanac.services.logging import get_logger
 from almanac.services.settings import Settings
@@ -48,7 +53,7 @@ SEPARATOR = "\x1f"
 PLAYER_JOINED = "room.player_joined"
 ATTEMPTS = 8  # refused tries at one version before the seat waits for the room to move
 RETRY_AFTER_MS = 2_000  # a command sent that moved nothing by then counts as refused (or lost): try another
-DICE_SEED = b"almanac seat bot"
+DICE_DOMAIN = b"almanac seat bot dice v1"  # separates the bots' key from every other use of the commitment secret
 
 
 def bots_key(keys: Keys, shard: int) -> str:
@@ -67,17 +72,31 @@ async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
     return bool(await client.hdel(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}"))
 
 
+def dice_key(secret: bytes) -> bytes:
+    """The bots' dice key from a deployment secret (the commitment secret): unknown outside the deployment,
+    the same after a restart (so a resent command is the same command)."""
+    return hmac.new(secret, DICE_DOMAIN, hashlib.sha256).digest()
+
+
+async def seat_count(client: Any, keys: Keys, shards: range | list[int]) -> int:
+    """How many bot seats ``shards`` hold (HLEN each, one round trip: no seat is read)."""
+    pipe = client.pipeline(transaction=False)
+    for shard in shards:
+        pipe.hlen(bots_key(keys, shard))
+    return sum(int(count) for count in await pipe.execute())
+
+
+def _member(member: bytes | str) -> tuple[str, str]:
+    room, _, seat = (member.decode() if isinstance(member, bytes) else member).partition(SEPARATOR)
+    return room, seat
+
+
 async def bot_seats(client: Any, keys: Keys, shards: range | list[int]) -> list[tuple[str, str]]:
     """(room, seat) of every bot seat of ``shards``."""
     pipe = client.pipeline(transaction=False)  # one round trip for every shard (a Cluster: one per node)
     for shard in shards:
         pipe.hkeys(bots_key(keys, shard))
-    found = []
-    for members in await pipe.execute():
-        for member in members:
-            room, _, seat = (member.decode() if isinstance(member, bytes) else member).partition(SEPARATOR)
-            found.append((room, seat))
-    return sorted(found)
+    return sorted(_member(member) for members in await pipe.execute() for member in members)
 
 
 def bot_command_id(room: str, seat: str, version: int, attempt: int) -> str:
@@ -105,12 +124,14 @@ def seat_view(state: RoomState, seat: str) -> Any:
     return codec.to_builtins(decider.view(state.game, seat))
 
 
-def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, ours: bool = True) -> dict[str, Any] | None:
+def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, key: bytes,
+               ours: bool = True) -> dict[str, Any] | None:
     """What the seat's bot sends now (a command body), or None: nothing to do, the rule-set has no bot, or the
     seat is a person's (``ours`` False: its join was not the bot's).
 
-    Only the seat's view reaches the bot; its dice are its own (never the room's), drawn from the room, seat,
-    version and attempt so that any process decides the same.
+    Only the seat's view reaches the bot; its dice are its own (never the room's), drawn under the deployment's
+    ``key`` (``dice_key``) from the room, seat, version and attempt: any process of the deployment decides the
+    same, and nobody without the key can.
     """
     if state.ended or state.game is None or state.fork is not None:
         return None
@@ -121,7 +142,7 @@ def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, ours: 
     manifest = registry.at(state.ruleset, state.ruleset_version)
     if manifest.seat_bot is None:
         return None
-    dice = Dice(DICE_SEED, f"{state.room}\x00{seat}", state.version * ATTEMPTS + attempt)
+    dice = Dice(key, f"{state.room}\x00{seat}", state.version * ATTEMPTS + attempt)
     command = manifest.seat_bot(seat_view(state, seat), seat, dice, now_ms)
     return None if command is None else codec.encode_command(command)
 
@@ -161,11 +182,12 @@ class Bucket:
 class Bots:
     """The bot seats of ``shards``, played every ``interval_s`` (at most ``max_rooms`` seats, ``rate`` commands/s)."""
 
-    def __init__(self, client: Any, store: Any, keys: Keys, *, shards: list[int] | None = None,
+    def __init__(self, client: Any, store: Any, keys: Keys, *, key: bytes, shards: list[int] | None = None,
                  max_rooms: int = 1_000, rate: float = 50.0,
                  now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.client = client
         self.keys = keys
+        self.key = key
         self.shards = list(range(keys.shard_count)) if shards is None else shards
         self.max_rooms = max_rooms
         self.bucket = Bucket(rate)
@@ -175,21 +197,42 @@ class Bots:
         self.seats: dict[tuple[str, str], _Seat] = {}
         self.sent = 0
         self.over_limit = 0
-        self.window = 0  # where the next round's window over the seats starts (when there are more than max_rooms)
+        self.read = 0  # seats read from Redis by the last round (bounded by max_rooms plus one HSCAN reply)
+        # The cursor over the seats: the shard (index into ``shards``) and its HSCAN cursor, and the seats read
+        # past the last round's window, played first next round. A round never reads every seat: a fixed window
+        # (the first max_rooms in sorted order) let rooms that never move starve every other seat, and reading all
+        # of them every 0.1 s cost what any player creating rooms with bots chose.
+        self.shard_at = 0
+        self.scan_at = 0
+        self.pending: list[tuple[str, str]] = []
+
+    async def _window(self) -> list[tuple[str, str]]:
+        """The next ``max_rooms`` seats after the cursor (at most one HSCAN per shard per round)."""
+        seats, self.pending = self.pending[: self.max_rooms], self.pending[self.max_rooms:]
+        self.read = 0
+        for _ in range(len(self.shards)):
+            if len(seats) >= self.max_rooms:
+                break
+            shard = self.shards[self.shard_at % len(self.shards)]
+            self.scan_at, found = await self.client.hscan(bots_key(self.keys, shard), self.scan_at,
+                                                          count=self.max_rooms - len(seats))
+            if not self.scan_at:
+                self.shard_at = (self.shard_at + 1) % len(self.shards)
+            self.read += len(found)
+            seats += [_member(member) for member in found]
+        # HSCAN's COUNT is a hint (a small hash answers whole): what is past the window waits for the next round
+        seats, self.pending = seats[: self.max_rooms], self.pending + seats[self.max_rooms:]
+        return seats
 
     async def tick(self) -> int:
-        """One round over the bot seats; the commands sent."""
-        seats = every = await bot_seats(self.client, self.keys, self.shards)
-        self.over_limit = max(0, len(seats) - self.max_rooms)
+        """One round over the next window of bot seats; the commands sent."""
+        total = await seat_count(self.client, self.keys, self.shards)
+        self.over_limit = max(0, total - self.max_rooms)
         if self.over_limit:
-            log.warning("bots.over_limit", seats=len(seats), max_rooms=self.max_rooms)
-            # A window that moves on each round: a fixed one (the first max_rooms in sorted order) let rooms that
-            # never move, named to sort first by any player who creates rooms with bots, starve every other seat.
-            start = self.window % len(seats)
-            seats = (seats[start:] + seats[:start])[: self.max_rooms]
-            self.window = start + self.max_rooms
-        for gone in set(self.seats) - set(every):  # a seat outside this round's window keeps its progress
-            del self.seats[gone]
+            log.warning("bots.over_limit", seats=total, max_rooms=self.max_rooms)
+        seats = list(dict.fromkeys(await self._window()))
+        while len(self.seats) > 4 * self.max_rooms + total:  # progress of seats gone: the oldest first (re-derivable)
+            del self.seats[next(iter(self.seats))]
         pipe = self.client.pipeline(transaction=False)
         for room, _ in seats:
             pipe.get(self.keys.version(room))
@@ -200,6 +243,10 @@ class Bots:
                 sent += 1
         self.sent += sent
         return sent
+
+    async def _drop(self, room: str, seat: str) -> None:
+        await remove_bot(self.client, self.keys, room, seat)
+        self.seats.pop((room, seat), None)
 
     async def _play(self, room: str, seat: str, version: int) -> bool:
         mine = self.seats.setdefault((room, seat), _Seat())
@@ -221,14 +268,21 @@ class Bots:
         if state is None:
             return False
         if state.ended:
-            await remove_bot(self.client, self.keys, room, seat)
+            await self._drop(room, seat)
             self.loader.forget(room)
             return False
+        if seat not in state.players and mine.sent_ms:
+            joined = await self.store.outcome(room, bot_join_id(room, seat))
+            if joined is not None and not joined.accepted:
+                # The join's id is fixed, so every resend gets this same refusal: the seat can never play.
+                log.warning("bots.join_refused", room=room, seat=seat, error=joined.error)
+                await self._drop(room, seat)
+                return False
         if seat in state.players and mine.ours is None:
             mine.ours = await took_seat(self.store, room, seat)
             if not mine.ours:
                 log.warning("bots.seat_held_by_a_person", room=room, seat=seat)
-        body = decide_for(state, seat, mine.attempt, now, ours=mine.ours is not False)
+        body = decide_for(state, seat, mine.attempt, now, key=self.key, ours=mine.ours is not False)
         if body is None:
             mine.waiting = True
             return False
@@ -253,6 +307,6 @@ async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float
               shards: list[int] | None = None) -> None:
     """The bots process until SIGINT/SIGTERM."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
-    bots = Bots(runtime.client, runtime.store, Keys(settings.shard_count), shards=shards, max_rooms=max_rooms,
-                rate=rate)
+    bots = Bots(runtime.client, runtime.store, Keys(settings.shard_count), key=dice_key(commit_secret(settings)),
+                shards=shards, max_rooms=max_rooms, rate=rate)
     await bootstrap.serve(runtime, bots.run, "bots")

@@ -160,13 +160,16 @@ class Settings(BaseSettings):
     webhook_concurrency: int = _env("ALMANAC_WEBHOOK_CONCURRENCY", 64)
     # How long before a pending deadline (services/clock.py) its room's seats hear `deadline_soon`; 0: never.
     webhook_deadline_warning_s: int = _env("ALMANAC_WEBHOOK_DEADLINE_WARNING_S", 600)
+    # Bot seats (services/bots.py) the deployment holds at most: a create whose ``bots`` would pass it is refused
+    # (429 ``bot_seats_full``), since any player may hand up to 16 seats per room to the bots process.
+    max_bot_seats: int = _env("ALMANAC_MAX_BOT_SEATS", 10_000)
 
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
                      "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
                      "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
                      "live_max_feeds_per_seat", "live_max_feeds_per_address", "live_max_feeds",
                      "webhook_max_attempts", "webhook_backoff_max_s", "webhook_timeout_s", "webhook_concurrency",
-                     "redis_max_connections", "redis_pool_wait_ms", "gateway_max_heavy_reads")
+                     "redis_max_connections", "redis_pool_wait_ms", "gateway_max_heavy_reads", "max_bot_seats")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:

@@ -205,6 +205,12 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                        "with join false", "bots")
     if body.bots and registry.manifest(body.ruleset).seat_bot is None:
         raise ApiError(422, "no_seat_bot", f"{decider.name} has no seat bot", "bots")
+    if body.bots:
+        # Checked before the room exists (a refused create makes nothing); racing creates may pass it by their bots.
+        held = await bots.seat_count(gw.client, gw.keys, range(gw.keys.shard_count))
+        if held + len(set(body.bots)) > gw.settings.max_bot_seats:
+            raise ApiError(429, "bot_seats_full", f"the bots hold {held} seats of at most "
+                           f"{gw.settings.max_bot_seats}; create without bots, or later", "bots")
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)

@@ -106,7 +106,7 @@ async def test_a_bot_seat_on_a_cluster_sends_its_join_to_its_rooms_shard(cluster
         assert (await service.handle(record(f"{room}-c", "ann", {"kind": "create_room", "ruleset": "board",
                                                                  "options": {"player": "robo"}}, room, 1_000))).accepted
         await add_bot(cluster, keys, room, "robo", 1_000)
-    assert await Bots(cluster, store, keys, rate=0).tick() == len(rooms)
+    assert await Bots(cluster, store, keys, key=b"test bots", rate=0).tick() == len(rooms)
     sent = []
     for shard in range(SHARDS):
         sent += [decode_record(fields[b"__data__"]) for _, fields in await cluster.xrange(keys.command_stream(shard))]

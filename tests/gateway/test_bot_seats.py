@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import secrets
 
+import redis
 import redis.asyncio as aioredis
 from fastapi.testclient import TestClient
-from gateway_stack import Stack
+from gateway_stack import Stack, gateway_settings
 
 from almanac.services.bots import Bots, bot_seats
+from almanac.services.gateway import create_app
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
@@ -25,7 +27,7 @@ async def bots_rounds(redis_url: str, until, rounds: int = 300) -> None:
     """Rounds of an in-process bots service until ``until()`` (a sync check through the API) holds."""
     client = aioredis.Redis.from_url(redis_url)
     try:
-        bots = Bots(client, RedisEventStore(client, shard_count=16), KEYS, rate=0)
+        bots = Bots(client, RedisEventStore(client, shard_count=16), KEYS, key=b"test bots", rate=0)
         for _ in range(rounds):
             await bots.tick()
             if until():
@@ -81,3 +83,23 @@ def test_a_bot_is_never_handed_the_creators_own_seat(api: TestClient) -> None:
     assert refused.status_code == 422 and refused.json()["code"] == "bot_seat_taken"
     too_many = api.post("/rooms", json={"ruleset": "realm", "player": alice, "bots": [f"b{i}" for i in range(17)]})
     assert too_many.status_code == 422 and too_many.json()["field"] == "bots"
+
+
+def test_rooms_with_bots_are_refused_once_the_deployment_holds_its_bot_seats(stack: Stack) -> None:
+    held = len(asyncio.run(_seats(stack.redis_url)))
+    mallory = f"mallory-{secrets.token_hex(3)}"
+    # Given a deployment that holds at most 4 more bot seats than it does now
+    with TestClient(create_app(gateway_settings(stack, max_bot_seats=held + 4))) as api:
+        # When mallory creates realm rooms, handing two seats of each to bots
+        answers = [api.post("/rooms", json={"ruleset": "realm", "player": mallory, "room": f"{mallory}-{index}",
+                                            "bots": ["b1", "b2"], "options": {"players": [mallory, "b1", "b2"]}})
+                   for index in range(4)]
+        # Then the first two are created, and the others refused before any room exists
+        assert [answer.status_code for answer in answers] == [201, 201, 429, 429], [a.text for a in answers]
+        assert {key: answers[2].json()[key] for key in ("code", "field")} == {"code": "bot_seats_full",
+                                                                           "field": "bots"}
+        assert not redis.Redis.from_url(stack.redis_url).exists(KEYS.version(f"{mallory}-2"))
+        # while a room without bots is still created
+        plain = api.post("/rooms", json={"ruleset": "board", "player": mallory})
+        assert plain.status_code == 201, plain.text
+    assert len(asyncio.run(_seats(stack.redis_url))) == held + 4

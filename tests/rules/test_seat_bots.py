@@ -9,6 +9,8 @@ equal (else the twin changed something visible and proves nothing) and the bot's
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 import pytest
 
@@ -36,7 +38,7 @@ def bots_play(ruleset: str, moves: int, step_ms: int = 60_000):
     driver = RoomDriver(f"bots-{ruleset}", SEED, 1_000)
     driver.send(seats[0], {"kind": "create_room", "ruleset": ruleset, "options": options})
     for seat in seats:
-        body = decide_for(driver.state, seat, 0, driver.now_ms)
+        body = decide_for(driver.state, seat, 0, driver.now_ms, key=b"test bots")
         assert body == {"kind": "join_room"}, "a bot's first act on an empty seat is to take it"
         driver.send(seat, body, command_id=bot_join_id(driver.room, seat))
     played = 0
@@ -46,7 +48,7 @@ def bots_play(ruleset: str, moves: int, step_ms: int = 60_000):
         for seat in seats:
             driver.now_ms += step_ms
             yield driver, seat
-            body = decide_for(driver.state, seat, 0, driver.now_ms)
+            body = decide_for(driver.state, seat, 0, driver.now_ms, key=b"test bots")
             if body is None:
                 continue
             acted = True
@@ -124,7 +126,7 @@ def mismatches(ruleset: str, decide) -> tuple[int, int]:
 
 @pytest.mark.parametrize("ruleset", sorted(TWINS))
 def test_a_bot_decides_the_same_whatever_the_hidden_values_it_may_not_see(ruleset: str) -> None:
-    twins, differed = mismatches(ruleset, decide_for)
+    twins, differed = mismatches(ruleset, functools.partial(decide_for, key=b"test bots"))
     assert twins >= 30, f"only {twins} twin rooms were compared"
     assert differed == 0, f"the bot decided otherwise in {differed} of {twins} twin rooms"
 

@@ -123,7 +123,7 @@ async def test_a_process_plays_at_most_its_max_rooms_seats(redis_client: aioredi
         room = f"capped-{index}"
         assert (await send_direct(store, room)).accepted
         await add_bot(redis_client, KEYS, room, "robo", 0)
-    bots = Bots(redis_client, store, KEYS, max_rooms=2, rate=0)
+    bots = Bots(redis_client, store, KEYS, key=b"test bots", max_rooms=2, rate=0)
     # the engine is not running: the joins wait in the command streams, which is all this looks at
     assert await bots.tick() == 2 and bots.over_limit == 1
 

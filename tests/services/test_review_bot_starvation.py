@@ -31,7 +31,7 @@ async def test_rooms_that_never_move_do_not_starve_a_later_rooms_bot(redis_clien
         await created(store, room)
         await add_bot(redis_client, KEYS, room, "robo", 0)
     now = [10_000]
-    bots = Bots(redis_client, store, KEYS, max_rooms=2, rate=0, now_ms=lambda: now[0])
+    bots = Bots(redis_client, store, KEYS, key=b"test bots", max_rooms=2, rate=0, now_ms=lambda: now[0])
     # When the bots process runs for long enough that mallory's seats have used up every attempt
     # (no engine runs: nothing they send ever moves their rooms)
     for _ in range(3 * ATTEMPTS):
