@@ -78,12 +78,16 @@ def dice_key(secret: bytes) -> bytes:
     return hmac.new(secret, DICE_DOMAIN, hashlib.sha256).digest()
 
 
-async def seat_count(client: Any, keys: Keys, shards: range | list[int]) -> int:
-    """How many bot seats ``shards`` hold (HLEN each, one round trip: no seat is read)."""
+async def shard_counts(client: Any, keys: Keys, shards: range | list[int]) -> list[int]:
+    """How many bot seats each of ``shards`` holds (HLEN each, one round trip: no seat is read)."""
     pipe = client.pipeline(transaction=False)
     for shard in shards:
         pipe.hlen(bots_key(keys, shard))
-    return sum(int(count) for count in await pipe.execute())
+    return [int(count) for count in await pipe.execute()]
+
+
+async def seat_count(client: Any, keys: Keys, shards: range | list[int]) -> int:
+    return sum(await shard_counts(client, keys, shards))
 
 
 def _member(member: bytes | str) -> tuple[str, str]:
@@ -206,14 +210,18 @@ class Bots:
         self.scan_at = 0
         self.pending: list[tuple[str, str]] = []
 
-    async def _window(self) -> list[tuple[str, str]]:
-        """The next ``max_rooms`` seats after the cursor (at most one HSCAN per shard per round)."""
+    async def _window(self, counts: list[int]) -> list[tuple[str, str]]:
+        """The next ``max_rooms`` seats after the cursor (at most one HSCAN per shard holding seats per round)."""
         seats, self.pending = self.pending[: self.max_rooms], self.pending[self.max_rooms:]
         self.read = 0
         for _ in range(len(self.shards)):
             if len(seats) >= self.max_rooms:
                 break
-            shard = self.shards[self.shard_at % len(self.shards)]
+            at = self.shard_at % len(self.shards)
+            if not counts[at]:  # an empty shard costs no round trip (an idle deployment: the HLEN pipeline only)
+                self.shard_at, self.scan_at = (at + 1) % len(self.shards), 0
+                continue
+            shard = self.shards[at]
             self.scan_at, found = await self.client.hscan(bots_key(self.keys, shard), self.scan_at,
                                                           count=self.max_rooms - len(seats))
             if not self.scan_at:
@@ -226,11 +234,12 @@ class Bots:
 
     async def tick(self) -> int:
         """One round over the next window of bot seats; the commands sent."""
-        total = await seat_count(self.client, self.keys, self.shards)
+        counts = await shard_counts(self.client, self.keys, self.shards)
+        total = sum(counts)
         self.over_limit = max(0, total - self.max_rooms)
         if self.over_limit:
             log.warning("bots.over_limit", seats=total, max_rooms=self.max_rooms)
-        seats = list(dict.fromkeys(await self._window()))
+        seats = list(dict.fromkeys(await self._window(counts)))
         while len(self.seats) > 4 * self.max_rooms + total:  # progress of seats gone: the oldest first (re-derivable)
             del self.seats[next(iter(self.seats))]
         pipe = self.client.pipeline(transaction=False)
