@@ -70,7 +70,8 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "event" in event:
         event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
                           "anyOf": [*events, {"type": "null"}]}
-    for answer in ("EventRow", "ValueChange"):  # forensics' rows of events (a ValueChange is one)
+    # forensics' rows of events (a ValueChange is one) and a dispute bundle's readable events
+    for answer in ("EventRow", "ValueChange", "BundleEventEntry"):
         row = schemas.get(answer, {}).get("properties", {})
         if "event" in row:
             row["event"] = {"description": "the event's payload (`type` names it)", "anyOf": events}
@@ -148,6 +149,10 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
     schemas[ERROR_SCHEMA] = error_schema()
     _typed_responses(schema, schemas)
     typed_game_parts(schemas)
+    posted = schemas.get("VerifyBundleRequest", {}).get("properties", {})
+    if "bundle" in posted:  # decoded as any object so the verifier itself names what is missing or extra
+        posted["bundle"] = {"$ref": "#/components/schemas/DisputeBundle",
+                            "description": "a dispute bundle as GET /rooms/{room}/dispute or `almanac dispute` wrote it"}
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     if "CommandRequest" in schemas:
