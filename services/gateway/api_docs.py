@@ -95,6 +95,14 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "state" in at:
         at["state"] = {"description": "auditors: the game's state (its rule-set's)", "anyOf": [*states, {"type": "null"}]}
     schemas[responses.STATE_VALUE] = state_value_schema(ref_prefix)
+    create = schemas.get("CreateRoomRequest", {}).get("properties", {})
+    if "options" in create:  # the room's rule-set decides which applies (its options_type / setup_type)
+        options = [{"$ref": f"{ref_prefix}{name}"} for parts in names.values() for name in parts["options"]]
+        setups = [{"$ref": f"{ref_prefix}{name}"} for parts in names.values() for name in parts["setup"]]
+        create["options"] = {"description": "the creation options of the room's rule-set", "default": {},
+                             "anyOf": options}
+        create["setup"] = {"description": "a fully resolved setup of the room's rule-set (its random draws made)",
+                           "anyOf": [*setups, {"type": "null"}], "default": None}
 
 
 def state_value_schema(ref_prefix: str) -> dict[str, Any]:
