@@ -71,7 +71,7 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
         event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
                           "anyOf": [*events, {"type": "null"}]}
     # forensics' rows of events (a ValueChange is one) and a dispute bundle's readable events
-    for answer in ("EventRow", "ValueChange", "BundleEventEntry"):
+    for answer in ("EventRow", "ValueChange", "BundleEventEntry", "EnvelopeView"):
         row = schemas.get(answer, {}).get("properties", {})
         if "event" in row:
             row["event"] = {"description": "the event's payload (`type` names it)", "anyOf": events}
@@ -95,6 +95,11 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "state" in at:
         at["state"] = {"description": "auditors: the game's state (its rule-set's)", "anyOf": [*states, {"type": "null"}]}
     schemas[responses.STATE_VALUE] = state_value_schema(ref_prefix)
+    divergence = schemas.get("Divergence", {}).get("properties", {})
+    for side in ("recorded", "recomputed"):
+        if side in divergence:
+            divergence[side] = {**responses.DIVERGENCE_SIDE, "default": None,
+                                "description": f"what the {side} side holds (by the check)"}
     create = schemas.get("CreateRoomRequest", {}).get("properties", {})
     if "options" in create:  # the room's rule-set decides which applies (its options_type / setup_type)
         options = [{"$ref": f"{ref_prefix}{name}"} for parts in names.values() for name in parts["options"]]

@@ -674,6 +674,32 @@ class KeySet(_Body):
     keys: list[KeyEntry]
 
 
+class EnvelopeView(_Body, kw_only=True):
+    """A stored event as a divergence shows it (services/forensics/verify.envelope_view): the envelope's fields with
+    its event decoded (``event``), or, when it cannot be, the payload (base64) and why (``event_error``)."""
+
+    room: str
+    version: int
+    ruleset: str
+    type: str
+    command_id: str
+    player: str
+    server_time_ms: int
+    previous_hash: str
+    hash: str
+    event: Json | None = None  # the rule-set's event (api_docs types it)
+    payload: str | None = None
+    event_error: str | None = None
+
+
+# What a verification's divergence records on each side (services/forensics/verify.py), by its check: a hash, a
+# seed or nonce commitment, "accepted" or "not hex" (strings); a time (an integer); a rule error (a Failure);
+# the events of a command (an EnvelopeView, a list of them); or nothing (null).
+DIVERGENCE_SIDE = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"},
+                             {"$ref": "#/components/schemas/Failure"}, {"$ref": "#/components/schemas/EnvelopeView"},
+                             {"type": "array", "items": {"$ref": "#/components/schemas/EnvelopeView"}}]}
+
+
 class Verification(VerifyReport, kw_only=True):
     """The room verified (services/forensics/verify.py), with the checkpoint of its head when answered."""
 
@@ -855,8 +881,9 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/webhooks/dead"): (200, WebhookDeadLetters),
     ("get", "/webhooks/stats"): (200, WebhookStats),
 }
-# Types an answer names only through a hand-written schema reference (BisectAnswer.other): documented too.
-ALSO_DOCUMENTED = (EventRow, RefusedUnder)
+# Types an answer names only through a hand-written schema reference (BisectAnswer.other, DIVERGENCE_SIDE):
+# documented too.
+ALSO_DOCUMENTED = (EventRow, RefusedUnder, EnvelopeView, Failure)
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending
 PENDING_ROUTES = (("post", "/rooms"), ("post", "/rooms/{room}/join"), ("post", "/rooms/{room}/end"),

@@ -215,3 +215,57 @@ def test_an_auditor_diffs_two_rooms_over_http(api: TestClient, auditor: str) -> 
     assert answer.json()["differences"], answer.json()  # other players' cities
     missing = api.get(f"/rooms/{room}/diff", params={"other": "no-such-room"}, headers=auth(auditor))
     assert missing.status_code == 404, missing.text
+
+
+def _rewrite(redis_url: str, shard_count: int, room: str, change, rechain: bool) -> int:
+    """Rewrite the room's first ``realm.mined`` event in Redis with ``change`` (on its decoded event); with ``rechain``
+    every hash after it is re-chained (a careful forger). The version rewritten."""
+    from almanac.events import codec  # noqa: PLC0415
+    from almanac.events.hashing import envelope_hash  # noqa: PLC0415
+
+    client = redis.Redis.from_url(redis_url)
+    key = Keys(shard_count).events(room)
+    envelopes = [codec.decode_envelope(fields[b"e"], room, int(entry_id.split(b"-")[0]))
+                 for entry_id, fields in client.xrange(key)]
+    target = next(i for i, e in enumerate(envelopes) if e.type.endswith("mined"))
+    event = change(codec.to_builtins(codec.decode_event(envelopes[target])))
+    previous, forged = envelopes[target - 1].hash, []
+    for index, envelope in enumerate(envelopes):
+        if index == target or (rechain and index > target):
+            payload = msgspec.msgpack.encode(event) if index == target else envelope.payload
+            envelope = msgspec.structs.replace(envelope, payload=payload, previous_hash=previous if rechain else
+                                               envelope.previous_hash)
+            if rechain:
+                envelope = msgspec.structs.replace(envelope, hash=envelope_hash(envelope))
+            previous = envelope.hash
+        forged.append(envelope)
+    with client.pipeline(transaction=True) as pipe:
+        pipe.delete(key)
+        for envelope in forged:
+            pipe.xadd(key, {"e": codec.encode_envelope(envelope)}, id=f"{envelope.version}-0")
+        pipe.execute()
+    client.close()
+    return envelopes[target].version
+
+
+def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_them(api: TestClient, stack,
+                                                                                    auditor: str) -> None:
+    shards = api.app.state.gateway.settings.shard_count
+    # Given a realm room whose first mined event is altered in Redis without re-chaining (a clumsy forger)
+    clumsy, *_ = realm_room(api)
+    version = _rewrite(stack.redis_url, shards, clumsy, lambda event: {**event, "amount": event["amount"] + 1}, False)
+    # When an auditor verifies it, Then the chain check names the version with both hashes (strings), and the
+    # answer fits its declared schema (the contract hook on `api` checks every answer against the document)
+    chain = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{clumsy}/verification", headers=auth(auditor)))
+    assert chain["ok"] is False and chain["divergence"]["check"] == "chain"
+    assert chain["divergence"]["version"] == version
+    assert all(isinstance(chain["divergence"][side], str) for side in ("recorded", "recomputed"))
+    # Given another room altered the same way and re-chained (a careful forger)
+    careful, *_ = realm_room(api)
+    version = _rewrite(stack.redis_url, shards, careful, lambda event: {**event, "amount": event["amount"] + 1}, True)
+    # Then re-deciding its command finds it: both sides are the events as stored and as the rules decide them
+    redecided = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{careful}/verification",
+                                                                  headers=auth(auditor)))
+    divergence = redecided["divergence"]
+    assert redecided["ok"] is False and divergence["check"] == "redecide" and divergence["version"] == version
+    assert divergence["recorded"]["event"]["amount"] == divergence["recomputed"]["event"]["amount"] + 1

@@ -350,9 +350,9 @@ STILL_OPEN = {
     # rows a rule-set writes without a declared type (its resources, audit stories, read models): to type them,
     # each game's manifest must declare the types first
     "RoomResources.resources", "AuditStory.story.items", "AuditViewSubject.story.items", "ReadModelRows.rows.items",
-    # not typed yet (open work, issue 32 item 6): what a verification's divergence and a failed bundle step hold
-    # (whatever the check compares), a dead webhook's notice
-    "Divergence.recorded", "Divergence.recomputed", "BundleStep.recorded", "BundleStep.recomputed",
+    # a failed bundle step's two sides: often the posted bundle's own part (whatever a forger wrote there)
+    "BundleStep.recorded", "BundleStep.recomputed",
+    # not typed yet (open work, issue 32 item 6): a dead webhook's notice
     "DeadDelivery.payload",
 }
 
