@@ -803,13 +803,37 @@ class WebhookDeleted(_Body):
     deleted: str
 
 
+class NoticeDeadline(_Body):
+    """A deadline_soon notice's deadline: its key and due time only (never the command the clock will send)."""
+
+    key: str
+    due_ms: int
+
+
+class WebhookNotice(_Body, kw_only=True):
+    """A notice as delivered (services/notifier.py): the event as the subscription's viewer may see it (a room event
+    as GET /rooms/{room}/events sends it), or, for deadline_soon, the deadline."""
+
+    delivery_id: str
+    kind: str  # your_turn | trade_offered | room_ended | deadline_soon
+    room: str
+    ruleset: str | None
+    version: int | None  # None: a deadline_soon notice
+    player: str | None  # whom it concerns; None: everyone seated
+    subscription: str
+    scope: str
+    viewer: str | None  # whose view the event is shown as (a player subscription's player); None: nobody seated's
+    event: RoomEvent | None = None
+    deadline: NoticeDeadline | None = None
+
+
 class DeadDelivery(_Body, kw_only=True):
     """A delivery given up after its attempts (never its subscription's secret)."""
 
     id: str
     subscription: str
     url: str
-    payload: Json  # the notice as it would have been delivered (docs/webhooks)
+    payload: WebhookNotice  # the notice as it would have been delivered (docs/webhooks)
     attempts: int
     appended_ms: int
     enqueued_ms: int

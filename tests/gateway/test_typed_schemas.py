@@ -352,8 +352,6 @@ STILL_OPEN = {
     "RoomResources.resources", "AuditStory.story.items", "AuditViewSubject.story.items", "ReadModelRows.rows.items",
     # a failed bundle step's two sides: often the posted bundle's own part (whatever a forger wrote there)
     "BundleStep.recorded", "BundleStep.recomputed",
-    # not typed yet (open work, issue 32 item 6): a dead webhook's notice
-    "DeadDelivery.payload",
 }
 
 
