@@ -156,6 +156,11 @@ async def _run(url: str, rooms: int, wave: int, console: Console) -> None:
                       f"{after / max(1, archived):,.0f} B per archived room")
     console.print(table)
     final = await used() - baseline
+    # used_memory counts Redis' buffers too: a large one at the last measure (AOF under a busy disk, clients)
+    # shows here rather than as rooms' bytes
+    memory = await client.info("memory")
+    console.print("at the end: " + ", ".join(f"{name} {int(memory.get(name, 0)) / 1e6:.2f} MB" for name in (
+        "used_memory", "used_memory_dataset", "used_memory_overhead", "mem_aof_buffer", "mem_clients_normal")))
     families = Table(title="Where Redis memory is at the end (MEMORY USAGE by key family)")
     for column in ("key family", "keys", "bytes"):
         families.add_column(column, justify="right" if column != "key family" else "left")

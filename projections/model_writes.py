@@ -86,6 +86,8 @@ async def model_keys_of_shard(client: Any, keys: Keys, shard: int, models: Itera
     if "leaderboards" in models:
         rulesets = await client.smembers(keys.leaderboard_rulesets(shard))
         found += [keys.leaderboard(shard, text(r)) for r in rulesets] + [keys.leaderboard_rulesets(shard)]
+        # which archived entry is each player's best (storage.archive_index): rebuilt with the boards
+        found += [keys.leaderboard_best(shard, text(r)) for r in rulesets]
     for name, (_, model) in sorted(registry.read_models().items()):
         if name not in models:
             continue

@@ -8,6 +8,7 @@ from typing import Any
 
 from almanac.events import registry
 from almanac.projections.model_writes import decode_json, encode_json, text
+from almanac.storage.archive_index import listing_rows
 from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, shard_of
 
 _FIRST_POLL_S = 0.002
@@ -52,7 +53,8 @@ class ReadModels:
 
     async def rooms(self, ruleset: str | None = None) -> list[dict]:
         """Room listings (no scores or resources), oldest first; only ``ruleset``'s when given."""
-        rows = [decode_json(v) for shard in await self._each_shard("hvals", self.keys.listings) for v in shard]
+        # finished archived rooms' rows are in the archive index's blocks (storage.archive_index): both tiers here
+        rows = [decode_json(v) for v in await listing_rows(self.client, self.keys, self.shard_count)]
         if ruleset is not None:
             rows = [r for r in rows if r["ruleset"] == ruleset]
         return sorted(rows, key=lambda r: (r["created_at_ms"], r["room"]))
@@ -60,6 +62,9 @@ class ReadModels:
     async def projected_version(self, room: str) -> int:
         """The room version the read models have applied (0 when none)."""
         value = await self.client.hget(self.keys.versions(self._shard(room)), room)
+        if value is None and (pointer := getattr(self.store, "pointer", None)) is not None:
+            archived = await pointer(room)  # a finished archived room's leaves the hash (storage.archive_index)
+            return archived.version if archived is not None else 0
         return int(value) if value is not None else 0
 
     async def wait_for(self, room: str, version: int, timeout_s: float) -> bool:

@@ -17,6 +17,7 @@ from almanac.projections.model_writes import (
     text,
 )
 from almanac.projections.models import RoomUpdate, model_names, project_room
+from almanac.storage.archive_index import archived_versions
 from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
@@ -132,6 +133,9 @@ async def _rebuild_shard_partly(client: Any, script: Any, store: RedisEventStore
         seen = await client.get(checkpoint)
         expected = text(seen) if seen is not None else "0-0"
         versions = {text(r): int(v) for r, v in (await client.hgetall(keys.versions(shard))).items()}
+        # finished archived rooms' projected versions are their pointers' (storage.archive_index)
+        archived = await archived_versions(client, keys, shard)
+        versions = {**archived, **versions}
         updates = []
         for room in sorted(versions):
             update = await fold_room(store, room, versions[room])

@@ -31,6 +31,7 @@ from almanac.events import codec
 from almanac.events.step import decode_record
 from almanac.services import bootstrap
 from almanac.services.settings import Settings
+from almanac.storage import archive_index
 from almanac.storage.archive import ArchiveResult, ArchivingStore, archive_room
 from almanac.storage.keys import archiver_heartbeat_key, archiver_stats_key, archivers_key
 from almanac.storage.redis_store import _envelope_field
@@ -131,6 +132,13 @@ class Archiver:
                     return None
 
         results = [r for r in await asyncio.gather(*(one(room, reason) for room, reason in rooms)) if r is not None]
+        # what Redis still holds of the finished ones for listings and leaderboards, compacted (one script a shard;
+        # idle rooms keep theirs: archive_index takes finished ones only)
+        try:
+            await archive_index.compact(self.store, [r.room for r in results if r.status in ("archived", "already")])
+        except Exception:  # noqa: BLE001 - the moves stand; the rows stay in Redis (same answers), counted, logged
+            self.totals["errors"] += 1
+            log.warning("archiver.compact_failed", exc_info=True)
         archived = [r for r in results if r.status == "archived"]
         self.totals["rooms"] += len(archived)
         self.totals["bytes"] += sum(r.size for r in archived)
@@ -164,14 +172,8 @@ async def run(settings: Settings, redis_url: str, *, name: str = "archiver",
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
     archiver = Archiver(runtime.store, retain_s=settings.dedupe_retain_s, name=name,
                         idle_after_s=settings.archive_idle_after_s)
-    stop = asyncio.Event()
-    running = asyncio.create_task(archiver.run(stop, settings.archiver_interval_s), name="archiver")
     try:
-        if on_ready is not None:
-            on_ready()
-        await bootstrap.until_stopped(running)
+        await bootstrap.run_until_stopped(lambda stop: archiver.run(stop, settings.archiver_interval_s), "archiver",
+                                          on_ready)
     finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
         await runtime.aclose()

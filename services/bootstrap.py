@@ -317,3 +317,20 @@ async def until_stopped(work: asyncio.Task | None = None) -> None:
         waiting.cancel()
         for number in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(number)
+
+
+async def run_until_stopped(loop: Callable[[asyncio.Event], Awaitable[None]], name: str,
+                            on_ready: Callable[[], None] | None = None) -> None:
+    """Run a process's main ``loop(stop)`` as a task until SIGINT/SIGTERM or until it ends (``until_stopped``);
+    then set its stop event and wait for it to finish the work in hand. ``on_ready`` is called once the task is
+    created, before the wait (the CLI freezes the start-up heap)."""
+    stop = asyncio.Event()
+    running = asyncio.create_task(loop(stop), name=name)
+    try:
+        if on_ready is not None:
+            on_ready()
+        await until_stopped(running)
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

@@ -92,7 +92,7 @@ async def submit(client: aioredis.Redis, keys: Keys, record: CommandRecord, limi
     With a ``limit``, the command is counted and appended in one round trip, or counted and refused with
     ``RateLimited`` (nothing appended) when its window is used up. With a ``reply`` channel the outcome
     is published there instead of on the command id's own channel. ``call`` sends the command (default:
-    the client's ``execute_command``; the gateway's ``SubmitLine.call``).
+    the client's ``execute_command``; the gateway's ``PipelinedConnection.call``).
     """
     stream = keys.command_stream(keys.shard(record.room))
     call = call or client.execute_command

@@ -4,11 +4,9 @@ HMAC and two SHA-256 per new event plus one Ed25519 signature."""
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections import OrderedDict
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -17,6 +15,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from almanac.events import commitments as cm
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError, RuleError
+from almanac.services.data_secrets import file_secret
 
 SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data directory
 COMMIT_SECRET_FILE = "commit-secret"  # hex 32 bytes, mode 0600
@@ -26,34 +25,6 @@ MAX_ROOMS = 20_000  # rooms whose heads are kept (least recently used dropped; t
 # Signed checkpoints kept, by (room, version), least recently used dropped: every answer and feed message naming
 # a version signs it once (spectator feeds delayed alike, a live answer and the feeds behind it, all reuse it).
 SIGNED_KEPT = 8_192
-
-
-def _file_secret(data_dir: str, name: str) -> str:
-    """The hex secret kept in ``data_dir/name``, generated (32 random bytes) the first time; O_EXCL: two
-    processes racing both end with the winner's."""
-    path = Path(data_dir) / name
-    try:
-        existing = path.read_text().strip()
-        if existing:
-            return existing
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        for _ in range(50):
-            text = path.read_text().strip()
-            if text:
-                return text
-            import time  # noqa: PLC0415
-
-            time.sleep(0.01)
-        raise RuntimeError(f"{path} stays empty; delete it or set the setting") from None
-    fresh = secrets.token_hex(32)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(fresh + "\n")
-    return fresh
 
 
 def _hex32(text: str, what: str) -> bytes:
@@ -99,14 +70,14 @@ def key_ring(settings: Any) -> KeyRing:
     generated into the data directory."""
     configured = [part for part in settings.signing_keys.split(",") if part.strip()]
     seeds = [_hex32(part, "ALMANAC_SIGNING_KEYS entries") for part in configured] or \
-        [_hex32(_file_secret(settings.data_dir, SIGNING_KEY_FILE), SIGNING_KEY_FILE)]
+        [_hex32(file_secret(settings.data_dir, SIGNING_KEY_FILE, "ALMANAC_SIGNING_KEYS"), SIGNING_KEY_FILE)]
     retired = [_hex32(part, "ALMANAC_RETIRED_PUBLIC_KEYS entries")
                for part in settings.retired_public_keys.split(",") if part.strip()]
     return KeyRing(seeds, retired)
 
 
 def commit_secret(settings: Any) -> bytes:
-    return _hex32(settings.commit_secret or _file_secret(settings.data_dir, COMMIT_SECRET_FILE), "ALMANAC_COMMIT_SECRET")
+    return _hex32(settings.commit_secret or file_secret(settings.data_dir, COMMIT_SECRET_FILE, "ALMANAC_COMMIT_SECRET"), "ALMANAC_COMMIT_SECRET")
 
 
 class Checkpointer:

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 
 import msgspec
-import redis.asyncio as aioredis
 
 from almanac.events import codec, registry
 from almanac.events.room import RoomState
@@ -39,20 +38,44 @@ from almanac.storage.loader import RoomLoader
 
 _log = get_logger("almanac.clock")
 
-# KEYS: 1 the shard's deadlines (zset), 2 their commands (hash), 3 the shard's command stream.
-# ARGV: pairs (room, the command data read with it, the record to append). Only a deadline still the one
-# read is removed and sent: a clock that lost the race, or read before the tracker replaced it, sends nothing.
+# KEYS: 1 the shard's deadlines (zset), 2 their commands (hash), 3 the shard's command stream, 4 the deadlines
+# sent (hash). ARGV: quadruples (room, the command data read with it, the record to append, its command id). Only a
+# deadline still the one read is removed and sent: a clock that lost the race, or read before the tracker replaced
+# it, sends nothing. The id sent is kept (``Keys.deadlines_fired``) so that tracking does not put it back.
 FIRE_SCRIPT = """
 local sent = 0
-for i = 1, #ARGV, 3 do
+for i = 1, #ARGV, 4 do
   if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], ARGV[i])
     redis.call('HDEL', KEYS[2], ARGV[i])
     redis.call('XADD', KEYS[3], '*', '__data__', ARGV[i + 2])
+    redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 3])
     sent = sent + 1
   end
 end
 return sent
+"""
+
+# KEYS: 1 the shard's deadlines (zset), 2 their commands (hash), 3 the deadlines sent (hash), 4 the clock's cursor.
+# ARGV: 1 the cursor to set ('' none), then quadruples (room, due ms ('' no deadline), command data, command id).
+# A room's earliest deadline is kept unless it is the one already sent: its timeout is in the command stream, and
+# the room's state names it until the engine has decided it (a second clock's rescan, or a feed entry read
+# meanwhile, would otherwise send it again). One script, one slot (the shard's): atomic with FIRE_SCRIPT.
+TRACK_SCRIPT = """
+for i = 2, #ARGV, 4 do
+  local room = ARGV[i]
+  if ARGV[i + 1] == '' then
+    redis.call('ZREM', KEYS[1], room)
+    redis.call('HDEL', KEYS[2], room)
+    redis.call('HDEL', KEYS[3], room)
+  elseif redis.call('HGET', KEYS[3], room) ~= ARGV[i + 3] then
+    redis.call('HSET', KEYS[2], room, ARGV[i + 2])
+    redis.call('ZADD', KEYS[1], ARGV[i + 1], room)
+    redis.call('HDEL', KEYS[3], room)
+  end
+end
+if ARGV[1] ~= '' then redis.call('SET', KEYS[4], ARGV[1]) end
+return 1
 """
 
 
@@ -142,7 +165,7 @@ class Clock:
         self.batch = batch
         self.loader = RoomLoader(store, cache_size)
         self._fire = client.register_script(FIRE_SCRIPT)
-        self._single = isinstance(client, aioredis.Redis)
+        self._track = client.register_script(TRACK_SCRIPT)
         self.fired = 0
         self.tracked = 0
         self._untimed: set[str] = set()  # rooms whose rule-set names no deadlines
@@ -155,11 +178,9 @@ class Clock:
         return await state_at_least(self.loader, self.store, room, version)
 
     async def _set(self, shard: int, rooms: dict[str, int], cursor: str | None) -> None:
-        """Write the earliest deadline of each room (at least at its version) and the cursor, in one go."""
-        due_key, commands_key = self.keys.deadlines(shard), self.keys.deadline_commands(shard)
-        # One transaction on one Redis (the cursor moves with the deadlines); a Cluster pipeline sends them in
-        # order on the shard's node (all one slot). Either way a repeat is harmless: tracking is idempotent.
-        pipe = self.client.pipeline(transaction=self._single)
+        """Write the earliest deadline of each room (at least at its version) and the cursor, in one script (a
+        repeat is harmless: tracking is idempotent; a deadline already sent is not put back)."""
+        args: list = [cursor or ""]
         for room, version in rooms.items():
             if room in self._untimed:
                 continue  # its rules name no deadlines: nothing to fold (most rooms of most games)
@@ -171,15 +192,13 @@ class Clock:
                 self.loader.forget(room)
             deadline = earliest(state)
             if deadline is None:
-                pipe.zrem(due_key, room)
-                pipe.hdel(commands_key, room)
+                args += [room, "", "", ""]
             else:
-                data = pending_data(deadline)
-                pipe.hset(commands_key, room, data)
-                pipe.zadd(due_key, {room: deadline.due_ms})
-        if cursor is not None:
-            pipe.set(self.keys.clock_cursor(shard), cursor)
-        await pipe.execute()
+                args += [room, deadline.due_ms, pending_data(deadline),
+                         deadline_command_id(room, deadline.key, deadline.player)]
+        if len(args) > 1 or cursor is not None:
+            await self._track(keys=[self.keys.deadlines(shard), self.keys.deadline_commands(shard),
+                                    self.keys.deadlines_fired(shard), self.keys.clock_cursor(shard)], args=args)
         self.tracked += len(rooms)
 
     async def _cursor(self, shard: int) -> str | None:
@@ -261,10 +280,11 @@ class Clock:
                 record = CommandRecord(
                     command_id=deadline_command_id(room, pending.key, pending.player), room=room,
                     player=pending.player, server_time_ms=max(now, pending.due_ms), body=pending.command)
-                args += [room, data, codec.encode(record)]
+                args += [room, data, codec.encode(record), record.command_id]
             if not args:
                 return sent
-            count = int(await self._fire(keys=[due_key, commands_key, self.keys.command_stream(shard)], args=args))
+            count = int(await self._fire(keys=[due_key, commands_key, self.keys.command_stream(shard),
+                                               self.keys.deadlines_fired(shard)], args=args))
             sent += count
             self.fired += count
             if len(due) < self.batch:

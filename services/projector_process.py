@@ -7,8 +7,6 @@ stream subscriber cost several times the CPU per entry of the raw XREAD (docs/de
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 
 from almanac.projections.projector import Projector
@@ -25,14 +23,7 @@ async def run(settings: Settings, redis_url: str, shards: list[int] | None = Non
     projector = Projector(runtime.client, settings.shard_count, shards, batch_size=batch_size, name=name,
                           feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
                           store=runtime.store)
-    stop = asyncio.Event()
-    running = asyncio.create_task(projector.run(stop), name="projector")
     try:
-        if on_ready is not None:
-            on_ready()
-        await bootstrap.until_stopped(running)
+        await bootstrap.run_until_stopped(projector.run, "projector", on_ready)
     finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
         await runtime.aclose()

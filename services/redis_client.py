@@ -11,56 +11,19 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterable
-from typing import Any
 from urllib.parse import urlsplit
 
 import hiredis
 import redis.asyncio as aioredis
 from redis import exceptions
-from redis._parsers.base import BaseParser
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, RedisCluster
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
 
-# The errors of a Redis Cluster that is failing over or resharding (no quorum yet, a slot with no live
-# primary, a slot moving, redirections that did not settle): the store is briefly unavailable, the
-# command was not run (or is safe to resend by id). redis-py raises them after its own retries.
-CLUSTER_ERRORS: tuple[type[Exception], ...] = (
-    exceptions.ClusterError,  # ClusterDownError, MasterDownError
-    exceptions.RedisClusterException,  # SlotNotCoveredError, "no targets" while the slot map is empty
-    exceptions.TryAgainError,
-    exceptions.AskError,  # and MovedError: a redirection loop redis-py gave up on
-)
-
-# Redis refusing every write for a while, whatever the command: OOM (full at maxmemory), MISCONF (it cannot
-# persist: a full disk, a failing RDB save or AOF write) and BUSY (a script running past its time limit):
-# the store's failure, not the command's. redis-py raises OutOfMemoryError for the first and a plain
-# ResponseError for the others. (BUSYGROUP and BUSYKEY are other errors: the space after BUSY tells them apart.)
-# Likewise a replica (READONLY: a primary demoted under us, ReadOnlyError), a primary short of the replicas
-# min-replicas-to-write asks for (NOREPLICAS) and a replica cut off from its primary (MASTERDOWN).
-_REFUSING_WRITES = ("MISCONF ", "BUSY ", "NOREPLICAS ", "MASTERDOWN ")
-
-
-def refuses_writes(error: BaseException) -> bool:
-    """True for a Redis that refuses writes for now (OOM, MISCONF, BUSY, READONLY, NOREPLICAS, MASTERDOWN):
-    retry later, never blame the command.
-
-    redis-py's asyncio pipeline words an error "Command # 1 (...) of pipeline caused error: ('MISCONF ...',)"
-    (the error's args tuple): the reply is looked for after that prefix too."""
-    if isinstance(error, (exceptions.OutOfMemoryError, exceptions.ReadOnlyError)):
-        return True
-    if not isinstance(error, exceptions.ResponseError):
-        return False
-    message = str(error)
-    if message.startswith(_REFUSING_WRITES):
-        return True
-    # The last marker: the command's own arguments come before it and may contain anything.
-    _, annotated, reply = message.rpartition(" of pipeline caused error: ")
-    return bool(annotated) and reply.lstrip("(\"'").startswith(_REFUSING_WRITES)
-
+# Where they live now (storage/, beside the stores that classify and read with them); imported from here too.
+from almanac.storage.redis_errors import CLUSTER_ERRORS, refuses_writes  # noqa: F401
 
 # True while redis-py's cluster client handles an error of one command (see FailoverCluster.aclose).
 _HANDLING_ERROR: contextvars.ContextVar[bool] = contextvars.ContextVar("almanac_cluster_error", default=False)
@@ -283,50 +246,6 @@ class HiredisPackConnection(Connection):
         if args and isinstance(args[0], str) and " " in args[0]:
             args = (*args[0].split(), *args[1:])
         return [hiredis.pack_command(args)]
-
-
-RAW_READ_SIZE = 65_536
-_INCOMPLETE = object()
-
-
-class RawReplies:
-    """Replies read straight off one pooled connection's socket with hiredis, for a connection taken out of
-    its pool for good (the engine's batch connection, the gateway's submit line): redis-py never reads it again.
-
-    redis-py's own read (timeout context, parser layers, one coroutine per level) cost about as much as the
-    socket read itself at one command a batch. An error reply is returned, not raised: the exception
-    redis-py raises for it (``NoScriptError``, ``ReadOnlyError``, ...); a closed or failed socket raises
-    ``redis.exceptions.ConnectionError``. No timeout: the caller bounds its wait where it needs one.
-    """
-
-    def __init__(self, connection: Connection) -> None:
-        self._stream = connection._reader  # noqa: SLF001 - the connection's own stream, read by nobody else
-        # Its own "more data needed" marker (hiredis's default, False, is also a RESP3 reply); error replies,
-        # nested ones too, built as redis-py builds them.
-        self._parser = hiredis.Reader(notEnoughData=_INCOMPLETE, replyError=BaseParser.parse_error)
-
-    async def next(self) -> Any:
-        reply = self._parser.gets()
-        while reply is _INCOMPLETE:
-            try:
-                data = await self._stream.read(RAW_READ_SIZE)
-            except OSError as error:
-                raise exceptions.ConnectionError(f"the connection to Redis failed: {error}") from error
-            if not data:
-                raise exceptions.ConnectionError("Redis closed the connection")
-            self._parser.feed(data)
-            reply = self._parser.gets()
-        return reply
-
-
-def send_raw(connection: Connection, commands: Iterable[tuple]) -> None:
-    """Write ``commands`` on the connection's socket in one write. No drain: what a caller may have unanswered
-    is bounded elsewhere (the engine reads each batch's replies before its next send; the gateway's
-    submits by its in-flight limit and the line's timeout)."""
-    writer = connection._writer  # noqa: SLF001
-    if writer is None or writer.transport.is_closing():
-        raise exceptions.ConnectionError("the connection to Redis is closed")
-    writer.write(b"".join([hiredis.pack_command(command) for command in commands]))
 
 
 def reconnecting(retries: int = 4, base_s: float = 0.05, cap_s: float = 1.0) -> dict[str, object]:

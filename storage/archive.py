@@ -13,7 +13,7 @@ The move (``archive_room``) in the order that keeps the room readable from exact
    same bytes, so a second archiver or a rerun after a crash just reuses it);
 2. read the object back from the store and check it against Redis (count, every envelope's bytes and hash, the
    last hash, the records);
-3. record the pointer (``Keys.archived``) in one script that first checks the room did not move meanwhile (same
+3. record the pointer (a field of ``Keys.pointers``) in one script that first checks the room did not move meanwhile (same
    version, same number of refusals) and that no pointer exists: the commit point. Before it every reader reads
    Redis; from it on every reader reads the archive (the pointer names the object and its hash);
 4. delete the room's keys from Redis in one script that checks the pointer is still this one (refusals recorded
@@ -51,7 +51,7 @@ from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.step import decode_record
 from almanac.storage.base import StoredOutcome
-from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, _envelope_field, run_script
+from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, run_script
 
 FORMAT = 1
 ZSTD_LEVEL = 19  # written once, read many times: the smallest objects are worth the CPU of the one write
@@ -80,13 +80,13 @@ class RoomObject(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 
 
 class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
-    """What Redis keeps of an archived room (about 150 bytes): its object's digest (the object's name derives
-    from it and the room), its head and what it holds."""
+    """What Redis keeps of an archived room: its object's digest (the object's name derives from it and the
+    room), its version and what it holds. Stored as a field of the shard's pointer hash (``Keys.pointers``, the
+    room is the field): ``encode_pointer`` leaves the room out, about 47 bytes."""
 
     room: str
     digest: bytes  # SHA-256 of the object
     version: int
-    last_hash: bytes  # the head's hash (32 bytes)
     rejections: int
     size: int
     archived_at_ms: int
@@ -102,8 +102,21 @@ class Pointer(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
 
 
 _OBJECT_DECODER = msgspec.msgpack.Decoder(RoomObject)
-_POINTER_DECODER = msgspec.msgpack.Decoder(Pointer)
+_STORED_POINTER = msgspec.msgpack.Decoder(list[Any])
 _ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode_pointer(pointer: Pointer) -> bytes:
+    """The pointer's value in the shard's pointer hash: every field but the room (the hash's field), the time in
+    seconds and the reason only when not "finished": ~47 bytes, so each fits a small allocation."""
+    fields = [pointer.digest, pointer.version, pointer.rejections, pointer.size, pointer.archived_at_ms // 1000]
+    return _ENCODER.encode(fields if pointer.reason == "finished" else [*fields, pointer.reason])
+
+
+def decode_pointer(room: str, value: bytes) -> Pointer:
+    digest, version, rejections, size, archived_at_s, *reason = _STORED_POINTER.decode(value)
+    return Pointer(room=room, digest=digest, version=version, rejections=rejections, size=size,  # type: ignore[arg-type]
+                   archived_at_ms=archived_at_s * 1000, reason=reason[0] if reason else "finished")  # type: ignore[operator]
 
 
 def encode_object(room_object: RoomObject) -> bytes:
@@ -113,9 +126,9 @@ def encode_object(room_object: RoomObject) -> bytes:
     return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(ordered))
 
 
-def decode_object(data: bytes) -> RoomObject:
+def decode_object(data: bytes, decompressor: zstandard.ZstdDecompressor | None = None) -> RoomObject:
     try:
-        decoded = _OBJECT_DECODER.decode(zstandard.ZstdDecompressor().decompress(data))
+        decoded = _OBJECT_DECODER.decode((decompressor or zstandard.ZstdDecompressor()).decompress(data))
     except (zstandard.ZstdError, msgspec.DecodeError) as error:
         raise ArchiveError(f"not an archived room object: {error}") from None
     if decoded.format != FORMAT:
@@ -173,6 +186,13 @@ class ArchiveStore:
         return True
 
     async def get(self, path: str) -> bytes:
+        if self._local is not None:
+            # A directory: read the file here. obstore's read of a small object hops to its runtime's threads and
+            # back, which was most of an uncached archived read's time and all of its tail (bench lifecycle).
+            try:
+                return Path(self._local, path).read_bytes()
+            except FileNotFoundError:
+                raise ArchiveError(f"no archived object {path} in {self.url}") from None
         result = await obstore.get_async(self.store, path)
         return bytes(await result.bytes_async())
 
@@ -186,14 +206,13 @@ class ArchiveStore:
         return found
 
 
-# KEYS: 1 pointer, 2 room version, 3 room rejected stream, 4 shard archived set. ARGV: 1 pointer, 2 version,
+# KEYS: 1 the shard's pointer hash, 2 room version, 3 room rejected stream. ARGV: 1 pointer, 2 version,
 # 3 refusals archived, 4 room id. The commit point: only when no pointer exists and the room did not move.
 RECORD_POINTER_SCRIPT = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 1 then return 'exists' end
 if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[2]) then return 'moved' end
 if redis.call('XLEN', KEYS[3]) ~= tonumber(ARGV[3]) then return 'moved' end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SADD', KEYS[4], ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])
 return 'ok'
 """
 
@@ -202,21 +221,21 @@ return 'ok'
 # conflict (the append scripts compare the version) and loads the room again, which finds the pointer and brings
 # the room back first (storage.restore). Without it, an append between this step and the delete step would be
 # deleted with the room.
-RECORD_IDLE_POINTER_SCRIPT = RECORD_POINTER_SCRIPT.replace("redis.call('SET', KEYS[1], ARGV[1])",
-                                                           "redis.call('SET', KEYS[1], ARGV[1])\n"
+RECORD_IDLE_POINTER_SCRIPT = RECORD_POINTER_SCRIPT.replace("redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])",
+                                                           "redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])\n"
                                                            "redis.call('DEL', KEYS[2])")
 if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit line changed: say so, never drop it
     raise ImportError("RECORD_IDLE_POINTER_SCRIPT lost its version guard: rewrite it beside RECORD_POINTER_SCRIPT")
 
-# KEYS: 1 pointer, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed, 8 nonces,
-# 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
+# KEYS: 1 the shard's pointer hash, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed,
+# 8 nonces, 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
 # room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
 # an ended room never appends again), 13.. the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
 # keep counting it. ARGV 4: the move's reason; an idle room keeps its summary row (it comes back, and nothing
 # would write the row again before its next event: storage.restore).
 DELETE_SCRIPT = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], ARGV[3]) ~= ARGV[1] then return 0 end
 local archived = tonumber(ARGV[2])
 if redis.call('XLEN', KEYS[4]) <= archived then
   redis.call('DEL', KEYS[4])
@@ -232,34 +251,41 @@ return 1
 """
 
 
-# LOAD_SCRIPT (storage.redis_store) with the pointer first: KEYS 4 the room's pointer. {-1, pointer} for an
-# archived room, else LOAD_SCRIPT's answer: a live room still loads in one round trip.
+# LOAD_SCRIPT (storage.redis_store) with the pointer first: KEYS 4 the shard's pointer hash, ARGV 3 the room.
+# {-1, pointer} for an archived room, else LOAD_SCRIPT's answer: a live room still loads in one round trip.
 LOAD_OR_POINTER_SCRIPT = """
-local pointer = redis.call('GET', KEYS[4])
+local pointer = redis.call('HGET', KEYS[4], ARGV[3])
 if pointer then return {-1, pointer} end
 """ + LOAD_SCRIPT
 
 
 class ArchivedRooms:
-    """Decoded objects of archived rooms, newest used kept (``size`` of them), fetched once each."""
+    """Decoded objects of archived rooms, newest used kept, fetched and decompressed once each: at most ``size`` of
+    them and ``max_bytes`` of their stored envelopes and records (one huge room cannot hold a process' memory)."""
 
-    def __init__(self, archive: ArchiveStore, size: int = 256) -> None:
+    def __init__(self, archive: ArchiveStore, size: int = 256, max_bytes: int = 64 << 20) -> None:
         self.archive = archive
         self.size = size
-        self._cache: OrderedDict[str, RoomObject] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._cache: OrderedDict[str, tuple[RoomObject, int]] = OrderedDict()
+        self._decompressor = zstandard.ZstdDecompressor()  # one context, reused: building one per object cost
 
     async def get(self, pointer: Pointer) -> RoomObject:
         found = self._cache.get(pointer.sha256)
         if found is not None:
             self._cache.move_to_end(pointer.sha256)
-            return found
+            return found[0]
         data = await self.archive.get(pointer.path)
         if hashlib.sha256(data).hexdigest() != pointer.sha256:
             raise ArchiveError(f"the archived object {pointer.path} does not have the digest its pointer recorded")
-        decoded = decode_object(data)
-        self._cache[pointer.sha256] = decoded
-        while len(self._cache) > self.size:
-            self._cache.popitem(last=False)
+        decoded = decode_object(data, self._decompressor)
+        weight = sum(map(len, decoded.events)) + sum(len(record) for _, record in decoded.commands) + \
+            sum(map(len, decoded.rejections)) + sum(map(len, decoded.outcomes.values()))
+        self._cache[pointer.sha256] = (decoded, weight)
+        self.bytes += weight
+        while len(self._cache) > self.size or (self.bytes > self.max_bytes and len(self._cache) > 1):
+            self.bytes -= self._cache.popitem(last=False)[1][1]
         return decoded
 
 
@@ -284,10 +310,10 @@ class ArchivingStore(RedisEventStore):
         known = self._pointers.get(room)
         if known is not None:
             return known
-        value = await self.client.get(self.keys.archived(room))
+        value = await self.client.hget(self.keys.pointers(self.keys.shard(room)), room)
         if value is None:
             return None
-        return self._met(room, _POINTER_DECODER.decode(value))
+        return self._met(room, decode_pointer(room, value))
 
     def _met(self, room: str, pointer: Pointer) -> Pointer:
         """Cache a pointer met in Redis: a finished room's for ever; an idle room's only for ``restore_idle``."""
@@ -331,27 +357,12 @@ class ArchivingStore(RedisEventStore):
         if pointer is None:
             reply = await run_script(self._load_or_pointer,
                                      [self.keys.snapshot_index(room), self.keys.snapshot_data(room),
-                                      self.keys.events(room), self.keys.archived(room)],
-                                     ["+inf" if at_most is None else at_most, 1000])
+                                      self.keys.events(room), self.keys.pointers(self.keys.shard(room))],
+                                     ["+inf" if at_most is None else at_most, 1000, room])
             if int(reply[0]) >= 0:
                 return await self._parse_load(room, at_most, reply)
-            pointer = self._met(room, _POINTER_DECODER.decode(reply[1]))
+            pointer = self._met(room, decode_pointer(room, reply[1]))
         return None, _envelopes(await self.objects.get(pointer), 1, at_most)
-
-    async def _parse_load(self, room: str, at_most: int | None, reply: list
-                          ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
-        version, data, entries = int(reply[0]), reply[1], reply[2]
-        snapshot = (version, data) if data is not None else None
-        tail = []
-        for entry_id, fields in entries:
-            entry_version = int(entry_id.split(b"-", 1)[0])
-            value = _envelope_field(fields)
-            if value is None:
-                raise CorruptEventError(room, entry_version, "entry has no envelope field 'e'")
-            tail.append(codec.decode_envelope(value, room, entry_version))
-        if len(entries) == 1000:
-            tail += await self.read(room, tail[-1].version + 1, at_most)
-        return snapshot, tail
 
     # Each read asks Redis first (a live room costs no extra round trip) and the archive when the room is known
     # archived, or when Redis has nothing and the room's pointer exists. Between the pointer and the delete step
@@ -440,7 +451,7 @@ class ArchivingStore(RedisEventStore):
         # the command's record and the room's pointer in one round trip: the write path pays no extra one
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.get(self.keys.command_outcome(room, command_id))
-            pipe.get(self.keys.archived(room))
+            pipe.hget(self.keys.pointers(self.keys.shard(room)), room)
             value, pointer = await pipe.execute()
         if value is not None:
             if self.wait_replicas:  # as RedisEventStore.outcome: answered only once a replica has it
@@ -448,7 +459,7 @@ class ArchivingStore(RedisEventStore):
             return _OUTCOME_DECODER.decode(value)
         if pointer is None:
             return None
-        self._met(room, _POINTER_DECODER.decode(pointer))
+        self._met(room, decode_pointer(room, pointer))
         return await self._archived_outcome(room, command_id)
 
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
@@ -498,7 +509,7 @@ class ArchivingStore(RedisEventStore):
     async def archived_rooms(self) -> list[str]:
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in range(self.shard_count):
-                pipe.smembers(self.keys.archived_rooms(shard))
+                pipe.hkeys(self.keys.pointers(shard))
             results = await pipe.execute()
         return sorted(member.decode() for members in results for member in members)
 
@@ -592,12 +603,10 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         if crash_after == "checked":
             return ArchiveResult(room=room, status="crashed")
         pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
-                          last_hash=bytes.fromhex(room_object.last_hash), rejections=refusals, size=len(data),
-                          archived_at_ms=int(time.time() * 1000), reason=reason)
+                          rejections=refusals, size=len(data), archived_at_ms=int(time.time()) * 1000, reason=reason)
         recorded = await run_script(store._record_idle_pointer if reason == "idle" else store._record_pointer,
-                                    [keys.archived(room), keys.version(room), keys.rejected(room),
-                                     keys.archived_rooms(keys.shard(room))],
-                                    [_ENCODER.encode(pointer), room_object.version, refusals, room])
+                                    [keys.pointers(keys.shard(room)), keys.version(room), keys.rejected(room)],
+                                    [encode_pointer(pointer), room_object.version, refusals, room])
         recorded = recorded.decode() if isinstance(recorded, bytes) else recorded
         if recorded == "moved":
             return ArchiveResult(room=room, status="moved")
@@ -610,11 +619,11 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         size, commands = len(data), len(room_object.commands) + refusals
     else:
         status, size, commands = "already", existing.size, 0
-    pointer_value = _ENCODER.encode(existing)
+    pointer_value = encode_pointer(existing)
     archived = await store.objects.get(existing)
     dedupe = [keys.command_outcome(room, command_id) for command_id in archived.outcomes]
     await run_script(store._delete_room,
-                     [keys.archived(room), keys.events(room), keys.commands(room), keys.rejected(room),
+                     [keys.pointers(keys.shard(room)), keys.events(room), keys.commands(room), keys.rejected(room),
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
                       keys.origin(room), keys.ended_rooms(keys.shard(room)),
                       keys.summaries(keys.shard(room)), keys.version(room), keys.commit_scheme(room),

@@ -151,11 +151,6 @@ class Keys:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
         return self._room(room, "nonces")
 
-    def archived(self, room: str) -> str:
-        """The room's archive pointer (storage.archive): set once its object is written and checked, before its
-        keys leave Redis; while it exists every reader reads the room from the archive."""
-        return self._room(room, "archived")
-
     def seat_rate(self, room: str, digest: str) -> str:
         """A seat's command counter (fixed window; ``digest`` names the seat): in the room's shard, so that the
         bus's submit script counts it and appends the command in one slot (``services/bus.py``)."""
@@ -179,9 +174,15 @@ class Keys:
     def rooms(self, shard: int) -> str:
         return self._shard(shard, "rooms")
 
-    def archived_rooms(self, shard: int) -> str:
-        """The set of the shard's archived rooms (they stay in ``rooms``: registries keep counting them)."""
-        return self._shard(shard, "archived")
+    def pointers(self, shard: int) -> str:
+        """Hash: archived room -> its archive pointer (storage.archive; ~60 bytes, the room is the field): one hash
+        per shard instead of a key per room, and its fields are the shard's archived rooms."""
+        return self._shard(shard, "archive:pointers")
+
+    def archived_listings(self, shard: int) -> str:
+        """Hash: block id -> zstd msgpack {room: listing row} of finished archived rooms (storage.archive_index):
+        their listing rows leave ``listings`` in blocks of a pass's rooms, a few dozen bytes per room."""
+        return self._shard(shard, "archive:listings")
 
     def feed_hold(self, shard: int) -> str:
         """While it exists, the shard's feed is not trimmed past its value (a full rebuild in progress)."""
@@ -248,6 +249,11 @@ class Keys:
         """Hash: room -> msgpack (key, player, command) of the deadline ``deadlines`` holds for it."""
         return self._shard(shard, "clock:commands")
 
+    def deadlines_fired(self, shard: int) -> str:
+        """Hash: room -> the command id of the deadline last sent for it, until the room names another: a clock
+        tracking a room whose timeout is sent but not yet decided must not put the same deadline back."""
+        return self._shard(shard, "clock:fired")
+
     def clock_cursor(self, shard: int) -> str:
         """The shard feed entry id up to which the clock has read the rooms' deadlines."""
         return self._shard(shard, "clock:cursor")
@@ -278,6 +284,11 @@ class Keys:
 
     def leaderboard(self, shard: int, ruleset: str) -> str:
         return self._model(shard, f"leaderboard:{ruleset}")
+
+    def leaderboard_best(self, shard: int, ruleset: str) -> str:
+        """Hash: player -> their best archived entry in ``leaderboard`` (storage.archive_index): of a player's
+        finished archived rooms only that entry stays (final scores never change: the others never show)."""
+        return self._model(shard, f"leaderboard-best:{ruleset}")
 
     # A rule-set's read models (their names come from the manifests): a per-room model is one hash
     # room -> row; a ledger is a zset per room (row -> version) with a set of the rooms that have one.

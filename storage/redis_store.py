@@ -705,7 +705,7 @@ class RedisEventStore:
     async def outcome(self, room: str, command_id: str, call: Callable[..., Awaitable[Any]] | None = None
                       ) -> StoredOutcome | None:
         """The command's stored outcome (None: undecided); ``call`` sends the GET instead of the client (the
-        gateway's pipelined line, ``SubmitLine.call``: a fraction of redis-py's CPU per command)."""
+        gateway's pipelined line, ``PipelinedConnection.call``: a fraction of redis-py's CPU per command)."""
         key = self.keys.command_outcome(room, command_id)
         value = await (self.client.get(key) if call is None else call("GET", key))
         if value is None:
@@ -721,7 +721,7 @@ class RedisEventStore:
         """Return once ``wait_replicas`` replicas have everything the room's node took so far (ReplicaWaitError
         otherwise): one small write to the room's shard, then WAIT, on one connection of the client's pool
         (replication is in order, so the WAIT covers every earlier write to that node, on any connection). Not
-        on the gateway's submit line: WAIT blocks its connection, and every submit pipelined behind it."""
+        on the gateway's pipelined connection: WAIT blocks its connection, and every submit pipelined behind it."""
         key = replicated_key(shard_tag(self.keys.shard(room)), self.keys.prefix)
         if isinstance(self.client, aioredis.Redis):
             async with self.client.pipeline(transaction=False) as pipe:
@@ -849,6 +849,12 @@ class RedisEventStore:
         reply = await self._load(keys=[self.keys.snapshot_index(room), self.keys.snapshot_data(room),
                                        self.keys.events(room)],
                                  args=["+inf" if at_most is None else at_most, _PAGE])
+        return await self._parse_load(room, at_most, reply)
+
+    async def _parse_load(self, room: str, at_most: int | None, reply: list
+                          ) -> tuple[tuple[int, bytes] | None, list[Envelope]]:
+        """LOAD_SCRIPT's reply (version, snapshot data, the first page of the tail) as the snapshot and the whole
+        tail; a full page means more may follow, read page by page."""
         version, data, entries = int(reply[0]), reply[1], reply[2]
         snapshot = (version, data) if data is not None else None
         tail = []

@@ -9,7 +9,7 @@ script on the room's slot that, only while the pointer is still the one read,
 - writes back what the delete step removed (when it ran): the envelopes byte for byte at their versions, the
   command records, the refusal records (the archived ones first, then those recorded in Redis after the pointer),
   the dedupe records of the archived commands, the seed, the nonces, a copy's origin;
-- sets the room's version, and removes the pointer and the room's place in the shard's archived set.
+- sets the room's version, and removes the room's pointer (its field of the shard's pointer hash).
 
 When the delete step has not run yet, Redis still holds the room as checked against the object: the script only
 restores the version key and removes the pointer. Two engines (or an engine and a stale one) racing: one script
@@ -28,14 +28,14 @@ from almanac.storage.redis_store import run_script
 if TYPE_CHECKING:
     from almanac.storage.archive import ArchivingStore, Pointer
 
-# KEYS: 1 pointer, 2 events, 3 version, 4 commands, 5 rejected, 6 seed, 7 nonces, 8 origin, 9 the shard's archived
-# set, 10 the commitment scheme, 11.. the dedupe records of the archived commands. ARGV: 1 the pointer (must still
-# be it), 2 version, 3 room, 4 envelope count, 5 command record count, 6 refusal count, 7 nonce count, 8 seed ('-'
-# none, else '+' and the bytes), 9 origin (the same), 10 the commitment scheme (the same: a v2 room must come back
+# KEYS: 1 the shard's pointer hash, 2 events, 3 version, 4 commands, 5 rejected, 6 seed, 7 nonces, 8 origin, 9 the
+# commitment scheme, 10.. the dedupe records of the archived commands. ARGV: 1 the pointer (must still be it),
+# 2 version, 3 room, 4 envelope count, 5 command record count, 6 refusal count, 7 nonce count, 8 seed ('-' none,
+# else '+' and the bytes), 9 origin (the same), 10 the commitment scheme (the same: a v2 room must come back
 # v2, or its heads, and every checkpoint its players hold, would change), then the envelopes, (first version,
-# record) per command, the refusal records, (commitment, nonce) per nonce, one dedupe record per KEYS[11..].
+# record) per command, the refusal records, (commitment, nonce) per nonce, one dedupe record per KEYS[10..].
 RESTORE_SCRIPT = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'gone' end
+if redis.call('HGET', KEYS[1], ARGV[3]) ~= ARGV[1] then return 'gone' end
 local version = tonumber(ARGV[2])
 local events, commands, refusals, nonces = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 if redis.call('EXISTS', KEYS[2]) == 0 then
@@ -50,12 +50,11 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   for i = 1, nonces do redis.call('HSETNX', KEYS[7], ARGV[a], ARGV[a + 1]); a = a + 2 end
   if string.sub(ARGV[8], 1, 1) == '+' then redis.call('SET', KEYS[6], string.sub(ARGV[8], 2), 'NX') end
   if string.sub(ARGV[9], 1, 1) == '+' then redis.call('SET', KEYS[8], string.sub(ARGV[9], 2), 'NX') end
-  if string.sub(ARGV[10], 1, 1) == '+' then redis.call('SET', KEYS[10], string.sub(ARGV[10], 2), 'NX') end
-  for i = 11, #KEYS do redis.call('SET', KEYS[i], ARGV[a], 'NX'); a = a + 1 end
+  if string.sub(ARGV[10], 1, 1) == '+' then redis.call('SET', KEYS[9], string.sub(ARGV[10], 2), 'NX') end
+  for i = 10, #KEYS do redis.call('SET', KEYS[i], ARGV[a], 'NX'); a = a + 1 end
 end
 redis.call('SET', KEYS[3], version)
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[9], ARGV[3])
+redis.call('HDEL', KEYS[1], ARGV[3])
 return 'ok'
 """
 
@@ -67,12 +66,12 @@ def _optional(value: bytes | None) -> bytes:
 async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
     """Bring ``pointer``'s room back into Redis: "ok" (this call did), or "gone" (someone already had: the
     pointer is no longer this one). Either way Redis holds the room afterwards and no pointer names it."""
-    from almanac.storage.archive import _ENCODER  # the pointer's bytes as Redis holds them
+    from almanac.storage.archive import encode_pointer  # the pointer's bytes as Redis holds them
 
     room, keys = pointer.room, store.keys
     archived = await store.objects.get(pointer)
     outcome_ids = sorted(archived.outcomes)
-    args: list = [_ENCODER.encode(pointer), archived.version, room, len(archived.events), len(archived.commands),
+    args: list = [encode_pointer(pointer), archived.version, room, len(archived.events), len(archived.commands),
                   len(archived.rejections), len(archived.nonces), _optional(archived.seed),
                   _optional(archived.origin),
                   _optional(None if archived.commit_scheme is None else archived.commit_scheme.encode()),
@@ -87,9 +86,9 @@ async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
     if script is None:
         script = store._restore_script = store.client.register_script(RESTORE_SCRIPT)
     status = await run_script(script,
-                              [keys.archived(room), keys.events(room), keys.version(room), keys.commands(room),
+                              [keys.pointers(keys.shard(room)), keys.events(room), keys.version(room), keys.commands(room),
                                keys.rejected(room), keys.seed(room), keys.nonces(room), keys.origin(room),
-                               keys.archived_rooms(keys.shard(room)), keys.commit_scheme(room),
+                               keys.commit_scheme(room),
                                *[keys.command_outcome(room, command_id) for command_id in outcome_ids]],
                               args)
     status = status.decode() if isinstance(status, bytes) else status

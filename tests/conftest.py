@@ -28,6 +28,62 @@ from almanac.services.embedded_redis import EmbeddedRedis  # noqa: E402
 registry.register(COUNTER)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # With xdist workers (-n), each starts a Redis of its own. One REDIS_URL would be shared by them all: each
+    # test flushes it, and some count the server's clients or watch its commands.
+    workers = getattr(config.option, "numprocesses", None) or 0
+    if os.environ.get("REDIS_URL") and workers > 1 and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(f"REDIS_URL names one Redis, which the {workers} test workers would share (each "
+                                "test flushes it); run with -n 0, or unset REDIS_URL (each worker then starts its own)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # On xdist's workers, the files marked xdist_group (the longest) first, each file's tests still together and
+    # in order: they then start at once instead of being the run's last minutes. In one process: as collected.
+    if not getattr(config.option, "numprocesses", None):
+        return
+    grouped = {item.path for item in items if item.get_closest_marker("xdist_group")}
+    items.sort(key=lambda item: item.path not in grouped)
+
+
+# Test workers of a run over several files with `-n auto` (this hook picks the number). Most tests wait on Redis
+# and child processes rather than compute, hence more workers than two cores; not yet shown to pass on a loaded
+# 2-core host, so not the default (pyproject's addopts).
+WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """WORKERS for a run over folders or several files; 0 (in process, as without xdist) for one file or tests
+    of one file: no workers to start for it, and print() and --pdb work as usual."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    named = {arg.split("::", 1)[0] for arg in config.args}
+    if all(Path(name).is_file() for name in named):
+        return 0 if len(named) <= 1 else min(WORKERS, len(named))
+    return WORKERS
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadgroup`` with whole files as the unit: a test file runs on one worker, so
+    its module fixtures (a gateway stack, a moto server, a browser) start once, as in a serial run; the files
+    marked ``xdist_group(name)`` run one after the other on one worker (the Redis Clusters whose failover
+    timing a second Cluster starting beside them would disturb). Scopes are sent in collection order (no
+    reordering by size): the slow files of tests/cluster come first, not last."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # noqa: PLC0415 - xdist is there when this hook is called
+
+    class FileGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            grouped = super()._split_scope(nodeid)
+            return grouped if grouped != nodeid else nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False
+    return FileGroupScheduling(config, log)
+
+
 def _docker_answers() -> bool:
     try:
         import docker  # noqa: PLC0415 - testcontainers' own dependency

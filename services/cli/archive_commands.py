@@ -22,6 +22,7 @@ from almanac.services.cli.common import (
 )
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.logging import configure_logging
+from almanac.storage import archive_index
 from almanac.storage.archive import ArchiveError, ArchivingStore, archive_room
 
 
@@ -51,7 +52,9 @@ def archive_command(
         if last.type != "room.ended" and await store.pointer(room) is None:
             raise OperatorError(f"room {room!r} has not ended; only ended rooms are archived")
         try:
-            return [await archive_room(store, room)]
+            result = await archive_room(store, room)
+            await archive_index.compact(store, [room])  # its listing row and leaderboard entries, as a pass does
+            return [result]
         except (ArchiveError, CorruptEventError) as error:
             raise OperatorError(str(error)) from None
 

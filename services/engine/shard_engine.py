@@ -9,18 +9,13 @@ import logging
 import os
 import socket
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import (
-    ConnectionError as RedisConnectionError,
-    ResponseError,
-    TimeoutError as RedisTimeoutError,
-)
+from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError
 
 from almanac.events.step import CommandRecord, decode_record
 from almanac.services.bus import (
@@ -29,36 +24,25 @@ from almanac.services.bus import (
     encode_outcome,
     outcome_channel_of,
 )
-from almanac.services.clock import Clock
-from almanac.services.engine.batch_connection import BatchConnection, stream_reply as _stream_reply
-from almanac.services.engine.cluster_reads import StandingReads
+from almanac.services.engine.dead_letters import DeadLetters
+from almanac.services.engine.housekeeping import Housekeeping
 from almanac.services.engine.inbox import Inbox, NotDecidedHere
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import CLUSTER_ERRORS, refuses_writes
 from almanac.services.room_service import BatchPlan, Outcome, RoomService
 from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
-from almanac.storage.keys import attempts_key, engine_heartbeat_key, engine_metrics_key, engines_key
+from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
+from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
+from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
 from almanac.storage.redis_store import RedisEventStore
-from almanac.storage.retention import StreamTrimmer
 
-GROUP = "engine"
 # Counters go to Redis at most this often from the batch path (and from the lease loop every lease_ms/3):
 # a dozen HINCRBYs after every small batch cost Redis and the engine more than the batch's own writes.
 METRICS_FLUSH_S = 0.5
 # The lease loop's next tick after a lease was lost or its node did not answer (instead of lease_ms/3).
 LEASE_RETRY_S = 0.2
-# Errors of the connection (or of a Cluster failing over), not of the command: never counted as a command's
-# attempt, so no command is dead-lettered because a node died under it.
-INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, *CLUSTER_ERRORS)
-# How often the held shards' command streams are trimmed (storage.retention: one script per shard, all at
-# once), and how long one round may take.
-TRIM_EVERY_S = 5.0
-TRIM_BUDGET_S = 2.0
-# A command stream still this long after its trim, held back by a consumer group, is logged (trim.held_back).
-BACKLOG_WARNING = 50_000
 # A batch at least this long means the streams are busy: the next read (without BLOCK) leaves in front of
 # its writes, and the next batch is decided while Redis applies this one (Engine._write_and_read).
 # Below it the next read waits behind the writes with BLOCK, one read per batch, as at a low rate.
@@ -75,41 +59,11 @@ class _Batch(msgspec.Struct):
     """Read entries and what was decided for them: (shard, entry id, fields), each entry's record (or why it
     could not be decoded), the outcomes the scripts will publish by batch position, and the decisions."""
 
-    entries: list[tuple[int, bytes, dict]]
+    entries: list[Entry]
     records: list
     announced: dict[int, Outcome]
     plan: BatchPlan
 
-
-
-def redis_failure(error: BaseException) -> bool:
-    """Redis' failure, not the command's: unreachable (INFRASTRUCTURE_ERRORS), or refusing writes for now
-    (``refuses_writes``: OOM, MISCONF, BUSY, READONLY...). Never counted as an attempt: the command stays
-    pending."""
-    return isinstance(error, INFRASTRUCTURE_ERRORS) or refuses_writes(error)
-
-
-# Count one failed attempt of a stream entry; a different failure reason starts the count again.
-# KEYS: 1 attempts hash; ARGV: 1 entry id, 2 reason
-ATTEMPT_SCRIPT = """
-local previous = redis.call('HGET', KEYS[1], ARGV[1])
-local count = 1
-if previous then
-  local sep = string.find(previous, '|', 1, true)
-  if string.sub(previous, sep + 1) == ARGV[2] then count = tonumber(string.sub(previous, 1, sep - 1)) + 1 end
-end
-redis.call('HSET', KEYS[1], ARGV[1], count .. '|' .. ARGV[2])
-return count
-"""
-
-
-# KEYS: 1 dead-letter stream, 2 command stream, 3 attempts hash; ARGV: 1 group, 2 entry id, 3.. letter fields
-DEAD_LETTER_SCRIPT = """
-redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
-redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HDEL', KEYS[3], ARGV[2])
-return 1
-"""
 
 
 def default_engine_name(selection: str) -> str:
@@ -172,10 +126,12 @@ class Engine:
     """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
 
     def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None,
-                 write_call: Callable[..., Awaitable[Any]] | None = None) -> None:
+                 write_call: Callable[..., Awaitable[Any]] | None = None, streams: CommandStreams | None = None) -> None:
         """``write_call``: how the writes of commands handed in (``decide_here``) are sent, one script call each
-        (the gateway's pipelined submit connection, ``SubmitLine.call``): one Redis only and unless every append
-        waits for a replica; otherwise (and without it) the store's own write, which ends with WAIT."""
+        (the gateway's pipelined submit connection, ``PipelinedConnection.call``): one Redis only and unless every append
+        waits for a replica; otherwise (and without it) the store's own write, which ends with WAIT.
+        ``streams``: how the shards' command streams are read and answered on ``client`` (one Redis or a
+        Cluster: storage.command_streams, chosen by the client's class when not given)."""
         self.client = client
         self.config = config
         # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
@@ -186,23 +142,20 @@ class Engine:
         self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
         self.metrics = EngineMetrics()
         self.log = get_logger("almanac.engine", engine=config.name)
-        self._attempt = client.register_script(ATTEMPT_SCRIPT)
-        self._dead_letter_script = client.register_script(DEAD_LETTER_SCRIPT)
+        self.dead_letters = DeadLetters(client, self.keys, config.prefix, config.name, self.log)
         self._stopping = asyncio.Event()
         self._needs_takeover: set[int] = set()
         self._conflicts_seen = 0
         self._redecided_seen = 0
         self._unsaved_seen = 0
         self._tasks: list[asyncio.Task] = []
-        self._clock_task: asyncio.Task | None = None
         self._started_ms = int(time.time() * 1000)
-        self._cluster = not isinstance(client, aioredis.Redis)
         # On one Redis the append scripts acknowledge and publish (storage.base.Receipt); the store says when
         # (not with ALMANAC_DURABILITY=replica, nor on a Cluster: RedisEventStore.answers_in_its_write).
         self._receipts = self.store.answers_in_its_write
-        # Outcomes to publish and entries to acknowledge, sent with the next read (see _read_new).
-        self._unsent_outcomes: list[tuple[str, Outcome]] = []  # (the channel it goes to, the outcome)
-        self._unsent_acks: dict[int, list[bytes]] = defaultdict(list)
+        self.streams = streams or command_streams(client, self.keys, config.name, config.batch_size, config.block_ms)
+        # The counters ride along with the outcomes and acknowledgements when due.
+        self.streams.send_also(self._metrics_due, self._queue_metrics_now)
         self._metrics_flushed_at = 0.0
         # Readiness, published in the heartbeat (epoch ms; 0 = not yet): the last Redis failure either loop
         # saw, and the last consume round completed with every held shard taken over (group created,
@@ -213,20 +166,11 @@ class Engine:
         self._consumed_ms = 0
         # structlog's filtering logger: skip building command.done lines that would be dropped.
         self._log_done = not hasattr(self.log, "is_enabled_for") or self.log.is_enabled_for(logging.DEBUG)
-        self._connection = BatchConnection(client)
         # A batch read in front of the last one's writes and decided while Redis applied them; next to go.
         self._ahead: _Batch | None = None
-        self._trimmer = StreamTrimmer(client, config.stream_retain_ms)
-        self._standing_reads = StandingReads(client, GROUP, config.name, self.keys.command_stream,
-                                             config.batch_size, config.block_ms)
-        # Every shard's command stream named once, both ways: a batch of one command at a low rate used to
-        # name and parse them all again (a third of the engine's Python calls per command at 500/s).
-        self._streams = [self.keys.command_stream(shard) for shard in range(config.shard_count)]
-        self._shard_of_name: dict[str | bytes, int] = {}
-        for shard, name in enumerate(self._streams):
-            self._shard_of_name[name] = self._shard_of_name[name.encode()] = shard
-        # The read's stream arguments for the last set of shards read (it changes with the leases only).
-        self._read_for: tuple[list[int], dict[str, str], tuple] = ([], {}, ())
+        self.housekeeping = Housekeeping(client, self.keys, self.store, lambda: self.leases.held,
+                                         self.leases.safely_held, self._stopping, self.metrics, self.log,
+                                         config.stream_retain_ms, config.clock)
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()
@@ -243,27 +187,22 @@ class Engine:
         self._tasks = [
             asyncio.create_task(self._lease_loop(), name="engine-leases"),
             asyncio.create_task(self._consume_loop(), name="engine-consume"),
-            asyncio.create_task(self._trim_loop(), name="engine-trim"),
         ]
-        if self.config.clock:  # the deadlines of the shards this engine holds (services/clock.py)
-            self._clock_task = asyncio.create_task(
-                Clock(self.client, self.keys, self.store).run(self.leases.safely_held, self._stopping),
-                name="engine-clock")
+        self.housekeeping.start()
 
     async def stop(self) -> None:
         """Finish the command in hand, acknowledge what is done, give the leases back."""
         self._stopping.set()
-        leases, consume, trimming = self._tasks or (None, None, None)
+        leases, consume = self._tasks or (None, None)
         if consume is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consume
-        for housekeeping in (leases, trimming, self._clock_task):
-            if housekeeping is not None:
-                housekeeping.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await housekeeping
-        await self._standing_reads.close()
-        await self._connection.reset()
+        if leases is not None:
+            leases.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await leases
+        await self.housekeeping.stop()
+        await self.streams.close()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
             await self._flush_metrics_and_heartbeat(alive=False)
             await self.leases.release_all()
@@ -277,14 +216,15 @@ class Engine:
     def decides_here(self, room: str) -> bool:
         """Whether ``decide_here`` takes the room's commands now: its shard safely held and taken over."""
         shard = self.keys.shard(room)
-        return (not self._cluster and not self._stopping.is_set() and not self._taking_over
+        return (self.streams.decides_in_process and not self._stopping.is_set() and not self._taking_over
                 and shard not in self._needs_takeover and shard in self.leases.safely_held())
 
     async def decide_here(self, record: CommandRecord, limit: Counted | None = None,
                           timeout_s: float = 5.0) -> Outcome | None:
         """Decide a command of this process's gateway without the command stream, if its room's shard is
         safely held here: its Outcome once written. None when it is not (another process holds the shard,
-        a takeover is due, this engine is stopping, or a Cluster): submit it to the stream instead.
+        a takeover is due, this engine is stopping, or the streams take no command in process: a Cluster):
+        submit it to the stream instead.
 
         The gateway's submit, the engine's read of it and the published answer cost more CPU than deciding
         (each a message between processes). The command is decided by the consume loop between its
@@ -398,7 +338,7 @@ class Engine:
         """Count a command handed in that no write counted; ``RateLimited`` past its limit."""
         await count_request(self.client, self.keys, record.room, limit, call=self._write_call)
 
-    def _still_held(self, batch: list[tuple[int, bytes, dict]]) -> list[tuple[int, bytes, dict]]:
+    def _still_held(self, batch: list[Entry]) -> list[Entry]:
         """A read's entries whose shard is still safely held: commands decided here while it waited took time
         from the lease's margin. The others stay pending, for a takeover (``>`` never delivers them again)."""
         if not batch:
@@ -417,7 +357,7 @@ class Engine:
             self._needs_takeover.update(shards)
             self.log.info("shard.read_orphaned", shards=sorted(shards))
 
-    async def _next_batch(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
+    async def _next_batch(self, held: list[int]) -> list[Entry]:
         """The next read of the held shards' command streams (``_read_new``), deciding the commands handed in
         (``decide_here``) while it waits: the one way commands come to this engine's consume loop."""
         inbox = self.inbox
@@ -467,37 +407,6 @@ class Engine:
                 pause = min(interval, LEASE_RETRY_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), pause)
-
-    async def _trim_loop(self) -> None:
-        """Trim the held shards' command streams every TRIM_EVERY_S, on its own task and within a budget:
-        never in the way of the leases (a node failing over answers nothing for seconds)."""
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._trim_command_streams(), TRIM_BUDGET_S)
-            except Exception as error:  # noqa: BLE001 - trimming is housekeeping: the next round tries again
-                self.log.warning("trim.skipped", error=f"{type(error).__name__}: {error}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), TRIM_EVERY_S)
-
-    async def _trim_command_streams(self) -> None:
-        """Drop the acknowledged, retained-long-enough entries of the held shards' command streams."""
-        streams = [self.keys.command_stream(shard) for shard in self.leases.held]
-        results = await asyncio.gather(*(self._trimmer.trim_commands(stream) for stream in streams),
-                                       return_exceptions=True)
-        failed = [stream for stream, result in zip(streams, results, strict=True) if isinstance(result, Exception)]
-        if failed:
-            self.log.warning("trim.skipped", streams=failed, error=next(
-                f"{type(r).__name__}: {r}" for r in results if isinstance(r, Exception)))
-        done = [(stream, result) for stream, result in zip(streams, results, strict=True)
-                if not isinstance(result, Exception)]
-        removed = sum(result.removed for _, result in done)
-        if removed:
-            self.metrics.count("commands_trimmed", removed)
-        for stream, result in done:
-            if result.held_by and result.length > BACKLOG_WARNING:
-                # A consumer group that stopped reading (another reader attached to the stream and abandoned,
-                # or this engine's group far behind) keeps every entry after its position: memory grows.
-                self.log.warning("trim.held_back", stream=stream, group=result.held_by, entries=result.length)
 
     async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
         name = self.config.name
@@ -562,30 +471,13 @@ class Engine:
                 await self._pause(self.config.block_ms / 1000)
                 continue
             try:
-                if self._cluster:
-                    # One node's failure fails its shards only: the others keep being read (see below).
-                    held = await self._take_over_cluster_shards(held)
-                    if self._stopping.is_set():
-                        return
-                    if not held:
-                        await self._pause(0.05)
-                        continue
-                if (self._connection.reading is not None or self._ahead is not None) and self._needs_takeover.intersection(held):
-                    # A takeover replays every pending entry, those of the read in flight or decided ahead
-                    # too: drop them before it, or they would be decided twice.
-                    await self._drop_in_flight()
-                if self._needs_takeover and not self._needs_takeover.isdisjoint(held):
-                    self._taking_over = True
-                    self.inbox.release()  # a takeover may replay a long backlog: these go through the stream
-                    try:
-                        for shard in held:
-                            if shard in self._needs_takeover:
-                                await self._take_over(shard)
-                                self._needs_takeover.discard(shard)
-                                if self._stopping.is_set():
-                                    return
-                    finally:
-                        self._taking_over = False
+                taking_over = self._needs_takeover and not self._needs_takeover.isdisjoint(held)
+                held = await self._take_over_due(held) if taking_over else held
+                if taking_over and self._stopping.is_set():
+                    return
+                if not held:  # every held shard waits out a failure of its own (``streams.isolates``)
+                    await self._pause(0.05)
+                    continue
                 if self.inbox and self._ahead is None:
                     await self._decide_handed(held)
                 if self._ahead is not None:
@@ -614,14 +506,12 @@ class Engine:
                 self._needs_takeover.update(held)
                 failed_rounds = 0  # Redis away is not this engine's failure: no reason to step aside
                 await self._pause(backoff)
-                # On a Cluster a failed write is one node's (the others answer): the per-shard takeovers
-                # and read backoffs pace the retries, so no growing pause for every shard.
-                backoff = backoff if self._cluster else min(backoff * 2, 5.0)
+                backoff = self.streams.next_backoff(backoff)
             except ResponseError as error:
                 await self._drop_in_flight()
                 self.inbox.release()
                 self._needs_takeover.update(held)
-                if "NOGROUP" in str(error):
+                if stream_vanished(error):
                     # The stream or group vanished (a flush, a restart without persistence): set it up again.
                     self.log.warning("consume.group_missing", error=str(error))
                     continue
@@ -676,159 +566,101 @@ class Engine:
     async def _drop_in_flight(self) -> None:
         """Forget the read in flight and the batch decided ahead. What they delivered stays pending, and a
         ``>`` read never delivers an entry again: only a takeover re-reads it, so their shards need one."""
-        if self._connection.reading is not None:
-            self._needs_takeover.update(self._connection.reading)
+        self._needs_takeover.update(await self.streams.drop_read())
         if self._ahead is not None:
             self._needs_takeover.update(shard for shard, _, _ in self._ahead.entries)
             self._ahead = None
-        await self._connection.reset()
 
-    async def _take_over_cluster_shards(self, held: list[int]) -> list[int]:
-        """Take over the held shards that need it, each on its own; the shards ready to read.
-
-        A shard whose takeover fails (its node is down, the Cluster is failing over) waits out its
-        backoff and is tried again on a later round; the other shards are read meanwhile.
-        """
-        for shard in held:
-            if shard not in self._needs_takeover or not self._standing_reads.ready(shard):
-                continue
-            try:
-                await self._take_over(shard)
-            except Exception as error:
-                if not redis_failure(error):
-                    raise
-                # Its node is down, or refuses writes (MISCONF, BUSY): this shard waits; the others go on.
-                self._redis_error_ms = int(time.time() * 1000)
-                self._standing_reads.fail(shard, error)
-                self.log.warning("shard.takeover_failed", shard=shard, error=f"{type(error).__name__}: {error}")
-                continue
-            self._needs_takeover.discard(shard)
-            if self._stopping.is_set():
-                break
+    async def _take_over_due(self, held: list[int]) -> list[int]:
+        """Take over the held shards that need it (group, pending claimed, backlog replayed); the shards ready
+        to read. A shard whose takeover fails alone (``streams.isolates``: its Cluster node is down, or refuses
+        writes) waits out its backoff and is tried again on a later round, the others read meanwhile; any other
+        failure fails the round."""
+        if self.streams.reading is not None or self._ahead is not None:
+            # A takeover replays every pending entry, those of the read in flight or decided ahead too: drop
+            # them before it, or they would be decided twice.
+            await self._drop_in_flight()
+        self._taking_over = True
+        self.inbox.release()  # a takeover may replay a long backlog: these go through the stream
+        try:
+            for shard in held:
+                if shard not in self._needs_takeover or not self.streams.ready(shard):
+                    continue
+                try:
+                    await self._take_over(shard)
+                except Exception as error:
+                    if not self.streams.isolates(error):
+                        raise
+                    self._redis_error_ms = int(time.time() * 1000)
+                    self.streams.fail(shard, error)
+                    self.log.warning("shard.takeover_failed", shard=shard, error=f"{type(error).__name__}: {error}")
+                    continue
+                self._needs_takeover.discard(shard)
+                if self._stopping.is_set():
+                    break
+        finally:
+            self._taking_over = False
         return [shard for shard in held if shard not in self._needs_takeover]
 
     def _shard_unreachable(self, shard: int, error: BaseException) -> None:
-        """A Cluster shard whose node failed: take it over again once its reads' backoff is over."""
+        """A shard that failed alone (``streams.isolates``): take it over again once its reads' backoff is over."""
         self._redis_error_ms = int(time.time() * 1000)
         self._needs_takeover.add(shard)
-        self._standing_reads.fail(shard, error)
+        self.streams.fail(shard, error)
         self.log.warning("shard.write_failed", shard=shard, error=f"{type(error).__name__}: {error}")
 
-    async def _read_new(self, held: list[int]) -> list[tuple[int, bytes, dict]]:
-        if self._cluster:
-            # A Cluster refuses one XREADGROUP over streams of different slots: a standing read per shard.
-            reply = await self._standing_reads.read(held)
-            orphaned = self._standing_reads.orphaned
-            if orphaned:
-                # Read while not safely held (a late lease renewal): delivered entries are pending, and only
-                # a takeover reads them again.
-                self._needs_takeover.update(orphaned)
-                self.log.info("shard.read_orphaned", shards=sorted(orphaned))
-            failed = self._standing_reads.failed
-            if failed:
-                # Only these shards: delivered entries whose answer was lost are pending, so re-take them.
-                self._redis_error_ms = int(time.time() * 1000)
-                self._needs_takeover.update(failed)
-                for shard, error in failed.items():
-                    self.log.warning("shard.read_failed", shard=shard, error=f"{type(error).__name__}: {error}")
-        else:
-            # One read over every held shard: bigger batches, fewer round trips. The previous batch's
-            # outcomes and acknowledgements travel in front of it, in the same round trip: Redis
-            # publishes them the moment it reads them, so no client waits longer for its answer.
-            streams = self._read_streams(held)[0]
-            if self._connection.reading is not None:
-                # The read that left with the last batch's last write: its reply is all that is awaited.
-                reply = await self._reply_held(held)
-            elif self._unsent_outcomes or self._unsent_acks or self._metrics_due():
-                async with self.client.pipeline(transaction=False) as pipe:
-                    self._queue_done(pipe)
-                    pipe.xreadgroup(GROUP, self.config.name, streams, count=self.config.batch_size,
-                                    block=self.config.block_ms)
-                    reply = (await pipe.execute())[-1]
-                self._sent_done()
-            else:
-                # Nothing to carry (the append scripts published and acknowledged): no pipeline machinery.
-                reply = await self.client.xreadgroup(GROUP, self.config.name, streams, count=self.config.batch_size,
-                                                     block=self.config.block_ms)
-        return self._entries(reply)
+    async def _read_new(self, held: list[int]) -> list[Entry]:
+        return self._collected(await self.streams.read(held))
 
-    async def _reply_held(self, held: list[int]) -> list:
-        """The reply of the read in flight on the batch connection, without the entries of shards not in ``held``."""
-        reply = _stream_reply(await self._connection.reply())
-        self._connection.reading = None
-        # A shard not safely held meanwhile: what was read of it stays pending for its next holder,
-        # which may be this engine again (its lease renewed late): then only a takeover re-reads it.
-        self._orphan({self._shard_of_stream(stream) for stream, entries in reply if entries} - set(held))
-        return [(stream, entries) for stream, entries in reply if self._shard_of_stream(stream) in held]
-
-    def _read_streams(self, held: list[int]) -> tuple[dict[str, str], tuple]:
-        """XREADGROUP's streams for ``held``: as redis-py takes them ({stream: ">"}) and as arguments."""
-        shards, streams, arguments = self._read_for
-        if held != shards:
-            names = [self._streams[shard] for shard in held]
-            streams = dict.fromkeys(names, ">")
-            arguments = ("STREAMS", *names, *[">"] * len(names))
-            self._read_for = (list(held), streams, arguments)
-        return streams, arguments
-
-    def _entries(self, reply: list) -> list[tuple[int, bytes, dict]]:
-        return [(self._shard_of_stream(stream), entry_id, fields) for stream, entries in reply or []
-                for entry_id, fields in entries]
+    def _collected(self, entries: list[Entry]) -> list[Entry]:
+        """A read's entries, once the shards it reports are marked: those read while not safely held (a late
+        lease renewal: delivered entries are pending, and only a takeover reads them again), and those whose
+        read failed alone (delivered entries whose answer was lost are pending: re-take them)."""
+        streams = self.streams
+        self._orphan(streams.orphaned)
+        if streams.failed:
+            self._redis_error_ms = int(time.time() * 1000)
+            self._needs_takeover.update(streams.failed)
+            for shard, error in streams.failed.items():
+                self.log.warning("shard.read_failed", shard=shard, error=f"{type(error).__name__}: {error}")
+        return entries
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
-    def _shard_of_stream(self, stream: bytes | str) -> int:
-        return self._shard_of_name[stream]  # every stream read is one of ``self._streams``
-
     async def _take_over(self, shard: int) -> None:
         """Create the group (from the stream's start), claim every pending entry, re-process them in order."""
         await self._send_done()  # acknowledged first, or the pending read below would hand them back
-        if self._unsent_acks.get(shard):
+        if self.streams.acks.get(shard):
             raise RedisConnectionError(f"the acknowledgements of shard {shard} could not be sent")
         # After a Redis failure a write may have taken effect without its reply reaching us: the shard's
         # cached room states are loaded again, so no command (a refusal is recorded without a version
         # check) is decided against a state the log has moved past.
         self.service.loader.forget_where(lambda room: self.keys.shard(room) == shard)
-        stream = self.keys.command_stream(shard)
         # A node that surely takes no confirmed write (ALMANAC_DURABILITY=replica and no replica online): fail
         # now, before the backlog is read and its rooms loaded again for nothing on every retry.
-        await self.store.require_confirmable(stream)
-        try:
-            await self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
-        except ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
+        await self.store.require_confirmable(self.streams.names[shard])
+        await self.streams.create_group(shard)
         # We hold the lease: anything pending under another consumer name belongs to a dead holder.
-        cursor = "0-0"
-        claimed = 0
-        while True:
-            # Not JUSTID: redis-py drops the cursor from a JUSTID reply.
-            reply = await self.client.xautoclaim(stream, GROUP, self.config.name, 0, start_id=cursor, count=1000)
-            cursor = reply[0]
-            claimed += len(reply[1])
-            if cursor in (b"0-0", "0-0"):
-                break
+        claimed = await self.streams.claim_pending(shard)
         replayed = 0
         while not self._stopping.is_set():
-            reply = await self.client.xreadgroup(GROUP, self.config.name, {stream: "0"},
-                                                 count=self.config.batch_size)
-            entries = reply[0][1] if reply else []
+            entries = await self.streams.read_pending(shard)
             if not entries:
                 break
             replayed += len(entries)
-            failed = await self._process_batch([(shard, entry_id, fields) for entry_id, fields in entries])
+            failed = await self._process_batch(entries)
             await self._send_done()
             if shard in failed:
                 # Its node took no write (down, or with ALMANAC_DURABILITY=replica no replica confirmed it): the
                 # entries stay pending. Reading them again at once would spin in this loop, which serves every
                 # shard, until the node recovers (for ever if it never does): the takeover fails instead, and
-                # the shard alone waits out its backoff (``_take_over_cluster_shards``).
+                # the shard alone waits out its backoff (``_take_over_due``).
                 raise failed[shard]
         self.log.info("shard.taken_over", shard=shard, claimed=claimed, pending_replayed=replayed)
 
-    async def _decide_batch(self, batch: list[tuple[int, bytes, dict]], after: BatchPlan | None = None) -> _Batch:
+    async def _decide_batch(self, batch: list[Entry], after: BatchPlan | None = None) -> _Batch:
         """Decode the entries and decide their commands (``RoomService.decide_many``; ``after``: the batch
         whose write is in flight, see ``_write_and_read``)."""
         records: list[CommandRecord | Exception] = []
@@ -843,7 +675,7 @@ class Engine:
         announced: dict[int, Outcome] = {}
         receipts = None
         if self._receipts:
-            commands = self._streams.__getitem__
+            commands = self.streams.names.__getitem__
 
             def receipts(index: int, outcome: Outcome) -> Receipt:
                 position = positions[index]
@@ -857,12 +689,13 @@ class Engine:
         plan = await self.service.decide_many(decoded, receipts, after)  # type: ignore[arg-type]
         return _Batch(entries=batch, records=records, announced=announced, plan=plan)
 
-    async def _process_batch(self, batch: list[tuple[int, bytes, dict]], ride: list[int] | None = None,
+    async def _process_batch(self, batch: list[Entry], ride: list[int] | None = None,
                              decided: _Batch | None = None) -> dict[int, BaseException]:
         """Decide and write the batch (RoomService.decide_many and write), then whatever failed or waited,
         alone; ``ride``: the shards whose next read may leave with the batch's writes (``_write_and_read``,
-        or reading ahead when the batch is long); ``decided``: the batch as decided ahead. Returns the
-        Cluster shards whose node failed under the batch, with the failure (their entries stay pending)."""
+        or reading ahead when the batch is long); ``decided``: the batch as decided ahead. Returns the shards
+        that failed alone under the batch (``streams.isolates``: a Cluster node), with the failure (their
+        entries stay pending)."""
         if decided is None:
             decided = await self._decide_batch(batch)
         announced, records, plan = decided.announced, decided.records, decided.plan
@@ -878,21 +711,20 @@ class Engine:
         batch_results = iter(await self.service.write(plan, last_write))
         results = [record if isinstance(record, Exception) else next(batch_results) for record in records]
 
-        done = self._unsent_acks
-        outcomes = self._unsent_outcomes
-        unreachable: dict[int, BaseException] = {}  # shards whose node failed under this batch (a Cluster failing over)
+        streams = self.streams
+        unreachable: dict[int, BaseException] = {}  # shards that failed alone under this batch (a Cluster node)
         for position, ((shard, entry_id, fields), record, result) in enumerate(zip(batch, records, results,
                                                                                     strict=True)):
             if shard in unreachable:
                 continue  # stays pending, re-read in order when the shard is taken over
-            if redis_failure(result):
-                if not self._cluster:
-                    raise result
+            if streams.isolates(result):
                 # Not the command's failure (no attempt counted): its node is down. Only this shard waits
                 # for its takeover; the batch's other shards are answered now.
                 unreachable[shard] = result
                 self._shard_unreachable(shard, result)
                 continue
+            if redis_failure(result):
+                raise result  # every shard's failure: the round fails, its shards are taken over again
             if isinstance(result, Outcome):
                 self._account(record, result)  # type: ignore[arg-type]
                 if announced.get(position) is result:
@@ -904,24 +736,18 @@ class Engine:
                 try:
                     outcome = await self._process_entry(shard, entry_id, fields, first_failure=result)
                 except Exception as error:
-                    if not self._cluster or not redis_failure(error):
+                    if not streams.isolates(error):
                         raise
                     unreachable[shard] = error
                     self._shard_unreachable(shard, error)
                     continue
-            done[shard].append(entry_id)
+            streams.ack(shard, entry_id)
             if outcome is not None:
-                outcomes.append((outcome_channel_of(fields, outcome.command_id, self.config.prefix), outcome))
+                streams.publish(shard, outcome_channel_of(fields, outcome.command_id, self.config.prefix),
+                                encode_outcome(outcome))
         self.metrics.count("batches")
-        if self._cluster:
-            await self._send_done()  # a Cluster reads per shard (no pipeline to ride on): send them now
-        elif ((self._connection.reading is not None or self._ahead is not None)
-              and (self._unsent_outcomes or self._unsent_acks or self._metrics_due())):
-            # The next read already left (with the last write): what the scripts did not publish goes now.
-            async with self.client.pipeline(transaction=False) as pipe:
-                self._queue_done(pipe)
-                await pipe.execute()
-            self._sent_done()
+        if await streams.after_batch(read_ahead=self._ahead is not None):
+            self._done_unsent()
         return unreachable
 
     async def _write_and_read(self, groups: list[list], shards: list[int], plan: BatchPlan | None = None
@@ -937,17 +763,10 @@ class Engine:
         room this one's write did not move as assumed.
         """
         held = self._readable(shards)
-        commands = [self.store.ordered_command(group) for group in groups]
-        if held:
-            wait = () if plan is not None else ("BLOCK", self.config.block_ms)
-            read = ("XREADGROUP", "GROUP", GROUP, self.config.name, "COUNT", self.config.batch_size, *wait,
-                    *self._read_streams(held)[1])
-            commands.insert(0 if plan is not None else len(commands), read)
-        await self._connection.send(*commands)
-        if held:
-            self._connection.reading = tuple(held)
+        await self.streams.send_with_read([self.store.ordered_command(group) for group in groups], held,
+                                          ahead=plan is not None)
         if held and plan is not None:
-            ahead = self._entries(await self._reply_held(self._readable(held)))
+            ahead = self._collected(await self.streams.read_in_flight(self._readable(held)))
             if ahead:
                 try:
                     self._ahead = await self._decide_batch(ahead, after=plan)
@@ -955,7 +774,9 @@ class Engine:
                 except BaseException:
                     self._needs_takeover.update(shard for shard, _, _ in ahead)  # read, so only a takeover re-reads
                     raise
-        return await self._written_replies(groups)
+        replies = await self.streams.write_replies(len(groups))  # a NOSCRIPT one written again by the store
+        return [await self.store.ordered_reply_results(group, reply)
+                for group, reply in zip(groups, replies, strict=True)]
 
     def _readable(self, shards: list[int]) -> list[int]:
         """Those of ``shards`` safely held and not waiting for a takeover (usually all: then ``shards``)."""
@@ -964,83 +785,22 @@ class Engine:
             return safe
         return [shard for shard in shards if self.leases.holds(shard) and shard not in self._needs_takeover]
 
-    async def _written_replies(self, groups: list[list]) -> list[list]:
-        """The replies of the script calls sent on the batch connection, one per group; a NOSCRIPT one written again."""
-        replies: list = []
-        for _ in groups:  # every reply is read, errors too, so the read's reply comes next
-            try:
-                replies.append(await self._connection.reply())
-            except ResponseError as error:  # NOSCRIPT among them: written again below
-                replies.append(error)
-        return [await self.store.ordered_reply_results(group, reply)
-                for group, reply in zip(groups, replies, strict=True)]
-
-    def _queue_done(self, pipe) -> None:
-        """Queue the unsent outcomes (PUBLISH), acknowledgements (XACK) and, now and then, the counters.
-
-        They stay unsent until the pipeline succeeds (``_sent_done``): after a Redis error they go with
-        the next round trip (the takeover sends them first), and a repeat is harmless (a late PUBLISH
-        has no waiter, XACK is idempotent).
-        """
-        for channel, outcome in self._unsent_outcomes:
-            # A Cluster pipeline refuses publish(); the PUBLISH command itself routes fine.
-            pipe.execute_command("PUBLISH", channel, encode_outcome(outcome))
-        for shard, ids in self._unsent_acks.items():
-            pipe.xack(self.keys.command_stream(shard), GROUP, *ids)
-        if self._metrics_due():
-            self._metrics_flushed_at = time.monotonic()
-            self._queue_metrics(pipe)
-
     def _metrics_due(self) -> bool:
         return time.monotonic() - self._metrics_flushed_at >= METRICS_FLUSH_S
 
-    def _sent_done(self) -> None:
-        self._unsent_outcomes, self._unsent_acks = [], defaultdict(list)
+    def _queue_metrics_now(self, pipe) -> None:
+        self._metrics_flushed_at = time.monotonic()
+        self._queue_metrics(pipe)
 
     async def _send_done(self) -> None:
-        if not self._unsent_outcomes and not self._unsent_acks:
-            return
-        if self._cluster:
-            await self._send_done_by_node()
-            return
-        async with self.client.pipeline(transaction=False) as pipe:
-            self._queue_done(pipe)
-            await pipe.execute()
-        self._sent_done()
+        """Publish the outcomes and send the acknowledgements not yet sent (``streams.send_done``): on one Redis
+        all or nothing (a failure raises; they go with the next round trip), on a Cluster what a dead node's
+        part held stays unsent."""
+        if await self.streams.send_done():
+            self._done_unsent()
 
-    async def _send_done_by_node(self) -> None:
-        """One Cluster pipeline; what fails (a dead node's part) stays unsent, the rest is sent.
-
-        Each outcome is published on the node of its room's shard, which has just taken the append: a
-        channel named by the command id would hash to any node, and a dead one would hold back the
-        answers of rooms on live nodes (a Cluster forwards a PUBLISH to every node's subscribers).
-        """
-        outcomes, acks = self._unsent_outcomes, self._unsent_acks
-        self._sent_done()
-        async with self.client.pipeline(transaction=False) as pipe:
-            for channel, outcome in outcomes:
-                try:
-                    node = self.client.get_node_from_key(self.keys.command_stream(self.keys.shard(outcome.room)))
-                except CLUSTER_ERRORS:
-                    node = None  # the slot has no known primary: routed by the channel's own slot
-                pipe.execute_command("PUBLISH", channel, encode_outcome(outcome),
-                                     **({"target_nodes": node} if node is not None else {}))
-            for shard, ids in acks.items():
-                pipe.xack(self.keys.command_stream(shard), GROUP, *ids)
-            now = time.monotonic()
-            if now - self._metrics_flushed_at >= METRICS_FLUSH_S:
-                self._metrics_flushed_at = now
-                self._queue_metrics(pipe)
-            results = await pipe.execute(raise_on_error=False)
-        for sent, result in zip(outcomes, results, strict=False):
-            if isinstance(result, Exception):
-                self._unsent_outcomes.append(sent)
-        for (shard, ids), result in zip(acks.items(), results[len(outcomes):], strict=False):
-            if isinstance(result, Exception):
-                self._unsent_acks[shard].extend(ids)
-        if self._unsent_outcomes or self._unsent_acks:
-            self.log.warning("engine.done_unsent", outcomes=len(self._unsent_outcomes),
-                             shards=sorted(self._unsent_acks))
+    def _done_unsent(self) -> None:
+        self.log.warning("engine.done_unsent", outcomes=len(self.streams.outcomes), shards=sorted(self.streams.acks))
 
     async def _process_entry(self, shard: int, entry_id: bytes, fields: dict,
                              first_failure: Exception | None = None) -> Outcome | None:
@@ -1062,7 +822,7 @@ class Engine:
                     return outcome
             reason = f"{type(failure).__name__}: {failure}"
             failure = None
-            count = int(await self._attempt(keys=[attempts_key(shard, self.config.prefix)], args=[entry_id, reason]))
+            count = await self.dead_letters.attempt(shard, entry_id, reason)
             self.metrics.count("failures")
             self.log.warning("command.failed", shard=shard, entry=entry_id.decode(), attempt=count, reason=reason,
                              room=record.room if record else None,
@@ -1073,7 +833,9 @@ class Engine:
                 if record is None:
                     with contextlib.suppress(Exception):
                         record = decode_record(data)
-                return await self._dead_letter(shard, entry_id, data, record, reason, count)
+                outcome = await self.dead_letters.set_aside(shard, entry_id, data, record, reason, count)
+                self.metrics.count("dead_letters")
+                return outcome
             await asyncio.sleep(0.02 * count)
 
     def _account(self, record: CommandRecord, outcome: Outcome) -> None:
@@ -1092,35 +854,3 @@ class Engine:
         if not outcome.accepted and not outcome.duplicate:
             self.log.info("command.rejected", room=record.room, command_id=record.command_id,
                           player=record.player, code=(outcome.error or {}).get("code"))
-
-    async def _dead_letter(self, shard: int, entry_id: bytes, data: bytes, record: CommandRecord | None,
-                           reason: str, attempts: int) -> Outcome | None:
-        stream = self.keys.command_stream(shard)
-        letter = {
-            "entry_id": entry_id,
-            "data": data,
-            "reason": reason,
-            "attempts": attempts,
-            "engine": self.config.name,
-            "time_ms": int(time.time() * 1000),
-            "room": record.room if record else "",
-            "command_id": record.command_id if record else "",
-        }
-        # One script (all keys share the shard's hash tag): the letter exists iff the entry is acked.
-        fields = [item for pair in letter.items() for item in pair]
-        await self._dead_letter_script(
-            keys=[self.keys.dead_letters(shard), stream, attempts_key(shard, self.config.prefix)],
-            args=[GROUP, entry_id, *fields],
-        )
-        self.metrics.count("dead_letters")
-        self.log.error("command.dead_lettered", shard=shard, entry=entry_id.decode(), reason=reason,
-                       attempts=attempts, room=letter["room"], command_id=letter["command_id"])
-        if record is None:
-            return None
-        return Outcome(
-            command_id=record.command_id,
-            room=record.room,
-            accepted=False,
-            error={"code": "engine.dead_letter",
-                   "message": f"the engine could not process this command ({reason}); it was set aside"},
-        )

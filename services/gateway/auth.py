@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import binascii
-import os
 import re
-import secrets
 import time
-from pathlib import Path
 
 import jwt
 import msgspec
 from jwt.utils import base64url_decode, base64url_encode
 
+from almanac.services.data_secrets import file_secret
 from almanac.services.settings import MIN_SECRET_BYTES
 
 ROLE_PLAYER = "player"
@@ -111,30 +109,4 @@ def resolve_secret(configured: str, data_dir: str) -> str:
     """The configured secret, else one generated once and kept in the data directory (mode 0600)."""
     if configured:
         return configured
-    path = Path(data_dir) / SECRET_FILE
-    try:
-        existing = path.read_text().strip()
-        if existing:
-            return existing
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fresh = secrets.token_hex(32)
-    # O_EXCL: when two processes race, one wins and both then read the winner's secret.
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_when_written(path)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(fresh + "\n")
-    return fresh
-
-
-def _read_when_written(path: Path, attempts: int = 50) -> str:
-    # The winner of the O_EXCL race may not have written yet.
-    for _ in range(attempts):
-        text = path.read_text().strip()
-        if text:
-            return text
-        time.sleep(0.01)
-    raise RuntimeError(f"{path} stays empty; delete it or set ALMANAC_SECRET")
+    return file_secret(data_dir, SECRET_FILE, "ALMANAC_SECRET")

@@ -37,7 +37,7 @@ from redis.exceptions import ResponseError
 
 from almanac.services import bus
 from almanac.services.gateway.errors import overloaded
-from almanac.services.gateway.submit_line import SubmitLine
+from almanac.services.gateway.pipelined_connection import PipelinedConnection
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
 from almanac.services.room_service import CommandRecord, Outcome
@@ -64,10 +64,10 @@ class OutcomeWaiter:
         self.max_waiters = max_waiters  # command ids waited for at once; past it, 503 overloaded
         self._node_client: aioredis.Redis | None = None  # a Cluster: a plain client on one node, for pub/sub
         self.pubsub = None if isinstance(client, RedisCluster) else client.pubsub()
-        # Submits on one Redis share one pipelined connection (SubmitLine); a Cluster routes each by its keys.
+        # Submits on one Redis share one pipelined connection (pipelined_connection.PipelinedConnection); a Cluster routes each by its keys.
         single = isinstance(client, aioredis.Redis)
         timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout") if single else None
-        self.line = SubmitLine(client, timeout_s or 5.0) if single else None
+        self.line = PipelinedConnection(client, timeout_s or 5.0) if single else None
         self.call: bus.Call = self.line.call if self.line is not None else client.execute_command
         self.reply = reply_channel(secrets.token_hex(8), keys.prefix)  # this process's own outcomes arrive here
         self._waiting: dict[str, _InFlight] = {}  # by command id
@@ -106,7 +106,7 @@ class OutcomeWaiter:
         log.info("outcomes.subscribing", node=self.node)
 
     async def close(self) -> None:
-        """Stop reading outcomes and close the submit line (the gateway stops)."""
+        """Stop reading outcomes and close the pipelined connection (the gateway stops)."""
         await self.stop()
         if self.line is not None:
             await self.line.close()

@@ -1,5 +1,6 @@
 """The archive tier on a real three-node Redis Cluster: rooms on every node move to the archive and read back whole,
-and two archivers racing on each room archive it once (every script touches one room's slot)."""
+and two archivers racing on each room archive it once (every script touches one room's slot); the archive index
+compacts their listing rows and leaderboard entries shard by shard (one slot each) and both read the same."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import asyncio
 from archive_support import archiving_store, file_archive_url
 from forensics_support import RealmTable
 
+from almanac.projections.projector import Projector
+from almanac.projections.read import ReadModels
 from almanac.services.forensics.verify import verify_room
+from almanac.storage import archive_index
 from almanac.storage.archive import archive_room
 
 SHARDS = 16
@@ -26,6 +30,9 @@ async def test_rooms_on_every_node_archive_once_and_read_back_whole(cluster, tmp
         assert (await table.send("alice", {"kind": "end_room"})).accepted
         before[room] = await store.read_raw(room)
     assert len({store.keys.shard(room) for room in rooms}) > 3
+    await Projector(cluster, SHARDS, store=store).drain()
+    models = ReadModels(cluster, SHARDS, store=store)
+    listed, board = await models.rooms(), await models.leaderboard("realm")
 
     rivals = archiving_store(cluster, url, SHARDS)
     results = await asyncio.gather(*(archive_room(s, room) for room in rooms for s in (store, rivals)))
@@ -37,6 +44,9 @@ async def test_rooms_on_every_node_archive_once_and_read_back_whole(cluster, tmp
         assert await fresh.read_raw(room) == before[room]
         assert (await verify_room(fresh, room)).ok
 
+    assert await archive_index.compact(store, rooms) == len(rooms)
+    assert await models.rooms() == listed and await models.leaderboard("realm") == board
+    assert [await cluster.hexists(store.keys.listings(store.keys.shard(room)), room) for room in rooms] == [0] * 6
 
 async def test_idle_rooms_on_every_node_move_and_come_back_once_under_racing_engines(cluster, tmp_path) -> None:
     """Idle moves and their restores (storage.restore) run one script on one room's slot: on a Cluster as on one

@@ -40,7 +40,7 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
         await wait_for(lambda: _async(engine.leases.holds(watched) and engine.leases.holds(other)
                                       and not engine._needs_takeover),
                        what="the engine holding and having taken over both shards")
-        reads = engine._standing_reads
+        reads = engine.streams._reads  # the ClusterStreams' standing reads
         # A read of the watched shard just sent: it blocks for seconds more, time enough for the steps below.
         await wait_for(lambda: _async(watched in reads._reads and time.monotonic() - reads._started[watched] < 0.3),
                        what="a fresh read of the watched shard")

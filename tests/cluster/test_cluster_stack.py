@@ -33,7 +33,7 @@ CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import m
 SECRET = "cluster-test-secret-" + "x" * 20
 MOVES = 6
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("clusters")]  # with the failover test: tests/conftest.py
 
 
 class ClusterStack:

@@ -30,6 +30,8 @@ from schemathesis import GenerationMode
 
 from almanac.storage.keys import Keys
 
+pytestmark = pytest.mark.xdist_group("fuzz")  # the suite's longest test starts first (tests/conftest.py)
+
 EXAMPLES = int(os.environ.get("ALMANAC_FUZZ_EXAMPLES", "25"))  # per operation, identity and mode
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import msgspec
 import redis
 from fastapi.testclient import TestClient
 from gateway_stack import CHILD, gateway_settings
 from test_gateway_forensics import auth, realm_room, wait_until
 
 from almanac.services import bootstrap
-from almanac.storage.archive import Pointer
+from almanac.storage.archive import decode_pointer
 
 
 def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_back(api: TestClient, stack,
@@ -32,8 +31,8 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         # When nobody touches it for a second, the archiver process moves it (reason "idle")
-        assert wait_until(lambda: client.get(keys.archived(room)), bool, timeout_s=30), "not archived"
-        pointer = msgspec.msgpack.decode(client.get(keys.archived(room)), type=Pointer)
+        assert wait_until(lambda: client.hget(keys.pointers(keys.shard(room)), room), bool, timeout_s=30), "not archived"
+        pointer = decode_pointer(room, client.hget(keys.pointers(keys.shard(room)), room))
         assert pointer.reason == "idle" and pointer.version == version
         assert not client.exists(keys.events(room))
         # Then every read answers as before, from the archive

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import email.utils
 import itertools
 import json
@@ -361,7 +362,9 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
             # The processes' own figures (clocks, sizes, counters) are compared with every number masked.
             masked = not about_game and room.encode() not in seen_a[2]
             seen_a, seen_b = (without(seen, per_operation[name], masked) for seen in (seen_a, seen_b))
-            assert seen_a == seen_b, (name, url, viewer, seen_a, seen_b)
+            assert seen_a == seen_b, (name, url, viewer, seen_a[:2], seen_b[:2], "\n".join(difflib.unified_diff(
+                seen_a[2].decode(errors="replace").splitlines(), seen_b[2].decode(errors="replace").splitlines(),
+                "game A", "game B", lineterm="")))
             compared[name] = compared.get(name, 0) + 1
     # Whatever a write was sent, both games are where they were.
     for twin in (a, b):

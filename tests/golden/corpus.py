@@ -210,6 +210,18 @@ RECIPES: dict[str, tuple[Recipe, ...]] = {
 }
 
 
+# Per version, after its rule-set's recipes: what a later version adds to them.
+VERSION_RECIPES: dict[str, tuple[Recipe, ...]] = {
+    "board@2": (
+        # a turn limit of a minute on clocks of seconds, minutes and hours: turns begin, time out (when a random
+        # time_out names the current turn) and are refused early, late or for another turn
+        Recipe(options={"turn_limit_s": 60}, mix=(6, 1, 3, 1), steps=(0, 1, 2), repeat=3),
+        Recipe(options={"turn_limit_s": 10, "extended_pool": True}, mix=(4, 1, 4, 0), players=_DUO, steps=(0, 1),
+               dice_scheme=2, repeat=2),
+    ),
+}
+
+
 # A wide corpus (the mutation test's second opinion, never committed): every recipe's games this many
 # times over with a salt of its own ("wide", "check"), so with other seeds, dice and clocks.
 WIDE_REPEAT = 4
@@ -233,7 +245,7 @@ ADOPTED_LATER: dict[str, tuple[tuple[str, int], ...]] = {
 
 
 def recipes_for(manifest: Any) -> tuple[Recipe, ...]:
-    return RECIPES.get(manifest.name, ())
+    return RECIPES.get(manifest.name, ()) + VERSION_RECIPES.get(manifest.ref, ())
 
 
 def wide_recipes(manifest: Any) -> tuple[Recipe, ...]:

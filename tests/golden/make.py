@@ -35,6 +35,8 @@ MAX_COMMANDS = 300
 SMALL_GAME: dict[str, dict[str, Any]] = {
     "sectors": {"years": 1, "rows": 4, "columns": 4},
     "realm": {"players": ["alice", "bob"], "villages": 1, "years": 4},
+    # board@2's golden game plays under a turn limit (board.turn_began events); without one it is board@1's
+    "board@2": {"turn_limit_s": 60},
 }
 # A player with nothing to do this many times in a row: the game is stuck (the policy is at fault).
 STUCK_AFTER = 200
@@ -71,7 +73,7 @@ async def play(manifest: Any) -> dict[str, Any]:
         if sent == 1 and not outcome.accepted:
             raise RuntimeError(f"{ref}: the golden room was not created: {outcome.error}")
 
-    options = SMALL_GAME.get(manifest.name, scenario.options)
+    options = SMALL_GAME.get(manifest.ref, SMALL_GAME.get(manifest.name, scenario.options))
     players = tuple(options.get("players", players))
     await send(players[0], {"kind": "create_room", "ruleset": ref, "options": options})
     for player in players:

@@ -15,7 +15,7 @@ FORBIDDEN = {"redis", "faststream", "structlog", "time", "random", "os", "dateti
 # storage/ sits below both sides (the store contract, its stores, key names, the loader): besides the
 # standard library it may import only the write model and its own drivers.
 # storage/ holds the stores: Redis, and the archive tier's object store and its compression (storage/archive.py)
-STORAGE_MAY_IMPORT = {"events", "storage", "redis", "msgspec", "obstore", "zstandard"}
+STORAGE_MAY_IMPORT = {"events", "storage", "redis", "hiredis", "msgspec", "obstore", "zstandard"}
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -91,7 +91,9 @@ def source_trees(manifest) -> list[ast.Module]:
 
 def raised_codes(manifest) -> set[str]:
     name = manifest.name
-    tags = {event_tag(kind) for kind in manifest.decider.event_types}
+    # Event tags of every version of the rule-set: one package may hold several (board@1's holds board@2's).
+    tags = {event_tag(kind) for version in registry.versions(name)
+            for kind in registry.at(name, version).decider.event_types}
     codes: set[str] = set()
     for tree in source_trees(manifest):
         for node in ast.walk(tree):

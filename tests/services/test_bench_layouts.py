@@ -21,9 +21,9 @@ def test_two_engines_and_two_gateways_answer_every_command_and_the_load_is_sprea
     assert figures["achieved_per_s"] > 30
     assert all(count > 0 for count in figures["answered_per_gateway"]), figures["answered_per_gateway"]
     assert {"engine", "engine-2", "gateway", "gateway-2", "projector", "redis"} <= set(figures["cpu_s"])
-    # (the default stack's notifier and archiver run too, and count in the stack's CPU)
+    # (the default stack's notifier, archiver and bots run too, and count in the stack's CPU)
     assert {"engine", "gateway", "projector", "redis"} <= set(figures["cpu_ms_per_command_by_service"]) <= {
-        "engine", "gateway", "projector", "redis", "notifier", "archiver"}
+        "engine", "gateway", "projector", "redis", "notifier", "archiver", "bots"}
     # and the same requests cost a bare uvicorn app less CPU than the stack: the same run's baseline
     assert 0 < figures["bare_http_cpu_ms"] < figures["cpu_ms_per_command"]
     printed = " ".join(capsys.readouterr().out.split())

@@ -81,6 +81,28 @@ async def test_racing_clocks_send_a_due_deadline_once(redis_client: aioredis.Red
     assert [e.season_index for e in await season_endings(store, "race")] == [0]
 
 
+async def test_a_deadline_sent_but_not_yet_decided_is_not_sent_again_by_a_clock_reading_the_room(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    await realm_room(service, "undecided")
+    shard = KEYS.shard("undecided")
+    now = At(START_MS + TIMEOUT_MS)
+    # Given one clock sent the season's timeout, which no engine has decided yet (the room still names it)
+    assert await Clock(redis_client, KEYS, store, now_ms=now).tick([shard]) == 1
+    # When a second clock starts without a cursor (a lease taken over: it reads every room of the shard) and a
+    # third reads the room again from the feed, both past the timeout
+    await redis_client.delete(KEYS.clock_cursor(shard))
+    assert await Clock(redis_client, KEYS, store, now_ms=now).tick([shard]) == 0
+    assert await Clock(redis_client, KEYS, store, now_ms=now).tick([shard]) == 0
+    # Then the timeout went out once, and once decided, the next season's deadline is tracked again
+    assert len([s for s in await sent_commands(redis_client, "undecided") if s.command_id.startswith("clock-")]) == 1
+    assert [o.accepted for o in await decide_sent(redis_client, service, "undecided")] == [True]
+    clock = Clock(redis_client, KEYS, store, now_ms=now)
+    await clock.tick([shard])
+    assert await redis_client.zscore(KEYS.deadlines(shard), "undecided") == START_MS + TIMEOUT_MS + TIMEOUT_MS
+
+
 async def test_nothing_is_sent_before_the_deadline(redis_client: aioredis.Redis) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     await realm_room(RoomService(store), "early")

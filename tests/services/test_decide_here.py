@@ -16,7 +16,7 @@ from almanac.events import codec
 from almanac.services import room_service
 from almanac.services.bus import COMMAND_FIELD, RateLimit
 from almanac.services.engine.shard_engine import GROUP, Engine, EngineConfig, NotDecidedHere
-from almanac.services.gateway.submit_line import SubmitLine
+from almanac.services.gateway.pipelined_connection import PipelinedConnection
 from almanac.services.room_service import RoomService
 from almanac.storage.base import CommandLimited
 from almanac.storage.redis_store import RedisEventStore
@@ -26,7 +26,7 @@ ALL_SHARDS = list(range(16))
 CREATE = {"kind": "create_room", "ruleset": "counter"}
 
 
-async def started(client: aioredis.Redis, name: str, line: SubmitLine | None = None) -> Engine:
+async def started(client: aioredis.Redis, name: str, line: PipelinedConnection | None = None) -> Engine:
     engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=800),
                     write_call=line.call if line is not None else None)
     await engine.start()
@@ -34,9 +34,9 @@ async def started(client: aioredis.Redis, name: str, line: SubmitLine | None = N
 
 
 @pytest.fixture
-async def here(redis_client: aioredis.Redis) -> AsyncIterator[tuple[Engine, SubmitLine]]:
-    """An engine serving its process's commands, holding every shard, writing on a submit line."""
-    line = SubmitLine(redis_client, 5.0)
+async def here(redis_client: aioredis.Redis) -> AsyncIterator[tuple[Engine, PipelinedConnection]]:
+    """An engine serving its process's commands, holding every shard, writing on a pipelined connection."""
+    line = PipelinedConnection(redis_client, 5.0)
     engine = await started(redis_client, "here", line)
     await wait_for(lambda: _holds_all(engine), what="every lease")
     yield engine, line
@@ -105,7 +105,7 @@ async def test_commands_here_and_through_the_stream_make_one_log_in_the_order_ea
 async def test_a_room_whose_shard_another_engine_holds_goes_through_the_stream(redis_client) -> None:
     holder = await started(redis_client, "holder")
     await wait_for(lambda: _holds_all(holder), what="the holder's leases")
-    line = SubmitLine(redis_client, 5.0)
+    line = PipelinedConnection(redis_client, 5.0)
     other = await started(redis_client, "other", line)
     try:
         assert await other.decide_here(record("h4", "ann", CREATE, "c1")) is None  # not held here
@@ -132,7 +132,7 @@ async def test_an_engine_without_a_gateways_connection_decides_handed_commands_w
 
 
 async def test_commands_queued_when_the_engine_stops_go_back_to_their_callers_undecided(redis_client) -> None:
-    line = SubmitLine(redis_client, 5.0)
+    line = PipelinedConnection(redis_client, 5.0)
     serving = await started(redis_client, "serving", line)
     await wait_for(lambda: _holds_all(serving), what="the leases")
     waiting = [asyncio.ensure_future(serving.decide_here(record(f"h6-{n}", "ann", CREATE, f"c{n}")))
@@ -153,7 +153,7 @@ async def test_commands_queued_when_the_engine_stops_go_back_to_their_callers_un
 async def test_a_command_no_batch_takes_in_time_is_withdrawn_and_never_written(redis_client) -> None:
     """Given Redis paused while a command of the room is being written, a second command handed in behind
     it waits its whole time unseen: NotDecidedHere (the gateway's 503), and nothing of it is ever written."""
-    line = SubmitLine(redis_client, 5.0)
+    line = PipelinedConnection(redis_client, 5.0)
     engine = Engine(redis_client, EngineConfig(name="patient", shards=ALL_SHARDS, lease_ms=5_000),
                     write_call=line.call)
     await engine.start()
@@ -232,7 +232,7 @@ async def test_while_a_takeover_replays_a_backlog_commands_of_other_shards_go_to
             pipe.xadd(stream, {COMMAND_FIELD: codec.encode(record(late, "ann", body, f"b{n}"))})
         await pipe.execute()
     await redis_client.xreadgroup(GROUP, "dead", {stream: ">"}, count=len(bodies))  # pending under a dead engine
-    line = SubmitLine(redis_client, 5.0)
+    line = PipelinedConnection(redis_client, 5.0)
     engine = await started(redis_client, "heir", line)
     try:
         caught = None

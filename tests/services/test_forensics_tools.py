@@ -131,7 +131,8 @@ async def test_verify_catches_a_fork_whose_parent_no_longer_has_the_linked_hash(
     # The parent's log is replaced under the fork (another history restored under the same id).
     keys = store.keys
     await redis_client.delete(keys.events(parent), keys.version(parent), keys.commands(parent),
-                              keys.snapshot_index(parent), keys.snapshot_data(parent), keys.archived(parent))
+                              keys.snapshot_index(parent), keys.snapshot_data(parent))
+    await redis_client.hdel(keys.pointers(keys.shard(parent)), parent)
     store.forget_archived(parent)
     again = RealmTable(store, parent)
     again.sent = 500  # other command ids and times: another chain

@@ -117,7 +117,7 @@ async def test_kill_9_of_redis_mid_move_leaves_each_room_in_one_place_and_the_ne
         reader = archiving_store(client, url)
         for room in rooms:
             assert await reader.pointer(room) is not None
-            assert await client.keys(f"*room:{room}:*") in ([], [store.keys.archived(room).encode()])
+            assert await client.keys(f"*room:{room}:*") == []
             assert await whole_record(reader, room) == before[room]
             assert (await verify_room(reader, room)).ok
         assert len({path.name for path in (tmp_path / "archive").rglob("*.zst")}) == ROOMS  # no room written twice

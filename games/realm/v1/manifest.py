@@ -19,6 +19,7 @@ from almanac.events.manifest import (
 from almanac.games.realm.v1 import audit, bot, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
+from almanac.games.realm.v1.state import LedgerEntry
 
 BENCH_PLAYERS = ("alice", "bob", "carol")
 
@@ -123,16 +124,10 @@ class MerchantView(_View):
     rounds: int | None = None
 
 
-class LedgerRow(_View):
-    trade_id: str
-    round: int
-    source: str
-    target: str
-    resource: str
-    amount: int
-    phantom: bool
-    home: str = ""
-    host: str = ""
+# A row of the trade ledger as shown: the state's entry, held to the views' strictness (no docstring: it would
+# become the schema's description and change the published OpenAPI).
+class LedgerRow(LedgerEntry, forbid_unknown_fields=True):
+    pass
 
 
 class RealmView(_View):

@@ -26,10 +26,10 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
-from almanac.services.redis_client import RawReplies, send_raw
+from almanac.storage.raw_connection import RawReplies, send_raw
 
 
-class SubmitLine:
+class PipelinedConnection:
     def __init__(self, client: aioredis.Redis, timeout_s: float) -> None:
         self._client = client
         self._timeout_s = timeout_s
@@ -78,7 +78,7 @@ class SubmitLine:
                     raise RedisConnectionError("the gateway is stopping")
                 self._connection = connection
                 self._reader_task = asyncio.create_task(self._read(connection, self._waiting),
-                                                        name="submit-line-reader")
+                                                        name="pipelined-connection-reader")
             return self._connection
 
     async def _read(self, connection: Any, waiting: deque[tuple[asyncio.Future, float]]) -> None:
@@ -96,7 +96,7 @@ class SubmitLine:
                         future.set_result(reply)
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # noqa: BLE001 - every failure ends the calls in flight, then the line
+        except Exception as error:  # noqa: BLE001 - every failure ends the calls in flight, then the connection
             self._drop(connection, error if isinstance(error, RedisConnectionError)
                        else RedisConnectionError(f"the submit connection failed: {type(error).__name__}: {error}"))
 

@@ -1,4 +1,4 @@
-"""Reading the shard command streams on a Redis Cluster: one standing XREADGROUP per shard.
+"""The shards' command streams read on a Redis Cluster: one standing XREADGROUP per shard (ClusterStreams).
 
 A Cluster refuses one XREADGROUP over streams in different slots, so each shard is read on its own.
 Waiting for all of those blocking reads would add the idle shards' BLOCK time to every batch (a

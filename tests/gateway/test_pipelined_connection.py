@@ -1,4 +1,4 @@
-"""The gateway's submit line: many commands on one connection, each answered with its own reply or error."""
+"""The gateway's pipelined connection: many commands on one connection, each answered with its own reply or error."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from redis.exceptions import (
 
 from almanac.events import codec
 from almanac.services import bus
-from almanac.services.gateway.submit_line import SubmitLine
+from almanac.services.gateway.pipelined_connection import PipelinedConnection
 from almanac.services.room_service import CommandRecord
 from almanac.storage.keys import Keys
 
@@ -28,7 +28,7 @@ def _record(index: int) -> CommandRecord:
                          server_time_ms=1_000 + index, body={"kind": "join_room"})
 
 
-async def _blocked_line(redis_client: aioredis.Redis, line: SubmitLine) -> tuple[asyncio.Task, asyncio.Task]:
+async def _blocked_line(redis_client: aioredis.Redis, line: PipelinedConnection) -> tuple[asyncio.Task, asyncio.Task]:
     """A BLPOP that holds the line's connection for seconds, and a PING queued behind it."""
     blocking = asyncio.create_task(line.call("BLPOP", "nothing-comes", 3))
     for _ in range(100):
@@ -44,7 +44,7 @@ async def _blocked_line(redis_client: aioredis.Redis, line: SubmitLine) -> tuple
 async def test_submits_sent_together_are_each_answered_with_their_own_entry(redis_client) -> None:
     """Given one line, when 300 rate-limited submits are in flight at once, then each returns the id of the
     stream entry holding its own record, and every one of them was appended once."""
-    line = SubmitLine(redis_client, timeout_s=5)
+    line = PipelinedConnection(redis_client, timeout_s=5)
     records = [_record(index) for index in range(300)]
     limit = bus.RateLimit(key=KEYS.seat_rate(records[0].room, "t"), amount=10_000, window_ms=60_000)
     try:
@@ -66,7 +66,7 @@ async def test_an_error_reply_answers_its_own_call_and_no_other(redis_client) ->
     """Given calls in flight together, one of which Redis refuses, then that one raises Redis's error and
     the others get their own replies; and after Redis forgets the submit script, a submit still goes in."""
     await redis_client.set("a-string", "x")
-    line = SubmitLine(redis_client, timeout_s=5)
+    line = PipelinedConnection(redis_client, timeout_s=5)
     try:
         first, refused, last = await asyncio.gather(line.call("INCR", "counter"), line.call("LPUSH", "a-string", "y"),
                                                     line.call("INCR", "counter"), return_exceptions=True)
@@ -84,7 +84,7 @@ async def test_an_error_reply_answers_its_own_call_and_no_other(redis_client) ->
 async def test_a_lost_connection_fails_every_call_in_flight_and_the_next_call_connects_again(redis_client) -> None:
     """Given a call holding the line (a blocking read) and another behind it, when Redis drops the connection,
     then both raise a connection error at once, and the next call is answered on a new connection."""
-    line = SubmitLine(redis_client, timeout_s=30)
+    line = PipelinedConnection(redis_client, timeout_s=30)
     try:
         own = await line.call("CLIENT", "ID")
         blocking, behind = await _blocked_line(redis_client, line)
@@ -100,7 +100,7 @@ async def test_a_lost_connection_fails_every_call_in_flight_and_the_next_call_co
 async def test_a_silent_redis_times_the_calls_out_and_its_late_reply_answers_nothing(redis_client) -> None:
     """Given a call Redis does not answer for 3 s and another behind it, on a line with a 1 s timeout, then
     both raise a timeout within about that time, and the next call gets its own reply, not the late one's."""
-    line = SubmitLine(redis_client, timeout_s=1)
+    line = PipelinedConnection(redis_client, timeout_s=1)
     try:
         started = time.monotonic()
         blocking, behind = await _blocked_line(redis_client, line)
@@ -117,7 +117,7 @@ async def test_a_silent_redis_times_the_calls_out_and_its_late_reply_answers_not
 
 
 async def test_a_closed_line_refuses_calls(redis_client) -> None:
-    line = SubmitLine(redis_client, timeout_s=5)
+    line = PipelinedConnection(redis_client, timeout_s=5)
     assert await line.call("PING") == b"PONG"
     await line.close()
     with pytest.raises(RedisConnectionError):
@@ -127,7 +127,7 @@ async def test_a_closed_line_refuses_calls(redis_client) -> None:
 async def test_callers_that_leave_keep_their_turn_so_every_other_reply_reaches_its_own_call(redis_client) -> None:
     """Given 90 calls in flight, when every third caller leaves (its request cancelled) before Redis answers,
     then each remaining call gets exactly its own reply."""
-    line = SubmitLine(redis_client, timeout_s=5)
+    line = PipelinedConnection(redis_client, timeout_s=5)
     try:
         await line.call("PING")  # connected: the calls below are all written at once
         calls = [asyncio.ensure_future(line.call("ECHO", f"reply-{index}")) for index in range(90)]
@@ -152,7 +152,7 @@ async def test_a_line_closed_while_connecting_keeps_no_connection(redis_client, 
     pauser = aioredis.Redis.from_url(redis_url)
     # A database other than 0: the connect's handshake sends SELECT, which waits out the pause.
     client = aioredis.Redis.from_url(urlunsplit(urlsplit(redis_url)._replace(path="/15")))
-    line = SubmitLine(client, timeout_s=5)
+    line = PipelinedConnection(client, timeout_s=5)
     try:
         await pauser.execute_command("CLIENT", "PAUSE", 400, "ALL")
         call = asyncio.ensure_future(line.call("PING"))

@@ -1,0 +1,157 @@
+"""The archive's index of finished rooms: what Redis keeps of them for listings and leaderboards, compacted.
+
+After a pass of the archiver, the finished rooms it moved out leave two more things in Redis that grow with every
+finished room, and both are cut here, per shard, in ONE script (one hash tag: it runs on a Redis Cluster too):
+
+- **listing rows**: a pass's rows leave the shard's listing hash for one block (``Keys.archived_listings``: block id
+  -> zstd msgpack {room: row}); rows of similar rooms compress to a few dozen bytes each. ``listing_rows`` reads
+  both tiers, Redis' row first (a rebuild may have written one again: it is the same row, folded again);
+- **projected versions**: a finished archived room's is its pointer's (``ReadModels.projected_version`` and a
+  rebuild of some models read it there);
+- **leaderboard entries**: a finished room's scores are final, and a leaderboard shows a player's best entry only,
+  so of a player's finished archived rooms only the best entry stays (``Keys.leaderboard_best`` remembers which,
+  per player); the others never show and leave. An unranked room's entries never show either and leave.
+
+Only rooms still archived and archived because they finished are compacted (an idle room comes back and plays on:
+its rows stay as they are). A crash before the script leaves the rows in Redis (answers unchanged, only bytes);
+the script is all or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+import zstandard
+
+from almanac.storage.archive import decode_pointer
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import run_script
+
+ZSTD_LEVEL = 19
+_BLOCK = msgspec.msgpack.Decoder(dict[str, bytes])
+_ENCODER = msgspec.msgpack.Encoder()
+
+# KEYS: 1 pointer hash, 2 listing hash, 3 archived listing blocks, 4 unranked set, 5 projected versions, 6..
+# leaderboards and their best hashes (named by index from ARGV). ARGV: 1 block id, 2 block, 3 room count, then per room: room, its listing row
+# as the block holds it, board key index, best key index, player count, then (player, member) per player.
+# Returns the number of rooms compacted.
+COMPACT_SCRIPT = """
+local rooms, a, done = tonumber(ARGV[3]), 4, 0
+for _ = 1, rooms do
+  local room, row, board, best, players = ARGV[a], ARGV[a + 1], KEYS[tonumber(ARGV[a + 2])],
+    KEYS[tonumber(ARGV[a + 3])], tonumber(ARGV[a + 4])
+  a = a + 5
+  local pointer = redis.call('HGET', KEYS[1], room)
+  if pointer then
+    done = done + 1
+    redis.call('HDEL', KEYS[5], room)
+    if redis.call('HGET', KEYS[2], room) == row then redis.call('HDEL', KEYS[2], room) end
+    local unranked = redis.call('SISMEMBER', KEYS[4], room) == 1
+    for _ = 1, players do
+      local player, member = ARGV[a], ARGV[a + 1]
+      local score = redis.call('ZSCORE', board, member)
+      if score and unranked then
+        redis.call('ZREM', board, member)
+      elseif score then
+        local held = redis.call('HGET', best, player)
+        local held_score = held and held ~= member and redis.call('ZSCORE', board, held)
+        if held == member then
+        elseif not held_score then
+          redis.call('HSET', best, player, member)
+        elseif tonumber(score) > tonumber(held_score) or
+            (tonumber(score) == tonumber(held_score) and room < cjson.decode(held)[2]) then
+          redis.call('ZREM', board, held)
+          redis.call('HSET', best, player, member)
+        else
+          redis.call('ZREM', board, member)
+        end
+      end
+      a = a + 2
+    end
+  else
+    a = a + 2 * players
+  end
+end
+if done > 0 and ARGV[1] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
+return done
+"""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+async def compact(store: Any, rooms: list[str]) -> int:
+    """Compact the listing rows and leaderboard entries of ``rooms`` (just archived because they finished), one
+    script per shard; the number of rooms compacted."""
+    keys: Keys = store.keys
+    by_shard: dict[int, list[str]] = {}
+    for room in rooms:
+        pointer = await store.pointer(room)
+        if pointer is not None and pointer.reason == "finished":
+            by_shard.setdefault(keys.shard(room), []).append(room)
+    script = getattr(store, "_compact_index", None)
+    if script is None:
+        script = store._compact_index = store.client.register_script(COMPACT_SCRIPT)
+    done = 0
+    for shard, members in sorted(by_shard.items()):
+        rows = await store.client.hmget(keys.listings(shard), members)
+        found = {room: row for room, row in zip(members, rows, strict=True) if row is not None}
+        # Rooms whose row is in a block already (a rebuild of the leaderboards alone put their entries back): the
+        # block's row names their players; it stays where it is.
+        indexed = {}
+        if len(found) < len(members):
+            indexed = {room: row for room, row in (await _blocks(store.client, [keys.archived_listings(shard)])).items()
+                       if room in members and room not in found}
+        if not found and not indexed:
+            continue
+        block = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(dict(sorted(found.items()))))
+        script_keys = [keys.pointers(shard), keys.listings(shard), keys.archived_listings(shard), keys.unranked(shard),
+                       keys.versions(shard)]
+        args: list[Any] = [hashlib.sha256(block).hexdigest()[:32] if found else "", block, len(found) + len(indexed)]
+        for room, row in [*found.items(), *indexed.items()]:
+            listing = msgspec.json.decode(row)
+            row = row if room in found else b""
+            board, best = keys.leaderboard(shard, listing["ruleset"]), keys.leaderboard_best(shard, listing["ruleset"])
+            for key in (board, best):
+                if key not in script_keys:
+                    script_keys.append(key)
+            players = listing.get("players") or []
+            args += [room, row, script_keys.index(board) + 1, script_keys.index(best) + 1, len(players)]
+            for player in players:  # the member as projections.model_writes.leaderboard_member writes it
+                args += [player, msgspec.json.encode([player, room])]
+        done += int(await run_script(script, script_keys, args))
+    return done
+
+
+async def listing_rows(client: Any, keys: Keys, shard_count: int) -> list[bytes]:
+    """Every room's listing row: Redis' rows, then the archived blocks' rows of rooms Redis has no row for."""
+    async with client.pipeline(transaction=False) as pipe:
+        for shard in range(shard_count):
+            pipe.hgetall(keys.listings(shard))
+        replies = await pipe.execute()
+    found: dict[str, bytes] = {}
+    for live in replies:
+        found.update((_text(room), row) for room, row in live.items())
+    for room, row in (await _blocks(client, [keys.archived_listings(shard) for shard in range(shard_count)])).items():
+        found.setdefault(room, row)
+    return list(found.values())
+
+
+async def _blocks(client: Any, hashes: list[str]) -> dict[str, bytes]:
+    """room -> listing row of every block in ``hashes`` (keys.archived_listings of some shards)."""
+    async with client.pipeline(transaction=False) as pipe:
+        for key in hashes:
+            pipe.hvals(key)
+        replies = await pipe.execute()
+    decompressor = zstandard.ZstdDecompressor()
+    return {room: row for blocks in replies for block in blocks
+            for room, row in _BLOCK.decode(decompressor.decompress(block)).items()}
+
+
+async def archived_versions(client: Any, keys: Keys, shard: int) -> dict[str, int]:
+    """room -> version of the shard's archived rooms, from their pointers."""
+    return {_text(room): decode_pointer(_text(room), value).version
+            for room, value in (await client.hgetall(keys.pointers(shard))).items()}
