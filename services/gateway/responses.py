@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import VerifyReport
 
 Json = dict[str, Any]
@@ -576,24 +577,12 @@ class BundleEventEntry(_Body, kw_only=True):
     raw: str | None = None  # the stored bytes (base64) when re-encoding the fields would not give them back
 
 
-class BundleCommandRecord(_Body, kw_only=True):
-    """A stored command record (events/step.CommandRecord) as JSON: ``body`` is the client's command as sent."""
-
-    command_id: str
-    room: str
-    player: str
-    server_time_ms: int
-    body: Json
-    refused_at_version: int | None = None
-    signature: str | None = None
-
-
 class BundleCommand(_Body, kw_only=True):
     """A command of the slice with the versions it wrote (events/readable.record_entry)."""
 
     first_version: int
     last_version: int
-    command: BundleCommandRecord
+    command: CommandRecord  # the stored record as JSON: its ``body`` is the client's command as sent
     time: str
     raw: str | None = None
 
@@ -610,7 +599,7 @@ class RefusalReason(_Body, kw_only=True):
 class BundleRefusal(_Body, kw_only=True):
     """A refused command in the slice's range: its record, its stored bytes (base64) and the error it got."""
 
-    command: BundleCommandRecord
+    command: CommandRecord
     time: str
     raw: str
     error: RefusalReason

@@ -346,7 +346,7 @@ STILL_OPEN = {
     "RulesetSchema.commands.items", "RulesetSchema.options", "RulesetSchema.$defs",
     # a command's body is the client's JSON as sent (a refused one because it may match no command; a bundle's
     # records, accepted or refused, as stored)
-    "Rejections.rejections.items", "BundleCommandRecord.body",
+    "Rejections.rejections.items", "CommandRecord.body",
     # rows a rule-set writes without a declared type (its resources, audit stories, read models): to type them,
     # each game's manifest must declare the types first
     "RoomResources.resources", "AuditStory.story.items", "AuditViewSubject.story.items", "ReadModelRows.rows.items",

@@ -4155,16 +4155,16 @@ export interface components {
         BundleCommand: {
             first_version: number;
             last_version: number;
-            command: components["schemas"]["BundleCommandRecord"];
+            command: components["schemas"]["CommandRecord"];
             time: string;
             /** @default null */
             raw?: string | null;
         };
         /**
-         * BundleCommandRecord
-         * @description A stored command record (events/step.CommandRecord) as JSON: ``body`` is the client's command as sent.
+         * CommandRecord
+         * @description A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON.
          */
-        BundleCommandRecord: {
+        CommandRecord: {
             command_id: string;
             room: string;
             player: string;
@@ -4180,7 +4180,7 @@ export interface components {
          * @description A refused command in the slice's range: its record, its stored bytes (base64) and the error it got.
          */
         BundleRefusal: {
-            command: components["schemas"]["BundleCommandRecord"];
+            command: components["schemas"]["CommandRecord"];
             time: string;
             raw: string;
             error: components["schemas"]["RefusalReason"];
