@@ -11,6 +11,7 @@ import time
 import msgspec
 import redis
 from fastapi.testclient import TestClient
+from forgery import rewrite_event
 
 from almanac.services.gateway.responses import RESPONSES
 from almanac.storage.keys import Keys
@@ -217,35 +218,12 @@ def test_an_auditor_diffs_two_rooms_over_http(api: TestClient, auditor: str) -> 
     assert missing.status_code == 404, missing.text
 
 
-def _rewrite(redis_url: str, shard_count: int, room: str, change, rechain: bool) -> int:
-    """Rewrite the room's first ``realm.mined`` event in Redis with ``change`` (on its decoded event); with ``rechain``
-    every hash after it is re-chained (a careful forger). The version rewritten."""
-    from almanac.events import codec  # noqa: PLC0415
-    from almanac.events.hashing import envelope_hash  # noqa: PLC0415
+def _mined(envelope) -> bool:
+    return envelope.type == "realm.mined"
 
-    client = redis.Redis.from_url(redis_url)
-    key = Keys(shard_count).events(room)
-    envelopes = [codec.decode_envelope(fields[b"e"], room, int(entry_id.split(b"-")[0]))
-                 for entry_id, fields in client.xrange(key)]
-    target = next(i for i, e in enumerate(envelopes) if e.type.endswith("mined"))
-    event = change(codec.to_builtins(codec.decode_event(envelopes[target])))
-    previous, forged = envelopes[target - 1].hash, []
-    for index, envelope in enumerate(envelopes):
-        if index == target or (rechain and index > target):
-            payload = msgspec.msgpack.encode(event) if index == target else envelope.payload
-            envelope = msgspec.structs.replace(envelope, payload=payload, previous_hash=previous if rechain else
-                                               envelope.previous_hash)
-            if rechain:
-                envelope = msgspec.structs.replace(envelope, hash=envelope_hash(envelope))
-            previous = envelope.hash
-        forged.append(envelope)
-    with client.pipeline(transaction=True) as pipe:
-        pipe.delete(key)
-        for envelope in forged:
-            pipe.xadd(key, {"e": codec.encode_envelope(envelope)}, id=f"{envelope.version}-0")
-        pipe.execute()
-    client.close()
-    return envelopes[target].version
+
+def _one_more(event: dict) -> dict:
+    return {**event, "amount": event["amount"] + 1}
 
 
 def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_them(api: TestClient, stack,
@@ -253,7 +231,7 @@ def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_th
     shards = api.app.state.gateway.settings.shard_count
     # Given a realm room whose first mined event is altered in Redis without re-chaining (a clumsy forger)
     clumsy, *_ = realm_room(api)
-    version = _rewrite(stack.redis_url, shards, clumsy, lambda event: {**event, "amount": event["amount"] + 1}, False)
+    version = rewrite_event(stack.redis_url, shards, clumsy, _mined, _one_more, rechain=False)
     # When an auditor verifies it, Then the chain check names the version with both hashes (strings), and the
     # answer fits its declared schema (the contract hook on `api` checks every answer against the document)
     chain = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{clumsy}/verification", headers=auth(auditor)))
@@ -262,7 +240,7 @@ def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_th
     assert all(isinstance(chain["divergence"][side], str) for side in ("recorded", "recomputed"))
     # Given another room altered the same way and re-chained (a careful forger)
     careful, *_ = realm_room(api)
-    version = _rewrite(stack.redis_url, shards, careful, lambda event: {**event, "amount": event["amount"] + 1}, True)
+    version = rewrite_event(stack.redis_url, shards, careful, _mined, _one_more, rechain=True)
     # Then re-deciding its command finds it: both sides are the events as stored and as the rules decide them
     redecided = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{careful}/verification",
                                                                   headers=auth(auditor)))
