@@ -559,8 +559,8 @@ class BundleSeed(_Body, kw_only=True):
     note: str
 
 
-class BundleEventEntry(_Body, kw_only=True):
-    """A readable event of the slice (events/readable.event_entry without its payload: the chain has its bytes)."""
+class _StoredEvent(_Body, kw_only=True):
+    """A stored envelope's fields as they are (events/readable.ENTRY_FIELDS)."""
 
     version: int
     ruleset: str
@@ -570,6 +570,11 @@ class BundleEventEntry(_Body, kw_only=True):
     server_time_ms: int
     previous_hash: str
     hash: str
+
+
+class BundleEventEntry(_StoredEvent, kw_only=True):
+    """A readable event of the slice (events/readable.event_entry without its payload: the chain has its bytes)."""
+
     time: str  # server_time_ms as ISO-8601 UTC
     event: Json | None = None  # decoded (the rule-set's event; api_docs types it); absent when it cannot be
     summary: str | None = None
@@ -663,19 +668,11 @@ class KeySet(_Body):
     keys: list[KeyEntry]
 
 
-class EnvelopeView(_Body, kw_only=True):
+class EnvelopeView(_StoredEvent, kw_only=True):
     """A stored event as a divergence shows it (services/forensics/verify.envelope_view): the envelope's fields with
     its event decoded (``event``), or, when it cannot be, the payload (base64) and why (``event_error``)."""
 
     room: str
-    version: int
-    ruleset: str
-    type: str
-    command_id: str
-    player: str
-    server_time_ms: int
-    previous_hash: str
-    hash: str
     event: Json | None = None  # the rule-set's event (api_docs types it)
     payload: str | None = None
     event_error: str | None = None

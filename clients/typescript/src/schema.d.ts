@@ -4231,7 +4231,6 @@ export interface components {
          *     its event decoded (``event``), or, when it cannot be, the payload (base64) and why (``event_error``).
          */
         EnvelopeView: {
-            room: string;
             version: number;
             ruleset: string;
             type: string;
@@ -4240,6 +4239,7 @@ export interface components {
             server_time_ms: number;
             previous_hash: string;
             hash: string;
+            room: string;
             /** @description the event's payload (`type` names it) */
             event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
