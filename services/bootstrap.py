@@ -283,16 +283,9 @@ async def serve(runtime: Runtime, loop: Callable[[asyncio.Event], Awaitable[None
                 closing: Callable[[], Awaitable[None]] | None = None) -> None:
     """A service process's life around its ``loop(stop)``: run it until SIGINT/SIGTERM (or until it fails), then
     set ``stop``, let the round in hand finish, ``closing()`` and close the runtime."""
-    stop = asyncio.Event()
-    running = asyncio.create_task(loop(stop), name=name)
     try:
-        if on_ready is not None:
-            on_ready()
-        await until_stopped(running)
+        await run_until_stopped(loop, name, on_ready)
     finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
         if closing is not None:
             await closing()
         await runtime.aclose()

@@ -16,8 +16,9 @@ gateway's submit and the clock's timeouts do: the engine decides it like any oth
 and replay and ``verify`` need nothing new. Its id is derived from (room, seat, version, attempt), and the bot's
 own dice from the same: a bots process restarted (or two racing) sends the same command under the same id, which
 the engine's dedupe answers with the first outcome. Progress lives in the log only; the process keeps nothing
-that a restart needs. Bounded: ``max_rooms`` bot seats per process (the rest wait, logged), ``rate`` commands per
-second across the process (a token bucket), and at most ``ATTEMPTS`` refused tries per seat and version.
+that a restart needs. Bounded: ``max_rooms`` bot seats per process per round (a window that moves on each round:
+the rest wait their turn, logged), ``rate`` commands per second across the process (a token bucket), and at most
+``ATTEMPTS`` refused tries per seat and version.
 """
 
 from __future__ import annotations
@@ -174,15 +175,20 @@ class Bots:
         self.seats: dict[tuple[str, str], _Seat] = {}
         self.sent = 0
         self.over_limit = 0
+        self.window = 0  # where the next round's window over the seats starts (when there are more than max_rooms)
 
     async def tick(self) -> int:
         """One round over the bot seats; the commands sent."""
-        seats = await bot_seats(self.client, self.keys, self.shards)
+        seats = every = await bot_seats(self.client, self.keys, self.shards)
         self.over_limit = max(0, len(seats) - self.max_rooms)
         if self.over_limit:
             log.warning("bots.over_limit", seats=len(seats), max_rooms=self.max_rooms)
-            seats = seats[: self.max_rooms]
-        for gone in set(self.seats) - set(seats):
+            # A window that moves on each round: a fixed one (the first max_rooms in sorted order) let rooms that
+            # never move, named to sort first by any player who creates rooms with bots, starve every other seat.
+            start = self.window % len(seats)
+            seats = (seats[start:] + seats[:start])[: self.max_rooms]
+            self.window = start + self.max_rooms
+        for gone in set(self.seats) - set(every):  # a seat outside this round's window keeps its progress
             del self.seats[gone]
         pipe = self.client.pipeline(transaction=False)
         for room, _ in seats:

@@ -8,14 +8,16 @@ bytes exactly, so verification of a file sees what the server stored.
 decoded with their hashes (each entry rebuilds the stored envelope bytes exactly: ``events.readable``),
 ``commands`` as [{first_version, command, ...}], ``rejections`` as [{command, error, ...}], ``head``
 ({version, hash}) and ``origin`` (set on a copy made by ``import --as``: the room, head version and head
-hash it was copied from). Reading converts it to the compact form below, which is also format_version 1
+hash it was copied from) and ``commit_scheme`` (the room's commitment scheme, docs/bundle-format.md 6.1;
+absent from older files and for rooms with none recorded: such a file imports as ``almanac-commit-v1``). Reading converts it to the compact form below, which is also format_version 1
 and what this store keeps in memory and in its directory.
 
 Document (format_version 1): ``format``, ``format_version``, ``room``, ``ruleset``,
 ``exported_at_ms``, ``seed`` (hex; an export carries it only once revealed), ``envelopes`` (base64,
 in version order), ``commands`` ([first version, base64 CommandRecord]), ``rejections``
 ({record, error}); optional ``outcomes`` (command id -> [first, last] of commands appended through
-this store) and ``snapshots`` (version -> base64), both absent from files written by `almanac export`.
+this store) and ``snapshots`` (version -> base64), both absent from files written by `almanac export`;
+optional ``commit_scheme`` as in format_version 2.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from almanac.events import codec, readable
+from almanac.events import codec, commitments, readable
 from almanac.events.copies import relabel as relabel_envelopes, relabel_record
 from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
@@ -87,6 +89,8 @@ def check_document(document: Any, where: str = "the document") -> dict[str, Any]
             _unb64(rejection["record"])
         if document.get("seed"):
             bytes.fromhex(document["seed"])
+        if document.get("commit_scheme", commitments.SCHEME) not in commitments.SCHEMES:
+            raise ValueError(f"commit_scheme {document['commit_scheme']!r} is none of {list(commitments.SCHEMES)}")
     except (KeyError, TypeError, ValueError) as error:
         raise ExportFormatError(f"{where} is a damaged export: {error}") from None
     return document
@@ -104,6 +108,8 @@ def compact_document(document: dict[str, Any], where: str = "the document") -> d
         compact["seed"] = document.get("seed")
         if document.get("origin") is not None:
             compact["origin"] = dict(document["origin"])
+        if document.get("commit_scheme") is not None:
+            compact["commit_scheme"] = document["commit_scheme"]
         for entry in document["events"]:
             envelope = readable.entry_envelope(entry, room)
             wrong = readable.check_event_entry(entry, envelope)
@@ -126,11 +132,12 @@ def readable_document(compact: dict[str, Any]) -> dict[str, Any]:
     room = compact["room"]
     raws = [_unb64(data) for data in compact["envelopes"]]
     events = [readable.event_entry(raw, room, version) for version, raw in enumerate(raws, start=1)]
+    scheme = {"commit_scheme": compact["commit_scheme"]} if compact.get("commit_scheme") else {}
     return {
         "format": EXPORT_FORMAT, "format_version": READABLE_FORMAT_VERSION, "room": room,
         "ruleset": compact.get("ruleset", ""), "exported_at_ms": compact.get("exported_at_ms", 0),
         "head": {"version": len(events), "hash": events[-1]["hash"] if events else GENESIS_HASH},
-        "origin": compact.get("origin"), "seed": compact.get("seed"), "events": events,
+        "origin": compact.get("origin"), **scheme, "seed": compact.get("seed"), "events": events,
         "commands": [{"first_version": int(version), **readable.record_entry(_unb64(data))}
                      for version, data in compact["commands"]],
         "rejections": [{**readable.record_entry(_unb64(r["record"])), "error": r.get("error")}
@@ -248,6 +255,18 @@ class ExportFileStore:
             if document.get("origin"):
                 return False
             document["origin"] = json.loads(origin)
+            self._persist(room)
+            return True
+
+    async def load_commit_scheme(self, room: str) -> str | None:
+        return self.documents.get(room, {}).get("commit_scheme")
+
+    async def save_commit_scheme(self, room: str, scheme: str) -> bool:
+        async with self._lock:
+            document = self._writable(room)
+            if document.get("commit_scheme"):
+                return False
+            document["commit_scheme"] = scheme
             self._persist(room)
             return True
 
@@ -388,6 +407,10 @@ async def compact_export(store: Any, room: str, exported_at_ms: int) -> dict[str
     origin = await load_origin(room) if load_origin is not None else None
     if origin:
         document["origin"] = json.loads(origin)
+    load_scheme = getattr(store, "load_commit_scheme", None)
+    scheme = await load_scheme(room) if load_scheme is not None else None
+    if scheme:  # none recorded: the room is v1 and the file says nothing, as files written before the field
+        document["commit_scheme"] = scheme
     return document
 
 
@@ -397,6 +420,10 @@ async def import_room(exported: ExportFileStore, target: Any, room: str, as_room
     ``as_room``: load it as a copy under that id (``events.copies``: relabelled, re-sealed), recording its
     origin {room, version, hash} (the exported head; a copy of a copy names the first room) so that
     ``verify`` can prove the copy is the origin's history.
+
+    The room keeps the commitment scheme the file records (none: ``almanac-commit-v1``), a copy too: like the seed
+    and the nonces it is part of how the origin's history was committed, and the copy re-seals that history (its
+    heads differ from the origin's all the same, its room key being derived from its own id).
     """
     envelopes = await exported.read(room)
     spans = await exported.commands(room)
@@ -406,6 +433,10 @@ async def import_room(exported: ExportFileStore, target: Any, room: str, as_room
         # Before its events: the projector may rank it the moment they land. Its history was played elsewhere
         # (or forged): an imported room or a copy never enters a leaderboard.
         await mark_unranked(name)
+    scheme, save_scheme = await exported.load_commit_scheme(room), getattr(target, "save_commit_scheme", None)
+    if scheme and save_scheme is not None:
+        # Before its events too: a gateway computing a head of the room the moment they land must see the scheme.
+        await save_scheme(name, scheme)
     relabel = (lambda data: data) if as_room is None else (lambda data: relabel_record(data, as_room))
     if as_room is not None:
         inherited = await exported.load_origin(room)

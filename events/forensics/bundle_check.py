@@ -80,6 +80,7 @@ from almanac.events.forensics.redecide import (
     recheck_refusals,
     redecide,
     revealed_nonces,
+    signed_joins,
 )
 from almanac.events.forensics.tree_diff import difference_lines, tree_diff
 from almanac.events.hashing import envelope_hash
@@ -661,11 +662,12 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     passed(Step(name="redecide", status="passed", detail=f"each of the {len(spans)} command(s) of the whole chain, "
                 f"room.created to the head, decided again by {ref} with its dice re-derived from the seed, gives "
                 "exactly the recorded events"))
-    _refusals(verdict, refusals, chain, seed, nonces, held_refusals, at)
+    _refusals(verdict, refusals, chain, seed, nonces, held_refusals, at,
+              joins_signed=signed_joins(chain, [record for _, _, record in spans]))
 
 
 def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed: bytes | None,
-              nonces: Any, stored: Collection[bytes] | None, at: list[str]) -> None:
+              nonces: Any, stored: Collection[bytes] | None, at: list[str], joins_signed: Collection[str] = ()) -> None:
     """11. refusals: each one refused again with its code; any shown leaves the verdict INCOMPLETE (not chained)."""
     at[0] = "refusals"
     kept = []
@@ -693,7 +695,7 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
                                       "and refusals are not in the chain, so they rest on the operator's word"))
         return
     signed: list[Refusal] = []
-    rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed)
+    rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed, joins_signed=joins_signed)
     if refused is not None:
         command_id = refused.refusal.record.command_id
         if not refused.placed:
@@ -705,7 +707,7 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
         raise _fail("refusals", f"refused command {command_id!r} would be accepted", refused.version,
                     recorded=refused.refusal.error, recomputed="accepted", sides=("recorded", "re-decided"))
     # Consistent with the rules, but a refusal writes no event: nothing chained shows the player sent it, unless
-    # the player signed it with the key the chain registered for their seat (then it is theirs, and refused).
+    # the player signed it with the key the chain registered for their seat by a signed join (then it is theirs).
     if len(signed) == len(kept):
         verdict.steps.append(Step(name="refusals", status="passed", detail=f"each of the {rechecked} refused "
                                   "command(s) shown is signed by its player with the key their seat registered in "

@@ -102,7 +102,9 @@ def _view(room: str, version: int, text: Any) -> tuple[bytes, list]:
         decoded = msgspec.msgpack.decode(data)
     except msgspec.DecodeError:
         raise _Failed("views", "an opened view is not msgpack", version) from None
-    if not isinstance(decoded, list) or len(decoded) not in (2, 7) or decoded[:2] != [room, version]:
+    # type(): 1.0 and True equal 1 in Python, and a view spelt with them would still pass as version 1's
+    if not isinstance(decoded, list) or len(decoded) not in (2, 7) or decoded[:2] != [room, version] \
+            or type(decoded[1]) is not int:
         raise _Failed("views", f"an opened view is not a view of room {room!r} at version {version}", version)
     if data != canonical_bytes(decoded):
         raise _Failed("views", "an opened view is not in canonical form", version)
@@ -116,7 +118,7 @@ def _leaves(room: str, player: str, entries: Any) -> list[tuple[dict[str, bytes]
     result = []
     for version, entry in enumerate(entries, start=1):
         if not isinstance(entry, Mapping) or set(entry) != {"version", "opened", "leaves"} \
-                or entry["version"] != version or isinstance(entry["version"], bool):
+                or type(entry["version"]) is not int or entry["version"] != version:
             raise _Failed("views", f"event entry {version} is not {{version: {version}, opened, leaves}} (versions "
                           "must run 1..head in order)", version)
         opened, given = entry["opened"], entry["leaves"]

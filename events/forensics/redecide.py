@@ -10,7 +10,7 @@ draws randomness or does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from almanac.events import codec, registry, room as room_rules
 from almanac.events.dice import nonces_by_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
-from almanac.events.signing import command_bytes, signature_valid
+from almanac.events.signing import command_bytes, join_bytes, signature_valid
 from almanac.events.step import CommandRecord, advance, decode_record, replay, step
 
 # A recorded command and the versions its events hold: (first, last, the command as stored or decoded).
@@ -268,15 +268,35 @@ def signed_by_seat(state: room_rules.RoomState | None, record: CommandRecord) ->
         registered, record.signature, command_bytes(record.room, record.player, record.command_id, record.body))
 
 
+def signed_joins(recorded: Sequence[Envelope], records: Iterable[CommandRecord]) -> set[str]:
+    """The players whose join in ``recorded`` registered a key and carries that key's signature over the join
+    (events.signing.join_bytes). A key registered by an unsigned join (allowed for logs from before signed joins)
+    may be the operator's own: a signature by it shows nothing about the player."""
+    signatures = {record.command_id: record.signature for record in records if record.signature is not None}
+    found = set()
+    for envelope in recorded:
+        if envelope.type != "room.player_joined" or envelope.command_id not in signatures:
+            continue
+        joined = codec.decode_event(envelope)
+        commitment = None if joined.nonce_by_server else (joined.nonce_commitment or None)
+        if joined.public_key and signature_valid(joined.public_key, signatures[envelope.command_id],
+                                                 join_bytes(envelope.room, joined.player, joined.public_key,
+                                                            commitment)):
+            found.add(joined.player)
+    return found
+
+
 def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], seed: bytes, *,
                      nonces: Mapping[str, bytes] | None = None,
                      base: room_rules.RoomState | None = None,
-                     signed: list[Refusal] | None = None) -> tuple[int, RefusalMismatch | None]:
+                     signed: list[Refusal] | None = None,
+                     joins_signed: Collection[str] = ()) -> tuple[int, RefusalMismatch | None]:
     """Each refused command, decided again against the recorded log at the version it was refused at, is
     refused with the code recorded for it: (how many were, the first that is not). In version order, folding
     the log forward once; ``base`` is the state version 1 folds onto (a fork's parent's). ``signed``, when given,
     receives each refusal whose command carries a valid signature by the key its seat had registered by then
-    (``signed_by_seat``): its player sent it, so the refusal is not the operator's word alone."""
+    (``signed_by_seat``) and whose player's join was signed by that key (``joins_signed``, from ``signed_joins``):
+    its player sent it, so the refusal is not the operator's word alone."""
     checked = 0
     state, folded = base, 0
     for refusal in sorted(refusals, key=lambda r: r.record.refused_at_version or 0):
@@ -286,7 +306,7 @@ def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], 
         state = replay(recorded[folded:at], state)
         folded = at
         code = (refusal.error or {}).get("code")
-        if signed is not None and signed_by_seat(state, refusal.record):
+        if signed is not None and refusal.record.player in joins_signed and signed_by_seat(state, refusal.record):
             signed.append(refusal)
         try:
             step(state, recorded[at - 1].hash if at else GENESIS_HASH, refusal.record, seed, nonces=nonces)

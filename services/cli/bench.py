@@ -202,6 +202,15 @@ def bench_forensics(events: int = typer.Option(10_000, min=100, help="Events in 
     main(events)
 
 
+@bench_app.command("commitments")
+def bench_commitments(
+    events: int = typer.Option(400, min=20, help="Events of each rule-set's bench game (or its natural end)."),
+    seconds: float = typer.Option(3.0, min=0.1, help="CPU seconds of alternating rounds per rule-set."),
+) -> None:
+    """Commitment head per event, scheme v2 (now and as first landed) against v1, per rule-set (no Redis)."""
+    bench_module("commitments").main(events, seconds)
+
+
 @bench_app.command("faststream")
 def bench_faststream(
     count: int = typer.Option(20_000, min=100, help="Messages per run."),

@@ -26,6 +26,7 @@ from almanac.events.forensics.redecide import (
     public_seed,
     recheck_refusals,
     redecide,
+    signed_joins,
 )
 from almanac.events.hashing import envelope_hash, first_broken_link
 from almanac.events.step import decode_record, replay
@@ -363,7 +364,10 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         if isinstance(refusals, Divergence):
             return failed(refusals)
         signed_refusals: list[Refusal] = []
-        rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base, signed=signed_refusals)
+        # (A key registered by an unsigned join may be the operator's: its signature covers nothing.)
+        joins_signed = signed_joins(envelopes, [decode_record(data) for _, _, data in spans])
+        rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base, signed=signed_refusals,
+                                            joins_signed=joins_signed)
         if wrong is not None:
             outcome_error = wrong.refusal.error
             return failed(Divergence(check="refusal", version=wrong.version,

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.hashing import seal
-from almanac.events.signing import command_bytes
+from almanac.events.signing import command_bytes, join_bytes
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import RoomService
@@ -50,14 +50,22 @@ class Room:
         return await self.service.handle(signed(record) if sign else record)
 
     async def open(self, *, seed: bytes = SEED, ann_signs: bool = False, bob_nonce: bytes = BOB_NONCE,
-                   ann_nonce: bytes = ANN_NONCE) -> Room:
-        """Created with ``seed`` (no scheme named: the engine's default for new rooms); ann and bob join."""
+                   ann_nonce: bytes = ANN_NONCE, ann_signs_join: bool = False) -> Room:
+        """Created with ``seed`` (no scheme named: the engine's default for new rooms); ann and bob join (ann's join
+        registering her key when ``ann_signs``, signed by it, as the gateway requires today, with ``ann_signs_join``)."""
         await self.store.save_seed(self.room, seed)
         assert (await self.send("create", "ann", {"kind": "create_room", "ruleset": "counter"})).accepted
         ann_join = {"kind": "join_room", "nonce_commitment": await self.store.save_nonce(self.room, ann_nonce)}
         if ann_signs:
             ann_join["public_key"] = ANN_PUBLIC
-        joined = await self.send("ann-join", "ann", ann_join)
+        if ann_signs_join:
+            self.clock += 1_000
+            message = join_bytes(self.room, "ann", ANN_PUBLIC, ann_join["nonce_commitment"])
+            joined = await self.service.handle(CommandRecord(
+                command_id="ann-join", room=self.room, player="ann", server_time_ms=self.clock, body=ann_join,
+                signature=ANN_KEY.sign(message).hex()))
+        else:
+            joined = await self.send("ann-join", "ann", ann_join)
         assert joined.accepted, joined.error
         bob_join = {"kind": "join_room", "nonce_commitment": await self.store.save_nonce(self.room, bob_nonce)}
         assert (await self.send("bob-join", "bob", bob_join)).accepted

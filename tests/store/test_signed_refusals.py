@@ -26,10 +26,11 @@ from almanac.storage.memory_store import MemoryEventStore
 WRONG_NONCE = hashlib.sha256(b"not ann's nonce").digest().hex()
 
 
-async def ended_room(refusing_player: str) -> tuple[Room, dict]:
+async def ended_room(refusing_player: str, *, ann_signs_join: bool = True) -> tuple[Room, dict]:
     """The room after ``refusing_player``'s reveal of a wrong nonce was refused (signed when it is ann's), ended
-    by ann's signed end; with the bundle of the whole room."""
-    room = await Room(MemoryEventStore()).open(ann_signs=True)
+    by ann's signed end; with the bundle of the whole room. ann's join is signed by the key it registers unless
+    ``ann_signs_join`` is False (a join as recorded before signed joins, or as an operator writes one)."""
+    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=ann_signs_join)
     await room.roll("a1", "ann", sign=True)
     refused = await room.send("bad-reveal", refusing_player, {"kind": "reveal_nonce", "nonce": WRONG_NONCE},
                               sign=refusing_player == "ann")
