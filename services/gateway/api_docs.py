@@ -70,7 +70,8 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "event" in event:
         event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
                           "anyOf": [*events, {"type": "null"}]}
-    for answer in ("EventRow", "ValueChange"):  # forensics' rows of events (a ValueChange is one)
+    # forensics' rows of events (a ValueChange is one) and a dispute bundle's readable events
+    for answer in ("EventRow", "ValueChange", "BundleEventEntry", "EnvelopeView"):
         row = schemas.get(answer, {}).get("properties", {})
         if "event" in row:
             row["event"] = {"description": "the event's payload (`type` names it)", "anyOf": events}
@@ -94,6 +95,19 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
     if "state" in at:
         at["state"] = {"description": "auditors: the game's state (its rule-set's)", "anyOf": [*states, {"type": "null"}]}
     schemas[responses.STATE_VALUE] = state_value_schema(ref_prefix)
+    divergence = schemas.get("Divergence", {}).get("properties", {})
+    for side in ("recorded", "recomputed"):
+        if side in divergence:
+            divergence[side] = {**responses.DIVERGENCE_SIDE, "default": None,
+                                "description": f"what the {side} side holds (by the check)"}
+    create = schemas.get("CreateRoomRequest", {}).get("properties", {})
+    if "options" in create:  # the room's rule-set decides which applies (its options_type / setup_type)
+        options = [{"$ref": f"{ref_prefix}{name}"} for parts in names.values() for name in parts["options"]]
+        setups = [{"$ref": f"{ref_prefix}{name}"} for parts in names.values() for name in parts["setup"]]
+        create["options"] = {"description": "the creation options of the room's rule-set", "default": {},
+                             "anyOf": options}
+        create["setup"] = {"description": "a fully resolved setup of the room's rule-set (its random draws made)",
+                           "anyOf": [*setups, {"type": "null"}], "default": None}
 
 
 def state_value_schema(ref_prefix: str) -> dict[str, Any]:
@@ -148,6 +162,10 @@ def build_openapi(app: FastAPI, extra_types: list[type]) -> dict[str, Any]:
     schemas[ERROR_SCHEMA] = error_schema()
     _typed_responses(schema, schemas)
     typed_game_parts(schemas)
+    posted = schemas.get("VerifyBundleRequest", {}).get("properties", {})
+    if "bundle" in posted:  # decoded as any object so the verifier itself names what is missing or extra
+        posted["bundle"] = {"$ref": "#/components/schemas/DisputeBundle",
+                            "description": "a dispute bundle as GET /rooms/{room}/dispute or `almanac dispute` wrote it"}
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     if "CommandRequest" in schemas:

@@ -9,7 +9,9 @@ claim both have a ``Build``):
   receive it: a field the rule-set may hide from that player (its ``secrets``) is its value or
   ``{"hidden": true}``;
 * ``<Name>State``: the game's state, as an auditor reads it under ``state.game``;
-* ``<Name>View``: what one player sees (``RuleSet.view_type``), when the manifest declares it.
+* ``<Name>View``: what one player sees (``RuleSet.view_type``), when the manifest declares it;
+* its creation options (``options_type``) and resolved setup (``setup_type``), under their own names (prefixed):
+  ``names[name]["options"]`` / ``["setup"]`` name them, for a room's creation request.
 
 Nothing here names a rule-set: a new game installed through the ``almanac.rulesets`` entry points is covered
 by construction. The OpenAPI document (api_docs) and the AsyncAPI document (asyncapi) both use it.
@@ -50,17 +52,22 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         event_types = (*room_events, *decider.event_types)
         views = (manifest.view_type,) if manifest.view_type is not None else ()
         groups = [decider.command_types, event_types, (decider.state_type,), views]
-        schemas, found = msgspec.json.schema_components([t for group in groups for t in group], ref_template=ref)
+        schemas, found = msgspec.json.schema_components(
+            [t for group in groups for t in group] + [decider.options_type, decider.setup_type], ref_template=ref)
+        *schemas, options_ref, setup_ref = schemas
         view_ref = schemas[-1] if views else None
         if views:
             schemas = schemas[:-1]
         own = {f"{prefix}{key}": value for key, value in found.items()}
+        _string_keys(own)
         command_refs = schemas[: len(decider.command_types)]
         event_refs = schemas[len(decider.command_types): len(decider.command_types) + len(event_types)]
         state_ref = schemas[-1]
         _publish_allowed_values(manifest, own, command_refs, ref_prefix)
         event_refs = _player_events(decider, event_types, event_refs, own, hidden_ref, ref_prefix)
         components.update(own)
+        creation = {part: _named(components, schema, f"{prefix}Create{part.capitalize()}", ref_prefix)
+                    for part, schema in (("options", options_ref), ("setup", setup_ref))}
         mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, command_refs, strict=True)}
         components[f"{prefix}Command"] = {
             "title": f"{prefix}Command", "description": f"A command of a {name} room, told apart by `kind`.",
@@ -76,13 +83,35 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         components[f"{prefix}State"] = {"title": f"{prefix}State", "description": f"The state of a {name} game.",
                                         **state_ref}
         names[name] = {"command": [f"{prefix}Command"], "event": [f"{prefix}Event"], "state": [f"{prefix}State"],
-                       "view": []}
+                       "view": [], "options": [creation["options"]], "setup": [creation["setup"]]}
         # A game that declares no view type: its view is documented as an object of its own making.
         view = view_ref if view_ref is not None else {"type": "object"}
         components[f"{prefix}View"] = {"title": f"{prefix}View",
                                        "description": f"What a player of a {name} room sees (its view).", **view}
         names[name]["view"] = [f"{prefix}View"]
     return names, components
+
+
+def _string_keys(schema: Any) -> None:
+    """A map's key constraints (msgspec writes a constrained key's ``propertyNames`` without its type) say they
+    are strings: JSON object keys always are."""
+    if isinstance(schema, dict):
+        names = schema.get("propertyNames")
+        if isinstance(names, dict) and not names.keys() & {"type", "enum", "const", "$ref", "anyOf"}:
+            names["type"] = "string"
+        for value in schema.values():
+            _string_keys(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _string_keys(value)
+
+
+def _named(components: dict[str, Any], schema: dict[str, Any], name: str, ref_prefix: str) -> str:
+    """The component name of a schema: its own when it is a reference, else ``name`` (registered)."""
+    if "$ref" in schema:
+        return schema["$ref"][len(ref_prefix):]
+    components[name] = schema
+    return name
 
 
 def _component(components: dict[str, Any], ref: dict[str, Any], ref_prefix: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import VerifyReport
 
 Json = dict[str, Any]
@@ -354,14 +355,83 @@ class ReadModelRows(_Body):
     rows: list[Json]
 
 
+class RedisHealth(_Body, kw_only=True):
+    ok: bool
+    ping_ms: float | None = None  # when it answered
+    error: str | None = None  # the error's class name when it did not
+
+
+class EngineBeat(_Body, kw_only=True):
+    """An engine's heartbeat (services/engine/shard_engine.py) as /health reads it: its age and whether it is ready."""
+
+    name: str
+    pid: int
+    shards_owned: list[int]
+    shards_held: list[int]
+    started_at_ms: int
+    time_ms: int
+    consumed_ms: int  # the end of its last completed consume round (epoch ms)
+    redis_error_ms: int  # its last Redis failure (epoch ms; 0: none)
+    age_s: float
+    ready: bool
+
+
+class EngineHealth(_Body):
+    """The live engines and whether together they hold every shard and have worked since the last Redis outage."""
+
+    ok: bool
+    ready: bool
+    reasons: list[str]
+    engines: list[EngineBeat]
+    shards_held: int
+    shard_count: int
+    store_outage_ms: int
+
+
+class ProjectorBeat(_Body, kw_only=True):
+    """A projector's heartbeat (projections/projector.py publish_status) with its running figures."""
+
+    name: str
+    pid: int
+    host: str
+    shards: list[int]
+    started_at_ms: int
+    at_ms: int
+    stats: dict[str, float | str]  # events_applied, batches, conflicts, events_per_s, last_batch_at_ms, ...
+
+
+class ShardLag(_Body):
+    shard: int
+    checkpoint: str  # the last feed entry applied
+    head: str  # the feed's last entry
+    caught_up: bool
+    lag_ms: int
+
+
+class ProjectorHealth(_Body):
+    """The read side (projections/read.py status): live projectors and how far each shard's read models lag."""
+
+    ok: bool
+    alive: bool
+    projectors: list[ProjectorBeat]
+    max_lag_ms: int
+    caught_up: bool
+    shards: list[ShardLag]
+
+
+class OutcomeSubscription(_Body):
+    subscribed: bool
+    node: str | None
+
+
 class Health(_Body):
     status: str  # ok | degraded (200); not_ready | down (503)
     ready: bool  # commands can be taken now
     reasons: list[str]  # why not ready (empty when ready)
-    redis: Json
-    engine: Json | None = None
-    projector: Json | None = None
-    outcomes: Json | None = None  # the outcome subscription: {subscribed, node}; degraded while it is down
+    redis: RedisHealth
+    engine: EngineHealth | None = None
+    projector: ProjectorHealth | None = None
+    outcomes: OutcomeSubscription | None = None  # the outcome subscription; degraded while it is down
 
 
 class RulesetSchema(_Body):
@@ -371,12 +441,17 @@ class RulesetSchema(_Body):
     defs: Json = msgspec.field(name="$defs")
 
 
+class DeadLetterCount(_Body):
+    total: int
+    by_shard: dict[str, int]  # shard -> entries, shards with any only
+
+
 class SystemStatus(_Body):
     time_ms: int
-    engine: Json
-    projector: Json
+    engine: EngineHealth
+    projector: ProjectorHealth
     commands_total: int
-    dead_letters: Json
+    dead_letters: DeadLetterCount
 
 
 class ActiveRoom(RoomListing, kw_only=True):
@@ -429,26 +504,150 @@ class AsyncApiDocument(_Body):
     components: Json = {}
 
 
+class BundleAudience(_Body):
+    """Who may read a bundle (events/forensics/bundle_check.audience): its first line."""
+
+    who: str  # "anyone" | "auditors"
+    hidden_values: bool
+    note: str
+
+
+class BundleRuleset(_Body):
+    """The rules the room was created under, and the fingerprint of the exporter's installed copy ("" if none)."""
+
+    name: str
+    version: int
+    ref: str  # name@version
+    fingerprint: str
+    fingerprint_of_exporter: str
+
+
+class AuditViewSubject(_Body, tag_field="kind", tag="audit_view"):
+    """A bundle of one audit view's item: its story (the rule-set's audit rows) as of the export."""
+
+    view: str
+    item: str | None
+    story: list[Json]
+
+
+class VersionsSubject(_Body, tag_field="kind", tag="versions"):
+    """A bundle of a version range."""
+
+    from_: int = msgspec.field(name="from")
+    to: int
+
+
+class CopiedAs(_Body):
+    """The copy (import --as) the bundle was exported from: the bundle is its origin's history."""
+
+    room: str
+    note: str
+
+
+class BundleHead(_Body):
+    version: int
+    hash: str
+
+
+class BundleSeed(_Body, kw_only=True):
+    """What the chain says of the room's dice (events/forensics/bundle_check.seed_entry)."""
+
+    status: str  # "challenge" | "revealed" | "not_revealed"
+    commitment: str
+    challenge: str | None = None  # a challenge room's public seed
+    revealed: str | None  # the seed (hex) once the room has ended
+    note: str
+
+
+class _StoredEvent(_Body, kw_only=True):
+    """A stored envelope's fields as they are (events/readable.ENTRY_FIELDS)."""
+
+    version: int
+    ruleset: str
+    type: str
+    command_id: str
+    player: str
+    server_time_ms: int
+    previous_hash: str
+    hash: str
+
+
+class BundleEventEntry(_StoredEvent, kw_only=True):
+    """A readable event of the slice (events/readable.event_entry without its payload: the chain has its bytes)."""
+
+    time: str  # server_time_ms as ISO-8601 UTC
+    event: Json | None = None  # decoded (the rule-set's event; api_docs types it); absent when it cannot be
+    summary: str | None = None
+    event_error: str | None = None  # why the event could not be decoded here
+    raw: str | None = None  # the stored bytes (base64) when re-encoding the fields would not give them back
+
+
+class BundleCommand(_Body, kw_only=True):
+    """A command of the slice with the versions it wrote (events/readable.record_entry)."""
+
+    first_version: int
+    last_version: int
+    command: CommandRecord  # the stored record as JSON: its ``body`` is the client's command as sent
+    time: str
+    raw: str | None = None
+
+
+class RefusalReason(_Body, kw_only=True):
+    """The rule error a refused command got ({} when its outcome is no longer stored)."""
+
+    code: str | None = None
+    message: str | None = None
+    field: str | None = None
+    allowed: list[str | int] | None = None
+
+
+class BundleRefusal(_Body, kw_only=True):
+    """A refused command in the slice's range: its record, its stored bytes (base64) and the error it got."""
+
+    command: CommandRecord
+    time: str
+    raw: str
+    error: RefusalReason
+
+
+class BundleChain(_Body):
+    """Every stored envelope (base64 msgpack, versions 1..head) and every command record with the first version it
+    wrote ([first_version, base64 msgpack])."""
+
+    about: str
+    envelopes: list[str]
+    commands: list[tuple[int, str]]
+
+
+class BundleCommitments(_Body, kw_only=True):
+    """docs/bundle-format.md sections 4 and 6.4: the scheme, the room key (hex) and, for scheme v2, every version's
+    views but the whole event's (label -> base64)."""
+
+    scheme: str
+    room_key: str | None
+    views: list[dict[str, str]] | None = None
+
+
 class DisputeBundle(_Body, kw_only=True):
     """A dispute bundle (docs/forensics.md, "Dispute bundles"): verify it with `almanac verify-bundle`."""
 
-    audience: Json  # who may read it: {"who": "anyone" | "auditors", "hidden_values", "note"}
+    audience: BundleAudience
     format: str
     format_version: int
     room: str
     exported_at_ms: int
     exported_at: str
-    ruleset: Json
-    subject: Json
-    copied_as: Json | None = None  # the bundle of a copy (import --as) is its origin's history
-    head: Json
-    seed: Json
-    events: list[Json]
-    commands: list[Json]
-    refusals: list[Json]
-    chain: Json
+    ruleset: BundleRuleset
+    subject: AuditViewSubject | VersionsSubject
+    copied_as: CopiedAs | None = None  # the bundle of a copy (import --as) is its origin's history
+    head: BundleHead
+    seed: BundleSeed
+    events: list[BundleEventEntry]
+    commands: list[BundleCommand]
+    refusals: list[BundleRefusal]
+    chain: BundleChain
     # docs/bundle-format.md section 4: the room key opening every commitment, the server's signed head, the keys
-    commitments: Json | None = None
+    commitments: BundleCommitments | None = None
     checkpoint: Checkpoint | None = None
     keys: KeySet | None = None
 
@@ -467,6 +666,24 @@ class KeySet(_Body):
     format_version: int
     active: str
     keys: list[KeyEntry]
+
+
+class EnvelopeView(_StoredEvent, kw_only=True):
+    """A stored event as a divergence shows it (services/forensics/verify.envelope_view): the envelope's fields with
+    its event decoded (``event``), or, when it cannot be, the payload (base64) and why (``event_error``)."""
+
+    room: str
+    event: Json | None = None  # the rule-set's event (api_docs types it)
+    payload: str | None = None
+    event_error: str | None = None
+
+
+# What a verification's divergence records on each side (services/forensics/verify.py), by its check: a hash, a
+# seed or nonce commitment, "accepted" or "not hex" (strings); a time (an integer); a rule error (a Failure);
+# the events of a command (an EnvelopeView, a list of them); or nothing (null).
+DIVERGENCE_SIDE = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"},
+                             {"$ref": "#/components/schemas/Failure"}, {"$ref": "#/components/schemas/EnvelopeView"},
+                             {"type": "array", "items": {"$ref": "#/components/schemas/EnvelopeView"}}]}
 
 
 class Verification(VerifyReport, kw_only=True):
@@ -526,6 +743,19 @@ class CheckpointFile(_Body):
     checkpoints: list[Checkpoint]
 
 
+class BundleStep(_Body, kw_only=True):
+    """One check of the verifier (events/forensics/bundle_check.Step): passed, failed or skipped, what it proved; a
+    failure's two sides, named by ``sides`` (the first the authority, the second what was checked against it)."""
+
+    name: str
+    status: str  # "passed" | "failed" | "skipped"
+    detail: str
+    version: int | None = None
+    recorded: Any = None
+    recomputed: Any = None
+    sides: tuple[str, str]
+
+
 class BundleVerdict(_Body):
     """The verifier's verdict: every step (passed, failed or skipped) and what it proved, and as text. ``ok`` only
     when ``status`` is VERIFIED; INCOMPLETE names in ``unchecked`` the steps that did not run."""
@@ -534,7 +764,7 @@ class BundleVerdict(_Body):
     status: str
     room: str
     unchecked: list[str]
-    steps: list[Json]
+    steps: list[BundleStep]
     text: str
 
 
@@ -559,13 +789,37 @@ class WebhookDeleted(_Body):
     deleted: str
 
 
+class NoticeDeadline(_Body):
+    """A deadline_soon notice's deadline: its key and due time only (never the command the clock will send)."""
+
+    key: str
+    due_ms: int
+
+
+class WebhookNotice(_Body, kw_only=True):
+    """A notice as delivered (services/notifier.py): the event as the subscription's viewer may see it (a room event
+    as GET /rooms/{room}/events sends it), or, for deadline_soon, the deadline."""
+
+    delivery_id: str
+    kind: str  # your_turn | trade_offered | room_ended | deadline_soon
+    room: str
+    ruleset: str | None
+    version: int | None  # None: a deadline_soon notice
+    player: str | None  # whom it concerns; None: everyone seated
+    subscription: str
+    scope: str
+    viewer: str | None  # whose view the event is shown as (a player subscription's player); None: nobody seated's
+    event: RoomEvent | None = None
+    deadline: NoticeDeadline | None = None
+
+
 class DeadDelivery(_Body, kw_only=True):
     """A delivery given up after its attempts (never its subscription's secret)."""
 
     id: str
     subscription: str
     url: str
-    payload: Json  # the notice as it would have been delivered (docs/webhooks)
+    payload: WebhookNotice  # the notice as it would have been delivered (docs/webhooks)
     attempts: int
     appended_ms: int
     enqueued_ms: int
@@ -637,8 +891,9 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/webhooks/dead"): (200, WebhookDeadLetters),
     ("get", "/webhooks/stats"): (200, WebhookStats),
 }
-# Types an answer names only through a hand-written schema reference (BisectAnswer.other): documented too.
-ALSO_DOCUMENTED = (EventRow, RefusedUnder)
+# Types an answer names only through a hand-written schema reference (BisectAnswer.other, DIVERGENCE_SIDE):
+# documented too.
+ALSO_DOCUMENTED = (EventRow, RefusedUnder, EnvelopeView, Failure)
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending
 PENDING_ROUTES = (("post", "/rooms"), ("post", "/rooms/{room}/join"), ("post", "/rooms/{room}/end"),

@@ -17,14 +17,12 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-import redis
+from forgery import rewrite_event
 from game_modules import game_module
 from gateway_stack import CHILD, Stack
 
-from almanac.events import codec, registry
-from almanac.events.hashing import envelope_hash
+from almanac.events import registry
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
-from almanac.storage.keys import Keys
 
 board_rules = game_module("board@1", "rules")
 BoardState = game_module("board@1", "state").BoardState
@@ -354,31 +352,11 @@ def test_tampered_event_shows_the_first_divergence(page, base_url: str, auditor:
     room, _ = board_room_played(base_url, auditor, f"tam-{secrets.token_hex(2)}", moves=2)
 
     # When someone rewrites a placement in Redis and re-chains every hash after it (a careful forger)
-    client = redis.Redis.from_url(stack.redis_url)
-    key = Keys(16).events(room)
-    entries = client.xrange(key)
-    envelopes = [codec.decode_envelope(fields[b"e"], room, int(entry_id.split(b"-")[0])) for entry_id, fields in entries]
-    target = next(i for i, e in enumerate(envelopes) if e.type == "board.element_placed")
-    event = codec.to_builtins(codec.decode_event(envelopes[target]))
-    event["terrain"] = "water" if event["terrain"] != "water" else "forest"
-    forged_payload = msgspec.msgpack.encode(event)
-    previous = envelopes[target - 1].hash
-    forged = []
-    for index, envelope in enumerate(envelopes):
-        if index >= target:
-            changes = {"previous_hash": previous}
-            if index == target:
-                changes["payload"] = forged_payload
-            envelope = msgspec.structs.replace(envelope, **changes, hash="")
-            envelope = msgspec.structs.replace(envelope, hash=envelope_hash(envelope))
-            previous = envelope.hash
-        forged.append(envelope)
-    with client.pipeline(transaction=True) as pipe:
-        pipe.delete(key)
-        for envelope in forged:
-            pipe.xadd(key, {"e": codec.encode_envelope(envelope)}, id=f"{envelope.version}-0")
-        pipe.execute()
-    client.close()
+    def other_terrain(event: dict) -> dict:
+        return {**event, "terrain": "water" if event["terrain"] != "water" else "forest"}
+
+    version = rewrite_event(stack.redis_url, 16, room, lambda e: e.type == "board.element_placed", other_terrain,
+                            rechain=True)
 
     # Then verify in the console names the version and shows recorded and recomputed side by side
     page.goto(f"/#/room/{room}")
@@ -386,7 +364,7 @@ def test_tampered_event_shows_the_first_divergence(page, base_url: str, auditor:
     page.get_by_role("button", name="Verify").click()
     result = page.get_by_test_id("verify-result")
     result.wait_for()
-    assert "divergence" in result.inner_text() and f"version {forged[target].version}" in result.inner_text()
+    assert "divergence" in result.inner_text() and f"version {version}" in result.inner_text()
     recorded, recomputed = page.get_by_test_id("recorded").inner_text(), page.get_by_test_id("recomputed").inner_text()
     assert recorded != recomputed
     page.screenshot(path=shots / "10-tampered.png", full_page=True)

@@ -11,6 +11,7 @@ import time
 import msgspec
 import redis
 from fastapi.testclient import TestClient
+from forgery import rewrite_event
 
 from almanac.services.gateway.responses import RESPONSES
 from almanac.storage.keys import Keys
@@ -215,3 +216,34 @@ def test_an_auditor_diffs_two_rooms_over_http(api: TestClient, auditor: str) -> 
     assert answer.json()["differences"], answer.json()  # other players' cities
     missing = api.get(f"/rooms/{room}/diff", params={"other": "no-such-room"}, headers=auth(auditor))
     assert missing.status_code == 404, missing.text
+
+
+def _mined(envelope) -> bool:
+    return envelope.type == "realm.mined"
+
+
+def _one_more(event: dict) -> dict:
+    return {**event, "amount": event["amount"] + 1}
+
+
+def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_them(api: TestClient, stack,
+                                                                                    auditor: str) -> None:
+    shards = api.app.state.gateway.settings.shard_count
+    # Given a realm room whose first mined event is altered in Redis without re-chaining (a clumsy forger)
+    clumsy, *_ = realm_room(api)
+    version = rewrite_event(stack.redis_url, shards, clumsy, _mined, _one_more, rechain=False)
+    # When an auditor verifies it, Then the chain check names the version with both hashes (strings), and the
+    # answer fits its declared schema (the contract hook on `api` checks every answer against the document)
+    chain = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{clumsy}/verification", headers=auth(auditor)))
+    assert chain["ok"] is False and chain["divergence"]["check"] == "chain"
+    assert chain["divergence"]["version"] == version
+    assert all(isinstance(chain["divergence"][side], str) for side in ("recorded", "recomputed"))
+    # Given another room altered the same way and re-chained (a careful forger)
+    careful, *_ = realm_room(api)
+    version = rewrite_event(stack.redis_url, shards, careful, _mined, _one_more, rechain=True)
+    # Then re-deciding its command finds it: both sides are the events as stored and as the rules decide them
+    redecided = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{careful}/verification",
+                                                                  headers=auth(auditor)))
+    divergence = redecided["divergence"]
+    assert redecided["ok"] is False and divergence["check"] == "redecide" and divergence["version"] == version
+    assert divergence["recorded"]["event"]["amount"] == divergence["recomputed"]["event"]["amount"] + 1

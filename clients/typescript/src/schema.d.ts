@@ -724,10 +724,16 @@ export interface components {
             player: string;
             /** @default null */
             room?: string | null;
-            /** @default {} */
-            options?: Record<string, never>;
-            /** @default null */
-            setup?: Record<string, never> | null;
+            /**
+             * @description the creation options of the room's rule-set
+             * @default {}
+             */
+            options?: components["schemas"]["BoardBoardOptions"] | components["schemas"]["ClaimClaimOptions"] | components["schemas"]["RealmRealmOptions"] | components["schemas"]["SectorsOptions"];
+            /**
+             * @description a fully resolved setup of the room's rule-set (its random draws made)
+             * @default null
+             */
+            setup?: components["schemas"]["BoardBoardSetup"] | components["schemas"]["ClaimClaimSetup"] | components["schemas"]["RealmRealmSetup"] | components["schemas"]["SectorsSetup"] | null;
             /** @default null */
             challenge?: string | null;
             /** @default true */
@@ -816,7 +822,8 @@ export interface components {
          *     head at the bundle's last version, yours or this server's own chain, makes the verdict VERIFIED).
          */
         VerifyBundleRequest: {
-            bundle: Record<string, never>;
+            /** @description a dispute bundle as GET /rooms/{room}/dispute or `almanac dispute` wrote it */
+            bundle: components["schemas"]["DisputeBundle"];
             /** @default null */
             expect_head?: string | null;
             /** @default [] */
@@ -1181,6 +1188,18 @@ export interface components {
         BoardMissionPoints: {
             mission: string;
             points: number;
+        };
+        /**
+         * BoardOptions
+         * @description Creation options; all off by default. ``player`` owns the map (default: the room's creator).
+         */
+        BoardBoardOptions: {
+            /** @default false */
+            mountain_bonus?: boolean;
+            /** @default false */
+            extended_pool?: boolean;
+            /** @default null */
+            player?: string | null;
         };
         /**
          * RoomCreated[BoardSetup] (as a player sees it)
@@ -1659,6 +1678,18 @@ export interface components {
             grade?: string | null;
             /** @default null */
             value_cents?: number | null;
+        };
+        /**
+         * ClaimOptions
+         * @description Creation options. ``owner`` defaults to the creator; ``block`` to the room id.
+         *
+         *     Unknown fields are refused, so nobody believes they chose the staking time (the server does).
+         */
+        ClaimClaimOptions: {
+            /** @default null */
+            owner?: string | null;
+            /** @default  */
+            block?: string;
         };
         /**
          * ClaimEvent
@@ -2867,6 +2898,34 @@ export interface components {
             /** @default  */
             host?: string;
         };
+        /**
+         * RealmOptions
+         * @description Creation options; ``{}`` seats the creator, alice and bob (the creator once), and one NPC village.
+         *
+         *     The schema bounds every number; the rules then check what the bounds cannot say (two or more
+         *     distinct players, known resources) with their own codes.
+         */
+        RealmRealmOptions: {
+            /**
+             * @default [
+             *       "alice",
+             *       "bob"
+             *     ]
+             */
+            players?: string[];
+            /** @default 1 */
+            villages?: number;
+            /** @default {} */
+            starting_stock?: {
+                [key: string]: number;
+            };
+            /** @default 3 */
+            actions_per_season?: number;
+            /** @default 3 */
+            years?: number;
+            /** @default 300000 */
+            season_timeout_ms?: number;
+        };
         /** Mined (as a player sees it) */
         RealmMinedAsSeen: {
             /** @enum {unknown} */
@@ -3673,6 +3732,56 @@ export interface components {
             starved_seasons_ago?: number | null;
         };
         /**
+         * Options
+         * @description What a client may send when creating a colony; every field has a default, so ``{}`` works.
+         *
+         *     Either give ``setup`` (an explicit colony) or let the home sector be generated from the other
+         *     fields; ``owner`` and ``years`` apply to both.
+         */
+        SectorsOptions: {
+            /** @default null */
+            owner?: string | null;
+            /** @default 10 */
+            years?: number;
+            /** @default null */
+            rows?: number | null;
+            /** @default null */
+            columns?: number | null;
+            /** @default null */
+            home_row?: number | null;
+            /** @default null */
+            home_column?: number | null;
+            /** @default null */
+            home_type?: string | null;
+            /** @default null */
+            home_population?: number | null;
+            /** @default null */
+            stock?: components["schemas"]["SectorsGoods"] | null;
+            /** @default null */
+            setup?: components["schemas"]["SectorsExplicitSetup"] | null;
+        };
+        /**
+         * ExplicitSetup
+         * @description A whole colony spelled out, for sandboxes, tests and bug reports.
+         */
+        SectorsExplicitSetup: {
+            /** @default 8 */
+            rows?: number;
+            /** @default 8 */
+            columns?: number;
+            /**
+             * @default spring
+             * @enum {unknown}
+             */
+            season?: "fall" | "spring" | "summer" | "winter";
+            /** @default 1 */
+            year?: number;
+            /** @default {} */
+            stock?: components["schemas"]["SectorsGoods"];
+            /** @default [] */
+            sectors?: components["schemas"]["SectorsSectorSetup"][];
+        };
+        /**
          * SectorsEvent
          * @description The payload of an event of a sectors room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
@@ -3834,8 +3943,28 @@ export interface components {
             status: string;
             room: string;
             unchecked: string[];
-            steps: Record<string, never>[];
+            steps: components["schemas"]["BundleStep"][];
             text: string;
+        };
+        /**
+         * BundleStep
+         * @description One check of the verifier (events/forensics/bundle_check.Step): passed, failed or skipped, what it proved; a
+         *     failure's two sides, named by ``sides`` (the first the authority, the second what was checked against it).
+         */
+        BundleStep: {
+            name: string;
+            status: string;
+            detail: string;
+            /** @default null */
+            version?: number | null;
+            /** @default null */
+            recorded?: unknown;
+            /** @default null */
+            recomputed?: unknown;
+            sides: [
+                string,
+                string
+            ];
         };
         /**
          * CheckpointFile
@@ -3907,28 +4036,216 @@ export interface components {
          * @description A dispute bundle (docs/forensics.md, "Dispute bundles"): verify it with `almanac verify-bundle`.
          */
         DisputeBundle: {
-            audience: Record<string, never>;
+            audience: components["schemas"]["BundleAudience"];
             format: string;
             format_version: number;
             room: string;
             exported_at_ms: number;
             exported_at: string;
-            ruleset: Record<string, never>;
-            subject: Record<string, never>;
+            ruleset: components["schemas"]["BundleRuleset"];
+            subject: components["schemas"]["AuditViewSubject"] | components["schemas"]["VersionsSubject"];
             /** @default null */
-            copied_as?: Record<string, never> | null;
-            head: Record<string, never>;
-            seed: Record<string, never>;
-            events: Record<string, never>[];
-            commands: Record<string, never>[];
-            refusals: Record<string, never>[];
-            chain: Record<string, never>;
+            copied_as?: components["schemas"]["CopiedAs"] | null;
+            head: components["schemas"]["BundleHead"];
+            seed: components["schemas"]["BundleSeed"];
+            events: components["schemas"]["BundleEventEntry"][];
+            commands: components["schemas"]["BundleCommand"][];
+            refusals: components["schemas"]["BundleRefusal"][];
+            chain: components["schemas"]["BundleChain"];
             /** @default null */
-            commitments?: Record<string, never> | null;
+            commitments?: components["schemas"]["BundleCommitments"] | null;
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
             /** @default null */
             keys?: components["schemas"]["KeySet"] | null;
+        };
+        /**
+         * BundleAudience
+         * @description Who may read a bundle (events/forensics/bundle_check.audience): its first line.
+         */
+        BundleAudience: {
+            who: string;
+            hidden_values: boolean;
+            note: string;
+        };
+        /**
+         * BundleRuleset
+         * @description The rules the room was created under, and the fingerprint of the exporter's installed copy ("" if none).
+         */
+        BundleRuleset: {
+            name: string;
+            version: number;
+            ref: string;
+            fingerprint: string;
+            fingerprint_of_exporter: string;
+        };
+        /**
+         * AuditViewSubject
+         * @description A bundle of one audit view's item: its story (the rule-set's audit rows) as of the export.
+         */
+        AuditViewSubject: {
+            /** @enum {unknown} */
+            kind: "audit_view";
+            view: string;
+            item: string | null;
+            story: Record<string, never>[];
+        };
+        /**
+         * VersionsSubject
+         * @description A bundle of a version range.
+         */
+        VersionsSubject: {
+            /** @enum {unknown} */
+            kind: "versions";
+            from: number;
+            to: number;
+        };
+        /**
+         * CopiedAs
+         * @description The copy (import --as) the bundle was exported from: the bundle is its origin's history.
+         */
+        CopiedAs: {
+            room: string;
+            note: string;
+        };
+        /** BundleHead */
+        BundleHead: {
+            version: number;
+            hash: string;
+        };
+        /**
+         * BundleSeed
+         * @description What the chain says of the room's dice (events/forensics/bundle_check.seed_entry).
+         */
+        BundleSeed: {
+            status: string;
+            commitment: string;
+            /** @default null */
+            challenge?: string | null;
+            revealed: string | null;
+            note: string;
+        };
+        /**
+         * BundleEventEntry
+         * @description A readable event of the slice (events/readable.event_entry without its payload: the chain has its bytes).
+         */
+        BundleEventEntry: {
+            version: number;
+            ruleset: string;
+            type: string;
+            command_id: string;
+            player: string;
+            server_time_ms: number;
+            previous_hash: string;
+            hash: string;
+            time: string;
+            /** @description the event's payload (`type` names it) */
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            /** @default null */
+            summary?: string | null;
+            /** @default null */
+            event_error?: string | null;
+            /** @default null */
+            raw?: string | null;
+        };
+        /**
+         * BundleCommand
+         * @description A command of the slice with the versions it wrote (events/readable.record_entry).
+         */
+        BundleCommand: {
+            first_version: number;
+            last_version: number;
+            command: components["schemas"]["CommandRecord"];
+            time: string;
+            /** @default null */
+            raw?: string | null;
+        };
+        /**
+         * CommandRecord
+         * @description A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON.
+         */
+        CommandRecord: {
+            command_id: string;
+            room: string;
+            player: string;
+            server_time_ms: number;
+            body: Record<string, never>;
+            /** @default null */
+            refused_at_version?: number | null;
+            /** @default null */
+            signature?: string | null;
+        };
+        /**
+         * BundleRefusal
+         * @description A refused command in the slice's range: its record, its stored bytes (base64) and the error it got.
+         */
+        BundleRefusal: {
+            command: components["schemas"]["CommandRecord"];
+            time: string;
+            raw: string;
+            error: components["schemas"]["RefusalReason"];
+        };
+        /**
+         * RefusalReason
+         * @description The rule error a refused command got ({} when its outcome is no longer stored).
+         */
+        RefusalReason: {
+            /** @default null */
+            code?: string | null;
+            /** @default null */
+            message?: string | null;
+            /** @default null */
+            field?: string | null;
+            /** @default null */
+            allowed?: (string | number)[] | null;
+        };
+        /**
+         * BundleChain
+         * @description Every stored envelope (base64 msgpack, versions 1..head) and every command record with the first version it
+         *     wrote ([first_version, base64 msgpack]).
+         */
+        BundleChain: {
+            about: string;
+            envelopes: string[];
+            commands: [
+                number,
+                string
+            ][];
+        };
+        /**
+         * BundleCommitments
+         * @description docs/bundle-format.md sections 4 and 6.4: the scheme, the room key (hex) and, for scheme v2, every version's
+         *     views but the whole event's (label -> base64).
+         */
+        BundleCommitments: {
+            scheme: string;
+            room_key: string | null;
+            /** @default null */
+            views?: {
+                [key: string]: string;
+            }[] | null;
+        };
+        /**
+         * EnvelopeView
+         * @description A stored event as a divergence shows it (services/forensics/verify.envelope_view): the envelope's fields with
+         *     its event decoded (``event``), or, when it cannot be, the payload (base64) and why (``event_error``).
+         */
+        EnvelopeView: {
+            version: number;
+            ruleset: string;
+            type: string;
+            command_id: string;
+            player: string;
+            server_time_ms: number;
+            previous_hash: string;
+            hash: string;
+            room: string;
+            /** @description the event's payload (`type` names it) */
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            /** @default null */
+            payload?: string | null;
+            /** @default null */
+            event_error?: string | null;
         };
         /** EventPage */
         EventPage: {
@@ -3983,6 +4300,19 @@ export interface components {
             note: string;
         };
         /**
+         * Failure
+         * @description A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
+         *     fault and the values that would have been accepted, when they apply.
+         */
+        Failure: {
+            code: string;
+            message: string;
+            /** @default null */
+            field?: string | null;
+            /** @default null */
+            allowed?: (string | number)[] | null;
+        };
+        /**
          * ForkAnswer
          * @description A sandbox fork started: its room id, parent, the parent's version and hash it links to.
          */
@@ -4002,13 +4332,90 @@ export interface components {
             status: string;
             ready: boolean;
             reasons: string[];
-            redis: Record<string, never>;
+            redis: components["schemas"]["RedisHealth"];
             /** @default null */
-            engine?: Record<string, never> | null;
+            engine?: components["schemas"]["EngineHealth"] | null;
             /** @default null */
-            projector?: Record<string, never> | null;
+            projector?: components["schemas"]["ProjectorHealth"] | null;
             /** @default null */
-            outcomes?: Record<string, never> | null;
+            outcomes?: components["schemas"]["OutcomeSubscription"] | null;
+        };
+        /** RedisHealth */
+        RedisHealth: {
+            ok: boolean;
+            /** @default null */
+            ping_ms?: number | null;
+            /** @default null */
+            error?: string | null;
+        };
+        /**
+         * EngineHealth
+         * @description The live engines and whether together they hold every shard and have worked since the last Redis outage.
+         */
+        EngineHealth: {
+            ok: boolean;
+            ready: boolean;
+            reasons: string[];
+            engines: components["schemas"]["EngineBeat"][];
+            shards_held: number;
+            shard_count: number;
+            store_outage_ms: number;
+        };
+        /**
+         * EngineBeat
+         * @description An engine's heartbeat (services/engine/shard_engine.py) as /health reads it: its age and whether it is ready.
+         */
+        EngineBeat: {
+            name: string;
+            pid: number;
+            shards_owned: number[];
+            shards_held: number[];
+            started_at_ms: number;
+            time_ms: number;
+            consumed_ms: number;
+            redis_error_ms: number;
+            age_s: number;
+            ready: boolean;
+        };
+        /**
+         * ProjectorHealth
+         * @description The read side (projections/read.py status): live projectors and how far each shard's read models lag.
+         */
+        ProjectorHealth: {
+            ok: boolean;
+            alive: boolean;
+            projectors: components["schemas"]["ProjectorBeat"][];
+            max_lag_ms: number;
+            caught_up: boolean;
+            shards: components["schemas"]["ShardLag"][];
+        };
+        /**
+         * ProjectorBeat
+         * @description A projector's heartbeat (projections/projector.py publish_status) with its running figures.
+         */
+        ProjectorBeat: {
+            name: string;
+            pid: number;
+            host: string;
+            shards: number[];
+            started_at_ms: number;
+            at_ms: number;
+            stats: {
+                [key: string]: number | string;
+            };
+        };
+        /** ShardLag */
+        ShardLag: {
+            shard: number;
+            checkpoint: string;
+            head: string;
+            caught_up: boolean;
+            lag_ms: number;
+        };
+        /** OutcomeSubscription */
+        OutcomeSubscription: {
+            subscribed: boolean;
+            node: string | null;
         };
         /** Leaderboard */
         Leaderboard: {
@@ -4094,19 +4501,6 @@ export interface components {
          */
         RefusedUnder: {
             refused: components["schemas"]["Failure"];
-        };
-        /**
-         * Failure
-         * @description A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
-         *     fault and the values that would have been accepted, when they apply.
-         */
-        Failure: {
-            code: string;
-            message: string;
-            /** @default null */
-            field?: string | null;
-            /** @default null */
-            allowed?: (string | number)[] | null;
         };
         /** Rejections */
         Rejections: {
@@ -4395,10 +4789,17 @@ export interface components {
         /** SystemStatus */
         SystemStatus: {
             time_ms: number;
-            engine: Record<string, never>;
-            projector: Record<string, never>;
+            engine: components["schemas"]["EngineHealth"];
+            projector: components["schemas"]["ProjectorHealth"];
             commands_total: number;
-            dead_letters: Record<string, never>;
+            dead_letters: components["schemas"]["DeadLetterCount"];
+        };
+        /** DeadLetterCount */
+        DeadLetterCount: {
+            total: number;
+            by_shard: {
+                [key: string]: number;
+            };
         };
         /**
          * Verification
@@ -4475,10 +4876,16 @@ export interface components {
             check: string;
             version: number | null;
             message: string;
-            /** @default null */
-            recorded?: unknown;
-            /** @default null */
-            recomputed?: unknown;
+            /**
+             * @description what the recorded side holds (by the check)
+             * @default null
+             */
+            recorded?: string | number | null | components["schemas"]["Failure"] | components["schemas"]["EnvelopeView"] | components["schemas"]["EnvelopeView"][];
+            /**
+             * @description what the recomputed side holds (by the check)
+             * @default null
+             */
+            recomputed?: string | number | null | components["schemas"]["Failure"] | components["schemas"]["EnvelopeView"] | components["schemas"]["EnvelopeView"][];
         };
         /** WebhookDeadLetters */
         WebhookDeadLetters: {
@@ -4492,12 +4899,40 @@ export interface components {
             id: string;
             subscription: string;
             url: string;
-            payload: Record<string, never>;
+            payload: components["schemas"]["WebhookNotice"];
             attempts: number;
             appended_ms: number;
             enqueued_ms: number;
             last_error: string;
             dead_ms: number;
+        };
+        /**
+         * WebhookNotice
+         * @description A notice as delivered (services/notifier.py): the event as the subscription's viewer may see it (a room event
+         *     as GET /rooms/{room}/events sends it), or, for deadline_soon, the deadline.
+         */
+        WebhookNotice: {
+            delivery_id: string;
+            kind: string;
+            room: string;
+            ruleset: string | null;
+            version: number | null;
+            player: string | null;
+            subscription: string;
+            scope: string;
+            viewer: string | null;
+            /** @default null */
+            event?: components["schemas"]["RoomEvent"] | null;
+            /** @default null */
+            deadline?: components["schemas"]["NoticeDeadline"] | null;
+        };
+        /**
+         * NoticeDeadline
+         * @description A deadline_soon notice's deadline: its key and due time only (never the command the clock will send).
+         */
+        NoticeDeadline: {
+            key: string;
+            due_ms: number;
         };
         /** WebhookDeleted */
         WebhookDeleted: {
