@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from almanac.services.embedded_redis import free_port
 from almanac.storage.archive import ArchiveStore, ArchivingStore
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager

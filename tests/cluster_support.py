@@ -15,29 +15,53 @@ from almanac.services.embedded_redis import find_redis_server, free_port
 SLOTS = 16384
 
 
-def _start_node(binary: str, node_dir: Path, attempts: int = 5) -> tuple[int, subprocess.Popen]:
-    """One cluster-enabled server on a free port; another port if the first was taken meanwhile."""
-    node_dir.mkdir(parents=True, exist_ok=True)
-    for _ in range(attempts):
-        port = free_port()
-        process = subprocess.Popen(
-            [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
-             "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
-             "--save", "", "--appendonly", "no", "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + 10
+def node_command(binary: str, node_dir: Path, port: int, *extra: str) -> list[str]:
+    """A cluster-enabled server's command line on ``port``, its bus on a second free port.
+
+    Redis puts the cluster bus at port + 10000 unless told otherwise and refuses to start when that passes
+    65535; a free port from the kernel's ephemeral range (up to 60999 here) does so about one time in five,
+    so the bus gets its own free port instead.
+    """
+    return [binary, "--bind", "127.0.0.1", "--port", str(port), "--cluster-port", str(free_port()),
+            "--dir", str(node_dir), "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+            "--save", "", "--daemonize", "no", *extra]
+
+
+def spawn_node(command: list[str], node_dir: Path) -> subprocess.Popen:
+    """Run a node in its own session, its log appended to ``node_dir/server.log`` for the failure message."""
+    with (node_dir / "server.log").open("ab") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for_node(process: subprocess.Popen, port: int, seconds: float = 10) -> bool:
+    """True once the node answers PING; False if it exited first (its port was taken) or the time ran out."""
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+    deadline = time.monotonic() + seconds
+    try:
         while process.poll() is None and time.monotonic() < deadline:
             try:
                 client.ping()
-                client.close()
-                return port, process
+                return True
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
+        return False
+    finally:
+        client.close()
+
+
+def start_node(binary: str, node_dir: Path, *extra: str, attempts: int = 5) -> tuple[int, subprocess.Popen, list[str]]:
+    """One cluster-enabled server on free ports, tried again on other ports if they were taken meanwhile."""
+    node_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(attempts):
+        port = free_port()
+        command = node_command(binary, node_dir, port, *extra)
+        process = spawn_node(command, node_dir)
+        if wait_for_node(process, port):
+            return port, process, command
         process.kill()
         process.wait()
-    raise RuntimeError(f"could not start a cluster node after {attempts} attempts")
+    log = (node_dir / "server.log").read_text(errors="replace")[-1500:]
+    raise RuntimeError(f"could not start a cluster node after {attempts} attempts; its log ends:\n{log}")
 
 
 @contextlib.contextmanager
@@ -45,10 +69,12 @@ def local_cluster(data_dir: Path, nodes: int = 3) -> Iterator[str]:
     """Start ``nodes`` masters, meet them, spread the slots, wait for ``cluster_state:ok``; yield a URL."""
     binary = find_redis_server()
     ports: list[int] = []
+    bus_ports: dict[int, str] = {}
     processes: list[subprocess.Popen] = []
     try:
         for index in range(nodes):
-            port, process = _start_node(binary, data_dir / f"node-{index}")
+            port, process, command = start_node(binary, data_dir / f"node-{index}", "--appendonly", "no")
+            bus_ports[port] = command[command.index("--cluster-port") + 1]
             ports.append(port)
             processes.append(process)
         clients = [redis.Redis(host="127.0.0.1", port=port) for port in ports]
@@ -58,7 +84,7 @@ def local_cluster(data_dir: Path, nodes: int = 3) -> Iterator[str]:
             last = SLOTS - 1 if index == nodes - 1 else first + per_node - 1
             client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
         for port in ports[1:]:
-            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port)
+            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port, bus_ports[port])
         deadline = time.monotonic() + 20
         while not all(c.execute_command("CLUSTER INFO").get("cluster_state") == "ok" for c in clients):
             if time.monotonic() > deadline:
@@ -85,7 +111,7 @@ class ReplicatedCluster:
         self.primaries = primaries
         self.node_timeout_ms = node_timeout_ms
         self.processes: dict[int, subprocess.Popen] = {}
-        self._commands: dict[int, list[str]] = {}
+        self._commands: dict[int, tuple[list[str], Path]] = {}  # each node's command line and folder, to restart it
 
     @property
     def url(self) -> str:
@@ -95,12 +121,12 @@ class ReplicatedCluster:
     def start(self) -> None:
         binary = find_redis_server()
         for index in range(2 * self.primaries):
-            for _ in range(5):  # another port if the first was taken meanwhile
-                port = self._start_node(binary, index)
-                if port is not None:
-                    break
-            else:
-                raise RuntimeError("could not start a cluster node after 5 attempts")
+            node_dir = self.data_dir / f"node-{index}"
+            port, process, command = start_node(
+                binary, node_dir,
+                "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes")
+            self.processes[port] = process
+            self._commands[port] = (command, node_dir)
         created = subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.processes),
              "--cluster-replicas", "1", "--cluster-yes"],
@@ -113,34 +139,6 @@ class ReplicatedCluster:
             if time.monotonic() > deadline:
                 raise RuntimeError("the replicated cluster did not settle (state ok, every replica linked)")
             time.sleep(0.1)
-
-    def _start_node(self, binary: str, index: int) -> int | None:
-        """One node on a free port; its port once it answers PING, None if it exited (the port was taken)."""
-        node_dir = self.data_dir / f"node-{index}"
-        node_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
-        command = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
-                   "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
-                   "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", "--save", "",
-                   "--daemonize", "no"]
-        self._commands[port] = command
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True)
-        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + 10
-        try:
-            while process.poll() is None and time.monotonic() < deadline:
-                try:
-                    client.ping()
-                    self.processes[port] = process
-                    return port
-                except redis.exceptions.ConnectionError:
-                    time.sleep(0.05)
-        finally:
-            client.close()
-        process.kill()
-        process.wait()
-        return None
 
     def _settled(self) -> bool:
         for port in self.alive():
@@ -195,8 +193,7 @@ class ReplicatedCluster:
 
     def restart(self, port: int) -> None:
         """Start a killed node again, same port and files: a primary that was failed over rejoins as a replica."""
-        self.processes[port] = subprocess.Popen(self._commands[port], stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.DEVNULL, start_new_session=True)
+        self.processes[port] = spawn_node(*self._commands[port])
 
     def wait_replicated(self, primary: int, timeout_s: float = 30.0) -> float:
         """Seconds until ``primary`` has a connected replica whose link is up."""

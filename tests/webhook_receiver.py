@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from almanac.services.embedded_redis import free_port
 
 
 class Receiver:

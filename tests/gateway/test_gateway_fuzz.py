@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,17 +27,13 @@ from gateway_stack import CHILD, landed_rulesets
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 
+from almanac.services.embedded_redis import free_port
 from almanac.storage.keys import Keys
 
 pytestmark = pytest.mark.xdist_group("fuzz")  # the suite's longest test starts first (tests/conftest.py)
 
 EXAMPLES = int(os.environ.get("ALMANAC_FUZZ_EXAMPLES", "25"))  # per operation, identity and mode
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
