@@ -43,7 +43,7 @@ from typing import Any
 import msgspec
 import obstore
 import zstandard
-from obstore.exceptions import AlreadyExistsError
+from obstore.exceptions import AlreadyExistsError, NotFoundError
 from obstore.store import from_url
 
 from almanac.events import codec
@@ -197,7 +197,11 @@ class ArchiveStore:
         return bytes(await result.bytes_async())
 
     async def delete(self, path: str) -> None:
-        await obstore.delete_async(self.store, path)
+        """Remove the object at ``path``; one already gone is no error (a rerun after a crash removes it again)."""
+        try:
+            await obstore.delete_async(self.store, path)
+        except (FileNotFoundError, NotFoundError):
+            pass
 
     async def paths(self, prefix: str = "rooms/") -> list[str]:
         found = []
@@ -248,6 +252,14 @@ redis.call('ZREM', KEYS[10], ARGV[3])
 if ARGV[4] ~= 'idle' then redis.call('HDEL', KEYS[11], ARGV[3]) end
 for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
+"""
+
+
+# KEYS: 1 the shard's superseded objects. ARGV: 1 room, 2 the digests read. Forgets the room's superseded objects
+# once removed, unless more were noted meanwhile (the room came back again: those stay for its next move).
+FORGET_SUPERSEDED_SCRIPT = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
 """
 
 
@@ -304,6 +316,7 @@ class ArchivingStore(RedisEventStore):
         # the engine's ``restore_idle`` only.
         self._idle_met: OrderedDict[str, Pointer] = OrderedDict()
         self._delete_room = client.register_script(DELETE_SCRIPT)
+        self._forget_superseded = client.register_script(FORGET_SUPERSEDED_SCRIPT)
         self._load_or_pointer = client.register_script(LOAD_OR_POINTER_SCRIPT)
 
     async def pointer(self, room: str) -> Pointer | None:
@@ -620,6 +633,7 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
     else:
         status, size, commands = "already", existing.size, 0
     pointer_value = encode_pointer(existing)
+    await remove_superseded(store, existing)
     archived = await store.objects.get(existing)
     dedupe = [keys.command_outcome(room, command_id) for command_id in archived.outcomes]
     await run_script(store._delete_room,
@@ -631,3 +645,21 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                      [pointer_value, existing.rejections, room, existing.reason])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)
+
+
+async def remove_superseded(store: ArchivingStore, pointer: Pointer) -> int:
+    """Remove the objects of ``pointer``'s room that an earlier trip back left behind (storage.restore), now that
+    ``pointer`` (recorded: the commit point) names the room's whole history; the number removed. Never the object
+    the pointer names (a room brought back and moved again unchanged writes the same object). Run on every move
+    before the delete step, so a move cut short after its commit point removes them on its next pass."""
+    keys = store.keys
+    key = keys.superseded(keys.shard(pointer.room))
+    held = await store.client.hget(key, pointer.room)
+    if not held:
+        return 0
+    removed = 0
+    for digest in {held[i:i + 32] for i in range(0, len(held), 32)} - {pointer.digest}:
+        await store.archive.delete(object_path(pointer.room, digest.hex()))
+        removed += 1
+    await run_script(store._forget_superseded, [key], [pointer.room, held])
+    return removed

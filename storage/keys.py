@@ -179,6 +179,11 @@ class Keys:
         per shard instead of a key per room, and its fields are the shard's archived rooms."""
         return self._shard(shard, "archive:pointers")
 
+    def superseded(self, shard: int) -> str:
+        """Hash: room brought back from the archive -> the digests (32 bytes each) of its objects no pointer names
+        any more (storage.restore); the room's next move to the archive removes those objects and its field."""
+        return self._shard(shard, "archive:superseded")
+
     def archived_listings(self, shard: int) -> str:
         """Hash: block id -> zstd msgpack {room: listing row} of finished archived rooms (storage.archive_index):
         their listing rows leave ``listings`` in blocks of a pass's rooms, a few dozen bytes per room."""
