@@ -245,7 +245,8 @@ def runtime(config: Settings, role: Role, url: str | None = None, prefix: str = 
     confirmed = config.durability == "replica" and role is not Role.PROJECTOR
     store = ArchivingStore(client, archive_store(config), config.shard_count, prefix,
                            wait_replicas=1 if confirmed else 0,
-                           keys=process_keys(config.shard_count, prefix))
+                           keys=process_keys(config.shard_count, prefix),
+                           dedupe_retain_ms=config.dedupe_retain_s * 1000)
     return Runtime(config, client, store)
 
 

@@ -156,6 +156,11 @@ class Keys:
         bus's submit script counts it and appends the command in one slot (``services/bus.py``)."""
         return f"{self.prefix}:{shard_tag(self.shard(room))}:rate:seat:{digest}"
 
+    def command_ids(self, room: str) -> str:
+        """Hash: the room's command ids (a short digest of each outcome record's key) -> their outcome, compact:
+        answers a resend once the record expired (storage.redis_store._DEDUPE_LUA)."""
+        return self._room(room, "ids")
+
     def command_outcome(self, room: str, command_id: str) -> str:
         # Dedupe lives in the room's shard so the append script can check it atomically.
         return f"{self._tagged(room)[1]}:cmd:{command_id}"

@@ -8,7 +8,7 @@ script on the room's slot that, only while the pointer is still the one read,
 
 - writes back what the delete step removed (when it ran): the envelopes byte for byte at their versions, the
   command records, the refusal records (the archived ones first, then those recorded in Redis after the pointer),
-  the dedupe records of the archived commands, the seed, the nonces, a copy's origin;
+  the archived commands' outcomes (into the room's id index), the seed, the nonces, a copy's origin;
 - sets the room's version, and removes the room's pointer (its field of the shard's pointer hash).
 
 When the delete step has not run yet, Redis still holds the room as checked against the object: the script only
@@ -26,18 +26,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from almanac.storage.redis_store import run_script
+from almanac.storage.redis_store import decode_kept, ids_field, run_script
 
 if TYPE_CHECKING:
     from almanac.storage.archive import ArchivingStore, Pointer
 
 # KEYS: 1 the shard's pointer hash, 2 events, 3 version, 4 commands, 5 rejected, 6 seed, 7 nonces, 8 origin, 9 the
-# commitment scheme, 10 the shard's superseded objects, 11.. the dedupe records of the archived commands. ARGV: 1 the
+# commitment scheme, 10 the shard's superseded objects, 11 the room's id index, 12.. the refusals' dedupe records.
+# ARGV: 1 the
 # pointer (must still be it), 2 version, 3 room, 4 envelope count, 5 command record count, 6 refusal count, 7 nonce
 # count, 8 seed ('-' none, else '+' and the bytes), 9 origin (the same), 10 the commitment scheme (the same: a v2
 # room must come back v2, or its heads, and every checkpoint its players hold, would change), 11 the object's
 # digest (noted as superseded), then the envelopes, (first version, record) per command, the refusal records,
-# (commitment, nonce) per nonce, one dedupe record per KEYS[11..].
+# (commitment, nonce) per nonce, one record per KEYS[12..], then (id index field, "first:last") per accepted
+# command: its resend is answered from the index (storage.redis_store._DEDUPE_LUA), as after its record expired.
 RESTORE_SCRIPT = """
 if redis.call('HGET', KEYS[1], ARGV[3]) ~= ARGV[1] then return 'gone' end
 local version = tonumber(ARGV[2])
@@ -55,7 +57,8 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   if string.sub(ARGV[8], 1, 1) == '+' then redis.call('SET', KEYS[6], string.sub(ARGV[8], 2), 'NX') end
   if string.sub(ARGV[9], 1, 1) == '+' then redis.call('SET', KEYS[8], string.sub(ARGV[9], 2), 'NX') end
   if string.sub(ARGV[10], 1, 1) == '+' then redis.call('SET', KEYS[9], string.sub(ARGV[10], 2), 'NX') end
-  for i = 11, #KEYS do redis.call('SET', KEYS[i], ARGV[a], 'NX'); a = a + 1 end
+  for i = 12, #KEYS do redis.call('SET', KEYS[i], ARGV[a], 'NX'); a = a + 1 end
+  while a < #ARGV do redis.call('HSETNX', KEYS[11], ARGV[a], ARGV[a + 1]); a = a + 2 end
 end
 redis.call('SET', KEYS[3], version)
 redis.call('HDEL', KEYS[1], ARGV[3])
@@ -94,15 +97,21 @@ async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
     args += archived.rejections
     for commitment, nonce in sorted(archived.nonces.items()):
         args += [commitment, nonce]
-    args += [archived.outcomes[command_id] for command_id in outcome_ids]
+    outcomes = {command_id: decode_kept(room, archived.outcomes[command_id]) for command_id in outcome_ids}
+    refused = [command_id for command_id in outcome_ids if not outcomes[command_id].accepted]
+    args += [archived.outcomes[command_id] for command_id in refused]
+    for command_id in outcome_ids:
+        if outcomes[command_id].accepted:
+            args += [ids_field(keys.command_outcome(room, command_id)),
+                     f"{outcomes[command_id].first_version}:{outcomes[command_id].last_version}"]
     script = getattr(store, "_restore_script", None)
     if script is None:
         script = store._restore_script = store.client.register_script(RESTORE_SCRIPT)
     status = await run_script(script,
                               [keys.pointers(keys.shard(room)), keys.events(room), keys.version(room), keys.commands(room),
                                keys.rejected(room), keys.seed(room), keys.nonces(room), keys.origin(room),
-                               keys.commit_scheme(room), keys.superseded(keys.shard(room)),
-                               *[keys.command_outcome(room, command_id) for command_id in outcome_ids]],
+                               keys.commit_scheme(room), keys.superseded(keys.shard(room)), keys.command_ids(room),
+                               *[keys.command_outcome(room, command_id) for command_id in refused]],
                               args)
     status = status.decode() if isinstance(status, bytes) else status
     store.forget_archived(room)
