@@ -6,10 +6,7 @@ back."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
-from archive_support import archiving_store, file_archive_url
+from archive_support import archiving_store, expired, file_archive_url
 from forensics_support import RealmTable
 
 from almanac.services.room_service import CommandRecord, RoomService
@@ -18,14 +15,6 @@ from almanac.storage.base import AppendRequest
 from almanac.storage.redis_store import RedisEventStore
 
 RETAIN_MS = 200
-
-
-async def expired(client, key: str) -> None:
-    """Wait (generously: the host is loaded) until Redis has let the record go."""
-    deadline = time.monotonic() + 30
-    while await client.exists(key):
-        assert time.monotonic() < deadline, f"{key} never expired"
-        await asyncio.sleep(0.05)
 
 
 async def played_room(store, name: str) -> tuple[RealmTable, CommandRecord, CommandRecord]:
