@@ -1,0 +1,82 @@
+"""One Cluster node refusing writes fails its shards only: the engine's other shards are answered meanwhile.
+
+Found by a branch-coverage run over the engine's tests (issue 29, item 7): the engine's per-shard isolation on a
+Cluster (a read or a takeover failing alone, ``ClusterStreams.isolates``) was run only inside the failover
+stories' timing, never by a story of its own. Here one node refuses every write (NOREPLICAS: it asks for a
+replica it does not have), which fails the reads and takeovers of its shards and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+
+from structlog.testing import capture_logs
+from waiting import wait_for
+
+from almanac.services import bus
+from almanac.services.engine.shard_engine import Engine, EngineConfig
+from almanac.services.room_service import CommandRecord
+from almanac.storage.keys import Keys
+from almanac.storage.redis_store import RedisEventStore
+
+SHARDS = 16
+KEYS = Keys(SHARDS)
+
+
+def _room_on(shard: int, name: str) -> str:
+    return next(room for room in (f"{name}-{n}" for n in range(10_000)) if KEYS.shard(room) == shard)
+
+
+def _record(room: str, command_id: str) -> CommandRecord:
+    return CommandRecord(command_id=command_id, room=room, player="p", server_time_ms=int(time.time() * 1000),
+                         body={"kind": "join_room"})
+
+
+async def test_a_node_refusing_writes_holds_back_its_shards_only_and_their_commands_are_decided_once_it_mends(
+        cluster) -> None:
+    """Given an engine holding two shards on different nodes (a long lease: it stays safely held while the
+    refusing node takes no renewal), when one node refuses every write, then that shard's reads and takeovers
+    fail alone while the other shard's commands are answered; once the node takes writes again, a command on
+    the held-back shard is decided, exactly once."""
+    nodes = {}
+    for shard in range(SHARDS):
+        nodes.setdefault(cluster.get_node_from_key(KEYS.command_stream(shard)).name, shard)
+    refusing, healthy = list(nodes.values())[:2]
+    node = cluster.get_node_from_key(KEYS.command_stream(refusing))
+    engine = Engine(cluster, EngineConfig(name="isolating", shards=[refusing, healthy], shard_count=SHARDS,
+                                          lease_ms=60_000, block_ms=200))
+    store = RedisEventStore(cluster, SHARDS)
+    held_back, answered = _room_on(refusing, "held-back"), _room_on(healthy, "answered")
+    with capture_logs() as logs:
+        await engine.start()
+        try:
+            await wait_for(lambda: _taken_over(engine, refusing, healthy), what="both shards held and taken over")
+            await cluster.config_set("min-replicas-to-write", 1, target_nodes=node)
+            try:
+                await wait_for(lambda: _logged(logs, "shard.read_failed", refusing),
+                               what="the refusing node's shard failing its read")
+                await wait_for(lambda: _logged(logs, "shard.takeover_failed", refusing),
+                               what="the refusing node's shard failing its takeover")
+                await bus.submit(cluster, KEYS, _record(answered, "other-1"))
+                other = await wait_for(lambda: store.outcome(answered, "other-1"), what="the other shard answered")
+                assert not other.accepted  # no such room: refused, decided all the same
+                assert refusing in engine._needs_takeover
+            finally:
+                await cluster.config_set("min-replicas-to-write", 0, target_nodes=node)
+            await bus.submit(cluster, KEYS, _record(held_back, "mended-1"))
+            decided = await wait_for(lambda: store.outcome(held_back, "mended-1"), timeout_s=30,
+                                     what="the held-back shard's command decided")
+            assert not decided.accepted
+            await wait_for(lambda: _taken_over(engine, refusing, healthy), what="the shard taken over again")
+            assert engine.metrics.totals["commands"] == 2 and engine.metrics.totals["dead_letters"] == 0
+            assert engine.metrics.totals.get("stepped_aside", 0) == 0
+        finally:
+            await engine.stop()
+
+
+async def _taken_over(engine: Engine, *shards: int) -> bool:
+    return all(engine.leases.holds(shard) for shard in shards) and not engine._needs_takeover.intersection(shards)
+
+
+async def _logged(logs: list[dict], event: str, shard: int) -> bool:
+    return any(line["event"] == event and line.get("shard") == shard for line in logs)
