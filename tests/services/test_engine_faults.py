@@ -57,8 +57,8 @@ async def running(engine: Engine) -> AsyncIterator[Engine]:
         await engine.stop()
 
 
-def engine_on(client: aioredis.Redis, name: str) -> Engine:
-    return Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=LEASE_MS))
+def engine_on(client: aioredis.Redis, name: str, lease_ms: int = LEASE_MS) -> Engine:
+    return Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=lease_ms))
 
 
 async def holds_every_shard(engine: Engine) -> bool:
@@ -80,13 +80,14 @@ def events(logs: list[dict], name: str) -> list[dict]:
 
 async def test_an_engine_outlives_its_redis_killed_and_decides_every_acknowledged_command_once(
         own_redis: EmbeddedRedis, client: aioredis.Redis) -> None:
-    """Given an engine serving a room and commands acknowledged by Redis (fsync on every write) whatever the
-    engine did with them yet, when Redis is killed and started again on its files, then the engine rides it out
-    without stepping aside (its round and its lease loop report Redis away), and every command, sent again with
-    its id, is answered and in the room's log exactly once."""
+    """Given an engine serving a room (a long lease: its shards stay safely held while Redis is away) and commands
+    acknowledged by Redis (fsync on every write) whatever the engine did with them yet, when Redis is killed and
+    stays away for more failed rounds than STEP_ASIDE_AFTER, and is started again on its files, then the engine
+    rides it out without stepping aside (its round and its lease loop report Redis away), and every command,
+    sent again with its id, is answered and in the room's log exactly once."""
     await client.config_set("appendfsync", "always")  # acknowledged = on disk: the kill loses nothing Redis said
     with capture_logs() as logs:
-        async with running(engine_on(client, "survivor")) as engine:
+        async with running(engine_on(client, "survivor", lease_ms=30_000)) as engine:
             await wait_for(lambda: holds_every_shard(engine), what="the engine's leases")
             room = "killed-redis"
             await open_room(client, room)
@@ -96,8 +97,11 @@ async def test_an_engine_outlives_its_redis_killed_and_decides_every_acknowledge
 
             own_redis.process.send_signal(signal.SIGKILL)
             own_redis.process.wait(10)
-            await wait_for(lambda: _seen(logs, "consume.redis_unreachable", "lease.redis_unreachable"),
-                           what="both loops meeting Redis away")
+            # Safely held for 12.5 s more at least (a renewal every 10 s, a margin of 7.5 s): the rounds fail.
+            await wait_for(lambda: _async(len(events(logs, "consume.redis_unreachable")) > STEP_ASIDE_AFTER),
+                           timeout_s=30, what="more failed rounds than would make a failing engine step aside")
+            await wait_for(lambda: _seen(logs, "lease.redis_unreachable"), timeout_s=30,
+                           what="the lease loop meeting Redis away")
             own_redis.start()  # on its port and files again (the fixture stops it)
 
             for command_id in moves:
@@ -198,6 +202,10 @@ async def test_an_engine_whose_build_fails_every_batch_steps_aside_for_another_t
 
 async def _seen(logs: list[dict], *names: str) -> bool:
     return all(events(logs, name) for name in names)
+
+
+async def _async(value: object) -> object:
+    return value
 
 
 async def _bgsave_failed(client: aioredis.Redis) -> bool:
