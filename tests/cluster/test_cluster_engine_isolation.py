@@ -80,3 +80,50 @@ async def _taken_over(engine: Engine, *shards: int) -> bool:
 
 async def _logged(logs: list[dict], event: str, shard: int) -> bool:
     return any(line["event"] == event and line.get("shard") == shard for line in logs)
+
+
+async def test_a_write_refused_by_a_full_node_leaves_its_command_pending_until_the_node_takes_writes_again(
+        cluster) -> None:
+    """Given a command waiting in a shard's stream, and that shard's node full (maxmemory: it still serves the
+    engine's read, but refuses the decision's write, OOM), when the engine reads and decides it, then the write's
+    refusal fails that shard alone (no attempt counted, nothing set aside), the other shard's commands are
+    answered, and once the node takes writes again the command is decided, exactly once."""
+    nodes = {}
+    for shard in range(SHARDS):
+        nodes.setdefault(cluster.get_node_from_key(KEYS.command_stream(shard)).name, shard)
+    full, healthy = list(nodes.values())[:2]
+    node = cluster.get_node_from_key(KEYS.command_stream(full))
+    engine = Engine(cluster, EngineConfig(name="full-node", shards=[full, healthy], shard_count=SHARDS,
+                                          lease_ms=60_000, block_ms=200))
+    store = RedisEventStore(cluster, SHARDS)
+    waiting, answered = _room_on(full, "waiting"), _room_on(healthy, "answered")
+    with capture_logs() as logs:
+        await engine.start()
+        try:
+            await wait_for(lambda: _taken_over(engine, full, healthy), what="both shards held and taken over")
+            engine.leases._valid_until[full] = time.monotonic()  # the shard not read for now: the command waits
+            engine.leases.changed()
+            await wait_for(lambda: _async(full not in engine.streams._reads._reads), what="the shard's read over")
+            await bus.submit(cluster, KEYS, _record(waiting, "full-1"))
+            await cluster.config_set("maxmemory", 1, target_nodes=node)
+            try:
+                engine.leases._valid_until[full] = time.monotonic() + 60  # read again: decided, its write refused
+                engine.leases.changed()
+                await wait_for(lambda: _logged(logs, "shard.write_failed", full), what="the full node's write refused")
+                await bus.submit(cluster, KEYS, _record(answered, "other-1"))
+                assert await wait_for(lambda: store.outcome(answered, "other-1"), what="the other shard answered")
+                assert await store.outcome(waiting, "full-1") is None
+            finally:
+                await cluster.config_set("maxmemory", 0, target_nodes=node)
+            decided = await wait_for(lambda: store.outcome(waiting, "full-1"), timeout_s=30,
+                                     what="the waiting command decided once the node takes writes")
+            assert not decided.accepted  # no such room: refused, decided all the same
+            await wait_for(lambda: _taken_over(engine, full, healthy), what="the shard taken over again")
+            assert engine.metrics.totals["commands"] == 2
+            assert engine.metrics.totals.get("failures", 0) == 0 and engine.metrics.totals.get("dead_letters", 0) == 0
+        finally:
+            await engine.stop()
+
+
+async def _async(value: object) -> object:
+    return value
