@@ -116,12 +116,13 @@ async def test_an_engine_outlives_its_redis_killed_and_decides_every_acknowledge
 
 async def test_an_engine_waits_out_a_redis_that_cannot_persist_and_decides_the_waiting_command_once(
         own_redis: EmbeddedRedis, client: aioredis.Redis) -> None:
-    """Given an engine serving a room, when Redis cannot persist (its directory gone, a failed save, and
+    """Given an engine serving a room (a long lease), when Redis cannot persist (its directory gone, a failed save, and
     stop-writes-on-bgsave-error: MISCONF to every write, the engine's reads included), then the engine reports
-    the refusal and neither steps aside nor sets a command aside; once the operator mends Redis, a command sent
+    the refusal for more rounds than STEP_ASIDE_AFTER and neither steps aside nor sets a command aside; once the operator mends Redis, a command sent
     meanwhile is decided exactly once."""
     with capture_logs() as logs:
-        async with running(engine_on(client, "patient")) as engine:
+        # A long lease (as in the story above): the rounds meet the refusal for as long as it lasts.
+        async with running(engine_on(client, "patient", lease_ms=30_000)) as engine:
             await wait_for(lambda: holds_every_shard(engine), what="the engine's leases")
             room = "no-disk"
             await open_room(client, room)
@@ -130,8 +131,10 @@ async def test_an_engine_waits_out_a_redis_that_cannot_persist_and_decides_the_w
             shutil.rmtree(own_redis.data_dir)
             await client.bgsave()
             await wait_for(lambda: _bgsave_failed(client), what="the save failing")
-            await wait_for(lambda: _seen(logs, "consume.redis_refused", "lease.redis_unreachable"),
-                           what="both loops meeting MISCONF")
+            await wait_for(lambda: _async(len(events(logs, "consume.redis_refused")) > STEP_ASIDE_AFTER),
+                           timeout_s=30, what="more refused rounds than would make a failing engine step aside")
+            await wait_for(lambda: _seen(logs, "lease.redis_unreachable"), timeout_s=30,
+                           what="the lease loop meeting MISCONF")
             refused = events(logs, "consume.redis_refused")[0]
             assert "MISCONF" in refused["error"]
 
