@@ -46,7 +46,8 @@ from almanac.storage.base import StoredOutcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")
-CONFLICT_CODES = {"version_conflict", "conflict"}
+# ``version_moved``: a command naming the version its client saw met the room elsewhere (events.step.VersionMoved).
+CONFLICT_CODES = {"version_conflict", "conflict", "version_moved"}
 RATE_LIMITED = {
     429: {"description": "`rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per "
           "seat); the Retry-After header says when to retry"},
@@ -62,7 +63,7 @@ def gateway(request: Request) -> Gateway:
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
                   ruleset: str, admit: bool = True, limit: RateLimit | None = None,
-                  signature: str | None = None) -> tuple[Outcome | None, float]:
+                  signature: str | None = None, seen_version: int | None = None) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
     something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
     the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted).
@@ -74,6 +75,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         server_time_ms=now_ms(),
         body=body,
         signature=signature,
+        seen_version=seen_version,
     )
     started = time.perf_counter()
     outcome = await gw.submit(record, admit, limit)
@@ -475,7 +477,7 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
         gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
-        signature=body.signature,
+        signature=body.signature, seen_version=body.seen_version,
     )
     return await _answer(gw, outcome, room, claims.player, client_id)
 
@@ -491,7 +493,8 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
         202: {"description": "no outcome within the wait: GET outcome_url later"},
         401: {"description": "missing, forged or expired token"},
         403: {"description": "a token of another room or another seat"},
-        409: {"description": "a version conflict the engine could not resolve"},
+        409: {"description": "a version conflict the engine could not resolve, or `version_moved`: the command "
+              "names a `seen_version` and the room is elsewhere (`allowed`: its version; nothing recorded)"},
         413: {"description": "body larger than the limit"},
         422: {"description": "refused by the rules or invalid: {code, message, field}"},
         **RATE_LIMITED,
@@ -532,7 +535,7 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit,
-                               signature=body.signature)
+                               signature=body.signature, seen_version=body.seen_version)
     return await _answer(gw, outcome, room, claims.player, client_id)
 
 

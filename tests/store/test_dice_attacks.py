@@ -30,11 +30,13 @@ ANN_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"ann's signing ke
 ANN_PUBLIC = ANN_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
 
 
-def signed(record: CommandRecord, key: Ed25519PrivateKey = ANN_KEY) -> CommandRecord:
-    """The record as ann's client sends it: signed over events.signing.command_bytes."""
-    message = command_bytes(record.room, record.player, record.command_id, record.body)
+def signed(record: CommandRecord, key: Ed25519PrivateKey = ANN_KEY, seen_version: int | None = None) -> CommandRecord:
+    """The record as ann's client sends it: signed over events.signing.command_bytes, in the v2 form naming the
+    version she saw when ``seen_version`` is given (as clients send today), else in the v1 form (older clients)."""
+    message = command_bytes(record.room, record.player, record.command_id, record.body, seen_version)
     return CommandRecord(command_id=record.command_id, room=record.room, player=record.player,
-                         server_time_ms=record.server_time_ms, body=record.body, signature=key.sign(message).hex())
+                         server_time_ms=record.server_time_ms, body=record.body, signature=key.sign(message).hex(),
+                         seen_version=seen_version)
 
 
 class Room:
@@ -43,11 +45,18 @@ class Room:
     def __init__(self, store, room: str = ROOM) -> None:
         self.store, self.room, self.service, self.clock = store, room, RoomService(store), 1_000
 
-    async def send(self, command_id: str, player: str, body: dict, *, sign: bool = False):
+    async def send(self, command_id: str, player: str, body: dict, *, sign: bool = False, old_form: bool = False,
+                   seen: int | None = None):
+        """``sign``: signed as a client does today, over the version it saw (``seen``, default the room's latest);
+        ``old_form``: signed in the v1 form, as clients did before (no version)."""
         self.clock += 1_000
         record = CommandRecord(command_id=command_id, room=self.room, player=player, server_time_ms=self.clock,
                                body=body)
-        return await self.service.handle(signed(record) if sign else record)
+        if sign:
+            if seen is None and not old_form:
+                seen = await self.store.latest_version(self.room)
+            record = signed(record, seen_version=seen)
+        return await self.service.handle(record)
 
     async def open(self, *, seed: bytes = SEED, ann_signs: bool = False, bob_nonce: bytes = BOB_NONCE,
                    ann_nonce: bytes = ANN_NONCE, ann_signs_join: bool = False) -> Room:
