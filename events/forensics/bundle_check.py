@@ -692,6 +692,11 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     first_shown: dict[str, int | None] = {}
     for refusal in kept:
         record = refusal.record
+        if record.seen_version is not None and record.seen_version != record.refused_at_version:
+            raise _fail("refusals", f"refused command {record.command_id!r} names version {record.seen_version} (the "
+                        f"version its client saw) but is shown refused at version {record.refused_at_version}: a "
+                        "command naming its version is refused only there (events.step.step)",
+                        record.refused_at_version)
         if record.command_id in first_shown:
             raise _fail("refusals", f"refused command {record.command_id!r} is shown refused twice (at versions "
                         f"{first_shown[record.command_id]} and {record.refused_at_version}): a command id is decided "

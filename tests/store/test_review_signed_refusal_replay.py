@@ -11,8 +11,7 @@ from __future__ import annotations
 import base64
 
 import msgspec
-from test_dice_attacks import ROOM
-from test_signed_refusals import ended_room, with_refusal
+from signed_rooms import ROOM, ended_room, with_refusal
 
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import decode_record

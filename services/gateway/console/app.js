@@ -580,7 +580,9 @@ function Charts({ room, token, version }) {
 }
 
 // Signed seats (docs/dice.md): an Ed25519 key made in this browser, its public half registered at join; every
-// command then carries the signature of events.signing.command_bytes, so a token alone cannot act for this seat.
+// command then carries the signature of events.signing.command_bytes in the v2 form, over the room version this
+// browser saw (its newest checkpoint), so a token alone cannot act for this seat and a refusal it signed stands at
+// that version only.
 const hex = (bytes) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
 const sorted = (value) => (Array.isArray(value) ? value.map(sorted)
   : value && typeof value === "object" ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted(value[k])]))
@@ -608,15 +610,29 @@ async function keepSigningKey(room, player, pair) {
   localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
 }
 
-async function signedBody(room, player, command) {
+// The newest room version this browser holds a signed checkpoint of: the version its player saw.
+const seenVersion = (room) => heldCheckpoints(room).reduce((top, c) => Math.max(top, c.version), 0);
+
+async function signedBody(room, player, command, commandId, seen) {
   const kept = localStorage.getItem(keyName(room, player));
   if (!kept || !crypto.subtle) return { command };
   const key = await crypto.subtle.importKey("pkcs8", Uint8Array.from(atob(kept), (c) => c.charCodeAt(0)),
     { name: "Ed25519" }, false, ["sign"]);
-  const commandId = hex(crypto.getRandomValues(new Uint8Array(12)));
-  const message = ["almanac-command-v1", room, player, `${room}:${player}:${commandId}`, canonicalJson(command)].join("|");
+  const message = ["almanac-command-v2", room, player, `${room}:${player}:${commandId}`, String(seen), canonicalJson(command)].join("|");
   const signature = hex(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(message)));
-  return { command, command_id: commandId, signature };
+  return { command, command_id: commandId, seen_version: seen, signature };
+}
+
+// Send a command, signed when this seat signs; a 409 `version_moved` (the room moved on and the command would be
+// refused there, nothing recorded) is signed again over the version it names and resent with the same id.
+async function sendCommand(room, seat, command) {
+  const commandId = hex(crypto.getRandomValues(new Uint8Array(12)));
+  let seen = seenVersion(room);
+  for (let tries = 0; ; tries += 1) {
+    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: await signedBody(room, seat.player, command, commandId, seen) });
+    if (a.ok || tries >= 3 || !a.data || a.data.code !== "version_moved" || !Number.isInteger(a.data.allowed)) return a;
+    seen = a.data.allowed;
+  }
 }
 
 function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
@@ -653,7 +669,7 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
   };
   const send = async (command) => {
     setBusy(true);
-    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: await signedBody(room, seat.player, command) });
+    const a = await sendCommand(room, seat, command);
     setBusy(false); setAnswer(a);
     if (a.ok) onPlayed(a.data.version);
   };
