@@ -34,11 +34,12 @@ from typing import Any
 
 import msgspec
 
-from almanac.events import codec, commitments as cm, registry
+from almanac.events import codec, commitments as cm
 from almanac.events.envelope import Envelope
 from almanac.events.forensics.bundle_check import INCOMPLETE, NOT_VERIFIED, VERIFIED, Step, Verdict
 from almanac.events.forensics.checkpoint_check import CheckpointFailure, check_checkpoints, trusted
 from almanac.events.hashing import canonical_bytes
+from almanac.events.shown import Shown
 
 PLAYER_BUNDLE_FORMAT = "almanac-player-bundle"
 PLAYER_BUNDLE_FORMAT_VERSION = 1
@@ -179,13 +180,13 @@ def _rerun_redaction(player: str, version: int, mine: list, public: list) -> boo
     try:
         decoder = codec._event_decoders(ruleset)[kind]
         struct = decoder.decode(msgspec.msgpack.encode(event))
-        decider = registry.stored(ruleset).decider
+        envelope = Envelope(room=room, version=version, ruleset=ruleset, type=kind, payload=b"", command_id="",
+                            player=who, server_time_ms=time_ms, previous_hash="")
+        shown = Shown(envelope, struct)  # (the rule-set's decider: this node may lack it)
     except Exception:  # noqa: BLE001 - rules this node lacks, or an event type it cannot read: not re-run
         return False
-    envelope = Envelope(room=room, version=version, ruleset=ruleset, type=kind, payload=b"", command_id="",
-                           player=who, server_time_ms=time_ms, previous_hash="")
     for label, view in ((player, mine), (cm.PUBLIC, public)):
-        again = msgspec.msgpack.decode(cm.view_bytes(envelope, decider.redact(struct, label)))
+        again = msgspec.msgpack.decode(cm.view_bytes(envelope, shown.kept_form(label)))
         if again != view:
             raise _Failed("redaction", f"the rule-set's redaction of the event you saw whole does not give the "
                           f"{'public part' if label == cm.PUBLIC else 'view you were shown'}", version)

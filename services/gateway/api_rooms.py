@@ -16,6 +16,7 @@ from almanac.events import codec, registry
 from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
 from almanac.services import bots
 from almanac.services.bus import RateLimit
@@ -29,7 +30,7 @@ from almanac.services.gateway.context import (
     now_ms,
 )
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.room_reader import player_event, room_summary
+from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import (
     NAME_PATTERN,
     TOKEN_REQUIRED,
@@ -100,6 +101,7 @@ def _is_conflict(outcome: Outcome) -> bool:
 
 async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
     """An accepted command's answer, with the signed checkpoint of the room at its last version."""
+    events, checkpoint = await _shown_and_signed(gw, outcome, player)
     return {
         "command_id": client_id,
         "room": outcome.room,
@@ -107,9 +109,18 @@ async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: s
         "first_version": outcome.first_version,
         "version": outcome.last_version,
         "duplicate": outcome.duplicate,
-        "events": [player_event(envelope, player) for envelope in outcome.envelopes],
-        "checkpoint": await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes),
+        "events": events,
+        "checkpoint": checkpoint,
     }
+
+
+async def _shown_and_signed(gw: Gateway, outcome: Outcome,
+                            player: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The outcome's events as ``player`` is sent them, and the signed checkpoint at its last version: one
+    ``events.shown.Shown`` per event serves both (a v2 room's commitment views reuse its decoding and redaction)."""
+    shown = {envelope.version: Shown(envelope) for envelope in outcome.envelopes}
+    events = [one.form(player) for one in shown.values()]
+    return events, await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes, shown=shown)
 
 
 def _refusal(outcome: Outcome, client_id: str) -> ApiError:
@@ -241,8 +252,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             answer["joined"] = True
             answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
             answer["version"] = joined.last_version
-            answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
-            answer["checkpoint"] = await gw.checkpoint(room, joined.last_version, joined.envelopes)
+            events, answer["checkpoint"] = await _shown_and_signed(gw, joined, body.player)
+            answer["events"] += events
         elif joined is not None:
             answer["join_error"] = joined.error
         else:
