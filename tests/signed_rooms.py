@@ -21,7 +21,14 @@ SEED = hashlib.sha256(b"the operator's seed").digest()
 ANN_NONCE = hashlib.sha256(b"ann's nonce").digest()
 BOB_NONCE = hashlib.sha256(b"bob's nonce").digest()
 ANN_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"ann's signing key").digest())
-ANN_PUBLIC = ANN_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
+def public(key: Ed25519PrivateKey) -> str:
+    """The public half of ``key`` as the hex a join registers."""
+    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
+ANN_PUBLIC = public(ANN_KEY)
 
 
 def signed(record: CommandRecord, key: Ed25519PrivateKey = ANN_KEY, seen_version: int | None = None) -> CommandRecord:
@@ -53,20 +60,23 @@ class Room:
         return await self.service.handle(record)
 
     async def open(self, *, seed: bytes = SEED, ann_signs: bool = False, bob_nonce: bytes = BOB_NONCE,
-                   ann_nonce: bytes = ANN_NONCE, ann_signs_join: bool = False) -> Room:
+                   ann_nonce: bytes = ANN_NONCE, ann_signs_join: bool = False,
+                   join_key: Ed25519PrivateKey = ANN_KEY) -> Room:
         """Created with ``seed`` (no scheme named: the engine's default for new rooms); ann and bob join (ann's join
-        registering her key when ``ann_signs``, signed by it, as the gateway requires today, with ``ann_signs_join``)."""
+        registering her key when ``ann_signs``, signed by it, as the gateway requires today, with ``ann_signs_join``;
+        ``join_key``: the key her join registers and is signed by, another than hers when the operator answers it)."""
         await self.store.save_seed(self.room, seed)
         assert (await self.send("create", "ann", {"kind": "create_room", "ruleset": "counter"})).accepted
         ann_join = {"kind": "join_room", "nonce_commitment": await self.store.save_nonce(self.room, ann_nonce)}
+        registered = public(join_key)
         if ann_signs:
-            ann_join["public_key"] = ANN_PUBLIC
+            ann_join["public_key"] = registered
         if ann_signs_join:
             self.clock += 1_000
-            message = join_bytes(self.room, "ann", ANN_PUBLIC, ann_join["nonce_commitment"])
+            message = join_bytes(self.room, "ann", registered, ann_join["nonce_commitment"])
             joined = await self.service.handle(CommandRecord(
                 command_id="ann-join", room=self.room, player="ann", server_time_ms=self.clock, body=ann_join,
-                signature=ANN_KEY.sign(message).hex()))
+                signature=join_key.sign(message).hex()))
         else:
             joined = await self.send("ann-join", "ann", ann_join)
         assert joined.accepted, joined.error

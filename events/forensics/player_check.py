@@ -224,8 +224,14 @@ def player_heads(bundle: Mapping) -> list[bytes]:
     return result
 
 
-def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys: Any = None) -> PlayerVerdict:
-    """The verdict on ``bundle`` for its reader, with the checkpoints they hold and a key set from outside."""
+def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys: Any = None,
+                         seat_key: str | None = None) -> PlayerVerdict:
+    """The verdict on ``bundle`` for its reader, with the checkpoints they hold and a key set from outside.
+
+    ``seat_key``: the Ed25519 public key (hex) the reader says they registered at their join, known apart from
+    the operator (``--seat-key``): step ``seat key`` checks the join the deployment signed registered exactly
+    that key for their seat, and names the key it registered instead (docs/dice.md, "a join answered with the
+    operator's own key")."""
     verdict = PlayerVerdict()
     steps = verdict.steps = []
     under_way = "format"  # the step a hostile input that breaks the verifier fails
@@ -277,6 +283,9 @@ def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys
                               "the history rests on the signature the bundle carries, made when it was issued"))
         under_way = "redaction"
         steps.append(Step(name="redaction", status="passed", detail=_redaction(player, [v for _, v in per_version])))
+        if seat_key is not None:
+            under_way = "seat key"
+            steps.append(_seat_key(player, seat_key, per_version))
     except _Failed as failure:
         steps.append(failure.step)
     except Exception as error:  # noqa: BLE001 - a hostile bundle is a failed step, never an exception
@@ -288,6 +297,29 @@ def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys
     else:
         verdict.status, verdict.ok = VERIFIED, True
     return verdict
+
+
+def _seat_key(player: str, stated: str, per_version: list[tuple[dict[str, bytes], dict[str, list]]]) -> Step:
+    """The ``seat key`` step: every join of ``player`` in the history (as they were shown it, which the checkpoints
+    above tie to the signed history) registered ``stated``; _Failed naming the key a join registered instead."""
+    if _hex(stated, 64) is None:
+        raise _Failed("seat key", "the seat key given is not 64 lowercase hex characters (an Ed25519 public key)")
+    joins = []
+    for version, (_, views) in enumerate(per_version, start=1):
+        view = views.get(player) or views[cm.PUBLIC]
+        if len(view) == 7 and view[3] == "room.player_joined" and isinstance(view[6], Mapping) \
+                and view[6].get("player") == player:
+            joins.append((version, view[6].get("public_key") or ""))
+    if not joins:
+        raise _Failed("seat key", f"the history holds no join of {player!r}: no key was registered for the seat")
+    for version, registered in joins:
+        if registered != stated:
+            what = f"key {registered}" if registered else "no key"
+            raise _Failed("seat key", f"the join the deployment signed at version {version} registered {what} for "
+                          f"{player!r}, not the key {stated} they hold: the join was answered with another key "
+                          "(signed by that key, it passes every other check)", version)
+    return Step(name="seat key", status="passed", detail=f"the join the deployment signed at version "
+                f"{joins[-1][0]} registered the key you hold for {player!r}")
 
 
 def compare_player_bundles(mine: Mapping, theirs: Mapping) -> list[str]:
