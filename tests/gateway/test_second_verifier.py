@@ -294,3 +294,29 @@ def test_both_verifiers_agree_on_which_refusals_a_signature_covers(page, base_ur
         "ann's refusal shown twice": "refusals",
         "a refusal signed by the operator's key": "skipped",
     }
+
+
+def test_a_seated_player_fetches_and_checks_their_own_bundle_in_the_console(page, base_url: str,  # noqa: F811
+                                                                             shots: Path) -> None:  # noqa: F811
+    # Given alice's realm room where she traded with bob, her seat in this browser
+    room, _, tokens = realm_trade_played(base_url)
+    alice, token = next(iter(tokens.items()))
+    page.goto("/")
+    page.evaluate("([room, player, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player, token}))",
+                  [room, alice, token])
+    # When she opens the room (each answer's checkpoint is kept) and asks for her bundle
+    page.goto(f"/#/room/{room}")
+    page.wait_for_function("(room) => JSON.parse(localStorage.getItem(`almanac-checkpoints:${room}`) || '[]').length > 0",
+                           arg=room)
+    panel = page.get_by_role("region", name="Player bundle")
+    panel.get_by_role("button", name="Fetch and check my bundle").click()
+    verdict = panel.get_by_test_id("player-bundle-verdict")
+    verdict.wait_for()
+    panel.screenshot(path=str(shots / "player-bundle.png"))
+    # Then it is checked in this browser against her checkpoints: the history verified, and the limits said
+    assert verdict.inner_text().startswith("VERIFIED"), verdict.inner_text()
+    assert "[passed] checkpoints" in verdict.inner_text()
+    assert "NOT PROVABLE" in panel.get_by_test_id("player-bundle-limits").inner_text()
+    # and each version says what it opens to her: her trade steps as her view, bob's only as hashes
+    table = panel.get_by_test_id("player-bundle-events").inner_text()
+    assert "your view" in table and "whole event" in table
