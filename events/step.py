@@ -32,8 +32,12 @@ from almanac.events.room import RoomState
 from almanac.events.signing import command_bytes, join_bytes, signature_valid
 
 
-class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON."""
+class CommandRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON.
+
+    Stored records are read strictly (an unknown field is refused): older records hold a subset of these fields,
+    and a field name altered in a bundle's record must not decode as the record it was (a dropped
+    ``seen_version`` would read as the v1 form)."""
 
     command_id: str
     room: str
