@@ -16,6 +16,7 @@ from almanac.events import codec, registry
 from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
 from almanac.services import bots
 from almanac.services.bus import RateLimit
@@ -29,7 +30,7 @@ from almanac.services.gateway.context import (
     now_ms,
 )
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.room_reader import player_event, room_summary
+from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import (
     NAME_PATTERN,
     TOKEN_REQUIRED,
@@ -46,7 +47,8 @@ from almanac.storage.base import StoredOutcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")
-CONFLICT_CODES = {"version_conflict", "conflict"}
+# ``version_moved``: a command naming the version its client saw met the room elsewhere (events.step.VersionMoved).
+CONFLICT_CODES = {"version_conflict", "conflict", "version_moved"}
 RATE_LIMITED = {
     429: {"description": "`rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per "
           "seat); the Retry-After header says when to retry"},
@@ -62,7 +64,7 @@ def gateway(request: Request) -> Gateway:
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
                   ruleset: str, admit: bool = True, limit: RateLimit | None = None,
-                  signature: str | None = None) -> tuple[Outcome | None, float]:
+                  signature: str | None = None, seen_version: int | None = None) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
     something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
     the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted).
@@ -74,6 +76,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         server_time_ms=now_ms(),
         body=body,
         signature=signature,
+        seen_version=seen_version,
     )
     started = time.perf_counter()
     outcome = await gw.submit(record, admit, limit)
@@ -98,6 +101,7 @@ def _is_conflict(outcome: Outcome) -> bool:
 
 async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
     """An accepted command's answer, with the signed checkpoint of the room at its last version."""
+    events, checkpoint = await _shown_and_signed(gw, outcome, player)
     return {
         "command_id": client_id,
         "room": outcome.room,
@@ -105,9 +109,18 @@ async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: s
         "first_version": outcome.first_version,
         "version": outcome.last_version,
         "duplicate": outcome.duplicate,
-        "events": [player_event(envelope, player) for envelope in outcome.envelopes],
-        "checkpoint": await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes),
+        "events": events,
+        "checkpoint": checkpoint,
     }
+
+
+async def _shown_and_signed(gw: Gateway, outcome: Outcome,
+                            player: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The outcome's events as ``player`` is sent them, and the signed checkpoint at its last version: one
+    ``events.shown.Shown`` per event serves both (a v2 room's commitment views reuse its decoding and redaction)."""
+    shown = {envelope.version: Shown(envelope) for envelope in outcome.envelopes}
+    events = [one.form(player) for one in shown.values()]
+    return events, await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes, shown=shown)
 
 
 def _refusal(outcome: Outcome, client_id: str) -> ApiError:
@@ -239,8 +252,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             answer["joined"] = True
             answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
             answer["version"] = joined.last_version
-            answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
-            answer["checkpoint"] = await gw.checkpoint(room, joined.last_version, joined.envelopes)
+            events, answer["checkpoint"] = await _shown_and_signed(gw, joined, body.player)
+            answer["events"] += events
         elif joined is not None:
             answer["join_error"] = joined.error
         else:
@@ -475,7 +488,7 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
         gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
-        signature=body.signature,
+        signature=body.signature, seen_version=body.seen_version,
     )
     return await _answer(gw, outcome, room, claims.player, client_id)
 
@@ -491,7 +504,8 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
         202: {"description": "no outcome within the wait: GET outcome_url later"},
         401: {"description": "missing, forged or expired token"},
         403: {"description": "a token of another room or another seat"},
-        409: {"description": "a version conflict the engine could not resolve"},
+        409: {"description": "a version conflict the engine could not resolve, or `version_moved`: the command "
+              "names a `seen_version` and the room is elsewhere (`allowed`: its version; nothing recorded)"},
         413: {"description": "body larger than the limit"},
         422: {"description": "refused by the rules or invalid: {code, message, field}"},
         **RATE_LIMITED,
@@ -532,7 +546,7 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit,
-                               signature=body.signature)
+                               signature=body.signature, seen_version=body.seen_version)
     return await _answer(gw, outcome, room, claims.player, client_id)
 
 

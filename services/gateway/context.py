@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import ipaddress
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
 from almanac.events.envelope import Envelope
+from almanac.events.shown import Shown
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
@@ -217,12 +218,14 @@ class Gateway:
     # --- commands ------------------------------------------------------------------------------
 
     async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = (),
-                         since: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                         since: dict[str, Any] | None = None,
+                         shown: Mapping[int, Shown] | None = None) -> dict[str, Any] | None:
         """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds; ``since``:
-        the checkpoint a feed sent before, see Checkpointer.head); None, and a warning, if the stream lacks a
-        version the answer names (the answer stands without it, never a 500)."""
+        the checkpoint a feed sent before, see Checkpointer.head; ``shown``: the answer's ``events.shown.Shown`` of
+        those envelopes by version, so their v2 views are not decoded or redacted again); None, and a warning, if
+        the stream lacks a version the answer names (the answer stands without it, never a 500)."""
         try:
-            return await self.checkpoints.checkpoint(self.store, room, version, envelopes, since)
+            return await self.checkpoints.checkpoint(self.store, room, version, envelopes, since, shown)
         except LookupError as error:
             log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
             return None
