@@ -9,6 +9,7 @@ replica it does not have), which fails the reads and takeovers of its shards and
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from structlog.testing import capture_logs
 from waiting import wait_for
@@ -38,13 +39,7 @@ async def test_a_node_refusing_writes_holds_back_its_shards_only_and_their_comma
     refusing node takes no renewal), when one node refuses every write, then that shard's reads and takeovers
     fail alone while the other shard's commands are answered; once the node takes writes again, a command on
     the held-back shard is decided, exactly once."""
-    nodes = {}
-    for shard in range(SHARDS):
-        nodes.setdefault(cluster.get_node_from_key(KEYS.command_stream(shard)).name, shard)
-    refusing, healthy = list(nodes.values())[:2]
-    node = cluster.get_node_from_key(KEYS.command_stream(refusing))
-    engine = Engine(cluster, EngineConfig(name="isolating", shards=[refusing, healthy], shard_count=SHARDS,
-                                          lease_ms=60_000, block_ms=200))
+    engine, refusing, healthy, node = _engine_on_two_nodes(cluster, "isolating")
     store = RedisEventStore(cluster, SHARDS)
     held_back, answered = _room_on(refusing, "held-back"), _room_on(healthy, "answered")
     with capture_logs() as logs:
@@ -74,6 +69,18 @@ async def test_a_node_refusing_writes_holds_back_its_shards_only_and_their_comma
             await engine.stop()
 
 
+def _engine_on_two_nodes(cluster, name: str) -> tuple[Engine, int, int, Any]:  # noqa: ANN001 - the cluster client
+    """An engine (not started) holding two shards on different nodes, with a long lease (safely held while one
+    node takes no renewal): (engine, the shard to break, the other shard, the node of the first)."""
+    first_shard_of_node: dict[str, int] = {}
+    for shard in range(SHARDS):
+        first_shard_of_node.setdefault(cluster.get_node_from_key(KEYS.command_stream(shard)).name, shard)
+    broken, healthy = list(first_shard_of_node.values())[:2]
+    engine = Engine(cluster, EngineConfig(name=name, shards=[broken, healthy], shard_count=SHARDS, lease_ms=60_000,
+                                          block_ms=200))
+    return engine, broken, healthy, cluster.get_node_from_key(KEYS.command_stream(broken))
+
+
 async def _taken_over(engine: Engine, *shards: int) -> bool:
     return all(engine.leases.holds(shard) for shard in shards) and not engine._needs_takeover.intersection(shards)
 
@@ -88,13 +95,7 @@ async def test_a_write_refused_by_a_full_node_leaves_its_command_pending_until_t
     engine's read, but refuses the decision's write, OOM), when the engine reads and decides it, then the write's
     refusal fails that shard alone (no attempt counted, nothing set aside), the other shard's commands are
     answered, and once the node takes writes again the command is decided, exactly once."""
-    nodes = {}
-    for shard in range(SHARDS):
-        nodes.setdefault(cluster.get_node_from_key(KEYS.command_stream(shard)).name, shard)
-    full, healthy = list(nodes.values())[:2]
-    node = cluster.get_node_from_key(KEYS.command_stream(full))
-    engine = Engine(cluster, EngineConfig(name="full-node", shards=[full, healthy], shard_count=SHARDS,
-                                          lease_ms=60_000, block_ms=200))
+    engine, full, healthy, node = _engine_on_two_nodes(cluster, "full-node")
     store = RedisEventStore(cluster, SHARDS)
     waiting, answered = _room_on(full, "waiting"), _room_on(healthy, "answered")
     with capture_logs() as logs:
