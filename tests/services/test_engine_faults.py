@@ -1,7 +1,7 @@
 """An engine meeting Redis's faults (killed, refusing writes, refusing this engine alone) or a bug of its own build.
 
 Found by a branch-coverage run over the engine's tests (issue 29, item 7): the consume loop's Redis-unreachable,
-MISCONF and step-aside branches and the lease loop's error branch were run by no story. Each story here runs an
+MISCONF and step-aside branches and the lease loop's error branches were run by no story. Each story here runs an
 engine in this process on a Redis of its own (killed, its disk taken away, a user's rights taken) and holds the
 promise: nothing acknowledged is lost, every command is decided exactly once, and an engine that cannot serve its
 shards gives them to another.
@@ -189,6 +189,30 @@ async def test_an_engine_whose_build_fails_every_batch_steps_aside_for_another_t
             await send_nowait(client, room, "ann", CREATE, "create")
             await wait_for(lambda: _seen(logs, "consume.unexpected_error"), what="a failed round")
             await another_decides_once(client, broken, room)
+
+
+class BrokenHeartbeat(Engine):
+    """An engine of a build whose heartbeat fails after every lease renewal (a bug, not Redis)."""
+
+    async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
+        if alive:
+            raise RuntimeError("a bug of this build's heartbeat")
+        await super()._flush_metrics_and_heartbeat(alive)
+
+
+async def test_a_lease_loop_meeting_a_bug_goes_on_renewing_and_the_engine_goes_on_deciding(
+        client: aioredis.Redis) -> None:
+    """Given an engine whose lease loop fails after each renewal (a bug), when several lease periods pass, then the
+    loop has logged each failure and gone on: the engine still holds every shard and decides a room's commands."""
+    with capture_logs() as logs:
+        async with running(BrokenHeartbeat(client, EngineConfig(name="limping", shards=ALL_SHARDS,
+                                                                lease_ms=LEASE_MS))) as engine:
+            await wait_for(lambda: holds_every_shard(engine), what="the engine's leases")
+            await wait_for(lambda: _async(len(events(logs, "lease.unexpected_error")) >= 5), timeout_s=30,
+                           what="the lease loop failing more than a lease period's worth of ticks")
+            assert await holds_every_shard(engine)
+            await open_room(client, "limping-room")
+            assert await logged_ids(client, "limping-room") == ["create", "join"]
 
 
 async def another_decides_once(client: aioredis.Redis, failing: Engine, room: str) -> None:
