@@ -96,8 +96,8 @@ def _is_conflict(outcome: Outcome) -> bool:
     return code in CONFLICT_CODES or code.endswith("_conflict")
 
 
-async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
-    """An accepted command's answer, with the signed checkpoint of the room at its last version."""
+def _outcome_body(outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
+    """An accepted command's answer (``_outcome_answer`` signs it at its last version)."""
     return {
         "command_id": client_id,
         "room": outcome.room,
@@ -106,8 +106,14 @@ async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: s
         "version": outcome.last_version,
         "duplicate": outcome.duplicate,
         "events": [player_event(envelope, player) for envelope in outcome.envelopes],
-        "checkpoint": await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes),
     }
+
+
+async def _outcome_answer(gw: Gateway, outcome: Outcome, answer: dict[str, Any], status: int = 200,
+                          headers: dict[str, str] | None = None) -> Response:
+    """``answer`` about ``outcome``'s room, signed at the command's last version (the envelopes it holds)."""
+    return await gw.room_answer(outcome.room, answer, version=outcome.last_version, envelopes=outcome.envelopes,
+                                status=status, headers=headers)
 
 
 def _refusal(outcome: Outcome, client_id: str) -> ApiError:
@@ -144,7 +150,7 @@ async def _answer(gw: Gateway, outcome: Outcome | None, room: str, player: str, 
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
-    return json_response(await _outcome_body(gw, outcome, player, client_id))
+    return await _outcome_answer(gw, outcome, _outcome_body(outcome, player, client_id))
 
 
 @router.post(
@@ -222,7 +228,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             error.status = 409
         raise error
     _refuse_replayed_grant(outcome, body.player, "create", client_id)
-    answer = await _outcome_body(gw, outcome, body.player, client_id)
+    answer = _outcome_body(outcome, body.player, client_id)
+    signed_at = outcome  # the command the answer's checkpoint is signed after: the create, or the join with it
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
@@ -240,12 +247,12 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
             answer["version"] = joined.last_version
             answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
-            answer["checkpoint"] = await gw.checkpoint(room, joined.last_version, joined.envelopes)
+            signed_at = joined
         elif joined is not None:
             answer["join_error"] = joined.error
         else:
             answer["join_error"] = {"code": "outcome_pending", "message": "the join has not been answered yet"}
-    return json_response(answer, 201, headers={"Location": f"/rooms/{room}"})
+    return await _outcome_answer(gw, signed_at, answer, 201, headers={"Location": f"/rooms/{room}"})
 
 
 @router.get("/rooms", summary="List rooms (optionally of one rule-set)")
@@ -277,8 +284,7 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     state = await gateway(request).reader.latest(room)
     if state is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    return json_response({**room_summary(state),
-                          "checkpoint": await gateway(request).checkpoint(room, state.version)})
+    return await gateway(request).room_answer(room, room_summary(state), version=state.version)
 
 
 @router.post(
@@ -335,11 +341,11 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
-    answer = await _outcome_body(gw, outcome, body.player, client_id)
+    answer = _outcome_body(outcome, body.player, client_id)
     answer["player"] = body.player
     answer["token"] = gw.issue_token(room, body.player, ruleset)
     answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
-    return json_response(answer)
+    return await _outcome_answer(gw, outcome, answer)
 
 
 async def _grant_seat_key(gw: Gateway, room: str, player: str) -> str:
@@ -370,8 +376,8 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
         raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
                        "seat_key")
     ruleset = await gw.reader.ruleset_of(room) or ""
-    return json_response({"room": room, "player": body.player, "token": gw.issue_token(room, body.player, ruleset),
-                          "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, {"room": room, "player": body.player,
+                                       "token": gw.issue_token(room, body.player, ruleset)})
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
