@@ -162,15 +162,21 @@ def _first_versions(chain: list[Envelope]) -> dict[str, tuple[int, int]]:
     return spans
 
 
+def with_refusal(bundle: dict, record: Any, code: str, field: str | None = "signature") -> dict:
+    """The bundle with one more refusal, of ``record`` (a CommandRecord), as an operator holding the store would
+    add it."""
+    bundle = copy(bundle)
+    raw = codec.encode(record)
+    bundle["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
+                               "error": {"code": code, "message": "invented", "field": field}})
+    return bundle
+
+
 def invented_refusal(bundle: dict, player: str, body: dict[str, Any], at: int, code: str) -> dict:
     """The bundle with a refusal the player never sent: a command decided at version ``at`` and refused."""
-    bundle = copy(bundle)
     record = decode_record(readable.entry_record_bytes(bundle["commands"][0]))
     forged = msgspec.structs.replace(record, command_id="invented-1", player=player, body=body, refused_at_version=at)
-    raw = codec.encode(forged)
-    bundle["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
-                               "error": {"code": code, "message": "invented", "field": None}})
-    return bundle
+    return with_refusal(bundle, forged, code, field=None)
 
 
 

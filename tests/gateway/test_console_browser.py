@@ -214,6 +214,10 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
     refusal.wait_for()
     assert "occupied" in refusal.inner_text() or "free" in refusal.inner_text() or ":" in refusal.inner_text()
     page.screenshot(path=shots / "03-refused.png", full_page=True)
+    # and the refusal is the player's own: the browser signed it over the version it saw (the v2 form), so it
+    # stands at that version only
+    report = httpx.get(f"{base_url}/rooms/{room}/verification", headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert report["ok"] and report["refusals_rechecked"] == report["refusals_signed"] == 1, report
 
     # When the slider goes back to version 2 by keyboard (Home, then one step right)
     slider = page.get_by_role("slider", name="Version")
