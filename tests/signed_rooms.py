@@ -9,7 +9,7 @@ import json
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from almanac.events import codec, readable
+from almanac.events import codec
 from almanac.events.signing import command_bytes, join_bytes
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.bundle import dispute_bundle
@@ -108,12 +108,3 @@ async def ended_room(refusing_player: str, *, ann_signs_join: bool = True, old_f
     latest = await room.store.latest_version(ROOM)
     bundle = await dispute_bundle(room.store, ROOM, 0, versions=(1, latest))
     return room, json.loads(json.dumps(bundle))
-
-
-def with_refusal(bundle: dict, record: CommandRecord, code: str) -> dict:
-    """The bundle with one more refusal, as an operator holding the store would add it."""
-    forged = json.loads(json.dumps(bundle))
-    raw = codec.encode(record)
-    forged["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
-                               "error": {"code": code, "message": "invented", "field": "signature"}})
-    return forged

@@ -99,9 +99,14 @@ def _is_conflict(outcome: Outcome) -> bool:
     return code in CONFLICT_CODES or code.endswith("_conflict")
 
 
-async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
-    """An accepted command's answer, with the signed checkpoint of the room at its last version."""
-    events, checkpoint = await _shown_and_signed(gw, outcome, player)
+def _shown(outcome: Outcome) -> dict[int, Shown]:
+    """One ``events.shown.Shown`` per event of the outcome, by version: it serves both the events sent and the
+    answer's checkpoint (a v2 room's commitment views reuse its decoding and redaction)."""
+    return {envelope.version: Shown(envelope) for envelope in outcome.envelopes}
+
+
+def _outcome_body(outcome: Outcome, shown: dict[int, Shown], player: str, client_id: str) -> dict[str, Any]:
+    """An accepted command's answer (``_outcome_answer`` signs it at its last version)."""
     return {
         "command_id": client_id,
         "room": outcome.room,
@@ -109,18 +114,15 @@ async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: s
         "first_version": outcome.first_version,
         "version": outcome.last_version,
         "duplicate": outcome.duplicate,
-        "events": events,
-        "checkpoint": checkpoint,
+        "events": [one.form(player) for one in shown.values()],
     }
 
 
-async def _shown_and_signed(gw: Gateway, outcome: Outcome,
-                            player: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The outcome's events as ``player`` is sent them, and the signed checkpoint at its last version: one
-    ``events.shown.Shown`` per event serves both (a v2 room's commitment views reuse its decoding and redaction)."""
-    shown = {envelope.version: Shown(envelope) for envelope in outcome.envelopes}
-    events = [one.form(player) for one in shown.values()]
-    return events, await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes, shown=shown)
+async def _outcome_answer(gw: Gateway, outcome: Outcome, shown: dict[int, Shown], answer: dict[str, Any],
+                          status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """``answer`` about ``outcome``'s room, signed at the command's last version (the envelopes it holds)."""
+    return await gw.room_answer(outcome.room, answer, version=outcome.last_version, envelopes=outcome.envelopes,
+                                shown=shown, status=status, headers=headers)
 
 
 def _refusal(outcome: Outcome, client_id: str) -> ApiError:
@@ -157,7 +159,8 @@ async def _answer(gw: Gateway, outcome: Outcome | None, room: str, player: str, 
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
-    return json_response(await _outcome_body(gw, outcome, player, client_id))
+    shown = _shown(outcome)
+    return await _outcome_answer(gw, outcome, shown, _outcome_body(outcome, shown, player, client_id))
 
 
 @router.post(
@@ -235,7 +238,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             error.status = 409
         raise error
     _refuse_replayed_grant(outcome, body.player, "create", client_id)
-    answer = await _outcome_body(gw, outcome, body.player, client_id)
+    signed_at, shown = outcome, _shown(outcome)  # what the answer's checkpoint is signed after: the create, or its join
+    answer = _outcome_body(outcome, shown, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
@@ -252,13 +256,13 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             answer["joined"] = True
             answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
             answer["version"] = joined.last_version
-            events, answer["checkpoint"] = await _shown_and_signed(gw, joined, body.player)
-            answer["events"] += events
+            signed_at, shown = joined, _shown(joined)
+            answer["events"] += [one.form(body.player) for one in shown.values()]
         elif joined is not None:
             answer["join_error"] = joined.error
         else:
             answer["join_error"] = {"code": "outcome_pending", "message": "the join has not been answered yet"}
-    return json_response(answer, 201, headers={"Location": f"/rooms/{room}"})
+    return await _outcome_answer(gw, signed_at, shown, answer, 201, headers={"Location": f"/rooms/{room}"})
 
 
 @router.get("/rooms", summary="List rooms (optionally of one rule-set)")
@@ -290,8 +294,7 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     state = await gateway(request).reader.latest(room)
     if state is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    return json_response({**room_summary(state),
-                          "checkpoint": await gateway(request).checkpoint(room, state.version)})
+    return await gateway(request).room_answer(room, room_summary(state), version=state.version)
 
 
 @router.post(
@@ -348,11 +351,12 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
-    answer = await _outcome_body(gw, outcome, body.player, client_id)
+    shown = _shown(outcome)
+    answer = _outcome_body(outcome, shown, body.player, client_id)
     answer["player"] = body.player
     answer["token"] = gw.issue_token(room, body.player, ruleset)
     answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
-    return json_response(answer)
+    return await _outcome_answer(gw, outcome, shown, answer)
 
 
 async def _grant_seat_key(gw: Gateway, room: str, player: str) -> str:
@@ -383,8 +387,8 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
         raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
                        "seat_key")
     ruleset = await gw.reader.ruleset_of(room) or ""
-    return json_response({"room": room, "player": body.player, "token": gw.issue_token(room, body.player, ruleset),
-                          "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, {"room": room, "player": body.player,
+                                       "token": gw.issue_token(room, body.player, ruleset)})
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
-from fastapi import Request, WebSocket
+from fastapi import Request, Response, WebSocket
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
@@ -23,7 +23,7 @@ from almanac.services.bus import RateLimit, count as count_request
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.shard_engine import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
-from almanac.services.gateway.errors import ApiError, overloaded
+from almanac.services.gateway.errors import ApiError, json_response, overloaded
 from almanac.services.gateway.heavy_reads import HeavyReads
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
@@ -230,10 +230,17 @@ class Gateway:
             log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
             return None
 
-    async def head_checkpoint(self, room: str) -> dict[str, Any] | None:
-        """The signed checkpoint of ``room`` at its latest version: for an answer about the room as it stands that
-        names no version of its own (an auditor's read, a seat reclaimed)."""
-        return await self.checkpoint(room, await self.store.latest_version(room))
+    async def room_answer(self, room: str, body: dict[str, Any], *, version: int | None = None,
+                          envelopes: Iterable[Envelope] = (), shown: Mapping[int, Shown] | None = None,
+                          status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        """A successful answer about one room, as JSON, with the room's signed checkpoint at ``version`` (default: its
+        head as answered, for an answer that names no version of its own; ``envelopes``: ones the answer already
+        holds, ``shown`` their ``events.shown.Shown``: see ``checkpoint``). Every room route answers through here, so
+        none can leave the checkpoint out."""
+        if version is None:
+            version = await self.store.latest_version(room)
+        checkpoint = await self.checkpoint(room, version, envelopes, shown=shown)
+        return json_response({**body, "checkpoint": checkpoint}, status, headers)
 
     def overload_reason(self) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-from forgery import rewrite_event
 from game_modules import game_module
 from gateway_stack import CHILD, Stack
+from store_forgery import rewrite_in_redis
 
 from almanac.events import registry
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
@@ -356,11 +356,11 @@ def test_tampered_event_shows_the_first_divergence(page, base_url: str, auditor:
     room, _ = board_room_played(base_url, auditor, f"tam-{secrets.token_hex(2)}", moves=2)
 
     # When someone rewrites a placement in Redis and re-chains every hash after it (a careful forger)
-    def other_terrain(event: dict) -> dict:
-        return {**event, "terrain": "water" if event["terrain"] != "water" else "forest"}
+    def other_terrain(event: dict) -> None:
+        event["terrain"] = "water" if event["terrain"] != "water" else "forest"
 
-    version = rewrite_event(stack.redis_url, 16, room, lambda e: e.type == "board.element_placed", other_terrain,
-                            rechain=True)
+    version = rewrite_in_redis(stack.redis_url, 16, room, lambda e: e.type == "board.element_placed", other_terrain,
+                            reseal=True)
 
     # Then verify in the console names the version and shows recorded and recomputed side by side
     page.goto(f"/#/room/{room}")

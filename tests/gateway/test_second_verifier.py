@@ -12,9 +12,19 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped, with_chain
+from bundle_forgery import (
+    chain_of,
+    copy,
+    dropped,
+    edited,
+    not_resealed,
+    stranger_ring,
+    swapped,
+    truncated,
+    with_refusal,
+)
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from signed_rooms import ROOM, ended_room, signed, with_refusal
+from signed_rooms import ROOM, ended_room, signed
 from test_console_browser import (  # noqa: F401 - fixtures: the gateway process, Chromium, screenshots
     CHROMIUM,
     auditor,
@@ -26,7 +36,7 @@ from test_console_browser import (  # noqa: F401 - fixtures: the gateway process
     shots,
 )
 
-from almanac.events import codec, commitments as cm, readable
+from almanac.events import commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.forensics.player_check import verify_player_bundle
 from almanac.events.step import CommandRecord, decode_record
@@ -43,15 +53,6 @@ JS_VERDICT = """async ([bundle, checkpoints, keys]) => {
 }"""
 
 
-def not_resealed(bundle: dict, version: int) -> dict:
-    """An event's bytes changed and nothing re-sealed (an edit straight in the store)."""
-    bundle = copy(bundle)
-    chain = chain_of(bundle)
-    chain[version - 1] = msgspec.structs.replace(chain[version - 1], command_id="forged")
-    bundle["chain"]["envelopes"][version - 1] = readable.b64(codec.encode_envelope(chain[version - 1]))
-    return bundle
-
-
 def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, dict | None]]:
     """The same honest and tampered bundles, checkpoints and key sets for both verifiers."""
     last = held[-1]
@@ -66,7 +67,7 @@ def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, d
         "edited earlier event, both chains re-sealed": (forged, held, keys),
         "dropped event, re-sealed": (dropped(bundle, 3), held, keys),
         "swapped events, re-sealed": (swapped(bundle, 2, 3), held, keys),
-        "truncated before the last checkpoint": (with_chain(bundle, chain_of(bundle)[:-1]), held, keys),
+        "truncated before the last checkpoint": (truncated(bundle, len(chain_of(bundle)) - 1), held, keys),
         "edited, not re-sealed": (not_resealed(bundle, 2), held, keys),
         "forged signature": (bundle, [{**last, "sig": last["sig"][:-2] + ("00" if last["sig"][-2:] != "00" else "11")}], keys),
         "checkpoint moved to another head": (bundle, [{**last, "head": "ab" * 32}], keys),

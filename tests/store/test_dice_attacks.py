@@ -12,10 +12,9 @@ import hashlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from signed_rooms import ANN_NONCE, ROOM, Room, signed
+from store_forgery import operator_appends
 
-from almanac.events import codec, room as room_rules
-from almanac.events.envelope import Envelope
-from almanac.events.hashing import seal
+from almanac.events import room as room_rules
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
@@ -79,16 +78,6 @@ async def test_a_reveal_the_operator_writes_into_the_log_for_a_signing_player_fa
     assert not report.ok
     assert (report.divergence.check, report.divergence.version) == ("signature", head.version + 1)
     assert "signature_required" in report.divergence.message
-
-
-async def operator_appends(store, record: CommandRecord, event) -> None:
-    """What an operator holding the store can do: append ``event`` as decided by ``record``, sealed onto the chain."""
-    head = (await store.read(ROOM))[-1]
-    event_type, payload = codec.encode_event(event)
-    forged = seal(Envelope(room=ROOM, version=head.version + 1, ruleset=head.ruleset, type=event_type, payload=payload,
-                           command_id=record.command_id, player=record.player, server_time_ms=record.server_time_ms,
-                           previous_hash=head.hash))
-    await store.append(ROOM, head.version, record.command_id, [forged], codec.encode(record))
 
 
 async def test_grinding_its_own_seats_nonce_after_ann_joined_moves_none_of_anns_rolls():

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 
 import msgspec
-from signed_rooms import ROOM, ended_room, with_refusal
+from bundle_forgery import with_refusal
+from signed_rooms import ROOM, ended_room
 
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import decode_record

@@ -14,7 +14,7 @@ import hashlib
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from signed_rooms import ROOM, Room
-from test_dice_attacks import operator_appends
+from store_forgery import operator_appends
 
 from almanac.events import room as room_rules
 from almanac.events.signing import join_bytes

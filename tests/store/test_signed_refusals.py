@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 
 import msgspec
+from bundle_forgery import with_refusal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from signed_rooms import ROOM, WRONG_NONCE, Room, ended_room, signed, with_refusal
+from signed_rooms import ROOM, WRONG_NONCE, Room, ended_room, signed
 
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import CommandRecord
