@@ -47,6 +47,7 @@ import msgspec
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
+from almanac.services.gateway.context import address_key
 from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
 from almanac.services.gateway.http_app import COMMAND_PATH
 from almanac.services.settings import Settings
@@ -82,6 +83,10 @@ class GuardedConnection(asyncio.Protocol):
         self.max_head_bytes = settings.http_max_head_bytes
         self.max_headers = settings.http_max_headers
         self.read_timeout_s = settings.http_read_timeout_ms / 1000
+        # The client's address for its fair share of the in-flight limit (overload.FairShare), as the route counts
+        # it: the TCP peer's; None behind trusted proxies (the client is named by a header the route reads).
+        self.trusting_proxies = bool(settings.trusted_proxies.strip())
+        self.address: str | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.guarding = True  # False once the connection is a WebSocket's (or its bytes no longer HTTP/1.1)
@@ -109,6 +114,9 @@ class GuardedConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and not self.trusting_proxies:
+            self.address = address_key(peer[0])
         self.server.connection_made(_Transport(transport, self))  # type: ignore[arg-type]
         self._arm()  # a connection that never sends a whole request is closed
 
@@ -246,7 +254,7 @@ class GuardedConnection(asyncio.Protocol):
         if b"command_id" in self.body:
             return None
         gateway = self.app_state.gateway
-        reason = gateway.overload_reason()
+        reason = gateway.overload_reason(self.address)
         if reason is None:
             return None
         head, body = _overloaded_answer(reason)
