@@ -9,6 +9,9 @@ address, who sends a move and, refused, comes back as Retry-After tells them:
   freed slot before the player's return reached the gateway: the player came back refused, move after move);
 - meanwhile the player's read of their room is answered 200, and the attacker, refused by the thousand, gets only
   503 ``overloaded`` or its commands decided (no other 5xx), with its share of the slots still its own.
+
+The same behind a trusted proxy (ALMANAC_TRUSTED_PROXIES), both clients arriving through it and named by the
+X-Forwarded-For it adds: the connection guard, which sheds most refusals, counts the client the route counts.
 """
 
 from __future__ import annotations
@@ -30,22 +33,26 @@ MOVES = 3
 GATEWAY_ENV = {"ALMANAC_GATEWAY_ENGINE": "true", "ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT),
                "ALMANAC_RATE_COMMANDS": "off", "ALMANAC_RATE_ANON": "off"}
 PLAYER_ADDRESS = "127.0.0.2"  # another client than the attacker's 127.0.0.1 (Linux routes all of 127/8 to lo)
+# Behind the proxy: the addresses it forwards (documentation ranges), both clients connecting from 127.0.0.1.
+FORWARDED = {"attacker": "198.51.100.1", "player": "198.51.100.2"}
 
 
-@pytest.fixture(scope="module")
-def deciding_gateway(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["direct", "behind a trusted proxy"])
+def deciding_gateway(request: pytest.FixtureRequest, redis_url: str,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, bool]]:
+    proxied = request.param != "direct"
     redis.Redis.from_url(redis_url).flushdb()
     stack = Stack(redis_url, Path(tmp_path_factory.mktemp("fair-stack")))
     try:
-        yield stack.start_gateway(**GATEWAY_ENV)
+        yield stack.start_gateway(**GATEWAY_ENV, **({"ALMANAC_TRUSTED_PROXIES": "127.0.0.1"} if proxied else {})), proxied
     finally:
         stack.stop()
 
 
-async def _attack(port: int, room: str, token: str, statuses: Counter, stop: asyncio.Event) -> None:
+async def _attack(port: int, room: str, token: str, statuses: Counter, stop: asyncio.Event, forwarded: str) -> None:
     """One attacker connection: a move, its answer read, the next at once, until ``stop``."""
     body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
-    request = (f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+    request = (f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n{forwarded}"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -60,16 +67,18 @@ async def _attack(port: int, room: str, token: str, statuses: Counter, stop: asy
         writer.close()
 
 
-async def _play(url: str, attackers: list[tuple[str, str]], player: tuple[str, str]) -> dict:
+async def _play(url: str, attackers: list[tuple[str, str]], player: tuple[str, str], proxied: bool) -> dict:
     port = int(url.rsplit(":", 1)[1])
     statuses: Counter = Counter()
     stop = asyncio.Event()
-    flood = [asyncio.ensure_future(_attack(port, room, token, statuses, stop)) for room, token in attackers]
+    forwarded = f"X-Forwarded-For: {FORWARDED['attacker']}\r\n" if proxied else ""
+    flood = [asyncio.ensure_future(_attack(port, room, token, statuses, stop, forwarded)) for room, token in attackers]
     room, token = player
-    transport = httpx.AsyncHTTPTransport(local_address=PLAYER_ADDRESS)
+    # Another address: its own (direct), or the one the proxy forwards (every connection from the proxy's).
+    transport = None if proxied else httpx.AsyncHTTPTransport(local_address=PLAYER_ADDRESS)
+    headers = {"Authorization": f"Bearer {token}", **({"X-Forwarded-For": FORWARDED["player"]} if proxied else {})}
     sends_per_move: list[list[int]] = []
-    async with httpx.AsyncClient(base_url=url, timeout=60, transport=transport,
-                                 headers={"Authorization": f"Bearer {token}"}) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=60, transport=transport, headers=headers) as http:
         try:
             for _ in range(600):  # the flood is on: the attacker is being refused
                 if statuses[503] >= 200 or any(task.done() for task in flood):
@@ -94,11 +103,12 @@ async def _play(url: str, attackers: list[tuple[str, str]], player: tuple[str, s
     return {"sends": sends_per_move, "read": read, "attacker": statuses}
 
 
-def test_a_clients_flood_cannot_keep_another_client_from_every_slot(deciding_gateway: str) -> None:
-    attackers = open_board_rooms(deciding_gateway, "attacker", ATTACKER_CONNECTIONS)
-    player = open_board_rooms(deciding_gateway, "player", 1)[0]
+def test_a_clients_flood_cannot_keep_another_client_from_every_slot(deciding_gateway: tuple[str, bool]) -> None:
+    url, proxied = deciding_gateway
+    attackers = open_board_rooms(url, "attacker", ATTACKER_CONNECTIONS)
+    player = open_board_rooms(url, "player", 1)[0]
 
-    seen = asyncio.run(_play(deciding_gateway, attackers, player))
+    seen = asyncio.run(_play(url, attackers, player, proxied))
 
     # Each move was decided (200, or 422 from the rules) on the player's first send or on their first return.
     for sends in seen["sends"]:
