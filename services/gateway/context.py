@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import time
 from collections.abc import Iterable, Iterator
@@ -69,6 +70,7 @@ def scope_address(scope: Any) -> str:
     return address_key(client[0]) if client else "unknown"
 
 
+@functools.lru_cache(maxsize=4_096)  # asked for every command (its fair share): parsed once per address
 def address_key(host: str) -> str:
     """One client's key for the per-address limits: an IPv4 address as it is, an IPv6 address as its /64
     (one subscriber is given a whole /64, so counting single addresses would let one client be 2**64 of
