@@ -47,6 +47,7 @@ import msgspec
 from almanac.events import codec, registry
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomEnded
+from almanac.events.shown import PUBLIC as PUBLIC_READER, shown_to
 from almanac.services import bootstrap, clock
 from almanac.services.logging import get_logger
 from almanac.services.settings import Settings
@@ -184,13 +185,9 @@ def notices_of(envelope: Envelope, event: Any) -> list[Notice]:
 
 
 def shown_event(envelope: Envelope, event: Any, viewer: str | None) -> dict[str, Any]:
-    """The event as ``viewer`` may see it (None: as nobody seated may, every secret hidden)."""
-    decider = registry.stored(envelope.ruleset).decider
-    shown = decider.redact(event, viewer if viewer is not None else "")
-    if shown is None:
-        return {"version": envelope.version, "hidden": True}
-    return {"version": envelope.version, "type": envelope.type, "player": envelope.player,
-            "server_time_ms": envelope.server_time_ms, "event": codec.to_builtins(shown)}
+    """The event as ``viewer`` may see it (None: as nobody seated may, every secret hidden): ``events.shown``, what
+    the gateway sends that reader."""
+    return shown_to(envelope, viewer if viewer is not None else PUBLIC_READER, event)
 
 
 def new_subscription(url: str, scope: str, room: str | None, player: str | None, kinds: tuple[str, ...],

@@ -7,15 +7,16 @@ import contextlib
 import functools
 import ipaddress
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
-from fastapi import Request, WebSocket
+from fastapi import Request, Response, WebSocket
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
 from almanac.events.envelope import Envelope
+from almanac.events.shown import Shown
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
@@ -23,7 +24,7 @@ from almanac.services.bus import RateLimit, count as count_request
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.shard_engine import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
-from almanac.services.gateway.errors import ApiError, overloaded
+from almanac.services.gateway.errors import ApiError, json_response, overloaded
 from almanac.services.gateway.heavy_reads import HeavyReads
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
@@ -227,20 +228,29 @@ class Gateway:
     # --- commands ------------------------------------------------------------------------------
 
     async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = (),
-                         since: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                         since: dict[str, Any] | None = None,
+                         shown: Mapping[int, Shown] | None = None) -> dict[str, Any] | None:
         """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds; ``since``:
-        the checkpoint a feed sent before, see Checkpointer.head); None, and a warning, if the stream lacks a
-        version the answer names (the answer stands without it, never a 500)."""
+        the checkpoint a feed sent before, see Checkpointer.head; ``shown``: the answer's ``events.shown.Shown`` of
+        those envelopes by version, so their v2 views are not decoded or redacted again); None, and a warning, if
+        the stream lacks a version the answer names (the answer stands without it, never a 500)."""
         try:
-            return await self.checkpoints.checkpoint(self.store, room, version, envelopes, since)
+            return await self.checkpoints.checkpoint(self.store, room, version, envelopes, since, shown)
         except LookupError as error:
             log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
             return None
 
-    async def head_checkpoint(self, room: str) -> dict[str, Any] | None:
-        """The signed checkpoint of ``room`` at its latest version: for an answer about the room as it stands that
-        names no version of its own (an auditor's read, a seat reclaimed)."""
-        return await self.checkpoint(room, await self.store.latest_version(room))
+    async def room_answer(self, room: str, body: dict[str, Any], *, version: int | None = None,
+                          envelopes: Iterable[Envelope] = (), shown: Mapping[int, Shown] | None = None,
+                          status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        """A successful answer about one room, as JSON, with the room's signed checkpoint at ``version`` (default: its
+        head as answered, for an answer that names no version of its own; ``envelopes``: ones the answer already
+        holds, ``shown`` their ``events.shown.Shown``: see ``checkpoint``). Every room route answers through here, so
+        none can leave the checkpoint out."""
+        if version is None:
+            version = await self.store.latest_version(room)
+        checkpoint = await self.checkpoint(room, version, envelopes, shown=shown)
+        return json_response({**body, "checkpoint": checkpoint}, status, headers)
 
     def overload_reason(self, address: str | None = None) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
