@@ -517,20 +517,22 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
 )
 async def submit_command(request: Request, room: str = RoomId) -> Response:
     return await run_command(
-        gateway(request), room, bearer(request), await request.body(), request.headers.get("idempotency-key")
+        gateway(request), room, bearer(request), await request.body(), request.headers.get("idempotency-key"),
+        client_address(request),
     )
 
 
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
-                      idempotency_key: str | None) -> Response:
-    """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
-    if gw.overload_reason() is not None:
+                      idempotency_key: str | None, address: str | None = None) -> Response:
+    """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp).
+    ``address``: the client's (``client_address``), for its fair share of the in-flight limit."""
+    if gw.overload_reason(address) is not None:
         # Admission would refuse, but this may be the resend of a command already decided (through any gateway,
         # before any restart): its stored outcome is the answer (a 503 would hide it until a later resend).
         stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
         if stored is not None:
             return stored
-    with gw.command_slot():  # before any parsing: a refusal must cost next to nothing
+    with gw.command_slot(address=address):  # before any parsing: a refusal must cost next to nothing
         return await _admitted_command(gw, room, token, raw_body, idempotency_key)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,7 +30,7 @@ from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import Admission
+from almanac.services.gateway.overload import Admission, FairShare
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
 from almanac.services.logging import get_logger
@@ -61,9 +62,16 @@ def client_address(connection: HTTPConnection) -> str:
     """The client's address as the per-address limits count it, of a request or a WebSocket: the TCP peer's,
     or the one a proxy that ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then:
     connection_guard.server_options); see ``address_key``."""
-    return address_key(connection.client.host) if connection.client is not None else "unknown"
+    return scope_address(connection.scope)
 
 
+def scope_address(scope: Any) -> str:
+    """``client_address`` from an ASGI scope (the command fast path's, ``http_app.GatewayApp``)."""
+    client = scope.get("client")
+    return address_key(client[0]) if client else "unknown"
+
+
+@functools.lru_cache(maxsize=4_096)  # asked for every command (its fair share): parsed once per address
 def address_key(host: str) -> str:
     """One client's key for the per-address limits: an IPv4 address as it is, an IPv6 address as its /64
     (one subscriber is given a whole /64, so counting single addresses would let one client be 2**64 of
@@ -104,6 +112,8 @@ class Gateway:
         self.inflight = 0
         # Admission: the in-flight limit and the standing-queue test (overload.Admission, its two settings).
         self.admission = Admission(settings.gateway_max_inflight, settings.gateway_target_wait_ms)
+        # ... shared between the clients competing for it (overload.FairShare).
+        self.fair = FairShare(settings.gateway_max_inflight)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: settings.gateway_max_inflight)
         self.rate_limits = RateLimits(settings, client, self.keys)
         # The live feeds: one shared read of the shard feeds, and their caps per seat, per address and per process.
@@ -242,20 +252,29 @@ class Gateway:
         checkpoint = await self.checkpoint(room, version, envelopes, shown=shown)
         return json_response({**body, "checkpoint": checkpoint}, status, headers)
 
-    def overload_reason(self) -> str | None:
+    def overload_reason(self, address: str | None = None) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
-        parsed (``api_rooms.run_command``)."""
-        return self.admission.refusal(self.inflight, time.monotonic())
+        parsed (``api_rooms.run_command``). With the client's ``address`` (``address_key``) also its fair share
+        (``overload.FairShare``), and a refusal counts it as waiting for a slot."""
+        now = time.monotonic()
+        reason = self.admission.refusal(self.inflight, now)
+        if address is None:
+            return reason
+        if reason is None:
+            reason = self.fair.refusal(address, now)
+        if reason is not None:
+            self.fair.refused(address, now)
+        return reason
 
-    def refuse_if_overloaded(self) -> None:
+    def refuse_if_overloaded(self, address: str | None = None) -> None:
         """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
-        reason = self.overload_reason()
+        reason = self.overload_reason(address)
         if reason is not None:
             self.metrics.commands.inc(outcome="overloaded", ruleset="")
             raise overloaded(reason)
 
     @contextlib.contextmanager
-    def command_slot(self, decided_resend: bool = False) -> Iterator[None]:
+    def command_slot(self, decided_resend: bool = False, address: str | None = None) -> Iterator[None]:
         """Admission (503 ``overloaded`` now when no slot is free) and a slot in ``inflight`` held from there
         to the answer, the reads before the submit included (every route that submits, ``api_rooms``).
         Counting the submit alone let a burst of commands for rooms this process had not seen start one
@@ -264,14 +283,18 @@ class Gateway:
         wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
         microseconds and tells the client when to come back. ``decided_resend``: the request resends a command
         whose outcome is stored (``decided``; a create or join, ``api_rooms``): admitted all the same, to be
-        answered that outcome."""
+        answered that outcome. ``address``: the client's, whose slots its fair share counts (commands)."""
         if not decided_resend:
-            self.refuse_if_overloaded()
+            self.refuse_if_overloaded(address)
         self.inflight += 1
+        if address is not None:
+            self.fair.hold(address)
         try:
             yield
         finally:
             self.inflight -= 1
+            if address is not None:
+                self.fair.release(address)
 
     async def decided(self, room: str, command_id: str) -> StoredOutcome | None:
         """The stored outcome of a command that admission refuses, if it was decided (by any gateway or engine,

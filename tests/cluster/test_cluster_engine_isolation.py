@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from shard_rooms import room_on
 from structlog.testing import capture_logs
 from waiting import wait_for
 
@@ -22,10 +23,6 @@ from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 16
 KEYS = Keys(SHARDS)
-
-
-def _room_on(shard: int, name: str) -> str:
-    return next(room for room in (f"{name}-{n}" for n in range(10_000)) if KEYS.shard(room) == shard)
 
 
 def _record(room: str, command_id: str) -> CommandRecord:
@@ -41,7 +38,7 @@ async def test_a_node_refusing_writes_holds_back_its_shards_only_and_their_comma
     the held-back shard is decided, exactly once."""
     engine, refusing, healthy, node = _engine_on_two_nodes(cluster, "isolating")
     store = RedisEventStore(cluster, SHARDS)
-    held_back, answered = _room_on(refusing, "held-back"), _room_on(healthy, "answered")
+    held_back, answered = room_on(KEYS, refusing, "held-back"), room_on(KEYS, healthy, "answered")
     with capture_logs() as logs:
         await engine.start()
         try:
@@ -97,7 +94,7 @@ async def test_a_write_refused_by_a_full_node_leaves_its_command_pending_until_t
     answered, and once the node takes writes again the command is decided, exactly once."""
     engine, full, healthy, node = _engine_on_two_nodes(cluster, "full-node")
     store = RedisEventStore(cluster, SHARDS)
-    waiting, answered = _room_on(full, "waiting"), _room_on(healthy, "answered")
+    waiting, answered = room_on(KEYS, full, "waiting"), room_on(KEYS, healthy, "answered")
     with capture_logs() as logs:
         await engine.start()
         try:
