@@ -134,12 +134,14 @@ class Admission:
 
 class FairShare:
     """The in-flight limit shared between the clients (addresses, ``context.address_key``) that compete for it:
-    while two or more hold a slot or were refused one within ``window_s``, a client already holding its share
-    (the limit divided by their number, at least 1) is refused its next command, so its flood cannot keep every
-    slot full while others are refused (one attacker's closed loop took every slot freed before a player's retry
-    could: issue 28). A client that holds no slot is never refused by its share, and one alone may hold them all
-    (a load balancer, or a benchmark, is one client). The share held back for a refused client stays free until
-    it comes back or the window passes: at most ``window_s`` of that share's capacity, and only while contested.
+    while another client was refused a command within ``window_s``, a client already holding its share (the
+    limit divided by the clients holding or refused, at least 1) is refused its next command, so its flood
+    cannot keep every slot full while others are refused (one attacker's closed loop took every slot freed before
+    a player's retry could: issue 28). Nobody refused, nobody held back: clients that merely hold slots side by
+    side (two load balancers, two bot hosts) may fill the limit between them. A client that holds no slot is never
+    refused by its share, and one alone may hold them all (a load balancer, or a benchmark, is one client). The
+    share held back for a refused client stays free until it comes back or the window passes: at most
+    ``window_s`` of that share's capacity, and only while contested.
 
     Per gateway process, with the clock passed in, as ``Admission``."""
 
@@ -148,7 +150,7 @@ class FairShare:
         self.window_s = window_s
         self.tracked = tracked
         self.holding: dict[str, int] = {}  # address -> slots it holds now
-        self.waiting: dict[str, float] = {}  # address holding none -> when it was last refused (oldest first)
+        self.waiting: dict[str, float] = {}  # address -> when it was last refused (oldest first)
         self.over_share = "this client holds its share of the commands in flight while other clients wait for one"
 
     def refusal(self, address: str, now: float) -> str | None:
@@ -156,14 +158,15 @@ class FairShare:
         if not held:
             return None
         self._forget(now)
-        competing = len(self.holding) + len(self.waiting)
-        if competing < 2 or held < max(1, self.max_inflight // competing):
+        if not any(other != address for other in self.waiting):
+            return None  # nobody else is being refused: holding many slots keeps nobody out
+        competing = len(self.holding.keys() | self.waiting.keys())
+        if held < max(1, self.max_inflight // competing):
             return None
         return self.over_share
 
     def refused(self, address: str, now: float) -> None:
-        if address in self.holding:
-            return  # counted as competing already
+        # A client refused while holding slots waits too (a player's second command behind an attacker's flood).
         self.waiting.pop(address, None)  # to the end: the dict stays in refusal order
         self.waiting[address] = now
         if len(self.waiting) > self.tracked:

@@ -38,11 +38,30 @@ def test_a_refused_client_is_owed_its_share_until_it_comes_back_or_the_window_pa
     assert share.refusal("attacker", 1.0 + FAIR_WINDOW_S) is None  # it did not come back: forgotten
 
 
-def test_a_client_refused_while_holding_slots_is_not_counted_twice() -> None:
+def test_a_client_refused_while_holding_slots_is_not_held_back_by_its_own_refusal() -> None:
     share = FairShare(4)
     _holding(share, "attacker", 4)
     share.refused("attacker", 0.0)
-    assert not share.waiting and share.refusal("attacker", 0.0) is None
+    assert share.refusal("attacker", 0.0) is None
+
+
+def test_clients_holding_slots_side_by_side_with_nobody_refused_fill_the_limit_between_them() -> None:
+    """Given two load balancers (not trusted proxies) holding 3 and 1 of 4 slots, and nobody refused, then neither
+    is refused by its share (only the in-flight limit refuses)."""
+    share = FairShare(4)
+    _holding(share, "balancer-a", 3)
+    _holding(share, "balancer-b", 1)
+    assert share.refusal("balancer-a", 0.0) is None and share.refusal("balancer-b", 0.0) is None
+
+
+def test_a_player_refused_while_holding_one_slot_is_owed_its_share() -> None:
+    """Given an attacker holding 3 of 4 slots and a player holding 1 whose next command was refused, then the
+    attacker is refused past its half."""
+    share = FairShare(4)
+    _holding(share, "attacker", 3)
+    _holding(share, "player", 1)
+    share.refused("player", 0.0)
+    assert share.refusal("attacker", 0.1) == share.over_share
 
 
 def test_the_waiting_clients_remembered_are_bounded_oldest_forgotten_first() -> None:
