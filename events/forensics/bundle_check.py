@@ -714,6 +714,10 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed, joins_signed=joins_signed)
     if refused is not None:
         command_id = refused.refusal.record.command_id
+        if refused.decided_at is not None:
+            raise _fail("refusals", f"refused command {command_id!r} is recorded accepted at version "
+                        f"{refused.decided_at} of the chain: a command id is decided once",
+                        refused.refusal.record.refused_at_version)
         if not refused.placed:
             raise _fail("refusals", f"refused command {command_id!r} names no version of the chain")
         if refused.recomputed is not None:

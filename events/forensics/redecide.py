@@ -248,11 +248,13 @@ class Refusal:
 @dataclass(frozen=True)
 class RefusalMismatch:
     """A refused command that decided again is not refused with its recorded code: ``recomputed`` is the error
-    it now gets, or None when it is accepted; ``placed`` False when it names no version of the log."""
+    it now gets, or None when it is accepted; ``placed`` False when it names no version of the log;
+    ``decided_at`` the version whose event records the same command id accepted (a command id is decided once)."""
 
     refusal: Refusal
     recomputed: RuleError | None = None
     placed: bool = True
+    decided_at: int | None = None
 
     @property
     def version(self) -> int:
@@ -308,7 +310,14 @@ def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], 
     refusal is not the operator's word alone."""
     checked = 0
     state, folded = base, 0
+    accepted: dict[str, int] = {}
+    for envelope in recorded:
+        accepted.setdefault(envelope.command_id, envelope.version)
     for refusal in sorted(refusals, key=lambda r: r.record.refused_at_version or 0):
+        if refusal.record.command_id in accepted:
+            # The command the log records accepted, shown refused too (e.g. its signed record copied to the
+            # refusals at the version its client saw): refusing it again there would pass.
+            return checked, RefusalMismatch(refusal=refusal, decided_at=accepted[refusal.record.command_id])
         at = refusal.record.refused_at_version
         if at is None or not 0 <= at <= len(recorded):
             return checked, RefusalMismatch(refusal=refusal, placed=False)

@@ -18,6 +18,7 @@ from bundle_forgery import (
     dropped,
     edited,
     not_resealed,
+    records_of,
     stranger_ring,
     swapped,
     truncated,
@@ -258,6 +259,9 @@ def refusal_cases() -> dict[str, dict]:
     invented = CommandRecord(command_id=f"{ROOM}:ann:invented", room=ROOM, player="ann", server_time_ms=4_500,
                              body={"kind": "roll", "dice": 6})
     by_operator = msgspec.structs.replace(signed(invented, key=mallory, seen_version=at), refused_at_version=at)
+    accepted = next(record for record in records_of(ann) if record.command_id == "a1")  # ann's signed roll
+    accepted_shown_refused = with_refusal(
+        ann, msgspec.structs.replace(accepted, refused_at_version=accepted.seen_version), "nonce_mismatch")
     return {
         "ann's refusal, signed over the version she saw": ann,
         "bob's refusal, unsigned": bob,
@@ -265,6 +269,7 @@ def refusal_cases() -> dict[str, dict]:
         "ann's refusal moved to another version": moved,
         "ann's refusal shown twice": twice,
         "a refusal signed by the operator's key": with_refusal(ann, by_operator, "signature_invalid"),
+        "ann's accepted roll shown refused at the version she saw": accepted_shown_refused,
     }
 
 
@@ -294,6 +299,7 @@ def test_both_verifiers_agree_on_which_refusals_a_signature_covers(page, base_ur
         "ann's refusal moved to another version": "refusals",
         "ann's refusal shown twice": "refusals",
         "a refusal signed by the operator's key": "skipped",
+        "ann's accepted roll shown refused at the version she saw": "refusals",
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import msgspec
-from bundle_forgery import with_refusal
+from bundle_forgery import records_of, with_refusal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from signed_rooms import ROOM, WRONG_NONCE, Room, ended_room, signed
 
@@ -98,3 +98,15 @@ async def test_a_signed_refusal_shown_twice_at_its_own_version_fails():
     forged["refusals"].append(forged["refusals"][0])
     verdict = verify_bundle(forged, bundle["head"]["hash"])
     assert verdict.status == "NOT VERIFIED" and "refused twice" in verdict.text(), verdict.text()
+
+
+async def test_an_accepted_signed_command_shown_refused_at_the_version_its_player_saw_fails():
+    # Given ann's room, where her roll "a1", signed over the version she saw, was accepted
+    _, bundle = await ended_room("bob")
+    accepted = next(record for record in records_of(bundle) if record.command_id == "a1")
+    # When the operator copies that signed record to the refusals, at the one version her signature names
+    forged = with_refusal(bundle, msgspec.structs.replace(accepted, refused_at_version=accepted.seen_version),
+                          "nonce_mismatch")
+    verdict = verify_bundle(forged, bundle["head"]["hash"])
+    # Then the bundle does not verify: a command id is decided once
+    assert verdict.status == "NOT VERIFIED" and "recorded accepted at version" in verdict.text(), verdict.text()

@@ -439,6 +439,14 @@ async function checkRefusals(bundle, chain, pass) {
       joins.push({ player: joined.player, version: e.version, key });
     }
   }
+  // A command the chain records accepted, shown refused too (its signed record copied to the refusals): decided once.
+  const acceptedAt = new Map();
+  for (const e of chain) if (!acceptedAt.has(e.command_id)) acceptedAt.set(e.command_id, e.version);
+  for (const r of refusals) {
+    if (acceptedAt.has(r.command_id)) {
+      throw new Failure("refusals", `refused command ${r.command_id} is recorded accepted at version ${acceptedAt.get(r.command_id)} of the chain: a command id is decided once`, r.refused_at_version);
+    }
+  }
   let covered = 0;
   for (const r of refusals) {
     const join = joins.filter((j) => j.player === r.player && j.version <= r.refused_at_version).pop();
