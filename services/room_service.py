@@ -19,6 +19,7 @@ from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledEr
 from almanac.events.room import RoomState
 from almanac.events.step import (
     CommandRecord,
+    VersionMoved,
     decode_fork,
     decode_record,
     needs_secret_seed,
@@ -157,6 +158,14 @@ class RoomService:
                 state, last_hash = await self.load(record.room)
                 record = await self._complete(state, record)
                 envelopes, new_state = await self._decide(state, last_hash, record)
+            except VersionMoved as error:
+                # Its answer names the room's version for the client to sign again: a cached state another
+                # writer has since moved would name one the room has passed. Decide again against the store's.
+                if await self.store.latest_version(record.room) != (state.version if state is not None else 0):
+                    self.conflicts += 1
+                    self.forget(record.room)
+                    continue
+                return self._unrecorded(record, error)
             except (InvalidCommand, RulesNotInstalledError) as error:
                 return self._unrecorded(record, error)
             except RuleError as error:
@@ -341,6 +350,10 @@ class RoomService:
             try:
                 record = await self._complete(state, record)
                 envelopes, new_state = await self._decide(state, last_hash, record)
+            except VersionMoved:
+                # Decided against the batch's state, which may be a cached or planned one behind the store:
+                # this command and the room's rest go through ``handle`` alone, which checks the store's version.
+                break
             except InvalidCommand as error:
                 # Its id may name an earlier outcome: that one stands (as in ``handle``).
                 if plan.after is not None:

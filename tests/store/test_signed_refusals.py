@@ -19,6 +19,7 @@ from signed_rooms import ROOM, WRONG_NONCE, Room, ended_room, signed
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import RoomService
 from almanac.storage.memory_store import MemoryEventStore
 
 
@@ -110,3 +111,19 @@ async def test_an_accepted_signed_command_shown_refused_at_the_version_its_playe
     verdict = verify_bundle(forged, bundle["head"]["hash"])
     # Then the bundle does not verify: a command id is decided once
     assert verdict.status == "NOT VERIFIED" and "recorded accepted at version" in verdict.text(), verdict.text()
+
+
+async def test_an_engine_whose_cached_room_another_moved_decides_a_signed_command_against_the_store():
+    # Given ann's room cached by one engine at the version it last wrote, and another engine (a lapsed lease's
+    # successor) that moved the room one version on with bob's roll
+    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=True)
+    other = RoomService(room.store)
+    bob = CommandRecord(command_id="b1", room=ROOM, player="bob", server_time_ms=9_000,
+                        body={"kind": "roll", "dice": 5})
+    assert (await other.handle(bob)).accepted
+    seen = await room.store.latest_version(ROOM)
+    # When ann, who saw that newest version, sends a signed roll to the first engine
+    outcome = await room.send("a1", "ann", {"kind": "roll", "dice": 2}, sign=True, seen=seen)
+    # Then it is decided against the store's version (its cache would have answered version_moved naming a
+    # version the room has passed, for her to sign again)
+    assert outcome.accepted and outcome.first_version == seen + 1, outcome.error
