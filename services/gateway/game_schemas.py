@@ -26,7 +26,7 @@ import msgspec
 
 from almanac.events import registry
 from almanac.events.disclosure import Hidden
-from almanac.events.room import NonceRevealed, PlayerJoined, RoomCreated, RoomEnded, RoomForked
+from almanac.events.room import SEAT_EVENTS, NonceRevealed, PlayerJoined, RoomCreated, RoomEnded, RoomForked
 
 HIDDEN_SCHEMA = "Hidden"
 
@@ -48,7 +48,7 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         decider = manifest.decider
         prefix = prefix_of(name)
         ref = f"{ref_prefix}{prefix}{{name}}"
-        room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked)
+        room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked, *SEAT_EVENTS)
         event_types = (*room_events, *decider.event_types)
         views = (manifest.view_type,) if manifest.view_type is not None else ()
         groups = [decider.command_types, event_types, (decider.state_type,), views]
