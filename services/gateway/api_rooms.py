@@ -304,7 +304,7 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
     seat, answer = body.seat, {"room": room, "seat": body.seat}
     if seat in state.bot_seats or (seat in state.players and await bots.took_seat(gw.store, room, seat)):
         added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # back in the hash if it was removed
-        return json_response({**answer, "how": "already", "added": added})
+        return json_response({**answer, "how": "already", "added": added, "checkpoint": await gw.head_checkpoint(room)})
     mine = claims.role == ROLE_PLAYER and claims.player == seat
     if seat in state.players and not mine:
         raise ApiError(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot", "seat")
@@ -317,7 +317,7 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
                        "try later", "seat")
     if seat not in state.players:
         added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
-        return json_response({**answer, "how": "empty", "added": added})
+        return json_response({**answer, "how": "empty", "added": added, "checkpoint": await gw.head_checkpoint(room)})
     if body.signature is not None and body.command_id is None:
         raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers it "
                        "(docs/dice.md)", "command_id")
@@ -330,7 +330,8 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
         raise _refusal(outcome, client_id)
     added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # after the log says so
     handed = await _outcome_body(gw, outcome, seat, client_id)
-    return json_response({**answer, "how": "left", "added": added, "handed": handed})
+    return json_response({**answer, "how": "left", "added": added, "handed": handed,
+                          "checkpoint": handed["checkpoint"]})
 
 
 @router.get("/rooms", summary="List rooms (optionally of one rule-set)")

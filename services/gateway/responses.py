@@ -104,6 +104,7 @@ class BotSeatAnswer(_Body, kw_only=True):
     how: Annotated[str, msgspec.Meta(extra_json_schema={"enum": ["empty", "left", "already"]})]
     added: bool
     handed: CommandAccepted | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
 class OutcomePending(_Body):
