@@ -57,7 +57,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from almanac.events import codec, registry
-from almanac.services.clock import Clock
+from almanac.events.step import replay as replay_room
+from almanac.services.clock import earliest, pending_data
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.context import internal_command_id
@@ -409,7 +410,6 @@ def notices(twin: Twin, room: str, viewers: dict[str, str | None], commitment: s
     twin's own seed commitment written as ``instead``."""
     async def run() -> list[str]:
         client = aioredis.Redis.from_url(twin.stack.redis_url)
-        keys = Keys(16)
         store = RedisEventStore(client, 16)
         # Fixed ids and no kinds (every kind): the same subscriptions, and delivery ids, in both stacks.
         subscriptions = [Subscription(id=f"wh_{scope}", url="http://receiver.invalid/", secret="s", scope=scope,
@@ -417,29 +417,36 @@ def notices(twin: Twin, room: str, viewers: dict[str, str | None], commitment: s
         subscriptions += [Subscription(id=f"wh_{viewer}", url="http://receiver.invalid/", secret="s", scope="player",
                                        room=room, player=viewer) for viewer, token in viewers.items() if token]
         assert set(SCOPES) == {s.scope for s in subscriptions}
+        # The room's pending deadline as the clock keeps it (clock.earliest, clock.pending_data), under keys of
+        # the test's own: the stack's clock sends a deadline long past due at once, and its warning with it.
+        deadline = earliest(replay_room(await store.read(room)))
+        payloads: list[dict] = []
         try:
-            await client.delete(keys.webhook_subscriptions(), keys.webhook_deliveries(), keys.webhook_outbox(),
-                                keys.webhook_warned(), *(keys.notifier_cursor(shard) for shard in range(16)))
-            await client.hset(keys.webhook_subscriptions(), mapping={s.id: msgspec.json.encode(s) for s in subscriptions})
-            shard = keys.shard(room)
-            await Clock(client, keys, store).track(shard)  # the room's deadline as the engine's clock keeps it
-            due = await client.zscore(keys.deadlines(shard), room)
-            settings = load_settings({}, redis_url=twin.stack.redis_url).model_copy(
-                update={"webhook_deadline_warning_s": 10**9})
-            notifier = Notifier(client, store, settings, keys=keys,
-                                clock_ms=lambda: int(due) - 1 if due is not None else 0)
-            try:
-                while True:  # every feed entry of every shard, to the end
-                    read = dict(notifier._cursors)  # noqa: SLF001 - where it read up to: the loop's end test
-                    await notifier.notice_once()
-                    if notifier._cursors == read:  # noqa: SLF001
-                        break
-                if due is not None:
-                    await notifier.warn_once()
-            finally:
-                await notifier.aclose()
-            records = (json.loads(raw) for raw in (await client.hgetall(keys.webhook_deliveries())).values())
-            payloads = [r["payload"] for r in records if r["payload"]["room"] == room]
+            for keys, warn in ((Keys(16), False), (Keys(16, "alm-hidden-warn"), True)):
+                await client.delete(keys.webhook_subscriptions(), keys.webhook_deliveries(), keys.webhook_outbox(),
+                                    keys.webhook_warned(), *(keys.notifier_cursor(shard) for shard in range(16)))
+                await client.hset(keys.webhook_subscriptions(),
+                                  mapping={s.id: msgspec.json.encode(s) for s in subscriptions})
+                if warn and deadline is not None:
+                    shard = keys.shard(room)
+                    await client.zadd(keys.deadlines(shard), {room: deadline.due_ms})
+                    await client.hset(keys.deadline_commands(shard), room, pending_data(deadline))
+                settings = load_settings({}, redis_url=twin.stack.redis_url).model_copy(
+                    update={"webhook_deadline_warning_s": 600})
+                notifier = Notifier(client, store, settings, keys=keys,
+                                    clock_ms=lambda: deadline.due_ms - 1 if deadline is not None else 0)
+                try:
+                    while not warn:  # every feed entry of every shard, to the end
+                        read = dict(notifier._cursors)  # noqa: SLF001 - where it read up to: the loop's end test
+                        await notifier.notice_once()
+                        if notifier._cursors == read:  # noqa: SLF001
+                            break
+                    if warn:
+                        await notifier.warn_once()
+                finally:
+                    await notifier.aclose()
+                records = (json.loads(raw) for raw in (await client.hgetall(keys.webhook_deliveries())).values())
+                payloads += [r["payload"] for r in records if r["payload"]["room"] == room]
         finally:
             await client.aclose()
         return sorted(json.dumps(p, sort_keys=True).replace(commitment, instead) for p in payloads)
