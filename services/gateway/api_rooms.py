@@ -673,7 +673,8 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     kind = body.command.get("kind")
     if isinstance(kind, str) and kind in ROOM_COMMAND_KINDS and kind not in ("end_room", "reveal_nonce"):
-        raise ApiError(422, "use_room_endpoint", f"send {kind} through POST /rooms or /rooms/{{room}}/join", "kind")
+        route = "POST /rooms/{room}/bots" if kind == "hand_to_bot" else "POST /rooms or /rooms/{room}/join"
+        raise ApiError(422, "use_room_endpoint", f"send {kind} through {route}", "kind")
     if kind == "end_room":
         await gw.require_seated(claims, room)
     try:
