@@ -13,7 +13,7 @@ from almanac.events.step import decode_record, replay
 from almanac.services.bots import Bots, bot_seats, decide_for, took_seat
 from almanac.services.clock import Clock
 from almanac.services.forensics.verify import verify_room
-from almanac.services.room_service import RoomService
+from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.redis_store import RedisEventStore
 
 LIMIT_S = 60
@@ -118,3 +118,35 @@ async def test_rooms_without_the_option_record_no_misses(redis_client: aioredis.
     # Then the room writes none of the seat events, and no bot takes the seat
     assert await seat_events(store, room) == []
     assert (await folded(store, room)).bot_seats == ()
+
+
+async def test_a_realm_season_forced_to_end_counts_a_miss_only_for_the_cities_it_waited_for(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    room, players = "quiet-realm", ("alice", "bob", "carol")
+
+    def sent(player: str, command_id: str, body: dict, now_ms: int = START_MS) -> CommandRecord:
+        return CommandRecord(command_id=command_id, room=room, player=player, server_time_ms=now_ms, body=body)
+
+    # Given a realm of three cities with a season timeout of a minute, handing a city that misses 1 to a bot
+    created = await service.handle(sent("alice", "c", {"kind": "create_room", "ruleset": "realm", "bot_after_missed": 1,
+                                                       "options": {"players": list(players), "years": 1,
+                                                                   "season_timeout_ms": 60_000}}))
+    assert created.accepted, created.error
+    for player in players:
+        assert (await service.handle(sent(player, f"j-{player}", {"kind": "join_room"}))).accepted
+    # When alice ends her turn, and bob and carol do nothing until the clock forces the season to end
+    assert (await service.handle(sent("alice", "a-1", {"kind": "end_turn"}, START_MS + 1_000))).accepted
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS + 60_000 + 1))
+    await tick([clock], room)
+    forced = (await clock_commands(redis_client, room))[-1]
+    assert forced.body == {"kind": "end_season"}
+    assert (await service.handle(forced)).accepted
+    # Then the season's deadline was missed by bob and carol only, and both cities go to bots, alice's stays hers
+    events = await seat_events(store, room)
+    assert events[1] == ("room.deadline_missed", {"key": "season:0", "players": ("bob", "carol")})
+    assert [e for t, e in events if t == "room.seat_to_bot"] == [{"player": "bob", "reason": "missed", "missed": 1},
+                                                                 {"player": "carol", "reason": "missed", "missed": 1}]
+    assert (await folded(store, room)).bot_seats == ("bob", "carol")
+    assert (await verify_room(store, room)).ok
