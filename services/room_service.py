@@ -500,7 +500,13 @@ class RoomService:
     ) -> tuple[list[Envelope], RoomState]:
         """The one room step, with the room's secret seed fetched (or drawn, for a new room) when it is used,
         and, in a scheme-2 room, the players' nonces."""
-        seed = await self._seed_for(state, record) if needs_secret_seed(state, record.body) else None
+        if needs_secret_seed(state, record.body):
+            seed = await self._seed_for(state, record)  # (a new room's scheme is recorded with its drawn seed)
+        else:
+            seed = None
+            if state is None and record.body.get("kind") == "create_room":
+                # A challenge room (public seed: nothing drawn) commits per viewer like every new room (scheme v2)
+                await record_scheme(self.store, record.room)
         nonces = None
         if state is not None and state.dice_scheme in NONCE_SCHEMES:
             nonces = await self._nonces_for(state, record)

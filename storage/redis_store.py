@@ -537,7 +537,7 @@ class RedisEventStore:
                     results.append(conflict)
         return results
 
-    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
+    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]], *, replicated: bool = True) -> list:
         """The calls as EVALSHA in one pipeline (on a Cluster: grouped by node, the nodes sent concurrently).
 
         Scripts are loaded once up front (on a Cluster, on every primary) rather than checked before
@@ -545,33 +545,37 @@ class RedisEventStore:
         more round trip on every command's path. A call refused with NOSCRIPT (a server restarted
         without its script cache) did nothing, so it is simply sent again after a reload. A call that
         failed otherwise is returned as its exception.
+
+        ``replicated`` False: writes that need no replica's copy whatever the store's ``wait_replicas`` (read
+        models, which a rebuild derives again from the rooms' logs), sent without WAIT.
         """
         if not self._scripts_loaded:
             await self._load_scripts()
-        if self.wait_replicas and not isinstance(self.client, aioredis.Redis):
+        waits = self.wait_replicas if replicated else 0
+        if waits and not isinstance(self.client, aioredis.Redis):
             return await self._evalsha_waited_per_node(calls)
         async with self.client.pipeline(transaction=False) as pipe:
             for script, script_keys, args in calls:
                 # execute_command: the Cluster pipeline refuses its evalsha() method, not the command itself.
                 pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
-            if self.wait_replicas:
+            if waits:
                 # WAIT counts this connection's last write. A retry that finds its commands already written
                 # ("dup", perhaps by a write whose own WAIT failed) writes nothing: one small write first makes
                 # the WAIT cover everything Redis took before it, on any connection (replication is in order).
                 pipe.execute_command("SET", replicated_key("{s00}", self.keys.prefix), 1)
-                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+                pipe.execute_command("WAIT", waits, self.wait_timeout_ms)
             replies = await pipe.execute(raise_on_error=False)
-        if self.wait_replicas:
+        if waits:
             replies.pop(-2)  # the SET's OK
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if self.wait_replicas:
+        if waits:
             confirmed = replies.pop()
-            if missing or isinstance(confirmed, Exception) or int(confirmed) < self.wait_replicas:
+            if missing or isinstance(confirmed, Exception) or int(confirmed) < waits:
                 # Written, perhaps, but not confirmed: no outcome may be answered. The caller's retry finds
                 # the writes by their command ids (dup) and waits again; scripts reloaded below meanwhile.
                 if missing:
                     await self._load_scripts()
-                raise ReplicaWaitError(f"the write was not confirmed by {self.wait_replicas} replica(s) within "
+                raise ReplicaWaitError(f"the write was not confirmed by {waits} replica(s) within "
                                        f"{self.wait_timeout_ms} ms (WAIT answered {confirmed!r})")
         if missing:
             await self._load_scripts()
