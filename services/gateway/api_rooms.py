@@ -321,7 +321,7 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
     seat, answer = body.seat, {"room": room, "seat": body.seat}
     if seat in state.bot_seats or (seat in state.players and await bots.took_seat(gw.store, room, seat)):
         added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # back in the hash if it was removed
-        return json_response({**answer, "how": "already", "added": added, "checkpoint": await gw.head_checkpoint(room)})
+        return await gw.room_answer(room, {**answer, "how": "already", "added": added})
     mine = claims.role == ROLE_PLAYER and claims.player == seat
     if seat in state.players and not mine:
         raise ApiError(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot", "seat")
@@ -334,21 +334,22 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
                        "try later", "seat")
     if seat not in state.players:
         added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
-        return json_response({**answer, "how": "empty", "added": added, "checkpoint": await gw.head_checkpoint(room)})
+        return await gw.room_answer(room, {**answer, "how": "empty", "added": added})
     if body.signature is not None and body.command_id is None:
         raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers it "
                        "(docs/dice.md)", "command_id")
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(gw, room, seat, client_id, {"kind": "hand_to_bot"}, state.ruleset,
-                               limit=gw.rate_limits.seat_limit(room, seat), signature=body.signature)
+                               limit=gw.rate_limits.seat_limit(room, seat), signature=body.signature,
+                               seen_version=body.seen_version)
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
     added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # after the log says so
-    handed = await _outcome_body(gw, outcome, seat, client_id)
-    return json_response({**answer, "how": "left", "added": added, "handed": handed,
-                          "checkpoint": handed["checkpoint"]})
+    shown = _shown(outcome)
+    handed = _outcome_body(outcome, shown, seat, client_id)
+    return await _outcome_answer(gw, outcome, shown, {**answer, "how": "left", "added": added, "handed": handed})
 
 
 @router.get("/rooms", summary="List rooms (optionally of one rule-set)")

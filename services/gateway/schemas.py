@@ -68,6 +68,8 @@ class BotSeatRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     seat: Name
     command_id: CommandId | None = None
     signature: SignatureHex | None = None
+    # The room version the client saw, as for a command (CommandRequest.seen_version).
+    seen_version: SeenVersion | None = None
 
 
 class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

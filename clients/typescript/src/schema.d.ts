@@ -844,6 +844,8 @@ export interface components {
             command_id?: string | null;
             /** @default null */
             signature?: string | null;
+            /** @default null */
+            seen_version?: number | null;
         };
         /**
          * ReclaimSeatRequest
@@ -4649,6 +4651,10 @@ export interface components {
         /**
          * CommandRecord
          * @description A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON.
+         *
+         *     Stored records are read strictly (an unknown field is refused): older records hold a subset of these fields,
+         *     and a field name altered in a bundle's record must not decode as the record it was (a dropped
+         *     ``seen_version`` would read as the v1 form).
          */
         CommandRecord: {
             command_id: string;
