@@ -243,7 +243,8 @@ def runtime(config: Settings, role: Role, url: str | None = None, prefix: str = 
     client = redis_client(config, role, url)
     store = ArchivingStore(client, archive_store(config), config.shard_count, prefix,
                            wait_replicas=1 if config.durability == "replica" else 0,
-                           keys=process_keys(config.shard_count, prefix))
+                           keys=process_keys(config.shard_count, prefix),
+                           dedupe_retain_ms=config.dedupe_retain_s * 1000)
     return Runtime(config, client, store)
 
 
