@@ -352,6 +352,12 @@ class Seat:
         return CommandResult.of(self.client.request("POST", f"/rooms/{_seg(self.room)}/end", token=self.token,
                                                     json_body=body))
 
+    def hand_to_bot(self, seat: str | None = None, *, command_id: str | None = None) -> dict[str, Any]:
+        """Hand a seat to a bot (POST /rooms/{room}/bots): an empty one (the room's creator), or, by default, this
+        player's own seat, which they leave to the bot (docs/bots.md)."""
+        body = {"seat": seat or self.player, "command_id": command_id or new_command_id()}
+        return self.client.request("POST", f"/rooms/{_seg(self.room)}/bots", token=self.token, json_body=body)
+
     def view(self) -> dict[str, Any]:
         """The room as this player may see it: the summary plus ``view`` (hidden values left out)."""
         return self.client.request("GET", f"/rooms/{_seg(self.room)}/view", token=self.token)

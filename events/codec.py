@@ -21,6 +21,7 @@ from almanac.events.errors import (
 )
 from almanac.events.room import (
     ROOM_COMMANDS,
+    SEAT_EVENTS,
     CreateRoom,
     NonceRevealed,
     PlayerJoined,
@@ -140,6 +141,7 @@ def _event_decoders(ruleset: str) -> dict[str, Any]:
         "room.nonce_revealed": _decoder("room.nonce_revealed", NonceRevealed),
         "room.ended": _decoder("room.ended", RoomEnded),
         "room.forked": _decoder("room.forked", RoomForked),
+        **{event_tag(t): _decoder(event_tag(t), t) for t in SEAT_EVENTS},
     }
     for event_type in decider.event_types:
         decoders[event_tag(event_type)] = _decoder(event_tag(event_type), event_type)

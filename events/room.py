@@ -22,6 +22,10 @@ PublicKeyHex = Hex32
 
 SetupT = TypeVar("SetupT")
 
+# How many deadlines in a row a seat may miss before a bot takes it: 1 .. 100 (more is "never", which is absent).
+MissedDeadlines = Annotated[int, msgspec.Meta(ge=1, le=100, description="deadlines a seat may miss in a row "
+                                                                       "before a bot plays it, 1 .. 100")]
+
 
 # --- commands ---------------------------------------------------------------------------------
 
@@ -44,6 +48,10 @@ class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", t
     # the only one); the engine writes 2 into a new secret-seed room's record that names none.
     dice_scheme: Annotated[int, msgspec.Meta(ge=1, le=3, description="1: server seed; 2: + player nonces; "
                                                      "3: + bound to each command, signed seats")] = 1
+    # A seat that misses this many of the rules' deadlines in a row is handed to a bot (``room.seat_to_bot``).
+    # Absent: never (every room created before it). Recorded as ``room.bot_policy`` after ``room.created``,
+    # which stays as it was, so no stored room changes.
+    bot_after_missed: MissedDeadlines | None = None
 
 
 class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_field="kind",
@@ -92,7 +100,16 @@ class ForkRoom(msgspec.Struct, frozen=True, kw_only=True, tag="fork_room", tag_f
     at: Annotated[int, msgspec.Meta(ge=1)]
 
 
-ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom, RevealNonce)
+class HandToBot(msgspec.Struct, frozen=True, kw_only=True, tag="hand_to_bot", tag_field="kind",
+                forbid_unknown_fields=True):
+    """Leave your own seat to a bot (``room.seat_to_bot``, reason ``left``): it plays on from the seat's view.
+
+    Only the seat's own player sends it (POST /rooms/{room}/bots with their token); an empty seat is handed to
+    a bot without a command (the bot's join is its event).
+    """
+
+
+ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom, RevealNonce, HandToBot)
 ROOM_COMMAND_KINDS = frozenset(c.__struct_config__.tag for c in ROOM_COMMANDS)
 
 
@@ -169,6 +186,38 @@ class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
     forked_at_ms: int
 
 
+class BotPolicy(msgspec.Struct, frozen=True, kw_only=True, tag="room.bot_policy"):
+    """The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``)."""
+
+    after_missed: int
+
+
+class DeadlineMissed(msgspec.Struct, frozen=True, kw_only=True, tag="room.deadline_missed"):
+    """A deadline of the rules passed and its timeout was decided: ``players`` (the seats it waited for, not
+    played by a bot) missed it; written only in rooms with a bot policy."""
+
+    key: str
+    players: tuple[str, ...]
+
+
+class SeatActive(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_active"):
+    """A seat that had missed deadlines acted itself: its count of deadlines missed in a row starts again."""
+
+    player: str
+
+
+class SeatToBot(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_to_bot", omit_defaults=True):
+    """From now on a bot plays ``player``'s seat: ``reason`` ``missed`` (it missed ``missed`` deadlines in a row,
+    the room's policy) or ``left`` (its player handed it over)."""
+
+    player: str
+    reason: str
+    missed: int = 0
+
+
+SEAT_EVENTS: tuple[type, ...] = (BotPolicy, DeadlineMissed, SeatActive, SeatToBot)
+
+
 class ForkOf(msgspec.Struct, frozen=True, kw_only=True):
     """Where a fork's history comes from: its parent room, the parent's version and chain hash there."""
 
@@ -178,7 +227,7 @@ class ForkOf(msgspec.Struct, frozen=True, kw_only=True):
 
 
 ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.nonce_revealed", "room.ended",
-                             "room.forked"})
+                             "room.forked", *(t.__struct_config__.tag for t in SEAT_EVENTS)})
 
 
 def summarize_event(ruleset: str, event: Any) -> str:
@@ -197,6 +246,15 @@ def summarize_event(ruleset: str, event: Any) -> str:
         return f"{event.player} joined{committed}"
     if isinstance(event, NonceRevealed):
         return f"{event.player} revealed their nonce {event.nonce[:12]}"
+    if isinstance(event, BotPolicy):
+        return f"a seat that misses {event.after_missed} deadlines in a row goes to a bot"
+    if isinstance(event, DeadlineMissed):
+        return f"{', '.join(event.players) or 'nobody'} missed the deadline {event.key}"
+    if isinstance(event, SeatActive):
+        return f"{event.player} is playing again"
+    if isinstance(event, SeatToBot):
+        why = f"missed {event.missed} deadlines in a row" if event.reason == "missed" else "its player left it"
+        return f"a bot plays {event.player}'s seat from now on ({why})"
     if isinstance(event, RoomEnded):
         nonces = f" with {len(event.revealed_nonces)} player nonces" if event.revealed_nonces else ""
         return f"room ended: {event.reason}; seed {event.revealed_seed[:12]} revealed{nonces}"
@@ -232,8 +290,13 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     # Scheme 3: (player, Ed25519 public key hex) of every seat that signs, in join order. Left out of the
     # state hash while empty (events.hashing.state_hash), so every state hashed before it keeps its hash.
     player_keys: tuple[tuple[str, str], ...] = ()
+    # Seat handover (``bot_after_missed``): the policy (0: none), each seat's deadlines missed in a row, and the
+    # seats a bot plays since a ``room.seat_to_bot``. Left out of the state hash while empty, as player_keys.
+    bot_after_missed: int = 0
+    missed: tuple[tuple[str, int], ...] = ()
+    bot_seats: tuple[str, ...] = ()
 
-    _hash_omits_empty: ClassVar[tuple[str, ...]] = ("player_keys",)
+    _hash_omits_empty: ClassVar[tuple[str, ...]] = ("player_keys", "bot_after_missed", "missed", "bot_seats")
 
 
 def decider_of(state: RoomState) -> Decider:
@@ -301,6 +364,10 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
         )
     if isinstance(command, RevealNonce):
         return [_decide_reveal(state, command, ctx)]
+    if isinstance(command, HandToBot):
+        if ctx.player in state.bot_seats:
+            raise RuleError("already_bot_seat", f"a bot already plays {ctx.player!r}'s seat", field="player")
+        return [SeatToBot(player=ctx.player, reason="left")]
     if decider.is_over(state.game):
         raise RuleError("game_over", "the game is over; no more moves are accepted")
     events = list(decider.decide(state.game, command, ctx))
@@ -309,7 +376,46 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
         game = decider.evolve(game, event)
     if events and decider.is_over(game):
         events.append(_room_ended("the game is over", state, ctx))
+    elif events and state.bot_after_missed:
+        events += _seat_handover(state, command, ctx)
     return events
+
+
+def _seat_handover(state: RoomState, command: Any, ctx: Context) -> list[Any]:
+    """The room's seat events after an accepted game command (rooms with a bot policy only), from the state
+    and the command alone: a deadline's own timeout, sent once it was due, is a deadline the seats it waited
+    for missed (the one that reaches the policy's count is handed to a bot); any other command of a seat that
+    had missed some starts its count again."""
+    deadline = _timeout_of(state, command, ctx)
+    if deadline is None:
+        missed = dict(state.missed)
+        return [SeatActive(player=ctx.player)] if missed.get(ctx.player) else []
+    waited = deadline.concerns if deadline.concerns is not None else state.players
+    players = tuple(p for p in waited if p in state.players and p not in state.bot_seats)
+    if not players:
+        return []
+    events: list[Any] = [DeadlineMissed(key=deadline.key, players=players)]
+    counts = dict(state.missed)
+    for player in players:
+        if counts.get(player, 0) + 1 >= state.bot_after_missed:
+            events.append(SeatToBot(player=player, reason="missed", missed=counts.get(player, 0) + 1))
+    return events
+
+
+def _timeout_of(state: RoomState, command: Any, ctx: Context) -> Any:
+    """The pending deadline whose timeout ``command`` is (its command, sent by its player once due), or None."""
+    deadlines = manifest_of(state).deadlines
+    if deadlines is None:
+        return None
+    for deadline in deadlines(state.game, state.players):
+        if deadline.player != ctx.player or ctx.now_ms < deadline.due_ms:
+            continue
+        try:
+            if msgspec.convert(deadline.command, type(command)) == command:
+                return deadline
+        except msgspec.ValidationError:
+            continue
+    return None
 
 
 def decide_fork(parent: RoomState, command: ForkRoom, ctx: Context, parent_hash: str) -> list[Any]:
@@ -356,7 +462,8 @@ def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -
             ruleset_version=rules.version,
             fingerprint=rules.fingerprint,
             dice_scheme=command.dice_scheme,
-        )
+        ),
+        *([BotPolicy(after_missed=command.bot_after_missed)] if command.bot_after_missed is not None else []),
     ]
 
 
@@ -469,6 +576,19 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
         return msgspec.structs.replace(state, version=version, players=(*state.players, event.player))
     if isinstance(event, NonceRevealed):
         return msgspec.structs.replace(state, version=version, nonces_revealed=(*state.nonces_revealed, event.player))
+    if isinstance(event, BotPolicy):
+        return msgspec.structs.replace(state, version=version, bot_after_missed=event.after_missed)
+    if isinstance(event, DeadlineMissed):
+        counts = dict(state.missed)
+        for player in event.players:
+            counts[player] = counts.get(player, 0) + 1
+        return msgspec.structs.replace(state, version=version, missed=tuple(sorted(counts.items())))
+    if isinstance(event, SeatActive):
+        return msgspec.structs.replace(state, version=version,
+                                       missed=tuple((p, n) for p, n in state.missed if p != event.player))
+    if isinstance(event, SeatToBot):
+        return msgspec.structs.replace(state, version=version, bot_seats=(*state.bot_seats, event.player),
+                                       missed=tuple((p, n) for p, n in state.missed if p != event.player))
     if isinstance(event, RoomEnded):
         return msgspec.structs.replace(
             state, version=version, ended=True, end_reason=event.reason, revealed_seed=event.revealed_seed

@@ -89,12 +89,15 @@ class AuditView:
     ``steps(events, id)`` takes the room's (envelope, event) pairs in version order and returns the
     thing's steps, each a dict of builtins with at least ``version`` (of its event) and ``text`` (one
     sentence); an empty list when the room has no such thing. ``ids(events)`` lists the ids there are.
+    ``step_types``: the msgspec Structs a step is one of (as builtins), for the API documents' audit story
+    schema; none declared: the story is documented as open objects. Presentation, not rules.
     """
 
     name: str
     description: str
     steps: Callable[[list[tuple[Envelope, Any]], str], list[dict[str, Any]]]
     ids: Callable[[list[tuple[Envelope, Any]]], list[str]]
+    step_types: tuple[type, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -286,7 +286,7 @@ def _step(
                 version=version + offset,
                 # "realm" for version-1 rooms (as before versions), "realm@2" otherwise: decode_event
                 # reads the room's version from here.
-                ruleset=room_rules.stored_ref(state if state is not None else event),
+                ruleset=room_rules.stored_ref(state if state is not None else events[0]),  # a create's: its room.created
                 type=event_type,
                 payload=payload,
                 command_id=record.command_id,

@@ -51,6 +51,7 @@ from almanac.storage.loader import RoomLoader
 log = get_logger("almanac.bots")
 SEPARATOR = "\x1f"
 PLAYER_JOINED = "room.player_joined"
+SEAT_TO_BOT = "room.seat_to_bot"
 ATTEMPTS = 8  # refused tries at one version before the seat waits for the room to move
 RETRY_AFTER_MS = 2_000  # a command sent that moved nothing by then counts as refused (or lost): try another
 DICE_DOMAIN = b"almanac seat bot dice v1"  # separates the bots' key from every other use of the commitment secret
@@ -115,11 +116,29 @@ def bot_join_id(room: str, seat: str) -> str:
 
 
 async def took_seat(store: Any, room: str, seat: str) -> bool:
-    """Whether the seat's join in the room's log is a bot's (a seat a person took is never played by a bot)."""
+    """Whether a bot plays the seat by the room's log: its join is a bot's, or the room handed it to a bot
+    (``room.seat_to_bot``: its player left it, or it missed the room's count of deadlines). A seat a person
+    took and still holds is never played by a bot."""
+    joined_by_bot = False
     for envelope in await store.read(room):
         if envelope.type == PLAYER_JOINED and envelope.player == seat:
-            return envelope.command_id == bot_join_id(room, seat)
-    return False
+            joined_by_bot = envelope.command_id == bot_join_id(room, seat)
+        elif envelope.type == SEAT_TO_BOT and codec.decode_event(envelope).player == seat:
+            return True
+    return joined_by_bot
+
+
+async def hand_over(client: Any, keys: Keys, state: RoomState, handed: set[tuple[str, str]]) -> int:
+    """Write the seats the room's log hands to bots (``RoomState.bot_seats``) to the bot seats, each once per
+    process (``handed``); how many were new. The log decided the handover; this only lets a bot act on it."""
+    added = 0
+    if state.ended:
+        return 0
+    for seat in state.bot_seats:
+        if (state.room, seat) not in handed:
+            added += await add_bot(client, keys, state.room, seat, state.created_at_ms)
+            handed.add((state.room, seat))
+    return added
 
 
 def seat_view(state: RoomState, seat: str) -> Any:

@@ -169,6 +169,7 @@ class Clock:
         self.fired = 0
         self.tracked = 0
         self._untimed: set[str] = set()  # rooms whose rule-set names no deadlines
+        self._handed: set[tuple[str, str]] = set()  # (room, seat) this process wrote to the bot seats
         # shard -> the feed entry id read up to, while the shard is held (read from Redis when taken again)
         self._cursors: dict[int, str] = {}
 
@@ -190,6 +191,10 @@ class Clock:
                     self._untimed.clear()
                 self._untimed.add(room)
                 self.loader.forget(room)
+            if state is not None and state.bot_seats:  # the log handed seats to bots: let a bot act on it
+                from almanac.services import bots  # noqa: PLC0415 - bots reads rooms through this module
+
+                await bots.hand_over(self.client, self.keys, state, self._handed)
             deadline = earliest(state)
             if deadline is None:
                 args += [room, "", "", ""]

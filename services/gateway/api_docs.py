@@ -87,6 +87,15 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
             seat_views["views"] = {"description": "auditors: every seat's view",
                                    "anyOf": [{"type": "object", "additionalProperties": {"anyOf": views}},
                                              {"type": "null"}]}
+    audit_steps = [parts["audit_step"] for parts in names.values()]
+    if all(steps is not None for steps in audit_steps):  # every hosted audit view declares its steps' types
+        step_refs = [{"$ref": f"{ref_prefix}{step}"} for steps in audit_steps for step in steps or ()]
+        for answer in ("AuditStory", "AuditViewSubject"):
+            story = schemas.get(answer, {}).get("properties", {})
+            if "story" in story:
+                story["story"] = {"description": "the item's steps as its rule-set's audit view tells them "
+                                                 "(`type` names each)",
+                                  "type": "array", "items": {"anyOf": step_refs} if step_refs else {}}
     state = schemas.get("StateAt", {}).get("properties", {})
     if "state" in state:
         state["state"] = {"$ref": f"{ref_prefix}RoomState"}

@@ -34,6 +34,7 @@ from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import (
     NAME_PATTERN,
     TOKEN_REQUIRED,
+    BotSeatRequest,
     CommandRequest,
     CreateRoomRequest,
     EndRoomRequest,
@@ -193,6 +194,9 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                                "challenge": body.challenge}
     if body.dice_scheme is not None:
         command["dice_scheme"] = body.dice_scheme
+    if body.bot_after_missed is not None:
+        _check_bot_policy(body.ruleset, decider.name)
+        command["bot_after_missed"] = body.bot_after_missed
     join_commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
     if body.join:
         _check_join_signature(body.room, body.player, body.public_key, join_commitment,
@@ -263,6 +267,89 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
         else:
             answer["join_error"] = {"code": "outcome_pending", "message": "the join has not been answered yet"}
     return await _outcome_answer(gw, signed_at, shown, answer, 201, headers={"Location": f"/rooms/{room}"})
+
+
+def _check_bot_policy(ruleset: str, name: str) -> None:
+    """422 unless a room of ``ruleset`` can hand a seat that misses deadlines to a bot: its rules name deadlines
+    (claim's do not: docs/design-rulings.md) and it has a seat bot."""
+    manifest = registry.manifest(ruleset)
+    if manifest.seat_bot is None:
+        raise ApiError(422, "no_seat_bot", f"{name} has no seat bot", "bot_after_missed")
+    if manifest.deadlines is None:
+        raise ApiError(422, "no_deadlines", f"{name} names no deadlines, so no seat can miss one; create without "
+                       "bot_after_missed (board@2 with turn_limit_s and realm have deadlines)", "bot_after_missed")
+
+
+@router.post(
+    "/rooms/{room}/bots",
+    summary="Hand a seat to a bot: an empty seat (the room's creator or an auditor), or your own seat",
+    description="A bot (`almanac bots`, docs/bots.md) then plays the seat from its view. An empty seat: the "
+    "room's creator's token or an auditor's; the bot joins it. Your own seat (its token): the room decides "
+    "`hand_to_bot` as a command (`room.seat_to_bot`, reason `left`, in every player's events) and the bot plays on. "
+    "403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person "
+    "holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot`, 429 `bot_seats_full` (ALMANAC_MAX_BOT_SEATS).",
+    openapi_extra=openapi_body(BotSeatRequest) | TOKEN_REQUIRED,
+    responses={403: {"description": "a token of another room, or not the room's creator for an empty seat"},
+               409: {"description": "`seat_held`: a person holds the seat; `room_ended`"},
+               422: {"description": "`no_seat`, `no_seat_bot`, or an invalid body: {code, message, field}"},
+               **RATE_LIMITED},
+)
+async def hand_seat_to_bot(request: Request, room: str = RoomId) -> Response:
+    gw = gateway(request)
+    with gw.command_slot():  # admitted before any read, as a command
+        return await _hand_seat_to_bot(gw, request, room)
+
+
+async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Response:
+    claims = gw.reader_for(bearer(request), room)  # before reading the body: strangers learn nothing
+    if claims.role == ROLE_PLAYER:
+        await gw.rate_limits.check_address(client_address(request))
+    else:
+        await gw.rate_limits.check_auditor(claims)
+    body: BotSeatRequest = decode_body(await request.body(), BotSeatRequest)
+    state = await gw.reader.latest(room)
+    if state is None:
+        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
+    if state.ended:
+        raise ApiError(409, "room_ended", f"room {room!r} has ended; no bot can play it", "room")
+    manifest = registry.at(state.ruleset, state.ruleset_version)
+    if manifest.seat_bot is None:
+        raise ApiError(422, "no_seat_bot", f"{manifest.decider.name} has no seat bot", "seat")
+    seats = manifest.decider.seats(state.game)
+    if seats and body.seat not in seats:
+        raise ApiError(422, "no_seat", f"{body.seat!r} is not a seat of this room", "seat", allowed=list(seats))
+    seat, answer = body.seat, {"room": room, "seat": body.seat}
+    if seat in state.bot_seats or (seat in state.players and await bots.took_seat(gw.store, room, seat)):
+        added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # back in the hash if it was removed
+        return await gw.room_answer(room, {**answer, "how": "already", "added": added})
+    mine = claims.role == ROLE_PLAYER and claims.player == seat
+    if seat in state.players and not mine:
+        raise ApiError(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot", "seat")
+    if seat not in state.players and claims.role == ROLE_PLAYER and claims.player != state.created_by:
+        raise ApiError(403, "not_room_owner", "an empty seat is handed to a bot by the room's creator or an "
+                       "auditor", "seat")
+    held = await bots.seat_count(gw.client, gw.keys, range(gw.keys.shard_count))
+    if held + 1 > gw.settings.max_bot_seats:
+        raise ApiError(429, "bot_seats_full", f"the bots hold {held} seats of at most {gw.settings.max_bot_seats}; "
+                       "try later", "seat")
+    if seat not in state.players:
+        added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
+        return await gw.room_answer(room, {**answer, "how": "empty", "added": added})
+    if body.signature is not None and body.command_id is None:
+        raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers it "
+                       "(docs/dice.md)", "command_id")
+    client_id = body.command_id or new_command_id()
+    outcome, _ = await _submit(gw, room, seat, client_id, {"kind": "hand_to_bot"}, state.ruleset,
+                               limit=gw.rate_limits.seat_limit(room, seat), signature=body.signature,
+                               seen_version=body.seen_version)
+    if outcome is None:
+        return _pending(room, client_id)
+    if not outcome.accepted:
+        raise _refusal(outcome, client_id)
+    added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # after the log says so
+    shown = _shown(outcome)
+    handed = _outcome_body(outcome, shown, seat, client_id)
+    return await _outcome_answer(gw, outcome, shown, {**answer, "how": "left", "added": added, "handed": handed})
 
 
 @router.get("/rooms", summary="List rooms (optionally of one rule-set)")
@@ -607,7 +694,8 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     kind = body.command.get("kind")
     if isinstance(kind, str) and kind in ROOM_COMMAND_KINDS and kind not in ("end_room", "reveal_nonce"):
-        raise ApiError(422, "use_room_endpoint", f"send {kind} through POST /rooms or /rooms/{{room}}/join", "kind")
+        route = "POST /rooms/{room}/bots" if kind == "hand_to_bot" else "POST /rooms or /rooms/{room}/join"
+        raise ApiError(422, "use_room_endpoint", f"send {kind} through {route}", "kind")
     if kind == "end_room":
         await gw.require_seated(claims, room)
     try:

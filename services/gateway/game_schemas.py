@@ -26,7 +26,7 @@ import msgspec
 
 from almanac.events import registry
 from almanac.events.disclosure import Hidden
-from almanac.events.room import NonceRevealed, PlayerJoined, RoomCreated, RoomEnded, RoomForked
+from almanac.events.room import SEAT_EVENTS, NonceRevealed, PlayerJoined, RoomCreated, RoomEnded, RoomForked
 
 HIDDEN_SCHEMA = "Hidden"
 
@@ -48,7 +48,7 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         decider = manifest.decider
         prefix = prefix_of(name)
         ref = f"{ref_prefix}{prefix}{{name}}"
-        room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked)
+        room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked, *SEAT_EVENTS)
         event_types = (*room_events, *decider.event_types)
         views = (manifest.view_type,) if manifest.view_type is not None else ()
         groups = [decider.command_types, event_types, (decider.state_type,), views]
@@ -89,7 +89,23 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         components[f"{prefix}View"] = {"title": f"{prefix}View",
                                        "description": f"What a player of a {name} room sees (its view).", **view}
         names[name]["view"] = [f"{prefix}View"]
+        names[name]["audit_step"] = _audit_steps(manifest, components, ref, prefix)
     return names, components
+
+
+def _audit_steps(manifest: Any, components: dict[str, Any], ref: str, prefix: str) -> list[str] | None:
+    """The component names of the steps the rule-set's audit views tell (their ``step_types``); None when one of
+    its views declares none (its steps are then only known to be objects)."""
+    if any(not view.step_types for view in manifest.audit_views):
+        return None
+    step_types = [t for view in manifest.audit_views for t in view.step_types]
+    if not step_types:
+        return []
+    refs, found = msgspec.json.schema_components(step_types, ref_template=ref)
+    own = {f"{prefix}{key}": value for key, value in found.items()}
+    _string_keys(own)
+    components.update(own)
+    return [r["$ref"].rsplit("/", 1)[-1] for r in refs]
 
 
 def _string_keys(schema: Any) -> None:

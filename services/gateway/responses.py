@@ -94,6 +94,19 @@ class RoomCreatedAnswer(RoomJoined, kw_only=True):
     bots: list[str] = []
 
 
+class BotSeatAnswer(_Body, kw_only=True):
+    """A seat handed to a bot: ``how`` it came to the bot (``empty``: the bot joins it; ``left``: its player left
+    it to the bot, the room's ``room.seat_to_bot`` in ``handed``; ``already``: a bot played it already), and
+    whether this call added it to the bots' seats (``added``; false when it was there)."""
+
+    room: str
+    seat: str
+    how: Annotated[str, msgspec.Meta(extra_json_schema={"enum": ["empty", "left", "already"]})]
+    added: bool
+    handed: CommandAccepted | None = None
+    checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
+
+
 class OutcomePending(_Body):
     code: str
     message: str
@@ -856,6 +869,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("post", "/rooms/{room}/join"): (200, RoomJoined),
     ("post", "/rooms/{room}/seat"): (200, SeatReclaimed),
     ("post", "/rooms/{room}/end"): (200, CommandAccepted),
+    ("post", "/rooms/{room}/bots"): (200, BotSeatAnswer),
     ("post", "/rooms/{room}/commands"): (200, CommandAccepted),
     ("get", "/rooms/{room}/commands/{command_id}"): (200, CommandAccepted),
     ("get", "/rooms/{room}/view"): (200, RoomView),

@@ -55,6 +55,21 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     # Seats handed to bots (services/bots.py, `almanac bots`): each bot joins its seat and plays it from the
     # seat's view. Not the creator's own seat while ``join`` is true (422 ``bot_seat_taken``).
     bots: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ()
+    # A seat that misses this many of the rules' deadlines in a row is handed to a bot (1 .. 100; absent: never):
+    # the room records it (``room.bot_policy``) and decides each handover as an event (``room.seat_to_bot``).
+    bot_after_missed: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+
+
+class BotSeatRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Hand a seat of the room to a bot (POST /rooms/{room}/bots): an empty seat (the room's creator or an
+    auditor), or your own seat, which you leave to the bot (``command_id`` and ``signature`` as for any command
+    of a signing seat: the command is ``{"kind": "hand_to_bot"}``)."""
+
+    seat: Name
+    command_id: CommandId | None = None
+    signature: SignatureHex | None = None
+    # The room version the client saw, as for a command (CommandRequest.seen_version).
+    seen_version: SeenVersion | None = None
 
 
 class JoinRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 from api_contract import ContractCheck
@@ -56,9 +57,14 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from almanac.events import codec, registry
+from almanac.events.step import replay as replay_room
+from almanac.services.clock import earliest, pending_data
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.context import internal_command_id
+from almanac.services.notifier import SCOPES, Notifier, Subscription
+from almanac.services.settings import load_settings
+from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 SECRET = "hidden-routes-test-secret-" + "x" * 16  # both gateways sign and accept the same tokens
@@ -378,7 +384,71 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
             feed_b = read_feed(open_feed(b, filled[address], token, 1), last, commitment_b, commitment_a)
             assert feed_a == feed_b, (address, viewer)
             compared[f"WS {address}"] = compared.get(f"WS {address}", 0) + 1
+    # Every webhook notice, by construction: a subscription of every scope (a player's for every viewer) to every
+    # kind, noticed from the whole stored game and warned of the room's pending deadline, through the notifier's
+    # own code on both stacks; what each receiver would be sent must be the same.
+    delivered_a, delivered_b = (notices(twin, room, viewers, commitment, commitment_a)
+                                for twin, commitment in ((a, commitment_a), (b, commitment_b)))
+    assert delivered_a == delivered_b, "\n".join(difflib.unified_diff(delivered_a, delivered_b, "game A", "game B",
+                                                                       lineterm=""))
+    kinds = {json.loads(payload)["kind"] for payload in delivered_a}
+    for kind in kinds:
+        compared[f"webhook {kind}"] = sum(json.loads(payload)["kind"] == kind for payload in delivered_a)
+    if registry.manifest(ruleset).deadlines is not None or registry.manifest(ruleset).notices is not None:
+        assert delivered_a, f"{ruleset}: its rules name notices or deadlines, yet no notice was compared"
     print(f"{ruleset}: {len(steps)} steps, {latest} versions, {differ} stored events differ; "
           f"{sum(compared.values())} answers compared over {len(compared)} operations for {list(viewers)}; "
+          f"webhook notices compared: { {k: v for k, v in compared.items() if k.startswith('webhook')} }; "
           f"headers per request: {sorted(set().union(*per_operation.values()))}")
-    assert len(compared) == sum(len(ops) for ops in document["paths"].values()) + 2 * len(live)
+    assert len(compared) == sum(len(ops) for ops in document["paths"].values()) + 2 * len(live) + len(kinds)
+
+
+def notices(twin: Twin, room: str, viewers: dict[str, str | None], commitment: str, instead: str) -> list[str]:
+    """Every webhook payload the twin's notifier would send about ``room`` to a subscription of each scope (a
+    player's for every viewer but the public) to every notice kind: each event of the stored game noticed, and the
+    room's pending deadline warned of (``deadline_soon``) a millisecond before it is due. Sorted JSON texts, the
+    twin's own seed commitment written as ``instead``."""
+    async def run() -> list[str]:
+        client = aioredis.Redis.from_url(twin.stack.redis_url)
+        store = RedisEventStore(client, 16)
+        # Fixed ids and no kinds (every kind): the same subscriptions, and delivery ids, in both stacks.
+        subscriptions = [Subscription(id=f"wh_{scope}", url="http://receiver.invalid/", secret="s", scope=scope,
+                                      room=room if scope == "room" else None) for scope in ("deployment", "room")]
+        subscriptions += [Subscription(id=f"wh_{viewer}", url="http://receiver.invalid/", secret="s", scope="player",
+                                       room=room, player=viewer) for viewer, token in viewers.items() if token]
+        assert set(SCOPES) == {s.scope for s in subscriptions}
+        # The room's pending deadline as the clock keeps it (clock.earliest, clock.pending_data), under keys of
+        # the test's own: the stack's clock sends a deadline long past due at once, and its warning with it.
+        deadline = earliest(replay_room(await store.read(room)))
+        payloads: list[dict] = []
+        try:
+            for keys, warn in ((Keys(16), False), (Keys(16, "alm-hidden-warn"), True)):
+                await client.delete(keys.webhook_subscriptions(), keys.webhook_deliveries(), keys.webhook_outbox(),
+                                    keys.webhook_warned(), *(keys.notifier_cursor(shard) for shard in range(16)))
+                await client.hset(keys.webhook_subscriptions(),
+                                  mapping={s.id: msgspec.json.encode(s) for s in subscriptions})
+                if warn and deadline is not None:
+                    shard = keys.shard(room)
+                    await client.zadd(keys.deadlines(shard), {room: deadline.due_ms})
+                    await client.hset(keys.deadline_commands(shard), room, pending_data(deadline))
+                settings = load_settings({}, redis_url=twin.stack.redis_url).model_copy(
+                    update={"webhook_deadline_warning_s": 600})
+                notifier = Notifier(client, store, settings, keys=keys,
+                                    clock_ms=lambda: deadline.due_ms - 1 if deadline is not None else 0)
+                try:
+                    while not warn:  # every feed entry of every shard, to the end
+                        read = dict(notifier._cursors)  # noqa: SLF001 - where it read up to: the loop's end test
+                        await notifier.notice_once()
+                        if notifier._cursors == read:  # noqa: SLF001
+                            break
+                    if warn:
+                        await notifier.warn_once()
+                finally:
+                    await notifier.aclose()
+                records = (json.loads(raw) for raw in (await client.hgetall(keys.webhook_deliveries())).values())
+                payloads += [r["payload"] for r in records if r["payload"]["room"] == room]
+        finally:
+            await client.aclose()
+        return sorted(json.dumps(p, sort_keys=True).replace(commitment, instead) for p in payloads)
+
+    return asyncio.run(run())

@@ -72,6 +72,7 @@ def test_every_room_route_answers_with_a_signed_checkpoint_of_its_room(api: Test
         ("get", "/rooms/{room}/series", f"/rooms/{room}/series", None, None),
         ("get", "/rooms/{room}/checkpoints", f"/rooms/{room}/checkpoints", alice, None),
         ("get", "/rooms/{room}/player-bundle", f"/rooms/{room}/player-bundle", alice, None),
+        ("post", "/rooms/{room}/bots", f"/rooms/{room}/bots", alice, {"seat": carol}),
         ("post", "/rooms/{room}/end", f"/rooms/{room}/end", alice, {}),
         ("get", "/rooms/{room}/dispute", f"/rooms/{room}/dispute?trade={trade}", "auditor", None),
         ("post", "/rooms/{room}/fork", f"/rooms/{room}/fork", "auditor", {"at": 2, "as": f"{room}-fork"}),

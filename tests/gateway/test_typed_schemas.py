@@ -347,9 +347,9 @@ STILL_OPEN = {
     # a command's body is the client's JSON as sent (a refused one because it may match no command; a bundle's
     # records, accepted or refused, as stored)
     "Rejections.rejections.items", "CommandRecord.body",
-    # rows a rule-set writes without a declared type (its resources, audit stories, read models): to type them,
-    # each game's manifest must declare the types first
-    "RoomResources.resources", "AuditStory.story.items", "AuditViewSubject.story.items", "ReadModelRows.rows.items",
+    # rows a rule-set writes without a declared type (its resources, read models): to type them, each game's
+    # manifest must declare the types first, as the audit views declare their steps' (AuditView.step_types)
+    "RoomResources.resources", "ReadModelRows.rows.items",
     # a failed bundle step's two sides: often the posted bundle's own part (whatever a forger wrote there)
     "BundleStep.recorded", "BundleStep.recomputed",
 }

@@ -106,12 +106,21 @@ def test_a_state_hash_leaves_out_player_keys_only_while_no_seat_signs():
     signing = RoomState(room="r", ruleset="counter", version=2, seed_commitment="c", challenge=None, created_by="ann",
                         created_at_ms=1, players=("ann",), player_keys=(("ann", "ab" * 32),))
     plain = msgspec.structs.replace(signing, player_keys=())
-    assert state_hash(signing) == hashlib.sha256(canonical_bytes(signing)).hexdigest()
+    # The seat handover's fields came later still: empty, they are left out of a signing room's hash as well.
+    handover = ("bot_after_missed", "missed", "bot_seats")
+    signed = msgspec.msgpack.decode(canonical_bytes(signing))
+    for name in handover:
+        del signed[name]
+    assert state_hash(signing) == hashlib.sha256(msgspec.msgpack.encode(signed)).hexdigest()
+    handed = msgspec.structs.replace(signing, bot_after_missed=2, missed=(("ann", 1),), bot_seats=("bob",))
+    assert state_hash(handed) == hashlib.sha256(canonical_bytes(handed)).hexdigest()
 
     whole = msgspec.msgpack.decode(canonical_bytes(plain))
-    del whole["player_keys"]
+    for name in ("player_keys", *handover):
+        del whole[name]
     # The map the hash covers is the state's own encoding minus the empty field, in the same order (the decoded
     # maps keep their encoded order; an encoder that keeps it re-encodes the same bytes).
     expected = msgspec.msgpack.encode(whole)
-    assert list(msgspec.msgpack.decode(expected)) == [f for f in plain.__struct_fields__ if f != "player_keys"]
+    assert list(msgspec.msgpack.decode(expected)) == [f for f in plain.__struct_fields__
+                                                      if f not in ("player_keys", *handover)]
     assert state_hash(plain) == hashlib.sha256(expected).hexdigest()

@@ -25,6 +25,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rooms/{room}/bots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hand a seat to a bot: an empty seat (the room's creator or an auditor), or your own seat
+         * @description A bot (`almanac bots`, docs/bots.md) then plays the seat from its view. An empty seat: the room's creator's token or an auditor's; the bot joins it. Your own seat (its token): the room decides `hand_to_bot` as a command (`room.seat_to_bot`, reason `left`, in every player's events) and the bot plays on. 403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot`, 429 `bot_seats_full` (ALMANAC_MAX_BOT_SEATS).
+         */
+        post: operations["hand_seat_to_bot_rooms__room__bots_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rulesets": {
         parameters: {
             query?: never;
@@ -752,6 +772,8 @@ export interface components {
             join_signature?: string | null;
             /** @default [] */
             bots?: string[];
+            /** @default null */
+            bot_after_missed?: number | null;
         };
         /**
          * JoinRoomRequest
@@ -808,6 +830,22 @@ export interface components {
             at: number;
             /** @default null */
             as?: string | null;
+        };
+        /**
+         * BotSeatRequest
+         * @description Hand a seat of the room to a bot (POST /rooms/{room}/bots): an empty seat (the room's creator or an
+         *     auditor), or your own seat, which you leave to the bot (``command_id`` and ``signature`` as for any command
+         *     of a signing seat: the command is ``{"kind": "hand_to_bot"}``).
+         */
+        BotSeatRequest: {
+            /** @description letters, digits, _ . -; at most 64 */
+            seat: string;
+            /** @default null */
+            command_id?: string | null;
+            /** @default null */
+            signature?: string | null;
+            /** @default null */
+            seen_version?: number | null;
         };
         /**
          * ReclaimSeatRequest
@@ -1029,6 +1067,48 @@ export interface components {
             seed_commitment: string;
             forked_by: string;
             forked_at_ms: number;
+        };
+        /**
+         * BotPolicy
+         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         */
+        BoardBotPolicy: {
+            /** @enum {unknown} */
+            type: "room.bot_policy";
+            after_missed: number;
+        };
+        /**
+         * DeadlineMissed
+         * @description A deadline of the rules passed and its timeout was decided: ``players`` (the seats it waited for, not
+         *     played by a bot) missed it; written only in rooms with a bot policy.
+         */
+        BoardDeadlineMissed: {
+            /** @enum {unknown} */
+            type: "room.deadline_missed";
+            key: string;
+            players: string[];
+        };
+        /**
+         * SeatActive
+         * @description A seat that had missed deadlines acted itself: its count of deadlines missed in a row starts again.
+         */
+        BoardSeatActive: {
+            /** @enum {unknown} */
+            type: "room.seat_active";
+            player: string;
+        };
+        /**
+         * SeatToBot
+         * @description From now on a bot plays ``player``'s seat: ``reason`` ``missed`` (it missed ``missed`` deadlines in a row,
+         *     the room's policy) or ``left`` (its player handed it over).
+         */
+        BoardSeatToBot: {
+            /** @enum {unknown} */
+            type: "room.seat_to_bot";
+            player: string;
+            reason: string;
+            /** @default 0 */
+            missed?: number;
         };
         /**
          * ElementPlaced
@@ -1259,7 +1339,7 @@ export interface components {
          * BoardEvent
          * @description The payload of an event of a board room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
+        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
         /**
          * BoardState
          * @description The state of a board game.
@@ -1494,6 +1574,48 @@ export interface components {
             forked_by: string;
             forked_at_ms: number;
         };
+        /**
+         * BotPolicy
+         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         */
+        ClaimBotPolicy: {
+            /** @enum {unknown} */
+            type: "room.bot_policy";
+            after_missed: number;
+        };
+        /**
+         * DeadlineMissed
+         * @description A deadline of the rules passed and its timeout was decided: ``players`` (the seats it waited for, not
+         *     played by a bot) missed it; written only in rooms with a bot policy.
+         */
+        ClaimDeadlineMissed: {
+            /** @enum {unknown} */
+            type: "room.deadline_missed";
+            key: string;
+            players: string[];
+        };
+        /**
+         * SeatActive
+         * @description A seat that had missed deadlines acted itself: its count of deadlines missed in a row starts again.
+         */
+        ClaimSeatActive: {
+            /** @enum {unknown} */
+            type: "room.seat_active";
+            player: string;
+        };
+        /**
+         * SeatToBot
+         * @description From now on a bot plays ``player``'s seat: ``reason`` ``missed`` (it missed ``missed`` deadlines in a row,
+         *     the room's policy) or ``left`` (its player handed it over).
+         */
+        ClaimSeatToBot: {
+            /** @enum {unknown} */
+            type: "room.seat_to_bot";
+            player: string;
+            reason: string;
+            /** @default 0 */
+            missed?: number;
+        };
         /** ParcelCut */
         ClaimParcelCut: {
             /** @enum {unknown} */
@@ -1699,7 +1821,7 @@ export interface components {
          * ClaimEvent
          * @description The payload of an event of a claim room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        ClaimEvent: components["schemas"]["ClaimRoomCreated_ClaimSetup_"] | components["schemas"]["ClaimPlayerJoined"] | components["schemas"]["ClaimNonceRevealed"] | components["schemas"]["ClaimRoomEnded"] | components["schemas"]["ClaimRoomForked"] | components["schemas"]["ClaimParcelCut"] | components["schemas"]["ClaimDeckHauled"] | components["schemas"]["ClaimParcelReplanted"] | components["schemas"]["ClaimMeadowFarmed"] | components["schemas"]["ClaimCropHarvested"] | components["schemas"]["ClaimBuildingBuilt"] | components["schemas"]["ClaimTimberCruised"] | components["schemas"]["ClaimClaimProvedUp"];
+        ClaimEvent: components["schemas"]["ClaimRoomCreated_ClaimSetup_"] | components["schemas"]["ClaimPlayerJoined"] | components["schemas"]["ClaimNonceRevealed"] | components["schemas"]["ClaimRoomEnded"] | components["schemas"]["ClaimRoomForked"] | components["schemas"]["ClaimBotPolicy"] | components["schemas"]["ClaimDeadlineMissed"] | components["schemas"]["ClaimSeatActive"] | components["schemas"]["ClaimSeatToBot"] | components["schemas"]["ClaimParcelCut"] | components["schemas"]["ClaimDeckHauled"] | components["schemas"]["ClaimParcelReplanted"] | components["schemas"]["ClaimMeadowFarmed"] | components["schemas"]["ClaimCropHarvested"] | components["schemas"]["ClaimBuildingBuilt"] | components["schemas"]["ClaimTimberCruised"] | components["schemas"]["ClaimClaimProvedUp"];
         /**
          * ClaimState
          * @description The state of a claim game.
@@ -2189,6 +2311,48 @@ export interface components {
             seed_commitment: string;
             forked_by: string;
             forked_at_ms: number;
+        };
+        /**
+         * BotPolicy
+         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         */
+        RealmBotPolicy: {
+            /** @enum {unknown} */
+            type: "room.bot_policy";
+            after_missed: number;
+        };
+        /**
+         * DeadlineMissed
+         * @description A deadline of the rules passed and its timeout was decided: ``players`` (the seats it waited for, not
+         *     played by a bot) missed it; written only in rooms with a bot policy.
+         */
+        RealmDeadlineMissed: {
+            /** @enum {unknown} */
+            type: "room.deadline_missed";
+            key: string;
+            players: string[];
+        };
+        /**
+         * SeatActive
+         * @description A seat that had missed deadlines acted itself: its count of deadlines missed in a row starts again.
+         */
+        RealmSeatActive: {
+            /** @enum {unknown} */
+            type: "room.seat_active";
+            player: string;
+        };
+        /**
+         * SeatToBot
+         * @description From now on a bot plays ``player``'s seat: ``reason`` ``missed`` (it missed ``missed`` deadlines in a row,
+         *     the room's policy) or ``left`` (its player handed it over).
+         */
+        RealmSeatToBot: {
+            /** @enum {unknown} */
+            type: "room.seat_to_bot";
+            player: string;
+            reason: string;
+            /** @default 0 */
+            missed?: number;
         };
         /** Mined */
         RealmMined: {
@@ -3284,7 +3448,7 @@ export interface components {
          * RealmEvent
          * @description The payload of an event of a realm room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        RealmEvent: components["schemas"]["RealmRoomCreated_RealmSetup_"] | components["schemas"]["RealmPlayerJoined"] | components["schemas"]["RealmNonceRevealed"] | components["schemas"]["RealmRoomEnded"] | components["schemas"]["RealmRoomForked"] | components["schemas"]["RealmMinedAsSeen"] | components["schemas"]["RealmSmeltedAsSeen"] | components["schemas"]["RealmFoodGotAsSeen"] | components["schemas"]["RealmHerbsFoundAsSeen"] | components["schemas"]["RealmArmyHealedAsSeen"] | components["schemas"]["RealmWoodCutAsSeen"] | components["schemas"]["RealmFortifiedAsSeen"] | components["schemas"]["RealmArmyRaised"] | components["schemas"]["RealmArmyEquippedAsSeen"] | components["schemas"]["RealmArmyDismissed"] | components["schemas"]["RealmRaidedAsSeen"] | components["schemas"]["RealmBesieged"] | components["schemas"]["RealmCityDestroyedAsSeen"] | components["schemas"]["RealmCitySurrendered"] | components["schemas"]["RealmTaxSeasonChosen"] | components["schemas"]["RealmTaxCollectedAsSeen"] | components["schemas"]["RealmFreedomBought"] | components["schemas"]["RealmSabotageAttempted"] | components["schemas"]["RealmRevoltFought"] | components["schemas"]["RealmCityRestartedAsSeen"] | components["schemas"]["RealmMerchantSentAsSeen"] | components["schemas"]["RealmMerchantInterceptedAsSeen"] | components["schemas"]["RealmTradeOfferedAsSeen"] | components["schemas"]["RealmTradeCounteredAsSeen"] | components["schemas"]["RealmTradeAgreedAsSeen"] | components["schemas"]["RealmTradeRolledAsSeen"] | components["schemas"]["RealmTradeCancelledAsSeen"] | components["schemas"]["RealmTradeDeclinedAsSeen"] | components["schemas"]["RealmMerchantReturnedAsSeen"] | components["schemas"]["RealmTurnEnded"] | components["schemas"]["RealmVillageProduced"] | components["schemas"]["RealmSeasonEnded"];
+        RealmEvent: components["schemas"]["RealmRoomCreated_RealmSetup_"] | components["schemas"]["RealmPlayerJoined"] | components["schemas"]["RealmNonceRevealed"] | components["schemas"]["RealmRoomEnded"] | components["schemas"]["RealmRoomForked"] | components["schemas"]["RealmBotPolicy"] | components["schemas"]["RealmDeadlineMissed"] | components["schemas"]["RealmSeatActive"] | components["schemas"]["RealmSeatToBot"] | components["schemas"]["RealmMinedAsSeen"] | components["schemas"]["RealmSmeltedAsSeen"] | components["schemas"]["RealmFoodGotAsSeen"] | components["schemas"]["RealmHerbsFoundAsSeen"] | components["schemas"]["RealmArmyHealedAsSeen"] | components["schemas"]["RealmWoodCutAsSeen"] | components["schemas"]["RealmFortifiedAsSeen"] | components["schemas"]["RealmArmyRaised"] | components["schemas"]["RealmArmyEquippedAsSeen"] | components["schemas"]["RealmArmyDismissed"] | components["schemas"]["RealmRaidedAsSeen"] | components["schemas"]["RealmBesieged"] | components["schemas"]["RealmCityDestroyedAsSeen"] | components["schemas"]["RealmCitySurrendered"] | components["schemas"]["RealmTaxSeasonChosen"] | components["schemas"]["RealmTaxCollectedAsSeen"] | components["schemas"]["RealmFreedomBought"] | components["schemas"]["RealmSabotageAttempted"] | components["schemas"]["RealmRevoltFought"] | components["schemas"]["RealmCityRestartedAsSeen"] | components["schemas"]["RealmMerchantSentAsSeen"] | components["schemas"]["RealmMerchantInterceptedAsSeen"] | components["schemas"]["RealmTradeOfferedAsSeen"] | components["schemas"]["RealmTradeCounteredAsSeen"] | components["schemas"]["RealmTradeAgreedAsSeen"] | components["schemas"]["RealmTradeRolledAsSeen"] | components["schemas"]["RealmTradeCancelledAsSeen"] | components["schemas"]["RealmTradeDeclinedAsSeen"] | components["schemas"]["RealmMerchantReturnedAsSeen"] | components["schemas"]["RealmTurnEnded"] | components["schemas"]["RealmVillageProduced"] | components["schemas"]["RealmSeasonEnded"];
         /**
          * RealmState
          * @description The state of a realm game.
@@ -3295,6 +3459,265 @@ export interface components {
          * @description What a player of a realm room sees (its view).
          */
         RealmView: components["schemas"]["RealmRealmView"];
+        /** MerchantSentStep */
+        RealmMerchantSentStep: {
+            /** @enum {unknown} */
+            type: "realm.merchant_sent";
+            trade_id: string;
+            home: string;
+            host: string;
+            load: {
+                [key: string]: number;
+            };
+            home_after: {
+                [key: string]: number;
+            };
+            /** @default 1 */
+            actions_spent?: number;
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** MerchantInterceptedStep */
+        RealmMerchantInterceptedStep: {
+            /** @enum {unknown} */
+            type: "realm.merchant_intercepted";
+            trade_id: string;
+            home: string;
+            at: string;
+            attacker: string;
+            army_dice: string[];
+            merchant_dice: string[];
+            army_score: number;
+            merchant_score: number;
+            escaped: boolean;
+            seized: {
+                [key: string]: number;
+            };
+            attacker_after: {
+                [key: string]: number;
+            };
+            /** @default  */
+            host?: string;
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** TradeOfferedStep */
+        RealmTradeOfferedStep: {
+            /** @enum {unknown} */
+            type: "realm.trade_offered";
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            buy: string;
+            pay: string;
+            dice: number;
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** TradeCounteredStep */
+        RealmTradeCounteredStep: {
+            /** @enum {unknown} */
+            type: "realm.trade_countered";
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            want: string;
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** TradeAgreedStep */
+        RealmTradeAgreedStep: {
+            /** @enum {unknown} */
+            type: "realm.trade_agreed";
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** TradeRolledStep */
+        RealmTradeRolledStep: {
+            /** @enum {unknown} */
+            type: "realm.trade_rolled";
+            trade_id: string;
+            round: number;
+            buyer: components["schemas"]["RealmTradeSide"];
+            seller: components["schemas"]["RealmTradeSide"];
+            cancelled: boolean;
+            transfers: components["schemas"]["RealmTransfer"][];
+            shortfall: number;
+            home_after: {
+                [key: string]: number;
+            };
+            host_after: {
+                [key: string]: number;
+            };
+            load_after: {
+                [key: string]: number;
+            };
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** TradeCancelledStep */
+        RealmTradeCancelledStep: {
+            /** @enum {unknown} */
+            type: "realm.trade_cancelled";
+            trade_id: string;
+            home: string;
+            host: string;
+            reason: string;
+            load_before: {
+                [key: string]: number;
+            };
+            lost: {
+                [key: string]: number;
+            };
+            load_after: {
+                [key: string]: number;
+            };
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** TradeDeclinedStep */
+        RealmTradeDeclinedStep: {
+            /** @enum {unknown} */
+            type: "realm.trade_declined";
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            step: number;
+            text: string;
+            version: number;
+        };
+        /** MerchantReturnedStep */
+        RealmMerchantReturnedStep: {
+            /** @enum {unknown} */
+            type: "realm.merchant_returned";
+            trade_id: string;
+            home: string;
+            delivered: {
+                [key: string]: number;
+            };
+            home_after: {
+                [key: string]: number;
+            };
+            /** @default  */
+            host?: string;
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            step: number;
+            text: string;
+            version: number;
+        };
         /**
          * Explore
          * @description Explore the sector at (row, column), next to an explored one; its type is drawn now.
@@ -3523,6 +3946,48 @@ export interface components {
             seed_commitment: string;
             forked_by: string;
             forked_at_ms: number;
+        };
+        /**
+         * BotPolicy
+         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         */
+        SectorsBotPolicy: {
+            /** @enum {unknown} */
+            type: "room.bot_policy";
+            after_missed: number;
+        };
+        /**
+         * DeadlineMissed
+         * @description A deadline of the rules passed and its timeout was decided: ``players`` (the seats it waited for, not
+         *     played by a bot) missed it; written only in rooms with a bot policy.
+         */
+        SectorsDeadlineMissed: {
+            /** @enum {unknown} */
+            type: "room.deadline_missed";
+            key: string;
+            players: string[];
+        };
+        /**
+         * SeatActive
+         * @description A seat that had missed deadlines acted itself: its count of deadlines missed in a row starts again.
+         */
+        SectorsSeatActive: {
+            /** @enum {unknown} */
+            type: "room.seat_active";
+            player: string;
+        };
+        /**
+         * SeatToBot
+         * @description From now on a bot plays ``player``'s seat: ``reason`` ``missed`` (it missed ``missed`` deadlines in a row,
+         *     the room's policy) or ``left`` (its player handed it over).
+         */
+        SectorsSeatToBot: {
+            /** @enum {unknown} */
+            type: "room.seat_to_bot";
+            player: string;
+            reason: string;
+            /** @default 0 */
+            missed?: number;
         };
         /**
          * SectorExplored
@@ -3789,7 +4254,7 @@ export interface components {
          * SectorsEvent
          * @description The payload of an event of a sectors room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        SectorsEvent: components["schemas"]["SectorsRoomCreated_Setup_"] | components["schemas"]["SectorsPlayerJoined"] | components["schemas"]["SectorsNonceRevealed"] | components["schemas"]["SectorsRoomEnded"] | components["schemas"]["SectorsRoomForked"] | components["schemas"]["SectorsSectorExplored"] | components["schemas"]["SectorsPeopleMoved"] | components["schemas"]["SectorsBuildingBuilt"] | components["schemas"]["SectorsBuildingDemolished"] | components["schemas"]["SectorsPopulationChanged"] | components["schemas"]["SectorsGoodsProduced"] | components["schemas"]["SectorsResourcesHarvested"] | components["schemas"]["SectorsSeasonEnded"];
+        SectorsEvent: components["schemas"]["SectorsRoomCreated_Setup_"] | components["schemas"]["SectorsPlayerJoined"] | components["schemas"]["SectorsNonceRevealed"] | components["schemas"]["SectorsRoomEnded"] | components["schemas"]["SectorsRoomForked"] | components["schemas"]["SectorsBotPolicy"] | components["schemas"]["SectorsDeadlineMissed"] | components["schemas"]["SectorsSeatActive"] | components["schemas"]["SectorsSeatToBot"] | components["schemas"]["SectorsSectorExplored"] | components["schemas"]["SectorsPeopleMoved"] | components["schemas"]["SectorsBuildingBuilt"] | components["schemas"]["SectorsBuildingDemolished"] | components["schemas"]["SectorsPopulationChanged"] | components["schemas"]["SectorsGoodsProduced"] | components["schemas"]["SectorsResourcesHarvested"] | components["schemas"]["SectorsSeasonEnded"];
         /**
          * SectorsState
          * @description The state of a sectors game.
@@ -3869,7 +4334,8 @@ export interface components {
             room: string;
             view: string;
             item: string;
-            story: Record<string, never>[];
+            /** @description the item's steps as its rule-set's audit view tells them (`type` names each) */
+            story: (components["schemas"]["RealmMerchantSentStep"] | components["schemas"]["RealmMerchantInterceptedStep"] | components["schemas"]["RealmTradeOfferedStep"] | components["schemas"]["RealmTradeCounteredStep"] | components["schemas"]["RealmTradeAgreedStep"] | components["schemas"]["RealmTradeRolledStep"] | components["schemas"]["RealmTradeCancelledStep"] | components["schemas"]["RealmTradeDeclinedStep"] | components["schemas"]["RealmMerchantReturnedStep"])[];
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
@@ -3938,6 +4404,61 @@ export interface components {
             after?: components["schemas"]["StateValue"];
         };
         /**
+         * BotSeatAnswer
+         * @description A seat handed to a bot: ``how`` it came to the bot (``empty``: the bot joins it; ``left``: its player left
+         *     it to the bot, the room's ``room.seat_to_bot`` in ``handed``; ``already``: a bot played it already), and
+         *     whether this call added it to the bots' seats (``added``; false when it was there).
+         */
+        BotSeatAnswer: {
+            room: string;
+            seat: string;
+            /** @enum {string} */
+            how: "empty" | "left" | "already";
+            added: boolean;
+            /** @default null */
+            handed?: components["schemas"]["CommandAccepted"] | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /** CommandAccepted */
+        CommandAccepted: {
+            command_id: string;
+            room: string;
+            accepted: boolean;
+            first_version: number;
+            version: number;
+            duplicate: boolean;
+            events: components["schemas"]["RoomEvent"][];
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * RoomEvent
+         * @description One event of a room. A player gets it redacted for them (``hidden`` when it is not theirs to see: only
+         *     the version then); an auditor gets everything stored, with its place in the hash chain and a summary.
+         */
+        RoomEvent: {
+            version: number;
+            /** @default false */
+            hidden?: boolean;
+            /** @default null */
+            type?: string | null;
+            /** @default null */
+            player?: string | null;
+            /** @default null */
+            server_time_ms?: number | null;
+            /** @description the event's payload (redacted for a player; `type` names it) */
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
+            /** @default null */
+            command_id?: string | null;
+            /** @default null */
+            previous_hash?: string | null;
+            /** @default null */
+            hash?: string | null;
+            /** @default null */
+            summary?: string | null;
+        };
+        /**
          * BundleVerdict
          * @description The verifier's verdict: every step (passed, failed or skipped) and what it proved, and as text. ``ok`` only
          *     when ``status`` is VERIFIED; INCOMPLETE names in ``unchecked`` the steps that did not run.
@@ -3997,44 +4518,6 @@ export interface components {
             public_key: string;
             status: string;
         };
-        /** CommandAccepted */
-        CommandAccepted: {
-            command_id: string;
-            room: string;
-            accepted: boolean;
-            first_version: number;
-            version: number;
-            duplicate: boolean;
-            events: components["schemas"]["RoomEvent"][];
-            /** @default null */
-            checkpoint?: components["schemas"]["Checkpoint"] | null;
-        };
-        /**
-         * RoomEvent
-         * @description One event of a room. A player gets it redacted for them (``hidden`` when it is not theirs to see: only
-         *     the version then); an auditor gets everything stored, with its place in the hash chain and a summary.
-         */
-        RoomEvent: {
-            version: number;
-            /** @default false */
-            hidden?: boolean;
-            /** @default null */
-            type?: string | null;
-            /** @default null */
-            player?: string | null;
-            /** @default null */
-            server_time_ms?: number | null;
-            /** @description the event's payload (redacted for a player; `type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
-            /** @default null */
-            command_id?: string | null;
-            /** @default null */
-            previous_hash?: string | null;
-            /** @default null */
-            hash?: string | null;
-            /** @default null */
-            summary?: string | null;
-        };
         /**
          * DisputeBundle
          * @description A dispute bundle (docs/forensics.md, "Dispute bundles"): verify it with `almanac verify-bundle`.
@@ -4092,7 +4575,8 @@ export interface components {
             kind: "audit_view";
             view: string;
             item: string | null;
-            story: Record<string, never>[];
+            /** @description the item's steps as its rule-set's audit view tells them (`type` names each) */
+            story: (components["schemas"]["RealmMerchantSentStep"] | components["schemas"]["RealmMerchantInterceptedStep"] | components["schemas"]["RealmTradeOfferedStep"] | components["schemas"]["RealmTradeCounteredStep"] | components["schemas"]["RealmTradeAgreedStep"] | components["schemas"]["RealmTradeRolledStep"] | components["schemas"]["RealmTradeCancelledStep"] | components["schemas"]["RealmTradeDeclinedStep"] | components["schemas"]["RealmMerchantReturnedStep"])[];
         };
         /**
          * VersionsSubject
@@ -4167,6 +4651,10 @@ export interface components {
         /**
          * CommandRecord
          * @description A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON.
+         *
+         *     Stored records are read strictly (an unknown field is refused): older records hold a subset of these fields,
+         *     and a field name altered in a bundle's record must not decode as the record it was (a dropped
+         *     ``seen_version`` would read as the v1 form).
          */
         CommandRecord: {
             command_id: string;
@@ -5020,6 +5508,15 @@ export interface components {
                 string,
                 string
             ][];
+            /** @default 0 */
+            bot_after_missed?: number;
+            /** @default [] */
+            missed?: [
+                string,
+                number
+            ][];
+            /** @default [] */
+            bot_seats?: string[];
         };
         /**
          * ForkOf
@@ -5125,6 +5622,96 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OutcomePending"];
+                };
+            };
+            /** @description `rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per seat); the Retry-After header says when to retry */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description refused: {code, message, field, allowed} */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal_error (the log has the detail) */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    hand_seat_to_bot_rooms__room__bots_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description room id */
+                room: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BotSeatRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BotSeatAnswer"];
+                };
+            };
+            /** @description a token of another room, or not the room's creator for an empty seat */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `seat_held`: a person holds the seat; `room_ended` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description `no_seat`, `no_seat_bot`, or an invalid body: {code, message, field} */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description `rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per seat); the Retry-After header says when to retry */

@@ -14,6 +14,7 @@ from almanac.events.manifest import (
     Envelope,
     ReadModel,
     RuleSet,
+    event_tag,
     to_builtins,
 )
 from almanac.games.realm.v1 import audit, bot, data, events as realm_events
@@ -149,6 +150,18 @@ class RealmView(_View):
     over: bool
 
 
+def _step_type(event_type: type) -> type:
+    """What ``audit.trade_steps`` makes of one trade event: its fields (and ``type`` tag), its step number, sentence
+    and version. Declared for the API documents (the audit view's ``step_types``); here, not in audit.py, which is
+    rules (the fingerprint covers it) while this only describes its answer."""
+    return msgspec.defstruct(f"{event_type.__name__}Step", [("step", int), ("text", str), ("version", int)],
+                             bases=(event_type,), module=__name__, kw_only=True, frozen=True,
+                             tag=event_tag(event_type))
+
+
+TRADE_STEP_TYPES = tuple(_step_type(event_type) for event_type in audit.TRADE_EVENTS)
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays seed 003 as written (a skull in mining finds only stone,
@@ -181,6 +194,7 @@ MANIFEST = RuleSet(
             description="every step of one trade: dice, stars, phantom amounts, transfers, holdings",
             steps=audit.trade_steps,
             ids=audit.trade_ids_of,
+            step_types=TRADE_STEP_TYPES,
         ),
     ),
     # One picture draws every version: the cities and holdings are the same shape in both.

@@ -1,0 +1,152 @@
+"""A seat that misses the room's count of deadlines in a row is handed to a bot, as an event the room decides."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio as aioredis
+from engine_test_support import KEYS
+from test_board_turn_limit import START_MS, At, clock_commands, record, tick
+
+from almanac.events import codec
+from almanac.events.step import decode_record, replay
+from almanac.services.bots import Bots, bot_seats, decide_for, took_seat
+from almanac.services.clock import Clock
+from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.redis_store import RedisEventStore
+
+LIMIT_S = 60
+ROOM_EVENTS = ("room.bot_policy", "room.deadline_missed", "room.seat_active", "room.seat_to_bot")
+
+
+async def folded(store: RedisEventStore, room: str):
+    return replay(await store.read(room))
+
+
+async def seat_events(store: RedisEventStore, room: str) -> list[tuple[str, dict]]:
+    return [(e.type, {k: v for k, v in codec.to_builtins(codec.decode_event(e)).items() if k != "type"})
+            for e in await store.read(room) if e.type in ROOM_EVENTS]
+
+
+async def time_out_turn(clock: Clock, now: At, service: RoomService, redis_client: aioredis.Redis,
+                        room: str) -> None:
+    """Let the current turn's limit pass; the clock sends its time_out, which the room decides."""
+    now.ms += LIMIT_S * 1000
+    await tick([clock], room)
+    sent = (await clock_commands(redis_client, room))[-1]
+    outcome = await service.handle(sent)
+    assert outcome.accepted, outcome.error
+
+
+async def test_a_seat_that_misses_two_turns_in_a_row_goes_to_a_bot_which_plays_it(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    # Given alice's board@2 room with a turn limit of a minute that hands a seat missing 2 deadlines to a bot
+    room = "absent-alice"
+    created = await service.handle(record("c", {"kind": "create_room", "ruleset": "board@2", "bot_after_missed": 2,
+                                                "options": {"turn_limit_s": LIMIT_S}}, room))
+    assert created.accepted, created.error
+    assert (await service.handle(record("j", {"kind": "join_room"}, room))).accepted
+    assert await seat_events(store, room) == [("room.bot_policy", {"after_missed": 2})]
+    now = At(START_MS)
+    clock = Clock(redis_client, KEYS, store, now_ms=now)
+    # When alice misses turn 0, then plays turn 1 herself
+    await time_out_turn(clock, now, service, redis_client, room)
+    state = await folded(store, room)
+    mine = decide_for(state, "alice", 0, now.ms, key=b"alice's own hand")
+    played = await service.handle(record("alice-1", mine, room, now.ms + 1000))
+    assert played.accepted, played.error
+    # Then the missed turn counted, and her own move started the count again: no bot yet
+    assert [t for t, _ in await seat_events(store, room)] == ["room.bot_policy", "room.deadline_missed",
+                                                              "room.seat_active"]
+    # When she misses the next two turns
+    now.ms += 1000
+    await time_out_turn(clock, now, service, redis_client, room)
+    assert (await folded(store, room)).bot_seats == ()
+    await time_out_turn(clock, now, service, redis_client, room)
+    # Then the second miss in a row hands her seat to a bot: an event of the room, with the count that did it
+    events = await seat_events(store, room)
+    assert events[-2:] == [("room.deadline_missed", {"key": "turn:3", "players": ("alice",)}),
+                           ("room.seat_to_bot", {"player": "alice", "reason": "missed", "missed": 2})]
+    assert (await folded(store, room)).bot_seats == ("alice",)
+    # and the clock, folding the room, writes the seat to the bot seats, where a bot acts for it by the log
+    await tick([clock], room)
+    assert (room, "alice") in await bot_seats(redis_client, KEYS, range(16))
+    assert await took_seat(store, room, "alice")
+    # When the bots service runs, a bot plays alice's seat: its commands are ordinary logged commands as alice
+    bots = Bots(redis_client, store, KEYS, key=b"test bots", rate=0, now_ms=lambda: now.ms)
+    before = (await folded(store, room)).version
+    for _ in range(200):
+        await bots.tick()
+        for entry in await clock_commands_or_bots(redis_client, room):
+            await service.handle(entry)
+        if (await folded(store, room)).version > before:
+            break
+        await asyncio.sleep(0.02)
+    moved = [e for e in await store.read(room) if e.version > before]
+    assert moved and moved[0].player == "alice" and moved[0].command_id.startswith("bot-")
+    # and a bot's moves never count as the seat being back: no seat_active, no second handover
+    assert [t for t, _ in await seat_events(store, room)].count("room.seat_to_bot") == 1
+    assert "room.seat_active" not in [t for t, _ in (await seat_events(store, room))[4:]]
+    # and the whole room verifies: every handover re-decided from the log alone gives the same events
+    report = await verify_room(store, room)
+    assert report.ok, report
+
+
+async def clock_commands_or_bots(redis_client: aioredis.Redis, room: str) -> list:
+    """The bots' commands for ``room`` waiting in its shard's command stream (the test decides them itself)."""
+    entries = await redis_client.xrange(KEYS.command_stream(KEYS.shard(room)))
+    return [r for r in (decode_record(f[b"__data__"]) for _, f in entries)
+            if r.room == room and r.command_id.startswith("bot-")]
+
+
+async def test_rooms_without_the_option_record_no_misses(redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    # Given a board@2 room with a turn limit and no bot policy
+    room = "present-bob"
+    assert (await service.handle(record("c", {"kind": "create_room", "ruleset": "board@2",
+                                              "options": {"turn_limit_s": LIMIT_S}}, room))).accepted
+    assert (await service.handle(record("j", {"kind": "join_room"}, room))).accepted
+    now = At(START_MS)
+    clock = Clock(redis_client, KEYS, store, now_ms=now)
+    # When its owner misses five turns
+    for _ in range(5):
+        await time_out_turn(clock, now, service, redis_client, room)
+    # Then the room writes none of the seat events, and no bot takes the seat
+    assert await seat_events(store, room) == []
+    assert (await folded(store, room)).bot_seats == ()
+
+
+async def test_a_realm_season_forced_to_end_counts_a_miss_only_for_the_cities_it_waited_for(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    room, players = "quiet-realm", ("alice", "bob", "carol")
+
+    def sent(player: str, command_id: str, body: dict, now_ms: int = START_MS) -> CommandRecord:
+        return CommandRecord(command_id=command_id, room=room, player=player, server_time_ms=now_ms, body=body)
+
+    # Given a realm of three cities with a season timeout of a minute, handing a city that misses 1 to a bot
+    created = await service.handle(sent("alice", "c", {"kind": "create_room", "ruleset": "realm", "bot_after_missed": 1,
+                                                       "options": {"players": list(players), "years": 1,
+                                                                   "season_timeout_ms": 60_000}}))
+    assert created.accepted, created.error
+    for player in players:
+        assert (await service.handle(sent(player, f"j-{player}", {"kind": "join_room"}))).accepted
+    # When alice ends her turn, and bob and carol do nothing until the clock forces the season to end
+    assert (await service.handle(sent("alice", "a-1", {"kind": "end_turn"}, START_MS + 1_000))).accepted
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS + 60_000 + 1))
+    await tick([clock], room)
+    forced = (await clock_commands(redis_client, room))[-1]
+    assert forced.body == {"kind": "end_season"}
+    assert (await service.handle(forced)).accepted
+    # Then the season's deadline was missed by bob and carol only, and both cities go to bots, alice's stays hers
+    events = await seat_events(store, room)
+    assert events[1] == ("room.deadline_missed", {"key": "season:0", "players": ("bob", "carol")})
+    assert [e for t, e in events if t == "room.seat_to_bot"] == [{"player": "bob", "reason": "missed", "missed": 1},
+                                                                 {"player": "carol", "reason": "missed", "missed": 1}]
+    assert (await folded(store, room)).bot_seats == ("bob", "carol")
+    assert (await verify_room(store, room)).ok
