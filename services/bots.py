@@ -128,9 +128,54 @@ async def took_seat(store: Any, room: str, seat: str) -> bool:
     return joined_by_bot
 
 
+class SeatRefused(Exception):
+    """Why a seat is not handed to a bot on a caller's ask: the API's status, code and field ("room" or "seat")."""
+
+    def __init__(self, status: int, code: str, message: str, field: str = "seat", **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field, self.extra = status, code, message, field, extra
+
+
+async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | None, room: str, seat: str, *,
+                     max_seats: int, holder: str | None = None, owner: bool = True) -> str:
+    """The one rule for handing ``seat`` of ``room`` (its latest ``state``) to a bot on a caller's ask, shared by
+    ``POST /rooms/{room}/bots`` and the operator's ``almanac bots add``. Writes nothing; answers how it goes:
+    "already" (a bot plays it by the log, or it is in the bot seats: no new seat, so no bound), "empty" (nobody holds it), "left"
+    (``holder``, the player asking, holds it: their own ``hand_to_bot`` command decides it). Else SeatRefused:
+    404 room_not_found, 409 room_ended, 422 no_seat_bot / no_seat, 409 seat_held (a person other than
+    ``holder`` holds it), 403 not_room_owner (an empty seat, and the caller is not ``owner``: the room's creator,
+    an auditor, the operator), 429 bot_seats_full (the deployment's bot seats, the room's own handovers among
+    them, would pass ``max_seats``)."""
+    if state is None:
+        raise SeatRefused(404, "room_not_found", f"room {room!r} does not exist", "room")
+    if state.ended:
+        raise SeatRefused(409, "room_ended", f"room {room!r} has ended; no bot can play it", "room")
+    manifest = registry.at(state.ruleset, state.ruleset_version)
+    if manifest.seat_bot is None:
+        raise SeatRefused(422, "no_seat_bot", f"{manifest.decider.name} has no seat bot")
+    seats = manifest.decider.seats(state.game)
+    if seats and seat not in seats:
+        raise SeatRefused(422, "no_seat", f"{seat!r} is not a seat of this room", allowed=list(seats))
+    if seat in state.bot_seats or (seat in state.players and await took_seat(store, room, seat)):
+        return "already"
+    if seat in state.players and seat != holder:
+        raise SeatRefused(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot")
+    if seat not in state.players and not owner:
+        raise SeatRefused(403, "not_room_owner", "an empty seat is handed to a bot by the room's creator or an "
+                          "auditor")
+    if await client.hexists(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}"):
+        return "already"  # handed, its bot not seated yet: asking again is no new seat, so no bound
+    held = await seat_count(client, keys, range(keys.shard_count))
+    if held + 1 > max_seats:
+        raise SeatRefused(429, "bot_seats_full", f"the bots hold {held} seats of at most {max_seats}; try later")
+    return "left" if seat in state.players else "empty"
+
+
 async def hand_over(client: Any, keys: Keys, state: RoomState, handed: set[tuple[str, str]]) -> int:
     """Write the seats the room's log hands to bots (``RoomState.bot_seats``) to the bot seats, each once per
-    process (``handed``); how many were new. The log decided the handover; this only lets a bot act on it."""
+    process (``handed``); how many were new. The log decided the handover; this only lets a bot act on it, so it
+    is never refused by ``ALMANAC_MAX_BOT_SEATS`` (a seat the room handed must be played), though it counts
+    against it: a caller's next ask (``admit_seat``) finds the bound that much nearer."""
     added = 0
     if state.ended:
         return 0

@@ -10,6 +10,7 @@ import uvloop
 from almanac.services import bootstrap, bots
 from almanac.services.cli import app
 from almanac.services.cli.common import (
+    OperatorError,
     bootstrapped,
     console,
     guarded,
@@ -53,7 +54,7 @@ def _with_client(work):  # the operator's commands: one short connection
 
     async def run(url: str):
         async with bootstrap.opened(settings, bootstrap.Role.TOOL, url) as runtime:
-            return await work(runtime.client, keys)
+            return await work(runtime, keys)
 
     with redis_url_for(settings) as url:
         return guarded(lambda: uvloop.run(run(url)), f"Redis at {url}")
@@ -61,21 +62,32 @@ def _with_client(work):  # the operator's commands: one short connection
 
 @bots_app.command("add")
 def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., "--seat", help="the player name")) -> None:
-    """Hand a seat of ROOM to a bot: it joins the seat if empty, then plays it (a seat a person holds stays theirs)."""
-    added = _with_client(lambda client, keys: bots.add_bot(client, keys, room, seat, int(time.time() * 1000)))
+    """Hand a seat of ROOM to a bot: it joins the seat if empty, then plays it. Refused, as over the API
+    (services/bots.py admit_seat): a seat a person holds, past ALMANAC_MAX_BOT_SEATS, an ended or unknown room."""
+
+    async def work(runtime, keys: Keys) -> bool:
+        state, _ = await runtime.loader(0).latest(room)
+        try:  # the operator may fill any empty seat, as an auditor may; a seat a person holds stays theirs
+            await bots.admit_seat(runtime.client, keys, runtime.store, state, room, seat,
+                                  max_seats=runtime.settings.max_bot_seats)
+        except bots.SeatRefused as refused:
+            raise OperatorError(f"{seat} of {room} not handed to a bot: {refused.code}: {refused.message}") from None
+        return await bots.add_bot(runtime.client, keys, room, seat, int(time.time() * 1000))
+
+    added = _with_client(work)
     console.print(f"{seat} of {room}: {'handed to a bot' if added else 'already a bot seat'}")
 
 
 @bots_app.command("remove")
 def remove(room: str, seat: str = typer.Option(..., "--seat")) -> None:
     """Take a seat back from its bot (the seat stays taken; its token is the operator's `almanac token`)."""
-    removed = _with_client(lambda client, keys: bots.remove_bot(client, keys, room, seat))
+    removed = _with_client(lambda runtime, keys: bots.remove_bot(runtime.client, keys, room, seat))
     console.print(f"{seat} of {room}: {'no longer a bot seat' if removed else 'was not a bot seat'}")
 
 
 @bots_app.command("list")
 def list_seats() -> None:
     """Every bot seat, as room and seat."""
-    seats = _with_client(lambda client, keys: bots.bot_seats(client, keys, range(keys.shard_count)))
+    seats = _with_client(lambda runtime, keys: bots.bot_seats(runtime.client, keys, range(keys.shard_count)))
     for room, seat in seats:
         console.print(f"{room}\t{seat}", highlight=False)

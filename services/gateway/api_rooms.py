@@ -308,33 +308,17 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
         await gw.rate_limits.check_auditor(claims)
     body: BotSeatRequest = decode_body(await request.body(), BotSeatRequest)
     state = await gw.reader.latest(room)
-    if state is None:
-        raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    if state.ended:
-        raise ApiError(409, "room_ended", f"room {room!r} has ended; no bot can play it", "room")
-    manifest = registry.at(state.ruleset, state.ruleset_version)
-    if manifest.seat_bot is None:
-        raise ApiError(422, "no_seat_bot", f"{manifest.decider.name} has no seat bot", "seat")
-    seats = manifest.decider.seats(state.game)
-    if seats and body.seat not in seats:
-        raise ApiError(422, "no_seat", f"{body.seat!r} is not a seat of this room", "seat", allowed=list(seats))
+    player = claims.player if claims.role == ROLE_PLAYER else None
+    try:  # the one rule for a caller's ask (services/bots.py), shared with the operator's `almanac bots add`
+        how = await bots.admit_seat(gw.client, gw.keys, gw.store, state, room, body.seat,
+                                    max_seats=gw.settings.max_bot_seats, holder=player,
+                                    owner=player is None or state is None or player == state.created_by)
+    except bots.SeatRefused as refused:
+        raise ApiError(refused.status, refused.code, refused.message, refused.field, **refused.extra) from None
     seat, answer = body.seat, {"room": room, "seat": body.seat}
-    if seat in state.bot_seats or (seat in state.players and await bots.took_seat(gw.store, room, seat)):
-        added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # back in the hash if it was removed
-        return await gw.room_answer(room, {**answer, "how": "already", "added": added})
-    mine = claims.role == ROLE_PLAYER and claims.player == seat
-    if seat in state.players and not mine:
-        raise ApiError(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot", "seat")
-    if seat not in state.players and claims.role == ROLE_PLAYER and claims.player != state.created_by:
-        raise ApiError(403, "not_room_owner", "an empty seat is handed to a bot by the room's creator or an "
-                       "auditor", "seat")
-    held = await bots.seat_count(gw.client, gw.keys, range(gw.keys.shard_count))
-    if held + 1 > gw.settings.max_bot_seats:
-        raise ApiError(429, "bot_seats_full", f"the bots hold {held} seats of at most {gw.settings.max_bot_seats}; "
-                       "try later", "seat")
-    if seat not in state.players:
+    if how != "left":  # "already": back in the hash if an operator removed it; "empty": the bot joins it
         added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
-        return await gw.room_answer(room, {**answer, "how": "empty", "added": added})
+        return await gw.room_answer(room, {**answer, "how": how, "added": added})
     if body.signature is not None and body.command_id is None:
         raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers it "
                        "(docs/dice.md)", "command_id")
