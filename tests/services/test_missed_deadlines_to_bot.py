@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import redis.asyncio as aioredis
 from engine_test_support import KEYS
 from test_board_turn_limit import START_MS, At, clock_commands, record, tick
 
 from almanac.events import codec
 from almanac.events.step import decode_record, replay
-from almanac.services.bots import Bots, bot_seats, decide_for, took_seat
+from almanac.services.bots import Bots, SeatRefused, add_bot, admit_seat, bot_seats, decide_for, took_seat
 from almanac.services.clock import Clock
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
@@ -120,29 +121,37 @@ async def test_rooms_without_the_option_record_no_misses(redis_client: aioredis.
     assert (await folded(store, room)).bot_seats == ()
 
 
-async def test_a_realm_season_forced_to_end_counts_a_miss_only_for_the_cities_it_waited_for(
-        redis_client: aioredis.Redis) -> None:
-    store = RedisEventStore(redis_client, shard_count=16)
+async def quiet_realm(redis_client: aioredis.Redis, store: RedisEventStore, room: str) -> None:
+    """A realm of alice, bob and carol handing a city that misses 1 season deadline to a bot: alice ends her
+    turn, bob and carol do nothing until the clock forces the season to end, which the room decides."""
     service = RoomService(store)
-    room, players = "quiet-realm", ("alice", "bob", "carol")
+    players = ("alice", "bob", "carol")
 
     def sent(player: str, command_id: str, body: dict, now_ms: int = START_MS) -> CommandRecord:
         return CommandRecord(command_id=command_id, room=room, player=player, server_time_ms=now_ms, body=body)
 
-    # Given a realm of three cities with a season timeout of a minute, handing a city that misses 1 to a bot
     created = await service.handle(sent("alice", "c", {"kind": "create_room", "ruleset": "realm", "bot_after_missed": 1,
                                                        "options": {"players": list(players), "years": 1,
                                                                    "season_timeout_ms": 60_000}}))
     assert created.accepted, created.error
     for player in players:
         assert (await service.handle(sent(player, f"j-{player}", {"kind": "join_room"}))).accepted
-    # When alice ends her turn, and bob and carol do nothing until the clock forces the season to end
     assert (await service.handle(sent("alice", "a-1", {"kind": "end_turn"}, START_MS + 1_000))).accepted
     clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS + 60_000 + 1))
     await tick([clock], room)
     forced = (await clock_commands(redis_client, room))[-1]
     assert forced.body == {"kind": "end_season"}
     assert (await service.handle(forced)).accepted
+    await tick([clock], room)  # the clock folds the room again: the handed seats go to the bot seats
+
+
+async def test_a_realm_season_forced_to_end_counts_a_miss_only_for_the_cities_it_waited_for(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    room = "quiet-realm"
+    # Given a realm of three cities with a season timeout of a minute, handing a city that misses 1 to a bot
+    # When alice ends her turn, and bob and carol do nothing until the clock forces the season to end
+    await quiet_realm(redis_client, store, room)
     # Then the season's deadline was missed by bob and carol only, and both cities go to bots, alice's stays hers
     events = await seat_events(store, room)
     assert events[1] == ("room.deadline_missed", {"key": "season:0", "players": ("bob", "carol")})
@@ -150,3 +159,31 @@ async def test_a_realm_season_forced_to_end_counts_a_miss_only_for_the_cities_it
                                                                  {"player": "carol", "reason": "missed", "missed": 1}]
     assert (await folded(store, room)).bot_seats == ("bob", "carol")
     assert (await verify_room(store, room)).ok
+
+
+async def test_seats_the_room_hands_over_are_never_refused_by_the_bound_but_count_against_it(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    # Given a deployment whose bots hold one seat, and a bound of one: a caller may hand over no more
+    await add_bot(redis_client, KEYS, "elsewhere", "zed", 1)
+    bound = 1
+    # When a realm's season is forced to end and the room hands bob's and carol's cities to bots
+    await quiet_realm(redis_client, store, "over-bound")
+    # Then the clock writes both to the bot seats all the same: a seat the room handed over must be played
+    assert await bot_seats(redis_client, KEYS, range(16)) == [("elsewhere", "zed"), ("over-bound", "bob"),
+                                                             ("over-bound", "carol")]
+    # and asking for a handed seat again is no new seat, so the bound does not refuse it either
+    state = await folded(store, "over-bound")
+    assert await admit_seat(redis_client, KEYS, store, state, "over-bound", "bob", max_seats=bound) == "already"
+    # but they count: in a room whose bob has not joined, a caller's ask for his empty seat is refused at a bound
+    # of 3 (zed, and the two handed seats), and granted at 4
+    service = RoomService(store)
+    for index, (player, body) in enumerate([("alice", {"kind": "create_room", "ruleset": "realm", "options": {
+            "players": ["alice", "bob", "carol"], "years": 1}}), ("alice", {"kind": "join_room"})]):
+        assert (await service.handle(CommandRecord(command_id=f"n-{index}", room="next-realm", player=player,
+                                                   server_time_ms=START_MS, body=body))).accepted
+    state = await folded(store, "next-realm")
+    with pytest.raises(SeatRefused) as refused:
+        await admit_seat(redis_client, KEYS, store, state, "next-realm", "bob", max_seats=3)
+    assert (refused.value.status, refused.value.code) == (429, "bot_seats_full")
+    assert await admit_seat(redis_client, KEYS, store, state, "next-realm", "bob", max_seats=4) == "empty"
