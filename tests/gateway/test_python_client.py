@@ -203,6 +203,30 @@ def test_a_seat_key_gets_the_seat_back_through_the_client(live: tuple[str, str, 
         assert refused.value.status == 403
 
 
+def test_seats_are_handed_to_bots_through_the_client(live: tuple[str, str, Stack]) -> None:
+    url, _, _ = live
+    with Client(url) as client:
+        # Given alice's realm room for alice, bob and carol, carol seated and bob's seat empty
+        alice = client.create_room("realm", "alice", room="py-bots", options={"players": ["alice", "bob", "carol"]})
+        carol = client.join(alice.room, "carol")
+        # When alice, the creator, hands bob's empty seat to a bot
+        empty = alice.hand_to_bot("bob")
+        assert (empty["seat"], empty["how"], empty["added"]) == ("bob", "empty", True)
+        # Then carol's seat, which carol holds, is not hers to hand over: a typed 409
+        with pytest.raises(ApiError) as held:
+            alice.hand_to_bot("carol")
+        assert (held.value.status, held.value.code) == (409, "seat_held")
+        # When carol leaves her own seat to a bot (the default seat is the client's own)
+        left = carol.hand_to_bot()
+        # Then the room decided it as a command of carol's, which alice sees among the room's events
+        assert (left["seat"], left["how"]) == ("carol", "left")
+        assert [event["type"] for event in left["handed"]["events"]] == ["room.seat_to_bot"]
+        seen = [e for e in alice.events()["events"] if e["type"] == "room.seat_to_bot"]
+        assert [(e["event"]["player"], e["event"]["reason"]) for e in seen] == [("carol", "left")]
+        # and leaving it again is answered as a bot seat already
+        assert carol.hand_to_bot()["how"] == "already"
+
+
 async def test_the_asyncio_client_plays_and_follows_like_the_other(live: tuple[str, str, Stack]) -> None:
     from almanac.client.aio import AsyncClient  # noqa: PLC0415
 
