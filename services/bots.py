@@ -18,7 +18,8 @@ own dice from the same keyed with the deployment's bot key (``dice_key``: derive
 rival cannot recompute a bot's choices, and another deployment draws others): a bots process restarted (or two
 racing) sends the same command under the same id, which the engine's dedupe answers with the first outcome.
 Progress lives in the log only; the process keeps nothing that a restart needs. Bounded: at most
-``ALMANAC_MAX_BOT_SEATS`` bot seats in the deployment (a create past it is refused, 429 ``bot_seats_full``);
+``ALMANAC_MAX_BOT_SEATS`` bot seats in the deployment (a caller's ask past it is refused, 429 ``bot_seats_full``,
+``admit_seat``; a seat the room itself hands over is never refused, but counts);
 ``max_rooms`` bot seats read and played per process per round (a cursor over the shards' hashes, HSCAN: the rest
 wait their turn, logged); ``rate`` commands per second across the process (a token bucket); at most ``ATTEMPTS``
 refused tries per seat and version; and a seat whose bot join was refused is dropped (it can never play).
