@@ -144,6 +144,9 @@ class Engine:
         self.log = get_logger("almanac.engine", engine=config.name)
         self.dead_letters = DeadLetters(client, self.keys, config.prefix, config.name, self.log)
         self._stopping = asyncio.Event()
+        # Set by the consume loop when the engine has just become ready: the lease loop beats at once, so
+        # readiness (consumed_ms) is published now rather than at the next beat, a third of a lease later.
+        self._ready_news = asyncio.Event()
         self._needs_takeover: set[int] = set()
         self._conflicts_seen = 0
         self._redecided_seen = 0
@@ -406,7 +409,17 @@ class Engine:
                 self.log.exception("lease.unexpected_error")
                 pause = min(interval, LEASE_RETRY_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), pause)
+                await asyncio.wait_for(self._stopping_or_ready_news(), pause)
+
+    async def _stopping_or_ready_news(self) -> None:
+        """Return once the engine is stopping or has just become ready (``_ready_news``, then cleared)."""
+        waits = {asyncio.ensure_future(self._stopping.wait()), asyncio.ensure_future(self._ready_news.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        self._ready_news.clear()
 
     async def _flush_metrics_and_heartbeat(self, alive: bool) -> None:
         name = self.config.name
@@ -494,6 +507,8 @@ class Engine:
                     if batch:
                         await self._process_batch(batch, ride=held)
                 if not self._needs_takeover.intersection(held):
+                    if self._consumed_ms <= self._redis_error_ms:  # ready as of now: published at once
+                        self._ready_news.set()
                     self._consumed_ms = int(time.time() * 1000)
                 backoff = 0.1
                 failed_rounds = 0

@@ -520,7 +520,8 @@ async def test_kill_9_while_a_batch_is_decided_ahead_then_restart_applies_each_c
             return False
         return bool(in_hand) and await store.outcome("k9-slow", "k9-slow:add") is None
 
-    await wait_for(slow_command_in_hand, what="the engine to hold the slow command")
+    # This wait includes the engine process's start (its import alone took 20 s on a loaded host): generous.
+    await wait_for(slow_command_in_hand, timeout_s=60, what="the engine to hold the slow command")
     first.kill()
     decided_before = sum([await store.outcome(item.room, item.command_id) is not None for item in records])
     assert 0 < decided_before < len(records)
