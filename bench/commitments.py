@@ -20,6 +20,7 @@ from rich.table import Table
 from almanac.bench.forensics import ROOM, build_room
 from almanac.events import codec, commitments as cm, registry
 from almanac.events.envelope import Envelope
+from almanac.events.shown import Shown, shown_form, shown_to
 
 KEY = bytes(range(32))
 
@@ -28,12 +29,13 @@ def first_views(envelope: Envelope) -> dict[str, bytes]:
     """``commitments.views`` as scheme v2 first landed: every audience decoded, redacted and encoded on its own."""
     event = codec.decode_event(envelope)
     decider = registry.stored(envelope.ruleset).decider
-    result = {cm.FULL: cm.event_body(envelope), cm.PUBLIC: cm.view_bytes(envelope, decider.redact(event, cm.PUBLIC))}
+    result = {cm.FULL: cm.event_body(envelope),
+              cm.PUBLIC: cm.view_bytes(envelope, shown_form(envelope, decider.redact(event, cm.PUBLIC)))}
     seats = {envelope.player} if envelope.player else set()
     for secret in decider.secrets.get(type(event), ()):
         seats.update(secret.seen_by(event))
     for seat in sorted(seats - {cm.PUBLIC, cm.FULL}):
-        seen = cm.view_bytes(envelope, decider.redact(event, seat))
+        seen = cm.view_bytes(envelope, shown_form(envelope, decider.redact(event, seat)))
         if seen != result[cm.PUBLIC]:
             result[seat] = seen
     return result
@@ -48,6 +50,31 @@ def first_heads(key: bytes, envelopes: list[Envelope]) -> list[bytes]:
                   for label, view in first_views(envelope).items()}
         head = cm.next_head(head, cm.root(leaves), cm.SCHEME_V2)
         result.append(head)
+    return result
+
+
+def answer_separately(key: bytes, envelopes: list[Envelope]) -> list[bytes]:
+    """The gateway's answer path as it was before ``events.shown``: each event decoded and redacted for the player
+    it answers (``player_event``), then decoded and redacted again per audience for its checkpoint's v2 views."""
+    result = []
+    for envelope in envelopes:
+        shown_to(envelope, envelope.player)
+        result.append(cm.root(_leaves_alone(key, envelope)))
+    return result
+
+
+def _leaves_alone(key: bytes, envelope: Envelope) -> dict[str, bytes]:
+    return cm.leaves_of(key, envelope)  # (a Shown of its own: the event decoded and redacted again)
+
+
+def answer_shared(key: bytes, envelopes: list[Envelope]) -> list[bytes]:
+    """The gateway's answer path now (services.gateway.api_rooms._shown_and_signed): one ``Shown`` per event makes
+    the player's answer and the checkpoint's v2 views (decoded once, the player's redaction reused)."""
+    result = []
+    for envelope in envelopes:
+        shown = Shown(envelope)
+        shown.form(envelope.player)
+        result.append(cm.event_commitment(key, envelope, cm.SCHEME_V2, shown))
     return result
 
 
@@ -78,7 +105,8 @@ def audiences(envelopes: list[Envelope]) -> float:
 def main(events: int = 400, seconds: float = 1.0) -> None:
     console = Console(width=140)
     table = Table("rule-set", "events", "views/event", "v1 us/event", "v2 now us/event", "x v1",
-                  "v2 first us/event", "x v1", "now / first", "decode only us/event")
+                  "v2 first us/event", "x v1", "now / first", "decode only us/event",
+                  "answer+v2 separate us/event", "answer+v2 shared us/event", "shared / separate")
     for name in registry.names():
         if registry.manifest(name).bench is None:
             continue
@@ -86,14 +114,19 @@ def main(events: int = 400, seconds: float = 1.0) -> None:
         now_heads = cm.heads(KEY, envelopes, cm.SCHEME_V2)
         if now_heads != first_heads(KEY, envelopes):
             raise SystemExit(f"{name}: scheme v2 heads differ from the first implementation's: a hashed byte changed")
-        v1, v2, first, decode = per_event_us(
+        if answer_separately(KEY, envelopes) != answer_shared(KEY, envelopes):
+            raise SystemExit(f"{name}: a shared Shown gives other v2 commitments than a fresh one")
+        v1, v2, first, decode, separate, shared = per_event_us(
             [lambda key, log: cm.heads(key, log, cm.SCHEME), lambda key, log: cm.heads(key, log, cm.SCHEME_V2),
-             first_heads, decode_all], envelopes, seconds)
+             first_heads, decode_all, answer_separately, answer_shared], envelopes, seconds)
         table.add_row(name, f"{len(envelopes):,}", f"{audiences(envelopes):.2f}", f"{v1:.1f}", f"{v2:.1f}",
-                      f"{v2 / v1:.1f}", f"{first:.1f}", f"{first / v1:.1f}", f"{v2 / first:.2f}", f"{decode:.1f}")
+                      f"{v2 / v1:.1f}", f"{first:.1f}", f"{first / v1:.1f}", f"{v2 / first:.2f}", f"{decode:.1f}",
+                      f"{separate:.1f}", f"{shared:.1f}", f"{shared / separate:.2f}")
     console.print(f"[bold]bench commitments[/]: head per event (commitments.heads over each rule-set's bench game, "
                   f"up to {events} events, played on the engine's write path; no Redis); CPU time, best round of ~{seconds} s of alternating rounds; "
-                  "v1 is the same-run baseline; every v2 head checked equal to the first implementation's")
+                  "v1 is the same-run baseline; every v2 head checked equal to the first implementation's; "
+                  "answer+v2: an accepted command's answer for its player plus its checkpoint's v2 commitment, "
+                  "each event decoded and redacted apart (before events.shown) or from one shared Shown (now)")
     console.print(table)
 
 

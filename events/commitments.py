@@ -18,15 +18,14 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from almanac.events import codec, registry
 from almanac.events.envelope import Envelope
 from almanac.events.hashing import canonical_bytes
+from almanac.events.shown import PUBLIC, Shown
 
 SCHEME = "almanac-commit-v1"
 SCHEME_V2 = "almanac-commit-v2"
 SCHEMES = (SCHEME, SCHEME_V2)
 FULL = "*"  # the audience label of the whole event (body_v): opened to auditors only
-PUBLIC = ""  # the audience label of the part every reader sees (the event redacted for a player with no seat)
 _SALT_V2 = b"almanac/salt/v2\0"
 _LEAF_V2 = b"almanac/leaf/v2\0"
 _EVENT_V2 = b"almanac/event/v2\0"
@@ -71,45 +70,46 @@ def _label(label: str) -> bytes:
     return len(encoded).to_bytes(2, "big") + encoded
 
 
-def view_bytes(envelope: Envelope, shown: Any) -> bytes:
-    """The bytes of one audience's view of an event: what ``player_event`` gives that reader, bound to the room.
+def view_bytes(envelope: Envelope, form: Mapping[str, Any]) -> bytes:
+    """The bytes of one audience's view of an event: the form that reader is sent (``events.shown.shown_form``:
+    the same dict, so the committed view is by construction what they received), bound to the room and its rules.
 
-    ``shown`` is the rule-set's redaction (None: the reader learns only that version ``v`` exists)."""
+    A hidden form (``{"version", "hidden"}``: the reader learns only that version ``v`` exists) commits to
+    ``[room, version]``; else to ``[room, version, ruleset, type, player, server_time_ms, event]``."""
+    if form.get("hidden") is True:
+        return canonical_bytes([envelope.room, form["version"]])
+    return canonical_bytes([envelope.room, form["version"], envelope.ruleset, form["type"], form["player"],
+                            form["server_time_ms"], form["event"]])
+
+
+def views(envelope: Envelope, event: Any = None, shown: Shown | None = None) -> dict[str, bytes]:
+    """Every audience's view of an event, by label: ``FULL`` (``body_v``), ``PUBLIC`` (the event as a reader with
+    no seat is sent it) and each seat whose view differs from the public one. The seats considered are the event's
+    player and every player the rule-set's declared secrets show a field of this event to (``Secret.seen_by``): the
+    same declaration ``redact`` applies, so who gets a leaf follows from public fields.
+
+    ``shown``: the event's ``events.shown.Shown`` the caller holds already (the gateway's answer made the player's
+    form from it: nothing is decoded or redacted again); else one is made from ``event`` (decoded already, when the
+    caller has it) or the envelope. Each distinct redaction's form is encoded once (a seat that sees the event as
+    everyone does is not encoded again)."""
     if shown is None:
-        return canonical_bytes([envelope.room, envelope.version])
-    return canonical_bytes([envelope.room, envelope.version, envelope.ruleset, envelope.type, envelope.player,
-                            envelope.server_time_ms, codec.to_builtins(shown)])
+        shown = Shown(envelope, event)
+    encoded: dict[int, bytes] = {}  # id(the kept form) -> its view bytes (the forms are held by ``shown``)
 
-
-def views(envelope: Envelope, event: Any = None) -> dict[str, bytes]:
-    """Every audience's view of an event, by label: ``FULL`` (``body_v``), ``PUBLIC`` (the rule-set's redaction
-    for a reader with no seat) and each seat whose view differs from the public one. The seats considered are
-    the event's player and every player the rule-set's declared secrets show a field of this event to
-    (``Secret.seen_by``): the same declaration ``redact`` applies, so who gets a leaf follows from public fields.
-    ``event``: the envelope's event already decoded (``codec.decode_event``), when the caller has it.
-
-    The bytes are ``view_bytes``'s; this is on the gateway's answer path (once per new event), so a redaction the
-    rule-set returns again (the same object: a seat that sees the event as everyone does) is not encoded again.
-    (Encoding the fields every view shares once and appending the redacted event measured slower: two encoder
-    calls per view instead of one.)"""
-    if event is None:
-        event = codec.decode_event(envelope)
-    decider = registry.stored(envelope.ruleset).decider
-    encoded: dict[int, tuple[Any, bytes]] = {}  # id(redaction) -> (redaction, its view): it holds the object
-
-    def view(shown: Any) -> bytes:
-        known = encoded.get(id(shown))
+    def view(reader: str) -> bytes:
+        form = shown.kept_form(reader)
+        known = encoded.get(id(form))
         if known is None:
-            known = encoded[id(shown)] = (shown, view_bytes(envelope, shown))
-        return known[1]
+            known = encoded[id(form)] = view_bytes(envelope, form)
+        return known
 
-    public = view(decider.redact(event, PUBLIC))
+    public = view(PUBLIC)
     result = {FULL: event_body(envelope), PUBLIC: public}
     seats = {envelope.player} if envelope.player else set()
-    for secret in decider.secrets.get(type(event), ()):
-        seats.update(secret.seen_by(event))
+    for secret in shown.decider.secrets.get(type(shown.event), ()):
+        seats.update(secret.seen_by(shown.event))
     for seat in sorted(seats - {PUBLIC, FULL}):
-        seen = view(decider.redact(event, seat))
+        seen = view(seat)
         if seen != public:
             result[seat] = seen
     return result
@@ -139,22 +139,23 @@ def root(leaves: Mapping[str, bytes]) -> bytes:
                           + b"".join(_label(label) + leaves[label] for label in ordered)).digest()
 
 
-def leaves_of(key: bytes, envelope: Envelope, event: Any = None) -> dict[str, bytes]:
-    """Every audience's leaf of an event; each salt is ``leaf_salt``'s, the HMAC fed the shared prefix once."""
+def leaves_of(key: bytes, envelope: Envelope, event: Any = None, shown: Shown | None = None) -> dict[str, bytes]:
+    """Every audience's leaf of an event (``views``' arguments); each salt is ``leaf_salt``'s, the HMAC fed the
+    shared prefix once."""
     versioned = _keyed(key).copy()
     versioned.update(_SALT_V2 + envelope.version.to_bytes(8, "big"))
     result = {}
-    for label, view in views(envelope, event).items():
+    for label, view in views(envelope, event, shown).items():
         salted = versioned.copy()
         salted.update(label.encode())
         result[label] = leaf(label, salted.digest(), view)
     return result
 
 
-def event_commitment(key: bytes, envelope: Envelope, scheme: str = SCHEME) -> bytes:
-    """``c_v`` of ``envelope`` under ``scheme``."""
+def event_commitment(key: bytes, envelope: Envelope, scheme: str = SCHEME, shown: Shown | None = None) -> bytes:
+    """``c_v`` of ``envelope`` under ``scheme`` (``shown``: its ``events.shown.Shown``, when the caller holds one)."""
     if scheme == SCHEME_V2:
-        return root(leaves_of(key, envelope))
+        return root(leaves_of(key, envelope, shown=shown))
     return commitment(salt(key, envelope.version), event_body(envelope))
 
 

@@ -1,9 +1,16 @@
 """Player-signed commands (dice scheme 3, docs/dice.md): the bytes a player signs and the Ed25519 check.
 
-A seat that registered a public key at join (``room.player_joined.public_key``) signs each later command:
+A seat that registered a public key at join (``room.player_joined.public_key``) signs each later command, in
+one of two forms (docs/bundle-format.md, "Signed commands"):
 
-    signed bytes = b"almanac-command-v1|" + room + b"|" + player + b"|" + command_id + b"|" + canonical_json(body)
+    v2: b"almanac-command-v2|" + room + b"|" + player + b"|" + command_id + b"|" + seen_version + b"|"
+        + canonical_json(body)
+    v1: b"almanac-command-v1|" + room + b"|" + player + b"|" + command_id + b"|" + canonical_json(body)
 
+``seen_version`` is the room version the client saw and asks the command to be decided against, as ASCII decimal
+digits: recorded in the command record, it is what lets a signed *refusal* stand at one version
+only (``events.step.step`` refuses a v2 command only at exactly that version). v1 (no version) is what clients sent
+before; the engine still decides it, but a refusal signed in it proves the player sent the command, not where.
 ``command_id`` is the id the engine records: ``"{room}:{player}:{client id}"`` (the client chooses its id, so it
 knows it before sending); ``body`` is the command as recorded (``{"kind": ..., ...}``), ``canonical_json`` is
 ``events.dice.canonical_json``. The signature is 64 bytes, sent and stored as 128 lowercase hex digits in the
@@ -23,10 +30,14 @@ from almanac.events.dice import canonical_json
 SIGNATURE_HEX = 128
 
 
-def command_bytes(room: str, player: str, command_id: str, body: Any) -> bytes:
-    """The exact bytes a signing player signs for one command (module docstring)."""
-    return b"|".join((b"almanac-command-v1", room.encode(), player.encode(), command_id.encode(),
-                      canonical_json(body)))
+def command_bytes(room: str, player: str, command_id: str, body: Any, seen_version: int | None = None) -> bytes:
+    """The exact bytes a signing player signs for one command (module docstring): the v2 form with the version
+    the client saw, the v1 form when ``seen_version`` is None (a record sent without one)."""
+    if seen_version is None:
+        return b"|".join((b"almanac-command-v1", room.encode(), player.encode(), command_id.encode(),
+                          canonical_json(body)))
+    return b"|".join((b"almanac-command-v2", room.encode(), player.encode(), command_id.encode(),
+                      str(seen_version).encode(), canonical_json(body)))
 
 
 def join_bytes(room: str, player: str, public_key: str, nonce_commitment: str | None) -> bytes:

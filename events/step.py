@@ -26,14 +26,18 @@ from almanac.events.dice import (
     server_nonce,
 )
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import InvalidCommand, RuleError
+from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
 from almanac.events.hashing import seal
 from almanac.events.room import RoomState
 from almanac.events.signing import command_bytes, join_bytes, signature_valid
 
 
-class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON."""
+class CommandRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A command as the engine receives it: the server stamped the time; ``body`` is the client's JSON.
+
+    Stored records are read strictly (an unknown field is refused): older records hold a subset of these fields,
+    and a field name altered in a bundle's record must not decode as the record it was (a dropped
+    ``seen_version`` would read as the v1 form)."""
 
     command_id: str
     room: str
@@ -46,6 +50,10 @@ class CommandRecord(msgspec.Struct, frozen=True, kw_only=True):
     # Scheme 3: the player's Ed25519 signature (hex) of ``events.signing.command_bytes`` of this record;
     # required from a seat that registered a key at join. Absent (None) from every other record.
     signature: str | None = None
+    # The room version the client saw and asks this command to be decided against (the v2 signed form covers
+    # it): accepted at that version or a later one, refused only at exactly that one (``step``), so a signed
+    # refusal can stand at one version only. None: sent without one (as before), decided at any version.
+    seen_version: int | None = None
 
 
 _RECORD_DECODER = msgspec.msgpack.Decoder(CommandRecord)
@@ -124,8 +132,8 @@ def check_signature(state: RoomState, record: CommandRecord) -> None:
     if record.signature is None:
         raise RuleError("signature_required", f"player {record.player!r} signs their commands in this room: send "
                         "`signature` (docs/dice.md)", field="signature")
-    if not signature_valid(registered, record.signature,
-                           command_bytes(record.room, record.player, record.command_id, record.body)):
+    if not signature_valid(registered, record.signature, command_bytes(record.room, record.player, record.command_id,
+                                                                       record.body, record.seen_version)):
         raise RuleError("signature_invalid", f"the signature is not {record.player!r}'s signature of this command "
                         "(events.signing.command_bytes)", field="signature")
 
@@ -143,6 +151,12 @@ def check_join_signature(record: CommandRecord, command: room_rules.JoinRoom) ->
                         f"{record.player!r} (events.signing.join_bytes)", field="signature")
 
 
+class VersionMoved(InvalidCommand):
+    """A command that names the version it was sent against (``seen_version``) met the room at another version
+    where it cannot stand: ahead of the room, or refused at a later one. Never recorded (an ``InvalidCommand``):
+    the client signs the version it now sees (``allowed``) and resends with the same id."""
+
+
 def step(
     state: RoomState | None,
     last_hash: str,
@@ -154,6 +168,40 @@ def step(
     nonces: Mapping[str, bytes] | None = None,
 ) -> tuple[list[Envelope], RoomState]:
     """Decide ``record`` against ``state``, seal the events onto the chain after ``last_hash``, evolve.
+
+    A record naming ``seen_version`` (the version its client saw; the v2 signed form covers it) is decided only
+    at that version or a later one, and refused only at exactly that one: anywhere else ``VersionMoved``
+    (unrecorded). So a refusal its player signed is the rules' answer at the version they signed, and deciding
+    it again anywhere else (an operator showing it twice, or moved) is not the recorded refusal.
+    """
+    seen = record.seen_version
+    if seen is None:
+        return _step(state, last_hash, record, secret_seed, command=command, dice=dice, nonces=nonces)
+    at = state.version if state is not None else 0
+    if seen > at:
+        raise VersionMoved("version_moved", f"the command was sent against version {seen} of room {record.room!r}, "
+                           f"which is at version {at}", field="seen_version", allowed=at)
+    try:
+        return _step(state, last_hash, record, secret_seed, command=command, dice=dice, nonces=nonces)
+    except RuleError as error:
+        if at == seen or isinstance(error, (InvalidCommand, RulesNotInstalledError)):
+            raise
+        raise VersionMoved("version_moved", f"the command, sent against version {seen}, is refused at version {at} "
+                           f"of room {record.room!r} ({error.code}); a refusal stands only at the version the command "
+                           f"names: send it again naming version {at}", field="seen_version", allowed=at) from None
+
+
+def _step(
+    state: RoomState | None,
+    last_hash: str,
+    record: CommandRecord,
+    secret_seed: bytes | None,
+    *,
+    command: Any = None,
+    dice: Dice | None = None,
+    nonces: Mapping[str, bytes] | None = None,
+) -> tuple[list[Envelope], RoomState]:
+    """``step`` for any version (its docstring; the parameters below).
 
     ``secret_seed`` is the room's secret (None when ``needs_secret_seed`` says it is not used);
     ``nonces`` are the players' secret nonces the server holds for a scheme-2 room, by their

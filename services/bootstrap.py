@@ -235,17 +235,16 @@ def process_keys(shard_count: int, prefix: str = DEFAULT_PREFIX) -> Keys:
 
 
 def runtime(config: Settings, role: Role, url: str | None = None, prefix: str = DEFAULT_PREFIX) -> Runtime:
-    """The client of ``role`` and the store on it. Under ALMANAC_DURABILITY=replica every role's store but the
-    projector's waits for 1 replica: an engine's ends each write with WAIT, and a stored outcome is read back (a
-    resend, GET of an outcome, a gateway's answer) only once a replica has it (RedisEventStore.outcome). The
-    projector writes only read models, which a rebuild derives again from the rooms' logs: waiting for a replica
-    would confirm nothing a player relies on (and on a Cluster its model scripts then never ran: the projector
-    stalled); ``prefix`` keeps a benchmark's keys apart."""
+    """The client of ``role`` and the store on it. Under ALMANAC_DURABILITY=replica every store waits for 1
+    replica: an engine's ends each write with WAIT, and a stored outcome is read back (a resend, GET of an outcome,
+    a gateway's answer) only once a replica has it (RedisEventStore.outcome); writes that need no replica say so
+    where they are made (the projector's read models: ``evalsha_many(..., replicated=False)``). ``prefix`` keeps
+    a benchmark's keys apart."""
     client = redis_client(config, role, url)
-    confirmed = config.durability == "replica" and role is not Role.PROJECTOR
     store = ArchivingStore(client, archive_store(config), config.shard_count, prefix,
-                           wait_replicas=1 if confirmed else 0,
-                           keys=process_keys(config.shard_count, prefix))
+                           wait_replicas=1 if config.durability == "replica" else 0,
+                           keys=process_keys(config.shard_count, prefix),
+                           dedupe_retain_ms=config.dedupe_retain_s * 1000)
     return Runtime(config, client, store)
 
 

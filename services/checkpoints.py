@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from almanac.events import commitments as cm
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError, RuleError
+from almanac.events.shown import Shown
 from almanac.services.data_secrets import file_secret
 
 SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data directory
@@ -133,12 +134,13 @@ class Checkpointer:
             del recent[min(recent)]
 
     async def head(self, store: Any, room: str, version: int, envelopes: Iterable[Envelope] = (),
-                   since: tuple[int, bytes] | None = None) -> bytes:
+                   since: tuple[int, bytes] | None = None, shown: Mapping[int, Shown] | None = None) -> bytes:
         """``head_version`` of ``room``: from memory, advanced with ``envelopes`` (those the caller already has),
         reading from ``store`` only the versions neither covers. ``since`` (a version and its head the caller
         holds, e.g. a feed's previous checkpoint) is a start point besides the kept ones: a delayed or catching-up
         feed runs behind the last RECENT_HEADS versions, and would otherwise hash the room from version 1 for each
-        message it sends."""
+        message it sends. ``shown``: the caller's ``events.shown.Shown`` of some of those envelopes, by version (the
+        gateway's answer made its events from them): a v2 room's views reuse their decoded event and redactions."""
         recent = self._heads.get(room, {})
         if version in recent:
             return recent[version]
@@ -157,7 +159,7 @@ class Checkpointer:
         key, scheme = self.room_key(room), await self.scheme(store, room)
         for envelope in chain:
             try:
-                commitment = cm.event_commitment(key, envelope, scheme)
+                commitment = cm.event_commitment(key, envelope, scheme, shown.get(envelope.version) if shown else None)
             except (RuleError, CorruptEventError) as error:  # v2 reads the event: rules missing here, or corrupt
                 raise LookupError(f"room {room!r} version {envelope.version}: its views cannot be committed to "
                                   f"here ({error})") from None
@@ -166,9 +168,10 @@ class Checkpointer:
         return head
 
     async def checkpoint(self, store: Any, room: str, version: int, envelopes: Iterable[Envelope] = (),
-                         since: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                         since: dict[str, Any] | None = None,
+                         shown: Mapping[int, Shown] | None = None) -> dict[str, Any] | None:
         """The signed checkpoint of ``room`` at ``version`` (None for a room with no events); ``since``: an earlier
-        checkpoint of the room the caller holds, a start point for the head (see ``head``)."""
+        checkpoint of the room the caller holds, a start point for the head; ``shown``: see ``head``."""
         if version < 1:
             return None
         signed = self._signed.get((room, version))
@@ -176,7 +179,7 @@ class Checkpointer:
             self._signed.move_to_end((room, version))
             return signed
         start = (since["version"], bytes.fromhex(since["head"])) if since is not None else None
-        head = await self.head(store, room, version, envelopes, start)
+        head = await self.head(store, room, version, envelopes, start, shown)
         signed = self.ring.sign(room, version, head)
         self.signatures += 1
         self._signed[(room, version)] = signed

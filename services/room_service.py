@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
@@ -111,6 +112,8 @@ class RoomService:
         self.conflicts = 0
         self.redecided = 0  # rooms of a batch decided ahead decided again (``revalidate``)
         self.snapshot_failures = 0  # batches whose snapshots could not be saved (loading replays more)
+        # Called with the ms each room brought back from the archive took (the engine's metrics: /metrics)
+        self.on_restore: Callable[[float], None] | None = None
 
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
 
@@ -122,6 +125,7 @@ class RoomService:
         loaded = await self.loader.load(room, at_version)
         met_idle = getattr(self.store, "met_idle", None)
         if at_version is None and met_idle is not None and met_idle(room):
+            started = time.perf_counter()
             try:
                 restored = await self.store.restore_idle(room)  # type: ignore[attr-defined]
             except BaseException:
@@ -130,6 +134,8 @@ class RoomService:
             if restored:
                 self.loader.forget(room)
                 loaded = await self.loader.load(room)
+                if self.on_restore is not None:  # the trip back as the command waits for it: write-back and load
+                    self.on_restore((time.perf_counter() - started) * 1000)
         return loaded
 
     def _remember(self, room: str, state: RoomState, last_hash: str) -> None:
@@ -500,7 +506,13 @@ class RoomService:
     ) -> tuple[list[Envelope], RoomState]:
         """The one room step, with the room's secret seed fetched (or drawn, for a new room) when it is used,
         and, in a scheme-2 room, the players' nonces."""
-        seed = await self._seed_for(state, record) if needs_secret_seed(state, record.body) else None
+        if needs_secret_seed(state, record.body):
+            seed = await self._seed_for(state, record)  # (a new room's scheme is recorded with its drawn seed)
+        else:
+            seed = None
+            if state is None and record.body.get("kind") == "create_room":
+                # A challenge room (public seed: nothing drawn) commits per viewer like every new room (scheme v2)
+                await record_scheme(self.store, record.room)
         nonces = None
         if state is not None and state.dice_scheme in NONCE_SCHEMES:
             nonces = await self._nonces_for(state, record)

@@ -65,8 +65,9 @@ class Settings(BaseSettings):
     stream_retain_s: int = _env("ALMANAC_STREAM_RETAIN_S", 300)
     # The archive tier (storage.archive, services.archiver): where finished rooms' objects go (a URL obstore
     # knows: file://, s3://, gs://, az://; unset: the data directory's archive/ folder), whether `almanac up` runs
-    # the archiver, how long a room stays in Redis after it ends (its dedupe records with it: a resend within
-    # this window is answered from Redis, later from the archived room's own command records), and how often
+    # the archiver, how long a room stays in Redis after it ends and how long a command's dedupe record stays
+    # (a resend within this window is answered from the record; later from the room's id index while the room is
+    # in Redis, from the archived room's own records once it is archived: never decided twice), and how often
     # the archiver looks for finished rooms.
     archive_url: str | None = _env("ALMANAC_ARCHIVE_URL", None)
     archiver: bool = _env("ALMANAC_ARCHIVER", True)

@@ -43,7 +43,7 @@ from typing import Any
 import msgspec
 import obstore
 import zstandard
-from obstore.exceptions import AlreadyExistsError
+from obstore.exceptions import AlreadyExistsError, NotFoundError
 from obstore.store import from_url
 
 from almanac.events import codec
@@ -51,7 +51,7 @@ from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.step import decode_record
 from almanac.storage.base import StoredOutcome
-from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, run_script
+from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, decode_kept, ids_field, run_script
 
 FORMAT = 1
 ZSTD_LEVEL = 19  # written once, read many times: the smallest objects are worth the CPU of the one write
@@ -197,7 +197,11 @@ class ArchiveStore:
         return bytes(await result.bytes_async())
 
     async def delete(self, path: str) -> None:
-        await obstore.delete_async(self.store, path)
+        """Remove the object at ``path``; one already gone is no error (a rerun after a crash removes it again)."""
+        try:
+            await obstore.delete_async(self.store, path)
+        except (FileNotFoundError, NotFoundError):
+            pass
 
     async def paths(self, prefix: str = "rooms/") -> list[str]:
         found = []
@@ -230,7 +234,7 @@ if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit
 # KEYS: 1 the shard's pointer hash, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed,
 # 8 nonces, 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
 # room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
-# an ended room never appends again), 13.. the dedupe records of the archived commands. ARGV: 1 the pointer
+# an ended room never appends again), 13.. the room's id index and the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
 # keep counting it. ARGV 4: the move's reason; an idle room keeps its summary row (it comes back, and nothing
 # would write the row again before its next event: storage.restore).
@@ -248,6 +252,14 @@ redis.call('ZREM', KEYS[10], ARGV[3])
 if ARGV[4] ~= 'idle' then redis.call('HDEL', KEYS[11], ARGV[3]) end
 for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
+"""
+
+
+# KEYS: 1 the shard's superseded objects. ARGV: 1 room, 2 the digests read. Forgets the room's superseded objects
+# once removed, unless more were noted meanwhile (the room came back again: those stay for its next move).
+FORGET_SUPERSEDED_SCRIPT = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
 """
 
 
@@ -304,6 +316,7 @@ class ArchivingStore(RedisEventStore):
         # the engine's ``restore_idle`` only.
         self._idle_met: OrderedDict[str, Pointer] = OrderedDict()
         self._delete_room = client.register_script(DELETE_SCRIPT)
+        self._forget_superseded = client.register_script(FORGET_SUPERSEDED_SCRIPT)
         self._load_or_pointer = client.register_script(LOAD_OR_POINTER_SCRIPT)
 
     async def pointer(self, room: str) -> Pointer | None:
@@ -449,14 +462,16 @@ class ArchivingStore(RedisEventStore):
             found = await super().outcome(room, command_id, call)
             return found if found is not None else await self._archived_outcome(room, command_id)
         # the command's record and the room's pointer in one round trip: the write path pays no extra one
+        record = self.keys.command_outcome(room, command_id)
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.get(self.keys.command_outcome(room, command_id))
+            pipe.get(record)
+            pipe.hget(self.keys.command_ids(room), ids_field(record))  # the record expired: the room's id index
             pipe.hget(self.keys.pointers(self.keys.shard(room)), room)
-            value, pointer = await pipe.execute()
-        if value is not None:
+            value, kept, pointer = await pipe.execute()
+        if value is not None or kept is not None:
             if self.wait_replicas:  # as RedisEventStore.outcome: answered only once a replica has it
                 await self.confirm_replicated(room)
-            return _OUTCOME_DECODER.decode(value)
+            return decode_kept(room, value or kept)
         if pointer is None:
             return None
         self._met(room, decode_pointer(room, pointer))
@@ -552,10 +567,13 @@ async def read_room_object(store: RedisEventStore, room: str) -> tuple[RoomObjec
     if command_ids:
         async with store.client.pipeline(transaction=False) as pipe:
             for command_id in command_ids:
-                pipe.get(store.keys.command_outcome(room, command_id))
+                record = store.keys.command_outcome(room, command_id)
+                pipe.get(record)
+                pipe.hget(store.keys.command_ids(room), ids_field(record))
             values = await pipe.execute()
-        outcomes = {command_id: value for command_id, value in zip(command_ids, values, strict=True)
-                    if value is not None}
+        # an outcome whose record expired is kept by the room's id index: the object holds it as a record again
+        outcomes = {command_id: values[2 * i] or codec.encode(decode_kept(room, values[2 * i + 1]))
+                    for i, command_id in enumerate(command_ids) if values[2 * i] or values[2 * i + 1]}
     room_object = RoomObject(
         format=FORMAT, room=room, version=len(raw), last_hash=envelopes[-1].hash if envelopes else "",
         events=[data for _, data in raw], commands=commands, rejections=rejections, outcomes=outcomes,
@@ -620,8 +638,9 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
     else:
         status, size, commands = "already", existing.size, 0
     pointer_value = encode_pointer(existing)
+    await remove_superseded(store, existing)
     archived = await store.objects.get(existing)
-    dedupe = [keys.command_outcome(room, command_id) for command_id in archived.outcomes]
+    dedupe = [keys.command_ids(room), *(keys.command_outcome(room, command_id) for command_id in archived.outcomes)]
     await run_script(store._delete_room,
                      [keys.pointers(keys.shard(room)), keys.events(room), keys.commands(room), keys.rejected(room),
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
@@ -631,3 +650,21 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                      [pointer_value, existing.rejections, room, existing.reason])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)
+
+
+async def remove_superseded(store: ArchivingStore, pointer: Pointer) -> int:
+    """Remove the objects of ``pointer``'s room that an earlier trip back left behind (storage.restore), now that
+    ``pointer`` (recorded: the commit point) names the room's whole history; the number removed. Never the object
+    the pointer names (a room brought back and moved again unchanged writes the same object). Run on every move
+    before the delete step, so a move cut short after its commit point removes them on its next pass."""
+    keys = store.keys
+    key = keys.superseded(keys.shard(pointer.room))
+    held = await store.client.hget(key, pointer.room)
+    if not held:
+        return 0
+    removed = 0
+    for digest in {held[i:i + 32] for i in range(0, len(held), 32)} - {pointer.digest}:
+        await store.archive.delete(object_path(pointer.room, digest.hex()))
+        removed += 1
+    await run_script(store._forget_superseded, [key], [pointer.room, held])
+    return removed

@@ -156,6 +156,11 @@ class Keys:
         bus's submit script counts it and appends the command in one slot (``services/bus.py``)."""
         return f"{self.prefix}:{shard_tag(self.shard(room))}:rate:seat:{digest}"
 
+    def command_ids(self, room: str) -> str:
+        """Hash: the room's command ids (a short digest of each outcome record's key) -> their outcome, compact:
+        answers a resend once the record expired (storage.redis_store._DEDUPE_LUA)."""
+        return self._room(room, "ids")
+
     def command_outcome(self, room: str, command_id: str) -> str:
         # Dedupe lives in the room's shard so the append script can check it atomically.
         return f"{self._tagged(room)[1]}:cmd:{command_id}"
@@ -178,6 +183,11 @@ class Keys:
         """Hash: archived room -> its archive pointer (storage.archive; ~60 bytes, the room is the field): one hash
         per shard instead of a key per room, and its fields are the shard's archived rooms."""
         return self._shard(shard, "archive:pointers")
+
+    def superseded(self, shard: int) -> str:
+        """Hash: room brought back from the archive -> the digests (32 bytes each) of its objects no pointer names
+        any more (storage.restore); the room's next move to the archive removes those objects and its field."""
+        return self._shard(shard, "archive:superseded")
 
     def archived_listings(self, shard: int) -> str:
         """Hash: block id -> zstd msgpack {room: listing row} of finished archived rooms (storage.archive_index):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,24 +33,52 @@ from almanac.storage.base import (
 )
 from almanac.storage.keys import Keys, replicated_key, shard_tag
 
-# KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms
-# ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5.. envelopes (msgpack)
+# Dedupe (every write script): a command id's outcome record (``Keys.command_outcome``) answers a resend; with a
+# retention (ALMANAC_DEDUPE_RETAIN, ``dedupe_retain_ms``) an accepted command's record expires, and the room's id
+# index (``Keys.command_ids``: one hash per room, field: the first 8 bytes of the SHA-1 of the record's key, value:
+# "first:last" versions) answers after it, so a resend is never decided twice while the room lives in Redis. Every
+# write checks both. A refusal's record (its error: too long for the index's compact encoding, which keeps ~20 B per
+# command up to 128 of them) does not expire: the room's refusal stream holds a record per refusal anyway. The index
+# leaves Redis with the room (archived: its object's outcomes answer) and comes back with it (storage.restore).
+_DEDUPE_LUA = """
+local function id_field(record)
+  return (string.gsub(string.sub(redis.sha1hex(record), 1, 16), '..',
+                      function(hex) return string.char(tonumber(hex, 16)) end))
+end
+local function decided(record, ids)
+  local found = redis.call('GET', record)
+  if found then return found end
+  return redis.call('HGET', ids, id_field(record))
+end
+local function remember(record, ids, outcome, kept, ttl)
+  if tonumber(ttl) > 0 then
+    redis.call('SET', record, outcome, 'PX', ttl)
+    redis.call('HSET', ids, id_field(record), kept)
+  else
+    redis.call('SET', record, outcome)
+  end
+end
+"""
+
+# KEYS: 1 room events, 2 room version, 3 command outcome, 4 shard feed, 5 room commands, 6 shard rooms, 7 room ids
+# ARGV: 1 expected version, 2 room id, 3 outcome (msgpack), 4 command record, 5 dedupe retention (ms, 0: for ever),
+# 6.. envelopes (msgpack)
 # The shard feed gets ONE small entry per append: r room, v first version, l last version. It points
 # into the room stream rather than copying the events: a copy there (per event, or the batch as one
 # value) cost 1.4-1.8x the write time of the room stream itself (bench store, same run).
-APPEND_SCRIPT = """
-local existing = redis.call('GET', KEYS[3])
+APPEND_SCRIPT = _DEDUPE_LUA + """
+local existing = decided(KEYS[3], KEYS[7])
 if existing then return {'dup', existing} end
 local expected = tonumber(ARGV[1])
 local current = tonumber(redis.call('GET', KEYS[2]) or '0')
 if current ~= expected then return {'conflict', tostring(current)} end
-local count = #ARGV - 4
+local count = #ARGV - 5
 for i = 1, count do
-  redis.call('XADD', KEYS[1], (expected + i) .. '-0', 'e', ARGV[4 + i])
+  redis.call('XADD', KEYS[1], (expected + i) .. '-0', 'e', ARGV[5 + i])
 end
 redis.call('XADD', KEYS[4], '*', 'r', ARGV[2], 'v', expected + 1, 'l', expected + count)
 redis.call('SET', KEYS[2], expected + count)
-redis.call('SET', KEYS[3], ARGV[3])
+remember(KEYS[3], KEYS[7], ARGV[3], (expected + 1) .. ':' .. (expected + count), ARGV[5])
 if ARGV[4] ~= '' then
   redis.call('XADD', KEYS[5], (expected + 1) .. '-0', 'c', ARGV[4])
 end
@@ -58,18 +87,18 @@ return {'ok', tostring(expected + count)}
 """
 
 # The same for many appends of one shard (one hash tag, so one Cluster slot) in one call: KEYS are the
-# six above per append; ARGV per append: envelope count, expected version, room id, outcome, record, then
-# the envelopes. One call per shard and batch instead of one per command: redis-py's cost of packing and
+# seven above per append; ARGV: 1 dedupe retention (ms), then per append: envelope count, expected version, room
+# id, outcome, record, then the envelopes. One call per shard and batch instead of one per command: redis-py's cost of packing and
 # parsing each call was most of the engine's write time. Each append is checked and applied exactly as
 # APPEND_SCRIPT does, in order (a later append of the same room sees the earlier one's version).
-APPEND_MANY_SCRIPT = """
+APPEND_MANY_SCRIPT = _DEDUPE_LUA + """
 local results = {}
-local a = 1
-for i = 0, #KEYS / 6 - 1 do
-  local k = i * 6
+local a = 2
+for i = 0, #KEYS / 7 - 1 do
+  local k = i * 7
   local count = tonumber(ARGV[a])
   local expected = tonumber(ARGV[a + 1])
-  local existing = redis.call('GET', KEYS[k + 3])
+  local existing = decided(KEYS[k + 3], KEYS[k + 7])
   if existing then
     results[i + 1] = {'dup', existing}
   else
@@ -82,7 +111,7 @@ for i = 0, #KEYS / 6 - 1 do
       end
       redis.call('XADD', KEYS[k + 4], '*', 'r', ARGV[a + 2], 'v', expected + 1, 'l', expected + count)
       redis.call('SET', KEYS[k + 2], expected + count)
-      redis.call('SET', KEYS[k + 3], ARGV[a + 3])
+      remember(KEYS[k + 3], KEYS[k + 7], ARGV[a + 3], (expected + 1) .. ':' .. (expected + count), ARGV[1])
       if ARGV[a + 4] ~= '' then
         redis.call('XADD', KEYS[k + 5], (expected + 1) .. '-0', 'c', ARGV[a + 4])
       end
@@ -106,13 +135,13 @@ return results
 # script counts (services.bus.SUBMIT_COUNTED): past the limit the room's writes from there are not tried
 # and the count answers 'limited' with the window's remaining ms.
 # KEYS: 1 shard feed, 2 shard rooms, 3 shard command stream, then per append: room events, room version,
-# command outcome, room commands; per refusal: command outcome, room rejected stream; per count: counter.
-# ARGV: 1 consumer group of the receipts, then per append: 'a', room, envelope count, expected version,
+# command outcome, room commands, room ids; per refusal: command outcome, room rejected stream, room ids; per
+# count: counter. ARGV: 1 consumer group of the receipts, 2 dedupe retention (ms, 0: for ever), then per append: 'a', room, envelope count, expected version,
 # outcome, record, entry id ('' = no receipt), channel, message, the envelopes; per refusal: 'r', room,
 # outcome, record, entry id, channel, message; per count: 'l', room, limit, window (ms).
-WRITE_ORDERED_SCRIPT = """
+WRITE_ORDERED_SCRIPT = _DEDUPE_LUA + """
 local results, failed = {}, {}
-local k, a, n = 4, 2, 0
+local k, a, n = 4, 3, 0
 while a <= #ARGV do
   n = n + 1
   local room = ARGV[a + 1]
@@ -121,7 +150,7 @@ while a <= #ARGV do
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = redis.call('GET', KEYS[k + 2])
+      local existing = decided(KEYS[k + 2], KEYS[k + 4])
       local current = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
       if existing then
         results[n] = {'dup', existing}
@@ -135,7 +164,7 @@ while a <= #ARGV do
         end
         redis.call('XADD', KEYS[1], '*', 'r', room, 'v', expected + 1, 'l', expected + count)
         redis.call('SET', KEYS[k + 1], expected + count)
-        redis.call('SET', KEYS[k + 2], ARGV[a + 4])
+        remember(KEYS[k + 2], KEYS[k + 4], ARGV[a + 4], (expected + 1) .. ':' .. (expected + count), ARGV[2])
         if ARGV[a + 5] ~= '' then
           redis.call('XADD', KEYS[k + 3], (expected + 1) .. '-0', 'c', ARGV[a + 5])
         end
@@ -147,7 +176,7 @@ while a <= #ARGV do
         results[n] = {'ok', tostring(expected + count)}
       end
     end
-    k = k + 4
+    k = k + 5
     a = a + 9 + count
   elseif ARGV[a] == 'l' then
     if failed[room] then
@@ -170,7 +199,7 @@ while a <= #ARGV do
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = redis.call('GET', KEYS[k])
+      local existing = decided(KEYS[k], KEYS[k + 2])
       if existing then
         results[n] = {'dup', existing}
       else
@@ -183,16 +212,16 @@ while a <= #ARGV do
         results[n] = {'ok', ARGV[a + 2]}
       end
     end
-    k = k + 2
+    k = k + 3
     a = a + 7
   end
 end
 return results
 """
 
-# KEYS: 1 command outcome, 2 room rejected stream; ARGV: 1 outcome, 2 record
-REJECT_SCRIPT = """
-local existing = redis.call('GET', KEYS[1])
+# KEYS: 1 command outcome, 2 room rejected stream, 3 room ids; ARGV: 1 outcome, 2 record
+REJECT_SCRIPT = _DEDUPE_LUA + """
+local existing = decided(KEYS[1], KEYS[3])
 if existing then return {'dup', existing} end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('XADD', KEYS[2], '*', 'c', ARGV[2])
@@ -270,6 +299,19 @@ def _decoded(room: str, version: int, data: bytes | None) -> Envelope:
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
 
 
+def ids_field(record_key: str) -> bytes:
+    """A command's field in its room's id index (``_DEDUPE_LUA``): the first 8 bytes of the SHA-1 of its record's key."""
+    return hashlib.sha1(record_key.encode()).digest()[:8]  # noqa: S324 - a short name, not a secret
+
+
+def decode_kept(room: str, value: bytes) -> StoredOutcome:
+    """A command's stored outcome from its record or its room's id index ("first:last" of an append)."""
+    if value[:1].isdigit():
+        first, last = value.split(b":")
+        return StoredOutcome(room=room, first_version=int(first), last_version=int(last))
+    return _OUTCOME_DECODER.decode(value)
+
+
 class ReplicaWaitError(RedisTimeoutError):
     """ALMANAC_DURABILITY=replica and no replica confirmed a write in time: an infrastructure failure (the
     engine leaves the commands pending and retries; the gateway answers 503), never an acknowledgement."""
@@ -291,8 +333,12 @@ class RedisEventStore:
     """The event store on Redis Streams (works on a single server and, by its hash tags, on a Cluster)."""
 
     def __init__(self, client: aioredis.Redis, shard_count: int = 16, prefix: str = "alm",
-                 wait_replicas: int = 0, wait_timeout_ms: int = 1_000, keys: Keys | None = None) -> None:
+                 wait_replicas: int = 0, wait_timeout_ms: int = 1_000, keys: Keys | None = None,
+                 dedupe_retain_ms: int = 0) -> None:
         self.client = client
+        # ALMANAC_DEDUPE_RETAIN: how long a command's outcome record stays (0: for ever); the room's id index
+        # answers a resend after it (_DEDUPE_LUA)
+        self.dedupe_retain_ms = dedupe_retain_ms
         # ALMANAC_DURABILITY=replica: every write pipeline ends with WAIT on its own connection (WAIT
         # counts the writes of the connection that sends it), so no outcome precedes the replica's copy.
         self.wait_replicas = wait_replicas
@@ -352,14 +398,15 @@ class RedisEventStore:
             keys.feed(shard),
             keys.commands(room),
             keys.rooms(shard),
+            keys.command_ids(room),
         ]
-        args = [request.expected_version, room, codec.encode(outcome), request.command_record]
+        args = [request.expected_version, room, codec.encode(outcome), request.command_record, self.dedupe_retain_ms]
         return script_keys, args + [codec.encode_envelope(e) for e in request.envelopes]
 
     def _append_result(self, request: AppendRequest, reply: list) -> AppendResult:
         status, value = reply
         if status == b"dup":
-            return AppendResult(outcome=_OUTCOME_DECODER.decode(value), duplicate=True)
+            return AppendResult(outcome=decode_kept(request.room, value), duplicate=True)
         if status == b"conflict":
             raise VersionConflict(request.room, request.expected_version, int(value))
         return AppendResult(outcome=StoredOutcome(
@@ -371,17 +418,18 @@ class RedisEventStore:
     async def record_rejection(self, room: str, command_id: str, error: dict, record: bytes) -> AppendResult:
         request = RejectRequest(room=room, command_id=command_id, error=error, record=record)
         script_keys, args = self._reject_call(request)
-        return self._reject_result(await self._reject(keys=script_keys, args=args))
+        return self._reject_result(room, await self._reject(keys=script_keys, args=args))
 
     def _reject_call(self, request: RejectRequest) -> tuple[list[str], list]:
         outcome = StoredOutcome(room=request.room, error=request.error)
-        script_keys = [self.keys.command_outcome(request.room, request.command_id), self.keys.rejected(request.room)]
+        script_keys = [self.keys.command_outcome(request.room, request.command_id), self.keys.rejected(request.room),
+                       self.keys.command_ids(request.room)]
         return script_keys, [codec.encode(outcome), request.record]
 
     @staticmethod
-    def _reject_result(reply: list) -> AppendResult:
+    def _reject_result(room: str, reply: list) -> AppendResult:
         status, value = reply
-        outcome = _OUTCOME_DECODER.decode(value)
+        outcome = decode_kept(room, value)
         return AppendResult(outcome=outcome, duplicate=status == b"dup")
 
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
@@ -389,9 +437,12 @@ class RedisEventStore:
             return []
         async with self.client.pipeline(transaction=False) as pipe:
             for room, command_id in pairs:
-                pipe.get(self.keys.command_outcome(room, command_id))
+                record = self.keys.command_outcome(room, command_id)
+                pipe.get(record)
+                pipe.hget(self.keys.command_ids(room), ids_field(record))
             values = await pipe.execute()
-        return [None if value is None else _OUTCOME_DECODER.decode(value) for value in values]
+        return [None if (value := values[2 * i] or values[2 * i + 1]) is None else decode_kept(room, value)
+                for i, (room, _) in enumerate(pairs)]
 
     async def write_many(
         self, appends: list[AppendRequest], rejections: list[RejectRequest]
@@ -404,10 +455,11 @@ class RedisEventStore:
         calls = []
         for indexes in by_shard.values():
             script_keys: list[str] = []
-            script_args: list = []
+            script_args: list = [self.dedupe_retain_ms]
             for index in indexes:
                 call_keys, call_args = self._append_call(appends[index])
                 script_keys += call_keys
+                del call_args[4]  # the retention: once, first
                 script_args += [len(call_args) - 4, *call_args]
             calls.append((self._append_many, script_keys, script_args))
         calls += [(self._reject, *self._reject_call(r)) for r in rejections]
@@ -423,7 +475,8 @@ class RedisEventStore:
             except VersionConflict as conflict:
                 append_results.append(conflict)
         reject_results: list[AppendResult | Exception] = [
-            reply if isinstance(reply, Exception) else self._reject_result(reply) for reply in replies[len(by_shard):]
+            reply if isinstance(reply, Exception) else self._reject_result(request.room, reply)
+            for request, reply in zip(rejections, replies[len(by_shard):], strict=True)
         ]
         return append_results, reject_results
 
@@ -472,7 +525,7 @@ class RedisEventStore:
         shard = keys.shard(requests[0].room)
         script_keys: list[str] = [keys.feed(shard), keys.rooms(shard), keys.command_stream(shard)]
         group = ""
-        script_args: list = [group]
+        script_args: list = [group, self.dedupe_retain_ms]
         for request in requests:
             room, receipt = request.room, request.receipt
             if keys.shard(room) != shard:
@@ -487,13 +540,14 @@ class RedisEventStore:
                 group = receipt.group
                 sent = [receipt.entry_id, receipt.channel, receipt.message]
             if isinstance(request, RejectRequest):
-                script_keys += [keys.command_outcome(room, request.command_id), keys.rejected(room)]
+                script_keys += [keys.command_outcome(room, request.command_id), keys.rejected(room),
+                                keys.command_ids(room)]
                 script_args += ["r", room, encode(StoredOutcome(room=room, error=request.error)), request.record,
                                 *sent]
                 continue
             expected, count = request.expected_version, len(request.envelopes)
             script_keys += [keys.events(room), keys.version(room), keys.command_outcome(room, request.command_id),
-                            keys.commands(room)]
+                            keys.commands(room), keys.command_ids(room)]
             script_args += ["a", room, count, expected,
                             encode(StoredOutcome(room=room, first_version=expected + 1, last_version=expected + count)),
                             request.command_record, *sent]
@@ -529,7 +583,7 @@ class RedisEventStore:
             if status == b"skip":
                 results.append(NotAttempted(request.room))
             elif isinstance(request, RejectRequest):
-                results.append(self._reject_result([status, value]))
+                results.append(self._reject_result(request.room, [status, value]))
             else:
                 try:
                     results.append(self._append_result(request, [status, value]))
@@ -537,7 +591,7 @@ class RedisEventStore:
                     results.append(conflict)
         return results
 
-    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]]) -> list:
+    async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]], *, replicated: bool = True) -> list:
         """The calls as EVALSHA in one pipeline (on a Cluster: grouped by node, the nodes sent concurrently).
 
         Scripts are loaded once up front (on a Cluster, on every primary) rather than checked before
@@ -545,33 +599,37 @@ class RedisEventStore:
         more round trip on every command's path. A call refused with NOSCRIPT (a server restarted
         without its script cache) did nothing, so it is simply sent again after a reload. A call that
         failed otherwise is returned as its exception.
+
+        ``replicated`` False: writes that need no replica's copy whatever the store's ``wait_replicas`` (read
+        models, which a rebuild derives again from the rooms' logs), sent without WAIT.
         """
         if not self._scripts_loaded:
             await self._load_scripts()
-        if self.wait_replicas and not isinstance(self.client, aioredis.Redis):
+        waits = self.wait_replicas if replicated else 0
+        if waits and not isinstance(self.client, aioredis.Redis):
             return await self._evalsha_waited_per_node(calls)
         async with self.client.pipeline(transaction=False) as pipe:
             for script, script_keys, args in calls:
                 # execute_command: the Cluster pipeline refuses its evalsha() method, not the command itself.
                 pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
-            if self.wait_replicas:
+            if waits:
                 # WAIT counts this connection's last write. A retry that finds its commands already written
                 # ("dup", perhaps by a write whose own WAIT failed) writes nothing: one small write first makes
                 # the WAIT cover everything Redis took before it, on any connection (replication is in order).
                 pipe.execute_command("SET", replicated_key("{s00}", self.keys.prefix), 1)
-                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+                pipe.execute_command("WAIT", waits, self.wait_timeout_ms)
             replies = await pipe.execute(raise_on_error=False)
-        if self.wait_replicas:
+        if waits:
             replies.pop(-2)  # the SET's OK
         missing = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if self.wait_replicas:
+        if waits:
             confirmed = replies.pop()
-            if missing or isinstance(confirmed, Exception) or int(confirmed) < self.wait_replicas:
+            if missing or isinstance(confirmed, Exception) or int(confirmed) < waits:
                 # Written, perhaps, but not confirmed: no outcome may be answered. The caller's retry finds
                 # the writes by their command ids (dup) and waits again; scripts reloaded below meanwhile.
                 if missing:
                     await self._load_scripts()
-                raise ReplicaWaitError(f"the write was not confirmed by {self.wait_replicas} replica(s) within "
+                raise ReplicaWaitError(f"the write was not confirmed by {waits} replica(s) within "
                                        f"{self.wait_timeout_ms} ms (WAIT answered {confirmed!r})")
         if missing:
             await self._load_scripts()
@@ -708,6 +766,9 @@ class RedisEventStore:
         gateway's pipelined line, ``PipelinedConnection.call``: a fraction of redis-py's CPU per command)."""
         key = self.keys.command_outcome(room, command_id)
         value = await (self.client.get(key) if call is None else call("GET", key))
+        if value is None:  # undecided, or its record expired (ALMANAC_DEDUPE_RETAIN): the room's id index
+            index = (self.keys.command_ids(room), ids_field(key))
+            value = await (self.client.hget(*index) if call is None else call("HGET", *index))
         if value is None:
             return None
         if self.wait_replicas:
@@ -715,7 +776,7 @@ class RedisEventStore:
             # it may have failed its WAIT (a replica gone): an answer read back now (a resend, GET of the outcome,
             # the engine's dedupe) would acknowledge a write a failover can still lose (issue 28, item 17/18).
             await self.confirm_replicated(room)
-        return _OUTCOME_DECODER.decode(value)
+        return decode_kept(room, value)
 
     async def confirm_replicated(self, room: str) -> None:
         """Return once ``wait_replicas`` replicas have everything the room's node took so far (ReplicaWaitError

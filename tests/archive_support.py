@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -95,3 +96,11 @@ async def whole_record(store, room: str) -> dict:
             "rejections": await store.rejections(room), "seed": await store.load_seed(room),
             "nonces": await store.load_nonces(room), "version": await store.latest_version(room),
             "commit_scheme": await store.load_commit_scheme(room)}  # its checkpoints' scheme (bundle-format.md 6.1)
+
+
+async def expired(client, key: str) -> None:
+    """Wait (generously: the host is loaded) until Redis has let ``key`` go (a dedupe record's retention)."""
+    deadline = time.monotonic() + 30
+    while await client.exists(key):
+        assert time.monotonic() < deadline, f"{key} never expired"
+        await asyncio.sleep(0.05)

@@ -1,4 +1,4 @@
-"""What a dishonest operator can do to a dispute bundle: edit, drop, swap or insert events, re-seal, re-run commands."""
+"""What a dishonest operator can do to a bundle: edit, drop, swap, cut or insert events, re-seal, re-run commands, sign."""
 
 from __future__ import annotations
 
@@ -8,31 +8,27 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from store_forgery import with_event
 
 from almanac.events import codec, readable, registry
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.hashing import seal
 from almanac.events.step import decode_record, replay, step
+from almanac.services.checkpoints import KeyRing
 
 # The chain as the forger edits it: (the version the envelope had in the honest bundle, or None for an event
 # the forger made up, the envelope).
 Tagged = list[tuple[int | None, Envelope]]
 
 
-def copy(bundle: dict) -> dict:
-    return json.loads(json.dumps(bundle))
+def copy(value: Any) -> Any:
+    return json.loads(json.dumps(value))
 
 
 def chain_of(bundle: dict) -> list[Envelope]:
     return [codec.decode_envelope(base64.b64decode(d), bundle["room"], v)
             for v, d in enumerate(bundle["chain"]["envelopes"], start=1)]
-
-
-def with_event(envelope: Envelope, change: Callable[[dict], None]) -> Envelope:
-    """The envelope with its event changed by ``change(event dict)`` (not re-sealed)."""
-    event = codec.to_builtins(codec.decode_event(envelope))
-    change(event)
-    return msgspec.structs.replace(envelope, payload=codec.encode(event))
 
 
 def retell_story(bundle: dict, chain: list[Envelope]) -> None:
@@ -95,6 +91,7 @@ def forge(bundle: dict, edit: Callable[[Tagged], Tagged], rerun_slice: bool = Fa
     bundle["events"] = [readable.event_entry(raws[new_version[e["version"]] - 1], room, new_version[e["version"]])
                         for e in bundle["events"] if e["version"] in new_version]
     firsts = _first_versions(chain)
+    bundle["commands"] = [entry for entry in bundle["commands"] if entry["command"]["command_id"] in firsts]
     for entry in bundle["commands"]:
         first, last = firsts[entry["command"]["command_id"]]
         entry["first_version"], entry["last_version"] = first, last
@@ -119,6 +116,44 @@ def _resealed(tagged: Tagged) -> Tagged:
     return out
 
 
+def edited(bundle: dict, version: int, change: Callable[[dict], None]) -> dict:
+    """The event at ``version`` changed by ``change(event dict)``, everything re-sealed (``rewrite`` re-sealing)."""
+    return rewrite(bundle, version, change, reseal=True)
+
+
+def dropped(bundle: dict, version: int) -> dict:
+    """The event at ``version`` left out, everything after it numbered again and re-sealed."""
+    return forge(bundle, lambda tagged: [(old, e) for old, e in tagged if old != version])
+
+
+def swapped(bundle: dict, a: int, b: int) -> dict:
+    """The events at versions ``a`` and ``b`` told in each other's place, re-sealed."""
+    def swap(tagged: Tagged) -> Tagged:
+        tagged[a - 1], tagged[b - 1] = tagged[b - 1], tagged[a - 1]
+        return tagged
+
+    return forge(bundle, swap)
+
+
+def truncated(bundle: dict, length: int) -> dict:
+    """The history cut after its first ``length`` events (a head the forger picks), re-sealed."""
+    return forge(bundle, lambda tagged: tagged[:length])
+
+
+def not_resealed(bundle: dict, version: int) -> dict:
+    """The envelope at ``version`` claimed by another command and nothing re-sealed (an edit straight in the store)."""
+    bundle = copy(bundle)
+    chain = chain_of(bundle)
+    chain[version - 1] = msgspec.structs.replace(chain[version - 1], command_id="forged")
+    bundle["chain"]["envelopes"][version - 1] = readable.b64(codec.encode_envelope(chain[version - 1]))
+    return bundle
+
+
+def stranger_ring() -> KeyRing:
+    """A key that is not the deployment's: what a forger signs checkpoints with."""
+    return KeyRing([Ed25519PrivateKey.generate().private_bytes_raw()])
+
+
 def _first_versions(chain: list[Envelope]) -> dict[str, tuple[int, int]]:
     spans: dict[str, tuple[int, int]] = {}
     for envelope in chain:
@@ -127,15 +162,21 @@ def _first_versions(chain: list[Envelope]) -> dict[str, tuple[int, int]]:
     return spans
 
 
+def with_refusal(bundle: dict, record: Any, code: str, field: str | None = "signature") -> dict:
+    """The bundle with one more refusal, of ``record`` (a CommandRecord), as an operator holding the store would
+    add it."""
+    bundle = copy(bundle)
+    raw = codec.encode(record)
+    bundle["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
+                               "error": {"code": code, "message": "invented", "field": field}})
+    return bundle
+
+
 def invented_refusal(bundle: dict, player: str, body: dict[str, Any], at: int, code: str) -> dict:
     """The bundle with a refusal the player never sent: a command decided at version ``at`` and refused."""
-    bundle = copy(bundle)
     record = decode_record(readable.entry_record_bytes(bundle["commands"][0]))
     forged = msgspec.structs.replace(record, command_id="invented-1", player=player, body=body, refused_at_version=at)
-    raw = codec.encode(forged)
-    bundle["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
-                               "error": {"code": code, "message": "invented", "field": None}})
-    return bundle
+    return with_refusal(bundle, forged, code, field=None)
 
 
 

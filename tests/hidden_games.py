@@ -10,7 +10,8 @@ the one public trace of the secret seed, a hash that tells nothing of it: `alike
 with A's once B's commitment reads as A's.
 
 After each command the outsider's receipts are collected, exactly as the gateway builds them: the events
-(`player_event`, which the HTTP /events route, the WebSocket feed and command answers all use), their view,
+(`events.shown.shown_to`, which the HTTP /events route, the WebSocket feed, command answers, webhooks and
+the v2 commitments all use), their view,
 the public scores (/scores), the public room summary, and the projections' leaderboard and summary scores.
 
 Once hidden values change what the rules make public, the runs may differ publicly; comparing stops at the
@@ -34,8 +35,9 @@ from almanac.events.dice import Dice
 from almanac.events.disclosure import hidden_fields
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError
+from almanac.events.shown import shown_to
 from almanac.projections import models
-from almanac.services.gateway.room_reader import player_event, room_summary
+from almanac.services.gateway.room_reader import room_summary
 
 PLAYERS = ("alice", "bob", "carol")
 OUTSIDER = "carol"
@@ -186,7 +188,7 @@ def _step(variation: Variation, room: PureRoom, player: str, body: dict[str, Any
     state = room.state
     game = state.game
     seen = {
-        "events": [player_event(e, variation.outsider) for e in envelopes or []],
+        "events": [shown_to(e, variation.outsider) for e in envelopes or []],
         "view": codec.to_builtins(decider.view(game, variation.outsider)),
         "scores": codec.to_builtins(decider.public_scores(game)),
         "room": room_summary(state),

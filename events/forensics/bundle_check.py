@@ -45,9 +45,12 @@ failure, and says what each passed step proved:
               before the slice or after it, a dropped, swapped or inserted event, re-sealed or not, fails
               here or in coverage: no event of the chain is taken on trust.
 11. refusals  each refused command in the bundle is decided again at its version and refused with the same
-              code. Refusals write no event, so the chain does not cover them: one signed by its player with
-              the key their seat registered in the chain is covered by that signature; a bundle that shows any
-              other is INCOMPLETE (it rests on the operator's word), and an invented one never VERIFIES.
+              code, and no command id is refused twice. Refusals write no event, so the chain does not cover
+              them: one signed by its player with the key their seat registered in the chain, in the form that
+              signs the version it was sent against (``events.signing``, v2: it is refused only there), is
+              covered by that signature; a bundle that shows any other (unsigned, or signed in the v1 form that
+              names no version) is INCOMPLETE (it rests on the operator's word), and an invented one never
+              VERIFIES.
 
 The verdict is VERIFIED only when every step ran and passed; NOT VERIFIED when one failed (damaged or
 hostile input included: never an exception); else INCOMPLETE, naming each step that did not run.
@@ -686,6 +689,19 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
             raise _fail("refusals", f"the readable refusal {record.command_id!r} is not its stored record",
                         record.refused_at_version, recorded=truth, recomputed=entry, sides=("stored", "readable"))
         kept.append(Refusal(record=record, error=error_entry if isinstance(error_entry, dict) else None))
+    first_shown: dict[str, int | None] = {}
+    for refusal in kept:
+        record = refusal.record
+        if record.seen_version is not None and record.seen_version != record.refused_at_version:
+            raise _fail("refusals", f"refused command {record.command_id!r} names version {record.seen_version} (the "
+                        f"version its client saw) but is shown refused at version {record.refused_at_version}: a "
+                        "command naming its version is refused only there (events.step.step)",
+                        record.refused_at_version)
+        if record.command_id in first_shown:
+            raise _fail("refusals", f"refused command {record.command_id!r} is shown refused twice (at versions "
+                        f"{first_shown[record.command_id]} and {record.refused_at_version}): a command id is decided "
+                        "once, a resend gets its stored outcome", record.refused_at_version)
+        first_shown[record.command_id] = record.refused_at_version
     if not kept:
         verdict.steps.append(Step(name="refusals", status="passed", detail="the bundle claims no refused command "
                                   "(refusals write no event: the chain cannot show that none happened)"))
@@ -698,6 +714,10 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed, joins_signed=joins_signed)
     if refused is not None:
         command_id = refused.refusal.record.command_id
+        if refused.decided_at is not None:
+            raise _fail("refusals", f"refused command {command_id!r} is recorded accepted at version "
+                        f"{refused.decided_at} of the chain: a command id is decided once",
+                        refused.refusal.record.refused_at_version)
         if not refused.placed:
             raise _fail("refusals", f"refused command {command_id!r} names no version of the chain")
         if refused.recomputed is not None:
@@ -711,11 +731,13 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     if len(signed) == len(kept):
         verdict.steps.append(Step(name="refusals", status="passed", detail=f"each of the {rechecked} refused "
                                   "command(s) shown is signed by its player with the key their seat registered in "
-                                  "the chain, and refused again with its recorded code: covered by the signature"))
+                                  "the chain, over the version it is shown refused at, and refused again with its "
+                                  "recorded code: covered by the signature"))
         return
     held = " and each is one the server holding the room stored," if stored is not None else ""
     unsigned = len(kept) - len(signed)
     verdict.steps.append(_skipped("refusals", f"each of the {rechecked} refused command(s) shown is refused again "
                                   f"with its recorded code,{held} but {unsigned} of them not signed by a seat that "
-                                  "registered a key, and refusals write no event: the chain does not cover those, so "
+                                  "registered a key over the version it is shown at (unsigned, or signed in the v1 "
+                                  "form, which names no version), and refusals write no event: the chain does not cover those, so "
                                   "they rest on the operator's word (an invented one cannot be told from a real one)"))

@@ -34,11 +34,12 @@ from typing import Any
 
 import msgspec
 
-from almanac.events import codec, commitments as cm, registry
+from almanac.events import codec, commitments as cm
 from almanac.events.envelope import Envelope
 from almanac.events.forensics.bundle_check import INCOMPLETE, NOT_VERIFIED, VERIFIED, Step, Verdict
 from almanac.events.forensics.checkpoint_check import CheckpointFailure, check_checkpoints, trusted
 from almanac.events.hashing import canonical_bytes
+from almanac.events.shown import Shown
 
 PLAYER_BUNDLE_FORMAT = "almanac-player-bundle"
 PLAYER_BUNDLE_FORMAT_VERSION = 1
@@ -179,13 +180,13 @@ def _rerun_redaction(player: str, version: int, mine: list, public: list) -> boo
     try:
         decoder = codec._event_decoders(ruleset)[kind]
         struct = decoder.decode(msgspec.msgpack.encode(event))
-        decider = registry.stored(ruleset).decider
+        envelope = Envelope(room=room, version=version, ruleset=ruleset, type=kind, payload=b"", command_id="",
+                            player=who, server_time_ms=time_ms, previous_hash="")
+        shown = Shown(envelope, struct)  # (the rule-set's decider: this node may lack it)
     except Exception:  # noqa: BLE001 - rules this node lacks, or an event type it cannot read: not re-run
         return False
-    envelope = Envelope(room=room, version=version, ruleset=ruleset, type=kind, payload=b"", command_id="",
-                           player=who, server_time_ms=time_ms, previous_hash="")
     for label, view in ((player, mine), (cm.PUBLIC, public)):
-        again = msgspec.msgpack.decode(cm.view_bytes(envelope, decider.redact(struct, label)))
+        again = msgspec.msgpack.decode(cm.view_bytes(envelope, shown.kept_form(label)))
         if again != view:
             raise _Failed("redaction", f"the rule-set's redaction of the event you saw whole does not give the "
                           f"{'public part' if label == cm.PUBLIC else 'view you were shown'}", version)
@@ -223,8 +224,14 @@ def player_heads(bundle: Mapping) -> list[bytes]:
     return result
 
 
-def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys: Any = None) -> PlayerVerdict:
-    """The verdict on ``bundle`` for its reader, with the checkpoints they hold and a key set from outside."""
+def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys: Any = None,
+                         seat_key: str | None = None) -> PlayerVerdict:
+    """The verdict on ``bundle`` for its reader, with the checkpoints they hold and a key set from outside.
+
+    ``seat_key``: the Ed25519 public key (hex) the reader says they registered at their join, known apart from
+    the operator (``--seat-key``): step ``seat key`` checks the join the deployment signed registered exactly
+    that key for their seat, and names the key it registered instead (docs/dice.md, "a join answered with the
+    operator's own key")."""
     verdict = PlayerVerdict()
     steps = verdict.steps = []
     under_way = "format"  # the step a hostile input that breaks the verifier fails
@@ -276,6 +283,9 @@ def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys
                               "the history rests on the signature the bundle carries, made when it was issued"))
         under_way = "redaction"
         steps.append(Step(name="redaction", status="passed", detail=_redaction(player, [v for _, v in per_version])))
+        if seat_key is not None:
+            under_way = "seat key"
+            steps.append(_seat_key(player, seat_key, per_version))
     except _Failed as failure:
         steps.append(failure.step)
     except Exception as error:  # noqa: BLE001 - a hostile bundle is a failed step, never an exception
@@ -287,6 +297,29 @@ def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys
     else:
         verdict.status, verdict.ok = VERIFIED, True
     return verdict
+
+
+def _seat_key(player: str, stated: str, per_version: list[tuple[dict[str, bytes], dict[str, list]]]) -> Step:
+    """The ``seat key`` step: every join of ``player`` in the history (as they were shown it, which the checkpoints
+    above tie to the signed history) registered ``stated``; _Failed naming the key a join registered instead."""
+    if _hex(stated, 64) is None:
+        raise _Failed("seat key", "the seat key given is not 64 lowercase hex characters (an Ed25519 public key)")
+    joins = []
+    for version, (_, views) in enumerate(per_version, start=1):
+        view = views.get(player) or views[cm.PUBLIC]
+        if len(view) == 7 and view[3] == "room.player_joined" and isinstance(view[6], Mapping) \
+                and view[6].get("player") == player:
+            joins.append((version, view[6].get("public_key") or ""))
+    if not joins:
+        raise _Failed("seat key", f"the history holds no join of {player!r}: no key was registered for the seat")
+    for version, registered in joins:
+        if registered != stated:
+            what = f"key {registered}" if registered else "no key"
+            raise _Failed("seat key", f"the join the deployment signed at version {version} registered {what} for "
+                          f"{player!r}, not the key {stated} they hold: the join was answered with another key "
+                          "(signed by that key, it passes every other check)", version)
+    return Step(name="seat key", status="passed", detail=f"the join the deployment signed at version "
+                f"{joins[-1][0]} registered the key you hold for {player!r}")
 
 
 def compare_player_bundles(mine: Mapping, theirs: Mapping) -> list[str]:

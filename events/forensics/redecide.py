@@ -248,11 +248,13 @@ class Refusal:
 @dataclass(frozen=True)
 class RefusalMismatch:
     """A refused command that decided again is not refused with its recorded code: ``recomputed`` is the error
-    it now gets, or None when it is accepted; ``placed`` False when it names no version of the log."""
+    it now gets, or None when it is accepted; ``placed`` False when it names no version of the log;
+    ``decided_at`` the version whose event records the same command id accepted (a command id is decided once)."""
 
     refusal: Refusal
     recomputed: RuleError | None = None
     placed: bool = True
+    decided_at: int | None = None
 
     @property
     def version(self) -> int:
@@ -264,8 +266,16 @@ def signed_by_seat(state: room_rules.RoomState | None, record: CommandRecord) ->
     """Whether ``record`` carries its player's valid signature (events.signing.command_bytes) by the key their seat
     registered in ``state``: a seat without a key, or a join (its key is not yet the seat's), is never signed."""
     registered = dict(state.player_keys).get(record.player) if state is not None else None
-    return registered is not None and signature_valid(
-        registered, record.signature, command_bytes(record.room, record.player, record.command_id, record.body))
+    return registered is not None and signature_valid(registered, record.signature, command_bytes(
+        record.room, record.player, record.command_id, record.body, record.seen_version))
+
+
+def signature_places(record: CommandRecord) -> bool:
+    """Whether a refused command's signature covers the version it is shown refused at: the v2 form signs the
+    version the client saw (``seen_version``), and a v2 command is refused only there (``events.step.step``).
+    The v1 form signs no version: it shows the player sent the command, not where, so an operator could show
+    it again at any version where the rules also refuse it (docs/bundle-format.md, "Signed commands")."""
+    return record.seen_version is not None and record.seen_version == record.refused_at_version
 
 
 def signed_joins(recorded: Sequence[Envelope], records: Iterable[CommandRecord]) -> set[str]:
@@ -295,18 +305,27 @@ def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], 
     refused with the code recorded for it: (how many were, the first that is not). In version order, folding
     the log forward once; ``base`` is the state version 1 folds onto (a fork's parent's). ``signed``, when given,
     receives each refusal whose command carries a valid signature by the key its seat had registered by then
-    (``signed_by_seat``) and whose player's join was signed by that key (``joins_signed``, from ``signed_joins``):
-    its player sent it, so the refusal is not the operator's word alone."""
+    (``signed_by_seat``) in the form that covers its version (``signature_places``), and whose player's join was
+    signed by that key (``joins_signed``, from ``signed_joins``): its player sent it against that version, so the
+    refusal is not the operator's word alone."""
     checked = 0
     state, folded = base, 0
+    accepted: dict[str, int] = {}
+    for envelope in recorded:
+        accepted.setdefault(envelope.command_id, envelope.version)
     for refusal in sorted(refusals, key=lambda r: r.record.refused_at_version or 0):
+        if refusal.record.command_id in accepted:
+            # The command the log records accepted, shown refused too (e.g. its signed record copied to the
+            # refusals at the version its client saw): refusing it again there would pass.
+            return checked, RefusalMismatch(refusal=refusal, decided_at=accepted[refusal.record.command_id])
         at = refusal.record.refused_at_version
         if at is None or not 0 <= at <= len(recorded):
             return checked, RefusalMismatch(refusal=refusal, placed=False)
         state = replay(recorded[folded:at], state)
         folded = at
         code = (refusal.error or {}).get("code")
-        if signed is not None and refusal.record.player in joins_signed and signed_by_seat(state, refusal.record):
+        if (signed is not None and refusal.record.player in joins_signed and signature_places(refusal.record)
+                and signed_by_seat(state, refusal.record)):
             signed.append(refusal)
         try:
             step(state, recorded[at - 1].hash if at else GENESIS_HASH, refusal.record, seed, nonces=nonces)

@@ -8,7 +8,7 @@ const TERRAINS = [
 const MARK = Object.fromEntries(TERRAINS);
 
 // The filled cells of a shape ("1" = filled), mirrored left-right first, then turned clockwise, as offsets
-// from the top-left of the filled cells: what games/board/rules.py shape_offsets computes for the rules.
+// from the top-left of the filled cells: what games/board/v1/rules.py shape_offsets computes for the rules.
 export function shapeOffsets(shape, rotation = 0, mirror = false) {
   let cells = [];
   shape.forEach((line, r) => [...line].forEach((mark, c) => { if (mark === "1") cells.push([r, c]); }));

@@ -137,18 +137,22 @@ def verify_player_bundle_command(
         "--keys", help="The deployment's key set (/.well-known/almanac-keys.json); default: the checkpoint files'.")] = None,
     compare: Annotated[list[Path] | None, typer.Option(
         "--compare", help="Another player's bundle of the same room (repeat for more): the public parts must agree.")] = None,
+    seat_key: Annotated[str | None, typer.Option(
+        "--seat-key", help="The public key (64 hex) the player registered at join, as known apart from the operator "
+        "(the player's key file, a statement published before the join): the signed join must have registered "
+        "exactly it, else the step `seat key` fails naming the key it registered.")] = None,
 ) -> None:
     """Check a player-safe bundle offline: your views and the public parts against your signed checkpoints. It
     cannot re-decide commands (they read values hidden from you) and says so. Exit 0 VERIFIED, 1 NOT VERIFIED or a
     contradiction with a compared bundle, 3 INCOMPLETE."""
     bundle = _read_json(file)
     held, key_set = _held_checkpoints(checkpoints, _read_json(keys) if keys is not None else None)
-    verdict = verify_player_bundle(bundle, held, key_set)
+    verdict = verify_player_bundle(bundle, held, key_set, seat_key=seat_key)
     console.print(verdict.text(), highlight=False, markup=False)
     contradictions = []
     for path in compare or []:
         other = _read_json(path)
-        if not verify_player_bundle(other, [], key_set).steps[-1].status == "passed":
+        if not verify_player_bundle(other, [], key_set).steps[-1].status == "passed":  # (its redaction step)
             raise fail(f"{path}: not a valid player bundle (verify it on its own first)")
         contradictions += [f"{path}: {line}" for line in compare_player_bundles(bundle, other)]
     for line in contradictions:

@@ -61,9 +61,14 @@ def sign_command(
                                        "`signature` as `join_signature`).")] = False,
     nonce: Annotated[str | None, typer.Option(help="With --join: your secret nonce (64 hex; default: a fresh one) "
                                               "whose commitment the join signs.")] = None,
+    seen_version: Annotated[int | None, typer.Option("--seen-version", min=0, help="The room version you saw (your "
+                                                     "latest answer's or checkpoint's `version`): the signature covers "
+                                                     "it, so your refusal stands at that version only. On 409 "
+                                                     "`version_moved` sign again with its `allowed` version and "
+                                                     "the same --command-id.")] = None,
 ) -> None:
-    """Print the body for POST /rooms/{room}/commands with the command signed by your key, or with --join the
-    join body signed by the key it registers (docs/dice.md)."""
+    """Print the body for POST /rooms/{room}/commands with the command signed by your key over the version you saw
+    (the v2 form, events.signing), or with --join the join body signed by the key it registers (docs/dice.md)."""
     signer = _load(key)
     if join:
         if command is not None:
@@ -80,8 +85,8 @@ def sign_command(
         print(json.dumps({"player": player, "public_key": public_key, "nonce": secret.hex(),
                           "nonce_commitment": commitment, "signature": signature}))
         return
-    if command is None or command_id is None:
-        raise fail("give the command (JSON) and --command-id, or --join")
+    if command is None or command_id is None or seen_version is None:
+        raise fail("give the command (JSON), --command-id and --seen-version, or --join")
     try:
         body = json.loads(command)
     except ValueError as error:
@@ -89,5 +94,6 @@ def sign_command(
     if not isinstance(body, dict):
         raise fail("the command is a JSON object with a kind")
     recorded_id = f"{room}:{player}:{command_id}"  # the id the engine records (services.gateway.context)
-    signature = signer.sign(command_bytes(room, player, recorded_id, body)).hex()
-    print(json.dumps({"command": body, "command_id": command_id, "signature": signature}))
+    signature = signer.sign(command_bytes(room, player, recorded_id, body, seen_version)).hex()
+    print(json.dumps({"command": body, "command_id": command_id, "seen_version": seen_version,
+                      "signature": signature}))

@@ -9,6 +9,8 @@ from almanac.services.heap import PAUSE_BUCKETS_S, pauses
 
 # Upper bounds (ms) of the latency buckets, from the command's server stamp to its published outcome.
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+# Upper bounds (ms) of a room's trip back from the archive (an idle room's first command waits for it).
+RESTORE_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
 
 class EngineMetrics:
@@ -19,6 +21,7 @@ class EngineMetrics:
         self._unflushed: defaultdict[str, int] = defaultdict(int)
         self.totals: defaultdict[str, int] = defaultdict(int)
         self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self._restore_hits = [0] * (len(RESTORE_BUCKETS_MS) + 1)
         # The process's collector pauses (services.heap), flushed as deltas of what was flushed before.
         self._pauses = pauses()
         self._pauses_flushed: dict[str, int] = self._pause_totals()  # from here on: not the process's earlier ones
@@ -37,6 +40,13 @@ class EngineMetrics:
         self.count("latency_count")
         self._bucket_hits[bisect.bisect_left(LATENCY_BUCKETS_MS, latency_ms)] += 1
 
+    def observe_restore(self, latency_ms: float) -> None:
+        """A room brought back from the archive (storage.restore) and how long its command waited for it."""
+        latency_ms = max(latency_ms, 0.0)
+        self.count("rooms_restored")
+        self.count("restore_us_sum", round(latency_ms * 1000))
+        self._restore_hits[bisect.bisect_left(RESTORE_BUCKETS_MS, latency_ms)] += 1
+
     def pending_deltas(self) -> dict[str, int]:
         # Cumulative buckets, as Prometheus expects them: latency_le_5 counts every observation up to 5 ms.
         running = 0
@@ -44,6 +54,13 @@ class EngineMetrics:
             running += self._bucket_hits[index]
             self.count(f"latency_le_{bound}", running)
         self._bucket_hits = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        running = 0
+        for index, bound in enumerate(RESTORE_BUCKETS_MS):
+            running += self._restore_hits[index]
+            self.count(f"restore_le_{bound}", running)
+        self._restore_hits = [0] * (len(RESTORE_BUCKETS_MS) + 1)
+        self.count("rooms_restored", 0)
+        self.count("restore_us_sum", 0)
         for field, total in self._pause_totals().items():
             self.count(field, total - self._pauses_flushed.get(field, 0))
             self._pauses_flushed[field] = total

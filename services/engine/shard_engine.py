@@ -141,6 +141,7 @@ class Engine:
         self.service = RoomService(self.store, snapshot_every=config.snapshot_every)
         self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
         self.metrics = EngineMetrics()
+        self.service.on_restore = self.metrics.observe_restore
         self.log = get_logger("almanac.engine", engine=config.name)
         self.dead_letters = DeadLetters(client, self.keys, config.prefix, config.name, self.log)
         self._stopping = asyncio.Event()

@@ -368,6 +368,11 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
         joins_signed = signed_joins(envelopes, [decode_record(data) for _, _, data in spans])
         rechecked, wrong = recheck_refusals(envelopes, refusals, seed, nonces=nonces, base=base, signed=signed_refusals,
                                             joins_signed=joins_signed)
+        if wrong is not None and wrong.decided_at is not None:
+            return failed(Divergence(check="refusal", version=wrong.version,
+                                     message=f"refused command {wrong.refusal.record.command_id!r} is recorded "
+                                             f"accepted at version {wrong.decided_at}: a command id is decided once",
+                                     recorded=wrong.refusal.error, recomputed="accepted"))
         if wrong is not None:
             outcome_error = wrong.refusal.error
             return failed(Divergence(check="refusal", version=wrong.version,

@@ -168,8 +168,7 @@ async def room_at(request: Request, room: str = RoomId, version: int = Path(ge=1
         answer["since"] = since
         answer["changes"] = change_rows(then, answer["view"] if player is not None else answer["state"])
     # Signed at the head the answer was read against (latest_version: cached, no re-hash of an old version).
-    answer["checkpoint"] = await gw.checkpoint(room, latest)
-    return json_response(answer)
+    return await gw.room_answer(room, answer, version=latest)
 
 
 @router.get("/rooms/{room}/series",
@@ -184,7 +183,7 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
     memo = ("series", room, latest, viewer.auditor)
     series = await gw.heavy.run(lambda store: _series(store, room, viewer), memo=memo)
     # Outside the memo (a kept answer is shared): signed at the last version the series covers.
-    return json_response({**series, "checkpoint": await gw.checkpoint(room, series["versions"][-1] if series["versions"] else latest)})
+    return await gw.room_answer(room, series, version=series["versions"][-1] if series["versions"] else latest)
 
 
 async def _series(store: RedisEventStore, room: str, viewer: Viewer) -> dict[str, Any]:

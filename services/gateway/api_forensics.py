@@ -16,7 +16,7 @@ from almanac.services.forensics.investigate import (
 )
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.context import bearer, now_ms
-from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.schemas import (
     MAX_VERSION,
     NAME_PATTERN,
@@ -49,7 +49,7 @@ async def fork_room(request: Request, room: str = RoomId) -> Response:
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
     # The answer is about the new room: its own head, signed.
-    return json_response({**answer, "checkpoint": await gw.checkpoint(answer["room"], answer["version"])}, status=201)
+    return await gw.room_answer(answer["room"], answer, version=answer["version"], status=201)
 
 
 @router.get("/rooms/{room}/diff", openapi_extra=TOKEN_REQUIRED, summary="Auditors: where this room's state differs from another room's (e.g. "
@@ -63,7 +63,7 @@ async def diff_rooms(request: Request, room: str = RoomId, other: str = Query(..
         answer = await diff(gw.store, room, other, at, at_other)
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
-    return json_response({**answer, "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, answer)
 
 
 @router.get("/rooms/{room}/explain", openapi_extra=TOKEN_REQUIRED, summary="Auditors: every version whose event changed the value at a state "
@@ -77,7 +77,7 @@ async def explain_value(request: Request, room: str = RoomId,
         answer = await gw.heavy.run(lambda store: explain(store, room, path, at))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
-    return json_response({**answer, "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, answer)
 
 
 @router.get("/rooms/{room}/bisect", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the first version where a predicate holds (where=PATH OP "
@@ -99,4 +99,4 @@ async def bisect_room(request: Request, room: str = RoomId,
             answer = await gw.heavy.run(lambda store: bisect_where(store, room, where or "", linear))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
-    return json_response({**answer, "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, answer)

@@ -11,6 +11,7 @@ import msgspec
 from fastapi import APIRouter, Path, Query, WebSocket, WebSocketDisconnect
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
+from almanac.events.shown import Shown
 from almanac.services.gateway.auth import Claims
 from almanac.services.gateway.context import Gateway, bearer, client_address, viewer_of
 from almanac.services.gateway.errors import ApiError
@@ -162,7 +163,9 @@ async def _follow(gw: Gateway, websocket: WebSocket, follower: Follower, from_ve
             held.append(envelope)
             while held and held[0].version + delay <= last:
                 sent = held.popleft()
-                message = viewer.event(sent)
-                message["checkpoint"] = await gw.checkpoint(follower.room, sent.version, (sent,), sent_checkpoint)
+                shown = Shown(sent)  # the message and its checkpoint's views from one decoding and redaction
+                message = viewer.event(sent, shown)
+                message["checkpoint"] = await gw.checkpoint(follower.room, sent.version, (sent,), sent_checkpoint,
+                                                            {sent.version: shown})
                 sent_checkpoint = message["checkpoint"] or sent_checkpoint
                 await websocket.send_text(_JSON.encode(message).decode())

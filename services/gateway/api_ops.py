@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from redis.exceptions import ResponseError
 
+from almanac.services.engine.metrics import RESTORE_BUCKETS_MS
 from almanac.services.gateway.api_rooms import gateway
 from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import (
@@ -168,6 +169,7 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
     if engine["engines"]:
         lines += ["# HELP almanac_engine_counter Engine counters (commands, rejects, conflicts, latency buckets).",
                   "# TYPE almanac_engine_counter counter"]
+        restores: list[str] = []
         for beat in engine["engines"]:
             counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
             for field, value in sorted(counters.items()):
@@ -175,6 +177,10 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
                     continue
                 lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
                              f"{int(value)}")
+            restores += _restore_histogram(beat["name"], {k.decode(): int(v) for k, v in counters.items()})
+        lines += ["# HELP almanac_room_restore_seconds Rooms brought back from the archive (archived idle, then "
+                  "commanded) and how long the command waited for each (write-back into Redis and load).",
+                  "# TYPE almanac_room_restore_seconds histogram", *restores]
     status = await gw.read_models.status()
     lines += ["# HELP almanac_projector_lag_ms Age of the oldest feed entry the projector has not applied.",
               "# TYPE almanac_projector_lag_ms gauge"]
@@ -182,6 +188,17 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
     lines += ["# HELP almanac_projector_up Projectors with a live heartbeat.", "# TYPE almanac_projector_up gauge",
               f"almanac_projector_up {len(status['projectors'])}"]
     return lines + await _scrape_archivers(gw)
+
+
+def _restore_histogram(engine: str, counters: dict[str, int]) -> list[str]:
+    """One engine's ``almanac_room_restore_seconds`` series from its counters (services.engine.metrics)."""
+    labels = f'engine="{engine}"'
+    lines = [f'almanac_room_restore_seconds_bucket{{{labels},le="{bound / 1000:g}"}} '
+             f'{counters.get(f"restore_le_{bound}", 0)}' for bound in RESTORE_BUCKETS_MS]
+    count = counters.get("rooms_restored", 0)
+    return lines + [f'almanac_room_restore_seconds_bucket{{{labels},le="+Inf"}} {count}',
+                    f"almanac_room_restore_seconds_sum{{{labels}}} {counters.get('restore_us_sum', 0) / 1e6:g}",
+                    f"almanac_room_restore_seconds_count{{{labels}}} {count}"]
 
 
 # The archiver's figures (services.archiver writes them beside its heartbeat): name, type, help.

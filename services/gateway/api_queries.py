@@ -43,16 +43,16 @@ async def room_view(
     viewer = gw.viewer(bearer(request), room)
     whose = viewer.whose_view(player)
     state = await _state(gw, room)
-    return json_response({**room_summary(state), "player": whose, "view": viewer.view(state, whose),
-                          "checkpoint": await gw.checkpoint(room, state.version)})
+    return await gw.room_answer(room, {**room_summary(state), "player": whose, "view": viewer.view(state, whose)},
+                                version=state.version)
 
 
 @router.get("/rooms/{room}/scores", summary="Public scores per player (the rule-set's public_scores: they reveal no hidden amount)")
 async def room_scores(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     state = await _state(gw, room)
-    return json_response({"room": room, "ruleset": state.ruleset, "version": state.version,
-                          "scores": PUBLIC.scores(state), "checkpoint": await gw.checkpoint(room, state.version)})
+    return await gw.room_answer(room, {"room": room, "ruleset": state.ruleset, "version": state.version,
+                                       "scores": PUBLIC.scores(state)}, version=state.version)
 
 
 @router.get("/rooms/{room}/resources", openapi_extra=TOKEN_REQUIRED, summary="Auditors: every player's resources and holdings (players: see /view)")
@@ -63,12 +63,10 @@ async def room_resources(request: Request, room: str = RoomId) -> Response:
     gw.auditor(bearer(request), room)
     state = await _state(gw, room)
     decider = room_rules.decider_of(state)
-    return json_response(
-        {"room": room, "ruleset": state.ruleset, "version": state.version,
-         "scores": codec.to_builtins(decider.scores(state.game)),
-         "resources": codec.to_builtins(decider.resources(state.game)),
-         "checkpoint": await gw.checkpoint(room, state.version)}
-    )
+    return await gw.room_answer(
+        room, {"room": room, "ruleset": state.ruleset, "version": state.version,
+               "scores": codec.to_builtins(decider.scores(state.game)),
+               "resources": codec.to_builtins(decider.resources(state.game))}, version=state.version)
 
 
 @router.get("/rooms/{room}/events", openapi_extra=TOKEN_REQUIRED, summary="The room's events: redacted for a player, complete with hashes for an auditor")
@@ -88,9 +86,10 @@ async def room_events(
     events = [viewer.event(e) for e in envelopes]
     latest = await gw.store.latest_version(room)
     next_version = envelopes[-1].version + 1 if envelopes else from_version
-    checkpoint = await gw.checkpoint(room, envelopes[-1].version, envelopes) if envelopes else None
-    return json_response({"room": room, "latest_version": latest, "next_version": next_version, "events": events,
-                          "checkpoint": checkpoint})
+    # Signed at the page's last event (an empty page: the head it was read against)
+    return await gw.room_answer(room, {"room": room, "latest_version": latest, "next_version": next_version,
+                                       "events": events},
+                                version=envelopes[-1].version if envelopes else latest, envelopes=envelopes)
 
 
 @router.get("/rooms/{room}/state", openapi_extra=TOKEN_REQUIRED, summary="Auditors: the complete state at a version (time travel: snapshot + tail)")
@@ -108,10 +107,9 @@ async def room_state_at(
         raise ApiError(422, "version_out_of_range", f"room {room!r} has versions 1..{latest}", "version")
     state = await gw.reader.at_version(room, version or latest)
     assert state is not None
-    return json_response(
-        {"room": room, "version": state.version, "latest_version": latest, "state_hash": state_hash(state),
-         "state": codec.to_builtins(state), "checkpoint": await gw.checkpoint(room, latest)}
-    )
+    return await gw.room_answer(
+        room, {"room": room, "version": state.version, "latest_version": latest, "state_hash": state_hash(state),
+               "state": codec.to_builtins(state)}, version=latest)
 
 
 @router.get("/rooms/{room}/rejections", openapi_extra=TOKEN_REQUIRED, summary="Auditors: commands the rules refused, with their codes")
@@ -125,7 +123,7 @@ async def room_rejections(request: Request, room: str = RoomId) -> Response:
     for record in records:
         stored = await gw.store.outcome(room, record.command_id)
         rejected.append({**codec.to_builtins(record), "error": stored.error if stored else None})
-    return json_response({"room": room, "rejections": rejected, "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, {"room": room, "rejections": rejected})
 
 
 async def _room_envelopes(store: RedisEventStore, room: str) -> list[Envelope]:
@@ -149,8 +147,7 @@ async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(
             raise forensics_api_error(error) from None
         return list(offered.ids(pairs))
 
-    return json_response({"room": room, "view": view, "ids": await gw.heavy.run(ids),
-                          "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, {"room": room, "view": view, "ids": await gw.heavy.run(ids)})
 
 
 @router.get("/rooms/{room}/audit/{view}/{item}", openapi_extra=TOKEN_REQUIRED, summary="Auditors: one thing told step by step from the log "
@@ -166,8 +163,7 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
         except ForensicsError as error:
             raise forensics_api_error(error) from None
 
-    return json_response({"room": room, "view": view, "item": item, "story": await gw.heavy.run(told),
-                          "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, {"room": room, "view": view, "item": item, "story": await gw.heavy.run(told)})
 
 
 @router.get("/rooms/{room}/verification", openapi_extra=TOKEN_REQUIRED, summary="Replay the room and check its hash chain, dice and state")
@@ -182,7 +178,7 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.
         body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version"),
                               "message": "the history does not verify at this check; auditors read what differs"}
-    return json_response({**body, "room": room, "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, {**body, "room": room})
 
 
 @router.get("/leaderboards/{ruleset}", summary="The best scores of a rule-set across rooms (projection)")

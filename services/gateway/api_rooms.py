@@ -16,6 +16,7 @@ from almanac.events import codec, registry
 from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
 from almanac.services import bots
 from almanac.services.bus import RateLimit
@@ -29,7 +30,7 @@ from almanac.services.gateway.context import (
     now_ms,
 )
 from almanac.services.gateway.errors import ApiError, json_response
-from almanac.services.gateway.room_reader import player_event, room_summary
+from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import (
     NAME_PATTERN,
     TOKEN_REQUIRED,
@@ -46,7 +47,8 @@ from almanac.storage.base import StoredOutcome
 
 router = APIRouter(tags=["rooms"])
 RoomId = Path(pattern=NAME_PATTERN, description="room id")
-CONFLICT_CODES = {"version_conflict", "conflict"}
+# ``version_moved``: a command naming the version its client saw met the room elsewhere (events.step.VersionMoved).
+CONFLICT_CODES = {"version_conflict", "conflict", "version_moved"}
 RATE_LIMITED = {
     429: {"description": "`rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per "
           "seat); the Retry-After header says when to retry"},
@@ -62,7 +64,7 @@ def gateway(request: Request) -> Gateway:
 
 async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dict[str, Any],
                   ruleset: str, admit: bool = True, limit: RateLimit | None = None,
-                  signature: str | None = None) -> tuple[Outcome | None, float]:
+                  signature: str | None = None, seen_version: int | None = None) -> tuple[Outcome | None, float]:
     """Submit and wait; ``admit=False`` for a request's second command (its first already changed
     something, so an overload refusal now would break "a refused request changed nothing"); ``limit``:
     the token's rate limit, counted by the submit itself (429 ``rate_limited``, nothing submitted).
@@ -74,6 +76,7 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
         server_time_ms=now_ms(),
         body=body,
         signature=signature,
+        seen_version=seen_version,
     )
     started = time.perf_counter()
     outcome = await gw.submit(record, admit, limit)
@@ -96,8 +99,14 @@ def _is_conflict(outcome: Outcome) -> bool:
     return code in CONFLICT_CODES or code.endswith("_conflict")
 
 
-async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: str) -> dict[str, Any]:
-    """An accepted command's answer, with the signed checkpoint of the room at its last version."""
+def _shown(outcome: Outcome) -> dict[int, Shown]:
+    """One ``events.shown.Shown`` per event of the outcome, by version: it serves both the events sent and the
+    answer's checkpoint (a v2 room's commitment views reuse its decoding and redaction)."""
+    return {envelope.version: Shown(envelope) for envelope in outcome.envelopes}
+
+
+def _outcome_body(outcome: Outcome, shown: dict[int, Shown], player: str, client_id: str) -> dict[str, Any]:
+    """An accepted command's answer (``_outcome_answer`` signs it at its last version)."""
     return {
         "command_id": client_id,
         "room": outcome.room,
@@ -105,9 +114,15 @@ async def _outcome_body(gw: Gateway, outcome: Outcome, player: str, client_id: s
         "first_version": outcome.first_version,
         "version": outcome.last_version,
         "duplicate": outcome.duplicate,
-        "events": [player_event(envelope, player) for envelope in outcome.envelopes],
-        "checkpoint": await gw.checkpoint(outcome.room, outcome.last_version, outcome.envelopes),
+        "events": [one.form(player) for one in shown.values()],
     }
+
+
+async def _outcome_answer(gw: Gateway, outcome: Outcome, shown: dict[int, Shown], answer: dict[str, Any],
+                          status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """``answer`` about ``outcome``'s room, signed at the command's last version (the envelopes it holds)."""
+    return await gw.room_answer(outcome.room, answer, version=outcome.last_version, envelopes=outcome.envelopes,
+                                shown=shown, status=status, headers=headers)
 
 
 def _refusal(outcome: Outcome, client_id: str) -> ApiError:
@@ -144,7 +159,8 @@ async def _answer(gw: Gateway, outcome: Outcome | None, room: str, player: str, 
         return _pending(room, client_id)
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
-    return json_response(await _outcome_body(gw, outcome, player, client_id))
+    shown = _shown(outcome)
+    return await _outcome_answer(gw, outcome, shown, _outcome_body(outcome, shown, player, client_id))
 
 
 @router.post(
@@ -222,7 +238,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             error.status = 409
         raise error
     _refuse_replayed_grant(outcome, body.player, "create", client_id)
-    answer = await _outcome_body(gw, outcome, body.player, client_id)
+    signed_at, shown = outcome, _shown(outcome)  # what the answer's checkpoint is signed after: the create, or its join
+    answer = _outcome_body(outcome, shown, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
@@ -239,13 +256,13 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
             answer["joined"] = True
             answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
             answer["version"] = joined.last_version
-            answer["events"] += [player_event(e, body.player) for e in joined.envelopes]
-            answer["checkpoint"] = await gw.checkpoint(room, joined.last_version, joined.envelopes)
+            signed_at, shown = joined, _shown(joined)
+            answer["events"] += [one.form(body.player) for one in shown.values()]
         elif joined is not None:
             answer["join_error"] = joined.error
         else:
             answer["join_error"] = {"code": "outcome_pending", "message": "the join has not been answered yet"}
-    return json_response(answer, 201, headers={"Location": f"/rooms/{room}"})
+    return await _outcome_answer(gw, signed_at, shown, answer, 201, headers={"Location": f"/rooms/{room}"})
 
 
 @router.get("/rooms", summary="List rooms (optionally of one rule-set)")
@@ -277,8 +294,7 @@ async def describe_room(request: Request, room: str = RoomId) -> Response:
     state = await gateway(request).reader.latest(room)
     if state is None:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    return json_response({**room_summary(state),
-                          "checkpoint": await gateway(request).checkpoint(room, state.version)})
+    return await gateway(request).room_answer(room, room_summary(state), version=state.version)
 
 
 @router.post(
@@ -335,11 +351,12 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     if not outcome.accepted:
         raise _refusal(outcome, client_id)
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
-    answer = await _outcome_body(gw, outcome, body.player, client_id)
+    shown = _shown(outcome)
+    answer = _outcome_body(outcome, shown, body.player, client_id)
     answer["player"] = body.player
     answer["token"] = gw.issue_token(room, body.player, ruleset)
     answer["seat_key"] = await _grant_seat_key(gw, room, body.player)
-    return json_response(answer)
+    return await _outcome_answer(gw, outcome, shown, answer)
 
 
 async def _grant_seat_key(gw: Gateway, room: str, player: str) -> str:
@@ -370,8 +387,8 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
         raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
                        "seat_key")
     ruleset = await gw.reader.ruleset_of(room) or ""
-    return json_response({"room": room, "player": body.player, "token": gw.issue_token(room, body.player, ruleset),
-                          "checkpoint": await gw.head_checkpoint(room)})
+    return await gw.room_answer(room, {"room": room, "player": body.player,
+                                       "token": gw.issue_token(room, body.player, ruleset)})
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
@@ -475,7 +492,7 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     client_id = body.command_id or new_command_id()
     outcome, _ = await _submit(
         gw, room, claims.player, client_id, {"kind": "end_room", "reason": body.reason}, ruleset, limit=limit,
-        signature=body.signature,
+        signature=body.signature, seen_version=body.seen_version,
     )
     return await _answer(gw, outcome, room, claims.player, client_id)
 
@@ -491,7 +508,8 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
         202: {"description": "no outcome within the wait: GET outcome_url later"},
         401: {"description": "missing, forged or expired token"},
         403: {"description": "a token of another room or another seat"},
-        409: {"description": "a version conflict the engine could not resolve"},
+        409: {"description": "a version conflict the engine could not resolve, or `version_moved`: the command "
+              "names a `seen_version` and the room is elsewhere (`allowed`: its version; nothing recorded)"},
         413: {"description": "body larger than the limit"},
         422: {"description": "refused by the rules or invalid: {code, message, field}"},
         **RATE_LIMITED,
@@ -499,20 +517,22 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
 )
 async def submit_command(request: Request, room: str = RoomId) -> Response:
     return await run_command(
-        gateway(request), room, bearer(request), await request.body(), request.headers.get("idempotency-key")
+        gateway(request), room, bearer(request), await request.body(), request.headers.get("idempotency-key"),
+        client_address(request),
     )
 
 
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
-                      idempotency_key: str | None) -> Response:
-    """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp)."""
-    if gw.overload_reason() is not None:
+                      idempotency_key: str | None, address: str | None = None) -> Response:
+    """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp).
+    ``address``: the client's (``client_address``), for its fair share of the in-flight limit."""
+    if gw.overload_reason(address) is not None:
         # Admission would refuse, but this may be the resend of a command already decided (through any gateway,
         # before any restart): its stored outcome is the answer (a 503 would hide it until a later resend).
         stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
         if stored is not None:
             return stored
-    with gw.command_slot():  # before any parsing: a refusal must cost next to nothing
+    with gw.command_slot(address=address):  # before any parsing: a refusal must cost next to nothing
         return await _admitted_command(gw, room, token, raw_body, idempotency_key)
 
 
@@ -532,7 +552,7 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
         raise
     client_id = body.command_id or idempotency_key or new_command_id()
     outcome, _ = await _submit(gw, room, claims.player, client_id, body.command, ruleset, limit=limit,
-                               signature=body.signature)
+                               signature=body.signature, seen_version=body.seen_version)
     return await _answer(gw, outcome, room, claims.player, client_id)
 
 

@@ -14,7 +14,8 @@ end (and reads nothing) grew a gateway by ~90 MB/s. The guard bounds each (issue
 - requests queued on one connection: the guard stops reading while ``MAX_QUEUED`` wait for their answers, and
   past ``MAX_PIPELINED`` parsed from reads already made, 400 and closed.
 
-Past capacity it also sheds: a read made of whole ``POST /rooms/{room}/commands`` requests (one, as clients send
+Past capacity it also sheds (counting the client's address for its fair share of the in-flight limit,
+``overload.FairShare``, as the route does): a read made of whole ``POST /rooms/{room}/commands`` requests (one, as clients send
 them) that arrives while nothing else of its connection is being answered, names no command id (none in its
 body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway.overload_reason``) is answered
 503 ``overloaded`` here, in one write of bytes encoded once, and never handed on: no ASGI cycle, task, middleware
@@ -39,6 +40,7 @@ same run it saved nothing at 500/s (docs/capacity.md, issue 29).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -46,7 +48,9 @@ import httptools
 import msgspec
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from almanac.services.gateway.context import scope_address
 from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
 from almanac.services.gateway.http_app import COMMAND_PATH
 from almanac.services.settings import Settings
@@ -61,7 +65,7 @@ _INTERIM = (b"HTTP/1.1 100 ", b"HTTP/1.0 100 ")  # "100 Continue" answers nothin
 def server_options(settings: Settings) -> dict[str, Any]:
     """``uvicorn.run``'s options for a gateway: the guarded protocol, uvloop, and proxy headers believed only
     from ALMANAC_TRUSTED_PROXIES (uvicorn's own default believes X-Forwarded-For from loopback)."""
-    proxies = [entry.strip() for entry in settings.trusted_proxies.split(",") if entry.strip()]
+    proxies = _trusted(settings.trusted_proxies)
     return {"host": settings.http_host, "port": settings.http_port, "log_level": "warning", "access_log": False,
             "lifespan": "on", "log_config": None, "loop": "uvloop", "http": GuardedConnection,
             "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or None}
@@ -82,6 +86,11 @@ class GuardedConnection(asyncio.Protocol):
         self.max_head_bytes = settings.http_max_head_bytes
         self.max_headers = settings.http_max_headers
         self.read_timeout_s = settings.http_read_timeout_ms / 1000
+        # The client's address for its fair share of the in-flight limit (overload.FairShare), as the route counts
+        # it: the TCP peer's, or behind a trusted proxy the one it forwards (``_client``).
+        self.proxies = _proxy_headers(settings.trusted_proxies)
+        self.peer: tuple[str, int] | None = None
+        self.address = "unknown"  # the peer's (``scope_address``), found once per connection
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.guarding = True  # False once the connection is a WebSocket's (or its bytes no longer HTTP/1.1)
@@ -109,6 +118,10 @@ class GuardedConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = (peer[0], peer[1])
+            self.address = scope_address({"client": self.peer})
         self.server.connection_made(_Transport(transport, self))  # type: ignore[arg-type]
         self._arm()  # a connection that never sends a whole request is closed
 
@@ -246,13 +259,24 @@ class GuardedConnection(asyncio.Protocol):
         if b"command_id" in self.body:
             return None
         gateway = self.app_state.gateway
-        reason = gateway.overload_reason()
+        reason = gateway.overload_reason(self._client())
         if reason is None:
             return None
         head, body = _overloaded_answer(reason)
         rid = request_id({"headers": self.headers})
         return b"".join((head, _default_headers(self.server_state.default_headers), _REQUEST_ID, b": ", rid.encode(),
                          b"\r\n\r\n", body))
+
+    def _client(self) -> str:
+        """The request's client as ``context.client_address`` names it: uvicorn's own proxy-headers middleware
+        (``server_options``) run over the head read so far, which rewrites the scope's client in place and never
+        waits (its app here does nothing), so the guard and the route count the same client."""
+        if self.proxies is None or self.peer is None:
+            return self.address
+        scope = {"type": "http", "client": self.peer, "headers": self.headers}
+        with contextlib.suppress(StopIteration):
+            self.proxies(scope, _nothing, _nothing).send(None)
+        return scope_address(scope)
 
     # --- answers (through ``_Transport``) ------------------------------------------------------------------------
 
@@ -346,6 +370,21 @@ def _default_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
     if _DEFAULTS[0] is not headers:
         _DEFAULTS[:] = [headers, b"".join(name + b": " + value + b"\r\n" for name, value in headers)]
     return _DEFAULTS[1]
+
+
+def _trusted(setting: str) -> list[str]:
+    """ALMANAC_TRUSTED_PROXIES as a list (addresses, networks, "*")."""
+    return [entry.strip() for entry in setting.split(",") if entry.strip()]
+
+
+def _proxy_headers(trusted: str) -> ProxyHeadersMiddleware | None:
+    """uvicorn's proxy-headers middleware as ``server_options`` has uvicorn run it; None when no proxy is trusted."""
+    proxies = _trusted(trusted)
+    return ProxyHeadersMiddleware(_nothing, trusted_hosts=proxies) if proxies else None  # type: ignore[arg-type]
+
+
+async def _nothing(*_: Any) -> None:
+    return None
 
 
 class _Refused(Exception):

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
-from fastapi import Request, WebSocket
+from fastapi import Request, Response, WebSocket
 from redis.exceptions import RedisError
 from starlette.requests import HTTPConnection
 
 from almanac.events.envelope import Envelope
+from almanac.events.shown import Shown
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
@@ -22,13 +24,13 @@ from almanac.services.bus import RateLimit, count as count_request
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.shard_engine import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
-from almanac.services.gateway.errors import ApiError, overloaded
+from almanac.services.gateway.errors import ApiError, json_response, overloaded
 from almanac.services.gateway.heavy_reads import HeavyReads
 from almanac.services.gateway.ids import UnguessableIds
 from almanac.services.gateway.live_hub import LiveHub
 from almanac.services.gateway.metrics import GatewayMetrics
 from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, decided_from
-from almanac.services.gateway.overload import Admission
+from almanac.services.gateway.overload import Admission, FairShare
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
 from almanac.services.logging import get_logger
@@ -60,9 +62,16 @@ def client_address(connection: HTTPConnection) -> str:
     """The client's address as the per-address limits count it, of a request or a WebSocket: the TCP peer's,
     or the one a proxy that ALMANAC_TRUSTED_PROXIES trusts forwarded (uvicorn rewrites the peer then:
     connection_guard.server_options); see ``address_key``."""
-    return address_key(connection.client.host) if connection.client is not None else "unknown"
+    return scope_address(connection.scope)
 
 
+def scope_address(scope: Any) -> str:
+    """``client_address`` from an ASGI scope (the command fast path's, ``http_app.GatewayApp``)."""
+    client = scope.get("client")
+    return address_key(client[0]) if client else "unknown"
+
+
+@functools.lru_cache(maxsize=4_096)  # asked for every command (its fair share): parsed once per address
 def address_key(host: str) -> str:
     """One client's key for the per-address limits: an IPv4 address as it is, an IPv6 address as its /64
     (one subscriber is given a whole /64, so counting single addresses would let one client be 2**64 of
@@ -103,6 +112,8 @@ class Gateway:
         self.inflight = 0
         # Admission: the in-flight limit and the standing-queue test (overload.Admission, its two settings).
         self.admission = Admission(settings.gateway_max_inflight, settings.gateway_target_wait_ms)
+        # ... shared between the clients competing for it (overload.FairShare).
+        self.fair = FairShare(settings.gateway_max_inflight)
         self.metrics.watch_inflight(lambda: self.inflight, lambda: settings.gateway_max_inflight)
         self.rate_limits = RateLimits(settings, client, self.keys)
         # The live feeds: one shared read of the shard feeds, and their caps per seat, per address and per process.
@@ -217,35 +228,53 @@ class Gateway:
     # --- commands ------------------------------------------------------------------------------
 
     async def checkpoint(self, room: str, version: int, envelopes: Iterable[Envelope] = (),
-                         since: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                         since: dict[str, Any] | None = None,
+                         shown: Mapping[int, Shown] | None = None) -> dict[str, Any] | None:
         """The signed checkpoint of ``room`` at ``version`` (``envelopes``: ones this answer already holds; ``since``:
-        the checkpoint a feed sent before, see Checkpointer.head); None, and a warning, if the stream lacks a
-        version the answer names (the answer stands without it, never a 500)."""
+        the checkpoint a feed sent before, see Checkpointer.head; ``shown``: the answer's ``events.shown.Shown`` of
+        those envelopes by version, so their v2 views are not decoded or redacted again); None, and a warning, if
+        the stream lacks a version the answer names (the answer stands without it, never a 500)."""
         try:
-            return await self.checkpoints.checkpoint(self.store, room, version, envelopes, since)
+            return await self.checkpoints.checkpoint(self.store, room, version, envelopes, since, shown)
         except LookupError as error:
             log.warning("checkpoint.unavailable", room=room, version=version, error=str(error)[:200])
             return None
 
-    async def head_checkpoint(self, room: str) -> dict[str, Any] | None:
-        """The signed checkpoint of ``room`` at its latest version: for an answer about the room as it stands that
-        names no version of its own (an auditor's read, a seat reclaimed)."""
-        return await self.checkpoint(room, await self.store.latest_version(room))
+    async def room_answer(self, room: str, body: dict[str, Any], *, version: int | None = None,
+                          envelopes: Iterable[Envelope] = (), shown: Mapping[int, Shown] | None = None,
+                          status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        """A successful answer about one room, as JSON, with the room's signed checkpoint at ``version`` (default: its
+        head as answered, for an answer that names no version of its own; ``envelopes``: ones the answer already
+        holds, ``shown`` their ``events.shown.Shown``: see ``checkpoint``). Every room route answers through here, so
+        none can leave the checkpoint out."""
+        if version is None:
+            version = await self.store.latest_version(room)
+        checkpoint = await self.checkpoint(room, version, envelopes, shown=shown)
+        return json_response({**body, "checkpoint": checkpoint}, status, headers)
 
-    def overload_reason(self) -> str | None:
+    def overload_reason(self, address: str | None = None) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
-        parsed (``api_rooms.run_command``)."""
-        return self.admission.refusal(self.inflight, time.monotonic())
+        parsed (``api_rooms.run_command``). With the client's ``address`` (``address_key``) also its fair share
+        (``overload.FairShare``), and a refusal counts it as waiting for a slot."""
+        now = time.monotonic()
+        reason = self.admission.refusal(self.inflight, now)
+        if address is None:
+            return reason
+        if reason is None:
+            reason = self.fair.refusal(address, now)
+        if reason is not None:
+            self.fair.refused(address, now)
+        return reason
 
-    def refuse_if_overloaded(self) -> None:
+    def refuse_if_overloaded(self, address: str | None = None) -> None:
         """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
-        reason = self.overload_reason()
+        reason = self.overload_reason(address)
         if reason is not None:
             self.metrics.commands.inc(outcome="overloaded", ruleset="")
             raise overloaded(reason)
 
     @contextlib.contextmanager
-    def command_slot(self, decided_resend: bool = False) -> Iterator[None]:
+    def command_slot(self, decided_resend: bool = False, address: str | None = None) -> Iterator[None]:
         """Admission (503 ``overloaded`` now when no slot is free) and a slot in ``inflight`` held from there
         to the answer, the reads before the submit included (every route that submits, ``api_rooms``).
         Counting the submit alone let a burst of commands for rooms this process had not seen start one
@@ -254,14 +283,18 @@ class Gateway:
         wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
         microseconds and tells the client when to come back. ``decided_resend``: the request resends a command
         whose outcome is stored (``decided``; a create or join, ``api_rooms``): admitted all the same, to be
-        answered that outcome."""
+        answered that outcome. ``address``: the client's, whose slots its fair share counts (commands)."""
         if not decided_resend:
-            self.refuse_if_overloaded()
+            self.refuse_if_overloaded(address)
         self.inflight += 1
+        if address is not None:
+            self.fair.hold(address)
         try:
             yield
         finally:
             self.inflight -= 1
+            if address is not None:
+                self.fair.release(address)
 
     async def decided(self, room: str, command_id: str) -> StoredOutcome | None:
         """The stored outcome of a command that admission refuses, if it was decided (by any gateway or engine,

@@ -35,7 +35,7 @@ from almanac.services.gateway import (
     metrics,
 )
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
-from almanac.services.gateway.context import Gateway
+from almanac.services.gateway.context import Gateway, scope_address
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     STORE_ERRORS,
@@ -289,7 +289,8 @@ class GatewayApp(FastAPI):
                 elif name == b"idempotency-key":
                     names_id = True
             gw: Gateway | None = getattr(self.state, "gateway", None)
-            if expecting and not names_id and gw is not None and (reason := gw.overload_reason()) is not None:
+            address = scope_address(scope)
+            if expecting and not names_id and gw is not None and (reason := gw.overload_reason(address)) is not None:
                 # Refused before its body, which a client waiting for "100 Continue" may never send: the bytes
                 # that follow could be its body or its next request, so the connection is closed after the answer.
                 status = 503
@@ -313,14 +314,14 @@ class GatewayApp(FastAPI):
                 if not message.get("more_body", False):
                     break
             if (not names_id and gw is not None and b"command_id" not in body
-                    and (reason := gw.overload_reason()) is not None):
+                    and (reason := gw.overload_reason(address)) is not None):
                 # Past capacity most requests are refused: one that cannot resend a decided command (no id in its
                 # body, a substring test that is never false for a body that names one, nor an Idempotency-Key)
                 # is refused here, its answer encoded once (``_refuse_overloaded``), no parsing, token or task.
                 status = 503
                 await _refuse_overloaded(gw, send, reason)
                 return
-            status, headers, answer = await command_answer(self, room, scope["headers"], body, scope["path"])
+            status, headers, answer = await command_answer(self, room, scope["headers"], body, scope["path"], address)
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": answer})
         finally:
@@ -330,7 +331,7 @@ class GatewayApp(FastAPI):
 
 
 async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]], body: bytes,
-                         path: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+                         path: str, address: str | None = None) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The answer to ``POST /rooms/{room}/commands`` once its body is read: status, raw headers, body.
 
     Refusals become their JSON error, a store failure 503, anything else unexpected propagates to the
@@ -350,6 +351,7 @@ async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]]
             token.strip() if scheme.lower() == "bearer" else None,
             body,
             idempotency.decode("latin-1") if idempotency else None,
+            address,
         )
     except ApiError as error:
         return _error_answer(error)

@@ -21,6 +21,10 @@ INTERVAL_S = 0.1  # the standing-queue test's interval
 # command admitted below it waits for no queue of ours: ``Admission.calm``). A lone client on a slow machine
 # (tests, a quiet server on a busy host) is never refused for a slow rule it did not cause.
 MIN_INFLIGHT = 8
+# A client refused for overload still counts as waiting for a slot this long (Retry-After, 1 s, and a margin):
+# the share it is owed is kept for it while it comes back as told.
+FAIR_WINDOW_S = 2.0
+FAIR_TRACKED = 4_096  # waiting clients remembered at most (the oldest forgotten first): a bounded table
 
 
 class StandingQueue:
@@ -126,3 +130,63 @@ class Admission:
         more from it than from the timeout)."""
         if answered:
             self.queue.record(wait_s, now, calm)
+
+
+class FairShare:
+    """The in-flight limit shared between the clients (addresses, ``context.address_key``) that compete for it:
+    while another client was refused a command within ``window_s``, a client already holding its share (the
+    limit divided by the clients holding or refused, at least 1) is refused its next command, so its flood
+    cannot keep every slot full while others are refused (one attacker's closed loop took every slot freed before
+    a player's retry could: issue 28). Nobody refused, nobody held back: clients that merely hold slots side by
+    side (two load balancers, two bot hosts) may fill the limit between them. A client that holds no slot is never
+    refused by its share, and one alone may hold them all (a load balancer, or a benchmark, is one client). The
+    share held back for a refused client stays free until it comes back or the window passes: at most
+    ``window_s`` of that share's capacity, and only while contested.
+
+    Per gateway process, with the clock passed in, as ``Admission``."""
+
+    def __init__(self, max_inflight: int, window_s: float = FAIR_WINDOW_S, tracked: int = FAIR_TRACKED) -> None:
+        self.max_inflight = max_inflight
+        self.window_s = window_s
+        self.tracked = tracked
+        self.holding: dict[str, int] = {}  # address -> slots it holds now
+        self.waiting: dict[str, float] = {}  # address -> when it was last refused (oldest first)
+        self.over_share = "this client holds its share of the commands in flight while other clients wait for one"
+
+    def refusal(self, address: str, now: float) -> str | None:
+        held = self.holding.get(address, 0)
+        if not held:
+            return None
+        self._forget(now)
+        if not any(other != address for other in self.waiting):
+            return None  # nobody else is being refused: holding many slots keeps nobody out
+        competing = len(self.holding.keys() | self.waiting.keys())
+        if held < max(1, self.max_inflight // competing):
+            return None
+        return self.over_share
+
+    def refused(self, address: str, now: float) -> None:
+        # A client refused while holding slots waits too (a player's second command behind an attacker's flood).
+        self.waiting.pop(address, None)  # to the end: the dict stays in refusal order
+        self.waiting[address] = now
+        if len(self.waiting) > self.tracked:
+            del self.waiting[next(iter(self.waiting))]
+
+    def hold(self, address: str) -> None:
+        self.waiting.pop(address, None)
+        self.holding[address] = self.holding.get(address, 0) + 1
+
+    def release(self, address: str) -> None:
+        held = self.holding[address] - 1
+        if held:
+            self.holding[address] = held
+        else:
+            del self.holding[address]
+
+    def _forget(self, now: float) -> None:
+        waiting = self.waiting
+        while waiting:
+            oldest = next(iter(waiting))
+            if waiting[oldest] > now - self.window_s:
+                return
+            del waiting[oldest]

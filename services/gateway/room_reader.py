@@ -7,9 +7,10 @@ from typing import Any
 
 import msgspec
 
-from almanac.events import codec, registry, room as room_rules
+from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
+from almanac.events.shown import Shown
 from almanac.projections.models import fork_mark
 from almanac.services.gateway.errors import ApiError
 from almanac.storage.loader import RoomLoader
@@ -72,8 +73,12 @@ class Viewer(msgspec.Struct, frozen=True, kw_only=True):
     player: str = ""  # "" for the public: nobody's seat, so every secret is hidden from it
     auditor: bool = False
 
-    def event(self, envelope: Envelope) -> dict[str, Any]:
-        return auditor_event(envelope) if self.auditor else player_event(envelope, self.player)
+    def event(self, envelope: Envelope, shown: Shown | None = None) -> dict[str, Any]:
+        """The event as this reader receives it (``shown``: the event's ``events.shown.Shown``, when the caller
+        holds one: it is not decoded or redacted again)."""
+        if self.auditor:
+            return auditor_event(envelope, shown.event if shown is not None else None)
+        return (shown if shown is not None else Shown(envelope)).form(self.player)
 
     def scores(self, state: RoomState) -> dict[str, int]:
         """Complete scores for an auditor; for everyone else the public ones (a player's own complete score
@@ -99,25 +104,10 @@ class Viewer(msgspec.Struct, frozen=True, kw_only=True):
 PUBLIC = Viewer()
 
 
-def player_event(envelope: Envelope, player: str) -> dict[str, Any]:
-    """An event as ``player`` may see it: redacted by the rule-set; no hashes (they could confirm a guess)."""
-    event = codec.decode_event(envelope)
-    shown = registry.stored(envelope.ruleset).decider.redact(event, player)
-    if shown is None:
-        # The version still advances so a live client can resume after it; what happened stays hidden.
-        return {"version": envelope.version, "hidden": True}
-    return {
-        "version": envelope.version,
-        "type": envelope.type,
-        "player": envelope.player,
-        "server_time_ms": envelope.server_time_ms,
-        "event": codec.to_builtins(shown),
-    }
-
-
-def auditor_event(envelope: Envelope) -> dict[str, Any]:
-    """Everything stored about an event, decoded, with its place in the hash chain."""
-    event = codec.decode_event(envelope)
+def auditor_event(envelope: Envelope, event: Any = None) -> dict[str, Any]:
+    """Everything stored about an event, decoded (``event``: decoded already), with its place in the hash chain."""
+    if event is None:
+        event = codec.decode_event(envelope)
     try:
         summary = room_rules.summarize_event(envelope.ruleset, event)
     except Exception:  # a summary is a courtesy; a rule-set bug there must not hide the event

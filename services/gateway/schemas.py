@@ -26,6 +26,9 @@ Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=
 # An Ed25519 signature (64 bytes) as 128 lowercase hex digits (events.signing).
 SignatureHex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{128}(?!\n)$", min_length=128, max_length=128,
                                            description="Ed25519 signature, 64 bytes as 128 lowercase hex digits")]
+# The room version a client saw when it sent a command (events.step.CommandRecord.seen_version).
+SeenVersion = Annotated[int, msgspec.Meta(ge=0, le=MAX_VERSION, description="the room version the client saw "
+                                          "(its latest checkpoint's); covered by the v2 signed form")]
 CommandId = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:\-]{1,100}(?!\n)$", description="client id for idempotent retries")
 ]
@@ -87,6 +90,8 @@ class EndRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     command_id: CommandId | None = None
     # A signing seat signs {"kind": "end_room", "reason": reason} like any command (docs/dice.md).
     signature: SignatureHex | None = None
+    # The room version the client saw, as for a command (CommandRequest.seen_version).
+    seen_version: SeenVersion | None = None
 
 
 class ForkRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -102,8 +107,12 @@ class CommandRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     command: dict[str, Any]
     command_id: CommandId | None = None
     # A signing seat's Ed25519 signature of events.signing.command_bytes(room, player,
-    # "{room}:{player}:{command_id}", command) (docs/dice.md); needs ``command_id``.
+    # "{room}:{player}:{command_id}", command, seen_version) (docs/dice.md); needs ``command_id``.
     signature: SignatureHex | None = None
+    # The room version the client saw (its latest checkpoint's): the command is decided at that version or a
+    # later one and refused only at that one, else 409 `version_moved` (unrecorded: sign the version in `allowed`
+    # and resend with the same id). Signed in the v2 form, so a signed refusal stands at one version only.
+    seen_version: SeenVersion | None = None
     # Optional: when given it must be the token's player (a command for another seat is refused).
     player: Name | None = None
 

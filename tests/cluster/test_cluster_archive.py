@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-from archive_support import archiving_store, file_archive_url
+from archive_support import archiving_store, expired, file_archive_url
 from forensics_support import RealmTable
 
 from almanac.projections.projector import Projector
 from almanac.projections.read import ReadModels
 from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import CommandRecord
 from almanac.storage import archive_index
 from almanac.storage.archive import archive_room
 
@@ -79,3 +80,29 @@ async def test_idle_rooms_on_every_node_move_and_come_back_once_under_racing_eng
         assert [e.version for e in events] == list(range(1, len(events) + 1))
         assert {e.command_id for e in events[versions[room]:]} == {f"{room}-alice", f"{room}-bob"}
         assert (await verify_room(fresh, room)).ok
+
+
+async def test_expired_dedupe_records_and_superseded_objects_on_the_cluster(cluster, tmp_path) -> None:
+    """On every node: an acknowledged command resent after its record expired is answered from its room's id index
+    (never decided twice), and a room brought back and moved again leaves only its new object."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(cluster, url, SHARDS)
+    store.dedupe_retain_ms = 200
+    rooms = [f"cl-ids-{index}" for index in range(6)]
+    for room in rooms:
+        table = RealmTable(store, room)
+        await table.create("realm@1")
+        mine = CommandRecord(command_id=f"{room}-mine", room=room, player="alice", server_time_ms=90_000,
+                             body={"kind": "mine", "ore": "gold"})
+        first = await table.service.handle(mine)
+        await expired(cluster, store.keys.command_outcome(room, mine.command_id))
+        (again,) = await table.service.handle_many([mine])
+        assert (again is None or again.duplicate) and (await table.service.handle(mine)).duplicate
+        assert await store.latest_version(room) == first.last_version
+
+        old = await archive_room(store, room, reason="idle")
+        await table.mine("bob")  # brings it back
+        new = await archive_room(store, room, reason="idle")
+        assert old.status == new.status == "archived"
+        assert [p for p in await store.archive.paths() if f"/{room}/" in p] == [new.path]
+        assert (await verify_room(archiving_store(cluster, url, SHARDS), room)).ok

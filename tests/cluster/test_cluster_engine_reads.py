@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from shard_rooms import room_on
 from waiting import wait_for
 
 from almanac.services import bus
@@ -24,13 +25,9 @@ SHARDS = 16
 KEYS = Keys(SHARDS)
 
 
-def _room_on(shard: int, name: str) -> str:
-    return next(room for room in (f"{name}-{n}" for n in range(10_000)) if KEYS.shard(room) == shard)
-
-
 async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_once_it_is(cluster) -> None:
     watched, other = 3, 9
-    room, wake = _room_on(watched, "orphan"), _room_on(other, "wake")
+    room, wake = room_on(KEYS, watched, "orphan"), room_on(KEYS, other, "wake")
     # Reads that block for seconds, so the watched shard's read is in flight when its lease margin runs out; a
     # long lease, so no renewal restores the margin before the test does.
     engine = Engine(cluster, EngineConfig(name="orphan-test", shards=[watched, other], shard_count=SHARDS,

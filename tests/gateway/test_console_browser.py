@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-from forgery import rewrite_event
 from game_modules import game_module
 from gateway_stack import CHILD, Stack
+from store_forgery import rewrite_in_redis
 
 from almanac.events import registry
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
@@ -214,6 +214,10 @@ def test_play_a_board_room_travel_back_and_verify(page, base_url: str, auditor: 
     refusal.wait_for()
     assert "occupied" in refusal.inner_text() or "free" in refusal.inner_text() or ":" in refusal.inner_text()
     page.screenshot(path=shots / "03-refused.png", full_page=True)
+    # and the refusal is the player's own: the browser signed it over the version it saw (the v2 form), so it
+    # stands at that version only
+    report = httpx.get(f"{base_url}/rooms/{room}/verification", headers={"Authorization": f"Bearer {auditor}"}).json()
+    assert report["ok"] and report["refusals_rechecked"] == report["refusals_signed"] == 1, report
 
     # When the slider goes back to version 2 by keyboard (Home, then one step right)
     slider = page.get_by_role("slider", name="Version")
@@ -352,11 +356,11 @@ def test_tampered_event_shows_the_first_divergence(page, base_url: str, auditor:
     room, _ = board_room_played(base_url, auditor, f"tam-{secrets.token_hex(2)}", moves=2)
 
     # When someone rewrites a placement in Redis and re-chains every hash after it (a careful forger)
-    def other_terrain(event: dict) -> dict:
-        return {**event, "terrain": "water" if event["terrain"] != "water" else "forest"}
+    def other_terrain(event: dict) -> None:
+        event["terrain"] = "water" if event["terrain"] != "water" else "forest"
 
-    version = rewrite_event(stack.redis_url, 16, room, lambda e: e.type == "board.element_placed", other_terrain,
-                            rechain=True)
+    version = rewrite_in_redis(stack.redis_url, 16, room, lambda e: e.type == "board.element_placed", other_terrain,
+                            reseal=True)
 
     # Then verify in the console names the version and shows recorded and recomputed side by side
     page.goto(f"/#/room/{room}")

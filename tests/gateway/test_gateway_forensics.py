@@ -11,7 +11,7 @@ import time
 import msgspec
 import redis
 from fastapi.testclient import TestClient
-from forgery import rewrite_event
+from store_forgery import rewrite_in_redis
 
 from almanac.services.gateway.responses import RESPONSES
 from almanac.storage.keys import Keys
@@ -222,8 +222,8 @@ def _mined(envelope) -> bool:
     return envelope.type == "realm.mined"
 
 
-def _one_more(event: dict) -> dict:
-    return {**event, "amount": event["amount"] + 1}
+def _one_more(event: dict) -> None:
+    event["amount"] += 1
 
 
 def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_them(api: TestClient, stack,
@@ -231,7 +231,7 @@ def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_th
     shards = api.app.state.gateway.settings.shard_count
     # Given a realm room whose first mined event is altered in Redis without re-chaining (a clumsy forger)
     clumsy, *_ = realm_room(api)
-    version = rewrite_event(stack.redis_url, shards, clumsy, _mined, _one_more, rechain=False)
+    version = rewrite_in_redis(stack.redis_url, shards, clumsy, _mined, _one_more, reseal=False)
     # When an auditor verifies it, Then the chain check names the version with both hashes (strings), and the
     # answer fits its declared schema (the contract hook on `api` checks every answer against the document)
     chain = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{clumsy}/verification", headers=auth(auditor)))
@@ -240,7 +240,7 @@ def test_a_tampered_rooms_verification_shows_both_sides_as_the_document_types_th
     assert all(isinstance(chain["divergence"][side], str) for side in ("recorded", "recomputed"))
     # Given another room altered the same way and re-chained (a careful forger)
     careful, *_ = realm_room(api)
-    version = rewrite_event(stack.redis_url, shards, careful, _mined, _one_more, rechain=True)
+    version = rewrite_in_redis(stack.redis_url, shards, careful, _mined, _one_more, reseal=True)
     # Then re-deciding its command finds it: both sides are the events as stored and as the rules decide them
     redecided = typed("get", "/rooms/{room}/verification", api.get(f"/rooms/{careful}/verification",
                                                                   headers=auth(auditor)))

@@ -10,6 +10,7 @@ import sys
 import redis
 from fastapi.testclient import TestClient
 from gateway_stack import CHILD, gateway_settings
+from prometheus_client.parser import text_string_to_metric_families
 from test_gateway_forensics import auth, realm_room, wait_until
 
 from almanac.services import bootstrap
@@ -51,7 +52,32 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
         (decided,) = {e["command_id"] for e in events[version:]}  # the resend appended nothing
         assert decided.endswith(f"{room}-bob-1")
         assert api.get(f"/rooms/{room}/verification", headers=auth(auditor)).json()["ok"] is True
+
+        # And /metrics counts the trip back and how long the command waited for it (Prometheus' parser reads it)
+        seen = wait_until(lambda: restores(api), lambda found: found.get(("count", None), 0) >= 1, timeout_s=30)
+        assert seen[("count", None)] == 1 == seen[("bucket", "+Inf")] and seen[("sum", None)] > 0
+        assert seen[("bucket", "10")] == 1
+
+        # And when nobody touches it again, it moves to the archive again and its first object is removed
+        old_object = stack.data_dir / "archive" / pointer.path
+        assert old_object.exists()  # kept while the room lived in Redis: the one copy of its history outside it
+        moved = wait_until(lambda: client.hget(keys.pointers(keys.shard(room)), room), bool, timeout_s=30)
+        assert moved and decode_pointer(room, moved).digest != pointer.digest
+        assert wait_until(old_object.exists, lambda exists: not exists, timeout_s=30) is False
+        assert (stack.data_dir / "archive" / decode_pointer(room, moved).path).exists()
+        assert api.get(f"/rooms/{room}/verification", headers=auth(auditor)).json()["ok"] is True
     finally:
         archiver.terminate()
         archiver.wait(timeout=10)
         client.close()
+
+
+def restores(api: TestClient) -> dict[tuple[str, str | None], float]:
+    """The engines' ``almanac_room_restore_seconds`` histogram in /metrics, summed over engines: (part, le) -> value."""
+    found: dict[tuple[str, str | None], float] = {}
+    for family in text_string_to_metric_families(api.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name.startswith("almanac_room_restore_seconds_"):
+                part = (sample.name.removeprefix("almanac_room_restore_seconds_"), sample.labels.get("le"))
+                found[part] = found.get(part, 0) + sample.value
+    return found

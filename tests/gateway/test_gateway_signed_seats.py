@@ -55,7 +55,7 @@ def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, t
     assert api.get(f"/rooms/{room}").json()["version"] == 3  # created, ann and bob joined: nothing else
 
     body = almanac("sign", "--room", room, "--player", "ann", "--command-id", "m2", "--key", str(key_file),
-                   json.dumps(mine))
+                   "--seen-version", "3", json.dumps(mine))
     signed = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json=body)
     assert signed.status_code == 200, signed.text
     resent = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json=body)
@@ -81,9 +81,10 @@ def test_a_signing_player_ends_the_room_with_a_signed_end_and_a_minted_end_is_re
     assert (minted.status_code, minted.json()["code"]) == (422, "signature_required")
 
     body = almanac("sign", "--room", room, "--player", "ann", "--command-id", "end-1", "--key", str(key_file),
-                   json.dumps({"kind": "end_room", "reason": "done"}))
+                   "--seen-version", str(created["version"]), json.dumps({"kind": "end_room", "reason": "done"}))
     ended = api.post(f"/rooms/{room}/end", headers=bearer(created["token"]),
-                     json={"reason": "done", "command_id": "end-1", "signature": body["signature"]})
+                     json={"reason": "done", "command_id": "end-1", "signature": body["signature"],
+                           "seen_version": body["seen_version"]})
     assert ended.status_code == 200 and ended.json()["events"][-1]["type"] == "room.ended", ended.text
     report = api.get(f"/rooms/{room}/verification", headers=bearer(created["token"])).json()
     assert report["ok"] and report["commands_signed"] == 1, report

@@ -3,14 +3,29 @@ bundles and on player-safe bundles."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import msgspec
 import pytest
-from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped, with_chain
+from bundle_forgery import (
+    chain_of,
+    copy,
+    dropped,
+    edited,
+    not_resealed,
+    records_of,
+    stranger_ring,
+    swapped,
+    truncated,
+    with_refusal,
+)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from signed_rooms import ROOM, ended_room, signed
 from test_console_browser import (  # noqa: F401 - fixtures: the gateway process, Chromium, screenshots
     CHROMIUM,
     auditor,
@@ -22,9 +37,10 @@ from test_console_browser import (  # noqa: F401 - fixtures: the gateway process
     shots,
 )
 
-from almanac.events import codec, commitments as cm, readable
+from almanac.events import commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.forensics.player_check import verify_player_bundle
+from almanac.events.step import CommandRecord, decode_record
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,15 +52,6 @@ JS_VERDICT = """async ([bundle, checkpoints, keys]) => {
   const v = await verifyBundle(bundle, { checkpoints, keys });
   return [v.ok, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, v.failed ? v.failed.detail : ""];
 }"""
-
-
-def not_resealed(bundle: dict, version: int) -> dict:
-    """An event's bytes changed and nothing re-sealed (an edit straight in the store)."""
-    bundle = copy(bundle)
-    chain = chain_of(bundle)
-    chain[version - 1] = msgspec.structs.replace(chain[version - 1], command_id="forged")
-    bundle["chain"]["envelopes"][version - 1] = readable.b64(codec.encode_envelope(chain[version - 1]))
-    return bundle
 
 
 def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, dict | None]]:
@@ -61,7 +68,7 @@ def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, d
         "edited earlier event, both chains re-sealed": (forged, held, keys),
         "dropped event, re-sealed": (dropped(bundle, 3), held, keys),
         "swapped events, re-sealed": (swapped(bundle, 2, 3), held, keys),
-        "truncated before the last checkpoint": (with_chain(bundle, chain_of(bundle)[:-1]), held, keys),
+        "truncated before the last checkpoint": (truncated(bundle, len(chain_of(bundle)) - 1), held, keys),
         "edited, not re-sealed": (not_resealed(bundle, 2), held, keys),
         "forged signature": (bundle, [{**last, "sig": last["sig"][:-2] + ("00" if last["sig"][-2:] != "00" else "11")}], keys),
         "checkpoint moved to another head": (bundle, [{**last, "head": "ab" * 32}], keys),
@@ -218,3 +225,105 @@ def test_both_verifiers_agree_on_player_bundles(page, base_url: str, shots: Path
     assert sum(python[0] == "NOT VERIFIED" for python, *_ in verdicts.values()) == len(verdicts) - 3
     # and the console's verdict says, as Python's does, that no command was re-decided
     assert all("NOT PROVABLE" in limits for *_, limits in verdicts.values())
+
+
+JS_REFUSALS = """async ([bundle]) => {
+  const { verifyBundle } = await import("/console/verify.js");
+  const v = await verifyBundle(bundle, {});
+  const step = v.steps.find((s) => s.name === "refusals");
+  return [v.ok, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, step && !v.failed ? step.status : null,
+          step ? step.detail : ""];
+}"""
+
+
+def refusal_cases() -> dict[str, dict]:
+    """Bundles of ann's room (tests/signed_rooms.py) whose refusals are hers signed over the version she saw, bob's
+    unsigned, hers signed in the v1 form, and the operator's: hers moved to another version, shown twice, and one
+    signed by its own key over the version."""
+    def built() -> tuple[dict, dict, dict]:
+        async def all_three():
+            return tuple([(await ended_room(who, old_form=old))[1] for who, old in (("ann", False), ("bob", False),
+                                                                                     ("ann", True))])
+        return asyncio.run(all_three())
+
+    # (in a thread: Playwright's sync API keeps an event loop running in this one)
+    with ThreadPoolExecutor(1) as pool:
+        ann, bob, old = pool.submit(built).result()
+    real = decode_record(base64.b64decode(ann["refusals"][0]["raw"]))
+    at = real.refused_at_version
+    moved = with_refusal(ann, msgspec.structs.replace(real, refused_at_version=at - 1), "nonce_mismatch")
+    moved["refusals"] = moved["refusals"][1:]
+    twice = copy(ann)
+    twice["refusals"].append(twice["refusals"][0])
+    mallory = Ed25519PrivateKey.from_private_bytes(bytes(32))
+    invented = CommandRecord(command_id=f"{ROOM}:ann:invented", room=ROOM, player="ann", server_time_ms=4_500,
+                             body={"kind": "roll", "dice": 6})
+    by_operator = msgspec.structs.replace(signed(invented, key=mallory, seen_version=at), refused_at_version=at)
+    accepted = next(record for record in records_of(ann) if record.command_id == "a1")  # ann's signed roll
+    accepted_shown_refused = with_refusal(
+        ann, msgspec.structs.replace(accepted, refused_at_version=accepted.seen_version), "nonce_mismatch")
+    return {
+        "ann's refusal, signed over the version she saw": ann,
+        "bob's refusal, unsigned": bob,
+        "ann's refusal, signed in the v1 form": old,
+        "ann's refusal moved to another version": moved,
+        "ann's refusal shown twice": twice,
+        "a refusal signed by the operator's key": with_refusal(ann, by_operator, "signature_invalid"),
+        "ann's accepted roll shown refused at the version she saw": accepted_shown_refused,
+    }
+
+
+def test_both_verifiers_agree_on_which_refusals_a_signature_covers(page, base_url: str) -> None:  # noqa: F811
+    # Given ann's ended room and the refusal bundles an honest server and a forging operator would show
+    cases = refusal_cases()
+    page.goto("/")
+
+    # When each is checked by the Python verifier and by the console's, in Chromium
+    seen = {}
+    for name, bundle in cases.items():
+        python = verify_bundle(bundle, bundle["head"]["hash"])
+        step = next((s for s in python.steps if s.name == "refusals"), None)
+        failed = python.failed
+        mine = (failed is None, failed.name if failed else None, failed.version if failed else None,
+                None if failed else step.status)
+        js = page.evaluate(JS_REFUSALS, [bundle])
+        seen[name] = (mine, tuple(js[:4]), js[4])
+
+    # Then they agree: the failed step and the version it names, or whether the refusals are covered
+    for name, (python, js, detail) in seen.items():
+        assert python == js, f"{name}: python {python}, javascript {js} ({detail})"
+    assert {name: python[3] if python[0] else python[1] for name, (python, _, _) in seen.items()} == {
+        "ann's refusal, signed over the version she saw": "passed",
+        "bob's refusal, unsigned": "skipped",
+        "ann's refusal, signed in the v1 form": "skipped",
+        "ann's refusal moved to another version": "refusals",
+        "ann's refusal shown twice": "refusals",
+        "a refusal signed by the operator's key": "skipped",
+        "ann's accepted roll shown refused at the version she saw": "refusals",
+    }
+
+
+def test_a_seated_player_fetches_and_checks_their_own_bundle_in_the_console(page, base_url: str,  # noqa: F811
+                                                                             shots: Path) -> None:  # noqa: F811
+    # Given alice's realm room where she traded with bob, her seat in this browser
+    room, _, tokens = realm_trade_played(base_url)
+    alice, token = next(iter(tokens.items()))
+    page.goto("/")
+    page.evaluate("([room, player, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player, token}))",
+                  [room, alice, token])
+    # When she opens the room (each answer's checkpoint is kept) and asks for her bundle
+    page.goto(f"/#/room/{room}")
+    page.wait_for_function("(room) => JSON.parse(localStorage.getItem(`almanac-checkpoints:${room}`) || '[]').length > 0",
+                           arg=room)
+    panel = page.get_by_role("region", name="Player bundle")
+    panel.get_by_role("button", name="Fetch and check my bundle").click()
+    verdict = panel.get_by_test_id("player-bundle-verdict")
+    verdict.wait_for()
+    panel.screenshot(path=str(shots / "player-bundle.png"))
+    # Then it is checked in this browser against her checkpoints: the history verified, and the limits said
+    assert verdict.inner_text().startswith("VERIFIED"), verdict.inner_text()
+    assert "[passed] checkpoints" in verdict.inner_text()
+    assert "NOT PROVABLE" in panel.get_by_test_id("player-bundle-limits").inner_text()
+    # and each version says what it opens to her: her trade steps as her view, bob's only as hashes
+    table = panel.get_by_test_id("player-bundle-events").inner_text()
+    assert "your view" in table and "whole event" in table

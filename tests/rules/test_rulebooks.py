@@ -38,7 +38,16 @@ RULESETS = [manifest for manifest in registry.all_manifests() if manifest.rulebo
 
 
 def rulebook(manifest) -> str:
-    return (ROOT / manifest.rulebook).read_text()
+    """The rulebook as it holds for ``manifest``'s version: without the sections of later versions ("## Version 2
+    (`board@2`)": what board@2 adds, which board@1's code does not raise)."""
+    kept, later = [], False
+    for line in (ROOT / manifest.rulebook).read_text().splitlines():
+        if line.startswith("## "):
+            version = re.match(r"## Version (\d+)\b", line)
+            later = version is not None and int(version.group(1)) > manifest.version
+        if not later:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def tables(doc: str) -> list[list[dict[str, str]]]:
@@ -91,7 +100,7 @@ def source_trees(manifest) -> list[ast.Module]:
 
 def raised_codes(manifest) -> set[str]:
     name = manifest.name
-    # Event tags of every version of the rule-set: one package may hold several (board@1's holds board@2's).
+    # Event tags of every version of the rule-set: a later version's package holds an earlier's (board@2's, board@1's).
     tags = {event_tag(kind) for version in registry.versions(name)
             for kind in registry.at(name, version).decider.event_types}
     codes: set[str] = set()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from checkpoint_support import chain_of, copy, dropped, edited, stranger_ring, swapped
+from bundle_forgery import chain_of, copy, dropped, edited, stranger_ring, swapped, truncated
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from typer.testing import CliRunner
 
@@ -99,10 +99,7 @@ async def test_a_dropped_or_swapped_event_fails_at_a_checkpoint(held, forge) -> 
 
 
 async def test_a_truncated_history_fails_at_the_checkpoint_past_its_end(held) -> None:
-    chain = chain_of(held["bundle"])
-    from checkpoint_support import with_chain
-
-    name, detail = failed(verdict_of(with_chain(held["bundle"], chain[:40]), held))
+    name, detail = failed(verdict_of(truncated(held["bundle"], 40), held))
     assert name == "checkpoints" and ("ends at version 40" in detail or "does not pass through" in detail), detail
 
 

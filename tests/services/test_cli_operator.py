@@ -12,10 +12,10 @@ from pathlib import Path
 import msgspec
 import pytest
 from counter_ruleset import Add, Added, CounterDecider
+from store_forgery import rewrite_in_memory
 from typer.testing import CliRunner
 
 from almanac.events import codec
-from almanac.events.hashing import seal
 from almanac.services.cli import _load_commands, app
 from almanac.services.cli.sim import load_scenario
 from almanac.services.cli.verification import print_report
@@ -131,21 +131,16 @@ async def test_verify_passes_every_example_room_and_the_cli_says_so(redis_client
 async def test_verify_catches_a_tampered_event_even_when_the_chain_is_resealed() -> None:
     store = MemoryEventStore()
     await counter_room(store)
-    envelopes = await store.read("c1")
-    third = envelopes[2]
-    forged_payload = codec.encode(Added(amount=200))
+    def forged(envelope):
+        return msgspec.structs.replace(envelope, payload=codec.encode(Added(amount=200)))
+
     # A plain edit: the entry no longer matches its own hash.
-    store.tamper("c1", 3, codec.encode_envelope(msgspec.structs.replace(third, payload=forged_payload)))
+    await rewrite_in_memory(store, "c1", 3, forged, reseal=False)
     report = await verify_room(store, "c1")
     assert not report.ok and report.divergence.check == "chain" and report.divergence.version == 3
 
     # A forger who reseals the whole chain: the hashes agree, re-deciding the command does not.
-    previous = envelopes[1].hash
-    for envelope in envelopes[2:]:
-        payload = forged_payload if envelope.version == 3 else envelope.payload
-        resealed = seal(msgspec.structs.replace(envelope, payload=payload, previous_hash=previous, hash=""))
-        store.tamper("c1", envelope.version, codec.encode_envelope(resealed))
-        previous = resealed.hash
+    await rewrite_in_memory(store, "c1", 3, forged, reseal=True)
     report = await verify_room(store, "c1")
     assert not report.ok and report.divergence.check == "redecide" and report.divergence.version == 3
     assert report.divergence.recorded["event"]["amount"] == 200

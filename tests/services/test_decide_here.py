@@ -11,6 +11,7 @@ from engine_process_helper import register_test_rulesets
 from engine_test_support import KEYS, record, send, wait_for
 from log_checks import assert_log_verifies
 from redis.exceptions import ConnectionError as RedisConnectionError
+from shard_rooms import room_on
 
 from almanac.events import codec
 from almanac.services import room_service
@@ -215,16 +216,12 @@ async def test_a_clients_limit_is_counted_by_the_commands_own_write_and_refuses_
     assert await RedisEventStore(redis_client, 16).outcome("h9", "c4") is None
 
 
-def _room_on(shard: int, prefix: str) -> str:
-    return next(f"{prefix}{n}" for n in range(10_000) if KEYS.shard(f"{prefix}{n}") == shard)
-
-
 async def test_while_a_takeover_replays_a_backlog_commands_of_other_shards_go_to_the_stream_at_once(
         redis_client) -> None:
     """Given 3,000 commands of shard 15 left pending by a dead engine, when a serving engine takes the shards
     over (shard 0 first, shard 15 last) and a command of shard 0 comes in during shard 15's replay, then it is
     answered None at once (for the stream), not queued behind the replay."""
-    stream, late = KEYS.command_stream(15), _room_on(15, "backlog-")
+    stream, late = KEYS.command_stream(15), room_on(KEYS, 15, "backlog-")
     await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
     bodies = [CREATE, {"kind": "join_room"}] + [{"kind": "add", "amount": 1}] * 3_000
     async with redis_client.pipeline(transaction=False) as pipe:
@@ -240,7 +237,7 @@ async def test_while_a_takeover_replays_a_backlog_commands_of_other_shards_go_to
             pending = (await redis_client.xpending(stream, GROUP))["pending"]
             if engine.leases.holds(0) and 0 < pending < len(bodies) - 100:  # shard 15 mid-replay
                 started_at = asyncio.get_running_loop().time()
-                answer = await engine.decide_here(record(_room_on(0, "other-"), "ann", CREATE, "x1"), timeout_s=10)
+                answer = await engine.decide_here(record(room_on(KEYS, 0, "other-"), "ann", CREATE, "x1"), timeout_s=10)
                 caught = (answer, asyncio.get_running_loop().time() - started_at)
                 break
             await asyncio.sleep(0.002)

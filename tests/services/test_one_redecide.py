@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import msgspec
 from forensics_support import RealmTable, mining_tries
+from store_forgery import rewrite_in_memory
 
-from almanac.events import codec
 from almanac.events.forensics.bundle_check import verify_bundle
-from almanac.events.hashing import seal
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.forensics.investigate import bisect_against
 from almanac.services.forensics.verify import verify_room
@@ -24,25 +23,13 @@ async def ended_realm_room(store: MemoryEventStore, room: str) -> RealmTable:
     return table
 
 
-async def reseal_with_another_time(store: MemoryEventStore, room: str, version: int) -> None:
-    """A forger's rewrite: the event at ``version`` told as happening a second later, the chain sealed again after
-    it (every hash agrees, so only re-deciding the command can tell)."""
-    envelopes = await store.read(room)
-    previous = envelopes[version - 2].hash
-    for envelope in envelopes[version - 1:]:
-        if envelope.version == version:
-            envelope = msgspec.structs.replace(envelope, server_time_ms=envelope.server_time_ms + 1_000)
-        envelope = seal(msgspec.structs.replace(envelope, previous_hash=previous, hash=""))
-        previous = envelope.hash
-        store.tamper(room, envelope.version, codec.encode_envelope(envelope))
-
-
 async def test_an_event_re_timed_and_resealed_is_named_by_verify_the_bundle_and_bisect_alike() -> None:
     # Given an ended realm room whose first mining try's event was moved a second later, the chain resealed
     store = MemoryEventStore()
     table = await ended_realm_room(store, "retimed")
     (first_try, _), *_ = await mining_tries(store, table.room)
-    await reseal_with_another_time(store, table.room, first_try)
+    await rewrite_in_memory(store, table.room, first_try, lambda envelope: msgspec.structs.replace(
+        envelope, server_time_ms=envelope.server_time_ms + 1_000), reseal=True)
 
     # When it is verified, bundled and checked offline, and bisected against its own rules
     report = await verify_room(store, table.room)

@@ -96,15 +96,16 @@ def test_alices_bundle_verifies_against_her_checkpoints_and_says_what_it_cannot_
 
 
 def test_a_bundle_opens_exactly_what_its_player_receives_during_play(room) -> None:
-    from almanac.services.gateway.room_reader import player_event
+    from almanac.events.shown import shown_to
 
-    # Every view opened to alice is exactly what the gateway sends her (or the public) for that event; the whole
-    # event and bob's views are never opened, only hashed
+    # Every view opened to alice is exactly what the gateway sends her (or the public) for that event (one function,
+    # events.shown, makes both: this is the check that it stays so); the whole event and bob's views are never
+    # opened, only hashed
     for envelope, entry in zip(room["envelopes"], room["alice"]["events"], strict=True):
         assert set(entry["opened"]) <= {cm.PUBLIC, "alice"} and cm.FULL in entry["leaves"]
         for label, opening in entry["opened"].items():
             shown = msgspec.msgpack.decode(base64.b64decode(opening["view"]))
-            sent = player_event(envelope, label)
+            sent = shown_to(envelope, label)
             if sent.get("hidden"):
                 assert shown == [ROOM, envelope.version]
             else:

@@ -6,10 +6,9 @@ import base64
 import json
 
 import msgspec
+from store_forgery import rewritten
 
 from almanac.events import codec, room as room_rules
-from almanac.events.envelope import GENESIS_HASH
-from almanac.events.hashing import seal
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.export_store import ExportFileStore, compact_export
@@ -57,14 +56,12 @@ async def test_a_room_stored_before_versions_still_verifies_byte_for_byte_as_ver
         assert outcome.accepted, outcome.error
     document = await compact_export(store, "old", 0)  # a format_version 1 file, as written before readable exports
     envelopes = [codec.decode_envelope(base64.b64decode(e), "old", v) for v, e in enumerate(document["envelopes"], 1)]
-    previous, rewritten = GENESIS_HASH, []
-    for envelope in envelopes:
-        payload = as_schema_1(envelope.payload) if envelope.type == "room.created" else envelope.payload
-        envelope = seal(msgspec.structs.replace(envelope, payload=payload, previous_hash=previous))
-        previous = envelope.hash
-        rewritten.append(base64.b64encode(codec.encode_envelope(envelope)).decode())
+    # room.created (version 1) told in its first schema, the chain sealed again after it
+    envelopes = rewritten(envelopes, 1, lambda created: msgspec.structs.replace(
+        created, payload=as_schema_1(created.payload)), reseal=True)
     path = tmp_path / "old.json"
-    path.write_text(json.dumps({**document, "envelopes": rewritten}))
+    path.write_text(json.dumps({**document, "envelopes": [base64.b64encode(codec.encode_envelope(envelope)).decode()
+                                                          for envelope in envelopes]}))
 
     # When it is read and verified
     exported = ExportFileStore.open(path)

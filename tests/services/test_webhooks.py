@@ -323,3 +323,29 @@ async def test_two_notifiers_and_a_third_after_them_warn_of_a_deadline_once(redi
         for notifier in notifiers:
             await notifier.aclose()
         await client.aclose()
+
+
+async def test_a_read_of_several_feeds_costs_one_subscriptions_load_and_one_cursor_write(tmp_path: Path) -> None:
+    """Given feed entries on three shards, when the notifier reads them (one XREAD), then it loads the
+    subscriptions once and writes the three moved cursors in one command, not one load and one write per shard
+    (bench e2e: the notifier's round trips per read), and each cursor stands at its shard's last entry."""
+    from almanac.services.embedded_redis import EmbeddedRedis  # noqa: PLC0415
+
+    with EmbeddedRedis(tmp_path / "redis", persist=False) as server:  # its own: the call counts are the server's
+        client = aioredis.Redis.from_url(server.url)
+        settings = load_settings({}, redis_url=server.url, data_dir=str(tmp_path))
+        keys = Keys(settings.shard_count)
+        notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys=keys), settings, keys=keys)
+        try:
+            last = {shard: await client.xadd(keys.feed(shard), {"r": f"room-{shard}", "v": 1, "l": 1})
+                    for shard in (1, 5, 9)}
+            await client.config_resetstat()
+            await notifier.notice_once()
+            calls = {name.removeprefix("cmdstat_"): stats["calls"]
+                     for name, stats in (await client.info("commandstats")).items()}
+            assert calls.get("hgetall") == 1
+            assert calls.get("set", 0) + calls.get("mset", 0) == 1
+            assert {shard: await client.get(keys.notifier_cursor(shard)) for shard in last} == last
+        finally:
+            await notifier.aclose()
+            await client.aclose()

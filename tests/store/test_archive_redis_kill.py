@@ -124,3 +124,54 @@ async def test_kill_9_of_redis_mid_move_leaves_each_room_in_one_place_and_the_ne
         await client.aclose()
     finally:
         server.stop()
+
+
+async def test_kill_9_of_redis_while_a_room_brought_back_has_its_old_object_removed(tmp_path: Path) -> None:
+    """Rooms archived idle, brought back by a command and ended; Redis dies right after one room's old object is
+    removed from the store (the hash still noting it): every room reads whole, and the next pass forgets it."""
+    server = EmbeddedRedis(tmp_path / "redis", persist=True).start()
+    try:
+        client = aioredis.Redis.from_url(server.url)
+        await client.config_set("appendfsync", "always")
+        url = file_archive_url(tmp_path / "archive")
+        store = archiving_store(client, url)
+        rooms = [f"kb-{index}" for index in range(4)]
+        for room in rooms:
+            table = RealmTable(store, room)
+            await table.create("realm@1")
+            assert (await archive_room(store, room, reason="idle")).status == "archived"
+            await table.play_mining(1)  # brings it back
+            assert (await table.send("alice", {"kind": "end_room"})).accepted
+        await Projector(client, store.shard_count, store=store).drain()
+        before = {room: await whole_record(store, room) for room in rooms}
+        victim = rooms[2]
+
+        # When the moves run and Redis dies right after the victim's old object left the store
+        mover = archiving_store(client, url)
+        delete = mover.archive.delete
+
+        async def delete_then_kill(path: str) -> None:
+            await delete(path)
+            if f"/{victim}/" in path:
+                kill_redis(server)
+
+        mover.archive.delete = delete_then_kill
+        await asyncio.gather(*(archive_room(mover, room) for room in rooms), return_exceptions=True)
+        assert server.process is None or server.process.poll() is not None, "the kill point was never reached"
+        await client.aclose()
+
+        # Then, Redis back from its AOF, every room reads whole, and the next pass completes every move
+        server = EmbeddedRedis(tmp_path / "redis", port=server.port, persist=True).start()
+        client = aioredis.Redis.from_url(server.url)
+        for room in rooms:
+            assert await whole_record(archiving_store(client, url), room) == before[room], room
+        await Archiver(archiving_store(client, url), retain_s=0, batch=1000).run_once()
+        reader = archiving_store(client, url)
+        for room in rooms:
+            assert await reader.pointer(room) is not None and await whole_record(reader, room) == before[room]
+            assert (await verify_room(reader, room)).ok
+        assert [await client.hexists(store.keys.superseded(store.keys.shard(r)), r) for r in rooms] == [0] * len(rooms)
+        assert len(list((tmp_path / "archive").rglob("*.zst"))) == len(rooms)  # one object per room left
+        await client.aclose()
+    finally:
+        server.stop()

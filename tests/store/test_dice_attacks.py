@@ -11,70 +11,13 @@ from __future__ import annotations
 import hashlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from signed_rooms import ANN_NONCE, ROOM, Room, signed
+from store_forgery import operator_appends
 
-from almanac.events import codec, room as room_rules
-from almanac.events.envelope import Envelope
-from almanac.events.hashing import seal
-from almanac.events.signing import command_bytes, join_bytes
+from almanac.events import room as room_rules
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import verify_room
-from almanac.services.room_service import RoomService
 from almanac.storage.memory_store import MemoryEventStore
-
-ROOM = "duel"
-SEED = hashlib.sha256(b"the operator's seed").digest()
-ANN_NONCE = hashlib.sha256(b"ann's nonce").digest()
-BOB_NONCE = hashlib.sha256(b"bob's nonce").digest()
-ANN_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"ann's signing key").digest())
-ANN_PUBLIC = ANN_KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
-
-
-def signed(record: CommandRecord, key: Ed25519PrivateKey = ANN_KEY) -> CommandRecord:
-    """The record as ann's client sends it: signed over events.signing.command_bytes."""
-    message = command_bytes(record.room, record.player, record.command_id, record.body)
-    return CommandRecord(command_id=record.command_id, room=record.room, player=record.player,
-                         server_time_ms=record.server_time_ms, body=record.body, signature=key.sign(message).hex())
-
-
-class Room:
-    """One room of a store, played command by command through the engine's RoomService."""
-
-    def __init__(self, store, room: str = ROOM) -> None:
-        self.store, self.room, self.service, self.clock = store, room, RoomService(store), 1_000
-
-    async def send(self, command_id: str, player: str, body: dict, *, sign: bool = False):
-        self.clock += 1_000
-        record = CommandRecord(command_id=command_id, room=self.room, player=player, server_time_ms=self.clock,
-                               body=body)
-        return await self.service.handle(signed(record) if sign else record)
-
-    async def open(self, *, seed: bytes = SEED, ann_signs: bool = False, bob_nonce: bytes = BOB_NONCE,
-                   ann_nonce: bytes = ANN_NONCE, ann_signs_join: bool = False) -> Room:
-        """Created with ``seed`` (no scheme named: the engine's default for new rooms); ann and bob join (ann's join
-        registering her key when ``ann_signs``, signed by it, as the gateway requires today, with ``ann_signs_join``)."""
-        await self.store.save_seed(self.room, seed)
-        assert (await self.send("create", "ann", {"kind": "create_room", "ruleset": "counter"})).accepted
-        ann_join = {"kind": "join_room", "nonce_commitment": await self.store.save_nonce(self.room, ann_nonce)}
-        if ann_signs:
-            ann_join["public_key"] = ANN_PUBLIC
-        if ann_signs_join:
-            self.clock += 1_000
-            message = join_bytes(self.room, "ann", ANN_PUBLIC, ann_join["nonce_commitment"])
-            joined = await self.service.handle(CommandRecord(
-                command_id="ann-join", room=self.room, player="ann", server_time_ms=self.clock, body=ann_join,
-                signature=ANN_KEY.sign(message).hex()))
-        else:
-            joined = await self.send("ann-join", "ann", ann_join)
-        assert joined.accepted, joined.error
-        bob_join = {"kind": "join_room", "nonce_commitment": await self.store.save_nonce(self.room, bob_nonce)}
-        assert (await self.send("bob-join", "bob", bob_join)).accepted
-        return self
-
-    async def roll(self, command_id: str, player: str, dice: int = 5, **kwargs) -> tuple[int, ...]:
-        outcome = await self.send(command_id, player, {"kind": "roll", "dice": dice}, **kwargs)
-        assert outcome.accepted, outcome.error
-        return codec.decode_event(outcome.envelopes[0]).faces
 
 
 async def test_reordering_two_players_commands_changes_no_roll():
@@ -135,16 +78,6 @@ async def test_a_reveal_the_operator_writes_into_the_log_for_a_signing_player_fa
     assert not report.ok
     assert (report.divergence.check, report.divergence.version) == ("signature", head.version + 1)
     assert "signature_required" in report.divergence.message
-
-
-async def operator_appends(store, record: CommandRecord, event) -> None:
-    """What an operator holding the store can do: append ``event`` as decided by ``record``, sealed onto the chain."""
-    head = (await store.read(ROOM))[-1]
-    event_type, payload = codec.encode_event(event)
-    forged = seal(Envelope(room=ROOM, version=head.version + 1, ruleset=head.ruleset, type=event_type, payload=payload,
-                           command_id=record.command_id, player=record.player, server_time_ms=record.server_time_ms,
-                           previous_hash=head.hash))
-    await store.append(ROOM, head.version, record.command_id, [forged], codec.encode(record))
 
 
 async def test_grinding_its_own_seats_nonce_after_ann_joined_moves_none_of_anns_rolls():

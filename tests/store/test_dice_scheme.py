@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 
 import msgspec
+from store_forgery import rewrite_in_memory, with_event
 
 from almanac.events import codec
 from almanac.events.dice import (
@@ -22,8 +23,6 @@ from almanac.events.dice import (
     nonce_commitment,
     server_nonce,
 )
-from almanac.events.envelope import GENESIS_HASH
-from almanac.events.hashing import seal
 from almanac.events.step import decode_record, replay, step
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
@@ -63,19 +62,6 @@ async def play(store, room: str = "dice", *, scheme: int = PLAYER_ENTROPY, ann_r
 
 async def events_of(store, room: str) -> list:
     return [codec.decode_event(e) for e in await store.read(room)]
-
-
-async def reseal_from(store: MemoryEventStore, room: str, version: int, change) -> None:
-    """A forger's rewrite: the event at ``version`` changed by ``change`` and the chain sealed again after it."""
-    envelopes = await store.read(room)
-    previous = envelopes[version - 2].hash if version > 1 else GENESIS_HASH
-    for envelope in envelopes[version - 1:]:
-        if envelope.version == version:
-            _, payload = codec.encode_event(change(codec.decode_event(envelope)))
-            envelope = msgspec.structs.replace(envelope, payload=payload)
-        envelope = seal(msgspec.structs.replace(envelope, previous_hash=previous))
-        previous = envelope.hash
-        store.tamper(room, envelope.version, codec.encode_envelope(envelope))
 
 
 async def test_a_new_room_draws_with_player_nonces_and_verifies_from_the_revealed_seed_and_nonces(store):
@@ -146,8 +132,10 @@ async def test_a_forged_reveal_at_the_end_is_caught_naming_the_player():
     await play(store)
     last = len(await store.read("dice"))
 
-    await reseal_from(store, "dice", last, lambda ended: msgspec.structs.replace(
-        ended, revealed_nonces={**ended.revealed_nonces, "bob": "ab" * 32}))
+    def forged_bob(ended: dict) -> None:
+        ended["revealed_nonces"]["bob"] = "ab" * 32
+
+    await rewrite_in_memory(store, "dice", last, lambda envelope: with_event(envelope, forged_bob), reseal=True)
 
     report = await verify_room(store, "dice")
     assert not report.ok and report.divergence.check == "nonce"
@@ -159,7 +147,8 @@ async def test_a_forged_player_reveal_is_caught_naming_the_player():
     await play(store)
     version = next(e.version for e in await store.read("dice") if e.type == "room.nonce_revealed")
 
-    await reseal_from(store, "dice", version, lambda revealed: msgspec.structs.replace(revealed, nonce="cd" * 32))
+    await rewrite_in_memory(store, "dice", version, lambda envelope: with_event(
+        envelope, lambda revealed: revealed.update(nonce="cd" * 32)), reseal=True)
 
     report = await verify_room(store, "dice")
     assert not report.ok and report.divergence.check == "nonce"
@@ -195,16 +184,11 @@ async def test_a_nonce_commitment_made_before_the_seed_commitment_is_refused_by_
     # Given a log whose join claims a server time before the room (and its seed commitment) existed
     store = MemoryEventStore()
     await play(store)
-    await reseal_from(store, "dice", 2, lambda joined: joined)  # re-sealing alone changes nothing
+    await rewrite_in_memory(store, "dice", 2, lambda joined: joined, reseal=True)  # re-sealing alone changes nothing
     assert (await verify_room(store, "dice")).ok
-    envelopes = await store.read("dice")
-    previous = envelopes[0].hash
-    for envelope in envelopes[1:]:
-        if envelope.version == 2:
-            envelope = msgspec.structs.replace(envelope, server_time_ms=envelopes[0].server_time_ms - 1)
-        envelope = seal(msgspec.structs.replace(envelope, previous_hash=previous))
-        previous = envelope.hash
-        store.tamper("dice", envelope.version, codec.encode_envelope(envelope))
+    created = (await store.read("dice"))[0]
+    await rewrite_in_memory(store, "dice", 2, lambda joined: msgspec.structs.replace(
+        joined, server_time_ms=created.server_time_ms - 1), reseal=True)
 
     report = await verify_room(store, "dice")
 

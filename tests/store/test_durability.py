@@ -144,3 +144,18 @@ async def test_a_stored_outcome_is_not_read_back_before_a_replica_confirms_it(pr
     assert await gateway.store.outcome("unconfirmed-room", "never-sent") is None
     await gateway.aclose()
     await engine_client.aclose()
+
+
+async def test_the_projectors_read_models_are_written_without_waiting_for_a_replica(redis_client: aioredis.Redis) -> None:
+    # Given a room in a Redis with no replica, and the projector on a store that waits for one (as every store does
+    # under ALMANAC_DURABILITY=replica): its read models are derived from the logs, so they need no replica's copy
+    from almanac.projections.projector import Projector  # noqa: PLC0415
+    from almanac.projections.read import ReadModels  # noqa: PLC0415
+
+    await RedisEventStore(redis_client).append("projected-room", 0, "c1", trivial_log(3, "projected-room"))
+    waiting = RedisEventStore(redis_client, wait_replicas=1, wait_timeout_ms=50)
+
+    # When the projector drains the feeds, Then it commits the room's summary (no ReplicaWaitError, no stall)
+    assert await Projector(redis_client, 16, store=waiting).drain() == 3
+    rooms = await ReadModels(redis_client, 16).rooms()
+    assert [(room["room"], room["version"]) for room in rooms] == [("projected-room", 3)]

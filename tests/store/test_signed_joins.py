@@ -13,7 +13,8 @@ import hashlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from test_dice_attacks import ROOM, Room, operator_appends
+from signed_rooms import ROOM, Room
+from store_forgery import operator_appends
 
 from almanac.events import room as room_rules
 from almanac.events.signing import join_bytes

@@ -9,46 +9,17 @@ invents for ann (unsigned, or signed by a key of its own), leaves the verdict IN
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import msgspec
+from bundle_forgery import records_of, with_refusal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from test_dice_attacks import ROOM, Room, signed
+from signed_rooms import ROOM, WRONG_NONCE, Room, ended_room, signed
 
-from almanac.events import codec, readable
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import CommandRecord
-from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
-
-WRONG_NONCE = hashlib.sha256(b"not ann's nonce").digest().hex()
-
-
-async def ended_room(refusing_player: str, *, ann_signs_join: bool = True) -> tuple[Room, dict]:
-    """The room after ``refusing_player``'s reveal of a wrong nonce was refused (signed when it is ann's), ended
-    by ann's signed end; with the bundle of the whole room. ann's join is signed by the key it registers unless
-    ``ann_signs_join`` is False (a join as recorded before signed joins, or as an operator writes one)."""
-    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=ann_signs_join)
-    await room.roll("a1", "ann", sign=True)
-    refused = await room.send("bad-reveal", refusing_player, {"kind": "reveal_nonce", "nonce": WRONG_NONCE},
-                              sign=refusing_player == "ann")
-    assert not refused.accepted and refused.error["code"] == "nonce_mismatch", refused.error
-    await room.roll("b1", "bob")
-    assert (await room.send("end", "ann", {"kind": "end_room"}, sign=True)).accepted
-    latest = await room.store.latest_version(ROOM)
-    bundle = await dispute_bundle(room.store, ROOM, 0, versions=(1, latest))
-    return room, json.loads(json.dumps(bundle))
-
-
-def with_refusal(bundle: dict, record: CommandRecord, code: str) -> dict:
-    """The bundle with one more refusal, as an operator holding the store would add it."""
-    forged = json.loads(json.dumps(bundle))
-    raw = codec.encode(record)
-    forged["refusals"].append({**readable.record_entry(raw), "raw": readable.b64(raw),
-                               "error": {"code": code, "message": "invented", "field": "signature"}})
-    return forged
 
 
 async def test_a_refusal_the_player_signed_is_covered_and_the_bundle_verifies():
@@ -83,3 +54,59 @@ async def test_a_refusal_the_operator_invents_for_a_signing_player_is_not_covere
     for verdict in (unsigned, forged):
         assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["refusals"], verdict.text()
         assert "operator's word" in verdict.text()
+
+
+async def test_a_signed_command_refused_after_the_room_moved_is_not_recorded_until_signed_again():
+    # ann signs a reveal (wrong nonce) against the version she sees; bob rolls before it arrives.
+    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=True)
+    seen = await room.store.latest_version(ROOM)
+    await room.roll("b1", "bob")
+    moved = await room.send("bad-reveal", "ann", {"kind": "reveal_nonce", "nonce": WRONG_NONCE}, sign=True, seen=seen)
+    # Refused at another version than she signed, the refusal would not be hers to stand by: nothing is kept, the
+    # answer names the version to sign instead
+    assert (moved.error["code"], moved.error["field"], moved.error["allowed"]) == (
+        "version_moved", "seen_version", seen + 1), moved.error
+    assert await room.store.outcome(ROOM, "bad-reveal") is None and await room.store.rejections(ROOM) == []
+    # Signed again over the version she now sees, with the same id: refused by the rules, and kept
+    again = await room.send("bad-reveal", "ann", {"kind": "reveal_nonce", "nonce": WRONG_NONCE}, sign=True)
+    assert again.error["code"] == "nonce_mismatch" and len(await room.store.rejections(ROOM)) == 1
+    # A command the rules accept is decided at a later version than she saw (bob moved the room meanwhile) ...
+    await room.roll("b2", "bob")
+    assert (await room.send("a1", "ann", {"kind": "roll", "dice": 2}, sign=True, seen=seen)).accepted
+    # ... but never before it: a version nobody has seen yet is not one she saw
+    ahead = await room.send("a2", "ann", {"kind": "roll", "dice": 2}, sign=True, seen=99)
+    assert ahead.error["code"] == "version_moved" and await room.store.outcome(ROOM, "a2") is None
+    report = await verify_room(room.store, ROOM)
+    assert report.ok and (report.refusals_rechecked, report.refusals_signed) == (1, 1), report
+
+
+async def test_a_refusal_signed_in_the_old_form_names_no_version_and_rests_on_the_operators_word():
+    # ann's client is one from before the v2 form: it signs the command but not the version it saw. The engine
+    # still decides it (old clients keep playing), but her signature cannot show where she sent it.
+    room, bundle = await ended_room("ann", old_form=True)
+    report = await verify_room(room.store, ROOM)
+    assert report.ok and (report.refusals_rechecked, report.refusals_signed) == (1, 0), report
+    verdict = verify_bundle(bundle, bundle["head"]["hash"])
+    assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["refusals"], verdict.text()
+    assert "v1 form" in verdict.text()
+
+
+async def test_a_signed_refusal_shown_twice_at_its_own_version_fails():
+    # The one place a v2 refusal re-decides as refused is the version ann signed: the operator shows it there twice
+    _, bundle = await ended_room("ann")
+    forged = json.loads(json.dumps(bundle))
+    forged["refusals"].append(forged["refusals"][0])
+    verdict = verify_bundle(forged, bundle["head"]["hash"])
+    assert verdict.status == "NOT VERIFIED" and "refused twice" in verdict.text(), verdict.text()
+
+
+async def test_an_accepted_signed_command_shown_refused_at_the_version_its_player_saw_fails():
+    # Given ann's room, where her roll "a1", signed over the version she saw, was accepted
+    _, bundle = await ended_room("bob")
+    accepted = next(record for record in records_of(bundle) if record.command_id == "a1")
+    # When the operator copies that signed record to the refusals, at the one version her signature names
+    forged = with_refusal(bundle, msgspec.structs.replace(accepted, refused_at_version=accepted.seen_version),
+                          "nonce_mismatch")
+    verdict = verify_bundle(forged, bundle["head"]["hash"])
+    # Then the bundle does not verify: a command id is decided once
+    assert verdict.status == "NOT VERIFIED" and "recorded accepted at version" in verdict.text(), verdict.text()

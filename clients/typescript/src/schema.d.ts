@@ -781,6 +781,8 @@ export interface components {
             command_id?: string | null;
             /** @default null */
             signature?: string | null;
+            /** @default null */
+            seen_version?: number | null;
         };
         /**
          * CommandRequest
@@ -793,6 +795,8 @@ export interface components {
             command_id?: string | null;
             /** @default null */
             signature?: string | null;
+            /** @default null */
+            seen_version?: number | null;
             /** @default null */
             player?: string | null;
         };
@@ -4174,6 +4178,8 @@ export interface components {
             refused_at_version?: number | null;
             /** @default null */
             signature?: string | null;
+            /** @default null */
+            seen_version?: number | null;
         };
         /**
          * BundleRefusal
@@ -5542,7 +5548,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a version conflict the engine could not resolve */
+            /** @description a version conflict the engine could not resolve, or `version_moved`: the command names a `seen_version` and the room is elsewhere (`allowed`: its version; nothing recorded) */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -1,13 +1,13 @@
-"""board@2's Decider: board@1's (``games/board/game.py``) with the turn limit of ``rules.py``."""
+"""board@2's Decider: board@1's (``games/board/v1/game.py``) with the turn limit of ``rules.py``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from almanac.events.manifest import Context, RuleError
-from almanac.games.board.commands import PlaceElement, SkipElement
-from almanac.games.board.events import EVENT_TYPES
-from almanac.games.board.game import BoardDecider as BoardDeciderV1
+from almanac.games.board.v1.commands import PlaceElement, SkipElement
+from almanac.games.board.v1.events import EVENT_TYPES
+from almanac.games.board.v1.game import BoardDecider as BoardDeciderV1
 from almanac.games.board.v2.rules import (
     DECIDE,
     EVOLVE,

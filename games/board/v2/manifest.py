@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from almanac.events.manifest import Deadline
-from almanac.games.board.manifest import MANIFEST as MANIFEST_V1, BoardView
+from almanac.games.board.v1.manifest import MANIFEST as MANIFEST_V1, BoardView
 from almanac.games.board.v2.game import DECIDER
 from almanac.games.board.v2.rules import turn_due_ms, turn_number
 

@@ -14,10 +14,10 @@ from typing import Annotated, Any
 import msgspec
 
 from almanac.events.manifest import Context, RuleError
-from almanac.games.board import rules as v1
-from almanac.games.board.commands import PlaceElement, SkipElement
-from almanac.games.board.data import GAME_LENGTH
-from almanac.games.board.state import BoardOptions, BoardSetup, BoardState
+from almanac.games.board.v1 import rules as v1
+from almanac.games.board.v1.commands import PlaceElement, SkipElement
+from almanac.games.board.v1.data import GAME_LENGTH
+from almanac.games.board.v1.state import BoardOptions, BoardSetup, BoardState
 
 # Bounds of the option: shorter than 10 s is no game over a network; a week is "a game that runs for days".
 TURN_LIMIT_MIN_S = 10

@@ -3,7 +3,7 @@
 import { h, render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import htm from "htm";
-import { verifyBundle } from "./verify.js";
+import { verifyBundle, verifyPlayerBundle } from "./verify.js";
 
 const html = htm.bind(h);
 
@@ -37,6 +37,7 @@ const URLS = {
   bisect: (room, where) => `/rooms/${enc(room)}/bisect?where=${enc(where)}`,
   fork: (room) => `/rooms/${enc(room)}/fork`,
   dispute: (room, last) => `/rooms/${enc(room)}/dispute?from=1&to=${last}`,
+  playerBundle: (room) => `/rooms/${enc(room)}/player-bundle`,
   live: (room, from, token) =>
     `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/rooms/${enc(room)}/live` +
     `?from_version=${from}&token=${enc(token)}`,
@@ -538,7 +539,9 @@ function Checkpoints({ room, latest }) {
     if (!chosen) return;
     let bundle;
     try { bundle = JSON.parse(await chosen.text()); } catch (error) { setVerdict({ ok: false, failed: { name: "format", detail: String(error) }, steps: [] }); return; }
-    setVerdict(await verifyBundle(bundle, { checkpoints: heldCheckpoints(room), keys: await keys() }));
+    // A player-safe bundle (docs/bundle-format.md section 6.5) is checked by its own verifier
+    const verify = bundle && bundle.format === "almanac-player-bundle" ? verifyPlayerBundle : verifyBundle;
+    setVerdict(await verify(bundle, { checkpoints: heldCheckpoints(room), keys: await keys() }));
   };
   const last = held[held.length - 1];
   return html`<section class="panel" aria-label="Checkpoints"><h2>Checkpoints</h2>
@@ -550,6 +553,44 @@ function Checkpoints({ room, latest }) {
       ${verdict.ok ? html`<span class="ok">chain and checkpoints verified in this browser ✓</span>`
         : html`<span class="bad">NOT VERIFIED</span>: <strong>${verdict.failed.name}</strong>${verdict.failed.version ? ` at version ${verdict.failed.version}` : ""}: ${verdict.failed.detail}`}
       <ul>${verdict.steps.map((s) => html`<li>[${s.status}] ${s.name}: ${s.detail}</li>`)}</ul></div>` : ""}
+  </section>`;
+}
+
+// A seated player's own player-safe bundle (docs/bundle-format.md section 6): fetched with the seat's token, checked
+// here against the checkpoints this browser kept (verify.js), each version shown as what it opens to the player.
+function PlayerBundle({ room, seat }) {
+  const [bundle, setBundle] = useState(null);
+  const [verdict, setVerdict] = useState(null);
+  const [error, setError] = useState(null);
+  const fetchMine = async () => {
+    setError(null);
+    const a = await api(URLS.playerBundle(room), { token: seat.token });
+    if (!a.ok) { setError(a.data); return; }
+    const keys = (await api("/.well-known/almanac-keys.json")).data;
+    setBundle(a.data);
+    setVerdict(await verifyPlayerBundle(a.data, { checkpoints: heldCheckpoints(room), keys }));
+  };
+  const save = () => {
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([JSON.stringify(bundle, null, 1)], { type: "application/json" }));
+    link.download = `player-bundle-${room}-${seat.player}.json`;
+    link.click();
+  };
+  const status = verdict && verdict.status;
+  return html`<section class="panel" aria-label="Player bundle"><h2>Your bundle</h2>
+    <p class="muted">Every event as you and the public saw it, tied to the checkpoints this browser kept; values hidden from you appear only as salted hashes.</p>
+    <button onClick=${fetchMine}>Fetch and check my bundle</button>${" "}
+    ${bundle ? html`<button onClick=${save} data-testid="save-player-bundle">Save it</button>` : ""}
+    ${error ? html`<${ErrorBox} error=${error} />` : ""}
+    ${verdict ? html`<div data-testid="player-bundle-verdict" class=${status === "NOT VERIFIED" ? "alert" : "notice"} role="status">
+      <strong class=${status === "VERIFIED" ? "ok" : status === "NOT VERIFIED" ? "bad" : ""}>${status}</strong>
+      ${verdict.failed ? html`: <strong>${verdict.failed.name}</strong>${verdict.failed.version ? ` at version ${verdict.failed.version}` : ""}: ${verdict.failed.detail}` : ""}
+      <ul>${verdict.steps.map((s) => html`<li>[${s.status}] ${s.name}: ${s.detail}</li>`)}</ul>
+      <p class="muted" data-testid="player-bundle-limits">${verdict.limits}</p></div>` : ""}
+    ${bundle ? html`<table data-testid="player-bundle-events"><thead><tr><th>version</th><th>opened to you</th><th>only as hashes</th></tr></thead><tbody>
+      ${bundle.events.map((e) => html`<tr><td>${e.version}</td>
+        <td>${Object.keys(e.opened).map((l) => (l === "" ? "public part" : l === seat.player ? "your view" : l)).join(", ")}</td>
+        <td>${Object.keys(e.leaves).map((l) => (l === "*" ? "whole event" : l)).join(", ")}</td></tr>`)}</tbody></table>` : ""}
   </section>`;
 }
 
@@ -580,7 +621,9 @@ function Charts({ room, token, version }) {
 }
 
 // Signed seats (docs/dice.md): an Ed25519 key made in this browser, its public half registered at join; every
-// command then carries the signature of events.signing.command_bytes, so a token alone cannot act for this seat.
+// command then carries the signature of events.signing.command_bytes in the v2 form, over the room version this
+// browser saw (its newest checkpoint), so a token alone cannot act for this seat and a refusal it signed stands at
+// that version only.
 const hex = (bytes) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
 const sorted = (value) => (Array.isArray(value) ? value.map(sorted)
   : value && typeof value === "object" ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted(value[k])]))
@@ -608,15 +651,29 @@ async function keepSigningKey(room, player, pair) {
   localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
 }
 
-async function signedBody(room, player, command) {
+// The newest room version this browser holds a signed checkpoint of: the version its player saw.
+const seenVersion = (room) => heldCheckpoints(room).reduce((top, c) => Math.max(top, c.version), 0);
+
+async function signedBody(room, player, command, commandId, seen) {
   const kept = localStorage.getItem(keyName(room, player));
   if (!kept || !crypto.subtle) return { command };
   const key = await crypto.subtle.importKey("pkcs8", Uint8Array.from(atob(kept), (c) => c.charCodeAt(0)),
     { name: "Ed25519" }, false, ["sign"]);
-  const commandId = hex(crypto.getRandomValues(new Uint8Array(12)));
-  const message = ["almanac-command-v1", room, player, `${room}:${player}:${commandId}`, canonicalJson(command)].join("|");
+  const message = ["almanac-command-v2", room, player, `${room}:${player}:${commandId}`, String(seen), canonicalJson(command)].join("|");
   const signature = hex(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(message)));
-  return { command, command_id: commandId, signature };
+  return { command, command_id: commandId, seen_version: seen, signature };
+}
+
+// Send a command, signed when this seat signs; a 409 `version_moved` (the room moved on and the command would be
+// refused there, nothing recorded) is signed again over the version it names and resent with the same id.
+async function sendCommand(room, seat, command) {
+  const commandId = hex(crypto.getRandomValues(new Uint8Array(12)));
+  let seen = seenVersion(room);
+  for (let tries = 0; ; tries += 1) {
+    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: await signedBody(room, seat.player, command, commandId, seen) });
+    if (a.ok || tries >= 3 || !a.data || a.data.code !== "version_moved" || !Number.isInteger(a.data.allowed)) return a;
+    seen = a.data.allowed;
+  }
 }
 
 function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
@@ -653,7 +710,7 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
   };
   const send = async (command) => {
     setBusy(true);
-    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: await signedBody(room, seat.player, command) });
+    const a = await sendCommand(room, seat, command);
     setBusy(false); setAnswer(a);
     if (a.ok) onPlayed(a.data.version);
   };
@@ -828,6 +885,7 @@ function RoomPage({ room }) {
       <div class="grow">${summary ? html`<${Verify} room=${room} token=${readToken} summary=${summary} events=${events} />` : ""}</div>
     </div>
     <${Checkpoints} room=${room} latest=${latest} />
+    ${seat ? html`<${PlayerBundle} room=${room} seat=${seat} />` : ""}
     <div class="row">
       <div class="grow">${auditor && summary ? html`<${Forensics} room=${room} token=${auditor} version=${version} onJump=${choose} />` : ""}</div>
     </div>

@@ -375,10 +375,90 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
       pass("checkpoints", "passed", `the history passes through ${given.length} checkpoint(s)` +
            (own === null ? "" : " and the server's signature on the bundle's head"));
     }
+    at = "refusals";
+    await checkRefusals(bundle, chain, pass);
   } catch (error) {
     return { ok: false, failed: failedStep(error, at, steps), steps };
   }
   return { ok: true, failed: null, steps };
+}
+
+// --- refusals (section 7): which refusals their player's signature covers. Refusals write no event; this verifier
+// cannot decide them again (that needs the rules), so it checks what the bytes alone show: no command id refused
+// twice, a command naming the version its client saw refused only there, and the v2 signature (events.signing) by
+// the key a signed join registered for that seat. "skipped" when any shown rests on the operator's word. ----------
+const canonicalJson = (value) => JSON.stringify(canonical(value));
+const RECORD = { command_id: "string", room: "string", player: "string", server_time_ms: "number" };
+function recordOf(bytes) {
+  const r = readMsgpack(bytes);
+  if (!r || typeof r !== "object" || Array.isArray(r)) throw new Error("not a command record");
+  for (const [name, kind] of Object.entries(RECORD)) if (typeof r[name] !== kind) throw new Error(`field ${name} is not ${kind}`);
+  if (!r.body || typeof r.body !== "object" || Array.isArray(r.body)) throw new Error("field body is not an object");
+  for (const name of ["refused_at_version", "seen_version"]) {
+    if (r[name] === undefined) r[name] = null;
+    if (r[name] !== null && !Number.isSafeInteger(r[name])) throw new Error(`field ${name} is not an integer`);
+  }
+  if (r.signature === undefined) r.signature = null;
+  return r;
+}
+async function ed25519Valid(publicHex, signatureHex, message) {
+  if (typeof signatureHex !== "string" || signatureHex.length !== 128) return false;
+  try {
+    const key = await crypto.subtle.importKey("raw", unhex(publicHex), { name: "Ed25519" }, false, ["verify"]);
+    return await crypto.subtle.verify({ name: "Ed25519" }, key, unhex(signatureHex), te.encode(message));
+  } catch { return false; }
+}
+async function checkRefusals(bundle, chain, pass) {
+  const shown = new Map();
+  const refusals = bundle.refusals.map((entry) => {
+    let r;
+    try { r = recordOf(unbase64(entry.raw)); } catch (error) { throw new Failure("refusals", `a refusal entry is malformed: ${error.message}`); }
+    if (r.seen_version !== null && r.seen_version !== r.refused_at_version) {
+      throw new Failure("refusals", `refused command ${r.command_id} names version ${r.seen_version} but is shown refused at version ${r.refused_at_version}`, r.refused_at_version);
+    }
+    if (shown.has(r.command_id)) throw new Failure("refusals", `refused command ${r.command_id} is shown refused twice`, r.refused_at_version);
+    shown.set(r.command_id, r.refused_at_version);
+    return r;
+  });
+  if (!refusals.length) { pass("refusals", "passed", "the bundle claims no refused command"); return; }
+  // Each seat's key by version, registered by a join its key signed (events.signing.join_bytes).
+  const records = new Map();
+  for (const item of Array.isArray(bundle.chain.commands) ? bundle.chain.commands : []) {
+    try { const r = recordOf(unbase64(item[1])); records.set(r.command_id, r); } catch { /* the Python verifier's coverage step names it */ }
+  }
+  const joins = [];
+  for (const e of chain) {
+    if (e.type !== "room.player_joined") continue;
+    let joined;
+    try { joined = readMsgpack(e.payload); } catch { continue; }
+    const key = typeof joined.public_key === "string" ? joined.public_key : "";
+    const record = records.get(e.command_id);
+    if (!key || !record || record.signature === null) continue;
+    const commitment = joined.nonce_by_server === true ? "" : (joined.nonce_commitment || "");
+    if (await ed25519Valid(key, record.signature, ["almanac-join-v1", e.room, joined.player, key, commitment].join("|"))) {
+      joins.push({ player: joined.player, version: e.version, key });
+    }
+  }
+  // A command the chain records accepted, shown refused too (its signed record copied to the refusals): decided once.
+  const acceptedAt = new Map();
+  for (const e of chain) if (!acceptedAt.has(e.command_id)) acceptedAt.set(e.command_id, e.version);
+  for (const r of refusals) {
+    if (acceptedAt.has(r.command_id)) {
+      throw new Failure("refusals", `refused command ${r.command_id} is recorded accepted at version ${acceptedAt.get(r.command_id)} of the chain: a command id is decided once`, r.refused_at_version);
+    }
+  }
+  let covered = 0;
+  for (const r of refusals) {
+    const join = joins.filter((j) => j.player === r.player && j.version <= r.refused_at_version).pop();
+    if (!join || r.seen_version === null) continue;  // no signed seat, or the v1 form (it names no version)
+    const message = ["almanac-command-v2", r.room, r.player, r.command_id, String(r.seen_version), canonicalJson(r.body)].join("|");
+    if (await ed25519Valid(join.key, r.signature, message)) covered += 1;
+  }
+  if (covered === refusals.length) {
+    pass("refusals", "passed", `each of the ${covered} refused command(s) is signed by its player over the version it is shown refused at (not decided again here)`);
+  } else {
+    pass("refusals", "skipped", `${refusals.length - covered} of ${refusals.length} refused command(s) not signed by their seat over the version shown: they rest on the operator's word`);
+  }
 }
 
 // --- player-safe bundles (section 6.5): format, views, checkpoints, anchor, redaction (structural: the public part

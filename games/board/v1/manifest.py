@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
-from almanac.games.board import bot
-from almanac.games.board.game import DECIDER
-from almanac.games.board.policy import choose_command
+from almanac.games.board.v1 import bot
+from almanac.games.board.v1.game import DECIDER
+from almanac.games.board.v1.policy import choose_command
 
 
 def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:

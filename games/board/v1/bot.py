@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events.manifest import Dice
-from almanac.games.board.policy import choose_command
-from almanac.games.board.state import BoardState
+from almanac.games.board.v1.policy import choose_command
+from almanac.games.board.v1.state import BoardState
 
 
 def state_from_view(view: dict[str, Any]) -> BoardState:

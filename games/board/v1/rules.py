@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 
 from almanac.events.manifest import Context, RuleError
-from almanac.games.board.commands import PlaceElement, SkipElement
-from almanac.games.board.data import (
+from almanac.games.board.v1.commands import PlaceElement, SkipElement
+from almanac.games.board.v1.data import (
     CARD_LETTERS,
     DECK_NUMBERS,
     ELEMENTS,
@@ -25,7 +25,7 @@ from almanac.games.board.data import (
     SIZE,
     Element,
 )
-from almanac.games.board.events import (
+from almanac.games.board.v1.events import (
     DeckShuffled,
     ElementPlaced,
     ElementSkipped,
@@ -33,8 +33,8 @@ from almanac.games.board.events import (
     MissionScore,
     SeasonEnded,
 )
-from almanac.games.board.missions import neighbours, score
-from almanac.games.board.state import Board, BoardState
+from almanac.games.board.v1.missions import neighbours, score
+from almanac.games.board.v1.state import Board, BoardState
 
 Cells = tuple[tuple[int, int], ...]
 

@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 
 from almanac.events.manifest import Context, RoomCreated, RuleError, Secret, event_tag, is_hidden, redact
-from almanac.games.board.commands import PlaceElement, SkipElement
-from almanac.games.board.data import (
+from almanac.games.board.v1.commands import PlaceElement, SkipElement
+from almanac.games.board.v1.data import (
     BASE_MISSIONS,
     CARD_LETTERS,
     DECK_NUMBERS,
@@ -19,7 +19,7 @@ from almanac.games.board.data import (
     SEASON_ENDS,
     SEASON_NAMES,
 )
-from almanac.games.board.events import (
+from almanac.games.board.v1.events import (
     EVENT_TYPES,
     DeckShuffled,
     ElementPlaced,
@@ -27,9 +27,9 @@ from almanac.games.board.events import (
     GameEnded,
     SeasonEnded,
 )
-from almanac.games.board.missions import MISSIONS
-from almanac.games.board.rules import DECIDE, EVOLVE, mission_totals
-from almanac.games.board.state import STARTING_BOARD, BoardOptions, BoardSetup, BoardState
+from almanac.games.board.v1.missions import MISSIONS
+from almanac.games.board.v1.rules import DECIDE, EVOLVE, mission_totals
+from almanac.games.board.v1.state import STARTING_BOARD, BoardOptions, BoardSetup, BoardState
 
 # What is hidden on the board (docs/rules/board.md, "What is public"): the deck order, from everyone,
 # the owner included, until each card is turned up (the view shows the current element only).

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 
 from almanac.events.manifest import Name
-from almanac.games.board.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE
-from almanac.games.board.events import SeasonEnded
+from almanac.games.board.v1.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE
+from almanac.games.board.v1.events import SeasonEnded
 
 Board = tuple[tuple[str, ...], ...]
 """SIZE rows of SIZE terrain names; ``""`` is an empty cell, ``"mountain"`` a printed mountain."""

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.games.board.data import SIZE
+from almanac.games.board.v1.data import SIZE
 
 Cell = Annotated[int, msgspec.Meta(ge=0, le=SIZE - 1, description="0 .. 10")]
 Rotation = Annotated[int, msgspec.Meta(ge=0, le=270, description="0, 90, 180 or 270")]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from almanac.events.manifest import Dice
-from almanac.games.board.commands import PlaceElement, SkipElement
-from almanac.games.board.rules import current_element, in_map_placements, is_free, legal_placements
-from almanac.games.board.state import BoardState
+from almanac.games.board.v1.commands import PlaceElement, SkipElement
+from almanac.games.board.v1.rules import current_element, in_map_placements, is_free, legal_placements
+from almanac.games.board.v1.state import BoardState
 
 TRIES = 32
 """Placements drawn at random before falling back to listing every legal one."""

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import msgspec
 
-from almanac.games.board.data import EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
-from almanac.games.board.state import Board
+from almanac.games.board.v1.data import EMPTY, FARM, FOREST, MOUNTAIN, SIZE, VILLAGE, WATER
+from almanac.games.board.v1.state import Board
 
 
 def neighbours(row: int, column: int) -> Iterator[tuple[int, int]]:

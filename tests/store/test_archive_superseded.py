@@ -1,0 +1,78 @@
+"""Objects left behind by a trip back: given an idle room archived, brought back by a command and played on, when
+it is archived again its old object is removed (not before: until then it is the only copy outside Redis), even
+when the move is cut short after its commit point, and an engine still holding the old pointer is not stranded."""
+
+from __future__ import annotations
+
+from archive_support import archiving_store, file_archive_url, whole_record
+from test_archive_idle import playing_room
+
+from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage.archive import archive_room
+from almanac.storage.restore import restore_room
+
+
+async def objects(store, room: str) -> set[str]:
+    return {path for path in await store.archive.paths() if path.startswith("rooms/") and room in path}
+
+
+async def test_the_old_object_of_a_room_brought_back_is_removed_once_the_room_is_archived_again(redis_client,
+                                                                                               tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "superseded")
+    room, keys = table.room, store.keys
+    first = await archive_room(store, room, reason="idle")
+    assert first.status == "archived" and await objects(store, room) == {first.path}
+
+    # Given a command that brings the room back: the old object stays while the room lives in Redis
+    mined = await table.mine("alice")
+    assert mined.accepted and await store.pointer(room) is None
+    assert await objects(store, room) == {first.path}
+    assert await redis_client.hexists(keys.superseded(keys.shard(room)), room)
+    played = await whole_record(store, room)
+
+    # When the next move stops dead right after its commit point (as a kill -9 there): the room reads whole from
+    # its new object, and the old one is still there (nothing removed it yet)
+    assert (await archive_room(store, room, reason="idle", crash_after="pointed")).status == "crashed"
+    second = await store.pointer(room)
+    assert second is not None and second.path != first.path
+    assert await objects(store, room) == {first.path, second.path}
+    assert await whole_record(archiving_store(redis_client, url), room) == played
+
+    # Then the next pass finishes the move and removes the old object, and forgets it
+    assert (await archive_room(archiving_store(redis_client, url), room, reason="idle")).status == "already"
+    assert await objects(store, room) == {second.path}
+    assert not await redis_client.hexists(keys.superseded(keys.shard(room)), room)
+    reader = archiving_store(redis_client, url)
+    assert await whole_record(reader, room) == played
+    assert (await verify_room(reader, room)).ok
+
+
+async def test_bringing_back_from_a_removed_objects_pointer_answers_gone_and_the_room_loads_from_where_it_is(
+        redis_client, tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "superseded-stale")
+    room = table.room
+    first = await archive_room(store, room, reason="idle")
+    old_pointer = await archiving_store(redis_client, url).pointer(room)  # a slow engine read this pointer
+    assert old_pointer is not None and old_pointer.path == first.path
+
+    # Given another engine brought the room back, it was played, and archived again (the first object removed)
+    assert (await table.mine("alice")).accepted
+    version = await store.latest_version(room)
+    second = await archive_room(store, room, reason="idle")
+    assert second.status == "archived" and await objects(store, room) == {second.path}
+
+    # When the slow engine brings the room back from the pointer it read: "gone" (not an error), nothing changed
+    slow = archiving_store(redis_client, url)
+    assert await restore_room(slow, old_pointer) == "gone"
+    assert (await slow.pointer(room)) == await store.pointer(room)
+    # and a command through it is decided once, on the room's whole history, right after its head
+    outcome = await RoomService(slow).handle(CommandRecord(command_id=f"{room}-slow", room=room, player="bob",
+                                                           server_time_ms=95_000, body={"kind": "end_turn"}))
+    assert outcome.accepted, outcome.error
+    assert outcome.first_version == version + 1
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
