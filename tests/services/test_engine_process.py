@@ -357,8 +357,11 @@ async def test_a_burst_decided_batch_ahead_of_batch_answers_what_one_by_one_hand
     await wait_for(lambda: store.outcome(last.room, last.command_id), timeout_s=30, what="the burst's last outcome")
 
     await assert_decided_as_one_by_one(redis_client, store, records)
-    metrics = await wait_for(lambda: _when(engine_metrics(redis_client, "burst"), lambda m: m.get("batches_ahead")),
-                             what="batches decided ahead")
+    # Every command is decided by now; the counters reach Redis with the engine's next flushes (one may be
+    # under way with the first batches' count only): wait for five, then read them.
+    metrics = await wait_for(lambda: _when(engine_metrics(redis_client, "burst"),
+                                           lambda m: m.get("batches_ahead", 0) >= 5),
+                             what="five batches decided ahead")
     assert metrics["batches_ahead"] >= 5, metrics
     # Decided again only after a repeated id's write answered "dup" (its room is then reloaded): at most once
     # a room. A batch decided from the stale cache instead of the decisions before it would redo most rooms.
@@ -520,7 +523,8 @@ async def test_kill_9_while_a_batch_is_decided_ahead_then_restart_applies_each_c
             return False
         return bool(in_hand) and await store.outcome("k9-slow", "k9-slow:add") is None
 
-    await wait_for(slow_command_in_hand, what="the engine to hold the slow command")
+    # This wait includes the engine process's start (its import alone took 20 s on a loaded host): generous.
+    await wait_for(slow_command_in_hand, timeout_s=60, what="the engine to hold the slow command")
     first.kill()
     decided_before = sum([await store.outcome(item.room, item.command_id) is not None for item in records])
     assert 0 < decided_before < len(records)
@@ -529,3 +533,24 @@ async def test_kill_9_while_a_batch_is_decided_ahead_then_restart_applies_each_c
     last = records[-1]
     await wait_for(lambda: store.outcome(last.room, last.command_id), timeout_s=30, what="the burst's end")
     await assert_decided_as_one_by_one(redis_client, store, records)
+
+
+async def test_an_engine_publishes_its_readiness_the_moment_it_is_ready_not_at_its_next_beat(redis_client) -> None:
+    """Given an engine whose beats are 20 s apart (a lease of 60 s), when it has taken every shard over, then its
+    heartbeat says so (consumed_ms) within a few seconds: whoever waits for it (a gateway's /health, `almanac
+    up`, the tests' stacks) does not wait for the next beat."""
+    from almanac.services.engine.shard_engine import Engine, EngineConfig  # noqa: PLC0415
+
+    engine = Engine(redis_client, EngineConfig(name="ready", shards=list(range(16)), lease_ms=60_000))
+    started = time.monotonic()
+    await engine.start()
+    try:
+        async def ready() -> dict | None:
+            beat = await heartbeat(redis_client, "ready") or {}
+            return beat if len(beat.get("shards_held", [])) == 16 and beat.get("consumed_ms", 0) > 0 else None
+
+        beat = await wait_for(ready, timeout_s=30, what="the engine's readiness in its heartbeat")
+        assert time.monotonic() - started < 10, "readiness waited for the next beat (20 s after the first)"
+        assert beat["consumed_ms"] > beat["redis_error_ms"]
+    finally:
+        await engine.stop()
