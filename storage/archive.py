@@ -193,8 +193,12 @@ class ArchiveStore:
                 return Path(self._local, path).read_bytes()
             except FileNotFoundError:
                 raise ArchiveError(f"no archived object {path} in {self.url}") from None
-        result = await obstore.get_async(self.store, path)
-        return bytes(await result.bytes_async())
+        try:
+            result = await obstore.get_async(self.store, path)
+            return bytes(await result.bytes_async())
+        except (FileNotFoundError, NotFoundError):
+            # The same answer as a directory's (restore's "gone" rests on it) on every kind of store.
+            raise ArchiveError(f"no archived object {path} in {self.url}") from None
 
     async def delete(self, path: str) -> None:
         """Remove the object at ``path``; one already gone is no error (a rerun after a crash removes it again)."""

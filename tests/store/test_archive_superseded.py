@@ -4,12 +4,13 @@ when the move is cut short after its commit point, and an engine still holding t
 
 from __future__ import annotations
 
+import pytest
 from archive_support import archiving_store, file_archive_url, whole_record
 from test_archive_idle import playing_room
 
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.storage.archive import archive_room
+from almanac.storage.archive import ArchiveStore, ArchivingStore, archive_room
 from almanac.storage.restore import restore_room
 
 
@@ -50,14 +51,21 @@ async def test_the_old_object_of_a_room_brought_back_is_removed_once_the_room_is
     assert (await verify_room(reader, room)).ok
 
 
+@pytest.mark.parametrize("kind", ["directory", "object store"])
 async def test_bringing_back_from_a_removed_objects_pointer_answers_gone_and_the_room_loads_from_where_it_is(
-        redis_client, tmp_path) -> None:
-    url = file_archive_url(tmp_path)
-    store = archiving_store(redis_client, url)
+        redis_client, tmp_path, kind: str) -> None:
+    # (an object store answers a missing object in its own words, not a directory's: memory:// as S3 or GCS do;
+    # one ArchiveStore shared by every "process" below, as one bucket is)
+    shared = ArchiveStore(file_archive_url(tmp_path) if kind == "directory" else "memory:///")
+
+    def process() -> ArchivingStore:  # one engine's or archiver's store, over the shared bucket
+        return ArchivingStore(redis_client, shared, 16)
+
+    store = process()
     table = await playing_room(store, "superseded-stale")
     room = table.room
     first = await archive_room(store, room, reason="idle")
-    old_pointer = await archiving_store(redis_client, url).pointer(room)  # a slow engine read this pointer
+    old_pointer = await process().pointer(room)  # a slow engine read this pointer
     assert old_pointer is not None and old_pointer.path == first.path
 
     # Given another engine brought the room back, it was played, and archived again (the first object removed)
@@ -67,7 +75,7 @@ async def test_bringing_back_from_a_removed_objects_pointer_answers_gone_and_the
     assert second.status == "archived" and await objects(store, room) == {second.path}
 
     # When the slow engine brings the room back from the pointer it read: "gone" (not an error), nothing changed
-    slow = archiving_store(redis_client, url)
+    slow = process()
     assert await restore_room(slow, old_pointer) == "gone"
     assert (await slow.pointer(room)) == await store.pointer(room)
     # and a command through it is decided once, on the room's whole history, right after its head
@@ -75,4 +83,4 @@ async def test_bringing_back_from_a_removed_objects_pointer_answers_gone_and_the
                                                            server_time_ms=95_000, body={"kind": "end_turn"}))
     assert outcome.accepted, outcome.error
     assert outcome.first_version == version + 1
-    assert (await verify_room(archiving_store(redis_client, url), room)).ok
+    assert (await verify_room(process(), room)).ok
