@@ -667,7 +667,14 @@ async def remove_superseded(store: ArchivingStore, pointer: Pointer) -> int:
     if not held:
         return 0
     removed = 0
+    current = encode_pointer(pointer)
     for digest in {held[i:i + 32] for i in range(0, len(held), 32)} - {pointer.digest}:
+        # Only while ``pointer`` is still the room's: a mover stalled past the room's next trip back and move
+        # (unchanged, the same object) would otherwise remove the object the newer pointer names. That move
+        # removes what is left behind itself.
+        now = await store.client.hget(keys.pointers(keys.shard(pointer.room)), pointer.room)
+        if now != current:
+            return removed
         await store.archive.delete(object_path(pointer.room, digest.hex()))
         removed += 1
     await run_script(store._forget_superseded, [key], [pointer.room, held])

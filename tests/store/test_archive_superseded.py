@@ -10,7 +10,7 @@ from test_archive_idle import playing_room
 
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.storage.archive import ArchiveStore, ArchivingStore, archive_room
+from almanac.storage.archive import ArchiveStore, ArchivingStore, archive_room, remove_superseded
 from almanac.storage.restore import restore_room
 
 
@@ -84,3 +84,28 @@ async def test_bringing_back_from_a_removed_objects_pointer_answers_gone_and_the
     assert outcome.accepted, outcome.error
     assert outcome.first_version == version + 1
     assert (await verify_room(process(), room)).ok
+
+
+async def test_a_mover_stalled_past_the_rooms_next_trip_never_removes_the_object_the_newer_pointer_names(
+        redis_client, tmp_path) -> None:
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "superseded-stalled")
+    room, keys = table.room, store.keys
+    # Given a mover that committed the room's first pointer and stalled before removing what it left behind
+    await archive_room(store, room, reason="idle")
+    stalled = await store.pointer(room)
+    assert stalled is not None
+    # and meanwhile the room came back, was played, and was moved again: its object is the newer pointer's
+    assert (await table.mine("alice")).accepted
+    newer = await archive_room(store, room, reason="idle")
+    current = await archiving_store(redis_client, url).pointer(room)
+    assert newer.status == "archived" and current is not None and current.digest != stalled.digest
+    # and the room came back once more, unplayed, so the newer object is noted as left behind (the window before
+    # the room's next move, unchanged, writes that same object again and forgets the note)
+    await redis_client.hset(keys.superseded(keys.shard(room)), room, current.digest)
+    # When the stalled mover resumes its removal with the pointer it holds
+    assert await remove_superseded(store, stalled) == 0
+    # Then the object the room's pointer names is still there, and the room reads whole from it
+    assert await objects(store, room) == {current.path}
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
