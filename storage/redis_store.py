@@ -35,14 +35,14 @@ from almanac.storage.keys import Keys, replicated_key, shard_tag
 
 # Dedupe (every write script): a command id's outcome record (``Keys.command_outcome``) answers a resend; with a
 # retention (ALMANAC_DEDUPE_RETAIN, ``dedupe_retain_ms``) an accepted command's record expires, and the room's id
-# index (``Keys.command_ids``: one hash per room, field: the first 8 bytes of the SHA-1 of the record's key, value:
+# index (``Keys.command_ids``: one hash per room, field: the first 16 bytes of the SHA-1 of the record's key, value:
 # "first:last" versions) answers after it, so a resend is never decided twice while the room lives in Redis. Every
-# write checks both. A refusal's record (its error: too long for the index's compact encoding, which keeps ~20 B per
+# write checks both. A refusal's record (its error: too long for the index's compact encoding, which keeps ~30 B per
 # command up to 128 of them) does not expire: the room's refusal stream holds a record per refusal anyway. The index
 # leaves Redis with the room (archived: its object's outcomes answer) and comes back with it (storage.restore).
 _DEDUPE_LUA = """
 local function id_field(record)
-  return (string.gsub(string.sub(redis.sha1hex(record), 1, 16), '..',
+  return (string.gsub(string.sub(redis.sha1hex(record), 1, 32), '..',
                       function(hex) return string.char(tonumber(hex, 16)) end))
 end
 local function decided(record, ids)
@@ -300,8 +300,12 @@ _OUTCOME_DECODER = msgspec.msgpack.Decoder(StoredOutcome)
 
 
 def ids_field(record_key: str) -> bytes:
-    """A command's field in its room's id index (``_DEDUPE_LUA``): the first 8 bytes of the SHA-1 of its record's key."""
-    return hashlib.sha1(record_key.encode()).digest()[:8]  # noqa: S324 - a short name, not a secret
+    """A command's field in its room's id index (``_DEDUPE_LUA``): the first 16 bytes of the SHA-1 of its record's key.
+
+    Not 8: command ids are the clients' (and the clock's timeouts' ids are public), so a player could search
+    offline for an id of their own whose field equals a coming timeout's (2^64 / targets SHA-1s), send it, and
+    have that timeout answered as already decided once its record expired. 16 bytes put that out of reach."""
+    return hashlib.sha1(record_key.encode()).digest()[:16]  # noqa: S324 - unguessable enough as a name, not a MAC
 
 
 def decode_kept(room: str, value: bytes) -> StoredOutcome:
