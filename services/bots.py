@@ -144,7 +144,8 @@ async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | Non
     "already" (a bot plays it by the log, or it is in the bot seats: no new seat, so no bound), "empty" (nobody holds it), "left"
     (``holder``, the player asking, holds it: their own ``hand_to_bot`` command decides it). Else SeatRefused:
     404 room_not_found, 409 room_ended, 422 no_seat_bot / no_seat, 409 seat_held (a person other than
-    ``holder`` holds it), 403 not_room_owner (an empty seat, and the caller is not ``owner``: the room's creator,
+    ``holder`` holds it; to a caller who is not ``owner``, any seat another joined, a bot's too: answered from the
+    state, as the log read that tells a bot's join from a person's is one any player could repeat at will), 403 not_room_owner (an empty seat, and the caller is not ``owner``: the room's creator,
     an auditor, the operator), 429 bot_seats_full (the deployment's bot seats, the room's own handovers among
     them, would pass ``max_seats``)."""
     if state is None:
@@ -157,7 +158,14 @@ async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | Non
     seats = manifest.decider.seats(state.game)
     if seats and seat not in seats:
         raise SeatRefused(422, "no_seat", f"{seat!r} is not a seat of this room", allowed=list(seats))
-    if seat in state.bot_seats or (seat in state.players and await took_seat(store, room, seat)):
+    if seat in state.bot_seats:
+        return "already"
+    if not owner and seat != holder:  # a player naming another's seat: answered from the state, no log read
+        if seat in state.players:  # (a read of the whole log any player could repeat at will)
+            raise SeatRefused(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot")
+        raise SeatRefused(403, "not_room_owner", "an empty seat is handed to a bot by the room's creator or an "
+                          "auditor")
+    if seat in state.players and await took_seat(store, room, seat):
         return "already"
     if seat in state.players and seat != holder:
         raise SeatRefused(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot")

@@ -138,7 +138,7 @@ async def state_at_least(loader: RoomLoader, store: EventStore, room: str, versi
     return state
 
 
-UNTIMED_LIMIT = 100_000
+UNTIMED_LIMIT = 100_000  # rooms (or handed seats) a clock remembers, then forgets all: a bound on its memory
 
 
 def _untimed(state: RoomState) -> bool:
@@ -194,6 +194,8 @@ class Clock:
             if state is not None and state.bot_seats:  # the log handed seats to bots: let a bot act on it
                 from almanac.services import bots  # noqa: PLC0415 - bots reads rooms through this module
 
+                if len(self._handed) >= UNTIMED_LIMIT:
+                    self._handed.clear()  # only a memo: writing a handed seat again changes nothing
                 await bots.hand_over(self.client, self.keys, state, self._handed)
             deadline = earliest(state)
             if deadline is None:
