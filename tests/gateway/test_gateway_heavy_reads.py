@@ -96,7 +96,12 @@ def test_heavy_reads_leave_health_and_commands_answered(gateway: tuple[str, Stac
     for answer in answers:
         if answer.status_code == 503:
             assert answer.json()["code"] == "overloaded" and answer.headers["Retry-After"], answer.text
-    series = next(a.json() for a in answers if a.status_code == 200 and a.url.path.endswith("/series"))
+    # and a series answered is the whole room's (the slots may all have gone to /verification calls: then one more)
+    series = next((a.json() for a in answers if a.status_code == 200 and a.url.path.endswith("/series")), None)
+    if series is None:
+        again = httpx.get(f"{url}/rooms/{room}/series", timeout=60)
+        assert again.status_code == 200, again.text
+        series = again.json()
     assert len(series["versions"]) >= VERSIONS
 
 
