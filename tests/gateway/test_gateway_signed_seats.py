@@ -127,3 +127,35 @@ def test_a_creators_signed_join_names_its_room(api: TestClient, tmp_path):
     unnamed = api.post("/rooms", json={"ruleset": "realm", "player": "dora", "nonce": join["nonce"],
                                        "public_key": public_key, "join_signature": join["signature"]})
     assert (unnamed.status_code, unnamed.json()["code"]) == (422, "room_required")
+
+
+def test_a_command_signed_against_a_version_the_room_is_not_at_is_answered_409_and_recorded_nowhere(
+        api: TestClient, tmp_path):
+    # Given ann's signing seat in a realm room at version 3 (created, ann and bob joined)
+    room = f"signed-moved-{secrets.token_hex(3)}"
+    key_file = tmp_path / "ann.key"
+    public_key = almanac("player-key", str(key_file))["public_key"]
+    join = almanac("sign", "--join", "--room", room, "--player", "ann", "--key", str(key_file))
+    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room,
+                                       "options": {"players": ["ann", "bob"]}, "nonce": join["nonce"],
+                                       "public_key": public_key, "join_signature": join["signature"]})
+    assert created.status_code == 201, created.text
+    api.post(f"/rooms/{room}/join", json={"player": "bob"})
+    ann, mine = created.json()["token"], {"kind": "mine", "ore": "gold"}
+    assert api.get(f"/rooms/{room}").json()["version"] == 3
+
+    # When she sends a command signed over a version the room has not reached
+    ahead = almanac("sign", "--room", room, "--player", "ann", "--command-id", "m1", "--key", str(key_file),
+                    "--seen-version", "7", json.dumps(mine))
+    moved = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json=ahead)
+
+    # Then 409 version_moved names the field and the version to sign instead, and nothing is recorded
+    assert moved.status_code == 409, moved.text
+    assert (moved.json()["code"], moved.json()["field"], moved.json()["allowed"]) == (
+        "version_moved", "seen_version", 3), moved.json()
+    assert api.get(f"/rooms/{room}").json()["version"] == 3
+    # and signed again over that version, with the same id, it is decided
+    again = almanac("sign", "--room", room, "--player", "ann", "--command-id", "m1", "--key", str(key_file),
+                    "--seen-version", "3", json.dumps(mine))
+    decided = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json=again)
+    assert decided.status_code == 200 and decided.json()["first_version"] == 4, decided.text
