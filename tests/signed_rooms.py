@@ -9,10 +9,12 @@ import json
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from almanac.events import codec
+from almanac.events import codec, commitments as cm
 from almanac.events.signing import command_bytes, join_bytes
 from almanac.events.step import CommandRecord
+from almanac.services.checkpoints import Checkpointer, KeyRing
 from almanac.services.forensics.bundle import dispute_bundle
+from almanac.services.forensics.player_bundle import player_bundle
 from almanac.services.room_service import RoomService
 from almanac.storage.memory_store import MemoryEventStore
 
@@ -108,3 +110,19 @@ async def ended_room(refusing_player: str, *, ann_signs_join: bool = True, old_f
     latest = await room.store.latest_version(ROOM)
     bundle = await dispute_bundle(room.store, ROOM, 0, versions=(1, latest))
     return room, json.loads(json.dumps(bundle))
+
+
+OPERATORS_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"the operator's own key").digest())
+
+
+async def anns_bundle(join_key: Ed25519PrivateKey | None = None) -> tuple[dict, list, dict]:
+    """ann's player bundle of a v2 room where her join registered ``join_key`` (default: her own), with the
+    checkpoint her join's answer carried and the deployment's key set."""
+    store = MemoryEventStore()
+    await store.save_commit_scheme(ROOM, cm.SCHEME_V2)  # as the engine records it for a new room
+    room = await Room(store).open(ann_signs=True, ann_signs_join=True, **({"join_key": join_key} if join_key else {}))
+    deployment = Checkpointer(KeyRing([bytes(32)]), b"\x05" * 32)
+    at_join = await deployment.checkpoint(store, ROOM, 2)  # ann's join answer: version 2
+    await room.roll("b1", "bob")
+    bundle = await player_bundle(store, deployment, ROOM, "ann", 0)
+    return bundle, [at_join], deployment.ring.document

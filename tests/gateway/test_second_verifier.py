@@ -25,7 +25,7 @@ from bundle_forgery import (
     with_refusal,
 )
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from signed_rooms import ROOM, ended_room, signed
+from signed_rooms import ANN_PUBLIC, OPERATORS_KEY, ROOM, anns_bundle, ended_room, public, signed
 from test_console_browser import (  # noqa: F401 - fixtures: the gateway process, Chromium, screenshots
     CHROMIUM,
     auditor,
@@ -225,6 +225,42 @@ def test_both_verifiers_agree_on_player_bundles(page, base_url: str, shots: Path
     assert sum(python[0] == "NOT VERIFIED" for python, *_ in verdicts.values()) == len(verdicts) - 3
     # and the console's verdict says, as Python's does, that no command was re-decided
     assert all("NOT PROVABLE" in limits for *_, limits in verdicts.values())
+
+
+JS_SEAT_KEY = """async ([bundle, checkpoints, keys, seatKey]) => {
+  const { verifyPlayerBundle } = await import("/console/verify.js");
+  const v = await verifyPlayerBundle(bundle, { checkpoints, keys, seatKey });
+  return [v.status, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, v.failed ? v.failed.detail : ""];
+}"""
+
+
+def test_both_verifiers_name_a_join_answered_with_the_operators_own_key(page, base_url: str) -> None:  # noqa: F811
+    # Given ann's bundle of a room where her join registered her key, and one where the operator answered her join
+    # with a key of its own, signed by that key (tests/signed_rooms.anns_bundle)
+    def built() -> tuple[tuple, tuple]:
+        async def both():
+            return await anns_bundle(), await anns_bundle(join_key=OPERATORS_KEY)
+        return asyncio.run(both())
+
+    with ThreadPoolExecutor(1) as pool:  # (in a thread: Playwright's sync API keeps an event loop running here)
+        honest, substituted = pool.submit(built).result()
+    page.goto("/")
+    cases = {"her own key": (honest, ANN_PUBLIC), "the operator's key in her join": (substituted, ANN_PUBLIC),
+             "a malformed key": (honest, "ANN")}
+    # When each is checked against the key she holds, by the Python verifier and by the console's
+    seen = {}
+    for name, ((bundle, held, keys), seat_key) in cases.items():
+        python = verify_player_bundle(bundle, held, keys, seat_key=seat_key)
+        js = page.evaluate(JS_SEAT_KEY, [bundle, held, keys, seat_key])
+        seen[name] = ((python.status, python.failed.name if python.failed else None,
+                       python.failed.version if python.failed else None), tuple(js[:3]), js[3])
+    # Then they agree, and the substituted join is named at its version with the key it registered
+    for name, (python, js, detail) in seen.items():
+        assert python == js, f"{name}: python {python}, javascript {js} ({detail})"
+    assert {name: python[0] for name, (python, _, _) in seen.items()} == {
+        "her own key": "VERIFIED", "the operator's key in her join": "NOT VERIFIED", "a malformed key": "NOT VERIFIED"}
+    assert seen["the operator's key in her join"][0][1:] == ("seat key", 2)
+    assert public(OPERATORS_KEY) in seen["the operator's key in her join"][2]
 
 
 JS_REFUSALS = """async ([bundle]) => {

@@ -9,31 +9,9 @@ checkpoint her join's answer carried) against it and names the key the deploymen
 
 from __future__ import annotations
 
-import hashlib
+from signed_rooms import ANN_PUBLIC, OPERATORS_KEY, anns_bundle, public
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from signed_rooms import ANN_PUBLIC, ROOM, Room, public
-
-from almanac.events import commitments as cm
 from almanac.events.forensics.player_check import verify_player_bundle
-from almanac.services.checkpoints import Checkpointer, KeyRing
-from almanac.services.forensics.player_bundle import player_bundle
-from almanac.storage.memory_store import MemoryEventStore
-
-OPERATORS_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"the operator's own key").digest())
-
-
-async def anns_bundle(join_key: Ed25519PrivateKey | None = None) -> tuple[dict, list, dict]:
-    """ann's player bundle of a v2 room where her join registered ``join_key`` (default: her own), with the
-    checkpoint her join's answer carried and the deployment's key set."""
-    store = MemoryEventStore()
-    await store.save_commit_scheme(ROOM, cm.SCHEME_V2)  # as the engine records it for a new room
-    room = await Room(store).open(ann_signs=True, ann_signs_join=True, **({"join_key": join_key} if join_key else {}))
-    deployment = Checkpointer(KeyRing([bytes(32)]), b"\x05" * 32)
-    at_join = await deployment.checkpoint(store, ROOM, 2)  # ann's join answer: version 2
-    await room.roll("b1", "bob")
-    bundle = await player_bundle(store, deployment, ROOM, "ann", 0)
-    return bundle, [at_join], deployment.ring.document
 
 
 async def test_a_join_answered_with_the_operators_own_key_is_named_by_the_key_ann_holds():

@@ -487,7 +487,7 @@ const ISSUED_LIMITS = "A player-safe bundle proves that what you saw of every ev
 export const PLAYER_LIMITS = "NOT PROVABLE from a player-safe bundle: that the commands were decided by the rules " +
   "(hidden steps cannot be re-decided: they read values hidden from you)";
 
-export async function verifyPlayerBundle(bundle, { checkpoints = [], keys = null } = {}) {
+export async function verifyPlayerBundle(bundle, { checkpoints = [], keys = null, seatKey = null } = {}) {
   const steps = [];
   const pass = (name, status, detail) => steps.push({ name, status, detail, version: null });
   let at = "format";
@@ -569,6 +569,28 @@ export async function verifyPlayerBundle(bundle, { checkpoints = [], keys = null
       }
     });
     pass("redaction", "passed", "every public part is your view with fields hidden (the rule-set's redaction is re-run by the Python verifier only)");
+
+    // The key the player holds, apart from the operator: every join of theirs the history shows must have registered
+    // it (a join answered with the operator's own key, signed by that key, passes every other check).
+    if (seatKey !== null && seatKey !== undefined) {
+      at = "seat key";
+      if (!isHex(seatKey, 64)) throw new Failure("seat key", "the seat key given is not 64 lowercase hex characters (an Ed25519 public key)");
+      const joins = [];
+      opened.forEach((views, i) => {
+        const view = views[player] || views[PUBLIC];
+        const body = view.length === 7 ? view[6] : null;
+        if (view[3] === "room.player_joined" && body && typeof body === "object" && body.player === player) {
+          joins.push([i + 1, typeof body.public_key === "string" ? body.public_key : ""]);
+        }
+      });
+      if (!joins.length) throw new Failure("seat key", `the history holds no join of '${player}': no key was registered for the seat`);
+      for (const [v, registered] of joins) {
+        if (registered !== seatKey) {
+          throw new Failure("seat key", `the join the deployment signed at version ${v} registered ${registered ? `key ${registered}` : "no key"} for '${player}', not the key ${seatKey} they hold: the join was answered with another key`, v);
+        }
+      }
+      pass("seat key", "passed", `the join the deployment signed at version ${joins[joins.length - 1][0]} registered the key you hold for '${player}'`);
+    }
   } catch (error) {
     return { ok: false, status: "NOT VERIFIED", failed: failedStep(error, at, steps), steps, limits: PLAYER_LIMITS };
   }
