@@ -655,3 +655,24 @@ def expect_text(locator, text: str) -> None:
     from playwright.sync_api import expect  # noqa: PLC0415 - Playwright only where a browser runs
 
     expect(locator).to_contain_text(text, timeout=TIMEOUT_MS)
+
+
+def test_a_seated_player_leaves_the_seat_to_a_bot_from_the_console(page, base_url: str, shots: Path) -> None:
+    # Given bob's seat of a live realm room in this browser
+    room, _, tokens = realm_trade_played(base_url)
+    bob, token = list(tokens.items())[1]
+    page.goto("/")
+    page.evaluate("([room, player, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player, token}))",
+                  [room, bob, token])
+    page.goto(f"/#/room/{room}")
+    # When he leaves his seat to a bot
+    panel = page.get_by_role("region", name="Bot seat")
+    panel.get_by_role("button", name="Leave my seat to a bot").click()
+    answer = panel.get_by_test_id("bot-seat-answer")
+    answer.wait_for()
+    panel.screenshot(path=str(shots / "leave-seat-to-bot.png"))
+    # Then the console says so, and the room's log records the handover of his seat
+    assert answer.inner_text() == f"{bob}'s seat is now played by a bot"
+    events = httpx.get(f"{base_url}/rooms/{room}/events", headers={"Authorization": f"Bearer {token}"}, timeout=15)
+    handed = [e for e in events.json()["events"] if e["type"] == "room.seat_to_bot"]
+    assert [e["event"]["player"] for e in handed] == [bob], handed

@@ -38,6 +38,7 @@ const URLS = {
   fork: (room) => `/rooms/${enc(room)}/fork`,
   dispute: (room, last) => `/rooms/${enc(room)}/dispute?from=1&to=${last}`,
   playerBundle: (room) => `/rooms/${enc(room)}/player-bundle`,
+  bots: (room) => `/rooms/${enc(room)}/bots`,
   live: (room, from, token) =>
     `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/rooms/${enc(room)}/live` +
     `?from_version=${from}&token=${enc(token)}`,
@@ -666,14 +667,38 @@ async function signedBody(room, player, command, commandId, seen) {
 
 // Send a command, signed when this seat signs; a 409 `version_moved` (the room moved on and the command would be
 // refused there, nothing recorded) is signed again over the version it names and resent with the same id.
-async function sendCommand(room, seat, command) {
+async function sendSigned(room, seat, command, post) {
   const commandId = hex(crypto.getRandomValues(new Uint8Array(12)));
   let seen = seenVersion(room);
   for (let tries = 0; ; tries += 1) {
-    const a = await api(URLS.commands(room), { method: "POST", token: seat.token, body: await signedBody(room, seat.player, command, commandId, seen) });
+    const a = await post(await signedBody(room, seat.player, command, commandId, seen));
     if (a.ok || tries >= 3 || !a.data || a.data.code !== "version_moved" || !Number.isInteger(a.data.allowed)) return a;
     seen = a.data.allowed;
   }
+}
+const sendCommand = (room, seat, command) =>
+  sendSigned(room, seat, command, (body) => api(URLS.commands(room), { method: "POST", token: seat.token, body }));
+
+// A seated player may leave their seat to the deployment's bot (POST /rooms/{room}/bots, docs/bots.md): their own
+// `hand_to_bot` command, signed as any of theirs, recorded as room.seat_to_bot; the bot then plays the seat from its
+// view only.
+function LeaveToBot({ room, seat }) {
+  const [answer, setAnswer] = useState(null);
+  const [error, setError] = useState(null);
+  const leave = async () => {
+    setError(null);
+    const a = await sendSigned(room, seat, { kind: "hand_to_bot" }, ({ command, ...signed }) =>
+      api(URLS.bots(room), { method: "POST", token: seat.token, body: { seat: seat.player, ...signed } }));
+    if (!a.ok) { setError(a.data); return; }
+    setAnswer(a.data);
+  };
+  return html`<section class="panel" aria-label="Bot seat"><h2>Leave your seat to a bot</h2>
+    <p class="muted">From then on the deployment's bot plays your seat, from your view only; the room's log records it.</p>
+    <button onClick=${leave} disabled=${answer !== null}>Leave my seat to a bot</button>
+    ${error ? html`<${ErrorBox} error=${error} />` : ""}
+    ${answer ? html`<p class="notice" role="status" data-testid="bot-seat-answer">${answer.how === "left"
+      ? `${seat.player}'s seat is now played by a bot` : `a bot already plays ${seat.player}'s seat`}</p>` : ""}
+  </section>`;
 }
 
 function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
@@ -886,6 +911,7 @@ function RoomPage({ room }) {
     </div>
     <${Checkpoints} room=${room} latest=${latest} />
     ${seat ? html`<${PlayerBundle} room=${room} seat=${seat} />` : ""}
+    ${seat && summary && !summary.ended ? html`<${LeaveToBot} room=${room} seat=${seat} />` : ""}
     <div class="row">
       <div class="grow">${auditor && summary ? html`<${Forensics} room=${room} token=${auditor} version=${version} onJump=${choose} />` : ""}</div>
     </div>
