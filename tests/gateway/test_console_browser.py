@@ -294,6 +294,7 @@ def test_the_create_form_offers_each_default_and_its_opt_in_variant_by_its_full_
     page.get_by_role("button", name="Create room").click()
     page.get_by_test_id("seat").wait_for()
     page.get_by_label("realm cities").wait_for()  # drawn by the picture of its own version
+    assert page.get_by_test_id("key-substituted").count() == 0  # the creator's join registered the key it sent
     page.screenshot(path=shots / "14-variant-room.png", full_page=True)
 
     # Then the room is decided by realm@2, as it asked
@@ -610,6 +611,7 @@ def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browse
         tab.locator("#join-player").fill(bob)
         tab.get_by_role("button", name="Join").click()
         expect_text(tab.get_by_test_id("seat"), bob)
+        assert tab.get_by_test_id("key-substituted").count() == 0  # his join registered the key it sent
         # (the browser signed his join with the key it registered: WebCrypto, events.signing.join_bytes)
         report = httpx.get(f"{base_url}/rooms/{room}/verification", timeout=15,
                            headers={"Authorization": f"Bearer {created.json()['token']}"}).json()
@@ -676,3 +678,43 @@ def test_a_seated_player_leaves_the_seat_to_a_bot_from_the_console(page, base_ur
     events = httpx.get(f"{base_url}/rooms/{room}/events", headers={"Authorization": f"Bearer {token}"}, timeout=15)
     handed = [e for e in events.json()["events"] if e["type"] == "room.seat_to_bot"]
     assert [e["event"]["player"] for e in handed] == [bob], handed
+
+
+def test_a_join_answered_with_another_key_than_the_browser_sent_is_flagged_at_once(page, base_url: str,
+                                                                                   shots: Path) -> None:
+    # Given a realm room alice created, and an operator in the way of bob's join who answers it with a key of its own
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    created = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                    "options": {"players": [alice, bob]}}, timeout=15)
+    room = created.json()["room"]
+    operators_key = "ab" * 32
+
+    def substituted(route) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        for event in body.get("events", []):
+            if isinstance(event.get("event"), dict) and "public_key" in event["event"]:
+                event["event"]["public_key"] = operators_key
+        route.fulfill(response=answer, json=body)
+
+    page.route(f"**/rooms/{room}/join", substituted)
+    # When bob joins in the console (which sends the key it made)
+    page.goto(f"/#/room/{room}")
+    page.locator("#join-player").fill(bob)
+    page.get_by_role("button", name="Join").click()
+    # Then the console says at once that the join registered another key, and how to keep the evidence
+    warning = page.get_by_test_id("key-substituted")
+    warning.wait_for()
+    page.get_by_role("region", name="Play", exact=True).screenshot(path=str(shots / "join-key-substituted.png"))
+    assert "did not register the key this browser made" in warning.inner_text()
+    assert f"can sign commands as {bob}" in warning.inner_text() and "--seat-key" in warning.inner_text()
+    # and an honest join (no one in the way) shows no such warning
+    page.unroute(f"**/rooms/{room}/join")
+    other = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                  "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+    page.goto(f"/#/room/{other}")
+    page.locator("#join-player").fill(bob)
+    page.get_by_role("button", name="Join").click()
+    page.get_by_test_id("seat").wait_for()
+    assert page.get_by_test_id("key-substituted").count() == 0

@@ -284,6 +284,8 @@ function CreateRoom({ rulesets }) {
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
       await keepSigningKey(answer.data.room, answer.data.player, key.pair);
+    } else if (key) {  // the creator's join answered with another key: shown on the room's Play panel
+      localStorage.setItem(`almanac-key-warning:${answer.data.room}`, keySubstituted(key.publicKey, answer.data.player));
     }
     setSeat(answer.data.room, { player: answer.data.player, token: answer.data.token });
     keepSeatKey(answer.data.room, answer.data);
@@ -647,6 +649,11 @@ async function signJoin(key, room, player, commitment) {
   return hex(await crypto.subtle.sign({ name: "Ed25519" }, key.pair.privateKey, new TextEncoder().encode(message)));
 }
 
+// What a player is told when the join the server answered registered another key than the one this browser sent.
+const keySubstituted = (publicKey, player) => `The join the server answered did not register the key this browser `
+  + `made (${publicKey.slice(0, 16)}…): whoever holds the key it registered can sign commands as ${player}. `
+  + `Keep this answer and your checkpoints as evidence (verify-player-bundle --seat-key ${publicKey}).`;
+
 async function keepSigningKey(room, player, pair) {
   const pkcs8 = await crypto.subtle.exportKey("pkcs8", pair.privateKey);
   localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
@@ -707,6 +714,14 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
   const [answer, setAnswer] = useState(null);
   const [busy, setBusy] = useState(false);
   const [name, setName] = useState("");
+  // Kept with the room in this browser (the room page renders another Play once the seat is taken, and the warning
+  // must outlive a reload: it is this player's only sight of the substitution).
+  const warningName = `almanac-key-warning:${room}`;
+  const [keyWarning, setKeyWarningState] = useState(() => localStorage.getItem(warningName));
+  const setKeyWarning = (text) => {
+    if (text) localStorage.setItem(warningName, text); else localStorage.removeItem(warningName);
+    setKeyWarningState(text);
+  };
   useEffect(() => { api(URLS.schema(ruleset)).then((a) => { if (a.ok) { setSchema(a.data); setKind(a.data.commands[0]?.kind || ""); } }); }, [ruleset]);
   const join = async (event) => {
     event.preventDefault();
@@ -716,11 +731,15 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     const commitment = key && hex(await crypto.subtle.digest("SHA-256", Uint8Array.from(nonce.match(/../g), (b) => parseInt(b, 16))));
     const signing = key ? { public_key: key.publicKey, signature: await signJoin(key, room, name, commitment) } : {};
     let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce, ...signing } });
-    if (!a.ok && a.data && a.data.code === "no_player_keys") a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } });
-    if (!a.ok && a.data && a.data.code === "no_player_nonces") a = await api(URLS.join(room), { method: "POST", body: { player: name } });
+    let keyed = Boolean(key);  // the join as sent carried this browser's key
+    if (!a.ok && a.data && a.data.code === "no_player_keys") { keyed = false; a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } }); }
+    if (!a.ok && a.data && a.data.code === "no_player_nonces") { keyed = false; a = await api(URLS.join(room), { method: "POST", body: { player: name } }); }
     else if (a.ok) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
     const registered = a.ok && (a.data.events || []).some((e) => e.event && e.event.public_key === (key && key.publicKey));
     if (registered) await keepSigningKey(room, name, key.pair);
+    // A join answered with another key than the one sent (an operator's own, signed by it: valid in every other
+    // respect) lets whoever holds that key act for this seat; only this player can see it, here and now.
+    setKeyWarning(a.ok && keyed && !registered ? keySubstituted(key.publicKey, a.data.player) : null);
     if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); keepSeatKey(room, a.data); onSeat(s); setAnswer(null); }
     else setAnswer(a);
   };
@@ -758,6 +777,7 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
         onClick=${() => setExported(JSON.stringify(seatKeyOf(room)))}>Export seat key</button>
       <span class="muted">keep it: it gives you this seat back from any browser</span></p>
       ${exported ? html`<textarea readonly data-testid="seat-key" rows="2" cols="80">${exported}</textarea>` : ""}` : ""}
+    ${keyWarning ? html`<div class="alert" role="alert" data-testid="key-substituted">${keyWarning}</div>` : ""}
     ${answer && !answer.ok ? html`<div data-testid="refusal"><${ErrorBox} error=${answer.data} /></div>` : ""}
     ${answer && answer.ok && answer.data.version ? html`<div class="notice" role="status" data-testid="accepted">accepted: now at version ${answer.data.version}</div>` : ""}
   </section>`;
