@@ -82,6 +82,7 @@ from almanac.events.forensics.redecide import (
     public_seed,
     recheck_refusals,
     redecide,
+    refused_but_recorded,
     revealed_nonces,
     signed_joins,
 )
@@ -702,6 +703,11 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
                         f"{first_shown[record.command_id]} and {record.refused_at_version}): a command id is decided "
                         "once, a resend gets its stored outcome", record.refused_at_version)
         first_shown[record.command_id] = record.refused_at_version
+    twice = refused_but_recorded(chain, kept)  # (needs no seed: checked before deciding anything again)
+    if twice is not None:
+        raise _fail("refusals", f"refused command {twice.refusal.record.command_id!r} is recorded accepted at "
+                    f"version {twice.decided_at} of the chain: a command id is decided once",
+                    twice.refusal.record.refused_at_version)
     if not kept:
         verdict.steps.append(Step(name="refusals", status="passed", detail="the bundle claims no refused command "
                                   "(refusals write no event: the chain cannot show that none happened)"))
@@ -714,10 +720,6 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed, joins_signed=joins_signed)
     if refused is not None:
         command_id = refused.refusal.record.command_id
-        if refused.decided_at is not None:
-            raise _fail("refusals", f"refused command {command_id!r} is recorded accepted at version "
-                        f"{refused.decided_at} of the chain: a command id is decided once",
-                        refused.refusal.record.refused_at_version)
         if not refused.placed:
             raise _fail("refusals", f"refused command {command_id!r} names no version of the chain")
         if refused.recomputed is not None:

@@ -296,6 +296,21 @@ def signed_joins(recorded: Sequence[Envelope], records: Iterable[CommandRecord])
     return found
 
 
+def refused_but_recorded(recorded: Sequence[Envelope], refusals: Iterable[Refusal]) -> RefusalMismatch | None:
+    """The first refusal whose command id the log records accepted (``decided_at`` its first version), or None.
+
+    A command id is decided once: one shown refused too (e.g. its signed record copied to the refusals at the
+    version its client saw, where re-deciding it would refuse it again) is not a refusal that happened. Needs
+    no seed: the ids alone tell."""
+    accepted: dict[str, int] = {}
+    for envelope in recorded:
+        accepted.setdefault(envelope.command_id, envelope.version)
+    for refusal in refusals:
+        if refusal.record.command_id in accepted:
+            return RefusalMismatch(refusal=refusal, decided_at=accepted[refusal.record.command_id])
+    return None
+
+
 def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], seed: bytes, *,
                      nonces: Mapping[str, bytes] | None = None,
                      base: room_rules.RoomState | None = None,
@@ -310,14 +325,11 @@ def recheck_refusals(recorded: Sequence[Envelope], refusals: Iterable[Refusal], 
     refusal is not the operator's word alone."""
     checked = 0
     state, folded = base, 0
-    accepted: dict[str, int] = {}
-    for envelope in recorded:
-        accepted.setdefault(envelope.command_id, envelope.version)
-    for refusal in sorted(refusals, key=lambda r: r.record.refused_at_version or 0):
-        if refusal.record.command_id in accepted:
-            # The command the log records accepted, shown refused too (e.g. its signed record copied to the
-            # refusals at the version its client saw): refusing it again there would pass.
-            return checked, RefusalMismatch(refusal=refusal, decided_at=accepted[refusal.record.command_id])
+    refusals = sorted(refusals, key=lambda r: r.record.refused_at_version or 0)
+    twice = refused_but_recorded(recorded, refusals)
+    if twice is not None:
+        return checked, twice
+    for refusal in refusals:
         at = refusal.record.refused_at_version
         if at is None or not 0 <= at <= len(recorded):
             return checked, RefusalMismatch(refusal=refusal, placed=False)

@@ -18,6 +18,7 @@ from signed_rooms import ROOM, WRONG_NONCE, Room, ended_room, signed
 
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import CommandRecord
+from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import RoomService
 from almanac.storage.memory_store import MemoryEventStore
@@ -127,3 +128,19 @@ async def test_an_engine_whose_cached_room_another_moved_decides_a_signed_comman
     # Then it is decided against the store's version (its cache would have answered version_moved naming a
     # version the room has passed, for her to sign again)
     assert outcome.accepted and outcome.first_version == seen + 1, outcome.error
+
+
+async def test_an_accepted_signed_command_shown_refused_in_a_live_rooms_bundle_fails_without_the_seed():
+    # Given ann's live room (no seed in its bundle yet), where her signed roll "a1" was accepted
+    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=True)
+    await room.roll("a1", "ann", sign=True)
+    await room.roll("b1", "bob")
+    bundle = json.loads(json.dumps(await dispute_bundle(room.store, ROOM, 0,
+                                                        versions=(1, await room.store.latest_version(ROOM)))))
+    accepted = next(record for record in records_of(bundle) if record.command_id == "a1")
+    # When the operator copies that record to the refusals at the version it names
+    forged = with_refusal(bundle, msgspec.structs.replace(accepted, refused_at_version=accepted.seen_version),
+                          "nonce_mismatch")
+    verdict = verify_bundle(forged, bundle["head"]["hash"])
+    # Then the bundle does not verify, though nothing can be decided again without the seed: the ids alone tell
+    assert verdict.status == "NOT VERIFIED" and "recorded accepted at version" in verdict.text(), verdict.text()

@@ -284,7 +284,8 @@ function CreateRoom({ rulesets }) {
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
       await keepSigningKey(answer.data.room, answer.data.player, key.pair);
-    } else if (key) {  // the creator's join answered with another key: shown on the room's Play panel
+    } else if (key && joinedWithAnotherKey(answer.data.events, answer.data.player, key.publicKey)) {
+      // the creator's join answered with another key: shown on the room's Play panel
       localStorage.setItem(`almanac-key-warning:${answer.data.room}`, keySubstituted(key.publicKey, answer.data.player));
     }
     setSeat(answer.data.room, { player: answer.data.player, token: answer.data.token });
@@ -649,6 +650,10 @@ async function signJoin(key, room, player, commitment) {
   return hex(await crypto.subtle.sign({ name: "Ed25519" }, key.pair.privateKey, new TextEncoder().encode(message)));
 }
 
+// The join an answer records for ``player`` registered another key than ``publicKey`` (the one this browser sent):
+// only when the answer holds that join (a create whose join was refused or is pending, a 202, hold none).
+const joinedWithAnotherKey = (events, player, publicKey) => (events || []).some((e) => e.type === "room.player_joined"
+  && (e.player === player || (e.event && e.event.player === player)) && !(e.event && e.event.public_key === publicKey));
 // What a player is told when the join the server answered registered another key than the one this browser sent.
 const keySubstituted = (publicKey, player) => `The join the server answered did not register the key this browser `
   + `made (${publicKey.slice(0, 16)}…): whoever holds the key it registered can sign commands as ${player}. `
@@ -739,7 +744,8 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     if (registered) await keepSigningKey(room, name, key.pair);
     // A join answered with another key than the one sent (an operator's own, signed by it: valid in every other
     // respect) lets whoever holds that key act for this seat; only this player can see it, here and now.
-    setKeyWarning(a.ok && keyed && !registered ? keySubstituted(key.publicKey, a.data.player) : null);
+    setKeyWarning(a.ok && keyed && !registered && joinedWithAnotherKey(a.data.events, a.data.player, key.publicKey)
+      ? keySubstituted(key.publicKey, a.data.player) : null);
     if (a.ok) { const s = { player: a.data.player, token: a.data.token }; setSeat(room, s); keepSeatKey(room, a.data); onSeat(s); setAnswer(null); }
     else setAnswer(a);
   };
