@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 import redis
 
 from almanac.services.embedded_redis import find_redis_server, free_port
+from almanac.storage.keys import engine_heartbeat_key
 
 SLOTS = 16384
 
@@ -239,3 +241,10 @@ class ReplicatedCluster:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+async def readiness_published(client, name: str) -> bool:  # noqa: ANN001 - any redis-py async client
+    """Whether engine ``name``'s heartbeat says it is ready: the lease loop beats (and renews) at once when the
+    engine first becomes ready, so a story that ages a lease by hand waits for this first."""
+    beat = await client.get(engine_heartbeat_key(name))
+    return bool(beat) and json.loads(beat)["consumed_ms"] > 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from cluster_support import readiness_published
 from shard_rooms import room_on
 from structlog.testing import capture_logs
 from waiting import wait_for
@@ -99,6 +100,8 @@ async def test_a_write_refused_by_a_full_node_leaves_its_command_pending_until_t
         await engine.start()
         try:
             await wait_for(lambda: _taken_over(engine, full, healthy), what="both shards held and taken over")
+            # (after the readiness beat: its renewal would otherwise restore the lease aged below)
+            await wait_for(lambda: readiness_published(cluster, engine.config.name), what="the readiness beat")
             engine.leases._valid_until[full] = time.monotonic()  # the shard not read for now: the command waits
             engine.leases.changed()
             await wait_for(lambda: _async(full not in engine.streams._reads._reads), what="the shard's read over")

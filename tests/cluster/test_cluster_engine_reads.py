@@ -10,16 +10,16 @@ made to run out by hand (the engine's own bookkeeping, as a late renewal leaves 
 
 from __future__ import annotations
 
-import json
 import time
 
+from cluster_support import readiness_published
 from shard_rooms import room_on
 from waiting import wait_for
 
 from almanac.services import bus
 from almanac.services.engine.shard_engine import GROUP, Engine, EngineConfig
 from almanac.services.room_service import CommandRecord
-from almanac.storage.keys import Keys, engine_heartbeat_key
+from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 16
@@ -40,7 +40,7 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
                        what="the engine holding and having taken over both shards")
         # and its readiness published: the lease loop beats (and renews) at once when the engine first becomes
         # ready, and that renewal must come before the test ages the lease below, not after it
-        await wait_for(lambda: _readiness_published(cluster, engine.config.name), what="the engine's readiness beat")
+        await wait_for(lambda: readiness_published(cluster, engine.config.name), what="the engine's readiness beat")
         reads = engine.streams._reads  # the ClusterStreams' standing reads
         # A read of the watched shard just sent: it blocks for seconds more, time enough for the steps below.
         await wait_for(lambda: _async(watched in reads._reads and time.monotonic() - reads._started[watched] < 0.3),
@@ -72,11 +72,6 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
         await wait_for(lambda: _none_pending(cluster, stream), what="the delivered command acknowledged")
     finally:
         await engine.stop()
-
-
-async def _readiness_published(client, name: str) -> bool:  # noqa: ANN001 - the cluster client
-    beat = await client.get(engine_heartbeat_key(name))
-    return bool(beat) and json.loads(beat)["consumed_ms"] > 0
 
 
 async def _async(value: object) -> object:
