@@ -118,12 +118,16 @@ class AsyncClient:
 
     async def create_room(self, ruleset: str, player: str, *, room: str | None = None,
                           options: dict[str, Any] | None = None, challenge: str | None = None, join: bool = True,
-                          command_id: str | None = None, bots: list[str] | None = None) -> AsyncSeat:
+                          command_id: str | None = None, bots: list[str] | None = None, seat_bots: bool = False,
+                          bot_after_missed: int | None = None) -> AsyncSeat:
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
-        for name, value in (("room", room), ("options", options), ("challenge", challenge), ("bots", bots)):
+        for name, value in (("room", room), ("options", options), ("challenge", challenge), ("bots", bots),
+                            ("bot_after_missed", bot_after_missed)):
             if value is not None:
                 body[name] = value
+        if seat_bots:
+            body["seat_bots"] = True
         answer = await self.request("POST", "/rooms", json_body=body, token="")
         return AsyncSeat(self, answer["room"], player, answer["token"], answer)
 
