@@ -693,7 +693,7 @@ const sendCommand = (room, seat, command) =>
 
 // A seated player may leave their seat to the deployment's bot (POST /rooms/{room}/bots, docs/bots.md): their own
 // `hand_to_bot` command, signed as any of theirs, recorded as room.seat_to_bot; the bot then plays the seat from its
-// view only.
+// view only. Offered only in a room created with a bot policy (the summary's `bot_policy`): any other refuses it.
 function LeaveToBot({ room, seat }) {
   const [answer, setAnswer] = useState(null);
   const [error, setError] = useState(null);
@@ -937,7 +937,7 @@ function RoomPage({ room }) {
     </div>
     <${Checkpoints} room=${room} latest=${latest} />
     ${seat ? html`<${PlayerBundle} room=${room} seat=${seat} />` : ""}
-    ${seat && summary && !summary.ended ? html`<${LeaveToBot} room=${room} seat=${seat} />` : ""}
+    ${seat && summary && !summary.ended && summary.bot_policy ? html`<${LeaveToBot} room=${room} seat=${seat} />` : ""}
     <div class="row">
       <div class="grow">${auditor && summary ? html`<${Forensics} room=${room} token=${auditor} version=${version} onJump=${choose} />` : ""}</div>
     </div>
