@@ -235,6 +235,8 @@ class Client:
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
         if player_key is not None:
+            if not join:
+                raise ValueError("player_key signs the creator's join: it needs join=True")
             room = room or new_room_id(ruleset)
             signing = signed_join(player_key, room, player, nonce)
             body.update(public_key=signing["public_key"], join_signature=signing["signature"])
