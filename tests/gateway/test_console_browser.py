@@ -737,3 +737,78 @@ def test_a_join_answered_with_another_key_than_the_browser_sent_is_flagged_at_on
     page.get_by_role("button", name="Join").click()
     page.get_by_test_id("seat").wait_for()
     assert page.get_by_test_id("key-substituted").count() == 0
+
+
+
+# What the gateway answers a create whose own join it could not record (services/gateway/api_rooms.py):
+# refused by the room, or not answered within its wait. Neither answer holds a join of the creator's.
+JOIN_NOT_RECORDED = {
+    "refused": {"code": "no_seat", "message": "the creator has no seat in this room"},
+    "pending": {"code": "outcome_pending", "message": "the join has not been answered yet"},
+}
+
+
+@pytest.mark.parametrize("why", sorted(JOIN_NOT_RECORDED))
+def test_a_create_whose_join_was_not_recorded_is_not_flagged_as_another_key(page, why: str, shots: Path) -> None:
+    # Given a create in the console whose answer says the creator's join was not recorded (the room exists)
+    def join_not_recorded(route) -> None:
+        if route.request.method != "POST":  # the console's list of rooms
+            route.continue_()
+            return
+        real = route.fetch()
+        body = real.json()
+        body["events"] = [e for e in body["events"] if e["type"] != "room.player_joined"]
+        for joined_only in ("seat_key", "version"):
+            body.pop(joined_only, None)
+        body.update(joined=False, join_error=JOIN_NOT_RECORDED[why])
+        route.fulfill(response=real, json=body)
+
+    page.route("**/rooms", join_not_recorded)
+    creator = f"cara-{secrets.token_hex(3)}"
+    page.goto("/")
+    page.locator("#create-ruleset option[value='realm']").wait_for(state="attached")
+    page.locator("#create-ruleset").select_option("realm")
+    page.locator("#create-player").fill(creator)
+    # When she creates the room (the console sends the key it made with the create's join)
+    with page.expect_response(lambda r: r.url.endswith("/rooms") and r.request.method == "POST") as created:
+        page.get_by_role("button", name="Create room").click()
+    sent = created.value.request.post_data_json
+    assert sent["public_key"] and sent["join_signature"], sent
+    assert created.value.json()["join_error"]["code"] == JOIN_NOT_RECORDED[why]["code"]
+    # Then the room's page opens with her seat and no key substitution: the answer registered no key of hers at all
+    expect_text(page.get_by_test_id("seat"), creator)
+    page.get_by_role("region", name="Play", exact=True).wait_for()
+    page.screenshot(path=str(shots / f"create-join-{why}-no-flag.png"), full_page=True)
+    assert page.get_by_test_id("key-substituted").count() == 0
+    assert page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('almanac-key-warning:'))") == []
+
+
+def test_a_join_answered_later_is_not_flagged_as_another_key(page, base_url: str, shots: Path) -> None:
+    # Given a realm room alice created, and bob's join answered 202: the engine decides it after the gateway's wait,
+    # so the answer holds no event at all
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    room = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                 "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+
+    def answered_later(route) -> None:
+        route.fetch()  # the join reaches the server; its answer comes later, at the outcome URL
+        url = f"/rooms/{room}/commands/join-later"
+        route.fulfill(status=202, headers={"Location": url}, json={
+            "code": "outcome_pending", "message": "the engine has not answered within the wait; GET the outcome URL "
+            "later", "command_id": "join-later", "outcome_url": url})
+
+    page.route(f"**/rooms/{room}/join", answered_later)
+    # When bob joins in the console (which sends the key it made)
+    page.goto(f"/#/room/{room}")
+    page.locator("#join-player").fill(bob)
+    with page.expect_response(f"**/rooms/{room}/join") as joined:
+        page.get_by_role("button", name="Join").click()
+    assert joined.value.status == 202 and joined.value.request.post_data_json["public_key"]
+    # Then the console keeps the nonce it sent (the join may yet be decided) and flags no key substitution: the
+    # answer holds no join to compare keys with
+    page.wait_for_function(f"localStorage.getItem('almanac-nonce:{room}:{bob}') !== null")
+    page.get_by_role("region", name="Play", exact=True).wait_for()
+    page.screenshot(path=str(shots / "join-202-no-flag.png"), full_page=True)
+    assert page.evaluate(f"localStorage.getItem('almanac-key-warning:{room}')") is None
+    assert page.get_by_test_id("key-substituted").count() == 0
