@@ -43,9 +43,10 @@ def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
 
 
 def signed_room(client: Client) -> tuple[Seat, Seat]:
-    """ann creates a realm room (scheme 3 by default) and bob joins it, each with a key made by the client."""
+    """ann creates a realm room (scheme 3 by default; its seats may be left to a bot) and bob joins it, each with a
+    key made by the client."""
     ann = client.create_room("realm", "ann", options={"players": ["ann", "bob"]}, player_key=PlayerKey.generate(),
-                             nonce=secrets.token_hex(32))
+                             nonce=secrets.token_hex(32), seat_bots=True)
     assert ann.room.startswith("realm-") and ann.seen_version == 2, (ann.room, ann.seen_version)
     bob = client.join(ann.room, "bob", player_key=PlayerKey.generate(), nonce=secrets.token_hex(32))
     return ann, bob
