@@ -678,6 +678,20 @@ def test_the_console_offers_no_bot_where_the_room_has_no_bot_policy(page, base_u
     assert page.get_by_role("region", name="Bot seat").count() == 0
 
 
+def test_a_room_created_in_the_console_with_seat_bots_offers_its_player_a_bot(page, base_url: str) -> None:
+    # Given a person creating a claim room (its rules name no deadline) with seat bots ticked
+    page.goto("/")
+    page.locator("#create-ruleset").select_option("claim")
+    page.locator("#create-player").fill(f"cleo-{secrets.token_hex(2)}")
+    page.locator("#create-seat-bots").check()
+    page.get_by_role("button", name="Create room").click()
+    page.get_by_test_id("seat").wait_for()
+    room = page.get_by_test_id("room-id").inner_text()
+    # Then the room recorded its bot policy, and its page offers her to leave her seat to a bot
+    assert httpx.get(f"{base_url}/rooms/{room}", timeout=15).json()["bot_policy"] == {"after_missed": 0}
+    page.get_by_role("region", name="Bot seat").get_by_role("button", name="Leave my seat to a bot").wait_for()
+
+
 def test_a_seated_player_leaves_the_seat_to_a_bot_from_the_console(page, base_url: str, shots: Path) -> None:
     # Given bob's seat of a live realm room created with seat bots, in this browser
     room, _, tokens = realm_trade_played(base_url, seat_bots=True)

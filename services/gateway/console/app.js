@@ -265,6 +265,7 @@ function rulesetChoices(r) {
 function CreateRoom({ rulesets }) {
   const [ruleset, setRuleset] = useState("");
   const [player, setPlayer] = useState("");
+  const [seatBots, setSeatBots] = useState(false);
   const [schema, setSchema] = useState(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -279,7 +280,9 @@ function CreateRoom({ rulesets }) {
     const named = key ? `${ruleset.split("@")[0]}-${hex(crypto.getRandomValues(new Uint8Array(5)))}` : null;
     const signing = key ? { room: named, public_key: key.publicKey,
       join_signature: await signJoin(key, named, player, null) } : {};
-    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options, ...signing } });
+    // seat_bots: the room records a bot policy, without which no player may ever leave their seat to a bot
+    const answer = await api(URLS.rooms(), { method: "POST",
+      body: { ruleset, player, options, ...signing, ...(seatBots ? { seat_bots: true } : {}) } });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
@@ -301,6 +304,9 @@ function CreateRoom({ rulesets }) {
         </select></label>
       <label class="field" for="create-player">your player name
         <input id="create-player" value=${player} onInput=${(e) => setPlayer(e.target.value)} /></label>
+      <label class="field" for="create-seat-bots"><span><input id="create-seat-bots" type="checkbox"
+        checked=${seatBots} onChange=${(e) => setSeatBots(e.target.checked)} /> players may leave their seats to a
+        bot</span></label>
     </div>
     ${schema ? html`<p class="muted">Options of ${ruleset} (all optional):</p>
       <${SchemaForm} schema=${schema.options} defs=${schema.$defs} idPrefix="option" submitLabel="Create room"
