@@ -197,7 +197,7 @@ async def test_kill_9_of_a_real_archiver_process_at_any_moment_leaves_every_room
                "main()", "archive", "--finished"]
 
     async def archived() -> int:
-        return sum([await redis_client.hexists(store.keys.pointers(store.keys.shard(room)), room) for room in rooms])
+        return sum([await redis_client.hexists(store.keys.pointer_bucket(room), room) for room in rooms])
 
     kills = 0
     while kills < 6 and await archived() < len(rooms):
