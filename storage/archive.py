@@ -525,6 +525,11 @@ class ArchivingStore(RedisEventStore):
                 return found
         return archived.commit_scheme
 
+    def keeps_refusals(self, room: str) -> bool:
+        # A finished archived room (its pointer met by the load that decided the refusal, cached for ever): the
+        # refusal's outcome is kept for the dedupe window only, and nothing of the room comes back into Redis.
+        return room not in self._pointers
+
     async def archived_rooms(self) -> list[str]:
         return sorted(await archived_room_set(self.client, self.keys))
 
