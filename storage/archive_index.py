@@ -6,6 +6,8 @@ finished room, and both are cut here, per shard, in ONE script (one hash tag: it
 - **listing rows**: a pass's rows leave the shard's listing hash for one block (``Keys.archived_listings``: block id
   -> zstd msgpack {room: row}); rows of similar rooms compress to a few dozen bytes each. ``listing_rows`` reads
   both tiers, Redis' row first (a rebuild may have written one again: it is the same row, folded again);
+- **room sets**: a finished archived room leaves its shard's room set (its pointer says it is a room;
+  ``ArchivingStore.rooms`` and a full rebuild read both);
 - **projected versions**: a finished archived room's is its pointer's (``ReadModels.projected_version`` and a
   rebuild of some models read it there);
 - **leaderboard entries**: a finished room's scores are final, and a leaderboard shows a player's best entry only,
