@@ -164,3 +164,41 @@ async def archived_versions(client: Any, keys: Keys, shard: int) -> dict[str, in
         replies = await pipe.execute()
     return {_text(room): decode_pointer(_text(room), value).version
             for pointers in replies for room, value in pointers.items()}
+
+
+# KEYS: 1 a shard's pointer hash of the first layout (one hash per shard), 2.. the rooms' pointer buckets (same hash
+# tag). ARGV: the rooms. Each pointer moves to its bucket unless one is there already; the number moved.
+MIGRATE_POINTERS_SCRIPT = """
+local moved = 0
+for i, room in ipairs(ARGV) do
+  local pointer = redis.call('HGET', KEYS[1], room)
+  if pointer then
+    moved = moved + redis.call('HSETNX', KEYS[i + 1], room, pointer)
+    redis.call('HDEL', KEYS[1], room)
+  end
+end
+return moved
+"""
+
+
+def old_pointer_hash(keys: Keys, shard: int) -> str:
+    """The first layout's pointer hash of a shard (one hash per shard: a hash-table entry per archived room)."""
+    return keys._shard(shard, "archive:pointers")
+
+
+async def migrate_pointers(client: Any, keys: Keys) -> int:
+    """Move pointers of the first layout into their buckets (run by the archiver before its first pass; each move is
+    one script per batch, so a crash leaves every pointer in one of the two places and a rerun finishes). Until it
+    has run, rooms archived by a version before the buckets read as not archived. The number moved."""
+    script = client.register_script(MIGRATE_POINTERS_SCRIPT)
+    moved = 0
+    for shard in range(keys.shard_count):
+        old = old_pointer_hash(keys, shard)
+        while True:
+            _, found = await client.hscan(old, 0, count=200)
+            if not found:
+                break
+            rooms = [_text(room) for room in found]
+            moved += int(await run_script(script, [old, *(keys.pointer_bucket(room) for room in rooms)], rooms))
+    return moved
+

@@ -11,6 +11,9 @@ from almanac.projections.projector import Projector
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services.archiver import Archiver
+from almanac.services.forensics.verify import verify_room
+from almanac.storage.archive import archive_room
+from almanac.storage.archive_index import old_pointer_hash
 
 
 async def finished_room(store, name: str, rounds: int) -> str:
@@ -102,3 +105,28 @@ async def test_a_finished_archived_room_leaves_its_room_set_and_its_pointer_sits
     assert await store.rooms() == every_room == sorted([*finished, live.room])
     assert await rebuild(redis_client, store.shard_count, store=store) == len(every_room)
     assert await answers(models) == before
+
+
+async def test_pointers_of_the_first_layout_move_into_their_buckets_on_the_archivers_first_pass(
+        redis_client, tmp_path) -> None:
+    # Given rooms archived by a version that kept pointers in one hash per shard
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    keys = store.keys
+    names = [await finished_room(store, f"mp-{n}", 1) for n in range(3)]
+    for name in names:
+        await archive_room(store, name)
+        bucket, old = keys.pointer_bucket(name), old_pointer_hash(keys, keys.shard(name))
+        await redis_client.hset(old, name, await redis_client.hget(bucket, name))
+        await redis_client.hdel(bucket, name)
+    fresh = archiving_store(redis_client, file_archive_url(tmp_path))
+    assert await fresh.pointer(names[0]) is None  # the new layout alone does not see them
+
+    # When an archiver makes its first pass
+    await Archiver(fresh, retain_s=0).run_once()
+
+    # Then every pointer is in its bucket, the old hashes are gone, and the rooms read whole from the archive
+    reader = archiving_store(redis_client, file_archive_url(tmp_path))
+    for name in names:
+        assert await reader.pointer(name) is not None
+        assert await redis_client.exists(old_pointer_hash(keys, keys.shard(name))) == 0
+        assert (await verify_room(reader, name)).ok
