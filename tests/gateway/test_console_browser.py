@@ -797,32 +797,73 @@ def test_a_create_whose_join_was_not_recorded_is_not_flagged_as_another_key(page
     assert page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('almanac-key-warning:'))") == []
 
 
-def test_a_join_answered_later_is_not_flagged_as_another_key(page, base_url: str, shots: Path) -> None:
-    # Given a realm room alice created, and bob's join answered 202: the engine decides it after the gateway's wait,
-    # so the answer holds no event at all
+def test_a_join_answered_later_is_resent_under_its_id_and_seats_the_player_unflagged(page, base_url: str,
+                                                                                     shots: Path) -> None:
+    # Given a realm room alice created, and bob's join answered 202 the first time: the engine decides it after the
+    # gateway's wait, so that answer holds no event, no token and no seat
     suffix = secrets.token_hex(3)
     alice, bob = f"alice-{suffix}", f"bob-{suffix}"
     room = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
                                                  "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+    sent: list[dict] = []
 
-    def answered_later(route) -> None:
-        route.fetch()  # the join reaches the server; its answer comes later, at the outcome URL
-        url = f"/rooms/{room}/commands/join-later"
+    def answered_later_once(route) -> None:
+        sent.append(route.request.post_data_json)
+        if len(sent) > 1:  # the resend reaches the server, which answers the decided join under its id
+            route.continue_()
+            return
+        route.fetch()  # the join reaches the server; its answer comes later
+        url = f"/rooms/{room}/commands/{sent[0]['command_id']}"
         route.fulfill(status=202, headers={"Location": url}, json={
             "code": "outcome_pending", "message": "the engine has not answered within the wait; GET the outcome URL "
-            "later", "command_id": "join-later", "outcome_url": url})
+            "later", "command_id": sent[0]["command_id"], "outcome_url": url})
 
-    page.route(f"**/rooms/{room}/join", answered_later)
+    page.route(f"**/rooms/{room}/join", answered_later_once)
     # When bob joins in the console (which sends the key it made)
     page.goto(f"/#/room/{room}")
     page.locator("#join-player").fill(bob)
-    with page.expect_response(f"**/rooms/{room}/join") as joined:
-        page.get_by_role("button", name="Join").click()
-    assert joined.value.status == 202 and joined.value.request.post_data_json["public_key"]
-    # Then the console keeps the nonce it sent (the join may yet be decided) and flags no key substitution: the
-    # answer holds no join to compare keys with
-    page.wait_for_function(f"localStorage.getItem('almanac-nonce:{room}:{bob}') !== null")
-    page.get_by_role("region", name="Play", exact=True).wait_for()
-    page.screenshot(path=str(shots / "join-202-no-flag.png"), full_page=True)
+    page.get_by_role("button", name="Join").click()
+    # Then the console resends the same join under the same command id, and the decided answer seats bob with his
+    # key kept and no key substitution flagged (the 202 held no join to compare keys with)
+    expect_text(page.get_by_test_id("seat"), bob)
+    page.screenshot(path=str(shots / "join-202-resent-seated.png"), full_page=True)
+    assert len(sent) == 2 and sent[0] == sent[1] and sent[0]["command_id"] and sent[0]["public_key"], sent
     assert page.evaluate(f"localStorage.getItem('almanac-key-warning:{room}')") is None
     assert page.get_by_test_id("key-substituted").count() == 0
+    assert page.evaluate(f"localStorage.getItem('almanac-nonce:{room}:{bob}')") == sent[0]["nonce"]
+    assert page.evaluate(f"JSON.parse(sessionStorage.getItem('almanac.seat.{room}')).player") == bob
+
+
+def test_a_join_never_decided_seats_nobody_and_says_so(page, base_url: str, shots: Path) -> None:
+    # Given a realm room whose joins the gateway answers 202 every time (the engine is not deciding them)
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    room = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                 "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+    sent: list[dict] = []
+
+    def never_answered(route) -> None:
+        sent.append(route.request.post_data_json)
+        route.fulfill(status=202, json={"code": "outcome_pending", "message": "not answered within the wait",
+                                        "command_id": sent[-1]["command_id"], "outcome_url": "/x"})
+
+    page.route(f"**/rooms/{room}/join", never_answered)
+    # When bob joins in the console
+    page.goto(f"/#/room/{room}")
+    page.locator("#join-player").fill(bob)
+    page.get_by_role("button", name="Join").click()
+    # Then, after resending the one join a few times, it says the join is not decided yet and seats nobody: no
+    # "playing as" with no name, no seat kept without a player or token
+    expect_text(page.get_by_test_id("refusal"), "has not decided this yet")
+    page.screenshot(path=str(shots / "join-202-never-decided.png"), full_page=True)
+    assert len(sent) > 1 and len({s["command_id"] for s in sent}) == 1, sent
+    assert page.get_by_test_id("seat").count() == 0
+    assert page.evaluate(f"sessionStorage.getItem('almanac.seat.{room}')") is None
+    # and when the engine decides again and bob presses Join once more, the same join goes (its id, nonce and key),
+    # never a second one, and seats him
+    page.unroute(f"**/rooms/{room}/join")
+    with page.expect_request(f"**/rooms/{room}/join") as resent:
+        page.get_by_role("button", name="Join").click()
+    assert resent.value.post_data_json == sent[0]
+    expect_text(page.get_by_test_id("seat"), bob)
+    assert page.evaluate(f"localStorage.getItem('almanac-nonce:{room}:{bob}')") == sent[0]["nonce"]
