@@ -226,12 +226,17 @@ class Client:
                     options: dict[str, Any] | None = None, setup: dict[str, Any] | None = None,
                     challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
                     nonce: str | None = None, command_id: str | None = None,
-                    bots: list[str] | None = None, player_key: PlayerKey | None = None) -> Seat:
+                    bots: list[str] | None = None, player_key: PlayerKey | None = None, seat_bots: bool = False,
+                    bot_after_missed: int | None = None) -> Seat:
         """Create a room (and take a seat in it unless ``join`` is false); the creator's Seat.
 
         ``player_key``: the creator's seat signs (a scheme-3 room): the join registers the key, signed by it (a
         signed join names its room, so one is drawn here when ``room`` is None), and the Seat signs every command.
-        KeySubstituted when the answer registered another key."""
+        KeySubstituted when the answer registered another key.
+
+        ``seat_bots``: its players may leave their seats to a bot (``Seat.hand_to_bot``); ``bot_after_missed``: a
+        seat that misses that many deadlines in a row goes to a bot (and players may leave theirs). Neither: a
+        room whose seats never go to a bot (docs/bots.md)."""
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
         if player_key is not None:
@@ -241,9 +246,12 @@ class Client:
             signing = signed_join(player_key, room, player, nonce)
             body.update(public_key=signing["public_key"], join_signature=signing["signature"])
         for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
-                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots)):
+                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots),
+                            ("bot_after_missed", bot_after_missed)):
             if value is not None:
                 body[name] = value
+        if seat_bots:
+            body["seat_bots"] = True
         answer = self.request("POST", "/rooms", json_body=body, token="")
         return Seat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 
@@ -454,7 +462,8 @@ class Seat(SeatState):
 
     def hand_to_bot(self, seat: str | None = None, *, command_id: str | None = None) -> dict[str, Any]:
         """Hand a seat to a bot (POST /rooms/{room}/bots): an empty one (the room's creator), or, by default, this
-        player's own seat, which they leave to the bot (docs/bots.md; a signed seat signs ``hand_to_bot``)."""
+        player's own seat, which they leave to the bot (docs/bots.md; a signed seat signs ``hand_to_bot``): only in
+        a room created with ``seat_bots`` or ``bot_after_missed``, else ApiError 422 ``no_bot_policy``."""
         seat = seat or self.player
         body = {"seat": seat, "command_id": command_id or new_command_id()}
         return self._send(f"/rooms/{_seg(self.room)}/bots", body,

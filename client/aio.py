@@ -125,8 +125,10 @@ class AsyncClient:
                           options: dict[str, Any] | None = None, setup: dict[str, Any] | None = None,
                           challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
                           nonce: str | None = None, command_id: str | None = None, bots: list[str] | None = None,
-                          player_key: PlayerKey | None = None) -> AsyncSeat:
-        """As ``Client.create_room`` (``player_key``: a signed seat)."""
+                          player_key: PlayerKey | None = None, seat_bots: bool = False,
+                          bot_after_missed: int | None = None) -> AsyncSeat:
+        """As ``Client.create_room`` (``player_key``: a signed seat; ``seat_bots``, ``bot_after_missed``: the room's
+        bot policy)."""
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
         if player_key is not None:
@@ -136,9 +138,12 @@ class AsyncClient:
             signing = signed_join(player_key, room, player, nonce)
             body.update(public_key=signing["public_key"], join_signature=signing["signature"])
         for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
-                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots)):
+                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots),
+                            ("bot_after_missed", bot_after_missed)):
             if value is not None:
                 body[name] = value
+        if seat_bots:
+            body["seat_bots"] = True
         answer = await self.request("POST", "/rooms", json_body=body, token="")
         return AsyncSeat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 

@@ -52,6 +52,11 @@ class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", t
     # Absent: never (every room created before it). Recorded as ``room.bot_policy`` after ``room.created``,
     # which stays as it was, so no stored room changes.
     bot_after_missed: MissedDeadlines | None = None
+    # The room lets a player leave their seat to a bot (``hand_to_bot``) without handing seats over on missed
+    # deadlines (a rule-set without deadlines can have seat bots too): recorded as ``room.bot_policy`` with
+    # ``after_missed`` 0. ``bot_after_missed`` implies it. A room that recorded no policy refuses ``hand_to_bot``
+    # (``no_bot_policy``), as every room created before seat bots existed did.
+    seat_bots: bool = False
 
 
 class JoinRoom(msgspec.Struct, frozen=True, kw_only=True, tag="join_room", tag_field="kind",
@@ -103,6 +108,10 @@ class ForkRoom(msgspec.Struct, frozen=True, kw_only=True, tag="fork_room", tag_f
 class HandToBot(msgspec.Struct, frozen=True, kw_only=True, tag="hand_to_bot", tag_field="kind",
                 forbid_unknown_fields=True):
     """Leave your own seat to a bot (``room.seat_to_bot``, reason ``left``): it plays on from the seat's view.
+
+    Only in a room that recorded a bot policy at creation (``room.bot_policy``: create's ``seat_bots`` or
+    ``bot_after_missed``); any other room refuses it (``no_bot_policy``), so no room created before seat bots
+    existed decides anything new.
 
     Only the seat's own player sends it (POST /rooms/{room}/bots with their token); an empty seat is handed to
     a bot without a command (the bot's join is its event).
@@ -187,7 +196,9 @@ class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
 
 
 class BotPolicy(msgspec.Struct, frozen=True, kw_only=True, tag="room.bot_policy"):
-    """The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``)."""
+    """The room has seat bots: a player may leave their seat to a bot (``hand_to_bot``), and a seat that misses
+    ``after_missed`` deadlines in a row is handed to one (create's ``bot_after_missed``); ``after_missed`` 0: never
+    on missed deadlines (create's ``seat_bots`` alone)."""
 
     after_missed: int
 
@@ -247,6 +258,8 @@ def summarize_event(ruleset: str, event: Any) -> str:
     if isinstance(event, NonceRevealed):
         return f"{event.player} revealed their nonce {event.nonce[:12]}"
     if isinstance(event, BotPolicy):
+        if not event.after_missed:
+            return "a player may leave their seat to a bot"
         return f"a seat that misses {event.after_missed} deadlines in a row goes to a bot"
     if isinstance(event, DeadlineMissed):
         return f"{', '.join(event.players) or 'nobody'} missed the deadline {event.key}"
@@ -295,8 +308,19 @@ class RoomState(msgspec.Struct, frozen=True, kw_only=True):
     bot_after_missed: int = 0
     missed: tuple[tuple[str, int], ...] = ()
     bot_seats: tuple[str, ...] = ()
+    # A bot policy without handover on missed deadlines (``room.bot_policy`` with ``after_missed`` 0): seats go to
+    # bots only when their players leave them. True only then, so every state of a room whose policy has a count
+    # (recorded before this field) encodes and hashes exactly as before: it is left out of the hash while False.
+    seat_bots_only: bool = False
 
-    _hash_omits_empty: ClassVar[tuple[str, ...]] = ("player_keys", "bot_after_missed", "missed", "bot_seats")
+    _hash_omits_empty: ClassVar[tuple[str, ...]] = ("player_keys", "bot_after_missed", "missed", "bot_seats",
+                                                    "seat_bots_only")
+
+
+def has_bot_policy(state: RoomState) -> bool:
+    """Whether the room recorded a bot policy at creation (``room.bot_policy``): only then may a player leave
+    their seat to a bot."""
+    return bool(state.bot_after_missed) or state.seat_bots_only
 
 
 def decider_of(state: RoomState) -> Decider:
@@ -365,6 +389,10 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
     if isinstance(command, RevealNonce):
         return [_decide_reveal(state, command, ctx)]
     if isinstance(command, HandToBot):
+        if not has_bot_policy(state):
+            # Before seat bots existed no room knew this command; a room that did not opt in still refuses it.
+            raise RuleError("no_bot_policy", f"room {ctx.room!r} was created without seat bots (create with "
+                            "seat_bots or bot_after_missed); nobody can leave a seat of it to a bot", field="kind")
         if ctx.player in state.bot_seats:
             raise RuleError("already_bot_seat", f"a bot already plays {ctx.player!r}'s seat", field="player")
         return [SeatToBot(player=ctx.player, reason="left")]
@@ -463,8 +491,15 @@ def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -
             fingerprint=rules.fingerprint,
             dice_scheme=command.dice_scheme,
         ),
-        *([BotPolicy(after_missed=command.bot_after_missed)] if command.bot_after_missed is not None else []),
+        *_bot_policy(command),
     ]
+
+
+def _bot_policy(command: CreateRoom) -> list[BotPolicy]:
+    """The room's bot policy, right after ``room.created``: none unless create asked for one."""
+    if command.bot_after_missed is not None:
+        return [BotPolicy(after_missed=command.bot_after_missed)]
+    return [BotPolicy(after_missed=0)] if command.seat_bots else []
 
 
 def _decide_join(state: RoomState, decider: Decider, command: JoinRoom, ctx: Context) -> list[Any]:
@@ -577,7 +612,8 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
     if isinstance(event, NonceRevealed):
         return msgspec.structs.replace(state, version=version, nonces_revealed=(*state.nonces_revealed, event.player))
     if isinstance(event, BotPolicy):
-        return msgspec.structs.replace(state, version=version, bot_after_missed=event.after_missed)
+        return msgspec.structs.replace(state, version=version, bot_after_missed=event.after_missed,
+                                       seat_bots_only=not event.after_missed)
     if isinstance(event, DeadlineMissed):
         counts = dict(state.missed)
         for player in event.players:

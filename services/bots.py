@@ -39,14 +39,14 @@ from typing import Any
 
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
-from almanac.events.room import RoomState
+from almanac.events.room import RoomState, has_bot_policy
 from almanac.events.step import CommandRecord
 from almanac.services import bootstrap, bus
 from almanac.services.checkpoints import commit_secret
 from almanac.services.clock import state_at_least
 from almanac.services.logging import get_logger
 from almanac.services.settings import Settings
-from almanac.storage.keys import Keys, shard_tag
+from almanac.storage.keys import Keys, bot_seats_key, shard_tag
 from almanac.storage.loader import RoomLoader
 
 log = get_logger("almanac.bots")
@@ -63,15 +63,119 @@ def bots_key(keys: Keys, shard: int) -> str:
     return f"{keys.prefix}:{shard_tag(shard)}:bots"
 
 
-async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int) -> bool:
+# Take bot seats against the deployment's bound in one step (KEYS[1]: the deployment's bot seats, bot_seats_key; one
+# slot). ARGV: the bound (-1: none, a seat the room's log handed over must be played), when (ms), then the members.
+# The members not held yet are taken all or none: none when they would pass the bound. Answers [taken, held after]
+# ([-1, held] when refused), ``taken`` a 0/1 flag per member after the first two.
+RESERVE_SCRIPT = """
+local bound = tonumber(ARGV[1])
+local fresh = {}
+for i = 3, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then fresh[#fresh + 1] = i end
+end
+local held = redis.call('HLEN', KEYS[1])
+if bound >= 0 and #fresh > 0 and held + #fresh > bound then return {-1, held} end
+local flags = {}
+for i = 3, #ARGV do flags[i - 2] = 0 end
+for _, i in ipairs(fresh) do
+  local room, seat = string.match(ARGV[i], '^(.-)\031(.*)$')
+  redis.call('HSET', KEYS[1], ARGV[i], cjson.encode({room = room, seat = seat, added_ms = tonumber(ARGV[2])}))
+  flags[i - 2] = 1
+end
+return {#fresh, held + #fresh, unpack(flags)}
+"""
+# Drop members whose value is still the one read (KEYS[1]: bot_seats_key); ARGV: member, value, member, value...
+# A seat taken again since (a new added_ms) stays.
+PRUNE_SCRIPT = """
+local dropped = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    dropped = dropped + redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+return dropped
+"""
+SYNC_EVERY_MS = 60_000  # how often the bots process matches the bound's count to the shards' seats
+RESERVATION_GRACE_MS = 600_000  # a seat taken in the bound but in no shard's hash for this long was left half-done
+
+
+def _full(held: int, max_seats: int) -> SeatRefused:
+    return SeatRefused(429, "bot_seats_full", f"the bots hold {held} seats of at most {max_seats}; try later")
+
+
+async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int, *,
+                        max_seats: int | None) -> list[tuple[str, str]]:
+    """Take ``seats`` in the deployment's bot seats (``bot_seats_key``) in one script: all of those not held yet,
+    or none (SeatRefused 429 ``bot_seats_full``) when they would pass ``max_seats`` (None: no bound, for a seat
+    the room's log handed over). Racing callers cannot pass the bound together: the count and the take are one
+    step on one key. Answers the seats this call took (``release_seats`` gives them back)."""
+    if not seats:
+        return []
+    members = [f"{room}{SEPARATOR}{seat}" for room, seat in seats]
+    script = client.register_script(RESERVE_SCRIPT)
+    answer = await script(keys=[bot_seats_key(keys.prefix)],
+                          args=[-1 if max_seats is None else max_seats, now_ms, *members])
+    taken, held = int(answer[0]), int(answer[1])
+    if taken < 0:
+        raise _full(held, int(max_seats or 0))
+    return [one for one, flag in zip(seats, answer[2:], strict=True) if int(flag)]
+
+
+async def release_seats(client: Any, keys: Keys, seats: list[tuple[str, str]]) -> None:
+    """Give back seats ``reserve_seats`` took for a handover that did not happen (a refused create or leave)."""
+    if seats:
+        await client.hdel(bot_seats_key(keys.prefix), *[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
+
+
+async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
+                  max_seats: int | None = None) -> bool:
     """Hand ``seat`` of ``room`` to a bot; False when it already was. (The bot joins the seat if it is empty;
-    a seat a person holds stays theirs: the bot's join is refused, and it never acts for them.)"""
+    a seat a person holds stays theirs: the bot's join is refused, and it never acts for them.)
+
+    The seat is first taken in the deployment's bot seats against ``max_seats`` (one script: racing adds never
+    pass it; SeatRefused 429 ``bot_seats_full``; None: unbounded, for a seat the room's log handed over), then
+    written to its shard's hash, which the bots process plays. The deployment's seats are so always at least
+    the shards' (``remove_bot`` deletes in the other order), and the bound counts the former."""
+    await reserve_seats(client, keys, [(room, seat)], now_ms, max_seats=max_seats)
     entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
     return bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
 
 
 async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
-    return bool(await client.hdel(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}"))
+    member = f"{room}{SEPARATOR}{seat}"
+    removed = bool(await client.hdel(bots_key(keys, keys.shard(room)), member))
+    await client.hdel(bot_seats_key(keys.prefix), member)  # after the shard's: the bound never counts too few
+    return removed
+
+
+async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int]:
+    """Make the deployment's bot seats (the bound's count) match the shards' bot hashes: a seat in a shard's hash
+    only (written before the bound had its own key, or by hand) is added; a seat taken in the bound but in no
+    shard's hash for ``grace_ms`` (a create or leave that never finished) is given back. Answers (added, dropped).
+    Run by the bots process now and then: every add and remove keeps them in step by itself."""
+    played = {f"{room}{SEPARATOR}{seat}" for room, seat in await bot_seats(client, keys, range(keys.shard_count))}
+    counted = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+               for k, v in (await client.hgetall(bot_seats_key(keys.prefix))).items()}
+    missing = sorted(played - counted.keys())
+    added = 0
+    for at in range(0, len(missing), 500):
+        added += len(await reserve_seats(client, keys, [_member(m) for m in missing[at:at + 500]], now_ms,
+                                         max_seats=None))
+    stale: list[str] = []
+    for member, value in counted.items():
+        if member in played:
+            continue
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            if now_ms - int(json.loads(value).get("added_ms", 0)) >= grace_ms:
+                stale += [member, value]
+    dropped = 0
+    if stale:
+        # read again: a seat added to its shard's hash since (an add in flight) is not given back
+        still = {f"{room}{SEPARATOR}{seat}" for room, seat in await bot_seats(client, keys, range(keys.shard_count))}
+        stale = [x for pair in zip(stale[::2], stale[1::2], strict=True) if pair[0] not in still for x in pair]
+        if stale:
+            dropped = int(await client.register_script(PRUNE_SCRIPT)(keys=[bot_seats_key(keys.prefix)], args=stale))
+    return added, dropped
 
 
 def dice_key(secret: bytes) -> bytes:
@@ -90,6 +194,11 @@ async def shard_counts(client: Any, keys: Keys, shards: range | list[int]) -> li
 
 async def seat_count(client: Any, keys: Keys, shards: range | list[int]) -> int:
     return sum(await shard_counts(client, keys, shards))
+
+
+async def bound_count(client: Any, keys: Keys) -> int:
+    """The deployment's bot seats as the bound counts them (``bot_seats_key``: at least every shard's seats)."""
+    return int(await client.hlen(bot_seats_key(keys.prefix)))
 
 
 def _member(member: bytes | str) -> tuple[str, str]:
@@ -143,7 +252,8 @@ async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | Non
     ``POST /rooms/{room}/bots`` and the operator's ``almanac bots add``. Writes nothing; answers how it goes:
     "already" (a bot plays it by the log, or it is in the bot seats: no new seat, so no bound), "empty" (nobody holds it), "left"
     (``holder``, the player asking, holds it: their own ``hand_to_bot`` command decides it). Else SeatRefused:
-    404 room_not_found, 409 room_ended, 422 no_seat_bot / no_seat, 409 seat_held (a person other than
+    404 room_not_found, 409 room_ended, 422 no_seat_bot / no_seat, 422 no_bot_policy (``holder``'s own seat in a
+    room created without a bot policy, which would refuse the leave), 409 seat_held (a person other than
     ``holder`` holds it; to a caller who is not ``owner``, any seat another joined, a bot's too: answered from the
     state, as the log read that tells a bot's join from a person's is one any player could repeat at will), 403 not_room_owner (an empty seat, and the caller is not ``owner``: the room's creator,
     an auditor, the operator), 429 bot_seats_full (the deployment's bot seats, the room's own handovers among
@@ -174,9 +284,16 @@ async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | Non
                           "auditor")
     if await client.hexists(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}"):
         return "already"  # handed, its bot not seated yet: asking again is no new seat, so no bound
-    held = await seat_count(client, keys, range(keys.shard_count))
+    if seat in state.players and not has_bot_policy(state):
+        # The room decides a leave (``hand_to_bot``) only with a bot policy recorded at its creation: refused here,
+        # before anything is sent, as the room would refuse it (nothing is recorded either way).
+        raise SeatRefused(422, "no_bot_policy", f"room {room!r} was created without seat bots (create with "
+                          "seat_bots or bot_after_missed); its seats are not left to bots")
+    # An early answer only: the seat is taken against the bound in one step when it is handed (``add_bot``,
+    # ``reserve_seats``), so callers racing past this check still never pass it together.
+    held = await bound_count(client, keys)
     if held + 1 > max_seats:
-        raise SeatRefused(429, "bot_seats_full", f"the bots hold {held} seats of at most {max_seats}; try later")
+        raise _full(held, max_seats)
     return "left" if seat in state.players else "empty"
 
 
@@ -282,6 +399,7 @@ class Bots:
         self.shard_at = 0
         self.scan_at = 0
         self.pending: list[tuple[str, str]] = []
+        self.synced_ms: int | None = None  # when the bound's count was last matched to the shards' (sync_bound)
 
     async def _window(self, counts: list[int]) -> list[tuple[str, str]]:
         """The next ``max_rooms`` seats after the cursor (at most one HSCAN per shard holding seats per round)."""
@@ -307,6 +425,12 @@ class Bots:
 
     async def tick(self) -> int:
         """One round over the next window of bot seats; the commands sent."""
+        now = self.now_ms()
+        if self.synced_ms is None or now - self.synced_ms >= SYNC_EVERY_MS:
+            self.synced_ms = now
+            added, dropped = await sync_bound(self.client, self.keys, now)
+            if added or dropped:
+                log.info("bots.bound_synced", added=added, dropped=dropped)
         counts = await shard_counts(self.client, self.keys, self.shards)
         total = sum(counts)
         self.over_limit = max(0, total - self.max_rooms)

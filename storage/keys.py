@@ -56,6 +56,13 @@ def attempts_key(shard: int, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:{shard_tag(shard)}:engine:attempts"
 
 
+def bot_seats_key(prefix: str = DEFAULT_PREFIX) -> str:
+    """Hash of every bot seat of the deployment ("room\x1fseat" -> JSON), in one slot of its own (``{bots}``): the
+    bound on bot seats (ALMANAC_MAX_BOT_SEATS) is checked and taken against it in one script (services/bots.py),
+    which a sum over the shards' bot hashes, each in its shard's slot, cannot be on a Redis Cluster."""
+    return f"{prefix}:{{bots}}:seats"
+
+
 def engine_metrics_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:metrics:engine:{name}"
 

@@ -62,6 +62,25 @@ class Variation(msgspec.Struct, frozen=True, kw_only=True):
     # The room's own secret seed differs between the runs (board: no, its deck would turn up other cards at
     # the other players' steps; the owner's reshuffles vary it instead).
     seed_varies: bool = True
+    # A second game of a rule-set is named apart (its rooms too): ``realm-bots`` is realm with a bot policy.
+    name: str = ""
+    # More of the create command than the rule-set and options (``bot_after_missed``...).
+    create: dict[str, Any] = {}
+    # Who does what instead of the policy (``script(state, player, now)``): a command body, IDLE (nothing), or
+    # None (the policy plays). And whether a deadline once due is sent by its player, as the server's clock would.
+    script: Callable[[Any, str, int], Any] | None = None
+    clock: bool = False
+    # Event types the compared part of run A must hold (else the variation covers less than it is for).
+    covers: frozenset[str] = frozenset()
+    # The game (number) the routes test stores behind its twin gateways: one whose compared part holds ``covers``.
+    route_game: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.name or self.ruleset
+
+
+IDLE = "idle"  # a script's answer: the seat does nothing this time (it misses the season's deadline)
 
 
 def board_turned_up(game: Any) -> Any:
@@ -91,12 +110,36 @@ VARIATIONS = {
 }
 
 
+def idle_bob(state: Any, player: str, now: int) -> Any:
+    """Realm with seat bots: carol leaves her seat to a bot at her first move; bob misses the first season's
+    deadline, plays the second (his count starts again), then misses two in a row and is handed to a bot. A bot
+    seat plays on as the policy."""
+    if player == "carol" and "carol" not in state.bot_seats:
+        return {"kind": "hand_to_bot"}
+    if player == "bob" and "bob" not in state.bot_seats and state.game.season_index != 1:
+        return IDLE
+    return None
+
+
+VARIATIONS["realm-bots"] = Variation(
+    ruleset="realm", name="realm-bots",
+    options={"players": list(PLAYERS), "villages": 1, "years": 2, "season_timeout_ms": 20_000},
+    create={"bot_after_missed": 2}, script=idle_bob, clock=True,
+    owner="alice",
+    hidden_kinds=VARIATIONS["realm"].hidden_kinds,
+    public_rolls=VARIATIONS["realm"].public_rolls,
+    covers=frozenset({"room.bot_policy", "room.deadline_missed", "room.seat_active", "room.seat_to_bot"}),
+    # its compared part: carol left, bob missed, played again, then missed two in a row and went to a bot
+    route_game=3,
+)
+
+
 def play_a(variation: Variation, game_number: int, moves: int) -> list[Step]:
     """Run A: the rule-set's policy for every seated player until the game ends or ``moves`` commands."""
-    room = PureRoom(room=f"{variation.ruleset}-{game_number}", seed=SEED_A)
+    room = PureRoom(room=f"{variation.key}-{game_number}", seed=SEED_A)
     now = 1_000_000_000_000
     steps: list[Step] = [(variation.owner, {"kind": "create_room", "ruleset": variation.ruleset,
-                                            "options": variation.options}, now)]
+                                            "options": variation.options, **variation.create}, now)]
     steps += [(player, {"kind": "join_room"}, now) for player in PLAYERS]
     for player, body, at in steps:
         _send(room, player, body, at)
@@ -107,12 +150,21 @@ def play_a(variation: Variation, game_number: int, moves: int) -> list[Step]:
             break
         for seat, player in enumerate(room.state.players):
             now += variation.step_ms
-            command = manifest.policy(room.state.game, player, Dice(b"policy", room.room, turn * 8 + seat), now)
+            scripted = variation.script(room.state, player, now) if variation.script else None
+            if scripted == IDLE:
+                continue
+            command = scripted or manifest.policy(room.state.game, player, Dice(b"policy", room.room, turn * 8 + seat),
+                                                  now)
             if command is None or decider.is_over(room.state.game):
                 continue
-            body = codec.encode_command(command)
+            body = command if isinstance(command, dict) else codec.encode_command(command)
             if _send(room, player, body, now) is not None:
                 steps.append((player, body, now))
+        if variation.clock and manifest.deadlines is not None and not room.state.ended:
+            # as the server's clock: a deadline once due is sent by its player (services/clock.py)
+            for deadline in manifest.deadlines(room.state.game, room.state.players):
+                if deadline.due_ms <= now and _send(room, deadline.player, dict(deadline.command), now) is not None:
+                    steps.append((deadline.player, dict(deadline.command), now))
     return steps
 
 
@@ -144,7 +196,7 @@ def replay(variation: Variation, steps: list[Step], game_number: int, hidden_see
     seeds until the outsider receives the same as in A (the same card turned up): the hidden rest differs,
     the public draws do not.
     """
-    room = PureRoom(room=f"{variation.ruleset}-{game_number}", seed=SEED_A)
+    room = PureRoom(room=f"{variation.key}-{game_number}", seed=SEED_A)
     receipts: list[Receipt] = []
     for index, (player, body, at) in enumerate(steps):
         creates = body["kind"] == "create_room" and variation.seed_varies

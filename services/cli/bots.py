@@ -68,11 +68,13 @@ def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., 
     async def work(runtime, keys: Keys) -> bool:
         state, _ = await runtime.loader(0).latest(room)
         try:  # the operator may fill any empty seat, as an auditor may; a seat a person holds stays theirs
-            await bots.admit_seat(runtime.client, keys, runtime.store, state, room, seat,
-                                  max_seats=runtime.settings.max_bot_seats)
+            how = await bots.admit_seat(runtime.client, keys, runtime.store, state, room, seat,
+                                        max_seats=runtime.settings.max_bot_seats)
+            # a new seat is taken against the bound in one step (racing adds never pass it together)
+            return await bots.add_bot(runtime.client, keys, room, seat, int(time.time() * 1000),
+                                      max_seats=runtime.settings.max_bot_seats if how != "already" else None)
         except bots.SeatRefused as refused:
             raise OperatorError(f"{seat} of {room} not handed to a bot: {refused.code}: {refused.message}") from None
-        return await bots.add_bot(runtime.client, keys, room, seat, int(time.time() * 1000))
 
     added = _with_client(work)
     console.print(f"{seat} of {room}: {'handed to a bot' if added else 'already a bot seat'}")

@@ -197,6 +197,9 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     if body.bot_after_missed is not None:
         _check_bot_policy(body.ruleset, decider.name)
         command["bot_after_missed"] = body.bot_after_missed
+    elif body.seat_bots:
+        _check_bot_policy(body.ruleset, decider.name, "seat_bots")
+        command["seat_bots"] = True
     join_commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
     if body.join:
         _check_join_signature(body.room, body.player, body.public_key, join_commitment,
@@ -225,18 +228,24 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                        "with join false", "bots")
     if body.bots and registry.manifest(body.ruleset).seat_bot is None:
         raise ApiError(422, "no_seat_bot", f"{decider.name} has no seat bot", "bots")
-    if body.bots:
-        # Checked before the room exists (a refused create makes nothing); racing creates may pass it by their bots.
-        held = await bots.seat_count(gw.client, gw.keys, range(gw.keys.shard_count))
-        if held + len(set(body.bots)) > gw.settings.max_bot_seats:
-            raise ApiError(429, "bot_seats_full", f"the bots hold {held} seats of at most "
-                           f"{gw.settings.max_bot_seats}; create without bots, or later", "bots")
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
+    # The bots' seats are taken against the bound before the room exists, all at once (one script: racing creates
+    # cannot pass it together), and given back if the create is refused: a refused create makes nothing.
+    seated = [(room, seat) for seat in dict.fromkeys(body.bots)]
+    try:
+        reserved = await bots.reserve_seats(gw.client, gw.keys, seated, now_ms(), max_seats=gw.settings.max_bot_seats)
+    except bots.SeatRefused as refused:
+        raise ApiError(429, refused.code, f"{refused.message} (create without bots, or later)", "bots") from None
     client_id = body.command_id or new_command_id()
-    outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
+    try:
+        outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
+    except BaseException:
+        await bots.release_seats(gw.client, gw.keys, reserved)
+        raise
     if outcome is None:
-        return _pending(room, client_id)
+        return _pending(room, client_id)  # decided later perhaps: the seats stay taken (sync_bound frees them)
     if not outcome.accepted:
+        await bots.release_seats(gw.client, gw.keys, reserved)
         error = _refusal(outcome, client_id)
         if error.code == "room_exists":
             error.status = 409
@@ -248,7 +257,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
-    for seat in dict.fromkeys(body.bots):  # after the room exists: a refused create hands nothing to a bot
+    for _, seat in seated:  # after the room exists: a refused create hands nothing to a bot (taken above)
         await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
     answer["bots"] = list(dict.fromkeys(body.bots))
     if body.join:
@@ -269,13 +278,14 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     return await _outcome_answer(gw, signed_at, shown, answer, 201, headers={"Location": f"/rooms/{room}"})
 
 
-def _check_bot_policy(ruleset: str, name: str) -> None:
-    """422 unless a room of ``ruleset`` can hand a seat that misses deadlines to a bot: its rules name deadlines
-    (claim's do not: docs/design-rulings.md) and it has a seat bot."""
+def _check_bot_policy(ruleset: str, name: str, field: str = "bot_after_missed") -> None:
+    """422 unless a room of ``ruleset`` can have the bot policy asked for (``field``): a seat bot, and for
+    ``bot_after_missed`` (a seat that misses deadlines goes to a bot) rules that name deadlines (claim's do not:
+    docs/design-rulings.md); ``seat_bots`` alone (players may leave their seats to a bot) needs no deadline."""
     manifest = registry.manifest(ruleset)
     if manifest.seat_bot is None:
-        raise ApiError(422, "no_seat_bot", f"{name} has no seat bot", "bot_after_missed")
-    if manifest.deadlines is None:
+        raise ApiError(422, "no_seat_bot", f"{name} has no seat bot", field)
+    if field == "bot_after_missed" and manifest.deadlines is None:
         raise ApiError(422, "no_deadlines", f"{name} names no deadlines, so no seat can miss one; create without "
                        "bot_after_missed (board@2 with turn_limit_s and realm have deadlines)", "bot_after_missed")
 
@@ -286,12 +296,16 @@ def _check_bot_policy(ruleset: str, name: str) -> None:
     description="A bot (`almanac bots`, docs/bots.md) then plays the seat from its view. An empty seat: the "
     "room's creator's token or an auditor's; the bot joins it. Your own seat (its token): the room decides "
     "`hand_to_bot` as a command (`room.seat_to_bot`, reason `left`, in every player's events) and the bot plays on. "
+    "Leaving your own seat needs a room created with `seat_bots` or `bot_after_missed` (its `room.bot_policy`; "
+    "GET /rooms/{room} `bot_policy`), else 422 `no_bot_policy` and nothing is recorded. "
     "403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person "
-    "holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot`, 429 `bot_seats_full` (ALMANAC_MAX_BOT_SEATS).",
+    "holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot` / `no_bot_policy`, 429 `bot_seats_full` "
+    "(ALMANAC_MAX_BOT_SEATS).",
     openapi_extra=openapi_body(BotSeatRequest) | TOKEN_REQUIRED,
     responses={403: {"description": "a token of another room, or not the room's creator for an empty seat"},
                409: {"description": "`seat_held`: a person holds the seat; `room_ended`"},
-               422: {"description": "`no_seat`, `no_seat_bot`, or an invalid body: {code, message, field}"},
+               422: {"description": "`no_seat`, `no_seat_bot`, `no_bot_policy` (your own seat, in a room created "
+                     "without seat bots), or an invalid body: {code, message, field}"},
                **RATE_LIMITED},
 )
 async def hand_seat_to_bot(request: Request, room: str = RoomId) -> Response:
@@ -316,19 +330,32 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
     except bots.SeatRefused as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field, **refused.extra) from None
     seat, answer = body.seat, {"room": room, "seat": body.seat}
-    if how != "left":  # "already": back in the hash if an operator removed it; "empty": the bot joins it
-        added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
-        return await gw.room_answer(room, {**answer, "how": how, "added": added})
-    if body.signature is not None and body.command_id is None:
-        raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers it "
-                       "(docs/dice.md)", "command_id")
+    # A new seat ("empty", "left") is taken against the bound in one step (services/bots.py reserve_seats): racing
+    # asks never pass ALMANAC_MAX_BOT_SEATS together. "already": back in the hash if an operator removed it.
+    bound = gw.settings.max_bot_seats if how != "already" else None
+    try:
+        if how != "left":  # "empty": the bot joins it
+            added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms(), max_seats=bound)
+            return await gw.room_answer(room, {**answer, "how": how, "added": added})
+        if body.signature is not None and body.command_id is None:
+            raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
+                           "it (docs/dice.md)", "command_id")
+        # taken before the room decides the leave, so a leave the log records always has its seat in the bound
+        reserved = await bots.reserve_seats(gw.client, gw.keys, [(room, seat)], now_ms(), max_seats=bound)
+    except bots.SeatRefused as refused:
+        raise ApiError(refused.status, refused.code, refused.message, refused.field, **refused.extra) from None
     client_id = body.command_id or new_command_id()
-    outcome, _ = await _submit(gw, room, seat, client_id, {"kind": "hand_to_bot"}, state.ruleset,
-                               limit=gw.rate_limits.seat_limit(room, seat), signature=body.signature,
-                               seen_version=body.seen_version)
+    try:
+        outcome, _ = await _submit(gw, room, seat, client_id, {"kind": "hand_to_bot"}, state.ruleset,
+                                   limit=gw.rate_limits.seat_limit(room, seat), signature=body.signature,
+                                   seen_version=body.seen_version)
+    except BaseException:
+        await bots.release_seats(gw.client, gw.keys, reserved)
+        raise
     if outcome is None:
-        return _pending(room, client_id)
+        return _pending(room, client_id)  # decided later perhaps: the seat stays taken (sync_bound frees it)
     if not outcome.accepted:
+        await bots.release_seats(gw.client, gw.keys, reserved)
         raise _refusal(outcome, client_id)
     added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # after the log says so
     shown = _shown(outcome)

@@ -132,7 +132,17 @@ class RoomSummary(_Body):
     audit_views: list[str]  # the audit views the room's rule-set offers (GET /rooms/{room}/audit/{view})
     fork: ForkMark | None  # a sandbox fork: its parent and the parent's version it starts from
     dice_scheme: int  # docs/dice.md: 1 server seed, 2 + players' nonces, 3 + bound to each command, signed seats
+    # The room's bot policy (``room.bot_policy``, recorded at creation), or None: without one no player may leave
+    # their seat to a bot (POST /rooms/{room}/bots: 422 ``no_bot_policy``).
+    bot_policy: BotPolicyMark | None = None
     checkpoint: Checkpoint | None = None  # the room at ``version``, signed (docs/bundle-format.md)
+
+
+class BotPolicyMark(_Body):
+    """A room's bot policy: its players may leave their seats to a bot, and a seat that misses ``after_missed``
+    deadlines in a row is handed to one (0: never on missed deadlines)."""
+
+    after_missed: int
 
 
 class ForkMark(_Body):

@@ -136,4 +136,6 @@ def room_summary(state: RoomState) -> dict[str, Any]:
         "audit_views": [view.name for view in manifest.audit_views],
         "fork": fork_mark(state),
         "dice_scheme": state.dice_scheme,
+        # The room's bot policy (``room.bot_policy``), or None: only with one may a player leave their seat to a bot.
+        "bot_policy": {"after_missed": state.bot_after_missed} if room_rules.has_bot_policy(state) else None,
     }

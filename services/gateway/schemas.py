@@ -58,6 +58,10 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     # A seat that misses this many of the rules' deadlines in a row is handed to a bot (1 .. 100; absent: never):
     # the room records it (``room.bot_policy``) and decides each handover as an event (``room.seat_to_bot``).
     bot_after_missed: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    # Players may leave their own seats to a bot (POST /rooms/{room}/bots): recorded as ``room.bot_policy``
+    # (``after_missed`` 0 without ``bot_after_missed``, which implies it). A room created without either refuses
+    # it (422 ``no_bot_policy``). Any rule-set with a seat bot, deadlines or not.
+    seat_bots: bool = False
 
 
 class BotSeatRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

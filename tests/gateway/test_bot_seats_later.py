@@ -12,11 +12,12 @@ from test_bot_seats import KEYS, _seats, auth, bots_rounds
 from almanac.services.gateway import create_app
 
 
-def realm_room(api: TestClient) -> tuple[str, str, str, str, str]:
-    """A realm room of alice's for alice, bob and carol; alice and carol seated, bob's seat empty."""
+def realm_room(api: TestClient, **create: object) -> tuple[str, str, str, str, str]:
+    """A realm room of alice's for alice, bob and carol, created with seat bots (``create`` adds to or overrides the
+    request); alice and carol seated, bob's seat empty."""
     alice, bob, carol = (f"{name}-{secrets.token_hex(3)}" for name in ("alice", "bob", "carol"))
-    created = api.post("/rooms", json={"ruleset": "realm", "player": alice,
-                                       "options": {"players": [alice, bob, carol], "years": 1}})
+    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "seat_bots": True,
+                                       "options": {"players": [alice, bob, carol], "years": 1}, **create})
     assert created.status_code == 201, created.text
     room = created.json()["room"]
     joined = api.post(f"/rooms/{room}/join", json={"player": carol})
@@ -71,6 +72,39 @@ def test_a_player_leaves_their_own_seat_to_a_bot_and_every_player_sees_it(api: T
     assert again.status_code == 200 and again.json()["how"] == "already"
 
 
+def test_a_room_created_without_seat_bots_refuses_a_player_leaving_their_seat_and_records_nothing(
+        api: TestClient, stack: Stack) -> None:
+    # Given a realm room created as before seat bots existed (no seat_bots, no bot_after_missed)
+    room, alice, alice_token, carol, carol_token = realm_room(api, seat_bots=False)
+    assert api.get(f"/rooms/{room}").json()["bot_policy"] is None
+    before = api.get(f"/rooms/{room}/events", headers=auth(alice_token)).json()["events"]
+    # When carol leaves her own seat to a bot
+    left = api.post(f"/rooms/{room}/bots", headers=auth(carol_token), json={"seat": carol})
+    # Then she is refused, naming the seat, and nothing is written: no event, no bot seat
+    assert (left.status_code, left.json()["code"], left.json()["field"]) == (422, "no_bot_policy", "seat"), left.text
+    assert api.get(f"/rooms/{room}/events", headers=auth(alice_token)).json()["events"] == before
+    assert (room, carol) not in asyncio.run(_seats(stack.redis_url))
+    # and the room itself refuses the command too, should it reach it (POST /commands points at this route)
+    direct = api.post(f"/rooms/{room}/commands", headers=auth(carol_token), json={"command": {"kind": "hand_to_bot"}})
+    assert direct.status_code == 422, direct.text
+    assert api.get(f"/rooms/{room}/events", headers=auth(alice_token)).json()["events"] == before
+
+
+def test_a_claim_room_created_with_seat_bots_lets_its_player_leave_the_seat(api: TestClient, stack: Stack) -> None:
+    # Given a claim room (no deadlines) whose creator asked for seat bots
+    alice = f"alice-{secrets.token_hex(3)}"
+    created = api.post("/rooms", json={"ruleset": "claim", "player": alice, "seat_bots": True})
+    assert created.status_code == 201, created.text
+    room, token = created.json()["room"], created.json()["token"]
+    # Then the room says so: players may leave, missed deadlines never hand a seat over
+    assert api.get(f"/rooms/{room}").json()["bot_policy"] == {"after_missed": 0}
+    # When alice leaves her seat to a bot, then the room hands it over
+    left = api.post(f"/rooms/{room}/bots", headers=auth(token), json={"seat": alice})
+    assert (left.status_code, left.json()["how"]) == (200, "left"), left.text
+    assert [e["type"] for e in left.json()["handed"]["events"]] == ["room.seat_to_bot"]
+    assert (room, alice) in asyncio.run(_seats(stack.redis_url))
+
+
 def test_every_bad_request_for_a_bot_seat_is_a_4xx_naming_its_field(api: TestClient, auditor: str) -> None:
     room, alice, alice_token, _, _ = realm_room(api)
     other, _, other_token, _, _ = realm_room(api)
@@ -96,6 +130,8 @@ def test_every_bad_request_for_a_bot_seat_is_a_4xx_naming_its_field(api: TestCli
     assert (claim.status_code, claim.json()["field"]) == (422, "bot_after_missed"), claim.text
     bounds = api.post("/rooms", json={"ruleset": "realm", "player": alice, "bot_after_missed": 0})
     assert (bounds.status_code, bounds.json()["field"]) == (422, "bot_after_missed"), bounds.text
+    not_a_flag = api.post("/rooms", json={"ruleset": "claim", "player": alice, "seat_bots": "yes"})
+    assert (not_a_flag.status_code, not_a_flag.json()["field"]) == (422, "seat_bots"), not_a_flag.text
     # An ended room hands no seat to a bot
     assert api.post(f"/rooms/{room}/end", headers=auth(alice_token), json={}).status_code == 200
     ended = api.post(f"/rooms/{room}/bots", headers=auth(auditor), json={"seat": alice})

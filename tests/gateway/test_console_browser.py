@@ -129,13 +129,14 @@ def board_room_played(base_url: str, auditor: str, player: str, moves: int) -> t
     return room, token
 
 
-def realm_trade_played(base_url: str) -> tuple[str, str, dict[str, str]]:
+def realm_trade_played(base_url: str, **create: object) -> tuple[str, str, dict[str, str]]:
     """A realm room where alice's merchant trades with bob over HTTP (the scripted trade of the game tests):
-    (room, trade id, {player: token}), the players' ids made unique."""
+    (room, trade id, {player: token}), the players' ids made unique; ``create``: more of the create request."""
     suffix = secrets.token_hex(3)
     alice, bob = f"alice-{suffix}", f"bob-{suffix}"
     with httpx.Client(base_url=base_url, timeout=15) as http:
-        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
+        created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]},
+                                            **create})
         assert created.status_code == 201, created.text
         room, tokens = created.json()["room"], {alice: created.json()["token"]}
         tokens[bob] = http.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]
@@ -659,9 +660,41 @@ def expect_text(locator, text: str) -> None:
     expect(locator).to_contain_text(text, timeout=TIMEOUT_MS)
 
 
-def test_a_seated_player_leaves_the_seat_to_a_bot_from_the_console(page, base_url: str, shots: Path) -> None:
-    # Given bob's seat of a live realm room in this browser
+def seat_in_browser(page, room: str, player: str, token: str) -> None:
+    page.goto("/")
+    page.evaluate("([room, player, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player, token}))",
+                  [room, player, token])
+    page.goto(f"/#/room/{room}")
+
+
+def test_the_console_offers_no_bot_where_the_room_has_no_bot_policy(page, base_url: str) -> None:
+    # Given bob's seat, in this browser, of a realm room created without seat bots
     room, _, tokens = realm_trade_played(base_url)
+    bob, token = list(tokens.items())[1]
+    seat_in_browser(page, room, bob, token)
+    # When the room's page has drawn his seat's view
+    expect_text(page.get_by_test_id("seat"), bob)
+    # Then no control offers to leave the seat to a bot (the room would refuse it)
+    assert page.get_by_role("region", name="Bot seat").count() == 0
+
+
+def test_a_room_created_in_the_console_with_seat_bots_offers_its_player_a_bot(page, base_url: str) -> None:
+    # Given a person creating a claim room (its rules name no deadline) with seat bots ticked
+    page.goto("/")
+    page.locator("#create-ruleset").select_option("claim")
+    page.locator("#create-player").fill(f"cleo-{secrets.token_hex(2)}")
+    page.locator("#create-seat-bots").check()
+    page.get_by_role("button", name="Create room").click()
+    page.get_by_test_id("seat").wait_for()
+    room = page.get_by_test_id("room-id").inner_text()
+    # Then the room recorded its bot policy, and its page offers her to leave her seat to a bot
+    assert httpx.get(f"{base_url}/rooms/{room}", timeout=15).json()["bot_policy"] == {"after_missed": 0}
+    page.get_by_role("region", name="Bot seat").get_by_role("button", name="Leave my seat to a bot").wait_for()
+
+
+def test_a_seated_player_leaves_the_seat_to_a_bot_from_the_console(page, base_url: str, shots: Path) -> None:
+    # Given bob's seat of a live realm room created with seat bots, in this browser
+    room, _, tokens = realm_trade_played(base_url, seat_bots=True)
     bob, token = list(tokens.items())[1]
     page.goto("/")
     page.evaluate("([room, player, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player, token}))",

@@ -68,7 +68,7 @@ from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 SECRET = "hidden-routes-test-secret-" + "x" * 16  # both gateways sign and accept the same tokens
-MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40}
+MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40, "realm-bots": 60}
 SPECTATOR = "spectator"
 DELAY = 3  # versions a delayed spectator feed trails the room by
 NUMBER = re.compile(rb"-?\d+(\.\d+)?(e-?\d+)?")
@@ -112,13 +112,14 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Twin, Twin
             server.stop()
 
 
-def comparable(ruleset: str) -> tuple[list[Step], list[Receipt], list[Receipt]]:
-    """A game of ``ruleset`` played twice (runs A and B), cut before the first step where the rules make the
-    difference public to a rival (or end the game)."""
-    variation = VARIATIONS[ruleset]
-    steps = play_a(variation, 0, MOVES[ruleset])
-    run_a = replay(variation, steps, 0, SEED_A)
-    run_b = replay(variation, steps, 0, SEED_B, like=run_a)
+def comparable(game: str) -> tuple[list[Step], list[Receipt], list[Receipt]]:
+    """A game of the variation ``game`` played twice (runs A and B), cut before the first step where the rules make
+    the difference public to a rival (or end the game)."""
+    variation = VARIATIONS[game]
+    number = variation.route_game
+    steps = play_a(variation, number, MOVES[game])
+    run_a = replay(variation, steps, number, SEED_A)
+    run_b = replay(variation, steps, number, SEED_B, like=run_a)
     stop = next((i for i, (a, b) in enumerate(zip(run_a, run_b, strict=True))
                  if divergence(variation, a, b, rivals(variation)) is not None), len(steps))
     return steps[:stop], run_a[:stop], run_b[:stop]
@@ -297,9 +298,9 @@ def read_feed(socket: ClientConnection, latest: int, commitment: str, instead: s
     return messages
 
 
-@pytest.mark.parametrize("ruleset", sorted(VARIATIONS))
+@pytest.mark.parametrize("game", sorted(VARIATIONS))
 def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hidden_values(
-        twins: tuple[Twin, Twin], ruleset: str) -> None:
+        twins: tuple[Twin, Twin], game: str) -> None:
     """Given two games of the rule-set that differ only in hidden values, played behind two real gateways
     while the public, a spectator and every rival seat follow every live channel of /asyncapi, when each of
     them then calls every operation of /openapi.json (every version, command id, read model, every optional
@@ -307,11 +308,15 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
     both games: statuses, headers, bodies and messages (the seed commitment, the public trace of the secret
     seed, read alike)."""
     a, b = twins
-    variation = VARIATIONS[ruleset]
-    steps, run_a, run_b = comparable(ruleset)
-    room = f"{ruleset}-0"
+    variation = VARIATIONS[game]
+    ruleset = variation.ruleset
+    steps, run_a, run_b = comparable(game)
+    room = f"{game}-{variation.route_game}"
     differ = sum(differing(x, y) for x, y in zip(run_a, run_b, strict=True))
-    assert differ > 0, f"{ruleset}: the two games stored no differing event: nothing hidden was compared"
+    assert differ > 0, f"{game}: the two games stored no differing event: nothing hidden was compared"
+    # A variation for seat bots compares its seat events (deadlines missed, seats handed to bots...) too
+    stored = {e.type for receipt in run_a for e in receipt.envelopes}
+    assert variation.covers <= stored, f"{game}: never compared: {sorted(variation.covers - stored)}"
     commitment_a, commitment_b = run_a[-1].commitment, run_b[-1].commitment
     signer = TokenSigner(SECRET, 3_600)
     ref = run_a[0].envelopes[0].ruleset
@@ -372,6 +377,23 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
                 seen_a[2].decode(errors="replace").splitlines(), seen_b[2].decode(errors="replace").splitlines(),
                 "game A", "game B", lineterm="")))
             compared[name] = compared.get(name, 0) + 1
+    # A room with seat bots: every viewer asks POST /rooms/{room}/bots, with a body it takes, for every seat it
+    # cannot leave (a bot seat: "already"; another's seat: refused), so the answers of a room with bot seats, not
+    # only a refused body, are compared; none of them writes to the room (no seat is left).
+    bot_seats = replay_room([e for receipt in run_a for e in receipt.envelopes]).bot_seats
+    if variation.covers:
+        for viewer, token in viewers.items():
+            for seat in PLAYERS:
+                if seat == viewer and seat not in bot_seats:
+                    continue  # its own seat: a leave, which the room would record
+                asked = [twin.http.post(f"/rooms/{room}/bots", json={"seat": seat},
+                                        headers={"Authorization": f"Bearer {token}"} if token else {})
+                         for twin in (a, b)]
+                seen_a, seen_b = ((r.status_code, unsigned(r.content.replace(c.encode(), commitment_a.encode())))
+                                  for r, c in zip(asked, (commitment_a, commitment_b), strict=True))
+                assert seen_a == seen_b, ("POST /rooms/{room}/bots", seat, viewer, seen_a, seen_b)
+                compared["POST /rooms/{room}/bots as a seat"] = compared.get("POST /rooms/{room}/bots as a seat", 0) + 1
+        assert compared["POST /rooms/{room}/bots as a seat"] and bot_seats, bot_seats
     # Whatever a write was sent, both games are where they were.
     for twin in (a, b):
         assert twin.http.get(f"/rooms/{room}").json()["version"] == latest
@@ -396,11 +418,12 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
         compared[f"webhook {kind}"] = sum(json.loads(payload)["kind"] == kind for payload in delivered_a)
     if registry.manifest(ruleset).deadlines is not None or registry.manifest(ruleset).notices is not None:
         assert delivered_a, f"{ruleset}: its rules name notices or deadlines, yet no notice was compared"
-    print(f"{ruleset}: {len(steps)} steps, {latest} versions, {differ} stored events differ; "
+    print(f"{game}: {len(steps)} steps, {latest} versions, {differ} stored events differ; "
           f"{sum(compared.values())} answers compared over {len(compared)} operations for {list(viewers)}; "
           f"webhook notices compared: { {k: v for k, v in compared.items() if k.startswith('webhook')} }; "
           f"headers per request: {sorted(set().union(*per_operation.values()))}")
-    assert len(compared) == sum(len(ops) for ops in document["paths"].values()) + 2 * len(live) + len(kinds)
+    assert len(compared) == (sum(len(ops) for ops in document["paths"].values()) + 2 * len(live) + len(kinds)
+                             + bool(variation.covers))
 
 
 def notices(twin: Twin, room: str, viewers: dict[str, str | None], commitment: str, instead: str) -> list[str]:

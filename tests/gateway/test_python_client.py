@@ -207,7 +207,8 @@ def test_seats_are_handed_to_bots_through_the_client(live: tuple[str, str, Stack
     url, _, _ = live
     with Client(url) as client:
         # Given alice's realm room for alice, bob and carol, carol seated and bob's seat empty
-        alice = client.create_room("realm", "alice", room="py-bots", options={"players": ["alice", "bob", "carol"]})
+        alice = client.create_room("realm", "alice", room="py-bots", options={"players": ["alice", "bob", "carol"]},
+                                   seat_bots=True)
         carol = client.join(alice.room, "carol")
         # When alice, the creator, hands bob's empty seat to a bot
         empty = alice.hand_to_bot("bob")
@@ -225,6 +226,11 @@ def test_seats_are_handed_to_bots_through_the_client(live: tuple[str, str, Stack
         assert [(e["event"]["player"], e["event"]["reason"]) for e in seen] == [("carol", "left")]
         # and leaving it again is answered as a bot seat already
         assert carol.hand_to_bot()["how"] == "already"
+        # Given a room created without seat bots, when its player leaves their seat, then a typed 422
+        plain = client.create_room("realm", "dora", room="py-no-bots", options={"players": ["dora", "eve"]})
+        with pytest.raises(ApiError) as refused:
+            plain.hand_to_bot()
+        assert (refused.value.status, refused.value.code) == (422, "no_bot_policy")
 
 
 async def test_the_asyncio_client_plays_and_follows_like_the_other(live: tuple[str, str, Stack]) -> None:

@@ -42,11 +42,12 @@ def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
         stack.stop()
 
 
-def signed_room(client: Client) -> tuple[Seat, Seat]:
-    """ann creates a realm room (scheme 3 by default) and bob joins it, each with a key made by the client."""
+def signed_room(client: Client, *, seat_bots: bool = False) -> tuple[Seat, Seat]:
+    """ann creates a realm room (scheme 3 by default; with ``seat_bots`` its seats may be left to a bot, recorded
+    as room.bot_policy at version 2) and bob joins it, each with a key made by the client."""
     ann = client.create_room("realm", "ann", options={"players": ["ann", "bob"]}, player_key=PlayerKey.generate(),
-                             nonce=secrets.token_hex(32))
-    assert ann.room.startswith("realm-") and ann.seen_version == 2, (ann.room, ann.seen_version)
+                             nonce=secrets.token_hex(32), seat_bots=seat_bots)
+    assert ann.room.startswith("realm-") and ann.seen_version == 2 + seat_bots, (ann.room, ann.seen_version)
     bob = client.join(ann.room, "bob", player_key=PlayerKey.generate(), nonce=secrets.token_hex(32))
     return ann, bob
 
@@ -59,16 +60,16 @@ def test_a_client_seat_signs_its_join_and_every_command_and_verify_names_it_sign
     url, auditor = live
     with Client(url) as client:
         # Given ann and bob seated with keys the client made
-        ann, bob = signed_room(client)
+        ann, bob = signed_room(client, seat_bots=True)
         # When ann mines, reveals her nonce, bob leaves his seat to a bot and ann ends the room, all through the
         # client (each signed over the version the seat last saw)
         mined = ann.command(MINE)
-        assert mined.version == 4 and ann.seen_version == 4
+        assert mined.version == 5 and ann.seen_version == 5
         handed = bob.hand_to_bot()
-        assert handed["how"] == "left" and handed["handed"]["version"] == 5
+        assert handed["how"] == "left" and handed["handed"]["version"] == 6
         ended = ann.end("over")
         # Then every one was accepted, and the room verifies with both players' joins and commands signed
-        assert ended.version >= 6
+        assert ended.version >= 7
         report = client.verification(ann.room, token=auditor)
         assert report["ok"] is True, report
         assert (report["dice_scheme"], report["signing_players"], report["unsigned_players"]) == (3, ["ann", "bob"], [])

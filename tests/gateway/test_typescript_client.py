@@ -174,21 +174,22 @@ def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Pa
     elsewhere = None
     try:
         with Client(url, token=auditor) as watcher:
-            # Given ann creates a realm room (scheme 3) and bob joins, each with an Ed25519 key WebCrypto made in Node
+            # Given ann creates a realm room (scheme 3, seat bots: its bot policy is version 2) and bob joins, each
+            # with an Ed25519 key WebCrypto made in Node
             nonce = secrets.token_hex(32)
             ann = driver("create", ruleset="realm", player="ann", sign=True,
-                         extra={"options": {"players": ["ann", "bob"]}, "nonce": nonce})
-            assert ann["ok"] and ann["room"].startswith("realm-") and ann["seen"] == 2, ann
+                         extra={"options": {"players": ["ann", "bob"]}, "nonce": nonce, "seat_bots": True})
+            assert ann["ok"] and ann["room"].startswith("realm-") and ann["seen"] == 3, ann
             room = ann["room"]
             assert driver("join", room=room, player="bob", sign=True, nonce=secrets.token_hex(32))["ok"]
-            # When bob mines (the room moves to 4 while ann's seat saw 2) and ann sends a command the rules refuse,
-            # the client gets 409 version_moved, signs again over 4 and gets the rules' refusal there
-            assert driver("command", room=room, player="bob", command=MINE)["version"] == 4
+            # When bob mines (the room moves to 5 while ann's seat saw 3) and ann sends a command the rules refuse,
+            # the client gets 409 version_moved, signs again over 5 and gets the rules' refusal there
+            assert driver("command", room=room, player="bob", command=MINE)["version"] == 5
             refused = driver("command", room=room, player="ann", command=REFUSED_SMELT, command_id="smelt-1")
             assert (refused["status"], refused["code"]) == (422, "realm.not_enough_bronze"), refused
-            assert driver("seen", room=room, player="ann")["seen"] == 4
+            assert driver("seen", room=room, player="ann")["seen"] == 5
             # and her mine and her nonce's reveal are signed and accepted
-            assert driver("command", room=room, player="ann", command=MINE)["version"] == 5
+            assert driver("command", room=room, player="ann", command=MINE)["version"] == 6
             revealed = driver("reveal", room=room, player="ann", nonce=nonce)
             assert revealed["ok"] and [e["type"] for e in revealed["events"]] == ["room.nonce_revealed"], revealed
             # When ann takes her seat back elsewhere with her seat key and her key exported as the console does
@@ -196,14 +197,14 @@ def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Pa
             assert len(base64.b64decode(exported)) == 48  # PKCS#8 DER of an Ed25519 key
             elsewhere = Driver(built, url)
             back = elsewhere("reclaim", room=room, player="ann", seat_key=ann["seat_key"], key=exported)
-            assert back["ok"] and back["public_key"] == ann["public_key"] and back["seen"] == 6, back
-            assert elsewhere("command", room=room, player="ann", command=MINE)["version"] == 7
+            assert back["ok"] and back["public_key"] == ann["public_key"] and back["seen"] == 7, back
+            assert elsewhere("command", room=room, player="ann", command=MINE)["version"] == 8
             # Then an attacker holding ann's token cannot bend a signature her client made: another command id,
             # another version or another body is refused, nothing written; her own body as signed is accepted
             before = watcher.events(room)["latest_version"]
-            signed = elsewhere("signed", room=room, player="ann", command=MINE, command_id="m-9", seen=7)["body"]
+            signed = elsewhere("signed", room=room, player="ann", command=MINE, command_id="m-9", seen=8)["body"]
             token = {"Authorization": f"Bearer {back['token']}"}
-            bent = [{**signed, "command_id": "m-10"}, {**signed, "seen_version": 6},
+            bent = [{**signed, "command_id": "m-10"}, {**signed, "seen_version": 7},
                     {**signed, "command": {"kind": "mine", "ore": "gold"}}]
             answers = [watcher.http.post(f"/rooms/{room}/commands", json=b, headers=token) for b in bent]
             assert [(a.status_code, a.json()["code"]) for a in answers] == [(422, "signature_invalid")] * 3

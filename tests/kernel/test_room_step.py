@@ -107,13 +107,18 @@ def test_a_state_hash_leaves_out_player_keys_only_while_no_seat_signs():
                         created_at_ms=1, players=("ann",), player_keys=(("ann", "ab" * 32),))
     plain = msgspec.structs.replace(signing, player_keys=())
     # The seat handover's fields came later still: empty, they are left out of a signing room's hash as well.
-    handover = ("bot_after_missed", "missed", "bot_seats")
+    handover = ("bot_after_missed", "missed", "bot_seats", "seat_bots_only")
     signed = msgspec.msgpack.decode(canonical_bytes(signing))
     for name in handover:
         del signed[name]
     assert state_hash(signing) == hashlib.sha256(msgspec.msgpack.encode(signed)).hexdigest()
+    # A room whose policy hands missed seats over hashes as it did before seat_bots_only existed (False: left out)
     handed = msgspec.structs.replace(signing, bot_after_missed=2, missed=(("ann", 1),), bot_seats=("bob",))
-    assert state_hash(handed) == hashlib.sha256(canonical_bytes(handed)).hexdigest()
+    before = msgspec.msgpack.decode(canonical_bytes(handed))
+    del before["seat_bots_only"]
+    assert state_hash(handed) == hashlib.sha256(msgspec.msgpack.encode(before)).hexdigest()
+    every = msgspec.structs.replace(handed, seat_bots_only=True)  # (not a state the room folds: every field set)
+    assert state_hash(every) == hashlib.sha256(canonical_bytes(every)).hexdigest()
 
     whole = msgspec.msgpack.decode(canonical_bytes(plain))
     for name in ("player_keys", *handover):

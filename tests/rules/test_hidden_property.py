@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from hidden_games import SEED_A, SEED_B, VARIATIONS, alike, differing, divergence, play_a, replay
 
-GAMES = {"realm": 6, "board": 8, "sectors": 4, "claim": 3}
-MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40}
+GAMES = {"realm": 6, "board": 8, "sectors": 4, "claim": 3, "realm-bots": 3}
+MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40, "realm-bots": 60}
 # At least this many events per rule-set must have been compared.
-MIN_EVENTS = {"realm": 40, "board": 15, "sectors": 5, "claim": 10}
+MIN_EVENTS = {"realm": 40, "board": 15, "sectors": 5, "claim": 10, "realm-bots": 40}
 
 
 @pytest.mark.parametrize("ruleset", sorted(VARIATIONS))
@@ -22,6 +22,7 @@ def test_an_outsider_receives_the_same_whatever_the_hidden_values(ruleset: str) 
     compared_steps = compared_events = 0
     differing_per_game: list[int] = []
     stops: list[str] = []
+    covered: set[str] = set()
     for number in range(GAMES[ruleset]):
         steps = play_a(variation, number, MOVES[ruleset])
         run_a = replay(variation, steps, number, SEED_A)
@@ -35,6 +36,7 @@ def test_an_outsider_receives_the_same_whatever_the_hidden_values(ruleset: str) 
             assert alike(a, b), (ruleset, number, index, steps[index])
             compared_steps += 1
             compared_events += len(a.envelopes)
+            covered.update(e.type for e in a.envelopes)
             differing_per_game[-1] += differing(a, b)
         else:
             stops.append(f"game {number}: identical to the end ({len(steps)} steps)")
@@ -42,3 +44,4 @@ def test_an_outsider_receives_the_same_whatever_the_hidden_values(ruleset: str) 
           f"differing hidden values per game {differing_per_game}; stops: {stops}")
     assert compared_events >= MIN_EVENTS[ruleset] * GAMES[ruleset], stops
     assert min(differing_per_game) > 0, (differing_per_game, stops)
+    assert variation.covers <= covered, f"never compared: {sorted(variation.covers - covered)}; stops: {stops}"

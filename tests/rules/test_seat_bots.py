@@ -140,3 +140,56 @@ def test_the_twins_catch_a_bot_that_peeks_at_the_state() -> None:
 
     twins, differed = mismatches("realm", peeking)
     assert twins >= 30 and differed > 0
+
+
+# --- leaving a seat to a bot is the room's choice, recorded at its creation -----------------------------------
+
+
+def seated_room(ruleset: str, **create: object) -> RoomDriver:
+    """A room of ``ruleset`` created by alice with ``create``'s options, alice (and the others) seated."""
+    options, seats = ROOMS[ruleset]
+    driver = RoomDriver(f"leave-{ruleset}", SEED, 1_000)
+    driver.send(seats[0], {"kind": "create_room", "ruleset": ruleset, "options": options, **create})
+    for seat in seats:
+        driver.send(seat, {"kind": "join_room"})
+    return driver
+
+
+@pytest.mark.parametrize("ruleset", ["realm", "claim"])
+def test_a_room_created_without_a_bot_policy_refuses_to_hand_a_seat_to_a_bot_and_records_nothing(
+        ruleset: str) -> None:
+    # Given a room created as every room was before seat bots existed: no bot policy
+    driver = seated_room(ruleset)
+    before = list(driver.envelopes)
+    assert "room.bot_policy" not in [e.type for e in before]
+    # When its seated player leaves their seat to a bot
+    with pytest.raises(RuleError) as refused:
+        driver.send("alice", {"kind": "hand_to_bot"})
+    # Then the room refuses it, naming why, and no event is written
+    assert (refused.value.code, refused.value.field) == ("no_bot_policy", "kind")
+    assert driver.envelopes == before and "alice" not in driver.state.bot_seats
+
+
+def test_a_room_without_deadlines_opts_in_to_seat_bots_and_hands_a_leaving_seat_over() -> None:
+    # Given a claim room (its rules name no deadline) created with seat bots
+    driver = seated_room("claim", seat_bots=True)
+    # Then the room recorded its policy right after its creation: leaving is allowed, missing never hands over
+    assert [(e.type, msgspec.msgpack.decode(e.payload)) for e in driver.envelopes[1:2]] == [
+        ("room.bot_policy", {"type": "room.bot_policy", "after_missed": 0})]
+    assert driver.state.bot_after_missed == 0 and driver.state.seat_bots_only
+    # When alice leaves her seat to a bot
+    events = driver.play("alice", {"kind": "hand_to_bot"})
+    # Then the room hands it over, and a second leave is refused as a bot seat already
+    assert [(type(e).__name__, e.player, e.reason) for e in events] == [("SeatToBot", "alice", "left")]
+    assert driver.state.bot_seats == ("alice",)
+    with pytest.raises(RuleError) as again:
+        driver.send("alice", {"kind": "hand_to_bot"})
+    assert again.value.code == "already_bot_seat"
+
+
+def test_a_room_that_hands_missed_seats_to_bots_lets_a_player_leave_theirs_too() -> None:
+    # Given a realm room whose seats go to a bot after 2 missed deadlines
+    driver = seated_room("realm", bot_after_missed=2)
+    assert not driver.state.seat_bots_only and driver.state.bot_after_missed == 2
+    # When bob leaves his seat, then the room hands it over
+    assert [e.player for e in driver.play("bob", {"kind": "hand_to_bot"})] == ["bob"]

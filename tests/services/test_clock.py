@@ -24,11 +24,13 @@ def record(command_id: str, player: str, body: dict, room: str, now_ms: int = ST
     return CommandRecord(command_id=command_id, room=room, player=player, server_time_ms=now_ms, body=body)
 
 
-async def realm_room(service: RoomService, room: str, timeout_ms: int = TIMEOUT_MS, now_ms: int = START_MS) -> None:
-    """A realm room of alice and bob, both seated, whose first season started at ``now_ms``."""
+async def realm_room(service: RoomService, room: str, timeout_ms: int = TIMEOUT_MS, now_ms: int = START_MS,
+                     **create: object) -> None:
+    """A realm room of alice and bob, both seated, whose first season started at ``now_ms`` (``create``: more of
+    its create command)."""
     options = {"players": ["alice", "bob"], "years": 1, "season_timeout_ms": timeout_ms}
-    created = await service.handle(record(f"{room}-create", "alice",
-                                          {"kind": "create_room", "ruleset": "realm", "options": options}, room, now_ms))
+    created = await service.handle(record(f"{room}-create", "alice", {"kind": "create_room", "ruleset": "realm",
+                                                                      "options": options, **create}, room, now_ms))
     assert created.accepted, created.error
     for player in ("alice", "bob"):
         joined = await service.handle(record(f"{room}-join-{player}", player, {"kind": "join_room"}, room, now_ms))
@@ -229,10 +231,10 @@ async def test_a_clock_remembers_a_bounded_number_of_handed_seats_and_forgetting
         redis_client: aioredis.Redis, monkeypatch) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     service = RoomService(store)
-    # Given three realm rooms whose bob left his seat to a bot (the room's log hands it over: room.seat_to_bot)
+    # Given three realm rooms with seat bots whose bob left his seat to a bot (the log hands it over: room.seat_to_bot)
     rooms = ["handed-a", "handed-b", "handed-c"]
     for room in rooms:
-        await realm_room(service, room)
+        await realm_room(service, room, seat_bots=True)
         left = await service.handle(record(f"{room}-leave", "bob", {"kind": "hand_to_bot"}, room, START_MS + 1))
         assert left.accepted, left.error
     # and a clock that may remember two seats it wrote to the bot seats

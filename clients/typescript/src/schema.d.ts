@@ -36,7 +36,7 @@ export interface paths {
         put?: never;
         /**
          * Hand a seat to a bot: an empty seat (the room's creator or an auditor), or your own seat
-         * @description A bot (`almanac bots`, docs/bots.md) then plays the seat from its view. An empty seat: the room's creator's token or an auditor's; the bot joins it. Your own seat (its token): the room decides `hand_to_bot` as a command (`room.seat_to_bot`, reason `left`, in every player's events) and the bot plays on. 403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot`, 429 `bot_seats_full` (ALMANAC_MAX_BOT_SEATS).
+         * @description A bot (`almanac bots`, docs/bots.md) then plays the seat from its view. An empty seat: the room's creator's token or an auditor's; the bot joins it. Your own seat (its token): the room decides `hand_to_bot` as a command (`room.seat_to_bot`, reason `left`, in every player's events) and the bot plays on. Leaving your own seat needs a room created with `seat_bots` or `bot_after_missed` (its `room.bot_policy`; GET /rooms/{room} `bot_policy`), else 422 `no_bot_policy` and nothing is recorded. 403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot` / `no_bot_policy`, 429 `bot_seats_full` (ALMANAC_MAX_BOT_SEATS).
          */
         post: operations["hand_seat_to_bot_rooms__room__bots_post"];
         delete?: never;
@@ -774,6 +774,8 @@ export interface components {
             bots?: string[];
             /** @default null */
             bot_after_missed?: number | null;
+            /** @default false */
+            seat_bots?: boolean;
         };
         /**
          * JoinRoomRequest
@@ -1070,7 +1072,9 @@ export interface components {
         };
         /**
          * BotPolicy
-         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         * @description The room has seat bots: a player may leave their seat to a bot (``hand_to_bot``), and a seat that misses
+         *     ``after_missed`` deadlines in a row is handed to one (create's ``bot_after_missed``); ``after_missed`` 0: never
+         *     on missed deadlines (create's ``seat_bots`` alone).
          */
         BoardBotPolicy: {
             /** @enum {unknown} */
@@ -1576,7 +1580,9 @@ export interface components {
         };
         /**
          * BotPolicy
-         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         * @description The room has seat bots: a player may leave their seat to a bot (``hand_to_bot``), and a seat that misses
+         *     ``after_missed`` deadlines in a row is handed to one (create's ``bot_after_missed``); ``after_missed`` 0: never
+         *     on missed deadlines (create's ``seat_bots`` alone).
          */
         ClaimBotPolicy: {
             /** @enum {unknown} */
@@ -2314,7 +2320,9 @@ export interface components {
         };
         /**
          * BotPolicy
-         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         * @description The room has seat bots: a player may leave their seat to a bot (``hand_to_bot``), and a seat that misses
+         *     ``after_missed`` deadlines in a row is handed to one (create's ``bot_after_missed``); ``after_missed`` 0: never
+         *     on missed deadlines (create's ``seat_bots`` alone).
          */
         RealmBotPolicy: {
             /** @enum {unknown} */
@@ -3949,7 +3957,9 @@ export interface components {
         };
         /**
          * BotPolicy
-         * @description The room hands a seat that misses ``after_missed`` deadlines in a row to a bot (create's ``bot_after_missed``).
+         * @description The room has seat bots: a player may leave their seat to a bot (``hand_to_bot``), and a seat that misses
+         *     ``after_missed`` deadlines in a row is handed to one (create's ``bot_after_missed``); ``after_missed`` 0: never
+         *     on missed deadlines (create's ``seat_bots`` alone).
          */
         SectorsBotPolicy: {
             /** @enum {unknown} */
@@ -5085,7 +5095,17 @@ export interface components {
             fork: components["schemas"]["ForkMark"] | null;
             dice_scheme: number;
             /** @default null */
+            bot_policy?: components["schemas"]["BotPolicyMark"] | null;
+            /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * BotPolicyMark
+         * @description A room's bot policy: its players may leave their seats to a bot, and a seat that misses ``after_missed``
+         *     deadlines in a row is handed to one (0: never on missed deadlines).
+         */
+        BotPolicyMark: {
+            after_missed: number;
         };
         /** RoomCreatedAnswer */
         RoomCreatedAnswer: {
@@ -5220,6 +5240,8 @@ export interface components {
             audit_views: string[];
             fork: components["schemas"]["ForkMark"] | null;
             dice_scheme: number;
+            /** @default null */
+            bot_policy?: components["schemas"]["BotPolicyMark"] | null;
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
             player: string;
@@ -5517,6 +5539,8 @@ export interface components {
             ][];
             /** @default [] */
             bot_seats?: string[];
+            /** @default false */
+            seat_bots_only?: boolean;
         };
         /**
          * ForkOf
@@ -5705,7 +5729,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `no_seat`, `no_seat_bot`, or an invalid body: {code, message, field} */
+            /** @description `no_seat`, `no_seat_bot`, `no_bot_policy` (your own seat, in a room created without seat bots), or an invalid body: {code, message, field} */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -281,6 +281,7 @@ function rulesetChoices(r) {
 function CreateRoom({ rulesets }) {
   const [ruleset, setRuleset] = useState("");
   const [player, setPlayer] = useState("");
+  const [seatBots, setSeatBots] = useState(false);
   const [schema, setSchema] = useState(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -295,7 +296,9 @@ function CreateRoom({ rulesets }) {
     const named = key ? `${ruleset.split("@")[0]}-${hex(crypto.getRandomValues(new Uint8Array(5)))}` : null;
     const signing = key ? { room: named, public_key: key.publicKey,
       join_signature: await signJoin(key, named, player, null) } : {};
-    const answer = await answered(URLS.rooms(), { ruleset, player, options, ...signing });
+    // seat_bots: the room records a bot policy, without which no player may ever leave their seat to a bot
+    const answer = await answered(URLS.rooms(), { ruleset, player, options, ...signing,
+      ...(seatBots ? { seat_bots: true } : {}) });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
@@ -317,6 +320,9 @@ function CreateRoom({ rulesets }) {
         </select></label>
       <label class="field" for="create-player">your player name
         <input id="create-player" value=${player} onInput=${(e) => setPlayer(e.target.value)} /></label>
+      <label class="field" for="create-seat-bots"><span><input id="create-seat-bots" type="checkbox"
+        checked=${seatBots} onChange=${(e) => setSeatBots(e.target.checked)} /> players may leave their seats to a
+        bot</span></label>
     </div>
     ${schema ? html`<p class="muted">Options of ${ruleset} (all optional):</p>
       <${SchemaForm} schema=${schema.options} defs=${schema.$defs} idPrefix="option" submitLabel="Create room"
@@ -709,7 +715,7 @@ const sendCommand = (room, seat, command) =>
 
 // A seated player may leave their seat to the deployment's bot (POST /rooms/{room}/bots, docs/bots.md): their own
 // `hand_to_bot` command, signed as any of theirs, recorded as room.seat_to_bot; the bot then plays the seat from its
-// view only.
+// view only. Offered only in a room created with a bot policy (the summary's `bot_policy`): any other refuses it.
 function LeaveToBot({ room, seat }) {
   const [answer, setAnswer] = useState(null);
   const [error, setError] = useState(null);
@@ -963,7 +969,7 @@ function RoomPage({ room }) {
     </div>
     <${Checkpoints} room=${room} latest=${latest} />
     ${seat ? html`<${PlayerBundle} room=${room} seat=${seat} />` : ""}
-    ${seat && summary && !summary.ended ? html`<${LeaveToBot} room=${room} seat=${seat} />` : ""}
+    ${seat && summary && !summary.ended && summary.bot_policy ? html`<${LeaveToBot} room=${room} seat=${seat} />` : ""}
     <div class="row">
       <div class="grow">${auditor && summary ? html`<${Forensics} room=${room} token=${auditor} version=${version} onJump=${choose} />` : ""}</div>
     </div>
