@@ -122,13 +122,22 @@ def test_resources_rejections_and_rows_fit_their_rule_sets_types(ref: str, gatew
         assert "already_joined" in [r["error"]["code"] for r in rejections.json()["rejections"]]
         # And every read model of the rule-set answers rows that fit its own row type, a sandbox fork's rows too
         models = [model for model, (owner, _) in registry.read_models().items() if owner == name]
-        fork = http.post(f"/rooms/{room}/fork", headers=headers, json={"at": 3}) if models else None
+        fork = None
+        if models:  # only an ended room may be forked (a fork's seats would show its players' hidden views)
+            ended = http.post(f"/rooms/{room}/end", headers=headers, json={})
+            assert ended.status_code == 200, ended.text
+            fork = http.post(f"/rooms/{room}/fork", headers=headers, json={"at": 3})
         assert fork is None or fork.status_code == 201, fork.text
         for model in models:
             rooms = [room] + ([fork.json()["room"]] if fork is not None else [])
+            # a ledger (rows per event) of a fork holds only the fork's own events: none yet at its start
+            ledger = registry.read_models()[model][1].room_row is None
             for where in rooms:
-                rows = waited(http, f"/read-models/{model}?room={where}", headers, lambda body: body["rows"])
-                assert rows["rows"], (model, where)
+                if where != room and ledger:
+                    rows = http.get(f"/read-models/{model}?room={where}", headers=headers).json()
+                else:
+                    rows = waited(http, f"/read-models/{model}?room={where}", headers, lambda body: body["rows"])
+                    assert rows["rows"], (model, where)
                 assert contract.problems("GET", f"/read-models/{model}", 200, rows) == []
                 member = f"ReadModelRows{prefix_of(model)}"
                 assert list(component(document, member).iter_errors(rows)) == []
