@@ -63,7 +63,9 @@ class ReadModel:
     None = no row) and ``event_rows`` (rows per event, a ledger kept in log order; it sees every event
     of the room, the room's own ``room.*`` events included). Readers filter by
     ``room`` and by the row fields in ``filters``, get rows sorted by ``order_by``, and a CLI table shows
-    ``columns``. ``auditors_only`` when the rows carry what players may not see.
+    ``columns``. ``auditors_only`` when the rows carry what players may not see. ``row_type``: the msgspec
+    Struct (or a tuple of tagged Structs, one of which) a row is, as builtins, for the API documents' read-model
+    schema; None: the rows are documented as open objects. Presentation, not rules.
     """
 
     name: str
@@ -74,6 +76,7 @@ class ReadModel:
     filters: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
     auditors_only: bool = False
+    row_type: type | tuple[type, ...] | None = None
 
     def __post_init__(self) -> None:
         if (self.room_row is None) == (self.event_rows is None):
@@ -198,6 +201,10 @@ class RuleSet:
     # ``view(state, player)`` returns, never the state), so it cannot read what the seat may not see. Same
     # signature as ``policy`` with the view in place of the state. Not rules: not in the fingerprint.
     seat_bot: Policy | None = None
+    # The type of what the Decider's ``resources(state)`` returns (a msgspec Struct, as builtins), for the API
+    # documents' resources schema; None: documented as the game's own object. tests/gateway/test_typed_schemas.py
+    # holds real resources to it.
+    resources_type: type | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -119,6 +119,28 @@ class ClaimView(_View):
     parcels: list[ParcelView]
 
 
+class ClaimParcel(_View):
+    name: str
+    zone: str
+    species: str | None
+    building: str | None
+
+
+class ClaimRow(_View):
+    """A row of the claims read model (claim_entry)."""
+
+    room: str
+    owner: str
+    block: str
+    created_at_ms: int
+    proved_up_ms: int | None
+    score: int
+    parcel_count: int
+    timbered_parcels: int
+    buildings: list[str]
+    parcels: list[ClaimParcel]
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -143,6 +165,7 @@ MANIFEST = RuleSet(
             order_by=("owner", "block", "room"),
             filters=("owner",),
             columns=("owner", "block", "room", "parcel_count", "timbered_parcels", "buildings", "score"),
+            row_type=ClaimRow,
         ),
     ),
     console_picture="almanac.games.claim:picture.js",
@@ -151,5 +174,6 @@ MANIFEST = RuleSet(
     # The words the rules accept (rules.py refuses others with these as ``allowed``): enums in the API.
     allowed_values={"replant.species": tuple(data.SPECIES), "build.building": tuple(data.BUILDINGS)},
     view_type=ClaimView,
+    resources_type=ClaimResources,
     demo_moves=24,
 )

@@ -11,6 +11,7 @@ from almanac.games.sectors import bot, data
 from almanac.games.sectors.commands import EndSeason
 from almanac.games.sectors.game import DECIDER
 from almanac.games.sectors.policy import choose_command
+from almanac.games.sectors.state import Season
 
 SIDE = 8
 # Each colony plays a default-length game (10 years, 40 seasons) and a new one starts: a colony run
@@ -89,6 +90,20 @@ class SectorsView(_View):
     grid: list[list[SectorView]]
 
 
+class SectorsResources(_View):
+    """The colony's calendar, stock and counts (game.SectorsDecider.resources)."""
+
+    season: Season
+    year: int
+    stock: dict[str, int]
+    victory_points: int
+    population: int
+    population_by_sector: dict[str, int]  # "row,column" of each explored sector
+    buildings: int
+    explored: int
+    sectors: int
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -107,5 +122,6 @@ MANIFEST = RuleSet(
     # The buildings the rules know (rules.py refuses others with these as ``allowed``): enums in the API.
     allowed_values={"build.building": tuple(data.BUILDING_NAMES), "demolish.building": tuple(data.BUILDING_NAMES)},
     view_type=SectorsView,
+    resources_type=SectorsResources,
     demo_moves=30,
 )

@@ -3,6 +3,7 @@ Swagger UI / ReDoc served from the package's own copies of their assets, so /doc
 
 from __future__ import annotations
 
+import copy
 from html import escape
 from typing import Any
 
@@ -109,6 +110,13 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
         if side in divergence:
             divergence[side] = {**responses.DIVERGENCE_SIDE, "default": None,
                                 "description": f"what the {side} side holds (by the check)"}
+    if "resources" in schemas.get("RoomResources", {}).get("properties", {}):
+        schemas.update(_told_apart(schemas["RoomResources"], "ruleset", "resources", {
+            name: {"$ref": f"{ref_prefix}{parts['resources'][0]}"} for name, parts in names.items()}, ref_prefix))
+    if "rows" in schemas.get("ReadModelRows", {}).get("properties", {}):
+        schemas.update(_told_apart(schemas["ReadModelRows"], "model", "rows", {
+            model: {"type": "array", "items": {"$ref": f"{ref_prefix}{row}"}}
+            for parts in names.values() for model, row in parts["read_models"].items()}, ref_prefix))
     create = schemas.get("CreateRoomRequest", {}).get("properties", {})
     if "options" in create:  # the room's rule-set decides which applies (its options_type / setup_type)
         options = [{"$ref": f"{ref_prefix}{name}"} for parts in names.values() for name in parts["options"]]
@@ -117,6 +125,26 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
                              "anyOf": options}
         create["setup"] = {"description": "a fully resolved setup of the room's rule-set (its random draws made)",
                            "anyOf": [*setups, {"type": "null"}], "default": None}
+
+
+def _told_apart(answer: dict[str, Any], key: str, part: str, parts: dict[str, dict[str, Any]],
+                ref_prefix: str) -> dict[str, Any]:
+    """An answer whose ``part`` depends on the value of its ``key`` (the rule-set, the read model), as a union told
+    apart by ``key``: one member per value, ``key`` that value and ``part`` its schema. The members and the union,
+    under the answer's title."""
+    title = answer["title"]
+    members: dict[str, Any] = {}
+    for value, schema in parts.items():
+        member = copy.deepcopy(answer)
+        member["title"] = f"{title}{game_schemas.prefix_of(value)}"
+        member["properties"][key] = {"type": "string", "enum": [value]}
+        member["properties"][part] = schema
+        members[member["title"]] = member
+    mapping = {value: f"{ref_prefix}{title}{game_schemas.prefix_of(value)}" for value in parts}
+    union = {"title": title, "description": f"{answer.get('description', title)} (told apart by `{key}`)",
+             "oneOf": [{"$ref": ref} for ref in mapping.values()], "discriminator": {"propertyName": key,
+                                                                                     "mapping": mapping}}
+    return {**members, title: union}
 
 
 def state_value_schema(ref_prefix: str) -> dict[str, Any]:

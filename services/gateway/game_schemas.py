@@ -11,7 +11,13 @@ claim both have a ``Build``):
 * ``<Name>State``: the game's state, as an auditor reads it under ``state.game``;
 * ``<Name>View``: what one player sees (``RuleSet.view_type``), when the manifest declares it;
 * its creation options (``options_type``) and resolved setup (``setup_type``), under their own names (prefixed):
-  ``names[name]["options"]`` / ``["setup"]`` name them, for a room's creation request.
+  ``names[name]["options"]`` / ``["setup"]`` name them, for a room's creation request;
+* ``<Name>Resources``: what its Decider's ``resources(state)`` answers (``RuleSet.resources_type``; one of each
+  installed version's when they differ);
+* ``<Name><Model>Row``: a row of each read model it declares (``ReadModel.row_type``, over its versions), with the
+  ``fork`` mark the projector adds to a sandbox fork's rows: ``names[name]["read_models"]`` maps model -> row.
+
+A rule-set that declares no resources or row type (a plugin's choice) has that part documented as its own object.
 
 Nothing here names a rule-set: a new game installed through the ``almanac.rulesets`` entry points is covered
 by construction. The OpenAPI document (api_docs) and the AsyncAPI document (asyncapi) both use it.
@@ -27,22 +33,26 @@ import msgspec
 from almanac.events import registry
 from almanac.events.disclosure import Hidden
 from almanac.events.room import SEAT_EVENTS, NonceRevealed, PlayerJoined, RoomCreated, RoomEnded, RoomForked
+from almanac.services.gateway.responses import ForkMark
 
 HIDDEN_SCHEMA = "Hidden"
+FORK_MARK = ForkMark.__name__  # services/gateway/responses.py's: a room summary's fork too
 
 
 def prefix_of(name: str) -> str:
     return "".join(part.capitalize() for part in name.replace("-", "_").replace(".", "_").split("_"))
 
 
-def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str, dict[str, list[str]]], dict[str, Any]]:
+def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """(per rule-set name: the component names of its ``command``, ``event`` and ``state`` unions, every component).
 
     The unions themselves are components too: ``<Name>Command``, ``<Name>Event``, ``<Name>State``."""
     components: dict[str, Any] = {}
     (hidden_ref,), found = msgspec.json.schema_components([Hidden], ref_template=f"{ref_prefix}{{name}}")
     components.update(found)
-    names: dict[str, dict[str, list[str]]] = {}
+    _, found = msgspec.json.schema_components([ForkMark], ref_template=f"{ref_prefix}{{name}}")
+    components.update(found)
+    names: dict[str, Any] = {}
     for name in registry.names():
         manifest = registry.manifest(name)
         decider = manifest.decider
@@ -90,7 +100,68 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
                                        "description": f"What a player of a {name} room sees (its view).", **view}
         names[name]["view"] = [f"{prefix}View"]
         names[name]["audit_step"] = _audit_steps(manifest, components, ref, prefix)
+        versions = [registry.at(name, version) for version in registry.versions(name)] or [manifest]
+        names[name]["resources"] = [_resources(name, versions, components, ref, prefix, ref_prefix)]
+        names[name]["read_models"] = _read_model_rows(name, versions, components, ref, prefix, ref_prefix)
     return names, components
+
+
+def _distinct(types: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(types))
+
+
+def _declared(components: dict[str, Any], types: list[type], ref: str, prefix: str) -> list[str]:
+    """Register the schemas of ``types`` (prefixed, as the rule-set's other parts) and name their components."""
+    refs, found = msgspec.json.schema_components(types, ref_template=ref)
+    own = {f"{prefix}{key}": value for key, value in found.items()}
+    _string_keys(own)
+    components.update(own)
+    return [r["$ref"].rsplit("/", 1)[-1] for r in refs]
+
+
+def _union(title: str, description: str, members: list[str], ref_prefix: str) -> dict[str, Any]:
+    if len(members) == 1:
+        return {"title": title, "description": description, "$ref": f"{ref_prefix}{members[0]}"}
+    return {"title": title, "description": description, "anyOf": [{"$ref": f"{ref_prefix}{m}"} for m in members]}
+
+
+def _resources(name: str, versions: list[Any], components: dict[str, Any], ref: str, prefix: str,
+               ref_prefix: str) -> str:
+    """``<Name>Resources``: one of the resources types the installed versions declare."""
+    title = f"{prefix}Resources"
+    description = f"Every player's resources and holdings in a {name} room (its rule-set's `resources`)."
+    types = _distinct([manifest.resources_type for manifest in versions])
+    if None in types:  # a version that declares none: its resources are documented as its own object
+        components[title] = {"title": title, "description": description, "type": "object"}
+    else:
+        components[title] = _union(title, description, _declared(components, types, ref, prefix), ref_prefix)
+    return title
+
+
+def _read_model_rows(name: str, versions: list[Any], components: dict[str, Any], ref: str, prefix: str,
+                     ref_prefix: str) -> dict[str, str]:
+    """Model name -> ``<Name><Model>Row``, a row of that read model (one of its versions' row types)."""
+    found: dict[str, list[Any]] = {}
+    for manifest in versions:
+        for model in manifest.read_models:
+            row_types = model.row_type if isinstance(model.row_type, tuple) else (model.row_type,)
+            found.setdefault(model.name, []).extend(row_types)
+    rows: dict[str, str] = {}
+    for model, types in found.items():
+        title = f"{prefix}{prefix_of(model)}Row"
+        description = f"A row of the {model} read model of {name} rooms."
+        types = _distinct(types)
+        if None in types:
+            components[title] = {"title": title, "description": description, "type": "object"}
+        else:
+            members = _declared(components, types, ref, prefix)
+            for member in members:  # the projector marks every row of a sandbox fork (projections/models.py)
+                components[member].setdefault("properties", {})["fork"] = {
+                    "$ref": f"{ref_prefix}{FORK_MARK}",
+                    "description": "set on a sandbox fork's rows: its parent room and the version it starts from"}
+            components[title] = _union(title, description, members, ref_prefix)
+        rows[model] = title
+    return rows
 
 
 def _audit_steps(manifest: Any, components: dict[str, Any], ref: str, prefix: str) -> list[str] | None:

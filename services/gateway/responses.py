@@ -338,9 +338,16 @@ class StateAt(_Body):
     checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 
+class RefusedCommand(CommandRecord, kw_only=True):
+    """A command the rules refused: its stored record (``body`` as the client sent it) and the rule error it got
+    (None when its outcome is no longer stored)."""
+
+    error: Failure | None
+
+
 class Rejections(_Body):
     room: str
-    rejections: list[Json]
+    rejections: list[RefusedCommand]
     checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 

@@ -937,6 +937,11 @@ export interface components {
              */
             hidden?: true;
         };
+        /** ForkMark */
+        ForkMark: {
+            parent: string;
+            at: number;
+        };
         /**
          * PlaceElement
          * @description Place the current element with the top-left cell of its filled bounding box at (row, column).
@@ -1354,6 +1359,44 @@ export interface components {
          * @description What a player of a board room sees (its view).
          */
         BoardView: components["schemas"]["BoardBoardView"];
+        /**
+         * BoardResources
+         * @description The game's clock, its counts and its score table (game.BoardDecider.resources).
+         */
+        BoardBoardResources: {
+            time: number;
+            time_remaining: number;
+            placed: number;
+            skipped: number;
+            shuffles: number;
+            total: number;
+            per_season: components["schemas"]["BoardSeasonScore"][];
+            per_mission: {
+                [key: string]: components["schemas"]["BoardMissionPoints"];
+            };
+        };
+        /**
+         * BoardResourcesV2
+         * @description board@1's resources and the turns that timed out.
+         */
+        BoardBoardResourcesV2: {
+            time: number;
+            time_remaining: number;
+            placed: number;
+            skipped: number;
+            shuffles: number;
+            total: number;
+            per_season: components["schemas"]["BoardSeasonScore"][];
+            per_mission: {
+                [key: string]: components["schemas"]["BoardMissionPoints"];
+            };
+            timed_out: number;
+        };
+        /**
+         * BoardResources
+         * @description Every player's resources and holdings in a board room (its rule-set's `resources`).
+         */
+        BoardResources: components["schemas"]["BoardBoardResources"] | components["schemas"]["BoardBoardResourcesV2"];
         /**
          * Cut
          * @description Fell a parcel's timber; its logs go to the landing deck.
@@ -1838,6 +1881,41 @@ export interface components {
          * @description What a player of a claim room sees (its view).
          */
         ClaimView: components["schemas"]["ClaimClaimView"];
+        /**
+         * ClaimResources
+         * @description Every player's resources and holdings in a claim room (its rule-set's `resources`).
+         */
+        ClaimResources: components["schemas"]["ClaimClaimResources"];
+        /**
+         * ClaimRow
+         * @description A row of the claims read model (claim_entry).
+         */
+        ClaimClaimRow: {
+            room: string;
+            owner: string;
+            block: string;
+            created_at_ms: number;
+            proved_up_ms: number | null;
+            score: number;
+            parcel_count: number;
+            timbered_parcels: number;
+            buildings: string[];
+            parcels: components["schemas"]["ClaimClaimParcel"][];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** ClaimParcel */
+        ClaimClaimParcel: {
+            name: string;
+            zone: string;
+            species: string | null;
+            building: string | null;
+        };
+        /**
+         * ClaimClaimsRow
+         * @description A row of the claims read model of claim rooms.
+         */
+        ClaimClaimsRow: components["schemas"]["ClaimClaimRow"];
         /**
          * Mine
          * @description Search for an ore, declared before the roll.
@@ -3727,6 +3805,392 @@ export interface components {
             version: number;
         };
         /**
+         * RealmResources
+         * @description Every city's holdings, the merchants on the road and the trade ledger (game.RealmDecider.resources).
+         */
+        RealmRealmResources: {
+            season: string;
+            year: number;
+            cities: {
+                [key: string]: components["schemas"]["RealmCityHoldings"];
+            };
+            merchants: components["schemas"]["RealmMerchant"][];
+            ledger: components["schemas"]["RealmLedgerEntry"][];
+        };
+        /**
+         * CityHoldings
+         * @description A city in full, as the auditors' resources show it (game.city_full): the public part and its storage.
+         */
+        RealmCityHoldings: {
+            name: string;
+            owner: string;
+            population: number;
+            hit_points: number;
+            army: components["schemas"]["RealmArmy"] | null;
+            destroyed: boolean;
+            controller: string;
+            immune_until_season: number;
+            merchant_away: boolean;
+            stock: {
+                [key: string]: number;
+            };
+            saved_stars: number;
+            saved_wards: number;
+            tax_year: number;
+            tax_season: string | null;
+            merchant: string;
+        };
+        /**
+         * RealmResources
+         * @description Every player's resources and holdings in a realm room (its rule-set's `resources`).
+         */
+        RealmResources: components["schemas"]["RealmRealmResources"];
+        /** MerchantSentRow */
+        RealmMerchantSentRow: {
+            /** @enum {unknown} */
+            type: "realm.merchant_sent";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmMerchantSentDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** MerchantSentDetail */
+        RealmMerchantSentDetail: {
+            trade_id: string;
+            home: string;
+            host: string;
+            load: {
+                [key: string]: number;
+            };
+            home_after: {
+                [key: string]: number;
+            };
+            /** @default 1 */
+            actions_spent?: number;
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+        };
+        /** MerchantInterceptedRow */
+        RealmMerchantInterceptedRow: {
+            /** @enum {unknown} */
+            type: "realm.merchant_intercepted";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmMerchantInterceptedDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** MerchantInterceptedDetail */
+        RealmMerchantInterceptedDetail: {
+            trade_id: string;
+            home: string;
+            at: string;
+            attacker: string;
+            army_dice: string[];
+            merchant_dice: string[];
+            army_score: number;
+            merchant_score: number;
+            escaped: boolean;
+            seized: {
+                [key: string]: number;
+            };
+            attacker_after: {
+                [key: string]: number;
+            };
+            /** @default  */
+            host?: string;
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+        };
+        /** TradeOfferedRow */
+        RealmTradeOfferedRow: {
+            /** @enum {unknown} */
+            type: "realm.trade_offered";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmTradeOfferedDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** TradeOfferedDetail */
+        RealmTradeOfferedDetail: {
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            buy: string;
+            pay: string;
+            dice: number;
+        };
+        /** TradeCounteredRow */
+        RealmTradeCounteredRow: {
+            /** @enum {unknown} */
+            type: "realm.trade_countered";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmTradeCounteredDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** TradeCounteredDetail */
+        RealmTradeCounteredDetail: {
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+            want: string;
+        };
+        /** TradeAgreedRow */
+        RealmTradeAgreedRow: {
+            /** @enum {unknown} */
+            type: "realm.trade_agreed";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmTradeAgreedDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** TradeAgreedDetail */
+        RealmTradeAgreedDetail: {
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+        };
+        /** TradeRolledRow */
+        RealmTradeRolledRow: {
+            /** @enum {unknown} */
+            type: "realm.trade_rolled";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmTradeRolledDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** TradeRolledDetail */
+        RealmTradeRolledDetail: {
+            trade_id: string;
+            round: number;
+            buyer: components["schemas"]["RealmTradeSide"];
+            seller: components["schemas"]["RealmTradeSide"];
+            cancelled: boolean;
+            transfers: components["schemas"]["RealmTransfer"][];
+            shortfall: number;
+            home_after: {
+                [key: string]: number;
+            };
+            host_after: {
+                [key: string]: number;
+            };
+            load_after: {
+                [key: string]: number;
+            };
+        };
+        /** TradeCancelledRow */
+        RealmTradeCancelledRow: {
+            /** @enum {unknown} */
+            type: "realm.trade_cancelled";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmTradeCancelledDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** TradeCancelledDetail */
+        RealmTradeCancelledDetail: {
+            trade_id: string;
+            home: string;
+            host: string;
+            reason: string;
+            load_before: {
+                [key: string]: number;
+            };
+            lost: {
+                [key: string]: number;
+            };
+            load_after: {
+                [key: string]: number;
+            };
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+        };
+        /** TradeDeclinedRow */
+        RealmTradeDeclinedRow: {
+            /** @enum {unknown} */
+            type: "realm.trade_declined";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmTradeDeclinedDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** TradeDeclinedDetail */
+        RealmTradeDeclinedDetail: {
+            trade_id: string;
+            by: string;
+            /** @default  */
+            home?: string;
+            /** @default  */
+            host?: string;
+            /** @default {} */
+            home_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+        };
+        /** MerchantReturnedRow */
+        RealmMerchantReturnedRow: {
+            /** @enum {unknown} */
+            type: "realm.merchant_returned";
+            room: string;
+            version: number;
+            trade: string;
+            player: string;
+            time_ms: number;
+            summary: string;
+            detail: components["schemas"]["RealmMerchantReturnedDetail"];
+            /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
+            fork?: components["schemas"]["ForkMark"];
+        };
+        /** MerchantReturnedDetail */
+        RealmMerchantReturnedDetail: {
+            trade_id: string;
+            home: string;
+            delivered: {
+                [key: string]: number;
+            };
+            home_after: {
+                [key: string]: number;
+            };
+            /** @default  */
+            host?: string;
+            /** @default [] */
+            transfers?: components["schemas"]["RealmTransfer"][];
+            /** @default {} */
+            host_after?: {
+                [key: string]: number;
+            };
+            /** @default {} */
+            load_after?: {
+                [key: string]: number;
+            };
+        };
+        /**
+         * RealmTradesRow
+         * @description A row of the trades read model of realm rooms.
+         */
+        RealmTradesRow: components["schemas"]["RealmMerchantSentRow"] | components["schemas"]["RealmMerchantInterceptedRow"] | components["schemas"]["RealmTradeOfferedRow"] | components["schemas"]["RealmTradeCounteredRow"] | components["schemas"]["RealmTradeAgreedRow"] | components["schemas"]["RealmTradeRolledRow"] | components["schemas"]["RealmTradeCancelledRow"] | components["schemas"]["RealmTradeDeclinedRow"] | components["schemas"]["RealmMerchantReturnedRow"];
+        /**
          * Explore
          * @description Explore the sector at (row, column), next to an explored one; its type is drawn now.
          */
@@ -4275,6 +4739,31 @@ export interface components {
          * @description What a player of a sectors room sees (its view).
          */
         SectorsView: components["schemas"]["SectorsSectorsView"];
+        /**
+         * SectorsResources
+         * @description The colony's calendar, stock and counts (game.SectorsDecider.resources).
+         */
+        SectorsSectorsResources: {
+            /** @enum {unknown} */
+            season: "fall" | "spring" | "summer" | "winter";
+            year: number;
+            stock: {
+                [key: string]: number;
+            };
+            victory_points: number;
+            population: number;
+            population_by_sector: {
+                [key: string]: number;
+            };
+            buildings: number;
+            explored: number;
+            sectors: number;
+        };
+        /**
+         * SectorsResources
+         * @description Every player's resources and holdings in a sectors room (its rule-set's `resources`).
+         */
+        SectorsResources: components["schemas"]["SectorsSectorsResources"];
         /**
          * BoardCommand
          * @description A command of a board room, told apart by `kind`.
@@ -4990,15 +5479,11 @@ export interface components {
             salt: string;
             view: string;
         };
-        /** ReadModelRows */
-        ReadModelRows: {
-            model: string;
-            room: string | null;
-            where: {
-                [key: string]: string;
-            };
-            rows: Record<string, never>[];
-        };
+        /**
+         * ReadModelRows
+         * @description ReadModelRows (told apart by `model`)
+         */
+        ReadModelRows: components["schemas"]["ReadModelRowsClaims"] | components["schemas"]["ReadModelRowsTrades"];
         /**
          * RefusedUnder
          * @description Bisect against another rule version: the command the room accepted is refused under it, so.
@@ -5009,9 +5494,28 @@ export interface components {
         /** Rejections */
         Rejections: {
             room: string;
-            rejections: Record<string, never>[];
+            rejections: components["schemas"]["RefusedCommand"][];
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
+        /**
+         * RefusedCommand
+         * @description A command the rules refused: its stored record (``body`` as the client sent it) and the rule error it got
+         *     (None when its outcome is no longer stored).
+         */
+        RefusedCommand: {
+            command_id: string;
+            room: string;
+            player: string;
+            server_time_ms: number;
+            body: Record<string, never>;
+            /** @default null */
+            refused_at_version?: number | null;
+            /** @default null */
+            signature?: string | null;
+            /** @default null */
+            seen_version?: number | null;
+            error: components["schemas"]["Failure"] | null;
         };
         /** RoomActivity */
         RoomActivity: {
@@ -5040,11 +5544,6 @@ export interface components {
             latest_version: number;
             last_activity_ms: number | null;
             projector_lag_versions: number;
-        };
-        /** ForkMark */
-        ForkMark: {
-            parent: string;
-            at: number;
         };
         /**
          * RoomAt
@@ -5198,18 +5697,11 @@ export interface components {
             /** @default null */
             fork?: components["schemas"]["ForkMark"] | null;
         };
-        /** RoomResources */
-        RoomResources: {
-            room: string;
-            ruleset: string;
-            version: number;
-            scores: {
-                [key: string]: number;
-            };
-            /** @default null */
-            checkpoint?: components["schemas"]["Checkpoint"] | null;
-            resources: Record<string, never>;
-        };
+        /**
+         * RoomResources
+         * @description RoomResources (told apart by `ruleset`)
+         */
+        RoomResources: components["schemas"]["RoomResourcesBoard"] | components["schemas"]["RoomResourcesClaim"] | components["schemas"]["RoomResourcesRealm"] | components["schemas"]["RoomResourcesSectors"];
         /** RoomScores */
         RoomScores: {
             room: string;
@@ -5557,6 +6049,96 @@ export interface components {
          */
         StateValue: string | number | boolean | null | components["schemas"]["StateValue"][] | {
             [key: string]: components["schemas"]["StateValue"];
+        };
+        /** RoomResourcesBoard */
+        RoomResourcesBoard: {
+            room: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            ruleset: "board";
+            version: number;
+            scores: {
+                [key: string]: number;
+            };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+            resources: components["schemas"]["BoardResources"];
+        };
+        /** RoomResourcesClaim */
+        RoomResourcesClaim: {
+            room: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            ruleset: "claim";
+            version: number;
+            scores: {
+                [key: string]: number;
+            };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+            resources: components["schemas"]["ClaimResources"];
+        };
+        /** RoomResourcesRealm */
+        RoomResourcesRealm: {
+            room: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            ruleset: "realm";
+            version: number;
+            scores: {
+                [key: string]: number;
+            };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+            resources: components["schemas"]["RealmResources"];
+        };
+        /** RoomResourcesSectors */
+        RoomResourcesSectors: {
+            room: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            ruleset: "sectors";
+            version: number;
+            scores: {
+                [key: string]: number;
+            };
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+            resources: components["schemas"]["SectorsResources"];
+        };
+        /** ReadModelRowsClaims */
+        ReadModelRowsClaims: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            model: "claims";
+            room: string | null;
+            where: {
+                [key: string]: string;
+            };
+            rows: components["schemas"]["ClaimClaimsRow"][];
+        };
+        /** ReadModelRowsTrades */
+        ReadModelRowsTrades: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            model: "trades";
+            room: string | null;
+            where: {
+                [key: string]: string;
+            };
+            rows: components["schemas"]["RealmTradesRow"][];
         };
     };
     responses: never;

@@ -67,6 +67,19 @@ class BoardView(_View):
     over: bool
 
 
+class BoardResources(_View):
+    """The game's clock, its counts and its score table (game.BoardDecider.resources)."""
+
+    time: int
+    time_remaining: int
+    placed: int
+    skipped: int
+    shuffles: int
+    total: int
+    per_season: list[SeasonScore]
+    per_mission: dict[str, MissionPoints]
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -78,6 +91,7 @@ MANIFEST = RuleSet(
     rulebook="docs/rules/board.md",
     examples=("examples/board.jsonl",),
     view_type=BoardView,
+    resources_type=BoardResources,
     demo_moves=40,
     # Board rooms of one public challenge deal the same cards, so the demo's players' scores compare.
     shared_challenge=True,

@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from almanac.events.manifest import Deadline
-from almanac.games.board.v1.manifest import MANIFEST as MANIFEST_V1, BoardView
+from almanac.games.board.v1.manifest import MANIFEST as MANIFEST_V1, BoardResources, BoardView
 from almanac.games.board.v2.game import DECIDER
 from almanac.games.board.v2.rules import turn_due_ms, turn_number
 
@@ -21,6 +21,12 @@ class BoardViewV2(BoardView, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     turn_limit_s: int | None
     turn_due_ms: int | None
+
+
+class BoardResourcesV2(BoardResources, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """board@1's resources and the turns that timed out."""
+
+    timed_out: int
 
 
 def deadlines(state: Any, seated: tuple[str, ...]) -> tuple[Deadline, ...]:
@@ -34,4 +40,5 @@ def deadlines(state: Any, seated: tuple[str, ...]) -> tuple[Deadline, ...]:
 
 
 MANIFEST = dataclasses.replace(MANIFEST_V1, decider=DECIDER, version=2, default=False,
-                               source="almanac.games.board", view_type=BoardViewV2, deadlines=deadlines)
+                               source="almanac.games.board", view_type=BoardViewV2, deadlines=deadlines,
+                               resources_type=BoardResourcesV2)

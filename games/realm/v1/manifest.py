@@ -20,7 +20,7 @@ from almanac.events.manifest import (
 from almanac.games.realm.v1 import audit, bot, data, events as realm_events
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
-from almanac.games.realm.v1.state import LedgerEntry
+from almanac.games.realm.v1.state import Army, LedgerEntry, Merchant
 
 BENCH_PLAYERS = ("alice", "bob", "carol")
 
@@ -150,6 +150,58 @@ class RealmView(_View):
     over: bool
 
 
+class CityHoldings(_View):
+    """A city in full, as the auditors' resources show it (game.city_full): the public part and its storage."""
+
+    name: str
+    owner: str
+    population: int
+    hit_points: int
+    army: Army | None
+    destroyed: bool
+    controller: str
+    immune_until_season: int
+    merchant_away: bool
+    stock: dict[str, int]
+    saved_stars: int
+    saved_wards: int
+    tax_year: int
+    tax_season: str | None
+    merchant: str
+
+
+class RealmResources(_View):
+    """Every city's holdings, the merchants on the road and the trade ledger (game.RealmDecider.resources)."""
+
+    season: str
+    year: int
+    cities: dict[str, CityHoldings]
+    merchants: list[Merchant]
+    ledger: list[LedgerEntry]
+
+
+def _ledger_row_type(event_type: type) -> type:
+    """A row ``ledger_rows`` makes of one trade event: where and when, and the event's own fields as ``detail``
+    (without its tag, which the row's ``type`` carries). Declared for the API documents (the read model's
+    ``row_type``)."""
+    fields = [(f.name, f.type) if f.required else (f.name, f.type, msgspec.field(default=f.default)
+                                                    if f.default_factory is msgspec.NODEFAULT
+                                                    else msgspec.field(default_factory=f.default_factory))
+              for f in msgspec.structs.fields(event_type)]
+    detail = msgspec.defstruct(f"{event_type.__name__}Detail", fields, module=__name__, kw_only=True, frozen=True,
+                               forbid_unknown_fields=True)
+    return msgspec.defstruct(f"{event_type.__name__}Row",
+                             [("room", str), ("version", int), ("trade", str), ("player", str), ("time_ms", int),
+                              ("summary", str), ("detail", detail)],
+                             module=__name__, kw_only=True, frozen=True, forbid_unknown_fields=True,
+                             tag_field="type", tag=event_tag(event_type))
+
+
+# Every event of the realm that carries a trade id makes a ledger row (ledger_rows).
+TRADE_ROW_TYPES = tuple(_ledger_row_type(event_type) for event_type in DECIDER.event_types
+                        if "trade_id" in event_type.__struct_fields__)
+
+
 def _step_type(event_type: type) -> type:
     """What ``audit.trade_steps`` makes of one trade event: its fields (and ``type`` tag), its step number, sentence
     and version. Declared for the API documents (the audit view's ``step_types``); here, not in audit.py, which is
@@ -186,6 +238,7 @@ MANIFEST = RuleSet(
             columns=("room", "version", "trade", "type", "player", "summary"),
             # Each step's detail names both cities' holdings: secrets. Players see their trades in their view.
             auditors_only=True,
+            row_type=TRADE_ROW_TYPES,
         ),
     ),
     audit_views=(
@@ -202,6 +255,7 @@ MANIFEST = RuleSet(
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
     view_type=RealmView,
+    resources_type=RealmResources,
     notices=notices,
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
     allowed_values={
