@@ -75,6 +75,30 @@ def new_room_id(ruleset: str) -> str:
     return f"{ruleset.split('@')[0]}-{secrets.token_hex(5)}"
 
 
+def create_body(ruleset: str, player: str, *, room: str | None, options: dict[str, Any] | None,
+                setup: dict[str, Any] | None, challenge: str | None, join: bool, dice_scheme: int | None,
+                nonce: str | None, command_id: str | None, bots: list[str] | None, player_key: PlayerKey | None,
+                seat_bots: bool, bot_after_missed: int | None) -> dict[str, Any]:
+    """The body of POST /rooms for ``create_room`` (both clients): a signed creator's join names its room, so one is
+    drawn here when ``room`` is None."""
+    body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
+                            "command_id": command_id or new_command_id()}
+    if player_key is not None:
+        if not join:
+            raise ValueError("player_key signs the creator's join: it needs join=True")
+        room = room or new_room_id(ruleset)
+        signing = signed_join(player_key, room, player, nonce)
+        body.update(public_key=signing["public_key"], join_signature=signing["signature"])
+    for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
+                        ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots),
+                        ("bot_after_missed", bot_after_missed)):
+        if value is not None:
+            body[name] = value
+    if seat_bots:
+        body["seat_bots"] = True
+    return body
+
+
 def verify_webhook(secret: str, signature: str, body: bytes, *, tolerance_s: float = 300.0,
                    now: float | None = None) -> bool:
     """Whether a webhook's ``X-Almanac-Signature`` (``t=<unix s>,v1=<hex>``) is the HMAC-SHA256 of ``"<t>.<body>"``
@@ -237,21 +261,9 @@ class Client:
         ``seat_bots``: its players may leave their seats to a bot (``Seat.hand_to_bot``); ``bot_after_missed``: a
         seat that misses that many deadlines in a row goes to a bot (and players may leave theirs). Neither: a
         room whose seats never go to a bot (docs/bots.md)."""
-        body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
-                                "command_id": command_id or new_command_id()}
-        if player_key is not None:
-            if not join:
-                raise ValueError("player_key signs the creator's join: it needs join=True")
-            room = room or new_room_id(ruleset)
-            signing = signed_join(player_key, room, player, nonce)
-            body.update(public_key=signing["public_key"], join_signature=signing["signature"])
-        for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
-                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots),
-                            ("bot_after_missed", bot_after_missed)):
-            if value is not None:
-                body[name] = value
-        if seat_bots:
-            body["seat_bots"] = True
+        body = create_body(ruleset, player, room=room, options=options, setup=setup, challenge=challenge, join=join,
+                           dice_scheme=dice_scheme, nonce=nonce, command_id=command_id, bots=bots,
+                           player_key=player_key, seat_bots=seat_bots, bot_after_missed=bot_after_missed)
         answer = self.request("POST", "/rooms", json_body=body, token="")
         return Seat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 

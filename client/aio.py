@@ -38,8 +38,8 @@ from almanac.client import (
     _json_or_empty,
     _retry_after,
     _seg,
+    create_body,
     new_command_id,
-    new_room_id,
 )
 from almanac.client.signing import signed_join
 
@@ -129,21 +129,9 @@ class AsyncClient:
                           bot_after_missed: int | None = None) -> AsyncSeat:
         """As ``Client.create_room`` (``player_key``: a signed seat; ``seat_bots``, ``bot_after_missed``: the room's
         bot policy)."""
-        body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
-                                "command_id": command_id or new_command_id()}
-        if player_key is not None:
-            if not join:
-                raise ValueError("player_key signs the creator's join: it needs join=True")
-            room = room or new_room_id(ruleset)
-            signing = signed_join(player_key, room, player, nonce)
-            body.update(public_key=signing["public_key"], join_signature=signing["signature"])
-        for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
-                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots),
-                            ("bot_after_missed", bot_after_missed)):
-            if value is not None:
-                body[name] = value
-        if seat_bots:
-            body["seat_bots"] = True
+        body = create_body(ruleset, player, room=room, options=options, setup=setup, challenge=challenge, join=join,
+                           dice_scheme=dice_scheme, nonce=nonce, command_id=command_id, bots=bots,
+                           player_key=player_key, seat_bots=seat_bots, bot_after_missed=bot_after_missed)
         answer = await self.request("POST", "/rooms", json_body=body, token="")
         return AsyncSeat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 

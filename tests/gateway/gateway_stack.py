@@ -132,6 +132,25 @@ def engine_and_gateway(redis_url: str, data_dir: Path, **gateway_env: str) -> It
         stack.stop()
 
 
+@contextlib.contextmanager
+def client_stack(redis_url: str, data_dir: Path, secret: str) -> Iterator[tuple[str, str, Stack]]:
+    """What the packaged clients' stories play against: an emptied Redis, engine, projector and a gateway process
+    sharing ``secret``; the gateway's URL, an auditor's token for every room, and the stack, stopped afterwards."""
+    from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner  # noqa: PLC0415 - tests only
+
+    redis.Redis.from_url(redis_url).flushdb()
+    stack = Stack(redis_url, data_dir)
+    stack.env["ALMANAC_SECRET"] = secret
+    try:
+        stack.start("engine")
+        stack.start("projector")
+        stack.wait_ready()
+        url = stack.start_gateway()
+        yield url, TokenSigner(secret, 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR), stack
+    finally:
+        stack.stop()
+
+
 def http_answers(raw: bytes, count: int) -> list[tuple[int, dict[str, str], bytes]]:
     """``count`` HTTP/1.x answers (status, headers, body) parsed from one connection's bytes."""
     answers = []

@@ -13,13 +13,11 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-import redis
-from gateway_stack import CHILD, Stack
+from gateway_stack import CHILD, Stack, client_stack
 
 from almanac.client import ApiError, Client, Seat
 from almanac.events import registry
 from almanac.events.dice import Dice
-from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 
 SECRET = "python-client-test-secret-" + "x" * 32
 
@@ -27,17 +25,8 @@ SECRET = "python-client-test-secret-" + "x" * 32
 @pytest.fixture(scope="module")
 def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Stack]]:
     """(gateway URL, auditor token, stack): engine, projector and a gateway process sharing one secret."""
-    redis.Redis.from_url(redis_url).flushdb()
-    stack = Stack(redis_url, tmp_path_factory.mktemp("python-client"))
-    stack.env["ALMANAC_SECRET"] = SECRET
-    try:
-        stack.start("engine")
-        stack.start("projector")
-        stack.wait_ready()
-        url = stack.start_gateway()
-        yield url, TokenSigner(SECRET, 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR), stack
-    finally:
-        stack.stop()
+    with client_stack(redis_url, tmp_path_factory.mktemp("python-client"), SECRET) as live:
+        yield live
 
 
 def play_to_the_end(client: Client, auditor: str, seats: list[Seat], ruleset: str) -> int:

@@ -14,13 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
-from gateway_stack import Stack
+from gateway_stack import client_stack
 
 from almanac.client import ApiError, Client, KeySubstituted, PlayerKey, Seat
 from almanac.client.aio import AsyncClient
 from almanac.events.signing import command_bytes, signature_valid
-from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 
 SECRET = "signed-clients-test-secret-" + "x" * 32
 REFUSED_SMELT = {"kind": "smelt", "ore": "bronze", "amount": 5000}  # no city starts with bronze ore: always refused
@@ -30,16 +28,8 @@ MINE = {"kind": "mine", "ore": "stone"}
 @pytest.fixture(scope="module")
 def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(gateway URL, auditor token): engine, projector and a gateway process sharing one secret."""
-    redis.Redis.from_url(redis_url).flushdb()
-    stack = Stack(redis_url, tmp_path_factory.mktemp("signed-clients"))
-    stack.env["ALMANAC_SECRET"] = SECRET
-    try:
-        stack.start("engine")
-        stack.start("projector")
-        stack.wait_ready()
-        yield stack.start_gateway(), TokenSigner(SECRET, 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
-    finally:
-        stack.stop()
+    with client_stack(redis_url, tmp_path_factory.mktemp("signed-clients"), SECRET) as (url, auditor, _):
+        yield url, auditor
 
 
 def signed_room(client: Client, *, seat_bots: bool = False) -> tuple[Seat, Seat]:

@@ -17,14 +17,12 @@ from typing import Any
 
 import msgspec
 import pytest
-import redis
-from gateway_stack import CHILD, Stack
+from gateway_stack import CHILD, client_stack
 
 from almanac.client import Client
 from almanac.events import registry
 from almanac.events.dice import Dice
 from almanac.events.signing import command_bytes
-from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "clients" / "typescript"
@@ -101,16 +99,9 @@ class Driver:
 
 @pytest.fixture(scope="module")
 def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    redis.Redis.from_url(redis_url).flushdb()
-    stack = Stack(redis_url, tmp_path_factory.mktemp("ts-stack"))
-    stack.env["ALMANAC_SECRET"] = SECRET
-    try:
-        stack.start("engine")
-        stack.start("projector")
-        stack.wait_ready()
-        yield stack.start_gateway(), TokenSigner(SECRET, 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
-    finally:
-        stack.stop()
+    """(gateway URL, auditor token): engine, projector and a gateway process sharing one secret."""
+    with client_stack(redis_url, tmp_path_factory.mktemp("ts-stack"), SECRET) as (url, auditor, _):
+        yield url, auditor
 
 
 @needs_node
