@@ -40,6 +40,13 @@ class InvalidCommand(RuleError):
     """
 
 
+class SecretMissing(InvalidCommand):
+    """A secret the dice need (the room's seed, a player's nonce) is not in the store, so nothing of the room can be
+    decided now: a room mid-import (its secrets are written after its events) or one that lost them. Never recorded:
+    a refusal the log itself cannot decide again (the secrets are back, or revealed, by the time anyone verifies)
+    would fail ``verify`` for ever."""
+
+
 class UnusableSnapshotError(Exception):
     """A stored snapshot no longer decodes (its state format changed); replay from the log instead."""
 

@@ -26,7 +26,7 @@ from almanac.events.dice import (
     server_nonce,
 )
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
+from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError, SecretMissing
 from almanac.events.hashing import seal
 from almanac.events.room import RoomState
 from almanac.events.signing import command_bytes, join_bytes, signature_valid
@@ -112,8 +112,8 @@ def _scheme_2_key(room: str, seed: bytes, commitments: tuple[tuple[str, str], ..
         pairs = tuple((player, held[commitment]) for player, commitment in commitments)
     except KeyError:
         missing = [p for p, c in commitments if c not in held]
-        raise RuleError("nonce_missing", f"room {room!r} has lost the nonce of {missing[0]!r}; "
-                        "it cannot decide dice") from None
+        raise SecretMissing("nonce_missing", f"room {room!r} has no nonce of {missing[0]!r} in the store (being "
+                            "imported, or lost); it cannot decide dice") from None
     key = dice_key(seed, pairs)
     if len(_ROOM_KEYS) >= _ROOM_KEYS_LIMIT:
         _ROOM_KEYS.pop(next(iter(_ROOM_KEYS)))
@@ -238,7 +238,7 @@ def _step(
             seed, salt = room_rules.challenge_seed(command.challenge), "challenge"
         elif isinstance(command, room_rules.CreateRoom):
             if secret_seed is None:
-                raise RuleError("seed_missing", f"room {record.room!r} has no secret seed to create it with")
+                raise SecretMissing("seed_missing", f"room {record.room!r} has no secret seed to create it with")
             seed, salt = secret_seed, record.room
         else:
             seed, salt = b"", record.room  # the room does not exist; deciding refuses the command
@@ -246,7 +246,8 @@ def _step(
         seed, salt = room_rules.challenge_seed(state.challenge), "challenge"
     else:
         if secret_seed is None:
-            raise RuleError("seed_missing", f"room {record.room!r} has lost its secret seed; it cannot decide dice")
+            raise SecretMissing("seed_missing", f"room {record.room!r} has no secret seed in the store (being imported, "
+                              "or lost); it cannot decide dice")
         seed, salt = secret_seed, record.room
     version = (state.version if state is not None else 0) + 1
     pairs: tuple[tuple[str, bytes], ...] = ()
@@ -316,7 +317,7 @@ def _step_fork(parent: RoomState | None, parent_hash: str, record: CommandRecord
         raise RuleError("fork_base", "a fork is started from its parent's state by `almanac fork` (auditors)",
                         field="kind")
     if secret_seed is None:
-        raise RuleError("seed_missing", f"fork {record.room!r} has no secret seed to start with")
+        raise SecretMissing("seed_missing", f"fork {record.room!r} has no secret seed to start with")
     ctx = Context(room=record.room, player=record.player, now_ms=record.server_time_ms, version=1,
                   dice=Dice(secret_seed, record.room, 1) if dice is None else dice,
                   seed_commitment=seed_commitment(secret_seed), secret_seed_hex=secret_seed.hex())

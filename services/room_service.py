@@ -15,7 +15,7 @@ import msgspec
 from almanac.events import codec
 from almanac.events.dice import COMMAND_BOUND, NONCE_SCHEMES, nonce_commitment, server_nonce
 from almanac.events.envelope import Envelope
-from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError
+from almanac.events.errors import InvalidCommand, RuleError, RulesNotInstalledError, SecretMissing
 from almanac.events.room import RoomState
 from almanac.events.step import (
     CommandRecord,
@@ -562,7 +562,8 @@ class RoomService:
             return held[0]
         seed = await self.store.load_seed(room)
         if seed is None or hashlib.sha256(seed).hexdigest() != state.seed_commitment:
-            raise RuleError("seed_missing", f"room {room!r} has lost its secret seed; it cannot decide dice")
+            raise SecretMissing("seed_missing", f"room {room!r} has no secret seed in the store (being imported, or "
+                              "lost); it cannot decide dice")
         self._seeds[room] = (seed, state.seed_commitment)
         while len(self._seeds) > self.cache_size:
             self._seeds.popitem(last=False)

@@ -53,7 +53,9 @@ CONFLICT_CODES = {"version_conflict", "conflict", "version_moved"}
 RATE_LIMITED = {
     429: {"description": "`rate_limited`: over ALMANAC_RATE_ANON (per address) or ALMANAC_RATE_COMMANDS (per "
           "seat); the Retry-After header says when to retry"},
-    503: {"description": "`store_unavailable`: Redis cannot be reached; retry after the Retry-After header"},
+    503: {"description": "`store_unavailable`: Redis cannot be reached; retry after the Retry-After header. "
+          "`seed_missing`, `nonce_missing`: a secret of the room's dice is not in the store (an import writes them "
+          "after the events); nothing was recorded, resend the same command_id later"},
 }
 # A create/join command id at least this long is treated as a secret: a retry with it gets the token again.
 SECRET_COMMAND_ID = 16
@@ -135,6 +137,8 @@ def _refusal(outcome: Outcome, client_id: str) -> ApiError:
         status = 409  # ruleset_not_installed: the room is fine, this node lacks its rules version
     elif code == "room_not_found":
         status = 404
+    elif code in ("seed_missing", "nonce_missing"):
+        status = 503  # nothing was recorded: the room cannot decide until its seed is back (an import finishing)
     else:
         status = 422
     return ApiError(status, code, message, field, command_id=client_id, duplicate=outcome.duplicate, **error)

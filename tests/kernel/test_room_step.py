@@ -7,7 +7,7 @@ from counter_ruleset import Added, Rolled
 
 from almanac.events import codec
 from almanac.events.envelope import GENESIS_HASH
-from almanac.events.errors import RuleError
+from almanac.events.errors import InvalidCommand, RuleError
 from almanac.events.room import PlayerJoined, RoomCreated
 from almanac.events.step import CommandRecord, decode_record, refusal_record, replay, step
 from almanac.events.testing import RoomDriver, given_events, scripted
@@ -76,6 +76,7 @@ def test_a_room_without_its_secret_seed_cannot_decide_dice():
         step(room.state, room.last_hash, record, None)
 
     assert refused.value.code == "seed_missing"
+    assert isinstance(refused.value, InvalidCommand)  # never recorded: the log alone could not decide it again
 
 
 def test_a_refusal_record_carries_the_version_it_was_refused_at():
