@@ -270,7 +270,7 @@ return 0
 # LOAD_SCRIPT (storage.redis_store) with the pointer first: KEYS 4 the shard's pointer hash, ARGV 3 the room.
 # {-1, pointer} for an archived room, else LOAD_SCRIPT's answer: a live room still loads in one round trip.
 LOAD_OR_POINTER_SCRIPT = """
-local pointer = redis.call('HGET', KEYS[4], ARGV[3])
+local pointer = redis.call('HGET', KEYS[4], ARGV[3]) or redis.call('HGET', KEYS[5], ARGV[3])
 if pointer then return {-1, pointer} end
 """ + LOAD_SCRIPT
 
@@ -328,6 +328,8 @@ class ArchivingStore(RedisEventStore):
         if known is not None:
             return known
         value = await self.client.hget(self.keys.pointer_bucket(room), room)
+        if value is None:  # archived before the buckets, and not moved yet
+            value = await self.client.hget(self.keys.first_layout_pointers(room), room)
         if value is None:
             return None
         return self._met(room, decode_pointer(room, value))
@@ -374,7 +376,8 @@ class ArchivingStore(RedisEventStore):
         if pointer is None:
             reply = await run_script(self._load_or_pointer,
                                      [self.keys.snapshot_index(room), self.keys.snapshot_data(room),
-                                      self.keys.events(room), self.keys.pointer_bucket(room)],
+                                      self.keys.events(room), self.keys.pointer_bucket(room),
+                                      self.keys.first_layout_pointers(room)],
                                      ["+inf" if at_most is None else at_most, 1000, room])
             if int(reply[0]) >= 0:
                 return await self._parse_load(room, at_most, reply)
@@ -471,7 +474,9 @@ class ArchivingStore(RedisEventStore):
             pipe.get(record)
             pipe.hget(self.keys.command_ids(room), ids_field(record))  # the record expired: the room's id index
             pipe.hget(self.keys.pointer_bucket(room), room)
-            value, kept, pointer = await pipe.execute()
+            pipe.hget(self.keys.first_layout_pointers(room), room)  # archived before the buckets, not moved yet
+            value, kept, pointer, first_layout = await pipe.execute()
+        pointer = pointer if pointer is not None else first_layout
         if value is not None or kept is not None:
             if self.wait_replicas:  # as RedisEventStore.outcome: answered only once a replica has it
                 await self.confirm_replicated(room)
@@ -546,6 +551,7 @@ async def archived_room_set(client: Any, keys: Any, shards: list[int] | None = N
         async with client.pipeline(transaction=False) as pipe:
             for bucket in keys.pointer_buckets(shard):
                 pipe.hkeys(bucket)
+            pipe.hkeys(keys.first_layout_pointer_hash(shard))  # archived before the buckets, not moved yet
             results = await pipe.execute()
         found.update(member.decode() if isinstance(member, bytes) else member
                      for members in results for member in members)

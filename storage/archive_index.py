@@ -183,7 +183,7 @@ return moved
 
 def old_pointer_hash(keys: Keys, shard: int) -> str:
     """The first layout's pointer hash of a shard (one hash per shard: a hash-table entry per archived room)."""
-    return keys._shard(shard, "archive:pointers")
+    return keys.first_layout_pointer_hash(shard)
 
 
 async def migrate_pointers(client: Any, keys: Keys) -> int:
@@ -194,11 +194,15 @@ async def migrate_pointers(client: Any, keys: Keys) -> int:
     moved = 0
     for shard in range(keys.shard_count):
         old = old_pointer_hash(keys, shard)
-        while True:
-            _, found = await client.hscan(old, 0, count=200)
-            if not found:
-                break
-            rooms = [_text(room) for room in found]
-            moved += int(await run_script(script, [old, *(keys.pointer_bucket(room) for room in rooms)], rooms))
+        while await client.hlen(old):  # (pointers an archiver of the first layout wrote meanwhile: again)
+            cursor = 0
+            while True:  # the cursor followed to its end: a page may come back empty before it (HSCAN's contract)
+                cursor, found = await client.hscan(old, cursor, count=200)
+                if found:
+                    rooms = [_text(room) for room in found]
+                    moved += int(await run_script(script, [old, *(keys.pointer_bucket(room) for room in rooms)],
+                                                  rooms))
+                if not cursor:
+                    break
     return moved
 

@@ -198,6 +198,16 @@ class Keys:
         per_shard = self.pointer_buckets_per_shard
         return self._shard(crc % self.shard_count, f"archive:pointers:{(crc // self.shard_count) % per_shard}")
 
+    def first_layout_pointers(self, room: str) -> str:
+        """Hash: the first layout's pointers, one hash per shard (storage.archive_index.migrate_pointers moves them
+        into their buckets). Readers look here when a room's bucket has no pointer, so a room archived before the
+        buckets is never taken for a room that does not exist, whether or not an archiver has moved it yet."""
+        return self.first_layout_pointer_hash(zlib.crc32(room.encode()) % self.shard_count)
+
+    def first_layout_pointer_hash(self, shard: int) -> str:
+        """The first layout's pointer hash of a shard (``first_layout_pointers``)."""
+        return self._shard(shard, "archive:pointers")
+
     @property
     def pointer_buckets_per_shard(self) -> int:
         return max(1, POINTER_BUCKETS // self.shard_count)
