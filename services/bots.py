@@ -78,7 +78,7 @@ if bound >= 0 and #fresh > 0 and held + #fresh > bound then return {-1, held} en
 local flags = {}
 for i = 3, #ARGV do flags[i - 2] = 0 end
 for _, i in ipairs(fresh) do
-  local room, seat = string.match(ARGV[i], '^(.-)\031(.*)$')
+  local room, seat = string.match(ARGV[i], '^(.-)\\031(.*)$')
   redis.call('HSET', KEYS[1], ARGV[i], cjson.encode({room = room, seat = seat, added_ms = tonumber(ARGV[2])}))
   flags[i - 2] = 1
 end

@@ -292,12 +292,13 @@ function CreateRoom({ rulesets }) {
   const create = async (options) => {
     setBusy(true); setError(null);
     const key = await newSigningKey();  // the creator's seat signs its commands when this browser can
-    // A signed join names its room (the signature covers it), so a signing browser picks the id as the server would.
-    const named = key ? `${ruleset.split("@")[0]}-${hex(crypto.getRandomValues(new Uint8Array(5)))}` : null;
-    const signing = key ? { room: named, public_key: key.publicKey,
-      join_signature: await signJoin(key, named, player, null) } : {};
+    // The browser picks the room's id as the server would: a signed join names its room (the signature covers it),
+    // and a create answered 202 is resent under the same id for the same room (command ids are per room: a resend
+    // that let the server draw another id would create another room).
+    const named = `${ruleset.split("@")[0]}-${hex(crypto.getRandomValues(new Uint8Array(5)))}`;
+    const signing = key ? { public_key: key.publicKey, join_signature: await signJoin(key, named, player, null) } : {};
     // seat_bots: the room records a bot policy, without which no player may ever leave their seat to a bot
-    const answer = await answered(URLS.rooms(), { ruleset, player, options, ...signing,
+    const answer = await answered(URLS.rooms(), { ruleset, player, options, room: named, ...signing,
       ...(seatBots ? { seat_bots: true } : {}) });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
