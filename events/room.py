@@ -54,8 +54,9 @@ class CreateRoom(msgspec.Struct, frozen=True, kw_only=True, tag="create_room", t
     bot_after_missed: MissedDeadlines | None = None
     # The room lets a player leave their seat to a bot (``hand_to_bot``) without handing seats over on missed
     # deadlines (a rule-set without deadlines can have seat bots too): recorded as ``room.bot_policy`` with
-    # ``after_missed`` 0. ``bot_after_missed`` implies it. A room that recorded no policy refuses ``hand_to_bot``
-    # (``no_bot_policy``), as every room created before seat bots existed did.
+    # ``after_missed`` 0. ``bot_after_missed`` implies it. The gateway lets a player leave only in a room that recorded
+    # a policy (``no_bot_policy``); the room itself decides ``hand_to_bot`` in every room, as it has since seat bots
+    # were published (a log recorded then must decide the same again).
     seat_bots: bool = False
 
 
@@ -109,9 +110,10 @@ class HandToBot(msgspec.Struct, frozen=True, kw_only=True, tag="hand_to_bot", ta
                 forbid_unknown_fields=True):
     """Leave your own seat to a bot (``room.seat_to_bot``, reason ``left``): it plays on from the seat's view.
 
-    Only in a room that recorded a bot policy at creation (``room.bot_policy``: create's ``seat_bots`` or
-    ``bot_after_missed``); any other room refuses it (``no_bot_policy``), so no room created before seat bots
-    existed decides anything new.
+    The gateway sends it only for a room that recorded a bot policy at creation (``room.bot_policy``: create's
+    ``seat_bots`` or ``bot_after_missed``; elsewhere 422 ``no_bot_policy``, nothing sent). The room decides it in every
+    room, as it did when seat bots were published: logs recorded since then (a seat left to a bot in a room with no
+    policy) re-decide byte for byte, and no log before could hold it (the command did not decode).
 
     Only the seat's own player sends it (POST /rooms/{room}/bots with their token); an empty seat is handed to
     a bot without a command (the bot's join is its event).
@@ -389,10 +391,6 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
     if isinstance(command, RevealNonce):
         return [_decide_reveal(state, command, ctx)]
     if isinstance(command, HandToBot):
-        if not has_bot_policy(state):
-            # Before seat bots existed no room knew this command; a room that did not opt in still refuses it.
-            raise RuleError("no_bot_policy", f"room {ctx.room!r} was created without seat bots (create with "
-                            "seat_bots or bot_after_missed); nobody can leave a seat of it to a bot", field="kind")
         if ctx.player in state.bot_seats:
             raise RuleError("already_bot_seat", f"a bot already plays {ctx.player!r}'s seat", field="player")
         return [SeatToBot(player=ctx.player, reason="left")]
