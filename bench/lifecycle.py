@@ -69,6 +69,7 @@ async def _memory_by_family(client: aioredis.Redis, prefix: str) -> list[tuple[s
     async for key in client.scan_iter(match=f"{prefix}*", count=1_000):
         name = re.sub(r"\{s\d+\}", "{sNN}", key.decode())
         name = re.sub(re.escape(prefix) + r"-r\d+(-c\d+)?", "ROOM", name)
+        name = re.sub(r"archive:pointers:\d+$", "archive:pointers:BUCKET", name)
         sizes[name] = sizes.get(name, 0) + (await client.memory_usage(key) or 0)
         counts[name] = counts.get(name, 0) + 1
     return sorted(((name, counts[name], size) for name, size in sizes.items()), key=lambda item: -item[2])

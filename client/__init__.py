@@ -10,7 +10,14 @@
             ...
 
 It speaks only the public HTTP/WebSocket API (docs/client.md) and imports nothing of the server: httpx for
-HTTP, websockets for the live feed, msgspec to turn a rule-set's command Struct into JSON.
+HTTP, websockets for the live feed, msgspec to turn a rule-set's command Struct into JSON; a signed seat's key
+(``almanac.client.signing``) signs with ``cryptography`` the bytes ``almanac.events.signing`` defines (the one rule).
+
+Signed seats (dice scheme 3, docs/dice.md). ``create_room``/``join`` with ``player_key=PlayerKey.generate()`` (or a
+key kept earlier: ``PlayerKey.import_key``) register the key, signing the join; from then on the Seat signs every
+command it sends (game commands, ``reveal_nonce``, ``end``, ``hand_to_bot``) over the newest room version it has
+seen in an answer or the live feed. A ``409 version_moved`` (the room moved and the command would be refused
+there: nothing recorded) is signed again over the version it names and sent once more with the same command id.
 
 Retries. Every command carries a client command id (drawn here when not given: long and random, so a retry
 of a create or join gets its token back). A command answered 429 or 503 changed nothing, and a command
@@ -38,7 +45,17 @@ import msgspec
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
-__all__ = ["ApiError", "Client", "CommandResult", "Seat", "new_command_id", "verify_webhook"]
+from almanac.client.signing import (
+    KeySubstituted,
+    PlayerKey,
+    newest_version,
+    registered_key,
+    signed_join,
+    version_moved,
+)
+
+__all__ = ["ApiError", "Client", "CommandResult", "KeySubstituted", "PlayerKey", "Seat", "new_command_id",
+           "verify_webhook"]
 
 RETRY_STATUSES = (429, 503)
 # The gateway refuses command ids shorter than this on a replayed create/join (the token is not handed out again).
@@ -50,6 +67,12 @@ RECONNECT_CLOSE_CODES = (1001, 1006, 1011, 1012, 1013)
 def new_command_id() -> str:
     """A client command id: 32 URL-safe characters (long enough to recover a create's or join's token)."""
     return secrets.token_urlsafe(COMMAND_ID_BYTES)
+
+
+def new_room_id(ruleset: str) -> str:
+    """A room id drawn by the client, as the server would draw one (a signed join covers its room, so a signed
+    create names it before sending)."""
+    return f"{ruleset.split('@')[0]}-{secrets.token_hex(5)}"
 
 
 def verify_webhook(secret: str, signature: str, body: bytes, *, tolerance_s: float = 300.0,
@@ -203,33 +226,47 @@ class Client:
                     options: dict[str, Any] | None = None, setup: dict[str, Any] | None = None,
                     challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
                     nonce: str | None = None, command_id: str | None = None,
-                    bots: list[str] | None = None) -> Seat:
-        """Create a room (and take a seat in it unless ``join`` is false); the creator's Seat."""
+                    bots: list[str] | None = None, player_key: PlayerKey | None = None) -> Seat:
+        """Create a room (and take a seat in it unless ``join`` is false); the creator's Seat.
+
+        ``player_key``: the creator's seat signs (a scheme-3 room): the join registers the key, signed by it (a
+        signed join names its room, so one is drawn here when ``room`` is None), and the Seat signs every command.
+        KeySubstituted when the answer registered another key."""
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
+        if player_key is not None:
+            if not join:
+                raise ValueError("player_key signs the creator's join: it needs join=True")
+            room = room or new_room_id(ruleset)
+            signing = signed_join(player_key, room, player, nonce)
+            body.update(public_key=signing["public_key"], join_signature=signing["signature"])
         for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
                             ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots)):
             if value is not None:
                 body[name] = value
         answer = self.request("POST", "/rooms", json_body=body, token="")
-        return Seat(self, answer["room"], player, answer["token"], answer)
+        return Seat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 
-    def join(self, room: str, player: str, *, nonce: str | None = None, command_id: str | None = None) -> Seat:
+    def join(self, room: str, player: str, *, nonce: str | None = None, command_id: str | None = None,
+             player_key: PlayerKey | None = None) -> Seat:
+        """Take a seat; with ``player_key`` a signed one (see ``create_room``)."""
         body: dict[str, Any] = {"player": player, "command_id": command_id or new_command_id()}
         if nonce is not None:
             body["nonce"] = nonce
+        body.update(signed_join(player_key, room, player, nonce))
         answer = self.request("POST", f"/rooms/{_seg(room)}/join", json_body=body, token="")
-        return Seat(self, room, player, answer["token"], answer)
+        return Seat(self, room, player, answer["token"], answer, player_key=player_key).checked_join()
 
-    def reclaim_seat(self, room: str, player: str, seat_key: str) -> Seat:
-        """A fresh token for a seat held before, from the seat key its join answer carried (``Seat.seat_key``)."""
+    def reclaim_seat(self, room: str, player: str, seat_key: str, *, player_key: PlayerKey | None = None) -> Seat:
+        """A fresh token for a seat held before, from the seat key its join answer carried (``Seat.seat_key``);
+        a signed seat's ``player_key`` (``PlayerKey.import_key`` of the exported one) signs again with it."""
         answer = self.request("POST", f"/rooms/{_seg(room)}/seat", json_body={"player": player, "seat_key": seat_key},
                               token="")
-        return Seat(self, room, player, answer["token"], {**answer, "seat_key": seat_key})
+        return Seat(self, room, player, answer["token"], {**answer, "seat_key": seat_key}, player_key=player_key)
 
-    def seat(self, room: str, player: str, token: str) -> Seat:
-        """A Seat from a token kept earlier."""
-        return Seat(self, room, player, token, {})
+    def seat(self, room: str, player: str, token: str, *, player_key: PlayerKey | None = None) -> Seat:
+        """A Seat from a token kept earlier (and the seat's key, when it signs)."""
+        return Seat(self, room, player, token, {}, player_key=player_key)
 
     def rooms(self, ruleset: str | None = None) -> list[dict[str, Any]]:
         return self.request("GET", "/rooms", params={"ruleset": ruleset} if ruleset else None)["rooms"]
@@ -314,67 +351,133 @@ class Client:
             attempt += 1
 
 
-class Seat:
-    """A player's seat in a room: the token acts for it. ``answer``: the create/join answer (``seat_key``
-    when the server issues one, ``events``, ``version``)."""
+class SeatState:
+    """What a seat holds, sync or async alike: room, player, token, the create/join ``answer`` (``seat_key`` when
+    the server issues one, ``events``, ``version``), a signed seat's ``player_key`` (every command is signed with
+    it) and ``seen_version``: the newest room version the seat has seen (answers, its live feed), which its next
+    signed command covers."""
 
-    def __init__(self, client: Client, room: str, player: str, token: str, answer: dict[str, Any]) -> None:
+    def __init__(self, client: Any, room: str, player: str, token: str, answer: dict[str, Any], *,
+                 player_key: PlayerKey | None = None) -> None:
         self.client = client
         self.room = room
         self.player = player
         self.token = token
         self.answer = answer
+        self.player_key = player_key
+        self.seen_version = newest_version(answer, 0)
 
     def __repr__(self) -> str:
-        return f"Seat(room={self.room!r}, player={self.player!r})"
+        return f"{type(self).__name__}(room={self.room!r}, player={self.player!r}, signed={self.player_key is not None})"
 
     @property
     def seat_key(self) -> str | None:
         return self.answer.get("seat_key")
 
+    def checked_join(self) -> Any:
+        """This seat, once its join answer is seen to register its key (KeySubstituted when it registered another)."""
+        if self.player_key is not None:
+            held, registered = registered_key(self.answer, self.player)
+            if held and registered != self.player_key.public_key:
+                raise KeySubstituted(self, self.player_key.public_key, registered)
+        return self
+
+    def saw(self, answer: Any) -> Any:
+        """Keep the newest version ``answer`` shows (the next signed command covers it); the answer itself."""
+        self.seen_version = newest_version(answer, self.seen_version)
+        return answer
+
+    def signed_body(self, body: dict[str, Any], signed: dict[str, Any], seen: int) -> dict[str, Any]:
+        """``body`` with ``seen_version`` and this seat's signature of ``signed`` (the command as recorded)."""
+        assert self.player_key is not None
+        return {**body, "seen_version": seen,
+                "signature": self.player_key.sign_command(self.room, self.player, body["command_id"], signed, seen)}
+
+    def moved(self, error: ApiError) -> int | None:
+        """After a signed command's first refusal: the version to sign again over when it is ``409 version_moved``
+        (None when it names none: read the room's); any other refusal is raised."""
+        moved, allowed = version_moved(error)
+        if not moved:
+            raise error
+        if allowed is not None:
+            self.seen_version = max(self.seen_version, allowed)
+        return allowed
+
+
+class Seat(SeatState):
+    """A player's seat in a room (``SeatState``): commands and reads as that player."""
+
+    client: Client
+
+    def _send(self, path: str, body: dict[str, Any], signed: dict[str, Any] | None) -> Any:
+        """POST one command of this seat; ``signed``: the command as recorded, which a signed seat signs.
+
+        Signed over ``seen_version``; a 409 ``version_moved`` (nothing recorded) is signed again over the version it
+        names and sent once more with the same command id (nothing was recorded; no new id is drawn, so a command is
+        decided at most once); a second one is raised."""
+        if self.player_key is None or signed is None:
+            return self.saw(self.client.request("POST", path, token=self.token, json_body=body))
+        try:
+            return self.saw(self.client.request("POST", path, token=self.token,
+                                                json_body=self.signed_body(body, signed, self.seen_version)))
+        except ApiError as error:
+            allowed = self.moved(error)
+        if allowed is None:  # the refusal named no version: refresh from the room itself
+            allowed = self.saw(self.client.room(self.room))["version"]
+        # A second refusal, a second version_moved included, is raised: the caller decides (never dropped unsaid).
+        return self.saw(self.client.request("POST", path, token=self.token,
+                                            json_body=self.signed_body(body, signed, allowed)))
+
     def command(self, command: dict[str, Any] | msgspec.Struct, *, command_id: str | None = None) -> CommandResult:
         """Send one of the room's rule-set commands (a dict with ``kind``, or the rule-set's Struct).
 
         Refused by the rules: ApiError (422 with the rule's code). Retries reuse the command id, so the
-        server decides the command at most once (a duplicate answers ``duplicate: true``)."""
-        body = {"command": msgspec.to_builtins(command) if isinstance(command, msgspec.Struct) else command,
-                "command_id": command_id or new_command_id()}
-        return CommandResult.of(self.client.request("POST", f"/rooms/{_seg(self.room)}/commands",
-                                                    token=self.token, json_body=body))
+        server decides the command at most once (a duplicate answers ``duplicate: true``). A signed seat signs it
+        (see ``_send``)."""
+        body = msgspec.to_builtins(command) if isinstance(command, msgspec.Struct) else command
+        return CommandResult.of(self._send(f"/rooms/{_seg(self.room)}/commands",
+                                           {"command": body, "command_id": command_id or new_command_id()}, body))
+
+    def reveal_nonce(self, nonce: str, *, command_id: str | None = None) -> CommandResult:
+        """Reveal this seat's own nonce (checked against its join's commitment; signed in a signed seat)."""
+        return self.command({"kind": "reveal_nonce", "nonce": nonce}, command_id=command_id)
 
     def outcome(self, command_id: str) -> CommandResult:
         """The outcome of a command sent earlier, by its id (ApiError 404 outcome_unknown: not decided yet)."""
-        return CommandResult.of(self.client.request(
-            "GET", f"/rooms/{_seg(self.room)}/commands/{_seg(command_id)}", token=self.token))
+        return CommandResult.of(self.saw(self.client.request(
+            "GET", f"/rooms/{_seg(self.room)}/commands/{_seg(command_id)}", token=self.token)))
 
     def end(self, reason: str = "ended by a player", *, command_id: str | None = None) -> CommandResult:
         body = {"reason": reason, "command_id": command_id or new_command_id()}
-        return CommandResult.of(self.client.request("POST", f"/rooms/{_seg(self.room)}/end", token=self.token,
-                                                    json_body=body))
+        return CommandResult.of(self._send(f"/rooms/{_seg(self.room)}/end", body,
+                                           {"kind": "end_room", "reason": reason}))
 
     def hand_to_bot(self, seat: str | None = None, *, command_id: str | None = None) -> dict[str, Any]:
         """Hand a seat to a bot (POST /rooms/{room}/bots): an empty one (the room's creator), or, by default, this
-        player's own seat, which they leave to the bot (docs/bots.md)."""
-        body = {"seat": seat or self.player, "command_id": command_id or new_command_id()}
-        return self.client.request("POST", f"/rooms/{_seg(self.room)}/bots", token=self.token, json_body=body)
+        player's own seat, which they leave to the bot (docs/bots.md; a signed seat signs ``hand_to_bot``)."""
+        seat = seat or self.player
+        body = {"seat": seat, "command_id": command_id or new_command_id()}
+        return self._send(f"/rooms/{_seg(self.room)}/bots", body,
+                          {"kind": "hand_to_bot"} if seat == self.player else None)
 
     def view(self) -> dict[str, Any]:
         """The room as this player may see it: the summary plus ``view`` (hidden values left out)."""
-        return self.client.request("GET", f"/rooms/{_seg(self.room)}/view", token=self.token)
+        return self.saw(self.client.request("GET", f"/rooms/{_seg(self.room)}/view", token=self.token))
 
     def events(self, from_version: int = 1, limit: int | None = None) -> dict[str, Any]:
-        return self.client.events(self.room, token=self.token, from_version=from_version, limit=limit)
+        return self.saw(self.client.events(self.room, token=self.token, from_version=from_version, limit=limit))
 
     def scores(self) -> dict[str, int]:
         return self.client.scores(self.room)
 
     def summary(self) -> dict[str, Any]:
-        return self.client.room(self.room)
+        return self.saw(self.client.room(self.room))
 
     def follow(self, from_version: int = 1, *, idle_timeout_s: float | None = None,
                reconnect: bool = True) -> Iterator[dict[str, Any]]:
-        return self.client.follow(self.room, token=self.token, from_version=from_version,
-                                  idle_timeout_s=idle_timeout_s, reconnect=reconnect)
+        for message in self.client.follow(self.room, token=self.token, from_version=from_version,
+                                          idle_timeout_s=idle_timeout_s, reconnect=reconnect):
+            yield self.saw(message)
 
 
 def _seg(value: str) -> str:

@@ -8,7 +8,8 @@
         async for event in seat.follow(idle_timeout_s=5):
             ...
 
-Retries, command ids, errors and the live feed's reconnection behave as in the synchronous client.
+Retries, command ids, errors, the live feed's reconnection and signed seats (``player_key``: every command signed
+over the newest version seen, a ``409 version_moved`` signed again once) behave as in the synchronous client.
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ from almanac.client import (
     RETRY_STATUSES,
     ApiError,
     CommandResult,
+    PlayerKey,
+    SeatState,
     _error_of,
     _json_or_empty,
     _retry_after,
     _seg,
     new_command_id,
+    new_room_id,
 )
+from almanac.client.signing import signed_join
 
 __all__ = ["AsyncClient", "AsyncSeat"]
 
@@ -117,28 +122,44 @@ class AsyncClient:
         return (await self.request("GET", "/rulesets"))["rulesets"]
 
     async def create_room(self, ruleset: str, player: str, *, room: str | None = None,
-                          options: dict[str, Any] | None = None, challenge: str | None = None, join: bool = True,
-                          command_id: str | None = None, bots: list[str] | None = None) -> AsyncSeat:
+                          options: dict[str, Any] | None = None, setup: dict[str, Any] | None = None,
+                          challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
+                          nonce: str | None = None, command_id: str | None = None, bots: list[str] | None = None,
+                          player_key: PlayerKey | None = None) -> AsyncSeat:
+        """As ``Client.create_room`` (``player_key``: a signed seat)."""
         body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
                                 "command_id": command_id or new_command_id()}
-        for name, value in (("room", room), ("options", options), ("challenge", challenge), ("bots", bots)):
+        if player_key is not None:
+            if not join:
+                raise ValueError("player_key signs the creator's join: it needs join=True")
+            room = room or new_room_id(ruleset)
+            signing = signed_join(player_key, room, player, nonce)
+            body.update(public_key=signing["public_key"], join_signature=signing["signature"])
+        for name, value in (("room", room), ("options", options), ("setup", setup), ("challenge", challenge),
+                            ("dice_scheme", dice_scheme), ("nonce", nonce), ("bots", bots)):
             if value is not None:
                 body[name] = value
         answer = await self.request("POST", "/rooms", json_body=body, token="")
-        return AsyncSeat(self, answer["room"], player, answer["token"], answer)
+        return AsyncSeat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 
-    async def join(self, room: str, player: str, *, command_id: str | None = None) -> AsyncSeat:
-        answer = await self.request("POST", f"/rooms/{_seg(room)}/join", token="",
-                                    json_body={"player": player, "command_id": command_id or new_command_id()})
-        return AsyncSeat(self, room, player, answer["token"], answer)
+    async def join(self, room: str, player: str, *, nonce: str | None = None, command_id: str | None = None,
+                   player_key: PlayerKey | None = None) -> AsyncSeat:
+        """As ``Client.join`` (``player_key``: a signed seat)."""
+        body: dict[str, Any] = {"player": player, "command_id": command_id or new_command_id()}
+        if nonce is not None:
+            body["nonce"] = nonce
+        body.update(signed_join(player_key, room, player, nonce))
+        answer = await self.request("POST", f"/rooms/{_seg(room)}/join", token="", json_body=body)
+        return AsyncSeat(self, room, player, answer["token"], answer, player_key=player_key).checked_join()
 
-    async def reclaim_seat(self, room: str, player: str, seat_key: str) -> AsyncSeat:
+    async def reclaim_seat(self, room: str, player: str, seat_key: str, *,
+                           player_key: PlayerKey | None = None) -> AsyncSeat:
         answer = await self.request("POST", f"/rooms/{_seg(room)}/seat", token="",
                                     json_body={"player": player, "seat_key": seat_key})
-        return AsyncSeat(self, room, player, answer["token"], {**answer, "seat_key": seat_key})
+        return AsyncSeat(self, room, player, answer["token"], {**answer, "seat_key": seat_key}, player_key=player_key)
 
-    def seat(self, room: str, player: str, token: str) -> AsyncSeat:
-        return AsyncSeat(self, room, player, token, {})
+    def seat(self, room: str, player: str, token: str, *, player_key: PlayerKey | None = None) -> AsyncSeat:
+        return AsyncSeat(self, room, player, token, {}, player_key=player_key)
 
     async def room(self, room: str) -> dict[str, Any]:
         return await self.request("GET", f"/rooms/{_seg(room)}")
@@ -192,37 +213,54 @@ class AsyncClient:
             attempt += 1
 
 
-class AsyncSeat:
-    def __init__(self, client: AsyncClient, room: str, player: str, token: str, answer: dict[str, Any]) -> None:
-        self.client = client
-        self.room = room
-        self.player = player
-        self.token = token
-        self.answer = answer
+class AsyncSeat(SeatState):
+    """A player's seat (``almanac.client.SeatState``), its calls awaited."""
 
-    @property
-    def seat_key(self) -> str | None:
-        return self.answer.get("seat_key")
+    client: AsyncClient
+
+    async def _send(self, path: str, body: dict[str, Any], signed: dict[str, Any] | None) -> Any:
+        """As ``Seat._send``: signed over ``seen_version``, a first ``409 version_moved`` signed again and resent
+        with the same command id, anything else raised."""
+        if self.player_key is None or signed is None:
+            return self.saw(await self.client.request("POST", path, token=self.token, json_body=body))
+        try:
+            return self.saw(await self.client.request("POST", path, token=self.token,
+                                                      json_body=self.signed_body(body, signed, self.seen_version)))
+        except ApiError as error:
+            allowed = self.moved(error)
+        if allowed is None:
+            allowed = self.saw(await self.client.room(self.room))["version"]
+        return self.saw(await self.client.request("POST", path, token=self.token,
+                                                  json_body=self.signed_body(body, signed, allowed)))
 
     async def command(self, command: dict[str, Any] | msgspec.Struct, *, command_id: str | None = None) -> CommandResult:
-        body = {"command": msgspec.to_builtins(command) if isinstance(command, msgspec.Struct) else command,
-                "command_id": command_id or new_command_id()}
-        return CommandResult.of(await self.client.request("POST", f"/rooms/{_seg(self.room)}/commands",
-                                                          token=self.token, json_body=body))
+        body = msgspec.to_builtins(command) if isinstance(command, msgspec.Struct) else command
+        return CommandResult.of(await self._send(f"/rooms/{_seg(self.room)}/commands",
+                                                 {"command": body, "command_id": command_id or new_command_id()}, body))
+
+    async def reveal_nonce(self, nonce: str, *, command_id: str | None = None) -> CommandResult:
+        return await self.command({"kind": "reveal_nonce", "nonce": nonce}, command_id=command_id)
 
     async def end(self, reason: str = "ended by a player", *, command_id: str | None = None) -> CommandResult:
-        return CommandResult.of(await self.client.request(
-            "POST", f"/rooms/{_seg(self.room)}/end", token=self.token,
-            json_body={"reason": reason, "command_id": command_id or new_command_id()}))
+        return CommandResult.of(await self._send(f"/rooms/{_seg(self.room)}/end",
+                                                 {"reason": reason, "command_id": command_id or new_command_id()},
+                                                 {"kind": "end_room", "reason": reason}))
+
+    async def hand_to_bot(self, seat: str | None = None, *, command_id: str | None = None) -> dict[str, Any]:
+        seat = seat or self.player
+        return await self._send(f"/rooms/{_seg(self.room)}/bots",
+                                {"seat": seat, "command_id": command_id or new_command_id()},
+                                {"kind": "hand_to_bot"} if seat == self.player else None)
 
     async def view(self) -> dict[str, Any]:
-        return await self.client.request("GET", f"/rooms/{_seg(self.room)}/view", token=self.token)
+        return self.saw(await self.client.request("GET", f"/rooms/{_seg(self.room)}/view", token=self.token))
 
     async def events(self, from_version: int = 1) -> dict[str, Any]:
-        return await self.client.request("GET", f"/rooms/{_seg(self.room)}/events", token=self.token,
-                                         params={"from_version": from_version})
+        return self.saw(await self.client.request("GET", f"/rooms/{_seg(self.room)}/events", token=self.token,
+                                                  params={"from_version": from_version}))
 
-    def follow(self, from_version: int = 1, *, idle_timeout_s: float | None = None,
-               reconnect: bool = True) -> AsyncIterator[dict[str, Any]]:
-        return self.client.follow(self.room, token=self.token, from_version=from_version,
-                                  idle_timeout_s=idle_timeout_s, reconnect=reconnect)
+    async def follow(self, from_version: int = 1, *, idle_timeout_s: float | None = None,
+                     reconnect: bool = True) -> AsyncIterator[dict[str, Any]]:
+        async for message in self.client.follow(self.room, token=self.token, from_version=from_version,
+                                                idle_timeout_s=idle_timeout_s, reconnect=reconnect):
+            yield self.saw(message)

@@ -121,8 +121,15 @@ def _scheme_2_key(room: str, seed: bytes, commitments: tuple[tuple[str, str], ..
     return key, pairs
 
 
+class SignatureRefused(InvalidCommand):
+    """A signing seat's command without its player's valid signature: not the player's command at all, so never
+    recorded (an ``InvalidCommand``: no event, no refusal record, no stored outcome). Recorded, it would let whoever
+    holds the seat's token (the operator can mint one) write refusals in the player's name, and spend a command id
+    the player has not sent yet, so the player's own command under it would answer that refusal."""
+
+
 def check_signature(state: RoomState, record: CommandRecord) -> None:
-    """A signing seat's command must carry its player's valid signature (events.signing); RuleError otherwise.
+    """A signing seat's command must carry its player's valid signature (events.signing); SignatureRefused otherwise.
 
     Checked when the command is decided, so the engine refuses a command sent with a minted token and
     ``verify`` (deciding every stored command again) fails a forged one in the log."""
@@ -130,12 +137,12 @@ def check_signature(state: RoomState, record: CommandRecord) -> None:
     if registered is None:
         return
     if record.signature is None:
-        raise RuleError("signature_required", f"player {record.player!r} signs their commands in this room: send "
-                        "`signature` (docs/dice.md)", field="signature")
+        raise SignatureRefused("signature_required", f"player {record.player!r} signs their commands in this room: "
+                               "send `signature` (docs/dice.md)", field="signature")
     if not signature_valid(registered, record.signature, command_bytes(record.room, record.player, record.command_id,
                                                                        record.body, record.seen_version)):
-        raise RuleError("signature_invalid", f"the signature is not {record.player!r}'s signature of this command "
-                        "(events.signing.command_bytes)", field="signature")
+        raise SignatureRefused("signature_invalid", f"the signature is not {record.player!r}'s signature of this "
+                               "command (events.signing.command_bytes)", field="signature")
 
 
 def check_join_signature(record: CommandRecord, command: room_rules.JoinRoom) -> None:

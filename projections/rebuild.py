@@ -66,12 +66,8 @@ async def rebuild(
     keys = Keys(shard_count, prefix)
     # ``store``: the process's (services.bootstrap: it reads archived rooms from the archive tier)
     store = store or RedisEventStore(client, shard_count, prefix)
-    async with client.pipeline(transaction=False) as pipe:
-        for shard in range(shard_count):
-            pipe.smembers(keys.rooms(shard))
-        members = await pipe.execute()
     if on_total is not None:
-        on_total(sum(len(m) for m in members))
+        on_total(sum([len(await _rooms_of_shard(client, keys, shard)) for shard in range(shard_count)]))
     full = models == every
     script = client.register_script(COMMIT_SCRIPT)
     done = 0
@@ -81,6 +77,11 @@ async def rebuild(
         else:
             done += await _rebuild_shard_partly(client, script, store, keys, shard, models, on_room)
     return done
+
+
+async def _rooms_of_shard(client: Any, keys: Keys, shard: int) -> set[str]:
+    """The shard's rooms: its room set and its archived rooms (a finished one leaves the set: storage.archive_index)."""
+    return {text(r) for r in await client.smembers(keys.rooms(shard))} | set(await archived_versions(client, keys, shard))
 
 
 async def rebuild_shard(client: Any, store: RedisEventStore, keys: Keys, shard: int,
@@ -104,7 +105,7 @@ async def _rebuild_held_shard(client: Any, script: Any, store: RedisEventStore, 
                               on_room: Callable[[str], None] | None) -> int:
     head = await client.xrevrange(keys.feed(shard), "+", "-", count=1)
     # Rooms are listed after the head is read: every room with an event at or before the head is seen.
-    rooms = sorted(text(r) for r in await client.smembers(keys.rooms(shard)))
+    rooms = sorted(await _rooms_of_shard(client, keys, shard))
     updates = []
     for room in rooms:
         update = await fold_room(store, room)

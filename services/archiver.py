@@ -51,6 +51,7 @@ class Archiver:
         self.concurrency = concurrency
         self.name = name
         self.totals = {"rooms": 0, "bytes": 0, "commands": 0, "errors": 0, "passes": 0}
+        self._pointers_migrated = False
 
     async def due(self, now_ms: int | None = None) -> list[str]:
         """Ended rooms whose dedupe window is over, up to ``batch`` per shard, oldest first."""
@@ -117,6 +118,11 @@ class Archiver:
         return waiting, age
 
     async def run_once(self) -> list[ArchiveResult]:
+        if not self._pointers_migrated:  # pointers an earlier version kept in one hash per shard, once per process
+            moved = await archive_index.migrate_pointers(self.store.client, self.store.keys)
+            if moved:
+                log.info("archiver.pointers_migrated", pointers=moved)
+            self._pointers_migrated = True
         rooms = [(room, "finished") for room in await self.due()]
         rooms += [(room, "idle") for room in await self.idle()]
         started = time.perf_counter()

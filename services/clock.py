@@ -172,6 +172,10 @@ class Clock:
         self._handed: set[tuple[str, str]] = set()  # (room, seat) this process wrote to the bot seats
         # shard -> the feed entry id read up to, while the shard is held (read from Redis when taken again)
         self._cursors: dict[int, str] = {}
+        # During a tick: the shards whose feed moved past rooms without deadlines only, to their new cursor (one
+        # write for all at the tick's end), and the earliest deadline the tick's tracking wrote.
+        self._moved: dict[int, str] | None = None
+        self._earliest_tracked = 0
 
     # --- tracking ------------------------------------------------------------------------------
 
@@ -201,9 +205,12 @@ class Clock:
             if deadline is None:
                 args += [room, "", "", ""]
             else:
+                self._earliest_tracked = min(self._earliest_tracked, deadline.due_ms)
                 args += [room, deadline.due_ms, pending_data(deadline),
                          deadline_command_id(room, deadline.key, deadline.player)]
-        if len(args) > 1 or cursor is not None:
+        if len(args) == 1 and cursor is not None and self._moved is not None:
+            self._moved[shard] = cursor  # only the cursor moved (untimed rooms): written with the tick's others
+        elif len(args) > 1 or cursor is not None:
             await self._track(keys=[self.keys.deadlines(shard), self.keys.deadline_commands(shard),
                                     self.keys.deadlines_fired(shard), self.keys.clock_cursor(shard)], args=args)
         self.tracked += len(rooms)
@@ -314,18 +321,30 @@ class Clock:
             pipe.zrangebyscore(self.keys.deadlines(shard), "-inf", now, start=0, num=1)
         replies = await pipe.execute()
         sent = 0
-        for index, shard in enumerate(shards):
-            read, due = replies[2 * index], replies[2 * index + 1]
-            if shard in cursors and cursors[shard] is None:
-                await self.track(shard)  # read every room
-            elif read:
-                if shard in cursors:
+        self._moved = {}
+        try:
+            for index, shard in enumerate(shards):
+                read, due = replies[2 * index], replies[2 * index + 1]
+                self._earliest_tracked = now + 1
+                if shard in cursors and cursors[shard] is None:
+                    await self.track(shard)  # read every room
+                elif read:
+                    if shard in cursors:
+                        self._cursors[shard] = cursors[shard]  # type: ignore[assignment]
+                    await self.track(shard, read[0][1])
+                elif shard in cursors:
                     self._cursors[shard] = cursors[shard]  # type: ignore[assignment]
-                await self.track(shard, read[0][1])
-            elif shard in cursors:
-                self._cursors[shard] = cursors[shard]  # type: ignore[assignment]
-            if due or read or shard in cursors:
-                sent += await self.fire(shard)
+                # Only where a deadline is due (seen above, or written by this tracking): a look at the due
+                # deadlines of every shard whose feed moved was a round trip per shard and tick for nothing.
+                if due or shard in cursors or self._earliest_tracked <= now:
+                    sent += await self.fire(shard)
+        finally:
+            moved, self._moved = self._moved, None
+            if moved:
+                cursors_pipe = self.client.pipeline(transaction=False)
+                for shard, cursor in moved.items():
+                    cursors_pipe.set(self.keys.clock_cursor(shard), cursor)
+                await cursors_pipe.execute()
         return sent
 
     async def run(self, shards: Callable[[], list[int]], stopping: asyncio.Event, interval_s: float = 0.1) -> None:

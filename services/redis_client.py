@@ -247,6 +247,40 @@ class HiredisPackConnection(Connection):
             args = (*args[0].split(), *args[1:])
         return [hiredis.pack_command(args)]
 
+    async def send_packed_command(self, command: object, check_health: bool = True) -> None:
+        """redis-py's send, with the same timeout and errors, but no task per send.
+
+        With a socket timeout redis-py sends through ``asyncio.wait_for``, which on Python 3.11 runs every send as
+        a task of its own (created, scheduled, stepped, its timer armed and cancelled): 17-21% of the deciding
+        gateway's samples under bench e2e. A write the socket takes whole cannot block, so only a write that
+        leaves bytes in the transport's buffer waits for the drain, under ``asyncio.timeout`` (a timer, no task).
+        """
+        if not self.socket_timeout or not self.is_connected:
+            return await super().send_packed_command(command, check_health)  # type: ignore[arg-type]
+        if check_health:
+            await self.check_health()
+        if isinstance(command, str):
+            command = command.encode()
+        if isinstance(command, bytes):
+            command = [command]
+        try:
+            writer = self._writer
+            writer.writelines(command)  # type: ignore[arg-type]
+            if writer.transport.get_write_buffer_size():
+                async with asyncio.timeout(self.socket_timeout):
+                    await writer.drain()
+            else:
+                await writer.drain()  # returns at once (raises if the connection was lost)
+        except TimeoutError:
+            await self.disconnect(nowait=True)
+            raise exceptions.TimeoutError("Timeout writing to socket") from None
+        except OSError as error:
+            await self.disconnect(nowait=True)
+            raise exceptions.ConnectionError(f"Error while writing to socket: {error}") from error
+        except BaseException:
+            await self.disconnect(nowait=True)  # sent in part, or cancelled mid-send: its state is unknown
+            raise
+
 
 def reconnecting(retries: int = 4, base_s: float = 0.05, cap_s: float = 1.0) -> dict[str, object]:
     """Options for ``connect``: a command whose connection failed reconnects and is sent again, up to

@@ -327,7 +327,7 @@ class ArchivingStore(RedisEventStore):
         known = self._pointers.get(room)
         if known is not None:
             return known
-        value = await self.client.hget(self.keys.pointers(self.keys.shard(room)), room)
+        value = await self.client.hget(self.keys.pointer_bucket(room), room)
         if value is None:
             return None
         return self._met(room, decode_pointer(room, value))
@@ -374,7 +374,7 @@ class ArchivingStore(RedisEventStore):
         if pointer is None:
             reply = await run_script(self._load_or_pointer,
                                      [self.keys.snapshot_index(room), self.keys.snapshot_data(room),
-                                      self.keys.events(room), self.keys.pointers(self.keys.shard(room))],
+                                      self.keys.events(room), self.keys.pointer_bucket(room)],
                                      ["+inf" if at_most is None else at_most, 1000, room])
             if int(reply[0]) >= 0:
                 return await self._parse_load(room, at_most, reply)
@@ -470,7 +470,7 @@ class ArchivingStore(RedisEventStore):
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.get(record)
             pipe.hget(self.keys.command_ids(room), ids_field(record))  # the record expired: the room's id index
-            pipe.hget(self.keys.pointers(self.keys.shard(room)), room)
+            pipe.hget(self.keys.pointer_bucket(room), room)
             value, kept, pointer = await pipe.execute()
         if value is not None or kept is not None:
             if self.wait_replicas:  # as RedisEventStore.outcome: answered only once a replica has it
@@ -525,12 +525,31 @@ class ArchivingStore(RedisEventStore):
                 return found
         return archived.commit_scheme
 
+    def keeps_refusals(self, room: str) -> bool:
+        # A finished archived room (its pointer met by the load that decided the refusal, cached for ever): the
+        # refusal's outcome is kept for the dedupe window only, and nothing of the room comes back into Redis.
+        return room not in self._pointers
+
     async def archived_rooms(self) -> list[str]:
-        async with self.client.pipeline(transaction=False) as pipe:
-            for shard in range(self.shard_count):
-                pipe.hkeys(self.keys.pointers(shard))
+        return sorted(await archived_room_set(self.client, self.keys))
+
+    async def rooms(self) -> list[str]:
+        """Every room: the shard room sets (live rooms, and archived ones until the archive index compacts them)
+        and the archived rooms' pointers (a finished archived room leaves its room set: storage.archive_index)."""
+        return sorted(set(await super().rooms()) | await archived_room_set(self.client, self.keys))
+
+
+async def archived_room_set(client: Any, keys: Any, shards: list[int] | None = None) -> set[str]:
+    """The archived rooms of ``shards`` (all when None): the fields of their pointer buckets."""
+    found: set[str] = set()
+    for shard in range(keys.shard_count) if shards is None else shards:
+        async with client.pipeline(transaction=False) as pipe:
+            for bucket in keys.pointer_buckets(shard):
+                pipe.hkeys(bucket)
             results = await pipe.execute()
-        return sorted(member.decode() for members in results for member in members)
+        found.update(member.decode() if isinstance(member, bytes) else member
+                     for members in results for member in members)
+    return found
 
 
 def _envelopes(archived: RoomObject, start: int, end: int | None) -> list[Envelope]:
@@ -627,7 +646,7 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
         pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
                           rejections=refusals, size=len(data), archived_at_ms=int(time.time()) * 1000, reason=reason)
         recorded = await run_script(store._record_idle_pointer if reason == "idle" else store._record_pointer,
-                                    [keys.pointers(keys.shard(room)), keys.version(room), keys.rejected(room)],
+                                    [keys.pointer_bucket(room), keys.version(room), keys.rejected(room)],
                                     [encode_pointer(pointer), room_object.version, refusals, room])
         recorded = recorded.decode() if isinstance(recorded, bytes) else recorded
         if recorded == "moved":
@@ -646,7 +665,7 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
     archived = await store.objects.get(existing)
     dedupe = [keys.command_ids(room), *(keys.command_outcome(room, command_id) for command_id in archived.outcomes)]
     await run_script(store._delete_room,
-                     [keys.pointers(keys.shard(room)), keys.events(room), keys.commands(room), keys.rejected(room),
+                     [keys.pointer_bucket(room), keys.events(room), keys.commands(room), keys.rejected(room),
                       keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
                       keys.origin(room), keys.ended_rooms(keys.shard(room)),
                       keys.summaries(keys.shard(room)), keys.version(room), keys.commit_scheme(room),
@@ -672,7 +691,7 @@ async def remove_superseded(store: ArchivingStore, pointer: Pointer) -> int:
         # Only while ``pointer`` is still the room's: a mover stalled past the room's next trip back and move
         # (unchanged, the same object) would otherwise remove the object the newer pointer names. That move
         # removes what is left behind itself.
-        now = await store.client.hget(keys.pointers(keys.shard(pointer.room)), pointer.room)
+        now = await store.client.hget(keys.pointer_bucket(pointer.room), pointer.room)
         if now != current:
             return removed
         await store.archive.delete(object_path(pointer.room, digest.hex()))

@@ -6,6 +6,8 @@ finished room, and both are cut here, per shard, in ONE script (one hash tag: it
 - **listing rows**: a pass's rows leave the shard's listing hash for one block (``Keys.archived_listings``: block id
   -> zstd msgpack {room: row}); rows of similar rooms compress to a few dozen bytes each. ``listing_rows`` reads
   both tiers, Redis' row first (a rebuild may have written one again: it is the same row, folded again);
+- **room sets**: a finished archived room leaves its shard's room set (its pointer says it is a room;
+  ``ArchivingStore.rooms`` and a full rebuild read both);
 - **projected versions**: a finished archived room's is its pointer's (``ReadModels.projected_version`` and a
   rebuild of some models read it there);
 - **leaderboard entries**: a finished room's scores are final, and a leaderboard shows a player's best entry only,
@@ -33,20 +35,21 @@ ZSTD_LEVEL = 19
 _BLOCK = msgspec.msgpack.Decoder(dict[str, bytes])
 _ENCODER = msgspec.msgpack.Encoder()
 
-# KEYS: 1 pointer hash, 2 listing hash, 3 archived listing blocks, 4 unranked set, 5 projected versions, 6..
-# leaderboards and their best hashes (named by index from ARGV). ARGV: 1 block id, 2 block, 3 room count, then per room: room, its listing row
-# as the block holds it, board key index, best key index, player count, then (player, member) per player.
-# Returns the number of rooms compacted.
+# KEYS: 1 the shard's room set, 2 listing hash, 3 archived listing blocks, 4 unranked set, 5 projected versions,
+# 6.. pointer buckets, leaderboards and their best hashes (named by index from ARGV). ARGV: 1 block id, 2 block,
+# 3 room count, then per room: room, its listing row as the block holds it, pointer bucket index, board key index,
+# best key index, player count, then (player, member) per player. Returns the number of rooms compacted.
 COMPACT_SCRIPT = """
 local rooms, a, done = tonumber(ARGV[3]), 4, 0
 for _ = 1, rooms do
-  local room, row, board, best, players = ARGV[a], ARGV[a + 1], KEYS[tonumber(ARGV[a + 2])],
-    KEYS[tonumber(ARGV[a + 3])], tonumber(ARGV[a + 4])
-  a = a + 5
-  local pointer = redis.call('HGET', KEYS[1], room)
+  local room, row, bucket, board, best, players = ARGV[a], ARGV[a + 1], KEYS[tonumber(ARGV[a + 2])],
+    KEYS[tonumber(ARGV[a + 3])], KEYS[tonumber(ARGV[a + 4])], tonumber(ARGV[a + 5])
+  a = a + 6
+  local pointer = redis.call('HGET', bucket, room)
   if pointer then
     done = done + 1
     redis.call('HDEL', KEYS[5], room)
+    redis.call('SREM', KEYS[1], room)
     if redis.call('HGET', KEYS[2], room) == row then redis.call('HDEL', KEYS[2], room) end
     local unranked = redis.call('SISMEMBER', KEYS[4], room) == 1
     for _ = 1, players do
@@ -108,18 +111,20 @@ async def compact(store: Any, rooms: list[str]) -> int:
         if not found and not indexed:
             continue
         block = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(dict(sorted(found.items()))))
-        script_keys = [keys.pointers(shard), keys.listings(shard), keys.archived_listings(shard), keys.unranked(shard),
+        script_keys = [keys.rooms(shard), keys.listings(shard), keys.archived_listings(shard), keys.unranked(shard),
                        keys.versions(shard)]
         args: list[Any] = [hashlib.sha256(block).hexdigest()[:32] if found else "", block, len(found) + len(indexed)]
         for room, row in [*found.items(), *indexed.items()]:
             listing = msgspec.json.decode(row)
             row = row if room in found else b""
             board, best = keys.leaderboard(shard, listing["ruleset"]), keys.leaderboard_best(shard, listing["ruleset"])
-            for key in (board, best):
+            bucket = keys.pointer_bucket(room)
+            for key in (bucket, board, best):
                 if key not in script_keys:
                     script_keys.append(key)
             players = listing.get("players") or []
-            args += [room, row, script_keys.index(board) + 1, script_keys.index(best) + 1, len(players)]
+            args += [room, row, script_keys.index(bucket) + 1, script_keys.index(board) + 1,
+                     script_keys.index(best) + 1, len(players)]
             for player in players:  # the member as projections.model_writes.leaderboard_member writes it
                 args += [player, msgspec.json.encode([player, room])]
         done += int(await run_script(script, script_keys, args))
@@ -153,5 +158,47 @@ async def _blocks(client: Any, hashes: list[str]) -> dict[str, bytes]:
 
 async def archived_versions(client: Any, keys: Keys, shard: int) -> dict[str, int]:
     """room -> version of the shard's archived rooms, from their pointers."""
+    async with client.pipeline(transaction=False) as pipe:
+        for bucket in keys.pointer_buckets(shard):
+            pipe.hgetall(bucket)
+        replies = await pipe.execute()
     return {_text(room): decode_pointer(_text(room), value).version
-            for room, value in (await client.hgetall(keys.pointers(shard))).items()}
+            for pointers in replies for room, value in pointers.items()}
+
+
+# KEYS: 1 a shard's pointer hash of the first layout (one hash per shard), 2.. the rooms' pointer buckets (same hash
+# tag). ARGV: the rooms. Each pointer moves to its bucket unless one is there already; the number moved.
+MIGRATE_POINTERS_SCRIPT = """
+local moved = 0
+for i, room in ipairs(ARGV) do
+  local pointer = redis.call('HGET', KEYS[1], room)
+  if pointer then
+    moved = moved + redis.call('HSETNX', KEYS[i + 1], room, pointer)
+    redis.call('HDEL', KEYS[1], room)
+  end
+end
+return moved
+"""
+
+
+def old_pointer_hash(keys: Keys, shard: int) -> str:
+    """The first layout's pointer hash of a shard (one hash per shard: a hash-table entry per archived room)."""
+    return keys._shard(shard, "archive:pointers")
+
+
+async def migrate_pointers(client: Any, keys: Keys) -> int:
+    """Move pointers of the first layout into their buckets (run by the archiver before its first pass; each move is
+    one script per batch, so a crash leaves every pointer in one of the two places and a rerun finishes). Until it
+    has run, rooms archived by a version before the buckets read as not archived. The number moved."""
+    script = client.register_script(MIGRATE_POINTERS_SCRIPT)
+    moved = 0
+    for shard in range(keys.shard_count):
+        old = old_pointer_hash(keys, shard)
+        while True:
+            _, found = await client.hscan(old, 0, count=200)
+            if not found:
+                break
+            rooms = [_text(room) for room in found]
+            moved += int(await run_script(script, [old, *(keys.pointer_bucket(room) for room in rooms)], rooms))
+    return moved
+

@@ -11,6 +11,10 @@ import zlib
 
 DEFAULT_PREFIX = "alm"
 _TAG_CACHE_LIMIT = 100_000
+# Archive pointers are spread over this many hashes in all (Keys.pointer_bucket): Redis keeps a hash of at most 128
+# short fields as one listpack (~75 B an entry against ~150 in a hash table), so 16,384 buckets keep a million
+# archived rooms compact (61 a bucket); docs/capacity.md measures it.
+POINTER_BUCKETS = 16_384
 
 
 def shard_of(room: str, shard_count: int) -> int:
@@ -179,10 +183,21 @@ class Keys:
     def rooms(self, shard: int) -> str:
         return self._shard(shard, "rooms")
 
-    def pointers(self, shard: int) -> str:
-        """Hash: archived room -> its archive pointer (storage.archive; ~60 bytes, the room is the field): one hash
-        per shard instead of a key per room, and its fields are the shard's archived rooms."""
-        return self._shard(shard, "archive:pointers")
+    def pointer_bucket(self, room: str) -> str:
+        """Hash: archived room -> its archive pointer (storage.archive; ~47 bytes, the room is the field), one of
+        the shard's ``pointer_buckets``: small enough that Redis keeps it as a listpack (no key nor hash-table entry
+        per room). The bucket is the room's CRC-32 above the bits that chose its shard."""
+        crc = zlib.crc32(room.encode())
+        per_shard = self.pointer_buckets_per_shard
+        return self._shard(crc % self.shard_count, f"archive:pointers:{(crc // self.shard_count) % per_shard}")
+
+    @property
+    def pointer_buckets_per_shard(self) -> int:
+        return max(1, POINTER_BUCKETS // self.shard_count)
+
+    def pointer_buckets(self, shard: int) -> list[str]:
+        """Every pointer hash of a shard: together their fields are the shard's archived rooms."""
+        return [self._shard(shard, f"archive:pointers:{bucket}") for bucket in range(self.pointer_buckets_per_shard)]
 
     def superseded(self, shard: int) -> str:
         """Hash: room brought back from the archive -> the digests (32 bytes each) of its objects no pointer names

@@ -50,6 +50,12 @@ local function decided(record, ids)
   if found then return found end
   return redis.call('HGET', ids, id_field(record))
 end
+-- A refusal of a finished archived room ('q'): its archived record is closed (the object never changes) and the room
+-- refuses every command for ever, so only its outcome is kept, for the dedupe window (a resend after it is refused
+-- the same again); nothing joins the room's refusal stream, so nothing of the room comes back into Redis.
+local function remember_refusal(record, outcome, ttl)
+  if tonumber(ttl) > 0 then redis.call('SET', record, outcome, 'PX', ttl) else redis.call('SET', record, outcome) end
+end
 local function remember(record, ids, outcome, kept, ttl)
   if tonumber(ttl) > 0 then
     redis.call('SET', record, outcome, 'PX', ttl)
@@ -203,8 +209,12 @@ while a <= #ARGV do
       if existing then
         results[n] = {'dup', existing}
       else
-        redis.call('SET', KEYS[k], ARGV[a + 2])
-        redis.call('XADD', KEYS[k + 1], '*', 'c', ARGV[a + 3])
+        if ARGV[a] == 'q' then
+          remember_refusal(KEYS[k], ARGV[a + 2], ARGV[2])
+        else
+          redis.call('SET', KEYS[k], ARGV[a + 2])
+          redis.call('XADD', KEYS[k + 1], '*', 'c', ARGV[a + 3])
+        end
         if ARGV[a + 4] ~= '' then
           redis.call('XACK', KEYS[3], ARGV[1], ARGV[a + 4])
           redis.call('PUBLISH', ARGV[a + 5], ARGV[a + 6])
@@ -219,10 +229,15 @@ end
 return results
 """
 
-# KEYS: 1 command outcome, 2 room rejected stream, 3 room ids; ARGV: 1 outcome, 2 record
+# KEYS: 1 command outcome, 2 room rejected stream, 3 room ids; ARGV: 1 outcome, 2 record, 3 'q' for a refusal of a
+# finished archived room (its outcome only, for the dedupe window), 4 dedupe retention (ms)
 REJECT_SCRIPT = _DEDUPE_LUA + """
 local existing = decided(KEYS[1], KEYS[3])
 if existing then return {'dup', existing} end
+if ARGV[3] == 'q' then
+  remember_refusal(KEYS[1], ARGV[1], ARGV[4])
+  return {'ok', ARGV[1]}
+end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('XADD', KEYS[2], '*', 'c', ARGV[2])
 return {'ok', ARGV[1]}
@@ -428,7 +443,13 @@ class RedisEventStore:
         outcome = StoredOutcome(room=request.room, error=request.error)
         script_keys = [self.keys.command_outcome(request.room, request.command_id), self.keys.rejected(request.room),
                        self.keys.command_ids(request.room)]
-        return script_keys, [codec.encode(outcome), request.record]
+        return script_keys, [codec.encode(outcome), request.record, "" if self.keeps_refusals(request.room) else "q",
+                             self.dedupe_retain_ms]
+
+    def keeps_refusals(self, room: str) -> bool:
+        """Whether a refusal for ``room`` joins its refusal stream (every room Redis holds; not a finished archived
+        room's: ArchivingStore)."""
+        return True
 
     @staticmethod
     def _reject_result(room: str, reply: list) -> AppendResult:
@@ -546,8 +567,8 @@ class RedisEventStore:
             if isinstance(request, RejectRequest):
                 script_keys += [keys.command_outcome(room, request.command_id), keys.rejected(room),
                                 keys.command_ids(room)]
-                script_args += ["r", room, encode(StoredOutcome(room=room, error=request.error)), request.record,
-                                *sent]
+                script_args += ["r" if self.keeps_refusals(room) else "q", room,
+                                encode(StoredOutcome(room=room, error=request.error)), request.record, *sent]
                 continue
             expected, count = request.expected_version, len(request.envelopes)
             script_keys += [keys.events(room), keys.version(room), keys.command_outcome(room, request.command_id),

@@ -82,7 +82,7 @@ async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
     except ArchiveError:
         # Its object is gone only once the room came back and moved to the archive again (remove_superseded):
         # then another pointer (or none) names the room, and the caller loads it from where it is now.
-        if await store.client.hget(keys.pointers(keys.shard(room)), room) != encode_pointer(pointer):
+        if await store.client.hget(keys.pointer_bucket(room), room) != encode_pointer(pointer):
             store.forget_archived(room)
             return "gone"
         raise
@@ -108,7 +108,7 @@ async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
     if script is None:
         script = store._restore_script = store.client.register_script(RESTORE_SCRIPT)
     status = await run_script(script,
-                              [keys.pointers(keys.shard(room)), keys.events(room), keys.version(room), keys.commands(room),
+                              [keys.pointer_bucket(room), keys.events(room), keys.version(room), keys.commands(room),
                                keys.rejected(room), keys.seed(room), keys.nonces(room), keys.origin(room),
                                keys.commit_scheme(room), keys.superseded(keys.shard(room)), keys.command_ids(room),
                                *[keys.command_outcome(room, command_id) for command_id in refused]],

@@ -1,4 +1,4 @@
-"""A throwaway three-node Redis Cluster on loopback, for the store contract suite on a real Cluster."""
+"""Throwaway Redis Clusters on loopback for the Cluster tests, and the engine steps their stories share."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import redis
+from waiting import wait_for
 
 from almanac.services.embedded_redis import find_redis_server, free_port
 from almanac.storage.keys import engine_heartbeat_key
@@ -248,3 +249,36 @@ async def readiness_published(client, name: str) -> bool:  # noqa: ANN001 - any 
     engine first becomes ready, so a story that ages a lease by hand waits for this first."""
     beat = await client.get(engine_heartbeat_key(name))
     return bool(beat) and json.loads(beat)["consumed_ms"] > 0
+
+
+async def taken_over(engine, *shards: int) -> bool:  # noqa: ANN001 - a shard engine
+    """Whether ``engine`` holds each of ``shards`` and has taken each over (its pending entries replayed)."""
+    return all(engine.leases.holds(shard) for shard in shards) and not engine._needs_takeover.intersection(shards)
+
+
+@contextlib.asynccontextmanager
+async def ready_engine(engine) -> AsyncIterator[None]:  # noqa: ANN001 - a shard engine, not started
+    """``engine`` started and ready for a story to break one of its shards: it holds and has taken over every shard
+    of its config, and its readiness beat is published (the lease loop beats and renews at once when the engine
+    first becomes ready: a lease a story ages by hand is aged after that renewal, never restored by it); stopped
+    when the block leaves."""
+    await engine.start()
+    try:
+        shards = engine.config.shards
+        await wait_for(lambda: taken_over(engine, *shards), what=f"the engine holding and taking over shards {shards}")
+        await wait_for(lambda: readiness_published(engine.client, engine.config.name), what="the readiness beat")
+        yield
+    finally:
+        await engine.stop()
+
+
+def lease_margin(engine, shard: int, seconds: float) -> None:  # noqa: ANN001 - a shard engine
+    """Set by hand what ``engine`` believes of its lease on ``shard``: safely held for ``seconds`` more (0: not
+    safely held, as a renewal late in a failover leaves it: the shard is left out of its reads meanwhile)."""
+    engine.leases._valid_until[shard] = time.monotonic() + seconds
+    engine.leases.changed()
+
+
+async def at_once(value: object) -> object:
+    """``value`` as ``wait_for`` polls it: for a condition the test reads off an object in this process."""
+    return value

@@ -37,7 +37,8 @@ class ShardLeases:
         self.lease_ms = lease_ms
         self.prefix = prefix
         # The token names the process, so a restarted engine of the same name still waits for the lapse.
-        self.token = f"{name}|{os.getpid()}|{secrets.token_hex(4)}"
+        self._name = name
+        self.token = self._new_token()
         self._valid_until: dict[int, float] = {}
         # ``safely_held()``'s answer and the monotonic time it stops being true (a margin running out), so
         # the consume loop does not test every lease for every batch; dropped whenever a lease changes.
@@ -48,6 +49,9 @@ class ShardLeases:
         self.unsettled = False
         # No free lease is taken before this monotonic time (``step_aside``).
         self._acquire_from = 0.0
+
+    def _new_token(self) -> str:
+        return f"{self._name}|{os.getpid()}|{secrets.token_hex(4)}"
 
     @property
     def held(self) -> list[int]:
@@ -77,6 +81,7 @@ class ShardLeases:
     async def tick(self) -> tuple[list[int], list[int]]:
         """Renew held leases, try to take free ones; returns (newly acquired, lost)."""
         started = time.monotonic()
+        token = self.token  # the refused ones below are released with the token they were taken with
         renewing = set(self._valid_until)
         # Held leases are renewed; free ones are tried unless this engine stepped aside a while.
         shards = [shard for shard in self.shards if shard in renewing or started >= self._acquire_from]
@@ -117,7 +122,7 @@ class ShardLeases:
         if refused:
             async with self.client.pipeline(transaction=False) as pipe:
                 for shard in refused:
-                    pipe.eval(RELEASE_SCRIPT, 1, lease_key(shard, self.prefix), self.token)
+                    pipe.eval(RELEASE_SCRIPT, 1, lease_key(shard, self.prefix), token)
                 await pipe.execute(raise_on_error=False)
         return acquired, lost
 
@@ -153,9 +158,17 @@ class ShardLeases:
             await pipe.execute()
 
     async def step_aside(self, seconds: float) -> None:
-        """Give every lease back and take no free one for ``seconds``: another engine may serve them better."""
+        """Give every lease back and take no free one for ``seconds``: another engine may serve them better.
+
+        The leases taken after it carry a new token. A release Redis did not answer (stopped, paused, the connection
+        cut: the error is raised) may still run later, after this engine took a shard again once the hold-off was
+        over (its bytes sat in a socket while its connection was replaced): with the old token it names none of them.
+        """
         self._acquire_from = time.monotonic() + seconds
-        await self.release_all()
+        try:
+            await self.release_all()
+        finally:
+            self.token = self._new_token()
 
     async def holder(self, shard: int) -> str | None:
         value = await self.client.get(lease_key(shard, self.prefix))

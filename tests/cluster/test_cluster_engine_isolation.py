@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cluster_support import readiness_published
+from cluster_support import at_once, lease_margin, ready_engine, taken_over
 from shard_rooms import room_on
 from structlog.testing import capture_logs
 from waiting import wait_for
@@ -41,9 +41,7 @@ async def test_a_node_refusing_writes_holds_back_its_shards_only_and_their_comma
     store = RedisEventStore(cluster, SHARDS)
     held_back, answered = room_on(KEYS, refusing, "held-back"), room_on(KEYS, healthy, "answered")
     with capture_logs() as logs:
-        await engine.start()
-        try:
-            await wait_for(lambda: _taken_over(engine, refusing, healthy), what="both shards held and taken over")
+        async with ready_engine(engine):
             await cluster.config_set("min-replicas-to-write", 1, target_nodes=node)
             try:
                 await wait_for(lambda: _logged(logs, "shard.read_failed", refusing),
@@ -60,11 +58,9 @@ async def test_a_node_refusing_writes_holds_back_its_shards_only_and_their_comma
             decided = await wait_for(lambda: store.outcome(held_back, "mended-1"), timeout_s=30,
                                      what="the held-back shard's command decided")
             assert not decided.accepted
-            await wait_for(lambda: _taken_over(engine, refusing, healthy), what="the shard taken over again")
+            await wait_for(lambda: taken_over(engine, refusing, healthy), what="the shard taken over again")
             assert engine.metrics.totals["commands"] == 2 and engine.metrics.totals["dead_letters"] == 0
             assert engine.metrics.totals.get("stepped_aside", 0) == 0
-        finally:
-            await engine.stop()
 
 
 def _engine_on_two_nodes(cluster, name: str) -> tuple[Engine, int, int, Any]:  # noqa: ANN001 - the cluster client
@@ -77,10 +73,6 @@ def _engine_on_two_nodes(cluster, name: str) -> tuple[Engine, int, int, Any]:  #
     engine = Engine(cluster, EngineConfig(name=name, shards=[broken, healthy], shard_count=SHARDS, lease_ms=60_000,
                                           block_ms=200))
     return engine, broken, healthy, cluster.get_node_from_key(KEYS.command_stream(broken))
-
-
-async def _taken_over(engine: Engine, *shards: int) -> bool:
-    return all(engine.leases.holds(shard) for shard in shards) and not engine._needs_takeover.intersection(shards)
 
 
 async def _logged(logs: list[dict], event: str, shard: int) -> bool:
@@ -97,19 +89,13 @@ async def test_a_write_refused_by_a_full_node_leaves_its_command_pending_until_t
     store = RedisEventStore(cluster, SHARDS)
     waiting, answered = room_on(KEYS, full, "waiting"), room_on(KEYS, healthy, "answered")
     with capture_logs() as logs:
-        await engine.start()
-        try:
-            await wait_for(lambda: _taken_over(engine, full, healthy), what="both shards held and taken over")
-            # (after the readiness beat: its renewal would otherwise restore the lease aged below)
-            await wait_for(lambda: readiness_published(cluster, engine.config.name), what="the readiness beat")
-            engine.leases._valid_until[full] = time.monotonic()  # the shard not read for now: the command waits
-            engine.leases.changed()
-            await wait_for(lambda: _async(full not in engine.streams._reads._reads), what="the shard's read over")
+        async with ready_engine(engine):
+            lease_margin(engine, full, 0)  # the shard not read for now: the command waits
+            await wait_for(lambda: at_once(full not in engine.streams._reads._reads), what="the shard's read over")
             await bus.submit(cluster, KEYS, _record(waiting, "full-1"))
             await cluster.config_set("maxmemory", 1, target_nodes=node)
             try:
-                engine.leases._valid_until[full] = time.monotonic() + 60  # read again: decided, its write refused
-                engine.leases.changed()
+                lease_margin(engine, full, 60)  # read again: decided, its write refused
                 await wait_for(lambda: _logged(logs, "shard.write_failed", full), what="the full node's write refused")
                 await bus.submit(cluster, KEYS, _record(answered, "other-1"))
                 assert await wait_for(lambda: store.outcome(answered, "other-1"), what="the other shard answered")
@@ -119,12 +105,6 @@ async def test_a_write_refused_by_a_full_node_leaves_its_command_pending_until_t
             decided = await wait_for(lambda: store.outcome(waiting, "full-1"), timeout_s=30,
                                      what="the waiting command decided once the node takes writes")
             assert not decided.accepted  # no such room: refused, decided all the same
-            await wait_for(lambda: _taken_over(engine, full, healthy), what="the shard taken over again")
+            await wait_for(lambda: taken_over(engine, full, healthy), what="the shard taken over again")
             assert engine.metrics.totals["commands"] == 2
             assert engine.metrics.totals.get("failures", 0) == 0 and engine.metrics.totals.get("dead_letters", 0) == 0
-        finally:
-            await engine.stop()
-
-
-async def _async(value: object) -> object:
-    return value

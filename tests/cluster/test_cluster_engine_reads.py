@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from cluster_support import readiness_published
+from cluster_support import at_once, lease_margin, ready_engine
 from shard_rooms import room_on
 from waiting import wait_for
 
@@ -33,21 +33,15 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
     # long lease, so no renewal restores the margin before the test does.
     engine = Engine(cluster, EngineConfig(name="orphan-test", shards=[watched, other], shard_count=SHARDS,
                                           lease_ms=60_000, block_ms=2_000))
-    await engine.start()
-    try:
-        await wait_for(lambda: _async(engine.leases.holds(watched) and engine.leases.holds(other)
-                                      and not engine._needs_takeover),
-                       what="the engine holding and having taken over both shards")
-        # and its readiness published: the lease loop beats (and renews) at once when the engine first becomes
-        # ready, and that renewal must come before the test ages the lease below, not after it
-        await wait_for(lambda: readiness_published(cluster, engine.config.name), what="the engine's readiness beat")
+    # (holding and having taken over both shards, its readiness beat published: the beat's renewal must come
+    # before the test ages the lease below, not after it)
+    async with ready_engine(engine):
         reads = engine.streams._reads  # the ClusterStreams' standing reads
         # A read of the watched shard just sent: it blocks for seconds more, time enough for the steps below.
-        await wait_for(lambda: _async(watched in reads._reads and time.monotonic() - reads._started[watched] < 0.3),
+        await wait_for(lambda: at_once(watched in reads._reads and time.monotonic() - reads._started[watched] < 0.3),
                        what="a fresh read of the watched shard")
 
-        engine.leases._valid_until[watched] = time.monotonic()  # as a renewal late in a failover leaves it
-        engine.leases.changed()
+        lease_margin(engine, watched, 0)  # as a renewal late in a failover leaves it
         store = RedisEventStore(cluster, SHARDS)
         # A command on the other shard ends the engine's round in hand: its next rounds leave the watched
         # shard out (not safely held), while that shard's read stays in flight.
@@ -61,21 +55,14 @@ async def test_a_command_read_while_its_lease_was_not_safely_held_is_decided_onc
         await bus.submit(cluster, KEYS, record)
         stream = KEYS.command_stream(watched)
         await wait_for(lambda: _pending(cluster, stream), what="the command delivered to the read in flight")
-        await wait_for(lambda: _async(watched not in reads._reads),
+        await wait_for(lambda: at_once(watched not in reads._reads),
                        what="a round of the engine past the watched shard's answered read")
 
-        engine.leases._valid_until[watched] = time.monotonic() + 60  # the lease renewed: safely held again
-        engine.leases.changed()
+        lease_margin(engine, watched, 60)  # the lease renewed: safely held again
         stored = await wait_for(lambda: store.outcome(room, record.command_id), what="the command's outcome")
         assert not stored.accepted  # refused (no such room): decided all the same
         # The outcome is written before the entry is acknowledged: the acknowledgement follows within the round.
         await wait_for(lambda: _none_pending(cluster, stream), what="the delivered command acknowledged")
-    finally:
-        await engine.stop()
-
-
-async def _async(value: object) -> object:
-    return value
 
 
 async def _pending(client, stream: str) -> int:  # noqa: ANN001 - the cluster client

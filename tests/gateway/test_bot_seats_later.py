@@ -6,8 +6,8 @@ import asyncio
 import secrets
 
 from fastapi.testclient import TestClient
-from gateway_stack import Stack, gateway_settings
-from test_bot_seats import _seats, auth, bots_rounds
+from gateway_stack import Stack, gateway_settings, redis_commands_seen
+from test_bot_seats import KEYS, _seats, auth, bots_rounds
 
 from almanac.services.gateway import create_app
 
@@ -121,3 +121,34 @@ def test_an_auditor_hands_a_seat_only_while_the_deployment_holds_fewer_bot_seats
     with TestClient(create_app(gateway_settings(stack, max_bot_seats=held + 1))) as api:
         granted = api.post(f"/rooms/{room}/bots", headers=auth(auditor), json={"seat": bob})
         assert granted.status_code == 200 and granted.json()["how"] == "empty", granted.text
+
+
+def test_a_player_asking_for_another_players_seat_is_answered_from_the_state_without_reading_the_log(
+        api: TestClient, stack: Stack) -> None:
+    # Given alice's realm room whose empty seat (bob's) she handed to a bot, which took it with the bot's own join
+    room, alice, alice_token, carol, carol_token = realm_room(api)
+    bob = [p for p in api.get(f"/rooms/{room}").json()["seats"] if p not in (alice, carol)][0]
+    assert api.post(f"/rooms/{room}/bots", headers=auth(alice_token), json={"seat": bob}).json()["how"] == "empty"
+
+    def bob_joined() -> bool:
+        events = api.get(f"/rooms/{room}/events", headers=auth(alice_token)).json()["events"]
+        return any(e["type"] == "room.player_joined" and e["player"] == bob for e in events)
+
+    asyncio.run(bots_rounds(stack.redis_url, bob_joined))
+    whole_log = f"XRANGE {KEYS.events(room)} 1-0 + "  # a read of the room's log from its first event on
+    # When alice, the room's creator, asks for bob's seat, the log is read to tell the bot's join from a person's
+    with redis_commands_seen(stack.redis_url) as seen:
+        owners = api.post(f"/rooms/{room}/bots", headers=auth(alice_token), json={"seat": bob})
+    assert (owners.status_code, owners.json()["how"]) == (200, "already"), owners.text
+    assert [c for c in seen if c.startswith(whole_log)], "the creator's ask did not read the log"
+    # When carol, a player of the room but not its creator, asks for bob's seat, again and again
+    for _ in range(3):
+        with redis_commands_seen(stack.redis_url) as seen:
+            refused = api.post(f"/rooms/{room}/bots", headers=auth(carol_token), json={"seat": bob})
+        # Then she is answered from the room's state alone: the seat is joined, so held (a bot's as any other's)
+        answer = (refused.status_code, refused.json().get("code"), refused.json().get("field"))
+        assert answer == (409, "seat_held", "seat"), refused.text
+        # and no ask of hers read the room's log: a read any player could repeat at will
+        assert [c for c in seen if c.startswith(whole_log)] == []
+    # and the bot seat is unchanged by her asks
+    assert (room, bob) in asyncio.run(_seats(stack.redis_url))

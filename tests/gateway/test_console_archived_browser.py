@@ -59,7 +59,7 @@ def test_an_archived_rooms_history_steps_and_verifies_and_its_next_move_brings_i
                 break
             page.wait_for_timeout(100)
     assert archived_as_idle(stack, room) == "archived"
-    assert not sync.exists(keys.events(room)) and sync.hexists(keys.pointers(keys.shard(room)), room)
+    assert not sync.exists(keys.events(room)) and sync.hexists(keys.pointer_bucket(room), room)
 
     # When the auditor opens it in the console and steps through its history from version 1, one version at a time
     page.goto(f"/#/room/{room}")
@@ -86,7 +86,7 @@ def test_an_archived_rooms_history_steps_and_verifies_and_its_next_move_brings_i
     result.wait_for()
     assert "verified" in result.inner_text(), result.inner_text()
     page.screenshot(path=shots / "31-archived-room-verified.png", full_page=True)
-    assert sync.hexists(keys.pointers(keys.shard(room)), room)  # reading it did not bring it back
+    assert sync.hexists(keys.pointer_bucket(room), room)  # reading it did not bring it back
 
     # When its player makes the next move, the engine process brings the room back before deciding it
     state = board_state(base_url, auditor, room)
@@ -97,7 +97,7 @@ def test_an_archived_rooms_history_steps_and_verifies_and_its_next_move_brings_i
     assert answer.status_code == 200, answer.text
     assert answer.json()["first_version"] == version + 1
     latest = int(sync.get(keys.version(room)))
-    assert not sync.hexists(keys.pointers(keys.shard(room)), room) and sync.xlen(keys.events(room)) == latest > version
+    assert not sync.hexists(keys.pointer_bucket(room), room) and sync.xlen(keys.events(room)) == latest > version
     # and the console shows the new version, the history still whole
     page.reload()
     page.locator(f'[data-loaded="{latest}|"]').wait_for()

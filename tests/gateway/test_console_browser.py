@@ -718,3 +718,119 @@ def test_a_join_answered_with_another_key_than_the_browser_sent_is_flagged_at_on
     page.get_by_role("button", name="Join").click()
     page.get_by_test_id("seat").wait_for()
     assert page.get_by_test_id("key-substituted").count() == 0
+
+
+
+# What the gateway answers a create whose own join it could not record (services/gateway/api_rooms.py):
+# refused by the room, or not answered within its wait. Neither answer holds a join of the creator's.
+JOIN_NOT_RECORDED = {
+    "refused": {"code": "no_seat", "message": "the creator has no seat in this room"},
+    "pending": {"code": "outcome_pending", "message": "the join has not been answered yet"},
+}
+
+
+@pytest.mark.parametrize("why", sorted(JOIN_NOT_RECORDED))
+def test_a_create_whose_join_was_not_recorded_is_not_flagged_as_another_key(page, why: str, shots: Path) -> None:
+    # Given a create in the console whose answer says the creator's join was not recorded (the room exists)
+    def join_not_recorded(route) -> None:
+        if route.request.method != "POST":  # the console's list of rooms
+            route.continue_()
+            return
+        real = route.fetch()
+        body = real.json()
+        body["events"] = [e for e in body["events"] if e["type"] != "room.player_joined"]
+        for joined_only in ("seat_key", "version"):
+            body.pop(joined_only, None)
+        body.update(joined=False, join_error=JOIN_NOT_RECORDED[why])
+        route.fulfill(response=real, json=body)
+
+    page.route("**/rooms", join_not_recorded)
+    creator = f"cara-{secrets.token_hex(3)}"
+    page.goto("/")
+    page.locator("#create-ruleset option[value='realm']").wait_for(state="attached")
+    page.locator("#create-ruleset").select_option("realm")
+    page.locator("#create-player").fill(creator)
+    # When she creates the room (the console sends the key it made with the create's join)
+    with page.expect_response(lambda r: r.url.endswith("/rooms") and r.request.method == "POST") as created:
+        page.get_by_role("button", name="Create room").click()
+    sent = created.value.request.post_data_json
+    assert sent["public_key"] and sent["join_signature"], sent
+    assert created.value.json()["join_error"]["code"] == JOIN_NOT_RECORDED[why]["code"]
+    # Then the room's page opens with her seat and no key substitution: the answer registered no key of hers at all
+    expect_text(page.get_by_test_id("seat"), creator)
+    page.get_by_role("region", name="Play", exact=True).wait_for()
+    page.screenshot(path=str(shots / f"create-join-{why}-no-flag.png"), full_page=True)
+    assert page.get_by_test_id("key-substituted").count() == 0
+    assert page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('almanac-key-warning:'))") == []
+
+
+def test_a_join_answered_later_is_resent_under_its_id_and_seats_the_player_unflagged(page, base_url: str,
+                                                                                     shots: Path) -> None:
+    # Given a realm room alice created, and bob's join answered 202 the first time: the engine decides it after the
+    # gateway's wait, so that answer holds no event, no token and no seat
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    room = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                 "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+    sent: list[dict] = []
+
+    def answered_later_once(route) -> None:
+        sent.append(route.request.post_data_json)
+        if len(sent) > 1:  # the resend reaches the server, which answers the decided join under its id
+            route.continue_()
+            return
+        route.fetch()  # the join reaches the server; its answer comes later
+        url = f"/rooms/{room}/commands/{sent[0]['command_id']}"
+        route.fulfill(status=202, headers={"Location": url}, json={
+            "code": "outcome_pending", "message": "the engine has not answered within the wait; GET the outcome URL "
+            "later", "command_id": sent[0]["command_id"], "outcome_url": url})
+
+    page.route(f"**/rooms/{room}/join", answered_later_once)
+    # When bob joins in the console (which sends the key it made)
+    page.goto(f"/#/room/{room}")
+    page.locator("#join-player").fill(bob)
+    page.get_by_role("button", name="Join").click()
+    # Then the console resends the same join under the same command id, and the decided answer seats bob with his
+    # key kept and no key substitution flagged (the 202 held no join to compare keys with)
+    expect_text(page.get_by_test_id("seat"), bob)
+    page.screenshot(path=str(shots / "join-202-resent-seated.png"), full_page=True)
+    assert len(sent) == 2 and sent[0] == sent[1] and sent[0]["command_id"] and sent[0]["public_key"], sent
+    assert page.evaluate(f"localStorage.getItem('almanac-key-warning:{room}')") is None
+    assert page.get_by_test_id("key-substituted").count() == 0
+    assert page.evaluate(f"localStorage.getItem('almanac-nonce:{room}:{bob}')") == sent[0]["nonce"]
+    assert page.evaluate(f"JSON.parse(sessionStorage.getItem('almanac.seat.{room}')).player") == bob
+
+
+def test_a_join_never_decided_seats_nobody_and_says_so(page, base_url: str, shots: Path) -> None:
+    # Given a realm room whose joins the gateway answers 202 every time (the engine is not deciding them)
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    room = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                 "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+    sent: list[dict] = []
+
+    def never_answered(route) -> None:
+        sent.append(route.request.post_data_json)
+        route.fulfill(status=202, json={"code": "outcome_pending", "message": "not answered within the wait",
+                                        "command_id": sent[-1]["command_id"], "outcome_url": "/x"})
+
+    page.route(f"**/rooms/{room}/join", never_answered)
+    # When bob joins in the console
+    page.goto(f"/#/room/{room}")
+    page.locator("#join-player").fill(bob)
+    page.get_by_role("button", name="Join").click()
+    # Then, after resending the one join a few times, it says the join is not decided yet and seats nobody: no
+    # "playing as" with no name, no seat kept without a player or token
+    expect_text(page.get_by_test_id("refusal"), "has not decided this yet")
+    page.screenshot(path=str(shots / "join-202-never-decided.png"), full_page=True)
+    assert len(sent) > 1 and len({s["command_id"] for s in sent}) == 1, sent
+    assert page.get_by_test_id("seat").count() == 0
+    assert page.evaluate(f"sessionStorage.getItem('almanac.seat.{room}')") is None
+    # and when the engine decides again and bob presses Join once more, the same join goes (its id, nonce and key),
+    # never a second one, and seats him
+    page.unroute(f"**/rooms/{room}/join")
+    with page.expect_request(f"**/rooms/{room}/join") as resent:
+        page.get_by_role("button", name="Join").click()
+    assert resent.value.post_data_json == sent[0]
+    expect_text(page.get_by_test_id("seat"), bob)
+    assert page.evaluate(f"localStorage.getItem('almanac-nonce:{room}:{bob}')") == sent[0]["nonce"]

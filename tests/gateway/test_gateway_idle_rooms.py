@@ -32,8 +32,8 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         # When nobody touches it for a second, the archiver process moves it (reason "idle")
-        assert wait_until(lambda: client.hget(keys.pointers(keys.shard(room)), room), bool, timeout_s=30), "not archived"
-        pointer = decode_pointer(room, client.hget(keys.pointers(keys.shard(room)), room))
+        assert wait_until(lambda: client.hget(keys.pointer_bucket(room), room), bool, timeout_s=30), "not archived"
+        pointer = decode_pointer(room, client.hget(keys.pointer_bucket(room), room))
         assert pointer.reason == "idle" and pointer.version == version
         # The pointer is the move's commit point; the room's keys are deleted by the next step (storage/archive.py)
         assert not wait_until(lambda: client.exists(keys.events(room)), lambda n: not n, timeout_s=30)
@@ -47,7 +47,7 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
         # (its first object is kept while the room lives in Redis, the one copy of its history outside it; the
         # archiver may move it again a second after this command, so it is looked at now)
         old_object = stack.data_dir / "archive" / pointer.path
-        kept, back = old_object.exists(), client.hget(keys.pointers(keys.shard(room)), room)
+        kept, back = old_object.exists(), client.hget(keys.pointer_bucket(room), room)
         assert kept or (back is not None and decode_pointer(room, back).digest != pointer.digest)
         again = api.post(f"/rooms/{room}/commands", headers=auth(tokens[bob]),
                          json={"command": {"kind": "mine", "ore": "gold"}, "command_id": f"{room}-bob-1"})
@@ -64,7 +64,7 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
         assert seen[("bucket", "10")] == 1
 
         # And when nobody touches it again, it moves to the archive again and its first object is removed
-        moved = wait_until(lambda: client.hget(keys.pointers(keys.shard(room)), room), bool, timeout_s=30)
+        moved = wait_until(lambda: client.hget(keys.pointer_bucket(room), room), bool, timeout_s=30)
         assert moved and decode_pointer(room, moved).digest != pointer.digest
         assert wait_until(old_object.exists, lambda exists: not exists, timeout_s=30) is False
         assert (stack.data_dir / "archive" / decode_pointer(room, moved).path).exists()

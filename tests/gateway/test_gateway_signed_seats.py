@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from pathlib import Path
 
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -30,8 +31,11 @@ def almanac(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, tmp_path):
-    room = f"signed-{secrets.token_hex(3)}"
+def anns_signing_room(api: TestClient, tmp_path: Path, name: str) -> tuple[str, Path, dict]:
+    """A realm room (scheme 3 by default, bob's seat empty) ann created over HTTP, registering the key `almanac
+    player-key` made (its file under ``tmp_path``) with her join signed by `almanac sign --join`: (room, ann's key
+    file, the create's answer, holding her token)."""
+    room = f"{name}-{secrets.token_hex(3)}"
     key_file = tmp_path / "ann.key"
     public_key = almanac("player-key", str(key_file))["public_key"]
     join = almanac("sign", "--join", "--room", room, "--player", "ann", "--key", str(key_file))
@@ -40,8 +44,13 @@ def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, t
                                        "public_key": public_key, "join_signature": join["signature"]})
     assert created.status_code == 201 and created.json()["joined"], created.text
     assert created.json()["events"][-1]["event"]["public_key"] == public_key
+    return room, key_file, created.json()
+
+
+def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, tmp_path):
+    room, key_file, created = anns_signing_room(api, tmp_path, "signed")
     bob = api.post(f"/rooms/{room}/join", json={"player": "bob"}).json()
-    ann = created.json()["token"]  # a token the operator could mint as well
+    ann = created["token"]  # a token the operator could mint as well
     mine = {"kind": "mine", "ore": "gold"}
 
     unsigned = api.post(f"/rooms/{room}/commands", headers=bearer(ann), json={"command": mine, "command_id": "m1"})
@@ -70,13 +79,7 @@ def test_a_signing_seat_takes_only_commands_its_player_signed(api: TestClient, t
 
 
 def test_a_signing_player_ends_the_room_with_a_signed_end_and_a_minted_end_is_refused(api: TestClient, tmp_path):
-    room = f"signed-end-{secrets.token_hex(3)}"
-    key_file = tmp_path / "ann.key"
-    public_key = almanac("player-key", str(key_file))["public_key"]
-    join = almanac("sign", "--join", "--room", room, "--player", "ann", "--key", str(key_file))
-    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room, "nonce": join["nonce"],
-                                       "options": {"players": ["ann", "bob"]}, "public_key": public_key,
-                                       "join_signature": join["signature"]}).json()
+    room, key_file, created = anns_signing_room(api, tmp_path, "signed-end")
     minted = api.post(f"/rooms/{room}/end", headers=bearer(created["token"]), json={"reason": "done"})
     assert (minted.status_code, minted.json()["code"]) == (422, "signature_required")
 
@@ -132,16 +135,9 @@ def test_a_creators_signed_join_names_its_room(api: TestClient, tmp_path):
 def test_a_command_signed_against_a_version_the_room_is_not_at_is_answered_409_and_recorded_nowhere(
         api: TestClient, tmp_path):
     # Given ann's signing seat in a realm room at version 3 (created, ann and bob joined)
-    room = f"signed-moved-{secrets.token_hex(3)}"
-    key_file = tmp_path / "ann.key"
-    public_key = almanac("player-key", str(key_file))["public_key"]
-    join = almanac("sign", "--join", "--room", room, "--player", "ann", "--key", str(key_file))
-    created = api.post("/rooms", json={"ruleset": "realm", "player": "ann", "room": room,
-                                       "options": {"players": ["ann", "bob"]}, "nonce": join["nonce"],
-                                       "public_key": public_key, "join_signature": join["signature"]})
-    assert created.status_code == 201, created.text
+    room, key_file, created = anns_signing_room(api, tmp_path, "signed-moved")
     api.post(f"/rooms/{room}/join", json={"player": "bob"})
-    ann, mine = created.json()["token"], {"kind": "mine", "ore": "gold"}
+    ann, mine = created["token"], {"kind": "mine", "ore": "gold"}
     assert api.get(f"/rooms/{room}").json()["version"] == 3
 
     # When she sends a command signed over a version the room has not reached

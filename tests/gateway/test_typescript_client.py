@@ -3,8 +3,10 @@ rule-set played through it in Node against engine, projector and gateway process
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from gateway_stack import CHILD, Stack
 from almanac.client import Client
 from almanac.events import registry
 from almanac.events.dice import Dice
+from almanac.events.signing import command_bytes
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +157,68 @@ def test_the_typescript_client_plays_a_game_of_every_built_in_ruleset(built: Pat
                 assert followed["versions"] == list(range(1, latest + 1)), ruleset
     finally:
         driver.close()
+
+
+MINE = {"kind": "mine", "ore": "stone"}
+REFUSED_SMELT = {"kind": "smelt", "ore": "bronze", "amount": 5000}  # no city starts with bronze ore: always refused
+
+
+@needs_node
+def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Path, live: tuple[str, str]) -> None:
+    url, auditor = live
+    # The bytes the TypeScript client signs are events.signing's (keys sorted at every depth, non-ASCII as UTF-8)
+    driver = Driver(built, url)
+    body = {"kind": "mine", "ore": "stone", "note": "bjørn \u2028", "a": {"z": 1, "b": [2, "ü", {"y": None}]}}
+    assert bytes.fromhex(driver("bytes", room="r-1", player="ann", command_id="r-1:ann:c-1", body=body,
+                                seen=7)["hex"]) == command_bytes("r-1", "ann", "r-1:ann:c-1", body, 7)
+    elsewhere = None
+    try:
+        with Client(url, token=auditor) as watcher:
+            # Given ann creates a realm room (scheme 3) and bob joins, each with an Ed25519 key WebCrypto made in Node
+            nonce = secrets.token_hex(32)
+            ann = driver("create", ruleset="realm", player="ann", sign=True,
+                         extra={"options": {"players": ["ann", "bob"]}, "nonce": nonce})
+            assert ann["ok"] and ann["room"].startswith("realm-") and ann["seen"] == 2, ann
+            room = ann["room"]
+            assert driver("join", room=room, player="bob", sign=True, nonce=secrets.token_hex(32))["ok"]
+            # When bob mines (the room moves to 4 while ann's seat saw 2) and ann sends a command the rules refuse,
+            # the client gets 409 version_moved, signs again over 4 and gets the rules' refusal there
+            assert driver("command", room=room, player="bob", command=MINE)["version"] == 4
+            refused = driver("command", room=room, player="ann", command=REFUSED_SMELT, command_id="smelt-1")
+            assert (refused["status"], refused["code"]) == (422, "realm.not_enough_bronze"), refused
+            assert driver("seen", room=room, player="ann")["seen"] == 4
+            # and her mine and her nonce's reveal are signed and accepted
+            assert driver("command", room=room, player="ann", command=MINE)["version"] == 5
+            revealed = driver("reveal", room=room, player="ann", nonce=nonce)
+            assert revealed["ok"] and [e["type"] for e in revealed["events"]] == ["room.nonce_revealed"], revealed
+            # When ann takes her seat back elsewhere with her seat key and her key exported as the console does
+            exported = driver("export_key", room=room, player="ann")["key"]
+            assert len(base64.b64decode(exported)) == 48  # PKCS#8 DER of an Ed25519 key
+            elsewhere = Driver(built, url)
+            back = elsewhere("reclaim", room=room, player="ann", seat_key=ann["seat_key"], key=exported)
+            assert back["ok"] and back["public_key"] == ann["public_key"] and back["seen"] == 6, back
+            assert elsewhere("command", room=room, player="ann", command=MINE)["version"] == 7
+            # Then an attacker holding ann's token cannot bend a signature her client made: another command id,
+            # another version or another body is refused, nothing written; her own body as signed is accepted
+            before = watcher.events(room)["latest_version"]
+            signed = elsewhere("signed", room=room, player="ann", command=MINE, command_id="m-9", seen=7)["body"]
+            token = {"Authorization": f"Bearer {back['token']}"}
+            bent = [{**signed, "command_id": "m-10"}, {**signed, "seen_version": 6},
+                    {**signed, "command": {"kind": "mine", "ore": "gold"}}]
+            answers = [watcher.http.post(f"/rooms/{room}/commands", json=b, headers=token) for b in bent]
+            assert [(a.status_code, a.json()["code"]) for a in answers] == [(422, "signature_invalid")] * 3
+            assert watcher.events(room)["latest_version"] == before
+            # (nothing kept under her id either: her body as signed is decided, not answered with a forged refusal)
+            honest = watcher.http.post(f"/rooms/{room}/commands", json=signed, headers=token)
+            assert honest.status_code == 200, honest.text
+            # and bob leaves his seat to a bot and ann ends the room, both signed
+            assert driver("hand_to_bot", room=room, player="bob")["how"] == "left"
+            assert elsewhere("end", room=room, player="ann", reason="over")["ok"]
+            report = watcher.verification(room)
+            assert report["ok"] is True, report
+            assert (report["dice_scheme"], report["signing_players"], report["unsigned_players"]) == (3, ["ann", "bob"], [])
+            assert (report["signed_joins"], report["refusals_signed"]) == (["ann", "bob"], 1), report
+    finally:
+        driver.close()
+        if elsewhere is not None:
+            elsewhere.close()

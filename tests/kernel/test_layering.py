@@ -171,11 +171,17 @@ def test_the_kernel_imports_at_module_level_without_a_circle_and_without_functio
 
 
 def test_the_python_client_imports_only_its_http_and_websocket_libraries():
-    """almanac.client speaks the public API only: an application installs it without the server's internals."""
+    """almanac.client speaks the public API only: an application installs it without the server's internals. The
+    one piece of the project it shares is the rule of which bytes a signed seat signs (``almanac.events.signing``,
+    pure): one place, so the client signs exactly what the engine checks."""
     client = EVENTS.parent / "client"
     offenders = {
-        str(path.relative_to(EVENTS.parent)): sorted(imported_modules(path) - {"httpx", "websockets", "msgspec", "client"}
-                                                     - set(sys.stdlib_module_names) - {"__future__"})
+        str(path.relative_to(EVENTS.parent)): sorted(
+            imported_modules(path) - {"httpx", "websockets", "msgspec", "cryptography", "client", "events"}
+            - set(sys.stdlib_module_names) - {"__future__"})
         for path in sorted(client.rglob("*.py"))
     }
     assert {path: bad for path, bad in offenders.items() if bad} == {}
+    of_events = {node.module for path in client.rglob("*.py") for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("almanac.events")}
+    assert of_events <= {"almanac.events.signing"}, of_events

@@ -10,6 +10,8 @@ from engine_test_support import KEYS, EngineProcess, send, wait_for
 
 from almanac.events import codec
 from almanac.events.step import decode_record
+from almanac.services import clock as clock_module
+from almanac.services.bots import bot_seats, bots_key
 from almanac.services.clock import Clock, deadline_command_id
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.redis_store import RedisEventStore
@@ -181,3 +183,74 @@ async def test_kill_9_of_the_engine_at_the_due_time_fires_the_deadline_once_afte
     # Then the first season ended exactly once, at or after its due time
     endings = [e for e in await season_endings(store, "crash") if e.season_index == 0]
     assert len(endings) == 1 and endings[0].at_ms >= start + timeout_ms
+
+
+async def test_a_tick_over_shards_whose_rooms_name_no_deadlines_looks_once_and_writes_their_cursors_together(
+        redis_client: aioredis.Redis) -> None:
+    """Given rooms of a rule-set without deadlines in three shards, tracked by a clock, when each room moves and the
+    clock ticks, then the tick made its one pipelined look at each shard (a feed read and a due-deadline look) and
+    nothing more per shard: no further look at due deadlines (none is due) and no script call to move a cursor (the
+    three cursors are written together); the cursors are where the feeds end."""
+    from engine_process_helper import register_test_rulesets  # noqa: PLC0415 - the counter rule-set
+
+    register_test_rulesets()
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    rooms: dict[int, str] = {}
+    for n in range(200):
+        rooms.setdefault(KEYS.shard(f"untimed-{n}"), f"untimed-{n}")
+        if len(rooms) == 3:
+            break
+    for room in rooms.values():
+        created = await service.handle(record(f"{room}-create", "ann", {"kind": "create_room", "ruleset": "counter",
+                                                                        "options": {"seats": ["ann"]}}, room))
+        assert created.accepted, created.error
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS))
+    shards = sorted(rooms)
+    for _ in range(2):  # the first reads every room of the shards, the second takes up the cursors it wrote
+        await clock.tick(shards)
+    for room in rooms.values():
+        assert (await service.handle(record(f"{room}-join", "ann", {"kind": "join_room"}, room))).accepted
+    before = await redis_client.info("commandstats")
+    await clock.tick(shards)
+    after = await redis_client.info("commandstats")
+
+    def calls(name: str) -> int:
+        return after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
+
+    assert calls("zrangebyscore") == len(shards)
+    assert calls("evalsha") == 0 and calls("eval") == 0
+    for shard in shards:
+        last = (await redis_client.xrevrange(KEYS.feed(shard), count=1))[0][0]
+        assert await redis_client.get(KEYS.clock_cursor(shard)) == last
+
+
+async def test_a_clock_remembers_a_bounded_number_of_handed_seats_and_forgetting_one_changes_nothing(
+        redis_client: aioredis.Redis, monkeypatch) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    # Given three realm rooms whose bob left his seat to a bot (the room's log hands it over: room.seat_to_bot)
+    rooms = ["handed-a", "handed-b", "handed-c"]
+    for room in rooms:
+        await realm_room(service, room)
+        left = await service.handle(record(f"{room}-leave", "bob", {"kind": "hand_to_bot"}, room, START_MS + 1))
+        assert left.accepted, left.error
+    # and a clock that may remember two seats it wrote to the bot seats
+    monkeypatch.setattr(clock_module, "UNTIMED_LIMIT", 2)
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS + 2))
+    # When it folds the rooms one after another
+    for room in rooms:
+        await clock.tick([KEYS.shard(room)])
+        # Then it never remembers more seats than its bound
+        assert len(clock._handed) <= 2, clock._handed
+    # and every seat the rooms handed over is in the bot seats, for a bot to play
+    assert set(await bot_seats(redis_client, KEYS, range(16))) == {(room, "bob") for room in rooms}
+    # When a room it forgot moves (alice ends her turn) and the clock folds it again, it writes the seat again,
+    written = await redis_client.hgetall(bots_key(KEYS, KEYS.shard("handed-a")))
+    assert (await service.handle(record("handed-a-end", "alice", {"kind": "end_turn"}, "handed-a",
+                                        START_MS + 3))).accepted
+    await clock.tick([KEYS.shard("handed-a")])
+    assert ("handed-a", "bob") in clock._handed
+    # which changes nothing: the bot seats are as they were
+    assert await redis_client.hgetall(bots_key(KEYS, KEYS.shard("handed-a"))) == written
+    assert set(await bot_seats(redis_client, KEYS, range(16))) == {(room, "bob") for room in rooms}

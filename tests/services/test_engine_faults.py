@@ -9,6 +9,7 @@ shards gives them to another.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import signal
@@ -22,7 +23,9 @@ from engine_test_support import KEYS, send, send_nowait, wait_for
 from structlog.testing import capture_logs
 
 from almanac.services.embedded_redis import EmbeddedRedis
+from almanac.services.engine.lease import RELEASE_SCRIPT, ShardLeases
 from almanac.services.engine.shard_engine import STEP_ASIDE_AFTER, Engine, EngineConfig
+from almanac.storage.keys import lease_key
 from almanac.storage.redis_store import RedisEventStore
 
 register_test_rulesets()
@@ -189,6 +192,72 @@ async def test_an_engine_whose_build_fails_every_batch_steps_aside_for_another_t
             await send_nowait(client, room, "ann", CREATE, "create")
             await wait_for(lambda: _seen(logs, "consume.unexpected_error"), what="a failed round")
             await another_decides_once(client, broken, room)
+
+
+class StalledAtStepAside(BrokenBuild):
+    """A broken build whose Redis stops (SIGSTOP) as its last failing round ends, for ``stall_s``: what it does when
+    it steps aside (publish what is done, give the leases back) meets a Redis that does not answer."""
+
+    def __init__(self, *args, redis: EmbeddedRedis, stall_s: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._redis, self._stall_s, self._rounds = redis, stall_s, 0
+
+    async def _decide_batch(self, batch, after=None):
+        self._rounds += 1
+        if self._rounds == STEP_ASIDE_AFTER:
+            self._redis.process.send_signal(signal.SIGSTOP)
+            asyncio.get_running_loop().call_later(self._stall_s, self._redis.process.send_signal, signal.SIGCONT)
+        return await super()._decide_batch(batch, after)
+
+
+async def test_an_engine_stepping_aside_while_redis_is_stopped_leaves_its_leases_to_lapse_and_another_decides_once(
+        own_redis: EmbeddedRedis, client: aioredis.Redis) -> None:
+    """Given a broken build holding every shard, on a client with a socket timeout (as a deciding gateway's engine),
+    when Redis stops answering (SIGSTOP) just as the build's last failing round makes it step aside, then giving the
+    leases back fails (a timeout, logged as consume.release_failed) and the engine holds nothing all the same; once
+    Redis runs again its leases are gone (the release it had sent, or their lapse) and it takes none back within its
+    hold-off: another engine takes the shard over and decides the waiting command, exactly once."""
+    timed = aioredis.Redis.from_url(own_redis.url, socket_timeout=0.3, socket_connect_timeout=0.3)
+    try:
+        with capture_logs() as logs:
+            # A longer lease (hold-off 3 x 2 s): the stall and the timeouts end well inside the hold-off.
+            stalled = StalledAtStepAside(timed, EngineConfig(name="stalled", shards=ALL_SHARDS, lease_ms=2_000),
+                                         redis=own_redis, stall_s=1.5)
+            async with running(stalled):
+                await wait_for(lambda: holds_every_shard(stalled), what="the stalled engine's leases")
+                held_with = stalled.leases.token
+                room = "release-failed"
+                await send_nowait(client, room, "ann", CREATE, "create")
+                await wait_for(lambda: _seen(logs, "consume.release_failed"), timeout_s=30, what="the failed release")
+                assert stalled.leases.held == [] and stalled.leases.safely_held() == []
+                assert not stalled.decides_here(room)
+                failed = events(logs, "consume.release_failed")[0]
+                assert "Timeout" in failed["error"]
+                await another_decides_once(client, stalled, room)
+                assert held_with not in await _holders(client)
+    finally:
+        own_redis.process.send_signal(signal.SIGCONT)  # never left stopped for the fixture's stop
+        await timed.aclose()
+
+
+async def test_a_late_release_of_a_lease_given_back_never_takes_the_lease_taken_again(client: aioredis.Redis) -> None:
+    """Given an engine's leases that stepped aside (its release sent, but not run by Redis: a stalled or cut
+    connection) and that took the shard again after its hold-off, when Redis runs that release only now (replayed
+    here as Redis would run it, with the token it was sent with), then the lease taken again stays the engine's: a
+    lease taken after a step-aside carries a token no earlier release names."""
+    leases = ShardLeases(client, [0], "late-release", lease_ms=LEASE_MS)
+    assert (await leases.tick())[0] == [0]
+    released_with = leases.token
+    await leases.step_aside(0.0)
+    assert (await leases.tick())[0] == [0]
+    await client.eval(RELEASE_SCRIPT, 1, lease_key(0), released_with)  # the release, run late
+    assert await leases.holder(0) == leases.token
+    assert (await leases.tick())[1] == []  # renewed, not lost
+
+
+async def _holders(client: aioredis.Redis) -> list[str]:
+    values = await client.mget([lease_key(shard) for shard in ALL_SHARDS])
+    return [value.decode() for value in values if value is not None]
 
 
 class BrokenHeartbeat(Engine):

@@ -132,7 +132,7 @@ async def test_verify_catches_a_fork_whose_parent_no_longer_has_the_linked_hash(
     keys = store.keys
     await redis_client.delete(keys.events(parent), keys.version(parent), keys.commands(parent),
                               keys.snapshot_index(parent), keys.snapshot_data(parent))
-    await redis_client.hdel(keys.pointers(keys.shard(parent)), parent)
+    await redis_client.hdel(keys.pointer_bucket(parent), parent)
     store.forget_archived(parent)
     again = RealmTable(store, parent)
     again.sent = 500  # other command ids and times: another chain

@@ -85,6 +85,42 @@ async def test_a_command_for_an_archived_room_is_refused_and_a_resend_is_never_a
     assert len(await store.read(table.room)) == version
 
 
+@pytest.mark.parametrize("path", ["single", "batch"])
+async def test_refusals_for_an_archived_room_bring_nothing_of_it_back_into_redis(redis_client, tmp_path,
+                                                                                 path) -> None:
+    # Given a finished room moved to the archive, with a dedupe window of 300 ms
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    store.dedupe_retain_ms = 300
+    table = await ended_room(store, f"ar-refused-{path}")
+    await archive_room(store, table.room)
+    archived = await store.rejections(table.room)
+    service = RoomService(store)
+    late = CommandRecord(command_id=f"ar-refused-{path}-late", room=table.room, player="bob", server_time_ms=99_000,
+                         body={"kind": "mine", "ore": "gold"})
+
+    async def send() -> object:
+        return await service.handle(late) if path == "single" else (await service.handle_many([late]))[0]
+
+    # When commands keep coming for it (one through the single write, one through the engine's ordered batch)
+    first = await send()
+    again = await send()
+
+    # Then each is refused, the resend with the first answer, and no key of the room is back in Redis: the refusal's
+    # outcome alone is kept, for the window
+    assert first.error["code"] == "room_ended" and again.error == first.error
+    assert await redis_keys_of(redis_client, table.room) == []
+    ttl = await redis_client.pttl(store.keys.command_outcome(table.room, late.command_id))
+    assert 0 < ttl <= 300
+    assert await store.rejections(table.room) == archived  # what verify and bundles read: the archived record
+    assert (await verify_room(store, table.room)).ok
+    # and after the window the same command is refused the same again (an ended room never accepts)
+    await asyncio.sleep(0.4)
+    assert await redis_client.exists(store.keys.command_outcome(table.room, late.command_id)) == 0
+    after = await send()
+    assert not after.accepted and after.error["code"] == "room_ended"
+    assert await redis_keys_of(redis_client, table.room) == []
+
+
 @pytest.mark.parametrize("crash_after", [step for step in STEPS if step != "deleted"])
 async def test_a_crash_at_any_step_leaves_the_room_whole_in_one_place_and_a_rerun_finishes(
         redis_client, tmp_path, crash_after) -> None:
@@ -197,7 +233,7 @@ async def test_kill_9_of_a_real_archiver_process_at_any_moment_leaves_every_room
                "main()", "archive", "--finished"]
 
     async def archived() -> int:
-        return sum([await redis_client.hexists(store.keys.pointers(store.keys.shard(room)), room) for room in rooms])
+        return sum([await redis_client.hexists(store.keys.pointer_bucket(room), room) for room in rooms])
 
     kills = 0
     while kills < 6 and await archived() < len(rooms):

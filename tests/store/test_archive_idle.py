@@ -77,7 +77,7 @@ async def test_an_idle_room_is_archived_and_its_next_command_brings_it_back_firs
     mined = await table.mine("alice")
     assert mined.accepted and mined.first_version == before["version"] + 1
     assert await store.pointer(table.room) is None
-    assert not await redis_client.hexists(store.keys.pointers(store.keys.shard(table.room)), table.room)
+    assert not await redis_client.hexists(store.keys.pointer_bucket(table.room), table.room)
     after = await whole_record(archiving_store(redis_client, url), table.room)
     assert after["events"][:before["version"]] == before["events"]  # the chain byte for byte, then the new one
     assert after["commands"][:len(before["commands"])] == before["commands"]

@@ -11,6 +11,9 @@ from almanac.projections.projector import Projector
 from almanac.projections.read import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services.archiver import Archiver
+from almanac.services.forensics.verify import verify_room
+from almanac.storage.archive import archive_room
+from almanac.storage.archive_index import old_pointer_hash
 
 
 async def finished_room(store, name: str, rounds: int) -> str:
@@ -71,3 +74,59 @@ async def test_listings_and_leaderboards_answer_the_same_after_the_finished_room
     await Archiver(store, retain_s=0).run_once()
     assert await answers(models) == before
     assert len(await redis_client.zrange(keys.leaderboard(shard, "realm"), 0, -1)) <= 4
+
+
+async def test_a_finished_archived_room_leaves_its_room_set_and_its_pointer_sits_in_a_compact_bucket(
+        redis_client, tmp_path) -> None:
+    # Given finished rooms and a live one on one shard, all projected
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    keys = store.keys
+    names = [f"rs-{n}" for n in range(400)]
+    shard = keys.shard(names[0])
+    finished = [name for name in names if keys.shard(name) == shard][:4]
+    for rounds, name in enumerate(finished, start=1):
+        await finished_room(store, name, rounds)
+    live = RealmTable(store, next(n for n in names if keys.shard(n) == shard and n not in finished))
+    await live.create("realm@1")
+    await Projector(redis_client, store.shard_count, store=store).drain()
+    models = ReadModels(redis_client, store.shard_count, store=store)
+    before, every_room = await answers(models), await store.rooms()
+
+    # When the archiver moves the finished ones out
+    await Archiver(store, retain_s=0).run_once()
+
+    # Then the shard's room set keeps the live room only; each pointer is a field of a small listpack-encoded hash
+    assert await redis_client.smembers(keys.rooms(shard)) == {live.room.encode()}
+    for name in finished:
+        bucket = keys.pointer_bucket(name)
+        assert bucket.startswith(f"{keys.prefix}:{{s{shard:02d}}}:") and await redis_client.hexists(bucket, name)
+        assert await redis_client.object("encoding", bucket) in (b"listpack", b"ziplist")
+    # and every room is still a room: the store lists them (verify --all), and a full rebuild folds them again
+    assert await store.rooms() == every_room == sorted([*finished, live.room])
+    assert await rebuild(redis_client, store.shard_count, store=store) == len(every_room)
+    assert await answers(models) == before
+
+
+async def test_pointers_of_the_first_layout_move_into_their_buckets_on_the_archivers_first_pass(
+        redis_client, tmp_path) -> None:
+    # Given rooms archived by a version that kept pointers in one hash per shard
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    keys = store.keys
+    names = [await finished_room(store, f"mp-{n}", 1) for n in range(3)]
+    for name in names:
+        await archive_room(store, name)
+        bucket, old = keys.pointer_bucket(name), old_pointer_hash(keys, keys.shard(name))
+        await redis_client.hset(old, name, await redis_client.hget(bucket, name))
+        await redis_client.hdel(bucket, name)
+    fresh = archiving_store(redis_client, file_archive_url(tmp_path))
+    assert await fresh.pointer(names[0]) is None  # the new layout alone does not see them
+
+    # When an archiver makes its first pass
+    await Archiver(fresh, retain_s=0).run_once()
+
+    # Then every pointer is in its bucket, the old hashes are gone, and the rooms read whole from the archive
+    reader = archiving_store(redis_client, file_archive_url(tmp_path))
+    for name in names:
+        assert await reader.pointer(name) is not None
+        assert await redis_client.exists(old_pointer_hash(keys, keys.shard(name))) == 0
+        assert (await verify_room(reader, name)).ok

@@ -94,6 +94,22 @@ async function api(path, { token, method = "GET", body } = {}) {
   }
 }
 
+// A create or a join the engine has not decided within the gateway's wait is answered 202 (outcome_pending): it is
+// resent under the same command_id (idempotent by id) until it is decided, so the answer seats the player with the
+// join's own token; still pending after the tries, it is an error to show, never a seat with no player.
+async function answered(path, body, tries = 6) {
+  const sent = { ...body, command_id: body.command_id || hex(crypto.getRandomValues(new Uint8Array(12))) };
+  let a = await api(path, { method: "POST", body: sent });
+  for (let i = 0; a.status === 202 && i < tries; i += 1) {
+    await new Promise((done) => setTimeout(done, Math.min(250 * 2 ** i, 2000)));
+    a = await api(path, { method: "POST", body: sent });
+  }
+  if (a.status !== 202) return { ...a, sent };
+  return { ok: false, status: 202, sent, data: { code: "outcome_pending", field: null,
+    message: `the server has not decided this yet (command ${sent.command_id}); send it again in a moment: the same `
+      + "request goes again, under the same id" } };
+}
+
 function usePoll(load, ms, deps) {
   useEffect(() => {
     let alive = true;
@@ -279,7 +295,7 @@ function CreateRoom({ rulesets }) {
     const named = key ? `${ruleset.split("@")[0]}-${hex(crypto.getRandomValues(new Uint8Array(5)))}` : null;
     const signing = key ? { room: named, public_key: key.publicKey,
       join_signature: await signJoin(key, named, player, null) } : {};
-    const answer = await api(URLS.rooms(), { method: "POST", body: { ruleset, player, options, ...signing } });
+    const answer = await answered(URLS.rooms(), { ruleset, player, options, ...signing });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
@@ -728,18 +744,28 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     setKeyWarningState(text);
   };
   useEffect(() => { api(URLS.schema(ruleset)).then((a) => { if (a.ok) { setSchema(a.data); setKind(a.data.commands[0]?.kind || ""); } }); }, [ruleset]);
+  // A join not decided within the gateway's wait (202): joining again as the same player resends it as it was (its
+  // command id, nonce and key), so it can never become a second join refused `already_joined` with no seat.
+  const pendingJoin = useRef(null);
   const join = async (event) => {
     event.preventDefault();
-    // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
-    const nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
-    const key = await newSigningKey();
-    const commitment = key && hex(await crypto.subtle.digest("SHA-256", Uint8Array.from(nonce.match(/../g), (b) => parseInt(b, 16))));
-    const signing = key ? { public_key: key.publicKey, signature: await signJoin(key, room, name, commitment) } : {};
-    let a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce, ...signing } });
-    let keyed = Boolean(key);  // the join as sent carried this browser's key
-    if (!a.ok && a.data && a.data.code === "no_player_keys") { keyed = false; a = await api(URLS.join(room), { method: "POST", body: { player: name, nonce } }); }
-    if (!a.ok && a.data && a.data.code === "no_player_nonces") { keyed = false; a = await api(URLS.join(room), { method: "POST", body: { player: name } }); }
-    else if (a.ok) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
+    const again = pendingJoin.current && pendingJoin.current.name === name ? pendingJoin.current : null;
+    let { nonce, key, keyed } = again || {};
+    let a;
+    if (again) a = await answered(URLS.join(room), again.body);
+    else {
+      // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
+      nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
+      key = await newSigningKey();
+      const commitment = key && hex(await crypto.subtle.digest("SHA-256", Uint8Array.from(nonce.match(/../g), (b) => parseInt(b, 16))));
+      const signing = key ? { public_key: key.publicKey, signature: await signJoin(key, room, name, commitment) } : {};
+      a = await answered(URLS.join(room), { player: name, nonce, ...signing });
+      keyed = Boolean(key);  // the join as sent carried this browser's key
+      if (!a.ok && a.data && a.data.code === "no_player_keys") { keyed = false; a = await answered(URLS.join(room), { player: name, nonce }); }
+      if (!a.ok && a.data && a.data.code === "no_player_nonces") { keyed = false; a = await answered(URLS.join(room), { player: name }); }
+    }
+    pendingJoin.current = a.status === 202 ? { name, nonce, key, keyed, body: a.sent } : null;
+    if (a.ok && a.sent.nonce === nonce) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
     const registered = a.ok && (a.data.events || []).some((e) => e.event && e.event.public_key === (key && key.publicKey));
     if (registered) await keepSigningKey(room, name, key.pair);
     // A join answered with another key than the one sent (an operator's own, signed by it: valid in every other
