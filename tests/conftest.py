@@ -126,6 +126,16 @@ def redis_url() -> Iterator[str]:
             server.stop()
 
 
+@pytest.fixture(scope="session")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real three-node Redis Cluster on loopback for the session (tests/cluster and the store contract on a
+    Cluster): its tests flush it first, as the one-server tests flush theirs."""
+    from cluster_support import local_cluster  # noqa: PLC0415 - only runs that use a Cluster start one
+
+    with local_cluster(tmp_path_factory.mktemp("cluster")) as url:
+        yield url
+
+
 @pytest.fixture
 def sync_redis(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Iterator
 import httpx
 import pytest
 from gateway_stack import Stack, engine_and_gateway, http_answers, open_board_rooms
+from waiting import wait_for
 
 from almanac.services.gateway.context import internal_command_id
 from almanac.services.redis_client import connect
@@ -39,6 +40,29 @@ def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """Engine and a uvicorn gateway process with ALMANAC_GATEWAY_MAX_INFLIGHT=2."""
     with engine_and_gateway(redis_url, tmp_path_factory.mktemp("overload-stack"), **GATEWAY_ENV) as running:
         yield running
+
+
+async def _slots_held(url: str, count: int = MAX_INFLIGHT, timeout_s: float = 30) -> None:
+    """Until the gateway at ``url`` has ``count`` (or more) commands in flight (its /metrics gauge): waited for as it
+    happens, not for a fixed time that a busy host may need more of."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        await wait_for(lambda: _inflight_is(http, count), timeout_s, f"{count} commands in flight at {url}")
+
+
+async def _inflight_is(http: httpx.AsyncClient, count: int) -> bool:
+    metrics = (await http.get("/metrics")).text
+    return any(float(line.split()[-1]) >= count for line in metrics.splitlines()
+               if line.startswith("almanac_gateway_inflight "))
+
+
+async def _decided(url: str, room: str, player: str, command_id: str, timeout_s: float = 30) -> None:
+    """Until the engine has stored the outcome of ``command_id`` (a client's id) in ``room``."""
+    store = RedisEventStore(connect(url))
+    try:
+        internal = internal_command_id(room, player, command_id)
+        await wait_for(lambda: store.outcome(room, internal), timeout_s, f"the outcome of {command_id}")
+    finally:
+        await store.client.aclose()
 
 
 async def _storm(url: str, redis_url: str, engine) -> None:
@@ -59,8 +83,15 @@ async def _storm(url: str, redis_url: str, engine) -> None:
         # answered all 60 one after another, and nothing was refused), then let go to decide what was let in.
         engine.send_signal(signal.SIGSTOP)
         try:
-            storm = asyncio.ensure_future(asyncio.gather(*(move(room, token) for room, token, _ in rooms)))
-            await asyncio.sleep(1.0)
+            moves = [asyncio.ensure_future(move(room, token)) for room, token, _ in rooms]
+            storm = asyncio.gather(*moves)
+            # The two slots taken (the moves sent and read, however busy the host), then until every other move is
+            # answered (refused at once), for at most the second the storm always had.
+            await _slots_held(url)
+            settled_by = asyncio.get_running_loop().time() + 1.0
+            while (sum(m.done() for m in moves) < PLAYERS - MAX_INFLIGHT
+                   and asyncio.get_running_loop().time() < settled_by):
+                await asyncio.sleep(0.02)
         finally:
             engine.send_signal(signal.SIGCONT)
         answers = await storm
@@ -112,7 +143,7 @@ def test_a_refusal_is_made_before_any_parsing_and_the_connection_stays_usable(ga
                        f"Content-Length: {len(body)}\r\n\r\n").encode() + body
             health = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
             host, port = url.removeprefix("http://").split(":")
-            await asyncio.sleep(0.5)  # both slots held (the engine is paused: they wait out the 3 s timeout)
+            await _slots_held(url)  # (the engine is paused: they wait out the 3 s timeout)
             reader, writer = await asyncio.open_connection(host, int(port))
             writer.write(request + health)  # pipelined: the second request follows the refused body
             raw = b""
@@ -158,7 +189,7 @@ def test_a_flood_of_refused_commands_is_shed_by_the_connection_guard_before_any_
             holding = asyncio.gather(*(client.post(
                 f"/rooms/{r}/commands", headers={"Authorization": f"Bearer {t}"},
                 json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for r, t in rooms[:-1]))
-            await asyncio.sleep(0.5)  # both slots held (the engine is paused)
+            await _slots_held(url)  # (the engine is paused)
             host, port = url.removeprefix("http://").split(":")
             reader, writer = await asyncio.open_connection(host, int(port))
             answers = []
@@ -218,7 +249,7 @@ def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals
             holding = asyncio.gather(*(client.post(
                 f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
                 json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for room, token in rooms[:2]))
-            await asyncio.sleep(0.5)  # both slots held (the engine is paused)
+            await _slots_held(url)  # (the engine is paused)
             # A health check and, pipelined behind it in the same write, a command the gateway must refuse
             reader, writer = await asyncio.open_connection(host, int(port))
             room, token = rooms[2]
@@ -255,7 +286,8 @@ def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
 
 
-def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_refuses(gateway_url) -> None:
+def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_refuses(gateway_url,
+                                                                                          redis_url: str) -> None:
     """Issue 28, item 18. Given a command answered 202 (its wait ended, the engine held still) and decided once the
     engine went on, when its client resends it while both in-flight slots are held (admission refuses every new
     command), then the resend is answered its stored outcome (200, ``duplicate``), not 503 ``overloaded``; a new
@@ -276,11 +308,11 @@ def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_r
                 first = await send(room, token, move)  # waits out the 3 s timeout: 202
             finally:
                 engine.send_signal(signal.SIGCONT)
-            await asyncio.sleep(1.0)  # the engine decides it meanwhile
+            await _decided(redis_url, room, "p", move["command_id"])  # the engine decides it meanwhile
             engine.send_signal(signal.SIGSTOP)
             try:
                 holding = asyncio.gather(*(send(r, t, {"command": move["command"]}) for r, t in holders))
-                await asyncio.sleep(0.5)  # both slots held
+                await _slots_held(url)
                 resent = await send(room, token, move)
                 refused = await send(room, token, other)
             finally:
@@ -295,7 +327,8 @@ def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_r
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
 
 
-def test_a_resent_create_that_was_decided_gets_its_room_and_token_while_admission_refuses(gateway_url) -> None:
+def test_a_resent_create_that_was_decided_gets_its_room_and_token_while_admission_refuses(gateway_url,
+                                                                                            redis_url: str) -> None:
     """Issue 28, item 18, for a create: answered 202 while the engine held still, decided once it went on, then
     resent with the same (long: the creator's proof) command id while both in-flight slots are held: 201 with
     the room and the creator's token (``duplicate``), not 503 ``overloaded``; another create is still refused."""
@@ -312,13 +345,14 @@ def test_a_resent_create_that_was_decided_gets_its_room_and_token_while_admissio
                 first = await client.post("/rooms", json=create)  # waits out the 3 s timeout: 202
             finally:
                 engine.send_signal(signal.SIGCONT)
-            await asyncio.sleep(1.0)  # the engine decides it meanwhile (its join is not sent: it never answered)
+            # the engine decides it meanwhile (its join is not sent: it never answered)
+            await _decided(redis_url, create["room"], create["player"], create["command_id"])
             engine.send_signal(signal.SIGSTOP)
             try:
                 holding = asyncio.gather(*(client.post(
                     f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"},
                     json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for room, token in holders))
-                await asyncio.sleep(0.5)  # both slots held
+                await _slots_held(url)
                 refused = await client.post("/rooms", json=other)
                 resent = asyncio.ensure_future(client.post("/rooms", json=create))
                 await asyncio.sleep(0.5)
@@ -358,7 +392,7 @@ def test_a_command_decided_through_one_gateway_is_answered_its_outcome_by_anothe
             engine.send_signal(signal.SIGSTOP)
             try:
                 holding = asyncio.gather(*(send(b, r, t, {"command": move["command"]}) for r, t in holders))
-                await asyncio.sleep(0.5)  # both of B's slots held
+                await _slots_held(url_b)  # both of B's
                 resent = await send(b, room, token, move)
                 refused = await send(b, room, token, other)
                 recreated = asyncio.ensure_future(b.post("/rooms", json=create))

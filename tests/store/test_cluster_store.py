@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from cluster_support import local_cluster
 from game_driver import fold_envelopes
 from store.test_store_contract import make_envelopes
 
@@ -16,12 +15,6 @@ from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.base import VersionConflict
 from almanac.storage.keys import shard_of
 from almanac.storage.redis_store import RedisEventStore
-
-
-@pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory):
-    with local_cluster(tmp_path_factory.mktemp("cluster")) as url:
-        yield url
 
 
 @pytest.fixture
