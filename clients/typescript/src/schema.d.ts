@@ -6239,7 +6239,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header. `seed_missing`, `nonce_missing`: a secret of the room's dice is not in the store (an import writes them after the events); nothing was recorded, resend the same command_id later */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6329,7 +6329,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header. `seed_missing`, `nonce_missing`: a secret of the room's dice is not in the store (an import writes them after the events); nothing was recorded, resend the same command_id later */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6498,7 +6498,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header. `seed_missing`, `nonce_missing`: a secret of the room's dice is not in the store (an import writes them after the events); nothing was recorded, resend the same command_id later */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6570,7 +6570,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header. `seed_missing`, `nonce_missing`: a secret of the room's dice is not in the store (an import writes them after the events); nothing was recorded, resend the same command_id later */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6660,7 +6660,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header. `seed_missing`, `nonce_missing`: a secret of the room's dice is not in the store (an import writes them after the events); nothing was recorded, resend the same command_id later */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6777,7 +6777,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header */
+            /** @description `store_unavailable`: Redis cannot be reached; retry after the Retry-After header. `seed_missing`, `nonce_missing`: a secret of the room's dice is not in the store (an import writes them after the events); nothing was recorded, resend the same command_id later */
             503: {
                 headers: {
                     [name: string]: unknown;
