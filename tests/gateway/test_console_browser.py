@@ -597,11 +597,7 @@ def test_every_game_picture_has_a_legend_and_fits_a_1280_px_page(browser, base_u
 
 def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browser, base_url: str, shots: Path) -> None:
     # Given a realm room alice created, and bob joining it in the console
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    created = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
-                                                    "options": {"players": [alice, bob]}}, timeout=15)
-    room = created.json()["room"]
+    room, alice, bob, alices_token = realm_room_waiting_for_bob(base_url)
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=base_url)
     errors: list[str] = []
     try:
@@ -615,7 +611,7 @@ def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browse
         assert tab.get_by_test_id("key-substituted").count() == 0  # his join registered the key it sent
         # (the browser signed his join with the key it registered: WebCrypto, events.signing.join_bytes)
         report = httpx.get(f"{base_url}/rooms/{room}/verification", timeout=15,
-                           headers={"Authorization": f"Bearer {created.json()['token']}"}).json()
+                           headers={"Authorization": f"Bearer {alices_token}"}).json()
         assert report["ok"] and report["signed_joins"] == [bob], report
         # When he closes the tab and opens the room again (the token lived in the tab only)
         tab.close()
@@ -652,6 +648,17 @@ def test_a_player_who_closes_the_tab_gets_the_seat_back_with_the_seat_key(browse
 
 def json_of(text: str) -> dict:
     return json.loads(text)
+
+
+def realm_room_waiting_for_bob(base_url: str) -> tuple[str, str, str, str]:
+    """A realm room alice created through the API with a seat for bob (names of their own): (room, alice, bob,
+    alice's token)."""
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    created = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
+                                                    "options": {"players": [alice, bob]}}, timeout=15)
+    assert created.status_code == 201, created.text
+    return created.json()["room"], alice, bob, created.json()["token"]
 
 
 def expect_text(locator, text: str) -> None:
@@ -716,11 +723,7 @@ def test_a_seated_player_leaves_the_seat_to_a_bot_from_the_console(page, base_ur
 def test_a_join_answered_with_another_key_than_the_browser_sent_is_flagged_at_once(page, base_url: str,
                                                                                    shots: Path) -> None:
     # Given a realm room alice created, and an operator in the way of bob's join who answers it with a key of its own
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    created = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
-                                                    "options": {"players": [alice, bob]}}, timeout=15)
-    room = created.json()["room"]
+    room, alice, bob, _ = realm_room_waiting_for_bob(base_url)
     operators_key = "ab" * 32
 
     def substituted(route) -> None:
@@ -801,10 +804,7 @@ def test_a_join_answered_later_is_resent_under_its_id_and_seats_the_player_unfla
                                                                                      shots: Path) -> None:
     # Given a realm room alice created, and bob's join answered 202 the first time: the engine decides it after the
     # gateway's wait, so that answer holds no event, no token and no seat
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    room = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
-                                                 "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+    room, alice, bob, _ = realm_room_waiting_for_bob(base_url)
     sent: list[dict] = []
 
     def answered_later_once(route) -> None:
@@ -836,10 +836,7 @@ def test_a_join_answered_later_is_resent_under_its_id_and_seats_the_player_unfla
 
 def test_a_join_never_decided_seats_nobody_and_says_so(page, base_url: str, shots: Path) -> None:
     # Given a realm room whose joins the gateway answers 202 every time (the engine is not deciding them)
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    room = httpx.post(f"{base_url}/rooms", json={"ruleset": "realm", "player": alice,
-                                                 "options": {"players": [alice, bob]}}, timeout=15).json()["room"]
+    room, alice, bob, _ = realm_room_waiting_for_bob(base_url)
     sent: list[dict] = []
 
     def never_answered(route) -> None:
