@@ -236,18 +236,19 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     # The bots' seats are taken against the bound before the room exists, all at once (one script: racing creates
     # cannot pass it together), and given back if the create is refused: a refused create makes nothing.
     seated = [(room, seat) for seat in dict.fromkeys(body.bots)]
+    client_id = body.command_id or new_command_id()
     try:
-        reserved = await bots.reserve_seats(gw.client, gw.keys, seated, now_ms(), max_seats=gw.settings.max_bot_seats)
+        reserved = await bots.reserve_seats(gw.client, gw.keys, seated, now_ms(), max_seats=gw.settings.max_bot_seats,
+                                            command=internal_command_id(room, body.player, client_id))
     except bots.SeatRefused as refused:
         raise ApiError(429, refused.code, f"{refused.message} (create without bots, or later)", "bots") from None
-    client_id = body.command_id or new_command_id()
     try:
         outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
     except BaseException:
         await bots.release_seats(gw.client, gw.keys, reserved)
         raise
     if outcome is None:
-        return _pending(room, client_id)  # decided later perhaps: the seats stay taken (sync_bound frees them)
+        return _pending(room, client_id)  # decided later: its recorded outcome settles the seats (bots.settle_pending)
     if not outcome.accepted:
         await bots.release_seats(gw.client, gw.keys, reserved)
         error = _refusal(outcome, client_id)
@@ -261,8 +262,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
-    for _, seat in seated:  # after the room exists: a refused create hands nothing to a bot (taken above)
-        await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
+    # after the room exists: a refused create hands nothing to a bot (taken above)
+    await bots.confirm_seats(gw.client, gw.keys, seated, now_ms())
     answer["bots"] = list(dict.fromkeys(body.bots))
     if body.join:
         join_id = f"{client_id}.join"
@@ -345,10 +346,11 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
             raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
                            "it (docs/dice.md)", "command_id")
         # taken before the room decides the leave, so a leave the log records always has its seat in the bound
-        reserved = await bots.reserve_seats(gw.client, gw.keys, [(room, seat)], now_ms(), max_seats=bound)
+        client_id = body.command_id or new_command_id()
+        reserved = await bots.reserve_seats(gw.client, gw.keys, [(room, seat)], now_ms(), max_seats=bound,
+                                            command=internal_command_id(room, seat, client_id))
     except bots.SeatRefused as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field, **refused.extra) from None
-    client_id = body.command_id or new_command_id()
     try:
         outcome, _ = await _submit(gw, room, seat, client_id, {"kind": "hand_to_bot"}, state.ruleset,
                                    limit=gw.rate_limits.seat_limit(room, seat), signature=body.signature,
@@ -357,11 +359,11 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
         await bots.release_seats(gw.client, gw.keys, reserved)
         raise
     if outcome is None:
-        return _pending(room, client_id)  # decided later perhaps: the seat stays taken (sync_bound frees it)
+        return _pending(room, client_id)  # decided later: its recorded outcome settles the seat (bots.settle_pending)
     if not outcome.accepted:
         await bots.release_seats(gw.client, gw.keys, reserved)
         raise _refusal(outcome, client_id)
-    added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # after the log says so
+    (added,) = await bots.confirm_seats(gw.client, gw.keys, [(room, seat)], now_ms())  # after the log says so
     shown = _shown(outcome)
     handed = _outcome_body(outcome, shown, seat, client_id)
     return await _outcome_answer(gw, outcome, shown, {**answer, "how": "left", "added": added, "handed": handed})
