@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from almanac.events import codec, registry
 from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom, check_bot_policy
 from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
 from almanac.services import bots
@@ -198,11 +198,13 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                                "challenge": body.challenge}
     if body.dice_scheme is not None:
         command["dice_scheme"] = body.dice_scheme
+    try:  # the one check every way of making a room shares (`almanac sim`, `almanac import` too)
+        check_bot_policy(body.ruleset, seat_bots=body.seat_bots, bot_after_missed=body.bot_after_missed)
+    except RuleError as error:
+        raise ApiError(422, error.code, error.message, error.field) from None
     if body.bot_after_missed is not None:
-        _check_bot_policy(body.ruleset, decider.name)
         command["bot_after_missed"] = body.bot_after_missed
     elif body.seat_bots:
-        _check_bot_policy(body.ruleset, decider.name, "seat_bots")
         command["seat_bots"] = True
     join_commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
     if body.join:
@@ -281,18 +283,6 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
         else:
             answer["join_error"] = {"code": "outcome_pending", "message": "the join has not been answered yet"}
     return await _outcome_answer(gw, signed_at, shown, answer, 201, headers={"Location": f"/rooms/{room}"})
-
-
-def _check_bot_policy(ruleset: str, name: str, field: str = "bot_after_missed") -> None:
-    """422 unless a room of ``ruleset`` can have the bot policy asked for (``field``): a seat bot, and for
-    ``bot_after_missed`` (a seat that misses deadlines goes to a bot) rules that name deadlines (claim's do not:
-    docs/design-rulings.md); ``seat_bots`` alone (players may leave their seats to a bot) needs no deadline."""
-    manifest = registry.manifest(ruleset)
-    if manifest.seat_bot is None:
-        raise ApiError(422, "no_seat_bot", f"{name} has no seat bot", field)
-    if field == "bot_after_missed" and manifest.deadlines is None:
-        raise ApiError(422, "no_deadlines", f"{name} names no deadlines, so no seat can miss one; create without "
-                       "bot_after_missed (board@2 with turn_limit_s and realm have deadlines)", "bot_after_missed")
 
 
 @router.post(
