@@ -85,7 +85,19 @@ end
 local held = redis.call('HLEN', KEYS[1])
 if bound >= 0 and #fresh > 0 and held + #fresh > bound then return {-1, held} end
 local flags = {}
-for i = 5, #ARGV do flags[i - 4] = 0 end
+for i = 5, #ARGV do
+  flags[i - 4] = 0
+  if ARGV[4] == '1' then  -- a seat held already (a leave's, say) that the log has now handed over: marked so
+    local value = redis.call('HGET', KEYS[1], ARGV[i])
+    if value then
+      local ok, entry = pcall(cjson.decode, value)
+      if ok and type(entry) == 'table' and not entry.log then
+        entry.log = true
+        redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
+      end
+    end
+  end
+end
 local added = tonumber(ARGV[2])
 for _, i in ipairs(fresh) do
   local room, seat = string.match(ARGV[i], '^(.-)\\031(.*)$')
@@ -113,14 +125,18 @@ return dropped
 """
 # Settle reservations awaiting a command (KEYS[1]: bot_seats_key, KEYS[2]: pending_key). ARGV: how ('release' or
 # 'confirm'), then member, pending value, member, pending value...: a member still awaiting that same command is
-# given back (release: the command was refused, or never applied) or kept for good (confirm: the room recorded it).
-# Answers how many were settled.
+# given back (release: the command was refused, or never applied; unless the room's log has handed it over since,
+# ``hand_over``) or kept for good (confirm: the room recorded it). Answers how many were settled.
 SETTLE_SCRIPT = """
 local settled = 0
 for i = 2, #ARGV, 2 do
   if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
     redis.call('HDEL', KEYS[2], ARGV[i])
-    if ARGV[1] == 'release' then redis.call('HDEL', KEYS[1], ARGV[i]) end
+    if ARGV[1] == 'release' then
+      local value = redis.call('HGET', KEYS[1], ARGV[i])
+      local ok, entry = pcall(cjson.decode, value or '')
+      if not (ok and type(entry) == 'table' and entry.log) then redis.call('HDEL', KEYS[1], ARGV[i]) end
+    end
     settled = settled + 1
   end
 end

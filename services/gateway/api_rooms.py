@@ -257,7 +257,11 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
         if error.code == "room_exists":
             error.status = 409
         raise error
-    _refuse_replayed_grant(outcome, body.player, "create", client_id)
+    try:
+        _refuse_replayed_grant(outcome, body.player, "create", client_id)
+    except ApiError:
+        await bots.release_seats(gw.client, gw.keys, reserved)  # a replay hands no new seat to a bot either
+        raise
     signed_at, shown = outcome, _shown(outcome)  # what the answer's checkpoint is signed after: the create, or its join
     answer = _outcome_body(outcome, shown, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.

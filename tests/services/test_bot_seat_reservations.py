@@ -127,10 +127,16 @@ async def test_a_seat_the_log_handed_over_stays_counted_however_old_its_room(red
     assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("handed", "bob")]
 
 
-async def test_hand_over_marks_its_seats_as_the_logs(redis_client: aioredis.Redis) -> None:
-    # When the clock hands over the seat a room's log gave a bot
+@pytest.mark.parametrize("held_before", [False, True])
+async def test_hand_over_marks_its_seats_as_the_logs(redis_client: aioredis.Redis, held_before: bool) -> None:
+    # Given (or not) bob's seat already taken in the bound for his leave, answered 202
     state = room_whose_log_hands_bob_over(created_at_ms=NOW)
-    assert await hand_over(redis_client, KEYS, state, set()) == 1
-    # Then its place in the bound says the log handed it (so sync_bound never gives it back)
+    if held_before:
+        leave = internal_command_id("handed", "bob", "leave")
+        await reserve_seats(redis_client, KEYS, [("handed", "bob")], NOW, max_seats=1, command=leave)
+    # When the clock hands over the seat the room's log gave a bot
+    await hand_over(redis_client, KEYS, state, set())
+    # Then its place in the bound says the log handed it (so neither sync_bound nor a settled command gives it back)
     entry = json.loads(await redis_client.hget(bot_seats_key(KEYS.prefix), "handed\x1fbob"))
     assert entry["log"] is True
+    assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("handed", "bob")]
