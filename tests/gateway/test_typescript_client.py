@@ -76,6 +76,37 @@ def test_the_typescript_types_are_generated_from_the_committed_document(built: P
     subprocess.run([NPM, "run", "generate"], cwd=built, check=True, capture_output=True, timeout=300)
 
 
+CONSOLE_SIGNING = ROOT / "services" / "gateway" / "console" / "signing.js"
+
+
+def console_build(built: Path, out: Path) -> str:
+    """The console's signing module compiled from ``built``'s src/signing.ts (`npm run build:console`, into ``out``)."""
+    subprocess.run([NPM, "run", "build:console", "--", "--outDir", str(out)], cwd=built, check=True,
+                   capture_output=True, timeout=300)
+    return (out / "signing.js").read_text()
+
+
+@needs_node
+def test_the_console_signs_with_the_committed_build_of_the_clients_signing_module(built: Path, tmp_path: Path) -> None:
+    # The console has no signing code of its own: app.js and verify.js import signing.js, and signing.js is
+    # clients/typescript/src/signing.ts compiled as it is. A change to the source fails here until
+    # `npm run build:console` in clients/typescript is run and its output committed.
+    console = CONSOLE_SIGNING.parent
+    for page in ("app.js", "verify.js"):
+        text = (console / page).read_text()
+        assert 'from "./signing.js"' in text and "almanac-command-v2" not in text and "almanac-join-v1" not in text
+    assert console_build(built, tmp_path / "now") == CONSOLE_SIGNING.read_text(), \
+        "services/gateway/console/signing.js is stale: run `npm run build:console` in clients/typescript and commit it"
+    # and the check can fail: a change to the bytes the client signs is caught
+    source = built / "src" / "signing.ts"
+    honest = source.read_text()
+    try:
+        source.write_text(honest.replace('"almanac-command-v2"', '"almanac-command-v3"'))
+        assert console_build(built, tmp_path / "edited") != CONSOLE_SIGNING.read_text()
+    finally:
+        source.write_text(honest)
+
+
 class Driver:
     """clients/typescript/test/driver.mjs in Node: one JSON line per operation of the TypeScript client."""
 
