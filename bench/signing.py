@@ -138,7 +138,8 @@ async def _window(url: str, lean: LeanHttp, arm: str, rooms: int, clients: int, 
     stack = sum(value for name, value in used.items() if name != "load generator")
     ok = played["accepted"]
     return {"arm": arm, **played, "per_s": ok / played["elapsed"], "stack_cpu_ms": stack / ok * 1000,
-            "generator_cpu_ms": used["load generator"] / ok * 1000}
+            "generator_cpu_ms": used["load generator"] / ok * 1000,
+            "process_cpu_ms": {name: value / ok * 1000 for name, value in used.items() if name != "load generator"}}
 
 
 async def _measure(url: str, pids: dict[str, int], rounds: int, rooms: int, clients: int) -> list[dict[str, Any]]:
@@ -199,4 +200,8 @@ def main(settings: Settings, rounds: int = 3, rooms: int = 16, clients: int = 8)
              for n in range(rounds)]
     console.print(f"signing costs the stack {_spread(extra, 3)} ms of CPU per command more (the engine's Ed25519 "
                   f"check and the longer request); the signing client {_spread([by_round[(n, 'signed')]['generator_cpu_ms'] - by_round[(n, 'unsigned')]['generator_cpu_ms'] for n in range(rounds)], 3)} ms more")
-    return {"windows": windows, "ratios": ratios, "stack_cpu_ms_extra": extra}
+    by_process = {name: [by_round[(n, "signed")]["process_cpu_ms"][name] - by_round[(n, "unsigned")]["process_cpu_ms"][name]
+                         for n in range(rounds)] for name in windows[0]["process_cpu_ms"]}
+    console.print("of which, per process (signed - unsigned, ms of CPU per command): "
+                  + "; ".join(f"{name} {_spread(values, 3)}" for name, values in by_process.items()))
+    return {"windows": windows, "ratios": ratios, "stack_cpu_ms_extra": extra, "process_cpu_ms_extra": by_process}
