@@ -282,3 +282,28 @@ async def test_a_feed_behind_the_kept_heads_signs_from_its_previous_checkpoint_w
     following = await signer.checkpoint(empty, room, late + 1, (chain[late],), since=previous)
     expected = await Checkpointer(signer.ring, b"\x05" * 32).checkpoint(empty, room, late + 1, chain[:late + 1])
     assert following["head"] == expected["head"] and honest["version"] == len(chain)
+
+
+async def test_an_answer_about_an_old_version_hashes_from_the_nearest_anchor_not_from_version_1(held) -> None:
+    """A page of events or a time-travel answer names an old version, far behind the kept recent heads: the
+    gateway starts from the anchor head kept every ANCHOR_EVERY versions, so it hashes at most that many events."""
+    from almanac.services.checkpoints import ANCHOR_EVERY, RECENT_HEADS, Checkpointer, KeyRing  # noqa: PLC0415
+    from almanac.storage.memory_store import MemoryEventStore  # noqa: PLC0415
+
+    chain = chain_of(held["bundle"])
+    assert len(chain) > RECENT_HEADS + ANCHOR_EVERY + 2
+    room, empty = held["bundle"]["room"], MemoryEventStore()  # the store holds nothing: memory must suffice
+    signer = Checkpointer(KeyRing([b"\x09" * 32]), b"\x05" * 32)
+    # Given a gateway that has signed the room's head (it hashed every event once)
+    await signer.checkpoint(empty, room, len(chain), chain)
+    # When asked for versions older than its recent heads, holding only the events since the anchor below each
+    for old in (ANCHOR_EVERY, ANCHOR_EVERY + 1, len(chain) - RECENT_HEADS - 1):
+        anchor = old // ANCHOR_EVERY * ANCHOR_EVERY
+        assert old < len(chain) - RECENT_HEADS
+        answered = await signer.checkpoint(empty, room, old, chain[anchor:old])
+        # Then the head is the whole chain's fold up to that version, as a gateway that never saw the room makes it
+        expected = await Checkpointer(signer.ring, b"\x05" * 32).checkpoint(empty, room, old, chain[:old])
+        assert answered["head"] == expected["head"], old
+    # and below the first anchor, with nothing from memory to start at, the room must be read again
+    with pytest.raises(LookupError):
+        await signer.checkpoint(empty, room, ANCHOR_EVERY - 1, (chain[ANCHOR_EVERY - 2],))
