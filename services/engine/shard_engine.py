@@ -175,7 +175,7 @@ class Engine:
         self._ahead: _Batch | None = None
         self.housekeeping = Housekeeping(client, self.keys, self.store, lambda: self.leases.held,
                                          self.leases.safely_held, self._stopping, self.metrics, self.log,
-                                         config.stream_retain_ms, config.clock)
+                                         config.stream_retain_ms, config.clock, self.service.loader.cached)
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()
