@@ -11,6 +11,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from nacl.bindings import crypto_sign_seed_keypair
+from nacl.signing import SigningKey
 
 from almanac.events import commitments as cm
 from almanac.events.envelope import Envelope
@@ -55,6 +57,11 @@ class KeyRing:
             raise ValueError("a key ring needs at least one signing key")
         self.keys = [Ed25519PrivateKey.from_private_bytes(seed) for seed in seeds]
         self.active = self.keys[0]
+        # The active key as libsodium's: a signature per answer is the gateway's largest cost of its own, and
+        # libsodium makes the very same signature (Ed25519 is deterministic) in about two thirds of OpenSSL's time.
+        self._signing = SigningKey(seeds[0])
+        if crypto_sign_seed_keypair(seeds[0])[0] != public_bytes(self.active.public_key()):
+            raise ValueError("the signing key's public key differs between libsodium and OpenSSL")
         publics = [public_bytes(key.public_key()) for key in self.keys] + list(retired_public)
         self.kid = cm.key_id(publics[0])
         seen: dict[str, bytes] = {}
@@ -67,7 +74,7 @@ class KeyRing:
         }
 
     def sign(self, room: str, version: int, head: bytes) -> dict[str, Any]:
-        sig = self.active.sign(cm.checkpoint_message(room, version, head))
+        sig = self._signing.sign(cm.checkpoint_message(room, version, head)).signature
         return {"room": room, "version": version, "head": head.hex(), "kid": self.kid, "sig": sig.hex()}
 
 

@@ -10,12 +10,14 @@ from pathlib import Path
 import msgspec
 import pytest
 from bundle_forgery import chain_of, copy, dropped, edited, stranger_ring, swapped, truncated
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.hashing import canonical_bytes, envelope_hash
+from almanac.services.checkpoints import KeyRing
 from almanac.services.cli import _load_commands, app
 
 REALM = Path(__file__).resolve().parents[1] / "golden" / "realm@1.json"
@@ -201,6 +203,22 @@ def test_a_player_cannot_confirm_a_guess_of_a_hidden_value_from_heads() -> None:
     assert cm.next_head(heads_a[0], cm.commitment(cm.salt(key, 2), cm.event_body(a[1]))) == heads_a[1]
     # Salts are per room: one room's opened key opens no other room.
     assert cm.room_key(secret, "r2") != key and cm.salt(cm.room_key(secret, "r2"), 2) != cm.salt(key, 2)
+
+
+def test_a_checkpoint_is_signed_as_openssl_signs_it_and_verifies_with_the_published_key() -> None:
+    # Given a deployment's key ring (libsodium signs; OpenSSL, through cryptography, made the signatures before)
+    seed = hashlib.sha256(b"a deployment's seed").digest()
+    ring = KeyRing([seed, hashlib.sha256(b"an older seed").digest()])
+    openssl = Ed25519PrivateKey.from_private_bytes(seed)
+    published = Ed25519PublicKey.from_public_bytes(bytes.fromhex(ring.document["keys"][0]["public_key"]))
+    for version in (1, 2, 2**40):
+        head = hashlib.sha256(version.to_bytes(8, "big")).digest()
+        # When a checkpoint is signed
+        signed = ring.sign("room-é", version, head)
+        # Then its signature is byte for byte OpenSSL's, and the key set's active key verifies it
+        message = cm.checkpoint_message("room-é", version, head)
+        assert signed["sig"] == openssl.sign(message).hex() and signed["kid"] == ring.document["active"]
+        published.verify(bytes.fromhex(signed["sig"]), message)
 
 
 def test_the_format_document_example_bytes_are_what_the_code_hashes() -> None:
