@@ -144,3 +144,20 @@ def test_resources_rejections_and_rows_fit_their_rule_sets_types(ref: str, gatew
                 assert open_spots(document, [member]) == []
                 if where != room:
                     assert all(row["fork"]["parent"] == room for row in rows["rows"])
+
+
+def test_the_contract_check_refuses_an_answer_that_drifts_from_its_schema_and_says_where(
+        document: dict[str, Any]) -> None:
+    """The answers' contract check (tests/api_contract.py, compiled validator first) is a check that can fail."""
+    contract = ContractCheck(document)
+    # Given an answer that fits its schema (a page of a room's events)
+    room = "contract-board"
+    page = {"room": room, "latest_version": 1, "next_version": 2, "checkpoint": None,
+            "events": [{"version": 1, "type": "room.created"}]}
+    fits = contract.problems("GET", f"/rooms/{room}/events", 200, page)
+    # When a field the schema declares is missing, or has another type
+    missing = contract.problems("GET", f"/rooms/{room}/events", 200, {k: v for k, v in page.items() if k != "room"})
+    retyped = contract.problems("GET", f"/rooms/{room}/events", 200, {**page, "latest_version": "one"})
+    # Then each drift is refused, naming where
+    assert fits == [] and missing and retyped, (fits, missing, retyped)
+    assert any("latest_version" in problem for problem in retyped), retyped
