@@ -15,7 +15,6 @@ INFO ``used_memory`` before and after (client buffers left out) and by MEMORY US
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 
 import redis.asyncio as aioredis
@@ -113,15 +112,22 @@ async def _candidate_layout(client: aioredis.Redis, index: str, fields: list[byt
 
 async def _id_layouts(client: aioredis.Redis, counts: list[int], table: Table) -> None:
     for commands in counts:
+        rooms = max(1, 10_000 // commands)  # ~10,000 ids a row: enough bytes that INFO's delta is not noise
         for label, layout in (("one hash per room (the store's)", _store_layout),
                               ("candidate: 1 + 16 + 256 listpack buckets", _candidate_layout)):
             prefix = f"layouts{time.time_ns()}"
             keys = Keys(16, prefix)
-            fields = [ids_field(keys.command_outcome("long-room", f"cmd-{n:06d}")) for n in range(commands)]
-            delta, usage, count = await _measured(
-                client, prefix, functools.partial(layout, client, keys.command_ids("long-room"), fields))
-            table.add_row(f"command id index, a room of {commands:,} commands", label, f"{count:,}",
-                          f"{delta / commands:,.0f} B", f"{usage / commands:,.0f} B", "per command")
+
+            async def write(keys: Keys = keys, layout=layout, rooms: int = rooms, commands: int = commands) -> None:
+                for n in range(rooms):
+                    room = f"long-room-{n}"
+                    fields = [ids_field(keys.command_outcome(room, f"cmd-{c:06d}")) for c in range(commands)]
+                    await layout(client, keys.command_ids(room), fields)
+
+            delta, usage, count = await _measured(client, prefix, write)
+            table.add_row(f"command id index, {rooms:,} room(s) of {commands:,} commands", label, f"{count:,}",
+                          f"{delta / (rooms * commands):,.0f} B", f"{usage / (rooms * commands):,.0f} B",
+                          "per command")
 
 
 async def _run(url: str, rooms: int, counts: list[int]) -> None:
