@@ -493,6 +493,24 @@ def _decide_create(state: RoomState | None, command: CreateRoom, ctx: Context) -
     ]
 
 
+def check_bot_policy(ruleset: str, *, seat_bots: bool = False, bot_after_missed: int | None = None) -> None:
+    """The one check of a create's bot policy against its rule-set (``ruleset`` as a create names it: ``realm``, its
+    default version, or ``realm@2``), made before anything is recorded by every way a room is made: POST /rooms, `almanac sim`
+    and `almanac import`. RuleError (422 at the API): ``no_seat_bot`` when the rules have no seat bot to play a
+    handed seat, ``no_deadlines`` when ``bot_after_missed`` names deadlines the rules have not; ``field`` the option
+    at fault. Not part of deciding a create: a log recorded with such a create re-decides as it was recorded."""
+    if bot_after_missed is None and not seat_bots:
+        return
+    field = "seat_bots" if bot_after_missed is None else "bot_after_missed"
+    manifest = registry.manifest(ruleset)
+    name = manifest.decider.name
+    if manifest.seat_bot is None:
+        raise RuleError("no_seat_bot", f"{name} has no seat bot", field=field)
+    if bot_after_missed is not None and manifest.deadlines is None:
+        raise RuleError("no_deadlines", f"{name} names no deadlines, so no seat can miss one; create without "
+                        "bot_after_missed (board@2 with turn_limit_s and realm have deadlines)", field=field)
+
+
 def _bot_policy(command: CreateRoom) -> list[BotPolicy]:
     """The room's bot policy, right after ``room.created``: none unless create asked for one."""
     if command.bot_after_missed is not None:

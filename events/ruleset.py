@@ -62,7 +62,7 @@ class ReadModel:
     Exactly one of ``room_row`` (one row per room, a function of the room's state after each batch;
     None = no row) and ``event_rows`` (rows per event, a ledger kept in log order; it sees every event
     of the room, the room's own ``room.*`` events included). Readers filter by
-    ``room`` and by the row fields in ``filters``, get rows sorted by ``order_by``, and a CLI table shows
+    ``room`` and by the row fields in ``filters`` (fields of ``row_type`` when it is declared), get rows sorted by ``order_by``, and a CLI table shows
     ``columns``. ``auditors_only`` when the rows carry what players may not see. ``row_type``: the msgspec
     Struct (or a tuple of tagged Structs, one of which) a row is, as builtins, for the API documents' read-model
     schema; None: the rows are documented as open objects. Presentation, not rules.
@@ -83,6 +83,12 @@ class ReadModel:
             raise ValueError(f"read model {self.name!r}: give exactly one of room_row and event_rows")
         if not _MODEL_NAME.match(self.name) or self.name in CORE_READ_MODELS:
             raise ValueError(f"read model name {self.name!r}: lower_case, not one of {CORE_READ_MODELS}")
+        types = self.row_type if isinstance(self.row_type, tuple) else (self.row_type,)
+        for row in types:  # a filter is a field of every row (a request filtering on another is refused 422)
+            missing = [f for f in self.filters if row is not None and f not in getattr(row, "__struct_fields__", ())]
+            if missing:
+                raise ValueError(f"read model {self.name!r}: filters {missing} are not fields of its row type "
+                                 f"{getattr(row, '__name__', row)!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

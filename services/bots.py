@@ -63,24 +63,52 @@ def bots_key(keys: Keys, shard: int) -> str:
     return f"{keys.prefix}:{shard_tag(shard)}:bots"
 
 
-# Take bot seats against the deployment's bound in one step (KEYS[1]: the deployment's bot seats, bot_seats_key; one
-# slot). ARGV: the bound (-1: none, a seat the room's log handed over must be played), when (ms), then the members.
-# The members not held yet are taken all or none: none when they would pass the bound. Answers [taken, held after]
-# ([-1, held] when refused), ``taken`` a 0/1 flag per member after the first two.
+def pending_key(keys: Keys) -> str:
+    """Hash of the bot seats taken for a command not known to be decided yet ("room\\x1fseat" -> JSON {command,
+    added_ms}), in the bound's slot (``bot_seats_key``'s ``{bots}``): ``settle_pending`` gives each back as soon as
+    the command's recorded outcome says it was refused, or keeps it when the room recorded it."""
+    return f"{keys.prefix}:{{bots}}:pending"
+
+
+# Take bot seats against the deployment's bound in one step (KEYS[1]: the deployment's bot seats, bot_seats_key;
+# KEYS[2]: the reservations awaiting a command's outcome, ``pending_key``; one slot). ARGV: the bound (-1: none, a
+# seat the room's log handed over must be played), when (ms), the command whose outcome decides the seats ('' none),
+# whether the room's log handed them ('1': ``sync_bound`` never drops such a seat, it completes it), then the
+# members. The members not held yet are taken all or none: none when they would pass the bound. Answers
+# [taken, held after] ([-1, held] when refused), ``taken`` a 0/1 flag per member after the first two.
 RESERVE_SCRIPT = """
 local bound = tonumber(ARGV[1])
 local fresh = {}
-for i = 3, #ARGV do
+for i = 5, #ARGV do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then fresh[#fresh + 1] = i end
 end
 local held = redis.call('HLEN', KEYS[1])
 if bound >= 0 and #fresh > 0 and held + #fresh > bound then return {-1, held} end
 local flags = {}
-for i = 3, #ARGV do flags[i - 2] = 0 end
+for i = 5, #ARGV do
+  flags[i - 4] = 0
+  if ARGV[4] == '1' then  -- a seat held already (a leave's, say) that the log has now handed over: marked so
+    local value = redis.call('HGET', KEYS[1], ARGV[i])
+    if value then
+      local ok, entry = pcall(cjson.decode, value)
+      if ok and type(entry) == 'table' and not entry.log then
+        entry.log = true
+        redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
+      end
+    end
+  end
+end
+local added = tonumber(ARGV[2])
 for _, i in ipairs(fresh) do
   local room, seat = string.match(ARGV[i], '^(.-)\\031(.*)$')
-  redis.call('HSET', KEYS[1], ARGV[i], cjson.encode({room = room, seat = seat, added_ms = tonumber(ARGV[2])}))
-  flags[i - 2] = 1
+  local entry = {room = room, seat = seat, added_ms = added}
+  if ARGV[3] ~= '' then
+    entry.command = ARGV[3]
+    redis.call('HSET', KEYS[2], ARGV[i], cjson.encode({command = ARGV[3], added_ms = added}))
+  end
+  if ARGV[4] == '1' then entry.log = true end
+  redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
+  flags[i - 4] = 1
 end
 return {#fresh, held + #fresh, unpack(flags)}
 """
@@ -95,6 +123,25 @@ for i = 1, #ARGV, 2 do
 end
 return dropped
 """
+# Settle reservations awaiting a command (KEYS[1]: bot_seats_key, KEYS[2]: pending_key). ARGV: how ('release' or
+# 'confirm'), then member, pending value, member, pending value...: a member still awaiting that same command is
+# given back (release: the command was refused, or never applied; unless the room's log has handed it over since,
+# ``hand_over``) or kept for good (confirm: the room recorded it). Answers how many were settled.
+SETTLE_SCRIPT = """
+local settled = 0
+for i = 2, #ARGV, 2 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    if ARGV[1] == 'release' then
+      local value = redis.call('HGET', KEYS[1], ARGV[i])
+      local ok, entry = pcall(cjson.decode, value or '')
+      if not (ok and type(entry) == 'table' and entry.log) then redis.call('HDEL', KEYS[1], ARGV[i]) end
+    end
+    settled = settled + 1
+  end
+end
+return settled
+"""
 SYNC_EVERY_MS = 60_000  # how often the bots process matches the bound's count to the shards' seats
 RESERVATION_GRACE_MS = 600_000  # a seat taken in the bound but in no shard's hash for this long was left half-done
 
@@ -104,39 +151,64 @@ def _full(held: int, max_seats: int) -> SeatRefused:
 
 
 async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int, *,
-                        max_seats: int | None) -> list[tuple[str, str]]:
+                        max_seats: int | None, command: str | None = None, log: bool = False
+                        ) -> list[tuple[str, str]]:
     """Take ``seats`` in the deployment's bot seats (``bot_seats_key``) in one script: all of those not held yet,
     or none (SeatRefused 429 ``bot_seats_full``) when they would pass ``max_seats`` (None: no bound, for a seat
     the room's log handed over). Racing callers cannot pass the bound together: the count and the take are one
-    step on one key. Answers the seats this call took (``release_seats`` gives them back)."""
+    step on one key. Answers the seats this call took (``release_seats`` gives them back).
+
+    ``command``: the id (the engine's, ``CommandRecord.command_id``) of the command whose outcome decides the
+    seats (a create with bots, a player's leave): the seats this call took await it in ``pending_key`` until the
+    caller settles them, or, when the command was answered 202, until its recorded outcome does
+    (``settle_pending``, every bots round): given back at once when refused. ``log``: the room's log already
+    handed the seats over (``hand_over``): ``sync_bound`` never gives such a seat back, it completes it."""
     if not seats:
         return []
     members = [f"{room}{SEPARATOR}{seat}" for room, seat in seats]
     script = client.register_script(RESERVE_SCRIPT)
-    answer = await script(keys=[bot_seats_key(keys.prefix)],
-                          args=[-1 if max_seats is None else max_seats, now_ms, *members])
+    answer = await script(keys=[bot_seats_key(keys.prefix), pending_key(keys)],
+                          args=[-1 if max_seats is None else max_seats, now_ms, command or "", "1" if log else "0",
+                                *members])
     taken, held = int(answer[0]), int(answer[1])
     if taken < 0:
         raise _full(held, int(max_seats or 0))
     return [one for one, flag in zip(seats, answer[2:], strict=True) if int(flag)]
 
 
+RELEASE_SCRIPT = """
+for i = 1, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]); redis.call('HDEL', KEYS[2], ARGV[i]) end
+return #ARGV
+"""
+
+
 async def release_seats(client: Any, keys: Keys, seats: list[tuple[str, str]]) -> None:
     """Give back seats ``reserve_seats`` took for a handover that did not happen (a refused create or leave)."""
     if seats:
-        await client.hdel(bot_seats_key(keys.prefix), *[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
+        await client.register_script(RELEASE_SCRIPT)(keys=[bot_seats_key(keys.prefix), pending_key(keys)],
+                                                     args=[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
+
+
+async def confirm_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int) -> list[bool]:
+    """The room recorded the command ``reserve_seats`` took ``seats`` for: write them to their shards' hashes (the
+    bots play them; taken in the bound first, unbounded, should it have lost them) and stop awaiting the command
+    (``pending_key``). Answers, per seat, whether it was new to its shard's hash."""
+    added = [await add_bot(client, keys, room, seat, now_ms) for room, seat in seats]
+    if seats:
+        await client.hdel(pending_key(keys), *[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
+    return added
 
 
 async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
-                  max_seats: int | None = None) -> bool:
+                  max_seats: int | None = None, log: bool = False) -> bool:
     """Hand ``seat`` of ``room`` to a bot; False when it already was. (The bot joins the seat if it is empty;
     a seat a person holds stays theirs: the bot's join is refused, and it never acts for them.)
 
     The seat is first taken in the deployment's bot seats against ``max_seats`` (one script: racing adds never
-    pass it; SeatRefused 429 ``bot_seats_full``; None: unbounded, for a seat the room's log handed over), then
-    written to its shard's hash, which the bots process plays. The deployment's seats are so always at least
+    pass it; SeatRefused 429 ``bot_seats_full``; None: unbounded, for a seat the room's log handed over, ``log``),
+    then written to its shard's hash, which the bots process plays. The deployment's seats are so always at least
     the shards' (``remove_bot`` deletes in the other order), and the bound counts the former."""
-    await reserve_seats(client, keys, [(room, seat)], now_ms, max_seats=max_seats)
+    await reserve_seats(client, keys, [(room, seat)], now_ms, max_seats=max_seats, log=log)
     entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
     return bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
 
@@ -144,30 +216,37 @@ async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
 async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
     member = f"{room}{SEPARATOR}{seat}"
     removed = bool(await client.hdel(bots_key(keys, keys.shard(room)), member))
-    await client.hdel(bot_seats_key(keys.prefix), member)  # after the shard's: the bound never counts too few
+    await release_seats(client, keys, [(room, seat)])  # after the shard's: the bound never counts too few
     return removed
 
 
 async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int]:
     """Make the deployment's bot seats (the bound's count) match the shards' bot hashes: a seat in a shard's hash
     only (written before the bound had its own key, or by hand) is added; a seat taken in the bound but in no
-    shard's hash for ``grace_ms`` (a create or leave that never finished) is given back. Answers (added, dropped).
+    shard's hash for ``grace_ms`` (a create or leave that never finished) is given back, unless the room's log
+    handed it over (``hand_over``: written to its shard's hash instead, as the log decided) or it awaits its
+    command's outcome (``settle_pending`` decides it). Answers (added, dropped).
     Run by the bots process now and then: every add and remove keeps them in step by itself."""
     played = {f"{room}{SEPARATOR}{seat}" for room, seat in await bot_seats(client, keys, range(keys.shard_count))}
-    counted = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-               for k, v in (await client.hgetall(bot_seats_key(keys.prefix))).items()}
+    counted = {_text(k): _text(v) for k, v in (await client.hgetall(bot_seats_key(keys.prefix))).items()}
+    awaiting = {_text(k) for k in await client.hkeys(pending_key(keys))}
     missing = sorted(played - counted.keys())
     added = 0
     for at in range(0, len(missing), 500):
         added += len(await reserve_seats(client, keys, [_member(m) for m in missing[at:at + 500]], now_ms,
                                          max_seats=None))
     stale: list[str] = []
+    handed: list[tuple[str, str]] = []
     for member, value in counted.items():
-        if member in played:
+        if member in played or member in awaiting:
             continue
         with contextlib.suppress(ValueError, TypeError, AttributeError):
-            if now_ms - int(json.loads(value).get("added_ms", 0)) >= grace_ms:
+            entry = json.loads(value)
+            if entry.get("log"):
+                handed.append(_member(member))  # the log handed it: never dropped, whatever its age
+            elif now_ms - int(entry.get("added_ms", 0)) >= grace_ms:
                 stale += [member, value]
+    await confirm_seats(client, keys, handed, now_ms)
     dropped = 0
     if stale:
         # read again: a seat added to its shard's hash since (an add in flight) is not given back
@@ -176,6 +255,45 @@ async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESER
         if stale:
             dropped = int(await client.register_script(PRUNE_SCRIPT)(keys=[bot_seats_key(keys.prefix)], args=stale))
     return added, dropped
+
+
+async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cursor: int = 0, count: int = 200,
+                         grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int, int]:
+    """Settle the bot seats taken for a command answered 202 (``pending_key``), by the command's recorded outcome
+    (the store keeps every command id's first outcome): refused, the seat is given back at once; accepted, it is
+    written to its shard's hash (the bots play it); undecided for ``grace_ms``, the command never reached a room
+    (its gateway died before sending it, say): given back. One page of ``count`` from ``cursor`` (HSCAN); answers
+    (released, confirmed, next cursor). A gateway that answers the command itself settles its seats at once."""
+    cursor, page = await client.hscan(pending_key(keys), cursor, count=count)
+    waiting: list[tuple[str, str, str, int, str]] = []
+    for member, value in page.items():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            entry = json.loads(_text(value))
+            room, _ = _member(member)
+            waiting.append((_text(member), room, str(entry["command"]), int(entry.get("added_ms", 0)), _text(value)))
+    outcomes = await store.outcomes_many([(room, command) for _, room, command, _, _ in waiting])
+    release: list[str] = []
+    confirm: list[str] = []
+    for (member, _, _, added_ms, value), outcome in zip(waiting, outcomes, strict=True):
+        if outcome is not None and outcome.accepted:
+            confirm += [member, value]
+        elif outcome is not None or now_ms - added_ms >= grace_ms:
+            release += [member, value]
+    settle = client.register_script(SETTLE_SCRIPT)
+    released = int(await settle(keys=[bot_seats_key(keys.prefix), pending_key(keys)], args=["release", *release])) \
+        if release else 0
+    if confirm:
+        # written to the shards' hashes first: a seat stops awaiting its command only once the bots play it
+        for member in confirm[::2]:
+            room, seat = _member(member)
+            entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
+            await client.hsetnx(bots_key(keys, keys.shard(room)), member, entry)
+        await settle(keys=[bot_seats_key(keys.prefix), pending_key(keys)], args=["confirm", *confirm])
+    return released, len(confirm) // 2, int(cursor)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def dice_key(secret: bytes) -> bytes:
@@ -307,7 +425,7 @@ async def hand_over(client: Any, keys: Keys, state: RoomState, handed: set[tuple
         return 0
     for seat in state.bot_seats:
         if (state.room, seat) not in handed:
-            added += await add_bot(client, keys, state.room, seat, state.created_at_ms)
+            added += await add_bot(client, keys, state.room, seat, state.created_at_ms, log=True)
             handed.add((state.room, seat))
     return added
 
@@ -399,6 +517,7 @@ class Bots:
         self.shard_at = 0
         self.scan_at = 0
         self.pending: list[tuple[str, str]] = []
+        self.pending_at = 0  # the HSCAN cursor over the seats awaiting a command's outcome (settle_pending)
         self.synced_ms: int | None = None  # when the bound's count was last matched to the shards' (sync_bound)
 
     async def _window(self, counts: list[int]) -> list[tuple[str, str]]:
@@ -431,6 +550,11 @@ class Bots:
             added, dropped = await sync_bound(self.client, self.keys, now)
             if added or dropped:
                 log.info("bots.bound_synced", added=added, dropped=dropped)
+        # Seats taken for a command answered 202: settled as soon as its outcome is recorded (one page a round).
+        released, confirmed, self.pending_at = await settle_pending(self.client, self.store, self.keys, now,
+                                                                     cursor=self.pending_at)
+        if released or confirmed:
+            log.info("bots.pending_settled", released=released, confirmed=confirmed)
         counts = await shard_counts(self.client, self.keys, self.shards)
         total = sum(counts)
         self.over_limit = max(0, total - self.max_rooms)

@@ -157,13 +157,18 @@ class Clock:
     """The deadlines of the shards its owner holds (``shards()``), tracked and fired every ``interval_s``."""
 
     def __init__(self, client, keys: Keys, store: EventStore, now_ms: Callable[[], int] = wall_ms,
-                 batch: int = 1000, cache_size: int = 10_000) -> None:
+                 batch: int = 1000, cache_size: int = 10_000,
+                 held: Callable[[str], tuple[RoomState, str] | None] | None = None) -> None:
         self.client = client
         self.keys = keys
         self.store = store
         self.now_ms = now_ms
         self.batch = batch
         self.loader = RoomLoader(store, cache_size)
+        # The states the writer in this process holds (its loader's ``cached``: each one cached only once its
+        # write went through): a room that moved is most often there at the version the feed names, and
+        # reading its tail back from Redis to fold it again was the clock's largest cost (docs/capacity.md).
+        self.held = held
         self._fire = client.register_script(FIRE_SCRIPT)
         self._track = client.register_script(TRACK_SCRIPT)
         self.fired = 0
@@ -180,6 +185,10 @@ class Clock:
     # --- tracking ------------------------------------------------------------------------------
 
     async def _state(self, room: str, version: int) -> RoomState | None:
+        if self.held is not None:
+            held = self.held(room)
+            if held is not None and held[0].version >= version:
+                return held[0]
         return await state_at_least(self.loader, self.store, room, version)
 
     async def _set(self, shard: int, rooms: dict[str, int], cursor: str | None) -> None:

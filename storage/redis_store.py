@@ -41,9 +41,16 @@ from almanac.storage.keys import Keys, replicated_key, shard_tag
 # command up to 128 of them) does not expire: the room's refusal stream holds a record per refusal anyway. The index
 # leaves Redis with the room (archived: its object's outcomes answer) and comes back with it (storage.restore).
 _DEDUPE_LUA = """
+local last_record, last_field
 local function id_field(record)
-  return (string.gsub(string.sub(redis.sha1hex(record), 1, 32), '..',
-                      function(hex) return string.char(tonumber(hex, 16)) end))
+  -- Asked twice for each new command (its lookup, then its record), and the hex-to-bytes step costs several times
+  -- the SHA-1: the last one is kept for this call of the script.
+  if record ~= last_record then
+    last_field = (string.gsub(string.sub(redis.sha1hex(record), 1, 32), '..',
+                              function(hex) return string.char(tonumber(hex, 16)) end))
+    last_record = record
+  end
+  return last_field
 end
 local function decided(record, ids)
   local found = redis.call('GET', record)

@@ -182,6 +182,17 @@ def bench_live(feeds: int = typer.Option(1_000, min=10, help="Live feeds (distin
         main(settings_or_exit(), feeds, requests)
 
 
+@bench_app.command("signing")
+def bench_signing(rounds: int = typer.Option(3, min=1, max=50, help="Pairs of windows (unsigned, signed), alternated."),
+                  rooms: int = typer.Option(16, min=1, max=1_000, help="Realm rooms played to the end per window."),
+                  clients: int = typer.Option(8, min=1, max=256, help="Closed-loop clients per window.")) -> None:
+    """Signed seats against unsigned seats end to end: commands/s and CPU per command, alternated in one run."""
+    main = bench_module("signing").main
+
+    with stack_errors():
+        main(settings_or_exit(), rounds, rooms, clients)
+
+
 @bench_app.command("forensics-tools")
 def bench_forensics_tools(
     events: int = typer.Option(10_000, min=200, help="Versions of the realm room to build."),

@@ -40,9 +40,17 @@ class ScenarioHeader(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     room: Name = "sim"
     player: Name = "player"
     time_ms: Milliseconds = 0
+    # The room's bot policy, as POST /rooms takes it (room.bot_policy): checked against the rule-set the same way.
+    seat_bots: bool = False
+    bot_after_missed: room_rules.MissedDeadlines | None = None
 
     def create_body(self) -> dict[str, Any]:
-        return {"kind": "create_room", "ruleset": self.ruleset, "options": self.options, "challenge": self.challenge}
+        body = {"kind": "create_room", "ruleset": self.ruleset, "options": self.options, "challenge": self.challenge}
+        if self.bot_after_missed is not None:
+            body["bot_after_missed"] = self.bot_after_missed
+        elif self.seat_bots:
+            body["seat_bots"] = True
+        return body
 
 
 class ScenarioMove(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -75,6 +83,9 @@ def load_scenario(path: Path) -> tuple[ScenarioHeader, list[tuple[int, ScenarioM
         try:
             if not moves:
                 codec.decode_command(None, header.create_body())
+                # the gateway's own check (POST /rooms answers it 422): a policy the rules cannot play is no room
+                room_rules.check_bot_policy(header.ruleset, seat_bots=header.seat_bots,
+                                            bot_after_missed=header.bot_after_missed)
             else:
                 command = moves[-1][1].command
                 if command.get("kind") == "join_room" and "nonce" in command:
@@ -86,8 +97,10 @@ def load_scenario(path: Path) -> tuple[ScenarioHeader, list[tuple[int, ScenarioM
                 codec.decode_command(header.ruleset, command)
         except InvalidCommand as error:
             raise OperatorError(f"{path}:{number}: invalid command: {error.message}") from None
-        except RuleError:
-            pass  # a rule refusal (an unknown rule-set): the play shows it
+        except RuleError as error:
+            if error.code in ("no_seat_bot", "no_deadlines"):
+                raise OperatorError(f"{path}:{number}: {error.field}: {error.code}: {error.message}") from None
+            # any other rule refusal (an unknown rule-set): the play shows it
     if header is None:
         raise OperatorError(f"{path}: no header line (the first line names the rule-set and setup)")
     return header, moves

@@ -12,6 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
+from almanac.events import codec, registry
+from almanac.events.errors import RuleError
+from almanac.events.room import BotPolicy, check_bot_policy
 from almanac.events.schema import NAME_PATTERN
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, room_envelopes, with_store
@@ -30,6 +33,22 @@ def export_command(room: str = typer.Argument(..., help="Room id.")) -> None:
         return await export_document(store, room, int(time.time() * 1000))
 
     sys.stdout.write(json.dumps(with_store(work), indent=1) + "\n")  # one field a line: read it, diff it
+
+
+async def _check_bot_policy(exported: Any) -> None:
+    """A room whose log records a bot policy (``room.bot_policy``) its rules cannot play is refused, by the check
+    POST /rooms makes (``events.room.check_bot_policy``, 422 there): OperatorError, nothing imported."""
+    for envelope in await exported.read(exported.room, 1, 2):  # the policy follows room.created, if any
+        if envelope.type != "room.bot_policy":
+            continue
+        policy = codec.decode_event(envelope)
+        assert isinstance(policy, BotPolicy)
+        name, version = registry.parse(envelope.ruleset)
+        try:  # a stored bare name is version 1 (registry.stored)
+            check_bot_policy(f"{name}@{version or 1}", seat_bots=True, bot_after_missed=policy.after_missed or None)
+        except RuleError as error:
+            raise OperatorError(f"{exported.room}: {error.field}: {error.code}: {error.message}; nothing imported") \
+                from None
 
 
 async def _same_as_stored_origin(store: EventStore, exported: Any) -> None:
@@ -67,6 +86,7 @@ def import_command(
 
     async def work(store: EventStore) -> tuple[int, int, int]:
         room = exported.room
+        await _check_bot_policy(exported)
         if await store.latest_version(target):
             raise OperatorError(f"room {target!r} already exists; nothing imported")
         if as_room is not None:

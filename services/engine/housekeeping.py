@@ -26,20 +26,23 @@ class Housekeeping:
 
     def __init__(self, client: Any, keys: Keys, store: Any, held: Callable[[], list[int]],
                  safely_held: Callable[[], list[int]], stopping: asyncio.Event, metrics: EngineMetrics, log: Any,
-                 stream_retain_ms: int, clock: bool) -> None:
+                 stream_retain_ms: int, clock: bool,
+                 room_states: Callable[[str], tuple[Any, str] | None] | None = None) -> None:
         self.client, self.keys, self.store = client, keys, store
         self._held, self._safely_held = held, safely_held
         self._stopping = stopping
         self.metrics, self.log = metrics, log
         self._trimmer = StreamTrimmer(client, stream_retain_ms)
         self._clock = clock
+        self._room_states = room_states  # the engine's own cached states, lent to the clock (Clock.held)
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._trim_loop(), name="engine-trim")]
         if self._clock:  # the deadlines of the shards this engine holds (services/clock.py)
             self._tasks.append(asyncio.create_task(
-                Clock(self.client, self.keys, self.store).run(self._safely_held, self._stopping), name="engine-clock"))
+                Clock(self.client, self.keys, self.store, held=self._room_states).run(self._safely_held, self._stopping),
+                name="engine-clock"))
 
     async def stop(self) -> None:
         for task in self._tasks:

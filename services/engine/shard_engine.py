@@ -175,7 +175,7 @@ class Engine:
         self._ahead: _Batch | None = None
         self.housekeeping = Housekeeping(client, self.keys, self.store, lambda: self.leases.held,
                                          self.leases.safely_held, self._stopping, self.metrics, self.log,
-                                         config.stream_retain_ms, config.clock)
+                                         config.stream_retain_ms, config.clock, self.service.loader.cached)
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()
@@ -331,8 +331,14 @@ class Engine:
         """The ordered writes of commands handed in, one script call per shard on ``write_call`` (redis-py's
         pooled call path cost more than the write); a NOSCRIPT one written again by the store."""
         assert self._write_call is not None
-        replies = await asyncio.gather(*(self._write_call(*self.store.ordered_command(group)) for group in groups),
-                                       return_exceptions=True)
+        calls = [self._write_call(*self.store.ordered_command(group)) for group in groups]
+        if len(calls) == 1:  # the usual batch, one shard: awaited here, not wrapped in a task as gather does
+            try:
+                replies = [await calls[0]]
+            except Exception as error:  # noqa: BLE001 - as gather's return_exceptions: judged below
+                replies = [error]
+        else:
+            replies = await asyncio.gather(*calls, return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
                 raise reply  # the connection failed: the writes may have taken effect (see _decide_handed)

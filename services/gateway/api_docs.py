@@ -13,6 +13,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 
+from almanac.events import registry
 from almanac.events.room import RoomState
 from almanac.services.gateway import game_schemas, responses
 from almanac.services.gateway.api_console import ASSETS_URL
@@ -114,9 +115,18 @@ def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/sc
         schemas.update(_told_apart(schemas["RoomResources"], "ruleset", "resources", {
             name: {"$ref": f"{ref_prefix}{parts['resources'][0]}"} for name, parts in names.items()}, ref_prefix))
     if "rows" in schemas.get("ReadModelRows", {}).get("properties", {}):
-        schemas.update(_told_apart(schemas["ReadModelRows"], "model", "rows", {
-            model: {"type": "array", "items": {"$ref": f"{ref_prefix}{row}"}}
-            for parts in names.values() for model, row in parts["read_models"].items()}, ref_prefix))
+        rows = {model: {"type": "array", "items": {"$ref": f"{ref_prefix}{row}"}}
+                for parts in names.values() for model, row in parts["read_models"].items()}
+        told = _told_apart(schemas["ReadModelRows"], "model", "rows", rows, ref_prefix)
+        declared = registry.read_models()
+        for model in rows:  # the filters the answer echoes: the model's own (fields of its row type), nothing else
+            member = told[f"{schemas['ReadModelRows']['title']}{game_schemas.prefix_of(model)}"]
+            filters = declared[model][1].filters if model in declared else ()
+            member["properties"]["where"] = {
+                "description": "the row fields filtered on (the model's filters; any other is refused 422 "
+                               "`unknown_filter`)", "type": "object", "additionalProperties": False,
+                "properties": {field: {"type": "string", "maxLength": 100} for field in filters}}
+        schemas.update(told)
     create = schemas.get("CreateRoomRequest", {}).get("properties", {})
     if "options" in create:  # the room's rule-set decides which applies (its options_type / setup_type)
         options = [{"$ref": f"{ref_prefix}{name}"} for parts in names.values() for name in parts["options"]]

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from almanac.events import codec, registry
 from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom
+from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom, check_bot_policy
 from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
 from almanac.services import bots
@@ -199,11 +199,13 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                                "challenge": body.challenge}
     if body.dice_scheme is not None:
         command["dice_scheme"] = body.dice_scheme
+    try:  # the one check every way of making a room shares (`almanac sim`, `almanac import` too)
+        check_bot_policy(body.ruleset, seat_bots=body.seat_bots, bot_after_missed=body.bot_after_missed)
+    except RuleError as error:
+        raise ApiError(422, error.code, error.message, error.field) from None
     if body.bot_after_missed is not None:
-        _check_bot_policy(body.ruleset, decider.name)
         command["bot_after_missed"] = body.bot_after_missed
     elif body.seat_bots:
-        _check_bot_policy(body.ruleset, decider.name, "seat_bots")
         command["seat_bots"] = True
     join_commitment = _nonce_commitment(body.nonce, body.nonce_commitment)
     if body.join:
@@ -237,33 +239,38 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     # The bots' seats are taken against the bound before the room exists, all at once (one script: racing creates
     # cannot pass it together), and given back if the create is refused: a refused create makes nothing.
     seated = [(room, seat) for seat in dict.fromkeys(body.bots)]
+    client_id = body.command_id or new_command_id()
     try:
-        reserved = await bots.reserve_seats(gw.client, gw.keys, seated, now_ms(), max_seats=gw.settings.max_bot_seats)
+        reserved = await bots.reserve_seats(gw.client, gw.keys, seated, now_ms(), max_seats=gw.settings.max_bot_seats,
+                                            command=internal_command_id(room, body.player, client_id))
     except bots.SeatRefused as refused:
         raise ApiError(429, refused.code, f"{refused.message} (create without bots, or later)", "bots") from None
-    client_id = body.command_id or new_command_id()
     try:
         outcome, _ = await _submit(gw, room, body.player, client_id, command, decider.name)
     except BaseException:
         await bots.release_seats(gw.client, gw.keys, reserved)
         raise
     if outcome is None:
-        return _pending(room, client_id)  # decided later perhaps: the seats stay taken (sync_bound frees them)
+        return _pending(room, client_id)  # decided later: its recorded outcome settles the seats (bots.settle_pending)
     if not outcome.accepted:
         await bots.release_seats(gw.client, gw.keys, reserved)
         error = _refusal(outcome, client_id)
         if error.code == "room_exists":
             error.status = 409
         raise error
-    _refuse_replayed_grant(outcome, body.player, "create", client_id)
+    try:
+        _refuse_replayed_grant(outcome, body.player, "create", client_id)
+    except ApiError:
+        await bots.release_seats(gw.client, gw.keys, reserved)  # a replay hands no new seat to a bot either
+        raise
     signed_at, shown = outcome, _shown(outcome)  # what the answer's checkpoint is signed after: the create, or its join
     answer = _outcome_body(outcome, shown, body.player, client_id)
     # The creator's token: the only way to act for this name in this room, so nobody can squat it.
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
-    for _, seat in seated:  # after the room exists: a refused create hands nothing to a bot (taken above)
-        await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())
+    # after the room exists: a refused create hands nothing to a bot (taken above)
+    await bots.confirm_seats(gw.client, gw.keys, seated, now_ms())
     answer["bots"] = list(dict.fromkeys(body.bots))
     if body.join:
         join_id = f"{client_id}.join"
@@ -281,18 +288,6 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
         else:
             answer["join_error"] = {"code": "outcome_pending", "message": "the join has not been answered yet"}
     return await _outcome_answer(gw, signed_at, shown, answer, 201, headers={"Location": f"/rooms/{room}"})
-
-
-def _check_bot_policy(ruleset: str, name: str, field: str = "bot_after_missed") -> None:
-    """422 unless a room of ``ruleset`` can have the bot policy asked for (``field``): a seat bot, and for
-    ``bot_after_missed`` (a seat that misses deadlines goes to a bot) rules that name deadlines (claim's do not:
-    docs/design-rulings.md); ``seat_bots`` alone (players may leave their seats to a bot) needs no deadline."""
-    manifest = registry.manifest(ruleset)
-    if manifest.seat_bot is None:
-        raise ApiError(422, "no_seat_bot", f"{name} has no seat bot", field)
-    if field == "bot_after_missed" and manifest.deadlines is None:
-        raise ApiError(422, "no_deadlines", f"{name} names no deadlines, so no seat can miss one; create without "
-                       "bot_after_missed (board@2 with turn_limit_s and realm have deadlines)", "bot_after_missed")
 
 
 @router.post(
@@ -346,10 +341,11 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
             raise ApiError(422, "command_id_required", "a signed command names its command_id: the signature covers "
                            "it (docs/dice.md)", "command_id")
         # taken before the room decides the leave, so a leave the log records always has its seat in the bound
-        reserved = await bots.reserve_seats(gw.client, gw.keys, [(room, seat)], now_ms(), max_seats=bound)
+        client_id = body.command_id or new_command_id()
+        reserved = await bots.reserve_seats(gw.client, gw.keys, [(room, seat)], now_ms(), max_seats=bound,
+                                            command=internal_command_id(room, seat, client_id))
     except bots.SeatRefused as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field, **refused.extra) from None
-    client_id = body.command_id or new_command_id()
     try:
         outcome, _ = await _submit(gw, room, seat, client_id, {"kind": "hand_to_bot"}, state.ruleset,
                                    limit=gw.rate_limits.seat_limit(room, seat), signature=body.signature,
@@ -358,11 +354,11 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
         await bots.release_seats(gw.client, gw.keys, reserved)
         raise
     if outcome is None:
-        return _pending(room, client_id)  # decided later perhaps: the seat stays taken (sync_bound frees it)
+        return _pending(room, client_id)  # decided later: its recorded outcome settles the seat (bots.settle_pending)
     if not outcome.accepted:
         await bots.release_seats(gw.client, gw.keys, reserved)
         raise _refusal(outcome, client_id)
-    added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms())  # after the log says so
+    (added,) = await bots.confirm_seats(gw.client, gw.keys, [(room, seat)], now_ms())  # after the log says so
     shown = _shown(outcome)
     handed = _outcome_body(outcome, shown, seat, client_id)
     return await _outcome_answer(gw, outcome, shown, {**answer, "how": "left", "added": added, "handed": handed})

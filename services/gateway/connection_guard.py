@@ -23,9 +23,10 @@ or second parse. A refusal through the ASGI path cost the gateway about as much 
 so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
 item 19). Anything else (a request that may resend a decided command, one behind an unanswered one, CORS on) is
 handed on and answered by the command route, which refuses the same way (``http_app.GatewayApp``). uvicorn
-does not see shed requests, so its keep-alive timeout (5 s after the last answer it wrote) may close a connection
-whose every request for that long was shed: under overload a client then reconnects, as after any keep-alive
-close.
+does not see shed requests, so after each shed read the guard hands it no bytes (``data_received(b"")``), which stops
+its keep-alive timer (5 s after the last answer it wrote, or the read timeout if shorter): that timer had closed
+connections whose every request for that long was shed while their clients kept sending, so a refused client
+got a reset connection, not its 503. An idle connection is still closed, by the guard's read timeout.
 
 It is built on public interfaces only: the asyncio ``Protocol`` methods through which the event loop drives any
 protocol (the guard receives the bytes first, then hands them to uvicorn's protocol, which it holds, not
@@ -68,6 +69,8 @@ def server_options(settings: Settings) -> dict[str, Any]:
     proxies = _trusted(settings.trusted_proxies)
     return {"host": settings.http_host, "port": settings.http_port, "log_level": "warning", "access_log": False,
             "lifespan": "on", "log_config": None, "loop": "uvloop", "http": GuardedConnection,
+            # uvicorn's keep-alive (its default 5 s) never outlasts the guard's read timeout, which bounds idleness
+            "timeout_keep_alive": min(5.0, settings.http_read_timeout_ms / 1000),
             "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or None}
 
 
@@ -157,6 +160,12 @@ class GuardedConnection(asyncio.Protocol):
                     # Counted, not logged: refusals come in floods.
                     self.app_state.gateway.metrics.shed(len(shed), time.perf_counter() - started)
                     self._arm()
+                    # The client is not idle: uvicorn's protocol is told that data came (none of it to parse), which
+                    # stops its keep-alive timer. Left running, it closed a connection whose every request was shed
+                    # for 5 s while the client kept sending: a refused client got a reset connection instead of its
+                    # 503 (the benchmark's "unexpected ReadError" at 3x). The guard's own read timeout (``_arm``)
+                    # still closes a connection that then sends nothing.
+                    self.server.data_received(b"")
                     return
                 self.awaiting += len(shed)  # handed on after all: uvicorn answers them (the route refuses them)
         if self.transport is not None and self.transport.is_closing():

@@ -77,16 +77,22 @@ class Stack:
             client.close()
         raise RuntimeError(f"engine/projector not ready: {self.log('engine')} {self.log('projector')}")
 
-    def start_gateway(self, name: str = "gateway", max_files: int | None = None, **env: str) -> str:
+    def start_gateway(self, name: str = "gateway", max_files: int | None = None, preload: str | None = None,
+                      **env: str) -> str:
         """A real gateway process (uvicorn with the gateway's own HTTP protocol) on a free port, with these
         settings on top of the stack's; its URL once ``/health`` answers 200. ``name``: its process and log
-        (a second gateway beside the first takes another); ``max_files``: its limit of open files."""
+        (a second gateway beside the first takes another); ``max_files``: its limit of open files; ``preload``: a
+        module of tests/ whose ``plant()`` runs before the gateway is built (tests/planted_leak.py)."""
+        child = CHILD
+        if preload is not None:
+            tests = str(Path(__file__).resolve().parent.parent)
+            child = f"import sys; sys.path.insert(0, {tests!r}); import {preload}; {preload}.plant(); {CHILD}"
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-c", CHILD, "gateway"], env={**self.env, "ALMANAC_HTTP_PORT": str(port), **env},
+            [sys.executable, "-c", child, "gateway"], env={**self.env, "ALMANAC_HTTP_PORT": str(port), **env},
             stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=None if max_files is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
                                                                                   (max_files, max_files)))

@@ -21,7 +21,9 @@ from game_modules import game_module
 from gateway_stack import CHILD, Stack
 from store_forgery import rewrite_in_redis
 
+from almanac.client.signing import PlayerKey, nonce_commitment, recorded_command_id
 from almanac.events import registry
+from almanac.events.signing import command_bytes, join_bytes, signature_valid
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner
 
 board_rules = game_module("board@1", "rules")
@@ -864,3 +866,39 @@ def test_a_join_never_decided_seats_nobody_and_says_so(page, base_url: str, shot
     assert resent.value.post_data_json == sent[0]
     expect_text(page.get_by_test_id("seat"), bob)
     assert page.evaluate(f"localStorage.getItem('almanac-nonce:{room}:{bob}')") == sent[0]["nonce"]
+
+
+def test_a_command_the_console_signed_is_verified_by_the_python_verifier(page, base_url: str, auditor: str) -> None:
+    # Given bob joining a realm room in the console, which makes his key and signs with the TypeScript client's
+    # signing module (console/signing.js): the requests it sends are kept
+    room, _, bob, _ = realm_room_waiting_for_bob(base_url)
+    sent: dict[str, dict] = {}
+    page.on("request", lambda request: sent.update({request.url.rsplit("/", 1)[-1]: request.post_data_json})
+            if request.method == "POST" and request.url.startswith(f"{base_url}/rooms/{room}/") else None)
+    page.goto(f"/#/room/{room}")
+    page.locator("#join-player").fill(bob)
+    page.get_by_role("button", name="Join").click()
+    expect_text(page.get_by_test_id("seat"), bob)
+    # When he ends his turn through the console's form
+    page.locator("#command-kind").select_option("end_turn")
+    page.get_by_role("button", name="Send command").click()
+    page.get_by_test_id("accepted").wait_for()
+    # Then the Python verifier (events.signing, the engine's own check) accepts the join's proof of possession and
+    # the command's signature, over exactly the bytes the server's side says a player signs
+    join, command = sent["join"], sent["commands"]
+    assert signature_valid(join["public_key"], join["signature"],
+                           join_bytes(room, bob, join["public_key"], nonce_commitment(join["nonce"])))
+    assert command["command"] == {"kind": "end_turn"} and isinstance(command["seen_version"], int)
+    assert signature_valid(join["public_key"], command["signature"], command_bytes(
+        room, bob, recorded_command_id(room, bob, command["command_id"]), command["command"], command["seen_version"]))
+    # and a signature over another version than the one sent is not his (the version is in the signed bytes)
+    assert not signature_valid(join["public_key"], command["signature"], command_bytes(
+        room, bob, recorded_command_id(room, bob, command["command_id"]), command["command"],
+        command["seen_version"] + 1))
+    # and the key the console kept is the Python client's format: imported, it is the key his join registered
+    kept = page.evaluate(f"localStorage.getItem('almanac-key:{room}:{bob}')")
+    assert PlayerKey.import_key(kept).public_key == join["public_key"]
+    # and the room's verification (the Python verifier over the stored log) counts his join and command as signed
+    report = httpx.get(f"{base_url}/rooms/{room}/verification", headers={"Authorization": f"Bearer {auditor}"},
+                       timeout=15).json()
+    assert report["ok"] and bob in report["signing_players"] and bob in report["signed_joins"], report

@@ -410,3 +410,64 @@ def test_a_command_decided_through_one_gateway_is_answered_its_outcome_by_anothe
     assert recreated.json()["duplicate"] is True and recreated.json()["room"] == "across-created"
     assert recreated.json()["token"] and recreated.json()["joined"] is True
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_a_client_whose_every_command_is_shed_keeps_its_connection_past_the_keep_alive_timeout(gateway_url) -> None:
+    """Issue 28, item 19: uvicorn never sees a request the connection guard sheds, so its keep-alive timer, started
+    by the last answer it wrote, closed a connection whose every request since was shed while the client kept
+    sending: at three times capacity the benchmark's client got a reset connection instead of a 503 (``unexpected
+    ReadError``). Given a gateway whose read timeout, and so keep-alive, is 600 ms, with both its slots held, when a
+    client whose first request (/health) was answered sends a command naming no id every 100 ms for three times
+    that long on the same connection, then each is
+    answered 503 ``overloaded`` on that same connection; and once the client stops sending, the connection is
+    closed by the read timeout (idleness is still bounded)."""
+    url, stack = gateway_url
+    read_timeout_s = 0.6
+    short = stack.start_gateway("gateway-short-keepalive", **GATEWAY_ENV,
+                                ALMANAC_HTTP_READ_TIMEOUT_MS=str(int(read_timeout_s * 1000)))
+    rooms = open_board_rooms(short, "keepalive", MAX_INFLIGHT + 1)
+    engine = stack.processes["engine"]
+    body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+    room, token = rooms[-1]
+    request = (f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+    async def scenario() -> tuple[list[int], bytes]:
+        async with httpx.AsyncClient(base_url=short, timeout=30) as client:
+            holding = asyncio.gather(*(client.post(
+                f"/rooms/{r}/commands", headers={"Authorization": f"Bearer {t}"},
+                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for r, t in rooms[:-1]))
+            await _slots_held(short)  # (the engine is paused)
+            host, port = short.removeprefix("http://").split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            # A request uvicorn answers first: its keep-alive timer runs from that answer.
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            health = b""
+            while not health.rstrip().endswith(b"}"):
+                health += await asyncio.wait_for(reader.read(65536), 10)
+            statuses = [http_answers(health, 1)[0][0]]
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            while loop.time() - started < 3 * read_timeout_s:
+                writer.write(request)
+                raw = b""
+                while not raw.rstrip().endswith(b"}"):
+                    chunk = await asyncio.wait_for(reader.read(65536), 10)
+                    assert chunk, f"the connection closed after {len(statuses)} refusals, {raw!r}"
+                    raw += chunk
+                statuses.append(http_answers(raw, 1)[0][0])
+                await asyncio.sleep(0.1)
+            # Silent from here: the guard's read timeout closes it (read returns b"" at the close).
+            closed = await asyncio.wait_for(reader.read(65536), 10 * read_timeout_s)
+            writer.close()
+            engine.send_signal(signal.SIGCONT)
+            await holding
+            return statuses, closed
+
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        statuses, closed = asyncio.run(scenario())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    assert statuses[0] == 200 and len(statuses) >= 10 and set(statuses[1:]) == {503}, statuses
+    assert closed == b""

@@ -18,11 +18,16 @@ clock reading. Operations that take no game parameter and do not name the room d
 measure the same. Live feeds are followed twice: opened as the room is created, before the rest of the game
 is appended (the events reach them through the gateway's shared read, live_hub), and again from stored
 history once it is all there.
+
+The property is shown able to fail (a mutation check): a gateway with a leak planted (tests/planted_leak.py, an
+operation that tells anyone the seat-bot room's running scores) must be reported, found from its /openapi.json.
+Each pair of answers is asked of both twins at once (separate processes), so the test waits for the slower.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import difflib
 import email.utils
@@ -53,6 +58,7 @@ from hidden_games import (
     replay,
     rivals,
 )
+from planted_leak import PLANTED_PATH
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -123,6 +129,22 @@ def comparable(game: str) -> tuple[list[Step], list[Receipt], list[Receipt]]:
     stop = next((i for i, (a, b) in enumerate(zip(run_a, run_b, strict=True))
                  if divergence(variation, a, b, rivals(variation)) is not None), len(steps))
     return steps[:stop], run_a[:stop], run_b[:stop]
+
+
+def viewers_of(game: str, run_a: list[Receipt]) -> dict[str, str | None]:
+    """Who asks, and their tokens: the public (none), a spectator and every rival seat."""
+    variation = VARIATIONS[game]
+    room = f"{game}-{variation.route_game}"
+    signer = TokenSigner(SECRET, 3_600)
+    ref = run_a[0].envelopes[0].ruleset
+    viewers: dict[str, str | None] = {"public": None, SPECTATOR: signer.issue(room, SPECTATOR, ruleset=ref)}
+    return viewers | {seat: signer.issue(room, seat, ruleset=ref) for seat in rivals(variation)}
+
+
+# Seconds spent asking each operation of both twins, over the module: its slowest are printed with each game.
+SPENT: dict[str, float] = {}
+# The games the property test stored in the twins (game -> its latest version): a later test asks the same rooms.
+STORED: dict[str, int] = {}
 
 
 def store(twin: Twin, room: str, steps: list[Step], run: list[Receipt], first: int = 0) -> int:
@@ -271,6 +293,39 @@ def without(seen: Answer, names: set[str], masked: bool) -> Answer:
     return status, headers, body
 
 
+def answers_compared(twins: tuple[Twin, Twin], document: dict, fill: dict[str, list[str]],
+                     viewers: dict[str, str | None], room: str, commitments: tuple[str, str],
+                     per_operation: dict[str, set[str]]) -> Iterator[tuple[str, str, str, Answer, Answer]]:
+    """(operation, URL, viewer, answer of game A, answer of game B) for every call of every operation of
+    ``document`` (``calls``) by every viewer, each answer as compared (``without``): the property holds when
+    every pair is equal. Each pair is asked of both gateways at once (one thread for game A's): they are
+    separate processes, so the test waits for the slower of the two, not for both in turn."""
+    (a, b), (commitment_a, commitment_b) = twins, commitments
+    with concurrent.futures.ThreadPoolExecutor(1) as beside:
+        def both(method: str, url: str, token: str | None) -> tuple[Answer, Answer]:
+            asked_a = beside.submit(answer, a, method, url, token, commitment_a, commitment_a)
+            seen_b = answer(b, method, url, token, commitment_b, commitment_a)
+            return asked_a.result(), seen_b
+
+        for name, method, url, about_game in calls(document, fill):
+            for viewer, token in viewers.items():
+                started = time.perf_counter()
+                seen_a, seen_b = both(method, url, token)
+                SPENT[name] = SPENT.get(name, 0.0) + time.perf_counter() - started
+                if name not in per_operation:  # asked again of each gateway: what differs describes the request
+                    again_a, again_b = both(method, url, token)
+                    per_operation[name] = per_request(seen_a, again_a) | per_request(seen_b, again_b)
+                # The processes' own figures (clocks, sizes, counters) are compared with every number masked.
+                masked = not about_game and room.encode() not in seen_a[2]
+                yield (name, url, viewer, *(without(seen, per_operation[name], masked) for seen in (seen_a, seen_b)))
+
+
+def body_diff(seen_a: Answer, seen_b: Answer) -> str:
+    return "\n".join(difflib.unified_diff(seen_a[2].decode(errors="replace").splitlines(),
+                                          seen_b[2].decode(errors="replace").splitlines(), "game A", "game B",
+                                          lineterm=""))
+
+
 def channel_of(asyncapi: dict, address: str) -> str:
     return next(name for name, channel in asyncapi["channels"].items() if channel["address"] == address)
 
@@ -318,10 +373,7 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
     stored = {e.type for receipt in run_a for e in receipt.envelopes}
     assert variation.covers <= stored, f"{game}: never compared: {sorted(variation.covers - stored)}"
     commitment_a, commitment_b = run_a[-1].commitment, run_b[-1].commitment
-    signer = TokenSigner(SECRET, 3_600)
-    ref = run_a[0].envelopes[0].ruleset
-    viewers: dict[str, str | None] = {"public": None, SPECTATOR: signer.issue(room, SPECTATOR, ruleset=ref)}
-    viewers |= {seat: signer.issue(room, seat, ruleset=ref) for seat in rivals(variation)}
+    viewers = viewers_of(game, run_a)
     fill = fillers(room, ruleset, run_a, len(steps))
     asyncapi = a.http.get("/asyncapi").json()
     assert b.http.get("/asyncapi").json() == asyncapi  # and both gateways are asked alike
@@ -359,24 +411,15 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
         compared[f"WS {address} live"] = compared.get(f"WS {address} live", 0) + 1
     wait_projected(a, room, latest)
     wait_projected(b, room, latest)
+    STORED[game] = latest
 
     document = a.http.get("/openapi.json").json()
     assert b.http.get("/openapi.json").json() == document
     per_operation: dict[str, set[str]] = {}
-    for name, method, url, about_game in calls(document, fill):
-        for viewer, token in viewers.items():
-            seen_a = answer(a, method, url, token, commitment_a, commitment_a)
-            seen_b = answer(b, method, url, token, commitment_b, commitment_a)
-            if name not in per_operation:  # asked again of each gateway: what differs describes the request
-                per_operation[name] = (per_request(seen_a, answer(a, method, url, token, commitment_a, commitment_a))
-                                       | per_request(seen_b, answer(b, method, url, token, commitment_b, commitment_a)))
-            # The processes' own figures (clocks, sizes, counters) are compared with every number masked.
-            masked = not about_game and room.encode() not in seen_a[2]
-            seen_a, seen_b = (without(seen, per_operation[name], masked) for seen in (seen_a, seen_b))
-            assert seen_a == seen_b, (name, url, viewer, seen_a[:2], seen_b[:2], "\n".join(difflib.unified_diff(
-                seen_a[2].decode(errors="replace").splitlines(), seen_b[2].decode(errors="replace").splitlines(),
-                "game A", "game B", lineterm="")))
-            compared[name] = compared.get(name, 0) + 1
+    for name, url, viewer, seen_a, seen_b in answers_compared((a, b), document, fill, viewers, room,
+                                                              (commitment_a, commitment_b), per_operation):
+        assert seen_a == seen_b, (name, url, viewer, seen_a[:2], seen_b[:2], body_diff(seen_a, seen_b))
+        compared[name] = compared.get(name, 0) + 1
     # A room with seat bots: every viewer asks POST /rooms/{room}/bots, with a body it takes, for every seat it
     # cannot leave (a bot seat: "already"; another's seat: refused), so the answers of a room with bot seats, not
     # only a refused body, are compared; none of them writes to the room (no seat is left).
@@ -421,7 +464,8 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
     print(f"{game}: {len(steps)} steps, {latest} versions, {differ} stored events differ; "
           f"{sum(compared.values())} answers compared over {len(compared)} operations for {list(viewers)}; "
           f"webhook notices compared: { {k: v for k, v in compared.items() if k.startswith('webhook')} }; "
-          f"headers per request: {sorted(set().union(*per_operation.values()))}")
+          f"headers per request: {sorted(set().union(*per_operation.values()))}; slowest operations so far: "
+          f"{ {name: round(s, 1) for name, s in sorted(SPENT.items(), key=lambda kv: -kv[1])[:5]} }")
     assert len(compared) == (sum(len(ops) for ops in document["paths"].values()) + 2 * len(live) + len(kinds)
                              + bool(variation.covers))
 
@@ -475,3 +519,46 @@ def notices(twin: Twin, room: str, viewers: dict[str, str | None], commitment: s
         return sorted(json.dumps(p, sort_keys=True).replace(commitment, instead) for p in payloads)
 
     return asyncio.run(run())
+
+
+def test_the_property_reports_a_new_route_that_leaks_a_bot_rooms_hidden_scores(twins: tuple[Twin, Twin]) -> None:
+    """Given the seat-bot game (``realm-bots``) stored behind both twins, and on each stack a gateway with one
+    operation more that nothing tells the test of (tests/planted_leak.py: ``GET /rooms/{room}/bot-insight``, no
+    token, the bot room's running scores, hidden amounts included), when the property enumerates that gateway's
+    /openapi.json and asks what it adds as every viewer, then it finds the new operation by itself, fills its
+    parameters, and reports a differing answer for every viewer: the property can fail, and fails on a route the
+    day the route is added. (The operations both documents share are the property test's own, which passes.)"""
+    game = "realm-bots"
+    steps, run_a, run_b = comparable(game)
+    room = f"{game}-{VARIATIONS[game].route_game}"
+    if game not in STORED:  # run alone: store the game as the property test does
+        latest = store(twins[0], room, steps, run_a)
+        assert store(twins[1], room, steps, run_b) == latest
+        for twin in twins:
+            wait_projected(twin, room, latest)
+        STORED[game] = latest
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as starting:  # both at once: each start waits for /health
+            urls = list(starting.map(lambda twin: twin.stack.start_gateway("gateway-leaky", preload="planted_leak"),
+                                     twins))
+        leaky = (Twin(twins[0].stack, urls[0]), Twin(twins[1].stack, urls[1]))
+        clean = twins[0].http.get("/openapi.json").json()["paths"]
+        document = leaky[0].http.get("/openapi.json").json()
+        added = {path: operations for path, operations in document["paths"].items() if path not in clean}
+        assert list(added) == [PLANTED_PATH], "the planted gateway should add exactly the planted operation"
+        viewers = viewers_of(game, run_a)
+        reported: dict[str, list[str]] = {}
+        for name, url, viewer, seen_a, seen_b in answers_compared(
+                leaky, {**document, "paths": added}, fillers(room, VARIATIONS[game].ruleset, run_a, len(steps)),
+                viewers, room, (run_a[-1].commitment, run_b[-1].commitment), {}):
+            assert seen_a[0] == 200, (name, url, viewer, seen_a)  # it answers, as a real route would
+            if seen_a != seen_b:
+                reported.setdefault(name, []).append(viewer)
+                assert b'"weighs"' in body_diff(seen_a, seen_b).encode(), body_diff(seen_a, seen_b)
+        assert reported == {f"GET {PLANTED_PATH}": list(viewers)}, reported
+    finally:
+        for twin in twins:
+            process = twin.stack.processes.pop("gateway-leaky", None)
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=10)

@@ -14,6 +14,8 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, gateway_settings
+from test_typed_answers import component
+from test_typed_schemas import open_spots
 
 from almanac.events import registry
 from almanac.services.gateway import create_app
@@ -137,7 +139,19 @@ def test_a_pip_installed_game_is_hosted_and_played_through_engine_and_gateway(ap
     assert verification["ok"] is True and verification["commands_redecided"] >= 6, verification
     duels = wait_for(lambda: api.get("/read-models/duels", params={"room": room}).json()["rows"],
                      lambda rows: rows and rows[0]["over"])
-    assert duels == [{"room": room, "players": ["alice", "bob"], "wins": scores, "rounds_played": 2, "over": True}]
+    top = [player for player in ("alice", "bob") if scores[player] == max(scores.values())]
+    winner = top[0] if len(top) == 1 else ""
+    assert duels == [{"room": room, "players": ["alice", "bob"], "wins": scores, "rounds_played": 2, "over": True,
+                      "winner": winner}]
+    # and the plugin's declared row type types its rows and the filters they take, in the API document
+    answer = api.get("/read-models/duels", params={"room": room, "winner": winner})
+    assert answer.status_code == 200 and answer.json()["rows"] == duels, answer.text
+    assert list(component(api.app.openapi(), "ReadModelRowsDuels").iter_errors(answer.json())) == []
+    assert open_spots(api.app.openapi(), ["ReadModelRowsDuels"]) == []  # the row is the plugin's DuelRow, typed
+    assert list(component(api.app.openapi(), "ReadModelRowsDuels").iter_errors(
+        {**answer.json(), "where": {"loser": "bob"}})) != []  # the document's where takes the model's filters only
+    refused = api.get("/read-models/duels", params={"room": room, "loser": "bob"})
+    assert (refused.status_code, refused.json()["code"], refused.json()["field"]) == (422, "unknown_filter", "loser")
     story = api.get(f"/rooms/{room}/audit/round/1", headers=auth(auditor))
     assert story.status_code == 200, story.text
     steps = story.json()["story"]

@@ -249,6 +249,33 @@ def test_an_attacker_with_the_seats_token_cannot_borrow_or_bend_a_signature(live
         assert client.verification(ann.room, token=auditor)["ok"] is True
 
 
+def test_a_signed_command_replayed_in_another_room_of_the_same_key_is_refused(live: tuple[str, str]) -> None:
+    # Given ann's one key (a key file she reuses) registered in two rooms, and her mine accepted in the first
+    url, auditor = live
+    with Client(url) as client:
+        key = PlayerKey.generate()
+        first = client.create_room("realm", "ann", options={"players": ["ann", "bob"]}, player_key=key,
+                                   nonce=secrets.token_hex(32))
+        client.join(first.room, "bob", player_key=PlayerKey.generate(), nonce=secrets.token_hex(32))
+        second = client.create_room("realm", "ann", options={"players": ["ann", "bob"]}, player_key=key,
+                                    nonce=secrets.token_hex(32))
+        client.join(second.room, "bob", player_key=PlayerKey.generate(), nonce=secrets.token_hex(32))
+        assert first.command(MINE, command_id="mine-1").version == 4
+        # her body of mine-1 as her client sent it (signed over version 2, her join: Ed25519 is deterministic)
+        honest = {"command": MINE, "command_id": "mine-1", "seen_version": 2,
+                  "signature": key.sign_command(first.room, "ann", "mine-1", MINE, 2)}
+        before = client.events(second.room, token=auditor)["events"]
+        # When whoever holds ann's token for the second room (the operator can mint it) posts her signed command
+        # there unchanged, and re-stamped with the second room's version
+        answers = [_post(client, second, body) for body in (honest, {**honest, "seen_version": len(before)})]
+        # Then each is refused as not ann's signature (the room is in the signed bytes), with nothing written
+        assert [(a.status_code, a.json()["code"]) for a in answers] == [(422, "signature_invalid")] * 2
+        assert client.events(second.room, token=auditor)["events"] == before
+        with pytest.raises(ApiError) as unknown:
+            second.outcome("mine-1")
+        assert unknown.value.code == "outcome_unknown"
+
+
 def test_the_client_signs_the_bytes_events_signing_checks() -> None:
     # One rule, events/signing.py: the client's signature verifies against it (keys sorted, non-ASCII as UTF-8)
     key = PlayerKey.generate()

@@ -4,17 +4,21 @@ rule-set played through it in Node against engine, projector and gateway process
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 from gateway_stack import CHILD, client_stack
@@ -74,6 +78,33 @@ def test_the_typescript_types_are_generated_from_the_committed_document(built: P
         '"stone" | "bronze" | "iron" | "steel" | "gold"', '"stone" | "bronze" | "iron" | "steel" | "gold" | "mithril"'))
     assert subprocess.run([NPM, "run", "check"], cwd=built, capture_output=True, timeout=300).returncode != 0
     subprocess.run([NPM, "run", "generate"], cwd=built, check=True, capture_output=True, timeout=300)
+
+
+CONSOLE_SIGNING = ROOT / "services" / "gateway" / "console" / "signing.js"
+
+
+@needs_node
+def test_the_console_signs_with_the_committed_build_of_the_clients_signing_module(built: Path, tmp_path: Path) -> None:
+    # The console has no signing code of its own: app.js and verify.js import signing.js, and signing.js is
+    # clients/typescript/src/signing.ts compiled as it is. A change to the source fails here until
+    # `npm run build:console` in clients/typescript is run and its output committed.
+    console = CONSOLE_SIGNING.parent
+    for page in ("app.js", "verify.js"):
+        text = (console / page).read_text()
+        assert 'from "./signing.js"' in text and "almanac-command-v2" not in text and "almanac-join-v1" not in text
+    # One compiler run (tsc is slow to start) with build:console's options: the source as it is, and beside it a
+    # copy whose signed bytes were changed, to show the comparison can fail
+    edited = built / "edited" / "signing.ts"
+    edited.parent.mkdir(exist_ok=True)
+    edited.write_text((built / "src" / "signing.ts").read_text().replace('"almanac-command-v2"', '"almanac-command-v3"'))
+    (built / "tsconfig.check.json").write_text(json.dumps({
+        "extends": "./tsconfig.console.json", "compilerOptions": {"rootDir": ".", "outDir": str(tmp_path)},
+        "files": ["src/signing.ts", "edited/signing.ts"]}))
+    subprocess.run([NODE, "node_modules/typescript/bin/tsc", "-p", "tsconfig.check.json"], cwd=built, check=True,
+                   capture_output=True, timeout=300)
+    assert (tmp_path / "src" / "signing.js").read_text() == CONSOLE_SIGNING.read_text(), \
+        "services/gateway/console/signing.js is stale: run `npm run build:console` in clients/typescript and commit it"
+    assert (tmp_path / "edited" / "signing.js").read_text() != CONSOLE_SIGNING.read_text()
 
 
 class Driver:
@@ -214,3 +245,69 @@ def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Pa
         driver.close()
         if elsewhere is not None:
             elsewhere.close()
+
+
+@contextlib.contextmanager
+def substituting_proxy(upstream: str, operators_key: str) -> Iterator[str]:
+    """An operator in the way of the client: relays every request to ``upstream`` and answers each join with
+    ``operators_key`` in place of the key its ``room.player_joined`` registered. Its URL."""
+
+    class Relay(BaseHTTPRequestHandler):
+        def relay(self) -> None:
+            sent = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+            headers = {name: value for name, value in self.headers.items()
+                       if name.lower() in ("authorization", "content-type", "accept")}
+            answer = httpx.request(self.command, upstream + self.path, content=sent, headers=headers, timeout=15)
+            payload = answer.content
+            if self.path.endswith("/join") and answer.status_code < 300:
+                body = answer.json()
+                for event in body.get("events", []):
+                    if isinstance(event.get("event"), dict) and "public_key" in event["event"]:
+                        event["event"]["public_key"] = operators_key
+                payload = json.dumps(body).encode()
+            self.send_response(answer.status_code)
+            self.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = relay
+
+        def log_message(self, *args: Any) -> None:  # quiet: the test reads answers, not the relay's log
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@needs_node
+def test_the_typescript_client_raises_a_join_answered_with_another_key(built: Path, live: tuple[str, str]) -> None:
+    # Given alice's room with a seat for bob, and an operator in the way of bob's join who answers it with a key of
+    # its own (signed by itself, valid in every other respect: only bob, who made his key, can tell)
+    url, _ = live
+    created = httpx.post(f"{url}/rooms", json={"ruleset": "realm", "player": "alice",
+                                              "options": {"players": ["alice", "bob"]}}, timeout=15)
+    assert created.status_code == 201, created.text
+    with substituting_proxy(url, "ab" * 32) as proxy:
+        driver = Driver(built, proxy)
+        try:
+            # When bob joins through the TypeScript client with a key it made
+            substituted = driver("join", room=created.json()["room"], player="bob", sign=True)
+        finally:
+            driver.close()
+    # and, for contrast, joins another room with nobody in the way
+    other = httpx.post(f"{url}/rooms", json={"ruleset": "realm", "player": "alice",
+                                            "options": {"players": ["alice", "bob"]}}, timeout=15).json()["room"]
+    honest = Driver(built, url)
+    try:
+        joined = honest("join", room=other, player="bob", sign=True)
+    finally:
+        honest.close()
+    # Then the client raises KeySubstituted to him instead of handing him a seat, and the honest join seats him
+    assert (substituted["ok"], substituted["code"]) == (False, "key_substituted"), substituted
+    assert joined["ok"] and joined["public_key"], joined

@@ -35,17 +35,24 @@ def empty_seat_room():
 
 
 async def race(redis_url: str, ask) -> tuple[int, int]:
-    """``RACERS`` asks for bob's empty seat of as many rooms (spread over the shards), at once over ``CONNECTIONS``
-    connections, each as the gateway does it (``ask(client, room)``); (handed, refused bot_seats_full)."""
+    """``RACERS`` asks for bob's empty seat of as many rooms (spread over the shards), over ``CONNECTIONS``
+    connections, each as the gateway does it: admitted (``admit_seat``), then handed (``ask(client, room)``).
+    Every ask is admitted before any is handed (a barrier between the two steps): the worst interleaving a
+    check-then-add can meet, made certain instead of likely. (handed, refused bot_seats_full)."""
     clients = [aioredis.Redis.from_url(redis_url) for _ in range(CONNECTIONS)]
     state = empty_seat_room()
-    start = asyncio.Event()
+    admitted = asyncio.Barrier(RACERS)
 
     async def one(number: int) -> str:
         client, room = clients[number % CONNECTIONS], f"race-{number}"
-        await start.wait()
         try:
             await admit_seat(client, KEYS, None, state, room, "bob", max_seats=BOUND)
+        except SeatRefused as refused:
+            assert refused.code == "bot_seats_full" and refused.status == 429
+            await admitted.wait()
+            return "refused"
+        await admitted.wait()
+        try:
             await ask(client, room)
         except SeatRefused as refused:
             assert refused.code == "bot_seats_full" and refused.status == 429
@@ -53,10 +60,7 @@ async def race(redis_url: str, ask) -> tuple[int, int]:
         return "handed"
 
     try:
-        tasks = [asyncio.create_task(one(n)) for n in range(RACERS)]
-        await asyncio.sleep(0.05)
-        start.set()
-        answers = await asyncio.gather(*tasks)
+        answers = await asyncio.gather(*(one(n) for n in range(RACERS)))
     finally:
         for client in clients:
             await client.aclose()
@@ -68,7 +72,8 @@ async def test_racing_asks_for_bot_seats_never_pass_the_deployments_bound(redis_
     # Given a deployment whose bots already hold 2 seats of at most 12
     await add_bot(redis_client, KEYS, "elsewhere", "zed", 1, max_seats=BOUND)
     await add_bot(redis_client, KEYS, "elsewhere", "yan", 1, max_seats=BOUND)
-    # When 120 asks for empty seats of 120 rooms race, each admitted then handed as the gateway does
+    # When 120 asks for empty seats of 120 rooms race, each admitted then handed as the gateway does, every one of
+    # them admitted (against the same 2 held) before any is handed
     handed, refused = await race(redis_url, lambda client, room: add_bot(client, KEYS, room, "bob", 5,
                                                                          max_seats=BOUND))
     # Then exactly the 10 free seats are handed and every other ask is refused bot_seats_full
@@ -78,13 +83,38 @@ async def test_racing_asks_for_bot_seats_never_pass_the_deployments_bound(redis_
     assert await bound_count(redis_client, KEYS) == BOUND
 
 
+async def test_racing_creates_take_their_seats_all_or_none_within_the_bound(redis_client: aioredis.Redis,
+                                                                            redis_url: str) -> None:
+    # Given a deployment whose bots hold 2 seats of at most 12
+    await reserve_seats(redis_client, KEYS, [("elsewhere", "zed"), ("elsewhere", "yan")], 1, max_seats=BOUND)
+    clients = [aioredis.Redis.from_url(redis_url) for _ in range(CONNECTIONS)]
+
+    async def create(number: int) -> int:  # a create handing 3 seats of its room to bots, as the gateway takes them
+        room = f"create-{number}"
+        try:
+            seats = [(room, "b1"), (room, "b2"), (room, "b3")]
+            return len(await reserve_seats(clients[number % CONNECTIONS], KEYS, seats, 5, max_seats=BOUND))
+        except SeatRefused:
+            return 0
+
+    try:
+        # When 120 creates race for their seats, all their scripts sent at once over 8 connections
+        taken = await asyncio.gather(*(create(n) for n in range(RACERS)))
+    finally:
+        for client in clients:
+            await client.aclose()
+    # Then exactly 3 creates take their 3 seats (9 of the 10 free), the others none: no create is split
+    assert sorted(taken, reverse=True)[:4] == [3, 3, 3, 0] and sum(taken) == 9
+    assert await bound_count(redis_client, KEYS) == 11
+
+
 async def test_the_race_is_real_a_check_then_add_passes_the_bound(redis_client: aioredis.Redis,
                                                                    redis_url: str) -> None:
     """The story above can fail: the same race, each ask checked (admit_seat) then added without the bound in the
-    same step (the old check-then-add), hands more seats than the bound allows."""
-    handed, _ = await race(redis_url, lambda client, room: add_bot(client, KEYS, room, "bob", 5))
-    assert handed > BOUND, handed
-    assert len(await bot_seats(redis_client, KEYS, range(KEYS.shard_count))) > BOUND
+    same step (the old check-then-add), hands every seat asked for: all were admitted against the same count."""
+    handed, refused = await race(redis_url, lambda client, room: add_bot(client, KEYS, room, "bob", 5))
+    assert (handed, refused) == (RACERS, 0)
+    assert len(await bot_seats(redis_client, KEYS, range(KEYS.shard_count))) == RACERS
 
 
 async def test_seats_taken_for_a_handover_that_never_happened_are_given_back(redis_client: aioredis.Redis) -> None:

@@ -10,12 +10,14 @@ from pathlib import Path
 import msgspec
 import pytest
 from bundle_forgery import chain_of, copy, dropped, edited, stranger_ring, swapped, truncated
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.hashing import canonical_bytes, envelope_hash
+from almanac.services.checkpoints import KeyRing
 from almanac.services.cli import _load_commands, app
 
 REALM = Path(__file__).resolve().parents[1] / "golden" / "realm@1.json"
@@ -203,6 +205,22 @@ def test_a_player_cannot_confirm_a_guess_of_a_hidden_value_from_heads() -> None:
     assert cm.room_key(secret, "r2") != key and cm.salt(cm.room_key(secret, "r2"), 2) != cm.salt(key, 2)
 
 
+def test_a_checkpoint_is_signed_as_openssl_signs_it_and_verifies_with_the_published_key() -> None:
+    # Given a deployment's key ring (libsodium signs; OpenSSL, through cryptography, made the signatures before)
+    seed = hashlib.sha256(b"a deployment's seed").digest()
+    ring = KeyRing([seed, hashlib.sha256(b"an older seed").digest()])
+    openssl = Ed25519PrivateKey.from_private_bytes(seed)
+    published = Ed25519PublicKey.from_public_bytes(bytes.fromhex(ring.document["keys"][0]["public_key"]))
+    for version in (1, 2, 2**40):
+        head = hashlib.sha256(version.to_bytes(8, "big")).digest()
+        # When a checkpoint is signed
+        signed = ring.sign("room-é", version, head)
+        # Then its signature is byte for byte OpenSSL's, and the key set's active key verifies it
+        message = cm.checkpoint_message("room-é", version, head)
+        assert signed["sig"] == openssl.sign(message).hex() and signed["kid"] == ring.document["active"]
+        published.verify(bytes.fromhex(signed["sig"]), message)
+
+
 def test_the_format_document_example_bytes_are_what_the_code_hashes() -> None:
     from almanac.events.envelope import Envelope
 
@@ -282,3 +300,28 @@ async def test_a_feed_behind_the_kept_heads_signs_from_its_previous_checkpoint_w
     following = await signer.checkpoint(empty, room, late + 1, (chain[late],), since=previous)
     expected = await Checkpointer(signer.ring, b"\x05" * 32).checkpoint(empty, room, late + 1, chain[:late + 1])
     assert following["head"] == expected["head"] and honest["version"] == len(chain)
+
+
+async def test_an_answer_about_an_old_version_hashes_from_the_nearest_anchor_not_from_version_1(held) -> None:
+    """A page of events or a time-travel answer names an old version, far behind the kept recent heads: the
+    gateway starts from the anchor head kept every ANCHOR_EVERY versions, so it hashes at most that many events."""
+    from almanac.services.checkpoints import ANCHOR_EVERY, RECENT_HEADS, Checkpointer, KeyRing  # noqa: PLC0415
+    from almanac.storage.memory_store import MemoryEventStore  # noqa: PLC0415
+
+    chain = chain_of(held["bundle"])
+    assert len(chain) > RECENT_HEADS + ANCHOR_EVERY + 2
+    room, empty = held["bundle"]["room"], MemoryEventStore()  # the store holds nothing: memory must suffice
+    signer = Checkpointer(KeyRing([b"\x09" * 32]), b"\x05" * 32)
+    # Given a gateway that has signed the room's head (it hashed every event once)
+    await signer.checkpoint(empty, room, len(chain), chain)
+    # When asked for versions older than its recent heads, holding only the events since the anchor below each
+    for old in (ANCHOR_EVERY, ANCHOR_EVERY + 1, len(chain) - RECENT_HEADS - 1):
+        anchor = old // ANCHOR_EVERY * ANCHOR_EVERY
+        assert old < len(chain) - RECENT_HEADS
+        answered = await signer.checkpoint(empty, room, old, chain[anchor:old])
+        # Then the head is the whole chain's fold up to that version, as a gateway that never saw the room makes it
+        expected = await Checkpointer(signer.ring, b"\x05" * 32).checkpoint(empty, room, old, chain[:old])
+        assert answered["head"] == expected["head"], old
+    # and below the first anchor, with nothing from memory to start at, the room must be read again
+    with pytest.raises(LookupError):
+        await signer.checkpoint(empty, room, ANCHOR_EVERY - 1, (chain[ANCHOR_EVERY - 2],))

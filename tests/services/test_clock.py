@@ -107,6 +107,30 @@ async def test_a_deadline_sent_but_not_yet_decided_is_not_sent_again_by_a_clock_
     assert await redis_client.zscore(KEYS.deadlines(shard), "undecided") == START_MS + TIMEOUT_MS + TIMEOUT_MS
 
 
+async def test_a_clock_lent_the_writers_states_tracks_and_sends_without_folding_the_room_again(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    await realm_room(service, "lent")
+    shard = KEYS.shard("lent")
+    now = At(START_MS + TIMEOUT_MS - 1)
+    # Given the clock of the engine that wrote the room, lent that engine's cached states (as Housekeeping does)
+    clock = Clock(redis_client, KEYS, store, now_ms=now, held=service.loader.cached)
+    # When it ticks before the season's timeout, then at it
+    assert await clock.tick([shard]) == 0
+    assert await redis_client.zscore(KEYS.deadlines(shard), "lent") == START_MS + TIMEOUT_MS
+    now.ms += 1
+    assert await clock.tick([shard]) == 1
+    # Then it tracked the deadline from the engine's state, folding nothing of its own, and sent the timeout once
+    assert len(clock.loader) == 0
+    assert [o.accepted for o in await decide_sent(redis_client, service, "lent")] == [True]
+    assert [e.season_index for e in await season_endings(store, "lent")] == [0]
+    # and once decided, the next season's deadline is tracked from the engine's new state alike
+    await clock.tick([shard])
+    assert await redis_client.zscore(KEYS.deadlines(shard), "lent") == START_MS + 2 * TIMEOUT_MS
+    assert len(clock.loader) == 0
+
+
 async def test_nothing_is_sent_before_the_deadline(redis_client: aioredis.Redis) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     await realm_room(RoomService(store), "early")

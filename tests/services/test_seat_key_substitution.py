@@ -9,9 +9,17 @@ checkpoint her join's answer carried) against it and names the key the deploymen
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 from signed_rooms import ANN_PUBLIC, OPERATORS_KEY, anns_bundle, public
+from typer.testing import CliRunner
 
 from almanac.events.forensics.player_check import verify_player_bundle
+from almanac.services.cli import _load_commands, app
+
+_load_commands()
+runner = CliRunner()
 
 
 async def test_a_join_answered_with_the_operators_own_key_is_named_by_the_key_ann_holds():
@@ -31,3 +39,22 @@ async def test_her_own_key_passes_and_a_malformed_one_fails():
     honest = verify_player_bundle(bundle, held, keys, seat_key=ANN_PUBLIC)
     assert honest.status == "VERIFIED" and honest.steps[-1].name == "seat key", honest.text()
     assert verify_player_bundle(bundle, held, keys, seat_key="ANN").steps[-1].status == "failed"
+
+
+async def test_her_cli_fails_the_substituted_join_naming_the_key_it_registered(tmp_path):
+    # Only ann can see the substitution (only she knows which key she made): her own tool, `almanac
+    # verify-player-bundle --seat-key` with the files she holds (her bundle, the checkpoint her join's answer carried,
+    # the deployment's key set), exits 1 naming the operator's key; without her key it cannot tell (exit 0)
+    bundle, held, keys = await anns_bundle(join_key=OPERATORS_KEY)
+    files = {"bundle": bundle, "checkpoints": {"format": "almanac-checkpoints", "format_version": 1, "checkpoints": held},
+             "keys": keys}
+    for name, document in files.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(document))
+    args = ["verify-player-bundle", str(tmp_path / "bundle.json"), "--checkpoints", str(tmp_path / "checkpoints.json"),
+            "--keys", str(tmp_path / "keys.json")]
+    env = {"ALMANAC_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"}
+    blind = await asyncio.to_thread(runner.invoke, app, args, env=env)
+    assert blind.exit_code == 0 and "VERIFIED" in blind.stdout, blind.output
+    hers = await asyncio.to_thread(runner.invoke, app, [*args, "--seat-key", ANN_PUBLIC], env=env)
+    assert hers.exit_code == 1 and "NOT VERIFIED" in hers.stdout, hers.output
+    assert "seat key" in hers.stdout and public(OPERATORS_KEY) in hers.stdout, hers.output

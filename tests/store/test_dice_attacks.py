@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 
+import msgspec
+from counter_ruleset import Rolled
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from signed_rooms import ANN_NONCE, ROOM, Room, signed
 from store_forgery import operator_appends
 
-from almanac.events import room as room_rules
+from almanac.events import codec, room as room_rules
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.memory_store import MemoryEventStore
@@ -107,3 +109,32 @@ async def test_grinding_seeds_before_ann_commits_cannot_aim_at_her_roll():
     room = await Room(MemoryEventStore()).open(seed=best[0])
     real = await room.roll("a1", "ann", dice=3)
     assert real != best[1] and real != target
+
+
+async def test_anns_signed_roll_replayed_in_another_room_of_her_key_is_refused_and_fails_verify(store):
+    # Given ann's one key (a key file she reuses) registered by signed joins in two rooms of the operator's store,
+    # and her signed roll accepted in the first
+    first = await Room(store).open(ann_signs=True, ann_signs_join=True)
+    rematch = await Room(store, room="rematch").open(ann_signs=True, ann_signs_join=True)
+    sent = signed(CommandRecord(command_id="a1", room=ROOM, player="ann", server_time_ms=first.clock + 1_000,
+                                body={"kind": "roll", "dice": 5}), seen_version=await store.latest_version(ROOM))
+    accepted = await first.service.handle(sent)
+    assert accepted.accepted, accepted.error
+
+    # When the operator (it mints ann's token) sends it to the other room with her signature unchanged, at the
+    # version she signed and re-stamped with the other room's: the room is in the signed bytes
+    for seen in (sent.seen_version, await store.latest_version("rematch")):
+        replayed = msgspec.structs.replace(sent, room="rematch", seen_version=seen)
+        outcome = await rematch.service.handle(replayed)
+        assert not outcome.accepted and outcome.error["code"] == "signature_invalid", outcome.error
+    assert await store.latest_version("rematch") == 3  # nothing written: create and the two joins
+
+    # and when, holding Redis, it writes the replayed roll into the other room's log itself, chain re-sealed
+    faces = codec.decode_event(accepted.envelopes[0]).faces
+    forged = await operator_appends(store, replayed, Rolled(faces=faces))
+
+    # Then verify fails at that version on ann's signature
+    report = await verify_room(store, "rematch")
+    assert not report.ok
+    assert (report.divergence.check, report.divergence.version) == ("signature", forged.version), report.divergence
+    assert (await verify_room(store, ROOM)).ok  # the room she played it in still verifies

@@ -6122,8 +6122,9 @@ export interface components {
              */
             model: "claims";
             room: string | null;
+            /** @description the row fields filtered on (the model's filters; any other is refused 422 `unknown_filter`) */
             where: {
-                [key: string]: string;
+                owner?: string;
             };
             rows: components["schemas"]["ClaimClaimsRow"][];
         };
@@ -6135,8 +6136,9 @@ export interface components {
              */
             model: "trades";
             room: string | null;
+            /** @description the row fields filtered on (the model's filters; any other is refused 422 `unknown_filter`) */
             where: {
-                [key: string]: string;
+                trade?: string;
             };
             rows: components["schemas"]["RealmTradesRow"][];
         };

@@ -2,6 +2,8 @@
 // which bytes a player signs (events/signing.py is the server's: every byte is in docs/bundle-format.md), and the
 // player's Ed25519 key through WebCrypto (crypto.subtle: browsers, Node 20+), exchanged in the web console's format
 // (the private key as PKCS#8 DER in base64, what the console keeps under `almanac-key:<room>:<player>`).
+// The web console signs and checks with this module compiled as it is (services/gateway/console/signing.js, written
+// by `npm run build:console`; a test fails while the committed build differs from this source).
 
 const encoder = new TextEncoder();
 type Bytes = Uint8Array<ArrayBuffer>;

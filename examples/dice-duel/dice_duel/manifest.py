@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from almanac.events.manifest import AuditView, BenchScenario, Dice, Envelope, ReadModel, RoomState, RuleSet
 from dice_duel.game import DECIDER, DuelState, Roll, Rolled, RoundWon
 
@@ -15,11 +17,25 @@ def policy(state: DuelState, player: str, dice: Dice, now_ms: int) -> Roll | Non
     return Roll()
 
 
+class DuelRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A row of the `duels` read model (its type in the API documents; `winner` is the one field it filters on)."""
+
+    room: str
+    players: list[str]
+    wins: dict[str, int]
+    rounds_played: int
+    over: bool
+    winner: str  # "" until the duel is over, and after a tied one
+
+
 def duel_row(room: RoomState) -> dict[str, Any]:
-    """The `duels` read model: who duels whom, and the wins so far (public once a round is revealed)."""
+    """The `duels` read model: who duels whom, the wins so far (public once a round is revealed), who won."""
     duel: DuelState = room.game
+    over = DECIDER.is_over(duel)
+    best = max(duel.wins.values(), default=0)
+    leaders = [player for player in duel.players if duel.wins.get(player, 0) == best]
     return {"room": room.room, "players": list(duel.players), "wins": dict(duel.wins),
-            "rounds_played": duel.round - 1, "over": DECIDER.is_over(duel)}
+            "rounds_played": duel.round - 1, "over": over, "winner": leaders[0] if over and len(leaders) == 1 else ""}
 
 
 def round_steps(pairs: list[tuple[Envelope, Any]], round_id: str) -> list[dict[str, Any]]:
@@ -42,7 +58,8 @@ MANIFEST = RuleSet(
     bench=BenchScenario(description="three-round duels of two bots", options={"players": ["ann", "ben"]},
                         players=("ann", "ben")),
     read_models=(ReadModel(name="duels", description="every duel's players and wins", room_row=duel_row,
-                           columns=("room", "players", "wins", "rounds_played", "over")),),
+                           filters=("winner",), columns=("room", "players", "wins", "rounds_played", "over", "winner"),
+                           row_type=DuelRow),),
     audit_views=(AuditView(name="round", description="both rolls of one round and its winner",
                            steps=round_steps, ids=round_ids),),
     rulebook="RULES.md",

@@ -4,6 +4,9 @@ import { h, render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import htm from "htm";
 import { verifyBundle, verifyPlayerBundle } from "./verify.js";
+// The TypeScript client's signing module (clients/typescript/src/signing.ts) compiled as it is: the one place in
+// JavaScript that says which bytes a player signs (`npm run build:console` writes it; a test keeps it current).
+import { PlayerKey, nonceCommitment } from "./signing.js";
 
 const html = htm.bind(h);
 
@@ -296,14 +299,14 @@ function CreateRoom({ rulesets }) {
     // and a create answered 202 is resent under the same id for the same room (command ids are per room: a resend
     // that let the server draw another id would create another room).
     const named = `${ruleset.split("@")[0]}-${hex(crypto.getRandomValues(new Uint8Array(5)))}`;
-    const signing = key ? { public_key: key.publicKey, join_signature: await signJoin(key, named, player, null) } : {};
+    const signing = key ? { public_key: key.publicKey, join_signature: await key.signJoin(named, player, null) } : {};
     // seat_bots: the room records a bot policy, without which no player may ever leave their seat to a bot
     const answer = await answered(URLS.rooms(), { ruleset, player, options, room: named, ...signing,
       ...(seatBots ? { seat_bots: true } : {}) });
     setBusy(false);
     if (!answer.ok) { setError(answer.data); return; }
     if (key && (answer.data.events || []).some((e) => e.event && e.event.public_key === key.publicKey)) {
-      await keepSigningKey(answer.data.room, answer.data.player, key.pair);
+      keepSigningKey(answer.data.room, answer.data.player, key);
     } else if (key && joinedWithAnotherKey(answer.data.events, answer.data.player, key.publicKey)) {
       // the creator's join answered with another key: shown on the room's Play panel
       localStorage.setItem(`almanac-key-warning:${answer.data.room}`, keySubstituted(key.publicKey, answer.data.player));
@@ -652,25 +655,13 @@ function Charts({ room, token, version }) {
 // browser saw (its newest checkpoint), so a token alone cannot act for this seat and a refusal it signed stands at
 // that version only.
 const hex = (bytes) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
-const sorted = (value) => (Array.isArray(value) ? value.map(sorted)
-  : value && typeof value === "object" ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted(value[k])]))
-    : value);
-// events.dice.canonical_json: keys sorted, no spaces, UTF-8 (the command schemas carry no floats).
-const canonicalJson = (value) => JSON.stringify(sorted(value));
 const keyName = (room, player) => `almanac-key:${room}:${player}`;
 
 async function newSigningKey() {
   if (!crypto.subtle) return null;
   try {
-    const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
-    return { pair, publicKey: hex(await crypto.subtle.exportKey("raw", pair.publicKey)) };
+    return await PlayerKey.generate();
   } catch { return null; }  // a browser without Ed25519 joins unsigned (its verdict says so)
-}
-
-// events.signing.join_bytes: the join proves the joining player holds the key it registers (docs/dice.md).
-async function signJoin(key, room, player, commitment) {
-  const message = ["almanac-join-v1", room, player, key.publicKey, commitment || ""].join("|");
-  return hex(await crypto.subtle.sign({ name: "Ed25519" }, key.pair.privateKey, new TextEncoder().encode(message)));
 }
 
 // The join an answer records for ``player`` registered another key than ``publicKey`` (the one this browser sent):
@@ -682,10 +673,8 @@ const keySubstituted = (publicKey, player) => `The join the server answered did 
   + `made (${publicKey.slice(0, 16)}…): whoever holds the key it registered can sign commands as ${player}. `
   + `Keep this answer and your checkpoints as evidence (verify-player-bundle --seat-key ${publicKey}).`;
 
-async function keepSigningKey(room, player, pair) {
-  const pkcs8 = await crypto.subtle.exportKey("pkcs8", pair.privateKey);
-  localStorage.setItem(keyName(room, player), btoa(String.fromCharCode(...new Uint8Array(pkcs8))));
-}
+// The private key as PKCS#8 DER in base64 (PlayerKey.export: the format the Python and TypeScript clients import).
+const keepSigningKey = (room, player, key) => localStorage.setItem(keyName(room, player), key.export());
 
 // The newest room version this browser holds a signed checkpoint of: the version its player saw.
 const seenVersion = (room) => heldCheckpoints(room).reduce((top, c) => Math.max(top, c.version), 0);
@@ -693,10 +682,8 @@ const seenVersion = (room) => heldCheckpoints(room).reduce((top, c) => Math.max(
 async function signedBody(room, player, command, commandId, seen) {
   const kept = localStorage.getItem(keyName(room, player));
   if (!kept || !crypto.subtle) return { command };
-  const key = await crypto.subtle.importKey("pkcs8", Uint8Array.from(atob(kept), (c) => c.charCodeAt(0)),
-    { name: "Ed25519" }, false, ["sign"]);
-  const message = ["almanac-command-v2", room, player, `${room}:${player}:${commandId}`, String(seen), canonicalJson(command)].join("|");
-  const signature = hex(await crypto.subtle.sign({ name: "Ed25519" }, key, new TextEncoder().encode(message)));
+  const key = await PlayerKey.importKey(kept);
+  const signature = await key.signCommand(room, player, commandId, command, seen);
   return { command, command_id: commandId, seen_version: seen, signature };
 }
 
@@ -764,8 +751,8 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
       // Scheme-2 dice (docs/dice.md): a secret nonce made in this browser; the server keeps it until the end.
       nonce = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
       key = await newSigningKey();
-      const commitment = key && hex(await crypto.subtle.digest("SHA-256", Uint8Array.from(nonce.match(/../g), (b) => parseInt(b, 16))));
-      const signing = key ? { public_key: key.publicKey, signature: await signJoin(key, room, name, commitment) } : {};
+      const commitment = key && await nonceCommitment(nonce);
+      const signing = key ? { public_key: key.publicKey, signature: await key.signJoin(room, name, commitment) } : {};
       a = await answered(URLS.join(room), { player: name, nonce, ...signing });
       keyed = Boolean(key);  // the join as sent carried this browser's key
       if (!a.ok && a.data && a.data.code === "no_player_keys") { keyed = false; a = await answered(URLS.join(room), { player: name, nonce }); }
@@ -774,7 +761,7 @@ function Play({ room, ruleset, seat, onSeat, onPlayed, onDraft, picked }) {
     pendingJoin.current = a.status === 202 ? { name, nonce, key, keyed, body: a.sent } : null;
     if (a.ok && a.sent.nonce === nonce) localStorage.setItem(`almanac-nonce:${room}:${name}`, nonce);
     const registered = a.ok && (a.data.events || []).some((e) => e.event && e.event.public_key === (key && key.publicKey));
-    if (registered) await keepSigningKey(room, name, key.pair);
+    if (registered) keepSigningKey(room, name, key);
     // A join answered with another key than the one sent (an operator's own, signed by it: valid in every other
     // respect) lets whoever holds that key act for this seat; only this player can see it, here and now.
     setKeyWarning(a.ok && keyed && !registered && joinedWithAnotherKey(a.data.events, a.data.player, key.publicKey)

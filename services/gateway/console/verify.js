@@ -2,6 +2,10 @@
 // player holds, checked in the browser with WebCrypto (SHA-256, HMAC-SHA256, Ed25519) from docs/bundle-format.md
 // alone, written apart from the Python one (events/forensics/bundle_check.py, checkpoint_check.py). It does not
 // re-decide commands (that needs the rules): its steps are format, chain and checkpoints, named as Python names them.
+// The bytes a player signs come from the TypeScript client's signing module (signing.js, compiled from
+// clients/typescript/src/signing.ts, also written apart from Python): the console signs and checks the same bytes,
+// said once.
+import { commandBytes, joinBytes } from "./signing.js";
 
 const te = new TextEncoder();
 const td = new TextDecoder("utf-8", { fatal: true });
@@ -387,7 +391,6 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
 // cannot decide them again (that needs the rules), so it checks what the bytes alone show: no command id refused
 // twice, a command naming the version its client saw refused only there, and the v2 signature (events.signing) by
 // the key a signed join registered for that seat. "skipped" when any shown rests on the operator's word. ----------
-const canonicalJson = (value) => JSON.stringify(canonical(value));
 const RECORD = { command_id: "string", room: "string", player: "string", server_time_ms: "number" };
 function recordOf(bytes) {
   const r = readMsgpack(bytes);
@@ -401,11 +404,11 @@ function recordOf(bytes) {
   if (r.signature === undefined) r.signature = null;
   return r;
 }
-async function ed25519Valid(publicHex, signatureHex, message) {
+async function ed25519Valid(publicHex, signatureHex, message) {  // message: a function making the signed bytes
   if (typeof signatureHex !== "string" || signatureHex.length !== 128) return false;
   try {
     const key = await crypto.subtle.importKey("raw", unhex(publicHex), { name: "Ed25519" }, false, ["verify"]);
-    return await crypto.subtle.verify({ name: "Ed25519" }, key, unhex(signatureHex), te.encode(message));
+    return await crypto.subtle.verify({ name: "Ed25519" }, key, unhex(signatureHex), message());
   } catch { return false; }
 }
 async function checkRefusals(bundle, chain, pass) {
@@ -435,7 +438,7 @@ async function checkRefusals(bundle, chain, pass) {
     const record = records.get(e.command_id);
     if (!key || !record || record.signature === null) continue;
     const commitment = joined.nonce_by_server === true ? "" : (joined.nonce_commitment || "");
-    if (await ed25519Valid(key, record.signature, ["almanac-join-v1", e.room, joined.player, key, commitment].join("|"))) {
+    if (await ed25519Valid(key, record.signature, () => joinBytes(e.room, joined.player, key, commitment))) {
       joins.push({ player: joined.player, version: e.version, key });
     }
   }
@@ -451,7 +454,7 @@ async function checkRefusals(bundle, chain, pass) {
   for (const r of refusals) {
     const join = joins.filter((j) => j.player === r.player && j.version <= r.refused_at_version).pop();
     if (!join || r.seen_version === null) continue;  // no signed seat, or the v1 form (it names no version)
-    const message = ["almanac-command-v2", r.room, r.player, r.command_id, String(r.seen_version), canonicalJson(r.body)].join("|");
+    const message = () => commandBytes(r.room, r.player, r.command_id, r.body, r.seen_version);
     if (await ed25519Valid(join.key, r.signature, message)) covered += 1;
   }
   if (covered === refusals.length) {
