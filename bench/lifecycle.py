@@ -95,13 +95,15 @@ async def _read_latencies(store: ArchivingStore, rooms: list[tuple[str, int]], r
     return times
 
 
-async def _run(url: str, rooms: int, wave: int, console: Console) -> None:
+async def _run(url: str, rooms: int, wave: int, console: Console, max_connections: int = 64) -> None:
     prefix = f"life{int(time.time())}"
     # A bounded pool: every connection Redis holds has its own buffers (a fresh one a 16 KB reply buffer until Redis
     # shrinks it), so a wave of 1,000 rooms played at once on a loaded host opened hundreds and their buffers moved
     # used_memory by megabytes between two measures (the figures leave client buffers out; this keeps them small).
-    client = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(url, max_connections=64,
-                                                                                       timeout=None))
+    # ``max_connections=0``: redis-py's unbounded pool, as the bench had it in issue 31's second pass (its 1.54x).
+    client = (aioredis.Redis.from_url(url) if not max_connections else
+              aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
+                  url, max_connections=max_connections, timeout=None)))
     archive_dir = Path(tempfile.mkdtemp(prefix="almanac-bench-archive-"))
     archive = ArchiveStore(archive_dir.as_uri())
     keys = Keys(SHARDS, prefix)
@@ -234,5 +236,5 @@ async def _run(url: str, rooms: int, wave: int, console: Console) -> None:
     await client.aclose()
 
 
-def main(url: str, rooms: int = 20_000, wave: int = 500) -> None:
-    asyncio.run(_run(url, rooms, min(wave, rooms), Console()))
+def main(url: str, rooms: int = 20_000, wave: int = 500, max_connections: int = 64) -> None:
+    asyncio.run(_run(url, rooms, min(wave, rooms), Console(), max_connections))

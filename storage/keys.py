@@ -154,9 +154,16 @@ class Keys:
         """A copy's origin (``import --as``): JSON {room, version, hash} of the room it was copied from."""
         return self._room(room, "origin")
 
-    def seat_keys(self, room: str) -> str:
-        """Hash: player -> sha256 hex of the seat key their join answer carried (a fresh token for that seat)."""
+    def first_layout_seat_keys(self, room: str) -> str:
+        """Hash: player -> sha256 hex of the seat key their join answer carried, the first layout (a key per room):
+        read when a seat's bucket has no digest (storage.seat_keys); new keys go to ``seat_key_bucket``."""
         return self._room(room, "seatkeys")
+
+    def seat_key_bucket(self, room: str) -> str:
+        """Hash: a seat's field (storage.seat_keys.seat_field) -> the sha256 of its seat key, one of the shard's
+        buckets as the archive pointers' (``pointer_bucket``), in the room's slot: a listpack entry per seat."""
+        shard, bucket = self._bucket(room)
+        return self._shard(shard, f"seatkeys:{bucket}")
 
     def nonces(self, room: str) -> str:
         """Hash: sha256 hex of a player's secret nonce -> the nonce (scheme-2 dice), beside the seed."""
@@ -194,9 +201,13 @@ class Keys:
         """Hash: archived room -> its archive pointer (storage.archive; ~47 bytes, the room is the field), one of
         the shard's ``pointer_buckets``: small enough that Redis keeps it as a listpack (no key nor hash-table entry
         per room). The bucket is the room's CRC-32 above the bits that chose its shard."""
+        shard, bucket = self._bucket(room)
+        return self._shard(shard, f"archive:pointers:{bucket}")
+
+    def _bucket(self, room: str) -> tuple[int, int]:
+        """(the room's shard, its bucket among the shard's ``pointer_buckets_per_shard``)."""
         crc = zlib.crc32(room.encode())
-        per_shard = self.pointer_buckets_per_shard
-        return self._shard(crc % self.shard_count, f"archive:pointers:{(crc // self.shard_count) % per_shard}")
+        return crc % self.shard_count, (crc // self.shard_count) % self.pointer_buckets_per_shard
 
     def first_layout_pointers(self, room: str) -> str:
         """Hash: the first layout's pointers, one hash per shard (storage.archive_index.migrate_pointers moves them

@@ -233,13 +233,25 @@ def bench_faststream(
         main(url, count, rounds)
 
 
+@bench_app.command("layouts")
+def bench_layouts(
+    rooms: int = typer.Option(20_000, min=10, help="Rooms of two seats for the seat keys' layouts."),
+) -> None:
+    """Redis bytes per seat-key room and per command id of each key layout, in the same run."""
+    main = bench_module("layouts").main
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, rooms)
+
+
 @bench_app.command("lifecycle")
 def bench_lifecycle(
     rooms: int = typer.Option(20_000, min=10, help="Rooms to play to their end (20,000: the soak; fewer to be quick)."),
     wave: int = typer.Option(500, min=1, help="Rooms played at once before the projector and the archiver run."),
+    max_connections: int = typer.Option(64, min=0, help="The bench's Redis connections at most (0: unbounded, as "
+                                        "redis-py's default pool; each open connection holds buffers in Redis)."),
 ) -> None:
     """Rooms to their end with the archiver on: Redis memory, bytes per command, archive rate, archived reads."""
     main = bench_module("lifecycle").main
 
     with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, rooms, wave)
+        main(url, rooms, wave, max_connections)

@@ -44,6 +44,7 @@ from almanac.services.gateway.schemas import (
     openapi_body,
 )
 from almanac.services.room_service import CommandRecord, Outcome
+from almanac.storage import seat_keys
 from almanac.storage.base import StoredOutcome
 
 router = APIRouter(tags=["rooms"])
@@ -460,9 +461,7 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
 async def _grant_seat_key(gw: Gateway, room: str, player: str) -> str:
     """A new seat key for a join just answered (a first answer, or a retry proven by its long command id): the
     server keeps its sha256 only, and a key given before for this seat stops working."""
-    key = secrets.token_urlsafe(32)
-    await gw.client.hset(gw.keys.seat_keys(room), player, hashlib.sha256(key.encode()).hexdigest())
-    return key
+    return await seat_keys.grant(gw.client, gw.keys, room, player)
 
 
 @router.post(
@@ -479,9 +478,7 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
     gw = gateway(request)
     await gw.rate_limits.check_address(client_address(request))
     body: ReclaimSeatRequest = decode_body(await request.body(), ReclaimSeatRequest)
-    kept = await gw.client.hget(gw.keys.seat_keys(room), body.player)
-    offered = hashlib.sha256(body.seat_key.encode()).hexdigest().encode()
-    if kept is None or not secrets.compare_digest(kept, offered):
+    if not await seat_keys.opens(gw.client, gw.keys, room, body.player, body.seat_key):
         raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
                        "seat_key")
     ruleset = await gw.reader.ruleset_of(room) or ""

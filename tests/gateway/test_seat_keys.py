@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 
 import redis
 from fastapi.testclient import TestClient
-from gateway_stack import Stack
+from gateway_stack import Stack, gateway_settings
+from test_gateway_archived_reads import archive_as_the_archiver
+from test_gateway_forensics import wait_until
 
+from almanac.services import bootstrap
 from almanac.storage.keys import Keys
+from almanac.storage.seat_keys import seat_field
 
 
 def auth(token: str) -> dict[str, str]:
@@ -86,13 +91,59 @@ def test_a_refused_join_for_a_taken_seat_does_not_replace_its_key(api: TestClien
 
 
 def test_the_server_keeps_only_a_hash_of_the_key(api: TestClient, stack: Stack) -> None:
-    # An operator with Redis access reads the seat keys' hash: it holds digests, never the key
+    # An operator with Redis access reads the seat keys' bucket: it holds digests, never the key
     room, _, bob = realm_room(api)
+    keys = Keys(16)
     client = redis.Redis.from_url(stack.redis_url)
     try:
-        kept = client.hget(Keys(16).seat_keys(room), bob["player"])
+        kept = client.hget(keys.seat_key_bucket(room), seat_field(room, bob["player"]))
+        bucket = client.hgetall(keys.seat_key_bucket(room))
         room_values = b"".join(client.dump(key) or b"" for key in client.scan_iter(match=f"*{room}*"))
+        encoding = client.object("encoding", keys.seat_key_bucket(room))
     finally:
         client.close()
-    assert kept == hashlib.sha256(bob["seat_key"].encode()).hexdigest().encode()
-    assert bob["seat_key"].encode() not in room_values
+    assert kept == hashlib.sha256(bob["seat_key"].encode()).digest()
+    assert bob["seat_key"].encode() not in room_values + b"".join(bucket.values())
+    # a listpack entry per seat, no key of the room's own (docs/capacity.md: 273 B per two-seat room before)
+    assert encoding in (b"listpack", b"ziplist") and not client.exists(keys.first_layout_seat_keys(room))
+
+
+def test_a_seat_key_granted_before_the_buckets_still_opens_its_seat_until_a_new_one_is_granted(
+        api: TestClient, stack: Stack) -> None:
+    # Given bob's seat key kept where the version before the buckets kept it (a hash per room, hex digests)
+    room, _, bob = realm_room(api)
+    keys = Keys(16)
+    old_key = secrets.token_urlsafe(32)
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        client.hdel(keys.seat_key_bucket(room), seat_field(room, bob["player"]))
+        client.hset(keys.first_layout_seat_keys(room), bob["player"], hashlib.sha256(old_key.encode()).hexdigest())
+        # When he presents it, it opens his seat; a guessed key still does not
+        assert reclaim(api, room, bob["player"], old_key).status_code == 200
+        assert reclaim(api, room, bob["player"], secrets.token_urlsafe(32)).status_code == 403
+        # and when his join is retried under its long command id (a new key for the seat), the old key stops working
+        joined = api.post(f"/rooms/{room}/join", json={"player": bob["player"], "command_id": bob["command_id"]})
+        assert joined.status_code == 200, joined.text
+        assert reclaim(api, room, bob["player"], joined.json()["seat_key"]).status_code == 200
+        assert reclaim(api, room, bob["player"], old_key).status_code == 403
+        assert not client.hexists(keys.first_layout_seat_keys(room), bob["player"])
+    finally:
+        client.close()
+
+
+def test_a_seat_key_opens_its_seat_once_the_room_is_archived(api: TestClient, stack: Stack) -> None:
+    # Given bob's room ended and moved to the archive (its log and records out of Redis)
+    room, alice, bob = realm_room(api)
+    assert api.post(f"/rooms/{room}/end", headers=auth(alice["token"]), json={}).status_code == 200
+    client = redis.Redis.from_url(stack.redis_url)
+    keys = bootstrap.process_keys(gateway_settings(stack).shard_count)
+    try:
+        wait_until(lambda: client.zscore(keys.ended_rooms(keys.shard(room)), room), lambda score: score is not None)
+    finally:
+        client.close()
+    status, left = asyncio.run(archive_as_the_archiver(stack, room))
+    assert status == "archived" and left == []
+    # When bob presents his seat key, it gives him a token for his seat: his own view of the archived room
+    answer = reclaim(api, room, bob["player"], bob["seat_key"])
+    assert answer.status_code == 200, answer.text
+    assert api.get(f"/rooms/{room}/view", headers=auth(answer.json()["token"])).json()["player"] == bob["player"]

@@ -12,6 +12,7 @@ from almanac.events.envelope import GENESIS_HASH
 from almanac.events.hashing import first_broken_link
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage import seat_keys
 from almanac.storage.base import VersionConflict
 from almanac.storage.keys import shard_of
 from almanac.storage.redis_store import RedisEventStore
@@ -66,3 +67,19 @@ async def test_games_on_many_rooms_through_the_write_path_on_a_cluster(cluster_s
         room = f"game-{index}"
         state, _ = await RoomService(cluster_store, snapshot_every=5).load(room, at_version=9)
         assert state == fold_envelopes((await cluster_store.read(room))[:9])
+
+
+async def test_seat_keys_are_granted_and_opened_in_their_rooms_slot_on_a_cluster(cluster_store):
+    # Given seats of rooms on every shard, one of them keyed under the first layout (a hash per room)
+    client, keys = cluster_store.client, cluster_store.keys
+    rooms = [f"seated-{index}" for index in range(24)]
+    granted = {room: await seat_keys.grant(client, keys, room, "bob") for room in rooms}
+    await client.hset(keys.first_layout_seat_keys("old"), "bob", seat_keys.digest_of("old-key").hex())
+    # Then each key opens its own seat only, the first layout's too
+    assert all([await seat_keys.opens(client, keys, room, "bob", granted[room]) for room in rooms])
+    assert not await seat_keys.opens(client, keys, rooms[0], "bob", granted[rooms[1]])
+    assert await seat_keys.opens(client, keys, "old", "bob", "old-key")
+    # and a new key for the old seat (the grant's script: bucket and first layout in one slot) replaces it
+    fresh = await seat_keys.grant(client, keys, "old", "bob")
+    assert await seat_keys.opens(client, keys, "old", "bob", fresh)
+    assert not await seat_keys.opens(client, keys, "old", "bob", "old-key")
