@@ -17,6 +17,15 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+@app.callback()
+def _each_invocation() -> None:
+    from almanac.services.cli.common import fit_console  # noqa: PLC0415 - loaded with the commands
+
+    fit_console()
+
+
 # Each module registers its commands on `app` (or adds a sub-app) when imported.
 _COMMAND_MODULES = (
     "almanac.services.cli.engine_process",  # engine

@@ -31,7 +31,23 @@ T = TypeVar("T")
 # Output to a terminal wraps at its width; output to a pipe or a file (grep, a script, a log) is not wrapped
 # at all: rich's default of 80 columns there would cut tables and values mid-word. COLUMNS still wins.
 UNWRAPPED = 1_000_000
-console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else UNWRAPPED)
+
+
+def output_width() -> int | None:
+    """The width output wraps at now: COLUMNS, else the terminal's (None: rich asks it), else unwrapped."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if sys.stdout.isatty() else UNWRAPPED
+
+
+console = Console(width=output_width())
+
+
+def fit_console() -> None:
+    """Set ``console``'s width for this invocation (``almanac``'s callback): a process that runs the CLI more than
+    once (tests, a shell embedding it) must not keep the width of whichever invocation came first."""
+    console.width = output_width()
 # soft_wrap: an error is one line even when stderr is not a terminal (no wrapping at 80 columns).
 error_console = Console(stderr=True, soft_wrap=True)
 

@@ -53,7 +53,7 @@ def base_url(stack: Stack) -> Iterator[str]:
     process = subprocess.Popen([sys.executable, "-c", CHILD, "gateway"], env=env, stdout=log, stderr=subprocess.STDOUT)
     log.close()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + Stack.STARTUP_S  # a busy host: see Stack.STARTUP_S
     try:
         while True:
             try:

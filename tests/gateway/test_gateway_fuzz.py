@@ -23,7 +23,7 @@ import redis
 import requests
 import schemathesis
 from api_contract import ContractCheck
-from gateway_stack import CHILD, landed_rulesets
+from gateway_stack import CHILD, Stack, landed_rulesets
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 
@@ -47,7 +47,7 @@ def live_url(stack) -> Iterator[str]:
     log.close()
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + Stack.STARTUP_S  # a busy host: see Stack.STARTUP_S
         while True:
             try:
                 if httpx.get(f"{url}/rulesets", timeout=1).status_code == 200:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -116,3 +117,24 @@ async def test_output_to_a_pipe_is_not_wrapped_at_80_columns(board_room, redis_u
     assert done.returncode == 0, done.stderr
     assert any("bea created the board@1 room for the challenge 'board example'" in line
                for line in done.stdout.splitlines()), done.stdout
+
+
+async def test_each_invocation_in_one_process_wraps_at_its_own_width(board_room, redis_url, monkeypatch):
+    """A process that runs the CLI several times (the tests, a shell embedding it) wraps each at its own COLUMNS,
+    not at whatever width its first invocation had."""
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from almanac.services.cli import app  # noqa: PLC0415
+
+    summary = "bea created the board@1 room for the challenge 'board example'"
+    monkeypatch.delenv("COLUMNS", raising=False)
+    runner = CliRunner()
+    # Given a first invocation at 60 columns, which wraps the log's summaries
+    narrow = await asyncio.to_thread(runner.invoke, app, ["log", board_room], env={"REDIS_URL": redis_url,
+                                                                                   "COLUMNS": "60"})
+    assert narrow.exit_code == 0 and max(map(len, narrow.stdout.splitlines())) <= 60, narrow.stdout
+    # When the same process runs it again with no COLUMNS and no terminal (a pipe)
+    piped = await asyncio.to_thread(runner.invoke, app, ["log", board_room], env={"REDIS_URL": redis_url})
+    # Then that output is not wrapped: each summary stays whole on its line
+    assert piped.exit_code == 0, piped.output
+    assert any(summary in line for line in piped.stdout.splitlines()), piped.stdout
