@@ -140,7 +140,7 @@ async def _cost(client: aioredis.Redis, setting: int, entries: int, payload: byt
     picks = random.Random(setting)
     reads = 5_000
     cpu, wall = await _cpu(client), time.perf_counter()
-    for start in range(0, reads, 250):
+    for _batch in range(0, reads, 250):
         async with client.pipeline(transaction=False) as pipe:
             for _ in range(250):
                 at = picks.randint(1, length - 10)
