@@ -14,7 +14,6 @@ from pathlib import Path
 
 import redis
 
-
 # A stream's listpack node size. Redis 7 gives each new node this many bytes at once (4,096 by default), and a room
 # keeps three streams (events, command records, refusals) that each hold a few hundred bytes in a short room: at
 # 1,024 a short room costs 0.59x and a realm game played to its end 0.80x of the default's Redis bytes, a room of
