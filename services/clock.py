@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 import msgspec
+from redis.asyncio.cluster import RedisCluster
 
 from almanac.events import codec, registry
 from almanac.events.room import RoomState
@@ -147,6 +148,11 @@ def _untimed(state: RoomState) -> bool:
         return registry.at(state.ruleset, state.ruleset_version).deadlines is None
     except Exception:  # noqa: BLE001 - rules not installed here: looked at again next time
         return False
+
+
+# The longest a clock waits between ticks with no feed moving and no deadline due: how soon it sees shards taken
+# over (their deadlines, due meanwhile, are sent then). Below the client's socket timeout (bootstrap.REDIS_TIMEOUT_S).
+IDLE_WAIT_S = 1.0
 
 
 def wall_ms() -> int:
@@ -357,16 +363,46 @@ class Clock:
         return sent
 
     async def run(self, shards: Callable[[], list[int]], stopping: asyncio.Event, interval_s: float = 0.1) -> None:
-        """Tick over ``shards()`` (the leases held now) until ``stopping``; errors are logged and retried."""
+        """Tick over ``shards()`` (the leases held now) until ``stopping``, at most every ``interval_s``; between
+        ticks, wait for a held shard's feed to move or its earliest deadline to fall due (``_wait``); errors are
+        logged and retried."""
         while not stopping.is_set():
+            started = time.monotonic()
+            held = list(shards())
             try:
-                await self.tick(list(shards()))
+                await self.tick(held)
+                # Feed entries arriving during the tick's first interval_s gather for the next tick, as before.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), max(0.0, started + interval_s - time.monotonic()))
+                if not stopping.is_set():
+                    await self._wait(held, interval_s)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - Redis away or failing over: the deadlines wait in it
                 _log.warning("clock.round_failed", error=f"{type(error).__name__}: {error}")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval_s)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), interval_s)
+
+    async def _wait(self, shards: list[int], interval_s: float) -> None:
+        """Until a feed of ``shards`` moves past the clock's cursor (a room moved: its deadline may change) or the
+        earliest pending deadline falls due, at most IDLE_WAIT_S (shards taken or lost meanwhile). One blocking
+        XREAD over the feeds, not ten looks a second: an idle clock cost more than anything else in an idle gateway.
+        A Cluster spreads the feeds over slots (one XREAD may not span them): there, and while a shard's cursor is
+        unknown (it is read again by the next tick), the clock ticks every ``interval_s`` as it did."""
+        cursors = {self.keys.feed(shard): self._cursors.get(shard) for shard in shards}
+        if not shards or None in cursors.values() or isinstance(self.client, RedisCluster):
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrange(self.keys.deadlines(shard), 0, 0, withscores=True)
+        firsts = [int(first[0][1]) for first in await pipe.execute() if first]
+        wait_ms = int(IDLE_WAIT_S * 1000)
+        if firsts:
+            wait_ms = min(wait_ms, min(firsts) - self.now_ms())
+        if wait_ms <= 0:
+            return
+        # XREAD's BLOCK 0 is "forever": a deadline due within the millisecond is sent by the next tick at once.
+        await self.client.xread(cursors, count=1, block=wait_ms)
 
 
 def _older(cursor: str, first: bytes | str) -> bool:
