@@ -375,7 +375,7 @@ class Clock:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stopping.wait(), max(0.0, started + interval_s - time.monotonic()))
                 if not stopping.is_set():
-                    await self._wait(held, interval_s)
+                    await self._wait(held, stopping)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - Redis away or failing over: the deadlines wait in it
@@ -383,9 +383,9 @@ class Clock:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stopping.wait(), interval_s)
 
-    async def _wait(self, shards: list[int], interval_s: float) -> None:
+    async def _wait(self, shards: list[int], stopping: asyncio.Event) -> None:
         """Until a feed of ``shards`` moves past the clock's cursor (a room moved: its deadline may change) or the
-        earliest pending deadline falls due, at most IDLE_WAIT_S (shards taken or lost meanwhile). One blocking
+        earliest pending deadline falls due, at most IDLE_WAIT_S (shards taken or lost meanwhile), or ``stopping``. One blocking
         XREAD over the feeds, not ten looks a second: an idle clock cost more than anything else in an idle gateway.
         A Cluster spreads the feeds over slots (one XREAD may not span them): there, and while a shard's cursor is
         unknown (it is read again by the next tick), the clock ticks every ``interval_s`` as it did."""
@@ -402,7 +402,15 @@ class Clock:
         if wait_ms <= 0:
             return
         # XREAD's BLOCK 0 is "forever": a deadline due within the millisecond is sent by the next tick at once.
-        await self.client.xread(cursors, count=1, block=wait_ms)
+        waits = [asyncio.ensure_future(self.client.xread(cursors, count=1, block=wait_ms)),
+                 asyncio.ensure_future(stopping.wait())]
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()  # a read cut short drops its connection (redis-py): the pool opens another
+        for finished in done:
+            finished.result()  # a failed read is the round's error (logged, retried)
 
 
 def _older(cursor: str, first: bytes | str) -> bool:
