@@ -543,6 +543,7 @@ class Bots:
         # id first (``woken_from``), and, idle still, ``run`` blocks on the stream from it.
         self.idle = False
         self.woken_from: str | None = None
+        self.idle_wait_s = IDLE_WAIT_S
 
     async def _window(self, counts: list[int]) -> list[tuple[str, str]]:
         """The next ``max_rooms`` seats after the cursor (at most one HSCAN per shard holding seats per round)."""
@@ -655,7 +656,7 @@ class Bots:
 
     async def run(self, stop: asyncio.Event, interval_s: float = 0.1) -> None:
         """A round every ``interval_s`` while there are seats to play; with none, a round when one is handed
-        (the wake stream), or every IDLE_WAIT_S (the bound's sync, SYNC_EVERY_MS, still runs on time)."""
+        (the wake stream), or every ``idle_wait_s`` (the bound's sync, SYNC_EVERY_MS, still runs on time)."""
         while not stop.is_set():
             try:
                 await self.tick()
@@ -671,9 +672,9 @@ class Bots:
                     log.warning("bots.wait_failed", error=f"{type(error).__name__}: {str(error)[:300]}")
 
     async def _wait_for_seats(self, stop: asyncio.Event) -> None:
-        """Until a seat is handed (an entry past ``woken_from`` in the wake stream), ``stop``, or IDLE_WAIT_S."""
+        """Until a seat is handed (an entry past ``woken_from`` in the wake stream), ``stop``, or ``idle_wait_s``."""
         waits = [asyncio.ensure_future(self.client.xread({wake_key(self.keys): self.woken_from}, count=1,
-                                                         block=int(IDLE_WAIT_S * 1000))),
+                                                         block=int(self.idle_wait_s * 1000))),
                  asyncio.ensure_future(stop.wait())]
         try:
             done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

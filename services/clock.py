@@ -187,6 +187,7 @@ class Clock:
         # write for all at the tick's end), and the earliest deadline the tick's tracking wrote.
         self._moved: dict[int, str] | None = None
         self._earliest_tracked = 0
+        self.idle_wait_s = IDLE_WAIT_S  # the longest wait between ticks (``_wait``)
 
     # --- tracking ------------------------------------------------------------------------------
 
@@ -385,7 +386,7 @@ class Clock:
 
     async def _wait(self, shards: list[int], stopping: asyncio.Event) -> None:
         """Until a feed of ``shards`` moves past the clock's cursor (a room moved: its deadline may change) or the
-        earliest pending deadline falls due, at most IDLE_WAIT_S (shards taken or lost meanwhile), or ``stopping``. One blocking
+        earliest pending deadline falls due, at most ``idle_wait_s`` (shards taken or lost meanwhile), or ``stopping``. One blocking
         XREAD over the feeds, not ten looks a second: an idle clock cost more than anything else in an idle gateway.
         A Cluster spreads the feeds over slots (one XREAD may not span them): there, and while a shard's cursor is
         unknown (it is read again by the next tick), the clock ticks every ``interval_s`` as it did."""
@@ -396,7 +397,7 @@ class Clock:
         for shard in shards:
             pipe.zrange(self.keys.deadlines(shard), 0, 0, withscores=True)
         firsts = [int(first[0][1]) for first in await pipe.execute() if first]
-        wait_ms = int(IDLE_WAIT_S * 1000)
+        wait_ms = int(self.idle_wait_s * 1000)
         if firsts:
             wait_ms = min(wait_ms, min(firsts) - self.now_ms())
         if wait_ms <= 0:

@@ -228,6 +228,7 @@ class Notifier:
         # The last feed read brought entries, none of its shards' reads full: the next read waits NOTICE_GATHER_S.
         self.gather_next = False
         self._enqueued = asyncio.Event()  # set by an enqueue here: the delivery loop wakes (no polling)
+        self.deliver_idle_s = DELIVER_IDLE_S
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -489,9 +490,9 @@ class Notifier:
 
 
     async def _wait_for_due(self, stop: asyncio.Event) -> None:
-        """Until the outbox's earliest delivery is due, this process enqueues one, ``stop``, or DELIVER_IDLE_S."""
+        """Until the outbox's earliest delivery is due, this process enqueues one, ``stop``, or ``deliver_idle_s``."""
         earliest = await self.client.zrange(self.keys.webhook_outbox(), 0, 0, withscores=True)
-        wait_s = DELIVER_IDLE_S
+        wait_s = self.deliver_idle_s
         if earliest:
             wait_s = min(wait_s, max(0.0, (earliest[0][1] - self.now_ms()) / 1000))
         if wait_s <= 0:
