@@ -14,6 +14,13 @@ from pathlib import Path
 
 import redis
 
+# A stream's listpack node size. Redis 7 gives each new node this many bytes at once (4,096 by default), and a room
+# keeps three streams (events, command records, refusals) that each hold a few hundred bytes in a short room: at
+# 1,024 a short room costs 0.59x and a realm game played to its end 0.80x of the default's Redis bytes, a room of
+# 2,000 events ~1.05x, for ~0.3 us more Redis CPU per XADD (`almanac bench streams`, docs/capacity.md).
+# deploy/ sets the same value; an operator of their own Redis sets it there (the gateway never CONFIG SETs it).
+STREAM_NODE_MAX_BYTES = 1024
+
 
 class EmbeddedRedisError(Exception):
     pass
@@ -83,6 +90,7 @@ class EmbeddedRedis:
             "--save", "",
             "--appendonly", "yes" if self.persist else "no",
             "--appendfsync", "everysec",
+            "--stream-node-max-bytes", str(STREAM_NODE_MAX_BYTES),
             "--logfile", str(self.data_dir / "redis.log"),
             "--daemonize", "no",
         ]

@@ -253,6 +253,21 @@ def bench_layouts(
         main(url, rooms)
 
 
+@bench_app.command("streams")
+def bench_streams(
+    runs: int = typer.Option(3, min=1, help="Runs; the settings take turns within each (the order rotates)."),
+    short: int = typer.Option(1_000, min=1, help="Short rooms (realm@1: created, joined, a move, a refusal) an arm."),
+    typical: int = typer.Option(400, min=1, help="Typical rooms (realm@1 played to its end) an arm."),
+    long: int = typer.Option(4, min=1, help="Long rooms (the trivial rule-set) an arm."),
+    long_commands: int = typer.Option(2_000, min=10, help="Commands in each long room."),
+    entries: int = typer.Option(20_000, min=1_000, help="XADDs an arm for the cost figures."),
+) -> None:
+    """Redis bytes per room and XADD/XRANGE cost at each stream-node-max-bytes (4096, 2048, 1024, 512), one run."""
+    main = bench_module("streams").main
+    with redis_url_for(settings_or_exit(), create=True) as url:
+        main(url, runs, short, typical, long, long_commands, entries)
+
+
 @bench_app.command("lifecycle")
 def bench_lifecycle(
     rooms: int = typer.Option(20_000, min=10, help="Rooms to play to their end (20,000: the soak; fewer to be quick)."),

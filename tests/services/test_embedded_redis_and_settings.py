@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from almanac.services.embedded_redis import EmbeddedRedis, running_server_url
+from almanac.services.embedded_redis import STREAM_NODE_MAX_BYTES, EmbeddedRedis, running_server_url
 from almanac.services.settings import SettingsError, load_settings, parse_rate, parse_shard_selection
 
 
@@ -22,6 +22,16 @@ def test_a_second_run_of_the_embedded_redis_finds_the_data_of_the_first(tmp_path
         assert client.xrange("alm:{s00}:room:r:events") == [(b"1-0", {b"e": b"x"})]
         client.close()
     assert (tmp_path / "appendonly.aof").exists() or (tmp_path / "appendonlydir").exists()
+
+
+def test_the_embedded_redis_gives_a_new_room_stream_a_small_node(tmp_path):
+    with EmbeddedRedis(tmp_path, persist=False) as server:
+        client = redis.Redis.from_url(server.url)
+        assert client.config_get("stream-node-max-bytes") == {"stream-node-max-bytes": str(STREAM_NODE_MAX_BYTES)}
+        client.xadd("alm:{s00}:room:r:rejected", {"c": b"x"}, id="1-0")
+        # Redis' default (4,096) would give this one entry a 4 KB node: 4,728 B on Redis 7.0
+        assert client.memory_usage("alm:{s00}:room:r:rejected", samples=0) < 2_000
+        client.close()
 
 
 def test_settings_come_from_the_environment_with_defaults():
