@@ -70,6 +70,20 @@ def pending_key(keys: Keys) -> str:
     return f"{keys.prefix}:{{bots}}:pending"
 
 
+def wake_key(keys: Keys) -> str:
+    """A short stream in the bound's slot, appended to whenever a seat is handed to a bot (``add_bot``) or taken
+    for a command's outcome (``reserve_seats``): a bots process with no seat to play blocks on it (``Bots.run``)
+    instead of looking at every shard ten times a second."""
+    return f"{keys.prefix}:{{bots}}:wake"
+
+
+WAKE_KEPT = 100  # entries the wake stream keeps (about: MAXLEN ~); a reader only needs the newest
+
+
+async def _wake(client: Any, keys: Keys) -> None:
+    await client.xadd(wake_key(keys), {"w": "1"}, maxlen=WAKE_KEPT, approximate=True)
+
+
 # Take bot seats against the deployment's bound in one step (KEYS[1]: the deployment's bot seats, bot_seats_key;
 # KEYS[2]: the reservations awaiting a command's outcome, ``pending_key``; one slot). ARGV: the bound (-1: none, a
 # seat the room's log handed over must be played), when (ms), the command whose outcome decides the seats ('' none),
@@ -142,6 +156,7 @@ for i = 2, #ARGV, 2 do
 end
 return settled
 """
+IDLE_WAIT_S = 1.0  # the longest a bots process with no seat waits for the wake stream (below the socket timeout)
 SYNC_EVERY_MS = 60_000  # how often the bots process matches the bound's count to the shards' seats
 RESERVATION_GRACE_MS = 600_000  # a seat taken in the bound but in no shard's hash for this long was left half-done
 
@@ -173,6 +188,8 @@ async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], n
     taken, held = int(answer[0]), int(answer[1])
     if taken < 0:
         raise _full(held, int(max_seats or 0))
+    if taken and command:
+        await _wake(client, keys)  # a reservation awaiting its command: an idle bots process settles it
     return [one for one, flag in zip(seats, answer[2:], strict=True) if int(flag)]
 
 
@@ -210,7 +227,10 @@ async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
     the shards' (``remove_bot`` deletes in the other order), and the bound counts the former."""
     await reserve_seats(client, keys, [(room, seat)], now_ms, max_seats=max_seats, log=log)
     entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
-    return bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
+    added = bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
+    if added:
+        await _wake(client, keys)  # after the write: the woken process finds the seat
+    return added
 
 
 async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
@@ -519,6 +539,11 @@ class Bots:
         self.pending: list[tuple[str, str]] = []
         self.pending_at = 0  # the HSCAN cursor over the seats awaiting a command's outcome (settle_pending)
         self.synced_ms: int | None = None  # when the bound's count was last matched to the shards' (sync_bound)
+        # The last round found no seat to play and none awaiting a command: the next reads the wake stream's newest
+        # id first (``woken_from``), and, idle still, ``run`` blocks on the stream from it.
+        self.idle = False
+        self.woken_from: str | None = None
+        self.idle_wait_s = IDLE_WAIT_S
 
     async def _window(self, counts: list[int]) -> list[tuple[str, str]]:
         """The next ``max_rooms`` seats after the cursor (at most one HSCAN per shard holding seats per round)."""
@@ -545,6 +570,10 @@ class Bots:
     async def tick(self) -> int:
         """One round over the next window of bot seats; the commands sent."""
         now = self.now_ms()
+        self.woken_from = None
+        if self.idle:  # before the round's reads: a seat handed after them appends past this id, and wakes ``run``
+            newest = await self.client.xrevrange(wake_key(self.keys), count=1)
+            self.woken_from = _text(newest[0][0]) if newest else "0-0"
         if self.synced_ms is None or now - self.synced_ms >= SYNC_EVERY_MS:
             self.synced_ms = now
             added, dropped = await sync_bound(self.client, self.keys, now)
@@ -558,6 +587,8 @@ class Bots:
         counts = await shard_counts(self.client, self.keys, self.shards)
         total = sum(counts)
         self.over_limit = max(0, total - self.max_rooms)
+        self.idle = not total and not self.pending and not self.pending_at and not await self.client.hlen(
+            pending_key(self.keys))
         if self.over_limit:
             log.warning("bots.over_limit", seats=total, max_rooms=self.max_rooms)
         seats = list(dict.fromkeys(await self._window(counts)))
@@ -624,13 +655,34 @@ class Bots:
         return True
 
     async def run(self, stop: asyncio.Event, interval_s: float = 0.1) -> None:
+        """A round every ``interval_s`` while there are seats to play; with none, a round when one is handed
+        (the wake stream), or every ``idle_wait_s`` (the bound's sync, SYNC_EVERY_MS, still runs on time)."""
         while not stop.is_set():
             try:
                 await self.tick()
             except Exception as error:  # noqa: BLE001 - Redis away: the seats wait in it, the log is the progress
                 log.warning("bots.round_failed", error=f"{type(error).__name__}: {str(error)[:300]}")
+                self.idle, self.woken_from = False, None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval_s)
+            if self.idle and self.woken_from is not None and not stop.is_set():
+                try:
+                    await self._wait_for_seats(stop)
+                except Exception as error:  # noqa: BLE001 - Redis away: the next round says so
+                    log.warning("bots.wait_failed", error=f"{type(error).__name__}: {str(error)[:300]}")
+
+    async def _wait_for_seats(self, stop: asyncio.Event) -> None:
+        """Until a seat is handed (an entry past ``woken_from`` in the wake stream), ``stop``, or ``idle_wait_s``."""
+        waits = [asyncio.ensure_future(self.client.xread({wake_key(self.keys): self.woken_from}, count=1,
+                                                         block=int(self.idle_wait_s * 1000))),
+                 asyncio.ensure_future(stop.wait())]
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()  # a read cut short drops its connection (redis-py): the pool opens another
+        for finished in done:
+            finished.result()
 
 
 async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float,

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 import msgspec
+from redis.asyncio.cluster import RedisCluster
 
 from almanac.events import codec, registry
 from almanac.events.room import RoomState
@@ -149,6 +150,11 @@ def _untimed(state: RoomState) -> bool:
         return False
 
 
+# The longest a clock waits between ticks with no feed moving and no deadline due: how soon it sees shards taken
+# over (their deadlines, due meanwhile, are sent then). Below the client's socket timeout (bootstrap.REDIS_TIMEOUT_S).
+IDLE_WAIT_S = 1.0
+
+
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -181,6 +187,7 @@ class Clock:
         # write for all at the tick's end), and the earliest deadline the tick's tracking wrote.
         self._moved: dict[int, str] | None = None
         self._earliest_tracked = 0
+        self.idle_wait_s = IDLE_WAIT_S  # the longest wait between ticks (``_wait``)
 
     # --- tracking ------------------------------------------------------------------------------
 
@@ -357,16 +364,54 @@ class Clock:
         return sent
 
     async def run(self, shards: Callable[[], list[int]], stopping: asyncio.Event, interval_s: float = 0.1) -> None:
-        """Tick over ``shards()`` (the leases held now) until ``stopping``; errors are logged and retried."""
+        """Tick over ``shards()`` (the leases held now) until ``stopping``, at most every ``interval_s``; between
+        ticks, wait for a held shard's feed to move or its earliest deadline to fall due (``_wait``); errors are
+        logged and retried."""
         while not stopping.is_set():
+            started = time.monotonic()
+            held = list(shards())
             try:
-                await self.tick(list(shards()))
+                await self.tick(held)
+                # Feed entries arriving during the tick's first interval_s gather for the next tick, as before.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), max(0.0, started + interval_s - time.monotonic()))
+                if not stopping.is_set():
+                    await self._wait(held, stopping)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - Redis away or failing over: the deadlines wait in it
                 _log.warning("clock.round_failed", error=f"{type(error).__name__}: {error}")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval_s)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), interval_s)
+
+    async def _wait(self, shards: list[int], stopping: asyncio.Event) -> None:
+        """Until a feed of ``shards`` moves past the clock's cursor (a room moved: its deadline may change) or the
+        earliest pending deadline falls due, at most ``idle_wait_s`` (shards taken or lost meanwhile), or ``stopping``. One blocking
+        XREAD over the feeds, not ten looks a second: an idle clock cost more than anything else in an idle gateway.
+        A Cluster spreads the feeds over slots (one XREAD may not span them): there, and while a shard's cursor is
+        unknown (it is read again by the next tick), the clock ticks every ``interval_s`` as it did."""
+        cursors = {self.keys.feed(shard): self._cursors.get(shard) for shard in shards}
+        if not shards or None in cursors.values() or isinstance(self.client, RedisCluster):
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrange(self.keys.deadlines(shard), 0, 0, withscores=True)
+        firsts = [int(first[0][1]) for first in await pipe.execute() if first]
+        wait_ms = int(self.idle_wait_s * 1000)
+        if firsts:
+            wait_ms = min(wait_ms, min(firsts) - self.now_ms())
+        if wait_ms <= 0:
+            return
+        # XREAD's BLOCK 0 is "forever": a deadline due within the millisecond is sent by the next tick at once.
+        waits = [asyncio.ensure_future(self.client.xread(cursors, count=1, block=wait_ms)),
+                 asyncio.ensure_future(stopping.wait())]
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()  # a read cut short drops its connection (redis-py): the pool opens another
+        for finished in done:
+            finished.result()  # a failed read is the round's error (logged, retried)
 
 
 def _older(cursor: str, first: bytes | str) -> bool:

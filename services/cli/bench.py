@@ -67,6 +67,16 @@ def bench_clock(
         main(url, pending, due, seconds)
 
 
+@bench_app.command("idle")
+def bench_idle(seconds: float = typer.Option(60.0, min=1.0, help="Length of each measured window."),
+               runs: int = typer.Option(3, min=1, max=50, help="Windows measured, one after another.")) -> None:
+    """An idle default stack's CPU per second, per process (embedded Redis), against idle Python processes."""
+    main = bench_module("idle").main
+
+    with stack_errors():
+        main(settings_or_exit(), seconds, runs)
+
+
 @bench_app.command("rules")
 def bench_rules(
     name: str = typer.Argument(..., help="Rule-set name (see GET /rulesets); its manifest's bench scenario is played."),
