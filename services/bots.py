@@ -45,6 +45,7 @@ from almanac.services import bootstrap, bus
 from almanac.services.checkpoints import commit_secret
 from almanac.services.clock import state_at_least
 from almanac.services.logging import get_logger
+from almanac.services.redis_client import read_or_stop
 from almanac.services.settings import Settings
 from almanac.storage.keys import Keys, bot_seats_key, shard_tag
 from almanac.storage.loader import RoomLoader
@@ -673,16 +674,7 @@ class Bots:
 
     async def _wait_for_seats(self, stop: asyncio.Event) -> None:
         """Until a seat is handed (an entry past ``woken_from`` in the wake stream), ``stop``, or ``idle_wait_s``."""
-        waits = [asyncio.ensure_future(self.client.xread({wake_key(self.keys): self.woken_from}, count=1,
-                                                         block=int(self.idle_wait_s * 1000))),
-                 asyncio.ensure_future(stop.wait())]
-        try:
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()  # a read cut short drops its connection (redis-py): the pool opens another
-        for finished in done:
-            finished.result()
+        await read_or_stop(self.client, {wake_key(self.keys): self.woken_from}, int(self.idle_wait_s * 1000), stop)
 
 
 async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float,

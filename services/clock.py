@@ -33,6 +33,7 @@ from almanac.events.room import RoomState
 from almanac.events.ruleset import Deadline
 from almanac.events.step import CommandRecord, replay
 from almanac.services.logging import get_logger
+from almanac.services.redis_client import read_or_stop
 from almanac.storage.base import EventStore
 from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader
@@ -403,15 +404,7 @@ class Clock:
         if wait_ms <= 0:
             return
         # XREAD's BLOCK 0 is "forever": a deadline due within the millisecond is sent by the next tick at once.
-        waits = [asyncio.ensure_future(self.client.xread(cursors, count=1, block=wait_ms)),
-                 asyncio.ensure_future(stopping.wait())]
-        try:
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()  # a read cut short drops its connection (redis-py): the pool opens another
-        for finished in done:
-            finished.result()  # a failed read is the round's error (logged, retried)
+        await read_or_stop(self.client, cursors, wait_ms, stopping)  # a failed read: the round's error (logged, retried)
 
 
 def _older(cursor: str, first: bytes | str) -> bool:

@@ -411,3 +411,16 @@ def connect(url: str, cluster: bool = False, max_connections: int | None = None,
         pool = BoundedPool.from_url(url, max_connections=max_connections, timeout=pool_wait_s, **options)
         return aioredis.Redis.from_pool(pool)
     return aioredis.Redis.from_url(url, **options)
+
+
+async def read_or_stop(client: aioredis.Redis, streams: dict, block_ms: int, stop: asyncio.Event) -> None:
+    """Wait for an entry past ``streams``' cursors (one blocking XREAD of ``block_ms``) or for ``stop``, whichever
+    comes first: an idle service's wait that costs nothing until something moves. A read's error is raised."""
+    waits = [asyncio.ensure_future(client.xread(streams, count=1, block=block_ms)), asyncio.ensure_future(stop.wait())]
+    try:
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()  # a read cut short drops its connection (redis-py): the pool opens another
+    for finished in done:
+        finished.result()

@@ -82,16 +82,28 @@ class Stack:
         """A real gateway process (uvicorn with the gateway's own HTTP protocol) on a free port, with these
         settings on top of the stack's; its URL once ``/health`` answers 200. ``name``: its process and log
         (a second gateway beside the first takes another); ``max_files``: its limit of open files; ``preload``: a
-        module of tests/ whose ``plant()`` runs before the gateway is built (tests/planted_leak.py)."""
+        module of tests/ whose ``plant()`` runs before the gateway is built (tests/planted_leak.py). A port taken
+        by another process between the probe and the gateway's bind (test workers start processes side by side)
+        is tried again on another."""
         child = CHILD
         if preload is not None:
             tests = str(Path(__file__).resolve().parent.parent)
             child = f"import sys; sys.path.insert(0, {tests!r}); import {preload}; {preload}.plant(); {CHILD}"
+        for _ in range(5):
+            url = self._spawn_gateway(name, child, max_files, env)
+            if url is not None:
+                return url
+        raise RuntimeError(f"the gateway found no free port in 5 tries: {self.log(name)}")
+
+    def _spawn_gateway(self, name: str, child: str, max_files: int | None, env: dict[str, str]) -> str | None:
+        """The gateway's URL once healthy; None if its port was taken before it could bind."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        log = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
-        self.processes[name] = subprocess.Popen(
+        log_path = self.data_dir / f"{name}.log"
+        logged = log_path.stat().st_size if log_path.exists() else 0
+        log = open(log_path, "ab")  # noqa: SIM115 - the child owns it
+        process = self.processes[name] = subprocess.Popen(
             [sys.executable, "-c", child, "gateway"], env={**self.env, "ALMANAC_HTTP_PORT": str(port), **env},
             stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=None if max_files is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
@@ -99,13 +111,15 @@ class Stack:
         log.close()
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + self.STARTUP_S
-        while time.monotonic() < deadline and self.processes[name].poll() is None:
+        while time.monotonic() < deadline and process.poll() is None:
             try:
                 if httpx.get(f"{url}/health", timeout=1).status_code == 200:
                     return url
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        if process.poll() is not None and b"address already in use" in log_path.read_bytes()[logged:]:
+            return None
         raise RuntimeError(f"the gateway did not become healthy: {self.log(name)}")
 
     def log(self, name: str, tail: int = 2000) -> str:

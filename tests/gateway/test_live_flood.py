@@ -46,19 +46,21 @@ class GatewayClients:
     def __init__(self, server: redis.Redis, pid: int) -> None:
         self.server, self.process = server, psutil.Process(pid)
 
-    def __call__(self) -> int:
+    def entries(self) -> list[dict]:
         mine = {f"{c.laddr.ip}:{c.laddr.port}" for c in self.process.net_connections(kind="tcp") if c.raddr}
-        return sum(1 for client in self.server.client_list() if client["addr"] in mine)
+        return [client for client in self.server.client_list() if client["addr"] in mine]
 
+    def __call__(self) -> int:
+        return len(self.entries())
 
-def blocked_stream_reads(server: redis.Redis, samples: int = 5) -> int:
-    """The most Redis clients seen blocked in XREAD in a few looks 50 ms apart (the engine blocks in XREADGROUP;
-    nothing else here reads streams; a read between two blocks is missed by one look, not by all)."""
-    seen = 0
-    for _ in range(samples):
-        seen = max(seen, sum(1 for c in server.client_list() if c["cmd"] == "xread" and "b" in c["flags"]))
-        time.sleep(0.05)
-    return seen
+    def blocked_stream_reads(self, samples: int = 5) -> int:
+        """The most of this gateway's clients seen blocked in XREAD in a few looks 50 ms apart (the engine's clock
+        waits in XREAD too, from its own process; a read between two blocks is missed by one look, not by all)."""
+        seen = 0
+        for _ in range(samples):
+            seen = max(seen, sum(1 for c in self.entries() if c["cmd"] == "xread" and "b" in c["flags"]))
+            time.sleep(0.05)
+        return seen
 
 
 class Feed:
@@ -187,7 +189,7 @@ async def flood_story(url: str, watcher: redis.Redis, connected_clients: Gateway
         assert {feed.close_reason["code"] for feed in watchers if feed.close_code} == {"too_many_feeds"}
         assert connected_clients() <= baseline + SHARED_READ_CLIENTS + PER_GATEWAY
         # Twelve feeds waiting for the next event: one read waits for all of them, not one read each.
-        assert blocked_stream_reads(watcher) == 1
+        assert connected_clients.blocked_stream_reads() == 1
 
         # Every feed closes: Redis clients fall back to the baseline (idle pooled connections close after
         # ALMANAC_REDIS_IDLE_S), and the seat may follow the room again.
