@@ -195,16 +195,24 @@ async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], n
 
 
 RELEASE_SCRIPT = """
-for i = 1, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]); redis.call('HDEL', KEYS[2], ARGV[i]) end
-return #ARGV
+for i = 2, #ARGV do
+  local value = redis.call('HGET', KEYS[1], ARGV[i])
+  local ok, entry = pcall(cjson.decode, value or '')
+  if ARGV[1] == 'all' or not (ok and type(entry) == 'table' and entry.log) then redis.call('HDEL', KEYS[1], ARGV[i]) end
+  redis.call('HDEL', KEYS[2], ARGV[i])
+end
+return #ARGV - 1
 """
 
 
-async def release_seats(client: Any, keys: Keys, seats: list[tuple[str, str]]) -> None:
-    """Give back seats ``reserve_seats`` took for a handover that did not happen (a refused create or leave)."""
+async def release_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], *, logged_too: bool = False) -> None:
+    """Give back seats ``reserve_seats`` took for a handover that did not happen (a refused create or leave),
+    except a seat the room's log handed over meanwhile (``hand_over``), which stays counted as ``settle_pending``
+    keeps it; ``logged_too``: those as well (``remove_bot``: the seat leaves its shard's hash first)."""
     if seats:
         await client.register_script(RELEASE_SCRIPT)(keys=[bot_seats_key(keys.prefix), pending_key(keys)],
-                                                     args=[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
+                                                     args=["all" if logged_too else "unlogged",
+                                                           *(f"{room}{SEPARATOR}{seat}" for room, seat in seats)])
 
 
 async def confirm_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int) -> list[bool]:
@@ -237,7 +245,7 @@ async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
 async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
     member = f"{room}{SEPARATOR}{seat}"
     removed = bool(await client.hdel(bots_key(keys, keys.shard(room)), member))
-    await release_seats(client, keys, [(room, seat)])  # after the shard's: the bound never counts too few
+    await release_seats(client, keys, [(room, seat)], logged_too=True)  # after the shard's: never too few
     return removed
 
 

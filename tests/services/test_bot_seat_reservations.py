@@ -18,6 +18,8 @@ from almanac.services.bots import (
     bound_count,
     hand_over,
     pending_key,
+    release_seats,
+    remove_bot,
     reserve_seats,
     sync_bound,
 )
@@ -140,3 +142,21 @@ async def test_hand_over_marks_its_seats_as_the_logs(redis_client: aioredis.Redi
     entry = json.loads(await redis_client.hget(bot_seats_key(KEYS.prefix), "handed\x1fbob"))
     assert entry["log"] is True
     assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("handed", "bob")]
+
+
+async def test_a_leave_given_up_after_the_log_handed_its_seat_over_keeps_the_seat_counted(
+        redis_client: aioredis.Redis) -> None:
+    # Given bob's seat taken in the bound for his leave, then handed over by the room's log (the clock's hand_over)
+    state = room_whose_log_hands_bob_over(created_at_ms=NOW)
+    leave = internal_command_id("handed", "bob", "leave")
+    taken = await reserve_seats(redis_client, KEYS, [("handed", "bob")], NOW, max_seats=1, command=leave)
+    await hand_over(redis_client, KEYS, state, set())
+    # When the gateway gives up on the leave (its submit failed) and releases what it took
+    await release_seats(redis_client, KEYS, taken)
+    # Then the seat the log handed over stays counted (a bound of 1 is still full) and stays with its bot
+    assert await bound_count(redis_client, KEYS) == 1
+    assert not await seat_fits(redis_client, "another")
+    assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("handed", "bob")]
+    # and only removing the bot itself gives the seat back
+    assert await remove_bot(redis_client, KEYS, "handed", "bob")
+    assert await bound_count(redis_client, KEYS) == 0
