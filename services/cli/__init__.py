@@ -18,7 +18,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _each_invocation() -> None:
     from almanac.services.cli.common import fit_console  # noqa: PLC0415 - loaded with the commands

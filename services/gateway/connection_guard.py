@@ -28,8 +28,10 @@ its keep-alive timer (5 s after the last answer it wrote, or the read timeout if
 connections whose every request for that long was shed while their clients kept sending, so a refused client
 got a reset connection, not its 503. An idle connection is still closed, by the guard's read timeout.
 
-It is built on public interfaces only: the asyncio ``Protocol`` methods through which the event loop drives any
-protocol (the guard receives the bytes first, then hands them to uvicorn's protocol, which it holds, not
+It is built on public interfaces, with one reliance on uvicorn's behaviour: that an empty ``data_received`` stops
+its keep-alive timer (uvicorn's httptools protocol cancels it on any bytes received; uvicorn is pinned in
+pyproject.toml and tests/gateway/test_gateway_overload.py's keep-alive story fails if that changes). The
+interfaces: the asyncio ``Protocol`` methods through which the event loop drives any protocol (the guard receives the bytes first, then hands them to uvicorn's protocol, which it holds, not
 extends), httptools' parser (its own, which sees the same bytes), and the protocol class uvicorn's ``http``
 option takes. It learns that an answer began when uvicorn writes a status line (its transport is the guard's
 ``_Transport``, which passes everything on). Its first version subclassed uvicorn's private

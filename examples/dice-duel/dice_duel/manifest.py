@@ -25,7 +25,7 @@ class DuelRow(msgspec.Struct, frozen=True, kw_only=True):
     wins: dict[str, int]
     rounds_played: int
     over: bool
-    winner: str  # "" until the duel is over, and after a tied one
+    winner: str = ""  # until the duel is over, and after a tied one (and in rows stored before the field existed)
 
 
 def duel_row(room: RoomState) -> dict[str, Any]:
