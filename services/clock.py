@@ -189,6 +189,7 @@ class Clock:
         self._moved: dict[int, str] | None = None
         self._earliest_tracked = 0
         self.idle_wait_s = IDLE_WAIT_S  # the longest wait between ticks (``_wait``)
+        self._said_polling = False  # logged once that a Cluster makes it tick (``_wait``)
 
     # --- tracking ------------------------------------------------------------------------------
 
@@ -392,7 +393,12 @@ class Clock:
         A Cluster spreads the feeds over slots (one XREAD may not span them): there, and while a shard's cursor is
         unknown (it is read again by the next tick), the clock ticks every ``interval_s`` as it did."""
         cursors = {self.keys.feed(shard): self._cursors.get(shard) for shard in shards}
-        if not shards or None in cursors.values() or isinstance(self.client, RedisCluster):
+        if isinstance(self.client, RedisCluster):
+            if not self._said_polling:  # once: an operator comparing idle CPU should know why this one ticks
+                _log.info("clock.polling", reason="Redis Cluster: one blocking read cannot span the shards' slots")
+                self._said_polling = True
+            return
+        if not shards or None in cursors.values():
             return
         pipe = self.client.pipeline(transaction=False)
         for shard in shards:

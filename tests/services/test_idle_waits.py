@@ -9,13 +9,14 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import msgspec
 import redis.asyncio as aioredis
 from waiting import wait_for
 
 from almanac.events import codec
 from almanac.services.bots import Bots, add_bot
 from almanac.services.clock import Clock, _Pending
-from almanac.services.notifier import Notifier
+from almanac.services.notifier import Notifier, Subscription
 from almanac.services.settings import Settings
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
@@ -99,6 +100,29 @@ async def test_an_idle_notifier_attempts_a_delivery_when_it_falls_due(redis_clie
     try:
         async with running(notifier._deliver_loop):
             # Then it is attempted once due (a failed attempt counted), long before the notifier's longest wait
+            await wait_for(lambda: redis_client.hget(KEYS.webhook_stats(), "failed_attempts"), what="an attempt")
+    finally:
+        await notifier.aclose()
+
+
+async def test_an_idle_notifier_delivers_what_it_enqueues_at_once(redis_client: aioredis.Redis) -> None:
+    from test_cli_operator import EXAMPLES, play  # noqa: PLC0415 - the scenario player of the CLI stories
+
+    # Given a notifier with nothing to deliver, waiting (its longest wait: a minute), and a deployment-wide
+    # subscription (to nowhere: every attempt is refused and counted)
+    store = RedisEventStore(redis_client, shard_count=16)
+    notifier = Notifier(redis_client, store, Settings(webhook_max_attempts=5), keys=KEYS)
+    notifier.deliver_idle_s = LONG_WAIT_S
+    subscription = Subscription(id="wh_1", url="http://127.0.0.1:9/", secret="s", scope="deployment")
+    await redis_client.hset(KEYS.webhook_subscriptions(), "wh_1", msgspec.json.encode(subscription))
+    try:
+        async with running(notifier._deliver_loop):
+            await asyncio.sleep(0.2)  # (the loop has claimed nothing and waits; were it not waiting yet, it would
+            # claim the delivery at its first look, and the story would pass without showing the wake-up)
+            # When a room ends and the notifier reads the feed, enqueuing the room_ended notice
+            await play(store, EXAMPLES / "realm.jsonl")
+            assert await notifier.notice_once() >= 1
+            # Then the delivery is attempted at once, not after the minute's wait
             await wait_for(lambda: redis_client.hget(KEYS.webhook_stats(), "failed_attempts"), what="an attempt")
     finally:
         await notifier.aclose()
