@@ -225,6 +225,12 @@ async def confirm_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], n
     return added
 
 
+async def _write_shard_seat(client: Any, keys: Keys, room: str, seat: str, now_ms: int) -> bool:
+    """Write a seat taken in the bound to its shard's hash, which the bots process plays; False when it was there."""
+    entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
+    return bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
+
+
 async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
                   max_seats: int | None = None, log: bool = False) -> bool:
     """Hand ``seat`` of ``room`` to a bot; False when it already was. (The bot joins the seat if it is empty;
@@ -235,8 +241,7 @@ async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
     then written to its shard's hash, which the bots process plays. The deployment's seats are so always at least
     the shards' (``remove_bot`` deletes in the other order), and the bound counts the former."""
     await reserve_seats(client, keys, [(room, seat)], now_ms, max_seats=max_seats, log=log)
-    entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
-    added = bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
+    added = await _write_shard_seat(client, keys, room, seat, now_ms)
     if added:
         await _wake(client, keys)  # after the write: the woken process finds the seat
     return added
@@ -314,9 +319,7 @@ async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cu
     if confirm:
         # written to the shards' hashes first: a seat stops awaiting its command only once the bots play it
         for member in confirm[::2]:
-            room, seat = _member(member)
-            entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
-            await client.hsetnx(bots_key(keys, keys.shard(room)), member, entry)
+            await _write_shard_seat(client, keys, *_member(member), now_ms)
         await settle(keys=[bot_seats_key(keys.prefix), pending_key(keys)], args=["confirm", *confirm])
     return released, len(confirm) // 2, int(cursor)
 
