@@ -488,7 +488,6 @@ class Notifier:
                 log.warning("notifier.deliver_failed", error=str(error)[:300])
                 await _sleep_or_stop(stop, 1.0)
 
-
     async def _wait_for_due(self, stop: asyncio.Event) -> None:
         """Until the outbox's earliest delivery is due, this process enqueues one, ``stop``, or ``deliver_idle_s``."""
         earliest = await self.client.zrange(self.keys.webhook_outbox(), 0, 0, withscores=True)

@@ -331,14 +331,8 @@ class Engine:
         """The ordered writes of commands handed in, one script call per shard on ``write_call`` (redis-py's
         pooled call path cost more than the write); a NOSCRIPT one written again by the store."""
         assert self._write_call is not None
-        calls = [self._write_call(*self.store.ordered_command(group)) for group in groups]
-        if len(calls) == 1:  # the usual batch, one shard: awaited here, not wrapped in a task as gather does
-            try:
-                replies = [await calls[0]]
-            except Exception as error:  # noqa: BLE001 - as gather's return_exceptions: judged below
-                replies = [error]
-        else:
-            replies = await asyncio.gather(*calls, return_exceptions=True)
+        replies = await asyncio.gather(*(self._write_call(*self.store.ordered_command(group)) for group in groups),
+                                       return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
                 raise reply  # the connection failed: the writes may have taken effect (see _decide_handed)

@@ -62,6 +62,14 @@ class At:
         return self.ms
 
 
+
+async def a_realm_room(client: aioredis.Redis, room: str) -> tuple[RedisEventStore, RoomService, int]:
+    """Given a realm room ``room`` in a real Redis: its store, the service that decides it, and its shard."""
+    store = RedisEventStore(client, shard_count=16)
+    service = RoomService(store)
+    await realm_room(service, room)
+    return store, service, KEYS.shard(room)
+
 async def test_racing_clocks_send_a_due_deadline_once(redis_client: aioredis.Redis) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     service = RoomService(store)
@@ -87,10 +95,7 @@ async def test_racing_clocks_send_a_due_deadline_once(redis_client: aioredis.Red
 
 async def test_a_deadline_sent_but_not_yet_decided_is_not_sent_again_by_a_clock_reading_the_room(
         redis_client: aioredis.Redis) -> None:
-    store = RedisEventStore(redis_client, shard_count=16)
-    service = RoomService(store)
-    await realm_room(service, "undecided")
-    shard = KEYS.shard("undecided")
+    store, service, shard = await a_realm_room(redis_client, "undecided")
     now = At(START_MS + TIMEOUT_MS)
     # Given one clock sent the season's timeout, which no engine has decided yet (the room still names it)
     assert await Clock(redis_client, KEYS, store, now_ms=now).tick([shard]) == 1
@@ -109,10 +114,7 @@ async def test_a_deadline_sent_but_not_yet_decided_is_not_sent_again_by_a_clock_
 
 async def test_a_clock_lent_the_writers_states_tracks_and_sends_without_folding_the_room_again(
         redis_client: aioredis.Redis) -> None:
-    store = RedisEventStore(redis_client, shard_count=16)
-    service = RoomService(store)
-    await realm_room(service, "lent")
-    shard = KEYS.shard("lent")
+    store, service, shard = await a_realm_room(redis_client, "lent")
     now = At(START_MS + TIMEOUT_MS - 1)
     # Given the clock of the engine that wrote the room, lent that engine's cached states (as Housekeeping does)
     clock = Clock(redis_client, KEYS, store, now_ms=now, held=service.loader.cached)
