@@ -15,9 +15,9 @@ import statistics
 import time
 
 import redis.asyncio as aioredis
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.events import codec
 from almanac.events.step import CommandRecord, decode_record
 from almanac.services.clock import Clock, _Pending
@@ -112,7 +112,7 @@ async def _run(url: str, pending: int, due: int, seconds: float) -> None:
         table.add_row("clock CPU idle (nothing due)", f"{idle_cpu * 1000:,.0f} ms in {idle_s:.1f} s of ticks")
         table.add_row("baseline: pipelined XADD per record", f"{baseline / fired * 1e6:,.0f} µs")
         table.add_row("ratio", f"{cpu / max(baseline, 1e-9):.1f}x")
-    Console().print(table)
+    output_console().print(table)
 
 
 def main(url: str, pending: int = 100_000, due: int = 5_000, seconds: float = 10.0) -> None:

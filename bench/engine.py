@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import redis.asyncio as aioredis
 import uvloop
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.bench.e2e import cpu_seconds
 from almanac.events import codec
 from almanac.services import bootstrap
@@ -377,7 +377,7 @@ def run(url: str, rooms: int, commands: int, batch_size: int = 100, paced_rate: 
 
 def main(url: str, rooms: int = 200, commands: int = 20_000) -> None:
     figures = run(url, rooms, commands)
-    console = Console()
+    console = output_console()
     table = Table(title=f"engine: {commands:,} commands over {rooms:,} rooms, one engine process, {SHARDS} shards"
                         + (", then one projector process" if figures["projected"] else ""))
     table.add_column("path")

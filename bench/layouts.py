@@ -18,9 +18,9 @@ import asyncio
 import time
 
 import redis.asyncio as aioredis
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.storage import seat_keys
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import ids_field
@@ -138,7 +138,7 @@ async def _run(url: str, rooms: int, counts: list[int]) -> None:
         table.add_column(column, justify="left" if column in ("what", "layout") else "right")
     await _seat_layouts(client, rooms, table)
     await _id_layouts(client, counts, table)
-    Console().print(table)
+    output_console().print(table)
     await client.aclose()
 
 

@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.projections.projector import Projector
 from almanac.services.archiver import Archiver
 from almanac.services.forensics.verify import verify_room
@@ -237,4 +238,4 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
 
 
 def main(url: str, rooms: int = 20_000, wave: int = 500, max_connections: int = 64) -> None:
-    asyncio.run(_run(url, rooms, min(wave, rooms), Console(), max_connections))
+    asyncio.run(_run(url, rooms, min(wave, rooms), output_console(), max_connections))

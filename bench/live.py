@@ -12,16 +12,16 @@ from typing import Any
 
 import httpx
 import redis
-from rich.console import Console
 from rich.table import Table
 from websockets.asyncio.client import ClientConnection, connect
 
+from almanac.bench.common import output_console
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.http_app import raise_open_files_limit
 from almanac.services.settings import Settings
 from almanac.services.stack import Stack
 
-console = Console()
+console = output_console()
 IDLE_S = 2  # ALMANAC_REDIS_IDLE_S of the measured gateway: its idle connections close this soon after the feeds
 OPEN_AT_ONCE = 100  # feeds opened concurrently (a burst of clients arriving together)
 ROOM = "bench-live"

@@ -27,15 +27,15 @@ from typing import Any
 
 import httpx
 import msgspec
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.bench.e2e import LeanHttp, _run_loop, cpu_seconds
 from almanac.client.signing import PlayerKey, signed_join
 from almanac.services.settings import Settings
 from almanac.services.stack import Stack
 
-console = Console()
+console = output_console()
 SEATS = ("p", "q")
 # One season of the cycle: both seats gather (one action each), then both end the turn (the season ends). Every
 # command of it is legal whatever the dice drew, from the first season to the last (the game ends after 12).

@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.bench.lifecycle import _play_room
 from almanac.events import registry
 from almanac.services.room_service import CommandRecord, RoomService
@@ -240,4 +241,4 @@ async def _run(url: str, runs: int, rooms: dict[str, int], long_commands: int, e
 def main(url: str, runs: int = 3, short: int = 1_000, typical: int = 400, long: int = 4, long_commands: int = 2_000,
          entries: int = 20_000, settings: tuple[int, ...] = SETTINGS) -> None:
     asyncio.run(_run(url, runs, {"short": short, "typical": typical, "long": long}, long_commands, entries,
-                     settings, Console(width=200)))
+                     settings, output_console(minimum=200)))
