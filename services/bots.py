@@ -177,7 +177,9 @@ return settled
 """
 IDLE_WAIT_S = 1.0  # the longest a bots process with no seat waits for the wake stream (below the socket timeout)
 SYNC_EVERY_MS = 60_000  # how often the bots process matches the bound's count to the shards' seats
-RESERVATION_GRACE_MS = 600_000  # a seat taken in the bound but in no shard's hash for this long was left half-done
+# A seat taken in the bound but in no shard's hash for this long was left half-done; taken for a command answered
+# 202 and still undecided, its command is taken never to have reached a stream (no tighter bound: settle_pending).
+RESERVATION_GRACE_MS = 600_000
 
 
 def _full(held: int, max_seats: int) -> SeatRefused:
@@ -420,7 +422,16 @@ async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cu
     (the store keeps every command id's first outcome): refused, the seat is given back at once; accepted, it is
     written to its shard's hash (the bots play it); undecided for ``grace_ms``, the command never reached a room
     (its gateway died before sending it, say): given back. One page of ``count`` from ``cursor`` (HSCAN); answers
-    (released, confirmed, next cursor). A gateway that answers the command itself settles its seats at once."""
+    (released, confirmed, next cursor). A gateway that answers the command itself settles its seats at once.
+
+    Why a grace, not the moment the command can no longer be decided: the deployment knows no such moment.
+    ``command_timeout_ms`` bounds the gateway's wait (then the 202), not the decision: the command stays in its
+    shard's command stream, never trimmed before an engine acknowledges it (storage.retention), until an engine
+    holding the shard decides it, after a backlog, a lease takeover or an outage of any length (and a command a
+    gateway's own engine did not take in time goes through that stream too, engine.inbox). A seat given back at
+    the timeout would so be given back under commands still to be recorded. The grace is a guess that a command
+    undecided this long never reached a stream; one decided later still finds its seat given back (a create's
+    bots are then never played; a leave's seat comes back by its room's log, ``hand_over``)."""
     cursor, page = await client.hscan(pending_key(keys), cursor, count=count)
     waiting: list[tuple[str, str, str, int, str]] = []
     for member, value in page.items():

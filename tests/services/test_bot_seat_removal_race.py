@@ -1,5 +1,5 @@
-"""A removed bot seat stays removed while the bound's sync runs beside the removal: each side is paused between
-its two steps (the worst interleavings, made certain instead of likely), against the real Redis."""
+"""A removed bot seat stays removed while a bots round that read it before (the bound's sync, a create's settling)
+writes it back: each side is paused between its steps (the worst interleavings, made certain instead of likely)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,13 @@ from almanac.services.bots import (
     bound_count,
     remove_bot,
     reserve_seats,
+    settle_pending,
     sync_bound,
 )
+from almanac.services.gateway.context import internal_command_id
+from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.keys import bot_seats_key
+from almanac.storage.redis_store import RedisEventStore
 
 NOW = 7_000_000
 
@@ -119,3 +123,27 @@ async def test_a_seat_removed_is_handed_again_by_a_later_ask_and_its_mark_expire
         raise AssertionError("a seat past the bound was handed")
     except SeatRefused as refused:
         assert refused.code == "bot_seats_full"
+
+
+async def test_a_removal_while_a_recorded_create_is_settled_never_hands_the_seat_back(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    # Given a create of "settled" with a bot for bob, answered 202, then recorded by the engine
+    create = CommandRecord(command_id=internal_command_id("settled", "alice", "c1"), room="settled", player="alice",
+                           server_time_ms=NOW, body={"kind": "create_room", "ruleset": "realm",
+                                                     "options": {"players": ["alice", "bob"]}})
+    await reserve_seats(redis_client, KEYS, [("settled", "bob")], NOW, max_seats=1, command=create.command_id)
+    assert (await RoomService(store).handle(create)).accepted
+    # When a bots round settles it (it read the seat awaiting the create) and is paused before it writes the seat to
+    # its shard's hash
+    settler = Paused(redis_client, "hsetnx", bots_key(KEYS, KEYS.shard("settled")), after=False)
+    settling = asyncio.create_task(settle_pending(settler, store, KEYS, NOW + 1))
+    await asyncio.wait_for(settler.reached.wait(), 10)
+    # and the operator removes the seat meanwhile, before the round goes on
+    await remove_bot(redis_client, KEYS, "settled", "bob")
+    settler.go.set()
+    await asyncio.wait_for(settling, 10)
+    # Then no bot plays the seat, and neither the bound nor the next sync round counts it
+    assert await played(redis_client) == [] and await bound_count(redis_client, KEYS) == 0
+    await sync_bound(redis_client, KEYS, now_ms=NOW + 2)
+    assert await played(redis_client) == [] and await bound_count(redis_client, KEYS) == 0
