@@ -4,6 +4,7 @@ writes it back: each side is paused between its steps (the worst interleavings, 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -146,4 +147,19 @@ async def test_a_removal_while_a_recorded_create_is_settled_never_hands_the_seat
     # Then no bot plays the seat, and neither the bound nor the next sync round counts it
     assert await played(redis_client) == [] and await bound_count(redis_client, KEYS) == 0
     await sync_bound(redis_client, KEYS, now_ms=NOW + 2)
+    assert await played(redis_client) == [] and await bound_count(redis_client, KEYS) == 0
+
+
+async def test_a_removed_seat_a_stalled_writer_put_back_is_taken_out_by_the_next_sync(
+        redis_client: aioredis.Redis) -> None:
+    # Given bob's seat of "stalled" handed to a bot, then removed
+    await add_bot(redis_client, KEYS, "stalled", "bob", NOW, max_seats=1)
+    assert await remove_bot(redis_client, KEYS, "stalled", "bob")
+    # and a writer that read the seat before the removal writes it back to its shard's hash, and stalls before it
+    # looks at the removal's mark
+    await redis_client.hset(bots_key(KEYS, KEYS.shard("stalled")), "stalled\x1fbob",
+                            json.dumps({"room": "stalled", "seat": "bob", "added_ms": NOW}))
+    # When the next bots round matches the bound to the shards
+    await sync_bound(redis_client, KEYS, now_ms=NOW + 1)
+    # Then the seat is taken out of its shard's hash, not counted in the bound
     assert await played(redis_client) == [] and await bound_count(redis_client, KEYS) == 0
