@@ -5957,6 +5957,7 @@ export interface components {
             delivered: number;
             failed_attempts: number;
             dead: number;
+            missed_feed_gaps: number;
             pending: number;
             dead_letters: number;
             latency_ms: components["schemas"]["WebhookLatency"];
