@@ -5867,6 +5867,10 @@ export interface components {
             signed_joins?: string[];
             /** @default [] */
             unsigned_joins?: string[];
+            /** @default 0 */
+            commands_by_clock?: number;
+            /** @default 0 */
+            commands_by_bot?: number;
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
