@@ -28,6 +28,7 @@ from almanac.events.forensics.redecide import (
     redecide,
     signed_joins,
 )
+from almanac.events.forensics.seats import seats
 from almanac.events.hashing import envelope_hash, first_broken_link
 from almanac.events.step import decode_record, replay
 from almanac.storage.base import EventStore
@@ -387,42 +388,20 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
 async def _signing(store: EventStore, room: str, envelopes: list[Envelope], scheme: int, report: dict[str, Any],
                    notes: list[str]) -> None:
-    """Who signed: in a scheme-3 room each signing seat's commands were re-decided only with their player's valid
-    signature (``events.step.check_signature``); the others' could have been sent by whoever held a token."""
-    if scheme != COMMAND_BOUND:
-        notes.append(f"dice scheme {scheme}: rolls are keyed by room and version and no command is signed, so the "
-                     "operator could predict rolls, choose which command lands on which version and act for a "
-                     "player (docs/dice.md); scheme 3 rooms prevent that")
-        return
-    keys: dict[str, str] = {}
-    seated: list[str] = []
-    for envelope in envelopes:
-        if envelope.type == "room.player_joined":
-            joined = codec.decode_event(envelope)
-            seated.append(joined.player)
-            if joined.public_key:
-                keys[joined.player] = joined.public_key
-    signed, signed_joins = 0, set()
-    for _, data in await store.commands(room):
-        record = decode_record(data)
-        if record.player in keys and record.signature is not None:
-            if record.body.get("kind") == "join_room":
-                signed_joins.add(record.player)
-            else:
-                signed += 1
-    unsigned = sorted(set(seated) - set(keys))
-    unsigned_joins = sorted(set(keys) - signed_joins)
-    report.update(signing_players=sorted(keys), unsigned_players=unsigned, commands_signed=signed,
-                  signed_joins=sorted(signed_joins), unsigned_joins=unsigned_joins)
-    if unsigned_joins:
-        notes.append(f"joins that registered a key unsigned ({', '.join(unsigned_joins)}): nothing but the join's own "
-                     "answer shows the key is that player's (the operator could have registered its own)")
-    if report.get("commands_redecided"):
+    """Who signed (events.forensics.seats, shared with the bundle verifiers): in a scheme-3 room each signing seat's
+    commands were re-decided only with their player's valid signature (``events.step.check_signature``); the others'
+    could have been sent by whoever held a token."""
+    records = [decode_record(data) for _, data in await store.commands(room)]
+    found = seats(scheme, envelopes, records)
+    keyed = set(found.signing_players)
+    signed = sum(1 for record in records if record.player in keyed and record.signature is not None
+                 and record.body.get("kind") != "join_room")
+    report.update(signing_players=found.signing_players, unsigned_players=found.unsigned_players,
+                  commands_signed=signed, signed_joins=found.signed_joins, unsigned_joins=found.unsigned_joins)
+    if scheme == COMMAND_BOUND and report.get("commands_redecided"):
         notes.append(f"signed by their players (each signature checked when re-deciding): {signed} commands of "
-                     f"{', '.join(sorted(keys)) or 'nobody'}")
-    if unsigned:
-        notes.append(f"players who do not sign ({', '.join(unsigned)}): the operator could have acted for them "
-                     "with a token it minted")
+                     f"{', '.join(found.signing_players) or 'nobody'}")
+    notes.extend(found.notes)
 
 
 async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope], seed: bytes | None,
