@@ -1,7 +1,8 @@
 // The second verifier: a dispute bundle's envelope chain, its commitment chain, and the signed checkpoints a
 // player holds, checked in the browser with WebCrypto (SHA-256, HMAC-SHA256, Ed25519) from docs/bundle-format.md
 // alone, written apart from the Python one (events/forensics/bundle_check.py, checkpoint_check.py). It does not
-// re-decide commands (that needs the rules): its steps are format, chain and checkpoints, named as Python names them.
+// re-decide commands (that needs the rules): its steps are format, chain and checkpoints, named as Python names them;
+// and its verdict states, as Python's does, the room's dice scheme and which seats signed (``seats``, seatsOf below).
 // The bytes a player signs come from the TypeScript client's signing module (signing.js, compiled from
 // clients/typescript/src/signing.ts, also written apart from Python): the console signs and checks the same bytes,
 // said once.
