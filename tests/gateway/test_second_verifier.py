@@ -160,6 +160,10 @@ def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_the
     panel.get_by_label("bundle file").set_input_files(str(honest))
     verdict = panel.get_by_test_id("bundle-verdict")
     verdict.get_by_text("chain and checkpoints verified").wait_for()
+    # with the room's dice scheme and who signed, in the words Python's verdict prints
+    python_seats = verify_bundle(bundle, None).text().splitlines()
+    shown = verdict.get_by_test_id("bundle-seats").inner_text()
+    assert shown.startswith("seats: dice scheme 3") and f"  {shown}" in python_seats, (shown, python_seats)
     page.screenshot(path=str(shots / "checkpoints-verified.png"), full_page=True)
     panel.get_by_label("bundle file").set_input_files(str(forged))
     verdict.get_by_text("NOT VERIFIED").wait_for()
