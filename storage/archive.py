@@ -341,6 +341,23 @@ class ArchivingStore(RedisEventStore):
             return None
         return self._met(room, decode_pointer(room, value))
 
+    async def pointers(self, rooms: list[str]) -> dict[str, Pointer]:
+        """The pointers of those of ``rooms`` that are archived (``pointer`` for many: one round trip, the cached
+        ones none); a room not archived is left out."""
+        found = {room: self._pointers[room] for room in rooms if room in self._pointers}
+        asked = [room for room in rooms if room not in found]
+        if asked:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for room in asked:
+                    pipe.hget(self.keys.pointer_bucket(room), room)
+                    pipe.hget(self.keys.first_layout_pointers(room), room)  # archived before the buckets
+                values = await pipe.execute()
+            for index, room in enumerate(asked):
+                value = values[2 * index] if values[2 * index] is not None else values[2 * index + 1]
+                if value is not None:
+                    found[room] = self._met(room, decode_pointer(room, value))
+        return found
+
     def _met(self, room: str, pointer: Pointer) -> Pointer:
         """Cache a pointer met in Redis: a finished room's for ever; an idle room's only for ``restore_idle``."""
         cache = self._idle_met if pointer.reason == "idle" else self._pointers
