@@ -428,7 +428,7 @@ class ArchivingStore(RedisEventStore):
         second is the archiver's delete step landing between two of this read's pages (each XRANGE is atomic,
         the delete removes every event at once): without it a long room read while it is archived would come back
         cut at a page's end. A read one page answered whole (a live room's usual read) costs no extra round trip;
-        a longer one, one HGET at its end. The object holds the room as Redis did (checked before the pointer), so
+        a longer one, a look-up of the pointer at its end. The object holds the room as Redis did (checked before the pointer), so
         the versions join up."""
         first = max(start, 1)
         archived = await self._known(room)
