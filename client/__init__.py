@@ -288,8 +288,21 @@ class Client:
         """A Seat from a token kept earlier (and the seat's key, when it signs)."""
         return Seat(self, room, player, token, {}, player_key=player_key)
 
-    def rooms(self, ruleset: str | None = None) -> list[dict[str, Any]]:
-        return self.request("GET", "/rooms", params={"ruleset": ruleset} if ruleset else None)["rooms"]
+    def rooms_page(self, ruleset: str | None = None, *, limit: int | None = None,
+                   cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of GET /rooms (rooms in play or recently over newest first, then archived ones) and the cursor
+        of the next page (None: the last)."""
+        params = {k: v for k, v in (("ruleset", ruleset), ("limit", limit), ("cursor", cursor)) if v is not None}
+        answer = self.request("GET", "/rooms", params=params or None)
+        return answer["rooms"], answer.get("next_cursor")
+
+    def rooms(self, ruleset: str | None = None, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Every room, its pages followed to the last (``limit``: rooms a page; the server's default when None)."""
+        rooms, cursor = self.rooms_page(ruleset, limit=limit)
+        while cursor is not None:
+            more, cursor = self.rooms_page(ruleset, limit=limit, cursor=cursor)
+            rooms += more
+        return rooms
 
     def room(self, room: str) -> dict[str, Any]:
         """The room's public summary (rule-set and version, players, seats, over, ended)."""

@@ -3,16 +3,47 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import time
 from typing import Any
 
+import msgspec
+
 from almanac.events import registry
 from almanac.projections.model_writes import decode_json, encode_json, text
-from almanac.storage.archive_index import listing_rows
+from almanac.storage.archive_index import archived_page, listing_rows
 from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, shard_of
 
 _FIRST_POLL_S = 0.002
 _MAX_POLL_S = 0.05
+# Archived rows a page with a rule-set filter looks at, at most, per call (its page may come back short, with a
+# cursor to go on): what keeps a filtered call's cost bounded when few archived rooms are of that rule-set.
+FILTERED_SCAN_ROWS = 2000
+_CURSOR = msgspec.json.Decoder(list[int | str])
+
+
+class BadCursor(ValueError):
+    """A page cursor this listing did not hand out (or that no longer parses)."""
+
+
+def encode_cursor(position: list[Any]) -> str:
+    """An opaque cursor: the position of the last room a page showed, as URL-safe base64 of JSON."""
+    return base64.urlsafe_b64encode(msgspec.json.encode(position)).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, shard_count: int) -> tuple[str, Any]:
+    """("live", (created_at_ms, room)) or ("archived", (shard, block id, room)); BadCursor otherwise."""
+    try:
+        position = _CURSOR.decode(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise BadCursor(cursor) from None
+    match position:
+        case ["l", int(created), str(room)] if created >= 0:
+            return "live", (created, room)
+        case ["a", int(shard), str(block), str(room)] if 0 <= shard < shard_count:
+            return "archived", (shard, block, room)
+    raise BadCursor(cursor)
 
 
 class ReadModels:
@@ -58,6 +89,56 @@ class ReadModels:
         if ruleset is not None:
             rows = [r for r in rows if r["ruleset"] == ruleset]
         return sorted(rows, key=lambda r: (r["created_at_ms"], r["room"]))
+
+    async def rooms_page(self, ruleset: str | None, limit: int, cursor: str | None = None,
+                         ) -> tuple[list[dict], str | None]:
+        """One page of room listings and the cursor of the next (None: the last page). The order is stable: rooms
+        Redis holds a row of (live, finished not yet archived, idle archived) newest first by (created_at_ms, room),
+        then finished archived rooms block by block (storage.archive_index.archived_page). A page reads Redis' rows
+        and at most the few archived blocks it shows (decoded once per process), never every archived room; with
+        ``ruleset`` it may come back short (FILTERED_SCAN_ROWS). BadCursor for a cursor it did not hand out.
+
+        A room created while a client pages comes before its cursor (not shown: the listing as it was); a room
+        archived meanwhile was shown among Redis' rows already (before its cursor) or is shown in the archived tier.
+        """
+        tier, position = decode_cursor(cursor, self.shard_count) if cursor is not None else ("live", None)
+        page: list[dict] = []
+        if tier == "live":
+            replies = await self._each_shard("hvals", self.keys.listings)
+            rows = [decode_json(v) for reply in replies for v in reply]
+            rows = [r for r in rows if (ruleset is None or r["ruleset"] == ruleset)
+                    and (position is None or (r["created_at_ms"], r["room"]) < position)]
+            rows.sort(key=lambda r: (r["created_at_ms"], r["room"]), reverse=True)
+            page = rows[:limit]
+            if len(rows) > limit:
+                last = page[-1]
+                return page, encode_cursor(["l", last["created_at_ms"], last["room"]])
+            position = None  # on into the archived tier from its start
+        need = limit - len(page)
+        if need == 0:  # a page that ends exactly with Redis' rows: the archived tier is asked on the next
+            last = page[-1]
+            return page, encode_cursor(["l", last["created_at_ms"], last["room"]])
+        scanned, ended = await archived_page(self.client, self.keys, position,
+                                             need if ruleset is None else max(need, FILTERED_SCAN_ROWS))
+        chosen: list[tuple[tuple[int, str, str], dict]] = []
+        last_position = position
+        for at, raw in scanned:
+            if len(chosen) == need:
+                ended = False
+                break
+            last_position = at
+            row = decode_json(raw)
+            if ruleset is None or row["ruleset"] == ruleset:
+                chosen.append((at, row))
+        # a room Redis has a row of again (a rebuild wrote one) is listed there, with the rows of Redis
+        async with self.client.pipeline(transaction=False) as pipe:
+            for (shard, _, room), _ in chosen:
+                pipe.hexists(self.keys.listings(shard), room)
+            in_redis = await pipe.execute()
+        page += [row for (_, row), again in zip(chosen, in_redis, strict=True) if not again]
+        if ended or last_position is None:
+            return page, None
+        return page, encode_cursor(["a", *last_position])
 
     async def projected_version(self, room: str) -> int:
         """The room version the read models have applied (0 when none)."""

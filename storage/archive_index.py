@@ -22,6 +22,7 @@ the script is all or nothing.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from typing import Any
 
 import msgspec
@@ -145,15 +146,102 @@ async def listing_rows(client: Any, keys: Keys, shard_count: int) -> list[bytes]
     return list(found.values())
 
 
+# Decoded blocks kept per process: a block never changes once written (its id is the hash of its bytes), so a
+# listing polled every 2 s decodes each block once. Bounded by the rows' bytes, counted as room + row + _ENTRY_COST
+# of Python overhead per row: 64 MiB holds ~250k rows of a few hundred bytes; least recently used leave first.
+MAX_CACHED_BYTES = 64 * 1024 * 1024
+_ENTRY_COST = 120
+
+
+class BlockCache:
+    """block id -> its rows as ((room, listing row), ...) sorted by room, least recently used first out."""
+
+    def __init__(self, max_bytes: int = MAX_CACHED_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.decoded = 0  # blocks decoded (a miss), for tests and measurements
+        self._blocks: OrderedDict[str, tuple[tuple[str, bytes], ...]] = OrderedDict()
+
+    def get(self, block_id: str) -> tuple[tuple[str, bytes], ...] | None:
+        rows = self._blocks.get(block_id)
+        if rows is not None:
+            self._blocks.move_to_end(block_id)
+        return rows
+
+    def decode(self, block_id: str, block: bytes) -> tuple[tuple[str, bytes], ...]:
+        """The block's rows, decoded now and kept (unless the block alone is larger than the whole cache)."""
+        rows = tuple(sorted(_BLOCK.decode(zstandard.ZstdDecompressor().decompress(block)).items()))
+        self.decoded += 1
+        size = sum(len(room) + len(row) + _ENTRY_COST for room, row in rows)
+        if size <= self.max_bytes and block_id not in self._blocks:
+            self._blocks[block_id] = rows
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, dropped = self._blocks.popitem(last=False)
+                self.bytes -= sum(len(room) + len(row) + _ENTRY_COST for room, row in dropped)
+        return rows
+
+    def clear(self) -> None:
+        self._blocks.clear()
+        self.bytes = 0
+
+
+CACHE = BlockCache()
+
+
+async def _block_rows(client: Any, key: str, block_ids: list[str]) -> list[tuple[tuple[str, bytes], ...]]:
+    """The rows of these blocks of ``key`` (one keys.archived_listings), decoded ones from the cache; a block id
+    no longer there (never, blocks are not removed; a flushed store) has no rows."""
+    found = {block_id: rows for block_id in block_ids if (rows := CACHE.get(block_id)) is not None}
+    missing = [block_id for block_id in block_ids if block_id not in found]
+    if missing:
+        for block_id, block in zip(missing, await client.hmget(key, missing), strict=True):
+            if block is not None:
+                found[block_id] = CACHE.decode(block_id, block)
+    return [found.get(block_id, ()) for block_id in block_ids]
+
+
+async def block_ids(client: Any, key: str) -> list[str]:
+    """The block ids of one keys.archived_listings hash, sorted: the archived tier's stable order (a new block's
+    rooms were listed in Redis' rows before, so where it sorts does not matter to a listing being paged)."""
+    return sorted(_text(block_id) for block_id in await client.hkeys(key))
+
+
 async def _blocks(client: Any, hashes: list[str]) -> dict[str, bytes]:
     """room -> listing row of every block in ``hashes`` (keys.archived_listings of some shards)."""
-    async with client.pipeline(transaction=False) as pipe:
-        for key in hashes:
-            pipe.hvals(key)
-        replies = await pipe.execute()
-    decompressor = zstandard.ZstdDecompressor()
-    return {room: row for blocks in replies for block in blocks
-            for room, row in _BLOCK.decode(decompressor.decompress(block)).items()}
+    found: dict[str, bytes] = {}
+    for key in hashes:
+        ids = await block_ids(client, key)
+        for rows in await _block_rows(client, key, ids):
+            found.update(rows)
+    return found
+
+
+async def archived_page(client: Any, keys: Keys, after: tuple[int, str, str] | None, budget: int,
+                        ) -> tuple[list[tuple[tuple[int, str, str], bytes]], bool]:
+    """Archived rows in the archived tier's order (shard, block id, room) strictly after ``after``, at most
+    ``budget`` of them, each with its position; and whether the tier ends there. Reads only the block ids and the
+    blocks it returns rows of (cached), so its cost does not grow with the rooms archived before ``after``."""
+    found: list[tuple[tuple[int, str, str], bytes]] = []
+    first_shard = after[0] if after is not None else 0
+    for shard in range(first_shard, keys.shard_count):
+        key = keys.archived_listings(shard)
+        ids = await block_ids(client, key)
+        if after is not None and shard == after[0]:
+            ids = [block_id for block_id in ids if block_id >= after[1]]
+        index = 0
+        while index < len(ids):
+            wanted = ids[index:index + 8]  # a few blocks a round trip: a page rarely needs more than one
+            index += len(wanted)
+            for block_id, rows in zip(wanted, await _block_rows(client, key, wanted), strict=True):
+                for room, row in rows:
+                    position = (shard, block_id, room)
+                    if after is not None and position <= after:
+                        continue
+                    if len(found) == budget:
+                        return found, False
+                    found.append((position, row))
+    return found, True
 
 
 async def archived_versions(client: Any, keys: Keys, shard: int) -> dict[str, int]:

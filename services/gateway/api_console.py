@@ -17,7 +17,7 @@ from almanac.events import codec, registry, room as room_rules
 from almanac.events.errors import RuleError
 from almanac.events.forensics.tree_diff import change_rows
 from almanac.services.gateway.api_ops import _engines, _projector
-from almanac.services.gateway.api_rooms import RoomId, gateway
+from almanac.services.gateway.api_rooms import PageCursor, PageLimit, RoomId, gateway, rooms_page
 from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import Viewer, room_summary
@@ -28,7 +28,6 @@ from almanac.storage.redis_store import RedisEventStore
 
 STATIC_DIR = FilePath(__file__).parent / "console"  # the files; this module serves them
 ASSETS_URL = "/console"
-MAX_LISTED = 500  # rooms whose activity the status route looks up in one call
 MAX_SERIES_VERSIONS = 20_000
 
 router = APIRouter(tags=["console"])
@@ -111,10 +110,12 @@ async def status(request: Request) -> Response:
     })
 
 
-@router.get("/status/rooms", summary="Rooms with their last activity and how far the read models lag behind")
-async def rooms_activity(request: Request, ruleset: str | None = Query(None, pattern=NAME_PATTERN)) -> Response:
+@router.get("/status/rooms", summary="Rooms with their last activity and how far the read models lag behind, a "
+                                     "page at a time in GET /rooms' order; follow next_cursor")
+async def rooms_activity(request: Request, ruleset: str | None = Query(None, pattern=NAME_PATTERN),
+                         limit: int = PageLimit, cursor: str | None = PageCursor) -> Response:
     gw = gateway(request)
-    rooms = (await gw.read_models.rooms(ruleset))[-MAX_LISTED:]
+    rooms, next_cursor = await rooms_page(request, ruleset, limit, cursor)
     async with gw.client.pipeline(transaction=False) as pipe:
         for row in rooms:
             pipe.xrevrange(gw.keys.events(row["room"]), "+", "-", count=1)
@@ -137,7 +138,7 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
             last_ms = await _archived_activity(gw.store, row, latest)
         listed.append({**row, "latest_version": latest, "last_activity_ms": last_ms,
                        "projector_lag_versions": max(0, latest - int(row.get("version", 0)))})
-    return json_response({"rooms": codec.to_builtins(listed)})
+    return json_response({"rooms": codec.to_builtins(listed), "next_cursor": next_cursor})
 
 
 async def _archived_activity(store: RedisEventStore, row: dict[str, Any], latest: int) -> int | None:

@@ -18,6 +18,7 @@ from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom, check_bot_policy
 from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
+from almanac.projections.read import BadCursor
 from almanac.services import bots
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
@@ -32,7 +33,10 @@ from almanac.services.gateway.context import (
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
     NAME_PATTERN,
+    PAGE_CURSOR_PATTERN,
     TOKEN_REQUIRED,
     BotSeatRequest,
     CommandRequest,
@@ -364,14 +368,33 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
     return await _outcome_answer(gw, outcome, shown, {**answer, "how": "left", "added": added, "handed": handed})
 
 
-@router.get("/rooms", summary="List rooms (optionally of one rule-set)")
+PageLimit = Query(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description=f"rooms a page holds at most ({DEFAULT_PAGE} unless "
+                  f"given, at most {MAX_PAGE})")
+PageCursor = Query(None, pattern=PAGE_CURSOR_PATTERN, description="where the page starts: the `next_cursor` of the "
+                   "page before (absent: the first page)")
+
+
+async def rooms_page(request: Request, ruleset: str | None, limit: int, cursor: str | None) -> tuple[list[dict],
+                                                                                                   str | None]:
+    """A page of the listing (projections.read.ReadModels.rooms_page); 422 ``bad_cursor`` for a cursor it never
+    handed out."""
+    try:
+        return await gateway(request).read_models.rooms_page(ruleset, limit, cursor)
+    except BadCursor:
+        raise ApiError(422, "bad_cursor", "not a cursor of this listing: pass a page's next_cursor as it came "
+                       "(or none, for the first page)", "cursor") from None
+
+
+@router.get("/rooms", summary="List rooms, a page at a time (optionally of one rule-set): rooms still in play or "
+                              "recently over newest first, then finished archived rooms; follow next_cursor")
 async def list_rooms(
     request: Request,
-    ruleset: str | None = Query(None, description="only rooms of this rule-set"),
+    ruleset: str | None = Query(None, pattern=NAME_PATTERN, description="only rooms of this rule-set"),
+    limit: int = PageLimit,
+    cursor: str | None = PageCursor,
 ) -> Response:
-    gw = gateway(request)
-    rooms = await gw.read_models.rooms(ruleset)
-    return json_response({"rooms": codec.to_builtins(rooms), "source": "projection"})
+    rooms, next_cursor = await rooms_page(request, ruleset, limit, cursor)
+    return json_response({"rooms": codec.to_builtins(rooms), "source": "projection", "next_cursor": next_cursor})
 
 
 @router.get("/rulesets", summary="The rule-sets this server hosts, with their versions and command kinds")

@@ -289,6 +289,7 @@ class RoomListing(_Body, kw_only=True):
 class RoomList(_Body):
     rooms: list[RoomListing]
     source: str
+    next_cursor: str | None  # the next page's cursor (?cursor=); None: this was the last page
 
 
 class RulesetEntry(_Body):
@@ -495,6 +496,7 @@ class ActiveRoom(RoomListing, kw_only=True):
 
 class RoomActivity(_Body):
     rooms: list[ActiveRoom]
+    next_cursor: str | None  # the next page's cursor (?cursor=); None: this was the last page
 
 
 class RoomAt(_Body):

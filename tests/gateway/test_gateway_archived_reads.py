@@ -7,7 +7,9 @@ Nothing here lists routes: the reads are the gateway's own /openapi.json, by con
 that names a room (a ``room`` parameter, in its path or its query), each filled and varied as the hidden-routes
 property fills it (tests/gateway/test_hidden_routes.py: ``calls`` and ``fillers``; a parameter nothing fills fails
 the test with the operation's name), and every other GET operation whose live answer names the room (the room
-listings: /rooms, /status/rooms, the leaderboards), compared on this room's rows. Each is asked by the public, a
+listings: /rooms, /status/rooms, the leaderboards), compared on this room's rows. A paged listing (an answer with a
+``next_cursor``) is read to its last page: archived, the room moves from Redis' rows to the archived tier, a later
+page of the same listing (docs/archive.md), and its row must be the same there. Each is asked by the public, a
 player and an auditor."""
 
 from __future__ import annotations
@@ -125,11 +127,25 @@ def reads(api: TestClient, room: str, fill: dict[str, list[str]], viewers: dict[
             if not of_the_room and listings is not None and (url, viewer) not in listings:
                 continue
             answer = api.get(url, headers=auth(token) if token else {})
-            if not of_the_room and listings is None and room.encode() not in answer.content:
+            content = answer.content if of_the_room else every_page(api, url, token, answer)
+            if not of_the_room and listings is None and room.encode() not in content:
                 continue
             answers[(name, url, viewer)] = (answer.status_code, answer.headers.get("content-type", ""),
-                                            comparable(answer.content, room))
+                                            comparable(content, room))
     return answers
+
+
+def every_page(api: TestClient, url: str, token: str | None, answer: Any) -> bytes:
+    """A listing's answer with the rows of every page after it (its ``next_cursor`` followed to the last), as one
+    answer of the listing from that page on; any other answer as it came."""
+    body = answer.json() if answer.status_code == 200 and "json" in answer.headers.get("content-type", "") else None
+    if not isinstance(body, dict) or "next_cursor" not in body:
+        return answer.content
+    rooms, cursor = list(body["rooms"]), body["next_cursor"]
+    while cursor is not None:
+        page = api.get(url, params={"cursor": cursor}, headers=auth(token) if token else {}).json()
+        rooms, cursor = rooms + page["rooms"], page["next_cursor"]
+    return json.dumps({**body, "rooms": rooms, "next_cursor": None}).encode()
 
 
 def listed(api: TestClient, answers: dict[tuple[str, str, str], Any]) -> set[tuple[str, str]]:

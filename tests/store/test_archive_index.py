@@ -4,14 +4,18 @@ the live rooms' listing rows and projected versions and, per player, the live en
 
 from __future__ import annotations
 
+import msgspec
+import pytest
+import zstandard
 from archive_support import archiving_store, file_archive_url
 from forensics_support import RealmTable
 
 from almanac.projections.projector import Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read import BadCursor, ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services.archiver import Archiver
 from almanac.services.forensics.verify import verify_room
+from almanac.storage import archive_index
 from almanac.storage.archive import archive_room
 from almanac.storage.archive_index import old_pointer_hash
 
@@ -131,3 +135,57 @@ async def test_pointers_of_the_first_layout_move_into_their_buckets_on_the_archi
         assert await reader.pointer(name) is not None
         assert await redis_client.exists(old_pointer_hash(keys, keys.shard(name))) == 0
         assert (await verify_room(reader, name)).ok
+
+
+async def test_pages_of_the_listing_show_each_room_once_and_decode_each_archived_block_once(
+        redis_client, tmp_path) -> None:
+    # Given finished rooms the archiver compacted into a block and two live rooms, all projected
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    finished = [await finished_room(store, f"pg-{n}", 1) for n in range(5)]
+    for name in ("pg-live-a", "pg-live-b"):
+        await RealmTable(store, name).create("realm@1")
+    await Projector(redis_client, store.shard_count, store=store).drain()
+    await Archiver(store, retain_s=0).run_once()
+    models = ReadModels(redis_client, store.shard_count, store=store)
+    every = sorted(row["room"] for row in await models.rooms())
+    assert every == sorted([*finished, "pg-live-a", "pg-live-b"])
+    archive_index.CACHE.clear()
+
+    async def paged(limit: int) -> list[str]:
+        seen, cursor = [], None
+        while True:
+            rows, cursor = await models.rooms_page(None, limit, cursor)
+            assert len(rows) <= limit
+            seen += [row["room"] for row in rows]
+            if cursor is None:
+                return seen
+
+    # When a client pages the listing, a room or two at a time
+    first = await paged(2)
+    decoded = archive_index.CACHE.decoded
+    # Then it sees every room once, the live ones first, newest first
+    assert sorted(first) == every and len(first) == len(set(first)) and first[:2] == ["pg-live-b", "pg-live-a"]
+    assert 1 <= decoded <= store.shard_count
+    # and paging again (the console's poll) decodes no block: they never change, the process keeps them decoded
+    assert await paged(1) == first and await paged(50) == first
+    assert archive_index.CACHE.decoded == decoded and archive_index.CACHE.bytes > 0
+    # A rule-set's filter pages the same rows; a cursor it did not hand out is refused
+    assert sorted(row["room"] for row in (await models.rooms_page("realm", 50))[0]) == every
+    for forged in ("e30", "WyJhIiw5OTksIngiLCJ5Il0", "!!", ""):
+        with pytest.raises(BadCursor):
+            await models.rooms_page(None, 2, forged)
+
+
+def test_the_block_cache_keeps_its_bound_dropping_the_least_recently_used_block() -> None:
+    # Given a cache that holds about two small blocks
+    blocks = {name: zstandard.ZstdCompressor().compress(msgspec.msgpack.encode({f"{name}-{n}": b"x" * 40
+                                                                               for n in range(3)}))
+              for name in ("b1", "b2", "b3")}
+    cache = archive_index.BlockCache(max_bytes=2 * 3 * (5 + 40 + archive_index._ENTRY_COST))
+    cache.decode("b1", blocks["b1"])
+    cache.decode("b2", blocks["b2"])
+    assert cache.get("b1") is not None  # b1 used last: b2 is the least recently used
+    # When a third is decoded
+    cache.decode("b3", blocks["b3"])
+    # Then the cache stays within its bound, b2 left
+    assert cache.bytes <= cache.max_bytes and cache.get("b2") is None and cache.get("b1") and cache.get("b3")

@@ -11,7 +11,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List rooms (optionally of one rule-set) */
+        /** List rooms, a page at a time (optionally of one rule-set): rooms still in play or recently over newest first, then finished archived rooms; follow next_cursor */
         get: operations["list_rooms_rooms_get"];
         put?: never;
         /**
@@ -686,7 +686,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Rooms with their last activity and how far the read models lag behind */
+        /** Rooms with their last activity and how far the read models lag behind, a page at a time in GET /rooms' order; follow next_cursor */
         get: operations["rooms_activity_status_rooms_get"];
         put?: never;
         post?: never;
@@ -5523,6 +5523,7 @@ export interface components {
         /** RoomActivity */
         RoomActivity: {
             rooms: components["schemas"]["ActiveRoom"][];
+            next_cursor: string | null;
         };
         /**
          * ActiveRoom
@@ -5678,6 +5679,7 @@ export interface components {
         RoomList: {
             rooms: components["schemas"]["RoomListing"][];
             source: string;
+            next_cursor: string | null;
         };
         /**
          * RoomListing
@@ -6167,6 +6169,10 @@ export interface operations {
             query?: {
                 /** @description only rooms of this rule-set */
                 ruleset?: string | null;
+                /** @description rooms a page holds at most (50 unless given, at most 500) */
+                limit?: number;
+                /** @description where the page starts: the `next_cursor` of the page before (absent: the first page) */
+                cursor?: string | null;
             };
             header?: never;
             path?: never;
@@ -8334,6 +8340,10 @@ export interface operations {
         parameters: {
             query?: {
                 ruleset?: string | null;
+                /** @description rooms a page holds at most (50 unless given, at most 500) */
+                limit?: number;
+                /** @description where the page starts: the `next_cursor` of the page before (absent: the first page) */
+                cursor?: string | null;
             };
             header?: never;
             path?: never;

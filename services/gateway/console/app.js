@@ -16,12 +16,16 @@ const query = (params) => {
   return text ? `?${text}` : "";
 };
 
+// Rooms a page of the rooms table holds: the first page is polled, older ones are asked for with "more rooms".
+const ROOMS_PAGE = 50;
+
 // --- the API's URLs: each in one place ------------------------------------------------------------
 const URLS = {
   rulesets: () => "/rulesets",
   schema: (ruleset) => `/rulesets/${enc(ruleset)}/schema`,
   rooms: () => "/rooms",
-  roomsActivity: () => "/status/rooms",
+  // A page of the rooms with their activity (newest first; ``cursor``: the page after the one that handed it out).
+  roomsActivity: (ruleset, cursor) => "/status/rooms" + query({ ruleset, cursor, limit: ROOMS_PAGE }),
   status: () => "/status",
   room: (room) => `/rooms/${enc(room)}`,
   join: (room) => `/rooms/${enc(room)}/join`,
@@ -334,17 +338,32 @@ function CreateRoom({ rulesets }) {
     <${ErrorBox} error=${error} /></section>`;
 }
 
+// The rooms table pages GET /status/rooms (rooms in play and recently over newest first, then archived ones): its
+// first page is polled every 2 s, so a poll costs one page however many rooms ever finished; "more rooms" asks for
+// the next pages once (their rows are older, they change little), and the filter is the server's.
 function RoomsPage() {
-  const [rooms, setRooms] = useState([]);
+  const [first, setFirst] = useState({ rooms: [], next: null });
+  const [older, setOlder] = useState({ rooms: [], next: null, loaded: false });
   const [rulesets, setRulesets] = useState([]);
   const [query, setQuery] = useState("");
   const [only, setOnly] = useState("");
   useEffect(() => { api(URLS.rulesets()).then((a) => a.ok && setRulesets(a.data.rulesets)); }, []);
-  usePoll(async () => { const a = await api(URLS.roomsActivity()); if (a.ok) setRooms(a.data.rooms); }, 2000, []);
+  useEffect(() => setOlder({ rooms: [], next: null, loaded: false }), [only]);
+  usePoll(async () => {
+    const a = await api(URLS.roomsActivity(only));
+    if (a.ok) setFirst({ rooms: a.data.rooms, next: a.data.next_cursor });
+  }, 2000, [only]);
+  const next = older.loaded ? older.next : first.next;
+  const more = async () => {
+    const a = await api(URLS.roomsActivity(only, next));
+    if (a.ok) setOlder({ rooms: [...older.rooms, ...a.data.rooms], next: a.data.next_cursor, loaded: true });
+  };
+  const polled = new Set(first.rooms.map((r) => r.room));
+  const rooms = [...first.rooms, ...older.rooms.filter((r) => !polled.has(r.room))];
   const shown = rooms.filter((r) => (!only || r.ruleset === only) &&
     (!query || `${r.room} ${(r.players || []).join(" ")}`.toLowerCase().includes(query.toLowerCase())));
   return html`<${SystemPanel} /><${CreateRoom} rulesets=${rulesets} />
-    <section class="panel" aria-label="Rooms"><h2>Rooms (${shown.length} of ${rooms.length})</h2>
+    <section class="panel" aria-label="Rooms"><h2>Rooms (${shown.length} of ${rooms.length}${next ? "+" : ""})</h2>
       <div class="row">
         <label class="field" for="room-search">search rooms and players
           <input id="room-search" type="search" value=${query} onInput=${(e) => setQuery(e.target.value)} /></label>
@@ -355,12 +374,13 @@ function RoomsPage() {
       </div>
       <table><thead><tr><th>room</th><th>rule-set</th><th>players</th><th>version</th><th>status</th>
         <th>last activity</th><th>projector lag</th></tr></thead><tbody>
-      ${shown.slice().reverse().map((r) => html`<tr>
+      ${shown.map((r) => html`<tr>
         <td><a href=${`#/room/${enc(r.room)}`}>${r.room}</a></td><td>${r.ruleset}</td><td>${(r.players || []).join(", ")}</td>
         <td>${r.latest_version}</td>
         <td><span class=${`badge ${r.over || r.ended ? "over" : "live"}`}>${r.ended ? "ended" : r.over ? "over" : "live"}</span></td>
         <td>${when(r.last_activity_ms)}</td><td>${r.projector_lag_versions} versions</td></tr>`)}
-      </tbody></table></section>`;
+      </tbody></table>
+      ${next ? html`<button onClick=${more}>more rooms</button>` : ""}</section>`;
 }
 
 // --- the changes from one version to another ---------------------------------------------------------
