@@ -1,7 +1,7 @@
 """Same game, different hidden values: play a game twice and collect what an outsider receives at each step.
 
-Run A plays every rule-set's bot policy (``events/<name>/policy.py``) for three players through the pure
-kernel (`game_driver.PureRoom`), all dice from one secret seed. Run B replays A's commands, same players,
+Run A plays every rule-set version's bot policy (its manifest's ``policy``; the example plugins' too) for
+three players through the pure kernel (`game_driver.PureRoom`), all dice from one secret seed. Run B replays A's commands, same players,
 same times, same order, but its room has a secret seed of its own (a different seed commitment, what
 its creation draws in secret differs: board's deck) and the dice of the commands whose rolls are hidden
 from the outsider come from another seed: only hidden values differ, every public roll is the same (a
@@ -143,7 +143,7 @@ VARIATIONS["realm-bots"] = Variation(
 )
 
 
-# Every other installed version plays its own twins: realm@2 decides trades and mining by its own table.
+# Every other installed version plays its own twins: realm@2 resolves mining its own way (a skull cancels a star).
 VARIATIONS["realm-v2"] = msgspec.structs.replace(VARIATIONS["realm"], ruleset="realm@2", name="realm-v2")
 
 
