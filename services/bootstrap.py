@@ -16,8 +16,8 @@ the client's ``Role``:
 - ``ENGINE``: no timeout and no retry: a lost XREADGROUP answer must reach the engine, which then takes its
   shards over again and re-reads what was delivered but not seen.
 - ``PROJECTOR``: reconnects and resends (its reads are safe to send twice; its commit is a compare-and-set).
-- ``TOOL``: the CLI's commands, the archiver, the bots and the notifier (their writes are guarded by ids or scripts
-  and their rounds retry on the next tick, so no role of their own), and the benchmarks: redis-py's defaults.
+- ``TOOL``: redis-py's defaults: the CLI's commands, the archiver, the bots and the notifier (none needs options of
+  its own, so none has a role of its own), and the benchmarks.
   A benchmark handed a bare URL, with a shard count and key prefix of its own, takes ``tool_client``,
   ``tool_store`` and ``process_keys``.
 """
