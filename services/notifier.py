@@ -39,7 +39,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import httpx
 import msgspec
@@ -54,8 +54,10 @@ from almanac.services.settings import Settings
 from almanac.storage.keys import Keys
 
 log = get_logger("almanac.notifier")
-KINDS = ("your_turn", "trade_offered", "room_ended", "deadline_soon")
-SCOPES = ("deployment", "room", "player")
+NoticeKind = Literal["your_turn", "trade_offered", "room_ended", "deadline_soon"]
+Scope = Literal["deployment", "room", "player"]  # every room; one room; one seat of one room (what it may see)
+KINDS: tuple[str, ...] = get_args(NoticeKind)
+SCOPES: tuple[str, ...] = get_args(Scope)
 START = "0-0"
 LEASE_MS = 30_000  # a claimed delivery is due again after this if its notifier died holding it
 LATENCY_SAMPLES = 10_000
@@ -143,10 +145,10 @@ class Subscription(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     url: str
     secret: str
-    scope: str  # deployment | room | player
+    scope: Scope
     room: str | None = None
     player: str | None = None
-    kinds: tuple[str, ...] = ()  # empty: every kind
+    kinds: tuple[NoticeKind, ...] = ()  # empty: every kind
     created_ms: int = 0
 
     def wants(self, room: str, kind: str, player: str | None) -> bool:
@@ -160,7 +162,7 @@ class Subscription(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Notice(msgspec.Struct, frozen=True, kw_only=True):
-    kind: str
+    kind: NoticeKind
     room: str
     version: int
     player: str | None  # whom it concerns; None: everyone seated
