@@ -253,6 +253,7 @@ class Notifier:
             else:
                 values = await self.client.mget(cursor_keys)
             self._cursors = {s: (v.decode() if isinstance(v, bytes) else v) or START for s, v in zip(shards, values, strict=True)}
+            await self._count_missed(self._cursors)
         if self.settings.redis_cluster:  # the feeds live in different slots: one read each, none blocking
             answers = await asyncio.gather(*(self.client.xread({self.keys.feed(s): self._cursors[s]}, count=FEED_READ_COUNT)
                                              for s in shards))
@@ -284,6 +285,29 @@ class Notifier:
         else:
             await self.client.mset(moved)
         return enqueued
+
+    async def _count_missed(self, cursors: dict[int, str]) -> int:
+        """Shards whose feed was trimmed past this notifier's cursor (stopped longer than ALMANAC_NOTIFIER_HOLD_S:
+        the projector trimmed what it had applied): the notices after the cursor may be gone, so say so (a
+        warning, ``missed_feed_gaps`` in the stats) rather than carry on as if nothing happened. A trim up to the
+        cursor keeps the cursor's own entry (XTRIM MINID), so a feed now starting after it lost entries past it."""
+        missed = []
+        for shard, cursor in cursors.items():
+            if cursor == START:
+                continue  # never noticed anything here: it starts where the feed starts, as a new notifier does
+            try:
+                info = await self.client.xinfo_stream(self.keys.feed(shard))
+            except Exception:  # noqa: BLE001 - no such key: nothing appended, nothing missed
+                continue
+            first = info.get("first-entry", info.get(b"first-entry"))
+            start = _text(first[0]) if first else _text(info.get("last-generated-id", info.get(b"last-generated-id")))
+            if _stream_id(start) > _stream_id(cursor):
+                missed.append(shard)
+        if missed:
+            log.warning("notices_missed", shards=missed, reason="the feeds were trimmed past this notifier's cursor "
+                        "(stopped longer than ALMANAC_NOTIFIER_HOLD_S)")
+            await self.client.hincrby(self.keys.webhook_stats(), "missed_feed_gaps", len(missed))
+        return len(missed)
 
     async def _notice_entry(self, fields: dict) -> int:
         room = _text(fields.get(b"r", fields.get("r")))
@@ -516,6 +540,7 @@ async def stats(client: Any, keys: Keys) -> dict[str, Any]:
 
     return {"enqueued": counters.get("enqueued", 0), "delivered": counters.get("delivered", 0),
             "failed_attempts": counters.get("failed_attempts", 0), "dead": counters.get("dead", 0),
+            "missed_feed_gaps": counters.get("missed_feed_gaps", 0),
             "pending": int(await client.zcard(keys.webhook_outbox())),
             "dead_letters": int(await client.llen(keys.webhook_dead())),
             "latency_ms": {"samples": len(samples), "p50": quantile(0.5), "p99": quantile(0.99)}}
@@ -523,6 +548,11 @@ async def stats(client: Any, keys: Keys) -> dict[str, Any]:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _stream_id(value: str) -> tuple[int, int]:
+    milliseconds, _, sequence = value.partition("-")
+    return int(milliseconds), int(sequence or 0)
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

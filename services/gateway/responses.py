@@ -873,6 +873,7 @@ class WebhookStats(_Body):
     delivered: int
     failed_attempts: int
     dead: int
+    missed_feed_gaps: int  # a notifier found its shards' feeds trimmed past its cursor (ALMANAC_NOTIFIER_HOLD_S)
     pending: int
     dead_letters: int
     latency_ms: WebhookLatency

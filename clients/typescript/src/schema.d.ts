@@ -5867,6 +5867,10 @@ export interface components {
             signed_joins?: string[];
             /** @default [] */
             unsigned_joins?: string[];
+            /** @default 0 */
+            commands_by_clock?: number;
+            /** @default 0 */
+            commands_by_bot?: number;
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
@@ -5957,6 +5961,7 @@ export interface components {
             delivered: number;
             failed_attempts: number;
             dead: number;
+            missed_feed_gaps: number;
             pending: number;
             dead_letters: number;
             latency_ms: components["schemas"]["WebhookLatency"];
