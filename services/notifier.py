@@ -214,7 +214,7 @@ class Notifier:
         self.client = client
         self.store = store
         self.settings = settings
-        self.keys = keys or Keys(settings.shard_count)
+        self.keys = keys or store.keys  # the process's one set (its store's: services.bootstrap)
         self.now_ms = clock_ms
         self.subscriptions: list[Subscription] = []
         self.http = httpx.AsyncClient(timeout=settings.webhook_timeout_s, follow_redirects=False)
@@ -563,5 +563,5 @@ async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
 async def run(settings: Settings, redis_url: str) -> None:
     """The notifier until SIGINT/SIGTERM."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
-    notifier = Notifier(runtime.client, runtime.store, settings)
+    notifier = Notifier(runtime.client, runtime.store, settings, keys=runtime.keys)
     await bootstrap.serve(runtime, notifier.run, "notifier", closing=notifier.aclose)

@@ -55,7 +55,7 @@ failure, and says what each passed step proved:
 The verdict is VERIFIED only when every step ran and passed; NOT VERIFIED when one failed (damaged or
 hostile input included: never an exception); else INCOMPLETE, naming each step that did not run. Whatever it is,
 it states the room's dice scheme and which seats signed their commands and which did not, with what that leaves
-open (events.forensics.seats, as `almanac verify` says it): the rules cannot tell an unsigned seat's command from
+open (events.forensics.signers, as `almanac verify` says it): the rules cannot tell an unsigned seat's command from
 one the operator sent with a token it minted, so VERIFIED says so for such seats.
 """
 
@@ -89,7 +89,7 @@ from almanac.events.forensics.redecide import (
     revealed_nonces,
     signed_joins,
 )
-from almanac.events.forensics.seats import Seats, seats, seats_line
+from almanac.events.forensics.signers import Seats, seats, seats_line
 from almanac.events.forensics.tree_diff import difference_lines, tree_diff
 from almanac.events.hashing import envelope_hash
 from almanac.events.schema import NAME_PATTERN
@@ -181,7 +181,7 @@ class Verdict(msgspec.Struct, kw_only=True):
     status: str = NOT_VERIFIED  # VERIFIED, INCOMPLETE or NOT VERIFIED
     steps: list[Step] = []
     audience: str = ""  # who the bundle says may read it (its first line), shown again with the verdict
-    # The room's dice scheme and which seats signed, read from the chain once it is linked (events.forensics.seats,
+    # The room's dice scheme and which seats signed, read from the chain once it is linked (events.forensics.signers,
     # as `almanac verify` reports them): a VERIFIED room whose seats did not sign says what that leaves open.
     seats: Seats | None = None
 
@@ -290,7 +290,7 @@ def verify_bundle(bundle: Any, expect_head: str | None = None, *,
 
 
 def _seats(chain: list[Envelope], records: Any) -> Seats | None:
-    """The room's dice scheme and who signed (events.forensics.seats), the joins' signatures checked against the
+    """The room's dice scheme and who signed (events.forensics.signers), the joins' signatures checked against the
     bundle's command records that decode (a record that does not is the coverage step's to name); None when the
     chain does not open with a readable room.created (the rules step names that)."""
     try:

@@ -28,7 +28,7 @@ from almanac.events.forensics.redecide import (
     redecide,
     signed_joins,
 )
-from almanac.events.forensics.seats import seats
+from almanac.events.forensics.signers import seats
 from almanac.events.hashing import envelope_hash, first_broken_link
 from almanac.events.step import (
     BY_BOT,
@@ -404,7 +404,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
 def _signing(spans: list[tuple[int, int, bytes]], envelopes: list[Envelope], base: room_rules.RoomState | None,
              scheme: int, report: dict[str, Any], notes: list[str]) -> Divergence | None:
-    """Who signed (events.forensics.seats, shared with the bundle verifiers): in a scheme-3 room each signing seat's
+    """Who signed (events.forensics.signers, shared with the bundle verifiers): in a scheme-3 room each signing seat's
     commands were re-decided only with their player's valid signature (``events.step.check_signature``); the others'
     could have been sent by whoever held a token. A signing seat's unsigned command is named for what the state
     before it says sent it (``events.step.unsigned_because``: the clock's timeout of a due deadline, or the bot the

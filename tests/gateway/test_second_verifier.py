@@ -49,7 +49,7 @@ from test_console_browser import (  # noqa: F401 - fixtures: the gateway process
 from almanac.events import commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.forensics.player_check import verify_player_bundle
-from almanac.events.forensics.seats import seats_line
+from almanac.events.forensics.signers import seats_line
 from almanac.events.step import CommandRecord, decode_record
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.storage.export_store import ExportFileStore

@@ -390,7 +390,7 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
   return { ok: true, failed: null, steps, seats };
 }
 
-// --- who signed (events/forensics/seats.py, the same fields and notes word for word): the room's dice scheme (its
+// --- who signed (events/forensics/signers.py, the same fields and notes word for word): the room's dice scheme (its
 // room.created), the seats whose join registered a key, and those that did not, whose commands the operator could
 // have sent with a token it minted; a join counts as signed when its record's signature is by the key it registers.
 const COMMAND_BOUND = 3;
