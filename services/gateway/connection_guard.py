@@ -235,6 +235,8 @@ class GuardedConnection(asyncio.Protocol):
             if refusal is not None:
                 self.shed.append(refusal)
                 return
+            if self.candidate:
+                self.app_state.gateway.reserve()  # its slot, until its task takes it (``Gateway.reserve``)
             self.handed = True
         if self.early:
             self._arm()  # answered already: the connection waits for its next request now
@@ -270,7 +272,7 @@ class GuardedConnection(asyncio.Protocol):
         if b"command_id" in self.body:
             return None
         gateway = self.app_state.gateway
-        reason = gateway.overload_reason(self._client())
+        reason = gateway.overload_reason(self._client(), gateway.handed_on)
         if reason is None:
             return None
         head, body = _overloaded_answer(reason)
