@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.events import registry
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
@@ -71,7 +71,7 @@ def measure(ref: str, moves: int) -> tuple[int, float, float]:
 
 
 def main(moves: int) -> None:
-    console = Console()
+    console = output_console()
     table = Table(title=f"seat bots: decision time per move ({moves} moves each, in memory)")
     for column in ("rule-set", "moves", "seat bot (view) µs", "policy (state) µs", "ratio"):
         table.add_column(column, justify="right" if column != "rule-set" else "left")

@@ -14,9 +14,9 @@ import asyncio
 import time
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.bench.forensics import ROOM, build_room
 from almanac.events import codec, commitments as cm, registry
 from almanac.events.envelope import Envelope
@@ -103,7 +103,7 @@ def audiences(envelopes: list[Envelope]) -> float:
 
 
 def main(events: int = 400, seconds: float = 1.0) -> None:
-    console = Console(width=140)
+    console = output_console(minimum=140)
     table = Table("rule-set", "events", "views/event", "v1 us/event", "v2 now us/event", "x v1",
                   "v2 first us/event", "x v1", "now / first", "decode only us/event",
                   "answer+v2 separate us/event", "answer+v2 shared us/event", "shared / separate")

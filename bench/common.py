@@ -5,12 +5,22 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rich.console import Console
+
 from almanac.events import registry, room as room_rules, step
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.envelope import Envelope
+from almanac.services.terminal import output_width
 
 SEED = b"almanac benchmark secret seed 32"
+
+
+def output_console(minimum: int = 0) -> Console:
+    """A console for a benchmark's figures, as wide as the CLI's output (the terminal, COLUMNS, or unwrapped when
+    piped: a table sent to a file or ``tee`` is never cut at 80 columns); at least ``minimum`` columns wide."""
+    width = output_width()
+    return Console(width=max(width if width is not None else Console().width, minimum))
 
 
 def apply(state: Any, command: Any, room: str, player: str, log: list[Any], now_ms: int | None = None) -> Any:

@@ -16,15 +16,15 @@ from typing import Any, TypeVar
 
 import httpx
 import msgspec
-import redis.asyncio as aioredis
 import uvloop
-from rich.console import Console
 from rich.table import Table
 
 from almanac.bench.bare_http import BareServer
+from almanac.bench.common import output_console
 from almanac.bench.peer import PeerUnavailable, peer_figures
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
+from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings, load_settings
 from almanac.services.stack import Stack
@@ -39,7 +39,7 @@ OVERLOAD_ROUNDS = 3  # overload windows, each between two capacity windows
 CLOSED_BACKOFF_S = 0.005  # a closed-loop client refused (503/429) sends its next command this much later
 DEADLINE_MS = 1_000  # goodput: commands accepted and answered within this long of their scheduled send
 SETTLE_S = 1.0  # after the moves before the clock: the projector folds them before CPU is counted
-console = Console()
+console = output_console()
 Answer = TypeVar("Answer")
 
 
@@ -75,7 +75,7 @@ async def _script(ruleset: str) -> list[dict[str, Any]]:
 
 
 async def _ping_floor(redis_url: str, count: int = 2_000) -> list[float]:
-    client = aioredis.Redis.from_url(redis_url)
+    client = bootstrap.tool_client(redis_url)  # a round trip as every process's client pays it
     try:
         await client.ping()
         samples = []

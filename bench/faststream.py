@@ -24,8 +24,14 @@ from collections.abc import Awaitable, Callable
 
 import redis
 import redis.asyncio as aioredis
-from rich.console import Console
 from rich.table import Table
+
+from almanac.bench.common import output_console
+
+# Its clients are redis-py's own, built here and not by services.bootstrap, on purpose: FastStream's broker builds a
+# plain redis-py client of its own, so the baseline it is measured against is redis-py as it comes (what the
+# gateway's and the projector's reads cost without any of our client's options); the fills and the publisher are
+# a plain client too, off the measured path (tests/kernel/test_composition_root.py names this module).
 
 PAYLOAD = os.urandom(160)  # about an Outcome's msgpack size
 FEED_BATCH = 500  # the projector's default --batch-size
@@ -182,5 +188,5 @@ def main(url: str, count: int = 20_000, rounds: int = 3) -> dict[str, list[float
         raw = next(v for k, v in figures.items() if k.split(":")[0] == name.split(":")[0] and "redis-py" in k)
         ratio = statistics.median(runs) / statistics.median(raw)
         table.add_row(name, ", ".join(f"{v:.1f}" for v in runs), f"{statistics.median(runs):.1f}", f"{ratio:.1f}")
-    Console().print(table)
+    output_console().print(table)
     return figures

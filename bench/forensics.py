@@ -15,10 +15,9 @@ import json
 import time
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-from almanac.bench.common import SEED
+from almanac.bench.common import SEED, output_console
 from almanac.events import codec, registry, step
 from almanac.events.dice import Dice
 from almanac.events.forensics.bundle_check import verify_bundle
@@ -96,7 +95,7 @@ def verify_offline(bundle: dict[str, Any]) -> float:
 
 
 def main(events: int = 10_000) -> None:
-    console = Console(width=120)
+    console = output_console(minimum=120)
     build_start = time.perf_counter()
     store = asyncio.run(build_room(events))
     built = time.perf_counter() - build_start

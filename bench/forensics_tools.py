@@ -9,9 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.events.step import replay
 from almanac.services import bootstrap
 from almanac.services.forensics import investigate as ft
@@ -108,4 +108,4 @@ def main(url: str, events: int = 10_000, snapshot_every: int = 100) -> None:
         table.add_column(column, overflow="fold")
     for label, seconds, rate in rows:
         table.add_row(label, f"{seconds:.3f}", f"{seconds / fold_s:.2f}", rate)
-    Console(width=160).print(table)
+    output_console(minimum=160).print(table)

@@ -16,14 +16,14 @@ import tempfile
 import time
 
 import psutil
-from rich.console import Console
 from rich.table import Table
 
 from almanac.bench.children import stop
+from almanac.bench.common import output_console
 from almanac.services.settings import Settings
 from almanac.services.stack import Stack
 
-console = Console()
+console = output_console()
 SETTLE_S = 5.0  # after the stack is healthy: start-up work (rescans, first reads) is not idling
 _IDLE_PYTHON = "import asyncio; asyncio.run(asyncio.sleep(1e9))"
 

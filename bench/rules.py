@@ -12,10 +12,18 @@ import time
 from typing import Any
 
 import msgspec
-from rich.console import Console
 from rich.table import Table
 
-from almanac.bench.common import SEED, apply, play_trivial, replay, seal_log, timed, trivial_log
+from almanac.bench.common import (
+    SEED,
+    apply,
+    output_console,
+    play_trivial,
+    replay,
+    seal_log,
+    timed,
+    trivial_log,
+)
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.dice import Dice
 from almanac.events.manifest import BenchScenario, Comparison
@@ -100,7 +108,7 @@ def main(name: str, seconds: float | None = None) -> None:
     if scenario is None:
         raise BenchError(f"the {name} rule-set offers no bench scenario (manifest.bench)")
     seconds = scenario.seconds if seconds is None else seconds
-    console = Console(width=120)
+    console = output_console(minimum=120)
     console.print(f"[bold]bench rules {name}[/]: {scenario.description}; pure rules, no Redis; "
                   "baselines run in the same process")
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from almanac.bench import e2e
+from almanac.bench.common import output_console
 
 # (engine processes, gateway processes): the baseline first, then one more of each, then both.
 LAYOUTS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -18,7 +18,7 @@ def main(rate: int = 1_500, seconds: int = 6) -> list[dict]:
     command. On a machine with fewer cores than processes, more processes cannot add capacity: the
     figure then shows what each process costs, which the capacity model in docs/capacity.md uses.
     """
-    console = Console(width=max(Console().width, 150))  # twelve columns: never cut to a narrow terminal
+    console = output_console(minimum=150)  # twelve columns: never cut to a narrow terminal
     rows = []
     for engines, gateways in LAYOUTS:
         figures = e2e.main(rate=rate, seconds=seconds, engines=engines, gateways=gateways)

@@ -17,6 +17,7 @@ signed / unsigned of each adjacent pair of windows; the summary gives the median
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import secrets
 import statistics
@@ -26,15 +27,15 @@ from typing import Any
 
 import httpx
 import msgspec
-from rich.console import Console
 from rich.table import Table
 
+from almanac.bench.common import output_console
 from almanac.bench.e2e import LeanHttp, _run_loop, cpu_seconds
 from almanac.client.signing import PlayerKey, signed_join
 from almanac.services.settings import Settings
 from almanac.services.stack import Stack
 
-console = Console()
+console = output_console()
 SEATS = ("p", "q")
 # One season of the cycle: both seats gather (one action each), then both end the turn (the season ends). Every
 # command of it is legal whatever the dice drew, from the first season to the last (the game ends after 12).
@@ -160,8 +161,16 @@ async def _measure(url: str, pids: dict[str, int], rounds: int, rooms: int, clie
 
 
 def _spread(values: list[float], digits: int = 2) -> str:
+    values = [value for value in values if not math.isnan(value)]
+    if not values:
+        return "n/a (below /proc's 10 ms of CPU resolution)"
     return (f"{statistics.median(values):.{digits}f} (range {min(values):.{digits}f}-{max(values):.{digits}f}, "
             f"n={len(values)})")
+
+
+def _ratio(value: float, baseline: float) -> float:
+    """value / baseline; NaN when the baseline read 0 (a short window can use less CPU than /proc counts)."""
+    return value / baseline if baseline else math.nan
 
 
 def main(settings: Settings, rounds: int = 3, rooms: int = 16, clients: int = 8) -> dict[str, Any]:
@@ -183,7 +192,8 @@ def main(settings: Settings, rounds: int = 3, rooms: int = 16, clients: int = 8)
             pids["load generator"] = os.getpid()
             windows = _run_loop(_measure(stack.urls[0], pids, rounds, rooms, clients))
     by_round = {(w["round"], w["arm"]): w for w in windows}
-    ratios = {measure: [by_round[(n, "signed")][measure] / by_round[(n, "unsigned")][measure] for n in range(rounds)]
+    ratios = {measure: [_ratio(by_round[(n, "signed")][measure], by_round[(n, "unsigned")][measure])
+                        for n in range(rounds)]
               for measure in ("per_s", "stack_cpu_ms", "generator_cpu_ms")}
     table = Table(title=f"signed seats against unsigned seats, end to end: {rounds} alternated pairs of windows, "
                         f"{rooms} realm rooms x {SEASONS * len(CYCLE)} commands each, {clients} closed-loop clients")

@@ -7,10 +7,9 @@ import statistics
 import time
 
 import redis.asyncio as aioredis
-from rich.console import Console
 from rich.table import Table
 
-from almanac.bench.common import trivial_log
+from almanac.bench.common import output_console, trivial_log
 from almanac.events import codec
 from almanac.events.step import replay
 from almanac.services import bootstrap
@@ -164,7 +163,7 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
 
 
 def main(url: str, events: int = 100_000) -> None:
-    console = Console()
+    console = output_console()
     console.print(f"[bold]bench store[/]: {events:,} events on {url}")
     results = asyncio.run(_measure(url, events))
     loads = dict(results).pop("loads")

@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,6 +72,13 @@ def pending_key(keys: Keys) -> str:
     return f"{keys.prefix}:{{bots}}:pending"
 
 
+def removed_key(keys: Keys, member: str) -> str:
+    """A removed seat's mark ("room\\x1fseat"; ``remove_bot``), in the bound's slot, expiring after
+    ``REMOVED_KEPT_MS``: while it lasts, only a new ask (``reserve_seats``, which clears it) hands the seat again,
+    never a process that read the seat before its removal (``sync_bound``, ``settle_pending``)."""
+    return f"{keys.prefix}:{{bots}}:removed:{member}"
+
+
 def wake_key(keys: Keys) -> str:
     """A short stream in the bound's slot, appended to whenever a seat is handed to a bot (``add_bot``) or taken
     for a command's outcome (``reserve_seats``): a bots process with no seat to play blocks on it (``Bots.run``)
@@ -86,29 +94,39 @@ async def _wake(client: Any, keys: Keys) -> None:
 
 
 # Take bot seats against the deployment's bound in one step (KEYS[1]: the deployment's bot seats, bot_seats_key;
-# KEYS[2]: the reservations awaiting a command's outcome, ``pending_key``; one slot). ARGV: the bound (-1: none, a
-# seat the room's log handed over must be played), when (ms), the command whose outcome decides the seats ('' none),
-# whether the room's log handed them ('1': ``sync_bound`` never drops such a seat, it completes it), then the
-# members. The members not held yet are taken all or none: none when they would pass the bound. Answers
-# [taken, held after] ([-1, held] when refused), ``taken`` a 0/1 flag per member after the first two.
+# KEYS[2]: the reservations awaiting a command's outcome, ``pending_key``; then each member's removal mark,
+# ``removed_key``, in the members' order; one slot). ARGV: the bound (-1: none, a seat the room's log handed over
+# must be played), when (ms), the command whose outcome decides the seats ('' none), whether the room's log handed
+# them ('1': ``sync_bound`` never drops such a seat, it completes it), whether a removed seat is left alone ('1':
+# ``sync_bound``, which read the seat before it was removed; else the seats are asked for anew and their marks
+# cleared), then the members. The members not held yet are taken all or none: none when they would pass the bound.
+# Answers [taken, held after] ([-1, held] when refused), then per member 1 (taken), 0 (held already) or 2 (removed:
+# left alone).
 RESERVE_SCRIPT = """
 local bound = tonumber(ARGV[1])
 local fresh = {}
-for i = 5, #ARGV do
-  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then fresh[#fresh + 1] = i end
+local removed = {}
+for i = 6, #ARGV do
+  if ARGV[5] == '1' and redis.call('EXISTS', KEYS[i - 3]) == 1 then removed[i] = true
+  elseif redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then fresh[#fresh + 1] = i end
 end
 local held = redis.call('HLEN', KEYS[1])
 if bound >= 0 and #fresh > 0 and held + #fresh > bound then return {-1, held} end
 local flags = {}
-for i = 5, #ARGV do
-  flags[i - 4] = 0
-  if ARGV[4] == '1' then  -- a seat held already (a leave's, say) that the log has now handed over: marked so
-    local value = redis.call('HGET', KEYS[1], ARGV[i])
-    if value then
-      local ok, entry = pcall(cjson.decode, value)
-      if ok and type(entry) == 'table' and not entry.log then
-        entry.log = true
-        redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
+for i = 6, #ARGV do
+  if removed[i] then
+    flags[i - 5] = 2
+  else
+    flags[i - 5] = 0
+    redis.call('DEL', KEYS[i - 3])  -- asked for anew: a removal before this ask no longer holds
+    if ARGV[4] == '1' then  -- a seat held already (a leave's, say) that the log has now handed over: marked so
+      local value = redis.call('HGET', KEYS[1], ARGV[i])
+      if value then
+        local ok, entry = pcall(cjson.decode, value)
+        if ok and type(entry) == 'table' and not entry.log then
+          entry.log = true
+          redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
+        end
       end
     end
   end
@@ -123,7 +141,7 @@ for _, i in ipairs(fresh) do
   end
   if ARGV[4] == '1' then entry.log = true end
   redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
-  flags[i - 4] = 1
+  flags[i - 5] = 1
 end
 return {#fresh, held + #fresh, unpack(flags)}
 """
@@ -159,7 +177,9 @@ return settled
 """
 IDLE_WAIT_S = 1.0  # the longest a bots process with no seat waits for the wake stream (below the socket timeout)
 SYNC_EVERY_MS = 60_000  # how often the bots process matches the bound's count to the shards' seats
-RESERVATION_GRACE_MS = 600_000  # a seat taken in the bound but in no shard's hash for this long was left half-done
+# A seat taken in the bound but in no shard's hash for this long was left half-done; taken for a command answered
+# 202 and still undecided, its command is taken never to have reached a stream (no tighter bound: settle_pending).
+RESERVATION_GRACE_MS = 600_000
 
 
 def _full(held: int, max_seats: int) -> SeatRefused:
@@ -172,47 +192,60 @@ async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], n
     """Take ``seats`` in the deployment's bot seats (``bot_seats_key``) in one script: all of those not held yet,
     or none (SeatRefused 429 ``bot_seats_full``) when they would pass ``max_seats`` (None: no bound, for a seat
     the room's log handed over). Racing callers cannot pass the bound together: the count and the take are one
-    step on one key. Answers the seats this call took (``release_seats`` gives them back).
+    step on one key. Answers the seats this call took (``release_seats`` gives them back). An ask anew: a seat
+    removed before (``remove_bot``) is handed again, its removal's mark cleared.
 
     ``command``: the id (the engine's, ``CommandRecord.command_id``) of the command whose outcome decides the
     seats (a create with bots, a player's leave): the seats this call took await it in ``pending_key`` until the
     caller settles them, or, when the command was answered 202, until its recorded outcome does
     (``settle_pending``, every bots round): given back at once when refused. ``log``: the room's log already
     handed the seats over (``hand_over``): ``sync_bound`` never gives such a seat back, it completes it."""
+    taken, _ = await _take(client, keys, seats, now_ms, max_seats=max_seats, command=command, log=log)
+    if taken and command:
+        await _wake(client, keys)  # a reservation awaiting its command: an idle bots process settles it
+    return taken
+
+
+async def _take(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int, *, max_seats: int | None,
+                command: str | None = None, log: bool = False, unless_removed: bool = False
+                ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """RESERVE_SCRIPT: (the seats taken, the seats left alone as removed: only with ``unless_removed``)."""
     if not seats:
-        return []
+        return [], []
     members = [f"{room}{SEPARATOR}{seat}" for room, seat in seats]
     script = client.register_script(RESERVE_SCRIPT)
-    answer = await script(keys=[bot_seats_key(keys.prefix), pending_key(keys)],
+    answer = await script(keys=[bot_seats_key(keys.prefix), pending_key(keys),
+                                *(removed_key(keys, member) for member in members)],
                           args=[-1 if max_seats is None else max_seats, now_ms, command or "", "1" if log else "0",
-                                *members])
+                                "1" if unless_removed else "0", *members])
     taken, held = int(answer[0]), int(answer[1])
     if taken < 0:
         raise _full(held, int(max_seats or 0))
-    if taken and command:
-        await _wake(client, keys)  # a reservation awaiting its command: an idle bots process settles it
-    return [one for one, flag in zip(seats, answer[2:], strict=True) if int(flag)]
+    flags = [int(flag) for flag in answer[2:]]
+    return ([one for one, flag in zip(seats, flags, strict=True) if flag == 1],
+            [one for one, flag in zip(seats, flags, strict=True) if flag == 2])
 
 
+# Give back reservations (KEYS[1]: bot_seats_key, KEYS[2]: pending_key; ARGV: members), except a seat the room's
+# log handed over meanwhile.
 RELEASE_SCRIPT = """
-for i = 2, #ARGV do
+for i = 1, #ARGV do
   local value = redis.call('HGET', KEYS[1], ARGV[i])
   local ok, entry = pcall(cjson.decode, value or '')
-  if ARGV[1] == 'all' or not (ok and type(entry) == 'table' and entry.log) then redis.call('HDEL', KEYS[1], ARGV[i]) end
+  if not (ok and type(entry) == 'table' and entry.log) then redis.call('HDEL', KEYS[1], ARGV[i]) end
   redis.call('HDEL', KEYS[2], ARGV[i])
 end
-return #ARGV - 1
+return #ARGV
 """
 
 
-async def release_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], *, logged_too: bool = False) -> None:
+async def release_seats(client: Any, keys: Keys, seats: list[tuple[str, str]]) -> None:
     """Give back seats ``reserve_seats`` took for a handover that did not happen (a refused create or leave),
     except a seat the room's log handed over meanwhile (``hand_over``), which stays counted as ``settle_pending``
-    keeps it; ``logged_too``: those as well (``remove_bot``: the seat leaves its shard's hash first)."""
+    keeps it (only ``remove_bot`` gives such a seat back)."""
     if seats:
         await client.register_script(RELEASE_SCRIPT)(keys=[bot_seats_key(keys.prefix), pending_key(keys)],
-                                                     args=["all" if logged_too else "unlogged",
-                                                           *(f"{room}{SEPARATOR}{seat}" for room, seat in seats)])
+                                                     args=[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
 
 
 async def confirm_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int) -> list[bool]:
@@ -225,10 +258,40 @@ async def confirm_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], n
     return added
 
 
-async def _write_shard_seat(client: Any, keys: Keys, room: str, seat: str, now_ms: int) -> bool:
-    """Write a seat taken in the bound to its shard's hash, which the bots process plays; False when it was there."""
-    entry = json.dumps({"room": room, "seat": seat, "added_ms": now_ms})
-    return bool(await client.hsetnx(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}", entry))
+# Delete a shard hash's member if its value is still the one given (KEYS[1]: the shard's bots_key; ARGV: member,
+# value): a writer takes back its own write only, never one written since.
+UNDO_SCRIPT = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+
+async def _undo(client: Any, keys: Keys, room: str, seat: str, value: str | bytes) -> None:
+    await client.register_script(UNDO_SCRIPT)(keys=[bots_key(keys, keys.shard(room))],
+                                              args=[f"{room}{SEPARATOR}{seat}", value])
+
+
+async def _write_shard_seat(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *, asked: bool) -> bool:
+    """Write a seat taken in the bound to its shard's hash, which the bots process plays, then look whether it was
+    removed meanwhile (``remove_bot``'s mark): if so, take the write back. True when the seat is new to the hash.
+
+    ``asked``: an ask anew (``add_bot``), which cleared the seat's mark before: its value replaces any there (so
+    a sync's write taken back later takes nothing of it back). Else (``sync_bound``, ``settle_pending``, which read
+    the seat before writing it) only an absent seat is written. Every value is its own (``w``): a take-back
+    compares it."""
+    member = f"{room}{SEPARATOR}{seat}"
+    value = json.dumps({"room": room, "seat": seat, "added_ms": now_ms, "w": secrets.token_hex(6)})
+    shard_hash = bots_key(keys, keys.shard(room))
+    if asked:
+        new = bool(await client.hset(shard_hash, member, value))
+    elif not await client.hsetnx(shard_hash, member, value):
+        return False  # there already: nothing of ours to take back
+    else:
+        new = True
+    if await client.exists(removed_key(keys, member)):
+        await _undo(client, keys, room, seat, value)  # removed since it was read or asked for: the removal wins
+        return False
+    return new
 
 
 async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
@@ -239,18 +302,57 @@ async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
     The seat is first taken in the deployment's bot seats against ``max_seats`` (one script: racing adds never
     pass it; SeatRefused 429 ``bot_seats_full``; None: unbounded, for a seat the room's log handed over, ``log``),
     then written to its shard's hash, which the bots process plays. The deployment's seats are so always at least
-    the shards' (``remove_bot`` deletes in the other order), and the bound counts the former."""
+    the shards' (``remove_bot`` deletes in the other order), and the bound counts the former. An ask anew: a seat
+    removed before is handed again (a removal racing this add: one of the two wins, ``remove_bot``)."""
     await reserve_seats(client, keys, [(room, seat)], now_ms, max_seats=max_seats, log=log)
-    added = await _write_shard_seat(client, keys, room, seat, now_ms)
+    added = await _write_shard_seat(client, keys, room, seat, now_ms, asked=True)
     if added:
         await _wake(client, keys)  # after the write: the woken process finds the seat
     return added
 
 
+# The end of a removal (KEYS[1]: bot_seats_key, KEYS[2]: pending_key, KEYS[3]: the seat's removed_key; ARGV: member,
+# the removal's token): the seat's place in the bound is given back if the mark is still this removal's (an ask
+# since cleared it: the seat is handed again, its place stays).
+REMOVE_SCRIPT = """
+if redis.call('GET', KEYS[3]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+"""
+REMOVED_KEPT_MS = RESERVATION_GRACE_MS  # a process that read a seat before its removal, stalled longer, is dead
+
+
 async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
+    """Take ``seat`` of ``room`` from its bot: out of its shard's hash, then its place in the bound given back.
+    True when the seat was in its shard's hash.
+
+    The shard's hash and the bound are in two slots (a Cluster: two nodes), which no one script covers, and a
+    process that read the seat before the removal may write it back after: ``sync_bound`` (the shards read, then
+    the bound: it re-counts a seat it saw played, or completes one the log handed over) and ``settle_pending``. So
+    the removal runs (1) mark the seat removed, in the bound's slot (``removed_key``, expiring after
+    ``REMOVED_KEPT_MS``), (2) delete it from its shard's hash, (3) give its place in the bound back, if the mark is
+    still this removal's; and such a writer (a) takes the seat in the bound unless marked (``RESERVE_SCRIPT``,
+    ``unless_removed``), (b) writes it to its shard's hash, only if absent, (c) looks at the mark, and if set takes
+    its own write back (``_write_shard_seat``). Whatever the order of the two, the seat ends in neither key:
+
+    - its shard's hash: (c) before (1) puts (b) before (2), which deletes it; (1) before (c): (c) takes (b) back.
+    - the bound: (a) before (1) puts (a) before (3), which gives the place back; (1) before (a): (a) leaves it.
+    - what ``sync_bound`` read in a shard's hash before (2) and found marked at (a) (the round that read the
+      shards before (2) and the bound after (3)): taken back if still there (a stalled writer's), by value, so a
+      later ask's own write stays.
+
+    An ask anew (``reserve_seats``: ``add_bot``, a create, a leave) clears the mark as it takes the seat, writes
+    over any value, then looks at the mark as in (c): racing a removal, one of the two wins whole, except when (1)
+    comes before the ask's clearing and the ask's write before (2): the seat is counted, not played, until the
+    grace gives it back (``sync_bound``). A writer stalled between (b) and (c) past ``REMOVED_KEPT_MS`` may leave a
+    removed seat played (then counted: ``sync_bound`` completes it)."""
     member = f"{room}{SEPARATOR}{seat}"
+    mark, token = removed_key(keys, member), secrets.token_hex(8)
+    await client.set(mark, token, px=REMOVED_KEPT_MS)
     removed = bool(await client.hdel(bots_key(keys, keys.shard(room)), member))
-    await release_seats(client, keys, [(room, seat)], logged_too=True)  # after the shard's: never too few
+    await client.register_script(REMOVE_SCRIPT)(keys=[bot_seats_key(keys.prefix), pending_key(keys), mark],
+                                                args=[member, token])
     return removed
 
 
@@ -260,15 +362,24 @@ async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESER
     shard's hash for ``grace_ms`` (a create or leave that never finished) is given back, unless the room's log
     handed it over (``hand_over``: written to its shard's hash instead, as the log decided) or it awaits its
     command's outcome (``settle_pending`` decides it). Answers (added, dropped).
-    Run by the bots process now and then: every add and remove keeps them in step by itself."""
-    played = {f"{room}{SEPARATOR}{seat}" for room, seat in await bot_seats(client, keys, range(keys.shard_count))}
+    Run by the bots process now and then: every add and remove keeps them in step by itself.
+
+    The shards are read before the bound, and a removal (``remove_bot``) may run between and beside: so a seat is
+    neither added nor written back once removed (its mark), and one removed that a shard's hash still shows
+    (read before the removal's delete, or written back by a stalled writer) is taken out of it, unless written
+    anew since (``remove_bot`` says why every order ends removed)."""
+    shard_seats = await _shard_seats(client, keys)
+    played = set(shard_seats)
     counted = {_text(k): _text(v) for k, v in (await client.hgetall(bot_seats_key(keys.prefix))).items()}
     awaiting = {_text(k) for k in await client.hkeys(pending_key(keys))}
     missing = sorted(played - counted.keys())
     added = 0
     for at in range(0, len(missing), 500):
-        added += len(await reserve_seats(client, keys, [_member(m) for m in missing[at:at + 500]], now_ms,
-                                         max_seats=None))
+        taken, removed = await _take(client, keys, [_member(m) for m in missing[at:at + 500]], now_ms,
+                                     max_seats=None, unless_removed=True)
+        added += len(taken)
+        for room, seat in removed:
+            await _undo(client, keys, room, seat, shard_seats[f"{room}{SEPARATOR}{seat}"])
     stale: list[str] = []
     handed: list[tuple[str, str]] = []
     for member, value in counted.items():
@@ -280,7 +391,13 @@ async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESER
                 handed.append(_member(member))  # the log handed it: never dropped, whatever its age
             elif now_ms - int(entry.get("added_ms", 0)) >= grace_ms:
                 stale += [member, value]
-    await confirm_seats(client, keys, handed, now_ms)
+    written = 0
+    for room, seat in handed:  # completed as the log decided, unless removed since the bound was read
+        _, removed = await _take(client, keys, [(room, seat)], now_ms, max_seats=None, log=True, unless_removed=True)
+        if not removed:
+            written += await _write_shard_seat(client, keys, room, seat, now_ms, asked=False)
+    if written:
+        await _wake(client, keys)
     dropped = 0
     if stale:
         # read again: a seat added to its shard's hash since (an add in flight) is not given back
@@ -291,13 +408,30 @@ async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESER
     return added, dropped
 
 
+async def _shard_seats(client: Any, keys: Keys) -> dict[str, bytes | str]:
+    """Every shard's bot seats, "room\\x1fseat" -> the value written (one round trip; a Cluster: one per node)."""
+    pipe = client.pipeline(transaction=False)
+    for shard in range(keys.shard_count):
+        pipe.hgetall(bots_key(keys, shard))
+    return {_text(member): value for seats in await pipe.execute() for member, value in seats.items()}
+
+
 async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cursor: int = 0, count: int = 200,
                          grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int, int]:
     """Settle the bot seats taken for a command answered 202 (``pending_key``), by the command's recorded outcome
     (the store keeps every command id's first outcome): refused, the seat is given back at once; accepted, it is
     written to its shard's hash (the bots play it); undecided for ``grace_ms``, the command never reached a room
     (its gateway died before sending it, say): given back. One page of ``count`` from ``cursor`` (HSCAN); answers
-    (released, confirmed, next cursor). A gateway that answers the command itself settles its seats at once."""
+    (released, confirmed, next cursor). A gateway that answers the command itself settles its seats at once.
+
+    Why a grace, not the moment the command can no longer be decided: the deployment knows no such moment.
+    ``command_timeout_ms`` bounds the gateway's wait (then the 202), not the decision: the command stays in its
+    shard's command stream, never trimmed before an engine acknowledges it (storage.retention), until an engine
+    holding the shard decides it, after a backlog, a lease takeover or an outage of any length (and a command a
+    gateway's own engine did not take in time goes through that stream too, engine.inbox). A seat given back at
+    the timeout would so be given back under commands still to be recorded. The grace is a guess that a command
+    undecided this long never reached a stream; one decided later still finds its seat given back (a create's
+    bots are then never played; a leave's seat comes back by its room's log, ``hand_over``)."""
     cursor, page = await client.hscan(pending_key(keys), cursor, count=count)
     waiting: list[tuple[str, str, str, int, str]] = []
     for member, value in page.items():
@@ -319,7 +453,7 @@ async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cu
     if confirm:
         # written to the shards' hashes first: a seat stops awaiting its command only once the bots play it
         for member in confirm[::2]:
-            await _write_shard_seat(client, keys, *_member(member), now_ms)
+            await _write_shard_seat(client, keys, *_member(member), now_ms, asked=False)
         await settle(keys=[bot_seats_key(keys.prefix), pending_key(keys)], args=["confirm", *confirm])
     return released, len(confirm) // 2, int(cursor)
 
@@ -692,6 +826,6 @@ async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float
               shards: list[int] | None = None) -> None:
     """The bots process until SIGINT/SIGTERM."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
-    bots = Bots(runtime.client, runtime.store, Keys(settings.shard_count), key=dice_key(commit_secret(settings)),
+    bots = Bots(runtime.client, runtime.store, runtime.keys, key=dice_key(commit_secret(settings)),
                 shards=shards, max_rooms=max_rooms, rate=rate)
     await bootstrap.serve(runtime, bots.run, "bots")

@@ -32,3 +32,8 @@ async def test_racing_adds_on_a_cluster_hand_exactly_the_bounds_seats(cluster: A
     seat = (await bot_seats(cluster, KEYS, range(KEYS.shard_count)))[0]
     assert await remove_bot(cluster, KEYS, *seat)
     assert await bound_count(cluster, KEYS) == BOUND - 1
+    # and the removed seat, asked for again, is handed (its removal's mark, in the bound's slot, cleared as it is
+    # taken), and a sync round keeps it
+    assert await add_bot(cluster, KEYS, *seat, 6, max_seats=BOUND)
+    assert await sync_bound(cluster, KEYS, now_ms=10**12 + 1) == (0, 0)
+    assert await bound_count(cluster, KEYS) == BOUND

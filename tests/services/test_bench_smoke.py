@@ -88,3 +88,31 @@ def test_the_clock_benchmark_sends_every_due_deadline_and_prints_lateness_and_cp
     assert "200 (of 200 due; 1,800 still pending)" in printed
     for label in ("lateness p50", "lateness p99", "clock CPU per deadline sent", "pipelined XADD per record"):
         assert label in printed, label
+
+
+def test_the_signing_benchmark_plays_both_arms_to_the_end_and_prints_their_ratio_on_real_redis(redis_url, tmp_path,
+                                                                                                 capsys, monkeypatch):
+    """Given the signing benchmark on a tiny budget (one pair of windows, one room each), then both arms play every
+    command of the room with nothing refused, and the figures print with the signed / unsigned ratio."""
+    from almanac.bench import signing  # noqa: PLC0415
+    from almanac.bench.common import output_console  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # pytest-xdist's workers run with COLUMNS=80
+    monkeypatch.setattr(signing, "console", output_console())  # as `almanac bench signing | tee` gets it
+
+    figures = signing.main(load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)), rounds=1, rooms=1,
+                           clients=2)
+    windows = {window["arm"]: window for window in figures["windows"]}
+    assert sorted(windows) == ["signed", "unsigned"]
+    for window in windows.values():
+        assert window["accepted"] == signing.SEASONS * len(signing.CYCLE) and not window["failures"], window
+        # CPU comes from /proc in 10 ms ticks: a 48-command window may read 0 for the client
+        assert window["stack_cpu_ms"] > 0 and window["generator_cpu_ms"] >= 0 and window["per_s"] > 0
+    assert figures["ratios"]["per_s"][0] > 0 and figures["ratios"]["stack_cpu_ms"][0] > 0
+    printed = " ".join(capsys.readouterr().out.split())
+    # piped (as here), a table is never cut at 80 columns: each label stays whole on its line
+    for label in ("round 1 unsigned:", "round 1 signed:", "signed seats against unsigned seats",
+                  "accepted commands/s", "stack CPU ms/command", "signed / unsigned, per pair",
+                  "signing costs the stack", "of which, per process"):
+        assert label in printed, label

@@ -25,6 +25,7 @@ from almanac.services.bots import (
 )
 from almanac.services.gateway.context import internal_command_id
 from almanac.services.room_service import CommandRecord, RoomService
+from almanac.services.settings import Settings
 from almanac.storage.keys import bot_seats_key
 from almanac.storage.redis_store import RedisEventStore
 
@@ -101,6 +102,27 @@ async def test_a_seat_taken_for_a_command_that_never_reached_a_room_is_given_bac
     assert await bound_count(redis_client, KEYS) == 1
     await next_bots_round(redis_client, store, NOW + RESERVATION_GRACE_MS)
     assert await bound_count(redis_client, KEYS) == 0 and await redis_client.hlen(pending_key(KEYS)) == 0
+
+
+async def test_a_seat_taken_for_a_command_decided_long_after_its_gateway_stopped_waiting_is_still_there(
+        redis_client: aioredis.Redis) -> None:
+    """Why the grace is not the gateway's wait: a command answered 202 stays in its shard's command stream until an
+    engine decides it, however late (a backlog, an engine away); nothing in the deployment bounds that."""
+    store = RedisEventStore(redis_client, shard_count=16)
+    # Given a create of "backlog" with a bot for bob, answered 202 when the gateway's wait ran out
+    late = create("backlog", "alice", "c1")
+    await reserve_seats(redis_client, KEYS, [("backlog", "bob")], NOW, max_seats=1, command=late.command_id)
+    # When the bots' rounds run a hundred times that wait later (still within the grace), the engine still behind
+    waited = 100 * Settings.model_fields["command_timeout_ms"].default
+    assert waited < RESERVATION_GRACE_MS
+    await next_bots_round(redis_client, store, NOW + waited)
+    # Then the seat is still taken for the command
+    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(pending_key(KEYS)) == 1
+    # and once the engine records the create, the bots play it, counted once
+    assert (await RoomService(store).handle(late)).accepted
+    await next_bots_round(redis_client, store, NOW + waited + 1)
+    assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("backlog", "bob")]
+    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(pending_key(KEYS)) == 0
 
 
 def room_whose_log_hands_bob_over(created_at_ms: int):
