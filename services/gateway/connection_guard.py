@@ -17,7 +17,8 @@ end (and reads nothing) grew a gateway by ~90 MB/s. The guard bounds each (issue
 Past capacity it also sheds (counting the client's address for its fair share of the in-flight limit,
 ``overload.FairShare``, as the route does): a read made of whole ``POST /rooms/{room}/commands`` requests (one, as clients send
 them) that arrives while nothing else of its connection is being answered, names no command id (none in its
-body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway.overload_reason``) is answered
+body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway.overload_reason``, counting as in
+flight the commands it handed on earlier in the same turn of the loop, ``Gateway.reserve``) is answered
 503 ``overloaded`` here, in one write of bytes encoded once, and never handed on: no ASGI cycle, task, middleware
 or second parse. A refusal through the ASGI path cost the gateway about as much as a quarter of a served command,
 so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
