@@ -20,9 +20,9 @@ from rich.table import Table
 from almanac.bench.common import output_console
 from almanac.events import codec
 from almanac.events.step import CommandRecord, decode_record
+from almanac.services import bootstrap
 from almanac.services.clock import Clock, _Pending
 from almanac.storage.keys import Keys
-from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 16
 FILL_BATCH = 5_000
@@ -57,8 +57,9 @@ async def _lateness(client: aioredis.Redis, keys: Keys) -> list[int]:
 
 
 async def _run(url: str, pending: int, due: int, seconds: float) -> None:
-    client = aioredis.Redis.from_url(url)
-    keys = Keys(SHARDS, prefix="benchclock")
+    client = bootstrap.tool_client(url)
+    store = bootstrap.tool_store(client, SHARDS, "benchclock")
+    keys = store.keys
     await client.flushdb()
     # The far deadlines first (filling 100,000 takes seconds), then the ones due, starting a second from now
     await _fill(client, keys, range(due, pending), due, seconds, int(time.time() * 1000))
@@ -67,7 +68,7 @@ async def _run(url: str, pending: int, due: int, seconds: float) -> None:
     # Remember the due times apart (the clock removes what it sends)
     for shard in range(SHARDS):
         await client.zunionstore(f"bench:due:{shard}", [keys.deadlines(shard)])
-    clock = Clock(client, keys, RedisEventStore(client, SHARDS, "benchclock"))
+    clock = Clock(client, keys, store)
     # Idle: ticking every shard with nothing due (what the clock costs an engine that has nothing to send)
     stopping = asyncio.Event()
     cpu0, wall0 = time.process_time(), time.perf_counter()

@@ -11,7 +11,7 @@ from almanac.events import registry, room as room_rules, step
 from almanac.events.decider import Context
 from almanac.events.dice import Dice
 from almanac.events.envelope import Envelope
-from almanac.services.cli.common import output_width
+from almanac.services.terminal import output_width
 
 SEED = b"almanac benchmark secret seed 32"
 

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import httpx
 import msgspec
-import redis.asyncio as aioredis
 import uvloop
 from rich.table import Table
 
@@ -25,6 +24,7 @@ from almanac.bench.common import output_console
 from almanac.bench.peer import PeerUnavailable, peer_figures
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
+from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings, load_settings
 from almanac.services.stack import Stack
@@ -75,7 +75,7 @@ async def _script(ruleset: str) -> list[dict[str, Any]]:
 
 
 async def _ping_floor(redis_url: str, count: int = 2_000) -> list[float]:
-    client = aioredis.Redis.from_url(redis_url)
+    client = bootstrap.tool_client(redis_url)  # a round trip as every process's client pays it
     try:
         await client.ping()
         samples = []

@@ -198,8 +198,8 @@ async def _paced(client: aioredis.Redis, keys: Keys, outcomes: _Outcomes, rooms:
 async def _before_engine(url: str, rooms: int, commands: int, prefix: str) -> float:
     """With no engine running: the baseline (raw pipelined XADD of the same entries into scratch streams),
     then a backlog of as many commands for other rooms, waiting in the shard streams; the baseline's rate."""
-    client = aioredis.Redis.from_url(url)
-    keys = Keys(SHARDS, prefix)
+    client = bootstrap.tool_client(url)
+    keys = bootstrap.process_keys(SHARDS, prefix)
     try:
         entries = [(keys.command_stream(keys.shard(r.room)), codec.encode(r))
                    for r in _commands(rooms, commands, int(time.time() * 1000))]
@@ -246,9 +246,9 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
                    start_projector: Callable[[], None] | None, paced_rate: int = 500,
                    paced_seconds: float = 4.0, engine_pid: int = 0, baseline: float = 0.0,
                    backlog: int = 0) -> dict[str, float | str]:
-    client = aioredis.Redis.from_url(url)
+    client = bootstrap.tool_client(url)
     metrics: dict[str, int] = {}
-    keys = Keys(SHARDS, prefix)
+    keys = bootstrap.process_keys(SHARDS, prefix)
     try:
         drained = await _drain(client, keys, backlog, engine_pid) if backlog else {}
         records = _commands(rooms, commands, int(time.time() * 1000))
@@ -334,7 +334,7 @@ async def _measure(url: str, rooms: int, commands: int, prefix: str,
 
 async def _drop_keys(url: str, prefix: str) -> None:
     """Leave the server as we found it: drop the benchmark's private keys."""
-    client = aioredis.Redis.from_url(url)
+    client = bootstrap.tool_client(url)
     try:
         cursor = 0
         while True:

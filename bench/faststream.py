@@ -28,6 +28,11 @@ from rich.table import Table
 
 from almanac.bench.common import output_console
 
+# Its clients are redis-py's own, built here and not by services.bootstrap, on purpose: FastStream's broker builds a
+# plain redis-py client of its own, so the baseline it is measured against is redis-py as it comes (what the
+# gateway's and the projector's reads cost without any of our client's options); the fills and the publisher are
+# a plain client too, off the measured path (tests/kernel/test_composition_root.py names this module).
+
 PAYLOAD = os.urandom(160)  # about an Outcome's msgpack size
 FEED_BATCH = 500  # the projector's default --batch-size
 PUBLISH_GROUP = 20

@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from rich.table import Table
 
 from almanac.bench.common import output_console
+from almanac.services import bootstrap
 from almanac.storage import seat_keys
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import ids_field
@@ -56,7 +57,7 @@ async def _seat_layouts(client: aioredis.Redis, rooms: int, table: Table) -> Non
     players = ("alice", "bob")
 
     def first_layout(prefix: str):
-        keys = Keys(16, prefix)
+        keys = bootstrap.process_keys(16, prefix)
 
         async def write() -> None:
             for start in range(0, rooms, 500):
@@ -70,7 +71,7 @@ async def _seat_layouts(client: aioredis.Redis, rooms: int, table: Table) -> Non
         return write
 
     def buckets(prefix: str):
-        keys = Keys(16, prefix)
+        keys = bootstrap.process_keys(16, prefix)
 
         async def write() -> None:
             for start in range(0, rooms, 500):
@@ -116,7 +117,7 @@ async def _id_layouts(client: aioredis.Redis, counts: list[int], table: Table) -
         for label, layout in (("one hash per room (the store's)", _store_layout),
                               ("candidate: 1 + 16 + 256 listpack buckets", _candidate_layout)):
             prefix = f"layouts{time.time_ns()}"
-            keys = Keys(16, prefix)
+            keys = bootstrap.process_keys(16, prefix)
 
             async def write(keys: Keys = keys, layout=layout, rooms: int = rooms, commands: int = commands) -> None:
                 for n in range(rooms):
@@ -131,7 +132,7 @@ async def _id_layouts(client: aioredis.Redis, counts: list[int], table: Table) -
 
 
 async def _run(url: str, rooms: int, counts: list[int]) -> None:
-    client = aioredis.Redis.from_url(url)
+    client = bootstrap.tool_client(url)
     config = await client.config_get("hash-max-*")
     table = Table(title=f"Redis bytes per seat-key room and per command id, each layout in the same run ({config})")
     for column in ("what", "layout", "keys", "used_memory delta", "MEMORY USAGE", "per"):

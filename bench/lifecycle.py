@@ -25,11 +25,11 @@ from rich.table import Table
 
 from almanac.bench.common import output_console
 from almanac.projections.projector import Projector
+from almanac.services import bootstrap
 from almanac.services.archiver import Archiver
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.archive import ArchiveStore, ArchivingStore
-from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader
 
 SHARDS = 16
@@ -102,13 +102,10 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     # shrinks it), so a wave of 1,000 rooms played at once on a loaded host opened hundreds and their buffers moved
     # used_memory by megabytes between two measures (the figures leave client buffers out; this keeps them small).
     # ``max_connections=0``: redis-py's unbounded pool, as the bench had it in issue 31's second pass (its 1.54x).
-    client = (aioredis.Redis.from_url(url) if not max_connections else
-              aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-                  url, max_connections=max_connections, timeout=None)))
+    client = bootstrap.tool_client(url, max_connections=max_connections or None, pool_wait_s=None)
     archive_dir = Path(tempfile.mkdtemp(prefix="almanac-bench-archive-"))
     archive = ArchiveStore(archive_dir.as_uri())
-    keys = Keys(SHARDS, prefix)
-    store = ArchivingStore(client, archive, SHARDS, prefix, keys=keys)
+    store = bootstrap.tool_store(client, SHARDS, prefix, archive=archive)
     service = RoomService(store, snapshot_every=100)
     projector = Projector(client, SHARDS, None, name=f"{prefix}-projector", prefix=prefix, store=store,
                           feed_retain_ms=0)
@@ -202,7 +199,7 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     figures.add_row("archiver rooms/s", f"{archived / max(1e-9, archive_seconds):,.0f}", "")
 
     # Reads: the same read (state at a random version, no loader cache) of live and of archived rooms.
-    fresh = ArchivingStore(client, archive, SHARDS, prefix, keys=keys, cache_size=256)
+    fresh = bootstrap.tool_store(client, SHARDS, prefix, archive=archive, cache_size=256)
     sample = names if len(names) <= 5_000 else random.Random(3).sample(names, 5_000)
     live_times = await _read_latencies(fresh, live_rooms, READS)
     cold_times = await _read_latencies(fresh, sample, READS)
@@ -217,7 +214,7 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
                         "p99 <= 5x" if "archived" in label else "")
 
     verify_sample = sample[: min(len(sample), 300)]
-    verifier = ArchivingStore(client, archive, SHARDS, prefix, keys=keys)
+    verifier = bootstrap.tool_store(client, SHARDS, prefix, archive=archive)
     started = time.perf_counter()
     for room, _ in verify_sample:
         report = await verify_room(verifier, room)

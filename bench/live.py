@@ -16,6 +16,7 @@ from rich.table import Table
 from websockets.asyncio.client import ClientConnection, connect
 
 from almanac.bench.common import output_console
+from almanac.services import bootstrap
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.http_app import raise_open_files_limit
 from almanac.services.settings import Settings
@@ -38,7 +39,7 @@ def main(settings: Settings, feeds: int, requests: int) -> dict[str, Any]:
         with Stack(stack_settings, say=console.print) as stack:
             stack.start()
             signer = TokenSigner(stack.env["ALMANAC_SECRET"], 3600)
-            with redis.Redis.from_url(stack.redis_url) as watcher:
+            with bootstrap.tool_sync_client(stack.redis_url) as watcher:
                 figures = asyncio.run(_measure(stack.url, stack.children["gateway"].pid, watcher, signer, feeds,
                                                requests))
     _print(figures, feeds)

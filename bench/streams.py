@@ -31,9 +31,8 @@ from rich.table import Table
 from almanac.bench.common import output_console
 from almanac.bench.lifecycle import _play_room
 from almanac.events import registry
+from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.storage.keys import Keys
-from almanac.storage.redis_store import RedisEventStore
 
 SETTINGS = (4096, 2048, 1024, 512)
 DEFAULT = 4096
@@ -100,7 +99,7 @@ async def _keys_bytes(client: aioredis.Redis, prefix: str) -> tuple[dict[str, in
 async def _shape(client: aioredis.Redis, setting: int, shape: str, rooms: int, long_commands: int) -> dict:
     """One arm of one shape: fresh keys, the rooms played at once, bytes measured, keys deleted."""
     prefix = f"streams{time.time_ns()}"
-    store = RedisEventStore(client, SHARDS, prefix, keys=Keys(SHARDS, prefix))
+    store = bootstrap.tool_store(client, SHARDS, prefix)
     service = RoomService(store)
     await client.config_set("stream-node-max-bytes", setting)
     await client.memory_purge()
@@ -176,7 +175,7 @@ async def _run(url: str, runs: int, rooms: dict[str, int], long_commands: int, e
 
     with contextlib.suppress(Exception):  # already registered when run twice in one process
         registry.register(TRIVIAL)
-    client = aioredis.Redis.from_url(url)
+    client = bootstrap.tool_client(url)
     original = (await client.config_get("stream-node-max-bytes"))["stream-node-max-bytes"]
     server = await client.info("server")
     memory = await client.info("memory")

@@ -20,12 +20,11 @@ import time
 from typing import Any
 
 import httpx
-import redis.asyncio as aioredis
 
 from almanac.events.testing import RoomDriver
+from almanac.services import bootstrap
 from almanac.services.notifier import Notifier, Subscription, stats
 from almanac.services.settings import Settings
-from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 PREFIX = "almbench-webhooks"
@@ -119,12 +118,12 @@ async def bare_posts(url: str, count: int, concurrency: int, body: bytes) -> flo
 
 
 async def run(settings: Settings, rooms: int, rate: int, seconds: int) -> dict[str, Any]:
-    client = aioredis.Redis.from_url(settings.redis_url)
+    client = bootstrap.redis_client(settings, bootstrap.Role.TOOL)
     await _forget(client)
     receiver = Receiver()
-    keys = Keys(settings.shard_count, PREFIX)  # the bench's keys apart from any deployment's on the same Redis
-    store = RedisEventStore(client, settings.shard_count, PREFIX, keys=keys)
-    notifier = Notifier(client, store, settings, keys=keys)
+    # the bench's keys apart from any deployment's on the same Redis
+    store = bootstrap.tool_store(client, settings.shard_count, PREFIX)
+    notifier = Notifier(client, store, settings, keys=store.keys)
     subscription = Subscription(id="wh_bench0000000000", url=receiver.url, secret="b" * 64, scope="deployment")
     await client.hset(notifier.keys.webhook_subscriptions(), subscription.id,
                       json.dumps({"id": subscription.id, "url": subscription.url, "secret": subscription.secret,

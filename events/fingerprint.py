@@ -7,11 +7,16 @@ registry reading entry points, not game I/O: no decision or fold reads it. ``roo
 the result so an audit can tell which code a room was played under.
 
 What is hashed: the package's Python sources and tables, but not what presents or surrounds the rules
-(``NOT_RULES``): the manifest module (the console picture's name, descriptions, the bot, read models,
-the bench game), the bot's policy and its seat bot (``policy.py``, ``bot.py``), the list of fingerprints
-itself, and pictures and text (``.js``,
-``.md``: not in ``HASHED_SUFFIXES``). Rewording a description or redrawing a picture leaves the
-fingerprint as it was.
+(``NOT_RULES``): the manifest module (wiring, and presentation: the console picture's name, descriptions,
+read models, the bench game), the bots that play as players do (``policy.py``, ``bot.py``), the list of
+fingerprints itself, and pictures and text (``.js``, ``.md``: not in ``HASHED_SUFFIXES``). Rewording a
+description or redrawing a picture leaves the fingerprint as it was.
+
+Whatever the room decides with is rules, wherever the manifest names it: besides the Decider, a version's
+``deadlines`` (the room decides ``room.deadline_missed`` and ``room.seat_to_bot`` by them) and its
+``seat_bot`` (a create asking for seat bots is refused without one) are defined in a hashed module (the
+built-in games: ``seats.py``). ``RuleSet`` refuses one defined anywhere else (``hashes_module``), so a
+manifest cannot carry a decision outside the fingerprint.
 
 Stable across machines, operating systems and runs: files are taken in sorted relative-path order,
 line endings are normalised to ``\\n`` (a Windows checkout hashes like a Linux one), compiled caches
@@ -87,6 +92,21 @@ def package_fingerprint(module_name: str) -> str:
         content = content.replace(b"\r\n", b"\n")
         digest.update(path.encode() + b"\0" + str(len(content)).encode() + b"\0" + content)
     return "sha256:" + digest.hexdigest()
+
+
+def hashes_module(source: str, module_name: str) -> bool:
+    """Whether the fingerprint ``package_fingerprint(source)`` hashes the file of module ``module_name``."""
+    package = _package_of(source)
+    if not package:
+        return module_name == source
+    if module_name == package:
+        path = "__init__.py"
+    elif module_name.startswith(package + "."):
+        inner = module_name[len(package) + 1:].replace(".", "/")
+        path = f"{inner}/__init__.py" if hasattr(import_module(module_name), "__path__") else f"{inner}.py"
+    else:
+        return False
+    return any(found == path for found, _ in _files(resources.files(package)))
 
 
 def parse_revisions(text: str, where: str) -> tuple[Revision, ...]:

@@ -436,11 +436,49 @@ def _timeout_of(state: RoomState, command: Any, ctx: Context) -> Any:
     for deadline in deadlines(state.game, state.players):
         if deadline.player != ctx.player or ctx.now_ms < deadline.due_ms:
             continue
-        try:
-            if msgspec.convert(deadline.command, type(command)) == command:
-                return deadline
-        except msgspec.ValidationError:
-            continue
+        if _is_timeout(deadline, command):
+            return deadline
+    return None
+
+
+def _is_timeout(deadline: Any, command: Any) -> bool:
+    """Whether ``command`` (decoded) is ``deadline``'s command (a body, as the clock sends it)."""
+    try:
+        return bool(msgspec.convert(deadline.command, type(command)) == command)
+    except msgspec.ValidationError:
+        return False
+
+
+# --- deadlines and the clock's timeouts ------------------------------------------------------
+
+
+def pending_deadlines(state: RoomState | None) -> tuple[Any, ...]:
+    """The deadlines (``events.ruleset.Deadline``) the room's rule-set names in its state: none for no room, one
+    not started, ended or a fork (no clock moves a sandbox), or rules without deadlines. The clock sends the
+    earliest (``services.clock.earliest``); the step accepts its timeout unsigned from a signing seat
+    (``clock_timeout``). Raises RulesNotInstalledError when the room's rules are not installed here."""
+    if state is None or state.ended or state.game is None or state.fork is not None:
+        return ()
+    deadlines = manifest_of(state).deadlines
+    return tuple(deadlines(state.game, state.players)) if deadlines is not None else ()
+
+
+def deadline_command_id(room: str, key: str, player: str) -> str:
+    """The id every clock gives a deadline's command: the same deadline is one command, decided once."""
+    digest = hashlib.sha256(f"{room}\x00{key}\x00{player}".encode()).hexdigest()[:32]
+    return f"clock-{digest}"
+
+
+def clock_timeout(state: RoomState | None, room: str, player: str, command_id: str, now_ms: int,
+                  command: Any) -> Any:
+    """The deadline whose timeout this command is exactly as the clock sends it, or None: a deadline of
+    ``pending_deadlines(state)`` due at ``now_ms`` (the command's recorded server time), for ``player``, under
+    its id (``deadline_command_id``), with its command. The state alone says so, so every verifier agrees."""
+    for deadline in pending_deadlines(state):
+        if (deadline.player == player and deadline.due_ms <= now_ms
+                and command_id == deadline_command_id(room, deadline.key, deadline.player)
+                and _is_timeout(deadline, command)):
+            return deadline
     return None
 
 

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 from almanac.events.decider import Decider
 from almanac.events.dice import Dice
 from almanac.events.envelope import Envelope
-from almanac.events.fingerprint import Revision, package_fingerprint, revision_note, revisions_beside
+from almanac.events.fingerprint import (
+    Revision,
+    hashes_module,
+    package_fingerprint,
+    revision_note,
+    revisions_beside,
+)
 
 if TYPE_CHECKING:  # a read model's row function takes the room's state; only its type is named here
     from almanac.events.room import RoomState
@@ -46,9 +52,15 @@ class Deadline:
 
 
 # A rule-set's deadlines: (game state, seated players) -> the deadlines pending in that state (pure; the
-# clock sends the earliest). Not rules: the fingerprint does not cover it, and a deadline only makes the
-# clock send a command the rules decide as they always did.
+# clock sends the earliest). Rules: the room decides with them which seats missed a deadline and which are
+# handed to a bot (room.deadline_missed, room.seat_to_bot), so they are defined where the fingerprint hashes.
 Deadlines = Callable[[Any, tuple[str, ...]], tuple[Deadline, ...]]
+
+# The manifest's fields the room decides with besides the Decider (events/room.py): ``deadlines`` (which seats
+# missed one, which go to a bot) and ``seat_bot`` (a create asking for seat bots is refused without one). Each
+# must be defined in a module the version's fingerprint hashes, never in the manifest module or a bot's, so
+# editing it changes the fingerprint (``RuleSet`` refuses it otherwise).
+DECIDED_WITH = ("deadlines", "seat_bot")
 
 # Read models the core itself keeps under these names; a rule-set's read models take other names.
 CORE_READ_MODELS = ("rooms", "leaderboards")
@@ -185,7 +197,8 @@ class RuleSet:
     # named "package:file.js" (e.g. "almanac.games.board:picture.js"). It exports a default Preact
     # component ({picture, before, html}) and may export pictureOf(at) and AuditStep ({step, html}).
     # None: the console shows the state tree only. Presentation, not rules: not in the fingerprint (neither
-    # is anything else the manifest module says: descriptions, the bot, read models).
+    # is anything else the manifest module says: descriptions, read models; what the room decides with,
+    # DECIDED_WITH, the manifest only names from a hashed module).
     console_picture: str = ""
     deadlines: Deadlines | None = None
     demo_moves: int = 30
@@ -205,7 +218,9 @@ class RuleSet:
     view_type: type | None = None
     # A bot for a seat (services/bots.py): what ``player`` does next given only the seat's view (the dict
     # ``view(state, player)`` returns, never the state), so it cannot read what the seat may not see. Same
-    # signature as ``policy`` with the view in place of the state. Not rules: not in the fingerprint.
+    # signature as ``policy`` with the view in place of the state. Whether there is one is a rule (a create
+    # asking for seat bots is refused without), so it is defined in a hashed module (DECIDED_WITH); how it plays
+    # is a player's business (the built-in games' ``bot.py``, outside the fingerprint).
     seat_bot: Policy | None = None
     # The type of what the Decider's ``resources(state)`` returns (a msgspec Struct, as builtins), for the API
     # documents' resources schema; None: documented as the game's own object. tests/gateway/test_typed_schemas.py
@@ -221,6 +236,14 @@ class RuleSet:
             raise ValueError(f"manifest {self.name!r}: a name without '@' and a version of at least 1")
         object.__setattr__(self, "fingerprint", package_fingerprint(self.source or type(self.decider).__module__))
         object.__setattr__(self, "revisions", revisions_beside(type(self.decider).__module__))
+        hashed = self.source or type(self.decider).__module__
+        for name in DECIDED_WITH:
+            value = getattr(self, name)
+            where = getattr(value, "__module__", None) or repr(value)
+            if value is not None and not hashes_module(hashed, where):
+                raise ValueError(f"manifest {self.name!r}: the room decides with its {name}, defined in {where}, "
+                                 f"which its fingerprint (over {hashed}) does not hash; define it in a module of "
+                                 "its rules (not manifest.py, policy.py or bot.py)")
         views = [view.name for view in self.audit_views]
         if len(set(views)) != len(views):
             raise ValueError(f"manifest {self.name!r} names an audit view twice: {views}")

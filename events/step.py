@@ -128,8 +128,31 @@ class SignatureRefused(InvalidCommand):
     the player has not sent yet, so the player's own command under it would answer that refusal."""
 
 
-def check_signature(state: RoomState, record: CommandRecord) -> None:
-    """A signing seat's command must carry its player's valid signature (events.signing); SignatureRefused otherwise.
+# Why a signing seat's command was accepted without its player's signature (``unsigned_because``), as verify says it.
+BY_CLOCK = "clock"
+BY_BOT = "bot"
+
+
+def unsigned_because(state: RoomState, record: CommandRecord, command: Any) -> str | None:
+    """Why the room accepts this command of a signing seat without a signature, from the state alone, or None.
+
+    Two commands only the deployment's own services send, each justified by what the log already holds:
+    ``BY_CLOCK``, the timeout of a deadline the state names as due at the command's recorded time, under the
+    clock's id for it (``events.room.clock_timeout``: the very command the clock derives; a player's missed
+    deadlines would otherwise never end a season nor hand the seat over); ``BY_BOT``, a game command of a seat the
+    log handed to a bot (``room.seat_to_bot``: the player left it, or missed the room's count of deadlines).
+    A bot an operator added without the log (``almanac bots add``) is the operator acting for the player: refused."""
+    if room_rules.clock_timeout(state, record.room, record.player, record.command_id, record.server_time_ms,
+                                command) is not None:
+        return BY_CLOCK
+    if record.player in state.bot_seats and not isinstance(command, room_rules.ROOM_COMMANDS):
+        return BY_BOT
+    return None
+
+
+def check_signature(state: RoomState, record: CommandRecord, command: Any) -> None:
+    """A signing seat's command must carry its player's valid signature (events.signing); SignatureRefused otherwise,
+    but for the two unsigned commands the state alone justifies (``unsigned_because``).
 
     Checked when the command is decided, so the engine refuses a command sent with a minted token and
     ``verify`` (deciding every stored command again) fails a forged one in the log."""
@@ -137,6 +160,8 @@ def check_signature(state: RoomState, record: CommandRecord) -> None:
     if registered is None:
         return
     if record.signature is None:
+        if unsigned_because(state, record, command) is not None:
+            return
         raise SignatureRefused("signature_required", f"player {record.player!r} signs their commands in this room: "
                                "send `signature` (docs/dice.md)", field="signature")
     if not signature_valid(registered, record.signature, command_bytes(record.room, record.player, record.command_id,
@@ -263,7 +288,7 @@ def _step(
         key = seed
     if scheme == COMMAND_BOUND and state is not None:
         # (The create's setup draws as scheme 2's, from the seed alone: public before anyone commits.)
-        check_signature(state, record)
+        check_signature(state, record, command)
         if isinstance(command, room_rules.JoinRoom):
             check_join_signature(record, command)
         # The command's own dice: its id, its content and its player's committed nonce; no version.

@@ -62,6 +62,7 @@ class Projector:
         cache_size: int = 10_000,
         prefix: str = "alm",
         feed_retain_ms: int = 300_000,
+        notifier_hold_ms: int = 0,
         store: RedisEventStore | None = None,
     ) -> None:
         self.client = client
@@ -94,7 +95,7 @@ class Projector:
         self.started_at_ms = int(time.time() * 1000)
         self.last_batch_at_ms = 0
         self._commit_script = client.register_script(COMMIT_SCRIPT)
-        self._trimmer = StreamTrimmer(client, feed_retain_ms)
+        self._trimmer = StreamTrimmer(client, feed_retain_ms, notifier_hold_ms)
         self.feed_entries_trimmed = 0
         self._cluster = isinstance(client, RedisCluster)
         # Cluster only: shard -> (the cursor it reads from, the standing blocking XREAD).
@@ -133,7 +134,8 @@ class Projector:
     async def trim_feeds(self) -> int:
         """Drop the applied, retained-long-enough entries of this projector's shard feeds; entries removed."""
         removed = sum(await asyncio.gather(*(
-            self._trimmer.trim_feed(self.keys.feed(shard), self.keys.checkpoint(shard), self.keys.feed_hold(shard))
+            self._trimmer.trim_feed(self.keys.feed(shard), self.keys.checkpoint(shard), self.keys.feed_hold(shard),
+                                    self.keys.notifier_cursor(shard))
             for shard in self.shards)))
         self.feed_entries_trimmed += removed
         return removed

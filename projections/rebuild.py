@@ -63,9 +63,9 @@ async def rebuild(
     """
     every = model_names()
     models = every if models is None else tuple(m for m in every if m in set(models))
-    keys = Keys(shard_count, prefix)
-    # ``store``: the process's (services.bootstrap: it reads archived rooms from the archive tier)
+    # ``store``: the process's (services.bootstrap: it reads archived rooms from the archive tier), and its keys
     store = store or RedisEventStore(client, shard_count, prefix)
+    keys = store.keys
     if on_total is not None:
         on_total(sum([len(await _rooms_of_shard(client, keys, shard)) for shard in range(shard_count)]))
     full = models == every

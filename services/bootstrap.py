@@ -1,9 +1,10 @@
 """The composition root: every process's settings, Redis URL, Redis client, key names, store and room loader.
 
-Each entry point (the gateway's app, the engine, the projector, the CLI's commands, the benchmarks; an archiver
-would be one more ``Role``) asks this module for what it runs on and builds nothing of it itself, so a
-process's Redis options (pool bound, timeouts, retries, Cluster seeds) are written once, here, and a process
-holds one ``Keys`` (its store's). What differs between processes is the client's ``Role``:
+Each entry point (the gateway's app, the engine, the projector, the archiver, the bots, the notifier, the CLI's
+commands, the benchmarks) asks this module for what it runs on and builds nothing of it itself, so a process's
+Redis options (pool bound, timeouts, retries, Cluster seeds) are written once, here, and a process holds one
+``Keys`` (its store's). tests/kernel/test_composition_root.py holds them to it. What differs between processes is
+the client's ``Role``:
 
 - ``GATEWAY``: the request path. A bounded pool (ALMANAC_REDIS_MAX_CONNECTIONS; a request waits up to
   ALMANAC_REDIS_POOL_WAIT_MS for a free connection, then 503) and timeouts, so that a Redis that stops answering
@@ -15,7 +16,10 @@ holds one ``Keys`` (its store's). What differs between processes is the client's
 - ``ENGINE``: no timeout and no retry: a lost XREADGROUP answer must reach the engine, which then takes its
   shards over again and re-reads what was delivered but not seen.
 - ``PROJECTOR``: reconnects and resends (its reads are safe to send twice; its commit is a compare-and-set).
-- ``TOOL``: the CLI's commands and the benchmarks: redis-py's defaults.
+- ``TOOL``: redis-py's defaults: the CLI's commands, the archiver, the bots and the notifier (none needs options of
+  its own, so none has a role of its own), and the benchmarks.
+  A benchmark handed a bare URL, with a shard count and key prefix of its own, takes ``tool_client``,
+  ``tool_store`` and ``process_keys``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from almanac.services.settings import Settings, load_settings
 from almanac.storage.archive import ArchiveStore, ArchivingStore, default_archive_url
 from almanac.storage.keys import DEFAULT_PREFIX, Keys
 from almanac.storage.loader import RoomLoader
+from almanac.storage.redis_store import RedisEventStore
 
 # The gateway's clients: above the live feed's 1 s blocking read, short enough that a silent Redis is a 503.
 REDIS_CONNECT_TIMEOUT_S = 2.0
@@ -176,7 +181,7 @@ def check_reachable(config: Settings, url: str, role: Role) -> None:
     try:
         seed = live_seed(url)  # any one of the nodes (REDIS_URL may name several Cluster nodes)
         if role is Role.ENGINE and config.durability == "replica" and not config.redis_cluster:
-            with redis.Redis.from_url(seed) as client:
+            with tool_sync_client(seed) as client:
                 replicas = int(client.info("replication").get("connected_slaves", 0))
             if replicas < 1:
                 raise BootstrapError(f"ALMANAC_DURABILITY=replica needs a Redis with at least one connected "
@@ -232,6 +237,30 @@ def process_keys(shard_count: int, prefix: str = DEFAULT_PREFIX) -> Keys:
     """The process's one ``Keys`` for a shard count and prefix, shared by all its runtimes (a gateway has up to
     three: its own, its engine's, its heavy reads'), and with them its cache of room tags."""
     return Keys(shard_count, prefix)
+
+
+def tool_client(url: str, *, max_connections: int | None = None, pool_wait_s: float | None = 1.0) -> aioredis.Redis:
+    """``Role.TOOL``'s client on the one Redis at ``url``, for a process handed a URL and no Settings (a benchmark's
+    Redis). ``max_connections`` bounds its pool (a command waits up to ``pool_wait_s`` for a connection, for ever
+    when None); None: redis-py's unbounded pool."""
+    return connect(url, max_connections=max_connections, pool_wait_s=pool_wait_s)  # type: ignore[arg-type]
+
+
+def tool_sync_client(url: str) -> redis.Redis:
+    """A blocking client on the one Redis at ``url`` (redis-py's defaults), for a tool that watches a Redis from
+    outside an event loop (a benchmark reading INFO while its load runs in a loop of its own)."""
+    return redis.Redis.from_url(url)
+
+
+def tool_store(client: aioredis.Redis, shard_count: int, prefix: str, *, archive: ArchiveStore | None = None,
+               **options: object) -> RedisEventStore:
+    """A store on ``client`` under a key prefix of its own (a benchmark's keys apart from a deployment's), with the
+    process's ``Keys`` for that prefix: the Redis store alone, or with ``archive`` the archive tier below it (what
+    a benchmark measures decides). ``options`` go to the store (wait_replicas, cache_size, ...)."""
+    keys = process_keys(shard_count, prefix)
+    if archive is None:
+        return RedisEventStore(client, shard_count, prefix, keys=keys, **options)  # type: ignore[arg-type]
+    return ArchivingStore(client, archive, shard_count, prefix, keys=keys, **options)
 
 
 def runtime(config: Settings, role: Role, url: str | None = None, prefix: str = DEFAULT_PREFIX) -> Runtime:

@@ -826,6 +826,6 @@ async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float
               shards: list[int] | None = None) -> None:
     """The bots process until SIGINT/SIGTERM."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
-    bots = Bots(runtime.client, runtime.store, Keys(settings.shard_count), key=dice_key(commit_secret(settings)),
+    bots = Bots(runtime.client, runtime.store, runtime.keys, key=dice_key(commit_secret(settings)),
                 shards=shards, max_rooms=max_rooms, rate=rate)
     await bootstrap.serve(runtime, bots.run, "bots")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 from collections.abc import Callable
 
@@ -29,7 +28,7 @@ import msgspec
 from redis.asyncio.cluster import RedisCluster
 
 from almanac.events import codec, registry
-from almanac.events.room import RoomState
+from almanac.events.room import RoomState, deadline_command_id, pending_deadlines
 from almanac.events.ruleset import Deadline
 from almanac.events.step import CommandRecord, replay
 from almanac.services.logging import get_logger
@@ -104,23 +103,13 @@ def pending_deadline(data: bytes) -> Deadline:
                     concerns=pending.concerns)
 
 
-def deadline_command_id(room: str, key: str, player: str) -> str:
-    """The id every clock gives a deadline's command: the same deadline is one command, decided once."""
-    digest = hashlib.sha256(f"{room}\x00{key}\x00{player}".encode()).hexdigest()[:32]
-    return f"clock-{digest}"
-
-
 def earliest(state: RoomState | None) -> Deadline | None:
-    """The earliest deadline the room's rule-set names in its state (None: none, or the room ended)."""
-    if state is None or state.ended or state.game is None or state.fork is not None:
-        return None
+    """The earliest deadline the room's rule-set names in its state (None: none, or the room ended): of
+    ``events.room.pending_deadlines``, the one list the step also accepts a signing seat's unsigned timeout from."""
     try:
-        manifest = registry.at(state.ruleset, state.ruleset_version)
+        found = pending_deadlines(state)
     except Exception:  # noqa: BLE001 - rules not installed on this node: no deadline known here
         return None
-    if manifest.deadlines is None:
-        return None
-    found = manifest.deadlines(state.game, state.players)
     return min(found, key=lambda d: (d.due_ms, d.key)) if found else None
 
 

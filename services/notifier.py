@@ -39,7 +39,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import httpx
 import msgspec
@@ -54,8 +54,10 @@ from almanac.services.settings import Settings
 from almanac.storage.keys import Keys
 
 log = get_logger("almanac.notifier")
-KINDS = ("your_turn", "trade_offered", "room_ended", "deadline_soon")
-SCOPES = ("deployment", "room", "player")
+NoticeKind = Literal["your_turn", "trade_offered", "room_ended", "deadline_soon"]
+Scope = Literal["deployment", "room", "player"]  # every room; one room; one seat of one room (what it may see)
+KINDS: tuple[str, ...] = get_args(NoticeKind)
+SCOPES: tuple[str, ...] = get_args(Scope)
 START = "0-0"
 LEASE_MS = 30_000  # a claimed delivery is due again after this if its notifier died holding it
 LATENCY_SAMPLES = 10_000
@@ -143,10 +145,10 @@ class Subscription(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     url: str
     secret: str
-    scope: str  # deployment | room | player
+    scope: Scope
     room: str | None = None
     player: str | None = None
-    kinds: tuple[str, ...] = ()  # empty: every kind
+    kinds: tuple[NoticeKind, ...] = ()  # empty: every kind
     created_ms: int = 0
 
     def wants(self, room: str, kind: str, player: str | None) -> bool:
@@ -160,7 +162,7 @@ class Subscription(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Notice(msgspec.Struct, frozen=True, kw_only=True):
-    kind: str
+    kind: NoticeKind
     room: str
     version: int
     player: str | None  # whom it concerns; None: everyone seated
@@ -212,7 +214,7 @@ class Notifier:
         self.client = client
         self.store = store
         self.settings = settings
-        self.keys = keys or Keys(settings.shard_count)
+        self.keys = keys or store.keys  # the process's one set (its store's: services.bootstrap)
         self.now_ms = clock_ms
         self.subscriptions: list[Subscription] = []
         self.http = httpx.AsyncClient(timeout=settings.webhook_timeout_s, follow_redirects=False)
@@ -251,6 +253,7 @@ class Notifier:
             else:
                 values = await self.client.mget(cursor_keys)
             self._cursors = {s: (v.decode() if isinstance(v, bytes) else v) or START for s, v in zip(shards, values, strict=True)}
+            await self._count_missed(self._cursors)
         if self.settings.redis_cluster:  # the feeds live in different slots: one read each, none blocking
             answers = await asyncio.gather(*(self.client.xread({self.keys.feed(s): self._cursors[s]}, count=FEED_READ_COUNT)
                                              for s in shards))
@@ -282,6 +285,29 @@ class Notifier:
         else:
             await self.client.mset(moved)
         return enqueued
+
+    async def _count_missed(self, cursors: dict[int, str]) -> int:
+        """Shards whose feed was trimmed past this notifier's cursor (stopped longer than ALMANAC_NOTIFIER_HOLD_S:
+        the projector trimmed what it had applied): the notices after the cursor may be gone, so say so (a
+        warning, ``missed_feed_gaps`` in the stats) rather than carry on as if nothing happened. A trim up to the
+        cursor keeps the cursor's own entry (XTRIM MINID), so a feed now starting after it lost entries past it."""
+        missed = []
+        for shard, cursor in cursors.items():
+            if cursor == START:
+                continue  # never noticed anything here: it starts where the feed starts, as a new notifier does
+            try:
+                info = await self.client.xinfo_stream(self.keys.feed(shard))
+            except Exception:  # noqa: BLE001 - no such key: nothing appended, nothing missed
+                continue
+            first = info.get("first-entry", info.get(b"first-entry"))
+            start = _text(first[0]) if first else _text(info.get("last-generated-id", info.get(b"last-generated-id")))
+            if _stream_id(start) > _stream_id(cursor):
+                missed.append(shard)
+        if missed:
+            log.warning("notices_missed", shards=missed, reason="the feeds were trimmed past this notifier's cursor "
+                        "(stopped longer than ALMANAC_NOTIFIER_HOLD_S)")
+            await self.client.hincrby(self.keys.webhook_stats(), "missed_feed_gaps", len(missed))
+        return len(missed)
 
     async def _notice_entry(self, fields: dict) -> int:
         room = _text(fields.get(b"r", fields.get("r")))
@@ -514,6 +540,7 @@ async def stats(client: Any, keys: Keys) -> dict[str, Any]:
 
     return {"enqueued": counters.get("enqueued", 0), "delivered": counters.get("delivered", 0),
             "failed_attempts": counters.get("failed_attempts", 0), "dead": counters.get("dead", 0),
+            "missed_feed_gaps": counters.get("missed_feed_gaps", 0),
             "pending": int(await client.zcard(keys.webhook_outbox())),
             "dead_letters": int(await client.llen(keys.webhook_dead())),
             "latency_ms": {"samples": len(samples), "p50": quantile(0.5), "p99": quantile(0.99)}}
@@ -521,6 +548,11 @@ async def stats(client: Any, keys: Keys) -> dict[str, Any]:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _stream_id(value: str) -> tuple[int, int]:
+    milliseconds, _, sequence = value.partition("-")
+    return int(milliseconds), int(sequence or 0)
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
@@ -531,5 +563,5 @@ async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
 async def run(settings: Settings, redis_url: str) -> None:
     """The notifier until SIGINT/SIGTERM."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
-    notifier = Notifier(runtime.client, runtime.store, settings)
+    notifier = Notifier(runtime.client, runtime.store, settings, keys=runtime.keys)
     await bootstrap.serve(runtime, notifier.run, "notifier", closing=notifier.aclose)

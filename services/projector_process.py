@@ -22,6 +22,7 @@ async def run(settings: Settings, redis_url: str, shards: list[int] | None = Non
     runtime = bootstrap.runtime(settings, bootstrap.Role.PROJECTOR, redis_url)
     projector = Projector(runtime.client, settings.shard_count, shards, batch_size=batch_size, name=name,
                           feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
+                          notifier_hold_ms=settings.notifier_hold_s * 1000,
                           store=runtime.store)
     try:
         await bootstrap.run_until_stopped(projector.run, "projector", on_ready)

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     # Consumed entries of the shard command streams (acknowledged by the engine) and feeds (applied by the
     # projector) are trimmed once older than this (storage.retention); the room event streams never are.
     stream_retain_s: int = _env("ALMANAC_STREAM_RETAIN_S", 300)
+    # The feeds also keep what the webhook notifier has not noticed yet, while its cursor is younger than this: a
+    # notifier stopped this long misses nothing; one gone for good holds the feeds (Redis memory) this long at most.
+    notifier_hold_s: int = _env("ALMANAC_NOTIFIER_HOLD_S", 3600)
     # The archive tier (storage.archive, services.archiver): where finished rooms' objects go (a URL obstore
     # knows: file://, s3://, gs://, az://; unset: the data directory's archive/ folder), whether `almanac up` runs
     # the archiver, how long a room stays in Redis after it ends and how long a command's dedupe record stays
@@ -177,7 +180,7 @@ class Settings(BaseSettings):
             raise _problem(info, f"{value!r} is not valid: must be a positive whole number")
         return value
 
-    @field_validator("gateway_target_wait_ms", "stream_retain_s",
+    @field_validator("gateway_target_wait_ms", "stream_retain_s", "notifier_hold_s",
                      "projector_gather_ms", "redis_idle_s", "dedupe_retain_s", "archive_idle_after_s",
                      "webhook_deadline_warning_s")
     @classmethod

@@ -51,7 +51,14 @@ from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError
 from almanac.events.step import decode_record
 from almanac.storage.base import StoredOutcome
-from almanac.storage.redis_store import LOAD_SCRIPT, RedisEventStore, decode_kept, ids_field, run_script
+from almanac.storage.redis_store import (
+    LOAD_SCRIPT,
+    RedisEventStore,
+    _decoded,
+    decode_kept,
+    ids_field,
+    run_script,
+)
 
 FORMAT = 1
 ZSTD_LEVEL = 19  # written once, read many times: the smallest objects are worth the CPU of the one write
@@ -334,6 +341,23 @@ class ArchivingStore(RedisEventStore):
             return None
         return self._met(room, decode_pointer(room, value))
 
+    async def pointers(self, rooms: list[str]) -> dict[str, Pointer]:
+        """The pointers of those of ``rooms`` that are archived (``pointer`` for many: one round trip, the cached
+        ones none); a room not archived is left out."""
+        found = {room: self._pointers[room] for room in rooms if room in self._pointers}
+        asked = [room for room in rooms if room not in found]
+        if asked:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for room in asked:
+                    pipe.hget(self.keys.pointer_bucket(room), room)
+                    pipe.hget(self.keys.first_layout_pointers(room), room)  # archived before the buckets
+                values = await pipe.execute()
+            for index, room in enumerate(asked):
+                value = values[2 * index] if values[2 * index] is not None else values[2 * index + 1]
+                if value is not None:
+                    found[room] = self._met(room, decode_pointer(room, value))
+        return found
+
     def _met(self, room: str, pointer: Pointer) -> Pointer:
         """Cache a pointer met in Redis: a finished room's for ever; an idle room's only for ``restore_idle``."""
         cache = self._idle_met if pointer.reason == "idle" else self._pointers
@@ -397,19 +421,41 @@ class ArchivingStore(RedisEventStore):
             return None
         return await super().latest_snapshot(room, at_most)
 
-    async def iterate(self, room: str, start: int = 1, end: int | None = None):
+    async def _raw_pages(self, room: str, start: int, end: int | None):
+        """(version, stored bytes or None) of versions ``start``..``end``, page by page: Redis' pages, then the
+        archive's from the version after the last one Redis gave, when Redis stopped short and the room's pointer
+        exists now. Short means: nothing at all, or a read of more than one page that ended before ``end``. The
+        second is the archiver's delete step landing between two of this read's pages (each XRANGE is atomic,
+        the delete removes every event at once): without it a long room read while it is archived would come back
+        cut at a page's end. A read one page answered whole (a live room's usual read) costs no extra round trip;
+        a longer one, a look-up of the pointer at its end. The object holds the room as Redis did (checked before the pointer), so
+        the versions join up."""
+        first = max(start, 1)
         archived = await self._known(room)
         if archived is None:
-            found = False
-            async for envelope in super().iterate(room, start, end):
-                found = True
-                yield envelope
-            if found or (archived := await self.archived_object(room)) is None:
+            pages, last = 0, first - 1
+            async for page in self._pages(room, first, end):
+                pages += 1
+                if page:
+                    last = page[-1][0]
+                    yield page
+            if (end is not None and last >= end) or (pages == 1 and last >= first):
                 return
-        for envelope in _envelopes(archived, start, end):
-            yield envelope
+            if (archived := await self.archived_object(room)) is None:
+                return
+            first = last + 1
+        last = len(archived.events) if end is None else min(end, len(archived.events))
+        if first <= last:
+            yield [(version, archived.events[version - 1]) for version in range(first, last + 1)]
+
+    async def iterate(self, room: str, start: int = 1, end: int | None = None):
+        async for page in self._raw_pages(room, start, end):
+            for version, data in page:
+                yield _decoded(room, version, data)
 
     async def page(self, room: str, start: int, count: int = 1000) -> list[Envelope]:
+        # One XRANGE: atomic against the delete step, so either Redis' whole answer or, when it has nothing, the
+        # archive's.
         archived = await self._known(room)
         if archived is None:
             found = await super().page(room, start, count)
@@ -418,13 +464,7 @@ class ArchivingStore(RedisEventStore):
         return _envelopes(archived, start, start + count - 1)
 
     async def read_raw(self, room: str, start: int = 1, end: int | None = None) -> list[tuple[int, bytes]]:
-        archived = await self._known(room)
-        if archived is None:
-            found = await super().read_raw(room, start, end)
-            if found or (archived := await self.archived_object(room)) is None:
-                return found
-        last = len(archived.events) if end is None else min(end, len(archived.events))
-        return [(version, archived.events[version - 1]) for version in range(max(start, 1), last + 1)]
+        return [(version, data or b"") async for page in self._raw_pages(room, start, end) for version, data in page]
 
     async def read_ranges(self, ranges: list[tuple[str, int, int]]) -> list[list[Envelope]]:
         try:

@@ -11,7 +11,10 @@ protects:
 - a command stream keeps every entry some consumer group has not acknowledged (its oldest pending entry)
   or not yet been delivered (after its last-delivered id); a stream without a group is left alone;
 - a feed keeps every entry after the shard's projector checkpoint (and, while a full rebuild of the shard
-  runs, everything: ``Keys.feed_hold``); a shard without a checkpoint is left alone;
+  runs, everything: ``Keys.feed_hold``); a shard without a checkpoint is left alone; it also keeps every entry
+  after the notifier's cursor (``Keys.notifier_cursor``: the webhooks' notices come from the feeds) while that
+  cursor is younger than the notifier hold (``ALMANAC_NOTIFIER_HOLD_S``): a notifier stopped for a while misses
+  nothing, and one gone for good holds the feed back no longer than the hold;
 - both keep the last ``retain_ms`` of consumed entries too (stream ids are Redis' append times), for
   operators and outside readers of the feed (it is a published channel: docs/api.md, /asyncapi.json).
 Trimming is approximate (``XTRIM ... MINID ~``): Redis drops whole stream nodes only, the cheap way, so up
@@ -67,8 +70,8 @@ local removed = redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
 return {removed, held_by, redis.call('XLEN', KEYS[1])}
 """
 
-# KEYS: 1 feed, 2 the shard's projector checkpoint, 3 the shard's feed hold. ARGV: 1 retain (ms).
-# Returns the entries removed.
+# KEYS: 1 feed, 2 the shard's projector checkpoint, 3 the shard's feed hold, 4 the shard's notifier cursor.
+# ARGV: 1 retain (ms), 2 notifier hold (ms). Returns the entries removed.
 TRIM_FEED_SCRIPT = _LUA_IDS + """
 local checkpoint = redis.call('GET', KEYS[2])
 if not checkpoint then return 0 end
@@ -76,6 +79,10 @@ local bound = retention_bound(ARGV[1])
 if earlier(checkpoint, bound) then bound = checkpoint end
 local hold = redis.call('GET', KEYS[3])
 if hold and earlier(hold, bound) then bound = hold end
+local noticed = redis.call('GET', KEYS[4])
+if noticed and earlier(noticed, bound) and not earlier(noticed, retention_bound(ARGV[2])) then
+  bound = noticed  -- an entry id is its append time: the cursor is younger than the hold
+end
 return redis.call('XTRIM', KEYS[1], 'MINID', '~', bound)
 """
 # A full rebuild sets the shard's checkpoint back to the feed head it read before folding the rooms: the
@@ -96,8 +103,9 @@ class CommandsTrim(NamedTuple):
 class StreamTrimmer:
     """The two trim scripts, registered on one client (after a NOSCRIPT they run by their text: run_script)."""
 
-    def __init__(self, client: Any, retain_ms: int) -> None:
+    def __init__(self, client: Any, retain_ms: int, notifier_hold_ms: int = 0) -> None:
         self.retain_ms = retain_ms
+        self.notifier_hold_ms = notifier_hold_ms
         self._commands = client.register_script(TRIM_COMMANDS_SCRIPT)
         self._feed = client.register_script(TRIM_FEED_SCRIPT)
 
@@ -106,9 +114,11 @@ class StreamTrimmer:
         removed, held_by, length = await run_script(self._commands, [stream], [self.retain_ms])
         return CommandsTrim(int(removed), held_by.decode() if isinstance(held_by, bytes) else held_by, int(length))
 
-    async def trim_feed(self, feed: str, checkpoint: str, hold: str) -> int:
-        """Drop a feed's entries before the checkpoint (applied) and the hold, older than the retention."""
-        return int(await run_script(self._feed, [feed, checkpoint, hold], [self.retain_ms]))
+    async def trim_feed(self, feed: str, checkpoint: str, hold: str, noticed: str) -> int:
+        """Drop a feed's entries before the checkpoint (applied), the hold and the notifier's cursor (``noticed``,
+        while younger than the notifier hold), older than the retention."""
+        return int(await run_script(self._feed, [feed, checkpoint, hold, noticed],
+                                    [self.retain_ms, self.notifier_hold_ms]))
 
 
 async def feed_was_trimmed(client: Any, feed: str) -> bool:

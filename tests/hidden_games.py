@@ -1,7 +1,7 @@
 """Same game, different hidden values: play a game twice and collect what an outsider receives at each step.
 
-Run A plays every rule-set's bot policy (``events/<name>/policy.py``) for three players through the pure
-kernel (`game_driver.PureRoom`), all dice from one secret seed. Run B replays A's commands, same players,
+Run A plays every rule-set version's bot policy (its manifest's ``policy``; the example plugins' too) for
+three players through the pure kernel (`game_driver.PureRoom`), all dice from one secret seed. Run B replays A's commands, same players,
 same times, same order, but its room has a secret seed of its own (a different seed commitment, what
 its creation draws in secret differs: board's deck) and the dice of the commands whose rolls are hidden
 from the outsider come from another seed: only hidden values differ, every public roll is the same (a
@@ -23,7 +23,12 @@ is a party entitled to a value that differs (a raid on the city whose dice chang
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import importlib
+import sys
+import tomllib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -43,6 +48,8 @@ PLAYERS = ("alice", "bob", "carol")
 OUTSIDER = "carol"
 SEED_A = b"hidden-games seed A, 32 bytes..."
 SEED_B = b"hidden-games seed B, 32 bytes..."
+# The repository's example plugins (examples/<plugin>/pyproject.toml): rule-sets to compare like the installed ones.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 Step = tuple[str, dict[str, Any], int]  # player, command body, server time
 
@@ -57,8 +64,10 @@ class Variation(msgspec.Struct, frozen=True, kw_only=True):
     hidden_kinds: frozenset[str] = frozenset()  # command kinds whose dice may differ between the runs
     public_rolls: frozenset[str] = frozenset()  # event tags whose stored content is a public roll
     step_ms: int = 1_000
-    # Board: the card turned up after a step is public (the view shows it); a differing one ends the comparison.
-    turned_up: Callable[[Any], Any] | None = None
+    # What a step turns up for everyone, from the game after it and the step's events (board: the next card,
+    # which the view shows; the duel: a decided round's totals): a varied step is retried with other seeds until
+    # it turns up what run A's did, and a differing one ends the comparison.
+    turned_up: Callable[[Any, list[Envelope]], Any] | None = None
     # The room's own secret seed differs between the runs (board: no, its deck would turn up other cards at
     # the other players' steps; the owner's reshuffles vary it instead).
     seed_varies: bool = True
@@ -83,7 +92,7 @@ class Variation(msgspec.Struct, frozen=True, kw_only=True):
 IDLE = "idle"  # a script's answer: the seat does nothing this time (it misses the season's deadline)
 
 
-def board_turned_up(game: Any) -> Any:
+def board_turned_up(game: Any, envelopes: list[Envelope]) -> Any:
     return game.deck[0] if game.deck and not game.over else None
 
 
@@ -131,6 +140,38 @@ VARIATIONS["realm-bots"] = Variation(
     covers=frozenset({"room.bot_policy", "room.deadline_missed", "room.seat_active", "room.seat_to_bot"}),
     # its compared part: carol left, bob missed, played again, then missed two in a row and went to a bot
     route_game=3,
+)
+
+
+# Every other installed version plays its own twins: realm@2 resolves mining its own way (a skull cancels a star).
+VARIATIONS["realm-v2"] = msgspec.structs.replace(VARIATIONS["realm"], ruleset="realm@2", name="realm-v2")
+
+
+def board_idles(state: Any, player: str, now: int) -> Any:
+    """board@2 with a turn limit: the owner lets every fourth turn run out (the clock times it out), plays the rest."""
+    game = state.game
+    return IDLE if player == "alice" and (game.placed + game.skipped + game.timed_out) % 4 == 2 else None
+
+
+# board@2's own option: a turn limit, a turn the owner leaves idle timed out by the clock (three seats a round, 4 s
+# each: a round outlasts the 10 s limit). A timeout skips the element, so its card turns up as a placement's.
+VARIATIONS["board-v2"] = msgspec.structs.replace(
+    VARIATIONS["board"], ruleset="board@2", name="board-v2", options={"turn_limit_s": 10}, step_ms=4_000,
+    hidden_kinds=VARIATIONS["board"].hidden_kinds | {"time_out"}, script=board_idles, clock=True,
+    covers=frozenset({"board.turn_began", "board.turn_timed_out"}))
+
+
+def duel_turned_up(game: Any, envelopes: list[Envelope]) -> Any:
+    """A decided round's totals (and winner): public once both have rolled."""
+    return [e.payload for e in envelopes if e.type == "dice_duel.round_won"] or None
+
+
+# The dice duel (examples/dice-duel, a plugin): bob, the second to roll, owns the varied rolls; alice, the seat
+# that rolled before him, is the outsider. His faces differ, their total (public once the round is decided) does
+# not: every round is compared, not only up to the first.
+VARIATIONS["dice_duel"] = Variation(
+    ruleset="dice_duel", options={}, owner="bob", outsider="alice", hidden_kinds=frozenset({"roll"}),
+    turned_up=duel_turned_up,
 )
 
 
@@ -248,7 +289,7 @@ def _step(variation: Variation, room: PureRoom, player: str, body: dict[str, Any
         "summary_scores": models.room_summary(state, 0)["scores"],
     }
     return Receipt(envelopes=envelopes or [], refused=envelopes is None, seen=seen,
-                   turned_up=variation.turned_up(game) if variation.turned_up else None,
+                   turned_up=variation.turned_up(game, envelopes or []) if variation.turned_up else None,
                    over=bool(decider.is_over(game)), commitment=state.seed_commitment)
 
 
@@ -287,3 +328,38 @@ def _field(event: Any, name: str) -> Any:
     for part in name.split("."):
         event = getattr(event, part)
     return event
+
+
+def example_plugins() -> dict[str, tuple[Path, str]]:
+    """The rule-sets the repository's example plugins publish: entry-point name -> (the plugin's folder, its
+    ``module:attribute``), read from each plugin's own pyproject.toml as pip would."""
+    found: dict[str, tuple[Path, str]] = {}
+    for project in sorted(EXAMPLES.glob("*/pyproject.toml")):
+        points = tomllib.loads(project.read_text()).get("project", {}).get("entry-points", {})
+        found |= {name: (project.parent, value) for name, value in points.get(registry.ENTRY_POINT_GROUP, {}).items()}
+    return found
+
+
+@contextlib.contextmanager
+def plugins_known() -> Iterator[list[str]]:
+    """Every example plugin's rule-set known to the registry for the block (the names yielded): one this
+    environment has not installed is imported from its source folder and registered, then forgotten after
+    (registry, modules, path), so the rest of the session sees the rule-sets as installed."""
+    added: list[tuple[str, str, str]] = []
+    try:
+        for entry, (folder, value) in example_plugins().items():
+            name = registry.parse(entry)[0]
+            if registry.versions(name):
+                continue  # installed (tests/gateway/test_plugin_game.py installs the dice duel for its module)
+            sys.path.insert(0, str(folder))
+            module, _, attribute = value.partition(":")
+            added.append((name, str(folder), module.split(".")[0]))
+            registry.register(getattr(importlib.import_module(module), attribute))
+        yield sorted({registry.parse(entry)[0] for entry in example_plugins()})
+    finally:
+        for name, folder, package in added:
+            registry.unregister(name)
+            sys.path.remove(folder)
+            for module in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+                del sys.modules[module]
+

@@ -31,6 +31,8 @@ def public(key: Ed25519PrivateKey) -> str:
 
 
 ANN_PUBLIC = public(ANN_KEY)
+BOB_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"bob's signing key").digest())
+KEYS = {"ann": ANN_KEY, "bob": BOB_KEY}  # each player's own key (another player's client signs with ann's)
 
 
 def signed(record: CommandRecord, key: Ed25519PrivateKey = ANN_KEY, seen_version: int | None = None) -> CommandRecord:
@@ -58,17 +60,22 @@ class Room:
         if sign:
             if seen is None and not old_form:
                 seen = await self.store.latest_version(self.room)
-            record = signed(record, seen_version=seen)
+            record = signed(record, key=KEYS.get(player, ANN_KEY), seen_version=seen)
         return await self.service.handle(record)
 
     async def open(self, *, seed: bytes = SEED, ann_signs: bool = False, bob_nonce: bytes = BOB_NONCE,
                    ann_nonce: bytes = ANN_NONCE, ann_signs_join: bool = False,
-                   join_key: Ed25519PrivateKey = ANN_KEY) -> Room:
+                   join_key: Ed25519PrivateKey = ANN_KEY, bob_signs: bool = False,
+                   dice_scheme: int | None = None) -> Room:
         """Created with ``seed`` (no scheme named: the engine's default for new rooms); ann and bob join (ann's join
         registering her key when ``ann_signs``, signed by it, as the gateway requires today, with ``ann_signs_join``;
-        ``join_key``: the key her join registers and is signed by, another than hers when the operator answers it)."""
+        ``join_key``: the key her join registers and is signed by, another than hers when the operator answers it;
+        bob's registering his own key, his join signed by it, when ``bob_signs``; ``dice_scheme``: an older scheme
+        named by the create, as a room created before scheme 3 had)."""
         await self.store.save_seed(self.room, seed)
-        assert (await self.send("create", "ann", {"kind": "create_room", "ruleset": "counter"})).accepted
+        create = {"kind": "create_room", "ruleset": "counter"} | (
+            {"dice_scheme": dice_scheme} if dice_scheme is not None else {})
+        assert (await self.send("create", "ann", create)).accepted
         ann_join = {"kind": "join_room", "nonce_commitment": await self.store.save_nonce(self.room, ann_nonce)}
         registered = public(join_key)
         if ann_signs:
@@ -83,7 +90,15 @@ class Room:
             joined = await self.send("ann-join", "ann", ann_join)
         assert joined.accepted, joined.error
         bob_join = {"kind": "join_room", "nonce_commitment": await self.store.save_nonce(self.room, bob_nonce)}
-        assert (await self.send("bob-join", "bob", bob_join)).accepted
+        signature = None
+        if bob_signs:
+            bob_join["public_key"] = public(BOB_KEY)
+            signature = BOB_KEY.sign(join_bytes(self.room, "bob", bob_join["public_key"],
+                                                bob_join["nonce_commitment"])).hex()
+        self.clock += 1_000
+        joined = await self.service.handle(CommandRecord(command_id="bob-join", room=self.room, player="bob",
+                                                         server_time_ms=self.clock, body=bob_join, signature=signature))
+        assert joined.accepted, joined.error
         return self
 
     async def roll(self, command_id: str, player: str, dice: int = 5, **kwargs) -> tuple[int, ...]:
@@ -110,6 +125,17 @@ async def ended_room(refusing_player: str, *, ann_signs_join: bool = True, old_f
     latest = await room.store.latest_version(ROOM)
     bundle = await dispute_bundle(room.store, ROOM, 0, versions=(1, latest))
     return room, json.loads(json.dumps(bundle))
+
+
+async def signing_room(*, ann_signs: bool = False, bob_signs: bool = False) -> tuple[Room, dict]:
+    """A new room (scheme 3) where ann and bob each roll and ann ends it, each signing (their join too) when told;
+    with the bundle of the whole room."""
+    room = await Room(MemoryEventStore()).open(ann_signs=ann_signs, ann_signs_join=ann_signs, bob_signs=bob_signs)
+    await room.roll("a1", "ann", sign=ann_signs)
+    await room.roll("b1", "bob", sign=bob_signs)
+    assert (await room.send("end", "ann", {"kind": "end_room"}, sign=ann_signs)).accepted
+    latest = await room.store.latest_version(ROOM)
+    return room, json.loads(json.dumps(await dispute_bundle(room.store, ROOM, 0, versions=(1, latest))))
 
 
 OPERATORS_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"the operator's own key").digest())

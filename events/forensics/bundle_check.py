@@ -53,7 +53,10 @@ failure, and says what each passed step proved:
               VERIFIES.
 
 The verdict is VERIFIED only when every step ran and passed; NOT VERIFIED when one failed (damaged or
-hostile input included: never an exception); else INCOMPLETE, naming each step that did not run.
+hostile input included: never an exception); else INCOMPLETE, naming each step that did not run. Whatever it is,
+it states the room's dice scheme and which seats signed their commands and which did not, with what that leaves
+open (events.forensics.signers, as `almanac verify` says it): the rules cannot tell an unsigned seat's command from
+one the operator sent with a token it minted, so VERIFIED says so for such seats.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ from almanac.events.forensics.redecide import (
     revealed_nonces,
     signed_joins,
 )
+from almanac.events.forensics.signers import Seats, seats, seats_line
 from almanac.events.forensics.tree_diff import difference_lines, tree_diff
 from almanac.events.hashing import envelope_hash
 from almanac.events.schema import NAME_PATTERN
@@ -177,6 +181,9 @@ class Verdict(msgspec.Struct, kw_only=True):
     status: str = NOT_VERIFIED  # VERIFIED, INCOMPLETE or NOT VERIFIED
     steps: list[Step] = []
     audience: str = ""  # who the bundle says may read it (its first line), shown again with the verdict
+    # The room's dice scheme and which seats signed, read from the chain once it is linked (events.forensics.signers,
+    # as `almanac verify` reports them): a VERIFIED room whose seats did not sign says what that leaves open.
+    seats: Seats | None = None
 
     @property
     def failed(self) -> Step | None:
@@ -193,6 +200,8 @@ class Verdict(msgspec.Struct, kw_only=True):
         if self.status == INCOMPLETE:
             first += " (not checked: " + ", ".join(self.unchecked) + ")"
         lines = [first] + ([f"  audience: {self.audience}"] if self.audience else [])
+        if self.seats is not None and self.failed is None:  # (a failed chain's seats are nobody's)
+            lines += [f"  seats: {seats_line(self.seats)}"] + [f"  note: {note}" for note in self.seats.notes]
         for s in self.steps:
             where = f" (version {s.version})" if s.version is not None else ""
             lines.append(f"  [{s.status}] {s.name}{where}: {s.detail}")
@@ -278,6 +287,25 @@ def verify_bundle(bundle: Any, expect_head: str | None = None, *,
     else:
         verdict.status, verdict.ok = VERIFIED, True
     return verdict
+
+
+def _seats(chain: list[Envelope], records: Any) -> Seats | None:
+    """The room's dice scheme and who signed (events.forensics.signers), the joins' signatures checked against the
+    bundle's command records that decode (a record that does not is the coverage step's to name); None when the
+    chain does not open with a readable room.created (the rules step names that)."""
+    try:
+        created = codec.decode_event(chain[0])
+        if not isinstance(created, room_rules.RoomCreated):
+            return None
+        decoded = []
+        for pair in records or []:
+            try:
+                decoded.append(decode_record(base64.b64decode(pair[1], validate=True)))
+            except (TypeError, ValueError, IndexError, KeyError, msgspec.DecodeError, msgspec.ValidationError):
+                continue
+        return seats(created.dice_scheme, chain, decoded)
+    except (CorruptEventError, RulesNotInstalledError, TypeError, ValueError):
+        return None
 
 
 def _checkpoint_step(bundle: dict, room: str, chain: list[Envelope], checkpoints: Sequence[Any] | None,
@@ -389,6 +417,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
                     recorded=head_hash, recomputed=previous, sides=("stated", "recomputed"))
     passed(Step(name="chain", status="passed", detail=f"versions 1..{head_version} are linked and unaltered, ending at "
                 f"head {head_hash[:16]}…"))
+    verdict.seats = _seats(chain, records)
 
     # 3. checkpoints: the commitment chain passes through every signed checkpoint players hold
     at[0] = "checkpoints"

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Comparison, Dice, ReadModel, RoomState, RuleSet
-from almanac.games.claim import bot, data
+from almanac.games.claim import data, seats
 from almanac.games.claim.game import DECIDER
 from almanac.games.claim.policy import choose_command
 from almanac.games.claim.seeding import Lcg, lcg_seed, seed_parcels
@@ -146,7 +146,7 @@ MANIFEST = RuleSet(
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
     default=True,
     policy=policy,
-    seat_bot=bot.play,
+    seat_bot=seats.seat_bot,  # the room decides with it: a rule, in seats.py, which the fingerprint covers
     bench=BenchScenario(
         description="claims from staking to proving up, the simple policy acting every 20 minutes",
         start_ms=T0,

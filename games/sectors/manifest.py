@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
-from almanac.games.sectors import bot, data
+from almanac.games.sectors import data, seats
 from almanac.games.sectors.commands import EndSeason
 from almanac.games.sectors.game import DECIDER
 from almanac.games.sectors.policy import choose_command
@@ -109,7 +109,7 @@ MANIFEST = RuleSet(
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
     default=True,
     policy=policy,
-    seat_bot=bot.play,
+    seat_bot=seats.seat_bot,  # the room decides with it: a rule, in seats.py, which the fingerprint covers
     bench=BenchScenario(
         description=(f"full {SIDE}x{SIDE} colonies ({SIDE * SIDE} explored sectors, {_BUILT} buildings) played "
                      f"season by season for {YEARS} years each"),

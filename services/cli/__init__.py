@@ -27,24 +27,24 @@ def _each_invocation() -> None:
 
 # Each module registers its commands on `app` (or adds a sub-app) when imported.
 _COMMAND_MODULES = (
-    "almanac.services.cli.engine_process",  # engine
-    "almanac.services.cli.sim",             # sim
-    "almanac.services.cli.history",         # log, state
-    "almanac.services.cli.verification",    # verify
-    "almanac.services.cli.player_signing",  # player-key, sign
-    "almanac.services.cli.audit",           # audit trade
-    "almanac.services.cli.forks",           # fork, diff
-    "almanac.services.cli.inspect_values",  # explain, bisect
-    "almanac.services.cli.transfer",        # export, import
+    "almanac.services.cli.engine_process",   # engine
+    "almanac.services.cli.sim",              # sim
+    "almanac.services.cli.history",          # log, state
+    "almanac.services.cli.verification",     # verify
+    "almanac.services.cli.player_signing",   # player-key, sign
+    "almanac.services.cli.audit_commands",   # audit trade
+    "almanac.services.cli.forks",            # fork, diff
+    "almanac.services.cli.inspect_values",   # explain, bisect
+    "almanac.services.cli.transfer",         # export, import
     "almanac.services.cli.dispute_commands",  # dispute, verify-bundle
-    "almanac.services.cli.keys",         # keys, checkpoints
-    "almanac.services.cli.projections",  # projector, projections rebuild
+    "almanac.services.cli.key_commands",     # keys, checkpoints
+    "almanac.services.cli.projections",      # projector, projections rebuild
     "almanac.services.cli.archive_commands",  # archive, archiver
-    "almanac.services.cli.gateway",      # gateway, up, demo
-    "almanac.services.cli.notifier",     # notifier (webhooks)
-    "almanac.services.cli.bots",         # bots (seats played by bots)
-    "almanac.services.cli.documents",    # openapi, asyncapi
-    "almanac.services.cli.bench",        # bench store | engine | rules NAME | e2e
+    "almanac.services.cli.gateway",          # gateway, up, demo
+    "almanac.services.cli.notifier_commands",  # notifier (webhooks)
+    "almanac.services.cli.bots",             # bots (seats played by bots)
+    "almanac.services.cli.documents",        # openapi, asyncapi
+    "almanac.services.cli.bench",            # bench store | engine | rules NAME | e2e
 )
 
 

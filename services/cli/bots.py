@@ -50,11 +50,10 @@ def run_bots(
 
 def _with_client(work):  # the operator's commands: one short connection
     settings = settings_or_exit()
-    keys = Keys(settings.shard_count)
 
     async def run(url: str):
         async with bootstrap.opened(settings, bootstrap.Role.TOOL, url) as runtime:
-            return await work(runtime, keys)
+            return await work(runtime, runtime.keys)
 
     with redis_url_for(settings) as url:
         return guarded(lambda: uvloop.run(run(url)), f"Redis at {url}")

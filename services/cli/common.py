@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -23,23 +22,11 @@ from almanac.events.forensics.tree_diff import ABSENT, Change
 from almanac.events.hashing import state_hash
 from almanac.services import bootstrap
 from almanac.services.settings import Settings, SettingsError, parse_shard_selection
+from almanac.services.terminal import output_width
 from almanac.storage.base import EventStore
 from almanac.storage.export_store import ExportFormatError
 
 T = TypeVar("T")
-
-# Output to a terminal wraps at its width; output to a pipe or a file (grep, a script, a log) is not wrapped
-# at all: rich's default of 80 columns there would cut tables and values mid-word. COLUMNS still wins.
-UNWRAPPED = 1_000_000
-
-
-def output_width() -> int | None:
-    """The width output wraps at now: COLUMNS, else the terminal's (None: rich asks it), else unwrapped."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    return None if sys.stdout.isatty() else UNWRAPPED
-
 
 console = Console(width=output_width())
 

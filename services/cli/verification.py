@@ -35,7 +35,9 @@ def print_report(report: VerifyReport) -> None:
                           f"{', '.join(report.signing_players) or 'nobody'}; not signing: "
                           f"{', '.join(report.unsigned_players) or 'nobody'}; joins signed by the key they registered: "
                           f"{', '.join(report.signed_joins) or 'none'}, unsigned: {', '.join(report.unsigned_joins) or 'none'}; "
-                          f"refusals signed: {report.refusals_signed} of {report.refusals_rechecked}")
+                          f"refusals signed: {report.refusals_signed} of {report.refusals_rechecked}; unsigned, "
+                          f"sent by the clock for a due deadline: {report.commands_by_clock}, played by the bot the "
+                          f"log handed the seat to: {report.commands_by_bot}")
     else:
         divergence = report.divergence
         assert divergence is not None

@@ -18,7 +18,7 @@ from almanac.events.dice import (
     server_nonce,
 )
 from almanac.events.envelope import GENESIS_HASH, Envelope
-from almanac.events.errors import CorruptEventError, RulesNotInstalledError
+from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.forensics.redecide import (
     Mismatch,
     Refusal,
@@ -28,8 +28,17 @@ from almanac.events.forensics.redecide import (
     redecide,
     signed_joins,
 )
+from almanac.events.forensics.signers import seats
 from almanac.events.hashing import envelope_hash, first_broken_link
-from almanac.events.step import decode_record, replay
+from almanac.events.step import (
+    BY_BOT,
+    BY_CLOCK,
+    CommandRecord,
+    advance,
+    decode_record,
+    replay,
+    unsigned_because,
+)
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
 
@@ -39,7 +48,8 @@ class Divergence(msgspec.Struct, frozen=True, kw_only=True):
 
     # "fork" (the link to the parent), "decode", "chain", "coverage", "seed", "nonce" (a reveal against its
     # commitment), "order" (a nonce committed before the seed commitment was public), "redecide", "refusal",
-    # "ruleset" (not installed)
+    # "ruleset" (not installed), "signature" (a signing seat's command without its valid signature, not one the
+    # state allows unsigned: events.step.unsigned_because)
     check: str
     version: int | None
     message: str
@@ -97,6 +107,11 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     # registered a key of its own for them).
     signed_joins: list[str] = []
     unsigned_joins: list[str] = []
+    # Of the signing seats' commands, those accepted unsigned because the state before each alone justified it
+    # (events.step.unsigned_because): the clock's timeout of a deadline due then, and moves of a seat the log handed
+    # to a bot (room.seat_to_bot). Never counted as signed, never as forged.
+    commands_by_clock: int = 0
+    commands_by_bot: int = 0
 
 
 def envelope_view(envelope: Envelope) -> dict[str, Any]:
@@ -381,48 +396,67 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
                                      recomputed=wrong.recomputed.to_dict() if wrong.recomputed else "accepted"))
         report["refusals_rechecked"] = rechecked
         report["refusals_signed"] = len(signed_refusals)
-    await _signing(store, room, envelopes, scheme, report, notes)
+    unsigned = _signing(spans, envelopes, base, scheme, report, notes)
+    if unsigned is not None:
+        return failed(unsigned)
     return VerifyReport(ok=True, notes=notes, **report)
 
 
-async def _signing(store: EventStore, room: str, envelopes: list[Envelope], scheme: int, report: dict[str, Any],
-                   notes: list[str]) -> None:
-    """Who signed: in a scheme-3 room each signing seat's commands were re-decided only with their player's valid
-    signature (``events.step.check_signature``); the others' could have been sent by whoever held a token."""
-    if scheme != COMMAND_BOUND:
-        notes.append(f"dice scheme {scheme}: rolls are keyed by room and version and no command is signed, so the "
-                     "operator could predict rolls, choose which command lands on which version and act for a "
-                     "player (docs/dice.md); scheme 3 rooms prevent that")
-        return
-    keys: dict[str, str] = {}
-    seated: list[str] = []
-    for envelope in envelopes:
-        if envelope.type == "room.player_joined":
-            joined = codec.decode_event(envelope)
-            seated.append(joined.player)
-            if joined.public_key:
-                keys[joined.player] = joined.public_key
-    signed, signed_joins = 0, set()
-    for _, data in await store.commands(room):
-        record = decode_record(data)
-        if record.player in keys and record.signature is not None:
-            if record.body.get("kind") == "join_room":
-                signed_joins.add(record.player)
-            else:
-                signed += 1
-    unsigned = sorted(set(seated) - set(keys))
-    unsigned_joins = sorted(set(keys) - signed_joins)
-    report.update(signing_players=sorted(keys), unsigned_players=unsigned, commands_signed=signed,
-                  signed_joins=sorted(signed_joins), unsigned_joins=unsigned_joins)
-    if unsigned_joins:
-        notes.append(f"joins that registered a key unsigned ({', '.join(unsigned_joins)}): nothing but the join's own "
-                     "answer shows the key is that player's (the operator could have registered its own)")
-    if report.get("commands_redecided"):
+def _signing(spans: list[tuple[int, int, bytes]], envelopes: list[Envelope], base: room_rules.RoomState | None,
+             scheme: int, report: dict[str, Any], notes: list[str]) -> Divergence | None:
+    """Who signed (events.forensics.signers, shared with the bundle verifiers): in a scheme-3 room each signing seat's
+    commands were re-decided only with their player's valid signature (``events.step.check_signature``); the others'
+    could have been sent by whoever held a token. A signing seat's unsigned command is named for what the state
+    before it says sent it (``events.step.unsigned_because``: the clock's timeout of a due deadline, or the bot the
+    log handed the seat to), from the log alone, so even a room whose commands are not re-decided (no seed here)
+    fails on any other unsigned command of a signing seat."""
+    records: list[tuple[int, CommandRecord]] = []
+    for first, _, data in spans:
+        try:
+            records.append((first, decode_record(data)))
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            return Divergence(check="decode", version=first, message=f"undecodable command record: {error}")
+    found = seats(scheme, envelopes, [record for _, record in records])
+    keys = set(found.signing_players)
+    signed = 0
+    unsigned_by: dict[str, dict[str, int]] = {BY_CLOCK: {}, BY_BOT: {}}
+    state, folded = base, 0
+    for first, record in records:
+        if record.player not in keys:
+            continue  # a seat that never signs
+        if record.signature is not None:
+            signed += record.body.get("kind") != "join_room"  # checked when re-deciding
+            continue
+        while folded < first - 1:  # the state the command was decided against (folded only this far, only now)
+            state = advance(state, envelopes[folded])
+            folded += 1
+        if state is None or record.player not in dict(state.player_keys):
+            continue  # before the seat registered its key (its create, its join)
+        try:
+            why = unsigned_because(state, record, codec.decode_command(room_rules.stored_ref(state), record.body))
+        except RuleError:
+            why = None
+        if why is None:
+            return Divergence(check="signature", version=first,
+                              message=f"command {record.command_id!r} of {record.player!r}, whose seat signs, is "
+                                      "recorded without a signature, and it is neither the clock's timeout of a "
+                                      "deadline due then nor a move of a seat the log handed to a bot")
+        unsigned_by[why][record.player] = unsigned_by[why].get(record.player, 0) + 1
+    by_clock, by_bot = sum(unsigned_by[BY_CLOCK].values()), sum(unsigned_by[BY_BOT].values())
+    report.update(signing_players=found.signing_players, unsigned_players=found.unsigned_players,
+                  commands_signed=signed, signed_joins=found.signed_joins, unsigned_joins=found.unsigned_joins,
+                  commands_by_clock=by_clock, commands_by_bot=by_bot)
+    if scheme == COMMAND_BOUND and report.get("commands_redecided"):
         notes.append(f"signed by their players (each signature checked when re-deciding): {signed} commands of "
-                     f"{', '.join(sorted(keys)) or 'nobody'}")
-    if unsigned:
-        notes.append(f"players who do not sign ({', '.join(unsigned)}): the operator could have acted for them "
-                     "with a token it minted")
+                     f"{', '.join(found.signing_players) or 'nobody'}")
+    if by_clock:
+        notes.append(f"sent by the clock for a due deadline, unsigned (the state before each names the deadline due "
+                     f"at its time; docs/dice.md): {by_clock} commands as {', '.join(sorted(unsigned_by[BY_CLOCK]))}")
+    if by_bot:
+        notes.append(f"played by the bot the log handed the seat to, unsigned (room.seat_to_bot; docs/dice.md): "
+                     f"{by_bot} commands of {', '.join(sorted(unsigned_by[BY_BOT]))}")
+    notes.extend(found.notes)
+    return None
 
 
 async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope], seed: bytes | None,

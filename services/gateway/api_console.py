@@ -119,6 +119,11 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
         for row in rooms:
             pipe.xrevrange(gw.keys.events(row["room"]), "+", "-", count=1)
         tails = await pipe.execute()
+    # A room whose stream Redis no longer holds may be archived: its version is its pointer's (one round trip for
+    # all of them), and its last activity the time of that version's event.
+    pointers = getattr(gw.store, "pointers", None)
+    archived = {} if pointers is None else await pointers([row["room"] for row, tail in zip(rooms, tails,
+                                                                                               strict=True) if not tail])
     listed = []
     for row, tail in zip(rooms, tails, strict=True):
         latest, last_ms = 0, None
@@ -127,9 +132,22 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
             latest = int(entry_id.split(b"-", 1)[0])
             envelope = codec.decode_envelope(fields[b"e"], row["room"], latest)
             last_ms = envelope.server_time_ms
+        elif (pointer := archived.get(row["room"])) is not None:
+            latest = pointer.version
+            last_ms = await _archived_activity(gw.store, row, latest)
         listed.append({**row, "latest_version": latest, "last_activity_ms": last_ms,
                        "projector_lag_versions": max(0, latest - int(row.get("version", 0)))})
     return json_response({"rooms": codec.to_builtins(listed)})
+
+
+async def _archived_activity(store: RedisEventStore, row: dict[str, Any], latest: int) -> int | None:
+    """The time of an archived room's last event: its listing row's ``updated_at_ms`` when the row was projected
+    at that version (it is that event's time: projections.models), so a poll of hundreds of archived rooms reads
+    no object; else that event, read from the archive."""
+    if int(row.get("version", 0)) == latest and row.get("updated_at_ms") is not None:
+        return int(row["updated_at_ms"])
+    last = await store.read(row["room"], latest, latest)
+    return last[-1].server_time_ms if last else None
 
 
 @router.get("/rooms/{room}/at/{version}", openapi_extra=TOKEN_REQUIRED,

@@ -190,6 +190,12 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
     return lines + await _scrape_archivers(gw)
 
 
+def sample(value: float) -> str:
+    """A sample's value with every digit kept (``:g`` keeps six significant ones: a byte counter past a million
+    read rounded, and stood still between scrapes while it grew)."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
 def _restore_histogram(engine: str, counters: dict[str, int]) -> list[str]:
     """One engine's ``almanac_room_restore_seconds`` series from its counters (services.engine.metrics)."""
     labels = f'engine="{engine}"'
@@ -197,7 +203,7 @@ def _restore_histogram(engine: str, counters: dict[str, int]) -> list[str]:
              f'{counters.get(f"restore_le_{bound}", 0)}' for bound in RESTORE_BUCKETS_MS]
     count = counters.get("rooms_restored", 0)
     return lines + [f'almanac_room_restore_seconds_bucket{{{labels},le="+Inf"}} {count}',
-                    f"almanac_room_restore_seconds_sum{{{labels}}} {counters.get('restore_us_sum', 0) / 1e6:g}",
+                    f"almanac_room_restore_seconds_sum{{{labels}}} {sample(counters.get('restore_us_sum', 0) / 1e6)}",
                     f"almanac_room_restore_seconds_count{{{labels}}} {count}"]
 
 
@@ -226,5 +232,5 @@ async def _scrape_archivers(gw: Gateway) -> list[str]:
         for name in names:
             value = stats[name].get(field.encode())
             if value is not None:
-                lines.append(f'{metric}{{archiver="{name}"}} {float(value):g}')
+                lines.append(f'{metric}{{archiver="{name}"}} {sample(float(value))}')
     return lines

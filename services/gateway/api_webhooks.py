@@ -21,7 +21,9 @@ from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.schemas import TOKEN_REQUIRED, Name, decode_body, openapi_body
 
 router = APIRouter(tags=["webhooks"])
-Kind = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,32}$")]
+# Typed as strings with their enum in the schema (not Literal): an unknown kind or scope gets its own refusal naming
+# the allowed values, as every other refusal does.
+Kind = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,32}$", extra_json_schema={"enum": list(notifier.KINDS)})]
 
 
 class SubscribeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -30,7 +32,8 @@ class SubscribeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     ``secret``: the HMAC key of the signature header (at least 32 characters; drawn by the server if absent)."""
 
     url: Annotated[str, msgspec.Meta(min_length=8, max_length=2000)]
-    scope: Annotated[str, msgspec.Meta(pattern="^(deployment|room|player)$")] = "deployment"
+    scope: Annotated[str, msgspec.Meta(pattern=f"^({'|'.join(notifier.SCOPES)})$",
+                                       extra_json_schema={"enum": list(notifier.SCOPES)})] = "deployment"
     room: Name | None = None
     player: Name | None = None
     kinds: Annotated[list[Kind], msgspec.Meta(max_length=8)] = []

@@ -90,10 +90,10 @@ class UsedWindows:
 
 
 class RateLimits:
-    def __init__(self, settings: Settings, client: aioredis.Redis, keys: Keys | None = None) -> None:
+    def __init__(self, settings: Settings, client: aioredis.Redis, keys: Keys) -> None:
         self.anon = _item(settings.rate_anon)
         self.commands = _item(settings.rate_commands)
-        self.keys = keys or Keys(settings.shard_count)  # the gateway's own (services.bootstrap) when given
+        self.keys = keys  # the gateway's own (services.bootstrap)
         self.used = UsedWindows()
         self._own_client: aioredis.Redis | None = None
         if settings.redis_cluster:

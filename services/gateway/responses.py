@@ -13,6 +13,7 @@ import msgspec
 
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import VerifyReport
+from almanac.services.notifier import NoticeKind, Scope
 
 Json = dict[str, Any]
 STATE_VALUE = "StateValue"
@@ -803,10 +804,10 @@ class WebhookSubscription(_Body):
 
     id: str
     url: str
-    scope: str  # deployment | room | player
+    scope: Scope
     room: str | None = None
     player: str | None = None
-    kinds: list[str] = []
+    kinds: list[NoticeKind] = []
     created_ms: int = 0
     secret: str | None = None
 
@@ -831,13 +832,13 @@ class WebhookNotice(_Body, kw_only=True):
     as GET /rooms/{room}/events sends it), or, for deadline_soon, the deadline."""
 
     delivery_id: str
-    kind: str  # your_turn | trade_offered | room_ended | deadline_soon
+    kind: NoticeKind
     room: str
     ruleset: str | None
     version: int | None  # None: a deadline_soon notice
     player: str | None  # whom it concerns; None: everyone seated
     subscription: str
-    scope: str
+    scope: Scope
     viewer: str | None  # whose view the event is shown as (a player subscription's player); None: nobody seated's
     event: RoomEvent | None = None
     deadline: NoticeDeadline | None = None
@@ -872,6 +873,7 @@ class WebhookStats(_Body):
     delivered: int
     failed_attempts: int
     dead: int
+    missed_feed_gaps: int  # a notifier found its shards' feeds trimmed past its cursor (ALMANAC_NOTIFIER_HOLD_S)
     pending: int
     dead_letters: int
     latency_ms: WebhookLatency

@@ -17,8 +17,8 @@ async def test_each_rooms_seat_is_counted_with_its_command_in_its_rooms_slot(clu
     client = connect(cluster_url, cluster=True)
     await client.flushall()
     settings = load_settings({}, redis_url=cluster_url, redis_cluster=True, rate_commands="2/minute")
-    limits = RateLimits(settings, client)
     keys = Keys(settings.shard_count)
+    limits = RateLimits(settings, client, keys)
     rooms = [f"limit-room-{index}" for index in range(12)]  # shards (and slots) on all three nodes
     try:
         for room in rooms:

@@ -231,7 +231,8 @@ async def test_command_streams_and_feeds_are_trimmed_on_every_node(cluster):
         await cluster.set(keys.checkpoint(shard), feed_ids[199])
 
         assert 100 <= (await trimmer.trim_commands(stream)).removed <= 200
-        assert 100 <= await trimmer.trim_feed(feed, keys.checkpoint(shard), keys.feed_hold(shard)) <= 199
+        assert 100 <= await trimmer.trim_feed(feed, keys.checkpoint(shard), keys.feed_hold(shard),
+                                                  keys.notifier_cursor(shard)) <= 199
         left = [entry_id for entry_id, _ in await cluster.xrange(stream)]
         assert ids[200] in left and ids[-1] in left  # the first pending entry and all after it stay
         assert feed_ids[199] in [entry_id for entry_id, _ in await cluster.xrange(feed)]  # the checkpoint stays

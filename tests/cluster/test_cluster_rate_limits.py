@@ -10,6 +10,7 @@ from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.redis_client import connect
 from almanac.services.settings import load_settings
+from almanac.storage.keys import Keys
 
 
 async def test_each_address_and_seat_is_limited_on_its_own_across_the_nodes(cluster_url) -> None:
@@ -17,7 +18,7 @@ async def test_each_address_and_seat_is_limited_on_its_own_across_the_nodes(clus
     await client.flushall()
     settings = load_settings({}, redis_url=cluster_url, redis_cluster=True, rate_anon="3/minute",
                              rate_commands="2/minute")
-    limits = RateLimits(settings, client)
+    limits = RateLimits(settings, client, Keys(settings.shard_count))
     try:
         addresses = [f"10.0.0.{index}" for index in range(12)]  # keys spread over the three nodes
         for _ in range(3):

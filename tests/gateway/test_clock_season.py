@@ -10,6 +10,8 @@ import httpx
 from gateway_stack import engine_and_gateway
 from waiting import CLOCK_LATE_MS
 
+from almanac.client import Client, PlayerKey
+
 TIMEOUT_MS = 1_500
 
 
@@ -57,3 +59,29 @@ def test_a_realm_whose_players_stop_playing_ends_its_year_by_itself(redis_url: s
         # and nothing more happens after the end (no deadline is left in an ended room)
         time.sleep(2 * TIMEOUT_MS / 1000)
         assert len(season_endings(http, room, token)) == 4
+
+
+def test_a_realm_whose_seats_all_sign_ends_its_seasons_by_itself(redis_url: str, tmp_path: Path) -> None:
+    with engine_and_gateway(redis_url, tmp_path) as (url, _), Client(url) as client:
+        # Given a one-year realm whose two seated players both sign their commands (as the console does by
+        # default), with a season timeout of 1.5 s, and nobody moving
+        alice, bob = f"alice-{secrets.token_hex(2)}", f"bob-{secrets.token_hex(2)}"
+        seat = client.create_room("realm", alice, options={"players": [alice, bob], "years": 1,
+                                                            "season_timeout_ms": TIMEOUT_MS},
+                                  player_key=PlayerKey.generate(), nonce=secrets.token_hex(32))
+        client.join(seat.room, bob, player_key=PlayerKey.generate(), nonce=secrets.token_hex(32))
+        # When the clock alone moves the room, sending each season's timeout unsigned as the first seated player
+        deadline = time.monotonic() + 60
+        endings: list[dict] = []
+        while time.monotonic() < deadline and len(endings) < 2:
+            time.sleep(0.25)
+            endings = [e for e in seat.events()["events"] if e["type"] == "realm.season_ended"]
+        # Then the seasons end by themselves, each forced as alice once its timeout passed
+        assert [e["event"]["season_index"] for e in endings[:2]] == [0, 1], endings
+        assert {e["event"]["forced_by"] for e in endings} == {alice}
+        # and the log verifies, naming those commands the clock's: never signed by alice, never forged
+        verified = client.verification(seat.room, token=seat.token)
+        assert verified["ok"] is True, verified
+        assert verified["signing_players"] == sorted([alice, bob])
+        assert verified["commands_by_clock"] >= 2 and verified["commands_signed"] == 0, verified
+        assert any("sent by the clock for a due deadline" in note for note in verified["notes"]), verified["notes"]

@@ -26,6 +26,8 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
     wait_until(lambda: api.get(f"/rooms/{room}").json().get("version"), lambda v: v == version)
     before = {path: api.get(path, headers=auth(auditor)).json()
               for path in (f"/rooms/{room}", f"/rooms/{room}/events", f"/rooms/{room}/state")}
+    row = status_row(api, room, auditor)  # the console's rooms table: its version and last activity
+    assert row["latest_version"] == version and row["last_activity_ms"] is not None
 
     env = {**stack.env, "ALMANAC_ARCHIVE_IDLE_AFTER": "1", "ALMANAC_ARCHIVER_INTERVAL_S": "0.2"}
     archiver = subprocess.Popen([sys.executable, "-c", CHILD, "archiver"], env=env,
@@ -39,6 +41,7 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
         assert not wait_until(lambda: client.exists(keys.events(room)), lambda n: not n, timeout_s=30)
         # Then every read answers as before, from the archive
         assert {path: api.get(path, headers=auth(auditor)).json() for path in before} == before
+        assert status_row(api, room, auditor) == row
         # When bob mines, his command is decided on the room brought back, once, right after the archived head
         mined = api.post(f"/rooms/{room}/commands", headers=auth(tokens[bob]),
                          json={"command": {"kind": "mine", "ore": "gold"}, "command_id": f"{room}-bob-1"})
@@ -73,6 +76,10 @@ def test_an_idle_room_leaves_redis_by_itself_and_a_players_command_brings_it_bac
         archiver.terminate()
         archiver.wait(timeout=10)
         client.close()
+
+
+def status_row(api: TestClient, room: str, auditor: str) -> dict:
+    return next(r for r in api.get("/status/rooms", headers=auth(auditor)).json()["rooms"] if r["room"] == room)
 
 
 def restores(api: TestClient) -> dict[tuple[str, str | None], float]:

@@ -36,7 +36,7 @@ def limited(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 def counted(client: redis.Redis, room: str, player: str) -> int:
     """The seat's window counter in Redis: every request the submit script counted."""
-    limit = RateLimits(load_settings({}, rate_commands="3/second"), client).seat_limit(room, player)
+    limit = RateLimits(load_settings({}, rate_commands="3/second"), client, Keys(16)).seat_limit(room, player)
     value = client.get(limit.key)
     return 0 if value is None else int(value)
 

@@ -25,7 +25,16 @@ from bundle_forgery import (
     with_refusal,
 )
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from signed_rooms import ANN_PUBLIC, OPERATORS_KEY, ROOM, anns_bundle, ended_room, public, signed
+from signed_rooms import (
+    ANN_PUBLIC,
+    OPERATORS_KEY,
+    ROOM,
+    anns_bundle,
+    ended_room,
+    public,
+    signed,
+    signing_room,
+)
 from test_console_browser import (  # noqa: F401 - fixtures: the gateway process, Chromium, screenshots
     CHROMIUM,
     auditor,
@@ -40,7 +49,12 @@ from test_console_browser import (  # noqa: F401 - fixtures: the gateway process
 from almanac.events import commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.forensics.player_check import verify_player_bundle
+from almanac.events.forensics.signers import seats_line
 from almanac.events.step import CommandRecord, decode_record
+from almanac.services.forensics.bundle import dispute_bundle
+from almanac.storage.export_store import ExportFileStore
+
+GOLDEN_REALM = Path(__file__).resolve().parents[1] / "golden" / "realm@1.json"  # an ended realm game, scheme 1
 
 pytestmark = [
     pytest.mark.slow,
@@ -50,7 +64,8 @@ pytestmark = [
 JS_VERDICT = """async ([bundle, checkpoints, keys]) => {
   const { verifyBundle } = await import("/console/verify.js");
   const v = await verifyBundle(bundle, { checkpoints, keys });
-  return [v.ok, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, v.failed ? v.failed.detail : ""];
+  return [v.ok, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, v.failed ? v.failed.detail : "",
+          v.seats];
 }"""
 
 
@@ -95,7 +110,7 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
     page.goto("/")
 
     # When each case is checked by the Python verifier and by the console's, in Chromium
-    verdicts = {}
+    verdicts, seats = {}, {}
     for name, (b, checkpoints, key_set) in cases(bundle, held, keys).items():
         python = verify_bundle(b, None, checkpoints=checkpoints, keys=key_set)
         python_failed = python.failed
@@ -104,10 +119,15 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
         js = page.evaluate(JS_VERDICT, [b, checkpoints, key_set])
         verdicts[name] = ((python_failed is None, python_failed.name if python_failed else None,
                            python_failed.version if python_failed else None), tuple(js[:3]), js[3])
+        seats[name] = (msgspec.to_builtins(python.seats), js[4])
 
     # Then they agree on every one: ok or not, the failed step, and the version it names
     for name, (python, js, detail) in verdicts.items():
         assert python == js, f"{name}: python {python}, javascript {js} ({detail})"
+    # and on the room's dice scheme and seats, word for word (none when the chain does not hold)
+    for name, (python, js) in seats.items():
+        assert python == js, f"{name}: python {python}, javascript {js}"
+    assert seats["honest, with the player's checkpoints"][0]["dice_scheme"] == 3
     assert verdicts["honest, with the player's checkpoints"][0] == (True, None, None)
     assert sum(not python[0] for python, _, _ in verdicts.values()) == len(verdicts) - 2
     assert {python[1] for python, _, _ in verdicts.values()} == {None, "format", "chain", "checkpoints"}
@@ -140,6 +160,10 @@ def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_the
     panel.get_by_label("bundle file").set_input_files(str(honest))
     verdict = panel.get_by_test_id("bundle-verdict")
     verdict.get_by_text("chain and checkpoints verified").wait_for()
+    # with the room's dice scheme and who signed, in the words Python's verdict prints
+    python_seats = verify_bundle(bundle, None).text().splitlines()
+    shown = verdict.get_by_test_id("bundle-seats").inner_text()
+    assert shown.startswith("seats: dice scheme 3") and f"  {shown}" in python_seats, (shown, python_seats)
     page.screenshot(path=str(shots / "checkpoints-verified.png"), full_page=True)
     panel.get_by_label("bundle file").set_input_files(str(forged))
     verdict.get_by_text("NOT VERIFIED").wait_for()
@@ -268,7 +292,7 @@ JS_REFUSALS = """async ([bundle]) => {
   const v = await verifyBundle(bundle, {});
   const step = v.steps.find((s) => s.name === "refusals");
   return [v.ok, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, step && !v.failed ? step.status : null,
-          step ? step.detail : ""];
+          step ? step.detail : "", v.seats];
 }"""
 
 
@@ -315,7 +339,7 @@ def test_both_verifiers_agree_on_which_refusals_a_signature_covers(page, base_ur
     page.goto("/")
 
     # When each is checked by the Python verifier and by the console's, in Chromium
-    seen = {}
+    seen, seats = {}, {}
     for name, bundle in cases.items():
         python = verify_bundle(bundle, bundle["head"]["hash"])
         step = next((s for s in python.steps if s.name == "refusals"), None)
@@ -324,10 +348,14 @@ def test_both_verifiers_agree_on_which_refusals_a_signature_covers(page, base_ur
                 None if failed else step.status)
         js = page.evaluate(JS_REFUSALS, [bundle])
         seen[name] = (mine, tuple(js[:4]), js[4])
+        seats[name] = (msgspec.to_builtins(python.seats), js[5])
 
     # Then they agree: the failed step and the version it names, or whether the refusals are covered
     for name, (python, js, detail) in seen.items():
         assert python == js, f"{name}: python {python}, javascript {js} ({detail})"
+    # and both name ann's seat signing and bob's not, with the same caveat
+    for name, (python, js) in seats.items():
+        assert python == js and python["unsigned_players"] == ["bob"], f"{name}: python {python}, javascript {js}"
     assert {name: python[3] if python[0] else python[1] for name, (python, _, _) in seen.items()} == {
         "ann's refusal, signed over the version she saw": "passed",
         "bob's refusal, unsigned": "skipped",
@@ -337,6 +365,51 @@ def test_both_verifiers_agree_on_which_refusals_a_signature_covers(page, base_ur
         "a refusal signed by the operator's key": "skipped",
         "ann's accepted roll shown refused at the version she saw": "refusals",
     }
+
+
+JS_SEATS = """async ([bundle]) => {
+  const { verifyBundle, seatsLine } = await import("/console/verify.js");
+  const v = await verifyBundle(bundle, {});
+  return [v.ok, v.seats, v.seats ? seatsLine(v.seats) : null];
+}"""
+
+
+def test_both_verifiers_name_the_rooms_dice_scheme_and_which_seats_signed(page, base_url: str) -> None:  # noqa: F811
+    # Given bundles of rooms where nobody signs, only ann signs, and both sign (tests/signed_rooms.signing_room), and
+    # the golden realm game from before dice schemes
+    def built() -> dict[str, dict]:
+        async def all_of_them():
+            return {name: (await signing_room(**signs))[1] for name, signs in (
+                ("nobody signs", {}), ("ann signs", {"ann_signs": True}),
+                ("both sign", {"ann_signs": True, "bob_signs": True}))}
+        return asyncio.run(all_of_them())
+
+    with ThreadPoolExecutor(1) as pool:  # (in a thread: Playwright's sync API keeps an event loop running here)
+        bundles = pool.submit(built).result()
+    golden = ExportFileStore.open(GOLDEN_REALM)
+    with ThreadPoolExecutor(1) as pool:
+        bundles["before schemes"] = json.loads(json.dumps(pool.submit(
+            asyncio.run, dispute_bundle(golden, "golden-realm-v1", 0, versions=(1, 3))).result()))
+    page.goto("/")
+
+    # When each is checked by the Python verifier and by the console's
+    seen = {}
+    for name, bundle in bundles.items():
+        python = verify_bundle(bundle, bundle["head"]["hash"])
+        js = page.evaluate(JS_SEATS, [bundle])
+        seen[name] = (msgspec.to_builtins(python.seats), js[1], seats_line(python.seats), js[2], python.status)
+
+    # Then both state the same scheme, the same seats signing and not, and the same caveats in the same words
+    for name, (python, js, python_line, js_line, _) in seen.items():
+        assert python == js and python_line == js_line, f"{name}: python {python}, javascript {js}"
+    assert {name: (s["dice_scheme"], s["signing_players"], s["unsigned_players"], len(s["notes"]))
+            for name, (s, *_) in seen.items()} == {
+        "nobody signs": (3, [], ["ann", "bob"], 1), "ann signs": (3, ["ann"], ["bob"], 1),
+        "both sign": (3, ["ann", "bob"], [], 0),
+        "before schemes": (1, [], seen["before schemes"][0]["unsigned_players"], 2)}
+    assert seen["nobody signs"][0]["notes"] == ["players who do not sign (ann, bob): the operator could have acted "
+                                                "for them with a token it minted"]
+    assert all(status == "VERIFIED" for name, (*_, status) in seen.items() if name != "before schemes")
 
 
 def test_a_seated_player_fetches_and_checks_their_own_bundle_in_the_console(page, base_url: str,  # noqa: F811

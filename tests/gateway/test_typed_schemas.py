@@ -121,6 +121,25 @@ def test_every_value_list_a_rule_set_publishes_is_an_enum_in_both_documents(docu
     assert "gold" in enum_of(offer["properties"]["buy"]) and "" in enum_of(offer["properties"]["pay"])
 
 
+def test_webhook_kinds_and_scopes_are_the_notifiers_own_enums_in_what_is_sent_and_answered(openapi: dict[str, Any]) -> None:
+    """A client never guesses a notice's kind or a subscription's scope: each is an enum of the values the notifier
+    knows, in the request it sends, the subscription it gets back and the notice it receives."""
+    from almanac.services import notifier  # noqa: PLC0415
+
+    schemas = openapi["components"]["schemas"]
+    request, answer, notice = schemas["SubscribeRequest"], schemas["WebhookSubscription"], schemas["WebhookNotice"]
+    kinds, scopes = sorted(notifier.KINDS), sorted(notifier.SCOPES)
+
+    def values(schema: dict[str, Any]) -> list[str] | None:
+        found = enum_of(schema)
+        return None if found is None else sorted(found)
+
+    assert values(request["properties"]["kinds"]["items"]) == kinds
+    assert values(request["properties"]["scope"]) == scopes
+    assert values(answer["properties"]["kinds"]["items"]) == kinds and values(answer["properties"]["scope"]) == scopes
+    assert values(notice["properties"]["kind"]) == kinds and values(notice["properties"]["scope"]) == scopes
+
+
 def realm_room() -> RoomDriver:
     room = RoomDriver("typed-realm")
     room.apply("alice", {"kind": "create_room", "ruleset": "realm", "options": {"players": ["alice", "bob"]}})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from game_modules import game_module
 from test_realm_support import Game, faces, of_type
 
@@ -282,3 +283,16 @@ def test_a_trades_story_and_the_ledger_come_from_the_log_alone() -> None:
         ("phantom", "alice", "food", 1_000, True),
     }
     assert len(game.game.ledger) == 3
+
+
+def test_an_offer_paying_nothing_but_dice_reads_without_a_stray_comma() -> None:
+    """Given alice's merchant at bob's, when she offers to buy food with her dice alone (no pay), then the event's
+    text reads 'with 1 dice' (it read 'with , 1 dice'); an offer that pays names what it pays."""
+    summarize = game_module("realm@1", "summaries").summarize
+    game = Game()
+    sent = game.send("alice", {"kind": "send_merchant", "to": "bob", "load": {"gold": 2_000}}, dice=[])
+    (offered,) = of_type(game.send("alice", {"kind": "offer_trade", "trade_id": sent[0].trade_id, "buy": "food",
+                                             "dice": 1}, dice=[]), realm_events.TradeOffered)
+    assert offered.pay == "" and summarize(offered) == f"{offered.trade_id}: alice offered to buy food with 1 dice"
+    paying = msgspec.structs.replace(offered, pay="wood")
+    assert summarize(paying) == f"{offered.trade_id}: alice offered to buy food with wood, 1 dice"

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgspec
 import pytest
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.hashing import canonical_bytes, envelope_hash
-from almanac.services.checkpoints import KeyRing
+from almanac.services.checkpoints import KeyRing, key_ring
 from almanac.services.cli import _load_commands, app
 
 REALM = Path(__file__).resolve().parents[1] / "golden" / "realm@1.json"
@@ -92,6 +93,24 @@ async def test_an_invented_room_fails_at_the_first_checkpoint(held) -> None:
 
     name, detail = failed(verdict_of(edited(held["bundle"], 1, own_seed), held))
     assert name == "checkpoints" and "does not pass through" in detail
+
+
+async def test_another_head_signed_with_the_deployments_own_key_fails_only_at_the_checkpoint_alice_holds(held) -> None:
+    # Given the operator, who holds the deployment's signing key: it edits an early event, re-seals both chains and
+    # signs the forged head itself, so the bundle carries a valid signature of the deployment on a history alice never saw
+    ring = key_ring(SimpleNamespace(signing_keys="", retired_public_keys="", data_dir=str(held["path"] / "data")))
+    assert ring.document == held["keys"]
+    forged = edited(held["bundle"], 5, lambda e: e.setdefault("note", "forged"))
+    heads = cm.heads(bytes.fromhex(forged["commitments"]["room_key"]), chain_of(forged))
+    forged["checkpoint"] = ring.sign(ROOM, len(heads), heads[-1])
+
+    # When it is checked with the deployment's key set alone: nothing notices two signed heads for one version
+    alone = verify_bundle(forged, None, checkpoints=[], keys=held["keys"])
+    assert next(s for s in alone.steps if s.name == "checkpoints").status == "passed", alone.text()
+
+    # Then with alice's checkpoints it fails, naming hers: the history does not pass through it
+    name, detail = failed(verdict_of(forged, held))
+    assert name == "checkpoints" and "does not pass through" in detail and f"{ROOM}@" in detail
 
 
 @pytest.mark.parametrize("forge", [lambda b: dropped(b, 10), lambda b: swapped(b, 30, 31)], ids=["dropped", "swapped"])

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 import pytest
 import redis.asyncio as aioredis
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from engine_test_support import KEYS
 from test_board_turn_limit import START_MS, At, clock_commands, record, tick
 
 from almanac.events import codec
+from almanac.events.signing import join_bytes
 from almanac.events.step import decode_record, replay
-from almanac.services.bots import Bots, SeatRefused, add_bot, admit_seat, bot_seats, decide_for, took_seat
+from almanac.services import bus
+from almanac.services.bots import (
+    Bots,
+    SeatRefused,
+    add_bot,
+    admit_seat,
+    bot_seats,
+    decide_for,
+    remove_bot,
+    took_seat,
+)
 from almanac.services.clock import Clock
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
@@ -187,3 +201,61 @@ async def test_seats_the_room_hands_over_are_never_refused_by_the_bound_but_coun
         await admit_seat(redis_client, KEYS, store, state, "next-realm", "bob", max_seats=3)
     assert (refused.value.status, refused.value.code) == (429, "bot_seats_full")
     assert await admit_seat(redis_client, KEYS, store, state, "next-realm", "bob", max_seats=4) == "empty"
+
+
+async def test_a_signing_seat_that_misses_its_deadlines_goes_to_a_bot_whose_moves_are_taken(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    # Given alice's board@2 room with a turn limit of a minute that hands a seat missing 2 deadlines to a bot, her
+    # seat signing her commands (her join registered her key, signed by it, as the console joins by default)
+    room = "signing-alice"
+    key = Ed25519PrivateKey.generate()
+    public_key = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+    created = await service.handle(record("c", {"kind": "create_room", "ruleset": "board@2", "bot_after_missed": 2,
+                                                "options": {"turn_limit_s": LIMIT_S}}, room))
+    assert created.accepted, created.error
+    joined = await service.handle(msgspec.structs.replace(
+        record("j", {"kind": "join_room", "public_key": public_key}, room),
+        signature=key.sign(join_bytes(room, "alice", public_key, None)).hex()))
+    assert joined.accepted, joined.error
+    assert (await folded(store, room)).player_keys == (("alice", public_key),)
+    now = At(START_MS)
+    # When the operator puts a bot on her seat beside the log (`almanac bots add`) and sends what it would play
+    await add_bot(redis_client, KEYS, room, "alice", START_MS)
+    body = decide_for(await folded(store, room), "alice", 0, now.ms, key=b"the deployment's bot key")
+    operators = CommandRecord(command_id="bot-operator", room=room, player="alice", server_time_ms=now.ms, body=body)
+    await bus.submit(redis_client, KEYS, operators)
+    refused = await service.handle((await clock_commands_or_bots(redis_client, room))[-1])
+    # Then the room refuses it unrecorded: that bot is the operator acting for a player who signs
+    assert (refused.accepted, refused.error["code"]) == (False, "signature_required")
+    assert await store.outcome(room, "bot-operator") is None and await store.rejections(room) == []
+    await remove_bot(redis_client, KEYS, room, "alice")
+    # When she misses two turns in a row: the clock's time_outs, unsigned, are taken once each turn's limit passed
+    clock = Clock(redis_client, KEYS, store, now_ms=now)
+    await time_out_turn(clock, now, service, redis_client, room)
+    await time_out_turn(clock, now, service, redis_client, room)
+    # Then the room hands her seat to a bot, by the log
+    assert (await seat_events(store, room))[-1] == ("room.seat_to_bot",
+                                                    {"player": "alice", "reason": "missed", "missed": 2})
+    await tick([clock], room)
+    assert (room, "alice") in await bot_seats(redis_client, KEYS, range(16))
+    # When the bots service plays her seat, unsigned as always
+    bots = Bots(redis_client, store, KEYS, key=b"test bots", rate=0, now_ms=lambda: now.ms)
+    before = (await folded(store, room)).version
+    for _ in range(200):
+        await bots.tick()
+        for entry in await clock_commands_or_bots(redis_client, room):
+            if entry.command_id != "bot-operator":
+                await service.handle(entry)
+        if (await folded(store, room)).version > before:
+            break
+        await asyncio.sleep(0.02)
+    # Then its move is taken: the log handed the seat over
+    moved = [e for e in await store.read(room) if e.version > before]
+    assert moved and moved[0].player == "alice" and moved[0].command_id.startswith("bot-"), moved
+    # and verify re-decides the room from the log, naming the clock's and the bot's commands, none forged
+    report = await verify_room(store, room)
+    assert report.ok, report.divergence
+    assert report.signing_players == ["alice"] and report.commands_signed == 0
+    assert report.commands_by_clock == 2 and report.commands_by_bot >= 1, report

@@ -8,6 +8,7 @@ exact and an entry off by one is caught.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from almanac.storage.retention import StreamTrimmer, feed_was_trimmed
 register_test_rulesets()
 NODE = 100  # stream-node-max-entries by default: the most an approximate trim leaves behind its bound
 STREAM = "alm:{s00}:commands"
-FEED, CHECKPOINT, HOLD = KEYS.feed(0), KEYS.checkpoint(0), KEYS.feed_hold(0)
+FEED, CHECKPOINT, HOLD, NOTICED = KEYS.feed(0), KEYS.checkpoint(0), KEYS.feed_hold(0), KEYS.notifier_cursor(0)
 
 
 @pytest.fixture
@@ -95,16 +96,57 @@ async def test_a_stream_without_a_group_and_recent_commands_are_kept(redis_clien
 async def test_a_feed_is_trimmed_up_to_its_checkpoint_or_its_hold_and_not_without_a_checkpoint(redis_client, exact):
     entries = await given_entries(redis_client, 50, FEED)
     trimmer = StreamTrimmer(redis_client, retain_ms=0)
-    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD) == 0 and not await feed_was_trimmed(redis_client, FEED)
+    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD, NOTICED) == 0 and not await feed_was_trimmed(redis_client, FEED)
 
     await redis_client.set(CHECKPOINT, entries[39])
     await redis_client.set(HOLD, entries[20])  # a full rebuild read the head at entry 20
-    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD) == 20
+    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD, NOTICED) == 20
     await redis_client.delete(HOLD)  # the rebuild committed
-    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD) == 19
+    assert await trimmer.trim_feed(FEED, CHECKPOINT, HOLD, NOTICED) == 19
     assert await ids(redis_client, FEED) == entries[39:]  # the checkpoint entry stays: the projector resumes there
     assert await feed_was_trimmed(redis_client, FEED)
     assert not await feed_was_trimmed(redis_client, "alm:{s00}:no-such-feed")
+
+
+async def test_a_feed_keeps_what_the_notifier_has_not_noticed_while_its_cursor_is_younger_than_the_hold(
+        redis_client, exact):
+    """Given a feed the projector applied to entry 39 and a notifier stopped at entry 10, when the projector trims,
+    then the notifier's unnoticed entries stay while its cursor is younger than the hold, and go once it is older
+    (a notifier gone for good holds Redis memory no longer than the hold)."""
+    entries = await given_entries(redis_client, 50, FEED)
+    await redis_client.set(CHECKPOINT, entries[39])
+    await redis_client.set(NOTICED, entries[10])
+    held = StreamTrimmer(redis_client, retain_ms=0, notifier_hold_ms=3_600_000)
+    assert await held.trim_feed(FEED, CHECKPOINT, HOLD, NOTICED) == 10
+    assert await ids(redis_client, FEED) == entries[10:]  # the cursor's entry stays, as the checkpoint's does
+
+    await asyncio.sleep(0.01)
+    expired = StreamTrimmer(redis_client, retain_ms=0, notifier_hold_ms=1)  # the cursor is older than the hold now
+    assert await expired.trim_feed(FEED, CHECKPOINT, HOLD, NOTICED) == 29
+    assert await ids(redis_client, FEED) == entries[39:]
+
+
+async def test_a_notifier_whose_feed_was_trimmed_past_its_cursor_says_so_and_counts_it(redis_client, exact, tmp_path):
+    """Given a notifier that noticed entry 10 and a feed trimmed to entry 39 meanwhile (stopped longer than the hold),
+    when it starts reading, then it warns and counts the shard in the webhook stats; a shard trimmed only up to its
+    cursor is no gap."""
+    from almanac.services import notifier as notifying  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+
+    entries = [await redis_client.xadd(FEED, {"r": "room", "v": 1, "l": 1}) for _ in range(50)]  # a feed's fields
+    other = [await redis_client.xadd(KEYS.feed(1), {"r": "room", "v": 1, "l": 1}) for _ in range(5)]
+    await redis_client.set(CHECKPOINT, entries[39])
+    await redis_client.set(NOTICED, entries[10])
+    await redis_client.set(KEYS.notifier_cursor(1), other[2])
+    await redis_client.xtrim(KEYS.feed(1), minid=other[2])  # up to the cursor: nothing unnoticed went
+    await StreamTrimmer(redis_client, retain_ms=0).trim_feed(FEED, CHECKPOINT, HOLD, NOTICED)
+    settings = load_settings({}, redis_url="redis://unused", data_dir=str(tmp_path), shard_count=16)
+    notifier = notifying.Notifier(redis_client, RedisEventStore(redis_client, shard_count=16), settings, keys=KEYS)
+    try:
+        await notifier.notice_once()
+    finally:
+        await notifier.aclose()
+    assert (await notifying.stats(redis_client, KEYS))["missed_feed_gaps"] == 1
 
 
 async def test_a_full_rebuild_racing_the_live_projector_loses_nothing(redis_client, exact, monkeypatch):

@@ -915,14 +915,17 @@ export interface components {
          */
         SubscribeRequest: {
             url: string;
-            /** @default deployment */
-            scope?: string;
+            /**
+             * @default deployment
+             * @enum {string}
+             */
+            scope?: "deployment" | "room" | "player";
             /** @default null */
             room?: string | null;
             /** @default null */
             player?: string | null;
             /** @default [] */
-            kinds?: string[];
+            kinds?: ("your_turn" | "trade_offered" | "room_ended" | "deadline_soon")[];
             /** @default null */
             secret?: string | null;
         };
@@ -5864,6 +5867,10 @@ export interface components {
             signed_joins?: string[];
             /** @default [] */
             unsigned_joins?: string[];
+            /** @default 0 */
+            commands_by_clock?: number;
+            /** @default 0 */
+            commands_by_bot?: number;
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
@@ -5921,13 +5928,15 @@ export interface components {
          */
         WebhookNotice: {
             delivery_id: string;
-            kind: string;
+            /** @enum {unknown} */
+            kind: "deadline_soon" | "room_ended" | "trade_offered" | "your_turn";
             room: string;
             ruleset: string | null;
             version: number | null;
             player: string | null;
             subscription: string;
-            scope: string;
+            /** @enum {unknown} */
+            scope: "deployment" | "player" | "room";
             viewer: string | null;
             /** @default null */
             event?: components["schemas"]["RoomEvent"] | null;
@@ -5952,6 +5961,7 @@ export interface components {
             delivered: number;
             failed_attempts: number;
             dead: number;
+            missed_feed_gaps: number;
             pending: number;
             dead_letters: number;
             latency_ms: components["schemas"]["WebhookLatency"];
@@ -5969,13 +5979,14 @@ export interface components {
         WebhookSubscription: {
             id: string;
             url: string;
-            scope: string;
+            /** @enum {unknown} */
+            scope: "deployment" | "player" | "room";
             /** @default null */
             room?: string | null;
             /** @default null */
             player?: string | null;
             /** @default [] */
-            kinds?: string[];
+            kinds?: ("deadline_soon" | "room_ended" | "trade_offered" | "your_turn")[];
             /** @default 0 */
             created_ms?: number;
             /** @default null */

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
-from almanac.games.board.v1 import bot
+from almanac.games.board.v1 import seats
 from almanac.games.board.v1.game import DECIDER
 from almanac.games.board.v1.policy import choose_command
 
@@ -85,7 +85,7 @@ MANIFEST = RuleSet(
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
     default=True,
     policy=policy,
-    seat_bot=bot.play,
+    seat_bot=seats.seat_bot,  # the room decides with it: a rule, in seats.py, which the fingerprint covers
     bench=BenchScenario(description="complete solo games of the simple policy"),
     console_picture="almanac.games.board:picture.js",
     rulebook="docs/rules/board.md",

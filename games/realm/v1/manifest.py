@@ -9,7 +9,6 @@ import msgspec
 from almanac.events.manifest import (
     AuditView,
     BenchScenario,
-    Deadline,
     Dice,
     Envelope,
     ReadModel,
@@ -17,7 +16,7 @@ from almanac.events.manifest import (
     event_tag,
     to_builtins,
 )
-from almanac.games.realm.v1 import audit, bot, data, events as realm_events
+from almanac.games.realm.v1 import audit, data, events as realm_events, seats
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 from almanac.games.realm.v1.state import Army, LedgerEntry, Merchant
@@ -27,27 +26,6 @@ BENCH_PLAYERS = ("alice", "bob", "carol")
 
 def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:
     return choose_command(state, player, dice)  # type: ignore[arg-type]
-
-
-def deadlines(state: Any, seated: tuple[str, ...]) -> tuple[Deadline, ...]:
-    """The season's timeout: once it has passed, the clock forces the season to end (``end_season``) as the
-    first seated player of the realm, as any player could. A timeout of 0 ("any time") sets no deadline:
-    the clock would end every season the moment it began."""
-    if state.over or state.season_timeout_ms <= 0:
-        return ()
-    player = next((seat for seat in seated if seat in state.players), None)
-    if player is None:
-        return ()
-    return (
-        Deadline(
-            key=f"season:{state.season_index}",
-            due_ms=state.season_started_ms + state.season_timeout_ms,
-            player=player,
-            command={"kind": "end_season"},
-            # the season waits for the cities that have not ended their turn: they are the ones to warn
-            concerns=tuple(seat for seat in state.players if seat not in state.turn_ended),
-        ),
-    )
 
 
 def ledger_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
@@ -220,8 +198,9 @@ MANIFEST = RuleSet(
     # at -50%); realm@2 is opt-in by its full name (docs/design-rulings.md).
     default=True,
     policy=policy,
-    seat_bot=bot.play,
-    deadlines=deadlines,
+    # What the room decides with besides the Decider: rules, in seats.py, which the fingerprint covers.
+    seat_bot=seats.seat_bot,
+    deadlines=seats.deadlines,
     bench=BenchScenario(
         description="three players, two villages, three years of random legal play",
         options={"players": list(BENCH_PLAYERS), "villages": 2, "years": 3},

@@ -116,7 +116,8 @@ def _summarize_more(event: Any) -> str | None:
             f"({event.army_score} vs {event.merchant_score}); the merchant {verdict}"
         )
     if isinstance(event, e.TradeOffered):
-        return f"{event.trade_id}: {event.by} offered to buy {event.buy} with {event.pay}, {event.dice} dice"
+        paying = f"{event.pay}, " if event.pay else ""  # pay "": the dice alone
+        return f"{event.trade_id}: {event.by} offered to buy {event.buy} with {paying}{event.dice} dice"
     if isinstance(event, e.TradeCountered):
         return f"{event.trade_id}: {event.by} countered, wanting {event.want}"
     if isinstance(event, e.TradeAgreed):

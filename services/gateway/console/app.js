@@ -3,7 +3,7 @@
 import { h, render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import htm from "htm";
-import { verifyBundle, verifyPlayerBundle } from "./verify.js";
+import { seatsLine, verifyBundle, verifyPlayerBundle } from "./verify.js";
 // The TypeScript client's signing module (clients/typescript/src/signing.ts) compiled as it is: the one place in
 // JavaScript that says which bytes a player signs (`npm run build:console` writes it; a test keeps it current).
 import { PlayerKey, nonceCommitment } from "./signing.js";
@@ -582,6 +582,8 @@ function Checkpoints({ room, latest }) {
     ${verdict ? html`<div data-testid="bundle-verdict" class=${verdict.ok ? "notice" : "alert"} role="status">
       ${verdict.ok ? html`<span class="ok">chain and checkpoints verified in this browser ✓</span>`
         : html`<span class="bad">NOT VERIFIED</span>: <strong>${verdict.failed.name}</strong>${verdict.failed.version ? ` at version ${verdict.failed.version}` : ""}: ${verdict.failed.detail}`}
+      ${verdict.ok && verdict.seats ? html`<p data-testid="bundle-seats">seats: ${seatsLine(verdict.seats)}</p>
+        <ul>${verdict.seats.notes.map((note) => html`<li>note: ${note}</li>`)}</ul>` : ""}
       <ul>${verdict.steps.map((s) => html`<li>[${s.status}] ${s.name}: ${s.detail}</li>`)}</ul></div>` : ""}
   </section>`;
 }

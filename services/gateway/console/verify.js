@@ -1,7 +1,8 @@
 // The second verifier: a dispute bundle's envelope chain, its commitment chain, and the signed checkpoints a
 // player holds, checked in the browser with WebCrypto (SHA-256, HMAC-SHA256, Ed25519) from docs/bundle-format.md
 // alone, written apart from the Python one (events/forensics/bundle_check.py, checkpoint_check.py). It does not
-// re-decide commands (that needs the rules): its steps are format, chain and checkpoints, named as Python names them.
+// re-decide commands (that needs the rules): its steps are format, chain and checkpoints, named as Python names them;
+// and its verdict states, as Python's does, the room's dice scheme and which seats signed (``seats``, seatsOf below).
 // The bytes a player signs come from the TypeScript client's signing module (signing.js, compiled from
 // clients/typescript/src/signing.ts, also written apart from Python): the console signs and checks the same bytes,
 // said once.
@@ -310,6 +311,7 @@ function failedStep(error, at, steps) {
 // The verdict: {ok, failed: {name, detail, version} | null, steps: [{name, status, detail, version}]}.
 export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {}) {
   const steps = [];
+  let seats = null;  // the room's dice scheme and who signed, once the chain is linked (seatsOf)
   const pass = (name, status, detail) => steps.push({ name, status, detail, version: null });
   let at = "format";  // the step under way: a hostile input that breaks it fails that step
   try {
@@ -358,6 +360,7 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
     }
     if (previous !== headHash) throw new Failure("chain", "the chain does not end at the stated head hash", headVersion);
     pass("chain", "passed", `versions 1..${headVersion} are linked and unaltered`);
+    seats = await seatsOf(bundle, chain);
 
     at = "checkpoints";
     const heads = await commitmentHeads(bundle, chain);
@@ -382,9 +385,62 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
     at = "refusals";
     await checkRefusals(bundle, chain, pass);
   } catch (error) {
-    return { ok: false, failed: failedStep(error, at, steps), steps };
+    return { ok: false, failed: failedStep(error, at, steps), steps, seats };
   }
-  return { ok: true, failed: null, steps };
+  return { ok: true, failed: null, steps, seats };
+}
+
+// --- who signed (events/forensics/signers.py, the same fields and notes word for word): the room's dice scheme (its
+// room.created), the seats whose join registered a key, and those that did not, whose commands the operator could
+// have sent with a token it minted; a join counts as signed when its record's signature is by the key it registers.
+const COMMAND_BOUND = 3;
+export const schemeNote = (scheme) => `dice scheme ${scheme}: rolls are keyed by room and version and no command is ` +
+  "signed, so the operator could predict rolls, choose which command lands on which version and act for a player " +
+  "(docs/dice.md); scheme 3 rooms prevent that";
+const byCodePoint = (list) => [...list].sort(byteOrder);
+// The seats in one line, as bundle_check.Verdict.text prints them (seats_line).
+export const seatsLine = (seats) => `dice scheme ${seats.dice_scheme}; seats that sign their commands: ` +
+  `${seats.signing_players.join(", ") || "none"}; seats that do not: ${seats.unsigned_players.join(", ") || "none"}`;
+async function seatsOf(bundle, chain) {
+  let created;
+  try { created = chain[0].type === "room.created" ? readMsgpack(chain[0].payload) : null; } catch { return null; }
+  if (!created || typeof created !== "object" || Array.isArray(created)) return null;
+  const scheme = created.dice_scheme === undefined ? 1 : created.dice_scheme;
+  if (!Number.isSafeInteger(scheme)) return null;
+  const records = new Map();
+  for (const item of Array.isArray(bundle.chain.commands) ? bundle.chain.commands : []) {
+    try { const r = recordOf(unbase64(item[1])); records.set(r.command_id, r); } catch { /* the coverage step's to name */ }
+  }
+  const seated = new Set(), keys = new Map(), signed = new Set();
+  for (const e of chain) {
+    if (e.type !== "room.player_joined") continue;
+    let joined;
+    try { joined = readMsgpack(e.payload); } catch { return null; }
+    if (!joined || typeof joined.player !== "string") return null;
+    seated.add(joined.player);
+    const key = typeof joined.public_key === "string" ? joined.public_key : "";
+    if (!key) continue;
+    keys.set(joined.player, key);
+    const record = records.get(e.command_id);
+    const commitment = joined.nonce_by_server === true ? "" : (joined.nonce_commitment || "");
+    if (record && record.signature !== null
+        && await ed25519Valid(key, record.signature, () => joinBytes(e.room, joined.player, key, commitment))) {
+      signed.add(joined.player);
+    }
+  }
+  const unsigned = byCodePoint([...seated].filter((p) => !keys.has(p)));
+  const unsignedJoins = byCodePoint([...keys.keys()].filter((p) => !signed.has(p)));
+  const notes = scheme === COMMAND_BOUND ? [] : [schemeNote(scheme)];
+  if (unsignedJoins.length) {
+    notes.push(`joins that registered a key unsigned (${unsignedJoins.join(", ")}): nothing but the join's own ` +
+               "answer shows the key is that player's (the operator could have registered its own)");
+  }
+  if (unsigned.length) {
+    notes.push(`players who do not sign (${unsigned.join(", ")}): the operator could have acted for them ` +
+               "with a token it minted");
+  }
+  return { dice_scheme: scheme, signing_players: byCodePoint(keys.keys()), unsigned_players: unsigned,
+           signed_joins: byCodePoint(signed), unsigned_joins: unsignedJoins, notes };
 }
 
 // --- refusals (section 7): which refusals their player's signature covers. Refusals write no event; this verifier
