@@ -748,12 +748,12 @@ export interface components {
              * @description the creation options of the room's rule-set
              * @default {}
              */
-            options?: components["schemas"]["BoardBoardOptions"] | components["schemas"]["ClaimClaimOptions"] | components["schemas"]["RealmRealmOptions"] | components["schemas"]["SectorsOptions"];
+            options?: components["schemas"]["BoardBoardOptions"] | components["schemas"]["BoardV2BoardOptionsV2"] | components["schemas"]["ClaimClaimOptions"] | components["schemas"]["RealmRealmOptions"] | components["schemas"]["SectorsOptions"];
             /**
              * @description a fully resolved setup of the room's rule-set (its random draws made)
              * @default null
              */
-            setup?: components["schemas"]["BoardBoardSetup"] | components["schemas"]["ClaimClaimSetup"] | components["schemas"]["RealmRealmSetup"] | components["schemas"]["SectorsSetup"] | null;
+            setup?: components["schemas"]["BoardBoardSetup"] | components["schemas"]["BoardV2BoardSetupV2"] | components["schemas"]["ClaimClaimSetup"] | components["schemas"]["RealmRealmSetup"] | components["schemas"]["SectorsSetup"] | null;
             /** @default null */
             challenge?: string | null;
             /** @default true */
@@ -814,7 +814,7 @@ export interface components {
          */
         CommandRequest: {
             /** @description a command of the room's rule-set (the room decides which union applies) */
-            command: components["schemas"]["BoardCommand"] | components["schemas"]["ClaimCommand"] | components["schemas"]["RealmCommand"] | components["schemas"]["SectorsCommand"];
+            command: components["schemas"]["BoardCommand"] | components["schemas"]["BoardV2Command"] | components["schemas"]["ClaimCommand"] | components["schemas"]["RealmCommand"] | components["schemas"]["SectorsCommand"];
             /** @default null */
             command_id?: string | null;
             /** @default null */
@@ -1349,19 +1349,221 @@ export interface components {
         };
         /**
          * BoardEvent
-         * @description The payload of an event of a board room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a board@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
         /**
          * BoardState
-         * @description The state of a board game.
+         * @description The state of a board@1 game.
          */
         BoardState: components["schemas"]["BoardBoardState"];
         /**
          * BoardView
-         * @description What a player of a board room sees (its view).
+         * @description What a player of a board@1 room sees (its view).
          */
         BoardView: components["schemas"]["BoardBoardView"];
+        /**
+         * TimeOut
+         * @description The turn's time is up: skip the current element (sent by the clock; refused before the limit passed).
+         */
+        BoardV2TimeOut: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "time_out";
+            /** @description the turn the timeout is for */
+            turn: number;
+        };
+        /**
+         * RoomCreated[BoardSetupV2]
+         * @description A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+         *     rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+         *     and data on the node that created it (``RuleSet.fingerprint``).
+         *
+         *     Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+         *     created before versions existed: no ``schema`` key) is read through the upcaster in
+         *     ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+         */
+        BoardV2RoomCreated_BoardSetupV2_: {
+            /** @enum {unknown} */
+            type: "room.created";
+            ruleset: string;
+            setup: components["schemas"]["BoardV2BoardSetupV2"];
+            seed_commitment: string;
+            challenge: string | null;
+            created_by: string;
+            created_at_ms: number;
+            /** @default 1 */
+            ruleset_version?: number;
+            /** @default  */
+            fingerprint?: string;
+            /** @default 2 */
+            schema?: number;
+            /** @default 1 */
+            dice_scheme?: number;
+        };
+        /**
+         * BoardSetupV2
+         * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
+         */
+        BoardV2BoardSetupV2: {
+            player: string;
+            mountain_bonus: boolean;
+            extended_pool: boolean;
+            deck: number[];
+            missions: string[];
+            /** @default null */
+            turn_limit_s?: number | null;
+            /** @default 0 */
+            started_ms?: number;
+        };
+        /**
+         * TurnBegan
+         * @description A turn began at server time ``at_ms`` (written only in rooms with a turn limit).
+         */
+        BoardV2TurnBegan: {
+            /** @enum {unknown} */
+            type: "board.turn_began";
+            turn: number;
+            at_ms: number;
+        };
+        /**
+         * TurnTimedOut
+         * @description The turn's limit passed: the current element was skipped; its time still counts.
+         */
+        BoardV2TurnTimedOut: {
+            /** @enum {unknown} */
+            type: "board.turn_timed_out";
+            turn: number;
+            element: number;
+            time: number;
+            time_after: number;
+        };
+        /**
+         * BoardStateV2
+         * @description board@1's state, the turn limit, when the current turn began (server time) and the turns timed out.
+         */
+        BoardV2BoardStateV2: {
+            player: string;
+            mountain_bonus: boolean;
+            extended_pool: boolean;
+            missions: string[];
+            board: string[][];
+            deck: number[];
+            /** @default 0 */
+            time?: number;
+            /** @default 0 */
+            season?: number;
+            /** @default [] */
+            seasons?: components["schemas"]["BoardSeasonEnded"][];
+            /** @default 0 */
+            total?: number;
+            /** @default 0 */
+            placed?: number;
+            /** @default 0 */
+            skipped?: number;
+            /** @default 0 */
+            shuffles?: number;
+            /** @default false */
+            over?: boolean;
+            /** @default null */
+            turn_limit_s?: number | null;
+            /** @default 0 */
+            turn_started_ms?: number;
+            /** @default 0 */
+            timed_out?: number;
+        };
+        /**
+         * BoardViewV2
+         * @description board@1's view, the turn limit (None: none) and when the current turn's time is up (server time).
+         */
+        BoardV2BoardViewV2: {
+            player: string;
+            board: string[][];
+            time: number;
+            time_remaining: number;
+            season: string | null;
+            season_time_remaining: number;
+            current_element: components["schemas"]["BoardCurrentElement"] | null;
+            missions: components["schemas"]["BoardMissionCard"][];
+            mountain_bonus: boolean;
+            scores: components["schemas"]["BoardScoreTable"];
+            over: boolean;
+            turn_limit_s: number | null;
+            turn_due_ms: number | null;
+        };
+        /**
+         * BoardOptionsV2
+         * @description board@1's options and ``turn_limit_s`` (absent: no limit, the seed's rules).
+         */
+        BoardV2BoardOptionsV2: {
+            /** @default false */
+            mountain_bonus?: boolean;
+            /** @default false */
+            extended_pool?: boolean;
+            /** @default null */
+            player?: string | null;
+            /** @default null */
+            turn_limit_s?: number | null;
+        };
+        /**
+         * RoomCreated[BoardSetupV2] (as a player sees it)
+         * @description A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+         *     rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+         *     and data on the node that created it (``RuleSet.fingerprint``).
+         *
+         *     Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+         *     created before versions existed: no ``schema`` key) is read through the upcaster in
+         *     ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+         */
+        BoardV2RoomCreated_BoardSetupV2_AsSeen: {
+            /** @enum {unknown} */
+            type: "room.created";
+            ruleset: string;
+            /**
+             * BoardSetupV2
+             * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
+             */
+            setup: {
+                player: string;
+                mountain_bonus: boolean;
+                extended_pool: boolean;
+                deck: number[] | components["schemas"]["Hidden"];
+                missions: string[];
+                /** @default null */
+                turn_limit_s?: number | null;
+                /** @default 0 */
+                started_ms?: number;
+            };
+            seed_commitment: string;
+            challenge: string | null;
+            created_by: string;
+            created_at_ms: number;
+            /** @default 1 */
+            ruleset_version?: number;
+            /** @default  */
+            fingerprint?: string;
+            /** @default 2 */
+            schema?: number;
+            /** @default 1 */
+            dice_scheme?: number;
+        };
+        /**
+         * BoardV2Event
+         * @description The payload of an event of a board@2 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         */
+        BoardV2Event: components["schemas"]["BoardV2RoomCreated_BoardSetupV2_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"] | components["schemas"]["BoardV2TurnBegan"] | components["schemas"]["BoardV2TurnTimedOut"];
+        /**
+         * BoardV2State
+         * @description The state of a board@2 game.
+         */
+        BoardV2State: components["schemas"]["BoardV2BoardStateV2"];
+        /**
+         * BoardV2View
+         * @description What a player of a board@2 room sees (its view).
+         */
+        BoardV2View: components["schemas"]["BoardV2BoardViewV2"];
         /**
          * BoardResources
          * @description The game's clock, its counts and its score table (game.BoardDecider.resources).
@@ -1871,17 +2073,17 @@ export interface components {
         };
         /**
          * ClaimEvent
-         * @description The payload of an event of a claim room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a claim@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         ClaimEvent: components["schemas"]["ClaimRoomCreated_ClaimSetup_"] | components["schemas"]["ClaimPlayerJoined"] | components["schemas"]["ClaimNonceRevealed"] | components["schemas"]["ClaimRoomEnded"] | components["schemas"]["ClaimRoomForked"] | components["schemas"]["ClaimBotPolicy"] | components["schemas"]["ClaimDeadlineMissed"] | components["schemas"]["ClaimSeatActive"] | components["schemas"]["ClaimSeatToBot"] | components["schemas"]["ClaimParcelCut"] | components["schemas"]["ClaimDeckHauled"] | components["schemas"]["ClaimParcelReplanted"] | components["schemas"]["ClaimMeadowFarmed"] | components["schemas"]["ClaimCropHarvested"] | components["schemas"]["ClaimBuildingBuilt"] | components["schemas"]["ClaimTimberCruised"] | components["schemas"]["ClaimClaimProvedUp"];
         /**
          * ClaimState
-         * @description The state of a claim game.
+         * @description The state of a claim@1 game.
          */
         ClaimState: components["schemas"]["ClaimClaimState"];
         /**
          * ClaimView
-         * @description What a player of a claim room sees (its view).
+         * @description What a player of a claim@1 room sees (its view).
          */
         ClaimView: components["schemas"]["ClaimClaimView"];
         /**
@@ -3535,17 +3737,17 @@ export interface components {
         };
         /**
          * RealmEvent
-         * @description The payload of an event of a realm room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a realm@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         RealmEvent: components["schemas"]["RealmRoomCreated_RealmSetup_"] | components["schemas"]["RealmPlayerJoined"] | components["schemas"]["RealmNonceRevealed"] | components["schemas"]["RealmRoomEnded"] | components["schemas"]["RealmRoomForked"] | components["schemas"]["RealmBotPolicy"] | components["schemas"]["RealmDeadlineMissed"] | components["schemas"]["RealmSeatActive"] | components["schemas"]["RealmSeatToBot"] | components["schemas"]["RealmMinedAsSeen"] | components["schemas"]["RealmSmeltedAsSeen"] | components["schemas"]["RealmFoodGotAsSeen"] | components["schemas"]["RealmHerbsFoundAsSeen"] | components["schemas"]["RealmArmyHealedAsSeen"] | components["schemas"]["RealmWoodCutAsSeen"] | components["schemas"]["RealmFortifiedAsSeen"] | components["schemas"]["RealmArmyRaised"] | components["schemas"]["RealmArmyEquippedAsSeen"] | components["schemas"]["RealmArmyDismissed"] | components["schemas"]["RealmRaidedAsSeen"] | components["schemas"]["RealmBesieged"] | components["schemas"]["RealmCityDestroyedAsSeen"] | components["schemas"]["RealmCitySurrendered"] | components["schemas"]["RealmTaxSeasonChosen"] | components["schemas"]["RealmTaxCollectedAsSeen"] | components["schemas"]["RealmFreedomBought"] | components["schemas"]["RealmSabotageAttempted"] | components["schemas"]["RealmRevoltFought"] | components["schemas"]["RealmCityRestartedAsSeen"] | components["schemas"]["RealmMerchantSentAsSeen"] | components["schemas"]["RealmMerchantInterceptedAsSeen"] | components["schemas"]["RealmTradeOfferedAsSeen"] | components["schemas"]["RealmTradeCounteredAsSeen"] | components["schemas"]["RealmTradeAgreedAsSeen"] | components["schemas"]["RealmTradeRolledAsSeen"] | components["schemas"]["RealmTradeCancelledAsSeen"] | components["schemas"]["RealmTradeDeclinedAsSeen"] | components["schemas"]["RealmMerchantReturnedAsSeen"] | components["schemas"]["RealmTurnEnded"] | components["schemas"]["RealmVillageProduced"] | components["schemas"]["RealmSeasonEnded"];
         /**
          * RealmState
-         * @description The state of a realm game.
+         * @description The state of a realm@1 game.
          */
         RealmState: components["schemas"]["RealmRealmState"];
         /**
          * RealmView
-         * @description What a player of a realm room sees (its view).
+         * @description What a player of a realm@1 room sees (its view).
          */
         RealmView: components["schemas"]["RealmRealmView"];
         /** MerchantSentStep */
@@ -4729,17 +4931,17 @@ export interface components {
         };
         /**
          * SectorsEvent
-         * @description The payload of an event of a sectors room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a sectors@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         SectorsEvent: components["schemas"]["SectorsRoomCreated_Setup_"] | components["schemas"]["SectorsPlayerJoined"] | components["schemas"]["SectorsNonceRevealed"] | components["schemas"]["SectorsRoomEnded"] | components["schemas"]["SectorsRoomForked"] | components["schemas"]["SectorsBotPolicy"] | components["schemas"]["SectorsDeadlineMissed"] | components["schemas"]["SectorsSeatActive"] | components["schemas"]["SectorsSeatToBot"] | components["schemas"]["SectorsSectorExplored"] | components["schemas"]["SectorsPeopleMoved"] | components["schemas"]["SectorsBuildingBuilt"] | components["schemas"]["SectorsBuildingDemolished"] | components["schemas"]["SectorsPopulationChanged"] | components["schemas"]["SectorsGoodsProduced"] | components["schemas"]["SectorsResourcesHarvested"] | components["schemas"]["SectorsSeasonEnded"];
         /**
          * SectorsState
-         * @description The state of a sectors game.
+         * @description The state of a sectors@1 game.
          */
         SectorsState: components["schemas"]["SectorsColonyState"];
         /**
          * SectorsView
-         * @description What a player of a sectors room sees (its view).
+         * @description What a player of a sectors@1 room sees (its view).
          */
         SectorsView: components["schemas"]["SectorsSectorsView"];
         /**
@@ -4769,22 +4971,27 @@ export interface components {
         SectorsResources: components["schemas"]["SectorsSectorsResources"];
         /**
          * BoardCommand
-         * @description A command of a board room, told apart by `kind`.
+         * @description A command of a board@1 room, told apart by `kind`.
          */
         BoardCommand: components["schemas"]["BoardPlaceElement"] | components["schemas"]["BoardSkipElement"];
         /**
+         * BoardV2Command
+         * @description A command of a board@2 room, told apart by `kind`.
+         */
+        BoardV2Command: components["schemas"]["BoardPlaceElement"] | components["schemas"]["BoardSkipElement"] | components["schemas"]["BoardV2TimeOut"];
+        /**
          * ClaimCommand
-         * @description A command of a claim room, told apart by `kind`.
+         * @description A command of a claim@1 room, told apart by `kind`.
          */
         ClaimCommand: components["schemas"]["ClaimCut"] | components["schemas"]["ClaimHaul"] | components["schemas"]["ClaimReplant"] | components["schemas"]["ClaimFarm"] | components["schemas"]["ClaimHarvest"] | components["schemas"]["ClaimBuild"] | components["schemas"]["ClaimCruise"] | components["schemas"]["ClaimProveUp"];
         /**
          * RealmCommand
-         * @description A command of a realm room, told apart by `kind`.
+         * @description A command of a realm@1 room, told apart by `kind`.
          */
         RealmCommand: components["schemas"]["RealmMine"] | components["schemas"]["RealmSmelt"] | components["schemas"]["RealmGetFood"] | components["schemas"]["RealmFindHerbs"] | components["schemas"]["RealmHealArmy"] | components["schemas"]["RealmCutWood"] | components["schemas"]["RealmFortify"] | components["schemas"]["RealmRaiseArmy"] | components["schemas"]["RealmEquipArmy"] | components["schemas"]["RealmDismissArmy"] | components["schemas"]["RealmRaid"] | components["schemas"]["RealmBesiege"] | components["schemas"]["RealmChooseTaxSeason"] | components["schemas"]["RealmBuyFreedom"] | components["schemas"]["RealmSabotage"] | components["schemas"]["RealmRevolt"] | components["schemas"]["RealmRestartCity"] | components["schemas"]["RealmSendMerchant"] | components["schemas"]["RealmOfferTrade"] | components["schemas"]["RealmCounterOffer"] | components["schemas"]["RealmAgreeTrade"] | components["schemas"]["RealmDeclineTrade"] | components["schemas"]["RealmEndTurn"] | components["schemas"]["RealmEndSeason"];
         /**
          * SectorsCommand
-         * @description A command of a sectors room, told apart by `kind`.
+         * @description A command of a sectors@1 room, told apart by `kind`.
          */
         SectorsCommand: components["schemas"]["SectorsExplore"] | components["schemas"]["SectorsMovePeople"] | components["schemas"]["SectorsBuild"] | components["schemas"]["SectorsDemolish"] | components["schemas"]["SectorsEndSeason"];
         /** Error */
@@ -4892,7 +5099,7 @@ export interface components {
             summary: string;
             hash: string;
             /** @description the event's payload (`type` names it) */
-            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
         };
         /**
          * PathChange
@@ -4950,7 +5157,7 @@ export interface components {
             /** @default null */
             server_time_ms?: number | null;
             /** @description the event's payload (redacted for a player; `type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
             /** @default null */
             command_id?: string | null;
             /** @default null */
@@ -5130,7 +5337,7 @@ export interface components {
             hash: string;
             time: string;
             /** @description the event's payload (`type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
             summary?: string | null;
             /** @default null */
@@ -5237,7 +5444,7 @@ export interface components {
             hash: string;
             room: string;
             /** @description the event's payload (`type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
             payload?: string | null;
             /** @default null */
@@ -5278,7 +5485,7 @@ export interface components {
             summary: string;
             hash: string;
             /** @description the event's payload (`type` names it) */
-            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
             before?: components["schemas"]["StateValue"];
             /** @default null */
@@ -5563,12 +5770,12 @@ export interface components {
             /** @default null */
             player?: string | null;
             /** @description what this player sees (their rule-set's view) */
-            view?: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"] | null;
+            view?: components["schemas"]["BoardView"] | components["schemas"]["BoardV2View"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"] | null;
             /** @description auditors: the game's state (its rule-set's) */
-            state?: components["schemas"]["BoardState"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
+            state?: components["schemas"]["BoardState"] | components["schemas"]["BoardV2State"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
             /** @description auditors: every seat's view */
             views?: {
-                [key: string]: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
+                [key: string]: components["schemas"]["BoardView"] | components["schemas"]["BoardV2View"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
             } | null;
             /** @default null */
             since?: number | null;
@@ -5741,7 +5948,7 @@ export interface components {
             checkpoint?: components["schemas"]["Checkpoint"] | null;
             player: string;
             /** @description what this player sees (their rule-set's view) */
-            view: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
+            view: components["schemas"]["BoardView"] | components["schemas"]["BoardV2View"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
         };
         /** RulesetList */
         RulesetList: {
@@ -6016,7 +6223,7 @@ export interface components {
             /** @default  */
             revealed_seed?: string;
             /** @description the game's own state (its rule-set's) */
-            game?: components["schemas"]["BoardState"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
+            game?: components["schemas"]["BoardState"] | components["schemas"]["BoardV2State"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
             /** @default null */
             fork?: components["schemas"]["ForkOf"] | null;
             /** @default 1 */
