@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from typing import Any
 
 import redis
 from fastapi.testclient import TestClient
-from gateway_stack import gateway_settings
+from gateway_stack import gateway_settings, seated_realm
 from hidden_games import Receipt
 from test_gateway_forensics import auth, realm_room, wait_until
 from test_hidden_routes import calls, fillers
@@ -38,12 +37,7 @@ DIFFERS = {
 def traded_room(api: TestClient) -> tuple[str, str, str, dict[str, str], list[str]]:
     """A realm room of alice-X and bob-X: bob mines, alice's merchant trades with bob, she ends the room. Every
     command with its own id: (room, alice, bob, tokens, command ids)."""
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    created = api.post("/rooms", json={"ruleset": "realm@1", "player": alice, "options": {"players": [alice, bob]}})
-    assert created.status_code == 201, created.text
-    room = created.json()["room"]
-    tokens = {alice: created.json()["token"], bob: api.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]}
+    room, alice, bob, tokens = seated_realm(api)
     sent: list[str] = []
 
     def play(player: str, command: dict) -> dict:

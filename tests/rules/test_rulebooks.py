@@ -8,17 +8,36 @@ its ``examples``), and what they promise is read from them:
   are the codes (``<resource>`` stands for any word). The codes the rules raise are read from the
   rule-set's package source: the first argument of every ``RuleError(...)`` and every other
   ``"<name>.<word>"`` literal that is not an event tag (a code handed to a helper);
-- a refusal row with an ``example command`` is played in the example room the rulebook describes
-  ("played by `player` in a room created with options `{...}`"), and must be refused with the row's
-  code, a field the row names and exactly the example message;
+- every refusal row that names a code of the rule-set gives an ``example command``, or says in that cell
+  why none can be given: ``(none: <why>)``, for a code the public commands never reach (the room or the
+  input boundary refuses the command first);
+- a row's example is played in the example room the rulebook describes ("played by `player` in a room
+  created with options `{...}`"), and must be refused with the row's code, a field the row names (an
+  empty field cell when the refusal names none) and exactly the example message;
 - the manifest's example scenarios (``examples/*.jsonl``) are played, and the commands refused are
   exactly those announced by a ``# refused (<code>)`` comment, with that code.
+
+An ``example command`` cell is one command, or, for a refusal that the example room does not give at once,
+a small story:
+
+    [at <n> s|h: ]`{command}`[ by `player`][ in a room created with options `{...}`][ after <step>, <step>, ...]
+
+where a ``<step>`` is ``[at <n> s|h: ]`{command}`[ by `player`]``, or ``*name*`` for the steps of a situation
+the rulebook names below its table ("the situation *name*: <step>, <step>, ...": a long story kept out of
+the table). ``by`` names who plays (else the room's player); ``at`` the server time (the example room is
+created at 1 s; without ``at`` a command is played at the time of the last accepted one); ``in a room
+created with options`` other options than the rulebook's room; ``after`` the steps played first, in order,
+each of which must be accepted (the room's player has joined; anyone else joins with a step
+``{"kind": "join_room"}``). An example with neither ``after`` nor its own room is played in one shared
+room (a refusal changes nothing, its clock included), one with either in a fresh room, and an example
+``create_room`` on its own.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import fnmatch
 import json
 import re
 from importlib import import_module, resources
@@ -127,47 +146,96 @@ def test_a_rulebooks_refusal_tables_name_exactly_the_codes_its_rules_raise(manif
 
 
 EXAMPLE_ROOM = re.compile(r"played by `([^`]+)` in a room created with options `(\{[^`]*\})`")
+STEP = re.compile(r"(?:at (\d+) (s|h): )?`(\{[^`]*\})`(?: by `([^`]+)`)?")
+UNIT_MS = {"s": 1_000, "h": 3_600_000}
+CREATED_AT_MS = 1_000
+SITUATION = re.compile(r"the situation \*([^*]+)\*: ((?:(?:at \d+ [sh]: )?`\{[^`]*\}`(?: by `[^`]+`)?(?:, )?)+)")
 
 
-def refused(driver: RoomDriver, player: str, body: dict) -> RuleError:
+def refused(driver: RoomDriver, player: str, body: dict, now_ms: int | None) -> RuleError:
+    clock = driver.now_ms
     try:
-        driver.play(player, body)
+        driver.play(player, body, now_ms=now_ms)
     except RuleError as error:
+        driver.now_ms = clock  # a refused command changes nothing, the room's clock included
         return error
     raise AssertionError(f"{body} was accepted")
 
 
 def example_rows(manifest) -> list[dict[str, str]]:
-    return [row for row in refusal_rows(manifest) if row.get("example command", "").startswith("`{")]
+    return [row for row in refusal_rows(manifest) if STEP.match(row.get("example command", ""))]
+
+
+def steps_of(text: str, player: str) -> list[tuple[str, dict, int | None]]:
+    """(player, command, server time or None) of every step in ``text``, a comma-separated list of steps."""
+    return [(by or player, json.loads(body), int(at) * UNIT_MS[unit] if at else None)
+            for at, unit, body, by in STEP.findall(text)]
+
+
+def situations(doc: str) -> dict[str, str]:
+    """The rulebook's named situations ("the situation *name*: `{...}`, `{...}`"): name -> its steps."""
+    return dict(SITUATION.findall(" ".join(doc.split())))
+
+
+def parse_example(cell: str, player: str, named: dict[str, str] | None = None) -> tuple[tuple, dict | None, list]:
+    """An example command cell as (the command's step, the room's options if other, the steps played first)."""
+    head, _, after = cell.partition(" after ")
+    after = re.sub(r"\*([^*]+)\*", lambda name: (named or {})[name.group(1)], after)
+    head, _, room = head.partition(" in a room created with options ")
+    (step,) = steps_of(head, player)
+    options = json.loads(room.strip("` ")) if room else None
+    return step, options, steps_of(after, player)
+
+
+@pytest.mark.parametrize("manifest", RULESETS, ids=[manifest.ref for manifest in RULESETS])
+def test_every_refusal_code_has_an_example_or_says_why_none_can_be_given(manifest) -> None:
+    missing = [row["code"] for row in refusal_rows(manifest)
+               if codes_in(row["code"], manifest.name)
+               and not STEP.match(row.get("example command", ""))
+               and not row.get("example command", "").startswith("(none: ")]
+    assert missing == [], f"{manifest.rulebook}: refusals with neither an example nor a reason for none"
 
 
 @pytest.mark.parametrize("manifest", RULESETS, ids=[manifest.ref for manifest in RULESETS])
 def test_every_refusal_example_is_refused_with_its_code_field_and_message(manifest) -> None:
     rows = example_rows(manifest)
-    if not rows:
-        pytest.skip(f"{manifest.rulebook} gives no example commands")
+    assert rows, f"{manifest.rulebook} gives no example commands"
     room = EXAMPLE_ROOM.search(" ".join(rulebook(manifest).split()))
     assert room, f"{manifest.rulebook} gives examples but not the room they are played in"
     player, options = room.group(1), json.loads(room.group(2))
+    named = situations(rulebook(manifest))
 
     def new_room(create: dict) -> RoomDriver:
-        driver = RoomDriver(f"{manifest.name}-examples", b"rulebook examples seed 32 bytes!", 1_000)
+        driver = RoomDriver(f"{manifest.name}-examples", b"rulebook examples seed 32 bytes!", CREATED_AT_MS)
         driver.play(player, {**create, "kind": "create_room", "ruleset": manifest.ref})
         return driver
 
-    table = new_room({"options": options})
-    table.play(player, {"kind": "join_room"})
+    def joined(room_options: dict) -> RoomDriver:
+        driver = new_room({"options": room_options})
+        driver.play(player, {"kind": "join_room"})
+        return driver
+
+    table = joined(options)
     for row in rows:
-        command = json.loads(row["example command"].strip("`"))
+        (by, command, at_ms), room_options, before = parse_example(row["example command"], player, named)
         (code,) = codes_in(row["code"], manifest.name)
         if command["kind"] == "create_room":
             with pytest.raises(RuleError) as creating:
                 new_room(command)
             error = creating.value
+        elif room_options is None and not before:
+            error = refused(table, by, command, at_ms)
         else:
-            error = refused(table, player, command)
-        assert (error.code, error.message) == (code, row["example message"]), command
-        assert f"`{error.field}`" in row["field"], (command, error.field)
+            situation = joined(options if room_options is None else room_options)
+            for step_by, step, step_at_ms in before:
+                situation.play(step_by, step, now_ms=step_at_ms)
+            error = refused(situation, by, command, at_ms)
+        assert fnmatch.fnmatchcase(error.code, code), (command, error.code, error.message)
+        assert error.message == row["example message"], (command, error.code)
+        if error.field is None:
+            assert not row["field"].strip(), (command, "names no field")
+        else:
+            assert f"`{error.field}`" in row["field"], (command, error.field)
 
 
 ANNOUNCED = re.compile(r"^#\s*refused \(([a-z_.]+)\)", re.IGNORECASE)

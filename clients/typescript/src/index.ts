@@ -22,10 +22,11 @@ export type AnyCommand = BoardCommand | BoardV2Command | ClaimCommand | RealmCom
 export type RoomEvent = Schemas["RoomEvent"];
 export type ApiErrorBody = Schemas["Error"];
 
-// The live feed's messages: one event per message (a player's redacted; `hidden` when not theirs to see), or a
-// refusal `{code, message, field}` sent before the close code 4000 + HTTP status.
-export type LiveMessage = RoomEvent;
-export type LiveRefusal = { code: string; message: string; field?: string | null };
+// The live feed's messages, as the document types them (the gateway's one frame type, which its AsyncAPI document
+// names too): one event per message (a player's redacted; `hidden` when not theirs to see) with the room's signed
+// checkpoint at its version, or a refusal `{code, message, field}` sent before the close code 4000 + HTTP status.
+export type LiveMessage = Schemas["LiveEvent"];
+export type LiveRefusal = Schemas["Error"];
 
 export class AlmanacError extends Error {
   constructor(public status: number, public body: ApiErrorBody | Record<string, unknown>) {

@@ -5632,6 +5632,37 @@ export interface components {
             score: number;
             room: string;
         };
+        /**
+         * LiveEvent
+         * @description One frame of the live feeds (/rooms/{room}/live, /rooms/{room}/watch): the event as the viewer may see it
+         *     (``RoomEvent``), with the room's signed checkpoint at that version (None when the stream lacks a version it
+         *     names). The one type both documents take the frame from: the OpenAPI components (so the TypeScript client's
+         *     ``LiveMessage``) and the AsyncAPI's ``liveEvent`` payload; tests/gateway/test_live_frames.py holds real frames
+         *     to it. A refusal frame is a ``Failure`` (the ``Error`` schema), sent before the close code 4000 + status.
+         */
+        LiveEvent: {
+            version: number;
+            /** @default false */
+            hidden?: boolean;
+            /** @default null */
+            type?: string | null;
+            /** @default null */
+            player?: string | null;
+            /** @default null */
+            server_time_ms?: number | null;
+            /** @description the event's payload (redacted for a player; `type` names it) */
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
+            /** @default null */
+            command_id?: string | null;
+            /** @default null */
+            previous_hash?: string | null;
+            /** @default null */
+            hash?: string | null;
+            /** @default null */
+            summary?: string | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
+        };
         /** OutcomePending */
         OutcomePending: {
             code: string;
