@@ -5651,7 +5651,7 @@ export interface components {
             /** @default null */
             server_time_ms?: number | null;
             /** @description the event's payload (redacted for a player; `type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
             /** @default null */
             command_id?: string | null;
             /** @default null */
