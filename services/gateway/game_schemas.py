@@ -70,7 +70,9 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
         prefixes: list[str] = []
         for manifest in ordered:
             own_prefix = f"{prefix}V{manifest.version}" if prefixes else prefix
-            own, parts = _version_components(name, manifest, own_prefix, hidden_ref, ref_prefix)
+            # the default version's parts, which later versions may share, are described as the rule-set's
+            label = manifest.ref if prefixes else name
+            own, parts = _version_components(label, manifest, own_prefix, hidden_ref, ref_prefix)
             renamed = _merge(components, own, own_prefix, prefixes, ref_prefix)
             parts = {part: renamed[component] for part, component in parts.items()}
             names[name]["versions"][manifest.version] = parts
@@ -87,9 +89,10 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
 PARTS = ("command", "event", "state", "view", "options", "setup")
 
 
-def _version_components(name: str, manifest: Any, prefix: str, hidden_ref: dict[str, Any],
+def _version_components(label: str, manifest: Any, prefix: str, hidden_ref: dict[str, Any],
                         ref_prefix: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """One version's components, every name under ``prefix``, and the names of its parts (``PARTS``)."""
+    """One version's components, every name under ``prefix``, and the names of its parts (``PARTS``); its unions'
+    descriptions name ``label`` (the rule-set, or the version)."""
     decider = manifest.decider
     ref = f"{ref_prefix}{prefix}{{name}}"
     room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked, *SEAT_EVENTS)
@@ -113,22 +116,22 @@ def _version_components(name: str, manifest: Any, prefix: str, hidden_ref: dict[
              for part, schema in (("options", options_ref), ("setup", setup_ref))}
     mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, command_refs, strict=True)}
     own[f"{prefix}Command"] = {
-        "title": f"{prefix}Command", "description": f"A command of a {manifest.ref} room, told apart by `kind`.",
+        "title": f"{prefix}Command", "description": f"A command of a {label} room, told apart by `kind`.",
         "oneOf": [{"$ref": r} for r in mapping.values()],
         "discriminator": {"propertyName": "kind", "mapping": mapping},
     }
     own[f"{prefix}Event"] = {
         "title": f"{prefix}Event",
-        "description": f"The payload of an event of a {manifest.ref} room (the envelope's `type` names which) as a "
+        "description": f"The payload of an event of a {label} room (the envelope's `type` names which) as a "
                        "player may receive it: a field hidden from that player is `{\"hidden\": true}`.",
         "anyOf": event_refs,
     }
-    own[f"{prefix}State"] = {"title": f"{prefix}State", "description": f"The state of a {manifest.ref} game.",
+    own[f"{prefix}State"] = {"title": f"{prefix}State", "description": f"The state of a {label} game.",
                              **state_ref}
     # A game that declares no view type: its view is documented as an object of its own making.
     view = view_ref if view_ref is not None else {"type": "object"}
     own[f"{prefix}View"] = {"title": f"{prefix}View",
-                            "description": f"What a player of a {manifest.ref} room sees (its view).", **view}
+                            "description": f"What a player of a {label} room sees (its view).", **view}
     parts.update({part: f"{prefix}{part.capitalize()}" for part in ("command", "event", "state", "view")})
     return own, parts
 

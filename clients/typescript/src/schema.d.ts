@@ -1349,17 +1349,17 @@ export interface components {
         };
         /**
          * BoardEvent
-         * @description The payload of an event of a board@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a board room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
         /**
          * BoardState
-         * @description The state of a board@1 game.
+         * @description The state of a board game.
          */
         BoardState: components["schemas"]["BoardBoardState"];
         /**
          * BoardView
-         * @description What a player of a board@1 room sees (its view).
+         * @description What a player of a board room sees (its view).
          */
         BoardView: components["schemas"]["BoardBoardView"];
         /**
@@ -2073,17 +2073,17 @@ export interface components {
         };
         /**
          * ClaimEvent
-         * @description The payload of an event of a claim@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a claim room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         ClaimEvent: components["schemas"]["ClaimRoomCreated_ClaimSetup_"] | components["schemas"]["ClaimPlayerJoined"] | components["schemas"]["ClaimNonceRevealed"] | components["schemas"]["ClaimRoomEnded"] | components["schemas"]["ClaimRoomForked"] | components["schemas"]["ClaimBotPolicy"] | components["schemas"]["ClaimDeadlineMissed"] | components["schemas"]["ClaimSeatActive"] | components["schemas"]["ClaimSeatToBot"] | components["schemas"]["ClaimParcelCut"] | components["schemas"]["ClaimDeckHauled"] | components["schemas"]["ClaimParcelReplanted"] | components["schemas"]["ClaimMeadowFarmed"] | components["schemas"]["ClaimCropHarvested"] | components["schemas"]["ClaimBuildingBuilt"] | components["schemas"]["ClaimTimberCruised"] | components["schemas"]["ClaimClaimProvedUp"];
         /**
          * ClaimState
-         * @description The state of a claim@1 game.
+         * @description The state of a claim game.
          */
         ClaimState: components["schemas"]["ClaimClaimState"];
         /**
          * ClaimView
-         * @description What a player of a claim@1 room sees (its view).
+         * @description What a player of a claim room sees (its view).
          */
         ClaimView: components["schemas"]["ClaimClaimView"];
         /**
@@ -3737,17 +3737,17 @@ export interface components {
         };
         /**
          * RealmEvent
-         * @description The payload of an event of a realm@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a realm room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         RealmEvent: components["schemas"]["RealmRoomCreated_RealmSetup_"] | components["schemas"]["RealmPlayerJoined"] | components["schemas"]["RealmNonceRevealed"] | components["schemas"]["RealmRoomEnded"] | components["schemas"]["RealmRoomForked"] | components["schemas"]["RealmBotPolicy"] | components["schemas"]["RealmDeadlineMissed"] | components["schemas"]["RealmSeatActive"] | components["schemas"]["RealmSeatToBot"] | components["schemas"]["RealmMinedAsSeen"] | components["schemas"]["RealmSmeltedAsSeen"] | components["schemas"]["RealmFoodGotAsSeen"] | components["schemas"]["RealmHerbsFoundAsSeen"] | components["schemas"]["RealmArmyHealedAsSeen"] | components["schemas"]["RealmWoodCutAsSeen"] | components["schemas"]["RealmFortifiedAsSeen"] | components["schemas"]["RealmArmyRaised"] | components["schemas"]["RealmArmyEquippedAsSeen"] | components["schemas"]["RealmArmyDismissed"] | components["schemas"]["RealmRaidedAsSeen"] | components["schemas"]["RealmBesieged"] | components["schemas"]["RealmCityDestroyedAsSeen"] | components["schemas"]["RealmCitySurrendered"] | components["schemas"]["RealmTaxSeasonChosen"] | components["schemas"]["RealmTaxCollectedAsSeen"] | components["schemas"]["RealmFreedomBought"] | components["schemas"]["RealmSabotageAttempted"] | components["schemas"]["RealmRevoltFought"] | components["schemas"]["RealmCityRestartedAsSeen"] | components["schemas"]["RealmMerchantSentAsSeen"] | components["schemas"]["RealmMerchantInterceptedAsSeen"] | components["schemas"]["RealmTradeOfferedAsSeen"] | components["schemas"]["RealmTradeCounteredAsSeen"] | components["schemas"]["RealmTradeAgreedAsSeen"] | components["schemas"]["RealmTradeRolledAsSeen"] | components["schemas"]["RealmTradeCancelledAsSeen"] | components["schemas"]["RealmTradeDeclinedAsSeen"] | components["schemas"]["RealmMerchantReturnedAsSeen"] | components["schemas"]["RealmTurnEnded"] | components["schemas"]["RealmVillageProduced"] | components["schemas"]["RealmSeasonEnded"];
         /**
          * RealmState
-         * @description The state of a realm@1 game.
+         * @description The state of a realm game.
          */
         RealmState: components["schemas"]["RealmRealmState"];
         /**
          * RealmView
-         * @description What a player of a realm@1 room sees (its view).
+         * @description What a player of a realm room sees (its view).
          */
         RealmView: components["schemas"]["RealmRealmView"];
         /** MerchantSentStep */
@@ -4931,17 +4931,17 @@ export interface components {
         };
         /**
          * SectorsEvent
-         * @description The payload of an event of a sectors@1 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         * @description The payload of an event of a sectors room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
         SectorsEvent: components["schemas"]["SectorsRoomCreated_Setup_"] | components["schemas"]["SectorsPlayerJoined"] | components["schemas"]["SectorsNonceRevealed"] | components["schemas"]["SectorsRoomEnded"] | components["schemas"]["SectorsRoomForked"] | components["schemas"]["SectorsBotPolicy"] | components["schemas"]["SectorsDeadlineMissed"] | components["schemas"]["SectorsSeatActive"] | components["schemas"]["SectorsSeatToBot"] | components["schemas"]["SectorsSectorExplored"] | components["schemas"]["SectorsPeopleMoved"] | components["schemas"]["SectorsBuildingBuilt"] | components["schemas"]["SectorsBuildingDemolished"] | components["schemas"]["SectorsPopulationChanged"] | components["schemas"]["SectorsGoodsProduced"] | components["schemas"]["SectorsResourcesHarvested"] | components["schemas"]["SectorsSeasonEnded"];
         /**
          * SectorsState
-         * @description The state of a sectors@1 game.
+         * @description The state of a sectors game.
          */
         SectorsState: components["schemas"]["SectorsColonyState"];
         /**
          * SectorsView
-         * @description What a player of a sectors@1 room sees (its view).
+         * @description What a player of a sectors room sees (its view).
          */
         SectorsView: components["schemas"]["SectorsSectorsView"];
         /**
@@ -4971,7 +4971,7 @@ export interface components {
         SectorsResources: components["schemas"]["SectorsSectorsResources"];
         /**
          * BoardCommand
-         * @description A command of a board@1 room, told apart by `kind`.
+         * @description A command of a board room, told apart by `kind`.
          */
         BoardCommand: components["schemas"]["BoardPlaceElement"] | components["schemas"]["BoardSkipElement"];
         /**
@@ -4981,17 +4981,17 @@ export interface components {
         BoardV2Command: components["schemas"]["BoardPlaceElement"] | components["schemas"]["BoardSkipElement"] | components["schemas"]["BoardV2TimeOut"];
         /**
          * ClaimCommand
-         * @description A command of a claim@1 room, told apart by `kind`.
+         * @description A command of a claim room, told apart by `kind`.
          */
         ClaimCommand: components["schemas"]["ClaimCut"] | components["schemas"]["ClaimHaul"] | components["schemas"]["ClaimReplant"] | components["schemas"]["ClaimFarm"] | components["schemas"]["ClaimHarvest"] | components["schemas"]["ClaimBuild"] | components["schemas"]["ClaimCruise"] | components["schemas"]["ClaimProveUp"];
         /**
          * RealmCommand
-         * @description A command of a realm@1 room, told apart by `kind`.
+         * @description A command of a realm room, told apart by `kind`.
          */
         RealmCommand: components["schemas"]["RealmMine"] | components["schemas"]["RealmSmelt"] | components["schemas"]["RealmGetFood"] | components["schemas"]["RealmFindHerbs"] | components["schemas"]["RealmHealArmy"] | components["schemas"]["RealmCutWood"] | components["schemas"]["RealmFortify"] | components["schemas"]["RealmRaiseArmy"] | components["schemas"]["RealmEquipArmy"] | components["schemas"]["RealmDismissArmy"] | components["schemas"]["RealmRaid"] | components["schemas"]["RealmBesiege"] | components["schemas"]["RealmChooseTaxSeason"] | components["schemas"]["RealmBuyFreedom"] | components["schemas"]["RealmSabotage"] | components["schemas"]["RealmRevolt"] | components["schemas"]["RealmRestartCity"] | components["schemas"]["RealmSendMerchant"] | components["schemas"]["RealmOfferTrade"] | components["schemas"]["RealmCounterOffer"] | components["schemas"]["RealmAgreeTrade"] | components["schemas"]["RealmDeclineTrade"] | components["schemas"]["RealmEndTurn"] | components["schemas"]["RealmEndSeason"];
         /**
          * SectorsCommand
-         * @description A command of a sectors@1 room, told apart by `kind`.
+         * @description A command of a sectors room, told apart by `kind`.
          */
         SectorsCommand: components["schemas"]["SectorsExplore"] | components["schemas"]["SectorsMovePeople"] | components["schemas"]["SectorsBuild"] | components["schemas"]["SectorsDemolish"] | components["schemas"]["SectorsEndSeason"];
         /** Error */
