@@ -199,8 +199,9 @@ def error_schema() -> dict[str, Any]:
             "code": {"type": "string", "description": "stable machine-readable reason, e.g. not_your_turn"},
             "message": {"type": "string", "description": "a sentence for people"},
             "field": {"type": "string", "description": "the request field at fault, when there is one"},
-            "allowed": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                        "description": "values that would have been accepted"},
+            # responses.Allowed: a list of values, or the bound a rule names (a count, a version, {"min": ...})
+            "allowed": {**msgspec.json.schema(responses.Allowed),
+                        "description": "the values, or the bound, that would have been accepted"},
         },
         "additionalProperties": True,
     }

@@ -81,6 +81,11 @@ class RoomJoined(CommandAccepted, kw_only=True):
     seat_key: str | None = None
 
 
+# What a refusal says would have been accepted: a list of values, or a bound the rule names (a count, a version,
+# {"min": ...}): events/errors.py's RuleError.allowed as the rule-sets fill it.
+Allowed = list[str | int] | int | dict[str, int]
+
+
 class Failure(_Body):
     """A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
     fault and the values that would have been accepted, when they apply."""
@@ -88,7 +93,7 @@ class Failure(_Body):
     code: str
     message: str
     field: str | None = None
-    allowed: list[str | int] | None = None
+    allowed: Allowed | None = None
 
 
 class SeatReclaimed(_Body):
@@ -639,7 +644,7 @@ class RefusalReason(_Body, kw_only=True):
     code: str | None = None
     message: str | None = None
     field: str | None = None
-    allowed: list[str | int] | None = None
+    allowed: Allowed | None = None
 
 
 class BundleRefusal(_Body, kw_only=True):

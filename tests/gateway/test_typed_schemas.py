@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 from referencing import Registry, Resource
 
 from almanac.events import registry
@@ -613,3 +613,14 @@ def test_a_room_of_every_installed_version_answers_within_the_documents(ref: str
     own = {t.__struct_config__.tag for t in manifest.decider.event_types} - {
         t.__struct_config__.tag for t in registry.default(manifest.name).decider.event_types}
     assert not own or own & seen, (own, seen)
+
+
+@pytest.mark.parametrize("component", ["Error", "RefusalReason"])
+def test_a_refusals_allowed_values_are_typed_as_the_rules_fill_them(component: str, openapi: dict[str, Any]) -> None:
+    """Given the refusals rule-sets really give (realm's stock left, a list of kinds, sectors' {"min": year}), when
+    a client reads one, then the document describes it: no refusal answer is outside its own schema."""
+    check = validator(openapi, component)
+    for allowed in (["stone", "gold"], [1, 2], 5_000, {"min": 3}):
+        check.validate({"code": "realm.not_enough_wood", "message": "m", "field": "amount", "allowed": allowed})
+    with pytest.raises(ValidationError):
+        check.validate({"code": "c", "message": "m", "allowed": "anything"})

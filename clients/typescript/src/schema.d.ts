@@ -5002,8 +5002,10 @@ export interface components {
             message: string;
             /** @description the request field at fault, when there is one */
             field?: string;
-            /** @description values that would have been accepted */
-            allowed?: (string | number)[];
+            /** @description the values, or the bound, that would have been accepted */
+            allowed?: (string | number)[] | number | {
+                [key: string]: number;
+            };
         } & {
             [key: string]: unknown;
         };
@@ -5400,7 +5402,9 @@ export interface components {
             /** @default null */
             field?: string | null;
             /** @default null */
-            allowed?: (string | number)[] | null;
+            allowed?: (string | number)[] | number | {
+                [key: string]: number;
+            } | null;
         };
         /**
          * BundleChain
@@ -5513,7 +5517,9 @@ export interface components {
             /** @default null */
             field?: string | null;
             /** @default null */
-            allowed?: (string | number)[] | null;
+            allowed?: (string | number)[] | number | {
+                [key: string]: number;
+            } | null;
         };
         /**
          * ForkAnswer
