@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from almanac.events.envelope import Envelope
 from almanac.services.bus import COMMAND_FIELD
-from almanac.services.gateway import asyncapi_page
+from almanac.services.gateway import asyncapi_page, game_schemas
 from almanac.services.gateway.api_docs import command_components, typed_room_events
 from almanac.services.gateway.errors import json_response
 from almanac.services.gateway.responses import Failure, LiveEvent
@@ -27,8 +27,8 @@ _SHARD = {"shard": {"description": "the shard hash tag sNN: crc32(room) % ALMANA
 @cache
 def asyncapi_document() -> dict[str, Any]:
     unions, commands = command_components(REF)
-    events = [name for name in commands if name.endswith("Event") and "anyOf" in commands[name]
-              and name[:-len("Event")] + "Command" in unions]
+    # every installed version's event union (services/gateway/game_schemas.py names them)
+    events = [union for parts in game_schemas.game_components(REF)[0].values() for union in parts["event"]]
     _, structs = msgspec.json.schema_components([CommandRecord, Outcome, Envelope, LiveEvent, Failure],
                                                 ref_template=REF + "{name}")
     schemas: dict[str, Any] = {**structs, **commands, **unions}

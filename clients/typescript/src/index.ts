@@ -11,12 +11,14 @@ export type { components, paths } from "./schema.js";
 export { PlayerKey, canonicalJson, commandBytes, joinBytes, nonceCommitment, recordedCommandId } from "./signing.js";
 export type Schemas = components["schemas"];
 
-// Every rule-set's commands, events and state, as the document types them (enums where the rules know the values).
+// Every rule-set's commands, events and state, as the document types them (enums where the rules know the values);
+// a version whose commands differ from its rule-set's default version's has its own (board@2: its turn limit).
 export type BoardCommand = Schemas["BoardCommand"];
+export type BoardV2Command = Schemas["BoardV2Command"];
 export type ClaimCommand = Schemas["ClaimCommand"];
 export type RealmCommand = Schemas["RealmCommand"];
 export type SectorsCommand = Schemas["SectorsCommand"];
-export type AnyCommand = BoardCommand | ClaimCommand | RealmCommand | SectorsCommand;
+export type AnyCommand = BoardCommand | BoardV2Command | ClaimCommand | RealmCommand | SectorsCommand;
 export type RoomEvent = Schemas["RoomEvent"];
 export type ApiErrorBody = Schemas["Error"];
 
