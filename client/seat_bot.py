@@ -15,8 +15,8 @@ The deployment's bots process (``almanac bots``) is something else: it plays sea
 Each round the bot reads its seat's view; when the room has ended (or the game is over) it returns; when the
 policy (``almanac bot``: the rule-set's ``seat_bot``, the one the server's bots play with) names a command, it waits
 ``delay_s`` and sends it; then it waits for the room to move (the live feed, read with an idle timeout so a
-clock-driven rule-set that moves only with time is read again every ``poll_s``). A refusal is reported and the bot
-waits for the room to move: the same view would give the same command.
+clock-driven rule-set that moves only with time is read again every ``poll_s``). A refusal is reported and the
+policy asked again with a fresh draw, up to ``ATTEMPTS`` at one version; then the bot waits for the room to move.
 
 Restart-safe: the command id and the seed of the bot's draws are derived from (room, seat, version) under a key
 derived from the seat's own secret (the seat key, else the token), so a bot restarted at the same version sends the
@@ -38,10 +38,13 @@ import msgspec
 
 from almanac.client import ApiError, Seat
 
-__all__ = ["MAX_DELAY_S", "BotReport", "Policy", "SeatBot", "bot_command_id", "bot_key", "bot_seed"]
+__all__ = ["ATTEMPTS", "MAX_DELAY_S", "BotReport", "Policy", "SeatBot", "bot_command_id", "bot_key", "bot_seed"]
 
 # The longest delay before a move: a bot that waits longer than this is a mistake in its options, not a strategy.
 MAX_DELAY_S = 600.0
+# Refused draws at one version before the bot waits for the room to move (as the deployment's bots do): a rule-set's
+# bot judges legality from the view alone, so one draw may be refused where another passes; a bounded number.
+ATTEMPTS = 8
 KEY_DOMAIN = b"almanac client seat bot v1\x00"  # separates the bot's key from any other use of the seat's secret
 
 # policy(view, player, seed, now_ms) -> a command (dict with ``kind``, or a msgspec Struct) or None. ``seed``: 32 bytes
@@ -55,14 +58,15 @@ def bot_key(secret: str) -> bytes:
     return hashlib.sha256(KEY_DOMAIN + secret.encode()).digest()
 
 
-def bot_seed(key: bytes, room: str, player: str, version: int) -> bytes:
-    """The bot's own randomness for its move at ``version`` (its dice are drawn from it): restart-stable, secret."""
-    return hmac.new(key, f"seed\x00{room}\x00{player}\x00{version}".encode(), hashlib.sha256).digest()
+def bot_seed(key: bytes, room: str, player: str, version: int, attempt: int = 0) -> bytes:
+    """The bot's own randomness for its ``attempt``-th move at ``version`` (its dice are drawn from it): the same on
+    a restart, secret to whoever lacks the seat's secret."""
+    return hmac.new(key, f"seed\x00{room}\x00{player}\x00{version}\x00{attempt}".encode(), hashlib.sha256).digest()
 
 
-def bot_command_id(key: bytes, room: str, player: str, version: int) -> str:
-    """The client command id of the bot's move at ``version``: a restart at the same version sends the same id."""
-    digest = hmac.new(key, f"{room}\x00{player}\x00{version}".encode(), hashlib.sha256).digest()
+def bot_command_id(key: bytes, room: str, player: str, version: int, attempt: int = 0) -> str:
+    """The client command id of the bot's ``attempt``-th move at ``version``: a restart sends the same id."""
+    digest = hmac.new(key, f"{room}\x00{player}\x00{version}\x00{attempt}".encode(), hashlib.sha256).digest()
     return "bot-" + base64.urlsafe_b64encode(digest[:24]).decode().rstrip("=")
 
 
@@ -103,6 +107,7 @@ class SeatBot:
         self.sleep = sleep
         self.max_rounds = max_rounds
         self.report = BotReport()
+        self.tries: dict[int, int] = {}  # the room version -> draws refused at it
 
     def run(self) -> BotReport:
         """Play until the room ends or its game is over (or ``max_rounds`` rounds); the report."""
@@ -115,37 +120,47 @@ class SeatBot:
                 self.report.reason = "the room ended" if seen["ended"] else "the game is over"
                 self.say(f"v{seen['version']}: {self.report.reason}; the bot stops")
                 return self.report
-            self.step(seen)
-            self.wait_for_move(seen["version"])
+            if self.step(seen):
+                self.wait_for_move(seen["version"])
         self.report.reason = f"{rounds} rounds played"
         return self.report
 
-    def step(self, seen: dict[str, Any]) -> None:
-        """Ask the policy what the seat does at the view ``seen``; send it after the delay (a refusal is reported)."""
+    def step(self, seen: dict[str, Any]) -> bool:
+        """Ask the policy what the seat does at the view ``seen``; send it after the delay. Whether to wait for the
+        room to move now: False after a refusal with draws left at this version (the next draw is tried at once)."""
         version, player, room = seen["version"], self.seat.player, self.seat.room
         if seen.get("player") != player:
             raise ValueError(f"the token is {seen.get('player')!r}'s, not the seat {player!r}'s")
-        command = self.policy(seen["view"], player, bot_seed(self.key, room, player, version), int(time.time() * 1000))
+        attempt = self.tries.get(version, 0)
+        if attempt >= ATTEMPTS:
+            return True  # every draw at this version was refused: only the room moving can change the answer
+        seed = bot_seed(self.key, room, player, version, attempt)
+        command = self.policy(seen["view"], player, seed, int(time.time() * 1000))
         if command is None:
-            return
+            return True
         body = msgspec.to_builtins(command) if isinstance(command, msgspec.Struct) else command
         if self.delay_s:
             self.sleep(self.delay_s)
-        command_id = bot_command_id(self.key, room, player, version)
+        command_id = bot_command_id(self.key, room, player, version, attempt)
         try:
             result = self._call(lambda: self.seat.command(body, command_id=command_id))
         except ApiError as refused:
             if refused.status >= 500 or refused.status in (401, 403, 404):
                 raise  # not the rules' refusal: the bot cannot go on (the CLI says why)
+            if refused.code == "room_ended":
+                return True  # the next view says so, and the bot stops
             self.report.refused += 1
             self.report.refusals.append(refused.code)
+            self.tries = {version: attempt + 1}  # older versions are behind the room for good
+            then = "drawing again" if attempt + 1 < ATTEMPTS else "waiting for the room to move"
             self.say(f"v{version}: {body.get('kind')} refused: {refused.status} {refused.code}: {refused.message}"
-                     "; waiting for the room to move")
-            return
+                     f"; {then}")
+            return attempt + 1 >= ATTEMPTS
         self.report.sent += 1
         self.report.version = result.version
         again = " (already decided: a resend)" if result.duplicate else ""
         self.say(f"v{version}: sent {body.get('kind')} -> v{result.version}{again}")
+        return True
 
     def wait_for_move(self, version: int) -> None:
         """Until the room passes ``version`` (its live feed), or ``poll_s`` without an event (read the view again)."""
