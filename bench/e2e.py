@@ -213,6 +213,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     # The commands the rooms must hold: every window at ``rate`` (times ``m`` for an open window).
     total = sum(max(1, round((value if kind == "open" else 1.0) * rate * phase_s)) for kind, value, phase_s in phases)
     answers: list[list[tuple[int, float]]] = [[] for _ in phases]
+    phase_refusals: list[dict[str, int]] = [{} for _ in phases]  # each window's refusals by kind (admission's reason)
     phase_rates: list[float] = []
     # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
     slot_count = max(1, -(-total // len(script)))
@@ -263,6 +264,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                     retry_after.append(retry)
                 code = failure_kind(status, msgspec.json.decode(payload))
                 failures[code] = failures.get(code, 0) + 1
+                phase_refusals[window][code] = phase_refusals[window].get(code, 0) + 1
             return status
 
     if on_load_start is not None:
@@ -329,7 +331,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
             "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": len(in_load),
             "late": late, "out_of_step": out_of_step, "schedule": slots.schedule(len(script)),
             "script": len(script), "ruleset": ruleset, "first_move": script[0], "phases": answers,
-            "phase_rates": phase_rates}
+            "phase_rates": phase_rates, "phase_refusals": phase_refusals}
 
 
 async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
@@ -589,6 +591,7 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "stack_runqueue_s": window.get("stack_runqueue_s", 0.0),
             # Useful commands per CPU second of the stack: what the stack does with the CPU it was given.
             "goodput_per_cpu_s": good / stack_cpu if stack_cpu > 0 else float("nan"),
+            "refusals": window.get("refusals", {}), "gateway_cores": window.get("gateway_cpu_s", 0.0) / elapsed,
         })
     ratios, normalised = [], []
     for number in range(1, len(judged) - 1, 2):
@@ -620,9 +623,11 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                  if "ratio" in window else "")
         console.print(f"  {number} {window['kind']:8} offered {window['offered_per_s']}/s goodput "
                       f"{window['goodput_per_s']:.0f}/s late {window['late']} shed {window['shed']} other "
-                      f"{window['other']}{ratio}; CPU stack {window['stack_cores']:.2f} generator "
+                      f"{window['other']}{ratio}; CPU stack {window['stack_cores']:.2f} (gateways "
+                      f"{window['gateway_cores']:.2f}) generator "
                       f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
-                      f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}", soft_wrap=True)
+                      f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}"
+                      + _refusal_kinds(window.get("refusals", {})), soft_wrap=True)
     busy = verdict["others_cores_max"] > 0.25
     console.print(f"overload: goodput {verdict['goodput_per_s']:.0f}/s at {verdict['offered_per_s']}/s offered against "
                   f"capacity {verdict['capacity_per_s']:.0f}/s measured between its windows: ratio "
@@ -631,6 +636,16 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                   f"{max(verdict['load_1m']):.2f} on {os.cpu_count()} cores"
                   + (f"; OTHER PROCESSES used up to {verdict['others_cores_max']:.2f} cores during a window: the raw "
                      "ratio measures them too" if busy else ""), soft_wrap=True)
+
+
+def _refusal_kinds(refusals: dict[str, int]) -> str:
+    """A window's refusals by admission's rule, short ("; refused: in flight 812, queue 40"), or nothing."""
+    short = {"in flight": "in flight", "wait more": "queue", "fair share": "fair share"}
+    counts: dict[str, int] = {}
+    for kind, count in refusals.items():
+        name = next((label for words, label in short.items() if words in kind), kind)
+        counts[name] = counts.get(name, 0) + count
+    return ("; refused: " + ", ".join(f"{name} {count}" for name, count in counts.items())) if counts else ""
 
 
 def _machine_busy_s() -> float:
@@ -676,7 +691,8 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
         windows.append({"offered_per_s": round(offered), "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
                         "stack_cpu_s": stack, "generator_cpu_s": used["load generator"],
                         "others_cpu_s": max(0.0, busy1 - busy0 - stack - used["load generator"]), "load_1m": load0,
-                        "stack_runqueue_s": wait1 - wait0})
+                        "stack_runqueue_s": wait1 - wait0, "refusals": result["phase_refusals"][number],
+                        "gateway_cpu_s": sum(value for name, value in used.items() if name.startswith("gateway"))})
     return windows
 
 

@@ -83,6 +83,9 @@ async def model_keys_of_shard(client: Any, keys: Keys, shard: int, models: Itera
     found: list[str] = []
     if "rooms" in models:
         found += [keys.versions(shard), keys.summaries(shard), keys.listings(shard), keys.ended_rooms(shard)]
+        # archived rooms' listing rows (storage.archive_index): the rebuild writes every room's row again (a changed
+        # listing must not be shadowed by an old block); the archiver compacts the archived ones again
+        found.append(keys.archived_listings(shard))
     if "leaderboards" in models:
         rulesets = await client.smembers(keys.leaderboard_rulesets(shard))
         found += [keys.leaderboard(shard, text(r)) for r in rulesets] + [keys.leaderboard_rulesets(shard)]
@@ -91,6 +94,7 @@ async def model_keys_of_shard(client: Any, keys: Keys, shard: int, models: Itera
     for name, (_, model) in sorted(registry.read_models().items()):
         if name not in models:
             continue
+        found.append(keys.archived_model_rows(shard, name))  # archived rooms' rows: written again, as above
         if model.room_row is not None:
             found.append(keys.model_rows(shard, name))
         else:

@@ -8,7 +8,7 @@ from typing import Any
 
 from almanac.events import registry
 from almanac.projections.model_writes import decode_json, encode_json, text
-from almanac.storage.archive_index import listing_rows
+from almanac.storage.archive_index import listing_rows, model_rows
 from almanac.storage.keys import Keys, projector_heartbeat_key, projector_stats_key, shard_of
 
 _FIRST_POLL_S = 0.002
@@ -119,28 +119,42 @@ class ReadModels:
         """A rule-set's read model (see its manifest): the rows of ``room`` (every room when None) whose
         fields equal ``where``'s values, sorted by the model's ``order_by``. KeyError for an unknown model."""
         declared = registry.read_models()[model][1]
-        if declared.room_row is not None:
-            key = self.keys.model_rows
-            if room is not None:
-                data = await self.client.hget(key(self._shard(room), model), room)
-                rows = [] if data is None else [decode_json(data)]
-            else:
-                rows = [decode_json(v) for shard in await self._each_shard("hvals", lambda s: key(s, model))
-                        for v in shard]
+        ledger = declared.room_row is None
+        if room is not None:
+            found = {room: await self._rows_of_room(model, ledger, room)}
         else:
-            if room is not None:
-                rooms = [(self._shard(room), room)]
-            else:
-                members = await self._each_shard("smembers", lambda s: self.keys.model_ledger_rooms(s, model))
-                rooms = sorted((shard, text(r)) for shard, m in enumerate(members) for r in m)
-            async with self.client.pipeline(transaction=False) as pipe:
-                for shard, name in rooms:
-                    pipe.zrange(self.keys.model_ledger(shard, model, name), 0, -1)
-                replies = await pipe.execute()
-            rows = [decode_json(m) for reply in replies for m in reply]
+            # finished archived rooms' rows are in the archive index's blocks (storage.archive_index): both tiers here
+            found = await model_rows(self.client, self.keys, self.shard_count, model, ledger)
+        # One order whichever tier a row came from (room, then the ledger's zset order: version, row), then the
+        # model's: rows the model's order ties keep it.
+        entries = sorted((name, version, row) for name, rows in found.items() for version, row in rows)
+        rows = [decode_json(row) for _, _, row in entries]
         for field, value in (where or {}).items():
             rows = [r for r in rows if r.get(field) == value]
         return sorted(rows, key=lambda r: tuple(_sortable(r.get(f)) for f in declared.order_by))
+
+    async def _rows_of_room(self, model: str, ledger: bool, room: str) -> list[tuple[int, bytes]]:
+        """[(version, row)] of one room's rows of a rule-set read model: Redis' or, for a room whose rows left with
+        the archive index (storage.archive_index), folded again from its archive object (the same rows)."""
+        shard = self._shard(room)
+        if ledger:
+            reply = await self.client.zrange(self.keys.model_ledger(shard, model, room), 0, -1, withscores=True)
+            rows = [(int(score), member) for member, score in reply]
+        else:
+            data = await self.client.hget(self.keys.model_rows(shard, model), room)
+            rows = [] if data is None else [(0, data)]
+        pointer = getattr(self.store, "pointer", None)
+        if rows or pointer is None or await pointer(room) is None:
+            return rows
+        from almanac.projections.rebuild import fold_room  # noqa: PLC0415 - rebuild's one fold of a room
+
+        update = await fold_room(self.store, room)  # the rows the projector wrote, folded again (deterministic)
+        if update is None:
+            return []
+        if ledger:
+            return sorted((version, encode_json(row)) for version, row in update.ledgers.get(model, []))
+        row = update.rows.get(model)
+        return [] if row is None else [(0, encode_json(row))]
 
     # --- the projector's health ---------------------------------------------------------------
 

@@ -148,6 +148,10 @@ async def _rebuild_shard_partly(client: Any, script: Any, store: RedisEventStore
             writes.delete(*stale)
         for update in updates:
             queue_update(writes, keys, shard, update, models)
+            if "rooms" not in models and update.summary.get("ended"):
+                # back on the archiver's list (the rooms model's zset, the projector's score): a finished archived
+                # room's rows written again here leave Redis on its next pass (storage.archive_index)
+                writes.zadd(keys.ended_rooms(shard), {update.room: update.summary.get("updated_at_ms", 0)})
         try:
             await commit_shard(script, checkpoint, writes, expected=expected, new_checkpoint=None,
                                keep_checkpoint=True)

@@ -23,6 +23,11 @@ Progress lives in the log only; the process keeps nothing that a restart needs. 
 ``max_rooms`` bot seats read and played per process per round (a cursor over the shards' hashes, HSCAN: the rest
 wait their turn, logged); ``rate`` commands per second across the process (a token bucket); at most ``ATTEMPTS``
 refused tries per seat and version; and a seat whose bot join was refused is dropped (it can never play).
+
+A room may set its bots a move delay (``set_delay``, `almanac bots add --delay MS`, at most ``MAX_DELAY_MS``): its
+bot seats send nothing until ``delay`` after the room's newest event (its ``server_time_ms``, the log's own clock),
+so a bot's command is recorded no sooner than that after the room moved to it, and, the process playing it, within
+about a round after (``DELAY_MARGIN_MS``; tests/services/test_bot_delay.py).
 """
 
 from __future__ import annotations
@@ -63,6 +68,25 @@ DICE_DOMAIN = b"almanac seat bot dice v1"  # separates the bots' key from every 
 def bots_key(keys: Keys, shard: int) -> str:
     """Hash of a shard's bot seats: "room\\x1fseat" -> JSON {room, seat, added_ms} (in the shard's slot)."""
     return f"{keys.prefix}:{shard_tag(shard)}:bots"
+
+
+def delay_key(keys: Keys, shard: int) -> str:
+    """Hash of a shard's rooms' bot move delays: room -> milliseconds (``set_delay``; a room not in it: none)."""
+    return f"{keys.prefix}:{shard_tag(shard)}:bot_delay"
+
+
+MAX_DELAY_MS = 60_000  # a room's bots wait at most a minute: a longer pause is the clock's business (deadlines)
+# How late past its delay a bot's command may be recorded: a round's interval (0.1 s) and the engine's decision,
+# with room for a loaded host. Stated for operators (docs/bots.md) and held by tests/services/test_bot_delay.py.
+DELAY_MARGIN_MS = 2_000
+
+
+async def set_delay(client: Any, keys: Keys, room: str, delay_ms: int) -> None:
+    """Set ``room``'s bot move delay (0: none); refused past ``MAX_DELAY_MS``, as any unbounded input is."""
+    if not 0 <= delay_ms <= MAX_DELAY_MS:
+        raise ValueError(f"a bot delay is 0 to {MAX_DELAY_MS} ms, not {delay_ms}")
+    key = delay_key(keys, keys.shard(room))
+    await (client.hset(key, room, delay_ms) if delay_ms else client.hdel(key, room))
 
 
 def pending_key(keys: Keys) -> str:
@@ -631,6 +655,7 @@ class _Seat:
     attempt: int = 0
     sent_ms: int = 0
     waiting: bool = False  # nothing to do at ``version``: wait for the room to move
+    moved_ms: int | None = None  # when the room reached ``version`` (its event's server_time_ms; a delay's start)
     ours: bool | None = None  # whether the bot took the seat (read from the log once it is taken)
 
 
@@ -743,25 +768,36 @@ class Bots:
         pipe = self.client.pipeline(transaction=False)
         for room, _ in seats:
             pipe.get(self.keys.version(room))
-        versions = [int(v) if v is not None else 0 for v in await pipe.execute()] if seats else []
+            pipe.hget(delay_key(self.keys, self.keys.shard(room)), room)
+        read = await pipe.execute() if seats else []
+        versions = [int(v) if v is not None else 0 for v in read[0::2]]
+        delays = [min(int(d), MAX_DELAY_MS) if d is not None else 0 for d in read[1::2]]
         sent = 0
-        for (room, seat), version in zip(seats, versions, strict=True):
-            if version and await self._play(room, seat, version):
+        for (room, seat), version, delay_ms in zip(seats, versions, delays, strict=True):
+            if version and await self._play(room, seat, version, delay_ms):
                 sent += 1
         self.sent += sent
         return sent
 
     async def _drop(self, room: str, seat: str) -> None:
         await remove_bot(self.client, self.keys, room, seat)
+        await self.client.hdel(delay_key(self.keys, self.keys.shard(room)), room)  # an ended room's: kept no longer
         self.seats.pop((room, seat), None)
 
-    async def _play(self, room: str, seat: str, version: int) -> bool:
+    async def _delayed(self, room: str, mine: _Seat, now: int, delay_ms: int) -> bool:
+        """Whether the room's delay since it reached ``mine.version`` has not passed yet (one read per version)."""
+        if mine.moved_ms is None:
+            newest = await self.store.page(room, mine.version, 1)
+            mine.moved_ms = newest[0].server_time_ms if newest else 0
+        return now < mine.moved_ms + delay_ms
+
+    async def _play(self, room: str, seat: str, version: int, delay_ms: int = 0) -> bool:
         mine = self.seats.setdefault((room, seat), _Seat())
         if mine.ours is False:
             return False  # a person's seat: never played (handed by mistake; `almanac bots remove` clears it)
         now = self.now_ms()
         if version != mine.version:
-            mine.version, mine.attempt, mine.sent_ms, mine.waiting = version, 0, 0, False
+            mine.version, mine.attempt, mine.sent_ms, mine.waiting, mine.moved_ms = version, 0, 0, False, None
         elif mine.waiting or (mine.sent_ms and now - mine.sent_ms < RETRY_AFTER_MS):
             return False  # nothing to do here, or the last command is still being decided
         elif mine.sent_ms:
@@ -769,11 +805,13 @@ class Bots:
             if mine.attempt >= ATTEMPTS:
                 mine.waiting = True
                 return False
+        if delay_ms and await self._delayed(room, mine, now, delay_ms):
+            return False  # the room's bots wait its delay after every move (the log's clock: its event's time)
         if not self.bucket.take():
             return False
         state = await state_at_least(self.loader, self.store, room, version)
-        if state is None:
-            return False
+        if state is None or (delay_ms and state.version != version):
+            return False  # (moved since the round read it: its delay starts at the newer version, next round)
         if state.ended:
             await self._drop(room, seat)
             self.loader.forget(room)

@@ -14,6 +14,11 @@ finished room, and both are cut here, per shard, in ONE script (one hash tag: it
   so of a player's finished archived rooms only the best entry stays (``Keys.leaderboard_best`` remembers which,
   per player); the others never show and leave. An unranked room's entries never show either and leave.
 
+- **rule-set read-model rows** (``Keys.model_rows`` rows and ``Keys.model_ledger`` ledgers, e.g. claim's claims and
+  realm's trades): a pass's rows of each model leave for one block (``Keys.archived_model_rows``); a listing of the
+  model across rooms (``model_rows``) reads both tiers, Redis' rows first; one archived room's rows are folded from
+  its archive object when asked for (``projections.read``), as its summary is.
+
 Only rooms still archived and archived because they finished are compacted (an idle room comes back and plays on:
 its rows stay as they are). A crash before the script leaves the rows in Redis (answers unchanged, only bytes);
 the script is all or nothing.
@@ -27,12 +32,15 @@ from typing import Any
 import msgspec
 import zstandard
 
+from almanac.events import registry
 from almanac.storage.archive import decode_pointer
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import run_script
 
 ZSTD_LEVEL = 19
 _BLOCK = msgspec.msgpack.Decoder(dict[str, bytes])
+# A read model's block: room -> [(version, row as the projector encoded it)]; a per-room model's row at version 0.
+_MODEL_BLOCK = msgspec.msgpack.Decoder(dict[str, list[tuple[int, bytes]]])
 _ENCODER = msgspec.msgpack.Encoder()
 
 # KEYS: 1 the shard's room set, 2 listing hash, 3 archived listing blocks, 4 unranked set, 5 projected versions,
@@ -128,7 +136,131 @@ async def compact(store: Any, rooms: list[str]) -> int:
             for player in players:  # the member as projections.model_writes.leaderboard_member writes it
                 args += [player, msgspec.json.encode([player, room])]
         done += int(await run_script(script, script_keys, args))
+    for shard, members in sorted(by_shard.items()):
+        await compact_models(store, shard, members)
     return done
+
+
+# KEYS: 1 the model's archived blocks, 2 its row hash (a per-room model) or its set of rooms with a ledger, 3.. the
+# rooms' pointer buckets and ledgers (named by index from ARGV). ARGV: 1 block id, 2 block, 3 "ledger" or "row",
+# 4 room count, then per room: room, pointer bucket index, the row as the block holds it (a ledger: its row count),
+# a ledger's key index. All or nothing: every room still archived and its rows in Redis still those of the block,
+# or nothing is written (-1: the caller reads again); then the block is written and the rows leave in one step.
+COMPACT_MODEL_SCRIPT = """
+local ledger, rooms = ARGV[3] == 'ledger', tonumber(ARGV[4])
+local step = ledger and 4 or 3
+for i = 0, rooms - 1 do
+  local a = 5 + i * step
+  local room, bucket, held = ARGV[a], KEYS[tonumber(ARGV[a + 1])], ARGV[a + 2]
+  if not redis.call('HGET', bucket, room) then return -1 end
+  if ledger then
+    if redis.call('ZCARD', KEYS[tonumber(ARGV[a + 3])]) ~= tonumber(held) then return -1 end
+  elseif redis.call('HGET', KEYS[2], room) ~= held then
+    return -1
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+for i = 0, rooms - 1 do
+  local a = 5 + i * step
+  if ledger then
+    redis.call('DEL', KEYS[tonumber(ARGV[a + 3])])
+    redis.call('SREM', KEYS[2], ARGV[a])
+  else
+    redis.call('HDEL', KEYS[2], ARGV[a])
+  end
+end
+return rooms
+"""
+_MODEL_ATTEMPTS = 3
+
+
+async def compact_models(store: Any, shard: int, rooms: list[str]) -> int:
+    """Move the rule-set read-model rows of ``rooms`` (finished, archived, of one shard) into one block per model, one
+    script per model; the number of (room, model) rows moved. Rows a rebuild changes meanwhile stay in Redis (the
+    script refuses, the rows are read again, at most a few times): Redis' rows are read first, so they still answer."""
+    keys: Keys = store.keys
+    client = store.client
+    script = getattr(store, "_compact_models", None)
+    if script is None:
+        script = store._compact_models = client.register_script(COMPACT_MODEL_SCRIPT)
+    moved = 0
+    for name, (_, model) in sorted(registry.read_models().items()):
+        ledger = model.room_row is None
+        for _ in range(_MODEL_ATTEMPTS):
+            found = await _model_rows_in_redis(client, keys, shard, name, ledger, rooms)
+            if not found:
+                break
+            block = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(dict(sorted(found.items()))))
+            script_keys = [keys.archived_model_rows(shard, name),
+                           keys.model_ledger_rooms(shard, name) if ledger else keys.model_rows(shard, name)]
+            args: list[Any] = [hashlib.sha256(block).hexdigest()[:32], block, "ledger" if ledger else "row",
+                               len(found)]
+            for room, rows in sorted(found.items()):
+                bucket = keys.pointer_bucket(room)
+                if bucket not in script_keys:
+                    script_keys.append(bucket)
+                args += [room, script_keys.index(bucket) + 1]
+                if ledger:
+                    script_keys.append(keys.model_ledger(shard, name, room))
+                    args += [len(rows), len(script_keys)]
+                else:
+                    args.append(rows[0][1])
+            done = int(await run_script(script, script_keys, args))
+            if done >= 0:
+                moved += done
+                break
+    return moved
+
+
+async def _model_rows_in_redis(client: Any, keys: Keys, shard: int, model: str, ledger: bool,
+                               rooms: list[str]) -> dict[str, list[tuple[int, bytes]]]:
+    """room -> [(version, row)] of the rooms that have rows of ``model`` in Redis (a ledger's in its zset's order)."""
+    if not ledger:
+        rows = await client.hmget(keys.model_rows(shard, model), rooms)
+        return {room: [(0, row)] for room, row in zip(rooms, rows, strict=True) if row is not None}
+    async with client.pipeline(transaction=False) as pipe:
+        for room in rooms:
+            pipe.zrange(keys.model_ledger(shard, model, room), 0, -1, withscores=True)
+        replies = await pipe.execute()
+    return {room: [(int(score), member) for member, score in reply]
+            for room, reply in zip(rooms, replies, strict=True) if reply}
+
+
+async def model_rows(client: Any, keys: Keys, shard_count: int, model: str,
+                     ledger: bool) -> dict[str, list[tuple[int, bytes]]]:
+    """room -> [(version, row)] of every room's rows of a rule-set read model: Redis' rows, then the archived blocks'
+    rows of rooms Redis has none of (read after Redis': a room compacted between the two reads is in the blocks)."""
+    found: dict[str, list[tuple[int, bytes]]] = {}
+    if ledger:
+        async with client.pipeline(transaction=False) as pipe:
+            for shard in range(shard_count):
+                pipe.smembers(keys.model_ledger_rooms(shard, model))
+            members = await pipe.execute()
+        rooms = sorted((shard, _text(room)) for shard, found_rooms in enumerate(members) for room in found_rooms)
+        async with client.pipeline(transaction=False) as pipe:
+            for shard, room in rooms:
+                pipe.zrange(keys.model_ledger(shard, model, room), 0, -1, withscores=True)
+            replies = await pipe.execute()
+        for (_, room), reply in zip(rooms, replies, strict=True):
+            if reply:
+                found[room] = [(int(score), member) for member, score in reply]
+    else:
+        async with client.pipeline(transaction=False) as pipe:
+            for shard in range(shard_count):
+                pipe.hgetall(keys.model_rows(shard, model))
+            replies = await pipe.execute()
+        for live in replies:
+            found.update((_text(room), [(0, row)]) for room, row in live.items())
+    async with client.pipeline(transaction=False) as pipe:
+        for shard in range(shard_count):
+            pipe.hvals(keys.archived_model_rows(shard, model))
+        blocks = await pipe.execute()
+    decompressor = zstandard.ZstdDecompressor()
+    for shard_blocks in blocks:
+        for block in shard_blocks:
+            for room, rows in _MODEL_BLOCK.decode(decompressor.decompress(block)).items():
+                found.setdefault(room, rows)
+    return found
 
 
 async def listing_rows(client: Any, keys: Keys, shard_count: int) -> list[bytes]:

@@ -237,6 +237,12 @@ class Keys:
         their listing rows leave ``listings`` in blocks of a pass's rooms, a few dozen bytes per room."""
         return self._shard(shard, "archive:listings")
 
+    def archived_model_rows(self, shard: int, model: str) -> str:
+        """Hash: block id -> zstd msgpack {room: [[version, row], ...]} of a rule-set read model's rows of finished
+        archived rooms (storage.archive_index): they leave ``model_rows`` / ``model_ledger`` in blocks of a pass's
+        rooms (a per-room model's one row at version 0; a ledger's rows in its zset's order)."""
+        return self._shard(shard, f"archive:model:{model}")
+
     def feed_hold(self, shard: int) -> str:
         """While it exists, the shard's feed is not trimmed past its value (a full rebuild in progress)."""
         return self._shard(shard, "feed:hold")

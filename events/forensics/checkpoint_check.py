@@ -102,8 +102,39 @@ def trusted(keys: Any) -> dict[str, bytes]:
     return cm.trusted_keys(keys)
 
 
+def equivocation(checkpoints: list[Any], keys: dict[str, bytes]) -> tuple[Mapping, Mapping] | None:
+    """The first two checkpoints (in the order given) that are well formed, validly signed by a trusted key, and of
+    one room and version with different heads; None when there are none.
+
+    Such a pair is the deployment contradicting itself: it needs no chain to prove, so a player can hand it to anyone."""
+    signed: dict[tuple[str, int], Mapping] = {}
+    for checkpoint in checkpoints:
+        if cm.checkpoint_problem(checkpoint) is not None or checkpoint["kid"] not in keys \
+                or not cm.signature_valid(keys[checkpoint["kid"]], checkpoint):
+            continue  # the checks below name it; only valid signatures can prove an equivocation
+        first = signed.setdefault((checkpoint["room"], checkpoint["version"]), checkpoint)
+        if first["head"] != checkpoint["head"]:
+            return first, checkpoint
+    return None
+
+
+def equivocation_detail(first: Mapping, second: Mapping) -> str:
+    """The equivocation said once, word for word as the console's verifier says it (verify.js)."""
+    kid = first["kid"] if first["kid"] == second["kid"] else f"{first['kid']} and key {second['kid']}"
+    return (f"equivocation: the deployment signed two heads for version {first['version']}: {first['head']} and "
+            f"{second['head']}, key {kid} (room {first['room']}; both signatures are valid, so this proves the "
+            "deployment contradicted itself whatever the bundle's chain says)")
+
+
 def check_checkpoints(room: str, heads: list[bytes], checkpoints: list[Any], keys: dict[str, bytes]) -> None:
-    """Every checkpoint is well formed, of ``room``, within the chain, on its head and signed by a trusted key."""
+    """No two validly signed checkpoints contradict each other (equivocation, checked first: it holds whatever the
+    bundle), and every checkpoint is well formed, of ``room``, within the chain, on its head and signed by a trusted
+    key."""
+    pair = equivocation(checkpoints, keys)
+    if pair is not None:
+        first, second = pair
+        raise CheckpointFailure(equivocation_detail(first, second), first["version"], recorded=first["head"],
+                                recomputed=second["head"], sides=("signed", "also signed"))
     for checkpoint in checkpoints:
         label = cm.checkpoint_label(checkpoint)
         problem = cm.checkpoint_problem(checkpoint)

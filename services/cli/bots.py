@@ -60,7 +60,10 @@ def _with_client(work):  # the operator's commands: one short connection
 
 
 @bots_app.command("add")
-def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., "--seat", help="the player name")) -> None:
+def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., "--seat", help="the player name"),
+        delay: int | None = typer.Option(None, "--delay", min=0, max=bots.MAX_DELAY_MS,
+                                         help="the room's bots wait this many ms after each move before theirs "
+                                              "(0: none; unset: left as it is)")) -> None:
     """Hand a seat of ROOM to a bot: it joins the seat if empty, then plays it. Refused, as over the API
     (services/bots.py admit_seat): a seat a person holds, past ALMANAC_MAX_BOT_SEATS, an ended or unknown room."""
 
@@ -69,6 +72,8 @@ def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., 
         try:  # the operator may fill any empty seat, as an auditor may; a seat a person holds stays theirs
             how = await bots.admit_seat(runtime.client, keys, runtime.store, state, room, seat,
                                         max_seats=runtime.settings.max_bot_seats)
+            if delay is not None:  # before the seat is handed: its bot's first command already waits it
+                await bots.set_delay(runtime.client, keys, room, delay)
             # a new seat is taken against the bound in one step (racing adds never pass it together)
             return await bots.add_bot(runtime.client, keys, room, seat, int(time.time() * 1000),
                                       max_seats=runtime.settings.max_bot_seats if how != "already" else None)
@@ -76,7 +81,8 @@ def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., 
             raise OperatorError(f"{seat} of {room} not handed to a bot: {refused.code}: {refused.message}") from None
 
     added = _with_client(work)
-    console.print(f"{seat} of {room}: {'handed to a bot' if added else 'already a bot seat'}")
+    waits = "" if delay is None else f" (the room's bots wait {delay} ms after each move)"
+    console.print(f"{seat} of {room}: {'handed to a bot' if added else 'already a bot seat'}{waits}")
 
 
 @bots_app.command("remove")

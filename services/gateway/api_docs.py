@@ -43,7 +43,10 @@ version once, starting at `from_version` (default 1) and then live as they are a
 
 * a player gets `{version, type, player, server_time_ms, event}` with the event redacted for them, or
   `{version, hidden: true}` when the event is not theirs to see;
-* an auditor gets the full event with `command_id`, `previous_hash`, `hash` and `summary`.
+* an auditor gets the full event with `command_id`, `previous_hash`, `hash` and `summary`;
+* every event frame also carries `checkpoint`: the room at that version, signed (null when unavailable).
+
+Each frame is the schema `LiveEvent`; a refusal is the schema `Error`.
 
 A client that reconnects with `from_version` = last version seen + 1 misses nothing and sees nothing
 twice. The client sends nothing (anything it sends is ignored). A refused token gets one error message
@@ -63,15 +66,25 @@ def command_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[
     return unions, components
 
 
+ROOM_EVENT_SCHEMAS = ("RoomEvent", "LiveEvent")  # an event as a reader is shown it: on a route, on the live feeds
+
+
+def typed_room_events(schemas: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    """The event an answer or a live frame shows is one of the hosted rule-sets' (``events``: their unions' refs);
+    the AsyncAPI document types its live frame with this too, so the two documents say the same."""
+    for name in ROOM_EVENT_SCHEMAS:
+        event = schemas.get(name, {}).get("properties", {})
+        if "event" in event:
+            event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
+                              "anyOf": [*events, {"type": "null"}]}
+
+
 def typed_game_parts(schemas: dict[str, Any], ref_prefix: str = "#/components/schemas/") -> None:
     """Where an answer carries a rule-set's event or state, its schema is the union of the hosted rule-sets'."""
     names, _ = game_schemas.game_components(ref_prefix)
     events = [{"$ref": f"{ref_prefix}{union}"} for parts in names.values() for union in parts["event"]]
     states = [{"$ref": f"{ref_prefix}{union}"} for parts in names.values() for union in parts["state"]]
-    event = schemas.get("RoomEvent", {}).get("properties", {})
-    if "event" in event:
-        event["event"] = {"description": "the event's payload (redacted for a player; `type` names it)",
-                          "anyOf": [*events, {"type": "null"}]}
+    typed_room_events(schemas, events)
     # forensics' rows of events (a ValueChange is one) and a dispute bundle's readable events
     for answer in ("EventRow", "ValueChange", "BundleEventEntry", "EnvelopeView"):
         row = schemas.get(answer, {}).get("properties", {})
@@ -186,8 +199,9 @@ def error_schema() -> dict[str, Any]:
             "code": {"type": "string", "description": "stable machine-readable reason, e.g. not_your_turn"},
             "message": {"type": "string", "description": "a sentence for people"},
             "field": {"type": "string", "description": "the request field at fault, when there is one"},
-            "allowed": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                        "description": "values that would have been accepted"},
+            # responses.Allowed: a list of values, or the bound a rule names (a count, a version, {"min": ...})
+            "allowed": {**msgspec.json.schema(responses.Allowed),
+                        "description": "the values, or the bound, that would have been accepted"},
         },
         "additionalProperties": True,
     }

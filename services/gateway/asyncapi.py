@@ -12,9 +12,10 @@ from fastapi.responses import HTMLResponse, Response
 
 from almanac.events.envelope import Envelope
 from almanac.services.bus import COMMAND_FIELD
-from almanac.services.gateway import asyncapi_page
-from almanac.services.gateway.api_docs import command_components
+from almanac.services.gateway import asyncapi_page, game_schemas
+from almanac.services.gateway.api_docs import command_components, typed_room_events
 from almanac.services.gateway.errors import json_response
+from almanac.services.gateway.responses import Failure, LiveEvent
 from almanac.services.room_service import CommandRecord, Outcome
 
 router = APIRouter(tags=["operations"])
@@ -26,9 +27,10 @@ _SHARD = {"shard": {"description": "the shard hash tag sNN: crc32(room) % ALMANA
 @cache
 def asyncapi_document() -> dict[str, Any]:
     unions, commands = command_components(REF)
-    events = [name for name in commands if name.endswith("Event") and "anyOf" in commands[name]
-              and name[:-len("Event")] + "Command" in unions]
-    _, structs = msgspec.json.schema_components([CommandRecord, Outcome, Envelope], ref_template=REF + "{name}")
+    # every installed version's event union (services/gateway/game_schemas.py names them)
+    events = [union for parts in game_schemas.game_components(REF)[0].values() for union in parts["event"]]
+    _, structs = msgspec.json.schema_components([CommandRecord, Outcome, Envelope, LiveEvent, Failure],
+                                                ref_template=REF + "{name}")
     schemas: dict[str, Any] = {**structs, **commands, **unions}
     schemas["CommandRecord"]["properties"]["body"] = {
         "description": "the client's command: a room command (create_room, join_room, end_room) or one of "
@@ -51,23 +53,22 @@ def asyncapi_document() -> dict[str, Any]:
             "time_ms": {"type": "string"}, "room": {"type": "string"}, "command_id": {"type": "string"},
         },
     }
-    schemas["LiveEvent"] = {
-        "type": "object", "description": "one event on the live WebSocket (redacted for a player)",
-        "properties": {"version": {"type": "integer"}, "type": {"type": "string"}, "player": {"type": "string"},
-                       "server_time_ms": {"type": "integer"}, "hidden": {"type": "boolean"},
-                       "event": {"description": "the event's payload (redacted for a player; `type` names it)",
-                                 "anyOf": [{"$ref": REF + name} for name in events]},
-                       "hash": {"type": "string"}, "summary": {"type": "string"}, "command_id": {"type": "string"},
-                       "previous_hash": {"type": "string"},
-                       "checkpoint": {
-                           "type": "object", "description": "the room at this version, signed by the deployment "
-                           "(docs/bundle-format.md): keep it; verify-bundle --checkpoints checks a bundle against it",
-                           "properties": {"room": {"type": "string"}, "version": {"type": "integer"},
-                                          "head": {"type": "string"}, "kid": {"type": "string"},
-                                          "sig": {"type": "string"}},
-                           "required": ["room", "version", "head", "kid", "sig"]}},
-        "required": ["version"],
+    # The live frame and the refusal are the Structs the OpenAPI document takes them from (responses.LiveEvent,
+    # Failure = its Error), their event typed the same way: one type, two documents.
+    typed_room_events(schemas, [{"$ref": REF + name} for name in events])
+    # An outcome's refusal is a rule error's ``to_dict`` (events/errors.py): its ``allowed`` is what the rule says,
+    # a list of values or a bound (a version, a count, {"min": ...}), so any JSON value.
+    schemas["RuleRefusal"] = {
+        "type": "object", "description": "why the rules refused a command (events/errors.py RuleError.to_dict)",
+        "properties": {"code": {"type": "string", "description": "stable machine-readable reason"},
+                       "message": {"type": "string", "description": "a sentence for people"},
+                       "field": {"type": "string", "description": "the command field at fault, when there is one"},
+                       "allowed": {"description": "the values or the bound that would have been accepted"}},
+        "required": ["code", "message"], "additionalProperties": False,
     }
+    schemas["Outcome"]["properties"]["error"] = {"description": "the refusal (accepted false); null when accepted",
+                                                 "anyOf": [{"$ref": REF + "RuleRefusal"}, {"type": "null"}],
+                                                 "default": None}
 
     def message(name: str, schema: str, summary: str, content_type: str = "application/msgpack") -> dict[str, Any]:
         return {"name": name, "summary": summary, "contentType": content_type, "payload": {"$ref": REF + schema}}
@@ -81,6 +82,8 @@ def asyncapi_document() -> dict[str, Any]:
         "deadLetter": message("deadLetter", "DeadLetter", "stream entry fields as listed", "text/plain"),
         "event": message("event", "Envelope", "stream entry id <version>-0, field 'e' = msgpack(Envelope)"),
         "liveEvent": message("liveEvent", "LiveEvent", "one JSON text frame per event", "application/json"),
+        "liveRefusal": message("liveRefusal", "Failure", "one JSON text frame {code, message, field} before the close "
+                               "code 4000 + HTTP status", "application/json"),
     }
     channels = {
         "shardCommands": {"address": "alm:{{{shard}}}:commands", "parameters": _SHARD,
@@ -110,12 +113,14 @@ def asyncapi_document() -> dict[str, Any]:
         "live": {"address": "/rooms/{room}/live", "servers": [{"$ref": "#/servers/gateway"}],
                  "parameters": {"room": {"description": "room id"}},
                  "description": "the gateway's WebSocket feed (query from_version, token)",
-                 "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"}}},
+                 "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"},
+                              "liveRefusal": {"$ref": "#/components/messages/liveRefusal"}}},
         "watch": {"address": "/rooms/{room}/watch", "servers": [{"$ref": "#/servers/gateway"}],
                   "parameters": {"room": {"description": "room id"}},
                   "description": "spectators: the room's events as the public sees them, no token (query "
                                  "from_version, delay: versions the feed trails the room by)",
-                  "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"}}},
+                  "messages": {"liveEvent": {"$ref": "#/components/messages/liveEvent"},
+                              "liveRefusal": {"$ref": "#/components/messages/liveRefusal"}}},
     }
     for channel in channels.values():
         channel.setdefault("servers", [{"$ref": "#/servers/redis"}])

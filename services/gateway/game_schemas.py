@@ -1,7 +1,9 @@
 """Every hosted rule-set's commands, events and state as JSON Schemas, from its msgspec types via the manifests.
 
-For each rule-set ``name`` (its default version; component names carry ``Name`` as a prefix, since sectors and
-claim both have a ``Build``):
+For each rule-set ``name`` (component names carry ``Name`` as a prefix, since sectors and claim both have a
+``Build``), its default version's parts as below, and those of every other installed version ``n`` under
+``<Name>V<n>`` where they differ (a room of any version answers within the documents; a type two versions share,
+realm@2's every one, is documented once: ``names[name]["versions"]`` maps each version to its parts):
 
 * ``<Name>Command``: its commands, a union told apart by ``kind``; a field whose values the manifest publishes
   (``RuleSet.allowed_values``, "kind.field") is an enum (a map field: its keys are);
@@ -46,7 +48,9 @@ def prefix_of(name: str) -> str:
 def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """(per rule-set name: the component names of its ``command``, ``event`` and ``state`` unions, every component).
 
-    The unions themselves are components too: ``<Name>Command``, ``<Name>Event``, ``<Name>State``."""
+    The unions themselves are components too: ``<Name>Command``, ``<Name>Event``, ``<Name>State`` (the default
+    version's), ``<Name>V<n>Command``... (another installed version's, where they differ). Each rule-set's
+    ``versions`` maps every installed version to the names of its own parts."""
     components: dict[str, Any] = {}
     (hidden_ref,), found = msgspec.json.schema_components([Hidden], ref_template=f"{ref_prefix}{{name}}")
     components.update(found)
@@ -54,56 +58,139 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
     components.update(found)
     names: dict[str, Any] = {}
     for name in registry.names():
-        manifest = registry.manifest(name)
-        decider = manifest.decider
         prefix = prefix_of(name)
         ref = f"{ref_prefix}{prefix}{{name}}"
-        room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked, *SEAT_EVENTS)
-        event_types = (*room_events, *decider.event_types)
-        views = (manifest.view_type,) if manifest.view_type is not None else ()
-        groups = [decider.command_types, event_types, (decider.state_type,), views]
-        schemas, found = msgspec.json.schema_components(
-            [t for group in groups for t in group] + [decider.options_type, decider.setup_type], ref_template=ref)
-        *schemas, options_ref, setup_ref = schemas
-        view_ref = schemas[-1] if views else None
-        if views:
-            schemas = schemas[:-1]
-        own = {f"{prefix}{key}": value for key, value in found.items()}
-        _string_keys(own)
-        command_refs = schemas[: len(decider.command_types)]
-        event_refs = schemas[len(decider.command_types): len(decider.command_types) + len(event_types)]
-        state_ref = schemas[-1]
-        _publish_allowed_values(manifest, own, command_refs, ref_prefix)
-        event_refs = _player_events(decider, event_types, event_refs, own, hidden_ref, ref_prefix)
-        components.update(own)
-        creation = {part: _named(components, schema, f"{prefix}Create{part.capitalize()}", ref_prefix)
-                    for part, schema in (("options", options_ref), ("setup", setup_ref))}
-        mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, command_refs, strict=True)}
-        components[f"{prefix}Command"] = {
-            "title": f"{prefix}Command", "description": f"A command of a {name} room, told apart by `kind`.",
-            "oneOf": [{"$ref": r} for r in mapping.values()],
-            "discriminator": {"propertyName": "kind", "mapping": mapping},
-        }
-        components[f"{prefix}Event"] = {
-            "title": f"{prefix}Event",
-            "description": f"The payload of an event of a {name} room (the envelope's `type` names which) as a "
-                           "player may receive it: a field hidden from that player is `{\"hidden\": true}`.",
-            "anyOf": event_refs,
-        }
-        components[f"{prefix}State"] = {"title": f"{prefix}State", "description": f"The state of a {name} game.",
-                                        **state_ref}
-        names[name] = {"command": [f"{prefix}Command"], "event": [f"{prefix}Event"], "state": [f"{prefix}State"],
-                       "view": [], "options": [creation["options"]], "setup": [creation["setup"]]}
-        # A game that declares no view type: its view is documented as an object of its own making.
-        view = view_ref if view_ref is not None else {"type": "object"}
-        components[f"{prefix}View"] = {"title": f"{prefix}View",
-                                       "description": f"What a player of a {name} room sees (its view).", **view}
-        names[name]["view"] = [f"{prefix}View"]
-        names[name]["audit_step"] = _audit_steps(manifest, components, ref, prefix)
-        versions = [registry.at(name, version) for version in registry.versions(name)] or [manifest]
+        default = registry.manifest(name)
+        versions = [registry.at(name, version) for version in registry.versions(name)] or [default]
+        # The default version first: its components keep the rule-set's own prefix, as they always had; another
+        # version's are named ``<Name>V<n>...`` and kept only where they differ from an earlier version's.
+        ordered = [default, *(manifest for manifest in versions if manifest.version != default.version)]
+        names[name] = {part: [] for part in PARTS}
+        names[name]["versions"] = {}
+        prefixes: list[str] = []
+        for manifest in ordered:
+            own_prefix = f"{prefix}V{manifest.version}" if prefixes else prefix
+            # the default version's parts, which later versions may share, are described as the rule-set's
+            label = manifest.ref if prefixes else name
+            own, parts = _version_components(label, manifest, own_prefix, hidden_ref, ref_prefix)
+            renamed = _merge(components, own, own_prefix, prefixes, ref_prefix)
+            parts = {part: renamed[component] for part, component in parts.items()}
+            names[name]["versions"][manifest.version] = parts
+            for part, component in parts.items():
+                if component not in names[name][part]:
+                    names[name][part].append(component)
+            prefixes.append(own_prefix)
+        names[name]["audit_step"] = _audit_steps(versions, components, ref, prefix)
         names[name]["resources"] = [_resources(name, versions, components, ref, prefix, ref_prefix)]
         names[name]["read_models"] = _read_model_rows(name, versions, components, ref, prefix, ref_prefix)
     return names, components
+
+
+PARTS = ("command", "event", "state", "view", "options", "setup")
+
+
+def _version_components(label: str, manifest: Any, prefix: str, hidden_ref: dict[str, Any],
+                        ref_prefix: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """One version's components, every name under ``prefix``, and the names of its parts (``PARTS``); its unions'
+    descriptions name ``label`` (the rule-set, or the version)."""
+    decider = manifest.decider
+    ref = f"{ref_prefix}{prefix}{{name}}"
+    room_events = (RoomCreated[decider.setup_type], PlayerJoined, NonceRevealed, RoomEnded, RoomForked, *SEAT_EVENTS)
+    event_types = (*room_events, *decider.event_types)
+    views = (manifest.view_type,) if manifest.view_type is not None else ()
+    groups = [decider.command_types, event_types, (decider.state_type,), views]
+    schemas, found = msgspec.json.schema_components(
+        [t for group in groups for t in group] + [decider.options_type, decider.setup_type], ref_template=ref)
+    *schemas, options_ref, setup_ref = schemas
+    view_ref = schemas[-1] if views else None
+    if views:
+        schemas = schemas[:-1]
+    own = {f"{prefix}{key}": value for key, value in found.items()}
+    _string_keys(own)
+    command_refs = schemas[: len(decider.command_types)]
+    event_refs = schemas[len(decider.command_types): len(decider.command_types) + len(event_types)]
+    state_ref = schemas[-1]
+    _publish_allowed_values(manifest, own, command_refs, ref_prefix)
+    event_refs = _player_events(decider, event_types, event_refs, own, hidden_ref, ref_prefix)
+    parts = {part: _named(own, schema, f"{prefix}Create{part.capitalize()}", ref_prefix)
+             for part, schema in (("options", options_ref), ("setup", setup_ref))}
+    mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, command_refs, strict=True)}
+    own[f"{prefix}Command"] = {
+        "title": f"{prefix}Command", "description": f"A command of a {label} room, told apart by `kind`.",
+        "oneOf": [{"$ref": r} for r in mapping.values()],
+        "discriminator": {"propertyName": "kind", "mapping": mapping},
+    }
+    own[f"{prefix}Event"] = {
+        "title": f"{prefix}Event",
+        "description": f"The payload of an event of a {label} room (the envelope's `type` names which) as a "
+                       "player may receive it: a field hidden from that player is `{\"hidden\": true}`.",
+        "anyOf": event_refs,
+    }
+    own[f"{prefix}State"] = {"title": f"{prefix}State", "description": f"The state of a {label} game.",
+                             **state_ref}
+    # A game that declares no view type: its view is documented as an object of its own making.
+    view = view_ref if view_ref is not None else {"type": "object"}
+    own[f"{prefix}View"] = {"title": f"{prefix}View",
+                            "description": f"What a player of a {label} room sees (its view).", **view}
+    parts.update({part: f"{prefix}{part.capitalize()}" for part in ("command", "event", "state", "view")})
+    return own, parts
+
+
+def _merge(components: dict[str, Any], own: dict[str, Any], prefix: str, earlier: list[str],
+           ref_prefix: str) -> dict[str, str]:
+    """Add one version's components (named under ``prefix``) to ``components``, each that is the same as an earlier
+    version's (``earlier`` prefixes, the rest of its name alike) taken as that one: the name each ends up with.
+
+    "The same" is a bisimulation: a component is kept as the earlier one when, its references read as the
+    components they are kept as, it equals it (its title and description aside: names, not types). Assumed of
+    every candidate at first, dropped where it fails, until none fails: types that refer to each other, even in a
+    cycle, are shared together."""
+    renamed = {component: component for component in own}
+    for other in earlier:  # the default version first, then each later one
+        assumed = {component: f"{other}{component[len(prefix):]}" for component in own
+                   if renamed[component] == component and f"{other}{component[len(prefix):]}" in components}
+        changed = True
+        while changed:
+            changed = False
+            reading = {**renamed, **assumed}
+            for component, target in list(assumed.items()):
+                if not _same(_renamed(own[component], reading, ref_prefix), components[target]):
+                    del assumed[component]
+                    changed = True
+        renamed.update(assumed)
+    for component, schema in own.items():
+        final = renamed[component]
+        if final != component:
+            continue
+        schema = _renamed(schema, renamed, ref_prefix)
+        if component in components and not _same(schema, components[component]):
+            raise ValueError(f"the API documents name two different schemas {component}: rename a rule-set")
+        components[component] = schema
+    return renamed
+
+
+def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    plain = ("title", "description")
+    return ({k: v for k, v in one.items() if k not in plain} == {k: v for k, v in other.items() if k not in plain})
+
+
+def _renamed(schema: Any, renamed: dict[str, str], ref_prefix: str) -> Any:
+    """``schema`` with every reference to a component of ``renamed`` pointing at the name it ends up with."""
+    if isinstance(schema, dict):
+        out = {}
+        for key, value in schema.items():
+            if key == "$ref" and isinstance(value, str) and value.startswith(ref_prefix):
+                value = f"{ref_prefix}{renamed.get(value[len(ref_prefix):], value[len(ref_prefix):])}"
+            elif key == "discriminator" and isinstance(value, dict) and "mapping" in value:  # references too
+                value = {**value, "mapping": {tag: _renamed({"$ref": target}, renamed, ref_prefix)["$ref"]
+                                              for tag, target in value["mapping"].items()}}
+            else:
+                value = _renamed(value, renamed, ref_prefix)
+            out[key] = value
+        return out
+    if isinstance(schema, list):
+        return [_renamed(value, renamed, ref_prefix) for value in schema]
+    return schema
 
 
 def _distinct(types: list[Any]) -> list[Any]:
@@ -164,19 +251,16 @@ def _read_model_rows(name: str, versions: list[Any], components: dict[str, Any],
     return rows
 
 
-def _audit_steps(manifest: Any, components: dict[str, Any], ref: str, prefix: str) -> list[str] | None:
-    """The component names of the steps the rule-set's audit views tell (their ``step_types``); None when one of
-    its views declares none (its steps are then only known to be objects)."""
-    if any(not view.step_types for view in manifest.audit_views):
+def _audit_steps(versions: list[Any], components: dict[str, Any], ref: str, prefix: str) -> list[str] | None:
+    """The component names of the steps the rule-set's audit views tell (their ``step_types``, over its installed
+    versions); None when one of its views declares none (its steps are then only known to be objects)."""
+    views = [view for manifest in versions for view in manifest.audit_views]
+    if any(not view.step_types for view in views):
         return None
-    step_types = [t for view in manifest.audit_views for t in view.step_types]
+    step_types = _distinct([t for view in views for t in view.step_types])
     if not step_types:
         return []
-    refs, found = msgspec.json.schema_components(step_types, ref_template=ref)
-    own = {f"{prefix}{key}": value for key, value in found.items()}
-    _string_keys(own)
-    components.update(own)
-    return [r["$ref"].rsplit("/", 1)[-1] for r in refs]
+    return _declared(components, step_types, ref, prefix)
 
 
 def _string_keys(schema: Any) -> None:

@@ -53,6 +53,16 @@ class Checkpoint(_Body):
     sig: str
 
 
+class LiveEvent(RoomEvent, kw_only=True):
+    """One frame of the live feeds (/rooms/{room}/live, /rooms/{room}/watch): the event as the viewer may see it
+    (``RoomEvent``), with the room's signed checkpoint at that version (None when the stream lacks a version it
+    names). The one type both documents take the frame from: the OpenAPI components (so the TypeScript client's
+    ``LiveMessage``) and the AsyncAPI's ``liveEvent`` payload; tests/gateway/test_live_frames.py holds real frames
+    to it. A refusal frame is a ``Failure`` (the ``Error`` schema), sent before the close code 4000 + status."""
+
+    checkpoint: Checkpoint | None = None
+
+
 class CommandAccepted(_Body, kw_only=True):
     command_id: str
     room: str
@@ -71,6 +81,11 @@ class RoomJoined(CommandAccepted, kw_only=True):
     seat_key: str | None = None
 
 
+# What a refusal says would have been accepted: a list of values, or a bound the rule names (a count, a version,
+# {"min": ...}): events/errors.py's RuleError.allowed as the rule-sets fill it.
+Allowed = list[str | int] | int | dict[str, int]
+
+
 class Failure(_Body):
     """A refusal as the error answers carry it (the ``Error`` schema): a stable code, a sentence, the field at
     fault and the values that would have been accepted, when they apply."""
@@ -78,7 +93,7 @@ class Failure(_Body):
     code: str
     message: str
     field: str | None = None
-    allowed: list[str | int] | None = None
+    allowed: Allowed | None = None
 
 
 class SeatReclaimed(_Body):
@@ -629,7 +644,7 @@ class RefusalReason(_Body, kw_only=True):
     code: str | None = None
     message: str | None = None
     field: str | None = None
-    allowed: list[str | int] | None = None
+    allowed: Allowed | None = None
 
 
 class BundleRefusal(_Body, kw_only=True):
@@ -924,9 +939,9 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
     ("get", "/webhooks/dead"): (200, WebhookDeadLetters),
     ("get", "/webhooks/stats"): (200, WebhookStats),
 }
-# Types an answer names only through a hand-written schema reference (BisectAnswer.other, DIVERGENCE_SIDE):
-# documented too.
-ALSO_DOCUMENTED = (EventRow, RefusedUnder, EnvelopeView, Failure)
+# Types an answer names only through a hand-written schema reference (BisectAnswer.other, DIVERGENCE_SIDE), and the
+# live feeds' frame (a WebSocket's, no route's answer): documented too.
+ALSO_DOCUMENTED = (EventRow, RefusedUnder, EnvelopeView, Failure, LiveEvent)
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending
 PENDING_ROUTES = (("post", "/rooms"), ("post", "/rooms/{room}/join"), ("post", "/rooms/{room}/end"),

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import resource
+import secrets
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import redis
@@ -237,3 +239,16 @@ def redis_commands_seen(redis_url: str) -> Iterator[list[str]]:
         raise RuntimeError("MONITOR failed while watching") from failed[0]
     if watching.is_alive():
         raise RuntimeError("MONITOR never saw the end of the block")
+
+
+def seated_realm(api: Any) -> tuple[str, str, str, dict[str, str]]:
+    """A realm@1 room of alice-X and bob-X (X fresh), both seated through the API: (room, alice, bob, tokens)."""
+    suffix = secrets.token_hex(3)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    created = api.post("/rooms", json={"ruleset": "realm@1", "player": alice, "options": {"players": [alice, bob]}})
+    assert created.status_code == 201, created.text
+    room = created.json()["room"]
+    joined = api.post(f"/rooms/{room}/join", json={"player": bob})
+    assert joined.status_code == 200, joined.text
+    return room, alice, bob, {alice: created.json()["token"], bob: joined.json()["token"]}
+

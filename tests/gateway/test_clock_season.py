@@ -8,16 +8,32 @@ from pathlib import Path
 
 import httpx
 from gateway_stack import engine_and_gateway
+from waiting import CLOCK_LATE_MS
 
 from almanac.client import Client, PlayerKey
 
 TIMEOUT_MS = 1_500
 
 
-def season_endings(http: httpx.Client, room: str, token: str) -> list[dict]:
+def room_events(http: httpx.Client, room: str, token: str) -> list[dict]:
     answer = http.get(f"/rooms/{room}/events", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 200, answer.text
-    return [event for event in answer.json()["events"] if event["type"] == "realm.season_ended"]
+    return answer.json()["events"]
+
+
+def season_endings(http: httpx.Client, room: str, token: str) -> list[dict]:
+    return [event for event in room_events(http, room, token) if event["type"] == "realm.season_ended"]
+
+
+def on_time(events: list[dict], endings: list[dict]) -> None:
+    """Each season of ``endings`` ended on time: never before its timeout, and within CLOCK_LATE_MS after it (the
+    clock's measured lateness, with room to spare: tests/waiting.py). The first began when the room was created."""
+    assert events[0]["type"] == "room.created", events[0]
+    started = events[0]["server_time_ms"]
+    for ending in endings:
+        lateness_ms = ending["event"]["at_ms"] - (started + TIMEOUT_MS)
+        assert 0 <= lateness_ms <= CLOCK_LATE_MS, (lateness_ms, ending)
+        started = ending["event"]["at_ms"]
 
 
 def test_a_realm_whose_players_stop_playing_ends_its_year_by_itself(redis_url: str, tmp_path: Path) -> None:
@@ -35,13 +51,11 @@ def test_a_realm_whose_players_stop_playing_ends_its_year_by_itself(redis_url: s
         while time.monotonic() < deadline and len(endings) < 4:
             time.sleep(0.25)
             endings = season_endings(http, room, token)
-        # Then each season ended once, never before its timeout, forced as the first seated player
+        # Then each season ended once, on time (within CLOCK_LATE_MS after its timeout, never before), forced as
+        # the first seated player
         assert [e["event"]["season_index"] for e in endings] == [0, 1, 2, 3], endings
-        started = created.json().get("server_time_ms") or endings[0]["event"]["at_ms"] - TIMEOUT_MS
-        for ending in endings:
-            assert ending["event"]["forced_by"] == alice
-            assert ending["event"]["at_ms"] - started >= TIMEOUT_MS
-            started = ending["event"]["at_ms"]
+        on_time(room_events(http, room, token), endings)
+        assert {e["event"]["forced_by"] for e in endings} == {alice}
         # and the room is over, and its log verifies: the clock's commands are decided again like any other
         summary = http.get(f"/rooms/{room}").json()
         assert summary["over"] is True, summary
@@ -67,9 +81,10 @@ def test_a_realm_whose_seats_all_sign_ends_its_seasons_by_itself(redis_url: str,
         while time.monotonic() < deadline and len(endings) < 2:
             time.sleep(0.25)
             endings = [e for e in seat.events()["events"] if e["type"] == "realm.season_ended"]
-        # Then the seasons end by themselves, each forced as alice once its timeout passed
+        # Then the seasons end by themselves, each forced as alice once its timeout passed, on time
         assert [e["event"]["season_index"] for e in endings[:2]] == [0, 1], endings
         assert {e["event"]["forced_by"] for e in endings} == {alice}
+        on_time(seat.events()["events"], endings)
         # and the log verifies, naming those commands the clock's: never signed by alice, never forged
         verified = client.verification(seat.room, token=seat.token)
         assert verified["ok"] is True, verified

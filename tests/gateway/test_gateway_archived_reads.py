@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 from fastapi.testclient import TestClient
-from gateway_stack import gateway_settings
+from gateway_stack import gateway_settings, seated_realm
 from hidden_games import Receipt
 from test_gateway_forensics import auth, realm_room, wait_until
 from test_hidden_routes import calls, fillers
@@ -38,12 +38,7 @@ DIFFERS = {
 def traded_room(api: TestClient) -> tuple[str, str, str, dict[str, str], list[str]]:
     """A realm room of alice-X and bob-X: bob mines, alice's merchant trades with bob, she ends the room. Every
     command with its own id: (room, alice, bob, tokens, command ids)."""
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    created = api.post("/rooms", json={"ruleset": "realm@1", "player": alice, "options": {"players": [alice, bob]}})
-    assert created.status_code == 201, created.text
-    room = created.json()["room"]
-    tokens = {alice: created.json()["token"], bob: api.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]}
+    room, alice, bob, tokens = seated_realm(api)
     sent: list[str] = []
 
     def play(player: str, command: dict) -> dict:
@@ -65,7 +60,21 @@ def traded_room(api: TestClient) -> tuple[str, str, str, dict[str, str], list[st
     return room, alice, bob, tokens, sent
 
 
-def room_fill(stack, room: str, alice: str, bob: str, sent: list[str]) -> dict[str, list[str]]:
+def claim_room(api: TestClient) -> tuple[str, str, dict[str, str], list[str]]:
+    """A claim room of alice-X (its registry row in claim's ``claims`` read model), ended: (room, alice, tokens,
+    command ids)."""
+    alice = f"alice-{secrets.token_hex(3)}"
+    created = api.post("/rooms", json={"ruleset": "claim", "player": alice, "options": {"block": "North Forty"}})
+    assert created.status_code == 201, created.text
+    room, token = created.json()["room"], created.json()["token"]
+    cruised = api.post(f"/rooms/{room}/commands", headers=auth(token), json={"command": {"kind": "cruise"},
+                                                                           "command_id": "c-1"})
+    assert cruised.status_code == 200, cruised.text
+    assert api.post(f"/rooms/{room}/end", headers=auth(token), json={}).status_code == 200
+    return room, alice, {alice: token}, ["c-1"]
+
+
+def room_fill(stack, room: str, alice: str, bob: str, sent: list[str], ruleset: str = "realm") -> dict[str, list[str]]:
     """Values for every parameter of the document's operations: the hidden-routes property's, from this room's
     stored events (versions, the audit views' ids...), with this room's players, command ids and paths."""
     async def stored() -> list:
@@ -76,7 +85,7 @@ def room_fill(stack, room: str, alice: str, bob: str, sent: list[str]) -> dict[s
             await runtime.aclose()
 
     envelopes = asyncio.run(stored())
-    fill = fillers(room, "realm", [Receipt(envelopes=envelopes, refused=False, seen={})], 0)
+    fill = fillers(room, ruleset, [Receipt(envelopes=envelopes, refused=False, seen={})], 0)
     return fill | {
         "player": [alice, bob], "command_id": [*sent, "c-never"],
         "path": ["scores", f"scores.{bob}", f"actions_used.{alice}"],
@@ -139,15 +148,19 @@ def listed(api: TestClient, answers: dict[tuple[str, str, str], Any]) -> set[tup
 
 
 def same_live_and_archived(api: TestClient, stack, room: str, fill: dict[str, list[str]],
-                           viewers: dict[str, str | None], asked: TestClient | None = None) -> int:
+                           viewers: dict[str, str | None], asked: TestClient | None = None,
+                           listings: tuple[str, ...] = ("GET /rooms", "GET /status/rooms",
+                                                        "GET /leaderboards/{ruleset}"),
+                           unanswered: frozenset[str] = frozenset()) -> int:
     """Ask every read of the room live, archive it as the archiver does, ask them again (of ``asked``, a gateway
     built after the move, when given): every answer must be the same; the number of answers compared."""
     live = reads(api, room, fill, viewers)
     answered = {name for (name, _, _), (status, _, _) in live.items() if status == 200}
     # every operation of the room answered some of its reads (not only refusals), and the listings were found
-    assert {f"GET {path}" for path in room_operations(api.app.openapi())} <= answered, sorted(
-        {f"GET {path}" for path in room_operations(api.app.openapi())} - answered)
-    assert {"GET /rooms", "GET /status/rooms", "GET /leaderboards/{ruleset}"} <= answered, sorted(answered)
+    # (``unanswered``: operations the room's rule-set has nothing for, e.g. audit views of a game that declares none)
+    expected = {f"GET {path}" for path in room_operations(api.app.openapi())} - unanswered
+    assert expected <= answered, sorted(expected - answered)
+    assert set(listings) <= answered, sorted(answered)
     status, left = asyncio.run(archive_as_the_archiver(stack, room))
     assert status == "archived" and left == [], (status, left)  # the room's log and records are out of Redis
     archived = reads(asked or api, room, fill, viewers, listed(api, live))
@@ -188,9 +201,32 @@ def test_every_read_route_answers_the_same_for_the_room_archived(api: TestClient
     # its listing row is in the archive index's blocks now: the listing kept counting it (compared above)
     assert client.hget(keys.listings(keys.shard(room)), room) is None
     assert client.hlen(keys.archived_listings(keys.shard(room))) >= 1
+    # and its trade rows in the trades model's blocks: the read-model routes answered the same from there
+    assert not client.exists(keys.model_ledger(keys.shard(room), "trades", room))
+    assert not client.sismember(keys.model_ledger_rooms(keys.shard(room), "trades"), room)
     refused = api.post(f"/rooms/{room}/commands", headers=auth(tokens[alice]),
                        json={"command": {"kind": "mine", "ore": "gold"}})
     assert refused.status_code == 422 and refused.json()["code"] == "room_ended", refused.text
+    client.close()
+
+
+def test_a_claim_rooms_registry_row_answers_the_same_archived_and_leaves_redis(api: TestClient, stack,
+                                                                                auditor: str) -> None:
+    """The read-model routes with rows that exist: claim's registry row of the room, for the room and in the listing
+    of every room's (the realm room above has its trade rows); after the move no row of it is left in Redis."""
+    room, alice, tokens, sent = claim_room(api)
+    client = redis.Redis.from_url(stack.redis_url)
+    keys = bootstrap.process_keys(gateway_settings(stack).shard_count)
+    wait_until(lambda: client.zscore(keys.ended_rooms(keys.shard(room)), room), lambda score: score is not None)
+    assert [row["room"] for row in api.get("/read-models/claims", params={"room": room}).json()["rows"]] == [room]
+    fill = room_fill(stack, room, alice, alice, sent, "claim") | {
+        "path": ["scores", f"scores.{alice}", "room.players"], "where": ["room.ended == true"]}
+
+    same_live_and_archived(api, stack, room, fill, {"public": None, "player": tokens[alice], "auditor": auditor},
+                           listings=("GET /rooms", "GET /status/rooms", "GET /read-models/{model}"),
+                           unanswered=frozenset({"GET /rooms/{room}/audit/{view}", "GET /rooms/{room}/audit/{view}/{item}"}))
+
+    assert not client.hexists(keys.model_rows(keys.shard(room), "claims"), room)  # in the archive index's block
     client.close()
 
 

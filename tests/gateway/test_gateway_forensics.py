@@ -11,6 +11,7 @@ import time
 import msgspec
 import redis
 from fastapi.testclient import TestClient
+from gateway_stack import seated_realm
 from store_forgery import rewrite_in_redis
 
 from almanac.services.gateway.responses import RESPONSES
@@ -42,12 +43,7 @@ def typed(method: str, route: str, answer) -> dict:
 def realm_room(api: TestClient, ended: bool = True) -> tuple[str, str, str, dict[str, str]]:
     """A realm@1 room of alice-X and bob-X where alice mined three times, then ended (only an ended room may be
     forked): (room, alice, bob, tokens)."""
-    suffix = secrets.token_hex(3)
-    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
-    created = api.post("/rooms", json={"ruleset": "realm@1", "player": alice, "options": {"players": [alice, bob]}})
-    assert created.status_code == 201, created.text
-    room = created.json()["room"]
-    tokens = {alice: created.json()["token"], bob: api.post(f"/rooms/{room}/join", json={"player": bob}).json()["token"]}
+    room, alice, bob, tokens = seated_realm(api)
     for _ in range(3):
         mined = api.post(f"/rooms/{room}/commands", headers=auth(tokens[alice]),
                          json={"command": {"kind": "mine", "ore": "gold"}})

@@ -472,3 +472,127 @@ def test_a_client_whose_every_command_is_shed_keeps_its_connection_past_the_keep
         engine.send_signal(signal.SIGCONT)
     assert statuses[0] == 200 and len(statuses) >= 10 and set(statuses[1:]) == {503}, statuses
     assert closed == b""
+
+
+def test_refused_commands_without_a_request_id_get_fresh_ones_and_every_framing_is_answered_in_order(
+        gateway_url) -> None:
+    """Issue 28, item 19: past capacity most reads are one command request as the benchmark's clients send it (no
+    request id of their own). Given both slots held, when a client sends such commands, then each is answered 503
+    ``overloaded`` with Retry-After and a fresh request id, by the connection guard (no access line names it); and
+    when the same connection then sends a Connection header, a chunked body, two commands in one write and a body
+    naming its ``command_id``, then each is answered 503 in order and the connection is kept."""
+    url, stack = gateway_url
+    rooms = open_board_rooms(url, "plain", MAX_INFLIGHT + 1)
+    engine = stack.processes["engine"]
+    body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+    room, token = rooms[-1]
+    head = f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+    plain = (head + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    chunked = (head + f"Transfer-Encoding: chunked\r\n\r\n{len(body):x}\r\n").encode() + body + b"\r\n0\r\n\r\n"
+    named = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}, "command_id": "c-1"}).encode()
+    others = [  # (bytes in one write, answers expected)
+        ((head + f"Connection: keep-alive\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body, 1),
+        (chunked, 1),
+        (plain + plain, 2),
+        ((head + f"Content-Length: {len(named)}\r\n\r\n").encode() + named, 1),
+    ]
+
+    async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes, count: int) -> bytes:
+        writer.write(data)
+        raw = b""
+        while raw.count(b"HTTP/1.1 ") < count or not raw.rstrip().endswith(b"}"):
+            chunk = await asyncio.wait_for(reader.read(65536), 10)
+            assert chunk, f"the connection closed after {raw!r}"
+            raw += chunk
+        return raw
+
+    async def scenario() -> tuple[list[bytes], list[bytes], list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            holding = asyncio.gather(*(client.post(
+                f"/rooms/{r}/commands", headers={"Authorization": f"Bearer {t}"},
+                json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for r, t in rooms[:-1]))
+            await _slots_held(url)  # (the engine is paused)
+            host, port = url.removeprefix("http://").split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            shed = [await exchange(reader, writer, plain, 1) for _ in range(10)]
+            parsed = [await exchange(reader, writer, data, count) for data, count in others]
+            writer.close()
+            return shed, parsed, await holding
+
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        shed, parsed, held = asyncio.run(scenario())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    log = stack.log("gateway", 400_000)
+    ids = set()
+    for raw in shed:
+        ((status, headers, payload),) = http_answers(raw, 1)
+        assert status == 503 and headers["retry-after"] and json.loads(payload)["code"] == "overloaded", raw[:300]
+        ids.add(headers["x-request-id"])
+        assert f'"request_id": "{headers["x-request-id"]}"' not in log  # no ASGI cycle: the guard answered it
+    assert len(ids) == len(shed) and all(len(rid) == 16 for rid in ids)  # a fresh id each
+    for raw, (_, count) in zip(parsed, others, strict=True):
+        answers = http_answers(raw, count)
+        assert [status for status, _, _ in answers] == [503] * count, raw[:300]
+        assert all(json.loads(payload)["code"] == "overloaded" for _, _, payload in answers)
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_commands_read_in_one_turn_of_the_loop_beyond_the_free_slots_are_shed_by_the_guard(gateway_url) -> None:
+    """Issue 28, item 19: the guard sees a slot taken only once the ASGI task of its request has run, and every read
+    of a turn of the event loop comes before the tasks it starts; so past capacity each read of a turn found the same
+    free slots, every command was handed on, and all but those few were refused by the route, a whole ASGI cycle
+    each (``Gateway.reserve``). Given a gateway with its two slots free and its engine paused, when twelve commands
+    arrive together (sent while the gateway is stopped, so that it reads them in one turn), then two are admitted
+    and the ten others are answered 503 ``overloaded`` by the guard itself: none of them has an access line."""
+    url, stack = gateway_url
+    count = 12
+    rooms = open_board_rooms(url, "turn", count)
+    engine, gateway = stack.processes["engine"], stack.processes["gateway"]
+    body = json.dumps({"command": {"kind": "place_element", "row": 5, "column": 5}}).encode()
+    host, port = url.removeprefix("http://").split(":")
+
+    async def scenario() -> list[bytes]:
+        await _slots_held(url, 0)  # (earlier stories' commands all answered)
+        connections = [await asyncio.open_connection(host, int(port)) for _ in rooms]
+        for reader, writer in connections:  # each connection accepted and answered once: idle and at a boundary
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            health = b""
+            while not health.rstrip().endswith(b"}"):
+                health += await asyncio.wait_for(reader.read(65536), 10)
+        gateway.send_signal(signal.SIGSTOP)
+        try:
+            for index, ((room, token), (_, writer)) in enumerate(zip(rooms, connections, strict=True)):
+                writer.write((f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                              f"Content-Type: application/json\r\nX-Request-ID: turn-{index}\r\n"
+                              f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+                await writer.drain()
+            await asyncio.sleep(0.5)  # in the gateway's socket buffers, all of them
+        finally:
+            gateway.send_signal(signal.SIGCONT)
+
+        async def answer(reader: asyncio.StreamReader) -> bytes:
+            raw = b""
+            while not raw.rstrip().endswith(b"}"):
+                chunk = await asyncio.wait_for(reader.read(65536), 30)
+                assert chunk, f"the connection closed after {raw!r}"
+                raw += chunk
+            return raw
+
+        answers = await asyncio.gather(*(answer(reader) for reader, _ in connections))
+        for _, writer in connections:
+            writer.close()
+        return answers
+
+    engine.send_signal(signal.SIGSTOP)  # the admitted commands hold their slots (answered 202 after the wait)
+    try:
+        answers = asyncio.run(scenario())
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    statuses = [http_answers(raw, 1)[0][0] for raw in answers]
+    assert sorted(statuses) == [202] * 2 + [503] * (count - 2), statuses
+    log = stack.log("gateway", 400_000)
+    by_route = [index for index, status in enumerate(statuses)
+                if status == 503 and f'"request_id": "turn-{index}"' in log]
+    assert not by_route, f"refused by the route after a whole ASGI cycle, not by the guard: {by_route}"

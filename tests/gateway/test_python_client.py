@@ -14,6 +14,7 @@ import httpx
 import msgspec
 import pytest
 from gateway_stack import CHILD, Stack, client_stack
+from whole_games import CLAIM_AHEAD_MS, CLAIM_FIRST_DAY, GAMES, ROUNDS, ended_by_its_rules
 
 from almanac.client import ApiError, Client, Seat
 from almanac.events import registry
@@ -29,53 +30,57 @@ def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
         yield live
 
 
-def play_to_the_end(client: Client, auditor: str, seats: list[Seat], ruleset: str) -> int:
-    """The rule-set's bot plays every seat (the auditor's state feeds it, as in the demo) until the game is
-    over, nobody can move, or the manifest's demo bound; the accepted commands."""
-    manifest = registry.manifest(ruleset)
-    accepted, step = 0, 0
-    while step < manifest.demo_moves:
+def play(seats: list[Seat], ruleset: str, rounds: int = ROUNDS, ahead_ms: int = 0) -> int:
+    """Each seat's bot (the rule-set's seat bot, fed the seat's own view read through the client, as `almanac bots`
+    plays a seat) sends its command through the client, round after round, until the room has ended or ``rounds``
+    have passed; the accepted commands. ``ahead_ms``: how far ahead of the host's the seats' gateway clock reads."""
+    seat_bot = registry.manifest(ruleset).seat_bot
+    assert seat_bot is not None, ruleset
+    accepted = 0
+    for step in range(rounds):
         moved = False
         for seat in seats:
-            state = client.state(seat.room, token=auditor)["state"]
-            if state["ended"] or state.get("over"):
+            shown = seat.view()
+            if shown["ended"]:
                 return accepted
-            game = msgspec.convert(state["game"], manifest.decider.state_type, strict=False)
-            command = manifest.policy(game, seat.player, Dice(b"client-test", seat.room, step), int(time.time() * 1000))
+            dice = Dice(b"client-test", f"{seat.room}/{seat.player}", step)
+            command = seat_bot(shown["view"], seat.player, dice, int(time.time() * 1000) + ahead_ms)
             if command is None:
-                continue
-            moved, step = True, step + 1
+                continue  # nothing to do until the others move (a realm turn already ended)
+            moved = True
             try:
                 assert seat.command(command).version >= 1
                 accepted += 1
             except ApiError as refused:
-                assert refused.status == 422, refused  # the bot's move refused by the rules, never a 5xx
-        if not moved:
-            break
+                assert refused.status == 422, refused  # a move the seat's view allowed refused by the rules
+        assert moved, f"{ruleset}: no seat's bot has a move, and the game is not over"
     return accepted
 
 
-def test_the_python_client_plays_a_game_of_every_built_in_ruleset(live: tuple[str, str, Stack]) -> None:
-    url, auditor, _ = live
-    with Client(url) as client:
-        hosted = [entry["ruleset"] for entry in client.rulesets()]
-        assert set(hosted) >= {"board", "claim", "realm", "sectors"}
-        for ruleset in ("board", "claim", "realm", "sectors"):
-            # Given alice's room, and bob in it when it has a second seat
-            alice = client.create_room(ruleset, "alice", room=f"py-{ruleset}")
+def test_the_python_client_plays_a_whole_game_of_every_built_in_ruleset(live: tuple[str, str, Stack]) -> None:
+    url, auditor, stack = live
+    ahead = stack.start_gateway("gateway-ahead", preload="clock_ahead", ALMANAC_TEST_CLOCK_AHEAD_MS=str(CLAIM_AHEAD_MS))
+    with Client(url) as client, Client(ahead) as later:
+        assert sorted(entry["ruleset"] for entry in client.rulesets()) == sorted(GAMES)  # every built-in rule-set
+        for ruleset, options in GAMES.items():
+            # Given alice's room of the smallest game, and bob in it when it has a second seat
+            alice = client.create_room(ruleset, "alice", room=f"py-{ruleset}", options=options or None)
             assert alice.answer["joined"] and alice.token
             seats = [alice]
-            try:
+            if "bob" in options.get("players", ()):
                 seats.append(client.join(alice.room, "bob"))
-            except ApiError as refused:
-                assert refused.status in (409, 422), refused  # a one-seat game
-            # When the bot plays it through the client and alice ends it
-            accepted = play_to_the_end(client, auditor, seats, ruleset)
+            # When each seat's bot plays through the client until the rules end the game (nobody ends the room)
+            if ruleset == "claim":
+                # (alice plays her claim the day she stakes it, then plays on two days later, through the gateway
+                # whose clock says so, until she proves it up)
+                accepted = play(seats, ruleset, rounds=CLAIM_FIRST_DAY)
+                assert not client.room(alice.room)["ended"]
+                accepted += play([later.seat(alice.room, "alice", alice.token)], ruleset, ahead_ms=CLAIM_AHEAD_MS)
+            else:
+                accepted = play(seats, ruleset)
             assert accepted > 0, ruleset
-            if not client.room(alice.room)["ended"]:  # a game that ends by itself needs no end_room
-                alice.end("the client test is over")
-            # Then the room is over, its scores public, its log verifies, and alice's feed tells it all
-            assert client.room(alice.room)["ended"]
+            # Then the room ended by its rules, its scores are public, its log verifies, and alice's feed tells it all
+            ended_by_its_rules(client, alice.room, auditor, ruleset)
             assert set(alice.scores()) >= {"alice"}
             assert client.verification(alice.room, token=alice.token)["ok"] is True
             latest = alice.events()["latest_version"]

@@ -8,6 +8,7 @@ import base64
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import msgspec
@@ -51,6 +52,7 @@ from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.forensics.player_check import verify_player_bundle
 from almanac.events.forensics.signers import seats_line
 from almanac.events.step import CommandRecord, decode_record
+from almanac.services.checkpoints import KeyRing, key_ring
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.storage.export_store import ExportFileStore
 
@@ -69,9 +71,12 @@ JS_VERDICT = """async ([bundle, checkpoints, keys]) => {
 }"""
 
 
-def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, dict | None]]:
-    """The same honest and tampered bundles, checkpoints and key sets for both verifiers."""
+def cases(bundle: dict, held: list, keys: dict, deployment: KeyRing) -> dict[str, tuple[dict, list, dict | None]]:
+    """The same honest and tampered bundles, checkpoints and key sets for both verifiers (``deployment``: the
+    gateway's own signing keys, as its operator holds them)."""
     last = held[-1]
+    # the operator signs a second head for the version of tess's last checkpoint: an equivocation, whatever the bundle
+    second = deployment.sign(last["room"], last["version"], bytes.fromhex("ab" * 32))
     ring = stranger_ring()
     forged = edited(bundle, 2, lambda e: e.setdefault("note", "forged"))
     without_commitments = {k: v for k, v in bundle.items() if k not in ("commitments", "checkpoint", "keys")}
@@ -93,11 +98,13 @@ def cases(bundle: dict, held: list, keys: dict) -> dict[str, tuple[dict, list, d
         "malformed checkpoint": (bundle, [{**last, "extra": 1}], keys),
         "no commitments but checkpoints": (without_commitments, held, keys),
         "envelope not base64": (broken, held, keys),
+        "two heads signed for one version": (bundle, [*held, second], keys),
+        "two heads signed for one version, forged bundle": (forged, [second, *held], keys),
     }
 
 
 def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str, auditor: str,  # noqa: F811
-                                                            shots: Path) -> None:  # noqa: F811 - the fixtures above
+                                                            shots: Path, stack) -> None:  # noqa: F811 - the fixtures above
     # Given a board room tess played, her checkpoints, the published key set and the auditor's bundle
     room, token = board_room_played(base_url, auditor, "tess", 3)
     with httpx.Client(base_url=base_url, timeout=15) as http:
@@ -111,7 +118,10 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
 
     # When each case is checked by the Python verifier and by the console's, in Chromium
     verdicts, seats = {}, {}
-    for name, (b, checkpoints, key_set) in cases(bundle, held, keys).items():
+    deployment = key_ring(SimpleNamespace(signing_keys="", retired_public_keys="", data_dir=str(stack.data_dir)))
+    assert deployment.document == keys
+    details = {}
+    for name, (b, checkpoints, key_set) in cases(bundle, held, keys, deployment).items():
         python = verify_bundle(b, None, checkpoints=checkpoints, keys=key_set)
         python_failed = python.failed
         # The JS verifier checks format, chain and checkpoints: the verdicts compared are "did any step fail, which,
@@ -120,6 +130,7 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
         verdicts[name] = ((python_failed is None, python_failed.name if python_failed else None,
                            python_failed.version if python_failed else None), tuple(js[:3]), js[3])
         seats[name] = (msgspec.to_builtins(python.seats), js[4])
+        details[name] = (python_failed.detail if python_failed else "", js[3])
 
     # Then they agree on every one: ok or not, the failed step, and the version it names
     for name, (python, js, detail) in verdicts.items():
@@ -129,6 +140,12 @@ def test_both_verifiers_agree_on_honest_and_tampered_bundles(page, base_url: str
         assert python == js, f"{name}: python {python}, javascript {js}"
     assert seats["honest, with the player's checkpoints"][0]["dice_scheme"] == 3
     assert verdicts["honest, with the player's checkpoints"][0] == (True, None, None)
+    # and on an equivocation, word for word, naming both heads whatever the bundle's chain (a proof in itself)
+    for name in ("two heads signed for one version", "two heads signed for one version, forged bundle"):
+        python, js = details[name]
+        assert python == js and python.startswith(
+            f"equivocation: the deployment signed two heads for version {held[-1]['version']}: "), (python, js)
+        assert held[-1]["head"] in python and "ab" * 32 in python and deployment.document["active"] in python
     assert sum(not python[0] for python, _, _ in verdicts.values()) == len(verdicts) - 2
     assert {python[1] for python, _, _ in verdicts.values()} == {None, "format", "chain", "checkpoints"}
 
@@ -436,3 +453,72 @@ def test_a_seated_player_fetches_and_checks_their_own_bundle_in_the_console(page
     # and each version says what it opens to her: her trade steps as her view, bob's only as hashes
     table = panel.get_by_test_id("player-bundle-events").inner_text()
     assert "your view" in table and "whole event" in table
+
+
+HELD = "(room) => JSON.parse(localStorage.getItem(`almanac-checkpoints:${room}`) || '[]')"
+
+
+def test_the_console_checks_each_answers_checkpoint_and_warns_of_a_forgery_or_a_second_signed_head(
+        page, base_url: str, auditor: str, shots: Path, stack) -> None:  # noqa: F811 - the fixtures above
+    # Given tess's board room, her seat in this browser, and the operator, who holds the deployment's signing key
+    room, token = board_room_played(base_url, auditor, "tess", 2)
+    deployment = key_ring(SimpleNamespace(signing_keys="", retired_public_keys="", data_dir=str(stack.data_dir)))
+    page.goto("/")
+    page.evaluate("([room, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player: 'tess', token}))",
+                  [room, token])
+
+    # When she opens the room: each answer's checkpoint is checked against the key set pinned at first contact
+    page.goto(f"/#/room/{room}")
+    page.wait_for_function(f"(room) => ({HELD})(room).length > 0", arg=room)
+    pinned = page.evaluate("() => JSON.parse(localStorage.getItem(`almanac-keys-pinned:${location.host}`))")
+    assert pinned == deployment.document
+    warning = page.get_by_test_id("checkpoint-warning")
+    assert warning.count() == 0
+    last = page.evaluate(HELD, room)[-1]
+
+    def answering(checkpoint: dict):
+        """The room's answer as the gateway gives it, its checkpoint swapped for ``checkpoint``."""
+        def handle(route) -> None:
+            answer = route.fetch()
+            route.fulfill(response=answer, json={**answer.json(), "checkpoint": checkpoint})
+        return handle
+
+    # When an answer carries a checkpoint whose signature does not verify (its head moved, the signature kept)
+    page.route(f"**/rooms/{room}", answering({**last, "head": "cd" * 32}))
+    page.reload()
+    # Then a warning says so and the checkpoint is not kept
+    warning.get_by_text("does not verify under the key set pinned").wait_for()
+    assert all(c["head"] != "cd" * 32 for c in page.evaluate(HELD, room))
+
+    # When an answer carries a second head for the same version, validly signed by the deployment's own key
+    second = deployment.sign(room, last["version"], bytes.fromhex("ab" * 32))
+    page.unroute(f"**/rooms/{room}")
+    page.route(f"**/rooms/{room}", answering(second))
+    page.reload()
+    # Then the warning names the equivocation, both heads and the key, and both checkpoints are kept as the proof
+    said = f"equivocation: the deployment signed two heads for version {last['version']}: {last['head']} and {'ab' * 32}"
+    warning.get_by_text(said).wait_for()
+    assert deployment.document["active"] in warning.inner_text()
+    heads = {c["head"] for c in page.evaluate(HELD, room) if c["version"] == last["version"]}
+    assert heads == {last["head"], "ab" * 32}
+    page.screenshot(path=str(shots / "checkpoint-equivocation.png"), full_page=True)
+
+    # When she dismisses the warning and the deployment rotates: a new active key, the old one kept as retired
+    page.unroute(f"**/rooms/{room}")
+    warning.get_by_role("button", name="Dismiss").click()
+    old_public = bytes.fromhex(deployment.document["keys"][0]["public_key"])
+    rotated = KeyRing([stranger_ring().keys[0].private_bytes_raw()], retired_public=[old_public]).document
+    page.route("**/.well-known/almanac-keys.json", lambda route: route.fulfill(json=rotated))
+    page.reload()
+    # Then the added key is pinned beside the first, with no warning
+    page.wait_for_function("(n) => (JSON.parse(localStorage.getItem(`almanac-keys-pinned:${location.host}`)) || {keys: []})"
+                           ".keys.length === n", arg=2)
+    assert warning.count() == 0
+
+    # When the published key set later drops the pinned key (a rotation only adds keys, keeping old ones as retired)
+    page.unroute("**/.well-known/almanac-keys.json")
+    page.route("**/.well-known/almanac-keys.json", lambda route: route.fulfill(json=stranger_ring().document))
+    page.reload()
+    # Then that is flagged too, and the pinned key still checks her checkpoints
+    warning.get_by_text(f"no longer lists key(s) {deployment.document['active']}").wait_for()
+    page.screenshot(path=str(shots / "checkpoint-key-dropped.png"), full_page=True)

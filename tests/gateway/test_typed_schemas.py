@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 from referencing import Registry, Resource
 
 from almanac.events import registry
@@ -471,3 +471,156 @@ def _fits(value: Any, row_type: type) -> bool:
     except msgspec.ValidationError:
         return False
     return True
+
+
+# Every installed version of every rule-set, not only its default: a board@2 room answers board@2's events.
+INSTALLED = [m for m in registry.all_manifests() if m.name in registry.names()]
+
+
+def resolved(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema a reference (or a chain of them, a union's titled alias included) stands for."""
+    while "$ref" in schema:
+        schema = document["components"]["schemas"][schema["$ref"][len(REF):]]
+    return schema
+
+
+def encoded_fields(struct: type) -> set[str]:
+    """The names a Struct's fields carry in JSON, its tag field included."""
+    tag_field = struct.__struct_config__.tag_field
+    return {f.encode_name for f in msgspec.structs.fields(struct)} | ({tag_field} if tag_field else set())
+
+
+def documents_roots(document: dict[str, Any], part: str) -> list[dict[str, Any]]:
+    """The unions an answer (or a channel's message) names for a part of a game: a rule-set's commands, events,
+    states or views, each member resolved. Taken where the documents use them, not from game_schemas' names."""
+    schemas = document["components"]["schemas"]
+    where = {("openapi", "command"): ("CommandRequest", "command"), ("openapi", "event"): ("RoomEvent", "event"),
+             ("openapi", "state"): ("RoomState", "game"), ("openapi", "view"): ("RoomView", "view"),
+             ("asyncapi", "command"): ("CommandRecord", "body"), ("asyncapi", "event"): ("LiveEvent", "event")}
+    answer, field = where[("asyncapi" if "asyncapi" in document else "openapi", part)]
+    return [resolved(document, member) for member in schemas[answer]["properties"][field]["anyOf"]]
+
+
+def union_members(document: dict[str, Any], union: dict[str, Any]) -> list[dict[str, Any]]:
+    return [resolved(document, member) for member in union.get("anyOf", union.get("oneOf", []))]
+
+
+def tag_of(schema: dict[str, Any], tag_field: str) -> str | None:
+    values = schema.get("properties", {}).get(tag_field, {}).get("enum", [])
+    return values[0] if len(values) == 1 else None
+
+
+def undocumented_parts(document: dict[str, Any], manifest: Any) -> list[str]:
+    """What of one installed version the document's answers do not name: a union of its commands exactly (every
+    kind with its fields, its published enums), one of its events (every event type with its fields), its state
+    and its view (their fields)."""
+    decider, missing = manifest.decider, []
+    kinds = {t.__struct_config__.tag: t for t in decider.command_types}
+
+    def commands_fit(union: dict[str, Any]) -> bool:
+        mapping = union.get("discriminator", {}).get("mapping", {})
+        if set(mapping) != set(kinds):
+            return False
+        members = {kind: resolved(document, {"$ref": ref}) for kind, ref in mapping.items()}
+        if any(set(members[kind]["properties"]) != encoded_fields(t) for kind, t in kinds.items()):
+            return False
+        return all(enum_of(members[path.partition(".")[0]]["properties"][path.partition(".")[2]]) == list(values)
+                   for path, values in manifest.allowed_values.items())
+
+    if not any(commands_fit(union) for union in documents_roots(document, "command")):
+        missing.append(f"{manifest.ref} commands {sorted(kinds)}")
+
+    def events_fit(union: dict[str, Any]) -> bool:
+        members = {tag_of(m, "type"): set(m.get("properties", {})) for m in union_members(document, union)}
+        return all(members.get(t.__struct_config__.tag) == encoded_fields(t) for t in decider.event_types)
+
+    if not any(events_fit(union) for union in documents_roots(document, "event")):
+        missing.append(f"{manifest.ref} events {sorted(t.__struct_config__.tag for t in decider.event_types)}")
+    if "asyncapi" in document:  # the channels carry commands and events; states and views are the gateway's answers
+        return missing
+    for part, struct in (("state", decider.state_type), ("view", manifest.view_type)):
+        if struct is not None and not any(set(s.get("properties", {})) == encoded_fields(struct)
+                                          for s in documents_roots(document, part)):
+            missing.append(f"{manifest.ref} {part} {struct.__name__}")
+    return missing
+
+
+@pytest.mark.parametrize("document", ["openapi", "asyncapi"])
+def test_every_installed_version_s_commands_events_state_and_view_are_in_both_documents(
+        document: str, openapi: dict[str, Any]) -> None:
+    # Given every installed version of every rule-set (the registry's, default or not)
+    doc = openapi if document == "openapi" else asyncapi_document()
+    assert {m.ref for m in INSTALLED} >= {"board@1", "board@2", "realm@1", "realm@2"}
+    # When the document's answers (or channels) are read for the unions they name
+    # Then each version's commands (kinds, fields, enums), events (types, fields), state and view are one of them
+    assert [gap for manifest in INSTALLED for gap in undocumented_parts(doc, manifest)] == []
+
+
+def test_the_walk_finds_a_version_the_documents_lack(openapi: dict[str, Any]) -> None:
+    # The check of the check: board@2's event union taken out of the answers, board@2's events are found missing
+    document = copy.deepcopy(openapi)
+    event = document["components"]["schemas"]["RoomEvent"]["properties"]["event"]
+    event["anyOf"] = [m for m in event["anyOf"] if "turn_began" not in str(union_members(document, resolved(document, m)))]
+    assert undocumented_parts(document, registry.at("board", 2)) == [
+        "board@2 events ['board.deck_shuffled', 'board.element_placed', 'board.element_skipped', 'board.game_ended', "
+        "'board.season_ended', 'board.turn_began', 'board.turn_timed_out']"]
+    assert undocumented_parts(document, registry.at("board", 1)) == []
+
+
+def test_versions_that_share_their_types_share_their_components(openapi: dict[str, Any]) -> None:
+    # Given realm@2, whose every type is realm@1's, and board@2, which adds a turn limit to board@1
+    schemas = openapi["components"]["schemas"]
+    # Then realm@2 adds no component, and board@2 only what differs (its events in common with board@1 are shared)
+    assert not [name for name in schemas if name.startswith("RealmV2")]
+    assert {"BoardV2Command", "BoardV2Event", "BoardV2State", "BoardV2View", "BoardV2TurnBegan"} <= set(schemas)
+    board_v2 = {m["$ref"] for m in schemas["BoardV2Event"]["anyOf"]}
+    assert {REF + "BoardElementPlaced", REF + "BoardGameEnded"} <= board_v2
+    assert not [name for name in schemas if name.startswith("BoardV2Element")]
+
+
+VERSION_OPTIONS = {"realm": {"players": ["alice", "bob"]}, "board@2": {"turn_limit_s": 60}}
+
+
+@pytest.mark.parametrize("ref", [m.ref for m in INSTALLED if m.name in BUILT_IN])
+def test_a_room_of_every_installed_version_answers_within_the_documents(ref: str, openapi: dict[str, Any]) -> None:
+    # Given a room of each installed version (board@2 with a turn limit, so it writes its own events) played by its bot
+    from almanac.events import codec  # noqa: PLC0415
+
+    manifest = registry.at(*registry.parse(ref))
+    options = VERSION_OPTIONS.get(ref, VERSION_OPTIONS.get(manifest.name, {}))
+    schemas = {**openapi["components"]["schemas"]}
+    roots = {"event": schemas["RoomEvent"]["properties"]["event"], "view": schemas["RoomView"]["properties"]["view"]}
+    document = {**openapi, "components": {"schemas": {**schemas, **{f"Any{k}": v for k, v in roots.items()}}}}
+    events, views, state = validator(document, "Anyevent"), validator(document, "Anyview"), validator(document, "RoomState")
+    live = validator(asyncapi_document(), "LiveEvent")
+    seen: set[str] = set()
+    read = 0
+    for room, seats in played(ref, options, steps=40):
+        # When every event is read whole (an auditor) and as each seat receives it, and every seat's view and the state
+        for envelope in room.envelopes[read:]:
+            event = codec.decode_event(envelope)
+            seen.add(envelope.type)
+            shown = [as_json(event)] + [as_json(e) for s in seats if (e := manifest.decider.redact(event, s)) is not None]
+            # Then each fits the OpenAPI answers' event, and the AsyncAPI live feed's
+            for payload in shown:
+                assert not list(events.iter_errors(payload)), (ref, envelope.type)
+                assert not list(live.iter_errors({"version": 1, "type": envelope.type, "event": payload})), envelope.type
+        read = len(room.envelopes)
+        for seat in seats:
+            assert not list(views.iter_errors(as_json(manifest.decider.view(room.game, seat)))), (ref, seat)
+        assert not list(state.iter_errors(as_json(room.state))), ref
+    # and some of the version's own events (those its default version lacks: board@2's turn began) were among them
+    own = {t.__struct_config__.tag for t in manifest.decider.event_types} - {
+        t.__struct_config__.tag for t in registry.default(manifest.name).decider.event_types}
+    assert not own or own & seen, (own, seen)
+
+
+@pytest.mark.parametrize("component", ["Error", "RefusalReason"])
+def test_a_refusals_allowed_values_are_typed_as_the_rules_fill_them(component: str, openapi: dict[str, Any]) -> None:
+    """Given the refusals rule-sets really give (realm's stock left, a list of kinds, sectors' {"min": year}), when
+    a client reads one, then the document describes it: no refusal answer is outside its own schema."""
+    check = validator(openapi, component)
+    for allowed in (["stone", "gold"], [1, 2], 5_000, {"min": 3}):
+        check.validate({"code": "realm.not_enough_wood", "message": "m", "field": "amount", "allowed": allowed})
+    with pytest.raises(ValidationError):
+        check.validate({"code": "c", "message": "m", "allowed": "anything"})

@@ -1,4 +1,4 @@
-"""The TypeScript client (clients/typescript): up to date with the OpenAPI document, and a game of every built-in
+"""The TypeScript client (clients/typescript): up to date with the OpenAPI document, and a whole game of every built-in
 rule-set played through it in Node against engine, projector and gateway processes."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from gateway_stack import CHILD, client_stack
+from gateway_stack import CHILD, Stack, client_stack
+from whole_games import CLAIM_AHEAD_MS, CLAIM_FIRST_DAY, GAMES, ROUNDS, ended_by_its_rules
 
 from almanac.client import Client
 from almanac.events import registry
@@ -129,48 +130,72 @@ class Driver:
 
 
 @pytest.fixture(scope="module")
-def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(gateway URL, auditor token): engine, projector and a gateway process sharing one secret."""
-    with client_stack(redis_url, tmp_path_factory.mktemp("ts-stack"), SECRET) as (url, auditor, _):
-        yield url, auditor
+def live(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Stack]]:
+    """(gateway URL, auditor token, stack): engine, projector and a gateway process sharing one secret."""
+    with client_stack(redis_url, tmp_path_factory.mktemp("ts-stack"), SECRET) as live:
+        yield live
+
+
+def play_in_node(driver: Driver, room: str, players: list[str], ruleset: str, rounds: int = ROUNDS,
+                 ahead_ms: int = 0) -> int:
+    """Each seat's bot (the rule-set's seat bot, fed the seat's own view as the TypeScript client reads it) picks a
+    command and the TypeScript client sends it, round after round, until the room has ended or ``rounds`` have
+    passed; the accepted commands. ``ahead_ms``: how far ahead of the host's the driver's gateway stamps."""
+    seat_bot = registry.manifest(ruleset).seat_bot
+    assert seat_bot is not None, ruleset
+    accepted = 0
+    for step in range(rounds):
+        moved = False
+        for player in players:
+            shown = driver("view", room=room, player=player)
+            assert shown["ok"] and shown["player"] == player, shown
+            if shown["ended"]:
+                return accepted
+            dice = Dice(b"ts-test", f"{room}/{player}", step)
+            command = seat_bot(shown["view"], player, dice, int(time.time() * 1000) + ahead_ms)
+            if command is None:
+                continue  # nothing to do until the others move (a realm turn already ended)
+            moved = True
+            answer = driver("command", room=room, player=player, command=msgspec.to_builtins(command))
+            assert answer["ok"] or answer["status"] == 422, answer  # the rules may refuse a move the view allowed
+            accepted += answer["ok"]
+        assert moved, f"{ruleset}: no seat's bot has a move, and the game is not over"
+    return accepted
 
 
 @needs_node
-def test_the_typescript_client_plays_a_game_of_every_built_in_ruleset(built: Path, live: tuple[str, str]) -> None:
-    url, auditor = live
-    driver = Driver(built, url)
+def test_the_typescript_client_plays_a_whole_game_of_every_built_in_ruleset(
+        built: Path, live: tuple[str, str, Stack]) -> None:
+    url, auditor, stack = live
+    ahead = stack.start_gateway("gateway-ahead", preload="clock_ahead", ALMANAC_TEST_CLOCK_AHEAD_MS=str(CLAIM_AHEAD_MS))
+    driver, later = Driver(built, url), Driver(built, ahead)
     try:
-        with Client(url, token=auditor) as watcher:  # the bot's eyes: it reads the room as an auditor
-            for ruleset in ("board", "claim", "realm", "sectors"):
-                # Given alice's room created through the TypeScript client, and bob in it when it has a seat
+        with Client(url, token=auditor) as watcher:  # the auditor's eyes, for what the story checks
+            for ruleset, options in GAMES.items():
+                # Given alice's room of the smallest game created through the TypeScript client, and bob in it when
+                # it has a second seat
                 room = f"ts-{ruleset}"
-                assert driver("create", ruleset=ruleset, player="alice", extra={"room": room})["ok"]
+                created = driver("create", ruleset=ruleset, player="alice",
+                                 extra={"room": room, **({"options": options} if options else {})})
+                assert created["ok"], created
                 players = ["alice"]
-                joined = driver("join", room=room, player="bob")
-                if joined["ok"]:
+                if "bob" in options.get("players", ()):
+                    assert driver("join", room=room, player="bob")["ok"]
                     players.append("bob")
+                # When each seat's bot plays through it until the rules end the game (nobody ends the room)
+                if ruleset == "claim":
+                    # (alice plays her claim the day she stakes it; two days later she takes her seat back with her
+                    # seat key, through the gateway whose clock says so, and plays on until she proves it up)
+                    accepted = play_in_node(driver, room, players, ruleset, rounds=CLAIM_FIRST_DAY)
+                    assert not watcher.room(room)["ended"]
+                    assert later("reclaim", room=room, player="alice", seat_key=created["seat_key"])["ok"]
+                    accepted += play_in_node(later, room, players, ruleset, ahead_ms=CLAIM_AHEAD_MS)
                 else:
-                    assert joined["status"] in (409, 422), joined  # a one-seat game
-                # When the rule-set's bot plays every seat through it, and alice ends the room
-                manifest, accepted = registry.manifest(ruleset), 0
-                for step in range(manifest.demo_moves):
-                    player = players[step % len(players)]
-                    state = watcher.state(room)["state"]
-                    if state["ended"]:
-                        break
-                    game = msgspec.convert(state["game"], manifest.decider.state_type, strict=False)
-                    command = manifest.policy(game, player, Dice(b"ts-test", room, step), int(time.time() * 1000))
-                    if command is None:
-                        continue
-                    answer = driver("command", room=room, player=player, command=msgspec.to_builtins(command))
-                    assert answer["ok"] or answer["status"] == 422, answer  # the rules may refuse a bot's move
-                    accepted += answer["ok"]
+                    accepted = play_in_node(driver, room, players, ruleset)
                 assert accepted > 0, ruleset
-                if not watcher.room(room)["ended"]:
-                    assert driver("end", room=room, player="alice", reason="over")["ok"]
-                # Then the room is over and verifies, alice's view and events read through the client, and her
-                # live feed (a WebSocket in Node) gives every version once, in order
-                assert watcher.room(room)["ended"]
+                # Then the room ended by its rules and verifies, alice's view and events read through the client,
+                # and her live feed (a WebSocket in Node) gives every version once, in order
+                ended_by_its_rules(watcher, room, auditor, ruleset)
                 assert watcher.verification(room)["ok"] is True
                 view = driver("view", room=room, player="alice")
                 assert view["ok"] and view["player"] == "alice" and view["ended"]
@@ -179,6 +204,7 @@ def test_the_typescript_client_plays_a_game_of_every_built_in_ruleset(built: Pat
                 assert followed["versions"] == list(range(1, latest + 1)), ruleset
     finally:
         driver.close()
+        later.close()
 
 
 MINE = {"kind": "mine", "ore": "stone"}
@@ -186,8 +212,9 @@ REFUSED_SMELT = {"kind": "smelt", "ore": "bronze", "amount": 5000}  # no city st
 
 
 @needs_node
-def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Path, live: tuple[str, str]) -> None:
-    url, auditor = live
+def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Path,
+                                                                       live: tuple[str, str, Stack]) -> None:
+    url, auditor, _ = live
     # The bytes the TypeScript client signs are events.signing's (keys sorted at every depth, non-ASCII as UTF-8)
     driver = Driver(built, url)
     body = {"kind": "mine", "ore": "stone", "note": "bjørn \u2028", "a": {"z": 1, "b": [2, "ü", {"y": None}]}}
@@ -286,10 +313,11 @@ def substituting_proxy(upstream: str, operators_key: str) -> Iterator[str]:
 
 
 @needs_node
-def test_the_typescript_client_raises_a_join_answered_with_another_key(built: Path, live: tuple[str, str]) -> None:
+def test_the_typescript_client_raises_a_join_answered_with_another_key(built: Path,
+                                                                       live: tuple[str, str, Stack]) -> None:
     # Given alice's room with a seat for bob, and an operator in the way of bob's join who answers it with a key of
     # its own (signed by itself, valid in every other respect: only bob, who made his key, can tell)
-    url, _ = live
+    url, _, _ = live
     created = httpx.post(f"{url}/rooms", json={"ruleset": "realm", "player": "alice",
                                               "options": {"players": ["alice", "bob"]}}, timeout=15)
     assert created.status_code == 201, created.text

@@ -64,3 +64,22 @@ async def test_the_operator_is_refused_a_held_seat_and_a_seat_past_the_bound_and
         missing = await asyncio.to_thread(bots_add, redis_url, room, seat)
         assert missing.exit_code == 1 and code in missing.output, missing.output
     assert len(await seats()) == 2
+
+
+async def test_the_operator_sets_a_rooms_bot_delay_within_its_bound(redis_client: aioredis.Redis, redis_url: str) -> None:
+    from almanac.services.bots import MAX_DELAY_MS, delay_key  # noqa: PLC0415
+
+    await realm_with_an_empty_seat(redis_client, "slow-realm")
+    env = {"REDIS_URL": redis_url, "COLUMNS": "200"}
+    # When the operator hands bob's seat with a delay past the bound
+    past = await asyncio.to_thread(runner.invoke, app, ["bots", "add", "slow-realm", "--seat", "bob", "--delay",
+                                                        str(MAX_DELAY_MS + 1)], env=env)
+    # Then it is refused before anything is written
+    assert past.exit_code == 2, past.output
+    assert await bot_seats(redis_client, KEYS, range(16)) == []
+    # When the delay is within it
+    granted = await asyncio.to_thread(runner.invoke, app, ["bots", "add", "slow-realm", "--seat", "bob", "--delay",
+                                                           "1500"], env=env)
+    # Then the seat is a bot seat and the room's bots wait 1.5 s after each move
+    assert granted.exit_code == 0 and "wait 1500 ms" in granted.output, granted.output
+    assert int(await redis_client.hget(delay_key(KEYS, KEYS.shard("slow-realm")), "slow-realm")) == 1500

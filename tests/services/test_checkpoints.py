@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
+from almanac.events.forensics import checkpoint_check
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.hashing import canonical_bytes, envelope_hash
 from almanac.services.checkpoints import KeyRing, key_ring
@@ -108,9 +109,52 @@ async def test_another_head_signed_with_the_deployments_own_key_fails_only_at_th
     alone = verify_bundle(forged, None, checkpoints=[], keys=held["keys"])
     assert next(s for s in alone.steps if s.name == "checkpoints").status == "passed", alone.text()
 
-    # Then with alice's checkpoints it fails, naming hers: the history does not pass through it
+    # Then with alice's checkpoints it fails. She holds one of the head's version too: beside the bundle's own
+    # signature that is two heads signed for one version, named as the deployment's equivocation
     name, detail = failed(verdict_of(forged, held))
+    assert any(c["version"] == len(heads) for c in held["alice"]["checkpoints"])
+    assert name == "checkpoints" and detail.startswith(f"equivocation: the deployment signed two heads for version "
+                                                       f"{len(heads)}: "), detail
+    # and with only her checkpoints before it, naming hers: the history does not pass through it
+    earlier = [c for c in held["alice"]["checkpoints"] if c["version"] < len(heads)]
+    name, detail = failed(verdict_of(forged, held, earlier))
     assert name == "checkpoints" and "does not pass through" in detail and f"{ROOM}@" in detail
+
+
+async def test_two_heads_the_deployment_signed_for_one_version_are_named_as_its_equivocation(held) -> None:
+    # Given the operator, who holds the deployment's signing key: it showed alice one history and, for a version she
+    # holds a checkpoint of, signs the head of another (an early event edited, both chains re-sealed)
+    ring = key_ring(SimpleNamespace(signing_keys="", retired_public_keys="", data_dir=str(held["path"] / "data")))
+    assert ring.document == held["keys"]
+    forged = edited(held["bundle"], 5, lambda e: e.setdefault("note", "forged"))
+    heads = cm.heads(bytes.fromhex(forged["commitments"]["room_key"]), chain_of(forged))
+    alices = held["alice"]["checkpoints"][-1]
+    other = ring.sign(ROOM, alices["version"], heads[alices["version"] - 1])
+    assert other["head"] != alices["head"] and other["kid"] == alices["kid"]
+    kid = held["keys"]["active"]
+    said = (f"equivocation: the deployment signed two heads for version {alices['version']}: {alices['head']} and "
+            f"{other['head']}, key {kid}")
+
+    # When a stranger checks the two signed checkpoints, with the honest bundle or with the forged one
+    # Then the verdict fails at the checkpoints naming the equivocation: both heads, the version and the key. The two
+    # signatures prove it alone, so the bundle's chain does not change the verdict (not "does not pass through")
+    for bundle in (held["bundle"], forged):
+        name, detail = failed(verdict_of(bundle, held, [alices, other]))
+        assert name == "checkpoints" and detail.startswith(said), detail
+    assert checkpoint_check.equivocation([alices, other], cm.trusted_keys(held["keys"])) == (alices, other)
+    # while alice's own checkpoints, all on one history, hold none, and a forged second signature proves nothing
+    assert checkpoint_check.equivocation(held["alice"]["checkpoints"], cm.trusted_keys(held["keys"])) is None
+    unsigned = {**other, "sig": alices["sig"]}
+    assert "signature is not valid" in failed(verdict_of(held["bundle"], held, [alices, unsigned]))[1]
+
+    # And the CLI says so from alice's checkpoint file and a file holding the second checkpoint
+    bundle_file, alice_file, other_file = (held["path"] / name for name in ("b.json", "alice.json", "other.json"))
+    bundle_file.write_text(json.dumps(held["bundle"]))
+    alice_file.write_text(json.dumps(held["alice"]))
+    other_file.write_text(json.dumps([other]))
+    result = await asyncio.to_thread(invoke, {}, "verify-bundle", str(bundle_file), "--checkpoints", str(alice_file),
+                                     "--checkpoints", str(other_file))
+    assert result.exit_code != 0 and "equivocation: the deployment signed two heads" in result.stdout, result.output
 
 
 @pytest.mark.parametrize("forge", [lambda b: dropped(b, 10), lambda b: swapped(b, 30, 31)], ids=["dropped", "swapped"])

@@ -178,9 +178,16 @@ def test_an_operator_who_edits_a_hidden_part_after_signing_is_caught_by_alices_c
     forged["events"][version - 1]["leaves"] = {k: v.hex() for k, v in sorted(leaves.items())
                                                if k not in forged["events"][version - 1]["opened"]}
     forged["checkpoint"] = room["checkpointer"].ring.sign(ROOM, len(forged["events"]), player_heads(forged)[-1])
-    # Then her bundle alone looks fine (the server re-signed it), but her own checkpoints catch the edit, by name
+    # Then her bundle alone looks fine (the server re-signed it), but her own checkpoints catch the edit: the one she
+    # holds of the head's version, beside the re-signed head, is the deployment's equivocation
     assert verify_player_bundle(forged, [], room["keys"]).failed is None
     result = verdict(forged, room)
+    assert result.status == "NOT VERIFIED" and result.failed.name == "checkpoints", result.text()
+    assert result.failed.detail.startswith(f"equivocation: the deployment signed two heads for version "
+                                           f"{len(forged['events'])}: "), result.failed.detail
+    # and those before the head name hers: the history does not pass through it
+    earlier = [c for c in room["alice_checkpoints"] if c["version"] < len(forged["events"])]
+    result = verdict(forged, room, checkpoints=earlier)
     assert result.status == "NOT VERIFIED" and result.failed.name == "checkpoints", result.text()
     assert "does not pass through it" in result.failed.detail and f"{ROOM}@" in result.failed.detail
 

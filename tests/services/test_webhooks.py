@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
 
 from gateway_stack import Stack  # noqa: E402
+from waiting import CLOCK_LATE_MS, DELIVERY_LATE_MS  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
 from almanac.client import ApiError, Client, verify_webhook  # noqa: E402
@@ -265,9 +266,17 @@ def test_a_deadline_is_heard_once_before_the_season_ends_by_itself_even_across_a
         late = receiver.wait_for(lambda got: any(r["path"] == "/late" for r in got), timeout_s=20)
         assert next(r for r in late if r["path"] == "/late")["at"] * 1000 < deadline["due_ms"]
 
-        # Then the season ends by itself (the clock), and alice hears her turn after the warning
-        receiver.wait_for(lambda got: any(r["path"] == "/alice" and r["json"]["kind"] == "your_turn" for r in got),
-                          timeout_s=30)
+        # Then the season ends by itself (the clock), on time: not before the deadline's due time and within
+        # CLOCK_LATE_MS after it, and alice hears her turn after the warning, within DELIVERY_LATE_MS of the season's
+        # end (each the measured lateness of its hop, with room to spare: tests/waiting.py)
+        turn = receiver.wait_for(lambda got: any(r["path"] == "/alice" and r["json"]["kind"] == "your_turn"
+                                                 for r in got), timeout_s=30)
+        ended = next(e for e in service.events("hook-soon")["events"]
+                     if e["type"] == "realm.season_ended" and e["event"]["season_index"] == 0)
+        clock_late_ms = ended["event"]["at_ms"] - deadline["due_ms"]
+        assert 0 <= clock_late_ms <= CLOCK_LATE_MS, (clock_late_ms, ended)
+        heard_ms = next(r["at"] for r in turn if r["path"] == "/alice" and r["json"]["kind"] == "your_turn") * 1000
+        assert heard_ms - ended["event"]["at_ms"] <= DELIVERY_LATE_MS, (heard_ms, ended)
         alice.end("the test is over")
         receiver.wait_for(lambda got: any(r["path"] == "/alice" and r["json"]["kind"] == "room_ended" for r in got))
         time.sleep(1.0)  # anything extra would arrive now

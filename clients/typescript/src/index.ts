@@ -11,19 +11,22 @@ export type { components, paths } from "./schema.js";
 export { PlayerKey, canonicalJson, commandBytes, joinBytes, nonceCommitment, recordedCommandId } from "./signing.js";
 export type Schemas = components["schemas"];
 
-// Every rule-set's commands, events and state, as the document types them (enums where the rules know the values).
+// Every rule-set's commands, events and state, as the document types them (enums where the rules know the values);
+// a version whose commands differ from its rule-set's default version's has its own (board@2: its turn limit).
 export type BoardCommand = Schemas["BoardCommand"];
+export type BoardV2Command = Schemas["BoardV2Command"];
 export type ClaimCommand = Schemas["ClaimCommand"];
 export type RealmCommand = Schemas["RealmCommand"];
 export type SectorsCommand = Schemas["SectorsCommand"];
-export type AnyCommand = BoardCommand | ClaimCommand | RealmCommand | SectorsCommand;
+export type AnyCommand = BoardCommand | BoardV2Command | ClaimCommand | RealmCommand | SectorsCommand;
 export type RoomEvent = Schemas["RoomEvent"];
 export type ApiErrorBody = Schemas["Error"];
 
-// The live feed's messages: one event per message (a player's redacted; `hidden` when not theirs to see), or a
-// refusal `{code, message, field}` sent before the close code 4000 + HTTP status.
-export type LiveMessage = RoomEvent;
-export type LiveRefusal = { code: string; message: string; field?: string | null };
+// The live feed's messages, as the document types them (the gateway's one frame type, which its AsyncAPI document
+// names too): one event per message (a player's redacted; `hidden` when not theirs to see) with the room's signed
+// checkpoint at its version, or a refusal `{code, message, field}` sent before the close code 4000 + HTTP status.
+export type LiveMessage = Schemas["LiveEvent"];
+export type LiveRefusal = Schemas["Error"];
 
 export class AlmanacError extends Error {
   constructor(public status: number, public body: ApiErrorBody | Record<string, unknown>) {

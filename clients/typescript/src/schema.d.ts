@@ -748,12 +748,12 @@ export interface components {
              * @description the creation options of the room's rule-set
              * @default {}
              */
-            options?: components["schemas"]["BoardBoardOptions"] | components["schemas"]["ClaimClaimOptions"] | components["schemas"]["RealmRealmOptions"] | components["schemas"]["SectorsOptions"];
+            options?: components["schemas"]["BoardBoardOptions"] | components["schemas"]["BoardV2BoardOptionsV2"] | components["schemas"]["ClaimClaimOptions"] | components["schemas"]["RealmRealmOptions"] | components["schemas"]["SectorsOptions"];
             /**
              * @description a fully resolved setup of the room's rule-set (its random draws made)
              * @default null
              */
-            setup?: components["schemas"]["BoardBoardSetup"] | components["schemas"]["ClaimClaimSetup"] | components["schemas"]["RealmRealmSetup"] | components["schemas"]["SectorsSetup"] | null;
+            setup?: components["schemas"]["BoardBoardSetup"] | components["schemas"]["BoardV2BoardSetupV2"] | components["schemas"]["ClaimClaimSetup"] | components["schemas"]["RealmRealmSetup"] | components["schemas"]["SectorsSetup"] | null;
             /** @default null */
             challenge?: string | null;
             /** @default true */
@@ -814,7 +814,7 @@ export interface components {
          */
         CommandRequest: {
             /** @description a command of the room's rule-set (the room decides which union applies) */
-            command: components["schemas"]["BoardCommand"] | components["schemas"]["ClaimCommand"] | components["schemas"]["RealmCommand"] | components["schemas"]["SectorsCommand"];
+            command: components["schemas"]["BoardCommand"] | components["schemas"]["BoardV2Command"] | components["schemas"]["ClaimCommand"] | components["schemas"]["RealmCommand"] | components["schemas"]["SectorsCommand"];
             /** @default null */
             command_id?: string | null;
             /** @default null */
@@ -1362,6 +1362,208 @@ export interface components {
          * @description What a player of a board room sees (its view).
          */
         BoardView: components["schemas"]["BoardBoardView"];
+        /**
+         * TimeOut
+         * @description The turn's time is up: skip the current element (sent by the clock; refused before the limit passed).
+         */
+        BoardV2TimeOut: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "time_out";
+            /** @description the turn the timeout is for */
+            turn: number;
+        };
+        /**
+         * RoomCreated[BoardSetupV2]
+         * @description A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+         *     rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+         *     and data on the node that created it (``RuleSet.fingerprint``).
+         *
+         *     Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+         *     created before versions existed: no ``schema`` key) is read through the upcaster in
+         *     ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+         */
+        BoardV2RoomCreated_BoardSetupV2_: {
+            /** @enum {unknown} */
+            type: "room.created";
+            ruleset: string;
+            setup: components["schemas"]["BoardV2BoardSetupV2"];
+            seed_commitment: string;
+            challenge: string | null;
+            created_by: string;
+            created_at_ms: number;
+            /** @default 1 */
+            ruleset_version?: number;
+            /** @default  */
+            fingerprint?: string;
+            /** @default 2 */
+            schema?: number;
+            /** @default 1 */
+            dice_scheme?: number;
+        };
+        /**
+         * BoardSetupV2
+         * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
+         */
+        BoardV2BoardSetupV2: {
+            player: string;
+            mountain_bonus: boolean;
+            extended_pool: boolean;
+            deck: number[];
+            missions: string[];
+            /** @default null */
+            turn_limit_s?: number | null;
+            /** @default 0 */
+            started_ms?: number;
+        };
+        /**
+         * TurnBegan
+         * @description A turn began at server time ``at_ms`` (written only in rooms with a turn limit).
+         */
+        BoardV2TurnBegan: {
+            /** @enum {unknown} */
+            type: "board.turn_began";
+            turn: number;
+            at_ms: number;
+        };
+        /**
+         * TurnTimedOut
+         * @description The turn's limit passed: the current element was skipped; its time still counts.
+         */
+        BoardV2TurnTimedOut: {
+            /** @enum {unknown} */
+            type: "board.turn_timed_out";
+            turn: number;
+            element: number;
+            time: number;
+            time_after: number;
+        };
+        /**
+         * BoardStateV2
+         * @description board@1's state, the turn limit, when the current turn began (server time) and the turns timed out.
+         */
+        BoardV2BoardStateV2: {
+            player: string;
+            mountain_bonus: boolean;
+            extended_pool: boolean;
+            missions: string[];
+            board: string[][];
+            deck: number[];
+            /** @default 0 */
+            time?: number;
+            /** @default 0 */
+            season?: number;
+            /** @default [] */
+            seasons?: components["schemas"]["BoardSeasonEnded"][];
+            /** @default 0 */
+            total?: number;
+            /** @default 0 */
+            placed?: number;
+            /** @default 0 */
+            skipped?: number;
+            /** @default 0 */
+            shuffles?: number;
+            /** @default false */
+            over?: boolean;
+            /** @default null */
+            turn_limit_s?: number | null;
+            /** @default 0 */
+            turn_started_ms?: number;
+            /** @default 0 */
+            timed_out?: number;
+        };
+        /**
+         * BoardViewV2
+         * @description board@1's view, the turn limit (None: none) and when the current turn's time is up (server time).
+         */
+        BoardV2BoardViewV2: {
+            player: string;
+            board: string[][];
+            time: number;
+            time_remaining: number;
+            season: string | null;
+            season_time_remaining: number;
+            current_element: components["schemas"]["BoardCurrentElement"] | null;
+            missions: components["schemas"]["BoardMissionCard"][];
+            mountain_bonus: boolean;
+            scores: components["schemas"]["BoardScoreTable"];
+            over: boolean;
+            turn_limit_s: number | null;
+            turn_due_ms: number | null;
+        };
+        /**
+         * BoardOptionsV2
+         * @description board@1's options and ``turn_limit_s`` (absent: no limit, the seed's rules).
+         */
+        BoardV2BoardOptionsV2: {
+            /** @default false */
+            mountain_bonus?: boolean;
+            /** @default false */
+            extended_pool?: boolean;
+            /** @default null */
+            player?: string | null;
+            /** @default null */
+            turn_limit_s?: number | null;
+        };
+        /**
+         * RoomCreated[BoardSetupV2] (as a player sees it)
+         * @description A room came to be. ``ruleset`` is the rule-set's name; ``ruleset_version`` the exact version of its
+         *     rules the room is decided and folded by forever, and ``fingerprint`` the hash of that version's code
+         *     and data on the node that created it (``RuleSet.fingerprint``).
+         *
+         *     Schema 2 added ``ruleset_version``, ``fingerprint`` and ``schema``; a schema-1 payload (a room
+         *     created before versions existed: no ``schema`` key) is read through the upcaster in
+         *     ``events.codec`` as version 1 with an unknown (empty) fingerprint.
+         */
+        BoardV2RoomCreated_BoardSetupV2_AsSeen: {
+            /** @enum {unknown} */
+            type: "room.created";
+            ruleset: string;
+            /**
+             * BoardSetupV2
+             * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
+             */
+            setup: {
+                player: string;
+                mountain_bonus: boolean;
+                extended_pool: boolean;
+                deck: number[] | components["schemas"]["Hidden"];
+                missions: string[];
+                /** @default null */
+                turn_limit_s?: number | null;
+                /** @default 0 */
+                started_ms?: number;
+            };
+            seed_commitment: string;
+            challenge: string | null;
+            created_by: string;
+            created_at_ms: number;
+            /** @default 1 */
+            ruleset_version?: number;
+            /** @default  */
+            fingerprint?: string;
+            /** @default 2 */
+            schema?: number;
+            /** @default 1 */
+            dice_scheme?: number;
+        };
+        /**
+         * BoardV2Event
+         * @description The payload of an event of a board@2 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
+         */
+        BoardV2Event: components["schemas"]["BoardV2RoomCreated_BoardSetupV2_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"] | components["schemas"]["BoardV2TurnBegan"] | components["schemas"]["BoardV2TurnTimedOut"];
+        /**
+         * BoardV2State
+         * @description The state of a board@2 game.
+         */
+        BoardV2State: components["schemas"]["BoardV2BoardStateV2"];
+        /**
+         * BoardV2View
+         * @description What a player of a board@2 room sees (its view).
+         */
+        BoardV2View: components["schemas"]["BoardV2BoardViewV2"];
         /**
          * BoardResources
          * @description The game's clock, its counts and its score table (game.BoardDecider.resources).
@@ -4773,6 +4975,11 @@ export interface components {
          */
         BoardCommand: components["schemas"]["BoardPlaceElement"] | components["schemas"]["BoardSkipElement"];
         /**
+         * BoardV2Command
+         * @description A command of a board@2 room, told apart by `kind`.
+         */
+        BoardV2Command: components["schemas"]["BoardPlaceElement"] | components["schemas"]["BoardSkipElement"] | components["schemas"]["BoardV2TimeOut"];
+        /**
          * ClaimCommand
          * @description A command of a claim room, told apart by `kind`.
          */
@@ -4795,8 +5002,10 @@ export interface components {
             message: string;
             /** @description the request field at fault, when there is one */
             field?: string;
-            /** @description values that would have been accepted */
-            allowed?: (string | number)[];
+            /** @description the values, or the bound, that would have been accepted */
+            allowed?: (string | number)[] | number | {
+                [key: string]: number;
+            };
         } & {
             [key: string]: unknown;
         };
@@ -4892,7 +5101,7 @@ export interface components {
             summary: string;
             hash: string;
             /** @description the event's payload (`type` names it) */
-            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
         };
         /**
          * PathChange
@@ -4950,7 +5159,7 @@ export interface components {
             /** @default null */
             server_time_ms?: number | null;
             /** @description the event's payload (redacted for a player; `type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
             /** @default null */
             command_id?: string | null;
             /** @default null */
@@ -5130,7 +5339,7 @@ export interface components {
             hash: string;
             time: string;
             /** @description the event's payload (`type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
             summary?: string | null;
             /** @default null */
@@ -5193,7 +5402,9 @@ export interface components {
             /** @default null */
             field?: string | null;
             /** @default null */
-            allowed?: (string | number)[] | null;
+            allowed?: (string | number)[] | number | {
+                [key: string]: number;
+            } | null;
         };
         /**
          * BundleChain
@@ -5237,7 +5448,7 @@ export interface components {
             hash: string;
             room: string;
             /** @description the event's payload (`type` names it) */
-            event?: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
             payload?: string | null;
             /** @default null */
@@ -5278,7 +5489,7 @@ export interface components {
             summary: string;
             hash: string;
             /** @description the event's payload (`type` names it) */
-            event: components["schemas"]["BoardEvent"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
+            event: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"];
             /** @default null */
             before?: components["schemas"]["StateValue"];
             /** @default null */
@@ -5306,7 +5517,9 @@ export interface components {
             /** @default null */
             field?: string | null;
             /** @default null */
-            allowed?: (string | number)[] | null;
+            allowed?: (string | number)[] | number | {
+                [key: string]: number;
+            } | null;
         };
         /**
          * ForkAnswer
@@ -5424,6 +5637,37 @@ export interface components {
             player: string;
             score: number;
             room: string;
+        };
+        /**
+         * LiveEvent
+         * @description One frame of the live feeds (/rooms/{room}/live, /rooms/{room}/watch): the event as the viewer may see it
+         *     (``RoomEvent``), with the room's signed checkpoint at that version (None when the stream lacks a version it
+         *     names). The one type both documents take the frame from: the OpenAPI components (so the TypeScript client's
+         *     ``LiveMessage``) and the AsyncAPI's ``liveEvent`` payload; tests/gateway/test_live_frames.py holds real frames
+         *     to it. A refusal frame is a ``Failure`` (the ``Error`` schema), sent before the close code 4000 + status.
+         */
+        LiveEvent: {
+            version: number;
+            /** @default false */
+            hidden?: boolean;
+            /** @default null */
+            type?: string | null;
+            /** @default null */
+            player?: string | null;
+            /** @default null */
+            server_time_ms?: number | null;
+            /** @description the event's payload (redacted for a player; `type` names it) */
+            event?: components["schemas"]["BoardEvent"] | components["schemas"]["BoardV2Event"] | components["schemas"]["ClaimEvent"] | components["schemas"]["RealmEvent"] | components["schemas"]["SectorsEvent"] | null;
+            /** @default null */
+            command_id?: string | null;
+            /** @default null */
+            previous_hash?: string | null;
+            /** @default null */
+            hash?: string | null;
+            /** @default null */
+            summary?: string | null;
+            /** @default null */
+            checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
         /** OutcomePending */
         OutcomePending: {
@@ -5563,12 +5807,12 @@ export interface components {
             /** @default null */
             player?: string | null;
             /** @description what this player sees (their rule-set's view) */
-            view?: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"] | null;
+            view?: components["schemas"]["BoardView"] | components["schemas"]["BoardV2View"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"] | null;
             /** @description auditors: the game's state (its rule-set's) */
-            state?: components["schemas"]["BoardState"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
+            state?: components["schemas"]["BoardState"] | components["schemas"]["BoardV2State"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
             /** @description auditors: every seat's view */
             views?: {
-                [key: string]: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
+                [key: string]: components["schemas"]["BoardView"] | components["schemas"]["BoardV2View"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
             } | null;
             /** @default null */
             since?: number | null;
@@ -5741,7 +5985,7 @@ export interface components {
             checkpoint?: components["schemas"]["Checkpoint"] | null;
             player: string;
             /** @description what this player sees (their rule-set's view) */
-            view: components["schemas"]["BoardView"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
+            view: components["schemas"]["BoardView"] | components["schemas"]["BoardV2View"] | components["schemas"]["ClaimView"] | components["schemas"]["RealmView"] | components["schemas"]["SectorsView"];
         };
         /** RulesetList */
         RulesetList: {
@@ -6016,7 +6260,7 @@ export interface components {
             /** @default  */
             revealed_seed?: string;
             /** @description the game's own state (its rule-set's) */
-            game?: components["schemas"]["BoardState"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
+            game?: components["schemas"]["BoardState"] | components["schemas"]["BoardV2State"] | components["schemas"]["ClaimState"] | components["schemas"]["RealmState"] | components["schemas"]["SectorsState"] | null;
             /** @default null */
             fork?: components["schemas"]["ForkOf"] | null;
             /** @default 1 */

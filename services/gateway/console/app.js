@@ -3,7 +3,10 @@
 import { h, render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import htm from "htm";
-import { seatsLine, verifyBundle, verifyPlayerBundle } from "./verify.js";
+import {
+  checkpointProblem, equivocation, equivocationDetail, keySetProblem, seatsLine, signatureValid, trustedKeys, verifyBundle,
+  verifyPlayerBundle,
+} from "./verify.js";
 // The TypeScript client's signing module (clients/typescript/src/signing.ts) compiled as it is: the one place in
 // JavaScript that says which bytes a player signs (`npm run build:console` writes it; a test keeps it current).
 import { PlayerKey, nonceCommitment } from "./signing.js";
@@ -70,15 +73,91 @@ async function reclaimSeat(room, kept) {
 
 // --- checkpoints: every answer about a room carries one, signed by the deployment (docs/bundle-format.md). They are
 // kept in this browser's local storage (they outlive the session: they are the player's evidence) and exported.
+// Each is checked on receipt against the key set pinned at first contact (below): only valid ones are kept, and two
+// valid ones for one version with different heads (the deployment equivocating) raise a warning, both kept as proof.
 const CHECKPOINTS_KEPT = 5000;  // per room; the newest are kept
 const checkpointsKey = (room) => `almanac-checkpoints:${room}`;
 const heldCheckpoints = (room) => JSON.parse(localStorage.getItem(checkpointsKey(room)) || "[]");
+
+// The key set, pinned per deployment (this origin) at first contact: a later set that adds keys is a rotation and is
+// pinned too (docs/forensics.md, key rotation: old keys stay listed as retired); one that drops a pinned key is
+// flagged and the dropped key stays trusted here, since the checkpoints it signed are still the player's evidence.
+const PINNED = `almanac-keys-pinned:${location.host}`;
+const WARNINGS = `almanac-warnings:${location.host}`;
+const WARNINGS_KEPT = 50;
+const warnings = () => JSON.parse(localStorage.getItem(WARNINGS) || "[]");
+function warn(kind, detail) {
+  const kept = warnings();
+  if (kept.some((w) => w.detail === detail)) return;
+  kept.push({ kind, detail });
+  try { localStorage.setItem(WARNINGS, JSON.stringify(kept.slice(-WARNINGS_KEPT))); } catch { /* full */ }
+  window.dispatchEvent(new Event("almanac-warning"));
+}
+let pinning = null;  // one look at the published key set per page load
+async function pinnedKeySet() {
+  pinning = pinning || (async () => {
+    const pinned = JSON.parse(localStorage.getItem(PINNED) || "null");
+    let published = null;
+    try { published = await (await fetch("/.well-known/almanac-keys.json")).json(); } catch { /* offline: the pin */ }
+    if (published && await keySetProblem(published)) {
+      warn("key set", `the deployment's published key set is not usable: ${await keySetProblem(published)}`);
+      published = null;
+    }
+    if (!pinned) {
+      if (published) localStorage.setItem(PINNED, JSON.stringify(published));
+      return published;
+    }
+    if (!published) return pinned;
+    const now = new Set(published.keys.map((k) => k.kid));
+    const dropped = pinned.keys.filter((k) => !now.has(k.kid)).map((k) => k.kid);
+    if (dropped.length) {
+      warn("key set", `the deployment's key set no longer lists key(s) ${dropped.join(", ")} pinned in this browser ` +
+           "at first contact: a rotation keeps old keys as retired, so ask the operator why (they are still trusted here)");
+    }
+    const known = new Set(pinned.keys.map((k) => k.kid));
+    const merged = { ...published, keys: [...pinned.keys, ...published.keys.filter((k) => !known.has(k.kid))] };
+    localStorage.setItem(PINNED, JSON.stringify(merged));
+    return merged;
+  })();
+  return pinning;
+}
+let keeping = Promise.resolve();  // one checkpoint at a time: each reads, checks and rewrites the room's list
 function keepCheckpoint(c) {
+  keeping = keeping.then(() => keepOne(c)).catch((error) =>
+    warn("signature", `this browser cannot check the deployment's signatures (${error && error.message}): no checkpoint is kept`));
+  return keeping;
+}
+async function keepOne(c) {
   if (!c || typeof c.room !== "string" || !Number.isInteger(c.version)) return;
-  const held = heldCheckpoints(c.room).filter((x) => !(x.version === c.version && x.head === c.head && x.kid === c.kid));
+  const doc = await pinnedKeySet();
+  if (!doc) return;  // no key set at all: nothing to check against, nothing kept as evidence
+  const trusted = trustedKeys(doc);
+  const problem = checkpointProblem(c);
+  if (problem || !trusted.has(c.kid) || !(await signatureValid(trusted.get(c.kid), c))) {
+    warn("signature", `an answer carried a checkpoint of ${c.room} at version ${c.version} whose signature does not ` +
+         `verify under the key set pinned in this browser (${problem || (trusted.has(c.kid) ? "forged or altered" : `unknown key ${c.kid}`)}): it was not kept`);
+    return;
+  }
+  const held = heldCheckpoints(c.room);
+  // One already held is nothing new (an equivocation it is part of was shown when it came, and stays in the export)
+  if (held.some((x) => x.version === c.version && x.head === c.head && x.kid === c.kid)) return;
+  const pair = await equivocation([...held.filter((x) => x.version === c.version), c], trusted);
+  if (pair) warn("two heads signed for one version", equivocationDetail(...pair));
   held.push(c);
   held.sort((a, b) => a.version - b.version);
   try { localStorage.setItem(checkpointsKey(c.room), JSON.stringify(held.slice(-CHECKPOINTS_KEPT))); } catch { /* full */ }
+  window.dispatchEvent(new Event("almanac-checkpoints"));  // checked after the answer is shown: the panel re-reads
+}
+
+// What this browser caught: shown on every page until the player dismisses it (the evidence stays kept).
+function Warnings() {
+  const [shown, setShown] = useState(warnings());
+  useEffect(() => { const on = () => setShown(warnings()); window.addEventListener("almanac-warning", on); return () => window.removeEventListener("almanac-warning", on); }, []);
+  if (!shown.length) return "";
+  const dismiss = () => { localStorage.removeItem(WARNINGS); setShown([]); };
+  return html`<div class="alert" role="alert" data-testid="checkpoint-warning"><strong>The deployment's signatures do not add up</strong>
+    <ul>${shown.map((w) => html`<li><strong>${w.kind}</strong>: ${w.detail}</li>`)}</ul>
+    <p>Export your checkpoints (they hold the proof) before dismissing. <button onClick=${dismiss}>Dismiss</button></p></div>`;
 }
 
 async function api(path, { token, method = "GET", body } = {}) {
@@ -555,8 +634,13 @@ function Verify({ room, token, summary, events }) {
 function Checkpoints({ room, latest }) {
   const [held, setHeld] = useState([]);
   const [verdict, setVerdict] = useState(null);
-  useEffect(() => { setHeld(heldCheckpoints(room)); }, [room, latest]);
-  const keys = async () => (await api("/.well-known/almanac-keys.json")).data;
+  useEffect(() => {
+    const on = () => setHeld(heldCheckpoints(room));
+    on();
+    window.addEventListener("almanac-checkpoints", on);
+    return () => window.removeEventListener("almanac-checkpoints", on);
+  }, [room, latest]);
+  const keys = pinnedKeySet;  // the set pinned at first contact, with the keys rotation added
   const exportFile = async () => {
     const file = { format: "almanac-checkpoints", format_version: 1, keys: await keys(), checkpoints: heldCheckpoints(room) };
     const link = document.createElement("a");
@@ -598,7 +682,7 @@ function PlayerBundle({ room, seat }) {
     setError(null);
     const a = await api(URLS.playerBundle(room), { token: seat.token });
     if (!a.ok) { setError(a.data); return; }
-    const keys = (await api("/.well-known/almanac-keys.json")).data;
+    const keys = await pinnedKeySet();
     setBundle(a.data);
     setVerdict(await verifyPlayerBundle(a.data, { checkpoints: heldCheckpoints(room), keys }));
   };
@@ -979,6 +1063,7 @@ function App() {
     <input id="auditor-token" type="password" value=${auditor} placeholder="paste once; kept for this tab"
       onChange=${(e) => { setAuditorToken(e.target.value.trim()); setAuditor(e.target.value.trim()); }} />
     </header>
+    <${Warnings} />
     <main key=${`${room}|${auditor}`}>${room ? html`<${RoomPage} room=${room} />` : html`<${RoomsPage} />`}</main>`;
 }
 

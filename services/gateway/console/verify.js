@@ -286,7 +286,33 @@ async function viewHeads(section, chain) {
   return heads;
 }
 
+// The first two checkpoints (in the order given) well formed, validly signed by a trusted key, and of one room and
+// version with different heads, or null: the deployment contradicting itself, provable with no chain at all
+// (checkpoint_check.equivocation). The console also calls it on the checkpoints it keeps (app.js).
+export async function equivocation(checkpoints, keys) {
+  const signed = new Map();
+  for (const c of checkpoints) {
+    if (checkpointProblem(c) || !keys.has(c.kid) || !(await signatureValid(keys.get(c.kid), c))) continue;
+    const at = JSON.stringify([c.room, c.version]);
+    if (!signed.has(at)) signed.set(at, c);
+    else if (signed.get(at).head !== c.head) return [signed.get(at), c];
+  }
+  return null;
+}
+// Word for word as checkpoint_check.equivocation_detail says it.
+export function equivocationDetail(first, second) {
+  const kid = first.kid === second.kid ? first.kid : `${first.kid} and key ${second.kid}`;
+  return `equivocation: the deployment signed two heads for version ${first.version}: ${first.head} and ` +
+    `${second.head}, key ${kid} (room ${first.room}; both signatures are valid, so this proves the ` +
+    "deployment contradicted itself whatever the bundle's chain says)";
+}
+// kid -> raw public key of a well-formed key set (keySetProblem null): active and retired keys both verify.
+export const trustedKeys = (doc) => new Map(doc.keys.map((k) => [k.kid, unhex(k.public_key)]));
+export { checkpointProblem, keySetProblem, signatureValid };
+
 async function checkCheckpoints(room, heads, checkpoints, keys) {
+  const pair = await equivocation(checkpoints, keys);
+  if (pair) throw new Failure("checkpoints", equivocationDetail(...pair), pair[0].version);
   for (const c of checkpoints) {
     const problem = checkpointProblem(c);
     if (problem) throw new Failure("checkpoints", `checkpoint ${label(c)} is malformed: ${problem}`);
