@@ -43,6 +43,7 @@ _COMMAND_MODULES = (
     "almanac.services.cli.gateway",          # gateway, up, demo
     "almanac.services.cli.notifier_commands",  # notifier (webhooks)
     "almanac.services.cli.bots",             # bots (seats played by bots)
+    "almanac.services.cli.seat_bot_command",  # bot (your own seat, played through the public API)
     "almanac.services.cli.documents",        # openapi, asyncapi
     "almanac.services.cli.bench",            # bench store | engine | rules NAME | e2e
 )
