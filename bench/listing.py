@@ -17,14 +17,13 @@ import tempfile
 import time
 
 import msgspec
-import redis
 import zstandard
 from fastapi.testclient import TestClient
 
+from almanac.services import bootstrap
 from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.services.gateway import create_app
 from almanac.services.settings import load_settings
-from almanac.storage.keys import Keys
 
 PLAYERS = ["ann", "bo", "cy", "di"]
 
@@ -39,7 +38,7 @@ def row(room: str, created_ms: int, over: bool) -> bytes:
 
 def build(url: str, shard_count: int, rows: int, per_block: int, live: int) -> None:
     """Archived rows in blocks as archive_index.compact writes them, and ``live`` rows in Redis' listing hashes."""
-    client, keys = redis.Redis.from_url(url), Keys(shard_count)
+    client, keys = bootstrap.tool_sync_client(url), bootstrap.process_keys(shard_count)
     client.flushdb()
     start = 1_700_000_000_000
     by_shard: dict[int, dict[str, bytes]] = {}
