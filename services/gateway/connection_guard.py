@@ -17,8 +17,7 @@ end (and reads nothing) grew a gateway by ~90 MB/s. The guard bounds each (issue
 Past capacity it also sheds (counting the client's address for its fair share of the in-flight limit,
 ``overload.FairShare``, as the route does): a read made of whole ``POST /rooms/{room}/commands`` requests (one, as clients send
 them) that arrives while nothing else of its connection is being answered, names no command id (none in its
-body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway.overload_reason``, counting as in
-flight the commands it handed on earlier in the same turn of the loop, ``Gateway.reserve``) is answered
+body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway.overload_reason``) is answered
 503 ``overloaded`` here, in one write of bytes encoded once, and never handed on: no ASGI cycle, task, middleware
 or second parse. A refusal through the ASGI path cost the gateway about as much as a quarter of a served command,
 so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
@@ -236,8 +235,6 @@ class GuardedConnection(asyncio.Protocol):
             if refusal is not None:
                 self.shed.append(refusal)
                 return
-            if self.candidate:
-                self.app_state.gateway.reserve()  # its slot, until its task takes it (``Gateway.reserve``)
             self.handed = True
         if self.early:
             self._arm()  # answered already: the connection waits for its next request now
@@ -273,7 +270,7 @@ class GuardedConnection(asyncio.Protocol):
         if b"command_id" in self.body:
             return None
         gateway = self.app_state.gateway
-        reason = gateway.overload_reason(self._client(), gateway.handed_on)
+        reason = gateway.overload_reason(self._client())
         if reason is None:
             return None
         head, body = _overloaded_answer(reason)

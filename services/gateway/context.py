@@ -110,10 +110,6 @@ class Gateway:
         self.engine: Engine | None = None
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
-        # Command requests the connection guard handed on since the event loop last ran its ready callbacks: each
-        # takes its slot (``command_slot``) in its ASGI task's first step, after every read of this turn of the loop
-        # (``reserve``).
-        self.handed_on = 0
         # Admission: the in-flight limit and the standing-queue test (overload.Admission, its two settings).
         self.admission = Admission(settings.gateway_max_inflight, settings.gateway_target_wait_ms)
         # ... shared between the clients competing for it (overload.FairShare).
@@ -256,13 +252,12 @@ class Gateway:
         checkpoint = await self.checkpoint(room, version, envelopes, shown=shown)
         return json_response({**body, "checkpoint": checkpoint}, status, headers)
 
-    def overload_reason(self, address: str | None = None, handed_on: int = 0) -> str | None:
+    def overload_reason(self, address: str | None = None) -> str | None:
         """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
         parsed (``api_rooms.run_command``). With the client's ``address`` (``address_key``) also its fair share
-        (``overload.FairShare``), and a refusal counts it as waiting for a slot. ``handed_on``: commands admitted
-        but not yet in flight, counted as in flight (the connection guard's, ``reserve``)."""
+        (``overload.FairShare``), and a refusal counts it as waiting for a slot."""
         now = time.monotonic()
-        reason = self.admission.refusal(self.inflight + handed_on, now)
+        reason = self.admission.refusal(self.inflight, now)
         if address is None:
             return reason
         if reason is None:
@@ -270,23 +265,6 @@ class Gateway:
         if reason is not None:
             self.fair.refused(address, now)
         return reason
-
-    def reserve(self) -> None:
-        """A command request the connection guard hands on, admitted: counted as in flight (``handed_on``) until the
-        loop's next ready callbacks, in which its ASGI task takes its slot or is refused by the route.
-
-        One read of the guard sees the slots of the requests before it only once their tasks have run, and every
-        read of a turn of the loop comes before every task it starts: past capacity a turn's reads each found the
-        same free slots, so all were handed on and most then refused by the route, each refusal a whole ASGI cycle,
-        several times a shed's cost (docs/capacity.md, issue 28, item 19). The count ends in a callback scheduled
-        with the first reservation of the turn, so before the tasks those requests start (asyncio runs callbacks in
-        order); a request that takes no slot after all holds none past that turn."""
-        if not self.handed_on:
-            asyncio.get_running_loop().call_soon(self._handed_on_done)
-        self.handed_on += 1
-
-    def _handed_on_done(self) -> None:
-        self.handed_on = 0
 
     def refuse_if_overloaded(self, address: str | None = None) -> None:
         """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""

@@ -55,7 +55,12 @@ def test_every_rule_set_version_the_session_knows_has_twin_games(plugins: list[s
     known = {manifest.ref: manifest for manifest in registry.all_manifests()}
     assert {f"{name}@1" for name in plugins} <= set(known), "an example plugin's rule-set was not loaded"
     twinned = {registry.manifest(variation.ruleset).ref for variation in VARIATIONS.values()}
-    missing = sorted(ref for ref in known if ref not in twinned and registry.parse(ref)[0] not in NOTHING_HIDDEN)
+    # What users get (installed, the example plugins) is played as twins or exempt by name; a rule-set some test
+    # module registered for its own story (which of them this worker imported varies) only when it declares secrets.
+    shipped = set(registry.installed()) | set(plugins)
+    missing = sorted(ref for ref, manifest in known.items()
+                     if ref not in twinned and registry.parse(ref)[0] not in NOTHING_HIDDEN
+                     and (registry.parse(ref)[0] in shipped or manifest.decider.secrets))
     assert not missing, f"no twin games (tests/hidden_games.py VARIATIONS) for {missing}"
     exempt_yet_hiding = sorted(ref for ref, manifest in known.items()
                                if ref not in twinned and manifest.decider.secrets)
