@@ -212,6 +212,14 @@ def json_depth_exceeds(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+def forget_rule_sets() -> None:
+    """Drop what this module keeps per rule-set (its decoders and command types), for a process that unregisters a
+    rule-set and loads it again from another copy of its code (tests that install and remove a plugin): a cached
+    decoder would build the old copy's classes, which the new copy's rules do not recognise."""
+    for cached in (_event_decoders, _command_type, _command_types_by_kind):
+        cached.cache_clear()
+
+
 @cache
 def _command_type(ruleset: str | None) -> Any:
     kinds: tuple[type, ...] = ROOM_COMMANDS

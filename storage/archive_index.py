@@ -316,6 +316,7 @@ class BlockCache:
     def clear(self) -> None:
         self._blocks.clear()
         self.bytes = 0
+        self.decoded = 0
 
 
 CACHE = BlockCache()

@@ -355,6 +355,7 @@ def plugins_known() -> Iterator[list[str]]:
             module, _, attribute = value.partition(":")
             added.append((name, str(folder), module.split(".")[0]))
             registry.register(getattr(importlib.import_module(module), attribute))
+        codec.forget_rule_sets()  # decoders cached from another copy of a plugin (an install before) build its classes
         yield sorted({registry.parse(entry)[0] for entry in example_plugins()})
     finally:
         for name, folder, package in added:
@@ -362,4 +363,5 @@ def plugins_known() -> Iterator[list[str]]:
             sys.path.remove(folder)
             for module in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
                 del sys.modules[module]
+        codec.forget_rule_sets()
 

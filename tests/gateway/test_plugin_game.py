@@ -17,7 +17,7 @@ from gateway_stack import Stack, gateway_settings
 from test_typed_answers import component
 from test_typed_schemas import open_spots
 
-from almanac.events import registry
+from almanac.events import codec, registry
 from almanac.services.gateway import create_app
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 
@@ -45,6 +45,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     finally:
         pip("uninstall", "-y", DISTRIBUTION)
         registry.unregister("dice_duel")
+        codec.forget_rule_sets()
         registry.refresh()
         for name in [m for m in sys.modules if m == "dice_duel" or m.startswith("dice_duel.")]:
             del sys.modules[name]
