@@ -492,7 +492,7 @@ def test_the_console_checks_each_answers_checkpoint_and_warns_of_a_forgery_or_a_
 
     # When an answer carries a second head for the same version, validly signed by the deployment's own key
     second = deployment.sign(room, last["version"], bytes.fromhex("ab" * 32))
-    page.unroute(f"**/rooms/{room}")
+    page.unroute_all(behavior="wait")  # a handler still fulfilling a request of the last page must not race the next
     page.route(f"**/rooms/{room}", answering(second))
     page.reload()
     # Then the warning names the equivocation, both heads and the key, and both checkpoints are kept as the proof
@@ -504,7 +504,7 @@ def test_the_console_checks_each_answers_checkpoint_and_warns_of_a_forgery_or_a_
     page.screenshot(path=str(shots / "checkpoint-equivocation.png"), full_page=True)
 
     # When she dismisses the warning and the deployment rotates: a new active key, the old one kept as retired
-    page.unroute(f"**/rooms/{room}")
+    page.unroute_all(behavior="wait")  # a handler still fulfilling a request of the last page must not race the next
     warning.get_by_role("button", name="Dismiss").click()
     old_public = bytes.fromhex(deployment.document["keys"][0]["public_key"])
     rotated = KeyRing([stranger_ring().keys[0].private_bytes_raw()], retired_public=[old_public]).document
@@ -516,7 +516,7 @@ def test_the_console_checks_each_answers_checkpoint_and_warns_of_a_forgery_or_a_
     assert warning.count() == 0
 
     # When the published key set later drops the pinned key (a rotation only adds keys, keeping old ones as retired)
-    page.unroute("**/.well-known/almanac-keys.json")
+    page.unroute_all(behavior="wait")
     page.route("**/.well-known/almanac-keys.json", lambda route: route.fulfill(json=stranger_ring().document))
     page.reload()
     # Then that is flagged too, and the pinned key still checks her checkpoints
