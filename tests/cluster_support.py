@@ -37,14 +37,20 @@ def spawn_node(command: list[str], node_dir: Path) -> subprocess.Popen:
 
 
 def wait_for_node(process: subprocess.Popen, port: int, seconds: float = 10) -> bool:
-    """True once the node answers PING; False if it exited first (its port was taken) or the time ran out."""
+    """True once our node answers on ``port``; False if it exited first (its port was taken) or the time ran out.
+
+    The answer must come from ``process`` itself (INFO's process_id): when another worker's node already holds
+    the port, that node answers PING before ours fails to bind, and the slots would be given to the wrong
+    cluster ("Slot 5461 is already busy", as a CI run once found).
+    """
     client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
     deadline = time.monotonic() + seconds
     try:
         while process.poll() is None and time.monotonic() < deadline:
             try:
-                client.ping()
-                return True
+                if client.info("server").get("process_id") == process.pid:
+                    return True
+                return False
             except redis.exceptions.ConnectionError:
                 time.sleep(0.05)
         return False
