@@ -772,12 +772,26 @@ class Bots:
         read = await pipe.execute() if seats else []
         versions = [int(v) if v is not None else 0 for v in read[0::2]]
         delays = [min(int(d), MAX_DELAY_MS) if d is not None else 0 for d in read[1::2]]
+        await self._drop_archived([seat for seat, version in zip(seats, versions, strict=True) if not version])
         sent = 0
         for (room, seat), version, delay_ms in zip(seats, versions, delays, strict=True):
             if version and await self._play(room, seat, version, delay_ms):
                 sent += 1
         self.sent += sent
         return sent
+
+    async def _drop_archived(self, seats: list[tuple[str, str]]) -> None:
+        """Drop the seats of rooms that finished and were archived before a round saw their end (this process was
+        down, or the seat waited past the archiver's window): such a room has no version key, so ``_play`` never
+        loads it, and its seat would hold a place in the bound, and a field in Redis, for ever. A room archived
+        because it was idle keeps its seats (it comes back when a player's command arrives)."""
+        pointers = getattr(self.store, "pointers", None)  # an archiving store (every process's: services.bootstrap)
+        if not seats or pointers is None:
+            return
+        found = await pointers(sorted({room for room, _ in seats}))
+        for room, seat in seats:
+            if room in found and found[room].reason == "finished":
+                await self._drop(room, seat)
 
     async def _drop(self, room: str, seat: str) -> None:
         await remove_bot(self.client, self.keys, room, seat)

@@ -243,7 +243,9 @@ if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit
     raise ImportError("RECORD_IDLE_POINTER_SCRIPT lost its version guard: rewrite it beside RECORD_POINTER_SCRIPT")
 
 # KEYS: 1 the shard's pointer hash, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed,
-# 8 nonces, 9 origin, 10 the shard's ended rooms (the archiver's work list), 11 the shard's summary rows (an archived
+# 8 nonces, 9 origin, 10 the shard's ended rooms (the archiver's work list: a finished room stays on it until the
+# archive index has compacted its rows, archive_index.compact takes it off; an idle room leaves it here), 11 the
+# shard's summary rows (an archived
 # room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
 # an ended room never appends again), 13.. the room's id index and the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
@@ -259,8 +261,7 @@ else
   for _, entry in ipairs(first) do redis.call('XDEL', KEYS[4], entry[1]) end
 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[12])
-redis.call('ZREM', KEYS[10], ARGV[3])
-if ARGV[4] ~= 'idle' then redis.call('HDEL', KEYS[11], ARGV[3]) end
+if ARGV[4] == 'idle' then redis.call('ZREM', KEYS[10], ARGV[3]) else redis.call('HDEL', KEYS[11], ARGV[3]) end
 for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
 """

@@ -138,7 +138,12 @@ async def compact(store: Any, rooms: list[str]) -> int:
                 args += [player, msgspec.json.encode([player, room])]
         done += int(await run_script(script, script_keys, args))
     for shard, members in sorted(by_shard.items()):
-        await compact_models(store, shard, members)
+        _, complete = await _compact_models(store, shard, members)
+        if complete:
+            # Last: the rooms leave the archiver's work list only now that nothing of theirs is left to compact, so a
+            # pass cut short anywhere before (after the move's delete step included) is finished by the next pass
+            # (the move answers "already", this runs again) rather than leaving rows in Redis until a rebuild.
+            await store.client.zrem(keys.ended_rooms(shard), *members)
     return done
 
 
@@ -179,7 +184,14 @@ async def compact_models(store: Any, shard: int, rooms: list[str]) -> int:
     """Move the rule-set read-model rows of ``rooms`` (finished, archived, of one shard) into one block per model, one
     script per model; the number of (room, model) rows moved. Rows a rebuild changes meanwhile stay in Redis (the
     script refuses, the rows are read again, at most a few times): Redis' rows are read first, so they still answer."""
+    return (await _compact_models(store, shard, rooms))[0]
+
+
+async def _compact_models(store: Any, shard: int, rooms: list[str]) -> tuple[int, bool]:
+    """``compact_models``, and whether every model's rows of ``rooms`` left Redis (False: a model's script refused
+    every attempt; the rooms stay on the archiver's work list and its next pass tries again)."""
     keys: Keys = store.keys
+    complete = True
     client = store.client
     script = getattr(store, "_compact_models", None)
     if script is None:
@@ -210,7 +222,9 @@ async def compact_models(store: Any, shard: int, rooms: list[str]) -> int:
             if done >= 0:
                 moved += done
                 break
-    return moved
+        else:
+            complete = False
+    return moved, complete
 
 
 async def _model_rows_in_redis(client: Any, keys: Keys, shard: int, model: str, ledger: bool,
