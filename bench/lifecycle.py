@@ -1,12 +1,18 @@
 """`almanac bench lifecycle`: rooms played to their end with the archiver on; Redis memory stays bounded.
 
-Rooms (realm@1, two players: create, join, mining seasons, end) are played in waves through the one room step
-(RoomService, as the engine writes), the projector applies each wave (its read models are the archiver's work
-list), then the archiver moves the ended rooms out (ALMANAC_DEDUPE_RETAIN=0 here). The last wave stays live, the
-baseline of the reads. It prints Redis memory after each wave and pass (``used_memory`` less the buffers of client
-connections and of the AOF: those are the bench's own connections and the disk's pace, not rooms; they are printed
-beside it), bytes per command in Redis (a live room) and in the archive, the archiver's rooms/s, the state-at-a-version read of an archived room against the same
-read of a live room (p50/p99, same run), and ``verify`` over archived rooms (rooms/s).
+Rooms are played in waves through the one room step (RoomService, as the engine writes), as a deployment's are: a
+realm@1 room of three cities whose seats the rule-set's seat bot plays (``services.bots.decide_for``, the bots
+process's own choice from each seat's view, retried with the next attempt when refused, as that process does:
+merchants, trades offered, countered, agreed and declined, raids, refusals recorded) until the game is over, each
+seat with its seat key (``storage.seat_keys.grant``, as the gateway's join gives one) and one seat handed to a bot
+(``services.bots.add_bot``, given back by the bots process's own round once the room ended); and one room in
+``CLAIM_EVERY`` a claim room (create, join, end: a row of claim's registry model). The projector applies each wave
+(its read models are the archiver's work list), then the archiver moves the ended rooms out
+(ALMANAC_DEDUPE_RETAIN=0 here). The last wave stays live, the baseline of the reads. It prints Redis memory after
+each wave and pass (``used_memory`` less the buffers of client connections and of the AOF: those are the bench's
+own connections and the disk's pace, not rooms; they are printed beside it), bytes per command in Redis (a live
+room) and in the archive, the archiver's rooms/s, the state-at-a-version read of an archived room against the same
+read of a live room (p50/p99, same run), and ``verify --all`` (every room, archived and live, as the command does).
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from rich.table import Table
 
 from almanac.bench.common import output_console
 from almanac.projections.projector import Projector
-from almanac.services import bootstrap
+from almanac.services import bootstrap, bots
 from almanac.services.archiver import Archiver
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
+from almanac.storage import seat_keys
 from almanac.storage.archive import ArchiveStore, ArchivingStore
 from almanac.storage.loader import RoomLoader
 
@@ -37,30 +44,69 @@ MINING_ROUNDS = 4  # each: a mining try by each player (and the seasons' end_tur
 READS = 2_000
 
 
-async def _play_room(service: RoomService, room: str) -> int:
-    """One realm@1 room from creation to its end; the number of commands sent."""
+SEATS = ("alice", "bob", "carol")
+BOT_SEAT = "carol"  # handed to a bot at creation, as a create request's ``bots`` does
+CLAIM_EVERY = 5  # one room in five is a claim room (registry rows), the others realm rooms (trades ledgers)
+MAX_COMMANDS = 400  # a realm room that is not over by then is ended by its owner (none was in trials: ~95 commands)
+BOT_KEY = b"almanac bench lifecycle bots"
+
+
+async def _play_room(service: RoomService, client: aioredis.Redis, room: str, number: int) -> int:
+    """One room from creation to its end (a claim room, or a realm room played by the seat bots); commands sent."""
+    keys = service.store.keys
     sent = 0
+    clock = 1_700_000_000_000
 
     async def send(player: str, body: dict) -> bool:
-        nonlocal sent
+        nonlocal sent, clock
         sent += 1
+        clock += 60_000
         outcome = await service.handle(CommandRecord(command_id=f"{room}-c{sent}", room=room, player=player,
-                                                     server_time_ms=1_700_000_000_000 + sent * 1_000, body=body))
-        return outcome.accepted if outcome.error is None else outcome.error.get("code", "")
+                                                     server_time_ms=clock, body=body))
+        if outcome.accepted and body["kind"] == "join_room":  # the gateway's join answers with a seat key
+            await seat_keys.grant(client, keys, room, player)
+        return outcome.accepted
 
+    if number % CLAIM_EVERY == CLAIM_EVERY - 1:
+        await send("alice", {"kind": "create_room", "ruleset": "claim", "options": {"block": f"lot {number}"}})
+        await send("alice", {"kind": "join_room"})
+        await send("alice", {"kind": "end_room"})
+        return sent
     await send("alice", {"kind": "create_room", "ruleset": "realm@1",
-                         "options": {"players": ["alice", "bob"], "villages": 1, "years": 3}})
-    for player in ("alice", "bob"):
-        await send(player, {"kind": "join_room"})
-    for _ in range(MINING_ROUNDS):
-        for player in ("alice", "bob"):
-            answer = await send(player, {"kind": "mine", "ore": "gold"})
-            if answer in ("realm.no_actions_left", "realm.turn_ended"):
-                for seat in ("alice", "bob"):
-                    await send(seat, {"kind": "end_turn"})
-                await send(player, {"kind": "mine", "ore": "gold"})
+                         "options": {"players": list(SEATS), "villages": 1, "years": 2}})
+    await bots.add_bot(client, keys, room, BOT_SEAT, clock)
+    for seat in SEATS:
+        await send(seat, {"kind": "join_room"})
+    while sent < MAX_COMMANDS:
+        state, _ = await service.loader.load(room)
+        if state is None or state.ended:
+            return sent
+        acted = False
+        for seat in SEATS:
+            for attempt in range(bots.ATTEMPTS):  # a refused command: the next attempt's choice, as the bots do
+                state, _ = await service.loader.load(room)
+                if state is None or state.ended:
+                    return sent
+                body = bots.decide_for(state, seat, attempt, clock, key=BOT_KEY)
+                if body is None:
+                    break
+                if await send(seat, body):
+                    acted = True
+                    break
+        if not acted:  # every city waits on the season: end it, as the clock's timeout would
+            await send("alice", {"kind": "end_season"})
     await send("alice", {"kind": "end_room"})
     return sent
+
+
+async def _give_back_bot_seats(client: aioredis.Redis, store: ArchivingStore) -> None:
+    """The bots process's rounds until it has given back the bot seats of the ended rooms (it drops a seat when its
+    room has ended): the seats' fields leave Redis as in a deployment."""
+    player = bots.Bots(client, store, store.keys, key=BOT_KEY, max_rooms=1_000, rate=1e9)
+    for _ in range(1_000):
+        await player.tick()
+        if not sum(await bots.shard_counts(client, store.keys, range(store.shard_count))):
+            return
 
 
 async def _memory_by_family(client: aioredis.Redis, prefix: str) -> list[tuple[str, int, int]]:
@@ -137,12 +183,14 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     while played < rooms:
         batch = [f"{prefix}-r{number + i}" for i in range(min(wave, rooms - played))]
         number += len(batch)
-        counts = await asyncio.gather(*(_play_room(service, room) for room in batch))
+        counts = await asyncio.gather(*(_play_room(service, client, room, number - len(batch) + i)
+                                        for i, room in enumerate(batch)))
         played += len(batch)
         commands_in_wave = sum(counts)
         commands += commands_in_wave
         await projector.drain()
         await projector.trim_feeds() if hasattr(projector, "trim_feeds") else None
+        await _give_back_bot_seats(client, store)
         service.loader.forget_where(lambda _room: True)
         with_live = await used() - baseline
         if not live_peak:  # the first wave, nothing archived yet: the live working set of one wave
@@ -213,19 +261,21 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
                         f"{p50:.2f} / {p99:.2f} ms ({p50 / live_p50:.1f}x / {p99 / live_p99:.1f}x)",
                         "p99 <= 5x" if "archived" in label else "")
 
-    verify_sample = sample[: min(len(sample), 300)]
+    # verify --all as the command runs it (services/cli/verification.py): every room the store lists, one by one
     verifier = bootstrap.tool_store(client, SHARDS, prefix, archive=archive)
     started = time.perf_counter()
-    for room, _ in verify_sample:
+    every = await verifier.rooms()
+    for room in every:
         report = await verify_room(verifier, room)
         assert report.ok, (room, report.divergence)
-    rate = len(verify_sample) / max(1e-9, time.perf_counter() - started)
+    rate = len(every) / max(1e-9, time.perf_counter() - started)
+    live_names = {room for room, _ in live_rooms}
     started = time.perf_counter()
-    for room, _ in live_rooms[: len(verify_sample)]:
+    for room, _ in live_rooms:
         assert (await verify_room(verifier, room)).ok
-    live_rate = min(len(verify_sample), len(live_rooms)) / max(1e-9, time.perf_counter() - started)
-    figures.add_row(f"verify over archived rooms ({len(verify_sample)})", f"{rate:,.0f} rooms/s "
-                    f"({rate / live_rate:.2f}x of live rooms' {live_rate:,.0f}/s)", "")
+    live_rate = len(live_rooms) / max(1e-9, time.perf_counter() - started)
+    figures.add_row(f"verify --all ({len(every)} rooms: {len(every) - len(live_names)} archived, {len(live_names)} live)",
+                    f"{rate:,.0f} rooms/s (live rooms alone: {live_rate:,.0f}/s)", "")
     console.print(figures)
     console.print(f"archive: {archive_dir} ({sum(f.stat().st_size for f in archive_dir.rglob('*') if f.is_file()) / 1e6:.2f} MB"
                   f" for {archived} rooms, {archived_commands} commands; removed now); keys under prefix {prefix!r} "
