@@ -42,6 +42,7 @@ from almanac.storage.loader import RoomLoader
 SHARDS = 16
 MINING_ROUNDS = 4  # each: a mining try by each player (and the seasons' end_turns when actions run out)
 READS = 2_000
+DEDUPE_RETAIN_MS = 60_000  # services/settings.py's default
 
 
 SEATS = ("alice", "bob", "carol")
@@ -122,6 +123,17 @@ async def _memory_by_family(client: aioredis.Redis, prefix: str) -> list[tuple[s
     return sorted(((name, counts[name], size) for name, size in sizes.items()), key=lambda item: -item[2])
 
 
+async def _id_index_bytes(client: aioredis.Redis, store: ArchivingStore, rooms: list[str]) -> tuple[int, int]:
+    """(MEMORY USAGE of the rooms' command-id indexes, the ids they hold): what dedupe keeps per command for good,
+    while the room lives (its expiring records, ``cmd:``, are in the key families' table)."""
+    async with client.pipeline(transaction=False) as pipe:
+        for room in rooms:
+            pipe.memory_usage(store.keys.command_ids(room))
+            pipe.hlen(store.keys.command_ids(room))
+        replies = await pipe.execute()
+    return sum(int(size or 0) for size in replies[0::2]), sum(int(count) for count in replies[1::2])
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -151,7 +163,8 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     client = bootstrap.tool_client(url, max_connections=max_connections or None, pool_wait_s=None)
     archive_dir = Path(tempfile.mkdtemp(prefix="almanac-bench-archive-"))
     archive = ArchiveStore(archive_dir.as_uri())
-    store = bootstrap.tool_store(client, SHARDS, prefix, archive=archive)
+    # records expire as a deployment's do (ALMANAC_DEDUPE_RETAIN's default): the room's id index answers after
+    store = bootstrap.tool_store(client, SHARDS, prefix, archive=archive, dedupe_retain_ms=DEDUPE_RETAIN_MS)
     service = RoomService(store, snapshot_every=100)
     projector = Projector(client, SHARDS, None, name=f"{prefix}-projector", prefix=prefix, store=store,
                           feed_retain_ms=0)
@@ -243,6 +256,9 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
                     f"{final_raw / max(1, live_peak_raw):.2f}x", "")
     figures.add_row("  Redis left per archived room (pointer, room sets, read-model rows)",
                     f"{max(0, final - live_peak) / max(1, archived):,.0f} B", "")
+    ids_bytes, ids_count = await _id_index_bytes(client, store, [room for room, _ in live_rooms])
+    figures.add_row(f"  of which the command-id index (one hash per live room, {ids_count / max(1, len(live_rooms)):,.0f}"
+                    " ids a room; gone with the room)", f"{ids_bytes / max(1, ids_count):,.0f} B per id", "")
     figures.add_row("archive bytes per command (zstd)", f"{archive_bytes / max(1, archived_commands):,.0f} B", "<= 200 B")
     figures.add_row("archiver rooms/s", f"{archived / max(1e-9, archive_seconds):,.0f}", "")
 
