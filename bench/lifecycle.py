@@ -42,6 +42,7 @@ from almanac.storage.loader import RoomLoader
 SHARDS = 16
 MINING_ROUNDS = 4  # each: a mining try by each player (and the seasons' end_turns when actions run out)
 READS = 2_000
+FAMILIES = 24  # key families shown, largest first: the archived rooms' own are past the live ones'
 DEDUPE_RETAIN_MS = 60_000  # services/settings.py's default
 
 
@@ -240,7 +241,7 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     families = Table(title="Where Redis memory is at the end (MEMORY USAGE by key family)")
     for column in ("key family", "keys", "bytes"):
         families.add_column(column, justify="right" if column != "key family" else "left")
-    for name, count, size in (await _memory_by_family(client, prefix))[:14]:
+    for name, count, size in (await _memory_by_family(client, prefix))[:FAMILIES]:
         families.add_row(name, str(count), f"{size:,}")
     console.print(families)
     archived_commands = commands - last_wave_commands if archived else 0
@@ -257,8 +258,8 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     figures.add_row("  Redis left per archived room (pointer, room sets, read-model rows)",
                     f"{max(0, final - live_peak) / max(1, archived):,.0f} B", "")
     ids_bytes, ids_count = await _id_index_bytes(client, store, [room for room, _ in live_rooms])
-    figures.add_row(f"  of which the command-id index (one hash per live room, {ids_count / max(1, len(live_rooms)):,.0f}"
-                    " ids a room; gone with the room)", f"{ids_bytes / max(1, ids_count):,.0f} B per id", "")
+    figures.add_row(f"command-id index of the live rooms (one hash a room, {ids_count / max(1, len(live_rooms)):,.0f}"
+                    " ids a room; it leaves with the room)", f"{ids_bytes / max(1, ids_count):,.0f} B per id", "")
     figures.add_row("archive bytes per command (zstd)", f"{archive_bytes / max(1, archived_commands):,.0f} B", "<= 200 B")
     figures.add_row("archiver rooms/s", f"{archived / max(1e-9, archive_seconds):,.0f}", "")
 
