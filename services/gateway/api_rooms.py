@@ -634,6 +634,9 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     },
 )
 async def submit_command(request: Request, room: str = RoomId) -> Response:
+    """The operation as OpenAPI documents it. ``http_app.GatewayApp`` answers every such request whose room id is
+    well formed before the FastAPI stack, CORS on or off (``command_answer``, which calls ``run_command``); the
+    stack sees only a malformed id, refused 422 by the ``RoomId`` pattern before this body runs."""
     return await run_command(
         gateway(request), room, bearer(request), await request.body(), request.headers.get("idempotency-key"),
         client_address(request),
@@ -642,7 +645,8 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
                       idempotency_key: str | None, address: str | None = None) -> Response:
-    """The command path, shared by the route above and the fast path in front of the middleware (http_app.GatewayApp).
+    """The one function that answers a command (http_app.command_answer calls it for GatewayApp, which answers
+    every command; the route above documents it).
     ``address``: the client's (``client_address``), for its fair share of the in-flight limit."""
     if gw.overload_reason(address) is not None:
         # Admission would refuse, but this may be the resend of a command already decided (through any gateway,
