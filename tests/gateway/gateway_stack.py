@@ -141,6 +141,21 @@ class Stack:
 
 
 @contextlib.contextmanager
+def engine_and_projector(redis_url: str, data_dir: Path) -> Iterator[Stack]:
+    """An emptied Redis with an engine and a projector process on it, ready (the gateway tests' module stack);
+    stopped afterwards."""
+    redis.Redis.from_url(redis_url).flushdb()
+    running = Stack(redis_url, data_dir)
+    try:
+        running.start("engine")
+        running.start("projector")
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+
+
+@contextlib.contextmanager
 def engine_and_gateway(redis_url: str, data_dir: Path, **gateway_env: str) -> Iterator[tuple[str, Stack]]:
     """An emptied Redis, an engine process and a real gateway process with ``gateway_env`` on top of the
     stack's settings: the gateway's URL and the stack, stopped afterwards."""

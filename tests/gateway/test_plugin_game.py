@@ -11,9 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
-from gateway_stack import Stack, gateway_settings
+from gateway_stack import Stack, engine_and_projector, gateway_settings
 from test_typed_answers import component
 from test_typed_schemas import open_spots
 
@@ -54,15 +53,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def stack(installed: None, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Engine and projector processes started after the install: they find the game by its entry point."""
-    redis.Redis.from_url(redis_url).flushdb()
-    running = Stack(redis_url, tmp_path_factory.mktemp("plugin-stack"))
-    running.start("engine")
-    running.start("projector")
-    try:
-        running.wait_ready()
+    with engine_and_projector(redis_url, tmp_path_factory.mktemp("plugin-stack")) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")
