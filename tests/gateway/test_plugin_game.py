@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from gateway_stack import Stack, engine_and_projector, gateway_settings
 from test_typed_answers import component
 from test_typed_schemas import open_spots
+from waiting import wait_until
 
 from almanac.events import codec, registry
 from almanac.services.gateway import create_app
@@ -65,17 +66,6 @@ def api(stack: Stack) -> Iterator[TestClient]:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def wait_for(fetch, done, attempts: int = 100):
-    import time  # noqa: PLC0415
-
-    for _ in range(attempts):
-        value = fetch()
-        if done(value):
-            return value
-        time.sleep(0.1)
-    return value
 
 
 def test_no_core_module_names_the_plugin_game():
@@ -130,7 +120,7 @@ def test_a_pip_installed_game_is_hosted_and_played_through_engine_and_gateway(ap
     assert set(scores) == {"alice", "bob"} and sum(scores.values()) <= 2
     verification = api.get(f"/rooms/{room}/verification", headers=auth(alice)).json()
     assert verification["ok"] is True and verification["commands_redecided"] >= 6, verification
-    duels = wait_for(lambda: api.get("/read-models/duels", params={"room": room}).json()["rows"],
+    duels = wait_until(lambda: api.get("/read-models/duels", params={"room": room}).json()["rows"],
                      lambda rows: rows and rows[0]["over"])
     top = [player for player in ("alice", "bob") if scores[player] == max(scores.values())]
     winner = top[0] if len(top) == 1 else ""

@@ -10,7 +10,7 @@ import redis
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, gateway_settings, seated_realm_answers
 from test_gateway_archived_reads import archive_as_the_archiver
-from test_gateway_forensics import wait_until
+from waiting import wait_until
 
 from almanac.services import bootstrap
 from almanac.storage.keys import Keys
