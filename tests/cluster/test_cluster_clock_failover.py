@@ -112,6 +112,9 @@ async def _story(nodes: ReplicatedCluster) -> None:
         # When that primary is killed -9 before the deadline is due, and its replica is promoted
         nodes.kill(primary)
         promoted_s = nodes.wait_promoted(replica)
+        # (the promoted replica holds the pending deadline as the clock tracked it: nothing re-derived it yet)
+        assert await until("the shard's deadlines on the promoted primary",
+                           lambda: client.zscore(keys.deadlines(shard), ROOM)) == due
         # and, the deadline now past, the clock and a second one (a lease that lapsed meanwhile) tick at once
         now["ms"] = int(due) + 1
         rival = Clock(client, keys, store, now_ms=lambda: now["ms"])
