@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from almanac.client.seat_bot import Policy
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.room import RoomState, has_bot_policy
@@ -659,6 +660,19 @@ def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, key: b
     dice = Dice(key, f"{state.room}\x00{seat}", state.version * ATTEMPTS + attempt)
     command = manifest.seat_bot(seat_view(state, seat), seat, dice, now_ms)
     return None if command is None else codec.encode_command(command)
+
+
+def ruleset_policy(ruleset: str, version: int) -> Policy:
+    """The rule-set's seat bot (``RuleSet.seat_bot``, the one `almanac bots` plays with) as the client bot's policy:
+    its dice drawn from the bot's own seed (client/seat_bot.py ``bot_seed``). ValueError when it has none."""
+    seat_bot = registry.at(ruleset, version).seat_bot
+    if seat_bot is None:
+        raise ValueError(f"{ruleset}@{version} has no seat bot to play a seat with")
+
+    def policy(view: dict, player: str, seed: bytes, now_ms: int) -> object | None:
+        return seat_bot(view, player, Dice(seed, "almanac bot", 0), now_ms)
+
+    return policy
 
 
 @dataclass
