@@ -314,10 +314,22 @@ class _Environ(EnvSettingsSource):
         return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
 
 
+# Settings that no longer exist, and what took their place: a deployment that still sets one is refused at start,
+# one line each, rather than silently run with a bound its operator thinks they chose.
+RETIRED = {
+    "ALMANAC_MAX_OUTCOME_WAITERS": "derived now: 32 outcome waits per ALMANAC_GATEWAY_MAX_INFLIGHT slot",
+    "ALMANAC_GATEWAY_MAX_HEAVY_READS": "derived now: one whole-room read per 16 ALMANAC_GATEWAY_MAX_INFLIGHT slots",
+}
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``environ`` (default ``os.environ``), then ``overrides`` (field names; None = not
     given); raises SettingsError listing every bad value, one line each."""
-    values: dict[str, object] = dict(_Environ(os.environ if environ is None else environ)())
+    environ = os.environ if environ is None else environ
+    retired = [f"{name} is no longer a setting ({why}): remove it" for name, why in RETIRED.items() if environ.get(name)]
+    if retired:
+        raise SettingsError(retired)
+    values: dict[str, object] = dict(_Environ(environ)())
     values.update({_ENV[field]: value for field, value in overrides.items() if value is not None})
     try:
         return Settings.model_validate(values)

@@ -3,7 +3,7 @@ with at most two settings a user must understand: ALMANAC_GATEWAY_MAX_INFLIGHT a
 
 Given settings with only the in-flight limit set, the outcome waits a gateway process holds at once are 32 per
 command slot and its whole-room reads one per 16 slots (at least one), the defaults unchanged (1,024 and 2); the
-variables that once set them apart change nothing. And given an outcome waiter on a real Redis with the bound of an
+deployment still setting the variables that once set them apart is refused at start. And given an outcome waiter on a real Redis with the bound of an
 in-flight limit of 1, when that many commands wait for outcomes no engine gives, the next command is refused 503
 ``overloaded`` with Retry-After before it is submitted (nothing written), while the waits already held go on.
 """
@@ -17,7 +17,7 @@ import pytest
 from almanac.services.gateway.errors import ApiError
 from almanac.services.gateway.outcomes import OutcomeWaiter
 from almanac.services.room_service import CommandRecord
-from almanac.services.settings import load_settings
+from almanac.services.settings import SettingsError, load_settings
 from almanac.storage.keys import Keys
 
 SHARDS = 16
@@ -31,9 +31,12 @@ def test_the_outcome_wait_and_heavy_read_bounds_follow_the_in_flight_limit() -> 
             load_settings({"ALMANAC_GATEWAY_MAX_INFLIGHT": "64"}).gateway_max_heavy_reads) == (2_048, 4)
     small = load_settings({"ALMANAC_GATEWAY_MAX_INFLIGHT": "4"})
     assert (small.max_outcome_waiters, small.gateway_max_heavy_reads) == (128, 1)  # never no heavy read at all
-    # ...and the variables that once set them on their own are no settings any more.
-    retired = load_settings({"ALMANAC_MAX_OUTCOME_WAITERS": "5", "ALMANAC_GATEWAY_MAX_HEAVY_READS": "9"})
-    assert (retired.max_outcome_waiters, retired.gateway_max_heavy_reads) == (1_024, 2)
+    # ...and a deployment that still sets a variable that once set them on its own is refused, one line each,
+    # rather than run with a bound its operator did not choose.
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"ALMANAC_MAX_OUTCOME_WAITERS": "5", "ALMANAC_GATEWAY_MAX_HEAVY_READS": "9"})
+    assert [line.split(" is no longer a setting")[0] for line in refused.value.problems] == [
+        "ALMANAC_MAX_OUTCOME_WAITERS", "ALMANAC_GATEWAY_MAX_HEAVY_READS"]
 
 
 def record(index: int) -> CommandRecord:
