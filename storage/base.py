@@ -26,6 +26,10 @@ class StoredOutcome(msgspec.Struct, frozen=True, kw_only=True):
     first_version: int = 0
     last_version: int = 0
     error: dict | None = None
+    # A refusal recorded from this release on: its stored refusal record (events.step.refusal_record, the version
+    # it was refused at inside), so that a resend is answered the same signed refusal receipt (docs/bundle-format.md
+    # section 8). None for an accepted command and for a refusal stored before.
+    record: bytes | None = None
 
     @property
     def accepted(self) -> bool:
