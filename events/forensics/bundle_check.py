@@ -44,13 +44,19 @@ failure, and says what each passed step proved:
               commands before it decided; the events must come out byte for byte as recorded. An edit
               before the slice or after it, a dropped, swapped or inserted event, re-sealed or not, fails
               here or in coverage: no event of the chain is taken on trust.
+3b. receipts  (with refusal receipts players hold, docs/bundle-format.md section 8) each is signed by a key of the
+              key set given, of this room, its record the command it names refused at its version, on this history
+              (the commitment head there is the one signed), its command never recorded accepted; after redecide,
+              its command decided again at its version is refused with the signed code: one the rules accept is
+              a false refusal (failed, naming the receipt); skipped before the seed is out.
 11. refusals  each refused command in the bundle is decided again at its version and refused with the same
               code, and no command id is refused twice. Refusals write no event, so the chain does not cover
               them: one signed by its player with the key their seat registered in the chain, in the form that
               signs the version it was sent against (``events.signing``, v2: it is refused only there), is
               covered by that signature; a bundle that shows any other (unsigned, or signed in the v1 form that
-              names no version) is INCOMPLETE (it rests on the operator's word), and an invented one never
-              VERIFIES.
+              names no version) is INCOMPLETE (it rests on the operator's word) unless its player holds the
+              deployment's receipt of it (given as in 3b: it must be the signed record and code), and an
+              invented one never VERIFIES.
 
 The verdict is VERIFIED only when every step ran and passed; NOT VERIFIED when one failed (damaged or
 hostile input included: never an exception); else INCOMPLETE, naming each step that did not run. Whatever it is,
