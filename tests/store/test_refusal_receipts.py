@@ -11,48 +11,30 @@ that is not the deployment's, and covers an honest refusal that otherwise rests 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 
 import msgspec
 from bundle_forgery import stranger_ring, with_refusal
-from signed_rooms import ROOM, WRONG_NONCE, Room, signed
+from signed_rooms import (
+    DEPLOYMENT,
+    ROOM,
+    WRONG_NONCE,
+    anns_falsely_refused_roll,
+    bobs_receipted_refusal,
+    whole_bundle,
+)
 
 from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
-from almanac.events.step import CommandRecord, decode_record
-from almanac.services.checkpoints import Checkpointer, KeyRing
-from almanac.services.forensics.bundle import dispute_bundle
-from almanac.storage.memory_store import MemoryEventStore
+from almanac.events.step import decode_record
 
-DEPLOYMENT = Checkpointer(KeyRing([hashlib.sha256(b"the deployment's checkpoint key").digest()]), b"\x07" * 32)
 KEYS = DEPLOYMENT.ring.document
-
-
-async def _bundle(room: Room) -> dict:
-    """The auditor's bundle of the whole room (its commitments opened, its head signed), as a JSON round trip."""
-    latest = await room.store.latest_version(ROOM)
-    return json.loads(json.dumps(await dispute_bundle(room.store, ROOM, 0, versions=(1, latest),
-                                                      checkpointer=DEPLOYMENT)))
-
-
-async def _bobs_refused_reveal() -> tuple[Room, dict, CommandRecord]:
-    """A room where bob's reveal of a wrong nonce is refused (honestly) and answered with its receipt; then ended."""
-    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=True)
-    await room.roll("a1", "ann", sign=True)
-    refused = await room.send("bad-reveal", "bob", {"kind": "reveal_nonce", "nonce": WRONG_NONCE})
-    assert not refused.accepted and refused.error["code"] == "nonce_mismatch" and refused.record is not None
-    receipt = await DEPLOYMENT.refusal_receipt(room.store, refused.record, refused.error["code"])
-    assert receipt is not None
-    await room.roll("b1", "bob")
-    assert (await room.send("end", "ann", {"kind": "end_room"}, sign=True)).accepted
-    return room, receipt, decode_record(refused.record)
 
 
 async def test_an_honest_refusal_receipt_covers_the_refusal_and_the_bundle_verifies():
     # Given bob's refused reveal, answered with a receipt, and the bundle of the ended room
-    room, receipt, record = await _bobs_refused_reveal()
-    bundle = await _bundle(room)
+    room, receipt, record = await bobs_receipted_refusal()
+    bundle = await whole_bundle(room)
     assert [entry["command"]["command_id"] for entry in bundle["refusals"]] == [receipt["command_id"]]
     # Without the receipt, bob's (unsigned) refusal rests on the operator's word
     alone = verify_bundle(bundle, keys=KEYS)
@@ -71,7 +53,7 @@ async def test_an_honest_refusal_receipt_covers_the_refusal_and_the_bundle_verif
 
 async def test_a_receipt_signs_nothing_the_player_did_not_know():
     # Given bob's receipt
-    room, receipt, record = await _bobs_refused_reveal()
+    room, receipt, record = await bobs_receipted_refusal()
     # Then it holds exactly: the command bob sent (its record, stamped with the version it was refused at), who and
     # which command, the code bob was answered, and the commitment head a checkpoint at that version carries
     assert set(receipt) == set(cm.RECEIPT_FIELDS)
@@ -85,23 +67,15 @@ async def test_a_receipt_signs_nothing_the_player_did_not_know():
 
 
 async def test_the_operator_falsely_refuses_anns_valid_roll_and_her_receipt_proves_it():
-    # Given ann's signed roll, which the rules accept at version 4, answered "refused" by a cheating operator with
-    # a receipt, and nothing recorded (so no bundle shows the refusal)
-    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=True)
-    await room.roll("a1", "ann", sign=True)
-    at = await room.store.latest_version(ROOM)
-    sent = signed(CommandRecord(command_id=f"{ROOM}:ann:a2", room=ROOM, player="ann", server_time_ms=9_000,
-                                body={"kind": "roll", "dice": 5}), seen_version=at)
-    raw = codec.encode(msgspec.structs.replace(sent, refused_at_version=at))
-    receipt = await DEPLOYMENT.refusal_receipt(room.store, raw, "game_over")
-    # ann sends her roll again under another id, and it is accepted; bob rolls; ann ends the room
-    await room.roll("a2-again", "ann", sign=True)
-    await room.roll("b1", "bob")
-    assert (await room.send("end", "ann", {"kind": "end_room"}, sign=True)).accepted
-    bundle = await _bundle(room)
+    # Given ann's signed roll, which the rules accept at the version she saw, answered "refused" (game_over) by a
+    # cheating operator with a receipt, and nothing recorded (so no bundle shows the refusal); she sent it again
+    # under another id, and the room went on to its end
+    room, receipt, refused = await anns_falsely_refused_roll()
+    at = refused.refused_at_version
+    bundle = await whole_bundle(room)
     # The operator's bundle of the room verifies: the chain alone cannot show a refusal that was never recorded
     assert verify_bundle(bundle, keys=KEYS).ok
-    # When ann hands in her receipt, the verifier decides her roll again at version 4: the rules accept it
+    # When ann hands in her receipt, the verifier decides her roll again at that version: the rules accept it
     verdict = verify_bundle(bundle, keys=KEYS, receipts=[receipt])
     # Then the verdict is NOT VERIFIED, the failed step naming her receipt
     assert not verdict.ok and verdict.status == "NOT VERIFIED", verdict.text()
@@ -109,15 +83,15 @@ async def test_the_operator_falsely_refuses_anns_valid_roll_and_her_receipt_prov
     assert failed.name == "receipts" and failed.version == at, verdict.text()
     assert "false refusal" in failed.detail and cm.receipt_label(receipt) in failed.detail, failed.detail
     # And showing the refusal in the bundle does not help the operator: the receipt is named first
-    shown = with_refusal(bundle, msgspec.structs.replace(sent, refused_at_version=at), "game_over")
+    shown = with_refusal(bundle, refused, "game_over")
     again = verify_bundle(shown, keys=KEYS, receipts=[receipt])
     assert again.failed.name == "receipts" and "false refusal" in again.failed.detail, again.text()
 
 
 async def test_a_forged_or_altered_receipt_is_refused():
     # Given bob's honest receipt and the bundle of the ended room
-    room, receipt, _ = await _bobs_refused_reveal()
-    bundle = await _bundle(room)
+    room, receipt, _ = await bobs_receipted_refusal()
+    bundle = await whole_bundle(room)
     record = decode_record(base64.b64decode(receipt["raw"]))
     # A receipt of a refusal that never happened, signed by a key that is not the deployment's
     invented = msgspec.structs.replace(record, command_id=f"{ROOM}:bob:invented")
