@@ -45,6 +45,8 @@ from test_console_browser import (  # noqa: F401 - fixtures: the gateway process
     auditor,
     base_url,
     board_room_played,
+    board_rules,
+    board_state,
     browser,
     page,
     realm_trade_played,
@@ -197,6 +199,56 @@ def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_the
     assert exported["format"] == "almanac-checkpoints" and exported["keys"]["keys"]
     assert verify_bundle(bundle, None, checkpoints=exported["checkpoints"], keys=exported["keys"]).failed is None
     assert base64  # envelopes in the bundles are base64 (chain_of decodes them)
+
+
+def test_the_console_keeps_a_refusals_receipt_and_exports_it_as_proof(page, base_url: str, auditor: str,  # noqa: F811
+                                                                       shots: Path, tmp_path: Path) -> None:  # noqa: F811
+    # Given tess's board room (one move played) and her seat in this browser
+    room, token = board_room_played(base_url, auditor, "tess", 1)
+    keys = httpx.get(f"{base_url}/.well-known/almanac-keys.json").json()
+    page.goto("/")
+    page.evaluate("([room, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player: 'tess', token}))",
+                  [room, token])
+    page.goto(f"/#/room/{room}")
+    # When she sends a move onto a cell already filled, through the Play form, and it is refused by the rules
+    state = board_state(base_url, auditor, room)
+    element = board_rules.current_element(state)
+    illegal = next(p for p, cells in board_rules.in_map_placements(element) if not board_rules.is_free(state.board, cells))
+    page.locator("#command-kind").select_option("place_element")
+    page.locator("#cmd-row").fill(str(illegal.row))
+    page.locator("#cmd-column").fill(str(illegal.column))
+    page.locator("#cmd-rotation").fill(str(illegal.rotation))
+    page.locator("#cmd-mirror").set_checked(illegal.mirror)
+    page.get_by_role("button", name="Send command").click()
+    page.get_by_test_id("refusal").get_by_role("alert").wait_for()
+    # Then the browser checked the answer's receipt against the pinned key set and kept it
+    page.wait_for_function("(room) => JSON.parse(localStorage.getItem(`almanac-receipts:${room}`) || '[]').length === 1",
+                           arg=room)
+    (receipt,) = page.evaluate("(room) => JSON.parse(localStorage.getItem(`almanac-receipts:${room}`))", room)
+    assert cm.receipt_signature_valid(cm.trusted_keys(keys)[receipt["kid"]], receipt) and receipt["player"] == "tess"
+    panel = page.get_by_role("region", name="Checkpoints")
+    assert panel.get_by_test_id("receipts-held").inner_text() == "1"
+    # and exports it as a receipt file, which, once the room has ended, covers her refusal in the auditor's bundle
+    with page.expect_download() as download:
+        panel.get_by_role("button", name="Export receipts").click()
+    exported = json.loads(Path(download.value.path()).read_text())
+    assert exported["format"] == "almanac-receipts" and exported["receipts"] == [receipt]
+    headers = {"Authorization": f"Bearer {token}"}
+    assert httpx.post(f"{base_url}/rooms/{room}/end", json={"reason": "done"}, headers=headers).status_code == 200
+    head = httpx.get(f"{base_url}/rooms/{room}").json()["version"]
+    bundle = httpx.get(f"{base_url}/rooms/{room}/dispute?from=1&to={head}",
+                       headers={"Authorization": f"Bearer {auditor}"}).json()
+    verdict = verify_bundle(bundle, keys=exported["keys"], receipts=exported["receipts"])
+    assert verdict.ok and next(s for s in verdict.steps if s.name == "receipts").status == "passed", verdict.text()
+    # and the console's own check of that bundle takes the receipts it kept (their signatures and history)
+    kept = tmp_path / "bundle.json"
+    kept.write_text(json.dumps(bundle))
+    page.reload()
+    panel.get_by_label("bundle file").set_input_files(str(kept))
+    shown = panel.get_by_test_id("bundle-verdict")
+    shown.get_by_text("chain and checkpoints verified").wait_for()
+    assert "[skipped] receipts" in shown.inner_text()
+    page.screenshot(path=str(shots / "refusal-receipt-kept.png"), full_page=True)
 
 
 JS_PLAYER_VERDICT = """async ([bundle, checkpoints, keys]) => {

@@ -354,6 +354,12 @@ function receiptProblem(r) {
   }
   return null;
 }
+// Whether a well-formed receipt (receiptProblem null) is signed by ``publicKey`` (raw bytes), as signatureValid does
+// for a checkpoint: the console checks each refusal answer's receipt before keeping it.
+export async function receiptSignatureValid(publicKey, r) {
+  return ed25519Valid(hex(publicKey), r.sig, () => null, await refusalMessage(r));
+}
+export { receiptProblem };
 const receiptLabel = (r) => (r && typeof r === "object" && !Array.isArray(r)
   ? `refusal receipt ${r.room}@${r.version} command ${JSON.stringify(String(r.command_id).slice(0, 120))} kid ${r.kid}`
   : String(r).slice(0, 60));
