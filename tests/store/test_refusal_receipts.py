@@ -10,6 +10,7 @@ that is not the deployment's, and covers an honest refusal that otherwise rests 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
@@ -23,10 +24,12 @@ from signed_rooms import (
     bobs_receipted_refusal,
     whole_bundle,
 )
+from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.step import decode_record
+from almanac.services.cli import _load_commands, app
 
 KEYS = DEPLOYMENT.ring.document
 
@@ -111,3 +114,30 @@ async def test_a_forged_or_altered_receipt_is_refused():
     assert verify_bundle(bundle, receipts=[receipt]).failed.name == "receipts"
     for junk in ({**receipt, "extra": 1}, {**receipt, "raw": "%%%"}, [1], "x"):
         assert verify_bundle(bundle, keys=KEYS, receipts=[junk]).failed.name == "receipts"
+
+
+async def test_her_cli_reads_the_receipt_as_saved_and_names_the_false_refusal(tmp_path):
+    # Given ann's receipt of the falsely refused roll, saved as the refusal answer carried it, and the key set
+    room, receipt, _ = await anns_falsely_refused_roll()
+    bundle, saved, keys = tmp_path / "bundle.json", tmp_path / "receipt.json", tmp_path / "keys.json"
+    bundle.write_text(json.dumps(await whole_bundle(room)))
+    saved.write_text(json.dumps(receipt))
+    keys.write_text(json.dumps(KEYS))
+    # When she runs `almanac verify-bundle --receipts` (no Redis, no server)
+    result = await asyncio.to_thread(_invoke, "verify-bundle", str(bundle), "--receipts", str(saved), "--keys", str(keys))
+    # Then it exits 1, the failed step naming her receipt
+    assert result.exit_code == 1 and "[failed] receipts" in result.stdout and "false refusal" in result.stdout, result.output
+    # and bob's honest receipt, in an almanac-receipts file with its key set, covers his refusal: exit 0
+    room, receipt, _ = await bobs_receipted_refusal()
+    bundle.write_text(json.dumps(await whole_bundle(room)))
+    saved.write_text(json.dumps({"format": "almanac-receipts", "format_version": 1, "keys": KEYS, "receipts": [receipt]}))
+    result = await asyncio.to_thread(_invoke, "verify-bundle", str(bundle), "--receipts", str(saved))
+    assert result.exit_code == 0 and "[passed] receipts" in result.stdout, result.output
+    saved.write_text(json.dumps({"not": "a receipt"}))
+    result = await asyncio.to_thread(_invoke, "verify-bundle", str(bundle), "--receipts", str(saved))
+    assert result.exit_code != 0 and "not a receipt file" in result.output, result.output
+
+
+def _invoke(*args: str):
+    _load_commands()
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
