@@ -56,8 +56,12 @@ _Decided = tuple[int, "AppendRequest | RejectRequest", "RoomState | None", "Outc
 LastWrite = Callable[[list[list["AppendRequest | RejectRequest"]]], Awaitable[list[list["AppendResult | Exception"]]]]
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What became of a command: the events it appended, or the rule error that refused it."""
+class Outcome(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What became of a command: the events it appended, or the rule error that refused it.
+
+    omit_defaults: published for every command (services.bus), so a field at its default is not sent (an accepted
+    command's ``error`` and ``record``, a refusal's versions and events); a message from an engine before decodes the
+    same (a missing field is its default)."""
 
     command_id: str
     room: str
