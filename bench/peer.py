@@ -32,7 +32,8 @@ class PeerUnavailable(Exception):
 
 
 class PeerOffline(PeerUnavailable):
-    """``npm ci`` could not reach the registry: a fact of this machine's network, not a fault of the peer."""
+    """``npm ci`` could not reach the registry, or what answered does not serve the lockfile's pinned packages (a
+    proxy or mirror answering 404/403 for every one): a fact of this machine's network, not a fault of the peer."""
 
 
 # npm's error codes for a registry it cannot reach (or may not reach: --offline with nothing cached).
@@ -40,6 +41,8 @@ NETWORK_CODES = frozenset({"ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN
                            "EHOSTUNREACH", "ENETDOWN", "ERR_SOCKET_TIMEOUT", "ENOTCACHED", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
                            "SELF_SIGNED_CERT_IN_CHAIN", "E407", "E502", "E503", "E504",
                            "FETCH_ERROR"})  # FETCH_ERROR: no answer within the fetch timeout ("network timeout")
+# A registry that answers but refuses or lacks the exact versions package-lock.json pins (they exist on npm's own).
+NOT_SERVED_CODES = frozenset({"E401", "E403", "E404", "E410"})
 _NPM_CODE = re.compile(r"^npm (?:ERR!|error) code (\S+)", re.MULTILINE)
 _NPM_FETCH = re.compile(r"^npm (?:ERR!|error) (?:FetchError: )?((?:request to|network timeout at:) .*)$", re.MULTILINE)
 
@@ -51,6 +54,9 @@ def install_failure(stderr: str) -> PeerUnavailable:
     said = (f"{code.group(1)}: " if code else "") + (fetch.group(1) if fetch else stderr.strip()[-300:])
     if code and code.group(1) in NETWORK_CODES:
         return PeerOffline(f"npm ci of boardgame.io cannot reach the npm registry ({said[:300]})")
+    if code and code.group(1) in NOT_SERVED_CODES:
+        return PeerOffline(f"npm ci of boardgame.io: the npm registry here does not serve the pinned packages "
+                           f"({said[:300]})")
     return PeerUnavailable(f"npm ci of boardgame.io failed: {said[:300]}")
 
 

@@ -78,7 +78,7 @@ def new_room_id(ruleset: str) -> str:
 def create_body(ruleset: str, player: str, *, room: str | None, options: dict[str, Any] | None,
                 setup: dict[str, Any] | None, challenge: str | None, join: bool, dice_scheme: int | None,
                 nonce: str | None, command_id: str | None, bots: list[str] | None, player_key: PlayerKey | None,
-                seat_bots: bool, bot_after_missed: int | None) -> dict[str, Any]:
+                seat_bots: bool, bot_after_missed: int | None, bot_delay_ms: int = 0) -> dict[str, Any]:
     """The body of POST /rooms for ``create_room`` (both clients): a signed creator's join names its room, so one is
     drawn here when ``room`` is None."""
     body: dict[str, Any] = {"ruleset": ruleset, "player": player, "join": join,
@@ -96,6 +96,8 @@ def create_body(ruleset: str, player: str, *, room: str | None, options: dict[st
             body[name] = value
     if seat_bots:
         body["seat_bots"] = True
+    if bot_delay_ms:
+        body["bot_delay_ms"] = bot_delay_ms
     return body
 
 
@@ -251,7 +253,7 @@ class Client:
                     challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
                     nonce: str | None = None, command_id: str | None = None,
                     bots: list[str] | None = None, player_key: PlayerKey | None = None, seat_bots: bool = False,
-                    bot_after_missed: int | None = None) -> Seat:
+                    bot_after_missed: int | None = None, bot_delay_ms: int = 0) -> Seat:
         """Create a room (and take a seat in it unless ``join`` is false); the creator's Seat.
 
         ``player_key``: the creator's seat signs (a scheme-3 room): the join registers the key, signed by it (a
@@ -260,10 +262,12 @@ class Client:
 
         ``seat_bots``: its players may leave their seats to a bot (``Seat.hand_to_bot``); ``bot_after_missed``: a
         seat that misses that many deadlines in a row goes to a bot (and players may leave theirs). Neither: a
-        room whose seats never go to a bot (docs/bots.md)."""
+        room whose seats never go to a bot (docs/bots.md). ``bots``: seats a server bot plays, each move
+        ``bot_delay_ms`` (0 .. 60,000) after the room's newest event."""
         body = create_body(ruleset, player, room=room, options=options, setup=setup, challenge=challenge, join=join,
                            dice_scheme=dice_scheme, nonce=nonce, command_id=command_id, bots=bots,
-                           player_key=player_key, seat_bots=seat_bots, bot_after_missed=bot_after_missed)
+                           player_key=player_key, seat_bots=seat_bots, bot_after_missed=bot_after_missed,
+                           bot_delay_ms=bot_delay_ms)
         answer = self.request("POST", "/rooms", json_body=body, token="")
         return Seat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 

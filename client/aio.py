@@ -126,12 +126,13 @@ class AsyncClient:
                           challenge: str | None = None, join: bool = True, dice_scheme: int | None = None,
                           nonce: str | None = None, command_id: str | None = None, bots: list[str] | None = None,
                           player_key: PlayerKey | None = None, seat_bots: bool = False,
-                          bot_after_missed: int | None = None) -> AsyncSeat:
+                          bot_after_missed: int | None = None, bot_delay_ms: int = 0) -> AsyncSeat:
         """As ``Client.create_room`` (``player_key``: a signed seat; ``seat_bots``, ``bot_after_missed``: the room's
-        bot policy)."""
+        bot policy; ``bots`` with ``bot_delay_ms``: seats a server bot plays)."""
         body = create_body(ruleset, player, room=room, options=options, setup=setup, challenge=challenge, join=join,
                            dice_scheme=dice_scheme, nonce=nonce, command_id=command_id, bots=bots,
-                           player_key=player_key, seat_bots=seat_bots, bot_after_missed=bot_after_missed)
+                           player_key=player_key, seat_bots=seat_bots, bot_after_missed=bot_after_missed,
+                           bot_delay_ms=bot_delay_ms)
         answer = await self.request("POST", "/rooms", json_body=body, token="")
         return AsyncSeat(self, answer["room"], player, answer["token"], answer, player_key=player_key).checked_join()
 

@@ -463,10 +463,22 @@ def pending_deadlines(state: RoomState | None) -> tuple[Any, ...]:
     return tuple(deadlines(state.game, state.players)) if deadlines is not None else ()
 
 
+CLOCK_ID_PREFIX = "clock-"  # a player's ids are stored as "room:player:id" (the gateway's), never with it
+
+
 def deadline_command_id(room: str, key: str, player: str) -> str:
     """The id every clock gives a deadline's command: the same deadline is one command, decided once."""
     digest = hashlib.sha256(f"{room}\x00{key}\x00{player}".encode()).hexdigest()[:32]
-    return f"clock-{digest}"
+    return f"{CLOCK_ID_PREFIX}{digest}"
+
+
+def summarize_recorded(ruleset: str, event: Any, command_id: str) -> str:
+    """``summarize_event`` for an event as recorded: the clock sends a deadline's timeout as the seat whose deadline
+    passed, so its events name that player; the line says the clock sent it, not the player."""
+    line = summarize_event(ruleset, event)
+    if command_id.startswith(CLOCK_ID_PREFIX):
+        return f"{line} [sent by the server clock: a deadline passed]"
+    return line
 
 
 def clock_timeout(state: RoomState | None, room: str, player: str, command_id: str, now_ms: int,

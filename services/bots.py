@@ -24,7 +24,8 @@ Progress lives in the log only; the process keeps nothing that a restart needs. 
 wait their turn, logged); ``rate`` commands per second across the process (a token bucket); at most ``ATTEMPTS``
 refused tries per seat and version; and a seat whose bot join was refused is dropped (it can never play).
 
-A room may set its bots a move delay (``set_delay``, `almanac bots add --delay MS`, at most ``MAX_DELAY_MS``): its
+A room may set its bots a move delay (``set_delay``: `almanac bots add --delay MS`, or the create request's
+``bot_delay_ms``; at most ``MAX_DELAY_MS``): its
 bot seats send nothing until ``delay`` after the room's newest event (its ``server_time_ms``, the log's own clock),
 so a bot's command is recorded no sooner than that after the room moved to it, and, the process playing it, within
 about a round after (``DELAY_MARGIN_MS``; tests/services/test_bot_delay.py).
@@ -43,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from almanac.client.seat_bot import Policy
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.room import RoomState, has_bot_policy
@@ -123,26 +125,27 @@ async def _wake(client: Any, keys: Keys) -> None:
 # must be played), when (ms), the command whose outcome decides the seats ('' none), whether the room's log handed
 # them ('1': ``sync_bound`` never drops such a seat, it completes it), whether a removed seat is left alone ('1':
 # ``sync_bound``, which read the seat before it was removed; else the seats are asked for anew and their marks
-# cleared), then the members. The members not held yet are taken all or none: none when they would pass the bound.
+# cleared), the room's bot move delay to set once the command is recorded ('' none: kept with a pending seat, for
+# ``settle_pending``), then the members. The members not held yet are taken all or none: none when they would pass the bound.
 # Answers [taken, held after] ([-1, held] when refused), then per member 1 (taken), 0 (held already) or 2 (removed:
 # left alone).
 RESERVE_SCRIPT = """
 local bound = tonumber(ARGV[1])
 local fresh = {}
 local removed = {}
-for i = 6, #ARGV do
-  if ARGV[5] == '1' and redis.call('EXISTS', KEYS[i - 3]) == 1 then removed[i] = true
+for i = 7, #ARGV do
+  if ARGV[5] == '1' and redis.call('EXISTS', KEYS[i - 4]) == 1 then removed[i] = true
   elseif redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then fresh[#fresh + 1] = i end
 end
 local held = redis.call('HLEN', KEYS[1])
 if bound >= 0 and #fresh > 0 and held + #fresh > bound then return {-1, held} end
 local flags = {}
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   if removed[i] then
-    flags[i - 5] = 2
+    flags[i - 6] = 2
   else
-    flags[i - 5] = 0
-    redis.call('DEL', KEYS[i - 3])  -- asked for anew: a removal before this ask no longer holds
+    flags[i - 6] = 0
+    redis.call('DEL', KEYS[i - 4])  -- asked for anew: a removal before this ask no longer holds
     if ARGV[4] == '1' then  -- a seat held already (a leave's, say) that the log has now handed over: marked so
       local value = redis.call('HGET', KEYS[1], ARGV[i])
       if value then
@@ -161,11 +164,13 @@ for _, i in ipairs(fresh) do
   local entry = {room = room, seat = seat, added_ms = added}
   if ARGV[3] ~= '' then
     entry.command = ARGV[3]
-    redis.call('HSET', KEYS[2], ARGV[i], cjson.encode({command = ARGV[3], added_ms = added}))
+    local waiting = {command = ARGV[3], added_ms = added}
+    if ARGV[6] ~= '' then waiting.delay_ms = tonumber(ARGV[6]) end
+    redis.call('HSET', KEYS[2], ARGV[i], cjson.encode(waiting))
   end
   if ARGV[4] == '1' then entry.log = true end
   redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(entry))
-  flags[i - 5] = 1
+  flags[i - 6] = 1
 end
 return {#fresh, held + #fresh, unpack(flags)}
 """
@@ -211,8 +216,8 @@ def _full(held: int, max_seats: int) -> SeatRefused:
 
 
 async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int, *,
-                        max_seats: int | None, command: str | None = None, log: bool = False
-                        ) -> list[tuple[str, str]]:
+                        max_seats: int | None, command: str | None = None, log: bool = False,
+                        delay_ms: int = 0) -> list[tuple[str, str]]:
     """Take ``seats`` in the deployment's bot seats (``bot_seats_key``) in one script: all of those not held yet,
     or none (SeatRefused 429 ``bot_seats_full``) when they would pass ``max_seats`` (None: no bound, for a seat
     the room's log handed over). Racing callers cannot pass the bound together: the count and the take are one
@@ -223,15 +228,18 @@ async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], n
     seats (a create with bots, a player's leave): the seats this call took await it in ``pending_key`` until the
     caller settles them, or, when the command was answered 202, until its recorded outcome does
     (``settle_pending``, every bots round): given back at once when refused. ``log``: the room's log already
-    handed the seats over (``hand_over``): ``sync_bound`` never gives such a seat back, it completes it."""
-    taken, _ = await _take(client, keys, seats, now_ms, max_seats=max_seats, command=command, log=log)
+    handed the seats over (``hand_over``): ``sync_bound`` never gives such a seat back, it completes it.
+    ``delay_ms``: the room's bot move delay (a create's ``bot_delay_ms``), kept with the seats awaiting
+    ``command`` so that whoever confirms them (the gateway, or ``settle_pending`` after a 202) sets it first."""
+    taken, _ = await _take(client, keys, seats, now_ms, max_seats=max_seats, command=command, log=log,
+                           delay_ms=delay_ms)
     if taken and command:
         await _wake(client, keys)  # a reservation awaiting its command: an idle bots process settles it
     return taken
 
 
 async def _take(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int, *, max_seats: int | None,
-                command: str | None = None, log: bool = False, unless_removed: bool = False
+                command: str | None = None, log: bool = False, unless_removed: bool = False, delay_ms: int = 0
                 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """RESERVE_SCRIPT: (the seats taken, the seats left alone as removed: only with ``unless_removed``)."""
     if not seats:
@@ -241,7 +249,7 @@ async def _take(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: i
     answer = await script(keys=[bot_seats_key(keys.prefix), pending_key(keys),
                                 *(removed_key(keys, member) for member in members)],
                           args=[-1 if max_seats is None else max_seats, now_ms, command or "", "1" if log else "0",
-                                "1" if unless_removed else "0", *members])
+                                "1" if unless_removed else "0", delay_ms or "", *members])
     taken, held = int(answer[0]), int(answer[1])
     if taken < 0:
         raise _full(held, int(max_seats or 0))
@@ -458,17 +466,22 @@ async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cu
     bots are then never played; a leave's seat comes back by its room's log, ``hand_over``)."""
     cursor, page = await client.hscan(pending_key(keys), cursor, count=count)
     waiting: list[tuple[str, str, str, int, str]] = []
+    delays: dict[str, int] = {}  # a create's bot move delay, by room (``reserve_seats``' ``delay_ms``)
     for member, value in page.items():
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             entry = json.loads(_text(value))
             room, _ = _member(member)
             waiting.append((_text(member), room, str(entry["command"]), int(entry.get("added_ms", 0)), _text(value)))
+            if entry.get("delay_ms"):
+                delays[room] = int(entry["delay_ms"])
     outcomes = await store.outcomes_many([(room, command) for _, room, command, _, _ in waiting])
     release: list[str] = []
     confirm: list[str] = []
-    for (member, _, _, added_ms, value), outcome in zip(waiting, outcomes, strict=True):
+    for (member, room, _, added_ms, value), outcome in zip(waiting, outcomes, strict=True):
         if outcome is not None and outcome.accepted:
             confirm += [member, value]
+            if room in delays:  # before its seats are played: a bot never moves without its room's delay
+                await set_delay(client, keys, room, min(delays.pop(room), MAX_DELAY_MS))
         elif outcome is not None or now_ms - added_ms >= grace_ms:
             release += [member, value]
     settle = client.register_script(SETTLE_SCRIPT)
@@ -647,6 +660,19 @@ def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, key: b
     dice = Dice(key, f"{state.room}\x00{seat}", state.version * ATTEMPTS + attempt)
     command = manifest.seat_bot(seat_view(state, seat), seat, dice, now_ms)
     return None if command is None else codec.encode_command(command)
+
+
+def ruleset_policy(ruleset: str, version: int) -> Policy:
+    """The rule-set's seat bot (``RuleSet.seat_bot``, the one `almanac bots` plays with) as the client bot's policy:
+    its dice drawn from the bot's own seed (client/seat_bot.py ``bot_seed``). ValueError when it has none."""
+    seat_bot = registry.at(ruleset, version).seat_bot
+    if seat_bot is None:
+        raise ValueError(f"{ruleset}@{version} has no seat bot to play a seat with")
+
+    def policy(view: dict, player: str, seed: bytes, now_ms: int) -> object | None:
+        return seat_bot(view, player, Dice(seed, "almanac bot", 0), now_ms)
+
+    return policy
 
 
 @dataclass

@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
@@ -45,13 +46,38 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def settings_or_exit(**overrides: object) -> Settings:
+def settings_or_exit(*, own_data_dir: bool = False, **overrides: object) -> Settings:
+    """The settings of this invocation. Run where there is no data directory and no REDIS_URL, a command works on
+    the running stack found above the working directory (``bootstrap.nearest_stack``, as git finds .git): its
+    data directory, hence its Redis, secrets, signing keys and archive, never a new empty one beside it.
+    ``own_data_dir``: a command that starts a deployment of its own here (``up``) keeps the local one."""
     try:
-        return bootstrap.settings(**overrides)
+        settings = bootstrap.settings(**overrides)
     except SettingsError as error:
         for problem in error.problems:
             error_console.print(f"[bold red]setting:[/] {problem}", highlight=False)
         raise typer.Exit(2) from None
+    if own_data_dir or settings.redis_url or Path(settings.data_dir).is_absolute() or Path(settings.data_dir).is_dir():
+        return settings
+    found = bootstrap.nearest_stack(settings.data_dir)
+    if found is None:
+        return settings
+    stack_dir, url = found
+    error_console.print(f"note: no data directory here; using the running stack of {stack_dir} ({url})",
+                        highlight=False, soft_wrap=True)
+    return settings.model_copy(update={"data_dir": str(stack_dir)})
+
+
+def deployment_settings(*configured: str) -> Settings:
+    """``settings_or_exit`` for a command that signs or reads with a deployment's secrets (tokens, signing keys,
+    the commitment secret): they come from the settings named by ``configured`` or from an existing data
+    directory; never minted in a new one, where nothing would accept what the command prints."""
+    settings = settings_or_exit()
+    if all(getattr(settings, name) for name in configured) or Path(settings.data_dir).is_dir():
+        return settings
+    raise fail(f"no data directory {Path(settings.data_dir).resolve()} and no running stack above it: its secrets "
+               f"would be new ones no gateway knows. Run this where you ran `almanac up`, or set ALMANAC_DATA_DIR "
+               f"to its data directory (or {', '.join('ALMANAC_' + name.upper() for name in configured)})")
 
 
 def shard_selection(text: str, shard_count: int) -> list[int]:

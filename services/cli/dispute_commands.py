@@ -16,7 +16,14 @@ from almanac.events.forensics.bundle_check import INCOMPLETE, verify_bundle
 from almanac.events.forensics.player_check import compare_player_bundles, verify_player_bundle
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.cli import app
-from almanac.services.cli.common import OperatorError, console, fail, guarded, settings_or_exit, with_store
+from almanac.services.cli.common import (
+    OperatorError,
+    console,
+    deployment_settings,
+    fail,
+    guarded,
+    with_store,
+)
 from almanac.services.forensics.bundle import bundle_json, dispute_bundle
 from almanac.services.forensics.errors import ForensicsError
 from almanac.services.forensics.player_bundle import player_bundle
@@ -48,7 +55,7 @@ def dispute_command(
         raise fail("give exactly one of --trade ID, --view NAME --id ID or --versions A..B")
     span = guarded(lambda: parse_versions(versions)) if versions is not None else None
 
-    checkpointer = guarded(lambda: Checkpointer.from_settings(settings_or_exit()))
+    checkpointer = guarded(lambda: Checkpointer.from_settings(deployment_settings("signing_keys", "commit_secret")))
 
     async def work(store: EventStore) -> dict[str, Any]:
         try:
@@ -135,7 +142,7 @@ def player_bundle_command(
 ) -> None:
     """Write a player-safe bundle (JSON, stdout) of a room on commitment scheme v2: safe to give to that player
     during play; `almanac verify-player-bundle` checks it."""
-    checkpointer = guarded(lambda: Checkpointer.from_settings(settings_or_exit()))
+    checkpointer = guarded(lambda: Checkpointer.from_settings(deployment_settings("signing_keys", "commit_secret")))
 
     async def work(store: EventStore) -> dict[str, Any]:
         try:

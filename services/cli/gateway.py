@@ -10,7 +10,7 @@ import typer
 from almanac.services import bootstrap
 from almanac.services.bootstrap import running_stack
 from almanac.services.cli import app
-from almanac.services.cli.common import console, fail, redis_url_for, settings_or_exit
+from almanac.services.cli.common import console, deployment_settings, fail, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.settings import Settings
 from almanac.services.stack import Stack, StackError
@@ -47,7 +47,7 @@ def token_command(
     """Print a signed token made with this data directory's secret (for operators and scripts)."""
     from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret  # noqa: PLC0415
 
-    settings = settings_or_exit()
+    settings = deployment_settings("secret")
     signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
     if auditor:
         print(signer.issue(room or ANY_ROOM, "auditor", ROLE_AUDITOR, ttl))
@@ -63,7 +63,7 @@ def up_command(
 ) -> None:
     """Start everything: Redis (embedded unless REDIS_URL), a projector and a gateway that decides the commands of
     every shard it holds; Ctrl-C stops all."""
-    settings = settings_or_exit(http_port=port)
+    settings = settings_or_exit(own_data_dir=True, http_port=port)
     from almanac.services.logging import configure_logging  # noqa: PLC0415
 
     configure_logging(settings.log_format, settings.log_level)

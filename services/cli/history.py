@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 from rich.table import Table
 
@@ -29,10 +27,6 @@ from almanac.services.cli.common import (
 )
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
-
-
-def _summary(ruleset: str, event: Any) -> str:
-    return room_rules.summarize_event(ruleset, event)
 
 
 def _fold(envelopes: list[Envelope], base: room_rules.RoomState | None = None) -> room_rules.RoomState:
@@ -67,7 +61,8 @@ def log_command(
                 continue
             if player and envelope.player != player:
                 continue
-            rows.append((envelope, _summary(envelope.ruleset, codec.decode_event(envelope))))
+            rows.append((envelope, room_rules.summarize_recorded(envelope.ruleset, codec.decode_event(envelope),
+                                                                   envelope.command_id)))
         return rows
 
     rows = with_store(work)

@@ -10,7 +10,13 @@ import typer
 
 from almanac.services.checkpoints import Checkpointer, key_ring, new_signing_seed, player_checkpoints
 from almanac.services.cli import app
-from almanac.services.cli.common import OperatorError, console, guarded, settings_or_exit, with_store
+from almanac.services.cli.common import (
+    OperatorError,
+    console,
+    deployment_settings,
+    guarded,
+    with_store,
+)
 from almanac.storage.base import EventStore
 
 
@@ -24,7 +30,7 @@ def keys_command(
                       "ones after it; docs/forensics.md", highlight=False)
         sys.stdout.write(new_signing_seed() + "\n")
         return
-    ring = guarded(lambda: key_ring(settings_or_exit()))
+    ring = guarded(lambda: key_ring(deployment_settings("signing_keys")))
     sys.stdout.write(json.dumps(ring.document, indent=1) + "\n")
 
 
@@ -35,7 +41,7 @@ def checkpoints_command(
 ) -> None:
     """Write a checkpoint file (JSON, stdout): the signed head after each of the player's commands and at the
     room's head, with the key set; `verify-bundle --checkpoints FILE` checks a bundle against it."""
-    checkpointer = guarded(lambda: Checkpointer.from_settings(settings_or_exit()))
+    checkpointer = guarded(lambda: Checkpointer.from_settings(deployment_settings("signing_keys", "commit_secret")))
 
     async def work(store: EventStore) -> dict[str, Any]:
         try:

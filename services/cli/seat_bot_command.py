@@ -10,10 +10,9 @@ import httpx
 import typer
 
 from almanac.client import ApiError, Client, PlayerKey, Seat
-from almanac.client.seat_bot import MAX_DELAY_S, Policy, SeatBot
-from almanac.events import registry
-from almanac.events.dice import Dice
+from almanac.client.seat_bot import MAX_DELAY_S, SeatBot
 from almanac.services.bootstrap import running_stack
+from almanac.services.bots import ruleset_policy
 from almanac.services.cli import app
 from almanac.services.cli.common import console, fail, settings_or_exit
 
@@ -26,19 +25,6 @@ def _read_secret(path: Path, what: str) -> str:
     if not text:
         raise fail(f"{what} {path} is empty")
     return text
-
-
-def ruleset_policy(ruleset: str, version: int) -> Policy:
-    """The rule-set's seat bot (``RuleSet.seat_bot``, the one `almanac bots` plays with) as the client bot's policy:
-    its dice drawn from the bot's own seed (client/seat_bot.py ``bot_seed``). ValueError when it has none."""
-    seat_bot = registry.at(ruleset, version).seat_bot
-    if seat_bot is None:
-        raise ValueError(f"{ruleset}@{version} has no seat bot to play a seat with")
-
-    def policy(view: dict, player: str, seed: bytes, now_ms: int) -> object | None:
-        return seat_bot(view, player, Dice(seed, "almanac bot", 0), now_ms)
-
-    return policy
 
 
 def _stack_url() -> str:

@@ -253,6 +253,9 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                        "with join false", "bots")
     if body.bots and registry.manifest(body.ruleset).seat_bot is None:
         raise ApiError(422, "no_seat_bot", f"{decider.name} has no seat bot", "bots")
+    if body.bot_delay_ms and not body.bots:
+        raise ApiError(422, "bot_delay_without_bots", "a bot move delay goes with the seats handed to bots: send "
+                       "`bots`, or no `bot_delay_ms`", "bot_delay_ms")
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
     # The bots' seats are taken against the bound before the room exists, all at once (one script: racing creates
     # cannot pass it together), and given back if the create is refused: a refused create makes nothing.
@@ -260,7 +263,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     client_id = body.command_id or new_command_id()
     try:
         reserved = await bots.reserve_seats(gw.client, gw.keys, seated, now_ms(), max_seats=gw.settings.max_bot_seats,
-                                            command=internal_command_id(room, body.player, client_id))
+                                            command=internal_command_id(room, body.player, client_id),
+                                            delay_ms=body.bot_delay_ms)
     except bots.SeatRefused as refused:
         raise ApiError(429, refused.code, f"{refused.message} (create without bots, or later)", "bots") from None
     try:
@@ -287,9 +291,13 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     answer["token"] = gw.issue_token(room, body.player, outcome.envelopes[0].ruleset if outcome.envelopes else "")
     answer["player"] = body.player
     answer["joined"] = False
-    # after the room exists: a refused create hands nothing to a bot (taken above)
+    # after the room exists: a refused create hands nothing to a bot (taken above); its delay before its seats, so
+    # that no bot moves without it (a create answered 202: bots.settle_pending does both, in this order)
+    if body.bot_delay_ms:
+        await bots.set_delay(gw.client, gw.keys, room, body.bot_delay_ms)
     await bots.confirm_seats(gw.client, gw.keys, seated, now_ms())
     answer["bots"] = list(dict.fromkeys(body.bots))
+    answer["bot_delay_ms"] = body.bot_delay_ms
     if body.join:
         join_id = f"{client_id}.join"
         join_command = await _join_command(gw, room, body.nonce, join_commitment, body.public_key)

@@ -12,8 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from almanac.client import ApiError, Client, Seat
+from almanac.client.seat_bot import SeatBot
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
+from almanac.services.bots import ruleset_policy
 
 PLAYERS = ("alice", "bob")
 
@@ -88,26 +90,51 @@ class Demo:
             room.refused.append(f"{refused.status} {refused.code} (forged token)")
 
     def play_room(self, room: Room) -> None:
+        """The room's players take turns, one move each a round, until the game ends or nobody has a move. With a
+        seat bot each player is an `almanac bot` (client/seat_bot.py ``SeatBot``: the seat's view in, the bot's
+        command out, through the public API), stepped here in turn instead of waiting on its live feed."""
         manifest = registry.manifest(room.ruleset)
-        decider, policy, moves = manifest.decider, manifest.policy, manifest.demo_moves
-        if policy is None and manifest.seat_bot is None:  # no bot: the demo creates, ends and verifies its room
-            return
+        if manifest.seat_bot is not None:
+            self._play_seat_bots(room, manifest.demo_moves)
+        elif manifest.policy is not None:
+            self._play_policy(room, manifest)
+        # else no bot: the demo creates, ends and verifies its room
+
+    def _play_seat_bots(self, room: Room, moves: int) -> None:
+        policy = ruleset_policy(room.ruleset, room.version)
+        players = [SeatBot(seat, policy, delay_s=0) for seat in room.seats.values()]
         step = 0
         while step < moves:
             progressed = False
+            for bot in players:
+                seen = bot.seat.view()
+                if seen["ended"] or seen["over"]:
+                    return
+                before = (bot.report.sent, bot.report.refused)
+                bot.step(seen)
+                if (bot.report.sent, bot.report.refused) == before:
+                    continue  # no move for this seat now
+                progressed = True
+                step += 1
+                if bot.report.refused > before[1]:
+                    room.refused.append(f"{bot.report.refusals[-1]} ({bot.seat.player}'s bot)")
+                else:
+                    room.accepted += 1
+            if not progressed:
+                return
+
+    def _play_policy(self, room: Room, manifest: Any) -> None:
+        """A rule-set without a seat bot: its policy, from the state an auditor reads."""
+        decider, policy = manifest.decider, manifest.policy
+        step = 0
+        while step < manifest.demo_moves:
+            progressed = False
             for player, seat in room.seats.items():
-                dice, now = Dice(b"almanac-demo", room.room, step), int(time.time() * 1000)
-                if manifest.seat_bot is not None:  # the player's bot sees what the player sees: their seat's view
-                    seen = seat.view()
-                    if seen["ended"]:
-                        return
-                    command = manifest.seat_bot(seen["view"], player, dice, now)
-                else:  # a rule-set without a seat bot: its policy, from the state an auditor reads
-                    state = self.client.state(room.room, token=self.auditor)
-                    if state["state"]["ended"]:
-                        return
-                    game = msgspec.convert(state["state"]["game"], decider.state_type, strict=False)
-                    command = policy(game, player, dice, now)
+                state = self.client.state(room.room, token=self.auditor)
+                if state["state"]["ended"]:
+                    return
+                game = msgspec.convert(state["state"]["game"], decider.state_type, strict=False)
+                command = policy(game, player, Dice(b"almanac-demo", room.room, step), int(time.time() * 1000))
                 if command is None:
                     continue
                 progressed = True

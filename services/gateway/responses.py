@@ -128,6 +128,8 @@ class RoomCreatedAnswer(RoomJoined, kw_only=True):
     join_error: Failure | None = None
     # The seats handed to bots (the request's ``bots``): `almanac bots` joins and plays them (docs/bots.md).
     bots: list[str] = []
+    # Their move delay (the request's ``bot_delay_ms``; 0: none): each bot waits it after the room's newest event.
+    bot_delay_ms: int = 0
 
 
 class BotSeatAnswer(_Body, kw_only=True):

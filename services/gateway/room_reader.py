@@ -109,7 +109,7 @@ def auditor_event(envelope: Envelope, event: Any = None) -> dict[str, Any]:
     if event is None:
         event = codec.decode_event(envelope)
     try:
-        summary = room_rules.summarize_event(envelope.ruleset, event)
+        summary = room_rules.summarize_recorded(envelope.ruleset, event, envelope.command_id)
     except Exception:  # a summary is a courtesy; a rule-set bug there must not hide the event
         summary = envelope.type
     return {

@@ -9,6 +9,7 @@ import msgspec
 
 from almanac.events import codec
 from almanac.events.schema import NAME_PATTERN as STRICT_NAME_PATTERN
+from almanac.services.bots import MAX_DELAY_MS as MAX_BOT_DELAY_MS
 from almanac.services.gateway.errors import ApiError
 
 _NAMED_FIELD = re.compile(r"(?:unknown|required) field `([^`]+)`")
@@ -60,6 +61,9 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     # Seats handed to bots (services/bots.py, `almanac bots`): each bot joins its seat and plays it from the
     # seat's view. Not the creator's own seat while ``join`` is true (422 ``bot_seat_taken``).
     bots: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ()
+    # How long the room's bots wait before each move, after the room's newest event (services/bots.py ``set_delay``,
+    # as `almanac bots add --delay`): 0 (none) .. 60,000 ms; only with ``bots`` (422 ``bot_delay_without_bots``).
+    bot_delay_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_BOT_DELAY_MS)] = 0
     # A seat that misses this many of the rules' deadlines in a row is handed to a bot (1 .. 100; absent: never):
     # the room records it (``room.bot_policy``) and decides each handover as an event (``room.seat_to_bot``).
     bot_after_missed: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None

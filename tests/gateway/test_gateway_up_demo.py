@@ -74,7 +74,26 @@ def test_up_then_demo_passes_and_up_restarts_and_stops_its_children(redis_url: s
                                   capture_output=True, text=True, timeout=120)
         assert verified.returncode == 0 and " rooms verified" in verified.stdout, verified.stdout + verified.stderr
         assert f"using the running stack of {data_dir} ({redis_url})" in " ".join(verified.stderr.split())
+        # So do the commands that sign or read with the deployment's secrets: the auditor token printed there is one
+        # the gateway accepts, and the key set is the deployment's, not a new data directory's beside the first
+        token = subprocess.run([sys.executable, "-c", CHILD, "token", "--auditor"], env=bare, cwd=below,
+                               capture_output=True, text=True, timeout=60)
+        assert token.returncode == 0, token.stderr
+        listed = httpx.get(f"{info['url']}/webhooks", headers={"Authorization": f"Bearer {token.stdout.strip()}"})
+        assert listed.status_code == 200, listed.text
+        keys = subprocess.run([sys.executable, "-c", CHILD, "keys"], env=bare, cwd=below, capture_output=True,
+                              text=True, timeout=60)
+        assert keys.returncode == 0, keys.stderr
+        assert json.loads(keys.stdout) == httpx.get(f"{info['url']}/.well-known/almanac-keys.json").json()
         assert not (below / ".almanac").exists()
+        # Where there is no data directory (named absolutely: no stack above is looked for), they refuse rather than
+        # mint secrets nobody knows
+        nowhere = tmp_path / "elsewhere"
+        for command in (["token", "--auditor"], ["keys"]):
+            refused = subprocess.run([sys.executable, "-c", CHILD, *command], env={**bare, "ALMANAC_DATA_DIR": str(nowhere)},
+                                     cwd=below, capture_output=True, text=True, timeout=60)
+            assert refused.returncode == 1 and "no data directory" in refused.stderr, (command, refused.stderr)
+        assert not nowhere.exists()
         children = read_up_file(data_dir)["children"].values()
     finally:
         up.send_signal(signal.SIGTERM)

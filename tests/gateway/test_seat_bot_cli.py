@@ -14,10 +14,10 @@ import pytest
 from gateway_stack import CHILD, Stack, client_stack
 
 from almanac.client import ApiError, Client, PlayerKey, Seat
-from almanac.client.seat_bot import SeatBot, bot_command_id, bot_key
+from almanac.client.seat_bot import ATTEMPTS, SeatBot, bot_command_id, bot_key
 from almanac.events import registry
 from almanac.events.dice import Dice
-from almanac.services.cli.seat_bot_command import ruleset_policy
+from almanac.services.bots import ruleset_policy
 
 SECRET = "seat-bot-cli-test-secret-" + "y" * 32
 BOT_MOVES = 3  # the bot's accepted commands the story waits for before the person ends the room
@@ -150,6 +150,35 @@ def test_a_restarted_bot_sends_the_same_command_under_the_same_id(live: tuple[st
         assert lines and "already decided" in lines[0], lines
         key = bot_key(bob.seat_key or "")
         assert bot_command_id(key, alice.room, "bob", seen["version"]).startswith("bot-")
+
+
+def test_the_demos_players_are_seat_bots_playing_through_the_api(live: tuple[str, str, Stack]) -> None:
+    from io import StringIO  # noqa: PLC0415
+
+    from rich.console import Console  # noqa: PLC0415
+
+    from almanac.services.gateway.demo import Demo  # noqa: PLC0415
+
+    url, auditor, _ = live
+    # Given `almanac demo`'s two players at a realm room (one city each) and a board map of their own
+    demo = Demo(url, auditor, Console(file=StringIO()))
+    try:
+        rooms = demo.play("realm") + demo.play("board")
+    finally:
+        demo.client.close()
+    with Client(url) as client:
+        for room in rooms:
+            # Then every game command in each room came from the seat's bot (client/seat_bot.py SeatBot, as
+            # `almanac bot` plays): under the bot's ids, derived from the seat's own secret, at the room's version
+            assert room.accepted > 0, room.refused
+            events = client.events(room.room, token=auditor)["events"]
+            game = [e for e in events if e["type"].startswith(f"{room.ruleset}.")]
+            assert game, events[-3:]
+            for player, seat in room.seats.items():
+                key = bot_key(seat.seat_key or seat.token)
+                ours = {f"{room.room}:{player}:{bot_command_id(key, room.room, player, version, attempt)}"
+                        for version in range(1, events[-1]["version"] + 1) for attempt in range(ATTEMPTS)}
+                assert {e["command_id"] for e in game if e["player"] == player} <= ours, room.room
 
 
 def test_almanac_bot_without_one_credential_says_so_in_one_line(tmp_path: Path) -> None:

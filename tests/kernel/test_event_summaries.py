@@ -119,3 +119,13 @@ def test_every_installed_ruleset_is_covered() -> None:
     for name in registry.installed():
         for event_type in registry.get(name).event_types:
             assert (name, event_tag(event_type)) in covered
+
+
+def test_an_event_the_server_clock_caused_says_so_and_a_players_does_not() -> None:
+    # Given a season that ended because its deadline passed: the clock sent the timeout as the first seat (alice)
+    ruleset, event = next((r, e) for r, e in CASES if event_tag(e) == "realm.season_ended")
+    by_clock = room_rules.deadline_command_id("r1", "season", "alice")
+    # When its line is written for the log, Then it says the clock sent it; for a player's own command it does not
+    assert room_rules.summarize_recorded(ruleset, event, by_clock).endswith(
+        "[sent by the server clock: a deadline passed]")
+    assert room_rules.summarize_recorded(ruleset, event, "r1:alice:1") == room_rules.summarize_event(ruleset, event)

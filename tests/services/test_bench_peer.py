@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import shutil
 import socket
+import threading
 import time
 
 import pytest
@@ -42,6 +44,37 @@ def test_without_the_npm_registry_the_peer_tests_skip_and_say_why(monkeypatch, t
     with pytest.raises(pytest.skip.Exception, match=r"cannot reach the npm registry \(ECONNREFUSED: request to "
                                                      r"http://127\.0\.0\.1:9/"):
         peer_or_skip()
+
+
+@needs_node
+def test_a_registry_that_answers_404_for_every_package_skips_the_peer_tests(monkeypatch, tmp_path):
+    # Given a machine whose network answers every request with 404 (as a proxy here does for hosts it cannot
+    # reach), and nothing installed or cached yet
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm"))
+    monkeypatch.setenv("npm_config_fetch_retries", "0")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("npm_config_registry", f"http://127.0.0.1:{server.server_address[1]}/")
+        # When a peer test asks for the peer, Then it is skipped, saying the registry does not serve the packages
+        with pytest.raises(pytest.skip.Exception, match=r"the npm registry here does not serve the pinned packages "
+                                                         r"\(E404: "):
+            peer_or_skip()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class NotFound(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"error":"Not found"}')
+
+    def log_message(self, *_: object) -> None:
+        pass
 
 
 @needs_node

@@ -16,6 +16,7 @@ from almanac.services.bots import (
     SeatRefused,
     bot_seats,
     bound_count,
+    delay_key,
     hand_over,
     pending_key,
     release_seats,
@@ -89,6 +90,23 @@ async def test_a_seat_taken_for_a_create_answered_202_is_played_once_the_create_
     await next_bots_round(redis_client, store)
     assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("quiet", "bob")]
     assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(pending_key(KEYS)) == 0
+
+
+async def test_a_create_answered_202_sets_its_bot_delay_when_its_seats_are_played(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    # Given a create of "patient" with a bot for bob and a 700 ms move delay (bot_delay_ms), answered 202
+    later = create("patient", "alice", "c1")
+    await reserve_seats(redis_client, KEYS, [("patient", "bob")], NOW, max_seats=1, command=later.command_id,
+                        delay_ms=700)
+    undecided = delay_key(KEYS, KEYS.shard("patient"))
+    await next_bots_round(redis_client, store)
+    assert await redis_client.hget(undecided, "patient") is None  # no room yet: no delay kept for it
+    # When the engine records it, then the bots' next round keeps the room's delay along with bob's seat
+    assert (await RoomService(store).handle(later)).accepted
+    await next_bots_round(redis_client, store)
+    assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("patient", "bob")]
+    assert int(await redis_client.hget(undecided, "patient")) == 700
 
 
 async def test_a_seat_taken_for_a_command_that_never_reached_a_room_is_given_back_after_the_grace(

@@ -772,6 +772,8 @@ export interface components {
             join_signature?: string | null;
             /** @default [] */
             bots?: string[];
+            /** @default 0 */
+            bot_delay_ms?: number;
             /** @default null */
             bot_after_missed?: number | null;
             /** @default false */
@@ -5927,6 +5929,8 @@ export interface components {
             join_error?: components["schemas"]["Failure"] | null;
             /** @default [] */
             bots?: string[];
+            /** @default 0 */
+            bot_delay_ms?: number;
         };
         /**
          * RoomDiff
