@@ -31,6 +31,7 @@ registry.register(COUNTER)
 
 # workerinput key: the folder where each xdist worker writes the xdist_group of each file it collected
 FILE_GROUPS = "almanac_file_groups"
+FILE_GROUPS_DIR = pytest.StashKey[str]()  # that folder, in the controller's config
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,9 +86,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def pytest_configure_node(node) -> None:
     """Each worker is told where to write the groups of the files it collected (pytest_collection_modifyitems)."""
     if node.config.getvalue("dist") == "loadgroup":
-        if not hasattr(node.config, "_file_groups_dir"):
-            node.config._file_groups_dir = tempfile.mkdtemp(prefix="almanac-file-groups-")
-        node.workerinput[FILE_GROUPS] = node.config._file_groups_dir
+        if FILE_GROUPS_DIR not in node.config.stash:
+            node.config.stash[FILE_GROUPS_DIR] = tempfile.mkdtemp(prefix="almanac-file-groups-")
+        node.workerinput[FILE_GROUPS] = node.config.stash[FILE_GROUPS_DIR]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -109,7 +110,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             if grouped != nodeid:
                 return grouped  # xdist's "@group" suffix, where the pytest in use keeps it
             if self.file_groups is None:  # read once every worker has collected (scopes are split after that)
-                written = sorted(Path(getattr(config, "_file_groups_dir", "/nonexistent")).glob("*.json"))
+                folder = config.stash.get(FILE_GROUPS_DIR, None)
+                written = sorted(Path(folder).glob("*.json")) if folder else []
                 self.file_groups = json.loads(written[0].read_text()) if written else {}
             path = nodeid.split("::", 1)[0]
             return f"@{self.file_groups[path]}" if path in self.file_groups else path
@@ -119,8 +121,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if hasattr(config, "_file_groups_dir"):
-        shutil.rmtree(config._file_groups_dir, ignore_errors=True)
+    if FILE_GROUPS_DIR in config.stash:
+        shutil.rmtree(config.stash[FILE_GROUPS_DIR], ignore_errors=True)
 
 
 def _docker_answers() -> bool:
