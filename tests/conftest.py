@@ -35,6 +35,12 @@ FILE_GROUPS_DIR = pytest.StashKey[str]()  # that folder, in the controller's con
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A data directory of the run's own (each worker's), never the checkout's `.almanac`: commands that sign with a
+    # deployment's secrets refuse where there is none (services/cli/common.deployment_settings), so a test would
+    # pass or fail by whether an earlier test had made one in the working directory; nor may tests write secrets
+    # into the checkout. A test that needs another names its own (ALMANAC_DATA_DIR in its environment).
+    if not os.environ.get("ALMANAC_DATA_DIR"):
+        os.environ["ALMANAC_DATA_DIR"] = tempfile.mkdtemp(prefix="almanac-tests-data-")
     # With xdist workers (-n), each starts a Redis of its own. One REDIS_URL would be shared by them all: each
     # test flushes it, and some count the server's clients or watch its commands.
     workers = getattr(config.option, "numprocesses", None) or 0
