@@ -40,7 +40,7 @@ def test_asyncapi_names_every_channel_with_payload_schemas(api: TestClient) -> N
     document = api.get("/asyncapi").json()
     assert document["asyncapi"].startswith("3.")
     addresses = {c["address"] for c in document["channels"].values()}
-    assert {"alm:{{{shard}}}:commands", "alm:{{{shard}}}:feed", "alm:outcome:{command_id}", "alm:{{{shard}}}:dead",
+    assert {"alm:{shard}:commands", "alm:{shard}:feed", "alm:outcome:{command_id}", "alm:{shard}:dead",
             "/rooms/{room}/live"} <= addresses
     schemas = document["components"]["schemas"]
     for message in document["components"]["messages"].values():
