@@ -277,3 +277,23 @@ def test_the_document_marks_the_token_required_exactly_where_a_call_without_one_
             assert {"bearer": []} in security, (method, path)
             required = {} not in security
             assert required == (answer.status_code == 401), (method, path, security, answer.status_code, answer.text)
+
+
+def test_an_outsider_is_told_401_before_anything_is_checked_on_every_operation_that_requires_a_token(
+        api: TestClient) -> None:
+    # Given every operation the document says requires the bearer token
+    document = api.get("/openapi.json").json()
+    guarded = [(method, path, operation) for path, item in document["paths"].items()
+               for method, operation in item.items() if {} not in operation["security"]]
+    assert len(guarded) > 10
+    refused = []
+    for method, path, operation in guarded:
+        parameters = operation.get("parameters", [])
+        url = path.format(**{p["name"]: "not a valid id!" for p in parameters if p["in"] == "path"})
+        for query, body in (({}, None), ({p["name"]: "junk" for p in parameters if p["in"] == "query"}, {"junk": 1})):
+            # When an outsider calls it with no token, its parameters missing or junk, its body missing or junk
+            answer = api.request(method, url, params=query, json=body)
+            # Then the answer is 401 (who are you) before any 422 (what did you send) or 404 (is it there)
+            if answer.status_code != 401:
+                refused.append((method, path, query, answer.status_code))
+    assert refused == [], "\n".join(map(str, refused))
