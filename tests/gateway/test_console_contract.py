@@ -289,11 +289,13 @@ def test_an_outsider_is_told_401_before_anything_is_checked_on_every_operation_t
     refused = []
     for method, path, operation in guarded:
         parameters = operation.get("parameters", [])
-        url = path.format(**{p["name"]: "not a valid id!" for p in parameters if p["in"] == "path"})
-        for query, body in (({}, None), ({p["name"]: "junk" for p in parameters if p["in"] == "query"}, {"junk": 1})):
-            # When an outsider calls it with no token, its parameters missing or junk, its body missing or junk
-            answer = api.request(method, url, params=query, json=body)
-            # Then the answer is 401 (who are you) before any 422 (what did you send) or 404 (is it there)
-            if answer.status_code != 401:
-                refused.append((method, path, query, answer.status_code))
+        junk = {p["name"]: "junk" for p in parameters if p["in"] == "query"}
+        for value in ("not a valid id!", "nothing-here"):  # a malformed id, and a well-formed one of nothing
+            url = path.format(**{p["name"]: value for p in parameters if p["in"] == "path"})
+            for query, body in (({}, None), (junk, {"junk": 1})):
+                # When an outsider calls it with no token, its parameters missing or junk, its body missing or junk
+                answer = api.request(method, url, params=query, json=body)
+                # Then the answer is 401 (who are you) before any 422 (what did you send) or 404 (is it there)
+                if answer.status_code != 401:
+                    refused.append((method, url, query, answer.status_code))
     assert refused == [], "\n".join(map(str, refused))
