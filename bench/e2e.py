@@ -611,7 +611,36 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "worst_window_ratio": min(ratios, default=float("nan")),
             "cpu_normalised_ratio": statistics.fmean(normalised) if normalised else float("nan"),
             "load_1m": [window["load_1m"] for window in judged],
-            "others_cores_max": max(window["others_cores"] for window in judged)}
+            "others_cores_max": max(window["others_cores"] for window in judged),
+            **_refusal_cost(windows, judged)}
+
+
+def _refusal_cost(windows: list[dict[str, Any]], judged: list[dict[str, Any]]) -> dict[str, float]:
+    """The gateways' CPU per accepted command (``command_cpu_us``: the capacity windows) and per refusal
+    (``refusal_cpu_us``: what the overload windows used beyond their accepted commands, over their refusals), the
+    multiple the overload windows were offered of the capacity beside them (``multiple_offered``), and the share of
+    capacity a gateway with the same CPU in both kinds of window keeps at that multiple when refusals cost that
+    much: (c - m r) / (c - r) (``refusal_bound``; docs/capacity.md, issue 28 item 19's fifth pass). Empty when the
+    gateways' CPU was not measured."""
+    cpu = [window.get("gateway_cpu_s", 0.0) for window in windows]
+    accepted = [round(window["accepted_per_s"] * window_in["seconds"]) for window, window_in in zip(judged, windows,
+                                                                                                     strict=True)]
+    capacity_cpu = sum(cpu[number] for number in range(0, len(judged), 2))
+    capacity_accepted = sum(accepted[number] for number in range(0, len(judged), 2))
+    overload = range(1, len(judged) - 1, 2)
+    refused = sum(judged[number]["shed"] for number in overload)
+    if not capacity_cpu or not capacity_accepted or not refused:
+        return {}
+    command = capacity_cpu / capacity_accepted
+    refusal = max(0.0, sum(cpu[number] - accepted[number] * command for number in overload) / refused)
+    around = [statistics.fmean(judged[side]["goodput_per_s"] for side in (number - 1, number + 1)) for number in overload]
+    multiples = [judged[number]["offered_per_s"] / capacity for number, capacity in zip(overload, around, strict=True)
+                 if capacity]
+    if not multiples:
+        return {}
+    multiple = statistics.fmean(multiples)
+    return {"command_cpu_us": command * 1e6, "refusal_cpu_us": refusal * 1e6, "multiple_offered": multiple,
+            "refusal_bound": (command - multiple * refusal) / (command - refusal) if command > refusal else 0.0}
 
 
 def _print_windows(verdict: dict[str, Any]) -> None:
@@ -628,6 +657,12 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                       f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
                       f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}"
                       + _refusal_kinds(window.get("refusals", {})), soft_wrap=True)
+    if "refusal_cpu_us" in verdict:
+        console.print(f"overload: the gateways' CPU per accepted command {verdict['command_cpu_us']:.0f} µs (capacity "
+                      f"windows), per refusal {verdict['refusal_cpu_us']:.0f} µs (overload windows, beyond their "
+                      f"commands): offered {verdict['multiple_offered']:.2f}x the capacity beside them, a gateway with "
+                      f"the same CPU in both keeps (c - m r) / (c - r) = {verdict['refusal_bound']:.2f} of its "
+                      "capacity", soft_wrap=True)
     busy = verdict["others_cores_max"] > 0.25
     console.print(f"overload: goodput {verdict['goodput_per_s']:.0f}/s at {verdict['offered_per_s']}/s offered against "
                   f"capacity {verdict['capacity_per_s']:.0f}/s measured between its windows: ratio "

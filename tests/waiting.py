@@ -19,6 +19,17 @@ async def wait_for(check: Callable[[], Awaitable[Any]], timeout_s: float = 15, w
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def wait_until(fetch: Callable[[], Any], done: Callable[[Any], Any], timeout_s: float = 15.0) -> Any:
+    """``fetch()`` every 200 ms until ``done`` holds for its value or ``timeout_s`` has passed: that last value (the
+    caller asserts on it, so a failure shows what was fetched). For synchronous stories (a TestClient, httpx)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fetch()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
 # How late a story lets the clock end a season, or meet any deadline, after its due time (the recorded time of the
 # command it sends, ``max(now, due)``, less the due time). `almanac bench clock` measured the clock's lateness at
 # p50 59 ms, p99 121 ms over 5,000 deadlines on the shared 2-core machine (docs/architecture.md, "The clock"); a

@@ -36,6 +36,15 @@ def bench_module(name: str) -> ModuleType:
         raise fail(INSTALL_HINT) from None
 
 
+def run_on_redis(name: str, *args: object, pass_settings: bool = False) -> None:
+    """``almanac.bench.<name>``'s ``main`` on the settings' Redis (the data directory's, started if none runs), given
+    its URL, or (``pass_settings``) the settings pointed at it, then ``args``."""
+    main = bench_module(name).main
+    settings = settings_or_exit()
+    with redis_url_for(settings, create=True) as url:
+        main(settings.model_copy(update={"redis_url": url}) if pass_settings else url, *args)
+
+
 @contextlib.contextmanager
 def stack_errors() -> Iterator[None]:
     """A benchmark's own stack that does not start: one line (the child's log tail), not a traceback."""
@@ -48,10 +57,7 @@ def stack_errors() -> Iterator[None]:
 @bench_app.command("store")
 def bench_store(events: int = typer.Option(100_000, min=1_000, help="Events to append and replay.")) -> None:
     """Raw pipelined XADD (baseline) against our batched and single appends, reads and replay."""
-    main = bench_module("store").main
-
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, events)
+    run_on_redis("store", events)
 
 
 @bench_app.command("clock")
@@ -61,10 +67,7 @@ def bench_clock(
     seconds: float = typer.Option(10.0, min=1.0, help="Over how long they fall due."),
 ) -> None:
     """Deadline lateness (p50/p99) and the clock's CPU per deadline sent, against pipelined XADD."""
-    main = bench_module("clock").main
-
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, pending, due, seconds)
+    run_on_redis("clock", pending, due, seconds)
 
 
 @bench_app.command("idle")
@@ -99,10 +102,7 @@ def bench_engine(
     commands: int = typer.Option(20_000, min=100, help="Commands to send in all."),
 ) -> None:
     """Commands per second through the engine and projector, against raw pipelined XADD."""
-    main = bench_module("engine").main
-
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, rooms=rooms, commands=commands)
+    run_on_redis("engine", rooms, commands)
 
 
 @bench_app.command("e2e")
@@ -157,11 +157,7 @@ def bench_scaling(
 @bench_app.command("errors")
 def bench_errors(count: int = typer.Option(2_000, min=100, help="Requests of each kind.")) -> None:
     """What a bad request (400, 404, 422, 500) costs the gateway's event loop, against GET /rulesets."""
-    main = bench_module("errors").main
-
-    settings = settings_or_exit()
-    with redis_url_for(settings, create=True) as url:
-        main(settings.model_copy(update={"redis_url": url}), count)
+    run_on_redis("errors", count, pass_settings=True)
 
 
 @bench_app.command("bots")
@@ -175,11 +171,7 @@ def bench_webhooks(rooms: int = typer.Option(2_000, min=100, help="Deliveries of
                    rate: int = typer.Option(100, min=1, help="Rooms ending per second while latency is measured."),
                    seconds: int = typer.Option(5, min=1, help="How long rooms end at that rate.")) -> None:
     """The notifier's deliveries/s against bare POSTs to the same receiver (same run), and latency p50/p99."""
-    main = bench_module("webhooks").main
-
-    settings = settings_or_exit()
-    with redis_url_for(settings, create=True) as url:
-        main(settings.model_copy(update={"redis_url": url}), rooms, rate, seconds)
+    run_on_redis("webhooks", rooms, rate, seconds, pass_settings=True)
 
 
 @bench_app.command("live")
@@ -209,10 +201,7 @@ def bench_forensics_tools(
     snapshot_every: int = typer.Option(100, min=1, help="Snapshot interval while building (bisect loads from them)."),
 ) -> None:
     """explain, bisect (binary, linear, --against), fork and diff on one realm room, against folding it once."""
-    main = bench_module("forensics_tools").main
-
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, events, snapshot_every)
+    run_on_redis("forensics_tools", events, snapshot_every)
 
 
 @bench_app.command("forensics")
@@ -238,9 +227,7 @@ def bench_faststream(
     rounds: int = typer.Option(3, min=1, help="Runs of each path, alternated."),
 ) -> None:
     """A FastStream subscriber's CPU per message on an outcome channel and a shard feed, against redis-py's reads."""
-    main = bench_module("faststream").main
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, count, rounds)
+    run_on_redis("faststream", count, rounds)
 
 
 @bench_app.command("layouts")
@@ -248,9 +235,7 @@ def bench_layouts(
     rooms: int = typer.Option(20_000, min=10, help="Rooms of two seats for the seat keys' layouts."),
 ) -> None:
     """Redis bytes per seat-key room and per command id of each key layout, in the same run."""
-    main = bench_module("layouts").main
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, rooms)
+    run_on_redis("layouts", rooms)
 
 
 @bench_app.command("streams")
@@ -263,9 +248,7 @@ def bench_streams(
     entries: int = typer.Option(20_000, min=1_000, help="XADDs an arm for the cost figures."),
 ) -> None:
     """Redis bytes per room and XADD/XRANGE cost at each stream-node-max-bytes (4096, 2048, 1024, 512), one run."""
-    main = bench_module("streams").main
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, runs, short, typical, long, long_commands, entries)
+    run_on_redis("streams", runs, short, typical, long, long_commands, entries)
 
 
 @bench_app.command("lifecycle")
@@ -276,7 +259,4 @@ def bench_lifecycle(
                                         "redis-py's default pool; each open connection holds buffers in Redis)."),
 ) -> None:
     """Rooms to their end with the archiver on: Redis memory, bytes per command, archive rate, archived reads."""
-    main = bench_module("lifecycle").main
-
-    with redis_url_for(settings_or_exit(), create=True) as url:
-        main(url, rooms, wave, max_connections)
+    run_on_redis("lifecycle", rooms, wave, max_connections)

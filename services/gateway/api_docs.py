@@ -204,6 +204,9 @@ def error_schema() -> dict[str, Any]:
             # responses.Allowed: a list of values, or the bound a rule names (a count, a version, {"min": ...})
             "allowed": {**msgspec.json.schema(responses.Allowed),
                         "description": "the values, or the bound, that would have been accepted"},
+            "receipt": {"$ref": "#/components/schemas/RefusalReceipt",
+                        "description": "a refusal by the rules that was recorded: the deployment's signed receipt "
+                                       "of it (docs/bundle-format.md section 8); keep it"},
         },
         "additionalProperties": True,
     }

@@ -22,7 +22,7 @@ body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway
 or second parse. A refusal through the ASGI path cost the gateway about as much as a quarter of a served command,
 so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
 item 19). Anything else (a request that may resend a decided command, one behind an unanswered one, CORS on) is
-handed on and answered by the command route, which refuses the same way (``http_app.GatewayApp``). uvicorn
+handed on and answered by the command path, which refuses the same way (``http_app.GatewayApp``). uvicorn
 does not see shed requests, so after each shed read the guard hands it no bytes (``data_received(b"")``), which stops
 its keep-alive timer (5 s after the last answer it wrote, or the read timeout if shorter): that timer had closed
 connections whose every request for that long was shed while their clients kept sending, so a refused client
@@ -249,7 +249,8 @@ class GuardedConnection(asyncio.Protocol):
 
     def _sheddable_head(self) -> bool:
         """Whether the request whose head was just parsed may be shed: a keep-alive HTTP/1.1 ``POST`` of the
-        command route (its path as the route matches it), with no Idempotency-Key and no Expect, while CORS is off."""
+        command route (its path as the route matches it), with no Idempotency-Key and no Expect, while CORS is off
+        (with it on, a refusal must carry the CORS headers for its Origin, which ``GatewayApp``'s middleware adds)."""
         parser = self.parser
         if parser.get_method() != b"POST" or parser.get_http_version() != "1.1" or not parser.should_keep_alive():
             return False

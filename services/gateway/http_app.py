@@ -143,14 +143,10 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     api_console.mount(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     # Added last = outermost: an oversized body is refused before anything else reads it.
-    # (POST /rooms/{room}/commands does not come through here: GatewayApp answers it first.)
+    # (POST /rooms/{room}/commands does not come through here: GatewayApp answers it first, CORS or not.)
     app.add_middleware(MetricsTiming)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
-    app.state.cors = bool(origins)
-    if origins:
-        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
-                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+    app.allow_origins([o.strip() for o in settings.cors_origins.split(",") if o.strip()])
     return app
 
 
@@ -219,8 +215,20 @@ class GatewayApp(FastAPI):
     two body limits, the metrics wrapper, routing and dependencies, each wrapping ``send``) cost more CPU
     than the command's own work on a 2-core machine. Here the same checks are done inline, once: the body
     limit (413), the handler (api_rooms.run_command, as the documented route calls it), errors as JSON
-    and the request metrics.
+    and the request metrics. It is the one path of commands in every configuration: with CORS on
+    (``allow_origins``) Starlette's ``CORSMiddleware`` stands at this boundary, in front of both the command
+    path and the FastAPI stack, so a command's answer carries the same CORS headers as any other.
     """
+
+    cors: CORSMiddleware | None = None  # set by allow_origins; its app is ``_dispatch``
+
+    def allow_origins(self, origins: list[str]) -> None:
+        """CORS for ``origins`` (none: off), on every HTTP answer: one ``CORSMiddleware`` used as the ASGI app it
+        is (its public interface), wrapped around the command path and the FastAPI stack alike; it answers
+        preflights itself. ``state.cors`` tells the connection guard (which sheds commands only when it is off)."""
+        self.state.cors = bool(origins)
+        self.cors = CORSMiddleware(self._dispatch, allow_origins=origins, allow_methods=["*"],
+                                   allow_headers=["Authorization", "Content-Type", "Idempotency-Key"]) if origins else None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         kind = scope["type"]
@@ -246,14 +254,12 @@ class GatewayApp(FastAPI):
         route = None
         try:
             with structlog.contextvars.bound_contextvars(request_id=rid):
-                # With CORS on, commands take the ordinary stack so that the CORS middleware answers them too.
-                fast = kind == "http" and scope["method"] == "POST" and not self.state.cors
-                match = COMMAND_PATH.match(scope["path"]) if fast else None
-                if match is not None:
+                if kind == "http" and scope["method"] == "POST" and COMMAND_PATH.match(scope["path"]):
                     route = COMMAND_ROUTE
-                    await self._command(match.group(1), scope, receive, send_with_id)
+                if kind == "http" and self.cors is not None:
+                    await self.cors(scope, receive, send_with_id)
                 else:
-                    await super().__call__(scope, receive, send_with_id)
+                    await self._dispatch(scope, receive, send_with_id)
         except Exception as error:
             await self._unexpected(error, scope, send, send_with_id, answer, rid)
         finally:
@@ -261,6 +267,14 @@ class GatewayApp(FastAPI):
                         route=route or getattr(scope.get("route"), "path", "unmatched"),
                         status=answer["status"], ms=round((time.perf_counter() - started) * 1000, 2),
                         request_id=rid, client=_client(scope))
+
+    async def _dispatch(self, scope: dict, receive: Any, send: Any) -> None:
+        """A command to ``_command``, anything else to the FastAPI stack."""
+        match = COMMAND_PATH.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if match is not None:
+            await self._command(match.group(1), scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
 
     async def _unexpected(self, error: Exception, scope: dict, send: Any, send_with_id: Any,
                           answer: dict, rid: str) -> None:

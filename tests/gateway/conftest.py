@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import redis
 from api_contract import ContractCheck
 from fastapi.testclient import TestClient
-from gateway_stack import Stack, gateway_settings
+from gateway_stack import Stack, engine_and_projector, gateway_settings
 
 from almanac.services.gateway import create_app
 
@@ -16,15 +15,8 @@ from almanac.services.gateway import create_app
 @pytest.fixture(scope="module")
 def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Engine and projector processes on an empty Redis, stopped after the module."""
-    redis.Redis.from_url(redis_url).flushdb()
-    running = Stack(redis_url, tmp_path_factory.mktemp("gateway-stack"))
-    running.start("engine")
-    running.start("projector")
-    try:
-        running.wait_ready()
+    with engine_and_projector(redis_url, tmp_path_factory.mktemp("gateway-stack")) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -141,6 +141,21 @@ class Stack:
 
 
 @contextlib.contextmanager
+def engine_and_projector(redis_url: str, data_dir: Path) -> Iterator[Stack]:
+    """An emptied Redis with an engine and a projector process on it, ready (the gateway tests' module stack);
+    stopped afterwards."""
+    redis.Redis.from_url(redis_url).flushdb()
+    running = Stack(redis_url, data_dir)
+    try:
+        running.start("engine")
+        running.start("projector")
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+
+
+@contextlib.contextmanager
 def engine_and_gateway(redis_url: str, data_dir: Path, **gateway_env: str) -> Iterator[tuple[str, Stack]]:
     """An emptied Redis, an engine process and a real gateway process with ``gateway_env`` on top of the
     stack's settings: the gateway's URL and the stack, stopped afterwards."""
@@ -241,8 +256,9 @@ def redis_commands_seen(redis_url: str) -> Iterator[list[str]]:
         raise RuntimeError("MONITOR never saw the end of the block")
 
 
-def seated_realm(api: Any) -> tuple[str, str, str, dict[str, str]]:
-    """A realm@1 room of alice-X and bob-X (X fresh), both seated through the API: (room, alice, bob, tokens)."""
+def seated_realm_answers(api: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A realm@1 room of alice-X and bob-X (X fresh), both seated through the API: (room, alice's create answer,
+    bob's join answer), each answer with its ``player``, ``token`` and ``seat_key``."""
     suffix = secrets.token_hex(3)
     alice, bob = f"alice-{suffix}", f"bob-{suffix}"
     created = api.post("/rooms", json={"ruleset": "realm@1", "player": alice, "options": {"players": [alice, bob]}})
@@ -250,5 +266,11 @@ def seated_realm(api: Any) -> tuple[str, str, str, dict[str, str]]:
     room = created.json()["room"]
     joined = api.post(f"/rooms/{room}/join", json={"player": bob})
     assert joined.status_code == 200, joined.text
-    return room, alice, bob, {alice: created.json()["token"], bob: joined.json()["token"]}
+    return room, created.json(), joined.json()
 
+
+def seated_realm(api: Any) -> tuple[str, str, str, dict[str, str]]:
+    """The room of ``seated_realm_answers`` as (room, alice, bob, {player: token})."""
+    room, created, joined = seated_realm_answers(api)
+    alice, bob = created["player"], joined["player"]
+    return room, alice, bob, {alice: created["token"], bob: joined["token"]}

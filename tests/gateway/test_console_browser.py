@@ -7,18 +7,13 @@ import os
 import re
 import secrets
 import shutil
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import msgspec
 import pytest
 from game_modules import game_module
-from gateway_stack import CHILD, Stack
+from gateway_stack import Stack
 from store_forgery import rewrite_in_redis
 
 from almanac.client.signing import PlayerKey, nonce_commitment, recorded_command_id
@@ -38,35 +33,10 @@ SECRET = "console-browser-test-secret-" + "x" * 16  # HS256 keys are at least 32
 TIMEOUT_MS = 10_000
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def base_url(stack: Stack) -> Iterator[str]:
+def base_url(stack: Stack) -> str:
     """The gateway as its own process (uvicorn), as `almanac up` runs it."""
-    port = _free_port()
-    env = {**stack.env, "ALMANAC_SECRET": SECRET, "ALMANAC_HTTP_PORT": str(port)}
-    log = open(stack.data_dir / "gateway.log", "ab")  # noqa: SIM115 - the child owns it
-    process = subprocess.Popen([sys.executable, "-c", CHILD, "gateway"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + Stack.STARTUP_S  # a busy host: see Stack.STARTUP_S
-    try:
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code in (200, 503):
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, stack.log("gateway")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    return stack.start_gateway(ALMANAC_SECRET=SECRET)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ def test_openapi_has_bearer_auth_the_error_shape_and_typed_commands(api: TestCli
     assert document["components"]["securitySchemes"]["bearer"] == {
         "type": "http", "scheme": "bearer", "description": "a player token from create/join, or an auditor token"}
     schemas = document["components"]["schemas"]
-    assert set(schemas["Error"]["properties"]) == {"code", "message", "field", "allowed"}
+    # (``receipt``: a recorded refusal by the rules, signed: docs/bundle-format.md section 8)
+    assert set(schemas["Error"]["properties"]) == {"code", "message", "field", "allowed", "receipt"}
     for path, item in document["paths"].items():
         for method, operation in item.items():
             assert operation["responses"]["4XX"]["content"]["application/json"]["schema"]["$ref"] == \

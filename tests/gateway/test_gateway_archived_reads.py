@@ -23,8 +23,9 @@ import redis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings, seated_realm
 from hidden_games import Receipt
-from test_gateway_forensics import auth, realm_room, wait_until
+from test_gateway_forensics import auth, realm_room
 from test_hidden_routes import calls, fillers
+from waiting import wait_until
 
 from almanac.services import bootstrap
 from almanac.storage import archive_index

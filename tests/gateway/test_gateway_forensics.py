@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 
 import msgspec
 import redis
 from fastapi.testclient import TestClient
 from gateway_stack import seated_realm
 from store_forgery import rewrite_in_redis
+from waiting import wait_until
 
 from almanac.services.gateway.responses import RESPONSES
 from almanac.storage.keys import Keys
@@ -20,15 +20,6 @@ from almanac.storage.keys import Keys
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def wait_until(fetch, done, timeout_s: float = 15.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
 
 
 def typed(method: str, route: str, answer) -> dict:

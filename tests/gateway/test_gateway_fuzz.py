@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -23,11 +20,10 @@ import redis
 import requests
 import schemathesis
 from api_contract import ContractCheck
-from gateway_stack import CHILD, Stack, landed_rulesets
+from gateway_stack import landed_rulesets
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 
-from almanac.services.embedded_redis import free_port
 from almanac.storage.keys import Keys
 
 pytestmark = pytest.mark.xdist_group("fuzz")  # the suite's longest test starts first (tests/conftest.py)
@@ -37,29 +33,9 @@ EXAMPLES = int(os.environ.get("ALMANAC_FUZZ_EXAMPLES", "25"))  # per operation, 
 
 
 @pytest.fixture(scope="module")
-def live_url(stack) -> Iterator[str]:
+def live_url(stack) -> str:
     """`almanac gateway` as its own process on the stack (the tests' in-process app shares its secret)."""
-    port = free_port()
-    log = open(stack.data_dir / "fuzz-gateway.log", "ab")  # noqa: SIM115 - the child owns it
-    process = subprocess.Popen([sys.executable, "-c", CHILD, "gateway", "--port", str(port)],
-                               env={**stack.env, "ALMANAC_COMMAND_TIMEOUT_MS": "3000", "ALMANAC_LOG_LEVEL": "info"},
-                               stdout=log, stderr=subprocess.STDOUT)
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + Stack.STARTUP_S  # a busy host: see Stack.STARTUP_S
-        while True:
-            try:
-                if httpx.get(f"{url}/rulesets", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, stack.log("fuzz-gateway")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    return stack.start_gateway("fuzz-gateway", ALMANAC_COMMAND_TIMEOUT_MS="3000", ALMANAC_LOG_LEVEL="info")
 
 
 def room_versions(client: redis.Redis, keys: Keys) -> dict[str, int]:

@@ -18,6 +18,7 @@ import redis
 from fastapi.testclient import TestClient
 from game_modules import game_module
 from gateway_stack import landed_rulesets
+from waiting import wait_until
 
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
@@ -275,15 +276,6 @@ def test_live_refuses_bad_tokens(api: TestClient) -> None:
         with pytest.raises(WebSocketDisconnect) as closed:
             socket.receive_json()
     assert closed.value.code == 4401
-
-
-def wait_until(fetch, done, timeout_s: float = 15.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
 
 
 def test_claim_registry_lists_each_owner_claim(api: TestClient, tables: dict[str, Table]) -> None:

@@ -11,7 +11,8 @@ import redis
 from fastapi.testclient import TestClient
 from gateway_stack import CHILD, gateway_settings
 from prometheus_client.parser import text_string_to_metric_families
-from test_gateway_forensics import auth, realm_room, wait_until
+from test_gateway_forensics import auth, realm_room
+from waiting import wait_until
 
 from almanac.services import bootstrap
 from almanac.storage.archive import decode_pointer

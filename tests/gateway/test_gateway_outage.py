@@ -12,6 +12,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, gateway_settings
+from waiting import wait_until
 
 from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.services.gateway import create_app
@@ -44,15 +45,6 @@ def assert_unavailable(response) -> None:
     assert int(response.headers["Retry-After"]) > 0
 
 
-def wait_for(fetch, done, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if done(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
-
-
 def test_while_redis_is_down_every_route_is_503_and_health_waits_for_the_engine(private) -> None:
     servers, stack = private
     server = servers[0]
@@ -61,7 +53,7 @@ def test_while_redis_is_down_every_route_is_503_and_health_waits_for_the_engine(
         assert created.status_code == 201, created.text
         token = created.json()["token"]
         headers = {"Authorization": f"Bearer {token}"}
-        ready = wait_for(lambda: api.get("/health"), lambda r: r.status_code == 200)
+        ready = wait_until(lambda: api.get("/health"), lambda r: r.status_code == 200, 30.0)
         assert ready.json()["ready"], ready.text
 
         # Given Redis stops.
@@ -98,7 +90,7 @@ def test_while_redis_is_down_every_route_is_503_and_health_waits_for_the_engine(
             time.sleep(0.5)
         # And once the engine runs again it becomes ready, and a command is accepted.
         os.kill(engine.pid, signal.SIGCONT)
-        ready = wait_for(lambda: api.get("/health"), lambda r: r.status_code == 200)
+        ready = wait_until(lambda: api.get("/health"), lambda r: r.status_code == 200, 30.0)
         assert ready.status_code == 200 and ready.json()["ready"], ready.text
         moved = api.post("/rooms/outage/commands", json={"command": ELEMENT}, headers=headers)
         assert moved.status_code == 200, moved.text

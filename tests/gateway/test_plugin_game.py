@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
-from gateway_stack import Stack, gateway_settings
+from gateway_stack import Stack, engine_and_projector, gateway_settings
 from test_typed_answers import component
 from test_typed_schemas import open_spots
+from waiting import wait_until
 
 from almanac.events import codec, registry
 from almanac.services.gateway import create_app
@@ -54,15 +54,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def stack(installed: None, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Engine and projector processes started after the install: they find the game by its entry point."""
-    redis.Redis.from_url(redis_url).flushdb()
-    running = Stack(redis_url, tmp_path_factory.mktemp("plugin-stack"))
-    running.start("engine")
-    running.start("projector")
-    try:
-        running.wait_ready()
+    with engine_and_projector(redis_url, tmp_path_factory.mktemp("plugin-stack")) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")
@@ -73,17 +66,6 @@ def api(stack: Stack) -> Iterator[TestClient]:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def wait_for(fetch, done, attempts: int = 100):
-    import time  # noqa: PLC0415
-
-    for _ in range(attempts):
-        value = fetch()
-        if done(value):
-            return value
-        time.sleep(0.1)
-    return value
 
 
 def test_no_core_module_names_the_plugin_game():
@@ -138,7 +120,7 @@ def test_a_pip_installed_game_is_hosted_and_played_through_engine_and_gateway(ap
     assert set(scores) == {"alice", "bob"} and sum(scores.values()) <= 2
     verification = api.get(f"/rooms/{room}/verification", headers=auth(alice)).json()
     assert verification["ok"] is True and verification["commands_redecided"] >= 6, verification
-    duels = wait_for(lambda: api.get("/read-models/duels", params={"room": room}).json()["rows"],
+    duels = wait_until(lambda: api.get("/read-models/duels", params={"room": room}).json()["rows"],
                      lambda rows: rows and rows[0]["over"])
     top = [player for player in ("alice", "bob") if scores[player] == max(scores.values())]
     winner = top[0] if len(top) == 1 else ""

@@ -12,7 +12,8 @@ import redis
 from fastapi.testclient import TestClient
 from gateway_stack import gateway_settings
 from test_gateway_archived_reads import archive_as_the_archiver
-from test_gateway_forensics import auth, wait_until
+from test_gateway_forensics import auth
+from waiting import wait_until
 
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap

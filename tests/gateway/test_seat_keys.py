@@ -8,9 +8,9 @@ import secrets
 
 import redis
 from fastapi.testclient import TestClient
-from gateway_stack import Stack, gateway_settings
+from gateway_stack import Stack, gateway_settings, seated_realm_answers
 from test_gateway_archived_reads import archive_as_the_archiver
-from test_gateway_forensics import wait_until
+from waiting import wait_until
 
 from almanac.services import bootstrap
 from almanac.storage.keys import Keys
@@ -21,24 +21,13 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def realm_room(api: TestClient) -> tuple[str, dict, dict]:
-    """A realm room of alice and bob, both seated: (room, alice's create answer, bob's join answer)."""
-    alice, bob = f"alice-{secrets.token_hex(3)}", f"bob-{secrets.token_hex(3)}"
-    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {"players": [alice, bob]}})
-    assert created.status_code == 201, created.text
-    room = created.json()["room"]
-    joined = api.post(f"/rooms/{room}/join", json={"player": bob})
-    assert joined.status_code == 200, joined.text
-    return room, created.json(), joined.json()
-
-
 def reclaim(api: TestClient, room: str, player: str, key: object):
     return api.post(f"/rooms/{room}/seat", json={"player": player, "seat_key": key})
 
 
 def test_a_player_who_closed_the_tab_gets_the_seat_back_with_the_seat_key(api: TestClient) -> None:
     # Given bob joined and kept only his seat key (the tab with the token is gone)
-    room, _, bob = realm_room(api)
+    room, _, bob = seated_realm_answers(api)
     assert len(bob["seat_key"]) == 43
     # When he presents it
     answer = reclaim(api, room, bob["player"], bob["seat_key"])
@@ -55,14 +44,14 @@ def test_a_player_who_closed_the_tab_gets_the_seat_back_with_the_seat_key(api: T
 
 
 def test_the_creator_who_joined_gets_a_seat_key_too(api: TestClient) -> None:
-    room, alice, _ = realm_room(api)
+    room, alice, _ = seated_realm_answers(api)
     assert alice["joined"] is True
     assert reclaim(api, room, alice["player"], alice["seat_key"]).status_code == 200
 
 
 def test_a_wrong_key_another_seats_key_or_another_room_opens_nothing(api: TestClient) -> None:
-    room, alice, bob = realm_room(api)
-    other_room, _, _ = realm_room(api)
+    room, alice, bob = seated_realm_answers(api)
+    other_room, _, _ = seated_realm_answers(api)
     # A rival presenting her own key for bob's seat, a guessed key, or bob's key in another room
     for player, key, in_room in ((bob["player"], alice["seat_key"], room),
                                  (bob["player"], secrets.token_urlsafe(32), room),
@@ -83,7 +72,7 @@ def test_a_wrong_key_another_seats_key_or_another_room_opens_nothing(api: TestCl
 
 
 def test_a_refused_join_for_a_taken_seat_does_not_replace_its_key(api: TestClient) -> None:
-    room, _, bob = realm_room(api)
+    room, _, bob = seated_realm_answers(api)
     # A squatter tries to join as bob: refused, and handed no key
     squat = api.post(f"/rooms/{room}/join", json={"player": bob["player"]})
     assert squat.status_code == 422 and "seat_key" not in squat.json()
@@ -92,7 +81,7 @@ def test_a_refused_join_for_a_taken_seat_does_not_replace_its_key(api: TestClien
 
 def test_the_server_keeps_only_a_hash_of_the_key(api: TestClient, stack: Stack) -> None:
     # An operator with Redis access reads the seat keys' bucket: it holds digests, never the key
-    room, _, bob = realm_room(api)
+    room, _, bob = seated_realm_answers(api)
     keys = Keys(16)
     client = redis.Redis.from_url(stack.redis_url)
     try:
@@ -111,7 +100,7 @@ def test_the_server_keeps_only_a_hash_of_the_key(api: TestClient, stack: Stack) 
 def test_a_seat_key_granted_before_the_buckets_still_opens_its_seat_until_a_new_one_is_granted(
         api: TestClient, stack: Stack) -> None:
     # Given bob's seat key kept where the version before the buckets kept it (a hash per room, hex digests)
-    room, _, bob = realm_room(api)
+    room, _, bob = seated_realm_answers(api)
     keys = Keys(16)
     old_key = secrets.token_urlsafe(32)
     client = redis.Redis.from_url(stack.redis_url)
@@ -133,7 +122,7 @@ def test_a_seat_key_granted_before_the_buckets_still_opens_its_seat_until_a_new_
 
 def test_a_seat_key_opens_its_seat_once_the_room_is_archived(api: TestClient, stack: Stack) -> None:
     # Given bob's room ended and moved to the archive (its log and records out of Redis)
-    room, alice, bob = realm_room(api)
+    room, alice, bob = seated_realm_answers(api)
     assert api.post(f"/rooms/{room}/end", headers=auth(alice["token"]), json={}).status_code == 200
     client = redis.Redis.from_url(stack.redis_url)
     keys = bootstrap.process_keys(gateway_settings(stack).shard_count)

@@ -876,6 +876,8 @@ export interface components {
             checkpoints?: components["schemas"]["CheckpointBody"][];
             /** @default null */
             keys?: components["schemas"]["KeySetBody"] | null;
+            /** @default [] */
+            receipts?: components["schemas"]["ReceiptBody"][];
         };
         /**
          * CheckpointBody
@@ -908,6 +910,21 @@ export interface components {
             public_key: string;
             /** @enum {unknown} */
             status: "active" | "retired";
+        };
+        /**
+         * ReceiptBody
+         * @description A signed refusal receipt a player holds (docs/bundle-format.md section 8).
+         */
+        ReceiptBody: {
+            room: string;
+            version: number;
+            head: string;
+            player: string;
+            command_id: string;
+            code: string;
+            raw: string;
+            kid: string;
+            sig: string;
         };
         /**
          * SubscribeRequest
@@ -5047,6 +5064,8 @@ export interface components {
             allowed?: (string | number)[] | number | {
                 [key: string]: number;
             };
+            /** @description a refusal by the rules that was recorded: the deployment's signed receipt of it (docs/bundle-format.md section 8); keep it */
+            receipt?: components["schemas"]["RefusalReceipt"];
         } & {
             [key: string]: unknown;
         };
@@ -5222,6 +5241,8 @@ export interface components {
             unchecked: string[];
             steps: components["schemas"]["BundleStep"][];
             text: string;
+            /** @default null */
+            seats?: components["schemas"]["Seats"] | null;
         };
         /**
          * BundleStep
@@ -5242,6 +5263,18 @@ export interface components {
                 string,
                 string
             ];
+        };
+        /**
+         * Seats
+         * @description What a room's chain and command records say about who signed (docs/dice.md "Signed seats").
+         */
+        Seats: {
+            dice_scheme: number;
+            signing_players: string[];
+            unsigned_players: string[];
+            signed_joins: string[];
+            unsigned_joins: string[];
+            notes: string[];
         };
         /**
          * CheckpointFile
@@ -5561,6 +5594,26 @@ export interface components {
             allowed?: (string | number)[] | number | {
                 [key: string]: number;
             } | null;
+            /** @default null */
+            receipt?: components["schemas"]["RefusalReceipt"] | null;
+        };
+        /**
+         * RefusalReceipt
+         * @description The deployment's signature on a refusal it answered (docs/bundle-format.md section 8): the room at the version
+         *     the command was refused at (``head``: the commitment head a checkpoint there signs), who sent which command
+         *     (``raw``: its stored record, base64 msgpack) and the ``code``. Keep it: ``verify-bundle --receipts`` later proves
+         *     the refusal true, or false when the rules accept the command there.
+         */
+        RefusalReceipt: {
+            room: string;
+            version: number;
+            head: string;
+            player: string;
+            command_id: string;
+            code: string;
+            raw: string;
+            kid: string;
+            sig: string;
         };
         /**
          * ForkAnswer
