@@ -81,7 +81,8 @@ def state_command(
     room: str = typer.Argument(..., help="Room id."),
     at: int = typer.Option(None, "--at", help="The state as it was at this version (default: the latest)."),
     at_time: int = typer.Option(None, "--at-time", help="The state as it was at this server time (ms)."),
-    diff: int = typer.Option(None, "--diff", help="Show what changed between this version and the shown one, the older first."),
+    diff: int = typer.Option(None, "--diff",
+                             help="Show what changed between this version and the shown one, the older first."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Time travel: the room's state at a version or a time, and what changed since another version."""

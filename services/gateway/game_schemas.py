@@ -216,8 +216,12 @@ def _without_enums(schema: Any) -> Any:
     if isinstance(schema, dict):
         plain = {key: _without_enums(value) for key, value in schema.items()
                  if not (key == "enum" and schema.get("type") == "string")}
-        if plain.get("propertyNames") == {"type": "string"}:  # a map whose keys only _set_enum constrained
-            del plain["propertyNames"]
+        if "propertyNames" in schema:  # a map's keys: their enum is _set_enum's, any other bound msgspec's
+            keys = {key: value for key, value in schema["propertyNames"].items() if key != "enum"}
+            if keys:
+                plain["propertyNames"] = keys
+            else:
+                del plain["propertyNames"]
         return plain
     if isinstance(schema, list):
         return [_without_enums(value) for value in schema]
