@@ -1788,7 +1788,7 @@ export interface components {
             /** @default null */
             age_hours?: number | null;
             /** @default null */
-            species?: string | null;
+            species?: ("rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp") | null;
             /** @default null */
             planted_ms?: number | null;
         };
@@ -1895,7 +1895,8 @@ export interface components {
             type: "claim.parcel_cut";
             at_ms: number;
             parcel: number;
-            species: string;
+            /** @enum {string} */
+            species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             age_ms: number;
             grade: string;
             board_feet: number;
@@ -1920,7 +1921,8 @@ export interface components {
             type: "claim.parcel_replanted";
             at_ms: number;
             parcel: number;
-            species: string;
+            /** @enum {string} */
+            species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             cost_cents: number;
         };
         /** MeadowFarmed */
@@ -1946,7 +1948,8 @@ export interface components {
             type: "claim.building_built";
             at_ms: number;
             parcel: number;
-            building: string;
+            /** @enum {string} */
+            building: "cabin" | "barn" | "mill";
             cost_cents: number;
         };
         /** TimberCruised */
@@ -2669,9 +2672,11 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.mined";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             dice: string[];
-            moons: string;
+            /** @enum {string} */
+            moons: "count" | "save";
             stars: number;
             saved_used: number;
             saved_gained: number;
@@ -2684,7 +2689,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.smelted";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number;
             dice: string[];
             stars: number;
@@ -2696,12 +2702,15 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.food_got";
             city: string;
-            method: string;
-            season: string;
+            /** @enum {string} */
+            method: "hunt" | "gather" | "fish" | "farm";
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[];
             stars: number;
             multiplier: string;
-            moon: string;
+            /** @enum {string} */
+            moon: "double" | "save";
             doubled: boolean;
             skulls: number;
             wards_used: number;
@@ -2714,7 +2723,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.herbs_found";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[];
             stars: number;
             rate: string;
@@ -2734,7 +2744,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.wood_cut";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[];
             stars: number;
             rate: string;
@@ -2763,7 +2774,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.army_equipped";
             city: string;
-            tier: string;
+            /** @enum {string} */
+            tier: "bronze" | "iron" | "steel";
             metal: string;
             cost: number;
         };
@@ -2779,7 +2791,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.raided";
             battle: components["schemas"]["RealmBattle"];
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             taken: number;
         };
         /**
@@ -2808,7 +2821,8 @@ export interface components {
             battle: components["schemas"]["RealmBattle"];
             hit_points_lost: number;
             hit_points_after: number;
-            if_taken: string;
+            /** @enum {string} */
+            if_taken: "destroy" | "tax";
         };
         /** CityDestroyed */
         RealmCityDestroyed: {
@@ -2839,7 +2853,8 @@ export interface components {
             controller: string;
             city: string;
             year: number;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
         };
         /** TaxCollected */
         RealmTaxCollected: {
@@ -2847,7 +2862,8 @@ export interface components {
             type: "realm.tax_collected";
             city: string;
             to: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             amounts: {
                 [key: string]: number;
             };
@@ -2922,7 +2938,8 @@ export interface components {
         RealmTransfer: {
             source: string;
             target: string;
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             amount: number;
             /** @default false */
             phantom?: boolean;
@@ -2985,8 +3002,10 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /** @enum {string} */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
         /** TradeCountered */
@@ -3011,7 +3030,8 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
         };
         /** TradeAgreed */
         RealmTradeAgreed: {
@@ -3066,7 +3086,8 @@ export interface components {
          */
         RealmTradeSide: {
             city: string;
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: string[];
             stars: number;
             skulls: number;
@@ -3171,7 +3192,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.season_ended";
             season_index: number;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             year: number;
             forced_by: string;
             at_ms: number;
@@ -3409,9 +3431,11 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.mined";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             dice: string[] | components["schemas"]["Hidden"];
-            moons: string;
+            /** @enum {string} */
+            moons: "count" | "save";
             stars: number | components["schemas"]["Hidden"];
             saved_used: number | components["schemas"]["Hidden"];
             saved_gained: number | components["schemas"]["Hidden"];
@@ -3424,7 +3448,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.smelted";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number | components["schemas"]["Hidden"];
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
@@ -3436,12 +3461,15 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.food_got";
             city: string;
-            method: string;
-            season: string;
+            /** @enum {string} */
+            method: "hunt" | "gather" | "fish" | "farm";
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             multiplier: string;
-            moon: string;
+            /** @enum {string} */
+            moon: "double" | "save";
             doubled: boolean | components["schemas"]["Hidden"];
             skulls: number | components["schemas"]["Hidden"];
             wards_used: number | components["schemas"]["Hidden"];
@@ -3454,7 +3482,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.herbs_found";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             rate: string;
@@ -3474,7 +3503,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.wood_cut";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             rate: string;
@@ -3495,7 +3525,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.army_equipped";
             city: string;
-            tier: string;
+            /** @enum {string} */
+            tier: "bronze" | "iron" | "steel";
             metal: string;
             cost: number | components["schemas"]["Hidden"];
         };
@@ -3504,7 +3535,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.raided";
             battle: components["schemas"]["RealmBattle"];
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             taken: number | components["schemas"]["Hidden"];
         };
         /** CityDestroyed (as a player sees it) */
@@ -3527,7 +3559,8 @@ export interface components {
             type: "realm.tax_collected";
             city: string;
             to: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             amounts: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
@@ -3618,8 +3651,10 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /** @enum {string} */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
         /** TradeCountered (as a player sees it) */
@@ -3641,7 +3676,8 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
         };
         /** TradeAgreed (as a player sees it) */
         RealmTradeAgreedAsSeen: {
@@ -4718,7 +4754,8 @@ export interface components {
             type: "sectors.building_built";
             row: number;
             column: number;
-            building: string;
+            /** @enum {string} */
+            building: "farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory";
             cost: components["schemas"]["SectorsGoods"];
         };
         /** BuildingDemolished */
@@ -4728,7 +4765,8 @@ export interface components {
             row: number;
             column: number;
             position: number;
-            building: string;
+            /** @enum {string} */
+            building: "farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory";
         };
         /**
          * PopulationChanged
@@ -4783,7 +4821,8 @@ export interface components {
          */
         SectorsBuildingReport: {
             position: number;
-            building: string;
+            /** @enum {string} */
+            building: "farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory";
             /** @enum {unknown} */
             outcome: "closed" | "idle_missing_inputs" | "not_staffed" | "ran";
             /** @default 0 */
