@@ -14,7 +14,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import httpx
 import msgspec
 import uvloop
 from rich.table import Table
@@ -22,6 +21,9 @@ from rich.table import Table
 from almanac.bench.bare_http import BareServer
 from almanac.bench.common import output_console
 from almanac.bench.peer import PeerUnavailable, peer_figures
+from almanac.client import ApiError
+from almanac.client.aio import AsyncClient
+from almanac.client.lean import CommandSender
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.services import bootstrap
@@ -98,22 +100,30 @@ async def _patiently(request: Callable[[], Awaitable[Answer]], status_of: Callab
     return await request()
 
 
-async def _open_rooms(http: httpx.AsyncClient, ruleset: str, count: int, tag: str) -> list[tuple[str, str]]:
-    """(room, token) for ``count`` fresh rooms of the challenge, created a few at a time."""
+async def _open_rooms(client: AsyncClient, ruleset: str, count: int, tag: str) -> list[tuple[str, str]]:
+    """(room, token) for ``count`` fresh rooms of the challenge, created a few at a time (``client`` comes back a
+    little later when refused as overloaded: ``_room_client``)."""
     rooms: list[tuple[str, str]] = []
     semaphore = asyncio.Semaphore(16)
 
     async def open_one(index: int) -> None:
         async with semaphore:
-            answer = await _patiently(lambda: http.post("/rooms", json={
-                "ruleset": ruleset, "player": "p", "challenge": CHALLENGE, "room": f"e2e-{tag}-{index}"}),
-                lambda answer: answer.status_code)
-            if answer.status_code != 201 or not answer.json().get("joined"):
-                raise RuntimeError(f"creating a room answered {answer.status_code}: {answer.text[:200]}")
-            rooms.append((answer.json()["room"], answer.json()["token"]))
+            try:
+                seat = await client.create_room(ruleset, "p", challenge=CHALLENGE, room=f"e2e-{tag}-{index}")
+            except ApiError as error:
+                raise RuntimeError(f"creating a room answered {error}") from None
+            if not seat.answer.get("joined"):
+                raise RuntimeError(f"creating a room did not join it: {str(seat.answer)[:200]}")
+            rooms.append((seat.room, seat.token))
 
     await asyncio.gather(*(open_one(i) for i in range(count)))
     return rooms
+
+
+def _room_client(url: str) -> AsyncClient:
+    """The client that opens the rooms: a well-behaved one, refused as overloaded (503/429) it comes back a little
+    later (about ``_patiently``'s 50 ms), for as long."""
+    return AsyncClient(url, timeout=30.0, retries=99, max_backoff_s=0.05)
 
 
 class RoomSlots(msgspec.Struct, frozen=True):
@@ -160,7 +170,7 @@ class RoomSlots(msgspec.Struct, frozen=True):
         return cls(rooms, phases + [0] * followed)
 
 
-async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodies: list[bytes],
+async def _play_before_clock(lean: CommandSender, rooms: list[tuple[str, str]], bodies: list[bytes],
                              played: list[int], server_of: Callable[[str], int | None]) -> None:
     """Play each room's first ``played[i]`` moves, a few rooms at a time, before the load is measured (each sent
     where the load will send the room's later ones: ``server_of``)."""
@@ -171,7 +181,7 @@ async def _play_before_clock(lean: LeanHttp, rooms: list[tuple[str, str]], bodie
         async with semaphore:
             for move in range(played[index]):
                 status, payload, _ = await _patiently(
-                    lambda move=move: lean.post(f"/rooms/{room}/commands", bodies[move], token, server_of(room)),
+                    lambda move=move: lean.command(room, bodies[move], token, server_of(room)),
                     lambda answer: answer[0])
                 if status != 200:
                     raise RuntimeError(f"a move before the clock answered {status}: {payload[:200]!r}")
@@ -218,11 +228,10 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
     slot_count = max(1, -(-total // len(script)))
     slots = RoomSlots.out_of_step(slot_count, len(script)) if out_of_step else RoomSlots.in_step(slot_count)
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as http:
-        rooms = await _open_rooms(http, ruleset, slots.room_count, str(int(time.time())))
-    lean = LeanHttp(urls, CONNECTIONS)
-    bodies = [msgspec.json.encode({"command": move}) for move in script]
+    async with _room_client(url) as client:
+        rooms = await _open_rooms(client, ruleset, slots.room_count, str(int(time.time())))
+    lean = CommandSender(urls, CONNECTIONS)
+    bodies = [CommandSender.body(move) for move in script]
     if any(slots.played_before):
         await _play_before_clock(lean, rooms, bodies, slots.played_before, owner)
         lean.answered = [0] * len(urls)  # the load's answers only
@@ -251,8 +260,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
             first = not slots.played_before[room_index] and room_index not in in_load
             in_load.add(room_index)
             room, token = rooms[room_index]
-            status, payload, retry = await lean.post(f"/rooms/{room}/commands", bodies[done_moves[room_index]],
-                                                     token, owner(room))
+            status, payload, retry = await lean.command(room, bodies[done_moves[room_index]], token, owner(room))
             # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
             latencies.append(time.perf_counter() - due)
             answers[window].append((status, latencies[-1]))
@@ -337,9 +345,9 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
 async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
     """Server CPU (ms) per request of ``bare_http``'s app, offered ``rate``/s for ``seconds`` open loop by the
     same client as the commands (the baseline of ``CPU per command``)."""
-    lean = LeanHttp([url], CONNECTIONS)
+    lean = CommandSender([url], CONNECTIONS)
     try:
-        await lean.post("/rooms/bare/commands", body, "token")  # connected and answering before the clock starts
+        await lean.command("bare", body, "token")  # connected and answering before the clock starts
         cpu_before = cpu_seconds(pid)
         with _no_collection_while_offering():  # as for the commands: the same client, the same schedule
             started, tasks = time.perf_counter(), []
@@ -347,7 +355,7 @@ async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: by
                 delay = started + index / rate - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(lean.post("/rooms/bare/commands", body, "token")))
+                tasks.append(asyncio.create_task(lean.command("bare", body, "token")))
             answers = await asyncio.gather(*tasks)
         used = cpu_seconds(pid) - cpu_before
     finally:
@@ -365,66 +373,6 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-
-class LeanHttp:
-    """A minimal keep-alive HTTP/1.1 client on asyncio streams: the load generator must cost less than the
-    server it measures (httpx spent several times the gateway's CPU per request here)."""
-
-    def __init__(self, urls: list[str], connections: int) -> None:
-        self.servers = []
-        for url in urls:
-            host, _, port = url.split("://", 1)[1].rstrip("/").partition(":")
-            self.servers.append((host, int(port or 80)))
-        self.host = self.servers[0][0]
-        self.answered = [0] * len(self.servers)  # answers per server: shows the load was spread
-        # Requests go to the servers in turn, as a round-robin load balancer sends them (not by connection:
-        # at a low rate one connection carries everything), each server with its share of the connections.
-        self.idle: list[asyncio.Queue] = [asyncio.Queue() for _ in self.servers]
-        self.size = max(1, connections // len(self.servers))
-        self.opened = [0] * len(self.servers)
-        self._turn = 0
-
-    async def _connection(self, server: int | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
-        if server is None:
-            server = self._turn
-            self._turn = (server + 1) % len(self.servers)
-        if self.idle[server].empty() and self.opened[server] < self.size:
-            self.opened[server] += 1
-            return (*await asyncio.open_connection(*self.servers[server]), server)
-        return await self.idle[server].get()
-
-    async def post(self, path: str, body: bytes, token: str, server: int | None = None
-                   ) -> tuple[int, bytes, str | None]:
-        """(status, body, Retry-After header or None); to ``server`` (an index of the URLs), else the next in turn."""
-        reader, writer, server = await self._connection(server)
-        try:
-            writer.write(
-                f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
-            )
-            head = await reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            length = 0
-            retry = None
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-                elif line[:12].lower() == b"retry-after:":
-                    retry = line[12:].strip().decode()
-            payload = await reader.readexactly(length)
-        except BaseException:
-            writer.close()
-            self.opened[server] -= 1
-            raise
-        self.idle[server].put_nowait((reader, writer, server))
-        self.answered[server] += 1
-        return status, payload, retry
-
-    async def close(self) -> None:
-        for idle in self.idle:
-            while not idle.empty():
-                _, writer, _ = idle.get_nowait()
-                writer.close()
 
 
 @contextlib.contextmanager
@@ -611,7 +559,36 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "worst_window_ratio": min(ratios, default=float("nan")),
             "cpu_normalised_ratio": statistics.fmean(normalised) if normalised else float("nan"),
             "load_1m": [window["load_1m"] for window in judged],
-            "others_cores_max": max(window["others_cores"] for window in judged)}
+            "others_cores_max": max(window["others_cores"] for window in judged),
+            **_refusal_cost(windows, judged)}
+
+
+def _refusal_cost(windows: list[dict[str, Any]], judged: list[dict[str, Any]]) -> dict[str, float]:
+    """The gateways' CPU per accepted command (``command_cpu_us``: the capacity windows) and per refusal
+    (``refusal_cpu_us``: what the overload windows used beyond their accepted commands, over their refusals), the
+    multiple the overload windows were offered of the capacity beside them (``multiple_offered``), and the share of
+    capacity a gateway with the same CPU in both kinds of window keeps at that multiple when refusals cost that
+    much: (c - m r) / (c - r) (``refusal_bound``; docs/capacity.md, issue 28 item 19's fifth pass). Empty when the
+    gateways' CPU was not measured."""
+    cpu = [window.get("gateway_cpu_s", 0.0) for window in windows]
+    accepted = [round(window["accepted_per_s"] * window_in["seconds"]) for window, window_in in zip(judged, windows,
+                                                                                                     strict=True)]
+    capacity_cpu = sum(cpu[number] for number in range(0, len(judged), 2))
+    capacity_accepted = sum(accepted[number] for number in range(0, len(judged), 2))
+    overload = range(1, len(judged) - 1, 2)
+    refused = sum(judged[number]["shed"] for number in overload)
+    if not capacity_cpu or not capacity_accepted or not refused:
+        return {}
+    command = capacity_cpu / capacity_accepted
+    refusal = max(0.0, sum(cpu[number] - accepted[number] * command for number in overload) / refused)
+    around = [statistics.fmean(judged[side]["goodput_per_s"] for side in (number - 1, number + 1)) for number in overload]
+    multiples = [judged[number]["offered_per_s"] / capacity for number, capacity in zip(overload, around, strict=True)
+                 if capacity]
+    if not multiples:
+        return {}
+    multiple = statistics.fmean(multiples)
+    return {"command_cpu_us": command * 1e6, "refusal_cpu_us": refusal * 1e6, "multiple_offered": multiple,
+            "refusal_bound": (command - multiple * refusal) / (command - refusal) if command > refusal else 0.0}
 
 
 def _print_windows(verdict: dict[str, Any]) -> None:
@@ -628,6 +605,12 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                       f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
                       f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}"
                       + _refusal_kinds(window.get("refusals", {})), soft_wrap=True)
+    if "refusal_cpu_us" in verdict:
+        console.print(f"overload: the gateways' CPU per accepted command {verdict['command_cpu_us']:.0f} µs (capacity "
+                      f"windows), per refusal {verdict['refusal_cpu_us']:.0f} µs (overload windows, beyond their "
+                      f"commands): offered {verdict['multiple_offered']:.2f}x the capacity beside them, a gateway with "
+                      f"the same CPU in both keeps (c - m r) / (c - r) = {verdict['refusal_bound']:.2f} of its "
+                      "capacity", soft_wrap=True)
     busy = verdict["others_cores_max"] > 0.25
     console.print(f"overload: goodput {verdict['goodput_per_s']:.0f}/s at {verdict['offered_per_s']}/s offered against "
                   f"capacity {verdict['capacity_per_s']:.0f}/s measured between its windows: ratio "
@@ -713,7 +696,7 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[st
     if stack_cpu > 0:  # not for a stack started elsewhere (``--url``): its CPU is not measured here
         bare = BareServer()
         with bare as bare_url:
-            body = msgspec.json.encode({"command": result["first_move"]})
+            body = CommandSender.body(result["first_move"])
             bare_ms = _run_loop(_bare_http_cpu(bare_url, bare.pid, rate, min(seconds, BARE_SECONDS), body))
     latencies = result["latencies"]
     accepted = result["accepted_latencies"]

@@ -8,14 +8,14 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import redis
 from rich.table import Table
-from websockets.asyncio.client import ClientConnection, connect
 
 from almanac.bench.common import output_console
+from almanac.client.aio import AsyncClient
 from almanac.services import bootstrap
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.http_app import raise_open_files_limit
@@ -32,8 +32,11 @@ def main(settings: Settings, feeds: int, requests: int) -> dict[str, Any]:
     """A stack of our own (Redis, engine, gateway); ``feeds`` feeds of distinct seats on one room; print, return."""
     raise_open_files_limit()  # this process holds every feed's socket
     with tempfile.TemporaryDirectory(prefix="almanac-bench-live-") as data_dir:
+        # Every feed from this one address (the per-address cap would refuse all but its first 64: a refused
+        # feed's first message is its refusal, which a raw socket's recv() once counted as the feed's history).
         os.environ.update({"ALMANAC_LOG_LEVEL": "warning", "ALMANAC_REDIS_IDLE_S": str(IDLE_S),
-                           "ALMANAC_LIVE_MAX_FEEDS": str(feeds + 1)})
+                           "ALMANAC_LIVE_MAX_FEEDS": str(feeds + 1),
+                           "ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS": str(feeds + 1)})
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0, "log_level": "warning"})
         console.print(f"starting Redis, an engine and a gateway; then {feeds} live feeds on one room ...")
         with Stack(stack_settings, say=console.print) as stack:
@@ -49,42 +52,48 @@ def main(settings: Settings, feeds: int, requests: int) -> dict[str, Any]:
 async def _measure(url: str, pid: int, watcher: redis.Redis, signer: TokenSigner, feeds: int,
                    requests: int) -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        created = await http.post("/rooms", json={"ruleset": "board", "player": "p", "room": ROOM})
-        created.raise_for_status()
-        token = created.json()["token"]
+    async with AsyncClient(url, timeout=30) as client:
+        seat = await client.create_room("board", "p", room=ROOM)
         await asyncio.sleep(IDLE_S + 1)
-        figures["none"] = {**await _latencies(http, requests), "redis_clients": _clients(watcher, pid), "rss_mb": _rss(pid)}
+        figures["none"] = {**await _latencies(client, requests), "redis_clients": _clients(watcher, pid),
+                           "rss_mb": _rss(pid)}
 
-        sockets: list[ClientConnection] = []
+        # Each feed the client's own (``follow``), not reconnecting: a feed that drops would be measured twice.
+        feeds_: list[AsyncIterator[dict[str, Any]]] = []
         started = time.perf_counter()
         for first in range(0, feeds, OPEN_AT_ONCE):
             batch = [signer.issue(ROOM, f"watcher-{index}") for index in range(first, min(feeds, first + OPEN_AT_ONCE))]
-            sockets += await asyncio.gather(*(connect(f"{url.replace('http', 'ws', 1)}/rooms/{ROOM}/live?token={t}",
-                                                      max_queue=None) for t in batch))
-        await asyncio.gather(*(socket.recv() for socket in sockets))  # each has its history (version 1)
+            opened = [client.follow(ROOM, token=token, reconnect=False) for token in batch]
+            await asyncio.gather(*(_until(feed, seat.seen_version) for feed in opened))  # each with its history
+            feeds_ += opened
         figures["open_s"] = time.perf_counter() - started
-        figures["feeds"] = {**await _latencies(http, requests), "redis_clients": _clients(watcher, pid), "rss_mb": _rss(pid)}
+        figures["feeds"] = {**await _latencies(client, requests), "redis_clients": _clients(watcher, pid),
+                            "rss_mb": _rss(pid)}
 
         # One event reaches every feed: the time from the command's answer to the last feed's message.
-        ended = await http.post(f"/rooms/{ROOM}/end", json={}, headers={"Authorization": f"Bearer {token}"})
-        ended.raise_for_status()
+        ended = await seat.end()
         answered = time.perf_counter()
-        await asyncio.gather(*(socket.recv() for socket in sockets))
+        await asyncio.gather(*(_until(feed, ended.version) for feed in feeds_))
         figures["fan_out_ms"] = (time.perf_counter() - answered) * 1000
 
-        await asyncio.gather(*(socket.close() for socket in sockets))
+        await asyncio.gather(*(feed.aclose() for feed in feeds_))  # type: ignore[attr-defined]
         await asyncio.sleep(IDLE_S + 1.5)
         figures["after"] = {"redis_clients": _clients(watcher, pid), "rss_mb": _rss(pid)}
     return figures
 
 
-async def _latencies(http: httpx.AsyncClient, requests: int) -> dict[str, float]:
+async def _until(feed: AsyncIterator[dict[str, Any]], version: int) -> None:
+    """Read a feed up to ``version`` (each message is one version: a room's history is several)."""
+    while (await anext(feed))["version"] < version:
+        pass
+
+
+async def _latencies(client: AsyncClient, requests: int) -> dict[str, float]:
     """Another client's GET /rooms/{room}, one at a time: p50 and p99 in ms."""
     times = []
     for _ in range(requests):
         started = time.perf_counter()
-        (await http.get(f"/rooms/{ROOM}")).raise_for_status()
+        await client.room(ROOM)
         times.append((time.perf_counter() - started) * 1000)
     cuts = statistics.quantiles(times, n=100)
     return {"p50_ms": statistics.median(times), "p99_ms": cuts[98]}

@@ -25,13 +25,14 @@ import tempfile
 import time
 from typing import Any
 
-import httpx
 import msgspec
 from rich.table import Table
 
 from almanac.bench.common import output_console
-from almanac.bench.e2e import LeanHttp, _run_loop, cpu_seconds
-from almanac.client.signing import PlayerKey, signed_join
+from almanac.bench.e2e import _run_loop, cpu_seconds
+from almanac.client.aio import AsyncClient
+from almanac.client.lean import CommandSender
+from almanac.client.signing import PlayerKey, newest_version
 from almanac.services.settings import Settings
 from almanac.services.stack import Stack
 
@@ -52,47 +53,28 @@ class Room(msgspec.Struct):
     seen: int = 0  # the newest room version the seats' answers showed (what the next signed command covers)
 
 
-def _newest(answer: dict[str, Any], seen: int) -> int:
-    checkpoint = answer.get("checkpoint")
-    for value in (answer.get("version"), checkpoint.get("version") if isinstance(checkpoint, dict) else None):
-        if isinstance(value, int) and value > seen:
-            seen = value
-    return seen
-
-
-async def _open_room(http: httpx.AsyncClient, tag: str, signed: bool) -> Room:
+async def _open_room(client: AsyncClient, tag: str, signed: bool) -> Room:
     """A realm room (dice scheme 3) with both seats joined; with keys registered by signed joins when ``signed``."""
     room = f"sign-{tag}-{secrets.token_hex(4)}"
     keys = {seat: PlayerKey.generate() for seat in SEATS} if signed else None
-    create: dict[str, Any] = {"ruleset": "realm", "player": "p", "room": room, "dice_scheme": 3,
-                              "options": {"players": list(SEATS)}}
-    if keys:
-        joined = signed_join(keys["p"], room, "p", None)
-        create.update(public_key=joined["public_key"], join_signature=joined["signature"])
-    answer = await http.post("/rooms", json=create)
-    if answer.status_code != 201 or not answer.json().get("joined"):
-        raise RuntimeError(f"creating a room answered {answer.status_code}: {answer.text[:300]}")
-    tokens = {"p": answer.json()["token"]}
-    seen = _newest(answer.json(), 0)
-    join = await http.post(f"/rooms/{room}/join", json={"player": "q", **signed_join(keys and keys["q"], room, "q",
-                                                                                       None)})
-    if join.status_code not in (200, 201):
-        raise RuntimeError(f"joining a room answered {join.status_code}: {join.text[:300]}")
-    tokens["q"] = join.json()["token"]
-    return Room(room, tokens, keys, _newest(join.json(), seen))
+    creator = await client.create_room("realm", "p", room=room, dice_scheme=3, options={"players": list(SEATS)},
+                                       player_key=keys and keys["p"])
+    if not creator.answer.get("joined"):
+        raise RuntimeError(f"creating a room did not join it: {str(creator.answer)[:300]}")
+    joiner = await client.join(room, "q", player_key=keys and keys["q"])
+    return Room(room, {"p": creator.token, "q": joiner.token}, keys,
+                max(creator.seen_version, joiner.seen_version))
 
 
 def _body(room: Room, seat: str, command: dict[str, Any], number: int) -> bytes:
     """The request a seat sends: the command with its id; a signed seat adds the version it saw and its signature."""
     client_id = f"c{number}-{secrets.token_hex(6)}"
-    body: dict[str, Any] = {"command": command, "command_id": client_id}
-    if room.keys is not None:
-        body["seen_version"] = room.seen
-        body["signature"] = room.keys[seat].sign_command(room.room, seat, client_id, command, room.seen)
-    return msgspec.json.encode(body)
+    if room.keys is None:
+        return CommandSender.body(command, client_id)
+    return CommandSender.signed_command_body(room.keys[seat], room.room, seat, command, client_id, room.seen)
 
 
-async def _play(lean: LeanHttp, rooms: list[Room], clients: int) -> dict[str, Any]:
+async def _play(lean: CommandSender, rooms: list[Room], clients: int) -> dict[str, Any]:
     """Each room played to its game's end by one of ``clients`` closed-loop clients (a seat's next command is sent
     when its last is answered, as a player sends them): accepted commands, refusals by code, elapsed seconds."""
     queue: asyncio.Queue[Room] = asyncio.Queue()
@@ -107,12 +89,12 @@ async def _play(lean: LeanHttp, rooms: list[Room], clients: int) -> dict[str, An
             room = queue.get_nowait()
             for number in range(SEASONS * len(CYCLE)):
                 seat, command = CYCLE[number % len(CYCLE)]
-                status, payload, _ = await lean.post(f"/rooms/{room.room}/commands", _body(room, seat, command, number),
-                                                     room.tokens[seat])
+                status, payload, _ = await lean.command(room.room, _body(room, seat, command, number),
+                                                        room.tokens[seat])
                 answer = msgspec.json.decode(payload)
                 if status == 200:
                     accepted += 1
-                    room.seen = _newest(answer, room.seen)
+                    room.seen = newest_version(answer, room.seen)
                 else:
                     code = f"{status} {answer.get('code')}"
                     failures[code] = failures.get(code, 0) + 1
@@ -122,14 +104,14 @@ async def _play(lean: LeanHttp, rooms: list[Room], clients: int) -> dict[str, An
     return {"accepted": accepted, "failures": failures, "elapsed": time.perf_counter() - started}
 
 
-async def _window(url: str, lean: LeanHttp, arm: str, rooms: int, clients: int, pids: dict[str, int],
+async def _window(url: str, lean: CommandSender, arm: str, rooms: int, clients: int, pids: dict[str, int],
                   tag: str) -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=url, timeout=30.0) as http:  # rooms opened before the clock
+    async with AsyncClient(url, timeout=30.0) as client:  # rooms opened before the clock
         semaphore = asyncio.Semaphore(8)
 
         async def one(index: int) -> Room:
             async with semaphore:
-                return await _open_room(http, f"{tag}-{index}", arm == "signed")
+                return await _open_room(client, f"{tag}-{index}", arm == "signed")
 
         opened = await asyncio.gather(*(one(i) for i in range(rooms)))
     await asyncio.sleep(0.5)  # the projector folds the joins before CPU is counted
@@ -144,7 +126,7 @@ async def _window(url: str, lean: LeanHttp, arm: str, rooms: int, clients: int, 
 
 
 async def _measure(url: str, pids: dict[str, int], rounds: int, rooms: int, clients: int) -> list[dict[str, Any]]:
-    lean = LeanHttp([url], clients)
+    lean = CommandSender([url], clients)
     windows = []
     try:
         for number in range(rounds):

@@ -8,6 +8,7 @@ player can be shown their own view and the public part of every event, opened, a
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import hmac
@@ -242,6 +243,85 @@ def signature_valid(public_key: bytes, checkpoint: Mapping) -> bool:
     return True
 
 
+# --- refusal receipts (docs/bundle-format.md section 8) ---------------------------------------------------------
+
+_REFUSAL = b"almanac/refusal/v1\0"
+RECEIPT_FIELDS = ("room", "version", "head", "player", "command_id", "code", "raw", "kid", "sig")
+# Bounds of a receipt's strings (the message length-prefixes each in two bytes): a code as the rules name one, and
+# the stored record (base64) of a command the gateway's body limit already bounds.
+MAX_CODE = 100
+MAX_RAW = 100_000
+_CODE = re.compile(r"[a-z0-9_.]{1,100}")
+
+
+def _prefixed(text: str) -> bytes:
+    encoded = text.encode()
+    return len(encoded).to_bytes(2, "big") + encoded
+
+
+def refusal_message(room: str, version: int, head: bytes, player: str, command_id: str, record: bytes,
+                    code: str) -> bytes:
+    """What a refusal receipt signs: the room at the version its command was refused at (the commitment head a
+    checkpoint at that version signs), who sent which command (the SHA-256 of its stored refusal record) and the
+    code it was refused with."""
+    return (_REFUSAL + _prefixed(room) + version.to_bytes(8, "big") + head + _prefixed(player)
+            + _prefixed(command_id) + hashlib.sha256(record).digest() + _prefixed(code))
+
+
+def receipt_code(code: Any) -> bool:
+    """Whether ``code`` is a refusal code a receipt can carry (the rules' codes: lowercase, digits, ``_`` and ``.``)."""
+    return isinstance(code, str) and _CODE.fullmatch(code) is not None
+
+
+def receipt_problem(receipt: Any) -> str | None:
+    """Why ``receipt`` is not a well-formed refusal receipt (None when it is); its record is not decoded here."""
+    if not isinstance(receipt, Mapping):
+        return "a receipt is an object"
+    unknown = sorted(set(receipt) - set(RECEIPT_FIELDS))
+    if unknown:
+        return f"unknown fields {unknown[:5]}"
+    missing = [name for name in RECEIPT_FIELDS if name not in receipt]
+    if missing:
+        return f"missing {missing}"
+    for name in ("room", "player", "command_id"):
+        value = receipt[name]
+        if not isinstance(value, str) or not 0 < len(value.encode()) < 65_536:
+            return f"{name} is not a name"
+    if not receipt_code(receipt["code"]):
+        return f"code is not a refusal code (1..{MAX_CODE} of a-z 0-9 _ .)"
+    if type(receipt["version"]) is not int or not 1 <= receipt["version"] < 2**63:
+        return "version is not a positive integer"
+    raw = receipt["raw"]
+    if not isinstance(raw, str) or not 0 < len(raw) <= MAX_RAW:
+        return f"raw is not 1..{MAX_RAW} characters of base64"
+    try:
+        base64.b64decode(raw, validate=True)
+    except ValueError:
+        return "raw is not base64"
+    for name, length in (("head", 64), ("kid", 16), ("sig", 128)):
+        if not _is_hex(receipt[name], length):
+            return f"{name} is not {length} lowercase hex characters"
+    return None
+
+
+def receipt_signature_valid(public_key: bytes, receipt: Mapping) -> bool:
+    """Whether ``receipt`` (well-formed) is signed by ``public_key``."""
+    message = refusal_message(receipt["room"], receipt["version"], bytes.fromhex(receipt["head"]), receipt["player"],
+                              receipt["command_id"], base64.b64decode(receipt["raw"]), receipt["code"])
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(bytes.fromhex(receipt["sig"]), message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def receipt_label(receipt: Any) -> str:
+    if isinstance(receipt, Mapping):
+        return (f"refusal receipt {receipt.get('room')}@{receipt.get('version')} command "
+                f"{str(receipt.get('command_id'))[:120]!r} kid {receipt.get('kid')}")
+    return repr(receipt)[:60]
+
+
 def checkpoint_label(checkpoint: Any) -> str:
     if isinstance(checkpoint, Mapping):
         return f"{checkpoint.get('room')}@{checkpoint.get('version')} kid {checkpoint.get('kid')}"
@@ -257,3 +337,16 @@ def read_checkpoint_file(document: Any) -> tuple[list[Any], Mapping | None]:
         keys = document.get("keys")
         return (checkpoints if isinstance(checkpoints, list) else [checkpoints]), keys
     raise ValueError("not a checkpoint file (an almanac-checkpoints document or a JSON list of checkpoints)")
+
+
+def read_receipt_file(document: Any) -> tuple[list[Any], Mapping | None]:
+    """The refusal receipts and the key set (if any) of a receipt file (section 8.2), a bare list of receipts, or
+    one receipt (a refusal answer's ``receipt`` as saved)."""
+    if isinstance(document, list):
+        return document, None
+    if isinstance(document, Mapping) and document.get("format") == "almanac-receipts":
+        receipts = document.get("receipts")
+        return (receipts if isinstance(receipts, list) else [receipts]), document.get("keys")
+    if isinstance(document, Mapping) and "raw" in document and "sig" in document:
+        return [document], None
+    raise ValueError("not a receipt file (an almanac-receipts document, a JSON list of refusal receipts or one)")

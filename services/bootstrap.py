@@ -31,6 +31,7 @@ import json
 import logging
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -103,6 +104,25 @@ def redis_url(config: Settings, create: bool = False) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def scratch_redis_url(config: Settings) -> Iterator[str]:
+    """A Redis a benchmark may fill and flush: REDIS_URL when the operator names one, else a throwaway embedded
+    server in a temporary folder (no persistence), stopped and removed after the block. Never the data directory's
+    or a running stack's: a benchmark run where `almanac up` runs, or below it, must not wipe its rooms."""
+    if config.redis_url:
+        yield config.redis_url
+        return
+    with tempfile.TemporaryDirectory(prefix="almanac-bench-") as scratch:
+        try:
+            server = EmbeddedRedis(scratch, persist=False).start()
+        except EmbeddedRedisError as error:
+            raise BootstrapError(str(error)) from None
+        try:
+            yield server.url
+        finally:
+            server.stop()
 
 
 def _nearest_stack_url(config: Settings) -> str:

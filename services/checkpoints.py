@@ -4,11 +4,13 @@ HMAC and two SHA-256 per new event plus one Ed25519 signature."""
 
 from __future__ import annotations
 
+import base64
 import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from nacl.bindings import crypto_sign_seed_keypair
@@ -18,6 +20,7 @@ from almanac.events import commitments as cm
 from almanac.events.envelope import Envelope
 from almanac.events.errors import CorruptEventError, RuleError
 from almanac.events.shown import Shown
+from almanac.events.step import CommandRecord, decode_record
 from almanac.services.data_secrets import file_secret
 
 SIGNING_KEY_FILE = "signing-key"  # hex Ed25519 seed, mode 0600, in the data directory
@@ -78,6 +81,16 @@ class KeyRing:
     def sign(self, room: str, version: int, head: bytes) -> dict[str, Any]:
         sig = self._signing.sign(cm.checkpoint_message(room, version, head)).signature
         return {"room": room, "version": version, "head": head.hex(), "kid": self.kid, "sig": sig.hex()}
+
+    def sign_refusal(self, room: str, version: int, head: bytes, record: CommandRecord, raw: bytes,
+                     code: str) -> dict[str, Any]:
+        """A refusal receipt (docs/bundle-format.md section 8): ``record`` refused at ``version`` with ``code``, its
+        stored bytes ``raw``, the room's commitment head at that version ``head``."""
+        sig = self._signing.sign(cm.refusal_message(room, version, head, record.player, record.command_id, raw,
+                                                    code)).signature
+        return {"room": room, "version": version, "head": head.hex(), "player": record.player,
+                "command_id": record.command_id, "code": code, "raw": base64.b64encode(raw).decode(),
+                "kid": self.kid, "sig": sig.hex()}
 
 
 def key_ring(settings: Any) -> KeyRing:
@@ -210,6 +223,22 @@ class Checkpointer:
         if len(self._signed) > SIGNED_KEPT:
             self._signed.popitem(last=False)
         return signed
+
+    async def refusal_receipt(self, store: Any, raw: bytes, code: str) -> dict[str, Any] | None:
+        """The signed receipt of a refusal the engine recorded (``raw``: its stored refusal record, the version it
+        was refused at inside; ``code``: the error's). None when none can be made: a refusal before the room's first
+        event (no history to re-decide it on), a record that does not decode, or a code outside the receipt's
+        bounds. Signs only what its player knows (their command, the code, the version) and the commitment head
+        a checkpoint at that version carries: nothing hidden from them can be learnt from it."""
+        try:
+            record = decode_record(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        version = record.refused_at_version
+        if version is None or version < 1 or not cm.receipt_code(code) or len(raw) * 4 // 3 + 4 > cm.MAX_RAW:
+            return None
+        head = await self.head(store, record.room, version)
+        return self.ring.sign_refusal(record.room, version, head, record, raw, code)
 
     def openings(self, room: str, scheme: str = cm.SCHEME) -> dict[str, Any]:
         """A bundle's ``commitments`` section for an auditor: the room key opens every salt."""

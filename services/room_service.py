@@ -56,8 +56,12 @@ _Decided = tuple[int, "AppendRequest | RejectRequest", "RoomState | None", "Outc
 LastWrite = Callable[[list[list["AppendRequest | RejectRequest"]]], Awaitable[list[list["AppendResult | Exception"]]]]
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What became of a command: the events it appended, or the rule error that refused it."""
+class Outcome(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What became of a command: the events it appended, or the rule error that refused it.
+
+    omit_defaults: published for every command (services.bus), so a field at its default is not sent (an accepted
+    command's ``error`` and ``record``, a refusal's versions and events); a message from an engine before decodes the
+    same (a missing field is its default)."""
 
     command_id: str
     room: str
@@ -67,6 +71,9 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     error: dict | None = None
     envelopes: list[Envelope] = []
     duplicate: bool = False
+    # A refusal the store recorded: its stored record (events.step.refusal_record), which the gateway signs a
+    # refusal receipt over (docs/bundle-format.md section 8). None when accepted or not recorded.
+    record: bytes | None = None
 
 
 class BatchPlan:
@@ -169,12 +176,12 @@ class RoomService:
             except (InvalidCommand, RulesNotInstalledError) as error:
                 return self._unrecorded(record, error)
             except RuleError as error:
-                result = await self.store.record_rejection(
-                    record.room, record.command_id, error.to_dict(), refusal_record(record, state)
-                )
+                refused = refusal_record(record, state)
+                result = await self.store.record_rejection(record.room, record.command_id, error.to_dict(), refused)
                 if result.duplicate:
                     return await self._replayed(record, result.outcome)
-                return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict())
+                return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict(),
+                               record=refused)
             expected = state.version if state is not None else 0
             try:
                 result = await self.store.append(
@@ -367,12 +374,13 @@ class RoomService:
                 continue
             except RuleError as error:
                 announced = receipt = None
+                refused = refusal_record(record, state)
                 if receipts is not None:
                     announced = Outcome(command_id=record.command_id, room=record.room, accepted=False,
-                                        error=error.to_dict())
+                                        error=error.to_dict(), record=refused)
                     receipt = receipts(index, announced)
                 decided.append((index, RejectRequest(room=record.room, command_id=record.command_id,
-                                                     error=error.to_dict(), record=refusal_record(record, state),
+                                                     error=error.to_dict(), record=refused,
                                                      receipt=receipt, counted=limits[index] if limits else None),
                                 None, announced))
                 continue
@@ -419,7 +427,7 @@ class RoomService:
                     failed.add(room)  # the states decided after it assumed its events
             elif isinstance(request, RejectRequest):
                 results[index] = announced or Outcome(command_id=request.command_id, room=room, accepted=False,
-                                                      error=request.error)
+                                                      error=request.error, record=request.record)
             else:
                 results[index] = await self._accepted(records[index], request.expected_version, request.envelopes,
                                                       new_state, result, announced, snapshots)
@@ -588,4 +596,4 @@ async def stored_outcome(store: EventStore, record: CommandRecord, known: Stored
     envelopes = await store.read(known.room, known.first_version, known.last_version) if known.accepted else []
     return Outcome(command_id=record.command_id, room=known.room, accepted=known.accepted,
                    first_version=known.first_version, last_version=known.last_version, error=known.error,
-                   envelopes=envelopes, duplicate=duplicate)
+                   envelopes=envelopes, duplicate=duplicate, record=known.record)

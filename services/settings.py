@@ -17,6 +17,10 @@ MIN_SECRET_BYTES = 32
 
 _LOG_LEVELS = {"debug", "info", "warning", "error"}
 _PROBLEM = "almanac_setting"  # the error type of our own checks: their message is the whole line
+# The gateway's bounds derived from its in-flight limit (ALMANAC_GATEWAY_MAX_INFLIGHT): outcome waits per command
+# slot, and command slots per heavy read (``Settings.max_outcome_waiters``, ``Settings.gateway_max_heavy_reads``).
+OUTCOME_WAITERS_PER_SLOT = 32
+SLOTS_PER_HEAVY_READ = 16
 
 
 class SettingsError(Exception):
@@ -102,12 +106,6 @@ class Settings(BaseSettings):
     commit_secret: str = _env("ALMANAC_COMMIT_SECRET", "", repr=False)
     command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
-    # Overload: commands this gateway process decides at once (past it: 503 overloaded + Retry-After), and
-    # outcome waits it holds at once (every submit path). Bounded queues: overload is refused, not queued.
-    # 32, not 64: past capacity the accepted commands' p99 follows it (Little's law, docs/capacity.md). Not 16,
-    # even in a gateway that decides its own commands, where 16 halves that p99: it also refused commands
-    # at a quarter of capacity whenever the machine stalled for a moment (docs/capacity.md, eighth pass).
-    gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 32)
     # The deployment shape (docs/architecture.md, "The deployment shape"): every gateway runs the shard engine
     # over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands of rooms whose shard it holds
     # itself, without the command stream (Engine.decide_here); the others go through the stream to whoever
@@ -115,11 +113,14 @@ class Settings(BaseSettings):
     # than separate engine processes, same run (docs/capacity.md, "The deployment shape"). false: an
     # HTTP-only gateway, for a layout that runs `almanac engine` shard processes instead.
     gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", True)
-    # Reads that fold or re-decide a whole room (/series, /verification, explain, bisect, audit views, dispute
-    # bundles, bundle checks) this gateway process runs at once, off its event loop (gateway.heavy_reads);
-    # past it 503 overloaded + Retry-After at once, never queued.
-    gateway_max_heavy_reads: int = _env("ALMANAC_GATEWAY_MAX_HEAVY_READS", 2)
-    max_outcome_waiters: int = _env("ALMANAC_MAX_OUTCOME_WAITERS", 1_024)
+    # Overload (services/gateway/overload.py): one policy, two settings, this one and ALMANAC_GATEWAY_TARGET_WAIT_MS.
+    # Commands this gateway process decides at once (past it: 503 overloaded + Retry-After); the process's other
+    # bounds of work at once follow from it (``max_outcome_waiters``, ``gateway_max_heavy_reads``). Bounded
+    # queues: overload is refused, not queued. 32, not 64: past capacity the accepted commands' p99 follows it
+    # (Little's law, docs/capacity.md). Not 16, even in a gateway that decides its own commands, where 16 halves
+    # that p99: it also refused commands at a quarter of capacity whenever the machine stalled for a moment
+    # (docs/capacity.md, eighth pass).
+    gateway_max_inflight: int = _env("ALMANAC_GATEWAY_MAX_INFLIGHT", 32)
     # ... and refused while the commands' waits show a standing queue (overload.StandingQueue, CoDel's test):
     # every command that finished within the last 100 ms waited longer than this (ms; 0 = off) beyond the
     # service's own wait, with 8 or more in flight. With the in-flight limit above, the whole admission policy.
@@ -168,12 +169,28 @@ class Settings(BaseSettings):
     # (429 ``bot_seats_full``), since any player may hand up to 16 seats per room to the bots process.
     max_bot_seats: int = _env("ALMANAC_MAX_BOT_SEATS", 10_000)
 
+    @property
+    def max_outcome_waiters(self) -> int:
+        """Outcome waits one gateway process holds at once (every submit path; past it 503 overloaded):
+        ``OUTCOME_WAITERS_PER_SLOT`` per command slot. The in-flight limit bounds the commands; this bound is the
+        backstop for the waits it does not count (resends of decided commands, admitted past the limit to be
+        answered their stored outcome), so it sits far above the limit: 1,024 at the default 32."""
+        return OUTCOME_WAITERS_PER_SLOT * self.gateway_max_inflight
+
+    @property
+    def gateway_max_heavy_reads(self) -> int:
+        """Reads that fold or re-decide a whole room (/series, /verification, explain, bisect, audit views, dispute
+        bundles, bundle checks) one gateway process runs at once, off its event loop (gateway.heavy_reads); past
+        it 503 overloaded + Retry-After at once, never queued: one per ``SLOTS_PER_HEAVY_READ`` command slots, at
+        least one (2 at the default 32). One such read costs the CPU of hundreds of commands, so a process that
+        takes on fewer commands at once takes on fewer of them too."""
+        return max(1, self.gateway_max_inflight // SLOTS_PER_HEAVY_READ)
+
     @field_validator("shard_count", "snapshot_every", "lease_ms", "batch_size", "max_attempts", "token_ttl_s",
-                     "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "max_outcome_waiters",
-                     "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
+                     "command_timeout_ms", "max_body_bytes", "gateway_max_inflight", "http_max_head_bytes", "http_max_headers", "http_read_timeout_ms",
                      "live_max_feeds_per_seat", "live_max_feeds_per_address", "live_max_feeds",
                      "webhook_max_attempts", "webhook_backoff_max_s", "webhook_timeout_s", "webhook_concurrency",
-                     "redis_max_connections", "redis_pool_wait_ms", "gateway_max_heavy_reads", "max_bot_seats")
+                     "redis_max_connections", "redis_pool_wait_ms", "max_bot_seats")
     @classmethod
     def _positive(cls, value: int, info: ValidationInfo) -> int:
         if value <= 0:
@@ -297,10 +314,22 @@ class _Environ(EnvSettingsSource):
         return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
 
 
+# Settings that no longer exist, and what took their place: a deployment that still sets one is refused at start,
+# one line each, rather than silently run with a bound its operator thinks they chose.
+RETIRED = {
+    "ALMANAC_MAX_OUTCOME_WAITERS": "derived now: 32 outcome waits per ALMANAC_GATEWAY_MAX_INFLIGHT slot",
+    "ALMANAC_GATEWAY_MAX_HEAVY_READS": "derived now: one whole-room read per 16 ALMANAC_GATEWAY_MAX_INFLIGHT slots",
+}
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Settings from ``environ`` (default ``os.environ``), then ``overrides`` (field names; None = not
     given); raises SettingsError listing every bad value, one line each."""
-    values: dict[str, object] = dict(_Environ(os.environ if environ is None else environ)())
+    environ = os.environ if environ is None else environ
+    retired = [f"{name} is no longer a setting ({why}): remove it" for name, why in RETIRED.items() if environ.get(name)]
+    if retired:
+        raise SettingsError(retired)
+    values: dict[str, object] = dict(_Environ(environ)())
     values.update({_ENV[field]: value for field, value in overrides.items() if value is not None})
     try:
         return Settings.model_validate(values)

@@ -280,7 +280,7 @@ class ExportFileStore:
             return None
         for rejection in document["rejections"]:
             if _command_id(rejection.get("command_id"), rejection["record"]) == command_id:
-                return StoredOutcome(room=room, error=rejection.get("error") or {})
+                return StoredOutcome(room=room, error=rejection.get("error") or {}, record=_unb64(rejection["record"]))
         known = document.get("outcomes", {}).get(command_id)
         if known is not None:
             return StoredOutcome(room=room, first_version=known[0], last_version=known[1])
@@ -334,7 +334,7 @@ class ExportFileStore:
                 return AppendResult(outcome=known, duplicate=True)
             self._writable(room)["rejections"].append({"record": _b64(record), "error": error, "command_id": command_id})
             self._persist(room)
-            return AppendResult(outcome=StoredOutcome(room=room, error=error))
+            return AppendResult(outcome=StoredOutcome(room=room, error=error, record=record))
 
     async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
         return await write_one_by_one(self, requests)

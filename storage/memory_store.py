@@ -68,7 +68,7 @@ class MemoryEventStore:
             known = self._outcomes.get((room, command_id))
             if known is not None:
                 return AppendResult(outcome=known, duplicate=True)
-            outcome = StoredOutcome(room=room, error=error)
+            outcome = StoredOutcome(room=room, error=error, record=record)
             self._outcomes[(room, command_id)] = outcome
             self._rejections.setdefault(room, []).append(record)
             return AppendResult(outcome=outcome)

@@ -447,7 +447,7 @@ class RedisEventStore:
         return self._reject_result(room, await self._reject(keys=script_keys, args=args))
 
     def _reject_call(self, request: RejectRequest) -> tuple[list[str], list]:
-        outcome = StoredOutcome(room=request.room, error=request.error)
+        outcome = StoredOutcome(room=request.room, error=request.error, record=request.record)
         script_keys = [self.keys.command_outcome(request.room, request.command_id), self.keys.rejected(request.room),
                        self.keys.command_ids(request.room)]
         return script_keys, [codec.encode(outcome), request.record, "" if self.keeps_refusals(request.room) else "q",
@@ -575,7 +575,7 @@ class RedisEventStore:
                 script_keys += [keys.command_outcome(room, request.command_id), keys.rejected(room),
                                 keys.command_ids(room)]
                 script_args += ["r" if self.keeps_refusals(room) else "q", room,
-                                encode(StoredOutcome(room=room, error=request.error)), request.record, *sent]
+                                encode(StoredOutcome(room=room, error=request.error, record=request.record)), request.record, *sent]
                 continue
             expected, count = request.expected_version, len(request.envelopes)
             script_keys += [keys.events(room), keys.version(room), keys.command_outcome(room, request.command_id),

@@ -8,7 +8,9 @@ Never fakeredis. Each test that asks for a client gets an empty keyspace.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -27,8 +29,18 @@ from almanac.services.embedded_redis import EmbeddedRedis  # noqa: E402
 
 registry.register(COUNTER)
 
+# workerinput key: the folder where each xdist worker writes the xdist_group of each file it collected
+FILE_GROUPS = "almanac_file_groups"
+FILE_GROUPS_DIR = pytest.StashKey[str]()  # that folder, in the controller's config
+
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A data directory of the run's own (each worker's), never the checkout's `.almanac`: commands that sign with a
+    # deployment's secrets refuse where there is none (services/cli/common.deployment_settings), so a test would
+    # pass or fail by whether an earlier test had made one in the working directory; nor may tests write secrets
+    # into the checkout. A test that needs another names its own (ALMANAC_DATA_DIR in its environment).
+    if not os.environ.get("ALMANAC_DATA_DIR"):
+        os.environ["ALMANAC_DATA_DIR"] = tempfile.mkdtemp(prefix="almanac-tests-data-")
     # With xdist workers (-n), each starts a Redis of its own. One REDIS_URL would be shared by them all: each
     # test flushes it, and some count the server's clients or watch its commands.
     workers = getattr(config.option, "numprocesses", None) or 0
@@ -40,10 +52,20 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # On xdist's workers, the files marked xdist_group (the longest) first, each file's tests still together and
     # in order: they then start at once instead of being the run's last minutes. In one process: as collected.
-    if not getattr(config.option, "numprocesses", None):
+    # A worker is told by its workerinput: xdist sets its numprocesses to None.
+    if not hasattr(config, "workerinput"):
         return
-    grouped = {item.path for item in items if item.get_closest_marker("xdist_group")}
-    items.sort(key=lambda item: item.path not in grouped)
+    groups = {item.nodeid.split("::", 1)[0]: "_".join(sorted({str(mark.args[0] if mark.args else
+                                                                mark.kwargs.get("name", "default"))
+                                                            for mark in item.iter_markers("xdist_group")}))
+              for item in items if item.get_closest_marker("xdist_group")}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in groups)
+    if FILE_GROUPS in config.workerinput:
+        # The scheduler (in the controller, which collects nothing) reads each grouped file's group from here:
+        # xdist's own channel, a "@group" suffix on the node id, is lost on pytest >= 9.2 (structured node ids,
+        # pytest-dev/pytest-xdist#1386), and the groups were then spread over workers like any file.
+        target = Path(config.workerinput[FILE_GROUPS]) / f"{config.workerinput['workerid']}.json"
+        target.write_text(json.dumps(groups))
 
 
 # Test workers of a run over several files with `-n auto` (pyproject's addopts; this hook picks the number). Most
@@ -67,23 +89,46 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """Each worker is told where to write the groups of the files it collected (pytest_collection_modifyitems)."""
+    if node.config.getvalue("dist") == "loadgroup":
+        if FILE_GROUPS_DIR not in node.config.stash:
+            node.config.stash[FILE_GROUPS_DIR] = tempfile.mkdtemp(prefix="almanac-file-groups-")
+        node.workerinput[FILE_GROUPS] = node.config.stash[FILE_GROUPS_DIR]
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadgroup`` with whole files as the unit: a test file runs on one worker, so
     its module fixtures (a gateway stack, a moto server, a browser) start once, as in a serial run; the files
     marked ``xdist_group(name)`` run one after the other on one worker (the Redis Clusters whose failover
     timing a second Cluster starting beside them would disturb). Scopes are sent in collection order (no
-    reordering by size): the slow files of tests/cluster come first, not last."""
+    reordering by size): the grouped files come first (the workers sort them so), the rest as collected."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling  # noqa: PLC0415 - xdist is there when this hook is called
 
     class FileGroupScheduling(LoadGroupScheduling):
+        file_groups: dict[str, str] | None = None
+
         def _split_scope(self, nodeid: str) -> str:
             grouped = super()._split_scope(nodeid)
-            return grouped if grouped != nodeid else nodeid.split("::", 1)[0]
+            if grouped != nodeid:
+                return grouped  # xdist's "@group" suffix, where the pytest in use keeps it
+            if self.file_groups is None:  # read once every worker has collected (scopes are split after that)
+                folder = config.stash.get(FILE_GROUPS_DIR, None)
+                written = sorted(Path(folder).glob("*.json")) if folder else []
+                self.file_groups = json.loads(written[0].read_text()) if written else {}
+            path = nodeid.split("::", 1)[0]
+            return f"@{self.file_groups[path]}" if path in self.file_groups else path
 
     config.option.loadscopereorder = False
     return FileGroupScheduling(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if FILE_GROUPS_DIR in config.stash:
+        shutil.rmtree(config.stash[FILE_GROUPS_DIR], ignore_errors=True)
 
 
 def _docker_answers() -> bool:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from almanac.events import codec, commitments as cm
 from almanac.events.signing import command_bytes, join_bytes
-from almanac.events.step import CommandRecord
+from almanac.events.step import CommandRecord, decode_record
 from almanac.services.checkpoints import Checkpointer, KeyRing
 from almanac.services.forensics.bundle import dispute_bundle
 from almanac.services.forensics.player_bundle import player_bundle
@@ -152,3 +153,47 @@ async def anns_bundle(join_key: Ed25519PrivateKey | None = None) -> tuple[dict, 
     await room.roll("b1", "bob")
     bundle = await player_bundle(store, deployment, ROOM, "ann", 0)
     return bundle, [at_join], deployment.ring.document
+
+
+# --- refusal receipts (docs/bundle-format.md section 8): the deployment signs each refusal it answers --------------
+
+DEPLOYMENT = Checkpointer(KeyRing([hashlib.sha256(b"the deployment's checkpoint key").digest()]), b"\x07" * 32)
+
+
+async def whole_bundle(room: Room) -> dict:
+    """The auditor's bundle of the whole room (its commitments opened, its head signed by DEPLOYMENT), as JSON."""
+    latest = await room.store.latest_version(room.room)
+    return json.loads(json.dumps(await dispute_bundle(room.store, room.room, 0, versions=(1, latest),
+                                                      checkpointer=DEPLOYMENT)))
+
+
+async def bobs_receipted_refusal() -> tuple[Room, dict, CommandRecord]:
+    """A room where bob's reveal of a wrong nonce is refused (honestly) and answered with its receipt (as the gateway
+    answers it: ``Checkpointer.refusal_receipt`` of the outcome's record); then ann ends it. The receipt and bob's
+    refusal record with it."""
+    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=True)
+    await room.roll("a1", "ann", sign=True)
+    refused = await room.send("bad-reveal", "bob", {"kind": "reveal_nonce", "nonce": WRONG_NONCE})
+    assert not refused.accepted and refused.error["code"] == "nonce_mismatch" and refused.record is not None
+    receipt = await DEPLOYMENT.refusal_receipt(room.store, refused.record, refused.error["code"])
+    assert receipt is not None
+    await room.roll("b1", "bob")
+    assert (await room.send("end", "ann", {"kind": "end_room"}, sign=True)).accepted
+    return room, receipt, decode_record(refused.record)
+
+
+async def anns_falsely_refused_roll() -> tuple[Room, dict, CommandRecord]:
+    """A room where a cheating operator answers ann's signed roll, which the rules accept at the version she saw,
+    "refused" (game_over) with a receipt and records nothing; she sends it again under another id (accepted), bob
+    rolls, she ends the room. The receipt and the refused record it signs."""
+    room = await Room(MemoryEventStore()).open(ann_signs=True, ann_signs_join=True)
+    await room.roll("a1", "ann", sign=True)
+    at = await room.store.latest_version(room.room)
+    sent = signed(CommandRecord(command_id=f"{room.room}:ann:a2", room=room.room, player="ann", server_time_ms=9_000,
+                                body={"kind": "roll", "dice": 5}), seen_version=at)
+    refused = msgspec.structs.replace(sent, refused_at_version=at)
+    receipt = await DEPLOYMENT.refusal_receipt(room.store, codec.encode(refused), "game_over")
+    await room.roll("a2-again", "ann", sign=True)
+    await room.roll("b1", "bob")
+    assert (await room.send("end", "ann", {"kind": "end_room"}, sign=True)).accepted
+    return room, receipt, refused

@@ -44,13 +44,19 @@ failure, and says what each passed step proved:
               commands before it decided; the events must come out byte for byte as recorded. An edit
               before the slice or after it, a dropped, swapped or inserted event, re-sealed or not, fails
               here or in coverage: no event of the chain is taken on trust.
+3b. receipts  (with refusal receipts players hold, docs/bundle-format.md section 8) each is signed by a key of the
+              key set given, of this room, its record the command it names refused at its version, on this history
+              (the commitment head there is the one signed), its command never recorded accepted; after redecide,
+              its command decided again at its version is refused with the signed code: one the rules accept is
+              a false refusal (failed, naming the receipt); skipped before the seed is out.
 11. refusals  each refused command in the bundle is decided again at its version and refused with the same
               code, and no command id is refused twice. Refusals write no event, so the chain does not cover
               them: one signed by its player with the key their seat registered in the chain, in the form that
               signs the version it was sent against (``events.signing``, v2: it is refused only there), is
               covered by that signature; a bundle that shows any other (unsigned, or signed in the v1 form that
-              names no version) is INCOMPLETE (it rests on the operator's word), and an invented one never
-              VERIFIES.
+              names no version) is INCOMPLETE (it rests on the operator's word) unless its player holds the
+              deployment's receipt of it (given as in 3b: it must be the signed record and code), and an
+              invented one never VERIFIES.
 
 The verdict is VERIFIED only when every step ran and passed; NOT VERIFIED when one failed (damaged or
 hostile input included: never an exception); else INCOMPLETE, naming each step that did not run. Whatever it is,
@@ -69,13 +75,14 @@ from typing import Any
 
 import msgspec
 
-from almanac.events import codec, readable, registry, room as room_rules
+from almanac.events import codec, commitments as cm, readable, registry, room as room_rules
 from almanac.events.dice import seed_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.forensics.checkpoint_check import (
     CheckpointFailure,
     check_checkpoints,
+    check_receipts,
     commitment_heads,
     trusted,
 )
@@ -257,19 +264,22 @@ def parse_expected_head(text: str) -> tuple[int | None, str]:
 
 def verify_bundle(bundle: Any, expect_head: str | None = None, *,
                   anchors: Sequence[tuple[str, str]] = (), stored_refusals: Collection[bytes] | None = None,
-                  checkpoints: Sequence[Any] | None = None, keys: Any = None) -> Verdict:
+                  checkpoints: Sequence[Any] | None = None, keys: Any = None,
+                  receipts: Sequence[Any] | None = None) -> Verdict:
     """Check a bundle (parsed JSON) step by step; the verdict names every step, the first failure and what did
     not run. ``expect_head``: a head you obtained elsewhere (``HASH`` or ``VERSION:HASH``); ``anchors``: more
     such heads, each with who vouches for it (``("12:ab…", "the server's own chain")``); ``stored_refusals``: the
     refusal records a server holding the room stored (each refusal shown must be one); ``checkpoints``: signed
     checkpoints players hold (any number, any player), checked with the key set ``keys`` (docs/bundle-format.md;
-    a ``VERSION:HASH`` head may also be a checkpoint's commitment head). Never raises on any input: a damaged or
+    a ``VERSION:HASH`` head may also be a checkpoint's commitment head); ``receipts``: signed refusal receipts
+    players hold (docs/bundle-format.md section 8), checked with ``keys`` too, each decided again at its version
+    (step ``receipts``: one the rules accept there is a false refusal). Never raises on any input: a damaged or
     hostile bundle is a failed step."""
     verdict = Verdict(room=str(bundle.get("room", ""))[:200] if isinstance(bundle, dict) else "")
     at = ["format"]  # the step under way, named if the input breaks it
     heads = ([(expect_head, "you")] if expect_head is not None else []) + list(anchors)
     try:
-        _run(bundle, verdict, heads, stored_refusals, at, checkpoints, keys)
+        _run(bundle, verdict, heads, stored_refusals, at, checkpoints, keys, list(receipts or []))
     except _Failed as failure:
         verdict.steps.append(failure.step)
     except RecursionError:
@@ -343,7 +353,8 @@ def _checkpoint_step(bundle: dict, room: str, chain: list[Envelope], checkpoints
 
 
 def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refusals: Collection[bytes] | None,
-         at: list[str], checkpoints: Sequence[Any] | None = None, keys: Any = None) -> None:
+         at: list[str], checkpoints: Sequence[Any] | None = None, keys: Any = None,
+         receipts: list[Any] | None = None) -> None:
     passed = verdict.steps.append
 
     # 1. format
@@ -427,6 +438,7 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
             raise _Failed(step)
         passed(step)
     signed = step is not None
+    receipted = _receipts_held(room, commit_heads, chain, receipts or [], keys, at)
 
     # 3. anchor: heads from outside the bundle (the chain must pass through each)
     at[0] = "anchor"
@@ -602,7 +614,8 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
         for name in ("coverage", "redecide"):
             verdict.steps.append(_skipped(name, "the bundle carries no command records, so no event can be tied to "
                                           "the command that decided it, nor any command decided again"))
-        _refusals(verdict, refusals, chain, None, None, held_refusals, at)
+        _receipts_redecided(verdict, receipted, chain, None, None, at)
+        _refusals(verdict, refusals, chain, None, None, held_refusals, at, receipted=receipted)
         return
     stored: list[tuple[int, bytes]] = []
     for index, pair in enumerate(records):
@@ -665,7 +678,8 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
                 "command(s) are among them"))
     if seed is None:
         verdict.steps.append(_skipped("redecide", "needs the seed, revealed when the room ends"))
-        _refusals(verdict, refusals, chain, None, None, held_refusals, at)
+        _receipts_redecided(verdict, receipted, chain, None, None, at)
+        _refusals(verdict, refusals, chain, None, None, held_refusals, at, receipted=receipted)
         return
 
     # 10. redecide: every command from room.created on (events.forensics.redecide), not only the slice's
@@ -695,14 +709,69 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
     passed(Step(name="redecide", status="passed", detail=f"each of the {len(spans)} command(s) of the whole chain, "
                 f"room.created to the head, decided again by {ref} with its dice re-derived from the seed, gives "
                 "exactly the recorded events"))
+    _receipts_redecided(verdict, receipted, chain, seed, nonces, at)
     _refusals(verdict, refusals, chain, seed, nonces, held_refusals, at,
-              joins_signed=signed_joins(chain, [record for _, _, record in spans]))
+              joins_signed=signed_joins(chain, [record for _, _, record in spans]), receipted=receipted)
+
+
+_Receipted = list[tuple[Any, CommandRecord, bytes]]
+
+
+def _receipts_held(room: str, commit_heads: list[bytes] | None, chain: list[Envelope], receipts: list[Any],
+                   keys: Any, at: list[str]) -> _Receipted:
+    """The refusal receipts given, each checked against the chain (checkpoint_check.check_receipts) with the key set
+    given from outside; a contradiction fails step ``receipts`` naming the receipt."""
+    if not receipts:
+        return []
+    at[0] = "receipts"
+    try:
+        if keys is None:
+            raise CheckpointFailure("refusal receipts were given but no key set to check their signatures with (the "
+                                    "deployment's /.well-known/almanac-keys.json)")
+        return check_receipts(room, commit_heads, chain, receipts, trusted(keys))
+    except CheckpointFailure as failure:
+        raise _Failed(Step(name="receipts", status="failed", detail=failure.detail, version=failure.version,
+                           recorded=failure.recorded, recomputed=failure.recomputed, sides=failure.sides)) from None
+
+
+def _receipts_redecided(verdict: Verdict, receipted: _Receipted, chain: list[Envelope], seed: bytes | None,
+                        nonces: Any, at: list[str]) -> None:
+    """10b. receipts: each refusal the deployment signed is decided again at its version against the chain and
+    refused there with the signed code; one the rules accept is a false refusal (the step fails naming it)."""
+    if not receipted:
+        return
+    at[0] = "receipts"
+    if seed is None:
+        verdict.steps.append(_skipped("receipts", f"{len(receipted)} refusal receipt(s) are validly signed and on "
+                                      "this history, but deciding their commands again needs the seed (revealed "
+                                      "when the room ends): whether the refusals were true is not checked"))
+        return
+    for receipt, record, _ in receipted:
+        label = cm.receipt_label(receipt)
+        _, wrong = recheck_refusals(chain, [Refusal(record=record, error={"code": receipt["code"]})], seed,
+                                    nonces=nonces)
+        if wrong is None:
+            continue
+        if wrong.recomputed is None:
+            raise _fail("receipts", f"false refusal: {label} signs that command {record.command_id!r} of "
+                        f"{record.player!r} was refused ({receipt['code']}) at version {receipt['version']}, but the "
+                        "rules decide it again there and accept it", receipt["version"],
+                        recorded=receipt["code"], recomputed="accepted", sides=("signed refusal", "re-decided"))
+        raise _fail("receipts", f"{label}: its command decided again at version {receipt['version']} is refused for "
+                    "another reason than the one signed", receipt["version"], recorded=receipt["code"],
+                    recomputed=wrong.recomputed.to_dict(), sides=("signed refusal", "re-decided"))
+    verdict.steps.append(Step(name="receipts", status="passed", detail=f"each of the {len(receipted)} refusal "
+                              "receipt(s) is signed by a trusted key on this history, and its command decided again "
+                              "at its version is refused with the signed code: the refusals were true"))
 
 
 def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed: bytes | None,
-              nonces: Any, stored: Collection[bytes] | None, at: list[str], joins_signed: Collection[str] = ()) -> None:
-    """11. refusals: each one refused again with its code; any shown leaves the verdict INCOMPLETE (not chained)."""
+              nonces: Any, stored: Collection[bytes] | None, at: list[str], joins_signed: Collection[str] = (),
+              receipted: _Receipted = ()) -> None:
+    """11. refusals: each one refused again with its code; any shown leaves the verdict INCOMPLETE (not chained)
+    unless its player signed it or holds the deployment's receipt of it."""
     at[0] = "refusals"
+    by_receipt = {record.command_id: (raw, receipt) for receipt, record, raw in receipted}
     kept = []
     for entry in refusals:
         try:
@@ -719,6 +788,12 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
             raise _fail("refusals", f"the readable refusal {record.command_id!r} is not its stored record",
                         record.refused_at_version, recorded=truth, recomputed=entry, sides=("stored", "readable"))
         kept.append(Refusal(record=record, error=error_entry if isinstance(error_entry, dict) else None))
+        signed_for = by_receipt.get(record.command_id)
+        if signed_for is not None and (signed_for[0] != data or (kept[-1].error or {}).get("code") != signed_for[1]["code"]):
+            raise _fail("refusals", f"refused command {record.command_id!r} is not shown as the deployment signed its "
+                        f"refusal ({cm.receipt_label(signed_for[1])}): another record or code",
+                        record.refused_at_version, recorded=signed_for[1]["code"],
+                        recomputed=(kept[-1].error or {}).get("code"), sides=("signed refusal", "bundle"))
     first_shown: dict[str, int | None] = {}
     for refusal in kept:
         record = refusal.record
@@ -747,6 +822,9 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
         return
     signed: list[Refusal] = []
     rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed, joins_signed=joins_signed)
+    # A refusal its player holds the deployment's receipt of was answered to them then, at that version: not one
+    # invented later (the receipts step checked the signature and the history it stands on).
+    signed += [r for r in kept if r.record.command_id in by_receipt and r not in signed]
     if refused is not None:
         command_id = refused.refusal.record.command_id
         if not refused.placed:
@@ -762,7 +840,8 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     if len(signed) == len(kept):
         verdict.steps.append(Step(name="refusals", status="passed", detail=f"each of the {rechecked} refused "
                                   "command(s) shown is signed by its player with the key their seat registered in "
-                                  "the chain, over the version it is shown refused at, and refused again with its "
+                                  "the chain, over the version it is shown refused at, or answered to its player "
+                                  "with the deployment's signed receipt they hold, and refused again with its "
                                   "recorded code: covered by the signature"))
         return
     held = " and each is one the server holding the room stored," if stored is not None else ""

@@ -1,5 +1,6 @@
 """The bundle verifier's commitment-chain step: recompute every head from the chain's envelopes and their salts,
-then check that the history passes through each signed checkpoint a player holds (docs/bundle-format.md)."""
+then check that the history passes through each signed checkpoint and refusal receipt a player holds
+(docs/bundle-format.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from almanac.events import commitments as cm
 from almanac.events.envelope import Envelope
+from almanac.events.step import CommandRecord, decode_record
 
 
 class CheckpointFailure(Exception):
@@ -158,3 +162,57 @@ def check_checkpoints(room: str, heads: list[bytes], checkpoints: list[Any], key
             raise CheckpointFailure(f"checkpoint {label}: the bundle's history does not pass through it (an event "
                                     f"at or before version {version} differs from what was signed)", version,
                                     recorded=checkpoint["head"], recomputed=heads[version - 1].hex())
+
+
+def check_receipts(room: str, heads: list[bytes] | None, chain: list[Envelope], receipts: list[Any],
+                   keys: dict[str, bytes]) -> list[tuple[Mapping, CommandRecord, bytes]]:
+    """Every refusal receipt a player holds (docs/bundle-format.md section 8) well formed, signed by a trusted key,
+    of ``room``, its record the command it names refused at its version, and on the bundle's history (the
+    commitment head at that version is the one it signs); its command never recorded accepted. Returns each with
+    its decoded record and stored bytes, for deciding it again (``bundle_check``). The first contradiction raises
+    a CheckpointFailure naming the receipt."""
+    accepted = {}
+    for envelope in chain:
+        accepted.setdefault(envelope.command_id, envelope.version)
+    checked = []
+    for receipt in receipts:
+        label = cm.receipt_label(receipt)
+        problem = cm.receipt_problem(receipt)
+        if problem is not None:
+            raise CheckpointFailure(f"{label} is malformed: {problem}")
+        version = receipt["version"]
+        if receipt["kid"] not in keys:
+            raise CheckpointFailure(f"{label} is signed by key {receipt['kid']}, which is not in the trusted key set "
+                                    f"({', '.join(sorted(keys))})", version)
+        if not cm.receipt_signature_valid(keys[receipt["kid"]], receipt):
+            raise CheckpointFailure(f"{label}: the signature is not valid (forged or altered)", version)
+        if receipt["room"] != room:
+            raise CheckpointFailure(f"{label} is of room {receipt['room']!r}, not of this bundle's room {room!r}",
+                                    version, recorded=receipt["room"], recomputed=room, sides=("receipt", "bundle"))
+        raw = base64.b64decode(receipt["raw"])
+        try:
+            record = decode_record(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise CheckpointFailure(f"{label}: its command record does not decode ({error})", version) from None
+        said = (receipt["room"], receipt["player"], receipt["command_id"], version)
+        held = (record.room, record.player, record.command_id, record.refused_at_version)
+        if said != held:
+            raise CheckpointFailure(f"{label}: its command record is not the command it names, refused at its version",
+                                    version, recorded=list(said), recomputed=list(held), sides=("signed", "record"))
+        if version > len(chain):
+            raise CheckpointFailure(f"{label}: the bundle's chain ends at version {len(chain)}, before the refusal "
+                                    "(truncated or rolled back)", version, recorded=version, recomputed=len(chain),
+                                    sides=("receipt", "bundle ends at"))
+        if heads is None:
+            raise CheckpointFailure(f"{label}: the bundle carries no commitment openings (no commitments section), so "
+                                    "the history it was refused on cannot be checked")
+        if heads[version - 1].hex() != receipt["head"]:
+            raise CheckpointFailure(f"{label}: the bundle's history does not pass through the version it was refused "
+                                    f"at (an event at or before version {version} differs from what was signed)",
+                                    version, recorded=receipt["head"], recomputed=heads[version - 1].hex())
+        if record.command_id in accepted:
+            raise CheckpointFailure(f"{label}: the deployment signed this command's refusal, yet the chain records it "
+                                    f"accepted at version {accepted[record.command_id]} (a command id is decided once)",
+                                    accepted[record.command_id])
+        checked.append((receipt, record, raw))
+    return checked

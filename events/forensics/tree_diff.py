@@ -35,7 +35,8 @@ def tree_diff(before: Any, after: Any, path: str = "") -> list[Change]:
 
     Two maps are compared key by key (``before``'s order, then keys only ``after`` has), two sequences
     of one length index by index, two of different lengths by content (the elements removed and added); anything else is a leaf, different when its type or value differs (``1`` is not
-    ``True``). A side that is absent, or of another shape, is one row with its whole value.
+    ``True``). A map or list on one side only (a key or element that came or left) is a row per leaf inside it,
+    the other side ABSENT; a side of another shape is one row with its whole value.
     """
     changes: list[Change] = []
     _walk(before, after, path, changes)
@@ -54,8 +55,26 @@ def _walk(before: Any, after: Any, path: str, changes: list[Change]) -> None:
         else:
             _walk_resized(before, after, path, changes)
         return
+    if before is ABSENT or after is ABSENT:  # one side lacks it: what the other holds, leaf by leaf
+        _walk_one_side(before, after, path, changes)
+        return
     if type(before) is not type(after) or before != after:
         changes.append((path, before, after))
+
+
+def _walk_one_side(before: Any, after: Any, path: str, changes: list[Change]) -> None:
+    """A map or a list on one side only (an element that came, a key that appeared) is its leaves, each a row
+    against ABSENT, so every printed path is a leaf explain reads; an empty one, or a leaf, is one row."""
+    present = after if before is ABSENT else before
+    if isinstance(present, Mapping) and present:
+        items: list[tuple[str, Any]] = [(_key_path(path, key), value) for key, value in present.items()]
+    elif isinstance(present, list | tuple) and present:
+        items = [(f"{path}[{index}]", value) for index, value in enumerate(present)]
+    else:
+        changes.append((path, before, after))
+        return
+    for inner_path, value in items:
+        _walk(ABSENT if before is ABSENT else value, value if before is ABSENT else ABSENT, inner_path, changes)
 
 
 EXACT_ALIGNMENT = 250_000  # cells of the longest-common-subsequence table; beyond it difflib's faster matcher
@@ -104,8 +123,10 @@ def _walk_resized(before: Sequence[Any], after: Sequence[Any], path: str, change
         paired = min(high - low, last - first)
         for offset in range(paired):  # an element replaced in place: what in it changed, at its index after
             _walk(before[low + offset], after[first + offset], f"{path}[{first + offset}]", changes)
-        changes.extend((f"{path}[{index}]", before[index], ABSENT) for index in range(low + paired, high))
-        changes.extend((f"{path}[{index}]", ABSENT, after[index]) for index in range(first + paired, last))
+        for index in range(low + paired, high):
+            _walk(before[index], ABSENT, f"{path}[{index}]", changes)
+        for index in range(first + paired, last):
+            _walk(ABSENT, after[index], f"{path}[{index}]", changes)
         low, first = high + 1, last + 1
 
 

@@ -14,8 +14,9 @@ from types import ModuleType
 import typer
 
 from almanac.events import registry
+from almanac.services import bootstrap
 from almanac.services.cli import app
-from almanac.services.cli.common import fail, redis_url_for, settings_or_exit
+from almanac.services.cli.common import bootstrapped, fail, settings_or_exit
 from almanac.services.stack import StackError
 
 INSTALL_HINT = ("the benchmarks are not installed (they are not part of the almanac wheel): from a checkout of the "
@@ -37,11 +38,13 @@ def bench_module(name: str) -> ModuleType:
 
 
 def run_on_redis(name: str, *args: object, pass_settings: bool = False) -> None:
-    """``almanac.bench.<name>``'s ``main`` on the settings' Redis (the data directory's, started if none runs), given
-    its URL, or (``pass_settings``) the settings pointed at it, then ``args``."""
+    """``almanac.bench.<name>``'s ``main`` on a Redis it may fill and flush (``bootstrap.scratch_redis_url``: REDIS_URL,
+    else a throwaway one, never a deployment's), given its URL, or (``pass_settings``) the settings pointed at it,
+    then ``args``."""
     main = bench_module(name).main
-    settings = settings_or_exit()
-    with redis_url_for(settings, create=True) as url:
+    settings = settings_or_exit(own_data_dir=True)
+    with contextlib.ExitStack() as scratch:
+        url = bootstrapped(lambda: scratch.enter_context(bootstrap.scratch_redis_url(settings)))
         main(settings.model_copy(update={"redis_url": url}) if pass_settings else url, *args)
 
 
@@ -77,7 +80,7 @@ def bench_idle(seconds: float = typer.Option(60.0, min=1.0, help="Length of each
     main = bench_module("idle").main
 
     with stack_errors():
-        main(settings_or_exit(), seconds, runs)
+        main(settings_or_exit(own_data_dir=True), seconds, runs)
 
 
 @bench_app.command("rules")
@@ -181,7 +184,7 @@ def bench_live(feeds: int = typer.Option(1_000, min=10, help="Live feeds (distin
     main = bench_module("live").main
 
     with stack_errors():
-        main(settings_or_exit(), feeds, requests)
+        main(settings_or_exit(own_data_dir=True), feeds, requests)
 
 
 @bench_app.command("signing")
@@ -192,7 +195,7 @@ def bench_signing(rounds: int = typer.Option(3, min=1, max=50, help="Pairs of wi
     main = bench_module("signing").main
 
     with stack_errors():
-        main(settings_or_exit(), rounds, rooms, clients)
+        main(settings_or_exit(own_data_dir=True), rounds, rooms, clients)
 
 
 @bench_app.command("forensics-tools")

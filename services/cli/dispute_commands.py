@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from almanac.events.commitments import read_checkpoint_file
+from almanac.events.commitments import read_checkpoint_file, read_receipt_file
 from almanac.events.forensics.bundle_check import INCOMPLETE, verify_bundle
 from almanac.events.forensics.player_check import compare_player_bundles, verify_player_bundle
 from almanac.services.checkpoints import Checkpointer
@@ -91,6 +91,19 @@ def _held_checkpoints(files: list[Path] | None, key_set: Any) -> tuple[list[Any]
     return held, key_set
 
 
+def _held_receipts(files: list[Path] | None, key_set: Any) -> tuple[list[Any], Any]:
+    """The refusal receipts of ``files`` and the key set to check them with (``key_set``, else the files' own)."""
+    held: list[Any] = []
+    for path in files or []:
+        try:
+            found, their_keys = read_receipt_file(_read_json(path))
+        except ValueError as error:
+            raise fail(f"{path}: {error}") from None
+        held += found
+        key_set = key_set if key_set is not None else their_keys
+    return held, key_set
+
+
 @app.command("verify-bundle")
 def verify_bundle_command(
     file: Annotated[Path, typer.Argument(help="A bundle written by `almanac dispute`.")],
@@ -103,13 +116,18 @@ def verify_bundle_command(
     keys: Annotated[Path | None, typer.Option(
         "--keys", help="The deployment's key set (/.well-known/almanac-keys.json) to check signatures with; "
                        "default: the checkpoint files' own, else the bundle's.")] = None,
+    receipts: Annotated[list[Path] | None, typer.Option(
+        "--receipts", help="A file of signed refusal receipts (a refusal answer's `receipt`, a list of them or an "
+                           "almanac-receipts file; repeat for more): each must stand on the bundle's history and its "
+                           "command, decided again there, be refused with the signed code (else: a false refusal).")] = None,
 ) -> None:
-    """Check a dispute bundle offline (no Redis): chain, checkpoints, anchor, readable events, rules, seed, every
-    command of the whole chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a check did not run: it
-    is named)."""
+    """Check a dispute bundle offline (no Redis): chain, checkpoints, refusal receipts, anchor, readable events,
+    rules, seed, every command of the whole chain re-decided. Exit 0 VERIFIED, 1 NOT VERIFIED, 3 INCOMPLETE (a
+    check did not run: it is named)."""
     bundle = _read_json(file)
     held, key_set = _held_checkpoints(checkpoints, _read_json(keys) if keys is not None else None)
-    verdict = verify_bundle(bundle, expect_head, checkpoints=held, keys=key_set)
+    receipted, key_set = _held_receipts(receipts, key_set)
+    verdict = verify_bundle(bundle, expect_head, checkpoints=held, keys=key_set, receipts=receipted)
     console.print(verdict.text(), highlight=False, markup=False)
     if verdict.status == INCOMPLETE:
         raise typer.Exit(INCOMPLETE_EXIT)

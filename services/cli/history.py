@@ -81,7 +81,8 @@ def state_command(
     room: str = typer.Argument(..., help="Room id."),
     at: int = typer.Option(None, "--at", help="The state as it was at this version (default: the latest)."),
     at_time: int = typer.Option(None, "--at-time", help="The state as it was at this server time (ms)."),
-    diff: int = typer.Option(None, "--diff", help="Show what changed between this version and the shown one."),
+    diff: int = typer.Option(None, "--diff",
+                             help="Show what changed between this version and the shown one, the older first."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Time travel: the room's state at a version or a time, and what changed since another version."""
@@ -100,12 +101,12 @@ def state_command(
             version = before[-1]
         check_version(version, latest, "--at")
         base = await RoomLoader(store, 0).base_of(envelopes[0])  # a fork folds onto its parent
-        later = _fold(envelopes[:version], base)
-        earlier = None
-        if diff is not None:
-            check_version(diff, latest, "--diff")
-            earlier = _fold(envelopes[:diff], base)
-        return later, earlier
+        if diff is None:
+            return _fold(envelopes[:version], base), None
+        check_version(diff, latest, "--diff")
+        # Older first whichever option names it, as a change reads (and `almanac diff` of a room and its fork)
+        older, newer = sorted((version, diff))
+        return _fold(envelopes[:newer], base), _fold(envelopes[:older], base)
 
     later, earlier = with_store(work)
     shown = state_document(later)

@@ -27,6 +27,7 @@ from almanac.services.gateway.schemas import (
     TOKEN_REQUIRED,
     CheckpointBody,
     KeySetBody,
+    ReceiptBody,
     decode_body,
     openapi_body,
 )
@@ -78,6 +79,9 @@ class VerifyBundleRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unkn
     checkpoints: Annotated[list[CheckpointBody], msgspec.Meta(max_length=10_000)] = []
     # The key set to check signatures with; default: this deployment's (GET /.well-known/almanac-keys.json).
     keys: KeySetBody | None = None
+    # Signed refusal receipts players hold (docs/bundle-format.md section 8): each must stand on the bundle's history
+    # and its command, decided again there, be refused with the signed code; one the rules accept is a false refusal.
+    receipts: Annotated[list[ReceiptBody], msgspec.Meta(max_length=1_000)] = []
 
 
 async def _verify_posted(store: Any, body: VerifyBundleRequest, claims: Claims, keys: dict[str, Any]) -> Verdict:
@@ -104,8 +108,9 @@ async def _verify_posted(store: Any, body: VerifyBundleRequest, claims: Claims, 
                 anchors.append((f"{version}:{envelope.hash}", "the server's own chain"))
             refusals = set(await store.rejections(room))  # a refusal shown must be one stored here
     checkpoints = [msgspec.structs.asdict(checkpoint) for checkpoint in body.checkpoints]
+    receipts = [msgspec.structs.asdict(receipt) for receipt in body.receipts]
     return verify_bundle(body.bundle, body.expect_head, anchors=anchors, stored_refusals=refusals,
-                         checkpoints=checkpoints, keys=keys)
+                         checkpoints=checkpoints, keys=keys, receipts=receipts)
 
 
 async def _auditors_only(store: Any, room: str, latest: int) -> bool:
@@ -129,9 +134,11 @@ async def bundles_verify(request: Request) -> Response:
     body: VerifyBundleRequest = decode_body(await request.body(), VerifyBundleRequest)
     keys = to_builtins(body.keys) if body.keys is not None else gw.checkpoints.ring.document
     verdict = await gw.heavy.run(lambda store: _verify_posted(store, body, claims, keys))  # off the event loop, a few at once
+    # ``seats`` as the text's seats line shows them: only while no step failed (a failed chain's seats are nobody's)
+    seats = to_builtins(verdict.seats) if verdict.seats is not None and verdict.failed is None else None
     return json_response({"ok": verdict.ok, "status": verdict.status, "room": verdict.room,
                           "unchecked": verdict.unchecked, "steps": to_builtins(verdict.steps),
-                          "text": verdict.text()})
+                          "text": verdict.text(), "seats": seats})
 
 
 @router.get("/.well-known/almanac-keys.json", summary="The deployment's checkpoint key set: the Ed25519 public keys "

@@ -4,19 +4,21 @@ Swagger UI / ReDoc served from the package's own copies of their assets, so /doc
 from __future__ import annotations
 
 import copy
+from functools import cache
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from almanac.events import registry
 from almanac.events.room import RoomState
 from almanac.services.gateway import game_schemas, responses
-from almanac.services.gateway.api_console import ASSETS_URL
+from almanac.services.gateway.api_console import ASSETS_URL, STATIC_DIR
 from almanac.services.gateway.schemas import SECURITY_SCHEME
 
 VENDOR = f"{ASSETS_URL}/vendor"
@@ -202,6 +204,9 @@ def error_schema() -> dict[str, Any]:
             # responses.Allowed: a list of values, or the bound a rule names (a count, a version, {"min": ...})
             "allowed": {**msgspec.json.schema(responses.Allowed),
                         "description": "the values, or the bound, that would have been accepted"},
+            "receipt": {"$ref": "#/components/schemas/RefusalReceipt",
+                        "description": "a refusal by the rules that was recorded: the deployment's signed receipt "
+                                       "of it (docs/bundle-format.md section 8); keep it"},
         },
         "additionalProperties": True,
     }
@@ -302,16 +307,34 @@ REDOC_PAGE = """<!doctype html>
 <body>
   <noscript>ReDoc needs JavaScript; the document itself is at <a href="{openapi_url}">{openapi_url}</a>.</noscript>
   <redoc spec-url="{openapi_url}" disable-telemetry="true"></redoc>
-  <script type="module" src="{vendor}/redoc/redoc.standalone.js"></script>
+  <script type="module" src="{bundle}"></script>
 </body>
 </html>
 """
 
-# Redoc draws its "API docs by Redocly" logo from cdn.redoc.ly (no option turns it off, in 2.5 as in 3.0):
-# the page allows nothing but this server, so no reader's browser calls out, online or not (the browser
-# logs the refused logo). Its search builds a worker from a string (eval), hence 'unsafe-eval'.
+# Redoc draws its "API docs by Redocly" logo from cdn.redoc.ly (no option turns it off, in 2.5 as in 3.0). The
+# page allows nothing but this server, so no reader's browser calls out, online or not: the vendored bundle (kept
+# unchanged, SHA256SUMS) is served with the logo's two addresses made a drawing of its own name, inline. Its search
+# builds a worker from a string (eval), hence 'unsafe-eval'.
 REDOC_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-eval'; img-src 'self' data:; "
                 "style-src 'self' 'unsafe-inline'; worker-src 'self' blob:; font-src 'self' data:")
+REDOC_BUNDLE = "/redoc/redoc.standalone.js"
+REDOC_LOGOS = ("https://cdn.redoc.ly/redoc/logo-mini-full.svg", "https://cdn.redoc.ly/redoc/logo-mini.svg")
+REDOC_LOGO = "data:image/svg+xml," + quote(
+    '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="20"><text x="0" y="15" font-family="sans-serif" '
+    'font-size="13" fill="#8a8a8a">Redocly</text></svg>')
+
+
+@cache
+def redoc_bundle() -> bytes:
+    """The vendored Redoc bundle with its logo inline; refuses to serve one whose logo addresses moved (an update
+    of the vendored file must look again, not let the page call out)."""
+    text = (STATIC_DIR / "vendor" / "redoc" / "redoc.standalone.js").read_text(encoding="utf-8")
+    for logo in REDOC_LOGOS:
+        if logo not in text:
+            raise RuntimeError(f"the vendored Redoc no longer names {logo}: see services/gateway/api_docs.py")
+        text = text.replace(logo, REDOC_LOGO)
+    return text.encode()
 
 
 def docs_router(openapi_url: str) -> APIRouter:
@@ -329,7 +352,13 @@ def docs_router(openapi_url: str) -> APIRouter:
 
     @router.get("/redoc")
     async def redoc() -> HTMLResponse:
-        return HTMLResponse(REDOC_PAGE.format(openapi_url=escape(openapi_url, quote=True), vendor=VENDOR),
+        return HTMLResponse(REDOC_PAGE.format(openapi_url=escape(openapi_url, quote=True), vendor=VENDOR,
+                                              bundle=REDOC_BUNDLE),
                             headers={"Content-Security-Policy": REDOC_POLICY})
+
+    @router.get(REDOC_BUNDLE)
+    async def redoc_script() -> Response:
+        return Response(redoc_bundle(), media_type="text/javascript",
+                        headers={"Cache-Control": "public, max-age=3600"})
 
     return router

@@ -133,6 +133,20 @@ async def _outcome_answer(gw: Gateway, outcome: Outcome, shown: dict[int, Shown]
                                 shown=shown, status=status, headers=headers)
 
 
+async def _refused(gw: Gateway, outcome: Outcome, client_id: str) -> ApiError:
+    """``_refusal`` with, for a refusal the engine recorded, its signed refusal receipt (``receipt``; docs/bundle-
+    format.md section 8): the player's proof of what the deployment answered, at which version."""
+    error = _refusal(outcome, client_id)
+    if outcome.record is not None and error.status == 422:
+        try:
+            receipt = await gw.checkpoints.refusal_receipt(gw.store, outcome.record, error.code)
+        except LookupError:  # the room's versions up to the refusal cannot be read here now: answered without one
+            receipt = None
+        if receipt is not None:
+            error.extra["receipt"] = receipt
+    return error
+
+
 def _refusal(outcome: Outcome, client_id: str) -> ApiError:
     error = dict(outcome.error or {})
     code = str(error.pop("code", "refused"))
@@ -168,7 +182,7 @@ async def _answer(gw: Gateway, outcome: Outcome | None, room: str, player: str, 
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
-        raise _refusal(outcome, client_id)
+        raise await _refused(gw, outcome, client_id)
     shown = _shown(outcome)
     return await _outcome_answer(gw, outcome, shown, _outcome_body(outcome, shown, player, client_id))
 
@@ -262,7 +276,7 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
         return _pending(room, client_id)  # decided later: its recorded outcome settles the seats (bots.settle_pending)
     if not outcome.accepted:
         await bots.release_seats(gw.client, gw.keys, reserved)
-        error = _refusal(outcome, client_id)
+        error = await _refused(gw, outcome, client_id)
         if error.code == "room_exists":
             error.status = 409
         raise error
@@ -369,7 +383,7 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
         return _pending(room, client_id)  # decided later: its recorded outcome settles the seat (bots.settle_pending)
     if not outcome.accepted:
         await bots.release_seats(gw.client, gw.keys, reserved)
-        raise _refusal(outcome, client_id)
+        raise await _refused(gw, outcome, client_id)
     (added,) = await bots.confirm_seats(gw.client, gw.keys, [(room, seat)], now_ms())  # after the log says so
     shown = _shown(outcome)
     handed = _outcome_body(outcome, shown, seat, client_id)
@@ -479,7 +493,7 @@ async def _join_room(gw: Gateway, request: Request, room: str) -> Response:
     if outcome is None:
         return _pending(room, client_id)
     if not outcome.accepted:
-        raise _refusal(outcome, client_id)
+        raise await _refused(gw, outcome, client_id)
     _refuse_replayed_grant(outcome, body.player, "join", client_id)
     shown = _shown(outcome)
     answer = _outcome_body(outcome, shown, body.player, client_id)
@@ -718,7 +732,8 @@ async def _replayed(gw: Gateway, room: str, player: str, command_id: str, stored
     """The answer a stored outcome makes, marked duplicate (its events read back when it was accepted)."""
     envelopes = await gw.store.read(room, stored.first_version, stored.last_version) if stored.accepted else []
     outcome = Outcome(command_id=command_id, room=room, accepted=stored.accepted, first_version=stored.first_version,
-                      last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True)
+                      last_version=stored.last_version, error=stored.error, envelopes=envelopes, duplicate=True,
+                      record=stored.record)
     return await _answer(gw, outcome, room, player, command_id)
 
 

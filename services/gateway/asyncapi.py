@@ -21,7 +21,10 @@ from almanac.services.room_service import CommandRecord, Outcome
 router = APIRouter(tags=["operations"])
 REF = "#/components/schemas/"
 
-_SHARD = {"shard": {"description": "the shard hash tag sNN: crc32(room) % ALMANAC_SHARDS, two digits"}}
+# The key's hash tag is the parameter's value, braces included: AsyncAPI reads each ``{name}`` of an address as one
+# parameter, so the tag's own braces cannot also stand in the template (storage/keys.py shard_tag).
+_SHARD = {"shard": {"description": "the shard's Redis hash tag {sNN}, braces included: NN = crc32(room) % "
+                                   "ALMANAC_SHARDS, two digits", "examples": ["{s07}"]}}
 
 
 @cache
@@ -86,10 +89,10 @@ def asyncapi_document() -> dict[str, Any]:
                                "code 4000 + HTTP status", "application/json"),
     }
     channels = {
-        "shardCommands": {"address": "alm:{{{shard}}}:commands", "parameters": _SHARD,
+        "shardCommands": {"address": "alm:{shard}:commands", "parameters": _SHARD,
                           "description": "the engine's input: gateways XADD, the shard's lease holder XREADGROUPs",
                           "messages": {"command": {"$ref": "#/components/messages/command"}}},
-        "shardFeed": {"address": "alm:{{{shard}}}:feed", "parameters": _SHARD,
+        "shardFeed": {"address": "alm:{shard}:feed", "parameters": _SHARD,
                       "description": "one entry per append (the projector's input); entries the projector "
                                      "applied more than ALMANAC_STREAM_RETAIN_S ago are trimmed",
                       "messages": {"feedEntry": {"$ref": "#/components/messages/feedEntry"}}},
@@ -103,10 +106,10 @@ def asyncapi_document() -> dict[str, Any]:
                      "description": "pub/sub: the engine PUBLISHes the outcome of an entry that names no reply "
                                     "channel; a client SUBSCRIBEs to its command's before it submits",
                      "messages": {"outcome": {"$ref": "#/components/messages/outcome"}}},
-        "deadLetters": {"address": "alm:{{{shard}}}:dead", "parameters": _SHARD,
+        "deadLetters": {"address": "alm:{shard}:dead", "parameters": _SHARD,
                         "description": "commands that failed max_attempts times",
                         "messages": {"deadLetter": {"$ref": "#/components/messages/deadLetter"}}},
-        "roomEvents": {"address": "alm:{{{shard}}}:room:{room}:events",
+        "roomEvents": {"address": "alm:{shard}:room:{room}:events",
                        "parameters": {**_SHARD, "room": {"description": "room id"}},
                        "description": "the room's log: immutable, hash-chained",
                        "messages": {"event": {"$ref": "#/components/messages/event"}}},

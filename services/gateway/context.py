@@ -33,6 +33,7 @@ from almanac.services.gateway.outcomes import OutcomeWaiter, SubscriptionLost, d
 from almanac.services.gateway.overload import Admission, FairShare
 from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReader, Viewer
+from almanac.services.gateway.schemas import TOKEN_REQUIRED
 from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
 from almanac.storage.base import CommandLimited, StoredOutcome
@@ -148,6 +149,18 @@ class Gateway:
             raise ApiError(401, "token_invalid", str(error), "token") from None
         self._remember_token(token, claims)
         return claims
+
+    def outsider_refusal(self, request: Request) -> ApiError | None:
+        """The 401 of a call to a route that requires a token (schemas.TOKEN_REQUIRED) without a valid one; None
+        otherwise. The parameter checks (422) use it first: who calls is told before what they sent is judged."""
+        route = request.scope.get("route")
+        if (getattr(route, "openapi_extra", None) or {}).get("security") != TOKEN_REQUIRED["security"]:
+            return None
+        try:
+            self.claims(bearer(request))
+        except ApiError as refusal:
+            return refusal
+        return None
 
     def known_claims(self, token: str) -> Claims | None:
         """The claims of a token this gateway already verified and that has not expired; None otherwise (no

@@ -176,6 +176,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_parameter(request: Request, error: RequestValidationError) -> Response:
+        gateway = getattr(request.app.state, "gateway", None)
+        outsider = gateway.outsider_refusal(request) if gateway is not None else None
+        if outsider is not None:  # an outsider learns it needs a token, not which parameters the route takes
+            return json_response(outsider.body(), outsider.status, outsider.headers)
         first = error.errors()[0] if error.errors() else {}
         location = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "header", "body")]
         field = ".".join(location) or None

@@ -9,7 +9,7 @@ realm@2's every one, is documented once: ``names[name]["versions"]`` maps each v
   (``RuleSet.allowed_values``, "kind.field") is an enum (a map field: its keys are);
 * ``<Name>Event``: the payload of any event of its rooms (the room's own events included) as a player may
   receive it: a field the rule-set may hide from that player (its ``secrets``) is its value or
-  ``{"hidden": true}``;
+  ``{"hidden": true}``; a string field named as a command field with an enum takes that enum (``_carry_enums``);
 * ``<Name>State``: the game's state, as an auditor reads it under ``state.game``;
 * ``<Name>View``: what one player sees (``RuleSet.view_type``), when the manifest declares it;
 * its creation options (``options_type``) and resolved setup (``setup_type``), under their own names (prefixed):
@@ -111,7 +111,9 @@ def _version_components(label: str, manifest: Any, prefix: str, hidden_ref: dict
     event_refs = schemas[len(decider.command_types): len(decider.command_types) + len(event_types)]
     state_ref = schemas[-1]
     _publish_allowed_values(manifest, own, command_refs, ref_prefix)
-    event_refs = _player_events(decider, event_types, event_refs, own, hidden_ref, ref_prefix)
+    # the events whole (an auditor's, an audit step's) and as a player receives them
+    whole, event_refs = event_refs, _player_events(decider, event_types, event_refs, own, hidden_ref, ref_prefix)
+    _carry_enums(own, command_refs, [*whole, *event_refs], ref_prefix)
     parts = {part: _named(own, schema, f"{prefix}Create{part.capitalize()}", ref_prefix)
              for part, schema in (("options", options_ref), ("setup", setup_ref))}
     mapping = {t.__struct_config__.tag: s["$ref"] for t, s in zip(decider.command_types, command_refs, strict=True)}
@@ -202,8 +204,28 @@ def _declared(components: dict[str, Any], types: list[type], ref: str, prefix: s
     refs, found = msgspec.json.schema_components(types, ref_template=ref)
     own = {f"{prefix}{key}": value for key, value in found.items()}
     _string_keys(own)
-    components.update(own)
+    for name, schema in own.items():
+        # a record the events share (realm's Transfer) keeps the enums _carry_enums gave it there
+        if name not in components or _without_enums(components[name]) != schema:
+            components[name] = schema
     return [r["$ref"].rsplit("/", 1)[-1] for r in refs]
+
+
+def _without_enums(schema: Any) -> Any:
+    """``schema`` without the enums this module adds (``_set_enum``): as msgspec wrote it."""
+    if isinstance(schema, dict):
+        plain = {key: _without_enums(value) for key, value in schema.items()
+                 if not (key == "enum" and schema.get("type") == "string")}
+        if "propertyNames" in schema:  # a map's keys: their enum is _set_enum's, any other bound msgspec's
+            keys = {key: value for key, value in schema["propertyNames"].items() if key != "enum"}
+            if keys:
+                plain["propertyNames"] = keys
+            else:
+                del plain["propertyNames"]
+        return plain
+    if isinstance(schema, list):
+        return [_without_enums(value) for value in schema]
+    return schema
 
 
 def _union(title: str, description: str, members: list[str], ref_prefix: str) -> dict[str, Any]:
@@ -302,6 +324,64 @@ def _publish_allowed_values(manifest: Any, components: dict[str, Any], command_r
         _set_enum(properties[field], list(values), path)
 
 
+def _enum_values(schema: dict[str, Any]) -> list[str] | None:
+    """The values ``_set_enum`` gave a field (a string's, an optional string's, a map's keys'), or None."""
+    if "enum" in schema:
+        return schema["enum"]
+    if "enum" in schema.get("propertyNames", {}):
+        return schema["propertyNames"]["enum"]
+    return next((member["enum"] for member in schema.get("anyOf", []) if "enum" in member), None)
+
+
+def _carry_enums(components: dict[str, Any], command_refs: list[dict[str, Any]], roots: list[dict[str, Any]],
+                 ref_prefix: str) -> None:
+    """Every string field (or map, or optional string) of the events, at any depth, named as a command field whose
+    values the manifest publishes, takes those values as its enum: an event records what the command named under
+    the same name (``Mined.ore`` is ``mine.ore``). Where two commands publish one name with different values
+    (``mine.ore``, ``smelt.ore``), the field takes them all, in the order they come. By construction: no list
+    names an event's fields, a new rule-set's events are covered. Not the view nor the state: they keep what the
+    rules fold, not what a command named, under names that need not match (realm's merchant ``want`` is the
+    offer's ``pay``, "" for nothing named). tests/gateway/test_typed_schemas.py holds real events to these enums."""
+    by_name: dict[str, list[str]] = {}
+    for ref in command_refs:
+        for name, field in _component(components, ref, ref_prefix).get("properties", {}).items():
+            values = _enum_values(field)
+            if values is not None:
+                by_name[name] = list(dict.fromkeys([*by_name.get(name, []), *values]))
+    if not by_name:
+        return
+    seen: set[str] = set()
+
+    def walk(schema: Any) -> None:
+        if isinstance(schema, list):
+            for item in schema:
+                walk(item)
+            return
+        if not isinstance(schema, dict):
+            return
+        target = schema.get("$ref", "")
+        if target.startswith(ref_prefix) and target[len(ref_prefix):] in components:
+            name = target[len(ref_prefix):]
+            if name not in seen:  # a record several events share is given its enums once
+                seen.add(name)
+                walk(components[name])
+            return
+        for name, field in schema.get("properties", {}).items():
+            if name in by_name and _enum_values(field) is None and _holds_strings(field):
+                _set_enum(field, by_name[name], name)
+        for key in ("properties", "anyOf", "oneOf", "items", "prefixItems", "additionalProperties", "$defs"):
+            inner = schema.get(key)
+            walk(list(inner.values()) if key in ("properties", "$defs") and isinstance(inner, dict) else inner)
+
+    walk(roots)
+
+
+def _holds_strings(schema: dict[str, Any]) -> bool:
+    """A field ``_set_enum`` can give values: a string, an optional string, or a map (its keys)."""
+    return (schema.get("type") == "string" or (schema.get("type") == "object" and "additionalProperties" in schema)
+            or any(_holds_strings(member) for member in schema.get("anyOf", [])))
+
+
 def _set_enum(schema: dict[str, Any], values: list[str], path: str) -> None:
     """The string (or the string member of an optional, or a map's keys) takes exactly ``values``."""
     if schema.get("type") == "string":
@@ -309,11 +389,12 @@ def _set_enum(schema: dict[str, Any], values: list[str], path: str) -> None:
     elif schema.get("type") == "object" and "additionalProperties" in schema:
         schema["propertyNames"] = {**schema.get("propertyNames", {}), "enum": values}
     elif "anyOf" in schema:
-        strings = [member for member in schema["anyOf"] if member.get("type") == "string"]
+        strings = [member for member in schema["anyOf"] if member.get("type") == "string"
+                   or (member.get("type") == "object" and "additionalProperties" in member)]
         if not strings:
             raise ValueError(f"allowed_values {path!r}: the field holds no string")
         for member in strings:
-            member["enum"] = values
+            _set_enum(member, values, path)
     else:
         raise ValueError(f"allowed_values {path!r}: the field is not a string or a map")
 

@@ -1,6 +1,7 @@
 """The gateway's admission of commands: one policy with two settings.
 
-``ALMANAC_GATEWAY_MAX_INFLIGHT`` bounds how many commands a gateway process has started and not answered;
+``ALMANAC_GATEWAY_MAX_INFLIGHT`` bounds how many commands a gateway process has started and not answered (and with
+them its other bounds of work at once: ``Settings.max_outcome_waiters``, ``Settings.gateway_max_heavy_reads``);
 ``ALMANAC_GATEWAY_TARGET_WAIT_MS`` bounds how long they wait, beyond the service's own wait, before a queue is
 said to stand (``StandingQueue``, CoDel's test). A command that would pass either bound is refused at once (503
 ``overloaded`` with Retry-After), never queued: a refusal costs microseconds and tells the client when to come

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from almanac.events.forensics.signers import Seats
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import VerifyReport
 from almanac.services.notifier import NoticeKind, Scope
@@ -49,6 +50,23 @@ class Checkpoint(_Body):
     room: str
     version: int
     head: str
+    kid: str
+    sig: str
+
+
+class RefusalReceipt(_Body):
+    """The deployment's signature on a refusal it answered (docs/bundle-format.md section 8): the room at the version
+    the command was refused at (``head``: the commitment head a checkpoint there signs), who sent which command
+    (``raw``: its stored record, base64 msgpack) and the ``code``. Keep it: ``verify-bundle --receipts`` later proves
+    the refusal true, or false when the rules accept the command there."""
+
+    room: str
+    version: int
+    head: str
+    player: str
+    command_id: str
+    code: str
+    raw: str
     kid: str
     sig: str
 
@@ -94,6 +112,8 @@ class Failure(_Body):
     message: str
     field: str | None = None
     allowed: Allowed | None = None
+    # A refusal by the rules that the engine recorded: its signed receipt (a 422 of a command, join or create)
+    receipt: RefusalReceipt | None = None
 
 
 class SeatReclaimed(_Body):
@@ -816,6 +836,9 @@ class BundleVerdict(_Body):
     unchecked: list[str]
     steps: list[BundleStep]
     text: str
+    # The room's dice scheme and which seats signed their commands and joins, with the caveats (as the text's "seats"
+    # line and `almanac verify-bundle` print them); null when a step failed or the chain could not be read.
+    seats: Seats | None = None
 
 
 class WebhookSubscription(_Body):
@@ -945,7 +968,7 @@ RESPONSES: dict[tuple[str, str], tuple[int, type]] = {
 }
 # Types an answer names only through a hand-written schema reference (BisectAnswer.other, DIVERGENCE_SIDE), and the
 # live feeds' frame (a WebSocket's, no route's answer): documented too.
-ALSO_DOCUMENTED = (EventRow, RefusedUnder, EnvelopeView, Failure, LiveEvent)
+ALSO_DOCUMENTED = (EventRow, RefusedUnder, EnvelopeView, Failure, LiveEvent, RefusalReceipt)
 # Commands the engine has not answered within the wait: 202 with where to ask later.
 PENDING = OutcomePending
 PENDING_ROUTES = (("post", "/rooms"), ("post", "/rooms/{room}/join"), ("post", "/rooms/{room}/end"),

@@ -208,6 +208,20 @@ class CheckpointBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sig: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{128}(?!\n)$")]
 
 
+class ReceiptBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A signed refusal receipt a player holds (docs/bundle-format.md section 8)."""
+
+    room: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    version: Annotated[int, msgspec.Meta(ge=1, le=2**62)]
+    head: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$")]
+    player: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    command_id: Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
+    code: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_.]{1,100}(?!\n)$")]
+    raw: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000, pattern=r"^[A-Za-z0-9+/]+={0,2}(?!\n)$")]
+    kid: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
+    sig: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{128}(?!\n)$")]
+
+
 class KeyBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     kid: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}(?!\n)$")]
     alg: Literal["Ed25519"]

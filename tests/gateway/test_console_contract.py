@@ -21,7 +21,8 @@ def test_openapi_has_bearer_auth_the_error_shape_and_typed_commands(api: TestCli
     assert document["components"]["securitySchemes"]["bearer"] == {
         "type": "http", "scheme": "bearer", "description": "a player token from create/join, or an auditor token"}
     schemas = document["components"]["schemas"]
-    assert set(schemas["Error"]["properties"]) == {"code", "message", "field", "allowed"}
+    # (``receipt``: a recorded refusal by the rules, signed: docs/bundle-format.md section 8)
+    assert set(schemas["Error"]["properties"]) == {"code", "message", "field", "allowed", "receipt"}
     for path, item in document["paths"].items():
         for method, operation in item.items():
             assert operation["responses"]["4XX"]["content"]["application/json"]["schema"]["$ref"] == \
@@ -40,7 +41,7 @@ def test_asyncapi_names_every_channel_with_payload_schemas(api: TestClient) -> N
     document = api.get("/asyncapi").json()
     assert document["asyncapi"].startswith("3.")
     addresses = {c["address"] for c in document["channels"].values()}
-    assert {"alm:{{{shard}}}:commands", "alm:{{{shard}}}:feed", "alm:outcome:{command_id}", "alm:{{{shard}}}:dead",
+    assert {"alm:{shard}:commands", "alm:{shard}:feed", "alm:outcome:{command_id}", "alm:{shard}:dead",
             "/rooms/{room}/live"} <= addresses
     schemas = document["components"]["schemas"]
     for message in document["components"]["messages"].values():
@@ -277,3 +278,25 @@ def test_the_document_marks_the_token_required_exactly_where_a_call_without_one_
             assert {"bearer": []} in security, (method, path)
             required = {} not in security
             assert required == (answer.status_code == 401), (method, path, security, answer.status_code, answer.text)
+
+
+def test_an_outsider_is_told_401_before_anything_is_checked_on_every_operation_that_requires_a_token(
+        api: TestClient) -> None:
+    # Given every operation the document says requires the bearer token
+    document = api.get("/openapi.json").json()
+    guarded = [(method, path, operation) for path, item in document["paths"].items()
+               for method, operation in item.items() if {} not in operation["security"]]
+    assert len(guarded) > 10
+    refused = []
+    for method, path, operation in guarded:
+        parameters = operation.get("parameters", [])
+        junk = {p["name"]: "junk" for p in parameters if p["in"] == "query"}
+        for value in ("not a valid id!", "nothing-here"):  # a malformed id, and a well-formed one of nothing
+            url = path.format(**{p["name"]: value for p in parameters if p["in"] == "path"})
+            for query, body in (({}, None), (junk, {"junk": 1})):
+                # When an outsider calls it with no token, its parameters missing or junk, its body missing or junk
+                answer = api.request(method, url, params=query, json=body)
+                # Then the answer is 401 (who are you) before any 422 (what did you send) or 404 (is it there)
+                if answer.status_code != 401:
+                    refused.append((method, url, query, answer.status_code))
+    assert refused == [], "\n".join(map(str, refused))

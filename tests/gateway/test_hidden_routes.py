@@ -113,7 +113,11 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Twin, Twin
             stack = Stack(servers[-1].url, data)
             # One deployment's keys in both: the checkpoints' key ids and signatures are then comparable.
             stack.env.update(ALMANAC_SECRET=SECRET, ALMANAC_ENGINE_NAME="engine", ALMANAC_SIGNING_KEYS="11" * 32,
-                             ALMANAC_COMMIT_SECRET="22" * 32)
+                             ALMANAC_COMMIT_SECRET="22" * 32,
+                             # every viewer follows every channel from two starts at once, all from this one address:
+                             # above the per-seat and per-address caps, the later feeds were refused and compared
+                             # nothing (the caps have their own attack tests, test_live_flood.py)
+                             ALMANAC_LIVE_MAX_FEEDS_PER_SEAT="64", ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS="512")
             stack.start("engine")
             stack.start("projector")
             stacks.append(stack)
@@ -420,6 +424,10 @@ def test_every_route_and_live_message_answers_outsiders_the_same_whatever_the_hi
         # Followed: each version from the start once (a refused feed holds the refusal and the close).
         versions = [message["version"] for message in seen_a if isinstance(message, dict) and "version" in message]
         assert versions in ([], list(range(start, last + 1))), (address, viewer, start, versions, seen_a[:2])
+        # Nothing only because the feed was refused, with a refusal's close code; a spectator's is refused nobody
+        if not versions:
+            assert seen_a and seen_a[-1].get("closed", 0) >= 4000, (address, viewer, start, seen_a[-2:])
+            assert "/watch" not in address, (address, viewer, start, seen_a[-2:])
         compared[f"WS {address} live"] = compared.get(f"WS {address} live", 0) + 1
     wait_projected(a, room, latest)
     wait_projected(b, room, latest)

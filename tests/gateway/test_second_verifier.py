@@ -28,26 +28,32 @@ from bundle_forgery import (
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from signed_rooms import (
     ANN_PUBLIC,
+    DEPLOYMENT,
     OPERATORS_KEY,
     ROOM,
     anns_bundle,
+    anns_falsely_refused_roll,
+    bobs_receipted_refusal,
     ended_room,
     public,
     signed,
     signing_room,
+    whole_bundle,
 )
 from test_console_browser import (  # noqa: F401 - fixtures: the gateway process, Chromium, screenshots
     CHROMIUM,
     auditor,
     base_url,
     board_room_played,
+    board_rules,
+    board_state,
     browser,
     page,
     realm_trade_played,
     shots,
 )
 
-from almanac.events import commitments as cm
+from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.forensics.player_check import verify_player_bundle
 from almanac.events.forensics.signers import seats_line
@@ -193,6 +199,56 @@ def test_the_console_keeps_a_players_checkpoints_and_checks_a_bundle_against_the
     assert exported["format"] == "almanac-checkpoints" and exported["keys"]["keys"]
     assert verify_bundle(bundle, None, checkpoints=exported["checkpoints"], keys=exported["keys"]).failed is None
     assert base64  # envelopes in the bundles are base64 (chain_of decodes them)
+
+
+def test_the_console_keeps_a_refusals_receipt_and_exports_it_as_proof(page, base_url: str, auditor: str,  # noqa: F811
+                                                                       shots: Path, tmp_path: Path) -> None:  # noqa: F811
+    # Given tess's board room (one move played) and her seat in this browser
+    room, token = board_room_played(base_url, auditor, "tess", 1)
+    keys = httpx.get(f"{base_url}/.well-known/almanac-keys.json").json()
+    page.goto("/")
+    page.evaluate("([room, token]) => sessionStorage.setItem(`almanac.seat.${room}`, JSON.stringify({player: 'tess', token}))",
+                  [room, token])
+    page.goto(f"/#/room/{room}")
+    # When she sends a move onto a cell already filled, through the Play form, and it is refused by the rules
+    state = board_state(base_url, auditor, room)
+    element = board_rules.current_element(state)
+    illegal = next(p for p, cells in board_rules.in_map_placements(element) if not board_rules.is_free(state.board, cells))
+    page.locator("#command-kind").select_option("place_element")
+    page.locator("#cmd-row").fill(str(illegal.row))
+    page.locator("#cmd-column").fill(str(illegal.column))
+    page.locator("#cmd-rotation").fill(str(illegal.rotation))
+    page.locator("#cmd-mirror").set_checked(illegal.mirror)
+    page.get_by_role("button", name="Send command").click()
+    page.get_by_test_id("refusal").get_by_role("alert").wait_for()
+    # Then the browser checked the answer's receipt against the pinned key set and kept it
+    page.wait_for_function("(room) => JSON.parse(localStorage.getItem(`almanac-receipts:${room}`) || '[]').length === 1",
+                           arg=room)
+    (receipt,) = page.evaluate("(room) => JSON.parse(localStorage.getItem(`almanac-receipts:${room}`))", room)
+    assert cm.receipt_signature_valid(cm.trusted_keys(keys)[receipt["kid"]], receipt) and receipt["player"] == "tess"
+    panel = page.get_by_role("region", name="Checkpoints")
+    assert panel.get_by_test_id("receipts-held").inner_text() == "1"
+    # and exports it as a receipt file, which, once the room has ended, covers her refusal in the auditor's bundle
+    with page.expect_download() as download:
+        panel.get_by_role("button", name="Export receipts").click()
+    exported = json.loads(Path(download.value.path()).read_text())
+    assert exported["format"] == "almanac-receipts" and exported["receipts"] == [receipt]
+    headers = {"Authorization": f"Bearer {token}"}
+    assert httpx.post(f"{base_url}/rooms/{room}/end", json={"reason": "done"}, headers=headers).status_code == 200
+    head = httpx.get(f"{base_url}/rooms/{room}").json()["version"]
+    bundle = httpx.get(f"{base_url}/rooms/{room}/dispute?from=1&to={head}",
+                       headers={"Authorization": f"Bearer {auditor}"}).json()
+    verdict = verify_bundle(bundle, keys=exported["keys"], receipts=exported["receipts"])
+    assert verdict.ok and next(s for s in verdict.steps if s.name == "receipts").status == "passed", verdict.text()
+    # and the console's own check of that bundle takes the receipts it kept (their signatures and history)
+    kept = tmp_path / "bundle.json"
+    kept.write_text(json.dumps(bundle))
+    page.reload()
+    panel.get_by_label("bundle file").set_input_files(str(kept))
+    shown = panel.get_by_test_id("bundle-verdict")
+    shown.get_by_text("chain and checkpoints verified").wait_for()
+    assert "[skipped] receipts" in shown.inner_text()
+    page.screenshot(path=str(shots / "refusal-receipt-kept.png"), full_page=True)
 
 
 JS_PLAYER_VERDICT = """async ([bundle, checkpoints, keys]) => {
@@ -382,6 +438,85 @@ def test_both_verifiers_agree_on_which_refusals_a_signature_covers(page, base_ur
         "a refusal signed by the operator's key": "skipped",
         "ann's accepted roll shown refused at the version she saw": "refusals",
     }
+
+
+JS_RECEIPTS = """async ([bundle, receipts, keys]) => {
+  const { verifyBundle } = await import("/console/verify.js");
+  const v = await verifyBundle(bundle, { receipts, keys });
+  const step = v.steps.find((s) => s.name === "refusals");
+  return [v.ok, v.failed ? v.failed.name : null, v.failed ? v.failed.version : null, step && !v.failed ? step.status : null,
+          v.failed ? v.failed.detail : ""];
+}"""
+
+
+def receipt_cases() -> tuple[dict[str, tuple[dict, list]], dict, str]:
+    """Bundles of rooms where a refusal was answered with the deployment's receipt (tests/signed_rooms.py), with the
+    receipts a player hands in: bob's honest one, it altered, one a stranger signed, his refusal shown with another
+    code than signed; and ann's receipt of a roll the operator falsely refused. With the key set, and the name of
+    the false refusal's case."""
+    def built():
+        async def both():
+            honest_room, receipt, record = await bobs_receipted_refusal()
+            false_room, false_receipt, _ = await anns_falsely_refused_roll()
+            return await whole_bundle(honest_room), receipt, record, await whole_bundle(false_room), false_receipt
+        return asyncio.run(both())
+
+    with ThreadPoolExecutor(1) as pool:  # (Playwright's sync API keeps an event loop running in this thread)
+        bundle, receipt, record, false_bundle, false_receipt = pool.submit(built).result()
+    invented = msgspec.structs.replace(record, command_id=f"{ROOM}:bob:invented")
+    forged = stranger_ring().sign_refusal(ROOM, receipt["version"], bytes.fromhex(receipt["head"]), invented,
+                                          codec.encode(invented), "nonce_mismatch")
+    recoded = copy(bundle)
+    recoded["refusals"][0]["error"]["code"] = "nonce_reused"
+    false_refusal = "ann's receipt of a roll the operator falsely refused"
+    return {
+        "bob's honest receipt": (bundle, [receipt]),
+        "no receipt": (bundle, []),
+        "bob's receipt, its code altered": (bundle, [{**receipt, "code": "nonce_reused"}]),
+        "a receipt a stranger signed": (bundle, [forged]),
+        "a receipt of another room": (bundle, [{**receipt, "room": "elsewhere"}]),
+        "a malformed receipt": (bundle, [{**receipt, "extra": 1}]),
+        "bob's refusal shown with another code than signed": (recoded, [receipt]),
+        false_refusal: (false_bundle, [false_receipt]),
+    }, DEPLOYMENT.ring.document, false_refusal
+
+
+def test_both_verifiers_agree_on_refusal_receipts_but_only_python_decides_a_false_one(page, base_url: str) -> None:  # noqa: F811
+    # Given the receipts players hand in with the bundles of their rooms
+    cases, keys, false_refusal = receipt_cases()
+    page.goto("/")
+
+    # When each is checked by the Python verifier and by the console's, in Chromium
+    seen = {}
+    for name, (bundle, receipts) in cases.items():
+        python = verify_bundle(bundle, keys=keys, receipts=receipts)
+        step = next((s for s in python.steps if s.name == "refusals"), None)
+        failed = python.failed
+        mine = (failed is None, failed.name if failed else None, failed.version if failed else None,
+                None if failed else step.status)
+        js = page.evaluate(JS_RECEIPTS, [bundle, receipts, keys])
+        seen[name] = (mine, tuple(js[:4]), js[4])
+
+    # Then they agree on every case but the false refusal: the receipt's signature, room, record and history, and
+    # whether the bundle's refusal is the one signed (then covered: "passed", where without it "skipped")
+    assert {name: python[3] if python[0] else python[1] for name, (python, _, _) in seen.items()} == {
+        "bob's honest receipt": "passed",
+        "no receipt": "skipped",
+        "bob's receipt, its code altered": "receipts",
+        "a receipt a stranger signed": "receipts",
+        "a receipt of another room": "receipts",
+        "a malformed receipt": "receipts",
+        "bob's refusal shown with another code than signed": "refusals",
+        false_refusal: "receipts",
+    }
+    for name, (python, js, detail) in seen.items():
+        if name != false_refusal:
+            assert python == js, f"{name}: python {python}, javascript {js} ({detail})"
+    # and the false refusal is the known limit of the console's verifier: deciding the command again needs the
+    # rules, so it takes the validly signed receipt on this history without judging the refusal (docs/bundle-
+    # format.md section 8.3); the Python verifier fails it, naming the receipt
+    python, js, _ = seen[false_refusal]
+    assert python[:2] == (False, "receipts") and js[:2] == (True, None), (python, js)
 
 
 JS_SEATS = """async ([bundle]) => {

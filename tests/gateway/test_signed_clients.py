@@ -309,3 +309,41 @@ def test_the_async_client_signs_as_the_sync_one(live: tuple[str, str]) -> None:
     with Client(url) as client:
         report = client.verification(room, token=auditor)
     assert report["ok"] and report["signing_players"] == ["ann", "bob"] and report["refusals_signed"] == 1, report
+
+
+def test_the_lean_command_sender_sends_prepared_signed_and_unsigned_commands_and_hands_back_every_answer(
+        live: tuple[str, str]) -> None:
+    """Given a realm room whose seats sign (made by the async client) and the client's lean sender (the load
+    generator's path in ``almanac bench e2e`` and ``bench signing``), when it sends prepared bodies, then a body signed
+    by ``signed_command_body`` over the version the seat saw is accepted as the Seat's own, and a refusal (by the
+    rules, or an unsigned body from a signed seat) comes back as its status and ``{code}`` body, never raised."""
+    from almanac.client.lean import CommandSender  # noqa: PLC0415
+
+    url, _ = live
+
+    async def story() -> list[tuple[int, Any]]:
+        async with AsyncClient(url) as client:
+            key, bob_key = PlayerKey.generate(), PlayerKey.generate()
+            ann = await client.create_room("realm", "ann", options={"players": ["ann", "bob"]}, player_key=key)
+            bob = await client.join(ann.room, "bob", player_key=bob_key)
+            sender = CommandSender([url], connections=2)
+            try:
+                sent = []
+                for seat, seat_key, body in ((ann, key, MINE), (ann, key, REFUSED_SMELT), (bob, None, MINE),
+                                             (bob, bob_key, MINE)):
+                    command_id = secrets.token_urlsafe(24)
+                    prepared = (CommandSender.body(body, command_id) if seat_key is None else
+                                CommandSender.signed_command_body(seat_key, seat.room, seat.player, body, command_id,
+                                                                  max(ann.seen_version, bob.seen_version)))
+                    status, payload, _ = await sender.command(seat.room, prepared, seat.token)
+                    answer = json.loads(payload)
+                    if status == 200:
+                        ann.seen_version = bob.seen_version = answer["version"]
+                    sent.append((status, answer.get("code") if status != 200 else answer["version"]))
+            finally:
+                await sender.close()
+            return sent
+
+    (mined, mined_version), (smelt, smelt_code), (unsigned, _), (bob_mined, bob_version) = asyncio.run(story())
+    assert (mined, smelt, smelt_code, bob_mined) == (200, 422, "realm.not_enough_bronze", 200)
+    assert 400 <= unsigned < 500 and bob_version > mined_version

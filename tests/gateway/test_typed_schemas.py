@@ -121,6 +121,68 @@ def test_every_value_list_a_rule_set_publishes_is_an_enum_in_both_documents(docu
     assert "gold" in enum_of(offer["properties"]["buy"]) and "" in enum_of(offer["properties"]["pay"])
 
 
+def free_event_fields(document: dict[str, Any]) -> list[str]:
+    """Each string field (at any depth) of an installed version's events that a command field of the same name and
+    version gives values for, but which does not list them all as its own enum."""
+    from almanac.services.gateway.game_schemas import game_components  # noqa: PLC0415
+
+    schemas = document["components"]["schemas"]
+    free = []
+    for name, parts in game_components()[0].items():
+        for version, named in parts["versions"].items():
+            published: dict[str, set[str]] = {}
+            for member in schemas[named["command"]]["oneOf"]:
+                for field, schema in resolved(document, member).get("properties", {}).items():
+                    published.setdefault(field, set()).update(enum_of(schema) or ())
+            seen: set[str] = set()
+            stack = [schemas[named["event"]]]
+            while stack:
+                schema = stack.pop()
+                if isinstance(schema, list):
+                    stack.extend(schema)
+                    continue
+                if not isinstance(schema, dict):
+                    continue
+                if "$ref" in schema:
+                    if schema["$ref"] not in seen:
+                        seen.add(schema["$ref"])
+                        stack.append(resolved(document, schema))
+                    continue
+                for field, inner in schema.get("properties", {}).items():
+                    strings = inner.get("type") == "string" or any(m.get("type") == "string"
+                                                                    for m in inner.get("anyOf", []))
+                    if published.get(field) and strings and not published[field] <= set(enum_of(inner) or ()):
+                        free.append(f"{name}@{version} {schema.get('title', '?')}.{field}")
+                stack.extend(value for key, value in schema.items() if key != "properties")
+                stack.extend(schema.get("properties", {}).values())
+    return sorted(set(free))
+
+
+@pytest.mark.parametrize("document", ["openapi", "asyncapi"])
+def test_an_event_field_named_as_a_command_field_with_an_enum_carries_its_values(document: str,
+                                                                                 openapi: dict[str, Any]) -> None:
+    # Given every installed version's commands, some of whose fields list their values (realm's mine.ore, moons)
+    doc = openapi if document == "openapi" else asyncapi_document()
+    # When its events are read, as an auditor and as a player receives them (realm's RealmMinedAsSeen)
+    # Then a string field of theirs named as such a command field lists those values too: a typed client gets
+    # the event's ore as the union of ores it sent, not any string
+    assert free_event_fields(doc) == []
+    mined = doc["components"]["schemas"]["RealmMinedAsSeen"]["properties"]
+    assert enum_of(mined["ore"]) == ["stone", "bronze", "iron", "steel", "gold"]
+    assert enum_of(mined["moons"]) == ["count", "save"]
+
+
+def test_the_walk_finds_an_event_field_without_its_enum(openapi: dict[str, Any]) -> None:
+    # The check of the check: the enum taken off a nested event record's field is found
+    document = copy.deepcopy(openapi)
+    raided = document["components"]["schemas"]["RealmRaidedAsSeen"]["properties"]["resource"]
+    raided.pop("enum", None)
+    for member in raided.get("anyOf", []):
+        member.pop("enum", None)
+    assert free_event_fields(document) == ["realm@1 Raided (as a player sees it).resource",
+                                           "realm@2 Raided (as a player sees it).resource"]
+
+
 def test_webhook_kinds_and_scopes_are_the_notifiers_own_enums_in_what_is_sent_and_answered(openapi: dict[str, Any]) -> None:
     """A client never guesses a notice's kind or a subscription's scope: each is an enum of the values the notifier
     knows, in the request it sends, the subscription it gets back and the notice it receives."""

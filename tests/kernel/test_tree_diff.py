@@ -94,3 +94,21 @@ def test_a_board_with_one_cell_changed_is_one_row_and_a_list_that_grew_is_one_ro
     assert tree_diff({"board": board}, {"board": farmed}) == [("board[3][7]", "", "farm")]
     assert tree_diff({"deck": [1, 2]}, {"deck": [1, 2, 3], "time": 1}) == [("deck[2]", ABSENT, 3), ("time", ABSENT, 1)]
     assert tree_diff({"ended": 1}, {"ended": True}) == [("ended", 1, True)]  # equal in Python, not the same value
+
+
+def test_an_object_that_came_into_a_list_or_a_map_is_a_row_per_leaf_each_a_path_explain_reads() -> None:
+    # Given a room that has scored one season (an object in a list) and one that has not
+    season = {"name": "spring", "missions": [{"card": "A", "points": 2}], "scores": {}}
+    scored, unscored = {"seasons": [season], "time": 8}, {"seasons": [], "time": 8}
+    # When the two are compared, either way round
+    # Then the season is its leaves, each against the side that lacks it, never one cell holding it whole
+    assert tree_diff(scored, unscored) == [
+        ("seasons[0].name", "spring", ABSENT), ("seasons[0].missions[0].card", "A", ABSENT),
+        ("seasons[0].missions[0].points", 2, ABSENT), ("seasons[0].scores", {}, ABSENT)]
+    assert [(path, after) for path, before, after in tree_diff(unscored, scored)] == [
+        ("seasons[0].name", "spring"), ("seasons[0].missions[0].card", "A"),
+        ("seasons[0].missions[0].points", 2), ("seasons[0].scores", {})]
+    # and a map key that appeared holding an object likewise
+    assert tree_diff({}, {"fork": {"parent": "r1", "at": 3}}) == [("fork.parent", ABSENT, "r1"), ("fork.at", ABSENT, 3)]
+    for path, *_ in tree_diff(scored, unscored):
+        assert parse_path(path).segments == tuple(re.findall(r"[^.\[\]]+", path))

@@ -52,10 +52,10 @@ def test_out_of_step_the_rooms_are_spread_evenly_over_the_game_at_every_moment()
 
 
 def _window(rate: int, good: int, late: int = 0, shed: int = 0, stack_cpu_s: float = 1.0,
-            others_cpu_s: float = 0.0) -> dict:
+            others_cpu_s: float = 0.0, gateway_cpu_s: float = 0.0) -> dict:
     answers = [(200, 0.01)] * good + [(200, 5.0)] * late + [(503, 0.001)] * shed
     return {"offered_per_s": rate, "seconds": 2.0, "answers": answers, "elapsed_s": 2.0, "stack_cpu_s": stack_cpu_s,
-            "generator_cpu_s": 0.5, "others_cpu_s": others_cpu_s, "load_1m": 3.0}
+            "generator_cpu_s": 0.5, "others_cpu_s": others_cpu_s, "load_1m": 3.0, "gateway_cpu_s": gateway_cpu_s}
 
 
 def test_the_overload_run_interleaves_overload_windows_between_capacity_windows(capsys):
@@ -121,3 +121,23 @@ def test_an_overload_refusal_is_counted_under_the_rule_that_gave_it_without_its_
     lag = failure_kind(503, overloaded("requests wait 61 ms before this gateway process starts them").body())
     assert lag == "503 overloaded (requests wait N ms before this gateway process starts them)"
     assert failure_kind(429, {"code": "rate_limited", "message": "slow down"}) == "429 rate_limited"
+
+
+def test_the_report_names_what_a_refusal_costs_the_gateway_against_a_command_and_the_share_that_leaves(capsys):
+    """Given capacity windows in which the gateway spent 0.5 s of CPU on 2,000 commands (250 µs each) and, between
+    them, a window offered three times that in which it spent the same 0.5 s on 1,250 commands and 4,750 refusals,
+    then the report says a refusal cost it (0.5 s - 1,250 x 250 µs) / 4,750 = 39.5 µs, and that at 3x refusals at that
+    cost leave a gateway with the same CPU (250 - 3 x 39.5) / (250 - 39.5) = 0.62 of its capacity (issue 28, item
+    19: the goal of 0.8 needs a refusal at a tenth of a command)."""
+    measured = [_window(1000, 2000, gateway_cpu_s=0.5), _window(3000, 1250, shed=4750, gateway_cpu_s=0.5),
+                _window(1000, 2000, gateway_cpu_s=0.5)]
+    verdict = judge_windows(measured, 1.0)
+    assert round(verdict["command_cpu_us"]) == 250 and round(verdict["refusal_cpu_us"], 1) == 39.5
+    assert verdict["multiple_offered"] == 3.0 and round(verdict["refusal_bound"], 2) == 0.62
+    verdict.update(offered_per_s=3000, deadline_ms=1000)
+    _print_windows(verdict)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "per accepted command 250 µs" in out and "per refusal 39 µs" in out and "= 0.62 of its capacity" in out
+    # Without the gateways' CPU (an older runner), nothing is claimed.
+    assert "refusal_cpu_us" not in judge_windows([_window(1000, 2000), _window(3000, 1250, shed=4750),
+                                                  _window(1000, 2000)], 1.0)

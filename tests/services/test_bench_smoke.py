@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -123,3 +124,20 @@ def test_the_signing_benchmark_plays_both_arms_to_the_end_and_prints_their_ratio
                   "accepted commands/s", "stack CPU ms/command", "signed / unsigned, per pair",
                   "signing costs the stack", "of which, per process"):
         assert label in printed, label
+
+
+def test_the_live_benchmark_holds_more_feeds_than_one_address_may_and_times_the_end_event_on_real_redis(
+        redis_url, tmp_path, monkeypatch):
+    """Given the live benchmark holding 70 feeds from its one address (past the gateway's default cap of 64 per
+    address), when it runs through almanac.client's live feed, then every feed opens and reads its history (a
+    refused one raises), the ended event reaches them all, and the figures stand beside the no-feeds baseline."""
+    from almanac.bench import live  # noqa: PLC0415
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+
+    for name in ("ALMANAC_LOG_LEVEL", "ALMANAC_REDIS_IDLE_S", "ALMANAC_LIVE_MAX_FEEDS",
+                 "ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # the bench sets them for its stack: restored after
+    figures = live.main(load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)), feeds=70, requests=100)
+    assert figures["open_s"] > 0 and figures["fan_out_ms"] > 0
+    assert figures["feeds"]["redis_clients"][0] >= figures["none"]["redis_clients"][0]
+    assert figures["none"]["p50_ms"] > 0 and figures["feeds"]["p50_ms"] > 0

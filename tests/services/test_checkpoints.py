@@ -37,6 +37,8 @@ def invoke(env: dict, *args: str):
 async def held(redis_client, redis_url, tmp_path) -> dict:
     """Given the golden realm game in a real Redis, alice's checkpoints (what her answers carried), the
     deployment's key set, and an auditor's bundle of trade-24."""
+    # (the deployment's data directory exists: the CLI keeps its secrets there, and refuses to mint them where none is)
+    (tmp_path / "data").mkdir()
     env = {"REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(tmp_path / "data")}
 
     def run(*args: str) -> str:

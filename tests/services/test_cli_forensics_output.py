@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -37,6 +38,11 @@ async def test_a_board_diff_names_each_changed_cell_with_both_values_not_the_who
     assert "state.board" not in rows and "mountain" not in shown.stdout  # the untouched cells are not printed
     as_json = json.loads((await ainvoke(redis_url, "state", board_room, "--at", "4", "--diff", "3", "--json")).stdout)
     assert {"path": "state.board[8][5]", "before": "", "after": "farm"} in as_json["changes"]
+    # And asked the other way round (--at the older version), the older is still the first column
+    flipped = await ainvoke(redis_url, "state", board_room, "--at", "3", "--diff", "4")
+    assert "version 3 -> 4" in flipped.stdout and table_rows(flipped.stdout)["state.board[8][5]"] == ['""', '"farm"']
+    flipped = json.loads((await ainvoke(redis_url, "state", board_room, "--at", "3", "--diff", "4", "--json")).stdout)
+    assert (flipped["from"], flipped["to"]) == (3, 4)
     # The card drawn is one row (the card that left), not a row for every card behind it that moved up
     assert [c for c in as_json["changes"] if c["path"].startswith("state.deck")] == [
         {"path": "state.deck[0]", "before": 10, "after": None}]
@@ -52,6 +58,10 @@ async def test_a_board_diff_names_each_changed_cell_with_both_values_not_the_who
                                             "--at-b", "1", "--json")).stdout)["differences"]
     assert {"path": "state.board[8][5]", "a": "farm", "b": ""} in differences
     assert {"path": "room.players[0]", "a": "bea", "b": None} in differences
+    # and at their latest, a season the room scored and the fork did not is its fields, not a cell holding it whole
+    latest = json.loads((await ainvoke(redis_url, "diff", board_room, "board-what-if", "--json")).stdout)["differences"]
+    assert {"path": "state.seasons[0].name", "a": "spring", "b": None} in latest
+    assert not [d for d in latest if re.fullmatch(r"state\.seasons\[\d+\]", d["path"])]
 
     # And every path either prints is one explain reads (the path language's roots: state., room., scores.)
     printed = {c["path"]: board_room for c in as_json["changes"]}

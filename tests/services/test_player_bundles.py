@@ -32,6 +32,8 @@ runner = CliRunner()
 async def room(redis_client, redis_url, tmp_path) -> dict:
     """Given the golden realm game (alice and bob trade) in a real Redis, recorded as a room created on scheme v2,
     each player's bundle and checkpoints as the deployment issues them, and the published key set."""
+    # (the deployment's data directory exists: the CLI keeps its secrets there, and refuses to mint them where none is)
+    (tmp_path / "data").mkdir()
     env = {"REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"}
 
     def run(*args: str) -> str:

@@ -876,6 +876,8 @@ export interface components {
             checkpoints?: components["schemas"]["CheckpointBody"][];
             /** @default null */
             keys?: components["schemas"]["KeySetBody"] | null;
+            /** @default [] */
+            receipts?: components["schemas"]["ReceiptBody"][];
         };
         /**
          * CheckpointBody
@@ -908,6 +910,21 @@ export interface components {
             public_key: string;
             /** @enum {unknown} */
             status: "active" | "retired";
+        };
+        /**
+         * ReceiptBody
+         * @description A signed refusal receipt a player holds (docs/bundle-format.md section 8).
+         */
+        ReceiptBody: {
+            room: string;
+            version: number;
+            head: string;
+            player: string;
+            command_id: string;
+            code: string;
+            raw: string;
+            kid: string;
+            sig: string;
         };
         /**
          * SubscribeRequest
@@ -1771,7 +1788,7 @@ export interface components {
             /** @default null */
             age_hours?: number | null;
             /** @default null */
-            species?: string | null;
+            species?: ("rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp") | null;
             /** @default null */
             planted_ms?: number | null;
         };
@@ -1878,7 +1895,8 @@ export interface components {
             type: "claim.parcel_cut";
             at_ms: number;
             parcel: number;
-            species: string;
+            /** @enum {string} */
+            species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             age_ms: number;
             grade: string;
             board_feet: number;
@@ -1903,7 +1921,8 @@ export interface components {
             type: "claim.parcel_replanted";
             at_ms: number;
             parcel: number;
-            species: string;
+            /** @enum {string} */
+            species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             cost_cents: number;
         };
         /** MeadowFarmed */
@@ -1929,7 +1948,8 @@ export interface components {
             type: "claim.building_built";
             at_ms: number;
             parcel: number;
-            building: string;
+            /** @enum {string} */
+            building: "cabin" | "barn" | "mill";
             cost_cents: number;
         };
         /** TimberCruised */
@@ -2652,9 +2672,11 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.mined";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             dice: string[];
-            moons: string;
+            /** @enum {string} */
+            moons: "count" | "save";
             stars: number;
             saved_used: number;
             saved_gained: number;
@@ -2667,7 +2689,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.smelted";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number;
             dice: string[];
             stars: number;
@@ -2679,12 +2702,15 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.food_got";
             city: string;
-            method: string;
-            season: string;
+            /** @enum {string} */
+            method: "hunt" | "gather" | "fish" | "farm";
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[];
             stars: number;
             multiplier: string;
-            moon: string;
+            /** @enum {string} */
+            moon: "double" | "save";
             doubled: boolean;
             skulls: number;
             wards_used: number;
@@ -2697,7 +2723,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.herbs_found";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[];
             stars: number;
             rate: string;
@@ -2717,7 +2744,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.wood_cut";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[];
             stars: number;
             rate: string;
@@ -2746,7 +2774,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.army_equipped";
             city: string;
-            tier: string;
+            /** @enum {string} */
+            tier: "bronze" | "iron" | "steel";
             metal: string;
             cost: number;
         };
@@ -2762,7 +2791,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.raided";
             battle: components["schemas"]["RealmBattle"];
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             taken: number;
         };
         /**
@@ -2791,7 +2821,8 @@ export interface components {
             battle: components["schemas"]["RealmBattle"];
             hit_points_lost: number;
             hit_points_after: number;
-            if_taken: string;
+            /** @enum {string} */
+            if_taken: "destroy" | "tax";
         };
         /** CityDestroyed */
         RealmCityDestroyed: {
@@ -2822,7 +2853,8 @@ export interface components {
             controller: string;
             city: string;
             year: number;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
         };
         /** TaxCollected */
         RealmTaxCollected: {
@@ -2830,7 +2862,8 @@ export interface components {
             type: "realm.tax_collected";
             city: string;
             to: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             amounts: {
                 [key: string]: number;
             };
@@ -2905,7 +2938,8 @@ export interface components {
         RealmTransfer: {
             source: string;
             target: string;
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             amount: number;
             /** @default false */
             phantom?: boolean;
@@ -2968,8 +3002,10 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /** @enum {string} */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
         /** TradeCountered */
@@ -2994,7 +3030,8 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
         };
         /** TradeAgreed */
         RealmTradeAgreed: {
@@ -3049,7 +3086,8 @@ export interface components {
          */
         RealmTradeSide: {
             city: string;
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: string[];
             stars: number;
             skulls: number;
@@ -3154,7 +3192,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.season_ended";
             season_index: number;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             year: number;
             forced_by: string;
             at_ms: number;
@@ -3392,9 +3431,11 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.mined";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             dice: string[] | components["schemas"]["Hidden"];
-            moons: string;
+            /** @enum {string} */
+            moons: "count" | "save";
             stars: number | components["schemas"]["Hidden"];
             saved_used: number | components["schemas"]["Hidden"];
             saved_gained: number | components["schemas"]["Hidden"];
@@ -3407,7 +3448,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.smelted";
             city: string;
-            ore: string;
+            /** @enum {string} */
+            ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number | components["schemas"]["Hidden"];
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
@@ -3419,12 +3461,15 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.food_got";
             city: string;
-            method: string;
-            season: string;
+            /** @enum {string} */
+            method: "hunt" | "gather" | "fish" | "farm";
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             multiplier: string;
-            moon: string;
+            /** @enum {string} */
+            moon: "double" | "save";
             doubled: boolean | components["schemas"]["Hidden"];
             skulls: number | components["schemas"]["Hidden"];
             wards_used: number | components["schemas"]["Hidden"];
@@ -3437,7 +3482,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.herbs_found";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             rate: string;
@@ -3457,7 +3503,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.wood_cut";
             city: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             dice: string[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             rate: string;
@@ -3478,7 +3525,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.army_equipped";
             city: string;
-            tier: string;
+            /** @enum {string} */
+            tier: "bronze" | "iron" | "steel";
             metal: string;
             cost: number | components["schemas"]["Hidden"];
         };
@@ -3487,7 +3535,8 @@ export interface components {
             /** @enum {unknown} */
             type: "realm.raided";
             battle: components["schemas"]["RealmBattle"];
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             taken: number | components["schemas"]["Hidden"];
         };
         /** CityDestroyed (as a player sees it) */
@@ -3510,7 +3559,8 @@ export interface components {
             type: "realm.tax_collected";
             city: string;
             to: string;
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             amounts: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
@@ -3601,8 +3651,10 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /** @enum {string} */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
         /** TradeCountered (as a player sees it) */
@@ -3624,7 +3676,8 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
         };
         /** TradeAgreed (as a player sees it) */
         RealmTradeAgreedAsSeen: {
@@ -4701,7 +4754,8 @@ export interface components {
             type: "sectors.building_built";
             row: number;
             column: number;
-            building: string;
+            /** @enum {string} */
+            building: "farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory";
             cost: components["schemas"]["SectorsGoods"];
         };
         /** BuildingDemolished */
@@ -4711,7 +4765,8 @@ export interface components {
             row: number;
             column: number;
             position: number;
-            building: string;
+            /** @enum {string} */
+            building: "farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory";
         };
         /**
          * PopulationChanged
@@ -4766,7 +4821,8 @@ export interface components {
          */
         SectorsBuildingReport: {
             position: number;
-            building: string;
+            /** @enum {string} */
+            building: "farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory";
             /** @enum {unknown} */
             outcome: "closed" | "idle_missing_inputs" | "not_staffed" | "ran";
             /** @default 0 */
@@ -5008,6 +5064,8 @@ export interface components {
             allowed?: (string | number)[] | number | {
                 [key: string]: number;
             };
+            /** @description a refusal by the rules that was recorded: the deployment's signed receipt of it (docs/bundle-format.md section 8); keep it */
+            receipt?: components["schemas"]["RefusalReceipt"];
         } & {
             [key: string]: unknown;
         };
@@ -5183,6 +5241,8 @@ export interface components {
             unchecked: string[];
             steps: components["schemas"]["BundleStep"][];
             text: string;
+            /** @default null */
+            seats?: components["schemas"]["Seats"] | null;
         };
         /**
          * BundleStep
@@ -5203,6 +5263,18 @@ export interface components {
                 string,
                 string
             ];
+        };
+        /**
+         * Seats
+         * @description What a room's chain and command records say about who signed (docs/dice.md "Signed seats").
+         */
+        Seats: {
+            dice_scheme: number;
+            signing_players: string[];
+            unsigned_players: string[];
+            signed_joins: string[];
+            unsigned_joins: string[];
+            notes: string[];
         };
         /**
          * CheckpointFile
@@ -5522,6 +5594,26 @@ export interface components {
             allowed?: (string | number)[] | number | {
                 [key: string]: number;
             } | null;
+            /** @default null */
+            receipt?: components["schemas"]["RefusalReceipt"] | null;
+        };
+        /**
+         * RefusalReceipt
+         * @description The deployment's signature on a refusal it answered (docs/bundle-format.md section 8): the room at the version
+         *     the command was refused at (``head``: the commitment head a checkpoint there signs), who sent which command
+         *     (``raw``: its stored record, base64 msgpack) and the ``code``. Keep it: ``verify-bundle --receipts`` later proves
+         *     the refusal true, or false when the rules accept the command there.
+         */
+        RefusalReceipt: {
+            room: string;
+            version: number;
+            head: string;
+            player: string;
+            command_id: string;
+            code: string;
+            raw: string;
+            kid: string;
+            sig: string;
         };
         /**
          * ForkAnswer

@@ -4,7 +4,8 @@ import { h, render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import htm from "htm";
 import {
-  checkpointProblem, equivocation, equivocationDetail, keySetProblem, seatsLine, signatureValid, trustedKeys, verifyBundle,
+  checkpointProblem, equivocation, equivocationDetail, keySetProblem, receiptProblem, receiptSignatureValid, seatsLine,
+  signatureValid, trustedKeys, verifyBundle,
   verifyPlayerBundle,
 } from "./verify.js";
 // The TypeScript client's signing module (clients/typescript/src/signing.ts) compiled as it is: the one place in
@@ -153,6 +154,36 @@ async function keepOne(c) {
   window.dispatchEvent(new Event("almanac-checkpoints"));  // checked after the answer is shown: the panel re-reads
 }
 
+// --- refusal receipts (docs/bundle-format.md section 8): a refusal by the rules carries the deployment's signature on
+// it; kept like checkpoints (checked against the pinned key set first), exported as an almanac-receipts file and handed
+// to the bundle check here: with them a bundle that shows the refusal otherwise fails, and `verify-bundle --receipts`
+// proves a false one (deciding the command again needs the rules: the Python verifier).
+const RECEIPTS_KEPT = 1000;  // per room; the newest are kept
+const receiptsKey = (room) => `almanac-receipts:${room}`;
+const heldReceipts = (room) => JSON.parse(localStorage.getItem(receiptsKey(room)) || "[]");
+function keepReceipt(r) {
+  keeping = keeping.then(() => keepOneReceipt(r)).catch((error) =>
+    warn("signature", `this browser cannot check the deployment's signatures (${error && error.message}): no receipt is kept`));
+  return keeping;
+}
+async function keepOneReceipt(r) {
+  if (!r || typeof r.room !== "string") return;
+  const doc = await pinnedKeySet();
+  if (!doc) return;
+  const trusted = trustedKeys(doc);
+  const problem = receiptProblem(r);
+  if (problem || !trusted.has(r.kid) || !(await receiptSignatureValid(trusted.get(r.kid), r))) {
+    warn("signature", `a refusal carried a receipt of ${r.room} at version ${r.version} whose signature does not verify ` +
+         `under the key set pinned in this browser (${problem || (trusted.has(r.kid) ? "forged or altered" : `unknown key ${r.kid}`)}): it was not kept`);
+    return;
+  }
+  const held = heldReceipts(r.room);
+  if (held.some((x) => x.command_id === r.command_id && x.sig === r.sig)) return;  // a resend's answer: the same one
+  held.push(r);
+  try { localStorage.setItem(receiptsKey(r.room), JSON.stringify(held.slice(-RECEIPTS_KEPT))); } catch { /* full */ }
+  window.dispatchEvent(new Event("almanac-checkpoints"));
+}
+
 // What this browser caught: shown on every page until the player dismisses it (the evidence stays kept).
 function Warnings() {
   const [shown, setShown] = useState(warnings());
@@ -174,6 +205,7 @@ async function api(path, { token, method = "GET", body } = {}) {
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = { code: "not_json", message: text }; }
     if (answer.ok && data && data.checkpoint) keepCheckpoint(data.checkpoint);
+    if (!answer.ok && data && data.receipt) keepReceipt(data.receipt);
     return { ok: answer.ok, status: answer.status, data };
   } catch (error) {
     return { ok: false, status: 0, data: { code: "network", message: String(error) } };
@@ -653,9 +685,10 @@ function Verify({ room, token, summary, events }) {
 // with the second verifier (verify.js: WebCrypto SHA-256 and Ed25519, independent of the server's Python).
 function Checkpoints({ room, latest }) {
   const [held, setHeld] = useState([]);
+  const [receipts, setReceipts] = useState([]);
   const [verdict, setVerdict] = useState(null);
   useEffect(() => {
-    const on = () => setHeld(heldCheckpoints(room));
+    const on = () => { setHeld(heldCheckpoints(room)); setReceipts(heldReceipts(room)); };
     on();
     window.addEventListener("almanac-checkpoints", on);
     return () => window.removeEventListener("almanac-checkpoints", on);
@@ -668,20 +701,31 @@ function Checkpoints({ room, latest }) {
     link.download = `checkpoints-${room}.json`;
     link.click();
   };
+  const exportReceipts = async () => {
+    const file = { format: "almanac-receipts", format_version: 1, keys: await keys(), receipts: heldReceipts(room) };
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([JSON.stringify(file, null, 1)], { type: "application/json" }));
+    link.download = `receipts-${room}.json`;
+    link.click();
+  };
   const check = async (event) => {
     const chosen = event.target.files && event.target.files[0];
     if (!chosen) return;
     let bundle;
     try { bundle = JSON.parse(await chosen.text()); } catch (error) { setVerdict({ ok: false, failed: { name: "format", detail: String(error) }, steps: [] }); return; }
     // A player-safe bundle (docs/bundle-format.md section 6.5) is checked by its own verifier
-    const verify = bundle && bundle.format === "almanac-player-bundle" ? verifyPlayerBundle : verifyBundle;
-    setVerdict(await verify(bundle, { checkpoints: heldCheckpoints(room), keys: await keys() }));
+    const mine = { checkpoints: heldCheckpoints(room), keys: await keys() };
+    setVerdict(bundle && bundle.format === "almanac-player-bundle" ? await verifyPlayerBundle(bundle, mine)
+      : await verifyBundle(bundle, { ...mine, receipts: heldReceipts(room) }));
   };
   const last = held[held.length - 1];
   return html`<section class="panel" aria-label="Checkpoints"><h2>Checkpoints</h2>
     <p><span data-testid="checkpoints-held">${held.length}</span> signed checkpoint(s) kept in this browser${last ? html`,
       the last at version ${last.version}: head <code>${last.head.slice(0, 16)}…</code> key <code>${last.kid}</code>` : ""}</p>
+    <p><span data-testid="receipts-held">${receipts.length}</span> signed refusal receipt(s) kept (the deployment's
+      signature on each refusal it answered you)</p>
     <button onClick=${exportFile} disabled=${!held.length}>Export checkpoints</button>${" "}
+    <button onClick=${exportReceipts} disabled=${!receipts.length}>Export receipts</button>${" "}
     <label class="field">check a bundle here <input type="file" accept="application/json" aria-label="bundle file" onChange=${check} /></label>
     ${verdict ? html`<div data-testid="bundle-verdict" class=${verdict.ok ? "notice" : "alert"} role="status">
       ${verdict.ok ? html`<span class="ok">chain and checkpoints verified in this browser ✓</span>`

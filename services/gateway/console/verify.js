@@ -324,6 +324,84 @@ async function checkCheckpoints(room, heads, checkpoints, keys) {
   }
 }
 
+// --- refusal receipts (section 8): the deployment's signature on a refusal it answered. Checked as checkpoint_check
+// .check_receipts does, in its order; this verifier cannot decide the command again (that needs the rules), so it
+// cannot tell a false refusal from a true one: the Python verifier's "receipts" step does that. ---------------------
+const RECEIPT_FIELDS = ["room", "version", "head", "player", "command_id", "code", "raw", "kid", "sig"];
+const CODE = /^[a-z0-9_.]{1,100}$/;
+const MAX_RAW = 100_000;
+export async function refusalMessage(r) {
+  const prefixed = (text) => { const b = te.encode(text); return concat(be(b.length, 2), b); };
+  return concat(TAG("refusal/v1"), prefixed(r.room), be(r.version, 8), unhex(r.head), prefixed(r.player),
+                prefixed(r.command_id), await sha256(unbase64(r.raw)), prefixed(r.code));
+}
+function receiptProblem(r) {
+  if (!r || typeof r !== "object" || Array.isArray(r)) return "a receipt is an object";
+  const unknown = Object.keys(r).filter((k) => !RECEIPT_FIELDS.includes(k)).sort();
+  if (unknown.length) return `unknown fields ${unknown.slice(0, 5)}`;
+  const missing = RECEIPT_FIELDS.filter((k) => !(k in r));
+  if (missing.length) return `missing ${missing}`;
+  for (const name of ["room", "player", "command_id"]) {
+    const n = typeof r[name] === "string" ? te.encode(r[name]).length : 0;
+    if (!(n > 0 && n < 65536)) return `${name} is not a name`;
+  }
+  if (typeof r.code !== "string" || !CODE.test(r.code)) return "code is not a refusal code";
+  if (!Number.isSafeInteger(r.version) || r.version < 1) return "version is not a positive integer";
+  if (typeof r.raw !== "string" || !r.raw.length || r.raw.length > MAX_RAW) return `raw is not 1..${MAX_RAW} characters of base64`;
+  try { unbase64(r.raw); } catch { return "raw is not base64"; }
+  for (const [name, n] of [["head", 64], ["kid", 16], ["sig", 128]]) {
+    if (!isHex(r[name], n)) return `${name} is not ${n} lowercase hex characters`;
+  }
+  return null;
+}
+// Whether a well-formed receipt (receiptProblem null) is signed by ``publicKey`` (raw bytes), as signatureValid does
+// for a checkpoint: the console checks each refusal answer's receipt before keeping it.
+export async function receiptSignatureValid(publicKey, r) {
+  return ed25519Valid(hex(publicKey), r.sig, () => null, await refusalMessage(r));
+}
+export { receiptProblem };
+const receiptLabel = (r) => (r && typeof r === "object" && !Array.isArray(r)
+  ? `refusal receipt ${r.room}@${r.version} command ${JSON.stringify(String(r.command_id).slice(0, 120))} kid ${r.kid}`
+  : String(r).slice(0, 60));
+// Each receipt well formed, signed by a trusted key, of this room, its record the command it names refused at its
+// version, on this history (head_version is the signed head), its command never recorded accepted. Returns
+// command id -> {receipt, raw bytes}, for the refusals step.
+async function checkReceipts(room, heads, chain, receipts, keys) {
+  const held = new Map();
+  if (!receipts.length) return held;
+  if (keys === null || keys === undefined) throw new Failure("receipts", "refusal receipts were given but no key set to check their signatures with");
+  const problem = await keySetProblem(keys);
+  if (problem) throw new Failure("receipts", `the key set is not usable: ${problem}`);
+  const trusted = trustedKeys(keys);
+  const acceptedAt = new Map();
+  for (const e of chain) if (!acceptedAt.has(e.command_id)) acceptedAt.set(e.command_id, e.version);
+  for (const r of receipts) {
+    const name = receiptLabel(r);
+    const bad = receiptProblem(r);
+    if (bad) throw new Failure("receipts", `${name} is malformed: ${bad}`);
+    if (!trusted.has(r.kid)) throw new Failure("receipts", `${name} is signed by key ${r.kid}, which is not in the trusted key set`, r.version);
+    if (!(await ed25519Valid(hex(trusted.get(r.kid)), r.sig, () => null, await refusalMessage(r)))) {
+      throw new Failure("receipts", `${name}: the signature is not valid (forged or altered)`, r.version);
+    }
+    if (r.room !== room) throw new Failure("receipts", `${name} is of room ${r.room}, not of this bundle's room ${room}`, r.version);
+    const raw = unbase64(r.raw);
+    let record;
+    try { record = recordOf(raw); } catch (error) { throw new Failure("receipts", `${name}: its command record does not decode (${error.message})`, r.version); }
+    if (record.room !== r.room || record.player !== r.player || record.command_id !== r.command_id
+        || record.refused_at_version !== r.version) {
+      throw new Failure("receipts", `${name}: its command record is not the command it names, refused at its version`, r.version);
+    }
+    if (r.version > chain.length) throw new Failure("receipts", `${name}: the bundle's chain ends at version ${chain.length}, before the refusal`, r.version);
+    if (heads === null) throw new Failure("receipts", `${name}: the bundle carries no commitment openings`);
+    if (hex(heads[r.version - 1]) !== r.head) throw new Failure("receipts", `${name}: the bundle's history does not pass through the version it was refused at`, r.version);
+    if (acceptedAt.has(r.command_id)) {
+      throw new Failure("receipts", `${name}: the deployment signed this command's refusal, yet the chain records it accepted at version ${acceptedAt.get(r.command_id)}`, acceptedAt.get(r.command_id));
+    }
+    held.set(r.command_id, { receipt: r, raw });
+  }
+  return held;
+}
+
 // A thrown error as the failed step (a hostile input that breaks step ``at`` fails that step), appended to ``steps``.
 function failedStep(error, at, steps) {
   const failure = error instanceof Failure ? error
@@ -335,7 +413,7 @@ function failedStep(error, at, steps) {
 }
 
 // The verdict: {ok, failed: {name, detail, version} | null, steps: [{name, status, detail, version}]}.
-export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {}) {
+export async function verifyBundle(bundle, { checkpoints = [], keys = null, receipts = [] } = {}) {
   const steps = [];
   let seats = null;  // the room's dice scheme and who signed, once the chain is linked (seatsOf)
   const pass = (name, status, detail) => steps.push({ name, status, detail, version: null });
@@ -408,8 +486,15 @@ export async function verifyBundle(bundle, { checkpoints = [], keys = null } = {
       pass("checkpoints", "passed", `the history passes through ${given.length} checkpoint(s)` +
            (own === null ? "" : " and the server's signature on the bundle's head"));
     }
+    at = "receipts";
+    const held = Array.from(receipts || []);
+    const receipted = await checkReceipts(room, heads, chain, held, keys);
+    if (held.length) {
+      pass("receipts", "skipped", `each of the ${held.length} refusal receipt(s) is signed by a trusted key on this ` +
+           "history; whether each refusal was true needs its command decided again (the rules): not checked here");
+    }
     at = "refusals";
-    await checkRefusals(bundle, chain, pass);
+    await checkRefusals(bundle, chain, pass, receipted);
   } catch (error) {
     return { ok: false, failed: failedStep(error, at, steps), steps, seats };
   }
@@ -486,18 +571,23 @@ function recordOf(bytes) {
   if (r.signature === undefined) r.signature = null;
   return r;
 }
-async function ed25519Valid(publicHex, signatureHex, message) {  // message: a function making the signed bytes
+async function ed25519Valid(publicHex, signatureHex, message, bytes = null) {  // message: makes the signed bytes
   if (typeof signatureHex !== "string" || signatureHex.length !== 128) return false;
   try {
     const key = await crypto.subtle.importKey("raw", unhex(publicHex), { name: "Ed25519" }, false, ["verify"]);
-    return await crypto.subtle.verify({ name: "Ed25519" }, key, unhex(signatureHex), message());
+    return await crypto.subtle.verify({ name: "Ed25519" }, key, unhex(signatureHex), bytes || message());
   } catch { return false; }
 }
-async function checkRefusals(bundle, chain, pass) {
+async function checkRefusals(bundle, chain, pass, receipted = new Map()) {
   const shown = new Map();
   const refusals = bundle.refusals.map((entry) => {
-    let r;
-    try { r = recordOf(unbase64(entry.raw)); } catch (error) { throw new Failure("refusals", `a refusal entry is malformed: ${error.message}`); }
+    let r, raw;
+    try { raw = unbase64(entry.raw); r = recordOf(raw); } catch (error) { throw new Failure("refusals", `a refusal entry is malformed: ${error.message}`); }
+    const signed = receipted.get(r.command_id);
+    const code = entry.error && typeof entry.error === "object" ? entry.error.code : undefined;
+    if (signed && (hex(signed.raw) !== hex(raw) || code !== signed.receipt.code)) {
+      throw new Failure("refusals", `refused command ${r.command_id} is not shown as the deployment signed its refusal (${receiptLabel(signed.receipt)}): another record or code`, r.refused_at_version);
+    }
     if (r.seen_version !== null && r.seen_version !== r.refused_at_version) {
       throw new Failure("refusals", `refused command ${r.command_id} names version ${r.seen_version} but is shown refused at version ${r.refused_at_version}`, r.refused_at_version);
     }
@@ -534,6 +624,7 @@ async function checkRefusals(bundle, chain, pass) {
   }
   let covered = 0;
   for (const r of refusals) {
+    if (receipted.has(r.command_id)) { covered += 1; continue; }  // answered to its player with a signed receipt
     const join = joins.filter((j) => j.player === r.player && j.version <= r.refused_at_version).pop();
     if (!join || r.seen_version === null) continue;  // no signed seat, or the v1 form (it names no version)
     const message = () => commandBytes(r.room, r.player, r.command_id, r.body, r.seen_version);
