@@ -58,9 +58,11 @@ def test_the_engine_benchmark_drains_a_backlog_then_takes_commands_as_they_come_
     assert figures["projector"] > 0 and figures["paced_p99"] != "n/a"
 
 
-def test_the_lifecycle_benchmark_archives_every_ended_room_and_prints_its_aims(redis_url, capsys):
+def test_the_lifecycle_benchmark_archives_every_ended_room_and_prints_its_aims(redis_url, capsys, monkeypatch):
     from almanac.bench import lifecycle  # noqa: PLC0415
 
+    # wide enough that no label is wrapped inside its table cell (a worker may have COLUMNS set by an earlier test)
+    monkeypatch.setenv("COLUMNS", "400")
     lifecycle.main(redis_url, rooms=20, wave=10)
     printed = " ".join(capsys.readouterr().out.split())
     # the first wave archived, the last one left live; realm rooms played by the seat bots to their end (dozens of
