@@ -24,7 +24,7 @@ from almanac.services.settings import Settings
 BAD_REQUESTS: list[tuple[str, str, str, bytes]] = [
     ("400 malformed JSON body", "POST", "/rooms", b'{"ruleset": "board", "player": '),
     ("404 unknown route", "GET", "/no/such/route", b""),
-    ("422 invalid query parameter", "GET", "/rooms/r1/events?from_version=18446744073709551616", b""),
+    ("422 invalid query parameter", "GET", "/rooms?limit=18446744073709551616", b""),
     ("500 internal error (deep traceback)", "GET", "/rooms/r1", b""),
 ]
 GOOD_REQUEST = ("GET", "/rulesets", b"")
