@@ -144,15 +144,17 @@ OPERATORS_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"the operat
 
 async def anns_bundle(join_key: Ed25519PrivateKey | None = None) -> tuple[dict, list, dict]:
     """ann's player bundle of a v2 room where her join registered ``join_key`` (default: her own), with the
-    checkpoint her join's answer carried and the deployment's key set."""
+    checkpoints she holds (her join's answer's, and the head's, which her live feed carried) and the deployment's key
+    set."""
     store = MemoryEventStore()
     await store.save_commit_scheme(ROOM, cm.SCHEME_V2)  # as the engine records it for a new room
     room = await Room(store).open(ann_signs=True, ann_signs_join=True, **({"join_key": join_key} if join_key else {}))
     deployment = Checkpointer(KeyRing([bytes(32)]), b"\x05" * 32)
     at_join = await deployment.checkpoint(store, ROOM, 2)  # ann's join answer: version 2
     await room.roll("b1", "bob")
+    at_head = await deployment.checkpoint(store, ROOM, await store.latest_version(ROOM))
     bundle = await player_bundle(store, deployment, ROOM, "ann", 0)
-    return bundle, [at_join], deployment.ring.document
+    return bundle, [at_join, at_head], deployment.ring.document
 
 
 # --- refusal receipts (docs/bundle-format.md section 8): the deployment signs each refusal it answers --------------

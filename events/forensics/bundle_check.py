@@ -442,11 +442,18 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
 
     # 3. anchor: heads from outside the bundle (the chain must pass through each)
     at[0] = "anchor"
-    if not heads and not signed:
-        verdict.steps.append(_skipped("anchor", "nothing outside the bundle vouches for its head: a forger can "
-                                      "invent a whole room that passes every other step; give a head you got "
-                                      "elsewhere (--expect-head HASH or VERSION:HASH) or checkpoints players hold "
-                                      "(--checkpoints FILE, --keys)"))
+    # The signed checkpoints reach as far as the latest one a player holds. The bundle's own checkpoint on its head
+    # is signed by the deployment that exported it: it vouches for the head against anyone but that deployment, and
+    # so for nothing against the operator, whose forged history it would sign just as well.
+    signed_reach = max((cp["version"] for cp in checkpoints or [] if isinstance(cp, dict) and _whole(cp.get("version"))),
+                       default=0) if signed else 0
+    if not heads and not signed_reach:
+        own = (" (the bundle's own checkpoint is the exporting deployment's signature: the operator's word)"
+               if signed else "")
+        verdict.steps.append(_skipped("anchor", f"nothing outside the bundle vouches for its head{own}: the operator, "
+                                      "or a forger, can invent a whole room that passes every other step; give a "
+                                      "head you got elsewhere (--expect-head HASH or VERSION:HASH) or checkpoints "
+                                      "players hold (--checkpoints FILE, --keys)"))
     anchored, reach = [], 0
     for text, source in heads:
         try:
@@ -464,12 +471,8 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
                         sides=("bundle", "expected"))
         anchored.append(f"{source} at version {version} ({digest[:16]}…)")
         reach = max(reach, version)
-    if signed:
-        # The signed checkpoints reach as far as the latest one checked: a player's, or the server's own on the
-        # bundle's head (which vouches for the head against anyone but the deployment that signed it).
-        signed_reach = head_version if bundle.get("checkpoint") is not None else max(
-            (cp["version"] for cp in checkpoints or [] if isinstance(cp, dict) and _whole(cp.get("version"))), default=0)
-        anchored.append("the deployment's signed checkpoints (step checkpoints)")
+    if signed_reach:
+        anchored.append("the deployment's signed checkpoints players hold (step checkpoints)")
         reach = max(reach, min(signed_reach, head_version))
     if anchored and reach == head_version:
         passed(Step(name="anchor", status="passed", detail="the chain passes through the head expected by "

@@ -13,8 +13,8 @@ only as a salted leaf hash. Steps, stopping at the first failure:
 3. checkpoints the commitment heads recomputed from the opened views and the leaf hashes pass through every signed
                checkpoint given (the reader's, any player's) and the server's own on the head, each signed by a
                key of the key set given from outside. Skipped without a key set.
-4. anchor      at least one checkpoint the reader holds (not the bundle's own signature) was checked: the history
-               is the one the deployment signed to them during play. Skipped without.
+4. anchor      a checkpoint the reader holds (not the bundle's own signature) on the head was checked: the history
+               is the one the deployment signed to them during play. Skipped without, or short of the head.
 5. redaction   the public part of each event is the reader's view with some fields hidden (never more, never
                another value); where the reader saw an event whole, the rule-set's own redaction of it is
                re-run and must give exactly the opened views.
@@ -275,9 +275,16 @@ def verify_player_bundle(bundle: Any, checkpoints: list[Any] | None = None, keys
             steps.append(Step(name="checkpoints", status="passed", detail=f"the heads recomputed from the views and "
                               f"leaves pass through {len(held)} checkpoint(s) you hold and the server's signature on "
                               f"version {len(heads)}"))
-        if held and keys is not None:
+        reach = max((c["version"] for c in held), default=0) if keys is not None else 0
+        if reach == len(heads):
             steps.append(Step(name="anchor", status="passed", detail="your checkpoints, signed during play, anchor "
-                              f"the history up to version {max(c['version'] for c in held)}"))
+                              f"the whole history, up to its head (version {reach})"))
+        elif reach:
+            # versions after the last one the reader holds rest on the bundle's own signature, which the operator
+            # makes over whatever history it exports: it could have rewritten them
+            steps.append(Step(name="anchor", status="skipped", detail=f"your checkpoints anchor the history up to "
+                              f"version {reach}; versions {reach + 1}..{len(heads)} rest on the signature the bundle "
+                              "carries, made when it was issued"))
         else:
             steps.append(Step(name="anchor", status="skipped", detail="none of your own checkpoints was checked: "
                               "the history rests on the signature the bundle carries, made when it was issued"))

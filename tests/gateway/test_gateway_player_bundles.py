@@ -37,6 +37,12 @@ def test_a_player_checks_their_own_trade_in_a_live_room_against_their_checkpoint
     play("pb-alice", alice, {"kind": "agree_trade", "trade_id": trade})
     play("pb-bob", bob, {"kind": "agree_trade", "trade_id": trade})
     keys = api.get("/.well-known/almanac-keys.json").json()
+    # each reads the room as it now stands (the view's answer carries the checkpoint on its head: what anchors the
+    # whole history; before it, only what their own answers carried)
+    for who, headers in (("pb-alice", alice), ("pb-bob", bob)):
+        view = api.get(f"/rooms/{room}/view", headers=headers)
+        assert view.status_code == 200, view.text
+        held[who].append(view.json()["checkpoint"])
 
     # When each fetches their own bundle with their own token
     bundles = {}

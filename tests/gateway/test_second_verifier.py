@@ -234,11 +234,14 @@ def test_the_console_keeps_a_refusals_receipt_and_exports_it_as_proof(page, base
     exported = json.loads(Path(download.value.path()).read_text())
     assert exported["format"] == "almanac-receipts" and exported["receipts"] == [receipt]
     headers = {"Authorization": f"Bearer {token}"}
-    assert httpx.post(f"{base_url}/rooms/{room}/end", json={"reason": "done"}, headers=headers).status_code == 200
+    ended = httpx.post(f"{base_url}/rooms/{room}/end", json={"reason": "done"}, headers=headers)
+    assert ended.status_code == 200, ended.text
     head = httpx.get(f"{base_url}/rooms/{room}").json()["version"]
     bundle = httpx.get(f"{base_url}/rooms/{room}/dispute?from=1&to={head}",
                        headers={"Authorization": f"Bearer {auditor}"}).json()
-    verdict = verify_bundle(bundle, keys=exported["keys"], receipts=exported["receipts"])
+    # (with the checkpoint her end's answer carried, on the head: what anchors the whole history)
+    verdict = verify_bundle(bundle, keys=exported["keys"], receipts=exported["receipts"],
+                            checkpoints=[ended.json()["checkpoint"]])
     assert verdict.ok and next(s for s in verdict.steps if s.name == "receipts").status == "passed", verdict.text()
     # and the console's own check of that bundle takes the receipts it kept (their signatures and history)
     kept = tmp_path / "bundle.json"

@@ -272,6 +272,7 @@ def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Pa
             assert (report["signed_joins"], report["refusals_signed"]) == (["ann", "bob"], 1), report
             # and what ann's first client held (its checkpoints, the receipt of her refused smelt) verifies the room's
             # bundle, and proves a bundle that tells her refusal with another code wrong, naming the receipt
+            driver("view", room=room, player="ann")  # her last read of the ended room: its answer's checkpoint is on the head
             held = driver("held", room=room, player="ann")
             [receipt] = held["receipts"]["receipts"]
             assert (receipt["command_id"], receipt["code"]) == (f"{room}:ann:smelt-1", "realm.not_enough_bronze")

@@ -40,12 +40,14 @@ async def test_an_honest_refusal_receipt_covers_the_refusal_and_the_bundle_verif
     room, receipt, record = await bobs_receipted_refusal()
     bundle = await whole_bundle(room)
     assert [entry["command"]["command_id"] for entry in bundle["refusals"]] == [receipt["command_id"]]
+    # (bob holds the checkpoint his last read of the ended room carried: on its head)
+    held = at_its_end(bundle)
     # Without the receipt, bob's (unsigned) refusal rests on the operator's word
-    alone = verify_bundle(bundle, keys=KEYS)
+    alone = verify_bundle(bundle, keys=KEYS, checkpoints=held)
     assert alone.status == "INCOMPLETE" and alone.unchecked == ["refusals"], alone.text()
     # When bob hands in his receipt, the refusal decided again at its version is refused with the signed code,
     # and the bundle's refusal is the one the deployment signed: VERIFIED
-    verdict = verify_bundle(bundle, keys=KEYS, receipts=[receipt])
+    verdict = verify_bundle(bundle, keys=KEYS, receipts=[receipt], checkpoints=held)
     assert verdict.ok and verdict.status == "VERIFIED", verdict.text()
     assert next(s for s in verdict.steps if s.name == "receipts").status == "passed"
     # And the bundle showing bob's refusal with another code than the one signed fails, naming the receipt
@@ -77,8 +79,9 @@ async def test_the_operator_falsely_refuses_anns_valid_roll_and_her_receipt_prov
     room, receipt, refused = await anns_falsely_refused_roll()
     at = refused.refused_at_version
     bundle = await whole_bundle(room)
-    # The operator's bundle of the room verifies: the chain alone cannot show a refusal that was never recorded
-    assert verify_bundle(bundle, keys=KEYS).ok
+    # The operator's bundle of the room verifies, against the head ann's last read carried: the chain alone cannot
+    # show a refusal that was never recorded
+    assert verify_bundle(bundle, keys=KEYS, checkpoints=at_its_end(bundle)).ok
     # When ann hands in her receipt, the verifier decides her roll again at that version: the rules accept it
     verdict = verify_bundle(bundle, keys=KEYS, receipts=[receipt])
     # Then the verdict is NOT VERIFIED, the failed step naming her receipt
@@ -130,13 +133,24 @@ async def test_her_cli_reads_the_receipt_as_saved_and_names_the_false_refusal(tm
     assert result.exit_code == 1 and "[failed] receipts" in result.stdout and "false refusal" in result.stdout, result.output
     # and bob's honest receipt, in an almanac-receipts file with its key set, covers his refusal: exit 0
     room, receipt, _ = await bobs_receipted_refusal()
-    bundle.write_text(json.dumps(await whole_bundle(room)))
+    whole = await whole_bundle(room)
+    bundle.write_text(json.dumps(whole))
     saved.write_text(json.dumps({"format": "almanac-receipts", "format_version": 1, "keys": KEYS, "receipts": [receipt]}))
-    result = await asyncio.to_thread(_invoke, "verify-bundle", str(bundle), "--receipts", str(saved))
+    held = tmp_path / "checkpoints.json"  # with the checkpoint his last read of the ended room carried
+    held.write_text(json.dumps({"format": "almanac-checkpoints", "format_version": 1, "keys": KEYS,
+                                "checkpoints": at_its_end(whole)}))
+    result = await asyncio.to_thread(_invoke, "verify-bundle", str(bundle), "--receipts", str(saved),
+                                     "--checkpoints", str(held))
     assert result.exit_code == 0 and "[passed] receipts" in result.stdout, result.output
     saved.write_text(json.dumps({"not": "a receipt"}))
     result = await asyncio.to_thread(_invoke, "verify-bundle", str(bundle), "--receipts", str(saved))
     assert result.exit_code != 0 and "not a receipt file" in result.output, result.output
+
+
+def at_its_end(bundle: dict) -> list[dict]:
+    """What a player holds who read the ended room: the checkpoint on its head (the same the bundle carries; held by
+    a player, it anchors the head; carried by the bundle alone, it is only the operator's word)."""
+    return [bundle["checkpoint"]]
 
 
 def _invoke(*args: str):
