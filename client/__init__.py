@@ -24,6 +24,10 @@ of a create or join gets its token back). A command answered 429 or 503 changed 
 whose connection dropped may or may not have landed: both are sent again with the same id (the server
 decides it once) after the Retry-After the server named, or an exponential back-off with jitter, up to
 ``retries`` times. A 202 (the engine has not answered yet) is followed to its outcome. Reads retry alike.
+
+What the player holds. ``Client.held`` (``almanac.client.held.Held``) keeps, per room, every signed checkpoint an
+answer or live-feed message carried and every refusal receipt a rule's refusal (422) carried; ``export_held(room,
+checkpoints=..., receipts=...)`` writes them as the files ``almanac verify-bundle --checkpoints/--receipts`` read.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import msgspec
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
+from almanac.client.held import Held
 from almanac.client.signing import (
     KeySubstituted,
     PlayerKey,
@@ -54,7 +59,7 @@ from almanac.client.signing import (
     version_moved,
 )
 
-__all__ = ["ApiError", "Client", "CommandResult", "KeySubstituted", "PlayerKey", "Seat", "new_command_id",
+__all__ = ["ApiError", "Client", "CommandResult", "Held", "KeySubstituted", "PlayerKey", "Seat", "new_command_id",
            "verify_webhook"]
 
 RETRY_STATUSES = (429, 503)
@@ -165,9 +170,25 @@ class Client:
         self.max_backoff_s = max_backoff_s
         self.pending_wait_s = pending_wait_s
         self.http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        self.held = Held()
+        self.keys: dict[str, Any] | None = None  # the deployment's key set, as first fetched (key_set)
 
     def close(self) -> None:
         self.http.close()
+
+    def key_set(self) -> dict[str, Any]:
+        """The deployment's key set (/.well-known/almanac-keys.json), fetched once and kept: exported files carry
+        the one seen while playing."""
+        if self.keys is None:
+            self.keys = self.request("GET", "/.well-known/almanac-keys.json")
+        return self.keys
+
+    def export_held(self, room: str, *, checkpoints: str | Any = None, receipts: str | Any = None,
+                    keys: bool = True) -> None:
+        """Write what this client holds of ``room``: its checkpoints as an ``almanac-checkpoints`` file and its
+        refusal receipts as an ``almanac-receipts`` file (paths; either may be None), with the key set unless
+        ``keys`` is False (give ``verify-bundle --keys`` one fetched independently to trust neither file's)."""
+        self.held.write(room, checkpoints=checkpoints, receipts=receipts, keys=self.key_set() if keys else None)
 
     def __enter__(self) -> Client:
         return self
@@ -215,10 +236,15 @@ class Client:
                     continue
                 raise _error_of(response)
             if response.status_code not in expect:
-                raise _error_of(response)
+                raise self._kept(_error_of(response))
             if response.headers.get("content-type", "").startswith("application/json"):
-                return response.json()
+                return self.held.keep(response.json())
             return response.text
+
+    def _kept(self, error: ApiError) -> ApiError:
+        """``error``, its refusal receipt (a rule's refusal carries one) kept first."""
+        self.held.keep(error.body)
+        return error
 
     def _await_outcome(self, pending: dict[str, Any], token: str | None) -> dict[str, Any]:
         """A 202: ask the outcome URL until the engine has answered (404 outcome_unknown: not yet)."""
@@ -367,7 +393,7 @@ class Client:
                             continue
                         next_version = message["version"] + 1
                         attempt = 0
-                        yield message
+                        yield self.held.keep(message)
             except ConnectionClosed as closed:
                 code = closed.rcvd.code if closed.rcvd is not None else 1006
                 if code >= 4000:

@@ -32,6 +32,7 @@ from almanac.client import (
     RETRY_STATUSES,
     ApiError,
     CommandResult,
+    Held,
     PlayerKey,
     SeatState,
     _error_of,
@@ -56,6 +57,19 @@ class AsyncClient:
         self.max_backoff_s = max_backoff_s
         self.pending_wait_s = pending_wait_s
         self.http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+        self.held = Held()  # as Client.held: checkpoints and refusal receipts per room
+        self.keys: dict[str, Any] | None = None
+
+    async def key_set(self) -> dict[str, Any]:
+        """As ``Client.key_set``."""
+        if self.keys is None:
+            self.keys = await self.request("GET", "/.well-known/almanac-keys.json")
+        return self.keys
+
+    async def export_held(self, room: str, *, checkpoints: str | Any = None, receipts: str | Any = None,
+                          keys: bool = True) -> None:
+        """As ``Client.export_held``."""
+        self.held.write(room, checkpoints=checkpoints, receipts=receipts, keys=await self.key_set() if keys else None)
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -101,9 +115,11 @@ class AsyncClient:
                     continue
                 raise _error_of(response)
             if response.status_code not in expect:
-                raise _error_of(response)
+                error = _error_of(response)
+                self.held.keep(error.body)  # a rule's refusal carries its receipt
+                raise error
             if response.headers.get("content-type", "").startswith("application/json"):
-                return response.json()
+                return self.held.keep(response.json())
             return response.text
 
     async def _await_outcome(self, pending: dict[str, Any], token: str | None) -> dict[str, Any]:
@@ -188,7 +204,7 @@ class AsyncClient:
                         if message["version"] < next_version:
                             continue
                         next_version, attempt = message["version"] + 1, 0
-                        yield message
+                        yield self.held.keep(message)
             except ConnectionClosed as closed:
                 code = closed.rcvd.code if closed.rcvd is not None else 1006
                 if code >= 4000:

@@ -87,12 +87,13 @@ class SeatBot:
     ``policy(view, player, seed, now_ms)`` (``Policy``): what the seat does given its view, or None. ``secret``:
     what the bot's key is derived from (the seat key; default the seat's key, else its token).
     ``renew``: called for a fresh Seat when the token is refused (401), e.g. ``reclaim_seat`` with the seat key.
-    ``say``: each line of what the bot does (a CLI prints it)."""
+    ``say``: each line of what the bot does (a CLI prints it). ``moved``: called after each command's answer
+    (accepted or refused), e.g. to write what the client holds (``Client.export_held``)."""
 
     def __init__(self, seat: Seat, policy: Policy, *, delay_s: float = 1.0, poll_s: float = 5.0,
                  secret: str | None = None, renew: Callable[[], Seat] | None = None,
                  say: Callable[[str], None] = lambda line: None, sleep: Callable[[float], None] = time.sleep,
-                 max_rounds: int | None = None) -> None:
+                 max_rounds: int | None = None, moved: Callable[[], None] = lambda: None) -> None:
         if not 0 <= delay_s <= MAX_DELAY_S:
             raise ValueError(f"delay_s is between 0 and {MAX_DELAY_S:g} seconds")
         if not 0.1 <= poll_s <= MAX_DELAY_S:
@@ -106,6 +107,7 @@ class SeatBot:
         self.say = say
         self.sleep = sleep
         self.max_rounds = max_rounds
+        self.moved = moved
         self.report = BotReport()
         self.tries: dict[int, int] = {}  # the room version -> draws refused at it
 
@@ -145,6 +147,7 @@ class SeatBot:
         try:
             result = self._call(lambda: self.seat.command(body, command_id=command_id))
         except ApiError as refused:
+            self.moved()
             if refused.status >= 500 or refused.status in (401, 403, 404):
                 raise  # not the rules' refusal: the bot cannot go on (the CLI says why)
             if refused.code == "room_ended":
@@ -156,6 +159,7 @@ class SeatBot:
             self.say(f"v{version}: {body.get('kind')} refused: {refused.status} {refused.code}: {refused.message}"
                      f"; {then}")
             return attempt + 1 >= ATTEMPTS
+        self.moved()
         self.report.sent += 1
         self.report.version = result.version
         again = " (already decided: a resend)" if result.duplicate else ""

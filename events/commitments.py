@@ -190,16 +190,24 @@ def _is_hex(value: Any, length: int) -> bool:
     return isinstance(value, str) and len(value) == length and _HEX.fullmatch(value) is not None
 
 
-def checkpoint_problem(checkpoint: Any) -> str | None:
-    """Why ``checkpoint`` is not a well-formed checkpoint (None when it is)."""
-    if not isinstance(checkpoint, Mapping):
-        return "a checkpoint is an object"
-    unknown = sorted(set(checkpoint) - set(CHECKPOINT_FIELDS))
+def _fields_problem(value: Any, fields: tuple[str, ...], kind: str) -> str | None:
+    """Why ``value`` is not an object of exactly ``fields`` (None when it is): the first thing each format checks."""
+    if not isinstance(value, Mapping):
+        return f"{kind} is an object"
+    unknown = sorted(set(value) - set(fields))
     if unknown:
-        return f"unknown fields {unknown}"
-    missing = [name for name in CHECKPOINT_FIELDS if name not in checkpoint]
+        return f"unknown fields {unknown[:5]}"
+    missing = [name for name in fields if name not in value]
     if missing:
         return f"missing {missing}"
+    return None
+
+
+def checkpoint_problem(checkpoint: Any) -> str | None:
+    """Why ``checkpoint`` is not a well-formed checkpoint (None when it is)."""
+    problem = _fields_problem(checkpoint, CHECKPOINT_FIELDS, "a checkpoint")
+    if problem is not None:
+        return problem
     room, version = checkpoint["room"], checkpoint["version"]
     if not isinstance(room, str) or not 0 < len(room.encode()) < 65_536:
         return "room is not a room id"
@@ -275,14 +283,9 @@ def receipt_code(code: Any) -> bool:
 
 def receipt_problem(receipt: Any) -> str | None:
     """Why ``receipt`` is not a well-formed refusal receipt (None when it is); its record is not decoded here."""
-    if not isinstance(receipt, Mapping):
-        return "a receipt is an object"
-    unknown = sorted(set(receipt) - set(RECEIPT_FIELDS))
-    if unknown:
-        return f"unknown fields {unknown[:5]}"
-    missing = [name for name in RECEIPT_FIELDS if name not in receipt]
-    if missing:
-        return f"missing {missing}"
+    problem = _fields_problem(receipt, RECEIPT_FIELDS, "a receipt")
+    if problem is not None:
+        return problem
     for name in ("room", "player", "command_id"):
         value = receipt[name]
         if not isinstance(value, str) or not 0 < len(value.encode()) < 65_536:

@@ -96,8 +96,15 @@ def redis_url(config: Settings, create: bool = False) -> Iterator[str]:
     if not create and not data_dir.is_dir():
         yield _nearest_stack_url(config)
         return
+    with _embedded(config.data_dir, persist=config.durability != "memory") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _embedded(data_dir: str | Path, persist: bool) -> Iterator[str]:
+    """An embedded redis-server on ``data_dir`` for the block's duration; its URL."""
     try:
-        server = EmbeddedRedis(config.data_dir, persist=config.durability != "memory").start()
+        server = EmbeddedRedis(data_dir, persist=persist).start()
     except EmbeddedRedisError as error:
         raise BootstrapError(str(error)) from None
     try:
@@ -114,15 +121,8 @@ def scratch_redis_url(config: Settings) -> Iterator[str]:
     if config.redis_url:
         yield config.redis_url
         return
-    with tempfile.TemporaryDirectory(prefix="almanac-bench-") as scratch:
-        try:
-            server = EmbeddedRedis(scratch, persist=False).start()
-        except EmbeddedRedisError as error:
-            raise BootstrapError(str(error)) from None
-        try:
-            yield server.url
-        finally:
-            server.stop()
+    with tempfile.TemporaryDirectory(prefix="almanac-bench-") as scratch, _embedded(scratch, persist=False) as url:
+        yield url
 
 
 def _nearest_stack_url(config: Settings) -> str:

@@ -822,9 +822,13 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
         return
     signed: list[Refusal] = []
     rechecked, refused = recheck_refusals(chain, kept, seed, nonces=nonces, signed=signed, joins_signed=joins_signed)
-    # A refusal its player holds the deployment's receipt of was answered to them then, at that version: not one
-    # invented later (the receipts step checked the signature and the history it stands on).
-    signed += [r for r in kept if r.record.command_id in by_receipt and r not in signed]
+    # A receipt shows the deployment answered that refusal then, at that version (the receipts step checked its
+    # signature and the history it stands on), not who sent the command: the deployment signs the refusal of
+    # whatever it is sent, its own inventions included. It covers a refusal only of a seat that does not sign
+    # (whose every command the operator could have sent anyway: the seats note says so); a signing seat's refusal
+    # is covered by its player's signature alone.
+    signed += [r for r in kept if r.record.command_id in by_receipt and r not in signed
+               and r.record.player not in joins_signed]
     if refused is not None:
         command_id = refused.refusal.record.command_id
         if not refused.placed:
@@ -840,9 +844,11 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     if len(signed) == len(kept):
         verdict.steps.append(Step(name="refusals", status="passed", detail=f"each of the {rechecked} refused "
                                   "command(s) shown is signed by its player with the key their seat registered in "
-                                  "the chain, over the version it is shown refused at, or answered to its player "
-                                  "with the deployment's signed receipt they hold, and refused again with its "
-                                  "recorded code: covered by the signature"))
+                                  "the chain, over the version it is shown refused at, or (a seat that does not "
+                                  "sign) answered with the deployment's signed receipt given here, and refused again "
+                                  "with its recorded code: covered by the signature (a receipt shows the deployment "
+                                  "answered the refusal; that the player sent the command only if the player is who "
+                                  "handed in the receipt)"))
         return
     held = " and each is one the server holding the room stored," if stored is not None else ""
     unsigned = len(kept) - len(signed)

@@ -145,15 +145,7 @@ def check_checkpoints(room: str, heads: list[bytes], checkpoints: list[Any], key
         if problem is not None:
             raise CheckpointFailure(f"checkpoint {label} is malformed: {problem}")
         version = checkpoint["version"]
-        if checkpoint["kid"] not in keys:
-            raise CheckpointFailure(f"checkpoint {label} is signed by key {checkpoint['kid']}, which is not in the "
-                                    f"trusted key set ({', '.join(sorted(keys))})", version)
-        if not cm.signature_valid(keys[checkpoint["kid"]], checkpoint):
-            raise CheckpointFailure(f"checkpoint {label}: the signature is not valid (forged or altered)", version)
-        if checkpoint["room"] != room:
-            raise CheckpointFailure(f"checkpoint {label} is of room {checkpoint['room']!r}, not of this bundle's "
-                                    f"room {room!r}", version, recorded=checkpoint["room"], recomputed=room,
-                                    sides=("checkpoint", "bundle"))
+        _signed_here(f"checkpoint {label}", "checkpoint", checkpoint, cm.signature_valid, keys, room)
         if version > len(heads):
             raise CheckpointFailure(f"checkpoint {label}: the bundle's chain ends at version {len(heads)}, before the "
                                     "checkpoint (truncated or rolled back)", version,
@@ -162,6 +154,20 @@ def check_checkpoints(room: str, heads: list[bytes], checkpoints: list[Any], key
             raise CheckpointFailure(f"checkpoint {label}: the bundle's history does not pass through it (an event "
                                     f"at or before version {version} differs from what was signed)", version,
                                     recorded=checkpoint["head"], recomputed=heads[version - 1].hex())
+
+
+def _signed_here(label: str, kind: str, signed: Mapping, valid: Any, keys: dict[str, bytes], room: str) -> None:
+    """A checkpoint or receipt (``kind``) signed by a key of the trusted set, its signature valid (``valid``, the
+    kind's check), and of ``room``; else a CheckpointFailure naming it by ``label``."""
+    version = signed["version"]
+    if signed["kid"] not in keys:
+        raise CheckpointFailure(f"{label} is signed by key {signed['kid']}, which is not in the trusted key set "
+                                f"({', '.join(sorted(keys))})", version)
+    if not valid(keys[signed["kid"]], signed):
+        raise CheckpointFailure(f"{label}: the signature is not valid (forged or altered)", version)
+    if signed["room"] != room:
+        raise CheckpointFailure(f"{label} is of room {signed['room']!r}, not of this bundle's room {room!r}", version,
+                                recorded=signed["room"], recomputed=room, sides=(kind, "bundle"))
 
 
 def check_receipts(room: str, heads: list[bytes] | None, chain: list[Envelope], receipts: list[Any],
@@ -181,14 +187,7 @@ def check_receipts(room: str, heads: list[bytes] | None, chain: list[Envelope], 
         if problem is not None:
             raise CheckpointFailure(f"{label} is malformed: {problem}")
         version = receipt["version"]
-        if receipt["kid"] not in keys:
-            raise CheckpointFailure(f"{label} is signed by key {receipt['kid']}, which is not in the trusted key set "
-                                    f"({', '.join(sorted(keys))})", version)
-        if not cm.receipt_signature_valid(keys[receipt["kid"]], receipt):
-            raise CheckpointFailure(f"{label}: the signature is not valid (forged or altered)", version)
-        if receipt["room"] != room:
-            raise CheckpointFailure(f"{label} is of room {receipt['room']!r}, not of this bundle's room {room!r}",
-                                    version, recorded=receipt["room"], recomputed=room, sides=("receipt", "bundle"))
+        _signed_here(label, "receipt", receipt, cm.receipt_signature_valid, keys, room)
         raw = base64.b64decode(receipt["raw"])
         try:
             record = decode_record(raw)

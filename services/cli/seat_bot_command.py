@@ -61,6 +61,14 @@ def bot(
                                          help="Seconds the bot waits before each move.")] = 1.0,
     poll: Annotated[float, typer.Option("--poll", min=0.1, max=MAX_DELAY_S,
                                         help="Seconds without an event before the view is read again.")] = 5.0,
+    keep_checkpoints: Annotated[Path | None, typer.Option(
+        "--keep-checkpoints", help="Write the signed checkpoints the seat's answers carried to this file (an "
+                                   "almanac-checkpoints file for `verify-bundle --checkpoints`), after each command "
+                                   "and at the end.")] = None,
+    keep_receipts: Annotated[Path | None, typer.Option(
+        "--keep-receipts", help="Write the signed refusal receipts the seat's refusals carried to this file (an "
+                                "almanac-receipts file for `verify-bundle --receipts`), after each command and at "
+                                "the end.")] = None,
 ) -> None:
     """Play your own seat of ROOM with the rule-set's bot, through the public API only (docs/bots.md): it sees
     your seat's view, moves after --delay, and stops when the room ends (exit 0) or on Ctrl-C. Not `almanac bots`,
@@ -79,6 +87,14 @@ def bot(
             raise fail(f"{player_key}: {error}") from None
     gateway = url or os.environ.get("ALMANAC_URL") or _stack_url()
     with Client(gateway) as client:
+
+        def keep() -> None:  # the player's evidence, rewritten whole each time (docs/client.md, what a player holds)
+            if keep_checkpoints is not None or keep_receipts is not None:
+                try:
+                    client.export_held(room, checkpoints=keep_checkpoints, receipts=keep_receipts)
+                except OSError as error:
+                    raise fail(f"cannot write what the seat holds: {error}") from None
+
         try:
             if seat_key is not None:
                 held: Seat = client.reclaim_seat(room, seat, seat_key, player_key=signer)
@@ -94,8 +110,11 @@ def bot(
             summary = held.summary()
             policy = ruleset_policy(summary["ruleset"], summary["ruleset_version"])
             runner = SeatBot(held, policy, delay_s=delay, poll_s=poll, secret=seat_key or token, renew=renew,
-                             say=lambda line: console.print(f"{room} {seat} {line}", highlight=False))
-            report = runner.run()
+                             say=lambda line: console.print(f"{room} {seat} {line}", highlight=False), moved=keep)
+            try:
+                report = runner.run()
+            finally:  # Ctrl-C or a refusal that stops the bot: what it holds is written all the same
+                keep()
         except ApiError as error:
             raise fail(f"{gateway} refused the bot: {error.status} {error.code}: {error.message}") from None
         except httpx.HTTPError as error:

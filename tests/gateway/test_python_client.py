@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -13,11 +14,12 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from bundle_forgery import edited, invented_refusal
 from gateway_stack import CHILD, Stack, client_stack
 from whole_games import CLAIM_AHEAD_MS, CLAIM_FIRST_DAY, GAMES, ROUNDS, ended_by_its_rules
 
 from almanac.client import ApiError, Client, Seat
-from almanac.events import registry
+from almanac.events import commitments as cm, registry
 from almanac.events.dice import Dice
 
 SECRET = "python-client-test-secret-" + "x" * 32
@@ -269,3 +271,73 @@ def test_answers_not_ready_in_time_are_followed_to_the_end(live: tuple[str, str,
         # Then each call has its real answer (the tokens act; the command's versions), the 202s ridden out
         assert alice.view()["player"] == "alice" and ended.version >= 4
     assert any(status == 202 for status, _ in transport.answers)
+
+
+def verify_bundle_cli(stack: Stack, bundle: Path, *files: str) -> tuple[int, str]:
+    """`almanac verify-bundle BUNDLE ...` in a process of its own with nothing of the deployment (no Redis, no
+    secret): its exit code and output."""
+    env = {name: value for name, value in stack.env.items() if name not in ("REDIS_URL", "ALMANAC_SECRET")}
+    done = subprocess.run([sys.executable, "-c", CHILD, "verify-bundle", str(bundle), *files], env=env,
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_what_a_player_holds_through_the_client_proves_an_altered_bundle_wrong(live: tuple[str, str, Stack],
+                                                                               tmp_path: Path) -> None:
+    url, auditor, stack = live
+    seat_bot = registry.manifest("board").seat_bot
+    with Client(url) as client:
+        # Given alice plays her board room through the client: moves the rules accept, and one they refuse
+        alice = client.create_room("board", "alice", room="py-held")
+        for step in range(2):
+            shown = alice.view()
+            alice.command(seat_bot(shown["view"], "alice", Dice(b"held", alice.room, step), 0))
+        wrong = {"kind": "place_element", "element": 999, "row": 0, "column": 0, "rotation": 0, "mirror": False}
+        with pytest.raises(ApiError) as refused:
+            alice.command(wrong, command_id="wrong-element")
+        assert refused.value.status == 422 and "receipt" in refused.value.body, refused.value.body
+        alice.end("done")
+        # When she exports what her client held of the room
+        checkpoints, receipts = tmp_path / "alice.checkpoints.json", tmp_path / "alice.receipts.json"
+        client.export_held(alice.room, checkpoints=checkpoints, receipts=receipts)
+        # and the operator hands out the room's bundle
+        latest = client.room(alice.room)["version"]
+        bundle = client.request("GET", f"/rooms/{alice.room}/dispute", token=auditor,
+                                params={"from": 1, "to": latest})
+    held_checkpoints = json.loads(checkpoints.read_text())
+    held_receipts = json.loads(receipts.read_text())
+    # Then the files are the formats verify-bundle reads, with a checkpoint of every answer and her one receipt
+    assert held_checkpoints["format"] == "almanac-checkpoints" and held_checkpoints["keys"]["keys"]
+    versions = [c["version"] for c in held_checkpoints["checkpoints"]]
+    assert versions == sorted(set(versions)) and versions[0] == alice.answer["checkpoint"]["version"]
+    assert versions[-1] == latest, versions
+    assert held_receipts["format"] == "almanac-receipts"
+    [receipt] = held_receipts["receipts"]
+    assert receipt["command_id"].endswith(":wrong-element") and receipt["code"] == refused.value.code
+    honest = tmp_path / "bundle.json"
+    honest.write_text(json.dumps(bundle))
+    held = ("--checkpoints", str(checkpoints), "--receipts", str(receipts))
+    # and the honest bundle VERIFIES against them (without her receipt her refusal rests on the operator's word)
+    code, said = verify_bundle_cli(stack, honest, *held)
+    assert code == 0 and "VERIFIED" in said, said
+    code, said = verify_bundle_cli(stack, honest, "--checkpoints", str(checkpoints))
+    assert code == 3 and "INCOMPLETE" in said, said
+
+    # And a bundle with an event edited (re-sealed by an operator holding every secret) fails at her checkpoint
+    forged = tmp_path / "edited.json"
+    forged.write_text(json.dumps(edited(bundle, 2, lambda e: e.setdefault("note", "forged"))))
+    code, said = verify_bundle_cli(stack, forged, *held)
+    named = [cm.checkpoint_label(c) for c in held_checkpoints["checkpoints"]]
+    assert code == 1 and "checkpoints" in said and any(label in said for label in named), said
+    # and a bundle that tells her refusal with another code (an invented refusal of her command) fails at her receipt
+    told = json.loads(json.dumps(bundle))
+    [shown] = [r for r in told["refusals"] if r["command"]["command_id"] == receipt["command_id"]]
+    shown["error"]["code"] = "board.invented"
+    forged.write_text(json.dumps(told))
+    code, said = verify_bundle_cli(stack, forged, *held)
+    assert code == 1 and cm.receipt_label(receipt) in " ".join(said.split()), said
+    # and a refusal of a command she never sent is not covered by anything she holds: never VERIFIED
+    forged.write_text(json.dumps(invented_refusal(bundle, "alice", {"kind": "end_room", "reason": "never"}, 2,
+                                                  "room_ended")))
+    code, said = verify_bundle_cli(stack, forged, *held)
+    assert code != 0 and "VERIFIED" not in said.replace("NOT VERIFIED", ""), said

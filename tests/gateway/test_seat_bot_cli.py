@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from gateway_stack import CHILD, Stack, client_stack
 
 from almanac.client import ApiError, Client, PlayerKey, Seat
 from almanac.client.seat_bot import ATTEMPTS, SeatBot, bot_command_id, bot_key
-from almanac.events import registry
+from almanac.events import commitments as cm, registry
 from almanac.events.dice import Dice
 from almanac.services.bots import ruleset_policy
 
@@ -94,8 +95,11 @@ def test_almanac_bot_plays_a_seat_with_its_seat_key_through_the_api(live: tuple[
         assert bob.seat_key, "the gateway issues seat keys (issue 32)"
         key_file = tmp_path / "bob.seat-key"
         key_file.write_text(bob.seat_key + "\n")
-        # When bob runs `almanac bot` for his seat, as a process of its own that holds no deployment secret
-        process = start_bot(stack, url, alice.room, "bob", key_file)
+        # When bob runs `almanac bot` for his seat, as a process of its own that holds no deployment secret, keeping
+        # what his seat is answered
+        kept = tmp_path / "bob.checkpoints.json", tmp_path / "bob.receipts.json"
+        process = start_bot(stack, url, alice.room, "bob", key_file, "--keep-checkpoints", str(kept[0]),
+                            "--keep-receipts", str(kept[1]))
         log = stack.data_dir / f"bot-{alice.room}.log"
         # and alice plays her city meanwhile
         moved = person_plays_until_the_bot_moved(client, auditor, alice, "bob", process, log)
@@ -107,6 +111,16 @@ def test_almanac_bot_plays_a_seat_with_its_seat_key_through_the_api(live: tuple[
         # and its output said each move it sent, and why it stopped
         said = log.read_text(errors="replace")
         assert said.count(": sent ") >= BOT_MOVES and "the room ended; the bot stops" in said, said
+        # and bob's files hold a signed checkpoint up to the end and a receipt of each refusal the bot was answered
+        # (a command sent as the room ended is one too: refused room_ended, not said)
+        checkpoints, keys = cm.read_checkpoint_file(json.loads(kept[0].read_text()))
+        receipts, _ = cm.read_receipt_file(json.loads(kept[1].read_text()))
+        latest = client.room(alice.room)["version"]
+        assert keys and checkpoints[-1]["version"] == latest and len(receipts) >= said.count(" refused: 422 "), said
+        assert all((r["room"], r["player"]) == (alice.room, "bob") for r in receipts), receipts
+        trusted = cm.trusted_keys(keys)
+        assert all(cm.signature_valid(trusted[c["kid"]], c) for c in checkpoints)
+        assert all(cm.receipt_signature_valid(trusted[r["kid"]], r) for r in receipts)
 
 
 def test_almanac_bot_signs_every_command_of_a_signed_seat(live: tuple[str, str, Stack], tmp_path: Path) -> None:

@@ -458,11 +458,19 @@ def receipt_cases() -> tuple[dict[str, tuple[dict, list]], dict, str]:
         async def both():
             honest_room, receipt, record = await bobs_receipted_refusal()
             false_room, false_receipt, _ = await anns_falsely_refused_roll()
-            return await whole_bundle(honest_room), receipt, record, await whole_bundle(false_room), false_receipt
+            # the operator invents an unsigned refusal for ann, who signs, and signs a receipt of it itself
+            signing_room, _ = await ended_room("ann")
+            made_up = CommandRecord(command_id=f"{ROOM}:ann:invented", room=ROOM, player="ann", server_time_ms=4_500,
+                                    body={"kind": "roll", "dice": 6}, refused_at_version=2)
+            own = await DEPLOYMENT.refusal_receipt(signing_room.store, codec.encode(made_up), "signature_required")
+            made_up_bundle = with_refusal({**await whole_bundle(signing_room), "refusals": []}, made_up,
+                                          "signature_required")
+            return (await whole_bundle(honest_room), receipt, record, await whole_bundle(false_room), false_receipt,
+                    made_up_bundle, own)
         return asyncio.run(both())
 
     with ThreadPoolExecutor(1) as pool:  # (Playwright's sync API keeps an event loop running in this thread)
-        bundle, receipt, record, false_bundle, false_receipt = pool.submit(built).result()
+        bundle, receipt, record, false_bundle, false_receipt, made_up_bundle, own = pool.submit(built).result()
     invented = msgspec.structs.replace(record, command_id=f"{ROOM}:bob:invented")
     forged = stranger_ring().sign_refusal(ROOM, receipt["version"], bytes.fromhex(receipt["head"]), invented,
                                           codec.encode(invented), "nonce_mismatch")
@@ -478,6 +486,7 @@ def receipt_cases() -> tuple[dict[str, tuple[dict, list]], dict, str]:
         "a malformed receipt": (bundle, [{**receipt, "extra": 1}]),
         "bob's refusal shown with another code than signed": (recoded, [receipt]),
         false_refusal: (false_bundle, [false_receipt]),
+        "the operator's receipt of a refusal it invented for a signing seat": (made_up_bundle, [own]),
     }, DEPLOYMENT.ring.document, false_refusal
 
 
@@ -508,6 +517,7 @@ def test_both_verifiers_agree_on_refusal_receipts_but_only_python_decides_a_fals
         "a malformed receipt": "receipts",
         "bob's refusal shown with another code than signed": "refusals",
         false_refusal: "receipts",
+        "the operator's receipt of a refusal it invented for a signing seat": "skipped",  # covers nothing
     }
     for name, (python, js, detail) in seen.items():
         if name != false_refusal:

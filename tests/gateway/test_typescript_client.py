@@ -26,7 +26,9 @@ from whole_games import CLAIM_AHEAD_MS, CLAIM_FIRST_DAY, GAMES, ROUNDS, ended_by
 
 from almanac.client import Client
 from almanac.events import registry
+from almanac.events.commitments import read_checkpoint_file, read_receipt_file, receipt_label
 from almanac.events.dice import Dice
+from almanac.events.forensics.bundle_check import verify_bundle
 from almanac.events.signing import command_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -268,6 +270,22 @@ def test_the_typescript_client_signs_its_seats_commands_with_webcrypto(built: Pa
             assert report["ok"] is True, report
             assert (report["dice_scheme"], report["signing_players"], report["unsigned_players"]) == (3, ["ann", "bob"], [])
             assert (report["signed_joins"], report["refusals_signed"]) == (["ann", "bob"], 1), report
+            # and what ann's first client held (its checkpoints, the receipt of her refused smelt) verifies the room's
+            # bundle, and proves a bundle that tells her refusal with another code wrong, naming the receipt
+            held = driver("held", room=room, player="ann")
+            [receipt] = held["receipts"]["receipts"]
+            assert (receipt["command_id"], receipt["code"]) == (f"{room}:ann:smelt-1", "realm.not_enough_bronze")
+            latest = watcher.room(room)["version"]
+            bundle = watcher.request("GET", f"/rooms/{room}/dispute", params={"from": 1, "to": latest})
+            checkpoints, keys = read_checkpoint_file(held["checkpoints"])
+            receipts, _ = read_receipt_file(held["receipts"])
+            assert len(checkpoints) >= 3 and keys is not None
+            verdict = verify_bundle(bundle, checkpoints=checkpoints, keys=keys, receipts=receipts)
+            assert verdict.status == "VERIFIED", verdict.text()
+            [told] = [r for r in bundle["refusals"] if r["command"]["command_id"] == receipt["command_id"]]
+            told["error"]["code"] = "realm.invented"
+            verdict = verify_bundle(bundle, checkpoints=checkpoints, keys=keys, receipts=receipts)
+            assert not verdict.ok and receipt_label(receipt) in verdict.text(), verdict.text()
     finally:
         driver.close()
         if elsewhere is not None:

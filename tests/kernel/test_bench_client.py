@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from allow_lists import stale, unexcused
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 # What a module would use to open its own HTTP or WebSocket conversation instead of almanac.client (whose
@@ -51,16 +53,12 @@ def test_no_benchmark_opens_its_own_http_or_websocket_connection_to_a_gateway():
     """Given every benchmark module, when its imports and calls are listed, then none opens an HTTP or WebSocket
     connection of its own (httpx, websockets, raw streams, a test client) that the allow-list does not name: rooms,
     joins, commands, views and live feeds go through almanac.client, the code path studios use too."""
-    offenders = {path: [f"{line} {what}" for line, what in found if what not in ALLOWED.get(path, (set(), ""))[0]]
-                 for path, found in _scanned().items()}
-    assert {path: found for path, found in offenders.items() if found} == {}
+    assert unexcused(_scanned(), ALLOWED) == {}
 
 
 def test_the_allow_list_names_only_what_is_there():
     """Given the allow-list, when each file is read, then each connection it excuses is still opened there."""
-    scanned = _scanned()
-    stale = {path: sorted(whats - {what for _, what in scanned.get(path, [])}) for path, (whats, _) in ALLOWED.items()}
-    assert {path: whats for path, whats in stale.items() if whats} == {}
+    assert stale(_scanned(), ALLOWED) == {}
 
 
 def test_the_scan_sees_a_benchmark_that_opens_its_own(tmp_path):

@@ -6,6 +6,8 @@ import ast
 import re
 from pathlib import Path
 
+from allow_lists import stale, unexcused
+
 ROOT = Path(__file__).resolve().parents[2]
 # Where processes and their parts live. storage/ is left out: it defines the stores and key names (a store builds
 # its Keys, the archive its object store). tests/ is left out: a test stands up the very parts it checks, with
@@ -67,16 +69,12 @@ def _scanned() -> dict[str, list[tuple[int, str]]]:
 def test_no_process_builds_its_own_client_keys_or_store_outside_the_composition_root():
     """Given every process's code (services, projections, the benchmarks), when its constructions are listed,
     then none builds a Redis client, a Keys or a store that the allow-list does not name: they ask services.bootstrap."""
-    offenders = {path: [f"{line} {what}" for line, what in found if what not in ALLOWED.get(path, (set(), ""))[0]]
-                 for path, found in _scanned().items()}
-    assert {path: found for path, found in offenders.items() if found} == {}
+    assert unexcused(_scanned(), ALLOWED) == {}
 
 
 def test_the_allow_list_names_only_what_is_there():
     """Given the allow-list, when each file is read, then each construct it excuses is still built there."""
-    scanned = _scanned()
-    stale = {path: sorted(whats - {what for _, what in scanned.get(path, [])}) for path, (whats, _) in ALLOWED.items()}
-    assert {path: whats for path, whats in stale.items() if whats} == {}
+    assert stale(_scanned(), ALLOWED) == {}
 
 
 def test_the_scan_sees_a_process_that_builds_its_own(tmp_path):

@@ -22,13 +22,14 @@ from signed_rooms import (
     WRONG_NONCE,
     anns_falsely_refused_roll,
     bobs_receipted_refusal,
+    ended_room,
     whole_bundle,
 )
 from typer.testing import CliRunner
 
 from almanac.events import codec, commitments as cm
 from almanac.events.forensics.bundle_check import verify_bundle
-from almanac.events.step import decode_record
+from almanac.events.step import CommandRecord, decode_record
 from almanac.services.cli import _load_commands, app
 
 KEYS = DEPLOYMENT.ring.document
@@ -141,3 +142,20 @@ async def test_her_cli_reads_the_receipt_as_saved_and_names_the_false_refusal(tm
 def _invoke(*args: str):
     _load_commands()
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+async def test_a_receipt_the_operator_signs_for_a_refusal_it_invented_for_a_signing_seat_covers_nothing():
+    # Given ann's ended room (ann signs her commands), its bundle shown with no refusal of hers but one the operator
+    # invents: an unsigned roll "refused" signature_required, which ann never sent
+    room, _ = await ended_room("ann")
+    bundle = {**await whole_bundle(room), "refusals": []}
+    invented = CommandRecord(command_id=f"{ROOM}:ann:invented", room=ROOM, player="ann", server_time_ms=4_500,
+                             body={"kind": "roll", "dice": 6}, refused_at_version=2)
+    forged = with_refusal(bundle, invented, "signature_required")
+    # When the operator also signs a receipt of that refusal with the deployment's key and hands it in
+    receipt = await DEPLOYMENT.refusal_receipt(room.store, codec.encode(invented), "signature_required")
+    assert receipt is not None
+    verdict = verify_bundle(forged, keys=KEYS, receipts=[receipt])
+    # Then the refusal still rests on the operator's word: a receipt shows the deployment answered it, not that ann
+    # sent it, and a signing seat's refusal is covered by her own signature alone
+    assert verdict.status == "INCOMPLETE" and "refusals" in verdict.unchecked, verdict.text()

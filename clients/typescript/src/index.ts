@@ -5,9 +5,12 @@
 // command with its player's Ed25519 key (./signing.ts: the one place that says which bytes are signed).
 import createClient from "openapi-fetch";
 import type { components, paths } from "./schema.js";
+import { Held, type KeySet } from "./held.js";
 import { PlayerKey, nonceCommitment } from "./signing.js";
 
 export type { components, paths } from "./schema.js";
+export { CHECKPOINTS_KEPT, Held, RECEIPTS_KEPT } from "./held.js";
+export type { Checkpoint, CheckpointFile, KeySet, ReceiptFile, RefusalReceipt } from "./held.js";
 export { PlayerKey, canonicalJson, commandBytes, joinBytes, nonceCommitment, recordedCommandId } from "./signing.js";
 export type Schemas = components["schemas"];
 
@@ -122,9 +125,11 @@ export class KeySubstituted extends Error {
   }
 }
 
-/** Options of a seat: a signed seat's `playerKey` (every command it sends is signed with it). */
+/** Options of a seat: a signed seat's `playerKey` (every command it sends is signed with it); `held`: where it keeps
+ *  the checkpoints and refusal receipts it is answered (default: its own; give one Held to several seats to share). */
 export interface SeatOptions extends Options {
   playerKey?: PlayerKey;
+  held?: Held;
 }
 
 type Answer = Record<string, unknown>;
@@ -141,27 +146,39 @@ export function newestVersion(answer: unknown, seen: number): number {
 }
 
 /** A seat: the token acts for one player of one room; a signed seat's key signs its commands. `seenVersion`: the
- *  newest room version this seat has seen (answers, its live feed), which its next signed command covers. */
+ *  newest room version this seat has seen (answers, its live feed), which its next signed command covers. `held`:
+ *  every signed checkpoint its answers and feed carried and every refusal receipt its refusals carried
+ *  (`exportHeld` gives them as the files `almanac verify-bundle --checkpoints/--receipts` read). */
 export class Seat {
   readonly client: AlmanacClient;
   readonly playerKey?: PlayerKey;
+  readonly held: Held;
   seenVersion: number;
   constructor(readonly baseUrl: string, readonly room: string, readonly player: string, readonly token: string,
               options: SeatOptions = {}, readonly answer: Answer = {}) {
-    const { playerKey, ...rest } = options;
+    const { playerKey, held, ...rest } = options;
     this.client = createAlmanac(baseUrl, { ...rest, token });
     this.playerKey = playerKey;
+    this.held = held ?? new Held();
+    this.held.keep(answer);
     this.seenVersion = newestVersion(answer, 0);
+  }
+
+  /** This room's checkpoint file and receipt file (to write where the player keeps them), with the deployment's key
+   *  set as fetched now (`keys: false`: without it; give `verify-bundle --keys` one fetched independently). */
+  async exportHeld(keys = true) {
+    const set = keys ? unwrap(await this.client.GET("/.well-known/almanac-keys.json")) as KeySet : undefined;
+    return { checkpoints: this.held.checkpointFile(this.room, set), receipts: this.held.receiptFile(this.room, set) };
   }
 
   get seatKey(): string | undefined {
     return this.answer.seat_key as string | undefined;
   }
 
-  /** Keep the newest version `answer` shows; the answer itself. */
+  /** Keep the newest version `answer` shows, and the checkpoint it carries; the answer itself. */
   saw<T>(answer: T): T {
     this.seenVersion = newestVersion(answer, this.seenVersion);
-    return answer;
+    return this.held.keep(answer);
   }
 
   /** This seat, once its join answer is seen to register its key (KeySubstituted when it registered another). */
@@ -181,6 +198,15 @@ export class Seat {
    *  signed again over the version it names and sent once more with the same command id; anything else, a second
    *  move included, is thrown. */
   private async send<T>(post: (extra: Signed) => Promise<T>, commandId: string, signed: unknown | null): Promise<T> {
+    try {
+      return await this.sendOnce(post, commandId, signed);
+    } catch (error) {
+      if (error instanceof AlmanacError) this.held.keep(error.body);  // a rule's refusal carries its signed receipt
+      throw error;
+    }
+  }
+
+  private async sendOnce<T>(post: (extra: Signed) => Promise<T>, commandId: string, signed: unknown | null): Promise<T> {
     const key = this.playerKey;
     if (!key || signed === null) return this.saw(await post({}));
     const attempt = async (seen: number) =>

@@ -31,6 +31,8 @@ async function perform(op) {
       seats.set(key(op.room, op.player), seat);
       return seated(seat);
     }
+    case "held":  // the seat's checkpoint file and receipt file, as `verify-bundle --checkpoints/--receipts` read
+      return await seats.get(key(op.room, op.player)).exportHeld();
     case "export_key":
       return { key: seats.get(key(op.room, op.player)).playerKey.export() };
     case "command": {

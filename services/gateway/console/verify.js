@@ -624,8 +624,10 @@ async function checkRefusals(bundle, chain, pass, receipted = new Map()) {
   }
   let covered = 0;
   for (const r of refusals) {
-    if (receipted.has(r.command_id)) { covered += 1; continue; }  // answered to its player with a signed receipt
     const join = joins.filter((j) => j.player === r.player && j.version <= r.refused_at_version).pop();
+    // A receipt shows the deployment answered the refusal, not who sent it: it covers only a seat that does not sign
+    // (as bundle_check's refusals step); a signing seat's refusal is covered by its player's signature alone.
+    if (receipted.has(r.command_id) && !joins.some((j) => j.player === r.player)) { covered += 1; continue; }
     if (!join || r.seen_version === null) continue;  // no signed seat, or the v1 form (it names no version)
     const message = () => commandBytes(r.room, r.player, r.command_id, r.body, r.seen_version);
     if (await ed25519Valid(join.key, r.signature, message)) covered += 1;
