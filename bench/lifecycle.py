@@ -111,17 +111,39 @@ async def _give_back_bot_seats(client: aioredis.Redis, store: ArchivingStore) ->
             return
 
 
-async def _memory_by_family(client: aioredis.Redis, prefix: str) -> list[tuple[str, int, int]]:
-    """(key family, keys, MEMORY USAGE bytes) of the run's keys, largest first: where Redis memory goes."""
+def _family(key: str, prefix: str) -> str:
+    """A key's family: its shard tag, room id, bucket and bot seat made generic."""
+    name = re.sub(r"\{s\d+\}", "{sNN}", key)
+    name = re.sub(re.escape(prefix) + r"-r\d+(-c\d+)?", "ROOM", name)
+    name = re.sub(r"archive:pointers:\d+$", "archive:pointers:BUCKET", name)
+    name = re.sub(r"seatkeys:\d+$", "seatkeys:BUCKET", name)
+    return name
+
+
+async def _memory_by_family(client: aioredis.Redis, prefix: str, samples: int | None = None
+                            ) -> list[tuple[str, int, int]]:
+    """(key family, keys, MEMORY USAGE bytes) of the run's keys, largest first: where Redis memory goes.
+    ``samples=0`` counts every element (exact, slower): the per-archived-room table uses it."""
     sizes: dict[str, int] = {}
     counts: dict[str, int] = {}
     async for key in client.scan_iter(match=f"{prefix}*", count=1_000):
-        name = re.sub(r"\{s\d+\}", "{sNN}", key.decode())
-        name = re.sub(re.escape(prefix) + r"-r\d+(-c\d+)?", "ROOM", name)
-        name = re.sub(r"archive:pointers:\d+$", "archive:pointers:BUCKET", name)
-        sizes[name] = sizes.get(name, 0) + (await client.memory_usage(key) or 0)
+        name = _family(key.decode(), prefix)
+        sizes[name] = sizes.get(name, 0) + (await client.memory_usage(key, samples=samples) or 0)
         counts[name] = counts.get(name, 0) + 1
     return sorted(((name, counts[name], size) for name, size in sizes.items()), key=lambda item: -item[2])
+
+
+def _left_per_room(first: list[tuple[str, int, int]], last: list[tuple[str, int, int]], rooms: int
+                   ) -> list[tuple[str, int, int, float]]:
+    """(key family, keys added, bytes added, bytes per room) between two measures with no live room: what each room
+    archived between them left in Redis, by key family, largest first."""
+    before = {name: (count, size) for name, count, size in first}
+    rows = []
+    for name, count, size in last:
+        old_count, old_size = before.pop(name, (0, 0))
+        rows.append((name, count - old_count, size - old_size, (size - old_size) / max(1, rooms)))
+    rows += [(name, -count, -size, -size / max(1, rooms)) for name, (count, size) in before.items()]
+    return sorted(rows, key=lambda row: -abs(row[2]))
 
 
 async def _id_index_bytes(client: aioredis.Redis, store: ArchivingStore, rooms: list[str]) -> tuple[int, int]:
@@ -194,6 +216,9 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     live_commands_peak = 0
     names: list[tuple[str, int]] = []
     number = 0
+    # MEMORY USAGE by key family after each pass (no live room then): the first and the last give what each room
+    # archived between them left in Redis, by key family (the first pass's own one-off keys cancel out)
+    archived_families: list[tuple[int, int, list[tuple[str, int, int]]]] = []
     while played < rooms:
         batch = [f"{prefix}-r{number + i}" for i in range(min(wave, rooms - played))]
         number += len(batch)
@@ -230,6 +255,7 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
         after = await used() - baseline
         table.add_row(str(played), str(archived), "0", f"{after / 1e6:.2f} MB",
                       f"{after / max(1, archived):,.0f} B per archived room", f"{buffers[-1] / 1e6:.2f} MB")
+        archived_families.append((archived, after, await _memory_by_family(client, prefix, samples=0)))
     console.print(table)
     final = await used() - baseline
     final_raw = final + buffers[-1] - buffers[0]
@@ -244,6 +270,22 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
     for name, count, size in (await _memory_by_family(client, prefix))[:FAMILIES]:
         families.add_row(name, str(count), f"{size:,}")
     console.print(families)
+    if len(archived_families) >= 2:
+        (first_rooms, first_used, first), (last_rooms, last_used, last) = archived_families[0], archived_families[-1]
+        rooms_between = last_rooms - first_rooms
+        left = Table(title=f"What each archived room leaves in Redis (MEMORY USAGE SAMPLES 0 by key family, after the"
+                           f" last pass less after the first: {rooms_between} rooms archived between, none live)")
+        for column in ("key family", "keys added", "bytes added", "bytes per archived room"):
+            left.add_column(column, justify="right" if column != "key family" else "left")
+        rows = _left_per_room(first, last, rooms_between)
+        for name, count, size, per in rows:
+            if size:
+                left.add_row(name, f"{count:+,}", f"{size:+,}", f"{per:+,.1f}")
+        total = sum(size for _, _, size, _ in rows)
+        left.add_row("all key families (MEMORY USAGE)", "", f"{total:+,}", f"{total / max(1, rooms_between):+,.1f}")
+        left.add_row("used_memory (less client and AOF buffers)", "", f"{last_used - first_used:+,}",
+                     f"{(last_used - first_used) / max(1, rooms_between):+,.1f}")
+        console.print(left)
     archived_commands = commands - last_wave_commands if archived else 0
     figures = Table(title="Lifecycle figures (one run; CPU shared with other work: ratios matter, not absolutes)")
     figures.add_column("figure")

@@ -205,7 +205,8 @@ class ReadModels:
             found = {room: await self._rows_of_room(model, ledger, room)}
         else:
             # finished archived rooms' rows are in the archive index's blocks (storage.archive_index): both tiers here
-            found = await model_rows(self.client, self.keys, self.shard_count, model, ledger)
+            found = await model_rows(self.client, self.keys, self.shard_count, model, ledger,
+                                     getattr(self.store, "archive", None))
         # One order whichever tier a row came from (room, then the ledger's zset order: version, row), then the
         # model's: rows the model's order ties keep it.
         entries = sorted((name, version, row) for name, rows in found.items() for version, row in rows)

@@ -15,9 +15,10 @@ finished room, and both are cut here, per shard, in ONE script (one hash tag: it
   per player); the others never show and leave. An unranked room's entries never show either and leave.
 
 - **rule-set read-model rows** (``Keys.model_rows`` rows and ``Keys.model_ledger`` ledgers, e.g. claim's claims and
-  realm's trades): a pass's rows of each model leave for one block (``Keys.archived_model_rows``); a listing of the
-  model across rooms (``model_rows``) reads both tiers, Redis' rows first; one archived room's rows are folded from
-  its archive object when asked for (``projections.read``), as its summary is.
+  realm's trades): a pass's rows of each model leave for one block, an object of the archive store written and read
+  back first, Redis keeping only its digest (``Keys.archived_model_rows``, ``BLOCK_REF``); a listing of the model
+  across rooms (``model_rows``) reads both tiers, Redis' rows first; one archived room's rows are folded from its
+  archive object when asked for (``projections.read``), as its summary is.
 
 Only rooms still archived and archived because they finished are compacted (an idle room comes back and plays on:
 its rows stay as they are). A crash before the script leaves the rows in Redis (answers unchanged, only bytes);
@@ -34,7 +35,7 @@ import msgspec
 import zstandard
 
 from almanac.events import registry
-from almanac.storage.archive import decode_pointer
+from almanac.storage.archive import ArchiveError, decode_pointer
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import run_script
 
@@ -179,6 +180,54 @@ return rooms
 """
 _MODEL_ATTEMPTS = 3
 
+# A model block stored in the archive store: Redis' block hash holds this prefix and the block's SHA-256 (71 B) in
+# place of the block, never a zstd frame (those open with 28 b5 2f fd), so blocks written inline before are read too.
+BLOCK_REF = b"object:"
+# Model blocks fetched from the archive store, kept per process (a block never changes: its name is its hash), so a
+# listing across rooms fetches each once; least recently used leave first past this many bytes.
+MAX_CACHED_OBJECT_BYTES = 32 * 1024 * 1024
+_OBJECT_BLOCKS: OrderedDict[str, bytes] = OrderedDict()
+_cached = [0]  # the bytes in _OBJECT_BLOCKS
+
+
+def block_path(model: str, digest: str) -> str:
+    """Content-addressed, as rooms' objects are: ``blocks/<model>/<sha256>.zst`` (two deployments sharing an archive
+    write the same bytes at the same name)."""
+    return f"blocks/{model}/{digest}.zst"
+
+
+async def _put_block(archive: Any, model: str, block: bytes) -> bytes:
+    """Write a model block into the archive store and read it back (it must hold the same bytes) before Redis may
+    point at it: the reference Redis keeps instead of the block."""
+    digest = hashlib.sha256(block).hexdigest()
+    path = block_path(model, digest)
+    await archive.put_new(path, block)  # False: written before (same name, same bytes), checked below all the same
+    if hashlib.sha256(await archive.get(path)).hexdigest() != digest:
+        raise ArchiveError(f"the block {path} read back does not have the digest it was written with")
+    return BLOCK_REF + digest.encode()
+
+
+async def _get_block(archive: Any, model: str, value: bytes) -> bytes:
+    """A block as Redis' hash holds it (inline) or from the archive store (a ``BLOCK_REF``), checked."""
+    if not value.startswith(BLOCK_REF):
+        return value
+    digest = value[len(BLOCK_REF):].decode()
+    found = _OBJECT_BLOCKS.get(digest)
+    if found is not None:
+        _OBJECT_BLOCKS.move_to_end(digest)
+        return found
+    if archive is None:
+        raise ArchiveError(f"the {model} block {digest} is in the archive store, and this reader has none")
+    path = block_path(model, digest)
+    data = await archive.get(path)
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise ArchiveError(f"the block {path} does not have the digest its index recorded")
+    _OBJECT_BLOCKS[digest] = data
+    _cached[0] += len(data)
+    while _cached[0] > MAX_CACHED_OBJECT_BYTES and len(_OBJECT_BLOCKS) > 1:
+        _cached[0] -= len(_OBJECT_BLOCKS.popitem(last=False)[1])
+    return data
+
 
 async def compact_models(store: Any, shard: int, rooms: list[str]) -> int:
     """Move the rule-set read-model rows of ``rooms`` (finished, archived, of one shard) into one block per model, one
@@ -204,9 +253,13 @@ async def _compact_models(store: Any, shard: int, rooms: list[str]) -> tuple[int
             if not found:
                 break
             block = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(_ENCODER.encode(dict(sorted(found.items()))))
+            # With an archive store the block is an object there, written and read back before the script points
+            # at it and takes the rows out of Redis (a crash between leaves an unnamed object, the rows in Redis)
+            archive = getattr(store, "archive", None)
+            stored = block if archive is None else await _put_block(archive, name, block)
             script_keys = [keys.archived_model_rows(shard, name),
                            keys.model_ledger_rooms(shard, name) if ledger else keys.model_rows(shard, name)]
-            args: list[Any] = [hashlib.sha256(block).hexdigest()[:32], block, "ledger" if ledger else "row",
+            args: list[Any] = [hashlib.sha256(block).hexdigest()[:32], stored, "ledger" if ledger else "row",
                                len(found)]
             for room, rows in sorted(found.items()):
                 bucket = keys.pointer_bucket(room)
@@ -241,10 +294,11 @@ async def _model_rows_in_redis(client: Any, keys: Keys, shard: int, model: str, 
             for room, reply in zip(rooms, replies, strict=True) if reply}
 
 
-async def model_rows(client: Any, keys: Keys, shard_count: int, model: str,
-                     ledger: bool) -> dict[str, list[tuple[int, bytes]]]:
+async def model_rows(client: Any, keys: Keys, shard_count: int, model: str, ledger: bool,
+                     archive: Any = None) -> dict[str, list[tuple[int, bytes]]]:
     """room -> [(version, row)] of every room's rows of a rule-set read model: Redis' rows, then the archived blocks'
-    rows of rooms Redis has none of (read after Redis': a room compacted between the two reads is in the blocks)."""
+    rows of rooms Redis has none of (read after Redis': a room compacted between the two reads is in the blocks;
+    a block in the archive store is fetched from ``archive``)."""
     found: dict[str, list[tuple[int, bytes]]] = {}
     if ledger:
         async with client.pipeline(transaction=False) as pipe:
@@ -272,7 +326,8 @@ async def model_rows(client: Any, keys: Keys, shard_count: int, model: str,
         blocks = await pipe.execute()
     decompressor = zstandard.ZstdDecompressor()
     for shard_blocks in blocks:
-        for block in shard_blocks:
+        for value in shard_blocks:
+            block = await _get_block(archive, model, value)
             for room, rows in _MODEL_BLOCK.decode(decompressor.decompress(block)).items():
                 found.setdefault(room, rows)
     return found

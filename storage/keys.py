@@ -240,7 +240,8 @@ class Keys:
     def archived_model_rows(self, shard: int, model: str) -> str:
         """Hash: block id -> zstd msgpack {room: [[version, row], ...]} of a rule-set read model's rows of finished
         archived rooms (storage.archive_index): they leave ``model_rows`` / ``model_ledger`` in blocks of a pass's
-        rooms (a per-room model's one row at version 0; a ledger's rows in its zset's order)."""
+        rooms (a per-room model's one row at version 0; a ledger's rows in its zset's order). With an archive store
+        the value is ``object:<sha256>`` and the block is that object (storage.archive_index.BLOCK_REF)."""
         return self._shard(shard, f"archive:model:{model}")
 
     def feed_hold(self, shard: int) -> str:

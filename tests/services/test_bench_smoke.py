@@ -63,16 +63,33 @@ def test_the_lifecycle_benchmark_archives_every_ended_room_and_prints_its_aims(r
 
     # wide enough that no label is wrapped inside its table cell (a worker may have COLUMNS set by an earlier test)
     monkeypatch.setenv("COLUMNS", "400")
-    lifecycle.main(redis_url, rooms=20, wave=10)
+    lifecycle.main(redis_url, rooms=30, wave=10)
     printed = " ".join(capsys.readouterr().out.split())
-    # the first wave archived, the last one left live; realm rooms played by the seat bots to their end (dozens of
-    # commands each) and two claim rooms (three each)
-    archived = re.search(r"for 10 rooms, (\d+) commands", printed)
-    assert archived and int(archived.group(1)) > 8 * 20 + 2 * 3, printed
-    assert "verify --all (20 rooms: 10 archived, 10 live)" in printed
+    # the first two waves archived, the last one left live; realm rooms played by the seat bots to their end (dozens
+    # of commands each) and two claim rooms a wave (three commands each)
+    archived = re.search(r"for 20 rooms, (\d+) commands", printed)
+    assert archived and int(archived.group(1)) > 16 * 20 + 4 * 3, printed
+    assert "verify --all (30 rooms: 20 archived, 10 live)" in printed
+    # two passes with no live room after them: what each room archived between them left, by key family
+    assert "What each archived room leaves in Redis" in printed and "10 rooms archived between" in printed
+    assert re.search(r":archive:pointers:BUCKET[ │]+\+\d+[ │]+\+[\d,]+[ │]+\+[\d.]+", printed), printed
     for figure in ("archiver rooms/s", "baseline", "object cached", "rooms/s", "<= 1.2x", "<= 200 B", "p99 <= 5x",
                    "command-id index"):
         assert figure in printed, figure
+
+
+def test_the_lifecycle_benchmarks_leftovers_by_key_family_count_families_that_came_and_went_per_room():
+    from almanac.bench import lifecycle  # noqa: PLC0415
+
+    # given two measures of the key families with no live room, 100 rooms archived between them
+    first = [("p:{sNN}:archive:model:trades", 16, 50_000), ("p:{bots}:removed:ROOMcarol", 10, 1_360)]
+    last = [("p:{sNN}:archive:model:trades", 16, 150_000), ("p:{sNN}:archive:pointers:BUCKET", 90, 15_200)]
+    # when the leftovers are computed
+    rows = lifecycle._left_per_room(first, last, 100)
+    # then each family's bytes added are divided by the rooms, largest first, and a family gone counts negative
+    assert rows == [("p:{sNN}:archive:model:trades", 0, 100_000, 1_000.0),
+                    ("p:{sNN}:archive:pointers:BUCKET", 90, 15_200, 152.0),
+                    ("p:{bots}:removed:ROOMcarol", -10, -1_360, -13.6)]
 
 
 def test_the_webhooks_benchmark_delivers_everything_and_stands_beside_bare_posts_on_real_redis(redis_url, tmp_path):

@@ -6,6 +6,11 @@ same; a crash at any step leaves the rows answering from one place, and a rebuil
 
 from __future__ import annotations
 
+import hashlib
+
+import msgspec
+import pytest
+import zstandard
 from archive_support import archiving_store, file_archive_url
 from forensics_support import RealmTable
 
@@ -15,7 +20,7 @@ from almanac.projections.rebuild import rebuild
 from almanac.services.archiver import Archiver
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage import archive_index
-from almanac.storage.archive import archive_room
+from almanac.storage.archive import ArchiveError, archive_room
 
 
 async def traded_realm_room(store, room: str) -> None:
@@ -178,4 +183,75 @@ async def test_a_move_cut_short_at_any_step_leaves_the_rows_answering_from_one_p
     assert await redis_client.hlen(keys.archived_model_rows(keys.shard(claim), "claims")) == 1
     # and compacting again finds nothing left to move
     assert await archive_index.compact_models(store, keys.shard(claim), [claim]) == 0
+    assert await answers(models, [realm, claim, live]) == before
+
+
+async def test_a_model_block_lives_in_the_archive_store_and_redis_keeps_only_its_digest(redis_client, tmp_path):
+    # Given the rooms, projected and archived (the move alone: their rows still in Redis)
+    store, realm, claim, live = await played(redis_client, tmp_path)
+    keys = store.keys
+    models = ReadModels(redis_client, store.shard_count, store=store)
+    before = await answers(models, [realm, claim, live])
+    for room in (realm, claim):
+        assert (await archive_room(store, room)).status == "archived"
+
+    # When the archive index compacts their rows
+    assert await archive_index.compact(store, [realm, claim]) == 2
+
+    # Then each model's block is an object of the archive store, and Redis keeps a reference of 71 bytes to it
+    for room, model in ((realm, "trades"), (claim, "claims")):
+        [value] = await redis_client.hvals(keys.archived_model_rows(keys.shard(room), model))
+        assert value.startswith(archive_index.BLOCK_REF) and len(value) == 71, value
+        digest = value[len(archive_index.BLOCK_REF):].decode()
+        assert (tmp_path / archive_index.block_path(model, digest)).is_file()
+    # and every answer is the same, also for a reader process that never fetched a block
+    assert await answers(models, [realm, claim, live]) == before
+    archive_index._OBJECT_BLOCKS.clear()
+    archive_index._cached[0] = 0
+    fresh = ReadModels(redis_client, store.shard_count, store=archiving_store(redis_client, file_archive_url(tmp_path)))
+    assert await answers(fresh, [realm, claim, live]) == before
+
+
+async def test_rows_leave_redis_only_once_their_block_was_written_and_read_back(redis_client, tmp_path, monkeypatch):
+    # Given the rooms, projected and archived, their rows still in Redis
+    store, realm, claim, live = await played(redis_client, tmp_path)
+    keys = store.keys
+    models = ReadModels(redis_client, store.shard_count, store=store)
+    before = await answers(models, [realm, claim, live])
+    for room in (realm, claim):
+        assert (await archive_room(store, room)).status == "archived"
+
+    # When the process dies after writing a block object, before the script that points at it and drops the rows
+    async def killed(*_args, **_kwargs):
+        raise ConnectionError("killed before the script ran")
+
+    monkeypatch.setattr(archive_index, "run_script", killed)
+    with pytest.raises(ConnectionError):
+        await archive_index.compact_models(store, keys.shard(claim), [claim])
+    monkeypatch.undo()
+    # Then the object is there, unnamed by Redis, and the rows are Redis' alone, answering the same
+    assert list((tmp_path / "blocks" / "claims").iterdir())
+    assert not await redis_client.exists(keys.archived_model_rows(keys.shard(claim), "claims"))
+    assert await redis_client.hexists(keys.model_rows(keys.shard(claim), "claims"), claim)
+    assert await answers(models, [realm, claim, live]) == before
+
+    # When the archive holds other bytes under a block's name (a torn or tampered write) and a pass compacts again
+    found = await archive_index._model_rows_in_redis(redis_client, keys, keys.shard(realm), "trades", True, [realm])
+    block = zstandard.ZstdCompressor(level=archive_index.ZSTD_LEVEL).compress(
+        msgspec.msgpack.encode(dict(sorted(found.items()))))
+    torn = tmp_path / archive_index.block_path("trades", hashlib.sha256(block).hexdigest())
+    torn.parent.mkdir(parents=True, exist_ok=True)
+    torn.write_bytes(block[: len(block) // 2])
+    with pytest.raises(ArchiveError):
+        await archive_index.compact_models(store, keys.shard(realm), [realm])
+    # Then the read-back refuses it before Redis points at it: the ledger stays in Redis
+    assert await redis_client.exists(keys.model_ledger(keys.shard(realm), "trades", realm))
+    assert not await redis_client.exists(keys.archived_model_rows(keys.shard(realm), "trades"))
+    assert await answers(models, [realm, claim, live]) == before
+
+    # When the object is whole again, the next pass completes both moves (the claim's object written again: the same)
+    torn.write_bytes(block)
+    assert await archive_index.compact(store, [realm, claim]) == 2
+    assert not await redis_client.exists(keys.model_ledger(keys.shard(realm), "trades", realm))
+    assert not await redis_client.hexists(keys.model_rows(keys.shard(claim), "claims"), claim)
     assert await answers(models, [realm, claim, live]) == before
