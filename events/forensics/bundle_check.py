@@ -830,8 +830,10 @@ def _refusals(verdict: Verdict, refusals: list[Any], chain: list[Envelope], seed
     # whatever it is sent, its own inventions included. It covers a refusal only of a seat that does not sign
     # (whose every command the operator could have sent anyway: the seats note says so); a signing seat's refusal
     # is covered by its player's signature alone.
+    # (and only of a name the chain seated: a receipt for a name that never joined covers nothing either)
+    seated = {envelope.player for envelope in chain if envelope.type in ("room.created", "room.player_joined")}
     signed += [r for r in kept if r.record.command_id in by_receipt and r not in signed
-               and r.record.player not in joins_signed]
+               and r.record.player not in joins_signed and r.record.player in seated]
     if refused is not None:
         command_id = refused.refusal.record.command_id
         if not refused.placed:

@@ -468,12 +468,18 @@ def receipt_cases() -> tuple[dict[str, tuple[dict, list]], dict, str]:
             own = await DEPLOYMENT.refusal_receipt(signing_room.store, codec.encode(made_up), "signature_required")
             made_up_bundle = with_refusal({**await whole_bundle(signing_room), "refusals": []}, made_up,
                                           "signature_required")
+            # and one for mallory, who never joined bob's room, with a receipt it signs itself
+            mallorys = CommandRecord(command_id=f"{ROOM}:mallory:1", room=ROOM, player="mallory", server_time_ms=4_500,
+                                     body={"kind": "roll", "dice": 6}, refused_at_version=2)
+            for_mallory = await DEPLOYMENT.refusal_receipt(honest_room.store, codec.encode(mallorys), "not_joined")
+            mallory_bundle = with_refusal({**await whole_bundle(honest_room), "refusals": []}, mallorys, "not_joined")
             return (await whole_bundle(honest_room), receipt, record, await whole_bundle(false_room), false_receipt,
-                    made_up_bundle, own)
+                    made_up_bundle, own, mallory_bundle, for_mallory)
         return asyncio.run(both())
 
     with ThreadPoolExecutor(1) as pool:  # (Playwright's sync API keeps an event loop running in this thread)
-        bundle, receipt, record, false_bundle, false_receipt, made_up_bundle, own = pool.submit(built).result()
+        (bundle, receipt, record, false_bundle, false_receipt, made_up_bundle, own, mallory_bundle,
+         for_mallory) = pool.submit(built).result()
     invented = msgspec.structs.replace(record, command_id=f"{ROOM}:bob:invented")
     forged = stranger_ring().sign_refusal(ROOM, receipt["version"], bytes.fromhex(receipt["head"]), invented,
                                           codec.encode(invented), "nonce_mismatch")
@@ -490,6 +496,7 @@ def receipt_cases() -> tuple[dict[str, tuple[dict, list]], dict, str]:
         "bob's refusal shown with another code than signed": (recoded, [receipt]),
         false_refusal: (false_bundle, [false_receipt]),
         "the operator's receipt of a refusal it invented for a signing seat": (made_up_bundle, [own]),
+        "the operator's receipt of a refusal it invented for a name never seated": (mallory_bundle, [for_mallory]),
     }, DEPLOYMENT.ring.document, false_refusal
 
 
@@ -521,6 +528,7 @@ def test_both_verifiers_agree_on_refusal_receipts_but_only_python_decides_a_fals
         "bob's refusal shown with another code than signed": "refusals",
         false_refusal: "receipts",
         "the operator's receipt of a refusal it invented for a signing seat": "skipped",  # covers nothing
+        "the operator's receipt of a refusal it invented for a name never seated": "skipped",  # nor this
     }
     for name, (python, js, detail) in seen.items():
         if name != false_refusal:

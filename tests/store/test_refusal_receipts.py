@@ -173,3 +173,17 @@ async def test_a_receipt_the_operator_signs_for_a_refusal_it_invented_for_a_sign
     # Then the refusal still rests on the operator's word: a receipt shows the deployment answered it, not that ann
     # sent it, and a signing seat's refusal is covered by her own signature alone
     assert verdict.status == "INCOMPLETE" and "refusals" in verdict.unchecked, verdict.text()
+
+
+async def test_a_receipt_for_a_name_that_never_joined_covers_nothing():
+    # Given bob's ended room, and a refusal the operator invents for mallory, who never joined it, with a receipt it
+    # signs itself
+    room, _, _ = await bobs_receipted_refusal()
+    bundle = {**await whole_bundle(room), "refusals": []}
+    invented = CommandRecord(command_id=f"{ROOM}:mallory:1", room=ROOM, player="mallory", server_time_ms=4_500,
+                             body={"kind": "roll", "dice": 6}, refused_at_version=2)
+    forged = with_refusal(bundle, invented, "not_joined")
+    receipt = await DEPLOYMENT.refusal_receipt(room.store, codec.encode(invented), "not_joined")
+    # When it is checked with that receipt, Then the refusal still rests on the operator's word
+    verdict = verify_bundle(forged, keys=KEYS, receipts=[receipt], checkpoints=at_its_end(bundle))
+    assert verdict.status == "INCOMPLETE" and verdict.unchecked == ["refusals"], verdict.text()

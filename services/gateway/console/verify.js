@@ -627,7 +627,9 @@ async function checkRefusals(bundle, chain, pass, receipted = new Map()) {
     const join = joins.filter((j) => j.player === r.player && j.version <= r.refused_at_version).pop();
     // A receipt shows the deployment answered the refusal, not who sent it: it covers only a seat that does not sign
     // (as bundle_check's refusals step); a signing seat's refusal is covered by its player's signature alone.
-    if (receipted.has(r.command_id) && !joins.some((j) => j.player === r.player)) { covered += 1; continue; }
+    // (and only of a name the chain seated: a receipt for a name that never joined covers nothing either)
+    const seated = chain.some((e) => (e.type === "room.created" || e.type === "room.player_joined") && e.player === r.player);
+    if (receipted.has(r.command_id) && seated && !joins.some((j) => j.player === r.player)) { covered += 1; continue; }
     if (!join || r.seen_version === null) continue;  // no signed seat, or the v1 form (it names no version)
     const message = () => commandBytes(r.room, r.player, r.command_id, r.body, r.seen_version);
     if (await ed25519Valid(join.key, r.signature, message)) covered += 1;
