@@ -206,13 +206,14 @@ def _declared(components: dict[str, Any], types: list[type], ref: str, prefix: s
     _string_keys(own)
     for name, schema in own.items():
         # a record the events share (realm's Transfer) keeps the enums _carry_enums gave it there
-        if name not in components or _without_enums(components[name]) != schema:
+        if name not in components or _without_enums(components[name]) != _without_enums(schema):
             components[name] = schema
     return [r["$ref"].rsplit("/", 1)[-1] for r in refs]
 
 
 def _without_enums(schema: Any) -> Any:
-    """``schema`` without the enums this module adds (``_set_enum``): as msgspec wrote it."""
+    """``schema`` without any string enum (``_set_enum``'s, or the rule data's a type declares): two schemas alike
+    but for those are one record, kept with the enums it was given first."""
     if isinstance(schema, dict):
         plain = {key: _without_enums(value) for key, value in schema.items()
                  if not (key == "enum" and schema.get("type") == "string")}

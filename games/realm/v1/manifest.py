@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -16,10 +16,24 @@ from almanac.events.manifest import (
     event_tag,
     to_builtins,
 )
+from almanac.events.schema import one_of
 from almanac.games.realm.v1 import audit, data, events as realm_events, seats
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
-from almanac.games.realm.v1.state import Army, LedgerEntry, Merchant
+from almanac.games.realm.v1.state import (
+    Army,
+    CityName,
+    CityOrNone,
+    Equipment,
+    LedgerEntry,
+    Merchant,
+    Owner,
+    Player,
+    Resource,
+    Terms,
+    TradeId,
+    TradeOrNone,
+)
 
 BENCH_PLAYERS = ("alice", "bob", "carol")
 
@@ -59,47 +73,50 @@ def notices(event: Any) -> list[tuple[str, str | None]]:
     return []
 
 
+Season = Annotated[str, one_of(data.SEASONS)]
+
+
 class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
 class ArmyView(_View):
     soldiers: int
-    equipment: str
+    equipment: Equipment
     damage: int | None = None  # own (and taxed) cities only
 
 
 class CityView(_View):
     """A city as the player sees it: their own (and the cities they tax) in full, the others without storage."""
 
-    name: str
-    owner: str
+    name: CityName
+    owner: Owner
     population: int
     hit_points: int
     army: ArmyView | None
     destroyed: bool
-    controller: str
+    controller: CityOrNone
     immune_until_season: int
     merchant_away: bool
-    stock: dict[str, int] | None = None  # the rest: own and taxed cities only
+    stock: dict[Resource, int] | None = None  # the rest: own and taxed cities only
     saved_stars: int | None = None
     saved_wards: int | None = None
     tax_year: int | None = None
-    tax_season: str | None = None
-    merchant: str | None = None
+    tax_season: Season | None = None
+    merchant: TradeOrNone | None = None
 
 
 class MerchantView(_View):
     """A merchant on the road: in full to the trade's parties, only who went where to the others."""
 
-    trade_id: str
-    home: str
-    host: str
-    load: dict[str, int] | None = None
-    buy: str | None = None
-    want: str | None = None
+    trade_id: TradeId
+    home: CityName
+    host: CityName
+    load: dict[Resource, int] | None = None
+    buy: Terms | None = None
+    want: Terms | None = None
     dice: int | None = None
-    agreed: list[str] | None = None
+    agreed: list[CityName] | None = None
     rounds: int | None = None
 
 
@@ -112,18 +129,18 @@ class LedgerRow(LedgerEntry, forbid_unknown_fields=True):
 class RealmView(_View):
     """What a player sees of the realm (game.RealmDecider.view)."""
 
-    player: str
-    season: str
+    player: Player
+    season: Season
     year: int
     season_index: int
     season_started_ms: int
     season_timeout_ms: int
     actions_left: int
-    turn_ended: list[str]
-    cities: dict[str, CityView]
+    turn_ended: list[Player]
+    cities: dict[CityName, CityView]
     merchants: list[MerchantView]
     ledger: list[LedgerRow]
-    scores: dict[str, int]
+    scores: dict[Player, int]
     own_score: int | None
     over: bool
 
@@ -131,29 +148,29 @@ class RealmView(_View):
 class CityHoldings(_View):
     """A city in full, as the auditors' resources show it (game.city_full): the public part and its storage."""
 
-    name: str
-    owner: str
+    name: CityName
+    owner: Owner
     population: int
     hit_points: int
     army: Army | None
     destroyed: bool
-    controller: str
+    controller: CityOrNone
     immune_until_season: int
     merchant_away: bool
-    stock: dict[str, int]
+    stock: dict[Resource, int]
     saved_stars: int
     saved_wards: int
     tax_year: int
-    tax_season: str | None
-    merchant: str
+    tax_season: Season | None
+    merchant: TradeOrNone
 
 
 class RealmResources(_View):
     """Every city's holdings, the merchants on the road and the trade ledger (game.RealmDecider.resources)."""
 
-    season: str
+    season: Season
     year: int
-    cities: dict[str, CityHoldings]
+    cities: dict[CityName, CityHoldings]
     merchants: list[Merchant]
     ledger: list[LedgerEntry]
 
