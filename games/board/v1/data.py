@@ -87,6 +87,8 @@ EXTENDED_MISSIONS: tuple[str, ...] = (
 # above, so a terrain, season or mission added there is in the schema the same day.
 Cell = Annotated[str, one_of((EMPTY, MOUNTAIN, *TERRAINS), '"" is an empty cell')]
 Terrain = Annotated[str, one_of(TERRAINS)]
+# a filled cell as the API's view shows it (an empty one is null there)
+Filled = Annotated[str, one_of((MOUNTAIN, *TERRAINS))]
 SeasonName = Annotated[str, one_of(SEASON_NAMES)]
 CardLetter = Annotated[str, one_of(CARD_LETTERS)]
 MissionKey = Annotated[str, one_of((*BASE_MISSIONS, *EXTENDED_MISSIONS))]

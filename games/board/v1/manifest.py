@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
 from almanac.events.schema import free
 from almanac.games.board.v1 import seats
-from almanac.games.board.v1.data import CardLetter, Cell, MissionKey, Player, SeasonName, Terrain
+from almanac.games.board.v1.data import CardLetter, Filled, MissionKey, Player, SeasonName, Terrain
 from almanac.games.board.v1.game import DECIDER
 from almanac.games.board.v1.policy import choose_command
 
@@ -62,8 +62,8 @@ class ScoreTable(_View):
 class BoardView(_View):
     """What the player sees of a board game (game.BoardDecider.view): the map, time, the current element only."""
 
-    player: Player
-    board: list[list[Cell]]
+    player: Player | None  # None: the public's view, nobody's seat
+    board: list[list[Filled | None]]  # None: an empty cell
     time: int
     time_remaining: int
     season: SeasonName | None
@@ -88,6 +88,13 @@ class BoardResources(_View):
     per_mission: dict[CardLetter, MissionPoints]
 
 
+def shown_view(view: dict[str, Any]) -> dict[str, Any]:
+    """The board's view as the API shows it (``RuleSet.present_view``): its "" for nothing as null, an empty cell
+    and nobody's view (the public's) alike. The rules' own view (game.BoardDecider.view) keeps its ""."""
+    return {**view, "player": view["player"] or None,
+            "board": [[cell or None for cell in row] for row in view["board"]]}
+
+
 MANIFEST = RuleSet(
     decider=DECIDER,
     # The version a bare name means: it plays the seed as written (docs/architecture.md, "Rule-set versions").
@@ -99,6 +106,7 @@ MANIFEST = RuleSet(
     rulebook="docs/rules/board.md",
     examples=("examples/board.jsonl",),
     view_type=BoardView,
+    present_view=shown_view,
     resources_type=BoardResources,
     demo_moves=40,
     # Board rooms of one public challenge deal the same cards, so the demo's players' scores compare.

@@ -30,7 +30,6 @@ from almanac.games.realm.v1.state import (
     Owner,
     Player,
     Resource,
-    Terms,
     TradeId,
     TradeOrNone,
 )
@@ -64,6 +63,20 @@ def ledger_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
     ]
 
 
+def shown_view(view: dict[str, Any]) -> dict[str, Any]:
+    """The realm's view as the API shows it (``RuleSet.present_view``): its "" for nothing as null, so a client
+    reads absence one way: nobody's view (the public's), a village's owner, no controller, no merchant away, terms
+    not named, a ledger row's party not recorded. The rules' own view (game.RealmDecider.view) keeps its ""."""
+
+    def nothing(record: dict[str, Any], *fields: str) -> dict[str, Any]:
+        return {**record, **{name: None for name in fields if record.get(name) == ""}}
+
+    return {**nothing(view, "player"),
+            "cities": {name: nothing(city, "owner", "controller", "merchant") for name, city in view["cities"].items()},
+            "merchants": [nothing(merchant, "buy", "want") for merchant in view["merchants"]],
+            "ledger": [nothing(row, "home", "host") for row in view["ledger"]]}
+
+
 def notices(event: Any) -> list[tuple[str, str | None]]:
     """Webhook notices: a new season is every city's turn; an offer is news to the city it is made to."""
     if isinstance(event, realm_events.SeasonEnded):
@@ -90,12 +103,12 @@ class CityView(_View):
     """A city as the player sees it: their own (and the cities they tax) in full, the others without storage."""
 
     name: CityName
-    owner: Owner
+    owner: Player | None  # None: an NPC village
     population: int
     hit_points: int
     army: ArmyView | None
     destroyed: bool
-    controller: CityOrNone
+    controller: CityName | None
     immune_until_season: int
     merchant_away: bool
     stock: dict[Resource, int] | None = None  # the rest: own and taxed cities only
@@ -103,7 +116,7 @@ class CityView(_View):
     saved_wards: int | None = None
     tax_year: int | None = None
     tax_season: Season | None = None
-    merchant: TradeOrNone | None = None
+    merchant: TradeId | None = None  # None: at home, or not shown
 
 
 class MerchantView(_View):
@@ -113,8 +126,8 @@ class MerchantView(_View):
     home: CityName
     host: CityName
     load: dict[Resource, int] | None = None
-    buy: Terms | None = None
-    want: Terms | None = None
+    buy: Resource | None = None  # None: not named (yet), or not shown
+    want: Resource | None = None
     dice: int | None = None
     agreed: list[CityName] | None = None
     rounds: int | None = None
@@ -123,13 +136,14 @@ class MerchantView(_View):
 # A row of the trade ledger as shown: the state's entry, held to the views' strictness (no docstring: it would
 # become the schema's description and change the published OpenAPI).
 class LedgerRow(LedgerEntry, forbid_unknown_fields=True):
-    pass
+    home: CityName | None = None
+    host: CityName | None = None
 
 
 class RealmView(_View):
     """What a player sees of the realm (game.RealmDecider.view)."""
 
-    player: Player
+    player: Player | None  # None: the public's view, nobody's seat
     season: Season
     year: int
     season_index: int
@@ -251,6 +265,7 @@ MANIFEST = RuleSet(
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
     view_type=RealmView,
+    present_view=shown_view,
     resources_type=RealmResources,
     notices=notices,
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
