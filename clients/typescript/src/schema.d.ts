@@ -1259,9 +1259,8 @@ export interface components {
          * @description What the player sees of a board game (game.BoardDecider.view): the map, time, the current element only.
          */
         BoardBoardView: {
-            /** @description the player whose map it is */
-            player: string;
-            board: ("" | "mountain" | "forest" | "village" | "farm" | "water")[][];
+            player: string | null;
+            board: (("mountain" | "forest" | "village" | "farm" | "water") | null)[][];
             time: number;
             time_remaining: number;
             season: ("spring" | "summer" | "autumn" | "winter") | null;
@@ -1511,9 +1510,8 @@ export interface components {
          * @description board@1's view, the turn limit (None: none) and when the current turn's time is up (server time).
          */
         BoardV2BoardViewV2: {
-            /** @description the player whose map it is */
-            player: string;
-            board: ("" | "mountain" | "forest" | "village" | "farm" | "water")[][];
+            player: string | null;
+            board: (("mountain" | "forest" | "village" | "farm" | "water") | null)[][];
             time: number;
             time_remaining: number;
             season: ("spring" | "summer" | "autumn" | "winter") | null;
@@ -3365,8 +3363,7 @@ export interface components {
          * @description What a player sees of the realm (game.RealmDecider.view).
          */
         RealmRealmView: {
-            /** @description a player's name */
-            player: string;
+            player: string | null;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
             year: number;
@@ -3393,14 +3390,12 @@ export interface components {
         RealmCityView: {
             /** @description a city's name: its player's, or a village's */
             name: string;
-            /** @description the player who owns the city, "" for an NPC village */
-            owner: string;
+            owner: string | null;
             population: number;
             hit_points: number;
             army: components["schemas"]["RealmArmyView"] | null;
             destroyed: boolean;
-            /** @description a city's name, "" for none */
-            controller: string;
+            controller: string | null;
             immune_until_season: number;
             merchant_away: boolean;
             /** @default null */
@@ -3442,9 +3437,9 @@ export interface components {
                 [key: string]: number;
             } | null;
             /** @default null */
-            buy?: ("" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | null;
+            buy?: ("food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | null;
             /** @default null */
-            want?: ("" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | null;
+            want?: ("food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | null;
             /** @default null */
             dice?: number | null;
             /** @default null */
@@ -3454,6 +3449,10 @@ export interface components {
         };
         /** LedgerRow */
         RealmLedgerRow: {
+            /** @default null */
+            home?: string | null;
+            /** @default null */
+            host?: string | null;
             /** @description a trade's id */
             trade_id: string;
             round: number;
@@ -3465,16 +3464,6 @@ export interface components {
             resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             amount: number;
             phantom: boolean;
-            /**
-             * @description a city's name, "" for none
-             * @default
-             */
-            home?: string;
-            /**
-             * @description a city's name, "" for none
-             * @default
-             */
-            host?: string;
         };
         /**
          * RealmOptions
