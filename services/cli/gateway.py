@@ -82,7 +82,7 @@ def demo_command(
     auditor_token: str = typer.Option(None, envvar="ALMANAC_AUDITOR_TOKEN", help="Needed with --url."),
 ) -> None:
     """Create a room of every rule-set, play a short game of each over HTTP, print scores and verification."""
-    from almanac.services.gateway.demo import run_demo  # noqa: PLC0415
+    from almanac.services.cli.demo import run_demo  # noqa: PLC0415
 
     settings = settings_or_exit()
     if url:
