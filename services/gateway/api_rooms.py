@@ -22,7 +22,8 @@ from almanac.projections.read import BadCursor
 from almanac.services import bots
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
-from almanac.services.gateway.context import (
+from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.gateway import (
     Gateway,
     bearer,
     client_address,
@@ -30,7 +31,6 @@ from almanac.services.gateway.context import (
     new_command_id,
     now_ms,
 )
-from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import (
     DEFAULT_PAGE,

@@ -35,7 +35,6 @@ from almanac.services.gateway import (
     metrics,
 )
 from almanac.services.gateway.auth import TokenSigner, resolve_secret
-from almanac.services.gateway.context import Gateway, scope_address
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     STORE_ERRORS,
@@ -51,6 +50,7 @@ from almanac.services.gateway.errors import (
     store_unavailable,
     unrepresentable,
 )
+from almanac.services.gateway.gateway import Gateway, scope_address
 from almanac.services.gateway.schemas import (
     BODY_TYPES,
     CommandRequest,

@@ -24,7 +24,7 @@ from almanac.services.bots import (
     reserve_seats,
     sync_bound,
 )
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings
 from almanac.storage.keys import bot_seats_key
