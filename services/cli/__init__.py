@@ -29,7 +29,7 @@ def _each_invocation() -> None:
 _COMMAND_MODULES = (
     "almanac.services.cli.engine_process",   # engine
     "almanac.services.cli.sim",              # sim
-    "almanac.services.cli.history",          # log, state
+    "almanac.services.cli.log_state_commands",  # log, state
     "almanac.services.cli.verification",     # verify
     "almanac.services.cli.player_signing",   # player-key, sign
     "almanac.services.cli.audit_commands",   # audit trade
