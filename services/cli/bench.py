@@ -17,7 +17,7 @@ from almanac.events import registry
 from almanac.services import bootstrap
 from almanac.services.cli import app
 from almanac.services.cli.common import bootstrapped, fail, settings_or_exit
-from almanac.services.stack import StackError
+from almanac.services.supervisor import StackError
 
 INSTALL_HINT = ("the benchmarks are not installed (they are not part of the almanac wheel): from a checkout of the "
                 "repository, pip install -e ./bench")

@@ -13,7 +13,7 @@ from almanac.services.cli import app
 from almanac.services.cli.common import console, deployment_settings, fail, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.settings import Settings
-from almanac.services.stack import Stack, StackError
+from almanac.services.supervisor import Stack, StackError
 
 
 @app.command("gateway")
