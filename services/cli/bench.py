@@ -210,7 +210,7 @@ def bench_forensics_tools(
 @bench_app.command("forensics")
 def bench_forensics(events: int = typer.Option(10_000, min=100, help="Events in the room.")) -> None:
     """Dispute bundle export and offline verification of a long room, against folding it once (no Redis)."""
-    main = bench_module("forensics").main
+    main = bench_module("dispute_bundles").main
 
     main(events)
 
