@@ -100,7 +100,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
             if settings.gateway_engine:
                 engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
                 gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store,
-                                        write_call=gateway.outcomes.call)
+                                        write_call=gateway.outcomes.call, loaders=engine_runtime.loader)
             if on_ready is not None:
                 on_ready()  # before its engine takes leases (the freeze's own collection stalls no command)
             if gateway.engine is not None:
