@@ -988,6 +988,9 @@ class Bots:
         try:
             joined = await self.api.join(room, seat, command_id=bot_join_client_id(self.key, room, seat))
         except ApiError as refused:
+            if refused.status == 202:  # undecided yet: the room shows the seat taken once it is (``_seat_token``)
+                mine.sent_ms = max(1, now)
+                return True
             if refused.status not in (404, 422):
                 raise
             log.warning("bots.join_refused", room=room, seat=seat, error=refused.code)
