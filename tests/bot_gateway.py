@@ -20,6 +20,10 @@ from almanac.services.gateway.connection_guard import server_options
 from almanac.services.settings import Settings, load_settings
 from almanac.storage.keys import Keys
 
+# For the stories of the bot seats' registry (reservations, the bound), which a round settles in Redis before it plays
+# any seat: a gateway nobody serves (the discard port), so every play of theirs waits, unsent, as with a gateway down.
+NO_GATEWAY = "http://127.0.0.1:9"
+
 
 @dataclass
 class Served:
