@@ -12,7 +12,8 @@ from typing import Any
 
 import uvicorn
 
-from almanac.services.bots import Bots, gateway_client
+from almanac.services.bots import Bots, dice_key, gateway_client
+from almanac.services.checkpoints import commit_secret
 from almanac.services.embedded_redis import free_port
 from almanac.services.gateway import create_app
 from almanac.services.gateway.auth import TokenSigner, deployment_signer
@@ -33,21 +34,25 @@ class Served:
     app: Any
 
 
-def bots_for(served_or_url: Served | str, client: Any, store: Any, keys: Keys, *, key: bytes,
+def bots_for(served_or_url: Served | str, client: Any, store: Any, keys: Keys, *, key: bytes | None = None,
              signer: TokenSigner | None = None, **options: Any) -> Bots:
     """A bots process on ``client``/``store`` playing through the gateway (``Served``, or a URL with ``signer``,
-    the deployment's)."""
+    the deployment's); ``key``: the bots' key, by default the served deployment's (``dice_key`` of its commitment
+    secret, which its gateways also know a bot's join by)."""
     if isinstance(served_or_url, Served):
         url, signer = served_or_url.url, served_or_url.signer
+        key = key or dice_key(commit_secret(served_or_url.settings))
     else:
         url = served_or_url
+    assert key is not None
     return Bots(client, store, keys, key=key, api=gateway_client(url), signer=signer, **options)
 
 
 @contextlib.asynccontextmanager
 async def served_gateway(redis_url: str, **env: str) -> AsyncIterator[Served]:
     """A gateway on ``redis_url`` (HTTP-only unless ``env`` says ALMANAC_GATEWAY_ENGINE=true: the story's engine
-    decides), serving until the block ends; the test run's data directory, so its secrets are the story's."""
+    decides), serving until the block ends; the test run's data directory (or ``env``'s ALMANAC_DATA_DIR), so its
+    secrets are the story's."""
     environ = {"REDIS_URL": redis_url, "ALMANAC_DATA_DIR": os.environ["ALMANAC_DATA_DIR"],
                "ALMANAC_GATEWAY_ENGINE": "false", "ALMANAC_HTTP_HOST": "127.0.0.1",
                "ALMANAC_HTTP_PORT": str(free_port()), "ALMANAC_LOG_LEVEL": "warning", **env}
