@@ -390,6 +390,13 @@ async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
     return removed
 
 
+async def give_back(client: Any, keys: Keys, room: str, seat: str) -> None:
+    """What the bots process does with the seat of a room that ended (or whose bot can never play it): the seat
+    removed from the bots (``remove_bot``), and the room's bot move delay kept no longer."""
+    await remove_bot(client, keys, room, seat)
+    await client.hdel(delay_key(keys, keys.shard(room)), room)
+
+
 async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int]:
     """Make the deployment's bot seats (the bound's count) match the shards' bot hashes: a seat in a shard's hash
     only (written before the bound had its own key, or by hand) is added; a seat taken in the bound but in no
@@ -902,8 +909,7 @@ class Bots:
                 await self._drop(room, seat)
 
     async def _drop(self, room: str, seat: str) -> None:
-        await remove_bot(self.client, self.keys, room, seat)
-        await self.client.hdel(delay_key(self.keys, self.keys.shard(room)), room)  # an ended room's: kept no longer
+        await give_back(self.client, self.keys, room, seat)
         self.seats.pop((room, seat), None)
         self.tokens.pop((room, seat), None)
 
