@@ -1,28 +1,35 @@
-"""Bots as seats: a server-side process plays the seats handed to bots, from each seat's view, as ordinary commands.
+"""Bots as seats: a server-side process plays the seats handed to bots through the gateway's public API, as those seats.
 
 A seat is handed to a bot by writing it to its shard's bot hash (``bots_key``: "room\\x1fseat" -> JSON), at room
-creation (the create request's ``bots``) or later (``almanac bots add ROOM --seat NAME``). `almanac bots` then, every
-round, for each bot seat of the shards it serves:
+creation (the create request's ``bots``), later (``almanac bots add ROOM --seat NAME``, ``POST /rooms/{room}/bots``)
+or by the room itself (``room.seat_to_bot``: a player left it, or it missed the room's deadlines; ``hand_over``).
+`almanac bots` then, every round, for each bot seat of the shards it serves:
 
-- reads the room's version; a room that did not move since the seat last acted is skipped;
-- loads the room, and if the seat is not taken yet sends ``join_room`` as the seat's player (under an id derived
-  from the room and seat: the log says which seats a bot took, and a seat a person took is never played);
-- else asks the rule-set's seat bot (``RuleSet.seat_bot``, in the rule-set's own package) for a command, giving it
-  the seat's view exactly as the API gives it to that seat (never the state: a bot cannot read what the seat may
-  not see), and sends it.
+- reads the room's version from Redis (the registry and this poll are what it reads there); a room that did not
+  move since the seat last acted is skipped;
+- if the seat is not taken yet (the room's public summary, ``GET /rooms/{room}``), joins it as the seat's player,
+  ``POST /rooms/{room}/join`` under a command id derived from the room and seat with the deployment's bot key
+  (``bot_join_client_id``: the log then says which seats a bot took, and a seat a person took is never played);
+- else reads the seat's view with the seat's token (``GET /rooms/{room}/view``: exactly what the API gives that
+  seat, never the state, so a bot cannot read what the seat may not see), asks the rule-set's seat bot
+  (``RuleSet.seat_bot``, in the rule-set's own package) for a command from it (``decide_seen``), and sends it as the
+  seat, ``POST /rooms/{room}/commands``.
 
-Every command goes to the shard's command stream as a ``CommandRecord`` from the seat's player, the way a
-gateway's submit and the clock's timeouts do: the engine decides it like any other, it is logged like any other,
-and replay and ``verify`` need nothing new. Its id is derived from (room, seat, version, attempt), and the bot's
-own dice from the same keyed with the deployment's bot key (``dice_key``: derived from the commitment secret, so a
-rival cannot recompute a bot's choices, and another deployment draws others): a bots process restarted (or two
-racing) sends the same command under the same id, which the engine's dedupe answers with the first outcome.
-Progress lives in the log only; the process keeps nothing that a restart needs. Bounded: at most
-``ALMANAC_MAX_BOT_SEATS`` bot seats in the deployment (a caller's ask past it is refused, 429 ``bot_seats_full``,
-``admit_seat``; a seat the room itself hands over is never refused, but counts);
+The gateway admits, decides (or queues for the shard's engine), dedupes and logs it like any player's command, and
+replay and ``verify`` need nothing new; with the gateway down nothing is sent, by any other way either. The seat's
+token is the join's answer (after a restart: the same join resent, which the gateway's dedupe answers with the
+first outcome and a token), or, for a seat the room's log handed to a bot, minted with the deployment's token
+secret (``deployment_signer``, as `almanac token --room --player`). A command's id is derived from (room, seat,
+version, attempt), and the bot's own dice from the same keyed with the deployment's bot key (``dice_key``: derived
+from the commitment secret, so a rival cannot recompute a bot's choices, and another deployment draws others): a
+bots process restarted (or two racing) sends the same command under the same id, which the gateway's dedupe
+answers with the first outcome. Progress lives in the log only; the process keeps nothing that a restart needs.
+Bounded: at most ``ALMANAC_MAX_BOT_SEATS`` bot seats in the deployment (a caller's ask past it is refused, 429
+``bot_seats_full``, ``admit_seat``; a seat the room itself hands over is never refused, but counts);
 ``max_rooms`` bot seats read and played per process per round (a cursor over the shards' hashes, HSCAN: the rest
-wait their turn, logged); ``rate`` commands per second across the process (a token bucket); at most ``ATTEMPTS``
-refused tries per seat and version; and a seat whose bot join was refused is dropped (it can never play).
+wait their turn, logged), ``PLAYS_AT_ONCE`` of them in flight at the gateway at once; ``rate`` commands per second
+across the process (a token bucket); at most ``ATTEMPTS`` refused tries per seat and version; and a seat whose bot
+join was refused is dropped (it can never play).
 
 A room may set its bots a move delay (``set_delay``: `almanac bots add --delay MS`, or the create request's
 ``bot_delay_ms``; at most ``MAX_DELAY_MS``): its
