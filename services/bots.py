@@ -1062,6 +1062,7 @@ async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float
                 signer=deployment_signer(settings), shards=shards, max_rooms=max_rooms, rate=rate)
     log.info("bots.gateway", url=api.url)
     try:
-        await bootstrap.serve(runtime, bots.run, "bots")
+        with bootstrap.quiet_httpx():  # a line per request would be the log's every line: its own say what failed
+            await bootstrap.serve(runtime, bots.run, "bots")
     finally:
         await api.aclose()
