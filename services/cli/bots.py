@@ -37,13 +37,18 @@ def run_bots(
                                help="commands per second across the process (0: unbounded)"),
     shards: str = typer.Option("all", "--shards", help='the shards served: "all", "0,3,5" or "i/n"'),
     gateway: str = typer.Option(None, "--gateway", help="the gateway played through (ALMANAC_BOTS_GATEWAY_URL; "
-                                                         "default this host's, ALMANAC_HTTP_HOST:ALMANAC_HTTP_PORT)"),
+                                                         "default the running `almanac up`'s of the data directory, "
+                                                         "else ALMANAC_HTTP_HOST:ALMANAC_HTTP_PORT)"),
 ) -> None:
     """Run the bots process: play every bot seat of its shards through the gateway's public API, each from its
     seat's view, until stopped (Ctrl+C / SIGTERM)."""
     if context.invoked_subcommand is not None:
         return
     settings = settings_or_exit(bots_gateway_url=gateway)
+    if not settings.bots_gateway_url:  # beside a running `almanac up` of this data directory: its gateway
+        running = bootstrap.running_stack(settings.data_dir)
+        if running is not None:
+            settings = settings.model_copy(update={"bots_gateway_url": running["url"]})
     selected = shard_selection(shards, settings.shard_count)
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
