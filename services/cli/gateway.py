@@ -45,10 +45,10 @@ def token_command(
     ttl: int = typer.Option(None, help="Lifetime in seconds (default ALMANAC_TOKEN_TTL_S)."),
 ) -> None:
     """Print a signed token made with this data directory's secret (for operators and scripts)."""
-    from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret  # noqa: PLC0415
+    from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, deployment_signer  # noqa: PLC0415
 
     settings = deployment_settings("secret")
-    signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
+    signer = deployment_signer(settings)
     if auditor:
         print(signer.issue(room or ANY_ROOM, "auditor", ROLE_AUDITOR, ttl))
     elif room and player:

@@ -34,7 +34,7 @@ from almanac.services.gateway import (
     asyncapi,
     metrics,
 )
-from almanac.services.gateway.auth import TokenSigner, resolve_secret
+from almanac.services.gateway.auth import deployment_signer
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     STORE_ERRORS,
@@ -81,7 +81,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     if not settings.redis_url:
         raise ValueError("the gateway needs REDIS_URL (almanac up starts a Redis and sets it)")
     raise_open_files_limit()
-    signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
+    signer = deployment_signer(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
