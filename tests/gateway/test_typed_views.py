@@ -234,3 +234,24 @@ def test_a_view_with_a_word_the_rules_do_not_know_fails_its_schema(openapi: dict
     wrong["cities"]["alice"]["stock"]["mithril"] = 1
     errors = sorted(error.message for error in validator(openapi, parts["view"]).iter_errors(wrong))
     assert len(errors) == 2 and all("monsoon" in e or "mithril" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("ref", ["board@1", "realm@1"])
+def test_a_seat_bot_plays_the_same_from_the_view_as_shown_and_the_rules_own(ref: str) -> None:
+    # Given a whole game of a rule-set whose API view shows its "" for nothing as null (an empty cell, no terms)
+    name, version = registry.parse(ref)
+    manifest = registry.at(name, version)
+    compared = 0
+    for room, seats in whole_game(ref):
+        for seat in seats:
+            # When its seat bot (client/seat_bot.py reads the API's view) and the server's bots (the rules' view)
+            # choose with the same dice
+            rules_view = as_json(manifest.decider.view(room.game, seat))
+            shown = as_json(manifest.shown_view(room.game, seat))
+            def dice() -> Dice:
+                return Dice(b"same", room.room, room.version)  # a fresh draw each: dice are read once
+            # Then they choose the same command
+            assert manifest.seat_bot(shown, seat, dice(), room.now_ms) == manifest.seat_bot(rules_view, seat, dice(),
+                                                                                             room.now_ms), ref
+            compared += rules_view != shown
+    assert compared > 5  # the views did differ (null where the rules' view says "")
