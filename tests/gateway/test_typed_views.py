@@ -248,10 +248,9 @@ def test_a_seat_bot_plays_the_same_from_the_view_as_shown_and_the_rules_own(ref:
             # choose with the same dice
             rules_view = as_json(manifest.decider.view(room.game, seat))
             shown = as_json(manifest.shown_view(room.game, seat))
-            def dice() -> Dice:
-                return Dice(b"same", room.room, room.version)  # a fresh draw each: dice are read once
-            # Then they choose the same command
-            assert manifest.seat_bot(shown, seat, dice(), room.now_ms) == manifest.seat_bot(rules_view, seat, dice(),
-                                                                                             room.now_ms), ref
+            # Then they choose the same command (each with dice of its own: a draw is read once)
+            chosen = [manifest.seat_bot(view, seat, Dice(b"same", room.room, room.version), room.now_ms)
+                      for view in (shown, rules_view)]
+            assert chosen[0] == chosen[1], ref
             compared += rules_view != shown
     assert compared > 5  # the views did differ (null where the rules' view says "")
