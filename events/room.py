@@ -335,11 +335,6 @@ def manifest_of(state: RoomState) -> Any:
     return registry.at(state.ruleset, state.ruleset_version)
 
 
-def shown_view(state: RoomState, player: str) -> Any:
-    """``player``'s view of the room's game as the API shows it (its manifest's ``shown_view``)."""
-    return manifest_of(state).shown_view(state.game, player)
-
-
 def describe(state: RoomState) -> dict[str, Any]:
     """The room's own public facts as builtins (every reader's summary starts from these)."""
     decider = decider_of(state)
