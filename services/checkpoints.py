@@ -177,17 +177,14 @@ class Checkpointer:
         recent = self._heads.get(room, {})
         if version in recent:
             return recent[version]
+        starts = [(v, h) for v, h in recent.items() if v < version]
         anchors = self._anchors.get(room, {})
         if version in anchors:
             return anchors[version]
-        if version - 1 in recent:  # a command's answer: the nearest start there is, without a look at all 64 kept
-            start, head = version - 1, recent[version - 1]
-        else:
-            starts = [(v, h) for v, h in recent.items() if v < version]
-            starts += [(v, h) for v, h in anchors.items() if v < version]
-            if since is not None and since[0] < version:
-                starts.append(since)
-            start, head = max(starts, default=(0, cm.HEAD_0))
+        starts += [(v, h) for v, h in anchors.items() if v < version]
+        if since is not None and since[0] < version:
+            starts.append(since)
+        start, head = max(starts, default=(0, cm.HEAD_0))
         have = {envelope.version: envelope for envelope in envelopes}
         wanted = range(start + 1, version + 1)
         if all(v in have for v in wanted):

@@ -331,15 +331,8 @@ class Engine:
         """The ordered writes of commands handed in, one script call per shard on ``write_call`` (redis-py's
         pooled call path cost more than the write); a NOSCRIPT one written again by the store."""
         assert self._write_call is not None
-        if len(groups) == 1:  # the usual batch (one shard): awaited here, not through a task and a gathering future
-            args = self.store.ordered_command(groups[0])
-            try:
-                replies: list = [await self._write_call(*args)]
-            except ResponseError as error:  # an error reply (NOSCRIPT, ...): the store judges it; others go up
-                replies = [error]
-        else:
-            replies = await asyncio.gather(*(self._write_call(*self.store.ordered_command(group)) for group in groups),
-                                           return_exceptions=True)
+        replies = await asyncio.gather(*(self._write_call(*self.store.ordered_command(group)) for group in groups),
+                                       return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
                 raise reply  # the connection failed: the writes may have taken effect (see _decide_handed)
