@@ -205,28 +205,53 @@ class EventStore(Protocol):
         """``write_ordered`` of several shards (each group one shard's) in one round trip, results per group."""
 
 
-async def write_one_by_one(store: EventStore, requests: list[AppendRequest | RejectRequest]
-                           ) -> list[AppendResult | Exception]:
-    """``write_ordered`` as calls in a row, for stores where a call costs no round trip (memory, files).
-    Receipts are ignored (nothing here has streams to acknowledge or channels to publish on)."""
-    results: list[AppendResult | Exception] = []
-    failed: set[str] = set()
-    for request in requests:
-        if request.room in failed:
-            results.append(NotAttempted(request.room))
-        elif isinstance(request, RejectRequest):
-            results.append(await store.record_rejection(request.room, request.command_id, request.error,
-                                                        request.record))
-        else:
+class WritesInARow:
+    """The batched writes of a store where a call costs no round trip (memory, files), as its single calls in a
+    row: ``write_ordered`` keeps its rule (once a room's write does not take effect, its later ones are not
+    tried). Receipts are ignored (nothing here has streams to acknowledge or channels to publish on)."""
+
+    async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
+        results: list[AppendResult | Exception] = []
+        failed: set[str] = set()
+        for request in requests:
+            if request.room in failed:
+                results.append(NotAttempted(request.room))
+            elif isinstance(request, RejectRequest):
+                results.append(await self.record_rejection(request.room, request.command_id, request.error,
+                                                           request.record))
+            else:
+                try:
+                    result = await self.append(request.room, request.expected_version, request.command_id,
+                                               request.envelopes, request.command_record)
+                except VersionConflict as conflict:
+                    result = conflict
+                if not isinstance(result, AppendResult) or result.duplicate:
+                    failed.add(request.room)
+                results.append(result)
+        return results
+
+    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
+                                   ) -> list[list[AppendResult | Exception]]:
+        return [await self.write_ordered(group) for group in groups]
+
+    async def write_many(
+        self, appends: list[AppendRequest], rejections: list[RejectRequest]
+    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
+        append_results: list[AppendResult | Exception] = []
+        for r in appends:
             try:
-                result = await store.append(request.room, request.expected_version, request.command_id,
-                                            request.envelopes, request.command_record)
+                append_results.append(
+                    await self.append(r.room, r.expected_version, r.command_id, r.envelopes, r.command_record))
             except VersionConflict as conflict:
-                result = conflict
-            if not isinstance(result, AppendResult) or result.duplicate:
-                failed.add(request.room)
-            results.append(result)
-    return results
+                append_results.append(conflict)
+        reject_results: list[AppendResult | Exception] = [
+            await self.record_rejection(r.room, r.command_id, r.error, r.record) for r in rejections
+        ]
+        return append_results, reject_results
+
+    async def save_snapshots(self, snapshots: list[tuple[str, int, bytes]]) -> None:
+        for room, version, data in snapshots:
+            await self.save_snapshot(room, version, data)
 
 
 async def snapshot_then_tail(store: EventStore, room: str, at_most: int | None = None

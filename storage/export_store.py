@@ -38,13 +38,11 @@ from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.forensics.redecide import room_end
 from almanac.events.step import decode_record
 from almanac.storage.base import (
-    AppendRequest,
     AppendResult,
-    RejectRequest,
     StoredOutcome,
     VersionConflict,
+    WritesInARow,
     snapshot_then_tail,
-    write_one_by_one,
 )
 
 EXPORT_FORMAT = "almanac-room-export"
@@ -155,7 +153,7 @@ def _command_id(known: str | None, record: str) -> str | None:
         return None
 
 
-class ExportFileStore:
+class ExportFileStore(WritesInARow):
     """Rooms kept as export documents; with a directory, every write rewrites the room's file.
 
     ``ExportFileStore.open(path)`` reads one exported file (a store holding that one room).
@@ -336,36 +334,10 @@ class ExportFileStore:
             self._persist(room)
             return AppendResult(outcome=StoredOutcome(room=room, error=error, record=record))
 
-    async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
-        return await write_one_by_one(self, requests)
-
-    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
-                                   ) -> list[list[AppendResult | Exception]]:
-        return [await write_one_by_one(self, group) for group in groups]
-
-    async def write_many(
-        self, appends: list[AppendRequest], rejections: list[RejectRequest]
-    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
-        append_results: list[AppendResult | Exception] = []
-        for r in appends:
-            try:
-                append_results.append(
-                    await self.append(r.room, r.expected_version, r.command_id, r.envelopes, r.command_record))
-            except VersionConflict as conflict:
-                append_results.append(conflict)
-        reject_results: list[AppendResult | Exception] = [
-            await self.record_rejection(r.room, r.command_id, r.error, r.record) for r in rejections
-        ]
-        return append_results, reject_results
-
     async def save_snapshot(self, room: str, version: int, data: bytes) -> None:
         async with self._lock:
             self._writable(room).setdefault("snapshots", {})[str(version)] = _b64(data)
             self._persist(room)
-
-    async def save_snapshots(self, snapshots: list[tuple[str, int, bytes]]) -> None:
-        for room, version, data in snapshots:
-            await self.save_snapshot(room, version, data)
 
     async def save_seed(self, room: str, seed: bytes) -> bool:
         async with self._lock:

@@ -8,17 +8,15 @@ from almanac.events import codec
 from almanac.events.dice import nonce_commitment
 from almanac.events.envelope import Envelope
 from almanac.storage.base import (
-    AppendRequest,
     AppendResult,
-    RejectRequest,
     StoredOutcome,
     VersionConflict,
+    WritesInARow,
     snapshot_then_tail,
-    write_one_by_one,
 )
 
 
-class MemoryEventStore:
+class MemoryEventStore(WritesInARow):
     """Keeps stored bytes (not objects) so that it decodes exactly like the Redis store."""
 
     def __init__(self, shard_count: int = 16) -> None:
@@ -79,29 +77,6 @@ class MemoryEventStore:
     async def outcomes_many(self, pairs: list[tuple[str, str]]) -> list[StoredOutcome | None]:
         return [self._outcomes.get(pair) for pair in pairs]
 
-    async def write_ordered(self, requests: list[AppendRequest | RejectRequest]) -> list[AppendResult | Exception]:
-        return await write_one_by_one(self, requests)
-
-    async def write_ordered_shards(self, groups: list[list[AppendRequest | RejectRequest]]
-                                   ) -> list[list[AppendResult | Exception]]:
-        return [await write_one_by_one(self, group) for group in groups]
-
-    async def write_many(
-        self, appends: list[AppendRequest], rejections: list[RejectRequest]
-    ) -> tuple[list[AppendResult | Exception], list[AppendResult | Exception]]:
-        append_results: list[AppendResult | Exception] = []
-        for r in appends:
-            try:
-                append_results.append(
-                    await self.append(r.room, r.expected_version, r.command_id, r.envelopes, r.command_record)
-                )
-            except VersionConflict as conflict:
-                append_results.append(conflict)
-        reject_results: list[AppendResult | Exception] = [
-            await self.record_rejection(r.room, r.command_id, r.error, r.record) for r in rejections
-        ]
-        return append_results, reject_results
-
     async def read(self, room: str, start: int = 1, end: int | None = None) -> list[Envelope]:
         log = self._events.get(room, [])
         last = len(log) if end is None else min(end, len(log))
@@ -117,10 +92,6 @@ class MemoryEventStore:
 
     async def save_snapshot(self, room: str, version: int, data: bytes) -> None:
         self._snapshots.setdefault(room, {})[version] = data
-
-    async def save_snapshots(self, snapshots: list[tuple[str, int, bytes]]) -> None:
-        for room, version, data in snapshots:
-            await self.save_snapshot(room, version, data)
 
     async def latest_snapshot(self, room: str, at_most: int | None = None) -> tuple[int, bytes] | None:
         versions = [v for v in self._snapshots.get(room, {}) if at_most is None or v <= at_most]

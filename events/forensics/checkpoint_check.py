@@ -140,25 +140,27 @@ def check_checkpoints(room: str, heads: list[bytes], checkpoints: list[Any], key
         raise CheckpointFailure(equivocation_detail(first, second), first["version"], recorded=first["head"],
                                 recomputed=second["head"], sides=("signed", "also signed"))
     for checkpoint in checkpoints:
-        label = cm.checkpoint_label(checkpoint)
-        problem = cm.checkpoint_problem(checkpoint)
-        if problem is not None:
-            raise CheckpointFailure(f"checkpoint {label} is malformed: {problem}")
+        label = f"checkpoint {cm.checkpoint_label(checkpoint)}"
+        _signed_here(label, "checkpoint", checkpoint, cm.checkpoint_problem, cm.signature_valid, keys, room)
         version = checkpoint["version"]
-        _signed_here(f"checkpoint {label}", "checkpoint", checkpoint, cm.signature_valid, keys, room)
         if version > len(heads):
-            raise CheckpointFailure(f"checkpoint {label}: the bundle's chain ends at version {len(heads)}, before the "
+            raise CheckpointFailure(f"{label}: the bundle's chain ends at version {len(heads)}, before the "
                                     "checkpoint (truncated or rolled back)", version,
                                     recorded=version, recomputed=len(heads), sides=("checkpoint", "bundle ends at"))
         if heads[version - 1].hex() != checkpoint["head"]:
-            raise CheckpointFailure(f"checkpoint {label}: the bundle's history does not pass through it (an event "
+            raise CheckpointFailure(f"{label}: the bundle's history does not pass through it (an event "
                                     f"at or before version {version} differs from what was signed)", version,
                                     recorded=checkpoint["head"], recomputed=heads[version - 1].hex())
 
 
-def _signed_here(label: str, kind: str, signed: Mapping, valid: Any, keys: dict[str, bytes], room: str) -> None:
-    """A checkpoint or receipt (``kind``) signed by a key of the trusted set, its signature valid (``valid``, the
-    kind's check), and of ``room``; else a CheckpointFailure naming it by ``label``."""
+def _signed_here(label: str, kind: str, signed: Mapping, problem_of: Any, valid: Any, keys: dict[str, bytes],
+                 room: str) -> None:
+    """A checkpoint or receipt (``kind``) well formed (``problem_of``, the kind's field check, finds nothing), signed
+    by a key of the trusted set, its signature valid (``valid``, the kind's check), and of ``room``; else a
+    CheckpointFailure naming it by ``label``."""
+    problem = problem_of(signed)
+    if problem is not None:
+        raise CheckpointFailure(f"{label} is malformed: {problem}")
     version = signed["version"]
     if signed["kid"] not in keys:
         raise CheckpointFailure(f"{label} is signed by key {signed['kid']}, which is not in the trusted key set "
@@ -183,11 +185,8 @@ def check_receipts(room: str, heads: list[bytes] | None, chain: list[Envelope], 
     checked = []
     for receipt in receipts:
         label = cm.receipt_label(receipt)
-        problem = cm.receipt_problem(receipt)
-        if problem is not None:
-            raise CheckpointFailure(f"{label} is malformed: {problem}")
+        _signed_here(label, "receipt", receipt, cm.receipt_problem, cm.receipt_signature_valid, keys, room)
         version = receipt["version"]
-        _signed_here(label, "receipt", receipt, cm.receipt_signature_valid, keys, room)
         raw = base64.b64decode(receipt["raw"])
         try:
             record = decode_record(raw)

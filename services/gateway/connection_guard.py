@@ -53,8 +53,8 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from almanac.services.gateway.context import scope_address
 from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
+from almanac.services.gateway.gateway import scope_address
 from almanac.services.gateway.http_app import COMMAND_PATH
 from almanac.services.settings import Settings
 
@@ -280,7 +280,7 @@ class GuardedConnection(asyncio.Protocol):
                          b"\r\n\r\n", body))
 
     def _client(self) -> str:
-        """The request's client as ``context.client_address`` names it: uvicorn's own proxy-headers middleware
+        """The request's client as ``gateway.client_address`` names it: uvicorn's own proxy-headers middleware
         (``server_options``) run over the head read so far, which rewrites the scope's client in place and never
         waits (its app here does nothing), so the guard and the route count the same client."""
         if self.proxies is None or self.peer is None:
