@@ -22,6 +22,7 @@ A batch holds games of two kinds:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -141,7 +142,8 @@ def record(manifest: Any, batch: str, games: tuple[Recipe | Script, ...]) -> dic
     recorded with its expectations (``golden.expectations``)."""
     recorded = []
     salt = f"{SALT}-{batch}-"
-    for index, game in enumerate(game for game in games for _ in range(getattr(game, "repeat", 1))):
+    every = [game for game in games for _ in range(getattr(game, "repeat", 1))]
+    for index, game in enumerate(every):
         if isinstance(game, Script):
             document = asyncio.run(play_script(manifest, index, game, salt))
         else:
@@ -195,14 +197,163 @@ CLAIM_SCRIPTS = (
         ("alice", {"kind": "harvest", "parcel": "C8"}, 6 * _HOUR),
         ("alice", claim_cabin, _HOUR),
     )),
-    # hay sold without a barn, then the claim logged bare: too little cover to prove up
+    # hay sold without a barn (two commands in the same millisecond: the claim's clock stays), then the claim
+    # logged bare: too little cover to prove up
     Script(moves=(
-        ("alice", {"kind": "farm", "parcel": "A8"}, _HOUR), ("alice", {"kind": "harvest", "parcel": "A8"}, 7 * _HOUR),
+        ("alice", {"kind": "farm", "parcel": "A8"}, _HOUR), ("alice", {"kind": "farm", "parcel": "C8"}, 0),
+        ("alice", {"kind": "harvest", "parcel": "A8"}, 7 * _HOUR),
         *(("alice", claim_logger, _HOUR) for _ in range(90)),
         ("alice", claim_cabin, _HOUR), ("alice", {"kind": "prove_up"}, 48 * _HOUR),
     )),
 )
+# --- realm: near misses only a precise command meets (a trade not yet offered, a merchant already away, ...)
+
+_TRIO = ("alice", "bob", "carol")
+_RICH = golden._RICH
+
+
+def realm_trade(kind: str, **fields: Any) -> Any:
+    """``kind`` about alice's merchant's trade (whichever id it has), or None while she has none out."""
+    def move(game: Any) -> dict[str, Any] | None:
+        trade = game.cities["alice"].merchant
+        return {"kind": kind, "trade_id": trade, **fields} if trade else None
+    move.__name__ = f"realm_trade_{kind}"
+    return move
+
+
+def realm_too_many_soldiers(game: Any) -> dict[str, Any]:
+    return {"kind": "raise_army", "soldiers": (game.cities["bob"].population // 100 + 1) * 100}
+
+
+def _season_end(step_ms: int = 1_000) -> tuple[tuple[str, dict[str, Any], int], ...]:
+    return tuple((player, {"kind": "end_turn"}, step_ms) for player in _TRIO)
+
+
+def realm_attack(player: str, target: str, if_taken: str) -> Any:
+    """``player`` raises an army (three quarters of the city), arms it in steel and besieges ``target``."""
+    def move(game: Any) -> dict[str, Any] | None:
+        city = game.cities[player]
+        if city.destroyed:
+            return {"kind": "restart_city"}
+        if city.army is None:
+            return {"kind": "raise_army", "soldiers": max(1_000, city.population * 3 // 4 // 100 * 100)}
+        if city.army.equipment != "steel":
+            return {"kind": "equip_army", "tier": "steel"}
+        return {"kind": "besiege", "target": target, "if_taken": if_taken}
+    move.__name__ = f"realm_{player}_besieges_{target}_for_{if_taken}"
+    return move
+
+
+def realm_vassal(player: str) -> Any:
+    """A city under control works against its controller: sabotage, an army, a revolt, and its freedom bought."""
+    def move(game: Any) -> dict[str, Any]:
+        city = game.cities[player]
+        if not city.controller:
+            return {"kind": "sabotage"}  # refused: nobody controls it
+        if city.army is None:
+            return {"kind": "raise_army", "soldiers": max(1_000, city.population // 2 // 100 * 100)}
+        turn = sum(game.actions_used.values()) % 3
+        return ({"kind": "sabotage"}, {"kind": "revolt"}, {"kind": "buy_freedom"})[turn]
+    move.__name__ = f"realm_{player}_resists"
+    return move
+
+
+def realm_tax(player: str, vassal: str, season: str) -> Any:
+    def move(game: Any) -> dict[str, Any]:
+        return {"kind": "choose_tax_season", "city": vassal, "season": season}
+    move.__name__ = f"realm_{player}_taxes_{vassal}_in_{season}"
+    return move
+
+
+def _war_season(attacker: str, target: str, if_taken: str, victim_moves: Any) -> tuple[tuple[str, Any, int], ...]:
+    return (
+        (attacker, realm_tax(attacker, target, "fall"), 1_000),
+        *((attacker, realm_attack(attacker, target, if_taken), 1_000) for _ in range(4)),
+        (attacker, realm_tax(attacker, target, "spring"), 1_000),
+        (attacker, realm_tax(attacker, target, "winter"), 1_000),
+        *((target, victim_moves, 1_000) for _ in range(3)),
+        *_season_end(),
+    )
+
+
+REALM_WAR = {"players": list(_TRIO), "villages": 1, "years": 3, "actions_per_season": 8, "starting_stock": _RICH}
+
+REALM_SCRIPTS = (
+    # alice takes carol for tax; carol sabotages, revolts, buys her freedom; alice chooses tax seasons
+    Script(options=REALM_WAR, players=_TRIO, moves=tuple(
+        move for _ in range(12) for move in _war_season("alice", "carol", "tax", realm_vassal("carol")))),
+    # alice destroys bob, who acts in ruins and restarts; his new city is immune for a year
+    Script(options=REALM_WAR, players=_TRIO, moves=tuple(
+        move for _ in range(10) for move in _war_season("alice", "bob", "destroy", realm_attack("bob", "alice", "tax")))),
+    # carol takes bob, then alice destroys carol: carol's vassal bob goes free
+    Script(options=REALM_WAR, players=_TRIO, moves=tuple(
+        move for _ in range(12) for move in _war_season("carol", "bob", "tax", realm_vassal("bob"))
+        + _war_season("alice", "carol", "destroy", realm_vassal("carol")))),
+    # the creator is not among the listed players (a seat is made for her); dave joins with no city; a room that
+    # hands seats to bots asks the season's deadlines after every command
+    Script(options={"players": ["bob", "carol"], "villages": 0, "years": 1, "season_timeout_ms": 60_000},
+           players=(*_TRIO, "dave"), create={"bot_after_missed": 1}, moves=(
+               ("dave", {"kind": "find_herbs"}, 1_000), *rounds(_TRIO, 3, 1_000),
+               ("alice", {"kind": "end_season"}, 120_000), *rounds(_TRIO, 3, 1_000))),
+    Script(options={"players": list(_TRIO), "villages": 0, "years": 1}, players=_TRIO,
+           create={"bot_after_missed": 2}, moves=rounds(_TRIO, 4, 1_000)),
+
+    Script(options={"players": list(_TRIO), "villages": 1, "years": 1, "actions_per_season": 8,
+                    "starting_stock": _RICH}, players=_TRIO, moves=(
+        ("alice", {"kind": "send_merchant", "to": "bob", "load": {}}, 1_000),
+        ("alice", {"kind": "send_merchant", "to": "bob", "load": {"wood": 100}}, 1_000),
+        ("bob", realm_trade("counter_offer", want="food"), 1_000),
+        ("bob", realm_trade("agree_trade"), 1_000),
+        ("carol", realm_trade("agree_trade"), 1_000),
+        ("carol", realm_trade("decline_trade"), 1_000),
+        ("carol", realm_trade("counter_offer", want="food"), 1_000),
+        ("carol", realm_trade("offer_trade", buy="food", pay="wood", dice=1), 1_000),
+        ("bob", {"kind": "smelt", "ore": "iron", "amount": 0}, 1_000),
+        ("bob", {"kind": "fortify", "wood": 1}, 1_000),
+        ("bob", {"kind": "fortify", "stone": 1}, 1_000),
+        ("bob", realm_too_many_soldiers, 1_000),
+        ("bob", {"kind": "raise_army", "soldiers": 1_000}, 1_000),
+        ("bob", {"kind": "equip_army", "tier": "bronze"}, 1_000),
+        ("bob", {"kind": "equip_army", "tier": "bronze"}, 1_000),
+        ("bob", {"kind": "heal_army", "points": 1}, 1_000),
+        ("carol", {"kind": "choose_tax_season", "city": "bob", "season": "fall"}, 1_000),
+        ("carol", {"kind": "buy_freedom"}, 1_000), ("carol", {"kind": "sabotage"}, 1_000),
+        ("carol", {"kind": "revolt"}, 1_000), ("carol", {"kind": "restart_city"}, 1_000),
+        ("carol", {"kind": "besiege", "target": "carol"}, 1_000),
+        *_season_end(),
+        ("alice", {"kind": "send_merchant", "to": "carol", "load": {"wood": 100}}, 1_000),
+        ("alice", realm_trade("offer_trade", buy="food", pay="wood", dice=2), 1_000),
+        ("bob", realm_trade("agree_trade"), 1_000),
+        ("bob", realm_trade("counter_offer", want="stone"), 1_000),
+        ("alice", realm_trade("agree_trade"), 1_000), ("alice", realm_trade("agree_trade"), 1_000),
+        *_season_end(),
+        ("bob", {"kind": "get_food", "method": "farm"}, 1_000),
+        *_season_end(),
+        ("bob", {"kind": "get_food", "method": "farm"}, 1_000), ("bob", {"kind": "find_herbs"}, 1_000),
+        *_season_end(),
+    )),
+)
+
+
+# --- sectors: the hungry colony's mountain (1,2) holds its cap of 100 people and its limit of 5 buildings, the
+# forest (2,3) its cap of 200
+
+SECTORS_SCRIPTS = (
+    Script(options={"years": 1, "setup": golden._HUNGRY_COLONY}, moves=(
+        ("alice", {"kind": "move_people", "from_row": 2, "from_column": 2, "to_row": 1, "to_column": 2, "count": 1},
+         1_000),
+        ("alice", {"kind": "move_people", "from_row": 2, "from_column": 2, "to_row": 2, "to_column": 3, "count": 5},
+         1_000),
+        ("alice", {"kind": "build", "row": 1, "column": 2, "building": "mine"}, 1_000),
+        ("alice", {"kind": "build", "row": 2, "column": 3, "building": "mine"}, 1_000),
+        *bots("alice", 12),
+    )),
+)
+
+
 BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
+    "sectors": {"1-scripts": SECTORS_SCRIPTS},
+    "realm": {"1-scripts": REALM_SCRIPTS},
     "claim": {"1-scripts": CLAIM_SCRIPTS},
     "board": {
         "1-seeds": (
@@ -220,9 +371,9 @@ VERSION_BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
             Script(options={"turn_limit_s": 10}, create={"bot_after_missed": 1},
                    moves=rounds(("alice",), 6, 60_000) + (("alice", {"kind": "time_out", "turn": 7}, 60_000),)
                    + rounds(("alice",), 4, 1_000)),
-            # bob owns the map and never joins: no deadline names a seat not taken
-            Script(options={"turn_limit_s": 10, "player": "bob"}, create={"bot_after_missed": 2},
-                   moves=rounds(("alice",), 3, 60_000)),
+            # a turn's time out sent before the turn is over
+            Script(options={"turn_limit_s": 60}, create={"bot_after_missed": 2},
+                   moves=(("alice", {"kind": "time_out", "turn": 0}, 1_000),) + rounds(("alice",), 3, 70_000)),
             # no turn limit: nothing times out
             Script(moves=(("alice", {"kind": "time_out", "turn": 1}, 1_000),) + rounds(("alice",), 3)),
         ),
@@ -250,6 +401,14 @@ def games_for(manifest: Any) -> list[dict[str, Any]]:
 def recipes_for(manifest: Any) -> tuple[Recipe, ...]:
     """The recipes of a version's batches (the mutation test plays more games of them: its wide corpus)."""
     return tuple(game for games in batches_for(manifest).values() for game in games if isinstance(game, Recipe))
+
+
+def wide_recipes(manifest: Any) -> tuple[Recipe, ...]:
+    """The mutation test's wide games of the grown corpus: its recipes, ``golden.WIDE_REPEAT`` times as many games
+    (after the golden recipes', so the golden wide games keep their indexes). Scripts have no other seeds to
+    play: a script's moves are its game."""
+    return tuple(dataclasses.replace(recipe, repeat=recipe.repeat * golden.WIDE_REPEAT)
+                 for recipe in recipes_for(manifest))
 
 
 def write(manifest: Any) -> list[Path]:

@@ -11,11 +11,11 @@ the golden corpus' own check (``golden.corpus.check``), run over the grown games
 from __future__ import annotations
 
 import pytest
-
-from corpus.grown import FORMAT, GAMES, batches_for, files_for, folder_for, write
 from golden.corpus import check, read
 from golden.make import published
 from golden.test_golden_logs import PUBLISH_A_NEW_VERSION
+
+from corpus.grown import FORMAT, GAMES, batches_for, files_for, folder_for, write
 
 FILES = sorted(GAMES.glob("*@*/*.json.gz"))
 
