@@ -67,6 +67,8 @@ class Script:
     dice_scheme: int = 1
     start_ms: int = 1_700_000_000_000
     bench: bool = False
+    # Games played from this script, each with its own seed and dice (the dice decide battles, so outcomes differ).
+    repeat: int = 1
 
     def describe(self) -> dict[str, Any]:
         return {"script": True, "options": self.options, "players": list(self.players), "create": self.create,
@@ -229,12 +231,18 @@ def _season_end(step_ms: int = 1_000) -> tuple[tuple[str, dict[str, Any], int], 
     return tuple((player, {"kind": "end_turn"}, step_ms) for player in _TRIO)
 
 
-def realm_attack(player: str, target: str, if_taken: str) -> Any:
-    """``player`` raises an army (three quarters of the city), arms it in steel and besieges ``target``."""
+def realm_attack(player: str, target: str, if_taken: str, disarm: bool = False) -> Any:
+    """``player`` raises an army (three quarters of the city), arms it in steel and besieges ``target``; with
+    ``disarm``, dismisses it once ``target`` pays tax (so that a revolt can win)."""
     def move(game: Any) -> dict[str, Any] | None:
         city = game.cities[player]
         if city.destroyed:
             return {"kind": "restart_city"}
+        if disarm and game.cities[target].controller == player:  # besieged once more (refused), then disarmed
+            if city.army is None:
+                return {"kind": "cut_wood"}
+            if game.actions_used.get(player, 0) % 2:
+                return {"kind": "dismiss_army"}
         if city.army is None:
             return {"kind": "raise_army", "soldiers": max(1_000, city.population * 3 // 4 // 100 * 100)}
         if city.army.equipment != "steel":
@@ -245,15 +253,19 @@ def realm_attack(player: str, target: str, if_taken: str) -> Any:
 
 
 def realm_vassal(player: str) -> Any:
-    """A city under control works against its controller: sabotage, an army, a revolt, and its freedom bought."""
+    """A city under control works against its controller: sabotage, an army in steel, a revolt, its freedom bought."""
     def move(game: Any) -> dict[str, Any]:
         city = game.cities[player]
+        if city.destroyed:
+            return {"kind": "restart_city"}
         if not city.controller:
             return {"kind": "sabotage"}  # refused: nobody controls it
-        if city.army is None:
-            return {"kind": "raise_army", "soldiers": max(1_000, city.population // 2 // 100 * 100)}
-        turn = sum(game.actions_used.values()) % 3
-        return ({"kind": "sabotage"}, {"kind": "revolt"}, {"kind": "buy_freedom"})[turn]
+        if city.army is None and city.population >= 1_400:
+            return {"kind": "raise_army", "soldiers": city.population * 3 // 4 // 100 * 100}
+        if city.army is not None and city.army.equipment != "steel":
+            return {"kind": "equip_army", "tier": "steel"}
+        turn = (game.season_index + game.actions_used.get(player, 0)) % 4
+        return ({"kind": "sabotage"}, {"kind": "revolt"}, {"kind": "revolt"}, {"kind": "buy_freedom"})[turn]
     move.__name__ = f"realm_{player}_resists"
     return move
 
@@ -265,10 +277,16 @@ def realm_tax(player: str, vassal: str, season: str) -> Any:
     return move
 
 
-def _war_season(attacker: str, target: str, if_taken: str, victim_moves: Any) -> tuple[tuple[str, Any, int], ...]:
+def _war_season(attacker: str, target: str, if_taken: str, victim_moves: Any,
+                disarm: bool = False) -> tuple[tuple[str, Any, int], ...]:
+    """A season of war: the attacker chooses tax seasons and besieges; the target acts once in between (in ruins, if
+    the siege destroyed it), then three times; every city ends its turn."""
     return (
         (attacker, realm_tax(attacker, target, "fall"), 1_000),
-        *((attacker, realm_attack(attacker, target, if_taken), 1_000) for _ in range(4)),
+        (attacker, realm_tax(attacker, target, "winter"), 1_000),
+        *((attacker, realm_attack(attacker, target, if_taken, disarm), 1_000) for _ in range(4)),
+        (target, {"kind": "cut_wood"}, 1_000),
+        (attacker, realm_attack(attacker, target, if_taken, disarm), 1_000),
         (attacker, realm_tax(attacker, target, "spring"), 1_000),
         (attacker, realm_tax(attacker, target, "winter"), 1_000),
         *((target, victim_moves, 1_000) for _ in range(3)),
@@ -276,27 +294,37 @@ def _war_season(attacker: str, target: str, if_taken: str, victim_moves: Any) ->
     )
 
 
-REALM_WAR = {"players": list(_TRIO), "villages": 1, "years": 3, "actions_per_season": 8, "starting_stock": _RICH}
+REALM_WAR = {"players": list(_TRIO), "villages": 1, "years": 5, "actions_per_season": 8, "starting_stock": _RICH}
 
 REALM_SCRIPTS = (
-    # alice takes carol for tax; carol sabotages, revolts, buys her freedom; alice chooses tax seasons
+    # alice takes carol for tax and disarms; carol sabotages, revolts, buys her freedom; alice chooses tax seasons
     Script(options=REALM_WAR, players=_TRIO, moves=tuple(
-        move for _ in range(12) for move in _war_season("alice", "carol", "tax", realm_vassal("carol")))),
-    # alice destroys bob, who acts in ruins and restarts; his new city is immune for a year
-    Script(options=REALM_WAR, players=_TRIO, moves=tuple(
-        move for _ in range(10) for move in _war_season("alice", "bob", "destroy", realm_attack("bob", "alice", "tax")))),
+        move for _ in range(16) for move in _war_season("alice", "carol", "tax", realm_vassal("carol"), True)),
+        repeat=4),
+    # carol's merchant visits bob; alice destroys bob (the merchant comes home), who acts in ruins and restarts; his
+    # new city is immune for a year
+    Script(options=REALM_WAR, players=_TRIO, moves=(
+        ("alice", {"kind": "send_merchant", "to": "carol", "load": {"wood": 100}}, 1_000),
+        ("carol", {"kind": "send_merchant", "to": "bob", "load": {"wood": 100}}, 1_000),
+        *(move for _ in range(10) for move in _war_season("alice", "bob", "destroy", realm_attack("bob", "alice", "tax")))),
+        repeat=3),
     # carol takes bob, then alice destroys carol: carol's vassal bob goes free
     Script(options=REALM_WAR, players=_TRIO, moves=tuple(
-        move for _ in range(12) for move in _war_season("carol", "bob", "tax", realm_vassal("bob"))
-        + _war_season("alice", "carol", "destroy", realm_vassal("carol")))),
+        move for _ in range(4) for move in _war_season("carol", "bob", "tax", {"kind": "cut_wood"}, True))
+        + tuple(move for _ in range(12) for move in _war_season("alice", "carol", "destroy", {"kind": "cut_wood"})),
+        repeat=3),
     # the creator is not among the listed players (a seat is made for her); dave joins with no city; a room that
     # hands seats to bots asks the season's deadlines after every command
     Script(options={"players": ["bob", "carol"], "villages": 0, "years": 1, "season_timeout_ms": 60_000},
            players=(*_TRIO, "dave"), create={"bot_after_missed": 1}, moves=(
                ("dave", {"kind": "find_herbs"}, 1_000), *rounds(_TRIO, 3, 1_000),
                ("alice", {"kind": "end_season"}, 120_000), *rounds(_TRIO, 3, 1_000))),
-    Script(options={"players": list(_TRIO), "villages": 0, "years": 1}, players=_TRIO,
-           create={"bot_after_missed": 2}, moves=rounds(_TRIO, 4, 1_000)),
+    # no season timeout (no deadline); mining with no lesser ore to fall back on (a blank finds no stone)
+    Script(options={"players": list(_TRIO), "villages": 0, "years": 1, "season_timeout_ms": 0}, players=_TRIO,
+           create={"bot_after_missed": 2}, moves=tuple(
+               move for ore in ("stone", "stone", "bronze", "stone")
+               for move in ((("bob", {"kind": "mine", "ore": ore, "lesser_ore": "none"}, 1_000),) * 3
+                            + (("alice", BOT, 1_000),) + _season_end()))),
 
     Script(options={"players": list(_TRIO), "villages": 1, "years": 1, "actions_per_season": 8,
                     "starting_stock": _RICH}, players=_TRIO, moves=(
