@@ -232,7 +232,7 @@ def _season_end(step_ms: int = 1_000) -> tuple[tuple[str, dict[str, Any], int], 
 
 
 def realm_attack(player: str, target: str, if_taken: str, disarm: bool = False) -> Any:
-    """``player`` raises an army (three quarters of the city), arms it in steel and besieges ``target``; with
+    """``player`` raises an army (the whole city but a hundred), arms it in steel and besieges ``target``; with
     ``disarm``, dismisses it once ``target`` pays tax (so that a revolt can win)."""
     def move(game: Any) -> dict[str, Any] | None:
         city = game.cities[player]
@@ -241,10 +241,11 @@ def realm_attack(player: str, target: str, if_taken: str, disarm: bool = False) 
         if disarm and game.cities[target].controller == player:  # besieged once more (refused), then disarmed
             if city.army is None:
                 return {"kind": "cut_wood"}
-            if game.actions_used.get(player, 0) % 2:
+            if game.season_index % 2:  # (a refused move spends no action: the season decides)
                 return {"kind": "dismiss_army"}
-        if city.army is None:
-            return {"kind": "raise_army", "soldiers": max(1_000, city.population * 3 // 4 // 100 * 100)}
+        if city.army is None:  # all but a hundred of the city's people (none while the city is too small)
+            soldiers = (city.population - 100) // 100 * 100
+            return {"kind": "raise_army", "soldiers": soldiers} if soldiers >= 1_000 else None
         if city.army.equipment != "steel":
             return {"kind": "equip_army", "tier": "steel"}
         return {"kind": "besiege", "target": target, "if_taken": if_taken}
@@ -379,9 +380,20 @@ SECTORS_SCRIPTS = (
 )
 
 
+# carol takes bob and disarms; alice then besieges carol seven times a season until she is destroyed: bob goes free
+REALM_FALL = Script(
+    options={**REALM_WAR, "years": 6}, players=_TRIO, repeat=4,
+    moves=tuple(move for _ in range(4) for move in _war_season("carol", "bob", "tax", {"kind": "cut_wood"}, True))
+    + tuple(move for _ in range(20) for move in (
+        *(("alice", realm_attack("alice", "carol", "destroy"), 1_000) for _ in range(8)), *_season_end())))
+
+
 BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
     "sectors": {"1-scripts": SECTORS_SCRIPTS},
-    "realm": {"1-scripts": REALM_SCRIPTS},
+    # the wars again on other dice (battles and sabotage go either way)
+    "realm": {"1-scripts": REALM_SCRIPTS, "2-wars": tuple(dataclasses.replace(script, repeat=2)
+                                                          for script in REALM_SCRIPTS[:3]),
+              "3-fall": (REALM_FALL,)},
     "claim": {"1-scripts": CLAIM_SCRIPTS},
     "board": {
         "1-seeds": (
