@@ -15,6 +15,7 @@ from golden.corpus import check, read
 from golden.make import published
 from golden.test_golden_logs import PUBLISH_A_NEW_VERSION
 
+from corpus import grown
 from corpus.grown import FORMAT, GAMES, batches_for, files_for, folder_for, write
 
 FILES = sorted(GAMES.glob("*@*/*.json.gz"))
@@ -54,3 +55,15 @@ def test_a_grown_game_whose_redacted_events_changed_fails():
     assert check(game) is None
     problem = check({**game, "expected": {**game["expected"], "redactions": "0" * 16}})
     assert problem == "the Decider's redactions differ (same events and states)"
+
+
+def test_recording_a_batch_again_gives_the_same_bytes(tmp_path, monkeypatch):
+    # Given board@2's recorded deadline batch, when it is recorded again from its scripts into another folder,
+    # then the file is byte for byte the one in the repository (seeds, dice, clocks and ids derive from names)
+
+    manifest = next(m for m in published() if m.ref == "board@2")
+    recorded = (folder_for("board@2") / "1-deadlines.json.gz").read_bytes()
+    monkeypatch.setattr(grown, "GAMES", tmp_path)
+    monkeypatch.setattr(grown, "batches_for", lambda m: {"1-deadlines": batches_for(m)["1-deadlines"]})
+    assert [path.name for path in write(manifest)] == ["1-deadlines.json.gz"]
+    assert (tmp_path / "board@2" / "1-deadlines.json.gz").read_bytes() == recorded
