@@ -186,6 +186,25 @@ def claim_cabin(game: Any) -> dict[str, Any] | None:
     return None
 
 
+def claim_young_cut(hours: int) -> Any:
+    """Cut the youngest timber at least ``hours`` old (off the meadow): a lot worth little."""
+    def move(game: Any) -> dict[str, Any] | None:
+        old_enough = [(parcel.planted_ms, index) for index, parcel in enumerate(game.parcels[:56])
+                      if parcel.species is not None and game.clock_ms - parcel.planted_ms >= hours * _HOUR]
+        return {"kind": "cut", "parcel": _claim_name(max(old_enough)[1])} if old_enough else None
+    move.__name__ = f"claim_cut_youngest_over_{hours}_hours"
+    return move
+
+
+def _claim_broke(hours: int) -> Script:
+    """Two young cuts, a cabin and two hay fields leave $4 and a deck worth little: the teamster's $10 fee is more
+    than the cash and the sale together (or, where the lots are worth more, the wagon leaves)."""
+    return Script(moves=(
+        ("alice", claim_young_cut(hours), 1_000), ("alice", claim_cabin, 1_000),
+        ("alice", {"kind": "farm", "parcel": "A8"}, 1_000), ("alice", {"kind": "farm", "parcel": "C8"}, 1_000),
+        ("alice", claim_young_cut(hours), 1_000), ("alice", {"kind": "haul"}, 1_000)))
+
+
 CLAIM_SCRIPTS = (
     # cash runs out: a cut, a barn and hay leave too little for a cabin; the landing is neither farmed nor built on,
     # a cabin is not built on growing hay; hay is sold with a barn
@@ -394,7 +413,7 @@ BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
     "realm": {"1-scripts": REALM_SCRIPTS, "2-wars": tuple(dataclasses.replace(script, repeat=2)
                                                           for script in REALM_SCRIPTS[:3]),
               "3-fall": (REALM_FALL,)},
-    "claim": {"1-scripts": CLAIM_SCRIPTS},
+    "claim": {"1-scripts": CLAIM_SCRIPTS, "2-broke": (_claim_broke(5), _claim_broke(6))},
     "board": {
         "1-seeds": (
             # other seeds of the golden recipes' mixes, more random and stranger moves among the bot's
