@@ -210,7 +210,8 @@ def main(argv: list[str]) -> int:
                 mutants = [m for m in mutants if any(text in m.name for text in args.match)]
             mutants = evenly(mutants, args.sample)
             # the golden corpus, then the grown one beside it (tests/corpus: tests/golden is frozen)
-            games = games_for(_Ref(ref)) + grown.games_for(_Ref(ref))
+            golden_games = games_for(_Ref(ref))
+            games = golden_games + grown.games_for(_Ref(ref))
             started = time.monotonic()
             if not _unmutated_replays(ref, games, args.timeout):
                 raise SystemExit(f"{ref}: the golden logs do not replay under the unmutated rules")
@@ -230,7 +231,11 @@ def main(argv: list[str]) -> int:
             caught = len(mutants) - len(survivors)
             share = caught / (caught + len(missed)) if caught + len(missed) else 1.0
             below |= share < args.goal
+            # caught by a grown game while every golden log (make.py's game, the golden corpus) replays
+            by_grown = [m.name for m, r in zip(mutants, results, strict=True)
+                        if r > BY_GAME and r - BY_GAME - 1 >= len(golden_games)]
             report[ref] = {"generated": generated, "tried": len(mutants), "not_loaded": len(unloaded), "caught": caught,
+                           "caught_only_by_grown": by_grown,
                            "survived": len(survivors), "missed": [m.name for m, _ in missed],
                            # the wide game that caught each missed mutant first: a game to adopt (corpus.ADOPTED_LATER)
                            "caught_by_wide_game": {m.name: r - BY_GAME - 1 for m, r in missed if r > BY_GAME},
@@ -238,8 +243,8 @@ def main(argv: list[str]) -> int:
                            "unreached": [m.name for m in unreached], "share_caught": round(share, 4),
                            "wide_games": len(wide), "seconds": round(time.monotonic() - started, 1)}
             print(f"{ref}: {generated} mutants, {len(mutants)} tried ({len(unloaded)} more in modules no replay "
-                  f"imports): {caught} caught, {len(survivors)} survived "
-                  f"({len(missed)} missed, {len(equivalent)} equivalent and {len(unreached)} on unreached lines, "
+                  f"imports): {caught} caught ({len(by_grown)} of them only by the grown corpus), "
+                  f"{len(survivors)} survived ({len(missed)} missed, {len(equivalent)} equivalent and {len(unreached)} on unreached lines, "
                   f"on {len(wide)} wide games); "
                   f"caught {100 * share:.1f}% of the behaviour-changing ({report[ref]['seconds']} s)", flush=True)
             for name in report[ref]["missed"]:
