@@ -407,8 +407,23 @@ REALM_FALL = Script(
         *(("alice", realm_attack("alice", "carol", "destroy"), 1_000) for _ in range(8)), *_season_end())))
 
 
+def _move(from_row: int, from_column: int, to_row: int, to_column: int, count: int) -> tuple[str, dict[str, Any], int]:
+    return ("alice", {"kind": "move_people", "from_row": from_row, "from_column": from_column, "to_row": to_row,
+                      "to_column": to_column, "count": count}, 1_000)
+
+
+# people leave the full mountain and the full forest and come back to exactly their caps (allowed), then one more
+SECTORS_TO_THE_CAP = (
+    Script(options={"years": 1, "setup": golden._HUNGRY_COLONY}, moves=(
+        _move(1, 2, 2, 2, 10), _move(2, 2, 1, 2, 10), _move(2, 2, 1, 2, 1),
+        _move(2, 3, 2, 2, 30), _move(2, 2, 2, 3, 30), _move(2, 2, 2, 3, 1),
+        *bots("alice", 8),
+    )),
+)
+
+
 BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
-    "sectors": {"1-scripts": SECTORS_SCRIPTS},
+    "sectors": {"1-scripts": SECTORS_SCRIPTS, "2-to-the-cap": SECTORS_TO_THE_CAP},
     # the wars again on other dice (battles and sabotage go either way)
     "realm": {"1-scripts": REALM_SCRIPTS, "2-wars": tuple(dataclasses.replace(script, repeat=2)
                                                           for script in REALM_SCRIPTS[:3]),
