@@ -422,8 +422,20 @@ SECTORS_TO_THE_CAP = (
 )
 
 
+# A 3x3 colony of one sector at the west edge (1,0): exploring (0,2) is refused, as no neighbour of it is explored
+# (the sector after (0,2) in row-major order is (1,0), but it is not a neighbour: the grid does not wrap)
+SECTORS_EDGE = (
+    Script(options={"years": 1, "setup": {
+        "rows": 3, "columns": 3, "season": "summer", "year": 1, "stock": {"food": 500, "wood": 300, "gold": 200},
+        "sectors": [{"row": 1, "column": 0, "type": "prairie", "population": 300, "buildings": ["farm"]}]}},
+        moves=(("alice", {"kind": "explore", "row": 0, "column": 2}, 1_000),
+               ("alice", {"kind": "explore", "row": 2, "column": 2}, 1_000),
+               ("alice", {"kind": "explore", "row": 1, "column": 1}, 1_000), *bots("alice", 6))),
+)
+
+
 BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
-    "sectors": {"1-scripts": SECTORS_SCRIPTS, "2-to-the-cap": SECTORS_TO_THE_CAP},
+    "sectors": {"1-scripts": SECTORS_SCRIPTS, "2-to-the-cap": SECTORS_TO_THE_CAP, "3-edge": SECTORS_EDGE},
     # the wars again on other dice (battles and sabotage go either way)
     "realm": {"1-scripts": REALM_SCRIPTS, "2-wars": tuple(dataclasses.replace(script, repeat=2)
                                                           for script in REALM_SCRIPTS[:3]),
