@@ -127,8 +127,8 @@ async def play_script(manifest: Any, index: int, script: Script, salt: str) -> d
         if body is BOT:
             command = policy(state.game, player, dice, now + step_ms)
             body = codec.encode_command(command) if command is not None else None
-        elif callable(body):
-            body = body(state.game)
+        elif callable(body):  # a move of the game's state (and of the command's time, when it asks for it)
+            body = body(state.game, now + step_ms) if getattr(body, "wants_now", False) else body(state.game)
         if body is None:
             continue
         await send(player, body, step_ms)
@@ -193,6 +193,35 @@ def claim_young_cut(hours: int) -> Any:
                       if parcel.species is not None and game.clock_ms - parcel.planted_ms >= hours * _HOUR]
         return {"kind": "cut", "parcel": _claim_name(max(old_enough)[1])} if old_enough else None
     move.__name__ = f"claim_cut_youngest_over_{hours}_hours"
+    return move
+
+
+def claim_fill_deck(extra: int) -> Any:
+    """Cuts that fill the landing deck (300 logs) so that the last one gives exactly its room plus ``extra`` logs:
+    0 fits exactly (a full deck takes no more than its room), 1 is one log too many (refused)."""
+    def move(game: Any, now_ms: int) -> dict[str, Any] | None:
+        from almanac.games.claim.growth import stand  # noqa: PLC0415 - only recording reads the growth tables
+
+        room = 300 - sum(lot.logs for lot in game.deck)
+        if room == 0:
+            return None  # full to the last log
+        logs = {index: stand(parcel.species, parcel.planted_ms, now_ms).logs
+                for index, parcel in enumerate(game.parcels[:56]) if parcel.species is not None}
+        last = next((index for index, count in logs.items() if count == room + extra), None)
+        if last is not None and room < 300:
+            return {"kind": "cut", "parcel": _claim_name(last)}
+        for first, count in sorted(logs.items(), key=lambda item: -item[1]):
+            rest = room - count
+            if count <= room and any(other != first and left == rest + extra for other, left in logs.items()):
+                return {"kind": "cut", "parcel": _claim_name(first)}
+        for first, count in sorted(logs.items(), key=lambda item: -item[1]):
+            rest = room - count
+            if count <= room and any(a != first and b != first and a != b and logs[a] + logs[b] == rest + extra
+                                     for a in logs for b in logs):
+                return {"kind": "cut", "parcel": _claim_name(first)}
+        return None
+    move.wants_now = True  # type: ignore[attr-defined]
+    move.__name__ = f"claim_fill_deck_to_room_plus_{extra}"
     return move
 
 
@@ -440,7 +469,11 @@ BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
     "realm": {"1-scripts": REALM_SCRIPTS, "2-wars": tuple(dataclasses.replace(script, repeat=2)
                                                           for script in REALM_SCRIPTS[:3]),
               "3-fall": (REALM_FALL,)},
-    "claim": {"1-scripts": CLAIM_SCRIPTS, "2-broke": (_claim_broke(5), _claim_broke(6))},
+    "claim": {"1-scripts": CLAIM_SCRIPTS, "2-broke": (_claim_broke(5), _claim_broke(6)),
+              # two days on, a deck filled to its last log, and one filled but for a cut one log too big
+              "3-full-deck": tuple(Script(moves=(("alice", {"kind": "cruise"}, 2 * 24 * _HOUR),
+                                                 *(("alice", claim_fill_deck(extra), 1_000) for _ in range(4))))
+                                   for extra in (0, 1))},
     "board": {
         "1-seeds": (
             # other seeds of the golden recipes' mixes, more random and stranger moves among the bot's
