@@ -17,7 +17,7 @@ from typing import Any
 from rich.table import Table
 
 from almanac.bench.common import output_console
-from almanac.bench.forensics import ROOM, build_room
+from almanac.bench.dispute_bundles import ROOM, build_room
 from almanac.events import codec, commitments as cm, registry
 from almanac.events.envelope import Envelope
 from almanac.events.shown import Shown, shown_form, shown_to

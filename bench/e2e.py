@@ -29,7 +29,7 @@ from almanac.events.dice import Dice
 from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings, load_settings
-from almanac.services.stack import Stack
+from almanac.services.supervisor import Stack
 from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
 

@@ -21,7 +21,7 @@ from rich.table import Table
 from almanac.bench.children import stop
 from almanac.bench.common import output_console
 from almanac.services.settings import Settings
-from almanac.services.stack import Stack
+from almanac.services.supervisor import Stack
 
 console = output_console()
 SETTLE_S = 5.0  # after the stack is healthy: start-up work (rescans, first reads) is not idling

@@ -20,7 +20,7 @@ from almanac.services import bootstrap
 from almanac.services.gateway.auth import TokenSigner
 from almanac.services.gateway.http_app import raise_open_files_limit
 from almanac.services.settings import Settings
-from almanac.services.stack import Stack
+from almanac.services.supervisor import Stack
 
 console = output_console()
 IDLE_S = 2  # ALMANAC_REDIS_IDLE_S of the measured gateway: its idle connections close this soon after the feeds

@@ -34,7 +34,7 @@ from almanac.client.aio import AsyncClient
 from almanac.client.lean import CommandSender
 from almanac.client.signing import PlayerKey, newest_version
 from almanac.services.settings import Settings
-from almanac.services.stack import Stack
+from almanac.services.supervisor import Stack
 
 console = output_console()
 SEATS = ("p", "q")

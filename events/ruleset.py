@@ -226,6 +226,16 @@ class RuleSet:
     # documents' resources schema; None: documented as the game's own object. tests/gateway/test_typed_schemas.py
     # holds real resources to it.
     resources_type: type | None = None
+    # How a seat's view reads in the API's answers (``shown_view``): the Decider's view with what the API shows
+    # otherwise, such as realm's "" for nothing (no owner, no terms named) as null. Presentation, like the rest of
+    # the manifest module: outside the fingerprint, and the rules' own view (the golden logs digest it, the seat
+    # bots read it) stays as it is. None: the view as the Decider gives it. ``view_type`` describes what it gives.
+    present_view: Callable[[Any], Any] | None = None
+
+    def shown_view(self, game: Any, player: str) -> Any:
+        """What ``player`` sees of ``game`` in the API's answers: the Decider's view, as ``present_view`` shows it."""
+        view = self.decider.view(game, player)
+        return view if self.present_view is None else self.present_view(view)
 
     def __post_init__(self) -> None:
         if not self.name:

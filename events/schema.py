@@ -9,6 +9,7 @@ them: a Struct built in Python (tests, policies) is not checked, the rules still
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import msgspec
@@ -43,6 +44,28 @@ Amount = Annotated[int, msgspec.Meta(ge=0, le=AMOUNT_CEILING, description="0 .. 
 PositiveAmount = Annotated[int, msgspec.Meta(ge=1, le=AMOUNT_CEILING, description="1 .. 10^15")]
 SignedAmount = Annotated[int, msgspec.Meta(ge=-AMOUNT_CEILING, le=AMOUNT_CEILING, description="-10^15 .. 10^15")]
 Milliseconds = Annotated[int, msgspec.Meta(ge=0, le=TIME_CEILING_MS, description="milliseconds")]
+
+
+# --- the words of what the server answers (states and views) ---------------------------------------
+
+# The mark of a string no list bounds (a player's name, a trade id, text a person reads): the documents' walk
+# (tests/gateway/test_typed_schemas.py) takes a string or a map key as typed when it has an enum or this mark.
+FREE = "x-free"
+
+
+def one_of(values: Iterable[str], description: str | None = None) -> msgspec.Meta:
+    """A word the rule data lists (``Annotated[str, one_of(data.RESOURCES)]``): its values are the enum the
+    documents publish, read from the data itself, so a value added there is in the schema the same day.
+
+    Only the documents read it: decoding checks nothing more (a state or view is the server's own answer, and
+    the published rules' logs decode as they always did); tests hold real games' answers to it."""
+    return msgspec.Meta(description=description, extra_json_schema={"enum": list(dict.fromkeys(values))})
+
+
+def free(what: str, pattern: str | None = None) -> msgspec.Meta:
+    """A string no list bounds, said so on purpose (``Annotated[str, free("a player's name")]``): ``what`` it is
+    becomes its description, and the ``x-free`` mark tells the documents' walk it was not forgotten."""
+    return msgspec.Meta(pattern=pattern, description=what, extra_json_schema={FREE: True})
 
 
 

@@ -1,28 +1,35 @@
-"""Bots as seats: a server-side process plays the seats handed to bots, from each seat's view, as ordinary commands.
+"""Bots as seats: a server-side process plays the seats handed to bots through the gateway's public API, as those seats.
 
 A seat is handed to a bot by writing it to its shard's bot hash (``bots_key``: "room\\x1fseat" -> JSON), at room
-creation (the create request's ``bots``) or later (``almanac bots add ROOM --seat NAME``). `almanac bots` then, every
-round, for each bot seat of the shards it serves:
+creation (the create request's ``bots``), later (``almanac bots add ROOM --seat NAME``, ``POST /rooms/{room}/bots``)
+or by the room itself (``room.seat_to_bot``: a player left it, or it missed the room's deadlines; ``hand_over``).
+`almanac bots` then, every round, for each bot seat of the shards it serves:
 
-- reads the room's version; a room that did not move since the seat last acted is skipped;
-- loads the room, and if the seat is not taken yet sends ``join_room`` as the seat's player (under an id derived
-  from the room and seat: the log says which seats a bot took, and a seat a person took is never played);
-- else asks the rule-set's seat bot (``RuleSet.seat_bot``, in the rule-set's own package) for a command, giving it
-  the seat's view exactly as the API gives it to that seat (never the state: a bot cannot read what the seat may
-  not see), and sends it.
+- reads the room's version from Redis (the registry and this poll are what it reads there); a room that did not
+  move since the seat last acted is skipped;
+- if the seat is not taken yet (the room's public summary, ``GET /rooms/{room}``), joins it as the seat's player,
+  ``POST /rooms/{room}/join`` under a command id derived from the room and seat with the deployment's bot key
+  (``bot_join_client_id``: the log then says which seats a bot took, and a seat a person took is never played);
+- else reads the seat's view with the seat's token (``GET /rooms/{room}/view``: exactly what the API gives that
+  seat, never the state, so a bot cannot read what the seat may not see), asks the rule-set's seat bot
+  (``RuleSet.seat_bot``, in the rule-set's own package) for a command from it (``decide_seen``), and sends it as the
+  seat, ``POST /rooms/{room}/commands``.
 
-Every command goes to the shard's command stream as a ``CommandRecord`` from the seat's player, the way a
-gateway's submit and the clock's timeouts do: the engine decides it like any other, it is logged like any other,
-and replay and ``verify`` need nothing new. Its id is derived from (room, seat, version, attempt), and the bot's
-own dice from the same keyed with the deployment's bot key (``dice_key``: derived from the commitment secret, so a
-rival cannot recompute a bot's choices, and another deployment draws others): a bots process restarted (or two
-racing) sends the same command under the same id, which the engine's dedupe answers with the first outcome.
-Progress lives in the log only; the process keeps nothing that a restart needs. Bounded: at most
-``ALMANAC_MAX_BOT_SEATS`` bot seats in the deployment (a caller's ask past it is refused, 429 ``bot_seats_full``,
-``admit_seat``; a seat the room itself hands over is never refused, but counts);
+The gateway admits, decides (or queues for the shard's engine), dedupes and logs it like any player's command, and
+replay and ``verify`` need nothing new; with the gateway down nothing is sent, by any other way either. The seat's
+token is the join's answer (after a restart: the same join resent, which the gateway's dedupe answers with the
+first outcome and a token), or, for a seat the room's log handed to a bot, minted with the deployment's token
+secret (``deployment_signer``, as `almanac token --room --player`). A command's id is derived from (room, seat,
+version, attempt), and the bot's own dice from the same keyed with the deployment's bot key (``dice_key``: derived
+from the commitment secret, so a rival cannot recompute a bot's choices, and another deployment draws others): a
+bots process restarted (or two racing) sends the same command under the same id, which the gateway's dedupe
+answers with the first outcome. Progress lives in the log only; the process keeps nothing that a restart needs.
+Bounded: at most ``ALMANAC_MAX_BOT_SEATS`` bot seats in the deployment (a caller's ask past it is refused, 429
+``bot_seats_full``, ``admit_seat``; a seat the room itself hands over is never refused, but counts);
 ``max_rooms`` bot seats read and played per process per round (a cursor over the shards' hashes, HSCAN: the rest
-wait their turn, logged); ``rate`` commands per second across the process (a token bucket); at most ``ATTEMPTS``
-refused tries per seat and version; and a seat whose bot join was refused is dropped (it can never play).
+wait their turn, logged), ``PLAYS_AT_ONCE`` of them in flight at the gateway at once; ``rate`` commands per second
+across the process (a token bucket); at most ``ATTEMPTS`` refused tries per seat and version; and a seat whose bot
+join was refused is dropped (it can never play).
 
 A room may set its bots a move delay (``set_delay``: `almanac bots add --delay MS`, or the create request's
 ``bot_delay_ms``; at most ``MAX_DELAY_MS``): its
@@ -44,19 +51,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
+from almanac.client import ApiError, Held
+from almanac.client.aio import AsyncClient
 from almanac.client.seat_bot import Policy
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.room import RoomState, has_bot_policy
-from almanac.events.step import CommandRecord
-from almanac.services import bootstrap, bus
+from almanac.services import bootstrap
+from almanac.services.bus import internal_command_id
 from almanac.services.checkpoints import commit_secret
-from almanac.services.clock import state_at_least
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import read_or_stop
 from almanac.services.settings import Settings
 from almanac.storage.keys import Keys, bot_seats_key, shard_tag
-from almanac.storage.loader import RoomLoader
 
 log = get_logger("almanac.bots")
 SEPARATOR = "\x1f"
@@ -388,6 +397,13 @@ async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
     return removed
 
 
+async def give_back(client: Any, keys: Keys, room: str, seat: str) -> None:
+    """What the bots process does with the seat of a room that ended (or whose bot can never play it): the seat
+    removed from the bots (``remove_bot``), and the room's bot move delay kept no longer."""
+    await remove_bot(client, keys, room, seat)
+    await client.hdel(delay_key(keys, keys.shard(room)), room)
+
+
 async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int]:
     """Make the deployment's bot seats (the bound's count) match the shards' bot hashes: a seat in a shard's hash
     only (written before the bound had its own key, or by hand) is added; a seat taken in the bound but in no
@@ -542,21 +558,39 @@ def bot_command_id(room: str, seat: str, version: int, attempt: int) -> str:
 
 
 def bot_join_id(room: str, seat: str) -> str:
-    """The id of a bot's join of ``seat``: the log then says which seats a bot took (``took_seat``)."""
+    """The id of a bot's join as bots processes before the HTTP path wrote it to the command stream themselves: a
+    room whose log holds it was joined by a bot (``took_seat`` still reads such logs)."""
     return "bot-join-" + hashlib.sha256(f"{room}\x00{seat}".encode()).hexdigest()[:32]
 
 
-async def took_seat(store: Any, room: str, seat: str) -> bool:
-    """Whether a bot plays the seat by the room's log: its join is a bot's, or the room handed it to a bot
-    (``room.seat_to_bot``: its player left it, or it missed the room's count of deadlines). A seat a person
-    took and still holds is never played by a bot."""
-    joined_by_bot = False
+def bot_join_client_id(key: bytes, room: str, seat: str) -> str:
+    """The command id of a bot's ``POST /rooms/{room}/join`` of ``seat``: derived under the deployment's bot key
+    (``dice_key``), so every bots process of the deployment sends the same (the gateway's dedupe answers a resend
+    with the first outcome, and its token again), and nobody without the key can: a join resent with its long id
+    gets the seat's token, so the id is as secret as the token."""
+    return "bot-join-" + hmac.new(key, f"join\x00{room}\x00{seat}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+async def how_taken(store: Any, room: str, seat: str, key: bytes | None = None) -> str | None:
+    """How a bot plays the seat by the room's log: "joined" (its join is the bots' ``bot_join_client_id`` under
+    ``key``, as the gateway records it), "log" (the room handed it to a bot, ``room.seat_to_bot``: its player left
+    it, or it missed the room's count of deadlines; or a bots process before the HTTP path joined it,
+    ``bot_join_id``), or None: a person took it and holds it."""
+    joined = internal_command_id(room, seat, bot_join_client_id(key, room, seat)) if key is not None else None
+    how = None
     for envelope in await store.read(room):
         if envelope.type == PLAYER_JOINED and envelope.player == seat:
-            joined_by_bot = envelope.command_id == bot_join_id(room, seat)
+            how = ("joined" if envelope.command_id == joined
+                   else "log" if envelope.command_id == bot_join_id(room, seat) else None)
         elif envelope.type == SEAT_TO_BOT and codec.decode_event(envelope).player == seat:
-            return True
-    return joined_by_bot
+            return "log"
+    return how
+
+
+async def took_seat(store: Any, room: str, seat: str, key: bytes | None = None) -> bool:
+    """Whether a bot plays the seat by the room's log (``how_taken``). A seat a person took and still holds is
+    never played by a bot."""
+    return await how_taken(store, room, seat, key) is not None
 
 
 class SeatRefused(Exception):
@@ -568,7 +602,7 @@ class SeatRefused(Exception):
 
 
 async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | None, room: str, seat: str, *,
-                     max_seats: int, holder: str | None = None, owner: bool = True) -> str:
+                     max_seats: int, holder: str | None = None, owner: bool = True, key: bytes | None = None) -> str:
     """The one rule for handing ``seat`` of ``room`` (its latest ``state``) to a bot on a caller's ask, shared by
     ``POST /rooms/{room}/bots`` and the operator's ``almanac bots add``. Writes nothing; answers how it goes:
     "already" (a bot plays it by the log, or it is in the bot seats: no new seat, so no bound), "empty" (nobody holds it), "left"
@@ -596,7 +630,7 @@ async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | Non
             raise SeatRefused(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot")
         raise SeatRefused(403, "not_room_owner", "an empty seat is handed to a bot by the room's creator or an "
                           "auditor")
-    if seat in state.players and await took_seat(store, room, seat):
+    if seat in state.players and await took_seat(store, room, seat, key):  # key: the bots' (``dice_key``)
         return "already"
     if seat in state.players and seat != holder:
         raise SeatRefused(409, "seat_held", f"{seat!r} is held by its player; only they can leave it to a bot")
@@ -634,32 +668,44 @@ async def hand_over(client: Any, keys: Keys, state: RoomState, handed: set[tuple
 
 
 def seat_view(state: RoomState, seat: str) -> Any:
-    """The seat's view, as the API's state route gives it to the seat's own token (builtins, JSON-shaped)."""
+    """The seat's view, as the API's view route gives it to the seat's own token (builtins, JSON-shaped)."""
     decider = registry.decider_at(state.ruleset, state.ruleset_version)
     return codec.to_builtins(decider.view(state.game, seat))
 
 
+def decide_seen(seen: dict[str, Any], seat: str, attempt: int, now_ms: int, *, key: bytes) -> dict[str, Any] | None:
+    """What the seat's bot sends now (a command body), or None, from ``seen``: the answer of
+    ``GET /rooms/{room}/view`` as the seat (room, rule-set and version, ``ended``, ``fork``, and ``view``: never the
+    state, so a bot cannot read what the seat may not see). None: the room ended, is a sandbox fork, its rule-set
+    has no bot, or the bot has nothing to do.
+
+    The bot's dice are its own (never the room's), drawn under the deployment's ``key`` (``dice_key``) from the
+    room, seat, version and attempt: any process of the deployment decides the same, and nobody without the key can.
+    """
+    if seen.get("ended") or seen.get("fork") is not None:
+        return None
+    manifest = registry.at(seen["ruleset"], seen["ruleset_version"])
+    if manifest.seat_bot is None:
+        return None
+    dice = Dice(key, f"{seen['room']}\x00{seat}", int(seen["version"]) * ATTEMPTS + attempt)
+    command = manifest.seat_bot(seen["view"], seat, dice, now_ms)
+    return None if command is None else codec.encode_command(command)
+
+
 def decide_for(state: RoomState, seat: str, attempt: int, now_ms: int, *, key: bytes,
                ours: bool = True) -> dict[str, Any] | None:
-    """What the seat's bot sends now (a command body), or None: nothing to do, the rule-set has no bot, or the
-    seat is a person's (``ours`` False: its join was not the bot's).
-
-    Only the seat's view reaches the bot; its dice are its own (never the room's), drawn under the deployment's
-    ``key`` (``dice_key``) from the room, seat, version and attempt: any process of the deployment decides the
-    same, and nobody without the key can.
-    """
+    """``decide_seen`` for a caller holding the room's state (the rule-sets' stories, ``almanac bench bots``):
+    the seat's view is made from it as the view route makes it, and only that view reaches the bot. A seat not
+    taken yet: ``join_room``; ``ours`` False (a person's seat): None."""
     if state.ended or state.game is None or state.fork is not None:
         return None
     if seat not in state.players:
         return {"kind": "join_room"}
     if not ours:
         return None
-    manifest = registry.at(state.ruleset, state.ruleset_version)
-    if manifest.seat_bot is None:
-        return None
-    dice = Dice(key, f"{state.room}\x00{seat}", state.version * ATTEMPTS + attempt)
-    command = manifest.seat_bot(seat_view(state, seat), seat, dice, now_ms)
-    return None if command is None else codec.encode_command(command)
+    seen = {"room": state.room, "ruleset": state.ruleset, "ruleset_version": state.ruleset_version,
+            "version": state.version, "ended": False, "fork": None, "view": seat_view(state, seat)}
+    return decide_seen(seen, seat, attempt, now_ms, key=key)
 
 
 def ruleset_policy(ruleset: str, version: int) -> Policy:
@@ -708,24 +754,65 @@ class Bucket:
         return False
 
 
-class Bots:
-    """The bot seats of ``shards``, played every ``interval_s`` (at most ``max_rooms`` seats, ``rate`` commands/s)."""
+class _Unheld(Held):
+    """The bots keep no checkpoints or receipts from their answers: the deployment holds no evidence against itself,
+    and a long-lived process would keep some for every room it ever played."""
 
-    def __init__(self, client: Any, store: Any, keys: Keys, *, key: bytes, shards: list[int] | None = None,
-                 max_rooms: int = 1_000, rate: float = 50.0,
-                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+    def keep(self, answer: Any) -> Any:
+        return answer
+
+
+def gateway_client(url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> AsyncClient:
+    """The bots' client of the deployment's gateway: no retries inside a call (a seat not served this round is
+    tried again the next, so one slow seat never holds a round up), no wait for an undecided command's outcome
+    (the room moving says it was decided), and nothing held."""
+    api = AsyncClient(url, retries=0, pending_wait_s=0.0, timeout=HTTP_TIMEOUT_S, transport=transport)
+    api.held = _Unheld()
+    return api
+
+
+def gateway_url(settings: Settings) -> str:
+    """The gateway the bots play through: ALMANAC_BOTS_GATEWAY_URL, else this host's gateway
+    (ALMANAC_HTTP_HOST and ALMANAC_HTTP_PORT; a wildcard host is reached on the loopback)."""
+    if settings.bots_gateway_url:
+        return settings.bots_gateway_url
+    host = "127.0.0.1" if settings.http_host in ("0.0.0.0", "::", "") else settings.http_host
+    return f"http://{host}:{settings.http_port}"
+
+
+HTTP_TIMEOUT_S = 10.0  # a gateway call's longest wait (the gateway answers a command within ALMANAC_COMMAND_TIMEOUT_MS)
+PLAYS_AT_ONCE = 32  # seats of one round played at once (each waits on the gateway: its view, then its command)
+RETRY_STATUSES = (429, 503)  # the gateway's "later": the seat is tried again next round, no attempt spent
+
+
+class Bots:
+    """The bot seats of ``shards``, played every ``interval_s`` (at most ``max_rooms`` seats, ``rate`` commands/s)
+    through the gateway's public API (``api``, ``gateway_client``): each seat's view read as that seat, its join
+    and commands sent as that seat. ``signer`` (the deployment's ``TokenSigner``) mints the token of a seat the
+    room's log handed to a bot, as `almanac token --room --player` does; ``store`` and ``client`` serve the
+    registry and the cheap reads (the room's version, its newest event's time, who took a seat)."""
+
+    def __init__(self, client: Any, store: Any, keys: Keys, *, key: bytes, api: AsyncClient, signer: Any,
+                 shards: list[int] | None = None, max_rooms: int = 1_000, rate: float = 50.0,
+                 now_ms: Callable[[], int] = lambda: int(time.time() * 1000), plays_at_once: int = PLAYS_AT_ONCE
+                 ) -> None:
         self.client = client
         self.keys = keys
         self.key = key
+        self.api = api
+        self.signer = signer
         self.shards = list(range(keys.shard_count)) if shards is None else shards
         self.max_rooms = max_rooms
         self.bucket = Bucket(rate)
         self.now_ms = now_ms
         self.store = store
-        self.loader = RoomLoader(store, max_rooms)
+        self.plays_at_once = max(1, plays_at_once)
         self.seats: dict[tuple[str, str], _Seat] = {}
+        # Each seat's token (re-derivable: a restart joins again under the same id, or mints a handed seat's)
+        self.tokens: dict[tuple[str, str], str] = {}
         self.sent = 0
         self.over_limit = 0
+        self.failed = 0  # gateway calls of the last round that failed (unreachable, or its "later"); logged once
         self.read = 0  # seats read from Redis by the last round (bounded by max_rooms plus one HSCAN reply)
         # The cursor over the seats: the shard (index into ``shards``) and its HSCAN cursor, and the seats read
         # past the last round's window, played first next round. A round never reads every seat: a fixed window
@@ -790,7 +877,8 @@ class Bots:
             log.warning("bots.over_limit", seats=total, max_rooms=self.max_rooms)
         seats = list(dict.fromkeys(await self._window(counts)))
         while len(self.seats) > 4 * self.max_rooms + total:  # progress of seats gone: the oldest first (re-derivable)
-            del self.seats[next(iter(self.seats))]
+            self.tokens.pop(gone := next(iter(self.seats)), None)
+            del self.seats[gone]
         pipe = self.client.pipeline(transaction=False)
         for room, _ in seats:
             pipe.get(self.keys.version(room))
@@ -799,10 +887,18 @@ class Bots:
         versions = [int(v) if v is not None else 0 for v in read[0::2]]
         delays = [min(int(d), MAX_DELAY_MS) if d is not None else 0 for d in read[1::2]]
         await self._drop_archived([seat for seat, version in zip(seats, versions, strict=True) if not version])
-        sent = 0
-        for (room, seat), version, delay_ms in zip(seats, versions, delays, strict=True):
-            if version and await self._play(room, seat, version, delay_ms):
-                sent += 1
+        self.failed = 0
+        at_once = asyncio.Semaphore(self.plays_at_once)
+
+        async def play(room: str, seat: str, version: int, delay_ms: int) -> bool:
+            async with at_once:
+                return await self._play(room, seat, version, delay_ms)
+
+        played = await asyncio.gather(*(play(room, seat, version, delay_ms) for (room, seat), version, delay_ms
+                                        in zip(seats, versions, delays, strict=True) if version))
+        if self.failed:
+            log.warning("bots.gateway_failed", calls=self.failed, url=self.api.url)
+        sent = sum(played)
         self.sent += sent
         return sent
 
@@ -820,9 +916,9 @@ class Bots:
                 await self._drop(room, seat)
 
     async def _drop(self, room: str, seat: str) -> None:
-        await remove_bot(self.client, self.keys, room, seat)
-        await self.client.hdel(delay_key(self.keys, self.keys.shard(room)), room)  # an ended room's: kept no longer
+        await give_back(self.client, self.keys, room, seat)
         self.seats.pop((room, seat), None)
+        self.tokens.pop((room, seat), None)
 
     async def _delayed(self, room: str, mine: _Seat, now: int, delay_ms: int) -> bool:
         """Whether the room's delay since it reached ``mine.version`` has not passed yet (one read per version)."""
@@ -849,34 +945,89 @@ class Bots:
             return False  # the room's bots wait its delay after every move (the log's clock: its event's time)
         if not self.bucket.take():
             return False
-        state = await state_at_least(self.loader, self.store, room, version)
-        if state is None or (delay_ms and state.version != version):
-            return False  # (moved since the round read it: its delay starts at the newer version, next round)
-        if state.ended:
-            await self._drop(room, seat)
-            self.loader.forget(room)
+        try:
+            return await self._act(room, seat, mine, version, delay_ms, now)
+        except ApiError as error:
+            if error.status == 401:
+                self.tokens.pop((room, seat), None)  # expired (or the secret rotated): a fresh one next round
+            if error.status in RETRY_STATUSES or error.status == 401:
+                self.failed += 1
+            else:
+                log.warning("bots.gateway_refused", room=room, seat=seat, status=error.status, code=error.code)
             return False
-        if seat not in state.players and mine.sent_ms:
-            joined = await self.store.outcome(room, bot_join_id(room, seat))
-            if joined is not None and not joined.accepted:
-                # The join's id is fixed, so every resend gets this same refusal: the seat can never play.
-                log.warning("bots.join_refused", room=room, seat=seat, error=joined.error)
+        except httpx.HTTPError:
+            self.failed += 1  # the gateway unreachable: the seat waits (nothing is sent any other way)
+            return False
+
+    async def _act(self, room: str, seat: str, mine: _Seat, version: int, delay_ms: int, now: int) -> bool:
+        """The seat's turn through the gateway: joined if not taken yet, else its view read as the seat and the
+        bot's command, if any, sent as the seat. Whether a command (or the join) was sent."""
+        token = self.tokens.get((room, seat))
+        if token is None:
+            summary = await self.api.room(room)  # the public summary: who holds which seat
+            if summary["ended"]:
                 await self._drop(room, seat)
                 return False
-        if seat in state.players and mine.ours is None:
-            mine.ours = await took_seat(self.store, room, seat)
-            if not mine.ours:
-                log.warning("bots.seat_held_by_a_person", room=room, seat=seat)
-        body = decide_for(state, seat, mine.attempt, now, key=self.key, ours=mine.ours is not False)
-        if body is None:
-            mine.waiting = True
+            if seat not in summary["players"]:
+                return await self._join(room, seat, mine, now)
+            token = await self._seat_token(room, seat, mine)
+            if token is None:
+                return False
+        player = self.api.seat(room, seat, token)
+        seen = await player.view()  # GET /rooms/{room}/view as the seat: all the bot ever reads of the room
+        if seen["ended"]:
+            await self._drop(room, seat)
             return False
-        joining = body == {"kind": "join_room"}
-        command_id = bot_join_id(room, seat) if joining else bot_command_id(room, seat, state.version, mine.attempt)
-        record = CommandRecord(command_id=command_id, room=room, player=seat, server_time_ms=now, body=body)
-        await bus.submit(self.client, self.keys, record)  # the gateway's own submit: one command path
-        mine.version, mine.sent_ms = state.version, now
+        if delay_ms and seen["version"] != version:
+            return False  # moved since the round read it: its delay starts at the newer version, next round
+        body = decide_seen(seen, seat, mine.attempt, now, key=self.key)
+        if body is None:
+            mine.version, mine.waiting = seen["version"], True
+            return False
+        command_id = bot_command_id(room, seat, seen["version"], mine.attempt)
+        try:
+            await player.command(body, command_id=command_id)  # POST /rooms/{room}/commands as the seat
+        except ApiError as refused:
+            if refused.status not in (409, 422) and refused.code != "outcome_unknown":
+                raise
+            if refused.code != "outcome_unknown":  # refused by the rules: the next draw next round
+                now -= RETRY_AFTER_MS
+        mine.version, mine.sent_ms = seen["version"], max(1, now)
         return True
+
+    async def _join(self, room: str, seat: str, mine: _Seat, now: int) -> bool:
+        """Take the empty seat: ``POST /rooms/{room}/join`` under the bot's join id (``bot_join_client_id``). A
+        refusal is for good (its id is fixed: every resend gets the same), so the seat is dropped."""
+        try:
+            joined = await self.api.join(room, seat, command_id=bot_join_client_id(self.key, room, seat))
+        except ApiError as refused:
+            if refused.status == 202:  # undecided yet: the room shows the seat taken once it is (``_seat_token``)
+                mine.sent_ms = max(1, now)
+                return True
+            if refused.status not in (404, 422):
+                raise
+            log.warning("bots.join_refused", room=room, seat=seat, error=refused.code)
+            await self._drop(room, seat)
+            return False
+        self.tokens[(room, seat)] = joined.token
+        mine.ours, mine.sent_ms = True, max(1, now)
+        return True
+
+    async def _seat_token(self, room: str, seat: str, mine: _Seat) -> str | None:
+        """A token for a taken seat the room's log says a bot plays (None, and never played, a person's): the
+        bot's own join sent again (the gateway answers its first outcome, with a token), or, for a seat the room
+        handed to a bot (or an older bots process joined), one minted with the deployment's signing key."""
+        how = await how_taken(self.store, room, seat, self.key)
+        mine.ours = how is not None
+        if how is None:
+            log.warning("bots.seat_held_by_a_person", room=room, seat=seat)
+            return None
+        if how == "joined":
+            token = (await self.api.join(room, seat, command_id=bot_join_client_id(self.key, room, seat))).token
+        else:
+            token = self.signer.issue(room, seat)
+        self.tokens[(room, seat)] = token
+        return token
 
     async def run(self, stop: asyncio.Event, interval_s: float = 0.1) -> None:
         """A round every ``interval_s`` while there are seats to play; with none, a round when one is handed
@@ -902,8 +1053,16 @@ class Bots:
 
 async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float,
               shards: list[int] | None = None) -> None:
-    """The bots process until SIGINT/SIGTERM."""
+    """The bots process until SIGINT/SIGTERM, playing through ``gateway_url(settings)``."""
+    from almanac.services.gateway.auth import deployment_signer  # noqa: PLC0415 - the gateway imports this module
+
     runtime = bootstrap.runtime(settings, bootstrap.Role.TOOL, redis_url)
-    bots = Bots(runtime.client, runtime.store, runtime.keys, key=dice_key(commit_secret(settings)),
-                shards=shards, max_rooms=max_rooms, rate=rate)
-    await bootstrap.serve(runtime, bots.run, "bots")
+    api = gateway_client(gateway_url(settings))
+    bots = Bots(runtime.client, runtime.store, runtime.keys, key=dice_key(commit_secret(settings)), api=api,
+                signer=deployment_signer(settings), shards=shards, max_rooms=max_rooms, rate=rate)
+    log.info("bots.gateway", url=api.url)
+    try:
+        with bootstrap.quiet_httpx():  # a line per request would be the log's every line: its own say what failed
+            await bootstrap.serve(runtime, bots.run, "bots")
+    finally:
+        await api.aclose()

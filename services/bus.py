@@ -54,6 +54,12 @@ _SUBMIT_COUNTED_SHA = hashlib.sha1(SUBMIT_COUNTED.encode()).hexdigest()
 Call = Callable[..., Awaitable[Any]]
 
 
+def internal_command_id(room: str, player: str, client_id: str) -> str:
+    """The engine's id of a client's command: the client's id scoped to room and player. The store dedupes by
+    command id per shard: so two clients that both say "1" never receive each other's outcome."""
+    return f"{room}:{player}:{client_id}"
+
+
 # A client's fixed-window command limit: ``amount`` per ``window_ms``, counted under ``key`` (a key in the
 # shard of the room the command is for: ``Keys.seat_rate``). The same limit a write decided in a gateway's
 # engine counts itself (storage.base.Counted).

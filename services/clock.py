@@ -154,13 +154,16 @@ class Clock:
 
     def __init__(self, client, keys: Keys, store: EventStore, now_ms: Callable[[], int] = wall_ms,
                  batch: int = 1000, cache_size: int = 10_000,
-                 held: Callable[[str], tuple[RoomState, str] | None] | None = None) -> None:
+                 held: Callable[[str], tuple[RoomState, str] | None] | None = None,
+                 loader: RoomLoader | None = None) -> None:
+        """``loader``: a room loader of the process's on ``store`` (``bootstrap.Runtime.loader``, never the writer's
+        own: its cache holds only states whose write went through); else one of ``cache_size`` rooms is made here."""
         self.client = client
         self.keys = keys
         self.store = store
         self.now_ms = now_ms
         self.batch = batch
-        self.loader = RoomLoader(store, cache_size)
+        self.loader = loader if loader is not None else RoomLoader(store, cache_size)
         # The states the writer in this process holds (its loader's ``cached``: each one cached only once its
         # write went through): a room that moved is most often there at the version the feed names, and
         # reading its tail back from Redis to fold it again was the clock's largest cost (docs/capacity.md).

@@ -103,16 +103,22 @@ class BatchPlan:
         self.recheck: set[str] = set()
 
 
+# The rooms whose latest state a writer keeps (its loader's cache), and as many seeds and nonce sets.
+ROOM_CACHE = 10_000
+
+
 class RoomService:
     """The write path of every room: one instance per engine process (single writer per shard)."""
 
-    def __init__(self, store: EventStore, snapshot_every: int = 100, cache_size: int = 10_000,
-                 max_conflict_retries: int = 5) -> None:
+    def __init__(self, store: EventStore, snapshot_every: int = 100, cache_size: int = ROOM_CACHE,
+                 max_conflict_retries: int = 5, loader: RoomLoader | None = None) -> None:
+        """``loader``: the process's room loader on ``store`` (``bootstrap.Runtime.loader``) where it has a runtime;
+        else one of ``cache_size`` rooms is made here (tests, ``almanac sim``, the benchmarks, a forensics fork)."""
         self.store = store
         self.snapshot_every = snapshot_every
         self.cache_size = cache_size
         self.max_conflict_retries = max_conflict_retries
-        self.loader = RoomLoader(store, cache_size)
+        self.loader = loader if loader is not None else RoomLoader(store, cache_size)
         # Secret seeds never change once stored: keeping them saves a round trip per command.
         self._seeds: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
         # Scheme-2 rooms: the players' nonces by commitment, reloaded when a commitment is not held.

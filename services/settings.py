@@ -168,6 +168,9 @@ class Settings(BaseSettings):
     # Bot seats (services/bots.py) the deployment holds at most: a create whose ``bots`` would pass it is refused
     # (429 ``bot_seats_full``), since any player may hand up to 16 seats per room to the bots process.
     max_bot_seats: int = _env("ALMANAC_MAX_BOT_SEATS", 10_000)
+    # The gateway the bots process (`almanac bots`) plays every bot seat through, by its public HTTP API (a seat's
+    # view, its join and its commands); empty: this host's (http://ALMANAC_HTTP_HOST:ALMANAC_HTTP_PORT).
+    bots_gateway_url: str = _env("ALMANAC_BOTS_GATEWAY_URL", "")
 
     @property
     def max_outcome_waiters(self) -> int:
@@ -222,6 +225,14 @@ class Settings(BaseSettings):
                 raise _problem(info, f"{value!r} is not valid: it must start with redis://, rediss:// or unix:// "
                                      "(several Cluster nodes: separated by commas, each with its scheme)")
         return value
+
+    @field_validator("bots_gateway_url")
+    @classmethod
+    def _bots_gateway_url(cls, value: str, info: ValidationInfo) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise _problem(info, f"{value!r} is not valid: it must start with http:// or https:// (the gateway's "
+                                 "URL, e.g. http://gateway:8000), or be empty for this host's gateway")
+        return value.rstrip("/")
 
     @field_validator("secret")
     @classmethod

@@ -337,7 +337,7 @@ class ArchivingStore(RedisEventStore):
             return known
         value = await self.client.hget(self.keys.pointer_bucket(room), room)
         if value is None:  # archived before the buckets, and not moved yet
-            value = await self.client.hget(self.keys.first_layout_pointers(room), room)
+            value = await self.client.hget(self.keys.first_layout_pointers(self.keys.shard(room)), room)
         if value is None:
             return None
         return self._met(room, decode_pointer(room, value))
@@ -351,7 +351,7 @@ class ArchivingStore(RedisEventStore):
             async with self.client.pipeline(transaction=False) as pipe:
                 for room in asked:
                     pipe.hget(self.keys.pointer_bucket(room), room)
-                    pipe.hget(self.keys.first_layout_pointers(room), room)  # archived before the buckets
+                    pipe.hget(self.keys.first_layout_pointers(self.keys.shard(room)), room)  # archived before the buckets
                 values = await pipe.execute()
             for index, room in enumerate(asked):
                 value = values[2 * index] if values[2 * index] is not None else values[2 * index + 1]
@@ -402,7 +402,7 @@ class ArchivingStore(RedisEventStore):
             reply = await run_script(self._load_or_pointer,
                                      [self.keys.snapshot_index(room), self.keys.snapshot_data(room),
                                       self.keys.events(room), self.keys.pointer_bucket(room),
-                                      self.keys.first_layout_pointers(room)],
+                                      self.keys.first_layout_pointers(self.keys.shard(room))],
                                      ["+inf" if at_most is None else at_most, 1000, room])
             if int(reply[0]) >= 0:
                 return await self._parse_load(room, at_most, reply)
@@ -515,7 +515,7 @@ class ArchivingStore(RedisEventStore):
             pipe.get(record)
             pipe.hget(self.keys.command_ids(room), ids_field(record))  # the record expired: the room's id index
             pipe.hget(self.keys.pointer_bucket(room), room)
-            pipe.hget(self.keys.first_layout_pointers(room), room)  # archived before the buckets, not moved yet
+            pipe.hget(self.keys.first_layout_pointers(self.keys.shard(room)), room)  # archived before the buckets, not moved yet
             value, kept, pointer, first_layout = await pipe.execute()
         pointer = pointer if pointer is not None else first_layout
         if value is not None or kept is not None:
@@ -592,7 +592,7 @@ async def archived_room_set(client: Any, keys: Any, shards: list[int] | None = N
         async with client.pipeline(transaction=False) as pipe:
             for bucket in keys.pointer_buckets(shard):
                 pipe.hkeys(bucket)
-            pipe.hkeys(keys.first_layout_pointer_hash(shard))  # archived before the buckets, not moved yet
+            pipe.hkeys(keys.first_layout_pointers(shard))  # archived before the buckets, not moved yet
             results = await pipe.execute()
         found.update(member.decode() if isinstance(member, bytes) else member
                      for members in results for member in members)

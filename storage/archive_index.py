@@ -471,11 +471,6 @@ return moved
 """
 
 
-def old_pointer_hash(keys: Keys, shard: int) -> str:
-    """The first layout's pointer hash of a shard (one hash per shard: a hash-table entry per archived room)."""
-    return keys.first_layout_pointer_hash(shard)
-
-
 async def migrate_pointers(client: Any, keys: Keys) -> int:
     """Move pointers of the first layout into their buckets (run by the archiver before its first pass; each move is
     one script per batch, so a crash leaves every pointer in one of the two places and a rerun finishes). Until it
@@ -483,7 +478,7 @@ async def migrate_pointers(client: Any, keys: Keys) -> int:
     script = client.register_script(MIGRATE_POINTERS_SCRIPT)
     moved = 0
     for shard in range(keys.shard_count):
-        old = old_pointer_hash(keys, shard)
+        old = keys.first_layout_pointers(shard)
         while await client.hlen(old):  # (pointers an archiver of the first layout wrote meanwhile: again)
             cursor = 0
             while True:  # the cursor followed to its end: a page may come back empty before it (HSCAN's contract)

@@ -7,7 +7,7 @@ store (storage/redis_store.py) hides the difference of its writes:
 - Reading. One Redis: one XREADGROUP over every held shard, the previous batch's outcomes and acknowledgements
   in front of it in the same round trip, or the read that left with the last batch's writes on the engine's
   own connection (storage.raw_connection.BatchConnection). A Cluster refuses one XREADGROUP over streams of
-  different slots: a standing read per shard (storage.standing_reads.StandingReads).
+  different slots: a standing read per shard (storage.cluster_command_reads.StandingReads).
 - Sending what is done (outcomes to PUBLISH, entries to XACK). One Redis: one pipeline, all or nothing (kept
   for the next round trip on failure). A Cluster: one pipeline split by node; a dead node's part stays unsent.
 - Failures. One Redis: Redis's failure is every shard's (``isolates`` is False; the engine's round fails and
@@ -24,10 +24,10 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from almanac.storage.cluster_command_reads import StandingReads
 from almanac.storage.keys import Keys
 from almanac.storage.raw_connection import BatchConnection, stream_reply
 from almanac.storage.redis_errors import CLUSTER_ERRORS, redis_failure
-from almanac.storage.standing_reads import StandingReads
 
 GROUP = "engine"  # the engines' consumer group on every command stream
 # A round's pause after Redis was unreachable doubles up to this (one Redis; a Cluster paces by shard).

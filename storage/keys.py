@@ -201,7 +201,9 @@ class Keys:
         """Hash: archived room -> its archive pointer (storage.archive; ~47 bytes, the room is the field), one of
         the shard's ``pointer_buckets``: small enough that Redis keeps it as a listpack (no key nor hash-table entry
         per room). The bucket is the room's CRC-32 above the bits that chose its shard."""
-        shard, bucket = self._bucket(room)
+        return self._pointer_hash(*self._bucket(room))
+
+    def _pointer_hash(self, shard: int, bucket: int) -> str:
         return self._shard(shard, f"archive:pointers:{bucket}")
 
     def _bucket(self, room: str) -> tuple[int, int]:
@@ -209,14 +211,11 @@ class Keys:
         crc = zlib.crc32(room.encode())
         return crc % self.shard_count, (crc // self.shard_count) % self.pointer_buckets_per_shard
 
-    def first_layout_pointers(self, room: str) -> str:
+    def first_layout_pointers(self, shard: int) -> str:
         """Hash: the first layout's pointers, one hash per shard (storage.archive_index.migrate_pointers moves them
-        into their buckets). Readers look here when a room's bucket has no pointer, so a room archived before the
-        buckets is never taken for a room that does not exist, whether or not an archiver has moved it yet."""
-        return self.first_layout_pointer_hash(zlib.crc32(room.encode()) % self.shard_count)
-
-    def first_layout_pointer_hash(self, shard: int) -> str:
-        """The first layout's pointer hash of a shard (``first_layout_pointers``)."""
+        into their buckets). Readers look here (``first_layout_pointers(keys.shard(room))``) when a room's bucket has
+        no pointer, so a room archived before the buckets is never taken for a room that does not exist, whether or
+        not an archiver has moved it yet."""
         return self._shard(shard, "archive:pointers")
 
     @property
@@ -225,7 +224,7 @@ class Keys:
 
     def pointer_buckets(self, shard: int) -> list[str]:
         """Every pointer hash of a shard: together their fields are the shard's archived rooms."""
-        return [self._shard(shard, f"archive:pointers:{bucket}") for bucket in range(self.pointer_buckets_per_shard)]
+        return [self._pointer_hash(shard, bucket) for bucket in range(self.pointer_buckets_per_shard)]
 
     def superseded(self, shard: int) -> str:
         """Hash: room brought back from the archive -> the digests (32 bytes each) of its objects no pointer names

@@ -39,7 +39,9 @@ failure, and says what each passed step proved:
               exactly the envelopes carrying its command's id (no refused command's record among them); the
               readable commands are exactly those whose spans hold the slice's events, in order, each once.
               Skipped (as is redecide) when it carries no records.
-10. redecide  every command from ``room.created`` to the head is decided again by ``events.step.step`` (the
+10. redecide  (scheme-2 and -3 dice) every nonce was committed after the seed and its reveals hash to its commitment,
+              as ``almanac verify`` checks them (events.forensics.redecide.committed_nonces); then
+              every command from ``room.created`` to the head is decided again by ``events.step.step`` (the
               engine's own room step, dice from the revealed seed by ``events.dice``) against the state the
               commands before it decided; the events must come out byte for byte as recorded. An edit
               before the slice or after it, a dropped, swapped or inserted event, re-sealed or not, fails
@@ -76,7 +78,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import codec, commitments as cm, readable, registry, room as room_rules
-from almanac.events.dice import seed_commitment
+from almanac.events.dice import NONCE_SCHEMES
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.forensics.checkpoint_check import (
@@ -87,13 +89,17 @@ from almanac.events.forensics.checkpoint_check import (
     trusted,
 )
 from almanac.events.forensics.redecide import (
+    DiceMismatch,
     Refusal,
     command_spans,
+    committed_nonces,
+    ended_nonces_mismatch,
     public_seed,
     recheck_refusals,
     redecide,
     refused_but_recorded,
     revealed_nonces,
+    seed_mismatch,
     signed_joins,
 )
 from almanac.events.forensics.signers import Seats, seats, seats_line
@@ -578,10 +584,10 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
         passed(Step(name="seed", status="passed", detail=f"a challenge room: its dice come from the public challenge "
                     f"{created.challenge!r}, which anyone can derive (and so anyone could predict)"))
     elif seed is not None:
-        digest = seed_commitment(seed)
-        if digest != created.seed_commitment:
+        if (wrong_seed := seed_mismatch(created, seed)) is not None:  # the one check `almanac verify` runs too
             raise _fail("seed", "the revealed seed does not hash to the commitment made when the room was created",
-                        1, recorded=created.seed_commitment, recomputed=digest, sides=("committed", "revealed"))
+                        1, recorded=wrong_seed.recorded, recomputed=wrong_seed.recomputed,
+                        sides=("committed", "revealed"))
         passed(Step(name="seed", status="passed", detail="the seed revealed at the end hashes to the commitment "
                     f"{created.seed_commitment[:16]}… recorded at creation: it was fixed before play"))
     else:
@@ -685,8 +691,19 @@ def _run(bundle: Any, verdict: Verdict, heads: list[tuple[str, str]], held_refus
         _refusals(verdict, refusals, chain, None, None, held_refusals, at, receipted=receipted)
         return
 
-    # 10. redecide: every command from room.created on (events.forensics.redecide), not only the slice's
+    # 10. redecide: every command from room.created on (events.forensics.redecide), not only the slice's. The
+    # players' nonces are dice too: a scheme-2 chain holds every commitment and reveal, so it is checked as
+    # `almanac verify` checks it (each commitment after the seed's, each reveal against its commitment) first.
     at[0] = "redecide"
+    if created.dice_scheme in NONCE_SCHEMES:
+        found = committed_nonces(chain)
+        wrong_dice = found if isinstance(found, DiceMismatch) else (
+            ended_nonces_mismatch(found, seed) if found.ended is not None else None)
+        if wrong_dice is not None:
+            # ("order" compares server times: the join's against the seed commitment's)
+            sides = ("committed", "revealed") if wrong_dice.check == "nonce" else ("joined at", "seed committed at")
+            raise _fail("redecide", wrong_dice.message, wrong_dice.version, recorded=wrong_dice.recorded,
+                        recomputed=wrong_dice.recomputed, sides=sides)
     checked = redecide(chain, spans, seed, rules.ref, nonces=nonces)
     wrong = checked.mismatch
     if wrong is not None and wrong.reason == "refused" and isinstance(wrong.recorded, list) and wrong.error is not None:

@@ -3,8 +3,9 @@
 ``verify`` (a room from its store), the offline bundle verifier and ``bisect --against`` (a room's
 commands under another version of its rules) all ask one question: do these commands, decided again
 by ``events.step.step`` with the room's dice, give the events the room recorded? They ask it here,
-with one rule for what "the same event" means (``same_event``), and they read the room's revealed
-seed and nonces through one helper each. Pure: the caller reads the log; nothing here reads a clock,
+with one rule for what "the same event" means (``same_event``), they read the room's revealed
+seed and nonces through one helper each, and they check those dice against the room's commitments here
+(``seed_mismatch``, ``committed_nonces`` and ``ended_nonces_mismatch``). Pure: the caller reads the log; nothing here reads a clock,
 draws randomness or does I/O.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import codec, registry, room as room_rules
-from almanac.events.dice import nonces_by_commitment
+from almanac.events.dice import nonce_commitment, nonces_by_commitment, seed_commitment, server_nonce
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import RuleError
 from almanac.events.signing import command_bytes, join_bytes, signature_valid
@@ -57,6 +58,125 @@ def revealed_nonces(envelopes: Iterable[Envelope]) -> dict[str, bytes] | None:
     does not match its player's commitment is simply not found, and the re-decision fails), or None."""
     ended = room_end(envelopes)
     return nonces_by_commitment(ended.revealed_nonces.values()) if ended is not None else None
+
+
+# --- the dice a log reveals, checked against what it committed to -------------------------------------
+
+
+@dataclass(frozen=True)
+class DiceMismatch:
+    """Where a room's dice and its commitments disagree: ``check`` is ``"seed"`` (the seed does not hash to the
+    commitment ``room.created`` recorded), ``"nonce"`` (a reveal against its player's commitment, a join without
+    one) or ``"order"`` (a nonce committed no later than the seed commitment); ``recorded`` is what the log
+    committed to, ``recomputed`` what the revealed value gives."""
+
+    check: str
+    version: int
+    message: str
+    recorded: Any = None
+    recomputed: Any = None
+
+
+def seed_mismatch(created: Any, seed: bytes) -> DiceMismatch | None:
+    """Whether ``seed`` is the one the room committed to at creation (``created``: its ``room.created`` or
+    ``room.forked``, whose ``seed_commitment`` each hold): None when it hashes to that commitment. A challenge
+    room's public seed commits to nothing: its callers do not ask."""
+    digest = seed_commitment(seed)
+    if digest == created.seed_commitment:
+        return None
+    return DiceMismatch(check="seed", version=1, message="the seed does not match the commitment",
+                        recorded=created.seed_commitment, recomputed=digest)
+
+
+@dataclass(frozen=True)
+class CommittedNonces:
+    """A scheme-2 log's nonce commitments and reveals (``committed_nonces``): each player's commitment and the
+    version of the join that made it, the players whose nonce the server drew, each player's own reveal (nonce
+    hex, version), and the room's end with its version (None while the room runs)."""
+
+    commitments: dict[str, tuple[str, int]]
+    by_server: list[str]
+    own: dict[str, tuple[str, int]]
+    ended: tuple[room_rules.RoomEnded, int] | None
+
+
+def committed_nonces(envelopes: Sequence[Envelope]) -> CommittedNonces | DiceMismatch:
+    """A scheme-2 log's nonces as it commits to and reveals them, or the first place they break its rules.
+
+    Order: the seed commitment (room.created, version 1) was public before any player committed to a nonce (a later
+    version, another command, no earlier server time), so the server could not pick its seed knowing them. A
+    player's own reveal (room.nonce_revealed) must hash to that player's commitment; the server's reveals at the
+    end are ``ended_nonces_mismatch``'s."""
+    created_envelope = envelopes[0]
+    commitments: dict[str, tuple[str, int]] = {}
+    by_server: list[str] = []
+    own: dict[str, tuple[str, int]] = {}
+    ended: tuple[room_rules.RoomEnded, int] | None = None
+    for envelope in envelopes[1:]:
+        if envelope.type == "room.player_joined":
+            joined = codec.decode_event(envelope)
+            if not joined.nonce_commitment:
+                return DiceMismatch(check="nonce", version=envelope.version,
+                                    message=f"player {joined.player!r} joined without a nonce commitment")
+            if (envelope.command_id == created_envelope.command_id
+                    or envelope.server_time_ms < created_envelope.server_time_ms):
+                return DiceMismatch(check="order", version=envelope.version,
+                                    message=f"player {joined.player!r} committed to a nonce no later than the room "
+                                            "committed to its seed: the server could have chosen its seed knowing it",
+                                    recorded=envelope.server_time_ms, recomputed=created_envelope.server_time_ms)
+            commitments[joined.player] = (joined.nonce_commitment, envelope.version)
+            if joined.nonce_by_server:
+                by_server.append(joined.player)
+        elif envelope.type == "room.nonce_revealed":
+            revealed = codec.decode_event(envelope)
+            own[revealed.player] = (revealed.nonce, envelope.version)
+        elif envelope.type == "room.ended":
+            ended = (codec.decode_event(envelope), envelope.version)
+    found = CommittedNonces(commitments=commitments, by_server=by_server, own=own, ended=ended)
+    for player, (nonce_hex, version) in own.items():
+        if (mismatch := _nonce_mismatch(found, player, nonce_hex, version, "the revealed")) is not None:
+            return mismatch
+    return found
+
+
+def ended_nonces_mismatch(found: CommittedNonces, seed: bytes | None) -> DiceMismatch | None:
+    """Whether the room's end (``found.ended``, which must be there) reveals every committed player's nonce, each
+    hashing to that player's commitment, the one its player revealed if they did, and, for a nonce the server drew,
+    the one its seed derives (``events.dice.server_nonce``; checked when ``seed`` is known): None when it does."""
+    assert found.ended is not None
+    event, version = found.ended
+    for player in sorted(found.commitments):
+        if player not in event.revealed_nonces:
+            return DiceMismatch(check="nonce", version=version,
+                                message=f"the room's end does not reveal the nonce of player {player!r}")
+    for player, nonce_hex in sorted(event.revealed_nonces.items()):
+        if (mismatch := _nonce_mismatch(found, player, nonce_hex, version, "the server's revealed")) is not None:
+            return mismatch
+        if player in found.by_server and seed is not None and nonce_hex != server_nonce(seed, player).hex():
+            return DiceMismatch(check="nonce", version=version,
+                                message=f"the nonce the server drew for player {player!r} is not the one its "
+                                        "seed derives (events.dice.server_nonce)",
+                                recorded=nonce_hex, recomputed=server_nonce(seed, player).hex())
+        if player in found.own and found.own[player][0] != nonce_hex:
+            return DiceMismatch(check="nonce", version=version,
+                                message=f"the server revealed another nonce for player {player!r} than they did",
+                                recorded=found.own[player][0], recomputed=nonce_hex)
+    return None
+
+
+def _nonce_mismatch(found: CommittedNonces, player: str, nonce_hex: str, version: int,
+                    who: str) -> DiceMismatch | None:
+    committed = found.commitments.get(player)
+    try:
+        recomputed = nonce_commitment(bytes.fromhex(nonce_hex))
+    except ValueError:
+        recomputed = "not hex"
+    if committed is None or committed[0] != recomputed:
+        where = f"its commitment at version {committed[1]}" if committed else "no commitment (never joined)"
+        return DiceMismatch(check="nonce", version=version,
+                            message=f"{who} nonce of player {player!r} does not match {where}",
+                            recorded=committed[0] if committed else None, recomputed=recomputed)
+    return None
 
 
 # --- the spans of the recorded commands -----------------------------------------------------------

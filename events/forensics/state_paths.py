@@ -85,7 +85,7 @@ def _root_value(state: RoomState, path: Path) -> Any:
     if path.root == "view":
         if path.player not in decider.seats(state.game) and path.player not in state.players:
             return MISSING  # a view is a seat's: nobody else has one to read
-        return decider.view(state.game, path.player)
+        return room_rules.manifest_of(state).shown_view(state.game, path.player)  # as the API shows it
     return {name: getattr(state, name) for name in ROOM_FIELDS}
 
 

@@ -18,7 +18,7 @@ export function shapeOffsets(shape, rotation = 0, mirror = false) {
   return cells.map(([r, c]) => [r - top, c - left]);
 }
 
-// The cells the typed placement would cover, and whether each is free on the map ("" = free).
+// The cells the typed placement would cover, and whether each is free on the map (null = free; "" in the rules' own view).
 function preview(board, element, draft) {
   if (!element || !draft || draft.kind !== "place_element") return new Map();
   const row = Number(draft.row), column = Number(draft.column);
@@ -27,7 +27,7 @@ function preview(board, element, draft) {
   }
   const cells = new Map();
   for (const [r, c] of shapeOffsets(element.shape, Number(draft.rotation || 0), Boolean(draft.mirror))) {
-    cells.set(`${row + r},${column + c}`, board[row + r] !== undefined && board[row + r][column + c] === "");
+    cells.set(`${row + r},${column + c}`, board[row + r] !== undefined && [null, ""].includes(board[row + r][column + c]));
   }
   return cells;
 }

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
+
+from almanac.events.schema import free, one_of
 
 # --- the seed's constants (rules.json of seed 001) ----------------------------------------------
 
@@ -141,3 +143,13 @@ BUILDINGS: dict[str, Building] = {
 
 PROVE_UP_MIN_MS = 48 * MS_PER_HOUR  # a claim is proved up no sooner than two days after staking
 PROVE_UP_MIN_COVER = 31  # counting parcels under timber (of 61) needed to prove up
+
+
+# The words the claim's state and views hold, for the API documents (events/schema.py): from the tables above,
+# so a species, building, zone or grade added there is in the schema the same day.
+SpeciesKey = Annotated[str, one_of(SPECIES)]
+BuildingKey = Annotated[str, one_of(BUILDINGS)]
+ZoneKey = Annotated[str, one_of(ZONES)]
+GradeName = Annotated[str, one_of(name for _, name, _ in GRADES)]
+Owner = Annotated[str, free("the player who staked the claim")]
+Block = Annotated[str, free("the block's label, as the surveyor gave it")]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Comparison, Dice, ReadModel, RoomState, RuleSet
+from almanac.events.schema import free, one_of
 from almanac.games.claim import data, seats
+from almanac.games.claim.data import Block, BuildingKey, GradeName, Owner, SpeciesKey, ZoneKey
 from almanac.games.claim.game import DECIDER
 from almanac.games.claim.policy import choose_command
-from almanac.games.claim.seeding import Lcg, lcg_seed, seed_parcels
+from almanac.games.claim.seeding import Lcg, lcg_seed, parcel_name, seed_parcels
 
 T0 = 1_700_000_000_000
 DRAWS_PER_CLAIM = 61 * 3  # three draws for each parcel outside the meadow
@@ -64,29 +66,33 @@ def bare_lcg(count: int) -> int:
     return count
 
 
+ParcelName = Annotated[str, one_of(parcel_name(index) for index in range(data.PARCELS))]
+Hours = Annotated[str, free("growth-adjusted hours, to one decimal (rounded down)", pattern=r"^[0-9]+\.[0-9]$")]
+
+
 class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
 class ParcelView(_View):
-    name: str
-    zone: str
+    name: ParcelName
+    zone: ZoneKey
     slope: bool
     meadow: bool
     road: bool
-    species: str | None
+    species: SpeciesKey | None
     planted_ms: float | None  # the seeding draws it as an IEEE double (docs/rules/claim.md)
-    building: str | None
+    building: BuildingKey | None
     crop_ripe_ms: int | None
-    adjusted_hours: str | None = None  # these four when a stand grows there
+    adjusted_hours: Hours | None = None  # these four when a stand grows there
     board_feet: int | None = None
-    grade: str | None = None
+    grade: GradeName | None = None
     value_cents: int | None = None
 
 
 class LotView(_View):
     parcel: int
-    species: str
+    species: SpeciesKey
     logs: int
     board_feet: int
     value_cents: int
@@ -106,8 +112,8 @@ class ClaimResources(_View):
 class ClaimView(_View):
     """What anyone sees of a claim (game.ClaimDecider.view): nothing on it is secret."""
 
-    owner: str
-    block: str
+    owner: Owner
+    block: Block
     created_at_ms: int
     clock_ms: int
     cash_cents: int
@@ -120,10 +126,10 @@ class ClaimView(_View):
 
 
 class ClaimParcel(_View):
-    name: str
-    zone: str
-    species: str | None
-    building: str | None
+    name: ParcelName
+    zone: ZoneKey
+    species: SpeciesKey | None
+    building: BuildingKey | None
 
 
 class ClaimRow(_View):

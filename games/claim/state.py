@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 
 from almanac.events.manifest import Name
+from almanac.games.claim.data import Block, BuildingKey, Owner, SpeciesKey
 
 
 class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -58,9 +59,9 @@ class ClaimSetup(msgspec.Struct, frozen=True, kw_only=True):
 class Parcel(msgspec.Struct, frozen=True, kw_only=True):
     """What can change on a parcel; its terrain lives in seeding.TERRAIN by index."""
 
-    species: str | None = None  # None: no timber (meadow, cut, or built on)
+    species: SpeciesKey | None = None  # None: no timber (meadow, cut, or built on)
     planted_ms: int | float | None = None  # a replant's event time, or the seed's double
-    building: str | None = None
+    building: BuildingKey | None = None
     crop_ripe_ms: int | None = None  # hay growing on a meadow parcel, ripe at this time
 
 
@@ -68,15 +69,15 @@ class DeckLot(msgspec.Struct, frozen=True, kw_only=True):
     """The logs of one cut, waiting at the landing."""
 
     parcel: int
-    species: str
+    species: SpeciesKey
     logs: int
     board_feet: int
     value_cents: int
 
 
 class ClaimState(msgspec.Struct, frozen=True, kw_only=True):
-    owner: str
-    block: str
+    owner: Owner
+    block: Block
     created_at_ms: int
     clock_ms: int  # the latest event time seen: the only "now" a state knows
     cash_cents: int

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
+from almanac.events.schema import free
 from almanac.games.sectors import data, seats
 from almanac.games.sectors.commands import EndSeason
 from almanac.games.sectors.game import DECIDER
 from almanac.games.sectors.policy import choose_command
-from almanac.games.sectors.state import Season
+from almanac.games.sectors.state import BuildingName, Good, Owner, Season, SectorType
 
 SIDE = 8
 # Each colony plays a default-length game (10 years, 40 seasons) and a new one starts: a colony run
@@ -58,6 +59,9 @@ def end_seasons(state: Any, player: str, dice: Dice, now_ms: int) -> Any:
 _COLONY = full_colony_options()
 _BUILT = sum(len(sector["buildings"]) for sector in _COLONY["setup"]["sectors"])
 
+Place = Annotated[str, free("an explored sector's place: its row and column", pattern=r"^[0-9]+,[0-9]+$")]
+
+
 class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
@@ -66,10 +70,10 @@ class SectorView(_View):
     row: int
     column: int
     explored: bool
-    type: str | None = None  # the rest only once explored (an unexplored type does not exist yet)
+    type: SectorType | None = None  # the rest only once explored (an unexplored type does not exist yet)
     population: int | None = None
     population_cap: int | None = None
-    buildings: list[str] | None = None
+    buildings: list[BuildingName] | None = None
     building_limit: int | None = None
     starved_seasons_ago: int | None = None
 
@@ -77,14 +81,14 @@ class SectorView(_View):
 class SectorsView(_View):
     """What the colony's owner sees (game.SectorsDecider.view): every explored sector; unexplored ones as such."""
 
-    owner: str
+    owner: Owner
     rows: int
     columns: int
-    season: str
+    season: Season
     year: int
     years: int
     over: bool
-    stock: dict[str, int]
+    stock: dict[Good, int]
     victory_points: int
     population: int
     grid: list[list[SectorView]]
@@ -95,10 +99,10 @@ class SectorsResources(_View):
 
     season: Season
     year: int
-    stock: dict[str, int]
+    stock: dict[Good, int]
     victory_points: int
     population: int
-    population_by_sector: dict[str, int]  # "row,column" of each explored sector
+    population_by_sector: dict[Place, int]  # "row,column" of each explored sector
     buildings: int
     explored: int
     sectors: int

@@ -9,16 +9,25 @@ from typing import Annotated, Literal, cast
 import msgspec
 
 from almanac.events.manifest import Key, Name
+from almanac.events.schema import free, one_of
 from almanac.games.sectors.data import (
+    BUILDING_NAMES,
     DEFAULT_YEARS,
     GOODS,
     LEDGER_CEILING,
     MAXIMUM_GRID_SIDE,
     SEASONS,
     SEASONS_PER_YEAR,
+    SECTOR_TYPE_NAMES,
 )
 
 Season = Literal["spring", "summer", "fall", "winter"]
+# The words the colony's state and views hold, for the API documents (events/schema.py): from the data's tables,
+# so a sector type, building or good added there is in the schema the same day.
+SectorType = Annotated[str, one_of(SECTOR_TYPE_NAMES)]
+BuildingName = Annotated[str, one_of(BUILDING_NAMES)]
+Good = Annotated[str, one_of(GOODS)]
+Owner = Annotated[str, free("the player whose colony it is")]
 
 
 # Any amount a 64-bit integer holds (the rules keep stocks within the ledger's ceiling and say so).
@@ -63,10 +72,10 @@ assert tuple(Goods.__struct_fields__) == GOODS, "state.Goods must list exactly d
 class Sector(msgspec.Struct, frozen=True, kw_only=True):
     """An explored sector. Unexplored sectors have no record at all, so their type cannot leak."""
 
-    type: str
+    type: SectorType
     population: int
     # Oldest first: production walks this tuple from the end.
-    buildings: tuple[str, ...] = ()
+    buildings: tuple[BuildingName, ...] = ()
     # The season number (see `season_number`) of the last season the sector went short of food.
     last_starved: int | None = None
 
@@ -74,7 +83,7 @@ class Sector(msgspec.Struct, frozen=True, kw_only=True):
 class ColonyState(msgspec.Struct, frozen=True, kw_only=True):
     """The whole game: one owner's colony on a rows x columns grid."""
 
-    owner: str
+    owner: Owner
     rows: int
     columns: int
     season: Season

@@ -29,12 +29,12 @@ def _each_invocation() -> None:
 _COMMAND_MODULES = (
     "almanac.services.cli.engine_process",   # engine
     "almanac.services.cli.sim",              # sim
-    "almanac.services.cli.history",          # log, state
+    "almanac.services.cli.log_state_commands",  # log, state
     "almanac.services.cli.verification",     # verify
     "almanac.services.cli.player_signing",   # player-key, sign
     "almanac.services.cli.audit_commands",   # audit trade
     "almanac.services.cli.forks",            # fork, diff
-    "almanac.services.cli.inspect_values",   # explain, bisect
+    "almanac.services.cli.explain_bisect_commands",  # explain, bisect
     "almanac.services.cli.transfer",         # export, import
     "almanac.services.cli.dispute_commands",  # dispute, verify-bundle
     "almanac.services.cli.key_commands",     # keys, checkpoints

@@ -17,7 +17,7 @@ from almanac.events import registry
 from almanac.services import bootstrap
 from almanac.services.cli import app
 from almanac.services.cli.common import bootstrapped, fail, settings_or_exit
-from almanac.services.stack import StackError
+from almanac.services.supervisor import StackError
 
 INSTALL_HINT = ("the benchmarks are not installed (they are not part of the almanac wheel): from a checkout of the "
                 "repository, pip install -e ./bench")
@@ -210,7 +210,7 @@ def bench_forensics_tools(
 @bench_app.command("forensics")
 def bench_forensics(events: int = typer.Option(10_000, min=100, help="Events in the room.")) -> None:
     """Dispute bundle export and offline verification of a long room, against folding it once (no Redis)."""
-    main = bench_module("forensics").main
+    main = bench_module("dispute_bundles").main
 
     main(events)
 

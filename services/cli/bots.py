@@ -8,6 +8,7 @@ import typer
 import uvloop
 
 from almanac.services import bootstrap, bots
+from almanac.services.checkpoints import commit_secret
 from almanac.services.cli import app
 from almanac.services.cli.common import (
     OperatorError,
@@ -35,11 +36,19 @@ def run_bots(
     rate: float = typer.Option(50.0, "--rate", min=0.0, max=100_000.0,
                                help="commands per second across the process (0: unbounded)"),
     shards: str = typer.Option("all", "--shards", help='the shards served: "all", "0,3,5" or "i/n"'),
+    gateway: str = typer.Option(None, "--gateway", help="the gateway played through (ALMANAC_BOTS_GATEWAY_URL; "
+                                                         "default the running `almanac up`'s of the data directory, "
+                                                         "else ALMANAC_HTTP_HOST:ALMANAC_HTTP_PORT)"),
 ) -> None:
-    """Run the bots process: play every bot seat of its shards from the seat's view, until stopped (Ctrl+C / SIGTERM)."""
+    """Run the bots process: play every bot seat of its shards through the gateway's public API, each from its
+    seat's view, until stopped (Ctrl+C / SIGTERM)."""
     if context.invoked_subcommand is not None:
         return
-    settings = settings_or_exit()
+    settings = settings_or_exit(bots_gateway_url=gateway)
+    if not settings.bots_gateway_url:  # beside a running `almanac up` of this data directory: its gateway
+        running = bootstrap.running_stack(settings.data_dir)
+        if running is not None:
+            settings = settings.model_copy(update={"bots_gateway_url": running["url"]})
     selected = shard_selection(shards, settings.shard_count)
     configure_logging(settings.log_format, settings.log_level)
     with redis_url_for(settings, create=True) as url:
@@ -71,7 +80,8 @@ def add(room: str = typer.Argument(..., max=200), seat: str = typer.Option(..., 
         state, _ = await runtime.loader(0).latest(room)
         try:  # the operator may fill any empty seat, as an auditor may; a seat a person holds stays theirs
             how = await bots.admit_seat(runtime.client, keys, runtime.store, state, room, seat,
-                                        max_seats=runtime.settings.max_bot_seats)
+                                        max_seats=runtime.settings.max_bot_seats,
+                                        key=bots.dice_key(commit_secret(runtime.settings)))
             if delay is not None:  # before the seat is handed: its bot's first command already waits it
                 await bots.set_delay(runtime.client, keys, room, delay)
             # a new seat is taken against the bound in one step (racing adds never pass it together)

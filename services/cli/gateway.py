@@ -13,7 +13,7 @@ from almanac.services.cli import app
 from almanac.services.cli.common import console, deployment_settings, fail, redis_url_for, settings_or_exit
 from almanac.services.heap import freeze_startup_heap
 from almanac.services.settings import Settings
-from almanac.services.stack import Stack, StackError
+from almanac.services.supervisor import Stack, StackError
 
 
 @app.command("gateway")
@@ -45,10 +45,10 @@ def token_command(
     ttl: int = typer.Option(None, help="Lifetime in seconds (default ALMANAC_TOKEN_TTL_S)."),
 ) -> None:
     """Print a signed token made with this data directory's secret (for operators and scripts)."""
-    from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret  # noqa: PLC0415
+    from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, deployment_signer  # noqa: PLC0415
 
     settings = deployment_settings("secret")
-    signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
+    signer = deployment_signer(settings)
     if auditor:
         print(signer.issue(room or ANY_ROOM, "auditor", ROLE_AUDITOR, ttl))
     elif room and player:
@@ -82,7 +82,7 @@ def demo_command(
     auditor_token: str = typer.Option(None, envvar="ALMANAC_AUDITOR_TOKEN", help="Needed with --url."),
 ) -> None:
     """Create a room of every rule-set, play a short game of each over HTTP, print scores and verification."""
-    from almanac.services.gateway.demo import run_demo  # noqa: PLC0415
+    from almanac.services.cli.demo import run_demo  # noqa: PLC0415
 
     settings = settings_or_exit()
     if url:

@@ -93,7 +93,7 @@ def sign_command(
         raise fail(f"the command is not JSON: {error}") from None
     if not isinstance(body, dict):
         raise fail("the command is a JSON object with a kind")
-    recorded_id = f"{room}:{player}:{command_id}"  # the id the engine records (services.gateway.context)
+    recorded_id = f"{room}:{player}:{command_id}"  # the id the engine records (services.gateway.gateway)
     signature = signer.sign(command_bytes(room, player, recorded_id, body, seen_version)).hex()
     print(json.dumps({"command": body, "command_id": command_id, "seen_version": seen_version,
                       "signature": signature}))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from almanac.services.clock import Clock
 from almanac.services.engine.metrics import EngineMetrics
+from almanac.services.room_service import ROOM_CACHE
 from almanac.storage.keys import Keys
+from almanac.storage.loader import RoomLoader
 from almanac.storage.retention import StreamTrimmer
 
 # How often the held shards' command streams are trimmed (storage.retention: one script per shard, all at
@@ -27,7 +30,8 @@ class Housekeeping:
     def __init__(self, client: Any, keys: Keys, store: Any, held: Callable[[], list[int]],
                  safely_held: Callable[[], list[int]], stopping: asyncio.Event, metrics: EngineMetrics, log: Any,
                  stream_retain_ms: int, clock: bool,
-                 room_states: Callable[[str], tuple[Any, str] | None] | None = None) -> None:
+                 room_states: Callable[[str], tuple[Any, str] | None] | None = None,
+                 loaders: Callable[[int], RoomLoader] | None = None) -> None:
         self.client, self.keys, self.store = client, keys, store
         self._held, self._safely_held = held, safely_held
         self._stopping = stopping
@@ -35,13 +39,15 @@ class Housekeeping:
         self._trimmer = StreamTrimmer(client, stream_retain_ms)
         self._clock = clock
         self._room_states = room_states  # the engine's own cached states, lent to the clock (Clock.held)
+        self._loaders = loaders or functools.partial(RoomLoader, store)  # the clock's own loader (Runtime.loader)
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._trim_loop(), name="engine-trim")]
         if self._clock:  # the deadlines of the shards this engine holds (services/clock.py)
             self._tasks.append(asyncio.create_task(
-                Clock(self.client, self.keys, self.store, held=self._room_states).run(self._safely_held, self._stopping),
+                Clock(self.client, self.keys, self.store, held=self._room_states,
+                      loader=self._loaders(ROOM_CACHE)).run(self._safely_held, self._stopping),
                 name="engine-clock"))
 
     async def stop(self) -> None:

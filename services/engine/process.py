@@ -20,7 +20,7 @@ async def run(settings: Settings, redis_url: str, on_ready: Callable[[], None] |
     finished and acknowledged, the leases given back); ``on_ready`` is called once it is built, before it takes
     its leases (the CLI freezes the start-up heap)."""
     runtime = bootstrap.runtime(settings, bootstrap.Role.ENGINE, redis_url)
-    engine = Engine(runtime.client, engine_config(settings), runtime.store)
+    engine = Engine(runtime.client, engine_config(settings), runtime.store, loaders=runtime.loader)
     try:
         if on_ready is not None:
             on_ready()  # built, not yet holding a lease: the freeze's own collection stalls no command

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -30,11 +31,12 @@ from almanac.services.engine.inbox import Inbox, NotDecidedHere
 from almanac.services.engine.lease import ShardLeases
 from almanac.services.engine.metrics import EngineMetrics
 from almanac.services.logging import get_logger
-from almanac.services.room_service import BatchPlan, Outcome, RoomService
+from almanac.services.room_service import ROOM_CACHE, BatchPlan, Outcome, RoomService
 from almanac.services.settings import Settings, parse_shard_selection
 from almanac.storage.base import CommandLimited, Counted, Receipt
 from almanac.storage.command_streams import GROUP, CommandStreams, Entry, command_streams
 from almanac.storage.keys import engine_heartbeat_key, engine_metrics_key, engines_key
+from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_errors import INFRASTRUCTURE_ERRORS, redis_failure, refuses_writes, stream_vanished
 from almanac.storage.redis_store import RedisEventStore
 
@@ -126,19 +128,23 @@ class Engine:
     """One engine process: a lease loop (renew, acquire, heartbeat) and a consume loop over held shards."""
 
     def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None,
-                 write_call: Callable[..., Awaitable[Any]] | None = None, streams: CommandStreams | None = None) -> None:
+                 write_call: Callable[..., Awaitable[Any]] | None = None, streams: CommandStreams | None = None,
+                 loaders: Callable[[int], RoomLoader] | None = None) -> None:
         """``write_call``: how the writes of commands handed in (``decide_here``) are sent, one script call each
         (the gateway's pipelined submit connection, ``PipelinedConnection.call``): one Redis only and unless every append
         waits for a replica; otherwise (and without it) the store's own write, which ends with WAIT.
         ``streams``: how the shards' command streams are read and answered on ``client`` (one Redis or a
-        Cluster: storage.command_streams, chosen by the client's class when not given)."""
+        Cluster: storage.command_streams, chosen by the client's class when not given).
+        ``loaders``: how the process makes a room loader on ``store`` (``bootstrap.Runtime.loader``, given with the
+        runtime's store): one for the room step, one for the clock; without it they are made on ``store`` here."""
         self.client = client
         self.config = config
         # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
         self.store = store or RedisEventStore(client, config.shard_count, config.prefix,
                                               wait_replicas=1 if config.durability == "replica" else 0)
         self.keys = self.store.keys
-        self.service = RoomService(self.store, snapshot_every=config.snapshot_every)
+        self.loaders = loaders or functools.partial(RoomLoader, self.store)
+        self.service = RoomService(self.store, snapshot_every=config.snapshot_every, loader=self.loaders(ROOM_CACHE))
         self.leases = ShardLeases(client, config.shards, config.name, config.lease_ms, config.prefix)
         self.metrics = EngineMetrics()
         self.service.on_restore = self.metrics.observe_restore
@@ -175,7 +181,8 @@ class Engine:
         self._ahead: _Batch | None = None
         self.housekeeping = Housekeeping(client, self.keys, self.store, lambda: self.leases.held,
                                          self.leases.safely_held, self._stopping, self.metrics, self.log,
-                                         config.stream_retain_ms, config.clock, self.service.loader.cached)
+                                         config.stream_retain_ms, config.clock, self.service.loader.cached,
+                                         self.loaders)
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()

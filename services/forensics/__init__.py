@@ -10,6 +10,6 @@
 
 The pure half (the re-decide loop, the bundle verifier, the path language, the tree-diff) is
 ``almanac.events.forensics``. Entry points stay with their kind: ``services/cli/verification.py``,
-``dispute_commands.py``, ``forks.py``, ``inspect_values.py``, ``audit.py`` and
+``dispute_commands.py``, ``forks.py``, ``explain_bisect_commands.py``, ``audit_commands.py`` and
 ``services/gateway/api_forensics.py``, ``api_dispute.py``; docs/forensics.md tells the whole story.
 """

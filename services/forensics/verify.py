@@ -9,23 +9,20 @@ import msgspec
 
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.copies import relabel, relabel_record
-from almanac.events.dice import (
-    COMMAND_BOUND,
-    NONCE_SCHEMES,
-    nonce_commitment,
-    nonces_by_commitment,
-    seed_commitment,
-    server_nonce,
-)
+from almanac.events.dice import COMMAND_BOUND, NONCE_SCHEMES, nonce_commitment, nonces_by_commitment
 from almanac.events.envelope import GENESIS_HASH, Envelope
 from almanac.events.errors import CorruptEventError, RuleError, RulesNotInstalledError
 from almanac.events.forensics.redecide import (
+    DiceMismatch,
     Mismatch,
     Refusal,
     command_spans,
+    committed_nonces,
+    ended_nonces_mismatch,
     public_seed,
     recheck_refusals,
     redecide,
+    seed_mismatch,
     signed_joins,
 )
 from almanac.events.forensics.signers import seats
@@ -336,11 +333,10 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     if seed is None:
         notes.append("the room has not ended and its secret seed is not available: commands not re-decided")
     if seed is not None and report["seed"] != "challenge":
-        matches = seed_commitment(seed) == created.seed_commitment
-        report["seed_matches_commitment"] = matches
-        if not matches:
-            return failed(Divergence(check="seed", version=1, message="the seed does not match the commitment",
-                                     recorded=created.seed_commitment, recomputed=seed_commitment(seed)))
+        wrong_seed = seed_mismatch(created, seed)
+        report["seed_matches_commitment"] = wrong_seed is None
+        if wrong_seed is not None:
+            return failed(_dice_divergence(wrong_seed))
 
     # 2b. Scheme 2: every nonce commitment came after the seed commitment, and every reveal matches.
     nonces: dict[str, bytes] | None = None
@@ -461,90 +457,40 @@ def _signing(spans: list[tuple[int, int, bytes]], envelopes: list[Envelope], bas
 
 async def _check_nonces(store: EventStore, room: str, envelopes: list[Envelope], seed: bytes | None,
                         report: dict[str, Any], notes: list[str]) -> dict[str, bytes] | None | Divergence:
-    """A scheme-2 room's nonces, by commitment, each checked against the join that committed to it.
-
-    Order: the seed commitment (room.created, version 1) was public before any player committed to a
-    nonce (a later version, another command, no earlier server time), so the server could not pick
-    its seed knowing them. Reveals: a player's own (room.nonce_revealed) and the server's at the end
-    (room.ended, every seated player) must each hash to that player's commitment. None when the room
-    is live and its nonces are not held here.
+    """A scheme-2 room's nonces, by commitment, each checked against the join that committed to it, and every
+    commitment made after the seed's (events.forensics.redecide: ``committed_nonces``, ``ended_nonces_mismatch``,
+    the checks the bundle verifier runs too). Before the room's end, the nonces this store holds, if they match the
+    commitments. None when the room is live and its nonces are not held here.
     """
-    created_envelope = envelopes[0]
-    commitments: dict[str, tuple[str, int]] = {}
-    by_server: list[str] = []
-    own: dict[str, tuple[str, int]] = {}
-    ended: tuple[room_rules.RoomEnded, int] | None = None
-    for envelope in envelopes[1:]:
-        if envelope.type == "room.player_joined":
-            joined = codec.decode_event(envelope)
-            if not joined.nonce_commitment:
-                return Divergence(check="nonce", version=envelope.version,
-                                  message=f"player {joined.player!r} joined without a nonce commitment")
-            if (envelope.command_id == created_envelope.command_id
-                    or envelope.server_time_ms < created_envelope.server_time_ms):
-                return Divergence(check="order", version=envelope.version,
-                                  message=f"player {joined.player!r} committed to a nonce no later than the room "
-                                          "committed to its seed: the server could have chosen its seed knowing it",
-                                  recorded=envelope.server_time_ms, recomputed=created_envelope.server_time_ms)
-            commitments[joined.player] = (joined.nonce_commitment, envelope.version)
-            if joined.nonce_by_server:
-                by_server.append(joined.player)
-        elif envelope.type == "room.nonce_revealed":
-            revealed = codec.decode_event(envelope)
-            own[revealed.player] = (revealed.nonce, envelope.version)
-        elif envelope.type == "room.ended":
-            ended = (codec.decode_event(envelope), envelope.version)
-
-    def mismatch(player: str, nonce_hex: str, version: int, who: str) -> Divergence | None:
-        committed = commitments.get(player)
-        try:
-            recomputed = nonce_commitment(bytes.fromhex(nonce_hex))
-        except ValueError:
-            recomputed = "not hex"
-        if committed is None or committed[0] != recomputed:
-            where = f"its commitment at version {committed[1]}" if committed else "no commitment (never joined)"
-            return Divergence(check="nonce", version=version,
-                              message=f"{who} nonce of player {player!r} does not match {where}",
-                              recorded=committed[0] if committed else None, recomputed=recomputed)
-        return None
-
-    for player, (nonce_hex, version) in own.items():
-        if (divergence := mismatch(player, nonce_hex, version, "the revealed")) is not None:
-            return divergence
-    report.update(nonces_revealed_by_player=sorted(own), nonces_by_server=sorted(by_server),
-                  players_not_revealing=sorted(set(commitments) - set(own)))
-    if ended is not None:
-        event, version = ended
-        for player in sorted(commitments):
-            if player not in event.revealed_nonces:
-                return Divergence(check="nonce", version=version,
-                                  message=f"the room's end does not reveal the nonce of player {player!r}")
-        for player, nonce_hex in sorted(event.revealed_nonces.items()):
-            if (divergence := mismatch(player, nonce_hex, version, "the server's revealed")) is not None:
-                return divergence
-            if player in by_server and seed is not None and nonce_hex != server_nonce(seed, player).hex():
-                return Divergence(check="nonce", version=version,
-                                  message=f"the nonce the server drew for player {player!r} is not the one its "
-                                          "seed derives (events.dice.server_nonce)",
-                                  recorded=nonce_hex, recomputed=server_nonce(seed, player).hex())
-            if player in own and own[player][0] != nonce_hex:
-                return Divergence(check="nonce", version=version,
-                                  message=f"the server revealed another nonce for player {player!r} than they did",
-                                  recorded=own[player][0], recomputed=nonce_hex)
+    found = committed_nonces(envelopes)
+    if isinstance(found, DiceMismatch):
+        return _dice_divergence(found)
+    report.update(nonces_revealed_by_player=sorted(found.own), nonces_by_server=sorted(found.by_server),
+                  players_not_revealing=sorted(set(found.commitments) - set(found.own)))
+    if found.ended is not None:
+        wrong = ended_nonces_mismatch(found, seed)
+        if wrong is not None:
+            return _dice_divergence(wrong)
         report["nonces"] = "revealed"
         if report["players_not_revealing"]:
             notes.append("never revealed their own nonce (the server's reveal at the end, checked against their "
                          f"commitment, stands for them): {', '.join(report['players_not_revealing'])}")
-        if by_server:
-            notes.append(f"the server derived the nonce of {', '.join(sorted(by_server))} (they sent none): those "
-                         "add no entropy against the operator")
-        return nonces_by_commitment(event.revealed_nonces.values())
+        if found.by_server:
+            notes.append(f"the server derived the nonce of {', '.join(sorted(found.by_server))} (they sent none): "
+                         "those add no entropy against the operator")
+        return nonces_by_commitment(found.ended[0].revealed_nonces.values())
     held = await store.load_nonces(room)
-    if all(c in held and nonce_commitment(held[c]) == c for c, _ in commitments.values()):
+    if all(c in held and nonce_commitment(held[c]) == c for c, _ in found.commitments.values()):
         report["nonces"] = "stored"
-        return {c: held[c] for c, _ in commitments.values()}
+        return {c: held[c] for c, _ in found.commitments.values()}
     report["nonces"] = "unavailable"
     return None
+
+
+def _dice_divergence(wrong: DiceMismatch) -> Divergence:
+    """A seed or nonce that does not match what the room committed to, as the report names it."""
+    return Divergence(check=wrong.check, version=wrong.version, message=wrong.message, recorded=wrong.recorded,
+                      recomputed=wrong.recomputed)
 
 
 async def _refusals(store: EventStore, room: str, latest: int) -> list[Refusal] | Divergence:

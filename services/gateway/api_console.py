@@ -18,8 +18,8 @@ from almanac.events.errors import RuleError
 from almanac.events.forensics.tree_diff import change_rows
 from almanac.services.gateway.api_ops import _engines, _projector
 from almanac.services.gateway.api_rooms import PageCursor, PageLimit, RoomId, gateway, rooms_page
-from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.gateway import bearer
 from almanac.services.gateway.room_reader import Viewer, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
 from almanac.storage.keys import engine_metrics_key

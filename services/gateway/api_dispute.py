@@ -19,8 +19,8 @@ from almanac.services.forensics.errors import ForensicsError
 from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, Claims
-from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.gateway import bearer
 from almanac.services.gateway.schemas import (
     MAX_VERSION,
     NAME_PATTERN,

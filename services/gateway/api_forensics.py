@@ -15,8 +15,8 @@ from almanac.services.forensics.investigate import (
     fork,
 )
 from almanac.services.gateway.api_rooms import RoomId, gateway
-from almanac.services.gateway.context import bearer, now_ms
 from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.gateway import bearer, now_ms
 from almanac.services.gateway.schemas import (
     MAX_VERSION,
     NAME_PATTERN,

@@ -13,8 +13,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutErr
 
 from almanac.events.shown import Shown
 from almanac.services.gateway.auth import Claims
-from almanac.services.gateway.context import Gateway, bearer, client_address, viewer_of
 from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.gateway import Gateway, bearer, client_address, viewer_of
 from almanac.services.gateway.live_hub import Follower
 from almanac.services.gateway.room_reader import PUBLIC, Viewer
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN

@@ -12,7 +12,6 @@ from redis.exceptions import ResponseError
 
 from almanac.services.engine.metrics import RESTORE_BUCKETS_MS
 from almanac.services.gateway.api_rooms import gateway
-from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import (
     STORE_ERRORS,
     STORE_RETRY_AFTER_S,
@@ -20,6 +19,7 @@ from almanac.services.gateway.errors import (
     json_response,
     store_failure,
 )
+from almanac.services.gateway.gateway import Gateway, bearer
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import refuses_writes
 from almanac.storage.keys import (

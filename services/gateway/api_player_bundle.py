@@ -13,8 +13,8 @@ from almanac.services.forensics.player_bundle import player_bundle
 from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ROLE_AUDITOR
-from almanac.services.gateway.context import bearer
 from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.gateway import bearer
 from almanac.services.gateway.schemas import NAME_PATTERN, TOKEN_REQUIRED
 
 router = APIRouter(tags=["forensics"])

@@ -16,8 +16,8 @@ from almanac.services.forensics.verify import verify_room
 from almanac.services.gateway.api_forensics import forensics_api_error
 from almanac.services.gateway.api_rooms import RoomId, gateway
 from almanac.services.gateway.auth import ANY_ROOM
-from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.gateway import Gateway, bearer
 from almanac.services.gateway.room_reader import PUBLIC, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
 from almanac.storage.redis_store import RedisEventStore

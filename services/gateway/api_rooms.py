@@ -22,7 +22,8 @@ from almanac.projections.read import BadCursor
 from almanac.services import bots
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
-from almanac.services.gateway.context import (
+from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.gateway import (
     Gateway,
     bearer,
     client_address,
@@ -30,7 +31,6 @@ from almanac.services.gateway.context import (
     new_command_id,
     now_ms,
 )
-from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.room_reader import room_summary
 from almanac.services.gateway.schemas import (
     DEFAULT_PAGE,
@@ -352,7 +352,8 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
     try:  # the one rule for a caller's ask (services/bots.py), shared with the operator's `almanac bots add`
         how = await bots.admit_seat(gw.client, gw.keys, gw.store, state, room, body.seat,
                                     max_seats=gw.settings.max_bot_seats, holder=player,
-                                    owner=player is None or state is None or player == state.created_by)
+                                    owner=player is None or state is None or player == state.created_by,
+                                    key=bots.dice_key(gw.checkpoints.secret))
     except bots.SeatRefused as refused:
         raise ApiError(refused.status, refused.code, refused.message, refused.field, **refused.extra) from None
     seat, answer = body.seat, {"room": room, "seat": body.seat}

@@ -16,8 +16,8 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from almanac.services import notifier
-from almanac.services.gateway.context import Gateway, bearer
 from almanac.services.gateway.errors import ApiError, json_response
+from almanac.services.gateway.gateway import Gateway, bearer
 from almanac.services.gateway.schemas import TOKEN_REQUIRED, Name, decode_body, openapi_body
 
 router = APIRouter(tags=["webhooks"])

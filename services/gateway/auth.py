@@ -5,6 +5,7 @@ from __future__ import annotations
 import binascii
 import re
 import time
+from typing import Any
 
 import jwt
 import msgspec
@@ -110,3 +111,9 @@ def resolve_secret(configured: str, data_dir: str) -> str:
     if configured:
         return configured
     return file_secret(data_dir, SECRET_FILE, "ALMANAC_SECRET")
+
+
+def deployment_signer(settings: Any) -> TokenSigner:
+    """The deployment's token signer (ALMANAC_SECRET, else the data directory's): the gateway's, `almanac token`'s
+    and the bots process's, which mints the token of a seat the room handed to a bot."""
+    return TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)

@@ -23,7 +23,7 @@ or second parse. A refusal through the ASGI path cost the gateway about as much 
 so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
 item 19). Anything else (a request that may resend a decided command, one behind an unanswered one, CORS on) is
 handed on and answered by the command path, which refuses the same way (``http_app.GatewayApp``). uvicorn
-does not see shed requests, so after each shed read the guard hands it no bytes (``data_received(b"")``), which stops
+does not see shed requests, so after the first shed read since its last answer the guard hands it no bytes (``data_received(b"")``), which stops
 its keep-alive timer (5 s after the last answer it wrote, or the read timeout if shorter): that timer had closed
 connections whose every request for that long was shed while their clients kept sending, so a refused client
 got a reset connection, not its 503. An idle connection is still closed, by the guard's read timeout.
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 import httptools
@@ -53,8 +52,8 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from almanac.services.gateway.context import scope_address
 from almanac.services.gateway.errors import REQUEST_ID_HEADER, ApiError, overloaded, request_id
+from almanac.services.gateway.gateway import scope_address
 from almanac.services.gateway.http_app import COMMAND_PATH
 from almanac.services.settings import Settings
 
@@ -108,6 +107,7 @@ class GuardedConnection(asyncio.Protocol):
         self.awaiting = 0  # whole requests handed on whose answers have not begun
         self.paused = False  # reading paused by the guard (too many requests waiting)
         self.server_paused = False  # reading paused by uvicorn (its own flow control)
+        self.server_timer = False  # uvicorn may have armed its keep-alive timer since the guard last stopped it
         self.read_by: float | None = None  # loop time by which a whole request must have come; None: none awaited
         self.deadline: asyncio.TimerHandle | None = None
         self.app_state = config.app.state  # the Gateway once the lifespan has started; ``cors``
@@ -156,18 +156,22 @@ class GuardedConnection(asyncio.Protocol):
                 if not self.handed and not self.in_request and self.guarding:
                     # Whole requests, every one refused: answered here, never handed on (uvicorn's parser stays at
                     # a request boundary, as it was).
-                    started = time.perf_counter()
-                    if self.transport is not None and not self.transport.is_closing():
-                        self.transport.write(shed[0] if len(shed) == 1 else b"".join(shed))
-                    # Counted, not logged: refusals come in floods.
-                    self.app_state.gateway.metrics.shed(len(shed), time.perf_counter() - started)
+                    transport = self.transport
+                    if transport is not None and not transport.is_closing():
+                        transport.write(shed[0] if len(shed) == 1 else b"".join(shed))
+                    # Counted (an integer added), not logged or timed: refusals come in floods.
+                    self.app_state.gateway.metrics.shed(len(shed))
                     self._arm()
-                    # The client is not idle: uvicorn's protocol is told that data came (none of it to parse), which
-                    # stops its keep-alive timer. Left running, it closed a connection whose every request was shed
-                    # for 5 s while the client kept sending: a refused client got a reset connection instead of its
-                    # 503 (the benchmark's "unexpected ReadError" at 3x). The guard's own read timeout (``_arm``)
-                    # still closes a connection that then sends nothing.
-                    self.server.data_received(b"")
+                    if self.server_timer:
+                        # The client is not idle: uvicorn's protocol is told that data came (none of it to parse),
+                        # which stops its keep-alive timer. Left running, it closed a connection whose every request
+                        # was shed for 5 s while the client kept sending: a refused client got a reset connection
+                        # instead of its 503 (the benchmark's "unexpected ReadError" at 3x). uvicorn arms that timer
+                        # only when it finishes an answer (which began with a status line: ``answer_began``), so
+                        # once per answer is enough, not once per refusal. The guard's own read timeout (``_arm``)
+                        # still closes a connection that then sends nothing.
+                        self.server_timer = False
+                        self.server.data_received(b"")
                     return
                 self.awaiting += len(shed)  # handed on after all: uvicorn answers them (the route refuses them)
         if self.transport is not None and self.transport.is_closing():
@@ -280,7 +284,7 @@ class GuardedConnection(asyncio.Protocol):
                          b"\r\n\r\n", body))
 
     def _client(self) -> str:
-        """The request's client as ``context.client_address`` names it: uvicorn's own proxy-headers middleware
+        """The request's client as ``gateway.client_address`` names it: uvicorn's own proxy-headers middleware
         (``server_options``) run over the head read so far, which rewrites the scope's client in place and never
         waits (its app here does nothing), so the guard and the route count the same client."""
         if self.proxies is None or self.peer is None:
@@ -294,6 +298,7 @@ class GuardedConnection(asyncio.Protocol):
 
     def answer_began(self) -> None:
         """uvicorn wrote a status line: an answer to the oldest request waiting, or to the one still arriving."""
+        self.server_timer = True  # its keep-alive timer starts when this answer ends
         if self.awaiting:
             self.awaiting -= 1
         elif self.in_request:

@@ -11,7 +11,8 @@ realm@2's every one, is documented once: ``names[name]["versions"]`` maps each v
   receive it: a field the rule-set may hide from that player (its ``secrets``) is its value or
   ``{"hidden": true}``; a string field named as a command field with an enum takes that enum (``_carry_enums``);
 * ``<Name>State``: the game's state, as an auditor reads it under ``state.game``;
-* ``<Name>View``: what one player sees (``RuleSet.view_type``), when the manifest declares it;
+* ``<Name>View``: what one player sees (``RuleSet.view_type``: ``shown_view``, as the API answers it), when the
+  manifest declares it; its strings and the state's are enums from the rule data or marked free (events/schema.py);
 * its creation options (``options_type``) and resolved setup (``setup_type``), under their own names (prefixed):
   ``names[name]["options"]`` / ``["setup"]`` name them, for a room's creation request;
 * ``<Name>Resources``: what its Decider's ``resources(state)`` answers (``RuleSet.resources_type``; one of each
@@ -206,13 +207,14 @@ def _declared(components: dict[str, Any], types: list[type], ref: str, prefix: s
     _string_keys(own)
     for name, schema in own.items():
         # a record the events share (realm's Transfer) keeps the enums _carry_enums gave it there
-        if name not in components or _without_enums(components[name]) != schema:
+        if name not in components or _without_enums(components[name]) != _without_enums(schema):
             components[name] = schema
     return [r["$ref"].rsplit("/", 1)[-1] for r in refs]
 
 
 def _without_enums(schema: Any) -> Any:
-    """``schema`` without the enums this module adds (``_set_enum``): as msgspec wrote it."""
+    """``schema`` without any string enum (``_set_enum``'s, or the rule data's a type declares): two schemas alike
+    but for those are one record, kept with the enums it was given first."""
     if isinstance(schema, dict):
         plain = {key: _without_enums(value) for key, value in schema.items()
                  if not (key == "enum" and schema.get("type") == "string")}
@@ -341,7 +343,9 @@ def _carry_enums(components: dict[str, Any], command_refs: list[dict[str, Any]],
     (``mine.ore``, ``smelt.ore``), the field takes them all, in the order they come. By construction: no list
     names an event's fields, a new rule-set's events are covered. Not the view nor the state: they keep what the
     rules fold, not what a command named, under names that need not match (realm's merchant ``want`` is the
-    offer's ``pay``, "" for nothing named). tests/gateway/test_typed_schemas.py holds real events to these enums."""
+    offer's ``pay``); their types name their words themselves, from the rule data (``events.schema.one_of``, or
+    ``free`` on purpose). tests/gateway/test_typed_schemas.py holds real events to these enums,
+    tests/gateway/test_typed_views.py real views and states to theirs."""
     by_name: dict[str, list[str]] = {}
     for ref in command_refs:
         for name, field in _component(components, ref, ref_prefix).get("properties", {}).items():

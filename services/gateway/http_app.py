@@ -34,8 +34,7 @@ from almanac.services.gateway import (
     asyncapi,
     metrics,
 )
-from almanac.services.gateway.auth import TokenSigner, resolve_secret
-from almanac.services.gateway.context import Gateway, scope_address
+from almanac.services.gateway.auth import deployment_signer
 from almanac.services.gateway.errors import (
     REQUEST_ID_HEADER,
     STORE_ERRORS,
@@ -51,6 +50,7 @@ from almanac.services.gateway.errors import (
     store_unavailable,
     unrepresentable,
 )
+from almanac.services.gateway.gateway import Gateway, scope_address
 from almanac.services.gateway.schemas import (
     BODY_TYPES,
     CommandRequest,
@@ -81,7 +81,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
     if not settings.redis_url:
         raise ValueError("the gateway needs REDIS_URL (almanac up starts a Redis and sets it)")
     raise_open_files_limit()
-    signer = TokenSigner(resolve_secret(settings.secret, settings.data_dir), settings.token_ttl_s)
+    signer = deployment_signer(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -100,7 +100,7 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
             if settings.gateway_engine:
                 engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
                 gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store,
-                                        write_call=gateway.outcomes.call)
+                                        write_call=gateway.outcomes.call, loaders=engine_runtime.loader)
             if on_ready is not None:
                 on_ready()  # before its engine takes leases (the freeze's own collection stalls no command)
             if gateway.engine is not None:

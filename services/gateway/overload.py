@@ -134,7 +134,7 @@ class Admission:
 
 
 class FairShare:
-    """The in-flight limit shared between the clients (addresses, ``context.address_key``) that compete for it:
+    """The in-flight limit shared between the clients (addresses, ``gateway.address_key``) that compete for it:
     while another client was refused a command within ``window_s``, a client already holding its share (the
     limit divided by the clients holding or refused, at least 1) is refused its next command, so its flood
     cannot keep every slot full while others are refused (one attacker's closed loop took every slot freed before

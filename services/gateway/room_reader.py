@@ -98,7 +98,7 @@ class Viewer(msgspec.Struct, frozen=True, kw_only=True):
 
     def view(self, state: RoomState, player: str | None = None) -> Any:
         """The view of ``whose_view(player)`` (the rule-set's view: hidden information left out)."""
-        return codec.to_builtins(room_rules.decider_of(state).view(state.game, self.whose_view(player)))
+        return codec.to_builtins(room_rules.manifest_of(state).shown_view(state.game, self.whose_view(player)))
 
 
 PUBLIC = Viewer()

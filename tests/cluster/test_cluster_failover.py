@@ -41,7 +41,7 @@ from test_cluster_stack import CHILD, ClusterStack
 
 from almanac.bench.e2e import CHALLENGE, _script, script_ruleset
 from almanac.services.forensics.verify import verify_room
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.redis_client import connect
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore

@@ -12,11 +12,13 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot_gateway import bots_for, served_gateway  # noqa: E402
 from webhook_receiver import Receiver  # noqa: E402
 
 from almanac.client import verify_webhook  # noqa: E402
 from almanac.events.step import decode_record  # noqa: E402
-from almanac.services.bots import Bots, add_bot, bot_join_id  # noqa: E402
+from almanac.services.bots import add_bot, bot_join_client_id  # noqa: E402
+from almanac.services.bus import internal_command_id  # noqa: E402
 from almanac.services.clock import Clock  # noqa: E402
 from almanac.services.notifier import Notifier, Subscription  # noqa: E402
 from almanac.services.room_service import CommandRecord, RoomService  # noqa: E402
@@ -97,7 +99,7 @@ async def test_notices_and_deadline_warnings_of_rooms_on_every_node_reach_the_re
         await notifier.aclose()
 
 
-async def test_a_bot_seat_on_a_cluster_sends_its_join_to_its_rooms_shard(cluster: Any) -> None:
+async def test_a_bot_seat_on_a_cluster_sends_its_join_to_its_rooms_shard(cluster: Any, cluster_url: str) -> None:
     keys = Keys(SHARDS)
     store = RedisEventStore(cluster, SHARDS)
     service = RoomService(store)
@@ -106,9 +108,12 @@ async def test_a_bot_seat_on_a_cluster_sends_its_join_to_its_rooms_shard(cluster
         assert (await service.handle(record(f"{room}-c", "ann", {"kind": "create_room", "ruleset": "board",
                                                                  "options": {"player": "robo"}}, room, 1_000))).accepted
         await add_bot(cluster, keys, room, "robo", 1_000)
-    assert await Bots(cluster, store, keys, key=b"test bots", rate=0).tick() == len(rooms)
+    # (no engine runs: the gateway the bots play through queues each join and answers 202)
+    async with served_gateway(cluster_url, REDIS_CLUSTER="true", ALMANAC_COMMAND_TIMEOUT_MS="50") as gateway:
+        assert await bots_for(gateway, cluster, store, keys, key=b"test bots", rate=0).tick() == len(rooms)
     sent = []
     for shard in range(SHARDS):
         sent += [decode_record(fields[b"__data__"]) for _, fields in await cluster.xrange(keys.command_stream(shard))]
+    joined = {room: internal_command_id(room, "robo", bot_join_client_id(b"test bots", room, "robo")) for room in rooms}
     assert sorted((r.room, r.command_id, r.body["kind"]) for r in sent) == sorted(
-        (room, bot_join_id(room, "robo"), "join_room") for room in rooms)
+        (room, joined[room], "join_room") for room in rooms)

@@ -21,6 +21,7 @@ from almanac.services.bots import (
     bot_command_id,
     delay_key,
 )
+from almanac.services.bus import internal_command_id
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.redis_store import RedisEventStore
 
@@ -42,14 +43,15 @@ async def _log_and_verdict(redis_url: str, room: str) -> tuple[list[Envelope], b
 def _bot_gaps(envelopes: list[Envelope], seat: str) -> list[tuple[int, int]]:
     """For each command of the bot's seat (its first event): ms between its stamp and the room's event it was
     decided after, and the draws refused before it there. Its id names both (services/bots.py bot_command_id: the
-    version it saw, the attempt); the join's names neither, so it counts from the event before it."""
+    version it saw, the attempt; scoped by the gateway it came through); the join's names neither, so it counts from the event before it."""
     gaps = []
     for at in range(1, len(envelopes)):
         mine = envelopes[at]
         if mine.player != seat or mine.command_id == envelopes[at - 1].command_id:
             continue
         seen, refused = next(((before, attempt) for before in reversed(envelopes[:at]) for attempt in range(ATTEMPTS)
-                              if mine.command_id == bot_command_id(mine.room, seat, before.version, attempt)),
+                              if mine.command_id == internal_command_id(
+                                  mine.room, seat, bot_command_id(mine.room, seat, before.version, attempt))),
                              (envelopes[at - 1], 0))
         gaps.append((mine.server_time_ms - seen.server_time_ms, refused))
     return gaps
@@ -88,7 +90,7 @@ def test_a_realm_room_created_with_a_delayed_bot_plays_its_year_with_a_person(ap
         turn = api.post(f"/rooms/{room}/commands", headers=auth(token),
                         json={"command": {"kind": "end_turn"}, "command_id": secrets.token_hex(16)})
         assert turn.status_code in (200, 422), turn.text  # 422: the season she ended is still waiting for bob
-        asyncio.run(bots_rounds(stack.redis_url, lambda ended=ended: over() or bob_ended() > ended))
+        asyncio.run(bots_rounds(stack, lambda ended=ended: over() or bob_ended() > ended))
     # Then the year is played to its end by the rules, alice's commands and the bot's in one log
     assert over(), [e["type"] for e in events()][-10:]
     envelopes, verified, delay = asyncio.run(_log_and_verdict(stack.redis_url, room))
@@ -111,7 +113,7 @@ def test_a_board_map_created_for_a_delayed_bot_is_played_to_its_end(api: TestCli
     assert created.status_code == 201, created.text
     room = created.json()["room"]
     # When the bots service plays it
-    asyncio.run(bots_rounds(stack.redis_url, lambda: bool(api.get(f"/rooms/{room}").json()["ended"]), rounds=600))
+    asyncio.run(bots_rounds(stack, lambda: bool(api.get(f"/rooms/{room}").json()["ended"]), rounds=600))
     # Then every move of the map is the bot's, each within the delay, and the room verifies
     envelopes, verified, _ = asyncio.run(_log_and_verdict(stack.redis_url, room))
     gaps = _bot_gaps(envelopes, "robo")

@@ -8,10 +8,11 @@ import secrets
 
 import redis
 import redis.asyncio as aioredis
+from bot_gateway import bots_for, served_gateway
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, gateway_settings
 
-from almanac.services.bots import Bots, bot_seats
+from almanac.services.bots import bot_seats
 from almanac.services.gateway import create_app
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
@@ -23,16 +24,18 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def bots_rounds(redis_url: str, until, rounds: int = 300) -> None:
-    """Rounds of an in-process bots service until ``until()`` (a sync check through the API) holds."""
-    client = aioredis.Redis.from_url(redis_url)
+async def bots_rounds(stack: Stack, until, rounds: int = 300) -> None:
+    """Rounds of an in-process bots service of the stack's deployment, playing through a gateway of its own, until
+    ``until()`` (a sync check through the API) holds."""
+    client = aioredis.Redis.from_url(stack.redis_url)
     try:
-        bots = Bots(client, RedisEventStore(client, shard_count=16), KEYS, key=b"test bots", rate=0)
-        for _ in range(rounds):
-            await bots.tick()
-            if until():
-                return
-            await asyncio.sleep(0.05)
+        async with served_gateway(stack.redis_url, ALMANAC_DATA_DIR=str(stack.data_dir)) as gateway:
+            bots = bots_for(gateway, client, RedisEventStore(client, shard_count=16), KEYS, rate=0)
+            for _ in range(rounds):
+                await bots.tick()
+                if await asyncio.to_thread(until):  # (a check through the API: the served gateway keeps serving)
+                    return
+                await asyncio.sleep(0.05)
     finally:
         await client.aclose()
     raise AssertionError("the bots did not get there")
@@ -55,12 +58,12 @@ def test_a_realm_room_created_with_a_bot_seat_plays_the_bots_city(api: TestClien
         return any(e["player"] == bob and e["type"].startswith("realm.") for e in events())
 
     # When the bots service runs, and alice ends her turn
-    asyncio.run(bots_rounds(stack.redis_url, lambda: any(e["type"] == "room.player_joined" and e["player"] == bob
+    asyncio.run(bots_rounds(stack, lambda: any(e["type"] == "room.player_joined" and e["player"] == bob
                                                          for e in events())))
     ended = api.post(f"/rooms/{room}/commands", headers=auth(token),
                      json={"command": {"kind": "end_turn"}, "command_id": secrets.token_hex(16)})
     assert ended.status_code in (200, 202), ended.text
-    asyncio.run(bots_rounds(stack.redis_url, bob_acted))
+    asyncio.run(bots_rounds(stack, bob_acted))
     # Then the bot took bob's seat under its own join id, and bob's city acts, as an ordinary logged command
     moves = [e for e in events() if e["player"] == bob and e["type"].startswith("realm.")]
     assert moves and all(e["version"] > 3 for e in moves)

@@ -47,7 +47,7 @@ def test_the_rooms_creator_hands_an_empty_seat_to_a_bot_which_takes_and_plays_it
         return any(e["type"] == "room.player_joined" and e["player"] == bob for e in events)
 
     # and the bots service takes the seat under the bot's own join
-    asyncio.run(bots_rounds(stack.redis_url, bob_joined))
+    asyncio.run(bots_rounds(stack, bob_joined))
     taken = api.post(f"/rooms/{room}/bots", headers=auth(alice_token), json={"seat": bob})
     assert taken.status_code == 200 and taken.json()["how"] == "already"
 
@@ -170,7 +170,7 @@ def test_a_player_asking_for_another_players_seat_is_answered_from_the_state_wit
         events = api.get(f"/rooms/{room}/events", headers=auth(alice_token)).json()["events"]
         return any(e["type"] == "room.player_joined" and e["player"] == bob for e in events)
 
-    asyncio.run(bots_rounds(stack.redis_url, bob_joined))
+    asyncio.run(bots_rounds(stack, bob_joined))
     whole_log = f"XRANGE {KEYS.events(room)} 1-0 + "  # a read of the room's log from its first event on
     # When alice, the room's creator, asks for bob's seat, the log is read to tell the bot's join from a person's
     with redis_commands_seen(stack.redis_url) as seen:

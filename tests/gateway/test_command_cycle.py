@@ -24,7 +24,7 @@ from gateway_stack import Stack, engine_and_gateway, http_answers, open_board_ro
 from waiting import wait_for
 
 from almanac.services.gateway.connection_guard import MAX_PIPELINED
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.redis_client import connect
 from almanac.storage.redis_store import RedisEventStore
 

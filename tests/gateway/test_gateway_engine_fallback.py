@@ -28,7 +28,7 @@ from almanac.services.bus import COMMAND_FIELD
 from almanac.services.engine import shard_engine
 from almanac.services.engine.shard_engine import GROUP, DurabilityError, Engine, NotDecidedHere
 from almanac.services.gateway import create_app
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.gateway.outcomes import OutcomeWaiter
 from almanac.services.room_service import RoomService
 from almanac.storage.keys import Keys

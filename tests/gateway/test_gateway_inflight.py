@@ -25,8 +25,8 @@ from almanac.services import bootstrap
 from almanac.services.gateway import create_app
 from almanac.services.gateway.api_rooms import run_command
 from almanac.services.gateway.auth import TokenSigner
-from almanac.services.gateway.context import Gateway
 from almanac.services.gateway.errors import ApiError
+from almanac.services.gateway.gateway import Gateway
 
 
 @pytest.fixture(scope="module")

@@ -91,3 +91,20 @@ def test_a_series_counts_the_same_whatever_order_its_labels_are_given_in() -> No
     seen = samples(metrics)
     total = lambda outcome, ruleset: seen[("almanac_commands_total", (("outcome", outcome), ("ruleset", ruleset)))]  # noqa: E731
     assert (total("accepted", "board"), total("rejected", "board"), total("accepted", "realm")) == (2, 1, 2)
+
+
+def test_refusals_shed_by_the_connection_guard_are_counted_when_the_metrics_are_scraped() -> None:
+    """Issue 28, item 19: past capacity most requests are refused by the connection guard, and each refusal's cost
+    is taken from the commands served. Given the guard shed three commands from one read and two from another,
+    when the metrics are scraped, then they count five 503s on the command route and five ``overloaded`` commands,
+    and none of the guard's refusals was timed into the request latency histogram (their time is microseconds)."""
+    metrics = GatewayMetrics()
+    metrics.shed(3)
+    metrics.shed(2)
+    seen = samples(metrics)
+    assert seen[("almanac_commands_total", (("outcome", "overloaded"), ("ruleset", "")))] == 5
+    assert seen[("almanac_http_requests_total",
+                 (("method", "POST"), ("route", "/rooms/{room}/commands"), ("status", "503")))] == 5
+    assert ("almanac_http_request_latency_seconds_count", (("route", "/rooms/{room}/commands"),)) not in seen
+    metrics.shed(1)
+    assert samples(metrics)[("almanac_commands_total", (("outcome", "overloaded"), ("ruleset", "")))] == 6

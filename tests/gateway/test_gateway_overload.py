@@ -22,9 +22,10 @@ from collections.abc import Awaitable, Iterator
 import httpx
 import pytest
 from gateway_stack import Stack, engine_and_gateway, http_answers, open_board_rooms
+from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.redis_client import connect
 from almanac.storage.redis_store import RedisEventStore
 
@@ -40,6 +41,15 @@ def gateway_url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """Engine and a uvicorn gateway process with ALMANAC_GATEWAY_MAX_INFLIGHT=2."""
     with engine_and_gateway(redis_url, tmp_path_factory.mktemp("overload-stack"), **GATEWAY_ENV) as running:
         yield running
+
+
+def _shed_count(scraped: str) -> float:
+    """The overloaded commands a gateway's /metrics counts."""
+    for family in text_string_to_metric_families(scraped):
+        for sample in family.samples:
+            if sample.name == "almanac_commands_total" and sample.labels.get("outcome") == "overloaded":
+                return sample.value
+    return 0.0
 
 
 async def _slots_held(url: str, count: int = MAX_INFLIGHT, timeout_s: float = 30) -> None:
@@ -184,8 +194,9 @@ def test_a_flood_of_refused_commands_is_shed_by_the_connection_guard_before_any_
                 f"Content-Type: application/json\r\nX-Request-ID: {request_id}\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
-    async def scenario() -> tuple[list[bytes], bytes, list[httpx.Response]]:
+    async def scenario() -> tuple[list[bytes], bytes, list[httpx.Response], float]:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            before = _shed_count((await client.get("/metrics")).text)
             holding = asyncio.gather(*(client.post(
                 f"/rooms/{r}/commands", headers={"Authorization": f"Bearer {t}"},
                 json={"command": {"kind": "place_element", "row": 5, "column": 5}}) for r, t in rooms[:-1]))
@@ -204,13 +215,15 @@ def test_a_flood_of_refused_commands_is_shed_by_the_connection_guard_before_any_
             writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: after-shed\r\n\r\n")
             health = await asyncio.wait_for(reader.read(65536), 10)
             writer.close()
-            return answers, health, await holding
+            counted = _shed_count((await client.get("/metrics")).text) - before
+            return answers, health, await holding, counted
 
     engine.send_signal(signal.SIGSTOP)
     try:
-        answers, health, held = asyncio.run(scenario())
+        answers, health, held, counted = asyncio.run(scenario())
     finally:
         engine.send_signal(signal.SIGCONT)
+    assert counted == 20  # every refusal counted (the metrics fold the guard's count in)
     for index, raw in enumerate(answers):
         ((status, headers, payload),) = http_answers(raw, 1)
         assert status == 503 and headers["retry-after"] and headers["x-request-id"] == f"shed-{index}", raw[:300]

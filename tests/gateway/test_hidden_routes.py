@@ -67,7 +67,7 @@ from almanac.events.step import replay as replay_room
 from almanac.services.clock import earliest, pending_data
 from almanac.services.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from almanac.services.gateway.auth import TokenSigner
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.notifier import SCOPES, Notifier, Subscription
 from almanac.services.settings import load_settings
 from almanac.storage.keys import Keys

@@ -171,7 +171,7 @@ def test_the_demos_players_are_seat_bots_playing_through_the_api(live: tuple[str
 
     from rich.console import Console  # noqa: PLC0415
 
-    from almanac.services.gateway.demo import Demo  # noqa: PLC0415
+    from almanac.services.cli.demo import Demo  # noqa: PLC0415
 
     url, auditor, _ = live
     # Given `almanac demo`'s two players at a realm room (one city each) and a board map of their own

@@ -376,7 +376,7 @@ def test_real_views_are_exactly_their_declared_type(name: str, options: dict[str
     schema = validator(openapi, f"{prefix_of(name)}View")
     for room, seats in played(name, options):
         for seat in seats:
-            view = as_json(registry.manifest(name).decider.view(room.game, seat))
+            view = as_json(registry.manifest(name).shown_view(room.game, seat))
             msgspec.convert(view, view_type, strict=True)
             assert not list(schema.iter_errors(view)), (name, seat, room.version)
     # and a view with a field the type does not know is refused (the declaration is closed)
@@ -669,7 +669,7 @@ def test_a_room_of_every_installed_version_answers_within_the_documents(ref: str
                 assert not list(live.iter_errors({"version": 1, "type": envelope.type, "event": payload})), envelope.type
         read = len(room.envelopes)
         for seat in seats:
-            assert not list(views.iter_errors(as_json(manifest.decider.view(room.game, seat)))), (ref, seat)
+            assert not list(views.iter_errors(as_json(manifest.shown_view(room.game, seat)))), (ref, seat)
         assert not list(state.iter_errors(as_json(room.state))), ref
     # and some of the version's own events (those its default version lacks: board@2's turn began) were among them
     own = {t.__struct_config__.tag for t in manifest.decider.event_types} - {

@@ -98,10 +98,10 @@ def test_the_benchmarks_are_a_distribution_of_their_own_with_the_peer_files_and_
     assert {"almanac/bench/e2e.py", "almanac/bench/boardgameio/package.json",
             "almanac/bench/boardgameio/package-lock.json", "almanac/bench/boardgameio/server.js"} <= set(names)
     # And no benchmark imports the CLI (whose `bench` commands import the benchmarks): the stacks they start
-    # come from services/stack.py, which imports neither
+    # come from services/supervisor.py, which imports neither
     for module in (ROOT / "bench").glob("*.py"):
         assert "almanac.services.cli" not in module.read_text(), module.name
-    assert "almanac.services.cli" not in (ROOT / "services" / "stack.py").read_text().replace(
+    assert "almanac.services.cli" not in (ROOT / "services" / "supervisor.py").read_text().replace(
         "from almanac.services.cli import main; main()", "")  # the children it starts run the CLI
 
 

@@ -20,7 +20,7 @@ from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
 SHARDS = 4
-PROCESS = Path(__file__).with_name("projector_process.py")
+PROCESS = Path(__file__).with_name("projector_with_test_rulesets.py")
 
 pytestmark = pytest.mark.slow
 

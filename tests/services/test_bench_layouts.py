@@ -43,7 +43,7 @@ def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monke
     import redis  # noqa: PLC0415
 
     from almanac.services.settings import load_settings  # noqa: PLC0415
-    from almanac.services.stack import Stack  # noqa: PLC0415
+    from almanac.services.supervisor import Stack  # noqa: PLC0415
 
     monkeypatch.delenv("REDIS_URL", raising=False)
     settings = load_settings({}, data_dir=str(tmp_path), http_port=0, log_level="warning")  # the default shape

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from bot_gateway import bots_for, served_gateway
 from engine_test_support import KEYS, EngineProcess, send
 from waiting import wait_for
 
-from almanac.services.bots import DELAY_MARGIN_MS, MAX_DELAY_MS, Bots, add_bot, delay_key, set_delay
+from almanac.services.bots import DELAY_MARGIN_MS, MAX_DELAY_MS, add_bot, delay_key, set_delay
 from almanac.storage.redis_store import RedisEventStore
 
 DELAY_MS = 600
@@ -25,28 +26,29 @@ async def test_a_rooms_bots_move_no_sooner_than_its_delay_and_within_the_margin_
     engine = EngineProcess(redis_url, "delay-engine", tmp_path)
     stop = asyncio.Event()
     playing: asyncio.Task | None = None
-    try:
-        await wait_for(lambda: redis_client.exists("alm:engine:delay-engine:heartbeat"), timeout_s=20)
-        # Given a board room whose seat is handed to a bot, the room's bots set to wait 600 ms after each move
-        assert (await send(redis_client, "slow-map", "alice", {"kind": "create_room", "ruleset": "board",
-                                                                "options": {"player": "robo"}}, "sm-create")).accepted
-        await set_delay(redis_client, KEYS, "slow-map", DELAY_MS)
-        assert await add_bot(redis_client, KEYS, "slow-map", "robo", int(time.time() * 1000))
-        # When a bots process plays it, while the room's version is watched (every 10 ms) for when each move lands
-        bots = Bots(redis_client, store, KEYS, key=b"test bots", rate=0)
-        playing = asyncio.create_task(bots.run(stop))
-        landed: list[tuple[int, float]] = [(1, time.time() * 1000)]  # (version, when seen: the host's wall clock, ms)
-        deadline = time.monotonic() + 60
-        while len(landed) < MOVES + 2 and time.monotonic() < deadline:  # the join, then MOVES moves
-            version = int(await redis_client.get(KEYS.version("slow-map")) or 0)
-            if version != landed[-1][0]:
-                landed.append((version, time.time() * 1000))
-            await asyncio.sleep(0.01)
-    finally:
-        stop.set()
-        if playing is not None:
-            await playing
-        engine.kill()
+    async with served_gateway(redis_url) as gateway:  # the bots play through it, as `almanac bots` does
+        try:
+            await wait_for(lambda: redis_client.exists("alm:engine:delay-engine:heartbeat"), timeout_s=20)
+            # Given a board room whose seat is handed to a bot, the room's bots set to wait 600 ms after each move
+            assert (await send(redis_client, "slow-map", "alice", {"kind": "create_room", "ruleset": "board",
+                                                                    "options": {"player": "robo"}}, "sm-create")).accepted
+            await set_delay(redis_client, KEYS, "slow-map", DELAY_MS)
+            assert await add_bot(redis_client, KEYS, "slow-map", "robo", int(time.time() * 1000))
+            # When a bots process plays it, while the room's version is watched (every 10 ms) for when each move lands
+            bots = bots_for(gateway, redis_client, store, KEYS, key=b"test bots", rate=0)
+            playing = asyncio.create_task(bots.run(stop))
+            landed: list[tuple[int, float]] = [(1, time.time() * 1000)]  # (version, when seen: the host's wall clock, ms)
+            deadline = time.monotonic() + 60
+            while len(landed) < MOVES + 2 and time.monotonic() < deadline:  # the join, then MOVES moves
+                version = int(await redis_client.get(KEYS.version("slow-map")) or 0)
+                if version != landed[-1][0]:
+                    landed.append((version, time.time() * 1000))
+                await asyncio.sleep(0.01)
+        finally:
+            stop.set()
+            if playing is not None:
+                await playing
+            engine.kill()
     assert len(landed) >= MOVES + 2, f"the bot moved {len(landed) - 1} times in 60 s"
     # Then in the log each of the bot's commands came no sooner than the delay after the room's event before it
     envelopes = await store.read("slow-map", 1, landed[-1][0])

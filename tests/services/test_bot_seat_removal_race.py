@@ -22,7 +22,7 @@ from almanac.services.bots import (
     settle_pending,
     sync_bound,
 )
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.keys import bot_seats_key
 from almanac.storage.redis_store import RedisEventStore

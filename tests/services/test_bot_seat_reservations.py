@@ -7,12 +7,12 @@ import json
 
 import pytest
 import redis.asyncio as aioredis
+from bot_gateway import NO_GATEWAY, bots_for
 from engine_test_support import KEYS
 
 from almanac.events.testing import RoomDriver
 from almanac.services.bots import (
     RESERVATION_GRACE_MS,
-    Bots,
     SeatRefused,
     bot_seats,
     bound_count,
@@ -24,7 +24,7 @@ from almanac.services.bots import (
     reserve_seats,
     sync_bound,
 )
-from almanac.services.gateway.context import internal_command_id
+from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings
 from almanac.storage.keys import bot_seats_key
@@ -41,7 +41,7 @@ def create(room: str, player: str, client_id: str) -> CommandRecord:
 
 
 async def next_bots_round(client: aioredis.Redis, store: RedisEventStore, now_ms: int = NOW + 1) -> None:
-    await Bots(client, store, KEYS, key=b"reservation stories", rate=0, now_ms=lambda: now_ms).tick()
+    await bots_for(NO_GATEWAY, client, store, KEYS, key=b"reservation stories", rate=0, now_ms=lambda: now_ms).tick()
 
 
 async def seat_fits(client: aioredis.Redis, room: str) -> bool:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import msgspec
 import redis.asyncio as aioredis
+from bot_gateway import NO_GATEWAY, bots_for
 from engine_test_support import KEYS
 from fastapi.testclient import TestClient
 
-from almanac.services.bots import Bots, bound_count
+from almanac.services.bots import bound_count
 from almanac.services.bus import COMMAND_FIELD
 from almanac.services.gateway import create_app
 from almanac.services.room_service import CommandRecord, RoomService
@@ -38,7 +39,7 @@ async def bots_round_then_count(redis_url: str) -> int:
     client = aioredis.Redis.from_url(redis_url)
     try:
         store = RedisEventStore(client, shard_count=KEYS.shard_count)
-        await Bots(client, store, KEYS, key=b"answered 202", rate=0).tick()
+        await bots_for(NO_GATEWAY, client, store, KEYS, key=b"answered 202", rate=0).tick()
         return await bound_count(client, KEYS)
     finally:
         await client.aclose()

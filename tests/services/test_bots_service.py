@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 import redis.asyncio as aioredis
+from bot_gateway import bots_for, served_gateway
 from engine_test_support import KEYS, EngineProcess, send
 from waiting import wait_for
 
 from almanac.events import registry
-from almanac.services.bots import Bots, Bucket, add_bot, bot_seats
+from almanac.services.bots import Bucket, add_bot, bot_seats
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.loader import RoomLoader
@@ -27,9 +28,10 @@ ALMANAC = Path(sys.executable).with_name("almanac")
 class BotsProcess:
     """One `almanac bots` OS process; its log goes to a file."""
 
-    def __init__(self, redis_url: str, log_dir: Path, *args: str) -> None:
+    def __init__(self, redis_url: str, gateway_url: str, log_dir: Path, *args: str) -> None:
         self.log = (log_dir / f"bots-{time.monotonic_ns()}.log").open("wb")
-        env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_LOG_FORMAT": "json", "ALMANAC_LOG_LEVEL": "info"}
+        env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_LOG_FORMAT": "json", "ALMANAC_LOG_LEVEL": "info",
+               "ALMANAC_BOTS_GATEWAY_URL": gateway_url}
         self.process = subprocess.Popen([str(ALMANAC), "bots", *args], env=env, stdout=self.log,
                                         stderr=subprocess.STDOUT)
 
@@ -54,33 +56,34 @@ async def test_a_bot_takes_an_empty_seat_and_plays_it_through_a_kill_and_a_racin
     store = RedisEventStore(redis_client, shard_count=16)
     engine = EngineProcess(redis_url, "bots-engine", tmp_path)
     bots: list[BotsProcess] = []
-    try:
-        await wait_for(lambda: redis_client.exists("alm:engine:bots-engine:heartbeat"), timeout_s=20)
-        # Given a board room alice created for a seat nobody has taken, handed to a bot
-        created = await send(redis_client, "robo-map", "alice", {"kind": "create_room", "ruleset": "board",
-                                                                  "options": {"player": "robo"}}, "rm-create")
-        assert created.accepted, created.error
-        assert await add_bot(redis_client, KEYS, "robo-map", "robo", int(time.time() * 1000))
-        assert not await add_bot(redis_client, KEYS, "robo-map", "robo", 0), "a seat is handed once"
-        # and a room whose one seat alice took herself, handed to a bot by mistake
-        assert (await send(redis_client, "alices-map", "alice", {"kind": "create_room", "ruleset": "board"},
-                           "am-create")).accepted
-        assert (await send(redis_client, "alices-map", "alice", {"kind": "join_room"}, "am-join")).accepted
-        await add_bot(redis_client, KEYS, "alices-map", "alice", 0)
-        # When a bots process plays it, is killed -9 mid-game, and two processes race for the rest
-        bots.append(BotsProcess(redis_url, tmp_path, "--rate", "20"))
+    async with served_gateway(redis_url) as gateway:  # the bots processes play through it
+        try:
+            await wait_for(lambda: redis_client.exists("alm:engine:bots-engine:heartbeat"), timeout_s=20)
+            # Given a board room alice created for a seat nobody has taken, handed to a bot
+            created = await send(redis_client, "robo-map", "alice", {"kind": "create_room", "ruleset": "board",
+                                                                      "options": {"player": "robo"}}, "rm-create")
+            assert created.accepted, created.error
+            assert await add_bot(redis_client, KEYS, "robo-map", "robo", int(time.time() * 1000))
+            assert not await add_bot(redis_client, KEYS, "robo-map", "robo", 0), "a seat is handed once"
+            # and a room whose one seat alice took herself, handed to a bot by mistake
+            assert (await send(redis_client, "alices-map", "alice", {"kind": "create_room", "ruleset": "board"},
+                               "am-create")).accepted
+            assert (await send(redis_client, "alices-map", "alice", {"kind": "join_room"}, "am-join")).accepted
+            await add_bot(redis_client, KEYS, "alices-map", "alice", 0)
+            # When a bots process plays it, is killed -9 mid-game, and two processes race for the rest
+            bots.append(BotsProcess(redis_url, gateway.url, tmp_path, "--rate", "20"))
 
-        async def moved(at_least: int) -> bool:
-            return int(await redis_client.get(KEYS.version("robo-map")) or 0) >= at_least
+            async def moved(at_least: int) -> bool:
+                return int(await redis_client.get(KEYS.version("robo-map")) or 0) >= at_least
 
-        await wait_for(lambda: moved(8), timeout_s=60)
-        bots[0].kill()
-        bots += [BotsProcess(redis_url, tmp_path, "--rate", "20"), BotsProcess(redis_url, tmp_path, "--rate", "20")]
-        await wait_for(lambda: board_over(store, "robo-map"), timeout_s=120)
-    finally:
-        for process in bots:
-            process.kill()
-        engine.kill()
+            await wait_for(lambda: moved(8), timeout_s=60)
+            bots[0].kill()
+            bots += [BotsProcess(redis_url, gateway.url, tmp_path, "--rate", "20") for _ in range(2)]
+            await wait_for(lambda: board_over(store, "robo-map"), timeout_s=120)
+        finally:
+            for process in bots:
+                process.kill()
+            engine.kill()
     # Then the bot took the seat (its join is the room's second command) and played the game to its end
     envelopes = await store.read("robo-map")
     assert [e.type for e in envelopes[:2]] == ["room.created", "room.player_joined"] and envelopes[1].player == "robo"
@@ -89,7 +92,7 @@ async def test_a_bot_takes_an_empty_seat_and_plays_it_through_a_kill_and_a_racin
     # every command of the seat is the bot's, each decided once (one id per decided command)
     ids = [e.command_id for e in envelopes[1:]]
     decided = list(dict.fromkeys(ids))
-    assert all(command.startswith("bot-") for command in decided), decided[:3]
+    assert all(command.startswith("robo-map:robo:bot-") for command in decided), decided[:3]  # through the gateway
     assert len({e.version for e in envelopes}) == len(envelopes)
     # and the room verifies: its commands re-decided from the log alone give the same events
     report = await verify_room(store, "robo-map")
@@ -117,15 +120,15 @@ def test_the_command_rate_is_a_token_bucket() -> None:
     assert all(Bucket(0).take() for _ in range(100))  # 0: unbounded
 
 
-async def test_a_process_plays_at_most_its_max_rooms_seats(redis_client: aioredis.Redis) -> None:
+async def test_a_process_plays_at_most_its_max_rooms_seats(redis_client: aioredis.Redis, redis_url: str) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     for index in range(3):
         room = f"capped-{index}"
         assert (await send_direct(store, room)).accepted
         await add_bot(redis_client, KEYS, room, "robo", 0)
-    bots = Bots(redis_client, store, KEYS, key=b"test bots", max_rooms=2, rate=0)
-    # the engine is not running: the joins wait in the command streams, which is all this looks at
-    assert await bots.tick() == 2 and bots.over_limit == 1
+    async with served_gateway(redis_url, ALMANAC_GATEWAY_ENGINE="true") as gateway:  # it decides the joins
+        bots = bots_for(gateway, redis_client, store, KEYS, key=b"test bots", max_rooms=2, rate=0)
+        assert await bots.tick() == 2 and bots.over_limit == 1
 
 
 async def send_direct(store: RedisEventStore, room: str):

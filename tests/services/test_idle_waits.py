@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 import redis.asyncio as aioredis
+from bot_gateway import NO_GATEWAY, bots_for
 from waiting import wait_for
 
 from almanac.events import codec
-from almanac.services.bots import Bots, add_bot
+from almanac.services.bots import add_bot
 from almanac.services.clock import Clock, _Pending
 from almanac.services.notifier import Notifier, Subscription
 from almanac.services.settings import Settings
@@ -78,7 +79,8 @@ async def test_an_idle_clock_sends_a_deadline_when_it_falls_due(redis_client: ai
 
 async def test_a_bots_process_with_no_seat_reads_a_seat_as_soon_as_it_is_handed(redis_client: aioredis.Redis) -> None:
     # Given a bots process with no seat to play, waiting
-    bots = Bots(redis_client, RedisEventStore(redis_client, shard_count=16), KEYS, key=b"idle bots", rate=0)
+    bots = bots_for(NO_GATEWAY, redis_client, RedisEventStore(redis_client, shard_count=16), KEYS, key=b"idle bots",
+                    rate=0)
     bots.idle_wait_s = LONG_WAIT_S
     async with running(bots.run):
         await wait_for(lambda: asyncio.sleep(0, bots.woken_from is not None), what="the bots waiting")

@@ -7,6 +7,7 @@ import asyncio
 import msgspec
 import pytest
 import redis.asyncio as aioredis
+from bot_gateway import bots_for, served_gateway
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from engine_test_support import KEYS
@@ -17,7 +18,6 @@ from almanac.events.signing import join_bytes
 from almanac.events.step import decode_record, replay
 from almanac.services import bus
 from almanac.services.bots import (
-    Bots,
     SeatRefused,
     add_bot,
     admit_seat,
@@ -55,7 +55,7 @@ async def time_out_turn(clock: Clock, now: At, service: RoomService, redis_clien
 
 
 async def test_a_seat_that_misses_two_turns_in_a_row_goes_to_a_bot_which_plays_it(
-        redis_client: aioredis.Redis) -> None:
+        redis_client: aioredis.Redis, redis_url: str) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     service = RoomService(store)
     # Given alice's board@2 room with a turn limit of a minute that hands a seat missing 2 deadlines to a bot
@@ -90,18 +90,14 @@ async def test_a_seat_that_misses_two_turns_in_a_row_goes_to_a_bot_which_plays_i
     await tick([clock], room)
     assert (room, "alice") in await bot_seats(redis_client, KEYS, range(16))
     assert await took_seat(store, room, "alice")
-    # When the bots service runs, a bot plays alice's seat: its commands are ordinary logged commands as alice
-    bots = Bots(redis_client, store, KEYS, key=b"test bots", rate=0, now_ms=lambda: now.ms)
+    # When the bots service runs, a bot plays alice's seat through the gateway (a token minted for the seat the
+    # log handed over): its commands are ordinary logged commands as alice
     before = (await folded(store, room)).version
-    for _ in range(200):
-        await bots.tick()
-        for entry in await clock_commands_or_bots(redis_client, room):
-            await service.handle(entry)
-        if (await folded(store, room)).version > before:
-            break
-        await asyncio.sleep(0.02)
+    async with served_gateway(redis_url, **DECIDED_HERE) as gateway:
+        bots = bots_for(gateway, redis_client, store, KEYS, key=b"test bots", rate=0, now_ms=lambda: now.ms)
+        await play_until_moved(bots, service, redis_client, store, room, before)
     moved = [e for e in await store.read(room) if e.version > before]
-    assert moved and moved[0].player == "alice" and moved[0].command_id.startswith("bot-")
+    assert moved and moved[0].player == "alice" and moved[0].command_id.startswith(f"{room}:alice:bot-")
     # and a bot's moves never count as the seat being back: no seat_active, no second handover
     assert [t for t, _ in await seat_events(store, room)].count("room.seat_to_bot") == 1
     assert "room.seat_active" not in [t for t, _ in (await seat_events(store, room))[4:]]
@@ -110,11 +106,29 @@ async def test_a_seat_that_misses_two_turns_in_a_row_goes_to_a_bot_which_plays_i
     assert report.ok, report
 
 
+# The story decides the commands itself (no engine): the gateway waits this little for an outcome, then answers 202
+DECIDED_HERE = {"ALMANAC_COMMAND_TIMEOUT_MS": "200"}
+
+
+async def play_until_moved(bots, service: RoomService, redis_client: aioredis.Redis, store: RedisEventStore,
+                           room: str, before: int) -> None:
+    """Bots rounds, the story deciding the commands the gateway queued for them, until the room moves."""
+    for _ in range(200):
+        await bots.tick()
+        for entry in await clock_commands_or_bots(redis_client, room):
+            if await store.outcome(room, entry.command_id) is None:
+                await service.handle(entry)
+        if (await folded(store, room)).version > before:
+            return
+        await asyncio.sleep(0.02)
+
+
 async def clock_commands_or_bots(redis_client: aioredis.Redis, room: str) -> list:
-    """The bots' commands for ``room`` waiting in its shard's command stream (the test decides them itself)."""
+    """The bots' commands for ``room`` waiting in its shard's command stream (the test decides them itself): sent
+    through the gateway, whose ids scope the bot's own (``room:player:bot-...``)."""
     entries = await redis_client.xrange(KEYS.command_stream(KEYS.shard(room)))
     return [r for r in (decode_record(f[b"__data__"]) for _, f in entries)
-            if r.room == room and r.command_id.startswith("bot-")]
+            if r.room == room and (r.command_id.startswith("bot-") or f"{room}:{r.player}:bot-" in r.command_id)]
 
 
 async def test_rooms_without_the_option_record_no_misses(redis_client: aioredis.Redis) -> None:
@@ -204,7 +218,7 @@ async def test_seats_the_room_hands_over_are_never_refused_by_the_bound_but_coun
 
 
 async def test_a_signing_seat_that_misses_its_deadlines_goes_to_a_bot_whose_moves_are_taken(
-        redis_client: aioredis.Redis) -> None:
+        redis_client: aioredis.Redis, redis_url: str) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     service = RoomService(store)
     # Given alice's board@2 room with a turn limit of a minute that hands a seat missing 2 deadlines to a bot, her
@@ -240,20 +254,15 @@ async def test_a_signing_seat_that_misses_its_deadlines_goes_to_a_bot_whose_move
                                                     {"player": "alice", "reason": "missed", "missed": 2})
     await tick([clock], room)
     assert (room, "alice") in await bot_seats(redis_client, KEYS, range(16))
-    # When the bots service plays her seat, unsigned as always
-    bots = Bots(redis_client, store, KEYS, key=b"test bots", rate=0, now_ms=lambda: now.ms)
+    # When the bots service plays her seat through the gateway, unsigned as always
     before = (await folded(store, room)).version
-    for _ in range(200):
-        await bots.tick()
-        for entry in await clock_commands_or_bots(redis_client, room):
-            if entry.command_id != "bot-operator":
-                await service.handle(entry)
-        if (await folded(store, room)).version > before:
-            break
-        await asyncio.sleep(0.02)
+    await redis_client.delete(KEYS.command_stream(KEYS.shard(room)))  # the operator's refused command: gone
+    async with served_gateway(redis_url, **DECIDED_HERE) as gateway:
+        bots = bots_for(gateway, redis_client, store, KEYS, key=b"test bots", rate=0, now_ms=lambda: now.ms)
+        await play_until_moved(bots, service, redis_client, store, room, before)
     # Then its move is taken: the log handed the seat over
     moved = [e for e in await store.read(room) if e.version > before]
-    assert moved and moved[0].player == "alice" and moved[0].command_id.startswith("bot-"), moved
+    assert moved and moved[0].player == "alice" and moved[0].command_id.startswith(f"{room}:alice:bot-"), moved
     # and verify re-decides the room from the log, naming the clock's and the bot's commands, none forged
     report = await verify_room(store, room)
     assert report.ok, report.divergence

@@ -60,3 +60,27 @@ async def test_an_untouched_room_decides_the_same_under_its_own_rules_everywhere
     bisected = await bisect_against(store, table.room, "realm@1")
     assert report.ok and verdict.ok and not bisected["diverged"], (report.divergence, verdict.text())
     assert report.commands_redecided == bisected["commands_redecided"] > 0
+
+
+async def test_a_nonce_committed_before_the_seed_is_named_by_verify_and_the_bundle_with_one_message() -> None:
+    # Given an ended realm room (players commit to nonces) whose second player's join was moved to before the room's
+    # creation, the chain resealed: the server could have picked its seed knowing that nonce
+    store = MemoryEventStore()
+    table = await ended_realm_room(store, "early-join")
+    envelopes = await store.read(table.room)
+    created = envelopes[0]
+    join = next(e.version for e in envelopes[1:] if e.type == "room.player_joined")
+    await rewrite_in_memory(store, table.room, join, lambda envelope: msgspec.structs.replace(
+        envelope, server_time_ms=created.server_time_ms - 1), reseal=True)
+
+    # When it is verified and bundled and checked offline
+    report = await verify_room(store, table.room)
+    head = await store.latest_version(table.room)
+    verdict = verify_bundle(await dispute_bundle(store, table.room, 0, versions=(1, head)))
+
+    # Then both name the order of the commitments at that join, in the same words (events.forensics.redecide's one
+    # check; the bundle verifier used to say only that the join's event differs when decided again)
+    assert (report.ok, report.divergence.check, report.divergence.version) == (False, "order", join)
+    assert (verdict.ok, verdict.failed.name, verdict.failed.version) == (False, "redecide", join)
+    assert verdict.failed.detail == report.divergence.message
+    assert "committed to a nonce no later than the room committed to its seed" in verdict.failed.detail

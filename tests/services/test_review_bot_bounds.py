@@ -9,14 +9,13 @@ anyone could recompute what the bot would play from the room, seat and version.
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from bot_gateway import bots_for, served_gateway
 from engine_test_support import KEYS
 
 from almanac.events.testing import RoomDriver
 from almanac.services import bots as bots_module
 from almanac.services.bots import (
     ATTEMPTS,
-    RETRY_AFTER_MS,
-    Bots,
     add_bot,
     bot_join_id,
     bot_seats,
@@ -40,7 +39,7 @@ async def created(store: RedisEventStore, room: str, player: str = "robo") -> No
 
 
 async def test_a_round_reads_a_bounded_window_of_seats_and_the_window_reaches_every_seat(
-        redis_client: aioredis.Redis) -> None:
+        redis_client: aioredis.Redis, redis_url: str) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     # Given mallory's 60 rooms, each with a bot seat
     rooms = [f"mallory-{index}" for index in range(60)]
@@ -48,31 +47,26 @@ async def test_a_round_reads_a_bounded_window_of_seats_and_the_window_reaches_ev
         await created(store, room)
         await add_bot(redis_client, KEYS, room, "robo", 0)
     largest_shard = max([await redis_client.hlen(bots_key(KEYS, shard)) for shard in range(16)])
-    bots = Bots(redis_client, store, KEYS, key=KEY, max_rooms=8, rate=0)
-    # When the bots process runs rounds
-    for _ in range(12):
-        await bots.tick()
-        # Then each round reads at most its window plus one HSCAN reply (a small hash answers whole), never all 60
-        assert bots.read <= 8 + largest_shard < len(rooms), bots.read
+    async with served_gateway(redis_url, ALMANAC_GATEWAY_ENGINE="true") as gateway:  # it decides the joins
+        bots = bots_for(gateway, redis_client, store, KEYS, key=KEY, max_rooms=8, rate=0)
+        # When the bots process runs rounds
+        for _ in range(12):
+            await bots.tick()
+            # Then each round reads at most its window plus one HSCAN reply (a small hash answers whole), never all 60
+            assert bots.read <= 8 + largest_shard < len(rooms), bots.read
     # and the cursor moved over every seat: each one's bot sent its join
     assert all(bots.seats.get((room, "robo")) and bots.seats[(room, "robo")].sent_ms for room in rooms)
 
 
-async def test_a_seat_whose_bot_join_is_refused_is_dropped(redis_client: aioredis.Redis) -> None:
+async def test_a_seat_whose_bot_join_is_refused_is_dropped(redis_client: aioredis.Redis, redis_url: str) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
     # Given a one-seat room for robo, and mallory's hand of a seat the room does not have to a bot
     await created(store, "one-seat")
     await add_bot(redis_client, KEYS, "one-seat", "nobody", 0)
-    now = [10_000]
-    bots = Bots(redis_client, store, KEYS, key=KEY, rate=0, now_ms=lambda: now[0])
-    # When the bot sends its join, and the engine refuses it (decided here by the engine's own room service)
-    assert await bots.tick() == 1
-    refused = await RoomService(store).handle(CommandRecord(
-        command_id=bot_join_id("one-seat", "nobody"), room="one-seat", player="nobody", server_time_ms=now[0],
-        body={"kind": "join_room"}))
-    assert not refused.accepted
-    now[0] += RETRY_AFTER_MS
-    await bots.tick()
+    async with served_gateway(redis_url, ALMANAC_GATEWAY_ENGINE="true") as gateway:  # it decides the join
+        bots = bots_for(gateway, redis_client, store, KEYS, key=KEY, rate=0)
+        # When the bot sends its join through the gateway, and the room refuses it
+        assert await bots.tick() == 0
     # Then the seat is no bot seat any more: its join's id is fixed, so it could never play
     assert ("one-seat", "nobody") not in await bot_seats(redis_client, KEYS, range(16))
 

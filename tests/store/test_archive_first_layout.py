@@ -12,7 +12,7 @@ from forensics_support import RealmTable
 
 from almanac.services.archiver import Archiver
 from almanac.storage.archive import archive_room
-from almanac.storage.archive_index import migrate_pointers, old_pointer_hash
+from almanac.storage.archive_index import migrate_pointers
 
 
 async def test_a_room_archived_under_the_first_layout_is_a_room_before_the_archivers_first_pass(
@@ -24,7 +24,7 @@ async def test_a_room_archived_under_the_first_layout_is_a_room_before_the_archi
     await table.create("realm@1")
     assert (await table.send("alice", {"kind": "end_room"})).accepted
     await archive_room(store, "win-0")
-    bucket, old = keys.pointer_bucket("win-0"), old_pointer_hash(keys, keys.shard("win-0"))
+    bucket, old = keys.pointer_bucket("win-0"), keys.first_layout_pointers(keys.shard("win-0"))
     await redis_client.hset(old, "win-0", await redis_client.hget(bucket, "win-0"))
     await redis_client.hdel(bucket, "win-0")
     # When a newly deployed gateway creates a room under its id, before any archiver ran
@@ -49,7 +49,7 @@ async def test_moving_many_first_layout_pointers_follows_the_scan_to_its_end(red
     store = archiving_store(redis_client, file_archive_url(tmp_path))
     keys = store.keys
     rooms = [f"old-{n}" for n in range(25_000 * keys.shard_count) if keys.shard(f"old-{n}") == 0][:20_000]
-    old = old_pointer_hash(keys, 0)
+    old = keys.first_layout_pointers(0)
     for start in range(0, len(rooms), 2_000):
         await redis_client.hset(old, mapping={room: b"p" for room in rooms[start:start + 2_000]})
     # When they are moved

@@ -17,7 +17,6 @@ from almanac.services.archiver import Archiver
 from almanac.services.forensics.verify import verify_room
 from almanac.storage import archive_index
 from almanac.storage.archive import archive_room
-from almanac.storage.archive_index import old_pointer_hash
 
 
 async def finished_room(store, name: str, rounds: int) -> str:
@@ -119,7 +118,7 @@ async def test_pointers_of_the_first_layout_move_into_their_buckets_on_the_archi
     names = [await finished_room(store, f"mp-{n}", 1) for n in range(3)]
     for name in names:
         await archive_room(store, name)
-        bucket, old = keys.pointer_bucket(name), old_pointer_hash(keys, keys.shard(name))
+        bucket, old = keys.pointer_bucket(name), keys.first_layout_pointers(keys.shard(name))
         await redis_client.hset(old, name, await redis_client.hget(bucket, name))
         await redis_client.hdel(bucket, name)
     fresh = archiving_store(redis_client, file_archive_url(tmp_path))
@@ -133,7 +132,7 @@ async def test_pointers_of_the_first_layout_move_into_their_buckets_on_the_archi
     reader = archiving_store(redis_client, file_archive_url(tmp_path))
     for name in names:
         assert await reader.pointer(name) is not None
-        assert await redis_client.exists(old_pointer_hash(keys, keys.shard(name))) == 0
+        assert await redis_client.exists(keys.first_layout_pointers(keys.shard(name))) == 0
         assert (await verify_room(reader, name)).ok
 
 

@@ -9,6 +9,7 @@ finished rooms."""
 from __future__ import annotations
 
 from archive_support import archiving_store, file_archive_url
+from bot_gateway import NO_GATEWAY, bots_for
 from test_archive_model_rows import answers, claim_room, keys_naming, traded_realm_room
 
 from almanac.projections.projector import Projector
@@ -58,7 +59,7 @@ async def test_a_pass_cut_after_the_delete_step_leaves_only_the_documented_keys_
 
     # and the next pass of the archiver runs, and the bots process's next round
     await Archiver(store, retain_s=0).run_once()
-    await bots.Bots(redis_client, store, keys, key=b"leftover test bots").tick()
+    await bots_for(NO_GATEWAY, redis_client, store, keys, key=b"leftover test bots").tick()  # ended: no play
 
     # Then nothing but the documented keys names either room (or a key that expires on its own)
     for room, ruleset in ((realm, "realm"), (claim, "claim")):

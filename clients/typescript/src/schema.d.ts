@@ -1180,7 +1180,8 @@ export interface components {
             /** @enum {unknown} */
             type: "board.season_ended";
             season: number;
-            name: string;
+            /** @enum {string} */
+            name: "spring" | "summer" | "autumn" | "winter";
             time: number;
             missions: components["schemas"]["BoardMissionScore"][];
             /** @default 0 */
@@ -1193,8 +1194,10 @@ export interface components {
          * @description The points one mission card (by letter A-D and key) gave at one season's end.
          */
         BoardMissionScore: {
-            card: string;
-            mission: string;
+            /** @enum {string} */
+            card: "A" | "B" | "C" | "D";
+            /** @enum {string} */
+            mission: "edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside";
             points: number;
         };
         /**
@@ -1227,11 +1230,12 @@ export interface components {
          * @description One player's map. ``deck`` is the draw pile, the current element first; it is never shown.
          */
         BoardBoardState: {
+            /** @description the player whose map it is */
             player: string;
             mountain_bonus: boolean;
             extended_pool: boolean;
-            missions: string[];
-            board: string[][];
+            missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
+            board: ("" | "mountain" | "forest" | "village" | "farm" | "water")[][];
             deck: number[];
             /** @default 0 */
             time?: number;
@@ -1255,11 +1259,11 @@ export interface components {
          * @description What the player sees of a board game (game.BoardDecider.view): the map, time, the current element only.
          */
         BoardBoardView: {
-            player: string;
-            board: string[][];
+            player: string | null;
+            board: (("mountain" | "forest" | "village" | "farm" | "water") | null)[][];
             time: number;
             time_remaining: number;
-            season: string | null;
+            season: ("spring" | "summer" | "autumn" | "winter") | null;
             season_time_remaining: number;
             current_element: components["schemas"]["BoardCurrentElement"] | null;
             missions: components["schemas"]["BoardMissionCard"][];
@@ -1271,16 +1275,21 @@ export interface components {
         BoardCurrentElement: {
             number: number;
             time: number;
-            terrain: string;
+            /** @enum {string} */
+            terrain: "forest" | "village" | "farm" | "water";
             shape: string[];
         };
         /** MissionCard */
         BoardMissionCard: {
-            card: string;
-            mission: string;
+            /** @enum {string} */
+            card: "A" | "B" | "C" | "D";
+            /** @enum {string} */
+            mission: "edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside";
+            /** @description text a person reads: the mission card's */
             title: string;
+            /** @description text a person reads: the mission card's */
             text: string;
-            scored_in: string[];
+            scored_in: ("spring" | "summer" | "autumn" | "winter")[];
         };
         /** ScoreTable */
         BoardScoreTable: {
@@ -1292,7 +1301,8 @@ export interface components {
         };
         /** SeasonScore */
         BoardSeasonScore: {
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "autumn" | "winter";
             missions: {
                 [key: string]: number;
             };
@@ -1301,7 +1311,8 @@ export interface components {
         };
         /** MissionPoints */
         BoardMissionPoints: {
-            mission: string;
+            /** @enum {string} */
+            mission: "edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside";
             points: number;
         };
         /**
@@ -1464,11 +1475,12 @@ export interface components {
          * @description board@1's state, the turn limit, when the current turn began (server time) and the turns timed out.
          */
         BoardV2BoardStateV2: {
+            /** @description the player whose map it is */
             player: string;
             mountain_bonus: boolean;
             extended_pool: boolean;
-            missions: string[];
-            board: string[][];
+            missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
+            board: ("" | "mountain" | "forest" | "village" | "farm" | "water")[][];
             deck: number[];
             /** @default 0 */
             time?: number;
@@ -1498,11 +1510,11 @@ export interface components {
          * @description board@1's view, the turn limit (None: none) and when the current turn's time is up (server time).
          */
         BoardV2BoardViewV2: {
-            player: string;
-            board: string[][];
+            player: string | null;
+            board: (("mountain" | "forest" | "village" | "farm" | "water") | null)[][];
             time: number;
             time_remaining: number;
-            season: string | null;
+            season: ("spring" | "summer" | "autumn" | "winter") | null;
             season_time_remaining: number;
             current_element: components["schemas"]["BoardCurrentElement"] | null;
             missions: components["schemas"]["BoardMissionCard"][];
@@ -1971,7 +1983,9 @@ export interface components {
         };
         /** ClaimState */
         ClaimClaimState: {
+            /** @description the player who staked the claim */
             owner: string;
+            /** @description the block's label, as the surveyor gave it */
             block: string;
             created_at_ms: number;
             clock_ms: number;
@@ -2006,11 +2020,11 @@ export interface components {
          */
         ClaimParcel: {
             /** @default null */
-            species?: string | null;
+            species?: ("rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp") | null;
             /** @default null */
             planted_ms?: number | null;
             /** @default null */
-            building?: string | null;
+            building?: ("cabin" | "barn" | "mill") | null;
             /** @default null */
             crop_ripe_ms?: number | null;
         };
@@ -2020,7 +2034,8 @@ export interface components {
          */
         ClaimDeckLot: {
             parcel: number;
-            species: string;
+            /** @enum {string} */
+            species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             logs: number;
             board_feet: number;
             value_cents: number;
@@ -2030,7 +2045,9 @@ export interface components {
          * @description What anyone sees of a claim (game.ClaimDecider.view): nothing on it is secret.
          */
         ClaimClaimView: {
+            /** @description the player who staked the claim */
             owner: string;
+            /** @description the block's label, as the surveyor gave it */
             block: string;
             created_at_ms: number;
             clock_ms: number;
@@ -2045,7 +2062,8 @@ export interface components {
         /** LotView */
         ClaimLotView: {
             parcel: number;
-            species: string;
+            /** @enum {string} */
+            species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             logs: number;
             board_feet: number;
             value_cents: number;
@@ -2063,21 +2081,23 @@ export interface components {
         };
         /** ParcelView */
         ClaimParcelView: {
-            name: string;
-            zone: string;
+            /** @enum {string} */
+            name: "A1" | "B1" | "C1" | "D1" | "E1" | "F1" | "G1" | "H1" | "A2" | "B2" | "C2" | "D2" | "E2" | "F2" | "G2" | "H2" | "A3" | "B3" | "C3" | "D3" | "E3" | "F3" | "G3" | "H3" | "A4" | "B4" | "C4" | "D4" | "E4" | "F4" | "G4" | "H4" | "A5" | "B5" | "C5" | "D5" | "E5" | "F5" | "G5" | "H5" | "A6" | "B6" | "C6" | "D6" | "E6" | "F6" | "G6" | "H6" | "A7" | "B7" | "C7" | "D7" | "E7" | "F7" | "G7" | "H7" | "A8" | "B8" | "C8" | "D8" | "E8" | "F8" | "G8" | "H8";
+            /** @enum {string} */
+            zone: "bottom" | "bench" | "ridge";
             slope: boolean;
             meadow: boolean;
             road: boolean;
-            species: string | null;
+            species: ("rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp") | null;
             planted_ms: number | null;
-            building: string | null;
+            building: ("cabin" | "barn" | "mill") | null;
             crop_ripe_ms: number | null;
             /** @default null */
             adjusted_hours?: string | null;
             /** @default null */
             board_feet?: number | null;
             /** @default null */
-            grade?: string | null;
+            grade?: ("poles" | "sawlogs" | "clears") | null;
             /** @default null */
             value_cents?: number | null;
         };
@@ -2133,10 +2153,12 @@ export interface components {
         };
         /** ClaimParcel */
         ClaimClaimParcel: {
-            name: string;
-            zone: string;
-            species: string | null;
-            building: string | null;
+            /** @enum {string} */
+            name: "A1" | "B1" | "C1" | "D1" | "E1" | "F1" | "G1" | "H1" | "A2" | "B2" | "C2" | "D2" | "E2" | "F2" | "G2" | "H2" | "A3" | "B3" | "C3" | "D3" | "E3" | "F3" | "G3" | "H3" | "A4" | "B4" | "C4" | "D4" | "E4" | "F4" | "G4" | "H4" | "A5" | "B5" | "C5" | "D5" | "E5" | "F5" | "G5" | "H5" | "A6" | "B6" | "C6" | "D6" | "E6" | "F6" | "G6" | "H6" | "A7" | "B7" | "C7" | "D7" | "E7" | "F7" | "G7" | "H7" | "A8" | "B8" | "C8" | "D8" | "E8" | "F8" | "G8" | "H8";
+            /** @enum {string} */
+            zone: "bottom" | "bench" | "ridge";
+            species: ("rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp") | null;
+            building: ("cabin" | "barn" | "mill") | null;
         };
         /**
          * ClaimClaimsRow
@@ -3230,7 +3252,9 @@ export interface components {
         };
         /** City */
         RealmCity: {
+            /** @description a city's name: its player's, or a village's */
             name: string;
+            /** @description the player who owns the city, "" for an NPC village */
             owner: string;
             population: number;
             stock: {
@@ -3245,7 +3269,10 @@ export interface components {
             saved_wards?: number;
             /** @default false */
             destroyed?: boolean;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none
+             * @default
+             */
             controller?: string;
             /** @default 0 */
             tax_year?: number;
@@ -3255,31 +3282,51 @@ export interface components {
             immune_until?: number;
             /** @default -1 */
             attacked_season?: number;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none
+             * @default
+             */
             attacked_by?: string;
-            /** @default  */
+            /**
+             * @description a trade's id, "" for none
+             * @default
+             */
             merchant?: string;
         };
         /** Army */
         RealmArmy: {
             soldiers: number;
-            /** @default none */
-            equipment?: string;
+            /**
+             * @default none
+             * @enum {string}
+             */
+            equipment?: "none" | "bronze" | "iron" | "steel";
             /** @default 0 */
             damage?: number;
         };
         /** Merchant */
         RealmMerchant: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
             };
-            /** @default  */
-            buy?: string;
-            /** @default  */
-            want?: string;
+            /**
+             * @description "" when none is named
+             * @default
+             * @enum {string}
+             */
+            buy?: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /**
+             * @description "" when none is named
+             * @default
+             * @enum {string}
+             */
+            want?: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             /** @default 1 */
             dice?: number;
             /** @default [] */
@@ -3289,16 +3336,26 @@ export interface components {
         };
         /** LedgerEntry */
         RealmLedgerEntry: {
+            /** @description a trade's id */
             trade_id: string;
             round: number;
+            /** @description a city's name: its player's, or a village's */
             source: string;
+            /** @description a city's name: its player's, or a village's */
             target: string;
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             amount: number;
             phantom: boolean;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none
+             * @default
+             */
             host?: string;
         };
         /**
@@ -3306,8 +3363,9 @@ export interface components {
          * @description What a player sees of the realm (game.RealmDecider.view).
          */
         RealmRealmView: {
-            player: string;
-            season: string;
+            player: string | null;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             year: number;
             season_index: number;
             season_started_ms: number;
@@ -3330,13 +3388,14 @@ export interface components {
          * @description A city as the player sees it: their own (and the cities they tax) in full, the others without storage.
          */
         RealmCityView: {
+            /** @description a city's name: its player's, or a village's */
             name: string;
-            owner: string;
+            owner: string | null;
             population: number;
             hit_points: number;
             army: components["schemas"]["RealmArmyView"] | null;
             destroyed: boolean;
-            controller: string;
+            controller: string | null;
             immune_until_season: number;
             merchant_away: boolean;
             /** @default null */
@@ -3350,14 +3409,15 @@ export interface components {
             /** @default null */
             tax_year?: number | null;
             /** @default null */
-            tax_season?: string | null;
+            tax_season?: ("spring" | "summer" | "fall" | "winter") | null;
             /** @default null */
             merchant?: string | null;
         };
         /** ArmyView */
         RealmArmyView: {
             soldiers: number;
-            equipment: string;
+            /** @enum {string} */
+            equipment: "none" | "bronze" | "iron" | "steel";
             /** @default null */
             damage?: number | null;
         };
@@ -3366,17 +3426,20 @@ export interface components {
          * @description A merchant on the road: in full to the trade's parties, only who went where to the others.
          */
         RealmMerchantView: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             /** @default null */
             load?: {
                 [key: string]: number;
             } | null;
             /** @default null */
-            buy?: string | null;
+            buy?: ("food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | null;
             /** @default null */
-            want?: string | null;
+            want?: ("food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | null;
             /** @default null */
             dice?: number | null;
             /** @default null */
@@ -3386,17 +3449,21 @@ export interface components {
         };
         /** LedgerRow */
         RealmLedgerRow: {
+            /** @default null */
+            home?: string | null;
+            /** @default null */
+            host?: string | null;
+            /** @description a trade's id */
             trade_id: string;
             round: number;
+            /** @description a city's name: its player's, or a village's */
             source: string;
+            /** @description a city's name: its player's, or a village's */
             target: string;
-            resource: string;
+            /** @enum {string} */
+            resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             amount: number;
             phantom: boolean;
-            /** @default  */
-            home?: string;
-            /** @default  */
-            host?: string;
         };
         /**
          * RealmOptions
@@ -4069,7 +4136,8 @@ export interface components {
          * @description Every city's holdings, the merchants on the road and the trade ledger (game.RealmDecider.resources).
          */
         RealmRealmResources: {
-            season: string;
+            /** @enum {string} */
+            season: "spring" | "summer" | "fall" | "winter";
             year: number;
             cities: {
                 [key: string]: components["schemas"]["RealmCityHoldings"];
@@ -4082,12 +4150,15 @@ export interface components {
          * @description A city in full, as the auditors' resources show it (game.city_full): the public part and its storage.
          */
         RealmCityHoldings: {
+            /** @description a city's name: its player's, or a village's */
             name: string;
+            /** @description the player who owns the city, "" for an NPC village */
             owner: string;
             population: number;
             hit_points: number;
             army: components["schemas"]["RealmArmy"] | null;
             destroyed: boolean;
+            /** @description a city's name, "" for none */
             controller: string;
             immune_until_season: number;
             merchant_away: boolean;
@@ -4097,7 +4168,8 @@ export interface components {
             saved_stars: number;
             saved_wards: number;
             tax_year: number;
-            tax_season: string | null;
+            tax_season: ("spring" | "summer" | "fall" | "winter") | null;
+            /** @description a trade's id, "" for none */
             merchant: string;
         };
         /**
@@ -4878,6 +4950,7 @@ export interface components {
          * @description The whole game: one owner's colony on a rows x columns grid.
          */
         SectorsColonyState: {
+            /** @description the player whose colony it is */
             owner: string;
             rows: number;
             columns: number;
@@ -4893,10 +4966,11 @@ export interface components {
          * @description An explored sector. Unexplored sectors have no record at all, so their type cannot leak.
          */
         SectorsSector: {
-            type: string;
+            /** @enum {string} */
+            type: "mountain" | "prairie" | "forest";
             population: number;
             /** @default [] */
-            buildings?: string[];
+            buildings?: ("farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory")[];
             /** @default null */
             last_starved?: number | null;
         };
@@ -4905,10 +4979,12 @@ export interface components {
          * @description What the colony's owner sees (game.SectorsDecider.view): every explored sector; unexplored ones as such.
          */
         SectorsSectorsView: {
+            /** @description the player whose colony it is */
             owner: string;
             rows: number;
             columns: number;
-            season: string;
+            /** @enum {unknown} */
+            season: "fall" | "spring" | "summer" | "winter";
             year: number;
             years: number;
             over: boolean;
@@ -4925,13 +5001,13 @@ export interface components {
             column: number;
             explored: boolean;
             /** @default null */
-            type?: string | null;
+            type?: ("mountain" | "prairie" | "forest") | null;
             /** @default null */
             population?: number | null;
             /** @default null */
             population_cap?: number | null;
             /** @default null */
-            buildings?: string[] | null;
+            buildings?: ("farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory")[] | null;
             /** @default null */
             building_limit?: number | null;
             /** @default null */

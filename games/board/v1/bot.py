@@ -18,7 +18,7 @@ def state_from_view(view: dict[str, Any]) -> BoardState:
         mountain_bonus=view["mountain_bonus"],
         extended_pool=False,  # the cards dealt are in the view; the pool they came from is not read
         missions=tuple(card["mission"] for card in view["missions"]),
-        board=tuple(tuple(row) for row in view["board"]),
+        board=tuple(tuple(cell or "" for cell in row) for row in view["board"]),  # the API shows "" as null
         deck=(current["number"],) if current else (),
         time=view["time"],
         over=view["over"],

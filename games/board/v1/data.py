@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
+
+from almanac.events.schema import free, one_of
 
 SIZE = 11
 """The map is SIZE x SIZE cells; rows and columns are numbered 0 .. SIZE - 1 in commands, events and state."""
@@ -77,3 +81,15 @@ EXTENDED_MISSIONS: tuple[str, ...] = (
     "odd_numbered_silos",
     "rich_countryside",
 )
+
+
+# The words the board's states, events and views hold, for the API documents (events/schema.py): from the lists
+# above, so a terrain, season or mission added there is in the schema the same day.
+Cell = Annotated[str, one_of((EMPTY, MOUNTAIN, *TERRAINS), '"" is an empty cell')]
+Terrain = Annotated[str, one_of(TERRAINS)]
+# a filled cell as the API's view shows it (an empty one is null there)
+Filled = Annotated[str, one_of((MOUNTAIN, *TERRAINS))]
+SeasonName = Annotated[str, one_of(SEASON_NAMES)]
+CardLetter = Annotated[str, one_of(CARD_LETTERS)]
+MissionKey = Annotated[str, one_of((*BASE_MISSIONS, *EXTENDED_MISSIONS))]
+Player = Annotated[str, free("the player whose map it is")]

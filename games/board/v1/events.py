@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import msgspec
 
+from almanac.games.board.v1.data import CardLetter, MissionKey, SeasonName
+
 
 class MissionScore(msgspec.Struct, frozen=True, kw_only=True):
     """The points one mission card (by letter A-D and key) gave at one season's end."""
 
-    card: str
-    mission: str
+    card: CardLetter
+    mission: MissionKey
     points: int
 
 
@@ -39,7 +41,7 @@ class SeasonEnded(msgspec.Struct, frozen=True, kw_only=True, tag="board.season_e
     """A season ended: its two missions scored on the board as it stood, plus the mountain bonus if on."""
 
     season: int
-    name: str
+    name: SeasonName
     time: int
     missions: tuple[MissionScore, ...]
     mountain_bonus: int = 0

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import msgspec
 
 from almanac.events.manifest import BenchScenario, Dice, RuleSet
+from almanac.events.schema import free
 from almanac.games.board.v1 import seats
+from almanac.games.board.v1.data import CardLetter, Filled, MissionKey, Player, SeasonName, Terrain
 from almanac.games.board.v1.game import DECIDER
 from almanac.games.board.v1.policy import choose_command
 
 
 def policy(state: object, player: str, dice: Dice, now_ms: int) -> object:
     return choose_command(state, player, dice)  # type: ignore[arg-type]
+
+
+ShapeRow = Annotated[str, free("a row of the element's shape: 1 filled, 0 empty", pattern="^[01]+$")]
+Words = Annotated[str, free("text a person reads: the mission card's")]
 
 
 class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -21,44 +29,44 @@ class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 class CurrentElement(_View):
     number: int
     time: int
-    terrain: str
-    shape: list[str]  # rows of 0 and 1
+    terrain: Terrain
+    shape: list[ShapeRow]  # rows of 0 and 1
 
 
 class MissionCard(_View):
-    card: str
-    mission: str
-    title: str
-    text: str
-    scored_in: list[str]
+    card: CardLetter
+    mission: MissionKey
+    title: Words
+    text: Words
+    scored_in: list[SeasonName]
 
 
 class SeasonScore(_View):
-    season: str
-    missions: dict[str, int]
+    season: SeasonName
+    missions: dict[CardLetter, int]
     mountain_bonus: int
     total: int
 
 
 class MissionPoints(_View):
-    mission: str
+    mission: MissionKey
     points: int
 
 
 class ScoreTable(_View):
     total: int
     per_season: list[SeasonScore]
-    per_mission: dict[str, MissionPoints]
+    per_mission: dict[CardLetter, MissionPoints]
 
 
 class BoardView(_View):
     """What the player sees of a board game (game.BoardDecider.view): the map, time, the current element only."""
 
-    player: str
-    board: list[list[str]]
+    player: Player | None  # None: the public's view, nobody's seat
+    board: list[list[Filled | None]]  # None: an empty cell
     time: int
     time_remaining: int
-    season: str | None
+    season: SeasonName | None
     season_time_remaining: int
     current_element: CurrentElement | None
     missions: list[MissionCard]
@@ -77,7 +85,14 @@ class BoardResources(_View):
     shuffles: int
     total: int
     per_season: list[SeasonScore]
-    per_mission: dict[str, MissionPoints]
+    per_mission: dict[CardLetter, MissionPoints]
+
+
+def shown_view(view: dict[str, Any]) -> dict[str, Any]:
+    """The board's view as the API shows it (``RuleSet.present_view``): its "" for nothing as null, an empty cell
+    and nobody's view (the public's) alike. The rules' own view (game.BoardDecider.view) keeps its ""."""
+    return {**view, "player": view["player"] or None,
+            "board": [[cell or None for cell in row] for row in view["board"]]}
 
 
 MANIFEST = RuleSet(
@@ -91,6 +106,7 @@ MANIFEST = RuleSet(
     rulebook="docs/rules/board.md",
     examples=("examples/board.jsonl",),
     view_type=BoardView,
+    present_view=shown_view,
     resources_type=BoardResources,
     demo_moves=40,
     # Board rooms of one public challenge deal the same cards, so the demo's players' scores compare.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 
 from almanac.events.manifest import Name
-from almanac.games.board.v1.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE
+from almanac.games.board.v1.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE, Cell, MissionKey, Player
 from almanac.games.board.v1.events import SeasonEnded
 
-Board = tuple[tuple[str, ...], ...]
+Board = tuple[tuple[Cell, ...], ...]
 """SIZE rows of SIZE terrain names; ``""`` is an empty cell, ``"mountain"`` a printed mountain."""
 
 STARTING_BOARD: Board = tuple(
@@ -38,10 +38,10 @@ class BoardSetup(msgspec.Struct, frozen=True, kw_only=True):
 class BoardState(msgspec.Struct, frozen=True, kw_only=True):
     """One player's map. ``deck`` is the draw pile, the current element first; it is never shown."""
 
-    player: str
+    player: Player
     mountain_bonus: bool
     extended_pool: bool
-    missions: tuple[str, ...]
+    missions: tuple[MissionKey, ...]
     board: Board
     deck: tuple[int, ...]
     time: int = 0

@@ -21,7 +21,7 @@ def _city(shown: dict[str, Any]) -> City:
     season = shown.get("tax_season")
     return City(
         name=shown["name"],
-        owner=shown["owner"],
+        owner=shown["owner"] or "",  # the API shows "nothing" as null, the rules' view as ""
         population=shown["population"],
         stock=full_stock(shown.get("stock", {})),
         hit_points=shown["hit_points"],
@@ -30,23 +30,24 @@ def _city(shown: dict[str, Any]) -> City:
         saved_stars=shown.get("saved_stars", 0),
         saved_wards=shown.get("saved_wards", 0),
         destroyed=shown["destroyed"],
-        controller=shown["controller"],
+        controller=shown["controller"] or "",
         tax_year=shown.get("tax_year", 0),
         tax_season=data.SEASONS.index(season) if season else -1,
         immune_until=shown["immune_until_season"],
         # another city's merchant is known to be away, not which trade he is on
-        merchant=shown.get("merchant", "away" if shown["merchant_away"] else ""),
+        merchant=shown.get("merchant", "away" if shown["merchant_away"] else "") or "",
     )
 
 
 def _merchant(shown: dict[str, Any]) -> Merchant:
     if "load" not in shown:  # not a party: who went where, nothing else
         return Merchant(trade_id=shown["trade_id"], home=shown["home"], host=shown["host"], load={})
-    return Merchant(**{**shown, "agreed": tuple(shown.get("agreed", ()))})
+    return Merchant(**{**shown, "agreed": tuple(shown.get("agreed", ())), "buy": shown.get("buy") or "",
+                       "want": shown.get("want") or ""})
 
 
 def state_from_view(view: dict[str, Any]) -> RealmState:
-    player = view["player"]
+    player = view["player"] or ""
     cities = {name: _city(shown) for name, shown in view["cities"].items()}
     return RealmState(
         players=tuple(city.owner for city in cities.values() if city.owner),
@@ -62,7 +63,8 @@ def state_from_view(view: dict[str, Any]) -> RealmState:
         season_started_ms=view["season_started_ms"],
         turn_ended=tuple(view["turn_ended"]),
         merchants={shown["trade_id"]: _merchant(shown) for shown in view["merchants"]},
-        ledger=tuple(LedgerEntry(**row) for row in view["ledger"]),
+        ledger=tuple(LedgerEntry(**{**row, "home": row.get("home") or "", "host": row.get("host") or ""})
+                     for row in view["ledger"]),
         over=view["over"],
     )
 

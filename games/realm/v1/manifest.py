@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -16,10 +16,23 @@ from almanac.events.manifest import (
     event_tag,
     to_builtins,
 )
+from almanac.events.schema import one_of
 from almanac.games.realm.v1 import audit, data, events as realm_events, seats
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
-from almanac.games.realm.v1.state import Army, LedgerEntry, Merchant
+from almanac.games.realm.v1.state import (
+    Army,
+    CityName,
+    CityOrNone,
+    Equipment,
+    LedgerEntry,
+    Merchant,
+    Owner,
+    Player,
+    Resource,
+    TradeId,
+    TradeOrNone,
+)
 
 BENCH_PLAYERS = ("alice", "bob", "carol")
 
@@ -50,6 +63,20 @@ def ledger_rows(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
     ]
 
 
+def shown_view(view: dict[str, Any]) -> dict[str, Any]:
+    """The realm's view as the API shows it (``RuleSet.present_view``): its "" for nothing as null, so a client
+    reads absence one way: nobody's view (the public's), a village's owner, no controller, no merchant away, terms
+    not named, a ledger row's party not recorded. The rules' own view (game.RealmDecider.view) keeps its ""."""
+
+    def nothing(record: dict[str, Any], *fields: str) -> dict[str, Any]:
+        return {**record, **{name: None for name in fields if record.get(name) == ""}}
+
+    return {**nothing(view, "player"),
+            "cities": {name: nothing(city, "owner", "controller", "merchant") for name, city in view["cities"].items()},
+            "merchants": [nothing(merchant, "buy", "want") for merchant in view["merchants"]],
+            "ledger": [nothing(row, "home", "host") for row in view["ledger"]]}
+
+
 def notices(event: Any) -> list[tuple[str, str | None]]:
     """Webhook notices: a new season is every city's turn; an offer is news to the city it is made to."""
     if isinstance(event, realm_events.SeasonEnded):
@@ -59,71 +86,75 @@ def notices(event: Any) -> list[tuple[str, str | None]]:
     return []
 
 
+Season = Annotated[str, one_of(data.SEASONS)]
+
+
 class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
 class ArmyView(_View):
     soldiers: int
-    equipment: str
+    equipment: Equipment
     damage: int | None = None  # own (and taxed) cities only
 
 
 class CityView(_View):
     """A city as the player sees it: their own (and the cities they tax) in full, the others without storage."""
 
-    name: str
-    owner: str
+    name: CityName
+    owner: Player | None  # None: an NPC village
     population: int
     hit_points: int
     army: ArmyView | None
     destroyed: bool
-    controller: str
+    controller: CityName | None
     immune_until_season: int
     merchant_away: bool
-    stock: dict[str, int] | None = None  # the rest: own and taxed cities only
+    stock: dict[Resource, int] | None = None  # the rest: own and taxed cities only
     saved_stars: int | None = None
     saved_wards: int | None = None
     tax_year: int | None = None
-    tax_season: str | None = None
-    merchant: str | None = None
+    tax_season: Season | None = None
+    merchant: TradeId | None = None  # None: at home, or not shown
 
 
 class MerchantView(_View):
     """A merchant on the road: in full to the trade's parties, only who went where to the others."""
 
-    trade_id: str
-    home: str
-    host: str
-    load: dict[str, int] | None = None
-    buy: str | None = None
-    want: str | None = None
+    trade_id: TradeId
+    home: CityName
+    host: CityName
+    load: dict[Resource, int] | None = None
+    buy: Resource | None = None  # None: not named (yet), or not shown
+    want: Resource | None = None
     dice: int | None = None
-    agreed: list[str] | None = None
+    agreed: list[CityName] | None = None
     rounds: int | None = None
 
 
 # A row of the trade ledger as shown: the state's entry, held to the views' strictness (no docstring: it would
 # become the schema's description and change the published OpenAPI).
 class LedgerRow(LedgerEntry, forbid_unknown_fields=True):
-    pass
+    home: CityName | None = None
+    host: CityName | None = None
 
 
 class RealmView(_View):
     """What a player sees of the realm (game.RealmDecider.view)."""
 
-    player: str
-    season: str
+    player: Player | None  # None: the public's view, nobody's seat
+    season: Season
     year: int
     season_index: int
     season_started_ms: int
     season_timeout_ms: int
     actions_left: int
-    turn_ended: list[str]
-    cities: dict[str, CityView]
+    turn_ended: list[Player]
+    cities: dict[CityName, CityView]
     merchants: list[MerchantView]
     ledger: list[LedgerRow]
-    scores: dict[str, int]
+    scores: dict[Player, int]
     own_score: int | None
     over: bool
 
@@ -131,29 +162,29 @@ class RealmView(_View):
 class CityHoldings(_View):
     """A city in full, as the auditors' resources show it (game.city_full): the public part and its storage."""
 
-    name: str
-    owner: str
+    name: CityName
+    owner: Owner
     population: int
     hit_points: int
     army: Army | None
     destroyed: bool
-    controller: str
+    controller: CityOrNone
     immune_until_season: int
     merchant_away: bool
-    stock: dict[str, int]
+    stock: dict[Resource, int]
     saved_stars: int
     saved_wards: int
     tax_year: int
-    tax_season: str | None
-    merchant: str
+    tax_season: Season | None
+    merchant: TradeOrNone
 
 
 class RealmResources(_View):
     """Every city's holdings, the merchants on the road and the trade ledger (game.RealmDecider.resources)."""
 
-    season: str
+    season: Season
     year: int
-    cities: dict[str, CityHoldings]
+    cities: dict[CityName, CityHoldings]
     merchants: list[Merchant]
     ledger: list[LedgerEntry]
 
@@ -234,6 +265,7 @@ MANIFEST = RuleSet(
     rulebook="docs/rules/realm.md",
     examples=("examples/realm.jsonl",),
     view_type=RealmView,
+    present_view=shown_view,
     resources_type=RealmResources,
     notices=notices,
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.

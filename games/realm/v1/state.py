@@ -7,7 +7,20 @@ from typing import Annotated
 import msgspec
 
 from almanac.events.manifest import Amount, Key, Name
+from almanac.events.schema import free, one_of
 from almanac.games.realm.v1 import data
+
+# The words a state holds, for the API documents (events/schema.py): enums from the data, or free on purpose.
+Resource = Annotated[str, one_of(data.RESOURCES)]
+Equipment = Annotated[str, one_of(data.TIERS)]
+# an offer's terms: "" where none is named (yet)
+Terms = Annotated[str, one_of(("", *data.RESOURCES), '"" when none is named')]
+Player = Annotated[str, free("a player's name")]
+CityName = Annotated[str, free("a city's name: its player's, or a village's")]
+Owner = Annotated[str, free('the player who owns the city, "" for an NPC village')]
+CityOrNone = Annotated[str, free('a city\'s name, "" for none')]
+TradeId = Annotated[str, free("a trade's id")]
+TradeOrNone = Annotated[str, free('a trade\'s id, "" for none')]
 
 
 class RealmOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -41,56 +54,56 @@ class RealmSetup(msgspec.Struct, frozen=True, kw_only=True):
 
 class Army(msgspec.Struct, frozen=True, kw_only=True):
     soldiers: int
-    equipment: str = "none"
+    equipment: Equipment = "none"
     damage: int = 0  # each point takes one die from the army's rolls; 1,000 herbs cure one
 
 
 class City(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    owner: str  # the player id, or "" for an NPC village
+    name: CityName
+    owner: Owner  # the player id, or "" for an NPC village
     population: int
-    stock: dict[str, int]  # every resource, in data.RESOURCES order
+    stock: dict[Resource, int]  # every resource, in data.RESOURCES order
     hit_points: int
     army: Army | None = None
     saved_stars: int = 0  # from moons in mining
     saved_wards: int = 0  # from moons in food rolls, each cancels one skull later
     destroyed: bool = False
-    controller: str = ""  # the city that took it and taxes it
+    controller: CityOrNone = ""  # the city that took it and taxes it
     tax_year: int = 0  # the year the controller chose a tax season for
     tax_season: int = -1
     immune_until: int = 0  # first season index in which it can be attacked again
     attacked_season: int = -1  # the last season it was raided or besieged ("under attack")
-    attacked_by: str = ""
-    merchant: str = ""  # the trade id of its merchant on the road, if any
+    attacked_by: CityOrNone = ""
+    merchant: TradeOrNone = ""  # the trade id of its merchant on the road, if any
 
 
 class Merchant(msgspec.Struct, frozen=True, kw_only=True):
-    trade_id: str
-    home: str
-    host: str
-    load: dict[str, int]
-    buy: str = ""
-    want: str = ""
+    trade_id: TradeId
+    home: CityName
+    host: CityName
+    load: dict[Resource, int]
+    buy: Terms = ""
+    want: Terms = ""
     dice: int = 1
-    agreed: tuple[str, ...] = ()  # cities that agreed to the terms on the table
+    agreed: tuple[CityName, ...] = ()  # cities that agreed to the terms on the table
     rounds: int = 0
 
 
 class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
-    trade_id: str
+    trade_id: TradeId
     round: int
-    source: str
-    target: str
-    resource: str
+    source: CityName
+    target: CityName
+    resource: Resource
     amount: int
     phantom: bool
-    home: str = ""  # the trade's parties: the merchant's home city and his host
-    host: str = ""
+    home: CityOrNone = ""  # the trade's parties: the merchant's home city and his host
+    host: CityOrNone = ""
 
 
 class RealmState(msgspec.Struct, frozen=True, kw_only=True):
-    players: tuple[str, ...]
-    cities: dict[str, City]  # player cities in seat order, then villages
+    players: tuple[Player, ...]
+    cities: dict[CityName, City]  # player cities in seat order, then villages
     actions_per_season: int
     years: int
     season_timeout_ms: int
@@ -98,9 +111,9 @@ class RealmState(msgspec.Struct, frozen=True, kw_only=True):
     starting_hit_points: int
     season_index: int = 0  # 0 = spring of year 1
     season_started_ms: int = 0
-    actions_used: dict[str, int] = {}
-    turn_ended: tuple[str, ...] = ()
-    merchants: dict[str, Merchant] = {}
+    actions_used: dict[Player, int] = {}
+    turn_ended: tuple[Player, ...] = ()
+    merchants: dict[TradeId, Merchant] = {}
     ledger: tuple[LedgerEntry, ...] = ()
     over: bool = False
 

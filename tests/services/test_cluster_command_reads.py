@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from almanac.storage.standing_reads import StandingReads
+from almanac.storage.cluster_command_reads import StandingReads
 
 GROUP = "engine"
 CONSUMER = "c1"

@@ -20,7 +20,7 @@ from almanac.events.shown import Shown
 from almanac.projections.read import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
-from almanac.services.bus import RateLimit, count as count_request
+from almanac.services.bus import RateLimit, count as count_request, internal_command_id  # noqa: F401 - re-exported
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.shard_engine import Engine, NotDecidedHere
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
@@ -44,12 +44,6 @@ VERIFIED_TOKENS = 10_000
 RESEND_LOOKUPS_MAX = 64
 
 log = get_logger("almanac.gateway")
-
-
-def internal_command_id(room: str, player: str, client_id: str) -> str:
-    # The store dedupes by command id per shard: scoping the client's id to room and player keeps two
-    # clients that both say "1" from receiving each other's outcome.
-    return f"{room}:{player}:{client_id}"
 
 
 new_command_id = UnguessableIds(24)  # as many hex digits as before

@@ -89,6 +89,8 @@ class Stack:
             "ALMANAC_HTTP_HOST": host,
             "ALMANAC_SECRET": secret,
             "ALMANAC_GATEWAY_ENGINE": "true" if self.settings.gateway_engine else "false",
+            # the bots process plays every bot seat through the stack's (first) gateway, by its public API
+            "ALMANAC_BOTS_GATEWAY_URL": self.url,
         }
         for service in self._services():
             copies = {"engine": self.engines, "gateway": self.gateways}.get(service, 1)
