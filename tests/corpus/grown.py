@@ -482,8 +482,21 @@ BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
         ),
     },
 }
+def board_time_out(game: Any) -> dict[str, Any]:
+    """The current turn's time out (the clock's command, sent by the map's owner once the turn is due)."""
+    return {"kind": "time_out", "turn": game.placed + game.skipped + game.timed_out}
+
+
 VERSION_BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
     "board@2": {
+        # the owner misses turns (their time outs come when due): deadline_missed, then the seat goes to a bot
+        # after two; a room with a bot policy and no turn limit names no deadline
+        "2-missed": (
+            Script(options={"turn_limit_s": 10}, create={"bot_after_missed": 2}, moves=(
+                ("alice", BOT, 1_000), ("alice", board_time_out, 20_000), ("alice", BOT, 1_000),
+                ("alice", board_time_out, 20_000), ("alice", board_time_out, 20_000), *bots("alice", 4))),
+            Script(create={"bot_after_missed": 1}, moves=bots("alice", 4)),
+        ),
         "1-deadlines": (
             # a room that hands a seat to a bot after one missed deadline: the room asks the rules' deadlines
             # (seats.py) after every accepted command; turns of ten seconds on clocks of minutes time out
