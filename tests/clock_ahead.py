@@ -1,6 +1,6 @@
 """A gateway that stamps commands ALMANAC_TEST_CLOCK_AHEAD_MS later than the host's clock: days pass in a moment.
 
-A claim is proved up no sooner than 48 hours after it was staked (docs/rules/claim.md), and the rules read time
+A claim is proved up no sooner than 48 hours after it was staked (games/claim/RULES.md), and the rules read time
 only from the server time the gateway stamps on each command (``api_rooms._submit``). So that a client can play a
 claim to its end in a test, the claim is staked through an ordinary gateway and played on through one started
 with ``Stack.start_gateway(preload="clock_ahead", ALMANAC_TEST_CLOCK_AHEAD_MS=...)``: the same code, its command

@@ -6,7 +6,7 @@ from typing import Any
 
 from almanac.client import Client
 
-# The smallest whole game each built-in rule-set allows (docs/rules/*.md): realm and sectors for one year (realm
+# The smallest whole game each built-in rule-set allows (games/*/RULES.md): realm and sectors for one year (realm
 # with two cities: a season ends once both have ended their turn), board and claim as they come.
 GAMES: dict[str, dict[str, Any]] = {
     "board": {},
@@ -14,7 +14,7 @@ GAMES: dict[str, dict[str, Any]] = {
     "realm": {"players": ["alice", "bob"], "years": 1},
     "sectors": {"years": 1},
 }
-# A claim is proved up no sooner than 48 h after its staking (docs/rules/claim.md): its owner plays on through a
+# A claim is proved up no sooner than 48 h after its staking (games/claim/RULES.md): its owner plays on through a
 # gateway whose command stamps read 49 h ahead (tests/clock_ahead.py).
 CLAIM_AHEAD_MS = 49 * 3_600_000
 # Rounds the claim's owner plays on the day she stakes it, before the two days pass.

@@ -81,7 +81,7 @@ class ParcelView(_View):
     meadow: bool
     road: bool
     species: SpeciesKey | None
-    planted_ms: float | None  # the seeding draws it as an IEEE double (docs/rules/claim.md)
+    planted_ms: float | None  # the seeding draws it as an IEEE double (games/claim/RULES.md)
     building: BuildingKey | None
     crop_ripe_ms: int | None
     adjusted_hours: Hours | None = None  # these four when a stand grows there
@@ -175,7 +175,7 @@ MANIFEST = RuleSet(
         ),
     ),
     console_picture="almanac.games.claim:picture.js",
-    rulebook="docs/rules/claim.md",
+    rulebook="games/claim/RULES.md",
     examples=("examples/claim.jsonl",),
     # The words the rules accept (rules.py refuses others with these as ``allowed``): enums in the API.
     allowed_values={"replant.species": tuple(data.SPECIES), "build.building": tuple(data.BUILDINGS)},

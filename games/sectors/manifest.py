@@ -121,7 +121,7 @@ MANIFEST = RuleSet(
         policy=end_seasons,
     ),
     console_picture="almanac.games.sectors:picture.js",
-    rulebook="docs/rules/sectors.md",
+    rulebook="games/sectors/RULES.md",
     examples=("examples/sectors.jsonl",),
     # The buildings the rules know (rules.py refuses others with these as ``allowed``): enums in the API.
     allowed_values={"build.building": tuple(data.BUILDING_NAMES), "demolish.building": tuple(data.BUILDING_NAMES)},

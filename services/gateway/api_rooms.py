@@ -28,6 +28,7 @@ from almanac.services.gateway.gateway import (
     bearer,
     client_address,
     internal_command_id,
+    may_resend,
     new_command_id,
     now_ms,
 )
@@ -667,17 +668,23 @@ async def submit_command(request: Request, room: str = RoomId) -> Response:
 
 
 async def run_command(gw: Gateway, room: str, token: str | None, raw_body: bytes,
-                      idempotency_key: str | None, address: str | None = None) -> Response:
+                      idempotency_key: str | None, address: str | None = None, admitted: bool = False) -> Response:
     """The one function that answers a command (http_app.command_answer calls it for GatewayApp, which answers
     every command; the route above documents it).
-    ``address``: the client's (``client_address``), for its fair share of the in-flight limit."""
-    if gw.overload_reason(address) is not None:
-        # Admission would refuse, but this may be the resend of a command already decided (through any gateway,
-        # before any restart): its stored outcome is the answer (a 503 would hide it until a later resend).
-        stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
-        if stored is not None:
-            return stored
-    with gw.command_slot(address=address):  # before any parsing: a refusal must cost next to nothing
+    ``address``: the client's (``client_address``), for its fair share of the in-flight limit. ``admitted``: the
+    caller asked ``Gateway.command_refusal`` and was let in; otherwise admission is decided here, once."""
+    if not admitted:
+        reason = gw.overload_reason(address)  # the same decision GatewayApp and the guard ask (command_refusal)
+        if reason is not None:
+            if may_resend(raw_body, idempotency_key is not None):
+                # Admission refuses, but this may be the resend of a command already decided (through any gateway,
+                # before any restart): its stored outcome is the answer (a 503 would hide it until a later resend).
+                # The one refusal not answered at once: it waits for that read.
+                stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
+                if stored is not None:
+                    return stored
+            raise gw.refused_command(reason)
+    with gw.command_slot(address=address, admitted=True):  # before any parsing: a refusal must cost next to nothing
         return await _admitted_command(gw, room, token, raw_body, idempotency_key)
 
 

@@ -17,7 +17,7 @@ end (and reads nothing) grew a gateway by ~90 MB/s. The guard bounds each (issue
 Past capacity it also sheds (counting the client's address for its fair share of the in-flight limit,
 ``overload.FairShare``, as the route does): a read made of whole ``POST /rooms/{room}/commands`` requests (one, as clients send
 them) that arrives while nothing else of its connection is being answered, names no command id (none in its
-body, no Idempotency-Key) and finds the gateway refusing new commands (``Gateway.overload_reason``) is answered
+body, no Idempotency-Key) and is refused by ``Gateway.command_refusal`` (the rule every place that refuses commands applies) is answered
 503 ``overloaded`` here, in one write of bytes encoded once, and never handed on: no ASGI cycle, task, middleware
 or second parse. A refusal through the ASGI path cost the gateway about as much as a quarter of a served command,
 so that at three times its capacity the refusals took the core from the commands it had accepted (issue 28,
@@ -270,12 +270,12 @@ class GuardedConnection(asyncio.Protocol):
         self.head_bytes += len(url)
 
     def _refusal(self) -> bytes | None:
-        """The 503's bytes when the gateway refuses new commands now and the body names no command id (a
-        substring test, never false for a body that names one); None: hand the request on."""
-        if b"command_id" in self.body:
-            return None
+        """The 503's bytes when the gateway refuses this command now (``Gateway.command_refusal``, the rule
+        ``GatewayApp`` applies to a request handed on: a request that may resend a decided command is never refused
+        here); None: hand the request on (``GatewayApp`` asks again when it gets there: the guard cannot hand its
+        answer through uvicorn's parser, and the same rule, asked later, can only see a fresher state)."""
         gateway = self.app_state.gateway
-        reason = gateway.overload_reason(self._client())
+        reason = gateway.command_refusal(self._client(), self.body, False)  # no Idempotency-Key: _sheddable_head
         if reason is None:
             return None
         head, body = _overloaded_answer(reason)

@@ -66,6 +66,14 @@ def scope_address(scope: Any) -> str:
     return address_key(client[0]) if client else "unknown"
 
 
+def may_resend(body: bytes | None, idempotency_key: bool) -> bool:
+    """Whether a command request may resend a command already decided, so that its stored outcome, not a 503, may be
+    its answer: it has an Idempotency-Key, or its body names a command id (a substring test, never false for a body
+    that names one), or its body is not read yet (a client waiting for "100 Continue": refused before its body, a
+    resend would get 503 and never its outcome)."""
+    return idempotency_key or body is None or b"command_id" in body
+
+
 @functools.lru_cache(maxsize=4_096)  # asked for every command (its fair share): parsed once per address
 def address_key(host: str) -> str:
     """One client's key for the per-address limits: an IPv4 address as it is, an IPv6 address as its /64
@@ -260,9 +268,14 @@ class Gateway:
         return json_response({**body, "checkpoint": checkpoint}, status, headers)
 
     def overload_reason(self, address: str | None = None) -> str | None:
-        """Why a new command cannot start now (None: it can). Cheap: asked for every command before its body is
-        parsed (``api_rooms.run_command``). With the client's ``address`` (``address_key``) also its fair share
-        (``overload.FairShare``), and a refusal counts it as waiting for a slot."""
+        """Why a new command cannot start now (None: it can): the one admission decision, whose refusal is 503
+        ``overloaded`` with Retry-After (``errors.overloaded``). Cheap: asked before a command is parsed. With the
+        client's ``address`` (``address_key``) also its fair share (``overload.FairShare``), and a refusal counts it
+        as waiting for a slot.
+
+        Every place that may refuse a command asks this, and decides nothing else: the connection guard and
+        ``GatewayApp`` through ``command_refusal`` (before parsing), ``api_rooms.run_command`` when they did not
+        admit the request (a possible resend, or the FastAPI route), and ``command_slot`` for the other submits."""
         now = time.monotonic()
         reason = self.admission.refusal(self.inflight, now)
         if address is None:
@@ -273,15 +286,33 @@ class Gateway:
             self.fair.refused(address, now)
         return reason
 
+    def command_refusal(self, address: str | None, body: bytes | None, idempotency_key: bool) -> str | None:
+        """Whether a command request is refused as overloaded before it is parsed: admission's reason, or None (admit,
+        or leave the decision to ``api_rooms.run_command``). The one rule for every place that can refuse a command
+        first: the connection guard (from the bytes, CORS off), ``GatewayApp`` once the body is read, the route.
+
+        A request that may resend a decided command (``may_resend``) is not refused here: a resend must get its
+        stored outcome, never 503 (issue 28, item 18), so ``run_command`` asks admission itself and looks the
+        outcome up only when it refuses. That is a different decision, not a copy: a refusal that waits for a read."""
+        if may_resend(body, idempotency_key):
+            return None
+        return self.overload_reason(address)
+
+    def refused_command(self, reason: str) -> ApiError:
+        """The 503 ``overloaded`` for admission's ``reason``, counted (the commands' ``overloaded`` outcome)."""
+        self.metrics.commands.inc(outcome="overloaded", ruleset="")
+        return overloaded(reason)
+
     def refuse_if_overloaded(self, address: str | None = None) -> None:
-        """503 ``overloaded`` now when no command slot is free: a cheap check before a command is parsed."""
+        """503 ``overloaded`` now when no command slot is free: a cheap check before a request that submits is read
+        (creates, joins, ends: ``command_slot``)."""
         reason = self.overload_reason(address)
         if reason is not None:
-            self.metrics.commands.inc(outcome="overloaded", ruleset="")
-            raise overloaded(reason)
+            raise self.refused_command(reason)
 
     @contextlib.contextmanager
-    def command_slot(self, decided_resend: bool = False, address: str | None = None) -> Iterator[None]:
+    def command_slot(self, decided_resend: bool = False, address: str | None = None,
+                     admitted: bool = False) -> Iterator[None]:
         """Admission (503 ``overloaded`` now when no slot is free) and a slot in ``inflight`` held from there
         to the answer, the reads before the submit included (every route that submits, ``api_rooms``).
         Counting the submit alone let a burst of commands for rooms this process had not seen start one
@@ -290,8 +321,9 @@ class Gateway:
         wait to everyone's latency and collapse the stack past its capacity, while a refusal costs
         microseconds and tells the client when to come back. ``decided_resend``: the request resends a command
         whose outcome is stored (``decided``; a create or join, ``api_rooms``): admitted all the same, to be
-        answered that outcome. ``address``: the client's, whose slots its fair share counts (commands)."""
-        if not decided_resend:
+        answered that outcome. ``address``: the client's, whose slots its fair share counts (commands).
+        ``admitted``: admission was decided already (``api_rooms.run_command``), not asked twice."""
+        if not (decided_resend or admitted):
             self.refuse_if_overloaded(address)
         self.inflight += 1
         if address is not None:

@@ -50,7 +50,7 @@ from almanac.services.gateway.errors import (
     store_unavailable,
     unrepresentable,
 )
-from almanac.services.gateway.gateway import Gateway, scope_address
+from almanac.services.gateway.gateway import Gateway, may_resend, scope_address
 from almanac.services.gateway.schemas import (
     BODY_TYPES,
     CommandRequest,
@@ -294,22 +294,14 @@ class GatewayApp(FastAPI):
         status = 500
         try:
             declared = None
-            expecting = names_id = False
+            names_id = False
             for name, value in scope["headers"]:
                 if name == b"content-length":
                     declared = value
-                elif name == b"expect":
-                    expecting = value.lower() == b"100-continue"
                 elif name == b"idempotency-key":
                     names_id = True
             gw: Gateway | None = getattr(self.state, "gateway", None)
             address = scope_address(scope)
-            if expecting and not names_id and gw is not None and (reason := gw.overload_reason(address)) is not None:
-                # Refused before its body, which a client waiting for "100 Continue" may never send: the bytes
-                # that follow could be its body or its next request, so the connection is closed after the answer.
-                status = 503
-                await _refuse_overloaded(gw, send, reason, close=True)
-                return
             max_bytes = self.state.max_body_bytes
             if declared is not None and declared.isdigit() and int(declared) > max_bytes:
                 status = 413
@@ -327,15 +319,19 @@ class GatewayApp(FastAPI):
                     return
                 if not message.get("more_body", False):
                     break
-            if (not names_id and gw is not None and b"command_id" not in body
-                    and (reason := gw.overload_reason(address)) is not None):
-                # Past capacity most requests are refused: one that cannot resend a decided command (no id in its
-                # body, a substring test that is never false for a body that names one, nor an Idempotency-Key)
-                # is refused here, its answer encoded once (``_refuse_overloaded``), no parsing, token or task.
-                status = 503
-                await _refuse_overloaded(gw, send, reason)
-                return
-            status, headers, answer = await command_answer(self, room, scope["headers"], body, scope["path"], address)
+            # Admitted or refused once, here, by the rule every place that can refuse a command first uses
+            # (``Gateway.command_refusal``; a client waiting for "100 Continue" is told to continue and asked with its
+            # body, which may resend a decided command). Past capacity most requests are refused: their answer is
+            # encoded once (``_refuse_overloaded``), no parsing, token or task.
+            admitted = False
+            if gw is not None:
+                if (reason := gw.command_refusal(address, body, names_id)) is not None:
+                    status = 503
+                    await _refuse_overloaded(gw, send, reason)
+                    return
+                admitted = not may_resend(body, names_id)  # decided here: run_command does not ask again
+            status, headers, answer = await command_answer(self, room, scope["headers"], body, scope["path"], address,
+                                                           admitted)
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": answer})
         finally:
@@ -345,8 +341,10 @@ class GatewayApp(FastAPI):
 
 
 async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]], body: bytes,
-                         path: str, address: str | None = None) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+                         path: str, address: str | None = None, admitted: bool = False
+                         ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The answer to ``POST /rooms/{room}/commands`` once its body is read: status, raw headers, body.
+    ``admitted``: admission already let it in (``GatewayApp``), so ``run_command`` does not decide again.
 
     Refusals become their JSON error, a store failure 503, anything else unexpected propagates to the
     caller's 500 (``GatewayApp``'s boundary).
@@ -366,6 +364,7 @@ async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]]
             body,
             idempotency.decode("latin-1") if idempotency else None,
             address,
+            admitted,
         )
     except ApiError as error:
         return _error_answer(error)
@@ -379,18 +378,17 @@ async def command_answer(app: Any, room: str, headers: list[tuple[bytes, bytes]]
     return response.status_code, response.raw_headers, response.body
 
 
-_OVERLOADED: dict[tuple[str, bool], tuple[list[tuple[bytes, bytes]], bytes]] = {}
+_OVERLOADED: dict[str, tuple[list[tuple[bytes, bytes]], bytes]] = {}
 
 
-async def _refuse_overloaded(gateway: Gateway, send: Any, reason: str, close: bool = False) -> None:
+async def _refuse_overloaded(gateway: Gateway, send: Any, reason: str) -> None:
     """503 ``overloaded`` for ``reason`` (one of admission's two, constant for the process: encoded once)."""
     gateway.metrics.commands.inc(outcome="overloaded", ruleset="")
-    answer = _OVERLOADED.get((reason, close))
+    answer = _OVERLOADED.get(reason)
     if answer is None:
         refusal = overloaded(reason)
         body = _JSON.encode(refusal.body())
-        headers = json_headers(body, refusal.headers) + ([(b"connection", b"close")] if close else [])
-        answer = _OVERLOADED[(reason, close)] = (headers, body)
+        answer = _OVERLOADED[reason] = (json_headers(body, refusal.headers), body)
     await send({"type": "http.response.start", "status": 503, "headers": answer[0]})
     await send({"type": "http.response.body", "body": answer[1]})
 

@@ -9,7 +9,8 @@ The refusal is made by the command path before any parsing once the body shows n
 (``http_app.GatewayApp``, its answer encoded once): with the engine paused and the two slots held, a refused command and a
 request pipelined after it on the same connection are both answered, the refusal with its JSON, Retry-After
 and request id. A refused command that names its id is answered its stored outcome when it was decided,
-through this gateway or another (issue 28, item 18).
+through this gateway or another (issue 28, item 18), whichever way it came (a client waiting for "100 Continue"
+included: one admission rule for every place a command can be refused, issue 29, point 2).
 """
 
 from __future__ import annotations
@@ -270,29 +271,36 @@ def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals
                          + command(room, token, "behind-it"))
             in_order = await read_answers(reader, 2)
             writer.close()  # closing after a refusal: uvicorn's connection_lost runs on the refused cycle
-            # A refused command whose client waits for "100 Continue" before sending its body
+            # A refused command whose client waits for "100 Continue" before sending its body: told to continue (its
+            # body may resend a decided command, whose answer is its outcome), then refused, the connection kept
             reader, writer = await asyncio.open_connection(host, int(port))
             room, token = rooms[3]
             writer.write(command(room, token, "expecting", expect=True))
+            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            writer.write(body)
             expecting = await read_answers(reader, 1)
-            after = await asyncio.wait_for(reader.read(65536), 10)
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-ID: after-expect\r\n\r\n")
+            after = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             writer.close()
             await asyncio.sleep(0.3)
-            return in_order, expecting, after, await holding
+            return in_order, interim, expecting, after, await holding
 
     engine = stack.processes["engine"]
     engine.send_signal(signal.SIGSTOP)
     try:
-        in_order, expecting, after, held = asyncio.run(scenario())
+        in_order, interim, expecting, after, held = asyncio.run(scenario())
     finally:
         engine.send_signal(signal.SIGCONT)
     # Then the answers come in the order of the requests: the health check's, then the refusal
     (_, first_headers, _), (status, headers, payload) = http_answers(in_order, 2)
     assert first_headers["x-request-id"] == "first-in-line"
     assert status == 503 and headers["x-request-id"] == "behind-it" and json.loads(payload)["code"] == "overloaded"
-    # and a refusal to a client expecting "100 Continue" closes the connection (no body to tell apart)
-    ((status, headers, _),) = http_answers(expecting, 1)
-    assert status == 503 and headers.get("connection") == "close" and after == b""
+    # and a client expecting "100 Continue" is told to continue, refused once its body (no command id) is read, and
+    # its connection goes on
+    assert interim.startswith(b"HTTP/1.1 100 "), interim
+    ((status, headers, payload),) = http_answers(expecting, 1)
+    assert status == 503 and headers["x-request-id"] == "expecting" and json.loads(payload)["code"] == "overloaded"
+    assert after.startswith(b"HTTP/1.1 200 ") and b"after-expect" in after, after
     # and no connection closed after a refusal left a traceback in the gateway's log
     log = (stack.data_dir / "gateway.log").read_text(errors="replace")
     assert "Traceback" not in log and "message_event" not in log, log[-2000:]
@@ -337,6 +345,60 @@ def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_r
     assert refused.status_code == 503 and refused.json()["code"] == "overloaded", refused.text
     assert resent.status_code == 200, resent.text
     assert resent.json()["duplicate"] is True and resent.json()["command_id"] == "resent"
+    assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
+
+
+def test_a_resend_that_waits_for_100_continue_is_answered_its_outcome_as_any_resend(gateway_url,
+                                                                                     redis_url: str) -> None:
+    """Issue 29, point 2: one admission rule for a command wherever it is first refused. Given a command answered
+    202 and decided once the engine went on, when its client resends it while both in-flight slots are held, the
+    second time with "Expect: 100-continue" (as curl does for a larger body), then both resends are answered its
+    stored outcome (200, ``duplicate``): the answer does not depend on the path the request took (the old code
+    refused the one waiting for "100 Continue" before reading its body, 503 ``overloaded``, against item 18)."""
+    url, stack = gateway_url
+    (room, token), *holders = open_board_rooms(url, "resent-expect", MAX_INFLIGHT + 1)
+    engine = stack.processes["engine"]
+    move = {"command": {"kind": "place_element", "row": 5, "column": 5}, "command_id": "resent-expect"}
+    body = json.dumps(move).encode()
+    host, port = url.removeprefix("http://").split(":")
+
+    async def expecting_resend() -> bytes:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write((f"POST /rooms/{room}/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                      f"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n").encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        if head.startswith(b"HTTP/1.1 100 "):  # told to continue: the body follows
+            writer.write(body)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        writer.close()
+        return head
+
+    async def scenario() -> tuple[httpx.Response, httpx.Response, bytes, list[httpx.Response]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            def send(room: str, token: str, body: dict) -> Awaitable[httpx.Response]:
+                return client.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"}, json=body)
+
+            engine.send_signal(signal.SIGSTOP)
+            try:
+                first = await send(room, token, move)  # waits out the 3 s timeout: 202
+            finally:
+                engine.send_signal(signal.SIGCONT)
+            await _decided(redis_url, room, "p", move["command_id"])
+            engine.send_signal(signal.SIGSTOP)
+            try:
+                holding = asyncio.gather(*(send(r, t, {"command": move["command"]}) for r, t in holders))
+                await _slots_held(url)
+                resent = await send(room, token, move)
+                expecting = await expecting_resend()
+            finally:
+                engine.send_signal(signal.SIGCONT)
+            return first, resent, expecting, await holding
+
+    first, resent, expecting, held = asyncio.run(scenario())
+    assert first.status_code == 202, first.text
+    assert resent.status_code == 200 and resent.json()["duplicate"] is True, resent.text
+    assert expecting.startswith(b"HTTP/1.1 200 "), expecting
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
 
 

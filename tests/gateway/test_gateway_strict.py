@@ -164,7 +164,7 @@ def test_a_name_or_command_id_with_a_trailing_newline_is_refused(api: TestClient
 
 def test_a_parcel_typed_with_case_and_spaces_is_accepted_and_recorded_in_its_one_spelling(api: TestClient,
                                                                                             stack) -> None:
-    # Given a claim (docs/rules/claim.md: "case and spaces are forgiven" for parcel names)
+    # Given a claim (games/claim/RULES.md: "case and spaces are forgiven" for parcel names)
     created = api.post("/rooms", json={"ruleset": "claim", "player": "alice",
                                        "room": f"strict-c-{secrets.token_hex(3)}"})
     assert created.status_code == 201, created.text

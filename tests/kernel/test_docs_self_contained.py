@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "games").glob("*/RULES.md"))]
 # Where a path named in the docs may start: the repository's own folders and top-level files.
-TOP = ("client/", "clients/", "events/", "projections/", "services/", "tests/", "docs/", "examples/", "deploy/", ".ci/")
+TOP = ("client/", "clients/", "events/", "games/", "projections/", "services/", "tests/", "docs/", "examples/", "deploy/", ".ci/")
 TOP_FILES = ("README.md", "pyproject.toml")
 # Placeholders and patterns in a named path (`events/<name>/`, `tests/golden/*.json`) are not checked.
 PATTERN = re.compile(r"[<>*{}\[\]|$]")

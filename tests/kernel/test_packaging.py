@@ -58,8 +58,9 @@ def test_the_wheel_installs_into_a_clean_venv_under_the_almanac_name(tmp_path):
                 or "boardgameio" in name]
     assert {p.name for p in (site / "almanac").iterdir() if p.is_dir()} >= set(FOLDERS)
     assert not any((site / bare).exists() for bare in FOLDERS)
-    # package data travels too: a game's console picture and its versions' fingerprints
+    # package data travels too: a game's console picture, its rulebook (beside the game) and its versions' fingerprints
     assert (site / "almanac" / "games" / "board" / "picture.js").exists()
+    assert all((site / "almanac" / "games" / game / "RULES.md").exists() for game in ("board", "claim", "realm", "sectors"))
     assert (site / "almanac" / "games" / "realm" / "v2" / "fingerprints.toml").exists()
 
     # And the pure write model imports from there (msgspec is its only dependency: lent from this

@@ -1,4 +1,4 @@
-"""docs/rules/board.md agrees with the code: the deck, the cards in pool order, event fields (refusal codes:
+"""games/board/RULES.md agrees with the code: the deck, the cards in pool order, event fields (refusal codes:
 tests/rules/test_rulebooks.py, for every rulebook)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ EVENT_TYPES = game_module("board@1", "events").EVENT_TYPES
 MISSIONS = game_module("board@1", "missions").MISSIONS
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = (ROOT / "docs" / "rules" / "board.md").read_text()
+DOC = (ROOT / "games" / "board" / "RULES.md").read_text()
 
 
 def table_rows(first_cell: str) -> list[list[str]]:

@@ -14,7 +14,7 @@ from almanac.events import codec
 data = game_module("claim@1", "data")
 dollars = game_module("claim@1", "rules").dollars
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "rules" / "claim.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "games" / "claim" / "RULES.md").read_text()
 
 
 def _fraction_text(value: Fraction) -> str:

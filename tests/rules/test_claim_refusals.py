@@ -60,7 +60,7 @@ def test_a_proved_up_claim_refuses_everything() -> None:
     # The docs name the refusal the room gives first.
     [row] = [
         line
-        for line in (ROOT / "docs" / "rules" / "claim.md").read_text().splitlines()
+        for line in (ROOT / "games" / "claim" / "RULES.md").read_text().splitlines()
         if "`claim.proved_up`" in line
     ]
     assert "`room_ended`" in row and "game_over" not in row
@@ -278,7 +278,7 @@ def test_every_refusal_code_is_documented_and_tested() -> None:
     source = "".join((game_folder("claim@1") / name).read_text() for name in ("rules.py", "game.py"))
     codes = set(re.findall(r'"(claim\.[a-z_]+)"', source))
     assert len(codes) == 28
-    docs = (ROOT / "docs" / "rules" / "claim.md").read_text()
+    docs = (ROOT / "games" / "claim" / "RULES.md").read_text()
     tests = Path(__file__).read_text()
     assert {c for c in codes if f"`{c}`" not in docs} == set()
     assert {c for c in codes if f'"{c}"' not in tests} == set()

@@ -493,8 +493,8 @@ def test_the_view_resources_and_summaries_describe_the_colony():
 
 
 def doc_table_rows(first_cell: str) -> list[list[str]]:
-    """The cells of every row of docs/rules/sectors.md whose first cell starts with ``first_cell``."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "rules" / "sectors.md").read_text()
+    """The cells of every row of games/sectors/RULES.md whose first cell starts with ``first_cell``."""
+    text = (Path(__file__).resolve().parents[2] / "games" / "sectors" / "RULES.md").read_text()
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines()]
     return [row for row in rows if row[0].startswith(first_cell)]
 

@@ -22,7 +22,7 @@ def score(colony) -> int:
 
 
 def score_from_view(view: dict) -> int:
-    """The documented formula, read off what any player sees (docs/rules/sectors.md, "Scores")."""
+    """The documented formula, read off what any player sees (games/sectors/RULES.md, "Scores")."""
     cells = [cell for row in view["grid"] for cell in row if cell["explored"]]
     stock = view["stock"]
     return (
@@ -69,7 +69,7 @@ def test_the_demos_games_score_and_the_score_is_what_the_public_view_shows():
 
 
 def test_the_public_scores_are_what_the_rulebook_says_and_anyone_can_recount_them_from_a_view():
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "rules" / "sectors.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "games" / "sectors" / "RULES.md").read_text()
     public = " ".join(doc[doc.index("## What is public"):].split("\n## ")[0].split())
     # The rulebook: "the **public scores** (...) are the running score (`scores`, above)"
     assert re.search(r"the \*\*public scores\*\* \([^)]*\) are the running score \(`scores`", public), public

@@ -61,7 +61,7 @@ def test_production_example_newest_building_is_staffed_first_and_an_understaffed
     )
     # The example is played on a summer mountain instead: in summer a mountain neither grows nor
     # changes production, it eats from a stock that covers it, and mints may stand there, so every
-    # number of the example is the seed's (docs/rules/sectors.md, "Rulings").
+    # number of the example is the seed's (games/sectors/RULES.md, "Rulings").
     # Given 30 people, a sawmill (oldest) and a mint (newest), and 7 gold
     game = colony(
         {"row": 0, "column": 0, "type": "mountain", "population": 30, "buildings": ["sawmill", "mint"]},

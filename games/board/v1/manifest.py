@@ -103,7 +103,7 @@ MANIFEST = RuleSet(
     seat_bot=seats.seat_bot,  # the room decides with it: a rule, in seats.py, which the fingerprint covers
     bench=BenchScenario(description="complete solo games of the simple policy"),
     console_picture="almanac.games.board:picture.js",
-    rulebook="docs/rules/board.md",
+    rulebook="games/board/RULES.md",
     examples=("examples/board.jsonl",),
     view_type=BoardView,
     present_view=shown_view,

@@ -1,7 +1,7 @@
 """board@2's manifest: board@1's around board@2's Decider, with the turn limit's deadlines (seats.py) for the clock.
 
 board@2 adds an option the seed does not have, so it is opt-in by its full name, never the default
-(docs/rules/board.md, "Version 2"). Its fingerprint covers the whole board package: version 2 decides
+(games/board/RULES.md, "Version 2"). Its fingerprint covers the whole board package: version 2 decides
 with version 1's code wherever it does not override it.
 """
 

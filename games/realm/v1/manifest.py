@@ -262,7 +262,7 @@ MANIFEST = RuleSet(
     ),
     # One picture draws every version: the cities and holdings are the same shape in both.
     console_picture="almanac.games.realm:picture.js",
-    rulebook="docs/rules/realm.md",
+    rulebook="games/realm/RULES.md",
     examples=("examples/realm.jsonl",),
     view_type=RealmView,
     present_view=shown_view,

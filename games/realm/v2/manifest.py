@@ -1,7 +1,7 @@
 """realm@2's manifest: version 1's (bot, bench, trade ledger, trade audit) around version 2's Decider.
 
 realm@2 departs from the seed (a skull cancels one star), so it is opt-in by its full name, never the
-default (docs/design-rulings.md; docs/rules/realm.md, "Version 2"). Its fingerprint covers the whole
+default (docs/design-rulings.md; games/realm/RULES.md, "Version 2"). Its fingerprint covers the whole
 realm package: version 2 decides with version 1's code wherever it does not override it.
 """
 
