@@ -989,6 +989,8 @@ class Bots:
             token = await self._seat_token(room, seat, mine)
             if token is None:
                 return False
+        if not await self._still_ours(room, seat, mine, version):  # every round the room moved
+            return False
         player = self.api.seat(room, seat, token)
         seen = await player.view()  # GET /rooms/{room}/view as the seat: all the bot ever reads of the room
         if seen["ended"]:
