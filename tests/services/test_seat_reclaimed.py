@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
@@ -13,10 +14,13 @@ from bot_gateway import bots_for, served_gateway
 from engine_test_support import KEYS, EngineProcess
 from waiting import wait_for
 
-from almanac.services.bots import add_bot, bot_seats
+from almanac.services.bots import ATTEMPTS, add_bot, bot_command_id, bot_seats
+from almanac.services.bus import internal_command_id
 from almanac.services.clock import Clock
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.redis_store import RedisEventStore
+
+DELAY_MS = 300  # the room's bot delay: the seat handed later waits it too
 
 
 def bot_moves(envelopes: list, room: str, seat: str, after: int = 0) -> list:
@@ -35,7 +39,8 @@ async def keep_ticking(clock: Clock, room: str, stop: asyncio.Event) -> None:
 async def test_a_seat_handed_to_a_bot_for_a_missed_deadline_comes_back_with_its_seat_key(
         redis_client: aioredis.Redis, redis_url: str, tmp_path: Path) -> None:
     store = RedisEventStore(redis_client, shard_count=16)
-    engine = EngineProcess(redis_url, "reclaim-engine", tmp_path)
+    # the engine decides; the story's own clock sends the deadlines' timeouts, until it stops
+    engine = EngineProcess(redis_url, "reclaim-engine", tmp_path, ALMANAC_CLOCK="false")
     stop_clock, stop_bots = asyncio.Event(), asyncio.Event()
     try:
         async with served_gateway(redis_url) as gateway, httpx.AsyncClient(base_url=gateway.url) as http:
@@ -45,7 +50,7 @@ async def test_a_seat_handed_to_a_bot_for_a_missed_deadline_comes_back_with_its_
             created = await http.post("/rooms", json={
                 "ruleset": "realm", "player": "alice", "room": "reclaimed-realm", "bots": ["bob"],
                 "options": {"players": ["alice", "bob"], "season_timeout_ms": 1500, "years": 50},
-                "bot_after_missed": 1})
+                "bot_after_missed": 1, "bot_delay_ms": DELAY_MS})
             assert created.status_code == 201, created.text
             room, seat_key = "reclaimed-realm", created.json()["seat_key"]
             clock = Clock(redis_client, KEYS, store)
@@ -81,10 +86,21 @@ async def test_a_seat_handed_to_a_bot_for_a_missed_deadline_comes_back_with_its_
     # and from the reclaim on, no bot sent anything as alice: only she plays her seat
     envelopes = await store.read(room)
     assert bot_moves(envelopes, room, "alice", reclaimed_at) == []
+    # and the bot that played her seat meanwhile waited the room's delay before each of its moves
+    gaps = [e.server_time_ms - _seen(envelopes, room, e).server_time_ms for e in bot_moves(envelopes, room, "alice")]
+    assert gaps and min(gaps) >= DELAY_MS, gaps
     assert (room, "alice") not in await bot_seats(redis_client, KEYS, range(16))
     # and the room verifies: the reclaim re-decided from the log alone gives the same event
     report = await verify_room(store, room)
     assert report.ok, report
+
+
+def _seen(envelopes: list, room: str, move: Any) -> Any:
+    """The event a bot's command was decided after: its id names the version it saw (services/bots.py
+    ``bot_command_id``, scoped by the gateway)."""
+    return next(before for before in envelopes for attempt in range(ATTEMPTS)
+                if move.command_id == internal_command_id(room, move.player,
+                                                          bot_command_id(room, move.player, before.version, attempt)))
 
 
 async def _has(store: RedisEventStore, room: str, kind: str) -> bool:
