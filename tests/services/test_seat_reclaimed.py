@@ -9,15 +9,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import redis.asyncio as aioredis
 from bot_gateway import bots_for, served_gateway
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from engine_test_support import KEYS, EngineProcess
+from test_board_turn_limit import START_MS, At, record
+from test_missed_deadlines_to_bot import LIMIT_S, time_out_turn
 from waiting import wait_for
 
+from almanac.events.signing import join_bytes
+from almanac.events.step import replay
 from almanac.services.bots import ATTEMPTS, add_bot, bot_command_id, bot_seats
 from almanac.services.bus import internal_command_id
 from almanac.services.clock import Clock
 from almanac.services.forensics.verify import verify_room
+from almanac.services.room_service import RoomService
 from almanac.storage.redis_store import RedisEventStore
 
 DELAY_MS = 300  # the room's bot delay: the seat handed later waits it too
@@ -113,3 +121,36 @@ async def _bot_moved(store: RedisEventStore, room: str, seat: str) -> bool:
 
 async def _gone(client: aioredis.Redis, room: str, seat: str) -> bool:
     return (room, seat) not in await bot_seats(client, KEYS, range(16))
+
+
+async def test_a_signing_seat_taken_back_from_its_bot_needs_no_signature_and_verifies(
+        redis_client: aioredis.Redis) -> None:
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    # Given alice's board@2 room whose seat signs, handed to a bot after one missed turn
+    room = "signing-reclaimed"
+    key = Ed25519PrivateKey.generate()
+    public_key = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+    assert (await service.handle(record("c", {"kind": "create_room", "ruleset": "board@2", "bot_after_missed": 1,
+                                              "options": {"turn_limit_s": LIMIT_S}}, room))).accepted
+    joined = await service.handle(msgspec.structs.replace(
+        record("j", {"kind": "join_room", "public_key": public_key}, room),
+        signature=key.sign(join_bytes(room, "alice", public_key, None)).hex()))
+    assert joined.accepted, joined.error
+    now = At(START_MS)
+    await time_out_turn(Clock(redis_client, KEYS, store, now_ms=now), now, service, redis_client, room)
+    assert replay(await store.read(room)).bot_seats == ("alice",)
+    # When the gateway sends her reclaim_seat (her seat key opened it: no signature of hers), twice
+    first = await service.handle(record("reclaim-1", {"kind": "reclaim_seat"}, room, now.ms))
+    again = await service.handle(record("reclaim-2", {"kind": "reclaim_seat"}, room, now.ms))
+    # Then the first is taken unsigned and gives the seat back; the second, her seat no bot's now, is a signing
+    # seat's unsigned command like any other: refused unrecorded
+    assert first.accepted, first.error
+    assert [e.type for e in first.envelopes] == ["room.seat_reclaimed"]
+    assert replay(await store.read(room)).bot_seats == ()
+    assert (again.accepted, again.error["code"]) == (False, "signature_required")
+    assert await store.outcome(room, "reclaim-2") is None
+    # and verify re-decides the room from the log: the reclaim is named, nothing forged
+    report = await verify_room(store, room)
+    assert report.ok, report.divergence
+    assert any("taken back from their bots" in note for note in report.notes), report.notes
