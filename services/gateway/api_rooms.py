@@ -563,7 +563,7 @@ def _seats_at_create(decider: Any, options: dict[str, Any], creator: str) -> tup
     ctx = Context(room="", player=creator, now_ms=now_ms(), version=1, dice=Dice(secrets.token_bytes(32), "", 1))
     try:
         return tuple(decider.seats(decider.initial_state(decider.setup(convert_options(decider, options), ctx))))
-    except RuleError:
+    except (RuleError, ValueError, msgspec.ValidationError):
         return ()  # options the room itself refuses: its create answers why
 
 
