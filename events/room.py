@@ -120,7 +120,16 @@ class HandToBot(msgspec.Struct, frozen=True, kw_only=True, tag="hand_to_bot", ta
     """
 
 
-ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom, RevealNonce, HandToBot)
+class ReclaimSeat(msgspec.Struct, frozen=True, kw_only=True, tag="reclaim_seat", tag_field="kind",
+                  forbid_unknown_fields=True):
+    """Take back your own seat from its bot (``room.seat_reclaimed``): from then on only you play it.
+
+    The gateway sends it as the seat's player when they present their seat key (POST /rooms/{room}/seat) for a
+    seat the room handed to a bot (``room.seat_to_bot``); refused (``not_bot_seat``) for any other seat. No log
+    recorded before it can hold it (the command did not decode), so every older log re-decides unchanged."""
+
+
+ROOM_COMMANDS: tuple[type, ...] = (CreateRoom, JoinRoom, EndRoom, RevealNonce, HandToBot, ReclaimSeat)
 ROOM_COMMAND_KINDS = frozenset(c.__struct_config__.tag for c in ROOM_COMMANDS)
 
 
@@ -228,7 +237,14 @@ class SeatToBot(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_to_bot
     missed: int = 0
 
 
-SEAT_EVENTS: tuple[type, ...] = (BotPolicy, DeadlineMissed, SeatActive, SeatToBot)
+class SeatReclaimed(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_reclaimed"):
+    """``player`` took their seat back from its bot (``reclaim_seat``): no bot plays it any more, and its count of
+    deadlines missed in a row starts again (the room's policy may hand it over again)."""
+
+    player: str
+
+
+SEAT_EVENTS: tuple[type, ...] = (BotPolicy, DeadlineMissed, SeatActive, SeatToBot, SeatReclaimed)
 
 
 class ForkOf(msgspec.Struct, frozen=True, kw_only=True):
@@ -270,6 +286,8 @@ def summarize_event(ruleset: str, event: Any) -> str:
     if isinstance(event, SeatToBot):
         why = f"missed {event.missed} deadlines in a row" if event.reason == "missed" else "its player left it"
         return f"a bot plays {event.player}'s seat from now on ({why})"
+    if isinstance(event, SeatReclaimed):
+        return f"{event.player} took their seat back from its bot"
     if isinstance(event, RoomEnded):
         nonces = f" with {len(event.revealed_nonces)} player nonces" if event.revealed_nonces else ""
         return f"room ended: {event.reason}; seed {event.revealed_seed[:12]} revealed{nonces}"
@@ -394,6 +412,10 @@ def decide(state: RoomState | None, command: Any, ctx: Context) -> list[Any]:
         if ctx.player in state.bot_seats:
             raise RuleError("already_bot_seat", f"a bot already plays {ctx.player!r}'s seat", field="player")
         return [SeatToBot(player=ctx.player, reason="left")]
+    if isinstance(command, ReclaimSeat):
+        if ctx.player not in state.bot_seats:
+            raise RuleError("not_bot_seat", f"no bot plays {ctx.player!r}'s seat: nothing to take back", field="player")
+        return [SeatReclaimed(player=ctx.player)]
     if decider.is_over(state.game):
         raise RuleError("game_over", "the game is over; no more moves are accepted")
     events = list(decider.decide(state.game, command, ctx))
@@ -690,6 +712,10 @@ def evolve(state: RoomState | None, event: Any, room: str, version: int) -> Room
                                        missed=tuple((p, n) for p, n in state.missed if p != event.player))
     if isinstance(event, SeatToBot):
         return msgspec.structs.replace(state, version=version, bot_seats=(*state.bot_seats, event.player),
+                                       missed=tuple((p, n) for p, n in state.missed if p != event.player))
+    if isinstance(event, SeatReclaimed):
+        return msgspec.structs.replace(state, version=version,
+                                       bot_seats=tuple(p for p in state.bot_seats if p != event.player),
                                        missed=tuple((p, n) for p, n in state.missed if p != event.player))
     if isinstance(event, RoomEnded):
         return msgspec.structs.replace(

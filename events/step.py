@@ -131,6 +131,7 @@ class SignatureRefused(InvalidCommand):
 # Why a signing seat's command was accepted without its player's signature (``unsigned_because``), as verify says it.
 BY_CLOCK = "clock"
 BY_BOT = "bot"
+BY_RECLAIM = "reclaim"
 
 
 def unsigned_because(state: RoomState, record: CommandRecord, command: Any) -> str | None:
@@ -141,18 +142,22 @@ def unsigned_because(state: RoomState, record: CommandRecord, command: Any) -> s
     clock's id for it (``events.room.clock_timeout``: the very command the clock derives; a player's missed
     deadlines would otherwise never end a season nor hand the seat over); ``BY_BOT``, a game command of a seat the
     log handed to a bot (``room.seat_to_bot``: the player left it, or missed the room's count of deadlines).
+    ``BY_RECLAIM``, the seat's ``reclaim_seat`` while the log says a bot plays it (the gateway sends it when the
+    player presents their seat key): it only ends the bot's unsigned moves, so it acts for nobody.
     A bot an operator added without the log (``almanac bots add``) is the operator acting for the player: refused."""
     if room_rules.clock_timeout(state, record.room, record.player, record.command_id, record.server_time_ms,
                                 command) is not None:
         return BY_CLOCK
     if record.player in state.bot_seats and not isinstance(command, room_rules.ROOM_COMMANDS):
         return BY_BOT
+    if record.player in state.bot_seats and isinstance(command, room_rules.ReclaimSeat):
+        return BY_RECLAIM
     return None
 
 
 def check_signature(state: RoomState, record: CommandRecord, command: Any) -> None:
     """A signing seat's command must carry its player's valid signature (events.signing); SignatureRefused otherwise,
-    but for the two unsigned commands the state alone justifies (``unsigned_because``).
+    but for the unsigned commands the state alone justifies (``unsigned_because``).
 
     Checked when the command is decided, so the engine refuses a command sent with a minted token and
     ``verify`` (deciding every stored command again) fails a forged one in the log."""

@@ -71,6 +71,7 @@ log = get_logger("almanac.bots")
 SEPARATOR = "\x1f"
 PLAYER_JOINED = "room.player_joined"
 SEAT_TO_BOT = "room.seat_to_bot"
+SEAT_RECLAIMED = "room.seat_reclaimed"
 ATTEMPTS = 8  # refused tries at one version before the seat waits for the room to move
 RETRY_AFTER_MS = 2_000  # a command sent that moved nothing by then counts as refused (or lost): try another
 DICE_DOMAIN = b"almanac seat bot dice v1"  # separates the bots' key from every other use of the commitment secret
@@ -571,20 +572,31 @@ def bot_join_client_id(key: bytes, room: str, seat: str) -> str:
     return "bot-join-" + hmac.new(key, f"join\x00{room}\x00{seat}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
-async def how_taken(store: Any, room: str, seat: str, key: bytes | None = None) -> str | None:
-    """How a bot plays the seat by the room's log: "joined" (its join is the bots' ``bot_join_client_id`` under
-    ``key``, as the gateway records it), "log" (the room handed it to a bot, ``room.seat_to_bot``: its player left
-    it, or it missed the room's count of deadlines; or a bots process before the HTTP path joined it,
-    ``bot_join_id``), or None: a person took it and holds it."""
+RECLAIMED = "reclaimed"  # ``taken_by``: the seat was handed to a bot, then its player took it back
+
+
+def taken_by(envelopes: list[Any], room: str, seat: str, key: bytes | None = None, how: str | None = None
+             ) -> str | None:
+    """How a bot plays the seat after ``envelopes`` (the log, or its events past where ``how`` was read):
+    "joined" (its join is the bots' ``bot_join_client_id`` under ``key``, as the gateway records it), "log" (the
+    room handed it to a bot, ``room.seat_to_bot``: its player left it, or it missed the room's count of deadlines;
+    or a bots process before the HTTP path joined it, ``bot_join_id``), ``RECLAIMED`` (handed, then its player took
+    it back with the seat key, ``room.seat_reclaimed``: a person's seat again, until the room hands it over anew),
+    or None: a person took it and holds it. The one place bot seats are told from persons' seats."""
     joined = internal_command_id(room, seat, bot_join_client_id(key, room, seat)) if key is not None else None
-    how = None
-    for envelope in await store.read(room):
+    for envelope in envelopes:
         if envelope.type == PLAYER_JOINED and envelope.player == seat:
             how = ("joined" if envelope.command_id == joined
                    else "log" if envelope.command_id == bot_join_id(room, seat) else None)
-        elif envelope.type == SEAT_TO_BOT and codec.decode_event(envelope).player == seat:
-            return "log"
+        elif envelope.type in (SEAT_TO_BOT, SEAT_RECLAIMED) and codec.decode_event(envelope).player == seat:
+            how = "log" if envelope.type == SEAT_TO_BOT else RECLAIMED
     return how
+
+
+async def how_taken(store: Any, room: str, seat: str, key: bytes | None = None) -> str | None:
+    """How a bot plays the seat by the room's whole log (``taken_by``; a seat its player took back: None)."""
+    how = taken_by(await store.read(room), room, seat, key)
+    return None if how == RECLAIMED else how
 
 
 async def took_seat(store: Any, room: str, seat: str, key: bytes | None = None) -> bool:
@@ -660,6 +672,8 @@ async def hand_over(client: Any, keys: Keys, state: RoomState, handed: set[tuple
     added = 0
     if state.ended:
         return 0
+    # A seat its player took back (``room.seat_reclaimed``) is handed anew if the room hands it over again.
+    handed.difference_update((state.room, seat) for seat in state.players if seat not in state.bot_seats)
     for seat in state.bot_seats:
         if (state.room, seat) not in handed:
             added += await add_bot(client, keys, state.room, seat, state.created_at_ms, log=True)
@@ -729,6 +743,8 @@ class _Seat:
     waiting: bool = False  # nothing to do at ``version``: wait for the room to move
     moved_ms: int | None = None  # when the room reached ``version`` (its event's server_time_ms; a delay's start)
     ours: bool | None = None  # whether the bot took the seat (read from the log once it is taken)
+    how: str | None = None  # ``taken_by`` as of the log's version ``checked`` (read on, before every send)
+    checked: int = 0
 
 
 @dataclass
@@ -973,6 +989,8 @@ class Bots:
             token = await self._seat_token(room, seat, mine)
             if token is None:
                 return False
+        if not await self._still_ours(room, seat, mine, version):  # every round the room moved
+            return False
         player = self.api.seat(room, seat, token)
         seen = await player.view()  # GET /rooms/{room}/view as the seat: all the bot ever reads of the room
         if seen["ended"]:
@@ -984,6 +1002,8 @@ class Bots:
         if body is None:
             mine.version, mine.waiting = seen["version"], True
             return False
+        if not await self._still_ours(room, seat, mine, seen["version"]):
+            return False
         command_id = bot_command_id(room, seat, seen["version"], mine.attempt)
         try:
             await player.command(body, command_id=command_id)  # POST /rooms/{room}/commands as the seat
@@ -994,6 +1014,31 @@ class Bots:
                 now -= RETRY_AFTER_MS
         mine.version, mine.sent_ms = seen["version"], max(1, now)
         return True
+
+    async def _still_ours(self, room: str, seat: str, mine: _Seat, version: int) -> bool:
+        """Whether the bot still plays the seat at ``version`` (the view it decided from), read from the log's
+        events since the last look (``taken_by``) just before each send. A seat its player took back
+        (``room.seat_reclaimed``) is dropped: out of the registry (its place in ``ALMANAC_MAX_BOT_SEATS`` freed),
+        never sent for again.
+
+        The window left: a reclaim recorded after this read and before the gateway decides the command sent now
+        (one command, sent within the round; the gateway decides it in milliseconds) lets that one command be
+        accepted as the seat's. The room cannot tell it from the player's own: the bot sends with a token for the
+        seat, as the player does, and no log records which holder sent a command."""
+        if version > mine.checked:
+            newer = await self.store.read(room, mine.checked + 1, version)
+            mine.how, mine.checked = taken_by(newer, room, seat, self.key, mine.how), version
+        if mine.how == RECLAIMED:
+            await self._reclaimed(room, seat)
+            return False
+        return True
+
+    async def _reclaimed(self, room: str, seat: str) -> None:
+        """The seat's player took it back: out of the bot seats (the room's other bot seats keep its delay)."""
+        log.info("bots.seat_reclaimed", room=room, seat=seat)
+        await remove_bot(self.client, self.keys, room, seat)
+        self.seats.pop((room, seat), None)
+        self.tokens.pop((room, seat), None)
 
     async def _join(self, room: str, seat: str, mine: _Seat, now: int) -> bool:
         """Take the empty seat: ``POST /rooms/{room}/join`` under the bot's join id (``bot_join_client_id``). A
@@ -1010,14 +1055,19 @@ class Bots:
             await self._drop(room, seat)
             return False
         self.tokens[(room, seat)] = joined.token
-        mine.ours, mine.sent_ms = True, max(1, now)
+        mine.ours, mine.how, mine.sent_ms = True, "joined", max(1, now)
         return True
 
     async def _seat_token(self, room: str, seat: str, mine: _Seat) -> str | None:
         """A token for a taken seat the room's log says a bot plays (None, and never played, a person's): the
         bot's own join sent again (the gateway answers its first outcome, with a token), or, for a seat the room
         handed to a bot (or an older bots process joined), one minted with the deployment's signing key."""
-        how = await how_taken(self.store, room, seat, self.key)
+        envelopes = await self.store.read(room)
+        how = taken_by(envelopes, room, seat, self.key)
+        mine.how, mine.checked = how, envelopes[-1].version if envelopes else 0
+        if how == RECLAIMED:
+            await self._reclaimed(room, seat)
+            return None
         mine.ours = how is not None
         if how is None:
             log.warning("bots.seat_held_by_a_person", room=room, seat=seat)

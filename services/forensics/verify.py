@@ -30,6 +30,7 @@ from almanac.events.hashing import envelope_hash, first_broken_link
 from almanac.events.step import (
     BY_BOT,
     BY_CLOCK,
+    BY_RECLAIM,
     CommandRecord,
     advance,
     decode_record,
@@ -415,7 +416,7 @@ def _signing(spans: list[tuple[int, int, bytes]], envelopes: list[Envelope], bas
     found = seats(scheme, envelopes, [record for _, record in records])
     keys = set(found.signing_players)
     signed = 0
-    unsigned_by: dict[str, dict[str, int]] = {BY_CLOCK: {}, BY_BOT: {}}
+    unsigned_by: dict[str, dict[str, int]] = {BY_CLOCK: {}, BY_BOT: {}, BY_RECLAIM: {}}
     state, folded = base, 0
     for first, record in records:
         if record.player not in keys:
@@ -451,6 +452,9 @@ def _signing(spans: list[tuple[int, int, bytes]], envelopes: list[Envelope], bas
     if by_bot:
         notes.append(f"played by the bot the log handed the seat to, unsigned (room.seat_to_bot; docs/dice.md): "
                      f"{by_bot} commands of {', '.join(sorted(unsigned_by[BY_BOT]))}")
+    if unsigned_by[BY_RECLAIM]:
+        notes.append("seats taken back from their bots with the seat key, unsigned (room.seat_reclaimed): "
+                     f"{', '.join(sorted(unsigned_by[BY_RECLAIM]))}")
     notes.extend(found.notes)
     return None
 

@@ -13,9 +13,10 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from almanac.events import codec, registry
-from almanac.events.dice import NONCE_SCHEMES
+from almanac.events.decider import Context
+from almanac.events.dice import NONCE_SCHEMES, Dice
 from almanac.events.errors import RuleError, RulesNotInstalledError
-from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom, check_bot_policy
+from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom, check_bot_policy, convert_options
 from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
 from almanac.projections.read import BadCursor
@@ -254,9 +255,17 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
                        "with join false", "bots")
     if body.bots and registry.manifest(body.ruleset).seat_bot is None:
         raise ApiError(422, "no_seat_bot", f"{decider.name} has no seat bot", "bots")
-    if body.bot_delay_ms and not body.bots:
+    if len(set(body.bots)) != len(body.bots):
+        raise ApiError(422, "duplicate_bot_seat", "each seat is handed to a bot once: name it once in `bots`", "bots")
+    if body.bots:
+        seats = _seats_at_create(decider, command["options"], body.player)
+        if seats and not set(body.bots) <= set(seats):
+            strangers = ", ".join(repr(bot) for bot in body.bots if bot not in seats)
+            raise ApiError(422, "no_seat", f"{strangers} is not a seat of this room", "bots", allowed=list(seats))
+    # A delay also goes with a bot policy: the seats the room hands over later move with it (services/bots.py).
+    if body.bot_delay_ms and not body.bots and body.bot_after_missed is None and not body.seat_bots:
         raise ApiError(422, "bot_delay_without_bots", "a bot move delay goes with the seats handed to bots: send "
-                       "`bots`, or no `bot_delay_ms`", "bot_delay_ms")
+                       "`bots`, `bot_after_missed` or `seat_bots`, or no `bot_delay_ms`", "bot_delay_ms")
     room = body.room or f"{decider.name}-{secrets.token_hex(5)}"
     # The bots' seats are taken against the bound before the room exists, all at once (one script: racing creates
     # cannot pass it together), and given back if the create is refused: a refused create makes nothing.
@@ -513,11 +522,15 @@ async def _grant_seat_key(gw: Gateway, room: str, player: str) -> str:
 
 @router.post(
     "/rooms/{room}/seat",
-    summary="Take your seat back with its seat key: a fresh token for the same seat",
+    summary="Take your seat back with its seat key: a fresh token for the same seat, and the seat back from its bot",
     description="The seat key is the secret the join answer carried (`seat_key`; keep it, the console stores it "
     "in the browser). Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited`. A wrong key, a "
     "player without a seat or a room that does not exist all answer 403 `seat_key_invalid` (nothing tells "
-    "which).",
+    "which). A seat the room handed to a bot (`room.seat_to_bot`) is taken back first: the room decides "
+    "`reclaim_seat` as the player (`room.seat_reclaimed`, in every player's events; its command id derived from "
+    "the room, the player and the version seen, so a retry is answered, never recorded twice), and the bot stops. "
+    "`reclaimed`: whether this answer's reclaim was recorded (false: no bot played the seat, or the room has not "
+    "decided it yet: ask again).",
     responses=RATE_LIMITED,
     openapi_extra=openapi_body(ReclaimSeatRequest),
 )
@@ -529,8 +542,35 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
         raise ApiError(403, "seat_key_invalid", "this seat key does not open a seat of this player in this room",
                        "seat_key")
     ruleset = await gw.reader.ruleset_of(room) or ""
-    return await gw.room_answer(room, {"room": room, "player": body.player,
-                                       "token": gw.issue_token(room, body.player, ruleset)})
+    answer: dict[str, Any] = {"room": room, "player": body.player, "reclaimed": False}
+    state = await gw.reader.latest(room)
+    if state is not None and not state.ended and body.player in state.bot_seats:
+        with gw.command_slot():  # a command, admitted as one
+            outcome, _ = await _submit(gw, room, body.player, reclaim_client_id(room, body.player, state.version),
+                                       {"kind": "reclaim_seat"}, state.ruleset,
+                                       limit=gw.rate_limits.seat_limit(room, body.player))
+        if outcome is not None and outcome.accepted:
+            # The registry frees the seat now; the bots process, which reads the log each round, stops it too.
+            await bots.remove_bot(gw.client, gw.keys, room, body.player)
+            answer.update(reclaimed=True, version=outcome.last_version)
+    answer["token"] = gw.issue_token(room, body.player, ruleset)
+    return await gw.room_answer(room, answer)
+
+
+def _seats_at_create(decider: Any, options: dict[str, Any], creator: str) -> tuple[str, ...]:
+    """The seats a room created with ``options`` will have (empty: anyone may join), from its rules' own setup
+    with throwaway dice: seats are named by the options, never drawn, so the room's own draws cannot differ."""
+    ctx = Context(room="", player=creator, now_ms=now_ms(), version=1, dice=Dice(secrets.token_bytes(32), "", 1))
+    try:
+        return tuple(decider.seats(decider.initial_state(decider.setup(convert_options(decider, options), ctx))))
+    except (RuleError, ValueError, msgspec.ValidationError):
+        return ()  # options the room itself refuses: its create answers why
+
+
+def reclaim_client_id(room: str, player: str, version: int) -> str:
+    """The command id of the ``reclaim_seat`` sent for ``player`` having seen the room at ``version``: a retry at
+    the same version is the same command (the gateway's dedupe answers it); one after it finds the seat back."""
+    return "reclaim-" + hashlib.sha256(f"{room}\x00{player}\x00{version}".encode()).hexdigest()[:32]
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:
@@ -760,7 +800,8 @@ async def _checked_command(gw: Gateway, claims: Claims, room: str, raw_body: byt
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     kind = body.command.get("kind")
     if isinstance(kind, str) and kind in ROOM_COMMAND_KINDS and kind not in ("end_room", "reveal_nonce"):
-        route = "POST /rooms/{room}/bots" if kind == "hand_to_bot" else "POST /rooms or /rooms/{room}/join"
+        route = {"hand_to_bot": "POST /rooms/{room}/bots", "reclaim_seat": "POST /rooms/{room}/seat"}.get(
+            kind, "POST /rooms or /rooms/{room}/join")
         raise ApiError(422, "use_room_endpoint", f"send {kind} through {route}", "kind")
     if kind == "end_room":
         await gw.require_seated(claims, room)

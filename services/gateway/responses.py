@@ -120,6 +120,9 @@ class SeatReclaimed(_Body):
     room: str
     player: str
     token: str
+    # Whether this answer took the seat back from its bot (``room.seat_reclaimed`` recorded, at ``version``).
+    reclaimed: bool = False
+    version: int | None = None
     checkpoint: Checkpoint | None = None  # the room at its head when answered, signed (docs/bundle-format.md)
 
 

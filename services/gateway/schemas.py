@@ -59,10 +59,12 @@ class CreateRoomRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     public_key: Hex32 | None = None
     join_signature: SignatureHex | None = None  # JoinRoomRequest.signature of the creator's join
     # Seats handed to bots (services/bots.py, `almanac bots`): each bot joins its seat and plays it from the
-    # seat's view. Not the creator's own seat while ``join`` is true (422 ``bot_seat_taken``).
+    # seat's view. Not the creator's own seat while ``join`` is true (422 ``bot_seat_taken``); each a seat of the
+    # room (422 ``no_seat``), named once (422 ``duplicate_bot_seat``).
     bots: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ()
     # How long the room's bots wait before each move, after the room's newest event (services/bots.py ``set_delay``,
-    # as `almanac bots add --delay`): 0 (none) .. 60,000 ms; only with ``bots`` (422 ``bot_delay_without_bots``).
+    # as `almanac bots add --delay`): 0 (none) .. 60,000 ms; only with ``bots``, ``bot_after_missed`` or
+    # ``seat_bots`` (the seats handed later move with it; else 422 ``bot_delay_without_bots``).
     bot_delay_ms: Annotated[int, msgspec.Meta(ge=0, le=MAX_BOT_DELAY_MS)] = 0
     # A seat that misses this many of the rules' deadlines in a row is handed to a bot (1 .. 100; absent: never):
     # the room records it (``room.bot_policy``) and decides each handover as an event (``room.seat_to_bot``).

@@ -133,3 +133,16 @@ def test_a_bot_delay_is_bounded_and_goes_with_bots(api: TestClient) -> None:
         refused = api.post("/rooms", json=body)
         assert refused.status_code == 422, refused.text
         assert (refused.json()["code"], refused.json()["field"]) == (code, "bot_delay_ms")
+
+
+def test_a_bot_delay_goes_with_a_bot_policy_so_seats_handed_later_move_with_it(api: TestClient, stack: Stack) -> None:
+    alice = f"alice-{secrets.token_hex(3)}"
+    # Given a realm room that hands a seat missing a season's end to a bot, with a delay and no bot seat yet
+    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "bot_after_missed": 1,
+                                       "bot_delay_ms": DELAY_MS,
+                                       "options": {"players": [alice, "bob"], "season_timeout_ms": 10_000}})
+    # When it is created, then it is, and its delay is kept for the bots: a seat handed later waits it too
+    assert created.status_code == 201, created.text
+    assert created.json()["bot_delay_ms"] == DELAY_MS and created.json()["bots"] == []
+    _, _, delay = asyncio.run(_log_and_verdict(stack.redis_url, created.json()["room"]))
+    assert delay == DELAY_MS

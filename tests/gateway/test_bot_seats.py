@@ -106,3 +106,21 @@ def test_rooms_with_bots_are_refused_once_the_deployment_holds_its_bot_seats(sta
         plain = api.post("/rooms", json={"ruleset": "board", "player": mallory})
         assert plain.status_code == 201, plain.text
     assert len(asyncio.run(_seats(stack.redis_url))) == held + 4
+
+
+def test_a_create_hands_bots_only_seats_of_the_room_each_once(api: TestClient) -> None:
+    alice = f"alice-{secrets.token_hex(3)}"
+    realm = {"ruleset": "realm", "player": alice, "options": {"players": [alice, "bob", "carol"]}}
+    # Given creates naming a bot seat the room does not have, and one naming a seat twice
+    stranger = api.post("/rooms", json={**realm, "bots": ["bob", "mallory"]})
+    twice = api.post("/rooms", json={**realm, "bots": ["bob", "bob"]})
+    # Then each is refused with a 422 naming `bots`, the first with the room's seats, and no room is made
+    assert stranger.status_code == 422, stranger.text
+    assert (stranger.json()["code"], stranger.json()["field"]) == ("no_seat", "bots")
+    assert stranger.json()["allowed"] == [alice, "bob", "carol"]
+    assert twice.status_code == 422, twice.text
+    assert (twice.json()["code"], twice.json()["field"]) == ("duplicate_bot_seat", "bots")
+    # while bots for seats the room has are handed as before
+    fine = api.post("/rooms", json={**realm, "bots": ["bob", "carol"]})
+    assert fine.status_code == 201, fine.text
+    assert fine.json()["bots"] == ["bob", "carol"]

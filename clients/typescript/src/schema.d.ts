@@ -109,8 +109,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Take your seat back with its seat key: a fresh token for the same seat
-         * @description The seat key is the secret the join answer carried (`seat_key`; keep it, the console stores it in the browser). Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited`. A wrong key, a player without a seat or a room that does not exist all answer 403 `seat_key_invalid` (nothing tells which).
+         * Take your seat back with its seat key: a fresh token for the same seat, and the seat back from its bot
+         * @description The seat key is the secret the join answer carried (`seat_key`; keep it, the console stores it in the browser). Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited`. A wrong key, a player without a seat or a room that does not exist all answer 403 `seat_key_invalid` (nothing tells which). A seat the room handed to a bot (`room.seat_to_bot`) is taken back first: the room decides `reclaim_seat` as the player (`room.seat_reclaimed`, in every player's events; its command id derived from the room, the player and the version seen, so a retry is answered, never recorded twice), and the bot stops. `reclaimed`: whether this answer's reclaim was recorded (false: no bot played the seat, or the room has not decided it yet: ask again).
          */
         post: operations["reclaim_seat_rooms__room__seat_post"];
         delete?: never;
@@ -1142,6 +1142,16 @@ export interface components {
             missed?: number;
         };
         /**
+         * SeatReclaimed
+         * @description ``player`` took their seat back from its bot (``reclaim_seat``): no bot plays it any more, and its count of
+         *     deadlines missed in a row starts again (the room's policy may hand it over again).
+         */
+        BoardSeatReclaimed: {
+            /** @enum {unknown} */
+            type: "room.seat_reclaimed";
+            player: string;
+        };
+        /**
          * ElementPlaced
          * @description The current element was placed; ``cells`` are the zero-based (row, column) cells it filled.
          */
@@ -1381,7 +1391,7 @@ export interface components {
          * BoardEvent
          * @description The payload of an event of a board room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
+        BoardEvent: components["schemas"]["BoardRoomCreated_BoardSetup_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardSeatReclaimed"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"];
         /**
          * BoardState
          * @description The state of a board game.
@@ -1584,7 +1594,7 @@ export interface components {
          * BoardV2Event
          * @description The payload of an event of a board@2 room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        BoardV2Event: components["schemas"]["BoardV2RoomCreated_BoardSetupV2_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"] | components["schemas"]["BoardV2TurnBegan"] | components["schemas"]["BoardV2TurnTimedOut"];
+        BoardV2Event: components["schemas"]["BoardV2RoomCreated_BoardSetupV2_AsSeen"] | components["schemas"]["BoardPlayerJoined"] | components["schemas"]["BoardNonceRevealed"] | components["schemas"]["BoardRoomEnded"] | components["schemas"]["BoardRoomForked"] | components["schemas"]["BoardBotPolicy"] | components["schemas"]["BoardDeadlineMissed"] | components["schemas"]["BoardSeatActive"] | components["schemas"]["BoardSeatToBot"] | components["schemas"]["BoardSeatReclaimed"] | components["schemas"]["BoardElementPlaced"] | components["schemas"]["BoardElementSkipped"] | components["schemas"]["BoardSeasonEnded"] | components["schemas"]["BoardDeckShuffledAsSeen"] | components["schemas"]["BoardGameEnded"] | components["schemas"]["BoardV2TurnBegan"] | components["schemas"]["BoardV2TurnTimedOut"];
         /**
          * BoardV2State
          * @description The state of a board@2 game.
@@ -1901,6 +1911,16 @@ export interface components {
             /** @default 0 */
             missed?: number;
         };
+        /**
+         * SeatReclaimed
+         * @description ``player`` took their seat back from its bot (``reclaim_seat``): no bot plays it any more, and its count of
+         *     deadlines missed in a row starts again (the room's policy may hand it over again).
+         */
+        ClaimSeatReclaimed: {
+            /** @enum {unknown} */
+            type: "room.seat_reclaimed";
+            player: string;
+        };
         /** ParcelCut */
         ClaimParcelCut: {
             /** @enum {unknown} */
@@ -2117,7 +2137,7 @@ export interface components {
          * ClaimEvent
          * @description The payload of an event of a claim room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        ClaimEvent: components["schemas"]["ClaimRoomCreated_ClaimSetup_"] | components["schemas"]["ClaimPlayerJoined"] | components["schemas"]["ClaimNonceRevealed"] | components["schemas"]["ClaimRoomEnded"] | components["schemas"]["ClaimRoomForked"] | components["schemas"]["ClaimBotPolicy"] | components["schemas"]["ClaimDeadlineMissed"] | components["schemas"]["ClaimSeatActive"] | components["schemas"]["ClaimSeatToBot"] | components["schemas"]["ClaimParcelCut"] | components["schemas"]["ClaimDeckHauled"] | components["schemas"]["ClaimParcelReplanted"] | components["schemas"]["ClaimMeadowFarmed"] | components["schemas"]["ClaimCropHarvested"] | components["schemas"]["ClaimBuildingBuilt"] | components["schemas"]["ClaimTimberCruised"] | components["schemas"]["ClaimClaimProvedUp"];
+        ClaimEvent: components["schemas"]["ClaimRoomCreated_ClaimSetup_"] | components["schemas"]["ClaimPlayerJoined"] | components["schemas"]["ClaimNonceRevealed"] | components["schemas"]["ClaimRoomEnded"] | components["schemas"]["ClaimRoomForked"] | components["schemas"]["ClaimBotPolicy"] | components["schemas"]["ClaimDeadlineMissed"] | components["schemas"]["ClaimSeatActive"] | components["schemas"]["ClaimSeatToBot"] | components["schemas"]["ClaimSeatReclaimed"] | components["schemas"]["ClaimParcelCut"] | components["schemas"]["ClaimDeckHauled"] | components["schemas"]["ClaimParcelReplanted"] | components["schemas"]["ClaimMeadowFarmed"] | components["schemas"]["ClaimCropHarvested"] | components["schemas"]["ClaimBuildingBuilt"] | components["schemas"]["ClaimTimberCruised"] | components["schemas"]["ClaimClaimProvedUp"];
         /**
          * ClaimState
          * @description The state of a claim game.
@@ -2688,6 +2708,16 @@ export interface components {
             reason: string;
             /** @default 0 */
             missed?: number;
+        };
+        /**
+         * SeatReclaimed
+         * @description ``player`` took their seat back from its bot (``reclaim_seat``): no bot plays it any more, and its count of
+         *     deadlines missed in a row starts again (the room's policy may hand it over again).
+         */
+        RealmSeatReclaimed: {
+            /** @enum {unknown} */
+            type: "room.seat_reclaimed";
+            player: string;
         };
         /** Mined */
         RealmMined: {
@@ -3861,7 +3891,7 @@ export interface components {
          * RealmEvent
          * @description The payload of an event of a realm room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        RealmEvent: components["schemas"]["RealmRoomCreated_RealmSetup_"] | components["schemas"]["RealmPlayerJoined"] | components["schemas"]["RealmNonceRevealed"] | components["schemas"]["RealmRoomEnded"] | components["schemas"]["RealmRoomForked"] | components["schemas"]["RealmBotPolicy"] | components["schemas"]["RealmDeadlineMissed"] | components["schemas"]["RealmSeatActive"] | components["schemas"]["RealmSeatToBot"] | components["schemas"]["RealmMinedAsSeen"] | components["schemas"]["RealmSmeltedAsSeen"] | components["schemas"]["RealmFoodGotAsSeen"] | components["schemas"]["RealmHerbsFoundAsSeen"] | components["schemas"]["RealmArmyHealedAsSeen"] | components["schemas"]["RealmWoodCutAsSeen"] | components["schemas"]["RealmFortifiedAsSeen"] | components["schemas"]["RealmArmyRaised"] | components["schemas"]["RealmArmyEquippedAsSeen"] | components["schemas"]["RealmArmyDismissed"] | components["schemas"]["RealmRaidedAsSeen"] | components["schemas"]["RealmBesieged"] | components["schemas"]["RealmCityDestroyedAsSeen"] | components["schemas"]["RealmCitySurrendered"] | components["schemas"]["RealmTaxSeasonChosen"] | components["schemas"]["RealmTaxCollectedAsSeen"] | components["schemas"]["RealmFreedomBought"] | components["schemas"]["RealmSabotageAttempted"] | components["schemas"]["RealmRevoltFought"] | components["schemas"]["RealmCityRestartedAsSeen"] | components["schemas"]["RealmMerchantSentAsSeen"] | components["schemas"]["RealmMerchantInterceptedAsSeen"] | components["schemas"]["RealmTradeOfferedAsSeen"] | components["schemas"]["RealmTradeCounteredAsSeen"] | components["schemas"]["RealmTradeAgreedAsSeen"] | components["schemas"]["RealmTradeRolledAsSeen"] | components["schemas"]["RealmTradeCancelledAsSeen"] | components["schemas"]["RealmTradeDeclinedAsSeen"] | components["schemas"]["RealmMerchantReturnedAsSeen"] | components["schemas"]["RealmTurnEnded"] | components["schemas"]["RealmVillageProduced"] | components["schemas"]["RealmSeasonEnded"];
+        RealmEvent: components["schemas"]["RealmRoomCreated_RealmSetup_"] | components["schemas"]["RealmPlayerJoined"] | components["schemas"]["RealmNonceRevealed"] | components["schemas"]["RealmRoomEnded"] | components["schemas"]["RealmRoomForked"] | components["schemas"]["RealmBotPolicy"] | components["schemas"]["RealmDeadlineMissed"] | components["schemas"]["RealmSeatActive"] | components["schemas"]["RealmSeatToBot"] | components["schemas"]["RealmSeatReclaimed"] | components["schemas"]["RealmMinedAsSeen"] | components["schemas"]["RealmSmeltedAsSeen"] | components["schemas"]["RealmFoodGotAsSeen"] | components["schemas"]["RealmHerbsFoundAsSeen"] | components["schemas"]["RealmArmyHealedAsSeen"] | components["schemas"]["RealmWoodCutAsSeen"] | components["schemas"]["RealmFortifiedAsSeen"] | components["schemas"]["RealmArmyRaised"] | components["schemas"]["RealmArmyEquippedAsSeen"] | components["schemas"]["RealmArmyDismissed"] | components["schemas"]["RealmRaidedAsSeen"] | components["schemas"]["RealmBesieged"] | components["schemas"]["RealmCityDestroyedAsSeen"] | components["schemas"]["RealmCitySurrendered"] | components["schemas"]["RealmTaxSeasonChosen"] | components["schemas"]["RealmTaxCollectedAsSeen"] | components["schemas"]["RealmFreedomBought"] | components["schemas"]["RealmSabotageAttempted"] | components["schemas"]["RealmRevoltFought"] | components["schemas"]["RealmCityRestartedAsSeen"] | components["schemas"]["RealmMerchantSentAsSeen"] | components["schemas"]["RealmMerchantInterceptedAsSeen"] | components["schemas"]["RealmTradeOfferedAsSeen"] | components["schemas"]["RealmTradeCounteredAsSeen"] | components["schemas"]["RealmTradeAgreedAsSeen"] | components["schemas"]["RealmTradeRolledAsSeen"] | components["schemas"]["RealmTradeCancelledAsSeen"] | components["schemas"]["RealmTradeDeclinedAsSeen"] | components["schemas"]["RealmMerchantReturnedAsSeen"] | components["schemas"]["RealmTurnEnded"] | components["schemas"]["RealmVillageProduced"] | components["schemas"]["RealmSeasonEnded"];
         /**
          * RealmState
          * @description The state of a realm game.
@@ -4796,6 +4826,16 @@ export interface components {
             missed?: number;
         };
         /**
+         * SeatReclaimed
+         * @description ``player`` took their seat back from its bot (``reclaim_seat``): no bot plays it any more, and its count of
+         *     deadlines missed in a row starts again (the room's policy may hand it over again).
+         */
+        SectorsSeatReclaimed: {
+            /** @enum {unknown} */
+            type: "room.seat_reclaimed";
+            player: string;
+        };
+        /**
          * SectorExplored
          * @description A sector was explored; ``type`` was drawn from the room's dice at that moment.
          */
@@ -5067,7 +5107,7 @@ export interface components {
          * SectorsEvent
          * @description The payload of an event of a sectors room (the envelope's `type` names which) as a player may receive it: a field hidden from that player is `{"hidden": true}`.
          */
-        SectorsEvent: components["schemas"]["SectorsRoomCreated_Setup_"] | components["schemas"]["SectorsPlayerJoined"] | components["schemas"]["SectorsNonceRevealed"] | components["schemas"]["SectorsRoomEnded"] | components["schemas"]["SectorsRoomForked"] | components["schemas"]["SectorsBotPolicy"] | components["schemas"]["SectorsDeadlineMissed"] | components["schemas"]["SectorsSeatActive"] | components["schemas"]["SectorsSeatToBot"] | components["schemas"]["SectorsSectorExplored"] | components["schemas"]["SectorsPeopleMoved"] | components["schemas"]["SectorsBuildingBuilt"] | components["schemas"]["SectorsBuildingDemolished"] | components["schemas"]["SectorsPopulationChanged"] | components["schemas"]["SectorsGoodsProduced"] | components["schemas"]["SectorsResourcesHarvested"] | components["schemas"]["SectorsSeasonEnded"];
+        SectorsEvent: components["schemas"]["SectorsRoomCreated_Setup_"] | components["schemas"]["SectorsPlayerJoined"] | components["schemas"]["SectorsNonceRevealed"] | components["schemas"]["SectorsRoomEnded"] | components["schemas"]["SectorsRoomForked"] | components["schemas"]["SectorsBotPolicy"] | components["schemas"]["SectorsDeadlineMissed"] | components["schemas"]["SectorsSeatActive"] | components["schemas"]["SectorsSeatToBot"] | components["schemas"]["SectorsSeatReclaimed"] | components["schemas"]["SectorsSectorExplored"] | components["schemas"]["SectorsPeopleMoved"] | components["schemas"]["SectorsBuildingBuilt"] | components["schemas"]["SectorsBuildingDemolished"] | components["schemas"]["SectorsPopulationChanged"] | components["schemas"]["SectorsGoodsProduced"] | components["schemas"]["SectorsResourcesHarvested"] | components["schemas"]["SectorsSeasonEnded"];
         /**
          * SectorsState
          * @description The state of a sectors game.
@@ -6186,6 +6226,10 @@ export interface components {
             room: string;
             player: string;
             token: string;
+            /** @default false */
+            reclaimed?: boolean;
+            /** @default null */
+            version?: number | null;
             /** @default null */
             checkpoint?: components["schemas"]["Checkpoint"] | null;
         };
