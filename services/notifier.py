@@ -12,6 +12,9 @@ Two loops in one process (`almanac notifier`, started by `almanac up`); the firs
   runs out), POSTs each, removes it on a 2xx, else retries with a doubling back-off up to
   ALMANAC_WEBHOOK_BACKOFF_MAX_S, and after ALMANAC_WEBHOOK_MAX_ATTEMPTS moves it to the dead-letter list.
   A delivery is sent again only under its own id (``X-Almanac-Delivery``): a receiver deduplicates by it.
+  Attempts run concurrently with no batch barrier: at most ALMANAC_WEBHOOK_CONCURRENCY in all and an eighth of it
+  per endpoint (``endpoint_in_flight``); the loop claims again as each ends, so a slow or down endpoint holds only
+  its own slots and delays only its own deliveries (issue 32: one answering after 9 s made every receiver wait).
 * **warn** (in the notice loop, every ``WARN_EVERY_S``): ``deadline_soon``. The clock (services/clock.py) keeps
   each room's earliest pending deadline per shard (``Keys.deadlines``: room -> due ms, ``Keys.deadline_commands``
   its key); the notifier reads those due within ALMANAC_WEBHOOK_DEADLINE_WARNING_S and tells the players it waits
