@@ -108,9 +108,9 @@ return 0
 # KEYS: outbox, deliveries. ARGV: now_ms, lease_until_ms, count, scan, defer_until_ms, then (endpoint, room) pairs.
 # Due ids in due order, each leased, while its endpoint (the URL's scheme://host:port) has room: an endpoint not
 # named has ``ENDPOINT_IN_FLIGHT`` (ARGV[6]); a named one what the caller said. A due id whose endpoint is full stays
-# due, unleased, unless a claimable id lies behind it: then it is deferred to ``defer_until_ms`` (not an attempt),
-# so a slow endpoint's backlog at the outbox's head does not hide other endpoints' deliveries from later claims.
-# At most ``scan`` ids looked at. Returns id, JSON, endpoint triples, then the count of ids left due for a full endpoint.
+# due, unleased, unless a claimable id lies behind it, or the look (at most ``scan`` ids) found nothing more to take:
+# then it is deferred to ``defer_until_ms`` (not an attempt), so a slow endpoint's backlog at the outbox's head
+# does not hide other endpoints' deliveries from later claims. Returns id, JSON, endpoint triples, then the count of ids left due for a full endpoint.
 _CLAIM = """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[4]))
 local room = {}
@@ -123,7 +123,8 @@ for _, id in ipairs(ids) do
   if not body then
     redis.call('ZREM', KEYS[1], id)
   else
-    local url = cjson.decode(body)['url'] or ''
+    local decoded, record = pcall(cjson.decode, body)  -- (a body that is not JSON: claimed, and failed by the caller)
+    local url = (decoded and type(record) == 'table' and type(record['url']) == 'string') and record['url'] or ''
     local endpoint = string.match(url, '^[%a][%w+.-]*://[^/?#]+') or url
     local left = room[endpoint] or default
     if left > 0 then
@@ -137,6 +138,10 @@ for _, id in ipairs(ids) do
       table.insert(waiting, id)
     end
   end
+end
+if claimed < want and #ids >= tonumber(ARGV[4]) then
+  -- the whole look was taken by full endpoints: what lies behind it is seen at the next claim
+  for _, held in ipairs(waiting) do redis.call('ZADD', KEYS[1], ARGV[5], held) end
 end
 table.insert(out, #waiting)
 return out

@@ -78,3 +78,39 @@ async def test_a_receiver_that_answers_slowly_does_not_delay_a_healthy_ones_noti
         healthy.stop()
         await notifier.aclose()
         await client.aclose()
+
+
+async def test_a_slow_receivers_backlog_at_the_head_of_the_outbox_hides_nothing_behind_it(redis_url: str,
+                                                                                          tmp_path: Path) -> None:
+    # Given a notifier with 16 deliveries in flight at most, 100 notices due to a receiver that answers after 2 s
+    # (at the outbox's head: more than a claim looks at), and after them one notice to a healthy receiver
+    client = aioredis.Redis.from_url(redis_url)
+    settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
+        update={"webhook_concurrency": 16})
+    slow, healthy = Receiver().start(), Receiver().start()
+    slow.delay_s = SLOW_S
+    keys = Keys(settings.shard_count, "alm-isolation-head-test")
+    notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys.prefix, keys=keys), settings,
+                        keys=keys)
+    to_slow, to_healthy = (Subscription(id=f"wh_000000000000{name}", url=receiver.url, secret="s" * 32,
+                                        scope="deployment") for name, receiver in (("52", slow), ("a2", healthy)))
+    for index in range(101):
+        envelope, event = ended(index)
+        notice = Notice(kind="room_ended", room=envelope.room, version=envelope.version, player=None)
+        assert await notifier._enqueue(to_slow if index < 100 else to_healthy, notice, envelope, event) == 1  # noqa: SLF001
+    stop = asyncio.Event()
+    started = time.time()
+    running = asyncio.create_task(notifier.run(stop))
+    try:
+        # When the notifier runs, then the healthy receiver has its notice well within the slow one's first answer
+        # (the old batches of 16 held it for six of them, 12 s)
+        [got] = await asyncio.to_thread(healthy.wait_for, lambda got: len(got) >= 1, 4 * SLOW_S)
+        assert got["at"] - started < SLOW_S / 2
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 4 * SLOW_S)
+        slow.stop()
+        healthy.stop()
+        await client.delete(keys.webhook_outbox(), keys.webhook_deliveries(), keys.webhook_stats())
+        await notifier.aclose()
+        await client.aclose()
