@@ -8,7 +8,10 @@ notifier's concurrency (what delivery would cost with no outbox, no feed, no sig
 
 * throughput: ``rooms`` rooms appended at once, then the notifier runs until every delivery is acknowledged;
 * latency: rooms appended at ``rate`` a second for ``seconds``; p50/p99 from each event's server time to the
-  receiver's answer (the notifier's own latency samples, GET /webhooks/stats).
+  receiver's answer (the notifier's own latency samples, GET /webhooks/stats);
+* a slow subscriber (``slow_s`` > 0, issue 32): ``slow_rooms`` rooms appended at once with two subscriptions, one
+  to a receiver answering after ``slow_s`` seconds, one to a healthy one; p50/p99/max from the append to the
+  healthy receiver's arrival of each notice, and what the slow one got meanwhile.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ PREFIX = "almbench-webhooks"
 class Receiver:
     """A minimal keep-alive HTTP/1.1 server answering 200 to every POST, counting them (its own loop and thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay_s: float = 0.0) -> None:
         self.count = 0
+        self.delay_s = delay_s  # answer each POST this long after it arrived
+        self.arrived: dict[str, float] = {}  # room -> when its first notice arrived (perf_counter)
         self.port = 0
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -56,7 +61,10 @@ class Receiver:
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
-                await reader.readexactly(length)
+                body = await reader.readexactly(length)
+                self.arrived.setdefault(json.loads(body).get("room", ""), time.perf_counter())
+                if self.delay_s:
+                    await asyncio.sleep(self.delay_s)
                 self.count += 1
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
                 await writer.drain()
@@ -117,6 +125,41 @@ async def bare_posts(url: str, count: int, concurrency: int, body: bytes) -> flo
         return time.perf_counter() - started
 
 
+async def slow_subscriber(settings: Settings, rooms: int, slow_s: float) -> dict[str, Any]:
+    """``rooms`` rooms ended at once, told to a healthy receiver and to one answering after ``slow_s``: the healthy
+    one's latency (append -> arrival), and the slow one's count when the healthy one has all."""
+    client = bootstrap.redis_client(settings, bootstrap.Role.TOOL)
+    await _forget(client)
+    healthy, slow = Receiver(), Receiver(delay_s=slow_s)
+    store = bootstrap.tool_store(client, settings.shard_count, PREFIX)
+    notifier = Notifier(client, store, settings, keys=store.keys)
+    for name, receiver in (("healthy000", healthy), ("slow000000", slow)):
+        await client.hset(notifier.keys.webhook_subscriptions(), f"wh_bench{name}",
+                          json.dumps({"id": f"wh_bench{name}", "url": receiver.url, "secret": "b" * 64,
+                                      "scope": "deployment"}))
+    stop = asyncio.Event()
+    running = asyncio.create_task(notifier.run(stop))
+    try:
+        ended = ended_rooms("slow", rooms)
+        started = time.perf_counter()
+        await append(store, ended)
+        deadline = time.monotonic() + 60 + rooms * slow_s
+        while len(healthy.arrived) < rooms and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        waits = sorted(round((at - started) * 1000) for at in healthy.arrived.values())
+        return {"slow_rooms": rooms, "slow_s": slow_s, "healthy_received": len(waits),
+                "healthy_latency_ms": {"p50": waits[len(waits) // 2], "p99": waits[min(len(waits) - 1,
+                                                                                      int(0.99 * len(waits)))],
+                                       "max": waits[-1]},
+                "slow_received_by_then": slow.count}
+    finally:
+        stop.set()
+        await running
+        await notifier.aclose()
+        await _forget(client)
+        await client.aclose()
+
+
 async def run(settings: Settings, rooms: int, rate: int, seconds: int) -> dict[str, Any]:
     client = bootstrap.redis_client(settings, bootstrap.Role.TOOL)
     await _forget(client)
@@ -165,6 +208,8 @@ async def _forget(client: Any) -> None:
         await client.delete(key)
 
 
-def main(settings: Settings, rooms: int, rate: int, seconds: int) -> None:
+def main(settings: Settings, rooms: int, rate: int, seconds: int, slow_s: float = 0.0, slow_rooms: int = 100) -> None:
     figures = asyncio.run(run(settings, rooms, rate, seconds))
+    if slow_s > 0:
+        figures |= asyncio.run(slow_subscriber(settings, slow_rooms, slow_s))
     print(json.dumps(figures, indent=2))

@@ -12,6 +12,9 @@ Two loops in one process (`almanac notifier`, started by `almanac up`); the firs
   runs out), POSTs each, removes it on a 2xx, else retries with a doubling back-off up to
   ALMANAC_WEBHOOK_BACKOFF_MAX_S, and after ALMANAC_WEBHOOK_MAX_ATTEMPTS moves it to the dead-letter list.
   A delivery is sent again only under its own id (``X-Almanac-Delivery``): a receiver deduplicates by it.
+  Attempts run concurrently with no batch barrier: at most ALMANAC_WEBHOOK_CONCURRENCY in all and an eighth of it
+  per endpoint (``endpoint_in_flight``); the loop claims again as each ends, so a slow or down endpoint holds only
+  its own slots and delays only its own deliveries (issue 32: one answering after 9 s made every receiver wait).
 * **warn** (in the notice loop, every ``WARN_EVERY_S``): ``deadline_soon``. The clock (services/clock.py) keeps
   each room's earliest pending deadline per shard (``Keys.deadlines``: room -> due ms, ``Keys.deadline_commands``
   its key); the notifier reads those due within ALMANAC_WEBHOOK_DEADLINE_WARNING_S and tells the players it waits
@@ -63,6 +66,10 @@ LEASE_MS = 30_000  # a claimed delivery is due again after this if its notifier 
 LATENCY_SAMPLES = 10_000
 DEAD_KEPT = 10_000
 FIRST_BACKOFF_S = 0.5
+# A delivery due for an endpoint at its in-flight bound, with other endpoints' deliveries due behind it, waits this
+# long (no attempt counted): each claim looks past it instead of at it again.
+DEFER_MS = 500
+CLAIM_SCAN = 4  # a claim looks at up to this many due ids per free slot
 # The delivery loop, with nothing due, sleeps until the outbox's earliest due time (a retry, a lapsed lease), woken at
 # once when this process enqueues; at most this long, for what another notifier enqueued (it delivers its own too).
 # It used to look every 50 ms: 20 claim scripts a second for an empty outbox, the notifier's largest idle cost.
@@ -98,15 +105,45 @@ if redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[1]) == 1 then
 end
 return 0
 """
-# KEYS: outbox, deliveries. ARGV: now_ms, lease_until_ms, count. Due ids, each leased; their JSON.
+# KEYS: outbox, deliveries. ARGV: now_ms, lease_until_ms, count, scan, defer_until_ms, then (endpoint, room) pairs.
+# Due ids in due order, each leased, while its endpoint (the URL's scheme://host:port) has room: an endpoint not
+# named has ``ENDPOINT_IN_FLIGHT`` (ARGV[6]); a named one what the caller said. A due id whose endpoint is full stays
+# due, unleased, unless a claimable id lies behind it, or the look (at most ``scan`` ids) found nothing more to take:
+# then it is deferred to ``defer_until_ms`` (not an attempt), so a slow endpoint's backlog at the outbox's head
+# does not hide other endpoints' deliveries from later claims. Returns id, JSON, endpoint triples, then the count of ids left due for a full endpoint.
 _CLAIM = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[4]))
+local room = {}
+for i = 7, #ARGV, 2 do room[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local default = tonumber(ARGV[6])
+local out, waiting, claimed, want = {}, {}, 0, tonumber(ARGV[3])
 for _, id in ipairs(ids) do
-  redis.call('ZADD', KEYS[1], ARGV[2], id)
+  if claimed >= want then break end
   local body = redis.call('HGET', KEYS[2], id)
-  if body then table.insert(out, id); table.insert(out, body) else redis.call('ZREM', KEYS[1], id) end
+  if not body then
+    redis.call('ZREM', KEYS[1], id)
+  else
+    local decoded, record = pcall(cjson.decode, body)  -- (a body that is not JSON: claimed, and failed by the caller)
+    local url = (decoded and type(record) == 'table' and type(record['url']) == 'string') and record['url'] or ''
+    local endpoint = string.match(url, '^[%a][%w+.-]*://[^/?#]+') or url
+    local left = room[endpoint] or default
+    if left > 0 then
+      room[endpoint] = left - 1
+      redis.call('ZADD', KEYS[1], ARGV[2], id)
+      table.insert(out, id); table.insert(out, body); table.insert(out, endpoint)
+      claimed = claimed + 1
+      for _, held in ipairs(waiting) do redis.call('ZADD', KEYS[1], ARGV[5], held) end
+      waiting = {}
+    else
+      table.insert(waiting, id)
+    end
+  end
 end
+if claimed < want and #ids >= tonumber(ARGV[4]) then
+  -- the whole look was taken by full endpoints: what lies behind it is seen at the next claim
+  for _, held in ipairs(waiting) do redis.call('ZADD', KEYS[1], ARGV[5], held) end
+end
+table.insert(out, #waiting)
 return out
 """
 # KEYS: outbox, deliveries, stats, latency. ARGV: id, latency_ms, samples kept.
@@ -445,14 +482,23 @@ class Notifier:
     # --- deliver: outbox -> receivers -------------------------------------------------------------
 
     async def deliver_once(self) -> int:
-        """Claim the due deliveries (up to the concurrency) and attempt each; the attempts made."""
+        """Claim the due deliveries (up to the concurrency, and ``endpoint_in_flight`` per endpoint) and attempt
+        each, waiting for all; the attempts made. (The process's loop does not wait: ``_deliver_loop``.)"""
+        claimed, _ = await self._claim(self.settings.webhook_concurrency, {})
+        await asyncio.gather(*(self._attempt(record) for record, _ in claimed))
+        return len(claimed)
+
+    async def _claim(self, count: int, in_flight: dict[str, int]) -> tuple[list[tuple[dict[str, Any], str]], int]:
+        """Up to ``count`` due deliveries leased, none past its endpoint's bound given ``in_flight`` (endpoint ->
+        attempts under way here): (record, endpoint) each, and how many due ones wait for a full endpoint."""
         now = self.now_ms()
-        claimed = await self._scripts["claim"](
+        bound = endpoint_in_flight(self.settings.webhook_concurrency)
+        rooms = [item for endpoint, flying in in_flight.items() for item in (endpoint, max(0, bound - flying))]
+        answer = await self._scripts["claim"](
             keys=[self.keys.webhook_outbox(), self.keys.webhook_deliveries()],
-            args=[now, now + LEASE_MS, self.settings.webhook_concurrency])
-        records = [json.loads(claimed[i + 1]) for i in range(0, len(claimed), 2)]
-        await asyncio.gather(*(self._attempt(record) for record in records))
-        return len(records)
+            args=[now, now + LEASE_MS, count, count * CLAIM_SCAN, now + DEFER_MS, bound, *rooms])
+        claimed = [(json.loads(answer[i + 1]), _text(answer[i + 2])) for i in range(0, len(answer) - 1, 3)]
+        return claimed, int(answer[-1])
 
     async def _attempt(self, record: dict[str, Any]) -> None:
         body = json.dumps(record["payload"], separators=(",", ":")).encode()
@@ -505,14 +551,53 @@ class Notifier:
                 await _sleep_or_stop(stop, 1.0)
 
     async def _deliver_loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                self._enqueued.clear()  # before the claim: an enqueue from here on wakes the wait below
-                if not await self.deliver_once():
-                    await self._wait_for_due(stop)
-            except Exception as error:  # noqa: BLE001 - leases bring claimed deliveries back
-                log.warning("notifier.deliver_failed", error=str(error)[:300])
-                await _sleep_or_stop(stop, 1.0)
+        """Attempts run concurrently, at most ``webhook_concurrency`` in all and ``endpoint_in_flight`` per endpoint;
+        the loop claims again whenever a slot frees or a delivery is enqueued, never waiting for a batch: a slow or
+        down endpoint holds its own slots only, and delays only its own deliveries."""
+        flying: dict[asyncio.Task[None], str] = {}
+        try:
+            while not stop.is_set():
+                try:
+                    self._enqueued.clear()  # before the claim: an enqueue from here on wakes the waits below
+                    free = self.settings.webhook_concurrency - len(flying)
+                    claimed, waiting = await self._claim(free, _counts(flying.values())) if free > 0 else ([], 0)
+                    for record, endpoint in claimed:
+                        flying[asyncio.ensure_future(self._attempt(record))] = endpoint
+                    if claimed:
+                        continue
+                    if not flying:
+                        await self._wait_for_due(stop)
+                        continue
+                    # Full (in all, or the endpoints of what is due): until an attempt ends, an enqueue, ``stop``,
+                    # or (nothing due waiting) the outbox's earliest due time
+                    wait_s = self.deliver_idle_s if (waiting or free <= 0) else await self._until_due()
+                    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._enqueued.wait())]
+                    try:
+                        await asyncio.wait([*flying, *waits], timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for waiting_for in waits:
+                            waiting_for.cancel()
+                except Exception as error:  # noqa: BLE001 - leases bring claimed deliveries back
+                    log.warning("notifier.deliver_failed", error=str(error)[:300])
+                    await _sleep_or_stop(stop, 1.0)
+                finally:
+                    for task in [task for task in flying if task.done()]:
+                        del flying[task]
+                        if not task.cancelled() and task.exception() is not None:
+                            log.warning("notifier.deliver_failed", error=str(task.exception())[:300])
+        except asyncio.CancelledError:
+            for task in flying:  # cancelled: the attempts under way end too (their leases bring them back)
+                task.cancel()
+            raise
+        # Stopping: the attempts under way finish (each within ALMANAC_WEBHOOK_TIMEOUT_S); a kill leaves them leased
+        if flying:
+            await asyncio.gather(*flying, return_exceptions=True)
+
+    async def _until_due(self) -> float:
+        earliest = await self.client.zrange(self.keys.webhook_outbox(), 0, 0, withscores=True)
+        if not earliest:
+            return self.deliver_idle_s
+        return min(self.deliver_idle_s, max(0.0, (earliest[0][1] - self.now_ms()) / 1000))
 
     async def _wait_for_due(self, stop: asyncio.Event) -> None:
         """Until the outbox's earliest delivery is due, this process enqueues one, ``stop``, or ``deliver_idle_s``."""
@@ -544,6 +629,19 @@ async def stats(client: Any, keys: Keys) -> dict[str, Any]:
             "pending": int(await client.zcard(keys.webhook_outbox())),
             "dead_letters": int(await client.llen(keys.webhook_dead())),
             "latency_ms": {"samples": len(samples), "p50": quantile(0.5), "p99": quantile(0.99)}}
+
+
+def endpoint_in_flight(concurrency: int) -> int:
+    """The attempts one endpoint (a URL's scheme://host:port) may have under way in a notifier: an eighth of
+    ALMANAC_WEBHOOK_CONCURRENCY (8 of 64), so seven endpoints that hang still leave an eighth to every other."""
+    return max(1, concurrency // 8)
+
+
+def _counts(endpoints: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for endpoint in endpoints:
+        counts[endpoint] = counts.get(endpoint, 0) + 1
+    return counts
 
 
 def _text(value: Any) -> str:

@@ -19,6 +19,7 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.port}"
         self.received: list[dict[str, Any]] = []
         self.failing = 0  # answer 503 to this many more POSTs
+        self.delay_s = 0.0  # answer each POST this long after it arrived (a slow receiver)
         self.lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -28,6 +29,9 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the standard library's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                arrived = time.time()
+                if receiver.delay_s:
+                    time.sleep(receiver.delay_s)
                 with receiver.lock:
                     if receiver.failing > 0:
                         receiver.failing -= 1
@@ -36,7 +40,7 @@ class Receiver:
                         status = 200
                         receiver.received.append({"path": self.path, "headers": dict(self.headers.items()),
                                                   "body": body, "json": json.loads(body),
-                                                  "at": time.time()})
+                                                  "at": arrived})
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

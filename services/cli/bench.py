@@ -172,9 +172,13 @@ def bench_bots(moves: int = typer.Option(2_000, min=10, max=1_000_000, help="Mov
 @bench_app.command("webhooks")
 def bench_webhooks(rooms: int = typer.Option(2_000, min=100, help="Deliveries of the backlog (throughput)."),
                    rate: int = typer.Option(100, min=1, help="Rooms ending per second while latency is measured."),
-                   seconds: int = typer.Option(5, min=1, help="How long rooms end at that rate.")) -> None:
+                   seconds: int = typer.Option(5, min=1, help="How long rooms end at that rate."),
+                   slow_s: float = typer.Option(0.0, min=0, max=60, help="Then, if above 0: a second subscriber "
+                                                "answering after this many seconds, and a healthy one's latency."),
+                   slow_rooms: int = typer.Option(100, min=1, help="Rooms ended at once with the slow subscriber."),
+                   ) -> None:
     """The notifier's deliveries/s against bare POSTs to the same receiver (same run), and latency p50/p99."""
-    run_on_redis("webhooks", rooms, rate, seconds, pass_settings=True)
+    run_on_redis("webhooks", rooms, rate, seconds, slow_s, slow_rooms, pass_settings=True)
 
 
 @bench_app.command("live")

@@ -193,6 +193,8 @@ async def _answer(gw: Gateway, outcome: Outcome | None, room: str, player: str, 
     "/rooms",
     summary="Create a room of a rule-set; the creator joins it and receives a token",
     description="Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. "
+    "Bot seats (`bots`) per client address: at most a hundredth of ALMANAC_MAX_BOT_SEATS (at least 16) an hour, "
+    "else 429 `bot_seats_rate_limited` with Retry-After; past the deployment's bound 429 `bot_seats_full`. "
     "Seat-naming options (`owner`, `player`, `players`) must be joinable player names, else 422 "
     "`invalid_options` naming the option. The token is a JWT (HS256) with claims room, player, role, iat, exp "
     "and ruleset (the room's rules).",
@@ -270,6 +272,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     # The bots' seats are taken against the bound before the room exists, all at once (one script: racing creates
     # cannot pass it together), and given back if the create is refused: a refused create makes nothing.
     seated = [(room, seat) for seat in dict.fromkeys(body.bots)]
+    # per address before the deployment's bound: one client cannot take every seat (services/gateway/ratelimit.py)
+    await gw.rate_limits.check_bot_seats(client_address(request), len(seated))
     client_id = body.command_id or new_command_id()
     try:
         reserved = await bots.reserve_seats(gw.client, gw.keys, seated, now_ms(), max_seats=gw.settings.max_bot_seats,
@@ -336,7 +340,8 @@ async def _create_room(gw: Gateway, request: Request) -> Response:
     "GET /rooms/{room} `bot_policy`), else 422 `no_bot_policy` and nothing is recorded. "
     "403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person "
     "holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot` / `no_bot_policy`, 429 `bot_seats_full` "
-    "(ALMANAC_MAX_BOT_SEATS).",
+    "(ALMANAC_MAX_BOT_SEATS), 429 `bot_seats_rate_limited` (a player's token: its client address asked for more "
+    "than a hundredth of ALMANAC_MAX_BOT_SEATS, at least 16, this hour; Retry-After).",
     openapi_extra=openapi_body(BotSeatRequest) | TOKEN_REQUIRED,
     responses={403: {"description": "a token of another room, or not the room's creator for an empty seat"},
                409: {"description": "`seat_held`: a person holds the seat; `room_ended`"},
@@ -370,6 +375,8 @@ async def _hand_seat_to_bot(gw: Gateway, request: Request, room: str) -> Respons
     # A new seat ("empty", "left") is taken against the bound in one step (services/bots.py reserve_seats): racing
     # asks never pass ALMANAC_MAX_BOT_SEATS together. "already": back in the hash if an operator removed it.
     bound = gw.settings.max_bot_seats if how != "already" else None
+    if bound is not None and claims.role == ROLE_PLAYER:  # a player's token is anyone's: counted per address
+        await gw.rate_limits.check_bot_seats(client_address(request), 1)
     try:
         if how != "left":  # "empty": the bot joins it
             added = await bots.add_bot(gw.client, gw.keys, room, seat, now_ms(), max_seats=bound)

@@ -16,6 +16,11 @@ own (one seat got 15 commands through a limit of 5/s).
 - Addresses, and auditors (valid in every room, so no one shard holds their counter), go through the
   `limits` library: its INCRBY+EXPIRE script on a single key (one slot, so it runs as it is on a Redis
   Cluster), Retry-After = the window's length (an upper bound, rather than a second round trip for the TTL).
+
+Bot seats asked for by an anonymous client (a create's ``bots``; a player's POST /rooms/{room}/bots) are counted
+per client address too, in an hour's window, at most ``bot_seats_per_address`` (a hundredth of
+ALMANAC_MAX_BOT_SEATS, no new setting): a room whose seat never ends holds its bot seats for good, and without this
+one address could take the deployment's every seat and leave everyone else 429 ``bot_seats_full``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,14 @@ log = get_logger("almanac.gateway.ratelimit")
 KEY_PREFIX = "alm:ratelimit"
 # Seat windows remembered as used up, at most (past it the ended ones go, then the oldest half).
 USED_WINDOWS_CAP = 100_000
+# A room hands at most this many seats to bots (services/gateway/schemas.py): one address may always ask for one room's.
+ROOM_BOT_SEATS = 16
+
+
+def bot_seats_per_address(max_bot_seats: int) -> int:
+    """The bot seats one client address may ask for in an hour: a hundredth of ALMANAC_MAX_BOT_SEATS (100 of the
+    default 10,000: a hundred addresses to fill it, each for an hour of asking), at least one room's worth."""
+    return max(ROOM_BOT_SEATS, max_bot_seats // 100)
 
 
 class UsedWindows:
@@ -93,6 +106,7 @@ class RateLimits:
     def __init__(self, settings: Settings, client: aioredis.Redis, keys: Keys) -> None:
         self.anon = _item(settings.rate_anon)
         self.commands = _item(settings.rate_commands)
+        self.bot_seats = limits.RateLimitItemPerHour(bot_seats_per_address(settings.max_bot_seats))
         self.keys = keys  # the gateway's own (services.bootstrap)
         self.used = UsedWindows()
         self._own_client: aioredis.Redis | None = None
@@ -126,6 +140,22 @@ class RateLimits:
         """429 when this client address has used up ALMANAC_RATE_ANON."""
         if self.anon is not None and not await self._hit(self.anon, "anon", address):
             raise _limited(self.anon, "ALMANAC_RATE_ANON", "this address")
+
+    async def check_bot_seats(self, address: str, seats: int) -> None:
+        """429 ``bot_seats_rate_limited`` (field ``bots``, Retry-After: the window's rest) when this client address
+        would ask for more than ``bot_seats_per_address`` bot seats in the hour; a refused ask counts too."""
+        if seats <= 0 or await self._hit(self.bot_seats, "bot_seats", address, cost=seats):
+            return
+        try:
+            reset = (await self._limiter.get_window_stats(self.bot_seats, "bot_seats", address)).reset_time
+            retry_s = max(1, math.ceil(reset - time.time()))
+        except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS):
+            retry_s = self.bot_seats.get_expiry()
+        amount = self.bot_seats.amount
+        raise ApiError(429, "bot_seats_rate_limited", f"this address would ask for more than {amount} bot seats "
+                       "this hour (a hundredth of ALMANAC_MAX_BOT_SEATS); create without bots, or retry "
+                       "after the Retry-After seconds", "bots", limit=str(self.bot_seats),
+                       headers={"Retry-After": str(retry_s)})
 
     async def check_auditor(self, claims: Claims) -> None:
         """429 when this auditor has used up ALMANAC_RATE_COMMANDS (the `limits` counter, keyed as a seat)."""
@@ -163,7 +193,7 @@ class RateLimits:
         left = None if limit is None else self.used.remaining_ms(_used_key(room, limit))
         return None if left is None else self.token_refusal(left)
 
-    async def _hit(self, item: limits.RateLimitItem, *identifiers: str) -> bool:
+    async def _hit(self, item: limits.RateLimitItem, *identifiers: str, cost: int = 1) -> bool:
         """The limiter's answer; True (not limited) when its counter's node cannot be reached.
 
         On a Cluster the counter lives on whichever node its key hashes to, not the room's: while that
@@ -171,7 +201,7 @@ class RateLimits:
         to the store, which refuses (503) whatever it cannot take.
         """
         try:
-            return await self._limiter.hit(item, *identifiers)
+            return await self._limiter.hit(item, *identifiers, cost=cost)
         except (RedisConnectionError, RedisTimeoutError, *CLUSTER_ERRORS) as error:
             log.warning("rate_limit.unavailable", error=type(error).__name__)
             return True

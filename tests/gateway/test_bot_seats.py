@@ -124,3 +124,34 @@ def test_a_create_hands_bots_only_seats_of_the_room_each_once(api: TestClient) -
     fine = api.post("/rooms", json={**realm, "bots": ["bob", "carol"]})
     assert fine.status_code == 201, fine.text
     assert fine.json()["bots"] == ["bob", "carol"]
+
+
+def test_one_address_asking_past_its_hourly_bot_seats_is_refused_while_another_still_gets_a_bot(stack: Stack) -> None:
+    # Given a deployment of 1,600 bot seats: one client address may ask for a hundredth of them (16) an hour
+    settings = gateway_settings(stack, max_bot_seats=1_600)
+    mallory_at, carol_at = (f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.{n}" for n in (1, 2))
+    mallory = f"mallory-{secrets.token_hex(3)}"
+    with (TestClient(create_app(settings), client=(mallory_at, 40000)) as from_mallory,
+          TestClient(create_app(settings), client=(carol_at, 40000)) as from_carol):
+        # When mallory, anonymous, creates realm rooms handing two seats of each to bots, nine times
+        answers = [from_mallory.post("/rooms", json={"ruleset": "realm", "player": mallory,
+                                                     "room": f"{mallory}-{index}", "bots": ["b1", "b2"],
+                                                     "options": {"players": [mallory, "b1", "b2", "b3"]}})
+                   for index in range(9)]
+        # Then her first eight (16 seats) are created, and the ninth is refused before any room exists, with the
+        # time to wait, though the deployment has seats to spare
+        assert [answer.status_code for answer in answers] == [201] * 8 + [429], [a.text for a in answers]
+        assert (answers[8].json()["code"], answers[8].json()["field"]) == ("bot_seats_rate_limited", "bots")
+        assert 0 < int(answers[8].headers["Retry-After"]) <= 3600
+        assert not redis.Redis.from_url(stack.redis_url).exists(KEYS.version(f"{mallory}-8"))
+        # and nor can she hand her room's empty seat to a bot with its token
+        token = answers[0].json()["token"]
+        handed = from_mallory.post(f"/rooms/{mallory}-0/bots", headers=auth(token), json={"seat": "b3"})
+        assert (handed.status_code, handed.json()["code"]) == (429, "bot_seats_rate_limited"), handed.text
+        # while carol, from another address, still creates a room with a bot, and mallory one without
+        carol = f"carol-{secrets.token_hex(3)}"
+        created = from_carol.post("/rooms", json={"ruleset": "realm", "player": carol, "bots": ["b1"],
+                                                  "options": {"players": [carol, "b1"]}})
+        assert created.status_code == 201, created.text
+        assert created.json()["bots"] == ["b1"]
+        assert from_mallory.post("/rooms", json={"ruleset": "board", "player": mallory}).status_code == 201

@@ -16,7 +16,7 @@ export interface paths {
         put?: never;
         /**
          * Create a room of a rule-set; the creator joins it and receives a token
-         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. Seat-naming options (`owner`, `player`, `players`) must be joinable player names, else 422 `invalid_options` naming the option. The token is a JWT (HS256) with claims room, player, role, iat, exp and ruleset (the room's rules).
+         * @description Rate limited per client address (ALMANAC_RATE_ANON): 429 `rate_limited` with Retry-After. Bot seats (`bots`) per client address: at most a hundredth of ALMANAC_MAX_BOT_SEATS (at least 16) an hour, else 429 `bot_seats_rate_limited` with Retry-After; past the deployment's bound 429 `bot_seats_full`. Seat-naming options (`owner`, `player`, `players`) must be joinable player names, else 422 `invalid_options` naming the option. The token is a JWT (HS256) with claims room, player, role, iat, exp and ruleset (the room's rules).
          */
         post: operations["create_room_rooms_post"];
         delete?: never;
@@ -36,7 +36,7 @@ export interface paths {
         put?: never;
         /**
          * Hand a seat to a bot: an empty seat (the room's creator or an auditor), or your own seat
-         * @description A bot (`almanac bots`, docs/bots.md) then plays the seat from its view. An empty seat: the room's creator's token or an auditor's; the bot joins it. Your own seat (its token): the room decides `hand_to_bot` as a command (`room.seat_to_bot`, reason `left`, in every player's events) and the bot plays on. Leaving your own seat needs a room created with `seat_bots` or `bot_after_missed` (its `room.bot_policy`; GET /rooms/{room} `bot_policy`), else 422 `no_bot_policy` and nothing is recorded. 403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot` / `no_bot_policy`, 429 `bot_seats_full` (ALMANAC_MAX_BOT_SEATS).
+         * @description A bot (`almanac bots`, docs/bots.md) then plays the seat from its view. An empty seat: the room's creator's token or an auditor's; the bot joins it. Your own seat (its token): the room decides `hand_to_bot` as a command (`room.seat_to_bot`, reason `left`, in every player's events) and the bot plays on. Leaving your own seat needs a room created with `seat_bots` or `bot_after_missed` (its `room.bot_policy`; GET /rooms/{room} `bot_policy`), else 422 `no_bot_policy` and nothing is recorded. 403 `not_room_owner` (an empty seat, another player's token), 409 `seat_held` (a seat another person holds), 409 `room_ended`, 422 `no_seat` / `no_seat_bot` / `no_bot_policy`, 429 `bot_seats_full` (ALMANAC_MAX_BOT_SEATS), 429 `bot_seats_rate_limited` (a player's token: its client address asked for more than a hundredth of ALMANAC_MAX_BOT_SEATS, at least 16, this hour; Retry-After).
          */
         post: operations["hand_seat_to_bot_rooms__room__bots_post"];
         delete?: never;
