@@ -271,14 +271,14 @@ MANIFEST = RuleSet(
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
     allowed_values={
         "mine.ore": data.ORES,
-        "mine.moons": ("count", "save"),
+        "mine.moons": data.MINING_MOON_USES,
         "mine.lesser_ore": ("best", "none", *data.ORES[:-1]),  # a lesser ore is below the one sought: never gold
         "smelt.ore": tuple(data.SMELTED),
         "get_food.method": data.FOOD_METHODS,
-        "get_food.moon": ("double", "save"),
+        "get_food.moon": data.FOOD_MOON_USES,
         "equip_army.tier": tuple(data.EQUIPMENT_METAL),
         "raid.resource": data.RESOURCES,
-        "besiege.if_taken": ("destroy", "tax"),
+        "besiege.if_taken": data.SIEGE_ENDS,
         "choose_tax_season.season": data.SEASONS,
         "send_merchant.load": data.RESOURCES,
         "offer_trade.buy": data.RESOURCES,
