@@ -16,7 +16,7 @@ from almanac.events.manifest import (
     event_tag,
     to_builtins,
 )
-from almanac.events.schema import one_of
+from almanac.events.schema import free, one_of
 from almanac.games.realm.v1 import audit, data, events as realm_events, seats
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
@@ -87,6 +87,8 @@ def notices(event: Any) -> list[tuple[str, str | None]]:
 
 
 Season = Annotated[str, one_of(data.SEASONS)]
+RoomId = Annotated[str, free("the room's id")]
+Summary = Annotated[str, free("the step in a sentence a person reads")]
 
 
 class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -200,8 +202,8 @@ def _ledger_row_type(event_type: type) -> type:
     detail = msgspec.defstruct(f"{event_type.__name__}Detail", fields, module=__name__, kw_only=True, frozen=True,
                                forbid_unknown_fields=True)
     return msgspec.defstruct(f"{event_type.__name__}Row",
-                             [("room", str), ("version", int), ("trade", str), ("player", str), ("time_ms", int),
-                              ("summary", str), ("detail", detail)],
+                             [("room", RoomId), ("version", int), ("trade", TradeId), ("player", Player),
+                              ("time_ms", int), ("summary", Summary), ("detail", detail)],
                              module=__name__, kw_only=True, frozen=True, forbid_unknown_fields=True,
                              tag_field="type", tag=event_tag(event_type))
 
@@ -215,7 +217,7 @@ def _step_type(event_type: type) -> type:
     """What ``audit.trade_steps`` makes of one trade event: its fields (and ``type`` tag), its step number, sentence
     and version. Declared for the API documents (the audit view's ``step_types``); here, not in audit.py, which is
     rules (the fingerprint covers it) while this only describes its answer."""
-    return msgspec.defstruct(f"{event_type.__name__}Step", [("step", int), ("text", str), ("version", int)],
+    return msgspec.defstruct(f"{event_type.__name__}Step", [("step", int), ("text", Summary), ("version", int)],
                              bases=(event_type,), module=__name__, kw_only=True, frozen=True,
                              tag=event_tag(event_type))
 
