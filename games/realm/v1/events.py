@@ -20,7 +20,6 @@ Metal = Annotated[str, one_of(data.EQUIPMENT_METAL.values())]
 Multiplier = Annotated[str, one_of(str(value) for values in data.FOOD_MULTIPLIERS.values() for value in values)]
 Rate = Annotated[str, one_of(str(value) for value in (*data.HERB_RATES, *data.WOOD_RATES))]
 Ore = Annotated[str, one_of(data.ORES)]
-SmeltedOre = Annotated[str, one_of(data.SMELTED)]
 Tier = Annotated[str, one_of(data.EQUIPMENT_METAL)]
 Method = Annotated[str, one_of(data.FOOD_METHODS)]
 MiningMoon = Annotated[str, one_of(data.MINING_MOON_USES)]
@@ -83,7 +82,7 @@ class Mined(_Event, frozen=True, kw_only=True, tag="realm.mined"):
 
 class Smelted(_Event, frozen=True, kw_only=True, tag="realm.smelted"):
     city: City
-    ore: SmeltedOre
+    ore: Ore
     amount: int
     dice: Dice
     stars: int
