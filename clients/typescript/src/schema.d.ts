@@ -961,6 +961,7 @@ export interface components {
         };
         /** ForkMark */
         ForkMark: {
+            /** @description the parent room's id */
             parent: string;
             at: number;
         };
@@ -1018,15 +1019,21 @@ export interface components {
         BoardRoomCreated_BoardSetup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["BoardBoardSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1038,22 +1045,30 @@ export interface components {
          * @description The resolved setup stored in ``room.created``: the owner, the options, the deck order and cards A-D.
          */
         BoardBoardSetup: {
+            /** @description the player whose map it is */
             player: string;
             mountain_bonus: boolean;
             extended_pool: boolean;
             deck: number[];
-            missions: string[];
+            missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
         };
         /** PlayerJoined */
         BoardPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -1063,14 +1078,18 @@ export interface components {
         BoardNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         BoardRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -1088,12 +1107,17 @@ export interface components {
         BoardRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -1116,6 +1140,7 @@ export interface components {
         BoardDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -1126,6 +1151,7 @@ export interface components {
         BoardSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -1136,8 +1162,10 @@ export interface components {
         BoardSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -1149,7 +1177,8 @@ export interface components {
             /** @enum {unknown} */
             type: "board.element_placed";
             element: number;
-            terrain: string;
+            /** @enum {string} */
+            terrain: "forest" | "village" | "farm" | "water";
             time: number;
             row: number;
             column: number;
@@ -1340,25 +1369,32 @@ export interface components {
         BoardRoomCreated_BoardSetup_AsSeen: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             /**
              * BoardSetup
              * @description The resolved setup stored in ``room.created``: the owner, the options, the deck order and cards A-D.
              */
             setup: {
+                /** @description the player whose map it is */
                 player: string;
                 mountain_bonus: boolean;
                 extended_pool: boolean;
                 deck: number[] | components["schemas"]["Hidden"];
-                missions: string[];
+                missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
             };
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1418,15 +1454,21 @@ export interface components {
         BoardV2RoomCreated_BoardSetupV2_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["BoardV2BoardSetupV2"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1438,11 +1480,12 @@ export interface components {
          * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
          */
         BoardV2BoardSetupV2: {
+            /** @description the player whose map it is */
             player: string;
             mountain_bonus: boolean;
             extended_pool: boolean;
             deck: number[];
-            missions: string[];
+            missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
             /** @default null */
             turn_limit_s?: number | null;
             /** @default 0 */
@@ -1551,29 +1594,36 @@ export interface components {
         BoardV2RoomCreated_BoardSetupV2_AsSeen: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             /**
              * BoardSetupV2
              * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
              */
             setup: {
+                /** @description the player whose map it is */
                 player: string;
                 mountain_bonus: boolean;
                 extended_pool: boolean;
                 deck: number[] | components["schemas"]["Hidden"];
-                missions: string[];
+                missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
                 /** @default null */
                 turn_limit_s?: number | null;
                 /** @default 0 */
                 started_ms?: number;
             };
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1643,7 +1693,7 @@ export interface components {
              * @enum {string}
              */
             kind: "cut";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
         };
         /**
@@ -1667,7 +1717,7 @@ export interface components {
              * @enum {string}
              */
             kind: "replant";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -1685,7 +1735,7 @@ export interface components {
              * @enum {string}
              */
             kind: "farm";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
         };
         /**
@@ -1698,7 +1748,7 @@ export interface components {
              * @enum {string}
              */
             kind: "harvest";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
         };
         /**
@@ -1711,7 +1761,7 @@ export interface components {
              * @enum {string}
              */
             kind: "build";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -1754,15 +1804,21 @@ export interface components {
         ClaimRoomCreated_ClaimSetup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["ClaimClaimSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1774,7 +1830,9 @@ export interface components {
          * @description The staked claim, recorded in room.created: who owns which block, and every parcel.
          */
         ClaimClaimSetup: {
+            /** @description the player who staked the claim */
             owner: string;
+            /** @description the block's label, as the surveyor gave it */
             block: string;
             created_at_ms: number;
             lcg_seed: number;
@@ -1790,8 +1848,10 @@ export interface components {
          */
         ClaimParcelRecord: {
             index: number;
+            /** @description the parcel's name: its column letter and row number (A1) */
             name: string;
-            zone: string;
+            /** @enum {string} */
+            zone: "bottom" | "bench" | "ridge";
             slope: boolean;
             meadow: boolean;
             road: boolean;
@@ -1808,12 +1868,19 @@ export interface components {
         ClaimPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -1823,14 +1890,18 @@ export interface components {
         ClaimNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         ClaimRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -1848,12 +1919,17 @@ export interface components {
         ClaimRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -1876,6 +1952,7 @@ export interface components {
         ClaimDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -1886,6 +1963,7 @@ export interface components {
         ClaimSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -1896,8 +1974,10 @@ export interface components {
         ClaimSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -1910,7 +1990,8 @@ export interface components {
             /** @enum {string} */
             species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             age_ms: number;
-            grade: string;
+            /** @enum {string} */
+            grade: "poles" | "sawlogs" | "clears";
             board_feet: number;
             logs: number;
             value_cents: number;
@@ -2110,7 +2191,10 @@ export interface components {
         ClaimClaimOptions: {
             /** @default null */
             owner?: string | null;
-            /** @default  */
+            /**
+             * @description the block's label, as the surveyor gives it
+             * @default
+             */
             block?: string;
         };
         /**
@@ -2138,15 +2222,18 @@ export interface components {
          * @description A row of the claims read model (claim_entry).
          */
         ClaimClaimRow: {
+            /** @description the room's id */
             room: string;
+            /** @description the player who staked the claim */
             owner: string;
+            /** @description the block's label, as the surveyor gave it */
             block: string;
             created_at_ms: number;
             proved_up_ms: number | null;
             score: number;
             parcel_count: number;
             timbered_parcels: number;
-            buildings: string[];
+            buildings: ("cabin" | "barn" | "mill")[];
             parcels: components["schemas"]["ClaimClaimParcel"][];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
             fork?: components["schemas"]["ForkMark"];
@@ -2349,7 +2436,7 @@ export interface components {
              * @enum {string}
              */
             kind: "raid";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             target: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2367,7 +2454,7 @@ export interface components {
              * @enum {string}
              */
             kind: "besiege";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             target: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2386,7 +2473,7 @@ export interface components {
              * @enum {string}
              */
             kind: "choose_tax_season";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2448,7 +2535,7 @@ export interface components {
              * @enum {string}
              */
             kind: "send_merchant";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             to: string;
             load: {
                 [key: string]: number;
@@ -2464,7 +2551,7 @@ export interface components {
              * @enum {string}
              */
             kind: "offer_trade";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2493,7 +2580,7 @@ export interface components {
              * @enum {string}
              */
             kind: "counter_offer";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2511,7 +2598,7 @@ export interface components {
              * @enum {string}
              */
             kind: "agree_trade";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
         };
         /**
@@ -2524,7 +2611,7 @@ export interface components {
              * @enum {string}
              */
             kind: "decline_trade";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
         };
         /**
@@ -2562,15 +2649,21 @@ export interface components {
         RealmRoomCreated_RealmSetup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["RealmRealmSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -2596,12 +2689,19 @@ export interface components {
         RealmPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -2611,14 +2711,18 @@ export interface components {
         RealmNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         RealmRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -2636,12 +2740,17 @@ export interface components {
         RealmRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -2664,6 +2773,7 @@ export interface components {
         RealmDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -2674,6 +2784,7 @@ export interface components {
         RealmSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -2684,8 +2795,10 @@ export interface components {
         RealmSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -2693,28 +2806,35 @@ export interface components {
         RealmMined: {
             /** @enum {unknown} */
             type: "realm.mined";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             /** @enum {string} */
             moons: "count" | "save";
             stars: number;
             saved_used: number;
             saved_gained: number;
-            outcome: string;
-            found: string;
+            /** @enum {string} */
+            outcome: "found" | "lesser_ore" | "skull_stone" | "blank_stone" | "nothing";
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
+            found: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             amount: number;
         };
         /** Smelted */
         RealmSmelted: {
             /** @enum {unknown} */
             type: "realm.smelted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number;
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
             needed: number;
             success: boolean;
@@ -2723,14 +2843,16 @@ export interface components {
         RealmFoodGot: {
             /** @enum {unknown} */
             type: "realm.food_got";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             method: "hunt" | "gather" | "fish" | "farm";
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
-            multiplier: string;
+            /** @enum {string} */
+            multiplier: "1/2" | "3/2" | "1" | "2" | "3" | "0";
             /** @enum {string} */
             moon: "double" | "save";
             doubled: boolean;
@@ -2744,18 +2866,21 @@ export interface components {
         RealmHerbsFound: {
             /** @enum {unknown} */
             type: "realm.herbs_found";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number;
         };
         /** ArmyHealed */
         RealmArmyHealed: {
             /** @enum {unknown} */
             type: "realm.army_healed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             points: number;
             herbs: number;
@@ -2765,18 +2890,21 @@ export interface components {
         RealmWoodCut: {
             /** @enum {unknown} */
             type: "realm.wood_cut";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number;
         };
         /** Fortified */
         RealmFortified: {
             /** @enum {unknown} */
             type: "realm.fortified";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             wood: number;
             stone: number;
@@ -2787,6 +2915,7 @@ export interface components {
         RealmArmyRaised: {
             /** @enum {unknown} */
             type: "realm.army_raised";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             soldiers: number;
             army_after: number;
@@ -2795,16 +2924,19 @@ export interface components {
         RealmArmyEquipped: {
             /** @enum {unknown} */
             type: "realm.army_equipped";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             tier: "bronze" | "iron" | "steel";
-            metal: string;
+            /** @enum {string} */
+            metal: "smelted_bronze" | "smelted_iron" | "smelted_steel";
             cost: number;
         };
         /** ArmyDismissed */
         RealmArmyDismissed: {
             /** @enum {unknown} */
             type: "realm.army_dismissed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             soldiers: number;
         };
@@ -2822,10 +2954,12 @@ export interface components {
          * @description Both sides of a fight: dice counts with their parts, faces, and scores (stars and moons).
          */
         RealmBattle: {
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
+            /** @description a city's name: its player's, or a village's */
             defender: string;
-            attack_dice: string[];
-            defence_dice: string[];
+            attack_dice: ("star" | "moon" | "skull" | "blank")[];
+            defence_dice: ("star" | "moon" | "skull" | "blank")[];
             attack_bonus: number;
             defence_bonus: number;
             attack_score: number;
@@ -2850,7 +2984,9 @@ export interface components {
         RealmCityDestroyed: {
             /** @enum {unknown} */
             type: "realm.city_destroyed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
             plunder: {
                 [key: string]: number;
@@ -2864,7 +3000,9 @@ export interface components {
         RealmCitySurrendered: {
             /** @enum {unknown} */
             type: "realm.city_surrendered";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             to: string;
             hit_points_after: number;
         };
@@ -2872,7 +3010,9 @@ export interface components {
         RealmTaxSeasonChosen: {
             /** @enum {unknown} */
             type: "realm.tax_season_chosen";
+            /** @description a city's name: its player's, or a village's */
             controller: string;
+            /** @description a city's name: its player's, or a village's */
             city: string;
             year: number;
             /** @enum {string} */
@@ -2882,7 +3022,9 @@ export interface components {
         RealmTaxCollected: {
             /** @enum {unknown} */
             type: "realm.tax_collected";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             to: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
@@ -2894,7 +3036,9 @@ export interface components {
         RealmFreedomBought: {
             /** @enum {unknown} */
             type: "realm.freedom_bought";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             controller: string;
             gold: number;
         };
@@ -2902,9 +3046,11 @@ export interface components {
         RealmSabotageAttempted: {
             /** @enum {unknown} */
             type: "realm.sabotage_attempted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             controller: string;
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
             needed: number;
             freed: boolean;
@@ -2919,6 +3065,7 @@ export interface components {
         RealmCityRestarted: {
             /** @enum {unknown} */
             type: "realm.city_restarted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             stock: {
                 [key: string]: number;
@@ -2931,8 +3078,11 @@ export interface components {
         RealmMerchantSent: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -2958,7 +3108,9 @@ export interface components {
          * @description One movement of goods: ``phantom`` goods are created by a moon and taken from nobody.
          */
         RealmTransfer: {
+            /** @description a city's name, a merchant ("merchant:<trade id>"), "lost", or "" for phantom goods */
             source: string;
+            /** @description a city's name, a merchant ("merchant:<trade id>"), "lost", or "" for phantom goods */
             target: string;
             /** @enum {string} */
             resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
@@ -2970,12 +3122,16 @@ export interface components {
         RealmMerchantIntercepted: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -2985,7 +3141,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -3006,11 +3165,19 @@ export interface components {
         RealmTradeOffered: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3026,7 +3193,10 @@ export interface components {
             };
             /** @enum {string} */
             buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
-            /** @enum {string} */
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
             pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
@@ -3034,11 +3204,19 @@ export interface components {
         RealmTradeCountered: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3059,11 +3237,19 @@ export interface components {
         RealmTradeAgreed: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3085,6 +3271,7 @@ export interface components {
         RealmTradeRolled: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"];
@@ -3107,10 +3294,11 @@ export interface components {
          * @description One side's roll in a trade round: what it rolled, how the stars were counted, what it is owed.
          */
         RealmTradeSide: {
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
             skulls: number;
             moons: number;
@@ -3122,9 +3310,13 @@ export interface components {
         RealmTradeCancelled: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
+            /** @description why, in words a person reads */
             reason: string;
             load_before: {
                 [key: string]: number;
@@ -3150,11 +3342,19 @@ export interface components {
         RealmTradeDeclined: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3173,7 +3373,9 @@ export interface components {
         RealmMerchantReturned: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -3181,7 +3383,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -3198,12 +3403,14 @@ export interface components {
         RealmTurnEnded: {
             /** @enum {unknown} */
             type: "realm.turn_ended";
+            /** @description a player's name */
             player: string;
         };
         /** VillageProduced */
         RealmVillageProduced: {
             /** @enum {unknown} */
             type: "realm.village_produced";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             amounts: {
                 [key: string]: number;
@@ -3217,6 +3424,7 @@ export interface components {
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
             year: number;
+            /** @description a player's name, "" for none */
             forced_by: string;
             at_ms: number;
         };
@@ -3497,28 +3705,30 @@ export interface components {
         RealmMinedAsSeen: {
             /** @enum {unknown} */
             type: "realm.mined";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             /** @enum {string} */
             moons: "count" | "save";
             stars: number | components["schemas"]["Hidden"];
             saved_used: number | components["schemas"]["Hidden"];
             saved_gained: number | components["schemas"]["Hidden"];
-            outcome: string | components["schemas"]["Hidden"];
-            found: string | components["schemas"]["Hidden"];
+            outcome: ("found" | "lesser_ore" | "skull_stone" | "blank_stone" | "nothing") | components["schemas"]["Hidden"];
+            found: ("" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | components["schemas"]["Hidden"];
             amount: number | components["schemas"]["Hidden"];
         };
         /** Smelted (as a player sees it) */
         RealmSmeltedAsSeen: {
             /** @enum {unknown} */
             type: "realm.smelted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number | components["schemas"]["Hidden"];
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             needed: number;
             success: boolean | components["schemas"]["Hidden"];
@@ -3527,14 +3737,16 @@ export interface components {
         RealmFoodGotAsSeen: {
             /** @enum {unknown} */
             type: "realm.food_got";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             method: "hunt" | "gather" | "fish" | "farm";
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
-            multiplier: string;
+            /** @enum {string} */
+            multiplier: "1/2" | "3/2" | "1" | "2" | "3" | "0";
             /** @enum {string} */
             moon: "double" | "save";
             doubled: boolean | components["schemas"]["Hidden"];
@@ -3548,18 +3760,21 @@ export interface components {
         RealmHerbsFoundAsSeen: {
             /** @enum {unknown} */
             type: "realm.herbs_found";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number | components["schemas"]["Hidden"];
         };
         /** ArmyHealed (as a player sees it) */
         RealmArmyHealedAsSeen: {
             /** @enum {unknown} */
             type: "realm.army_healed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             points: number | components["schemas"]["Hidden"];
             herbs: number | components["schemas"]["Hidden"];
@@ -3569,18 +3784,21 @@ export interface components {
         RealmWoodCutAsSeen: {
             /** @enum {unknown} */
             type: "realm.wood_cut";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number | components["schemas"]["Hidden"];
         };
         /** Fortified (as a player sees it) */
         RealmFortifiedAsSeen: {
             /** @enum {unknown} */
             type: "realm.fortified";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             wood: number | components["schemas"]["Hidden"];
             stone: number | components["schemas"]["Hidden"];
@@ -3591,10 +3809,12 @@ export interface components {
         RealmArmyEquippedAsSeen: {
             /** @enum {unknown} */
             type: "realm.army_equipped";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             tier: "bronze" | "iron" | "steel";
-            metal: string;
+            /** @enum {string} */
+            metal: "smelted_bronze" | "smelted_iron" | "smelted_steel";
             cost: number | components["schemas"]["Hidden"];
         };
         /** Raided (as a player sees it) */
@@ -3610,7 +3830,9 @@ export interface components {
         RealmCityDestroyedAsSeen: {
             /** @enum {unknown} */
             type: "realm.city_destroyed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
             plunder: {
                 [key: string]: number;
@@ -3624,7 +3846,9 @@ export interface components {
         RealmTaxCollectedAsSeen: {
             /** @enum {unknown} */
             type: "realm.tax_collected";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             to: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
@@ -3636,6 +3860,7 @@ export interface components {
         RealmCityRestartedAsSeen: {
             /** @enum {unknown} */
             type: "realm.city_restarted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             stock: {
                 [key: string]: number;
@@ -3648,8 +3873,11 @@ export interface components {
         RealmMerchantSentAsSeen: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -3671,12 +3899,16 @@ export interface components {
         RealmMerchantInterceptedAsSeen: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -3686,7 +3918,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             transfers?: components["schemas"]["RealmTransfer"][] | components["schemas"]["Hidden"];
             home_after?: {
@@ -3703,11 +3938,19 @@ export interface components {
         RealmTradeOfferedAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3720,7 +3963,10 @@ export interface components {
             } | components["schemas"]["Hidden"];
             /** @enum {string} */
             buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
-            /** @enum {string} */
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
             pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
@@ -3728,11 +3974,19 @@ export interface components {
         RealmTradeCounteredAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3750,11 +4004,19 @@ export interface components {
         RealmTradeAgreedAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3773,6 +4035,7 @@ export interface components {
         RealmTradeRolledAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"] | components["schemas"]["Hidden"];
@@ -3794,8 +4057,11 @@ export interface components {
         RealmTradeCancelledAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             reason: string | components["schemas"]["Hidden"];
             load_before: {
@@ -3819,11 +4085,19 @@ export interface components {
         RealmTradeDeclinedAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3839,7 +4113,9 @@ export interface components {
         RealmMerchantReturnedAsSeen: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -3847,7 +4123,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             transfers?: components["schemas"]["RealmTransfer"][] | components["schemas"]["Hidden"];
             host_after?: {
@@ -3876,8 +4155,11 @@ export interface components {
         RealmMerchantSentStep: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -3898,6 +4180,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -3905,12 +4188,16 @@ export interface components {
         RealmMerchantInterceptedStep: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -3920,7 +4207,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -3937,6 +4227,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -3944,11 +4235,19 @@ export interface components {
         RealmTradeOfferedStep: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3962,10 +4261,16 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -3973,11 +4278,19 @@ export interface components {
         RealmTradeCounteredStep: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3991,8 +4304,10 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4000,11 +4315,19 @@ export interface components {
         RealmTradeAgreedStep: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4019,6 +4342,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4026,6 +4350,7 @@ export interface components {
         RealmTradeRolledStep: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"];
@@ -4043,6 +4368,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4050,9 +4376,13 @@ export interface components {
         RealmTradeCancelledStep: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
+            /** @description why, in words a person reads */
             reason: string;
             load_before: {
                 [key: string]: number;
@@ -4074,6 +4404,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4081,11 +4412,19 @@ export interface components {
         RealmTradeDeclinedStep: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4100,6 +4439,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4107,7 +4447,9 @@ export interface components {
         RealmMerchantReturnedStep: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -4115,7 +4457,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -4128,6 +4473,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4181,11 +4527,15 @@ export interface components {
         RealmMerchantSentRow: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmMerchantSentDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4193,8 +4543,11 @@ export interface components {
         };
         /** MerchantSentDetail */
         RealmMerchantSentDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -4219,11 +4572,15 @@ export interface components {
         RealmMerchantInterceptedRow: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmMerchantInterceptedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4231,12 +4588,16 @@ export interface components {
         };
         /** MerchantInterceptedDetail */
         RealmMerchantInterceptedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -4246,7 +4607,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -4267,11 +4631,15 @@ export interface components {
         RealmTradeOfferedRow: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeOfferedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4279,11 +4647,19 @@ export interface components {
         };
         /** TradeOfferedDetail */
         RealmTradeOfferedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4297,19 +4673,28 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
         /** TradeCounteredRow */
         RealmTradeCounteredRow: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeCounteredDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4317,11 +4702,19 @@ export interface components {
         };
         /** TradeCounteredDetail */
         RealmTradeCounteredDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4335,17 +4728,22 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
         };
         /** TradeAgreedRow */
         RealmTradeAgreedRow: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeAgreedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4353,11 +4751,19 @@ export interface components {
         };
         /** TradeAgreedDetail */
         RealmTradeAgreedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4376,11 +4782,15 @@ export interface components {
         RealmTradeRolledRow: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeRolledDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4388,6 +4798,7 @@ export interface components {
         };
         /** TradeRolledDetail */
         RealmTradeRolledDetail: {
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"];
@@ -4409,11 +4820,15 @@ export interface components {
         RealmTradeCancelledRow: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeCancelledDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4421,9 +4836,13 @@ export interface components {
         };
         /** TradeCancelledDetail */
         RealmTradeCancelledDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
+            /** @description why, in words a person reads */
             reason: string;
             load_before: {
                 [key: string]: number;
@@ -4449,11 +4868,15 @@ export interface components {
         RealmTradeDeclinedRow: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeDeclinedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4461,11 +4884,19 @@ export interface components {
         };
         /** TradeDeclinedDetail */
         RealmTradeDeclinedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4484,11 +4915,15 @@ export interface components {
         RealmMerchantReturnedRow: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmMerchantReturnedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4496,7 +4931,9 @@ export interface components {
         };
         /** MerchantReturnedDetail */
         RealmMerchantReturnedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -4504,7 +4941,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -4624,15 +5064,21 @@ export interface components {
         SectorsRoomCreated_Setup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["SectorsSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -4644,6 +5090,7 @@ export interface components {
          * @description The fully resolved colony: every explored sector with its type, nothing drawn later but explorations.
          */
         SectorsSetup: {
+            /** @description the player whose colony it is */
             owner: string;
             rows: number;
             columns: number;
@@ -4688,13 +5135,13 @@ export interface components {
             /** @description 0 .. 63 */
             column: number;
             /** @default null */
-            type?: string | null;
+            type?: ("mountain" | "prairie" | "forest") | null;
             /** @default true */
             explored?: boolean;
             /** @default null */
             population?: number | null;
             /** @default [] */
-            buildings?: string[];
+            buildings?: ("farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory")[];
             /** @default null */
             starved_seasons_ago?: number | null;
         };
@@ -4702,12 +5149,19 @@ export interface components {
         SectorsPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -4717,14 +5171,18 @@ export interface components {
         SectorsNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         SectorsRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -4742,12 +5200,17 @@ export interface components {
         SectorsRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -4770,6 +5233,7 @@ export interface components {
         SectorsDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -4780,6 +5244,7 @@ export interface components {
         SectorsSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -4790,8 +5255,10 @@ export interface components {
         SectorsSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -4804,7 +5271,8 @@ export interface components {
             type: "sectors.sector_explored";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             population: number;
         };
         /** PeopleMoved */
@@ -4849,18 +5317,22 @@ export interface components {
             type: "sectors.population_changed";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             /** @enum {unknown} */
             season: "fall" | "spring" | "summer" | "winter";
             year: number;
             population_before: number;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             food_rate: string;
             food_needed: number;
             food_eaten: number;
             starved: boolean;
             deaths: number;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             growth_rate: string;
             growth_allowed: boolean;
+            /** @description why, in words a person reads */
             growth_reason: string;
             births: number;
             cap: number | null;
@@ -4876,11 +5348,13 @@ export interface components {
             type: "sectors.goods_produced";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             /** @enum {unknown} */
             season: "fall" | "spring" | "summer" | "winter";
             year: number;
             workforce: number;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             multiplier: string;
             buildings: components["schemas"]["SectorsBuildingReport"][];
             consumed: components["schemas"]["SectorsGoods"];
@@ -4899,7 +5373,10 @@ export interface components {
             outcome: "closed" | "idle_missing_inputs" | "not_staffed" | "ran";
             /** @default 0 */
             crew_used?: number;
-            /** @default  */
+            /**
+             * @description why, in words a person reads
+             * @default
+             */
             reason?: string;
             /** @default {} */
             consumed?: components["schemas"]["SectorsGoods"];
@@ -4915,13 +5392,15 @@ export interface components {
             type: "sectors.resources_harvested";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             /** @enum {unknown} */
             season: "fall" | "spring" | "summer" | "winter";
             year: number;
             idle_workers: number;
             population: number;
             closed: boolean;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             multiplier: string;
             multiplier_reasons: string[];
             harvested: components["schemas"]["SectorsGoods"];
@@ -5034,7 +5513,7 @@ export interface components {
             /** @default null */
             home_column?: number | null;
             /** @default null */
-            home_type?: string | null;
+            home_type?: ("mountain" | "prairie" | "forest") | null;
             /** @default null */
             home_population?: number | null;
             /** @default null */
@@ -6468,8 +6947,10 @@ export interface components {
          * @description Where a fork's history comes from: its parent room, the parent's version and chain hash there.
          */
         ForkOf: {
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
         };
         /**
