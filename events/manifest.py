@@ -33,7 +33,7 @@ from almanac.events.ruleset import (
     ReadModel,
     RuleSet,
 )
-from almanac.events.schema import AMOUNT_CEILING, Amount, Key, Name, OptionalKey
+from almanac.events.schema import AMOUNT_CEILING, Amount, Key, Name, OptionalKey, free, one_of
 
 __all__ = [
     "AMOUNT_CEILING",
@@ -61,7 +61,9 @@ __all__ = [
     "RuleSet",
     "Secret",
     "event_tag",
+    "free",
     "is_hidden",
+    "one_of",
     "redact",
     "to_builtins",
 ]

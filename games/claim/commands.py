@@ -6,8 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Key
-from almanac.events.schema import free
+from almanac.events.manifest import Key, free
 
 # A parcel as a person types it: case and spaces are forgiven (" c1 ", "c 1" and "C1" are one parcel).
 # Decoding writes it in its one spelling (``canonical_parcel``), so the rules, the log and every replay

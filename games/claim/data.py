@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Annotated, NamedTuple
 
-from almanac.events.schema import free, one_of
+from almanac.events.manifest import free, one_of
 
 # --- the seed's constants (rules.json of seed 001) ----------------------------------------------
 

@@ -6,8 +6,16 @@ from typing import Annotated, Any
 
 import msgspec
 
-from almanac.events.manifest import BenchScenario, Comparison, Dice, ReadModel, RoomState, RuleSet
-from almanac.events.schema import free, one_of
+from almanac.events.manifest import (
+    BenchScenario,
+    Comparison,
+    Dice,
+    ReadModel,
+    RoomState,
+    RuleSet,
+    free,
+    one_of,
+)
 from almanac.games.claim import data, seats
 from almanac.games.claim.data import Block, BuildingKey, GradeName, Owner, SpeciesKey, ZoneKey
 from almanac.games.claim.game import DECIDER

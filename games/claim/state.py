@@ -6,8 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Name
-from almanac.events.schema import free
+from almanac.events.manifest import Name, free
 from almanac.games.claim.data import Block, BuildingKey, Owner, SpeciesKey, ZoneKey
 
 

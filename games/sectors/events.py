@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from almanac.events.schema import free
+from almanac.events.manifest import free
 from almanac.games.sectors.state import Goods, Season, SectorType
 
 # An exact fraction as the rules write it (str(Fraction): "7/10", "2"): a product of the rules' rates, no list.

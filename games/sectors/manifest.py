@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from almanac.events.manifest import BenchScenario, Dice, RuleSet
-from almanac.events.schema import free
+from almanac.events.manifest import BenchScenario, Dice, RuleSet, free
 from almanac.games.sectors import data, seats
 from almanac.games.sectors.commands import EndSeason
 from almanac.games.sectors.game import DECIDER

@@ -8,8 +8,7 @@ from typing import Annotated, Literal, cast
 
 import msgspec
 
-from almanac.events.manifest import Key, Name
-from almanac.events.schema import free, one_of
+from almanac.events.manifest import Key, Name, free, one_of
 from almanac.games.sectors.data import (
     BUILDING_NAMES,
     DEFAULT_YEARS,

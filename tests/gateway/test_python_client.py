@@ -142,7 +142,8 @@ def test_the_live_feed_follows_across_a_gateway_restart_without_gap_or_duplicate
     port = int(stack.start_gateway("gateway-restart").rsplit(":", 1)[1])
     url = f"http://127.0.0.1:{port}"
     seen: list[int] = []
-    with Client(url, retries=40, max_backoff_s=0.5) as client:
+    # retries for up to ~100 s: a loaded CI host can take 20 s and more to start the new gateway process
+    with Client(url, retries=200, max_backoff_s=0.5) as client:
         alice = client.create_room("claim", "alice", room="py-restart")
         follower = threading.Thread(target=lambda: seen.extend(e["version"] for e in alice.follow(idle_timeout_s=8)))
         follower.start()

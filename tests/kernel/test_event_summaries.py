@@ -32,6 +32,9 @@ STOCK = {"gold": 2000, "iron": 1000}
 
 def _value(name: str, info: msgspec.inspect.Type, owner: str) -> Any:
     t = msgspec.inspect
+    if isinstance(info, t.Metadata):  # a schema mark (events/schema.py one_of, free): a value it allows
+        allowed = (info.extra_json_schema or {}).get("enum")
+        return allowed[0] if allowed else _value(name, info.type, owner)
     if isinstance(info, t.UnionType):
         choices = [member for member in info.types if not isinstance(member, t.NoneType)]
         return _value(name, choices[0], owner)

@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.corpus import grown
 from tests.golden.corpus import PRESENTATION_FUNCTIONS, check, games_for
 from tests.golden.coverage import single_problem
 from tests.golden.make import path_for as single_path_for
@@ -152,16 +153,18 @@ def wide_corpus(ref: str, salt: str, directory: Path) -> list[dict[str, Any]]:
     target = directory / f"{ref}.json.gz"
     code = ("import sys, json, gzip; from almanac.events import registry; "
             "from tests.golden.corpus import build, wide_recipes\n"
+            "from tests.corpus.grown import wide_recipes as grown_wide\n"
             "m = registry.manifest(sys.argv[1])\n"
-            "corpus = build(m, wide_recipes(m), salt=sys.argv[3])\n"
+            "corpus = build(m, wide_recipes(m) + grown_wide(m), salt=sys.argv[3])\n"
             "open(sys.argv[2], 'wb').write(gzip.compress(json.dumps(corpus).encode()))\n")
     subprocess.run([sys.executable, "-c", code, ref, str(target), salt], cwd=ROOT, check=True)
     return json.loads(gzip.decompress(target.read_bytes()))["games"]
 
 
 def unreached_lines(ref: str, package: str) -> dict[str, set[int]]:
-    """Lines of ``ref``'s rule modules no golden log runs (``tests.golden.coverage``), by short path (``v1/rules.py``)."""
-    done = subprocess.run([sys.executable, "-m", "tests.golden.coverage", "--measure", ref, package, "corpus"],
+    """Lines of ``ref``'s rule modules no golden log nor grown game runs (``tests.corpus.coverage``), by short path
+    (``v1/rules.py``)."""
+    done = subprocess.run([sys.executable, "-m", "tests.corpus.coverage", "--measure", ref, package, "grown"],
                           capture_output=True, text=True, cwd=ROOT, check=True)
     return {name: set(gaps["lines"]) for name, gaps in json.loads(done.stdout)["missing"].items()}
 
@@ -206,7 +209,9 @@ def main(argv: list[str]) -> int:
             if args.match:
                 mutants = [m for m in mutants if any(text in m.name for text in args.match)]
             mutants = evenly(mutants, args.sample)
-            games = games_for(_Ref(ref))
+            # the golden corpus, then the grown one beside it (tests/corpus: tests/golden is frozen)
+            golden_games = games_for(_Ref(ref))
+            games = golden_games + grown.games_for(_Ref(ref))
             started = time.monotonic()
             if not _unmutated_replays(ref, games, args.timeout):
                 raise SystemExit(f"{ref}: the golden logs do not replay under the unmutated rules")
@@ -226,7 +231,11 @@ def main(argv: list[str]) -> int:
             caught = len(mutants) - len(survivors)
             share = caught / (caught + len(missed)) if caught + len(missed) else 1.0
             below |= share < args.goal
+            # caught by a grown game while every golden log (make.py's game, the golden corpus) replays
+            by_grown = [m.name for m, r in zip(mutants, results, strict=True)
+                        if r > BY_GAME and r - BY_GAME - 1 >= len(golden_games)]
             report[ref] = {"generated": generated, "tried": len(mutants), "not_loaded": len(unloaded), "caught": caught,
+                           "caught_only_by_grown": by_grown,
                            "survived": len(survivors), "missed": [m.name for m, _ in missed],
                            # the wide game that caught each missed mutant first: a game to adopt (corpus.ADOPTED_LATER)
                            "caught_by_wide_game": {m.name: r - BY_GAME - 1 for m, r in missed if r > BY_GAME},
@@ -234,8 +243,8 @@ def main(argv: list[str]) -> int:
                            "unreached": [m.name for m in unreached], "share_caught": round(share, 4),
                            "wide_games": len(wide), "seconds": round(time.monotonic() - started, 1)}
             print(f"{ref}: {generated} mutants, {len(mutants)} tried ({len(unloaded)} more in modules no replay "
-                  f"imports): {caught} caught, {len(survivors)} survived "
-                  f"({len(missed)} missed, {len(equivalent)} equivalent and {len(unreached)} on unreached lines, "
+                  f"imports): {caught} caught ({len(by_grown)} of them only by the grown corpus), "
+                  f"{len(survivors)} survived ({len(missed)} missed, {len(equivalent)} equivalent and {len(unreached)} on unreached lines, "
                   f"on {len(wide)} wide games); "
                   f"caught {100 * share:.1f}% of the behaviour-changing ({report[ref]['seconds']} s)", flush=True)
             for name in report[ref]["missed"]:

@@ -75,7 +75,9 @@ def test_the_engine_flushes_its_own_pauses_as_counter_deltas():
     deltas = metrics.pending_deltas()
     assert deltas["gc_collections_gen2"] >= 2  # and any the collector started on its own meanwhile
     assert deltas["gc_pause_us_gen2"] > 0
-    assert deltas["gc_pause_le_1000ms"] >= 2  # cumulative buckets: every pause under a second
+    # cumulative buckets: every pause under a second is in the 1,000 ms one (on a loaded machine the scheduler can
+    # stretch a collection past a second of wall time: then it is only in +Inf, and its microseconds show it)
+    assert deltas.get("gc_pause_le_1000ms", 0) >= 2 or deltas["gc_pause_us_gen2"] >= 1_000_000
     assert "gc_collections_gen2" not in metrics.pending_deltas()  # flushed once, then only what changed
 
 

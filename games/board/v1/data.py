@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.schema import free, one_of
+from almanac.events.manifest import free, one_of
 
 SIZE = 11
 """The map is SIZE x SIZE cells; rows and columns are numbered 0 .. SIZE - 1 in commands, events and state."""

@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from almanac.events.manifest import BenchScenario, Dice, RuleSet
-from almanac.events.schema import free
+from almanac.events.manifest import BenchScenario, Dice, RuleSet, free
 from almanac.games.board.v1 import seats
 from almanac.games.board.v1.data import CardLetter, Filled, MissionKey, Player, SeasonName, Terrain
 from almanac.games.board.v1.game import DECIDER

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Name
-from almanac.events.schema import free
+from almanac.events.manifest import Name, free
 from almanac.games.board.v1.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE, Cell, MissionKey, Player
 from almanac.games.board.v1.events import SeasonEnded
 

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Amount, Key, Name, OptionalKey
-from almanac.events.schema import free
+from almanac.events.manifest import Amount, Key, Name, OptionalKey, free
 from almanac.games.realm.v1.data import TRADE_MAX_DICE
 
 # Names no list bounds, said so for the API documents (events.schema: schema-only, decoding unchanged).

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.schema import free, one_of
+from almanac.events.manifest import free, one_of
 from almanac.games.realm.v1 import data
 
 # The words of the log, for the API documents only (events.schema: decoding is unchanged, stored logs read as ever).

@@ -14,9 +14,10 @@ from almanac.events.manifest import (
     ReadModel,
     RuleSet,
     event_tag,
+    free,
+    one_of,
     to_builtins,
 )
-from almanac.events.schema import free, one_of
 from almanac.games.realm.v1 import audit, data, events as realm_events, seats
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Amount, Key, Name
-from almanac.events.schema import free, one_of
+from almanac.events.manifest import Amount, Key, Name, free, one_of
 from almanac.games.realm.v1 import data
 
 # The words a state holds, for the API documents (events/schema.py): enums from the data, or free on purpose.

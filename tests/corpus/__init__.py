@@ -1,0 +1,1 @@
+"""The grown corpus (beside the frozen golden one): its games, loader and replay test."""
