@@ -11,7 +11,7 @@ from almanac.events import registry
 from almanac.events.decider import Context, Decider
 from almanac.events.dice import COMMAND_BOUND, NONCE_SCHEMES, SERVER_SEED_ONLY, nonce_commitment
 from almanac.events.errors import RuleError
-from almanac.events.schema import RulesetRef, Text, boundary_error
+from almanac.events.schema import RulesetRef, Text, boundary_error, free, one_of
 
 # A 32-byte value as 64 lowercase hex digits: a player's nonce or its sha256 commitment.
 Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=64, max_length=64,
@@ -19,6 +19,18 @@ Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=
 
 # An Ed25519 public key (32 bytes, lowercase hex) a player registers at join to sign their commands.
 PublicKeyHex = Hex32
+
+# The words of the room's own events as the API documents show them (events.schema: schema-only, decoding unchanged).
+_Player = Annotated[str, free("a player's name")]
+_Hex = Annotated[str, free("hex digits (a hash, a commitment, a key or a revealed secret)")]
+_HexOrNone = Annotated[str, free('hex digits, "" for none')]
+_RoomId = Annotated[str, free("a room's id")]
+_RulesetName = Annotated[str, free("a rule-set's name")]
+_Fingerprint = Annotated[str, free('"sha256:" and hex digits, "" for unknown (a room older than fingerprints)')]
+_Why = Annotated[str, free("why, in words a person reads")]
+_DeadlineKey = Annotated[str, free("the rules' name for the deadline")]
+# Why a seat went to a bot (SeatToBot.reason).
+SEAT_TO_BOT_REASONS: tuple[str, ...] = ("missed", "left")
 
 SetupT = TypeVar("SetupT")
 
@@ -146,14 +158,14 @@ class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, ta
     ``events.codec`` as version 1 with an unknown (empty) fingerprint.
     """
 
-    ruleset: str
+    ruleset: _RulesetName
     setup: SetupT
-    seed_commitment: str
-    challenge: str | None
-    created_by: str
+    seed_commitment: _Hex
+    challenge: _Why | None
+    created_by: _Player
     created_at_ms: int
     ruleset_version: int = 1
-    fingerprint: str = ""
+    fingerprint: _Fingerprint = ""
     # The stored schema of this event (see events.codec.UPCASTERS); stored payloads without it are 1.
     schema: int = 2
     # The dice construction the room draws with forever (events.dice); rooms stored without it: 1.
@@ -163,29 +175,29 @@ class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, ta
 # omit_defaults: a join or an end without nonces is stored exactly as before nonces existed, so
 # re-deciding an old room gives its recorded bytes.
 class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_joined", omit_defaults=True):
-    player: str
+    player: _Player
     # Scheme 2: sha256 of the player's secret nonce, committed after the seed commitment was public.
-    nonce_commitment: str = ""
+    nonce_commitment: _HexOrNone = ""
     # The player sent no nonce, so the server drew one for them: it adds nothing against the operator.
     nonce_by_server: bool = False
     # Scheme 3: the seat's Ed25519 public key (hex); its commands are signed (events.signing).
-    public_key: str = ""
+    public_key: _HexOrNone = ""
 
 
 class NonceRevealed(msgspec.Struct, frozen=True, kw_only=True, tag="room.nonce_revealed"):
     """A player revealed their own nonce; it matched their join's commitment."""
 
-    player: str
-    nonce: str
+    player: _Player
+    nonce: _Hex
 
 
 class RoomEnded(msgspec.Struct, frozen=True, kw_only=True, tag="room.ended", omit_defaults=True):
-    reason: str
+    reason: _Why
     # The secret seed, revealed so that anyone can re-check every roll against the commitment.
-    revealed_seed: str
+    revealed_seed: _Hex
     # Scheme 2: every seated player's nonce (player -> hex, sorted by player), revealed by the server
     # whether or not the player revealed it, so nobody can stall or void the room by keeping quiet.
-    revealed_nonces: dict[str, str] = {}
+    revealed_nonces: dict[_Player, _Hex] = {}
 
 
 class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
@@ -196,13 +208,13 @@ class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
     parent's. The rules are the parent's, by name and version.
     """
 
-    parent: str
+    parent: _RoomId
     at: int
-    parent_hash: str
-    ruleset: str
+    parent_hash: _Hex
+    ruleset: _RulesetName
     ruleset_version: int
-    seed_commitment: str
-    forked_by: str
+    seed_commitment: _Hex
+    forked_by: _Player
     forked_at_ms: int
 
 
@@ -218,22 +230,22 @@ class DeadlineMissed(msgspec.Struct, frozen=True, kw_only=True, tag="room.deadli
     """A deadline of the rules passed and its timeout was decided: ``players`` (the seats it waited for, not
     played by a bot) missed it; written only in rooms with a bot policy."""
 
-    key: str
-    players: tuple[str, ...]
+    key: _DeadlineKey
+    players: tuple[_Player, ...]
 
 
 class SeatActive(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_active"):
     """A seat that had missed deadlines acted itself: its count of deadlines missed in a row starts again."""
 
-    player: str
+    player: _Player
 
 
 class SeatToBot(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_to_bot", omit_defaults=True):
     """From now on a bot plays ``player``'s seat: ``reason`` ``missed`` (it missed ``missed`` deadlines in a row,
     the room's policy) or ``left`` (its player handed it over)."""
 
-    player: str
-    reason: str
+    player: _Player
+    reason: Annotated[str, one_of(SEAT_TO_BOT_REASONS)]
     missed: int = 0
 
 
@@ -250,9 +262,9 @@ SEAT_EVENTS: tuple[type, ...] = (BotPolicy, DeadlineMissed, SeatActive, SeatToBo
 class ForkOf(msgspec.Struct, frozen=True, kw_only=True):
     """Where a fork's history comes from: its parent room, the parent's version and chain hash there."""
 
-    parent: str
+    parent: _RoomId
     at: int
-    parent_hash: str
+    parent_hash: _Hex
 
 
 ROOM_EVENT_TAGS = frozenset({"room.created", "room.player_joined", "room.nonce_revealed", "room.ended",

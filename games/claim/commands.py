@@ -6,13 +6,15 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Key
+from almanac.events.manifest import Key, free
 
 # A parcel as a person types it: case and spaces are forgiven (" c1 ", "c 1" and "C1" are one parcel).
 # Decoding writes it in its one spelling (``canonical_parcel``), so the rules, the log and every replay
 # see "C1"; a name that is no parcel is the rules' refusal (``claim.unknown_parcel``).
 ParcelName = Annotated[str, msgspec.Meta(pattern=r"^ *[A-Za-z0-9][A-Za-z0-9_.:\- ]{0,63}(?!\n)$", max_length=64,
                                          description="a parcel, A1..H8 (case and spaces forgiven); at most 64")]
+# For the API documents: no list (case and spaces are forgiven), said so on purpose (events.schema).
+Parcel = Annotated[ParcelName, free("a parcel as a person types it, A1..H8")]
 
 
 def canonical_parcel(name: str) -> str:
@@ -29,7 +31,7 @@ class Cut(msgspec.Struct, frozen=True, kw_only=True, tag="cut", tag_field="kind"
           forbid_unknown_fields=True):
     """Fell a parcel's timber; its logs go to the landing deck."""
 
-    parcel: ParcelName
+    parcel: Parcel
     __post_init__ = _write_parcel_canonically
 
 
@@ -42,7 +44,7 @@ class Replant(msgspec.Struct, frozen=True, kw_only=True, tag="replant", tag_fiel
           forbid_unknown_fields=True):
     """Plant a bare parcel with a species its zone allows."""
 
-    parcel: ParcelName
+    parcel: Parcel
     __post_init__ = _write_parcel_canonically
     species: Key
 
@@ -51,7 +53,7 @@ class Farm(msgspec.Struct, frozen=True, kw_only=True, tag="farm", tag_field="kin
           forbid_unknown_fields=True):
     """Sow hay on a meadow parcel (never the landing)."""
 
-    parcel: ParcelName
+    parcel: Parcel
     __post_init__ = _write_parcel_canonically
 
 
@@ -59,7 +61,7 @@ class Harvest(msgspec.Struct, frozen=True, kw_only=True, tag="harvest", tag_fiel
           forbid_unknown_fields=True):
     """Cut and sell a ripe hay crop."""
 
-    parcel: ParcelName
+    parcel: Parcel
     __post_init__ = _write_parcel_canonically
 
 
@@ -67,7 +69,7 @@ class Build(msgspec.Struct, frozen=True, kw_only=True, tag="build", tag_field="k
           forbid_unknown_fields=True):
     """Put up a cabin, barn or mill where the rules allow."""
 
-    parcel: ParcelName
+    parcel: Parcel
     __post_init__ = _write_parcel_canonically
     building: Key
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import msgspec
 
+from almanac.games.claim.data import GradeName
+
 
 class ParcelCut(msgspec.Struct, frozen=True, kw_only=True, tag="claim.parcel_cut"):
     at_ms: int
     parcel: int
     species: str
     age_ms: int  # real age at the cut, whole milliseconds rounded down
-    grade: str
+    grade: GradeName
     board_feet: int
     logs: int
     value_cents: int  # mill value at sawlog prices x grade, before any mill bonus

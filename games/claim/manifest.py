@@ -143,15 +143,15 @@ class ClaimParcel(_View):
 class ClaimRow(_View):
     """A row of the claims read model (claim_entry)."""
 
-    room: str
-    owner: str
-    block: str
+    room: Annotated[str, free("the room's id")]
+    owner: Owner
+    block: Block
     created_at_ms: int
     proved_up_ms: int | None
     score: int
     parcel_count: int
     timbered_parcels: int
-    buildings: list[str]
+    buildings: list[BuildingKey]
     parcels: list[ClaimParcel]
 
 

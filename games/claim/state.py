@@ -6,8 +6,8 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Name
-from almanac.games.claim.data import Block, BuildingKey, Owner, SpeciesKey
+from almanac.events.manifest import Name, free
+from almanac.games.claim.data import Block, BuildingKey, Owner, SpeciesKey, ZoneKey
 
 
 class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -16,17 +16,18 @@ class ClaimOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     Unknown fields are refused, so nobody believes they chose the staking time (the server does).
     """
 
-    owner: Name | None = None  # a joinable name; "" is refused (nobody could take the seat)
+    owner: Annotated[Name, free("the player who stakes the claim")] | None = None  # a joinable name; "" is refused (nobody could take the seat)
     # A block is a surveyor's label ("valley-1/SE"): any printable text; the rules refuse a blank one.
-    block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*(?!\n)$")] = ""
+    block: Annotated[str, msgspec.Meta(max_length=80, pattern=r"^[^\x00-\x1f\x7f]*(?!\n)$"),
+                     free("the block's label, as the surveyor gives it")] = ""
 
 
 class Terrain(msgspec.Struct, frozen=True, kw_only=True):
     """The fixed facts of one parcel: pure functions of its position (see seeding.TERRAIN)."""
 
     index: int
-    name: str
-    zone: str
+    name: Annotated[str, free("the parcel's name: its column letter and row number (A1)")]
+    zone: ZoneKey
     slope: bool
     meadow: bool
     road: bool
@@ -49,8 +50,8 @@ class ParcelRecord(Terrain, frozen=True, kw_only=True):
 class ClaimSetup(msgspec.Struct, frozen=True, kw_only=True):
     """The staked claim, recorded in room.created: who owns which block, and every parcel."""
 
-    owner: str
-    block: str
+    owner: Owner
+    block: Block
     created_at_ms: int  # the server's time on the command that staked the claim
     lcg_seed: int  # created_at_ms // 1000 mod 2^32
     parcels: tuple[ParcelRecord, ...]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
-from almanac.games.sectors.state import Goods, Season
+from almanac.events.manifest import free
+from almanac.games.sectors.state import Goods, Season, SectorType
+
+# An exact fraction as the rules write it (str(Fraction): "7/10", "2"): a product of the rules' rates, no list.
+FractionText = Annotated[str, free('an exact fraction, as str(Fraction) writes it ("7/10", "2")')]
+Why = Annotated[str, free("why, in words a person reads")]
 
 
 class SectorExplored(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.sector_explored"):
@@ -14,7 +19,7 @@ class SectorExplored(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.sec
 
     row: int
     column: int
-    sector_type: str
+    sector_type: SectorType
     population: int
 
 
@@ -47,19 +52,19 @@ class PopulationChanged(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.
 
     row: int
     column: int
-    sector_type: str
+    sector_type: SectorType
     season: Season
     year: int
     population_before: int
     # Exact rates as fraction text ("7/10"), so the log shows the arithmetic without binary floats.
-    food_rate: str
+    food_rate: FractionText
     food_needed: int
     food_eaten: int
     starved: bool
     deaths: int
-    growth_rate: str
+    growth_rate: FractionText
     growth_allowed: bool
-    growth_reason: str
+    growth_reason: Why
     births: int
     cap: int | None
     # People over the cap after births, who are lost when the cap applies.
@@ -77,7 +82,7 @@ class BuildingReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     building: str
     outcome: BuildingOutcome
     crew_used: int = 0
-    reason: str = ""
+    reason: Why = ""
     consumed: Goods = Goods()
     produced: Goods = Goods()
 
@@ -87,11 +92,11 @@ class GoodsProduced(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.good
 
     row: int
     column: int
-    sector_type: str
+    sector_type: SectorType
     season: Season
     year: int
     workforce: int
-    multiplier: str
+    multiplier: FractionText
     buildings: tuple[BuildingReport, ...]
     consumed: Goods
     produced: Goods
@@ -103,18 +108,18 @@ class ResourcesHarvested(msgspec.Struct, frozen=True, kw_only=True, tag="sectors
 
     row: int
     column: int
-    sector_type: str
+    sector_type: SectorType
     season: Season
     year: int
     idle_workers: int
     population: int
     closed: bool
     # Product of every multiplier that applied, and the rule behind each.
-    multiplier: str
-    multiplier_reasons: tuple[str, ...]
+    multiplier: FractionText
+    multiplier_reasons: tuple[Why, ...]
     harvested: Goods
     extra: Goods
-    extra_reasons: tuple[str, ...]
+    extra_reasons: tuple[Why, ...]
 
 
 class SeasonEnded(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.season_ended"):

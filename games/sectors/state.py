@@ -145,10 +145,10 @@ class SectorSetup(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
 
     row: GridIndex
     column: GridIndex
-    type: Key | None = None
+    type: Annotated[Key, one_of(SECTOR_TYPE_NAMES)] | None = None
     explored: bool = True
     population: Count | None = None
-    buildings: Annotated[tuple[Key, ...], msgspec.Meta(max_length=1_000)] = ()
+    buildings: Annotated[tuple[Annotated[Key, one_of(BUILDING_NAMES)], ...], msgspec.Meta(max_length=1_000)] = ()
     starved_seasons_ago: SeasonsAgo | None = None
 
 
@@ -170,13 +170,13 @@ class Options(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     fields; ``owner`` and ``years`` apply to both.
     """
 
-    owner: Name | None = None
+    owner: Annotated[Name, free("the player whose colony it is")] | None = None
     years: Years = DEFAULT_YEARS
     rows: GridSide | None = None
     columns: GridSide | None = None
     home_row: GridIndex | None = None
     home_column: GridIndex | None = None
-    home_type: Key | None = None
+    home_type: Annotated[Key, one_of(SECTOR_TYPE_NAMES)] | None = None
     home_population: Count | None = None
     stock: Goods | None = None
     setup: ExplicitSetup | None = None
@@ -185,7 +185,7 @@ class Options(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 class Setup(msgspec.Struct, frozen=True, kw_only=True):
     """The fully resolved colony: every explored sector with its type, nothing drawn later but explorations."""
 
-    owner: str
+    owner: Owner
     rows: int
     columns: int
     season: Season

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import msgspec
 
 from almanac.events.forensics.signers import Seats
+from almanac.events.schema import free
 from almanac.events.step import CommandRecord
 from almanac.services.forensics.verify import VerifyReport
 from almanac.services.notifier import NoticeKind, Scope
@@ -187,7 +188,7 @@ class BotPolicyMark(_Body):
 
 
 class ForkMark(_Body):
-    parent: str
+    parent: Annotated[str, free("the parent room's id")]
     at: int
 
 

@@ -16,7 +16,7 @@ from almanac.events.errors import RuleError
 from almanac.events.schema import FREE
 from almanac.events.testing import RoomDriver
 from almanac.services.gateway import create_app
-from almanac.services.gateway.game_schemas import game_components
+from almanac.services.gateway.game_schemas import game_components, prefix_of
 from almanac.services.settings import load_settings
 
 REF = "#/components/schemas/"
@@ -85,6 +85,79 @@ def test_every_string_and_map_key_of_every_view_and_state_is_an_enum_or_marked_f
     untyped = [spot for _, _, _, root in parts for spot in untyped_words(openapi, root)]
     # Then every one lists its values, or says on purpose that no list bounds it (a name, an id, text)
     assert untyped == []
+
+
+def game_roots() -> set[str]:
+    """Every component the documents publish of a game: each installed version's commands, events (whole and as a
+    player receives them), state, view, creation options and setup, and each rule-set's resources, read-model rows
+    and audit steps, as game_components names them."""
+    names, _ = game_components()
+    found: set[str] = set()
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, list | tuple):
+            for inner in value:
+                collect(inner)
+        elif isinstance(value, dict):
+            for inner in value.values():
+                collect(inner)
+
+    for name in BUILT_IN:
+        collect(names[name])
+    return found
+
+
+def test_every_string_and_map_key_of_every_game_component_is_an_enum_or_marked_free(openapi: dict[str, Any]) -> None:
+    # Given every component the OpenAPI publishes of a built-in game: commands, events (realm.trade_offered's pay, the
+    # room's own seat_to_bot), setups, resources, read-model rows (realm's ledger rows), audit steps, views, states
+    roots = game_roots()
+    assert {"RealmEvent", "RealmTradeOfferedStep", "RealmTradesRow", "RealmResources", "ClaimClaimsRow",
+            "BoardV2Event", "SectorsCommand"} <= roots, sorted(roots)
+    # When each is walked to its strings and its maps' keys
+    untyped = sorted({spot for root in roots for spot in untyped_words(openapi, root)})
+    # Then every one lists the rule data's values, or says on purpose that no list bounds it
+    assert untyped == []
+
+
+def test_every_game_word_the_asyncapi_messages_carry_is_an_enum_or_marked_free() -> None:
+    # Given the AsyncAPI document: its messages' payloads (the live feed's events among them)
+    from almanac.services.gateway.asyncapi import asyncapi_document  # noqa: PLC0415
+
+    document = asyncapi_document()
+    games = {component for component in document["components"]["schemas"]
+             if component.startswith(tuple(prefix_of(name) for name in BUILT_IN))}
+    reached: set[str] = set()
+    untyped: list[str] = []
+    for message in document["components"]["messages"].values():
+        # When each payload is walked to the games' components it reaches
+        root = message["payload"]["$ref"][len(REF):]
+        spots = untyped_words(document, root)
+        reached |= {component for component in games if reaches(document, root, component)}
+        untyped += [spot for spot in spots if spot.split(".")[0].split("[")[0] in games]
+    # Then the games' events are among them, and every string and map key of theirs is typed
+    assert {"RealmEvent", "RealmTradeOfferedAsSeen", "BoardEvent", "ClaimEvent", "SectorsEvent"} <= reached
+    assert sorted(set(untyped)) == []
+
+
+def reaches(document: dict[str, Any], root: str, target: str) -> bool:
+    """Whether the component ``target`` is reachable by references from ``root``."""
+    schemas = document["components"]["schemas"]
+    seen: set[str] = set()
+    stack: list[Any] = [schemas[root]]
+    seen.add(root)
+    while stack:
+        schema = stack.pop()
+        if isinstance(schema, dict):
+            ref = schema.get("$ref")
+            if isinstance(ref, str) and ref.startswith(REF) and ref[len(REF):] not in seen:
+                seen.add(ref[len(REF):])
+                stack.append(schemas[ref[len(REF):]])
+            stack.extend(schema.values())
+        elif isinstance(schema, list):
+            stack.extend(schema)
+    return target in seen
 
 
 def test_the_walk_finds_a_free_string_and_free_map_keys() -> None:
@@ -254,3 +327,72 @@ def test_a_seat_bot_plays_the_same_from_the_view_as_shown_and_the_rules_own(ref:
             assert chosen[0] == chosen[1], ref
             compared += rules_view != shown
     assert compared > 5  # the views did differ (null where the rules' view says "")
+
+
+@pytest.mark.parametrize("ref", list(WHOLE_GAMES))
+def test_whole_games_recorded_events_fit_the_published_event_schemas(ref: str, openapi: dict[str, Any]) -> None:
+    # Given a whole game of every installed version of every built-in rule-set, played by its bots to the end
+    from almanac.events import codec  # noqa: PLC0415
+
+    name, version = registry.parse(ref)
+    manifest = registry.at(name, version)
+    check = validator(openapi, game_components()[0][name]["versions"][version]["event"])
+    read, kinds = 0, set()
+    for room, seats in whole_game(ref):
+        # When every recorded event is read whole (an auditor's) and as each seat receives it
+        for envelope in room.envelopes[read:]:
+            event = codec.decode_event(envelope)
+            kinds.add(envelope.type)
+            shown = [as_json(event)] + [as_json(seen) for seat in seats
+                                        if (seen := manifest.decider.redact(event, seat)) is not None]
+            # Then each fits the version's published event, enums and all
+            for payload in shown:
+                assert [error.message for error in check.iter_errors(payload)] == [], (ref, envelope.type, payload)
+        read = len(room.envelopes)
+    assert len(kinds) > 4, (ref, kinds)
+    # and the schema is not any string's: each string of an event (or of a list in it) the schema does not mark free,
+    # misspelt alone, makes the event fit it no more (realm's faces and outcomes, board's terrain, claim's grade)
+    for envelope in room.envelopes:
+        payload = as_json(codec.decode_event(envelope))
+        for field, value in payload.items():
+            if field == "type" or not (isinstance(value, str) or value and isinstance(value, list)
+                                       and all(isinstance(item, str) for item in value)):
+                continue
+            if marked_free(openapi, envelope.type, field):
+                continue
+            assert not check.is_valid({**payload, field: misspelt(value)}), (ref, envelope.type, field)
+
+
+def marked_free(document: dict[str, Any], tag: str, field: str) -> bool:
+    """Whether the event ``tag``'s ``field`` (a string, or a list of strings) is marked free in the document."""
+    schemas = document["components"]["schemas"]
+    for schema in schemas.values():
+        properties = schema.get("properties", {})
+        if tag in properties.get("type", {}).get("enum", ()) and field in properties:
+            stack = [properties[field]]
+            while stack:
+                inner = stack.pop()
+                if inner.get(FREE) is True:
+                    return True
+                if "$ref" in inner:
+                    stack.append(schemas[inner["$ref"][len(REF):]])
+                stack += inner.get("anyOf", []) + ([inner["items"]] if isinstance(inner.get("items"), dict) else [])
+            return False
+    raise AssertionError(f"no component for {tag}")
+
+
+def test_an_event_with_a_word_the_rules_do_not_know_fails_its_schema(openapi: dict[str, Any]) -> None:
+    # The check of the check: realm's events as the log writes them, with a face, an ore's outcome and a trade's
+    # "" (none named) as the rules write them, and then with words the rules never wrote
+    check = validator(openapi, game_components()[0]["realm"]["versions"][1]["event"])
+    mined = {"type": "realm.mined", "city": "alice", "ore": "iron", "dice": ["star", "moon"], "moons": "count", "stars": 3, "saved_used": 0,
+             "saved_gained": 0, "outcome": "found", "found": "iron", "amount": 1000}
+    offered = {"type": "realm.trade_offered", "trade_id": "t1", "by": "alice", "buy": "iron", "pay": "", "dice": 2}
+    seat = {"type": "room.seat_to_bot", "player": "alice", "reason": "left"}
+    assert check.is_valid(mined) and check.is_valid(offered) and check.is_valid(seat)
+    for wrong in ({**mined, "dice": ["star", "comet"]}, {**mined, "outcome": "lucky"}, {**mined, "found": "mithril"},
+                  {**offered, "pay": "mithril"}, {**seat, "reason": "bored"}):
+        assert not check.is_valid(wrong), wrong
+    # and "" in a trade's pay says so in its description: none named
+    pay = prop(openapi, "RealmTradeOffered", "pay")
+    assert pay["enum"][0] == "" and "none" in pay["description"]

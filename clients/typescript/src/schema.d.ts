@@ -961,6 +961,7 @@ export interface components {
         };
         /** ForkMark */
         ForkMark: {
+            /** @description the parent room's id */
             parent: string;
             at: number;
         };
@@ -1018,15 +1019,21 @@ export interface components {
         BoardRoomCreated_BoardSetup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["BoardBoardSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1038,22 +1045,30 @@ export interface components {
          * @description The resolved setup stored in ``room.created``: the owner, the options, the deck order and cards A-D.
          */
         BoardBoardSetup: {
+            /** @description the player whose map it is */
             player: string;
             mountain_bonus: boolean;
             extended_pool: boolean;
             deck: number[];
-            missions: string[];
+            missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
         };
         /** PlayerJoined */
         BoardPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -1063,14 +1078,18 @@ export interface components {
         BoardNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         BoardRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -1088,12 +1107,17 @@ export interface components {
         BoardRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -1116,6 +1140,7 @@ export interface components {
         BoardDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -1126,6 +1151,7 @@ export interface components {
         BoardSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -1136,8 +1162,10 @@ export interface components {
         BoardSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -1159,7 +1187,8 @@ export interface components {
             /** @enum {unknown} */
             type: "board.element_placed";
             element: number;
-            terrain: string;
+            /** @enum {string} */
+            terrain: "forest" | "village" | "farm" | "water";
             time: number;
             row: number;
             column: number;
@@ -1350,25 +1379,32 @@ export interface components {
         BoardRoomCreated_BoardSetup_AsSeen: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             /**
              * BoardSetup
              * @description The resolved setup stored in ``room.created``: the owner, the options, the deck order and cards A-D.
              */
             setup: {
+                /** @description the player whose map it is */
                 player: string;
                 mountain_bonus: boolean;
                 extended_pool: boolean;
                 deck: number[] | components["schemas"]["Hidden"];
-                missions: string[];
+                missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
             };
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1428,15 +1464,21 @@ export interface components {
         BoardV2RoomCreated_BoardSetupV2_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["BoardV2BoardSetupV2"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1448,11 +1490,12 @@ export interface components {
          * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
          */
         BoardV2BoardSetupV2: {
+            /** @description the player whose map it is */
             player: string;
             mountain_bonus: boolean;
             extended_pool: boolean;
             deck: number[];
-            missions: string[];
+            missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
             /** @default null */
             turn_limit_s?: number | null;
             /** @default 0 */
@@ -1561,29 +1604,36 @@ export interface components {
         BoardV2RoomCreated_BoardSetupV2_AsSeen: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             /**
              * BoardSetupV2
              * @description board@1's setup, the turn limit and the server time the room was created (the first turn's start).
              */
             setup: {
+                /** @description the player whose map it is */
                 player: string;
                 mountain_bonus: boolean;
                 extended_pool: boolean;
                 deck: number[] | components["schemas"]["Hidden"];
-                missions: string[];
+                missions: ("edge_of_the_forest" | "sleepy_valley" | "watering_potatoes" | "borderlands" | "tree_line" | "watering_canal" | "wealthy_town" | "magicians_valley" | "empty_site" | "row_of_houses" | "odd_numbered_silos" | "rich_countryside")[];
                 /** @default null */
                 turn_limit_s?: number | null;
                 /** @default 0 */
                 started_ms?: number;
             };
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1653,7 +1703,7 @@ export interface components {
              * @enum {string}
              */
             kind: "cut";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
         };
         /**
@@ -1677,7 +1727,7 @@ export interface components {
              * @enum {string}
              */
             kind: "replant";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -1695,7 +1745,7 @@ export interface components {
              * @enum {string}
              */
             kind: "farm";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
         };
         /**
@@ -1708,7 +1758,7 @@ export interface components {
              * @enum {string}
              */
             kind: "harvest";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
         };
         /**
@@ -1721,7 +1771,7 @@ export interface components {
              * @enum {string}
              */
             kind: "build";
-            /** @description a parcel, A1..H8 (case and spaces forgiven); at most 64 */
+            /** @description a parcel as a person types it, A1..H8 */
             parcel: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -1764,15 +1814,21 @@ export interface components {
         ClaimRoomCreated_ClaimSetup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["ClaimClaimSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -1784,7 +1840,9 @@ export interface components {
          * @description The staked claim, recorded in room.created: who owns which block, and every parcel.
          */
         ClaimClaimSetup: {
+            /** @description the player who staked the claim */
             owner: string;
+            /** @description the block's label, as the surveyor gave it */
             block: string;
             created_at_ms: number;
             lcg_seed: number;
@@ -1800,8 +1858,10 @@ export interface components {
          */
         ClaimParcelRecord: {
             index: number;
+            /** @description the parcel's name: its column letter and row number (A1) */
             name: string;
-            zone: string;
+            /** @enum {string} */
+            zone: "bottom" | "bench" | "ridge";
             slope: boolean;
             meadow: boolean;
             road: boolean;
@@ -1818,12 +1878,19 @@ export interface components {
         ClaimPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -1833,14 +1900,18 @@ export interface components {
         ClaimNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         ClaimRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -1858,12 +1929,17 @@ export interface components {
         ClaimRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -1886,6 +1962,7 @@ export interface components {
         ClaimDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -1896,6 +1973,7 @@ export interface components {
         ClaimSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -1906,8 +1984,10 @@ export interface components {
         ClaimSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -1930,7 +2010,8 @@ export interface components {
             /** @enum {string} */
             species: "rc" | "cw" | "wh" | "gf" | "wp" | "df" | "l" | "lp" | "pp";
             age_ms: number;
-            grade: string;
+            /** @enum {string} */
+            grade: "poles" | "sawlogs" | "clears";
             board_feet: number;
             logs: number;
             value_cents: number;
@@ -2130,7 +2211,10 @@ export interface components {
         ClaimClaimOptions: {
             /** @default null */
             owner?: string | null;
-            /** @default  */
+            /**
+             * @description the block's label, as the surveyor gives it
+             * @default
+             */
             block?: string;
         };
         /**
@@ -2158,15 +2242,18 @@ export interface components {
          * @description A row of the claims read model (claim_entry).
          */
         ClaimClaimRow: {
+            /** @description the room's id */
             room: string;
+            /** @description the player who staked the claim */
             owner: string;
+            /** @description the block's label, as the surveyor gave it */
             block: string;
             created_at_ms: number;
             proved_up_ms: number | null;
             score: number;
             parcel_count: number;
             timbered_parcels: number;
-            buildings: string[];
+            buildings: ("cabin" | "barn" | "mill")[];
             parcels: components["schemas"]["ClaimClaimParcel"][];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
             fork?: components["schemas"]["ForkMark"];
@@ -2369,7 +2456,7 @@ export interface components {
              * @enum {string}
              */
             kind: "raid";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             target: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2387,7 +2474,7 @@ export interface components {
              * @enum {string}
              */
             kind: "besiege";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             target: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2406,7 +2493,7 @@ export interface components {
              * @enum {string}
              */
             kind: "choose_tax_season";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2468,7 +2555,7 @@ export interface components {
              * @enum {string}
              */
             kind: "send_merchant";
-            /** @description letters, digits, _ . -; at most 64 */
+            /** @description a city's name: its player's, or a village's */
             to: string;
             load: {
                 [key: string]: number;
@@ -2484,7 +2571,7 @@ export interface components {
              * @enum {string}
              */
             kind: "offer_trade";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2513,7 +2600,7 @@ export interface components {
              * @enum {string}
              */
             kind: "counter_offer";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
             /**
              * @description letters, digits, _ . : -; at most 64
@@ -2531,7 +2618,7 @@ export interface components {
              * @enum {string}
              */
             kind: "agree_trade";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
         };
         /**
@@ -2544,7 +2631,7 @@ export interface components {
              * @enum {string}
              */
             kind: "decline_trade";
-            /** @description letters, digits, _ . : -; at most 64 */
+            /** @description a trade's id (a merchant's, as realm.merchant_sent named it) */
             trade_id: string;
         };
         /**
@@ -2582,15 +2669,21 @@ export interface components {
         RealmRoomCreated_RealmSetup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["RealmRealmSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -2616,12 +2709,19 @@ export interface components {
         RealmPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -2631,14 +2731,18 @@ export interface components {
         RealmNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         RealmRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -2656,12 +2760,17 @@ export interface components {
         RealmRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -2684,6 +2793,7 @@ export interface components {
         RealmDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -2694,6 +2804,7 @@ export interface components {
         RealmSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -2704,8 +2815,10 @@ export interface components {
         RealmSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -2723,28 +2836,35 @@ export interface components {
         RealmMined: {
             /** @enum {unknown} */
             type: "realm.mined";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             /** @enum {string} */
             moons: "count" | "save";
             stars: number;
             saved_used: number;
             saved_gained: number;
-            outcome: string;
-            found: string;
+            /** @enum {string} */
+            outcome: "found" | "lesser_ore" | "skull_stone" | "blank_stone" | "nothing";
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
+            found: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             amount: number;
         };
         /** Smelted */
         RealmSmelted: {
             /** @enum {unknown} */
             type: "realm.smelted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number;
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
             needed: number;
             success: boolean;
@@ -2753,14 +2873,16 @@ export interface components {
         RealmFoodGot: {
             /** @enum {unknown} */
             type: "realm.food_got";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             method: "hunt" | "gather" | "fish" | "farm";
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
-            multiplier: string;
+            /** @enum {string} */
+            multiplier: "1/2" | "3/2" | "1" | "2" | "3" | "0";
             /** @enum {string} */
             moon: "double" | "save";
             doubled: boolean;
@@ -2774,18 +2896,21 @@ export interface components {
         RealmHerbsFound: {
             /** @enum {unknown} */
             type: "realm.herbs_found";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number;
         };
         /** ArmyHealed */
         RealmArmyHealed: {
             /** @enum {unknown} */
             type: "realm.army_healed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             points: number;
             herbs: number;
@@ -2795,18 +2920,21 @@ export interface components {
         RealmWoodCut: {
             /** @enum {unknown} */
             type: "realm.wood_cut";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number;
         };
         /** Fortified */
         RealmFortified: {
             /** @enum {unknown} */
             type: "realm.fortified";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             wood: number;
             stone: number;
@@ -2817,6 +2945,7 @@ export interface components {
         RealmArmyRaised: {
             /** @enum {unknown} */
             type: "realm.army_raised";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             soldiers: number;
             army_after: number;
@@ -2825,16 +2954,19 @@ export interface components {
         RealmArmyEquipped: {
             /** @enum {unknown} */
             type: "realm.army_equipped";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             tier: "bronze" | "iron" | "steel";
-            metal: string;
+            /** @enum {string} */
+            metal: "smelted_bronze" | "smelted_iron" | "smelted_steel";
             cost: number;
         };
         /** ArmyDismissed */
         RealmArmyDismissed: {
             /** @enum {unknown} */
             type: "realm.army_dismissed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             soldiers: number;
         };
@@ -2852,10 +2984,12 @@ export interface components {
          * @description Both sides of a fight: dice counts with their parts, faces, and scores (stars and moons).
          */
         RealmBattle: {
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
+            /** @description a city's name: its player's, or a village's */
             defender: string;
-            attack_dice: string[];
-            defence_dice: string[];
+            attack_dice: ("star" | "moon" | "skull" | "blank")[];
+            defence_dice: ("star" | "moon" | "skull" | "blank")[];
             attack_bonus: number;
             defence_bonus: number;
             attack_score: number;
@@ -2880,7 +3014,9 @@ export interface components {
         RealmCityDestroyed: {
             /** @enum {unknown} */
             type: "realm.city_destroyed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
             plunder: {
                 [key: string]: number;
@@ -2894,7 +3030,9 @@ export interface components {
         RealmCitySurrendered: {
             /** @enum {unknown} */
             type: "realm.city_surrendered";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             to: string;
             hit_points_after: number;
         };
@@ -2902,7 +3040,9 @@ export interface components {
         RealmTaxSeasonChosen: {
             /** @enum {unknown} */
             type: "realm.tax_season_chosen";
+            /** @description a city's name: its player's, or a village's */
             controller: string;
+            /** @description a city's name: its player's, or a village's */
             city: string;
             year: number;
             /** @enum {string} */
@@ -2912,7 +3052,9 @@ export interface components {
         RealmTaxCollected: {
             /** @enum {unknown} */
             type: "realm.tax_collected";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             to: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
@@ -2924,7 +3066,9 @@ export interface components {
         RealmFreedomBought: {
             /** @enum {unknown} */
             type: "realm.freedom_bought";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             controller: string;
             gold: number;
         };
@@ -2932,9 +3076,11 @@ export interface components {
         RealmSabotageAttempted: {
             /** @enum {unknown} */
             type: "realm.sabotage_attempted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             controller: string;
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
             needed: number;
             freed: boolean;
@@ -2949,6 +3095,7 @@ export interface components {
         RealmCityRestarted: {
             /** @enum {unknown} */
             type: "realm.city_restarted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             stock: {
                 [key: string]: number;
@@ -2961,8 +3108,11 @@ export interface components {
         RealmMerchantSent: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -2988,7 +3138,9 @@ export interface components {
          * @description One movement of goods: ``phantom`` goods are created by a moon and taken from nobody.
          */
         RealmTransfer: {
+            /** @description a city's name, a merchant ("merchant:<trade id>"), "lost", or "" for phantom goods */
             source: string;
+            /** @description a city's name, a merchant ("merchant:<trade id>"), "lost", or "" for phantom goods */
             target: string;
             /** @enum {string} */
             resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
@@ -3000,12 +3152,16 @@ export interface components {
         RealmMerchantIntercepted: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -3015,7 +3171,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -3036,11 +3195,19 @@ export interface components {
         RealmTradeOffered: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3056,7 +3223,10 @@ export interface components {
             };
             /** @enum {string} */
             buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
-            /** @enum {string} */
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
             pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
@@ -3064,11 +3234,19 @@ export interface components {
         RealmTradeCountered: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3089,11 +3267,19 @@ export interface components {
         RealmTradeAgreed: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3115,6 +3301,7 @@ export interface components {
         RealmTradeRolled: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"];
@@ -3137,10 +3324,11 @@ export interface components {
          * @description One side's roll in a trade round: what it rolled, how the stars were counted, what it is owed.
          */
         RealmTradeSide: {
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             resource: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
-            dice: string[];
+            dice: ("star" | "moon" | "skull" | "blank")[];
             stars: number;
             skulls: number;
             moons: number;
@@ -3152,9 +3340,13 @@ export interface components {
         RealmTradeCancelled: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
+            /** @description why, in words a person reads */
             reason: string;
             load_before: {
                 [key: string]: number;
@@ -3180,11 +3372,19 @@ export interface components {
         RealmTradeDeclined: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3203,7 +3403,9 @@ export interface components {
         RealmMerchantReturned: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -3211,7 +3413,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -3228,12 +3433,14 @@ export interface components {
         RealmTurnEnded: {
             /** @enum {unknown} */
             type: "realm.turn_ended";
+            /** @description a player's name */
             player: string;
         };
         /** VillageProduced */
         RealmVillageProduced: {
             /** @enum {unknown} */
             type: "realm.village_produced";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             amounts: {
                 [key: string]: number;
@@ -3247,6 +3454,7 @@ export interface components {
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
             year: number;
+            /** @description a player's name, "" for none */
             forced_by: string;
             at_ms: number;
         };
@@ -3527,28 +3735,30 @@ export interface components {
         RealmMinedAsSeen: {
             /** @enum {unknown} */
             type: "realm.mined";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             /** @enum {string} */
             moons: "count" | "save";
             stars: number | components["schemas"]["Hidden"];
             saved_used: number | components["schemas"]["Hidden"];
             saved_gained: number | components["schemas"]["Hidden"];
-            outcome: string | components["schemas"]["Hidden"];
-            found: string | components["schemas"]["Hidden"];
+            outcome: ("found" | "lesser_ore" | "skull_stone" | "blank_stone" | "nothing") | components["schemas"]["Hidden"];
+            found: ("" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel") | components["schemas"]["Hidden"];
             amount: number | components["schemas"]["Hidden"];
         };
         /** Smelted (as a player sees it) */
         RealmSmeltedAsSeen: {
             /** @enum {unknown} */
             type: "realm.smelted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             ore: "stone" | "bronze" | "iron" | "steel" | "gold";
             amount: number | components["schemas"]["Hidden"];
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
             needed: number;
             success: boolean | components["schemas"]["Hidden"];
@@ -3557,14 +3767,16 @@ export interface components {
         RealmFoodGotAsSeen: {
             /** @enum {unknown} */
             type: "realm.food_got";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             method: "hunt" | "gather" | "fish" | "farm";
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
-            multiplier: string;
+            /** @enum {string} */
+            multiplier: "1/2" | "3/2" | "1" | "2" | "3" | "0";
             /** @enum {string} */
             moon: "double" | "save";
             doubled: boolean | components["schemas"]["Hidden"];
@@ -3578,18 +3790,21 @@ export interface components {
         RealmHerbsFoundAsSeen: {
             /** @enum {unknown} */
             type: "realm.herbs_found";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number | components["schemas"]["Hidden"];
         };
         /** ArmyHealed (as a player sees it) */
         RealmArmyHealedAsSeen: {
             /** @enum {unknown} */
             type: "realm.army_healed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             points: number | components["schemas"]["Hidden"];
             herbs: number | components["schemas"]["Hidden"];
@@ -3599,18 +3814,21 @@ export interface components {
         RealmWoodCutAsSeen: {
             /** @enum {unknown} */
             type: "realm.wood_cut";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
-            dice: string[] | components["schemas"]["Hidden"];
+            dice: ("star" | "moon" | "skull" | "blank")[] | components["schemas"]["Hidden"];
             stars: number | components["schemas"]["Hidden"];
-            rate: string;
+            /** @enum {string} */
+            rate: "1/2" | "1" | "0" | "3/2";
             amount: number | components["schemas"]["Hidden"];
         };
         /** Fortified (as a player sees it) */
         RealmFortifiedAsSeen: {
             /** @enum {unknown} */
             type: "realm.fortified";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             wood: number | components["schemas"]["Hidden"];
             stone: number | components["schemas"]["Hidden"];
@@ -3621,10 +3839,12 @@ export interface components {
         RealmArmyEquippedAsSeen: {
             /** @enum {unknown} */
             type: "realm.army_equipped";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             /** @enum {string} */
             tier: "bronze" | "iron" | "steel";
-            metal: string;
+            /** @enum {string} */
+            metal: "smelted_bronze" | "smelted_iron" | "smelted_steel";
             cost: number | components["schemas"]["Hidden"];
         };
         /** Raided (as a player sees it) */
@@ -3640,7 +3860,9 @@ export interface components {
         RealmCityDestroyedAsSeen: {
             /** @enum {unknown} */
             type: "realm.city_destroyed";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
             plunder: {
                 [key: string]: number;
@@ -3654,7 +3876,9 @@ export interface components {
         RealmTaxCollectedAsSeen: {
             /** @enum {unknown} */
             type: "realm.tax_collected";
+            /** @description a city's name: its player's, or a village's */
             city: string;
+            /** @description a city's name: its player's, or a village's */
             to: string;
             /** @enum {string} */
             season: "spring" | "summer" | "fall" | "winter";
@@ -3666,6 +3890,7 @@ export interface components {
         RealmCityRestartedAsSeen: {
             /** @enum {unknown} */
             type: "realm.city_restarted";
+            /** @description a city's name: its player's, or a village's */
             city: string;
             stock: {
                 [key: string]: number;
@@ -3678,8 +3903,11 @@ export interface components {
         RealmMerchantSentAsSeen: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -3701,12 +3929,16 @@ export interface components {
         RealmMerchantInterceptedAsSeen: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -3716,7 +3948,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             transfers?: components["schemas"]["RealmTransfer"][] | components["schemas"]["Hidden"];
             home_after?: {
@@ -3733,11 +3968,19 @@ export interface components {
         RealmTradeOfferedAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3750,7 +3993,10 @@ export interface components {
             } | components["schemas"]["Hidden"];
             /** @enum {string} */
             buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
-            /** @enum {string} */
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
             pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
@@ -3758,11 +4004,19 @@ export interface components {
         RealmTradeCounteredAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3780,11 +4034,19 @@ export interface components {
         RealmTradeAgreedAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3803,6 +4065,7 @@ export interface components {
         RealmTradeRolledAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"] | components["schemas"]["Hidden"];
@@ -3824,8 +4087,11 @@ export interface components {
         RealmTradeCancelledAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             reason: string | components["schemas"]["Hidden"];
             load_before: {
@@ -3849,11 +4115,19 @@ export interface components {
         RealmTradeDeclinedAsSeen: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             home_after?: {
                 [key: string]: number;
@@ -3869,7 +4143,9 @@ export interface components {
         RealmMerchantReturnedAsSeen: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -3877,7 +4153,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             } | components["schemas"]["Hidden"];
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             transfers?: components["schemas"]["RealmTransfer"][] | components["schemas"]["Hidden"];
             host_after?: {
@@ -3906,8 +4185,11 @@ export interface components {
         RealmMerchantSentStep: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -3928,6 +4210,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -3935,12 +4218,16 @@ export interface components {
         RealmMerchantInterceptedStep: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -3950,7 +4237,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -3967,6 +4257,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -3974,11 +4265,19 @@ export interface components {
         RealmTradeOfferedStep: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -3992,10 +4291,16 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4003,11 +4308,19 @@ export interface components {
         RealmTradeCounteredStep: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4021,8 +4334,10 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4030,11 +4345,19 @@ export interface components {
         RealmTradeAgreedStep: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4049,6 +4372,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4056,6 +4380,7 @@ export interface components {
         RealmTradeRolledStep: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"];
@@ -4073,6 +4398,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4080,9 +4406,13 @@ export interface components {
         RealmTradeCancelledStep: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
+            /** @description why, in words a person reads */
             reason: string;
             load_before: {
                 [key: string]: number;
@@ -4104,6 +4434,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4111,11 +4442,19 @@ export interface components {
         RealmTradeDeclinedStep: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4130,6 +4469,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4137,7 +4477,9 @@ export interface components {
         RealmMerchantReturnedStep: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -4145,7 +4487,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -4158,6 +4503,7 @@ export interface components {
                 [key: string]: number;
             };
             step: number;
+            /** @description the step in a sentence a person reads */
             text: string;
             version: number;
         };
@@ -4211,11 +4557,15 @@ export interface components {
         RealmMerchantSentRow: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmMerchantSentDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4223,8 +4573,11 @@ export interface components {
         };
         /** MerchantSentDetail */
         RealmMerchantSentDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
             load: {
                 [key: string]: number;
@@ -4249,11 +4602,15 @@ export interface components {
         RealmMerchantInterceptedRow: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmMerchantInterceptedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4261,12 +4618,16 @@ export interface components {
         };
         /** MerchantInterceptedDetail */
         RealmMerchantInterceptedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             at: string;
+            /** @description a city's name: its player's, or a village's */
             attacker: string;
-            army_dice: string[];
-            merchant_dice: string[];
+            army_dice: ("star" | "moon" | "skull" | "blank")[];
+            merchant_dice: ("star" | "moon" | "skull" | "blank")[];
             army_score: number;
             merchant_score: number;
             escaped: boolean;
@@ -4276,7 +4637,10 @@ export interface components {
             attacker_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -4297,11 +4661,15 @@ export interface components {
         RealmTradeOfferedRow: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeOfferedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4309,11 +4677,19 @@ export interface components {
         };
         /** TradeOfferedDetail */
         RealmTradeOfferedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4327,19 +4703,28 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            buy: string;
-            pay: string;
+            /** @enum {string} */
+            buy: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
+            /**
+             * @description "" when none is named
+             * @enum {string}
+             */
+            pay: "" | "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
             dice: number;
         };
         /** TradeCounteredRow */
         RealmTradeCounteredRow: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeCounteredDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4347,11 +4732,19 @@ export interface components {
         };
         /** TradeCounteredDetail */
         RealmTradeCounteredDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4365,17 +4758,22 @@ export interface components {
             load_after?: {
                 [key: string]: number;
             };
-            want: string;
+            /** @enum {string} */
+            want: "food" | "wood" | "herbs" | "stone" | "bronze" | "iron" | "steel" | "gold" | "smelted_stone" | "smelted_bronze" | "smelted_iron" | "smelted_steel";
         };
         /** TradeAgreedRow */
         RealmTradeAgreedRow: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeAgreedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4383,11 +4781,19 @@ export interface components {
         };
         /** TradeAgreedDetail */
         RealmTradeAgreedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4406,11 +4812,15 @@ export interface components {
         RealmTradeRolledRow: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeRolledDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4418,6 +4828,7 @@ export interface components {
         };
         /** TradeRolledDetail */
         RealmTradeRolledDetail: {
+            /** @description a trade's id */
             trade_id: string;
             round: number;
             buyer: components["schemas"]["RealmTradeSide"];
@@ -4439,11 +4850,15 @@ export interface components {
         RealmTradeCancelledRow: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeCancelledDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4451,9 +4866,13 @@ export interface components {
         };
         /** TradeCancelledDetail */
         RealmTradeCancelledDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
+            /** @description a city's name: its player's, or a village's */
             host: string;
+            /** @description why, in words a person reads */
             reason: string;
             load_before: {
                 [key: string]: number;
@@ -4479,11 +4898,15 @@ export interface components {
         RealmTradeDeclinedRow: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmTradeDeclinedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4491,11 +4914,19 @@ export interface components {
         };
         /** TradeDeclinedDetail */
         RealmTradeDeclinedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             by: string;
-            /** @default  */
+            /**
+             * @description a city's name: its player's, or a village's
+             * @default
+             */
             home?: string;
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default {} */
             home_after?: {
@@ -4514,11 +4945,15 @@ export interface components {
         RealmMerchantReturnedRow: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
+            /** @description the room's id */
             room: string;
             version: number;
+            /** @description a trade's id */
             trade: string;
+            /** @description a player's name */
             player: string;
             time_ms: number;
+            /** @description the step in a sentence a person reads */
             summary: string;
             detail: components["schemas"]["RealmMerchantReturnedDetail"];
             /** @description set on a sandbox fork's rows: its parent room and the version it starts from */
@@ -4526,7 +4961,9 @@ export interface components {
         };
         /** MerchantReturnedDetail */
         RealmMerchantReturnedDetail: {
+            /** @description a trade's id */
             trade_id: string;
+            /** @description a city's name: its player's, or a village's */
             home: string;
             delivered: {
                 [key: string]: number;
@@ -4534,7 +4971,10 @@ export interface components {
             home_after: {
                 [key: string]: number;
             };
-            /** @default  */
+            /**
+             * @description a city's name, "" for none named (older logs)
+             * @default
+             */
             host?: string;
             /** @default [] */
             transfers?: components["schemas"]["RealmTransfer"][];
@@ -4654,15 +5094,21 @@ export interface components {
         SectorsRoomCreated_Setup_: {
             /** @enum {unknown} */
             type: "room.created";
+            /** @description a rule-set's name */
             ruleset: string;
             setup: components["schemas"]["SectorsSetup"];
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
             challenge: string | null;
+            /** @description a player's name */
             created_by: string;
             created_at_ms: number;
             /** @default 1 */
             ruleset_version?: number;
-            /** @default  */
+            /**
+             * @description "sha256:" and hex digits, "" for unknown (a room older than fingerprints)
+             * @default
+             */
             fingerprint?: string;
             /** @default 2 */
             schema?: number;
@@ -4674,6 +5120,7 @@ export interface components {
          * @description The fully resolved colony: every explored sector with its type, nothing drawn later but explorations.
          */
         SectorsSetup: {
+            /** @description the player whose colony it is */
             owner: string;
             rows: number;
             columns: number;
@@ -4718,13 +5165,13 @@ export interface components {
             /** @description 0 .. 63 */
             column: number;
             /** @default null */
-            type?: string | null;
+            type?: ("mountain" | "prairie" | "forest") | null;
             /** @default true */
             explored?: boolean;
             /** @default null */
             population?: number | null;
             /** @default [] */
-            buildings?: string[];
+            buildings?: ("farm" | "lumber_camp" | "mine" | "mint" | "sawmill" | "kitchen" | "factory")[];
             /** @default null */
             starved_seasons_ago?: number | null;
         };
@@ -4732,12 +5179,19 @@ export interface components {
         SectorsPlayerJoined: {
             /** @enum {unknown} */
             type: "room.player_joined";
+            /** @description a player's name */
             player: string;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             nonce_commitment?: string;
             /** @default false */
             nonce_by_server?: boolean;
-            /** @default  */
+            /**
+             * @description hex digits, "" for none
+             * @default
+             */
             public_key?: string;
         };
         /**
@@ -4747,14 +5201,18 @@ export interface components {
         SectorsNonceRevealed: {
             /** @enum {unknown} */
             type: "room.nonce_revealed";
+            /** @description a player's name */
             player: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             nonce: string;
         };
         /** RoomEnded */
         SectorsRoomEnded: {
             /** @enum {unknown} */
             type: "room.ended";
+            /** @description why, in words a person reads */
             reason: string;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             revealed_seed: string;
             /** @default {} */
             revealed_nonces?: {
@@ -4772,12 +5230,17 @@ export interface components {
         SectorsRoomForked: {
             /** @enum {unknown} */
             type: "room.forked";
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
+            /** @description a rule-set's name */
             ruleset: string;
             ruleset_version: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             seed_commitment: string;
+            /** @description a player's name */
             forked_by: string;
             forked_at_ms: number;
         };
@@ -4800,6 +5263,7 @@ export interface components {
         SectorsDeadlineMissed: {
             /** @enum {unknown} */
             type: "room.deadline_missed";
+            /** @description the rules' name for the deadline */
             key: string;
             players: string[];
         };
@@ -4810,6 +5274,7 @@ export interface components {
         SectorsSeatActive: {
             /** @enum {unknown} */
             type: "room.seat_active";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -4820,8 +5285,10 @@ export interface components {
         SectorsSeatToBot: {
             /** @enum {unknown} */
             type: "room.seat_to_bot";
+            /** @description a player's name */
             player: string;
-            reason: string;
+            /** @enum {string} */
+            reason: "missed" | "left";
             /** @default 0 */
             missed?: number;
         };
@@ -4844,7 +5311,8 @@ export interface components {
             type: "sectors.sector_explored";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             population: number;
         };
         /** PeopleMoved */
@@ -4889,18 +5357,22 @@ export interface components {
             type: "sectors.population_changed";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             /** @enum {unknown} */
             season: "fall" | "spring" | "summer" | "winter";
             year: number;
             population_before: number;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             food_rate: string;
             food_needed: number;
             food_eaten: number;
             starved: boolean;
             deaths: number;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             growth_rate: string;
             growth_allowed: boolean;
+            /** @description why, in words a person reads */
             growth_reason: string;
             births: number;
             cap: number | null;
@@ -4916,11 +5388,13 @@ export interface components {
             type: "sectors.goods_produced";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             /** @enum {unknown} */
             season: "fall" | "spring" | "summer" | "winter";
             year: number;
             workforce: number;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             multiplier: string;
             buildings: components["schemas"]["SectorsBuildingReport"][];
             consumed: components["schemas"]["SectorsGoods"];
@@ -4939,7 +5413,10 @@ export interface components {
             outcome: "closed" | "idle_missing_inputs" | "not_staffed" | "ran";
             /** @default 0 */
             crew_used?: number;
-            /** @default  */
+            /**
+             * @description why, in words a person reads
+             * @default
+             */
             reason?: string;
             /** @default {} */
             consumed?: components["schemas"]["SectorsGoods"];
@@ -4955,13 +5432,15 @@ export interface components {
             type: "sectors.resources_harvested";
             row: number;
             column: number;
-            sector_type: string;
+            /** @enum {string} */
+            sector_type: "mountain" | "prairie" | "forest";
             /** @enum {unknown} */
             season: "fall" | "spring" | "summer" | "winter";
             year: number;
             idle_workers: number;
             population: number;
             closed: boolean;
+            /** @description an exact fraction, as str(Fraction) writes it ("7/10", "2") */
             multiplier: string;
             multiplier_reasons: string[];
             harvested: components["schemas"]["SectorsGoods"];
@@ -5074,7 +5553,7 @@ export interface components {
             /** @default null */
             home_column?: number | null;
             /** @default null */
-            home_type?: string | null;
+            home_type?: ("mountain" | "prairie" | "forest") | null;
             /** @default null */
             home_population?: number | null;
             /** @default null */
@@ -6512,8 +6991,10 @@ export interface components {
          * @description Where a fork's history comes from: its parent room, the parent's version and chain hash there.
          */
         ForkOf: {
+            /** @description a room's id */
             parent: string;
             at: number;
+            /** @description hex digits (a hash, a commitment, a key or a revealed secret) */
             parent_hash: string;
         };
         /**

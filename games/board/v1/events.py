@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from almanac.games.board.v1.data import CardLetter, MissionKey, SeasonName
+from almanac.games.board.v1.data import CardLetter, MissionKey, SeasonName, Terrain
 
 
 class MissionScore(msgspec.Struct, frozen=True, kw_only=True):
@@ -19,7 +19,7 @@ class ElementPlaced(msgspec.Struct, frozen=True, kw_only=True, tag="board.elemen
     """The current element was placed; ``cells`` are the zero-based (row, column) cells it filled."""
 
     element: int
-    terrain: str
+    terrain: Terrain
     time: int
     row: int
     column: int

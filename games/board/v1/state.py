@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
-from almanac.events.manifest import Name
+from almanac.events.manifest import Name, free
 from almanac.games.board.v1.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE, Cell, MissionKey, Player
 from almanac.games.board.v1.events import SeasonEnded
 
@@ -22,17 +24,17 @@ class BoardOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     mountain_bonus: bool = False
     extended_pool: bool = False
-    player: Name | None = None
+    player: Annotated[Name, free("the player whose map it is")] | None = None
 
 
 class BoardSetup(msgspec.Struct, frozen=True, kw_only=True):
     """The resolved setup stored in ``room.created``: the owner, the options, the deck order and cards A-D."""
 
-    player: str
+    player: Player
     mountain_bonus: bool
     extended_pool: bool
     deck: tuple[int, ...]
-    missions: tuple[str, ...]
+    missions: tuple[MissionKey, ...]
 
 
 class BoardState(msgspec.Struct, frozen=True, kw_only=True):

@@ -6,8 +6,12 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Amount, Key, Name, OptionalKey
+from almanac.events.manifest import Amount, Key, Name, OptionalKey, free
 from almanac.games.realm.v1.data import TRADE_MAX_DICE
+
+# Names no list bounds, said so for the API documents (events.schema: schema-only, decoding unchanged).
+City = Annotated[Name, free("a city's name: its player's, or a village's")]
+TradeId = Annotated[Key, free("a trade's id (a merchant's, as realm.merchant_sent named it)")]
 
 Load = Annotated[dict[Key, Amount], msgspec.Meta(max_length=32)]
 TradeDice = Annotated[int, msgspec.Meta(ge=1, le=TRADE_MAX_DICE, description="1 .. 3")]
@@ -92,21 +96,21 @@ class DismissArmy(_Command, frozen=True, kw_only=True, tag="dismiss_army"):
 class Raid(_Command, frozen=True, kw_only=True, tag="raid"):
     """Raid ``target`` for one resource; cannot be changed once declared."""
 
-    target: Name
+    target: City
     resource: Key
 
 
 class Besiege(_Command, frozen=True, kw_only=True, tag="besiege"):
     """Attack ``target``'s walls; if they fall, ``if_taken`` says what happens: ``"destroy"`` or ``"tax"``."""
 
-    target: Name
+    target: City
     if_taken: Key = "tax"
 
 
 class ChooseTaxSeason(_Command, frozen=True, kw_only=True, tag="choose_tax_season"):
     """The controller states which season of this year ``city`` pays its tax (costs no action)."""
 
-    city: Name
+    city: City
     season: Key
 
 
@@ -132,14 +136,14 @@ class RestartCity(_Command, frozen=True, kw_only=True, tag="restart_city"):
 class SendMerchant(_Command, frozen=True, kw_only=True, tag="send_merchant"):
     """Send a merchant to ``to`` carrying ``load`` (resource -> amount) from the city's storage."""
 
-    to: Name
+    to: City
     load: Load
 
 
 class OfferTrade(_Command, frozen=True, kw_only=True, tag="offer_trade"):
     """The merchant's owner states what to buy, optionally what to pay with, and how many dice each side rolls."""
 
-    trade_id: Key
+    trade_id: TradeId
     buy: Key
     pay: OptionalKey = ""
     dice: TradeDice = 1
@@ -148,20 +152,20 @@ class OfferTrade(_Command, frozen=True, kw_only=True, tag="offer_trade"):
 class CounterOffer(_Command, frozen=True, kw_only=True, tag="counter_offer"):
     """The host city states what it wants from the merchant's load in return."""
 
-    trade_id: Key
+    trade_id: TradeId
     want: Key
 
 
 class AgreeTrade(_Command, frozen=True, kw_only=True, tag="agree_trade"):
     """Agree to the terms on the table; once both sides agree, the dice are rolled and there is no way back."""
 
-    trade_id: Key
+    trade_id: TradeId
 
 
 class DeclineTrade(_Command, frozen=True, kw_only=True, tag="decline_trade"):
     """Stop trading; the merchant heads home with what he carries."""
 
-    trade_id: Key
+    trade_id: TradeId
 
 
 # --- the calendar -------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ RESOURCES: tuple[str, ...] = (
 # --- mining (seed + design rulings) --------------------------------------------------------------
 MINING_DICE: dict[str, int] = {"stone": 1, "bronze": 2, "iron": 4, "steel": 6, "gold": 8}
 MINING_MINIMUM_STARS: dict[str, int] = {"stone": 1, "bronze": 1, "iron": 2, "steel": 3, "gold": 6}
+MINING_MOON_USES: tuple[str, ...] = ("count", "save")  # a moon as two stars, or one star and one saved star
+# What a roll for ore came to (rules.resolve_mining; the log's realm.mined outcome).
+MINING_OUTCOMES: tuple[str, ...] = ("found", "lesser_ore", "skull_stone", "blank_stone", "nothing")
 MINING_UNIT = 1_000  # gained at the minimum, and again per star past it
 GOLD_STARS_PER_UNIT = 3  # gold: 1,000 for every three stars, plus 1,000 per star past the minimum
 MOON_STARS_COUNTED = 2  # a moon is worth two stars, or one star and one saved star
@@ -61,6 +64,7 @@ FOOD_MULTIPLIERS: dict[str, tuple[Fraction, Fraction, Fraction, Fraction]] = {
     "fish": (Fraction(1), Fraction(2), Fraction(1), Fraction(1, 2)),
     "farm": (Fraction(1, 2), Fraction(1, 2), Fraction(3), Fraction(0)),
 }
+FOOD_MOON_USES: tuple[str, ...] = ("double", "save")  # a moon doubles the roll, or keeps a ward for a skull
 FOOD_MOON_DOUBLES = 2  # a moon spent on the roll doubles it (once, however many moons)
 
 # --- herbs and healing ------------------------------------------------------------------------
@@ -106,6 +110,7 @@ HIT_POINTS_PER_WALL_DIE = 5  # walls: one defence die per full 5 hit points
 MERCHANT_ESCAPE_DICE = 5  # the merchant's flat five dice
 
 # --- pillage, tax, freedom, restart -----------------------------------------------------------
+SIEGE_ENDS: tuple[str, ...] = ("destroy", "tax")  # what a city taken by siege comes to, as the besieger said
 PILLAGE_KEEP = Fraction(1, 2)  # destroy: take every resource at -50%
 TAX_SHARE = Fraction(1, 2)  # surrender: 50% of every resource, one season a year
 DEFAULT_TAX_SEASON = FALL  # when the controller states no season at the start of the year

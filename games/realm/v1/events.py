@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
-Stock = dict[str, int]
+from almanac.events.manifest import free, one_of
+from almanac.games.realm.v1 import data
+
+# The words of the log, for the API documents only (events.schema: decoding is unchanged, stored logs read as ever).
+Resource = Annotated[str, one_of(data.RESOURCES)]
+ResourceOrNone = Annotated[str, one_of(("", *data.RESOURCES), '"" when none is named')]
+Face = Annotated[str, one_of(data.FACES)]
+Dice = tuple[Face, ...]
+Season = Annotated[str, one_of(data.SEASONS)]
+Metal = Annotated[str, one_of(data.EQUIPMENT_METAL.values())]
+# A fraction as the rules write it (str(Fraction)): the season's food multiplier, herb or wood rate.
+Multiplier = Annotated[str, one_of(str(value) for values in data.FOOD_MULTIPLIERS.values() for value in values)]
+Rate = Annotated[str, one_of(str(value) for value in (*data.HERB_RATES, *data.WOOD_RATES))]
+Ore = Annotated[str, one_of(data.ORES)]
+Tier = Annotated[str, one_of(data.EQUIPMENT_METAL)]
+Method = Annotated[str, one_of(data.FOOD_METHODS)]
+MiningMoon = Annotated[str, one_of(data.MINING_MOON_USES)]
+FoodMoon = Annotated[str, one_of(data.FOOD_MOON_USES)]
+SiegeEnd = Annotated[str, one_of(data.SIEGE_ENDS)]
+Outcome = Annotated[str, one_of(data.MINING_OUTCOMES)]
+Player = Annotated[str, free("a player's name")]
+PlayerOrNone = Annotated[str, free('a player\'s name, "" for none')]
+City = Annotated[str, free("a city's name: its player's, or a village's")]
+CityOrNone = Annotated[str, free('a city\'s name, "" for none named (older logs)')]
+Place = Annotated[str, free('a city\'s name, a merchant ("merchant:<trade id>"), "lost", or "" for phantom goods')]
+TradeId = Annotated[str, free("a trade's id")]
+Reason = Annotated[str, free("why, in words a person reads")]
+Stock = dict[Resource, int]
 
 
 class _Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -14,9 +43,9 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True):
 class Transfer(msgspec.Struct, frozen=True, kw_only=True):
     """One movement of goods: ``phantom`` goods are created by a moon and taken from nobody."""
 
-    source: str  # a city name, a merchant ("merchant:<trade id>"), or "" for phantom goods
-    target: str  # a city name, a merchant, or "lost" (half a cancelled merchant's load)
-    resource: str
+    source: Place  # a city name, a merchant ("merchant:<trade id>"), or "" for phantom goods
+    target: Place  # a city name, a merchant, or "lost" (half a cancelled merchant's load)
+    resource: Resource
     amount: int
     phantom: bool = False
 
@@ -24,9 +53,9 @@ class Transfer(msgspec.Struct, frozen=True, kw_only=True):
 class TradeSide(msgspec.Struct, frozen=True, kw_only=True):
     """One side's roll in a trade round: what it rolled, how the stars were counted, what it is owed."""
 
-    city: str
-    resource: str  # what this side takes
-    dice: tuple[str, ...]
+    city: City
+    resource: Resource  # what this side takes
+    dice: Dice
     stars: int  # star faces rolled
     skulls: int
     moons: int
@@ -39,36 +68,36 @@ class TradeSide(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Mined(_Event, frozen=True, kw_only=True, tag="realm.mined"):
-    city: str
-    ore: str
-    dice: tuple[str, ...]
-    moons: str
+    city: City
+    ore: Ore
+    dice: Dice
+    moons: MiningMoon
     stars: int  # stars counted, moons and saved stars included
     saved_used: int
     saved_gained: int
-    outcome: str  # "found", "lesser_ore", "skull_stone", "blank_stone", "nothing"
-    found: str  # the resource gained ("" for nothing)
+    outcome: Outcome  # "found", "lesser_ore", "skull_stone", "blank_stone", "nothing"
+    found: ResourceOrNone  # the resource gained ("" for nothing)
     amount: int
 
 
 class Smelted(_Event, frozen=True, kw_only=True, tag="realm.smelted"):
-    city: str
-    ore: str
+    city: City
+    ore: Ore
     amount: int
-    dice: tuple[str, ...]
+    dice: Dice
     stars: int
     needed: int
     success: bool
 
 
 class FoodGot(_Event, frozen=True, kw_only=True, tag="realm.food_got"):
-    city: str
-    method: str
-    season: str
-    dice: tuple[str, ...]
+    city: City
+    method: Method
+    season: Season
+    dice: Dice
     stars: int  # stars plus blanks (a blank counts as one star)
-    multiplier: str  # the season multiplier as an exact fraction, e.g. "3/2"
-    moon: str
+    multiplier: Multiplier  # the season multiplier as an exact fraction, e.g. "3/2"
+    moon: FoodMoon
     doubled: bool
     skulls: int
     wards_used: int
@@ -80,11 +109,11 @@ class FoodGot(_Event, frozen=True, kw_only=True, tag="realm.food_got"):
 class _Gathered(_Event, frozen=True, kw_only=True):
     """A roll for herbs or wood: stars (moons count one) x the unit x the season's rate."""
 
-    city: str
-    season: str
-    dice: tuple[str, ...]
+    city: City
+    season: Season
+    dice: Dice
     stars: int
-    rate: str
+    rate: Rate
     amount: int
 
 
@@ -93,7 +122,7 @@ class HerbsFound(_Gathered, frozen=True, kw_only=True, tag="realm.herbs_found"):
 
 
 class ArmyHealed(_Event, frozen=True, kw_only=True, tag="realm.army_healed"):
-    city: str
+    city: City
     points: int
     herbs: int
     damage_after: int
@@ -104,7 +133,7 @@ class WoodCut(_Gathered, frozen=True, kw_only=True, tag="realm.wood_cut"):
 
 
 class Fortified(_Event, frozen=True, kw_only=True, tag="realm.fortified"):
-    city: str
+    city: City
     wood: int
     stone: int
     hit_points_gained: int
@@ -112,20 +141,20 @@ class Fortified(_Event, frozen=True, kw_only=True, tag="realm.fortified"):
 
 
 class ArmyRaised(_Event, frozen=True, kw_only=True, tag="realm.army_raised"):
-    city: str
+    city: City
     soldiers: int
     army_after: int
 
 
 class ArmyEquipped(_Event, frozen=True, kw_only=True, tag="realm.army_equipped"):
-    city: str
-    tier: str
-    metal: str
+    city: City
+    tier: Tier
+    metal: Metal
     cost: int
 
 
 class ArmyDismissed(_Event, frozen=True, kw_only=True, tag="realm.army_dismissed"):
-    city: str
+    city: City
     soldiers: int
 
 
@@ -135,10 +164,10 @@ class ArmyDismissed(_Event, frozen=True, kw_only=True, tag="realm.army_dismissed
 class Battle(msgspec.Struct, frozen=True, kw_only=True):
     """Both sides of a fight: dice counts with their parts, faces, and scores (stars and moons)."""
 
-    attacker: str
-    defender: str
-    attack_dice: tuple[str, ...]
-    defence_dice: tuple[str, ...]
+    attacker: City
+    defender: City
+    attack_dice: Dice
+    defence_dice: Dice
     attack_bonus: int  # equipment dice included in attack_dice
     defence_bonus: int
     attack_score: int
@@ -152,7 +181,7 @@ class Battle(msgspec.Struct, frozen=True, kw_only=True):
 
 class Raided(_Event, frozen=True, kw_only=True, tag="realm.raided"):
     battle: Battle
-    resource: str
+    resource: Resource
     taken: int
 
 
@@ -160,47 +189,47 @@ class Besieged(_Event, frozen=True, kw_only=True, tag="realm.besieged"):
     battle: Battle
     hit_points_lost: int
     hit_points_after: int
-    if_taken: str
+    if_taken: SiegeEnd
 
 
 class CityDestroyed(_Event, frozen=True, kw_only=True, tag="realm.city_destroyed"):
-    city: str
-    by: str
+    city: City
+    by: City
     plunder: Stock  # what the destroyer carried off (half of everything)
     lost: Stock  # what was lost in the ruins
-    freed: tuple[str, ...]  # cities it controlled, now free
+    freed: tuple[City, ...]  # cities it controlled, now free
 
 
 class CitySurrendered(_Event, frozen=True, kw_only=True, tag="realm.city_surrendered"):
-    city: str
-    to: str
+    city: City
+    to: City
     hit_points_after: int
 
 
 class TaxSeasonChosen(_Event, frozen=True, kw_only=True, tag="realm.tax_season_chosen"):
-    controller: str
-    city: str
+    controller: City
+    city: City
     year: int
-    season: str
+    season: Season
 
 
 class TaxCollected(_Event, frozen=True, kw_only=True, tag="realm.tax_collected"):
-    city: str
-    to: str
-    season: str
+    city: City
+    to: City
+    season: Season
     amounts: Stock
 
 
 class FreedomBought(_Event, frozen=True, kw_only=True, tag="realm.freedom_bought"):
-    city: str
-    controller: str
+    city: City
+    controller: City
     gold: int
 
 
 class SabotageAttempted(_Event, frozen=True, kw_only=True, tag="realm.sabotage_attempted"):
-    city: str
-    controller: str
-    dice: tuple[str, ...]
+    city: City
+    controller: City
+    dice: Dice
     stars: int
     needed: int
     freed: bool
@@ -211,7 +240,7 @@ class RevoltFought(_Event, frozen=True, kw_only=True, tag="realm.revolt_fought")
 
 
 class CityRestarted(_Event, frozen=True, kw_only=True, tag="realm.city_restarted"):
-    city: str
+    city: City
     stock: Stock
     population: int
     hit_points: int
@@ -222,9 +251,9 @@ class CityRestarted(_Event, frozen=True, kw_only=True, tag="realm.city_restarted
 
 
 class MerchantSent(_Event, frozen=True, kw_only=True, tag="realm.merchant_sent"):
-    trade_id: str
-    home: str
-    host: str
+    trade_id: TradeId
+    home: City
+    host: City
     load: Stock
     home_after: Stock
     actions_spent: int = 1  # the whole turn: every action of the season (older logs: one)
@@ -234,18 +263,18 @@ class MerchantSent(_Event, frozen=True, kw_only=True, tag="realm.merchant_sent")
 
 
 class MerchantIntercepted(_Event, frozen=True, kw_only=True, tag="realm.merchant_intercepted"):
-    trade_id: str
-    home: str  # the merchant's home city
-    at: str  # the city under attack the merchant was leaving or entering
-    attacker: str
-    army_dice: tuple[str, ...]
-    merchant_dice: tuple[str, ...]
+    trade_id: TradeId
+    home: City  # the merchant's home city
+    at: City  # the city under attack the merchant was leaving or entering
+    attacker: City
+    army_dice: Dice
+    merchant_dice: Dice
     army_score: int
     merchant_score: int
     escaped: bool
     seized: Stock  # moved to the attacker's city when he did not escape
     attacker_after: Stock
-    host: str = ""
+    host: CityOrNone = ""
     transfers: tuple[Transfer, ...] = ()  # the seized load, from the merchant to the attacker
     # both sides' holdings and the merchant's load right after this step (older logs: empty)
     home_after: Stock = {}
@@ -257,23 +286,23 @@ class _TradeStep(_Event, frozen=True, kw_only=True):
     """A step of the talks (offer, counter-offer, agreement, refusal): who spoke, the trade's parties, and
     both sides' holdings and the merchant's load right after it (older logs: the last four empty)."""
 
-    trade_id: str
-    by: str
-    home: str = ""  # the merchant's home city (the buyer)
-    host: str = ""  # the city he trades with
+    trade_id: TradeId
+    by: City
+    home: City = ""  # the merchant's home city (the buyer)
+    host: CityOrNone = ""  # the city he trades with
     home_after: Stock = {}
     host_after: Stock = {}
     load_after: Stock = {}
 
 
 class TradeOffered(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_offered"):
-    buy: str
-    pay: str
+    buy: Resource
+    pay: ResourceOrNone
     dice: int
 
 
 class TradeCountered(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_countered"):
-    want: str
+    want: Resource
 
 
 class TradeAgreed(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_agreed"):
@@ -283,7 +312,7 @@ class TradeAgreed(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_agreed
 class TradeRolled(_Event, frozen=True, kw_only=True, tag="realm.trade_rolled"):
     """One round of a trade: both rolls, and either the transfers or the cancellation."""
 
-    trade_id: str
+    trade_id: TradeId
     round: int
     buyer: TradeSide  # the merchant's owner
     seller: TradeSide  # the host city
@@ -296,10 +325,10 @@ class TradeRolled(_Event, frozen=True, kw_only=True, tag="realm.trade_rolled"):
 
 
 class TradeCancelled(_Event, frozen=True, kw_only=True, tag="realm.trade_cancelled"):
-    trade_id: str
-    home: str
-    host: str
-    reason: str
+    trade_id: TradeId
+    home: City
+    host: City
+    reason: Reason
     load_before: Stock
     lost: Stock
     load_after: Stock
@@ -313,11 +342,11 @@ class TradeDeclined(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_decl
 
 
 class MerchantReturned(_Event, frozen=True, kw_only=True, tag="realm.merchant_returned"):
-    trade_id: str
-    home: str
+    trade_id: TradeId
+    home: City
     delivered: Stock
     home_after: Stock
-    host: str = ""
+    host: CityOrNone = ""
     transfers: tuple[Transfer, ...] = ()  # what he brings home, from the merchant to the home city
     host_after: Stock = {}
     load_after: Stock = {}
@@ -327,19 +356,19 @@ class MerchantReturned(_Event, frozen=True, kw_only=True, tag="realm.merchant_re
 
 
 class TurnEnded(_Event, frozen=True, kw_only=True, tag="realm.turn_ended"):
-    player: str
+    player: Player
 
 
 class VillageProduced(_Event, frozen=True, kw_only=True, tag="realm.village_produced"):
-    city: str
+    city: City
     amounts: Stock
 
 
 class SeasonEnded(_Event, frozen=True, kw_only=True, tag="realm.season_ended"):
     season_index: int  # the season that ended (0 = spring of year 1)
-    season: str
+    season: Season
     year: int
-    forced_by: str  # "" when every player ended the turn
+    forced_by: PlayerOrNone  # "" when every player ended the turn
     at_ms: int  # server time; the next season starts now
 
 

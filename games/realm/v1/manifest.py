@@ -14,6 +14,7 @@ from almanac.events.manifest import (
     ReadModel,
     RuleSet,
     event_tag,
+    free,
     one_of,
     to_builtins,
 )
@@ -87,6 +88,8 @@ def notices(event: Any) -> list[tuple[str, str | None]]:
 
 
 Season = Annotated[str, one_of(data.SEASONS)]
+RoomId = Annotated[str, free("the room's id")]
+Summary = Annotated[str, free("the step in a sentence a person reads")]
 
 
 class _View(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -200,8 +203,8 @@ def _ledger_row_type(event_type: type) -> type:
     detail = msgspec.defstruct(f"{event_type.__name__}Detail", fields, module=__name__, kw_only=True, frozen=True,
                                forbid_unknown_fields=True)
     return msgspec.defstruct(f"{event_type.__name__}Row",
-                             [("room", str), ("version", int), ("trade", str), ("player", str), ("time_ms", int),
-                              ("summary", str), ("detail", detail)],
+                             [("room", RoomId), ("version", int), ("trade", TradeId), ("player", Player),
+                              ("time_ms", int), ("summary", Summary), ("detail", detail)],
                              module=__name__, kw_only=True, frozen=True, forbid_unknown_fields=True,
                              tag_field="type", tag=event_tag(event_type))
 
@@ -215,7 +218,7 @@ def _step_type(event_type: type) -> type:
     """What ``audit.trade_steps`` makes of one trade event: its fields (and ``type`` tag), its step number, sentence
     and version. Declared for the API documents (the audit view's ``step_types``); here, not in audit.py, which is
     rules (the fingerprint covers it) while this only describes its answer."""
-    return msgspec.defstruct(f"{event_type.__name__}Step", [("step", int), ("text", str), ("version", int)],
+    return msgspec.defstruct(f"{event_type.__name__}Step", [("step", int), ("text", Summary), ("version", int)],
                              bases=(event_type,), module=__name__, kw_only=True, frozen=True,
                              tag=event_tag(event_type))
 
@@ -271,14 +274,14 @@ MANIFEST = RuleSet(
     # What the rules accept where a command names a word of the realm (rules.need_choice): enums in the API.
     allowed_values={
         "mine.ore": data.ORES,
-        "mine.moons": ("count", "save"),
+        "mine.moons": data.MINING_MOON_USES,
         "mine.lesser_ore": ("best", "none", *data.ORES[:-1]),  # a lesser ore is below the one sought: never gold
         "smelt.ore": tuple(data.SMELTED),
         "get_food.method": data.FOOD_METHODS,
-        "get_food.moon": ("double", "save"),
+        "get_food.moon": data.FOOD_MOON_USES,
         "equip_army.tier": tuple(data.EQUIPMENT_METAL),
         "raid.resource": data.RESOURCES,
-        "besiege.if_taken": ("destroy", "tax"),
+        "besiege.if_taken": data.SIEGE_ENDS,
         "choose_tax_season.season": data.SEASONS,
         "send_merchant.load": data.RESOURCES,
         "offer_trade.buy": data.RESOURCES,

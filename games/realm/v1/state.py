@@ -29,19 +29,19 @@ class RealmOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     distinct players, known resources) with their own codes.
     """
 
-    players: Annotated[tuple[Name, ...], msgspec.Meta(max_length=16)] = ("alice", "bob")
+    players: Annotated[tuple[Annotated[Name, free("a player's name")], ...], msgspec.Meta(max_length=16)] = ("alice", "bob")
     villages: Annotated[int, msgspec.Meta(ge=0, le=data.MAX_VILLAGES)] = 1
     # overrides per resource for every player city
-    starting_stock: Annotated[dict[Key, Amount], msgspec.Meta(max_length=32)] = {}
+    starting_stock: Annotated[dict[Annotated[Key, one_of(data.RESOURCES)], Amount], msgspec.Meta(max_length=32)] = {}
     actions_per_season: Annotated[int, msgspec.Meta(ge=1, le=100)] = data.ACTIONS_PER_SEASON
     years: Annotated[int, msgspec.Meta(ge=1, le=1_000)] = data.YEARS
     season_timeout_ms: Annotated[int, msgspec.Meta(ge=0, le=366 * 24 * 3_600_000)] = data.SEASON_TIMEOUT_MS
 
 
 class RealmSetup(msgspec.Struct, frozen=True, kw_only=True):
-    players: tuple[str, ...]
-    villages: tuple[str, ...]
-    starting_stock: dict[str, int]
+    players: tuple[Player, ...]
+    villages: tuple[CityName, ...]
+    starting_stock: dict[Resource, int]
     starting_population: int
     starting_hit_points: int
     starting_army: int
