@@ -253,7 +253,7 @@ class SeatReclaimed(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_re
     """``player`` took their seat back from its bot (``reclaim_seat``): no bot plays it any more, and its count of
     deadlines missed in a row starts again (the room's policy may hand it over again)."""
 
-    player: str
+    player: _Player
 
 
 SEAT_EVENTS: tuple[type, ...] = (BotPolicy, DeadlineMissed, SeatActive, SeatToBot, SeatReclaimed)

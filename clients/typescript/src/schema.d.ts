@@ -1177,6 +1177,7 @@ export interface components {
         BoardSeatReclaimed: {
             /** @enum {unknown} */
             type: "room.seat_reclaimed";
+            /** @description a player's name */
             player: string;
         };
         /**
@@ -1999,6 +2000,7 @@ export interface components {
         ClaimSeatReclaimed: {
             /** @enum {unknown} */
             type: "room.seat_reclaimed";
+            /** @description a player's name */
             player: string;
         };
         /** ParcelCut */
@@ -2830,6 +2832,7 @@ export interface components {
         RealmSeatReclaimed: {
             /** @enum {unknown} */
             type: "room.seat_reclaimed";
+            /** @description a player's name */
             player: string;
         };
         /** Mined */
@@ -5300,6 +5303,7 @@ export interface components {
         SectorsSeatReclaimed: {
             /** @enum {unknown} */
             type: "room.seat_reclaimed";
+            /** @description a player's name */
             player: string;
         };
         /**
