@@ -552,11 +552,19 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
     answer: dict[str, Any] = {"room": room, "player": body.player, "reclaimed": False}
     state = await gw.reader.latest(room)
     if state is not None and not state.ended and body.player in state.bot_seats:
-        with gw.command_slot():  # a command, admitted as one
-            outcome, _ = await _submit(gw, room, body.player, reclaim_client_id(room, body.player, state.version),
-                                       {"kind": "reclaim_seat"}, state.ruleset,
-                                       limit=gw.rate_limits.seat_limit(room, body.player))
-        if outcome is not None and outcome.accepted:
+        outcome = None
+        try:
+            with gw.command_slot():  # a command, admitted as one
+                outcome, _ = await _submit(gw, room, body.player,
+                                           reclaim_client_id(gw, room, body.player, state.version),
+                                           {"kind": "reclaim_seat"}, state.ruleset,
+                                           limit=gw.rate_limits.seat_limit(room, body.player))
+        except ApiError as refused:
+            if refused.status not in (429, 503):
+                raise
+            # Overloaded or the seat's limit used up: the key still opens the seat (its token, as before bots
+            # could hold seats); ``reclaimed`` false says to ask again for the seat back.
+        if outcome is not None and outcome.accepted and await _reclaimed_by(gw, outcome, body.player):
             # The registry frees the seat now; the bots process, which reads the log each round, stops it too.
             await bots.remove_bot(gw.client, gw.keys, room, body.player)
             answer.update(reclaimed=True, version=outcome.last_version)
@@ -574,10 +582,19 @@ def _seats_at_create(decider: Any, options: dict[str, Any], creator: str) -> tup
         return ()  # options the room itself refuses: its create answers why
 
 
-def reclaim_client_id(room: str, player: str, version: int) -> str:
+def reclaim_client_id(gw: Gateway, room: str, player: str, version: int) -> str:
     """The command id of the ``reclaim_seat`` sent for ``player`` having seen the room at ``version``: a retry at
-    the same version is the same command (the gateway's dedupe answers it); one after it finds the seat back."""
-    return "reclaim-" + hashlib.sha256(f"{room}\x00{player}\x00{version}".encode()).hexdigest()[:32]
+    the same version is the same command (the gateway's dedupe answers it); one after it finds the seat back.
+    Keyed with the deployment's secret: a client holding the seat's token cannot send another command under it
+    first and have its outcome taken for the reclaim's."""
+    return "reclaim-" + gw.signer.keyed_id("reclaim", room, player, str(version))
+
+
+async def _reclaimed_by(gw: Gateway, outcome: Any, player: str) -> bool:
+    """Whether the accepted ``outcome`` recorded ``room.seat_reclaimed`` for ``player`` (its events, or, for a
+    stored outcome answered without them, the log at its versions): only then is the seat back."""
+    envelopes = outcome.envelopes or await gw.store.read(outcome.room, outcome.first_version, outcome.last_version)
+    return any(envelope.type == bots.SEAT_RECLAIMED and envelope.player == player for envelope in envelopes)
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import binascii
+import hashlib
+import hmac
 import re
 import time
 from typing import Any
@@ -50,6 +52,12 @@ class TokenSigner:
             raise ValueError(f"the token secret must be at least {MIN_SECRET_BYTES} bytes (HS256, RFC 7518 3.2)")
         self._key = secret
         self.ttl_s = ttl_s
+
+    def keyed_id(self, purpose: str, *parts: str) -> str:
+        """An id only this deployment can derive (HMAC under the token secret, separated by ``purpose``): for the
+        ids of commands the gateway sends on a player's behalf, which no client may send first under the same id."""
+        message = "\x00".join((purpose, *parts)).encode()
+        return hmac.new(self._key.encode(), message, hashlib.sha256).hexdigest()[:32]
 
     def issue(self, room: str, player: str, role: str = ROLE_PLAYER, ttl_s: int | None = None,
               ruleset: str = "") -> str:

@@ -4,6 +4,7 @@ engine like any player; a person cannot take a bot's seat, and a bot never gets 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 
 import redis
@@ -155,3 +156,30 @@ def test_one_address_asking_past_its_hourly_bot_seats_is_refused_while_another_s
         assert created.status_code == 201, created.text
         assert created.json()["bots"] == ["b1"]
         assert from_mallory.post("/rooms", json={"ruleset": "board", "player": mallory}).status_code == 201
+
+
+def test_a_command_sent_first_under_a_reclaims_public_id_is_not_taken_for_the_reclaim(api: TestClient,
+                                                                                       stack: Stack) -> None:
+    # Given carol's seat handed to a bot, the room at version `at`
+    alice = f"alice-{secrets.token_hex(3)}"
+    created = api.post("/rooms", json={"ruleset": "realm", "player": alice, "seat_bots": True,
+                                       "options": {"players": [alice, "bob", "carol"], "years": 1}})
+    room, alice_token = created.json()["room"], created.json()["token"]
+    joined = api.post(f"/rooms/{room}/join", json={"player": "carol"})
+    carol_token, carol_key = joined.json()["token"], joined.json()["seat_key"]
+    assert api.post(f"/rooms/{room}/bots", headers=auth(carol_token), json={"seat": "carol"}).status_code in (200, 201)
+    at = api.get(f"/rooms/{room}").json()["version"]
+    # When her old token first sends a move under the id the reclaim after that move (at `at` + 1) had when it was
+    # derived from public values alone (room, player, version), then she presents her seat key
+    public_id = "reclaim-" + hashlib.sha256(f"{room}\x00carol\x00{at + 1}".encode()).hexdigest()[:32]
+    moved = api.post(f"/rooms/{room}/commands", headers=auth(carol_token),
+                     json={"command": {"kind": "mine", "ore": "stone"}, "command_id": public_id})
+    assert moved.status_code == 200, moved.text
+    back = api.post(f"/rooms/{room}/seat", json={"player": "carol", "seat_key": carol_key})
+    # Then the answer says reclaimed only because the log says so: the reclaim's own event, for carol
+    assert back.status_code == 200, back.text
+    assert back.json()["reclaimed"] is True, back.json()
+    log = api.get(f"/rooms/{room}/events", headers=auth(alice_token)).json()["events"]
+    assert [event for event in log if event["type"] == "room.seat_reclaimed"], [event["type"] for event in log]
+    # and no bot holds her seat any more
+    assert (room, "carol") not in asyncio.run(_seats(stack.redis_url))
