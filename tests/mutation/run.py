@@ -22,7 +22,7 @@ stopping at the first difference. A mutant is
   reach is counted here too); equivalent survivors on lines no golden game runs are reported apart, as
   **unreached** (``tests.golden.coverage``): nothing shows them equivalent, only that no game reaches them.
 
-Games are adopted into the corpus (``corpus.ADOPTED_LATER``: a file of their own beside the written corpus) from the salt "wide" (``--wide-salt wide``);
+Games are adopted (into the grown corpus, tests/corpus: tests/golden is frozen) from the salt "wide" (``--wide-salt wide``);
 the figures are measured against the salt "check" (the default), games the corpus never chose from,
 so that adopting does not flatter them.
 
@@ -237,7 +237,7 @@ def main(argv: list[str]) -> int:
             report[ref] = {"generated": generated, "tried": len(mutants), "not_loaded": len(unloaded), "caught": caught,
                            "caught_only_by_grown": by_grown,
                            "survived": len(survivors), "missed": [m.name for m, _ in missed],
-                           # the wide game that caught each missed mutant first: a game to adopt (corpus.ADOPTED_LATER)
+                           # the wide game that caught each missed mutant first: a game to adopt (tests/corpus/grown.py)
                            "caught_by_wide_game": {m.name: r - BY_GAME - 1 for m, r in missed if r > BY_GAME},
                            "equivalent": [m.name for m in equivalent],
                            "unreached": [m.name for m in unreached], "share_caught": round(share, 4),
