@@ -11,7 +11,7 @@ the golden corpus is. Each version's games are in batches, ``tests/corpus/games/
 each written once: growing adds a batch, a written one is never rewritten (a change of a published
 version's recorded games is what the replay test exists to refuse).
 
-A batch holds games of two kinds:
+A batch holds games of three kinds:
 
 - a golden ``Recipe`` (bot, near-miss, random and stranger moves), played with the salt ``grown`` so its
   seeds, dice and clocks differ from the golden corpus' games of the same recipe;
@@ -545,7 +545,7 @@ VERSION_BATCHES: dict[str, dict[str, tuple[Recipe | Script | Adopted, ...]]] = {
         "3-adopted": tuple(Adopted(index) for index in (8, 33, 74, 82, 112)),
         # a skip asked before every placement, the placements squeezing the next element to the map's bottom rows:
         # each skip is refused while the element fits somewhere, the last row too (``any_placement`` scans every
-        # in-map placement; games 2 and 3 reach an element that fits only on the last row)
+        # in-map placement; games 1 to 3 reach an element that fits only on the last row)
         "4-skips": (Script(repeat=4, moves=tuple(move for _ in range(40) for move in (
             ("alice", {"kind": "skip_element"}, 1_000), ("alice", board_squeeze, 1_000)))),),
         # the owner misses turns (their time outs come when due): deadline_missed, then the seat goes to a bot
