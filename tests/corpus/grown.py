@@ -537,6 +537,10 @@ def board_squeeze(game: Any) -> dict[str, Any]:
 
 
 VERSION_BATCHES: dict[str, dict[str, tuple[Recipe | Script | Adopted, ...]]] = {
+    # the wide game that first caught a mutant every golden log misses: an intercepted merchant who rolls only as
+    # well as the army escapes (``rules.py:447`` ``>`` -> ``>=``; a tie seizes his load): ``run realm@1 --wide-salt
+    # wide --match rules.py:447:18``, 2026-12-05
+    "realm@1": {"4-adopted": (Adopted(16),)},
     "board@2": {
         # the wide games that first caught the mission scorings' mutants board@2's golden logs miss (``run board@2
         # --wide-salt wide``, 2026-12-05): a cell's west neighbour in ``neighbours`` on the first columns (8, 33)
