@@ -1,11 +1,12 @@
-"""The gateway's heavy reads (forensics, the console's series) fold through their runtime's one room loader
-(services.bootstrap, the one composition root), never through a loader they build on a store of their own."""
+"""The gateway's heavy reads (forensics, the console's series) and the projector process load rooms through their
+runtime's loader (services.bootstrap, the one composition root), never through one they build on a store of their
+own (tests/services/test_engine_loaders.py: the engine's)."""
 
 from __future__ import annotations
 
 from forensics_support import RealmTable
 
-from almanac.services import bootstrap
+from almanac.services import bootstrap, projector_process
 from almanac.services.forensics import investigate as ft
 from almanac.services.gateway.api_console import _series
 from almanac.services.gateway.heavy_reads import HeavyReads
@@ -67,3 +68,29 @@ async def test_every_heavy_read_folds_through_the_worker_runtimes_one_loader(red
         assert explained["fork"]["at"] == 5 and bisected["found"] and series["versions"][0] == 1
     finally:
         await heavy.close()
+
+
+async def test_the_projector_process_projects_through_its_runtimes_loader(redis_url, monkeypatch) -> None:
+    # Given runtimes that count the loaders they make, and a projector process whose loop stops at once
+    made: list[RoomLoader] = []
+    make = bootstrap.Runtime.loader
+
+    def counted(self: bootstrap.Runtime, cache_size: int = 10_000) -> RoomLoader:
+        made.append(make(self, cache_size))
+        return made[-1]
+
+    held = []
+
+    async def stopped_at_once(loop, name: str, on_ready=None) -> None:
+        held.append(loop.__self__)  # the projector whose run would have been the process's loop
+
+    monkeypatch.setattr(bootstrap.Runtime, "loader", counted)
+    monkeypatch.setattr(bootstrap, "run_until_stopped", stopped_at_once)
+
+    # When the process is started
+    await projector_process.run(Settings(redis_url=redis_url), redis_url)
+
+    # Then its projector loads through the loader its runtime made, on that runtime's store, caching as before
+    (projector,) = held
+    assert made == [projector.loader] and projector.loader.store is projector.store
+    assert projector.loader.cache_size == 10_000
