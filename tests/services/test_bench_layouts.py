@@ -36,7 +36,7 @@ def test_two_engines_and_two_gateways_answer_every_command_and_the_load_is_sprea
 
 
 def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monkeypatch, tmp_path):
-    # Given a stack whose gateways decide their own commands (ALMANAC_GATEWAY_ENGINE), two of them
+    # Given a stack whose gateways decide their own commands (the default shape), two of them
     import json  # noqa: PLC0415
 
     import httpx  # noqa: PLC0415
