@@ -329,6 +329,13 @@ class _Environ(EnvSettingsSource):
 RETIRED = {
     "ALMANAC_MAX_OUTCOME_WAITERS": "derived now: 32 outcome waits per ALMANAC_GATEWAY_MAX_INFLIGHT slot",
     "ALMANAC_GATEWAY_MAX_HEAVY_READS": "derived now: one whole-room read per 16 ALMANAC_GATEWAY_MAX_INFLIGHT slots",
+    # The admission rules that went when overload became one policy of two settings (docs/capacity.md).
+    "ALMANAC_GATEWAY_MAX_LAG_MS": "gone with the loop-lag rule: admission is ALMANAC_GATEWAY_MAX_INFLIGHT and "
+                                  "ALMANAC_GATEWAY_TARGET_WAIT_MS",
+    "ALMANAC_GATEWAY_WAIT_INTERVAL_MS": "gone with the adaptive limit: admission is ALMANAC_GATEWAY_MAX_INFLIGHT and "
+                                        "ALMANAC_GATEWAY_TARGET_WAIT_MS",
+    "ALMANAC_GATEWAY_LIMIT_WAIT_MS": "gone with the adaptive limit: admission is ALMANAC_GATEWAY_MAX_INFLIGHT and "
+                                     "ALMANAC_GATEWAY_TARGET_WAIT_MS",
     # Refused whatever its value: "false" silently ignored would make an HTTP-only gateway lease every shard.
     "ALMANAC_GATEWAY_ENGINE": "every gateway decides the commands of the shards it holds now; a gateway in front of "
                               "`almanac engine` processes holds none: ALMANAC_ENGINE_SHARDS=none",

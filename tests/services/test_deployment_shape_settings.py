@@ -4,7 +4,8 @@ Given ALMANAC_ENGINE_SHARDS, a gateway may hold every shard, a group of them, or
 engine` processes); an engine process told to hold none is refused at its start, as is a CLI command's --shards that
 selects none. And a deployment that still sets ALMANAC_GATEWAY_ENGINE, the setting that made an HTTP-only gateway a
 mode of its own, is refused at start whatever its value, with one line naming what replaced it: silently ignoring
-"false" would have its gateways lease every shard.
+"false" would have its gateways lease every shard. So is one that still sets an admission setting that went when
+overload became one policy of two settings (ALMANAC_GATEWAY_MAX_INFLIGHT, ALMANAC_GATEWAY_TARGET_WAIT_MS).
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ def test_a_deployment_still_setting_gateway_engine_is_refused_with_what_replaced
         load_settings({"ALMANAC_GATEWAY_ENGINE": value})
     [line] = refused.value.problems
     assert line.startswith("ALMANAC_GATEWAY_ENGINE is no longer a setting") and "ALMANAC_ENGINE_SHARDS=none" in line
+
+
+@pytest.mark.parametrize("gone", ["ALMANAC_GATEWAY_MAX_LAG_MS", "ALMANAC_GATEWAY_WAIT_INTERVAL_MS",
+                                  "ALMANAC_GATEWAY_LIMIT_WAIT_MS"])
+def test_a_deployment_still_setting_a_gone_admission_rule_is_told_the_two_that_remain(gone: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings({gone: "50"})
+    [line] = refused.value.problems
+    assert line.startswith(f"{gone} is no longer a setting")
+    assert "ALMANAC_GATEWAY_MAX_INFLIGHT" in line and "ALMANAC_GATEWAY_TARGET_WAIT_MS" in line
 
 
 def test_a_gateway_started_with_gateway_engine_exits_at_once_naming_the_setting(tmp_path) -> None:
