@@ -96,8 +96,10 @@ class Stack:
             for index in range(copies):
                 name = service if index == 0 else f"{service}-{index + 1}"
                 own_env = {}
-                if service == "engine" and copies > 1:
-                    own_env = {"ALMANAC_ENGINE_SHARDS": f"{index}/{copies}", "ALMANAC_ENGINE_NAME": name}
+                if service == "engine":  # its group, whatever the stack's environment says
+                    own_env = {"ALMANAC_ENGINE_SHARDS": f"{index}/{copies}" if copies > 1 else "all"}
+                    if copies > 1:
+                        own_env["ALMANAC_ENGINE_NAME"] = name
                 elif service == "gateway":
                     own_env = {"ALMANAC_HTTP_PORT": str(ports[index])}
                     if self.engines:  # the engine processes hold the shards: the gateways hold none

@@ -213,14 +213,12 @@ class Engine:
         if not self._tasks:  # never started (no shard to hold, or its start failed): nothing taken to give back
             await self.streams.close()
             return
-        leases, consume = self._tasks or (None, None)
-        if consume is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await consume
-        if leases is not None:
-            leases.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await leases
+        leases, consume = self._tasks
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await consume
+        leases.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await leases
         await self.housekeeping.stop()
         await self.streams.close()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
