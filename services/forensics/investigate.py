@@ -32,7 +32,7 @@ from almanac.events.forensics.state_paths import (
     state_tree,
     value_at,
 )
-from almanac.events.forensics.tree_diff import json_value, tree_diff
+from almanac.events.forensics.tree_diff import Change, json_value, tree_diff
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, advance
 from almanac.services.forensics.errors import ForensicsError
@@ -133,7 +133,16 @@ async def state_at(store: EventStore, room: str, version: int) -> RoomState:
 
 async def diff(store: EventStore, room_a: str, room_b: str, at: int | None = None,
                at_b: int | None = None) -> dict[str, Any]:
-    """Where two rooms' states differ (seats, scores, game state) at a version of each (default: latest)."""
+    """Where two rooms' states differ (seats, scores, game state) at a version of each (default: latest), as JSON:
+    a side that lacks a path is null there (``diff_changes`` keeps it ABSENT, for a table)."""
+    answer, changes = await diff_changes(store, room_a, room_b, at, at_b)
+    return {**answer, "differences": [{"path": p, "a": json_value(a), "b": json_value(b)} for p, a, b in changes]}
+
+
+async def diff_changes(store: EventStore, room_a: str, room_b: str, at: int | None = None,
+                       at_b: int | None = None) -> tuple[dict[str, Any], list[Change]]:
+    """``diff``'s rooms, versions and note, and its changes as ``tree_diff`` gives them (ABSENT kept: a fork
+    that seats nobody lacks the parent's seat, it does not seat null)."""
     latest_a = await store.latest_version(room_a)
     latest_b = await store.latest_version(room_b)
     for room, latest, field in ((room_a, latest_a, "room_a"), (room_b, latest_b, "room_b")):
@@ -148,8 +157,8 @@ async def diff(store: EventStore, room_a: str, room_b: str, at: int | None = Non
     else:
         note = ""
     changes = tree_diff(state_tree(state_a), state_tree(state_b))
-    return {"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b},
-            "note": note, "differences": [{"path": p, "a": json_value(a), "b": json_value(b)} for p, a, b in changes]}
+    return ({"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b}, "note": note},
+            changes)
 
 
 # --- explain ------------------------------------------------------------------------------------
