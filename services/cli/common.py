@@ -109,17 +109,23 @@ class OperatorError(Exception):
     """Bad input or a missing room: shown as one line, exit code 1."""
 
 
-def with_store(work: Callable[[EventStore], Awaitable[T]], create: bool = False) -> T:
-    """Run ``work`` against the Redis store of the settings (``create``: see redis_url_for); every failure
-    becomes one clear line."""
+def with_runtime(work: Callable[[bootstrap.Runtime], Awaitable[T]], create: bool = False) -> T:
+    """Run ``work`` on the command's runtime (the settings' Redis: its store, its loader; ``create``: see
+    redis_url_for); every failure becomes one clear line."""
     settings = settings_or_exit()
 
     async def run(url: str) -> T:
         async with bootstrap.opened(settings, bootstrap.Role.TOOL, url) as runtime:
-            return await work(runtime.store)
+            return await work(runtime)
 
     with redis_url_for(settings, create) as url:
         return guarded(lambda: asyncio.run(run(url)), f"Redis at {url}")
+
+
+def with_store(work: Callable[[EventStore], Awaitable[T]], create: bool = False) -> T:
+    """Run ``work`` against the Redis store of the settings (``with_runtime``, for a command that only reads or
+    writes the log)."""
+    return with_runtime(lambda runtime: work(runtime.store), create)
 
 
 def guarded(call: Callable[[], T], where: str = "") -> T:
