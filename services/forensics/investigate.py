@@ -205,7 +205,8 @@ def path_not_found(room: str, path: Path, state: RoomState | None, version: int,
                    latest_only: bool = False) -> ForensicsError:
     """The one refusal of a path the room has no value at (explain, bisect): 422 path_not_found, with the names
     that are there where the path stops (``allowed``)."""
-    said = (f"has no value at {path.text!r} at its latest version {version} (--linear reads every version)"
+    said = (f"has no value at {path.text!r} at its latest version {version} (a linear scan reads every version: "
+            "--linear on the CLI, linear=true on the API)"
             if latest_only else f"never had a value at {path.text!r} (up to version {version})")
     return ForensicsError(422, "path_not_found", f"room {room!r} {said}", field, allowed=children_at(state, path))
 
@@ -277,7 +278,7 @@ async def _binary_search(holds_at_latest: bool, holds, latest: int) -> tuple[int
     """The first version where ``holds`` (true at the latest), assuming false before and true after it."""
     if not holds_at_latest:
         return None, (f"it does not hold at the latest version {latest}: binary search needs it to hold at the end "
-                      "(--linear scans every version)")
+                      "(a linear scan reads every version: --linear on the CLI, linear=true on the API)")
     if await holds(1):
         return 1, "it holds from version 1"
     low, high = 1, latest  # false at low, true at high
@@ -288,7 +289,7 @@ async def _binary_search(holds_at_latest: bool, holds, latest: int) -> tuple[int
         else:
             low = middle
     return high, ("binary: false at the version before, true at this one (the first such version if the predicate, "
-                  "once true, stays true; --linear finds the very first)")
+                  "once true, stays true; a linear scan finds the very first)")
 
 
 def _ruleset_ref(against: str) -> tuple[str, int, Any]:
