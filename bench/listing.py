@@ -87,7 +87,7 @@ def main() -> None:
         url = args.redis_url or server.url
         try:
             settings = bootstrap.default_settings(redis_url=url, data_dir=data_dir)
-            settings = settings.model_copy(update={"gateway_engine": False})
+            settings = settings.model_copy(update={"engine_shards": "none"})  # reads only: no shard to hold
             if not args.no_build:
                 started = time.perf_counter()
                 build(url, settings.shard_count, args.rows, args.per_block, args.live)

@@ -81,11 +81,15 @@ def deployment_settings(*configured: str) -> Settings:
 
 
 def shard_selection(text: str, shard_count: int) -> list[int]:
-    """``--shards`` of a process (services.settings.parse_shard_selection), or one line and exit code 1."""
+    """``--shards`` of a process (services.settings.parse_shard_selection), or one line and exit code 1 (also for
+    ``none``: a process told to work on no shard would do nothing)."""
     try:
-        return parse_shard_selection(text, shard_count)
+        selected = parse_shard_selection(text, shard_count)
     except ValueError as error:
         raise fail(f"--shards {text!r} is not valid: {error}") from None
+    if not selected:
+        raise fail(f"--shards {text!r} selects no shard: this process would do nothing")
+    return selected
 
 
 def bootstrapped(call: Callable[[], T]) -> T:
