@@ -7,6 +7,7 @@ texts, auditors' stories) and, in the hashed modules, every function or method n
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from game_modules import game_folder
+from game_modules import game_folder, game_module
 
 from almanac.events import fingerprint, registry
 
@@ -144,3 +145,13 @@ def test_the_fold_of_every_published_version_uses_no_presentation():
         assert manifest.fingerprint.startswith("sha256:")
     hashed = fingerprint.hashed_files("almanac.games.realm.v1")
     assert "trades.py" in hashed and not {"audit.py", "summaries.py", "manifest.py", "bot.py"} & set(hashed)
+
+
+def test_a_manifest_deciding_with_a_function_named_as_presentation_is_refused():
+    # Given sectors@1, whose game.py (hashed) defines ``summarize``, cut out of the fingerprint as presentation
+    manifest = registry.manifest("sectors@1")
+    summarize = game_module("sectors@1", "game").summarize
+
+    # When a manifest names it as what the room decides with, then it is refused: the decision would be unhashed
+    with pytest.raises(ValueError, match=r"decides with its deadlines, .*\.game\.summarize, a name the fingerprint cuts out"):
+        dataclasses.replace(manifest, deadlines=summarize)
