@@ -79,13 +79,16 @@ def test_rewording_a_deciders_summary_method_leaves_the_fingerprint_and_a_rule_n
     assert fingerprint.package_fingerprint("copied") != before
 
 
-def test_sectors_and_claim_summaries_are_presentation_too(copied):
-    # Given a copy of sectors@1's package (its summary's sentences in game.py's ``summarize``)
-    folder = copied("sectors@1")
+@pytest.mark.parametrize(("ref", "old", "new"), [("sectors@1", "no harvest", "nothing harvested"),
+                                                 ("claim@1", "proved up the claim", "proved the claim up")])
+def test_sectors_and_claim_summaries_are_presentation_too(copied, ref: str, old: str, new: str):
+    # Given a copy of the version's package (its summary's sentences in game.py's ``summarize``)
+    folder = copied(ref)
     before = fingerprint.package_fingerprint("copied")
+    assert before == registry.manifest(ref).fingerprint
 
     # When a sentence changes, the fingerprint does not
-    _edit(folder / "game.py", "no harvest", "nothing harvested")
+    _edit(folder / "game.py", old, new)
     assert fingerprint.package_fingerprint("copied") == before
 
 
