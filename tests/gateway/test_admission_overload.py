@@ -5,7 +5,8 @@ policy) in front of a simulated service, and three times more commands offered t
 a service slow for every command alike (an engine short of CPU: every wait over the 20 ms target even with few
 in flight) is served at 80% or more of what the fixed in-flight limit alone serves it (it was a fifth: the
 queue "stood" for good, and only the 8 commands below the standing-queue test's threshold were admitted; issue
-28, item 19); and a real queue (a service whose waits grow with what is in flight) is still refused early, so
+28, item 19), from a flood's first second on too (its first quick commands set no bar for the next second's);
+and a real queue (a service whose waits grow with what is in flight) is still refused early, so
 the accepted commands wait less than behind the in-flight limit alone.
 """
 
