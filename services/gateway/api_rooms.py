@@ -760,6 +760,12 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
     known = gw.rate_limits.known_refusal(room, claims.player)  # a window seen used up
     if known is not None:
+        if may_resend(raw_body, idempotency_key is not None):
+            # A resend of a decided command is answered its stored outcome whatever the window, never 429 for a
+            # command that was accepted: the one bounded lookup admission's refusal makes, nothing counted.
+            stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
+            if stored is not None:
+                return stored
         raise known
     # The seat's rate limit is counted by the submit itself (one script); a request refused before it is
     # counted on its own, so every request with a valid token counts, as before.

@@ -13,6 +13,11 @@ own (one seat got 15 commands through a limit of 5/s).
   under the limit (``bus.submit`` with a ``bus.RateLimit``): no round trip of its own on the hot path, and
   its Retry-After is the window's remaining time. A request refused before its submit (invalid, 404, 403
   not_seated) is counted on its own (``bus.count``), as every request with a valid token always was.
+- A resend of a command already decided (same seat, same command id) is never counted nor refused: the submit
+  script finds its outcome in the same step and answers that (``bus.AlreadyDecided``; the engine's ordered write
+  does the same), and a window seen used up (``UsedWindows``) looks it up before its 429
+  (``api_rooms._admitted_command``, ``Gateway.decided``: one bounded read). Only a decided id is free: one in
+  flight, refused or another seat's is counted as new, so no id gets a seat past its limit.
 - Addresses, and auditors (valid in every room, so no one shard holds their counter), go through the
   `limits` library: its INCRBY+EXPIRE script on a single key (one slot, so it runs as it is on a Redis
   Cluster), Retry-After = the window's length (an upper bound, rather than a second round trip for the TTL).
