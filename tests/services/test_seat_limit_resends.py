@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from almanac.services import bus
+from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord
 from almanac.storage.base import CommandLimited, Counted, RejectRequest
 from almanac.storage.redis_store import RedisEventStore
@@ -14,8 +15,8 @@ ROOM = "limited-room"
 REFUSAL = {"code": "not_your_turn", "message": "wait", "field": None}
 
 
-def command(client_id: str, player: str = "p") -> CommandRecord:
-    return CommandRecord(command_id=f"{ROOM}:{player}:{client_id}", room=ROOM, player=player, server_time_ms=0,
+def command(client_id: str, player: str = "p", room: str = ROOM) -> CommandRecord:
+    return CommandRecord(command_id=f"{room}:{player}:{client_id}", room=room, player=player, server_time_ms=0,
                          body={"kind": "pass"})
 
 
@@ -85,3 +86,27 @@ async def test_one_id_twice_in_one_ordered_write_is_counted_and_written_once(red
     assert not isinstance(second, Exception) and second.duplicate and second.outcome.error == REFUSAL
     assert int(await redis_client.get(limit.key)) == 1
     assert await redis_client.xlen(keys.rejected(ROOM)) == 1
+
+
+async def test_on_a_cluster_the_lookup_runs_in_each_rooms_slot(cluster_url) -> None:
+    client = connect(cluster_url, cluster=True)
+    await client.flushall()
+    store = RedisEventStore(client, shard_count=16)
+    keys = store.keys
+    rooms = [f"limit-room-{index}" for index in range(12)]  # shards (and slots) on all three nodes
+    try:
+        for room in rooms:
+            # Given a seat's window used up by one command, decided, in a room on any node of a Cluster, when the
+            # command is sent again, then its submit (one script, the room's slot) answers its outcome, uncounted.
+            limit = Counted(keys.seat_rate(room, f"seat-{room}"), 1, 60_000)
+            sent = command("x", room=room)
+            await bus.submit(client, keys, sent, limit)
+            await store.record_rejection(room, sent.command_id, REFUSAL, b"record")
+            with pytest.raises(bus.AlreadyDecided):
+                await bus.submit(client, keys, sent, limit)
+            with pytest.raises(bus.RateLimited):  # a new one is refused
+                await bus.submit(client, keys, command("y", room=room), limit)
+            assert int(await client.get(limit.key)) == 2
+        assert len({client.get_node_from_key(keys.command_stream(keys.shard(room))).name for room in rooms}) > 1
+    finally:
+        await client.aclose()
