@@ -426,8 +426,8 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``gateways`` > 1 starts that many gateway processes; ``engines`` 0 (the product's shape): the gateways decide
-    the commands of the shards they hold; ``engines`` > 0: HTTP-only gateways and that many separate engine
-    processes (shard groups), the layout before the gateways decided;
+    the commands of the shards they hold; ``engines`` > 0: gateways that hold no shard (ALMANAC_ENGINE_SHARDS=none)
+    and that many `almanac engine` processes (shard groups), the layout before the gateways decided;
     ``route_by_shard``: each command to the gateway holding its room's shard (see ``_offer_load``);
     ``out_of_step``: the rooms spread over the game's moves instead of all on the same one (``RoomSlots``);
     ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py);
@@ -459,13 +459,11 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
                       route_by_shard: bool, out_of_step: bool, overload: float = 0.0,
                       deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
-    gateway_engine = engines == 0
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
-        stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0,
-                                                      "log_level": "warning", "gateway_engine": gateway_engine})
+        stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0, "log_level": "warning"})
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
         console.print(f"starting Redis, {engines} engine(s), a projector and {gateways} gateway(s)"
-                      f"{' deciding the commands of the shards they hold' if gateway_engine else ''} "
+                      f"{' holding no shard' if engines else ' deciding the commands of the shards they hold'} "
                       f"(ALMANAC_DURABILITY={settings.durability}) ...")
         with Stack(stack_settings, engines=engines, gateways=gateways, say=console.print) as stack:
             stack.start()

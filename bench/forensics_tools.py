@@ -55,6 +55,7 @@ async def run(url: str, events: int, snapshot_every: int) -> list[tuple[str, flo
     prefix = f"bench-ft-{secrets.token_hex(3)}"
     runtime = bootstrap.runtime(bootstrap.settings(shard_count=16), bootstrap.Role.TOOL, url, prefix)
     client, store = runtime.client, runtime.store
+    loader = runtime.loader(0)  # the process's reader, as the CLI's and the gateway's forensics use
     room = "bench-realm"
     try:
         commands, build_s = await _timed(lambda: build_room(store, room, events, snapshot_every))
@@ -68,20 +69,20 @@ async def run(url: str, events: int, snapshot_every: int) -> list[tuple[str, flo
         rows = [(f"build: {commands} commands through RoomService ({latest} versions)", build_s,
                  f"{latest / build_s:,.0f} events/s"),
                 ("baseline: fold the room once (read + decode + fold)", fold_s, f"{latest / fold_s:,.0f} events/s")]
-        explained, seconds = await _timed(lambda: ft.explain(store, room, "cities.alice.stock.stone"))
+        explained, seconds = await _timed(lambda: ft.explain(loader, room, "cities.alice.stock.stone"))
         rows.append((f"explain cities.alice.stock.stone ({len(explained['changes'])} changes)", seconds, ""))
-        explained, seconds = await _timed(lambda: ft.explain(store, room, "scores.bob"))
+        explained, seconds = await _timed(lambda: ft.explain(loader, room, "scores.bob"))
         rows.append((f"explain scores.bob ({len(explained['changes'])} changes)", seconds, ""))
         where = f"season_index >= {max(1, season * 7 // 10)}"
-        found, seconds = await _timed(lambda: ft.bisect_where(store, room, where))
+        found, seconds = await _timed(lambda: ft.bisect_where(loader, room, where))
         rows.append((f"bisect --where '{where}' (binary: v{found['version']}, {found['probes']} probes, "
                      f"snapshots every {snapshot_every})", seconds, ""))
-        linear, seconds = await _timed(lambda: ft.bisect_where(store, room, where, linear=True))
+        linear, seconds = await _timed(lambda: ft.bisect_where(loader, room, where, linear=True))
         assert linear["version"] == found["version"], (linear, found)
         rows.append((f"bisect --where --linear (v{linear['version']})", seconds, ""))
-        against, seconds = await _timed(lambda: ft.bisect_against(store, room, "realm@2"))
+        against, seconds = await _timed(lambda: ft.bisect_against(loader, room, "realm@2"))
         rows.append((f"bisect --against realm@2 (diverges at v{against['version']})", seconds, ""))
-        same, seconds = await _timed(lambda: ft.bisect_against(store, room, "realm@1"))
+        same, seconds = await _timed(lambda: ft.bisect_against(loader, room, "realm@1"))
         rows.append((f"bisect --against realm@1 (no divergence: {same['commands_redecided']} commands re-decided)",
                      seconds, f"{latest / seconds:,.0f} events/s"))
         # Only an ended room may be forked (a live room's fork would show its players' hidden views).
@@ -89,9 +90,9 @@ async def run(url: str, events: int, snapshot_every: int) -> list[tuple[str, flo
         ended = await service.handle(CommandRecord(command_id="bench-end", room=room, player=PLAYERS[0],
                                                    server_time_ms=10**12, body={"kind": "end_room"}))
         assert ended.accepted, ended.error
-        forked, seconds = await _timed(lambda: ft.fork(store, room, latest // 2, None, "bench", 1))
+        forked, seconds = await _timed(lambda: ft.fork(loader, room, latest // 2, None, "bench", 1))
         rows.append((f"fork at v{latest // 2}", seconds, ""))
-        differences, seconds = await _timed(lambda: ft.diff(store, room, forked["room"]))
+        differences, seconds = await _timed(lambda: ft.diff(loader, room, forked["room"]))
         rows.append((f"diff room vs its fork ({len(differences['differences'])} differences)", seconds, ""))
         return rows
     finally:

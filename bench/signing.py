@@ -160,8 +160,7 @@ def main(settings: Settings, rounds: int = 3, rooms: int = 16, clients: int = 8)
     window ``rooms`` rooms played to the end by ``clients`` clients; print the figures and return them."""
     with tempfile.TemporaryDirectory(prefix="almanac-bench-signing-") as data_dir:
         os.environ.setdefault("ALMANAC_LOG_LEVEL", "warning")
-        stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0, "log_level": "warning",
-                                                      "gateway_engine": True})
+        stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0, "log_level": "warning"})
         console.print(f"starting Redis, a gateway deciding commands and a projector; {rounds} rounds of an unsigned "
                       f"and a signed window, each {rooms} realm rooms x {SEASONS * len(CYCLE)} commands by {clients} "
                       f"clients ...")

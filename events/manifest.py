@@ -33,7 +33,18 @@ from almanac.events.ruleset import (
     ReadModel,
     RuleSet,
 )
-from almanac.events.schema import AMOUNT_CEILING, Amount, Key, Name, OptionalKey, free, one_of
+from almanac.events.schema import (
+    AMOUNT_CEILING,
+    Amount,
+    Key,
+    Name,
+    OptionalKey,
+    PlayerName,
+    Reason,
+    RoomId,
+    free,
+    one_of,
+)
 
 __all__ = [
     "AMOUNT_CEILING",
@@ -53,9 +64,12 @@ __all__ = [
     "Name",
     "NoOptions",
     "OptionalKey",
+    "PlayerName",
     "Policy",
     "ReadModel",
+    "Reason",
     "RoomCreated",
+    "RoomId",
     "RoomState",
     "RuleError",
     "RuleSet",

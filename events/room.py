@@ -11,7 +11,8 @@ from almanac.events import registry
 from almanac.events.decider import Context, Decider
 from almanac.events.dice import COMMAND_BOUND, NONCE_SCHEMES, SERVER_SEED_ONLY, nonce_commitment
 from almanac.events.errors import RuleError
-from almanac.events.schema import RulesetRef, Text, boundary_error, free, one_of
+from almanac.events.ruleset import RuleSet
+from almanac.events.schema import PlayerName, Reason, RoomId, RulesetRef, Text, boundary_error, free, one_of
 
 # A 32-byte value as 64 lowercase hex digits: a player's nonce or its sha256 commitment.
 Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=64, max_length=64,
@@ -21,13 +22,12 @@ Hex32 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}(?!\n)$", min_length=
 PublicKeyHex = Hex32
 
 # The words of the room's own events as the API documents show them (events.schema: schema-only, decoding unchanged).
-_Player = Annotated[str, free("a player's name")]
 _Hex = Annotated[str, free("hex digits (a hash, a commitment, a key or a revealed secret)")]
 _HexOrNone = Annotated[str, free('hex digits, "" for none')]
-_RoomId = Annotated[str, free("a room's id")]
 _RulesetName = Annotated[str, free("a rule-set's name")]
 _Fingerprint = Annotated[str, free('"sha256:" and hex digits, "" for unknown (a room older than fingerprints)')]
-_Why = Annotated[str, free("why, in words a person reads")]
+# The public seed a room was created from (CreateRoom.challenge): words a person chose, no list bounds them.
+_Challenge = Annotated[str, free("the public seed the room was created from")]
 _DeadlineKey = Annotated[str, free("the rules' name for the deadline")]
 # Why a seat went to a bot (SeatToBot.reason).
 SEAT_TO_BOT_REASONS: tuple[str, ...] = ("missed", "left")
@@ -161,8 +161,8 @@ class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, ta
     ruleset: _RulesetName
     setup: SetupT
     seed_commitment: _Hex
-    challenge: _Why | None
-    created_by: _Player
+    challenge: _Challenge | None
+    created_by: PlayerName
     created_at_ms: int
     ruleset_version: int = 1
     fingerprint: _Fingerprint = ""
@@ -175,7 +175,7 @@ class RoomCreated(msgspec.Struct, Generic[SetupT], frozen=True, kw_only=True, ta
 # omit_defaults: a join or an end without nonces is stored exactly as before nonces existed, so
 # re-deciding an old room gives its recorded bytes.
 class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_joined", omit_defaults=True):
-    player: _Player
+    player: PlayerName
     # Scheme 2: sha256 of the player's secret nonce, committed after the seed commitment was public.
     nonce_commitment: _HexOrNone = ""
     # The player sent no nonce, so the server drew one for them: it adds nothing against the operator.
@@ -187,17 +187,17 @@ class PlayerJoined(msgspec.Struct, frozen=True, kw_only=True, tag="room.player_j
 class NonceRevealed(msgspec.Struct, frozen=True, kw_only=True, tag="room.nonce_revealed"):
     """A player revealed their own nonce; it matched their join's commitment."""
 
-    player: _Player
+    player: PlayerName
     nonce: _Hex
 
 
 class RoomEnded(msgspec.Struct, frozen=True, kw_only=True, tag="room.ended", omit_defaults=True):
-    reason: _Why
+    reason: Reason
     # The secret seed, revealed so that anyone can re-check every roll against the commitment.
     revealed_seed: _Hex
     # Scheme 2: every seated player's nonce (player -> hex, sorted by player), revealed by the server
     # whether or not the player revealed it, so nobody can stall or void the room by keeping quiet.
-    revealed_nonces: dict[_Player, _Hex] = {}
+    revealed_nonces: dict[PlayerName, _Hex] = {}
 
 
 class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
@@ -208,13 +208,13 @@ class RoomForked(msgspec.Struct, frozen=True, kw_only=True, tag="room.forked"):
     parent's. The rules are the parent's, by name and version.
     """
 
-    parent: _RoomId
+    parent: RoomId
     at: int
     parent_hash: _Hex
     ruleset: _RulesetName
     ruleset_version: int
     seed_commitment: _Hex
-    forked_by: _Player
+    forked_by: PlayerName
     forked_at_ms: int
 
 
@@ -231,20 +231,20 @@ class DeadlineMissed(msgspec.Struct, frozen=True, kw_only=True, tag="room.deadli
     played by a bot) missed it; written only in rooms with a bot policy."""
 
     key: _DeadlineKey
-    players: tuple[_Player, ...]
+    players: tuple[PlayerName, ...]
 
 
 class SeatActive(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_active"):
     """A seat that had missed deadlines acted itself: its count of deadlines missed in a row starts again."""
 
-    player: _Player
+    player: PlayerName
 
 
 class SeatToBot(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_to_bot", omit_defaults=True):
     """From now on a bot plays ``player``'s seat: ``reason`` ``missed`` (it missed ``missed`` deadlines in a row,
     the room's policy) or ``left`` (its player handed it over)."""
 
-    player: _Player
+    player: PlayerName
     reason: Annotated[str, one_of(SEAT_TO_BOT_REASONS)]
     missed: int = 0
 
@@ -253,7 +253,7 @@ class SeatReclaimed(msgspec.Struct, frozen=True, kw_only=True, tag="room.seat_re
     """``player`` took their seat back from its bot (``reclaim_seat``): no bot plays it any more, and its count of
     deadlines missed in a row starts again (the room's policy may hand it over again)."""
 
-    player: _Player
+    player: PlayerName
 
 
 SEAT_EVENTS: tuple[type, ...] = (BotPolicy, DeadlineMissed, SeatActive, SeatToBot, SeatReclaimed)
@@ -262,7 +262,7 @@ SEAT_EVENTS: tuple[type, ...] = (BotPolicy, DeadlineMissed, SeatActive, SeatToBo
 class ForkOf(msgspec.Struct, frozen=True, kw_only=True):
     """Where a fork's history comes from: its parent room, the parent's version and chain hash there."""
 
-    parent: _RoomId
+    parent: RoomId
     at: int
     parent_hash: _Hex
 
@@ -360,7 +360,7 @@ def decider_of(state: RoomState) -> Decider:
     return registry.decider_at(state.ruleset, state.ruleset_version)
 
 
-def manifest_of(state: RoomState) -> Any:
+def manifest_of(state: RoomState) -> RuleSet:
     """The manifest of the rules this room was created under."""
     return registry.at(state.ruleset, state.ruleset_version)
 

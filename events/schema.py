@@ -68,6 +68,15 @@ def free(what: str, pattern: str | None = None) -> msgspec.Meta:
     return msgspec.Meta(pattern=pattern, description=what, extra_json_schema={FREE: True})
 
 
+# The free words every rule-set's answers share, defined once (the room's events and the games' states, events
+# and views name them so, and a game imports them from events.manifest): schema-only, decoding unchanged.
+# A command's or an option's field that is checked as a Name keeps these words with
+# ``Annotated[Name, *PlayerName.__metadata__]``: Name's pattern and length, PlayerName's description and mark.
+PlayerName = Annotated[str, free("a player's name")]
+RoomId = Annotated[str, free("a room's id")]
+Reason = Annotated[str, free("why, in words a person reads")]
+
+
 
 # --- the boundary's error ----------------------------------------------------------------------
 

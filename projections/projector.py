@@ -64,6 +64,7 @@ class Projector:
         feed_retain_ms: int = 300_000,
         notifier_hold_ms: int = 0,
         store: RedisEventStore | None = None,
+        loader: RoomLoader | None = None,
     ) -> None:
         self.client = client
         self.shard_count = shard_count
@@ -86,8 +87,9 @@ class Projector:
         self.keys = self.store.keys
         self.cursors: dict[int, str] = {}
         self._feed_shard = {self.keys.feed(s): s for s in self.shards}
-        # The one loader: room states as projected so far (cached) or rebuilt from snapshot + tail.
-        self.loader = RoomLoader(self.store, cache_size)
+        # The one loader: room states as projected so far (cached) or rebuilt from snapshot + tail. The process's
+        # (services.bootstrap.Runtime.loader, on the same store) when given; else one of ``cache_size`` rooms here.
+        self.loader = loader if loader is not None else RoomLoader(self.store, cache_size)
         self.log = structlog.get_logger("almanac.projector").bind(projector=name)
         self.events_applied = 0
         self.batches = 0

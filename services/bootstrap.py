@@ -9,7 +9,7 @@ the client's ``Role``:
 - ``GATEWAY``: the request path. A bounded pool (ALMANAC_REDIS_MAX_CONNECTIONS; a request waits up to
   ALMANAC_REDIS_POOL_WAIT_MS for a free connection, then 503) and timeouts, so that a Redis that stops answering
   (paused, partitioned) fails requests with 503 after a few seconds instead of holding them forever.
-- ``GATEWAY_ENGINE`` (the engine a gateway runs with ALMANAC_GATEWAY_ENGINE) and ``GATEWAY_READS`` (its heavy
+- ``GATEWAY_ENGINE`` (the shard engine every gateway runs) and ``GATEWAY_READS`` (its heavy
   reads' thread): the same timeouts, no bound (each is used by one loop that bounds its own work), so that a
   command a batch took is answered (503) when Redis stops answering, never held for as long as the OS keeps a
   dead connection.
@@ -72,6 +72,12 @@ class BootstrapError(Exception):
 def settings(**overrides: object) -> Settings:
     """The settings of this process: the environment, with the CLI's options on top (SettingsError if invalid)."""
     return load_settings(**overrides)
+
+
+def default_settings(**overrides: object) -> Settings:
+    """The settings of no environment: the defaults with ``overrides`` on top, whatever this process's environment
+    says (what must not vary with the operator's: the API documents, a benchmark's own stack)."""
+    return load_settings({}, **overrides)
 
 
 # --- which Redis ------------------------------------------------------------------------------------------

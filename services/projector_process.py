@@ -23,7 +23,7 @@ async def run(settings: Settings, redis_url: str, shards: list[int] | None = Non
     projector = Projector(runtime.client, settings.shard_count, shards, batch_size=batch_size, name=name,
                           feed_retain_ms=settings.stream_retain_s * 1000, gather_ms=settings.projector_gather_ms,
                           notifier_hold_ms=settings.notifier_hold_s * 1000,
-                          store=runtime.store)
+                          store=runtime.store, loader=runtime.loader())
     try:
         await bootstrap.run_until_stopped(projector.run, "projector", on_ready)
     finally:

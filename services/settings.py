@@ -54,7 +54,13 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = _env("ALMANAC_LOG_FORMAT", "auto")
     log_level: str = _env("ALMANAC_LOG_LEVEL", "info")
     # Engine
-    # "all", "0,1,5", or "index/count" of a worker group (e.g. "0/2")
+    # The shards this process leases and decides: "all", "0,1,5", "index/count" of a group (e.g. "0/2"), or
+    # "none". The deployment shape (docs/architecture.md, "The deployment shape"): every gateway runs the shard
+    # engine and decides the commands of the shards it holds itself, without the command stream
+    # (Engine.decide_here); the others go through their shard's stream to its holder (on a Redis Cluster every
+    # command does). It cost about a fifth less CPU per command than separate engine processes, same run
+    # (docs/capacity.md, "The deployment shape"). "none": a gateway that holds no shard, in front of
+    # `almanac engine` processes that hold them (the same engine without HTTP): a layout, not another mode.
     engine_shards: str = _env("ALMANAC_ENGINE_SHARDS", "all")
     engine_name: str = _env("ALMANAC_ENGINE_NAME", "")
     lease_ms: int = _env("ALMANAC_LEASE_MS", 5_000)
@@ -106,13 +112,6 @@ class Settings(BaseSettings):
     commit_secret: str = _env("ALMANAC_COMMIT_SECRET", "", repr=False)
     command_timeout_ms: int = _env("ALMANAC_COMMAND_TIMEOUT_MS", 5_000)
     max_body_bytes: int = _env("ALMANAC_MAX_BODY_BYTES", 65_536)
-    # The deployment shape (docs/architecture.md, "The deployment shape"): every gateway runs the shard engine
-    # over ALMANAC_ENGINE_SHARDS (leases as any engine) and decides the commands of rooms whose shard it holds
-    # itself, without the command stream (Engine.decide_here); the others go through the stream to whoever
-    # holds their shard (on a Redis Cluster every command does). It cost about a fifth less CPU per command
-    # than separate engine processes, same run (docs/capacity.md, "The deployment shape"). false: an
-    # HTTP-only gateway, for a layout that runs `almanac engine` shard processes instead.
-    gateway_engine: bool = _env("ALMANAC_GATEWAY_ENGINE", True)
     # Overload (services/gateway/overload.py): one policy, two settings, this one and ALMANAC_GATEWAY_TARGET_WAIT_MS.
     # Commands this gateway process decides at once (past it: 503 overloaded + Retry-After); the process's other
     # bounds of work at once follow from it (``max_outcome_waiters``, ``gateway_max_heavy_reads``). Bounded
@@ -330,6 +329,16 @@ class _Environ(EnvSettingsSource):
 RETIRED = {
     "ALMANAC_MAX_OUTCOME_WAITERS": "derived now: 32 outcome waits per ALMANAC_GATEWAY_MAX_INFLIGHT slot",
     "ALMANAC_GATEWAY_MAX_HEAVY_READS": "derived now: one whole-room read per 16 ALMANAC_GATEWAY_MAX_INFLIGHT slots",
+    # The admission rules that went when overload became one policy of two settings (docs/capacity.md).
+    "ALMANAC_GATEWAY_MAX_LAG_MS": "gone with the loop-lag rule: admission is ALMANAC_GATEWAY_MAX_INFLIGHT and "
+                                  "ALMANAC_GATEWAY_TARGET_WAIT_MS",
+    "ALMANAC_GATEWAY_WAIT_INTERVAL_MS": "gone with the adaptive limit: admission is ALMANAC_GATEWAY_MAX_INFLIGHT and "
+                                        "ALMANAC_GATEWAY_TARGET_WAIT_MS",
+    "ALMANAC_GATEWAY_LIMIT_WAIT_MS": "gone with the adaptive limit: admission is ALMANAC_GATEWAY_MAX_INFLIGHT and "
+                                     "ALMANAC_GATEWAY_TARGET_WAIT_MS",
+    # Refused whatever its value: "false" silently ignored would make an HTTP-only gateway lease every shard.
+    "ALMANAC_GATEWAY_ENGINE": "every gateway decides the commands of the shards it holds now; a gateway in front of "
+                              "`almanac engine` processes holds none: ALMANAC_ENGINE_SHARDS=none",
 }
 
 
@@ -376,10 +385,13 @@ def parse_rate(text: str) -> str | None:
 
 
 def parse_shard_selection(text: str, shard_count: int) -> list[int]:
-    """"all" -> every shard; "0,3,5" -> those; "i/n" -> shards s with s % n == i (worker i of n)."""
+    """"all" -> every shard; "0,3,5" -> those; "i/n" -> shards s with s % n == i (worker i of n); "none" -> no
+    shard (a gateway in front of `almanac engine` processes: it leases and decides nothing itself)."""
     text = text.strip()
     if text == "all":
         return list(range(shard_count))
+    if text == "none":
+        return []
     if "/" in text:
         index_text, _, count_text = text.partition("/")
         if not (index_text.isdigit() and count_text.isdigit()) or int(count_text) == 0:
@@ -391,6 +403,7 @@ def parse_shard_selection(text: str, shard_count: int) -> list[int]:
     shards = []
     for part in text.split(","):
         if not part.strip().isdigit() or int(part) >= shard_count:
-            raise ValueError(f"{part!r} is not a shard number from 0 to {shard_count - 1}")
+            raise ValueError(f"{part!r} is not a shard number from 0 to {shard_count - 1} (or use all, none, "
+                             "or index/count)")
         shards.append(int(part))
     return sorted(set(shards))

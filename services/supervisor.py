@@ -29,21 +29,21 @@ class StackError(Exception):
 class Stack:
     """Redis (embedded unless REDIS_URL) plus projector and gateway children, restarted if one dies.
 
-    The gateways decide the commands of the shards they hold (the deployment shape, ALMANAC_GATEWAY_ENGINE):
+    The gateways decide the commands of the shards they hold (the deployment shape, ALMANAC_ENGINE_SHARDS):
     ``gateways`` > 1 starts that many, each on its own port (``urls``) with its share of the shards
     (``ALMANAC_ENGINE_SHARDS=i/N``), for a load balancer or a client that spreads its connections
-    (``almanac bench e2e --gateways``). ``engines`` > 0 adds that many separate engine processes (shard groups),
-    for HTTP-only gateways (ALMANAC_GATEWAY_ENGINE=false; ``almanac bench e2e --engines N`` compares it).
+    (``almanac bench e2e --gateways``). ``engines`` > 0 starts that many `almanac engine` processes holding the
+    shards instead (groups ``i/N``), and gateways that hold none (``ALMANAC_ENGINE_SHARDS=none``): the same
+    engine, in other processes (``almanac bench e2e --engines N`` compares the two).
     """
 
     RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 
-    def __init__(self, settings: Settings, engines: int | None = None, gateways: int = 1,
+    def __init__(self, settings: Settings, engines: int = 0, gateways: int = 1,
                  say: Callable[[str], None] = print) -> None:
         self.settings = settings
         self.say = say  # a line for the operator
-        # With ALMANAC_GATEWAY_ENGINE the gateways hold the leases and decide: no engine process by default.
-        self.engines = engines if engines is not None else (0 if settings.gateway_engine else 1)
+        self.engines = engines  # 0: the gateways hold the leases and decide, no engine process
         self.gateways = gateways
         self.data_dir = Path(settings.data_dir).resolve()
         self.children: dict[str, subprocess.Popen] = {}
@@ -88,7 +88,6 @@ class Stack:
             "ALMANAC_HTTP_PORT": str(port),
             "ALMANAC_HTTP_HOST": host,
             "ALMANAC_SECRET": secret,
-            "ALMANAC_GATEWAY_ENGINE": "true" if self.settings.gateway_engine else "false",
             # the bots process plays every bot seat through the stack's (first) gateway, by its public API
             "ALMANAC_BOTS_GATEWAY_URL": self.url,
         }
@@ -97,11 +96,15 @@ class Stack:
             for index in range(copies):
                 name = service if index == 0 else f"{service}-{index + 1}"
                 own_env = {}
-                if service == "engine" and copies > 1:
-                    own_env = {"ALMANAC_ENGINE_SHARDS": f"{index}/{copies}", "ALMANAC_ENGINE_NAME": name}
+                if service == "engine":  # its group, whatever the stack's environment says
+                    own_env = {"ALMANAC_ENGINE_SHARDS": f"{index}/{copies}" if copies > 1 else "all"}
+                    if copies > 1:
+                        own_env["ALMANAC_ENGINE_NAME"] = name
                 elif service == "gateway":
                     own_env = {"ALMANAC_HTTP_PORT": str(ports[index])}
-                    if self.settings.gateway_engine and copies > 1:
+                    if self.engines:  # the engine processes hold the shards: the gateways hold none
+                        own_env["ALMANAC_ENGINE_SHARDS"] = "none"
+                    elif copies > 1:
                         # Deciding gateways split the shards as engine groups do (else the first takes them all).
                         own_env["ALMANAC_ENGINE_SHARDS"] = f"{index}/{copies}"
                 self._child_specs[name] = (service, own_env)

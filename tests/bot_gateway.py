@@ -50,11 +50,11 @@ def bots_for(served_or_url: Served | str, client: Any, store: Any, keys: Keys, *
 
 @contextlib.asynccontextmanager
 async def served_gateway(redis_url: str, **env: str) -> AsyncIterator[Served]:
-    """A gateway on ``redis_url`` (HTTP-only unless ``env`` says ALMANAC_GATEWAY_ENGINE=true: the story's engine
+    """A gateway on ``redis_url`` (holding no shard unless ``env`` gives it ALMANAC_ENGINE_SHARDS: the story's engine
     decides), serving until the block ends; the test run's data directory (or ``env``'s ALMANAC_DATA_DIR), so its
     secrets are the story's."""
     environ = {"REDIS_URL": redis_url, "ALMANAC_DATA_DIR": os.environ["ALMANAC_DATA_DIR"],
-               "ALMANAC_GATEWAY_ENGINE": "false", "ALMANAC_HTTP_HOST": "127.0.0.1",
+               "ALMANAC_ENGINE_SHARDS": "none", "ALMANAC_HTTP_HOST": "127.0.0.1",
                "ALMANAC_HTTP_PORT": str(free_port()), "ALMANAC_LOG_LEVEL": "warning", **env}
     settings = load_settings(environ)
     app = create_app(settings)

@@ -8,6 +8,7 @@ from almanac.events import codec
 from almanac.events.step import replay
 from almanac.services.room_service import CommandRecord, Outcome, RoomService
 from almanac.storage.base import EventStore
+from almanac.storage.loader import RoomLoader
 
 
 class RealmTable:
@@ -17,6 +18,8 @@ class RealmTable:
         self.store = store
         self.room = room
         self.service = RoomService(store, snapshot_every=snapshot_every)
+        # What forensics reads through: a reader's loader on the store, as a process's runtime hands it its own.
+        self.loader = RoomLoader(store, 0)
         self.sent = 0
 
     async def send(self, player: str, body: dict[str, Any], room: str | None = None) -> Outcome:

@@ -11,6 +11,7 @@ from almanac.events.manifest import (
     Comparison,
     Dice,
     ReadModel,
+    RoomId,
     RoomState,
     RuleSet,
     free,
@@ -143,7 +144,7 @@ class ClaimParcel(_View):
 class ClaimRow(_View):
     """A row of the claims read model (claim_entry)."""
 
-    room: Annotated[str, free("the room's id")]
+    room: RoomId
     owner: Owner
     block: Block
     created_at_ms: int

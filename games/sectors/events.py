@@ -6,12 +6,11 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from almanac.events.manifest import free
+from almanac.events.manifest import Reason, free
 from almanac.games.sectors.state import Goods, Season, SectorType
 
 # An exact fraction as the rules write it (str(Fraction): "7/10", "2"): a product of the rules' rates, no list.
 FractionText = Annotated[str, free('an exact fraction, as str(Fraction) writes it ("7/10", "2")')]
-Why = Annotated[str, free("why, in words a person reads")]
 
 
 class SectorExplored(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.sector_explored"):
@@ -64,7 +63,7 @@ class PopulationChanged(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.
     deaths: int
     growth_rate: FractionText
     growth_allowed: bool
-    growth_reason: Why
+    growth_reason: Reason
     births: int
     cap: int | None
     # People over the cap after births, who are lost when the cap applies.
@@ -82,7 +81,7 @@ class BuildingReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     building: str
     outcome: BuildingOutcome
     crew_used: int = 0
-    reason: Why = ""
+    reason: Reason = ""
     consumed: Goods = Goods()
     produced: Goods = Goods()
 
@@ -116,10 +115,10 @@ class ResourcesHarvested(msgspec.Struct, frozen=True, kw_only=True, tag="sectors
     closed: bool
     # Product of every multiplier that applied, and the rule behind each.
     multiplier: FractionText
-    multiplier_reasons: tuple[Why, ...]
+    multiplier_reasons: tuple[Reason, ...]
     harvested: Goods
     extra: Goods
-    extra_reasons: tuple[Why, ...]
+    extra_reasons: tuple[Reason, ...]
 
 
 class SeasonEnded(msgspec.Struct, frozen=True, kw_only=True, tag="sectors.season_ended"):

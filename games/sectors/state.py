@@ -170,7 +170,7 @@ class Options(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     fields; ``owner`` and ``years`` apply to both.
     """
 
-    owner: Annotated[Name, free("the player whose colony it is")] | None = None
+    owner: Annotated[Name, *Owner.__metadata__] | None = None
     years: Years = DEFAULT_YEARS
     rows: GridSide | None = None
     columns: GridSide | None = None

@@ -114,8 +114,8 @@ def bench_e2e(
     seconds: int = typer.Option(10, min=1, help="How long to offer it."),
     engines: int = typer.Option(
         0, min=0, max=16,
-        help="0 (the product's shape): the gateways decide the commands of the shards they hold. N: HTTP-only "
-             "gateways (ALMANAC_GATEWAY_ENGINE=false) and N separate engine processes (shard groups), to compare."),
+        help="0 (the product's shape): the gateways decide the commands of the shards they hold. N: gateways that "
+             "hold no shard (ALMANAC_ENGINE_SHARDS=none) and N `almanac engine` processes (shard groups), to compare."),
     gateways: int = typer.Option(1, min=1, max=16, help="Gateway processes to start (connections spread over them)."),
     route_by_shard: bool = typer.Option(
         False, "--route-by-shard",

@@ -81,11 +81,15 @@ def deployment_settings(*configured: str) -> Settings:
 
 
 def shard_selection(text: str, shard_count: int) -> list[int]:
-    """``--shards`` of a process (services.settings.parse_shard_selection), or one line and exit code 1."""
+    """``--shards`` of a process (services.settings.parse_shard_selection), or one line and exit code 1 (also for
+    ``none``: a process told to work on no shard would do nothing)."""
     try:
-        return parse_shard_selection(text, shard_count)
+        selected = parse_shard_selection(text, shard_count)
     except ValueError as error:
         raise fail(f"--shards {text!r} is not valid: {error}") from None
+    if not selected:
+        raise fail(f"--shards {text!r} selects no shard: this process would do nothing")
+    return selected
 
 
 def bootstrapped(call: Callable[[], T]) -> T:
@@ -109,17 +113,23 @@ class OperatorError(Exception):
     """Bad input or a missing room: shown as one line, exit code 1."""
 
 
-def with_store(work: Callable[[EventStore], Awaitable[T]], create: bool = False) -> T:
-    """Run ``work`` against the Redis store of the settings (``create``: see redis_url_for); every failure
-    becomes one clear line."""
+def with_runtime(work: Callable[[bootstrap.Runtime], Awaitable[T]], create: bool = False) -> T:
+    """Run ``work`` on the command's runtime (the settings' Redis: its store, its loader; ``create``: see
+    redis_url_for); every failure becomes one clear line."""
     settings = settings_or_exit()
 
     async def run(url: str) -> T:
         async with bootstrap.opened(settings, bootstrap.Role.TOOL, url) as runtime:
-            return await work(runtime.store)
+            return await work(runtime)
 
     with redis_url_for(settings, create) as url:
         return guarded(lambda: asyncio.run(run(url)), f"Redis at {url}")
+
+
+def with_store(work: Callable[[EventStore], Awaitable[T]], create: bool = False) -> T:
+    """Run ``work`` against the Redis store of the settings (``with_runtime``, for a command that only reads or
+    writes the log)."""
+    return with_runtime(lambda runtime: work(runtime.store), create)
 
 
 def guarded(call: Callable[[], T], where: str = "") -> T:

@@ -20,7 +20,7 @@ def explain_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Every version whose event changed the value at PATH, with the value before and after."""
-    answer = run_forensics(lambda store: explain(store, room, path, at))
+    answer = run_forensics(lambda loader: explain(loader, room, path, at))
     if as_json:
         print_json(answer)
         return
@@ -51,9 +51,9 @@ def bisect_command(
     if (where is None) == (against is None):
         raise fail("give --where EXPR or --against NAME@VERSION (one of them)")
     if against is not None:
-        answer = run_forensics(lambda store: bisect_against(store, room, against))
+        answer = run_forensics(lambda loader: bisect_against(loader, room, against))
     else:
-        answer = run_forensics(lambda store: bisect_where(store, room, where, linear))
+        answer = run_forensics(lambda loader: bisect_where(loader, room, where, linear))
     if as_json:
         print_json(answer)
         return

@@ -10,26 +10,27 @@ import typer
 
 from almanac.events.errors import RulesNotInstalledError
 from almanac.services.cli import app
-from almanac.services.cli.common import OperatorError, console, print_changes, print_json, with_store
+from almanac.services.cli.common import OperatorError, console, print_changes, print_json, with_runtime
 from almanac.services.forensics.errors import ForensicsError
-from almanac.services.forensics.investigate import diff, fork
-from almanac.storage.base import EventStore
+from almanac.services.forensics.investigate import diff, diff_changes, fork
+from almanac.storage.loader import RoomLoader
 
 T = TypeVar("T")
 
 
-def run_forensics(work: Callable[[EventStore], Awaitable[T]]) -> T:
-    """``work`` against the store; a ForensicsError becomes the CLI's one error line."""
+def run_forensics(work: Callable[[RoomLoader], Awaitable[T]]) -> T:
+    """``work`` with the command's room loader (its runtime's; caching nothing: the command reads once); a
+    ForensicsError becomes the CLI's one error line."""
 
-    async def guarded_work(store: EventStore) -> T:
+    async def guarded_work(loader: RoomLoader) -> T:
         try:
-            return await work(store)
+            return await work(loader)
         except (ForensicsError, RulesNotInstalledError) as error:
             # The API's `allowed` too: what is there where a path stops, the versions that are installed
             hint = f"; allowed: {', '.join(map(str, error.allowed))}" if error.allowed else ""
             raise OperatorError(error.message + hint) from None
 
-    return with_store(guarded_work)
+    return with_runtime(lambda runtime: guarded_work(runtime.loader(0)))
 
 
 @app.command("fork")
@@ -43,7 +44,7 @@ def fork_command(
     """A sandbox room whose history is ROOM's up to version N (by reference), with its own dice. The CLI does
     not play: seat players and send commands over the HTTP API (POST /rooms/NEW/join, then
     /rooms/NEW/commands) or in the console's Room page; then `almanac diff ROOM NEW`."""
-    answer = run_forensics(lambda store: fork(store, room, at, new_room, by, int(time.time() * 1000)))
+    answer = run_forensics(lambda loader: fork(loader, room, at, new_room, by, int(time.time() * 1000)))
     if as_json:
         print_json(answer)
         return
@@ -68,13 +69,14 @@ def diff_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Where two rooms' states differ: seats, scores and game state, path by path with both values."""
-    answer = run_forensics(lambda store: diff(store, room_a, room_b, at, at_b))
     if as_json:
-        print_json(answer)
+        print_json(run_forensics(lambda loader: diff(loader, room_a, room_b, at, at_b)))
         return
+    # The table from the tree diff itself: a side that lacks a path reads "(absent)", as in `state --diff` (the
+    # JSON answer can only say null, which a fork's missing seat is not)
+    answer, changes = run_forensics(lambda loader: diff_changes(loader, room_a, room_b, at, at_b))
     a, b = answer["a"], answer["b"]
-    print_changes(f"{a['room']} v{a['version']} vs {b['room']} v{b['version']}", (a["room"], b["room"]),
-                  [(row["path"], row["a"], row["b"]) for row in answer["differences"]])
+    print_changes(f"{a['room']} v{a['version']} vs {b['room']} v{b['version']}", (a["room"], b["room"]), changes)
     if answer["note"]:
         console.print(answer["note"])
-    console.print(f"{len(answer['differences'])} difference(s)")
+    console.print(f"{len(changes)} difference(s)")

@@ -10,6 +10,7 @@ from almanac.events.envelope import Envelope
 from almanac.events.forensics.state_paths import ROOM_FIELDS, state_tree
 from almanac.events.forensics.tree_diff import change_rows, tree_diff
 from almanac.events.step import replay
+from almanac.services.bootstrap import Runtime
 from almanac.services.cli import app
 from almanac.services.cli.common import (
     OperatorError,
@@ -23,10 +24,10 @@ from almanac.services.cli.common import (
     room_envelopes,
     state_document,
     utc_time,
+    with_runtime,
     with_store,
 )
 from almanac.storage.base import EventStore
-from almanac.storage.loader import RoomLoader
 
 
 def _fold(envelopes: list[Envelope], base: room_rules.RoomState | None = None) -> room_rules.RoomState:
@@ -89,8 +90,8 @@ def state_command(
     if at is not None and at_time is not None:
         raise fail("give --at or --at-time, not both")
 
-    async def work(store: EventStore) -> tuple[room_rules.RoomState, room_rules.RoomState | None]:
-        envelopes = await room_envelopes(store, room)
+    async def work(runtime: Runtime) -> tuple[room_rules.RoomState, room_rules.RoomState | None]:
+        envelopes = await room_envelopes(runtime.store, room)
         latest = envelopes[-1].version
         version = latest if at is None else at
         if at_time is not None:
@@ -100,7 +101,7 @@ def state_command(
                                     f"{envelopes[0].server_time_ms} ms)")
             version = before[-1]
         check_version(version, latest, "--at")
-        base = await RoomLoader(store, 0).base_of(envelopes[0])  # a fork folds onto its parent
+        base = await runtime.loader(0).base_of(envelopes[0])  # a fork folds onto its parent
         if diff is None:
             return _fold(envelopes[:version], base), None
         check_version(diff, latest, "--diff")
@@ -108,7 +109,7 @@ def state_command(
         older, newer = sorted((version, diff))
         return _fold(envelopes[:newer], base), _fold(envelopes[:older], base)
 
-    later, earlier = with_store(work)
+    later, earlier = with_runtime(work)
     shown = state_document(later)
     if earlier is not None:
         # Under the path roots (room., scores., state.), as `almanac diff` prints: each path is one explain reads.

@@ -88,7 +88,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def engine_config(settings: Settings) -> EngineConfig:
-    """The engine the settings describe (``almanac engine``, or a gateway's with ALMANAC_GATEWAY_ENGINE)."""
+    """The engine the settings describe (``almanac engine``'s, or a gateway's: ``gateway.gateway_engine_config``)."""
     return EngineConfig(
         name=settings.engine_name or default_engine_name(settings.engine_shards),
         shards=parse_shard_selection(settings.engine_shards, settings.shard_count),
@@ -192,6 +192,11 @@ class Engine:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if not self.config.shards:
+            # A gateway that holds no shard (ALMANAC_ENGINE_SHARDS=none): nothing to lease, read or clock, and no
+            # heartbeat, which would count a process that decides nothing among the engines (/health).
+            self.log.info("engine.holds_no_shard", pid=os.getpid())
+            return
         if self.config.durability == "replica":
             await require_replica(self.client)
         self.log.info("engine.start", shards=self.config.shards, lease_ms=self.config.lease_ms,
@@ -205,14 +210,15 @@ class Engine:
     async def stop(self) -> None:
         """Finish the command in hand, acknowledge what is done, give the leases back."""
         self._stopping.set()
-        leases, consume = self._tasks or (None, None)
-        if consume is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await consume
-        if leases is not None:
-            leases.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await leases
+        if not self._tasks:  # never started (no shard to hold, or its start failed): nothing taken to give back
+            await self.streams.close()
+            return
+        leases, consume = self._tasks
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await consume
+        leases.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await leases
         await self.housekeeping.stop()
         await self.streams.close()
         with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):

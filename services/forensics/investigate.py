@@ -1,7 +1,9 @@
 """Fork and what-if, diff, explain a value, bisect: forensics over a room's log, shared by the CLI and the gateway.
 
-Every state comes from the one loader or one fold of the room's envelopes (a fork folds onto its
-parent's state at the fork version); nothing here knows a rule-set: paths and predicates are generic
+Every state comes from the loader the caller hands in (its process's: ``bootstrap.Runtime.loader``, whose
+store is the log read) or one fold of the room's envelopes (a fork folds onto its parent's state at the fork
+version, through that loader). Only exact versions are loaded, so a reader's cache is never trusted for a
+latest state here. Nothing here knows a rule-set: paths and predicates are generic
 (``events.forensics.state_paths``).
 """
 
@@ -32,7 +34,7 @@ from almanac.events.forensics.state_paths import (
     state_tree,
     value_at,
 )
-from almanac.events.forensics.tree_diff import json_value, tree_diff
+from almanac.events.forensics.tree_diff import Change, json_value, tree_diff
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, advance
 from almanac.services.forensics.errors import ForensicsError
@@ -81,13 +83,14 @@ def fork_id(parent: str, at: int) -> str:
     return parent[: MAX_ROOM_ID - len(tail)] + tail
 
 
-async def fork(store: EventStore, parent: str, at: int, new_room: str | None, by: str, now_ms: int) -> dict[str, Any]:
+async def fork(loader: RoomLoader, parent: str, at: int, new_room: str | None, by: str, now_ms: int) -> dict[str, Any]:
     """Start a sandbox fork of ``parent`` at version ``at`` (its history by reference) through the engine's
     write path; the fork's answer: its room id, parent, version and the link hash."""
     new_room = new_room or fork_id(parent, at)
     record = CommandRecord(command_id=f"fork-{secrets.token_hex(12)}", room=new_room, player=by,
                            server_time_ms=now_ms, body={"kind": "fork_room", "parent": parent, "at": at})
-    outcome = await RoomService(store, snapshot_every=0, cache_size=0).fork(record)
+    # The write path's own loader (a writer trusts its cache; this one caches nothing), not the reader's.
+    outcome = await RoomService(loader.store, snapshot_every=0, cache_size=0).fork(record)
     if not outcome.accepted:
         error = outcome.error or {}
         status = {"room_not_found": 404, "room_exists": 409, "ruleset_not_installed": 409}.get(error.get("code", ""), 422)
@@ -112,9 +115,9 @@ async def _pause_now_and_then(index: int) -> None:
         await asyncio.sleep(0)
 
 
-async def _fold_steps(store: EventStore, room: str, envelopes: list[Envelope]):
+async def _fold_steps(loader: RoomLoader, envelopes: list[Envelope]):
     """(envelope, event, state after it) for each envelope, from the room's base (a fork's parent state)."""
-    state = await RoomLoader(store, 0).base_of(envelopes[0])
+    state = await loader.base_of(envelopes[0])
     for index, envelope in enumerate(envelopes):
         await _pause_now_and_then(index)
         event = codec.decode_event(envelope)
@@ -122,8 +125,8 @@ async def _fold_steps(store: EventStore, room: str, envelopes: list[Envelope]):
         yield envelope, event, state
 
 
-async def state_at(store: EventStore, room: str, version: int) -> RoomState:
-    state, _ = await RoomLoader(store, 0).load(room, version)
+async def state_at(loader: RoomLoader, room: str, version: int) -> RoomState:
+    state, _ = await loader.load(room, version)
     assert state is not None
     return state
 
@@ -131,9 +134,19 @@ async def state_at(store: EventStore, room: str, version: int) -> RoomState:
 # --- diff ---------------------------------------------------------------------------------------
 
 
-async def diff(store: EventStore, room_a: str, room_b: str, at: int | None = None,
+async def diff(loader: RoomLoader, room_a: str, room_b: str, at: int | None = None,
                at_b: int | None = None) -> dict[str, Any]:
-    """Where two rooms' states differ (seats, scores, game state) at a version of each (default: latest)."""
+    """Where two rooms' states differ (seats, scores, game state) at a version of each (default: latest), as JSON:
+    a side that lacks a path is null there (``diff_changes`` keeps it ABSENT, for a table)."""
+    answer, changes = await diff_changes(loader, room_a, room_b, at, at_b)
+    return {**answer, "differences": [{"path": p, "a": json_value(a), "b": json_value(b)} for p, a, b in changes]}
+
+
+async def diff_changes(loader: RoomLoader, room_a: str, room_b: str, at: int | None = None,
+                       at_b: int | None = None) -> tuple[dict[str, Any], list[Change]]:
+    """``diff``'s rooms, versions and note, and its changes as ``tree_diff`` gives them (ABSENT kept: a fork
+    that seats nobody lacks the parent's seat, it does not seat null)."""
+    store = loader.store
     latest_a = await store.latest_version(room_a)
     latest_b = await store.latest_version(room_b)
     for room, latest, field in ((room_a, latest_a, "room_a"), (room_b, latest_b, "room_b")):
@@ -141,30 +154,30 @@ async def diff(store: EventStore, room_a: str, room_b: str, at: int | None = Non
             raise ForensicsError(404, "room_not_found", f"room {room!r} not found (it has no events)", field)
     version_a = _check_at(at, latest_a, room_a)
     version_b = _check_at(at_b if at_b is not None else at, latest_b, room_b, "at_b" if at_b is not None else "at")
-    state_a, state_b = await state_at(store, room_a, version_a), await state_at(store, room_b, version_b)
+    state_a, state_b = await state_at(loader, room_a, version_a), await state_at(loader, room_b, version_b)
     if (state_a.ruleset, state_a.ruleset_version) != (state_b.ruleset, state_b.ruleset_version):
         note = (f"different rules: {state_a.ruleset}@{state_a.ruleset_version} and "
                 f"{state_b.ruleset}@{state_b.ruleset_version}")
     else:
         note = ""
     changes = tree_diff(state_tree(state_a), state_tree(state_b))
-    return {"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b},
-            "note": note, "differences": [{"path": p, "a": json_value(a), "b": json_value(b)} for p, a, b in changes]}
+    return ({"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b}, "note": note},
+            changes)
 
 
 # --- explain ------------------------------------------------------------------------------------
 
 
-async def explain(store: EventStore, room: str, path_text: str, at: int | None = None) -> dict[str, Any]:
+async def explain(loader: RoomLoader, room: str, path_text: str, at: int | None = None) -> dict[str, Any]:
     """Every version (up to ``at``) whose event changed the value at the path, with the value before and after,
     by folding the room once and reading the path after each event."""
     try:
         path = parse_path(path_text)
     except PathError as error:
         raise ForensicsError.of(error) from None
-    envelopes = await _envelopes(store, room)
+    envelopes = await _envelopes(loader.store, room)
     version = _check_at(at, envelopes[-1].version, room)
-    base = await RoomLoader(store, 0).base_of(envelopes[0])
+    base = await loader.base_of(envelopes[0])
     previous = value_at(base, path)
     seen = previous is not MISSING
     changes: list[dict[str, Any]] = []
@@ -192,7 +205,8 @@ def path_not_found(room: str, path: Path, state: RoomState | None, version: int,
                    latest_only: bool = False) -> ForensicsError:
     """The one refusal of a path the room has no value at (explain, bisect): 422 path_not_found, with the names
     that are there where the path stops (``allowed``)."""
-    said = (f"has no value at {path.text!r} at its latest version {version} (--linear reads every version)"
+    said = (f"has no value at {path.text!r} at its latest version {version} (a linear scan reads every version: "
+            "--linear on the CLI, linear=true on the API)"
             if latest_only else f"never had a value at {path.text!r} (up to version {version})")
     return ForensicsError(422, "path_not_found", f"room {room!r} {said}", field, allowed=children_at(state, path))
 
@@ -207,7 +221,7 @@ def _predicate(where: str) -> Predicate:
         raise ForensicsError.of(error) from None
 
 
-async def bisect_where(store: EventStore, room: str, where: str, linear: bool = False) -> dict[str, Any]:
+async def bisect_where(loader: RoomLoader, room: str, where: str, linear: bool = False) -> dict[str, Any]:
     """The first version at which ``where`` holds, with the event that made it hold.
 
     Binary search (the default) loads states through the one loader (snapshot + tail) and assumes the
@@ -215,10 +229,10 @@ async def bisect_where(store: EventStore, room: str, where: str, linear: bool = 
     finds *a* version v where it is false at v-1 and true at v. ``linear`` folds once and finds the first.
     """
     predicate = _predicate(where)
+    store = loader.store
     latest = await store.latest_version(room)
     if latest == 0:
         raise ForensicsError(404, "room_not_found", f"room {room!r} not found (it has no events)", "room")
-    loader = RoomLoader(store, 0)
     probes = 0
 
     async def holds(version: int) -> bool:
@@ -230,7 +244,7 @@ async def bisect_where(store: EventStore, room: str, where: str, linear: bool = 
     found: int | None = None
     if linear:
         unseen = list(predicate.paths)  # a misspelt path is refused, not searched for in vain
-        async for envelope, _, state in _fold_steps(store, room, await store.read(room)):
+        async for envelope, _, state in _fold_steps(loader, await store.read(room)):
             probes += 1
             unseen = [p for p in unseen if value_at(state, p) is MISSING]
             if predicate.holds(state):
@@ -240,7 +254,7 @@ async def bisect_where(store: EventStore, room: str, where: str, linear: bool = 
             raise path_not_found(room, unseen[0], state, latest, "where")
         note = "linear: the first version at which it holds"
     else:
-        final = await state_at(store, room, latest)
+        final = await state_at(loader, room, latest)
         probes += 1
         missing = [p for p in predicate.paths if value_at(final, p) is MISSING]
         if missing:  # binary search reads a few versions: a path the latest state lacks is refused
@@ -250,9 +264,9 @@ async def bisect_where(store: EventStore, room: str, where: str, linear: bool = 
                               "latest": latest, "found": found is not None, "version": found, "probes": probes,
                               "note": note}
     if found is not None:
-        before = await state_at(store, room, found - 1) if found > 1 else await loader.base_of(
+        before = await state_at(loader, room, found - 1) if found > 1 else await loader.base_of(
             (await store.read(room, 1, 1))[0])
-        after = await state_at(store, room, found)
+        after = await state_at(loader, room, found)
         (envelope,) = await store.read(room, found, found)
         answer["event"] = event_row(envelope)
         answer["values"] = [{"path": p.text, "before": shown(value_at(before, p)), "after": shown(value_at(after, p))}
@@ -264,7 +278,7 @@ async def _binary_search(holds_at_latest: bool, holds, latest: int) -> tuple[int
     """The first version where ``holds`` (true at the latest), assuming false before and true after it."""
     if not holds_at_latest:
         return None, (f"it does not hold at the latest version {latest}: binary search needs it to hold at the end "
-                      "(--linear scans every version)")
+                      "(a linear scan reads every version: --linear on the CLI, linear=true on the API)")
     if await holds(1):
         return 1, "it holds from version 1"
     low, high = 1, latest  # false at low, true at high
@@ -275,7 +289,7 @@ async def _binary_search(holds_at_latest: bool, holds, latest: int) -> tuple[int
         else:
             low = middle
     return high, ("binary: false at the version before, true at this one (the first such version if the predicate, "
-                  "once true, stays true; --linear finds the very first)")
+                  "once true, stays true; a linear scan finds the very first)")
 
 
 def _ruleset_ref(against: str) -> tuple[str, int, Any]:
@@ -305,11 +319,12 @@ async def _room_seed(store: EventStore, room: str, envelopes: list[Envelope]) ->
     return seed
 
 
-async def bisect_against(store: EventStore, room: str, against: str) -> dict[str, Any]:
+async def bisect_against(loader: RoomLoader, room: str, against: str) -> dict[str, Any]:
     """Re-decide the room's recorded commands under ``against`` (NAME@VERSION) with the room's own seed, and
     report the first version whose events differ, with both sides (or that none do): ``events.forensics.redecide``, the
     loop verify runs, with its one rule for what is the same event."""
     name, version, manifest = _ruleset_ref(against)
+    store = loader.store
     envelopes = await _envelopes(store, room)
     if envelopes[0].type == "room.forked":
         raise ForensicsError(422, "fork_not_supported", f"room {room!r} is a fork: bisect its parent against "

@@ -277,6 +277,8 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
                                              "have the hash the fork recorded",
                                      recorded=forked.parent_hash, recomputed=linked[0].hash if linked else None))
         try:
+            # A loader on the store being verified, caching nothing: that store may be an export file or a copy shown
+            # as its origin, never the process's own, and a verifier trusts no state it did not fold itself.
             base = await RoomLoader(store, 0).base_of(first)
         except CorruptEventError as error:
             return failed(Divergence(check="fork", version=1, message=error.reason))

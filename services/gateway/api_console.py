@@ -200,18 +200,18 @@ async def room_series(request: Request, room: str = RoomId) -> Response:
     # Kept by the room's latest version (its events never change) and what the reader may see.
     latest = await gw.store.latest_version(room)
     memo = ("series", room, latest, viewer.auditor)
-    series = await gw.heavy.run(lambda store: _series(store, room, viewer), memo=memo)
+    series = await gw.heavy.run(lambda loader: _series(loader, room, viewer), memo=memo)
     # Outside the memo (a kept answer is shared): signed at the last version the series covers.
     return await gw.room_answer(room, series, version=series["versions"][-1] if series["versions"] else latest)
 
 
-async def _series(store: RedisEventStore, room: str, viewer: Viewer) -> dict[str, Any]:
+async def _series(loader: RoomLoader, room: str, viewer: Viewer) -> dict[str, Any]:
     """The room's scores (and, for an auditor, numeric resources) at every version: a fold of the whole room."""
-    envelopes = await store.read(room, 1, MAX_SERIES_VERSIONS)
+    envelopes = await loader.store.read(room, 1, MAX_SERIES_VERSIONS)
     if not envelopes:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
     # A fork's first event folds onto its parent's state at the fork's version (as every load does).
-    state = await RoomLoader(store, 0).base_of(envelopes[0])
+    state = await loader.base_of(envelopes[0])
     versions: list[int] = []
     scores: dict[str, list[int | None]] = {}
     resources: dict[str, list[int | None]] = {}

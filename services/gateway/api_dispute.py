@@ -58,8 +58,8 @@ async def room_dispute(
     if ranged == (view is not None) or (view is not None and item is None) or (ranged and (first is None or last is None)):
         raise ApiError(422, "subject_required", "give exactly one of: trade; view and id; from and to", "view")
     try:
-        bundle = await gw.heavy.run(lambda store: dispute_bundle(
-            store, room, int(time.time() * 1000), view=view, item=item,
+        bundle = await gw.heavy.run(lambda loader: dispute_bundle(
+            loader.store, room, int(time.time() * 1000), view=view, item=item,
             versions=(first, last) if ranged else None, checkpointer=gw.checkpoints))  # type: ignore[arg-type]
     except ForensicsError as error:
         raise forensics_api_error(error) from None
@@ -133,7 +133,7 @@ async def bundles_verify(request: Request) -> Response:
     await gw.rate_limits.check_token(claims)  # counted per token (ALMANAC_RATE_COMMANDS)
     body: VerifyBundleRequest = decode_body(await request.body(), VerifyBundleRequest)
     keys = to_builtins(body.keys) if body.keys is not None else gw.checkpoints.ring.document
-    verdict = await gw.heavy.run(lambda store: _verify_posted(store, body, claims, keys))  # off the event loop, a few at once
+    verdict = await gw.heavy.run(lambda loader: _verify_posted(loader.store, body, claims, keys))  # off the event loop, a few at once
     # ``seats`` as the text's seats line shows them: only while no step failed (a failed chain's seats are nobody's)
     seats = to_builtins(verdict.seats) if verdict.seats is not None and verdict.failed is None else None
     return json_response({"ok": verdict.ok, "status": verdict.status, "room": verdict.room,
@@ -155,7 +155,7 @@ async def room_checkpoints(request: Request, room: str = RoomId) -> Response:
     claims = gw.reader_for(bearer(request), room)
     player = None if claims.role == ROLE_AUDITOR else claims.player
     try:
-        document = await gw.heavy.run(lambda store: player_checkpoints(gw.checkpoints, store, room, player))
+        document = await gw.heavy.run(lambda loader: player_checkpoints(gw.checkpoints, loader.store, room, player))
     except LookupError:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room") from None
     return json_response(document)

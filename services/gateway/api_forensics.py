@@ -45,7 +45,7 @@ async def fork_room(request: Request, room: str = RoomId) -> Response:
     claims = gw.auditor(bearer(request), room)
     body: ForkRoomRequest = decode_body(await request.body(), ForkRoomRequest)
     try:
-        answer = await fork(gw.store, room, body.at, body.new_room, claims.player or "auditor", now_ms())
+        answer = await fork(gw.reader.loader, room, body.at, body.new_room, claims.player or "auditor", now_ms())
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
     # The answer is about the new room: its own head, signed.
@@ -60,7 +60,7 @@ async def diff_rooms(request: Request, room: str = RoomId, other: str = Query(..
     gw = gateway(request)
     gw.auditor(bearer(request), room)
     try:
-        answer = await diff(gw.store, room, other, at, at_other)
+        answer = await diff(gw.reader.loader, room, other, at, at_other)
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
     return await gw.room_answer(room, answer)
@@ -74,7 +74,7 @@ async def explain_value(request: Request, room: str = RoomId,
     gw = gateway(request)
     gw.auditor(bearer(request), room)
     try:
-        answer = await gw.heavy.run(lambda store: explain(store, room, path, at))
+        answer = await gw.heavy.run(lambda loader: explain(loader, room, path, at))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
     return await gw.room_answer(room, answer)
@@ -94,9 +94,9 @@ async def bisect_room(request: Request, room: str = RoomId,
         raise ApiError(422, "where_or_against", "give where=EXPR or against=NAME@VERSION (one of them)", "where")
     try:
         if against is not None:
-            answer = await gw.heavy.run(lambda store: bisect_against(store, room, against))
+            answer = await gw.heavy.run(lambda loader: bisect_against(loader, room, against))
         else:
-            answer = await gw.heavy.run(lambda store: bisect_where(store, room, where or "", linear))
+            answer = await gw.heavy.run(lambda loader: bisect_where(loader, room, where or "", linear))
     except (ForensicsError, RulesNotInstalledError) as error:
         raise forensics_api_error(error) from None
     return await gw.room_answer(room, answer)

@@ -39,7 +39,7 @@ async def room_player_bundle(
     if not player:
         raise ApiError(422, "player_required", "name the player whose bundle to issue (?player=)", "player")
     try:
-        bundle = await gw.heavy.run(lambda store: player_bundle(store, gw.checkpoints, room, player,
+        bundle = await gw.heavy.run(lambda loader: player_bundle(loader.store, gw.checkpoints, room, player,
                                                                 int(time.time() * 1000)))
     except (ForensicsError, RuleError) as error:  # RuleError: the room's rules are not installed here (409)
         raise forensics_api_error(error) from None

@@ -20,6 +20,7 @@ from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.gateway import Gateway, bearer
 from almanac.services.gateway.room_reader import PUBLIC, room_summary
 from almanac.services.gateway.schemas import MAX_VERSION, NAME_PATTERN, TOKEN_REQUIRED
+from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
 router = APIRouter(tags=["queries"])
@@ -140,9 +141,9 @@ async def audit_view_ids(request: Request, room: str = RoomId, view: str = Path(
     gw = gateway(request)
     gw.auditor(bearer(request), room)
 
-    async def ids(store: RedisEventStore) -> list[str]:
+    async def ids(loader: RoomLoader) -> list[str]:
         try:
-            offered, pairs = offered_view(await _room_envelopes(store, room), room, view)
+            offered, pairs = offered_view(await _room_envelopes(loader.store, room), room, view)
         except ForensicsError as error:
             raise forensics_api_error(error) from None
         return list(offered.ids(pairs))
@@ -157,9 +158,9 @@ async def audit_view(request: Request, room: str = RoomId, view: str = Path(patt
     gw = gateway(request)
     gw.auditor(bearer(request), room)
 
-    async def told(store: RedisEventStore) -> Any:
+    async def told(loader: RoomLoader) -> Any:
         try:
-            return codec.to_builtins(story(await _room_envelopes(store, room), room, view, item))
+            return codec.to_builtins(story(await _room_envelopes(loader.store, room), room, view, item))
         except ForensicsError as error:
             raise forensics_api_error(error) from None
 
@@ -172,7 +173,7 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
     viewer = gw.viewer(bearer(request), room)
     if await gw.store.latest_version(room) == 0:
         raise ApiError(404, "room_not_found", f"room {room!r} does not exist", "room")
-    body = codec.to_builtins(await gw.heavy.run(lambda store: verify_room(store, room)))
+    body = codec.to_builtins(await gw.heavy.run(lambda loader: verify_room(loader.store, room)))
     divergence = body.get("divergence")
     if not viewer.auditor and isinstance(divergence, dict):
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.

@@ -564,7 +564,7 @@ async def reclaim_seat(request: Request, room: str = RoomId) -> Response:
                 raise
             # Overloaded or the seat's limit used up: the key still opens the seat (its token, as before bots
             # could hold seats); ``reclaimed`` false says to ask again for the seat back.
-        if outcome is not None and outcome.accepted and await _reclaimed_by(gw, outcome, body.player):
+        if outcome is not None and outcome.accepted and _reclaimed_by(outcome, body.player):
             # The registry frees the seat now; the bots process, which reads the log each round, stops it too.
             await bots.remove_bot(gw.client, gw.keys, room, body.player)
             answer.update(reclaimed=True, version=outcome.last_version)
@@ -590,11 +590,14 @@ def reclaim_client_id(gw: Gateway, room: str, player: str, version: int) -> str:
     return "reclaim-" + gw.signer.keyed_id("reclaim", room, player, str(version))
 
 
-async def _reclaimed_by(gw: Gateway, outcome: Any, player: str) -> bool:
-    """Whether the accepted ``outcome`` recorded ``room.seat_reclaimed`` for ``player`` (its events, or, for a
-    stored outcome answered without them, the log at its versions): only then is the seat back."""
-    envelopes = outcome.envelopes or await gw.store.read(outcome.room, outcome.first_version, outcome.last_version)
-    return any(envelope.type == bots.SEAT_RECLAIMED and envelope.player == player for envelope in envelopes)
+def _reclaimed_by(outcome: Outcome, player: str) -> bool:
+    """Whether the accepted ``outcome`` recorded ``room.seat_reclaimed`` for ``player``: only then is the seat back.
+
+    Its own events say so, with no second read of the log: every accepted outcome the gateway is handed carries
+    them (the engine's, published or decided here, and a stored one, whose events ``room_service.stored_outcome``
+    reads back). Keeping event types in the stored outcome instead would grow every command's dedupe record for
+    this one route."""
+    return any(envelope.type == bots.SEAT_RECLAIMED and envelope.player == player for envelope in outcome.envelopes)
 
 
 def _nonce_commitment(nonce: str | None, commitment: str | None) -> str | None:

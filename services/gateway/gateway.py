@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import functools
 import ipaddress
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -22,7 +23,7 @@ from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
 from almanac.services.bus import RateLimit, count as count_request, internal_command_id  # noqa: F401 - re-exported
 from almanac.services.checkpoints import Checkpointer
-from almanac.services.engine.shard_engine import Engine, NotDecidedHere
+from almanac.services.engine.shard_engine import Engine, EngineConfig, NotDecidedHere, engine_config
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
 from almanac.services.gateway.errors import ApiError, json_response, overloaded
 from almanac.services.gateway.heavy_reads import HeavyReads
@@ -36,6 +37,7 @@ from almanac.services.gateway.room_reader import PUBLIC, READER_CACHE, RoomReade
 from almanac.services.gateway.schemas import TOKEN_REQUIRED
 from almanac.services.logging import get_logger
 from almanac.services.room_service import CommandRecord, Outcome, stored_outcome as outcome_from_store
+from almanac.services.settings import Settings
 from almanac.storage.base import CommandLimited, StoredOutcome
 
 VERIFIED_TOKENS = 10_000
@@ -90,6 +92,14 @@ def address_key(host: str) -> str:
     return str(address)
 
 
+def gateway_engine_config(settings: Settings) -> EngineConfig:
+    """A gateway's engine: the settings' engine (ALMANAC_ENGINE_SHARDS), named after this gateway's host and port
+    (stable across its restarts, unlike a pid: its consumer, metrics and heartbeat stay one)."""
+    config = engine_config(settings)
+    where = settings.http_port or os.getpid()  # port 0 (a free one) says nothing: then the process
+    return msgspec.structs.replace(config, name=f"{config.name}:gateway-{where}")
+
+
 class Gateway:
     """One gateway process's state, on the runtime the bootstrap built for it (``Role.GATEWAY``)."""
 
@@ -108,9 +118,12 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.read_models = ReadModels(client, settings.shard_count, keys=self.keys, store=self.store)
         self.outcomes = OutcomeWaiter(client, self.keys, settings.max_outcome_waiters)
-        # ALMANAC_GATEWAY_ENGINE: this process's engine (started by the app's lifespan), deciding the commands
-        # of the shards it holds here (Engine.decide_here).
-        self.engine: Engine | None = None
+        # This process's shard engine, on a client of its own (``Role.GATEWAY_ENGINE``), started and stopped by the
+        # app's lifespan: it decides the commands of the shards it holds here (Engine.decide_here); the others, all
+        # of them with ALMANAC_ENGINE_SHARDS=none, go through their shard's stream to whoever holds it.
+        self.engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
+        self.engine = Engine(self.engine_runtime.client, gateway_engine_config(settings), self.engine_runtime.store,
+                             write_call=self.outcomes.call, loaders=self.engine_runtime.loader)
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
         # Admission: the in-flight limit and the standing-queue test (overload.Admission, its two settings).
@@ -385,19 +398,18 @@ class Gateway:
     async def _submit(self, record: CommandRecord, admit: bool, limit: RateLimit | None = None) -> Outcome | None:
         timeout_s = self.settings.command_timeout_ms / 1000
         started = time.monotonic()
-        if self.engine is not None:
-            try:
-                # The limit is counted by the command's own write (429 past it, nothing written).
-                outcome = await self.engine.decide_here(record, limit, timeout_s)
-            except NotDecidedHere as not_here:
-                # Nothing written: into the stream, decided when its engine can (202), its limit counted once.
-                outcome = None
-                if not_here.counted:
-                    limit = None
-            if outcome is not None:
-                return outcome
-            # Not held here (or not taken in time): through the stream, to its shard's holder.
-            timeout_s = max(timeout_s - (time.monotonic() - started), 0.0)
+        try:
+            # The limit is counted by the command's own write (429 past it, nothing written).
+            outcome = await self.engine.decide_here(record, limit, timeout_s)
+        except NotDecidedHere as not_here:
+            # Nothing written: into the stream, decided when its engine can (202), its limit counted once.
+            outcome = None
+            if not_here.counted:
+                limit = None
+        if outcome is not None:
+            return outcome
+        # Not held here (or not taken in time): through the stream, to its shard's holder.
+        timeout_s = max(timeout_s - (time.monotonic() - started), 0.0)
         try:
             outcome = await self.outcomes.submit_and_wait(record, timeout_s, admit, limit)
         except SubscriptionLost:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from almanac.services.bootstrap import Runtime
 from almanac.services.gateway.errors import overloaded
-from almanac.storage.redis_store import RedisEventStore
+from almanac.storage.loader import RoomLoader
 
 T = TypeVar("T")
 # Answers kept by their memo key, the oldest forgotten first: a /series of 20,000 versions is about a megabyte.
@@ -22,7 +22,8 @@ SWITCH_INTERVAL_S = 0.001  # how long a thread may hold the GIL while another wa
 
 class HeavyReads:
     """At most ``limit`` heavy reads at once in this process; past it 503 ``overloaded`` with Retry-After at once
-    (never queued). Each runs on one worker thread's own event loop with its own Redis client and store.
+    (never queued). Each runs on one worker thread's own event loop with its own Redis client, store and room
+    loader (one: ``work`` is handed it, and reads the log through ``loader.store``).
 
     A heavy read (``/series``, ``/verification``, explain, bisect, audit views, dispute bundles, bundle checks)
     costs CPU in proportion to the room's length: ~0.8 s for 3,000 versions, and a room may hold 20,000. On the
@@ -40,13 +41,16 @@ class HeavyReads:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runtime: Runtime | None = None
+        self._loader: RoomLoader | None = None
         self._memo: OrderedDict[Hashable, Any] = OrderedDict()
 
-    def _worker_store(self) -> RedisEventStore:
-        """The worker loop's store, opened there on first use."""
-        if self._runtime is None:
+    def _worker_loader(self) -> RoomLoader:
+        """The worker loop's one room loader, on its runtime opened there on first use. It caches nothing: heavy
+        reads load exact versions, and each folds a room once."""
+        if self._loader is None:
             self._runtime = self._open_runtime()
-        return self._runtime.store
+            self._loader = self._runtime.loader(0)
+        return self._loader
 
     def _worker_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -60,8 +64,8 @@ class HeavyReads:
             self._loop = loop
         return self._loop
 
-    async def run(self, work: Callable[[RedisEventStore], Awaitable[T]], memo: Hashable | None = None) -> T:
-        """``work(store)`` on the worker loop, its answer (or its exception) here; 503 at once past the limit.
+    async def run(self, work: Callable[[RoomLoader], Awaitable[T]], memo: Hashable | None = None) -> T:
+        """``work(loader)`` on the worker loop, its answer (or its exception) here; 503 at once past the limit.
         ``memo``: a key that names the answer exactly (e.g. room, version and who reads): the answer is kept
         (the last ``MEMO_SIZE``) and given again without a slot; its caller must not change it.
 
@@ -79,7 +83,7 @@ class HeavyReads:
             loop = self._worker_loop()
 
             async def on_worker() -> T:
-                return await work(self._worker_store())
+                return await work(self._worker_loader())
 
             future = asyncio.run_coroutine_threadsafe(on_worker(), loop)
         except BaseException:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import resource
 import time
@@ -19,7 +18,6 @@ from redis.exceptions import ResponseError
 
 from almanac.events.disclosure import Hidden
 from almanac.services import bootstrap
-from almanac.services.engine.shard_engine import Engine, EngineConfig, engine_config
 from almanac.services.gateway import (
     api_console,
     api_dispute,
@@ -67,14 +65,6 @@ _JSON = msgspec.json.Encoder()
 access = get_logger("almanac.gateway.access")
 
 
-def gateway_engine_config(settings: Settings) -> EngineConfig:
-    """The engine of a gateway with ALMANAC_GATEWAY_ENGINE: the settings' engine, named after this gateway's
-    host and port (stable across its restarts, unlike a pid: its consumer, metrics and heartbeat stay one)."""
-    config = engine_config(settings)
-    where = settings.http_port or os.getpid()  # port 0 (a free one) says nothing: then the process
-    return msgspec.structs.replace(config, name=f"{config.name}:gateway-{where}")
-
-
 def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> FastAPI:
     """The gateway's app; ``on_ready`` is called once it is built, before it serves or its engine takes leases
     (the CLI freezes the start-up heap)."""
@@ -89,7 +79,6 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
         runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY)
         client = runtime.client
         gateway = app.state.gateway = Gateway(runtime, signer)
-        engine_runtime = None
         reaper = None
         pool = getattr(client, "connection_pool", None)  # one server's; a Cluster client has one per node
         if settings.redis_idle_s and isinstance(pool, BoundedPool):
@@ -97,20 +86,13 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                 close_idle_connections(pool, settings.redis_idle_s), name="gateway-idle-connections")
         try:  # everything it opened is closed below, also when a step of the start fails
             await gateway.outcomes.start()
-            if settings.gateway_engine:
-                engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
-                gateway.engine = Engine(engine_runtime.client, gateway_engine_config(settings), engine_runtime.store,
-                                        write_call=gateway.outcomes.call, loaders=engine_runtime.loader)
             if on_ready is not None:
                 on_ready()  # before its engine takes leases (the freeze's own collection stalls no command)
-            if gateway.engine is not None:
-                await gateway.engine.start()
+            await gateway.engine.start()
             yield
         finally:
-            if gateway.engine is not None:
-                await gateway.engine.stop()  # the commands it holds go through the stream: before the waiter
-            if engine_runtime is not None:
-                await engine_runtime.aclose()
+            await gateway.engine.stop()  # the commands it holds go through the stream: before the waiter
+            await gateway.engine_runtime.aclose()
             await gateway.live.stop()
             if reaper is not None:
                 reaper.cancel()

@@ -13,9 +13,9 @@ takes writes only once it has a replica again (the killed node, started again, r
 replaces the promotion time in the bound. Both runs print the typical acknowledgement before any failover.
 
 Every story runs on both documented layouts (``LAYOUTS``): the default, a gateway that holds the shards and
-decides their commands itself (ALMANAC_GATEWAY_ENGINE=true; on a Cluster its commands still go through the
-shard's stream, Engine.decides_here) beside a projector; and HTTP-only gateways beside an `almanac engine`
-process (ALMANAC_GATEWAY_ENGINE=false).
+decides their commands itself (ALMANAC_ENGINE_SHARDS=all; on a Cluster its commands still go through the
+shard's stream, Engine.decides_here) beside a projector; and a gateway that holds no shard beside an `almanac engine`
+process (the gateway's ALMANAC_ENGINE_SHARDS=none).
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ SETTLE_S = 4.0  # load kept on after a recovery, so "recovered" is seen to hold
 LOSS_WINDOW_ALLOWED = 3  # without WAIT: acknowledged writes lost to asynchronous replication, at most
 SHARDS = 16
 COMMAND_TIMEOUT_S = 5.0
-# The processes of each documented layout, and its ALMANAC_GATEWAY_ENGINE.
-LAYOUTS = {"deciding-gateway": (("projector", "gateway"), "true"),
-           "http-gateway-and-engine": (("engine", "projector", "gateway"), "false")}
+# The processes of each documented layout, and its gateway's ALMANAC_ENGINE_SHARDS.
+LAYOUTS = {"deciding-gateway": (("projector", "gateway"), "all"),
+           "http-gateway-and-engine": (("engine", "projector", "gateway"), "none")}
 
 
 @dataclass
@@ -185,9 +185,10 @@ def _stack_on_six_nodes(tmp_path: Path, durable: bool, layout: str) -> Iterator[
     if durable:
         stack.env["ALMANAC_DURABILITY"] = "replica"
     try:
-        processes, deciding = LAYOUTS[layout]
-        stack.env["ALMANAC_GATEWAY_ENGINE"] = deciding
+        processes, gateway_shards = LAYOUTS[layout]
         for name in processes:
+            if name == "gateway":  # started last: the engine process (if any) holds every shard
+                stack.env["ALMANAC_ENGINE_SHARDS"] = gateway_shards
             stack.start(name)
         health = stack.wait_healthy(60)
         yield cluster, stack, int(health["outcomes"]["node"].rsplit(":", 1)[1]), cluster.roles()["slave"]

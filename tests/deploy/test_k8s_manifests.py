@@ -75,8 +75,8 @@ def test_the_kustomization_lists_every_manifest_but_the_secret_template() -> Non
 
 
 def test_each_gateway_statefulset_has_one_pod_per_shard_group_and_picks_its_group_from_the_ordinal() -> None:
+    # (refused if it still set a retired setting such as ALMANAC_GATEWAY_ENGINE)
     settings = load_settings(named("ConfigMap", "almanac-settings")["data"])
-    assert settings.gateway_engine  # the gateways decide: no engine process in the manifests
     for name in ("almanac-gateway", "almanac-gateway-standby"):
         statefulset = named("StatefulSet", name)
         replicas = statefulset["spec"]["replicas"]

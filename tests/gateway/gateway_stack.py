@@ -1,9 +1,10 @@
 """The gateway tests' stack: engine and projector processes on a Redis, the landed rule-sets, gateway settings.
 
-These tests attack the gateway's HTTP side, so its gateways are HTTP-only (ALMANAC_GATEWAY_ENGINE=false) in front
-of a shard process (``almanac engine``, the same Engine a deciding gateway runs): killing that one process is how
-they take the deciding side away. The product's shape, gateways that decide their own shards, has its stories
-in test_gateway_engine*.py, test_gateway_up_demo.py, tests/services/test_bench_layouts.py and tests/cluster.
+These tests attack the gateway's HTTP side, so its gateways hold no shard (ALMANAC_ENGINE_SHARDS=none) in front of
+a shard process (``almanac engine``, the same Engine every gateway runs): killing that one process is how they
+take the deciding side away. The product's shape, gateways that decide their own shards (a gateway started with
+ALMANAC_ENGINE_SHARDS=all here), has its stories in test_gateway_engine*.py, test_gateway_up_demo.py,
+tests/services/test_bench_layouts.py and tests/cluster.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Stack:
         self.redis_url = redis_url
         self.data_dir = data_dir
         self.env = {**os.environ, "REDIS_URL": redis_url, "ALMANAC_DATA_DIR": str(data_dir),
-                    "ALMANAC_LOG_LEVEL": "warning", "ALMANAC_LOG_FORMAT": "json", "ALMANAC_GATEWAY_ENGINE": "false"}
+                    "ALMANAC_LOG_LEVEL": "warning", "ALMANAC_LOG_FORMAT": "json"}
         self.processes: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str) -> None:
@@ -82,7 +83,8 @@ class Stack:
     def start_gateway(self, name: str = "gateway", max_files: int | None = None, preload: str | None = None,
                       **env: str) -> str:
         """A real gateway process (uvicorn with the gateway's own HTTP protocol) on a free port, with these
-        settings on top of the stack's; its URL once ``/health`` answers 200. ``name``: its process and log
+        settings on top of the stack's (holding no shard unless ``env`` gives it ALMANAC_ENGINE_SHARDS); its URL once
+        ``/health`` answers 200. ``name``: its process and log
         (a second gateway beside the first takes another); ``max_files``: its limit of open files; ``preload``: a
         module of tests/ whose ``plant()`` runs before the gateway is built (tests/planted_leak.py). A port taken
         by another process between the probe and the gateway's bind (test workers start processes side by side)
@@ -106,7 +108,8 @@ class Stack:
         logged = log_path.stat().st_size if log_path.exists() else 0
         log = open(log_path, "ab")  # noqa: SIM115 - the child owns it
         process = self.processes[name] = subprocess.Popen(
-            [sys.executable, "-c", child, "gateway"], env={**self.env, "ALMANAC_HTTP_PORT": str(port), **env},
+            [sys.executable, "-c", child, "gateway"],
+            env={**self.env, "ALMANAC_ENGINE_SHARDS": "none", "ALMANAC_HTTP_PORT": str(port), **env},
             stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=None if max_files is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
                                                                                   (max_files, max_files)))
@@ -214,7 +217,7 @@ def open_board_rooms(url: str, prefix: str, count: int) -> list[tuple[str, str]]
 
 def gateway_settings(stack: Stack, **overrides: object) -> Settings:
     settings = load_settings({}, redis_url=stack.redis_url, data_dir=str(stack.data_dir))
-    return settings.model_copy(update={"command_timeout_ms": 10_000, "gateway_engine": False, **overrides})
+    return settings.model_copy(update={"command_timeout_ms": 10_000, "engine_shards": "none", **overrides})
 
 
 @contextlib.contextmanager

@@ -39,7 +39,7 @@ def two_gateways(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
     stack = Stack(redis_url, data_dir)
     try:
         stack.start("projector")
-        deciding = stack.start_gateway(ALMANAC_GATEWAY_ENGINE="true", ALMANAC_RATE_ANON="off")
+        deciding = stack.start_gateway(ALMANAC_ENGINE_SHARDS="all", ALMANAC_RATE_ANON="off")
         other = stack.start_gateway("gateway-2", ALMANAC_RATE_ANON="off")
         yield deciding, other, TokenSigner(resolve_secret(os.environ.get("ALMANAC_SECRET", ""), str(data_dir)),
                                            ttl_s=600)

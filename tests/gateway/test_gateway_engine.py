@@ -1,4 +1,4 @@
-"""A gateway that decides its own commands (ALMANAC_GATEWAY_ENGINE): no engine process, no command stream.
+"""A gateway that decides its own commands (ALMANAC_ENGINE_SHARDS=all): no engine process, no command stream.
 
 Given a real gateway process running an engine over every shard and a projector (no engine process), when a
 player creates a room and plays over HTTP, then every command is answered from the gateway's own decision,
@@ -33,7 +33,7 @@ def deciding_gateway(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -
     stack = Stack(redis_url, tmp_path_factory.mktemp("gateway-engine"))
     try:
         stack.start("projector")
-        yield stack.start_gateway(ALMANAC_GATEWAY_ENGINE="true", ALMANAC_RATE_COMMANDS=f"{LIMIT}/minute",
+        yield stack.start_gateway(ALMANAC_ENGINE_SHARDS="all", ALMANAC_RATE_COMMANDS=f"{LIMIT}/minute",
                                   ALMANAC_RATE_ANON="off")
     finally:
         stack.stop()

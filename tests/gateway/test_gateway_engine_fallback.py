@@ -1,4 +1,4 @@
-"""A deciding gateway (ALMANAC_GATEWAY_ENGINE) when its engine cannot decide or cannot start.
+"""A deciding gateway (ALMANAC_ENGINE_SHARDS=all) when its engine cannot decide or cannot start.
 
 Given the gateway app in process with its lifespan, its engine holding every shard, when the engine's consume
 loop is held past a command's whole time, then the command is withdrawn unseen, goes through its shard's
@@ -44,7 +44,7 @@ async def deciding_gateway(redis_url: str, tmp_path: Any, room: str, **overrides
                            ) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
     """A deciding gateway's app started in this process (its lifespan), and a client of it; entered once its
     engine decides ``room``'s commands itself (the shard held and taken over)."""
-    settings = gateway_settings(Stack(redis_url, tmp_path), **{"gateway_engine": True,
+    settings = gateway_settings(Stack(redis_url, tmp_path), **{"engine_shards": "all",
                                                                "command_timeout_ms": TIMEOUT_MS, **overrides})
     app = create_app(settings)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
@@ -170,7 +170,7 @@ async def test_a_gateway_engine_that_cannot_start_fails_the_start_and_leaves_not
     replication = await redis_client.info("replication")
     assert int(replication.get("connected_slaves", 0)) == 0, "this story needs a Redis without replicas"
     name = f"failed-start-{secrets.token_hex(4)}"
-    settings = gateway_settings(Stack(named(redis_url, name), tmp_path), gateway_engine=True,
+    settings = gateway_settings(Stack(named(redis_url, name), tmp_path), engine_shards="all",
                                 durability="replica")
     app = create_app(settings)
     before = asyncio.all_tasks()

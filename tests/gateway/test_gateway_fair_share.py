@@ -30,7 +30,7 @@ from gateway_stack import Stack, open_board_rooms
 MAX_INFLIGHT = 4
 ATTACKER_CONNECTIONS = 16
 MOVES = 3
-GATEWAY_ENV = {"ALMANAC_GATEWAY_ENGINE": "true", "ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT),
+GATEWAY_ENV = {"ALMANAC_ENGINE_SHARDS": "all", "ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT),
                "ALMANAC_RATE_COMMANDS": "off", "ALMANAC_RATE_ANON": "off"}
 PLAYER_ADDRESS = "127.0.0.2"  # another client than the attacker's 127.0.0.1 (Linux routes all of 127/8 to lo)
 # Behind the proxy: the addresses it forwards (documentation ranges), both clients connecting from 127.0.0.1.

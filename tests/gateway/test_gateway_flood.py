@@ -1,6 +1,6 @@
 """A flood against the default stack: admission bounds what waits, refuses the rest at once, and loses nothing.
 
-Given the product's shape (a gateway that decides the commands of the shards it holds, ALMANAC_GATEWAY_ENGINE)
+Given the product's shape (a gateway that decides the commands of the shards it holds, ALMANAC_ENGINE_SHARDS)
 with an in-flight limit of 4, whose rooms' shards are held by an engine that stops deciding for as long as the
 test says (SIGSTOP: the worst a queue can be, nothing drains), when 40 players each send a move at once, then:
 
@@ -31,7 +31,7 @@ from almanac.storage.redis_store import RedisEventStore
 
 PLAYERS = 40
 MAX_INFLIGHT = 4
-GATEWAY_ENV = {"ALMANAC_GATEWAY_ENGINE": "true", "ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT),
+GATEWAY_ENV = {"ALMANAC_ENGINE_SHARDS": "all", "ALMANAC_GATEWAY_MAX_INFLIGHT": str(MAX_INFLIGHT),
                "ALMANAC_RATE_COMMANDS": "off", "ALMANAC_RATE_ANON": "off",
                # Longer than the test holds the engine: an admitted command is answered its outcome, not 202.
                "ALMANAC_COMMAND_TIMEOUT_MS": "60000"}

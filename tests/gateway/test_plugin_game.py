@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from gateway_stack import Stack, engine_and_projector, gateway_settings
-from test_typed_answers import component
-from test_typed_schemas import open_spots
+from schema_walk import open_spots, validator
 from waiting import wait_until
 
 from almanac.events import codec, registry
@@ -129,9 +128,9 @@ def test_a_pip_installed_game_is_hosted_and_played_through_engine_and_gateway(ap
     # and the plugin's declared row type types its rows and the filters they take, in the API document
     answer = api.get("/read-models/duels", params={"room": room, "winner": winner})
     assert answer.status_code == 200 and answer.json()["rows"] == duels, answer.text
-    assert list(component(api.app.openapi(), "ReadModelRowsDuels").iter_errors(answer.json())) == []
+    assert list(validator(api.app.openapi(), "ReadModelRowsDuels").iter_errors(answer.json())) == []
     assert open_spots(api.app.openapi(), ["ReadModelRowsDuels"]) == []  # the row is the plugin's DuelRow, typed
-    assert list(component(api.app.openapi(), "ReadModelRowsDuels").iter_errors(
+    assert list(validator(api.app.openapi(), "ReadModelRowsDuels").iter_errors(
         {**answer.json(), "where": {"loser": "bob"}})) != []  # the document's where takes the model's filters only
     refused = api.get("/read-models/duels", params={"room": room, "loser": "bob"})
     assert (refused.status_code, refused.json()["code"], refused.json()["field"]) == (422, "unknown_filter", "loser")

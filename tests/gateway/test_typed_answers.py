@@ -19,9 +19,7 @@ import msgspec
 import pytest
 from api_contract import ContractCheck
 from gateway_stack import Stack, landed_rulesets
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from test_typed_schemas import REF, open_spots
+from schema_walk import open_spots, validator
 
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
@@ -44,12 +42,6 @@ def gateway_url(stack: Stack) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def document(api) -> dict[str, Any]:
     return api.app.openapi()
-
-
-def component(document: dict[str, Any], name: str) -> Draft202012Validator:
-    resource = Resource.from_contents({"$schema": "https://json-schema.org/draft/2020-12/schema", **document})
-    return Draft202012Validator({"$ref": f"urn:almanac{REF}{name}"},
-                                registry=Registry().with_resource("urn:almanac", resource))
 
 
 def waited(http: httpx.Client, path: str, headers: dict[str, str], done, timeout_s: float = 30.0) -> dict[str, Any]:
@@ -114,9 +106,9 @@ def test_resources_rejections_and_rows_fit_their_rule_sets_types(ref: str, gatew
         assert contract.problems("GET", f"/rooms/{room}/rejections", 200, rejections.json()) == []
         # through its rule-set's member, whose resources are the rule-set's declared type, and no other member
         member = f"RoomResources{prefix_of(name)}"
-        assert list(component(document, member).iter_errors(resources.json())) == []
+        assert list(validator(document, member).iter_errors(resources.json())) == []
         others = [f"RoomResources{prefix_of(other)}" for other in registry.names() if other != name]
-        assert all(list(component(document, other).iter_errors(resources.json())) for other in others)
+        assert all(list(validator(document, other).iter_errors(resources.json())) for other in others)
         assert open_spots(document, [member]) == []
         assert resources.json()["resources"], "a rule-set with resources answers some"
         assert "already_joined" in [r["error"]["code"] for r in rejections.json()["rejections"]]
@@ -140,7 +132,7 @@ def test_resources_rejections_and_rows_fit_their_rule_sets_types(ref: str, gatew
                     assert rows["rows"], (model, where)
                 assert contract.problems("GET", f"/read-models/{model}", 200, rows) == []
                 member = f"ReadModelRows{prefix_of(model)}"
-                assert list(component(document, member).iter_errors(rows)) == []
+                assert list(validator(document, member).iter_errors(rows)) == []
                 assert open_spots(document, [member]) == []
                 if where != room:
                     assert all(row["fork"]["parent"] == room for row in rows["rows"])

@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from jsonschema import Draft202012Validator, ValidationError
-from referencing import Registry, Resource
+from jsonschema import ValidationError
+from schema_walk import REF, as_json, offline_openapi, open_spots, resolved, validator, walked
 
 from almanac.events import registry
 from almanac.events.errors import RuleError
@@ -22,51 +22,10 @@ from almanac.services.gateway.asyncapi import asyncapi_document
 from almanac.services.gateway.game_schemas import prefix_of
 from almanac.services.settings import load_settings
 
-REF = "#/components/schemas/"
-
 
 @pytest.fixture(scope="module")
 def openapi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    # The document is built from the routes and the registry alone: no Redis is reached.
-    app = create_app(load_settings({}, redis_url="redis://127.0.0.1:1", data_dir=str(tmp_path_factory.mktemp("doc"))))
-    return app.openapi()
-
-
-def open_spots(document: dict[str, Any], roots: list[str]) -> list[str]:
-    """Where a schema reachable from ``roots`` accepts any object or any value: an object with no properties and
-    no typed values, or a schema with no type, no reference, no union, no enum and no const."""
-    schemas = document["components"]["schemas"]
-    found: list[str] = []
-    seen: set[str] = set()
-
-    def walk(schema: Any, where: str) -> None:
-        if not isinstance(schema, dict):
-            return
-        if "$ref" in schema:
-            name = schema["$ref"][len(REF):]
-            if name not in seen:
-                seen.add(name)
-                walk(schemas[name], name)
-            return
-        kinds = {"type", "anyOf", "oneOf", "allOf", "enum", "const"}
-        if not kinds & schema.keys():
-            found.append(f"{where}: any value")
-        if schema.get("type") == "object" and not schema.get("properties") and not isinstance(
-                schema.get("additionalProperties"), dict) and schema.get("additionalProperties") is not False:
-            found.append(f"{where}: open object")
-        for key, value in schema.items():
-            if key in ("properties", "$defs"):
-                for name, inner in value.items():
-                    walk(inner, f"{where}.{name}")
-            elif key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-                for index, inner in enumerate(value):
-                    walk(inner, f"{where}[{index}]")
-            elif key in ("items", "additionalProperties", "propertyNames") and isinstance(value, dict):
-                walk(value, f"{where}.{key}")
-
-    for root in roots:
-        walk({"$ref": REF + root}, root)
-    return found
+    return offline_openapi(tmp_path_factory.mktemp("doc"))
 
 
 def game_roots() -> list[str]:
@@ -134,27 +93,12 @@ def free_event_fields(document: dict[str, Any]) -> list[str]:
             for member in schemas[named["command"]]["oneOf"]:
                 for field, schema in resolved(document, member).get("properties", {}).items():
                     published.setdefault(field, set()).update(enum_of(schema) or ())
-            seen: set[str] = set()
-            stack = [schemas[named["event"]]]
-            while stack:
-                schema = stack.pop()
-                if isinstance(schema, list):
-                    stack.extend(schema)
-                    continue
-                if not isinstance(schema, dict):
-                    continue
-                if "$ref" in schema:
-                    if schema["$ref"] not in seen:
-                        seen.add(schema["$ref"])
-                        stack.append(resolved(document, schema))
-                    continue
+            for schema, _ in walked(document, [named["event"]]):
                 for field, inner in schema.get("properties", {}).items():
                     strings = inner.get("type") == "string" or any(m.get("type") == "string"
                                                                     for m in inner.get("anyOf", []))
                     if published.get(field) and strings and not published[field] <= set(enum_of(inner) or ()):
                         free.append(f"{name}@{version} {schema.get('title', '?')}.{field}")
-                stack.extend(value for key, value in schema.items() if key != "properties")
-                stack.extend(schema.get("properties", {}).values())
     return sorted(set(free))
 
 
@@ -245,20 +189,6 @@ def test_realm_publishes_what_its_rules_accept(path: str) -> None:
     for value in values:
         error = refusal(value)
         assert error is None or not str(error.field or "").startswith(field) or error.code != outside.code, (value, error)
-
-
-def as_json(value: Any) -> Any:
-    """What a client receives: the value through JSON (tuples become arrays)."""
-    from almanac.events import codec  # noqa: PLC0415
-
-    return msgspec.json.decode(msgspec.json.encode(codec.to_builtins(value)))
-
-
-def validator(document: dict[str, Any], name: str) -> Draft202012Validator:
-    """A validator of the component ``name`` that resolves the document's own references."""
-    resource = Resource.from_contents({"$schema": "https://json-schema.org/draft/2020-12/schema", **document})
-    return Draft202012Validator({"$ref": f"urn:almanac{REF}{name}"},
-                                registry=Registry().with_resource("urn:almanac", resource))
 
 
 def test_events_and_states_of_real_games_fit_the_document(openapi: dict[str, Any]) -> None:
@@ -537,13 +467,6 @@ def _fits(value: Any, row_type: type) -> bool:
 
 # Every installed version of every rule-set, not only its default: a board@2 room answers board@2's events.
 INSTALLED = [m for m in registry.all_manifests() if m.name in registry.names()]
-
-
-def resolved(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema a reference (or a chain of them, a union's titled alias included) stands for."""
-    while "$ref" in schema:
-        schema = document["components"]["schemas"][schema["$ref"][len(REF):]]
-    return schema
 
 
 def encoded_fields(struct: type) -> set[str]:

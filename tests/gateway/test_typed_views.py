@@ -7,19 +7,15 @@ import copy
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
+from schema_walk import REF, as_json, offline_openapi, reached, validator, walked
 
 from almanac.events import registry
 from almanac.events.dice import Dice
 from almanac.events.errors import RuleError
 from almanac.events.schema import FREE
 from almanac.events.testing import RoomDriver
-from almanac.services.gateway import create_app
 from almanac.services.gateway.game_schemas import game_components, prefix_of
-from almanac.services.settings import load_settings
 
-REF = "#/components/schemas/"
 BUILT_IN = ("board", "claim", "realm", "sectors")
 # The answers the gateway gives of a game besides its events: a seat's view, the state, an auditor's resources.
 ANSWERS = ("view", "state")
@@ -27,9 +23,7 @@ ANSWERS = ("view", "state")
 
 @pytest.fixture(scope="module")
 def openapi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    # The document is built from the routes and the registry alone: no Redis is reached.
-    app = create_app(load_settings({}, redis_url="redis://127.0.0.1:1", data_dir=str(tmp_path_factory.mktemp("doc"))))
-    return app.openapi()
+    return offline_openapi(tmp_path_factory.mktemp("doc"))
 
 
 def version_parts() -> list[tuple[str, int, str, str]]:
@@ -42,38 +36,16 @@ def version_parts() -> list[tuple[str, int, str, str]]:
 def untyped_words(document: dict[str, Any], root: str) -> list[str]:
     """Where a schema reachable from ``root`` holds a string, or a map keyed by strings, that is neither an enum
     (or const) nor marked free (``events.schema.free``): a word the documents leave to the client's guess."""
-    schemas = document["components"]["schemas"]
-    found: list[str] = []
-    seen: set[str] = set()
-
     def typed(schema: dict[str, Any]) -> bool:
         return "enum" in schema or "const" in schema or schema.get(FREE) is True
 
-    def walk(schema: Any, where: str) -> None:
-        if not isinstance(schema, dict):
-            return
-        if "$ref" in schema:
-            name = schema["$ref"][len(REF):]
-            if name not in seen:
-                seen.add(name)
-                walk(schemas[name], name)
-            return
+    found: list[str] = []
+    for schema, where in walked(document, [root]):
         if schema.get("type") == "string" and not typed(schema):
             found.append(f"{where}: a free string")
         if schema.get("type") == "object" and isinstance(schema.get("additionalProperties"), dict) and not typed(
                 schema.get("propertyNames", {})):
             found.append(f"{where}: free map keys")
-        for key, value in schema.items():
-            if key == "properties":
-                for name, inner in value.items():
-                    walk(inner, f"{where}.{name}")
-            elif key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-                for inner in value:
-                    walk(inner, where)
-            elif key in ("items", "additionalProperties") and isinstance(value, dict):
-                walk(value, f"{where}[]")
-
-    walk({"$ref": REF + root}, root)
     return found
 
 
@@ -128,36 +100,17 @@ def test_every_game_word_the_asyncapi_messages_carry_is_an_enum_or_marked_free()
     document = asyncapi_document()
     games = {component for component in document["components"]["schemas"]
              if component.startswith(tuple(prefix_of(name) for name in BUILT_IN))}
-    reached: set[str] = set()
+    met: set[str] = set()
     untyped: list[str] = []
     for message in document["components"]["messages"].values():
         # When each payload is walked to the games' components it reaches
         root = message["payload"]["$ref"][len(REF):]
         spots = untyped_words(document, root)
-        reached |= {component for component in games if reaches(document, root, component)}
+        met |= games & reached(document, [root])
         untyped += [spot for spot in spots if spot.split(".")[0].split("[")[0] in games]
     # Then the games' events are among them, and every string and map key of theirs is typed
-    assert {"RealmEvent", "RealmTradeOfferedAsSeen", "BoardEvent", "ClaimEvent", "SectorsEvent"} <= reached
+    assert {"RealmEvent", "RealmTradeOfferedAsSeen", "BoardEvent", "ClaimEvent", "SectorsEvent"} <= met
     assert sorted(set(untyped)) == []
-
-
-def reaches(document: dict[str, Any], root: str, target: str) -> bool:
-    """Whether the component ``target`` is reachable by references from ``root``."""
-    schemas = document["components"]["schemas"]
-    seen: set[str] = set()
-    stack: list[Any] = [schemas[root]]
-    seen.add(root)
-    while stack:
-        schema = stack.pop()
-        if isinstance(schema, dict):
-            ref = schema.get("$ref")
-            if isinstance(ref, str) and ref.startswith(REF) and ref[len(REF):] not in seen:
-                seen.add(ref[len(REF):])
-                stack.append(schemas[ref[len(REF):]])
-            stack.extend(schema.values())
-        elif isinstance(schema, list):
-            stack.extend(schema)
-    return target in seen
 
 
 def test_the_walk_finds_a_free_string_and_free_map_keys() -> None:
@@ -166,7 +119,7 @@ def test_the_walk_finds_a_free_string_and_free_map_keys() -> None:
         "buy": {"anyOf": [{"type": "string"}, {"type": "null"}]},
         "load": {"type": "object", "additionalProperties": {"type": "integer"}},
         "home": {"type": "string", FREE: True}}}}}}
-    assert untyped_words(document, "Loose") == ["Loose.buy: a free string", "Loose.load: free map keys"]
+    assert untyped_words(document, "Loose") == ["Loose.buy[0]: a free string", "Loose.load: free map keys"]
 
 
 def prop(document: dict[str, Any], component: str, field: str) -> dict[str, Any]:
@@ -198,22 +151,6 @@ def test_the_enums_are_the_rule_data_s_own_lists(openapi: dict[str, Any]) -> Non
     # and what no list bounds says what it is
     assert prop(openapi, "RealmMerchantView", "home") == {FREE: True, "type": "string",
                                                           "description": "a city's name: its player's, or a village's"}
-
-
-def validator(document: dict[str, Any], name: str) -> Draft202012Validator:
-    """A validator of the component ``name`` that resolves the document's own references."""
-    resource = Resource.from_contents({"$schema": "https://json-schema.org/draft/2020-12/schema", **document})
-    return Draft202012Validator({"$ref": f"urn:almanac{REF}{name}"},
-                                registry=Registry().with_resource("urn:almanac", resource))
-
-
-def as_json(value: Any) -> Any:
-    """What a client receives: the value through JSON (tuples become arrays)."""
-    import msgspec  # noqa: PLC0415
-
-    from almanac.events import codec  # noqa: PLC0415
-
-    return msgspec.json.decode(msgspec.json.encode(codec.to_builtins(value)))
 
 
 # The smallest whole game of each version (tests/whole_games.py's), board@2 with a turn limit of its own.

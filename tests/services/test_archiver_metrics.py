@@ -61,7 +61,7 @@ class Pass:
 def archiver_metrics(redis_url: str, tmp_path: Path) -> dict[str, float]:
     """The almanac_archiver_* samples of the gateway's /metrics for the archiver "metered"."""
     settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
-        update={"gateway_engine": False})
+        update={"engine_shards": "none"})
     with TestClient(create_app(settings)) as api:
         text = api.get("/metrics").text
     return {name: float(value) for name, value in

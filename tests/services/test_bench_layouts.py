@@ -36,7 +36,7 @@ def test_two_engines_and_two_gateways_answer_every_command_and_the_load_is_sprea
 
 
 def test_two_deciding_gateways_split_the_shards_and_no_engine_process_runs(monkeypatch, tmp_path):
-    # Given a stack whose gateways decide their own commands (ALMANAC_GATEWAY_ENGINE), two of them
+    # Given a stack whose gateways decide their own commands (the default shape), two of them
     import json  # noqa: PLC0415
 
     import httpx  # noqa: PLC0415
@@ -82,3 +82,32 @@ def test_commands_routed_by_shard_to_two_deciding_gateways_are_all_answered(monk
     # and the run says its rooms were out of step, its schedule kept for the peer (8 slots, 15 rooms)
     assert figures["out_of_step"] and "out of step" in " ".join(capsys.readouterr().out.split())
     assert len(figures["schedule"]["slots"]) == 8 and len(figures["schedule"]["played_before"]) == 15
+
+
+def test_with_engine_processes_the_gateways_hold_no_shard_and_the_engines_decide(monkeypatch, tmp_path):
+    # Given `almanac up`'s stack with two engine processes (the layout `bench e2e --engines 2` compares)
+    import json  # noqa: PLC0415
+
+    import httpx  # noqa: PLC0415
+    import redis  # noqa: PLC0415
+
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+    from almanac.services.supervisor import Stack  # noqa: PLC0415
+    from almanac.storage.keys import lease_key  # noqa: PLC0415
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    settings = load_settings({}, data_dir=str(tmp_path), http_port=0, log_level="warning")
+    with Stack(settings, engines=2, gateways=2) as stack:
+        stack.start()
+        # Then every lease is an engine process's, and only they beat as engines: the gateways hold none
+        client = redis.Redis.from_url(stack.redis_url)
+        holders = {value.decode().split("|")[0] for value in client.mget([lease_key(s) for s in range(16)])}
+        beats = sorted(json.loads(beat)["name"] for name in client.smembers("alm:engines")
+                       if (beat := client.get(f"alm:engine:{name.decode()}:heartbeat")))
+        client.close()
+        assert holders == {"engine", "engine-2"} and beats == ["engine", "engine-2"], (holders, beats)
+        # And a room created through either gateway is decided by them, through its shard's stream
+        for url in stack.urls:
+            room = f"held-elsewhere-{url.rsplit(':', 1)[1]}"
+            created = httpx.post(f"{url}/rooms", json={"ruleset": "board", "player": "ann", "room": room}, timeout=10)
+            assert created.status_code == 201 and created.json()["joined"], created.text

@@ -62,7 +62,7 @@ async def decide_directly(redis_url: str, room: str, *commands: tuple[str, dict]
 def no_engine(redis_url: str, tmp_path: Path):
     """A deployment of at most 1 bot seat whose engine is not running: every command is answered 202."""
     return load_settings({}, redis_url=redis_url, data_dir=str(tmp_path)).model_copy(
-        update={"command_timeout_ms": 50, "gateway_engine": False, "max_bot_seats": 1})
+        update={"command_timeout_ms": 50, "engine_shards": "none", "max_bot_seats": 1})
 
 
 def create(room: str, player: str, **extra) -> tuple[str, dict]:

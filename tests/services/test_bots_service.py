@@ -126,7 +126,7 @@ async def test_a_process_plays_at_most_its_max_rooms_seats(redis_client: aioredi
         room = f"capped-{index}"
         assert (await send_direct(store, room)).accepted
         await add_bot(redis_client, KEYS, room, "robo", 0)
-    async with served_gateway(redis_url, ALMANAC_GATEWAY_ENGINE="true") as gateway:  # it decides the joins
+    async with served_gateway(redis_url, ALMANAC_ENGINE_SHARDS="all") as gateway:  # it decides the joins
         bots = bots_for(gateway, redis_client, store, KEYS, key=b"test bots", max_rooms=2, rate=0)
         assert await bots.tick() == 2 and bots.over_limit == 1
 

@@ -12,6 +12,7 @@ import pytest
 from test_cli_operator import ALMANAC, EXAMPLES, ainvoke, play
 
 from almanac.services.forensics import investigate as ft
+from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
 
@@ -54,6 +55,8 @@ async def test_a_board_diff_names_each_changed_cell_with_both_values_not_the_who
     compared = await ainvoke(redis_url, "diff", board_room, "board-what-if", "--at", "4", "--at-b", "1")
     rows = table_rows(compared.stdout)
     assert rows["state.board[8][5]"] == ['"farm"', '""'] and "state.board" not in rows, compared.stdout
+    # The fork seats nobody: its side of the parent's seat is absent, as `state --diff` prints it, never a null seat
+    assert rows["room.players[0]"] == ['"bea"', "(absent)"], compared.stdout
     differences = json.loads((await ainvoke(redis_url, "diff", board_room, "board-what-if", "--at", "4",
                                             "--at-b", "1", "--json")).stdout)["differences"]
     assert {"path": "state.board[8][5]", "a": "farm", "b": ""} in differences
@@ -109,7 +112,7 @@ async def test_explain_and_bisect_refuse_a_misspelt_path_naming_what_is_there(bo
     assert failed.exit_code == 1 and {"board", "scores", "view", "room", "state"} <= set(offered), failed.stderr
     # And the API refuses it the same way (the console and the CLI share services.forensics.investigate)
     with pytest.raises(ft.ForensicsError) as refused:
-        await ft.bisect_where(RedisEventStore(redis_client), board_room, "bord.3.7 == 'farm'")
+        await ft.bisect_where(RoomLoader(RedisEventStore(redis_client), 0), board_room, "bord.3.7 == 'farm'")
     assert (refused.value.status, refused.value.code, refused.value.field) == (422, "path_not_found", "where")
     assert "board" in refused.value.allowed
     # While a real path that simply never holds is an answer, not an error

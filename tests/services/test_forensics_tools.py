@@ -15,6 +15,7 @@ from almanac.events.forensics.state_paths import parse_path, shown, value_at
 from almanac.projections.models import leaderboard_scores, project_room
 from almanac.services.forensics import investigate as ft
 from almanac.services.forensics.verify import verify_room
+from almanac.storage.loader import RoomLoader
 from almanac.storage.redis_store import RedisEventStore
 
 
@@ -40,15 +41,15 @@ async def test_a_fork_starts_from_the_parents_state_takes_other_commands_and_bot
     (first_try, _), *_ = await mining_tries(store, parent)
     at = first_try - 1  # just before alice's first mining try
 
-    forked = await ft.fork(store, parent, at, f"{parent}-what-if", "auditor", 5)
+    forked = await ft.fork(realm.loader, parent, at, f"{parent}-what-if", "auditor", 5)
 
     fork_room = forked["room"]
     (first,) = await store.read(fork_room)
     assert first.type == "room.forked" and first.version == 1
     (parent_at,) = await store.read(parent, at, at)
     assert first.previous_hash == parent_at.hash == forked["parent_hash"]  # the chain starts from the parent's
-    base = await ft.state_at(store, parent, at)
-    start = await ft.state_at(store, fork_room, 1)
+    base = await ft.state_at(realm.loader, parent, at)
+    start = await ft.state_at(realm.loader, fork_room, 1)
     assert start.game == base.game and start.fork.parent == parent and start.fork.at == at
     assert start.players == () and start.seed_commitment != base.seed_commitment
 
@@ -61,9 +62,9 @@ async def test_a_fork_starts_from_the_parents_state_takes_other_commands_and_bot
         assert report.ok, report.divergence
     report = await verify_room(store, fork_room)
     assert report.fork.parent == parent and report.commands_redecided == 4 and report.ruleset == "realm@1"
-    same = await ft.diff(store, parent, fork_room, at=at, at_b=3)  # seated again, nothing played yet
+    same = await ft.diff(realm.loader, parent, fork_room, at=at, at_b=3)  # seated again, nothing played yet
     assert same["differences"] == []
-    differences = (await ft.diff(store, parent, fork_room, at=at, at_b=4))["differences"]
+    differences = (await ft.diff(realm.loader, parent, fork_room, at=at, at_b=4))["differences"]
     assert {"path": "state.actions_used.alice", "a": None, "b": 1} in differences  # absent: no action yet
     assert not any(row["path"].startswith(("state.cities.bob.", "room.")) for row in differences)
 
@@ -72,7 +73,7 @@ async def test_a_forks_dice_are_its_own_never_the_parents_future_rolls(realm) ->
     store, parent = realm.store, realm.room
     tries = await mining_tries(store, parent)
     at = tries[0][0] - 1
-    fork_room = (await ft.fork(store, parent, at, None, "auditor", 5))["room"]
+    fork_room = (await ft.fork(realm.loader, parent, at, None, "auditor", 5))["room"]
     await realm.join(fork_room)
 
     fork_rolls = []
@@ -87,11 +88,11 @@ async def test_a_forks_dice_are_its_own_never_the_parents_future_rolls(realm) ->
 
 async def test_a_fork_of_a_fork_folds_through_both_parents_and_verifies(realm) -> None:
     store, parent = realm.store, realm.room
-    child = (await ft.fork(store, parent, 8, None, "auditor", 5))["room"]
+    child = (await ft.fork(realm.loader, parent, 8, None, "auditor", 5))["room"]
     await realm.join(child)
     assert (await realm.send("alice", {"kind": "end_room"}, child)).accepted
-    grandchild = (await ft.fork(store, child, 3, None, "auditor", 6))["room"]
-    assert (await ft.state_at(store, grandchild, 1)).game == (await ft.state_at(store, parent, 8)).game
+    grandchild = (await ft.fork(realm.loader, child, 3, None, "auditor", 6))["room"]
+    assert (await ft.state_at(realm.loader, grandchild, 1)).game == (await ft.state_at(realm.loader, parent, 8)).game
     assert (await verify_room(store, grandchild)).ok
 
 
@@ -103,11 +104,11 @@ async def test_forks_are_refused_with_clear_errors_and_never_through_a_players_c
         ("no-such-room", 1, None, 404, "room_not_found"),
         (parent, 2, parent, 422, "fork_base"),
     ]
-    existing = (await ft.fork(store, parent, 2, None, "auditor", 5))["room"]
+    existing = (await ft.fork(realm.loader, parent, 2, None, "auditor", 5))["room"]
     cases.append((parent, 3, existing, 409, "room_exists"))
     for room, at, new_room, status, code in cases:
         with pytest.raises(ft.ForensicsError) as refused:
-            await ft.fork(store, room, at, new_room, "auditor", 5)
+            await ft.fork(realm.loader, room, at, new_room, "auditor", 5)
         assert (refused.value.status, refused.value.code) == (status, code), refused.value.message
     # A player cannot start a fork through the command path: the engine refuses and nothing is written.
     sneaky = await realm.send("alice", {"kind": "fork_room", "parent": parent, "at": 2}, "sneaky-fork")
@@ -121,13 +122,13 @@ async def test_a_live_room_cannot_be_forked(redis_client) -> None:
     await live.create("realm@1")
     await live.play_mining(1)
     with pytest.raises(ft.ForensicsError) as refused:
-        await ft.fork(live.store, live.room, 3, None, "auditor", 5)
+        await ft.fork(live.loader, live.room, 3, None, "auditor", 5)
     assert (refused.value.status, refused.value.code) == (422, "parent_live")
 
 
 async def test_verify_catches_a_fork_whose_parent_no_longer_has_the_linked_hash(realm, redis_client) -> None:
     store, parent = realm.store, realm.room
-    fork_room = (await ft.fork(store, parent, 5, None, "auditor", 5))["room"]
+    fork_room = (await ft.fork(realm.loader, parent, 5, None, "auditor", 5))["room"]
     # The parent's log is replaced under the fork (another history restored under the same id).
     keys = store.keys
     await redis_client.delete(keys.events(parent), keys.version(parent), keys.commands(parent),
@@ -147,9 +148,9 @@ async def test_verify_catches_a_fork_whose_parent_no_longer_has_the_linked_hash(
 
 async def test_a_forks_read_models_mark_it_and_give_the_leaderboard_nothing(realm) -> None:
     store, parent = realm.store, realm.room
-    fork_room = (await ft.fork(store, parent, 9, None, "auditor", 5))["room"]
+    fork_room = (await ft.fork(realm.loader, parent, 9, None, "auditor", 5))["room"]
     await realm.join(fork_room)
-    before, after = await ft.state_at(store, parent, 9), await ft.state_at(store, fork_room, 3)
+    before, after = await ft.state_at(realm.loader, parent, 9), await ft.state_at(realm.loader, fork_room, 3)
     envelopes = await store.read(fork_room)
 
     update = project_room(before, after, [(e, codec.decode_event(e)) for e in envelopes])
@@ -157,7 +158,7 @@ async def test_a_forks_read_models_mark_it_and_give_the_leaderboard_nothing(real
     assert update.summary["fork"] == update.listing["fork"] == {"parent": parent, "at": 9}
     assert update.scores == {} and update.dropped_players == ()
     assert leaderboard_scores(before) != {} and leaderboard_scores(after) == {}
-    real = project_room(None, await ft.state_at(store, parent, 9), [])
+    real = project_room(None, await ft.state_at(realm.loader, parent, 9), [])
     assert real.summary["fork"] is None and real.scores
 
 
@@ -172,16 +173,16 @@ async def test_explain_lists_exactly_the_versions_that_changed_a_value(realm) ->
         values = [shown(value_at(state, path)) for state in states]
         expected = [v for v in range(1, len(values) + 1) if values[v - 1] != (values[v - 2] if v > 1 else None)]
 
-        answer = await ft.explain(store, room, path_text)
+        answer = await ft.explain(realm.loader, room, path_text)
 
         assert [c["version"] for c in answer["changes"]] == expected, path_text
         for change in answer["changes"]:
             assert change["after"] == values[change["version"] - 1]
         assert answer["value"] == values[-1]
-    seen = await ft.explain(store, room, "view.alice.cities.alice.stock.stone")  # what alice saw change
-    truth = await ft.explain(store, room, "cities.alice.stock.stone")
+    seen = await ft.explain(realm.loader, room, "view.alice.cities.alice.stock.stone")  # what alice saw change
+    truth = await ft.explain(realm.loader, room, "cities.alice.stock.stone")
     assert [c["version"] for c in seen["changes"]] == [c["version"] for c in truth["changes"]]
-    at = (await ft.explain(store, room, "cities.alice.stock.gold", at=10))
+    at = (await ft.explain(realm.loader, room, "cities.alice.stock.gold", at=10))
     assert all(c["version"] <= 10 for c in at["changes"]) and at["at"] == 10
 
 
@@ -192,13 +193,13 @@ async def test_explain_refuses_unknown_paths_and_versions_beyond_the_room(realm)
                            ("view.mallory.cities", None, "path_not_found"), ("view", None, "invalid_path"),
                            ("cities.alice.stock.gold", latest + 1, "version_out_of_range")):
         with pytest.raises(ft.ForensicsError) as refused:
-            await ft.explain(store, room, path, at)
+            await ft.explain(realm.loader, room, path, at)
         assert refused.value.code == code and refused.value.status == 422
     with pytest.raises(ft.ForensicsError) as missing:
-        await ft.explain(store, "nowhere", "scores.alice")
+        await ft.explain(realm.loader, "nowhere", "scores.alice")
     assert missing.value.status == 404
     with pytest.raises(ft.ForensicsError) as unknown:
-        await ft.explain(store, room, "cities.carol.stock.gold")
+        await ft.explain(realm.loader, room, "cities.carol.stock.gold")
     assert "alice" in unknown.value.allowed and "bob" in unknown.value.allowed
 
 
@@ -214,16 +215,16 @@ async def test_bisect_finds_the_first_version_a_linear_scan_finds(realm) -> None
     first = next(v for v, value in enumerate(seasons, start=1) if value >= 1)
     threshold = 1
 
-    binary = await ft.bisect_where(store, room, where)
-    linear = await ft.bisect_where(store, room, where, linear=True)
+    binary = await ft.bisect_where(realm.loader, room, where)
+    linear = await ft.bisect_where(realm.loader, room, where, linear=True)
 
     assert binary["version"] == linear["version"] == first and binary["found"]
     assert binary["probes"] < len(states) // 2
     assert binary["event"]["version"] == first and binary["values"][0]["after"] >= threshold
     assert binary["values"][0]["before"] < threshold
-    never = await ft.bisect_where(store, room, "cities.alice.stock.gold > 10000000000")
+    never = await ft.bisect_where(realm.loader, room, "cities.alice.stock.gold > 10000000000")
     assert not never["found"] and "latest version" in never["note"]
-    start = await ft.bisect_where(store, room, "room.ended == false or scores.alice >= 0")
+    start = await ft.bisect_where(realm.loader, room, "room.ended == false or scores.alice >= 0")
     assert start["version"] == 1
 
 
@@ -231,7 +232,7 @@ async def test_bisect_finds_the_first_version_a_linear_scan_finds(realm) -> None
                                    "cities.alice.gold > 1 and", "x", "a == 1 xor b == 2", ""])
 async def test_bisect_refuses_expressions_outside_the_small_language(realm, where: str) -> None:
     with pytest.raises(ft.ForensicsError) as refused:
-        await ft.bisect_where(realm.store, realm.room, where)
+        await ft.bisect_where(realm.loader, realm.room, where)
     assert refused.value.code in ("invalid_expression", "invalid_path") and refused.value.field == "where"
 
 
@@ -242,18 +243,18 @@ async def test_bisect_against_realm_2_finds_the_first_mining_try_with_a_skull(re
     version, recorded = skull_tries[0]
     assert recorded.outcome == "skull_stone"
 
-    answer = await ft.bisect_against(store, room, "realm@2")
+    answer = await ft.bisect_against(realm.loader, room, "realm@2")
 
     assert answer["diverged"] and answer["version"] == version and answer["against"] == "realm@2"
     assert answer["recorded"]["event"]["outcome"] == "skull_stone"
     assert tuple(answer["other"]["event"]["dice"]) == recorded.dice  # the same roll, judged by other rules
     assert answer["other"]["event"]["outcome"] != "skull_stone"
-    same = await ft.bisect_against(store, room, "realm@1")
+    same = await ft.bisect_against(realm.loader, room, "realm@1")
     assert not same["diverged"] and same["commands_redecided"] == len(await store.commands(room))
     for against, status, code in (("realm@9", 404, "unknown_version"), ("realm", 422, "invalid_ruleset"),
                                   ("sectors@1", 422, "other_ruleset"), ("nothing@1", 404, "unknown_ruleset")):
         with pytest.raises(ft.ForensicsError) as refused:
-            await ft.bisect_against(store, room, against)
+            await ft.bisect_against(realm.loader, room, against)
         assert (refused.value.status, refused.value.code) == (status, code)
 
 
@@ -308,7 +309,7 @@ async def test_a_long_explain_gives_the_event_loop_back_so_a_gateway_keeps_answe
     other = asyncio.create_task(another_request())
     await asyncio.sleep(0)
     started = ticks
-    answer = await ft.explain(store, "long", "room.version")
+    answer = await ft.explain(RoomLoader(store, 0), "long", "room.version")
     other.cancel()
     # Then the fold let the other task run every YIELD_EVERY events (it would not have run at all otherwise)
     assert answer["folded"] == len(bodies)
@@ -326,7 +327,7 @@ async def test_a_rebuild_folds_a_fork_onto_its_parent_and_gets_the_live_models_b
 
     store, parent = realm.store, realm.room
     (first_try, _), *_ = await mining_tries(store, parent)
-    fork_room = (await ft.fork(store, parent, first_try - 1, None, "auditor", 5))["room"]
+    fork_room = (await ft.fork(realm.loader, parent, first_try - 1, None, "auditor", 5))["room"]
     await realm.join(fork_room)
     assert (await realm.send("alice", {"kind": "cut_wood"}, fork_room)).accepted
     await Projector(redis_client, store.shard_count, store=store).drain()

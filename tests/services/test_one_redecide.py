@@ -35,7 +35,7 @@ async def test_an_event_re_timed_and_resealed_is_named_by_verify_the_bundle_and_
     report = await verify_room(store, table.room)
     head = await store.latest_version(table.room)
     verdict = verify_bundle(await dispute_bundle(store, table.room, 0, versions=(1, head)))
-    bisected = await bisect_against(store, table.room, "realm@1")
+    bisected = await bisect_against(table.loader, table.room, "realm@1")
 
     # Then all three name that version as where the recorded events are not what the command decides
     # (before one rule, bisect compared only an event's type, player, command and content, and said it was the same)
@@ -57,7 +57,7 @@ async def test_an_untouched_room_decides_the_same_under_its_own_rules_everywhere
     report = await verify_room(store, table.room)
     bundle = await dispute_bundle(store, table.room, 0, versions=(1, head))
     verdict = verify_bundle(bundle, bundle["head"]["hash"])
-    bisected = await bisect_against(store, table.room, "realm@1")
+    bisected = await bisect_against(table.loader, table.room, "realm@1")
     assert report.ok and verdict.ok and not bisected["diverged"], (report.divergence, verdict.text())
     assert report.commands_redecided == bisected["commands_redecided"] > 0
 

@@ -47,7 +47,7 @@ async def test_a_round_reads_a_bounded_window_of_seats_and_the_window_reaches_ev
         await created(store, room)
         await add_bot(redis_client, KEYS, room, "robo", 0)
     largest_shard = max([await redis_client.hlen(bots_key(KEYS, shard)) for shard in range(16)])
-    async with served_gateway(redis_url, ALMANAC_GATEWAY_ENGINE="true") as gateway:  # it decides the joins
+    async with served_gateway(redis_url, ALMANAC_ENGINE_SHARDS="all") as gateway:  # it decides the joins
         bots = bots_for(gateway, redis_client, store, KEYS, key=KEY, max_rooms=8, rate=0)
         # When the bots process runs rounds
         for _ in range(12):
@@ -63,7 +63,7 @@ async def test_a_seat_whose_bot_join_is_refused_is_dropped(redis_client: aioredi
     # Given a one-seat room for robo, and mallory's hand of a seat the room does not have to a bot
     await created(store, "one-seat")
     await add_bot(redis_client, KEYS, "one-seat", "nobody", 0)
-    async with served_gateway(redis_url, ALMANAC_GATEWAY_ENGINE="true") as gateway:  # it decides the join
+    async with served_gateway(redis_url, ALMANAC_ENGINE_SHARDS="all") as gateway:  # it decides the join
         bots = bots_for(gateway, redis_client, store, KEYS, key=KEY, rate=0)
         # When the bot sends its join through the gateway, and the room refuses it
         assert await bots.tick() == 0

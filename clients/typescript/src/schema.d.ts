@@ -2244,7 +2244,7 @@ export interface components {
          * @description A row of the claims read model (claim_entry).
          */
         ClaimClaimRow: {
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             /** @description the player who staked the claim */
             owner: string;
@@ -4560,7 +4560,7 @@ export interface components {
         RealmMerchantSentRow: {
             /** @enum {unknown} */
             type: "realm.merchant_sent";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4605,7 +4605,7 @@ export interface components {
         RealmMerchantInterceptedRow: {
             /** @enum {unknown} */
             type: "realm.merchant_intercepted";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4664,7 +4664,7 @@ export interface components {
         RealmTradeOfferedRow: {
             /** @enum {unknown} */
             type: "realm.trade_offered";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4719,7 +4719,7 @@ export interface components {
         RealmTradeCounteredRow: {
             /** @enum {unknown} */
             type: "realm.trade_countered";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4768,7 +4768,7 @@ export interface components {
         RealmTradeAgreedRow: {
             /** @enum {unknown} */
             type: "realm.trade_agreed";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4815,7 +4815,7 @@ export interface components {
         RealmTradeRolledRow: {
             /** @enum {unknown} */
             type: "realm.trade_rolled";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4853,7 +4853,7 @@ export interface components {
         RealmTradeCancelledRow: {
             /** @enum {unknown} */
             type: "realm.trade_cancelled";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4901,7 +4901,7 @@ export interface components {
         RealmTradeDeclinedRow: {
             /** @enum {unknown} */
             type: "realm.trade_declined";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */
@@ -4948,7 +4948,7 @@ export interface components {
         RealmMerchantReturnedRow: {
             /** @enum {unknown} */
             type: "realm.merchant_returned";
-            /** @description the room's id */
+            /** @description a room's id */
             room: string;
             version: number;
             /** @description a trade's id */

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Name, free
+from almanac.events.manifest import Name
 from almanac.games.board.v1.data import EMPTY, MOUNTAIN, MOUNTAINS, SIZE, Cell, MissionKey, Player
 from almanac.games.board.v1.events import SeasonEnded
 
@@ -24,7 +24,7 @@ class BoardOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     mountain_bonus: bool = False
     extended_pool: bool = False
-    player: Annotated[Name, free("the player whose map it is")] | None = None
+    player: Annotated[Name, *Player.__metadata__] | None = None
 
 
 class BoardSetup(msgspec.Struct, frozen=True, kw_only=True):

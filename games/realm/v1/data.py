@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Annotated
+
+from almanac.events.manifest import free, one_of
 
 # --- the die (docs/design-rulings.md) ------------------------------------------------------------
 # ctx.dice.randbelow(6) indexes this tuple: three stars, one moon, one skull, one blank.
@@ -191,3 +194,9 @@ SOLDIER_WORTH = 2  # plus one per equipment tier
 HIT_POINT_WORTH = 1_000
 VASSAL_WORTH = 10_000
 SCORE_UNIT = 1_000
+
+
+# --- the words the events, the state and the views share, for the API documents (events/schema.py) --------------
+Resource = Annotated[str, one_of(RESOURCES)]
+CityName = Annotated[str, free("a city's name: its player's, or a village's")]
+TradeId = Annotated[str, free("a trade's id")]

@@ -6,11 +6,11 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import free, one_of
+from almanac.events.manifest import PlayerName, Reason, free, one_of
 from almanac.games.realm.v1 import data
+from almanac.games.realm.v1.data import CityName, Resource, TradeId
 
 # The words of the log, for the API documents only (events.schema: decoding is unchanged, stored logs read as ever).
-Resource = Annotated[str, one_of(data.RESOURCES)]
 ResourceOrNone = Annotated[str, one_of(("", *data.RESOURCES), '"" when none is named')]
 Face = Annotated[str, one_of(data.FACES)]
 Dice = tuple[Face, ...]
@@ -26,13 +26,9 @@ MiningMoon = Annotated[str, one_of(data.MINING_MOON_USES)]
 FoodMoon = Annotated[str, one_of(data.FOOD_MOON_USES)]
 SiegeEnd = Annotated[str, one_of(data.SIEGE_ENDS)]
 Outcome = Annotated[str, one_of(data.MINING_OUTCOMES)]
-Player = Annotated[str, free("a player's name")]
 PlayerOrNone = Annotated[str, free('a player\'s name, "" for none')]
-City = Annotated[str, free("a city's name: its player's, or a village's")]
 CityOrNone = Annotated[str, free('a city\'s name, "" for none named (older logs)')]
 Place = Annotated[str, free('a city\'s name, a merchant ("merchant:<trade id>"), "lost", or "" for phantom goods')]
-TradeId = Annotated[str, free("a trade's id")]
-Reason = Annotated[str, free("why, in words a person reads")]
 Stock = dict[Resource, int]
 
 
@@ -53,7 +49,7 @@ class Transfer(msgspec.Struct, frozen=True, kw_only=True):
 class TradeSide(msgspec.Struct, frozen=True, kw_only=True):
     """One side's roll in a trade round: what it rolled, how the stars were counted, what it is owed."""
 
-    city: City
+    city: CityName
     resource: Resource  # what this side takes
     dice: Dice
     stars: int  # star faces rolled
@@ -68,7 +64,7 @@ class TradeSide(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Mined(_Event, frozen=True, kw_only=True, tag="realm.mined"):
-    city: City
+    city: CityName
     ore: Ore
     dice: Dice
     moons: MiningMoon
@@ -81,7 +77,7 @@ class Mined(_Event, frozen=True, kw_only=True, tag="realm.mined"):
 
 
 class Smelted(_Event, frozen=True, kw_only=True, tag="realm.smelted"):
-    city: City
+    city: CityName
     ore: Ore
     amount: int
     dice: Dice
@@ -91,7 +87,7 @@ class Smelted(_Event, frozen=True, kw_only=True, tag="realm.smelted"):
 
 
 class FoodGot(_Event, frozen=True, kw_only=True, tag="realm.food_got"):
-    city: City
+    city: CityName
     method: Method
     season: Season
     dice: Dice
@@ -109,7 +105,7 @@ class FoodGot(_Event, frozen=True, kw_only=True, tag="realm.food_got"):
 class _Gathered(_Event, frozen=True, kw_only=True):
     """A roll for herbs or wood: stars (moons count one) x the unit x the season's rate."""
 
-    city: City
+    city: CityName
     season: Season
     dice: Dice
     stars: int
@@ -122,7 +118,7 @@ class HerbsFound(_Gathered, frozen=True, kw_only=True, tag="realm.herbs_found"):
 
 
 class ArmyHealed(_Event, frozen=True, kw_only=True, tag="realm.army_healed"):
-    city: City
+    city: CityName
     points: int
     herbs: int
     damage_after: int
@@ -133,7 +129,7 @@ class WoodCut(_Gathered, frozen=True, kw_only=True, tag="realm.wood_cut"):
 
 
 class Fortified(_Event, frozen=True, kw_only=True, tag="realm.fortified"):
-    city: City
+    city: CityName
     wood: int
     stone: int
     hit_points_gained: int
@@ -141,20 +137,20 @@ class Fortified(_Event, frozen=True, kw_only=True, tag="realm.fortified"):
 
 
 class ArmyRaised(_Event, frozen=True, kw_only=True, tag="realm.army_raised"):
-    city: City
+    city: CityName
     soldiers: int
     army_after: int
 
 
 class ArmyEquipped(_Event, frozen=True, kw_only=True, tag="realm.army_equipped"):
-    city: City
+    city: CityName
     tier: Tier
     metal: Metal
     cost: int
 
 
 class ArmyDismissed(_Event, frozen=True, kw_only=True, tag="realm.army_dismissed"):
-    city: City
+    city: CityName
     soldiers: int
 
 
@@ -164,8 +160,8 @@ class ArmyDismissed(_Event, frozen=True, kw_only=True, tag="realm.army_dismissed
 class Battle(msgspec.Struct, frozen=True, kw_only=True):
     """Both sides of a fight: dice counts with their parts, faces, and scores (stars and moons)."""
 
-    attacker: City
-    defender: City
+    attacker: CityName
+    defender: CityName
     attack_dice: Dice
     defence_dice: Dice
     attack_bonus: int  # equipment dice included in attack_dice
@@ -193,42 +189,42 @@ class Besieged(_Event, frozen=True, kw_only=True, tag="realm.besieged"):
 
 
 class CityDestroyed(_Event, frozen=True, kw_only=True, tag="realm.city_destroyed"):
-    city: City
-    by: City
+    city: CityName
+    by: CityName
     plunder: Stock  # what the destroyer carried off (half of everything)
     lost: Stock  # what was lost in the ruins
-    freed: tuple[City, ...]  # cities it controlled, now free
+    freed: tuple[CityName, ...]  # cities it controlled, now free
 
 
 class CitySurrendered(_Event, frozen=True, kw_only=True, tag="realm.city_surrendered"):
-    city: City
-    to: City
+    city: CityName
+    to: CityName
     hit_points_after: int
 
 
 class TaxSeasonChosen(_Event, frozen=True, kw_only=True, tag="realm.tax_season_chosen"):
-    controller: City
-    city: City
+    controller: CityName
+    city: CityName
     year: int
     season: Season
 
 
 class TaxCollected(_Event, frozen=True, kw_only=True, tag="realm.tax_collected"):
-    city: City
-    to: City
+    city: CityName
+    to: CityName
     season: Season
     amounts: Stock
 
 
 class FreedomBought(_Event, frozen=True, kw_only=True, tag="realm.freedom_bought"):
-    city: City
-    controller: City
+    city: CityName
+    controller: CityName
     gold: int
 
 
 class SabotageAttempted(_Event, frozen=True, kw_only=True, tag="realm.sabotage_attempted"):
-    city: City
-    controller: City
+    city: CityName
+    controller: CityName
     dice: Dice
     stars: int
     needed: int
@@ -240,7 +236,7 @@ class RevoltFought(_Event, frozen=True, kw_only=True, tag="realm.revolt_fought")
 
 
 class CityRestarted(_Event, frozen=True, kw_only=True, tag="realm.city_restarted"):
-    city: City
+    city: CityName
     stock: Stock
     population: int
     hit_points: int
@@ -252,8 +248,8 @@ class CityRestarted(_Event, frozen=True, kw_only=True, tag="realm.city_restarted
 
 class MerchantSent(_Event, frozen=True, kw_only=True, tag="realm.merchant_sent"):
     trade_id: TradeId
-    home: City
-    host: City
+    home: CityName
+    host: CityName
     load: Stock
     home_after: Stock
     actions_spent: int = 1  # the whole turn: every action of the season (older logs: one)
@@ -264,9 +260,9 @@ class MerchantSent(_Event, frozen=True, kw_only=True, tag="realm.merchant_sent")
 
 class MerchantIntercepted(_Event, frozen=True, kw_only=True, tag="realm.merchant_intercepted"):
     trade_id: TradeId
-    home: City  # the merchant's home city
-    at: City  # the city under attack the merchant was leaving or entering
-    attacker: City
+    home: CityName  # the merchant's home city
+    at: CityName  # the city under attack the merchant was leaving or entering
+    attacker: CityName
     army_dice: Dice
     merchant_dice: Dice
     army_score: int
@@ -287,8 +283,8 @@ class _TradeStep(_Event, frozen=True, kw_only=True):
     both sides' holdings and the merchant's load right after it (older logs: the last four empty)."""
 
     trade_id: TradeId
-    by: City
-    home: City = ""  # the merchant's home city (the buyer)
+    by: CityName
+    home: CityName = ""  # the merchant's home city (the buyer)
     host: CityOrNone = ""  # the city he trades with
     home_after: Stock = {}
     host_after: Stock = {}
@@ -326,8 +322,8 @@ class TradeRolled(_Event, frozen=True, kw_only=True, tag="realm.trade_rolled"):
 
 class TradeCancelled(_Event, frozen=True, kw_only=True, tag="realm.trade_cancelled"):
     trade_id: TradeId
-    home: City
-    host: City
+    home: CityName
+    host: CityName
     reason: Reason
     load_before: Stock
     lost: Stock
@@ -343,7 +339,7 @@ class TradeDeclined(_TradeStep, frozen=True, kw_only=True, tag="realm.trade_decl
 
 class MerchantReturned(_Event, frozen=True, kw_only=True, tag="realm.merchant_returned"):
     trade_id: TradeId
-    home: City
+    home: CityName
     delivered: Stock
     home_after: Stock
     host: CityOrNone = ""
@@ -356,11 +352,11 @@ class MerchantReturned(_Event, frozen=True, kw_only=True, tag="realm.merchant_re
 
 
 class TurnEnded(_Event, frozen=True, kw_only=True, tag="realm.turn_ended"):
-    player: Player
+    player: PlayerName
 
 
 class VillageProduced(_Event, frozen=True, kw_only=True, tag="realm.village_produced"):
-    city: City
+    city: CityName
     amounts: Stock
 
 

@@ -11,7 +11,9 @@ from almanac.events.manifest import (
     BenchScenario,
     Dice,
     Envelope,
+    PlayerName,
     ReadModel,
+    RoomId,
     RuleSet,
     event_tag,
     free,
@@ -19,19 +21,16 @@ from almanac.events.manifest import (
     to_builtins,
 )
 from almanac.games.realm.v1 import audit, data, events as realm_events, seats
+from almanac.games.realm.v1.data import CityName, Resource, TradeId
 from almanac.games.realm.v1.game import DECIDER
 from almanac.games.realm.v1.policy import choose_command
 from almanac.games.realm.v1.state import (
     Army,
-    CityName,
     CityOrNone,
     Equipment,
     LedgerEntry,
     Merchant,
     Owner,
-    Player,
-    Resource,
-    TradeId,
     TradeOrNone,
 )
 
@@ -88,7 +87,6 @@ def notices(event: Any) -> list[tuple[str, str | None]]:
 
 
 Season = Annotated[str, one_of(data.SEASONS)]
-RoomId = Annotated[str, free("the room's id")]
 Summary = Annotated[str, free("the step in a sentence a person reads")]
 
 
@@ -106,7 +104,7 @@ class CityView(_View):
     """A city as the player sees it: their own (and the cities they tax) in full, the others without storage."""
 
     name: CityName
-    owner: Player | None  # None: an NPC village
+    owner: PlayerName | None  # None: an NPC village
     population: int
     hit_points: int
     army: ArmyView | None
@@ -146,18 +144,18 @@ class LedgerRow(LedgerEntry, forbid_unknown_fields=True):
 class RealmView(_View):
     """What a player sees of the realm (game.RealmDecider.view)."""
 
-    player: Player | None  # None: the public's view, nobody's seat
+    player: PlayerName | None  # None: the public's view, nobody's seat
     season: Season
     year: int
     season_index: int
     season_started_ms: int
     season_timeout_ms: int
     actions_left: int
-    turn_ended: list[Player]
+    turn_ended: list[PlayerName]
     cities: dict[CityName, CityView]
     merchants: list[MerchantView]
     ledger: list[LedgerRow]
-    scores: dict[Player, int]
+    scores: dict[PlayerName, int]
     own_score: int | None
     over: bool
 
@@ -203,7 +201,7 @@ def _ledger_row_type(event_type: type) -> type:
     detail = msgspec.defstruct(f"{event_type.__name__}Detail", fields, module=__name__, kw_only=True, frozen=True,
                                forbid_unknown_fields=True)
     return msgspec.defstruct(f"{event_type.__name__}Row",
-                             [("room", RoomId), ("version", int), ("trade", TradeId), ("player", Player),
+                             [("room", RoomId), ("version", int), ("trade", TradeId), ("player", PlayerName),
                               ("time_ms", int), ("summary", Summary), ("detail", detail)],
                              module=__name__, kw_only=True, frozen=True, forbid_unknown_fields=True,
                              tag_field="type", tag=event_tag(event_type))

@@ -6,19 +6,16 @@ from typing import Annotated
 
 import msgspec
 
-from almanac.events.manifest import Amount, Key, Name, free, one_of
+from almanac.events.manifest import Amount, Key, Name, PlayerName, free, one_of
 from almanac.games.realm.v1 import data
+from almanac.games.realm.v1.data import CityName, Resource, TradeId
 
 # The words a state holds, for the API documents (events/schema.py): enums from the data, or free on purpose.
-Resource = Annotated[str, one_of(data.RESOURCES)]
 Equipment = Annotated[str, one_of(data.TIERS)]
 # an offer's terms: "" where none is named (yet)
 Terms = Annotated[str, one_of(("", *data.RESOURCES), '"" when none is named')]
-Player = Annotated[str, free("a player's name")]
-CityName = Annotated[str, free("a city's name: its player's, or a village's")]
 Owner = Annotated[str, free('the player who owns the city, "" for an NPC village')]
 CityOrNone = Annotated[str, free('a city\'s name, "" for none')]
-TradeId = Annotated[str, free("a trade's id")]
 TradeOrNone = Annotated[str, free('a trade\'s id, "" for none')]
 
 
@@ -29,7 +26,7 @@ class RealmOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     distinct players, known resources) with their own codes.
     """
 
-    players: Annotated[tuple[Annotated[Name, free("a player's name")], ...], msgspec.Meta(max_length=16)] = ("alice", "bob")
+    players: Annotated[tuple[Annotated[Name, *PlayerName.__metadata__], ...], msgspec.Meta(max_length=16)] = ("alice", "bob")
     villages: Annotated[int, msgspec.Meta(ge=0, le=data.MAX_VILLAGES)] = 1
     # overrides per resource for every player city
     starting_stock: Annotated[dict[Annotated[Key, one_of(data.RESOURCES)], Amount], msgspec.Meta(max_length=32)] = {}
@@ -39,7 +36,7 @@ class RealmOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
 
 class RealmSetup(msgspec.Struct, frozen=True, kw_only=True):
-    players: tuple[Player, ...]
+    players: tuple[PlayerName, ...]
     villages: tuple[CityName, ...]
     starting_stock: dict[Resource, int]
     starting_population: int
@@ -101,7 +98,7 @@ class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RealmState(msgspec.Struct, frozen=True, kw_only=True):
-    players: tuple[Player, ...]
+    players: tuple[PlayerName, ...]
     cities: dict[CityName, City]  # player cities in seat order, then villages
     actions_per_season: int
     years: int
@@ -110,8 +107,8 @@ class RealmState(msgspec.Struct, frozen=True, kw_only=True):
     starting_hit_points: int
     season_index: int = 0  # 0 = spring of year 1
     season_started_ms: int = 0
-    actions_used: dict[Player, int] = {}
-    turn_ended: tuple[Player, ...] = ()
+    actions_used: dict[PlayerName, int] = {}
+    turn_ended: tuple[PlayerName, ...] = ()
     merchants: dict[TradeId, Merchant] = {}
     ledger: tuple[LedgerEntry, ...] = ()
     over: bool = False
