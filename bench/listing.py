@@ -23,7 +23,6 @@ from fastapi.testclient import TestClient
 from almanac.services import bootstrap
 from almanac.services.embedded_redis import EmbeddedRedis
 from almanac.services.gateway import create_app
-from almanac.services.settings import load_settings
 
 PLAYERS = ["ann", "bo", "cy", "di"]
 
@@ -87,7 +86,7 @@ def main() -> None:
         server = None if args.redis_url else EmbeddedRedis(data_dir, persist=False).start()
         url = args.redis_url or server.url
         try:
-            settings = load_settings({}, redis_url=url, data_dir=data_dir)
+            settings = bootstrap.default_settings(redis_url=url, data_dir=data_dir)
             settings = settings.model_copy(update={"engine_shards": "none"})  # reads only: no shard to hold
             if not args.no_build:
                 started = time.perf_counter()

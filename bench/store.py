@@ -13,8 +13,6 @@ from almanac.bench.common import output_console, trivial_log
 from almanac.events import codec
 from almanac.events.step import replay
 from almanac.services import bootstrap
-from almanac.storage.loader import RoomLoader
-from almanac.storage.redis_store import RedisEventStore
 
 BATCH = 100
 ROUNDS = 3
@@ -22,14 +20,15 @@ SNAPSHOT_TAIL = 20  # events after the newest snapshot when a room is loaded (on
 LOADS = 2_000
 
 
-async def _snapshot_loads(store: RedisEventStore, room: str, events: int) -> tuple[float, float]:
+async def _snapshot_loads(runtime: bootstrap.Runtime, room: str, events: int) -> tuple[float, float]:
     """(one-round-trip loads/s, the former three-round-trip loads/s) of a room: snapshot + SNAPSHOT_TAIL."""
+    store = runtime.store
     envelopes = trivial_log(events, room)
     for offset in range(0, events, BATCH):
         await store.append(room, offset, f"load-{offset}", envelopes[offset : offset + BATCH])
     at = events - SNAPSHOT_TAIL
     await store.save_snapshot(room, at, codec.encode_snapshot(replay(envelopes[:at]), envelopes[at - 1].hash))
-    loader = RoomLoader(store, cache_size=0)
+    loader = runtime.loader(0)  # a tool's: caching nothing, every load a round trip
     start = time.perf_counter()
     for _ in range(LOADS):
         state, _ = await loader.load(room)
@@ -137,7 +136,7 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
         replay_rates = []
         for _ in range(ROUNDS):
             start = time.perf_counter()
-            state, _ = await RoomLoader(store, cache_size=0).load("bench-room")
+            state, _ = await runtime.loader(0).load("bench-room")
             replay_rates.append(events / (time.perf_counter() - start))
             assert state is not None and state.version == events
         results.append(("replay (read + decode + fold), no snapshot", statistics.median(replay_rates)))
@@ -148,7 +147,7 @@ async def _measure(url: str, events: int) -> list[tuple[str, float]]:
 
         # Loading a room from a snapshot (loads/s, not events/s; its own baseline below).
         loads: list[tuple[str, float | str]] = []
-        ours, three = await _snapshot_loads(store, "bench-load", 1_000)
+        ours, three = await _snapshot_loads(runtime, "bench-load", 1_000)
         loads.append((f"our load: snapshot + {SNAPSHOT_TAIL} events in one round trip (script)", ours))
         loads.append(("the same in three round trips (ZREVRANGEBYSCORE, HGET, XRANGE; before)", three))
         loads.append((f"eventsourcing 9.5 Repository.get: snapshot + {SNAPSHOT_TAIL} events, in-memory store",

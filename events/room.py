@@ -11,6 +11,7 @@ from almanac.events import registry
 from almanac.events.decider import Context, Decider
 from almanac.events.dice import COMMAND_BOUND, NONCE_SCHEMES, SERVER_SEED_ONLY, nonce_commitment
 from almanac.events.errors import RuleError
+from almanac.events.ruleset import RuleSet
 from almanac.events.schema import PlayerName, Reason, RoomId, RulesetRef, Text, boundary_error, free, one_of
 
 # A 32-byte value as 64 lowercase hex digits: a player's nonce or its sha256 commitment.
@@ -359,7 +360,7 @@ def decider_of(state: RoomState) -> Decider:
     return registry.decider_at(state.ruleset, state.ruleset_version)
 
 
-def manifest_of(state: RoomState) -> Any:
+def manifest_of(state: RoomState) -> RuleSet:
     """The manifest of the rules this room was created under."""
     return registry.at(state.ruleset, state.ruleset_version)
 

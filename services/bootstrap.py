@@ -74,6 +74,12 @@ def settings(**overrides: object) -> Settings:
     return load_settings(**overrides)
 
 
+def default_settings(**overrides: object) -> Settings:
+    """The settings of no environment: the defaults with ``overrides`` on top, whatever this process's environment
+    says (what must not vary with the operator's: the API documents, a benchmark's own stack)."""
+    return load_settings({}, **overrides)
+
+
 # --- which Redis ------------------------------------------------------------------------------------------
 
 

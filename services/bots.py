@@ -1,6 +1,6 @@
 """Bots as seats: a server-side process plays the seats handed to bots through the gateway's public API, as those seats.
 
-A seat is handed to a bot by writing it to its shard's bot hash (``bots_key``: "room\\x1fseat" -> JSON), at room
+A seat is handed to a bot by writing it to its shard's bot hash (``Keys.bots``: "room\\x1fseat" -> JSON), at room
 creation (the create request's ``bots``), later (``almanac bots add ROOM --seat NAME``, ``POST /rooms/{room}/bots``)
 or by the room itself (``room.seat_to_bot``: a player left it, or it missed the room's deadlines; ``hand_over``).
 `almanac bots` then, every round, for each bot seat of the shards it serves:
@@ -65,7 +65,7 @@ from almanac.services.checkpoints import commit_secret
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import read_or_stop
 from almanac.services.settings import Settings
-from almanac.storage.keys import Keys, bot_seats_key, shard_tag
+from almanac.storage.keys import Keys, bot_pending_key, bot_removed_key, bot_seats_key, bot_wake_key
 
 log = get_logger("almanac.bots")
 SEPARATOR = "\x1f"
@@ -75,16 +75,6 @@ SEAT_RECLAIMED = "room.seat_reclaimed"
 ATTEMPTS = 8  # refused tries at one version before the seat waits for the room to move
 RETRY_AFTER_MS = 2_000  # a command sent that moved nothing by then counts as refused (or lost): try another
 DICE_DOMAIN = b"almanac seat bot dice v1"  # separates the bots' key from every other use of the commitment secret
-
-
-def bots_key(keys: Keys, shard: int) -> str:
-    """Hash of a shard's bot seats: "room\\x1fseat" -> JSON {room, seat, added_ms} (in the shard's slot)."""
-    return f"{keys.prefix}:{shard_tag(shard)}:bots"
-
-
-def delay_key(keys: Keys, shard: int) -> str:
-    """Hash of a shard's rooms' bot move delays: room -> milliseconds (``set_delay``; a room not in it: none)."""
-    return f"{keys.prefix}:{shard_tag(shard)}:bot_delay"
 
 
 MAX_DELAY_MS = 60_000  # a room's bots wait at most a minute: a longer pause is the clock's business (deadlines)
@@ -97,41 +87,20 @@ async def set_delay(client: Any, keys: Keys, room: str, delay_ms: int) -> None:
     """Set ``room``'s bot move delay (0: none); refused past ``MAX_DELAY_MS``, as any unbounded input is."""
     if not 0 <= delay_ms <= MAX_DELAY_MS:
         raise ValueError(f"a bot delay is 0 to {MAX_DELAY_MS} ms, not {delay_ms}")
-    key = delay_key(keys, keys.shard(room))
+    key = keys.bot_delays(keys.shard(room))
     await (client.hset(key, room, delay_ms) if delay_ms else client.hdel(key, room))
-
-
-def pending_key(keys: Keys) -> str:
-    """Hash of the bot seats taken for a command not known to be decided yet ("room\\x1fseat" -> JSON {command,
-    added_ms}), in the bound's slot (``bot_seats_key``'s ``{bots}``): ``settle_pending`` gives each back as soon as
-    the command's recorded outcome says it was refused, or keeps it when the room recorded it."""
-    return f"{keys.prefix}:{{bots}}:pending"
-
-
-def removed_key(keys: Keys, member: str) -> str:
-    """A removed seat's mark ("room\\x1fseat"; ``remove_bot``), in the bound's slot, expiring after
-    ``REMOVED_KEPT_MS``: while it lasts, only a new ask (``reserve_seats``, which clears it) hands the seat again,
-    never a process that read the seat before its removal (``sync_bound``, ``settle_pending``)."""
-    return f"{keys.prefix}:{{bots}}:removed:{member}"
-
-
-def wake_key(keys: Keys) -> str:
-    """A short stream in the bound's slot, appended to whenever a seat is handed to a bot (``add_bot``) or taken
-    for a command's outcome (``reserve_seats``): a bots process with no seat to play blocks on it (``Bots.run``)
-    instead of looking at every shard ten times a second."""
-    return f"{keys.prefix}:{{bots}}:wake"
 
 
 WAKE_KEPT = 100  # entries the wake stream keeps (about: MAXLEN ~); a reader only needs the newest
 
 
 async def _wake(client: Any, keys: Keys) -> None:
-    await client.xadd(wake_key(keys), {"w": "1"}, maxlen=WAKE_KEPT, approximate=True)
+    await client.xadd(bot_wake_key(keys.prefix), {"w": "1"}, maxlen=WAKE_KEPT, approximate=True)
 
 
 # Take bot seats against the deployment's bound in one step (KEYS[1]: the deployment's bot seats, bot_seats_key;
-# KEYS[2]: the reservations awaiting a command's outcome, ``pending_key``; then each member's removal mark,
-# ``removed_key``, in the members' order; one slot). ARGV: the bound (-1: none, a seat the room's log handed over
+# KEYS[2]: the reservations awaiting a command's outcome, ``bot_pending_key``; then each member's removal mark,
+# ``bot_removed_key``, in the members' order; one slot). ARGV: the bound (-1: none, a seat the room's log handed over
 # must be played), when (ms), the command whose outcome decides the seats ('' none), whether the room's log handed
 # them ('1': ``sync_bound`` never drops such a seat, it completes it), whether a removed seat is left alone ('1':
 # ``sync_bound``, which read the seat before it was removed; else the seats are asked for anew and their marks
@@ -195,7 +164,7 @@ for i = 1, #ARGV, 2 do
 end
 return dropped
 """
-# Settle reservations awaiting a command (KEYS[1]: bot_seats_key, KEYS[2]: pending_key). ARGV: how ('release' or
+# Settle reservations awaiting a command (KEYS[1]: bot_seats_key, KEYS[2]: bot_pending_key). ARGV: how ('release' or
 # 'confirm'), then member, pending value, member, pending value...: a member still awaiting that same command is
 # given back (release: the command was refused, or never applied; unless the room's log has handed it over since,
 # ``hand_over``) or kept for good (confirm: the room recorded it). Answers how many were settled.
@@ -235,7 +204,7 @@ async def reserve_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], n
     removed before (``remove_bot``) is handed again, its removal's mark cleared.
 
     ``command``: the id (the engine's, ``CommandRecord.command_id``) of the command whose outcome decides the
-    seats (a create with bots, a player's leave): the seats this call took await it in ``pending_key`` until the
+    seats (a create with bots, a player's leave): the seats this call took await it in ``bot_pending_key`` until the
     caller settles them, or, when the command was answered 202, until its recorded outcome does
     (``settle_pending``, every bots round): given back at once when refused. ``log``: the room's log already
     handed the seats over (``hand_over``): ``sync_bound`` never gives such a seat back, it completes it.
@@ -256,8 +225,8 @@ async def _take(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: i
         return [], []
     members = [f"{room}{SEPARATOR}{seat}" for room, seat in seats]
     script = client.register_script(RESERVE_SCRIPT)
-    answer = await script(keys=[bot_seats_key(keys.prefix), pending_key(keys),
-                                *(removed_key(keys, member) for member in members)],
+    answer = await script(keys=[bot_seats_key(keys.prefix), bot_pending_key(keys.prefix),
+                                *(bot_removed_key(member, keys.prefix) for member in members)],
                           args=[-1 if max_seats is None else max_seats, now_ms, command or "", "1" if log else "0",
                                 "1" if unless_removed else "0", delay_ms or "", *members])
     taken, held = int(answer[0]), int(answer[1])
@@ -268,7 +237,7 @@ async def _take(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: i
             [one for one, flag in zip(seats, flags, strict=True) if flag == 2])
 
 
-# Give back reservations (KEYS[1]: bot_seats_key, KEYS[2]: pending_key; ARGV: members), except a seat the room's
+# Give back reservations (KEYS[1]: bot_seats_key, KEYS[2]: bot_pending_key; ARGV: members), except a seat the room's
 # log handed over meanwhile.
 RELEASE_SCRIPT = """
 for i = 1, #ARGV do
@@ -286,21 +255,21 @@ async def release_seats(client: Any, keys: Keys, seats: list[tuple[str, str]]) -
     except a seat the room's log handed over meanwhile (``hand_over``), which stays counted as ``settle_pending``
     keeps it (only ``remove_bot`` gives such a seat back)."""
     if seats:
-        await client.register_script(RELEASE_SCRIPT)(keys=[bot_seats_key(keys.prefix), pending_key(keys)],
+        await client.register_script(RELEASE_SCRIPT)(keys=[bot_seats_key(keys.prefix), bot_pending_key(keys.prefix)],
                                                      args=[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
 
 
 async def confirm_seats(client: Any, keys: Keys, seats: list[tuple[str, str]], now_ms: int) -> list[bool]:
     """The room recorded the command ``reserve_seats`` took ``seats`` for: write them to their shards' hashes (the
     bots play them; taken in the bound first, unbounded, should it have lost them) and stop awaiting the command
-    (``pending_key``). Answers, per seat, whether it was new to its shard's hash."""
+    (``bot_pending_key``). Answers, per seat, whether it was new to its shard's hash."""
     added = [await add_bot(client, keys, room, seat, now_ms) for room, seat in seats]
     if seats:
-        await client.hdel(pending_key(keys), *[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
+        await client.hdel(bot_pending_key(keys.prefix), *[f"{room}{SEPARATOR}{seat}" for room, seat in seats])
     return added
 
 
-# Delete a shard hash's member if its value is still the one given (KEYS[1]: the shard's bots_key; ARGV: member,
+# Delete a shard hash's member if its value is still the one given (KEYS[1]: the shard's Keys.bots; ARGV: member,
 # value): a writer takes back its own write only, never one written since.
 UNDO_SCRIPT = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
@@ -309,7 +278,7 @@ return 0
 
 
 async def _undo(client: Any, keys: Keys, room: str, seat: str, value: str | bytes) -> None:
-    await client.register_script(UNDO_SCRIPT)(keys=[bots_key(keys, keys.shard(room))],
+    await client.register_script(UNDO_SCRIPT)(keys=[keys.bots(keys.shard(room))],
                                               args=[f"{room}{SEPARATOR}{seat}", value])
 
 
@@ -323,14 +292,14 @@ async def _write_shard_seat(client: Any, keys: Keys, room: str, seat: str, now_m
     compares it."""
     member = f"{room}{SEPARATOR}{seat}"
     value = json.dumps({"room": room, "seat": seat, "added_ms": now_ms, "w": secrets.token_hex(6)})
-    shard_hash = bots_key(keys, keys.shard(room))
+    shard_hash = keys.bots(keys.shard(room))
     if asked:
         new = bool(await client.hset(shard_hash, member, value))
     elif not await client.hsetnx(shard_hash, member, value):
         return False  # there already: nothing of ours to take back
     else:
         new = True
-    if await client.exists(removed_key(keys, member)):
+    if await client.exists(bot_removed_key(member, keys.prefix)):
         await _undo(client, keys, room, seat, value)  # removed since it was read or asked for: the removal wins
         return False
     return new
@@ -353,7 +322,7 @@ async def add_bot(client: Any, keys: Keys, room: str, seat: str, now_ms: int, *,
     return added
 
 
-# The end of a removal (KEYS[1]: bot_seats_key, KEYS[2]: pending_key, KEYS[3]: the seat's removed_key; ARGV: member,
+# The end of a removal (KEYS[1]: bot_seats_key, KEYS[2]: bot_pending_key, KEYS[3]: the seat's bot_removed_key; ARGV: member,
 # the removal's token): the seat's place in the bound is given back if the mark is still this removal's (an ask
 # since cleared it: the seat is handed again, its place stays).
 REMOVE_SCRIPT = """
@@ -372,7 +341,7 @@ async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
     The shard's hash and the bound are in two slots (a Cluster: two nodes), which no one script covers, and a
     process that read the seat before the removal may write it back after: ``sync_bound`` (the shards read, then
     the bound: it re-counts a seat it saw played, or completes one the log handed over) and ``settle_pending``. So
-    the removal runs (1) mark the seat removed, in the bound's slot (``removed_key``, expiring after
+    the removal runs (1) mark the seat removed, in the bound's slot (``bot_removed_key``, expiring after
     ``REMOVED_KEPT_MS``), (2) delete it from its shard's hash, (3) give its place in the bound back, if the mark is
     still this removal's; and such a writer (a) takes the seat in the bound unless marked (``RESERVE_SCRIPT``,
     ``unless_removed``), (b) writes it to its shard's hash, only if absent, (c) looks at the mark, and if set takes
@@ -390,10 +359,10 @@ async def remove_bot(client: Any, keys: Keys, room: str, seat: str) -> bool:
     grace gives it back (``sync_bound``). A writer stalled between (b) and (c) past ``REMOVED_KEPT_MS`` may leave a
     removed seat played (then counted: ``sync_bound`` completes it)."""
     member = f"{room}{SEPARATOR}{seat}"
-    mark, token = removed_key(keys, member), secrets.token_hex(8)
+    mark, token = bot_removed_key(member, keys.prefix), secrets.token_hex(8)
     await client.set(mark, token, px=REMOVED_KEPT_MS)
-    removed = bool(await client.hdel(bots_key(keys, keys.shard(room)), member))
-    await client.register_script(REMOVE_SCRIPT)(keys=[bot_seats_key(keys.prefix), pending_key(keys), mark],
+    removed = bool(await client.hdel(keys.bots(keys.shard(room)), member))
+    await client.register_script(REMOVE_SCRIPT)(keys=[bot_seats_key(keys.prefix), bot_pending_key(keys.prefix), mark],
                                                 args=[member, token])
     return removed
 
@@ -402,7 +371,7 @@ async def give_back(client: Any, keys: Keys, room: str, seat: str) -> None:
     """What the bots process does with the seat of a room that ended (or whose bot can never play it): the seat
     removed from the bots (``remove_bot``), and the room's bot move delay kept no longer."""
     await remove_bot(client, keys, room, seat)
-    await client.hdel(delay_key(keys, keys.shard(room)), room)
+    await client.hdel(keys.bot_delays(keys.shard(room)), room)
 
 
 async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int]:
@@ -420,7 +389,7 @@ async def sync_bound(client: Any, keys: Keys, now_ms: int, grace_ms: int = RESER
     shard_seats = await _shard_seats(client, keys)
     played = set(shard_seats)
     counted = {_text(k): _text(v) for k, v in (await client.hgetall(bot_seats_key(keys.prefix))).items()}
-    awaiting = {_text(k) for k in await client.hkeys(pending_key(keys))}
+    awaiting = {_text(k) for k in await client.hkeys(bot_pending_key(keys.prefix))}
     missing = sorted(played - counted.keys())
     added = 0
     for at in range(0, len(missing), 500):
@@ -461,13 +430,13 @@ async def _shard_seats(client: Any, keys: Keys) -> dict[str, bytes | str]:
     """Every shard's bot seats, "room\\x1fseat" -> the value written (one round trip; a Cluster: one per node)."""
     pipe = client.pipeline(transaction=False)
     for shard in range(keys.shard_count):
-        pipe.hgetall(bots_key(keys, shard))
+        pipe.hgetall(keys.bots(shard))
     return {_text(member): value for seats in await pipe.execute() for member, value in seats.items()}
 
 
 async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cursor: int = 0, count: int = 200,
                          grace_ms: int = RESERVATION_GRACE_MS) -> tuple[int, int, int]:
-    """Settle the bot seats taken for a command answered 202 (``pending_key``), by the command's recorded outcome
+    """Settle the bot seats taken for a command answered 202 (``bot_pending_key``), by the command's recorded outcome
     (the store keeps every command id's first outcome): refused, the seat is given back at once; accepted, it is
     written to its shard's hash (the bots play it); undecided for ``grace_ms``, the command never reached a room
     (its gateway died before sending it, say): given back. One page of ``count`` from ``cursor`` (HSCAN); answers
@@ -481,7 +450,7 @@ async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cu
     the timeout would so be given back under commands still to be recorded. The grace is a guess that a command
     undecided this long never reached a stream; one decided later still finds its seat given back (a create's
     bots are then never played; a leave's seat comes back by its room's log, ``hand_over``)."""
-    cursor, page = await client.hscan(pending_key(keys), cursor, count=count)
+    cursor, page = await client.hscan(bot_pending_key(keys.prefix), cursor, count=count)
     waiting: list[tuple[str, str, str, int, str]] = []
     delays: dict[str, int] = {}  # a create's bot move delay, by room (``reserve_seats``' ``delay_ms``)
     for member, value in page.items():
@@ -502,13 +471,13 @@ async def settle_pending(client: Any, store: Any, keys: Keys, now_ms: int, *, cu
         elif outcome is not None or now_ms - added_ms >= grace_ms:
             release += [member, value]
     settle = client.register_script(SETTLE_SCRIPT)
-    released = int(await settle(keys=[bot_seats_key(keys.prefix), pending_key(keys)], args=["release", *release])) \
+    released = int(await settle(keys=[bot_seats_key(keys.prefix), bot_pending_key(keys.prefix)], args=["release", *release])) \
         if release else 0
     if confirm:
         # written to the shards' hashes first: a seat stops awaiting its command only once the bots play it
         for member in confirm[::2]:
             await _write_shard_seat(client, keys, *_member(member), now_ms, asked=False)
-        await settle(keys=[bot_seats_key(keys.prefix), pending_key(keys)], args=["confirm", *confirm])
+        await settle(keys=[bot_seats_key(keys.prefix), bot_pending_key(keys.prefix)], args=["confirm", *confirm])
     return released, len(confirm) // 2, int(cursor)
 
 
@@ -526,7 +495,7 @@ async def shard_counts(client: Any, keys: Keys, shards: range | list[int]) -> li
     """How many bot seats each of ``shards`` holds (HLEN each, one round trip: no seat is read)."""
     pipe = client.pipeline(transaction=False)
     for shard in shards:
-        pipe.hlen(bots_key(keys, shard))
+        pipe.hlen(keys.bots(shard))
     return [int(count) for count in await pipe.execute()]
 
 
@@ -548,7 +517,7 @@ async def bot_seats(client: Any, keys: Keys, shards: range | list[int]) -> list[
     """(room, seat) of every bot seat of ``shards``."""
     pipe = client.pipeline(transaction=False)  # one round trip for every shard (a Cluster: one per node)
     for shard in shards:
-        pipe.hkeys(bots_key(keys, shard))
+        pipe.hkeys(keys.bots(shard))
     return sorted(_member(member) for members in await pipe.execute() for member in members)
 
 
@@ -649,7 +618,7 @@ async def admit_seat(client: Any, keys: Keys, store: Any, state: RoomState | Non
     if seat not in state.players and not owner:
         raise SeatRefused(403, "not_room_owner", "an empty seat is handed to a bot by the room's creator or an "
                           "auditor")
-    if await client.hexists(bots_key(keys, keys.shard(room)), f"{room}{SEPARATOR}{seat}"):
+    if await client.hexists(keys.bots(keys.shard(room)), f"{room}{SEPARATOR}{seat}"):
         return "already"  # handed, its bot not seated yet: asking again is no new seat, so no bound
     if seat in state.players and not has_bot_policy(state):
         # The room decides a leave (``hand_to_bot``) only with a bot policy recorded at its creation: refused here,
@@ -857,7 +826,7 @@ class Bots:
                 self.shard_at, self.scan_at = (at + 1) % len(self.shards), 0
                 continue
             shard = self.shards[at]
-            self.scan_at, found = await self.client.hscan(bots_key(self.keys, shard), self.scan_at,
+            self.scan_at, found = await self.client.hscan(self.keys.bots(shard), self.scan_at,
                                                           count=self.max_rooms - len(seats))
             if not self.scan_at:
                 self.shard_at = (self.shard_at + 1) % len(self.shards)
@@ -872,7 +841,7 @@ class Bots:
         now = self.now_ms()
         self.woken_from = None
         if self.idle:  # before the round's reads: a seat handed after them appends past this id, and wakes ``run``
-            newest = await self.client.xrevrange(wake_key(self.keys), count=1)
+            newest = await self.client.xrevrange(bot_wake_key(self.keys.prefix), count=1)
             self.woken_from = _text(newest[0][0]) if newest else "0-0"
         if self.synced_ms is None or now - self.synced_ms >= SYNC_EVERY_MS:
             self.synced_ms = now
@@ -888,7 +857,7 @@ class Bots:
         total = sum(counts)
         self.over_limit = max(0, total - self.max_rooms)
         self.idle = not total and not self.pending and not self.pending_at and not await self.client.hlen(
-            pending_key(self.keys))
+            bot_pending_key(self.keys.prefix))
         if self.over_limit:
             log.warning("bots.over_limit", seats=total, max_rooms=self.max_rooms)
         seats = list(dict.fromkeys(await self._window(counts)))
@@ -898,7 +867,7 @@ class Bots:
         pipe = self.client.pipeline(transaction=False)
         for room, _ in seats:
             pipe.get(self.keys.version(room))
-            pipe.hget(delay_key(self.keys, self.keys.shard(room)), room)
+            pipe.hget(self.keys.bot_delays(self.keys.shard(room)), room)
         read = await pipe.execute() if seats else []
         versions = [int(v) if v is not None else 0 for v in read[0::2]]
         delays = [min(int(d), MAX_DELAY_MS) if d is not None else 0 for d in read[1::2]]
@@ -1098,7 +1067,7 @@ class Bots:
 
     async def _wait_for_seats(self, stop: asyncio.Event) -> None:
         """Until a seat is handed (an entry past ``woken_from`` in the wake stream), ``stop``, or ``idle_wait_s``."""
-        await read_or_stop(self.client, {wake_key(self.keys): self.woken_from}, int(self.idle_wait_s * 1000), stop)
+        await read_or_stop(self.client, {bot_wake_key(self.keys.prefix): self.woken_from}, int(self.idle_wait_s * 1000), stop)
 
 
 async def run(settings: Settings, redis_url: str, *, max_rooms: int, rate: float,

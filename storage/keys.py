@@ -63,6 +63,34 @@ def bot_seats_key(prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:{{bots}}:seats"
 
 
+def bot_pending_key(prefix: str = DEFAULT_PREFIX) -> str:
+    """Hash of the bot seats taken for a command not known to be decided yet ("room\x1fseat" -> JSON {command,
+    added_ms}), in the bound's slot (``bot_seats_key``'s ``{bots}``): ``services.bots.settle_pending`` gives each
+    back as soon as the command's recorded outcome says it was refused, or keeps it when the room recorded it."""
+    return f"{prefix}:{{bots}}:pending"
+
+
+def bot_removed_key(member: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """A removed bot seat's mark (``member``: "room\x1fseat"; ``services.bots.remove_bot``), in the bound's slot,
+    expiring after ``services.bots.REMOVED_KEPT_MS``: while it lasts, only a new ask (``reserve_seats``, which clears it) hands
+    the seat again, never a process that read the seat before its removal (``sync_bound``, ``settle_pending``)."""
+    return f"{prefix}:{{bots}}:removed:{member}"
+
+
+def bot_wake_key(prefix: str = DEFAULT_PREFIX) -> str:
+    """A short stream in the bound's slot, appended to whenever a seat is handed to a bot (``add_bot``) or taken
+    for a command's outcome (``reserve_seats``): a bots process with no seat to play blocks on it (``Bots.run``)
+    instead of looking at every shard ten times a second."""
+    return f"{prefix}:{{bots}}:wake"
+
+
+def ratelimit_prefix(prefix: str = DEFAULT_PREFIX) -> str:
+    """The prefix of the gateway's rate-limit counters (anonymous requests, auditors, bot seats asked for): the
+    ``limits`` library names each counter under it (``<this>:<its own key for the limit>``; services/gateway/ratelimit.py).
+    A seat's command counter is the shard's own (``Keys.seat_rate``)."""
+    return f"{prefix}:ratelimit"
+
+
 def engine_metrics_key(name: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}:metrics:engine:{name}"
 
@@ -193,6 +221,15 @@ class Keys:
 
     def feed(self, shard: int) -> str:
         return self._shard(shard, "feed")
+
+    def bots(self, shard: int) -> str:
+        """Hash of the shard's bot seats: "room\x1fseat" -> JSON {room, seat, added_ms} (services/bots.py)."""
+        return self._shard(shard, "bots")
+
+    def bot_delays(self, shard: int) -> str:
+        """Hash of the shard's rooms' bot move delays: room -> milliseconds (``services.bots.set_delay``; a room
+        not in it: none)."""
+        return self._shard(shard, "bot_delay")
 
     def rooms(self, shard: int) -> str:
         return self._shard(shard, "rooms")

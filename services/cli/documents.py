@@ -16,14 +16,14 @@ Out = Annotated[Path | None, typer.Option(help="Write it here (default: standard
 
 def _document(which: str) -> dict:
     # The documents come from the routes and the installed rule-sets alone: no Redis is reached.
+    from almanac.services.bootstrap import default_settings  # noqa: PLC0415
     from almanac.services.gateway import create_app  # noqa: PLC0415
     from almanac.services.gateway.asyncapi import asyncapi_document  # noqa: PLC0415
-    from almanac.services.settings import load_settings  # noqa: PLC0415
 
     if which == "asyncapi":
         return asyncapi_document()
     with tempfile.TemporaryDirectory() as data_dir:
-        return create_app(load_settings({}, redis_url="redis://127.0.0.1:1", data_dir=data_dir)).openapi()
+        return create_app(default_settings(redis_url="redis://127.0.0.1:1", data_dir=data_dir)).openapi()
 
 
 def _write(document: dict, out: Path | None) -> None:

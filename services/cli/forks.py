@@ -12,7 +12,7 @@ from almanac.events.errors import RulesNotInstalledError
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, print_changes, print_json, with_runtime
 from almanac.services.forensics.errors import ForensicsError
-from almanac.services.forensics.investigate import diff, fork
+from almanac.services.forensics.investigate import diff, diff_changes, fork
 from almanac.storage.loader import RoomLoader
 
 T = TypeVar("T")
@@ -69,13 +69,14 @@ def diff_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Where two rooms' states differ: seats, scores and game state, path by path with both values."""
-    answer = run_forensics(lambda loader: diff(loader, room_a, room_b, at, at_b))
     if as_json:
-        print_json(answer)
+        print_json(run_forensics(lambda loader: diff(loader, room_a, room_b, at, at_b)))
         return
+    # The table from the tree diff itself: a side that lacks a path reads "(absent)", as in `state --diff` (the
+    # JSON answer can only say null, which a fork's missing seat is not)
+    answer, changes = run_forensics(lambda loader: diff_changes(loader, room_a, room_b, at, at_b))
     a, b = answer["a"], answer["b"]
-    print_changes(f"{a['room']} v{a['version']} vs {b['room']} v{b['version']}", (a["room"], b["room"]),
-                  [(row["path"], row["a"], row["b"]) for row in answer["differences"]])
+    print_changes(f"{a['room']} v{a['version']} vs {b['room']} v{b['version']}", (a["room"], b["room"]), changes)
     if answer["note"]:
         console.print(answer["note"])
-    console.print(f"{len(answer['differences'])} difference(s)")
+    console.print(f"{len(changes)} difference(s)")

@@ -3,6 +3,8 @@
 - ``verify``       ``almanac verify`` and ``GET /rooms/{room}/verification``: the hash chain, every command
                    re-decided, the seed and nonces against their commitments;
 - ``bundle``       writes the dispute bundle ``almanac.events.forensics.bundle_check`` verifies offline;
+- ``player_bundle`` writes a player-safe bundle (one seat's view of a live room) that
+                   ``almanac.events.forensics.player_check`` verifies offline;
 - ``investigate``  fork (what-if), diff of two rooms, explain a value, bisect a predicate or a rule version;
 - ``audit``        one thing's story told by the rule-set's audit view (``almanac audit``, the audit routes,
                    a bundle's subject), and the refusals around it;

@@ -34,7 +34,7 @@ from almanac.events.forensics.state_paths import (
     state_tree,
     value_at,
 )
-from almanac.events.forensics.tree_diff import json_value, tree_diff
+from almanac.events.forensics.tree_diff import Change, json_value, tree_diff
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, advance
 from almanac.services.forensics.errors import ForensicsError
@@ -136,7 +136,16 @@ async def state_at(loader: RoomLoader, room: str, version: int) -> RoomState:
 
 async def diff(loader: RoomLoader, room_a: str, room_b: str, at: int | None = None,
                at_b: int | None = None) -> dict[str, Any]:
-    """Where two rooms' states differ (seats, scores, game state) at a version of each (default: latest)."""
+    """Where two rooms' states differ (seats, scores, game state) at a version of each (default: latest), as JSON:
+    a side that lacks a path is null there (``diff_changes`` keeps it ABSENT, for a table)."""
+    answer, changes = await diff_changes(loader, room_a, room_b, at, at_b)
+    return {**answer, "differences": [{"path": p, "a": json_value(a), "b": json_value(b)} for p, a, b in changes]}
+
+
+async def diff_changes(loader: RoomLoader, room_a: str, room_b: str, at: int | None = None,
+                       at_b: int | None = None) -> tuple[dict[str, Any], list[Change]]:
+    """``diff``'s rooms, versions and note, and its changes as ``tree_diff`` gives them (ABSENT kept: a fork
+    that seats nobody lacks the parent's seat, it does not seat null)."""
     store = loader.store
     latest_a = await store.latest_version(room_a)
     latest_b = await store.latest_version(room_b)
@@ -152,8 +161,8 @@ async def diff(loader: RoomLoader, room_a: str, room_b: str, at: int | None = No
     else:
         note = ""
     changes = tree_diff(state_tree(state_a), state_tree(state_b))
-    return {"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b},
-            "note": note, "differences": [{"path": p, "a": json_value(a), "b": json_value(b)} for p, a, b in changes]}
+    return ({"a": {"room": room_a, "version": version_a}, "b": {"room": room_b, "version": version_b}, "note": note},
+            changes)
 
 
 # --- explain ------------------------------------------------------------------------------------
@@ -196,7 +205,8 @@ def path_not_found(room: str, path: Path, state: RoomState | None, version: int,
                    latest_only: bool = False) -> ForensicsError:
     """The one refusal of a path the room has no value at (explain, bisect): 422 path_not_found, with the names
     that are there where the path stops (``allowed``)."""
-    said = (f"has no value at {path.text!r} at its latest version {version} (--linear reads every version)"
+    said = (f"has no value at {path.text!r} at its latest version {version} (a linear scan reads every version: "
+            "--linear on the CLI, linear=true on the API)"
             if latest_only else f"never had a value at {path.text!r} (up to version {version})")
     return ForensicsError(422, "path_not_found", f"room {room!r} {said}", field, allowed=children_at(state, path))
 
@@ -268,7 +278,7 @@ async def _binary_search(holds_at_latest: bool, holds, latest: int) -> tuple[int
     """The first version where ``holds`` (true at the latest), assuming false before and true after it."""
     if not holds_at_latest:
         return None, (f"it does not hold at the latest version {latest}: binary search needs it to hold at the end "
-                      "(--linear scans every version)")
+                      "(a linear scan reads every version: --linear on the CLI, linear=true on the API)")
     if await holds(1):
         return 1, "it holds from version 1"
     low, high = 1, latest  # false at low, true at high
@@ -279,7 +289,7 @@ async def _binary_search(holds_at_latest: bool, holds, latest: int) -> tuple[int
         else:
             low = middle
     return high, ("binary: false at the version before, true at this one (the first such version if the predicate, "
-                  "once true, stays true; --linear finds the very first)")
+                  "once true, stays true; a linear scan finds the very first)")
 
 
 def _ruleset_ref(against: str) -> tuple[str, int, Any]:

@@ -62,6 +62,10 @@ MAX_PIPELINED = 256  # the same, parsed from reads already made: past it, 400 an
 _JSON = msgspec.json.Encoder()
 _STATUS_LINE = b"HTTP/1."
 _INTERIM = (b"HTTP/1.1 100 ", b"HTTP/1.0 100 ")  # "100 Continue" answers nothing yet
+# A WebSocket message's largest size, inflated (permessage-deflate): a live feed's client sends nothing but control
+# frames (api_live only watches for the close). uvicorn's default, 16 MB, let one client make the gateway inflate
+# and hold 16 MB per feed from a few KB of zeros on the wire (12 feeds: 210 -> 390 MB, kept); past this: 1009.
+WS_MAX_MESSAGE_BYTES = 4_096
 
 
 def server_options(settings: Settings) -> dict[str, Any]:
@@ -72,6 +76,7 @@ def server_options(settings: Settings) -> dict[str, Any]:
             "lifespan": "on", "log_config": None, "loop": "uvloop", "http": GuardedConnection,
             # uvicorn's keep-alive (its default 5 s) never outlasts the guard's read timeout, which bounds idleness
             "timeout_keep_alive": min(5.0, settings.http_read_timeout_ms / 1000),
+            "ws_max_size": WS_MAX_MESSAGE_BYTES,
             "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or None}
 
 

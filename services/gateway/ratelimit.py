@@ -43,10 +43,9 @@ from almanac.services.gateway.errors import ApiError
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import CLUSTER_ERRORS, seed_urls
 from almanac.services.settings import Settings, parse_rate
-from almanac.storage.keys import Keys
+from almanac.storage.keys import Keys, ratelimit_prefix
 
 log = get_logger("almanac.gateway.ratelimit")
-KEY_PREFIX = "alm:ratelimit"
 # Seat windows remembered as used up, at most (past it the ended ones go, then the oldest half).
 USED_WINDOWS_CAP = 100_000
 # A room hands at most this many seats to bots (services/gateway/schemas.py): one address may always ask for one room's.
@@ -117,7 +116,8 @@ class RateLimits:
             # Every seed node: limits reads [:password]@host:port,host:port (the credentials of the first).
             nodes = ",".join([url.netloc, *(f"{seed.hostname}:{seed.port or 6379}" for seed in seeds[1:])])
             storage = RedisClusterStorage(f"async+redis+cluster://{nodes}", implementation="redispy",
-                                          key_prefix=KEY_PREFIX, **({"ssl": True} if url.scheme == "rediss" else {}))
+                                          key_prefix=ratelimit_prefix(keys.prefix),
+                                          **({"ssl": True} if url.scheme == "rediss" else {}))
             self._own_client = storage.bridge.storage  # closed in close(); limits has no close of its own
             # ...but it runs on the gateway's client: redis-py's plain Cluster client cuts every node's
             # connections when one node dies, which failed every rate check (503) during a failover
@@ -127,7 +127,7 @@ class RateLimits:
             storage.bridge.register_scripts()
         else:
             # A single server: the gateway's own connection pool (and its hiredis command packer).
-            storage = RedisStorage("async+redis://", implementation="redispy", key_prefix=KEY_PREFIX,
+            storage = RedisStorage("async+redis://", implementation="redispy", key_prefix=ratelimit_prefix(keys.prefix),
                                    connection_pool=client.connection_pool)
         self._limiter = FixedWindowRateLimiter(storage)
 

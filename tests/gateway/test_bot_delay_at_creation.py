@@ -19,7 +19,6 @@ from almanac.services.bots import (
     MAX_DELAY_MS,
     RETRY_AFTER_MS,
     bot_command_id,
-    delay_key,
 )
 from almanac.services.bus import internal_command_id
 from almanac.services.forensics.verify import verify_room
@@ -34,7 +33,7 @@ async def _log_and_verdict(redis_url: str, room: str) -> tuple[list[Envelope], b
     try:
         store = RedisEventStore(client, shard_count=16)
         report = await verify_room(store, room)
-        delay = await client.hget(delay_key(KEYS, KEYS.shard(room)), room)
+        delay = await client.hget(KEYS.bot_delays(KEYS.shard(room)), room)
         return await store.read(room), report.ok, None if delay is None else int(delay)
     finally:
         await client.aclose()

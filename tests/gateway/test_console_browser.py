@@ -420,6 +420,10 @@ def test_forensics_explain_bisect_fork_and_a_dispute_bundle(page, base_url: str,
     result = panel.get_by_test_id("forensics-result")
     result.get_by_text("changed 4 time(s)").wait_for()  # created at 0, then every placement counted one more
     page.screenshot(path=shots / "12-forensics-explain.png", full_page=True)
+    # Then each change reads as words: its version, a space, what happened ("v4 placed element...", never
+    # "v4placed": the template's line break between the button and the summary is no space)
+    changes = result.get_by_role("listitem").all_inner_texts()
+    assert len(changes) == 4 and all(re.match(r"v\d+ \S", change) for change in changes), changes
     panel.get_by_label("first version where").fill("placed >= 2")
     panel.get_by_role("button", name="bisect").click()
     result.get_by_text("first holds at").wait_for()
@@ -434,6 +438,8 @@ def test_forensics_explain_bisect_fork_and_a_dispute_bundle(page, base_url: str,
     assert "in this browser matches the commitment" in page.get_by_test_id("seed-check").inner_text()
     panel.get_by_role("button", name="fork at version").click()
     result.get_by_text("forked as").wait_for()
+    # and the fork's id is a word of its own before what it is ("...-f4-a1b2c3 (from version 4; ...")
+    assert re.search(r"forked as \S+ \(from version \d+;", result.inner_text()), result.inner_text()
     result.get_by_role("link").click()
     page.get_by_text(f"sandbox fork of {room}").wait_for()
     page.screenshot(path=shots / "13-fork.png", full_page=True)

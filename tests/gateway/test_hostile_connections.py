@@ -7,6 +7,9 @@
   is closed after ALMANAC_HTTP_READ_TIMEOUT_MS, and so is one gone silent after a request answered before
   its body ended; a keep-alive client that keeps asking is not, nor is a live feed (a WebSocket). With its
   files held by silent sockets, a gateway served no one: it now serves again once the timeout has closed them.
+- A live feed takes no message from its client (control frames aside): a message over a few KB closes it 1009.
+  uvicorn took messages of up to 16 MB, inflated from permessage-deflate: 12 feeds each sending two 15 MB
+  messages of zeros (about 15 KB each on the wire) took a gateway from 210 to 390 MB, kept after they closed.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import httpx
 import msgspec
 import pytest
 from gateway_stack import Stack
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 READ_TIMEOUT_MS = 500
 MAX_HEAD_BYTES = 16_384
@@ -199,3 +204,23 @@ def test_a_live_feed_is_not_held_to_the_read_timeout(gateway: str) -> None:
             assert played.status_code == 200, played.text
             frame = connection.recv(65_536)
             assert frame[:1] == b"\x81" and b'"version":%d' % (version + 1) in frame, frame[:200]  # a text frame
+
+
+def test_a_live_feed_client_sending_a_large_message_is_closed_before_the_gateway_inflates_it(gateway: str) -> None:
+    # Given a live feed open on a room, its client compressing what it sends (permessage-deflate)
+    with httpx.Client(base_url=gateway, timeout=10) as http:
+        created = http.post("/rooms", json={"ruleset": "board", "player": "ann"}).json()
+    room, token = created["room"], created["token"]
+    url = gateway.replace("http://", "ws://") + f"/rooms/{room}/live?from_version=1&token={token}"
+    with connect(url, compression="deflate", max_size=None, open_timeout=10) as feed:
+        feed.recv(timeout=10)  # the room's first event: the feed is served
+        # When the client sends one 4 MB message of zeros (a few KB on the wire)
+        with contextlib.suppress(ConnectionClosed):
+            feed.send(bytes(4 * 1024 * 1024))
+        # Then the gateway closes the feed as "message too big" (1009), never holding the inflated message
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                feed.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009, closed.value
+    # and the gateway serves others as before
+    assert httpx.get(f"{gateway}/health", timeout=5).status_code == 200

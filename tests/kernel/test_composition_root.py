@@ -1,4 +1,5 @@
-"""One composition root: no process builds its own Redis client, key names or store; services/bootstrap.py does."""
+"""One composition root: no process builds its own settings, Redis client, key names, store or room loader; services/bootstrap.py
+does."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # the shard count, prefix and client options the story needs (a second Keys, a raw client to forge or pause).
 SCANNED = ("services", "projections", "bench", "client", "examples", "games", "events")
 THE_ROOT = "services/bootstrap.py"
-# What only the root builds: key names, stores, clients (from a URL, or by hand).
-BUILT_BY_THE_ROOT = {"Keys", "RedisEventStore", "ArchivingStore", "Redis", "StrictRedis", "RedisCluster"}
+# What only the root builds: settings (from an environment, or by hand), key names, stores, clients (from a URL, or
+# by hand).
+BUILT_BY_THE_ROOT = {"load_settings", "Settings", "Keys", "RedisEventStore", "ArchivingStore", "RoomLoader", "Redis",
+                     "StrictRedis", "RedisCluster"}
 # ``X.from_url(...)`` builds a client (or its pool) when X is a Redis client or pool class.
 REDIS_CALLEE = re.compile(r"redis|cluster|pool", re.IGNORECASE)
 
@@ -28,16 +31,26 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
                                                           "down the server it started: no process runs on that client"),
     "services/gateway/outcomes.py": ({"Redis"}, "a plain client on one Cluster node, made from the gateway's "
                                                 "Cluster client's own connection settings (the root's)"),
+    "services/room_service.py": ({"RoomLoader"}, "the part's default when its caller hands no loader (`almanac sim`, "
+                                               "tests); the engine hands its runtime's"),
+    "services/clock.py": ({"RoomLoader"}, "as services/room_service.py: the engine's housekeeping hands its runtime's"),
+    "services/forensics/verify.py": ({"RoomLoader"}, "a loader caching nothing on the store being verified (an export "
+                                                     "file, a copy shown as its origin), never the process's own"),
+    "bench/lifecycle.py": ({"RoomLoader"}, "a loader caching nothing on the benchmark's own tool_store (no runtime)"),
     "services/engine/shard_engine.py": ({"RedisEventStore"}, "the part's default when its caller hands no store; "
                                                              "every engine process hands the root's"),
-    "projections/projector.py": ({"RedisEventStore"}, "projections/ may not import services/ (test_layering): "
+    "projections/projector.py": ({"RedisEventStore", "RoomLoader"}, "projections/ may not import services/ (test_layering): "
                                                       "the part's default when its caller hands no store; the "
                                                       "projector process hands the root's"),
-    "projections/rebuild.py": ({"RedisEventStore"}, "as projections/projector.py: the CLI hands the root's store"),
+    "projections/rebuild.py": ({"RedisEventStore", "RoomLoader"}, "as projections/projector.py: the CLI hands the "
+                                                                   "root's store; a fork's base is read on it"),
     "projections/read.py": ({"Keys"}, "as projections/projector.py: the gateway and the CLI hand the root's keys"),
     "bench/faststream.py": ({"from_url"}, "its baseline is redis-py as it comes, as FastStream's broker "
                                                    "builds it (the module says so)"),
     "bench/store.py": ({"from_url"}, "its baseline is redis-py as it comes, against the root's client"),
+    "bench/e2e.py": ({"load_settings"}, "reads the settings its stack's processes will read (shard count, in-flight "
+                                        "bound): bootstrap.settings() is the same call; left while bench/e2e.py was "
+                                        "being rewritten elsewhere (issue 29 audit)"),
 }
 
 
@@ -87,5 +100,7 @@ def test_the_scan_sees_a_process_that_builds_its_own(tmp_path):
                      "keys = Keys(16)\n"
                      "store = ArchivingStore(client, None, 16)\n"
                      "plain = aioredis.Redis(host='x')\n"
-                     "blob = obstore.store.from_url('file:///tmp')\n")
-    assert [what for _, what in constructions(probe)] == ["from_url", "Keys", "ArchivingStore", "Redis"]
+                     "blob = obstore.store.from_url('file:///tmp')\n"
+                     "own = load_settings({}, shard_count=4)\n")
+    assert [what for _, what in constructions(probe)] == ["from_url", "Keys", "ArchivingStore", "Redis",
+                                                          "load_settings"]

@@ -13,7 +13,7 @@ from bot_gateway import bots_for, served_gateway
 from engine_test_support import KEYS, EngineProcess, send
 from waiting import wait_for
 
-from almanac.services.bots import DELAY_MARGIN_MS, MAX_DELAY_MS, add_bot, delay_key, set_delay
+from almanac.services.bots import DELAY_MARGIN_MS, MAX_DELAY_MS, add_bot, set_delay
 from almanac.storage.redis_store import RedisEventStore
 
 DELAY_MS = 600
@@ -74,7 +74,7 @@ async def test_a_delay_is_bounded_and_zero_clears_it(redis_client: aioredis.Redi
     await set_delay(redis_client, KEYS, "bounded-room", 1_000)
     with pytest.raises(ValueError, match="bot delay"):
         await set_delay(redis_client, KEYS, "bounded-room", MAX_DELAY_MS + 1)
-    key = delay_key(KEYS, KEYS.shard("bounded-room"))
+    key = KEYS.bot_delays(KEYS.shard("bounded-room"))
     assert int(await redis_client.hget(key, "bounded-room")) == 1_000
     # and 0 clears it (no key kept for a room with no delay)
     await set_delay(redis_client, KEYS, "bounded-room", 0)

@@ -15,7 +15,6 @@ from almanac.services.bots import (
     SeatRefused,
     add_bot,
     bot_seats,
-    bots_key,
     bound_count,
     remove_bot,
     reserve_seats,
@@ -70,7 +69,7 @@ async def test_a_removal_between_the_syncs_two_reads_never_hands_the_seat_back_t
     assert await played(redis_client) == [("handed", "bob")]
     # When the operator removes it, and its removal is paused once the seat has left its shard's hash (before its
     # place in the bound is given back)
-    remover = Paused(redis_client, "hdel", bots_key(KEYS, KEYS.shard("handed")), after=True)
+    remover = Paused(redis_client, "hdel", KEYS.bots(KEYS.shard("handed")), after=True)
     removal = asyncio.create_task(remove_bot(remover, KEYS, "handed", "bob"))
     await asyncio.wait_for(remover.reached.wait(), 10)
     # and a bots round matches the bound to the shards meanwhile: it reads the shards without the seat, and the
@@ -137,7 +136,7 @@ async def test_a_removal_while_a_recorded_create_is_settled_never_hands_the_seat
     assert (await RoomService(store).handle(create)).accepted
     # When a bots round settles it (it read the seat awaiting the create) and is paused before it writes the seat to
     # its shard's hash
-    settler = Paused(redis_client, "hsetnx", bots_key(KEYS, KEYS.shard("settled")), after=False)
+    settler = Paused(redis_client, "hsetnx", KEYS.bots(KEYS.shard("settled")), after=False)
     settling = asyncio.create_task(settle_pending(settler, store, KEYS, NOW + 1))
     await asyncio.wait_for(settler.reached.wait(), 10)
     # and the operator removes the seat meanwhile, before the round goes on
@@ -157,7 +156,7 @@ async def test_a_removed_seat_a_stalled_writer_put_back_is_taken_out_by_the_next
     assert await remove_bot(redis_client, KEYS, "stalled", "bob")
     # and a writer that read the seat before the removal writes it back to its shard's hash, and stalls before it
     # looks at the removal's mark
-    await redis_client.hset(bots_key(KEYS, KEYS.shard("stalled")), "stalled\x1fbob",
+    await redis_client.hset(KEYS.bots(KEYS.shard("stalled")), "stalled\x1fbob",
                             json.dumps({"room": "stalled", "seat": "bob", "added_ms": NOW}))
     # When the next bots round matches the bound to the shards
     await sync_bound(redis_client, KEYS, now_ms=NOW + 1)

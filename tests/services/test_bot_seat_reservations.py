@@ -16,9 +16,7 @@ from almanac.services.bots import (
     SeatRefused,
     bot_seats,
     bound_count,
-    delay_key,
     hand_over,
-    pending_key,
     release_seats,
     remove_bot,
     reserve_seats,
@@ -27,7 +25,7 @@ from almanac.services.bots import (
 from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings
-from almanac.storage.keys import bot_seats_key
+from almanac.storage.keys import bot_pending_key, bot_seats_key
 from almanac.storage.redis_store import RedisEventStore
 
 NOW = 5_000_000
@@ -74,7 +72,7 @@ async def test_a_seat_taken_for_a_create_answered_202_is_given_back_as_soon_as_t
     # Then the bots' next round gives the seat back at once (not after the 10-minute grace), and another fits
     await next_bots_round(redis_client, store)
     assert await bound_count(redis_client, KEYS) == 0
-    assert await redis_client.hlen(pending_key(KEYS)) == 0
+    assert await redis_client.hlen(bot_pending_key(KEYS.prefix)) == 0
     assert await seat_fits(redis_client, "elsewhere")
 
 
@@ -89,7 +87,7 @@ async def test_a_seat_taken_for_a_create_answered_202_is_played_once_the_create_
     # Then the bots' next round hands bob's seat to a bot (written to its shard's hash), still counted once
     await next_bots_round(redis_client, store)
     assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("quiet", "bob")]
-    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(pending_key(KEYS)) == 0
+    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(bot_pending_key(KEYS.prefix)) == 0
 
 
 async def test_a_create_answered_202_sets_its_bot_delay_when_its_seats_are_played(
@@ -99,7 +97,7 @@ async def test_a_create_answered_202_sets_its_bot_delay_when_its_seats_are_playe
     later = create("patient", "alice", "c1")
     await reserve_seats(redis_client, KEYS, [("patient", "bob")], NOW, max_seats=1, command=later.command_id,
                         delay_ms=700)
-    undecided = delay_key(KEYS, KEYS.shard("patient"))
+    undecided = KEYS.bot_delays(KEYS.shard("patient"))
     await next_bots_round(redis_client, store)
     assert await redis_client.hget(undecided, "patient") is None  # no room yet: no delay kept for it
     # When the engine records it, then the bots' next round keeps the room's delay along with bob's seat
@@ -119,7 +117,7 @@ async def test_a_seat_taken_for_a_command_that_never_reached_a_room_is_given_bac
     await next_bots_round(redis_client, store, NOW + RESERVATION_GRACE_MS - 1)
     assert await bound_count(redis_client, KEYS) == 1
     await next_bots_round(redis_client, store, NOW + RESERVATION_GRACE_MS)
-    assert await bound_count(redis_client, KEYS) == 0 and await redis_client.hlen(pending_key(KEYS)) == 0
+    assert await bound_count(redis_client, KEYS) == 0 and await redis_client.hlen(bot_pending_key(KEYS.prefix)) == 0
 
 
 async def test_a_seat_taken_for_a_command_decided_long_after_its_gateway_stopped_waiting_is_still_there(
@@ -135,12 +133,12 @@ async def test_a_seat_taken_for_a_command_decided_long_after_its_gateway_stopped
     assert waited < RESERVATION_GRACE_MS
     await next_bots_round(redis_client, store, NOW + waited)
     # Then the seat is still taken for the command
-    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(pending_key(KEYS)) == 1
+    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(bot_pending_key(KEYS.prefix)) == 1
     # and once the engine records the create, the bots play it, counted once
     assert (await RoomService(store).handle(late)).accepted
     await next_bots_round(redis_client, store, NOW + waited + 1)
     assert await bot_seats(redis_client, KEYS, range(KEYS.shard_count)) == [("backlog", "bob")]
-    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(pending_key(KEYS)) == 0
+    assert await bound_count(redis_client, KEYS) == 1 and await redis_client.hlen(bot_pending_key(KEYS.prefix)) == 0
 
 
 def room_whose_log_hands_bob_over(created_at_ms: int):

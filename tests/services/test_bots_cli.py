@@ -67,7 +67,7 @@ async def test_the_operator_is_refused_a_held_seat_and_a_seat_past_the_bound_and
 
 
 async def test_the_operator_sets_a_rooms_bot_delay_within_its_bound(redis_client: aioredis.Redis, redis_url: str) -> None:
-    from almanac.services.bots import MAX_DELAY_MS, delay_key  # noqa: PLC0415
+    from almanac.services.bots import MAX_DELAY_MS  # noqa: PLC0415
 
     await realm_with_an_empty_seat(redis_client, "slow-realm")
     env = {"REDIS_URL": redis_url, "COLUMNS": "200"}
@@ -82,4 +82,4 @@ async def test_the_operator_sets_a_rooms_bot_delay_within_its_bound(redis_client
                                                            "1500"], env=env)
     # Then the seat is a bot seat and the room's bots wait 1.5 s after each move
     assert granted.exit_code == 0 and "wait 1500 ms" in granted.output, granted.output
-    assert int(await redis_client.hget(delay_key(KEYS, KEYS.shard("slow-realm")), "slow-realm")) == 1500
+    assert int(await redis_client.hget(KEYS.bot_delays(KEYS.shard("slow-realm")), "slow-realm")) == 1500

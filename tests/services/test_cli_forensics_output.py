@@ -55,6 +55,8 @@ async def test_a_board_diff_names_each_changed_cell_with_both_values_not_the_who
     compared = await ainvoke(redis_url, "diff", board_room, "board-what-if", "--at", "4", "--at-b", "1")
     rows = table_rows(compared.stdout)
     assert rows["state.board[8][5]"] == ['"farm"', '""'] and "state.board" not in rows, compared.stdout
+    # The fork seats nobody: its side of the parent's seat is absent, as `state --diff` prints it, never a null seat
+    assert rows["room.players[0]"] == ['"bea"', "(absent)"], compared.stdout
     differences = json.loads((await ainvoke(redis_url, "diff", board_room, "board-what-if", "--at", "4",
                                             "--at-b", "1", "--json")).stdout)["differences"]
     assert {"path": "state.board[8][5]", "a": "farm", "b": ""} in differences

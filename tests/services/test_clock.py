@@ -12,7 +12,7 @@ from engine_test_support import KEYS, EngineProcess, send, wait_for
 from almanac.events import codec
 from almanac.events.step import decode_record
 from almanac.services import clock as clock_module
-from almanac.services.bots import bot_seats, bots_key
+from almanac.services.bots import bot_seats
 from almanac.services.clock import Clock, deadline_command_id
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.redis_store import RedisEventStore
@@ -278,13 +278,13 @@ async def test_a_clock_remembers_a_bounded_number_of_handed_seats_and_forgetting
     def seats_written(entries: dict) -> dict:  # each write stamps its own token ("w": bots._write_shard_seat)
         return {member: {k: v for k, v in json.loads(value).items() if k != "w"} for member, value in entries.items()}
 
-    written = seats_written(await redis_client.hgetall(bots_key(KEYS, KEYS.shard("handed-a"))))
+    written = seats_written(await redis_client.hgetall(KEYS.bots(KEYS.shard("handed-a"))))
     assert (await service.handle(record("handed-a-end", "alice", {"kind": "end_turn"}, "handed-a",
                                         START_MS + 3))).accepted
     await clock.tick([KEYS.shard("handed-a")])
     assert ("handed-a", "bob") in clock._handed
     # which changes nothing: the bot seats are as they were
-    assert seats_written(await redis_client.hgetall(bots_key(KEYS, KEYS.shard("handed-a")))) == written
+    assert seats_written(await redis_client.hgetall(KEYS.bots(KEYS.shard("handed-a")))) == written
     assert set(await bot_seats(redis_client, KEYS, range(16))) == {(room, "bob") for room in rooms}
 
 

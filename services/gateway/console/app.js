@@ -629,12 +629,12 @@ function Forensics({ room, token, version, onJump }) {
     <div data-testid="forensics-result">
       ${result && result.kind === "explain" ? html`<p>${result.data.path} = ${JSON.stringify(result.data.value)} at version ${result.data.at};
           changed ${result.data.changes.length} time(s):</p>
-        <ul>${result.data.changes.map((c) => html`<li><button type="button" class="link" onClick=${() => onJump(c.version)}>v${c.version}</button>
+        <ul>${result.data.changes.map((c) => html`<li><button type="button" class="link" onClick=${() => onJump(c.version)}>v${c.version}</button>${" "}
           ${c.summary}: <span class="old">${JSON.stringify(c.before)}</span> → <span class="new">${JSON.stringify(c.after)}</span></li>`)}</ul>` : ""}
       ${result && result.kind === "bisect" ? html`<p>${result.data.version ? html`first holds at${" "}
           <button type="button" class="link" onClick=${() => onJump(result.data.version)}>version ${result.data.version}</button>` : "never holds"}
           <span class="muted"> ${result.data.note}</span></p>` : ""}
-      ${result && result.kind === "fork" ? html`<p>forked as <a href=${`#/room/${enc(result.data.room)}`}>${result.data.room}</a>
+      ${result && result.kind === "fork" ? html`<p>forked as <a href=${`#/room/${enc(result.data.room)}`}>${result.data.room}</a>${" "}
           (from version ${result.data.at}; its own dice; off leaderboards)</p>` : ""}
       ${result && result.kind === "bundle" ? html`<p>saved ${result.data.file}: ${result.data.events} events; check it with${" "}
           <code>almanac verify-bundle</code></p>` : ""}
