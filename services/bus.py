@@ -27,25 +27,28 @@ from almanac.events import codec
 from almanac.services.room_service import CommandRecord, Outcome
 from almanac.storage.base import CommandLimited, Counted
 from almanac.storage.keys import Keys, outcome_channel, reply_channel
-from almanac.storage.redis_store import _DEDUPE_LUA
+from almanac.storage.redis_store import ids_field
 
 COMMAND_FIELD = "__data__"
 REPLY_FIELD = "reply"
 MAX_REPLY_CHANNEL = 200
 _OUTCOME_DECODER = msgspec.msgpack.Decoder(Outcome)
 
-# KEYS: the shard command stream, the counter, and (optional) the command's outcome record and its room's id index.
-# ARGV: the limit, the window (ms), the record (none: count only), the reply channel.
+# KEYS: the shard command stream, the counter, and (to look the command up) its outcome record and its room's id
+# index. ARGV: the limit, the window (ms), the command's field in the id index ('': no lookup), the record (none:
+# count only), the reply channel.
 # A fixed window, as the `limits` library counts (the window starts with its first hit); every request is
 # counted, refused or not, so a client that keeps sending past its limit stays refused until the window ends.
 # Except the resend of a command already decided (its outcome stored under its id, the store's dedupe: same seat,
 # same id): answered {2, stored outcome}, neither counted nor appended. Its answer is that outcome whatever the
 # window, and a resend whose answer was lost must not use up the window (nor be refused 429 for a command that was
 # accepted). Only a decided id is free: an id in flight, refused 429 or another seat's has no outcome under this
-# key, so it is counted as any new command; the lookup rides on this script, no round trip of its own.
-SUBMIT_COUNTED = _DEDUPE_LUA + """
-if KEYS[3] then
-  local found = decided(KEYS[3], KEYS[4])
+# key, so it is counted as any new command. The lookup rides on this script (no round trip of its own), as the
+# engine's write looks it up (storage.redis_store._DEDUPE_LUA), but with the id index's field computed by the
+# caller: the SHA-1 and its hex-to-bytes step in Lua cost Redis about 9 us per submit, the lookup itself 2-3.
+SUBMIT_COUNTED = """
+if ARGV[3] ~= '' then
+  local found = redis.call('GET', KEYS[3]) or redis.call('HGET', KEYS[4], ARGV[3])
   if found then return {2, found} end
 end
 local count = redis.call('INCR', KEYS[2])
@@ -55,9 +58,9 @@ if count > tonumber(ARGV[1]) then
   if ttl < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[2]); ttl = tonumber(ARGV[2]) end
   return {0, ttl}
 end
-if ARGV[3] == nil then return {1, ''} end
-if ARGV[4] == nil then return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[3])} end
-return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[3], 'reply', ARGV[4])}
+if ARGV[4] == nil then return {1, ''} end
+if ARGV[5] == nil then return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[4])} end
+return {1, redis.call('XADD', KEYS[1], '*', '__data__', ARGV[4], 'reply', ARGV[5])}
 """
 _SUBMIT_COUNTED_SHA = hashlib.sha1(SUBMIT_COUNTED.encode()).hexdigest()
 
@@ -135,7 +138,7 @@ async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit,
     """Count a request against ``limit`` without submitting anything (a request refused before its submit
     still uses up its client's limit); ``RateLimited`` when the window was already used up. With its
     ``command_id`` (the engine's), a command decided already is not counted: False."""
-    dedupe = [] if command_id is None else _dedupe_keys(keys, room, command_id)
+    dedupe = None if command_id is None else _dedupe_keys(keys, room, command_id)
     try:
         await _counted(call or client.execute_command, keys.command_stream(keys.shard(room)), limit, dedupe)
     except AlreadyDecided:
@@ -143,16 +146,18 @@ async def count(client: aioredis.Redis, keys: Keys, room: str, limit: RateLimit,
     return True
 
 
-def _dedupe_keys(keys: Keys, room: str, command_id: str) -> list[str]:
-    """Where the store keeps a command's outcome (its record, its room's id index): in the room's shard, as the
-    stream and the counter, so SUBMIT_COUNTED reads them in its one slot."""
-    return [keys.command_outcome(room, command_id), keys.command_ids(room)]
+def _dedupe_keys(keys: Keys, room: str, command_id: str) -> tuple[list[str], bytes]:
+    """Where the store keeps a command's outcome (its record, its room's id index) and its field in that index: in
+    the room's shard, as the stream and the counter, so SUBMIT_COUNTED reads them in its one slot."""
+    record = keys.command_outcome(room, command_id)
+    return [record, keys.command_ids(room)], ids_field(record)
 
 
-async def _counted(call: Call, stream: str, limit: RateLimit, dedupe: list[str], data: bytes | None = None,
-                   reply: str | None = None) -> bytes:
-    script_keys = [stream, limit.key, *dedupe]
-    args = [limit.amount, limit.window_ms] + ([] if data is None else [data])
+async def _counted(call: Call, stream: str, limit: RateLimit, dedupe: tuple[list[str], bytes] | None,
+                   data: bytes | None = None, reply: str | None = None) -> bytes:
+    lookup, field = dedupe if dedupe is not None else ([], b"")
+    script_keys = [stream, limit.key, *lookup]
+    args = [limit.amount, limit.window_ms, field] + ([] if data is None else [data])
     if data is not None and reply is not None:
         args.append(reply)
     try:
