@@ -681,6 +681,10 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     if claims.role == ROLE_PLAYER:  # a seat of this room: counted in its shard, by the submit (ratelimit.py)
         known = gw.rate_limits.known_refusal(room, claims.player)  # a window seen used up
         if known is not None:
+            # As for a command (``_admitted_command``): a resend of a decided end gets its stored outcome, not 429.
+            stored = await _resent_end(gw, room, claims.player, await request.body())
+            if stored is not None:
+                return stored
             raise known
         limit = gw.rate_limits.seat_limit(room, claims.player)
     else:  # an auditor's token is valid in every room: its counter is not in any one room's shard
@@ -794,6 +798,21 @@ async def _resent_outcome(gw: Gateway, room: str, token: str | None, raw_body: b
         return None
     stored = await gw.decided(room, internal_command_id(room, claims.player, client_id))
     return None if stored is None else await _replayed(gw, room, claims.player, client_id, stored)
+
+
+async def _resent_end(gw: Gateway, room: str, player: str, raw_body: bytes) -> Response | None:
+    """The stored outcome's answer when an end request names a command id that is decided (``Gateway.decided``:
+    one bounded read); None otherwise, without a read when its body names none."""
+    if not may_resend(raw_body, False):
+        return None
+    try:
+        client_id = decode_body(raw_body, EndRoomRequest).command_id
+    except ApiError:
+        return None  # answered as any other request refused: 429
+    if client_id is None:
+        return None
+    stored = await gw.decided(room, internal_command_id(room, player, client_id))
+    return None if stored is None else await _replayed(gw, room, player, client_id, stored)
 
 
 async def _decided_resend(gw: Gateway, room: str, player: str, client_id: str | None) -> bool:

@@ -8,6 +8,7 @@ the command stream to an engine process):
   outcomes (200, the same version and events, ``duplicate``), not 429; a new command id is refused 429 as before;
 - resends do not use up the window: after three commands and their three resends, three new commands are served;
 - a resend with another body gets the first outcome, the idempotency rule of every command id;
+- a resent end (POST /rooms/{room}/end naming its command id) likewise gets its stored outcome;
 - no free pass: another seat's decided id, and an id refused 429 (never decided), are counted and refused as new.
 """
 
@@ -168,3 +169,18 @@ def test_no_free_pass_for_another_seats_id_or_an_id_that_was_never_decided(gatew
         assert other.status_code == 403, other.text  # her token is not a seat of bob's room
         assert http.get(f"/rooms/{room}/commands/refused", headers=ann).status_code == 404
         assert http.get(f"/rooms/{room}/commands/shared", headers=ann).status_code == 404
+
+
+def test_a_resent_end_past_the_limit_is_answered_its_stored_outcome(gateway):
+    with httpx.Client(base_url=gateway, timeout=20) as http:
+        # Given a seat that ended its room as the last request of its window (its end named its command id), and
+        # whose next command was refused 429 (the gateway knows the window used up)...
+        room, headers = seat(http)
+        for index in range(LIMIT - 1):
+            assert send(http, room, headers, MOVES[index], f"move-{index}").status_code == 200
+        ended = http.post(f"/rooms/{room}/end", json={"command_id": "end-1"}, headers=headers)
+        assert ended.status_code == 200, ended.text
+        assert_limited(send(http, room, headers, MOVES[LIMIT - 1], "move-new"))
+        # ...when it resends its end, then it is answered the end's stored outcome, not 429; a new end is refused.
+        same_outcome(ended, http.post(f"/rooms/{room}/end", json={"command_id": "end-1"}, headers=headers))
+        assert_limited(http.post(f"/rooms/{room}/end", json={"command_id": "end-2"}, headers=headers))
