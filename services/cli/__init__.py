@@ -40,12 +40,12 @@ _COMMAND_MODULES = (
     "almanac.services.cli.key_commands",     # keys, checkpoints
     "almanac.services.cli.projection_commands",  # projector, projections rebuild
     "almanac.services.cli.archive_commands",  # archive, archiver
-    "almanac.services.cli.gateway",          # gateway, up, demo
+    "almanac.services.cli.gateway_commands",  # gateway, up, demo, token
     "almanac.services.cli.notifier_commands",  # notifier (webhooks)
     "almanac.services.cli.bot_commands",     # bots (seats played by bots)
     "almanac.services.cli.seat_bot_command",  # bot (your own seat, played through the public API)
     "almanac.services.cli.documents",        # openapi, asyncapi
-    "almanac.services.cli.bench",            # bench store | engine | rules NAME | e2e
+    "almanac.services.cli.bench_commands",   # bench store | engine | rules NAME | e2e
 )
 
 

@@ -20,8 +20,6 @@ CONVENTIONS = {
     "errors.py": "a package's own exception types (events, the gateway's API errors, forensics' answers)",
     "metrics.py": "a process's own figures (the gateway's Prometheus registry, the engine's counters)",
     "signing.py": "the kernel's check of a player's signature and the client's signer of the same bytes",
-    "gateway.py": "services/cli/gateway.py (`almanac gateway`, `up`, `demo`) is to become gateway_commands.py once "
-                  "the deployment-shape work on it has landed (issue 29 audit); the gateway's own is gateway/gateway.py",
 }
 
 
