@@ -24,7 +24,7 @@ from almanac.bench.common import output_console
 from almanac.bench.peer import PeerUnavailable, peer_figures
 from almanac.client import ApiError
 from almanac.client.aio import AsyncClient
-from almanac.client.lean import CommandSender
+from almanac.client.command_sender import CommandSender
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.services import bootstrap
