@@ -48,9 +48,6 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "bench/faststream.py": ({"from_url"}, "its baseline is redis-py as it comes, as FastStream's broker "
                                                    "builds it (the module says so)"),
     "bench/store.py": ({"from_url"}, "its baseline is redis-py as it comes, against the root's client"),
-    "bench/e2e.py": ({"load_settings"}, "reads the settings its stack's processes will read (shard count, in-flight "
-                                        "bound): bootstrap.settings() is the same call; left while bench/e2e.py was "
-                                        "being rewritten elsewhere (issue 29 audit)"),
 }
 
 
