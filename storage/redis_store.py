@@ -370,6 +370,7 @@ class RedisEventStore:
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self._unreplicated: set[str] = set()  # Cluster nodes whose last WAIT was not confirmed
+        self._replicated: set[str] = set()  # Cluster nodes whose last WAIT was confirmed
         # ``keys``: the process's one set (services.bootstrap), for this shard count and prefix
         self.keys = keys or Keys(shard_count, prefix)
         self.shard_count = self.keys.shard_count
@@ -691,11 +692,13 @@ class RedisEventStore:
                 replies[index] = error
                 continue
             by_node.setdefault(node.name, (node, []))[1].append(index)
-        for name in [name for name in by_node if name in self._unreplicated]:
-            # Its last WAIT failed: while it has no replica online, WAIT could only fail again, after its
-            # timeout, and the caller would wait that long for every retry. Refused at once, nothing written.
-            node, indexes = by_node[name]
-            refused = await self._without_replica(node)
+        # A node whose last WAIT failed, or on which none was ever confirmed (a replica just promoted): while it
+        # has no replica online, WAIT could only fail, after its full timeout, and every node's part of the batch
+        # (every shard's commands) would wait that long with it. Refused at once, nothing written.
+        doubtful = [name for name in by_node if self._in_doubt(name)]
+        checked = await asyncio.gather(*(self._without_replica(by_node[name][0]) for name in doubtful))
+        for name, refused in zip(doubtful, checked, strict=True):
+            indexes = by_node[name][1]
             if refused is not None:
                 for index in indexes:
                     replies[index] = refused
@@ -721,10 +724,7 @@ class RedisEventStore:
             if any(isinstance(reply, NoScriptError) for reply in part):
                 reload.append(node)
             unconfirmed = self._unconfirmed(confirmed)
-            if unconfirmed is None:
-                self._unreplicated.discard(node.name)
-            else:
-                self._unreplicated.add(node.name)
+            self._confirmed(node.name, unconfirmed is None)
             if unconfirmed is None:
                 unconfirmed = await self._confirm_dups(node, [calls[i][1][0] for i in indexes], part)
             for index, reply in zip(indexes, part, strict=True):
@@ -743,8 +743,25 @@ class RedisEventStore:
         if not self.wait_replicas or isinstance(self.client, aioredis.Redis):
             return
         node = self.client.get_node_from_key(key)
-        if node.name in self._unreplicated and (refused := await self._without_replica(node)) is not None:
+        if self._in_doubt(node.name) and (refused := await self._without_replica(node)) is not None:
             raise refused
+
+    def _in_doubt(self, name: str) -> bool:
+        """Whether a write to Cluster node ``name`` is checked for a replica online before it is sent: its last
+        WAIT failed, or this store never had one confirmed there. A replica promoted in a failover is such a
+        node, and has no replica of its own until one rejoins it: its first WAIT used to sit out the full
+        timeout (1 s) in a batch every shard's commands wait for (the other shards' stall after a primary's
+        kill grew by that second)."""
+        return name in self._unreplicated or name not in self._replicated
+
+    def _confirmed(self, name: str, confirmed: bool) -> None:
+        """Note whether node ``name``'s last WAIT was confirmed."""
+        if confirmed:
+            self._unreplicated.discard(name)
+            self._replicated.add(name)
+        else:
+            self._unreplicated.add(name)
+            self._replicated.discard(name)
 
     async def _without_replica(self, node: object) -> Exception | None:
         """None when ``node`` has ``wait_replicas`` replicas online (INFO replication), else the error its
@@ -826,17 +843,14 @@ class RedisEventStore:
             # online is refused at once, and one whose last WAIT failed gets a short WAIT, so that a read of a
             # node without a replica never holds its caller (an engine serving every shard) for the full timeout.
             node = self.client.get_node_from_key(key)
-            if node.name in self._unreplicated and (refused := await self._without_replica(node)) is not None:
+            if self._in_doubt(node.name) and (refused := await self._without_replica(node)) is not None:
                 raise refused
             timeout_ms = SHORT_WAIT_MS if node.name in self._unreplicated else self.wait_timeout_ms
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.execute_command("SET", key, 1, target_nodes=node)
                 pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
                 first, confirmed = await pipe.execute(raise_on_error=False, allow_redirections=False)
-            if self._unconfirmed(first if isinstance(first, Exception) else confirmed) is None:
-                self._unreplicated.discard(node.name)
-            else:
-                self._unreplicated.add(node.name)
+            self._confirmed(node.name, self._unconfirmed(first if isinstance(first, Exception) else confirmed) is None)
         unconfirmed = self._unconfirmed(first if isinstance(first, Exception) else confirmed)
         if unconfirmed is not None:
             raise unconfirmed
