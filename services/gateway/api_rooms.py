@@ -19,7 +19,7 @@ from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom, check_bot_policy, convert_options
 from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
-from almanac.projections.read import BadCursor
+from almanac.projections.read_model_queries import BadCursor
 from almanac.services import bots
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
@@ -416,7 +416,7 @@ PageCursor = Query(None, pattern=PAGE_CURSOR_PATTERN, description="where the pag
 
 async def rooms_page(request: Request, ruleset: str | None, limit: int, cursor: str | None) -> tuple[list[dict],
                                                                                                    str | None]:
-    """A page of the listing (projections.read.ReadModels.rooms_page); 422 ``bad_cursor`` for a cursor it never
+    """A page of the listing (projections.read_model_queries.ReadModels.rooms_page); 422 ``bad_cursor`` for a cursor it never
     handed out."""
     try:
         return await gateway(request).read_models.rooms_page(ruleset, limit, cursor)

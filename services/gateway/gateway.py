@@ -18,7 +18,7 @@ from starlette.requests import HTTPConnection
 
 from almanac.events.envelope import Envelope
 from almanac.events.shown import Shown
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
 from almanac.services.bus import (  # noqa: F401 - re-exported
