@@ -18,17 +18,18 @@ import msgspec
 import uvloop
 from rich.table import Table
 
+from almanac.bench import cores as cpu_cores
 from almanac.bench.bare_http import BareServer
 from almanac.bench.common import output_console
 from almanac.bench.peer import PeerUnavailable, peer_figures
 from almanac.client import ApiError
 from almanac.client.aio import AsyncClient
-from almanac.client.lean import CommandSender
+from almanac.client.command_sender import CommandSender
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.settings import Settings, load_settings
+from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack
 from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
@@ -212,7 +213,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     """
     windowed = phases is not None
     phases = phases or [("open", 1.0, seconds)]
-    shard_count = load_settings().shard_count
+    shard_count = bootstrap.settings().shard_count  # the stack's processes read the same environment
 
     def owner(room: str) -> int | None:
         return shard_of(room, shard_count) % len(urls) if route_by_shard else None
@@ -422,7 +423,7 @@ def _quantile(samples: list[float], q: float) -> float:
 def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: int = 0,
          gateways: int = 1, route_by_shard: bool = False,
          out_of_step: bool = False, peer: bool = False, overload: float = 0.0,
-         deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
+         deadline_ms: int = DEADLINE_MS, pin: bool | None = None) -> dict[str, Any]:
     """Start the stack (unless ``url`` names a running gateway), offer ``rate`` commands/s for ``seconds``, print.
 
     ``gateways`` > 1 starts that many gateway processes; ``engines`` 0 (the product's shape): the gateways decide
@@ -433,14 +434,15 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     ``peer``: then offer the same schedule to boardgame.io's server and print the two side by side (peer.py);
     ``overload``: then, on the same stack, offer that many times what the first load achieved (its capacity, when
     ``rate`` is at or past it) in windows interleaved with capacity windows, and print the goodput (accepted within
-    ``deadline_ms``) against the capacity measured on either side of each (``_with_overload``).
+    ``deadline_ms``) against the capacity measured on either side of each (``_with_overload``);
+    ``pin``: a stack of its own and the load generator on disjoint CPUs (``cores.split``), where there are two or more;
+    None: with ``overload`` (the generator offers several times the capacity there, and would take its CPU from the
+    stack in the overload windows only), not without (the figures kept since before pinning compare).
     """
-    from almanac.services.bootstrap import running_stack  # noqa: PLC0415
-
-    settings = load_settings()
+    settings = bootstrap.settings()
     running = None
     if url is None:
-        running = running_stack(settings.data_dir)
+        running = bootstrap.running_stack(settings.data_dir)
         url = running["url"] if running else None
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
@@ -449,7 +451,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
                                  deadline_ms)
     else:
         figures = _run_on_own_stack(settings, rate, seconds, engines, gateways, route_by_shard, out_of_step, overload,
-                                    deadline_ms)
+                                    deadline_ms, bool(overload) if pin is None else pin)
     if peer:  # after our stack has stopped: the peer gets the machine as our stack had it
         offer_peer(figures, rate, seconds)
     return figures
@@ -457,7 +459,7 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
 
 def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int, gateways: int,
                       route_by_shard: bool, out_of_step: bool, overload: float = 0.0,
-                      deadline_ms: int = DEADLINE_MS) -> dict[str, Any]:
+                      deadline_ms: int = DEADLINE_MS, pin: bool = False) -> dict[str, Any]:
     """``_run`` on a stack of our own (Redis, engines, projector, gateways) in a temporary folder, stopped after."""
     with tempfile.TemporaryDirectory(prefix="almanac-bench-") as data_dir:
         stack_settings = settings.model_copy(update={"data_dir": data_dir, "http_port": 0, "log_level": "warning"})
@@ -465,14 +467,22 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
         console.print(f"starting Redis, {engines} engine(s), a projector and {gateways} gateway(s)"
                       f"{' holding no shard' if engines else ' deciding the commands of the shards they hold'} "
                       f"(ALMANAC_DURABILITY={settings.durability}) ...")
-        with Stack(stack_settings, engines=engines, gateways=gateways, say=console.print) as stack:
+        cores = cpu_cores.split(os.sched_getaffinity(0)) if pin else None
+        # Redis starts as the stack is entered: the stack's CPUs from before then, so its threads inherit them.
+        with cpu_cores.kept_apart(cores), Stack(stack_settings, engines=engines, gateways=gateways,
+                                                say=console.print) as stack:
             stack.start()
             pids = {name: child.pid for name, child in stack.children.items()}
             marker = stack.data_dir / "redis.running"  # written by the embedded Redis: "<pid> <url>"
             if marker.exists():
                 pids["redis"] = int(marker.read_text().split()[0])
+            if cores is not None:
+                cpu_cores.generate(cores, pids.values())
+            console.print(f"pinning: {cores.describe()}" if cores is not None else
+                          f"pinning: none (the stack and the load generator share {len(os.sched_getaffinity(0))} "
+                          "CPUs" + (", the fewest that can be split: 2)" if pin else ")"), soft_wrap=True)
             return _with_overload(lambda offered: _run(stack.urls, stack.redis_url, offered, seconds, pids,
-                                                       route_by_shard, out_of_step), rate, overload,
+                                                       route_by_shard, out_of_step, cores), rate, overload,
                                   lambda plan, most: _run_windows(stack.urls, plan, most, pids, route_by_shard,
                                                                    out_of_step),
                                   deadline_ms)
@@ -652,7 +662,7 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
     """Offer ``plan``'s windows back to back (``_offer_load``'s phases; rooms for ``rate`` commands/s; a closed window
     of 0 clients: as many as the gateways admit at once): each window's answers, with the CPU the stack (``pids``),
     the load generator and the rest of the machine used during it, its run-queue wait and the load average."""
-    clients = load_settings().gateway_max_inflight * len(urls)
+    clients = bootstrap.settings().gateway_max_inflight * len(urls)
     plan = [(kind, value or (clients if kind == "closed" else value), seconds) for kind, value, seconds in plan]
     pids = {**(pids or {}), "load generator": os.getpid()}
     marks: list[tuple[float, dict[str, float], float, float, float]] = []
@@ -678,7 +688,8 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
 
 
 def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[str, int] | None = None,
-         route_by_shard: bool = False, out_of_step: bool = False) -> dict[str, Any]:
+         route_by_shard: bool = False, out_of_step: bool = False,
+         cores: cpu_cores.CoreSplit | None = None) -> dict[str, Any]:
     console.print(f"offering {rate} commands/s for {seconds} s to {', '.join(urls)} ...")
     pids = {**(pids or {}), "load generator": os.getpid()}
     cpu_before: dict[str, float] = {}
@@ -694,6 +705,8 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[st
     if stack_cpu > 0:  # not for a stack started elsewhere (``--url``): its CPU is not measured here
         bare = BareServer()
         with bare as bare_url:
+            if cores is not None:  # the baseline server where the stack runs, not beside the generator
+                cpu_cores.pin(bare.pid, cores.stack)
             body = CommandSender.body(result["first_move"])
             bare_ms = _run_loop(_bare_http_cpu(bare_url, bare.pid, rate, min(seconds, BARE_SECONDS), body))
     latencies = result["latencies"]

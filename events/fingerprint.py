@@ -6,11 +6,28 @@ once, when the manifest is built at import time, through ``importlib.resources``
 registry reading entry points, not game I/O: no decision or fold reads it. ``room.created`` records
 the result so an audit can tell which code a room was played under.
 
-What is hashed: the package's Python sources and tables, but not what presents or surrounds the rules
-(``NOT_RULES``): the manifest module (wiring, and presentation: the console picture's name, descriptions,
-read models, the bench game), the bots that play as players do (``policy.py``, ``bot.py``), the list of
-fingerprints itself, and pictures and text (``.js``, ``.md``: not in ``HASHED_SUFFIXES``). Rewording a
-description or redrawing a picture leaves the fingerprint as it was.
+What is hashed: exactly what decides and folds. The package's Python sources and tables, less what
+presents or surrounds the rules, named once here:
+
+- files (``NOT_RULES``), wherever they sit in the package: the manifest module (wiring, and presentation:
+  the console picture's name, descriptions, read models, the bench game), the bots that play as players do
+  (``policy.py``, ``bot.py``), the event texts (``summaries.py``), the auditors' stories and checks
+  (``audit.py``: they retell a log, nothing decides or folds with them), the list of fingerprints itself,
+  and pictures and text (``.js``, ``.md``: not in ``HASHED_SUFFIXES``);
+- functions and methods named in ``PRESENTATION_FUNCTIONS`` (the Decider's ``summary`` and the ``summarize``
+  it calls: a sentence per event), cut out of a hashed module's source before it is hashed (their lines,
+  decorators and all, found through the AST; the rest of the text is hashed as written).
+
+Rewording a summary or a description, redrawing a picture, retelling an audit leaves the fingerprint as it
+was. The same names tell the mutation test what to leave alone (tests/mutation/run.py mutates what is hashed).
+
+Presentation must stay presentation: what the rules call is rules. A hashed module whose code outside the
+cut-out functions uses a presentation function (``summary``, ``summarize``) or a name imported from a
+presentation module (``PRESENTATION_FILES``: ``from .summaries import faces_text``, ``from . import audit``)
+is refused (``PresentationUsed``,
+when the manifest is built), so a decision cannot move out of the fingerprint by being written in
+presentation. Importing is not using: realm's game.py imports ``summarize`` for its ``summary`` alone. What
+the fold needs lives in a hashed module (realm's ledger rows: ``trades.py``, not ``audit.py``).
 
 Whatever the room decides with is rules, wherever the manifest names it: besides the Decider, a version's
 ``deadlines`` (the room decides ``room.deadline_missed`` and ``room.seat_to_bot`` by them) and its
@@ -30,6 +47,7 @@ code's fingerprint is not on the list, and ``verify`` names the revision a room'
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import tomllib
 from dataclasses import dataclass
@@ -39,8 +57,14 @@ from importlib.resources.abc import Traversable
 # Sources and the tables a rule-set may ship beside them; compiled files and caches are not the rules.
 HASHED_SUFFIXES = (".py", ".json", ".csv", ".toml", ".txt")
 SKIPPED_DIRS = ("__pycache__",)
-# Files of a rule-set package that are not its rules, wherever they sit in it (see the module's docstring).
-NOT_RULES = ("manifest.py", "policy.py", "bot.py", "fingerprints.toml")
+# Files of a rule-set package that present its rules: event texts, auditors' stories and checks (the rules may
+# not use them: see the module's docstring).
+PRESENTATION_FILES = ("summaries.py", "audit.py")
+# Files of a rule-set package that are not its rules, wherever they sit in it (see the module's docstring). A
+# seat bot's rule may call its bot: the bot plays as a player, through the rules, so how it plays is not a rule.
+NOT_RULES = ("manifest.py", "policy.py", "bot.py", *PRESENTATION_FILES, "fingerprints.toml")
+# Functions and methods that present the rules (a sentence per event), cut out of the hashed source.
+PRESENTATION_FUNCTIONS = ("summary", "summarize")
 # The list of a version's fingerprints, in the package of its Decider.
 REVISIONS_FILE = "fingerprints.toml"
 
@@ -68,6 +92,72 @@ def _files(root: Traversable, prefix: str = "") -> list[tuple[str, Traversable]]
     return found
 
 
+class PresentationUsed(ValueError):
+    """Rule code uses presentation, which the fingerprint leaves out: the fingerprint would not cover a decision."""
+
+
+def _imported_from_unhashed(tree: ast.Module, package: str) -> dict[str, str]:
+    """Names a module of ``package`` binds by importing from a presentation module of it (``PRESENTATION_FILES``):
+    bound name -> what it is. Modules outside the package are not its rules' business."""
+    unhashed = {name.removesuffix(".py") for name in PRESENTATION_FILES}
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not (node.level or _within(node.module or "", package)):
+            continue
+        if isinstance(node, ast.Import):
+            node = ast.Import(names=[alias for alias in node.names if _within(alias.name, package)])
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.rsplit(".", 1)[-1] in unhashed:
+            # from .summaries import faces_text; from almanac.games.realm.v1.audit import describe as d
+            bound |= {alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            # from almanac.games.realm.v1 import audit; from . import summaries as texts
+            bound |= {alias.asname or alias.name: f"{node.module or '.'}.{alias.name}" for alias in node.names
+                      if alias.name in unhashed}
+        elif isinstance(node, ast.Import):
+            # import almanac.games.realm.v1.audit (as a): the name it binds leads to the module
+            bound |= {alias.asname or alias.name.split(".")[0]: alias.name for alias in node.names
+                      if set(alias.name.split(".")[1:]) & unhashed}
+    return bound
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def presentation_cut(path: str, text: str, package: str) -> str:
+    """``text`` (the module ``path`` of ``package``) without its presentation functions (``PRESENTATION_FUNCTIONS``):
+    the source the fingerprint hashes. Refused (``PresentationUsed``) if the rest uses presentation."""
+    tree = ast.parse(text, filename=path)
+    cut = [node for node in ast.walk(tree)
+           if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in PRESENTATION_FUNCTIONS]
+    unhashed = _imported_from_unhashed(tree, package)
+    inside = {id(child) for node in cut for child in ast.walk(node)}
+    for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
+        used = ""
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            used = (f"{node.id} (presentation)" if node.id in PRESENTATION_FUNCTIONS
+                    else f"{node.id} ({unhashed[node.id]}, left out)" if node.id in unhashed else "")
+        elif isinstance(node, ast.Attribute) and node.attr in PRESENTATION_FUNCTIONS:
+            used = f".{node.attr} (presentation)"
+        if used:
+            raise PresentationUsed(
+                f"{path}, line {node.lineno}: rule code uses {used}, which the fingerprint leaves out; what the "
+                "rules call is rules: move it into a module of the rules under another name (events/fingerprint.py)")
+    lines = text.splitlines(keepends=True)
+    dropped = {line for node in cut
+               for line in range(min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno + 1)}
+    return "".join(line for number, line in enumerate(lines, start=1) if number not in dropped)
+
+
+def _hashed_content(path: str, content: bytes, package: str) -> bytes:
+    content = content.replace(b"\r\n", b"\n")
+    if path.endswith(".py"):
+        content = presentation_cut(path, content.decode(), package).encode()
+    return content
+
+
 def _package_of(module_name: str) -> str | None:
     module = import_module(module_name)
     return module_name if hasattr(module, "__path__") else module.__package__ or None
@@ -88,10 +178,15 @@ def package_fingerprint(module_name: str) -> str:
         source = module.__spec__.loader.get_source(module_name) if module.__spec__ else None
         sources = [(module_name + ".py", (source or "").encode())]
     digest = hashlib.sha256()
-    for path, content in sources:
-        content = content.replace(b"\r\n", b"\n")
+    for path, raw in sources:
+        content = _hashed_content(path, raw, package or module_name)
         digest.update(path.encode() + b"\0" + str(len(content)).encode() + b"\0" + content)
     return "sha256:" + digest.hexdigest()
+
+
+def hashed_files(package: str) -> list[str]:
+    """The files of ``package`` its fingerprint hashes, as paths relative to it, sorted (the mutation test's modules)."""
+    return sorted(path for path, _ in _files(resources.files(package)))
 
 
 def hashes_module(source: str, module_name: str) -> bool:

@@ -15,6 +15,7 @@ from almanac.events.decider import Decider
 from almanac.events.dice import Dice
 from almanac.events.envelope import Envelope
 from almanac.events.fingerprint import (
+    PRESENTATION_FUNCTIONS,
     Revision,
     hashes_module,
     package_fingerprint,
@@ -254,6 +255,10 @@ class RuleSet:
                 raise ValueError(f"manifest {self.name!r}: the room decides with its {name}, defined in {where}, "
                                  f"which its fingerprint (over {hashed}) does not hash; define it in a module of "
                                  "its rules (not manifest.py, policy.py or bot.py)")
+            # a hashed module's presentation functions are cut out of the fingerprint (events/fingerprint.py)
+            if value is not None and getattr(value, "__name__", "") in PRESENTATION_FUNCTIONS:
+                raise ValueError(f"manifest {self.name!r}: the room decides with its {name}, {where}."
+                                 f"{value.__name__}, a name the fingerprint cuts out as presentation; name it otherwise")
         views = [view.name for view in self.audit_views]
         if len(set(views)) != len(views):
             raise ValueError(f"manifest {self.name!r} names an audit view twice: {views}")

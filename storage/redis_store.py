@@ -146,7 +146,9 @@ return results
 # publishes its outcome when it takes effect: the answer leaves at the moment of the append.
 # A write with a client's limit (storage.base.Counted) is preceded by a count of it, as the stream's submit
 # script counts (services.bus.SUBMIT_COUNTED): past the limit the room's writes from there are not tried
-# and the count answers 'limited' with the window's remaining ms.
+# and the count answers 'limited' with the window's remaining ms. As there, a command whose id is decided already
+# (the write after the count names its outcome record and id index) is not counted: a resend is answered its first
+# outcome ('dup') whatever the window, and never uses it up.
 # KEYS: 1 shard feed, 2 shard rooms, 3 shard command stream, then per append: room events, room version,
 # command outcome, room commands, room ids; per refusal: command outcome, room rejected stream, room ids; per
 # count: counter. ARGV: 1 consumer group of the receipts, 2 dedupe retention (ms, 0: for ever), then per append: 'a', room, envelope count, expected version,
@@ -154,16 +156,20 @@ return results
 # outcome, record, entry id, channel, message; per count: 'l', room, limit, window (ms).
 WRITE_ORDERED_SCRIPT = _DEDUPE_LUA + """
 local results, failed = {}, {}
+-- The outcome record a count just found undecided: its write, next, need not look it up again (then forgotten).
+local undecided
 local k, a, n = 4, 3, 0
 while a <= #ARGV do
   n = n + 1
   local room = ARGV[a + 1]
   if ARGV[a] == 'a' then
     local count, expected = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local fresh = undecided
+    undecided = nil
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = decided(KEYS[k + 2], KEYS[k + 4])
+      local existing = fresh ~= KEYS[k + 2] and decided(KEYS[k + 2], KEYS[k + 4])
       local current = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
       if existing then
         results[n] = {'dup', existing}
@@ -192,9 +198,15 @@ while a <= #ARGV do
     k = k + 5
     a = a + 9 + count
   elseif ARGV[a] == 'l' then
+    -- The write counted comes next: an append's outcome record and id index are its keys 3 and 5, a refusal's 1 and 3.
+    local record, ids = k + 1, k + 3
+    if ARGV[a + 4] == 'a' then record, ids = k + 3, k + 5 end
     if failed[room] then
       results[n] = {'skip', ''}
+    elseif decided(KEYS[record], KEYS[ids]) then
+      results[n] = {'ok', ''}  -- a resend: its write answers 'dup', nothing counted
     else
+      undecided = KEYS[record]
       local counted = redis.call('INCR', KEYS[k])
       if counted == 1 then redis.call('PEXPIRE', KEYS[k], ARGV[a + 3]) end
       if counted > tonumber(ARGV[a + 2]) then
@@ -209,10 +221,12 @@ while a <= #ARGV do
     k = k + 1
     a = a + 4
   else
+    local fresh = undecided
+    undecided = nil
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = decided(KEYS[k], KEYS[k + 2])
+      local existing = fresh ~= KEYS[k] and decided(KEYS[k], KEYS[k + 2])
       if existing then
         results[n] = {'dup', existing}
       else
@@ -370,6 +384,7 @@ class RedisEventStore:
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self._unreplicated: set[str] = set()  # Cluster nodes whose last WAIT was not confirmed
+        self._replicated: set[str] = set()  # Cluster nodes whose last WAIT was confirmed
         # ``keys``: the process's one set (services.bootstrap), for this shard count and prefix
         self.keys = keys or Keys(shard_count, prefix)
         self.shard_count = self.keys.shard_count
@@ -691,11 +706,13 @@ class RedisEventStore:
                 replies[index] = error
                 continue
             by_node.setdefault(node.name, (node, []))[1].append(index)
-        for name in [name for name in by_node if name in self._unreplicated]:
-            # Its last WAIT failed: while it has no replica online, WAIT could only fail again, after its
-            # timeout, and the caller would wait that long for every retry. Refused at once, nothing written.
-            node, indexes = by_node[name]
-            refused = await self._without_replica(node)
+        # A node whose last WAIT failed, or on which none was ever confirmed (a replica just promoted): while it
+        # has no replica online, WAIT could only fail, after its full timeout, and every node's part of the batch
+        # (every shard's commands) would wait that long with it. Refused at once, nothing written.
+        doubtful = [name for name in by_node if self._in_doubt(name)]
+        checked = await asyncio.gather(*(self._without_replica(by_node[name][0]) for name in doubtful))
+        for name, refused in zip(doubtful, checked, strict=True):
+            indexes = by_node[name][1]
             if refused is not None:
                 for index in indexes:
                     replies[index] = refused
@@ -721,10 +738,7 @@ class RedisEventStore:
             if any(isinstance(reply, NoScriptError) for reply in part):
                 reload.append(node)
             unconfirmed = self._unconfirmed(confirmed)
-            if unconfirmed is None:
-                self._unreplicated.discard(node.name)
-            else:
-                self._unreplicated.add(node.name)
+            self._confirmed(node.name, unconfirmed is None)
             if unconfirmed is None:
                 unconfirmed = await self._confirm_dups(node, [calls[i][1][0] for i in indexes], part)
             for index, reply in zip(indexes, part, strict=True):
@@ -743,8 +757,25 @@ class RedisEventStore:
         if not self.wait_replicas or isinstance(self.client, aioredis.Redis):
             return
         node = self.client.get_node_from_key(key)
-        if node.name in self._unreplicated and (refused := await self._without_replica(node)) is not None:
+        if self._in_doubt(node.name) and (refused := await self._without_replica(node)) is not None:
             raise refused
+
+    def _in_doubt(self, name: str) -> bool:
+        """Whether a write to Cluster node ``name`` is checked for a replica online before it is sent: its last
+        WAIT failed, or this store never had one confirmed there. A replica promoted in a failover is such a
+        node, and has no replica of its own until one rejoins it: its first WAIT used to sit out the full
+        timeout (1 s) in a batch every shard's commands wait for (the other shards' stall after a primary's
+        kill grew by that second)."""
+        return name in self._unreplicated or name not in self._replicated
+
+    def _confirmed(self, name: str, confirmed: bool) -> None:
+        """Note whether node ``name``'s last WAIT was confirmed."""
+        if confirmed:
+            self._unreplicated.discard(name)
+            self._replicated.add(name)
+        else:
+            self._unreplicated.add(name)
+            self._replicated.discard(name)
 
     async def _without_replica(self, node: object) -> Exception | None:
         """None when ``node`` has ``wait_replicas`` replicas online (INFO replication), else the error its
@@ -803,6 +834,11 @@ class RedisEventStore:
             value = await (self.client.hget(*index) if call is None else call("HGET", *index))
         if value is None:
             return None
+        return await self.kept_outcome(room, value)
+
+    async def kept_outcome(self, room: str, value: bytes) -> StoredOutcome:
+        """A stored outcome from the value its record (or the room's id index) holds, read here or by a script
+        (``services.bus.SUBMIT_COUNTED`` finding a resend decided), answered as ``outcome`` answers it."""
         if self.wait_replicas:
             # ALMANAC_DURABILITY=replica: an outcome is answered only once a replica has it. The write that stored
             # it may have failed its WAIT (a replica gone): an answer read back now (a resend, GET of the outcome,
@@ -826,17 +862,14 @@ class RedisEventStore:
             # online is refused at once, and one whose last WAIT failed gets a short WAIT, so that a read of a
             # node without a replica never holds its caller (an engine serving every shard) for the full timeout.
             node = self.client.get_node_from_key(key)
-            if node.name in self._unreplicated and (refused := await self._without_replica(node)) is not None:
+            if self._in_doubt(node.name) and (refused := await self._without_replica(node)) is not None:
                 raise refused
             timeout_ms = SHORT_WAIT_MS if node.name in self._unreplicated else self.wait_timeout_ms
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.execute_command("SET", key, 1, target_nodes=node)
                 pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
                 first, confirmed = await pipe.execute(raise_on_error=False, allow_redirections=False)
-            if self._unconfirmed(first if isinstance(first, Exception) else confirmed) is None:
-                self._unreplicated.discard(node.name)
-            else:
-                self._unreplicated.add(node.name)
+            self._confirmed(node.name, self._unconfirmed(first if isinstance(first, Exception) else confirmed) is None)
         unconfirmed = self._unconfirmed(first if isinstance(first, Exception) else confirmed)
         if unconfirmed is not None:
             raise unconfirmed

@@ -134,10 +134,11 @@ class SectorsDecider:
         }
 
     def summary(self, event: Any) -> str:
-        return _summary(event)
+        return summarize(event)
 
 
-def _summary(event: Any) -> str:
+def summarize(event: Any) -> str:
+    """One line per sectors event, for logs, audits and the console."""
     if isinstance(event, SectorExplored):
         return f"explored ({event.row},{event.column}): a {event.sector_type}, {event.population} person"
     if isinstance(event, PeopleMoved):

@@ -80,6 +80,7 @@ class Load:
     latencies: list[tuple[float, float, int]] = field(default_factory=list)  # (answered at, seconds, status)
     rooms: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    name: str = "fo"  # its rooms' prefix: a second load in one story plays rooms of its own
 
 
 async def _drive(url: str, load: Load, keys: Keys) -> None:
@@ -111,7 +112,7 @@ async def _drive(url: str, load: Load, keys: Keys) -> None:
             while not load.stop.is_set():
                 # Lane n plays on shard n % SHARDS: every shard has a room in play at every moment, so a
                 # shard's longest stretch without an acknowledgement is its stall, not a lull in its load.
-                room = _room_on(keys, number % SHARDS, f"fo-{os.getpid()}-{number}-{game}")
+                room = _room_on(keys, number % SHARDS, f"{load.name}-{os.getpid()}-{number}-{game}")
                 game += 1
                 created, _ = await post("/rooms", {"ruleset": ruleset, "player": "p", "challenge": CHALLENGE,
                                                 "room": room, "command_id": f"create-{room}"})
@@ -196,12 +197,18 @@ def _stack_on_six_nodes(tmp_path: Path, durable: bool, layout: str) -> Iterator[
         cluster.stop()
 
 
+def _start_load(stack: ClusterStack, keys: Keys, load: Load) -> threading.Thread:
+    """The load driven on the stack from a thread of its own (stopped by ``load.stop``)."""
+    driver = threading.Thread(target=lambda: asyncio.run(_drive(stack.url, load, keys)), daemon=True)
+    driver.start()
+    return driver
+
+
 def _kill_under_load(cluster: ReplicatedCluster, stack: ClusterStack, keys: Keys, load: Load, victim: int,
                      promoted: int) -> tuple[threading.Thread, float, float]:
     """Start the load (its thread), warm up, kill -9 ``victim``: when it was killed, and the seconds until
     ``promoted`` (its replica) was promoted."""
-    driver = threading.Thread(target=lambda: asyncio.run(_drive(stack.url, load, keys)), daemon=True)
-    driver.start()
+    driver = _start_load(stack, keys, load)
     time.sleep(WARMUP_S)
     # and on, on a slow host, until every shard has taken a command: the stalls are measured from a shard's
     # acknowledgements, and a shard with none before the kill would only say the host was slow.
@@ -411,35 +418,97 @@ async def _models(url: str) -> dict:
 
 
 OUTAGE_S = 20.0  # the killed primary stays away this long after its replica's promotion
-OTHERS_STALL_ALLOWED_S = 5.0  # the longest stretch a shard on a live node may go without an acknowledgement
+# The longest stretch a shard on a live node may go without an acknowledgement while the primary is away, less
+# the time the live nodes refused every key themselves (``ClusterDown``: the Cluster's own failure detection and
+# election, 0.7-1.1 s of it here, which a loaded host stretches). Before the fix of issue 28 the other shards took
+# nothing from the promotion until the node came back (~20 s); quiet, they stall 1.5-2.5 s, and each stretch
+# of a starved host adds to that (a CI host at load 12 saw 5.15 s and 5.9 s with the Cluster's part and a WAIT
+# sat out on the promoted node counted in: RedisEventStore._in_doubt now refuses that one at once).
+OTHERS_STALL_ALLOWED_S = 5.0
 RECOVERY_ALLOWED_S = 10.0  # from the promoted primary's new replica online to each of its shards' next acknowledgement
 
 
+class ClusterDown:
+    """When a live node said the whole Cluster was down (``cluster_state:fail``), polled from a thread.
+
+    With Redis's default ``cluster-require-full-coverage yes`` every node refuses every key (CLUSTERDOWN) from the
+    moment the dead primary is marked failed until its replica is promoted: the shards on live nodes then take
+    nothing either, whatever the engine does, and how long that lasts is the Cluster's own failure detection and
+    election, which a loaded host stretches (a stall of 5.15-5.9 s on a CI host at load 12 against 1.55 s quiet).
+    """
+
+    def __init__(self, port: int) -> None:
+        self.windows: list[list[float]] = []  # [first seen down, first seen ok again] (monotonic)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(port,), daemon=True)
+        self._thread.start()
+
+    def _watch(self, port: int) -> None:
+        import redis  # noqa: PLC0415 - the synchronous client, for this thread only
+
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        try:
+            while not self._stop.is_set():
+                try:
+                    down = client.execute_command("CLUSTER INFO").get("cluster_state") != "ok"
+                except redis.RedisError:
+                    down = None  # no answer: says nothing of the Cluster
+                now = time.monotonic()
+                if down and not (self.windows and len(self.windows[-1]) == 1):
+                    self.windows.append([now])
+                elif down is False and self.windows and len(self.windows[-1]) == 1:
+                    self.windows[-1].append(now)
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        if self.windows and len(self.windows[-1]) == 1:
+            self.windows[-1].append(time.monotonic())
+
+    def within(self, start: float, end: float) -> float:
+        """Seconds of [start, end] during which the Cluster was seen down."""
+        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self.windows)
+
+
+def _stall_beyond_down(times: list[float], start: float, end: float, down: ClusterDown) -> tuple[float, float, float]:
+    """The longest stretch in [start, end] without an acknowledgement less the time the Cluster was seen down in
+    it; the longest stretch; when that one began after ``start``."""
+    inside = [start, *sorted(t for t in times if start <= t <= end), end]
+    gaps = list(zip(inside, inside[1:], strict=False))
+    earlier, later = max(gaps, key=lambda gap: gap[1] - gap[0])
+    return (max(b - a - down.within(a, b) for a, b in gaps), later - earlier, earlier - start)
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("comes_back", [False, True], ids=["gone-for-good", "back-after-the-outage"])
-def test_with_durability_replica_a_dead_primary_stalls_its_own_shards_only(tmp_path: Path, comes_back: bool,
-                                                                          layout: str) -> None:
+def test_with_durability_replica_a_dead_primary_stalls_its_own_shards_only(tmp_path: Path, layout: str) -> None:
     """Issue 28, item 17. Given ALMANAC_DURABILITY=replica and load on all 16 shards, when a primary is killed and
     stays away (its replica is promoted, and has no replica of its own, so no write of its shards can be
     confirmed): its shards take no command, while every shard on the live nodes keeps taking commands as before
     (the engine used to replay the dead node's pending entries in a tight loop that served no other shard, for as
-    long as the node was away: for ever if it never came back). When the node comes back (here ~25 s after the
-    kill, shorter than the issue's 45-60 s to keep the test bounded; the engine's state is steady after a few
-    seconds of outage) and rejoins as the replica, its shards take commands again. When it never comes back
-    (gone-for-good: the test ends with it still dead), the live nodes' shards go on serving to the end and the
-    engine is not stuck. Either way nothing acknowledged is lost or doubled, nothing is left pending, every room
-    verifies."""
+    long as the node was away: for ever if it never came back). With the node still away (as if gone for good)
+    the load stops: the live nodes' shards served to its end and the engine is not stuck, nothing acknowledged
+    is lost or doubled, nothing is left pending on the shards that can be written, every room verifies. Then
+    the node comes back (here ~25 s after the kill, shorter than the issue's 45-60 s to keep the test bounded;
+    the engine's state is steady after a few seconds of outage) and rejoins as the replica, under a second
+    load: its shards take commands again, the commands left waiting for a replica are decided (nothing pending
+    on any shard), and again nothing acknowledged is lost or doubled. (Both endings in one story: the one
+    outage is what they share, and a Cluster and stack started once instead of twice.)"""
     keys = Keys(SHARDS)
     load = Load()
+    again = Load(name="back")
     with _stack_on_six_nodes(tmp_path, durable=True, layout=layout) as (cluster, stack, subscription, roles):
         try:
-            _a_primary_away(cluster, stack, subscription, roles, keys, load, comes_back)
+            _a_primary_away(cluster, stack, subscription, roles, keys, load, again)
         finally:
             load.stop.set()
+            again.stop.set()
 
 
 def _a_primary_away(cluster: ReplicatedCluster, stack: ClusterStack, subscription: int,
-                    roles: dict[int, int | None], keys: Keys, load: Load, comes_back: bool) -> None:
+                    roles: dict[int, int | None], keys: Keys, load: Load, again: Load) -> None:
     from redis.cluster import RedisCluster as SyncCluster  # noqa: PLC0415
 
     victim, promoted = _victim(subscription, roles)
@@ -452,22 +521,20 @@ def _a_primary_away(cluster: ReplicatedCluster, stack: ClusterStack, subscriptio
     others = set(range(SHARDS)) - on_victim
     assert on_victim and others
 
-    driver, killed_at, promotion_s = _kill_under_load(cluster, stack, keys, load, victim, promoted)
-    killed_ms = int(1000 * (time.time() - (time.monotonic() - killed_at)))  # the kill on the nodes' clock
-    time.sleep(OUTAGE_S)
+    down = ClusterDown(subscription)  # a primary that stays up (``_victim``)
+    try:
+        driver, killed_at, promotion_s = _kill_under_load(cluster, stack, keys, load, victim, promoted)
+        killed_ms = int(1000 * (time.time() - (time.monotonic() - killed_at)))  # the kill on the nodes' clock
+        time.sleep(OUTAGE_S)
+    finally:
+        down.stop()
     back_at = time.monotonic()
-    if comes_back:
-        cluster.restart(victim)
-        cluster.wait_replicated(promoted, timeout_s=60)
-        replicated_at = time.monotonic()
-        # Until each of its shards has taken a command again (at most RECOVERY_ALLOWED_S), then SETTLE_S more.
-        _until_every_shard_acked(load, on_victim, replicated_at, deadline=replicated_at + RECOVERY_ALLOWED_S)
-        time.sleep(SETTLE_S)
+
+    # 1. The node still away, as if for good: the load stops.
     load.stop.set()
     driver.join(60)
     assert not driver.is_alive(), "the load driver did not stop"
-
-    stalls = {shard: _longest_gap(load.acks_by_shard[shard], killed_at, back_at) for shard in others}
+    stalls = {shard: _stall_beyond_down(load.acks_by_shard[shard], killed_at, back_at, down) for shard in others}
     # The dead node's shards' commands answered 200 while it was away, (sent, answered) after the kill. Such an
     # answer is right only for a write the node took, and a replica confirmed, before it died: its outcome's
     # PUBLISH, sent to the dying node, failed and went again once the slot had moved to the promoted replica
@@ -478,34 +545,62 @@ def _a_primary_away(cluster: ReplicatedCluster, stack: ClusterStack, subscriptio
                      if keys.shard(load.acked[command_id][0]) in on_victim and killed_at + 1 < at < back_at}
     confirmed_late = asyncio.run(_written_after(cluster.url, keys, {command_id: load.acked[command_id]
                                                                    for command_id in answered_late}, killed_ms))
-    recovered = {shard: min((at for at in load.acks_by_shard[shard] if at >= replicated_at), default=float("inf"))
-                 - replicated_at for shard in on_victim} if comes_back else {}
+    worst = max(stalls, key=lambda shard: stalls[shard][0])
     print(f"\nprimary {victim} killed (shards {sorted(on_victim)}), promotion {promotion_s:.2f} s, away "
-          f"{back_at - killed_at:.1f} s" + (f", its replica online {replicated_at - back_at:.1f} s after its "
-          f"return; its shards' first acknowledgement after that max {max(recovered.values()):.2f} s" if comes_back
-          else " and never back") + f"; longest stall of the other shards while it was away {_figures(stalls)}; "
-          f"answers {dict(load.statuses)} {dict(load.codes)}")
+          f"{back_at - killed_at:.1f} s; the Cluster seen down (cluster_state:fail) "
+          f"{[(round(a - killed_at, 2), round(b - killed_at, 2)) for a, b in down.windows]} s after the kill; "
+          f"longest stall of the other shards while it was away "
+          f"{_figures({shard: stall for shard, (_, stall, _) in stalls.items()})}, beyond the Cluster down "
+          f"{_figures({shard: beyond for shard, (beyond, _, _) in stalls.items()})} (shard {worst}: "
+          f"{stalls[worst][1]:.2f} s from {stalls[worst][2]:.2f} s after the kill); answers {dict(load.statuses)} "
+          f"{dict(load.codes)}; answered after the kill on its shards, written before it: {len(answered_late)}")
     assert all(load.acks_by_shard[shard] for shard in range(SHARDS)), "a shard had no load"
     # The live nodes' shards kept serving throughout (before the fix: no acknowledgement on any shard from
-    # the promotion until the node was back).
-    assert max(stalls.values()) <= OTHERS_STALL_ALLOWED_S, stalls
-    # The dead node's shards acknowledged nothing no replica could confirm, then recovered.
+    # the promotion until the node was back), apart from the seconds every node refused every key.
+    assert max(beyond for beyond, _, _ in stalls.values()) <= OTHERS_STALL_ALLOWED_S, stalls
+    # The dead node's shards acknowledged nothing no replica could confirm.
     assert not confirmed_late, (confirmed_late, answered_late)
-    print(f"answered after the kill on its shards, written before it: {len(answered_late)}")
-    if comes_back:
-        assert max(recovered.values()) <= RECOVERY_ALLOWED_S, recovered
     assert not [status for status in load.statuses if status >= 500 and status != 503], dict(load.statuses)
-
     lost, doubled, unverified = asyncio.run(_check_log(cluster.url, load))
     print(f"acknowledged {len(load.acked)}, lost {len(lost)}, doubled {len(doubled)}")
     assert not lost and not doubled and not unverified, (lost, doubled, unverified)
-    # Nothing is left pending on the shards that can be written (with the node gone for good, its shards' last
-    # commands wait, unanswered and unwritten, for a replica to confirm them).
-    writable = set(range(SHARDS)) if comes_back else others
-    deadline = time.monotonic() + 10
-    while ((pending := {shard: count for shard, count in asyncio.run(_pending(cluster.url, keys)).items()
-                        if shard in writable}) and time.monotonic() < deadline):
-        time.sleep(0.2)
-    assert not pending, f"entries left pending in the engine's group: {pending}"
+    # Nothing is left pending on the shards that can be written (its shards' last commands wait, unanswered
+    # and unwritten, for a replica to confirm them).
+    _until_none_pending(cluster, keys, others)
     for name, process in stack.processes.items():
         assert process.poll() is None, f"{name} died: {stack.log(name)}"
+
+    # 2. The node comes back and rejoins as the promoted primary's replica, under a second load.
+    again_driver = _start_load(stack, keys, again)
+    cluster.restart(victim)
+    cluster.wait_replicated(promoted, timeout_s=60)
+    replicated_at = time.monotonic()
+    # Until each of its shards has taken a command again (at most RECOVERY_ALLOWED_S), then SETTLE_S more.
+    _until_every_shard_acked(again, on_victim, replicated_at, deadline=replicated_at + RECOVERY_ALLOWED_S)
+    time.sleep(SETTLE_S)
+    again.stop.set()
+    again_driver.join(60)
+    assert not again_driver.is_alive(), "the second load's driver did not stop"
+    recovered = {shard: min((at for at in again.acks_by_shard[shard] if at >= replicated_at), default=float("inf"))
+                 - replicated_at for shard in on_victim}
+    print(f"its replica online {replicated_at - back_at:.1f} s after its return; its shards' first "
+          f"acknowledgement after that max {max(recovered.values()):.2f} s; answers {dict(again.statuses)} "
+          f"{dict(again.codes)}")
+    assert max(recovered.values()) <= RECOVERY_ALLOWED_S, recovered
+    assert not [status for status in again.statuses if status >= 500 and status != 503], dict(again.statuses)
+    for played in (load, again):
+        lost, doubled, unverified = asyncio.run(_check_log(cluster.url, played))
+        assert not lost and not doubled and not unverified, (played.name, lost, doubled, unverified)
+    print(f"acknowledged after its return {len(again.acked)}, nothing lost or doubled")
+    _until_none_pending(cluster, keys, set(range(SHARDS)))
+    for name, process in stack.processes.items():
+        assert process.poll() is None, f"{name} died: {stack.log(name)}"
+
+
+def _until_none_pending(cluster: ReplicatedCluster, keys: Keys, shards: set[int]) -> None:
+    """Wait up to 10 s until none of ``shards`` has an entry pending in the engine's group; assert it."""
+    deadline = time.monotonic() + 10
+    while ((pending := {shard: count for shard, count in asyncio.run(_pending(cluster.url, keys)).items()
+                        if shard in shards}) and time.monotonic() < deadline):
+        time.sleep(0.2)
+    assert not pending, f"entries left pending in the engine's group: {pending}"

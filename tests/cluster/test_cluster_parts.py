@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from projection_games import dump_models, open_room, options_for, play, players_for
@@ -10,7 +11,7 @@ from redis import exceptions
 
 from almanac.events.envelope import GENESIS_HASH
 from almanac.projections.projector import CheckpointMoved, Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services import bus
 from almanac.services.engine.lease import ShardLeases
@@ -212,6 +213,25 @@ async def test_durability_replica_without_replicas_answers_no_write_as_confirmed
     assert not [request.room for request in later if await cluster.exists(store.keys.events(request.room))]
     with pytest.raises(DurabilityError, match="every Cluster primary"):
         await require_replica(cluster)
+
+
+async def test_durability_replica_refuses_at_once_on_a_node_no_write_was_ever_confirmed_on(cluster):
+    """Given ALMANAC_DURABILITY=replica and a store that never had a write confirmed on the Cluster's nodes (as a
+    replica promoted in a failover is new to the engine's store) while they have no replica online (a promoted
+    replica until one rejoins it), when a batch of writes for rooms on every node is sent, then it is refused at
+    once with nothing written: no WAIT sits out its timeout, which the batch's commands of every other shard
+    would wait for too (after a primary's kill the other shards' stall grew by that second)."""
+    from almanac.storage.redis_store import ReplicaWaitError  # noqa: PLC0415
+
+    store = RedisEventStore(cluster, SHARDS, wait_replicas=1, wait_timeout_ms=3_000)
+    requests = [AppendRequest(room=f"promoted-{n}", expected_version=0, command_id="c", envelopes=envelopes_for(
+        f"promoted-{n}", 1, 1), command_record=b"r") for n in range(6)]
+    started = time.monotonic()
+    appended, _ = await store.write_many(requests, [])
+    took = time.monotonic() - started
+    assert all(isinstance(result, ReplicaWaitError) for result in appended), appended
+    assert not [request.room for request in requests if await cluster.exists(store.keys.events(request.room))]
+    assert took < 1.5, f"the batch waited {took:.2f} s (WAIT's timeout: 3 s)"
 
 
 async def test_command_streams_and_feeds_are_trimmed_on_every_node(cluster):

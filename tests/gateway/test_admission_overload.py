@@ -5,7 +5,8 @@ policy) in front of a simulated service, and three times more commands offered t
 a service slow for every command alike (an engine short of CPU: every wait over the 20 ms target even with few
 in flight) is served at 80% or more of what the fixed in-flight limit alone serves it (it was a fifth: the
 queue "stood" for good, and only the 8 commands below the standing-queue test's threshold were admitted; issue
-28, item 19); and a real queue (a service whose waits grow with what is in flight) is still refused early, so
+28, item 19), from a flood's first second on too (its first quick commands set no bar for the next second's);
+and a real queue (a service whose waits grow with what is in flight) is still refused early, so
 the accepted commands wait less than behind the in-flight limit alone.
 """
 
@@ -47,10 +48,11 @@ class Queueing:
         return self._free_at - self.now + 0.002
 
 
-def serve(gate: Admission, service: Callable[[int], float], seconds: float = SECONDS) -> tuple[float, list[float]]:
+def serve(gate: Admission, service: Callable[[int], float], seconds: float = SECONDS,
+          warm_up_s: float = 1.0) -> tuple[float, list[float]]:
     """Offer OFFERED commands/s for ``seconds`` on a fake clock: each arrival admitted or refused by ``gate``, each
     admitted one finished after ``service(in flight)``. Commands served per second, and their waits (the first
-    second, the warm-up, apart)."""
+    ``warm_up_s`` apart)."""
     finishing: list[tuple[float, float, bool]] = []  # (finishes at, admitted at, calm)
     inflight, owed, served, waits = 0, 0.0, 0, []
     for tick in range(int(seconds / STEP_S)):
@@ -61,7 +63,7 @@ def serve(gate: Admission, service: Callable[[int], float], seconds: float = SEC
             _, admitted_at, calm = heapq.heappop(finishing)
             inflight -= 1
             gate.finished(now - admitted_at, now, True, calm)
-            if now >= 1.0:
+            if now >= warm_up_s:
                 served += 1
                 waits.append(now - admitted_at)
         owed += OFFERED * STEP_S
@@ -70,7 +72,7 @@ def serve(gate: Admission, service: Callable[[int], float], seconds: float = SEC
             if gate.refusal(inflight, now) is None:
                 inflight += 1
                 heapq.heappush(finishing, (now + service(inflight), now, gate.calm(inflight)))
-    return served / (seconds - 1.0), waits
+    return served / (seconds - warm_up_s), waits
 
 
 def test_a_service_slow_for_every_command_alike_is_served_near_its_capacity_not_starved() -> None:
@@ -95,6 +97,19 @@ class TurningSlow:
 def test_a_service_that_turns_slow_is_measured_afresh_not_by_its_quick_past() -> None:
     capacity, _ = serve(admission(0), TurningSlow(), seconds=12.0)
     served, _ = serve(admission(), TurningSlow(), seconds=12.0)
+    assert served >= 0.8 * capacity, (served, capacity)
+
+
+def test_a_flood_into_an_idle_gateway_is_served_near_capacity_from_its_first_second() -> None:
+    """Given an idle gateway whose flood's first commands are answered at once (2 ms: nothing in flight, the loop
+    free) and whose every later command waits a turn of a loop busy refusing the flood (``slow_alike``, from 20 ms
+    in: as long with 8 in flight as with 32, so refusing cannot shorten it), when three times the capacity is
+    offered from idle, then its first 2 s (a `bench e2e --overload` window) serve 80% or more of what the in-flight
+    limit alone serves. Judged against the least calm wait of the last second, the first commands' 2 ms held the
+    test standing for that second at 8 in flight: 0.70 (issue 28, item 19, seventh pass)."""
+    capacity, _ = serve(admission(0), TurningSlow(after_s=0.02), seconds=2.0, warm_up_s=0.0)
+    served, _ = serve(admission(), TurningSlow(after_s=0.02), seconds=2.0, warm_up_s=0.0)
+    assert capacity > 600
     assert served >= 0.8 * capacity, (served, capacity)
 
 

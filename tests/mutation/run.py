@@ -6,7 +6,10 @@
 
 For each published version (found through the registry; its files are those of the package its
 fingerprint covers, as ``tests.golden.corpus.rules_package`` finds it), every mutant of ``tests.mutation.
-mutants`` over its rule modules (``corpus.rule_modules``: not the bot, audit stories or wiring) is tried in a forked
+mutants`` over its rule modules (``rule_modules``: the modules its fingerprint hashes, ``events.fingerprint.
+hashed_files``, so whatever the fold or a decision calls is mutated, such as realm's ledger rows in
+``trades.py``; not the bot, the audit stories, the event texts or the wiring; and in them not the
+presentation functions the fingerprint cuts out, ``PRESENTATION_FUNCTIONS``) is tried in a forked
 child that imports the version's package with that one module mutated and replays the version's golden
 logs exactly as the golden test does (``make.py``'s game, verified; every corpus game, ``corpus.check``),
 stopping at the first difference. A mutant is
@@ -49,8 +52,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from almanac.events.fingerprint import PRESENTATION_FUNCTIONS, hashed_files
 from tests.corpus import grown
-from tests.golden.corpus import PRESENTATION_FUNCTIONS, check, games_for
+from tests.golden.corpus import check, games_for
 from tests.golden.coverage import single_problem
 from tests.golden.make import path_for as single_path_for
 from tests.mutation.mutants import Mutant, mutants_of, mutated_code
@@ -61,13 +65,26 @@ ROOT = Path(__file__).resolve().parents[2]
 CAUGHT, SURVIVED, NOT_LOADED, BY_GAME = 1, 0, 3, 10
 
 
+def rule_modules(package: str) -> list[tuple[str, str]]:
+    """(module name, file) of every Python module of ``package`` its fingerprint hashes: the code that decides and
+    folds (``corpus.rule_modules`` names files by a list of its own, which left out realm's ledger rows in audit.py
+    while the fold used them; the fingerprint refuses rule code that uses what it leaves out)."""
+    root = Path(importlib.util.find_spec(package).origin).parent
+    found = []
+    for relative in hashed_files(package):
+        if relative.endswith(".py"):
+            parts = (package, *Path(relative).with_suffix("").parts)
+            found.append((".".join(parts[:-1] if parts[-1] == "__init__" else parts), str(root / relative)))
+    return found
+
+
 def plan() -> dict[str, Any]:
     """Per published version: its package and modules (read in a fresh interpreter, so this one never
     imports a rule-set: each mutant's child imports it, mutated, for the first time)."""
-    code = ("import json; from tests.golden.make import published; from tests.golden.corpus import "
-            "rules_package, rule_modules\n"
-            "print(json.dumps({m.ref: {'package': rules_package(m), 'modules': [[name, str(path)] for name, path "
-            "in rule_modules(rules_package(m))]} for m in published()}))\n")
+    code = ("import json; from tests.golden.make import published; from tests.golden.corpus import rules_package\n"
+            "from tests.mutation.run import rule_modules\n"
+            "print(json.dumps({m.ref: {'package': rules_package(m), 'modules': rule_modules(rules_package(m))} "
+            "for m in published()}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     return json.loads(done.stdout)
 

@@ -10,37 +10,9 @@ import msgspec
 
 from almanac.events.manifest import Envelope, event_tag
 from almanac.games.realm.v1 import data, events as realm_events
-from almanac.games.realm.v1.state import LedgerEntry
-
-TRADE_EVENTS = (
-    realm_events.MerchantSent,
-    realm_events.MerchantIntercepted,
-    realm_events.TradeOffered,
-    realm_events.TradeCountered,
-    realm_events.TradeAgreed,
-    realm_events.TradeRolled,
-    realm_events.TradeCancelled,
-    realm_events.TradeDeclined,
-    realm_events.MerchantReturned,
-)
+from almanac.games.realm.v1.trades import TRADE_EVENTS, home_of, host_of, ledger_entries
 
 Holdings = dict[str, dict[str, int]]
-
-
-def home_of(event: Any) -> str:
-    """The merchant's home city in a trade step (older logs name it only where the step had a field for it)."""
-    if isinstance(event, realm_events.TradeRolled):
-        return event.buyer.city
-    home: str = getattr(event, "home", "")
-    return home or (event.by if isinstance(event, realm_events.TradeOffered) else "")
-
-
-def host_of(event: Any) -> str:
-    """The city the merchant trades with in a trade step."""
-    if isinstance(event, realm_events.TradeRolled):
-        return event.seller.city
-    host: str = getattr(event, "host", "")
-    return host or (event.by if isinstance(event, realm_events.TradeCountered) else "")
 
 
 def steps_of(events: Iterable[Any], trade_id: str) -> list[tuple[int, Any]]:
@@ -83,38 +55,6 @@ def story_text(events: Iterable[Any], trade_id: str) -> str:
 def trade_ids(events: Iterable[Any]) -> list[str]:
     """The trades of a room, in the order their merchants set out."""
     return [event.trade_id for event in events if isinstance(event, realm_events.MerchantSent)]
-
-
-def ledger_entries(event: Any, last_round: int, home: str, host: str) -> tuple[LedgerEntry, ...]:
-    """The ledger rows of one trade event: a round's transfers, a cancelled merchant's loss, a seized load.
-
-    ``last_round`` is the trade's last round so far (a roll carries its own). The state's ledger and
-    `ledger` both come from here, so they agree."""
-    cart = f"merchant:{event.trade_id}"
-    round_number = last_round
-    if isinstance(event, realm_events.TradeRolled):
-        round_number = event.round
-        moves = [(t.source or "phantom", t.target, t.resource, t.amount, t.phantom) for t in event.transfers]
-    elif isinstance(event, realm_events.TradeCancelled):
-        moves = [(cart, "lost", name, amount, False) for name, amount in event.lost.items()]
-    elif isinstance(event, realm_events.MerchantIntercepted) and not event.escaped:
-        moves = [(cart, event.attacker, name, amount, False) for name, amount in event.seized.items()]
-    else:
-        return ()
-    return tuple(
-        LedgerEntry(
-            trade_id=event.trade_id,
-            round=round_number,
-            source=source,
-            target=target,
-            resource=resource,
-            amount=amount,
-            phantom=phantom,
-            home=home,
-            host=host,
-        )
-        for source, target, resource, amount, phantom in moves
-    )
 
 
 def ledger(events: Iterable[Any]) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from almanac.events.manifest import Secret
-from almanac.games.realm.v1 import audit, events as realm_events
+from almanac.games.realm.v1 import events as realm_events, trades
 
 
 def parties(event: Any) -> tuple[str, ...]:
@@ -18,19 +18,19 @@ def parties(event: Any) -> tuple[str, ...]:
         return (event.city, event.to)
     if isinstance(event, realm_events.TaxSeasonChosen):
         return (event.city, event.controller)
-    if isinstance(event, audit.TRADE_EVENTS):
-        sides = (audit.home_of(event), audit.host_of(event), getattr(event, "attacker", ""))
+    if isinstance(event, trades.TRADE_EVENTS):
+        sides = (trades.home_of(event), trades.host_of(event), getattr(event, "attacker", ""))
         return tuple(name for name in sides if name)
     city = getattr(event, "city", None)
     return (city,) if isinstance(city, str) else ()
 
 
 def _home(event: Any) -> tuple[str, ...]:
-    return (audit.home_of(event),)
+    return (trades.home_of(event),)
 
 
 def _host(event: Any) -> tuple[str, ...]:
-    return (audit.host_of(event),)
+    return (trades.host_of(event),)
 
 
 def _attacker(event: Any) -> tuple[str, ...]:

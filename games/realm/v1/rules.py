@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from almanac.events.manifest import Context, Dice, RuleError
-from almanac.games.realm.v1 import audit, commands as realm_commands, data, events as realm_events
+from almanac.games.realm.v1 import commands as realm_commands, data, events as realm_events, trades
 from almanac.games.realm.v1.state import Army, City, Merchant, RealmState, full_stock, season_name, year_of
 
 replace = msgspec.structs.replace
@@ -1379,9 +1379,9 @@ def drop_merchant(state: RealmState, trade_id: str) -> RealmState:
 
 
 def record_ledger(state: RealmState, event: Any) -> RealmState:
-    """Add the trade event's ledger rows (see `audit.ledger_entries`)."""
+    """Add the trade event's ledger rows (see `trades.ledger_entries`)."""
     merchant = state.merchants[event.trade_id]
-    rows = audit.ledger_entries(event, merchant.rounds, merchant.home, merchant.host)
+    rows = trades.ledger_entries(event, merchant.rounds, merchant.home, merchant.host)
     return replace(state, ledger=state.ledger + rows) if rows else state
 
 

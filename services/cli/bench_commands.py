@@ -132,6 +132,10 @@ def bench_e2e(
     deadline_ms: int = typer.Option(
         1_000, "--deadline-ms", min=1,
         help="With --overload: goodput counts the commands accepted within this long of their scheduled send."),
+    pin: bool | None = typer.Option(
+        None, "--pin/--no-pin",
+        help="Run the stack it starts and its own load generator on disjoint CPUs (with 2 or more); by default with "
+             "--overload only, where the generator's flood would otherwise take its CPU from the stack."),
     peer: bool = typer.Option(
         False, "--peer",
         help="Then offer the same schedule to boardgame.io's server (needs node and npm: installs its pinned "
@@ -142,7 +146,8 @@ def bench_e2e(
 
     with stack_errors():
         main(rate=rate, seconds=seconds, engines=engines, gateways=gateways, route_by_shard=route_by_shard,
-             out_of_step=out_of_step, peer=peer, overload=overload, deadline_ms=deadline_ms)
+             out_of_step=out_of_step, peer=peer, overload=overload, deadline_ms=deadline_ms,
+             pin=pin)
 
 
 @bench_app.command("scaling")
