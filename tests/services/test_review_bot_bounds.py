@@ -19,7 +19,6 @@ from almanac.services.bots import (
     add_bot,
     bot_join_id,
     bot_seats,
-    bots_key,
     decide_for,
     dice_key,
 )
@@ -46,7 +45,7 @@ async def test_a_round_reads_a_bounded_window_of_seats_and_the_window_reaches_ev
     for room in rooms:
         await created(store, room)
         await add_bot(redis_client, KEYS, room, "robo", 0)
-    largest_shard = max([await redis_client.hlen(bots_key(KEYS, shard)) for shard in range(16)])
+    largest_shard = max([await redis_client.hlen(KEYS.bots(shard)) for shard in range(16)])
     async with served_gateway(redis_url, ALMANAC_ENGINE_SHARDS="all") as gateway:  # it decides the joins
         bots = bots_for(gateway, redis_client, store, KEYS, key=KEY, max_rooms=8, rate=0)
         # When the bots process runs rounds
