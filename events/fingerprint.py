@@ -316,6 +316,10 @@ def presentation_cut(path: str, text: str, package: str) -> str:
     unhashed = _imported_from_unhashed(tree, package)
     stems = {name.removesuffix(".py") for name in PRESENTATION_FILES}
     inside = {id(child) for node in cut for child in ast.walk(node)}
+    # strings a call is given or an item is looked up by: how code reaches a name without naming it
+    reaching = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                for arg in [*node.args, *(keyword.value for keyword in node.keywords)]}
+    reaching |= {id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript)}
     for node in ast.walk(tree):
         if id(node) in inside:
             continue
@@ -325,9 +329,10 @@ def presentation_cut(path: str, text: str, package: str) -> str:
                     else f"{node.id} ({unhashed[node.id]}, left out)" if node.id in unhashed else "")
         elif isinstance(node, ast.Attribute) and node.attr in PRESENTATION_FUNCTIONS:
             used = f".{node.attr} (presentation)"
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) in reaching and (
                 node.value in PRESENTATION_FUNCTIONS or node.value.rsplit(".", 1)[-1] in stems):
-            # getattr(self, "summary"), import_module("....audit"): a name reached by a string is still used
+            # getattr(self, "summary"), import_module("....audit"): a name reached by a string is still used (a
+            # "summary" column of a row is not reaching anything)
             used = f"{node.value!r} (presentation, named in a string)"
         if used:
             raise PresentationUsed(

@@ -9,6 +9,7 @@ published version's package, or a small package of its own, importable as ``copi
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import shutil
 import sys
@@ -137,12 +138,13 @@ def test_a_summary_method_that_would_act_when_defined_or_called_is_refused(copie
 
 
 @pytest.mark.parametrize("reach", ['getattr(self, "summary")(command)', '__import__("copied.audit")',
-                                   'getattr(summaries_module, "summarize")(command)'])
+                                   'getattr(summaries_module, "summarize")(command)',
+                                   'type(self).__dict__["summary"](self, command)'])
 def test_rule_code_reaching_presentation_by_a_string_is_refused(copied, reach: str):
     # Given a copy of board@1
     folder = copied("board@1")
 
-    # When its rules reach a presentation function or module by its name in a string
+    # When its rules reach a presentation function or module by its name in a string (given to a call or looked up)
     _edit(folder / "game.py", "    def summary(self, event: Any) -> str:",
           f"    def probe(self, command: Any) -> Any:\n        return {reach}\n\n"
           "    def summary(self, event: Any) -> str:")
@@ -150,6 +152,11 @@ def test_rule_code_reaching_presentation_by_a_string_is_refused(copied, reach: s
     # Then it is refused: a name reached by a string is used all the same
     with pytest.raises(fingerprint.PresentationUsed, match=r"named in a string"):
         fingerprint.package_fingerprint("copied")
+
+
+def test_a_row_with_a_summary_column_is_not_reaching_presentation():
+    # Given rule code that names a row's "summary" column (a key, as a read model's rows do), then it is hashed
+    assert '"summary"' in fingerprint.presentation_cut("rules.py", 'ROW = {"summary": ""}\n', "copied")
 
 
 @pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x1c"], ids=["U+2028", "form feed", "FS"])
@@ -193,3 +200,24 @@ def test_python_code_in_another_form_beside_the_rules_changes_the_fingerprint_or
                                                   + bytes(8) + b"code")
     with pytest.raises(fingerprint.UnhashedCodeActs, match="without checking it against its source"):
         fingerprint.package_fingerprint("copied")
+
+
+@pytest.mark.parametrize(("made", "named"), [
+    ("from almanac.games.board.v1.game import BoardDecider\n\n\nclass _Kinder(BoardDecider):\n"
+     "    def is_over(self, state):\n        return False\n\n\nDECIDER = _Kinder()\n",
+     r"its Decider's class _Kinder is defined in copied.manifest, which its fingerprint \(over almanac.games"),
+    ("from almanac.games.board.v1.game import BoardDecider\n\nDECIDER = BoardDecider()\nDECIDER.secrets = {}\n",
+     r"its Decider holds state of its own \(\['secrets'\]\)"),
+])
+def test_a_decider_subclassed_or_configured_in_the_manifest_module_is_refused(copied, made: str, named: str):
+    # Given a copy of board@1, whose manifest module (outside the fingerprint) names game.py's DECIDER
+    folder = copied("board@1")
+
+    # When the manifest module makes its own Decider (a subclass deciding otherwise, or one with other secrets)
+    # and names board@1's package as what its fingerprint hashes (so it would carry board@1's fingerprint)
+    _edit(folder / "manifest.py", "from almanac.games.board.v1.game import DECIDER\n", made)
+    _edit(folder / "manifest.py", "MANIFEST = RuleSet(\n", 'MANIFEST = RuleSet(\n    source="almanac.games.board.v1",\n')
+
+    # Then the manifest is refused when it is built: its rules would not be the code its fingerprint hashes
+    with pytest.raises(ValueError, match=named):
+        importlib.import_module("copied.manifest")
