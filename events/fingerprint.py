@@ -24,7 +24,9 @@ was. The same names tell the mutation test what to leave alone (tests/mutation/r
 Presentation must stay presentation: what the rules call is rules. A hashed module whose code outside the
 cut-out functions uses a presentation function (``summary``, ``summarize``) or a name imported from a
 presentation module (``PRESENTATION_FILES``: ``from .summaries import faces_text``, ``from . import audit``)
-is refused (``PresentationUsed``,
+is refused (``PresentationUsed``; so is one using the manifest or the bots, but for the seat bot's rule
+(``seat_bot``), which names the bot that plays; and one reaching presentation by a string, ``getattr(self,
+"summary")``),
 when the manifest is built), so a decision cannot move out of the fingerprint by being written in
 presentation. Importing is not using: realm's game.py imports ``summarize`` for its ``summary`` alone. What
 the fold needs lives in a hashed module (realm's ledger rows: ``trades.py``, not ``audit.py``).
@@ -83,6 +85,9 @@ PRESENTATION_FILES = ("summaries.py", "audit.py")
 # Files of a rule-set package that are not its rules, wherever they sit in it (see the module's docstring). A
 # seat bot's rule may call its bot: the bot plays as a player, through the rules, so how it plays is not a rule.
 NOT_RULES = ("manifest.py", "policy.py", "bot.py", *PRESENTATION_FILES, "fingerprints.toml")
+# The bots' modules, and the one function of the rules that may call them (it names the bot that plays a seat).
+BOT_MODULES = ("bot", "policy")
+SEAT_BOT = "seat_bot"
 # Functions and methods that present the rules (a sentence per event), cut out of the hashed source.
 PRESENTATION_FUNCTIONS = ("summary", "summarize")
 # The list of a version's fingerprints, in the package of its Decider.
@@ -143,7 +148,8 @@ ESCAPES = frozenset({"setattr", "delattr", "exec", "eval", "compile", "__import_
                      "import_module", "reload", "force_setattr", "__setattr__", "__delattr__", "__setitem__",
                      "__delitem__", "__dict__", "__globals__", "__code__", "__defaults__", "__kwdefaults__",
                      "__closure__", "__builtins__", "__class__", "__bases__", "__func__", "__wrapped__",
-                     "__init__", "__set_name__", "__init_subclass__", "modules"})
+                     "__init__", "__set_name__", "__init_subclass__", "modules", "setitem", "delitem",
+                     "iadd", "ior", "iconcat"})
 MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert", "remove",
                       "discard", "add", "sort", "reverse", "__iadd__", "__ior__", "difference_update",
                       "intersection_update", "symmetric_difference_update"})
@@ -256,6 +262,8 @@ def refuse_acting(tree: ast.AST, path: str, scope: ast.AST | None = None) -> Non
             targets = [part for target in targets for part in (
                 target.elts if isinstance(target, ast.Tuple | ast.List) else
                 [target.value] if isinstance(target, ast.Starred) else [target])]
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id not in own:
+            refuse(node, f"changes {node.target.id} in place, which it did not make")  # DECIDE |= {...}
         for target in [target for target in targets if isinstance(target, ast.Attribute | ast.Subscript)]:
             root, depth = _chain(target)
             if not (isinstance(root, ast.Name) and depth <= own.get(root.id, 0)):
@@ -277,9 +285,10 @@ def refuse_acting(tree: ast.AST, path: str, scope: ast.AST | None = None) -> Non
 
 
 def _imported_from_unhashed(tree: ast.Module, package: str) -> dict[str, str]:
-    """Names a module of ``package`` binds by importing from a presentation module of it (``PRESENTATION_FILES``):
-    bound name -> what it is. Modules outside the package are not its rules' business."""
-    unhashed = {name.removesuffix(".py") for name in PRESENTATION_FILES}
+    """Names a module of ``package`` binds by importing from a module of it the fingerprint leaves out (``NOT_RULES``:
+    presentation, the manifest, the bots): bound name -> what it is. Modules outside the package are not its
+    rules' business."""
+    unhashed = {name.removesuffix(".py") for name in NOT_RULES if name.endswith(".py")}
     bound: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and not (node.level or _within(node.module or "", package)):
@@ -314,8 +323,13 @@ def presentation_cut(path: str, text: str, package: str) -> str:
         _refuse_acting_when_defined(function, path)
         refuse_acting(function, path, function)
     unhashed = _imported_from_unhashed(tree, package)
-    stems = {name.removesuffix(".py") for name in PRESENTATION_FILES}
+    stems = {name.removesuffix(".py") for name in NOT_RULES if name.endswith(".py")}
     inside = {id(child) for node in cut for child in ast.walk(node)}
+    # A seat bot's rule may call its bot (how a bot plays is a player's business: its moves are decided like any
+    # player's); nothing else of the rules may use the bots, the manifest or presentation.
+    players = {name for name, what in unhashed.items() if set(what.rsplit(".", 2)[-2:]) & set(BOT_MODULES)}
+    in_seat_bot = {id(child) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                   and node.name == SEAT_BOT for child in ast.walk(node)}
     # strings a call is given or an item is looked up by: how code reaches a name without naming it
     reaching = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
                 for arg in [*node.args, *(keyword.value for keyword in node.keywords)]}
@@ -324,7 +338,8 @@ def presentation_cut(path: str, text: str, package: str) -> str:
         if id(node) in inside:
             continue
         used = ""
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not (
+                node.id in players and id(node) in in_seat_bot):
             used = (f"{node.id} (presentation)" if node.id in PRESENTATION_FUNCTIONS
                     else f"{node.id} ({unhashed[node.id]}, left out)" if node.id in unhashed else "")
         elif isinstance(node, ast.Attribute) and node.attr in PRESENTATION_FUNCTIONS:

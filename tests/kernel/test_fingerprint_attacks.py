@@ -83,6 +83,9 @@ REWRITES = {
     "a global rebound when called": "def _later():\n    global ORES\n    ORES = ()",
     "an argument written into": "def _later(event):\n    event.city = 'elsewhere'",
     "the kernel through sys.modules": "import sys\n_m = sys.modules",
+    "a table changed in place": "from almanac.games.realm.v1.rules import DECIDE\nDECIDE |= {}",
+    "operator.setitem": "import operator\nfrom almanac.games.realm.v1.rules import DECIDE\n"
+                        "operator.setitem(DECIDE, object, None)",
 }
 
 
@@ -221,3 +224,22 @@ def test_a_decider_subclassed_or_configured_in_the_manifest_module_is_refused(co
     # Then the manifest is refused when it is built: its rules would not be the code its fingerprint hashes
     with pytest.raises(ValueError, match=named):
         importlib.import_module("copied.manifest")
+
+
+@pytest.mark.parametrize(("unhashed", "where"), [("policy", "decide"), ("bot", "decide"), ("manifest", "decide"),
+                                                   ("summaries", "seat_bot")])
+def test_rules_deciding_with_the_bots_or_the_manifest_are_refused_and_only_the_seat_bot_may_call_a_bot(
+        copied, unhashed: str, where: str):
+    # Given a copy of board@1, whose seats.py (hashed) names its seat bot by calling bot.py (left out: how a bot
+    # plays is a player's business)
+    folder = copied("board@1")
+    assert fingerprint.package_fingerprint("copied") == registry.manifest("board@1").fingerprint
+
+    # When another rule uses a module the fingerprint leaves out (the bots' choice, the manifest's tables), or the
+    # seat bot uses presentation
+    _append(folder / "seats.py", f"from copied import {unhashed} as left_out\n\n\n"
+                                 f"def {where}(state, command, ctx):\n    return left_out.choose(state)")
+
+    # Then the fingerprint is refused: that decision would be made by code it does not hash
+    with pytest.raises(fingerprint.PresentationUsed, match=r"seats.py, line \d+: rule code uses left_out \(copied"):
+        fingerprint.package_fingerprint("copied")
