@@ -100,7 +100,6 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                     await reaper
             await gateway.heavy.close()
             await gateway.outcomes.close()
-            await gateway.rate_limits.close()
             await runtime.aclose()
 
     app = GatewayApp(
