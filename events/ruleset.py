@@ -7,6 +7,7 @@ so that the registry can name ``RuleSet`` without importing the room module that
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -154,6 +155,25 @@ class BenchScenario:
     comparisons: tuple[Comparison, ...] = ()
 
 
+def _refuse_a_decider_made_outside(name: str, decider: Any, hashed: str) -> None:
+    """The Decider is the rules: its class is defined, and an instance holding state of its own (what its class's
+    methods read: ``self.secrets`` over the class's) is made, in a module the fingerprint hashes; else a manifest
+    module (outside the fingerprint) could subclass it or build it otherwise and decide unseen."""
+    where = type(decider).__module__
+    if not hashes_module(hashed, where):
+        raise ValueError(f"manifest {name!r}: its Decider's class {type(decider).__name__} is defined in {where}, "
+                         f"which its fingerprint (over {hashed}) does not hash; define it in a module of its rules")
+    if not getattr(decider, "__dict__", None):
+        return  # nothing of its own: it decides as its class (hashed) says, however it was made
+    holders = [module for module_name, module in list(sys.modules.items())
+               if module is not None and hashes_module(hashed, module_name)
+               and any(value is decider for value in vars(module).values())]
+    if not holders:
+        raise ValueError(f"manifest {name!r}: its Decider holds state of its own ({sorted(vars(decider))}) and is "
+                         f"not made in a module its fingerprint (over {hashed}) hashes; make it there "
+                         "(``DECIDER = ...`` beside its class)")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RuleSet:
     """A rule-set as the core knows it. Published through the ``almanac.rulesets`` entry-point group:
@@ -248,6 +268,7 @@ class RuleSet:
         object.__setattr__(self, "fingerprint", package_fingerprint(self.source or type(self.decider).__module__))
         object.__setattr__(self, "revisions", revisions_beside(type(self.decider).__module__))
         hashed = self.source or type(self.decider).__module__
+        _refuse_a_decider_made_outside(self.name, self.decider, hashed)
         for name in DECIDED_WITH:
             value = getattr(self, name)
             where = getattr(value, "__module__", None) or repr(value)

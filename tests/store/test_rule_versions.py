@@ -158,7 +158,10 @@ async def test_verify_names_the_code_revision_of_a_room_and_says_when_its_finger
     service = RoomService(store)
     listed = registry.at("realm", 1)
     await play_realm(service, "listed-code", "realm@1", commands=20)
-    unlisted = RuleSet(decider=listed.decider, version=1, default=True, source="counter_ruleset", policy=listed.policy)
+    # (its fingerprint over the whole realm package, which holds realm@1's code and more: one realm@1 never listed;
+    # the manifest must still hash the Decider's own module, so another game's package would be refused)
+    unlisted = RuleSet(decider=listed.decider, version=1, default=True, source="almanac.games.realm",
+                       policy=listed.policy)
     registry.register(unlisted)
     try:
         await play_realm(service, "unlisted-code", "realm@1", commands=20)
