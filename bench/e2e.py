@@ -24,12 +24,12 @@ from almanac.bench.common import output_console
 from almanac.bench.peer import PeerUnavailable, peer_figures
 from almanac.client import ApiError
 from almanac.client.aio import AsyncClient
-from almanac.client.lean import CommandSender
+from almanac.client.command_sender import CommandSender
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
-from almanac.services.settings import Settings, load_settings
+from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack
 from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
@@ -213,7 +213,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     """
     windowed = phases is not None
     phases = phases or [("open", 1.0, seconds)]
-    shard_count = load_settings().shard_count
+    shard_count = bootstrap.settings().shard_count  # the stack's processes read the same environment
 
     def owner(room: str) -> int | None:
         return shard_of(room, shard_count) % len(urls) if route_by_shard else None
@@ -439,12 +439,10 @@ def main(rate: int = 500, seconds: int = 10, url: str | None = None, engines: in
     None: with ``overload`` (the generator offers several times the capacity there, and would take its CPU from the
     stack in the overload windows only), not without (the figures kept since before pinning compare).
     """
-    from almanac.services.bootstrap import running_stack  # noqa: PLC0415
-
-    settings = load_settings()
+    settings = bootstrap.settings()
     running = None
     if url is None:
-        running = running_stack(settings.data_dir)
+        running = bootstrap.running_stack(settings.data_dir)
         url = running["url"] if running else None
     if url is not None:
         redis_url = running["redis_url"] if running else (settings.redis_url or "")
@@ -664,7 +662,7 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
     """Offer ``plan``'s windows back to back (``_offer_load``'s phases; rooms for ``rate`` commands/s; a closed window
     of 0 clients: as many as the gateways admit at once): each window's answers, with the CPU the stack (``pids``),
     the load generator and the rest of the machine used during it, its run-queue wait and the load average."""
-    clients = load_settings().gateway_max_inflight * len(urls)
+    clients = bootstrap.settings().gateway_max_inflight * len(urls)
     plan = [(kind, value or (clients if kind == "closed" else value), seconds) for kind, value, seconds in plan]
     pids = {**(pids or {}), "load generator": os.getpid()}
     marks: list[tuple[float, dict[str, float], float, float, float]] = []

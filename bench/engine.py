@@ -61,7 +61,7 @@ def _engine_process(url: str, prefix: str, batch_size: int) -> None:
 
     collect_less_often()  # as every `almanac` process does (this one does not start through the CLI)
     try:
-        uvloop.run(serve())  # as `almanac engine` runs it (services/cli/engine_process.py)
+        uvloop.run(serve())  # as `almanac engine` runs it (services/cli/engine_commands.py)
     except KeyboardInterrupt:
         pass
 

@@ -318,7 +318,7 @@ async def _run(url: str, rooms: int, wave: int, console: Console, max_connection
                         f"{p50:.2f} / {p99:.2f} ms ({p50 / live_p50:.1f}x / {p99 / live_p99:.1f}x)",
                         "p99 <= 5x" if "archived" in label else "")
 
-    # verify --all as the command runs it (services/cli/verification.py): every room the store lists, one by one
+    # verify --all as the command runs it (services/cli/verify_commands.py): every room the store lists, one by one
     verifier = bootstrap.tool_store(client, SHARDS, prefix, archive=archive)
     started = time.perf_counter()
     every = await verifier.rooms()

@@ -28,7 +28,7 @@ PLAYERS = ["ann", "bo", "cy", "di"]
 
 
 def row(room: str, created_ms: int, over: bool) -> bytes:
-    """A listing row as projections.models.room_listing writes it."""
+    """A listing row as projections.read_model_rows.room_listing writes it."""
     return msgspec.json.encode({"room": room, "ruleset": "realm", "ruleset_version": 1, "version": 120,
                                 "players": PLAYERS, "created_by": "ann", "created_at_ms": created_ms,
                                 "challenge": None, "over": over, "ended": over, "updated_at_ms": created_ms + 60_000,

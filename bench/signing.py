@@ -31,7 +31,7 @@ from rich.table import Table
 from almanac.bench.common import output_console
 from almanac.bench.e2e import _run_loop, cpu_seconds
 from almanac.client.aio import AsyncClient
-from almanac.client.lean import CommandSender
+from almanac.client.command_sender import CommandSender
 from almanac.client.signing import PlayerKey, newest_version
 from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from almanac.events import registry
-from almanac.projections.models import RoomUpdate
+from almanac.projections.read_model_rows import RoomUpdate
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import run_script
 

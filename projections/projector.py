@@ -18,7 +18,7 @@ from almanac.events.errors import CorruptEventError, RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.events.step import advance
 from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
-from almanac.projections.models import RoomUpdate, project_room
+from almanac.projections.read_model_rows import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
 from almanac.storage.keys import projector_heartbeat_key, projector_stats_key
 from almanac.storage.loader import RoomLoader

@@ -16,7 +16,7 @@ from almanac.projections.model_writes import (
     queue_update,
     text,
 )
-from almanac.projections.models import RoomUpdate, model_names, project_room
+from almanac.projections.read_model_rows import RoomUpdate, model_names, project_room
 from almanac.storage.archive_index import archived_versions
 from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader

@@ -182,6 +182,7 @@ class Clock:
         self._earliest_tracked = 0
         self.idle_wait_s = IDLE_WAIT_S  # the longest wait between ticks (``_wait``)
         self._said_polling = False  # logged once that a Cluster makes it tick (``_wait``)
+        self._feeds_moved = False  # the last tick read entries from a feed (``_wait``)
 
     # --- tracking ------------------------------------------------------------------------------
 
@@ -332,6 +333,7 @@ class Clock:
         replies = await pipe.execute()
         sent = 0
         self._moved = {}
+        self._feeds_moved = any(replies[0::2])
         try:
             for index, shard in enumerate(shards):
                 read, due = replies[2 * index], replies[2 * index + 1]
@@ -384,6 +386,11 @@ class Clock:
         XREAD over the feeds, not ten looks a second: an idle clock cost more than anything else in an idle gateway.
         A Cluster spreads the feeds over slots (one XREAD may not span them): there, and while a shard's cursor is
         unknown (it is read again by the next tick), the clock ticks every ``interval_s`` as it did."""
+        if self._feeds_moved:
+            # The last tick read entries: while commands come, a feed has moved again by now, and the wait's look
+            # at the deadlines and its read would return at once, two round trips a tick for nothing (a fifth of
+            # the clock's CPU at 500 commands/s, docs/capacity.md, issue 29's sixth pass). The next tick looks.
+            return
         cursors = {self.keys.feed(shard): self._cursors.get(shard) for shard in shards}
         if isinstance(self.client, RedisCluster):
             if not self._said_polling:  # once: an operator comparing idle CPU should know why this one ticks

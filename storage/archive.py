@@ -246,7 +246,7 @@ if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit
 # 8 nonces, 9 origin, 10 the shard's ended rooms (the archiver's work list: a finished room stays on it until the
 # archive index has compacted its rows, archive_index.compact takes it off; an idle room leaves it here), 11 the
 # shard's summary rows (an archived
-# room's is folded from the archive when asked for: projections.read), 12 the room's version (the pointer has it;
+# room's is folded from the archive when asked for: projections.read_model_queries), 12 the room's version (the pointer has it;
 # an ended room never appends again), 13.. the room's id index and the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
 # keep counting it. ARGV 4: the move's reason; an idle room keeps its summary row (it comes back, and nothing

@@ -18,7 +18,7 @@ finished room, and both are cut here, per shard, in ONE script (one hash tag: it
   realm's trades): a pass's rows of each model leave for one block, an object of the archive store written and read
   back first, Redis keeping only its digest (``Keys.archived_model_rows``, ``BLOCK_REF``); a listing of the model
   across rooms (``model_rows``) reads both tiers, Redis' rows first; one archived room's rows are folded from its
-  archive object when asked for (``projections.read``), as its summary is.
+  archive object when asked for (``projections.read_model_queries``), as its summary is.
 
 Only rooms still archived and archived because they finished are compacted (an idle room comes back and plays on:
 its rows stay as they are). A crash before the script leaves the rows in Redis (answers unchanged, only bytes);

@@ -174,7 +174,7 @@ class EventStore(Protocol):
     # Optional: the room's commitment scheme (docs/bundle-format.md), recorded when it is created; none: v1.
     # async def save_commit_scheme(self, room: str, scheme: str) -> bool
     # async def load_commit_scheme(self, room: str) -> str | None
-    # Optional: keep an imported room or a copy out of every leaderboard (``projections.read``).
+    # Optional: keep an imported room or a copy out of every leaderboard (``projections.read_model_queries``).
     # async def mark_unranked(self, room: str) -> None
 
     async def save_nonce(self, room: str, nonce: bytes) -> str:

@@ -146,7 +146,9 @@ return results
 # publishes its outcome when it takes effect: the answer leaves at the moment of the append.
 # A write with a client's limit (storage.base.Counted) is preceded by a count of it, as the stream's submit
 # script counts (services.bus.SUBMIT_COUNTED): past the limit the room's writes from there are not tried
-# and the count answers 'limited' with the window's remaining ms.
+# and the count answers 'limited' with the window's remaining ms. As there, a command whose id is decided already
+# (the write after the count names its outcome record and id index) is not counted: a resend is answered its first
+# outcome ('dup') whatever the window, and never uses it up.
 # KEYS: 1 shard feed, 2 shard rooms, 3 shard command stream, then per append: room events, room version,
 # command outcome, room commands, room ids; per refusal: command outcome, room rejected stream, room ids; per
 # count: counter. ARGV: 1 consumer group of the receipts, 2 dedupe retention (ms, 0: for ever), then per append: 'a', room, envelope count, expected version,
@@ -154,16 +156,20 @@ return results
 # outcome, record, entry id, channel, message; per count: 'l', room, limit, window (ms).
 WRITE_ORDERED_SCRIPT = _DEDUPE_LUA + """
 local results, failed = {}, {}
+-- The outcome record a count just found undecided: its write, next, need not look it up again (then forgotten).
+local undecided
 local k, a, n = 4, 3, 0
 while a <= #ARGV do
   n = n + 1
   local room = ARGV[a + 1]
   if ARGV[a] == 'a' then
     local count, expected = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local fresh = undecided
+    undecided = nil
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = decided(KEYS[k + 2], KEYS[k + 4])
+      local existing = fresh ~= KEYS[k + 2] and decided(KEYS[k + 2], KEYS[k + 4])
       local current = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
       if existing then
         results[n] = {'dup', existing}
@@ -192,9 +198,15 @@ while a <= #ARGV do
     k = k + 5
     a = a + 9 + count
   elseif ARGV[a] == 'l' then
+    -- The write counted comes next: an append's outcome record and id index are its keys 3 and 5, a refusal's 1 and 3.
+    local record, ids = k + 1, k + 3
+    if ARGV[a + 4] == 'a' then record, ids = k + 3, k + 5 end
     if failed[room] then
       results[n] = {'skip', ''}
+    elseif decided(KEYS[record], KEYS[ids]) then
+      results[n] = {'ok', ''}  -- a resend: its write answers 'dup', nothing counted
     else
+      undecided = KEYS[record]
       local counted = redis.call('INCR', KEYS[k])
       if counted == 1 then redis.call('PEXPIRE', KEYS[k], ARGV[a + 3]) end
       if counted > tonumber(ARGV[a + 2]) then
@@ -209,10 +221,12 @@ while a <= #ARGV do
     k = k + 1
     a = a + 4
   else
+    local fresh = undecided
+    undecided = nil
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = decided(KEYS[k], KEYS[k + 2])
+      local existing = fresh ~= KEYS[k] and decided(KEYS[k], KEYS[k + 2])
       if existing then
         results[n] = {'dup', existing}
       else
@@ -820,6 +834,11 @@ class RedisEventStore:
             value = await (self.client.hget(*index) if call is None else call("HGET", *index))
         if value is None:
             return None
+        return await self.kept_outcome(room, value)
+
+    async def kept_outcome(self, room: str, value: bytes) -> StoredOutcome:
+        """A stored outcome from the value its record (or the room's id index) holds, read here or by a script
+        (``services.bus.SUBMIT_COUNTED`` finding a resend decided), answered as ``outcome`` answers it."""
         if self.wait_replicas:
             # ALMANAC_DURABILITY=replica: an outcome is answered only once a replica has it. The write that stored
             # it may have failed its WAIT (a replica gone): an answer read back now (a resend, GET of the outcome,

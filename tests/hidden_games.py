@@ -41,7 +41,7 @@ from almanac.events.disclosure import hidden_fields
 from almanac.events.envelope import Envelope
 from almanac.events.errors import RuleError
 from almanac.events.shown import shown_to
-from almanac.projections import models
+from almanac.projections import read_model_rows
 from almanac.services.gateway.room_reader import room_summary
 
 PLAYERS = ("alice", "bob", "carol")
@@ -285,8 +285,8 @@ def _step(variation: Variation, room: PureRoom, player: str, body: dict[str, Any
         "view": codec.to_builtins(decider.view(game, variation.outsider)),
         "scores": codec.to_builtins(decider.public_scores(game)),
         "room": room_summary(state),
-        "leaderboard": models.leaderboard_scores(state),
-        "summary_scores": models.room_summary(state, 0)["scores"],
+        "leaderboard": read_model_rows.leaderboard_scores(state),
+        "summary_scores": read_model_rows.room_summary(state, 0)["scores"],
     }
     return Receipt(envelopes=envelopes or [], refused=envelopes is None, seen=seen,
                    turned_up=variation.turned_up(game, envelopes or []) if variation.turned_up else None,

@@ -27,25 +27,25 @@ def _each_invocation() -> None:
 
 # Each module registers its commands on `app` (or adds a sub-app) when imported.
 _COMMAND_MODULES = (
-    "almanac.services.cli.engine_process",   # engine
-    "almanac.services.cli.sim",              # sim
-    "almanac.services.cli.log_state_commands",  # log, state
-    "almanac.services.cli.verification",     # verify
-    "almanac.services.cli.player_signing",   # player-key, sign
-    "almanac.services.cli.audit_commands",   # audit trade
-    "almanac.services.cli.forks",            # fork, diff
-    "almanac.services.cli.explain_bisect_commands",  # explain, bisect
-    "almanac.services.cli.transfer",         # export, import
-    "almanac.services.cli.dispute_commands",  # dispute, verify-bundle
-    "almanac.services.cli.key_commands",     # keys, checkpoints
-    "almanac.services.cli.projection_commands",  # projector, projections rebuild
-    "almanac.services.cli.archive_commands",  # archive, archiver
-    "almanac.services.cli.gateway",          # gateway, up, demo
-    "almanac.services.cli.notifier_commands",  # notifier (webhooks)
-    "almanac.services.cli.bot_commands",     # bots (seats played by bots)
-    "almanac.services.cli.seat_bot_command",  # bot (your own seat, played through the public API)
-    "almanac.services.cli.documents",        # openapi, asyncapi
-    "almanac.services.cli.bench",            # bench store | engine | rules NAME | e2e
+    "almanac.services.cli.engine_commands",           # engine
+    "almanac.services.cli.sim_commands",              # sim
+    "almanac.services.cli.log_state_commands",        # log, state
+    "almanac.services.cli.verify_commands",           # verify
+    "almanac.services.cli.player_signing_commands",   # player-key, sign
+    "almanac.services.cli.audit_commands",            # audit trade
+    "almanac.services.cli.fork_diff_commands",        # fork, diff
+    "almanac.services.cli.explain_bisect_commands",   # explain, bisect
+    "almanac.services.cli.export_import_commands",    # export, import
+    "almanac.services.cli.dispute_commands",          # dispute, verify-bundle
+    "almanac.services.cli.key_commands",              # keys, checkpoints
+    "almanac.services.cli.projection_commands",       # projector, projections rebuild
+    "almanac.services.cli.archive_commands",          # archive, archiver
+    "almanac.services.cli.gateway_commands",          # gateway, up, demo, token
+    "almanac.services.cli.notifier_commands",         # notifier (webhooks)
+    "almanac.services.cli.bot_commands",              # bots (seats played by bots)
+    "almanac.services.cli.seat_bot_command",          # bot (your own seat, played through the public API)
+    "almanac.services.cli.api_document_commands",     # openapi, asyncapi
+    "almanac.services.cli.bench_commands",            # bench store | engine | rules NAME | e2e
 )
 
 

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from almanac.services.cli import app
 from almanac.services.cli.common import cell, console, fail, print_json
-from almanac.services.cli.forks import run_forensics
+from almanac.services.cli.fork_diff_commands import run_forensics
 from almanac.services.forensics.investigate import bisect_against, bisect_where, explain
 
 

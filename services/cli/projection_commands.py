@@ -15,8 +15,8 @@ from rich.table import Table
 
 from almanac.events import registry
 from almanac.events.errors import CorruptEventError
-from almanac.projections.models import model_names
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
+from almanac.projections.read_model_rows import model_names
 from almanac.projections.rebuild import RebuildConflict, rebuild
 from almanac.services import bootstrap, projector_process
 from almanac.services.cli import app

@@ -353,8 +353,10 @@ class Engine:
                 for group, reply in zip(groups, replies, strict=True)]
 
     async def _count_handed(self, record: CommandRecord, limit: Counted) -> None:
-        """Count a command handed in that no write counted; ``RateLimited`` past its limit."""
-        await count_request(self.client, self.keys, record.room, limit, call=self._write_call)
+        """Count a command handed in that no write counted; ``RateLimited`` past its limit. A command decided
+        already (a resend answered its first outcome) is not counted, as the write script would not count it."""
+        await count_request(self.client, self.keys, record.room, limit, call=self._write_call,
+                            command_id=record.command_id)
 
     def _still_held(self, batch: list[Entry]) -> list[Entry]:
         """A read's entries whose shard is still safely held: commands decided here while it waited took time

@@ -11,7 +11,7 @@
 - ``errors``       ``ForensicsError``: what cannot be answered, as the CLI's one line and the HTTP 4xx.
 
 The pure half (the re-decide loop, the bundle verifier, the path language, the tree-diff) is
-``almanac.events.forensics``. Entry points stay with their kind: ``services/cli/verification.py``,
-``dispute_commands.py``, ``forks.py``, ``explain_bisect_commands.py``, ``audit_commands.py`` and
+``almanac.events.forensics``. Entry points stay with their kind: ``services/cli/verify_commands.py``,
+``dispute_commands.py``, ``fork_diff_commands.py``, ``explain_bisect_commands.py``, ``audit_commands.py`` and
 ``services/gateway/api_forensics.py``, ``api_dispute.py``; docs/forensics.md tells the whole story.
 """

@@ -143,7 +143,7 @@ async def rooms_activity(request: Request, ruleset: str | None = Query(None, pat
 
 async def _archived_activity(store: RedisEventStore, row: dict[str, Any], latest: int) -> int | None:
     """The time of an archived room's last event: its listing row's ``updated_at_ms`` when the row was projected
-    at that version (it is that event's time: projections.models), so a poll of hundreds of archived rooms reads
+    at that version (it is that event's time: projections.read_model_rows), so a poll of hundreds of archived rooms reads
     no object; else that event, read from the archive."""
     if int(row.get("version", 0)) == latest and row.get("updated_at_ms") is not None:
         return int(row["updated_at_ms"])

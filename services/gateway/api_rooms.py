@@ -19,7 +19,7 @@ from almanac.events.errors import RuleError, RulesNotInstalledError
 from almanac.events.room import ROOM_COMMAND_KINDS, CreateRoom, check_bot_policy, convert_options
 from almanac.events.shown import Shown
 from almanac.events.signing import join_bytes, signature_valid
-from almanac.projections.read import BadCursor
+from almanac.projections.read_model_queries import BadCursor
 from almanac.services import bots
 from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import ROLE_PLAYER, Claims
@@ -416,7 +416,7 @@ PageCursor = Query(None, pattern=PAGE_CURSOR_PATTERN, description="where the pag
 
 async def rooms_page(request: Request, ruleset: str | None, limit: int, cursor: str | None) -> tuple[list[dict],
                                                                                                    str | None]:
-    """A page of the listing (projections.read.ReadModels.rooms_page); 422 ``bad_cursor`` for a cursor it never
+    """A page of the listing (projections.read_model_queries.ReadModels.rooms_page); 422 ``bad_cursor`` for a cursor it never
     handed out."""
     try:
         return await gateway(request).read_models.rooms_page(ruleset, limit, cursor)
@@ -681,6 +681,10 @@ async def _end_room(gw: Gateway, request: Request, room: str) -> Response:
     if claims.role == ROLE_PLAYER:  # a seat of this room: counted in its shard, by the submit (ratelimit.py)
         known = gw.rate_limits.known_refusal(room, claims.player)  # a window seen used up
         if known is not None:
+            # As for a command (``_admitted_command``): a resend of a decided end gets its stored outcome, not 429.
+            stored = await _resent_end(gw, room, claims.player, await request.body())
+            if stored is not None:
+                return stored
             raise known
         limit = gw.rate_limits.seat_limit(room, claims.player)
     else:  # an auditor's token is valid in every room: its counter is not in any one room's shard
@@ -760,6 +764,12 @@ async def _admitted_command(gw: Gateway, room: str, token: str | None, raw_body:
     claims = gw.player_for(token, room)  # before reading the body: strangers learn nothing
     known = gw.rate_limits.known_refusal(room, claims.player)  # a window seen used up
     if known is not None:
+        if may_resend(raw_body, idempotency_key is not None):
+            # A resend of a decided command is answered its stored outcome whatever the window, never 429 for a
+            # command that was accepted: the one bounded lookup admission's refusal makes, nothing counted.
+            stored = await _resent_outcome(gw, room, token, raw_body, idempotency_key)
+            if stored is not None:
+                return stored
         raise known
     # The seat's rate limit is counted by the submit itself (one script); a request refused before it is
     # counted on its own, so every request with a valid token counts, as before.
@@ -788,6 +798,21 @@ async def _resent_outcome(gw: Gateway, room: str, token: str | None, raw_body: b
         return None
     stored = await gw.decided(room, internal_command_id(room, claims.player, client_id))
     return None if stored is None else await _replayed(gw, room, claims.player, client_id, stored)
+
+
+async def _resent_end(gw: Gateway, room: str, player: str, raw_body: bytes) -> Response | None:
+    """The stored outcome's answer when an end request names a command id that is decided (``Gateway.decided``:
+    one bounded read); None otherwise, without a read when its body names none."""
+    if not may_resend(raw_body, False):
+        return None
+    try:
+        client_id = decode_body(raw_body, EndRoomRequest).command_id
+    except ApiError:
+        return None  # answered as any other request refused: 429
+    if client_id is None:
+        return None
+    stored = await gw.decided(room, internal_command_id(room, player, client_id))
+    return None if stored is None else await _replayed(gw, room, player, client_id, stored)
 
 
 async def _decided_resend(gw: Gateway, room: str, player: str, client_id: str | None) -> bool:

@@ -266,7 +266,7 @@ def _read_model_rows(name: str, versions: list[Any], components: dict[str, Any],
             components[title] = {"title": title, "description": description, "type": "object"}
         else:
             members = _declared(components, types, ref, prefix)
-            for member in members:  # the projector marks every row of a sandbox fork (projections/models.py)
+            for member in members:  # the projector marks every row of a sandbox fork (projections/read_model_rows.py)
                 components[member].setdefault("properties", {})["fork"] = {
                     "$ref": f"{ref_prefix}{FORK_MARK}",
                     "description": "set on a sandbox fork's rows: its parent room and the version it starts from"}

@@ -18,10 +18,15 @@ from starlette.requests import HTTPConnection
 
 from almanac.events.envelope import Envelope
 from almanac.events.shown import Shown
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services import bootstrap
 from almanac.services.bootstrap import Runtime
-from almanac.services.bus import RateLimit, count as count_request, internal_command_id  # noqa: F401 - re-exported
+from almanac.services.bus import (  # noqa: F401 - re-exported
+    AlreadyDecided,
+    RateLimit,
+    count as count_request,
+    internal_command_id,
+)
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.engine.shard_engine import Engine, EngineConfig, NotDecidedHere, engine_config
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, ROLE_PLAYER, Claims, TokenError, TokenSigner
@@ -349,8 +354,9 @@ class Gateway:
                 self.fair.release(address)
 
     async def decided(self, room: str, command_id: str) -> StoredOutcome | None:
-        """The stored outcome of a command that admission refuses, if it was decided (by any gateway or engine,
-        before any restart): a resend is answered that outcome, not 503 (``api_rooms.run_command``). One read;
+        """The stored outcome of a command that admission refuses (or a seat's window seen used up refuses), if it
+        was decided (by any gateway or engine, before any restart): a resend is answered that outcome, not 503 or
+        429 (``api_rooms.run_command``, ``_admitted_command``). One read;
         None when undecided, when RESEND_LOOKUPS_MAX lookups are already in flight, or when the store fails
         (the request is refused as overloaded then, as any other)."""
         if self.resend_lookups >= RESEND_LOOKUPS_MAX:
@@ -369,7 +375,8 @@ class Gateway:
 
         ``admit`` False (a request's follow-up command): never refused for too many outcome waits. With a
         ``limit`` (the seat's, from ``rate_limits.seat_limit``) the submit itself counts it: 429
-        ``rate_limited``, nothing written.
+        ``rate_limited``, nothing written; unless the command is decided already (a resend): its stored outcome
+        (``duplicate``), nothing counted, whatever the window.
         """
         started = time.monotonic()
         calm = self.admission.calm(self.inflight)
@@ -379,6 +386,9 @@ class Gateway:
             # Remembered only when it was this request's own window (a sharer's token may be another).
             own = limit is not None and refused.key == limit.key
             raise self.rate_limits.token_refusal(refused.retry_ms, record.room if own else None, limit) from None
+        except AlreadyDecided as resend:  # the counted submit found its outcome: no engine decides it again
+            known = await self.store.kept_outcome(record.room, resend.stored)
+            return await outcome_from_store(self.store, record, known, duplicate=True)
         now = time.monotonic()
         self.admission.finished(now - started, now, outcome is not None, calm)
         return outcome

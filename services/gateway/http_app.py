@@ -100,7 +100,6 @@ def create_app(settings: Settings, on_ready: Callable[[], None] | None = None) -
                     await reaper
             await gateway.heavy.close()
             await gateway.outcomes.close()
-            await gateway.rate_limits.close()
             await runtime.aclose()
 
     app = GatewayApp(
@@ -234,17 +233,21 @@ class GatewayApp(FastAPI):
             await send(message)
 
         route = None
+        # The request id in every log line of the request: its context variable set, then reset to what it was.
+        # Not ``bound_contextvars``, which copies every structlog variable of the context to restore them after (8 µs a
+        # request of the ~10 it cost, on the command path; docs/capacity.md, issue 29's sixth pass).
+        bound = structlog.contextvars.bind_contextvars(request_id=rid)
         try:
-            with structlog.contextvars.bound_contextvars(request_id=rid):
-                if kind == "http" and scope["method"] == "POST" and COMMAND_PATH.match(scope["path"]):
-                    route = COMMAND_ROUTE
-                if kind == "http" and self.cors is not None:
-                    await self.cors(scope, receive, send_with_id)
-                else:
-                    await self._dispatch(scope, receive, send_with_id)
+            if kind == "http" and scope["method"] == "POST" and COMMAND_PATH.match(scope["path"]):
+                route = COMMAND_ROUTE
+            if kind == "http" and self.cors is not None:
+                await self.cors(scope, receive, send_with_id)
+            else:
+                await self._dispatch(scope, receive, send_with_id)
         except Exception as error:
             await self._unexpected(error, scope, send, send_with_id, answer, rid)
         finally:
+            structlog.contextvars.reset_contextvars(**bound)
             access.info("request", method=scope.get("method", "WS"),
                         route=route or getattr(scope.get("route"), "path", "unmatched"),
                         status=answer["status"], ms=round((time.perf_counter() - started) * 1000, 2),

@@ -217,7 +217,8 @@ class OutcomeWaiter:
 
         With a ``limit`` the submit counts the request against it (``bus.submit``); a request that shares
         another's submission is counted on its own (``bus.count``). ``bus.RateLimited``: nothing submitted,
-        and whoever shares the refused submission is refused with it.
+        and whoever shares the refused submission is refused with it. ``bus.AlreadyDecided``: a resend of a decided
+        command, neither counted nor submitted; whoever shares it gets the same stored outcome.
         """
         command_id = record.command_id
         entry = self._waiting.get(command_id)
@@ -231,8 +232,9 @@ class OutcomeWaiter:
             if submitter:
                 try:
                     await bus.submit(self.client, self.keys, record, limit, reply=self.reply, call=self.call)
-                except bus.RateLimited as refused:
-                    if not entry.future.done():  # no outcome will come: the sharers are refused too
+                except (bus.RateLimited, bus.AlreadyDecided) as refused:
+                    # No outcome will come: the sharers are refused too, or answered the stored outcome too.
+                    if not entry.future.done():
                         entry.future.set_exception(refused)
                         entry.future.exception()
                     raise

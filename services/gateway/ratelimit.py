@@ -13,6 +13,11 @@ own (one seat got 15 commands through a limit of 5/s).
   under the limit (``bus.submit`` with a ``bus.RateLimit``): no round trip of its own on the hot path, and
   its Retry-After is the window's remaining time. A request refused before its submit (invalid, 404, 403
   not_seated) is counted on its own (``bus.count``), as every request with a valid token always was.
+- A resend of a command already decided (same seat, same command id) is never counted nor refused: the submit
+  script finds its outcome in the same step and answers that (``bus.AlreadyDecided``; the engine's ordered write
+  does the same), and a window seen used up (``UsedWindows``) looks it up before its 429
+  (``api_rooms._admitted_command``, ``Gateway.decided``: one bounded read). Only a decided id is free: one in
+  flight, refused or another seat's is counted as new, so no id gets a seat past its limit.
 - Addresses, and auditors (valid in every room, so no one shard holds their counter), go through the
   `limits` library: its INCRBY+EXPIRE script on a single key (one slot, so it runs as it is on a Redis
   Cluster), Retry-After = the window's length (an upper bound, rather than a second round trip for the TTL).
@@ -25,15 +30,13 @@ one address could take the deployment's every seat and leave everyone else 429 `
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import time
-from urllib.parse import urlsplit
 
 import limits
 import redis.asyncio as aioredis
-from limits.aio.storage import RedisClusterStorage, RedisStorage
+from limits.aio.storage import RedisStorage
 from limits.aio.strategies import FixedWindowRateLimiter
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
@@ -41,7 +44,7 @@ from almanac.services.bus import RateLimit
 from almanac.services.gateway.auth import Claims
 from almanac.services.gateway.errors import ApiError
 from almanac.services.logging import get_logger
-from almanac.services.redis_client import CLUSTER_ERRORS, seed_urls
+from almanac.services.redis_client import CLUSTER_ERRORS
 from almanac.services.settings import Settings, parse_rate
 from almanac.storage.keys import Keys, ratelimit_prefix
 
@@ -101,6 +104,26 @@ class UsedWindows:
             self._until = dict(keep)
 
 
+class ProcessClientStorage(RedisStorage):
+    """The `limits` library's Redis storage (its INCRBY+EXPIRE script on one key, which runs as it is on a Redis
+    Cluster) on a client the process already has, instead of one it would build from a URL.
+
+    ``RedisStorage.__init__`` builds its client in ``configure_bridge`` (a ``Redis``, or for ``RedisClusterStorage``
+    a plain ``RedisCluster`` from the node list) and then registers its scripts on the bridge's connection: here
+    the bridge is handed the process's client instead. On a Cluster that matters beyond the connections: redis-py's
+    plain Cluster client cuts every node's connections when one node dies, which failed every rate check (503)
+    during a failover (services.redis_client.FailoverCluster).
+    """
+
+    def __init__(self, client: aioredis.Redis, key_prefix: str) -> None:
+        self._client = client
+        super().__init__("async+redis://", implementation="redispy", key_prefix=key_prefix)
+
+    def configure_bridge(self) -> None:
+        self.bridge.storage = self._client
+        self.bridge.connection_getter = lambda _readonly: self._client
+
+
 class RateLimits:
     def __init__(self, settings: Settings, client: aioredis.Redis, keys: Keys) -> None:
         self.anon = _item(settings.rate_anon)
@@ -108,33 +131,9 @@ class RateLimits:
         self.bot_seats = limits.RateLimitItemPerHour(bot_seats_per_address(settings.max_bot_seats))
         self.keys = keys  # the gateway's own (services.bootstrap)
         self.used = UsedWindows()
-        self._own_client: aioredis.Redis | None = None
-        if settings.redis_cluster:
-            # limits builds its own asyncio RedisCluster from the node list (it cannot take ours).
-            seeds = [urlsplit(seed) for seed in seed_urls(settings.redis_url or "")]
-            url = seeds[0]
-            # Every seed node: limits reads [:password]@host:port,host:port (the credentials of the first).
-            nodes = ",".join([url.netloc, *(f"{seed.hostname}:{seed.port or 6379}" for seed in seeds[1:])])
-            storage = RedisClusterStorage(f"async+redis+cluster://{nodes}", implementation="redispy",
-                                          key_prefix=ratelimit_prefix(keys.prefix),
-                                          **({"ssl": True} if url.scheme == "rediss" else {}))
-            self._own_client = storage.bridge.storage  # closed in close(); limits has no close of its own
-            # ...but it runs on the gateway's client: redis-py's plain Cluster client cuts every node's
-            # connections when one node dies, which failed every rate check (503) during a failover
-            # (services.redis_client.FailoverCluster). The scripts are registered again on that client.
-            storage.bridge.storage = client
-            storage.bridge.connection_getter = lambda _readonly: client
-            storage.bridge.register_scripts()
-        else:
-            # A single server: the gateway's own connection pool (and its hiredis command packer).
-            storage = RedisStorage("async+redis://", implementation="redispy", key_prefix=ratelimit_prefix(keys.prefix),
-                                   connection_pool=client.connection_pool)
-        self._limiter = FixedWindowRateLimiter(storage)
-
-    async def close(self) -> None:
-        if self._own_client is not None:
-            with contextlib.suppress(Exception):
-                await self._own_client.aclose()
+        # limits' counters run on the process's own client (services.bootstrap: one client per process, a
+        # FailoverCluster on a Cluster): no client of the library's own, so no connection of its own either.
+        self._limiter = FixedWindowRateLimiter(ProcessClientStorage(client, ratelimit_prefix(keys.prefix)))
 
     async def check_address(self, address: str) -> None:
         """429 when this client address has used up ALMANAC_RATE_ANON."""

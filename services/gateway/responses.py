@@ -311,7 +311,7 @@ class BisectAnswer(_Body):
 
 
 class RoomListing(_Body, kw_only=True):
-    """A room as the listings show it (projections/models.room_listing): the summary without scores."""
+    """A room as the listings show it (projections/read_model_rows.room_listing): the summary without scores."""
 
     room: str
     ruleset: str
@@ -482,7 +482,7 @@ class ShardLag(_Body):
 
 
 class ProjectorHealth(_Body):
-    """The read side (projections/read.py status): live projectors and how far each shard's read models lag."""
+    """The read side (projections/read_model_queries.py status): live projectors and how far each shard's read models lag."""
 
     ok: bool
     alive: bool

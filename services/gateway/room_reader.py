@@ -11,7 +11,7 @@ from almanac.events import codec, room as room_rules
 from almanac.events.envelope import Envelope
 from almanac.events.room import RoomState
 from almanac.events.shown import Shown
-from almanac.projections.models import fork_mark
+from almanac.projections.read_model_rows import fork_mark
 from almanac.services.gateway.errors import ApiError
 from almanac.storage.loader import RoomLoader
 

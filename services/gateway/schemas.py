@@ -19,7 +19,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
 # stop at 2**64 - 1; 2**53 also survives a JavaScript client).
 MAX_VERSION = 2**53
 # A listing's pages (GET /rooms, GET /status/rooms): a bounded page size and the opaque cursor an answer's
-# ``next_cursor`` hands out (projections.read.ReadModels.rooms_page); a call's cost is one page's, not every room's.
+# ``next_cursor`` hands out (projections.read_model_queries.ReadModels.rooms_page); a call's cost is one page's, not every room's.
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
 PAGE_CURSOR_PATTERN = r"^[A-Za-z0-9_\-]{1,512}$"

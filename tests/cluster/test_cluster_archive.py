@@ -10,7 +10,7 @@ from archive_support import archiving_store, expired, file_archive_url
 from forensics_support import RealmTable
 
 from almanac.projections.projector import Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord
 from almanac.storage import archive_index

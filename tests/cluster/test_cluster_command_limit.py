@@ -42,5 +42,4 @@ async def test_each_rooms_seat_is_counted_with_its_command_in_its_rooms_slot(clu
             appended += await client.xlen(keys.command_stream(shard))
         assert appended == 2 * len(rooms)  # the refused ones appended nothing
     finally:
-        await limits.close()
         await client.aclose()

@@ -11,7 +11,7 @@ from redis import exceptions
 
 from almanac.events.envelope import GENESIS_HASH
 from almanac.projections.projector import CheckpointMoved, Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services import bus
 from almanac.services.engine.lease import ShardLeases

@@ -39,5 +39,4 @@ async def test_each_address_and_seat_is_limited_on_its_own_across_the_nodes(clus
             await limits.check_auditor(seat_a)
         await limits.check_auditor(Claims(room=ANY_ROOM, player="auditor-b", role=ROLE_AUDITOR, exp=0))
     finally:
-        await limits.close()
         await client.aclose()

@@ -11,12 +11,15 @@ the golden corpus is. Each version's games are in batches, ``tests/corpus/games/
 each written once: growing adds a batch, a written one is never rewritten (a change of a published
 version's recorded games is what the replay test exists to refuse).
 
-A batch holds games of two kinds:
+A batch holds games of three kinds:
 
 - a golden ``Recipe`` (bot, near-miss, random and stranger moves), played with the salt ``grown`` so its
   seeds, dice and clocks differ from the golden corpus' games of the same recipe;
 - a ``Script``: a creation with room options a recipe cannot set (``bot_after_missed``) and explicit moves
-  (a body, or the bot's move), for states the recipes do not reach (a refusal only a precise command meets).
+  (a body, or the bot's move), for states the recipes do not reach (a refusal only a precise command meets);
+- an ``Adopted`` game: one of the mutation test's wide games (``--wide-salt wide`` names it), played with its own
+  salt and index, not the batch's, so it is the very game that caught a mutant the other games missed (the
+  golden corpus adopted games so, ``golden.ADOPTED``, until tests/golden was frozen).
 """
 
 from __future__ import annotations
@@ -139,13 +142,36 @@ async def play_script(manifest: Any, index: int, script: Script, salt: str) -> d
     return await compact_export(store, room, last.server_time_ms)
 
 
-def record(manifest: Any, batch: str, games: tuple[Recipe | Script, ...]) -> dict[str, Any]:
-    """A batch: every game of ``games`` (a recipe ``repeat`` times) played with the batch's own salt and
-    recorded with its expectations (``golden.expectations``)."""
+@dataclass(frozen=True)
+class Adopted:
+    """Wide game ``index`` of the mutation test's wide corpus played with ``salt``, as ``tests.mutation.run``
+    plays it (``golden.play`` with that salt and index: the same room, seed, dice, clocks and commands), so a
+    game the run names (``caught_by_wide_game``, with ``--wide-salt wide``) is recorded exactly. The wide corpus
+    is the golden recipes' games ``golden.WIDE_REPEAT`` times over (``golden.wide_recipes``: its indexes are
+    those of ``golden.ADOPTED``), then the grown recipes' (``wide_recipes`` below)."""
+
+    index: int
+    salt: str = "wide"
+
+    def recipe(self, manifest: Any) -> Recipe:
+        return golden.games_of(golden.wide_recipes(manifest) + wide_recipes(manifest))[self.index]
+
+    def describe(self, manifest: Any) -> dict[str, Any]:
+        return {"adopted": {"salt": self.salt, "index": self.index}, **self.recipe(manifest).describe()}
+
+
+def record(manifest: Any, batch: str, games: tuple[Recipe | Script | Adopted, ...]) -> dict[str, Any]:
+    """A batch: every game of ``games`` (a recipe ``repeat`` times) played with the batch's own salt (an adopted
+    game with its own) and recorded with its expectations (``golden.expectations``)."""
     recorded = []
     salt = f"{SALT}-{batch}-"
     every = [game for game in games for _ in range(getattr(game, "repeat", 1))]
     for index, game in enumerate(every):
+        if isinstance(game, Adopted):
+            document = asyncio.run(golden.play(manifest, game.index, game.recipe(manifest), game.salt))
+            recorded.append({"recipe": game.describe(manifest), "expected": golden.expectations(document),
+                             "export": document})
+            continue
         if isinstance(game, Script):
             document = asyncio.run(play_script(manifest, index, game, salt))
         else:
@@ -463,7 +489,7 @@ SECTORS_EDGE = (
 )
 
 
-BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
+BATCHES: dict[str, dict[str, tuple[Recipe | Script | Adopted, ...]]] = {
     "sectors": {"1-scripts": SECTORS_SCRIPTS, "2-to-the-cap": SECTORS_TO_THE_CAP, "3-edge": SECTORS_EDGE},
     # the wars again on other dice (battles and sabotage go either way)
     "realm": {"1-scripts": REALM_SCRIPTS, "2-wars": tuple(dataclasses.replace(script, repeat=2)
@@ -487,8 +513,45 @@ def board_time_out(game: Any) -> dict[str, Any]:
     return {"kind": "time_out", "turn": game.placed + game.skipped + game.timed_out}
 
 
-VERSION_BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
+def board_squeeze(game: Any) -> dict[str, Any]:
+    """The current element placed where the next one keeps the fewest fits off the last row (and the most on it):
+    the map fills from the top until the next element fits only on its last row (a skip is then refused only
+    because ``any_placement`` scans that row). An element that fits nowhere is skipped."""
+    from almanac.games.board.v1.data import ELEMENTS  # noqa: PLC0415 - only recording reads the elements
+    from almanac.games.board.v1.rules import current_element, in_map_placements, is_free  # noqa: PLC0415
+
+    free = [(command, cells) for command, cells in in_map_placements(current_element(game))
+            if is_free(game.board, cells)]
+    if not free:
+        return {"kind": "skip_element"}
+    following = in_map_placements(ELEMENTS[game.deck[1]]) if len(game.deck) > 1 else ()
+    last_row = len(game.board) - 1
+
+    def fits_left(cells: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+        taken = set(cells)
+        on_last_row = [max(row for row, _ in other) == last_row for _, other in following
+                       if not taken.intersection(other) and is_free(game.board, other)]
+        return on_last_row.count(False), -on_last_row.count(True)
+
+    return codec.encode_command(min(free, key=lambda placement: fits_left(placement[1]))[0])
+
+
+VERSION_BATCHES: dict[str, dict[str, tuple[Recipe | Script | Adopted, ...]]] = {
+    # the wide game that first caught a mutant every golden log misses: an intercepted merchant who rolls only as
+    # well as the army escapes (``rules.py:447`` ``>`` -> ``>=``; a tie seizes his load): ``run realm@1 --wide-salt
+    # wide --match rules.py:447:18``, 2026-12-05
+    "realm@1": {"4-adopted": (Adopted(16),)},
     "board@2": {
+        # the wide games that first caught the mission scorings' mutants board@2's golden logs miss (``run board@2
+        # --wide-salt wide``, 2026-12-05): a cell's west neighbour in ``neighbours`` on the first columns (8, 33)
+        # and its east neighbour on the last (74), a west neighbour in ``_next_to`` (82), borderlands' full rows
+        # and columns (112)
+        "3-adopted": tuple(Adopted(index) for index in (8, 33, 74, 82, 112)),
+        # a skip asked before every placement, the placements squeezing the next element to the map's bottom rows:
+        # each skip is refused while the element fits somewhere, the last row too (``any_placement`` scans every
+        # in-map placement; games 1 to 3 reach an element that fits only on the last row)
+        "4-skips": (Script(repeat=4, moves=tuple(move for _ in range(40) for move in (
+            ("alice", {"kind": "skip_element"}, 1_000), ("alice", board_squeeze, 1_000)))),),
         # the owner misses turns (their time outs come when due): deadline_missed, then the seat goes to a bot
         # after two; a room with a bot policy and no turn limit names no deadline
         "2-missed": (
@@ -513,7 +576,7 @@ VERSION_BATCHES: dict[str, dict[str, tuple[Recipe | Script, ...]]] = {
 }
 
 
-def batches_for(manifest: Any) -> dict[str, tuple[Recipe | Script, ...]]:
+def batches_for(manifest: Any) -> dict[str, tuple[Recipe | Script | Adopted, ...]]:
     return {**BATCHES.get(manifest.name, {}), **VERSION_BATCHES.get(manifest.ref, {})}
 
 

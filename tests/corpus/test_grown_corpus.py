@@ -14,6 +14,7 @@ import asyncio
 
 import msgspec
 import pytest
+from golden import corpus as golden
 from golden.corpus import check, read
 from golden.make import published
 from golden.test_golden_logs import PUBLISH_A_NEW_VERSION
@@ -22,7 +23,7 @@ from almanac.events import codec
 from almanac.events.hashing import canonical_bytes
 from almanac.storage.export_store import ExportFileStore
 from corpus import grown
-from corpus.grown import FORMAT, GAMES, batches_for, files_for, folder_for, write
+from corpus.grown import FORMAT, GAMES, Adopted, batches_for, files_for, folder_for, write
 
 FILES = sorted(GAMES.glob("*@*/*.json.gz"))
 
@@ -90,3 +91,32 @@ def test_recording_a_batch_again_decides_the_same(tmp_path, monkeypatch):
         assert [path.name for path in write(manifest)] == [f"{name}.json.gz"]
         assert _recorded(read(tmp_path / ref / f"{name}.json.gz")) == _recorded(recorded)
         monkeypatch.undo()
+
+
+def _adopted_room(manifest, salt: str, index: int) -> str:
+    """The room of wide game ``index`` played with ``salt`` (``golden.play`` names it so)."""
+    return f"golden-corpus-{manifest.name}-v{manifest.version}-{salt}{index}"
+
+
+def test_every_wide_game_the_golden_corpus_adopted_is_replayed_once():
+    # Given the wide games golden.ADOPTED names (board@1's, claim@1's, realm@1's and @2's, sectors@1's), whose own
+    # files (tests/golden/corpus/adopted/) are gone, when the rooms of every written game of their version are read
+    # (the golden corpus file, then the grown batches), then each adopted game is there exactly once: the corpus
+    # files as landed hold them, so nothing is lost, and no batch records one again
+    for manifest in (m for m in published() if m.ref in golden.ADOPTED):
+        rooms = [game["export"]["room"] for game in [*golden.games_for(manifest), *grown.games_for(manifest)]]
+        for salt, index in golden.ADOPTED[manifest.ref]:
+            assert rooms.count(_adopted_room(manifest, salt, index)) == 1, (manifest.ref, salt, index)
+
+
+def test_an_adopted_game_is_the_wide_game_the_golden_corpus_adopted():
+    # Given claim@1's wide game 9 (golden.ADOPTED's), when it is recorded as a grown batch's Adopted game and as the
+    # golden corpus adopts a wide game (golden.build's ``adopted``: golden.play with the salt "wide" and the wide
+    # recipes' index, as the mutation test's wide corpus plays it), then both are the same game byte for byte: room,
+    # seed, clocks, commands, refusals, events and digests; the batch's description says which game it is
+    manifest = next(m for m in published() if m.ref == "claim@1")
+    game = grown.record(manifest, "adopted", (Adopted(9),))["games"][0]
+    adopted = golden.build(manifest, (), adopted=(("wide", 9),))["games"][0]
+    assert game["export"]["room"] == _adopted_room(manifest, "wide", 9)
+    assert game["export"] == adopted["export"] and game["expected"] == adopted["expected"]
+    assert game["recipe"] == {"adopted": {"salt": "wide", "index": 9}, **adopted["recipe"]}

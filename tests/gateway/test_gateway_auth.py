@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import time
 
 import jwt
 import pytest
@@ -131,3 +132,25 @@ def test_seats_must_be_joinable_names(api: TestClient, ruleset: str, options: di
                                                       "options": options}), 422, "invalid_options")
     assert refused["field"] == field
     assert api.get(f"/rooms/{room}").status_code == 404
+
+
+
+def test_a_token_the_gateway_verified_once_is_still_refused_when_forged_padded_or_expired(api: TestClient,
+                                                                                           board: dict) -> None:
+    """Given a token that expires within two seconds, verified once by the gateway (each distinct token is checked
+    once, then its claims are kept), when its signature is altered or it is sent with base64 padding, then each
+    spelling is refused 401 though the valid one is kept; and once its expiry has passed, the kept claims no longer
+    admit it: 401, expired."""
+    room = board["room"]
+    gateway = api.app.state.gateway
+    token = gateway.signer.issue(room, "alice", ttl_s=1, ruleset="board")
+    assert api.get(f"/rooms/{room}/view", headers=auth(token)).status_code == 200
+    assert gateway.known_claims(token) is not None  # kept: its next request is not checked again
+    head, claims, signature = token.split(".")
+    forged = f"{head}.{claims}.{signature[:-2]}{'AA' if signature[-2:] != 'AA' else 'BB'}"
+    for spelling in (forged, token + "=", f"{head}.{claims}.{signature}=="):
+        assert_refused(api.get(f"/rooms/{room}/view", headers=auth(spelling)), 401, "token_invalid")
+    assert api.get(f"/rooms/{room}/view", headers=auth(token)).status_code == 200
+    time.sleep(max(0.0, gateway.known_claims(token).exp + 1.05 - time.time()))
+    body = assert_refused(api.get(f"/rooms/{room}/view", headers=auth(token)), 401, "token_invalid")
+    assert "expired" in body["message"]

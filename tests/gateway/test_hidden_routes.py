@@ -212,7 +212,7 @@ def fillers(room: str, ruleset: str, run: list[Receipt], steps: int) -> dict[str
         "from_version": across, "to_version": across, "at": across, "at_other": across, "since": across,
         "from": across, "to": across,
         "limit": ["1", "2", "1000"],
-        # A listing's page cursors (projections.read.encode_cursor): from the top of the rooms Redis holds rows of,
+        # A listing's page cursors (projections.read_model_queries.encode_cursor): from the top of the rooms Redis holds rows of,
         # from the start of the archived tier, and one it never handed out (refused alike)
         "cursor": ["WyJsIiw5MDA3MTk5MjU0NzQwOTkyLCJ-Il0", "WyJhIiwwLCIiLCIiXQ", "bm90LWEtY3Vyc29y"],
         "command_id": [f"step-{index}" for index in range(steps)],

@@ -15,7 +15,7 @@ from test_gateway_archived_reads import archive_as_the_archiver
 from test_gateway_forensics import auth
 from waiting import wait_until
 
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services import bootstrap
 from almanac.services.gateway.schemas import DEFAULT_PAGE, MAX_PAGE
 

@@ -317,7 +317,7 @@ def test_the_lean_command_sender_sends_prepared_signed_and_unsigned_commands_and
     generator's path in ``almanac bench e2e`` and ``bench signing``), when it sends prepared bodies, then a body signed
     by ``signed_command_body`` over the version the seat saw is accepted as the Seat's own, and a refusal (by the
     rules, or an unsigned body from a signed seat) comes back as its status and ``{code}`` body, never raised."""
-    from almanac.client.lean import CommandSender  # noqa: PLC0415
+    from almanac.client.command_sender import CommandSender  # noqa: PLC0415
 
     url, _ = live
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 # What a module would use to open its own HTTP or WebSocket conversation instead of almanac.client (whose
 # ``Client``/``AsyncClient`` create rooms, join, send commands, read views and follow live feeds, and whose
-# ``lean.CommandSender`` sends a load generator's prepared commands).
+# ``command_sender.CommandSender`` sends a load generator's prepared commands).
 OWN_CONNECTIONS = {"httpx", "websockets", "aiohttp", "requests", "urllib.request", "http.client",
                    "fastapi.testclient", "starlette.testclient", "open_connection"}
 # Each exception, and why it is no game client's conversation with a gateway. A construct listed here must still be

@@ -44,13 +44,10 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
                                                       "projector process hands the root's"),
     "projections/rebuild.py": ({"RedisEventStore", "RoomLoader"}, "as projections/projector.py: the CLI hands the "
                                                                    "root's store; a fork's base is read on it"),
-    "projections/read.py": ({"Keys"}, "as projections/projector.py: the gateway and the CLI hand the root's keys"),
+    "projections/read_model_queries.py": ({"Keys"}, "as projections/projector.py: the gateway and the CLI hand the root's keys"),
     "bench/faststream.py": ({"from_url"}, "its baseline is redis-py as it comes, as FastStream's broker "
                                                    "builds it (the module says so)"),
     "bench/store.py": ({"from_url"}, "its baseline is redis-py as it comes, against the root's client"),
-    "bench/e2e.py": ({"load_settings"}, "reads the settings its stack's processes will read (shard count, in-flight "
-                                        "bound): bootstrap.settings() is the same call; left while bench/e2e.py was "
-                                        "being rewritten elsewhere (issue 29 audit)"),
 }
 
 

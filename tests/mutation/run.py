@@ -25,8 +25,10 @@ stopping at the first difference. A mutant is
   reach is counted here too); equivalent survivors on lines no golden game runs are reported apart, as
   **unreached** (``tests.golden.coverage``): nothing shows them equivalent, only that no game reaches them.
 
-Games are adopted (into the grown corpus, tests/corpus: tests/golden is frozen) from the salt "wide" (``--wide-salt wide``);
-the figures are measured against the salt "check" (the default), games the corpus never chose from,
+Games are adopted from the salt "wide" (``--wide-salt wide``): the run names, for each missed mutant, the first
+wide game that catches it (``caught_by_wide_game``), and a batch of the grown corpus records it exactly
+(``tests.corpus.grown.Adopted(index, "wide")``: tests/golden is frozen, so the golden corpus' ``ADOPTED`` takes no
+more). The figures are measured against the salt "check" (the default), games the corpus never chose from,
 so that adopting does not flatter them.
 
 The figure per version is caught / (caught + missed). ``--sample N`` tries N mutants spread evenly over
@@ -254,7 +256,7 @@ def main(argv: list[str]) -> int:
             report[ref] = {"generated": generated, "tried": len(mutants), "not_loaded": len(unloaded), "caught": caught,
                            "caught_only_by_grown": by_grown,
                            "survived": len(survivors), "missed": [m.name for m, _ in missed],
-                           # the wide game that caught each missed mutant first: a game to adopt (tests/corpus/grown.py)
+                           # the wide game that caught each missed mutant first: a game to adopt (grown.Adopted)
                            "caught_by_wide_game": {m.name: r - BY_GAME - 1 for m, r in missed if r > BY_GAME},
                            "equivalent": [m.name for m in equivalent],
                            "unreached": [m.name for m in unreached], "share_caught": round(share, 4),

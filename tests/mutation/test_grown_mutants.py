@@ -24,3 +24,22 @@ def test_a_mutant_only_the_grown_corpus_sees_is_caught_and_named(tmp_path):
     assert report["tried"] == 1, done.stdout + done.stderr
     assert report["caught"] == 1 and report["caught_only_by_grown"] == ["rules.py:417:7 + -> -"]
     assert done.returncode == 0
+
+
+def test_board_mutants_only_the_grown_batches_see_are_caught(tmp_path):
+    # Given two mutants of board's rules every golden log of board@2 survives: borderlands' full rows minus its
+    # full columns (``missions.py:98`` ``+`` -> ``-``), which the adopted wide game 112 (batch 3-adopted) scores;
+    # and in-map placements each one row taller than the element (``rules.py:95`` ``1 + ...`` -> ``2 + ...``),
+    # which lists no placement on the map's last row, so a skip is accepted where the element fits only there:
+    # batch 4-skips squeezes the map until the next element fits only on the last row and asks for a skip
+    # before every placement
+    out = tmp_path / "mutation.json"
+    mutants = ["missions.py:98:8 + -> -", "rules.py:95:17 1 -> 2"]
+    # When the mutation test tries them
+    done = subprocess.run([sys.executable, "-m", "tests.mutation.run", "board@2", "--jobs", "1",
+                           *(arg for name in mutants for arg in ("--match", name)), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    # Then both are caught, by the grown corpus alone
+    report = json.loads(out.read_text())["board@2"]
+    assert report["tried"] == 2, done.stdout + done.stderr
+    assert report["caught"] == 2 and sorted(report["caught_only_by_grown"]) == sorted(mutants)

@@ -129,7 +129,13 @@ class BazaarDecider:
         return {"gold": dict(state.holdings), "open_trades": sorted(state.open_trades)}
 
     def summary(self, event: Any) -> str:
-        return f"{event.__struct_config__.tag} {event.trade_id}"
+        return trade_step(event)
+
+
+def trade_step(event: Any) -> str:
+    """A trade step in a few words: the ledger's rows say it (read-model code is rules, so it may not call the
+    decider's ``summary``, presentation the fingerprint leaves out: events/fingerprint.py)."""
+    return f"{event.__struct_config__.tag} {event.trade_id}"
 
 
 def bazaar_ledger(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
@@ -139,7 +145,7 @@ def bazaar_ledger(envelope: Envelope, event: Any) -> list[dict[str, Any]]:
     detail = {k: v for k, v in codec.to_builtins(event).items() if k != event.__struct_config__.tag_field}
     return [{"room": envelope.room, "version": envelope.version, "trade": event.trade_id, "type": envelope.type,
              "player": envelope.player, "time_ms": envelope.server_time_ms,
-             "summary": BazaarDecider().summary(event), "detail": detail}]
+             "summary": trade_step(event), "detail": detail}]
 
 
 BAZAAR = registry.register(RuleSet(

@@ -8,7 +8,7 @@ from projection_games import BAZAAR  # noqa: F401 - registers the trading rule-s
 
 from almanac.events import codec, room as room_rules
 from almanac.events.room import RoomState
-from almanac.projections.models import leaderboard_scores, project_room, room_listing
+from almanac.projections.read_model_rows import leaderboard_scores, project_room, room_listing
 
 
 def counter_game(moves: int = 9) -> PureRoom:

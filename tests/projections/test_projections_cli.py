@@ -55,7 +55,7 @@ async def test_an_operator_rebuilds_all_models_and_gets_the_live_ones_back(alman
 
 
 def test_every_read_model_rebuild_names_is_shown_under_the_same_name():
-    from almanac.projections.models import model_names
+    from almanac.projections.read_model_rows import model_names
     from almanac.services.cli.projection_commands import showable
 
     assert set(model_names()) <= set(showable())

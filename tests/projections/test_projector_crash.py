@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from projection_games import dump_models, open_room, options_for, play
 
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services.room_service import RoomService
 from almanac.storage.keys import Keys

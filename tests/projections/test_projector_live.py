@@ -17,7 +17,7 @@ from projection_games import (
 
 from almanac.events import codec, registry
 from almanac.projections.projector import Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services.room_service import RoomService
 from almanac.storage.keys import Keys

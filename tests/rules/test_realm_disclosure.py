@@ -8,7 +8,7 @@ from test_realm_audit import full_trade, open_trade
 from test_realm_support import Game, faces, of_type
 
 from almanac.events import codec
-from almanac.projections.models import leaderboard_scores, room_summary
+from almanac.projections.read_model_rows import leaderboard_scores, room_summary
 
 DECIDER = game_module("realm@1", "game").DECIDER
 realm_events = game_module("realm@1", "events")

@@ -50,7 +50,7 @@ from almanac.events import registry
 from almanac.events.decider import event_tag
 from almanac.events.errors import RuleError
 from almanac.events.testing import RoomDriver
-from almanac.services.cli.sim import load_scenario, run_scenario
+from almanac.services.cli.sim_commands import load_scenario, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 RULESETS = [manifest for manifest in registry.all_manifests() if manifest.rulebook]

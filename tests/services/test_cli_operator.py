@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from almanac.events import codec
 from almanac.services.cli import _load_commands, app
-from almanac.services.cli.sim import load_scenario
-from almanac.services.cli.verification import print_report
+from almanac.services.cli.sim_commands import load_scenario
+from almanac.services.cli.verify_commands import print_report
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.memory_store import MemoryEventStore

@@ -286,3 +286,45 @@ async def test_a_clock_remembers_a_bounded_number_of_handed_seats_and_forgetting
     # which changes nothing: the bot seats are as they were
     assert seats_written(await redis_client.hgetall(KEYS.bots(KEYS.shard("handed-a")))) == written
     assert set(await bot_seats(redis_client, KEYS, range(16))) == {(room, "bob") for room in rooms}
+
+
+async def test_a_clock_whose_feeds_moved_ticks_again_without_a_wait_and_waits_once_they_are_still(
+        redis_client: aioredis.Redis) -> None:
+    """Given rooms without deadlines in two shards, tracked by a clock, when a room moves and the clock ticks, then its
+    wait before the next tick makes no call to Redis (a look at the deadlines and a blocking read would return at
+    once while commands come: two round trips a tick for nothing); when the next tick finds nothing new, then the
+    wait looks at the deadlines again and blocks on the feeds, as an idle clock does."""
+    from engine_process_helper import register_test_rulesets  # noqa: PLC0415 - the counter rule-set
+
+    register_test_rulesets()
+    store = RedisEventStore(redis_client, shard_count=16)
+    service = RoomService(store)
+    rooms: dict[int, str] = {}
+    for n in range(200):
+        rooms.setdefault(KEYS.shard(f"still-{n}"), f"still-{n}")
+        if len(rooms) == 2:
+            break
+    for room in rooms.values():
+        created = await service.handle(record(f"{room}-create", "ann", {"kind": "create_room", "ruleset": "counter",
+                                                                        "options": {"seats": ["ann"]}}, room))
+        assert created.accepted, created.error
+    clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS))
+    clock.idle_wait_s = 0.05
+    shards = sorted(rooms)
+    stopping = asyncio.Event()
+    for _ in range(2):  # the first reads every room of the shards, the second takes up the cursors it wrote
+        await clock.tick(shards)
+    room = next(iter(rooms.values()))
+    assert (await service.handle(record(f"{room}-join", "ann", {"kind": "join_room"}, room))).accepted
+    await clock.tick(shards)
+
+    async def calls_during_wait() -> dict[str, int]:
+        before = await redis_client.info("commandstats")
+        await clock._wait(shards, stopping)
+        after = await redis_client.info("commandstats")
+        return {name: after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
+                for name in ("zrange", "xread")}
+
+    assert await calls_during_wait() == {"zrange": 0, "xread": 0}
+    await clock.tick(shards)  # nothing moved since
+    assert await calls_during_wait() == {"zrange": len(shards), "xread": 1}

@@ -14,7 +14,7 @@ from pathlib import Path
 from test_cli_operator import ainvoke
 
 from almanac.events.step import CommandRecord
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import RoomService
 from almanac.storage.export_store import ExportFileStore, export_document, import_room

@@ -12,7 +12,7 @@ from test_cli_operator import ainvoke
 
 from almanac.events import codec
 from almanac.events.forensics.state_paths import parse_path, shown, value_at
-from almanac.projections.models import leaderboard_scores, project_room
+from almanac.projections.read_model_rows import leaderboard_scores, project_room
 from almanac.services.forensics import investigate as ft
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.loader import RoomLoader

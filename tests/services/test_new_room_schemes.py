@@ -9,7 +9,7 @@ import pytest
 
 from almanac.events import commitments as cm
 from almanac.events.step import CommandRecord
-from almanac.services.cli import sim
+from almanac.services.cli import sim_commands
 from almanac.services.room_service import RoomService
 from almanac.storage.memory_store import MemoryEventStore
 
@@ -32,7 +32,7 @@ async def test_a_challenge_room_commits_per_viewer_like_a_room_with_a_secret_see
 @pytest.mark.parametrize("scenario", sorted(p.name for p in EXAMPLES.glob("*.jsonl")))
 async def test_a_simulated_room_commits_per_viewer(scenario, monkeypatch):
     stores: list[MemoryEventStore] = []
-    monkeypatch.setattr(sim, "MemoryEventStore", lambda: stores.append(MemoryEventStore()) or stores[-1])
-    header, moves = sim.load_scenario(EXAMPLES / scenario)
-    await sim.run_scenario(header, moves)
+    monkeypatch.setattr(sim_commands, "MemoryEventStore", lambda: stores.append(MemoryEventStore()) or stores[-1])
+    header, moves = sim_commands.load_scenario(EXAMPLES / scenario)
+    await sim_commands.run_scenario(header, moves)
     assert await stores[0].load_commit_scheme(header.room) == cm.SCHEME_V2

@@ -14,7 +14,7 @@ from forensics_support import RealmTable
 from almanac.events import codec
 from almanac.events.step import decode_record
 from almanac.projections.projector import Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services.archiver import Archiver
 from almanac.services.clock import Clock, deadline_command_id
 from almanac.services.forensics.verify import verify_room

@@ -11,7 +11,7 @@ from archive_support import archiving_store, file_archive_url
 from forensics_support import RealmTable
 
 from almanac.projections.projector import Projector
-from almanac.projections.read import BadCursor, ReadModels
+from almanac.projections.read_model_queries import BadCursor, ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services.archiver import Archiver
 from almanac.services.forensics.verify import verify_room

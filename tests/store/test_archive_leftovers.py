@@ -13,7 +13,7 @@ from bot_gateway import NO_GATEWAY, bots_for
 from test_archive_model_rows import answers, claim_room, keys_naming, traded_realm_room
 
 from almanac.projections.projector import Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.services import bots
 from almanac.services.archiver import Archiver
 from almanac.storage import seat_keys

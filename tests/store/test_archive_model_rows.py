@@ -15,7 +15,7 @@ from archive_support import archiving_store, file_archive_url
 from forensics_support import RealmTable
 
 from almanac.projections.projector import Projector
-from almanac.projections.read import ReadModels
+from almanac.projections.read_model_queries import ReadModels
 from almanac.projections.rebuild import rebuild
 from almanac.services.archiver import Archiver
 from almanac.services.room_service import CommandRecord, RoomService

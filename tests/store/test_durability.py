@@ -150,7 +150,7 @@ async def test_the_projectors_read_models_are_written_without_waiting_for_a_repl
     # Given a room in a Redis with no replica, and the projector on a store that waits for one (as every store does
     # under ALMANAC_DURABILITY=replica): its read models are derived from the logs, so they need no replica's copy
     from almanac.projections.projector import Projector  # noqa: PLC0415
-    from almanac.projections.read import ReadModels  # noqa: PLC0415
+    from almanac.projections.read_model_queries import ReadModels  # noqa: PLC0415
 
     await RedisEventStore(redis_client).append("projected-room", 0, "c1", trivial_log(3, "projected-room"))
     waiting = RedisEventStore(redis_client, wait_replicas=1, wait_timeout_ms=50)

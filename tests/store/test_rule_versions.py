@@ -11,7 +11,7 @@ from counter_ruleset import COUNTER, CounterDecider
 from almanac.events import codec, registry
 from almanac.events.dice import Dice
 from almanac.events.manifest import RuleSet
-from almanac.services.cli.sim import load_scenario, run_scenario
+from almanac.services.cli.sim_commands import load_scenario, run_scenario
 from almanac.services.forensics.verify import verify_room
 from almanac.services.room_service import CommandRecord, RoomService
 

@@ -6281,7 +6281,7 @@ export interface components {
         };
         /**
          * ProjectorHealth
-         * @description The read side (projections/read.py status): live projectors and how far each shard's read models lag.
+         * @description The read side (projections/read_model_queries.py status): live projectors and how far each shard's read models lag.
          */
         ProjectorHealth: {
             ok: boolean;
@@ -6622,7 +6622,7 @@ export interface components {
         };
         /**
          * RoomListing
-         * @description A room as the listings show it (projections/models.room_listing): the summary without scores.
+         * @description A room as the listings show it (projections/read_model_rows.room_listing): the summary without scores.
          */
         RoomListing: {
             room: string;

@@ -1,6 +1,6 @@
 """A lean command sender: prepared command bodies POSTed over keep-alive HTTP/1.1, for load generators.
 
-    from almanac.client.lean import CommandSender
+    from almanac.client.command_sender import CommandSender
 
     sender = CommandSender(["http://127.0.0.1:8000"], connections=64)
     body = CommandSender.body({"kind": "place", ...}, command_id="c1")   # encoded once, sent many times

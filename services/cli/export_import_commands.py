@@ -18,7 +18,7 @@ from almanac.events.room import BotPolicy, check_bot_policy
 from almanac.events.schema import NAME_PATTERN
 from almanac.services.cli import app
 from almanac.services.cli.common import OperatorError, console, fail, guarded, room_envelopes, with_store
-from almanac.services.cli.verification import open_export, print_report
+from almanac.services.cli.verify_commands import open_export, print_report
 from almanac.services.forensics.verify import verify_room
 from almanac.storage.base import EventStore
 from almanac.storage.export_store import export_document, import_room
