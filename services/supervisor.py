@@ -132,26 +132,29 @@ class Stack:
         import httpx  # noqa: PLC0415
 
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for name, child in self.children.items():
-                if child.poll() is not None:
-                    tail = (self.data_dir / f"{name}.log").read_text(errors="replace")[-1500:]
-                    raise StackError(f"the {name} exited with code {child.returncode} while starting:\n{tail}")
-            try:
-                for url in self.urls:  # every gateway answers, and the engines hold every shard
-                    with quiet_httpx():  # a 503 per try until ready is not news
-                        health = httpx.get(f"{url}/health", timeout=1.0).json()
-                    engine = health.get("engine", {})
-                    engine_ok = ((engine.get("ok", True) and engine.get("ready", True))
-                                 or "engine" not in self.children)
-                    shards_held = health.get("engine", {}).get("shards_held", self.settings.shard_count)
-                    if not (engine_ok and shards_held >= self.settings.shard_count):
-                        break
-                else:
-                    return
-            except (httpx.HTTPError, ValueError):
-                pass
-            time.sleep(0.1)
+        # One client for every poll: httpx.get builds a client (and reads the CA bundle for its TLS context) at
+        # each call, ~25 ms of CPU ten times a second, taken from the children starting on the same cores.
+        with httpx.Client(timeout=1.0) as http:
+            while time.monotonic() < deadline:
+                for name, child in self.children.items():
+                    if child.poll() is not None:
+                        tail = (self.data_dir / f"{name}.log").read_text(errors="replace")[-1500:]
+                        raise StackError(f"the {name} exited with code {child.returncode} while starting:\n{tail}")
+                try:
+                    for url in self.urls:  # every gateway answers, and the engines hold every shard
+                        with quiet_httpx():  # a 503 per try until ready is not news
+                            health = http.get(f"{url}/health").json()
+                        engine = health.get("engine", {})
+                        engine_ok = ((engine.get("ok", True) and engine.get("ready", True))
+                                     or "engine" not in self.children)
+                        shards_held = health.get("engine", {}).get("shards_held", self.settings.shard_count)
+                        if not (engine_ok and shards_held >= self.settings.shard_count):
+                            break
+                    else:
+                        return
+                except (httpx.HTTPError, ValueError):
+                    pass
+                time.sleep(0.1)
         raise StackError(f"the stack did not become healthy within {timeout_s:.0f} s; logs are in {self.data_dir}")
 
     def _write_up_file(self) -> None:

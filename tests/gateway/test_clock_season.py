@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import secrets
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import httpx
+import pytest
 from gateway_stack import engine_and_gateway
 from waiting import CLOCK_LATE_MS
 
 from almanac.client import Client, PlayerKey
 
 TIMEOUT_MS = 1_500
+
+
+@pytest.fixture(scope="module")
+def url(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One engine and gateway for the module: each story plays a room of its own, and neither changes a setting,
+    stops a process or flushes Redis, so a second stack would only cost another two process starts."""
+    with engine_and_gateway(redis_url, tmp_path_factory.mktemp("clock-season")) as (running, _):
+        yield running
 
 
 def room_events(http: httpx.Client, room: str, token: str) -> list[dict]:
@@ -36,8 +45,8 @@ def on_time(events: list[dict], endings: list[dict]) -> None:
         started = ending["event"]["at_ms"]
 
 
-def test_a_realm_whose_players_stop_playing_ends_its_year_by_itself(redis_url: str, tmp_path: Path) -> None:
-    with engine_and_gateway(redis_url, tmp_path) as (url, _), httpx.Client(base_url=url, timeout=30) as http:
+def test_a_realm_whose_players_stop_playing_ends_its_year_by_itself(url: str) -> None:
+    with httpx.Client(base_url=url, timeout=30) as http:
         # Given a one-year realm of two seated players with a season timeout of 1.5 s, and nobody moving
         alice, bob = f"alice-{secrets.token_hex(2)}", f"bob-{secrets.token_hex(2)}"
         created = http.post("/rooms", json={"ruleset": "realm", "player": alice, "options": {
@@ -66,8 +75,8 @@ def test_a_realm_whose_players_stop_playing_ends_its_year_by_itself(redis_url: s
         assert len(season_endings(http, room, token)) == 4
 
 
-def test_a_realm_whose_seats_all_sign_ends_its_seasons_by_itself(redis_url: str, tmp_path: Path) -> None:
-    with engine_and_gateway(redis_url, tmp_path) as (url, _), Client(url) as client:
+def test_a_realm_whose_seats_all_sign_ends_its_seasons_by_itself(url: str) -> None:
+    with Client(url) as client:
         # Given a one-year realm whose two seated players both sign their commands (as the console does by
         # default), with a season timeout of 1.5 s, and nobody moving
         alice, bob = f"alice-{secrets.token_hex(2)}", f"bob-{secrets.token_hex(2)}"

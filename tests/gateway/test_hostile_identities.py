@@ -39,6 +39,14 @@ def limited(stack: Stack) -> Iterator[httpx.Client]:
         yield http
 
 
+@pytest.fixture(scope="module")
+def trusting(stack: Stack) -> str:
+    """A gateway that believes X-Forwarded-For from loopback, two anonymous requests a minute and one live feed
+    per address: each story below names addresses no other uses, so they share it (a gateway start less)."""
+    return stack.start_gateway("trusting", ALMANAC_RATE_ANON="2 per minute", ALMANAC_TRUSTED_PROXIES="127.0.0.1",
+                               ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS="1")
+
+
 def respellings(token: str) -> list[str]:
     """Other spellings of ``token`` a lenient base64url decoder reads as the same bytes, or nearly."""
     header, claims, signature = token.split(".")
@@ -89,7 +97,7 @@ def test_one_seat_with_several_tokens_gets_no_more_than_its_limit(limited: httpx
     assert statuses.count(422) == 5 and statuses.count(429) == 10, statuses
 
 
-def test_x_forwarded_for_is_ignored_unless_its_proxy_is_trusted(stack: Stack) -> None:
+def test_x_forwarded_for_is_ignored_unless_its_proxy_is_trusted(stack: Stack, trusting: str) -> None:
     created: list[dict] = []
 
     def create(http: httpx.Client, address: str) -> int:
@@ -108,8 +116,6 @@ def test_x_forwarded_for_is_ignored_unless_its_proxy_is_trusted(stack: Stack) ->
     with LiveFeeds(default, created[-1]) as feeds:
         assert [feeds.open("203.0.113.1"), feeds.open("203.0.113.2")] == [None, "too_many_feeds_for_address"]
     # Behind a trusted proxy (here: loopback, named), the header names the client: each has its own limits.
-    trusting = stack.start_gateway("trusting", ALMANAC_RATE_ANON="2 per minute", ALMANAC_TRUSTED_PROXIES="127.0.0.1",
-                                   ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS="1")
     with httpx.Client(base_url=trusting, timeout=10) as http:
         assert [create(http, f"198.51.100.{index}") for index in range(1, 4)] == [201, 201, 201]
         assert [create(http, "198.51.100.9") for _ in range(3)] == [201, 201, 429]
@@ -118,7 +124,7 @@ def test_x_forwarded_for_is_ignored_unless_its_proxy_is_trusted(stack: Stack) ->
         assert opened == [None, None, "too_many_feeds_for_address"]
 
 
-def test_a_client_rotating_addresses_in_its_ipv6_64_is_one_client(stack: Stack) -> None:
+def test_a_client_rotating_addresses_in_its_ipv6_64_is_one_client(trusting: str) -> None:
     """Behind a trusted proxy, requests and live feeds from many addresses of one /64 share one limit; the next
     /64 is another client, and an IPv4-mapped address is the IPv4 client it maps."""
     created: list[dict] = []
@@ -129,8 +135,7 @@ def test_a_client_rotating_addresses_in_its_ipv6_64_is_one_client(stack: Stack) 
         created.extend([answer.json()] if answer.status_code == 201 else [])
         return answer.status_code
 
-    url = stack.start_gateway("ipv6", ALMANAC_RATE_ANON="2 per minute", ALMANAC_TRUSTED_PROXIES="127.0.0.1",
-                              ALMANAC_LIVE_MAX_FEEDS_PER_ADDRESS="1")
+    url = trusting
     with httpx.Client(base_url=url, timeout=10) as http:
         rotating = [create(http, f"2001:db8:0:7::{index:x}") for index in range(1, 5)]
         assert rotating == [201, 201, 429, 429], rotating

@@ -4,6 +4,7 @@ or marked free on purpose, and whole games' real answers fit them."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -275,6 +276,7 @@ def test_whole_games_recorded_events_fit_the_published_event_schemas(ref: str, o
     manifest = registry.at(name, version)
     check = validator(openapi, game_components()[0][name]["versions"][version]["event"])
     read, kinds = 0, set()
+    checked: set[str] = set()  # each distinct payload once: a seat is often shown the event whole
     for room, seats in whole_game(ref):
         # When every recorded event is read whole (an auditor's) and as each seat receives it
         for envelope in room.envelopes[read:]:
@@ -284,6 +286,9 @@ def test_whole_games_recorded_events_fit_the_published_event_schemas(ref: str, o
                                         if (seen := manifest.decider.redact(event, seat)) is not None]
             # Then each fits the version's published event, enums and all
             for payload in shown:
+                if (key := json.dumps(payload, sort_keys=True)) in checked:
+                    continue
+                checked.add(key)
                 assert [error.message for error in check.iter_errors(payload)] == [], (ref, envelope.type, payload)
         read = len(room.envelopes)
     assert len(kinds) > 4, (ref, kinds)

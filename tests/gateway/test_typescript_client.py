@@ -77,10 +77,14 @@ def test_the_typescript_types_are_generated_from_the_committed_document(built: P
     checked = subprocess.run([NPM, "run", "check"], cwd=built, capture_output=True, text=True, timeout=300)
     assert checked.returncode == 0, checked.stdout[-1000:] + checked.stderr[-1000:]
     # and the check can fail: a hand edit of the types is caught
-    (built / "src" / "schema.d.ts").write_text((built / "src" / "schema.d.ts").read_text().replace(
-        '"stone" | "bronze" | "iron" | "steel" | "gold"', '"stone" | "bronze" | "iron" | "steel" | "gold" | "mithril"'))
+    schema = built / "src" / "schema.d.ts"
+    generated = schema.read_text()
+    schema.write_text(generated.replace('"stone" | "bronze" | "iron" | "steel" | "gold"',
+                                        '"stone" | "bronze" | "iron" | "steel" | "gold" | "mithril"'))
     assert subprocess.run([NPM, "run", "check"], cwd=built, capture_output=True, timeout=300).returncode != 0
-    subprocess.run([NPM, "run", "generate"], cwd=built, check=True, capture_output=True, timeout=300)
+    # (the types put back as generated for the module's other stories: the first check said they are what
+    # `npm run generate` writes, so writing them back spares a third npm and node start)
+    schema.write_text(generated)
 
 
 CONSOLE_SIGNING = ROOT / "services" / "gateway" / "console" / "signing.js"
