@@ -8,6 +8,9 @@ board@1, ``games/realm/v2/`` for realm@2), so a game can move without a test cha
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from importlib import import_module
 from pathlib import Path
 from types import ModuleType
@@ -35,3 +38,19 @@ def game_names(ref: str, module: str, *names: str) -> tuple[Any, ...]:
     """Several names of one of ``ref``'s modules, in order: ``Cut, Haul = game_names("claim@1", "commands", "Cut", "Haul")``."""
     found = game_module(ref, module)
     return tuple(getattr(found, name) for name in names)
+
+
+COPY = "copied"  # the package name a test's edited copy of a game is imported as
+
+
+@contextlib.contextmanager
+def importable_copies(folder: Path) -> Iterator[None]:
+    """Packages written under ``folder`` (a game's copy, as ``COPY``) importable while inside, and every module
+    imported from the copy forgotten after, so that the next story's copy is imported afresh."""
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
+        for name in [name for name in sys.modules if name == COPY or name.startswith(f"{COPY}.")]:
+            del sys.modules[name]

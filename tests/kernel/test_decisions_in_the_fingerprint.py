@@ -13,13 +13,13 @@ import ast
 import dataclasses
 import inspect
 import shutil
-import sys
 from collections.abc import Iterator
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import pytest
+from game_modules import importable_copies
 
 from almanac.events import fingerprint, registry
 
@@ -82,13 +82,8 @@ def package_copy(tmp_path: Path) -> Iterator[Any]:
         shutil.copytree(source, tmp_path / "copied", ignore=shutil.ignore_patterns("__pycache__"))
         return tmp_path / "copied"
 
-    sys.path.insert(0, str(tmp_path))
-    try:
+    with importable_copies(tmp_path):
         yield copy
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [name for name in sys.modules if name == "copied" or name.startswith("copied.")]:
-            del sys.modules[name]
 
 
 def decides_nothing(text: str, function_name: str, first_line: int, field: str) -> str:

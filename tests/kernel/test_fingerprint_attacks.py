@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from game_modules import game_folder
+from game_modules import game_folder, importable_copies
 
 from almanac.events import fingerprint, registry
 
@@ -51,13 +51,8 @@ def copied(tmp_path: Path) -> Iterator[Any]:
             (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
         return folder
 
-    sys.path.insert(0, str(tmp_path))
-    try:
+    with importable_copies(tmp_path):
         yield copy
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [name for name in sys.modules if name == "copied" or name.startswith("copied.")]:
-            del sys.modules[name]
 
 
 def _append(path: Path, code: str) -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from game_modules import game_folder, game_module
+from game_modules import game_folder, game_module, importable_copies
 
 from almanac.events import fingerprint, registry
 
@@ -29,13 +28,8 @@ def copied(tmp_path: Path) -> Iterator[Any]:
         shutil.copytree(game_folder(ref), tmp_path / "copied", ignore=shutil.ignore_patterns("__pycache__"))
         return tmp_path / "copied"
 
-    sys.path.insert(0, str(tmp_path))
-    try:
+    with importable_copies(tmp_path):
         yield copy
-    finally:
-        sys.path.remove(str(tmp_path))
-        for name in [name for name in sys.modules if name == "copied" or name.startswith("copied.")]:
-            del sys.modules[name]
 
 
 def _edit(path: Path, old: str, new: str) -> None:
