@@ -214,12 +214,9 @@ async def test_kill_9_of_the_engine_at_the_due_time_fires_the_deadline_once_afte
     assert len(endings) == 1 and endings[0].at_ms >= start + timeout_ms
 
 
-async def test_a_tick_over_shards_whose_rooms_name_no_deadlines_looks_once_and_writes_their_cursors_together(
-        redis_client: aioredis.Redis) -> None:
-    """Given rooms of a rule-set without deadlines in three shards, tracked by a clock, when each room moves and the
-    clock ticks, then the tick made its one pipelined look at each shard (a feed read and a due-deadline look) and
-    nothing more per shard: no further look at due deadlines (none is due) and no script call to move a cursor (the
-    three cursors are written together); the cursors are where the feeds end."""
+async def untimed_rooms(redis_client: aioredis.Redis, prefix: str,
+                        shards: int) -> tuple[RoomService, dict[int, str]]:
+    """Rooms of the counter rule-set (no deadlines), one in each of ``shards`` shards: their service, and each one's room."""
     from engine_process_helper import register_test_rulesets  # noqa: PLC0415 - the counter rule-set
 
     register_test_rulesets()
@@ -227,13 +224,24 @@ async def test_a_tick_over_shards_whose_rooms_name_no_deadlines_looks_once_and_w
     service = RoomService(store)
     rooms: dict[int, str] = {}
     for n in range(200):
-        rooms.setdefault(KEYS.shard(f"untimed-{n}"), f"untimed-{n}")
-        if len(rooms) == 3:
+        rooms.setdefault(KEYS.shard(f"{prefix}-{n}"), f"{prefix}-{n}")
+        if len(rooms) == shards:
             break
     for room in rooms.values():
         created = await service.handle(record(f"{room}-create", "ann", {"kind": "create_room", "ruleset": "counter",
                                                                         "options": {"seats": ["ann"]}}, room))
         assert created.accepted, created.error
+    return service, rooms
+
+
+async def test_a_tick_over_shards_whose_rooms_name_no_deadlines_looks_once_and_writes_their_cursors_together(
+        redis_client: aioredis.Redis) -> None:
+    """Given rooms of a rule-set without deadlines in three shards, tracked by a clock, when each room moves and the
+    clock ticks, then the tick made its one pipelined look at each shard (a feed read and a due-deadline look) and
+    nothing more per shard: no further look at due deadlines (none is due) and no script call to move a cursor (the
+    three cursors are written together); the cursors are where the feeds end."""
+    service, rooms = await untimed_rooms(redis_client, "untimed", shards=3)
+    store = service.store
     clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS))
     shards = sorted(rooms)
     for _ in range(2):  # the first reads every room of the shards, the second takes up the cursors it wrote
@@ -294,20 +302,8 @@ async def test_a_clock_whose_feeds_moved_ticks_again_without_a_wait_and_waits_on
     wait before the next tick makes no call to Redis (a look at the deadlines and a blocking read would return at
     once while commands come: two round trips a tick for nothing); when the next tick finds nothing new, then the
     wait looks at the deadlines again and blocks on the feeds, as an idle clock does."""
-    from engine_process_helper import register_test_rulesets  # noqa: PLC0415 - the counter rule-set
-
-    register_test_rulesets()
-    store = RedisEventStore(redis_client, shard_count=16)
-    service = RoomService(store)
-    rooms: dict[int, str] = {}
-    for n in range(200):
-        rooms.setdefault(KEYS.shard(f"still-{n}"), f"still-{n}")
-        if len(rooms) == 2:
-            break
-    for room in rooms.values():
-        created = await service.handle(record(f"{room}-create", "ann", {"kind": "create_room", "ruleset": "counter",
-                                                                        "options": {"seats": ["ann"]}}, room))
-        assert created.accepted, created.error
+    service, rooms = await untimed_rooms(redis_client, "still", shards=2)
+    store = service.store
     clock = Clock(redis_client, KEYS, store, now_ms=At(START_MS))
     clock.idle_wait_s = 0.05
     shards = sorted(rooms)
