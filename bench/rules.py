@@ -49,7 +49,7 @@ def play_game(name: str, scenario: BenchScenario, index: int) -> tuple[list[tupl
     state = None
     for player, at, command in commands:
         state = apply(state, command, room, player, log, now_ms=at)
-    chooser = Dice(SEED, "policy", index)
+    chooser = Dice(SEED, "chooser", index)
     idle = 0
     while not state.ended:
         player = players[chooser.randbelow(len(players))] if len(players) > 1 else players[0]
