@@ -122,15 +122,18 @@ def test_a_heavy_read_past_the_limit_is_refused_at_once(gateway: tuple[str, Stac
             third = await timed(f"/rooms/{room}/verification")
             return [third, *await asyncio.gather(*holders)]
 
-    # A try counts only where both holders were still being answered after the third was: on a quiet machine a
-    # verification can end within the 0.1 s before the third is sent, its slot free again (a CI run saw it). A
-    # gateway without the limit answers the third 200 while both still run, which fails below on every try.
-    for _ in range(3):
+    # A try counts only where both holders got a slot and were still being answered after the third was: on a quiet
+    # machine a verification can end within the 0.1 s before the third is sent, its slot free again (a CI run saw
+    # it); on a loaded one a read of the story before may still hold a slot when a holder comes (its client gone,
+    # its fold not yet: a CI run saw a holder refused). A gateway without the limit answers the third 200 while both
+    # still run, which fails below on every try.
+    for _ in range(5):
         (status, took, ended, answer), *held = asyncio.run(three())
-        assert [s for s, _, _, _ in held] == [200, 200]
-        if all(held_ended > ended for _, _, held_ended, _ in held):
+        if [s for s, _, _, _ in held] == [200, 200] and all(held_ended > ended for _, _, held_ended, _ in held):
             break
-    assert all(held_ended > ended for _, _, held_ended, _ in held), "both holders ended first in three tries"
+        time.sleep(1)
+    assert [s for s, _, _, _ in held] == [200, 200], "a holder was refused in five tries"
+    assert all(held_ended > ended for _, _, held_ended, _ in held), "both holders ended first in five tries"
     assert status == 503 and answer.json()["code"] == "overloaded" and answer.headers["Retry-After"] == "1"
     assert took < min(t for _, t, _, _ in held) / 2, (took, held)
 
