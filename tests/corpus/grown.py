@@ -19,7 +19,7 @@ A batch holds games of three kinds:
   (a body, or the bot's move), for states the recipes do not reach (a refusal only a precise command meets);
 - an ``Adopted`` game: one of the mutation test's wide games (``--wide-salt wide`` names it), played with its own
   salt and index, not the batch's, so it is the very game that caught a mutant the other games missed (the
-  golden corpus adopted games so, ``golden.ADOPTED``, until tests/golden was frozen).
+  golden corpus adopted games so, ``golden.ADOPTED`` and ``golden.ADOPTED_LATER``, until tests/golden was frozen).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class Adopted:
     plays it (``golden.play`` with that salt and index: the same room, seed, dice, clocks and commands), so a
     game the run names (``caught_by_wide_game``, with ``--wide-salt wide``) is recorded exactly. The wide corpus
     is the golden recipes' games ``golden.WIDE_REPEAT`` times over (``golden.wide_recipes``: its indexes are
-    those of ``golden.ADOPTED``), then the grown recipes' (``wide_recipes`` below)."""
+    those of ``golden.ADOPTED`` and ``golden.ADOPTED_LATER``), then the grown recipes' (``wide_recipes`` below)."""
 
     index: int
     salt: str = "wide"
