@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -307,6 +308,26 @@ def test_a_command_behind_an_unanswered_request_is_refused_in_order_and_refusals
     assert all(answer.status_code in (200, 202) for answer in held), [a.text for a in held]
 
 
+def _sender(client: httpx.AsyncClient) -> Callable[[str, str, dict], Awaitable[httpx.Response]]:
+    """``send(room, token, body)``: a command POSTed by ``client`` as that token's seat."""
+    def send(room: str, token: str, body: dict) -> Awaitable[httpx.Response]:
+        return client.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"}, json=body)
+    return send
+
+
+async def _answered_202_then_decided(send: Callable[[str, str, dict], Awaitable[httpx.Response]], engine: Any,
+                                     redis_url: str, room: str, token: str, move: dict) -> httpx.Response:
+    """With the engine stopped, ``move`` waits out the command timeout (202); the engine then goes on and decides it,
+    so a resend of its id has a stored outcome to be answered."""
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        first = await send(room, token, move)
+    finally:
+        engine.send_signal(signal.SIGCONT)
+    await _decided(redis_url, room, "p", move["command_id"])
+    return first
+
+
 def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_refuses(gateway_url,
                                                                                           redis_url: str) -> None:
     """Issue 28, item 18. Given a command answered 202 (its wait ended, the engine held still) and decided once the
@@ -321,15 +342,8 @@ def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_r
 
     async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response, list[httpx.Response]]:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-            def send(room: str, token: str, body: dict) -> Awaitable[httpx.Response]:
-                return client.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"}, json=body)
-
-            engine.send_signal(signal.SIGSTOP)
-            try:
-                first = await send(room, token, move)  # waits out the 3 s timeout: 202
-            finally:
-                engine.send_signal(signal.SIGCONT)
-            await _decided(redis_url, room, "p", move["command_id"])  # the engine decides it meanwhile
+            send = _sender(client)
+            first = await _answered_202_then_decided(send, engine, redis_url, room, token, move)
             engine.send_signal(signal.SIGSTOP)
             try:
                 holding = asyncio.gather(*(send(r, t, {"command": move["command"]}) for r, t in holders))
@@ -376,15 +390,8 @@ def test_a_resend_that_waits_for_100_continue_is_answered_its_outcome_as_any_res
 
     async def scenario() -> tuple[httpx.Response, httpx.Response, bytes, list[httpx.Response]]:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-            def send(room: str, token: str, body: dict) -> Awaitable[httpx.Response]:
-                return client.post(f"/rooms/{room}/commands", headers={"Authorization": f"Bearer {token}"}, json=body)
-
-            engine.send_signal(signal.SIGSTOP)
-            try:
-                first = await send(room, token, move)  # waits out the 3 s timeout: 202
-            finally:
-                engine.send_signal(signal.SIGCONT)
-            await _decided(redis_url, room, "p", move["command_id"])
+            send = _sender(client)
+            first = await _answered_202_then_decided(send, engine, redis_url, room, token, move)
             engine.send_signal(signal.SIGSTOP)
             try:
                 holding = asyncio.gather(*(send(r, t, {"command": move["command"]}) for r, t in holders))
