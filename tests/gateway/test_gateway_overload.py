@@ -16,9 +16,10 @@ included: one admission rule for every place a command can be refused, issue 29,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -315,6 +316,21 @@ def _sender(client: httpx.AsyncClient) -> Callable[[str, str, dict], Awaitable[h
     return send
 
 
+@contextlib.asynccontextmanager
+async def _engine_stopped_and_slots_held(send: Callable[[str, str, dict], Awaitable[httpx.Response]], engine: Any,
+                                         url: str, holders: list[tuple[str, str]],
+                                         command: dict) -> AsyncIterator[Awaitable[list[httpx.Response]]]:
+    """Inside: the engine stopped and every in-flight slot held by a command of each holder's room (yields the
+    holders' answers to await, after the engine went on)."""
+    engine.send_signal(signal.SIGSTOP)
+    try:
+        holding = asyncio.gather(*(send(r, t, {"command": command}) for r, t in holders))
+        await _slots_held(url)
+        yield holding
+    finally:
+        engine.send_signal(signal.SIGCONT)
+
+
 async def _answered_202_then_decided(send: Callable[[str, str, dict], Awaitable[httpx.Response]], engine: Any,
                                      redis_url: str, room: str, token: str, move: dict) -> httpx.Response:
     """With the engine stopped, ``move`` waits out the command timeout (202); the engine then goes on and decides it,
@@ -344,14 +360,9 @@ def test_a_resend_of_a_decided_command_is_answered_its_outcome_while_admission_r
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             send = _sender(client)
             first = await _answered_202_then_decided(send, engine, redis_url, room, token, move)
-            engine.send_signal(signal.SIGSTOP)
-            try:
-                holding = asyncio.gather(*(send(r, t, {"command": move["command"]}) for r, t in holders))
-                await _slots_held(url)
+            async with _engine_stopped_and_slots_held(send, engine, url, holders, move["command"]) as holding:
                 resent = await send(room, token, move)
                 refused = await send(room, token, other)
-            finally:
-                engine.send_signal(signal.SIGCONT)
             return first, resent, refused, await holding
 
     first, resent, refused, held = asyncio.run(scenario())
@@ -392,14 +403,9 @@ def test_a_resend_that_waits_for_100_continue_is_answered_its_outcome_as_any_res
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             send = _sender(client)
             first = await _answered_202_then_decided(send, engine, redis_url, room, token, move)
-            engine.send_signal(signal.SIGSTOP)
-            try:
-                holding = asyncio.gather(*(send(r, t, {"command": move["command"]}) for r, t in holders))
-                await _slots_held(url)
+            async with _engine_stopped_and_slots_held(send, engine, url, holders, move["command"]) as holding:
                 resent = await send(room, token, move)
                 expecting = await expecting_resend()
-            finally:
-                engine.send_signal(signal.SIGCONT)
             return first, resent, expecting, await holding
 
     first, resent, expecting, held = asyncio.run(scenario())
