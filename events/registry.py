@@ -209,14 +209,28 @@ def names() -> list[str]:
     return sorted(set(installed()) | {name for name, _ in _manifests})
 
 
+def hosted() -> list[str]:
+    """The known rule-sets whose manifests load: what listings and API documents describe. An installation that
+    cannot load (an entry point whose module is gone, half installed or raising) is left out of them, so that one
+    broken package does not take the others' documents down; it still fails where it is named."""
+    found = []
+    for name in names():
+        try:
+            default(name)
+        except Exception:  # noqa: BLE001, S112 - whatever its import raises, it is reported where the name is used
+            continue
+        found.append(name)
+    return found
+
+
 def manifests() -> list[RuleSet]:
     """Every known rule-set's default manifest, by name (installed ones are loaded)."""
     return [default(name) for name in names()]
 
 
 def all_manifests() -> list[RuleSet]:
-    """Every known version of every rule-set, by name then version."""
-    return [at(name, version) for name in names() for version in versions(name)]
+    """Every version of every rule-set that loads (``hosted``), by name then version."""
+    return [at(name, version) for name in hosted() for version in versions(name)]
 
 
 def read_models() -> dict[str, tuple[str, ReadModel]]:

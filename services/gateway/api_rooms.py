@@ -439,8 +439,8 @@ async def list_rooms(
 
 @router.get("/rulesets", summary="The rule-sets this server hosts, with their versions and command kinds")
 async def list_rulesets(request: Request) -> Response:
-    hosted = []
-    for name in registry.installed():
+    hosted, installed = [], set(registry.installed())
+    for name in (name for name in registry.hosted() if name in installed):
         default = registry.default(name)
         hosted.append({"ruleset": name, "version": default.version,
                        "versions": [registry.at(name, v).ref for v in registry.versions(name)],

@@ -58,7 +58,7 @@ def game_components(ref_prefix: str = "#/components/schemas/") -> tuple[dict[str
     _, found = msgspec.json.schema_components([ForkMark], ref_template=f"{ref_prefix}{{name}}")
     components.update(found)
     names: dict[str, Any] = {}
-    for name in registry.names():
+    for name in registry.hosted():
         prefix = prefix_of(name)
         ref = f"{ref_prefix}{prefix}{{name}}"
         default = registry.manifest(name)
