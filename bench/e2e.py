@@ -549,6 +549,7 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "goodput_per_cpu_s": good / stack_cpu if stack_cpu > 0 else float("nan"),
             "refusals": window.get("refusals", {}), "gateway_cores": window.get("gateway_cpu_s", 0.0) / elapsed,
             "started_at": window.get("started_at"), "redis_forks": window.get("redis_forks", ""),
+            "aof_mb": window.get("aof_mb", 0.0),
             "process_cores": {name: used / elapsed for name, used in window.get("process_cpu_s", {}).items()},
         })
     ratios, normalised = [], []
@@ -616,6 +617,7 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                       f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
                       f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}"
                       + _refusal_kinds(window.get("refusals", {})) + _process_cores(window.get("process_cores", {}))
+                      + (f"; AOF {window['aof_mb']:.0f} MB" if window.get("aof_mb") else "")
                       + (f"; REDIS FORKED: {window['redis_forks']}" if window.get("redis_forks") else ""),
                       soft_wrap=True)
     if "refusal_cpu_us" in verdict:
@@ -783,7 +785,8 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
                         "stack_runqueue_s": wait1 - wait0, "refusals": result["phase_refusals"][number],
                         "gateway_cpu_s": sum(value for name, value in used.items() if name.startswith("gateway")),
                         "process_cpu_s": {name: value for name, value in used.items() if name != "load generator"},
-                        "redis_forks": RedisForks.between(redis0, redis1)})
+                        "redis_forks": RedisForks.between(redis0, redis1),
+                        "aof_mb": redis0.get("aof_bytes", 0) / 1e6})
     return windows
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from almanac.bench.e2e import RedisForks
+from almanac.bench.e2e import RedisForks, judge_windows
 from almanac.services import bootstrap
 from almanac.services.embedded_redis import EmbeddedRedis
 
@@ -49,3 +49,20 @@ def test_a_window_in_which_redis_forked_says_so_and_a_quiet_one_says_nothing(tmp
         finally:
             forks.close()
     assert RedisForks(None).read() == {} and RedisForks.between({}, {}) == ""
+
+
+def test_each_window_carries_its_processes_cpu_its_forks_and_its_aof_size_into_the_verdict():
+    """Given three windows (capacity, overload, capacity) as the runner measures them, when they are judged, then
+    each judged window keeps each process's CPU in cores, what Redis forked for in it and its AOF's size, so the
+    printed line says which process took the stack's CPU and whether a rewrite fell in that window."""
+    def window(kind_rate: int, cpu: float, forked: str) -> dict:
+        return {"offered_per_s": kind_rate, "seconds": 2.0, "answers": [(200, 0.01)] * 100, "stack_cpu_s": cpu,
+                "generator_cpu_s": 0.1, "others_cpu_s": 0.0, "elapsed_s": 2.0, "load_1m": 0.5,
+                "process_cpu_s": {"gateway": cpu * 0.6, "redis": cpu * 0.4}, "redis_forks": forked, "aof_mb": 50.0}
+
+    verdict = judge_windows([window(50, 1.0, ""), window(150, 1.0, "1 fork (AOF rewrite), the last 9.0 ms"),
+                             window(50, 1.0, "")], deadline_s=1.0)
+    overload = verdict["windows"][1]
+    assert overload["process_cores"] == {"gateway": 0.3, "redis": 0.2}
+    assert overload["redis_forks"].startswith("1 fork (AOF rewrite)") and verdict["windows"][0]["redis_forks"] == ""
+    assert overload["aof_mb"] == 50.0
