@@ -8,7 +8,7 @@ shard (two lanes a shard, one command in flight each, a 503 sent again with the 
 does). Once every shard has taken commands it kills -9 one primary (neither the node the gateway's outcome
 subscription is on nor that node's replica), keeps it down ``outage_s`` and starts it again (it rejoins as the
 promoted replica's replica); ``outage_s`` 0: it never comes back (gone for good). The load goes on ``after_s``
-after the restart (gone for good: after the kill).
+after the restarted node is the promoted one's replica, online (gone for good: after the kill).
 
 Printed: per shard, the commands accepted per second in each ``bucket_s`` window (the windows before the kill are
 the same-run baseline), its longest stretch without an acknowledgement from the kill to the end, and that stretch
@@ -47,9 +47,10 @@ from almanac.services import bootstrap
 from almanac.services.forensics.verify import verify_room
 from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.redis_client import connect
+from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack
+from almanac.storage.archive import ArchivingStore
 from almanac.storage.keys import Keys
-from almanac.storage.redis_store import RedisEventStore
 
 LANES_PER_SHARD = 2  # rooms in play at once on each shard, one command in flight each
 RESEND_PAUSE_S = 0.1  # a client answered 503 (or 202: still deciding) sends the same command id again this much later
@@ -57,7 +58,7 @@ COMMAND_TIMEOUT_MS = 5_000  # the gateway's outcome wait (the suite's failover s
 OTHERS_STALL_BOUND_S = 5.0  # the suite's bound: a live node's shard stalls at most this long beyond the Cluster down
 # The stack's settings, in this process's environment while it runs (its children inherit them)
 ENV = {"ALMANAC_DURABILITY": "replica", "ALMANAC_COMMAND_TIMEOUT_MS": str(COMMAND_TIMEOUT_MS),
-       "ALMANAC_LOG_LEVEL": "warning", "ALMANAC_LOG_FORMAT": "json"}
+       "ALMANAC_LOG_FORMAT": "json"}
 
 
 class BenchError(Exception):
@@ -151,11 +152,11 @@ def _stall(times: list[float], start: float, end: float, down: ClusterDown) -> t
     return later - earlier, earlier - start, max(b - a - down.within(a, b) for a, b in gaps)
 
 
-async def _check_log(url: str, shards: int, load: Load) -> tuple[int, int, int]:
+async def _check_log(settings: Settings, load: Load) -> tuple[int, int, int]:
     """Acknowledged commands missing from the log, acknowledged commands in it more than once, rooms that do not
-    verify."""
-    client = connect(url, cluster=True)
-    store = RedisEventStore(client, shards)
+    verify. Read as the stack reads them: the rooms played to their end a minute ago are in the archive by now."""
+    client = connect(settings.redis_url, cluster=True)
+    store = ArchivingStore(client, bootstrap.archive_store(settings), settings.shard_count)
     try:
         counts: dict[str, int] = defaultdict(int)
         unverified = 0
@@ -206,14 +207,17 @@ def _victim(subscription: int, replicas: dict[int, int | None]) -> tuple[int, in
 
 
 def main(outage_s: float = 60.0, after_s: float | None = None, rate: int = 100, engines: int = 0,
-         bucket_s: float = 5.0, warmup_s: float = 10.0) -> dict[str, Any]:
+         bucket_s: float = 5.0, warmup_s: float = 10.0, logs: Path | None = None) -> dict[str, Any]:
     """Run the failover (see the module's docstring), print its figures, return them. ``warmup_s``: load before the
-    kill (and on until every shard has taken a command), the baseline's windows."""
+    kill (and on until every shard has taken a command), the baseline's windows; ``logs``: a folder the stack's
+    logs and the nodes' are copied to at the end (ALMANAC_LOG_LEVEL, warning unless set, says how much they hold),
+    to find where a stall came from."""
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         raise BenchError("the six-node Redis Cluster needs redis-server and redis-cli on PATH")
     after = after_s if after_s is not None else (60.0 if outage_s <= 0 else 20.0)
     console = output_console()
-    with tempfile.TemporaryDirectory(prefix="almanac-bench-failover-") as scratch, _environment(ENV):
+    env = {**ENV, "ALMANAC_LOG_LEVEL": os.environ.get("ALMANAC_LOG_LEVEL", "warning")}
+    with tempfile.TemporaryDirectory(prefix="almanac-bench-failover-") as scratch, _environment(env):
         cluster = ReplicatedCluster(Path(scratch) / "nodes")
         console.print("starting a Redis Cluster of 3 primaries + 3 replicas (cluster-node-timeout 2000 ms) ...")
         try:
@@ -226,15 +230,21 @@ def main(outage_s: float = 60.0, after_s: float | None = None, rate: int = 100, 
                           "ALMANAC_DURABILITY=replica ...")
             with Stack(settings, engines=engines, say=console.print) as stack:
                 stack.start(timeout_s=90)
-                figures = _failover(cluster, stack, settings.shard_count, outage_s, after, rate, warmup_s)
+                figures = _failover(cluster, stack, settings, outage_s, after, rate, warmup_s)
         finally:
             cluster.stop()
+            if logs is not None:
+                for log in Path(scratch).rglob("*.log"):
+                    target = Path(logs) / log.relative_to(scratch)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(log, target)
     _print(console, figures, bucket_s)
     return figures
 
 
-def _failover(cluster: ReplicatedCluster, stack: Stack, shards: int, outage_s: float, after_s: float,
+def _failover(cluster: ReplicatedCluster, stack: Stack, settings: Settings, outage_s: float, after_s: float,
               rate: int, warmup_s: float) -> dict[str, Any]:
+    shards = settings.shard_count
     keys = Keys(shards)
     health = httpx.get(f"{stack.url}/health", timeout=5).json()
     subscription = int(health["outcomes"]["node"].rsplit(":", 1)[1])
@@ -268,7 +278,7 @@ def _failover(cluster: ReplicatedCluster, stack: Stack, shards: int, outage_s: f
             cluster.restart(victim)
             cluster.wait_replicated(promoted, timeout_s=60)
             replicated_at = time.monotonic()
-        time.sleep(max(0.0, (back_at or killed_at) + after_s - time.monotonic()))
+        time.sleep(max(0.0, (replicated_at or killed_at) + after_s - time.monotonic()))
     finally:
         load.stop.set()
         down.stop()
@@ -295,7 +305,7 @@ def _failover(cluster: ReplicatedCluster, stack: Stack, shards: int, outage_s: f
     figures["statuses"], figures["codes"] = dict(load.statuses), dict(load.codes)
     figures["acked"], figures["rooms"] = len(load.acked), len(load.rooms)
     url = cluster.url
-    figures["lost"], figures["doubled"], figures["unverified"] = asyncio.run(_check_log(url, shards, load))
+    figures["lost"], figures["doubled"], figures["unverified"] = asyncio.run(_check_log(settings, load))
     # Entries still pending once the engine has had a few seconds: gone for good, the killed node's shards keep
     # their last commands waiting (unanswered, unwritten) for a replica to confirm them.
     deadline = time.monotonic() + 10
@@ -312,7 +322,8 @@ def _print(console: Any, figures: dict[str, Any], bucket_s: float) -> None:
     on_victim = set(figures["on_victim"])
     shards = figures["shards"]
     first = -bucket_s * max(1, int(-figures["started"] // bucket_s))
-    edges = [first + bucket_s * n for n in range(int((figures["ended"] - first) // bucket_s) + 1)]
+    edges = [edge for n in range(int((figures["ended"] - first) // bucket_s) + 1)
+             if (edge := first + bucket_s * n) < figures["ended"] - 0.05]
     table = Table(title=f"Commands accepted per second, per shard, in {bucket_s:g} s windows from the kill "
                         "(the windows before 0 are the baseline)")
     table.add_column("shard", justify="right")
@@ -324,7 +335,10 @@ def _print(console: Any, figures: dict[str, Any], bucket_s: float) -> None:
     table.add_column("beyond down", justify="right")
     for shard in range(shards):
         times = figures["timeline"][shard]
-        cells = [f"{sum(1 for t in times if edge <= t < edge + bucket_s) / bucket_s:.1f}" for edge in edges]
+        # per second of the window the load covered (the last one is cut short where the load stopped)
+        cells = [f"{sum(1 for t in times if edge <= t < edge + bucket_s) / covered:.1f}"
+                 for edge in edges
+                 if (covered := min(edge + bucket_s, figures["ended"]) - max(edge, figures["started"])) > 0]
         stall, began, beyond = figures["stalls"][shard]
         table.add_row(str(shard), "killed" if shard in on_victim else "live", *cells, f"{stall:.2f} s",
                       f"+{began:.2f} s", f"{beyond:.2f} s")
