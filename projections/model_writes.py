@@ -48,9 +48,14 @@ def leaderboard_member(player: str, room: str) -> bytes:
 
 
 def queue_update(pipe: Any, keys: Keys, shard: int, update: RoomUpdate,
-                 models: Iterable[str] | None = None) -> None:
+                 models: Iterable[str] | None = None, *, follows_rows: bool = False) -> None:
     """Queue one room's writes for the named models (all when None) on ``pipe`` (a ShardWrites, or any
-    object with redis-py's hset/sadd/zadd/zrem methods)."""
+    object with redis-py's hset/sadd/zadd/zrem methods).
+
+    ``follows_rows``: the shard's rows hold the room at exactly the state the update starts from (the projector
+    read its version there): their writes put its rule-set in the leaderboard index and its scores on the board,
+    so neither is written again when unchanged (a SADD and a ZADD per room and batch the live projector spent
+    Redis time on for nothing)."""
     every = models is None
     models = set(models or ())
     room = update.room
@@ -63,8 +68,9 @@ def queue_update(pipe: Any, keys: Keys, shard: int, update: RoomUpdate,
             pipe.zadd(keys.ended_rooms(shard), {room: update.summary.get("updated_at_ms", 0)})
     if every or "leaderboards" in models:
         board = keys.leaderboard(shard, update.ruleset)
-        pipe.sadd(keys.leaderboard_rulesets(shard), update.ruleset)
-        if update.scores:
+        if not follows_rows:
+            pipe.sadd(keys.leaderboard_rulesets(shard), update.ruleset)
+        if update.scores and not (follows_rows and update.scores_unchanged):
             pipe.zadd(board, {leaderboard_member(p, room): s for p, s in update.scores.items()})
         if update.dropped_players:
             pipe.zrem(board, *(leaderboard_member(p, room) for p in update.dropped_players))
