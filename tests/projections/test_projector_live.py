@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from projection_games import (
@@ -121,6 +122,39 @@ async def test_a_room_projected_already_is_not_indexed_again_nor_its_unchanged_s
     live_models = await dump_models(redis_client)
     await rebuild(redis_client, SHARDS)
     assert await dump_models(redis_client) == live_models
+
+
+async def test_under_a_trickle_the_projector_gathers_its_batches_and_follows_within_its_bound(redis_client, service):
+    """Given a running projector with the default gather wait (ALMANAC_PROJECTOR_GATHER_MS) and a room written to
+    every few milliseconds for about a second, then it committed about one batch per gather wait, far fewer than one
+    per event (each batch costs its round trips and a commit per shard: bench e2e), and the read models follow the
+    room within the stated bound: the gather wait plus a batch's work (here with room for a loaded machine)."""
+    from almanac.services.settings import load_settings  # noqa: PLC0415
+
+    gather_ms = load_settings({}).projector_gather_ms
+    live = Projector(redis_client, SHARDS, block_ms=200, gather_ms=gather_ms)
+    models = ReadModels(redis_client, SHARDS)
+    await open_room(service, "trickle", "bazaar", ["alice", "bob"])
+    stop = asyncio.Event()
+    running = asyncio.create_task(live.run(stop))
+    try:
+        assert await models.wait_for("trickle", 3, timeout_s=20)
+        batches, started, sent = live.batches, time.monotonic(), 0
+        while time.monotonic() - started < 1.0:
+            sent += 1
+            version = await send(service, "trickle", "alice",
+                                 {"kind": "offer", "trade_id": f"t{sent}", "to": "bob", "gold": 1}, 4_000, f"t{sent}")
+            await asyncio.sleep(0.003)
+        last_at = time.monotonic()
+        assert await models.wait_for("trickle", version, timeout_s=20)
+        lag_s = time.monotonic() - last_at
+        took = last_at - started
+        made = live.batches - batches
+        assert made <= 1.5 * took / (gather_ms / 1000) + 3 and made < sent / 3, (made, sent, took)
+        assert lag_s <= gather_ms / 1000 + 1.0, lag_s  # the bound, with a second for a loaded machine's scheduling
+    finally:
+        stop.set()
+        await running
 
 
 async def test_the_trade_ledger_has_one_row_per_trade_step_with_dice_and_transfers(redis_client, service):
