@@ -17,7 +17,7 @@ from almanac.events import codec
 from almanac.events.errors import CorruptEventError, RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.events.step import advance
-from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
+from almanac.projections.model_writes import COMMIT_SCRIPT, JoinedWrites, encode_json, queue_update, text
 from almanac.projections.read_model_rows import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
 from almanac.storage.keys import projector_heartbeat_key, projector_stats_key
@@ -384,10 +384,10 @@ class Projector:
         stood at the state their update starts from (``queue_update``'s ``follows_rows``)."""
         calls = []
         for shard, (updates, last_id) in commits.items():
-            writes = ShardWrites()
+            joined = JoinedWrites()
             for update in updates:
-                queue_update(writes, self.keys, shard, update, follows_rows=update.room in follows)
-            calls.append(writes.script_call(self.keys.checkpoint(shard), self.cursors[shard], last_id))
+                queue_update(joined, self.keys, shard, update, follows_rows=update.room in follows)
+            calls.append(joined.shard_writes().script_call(self.keys.checkpoint(shard), self.cursors[shard], last_id))
         # Read models are derived (a rebuild writes them again from the logs): under ALMANAC_DURABILITY=replica
         # waiting for a replica would confirm nothing a player relies on (and on a Cluster its WAIT path stalled
         # the projector: the model scripts never ran).

@@ -124,6 +124,37 @@ async def test_a_room_projected_already_is_not_indexed_again_nor_its_unchanged_s
     assert await dump_models(redis_client) == live_models
 
 
+async def test_a_batch_of_several_rooms_of_a_shard_writes_each_of_its_model_keys_once(redis_client, service):
+    """Given three counter rooms of one shard moved since the last batch, when the projector commits them, then its
+    commit script writes each read-model key of the shard with one command carrying all three rooms (one HSET of
+    the summaries, one of the listings, one of the versions), not one per room (each command a Redis call and three
+    arguments per room and batch), and the models equal a rebuild's."""
+    keys = Keys(SHARDS)
+    rooms = [room for room in (f"joined-{n}" for n in range(200)) if keys.shard(room) == 1][:3]
+    live = projector(redis_client)
+    for room in rooms:
+        await open_room(service, room, "counter", ["alice", "bob"])
+    await live.drain()
+    sent: list[list] = []
+    evalsha_many = live.store.evalsha_many
+
+    async def recorded(calls, **options):
+        sent.extend(list(args) for _, _, args in calls)
+        return await evalsha_many(calls, **options)
+
+    live.store.evalsha_many = recorded
+    for room in rooms:
+        await play(service, room, "counter", 2, ["alice", "bob"])
+    await live.drain()
+    [args] = sent
+    assert args.count("HSET") == 3, args
+    assert {room: await ReadModels(redis_client, SHARDS).projected_version(room) for room in rooms} == {
+        room: (await service.load(room))[0].version for room in rooms}
+    live_models = await dump_models(redis_client)
+    await rebuild(redis_client, SHARDS)
+    assert await dump_models(redis_client) == live_models
+
+
 async def test_under_a_trickle_the_projector_gathers_its_batches_and_follows_within_its_bound(redis_client, service):
     """Given a running projector with the default gather wait (ALMANAC_PROJECTOR_GATHER_MS) and a room written to
     every few milliseconds for about a second, then it committed about one batch per gather wait, far fewer than one
