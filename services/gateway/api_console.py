@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.errors import RuleError
 from almanac.events.forensics.tree_diff import change_rows
-from almanac.services.gateway.api_ops import _engines, _projector
+from almanac.services.gateway.api_ops import _engines, _is_auditor, _projector
 from almanac.services.gateway.api_rooms import PageCursor, PageLimit, RoomId, gateway, rooms_page
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.gateway import bearer
@@ -89,14 +89,21 @@ async def get_ruleset_schema(name: str = Path(pattern=RULESET_REF_PATTERN)) -> R
     return json_response(ruleset_schema(name))
 
 
-@router.get("/status", summary="System status for the console: engines, leases, projector lag, dead letters")
+@router.get("/status", summary="System status for the console: engines, leases, projector lag, dead letters",
+            description="`commands_total`: the commands the engines accepted (each moves its room's version). "
+            "`commands_decided`, accepted and refused, only for an auditor's token (null otherwise): on a quiet "
+            "server a count that moves on a refusal while no room's version does tells a rival the refusal, and a "
+            "refusal can tell a player's hidden state. An invalid or expired token is refused (401).")
 async def status(request: Request) -> Response:
     gw = gateway(request)
+    token = bearer(request)
+    auditor = token is not None and _is_auditor(gw, token)
     engine, projector = await _engines(gw), await _projector(gw)
-    commands = 0
+    accepted = decided = 0
     for beat in engine["engines"]:
         counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
-        commands += sum(int(v) for k, v in counters.items() if k == b"commands")
+        accepted += int(counters.get(b"accepted", 0))
+        decided += int(counters.get(b"commands", 0))
     async with gw.client.pipeline(transaction=False) as pipe:
         for shard in range(gw.settings.shard_count):
             pipe.xlen(gw.keys.dead_letters(shard))
@@ -105,7 +112,8 @@ async def status(request: Request) -> Response:
         "time_ms": int(time.time() * 1000),
         "engine": engine,
         "projector": projector,
-        "commands_total": commands,
+        "commands_total": accepted,
+        "commands_decided": decided if auditor else None,
         "dead_letters": {"total": sum(dead), "by_shard": {str(s): n for s, n in enumerate(dead) if n}},
     })
 

@@ -672,7 +672,7 @@ function Verify({ room, token, summary, events }) {
     ${!token ? html` <span class="muted">needs a player or auditor token</span>` : ""}
     ${report ? html`<div data-testid="verify-result" class=${report.ok ? "notice" : "alert"} role="status">
       ${report.ok ? html`<span class="ok">verified ✓</span> ${report.versions} versions, chain ${report.chain_checked},${" "}
-          ${report.commands_redecided} commands re-decided, ${report.refusals_rechecked} refusals re-checked; seed: ${report.seed}`
+          ${report.commands_redecided} commands re-decided${report.refusals_rechecked === undefined ? "" : `, ${report.refusals_rechecked} refusals re-checked`}; seed: ${report.seed}`
         : html`<span class="bad">divergence</span> in <strong>${d.check}</strong> at version ${d.version ?? "–"}: ${d.message}`}
       </div>
       ${d && (d.recorded !== undefined || d.recomputed !== undefined) ? html`<div class="side" aria-label="first divergence">
