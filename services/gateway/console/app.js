@@ -383,7 +383,7 @@ function SystemPanel() {
         ${(projector.shards || []).map((s) => html`<tr><td>${s.shard}</td><td>${s.checkpoint}</td><td>${s.head}</td><td>${s.lag_ms} ms</td></tr>`)}
         </tbody></table></details></div>
       <div class="grow"><h3>Traffic</h3>
-        <p>command rate: <strong data-testid="command-rate">${rate === null ? "…" : rate.toFixed(1)}</strong> /s (${status.commands_total} total)</p>
+        <p>accepted commands: <strong data-testid="command-rate">${rate === null ? "…" : rate.toFixed(1)}</strong> /s (${status.commands_total} total; refusals are counted for auditors only)</p>
         <p>dead letters: <strong class=${dead.total ? "bad" : ""}>${dead.total}</strong></p></div>
     </div></section>`;
 }
