@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 import structlog
+from redis.exceptions import RedisClusterException, RedisError
 
 from almanac.events import codec
 from almanac.events.step import decode_record
@@ -38,6 +39,7 @@ from almanac.storage.redis_store import _envelope_field
 
 log = structlog.get_logger("almanac.archiver")
 HEARTBEAT_TTL_S = 15
+RETRY_S = (0.5, 5.0)  # a pass Redis failed: the next one after the first, doubling up to the second
 
 
 class Archiver:
@@ -165,8 +167,21 @@ class Archiver:
             await pipe.execute()
 
     async def run(self, stop: asyncio.Event, interval_s: float = 2.0) -> None:
+        """Passes until ``stop``. A pass Redis fails (restarting, or a Cluster node failing over: a connection
+        closed, CLUSTERDOWN, a slot moving) is tried again after a pause, as the projector and the notifier do:
+        every move is safe to redo (storage.archive). The process used to exit on it, at every failover."""
+        retry_s = RETRY_S[0]
         while not stop.is_set():
-            results = await self.run_once()
+            try:
+                results = await self.run_once()
+            except (RedisError, RedisClusterException) as error:
+                self.totals["errors"] += 1
+                log.warning("archiver.pass_failed", error=f"{type(error).__name__}: {error}"[:300], retry_in_s=retry_s)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), retry_s)
+                retry_s = min(2 * retry_s, RETRY_S[1])
+                continue
+            retry_s = RETRY_S[0]
             if len(results) < self.batch:  # caught up: wait for more rooms to end
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), interval_s)

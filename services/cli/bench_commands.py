@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import typer
@@ -272,3 +273,34 @@ def bench_lifecycle(
 ) -> None:
     """Rooms to their end with the archiver on: Redis memory, bytes per command, archive rate, archived reads."""
     run_on_redis("lifecycle", rooms, wave, max_connections)
+
+
+@bench_app.command("failover")
+def bench_failover(
+    outage_s: float = typer.Option(60.0, "--outage-s", min=0.0, max=600.0,
+                                   help="Seconds the killed primary stays down before it is started again "
+                                        "(0: never: gone for good)."),
+    after_s: float = typer.Option(None, "--after-s", min=1.0, max=600.0,
+                                  help="Seconds of load after the restarted node is a replica again, online (gone "
+                                       "for good: after the kill); "
+                                       "default 20, or 60 with --outage-s 0."),
+    rate: int = typer.Option(100, min=16, max=2_000, help="Commands per second offered over all 16 shards."),
+    engines: int = typer.Option(0, min=0, max=4, help="0 (the product's shape): the gateway decides the commands; N: "
+                                "N `almanac engine` processes and a gateway that holds no shard."),
+    bucket_s: float = typer.Option(5.0, "--bucket-s", min=0.5, max=60.0,
+                                   help="Width of the accepted-per-second windows printed per shard."),
+    warmup_s: float = typer.Option(10.0, "--warmup-s", min=1.0, max=600.0,
+                                   help="Seconds of load before the kill: the baseline's windows."),
+    logs: str = typer.Option(None, "--logs",
+                              help="Copy the stack's and the nodes' logs to this folder at the end (ALMANAC_LOG_LEVEL "
+                                   "says how much they hold; warning unless set)."),
+) -> None:
+    """A primary of a 3+3 Redis Cluster killed -9 under load, ALMANAC_DURABILITY=replica: per shard stalls and rates."""
+    failover = bench_module("failover")
+
+    try:
+        with stack_errors():
+            failover.main(outage_s=outage_s, after_s=after_s, rate=rate, engines=engines, bucket_s=bucket_s,
+                          warmup_s=warmup_s, logs=Path(logs) if logs else None)
+    except failover.BenchError as error:
+        raise fail(str(error)) from None

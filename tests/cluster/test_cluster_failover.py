@@ -40,6 +40,7 @@ from projection_games import dump_models
 from test_cluster_stack import CHILD, ClusterStack
 
 from almanac.bench.e2e import CHALLENGE, _script, script_ruleset
+from almanac.bench.redis_cluster import ClusterDown
 from almanac.services.forensics.verify import verify_room
 from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.redis_client import connect
@@ -426,51 +427,6 @@ OUTAGE_S = 20.0  # the killed primary stays away this long after its replica's p
 # sat out on the promoted node counted in: RedisEventStore._in_doubt now refuses that one at once).
 OTHERS_STALL_ALLOWED_S = 5.0
 RECOVERY_ALLOWED_S = 10.0  # from the promoted primary's new replica online to each of its shards' next acknowledgement
-
-
-class ClusterDown:
-    """When a live node said the whole Cluster was down (``cluster_state:fail``), polled from a thread.
-
-    With Redis's default ``cluster-require-full-coverage yes`` every node refuses every key (CLUSTERDOWN) from the
-    moment the dead primary is marked failed until its replica is promoted: the shards on live nodes then take
-    nothing either, whatever the engine does, and how long that lasts is the Cluster's own failure detection and
-    election, which a loaded host stretches (a stall of 5.15-5.9 s on a CI host at load 12 against 1.55 s quiet).
-    """
-
-    def __init__(self, port: int) -> None:
-        self.windows: list[list[float]] = []  # [first seen down, first seen ok again] (monotonic)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, args=(port,), daemon=True)
-        self._thread.start()
-
-    def _watch(self, port: int) -> None:
-        import redis  # noqa: PLC0415 - the synchronous client, for this thread only
-
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
-        try:
-            while not self._stop.is_set():
-                try:
-                    down = client.execute_command("CLUSTER INFO").get("cluster_state") != "ok"
-                except redis.RedisError:
-                    down = None  # no answer: says nothing of the Cluster
-                now = time.monotonic()
-                if down and not (self.windows and len(self.windows[-1]) == 1):
-                    self.windows.append([now])
-                elif down is False and self.windows and len(self.windows[-1]) == 1:
-                    self.windows[-1].append(now)
-                time.sleep(0.05)
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        if self.windows and len(self.windows[-1]) == 1:
-            self.windows[-1].append(time.monotonic())
-
-    def within(self, start: float, end: float) -> float:
-        """Seconds of [start, end] during which the Cluster was seen down."""
-        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self.windows)
 
 
 def _stall_beyond_down(times: list[float], start: float, end: float, down: ClusterDown) -> tuple[float, float, float]:

@@ -175,3 +175,41 @@ async def test_kill_9_of_redis_while_a_room_brought_back_has_its_old_object_remo
         await client.aclose()
     finally:
         server.stop()
+
+
+async def test_the_archiver_rides_out_a_redis_killed_and_restarted_and_archives_what_ends_after(tmp_path: Path) -> None:
+    """Given the archiver's loop running its passes, when its Redis is killed (-9) and started again from its AOF a
+    second later (as a Cluster node failing over looks to it: a connection closed), then the loop is still running
+    (it used to exit with the ConnectionError, and the archiver process with it: seen on every primary kill of
+    `almanac bench failover`), and a room that ends after Redis is back is archived by its next passes."""
+    server = EmbeddedRedis(tmp_path / "redis", persist=True).start()
+    stop = asyncio.Event()
+    try:
+        client = aioredis.Redis.from_url(server.url)
+        await client.config_set("appendfsync", "always")
+        url = file_archive_url(tmp_path / "archive")
+        store = archiving_store(client, url)
+        loop = asyncio.create_task(Archiver(archiving_store(client, url), retain_s=0, batch=1000).run(stop, 0.05))
+        await asyncio.sleep(0.3)  # a few passes with nothing to do
+
+        # When Redis dies and comes back on the same port a second later
+        kill_redis(server)
+        await asyncio.sleep(1.0)
+        assert not loop.done(), loop.exception()
+        server = EmbeddedRedis(tmp_path / "redis", port=server.port, persist=True).start()
+
+        # Then the loop still runs, and archives a room that ends now
+        await ended_room(store, "after")
+        await Projector(client, store.shard_count, store=store).drain()
+        for _ in range(200):
+            if loop.done() or await store.pointer("after") is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert not loop.done(), loop.exception()
+        assert await store.pointer("after") is not None
+        stop.set()
+        await loop
+        await client.aclose()
+    finally:
+        stop.set()
+        server.stop()
