@@ -151,6 +151,13 @@ NO_CHECKPOINT = "0-0"
 _CHUNK = 512
 
 
+def commit_heads(args: list[Any]) -> list[tuple[str, int, int]]:
+    """COMMIT_SCRIPT's write heads in its ARGV (``ShardWrites.script_call``): (command, key index, argument count)."""
+    heads, names = args[4], {code: name for name, code in _COMMANDS.items()}
+    return [(names[heads[p]], int.from_bytes(heads[p + 1:p + 4], "big"), int.from_bytes(heads[p + 4:p + 6], "big"))
+            for p in range(0, len(heads), 6)]
+
+
 class CheckpointConflict(Exception):
     """The shard's checkpoint no longer held the expected value: nothing was written."""
 
