@@ -41,6 +41,10 @@ OVERLOAD_WINDOW_S = 2.0  # each window of the interleaved overload measurement
 OVERLOAD_ROUNDS = 3  # overload windows, each between two capacity windows
 CLOSED_BACKOFF_S = 0.005  # a closed-loop client refused (503/429) sends its next command this much later
 DEADLINE_MS = 1_000  # goodput: commands accepted and answered within this long of their scheduled send
+# A window whose sends the generator started this late (p99) or later was not offered as scheduled: its loop fell
+# behind (its CPU taken by other processes) and sent in bursts, which the in-flight limit refuses but for its first
+# commands, the stack idle between them (issue 28, item 19, ninth pass). Its ratio measures the generator.
+GENERATOR_BEHIND_MS = 50.0
 SETTLE_S = 1.0  # after the moves before the clock: the projector folds them before CPU is counted
 console = output_console()
 Answer = TypeVar("Answer")
@@ -226,6 +230,9 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     answers: list[list[tuple[int, float]]] = [[] for _ in phases]
     phase_refusals: list[dict[str, int]] = [{} for _ in phases]  # each window's refusals by kind (admission's reason)
     phase_rates: list[float] = []
+    # Each window's sends: how late the generator started each (s), and how many found every connection busy.
+    phase_late: list[list[float]] = [[] for _ in phases]
+    phase_waits = [0] * len(phases)
     # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
     slot_count = max(1, -(-total // len(script)))
     slots = RoomSlots.out_of_step(slot_count, len(script)) if out_of_step else RoomSlots.in_step(slot_count)
@@ -254,6 +261,9 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         # How late the generator itself starts the send (its own loop behind schedule on the shared cores):
         # counted in the latencies, and printed apart so that it is not mistaken for the server's.
         late.append(time.perf_counter() - due)
+        phase_late[window].append(late[-1])
+        if all(idle.empty() for idle in lean.idle) and min(lean.opened) >= lean.size:
+            phase_waits[window] += 1  # queued here for a connection: the generator's wait, not the stack's
         slot = index % slot_count
         async with in_slot[slot]:  # a slot's moves in order, as one player would send them
             room_index = slots.playing(slot, done_moves, len(script))
@@ -340,7 +350,8 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
             "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": len(in_load),
             "late": late, "out_of_step": out_of_step, "schedule": slots.schedule(len(script)),
             "script": len(script), "ruleset": ruleset, "first_move": script[0], "phases": answers,
-            "phase_rates": phase_rates, "phase_refusals": phase_refusals}
+            "phase_rates": phase_rates, "phase_refusals": phase_refusals, "phase_late": phase_late,
+            "phase_waits": phase_waits}
 
 
 async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
@@ -550,9 +561,11 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "refusals": window.get("refusals", {}), "gateway_cores": window.get("gateway_cpu_s", 0.0) / elapsed,
             "started_at": window.get("started_at"), "redis_forks": window.get("redis_forks", ""),
             "aof_mb": window.get("aof_mb", 0.0),
+            "generator_late_ms": _quantile(window["generator_late"], 0.99) * 1000 if window.get("generator_late") else 0.0,
+            "connection_waits": window.get("connection_waits", 0),
             "process_cores": {name: used / elapsed for name, used in window.get("process_cpu_s", {}).items()},
         })
-    ratios, normalised = [], []
+    ratios, normalised, kept_up = [], [], []
     for number in range(1, len(judged) - 1, 2):
         window, around = judged[number], (judged[number - 1], judged[number + 1])
         capacity = statistics.fmean(side["goodput_per_s"] for side in around)
@@ -561,6 +574,9 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
         window["cpu_normalised_ratio"] = window["goodput_per_cpu_s"] / per_cpu if per_cpu else float("nan")
         ratios.append(window["ratio"])
         normalised.append(window["cpu_normalised_ratio"])
+        window["generator_behind"] = window["generator_late_ms"] >= GENERATOR_BEHIND_MS
+        if not window["generator_behind"]:
+            kept_up.append(window["ratio"])
     overloads = [window for window in judged if window["kind"] == "overload"]
     capacities = [window for window in judged if window["kind"] == "capacity"]
     capacity = statistics.fmean(window["goodput_per_s"] for window in capacities)
@@ -571,6 +587,8 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "cpu_normalised_ratio": statistics.fmean(normalised) if normalised else float("nan"),
             "load_1m": [window["load_1m"] for window in judged],
             "others_cores_max": max(window["others_cores"] for window in judged),
+            # The overload windows offered as scheduled (the generator kept up), and their mean ratio.
+            "kept_up_windows": len(kept_up), "kept_up_ratio": statistics.fmean(kept_up) if kept_up else float("nan"),
             **_refusal_cost(windows, judged)}
 
 
@@ -617,6 +635,10 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                       f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
                       f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}"
                       + _refusal_kinds(window.get("refusals", {})) + _process_cores(window.get("process_cores", {}))
+                      + (f"; generator late p99 {window['generator_late_ms']:.0f} ms, {window['connection_waits']} sends "
+                         "waited for a connection" if "generator_late_ms" in window else "")
+                      + ("; GENERATOR BEHIND: its sends bunched, this ratio measures the generator"
+                         if window.get("generator_behind") else "")
                       + (f"; AOF {window['aof_mb']:.0f} MB" if window.get("aof_mb") else "")
                       + (f"; REDIS FORKED: {window['redis_forks']}" if window.get("redis_forks") else ""),
                       soft_wrap=True)
@@ -634,6 +656,11 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                   f"{max(verdict['load_1m']):.2f} on {os.cpu_count()} cores"
                   + (f"; OTHER PROCESSES used up to {verdict['others_cores_max']:.2f} cores during a window: the raw "
                      "ratio measures them too" if busy else ""), soft_wrap=True)
+    overloads = sum(1 for window in verdict["windows"] if window["kind"] == "overload")
+    if verdict["kept_up_windows"] < overloads:
+        console.print(f"overload: the generator fell behind (its sends' p99 lateness {GENERATOR_BEHIND_MS:.0f} ms or more) "
+                      f"in {overloads - verdict['kept_up_windows']} of {overloads} overload windows; ratio over the "
+                      f"{verdict['kept_up_windows']} it kept up in: {verdict['kept_up_ratio']:.2f}", soft_wrap=True)
 
 
 class RedisForks:
@@ -786,6 +813,8 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
                         "gateway_cpu_s": sum(value for name, value in used.items() if name.startswith("gateway")),
                         "process_cpu_s": {name: value for name, value in used.items() if name != "load generator"},
                         "redis_forks": RedisForks.between(redis0, redis1),
+                        "generator_late": result["phase_late"][number],
+                        "connection_waits": result["phase_waits"][number],
                         "aof_mb": redis0.get("aof_bytes", 0) / 1e6})
     return windows
 

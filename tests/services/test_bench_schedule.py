@@ -109,6 +109,30 @@ def test_a_window_in_which_other_processes_took_the_cpu_says_so_and_is_normalise
     assert "OTHER PROCESSES used up to 1.00 cores" in " ".join(capsys.readouterr().out.split())
 
 
+def test_a_window_the_generator_fell_behind_in_says_so_and_is_left_out_of_the_kept_up_ratio(capsys):
+    """Given two overload windows, one whose sends the generator started on time and one whose loop was starved (its
+    sends 400 ms late at p99, every connection busy for 900 of them: they reached the gateway in bursts, which the
+    in-flight limit refuses but for its first commands while the stack idles between them), when they are judged,
+    then the second's line names the generator's lateness and says its ratio measures the generator, and the verdict
+    gives the ratio over the window the generator kept up in (issue 28, item 19: a 0.19 window with the stack idle)."""
+    on_time = {**_window(3000, 1600, shed=4000, stack_cpu_s=1.0), "generator_late": [0.002] * 5600,
+               "connection_waits": 0}
+    starved = {**_window(3000, 400, shed=5000, stack_cpu_s=0.3), "generator_late": [0.4] * 5400,
+               "connection_waits": 900}
+    measured = [_window(1000, 2000), on_time, _window(1000, 2000), starved, _window(1000, 2000)]
+    verdict = judge_windows(measured, 1.0)
+    assert [window.get("generator_behind") for window in verdict["windows"]] == [None, False, None, True, None]
+    assert verdict["ratio"] == 0.5 and verdict["kept_up_windows"] == 1 and verdict["kept_up_ratio"] == 0.8
+    verdict.update(offered_per_s=3000, deadline_ms=1000)
+    _print_windows(verdict)
+    lines = capsys.readouterr().out.splitlines()
+    behind = next(line for line in lines if line.startswith("  3 "))
+    assert "generator late p99 400 ms, 900 sends waited for a connection" in behind
+    assert "GENERATOR BEHIND" in behind and "GENERATOR BEHIND" not in next(line for line in lines if line.startswith("  1 "))
+    assert "the generator fell behind (its sends' p99 lateness 50 ms or more) in 1 of 2 overload windows; ratio over " \
+           "the 1 it kept up in: 0.80" in " ".join(" ".join(lines).split())
+
+
 def test_an_overload_refusal_is_counted_under_the_rule_that_gave_it_without_its_numbers():
     """Given the gateway's 503s for each admission rule, when the bench counts them, then each kind names its
     rule (not the moment's numbers), so a collapsed run says which rule shed the load."""
