@@ -17,7 +17,7 @@ from almanac.events import codec
 from almanac.events.errors import CorruptEventError, RulesNotInstalledError
 from almanac.events.room import RoomState
 from almanac.events.step import advance
-from almanac.projections.model_writes import COMMIT_SCRIPT, ShardWrites, encode_json, queue_update, text
+from almanac.projections.model_writes import COMMIT_SCRIPT, JoinedWrites, encode_json, queue_update, text
 from almanac.projections.read_model_rows import RoomUpdate, project_room
 from almanac.projections.rebuild import rebuild_shard
 from almanac.storage.keys import projector_heartbeat_key, projector_stats_key
@@ -288,8 +288,8 @@ class Projector:
         before: dict[str, RoomState | None] = {}
         events: dict[str, list] = {}
         # A shard's feed names only its own rooms: each batch's references, reads and failures are its own.
-        references = {shard: [(text(_field(fields, "r")), int(_field(fields, "v")), int(_field(fields, "l")))
-                              for _, fields in entries]
+        references = {shard: _spans([(text(_field(fields, "r")), int(_field(fields, "v")), int(_field(fields, "l")))
+                                     for _, fields in entries])
                       for shard, entries in batches.items()}
         rooms_of = {shard: sorted({room for room, _, _ in refs}) for shard, refs in references.items()}
         # One round trip: the events the feeds name, and what each shard's rows already project.
@@ -355,8 +355,12 @@ class Projector:
         updates: dict[int, list[RoomUpdate]] = {shard: [] for shard in batches if shard not in failed}
         for room in staged:
             updates[self.keys.shard(room)].append(project_room(before[room], staged[room], events[room]))
+        # Rooms whose rows stand at exactly the state this batch starts from: what those rows' writes put in place
+        # and the batch did not change is not written again (model_writes.queue_update).
+        follows = {room for room, state in before.items()
+                   if state is not None and state.room == room and projected.get(room) == state.version}
         moved = await self._commit_many({shard: (updates[shard], text(entries[-1][0]))
-                                         for shard, entries in batches.items() if shard not in failed})
+                                         for shard, entries in batches.items() if shard not in failed}, follows)
         for shard in updates:
             self._pause_s.pop(shard, None)  # a shard that went through starts its next failure's pause afresh
         # Only now, with the transactions applied, may the cache move on (a failed commit leaves it as it was).
@@ -373,15 +377,17 @@ class Projector:
         if await self._commit_many({shard: (updates, last_id)}):
             raise CheckpointMoved(shard)
 
-    async def _commit_many(self, commits: dict[int, tuple[list[RoomUpdate], str]]) -> list[int]:
+    async def _commit_many(self, commits: dict[int, tuple[list[RoomUpdate], str]],
+                           follows: set[str] | frozenset[str] = frozenset()) -> list[int]:
         """Each shard's rows and new checkpoint by one script call, every shard's call in one pipeline;
-        the shards whose checkpoint had moved (nothing written for them)."""
+        the shards whose checkpoint had moved (nothing written for them). ``follows``: the rooms whose rows
+        stood at the state their update starts from (``queue_update``'s ``follows_rows``)."""
         calls = []
         for shard, (updates, last_id) in commits.items():
-            writes = ShardWrites()
+            joined = JoinedWrites()
             for update in updates:
-                queue_update(writes, self.keys, shard, update)
-            calls.append(writes.script_call(self.keys.checkpoint(shard), self.cursors[shard], last_id))
+                queue_update(joined, self.keys, shard, update, follows_rows=update.room in follows)
+            calls.append(joined.shard_writes().script_call(self.keys.checkpoint(shard), self.cursors[shard], last_id))
         # Read models are derived (a rebuild writes them again from the logs): under ALMANAC_DURABILITY=replica
         # waiting for a replica would confirm nothing a player relies on (and on a Cluster its WAIT path stalled
         # the projector: the model scripts never ran).
@@ -499,6 +505,20 @@ class Projector:
             pipe.set(projector_heartbeat_key(self.name, self.keys.prefix), encode_json(status), px=self.heartbeat_ttl_ms)
             pipe.hset(projector_stats_key(self.name, self.keys.prefix), mapping=stats)
             await pipe.execute()
+
+
+def _spans(references: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """A shard's feed references (room, first version, last version) with each room's consecutive ones joined:
+    one XRANGE per room and batch rather than one per feed entry. A reference that does not continue its room's
+    last (a feed read again after a rebuild) stays apart, in its order."""
+    spans: dict[str, list[list[int]]] = {}
+    for room, first, last in references:
+        held = spans.setdefault(room, [])
+        if held and held[-1][1] + 1 == first:
+            held[-1][1] = last
+        else:
+            held.append([first, last])
+    return [(room, first, last) for room, held in spans.items() for first, last in held]
 
 
 def _field(fields: dict, name: str) -> Any:

@@ -31,6 +31,8 @@ class RoomUpdate(msgspec.Struct, kw_only=True):
     scores: dict[str, int]
     # Players who had a leaderboard entry for this room before and no longer score in it.
     dropped_players: tuple[str, ...] = ()
+    # ``scores`` are the room's scores before the update too (the projector then need not write them again).
+    scores_unchanged: bool = False
     # The rule-set's read models: model name -> the room's row (per-room models) ...
     rows: dict[str, dict[str, Any]] = {}
     # ... or model name -> (version, row) of each new event's rows (ledgers).
@@ -105,6 +107,7 @@ def project_room(
         listing=room_listing(summary),
         scores=scores,
         dropped_players=tuple(sorted(set(previous) - set(scores))),
+        scores_unchanged=before is not None and before.room == after.room and previous == scores,
         rows=rows,
         ledgers=ledgers,
     )

@@ -80,6 +80,10 @@ WARN_EVERY_S = 0.5  # how often the notifier looks at the clock's pending deadli
 # each (read, subscriptions, cursors), and the notifier cost 10-20% of the stack's CPU at 500 commands/s with no
 # subscriber. Webhooks leave up to this much later; a full read (behind) reads again at once.
 NOTICE_GATHER_S = 0.1
+# The same wait while no subscription exists (as of the last read): there is nothing to enqueue, only the cursors to
+# move, so the reads come five times less often (bench e2e runs with no subscriber). A subscription made meanwhile
+# hears its first notices up to this long after their events (its later ones within NOTICE_GATHER_S again).
+NOTICE_IDLE_GATHER_S = 0.5
 FEED_READ_COUNT = 200
 WARNED_KEPT_MS = 3_600_000  # a warning's record outlives its deadline by this (notifiers' clocks may differ)
 SIGNATURE_HEADER = "X-Almanac-Signature"
@@ -259,6 +263,8 @@ class Notifier:
                          (("enqueue", _ENQUEUE), ("claim", _CLAIM), ("done", _DONE), ("retry", _RETRY),
                           ("dead", _DEAD), ("warn", _WARN))}
         self._cursors: dict[int, str] = {}
+        # notifier cursor key -> entry id: moved by a read that enqueued nothing, written by the next read's round trip
+        self._unwritten: dict[str, str] = {}
         self._warned: set[str] = set()  # warning ids this process enqueued or found enqueued (saves a script call)
         self._rulesets: dict[str, str] = {}  # room -> its rule-set (never changes)
         self._next_warn = 0.0
@@ -275,7 +281,9 @@ class Notifier:
     # --- subscriptions -----------------------------------------------------------------------------
 
     async def load_subscriptions(self) -> None:
-        raw = await self.client.hgetall(self.keys.webhook_subscriptions())
+        self._subscriptions_from(await self.client.hgetall(self.keys.webhook_subscriptions()))
+
+    def _subscriptions_from(self, raw: dict) -> None:
         self.subscriptions = [msgspec.json.decode(value, type=Subscription) for value in raw.values()]
 
     # --- notice: feeds -> outbox ------------------------------------------------------------------
@@ -297,16 +305,26 @@ class Notifier:
             replies = [stream for answer in answers for stream in answer or []]
             if not replies and block_ms:
                 await asyncio.sleep(block_ms / 1000 / 5)
+            if replies:
+                await self.load_subscriptions()
         else:
-            replies = await self.client.xread({self.keys.feed(s): self._cursors[s] for s in shards},
-                                              count=FEED_READ_COUNT, block=block_ms)
+            # ONE round trip per read (bench e2e's notifier: each wake was three): the cursors the last read moved,
+            # this read, then the subscriptions. Redis runs a connection's commands in order, so the subscriptions
+            # are loaded after the read returned, as before (a subscription made later sees none of its entries:
+            # they were appended before it).
+            async with self.client.pipeline(transaction=False) as pipe:
+                if self._unwritten:
+                    pipe.mset(self._unwritten)
+                pipe.xread({self.keys.feed(s): self._cursors[s] for s in shards}, count=FEED_READ_COUNT,
+                           block=block_ms)
+                pipe.hgetall(self.keys.webhook_subscriptions())
+                *_, replies, subscriptions = await pipe.execute()
+            self._unwritten = {}
+            if replies:
+                self._subscriptions_from(subscriptions)
         self.gather_next = bool(replies) and all(len(entries) < FEED_READ_COUNT for _, entries in replies)
         if not replies:
             return 0
-        # Once per read, not per shard read, and the moved cursors in one write after it: two round trips per
-        # read instead of two per shard in it (bench e2e's notifier). A crash before the write notices the
-        # read's entries again, which enqueues nothing new (``_ENQUEUE`` keeps one delivery per id).
-        await self.load_subscriptions()
         enqueued = 0
         moved: dict[str, str] = {}
         for stream, entries in replies:
@@ -319,9 +337,22 @@ class Notifier:
             moved[self.keys.notifier_cursor(shard)] = self._cursors[shard]
         if self.settings.redis_cluster:  # each cursor in its shard's slot: one SET each (no MSET across slots)
             await asyncio.gather(*(self.client.set(key, value) for key, value in moved.items()))
+        elif enqueued:
+            # Something was enqueued: its cursors are written now, before any of it can be delivered (a delivery
+            # sent and removed, then noticed again after a crash, would be enqueued and sent again).
+            await self.client.mset({**self._unwritten, **moved})
         else:
-            await self.client.mset(moved)
+            # Nothing enqueued: noticing these entries again (a crash before the write) enqueues nothing, so the
+            # moved cursors ride on the next read's round trip (at most NOTICE_GATHER_S, or the read's block, later;
+            # ``flush_cursors`` on the way out).
+            self._unwritten.update(moved)
         return enqueued
+
+    async def flush_cursors(self) -> None:
+        """Write the cursors moved by reads that enqueued nothing and not written yet (the next read writes them)."""
+        if self._unwritten:
+            await self.client.mset(self._unwritten)
+            self._unwritten = {}
 
     async def _count_missed(self, cursors: dict[int, str]) -> int:
         """Shards whose feed was trimmed past this notifier's cursor (stopped longer than ALMANAC_NOTIFIER_HOLD_S:
@@ -542,13 +573,15 @@ class Notifier:
             try:
                 await self.notice_once(block_ms=int(WARN_EVERY_S * 1000))
                 if self.gather_next:
-                    await _sleep_or_stop(stop, NOTICE_GATHER_S)
+                    await _sleep_or_stop(stop, NOTICE_GATHER_S if self.subscriptions else NOTICE_IDLE_GATHER_S)
                 if time.monotonic() >= self._next_warn:
                     self._next_warn = time.monotonic() + WARN_EVERY_S
                     await self.warn_once()
             except Exception as error:  # noqa: BLE001 - a Redis outage: try again, the cursor has not moved
                 log.warning("notifier.notice_failed", error=str(error)[:300])
                 await _sleep_or_stop(stop, 1.0)
+        with contextlib.suppress(Exception):  # stopping: the cursors the last reads moved (else noticed again)
+            await self.flush_cursors()
 
     async def _deliver_loop(self, stop: asyncio.Event) -> None:
         """Attempts run concurrently, at most ``webhook_concurrency`` in all and ``endpoint_in_flight`` per endpoint;

@@ -58,10 +58,15 @@ def send_raw(connection: Connection, commands: Iterable[tuple]) -> None:
     """Write ``commands`` on the connection's socket in one write. No drain: what a caller may have unanswered
     is bounded elsewhere (the engine reads each batch's replies before its next send; the gateway's
     submits by its in-flight limit and the line's timeout)."""
+    write_raw(connection, b"".join([hiredis.pack_command(command) for command in commands]))
+
+
+def write_raw(connection: Connection, data: bytes) -> None:
+    """Write ``data`` (commands packed with ``hiredis.pack_command``) on the connection's socket in one write."""
     writer = connection._writer  # noqa: SLF001
     if writer is None or writer.transport.is_closing():
         raise exceptions.ConnectionError("the connection to Redis is closed")
-    writer.write(b"".join([hiredis.pack_command(command) for command in commands]))
+    writer.write(data)
 
 
 class BatchConnection:

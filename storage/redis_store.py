@@ -52,10 +52,11 @@ local function id_field(record)
   end
   return last_field
 end
-local function decided(record, ids)
+-- ``field``: the record's id index field when the caller sent it (ids_field: the same 16 bytes), else computed here.
+local function decided(record, ids, field)
   local found = redis.call('GET', record)
   if found then return found end
-  return redis.call('HGET', ids, id_field(record))
+  return redis.call('HGET', ids, field or id_field(record))
 end
 -- A refusal of a finished archived room ('q'): its archived record is closed (the object never changes) and the room
 -- refuses every command for ever, so only its outcome is kept, for the dedupe window (a resend after it is refused
@@ -63,10 +64,10 @@ end
 local function remember_refusal(record, outcome, ttl)
   if tonumber(ttl) > 0 then redis.call('SET', record, outcome, 'PX', ttl) else redis.call('SET', record, outcome) end
 end
-local function remember(record, ids, outcome, kept, ttl)
+local function remember(record, ids, outcome, kept, ttl, field)
   if tonumber(ttl) > 0 then
     redis.call('SET', record, outcome, 'PX', ttl)
-    redis.call('HSET', ids, id_field(record), kept)
+    redis.call('HSET', ids, field or id_field(record), kept)
   else
     redis.call('SET', record, outcome)
   end
@@ -152,8 +153,10 @@ return results
 # KEYS: 1 shard feed, 2 shard rooms, 3 shard command stream, then per append: room events, room version,
 # command outcome, room commands, room ids; per refusal: command outcome, room rejected stream, room ids; per
 # count: counter. ARGV: 1 consumer group of the receipts, 2 dedupe retention (ms, 0: for ever), then per append: 'a', room, envelope count, expected version,
-# outcome, record, entry id ('' = no receipt), channel, message, the envelopes; per refusal: 'r', room,
-# outcome, record, entry id, channel, message; per count: 'l', room, limit, window (ms).
+# outcome, record, entry id ('' = no receipt), channel, message, id field, the envelopes; per refusal: 'r', room,
+# outcome, record, entry id, channel, message, id field; per count: 'l', room, limit, window (ms).
+# The id field (``ids_field`` of the outcome record's key) is computed by the caller: the same 16 bytes the Lua
+# ``id_field`` makes, whose SHA-1 and hex-to-bytes steps were ~16% of this script's instructions (bench e2e's calls).
 WRITE_ORDERED_SCRIPT = _DEDUPE_LUA + """
 local results, failed = {}, {}
 -- The outcome record a count just found undecided: its write, next, need not look it up again (then forgotten).
@@ -169,7 +172,7 @@ while a <= #ARGV do
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = fresh ~= KEYS[k + 2] and decided(KEYS[k + 2], KEYS[k + 4])
+      local existing = fresh ~= KEYS[k + 2] and decided(KEYS[k + 2], KEYS[k + 4], ARGV[a + 9])
       local current = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
       if existing then
         results[n] = {'dup', existing}
@@ -178,32 +181,38 @@ while a <= #ARGV do
         results[n] = {'conflict', tostring(current)}
         failed[room] = true
       else
+        -- The first and last versions as text once: a number turned into text (a concatenation, or an argument of
+        -- redis.call) is a printf each time, ~5% of this script's instructions when done at every use.
+        local last = tostring(expected + count)
+        local first = last
+        if count ~= 1 then first = tostring(expected + 1) end
+        local first_id = first .. '-0'
         for j = 1, count do
-          redis.call('XADD', KEYS[k], (expected + j) .. '-0', 'e', ARGV[a + 8 + j])
+          redis.call('XADD', KEYS[k], j == 1 and first_id or (expected + j) .. '-0', 'e', ARGV[a + 9 + j])
         end
-        redis.call('XADD', KEYS[1], '*', 'r', room, 'v', expected + 1, 'l', expected + count)
-        redis.call('SET', KEYS[k + 1], expected + count)
-        remember(KEYS[k + 2], KEYS[k + 4], ARGV[a + 4], (expected + 1) .. ':' .. (expected + count), ARGV[2])
+        redis.call('XADD', KEYS[1], '*', 'r', room, 'v', first, 'l', last)
+        redis.call('SET', KEYS[k + 1], last)
+        remember(KEYS[k + 2], KEYS[k + 4], ARGV[a + 4], first .. ':' .. last, ARGV[2], ARGV[a + 9])
         if ARGV[a + 5] ~= '' then
-          redis.call('XADD', KEYS[k + 3], (expected + 1) .. '-0', 'c', ARGV[a + 5])
+          redis.call('XADD', KEYS[k + 3], first_id, 'c', ARGV[a + 5])
         end
         if expected == 0 then redis.call('SADD', KEYS[2], room) end
         if ARGV[a + 6] ~= '' then
           redis.call('XACK', KEYS[3], ARGV[1], ARGV[a + 6])
           redis.call('PUBLISH', ARGV[a + 7], ARGV[a + 8])
         end
-        results[n] = {'ok', tostring(expected + count)}
+        results[n] = {'ok', last}
       end
     end
     k = k + 5
-    a = a + 9 + count
+    a = a + 10 + count
   elseif ARGV[a] == 'l' then
     -- The write counted comes next: an append's outcome record and id index are its keys 3 and 5, a refusal's 1 and 3.
-    local record, ids = k + 1, k + 3
-    if ARGV[a + 4] == 'a' then record, ids = k + 3, k + 5 end
+    local record, ids, field = k + 1, k + 3, ARGV[a + 11]
+    if ARGV[a + 4] == 'a' then record, ids, field = k + 3, k + 5, ARGV[a + 13] end
     if failed[room] then
       results[n] = {'skip', ''}
-    elseif decided(KEYS[record], KEYS[ids]) then
+    elseif decided(KEYS[record], KEYS[ids], field) then
       results[n] = {'ok', ''}  -- a resend: its write answers 'dup', nothing counted
     else
       undecided = KEYS[record]
@@ -226,7 +235,7 @@ while a <= #ARGV do
     if failed[room] then
       results[n] = {'skip', ''}
     else
-      local existing = fresh ~= KEYS[k] and decided(KEYS[k], KEYS[k + 2])
+      local existing = fresh ~= KEYS[k] and decided(KEYS[k], KEYS[k + 2], ARGV[a + 7])
       if existing then
         results[n] = {'dup', existing}
       else
@@ -244,7 +253,7 @@ while a <= #ARGV do
       end
     end
     k = k + 3
-    a = a + 7
+    a = a + 8
   end
 end
 return results
@@ -586,18 +595,18 @@ class RedisEventStore:
             else:
                 group = receipt.group
                 sent = [receipt.entry_id, receipt.channel, receipt.message]
+            record = keys.command_outcome(room, request.command_id)
             if isinstance(request, RejectRequest):
-                script_keys += [keys.command_outcome(room, request.command_id), keys.rejected(room),
-                                keys.command_ids(room)]
+                script_keys += [record, keys.rejected(room), keys.command_ids(room)]
                 script_args += ["r" if self.keeps_refusals(room) else "q", room,
-                                encode(StoredOutcome(room=room, error=request.error, record=request.record)), request.record, *sent]
+                                encode(StoredOutcome(room=room, error=request.error, record=request.record)), request.record, *sent,
+                                ids_field(record)]
                 continue
             expected, count = request.expected_version, len(request.envelopes)
-            script_keys += [keys.events(room), keys.version(room), keys.command_outcome(room, request.command_id),
-                            keys.commands(room), keys.command_ids(room)]
+            script_keys += [keys.events(room), keys.version(room), record, keys.commands(room), keys.command_ids(room)]
             script_args += ["a", room, count, expected,
                             encode(StoredOutcome(room=room, first_version=expected + 1, last_version=expected + count)),
-                            request.command_record, *sent]
+                            request.command_record, *sent, ids_field(record)]
             script_args += [encode_envelope(e) for e in request.envelopes]
         script_args[0] = group
         return script_keys, script_args

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from almanac.services.heap import collect_less_often
+from almanac.services.terminal import fit_help_to_output
 
 app = typer.Typer(
     name="almanac",
@@ -66,6 +67,7 @@ def main() -> None:
     # Every almanac process (engine, gateway, projector, the benchmarks' load generator) is a server
     # or a load loop: it collects garbage less often than CPython's defaults (services/heap.py).
     collect_less_often()
+    fit_help_to_output()
     _load_commands()
     try:
         app()

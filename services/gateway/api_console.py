@@ -3,6 +3,7 @@ JSON routes it needs beside the public API."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from importlib import resources
 from pathlib import Path as FilePath
@@ -16,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from almanac.events import codec, registry, room as room_rules
 from almanac.events.errors import RuleError
 from almanac.events.forensics.tree_diff import change_rows
-from almanac.services.gateway.api_ops import _engines, _projector
+from almanac.services.gateway.api_ops import _engines, _is_auditor, _projector
 from almanac.services.gateway.api_rooms import PageCursor, PageLimit, RoomId, gateway, rooms_page
 from almanac.services.gateway.errors import ApiError, json_response
 from almanac.services.gateway.gateway import bearer
@@ -29,6 +30,9 @@ from almanac.storage.redis_store import RedisEventStore
 STATIC_DIR = FilePath(__file__).parent / "console"  # the files; this module serves them
 ASSETS_URL = "/console"
 MAX_SERIES_VERSIONS = 20_000
+# Versions folded between two yields of a /series fold to its worker's loop: where a read whose client went away
+# is cancelled (heavy_reads.HeavyReads.run). Each fold step costs ~0.25 ms: a yield every ~25 ms of fold.
+SERIES_YIELD_EVERY = 100
 
 router = APIRouter(tags=["console"])
 
@@ -89,14 +93,21 @@ async def get_ruleset_schema(name: str = Path(pattern=RULESET_REF_PATTERN)) -> R
     return json_response(ruleset_schema(name))
 
 
-@router.get("/status", summary="System status for the console: engines, leases, projector lag, dead letters")
+@router.get("/status", summary="System status for the console: engines, leases, projector lag, dead letters",
+            description="`commands_total`: the commands the engines accepted (each moves its room's version). "
+            "`commands_decided`, accepted and refused, only for an auditor's token (null otherwise): on a quiet "
+            "server a count that moves on a refusal while no room's version does tells a rival the refusal, and a "
+            "refusal can tell a player's hidden state. An invalid or expired token is refused (401).")
 async def status(request: Request) -> Response:
     gw = gateway(request)
+    token = bearer(request)
+    auditor = token is not None and _is_auditor(gw, token)
     engine, projector = await _engines(gw), await _projector(gw)
-    commands = 0
+    accepted = decided = 0
     for beat in engine["engines"]:
         counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
-        commands += sum(int(v) for k, v in counters.items() if k == b"commands")
+        accepted += int(counters.get(b"accepted", 0))
+        decided += int(counters.get(b"commands", 0))
     async with gw.client.pipeline(transaction=False) as pipe:
         for shard in range(gw.settings.shard_count):
             pipe.xlen(gw.keys.dead_letters(shard))
@@ -105,7 +116,8 @@ async def status(request: Request) -> Response:
         "time_ms": int(time.time() * 1000),
         "engine": engine,
         "projector": projector,
-        "commands_total": commands,
+        "commands_total": accepted,
+        "commands_decided": decided if auditor else None,
         "dead_letters": {"total": sum(dead), "by_shard": {str(s): n for s, n in enumerate(dead) if n}},
     })
 
@@ -215,7 +227,9 @@ async def _series(loader: RoomLoader, room: str, viewer: Viewer) -> dict[str, An
     versions: list[int] = []
     scores: dict[str, list[int | None]] = {}
     resources: dict[str, list[int | None]] = {}
-    for envelope in envelopes:
+    for position, envelope in enumerate(envelopes):
+        if position % SERIES_YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # where a read whose client went away is cancelled (heavy_reads.HeavyReads.run)
         state = room_rules.evolve(state, codec.decode_event(envelope), room, envelope.version)
         if state is None or state.game is None:
             continue

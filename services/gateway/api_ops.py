@@ -125,13 +125,16 @@ async def health(request: Request) -> Response:
     return json_response({"status": status, "ready": True, **body})
 
 
-@router.get("/metrics", summary="Prometheus text metrics; with an auditor token also the refusal codes",
-            description="Anyone may read the public metrics. Counts that could reveal a player's hidden state "
-            "(whether the rules accepted or refused commands, `almanac_command_decisions_total` and the engine "
-            "counters `accepted`/`rejected`; `almanac_command_rejects_total` by refusal code, e.g. "
-            "`realm.not_enough_gold`) are added only "
-            "for an auditor's token (`Authorization: Bearer`); any other valid token reads the public ones, an "
-            "invalid or expired one is refused (401).",
+@router.get("/metrics", summary="Prometheus text metrics; with an auditor token also the refusals",
+            description="Anyone may read the public metrics. They count only what everyone can see happen: a "
+            "command the rules accepted moves its room's version, one they refused moves nothing public, so "
+            "every count and timing of a refusal (which could reveal a player's hidden state on a quiet server) "
+            "is added only for an auditor's token (`Authorization: Bearer`): "
+            "`almanac_command_decisions_total`, `almanac_command_rejects_total` by refusal code (e.g. "
+            "`realm.not_enough_gold`), `almanac_command_refused_latency_seconds`, the command route's 422 answers "
+            "(`almanac_http_refused_requests_total`, `almanac_http_refused_request_latency_seconds`) and the engine "
+            "counters `commands`, `rejected`, `batches`, `batches_ahead` and `latency_*`. Any other valid token "
+            "reads the public ones, an invalid or expired one is refused (401).",
             response_class=Response)
 async def metrics(request: Request) -> Response:
     gw = gateway(request)
@@ -156,9 +159,16 @@ def _is_auditor(gw: Gateway, token: str) -> bool:
     return True
 
 
-# The engine counters that tell accepted from refused commands: a refused command on a quiet server can tell a
-# rival another player's hidden state, so only auditors read them (everyone reads ``commands``).
-AUDITORS_ENGINE_FIELDS = frozenset({"accepted", "rejected"})
+def auditors_engine_field(field: str) -> bool:
+    """Whether an engine counter is the auditors' alone: one that counts or times the commands the rules refused,
+    alone or among every decided one (``rejected``, ``commands``, the batches, the latency histogram). On a quiet
+    server such a count moving while no room's version does tells a rival that a command was refused, and a
+    refusal can tell hidden state (issue 28). The public keeps ``accepted`` (each moves a room's version for all to
+    see), duplicates, failures, conflicts, restores and the engine's own collector figures."""
+    return field in AUDITORS_ENGINE_FIELDS or field.startswith("latency_")
+
+
+AUDITORS_ENGINE_FIELDS = frozenset({"commands", "rejected", "batches", "batches_ahead"})
 
 
 async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
@@ -173,7 +183,7 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
         for beat in engine["engines"]:
             counters = await gw.client.hgetall(engine_metrics_key(beat["name"]))
             for field, value in sorted(counters.items()):
-                if not auditor and field.decode() in AUDITORS_ENGINE_FIELDS:
+                if not auditor and auditors_engine_field(field.decode()):
                     continue
                 lines.append(f'almanac_engine_counter{{engine="{beat["name"]}",field="{field.decode()}"}} '
                              f"{int(value)}")
@@ -187,7 +197,7 @@ async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:
     lines += [f'almanac_projector_lag_ms{{shard="{s["shard"]}"}} {s["lag_ms"]}' for s in status["shards"]]
     lines += ["# HELP almanac_projector_up Projectors with a live heartbeat.", "# TYPE almanac_projector_up gauge",
               f"almanac_projector_up {len(status['projectors'])}"]
-    return lines + await _scrape_archivers(gw)
+    return lines + await _scrape_archivers(gw, auditor)
 
 
 def sample(value: float) -> str:
@@ -211,7 +221,7 @@ def _restore_histogram(engine: str, counters: dict[str, int]) -> list[str]:
 _ARCHIVER_METRICS = (
     ("rooms", "counter", "Rooms moved to the archive."),
     ("bytes", "counter", "Bytes of archive objects written (compressed)."),
-    ("commands", "counter", "Commands (accepted and refused) of the archived rooms."),
+    ("commands", "counter", "Commands (accepted and refused) of the archived rooms (auditors only)."),
     ("errors", "counter", "Rooms whose move failed (retried on the next pass)."),
     ("rooms_per_s", "gauge", "Rooms archived per second in the archiver's last pass."),
     ("lag_rooms", "gauge", "Ended rooms past ALMANAC_DEDUPE_RETAIN not archived yet."),
@@ -219,7 +229,7 @@ _ARCHIVER_METRICS = (
 )
 
 
-async def _scrape_archivers(gw: Gateway) -> list[str]:
+async def _scrape_archivers(gw: Gateway, auditor: bool) -> list[str]:
     prefix = gw.store.keys.prefix
     names = sorted(n.decode() for n in await gw.client.smembers(archivers_key(prefix)))
     alive = [n for n in names if await gw.client.exists(archiver_heartbeat_key(n, prefix))]
@@ -227,6 +237,8 @@ async def _scrape_archivers(gw: Gateway) -> list[str]:
              f"almanac_archiver_up {len(alive)}"]
     stats = {name: await gw.client.hgetall(archiver_stats_key(name, prefix)) for name in names}
     for field, kind, help_text in _ARCHIVER_METRICS:
+        if field == "commands" and not auditor:
+            continue  # refused ones among them: the auditors' (auditors_engine_field)
         metric = f"almanac_archiver_{field}" + ("_total" if kind == "counter" else "")
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         for name in names:

@@ -179,6 +179,13 @@ async def room_verification(request: Request, room: str = RoomId) -> Response:
         # Both sides of a divergence are whole events: a player learns where, an auditor learns what.
         body["divergence"] = {"check": divergence.get("check"), "version": divergence.get("version"),
                               "message": "the history does not verify at this check; auditors read what differs"}
+    if not viewer.auditor:
+        # How many commands the rules refused in the room is the auditors': a rival who sees the count grow while
+        # the room's version stands still learns that another seat was refused, and a refusal can tell hidden state
+        # (a ``smelt`` of bronze refused: the city holds less). A player holds their own refusals' signed receipts.
+        for counted in ("refusals_rechecked", "refusals_signed"):
+            body.pop(counted, None)
+        body["notes"] = [*body.get("notes", []), "refusals re-checked: counted for auditors only"]
     return await gw.room_answer(room, {**body, "room": room})
 
 

@@ -91,16 +91,17 @@ async def _submit(gw: Gateway, room: str, player: str, client_id: str, body: dic
     started = time.perf_counter()
     outcome = await gw.submit(record, admit, limit)
     elapsed = time.perf_counter() - started
-    gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
     if outcome is None:
+        gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
         gw.metrics.commands.inc(outcome="timeout", ruleset=ruleset)
     elif outcome.accepted:
-        gw.metrics.decided(ruleset, accepted=True)
+        gw.metrics.decided(ruleset, accepted=True, seconds=elapsed)
     elif _is_conflict(outcome):
+        gw.metrics.command_latency.observe(elapsed, ruleset=ruleset)
         gw.metrics.commands.inc(outcome="conflict", ruleset=ruleset)
         gw.metrics.conflicts.inc(ruleset=ruleset)
-    else:
-        gw.metrics.decided(ruleset, accepted=False, code=str((outcome.error or {}).get("code", "")))
+    else:  # refused by the rules: counted and timed for auditors only (GatewayMetrics.decided)
+        gw.metrics.decided(ruleset, accepted=False, code=str((outcome.error or {}).get("code", "")), seconds=elapsed)
     return outcome, elapsed
 
 

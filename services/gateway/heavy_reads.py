@@ -8,16 +8,35 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from almanac.services.bootstrap import Runtime
-from almanac.services.gateway.errors import overloaded
+from almanac.services.gateway.errors import ApiError, overloaded
 from almanac.storage.loader import RoomLoader
 
 T = TypeVar("T")
 # Answers kept by their memo key, the oldest forgotten first: a /series of 20,000 versions is about a megabyte.
 MEMO_SIZE = 16
 SWITCH_INTERVAL_S = 0.001  # how long a thread may hold the GIL while another waits, once heavy reads ran here
+# The ASGI ``receive`` of the HTTP request being answered, set for every request of the FastAPI stack
+# (``http_app.MetricsTiming``): a heavy read listens on it for its client's ``http.disconnect``.
+CLIENT_RECEIVE: ContextVar[Callable[[], Awaitable[dict]] | None] = ContextVar("heavy_read_client", default=None)
+
+
+# The status of a heavy read abandoned by its client (nginx's "client closed request"): no one reads it, the
+# request metrics and the access log count it apart from answers.
+CLIENT_GONE = 499
+
+
+async def client_gone(receive: Callable[[], Awaitable[dict]]) -> None:
+    """Return once the ASGI server says the client went away (its request's body, if any, was read before); never,
+    when it cannot be listened to (the read then runs to its answer, as before)."""
+    try:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    except Exception:  # noqa: BLE001 - not listenable: the work is not cancelled for it
+        await asyncio.Event().wait()
 
 
 class HeavyReads:
@@ -69,9 +88,12 @@ class HeavyReads:
         ``memo``: a key that names the answer exactly (e.g. room, version and who reads): the answer is kept
         (the last ``MEMO_SIZE``) and given again without a slot; its caller must not change it.
 
-        The slot is held until the work has ended there, also when the request is cancelled (its client went
-        away): a fold does not stop at a cancellation, so a client that asked and hung up in a loop would
-        otherwise start unbounded work on the worker."""
+        When the client goes away before the answer (its ``http.disconnect``, ``CLIENT_RECEIVE``) or the request
+        is cancelled, the work is cancelled on the worker, and 499 ``client_gone`` (or the cancellation) is raised here:
+        a client that asked and hung up kept a slot busy for the whole fold, and a few such clients kept every
+        other client's heavy read refused (issue 28). The slot is still held until the work has ended there: a
+        cancellation takes effect at the work's next ``await`` (a long fold awaits now and then:
+        ``api_console._series``), so a client that asks and hangs up in a loop starts no unbounded work."""
         if memo is not None and memo in self._memo:
             self._memo.move_to_end(memo)
             return self._memo[memo]
@@ -79,18 +101,47 @@ class HeavyReads:
             raise overloaded(f"{self.limit} whole-room reads at once in this process")
         here = asyncio.get_running_loop()
         self.running += 1
+        abandoned = threading.Event()
+        started: list[asyncio.Task] = []
         try:
             loop = self._worker_loop()
 
             async def on_worker() -> T:
-                return await work(self._worker_loader())
+                # Never cancelled before it starts (the future below is never cancelled), so the slot is always freed.
+                try:
+                    if abandoned.is_set():
+                        raise asyncio.CancelledError  # its client left before its turn came
+                    started.append(asyncio.current_task())  # type: ignore[arg-type]
+                    return await work(self._worker_loader())
+                finally:
+                    self._release_on(here)
 
             future = asyncio.run_coroutine_threadsafe(on_worker(), loop)
         except BaseException:
             self.running -= 1
             raise
-        future.add_done_callback(lambda _: self._release_on(here))
-        answer = await asyncio.shield(asyncio.wrap_future(future))
+
+        def abandon() -> None:
+            abandoned.set()
+            with contextlib.suppress(RuntimeError):  # the worker's loop closed (shutdown): nothing runs there
+                loop.call_soon_threadsafe(lambda: [task.cancel() for task in started])
+
+        answered = asyncio.wrap_future(future)
+        answered.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved, also if left
+        receive = CLIENT_RECEIVE.get()
+        gone = asyncio.ensure_future(client_gone(receive)) if receive is not None else None
+        try:
+            await asyncio.wait([answered] if gone is None else [answered, gone], return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            abandon()  # the request was cancelled: its work is not wanted either
+            raise
+        finally:
+            if gone is not None:
+                gone.cancel()
+        if not answered.done():
+            abandon()
+            raise ApiError(CLIENT_GONE, "client_gone", "the client went away before the answer: its read was cancelled")
+        answer = answered.result()
         if memo is not None:
             self._memo[memo] = answer
             if len(self._memo) > MEMO_SIZE:

@@ -49,6 +49,7 @@ from almanac.services.gateway.errors import (
     unrepresentable,
 )
 from almanac.services.gateway.gateway import Gateway, may_resend, scope_address
+from almanac.services.gateway.heavy_reads import CLIENT_RECEIVE
 from almanac.services.gateway.schemas import (
     BODY_TYPES,
     CommandRequest,
@@ -169,9 +170,12 @@ class MetricsTiming:
                 status["code"] = message["status"]
             await send(message)
 
+        # A heavy read listens on the request's receive for its client's going away (heavy_reads.CLIENT_RECEIVE).
+        listening = CLIENT_RECEIVE.set(receive)
         try:
             await self.app(scope, receive, send_with_status)
         finally:
+            CLIENT_RECEIVE.reset(listening)
             route = scope.get("route")
             path = getattr(route, "path", "unmatched")
             gateway: Gateway | None = getattr(scope["app"].state, "gateway", None)

@@ -99,23 +99,35 @@ class GatewayMetrics:
                                 "HTTP requests by route template and status.", ("method", "route", "status"))
         self.commands = Counter(
             self.registry, "almanac_commands_total",
-            "Commands by outcome: decided (accepted or refused by the rules: which is for auditors), conflict, "
-            "timeout, invalid (refused before the engine), overloaded.",
+            "Commands by outcome: accepted (by the rules: each moves its room's version), conflict, timeout, "
+            "invalid (refused before the engine), overloaded. Refused by the rules: auditors only.",
             ("outcome", "ruleset"),
         )
-        # Whether the rules accepted a command, and a refusal's code, tell a player's hidden state (a refused
-        # ``mine`` on a quiet server: a rival's gold), so they live in a registry of their own that /metrics
-        # renders for auditors only.
+        # That the rules refused a command, and why, tells a player's hidden state (a refused ``smelt`` on a
+        # quiet server: a rival's bronze): public figures that move on a refusal while no room's version does
+        # tell it as surely as its code (issue 28). So every count and timing of a refusal lives in a registry
+        # of its own that /metrics renders for auditors only: the public counts only what everyone sees happen.
         self.audit_registry = CollectorRegistry()
         self.decisions = Counter(self.audit_registry, "almanac_command_decisions_total",
                                  "Commands the rules decided, accepted or rejected (auditors only).",
                                  ("outcome", "ruleset"))
         self.rejects = Counter(self.audit_registry, "almanac_command_rejects_total",
                                "Commands refused by the rules, by error code (auditors only).", ("code", "ruleset"))
+        self.refused_latency = Histogram(self.audit_registry, "almanac_command_refused_latency_seconds",
+                                         "Round trip of commands the rules refused (auditors only).", ("ruleset",))
+        self.refused_requests = Counter(
+            self.audit_registry, "almanac_http_refused_requests_total",
+            "Requests to the command route answered 422: refused by the rules or at the input check (auditors "
+            "only; the public count has the route's other answers).", ("method", "route", "status"))
+        self.refused_request_latency = Histogram(
+            self.audit_registry, "almanac_http_refused_request_latency_seconds",
+            "Latency of the command route's 422 answers (auditors only).", ("route",))
         self.conflicts = Counter(self.registry, "almanac_command_conflicts_total",
                                  "Commands that ended in an unresolved version conflict.", ("ruleset",))
         self.command_latency = Histogram(self.registry, "almanac_command_latency_seconds",
-                                         "Command round trip in the gateway: submit to outcome.", ("ruleset",))
+                                         "Command round trip in the gateway, submit to outcome, of every command "
+                                         "but those the rules refused (auditors: the refused latency).",
+                                         ("ruleset",))
         self.request_latency = Histogram(self.registry, "almanac_http_request_latency_seconds",
                                          "HTTP request latency by route.", ("route",))
         self.open_websockets = 0
@@ -130,21 +142,28 @@ class GatewayMetrics:
         _Gauge("almanac_gateway_inflight_limit", "The in-flight limit (ALMANAC_GATEWAY_MAX_INFLIGHT).",
                registry=self.registry).set_function(limit)
 
-    def decided(self, ruleset: str, accepted: bool, code: str = "") -> None:
-        """A command the rules decided: public as ``decided``, accepted or refused (and why) for auditors."""
-        self.commands.inc(outcome="decided", ruleset=ruleset)
+    def decided(self, ruleset: str, accepted: bool, code: str = "", seconds: float | None = None) -> None:
+        """A command the rules decided, its round trip ``seconds``: public when accepted (its room's version moves
+        for all to see), for auditors only when refused (with why)."""
         self.decisions.inc(outcome="accepted" if accepted else "rejected", ruleset=ruleset)
-        if not accepted:
-            self.rejects.inc(code=code or "unknown", ruleset=ruleset)
+        if accepted:
+            self.commands.inc(outcome="accepted", ruleset=ruleset)
+            if seconds is not None:
+                self.command_latency.observe(seconds, ruleset=ruleset)
+            return
+        self.rejects.inc(code=code or "unknown", ruleset=ruleset)
+        if seconds is not None:
+            self.refused_latency.observe(seconds, ruleset=ruleset)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        """One answered HTTP request: its count by route template and status, and its latency. A command's
-        200 and 422 are one public status: apart they would tell accepted from refused (see ``decided``)."""
-        if route == COMMAND_ROUTE and status in (200, 422):
-            label = "200_or_422"
-        else:
-            label = str(status)
-        self.requests.inc(route=route, method=method, status=label)
+        """One answered HTTP request: its count by route template and status, and its latency. The command
+        route's 422s (a refusal, by the rules or at the input check) are counted and timed for auditors only:
+        in the public count they would move while no room's version does (see ``decided``)."""
+        if route == COMMAND_ROUTE and status == 422:
+            self.refused_requests.inc(route=route, method=method, status="422")
+            self.refused_request_latency.observe(seconds, route=route)
+            return
+        self.requests.inc(route=route, method=method, status=str(status))
         self.request_latency.observe(seconds, route=route)
 
     def shed(self, count: int) -> None:
@@ -162,7 +181,8 @@ class GatewayMetrics:
             self.requests.inc(count, route=COMMAND_ROUTE, method="POST", status="503")
 
     def render(self, auditor: bool = False) -> str:
-        """The public metrics; with ``auditor`` also those that could reveal hidden state (refusal codes)."""
+        """The public metrics; with ``auditor`` also those that could reveal hidden state (refusals, their codes,
+        counts and timings)."""
         self._fold_shed()
         public = generate_latest(self.registry).decode()
         return public + generate_latest(self.audit_registry).decode() if auditor else public

@@ -519,11 +519,12 @@ class DeadLetterCount(_Body):
     by_shard: dict[str, int]  # shard -> entries, shards with any only
 
 
-class SystemStatus(_Body):
+class SystemStatus(_Body, kw_only=True):
     time_ms: int
     engine: EngineHealth
     projector: ProjectorHealth
-    commands_total: int
+    commands_total: int  # accepted by the engines
+    commands_decided: int | None = None  # accepted and refused: auditors only (GET /status)
     dead_letters: DeadLetterCount
 
 

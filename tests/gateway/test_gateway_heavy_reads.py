@@ -9,6 +9,7 @@ call is either answered 200 or refused 503 ``overloaded`` with Retry-After at on
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 
@@ -38,21 +39,25 @@ def long_claim_room(url: str, stack: Stack) -> tuple[str, str]:
     created = httpx.post(f"{url}/rooms", json={"ruleset": "claim", "player": "p"}, timeout=10)
     assert created.status_code == 201, created.text
     room, token = created.json()["room"], created.json()["token"]
+    cruise(stack, room, 0, VERSIONS)
+    return room, token
 
-    async def cruise() -> None:
+
+def cruise(stack: Stack, room: str, first: int, count: int) -> None:
+    """p's cruises ``first`` to ``first + count - 1`` in ``room``, each accepted, through RoomService."""
+    async def run() -> None:
         client = connect(stack.redis_url)
         service = RoomService(RedisEventStore(client, 16))
         now_ms = int(time.time() * 1000)  # claim times each command after the claim was staked
         try:
-            for index in range(VERSIONS):
+            for index in range(first, first + count):
                 outcome = await service.handle(CommandRecord(command_id=f"cruise-{index}", room=room, player="p",
                                                              server_time_ms=now_ms + index, body={"kind": "cruise"}))
                 assert outcome.accepted, outcome.error
         finally:
             await client.aclose()
 
-    asyncio.run(cruise())
-    return room, token
+    asyncio.run(run())
 
 
 def test_heavy_reads_leave_health_and_commands_answered(gateway: tuple[str, Stack]) -> None:
@@ -158,3 +163,40 @@ def test_a_series_seen_at_this_version_is_answered_without_a_slot(gateway: tuple
     again, held = asyncio.run(while_the_slots_are_held())
     assert held == [200, 200]
     assert again.status_code == 200 and again.json() == first.json()
+
+
+def test_heavy_reads_whose_client_hung_up_give_their_slots_back(gateway: tuple[str, Stack]) -> None:
+    """Issue 28: a client that started heavy reads and hung up kept the gateway's heavy-read slots busy for as long
+    as their folds ran, and every other client's heavy read was refused 503 meanwhile. Given two long rooms and how
+    long one ``/series`` of such a room takes here (F, measured in the same run), when a client asks for both rooms'
+    ``/series`` on two connections (every slot: the default 2) and hangs up while the gateway folds, then another
+    client's heavy read is admitted within a third of F of the hang-up: the abandoned folds were cancelled."""
+    url, stack = gateway
+    first, _ = long_claim_room(url, stack)
+    second, _ = long_claim_room(url, stack)
+    small = httpx.post(f"{url}/rooms", json={"ruleset": "claim", "player": "p"}, timeout=10).json()
+    started = time.monotonic()
+    assert httpx.get(f"{url}/rooms/{first}/series", timeout=60).status_code == 200
+    fold_s = time.monotonic() - started
+    cruise(stack, first, VERSIONS, 1)  # a version more: the series just read (kept by its version) is read again
+
+    def probe() -> int:
+        """A heavy read of a one-version room (no answer kept: each takes a slot): 200, or 503 without one."""
+        return httpx.get(f"{url}/rooms/{small['room']}/verification", timeout=60,
+                         headers={"Authorization": f"Bearer {small['token']}"}).status_code
+
+    host, port = url.removeprefix("http://").split(":")
+    hung = [socket.create_connection((host, int(port))) for _ in (first, second)]
+    for sock, room in zip(hung, (first, second), strict=True):
+        sock.sendall(f"GET /rooms/{room}/series HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    time.sleep(0.1)  # both requests reach their slots before the probe asks for one
+    held = [probe() for _ in range(3)]
+    assert 503 in held, f"the two series did not hold both slots: {held}"
+    for sock in hung:
+        sock.close()
+    gone = time.monotonic()
+    while (status := probe()) != 200 and time.monotonic() - gone < 2 * fold_s + 5:
+        time.sleep(0.01)
+    freed_s = time.monotonic() - gone
+    print(f"one /series of {VERSIONS} versions: {fold_s:.3f} s; slots back {freed_s:.3f} s after the hang-up")
+    assert status == 200 and freed_s < fold_s / 3, (status, freed_s, fold_s)

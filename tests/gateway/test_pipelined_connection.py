@@ -167,3 +167,48 @@ async def test_a_line_closed_while_connecting_keeps_no_connection(redis_client, 
     finally:
         await client.aclose()
         await pauser.aclose()
+
+
+async def test_the_calls_of_one_loop_turn_go_out_in_one_socket_write_each_answered_its_own(redis_client) -> None:
+    """Given a connected line, when 200 requests reach their submit in the same turn of the event loop (as the
+    requests of one poll of their sockets do), then the line writes them to Redis in ONE socket write (a write
+    is a syscall that wakes Redis: the submit's largest cost), and each call still gets its own reply."""
+    line = PipelinedConnection(redis_client, timeout_s=5)
+    try:
+        await line.call("PING")
+        writer = line._connection._writer  # noqa: SLF001 - the socket's writer, observed, still writing
+        writes: list[int] = []
+        write = writer.write
+
+        def counted(data: bytes) -> None:
+            writes.append(len(data))
+            write(data)
+
+        writer.write = counted
+        calls = [asyncio.ensure_future(line.call("ECHO", f"turn-{index}")) for index in range(200)]
+        answers = await asyncio.gather(*calls)
+        assert answers == [f"turn-{index}".encode() for index in range(200)]
+        assert len(writes) == 1
+
+        # A call of a later turn goes in a write of its own, after the first turn's replies.
+        assert await line.call("ECHO", "later") == b"later"
+        assert len(writes) == 2
+    finally:
+        await line.close()
+
+
+async def test_calls_whose_turn_finds_the_socket_closed_all_fail_and_the_next_call_connects_again(redis_client) -> None:
+    """Given calls made in one turn, when the line's socket is closed before the turn's write, then every one of
+    them fails with a connection error (none waits for a reply that cannot come, none is answered another's
+    reply), and the next call connects again and gets its own reply."""
+    line = PipelinedConnection(redis_client, timeout_s=5)
+    try:
+        await line.call("PING")
+        calls = [asyncio.ensure_future(line.call("ECHO", f"lost-{index}")) for index in range(5)]
+        await asyncio.sleep(0)  # the calls are queued for the turn's write
+        line._connection._writer.transport.abort()  # noqa: SLF001 - the socket dies before the write
+        answers = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 3)
+        assert all(isinstance(answer, RedisConnectionError) for answer in answers)
+        assert await asyncio.wait_for(line.call("ECHO", "again"), 3) == b"again"
+    finally:
+        await line.close()

@@ -58,3 +58,21 @@ async def test_the_projector_reports_a_checkpoint_moved_under_it(redis_client):
     with pytest.raises(CheckpointMoved):
         await projector._commit(0, [], "2-0")
     assert await redis_client.get(KEYS.checkpoint(0)) == b"1-0"
+
+
+async def test_a_commit_naming_hundreds_of_keys_writes_each_to_its_own(redis_client):
+    # Each write's head names its key by a 3-byte index: past 255 and 65,535 keys, the index's high bytes count.
+    script = redis_client.register_script(COMMIT_SCRIPT)
+    writes = ShardWrites()
+    rooms = [f"r{index}" for index in range(300)]
+    for room in rooms:
+        writes.sadd(KEYS.model_ledger_rooms(5, "trades"), room)
+        writes.zadd(KEYS.model_ledger(5, "trades", room), {room.encode(): 1})
+    writes.delete(KEYS.summaries(5))
+    writes.hset(KEYS.summaries(5), "r0", "x")
+    await commit_shard(script, KEYS.checkpoint(5), writes, expected="0-0", new_checkpoint="1-0")
+
+    assert await redis_client.scard(KEYS.model_ledger_rooms(5, "trades")) == 300
+    for room in (rooms[0], rooms[254], rooms[255], rooms[299]):
+        assert await redis_client.zrange(KEYS.model_ledger(5, "trades", room), 0, -1) == [room.encode()]
+    assert await redis_client.hgetall(KEYS.summaries(5)) == {b"r0": b"x"}

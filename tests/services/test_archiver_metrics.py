@@ -20,6 +20,7 @@ from forensics_support import RealmTable
 from almanac.projections.projector import Projector
 from almanac.services.archiver import Archiver
 from almanac.services.gateway import create_app
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR
 from almanac.services.settings import load_settings
 
 ROOMS = ("metrics-a", "metrics-b")
@@ -58,12 +59,14 @@ class Pass:
             await client.aclose()
 
 
-def archiver_metrics(redis_url: str, tmp_path: Path) -> dict[str, float]:
-    """The almanac_archiver_* samples of the gateway's /metrics for the archiver "metered"."""
+def archiver_metrics(redis_url: str, tmp_path: Path, auditor: bool = True) -> dict[str, float]:
+    """The almanac_archiver_* samples of the gateway's /metrics for the archiver "metered", as an auditor reads them
+    (or the public)."""
     settings = load_settings({}, redis_url=redis_url, data_dir=str(tmp_path / "gateway")).model_copy(
         update={"engine_shards": "none"})
     with TestClient(create_app(settings)) as api:
-        text = api.get("/metrics").text
+        token = api.app.state.signer.issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
+        text = api.get("/metrics", headers={"Authorization": f"Bearer {token}"} if auditor else {}).text
     return {name: float(value) for name, value in
             re.findall(r'^(almanac_archiver_\w+)\{archiver="metered"\} (\S+)$', text, re.MULTILINE)}
 
@@ -82,6 +85,9 @@ def test_the_archivers_metrics_count_what_a_pass_archived(redis_url: str, tmp_pa
     assert metrics["almanac_archiver_rooms_total"] == 2
     assert metrics["almanac_archiver_bytes_total"] == written  # the objects' compressed sizes, as stored
     assert metrics["almanac_archiver_commands_total"] == sum(r.commands for r in results) > 0
+    # refused commands among them: the public reads every figure but that one (tests/gateway/test_refusal_silence.py)
+    public = archiver_metrics(redis_url, tmp_path, auditor=False)
+    assert "almanac_archiver_commands_total" not in public and public["almanac_archiver_rooms_total"] == 2
     assert metrics["almanac_archiver_errors_total"] == 0
     assert metrics["almanac_archiver_rooms_per_s"] > 0
     assert metrics["almanac_archiver_lag_rooms"] == 0 and metrics["almanac_archiver_lag_s"] == 0

@@ -11,7 +11,7 @@ from forensics_support import RealmTable
 
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.archive import archive_room
-from almanac.storage.base import AppendRequest
+from almanac.storage.base import AppendRequest, Counted
 from almanac.storage.redis_store import RedisEventStore
 
 RETAIN_MS = 200
@@ -59,6 +59,44 @@ async def test_an_old_acknowledged_command_resent_after_its_record_expired_is_ne
     assert len(await store.rejections(room)) == refusals
     assert [e.command_id for e in await store.read(room)].count(mine.command_id) == first.last_version - \
         first.first_version + 1
+
+
+async def test_an_index_entry_written_by_either_kind_of_script_answers_a_resend_through_the_other(redis_client
+                                                                                                    ) -> None:
+    # The ordered write (the engine's batches) gets each command's index field from the engine (ids_field); the other
+    # write scripts compute it in Lua: the same 16 bytes, or an entry already in Redis would not answer a resend.
+    store = RedisEventStore(redis_client, dedupe_retain_ms=RETAIN_MS)
+    # Given alice's try, appended by the single-append script (its field made in Lua), and its record expired
+    table, mine, _ = await played_room(store, "expiry-both-ways")
+    room = table.room
+    version = await store.latest_version(room)
+    first = await store.outcome(room, mine.command_id)
+    counter = store.keys.seat_rate(room, "alice")
+
+    # When it is resent straight at the ordered write, counted against a limit of one command
+    (again,) = await store.write_ordered([AppendRequest(room=room, expected_version=version,
+                                                        command_id=mine.command_id, envelopes=[],
+                                                        counted=Counted(counter, 1, 60_000))])
+    # Then its first outcome answers, the room did not move, and the resend used none of the limit
+    assert again.duplicate and again.outcome == first
+    assert await store.latest_version(room) == version
+    assert await redis_client.get(counter) is None
+
+    # Given a new try of alice written by the ordered write (the engine's batch), its record expired
+    later = CommandRecord(command_id=f"{room}-later", room=room, player="alice", server_time_ms=95_000,
+                          body={"kind": "mine", "ore": "gold"})
+    (written,) = await RoomService(store).handle_many([later])
+    assert written.accepted and written.last_version > version
+    await expired(redis_client, store.keys.command_outcome(room, later.command_id))
+    # When it is resent at the single-append and batch-append scripts (their fields made in Lua)
+    resent = await store.append(room, written.last_version, later.command_id, [])
+    (batched,), _ = await store.write_many([AppendRequest(room=room, expected_version=written.last_version,
+                                                          command_id=later.command_id, envelopes=[])], [])
+    # Then each is answered its first outcome, and nothing was appended
+    assert resent.duplicate and (resent.outcome.first_version, resent.outcome.last_version) == \
+        (written.first_version, written.last_version)
+    assert batched.duplicate and batched.outcome == resent.outcome
+    assert await store.latest_version(room) == written.last_version
 
 
 async def test_what_stays_per_command_is_a_small_index_entry_not_the_record(redis_client) -> None:

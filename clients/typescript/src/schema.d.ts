@@ -544,8 +544,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Prometheus text metrics; with an auditor token also the refusal codes
-         * @description Anyone may read the public metrics. Counts that could reveal a player's hidden state (whether the rules accepted or refused commands, `almanac_command_decisions_total` and the engine counters `accepted`/`rejected`; `almanac_command_rejects_total` by refusal code, e.g. `realm.not_enough_gold`) are added only for an auditor's token (`Authorization: Bearer`); any other valid token reads the public ones, an invalid or expired one is refused (401).
+         * Prometheus text metrics; with an auditor token also the refusals
+         * @description Anyone may read the public metrics. They count only what everyone can see happen: a command the rules accepted moves its room's version, one they refused moves nothing public, so every count and timing of a refusal (which could reveal a player's hidden state on a quiet server) is added only for an auditor's token (`Authorization: Bearer`): `almanac_command_decisions_total`, `almanac_command_rejects_total` by refusal code (e.g. `realm.not_enough_gold`), `almanac_command_refused_latency_seconds`, the command route's 422 answers (`almanac_http_refused_requests_total`, `almanac_http_refused_request_latency_seconds`) and the engine counters `commands`, `rejected`, `batches`, `batches_ahead` and `latency_*`. Any other valid token reads the public ones, an invalid or expired one is refused (401).
          */
         get: operations["metrics_metrics_get"];
         put?: never;
@@ -669,7 +669,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** System status for the console: engines, leases, projector lag, dead letters */
+        /**
+         * System status for the console: engines, leases, projector lag, dead letters
+         * @description `commands_total`: the commands the engines accepted (each moves its room's version). `commands_decided`, accepted and refused, only for an auditor's token (null otherwise): on a quiet server a count that moves on a refusal while no room's version does tells a rival the refusal, and a refusal can tell a player's hidden state. An invalid or expired token is refused (401).
+         */
         get: operations["status_status_get"];
         put?: never;
         post?: never;
@@ -6748,6 +6751,8 @@ export interface components {
             engine: components["schemas"]["EngineHealth"];
             projector: components["schemas"]["ProjectorHealth"];
             commands_total: number;
+            /** @default null */
+            commands_decided?: number | null;
             dead_letters: components["schemas"]["DeadLetterCount"];
         };
         /** DeadLetterCount */

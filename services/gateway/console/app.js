@@ -383,7 +383,7 @@ function SystemPanel() {
         ${(projector.shards || []).map((s) => html`<tr><td>${s.shard}</td><td>${s.checkpoint}</td><td>${s.head}</td><td>${s.lag_ms} ms</td></tr>`)}
         </tbody></table></details></div>
       <div class="grow"><h3>Traffic</h3>
-        <p>command rate: <strong data-testid="command-rate">${rate === null ? "…" : rate.toFixed(1)}</strong> /s (${status.commands_total} total)</p>
+        <p>accepted commands: <strong data-testid="command-rate">${rate === null ? "…" : rate.toFixed(1)}</strong> /s (${status.commands_total} total; refusals are counted for auditors only)</p>
         <p>dead letters: <strong class=${dead.total ? "bad" : ""}>${dead.total}</strong></p></div>
     </div></section>`;
 }
@@ -672,7 +672,7 @@ function Verify({ room, token, summary, events }) {
     ${!token ? html` <span class="muted">needs a player or auditor token</span>` : ""}
     ${report ? html`<div data-testid="verify-result" class=${report.ok ? "notice" : "alert"} role="status">
       ${report.ok ? html`<span class="ok">verified ✓</span> ${report.versions} versions, chain ${report.chain_checked},${" "}
-          ${report.commands_redecided} commands re-decided, ${report.refusals_rechecked} refusals re-checked; seed: ${report.seed}`
+          ${report.commands_redecided} commands re-decided${report.refusals_rechecked === undefined ? "" : `, ${report.refusals_rechecked} refusals re-checked`}; seed: ${report.seed}`
         : html`<span class="bad">divergence</span> in <strong>${d.check}</strong> at version ${d.version ?? "–"}: ${d.message}`}
       </div>
       ${d && (d.recorded !== undefined || d.recomputed !== undefined) ? html`<div class="side" aria-label="first divergence">
