@@ -484,7 +484,7 @@ def _run_on_own_stack(settings: Settings, rate: int, seconds: int, engines: int,
             return _with_overload(lambda offered: _run(stack.urls, stack.redis_url, offered, seconds, pids,
                                                        route_by_shard, out_of_step, cores), rate, overload,
                                   lambda plan, most: _run_windows(stack.urls, plan, most, pids, route_by_shard,
-                                                                   out_of_step),
+                                                                   out_of_step, stack.redis_url),
                                   deadline_ms)
 
 
@@ -548,6 +548,9 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             # Useful commands per CPU second of the stack: what the stack does with the CPU it was given.
             "goodput_per_cpu_s": good / stack_cpu if stack_cpu > 0 else float("nan"),
             "refusals": window.get("refusals", {}), "gateway_cores": window.get("gateway_cpu_s", 0.0) / elapsed,
+            "started_at": window.get("started_at"), "redis_forks": window.get("redis_forks", ""),
+            "aof_mb": window.get("aof_mb", 0.0),
+            "process_cores": {name: used / elapsed for name, used in window.get("process_cpu_s", {}).items()},
         })
     ratios, normalised = [], []
     for number in range(1, len(judged) - 1, 2):
@@ -606,13 +609,17 @@ def _print_windows(verdict: dict[str, Any]) -> None:
     for number, window in enumerate(verdict["windows"]):
         ratio = (f" ratio {window['ratio']:.2f} (per CPU s {window['cpu_normalised_ratio']:.2f})"
                  if "ratio" in window else "")
-        console.print(f"  {number} {window['kind']:8} offered {window['offered_per_s']}/s goodput "
+        at = time.strftime("%H:%M:%S ", time.gmtime(window["started_at"])) if window.get("started_at") else ""
+        console.print(f"  {number} {at}{window['kind']:8} offered {window['offered_per_s']}/s goodput "
                       f"{window['goodput_per_s']:.0f}/s late {window['late']} shed {window['shed']} other "
                       f"{window['other']}{ratio}; CPU stack {window['stack_cores']:.2f} (gateways "
                       f"{window['gateway_cores']:.2f}) generator "
                       f"{window['generator_cores']:.2f} others {window['others_cores']:.2f}; the stack waited "
                       f"{window['stack_runqueue_s']:.2f} s for a CPU; load {window['load_1m']:.2f}"
-                      + _refusal_kinds(window.get("refusals", {})), soft_wrap=True)
+                      + _refusal_kinds(window.get("refusals", {})) + _process_cores(window.get("process_cores", {}))
+                      + (f"; AOF {window['aof_mb']:.0f} MB" if window.get("aof_mb") else "")
+                      + (f"; REDIS FORKED: {window['redis_forks']}" if window.get("redis_forks") else ""),
+                      soft_wrap=True)
     if "refusal_cpu_us" in verdict:
         console.print(f"overload: the gateways' CPU per accepted command {verdict['command_cpu_us']:.0f} µs (capacity "
                       f"windows), per refusal {verdict['refusal_cpu_us']:.0f} µs (overload windows, beyond their "
@@ -627,6 +634,86 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                   f"{max(verdict['load_1m']):.2f} on {os.cpu_count()} cores"
                   + (f"; OTHER PROCESSES used up to {verdict['others_cores_max']:.2f} cores during a window: the raw "
                      "ratio measures them too" if busy else ""), soft_wrap=True)
+
+
+class RedisForks:
+    """The stack's Redis as the windows see it: its forks (an AOF rewrite or a snapshot: ``INFO``'s
+    ``total_forks``) counted window by window, and one AOF rewrite made before the first window.
+
+    A fork stops Redis for the fork itself (4-12 ms at 37 MB here) and its child then takes CPU from the stack's for
+    the rewrite (0.2 s at 37 MB, on the stack's CPUs: it inherits them); Redis rewrites its AOF by itself when the
+    file has doubled since the last rewrite, from 64 MB. On a quiet machine the stack has written most of that
+    before the windows begin (its rooms, the first run) and crosses 64 MB about the first capacity and overload
+    windows, where the first run's and the capacity's figures place it: in an overload window it lowers that
+    window's ratio, in a capacity window it lowers the capacity and raises the ratios beside it (issue 28, item 19).
+    Rewritten once just before the first window, with Redis's own rewrite held off until the last window ends
+    (``auto-aof-rewrite-percentage`` 0, then as it was): every command is still appended and synced as the stack
+    does, only the rewrite, a cost of the bytes written and not of the admission, falls in no window. A window with
+    a fork all the same (a snapshot, a rewrite asked by another) says so."""
+
+    def __init__(self, url: str | None, wait_s: float = 120.0) -> None:
+        self.client = bootstrap.tool_sync_client(url) if url else None
+        self.wait_s = wait_s
+        self.rewritten = ""  # how the rewrite before the windows went, for the run's output
+        self._held: str | None = None  # auto-aof-rewrite-percentage as it was, while held off
+
+    def read(self) -> dict[str, int]:
+        if self.client is None:
+            return {}
+        info = {**self.client.info("persistence"), **self.client.info("stats")}
+        return {"forks": int(info.get("total_forks", 0)), "fork_us": int(info.get("latest_fork_usec", 0)),
+                "aof_rewrites": int(info.get("aof_rewrites", 0)), "saves": int(info.get("rdb_saves", 0)),
+                "rewriting": int(info.get("aof_rewrite_in_progress", 0)) or int(info.get("aof_rewrite_scheduled", 0)),
+                "aof_bytes": int(info.get("aof_current_size", 0))}
+
+    @staticmethod
+    def between(before: dict[str, int], after: dict[str, int]) -> str:
+        """What Redis forked for between two readings ("1 fork (AOF rewrite), the last 11.9 ms"; a rewrite still
+        running at either end); "" for none, or when Redis was not read."""
+        if not before or not after:
+            return ""
+        forks = after["forks"] - before["forks"]
+        running = before["rewriting"] or after["rewriting"]
+        if not forks and not running:
+            return ""
+        kinds = ", ".join(kind for kind, happened in (
+            ("AOF rewrite", after["aof_rewrites"] - before["aof_rewrites"] or running),
+            ("snapshot", after["saves"] - before["saves"])) if happened)
+        return (f"{forks} fork{'' if forks == 1 else 's'} ({kinds or 'other'}), the last "
+                f"{after['fork_us'] / 1000:.1f} ms" + ("; a rewrite running" if running else ""))
+
+    def rewrite_before(self) -> None:
+        """Rewrite the AOF now and wait for it (nothing is offered meanwhile); nothing without AOF."""
+        if self.client is None or not int(self.client.info("persistence").get("aof_enabled", 0)):
+            return
+        self._held = str(self.client.config_get("auto-aof-rewrite-percentage")["auto-aof-rewrite-percentage"])
+        self.client.config_set("auto-aof-rewrite-percentage", 0)
+        before = self.read()
+        started = time.perf_counter()
+        with contextlib.suppress(Exception):  # "already in progress": then that one is waited for
+            self.client.bgrewriteaof()
+        while time.perf_counter() - started < self.wait_s:
+            now = self.read()
+            if not now["rewriting"] and now["aof_rewrites"] > before["aof_rewrites"]:
+                self.rewritten = (f"{before['aof_bytes'] / 1e6:.0f} MB -> {now['aof_bytes'] / 1e6:.0f} MB in "
+                                  f"{time.perf_counter() - started:.1f} s, fork {now['fork_us'] / 1000:.1f} ms; its "
+                                  f"own rewrites held off until the last window ends")
+                return
+            time.sleep(0.05)
+        self.rewritten = f"not finished within {self.wait_s:g} s"
+
+    def close(self) -> None:
+        if self.client is not None:
+            if self._held is not None:
+                with contextlib.suppress(Exception):  # the stack may be stopping: its Redis with it
+                    self.client.config_set("auto-aof-rewrite-percentage", self._held)
+            self.client.close()
+
+
+def _process_cores(cores: dict[str, float]) -> str:
+    """Each of the stack's processes' CPU in the window, in cores ("; by process: gateway 0.61, redis 0.20, ..."):
+    which of them took the stack's CPU from which, window by window."""
+    return ("; by process: " + ", ".join(f"{name} {used:.2f}" for name, used in cores.items())) if cores else ""
 
 
 def _refusal_kinds(refusals: dict[str, int]) -> str:
@@ -658,32 +745,48 @@ def _runqueue_wait_s(pid: int) -> float:
 
 
 def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: int, pids: dict[str, int] | None = None,
-                 route_by_shard: bool = False, out_of_step: bool = False) -> list[dict[str, Any]]:
+                 route_by_shard: bool = False, out_of_step: bool = False,
+                 redis_url: str | None = None) -> list[dict[str, Any]]:
     """Offer ``plan``'s windows back to back (``_offer_load``'s phases; rooms for ``rate`` commands/s; a closed window
     of 0 clients: as many as the gateways admit at once): each window's answers, with the CPU the stack (``pids``),
-    the load generator and the rest of the machine used during it, its run-queue wait and the load average."""
+    each of its processes, the load generator and the rest of the machine used during it, its run-queue wait, the
+    load average and (``redis_url``: the stack's Redis) the forks Redis made in it (``RedisForks``), after the AOF
+    was rewritten once before the first window (``RedisForks.rewrite_before``)."""
     clients = bootstrap.settings().gateway_max_inflight * len(urls)
     plan = [(kind, value or (clients if kind == "closed" else value), seconds) for kind, value, seconds in plan]
     pids = {**(pids or {}), "load generator": os.getpid()}
-    marks: list[tuple[float, dict[str, float], float, float, float]] = []
+    marks: list[tuple[float, float, dict[str, float], float, float, float, dict[str, int]]] = []
+    forks = RedisForks(redis_url)
 
     def mark(_window: int) -> None:
-        marks.append((time.perf_counter(), {name: cpu_seconds(pid) for name, pid in pids.items()},
+        marks.append((time.perf_counter(), time.time(), {name: cpu_seconds(pid) for name, pid in pids.items()},
                       _machine_busy_s(), os.getloadavg()[0],
-                      sum(_runqueue_wait_s(pid) for name, pid in pids.items() if name != "load generator")))
+                      sum(_runqueue_wait_s(pid) for name, pid in pids.items() if name != "load generator"),
+                      forks.read()))
 
-    result = _run_loop(_offer_load(urls, rate, 0, None, route_by_shard, out_of_step, phases=plan, on_phase=mark))
+    try:
+        result = _run_loop(_offer_load(urls, rate, 0, forks.rewrite_before, route_by_shard, out_of_step, phases=plan,
+                                       on_phase=mark))
+    finally:
+        forks.close()
+    if forks.rewritten:
+        console.print(f"Redis: the AOF rewritten before the first window ({forks.rewritten})", soft_wrap=True)
     windows = []
     for number, ((_, _, seconds), answers, offered) in enumerate(zip(plan, result["phases"], result["phase_rates"],
                                                                     strict=True)):
-        (t0, cpu0, busy0, load0, wait0), (t1, cpu1, busy1, _, wait1) = marks[number], marks[number + 1]
+        ((t0, wall0, cpu0, busy0, load0, wait0, redis0),
+         (t1, _, cpu1, busy1, _, wait1, redis1)) = marks[number], marks[number + 1]
         used = {name: cpu1[name] - cpu0[name] for name in pids}
         stack = sum(value for name, value in used.items() if name != "load generator")
         windows.append({"offered_per_s": round(offered), "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
+                        "started_at": wall0,
                         "stack_cpu_s": stack, "generator_cpu_s": used["load generator"],
                         "others_cpu_s": max(0.0, busy1 - busy0 - stack - used["load generator"]), "load_1m": load0,
                         "stack_runqueue_s": wait1 - wait0, "refusals": result["phase_refusals"][number],
-                        "gateway_cpu_s": sum(value for name, value in used.items() if name.startswith("gateway"))})
+                        "gateway_cpu_s": sum(value for name, value in used.items() if name.startswith("gateway")),
+                        "process_cpu_s": {name: value for name, value in used.items() if name != "load generator"},
+                        "redis_forks": RedisForks.between(redis0, redis1),
+                        "aof_mb": redis0.get("aof_bytes", 0) / 1e6})
     return windows
 
 
