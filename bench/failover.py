@@ -305,6 +305,12 @@ def _failover(cluster: ReplicatedCluster, stack: Stack, settings: Settings, outa
                        default=None) for shard in on_victim}
     steady = sorted(seconds for at, seconds in load.latencies if at < killed_at)
     figures["steady_p50_ms"] = 1000 * statistics.median(steady) if steady else None
+    # From the kill until the Cluster is seen down only the live nodes' shards can acknowledge: how late their
+    # answers came while the killed node's shards were retried (issue 28 item 17: bunches 1.1-2.2 s late).
+    down_at = killed_at + (figures["down"][0][0] if figures["down"] else figures["promotion_s"])
+    figures["before_down_s"] = down_at - killed_at
+    figures["before_down"] = _percentiles([seconds for at, seconds in load.latencies if killed_at <= at < down_at])
+    figures["steady"] = _percentiles(steady)
     figures["statuses"], figures["codes"] = dict(load.statuses), dict(load.codes)
     figures["acked"], figures["rooms"] = len(load.acked), len(load.rooms)
     url = cluster.url
@@ -319,6 +325,15 @@ def _failover(cluster: ReplicatedCluster, stack: Stack, settings: Settings, outa
     figures["crashed"] = {name: (child.returncode, (stack.data_dir / f"{name}.log").read_text(errors="replace")[-800:])
                           for name, child in stack.children.items() if child.poll() is not None}
     return figures
+
+
+def _percentiles(seconds: list[float]) -> str:
+    """'n, p50/p90/p99/max ms' of acknowledgement latencies (or '-')."""
+    if not seconds:
+        return "-"
+    ordered = sorted(seconds)
+    cut = [ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000 for q in (0.5, 0.9, 0.99, 1.0)]
+    return f"{len(ordered)} answers, p50/p90/p99/max {'/'.join(f'{ms:.0f}' for ms in cut)} ms"
 
 
 def _print(console: Any, figures: dict[str, Any], bucket_s: float) -> None:
@@ -363,6 +378,8 @@ def _print(console: Any, figures: dict[str, Any], bucket_s: float) -> None:
         f"+{figures['ended']:.1f} s",
         "the Cluster seen down (cluster_state:fail, every key refused) "
         + (", ".join(f"+{a:.2f}..+{b:.2f} s" for a, b in figures["down"]) or "never"),
+        f"acknowledgements before the kill: {figures['steady']}; from the kill to the Cluster down (+0..+"
+        f"{figures['before_down_s']:.2f} s, the live nodes' shards only): {figures['before_down']}",
         f"longest stall, shards on live nodes: max {max(s for s, _, _ in others.values()):.2f} s, median "
         f"{statistics.median(s for s, _, _ in others.values()):.2f} s; beyond the Cluster down: max {beyond:.2f} s "
         f"(shard {worst}) -> {'within' if beyond <= OTHERS_STALL_BOUND_S else 'PAST'} the suite's bound "

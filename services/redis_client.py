@@ -27,6 +27,8 @@ from almanac.storage.redis_errors import CLUSTER_ERRORS, refuses_writes  # noqa:
 
 # True while redis-py's cluster client handles an error of one command (see FailoverCluster.aclose).
 _HANDLING_ERROR: contextvars.ContextVar[bool] = contextvars.ContextVar("almanac_cluster_error", default=False)
+# After an error, the slot map is refreshed at most once in this long (FailoverCluster.initialize).
+REFRESH_EVERY_S = 0.25
 IDLE_CLOSE_WAIT_S = 30.0
 _closing: set[asyncio.Task] = set()
 
@@ -44,6 +46,7 @@ class FailoverCluster(RedisCluster):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._refreshed_at = float("-inf")  # monotonic time the last refresh after an error ended
         self.nodes_manager.__class__ = _GentleNodesManager
         self.nodes_manager.startup_nodes = _SeedNodes(self.nodes_manager.startup_nodes)
 
@@ -55,18 +58,29 @@ class FailoverCluster(RedisCluster):
             _HANDLING_ERROR.reset(token)
 
     async def initialize(self) -> RedisCluster:
-        """The first time as redis-py does; later (a refresh after an error) only the slot map and nodes.
+        """The first time as redis-py does; later (a refresh after an error) only the slot map and nodes, and at
+        most once in REFRESH_EVERY_S.
 
         redis-py also reloads its command table from the default node, which may be the dead one: the
         refresh then fails and closes every connection, for as long as that node stays dead.
+
+        Every command waits for a refresh under way, and every failed call to a dead node asks for one (each of
+        redis-py's three tries of it): an engine retrying a dead node's shards asked for some 35 a second, and
+        the live nodes' commands spent most of their time waiting for them (issue 28, `almanac bench failover`:
+        the live shards' answers 0.5-1.5 s late until the promotion). Within REFRESH_EVERY_S of the last one the
+        map is kept and the refresh stays due: a dead node's call fails again at once, and the next call after
+        the interval refreshes (the promoted replica is found at most that much later).
         """
         if not self._initialize or not self.commands_parser.commands:
             return await super().initialize()
         if not self._lock:
             self._lock = asyncio.Lock()
         async with self._lock:
-            if self._initialize:
-                await self.nodes_manager.initialize()
+            if self._initialize and time.monotonic() - self._refreshed_at >= REFRESH_EVERY_S:
+                try:
+                    await self.nodes_manager.initialize()
+                finally:
+                    self._refreshed_at = time.monotonic()  # a failed one (no seed answered) counts too
                 self._initialize = False
         return self
 

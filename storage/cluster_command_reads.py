@@ -117,6 +117,18 @@ class StandingReads:
         self._retry_at[shard] = time.monotonic() + delay
         self.failed[shard] = error
 
+    async def drop(self, shard: int) -> None:
+        """Forget the shard's read in flight, if any (cancelled, or answered and not yet returned): what it
+        delivered stays pending, for the shard's takeover, which drops it first. Left standing while the takeover
+        runs apart (Engine._take_over_apart), it could answer after the takeover's last pending read and be
+        reported ``orphaned`` while the takeover is still under way: its entries then pending, unread, with
+        the shard taken over."""
+        task = self._reads.pop(shard, None)
+        self._started.pop(shard, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
     def fail(self, shard: int, error: BaseException) -> None:
         """Another call for this shard failed (e.g. its takeover): back its reads off like a failed read."""
         self._shard_failed(shard, error)

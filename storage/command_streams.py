@@ -43,6 +43,10 @@ class CommandStreams:
     # only on one Redis, where each handed-in write is one script call on the gateway's pipelined line and
     # a Redis failure is every shard's; on a Cluster they take the stream, whose failures are per shard.
     decides_in_process = True
+    # Whether a shard's takeover runs apart from the loop that serves the others (Engine._take_over_apart): on a
+    # Cluster, where one node's failure is its shards' only; on one Redis a failure is every shard's, and the
+    # takeovers run in the loop, one after another, before the next read.
+    takes_over_apart = False
 
     def __init__(self, client: Any, keys: Keys, consumer: str, batch_size: int, block_ms: int) -> None:
         self.client = client
@@ -155,6 +159,9 @@ class CommandStreams:
         """Forget the read in flight and drop the engine's connection (its state is unknown after an error):
         the shards that read was of (what it delivered stays pending: only a takeover re-reads it)."""
         return ()
+
+    async def drop_shard_read(self, shard: int) -> None:
+        """Forget the shard's own read in flight, before its takeover (a Cluster: StandingReads.drop)."""
 
     @property
     def reading(self) -> tuple[int, ...] | None:
@@ -280,6 +287,7 @@ class ClusterStreams(CommandStreams):
     """A Redis Cluster: a standing read per shard, what is done sent per node, one node's failure its shards'."""
 
     decides_in_process = False
+    takes_over_apart = True
 
     def __init__(self, client: Any, keys: Keys, consumer: str, batch_size: int, block_ms: int) -> None:
         super().__init__(client, keys, consumer, batch_size, block_ms)
@@ -289,6 +297,9 @@ class ClusterStreams(CommandStreams):
         reply = await self._reads.read(held)
         self.orphaned, self.failed = self._reads.orphaned, self._reads.failed
         return self.entries(reply)
+
+    async def drop_shard_read(self, shard: int) -> None:
+        await self._reads.drop(shard)
 
     def isolates(self, error: BaseException) -> bool:
         # Not the command's failure (no attempt counted): its node is down, or refuses writes.

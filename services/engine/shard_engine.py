@@ -187,6 +187,11 @@ class Engine:
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()
         self._taking_over = False  # a takeover may replay a long backlog: commands go to the stream meanwhile
+        # On a Cluster each shard's takeover is a task of its own, off the loop that serves the other shards
+        # (``_take_over_apart``): those in progress, by shard, and a failure of one that is not its node's alone,
+        # raised in the loop's next round as a takeover in the loop raises it.
+        self._takeovers: dict[int, asyncio.Task] = {}
+        self._takeover_error: BaseException | None = None
         self._write_call = write_call if self._receipts else None
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -483,6 +488,7 @@ class Engine:
         try:
             await self._consume()
         finally:
+            await self._settle_takeovers()
             self.inbox.release()
             # Stopping (or a bug): whatever was decided is published and acknowledged before the leases go.
             with contextlib.suppress(*INFRASTRUCTURE_ERRORS, ResponseError):
@@ -501,12 +507,13 @@ class Engine:
                 await self._pause(self.config.block_ms / 1000)
                 continue
             try:
-                taking_over = self._needs_takeover and not self._needs_takeover.isdisjoint(held)
+                taking_over = (self._needs_takeover and not self._needs_takeover.isdisjoint(held)
+                               or self._takeover_error is not None)
                 held = await self._take_over_due(held) if taking_over else held
                 if taking_over and self._stopping.is_set():
                     return
-                if not held:  # every held shard waits out a failure of its own (``streams.isolates``)
-                    await self._pause(0.05)
+                if not held:  # every held shard waits out a failure of its own or is being taken over
+                    await self._pause_for_takeovers(0.05)
                     continue
                 if self.inbox and self._ahead is None:
                     await self._decide_handed(held)
@@ -584,6 +591,8 @@ class Engine:
         self.log.error("consume.stepping_aside", shards=self.leases.held, failed_rounds=STEP_ASIDE_AFTER,
                        error=f"{type(error).__name__}: {error}", hold_off_s=hold_off_s)
         self.metrics.count("stepped_aside")
+        await self._settle_takeovers()  # none writes once the leases are given back
+        self._takeover_error = None
         self.inbox.release()
         self._needs_takeover.update(self.leases.held)
         await self._drop_in_flight()
@@ -607,15 +616,21 @@ class Engine:
         """Take over the held shards that need it (group, pending claimed, backlog replayed); the shards ready
         to read. A shard whose takeover fails alone (``streams.isolates``: its Cluster node is down, or refuses
         writes) waits out its backoff and is tried again on a later round, the others read meanwhile; any other
-        failure fails the round."""
-        if self.streams.reading is not None or self._ahead is not None:
+        failure fails the round. On a Cluster the takeovers run apart (``_take_over_apart``)."""
+        due = [shard for shard in held if shard in self._needs_takeover and self.streams.ready(shard)]
+        if self.streams.takes_over_apart:
+            return self._take_over_apart(held, due)
+        if due and (self.streams.reading is not None or self._ahead is not None):
             # A takeover replays every pending entry, those of the read in flight or decided ahead too: drop
-            # them before it, or they would be decided twice.
+            # them before it, or they would be decided twice. (Not while every shard needing one waits out its
+            # backoff: nothing is replayed then, and the others' read goes on.)
             await self._drop_in_flight()
+        if not due:
+            return [shard for shard in held if shard not in self._needs_takeover]
         self._taking_over = True
         self.inbox.release()  # a takeover may replay a long backlog: these go through the stream
         try:
-            for shard in held:
+            for shard in due:
                 if shard not in self._needs_takeover or not self.streams.ready(shard):
                     continue
                 try:
@@ -623,9 +638,7 @@ class Engine:
                 except Exception as error:
                     if not self.streams.isolates(error):
                         raise
-                    self._redis_error_ms = int(time.time() * 1000)
-                    self.streams.fail(shard, error)
-                    self.log.warning("shard.takeover_failed", shard=shard, error=f"{type(error).__name__}: {error}")
+                    self._takeover_failed(shard, error)
                     continue
                 self._needs_takeover.discard(shard)
                 if self._stopping.is_set():
@@ -633,6 +646,66 @@ class Engine:
         finally:
             self._taking_over = False
         return [shard for shard in held if shard not in self._needs_takeover]
+
+    def _take_over_apart(self, held: list[int], due: list[int]) -> list[int]:
+        """(A Cluster) Start the takeover of each due shard as a task of its own, and return the held shards ready
+        to read now, the others' takeovers under way.
+
+        In the loop, one after another, the takeovers of a dead node's shards held every other shard's answers:
+        each attempt waited out the client's reconnects to that node (~130 ms), a round of them about once a
+        second until the promotion, and the live shards' answers came in bunches 1.1-2.2 s late (issue 28,
+        `almanac bench failover`). Apart, they fail concurrently while the loop serves the live shards; a shard
+        taken over joins the next round's read. A shard is never read while its takeover runs (it stays in
+        ``_needs_takeover`` until the takeover is done), so its entries are decided by the takeover alone."""
+        error, self._takeover_error = self._takeover_error, None
+        if error is not None:
+            raise error
+        for shard in due:
+            if shard not in self._takeovers:
+                self._takeovers[shard] = asyncio.create_task(self._take_over_alone(shard),
+                                                             name=f"engine-takeover-{shard}")
+        return [shard for shard in held if shard not in self._needs_takeover]
+
+    async def _take_over_alone(self, shard: int) -> None:
+        """One shard's takeover apart from the loop (``_take_over_apart``): done, it is read again; failed alone, it
+        waits out its backoff; failed otherwise, the loop's next round raises the failure (the shard still needs
+        a takeover)."""
+        try:
+            await self.streams.drop_shard_read(shard)  # its reads' answers are the takeover's to replay
+            await self._take_over(shard)
+        except Exception as error:  # noqa: BLE001 - handed to the loop below, or the shard's own failure
+            if self.streams.isolates(error):
+                self._takeover_failed(shard, error)
+            elif self._takeover_error is None:
+                self._takeover_error = error
+        else:
+            self._needs_takeover.discard(shard)
+        finally:
+            self._takeovers.pop(shard, None)
+
+    def _takeover_failed(self, shard: int, error: BaseException) -> None:
+        """A takeover failed alone (``streams.isolates``): the shard waits out its backoff, the others are read."""
+        self._redis_error_ms = int(time.time() * 1000)
+        self.streams.fail(shard, error)
+        self.log.warning("shard.takeover_failed", shard=shard, error=f"{type(error).__name__}: {error}")
+
+    async def _pause_for_takeovers(self, seconds: float) -> None:
+        """Pause ``seconds``, or until a takeover under way ends (its shard is then read at once) or the engine stops."""
+        if not self._takeovers:
+            await self._pause(seconds)
+            return
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait([stopping, *self._takeovers.values()], timeout=seconds,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+
+    async def _settle_takeovers(self) -> None:
+        """Wait for the takeovers under way (each stops between its batches once the engine stops)."""
+        if self._takeovers:
+            await asyncio.gather(*self._takeovers.values(), return_exceptions=True)
+            self._takeovers.clear()  # each takes itself out as it ends; one cancelled before it began did not
 
     def _shard_unreachable(self, shard: int, error: BaseException) -> None:
         """A shard that failed alone (``streams.isolates``): take it over again once its reads' backoff is over."""

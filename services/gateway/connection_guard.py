@@ -103,6 +103,7 @@ class GuardedConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.guarding = True  # False once the connection is a WebSocket's (or its bytes no longer HTTP/1.1)
+        self.dead_end = False  # True past a request asking to upgrade to anything but a WebSocket (h2c)
         self.in_head = True  # between a request's end (or the connection's start) and its successor's headers' end
         self.head_read = 0  # bytes read since the head began (the part httptools holds included)
         self.head_bytes = 0  # bytes of the request's url and headers parsed so far
@@ -136,6 +137,8 @@ class GuardedConnection(asyncio.Protocol):
         self._arm()  # a connection that never sends a whole request is closed
 
     def data_received(self, data: bytes) -> None:
+        if self.dead_end:
+            return  # past an upgrade to anything but a WebSocket: nothing can parse it
         if self.guarding:
             # Sheddable only from a request boundary with nothing of the connection being answered: a refusal
             # written now is then surely the answer to the first request of this read (HTTP/1.1 answers in order).
@@ -148,7 +151,13 @@ class GuardedConnection(asyncio.Protocol):
             try:
                 self.parser.feed_data(data)
             except httptools.HttpParserUpgrade:
-                self._stop_guarding()  # a WebSocket from here: its own protocol bounds it
+                if self._websocket_upgrade():
+                    self._stop_guarding()  # a WebSocket from here: its own protocol bounds it
+                else:
+                    # Another protocol (h2c): uvicorn answers this request as HTTP/1.1 and parses nothing after it,
+                    # nor does httptools. The connection is a dead end: what follows is dropped, and the read
+                    # timeout, armed when the answer is written, closes it (no whole request can come).
+                    self.dead_end = True
             except _Refused:
                 return  # answered and closed: nothing of it is handed on
             except httptools.HttpParserError:
@@ -338,6 +347,10 @@ class GuardedConnection(asyncio.Protocol):
             self.deadline = self.loop.call_at(self.read_by, self._timed_out)
         else:
             self.transport.close()
+
+    def _websocket_upgrade(self) -> bool:
+        """Whether the request whose upgrade stopped the parser asks for a WebSocket (what uvicorn upgrades to)."""
+        return any(name == b"upgrade" and b"websocket" in value.lower() for name, value in self.headers)
 
     def _stop_guarding(self) -> None:
         self.guarding = False

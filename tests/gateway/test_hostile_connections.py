@@ -5,7 +5,7 @@
   not grow the gateway by the size of one (httptools kept every byte of an unfinished head).
 - A connection that sends nothing, a head dripped a byte at a time (slowloris) or a body that never comes
   is closed after ALMANAC_HTTP_READ_TIMEOUT_MS, and so is one gone silent after a request answered before
-  its body ended; a keep-alive client that keeps asking is not, nor is a live feed (a WebSocket). With its
+  its body ended, and one that asked to upgrade to anything but a WebSocket (h2c) and then drips bytes; a keep-alive client that keeps asking is not, nor is a live feed (a WebSocket). With its
   files held by silent sockets, a gateway served no one: it now serves again once the timeout has closed them.
 - A live feed takes no message from its client (control frames aside): a message over a few KB closes it 1009.
   uvicorn took messages of up to 16 MB, inflated from permessage-deflate: 12 feeds each sending two 15 MB
@@ -182,6 +182,29 @@ def test_a_connection_answered_before_its_body_ended_is_still_closed_once_silent
         started = time.monotonic()
         assert answer_or_close(connection) == b""
         assert time.monotonic() - started < 3
+
+
+def test_an_upgrade_to_anything_but_a_websocket_does_not_end_the_guard(gateway: str) -> None:
+    # An Upgrade other than websocket (curl --http2 on plain http asks for h2c) is answered as HTTP/1.1, and the
+    # connection still has the read timeout: the guard stopped guarding at any upgrade, and a byte every
+    # few seconds then held the connection (uvicorn's parser, stuck past the upgrade, ignores what follows,
+    # and every byte stopped its keep-alive timer) for as long as the client liked.
+    with raw_connection(gateway) as upgrading:
+        upgrading.sendall(b"GET /health HTTP/1.1\r\nHost: gateway\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                          b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+        assert upgrading.recv(65_536).startswith(b"HTTP/1.1 200 ")
+        started = time.monotonic()
+        closed_at = None
+        try:
+            for byte in b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 100:  # a byte every 50 ms: 5 s, were it allowed
+                upgrading.sendall(bytes([byte]))
+                time.sleep(0.05)
+        except (BrokenPipeError, ConnectionResetError):
+            closed_at = time.monotonic() - started
+        if closed_at is None:
+            assert answer_or_close(upgrading) is not None  # closed by now (TimeoutError otherwise)
+            closed_at = time.monotonic() - started
+        assert closed_at < 3, f"the upgraded connection lived {closed_at:.1f} s"
 
 
 def test_a_live_feed_is_not_held_to_the_read_timeout(gateway: str) -> None:
