@@ -49,8 +49,7 @@ from almanac.services.gateway.gateway import internal_command_id
 from almanac.services.redis_client import connect
 from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack
-from almanac.storage.archive import ArchivingStore
-from almanac.storage.keys import Keys
+from almanac.storage.keys import DEFAULT_PREFIX, Keys
 
 LANES_PER_SHARD = 2  # rooms in play at once on each shard, one command in flight each
 RESEND_PAUSE_S = 0.1  # a client answered 503 (or 202: still deciding) sends the same command id again this much later
@@ -156,7 +155,7 @@ async def _check_log(settings: Settings, load: Load) -> tuple[int, int, int]:
     """Acknowledged commands missing from the log, acknowledged commands in it more than once, rooms that do not
     verify. Read as the stack reads them: the rooms played to their end a minute ago are in the archive by now."""
     client = connect(settings.redis_url, cluster=True)
-    store = ArchivingStore(client, bootstrap.archive_store(settings), settings.shard_count)
+    store = bootstrap.tool_store(client, settings.shard_count, DEFAULT_PREFIX, archive=bootstrap.archive_store(settings))
     try:
         counts: dict[str, int] = defaultdict(int)
         unverified = 0
@@ -245,7 +244,7 @@ def main(outage_s: float = 60.0, after_s: float | None = None, rate: int = 100, 
 def _failover(cluster: ReplicatedCluster, stack: Stack, settings: Settings, outage_s: float, after_s: float,
               rate: int, warmup_s: float) -> dict[str, Any]:
     shards = settings.shard_count
-    keys = Keys(shards)
+    keys = bootstrap.process_keys(shards)
     health = httpx.get(f"{stack.url}/health", timeout=5).json()
     subscription = int(health["outcomes"]["node"].rsplit(":", 1)[1])
     victim, promoted = _victim(subscription, cluster.roles()["slave"])

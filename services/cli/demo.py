@@ -163,8 +163,10 @@ class Demo:
 
 def _describe(report: dict[str, Any]) -> str:
     """One line of services.forensics.verify's report: what was checked, and where it diverged if it did."""
+    # A seat's report leaves the refusals out (a rival's refusal is not a seat's to count); an auditor's has them.
+    refusals = f"{report['refusals_rechecked']} refusals re-checked, " if "refusals_rechecked" in report else ""
     text = (f"{report['chain_checked']} events chained, {report['commands_redecided']} commands "
-            f"re-decided, {report['refusals_rechecked']} refusals re-checked, seed {report['seed']}")
+            f"re-decided, {refusals}seed {report['seed']}")
     divergence = report.get("divergence")
     return text if not divergence else f"{text}; diverges at v{divergence.get('version')} ({divergence.get('check')})"
 

@@ -168,7 +168,9 @@ def auditors_engine_field(field: str) -> bool:
     return field in AUDITORS_ENGINE_FIELDS or field.startswith("latency_")
 
 
-AUDITORS_ENGINE_FIELDS = frozenset({"commands", "rejected", "batches", "batches_ahead"})
+# ``commands_trimmed`` counts the command-stream entries trimmed, refused commands' among them: set against the
+# public ``accepted`` (a retention window later) it would tell that a refusal happened.
+AUDITORS_ENGINE_FIELDS = frozenset({"commands", "rejected", "batches", "batches_ahead", "commands_trimmed"})
 
 
 async def _scrape_engine_and_projector(gw: Gateway, auditor: bool) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from almanac.services.gateway.api_ops import auditors_engine_field
 from almanac.services.gateway.metrics import GatewayMetrics
 
 
@@ -114,3 +115,14 @@ def test_refusals_shed_by_the_connection_guard_are_counted_when_the_metrics_are_
     assert ("almanac_http_request_latency_seconds_count", (("route", "/rooms/{room}/commands"),)) not in seen
     metrics.shed(1)
     assert samples(metrics)[("almanac_commands_total", (("outcome", "overloaded"), ("ruleset", "")))] == 6
+
+
+def test_every_engine_count_that_moves_for_a_refused_command_is_the_auditors() -> None:
+    """Issue 28: an engine counter that counts refused commands among others tells a rival, set against the public
+    ``accepted``, that a refusal happened. Given the engine's counters that move for a refused command (the
+    trimmed command-stream entries among them, a retention window later), then each is the auditors' alone; those
+    that move only for what every seat sees stay public."""
+    for field in ("commands", "rejected", "batches", "batches_ahead", "commands_trimmed", "latency_le_5", "latency_count"):
+        assert auditors_engine_field(field), field
+    for field in ("accepted", "duplicates", "conflicts", "shards_held"):
+        assert not auditors_engine_field(field), field

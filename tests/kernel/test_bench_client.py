@@ -21,6 +21,9 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
                                       "is ready"),
     "bench/webhooks.py": ({"httpx"}, "its baseline is what a webhook delivery costs as bare POSTs to the bench's own "
                                      "receiver (the notifier's side, no gateway)"),
+    "bench/failover.py": ({"httpx"}, "its figures are the gateway's raw answers during a Cluster failover: every "
+                                     "status (202, 503, a dropped connection) counted per answer and resent with the "
+                                     "same command id by its own loop, which the client's retries would hide"),
     "bench/listing.py": ({"fastapi.testclient"}, "times the listing routes' handlers in process (an ASGI app, no "
                                                  "socket): its figures are the routes' cost, not a client's"),
 }

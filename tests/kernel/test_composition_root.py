@@ -47,6 +47,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "projections/read_model_queries.py": ({"Keys"}, "as projections/projector.py: the gateway and the CLI hand the root's keys"),
     "bench/faststream.py": ({"from_url"}, "its baseline is redis-py as it comes, as FastStream's broker "
                                                    "builds it (the module says so)"),
+    "bench/redis_cluster.py": ({"Redis"}, "starts, kills and restarts the nodes of a local Cluster and asks each node "
+                                          "by its port (CLUSTER INFO, ROLE, FAILOVER): a client per node, no process's"),
     "bench/store.py": ({"from_url"}, "its baseline is redis-py as it comes, against the root's client"),
 }
 
