@@ -398,74 +398,55 @@ async def test_a_read_of_several_feeds_is_one_round_trip_and_its_cursors_ride_on
             await client.aclose()
 
 
-async def test_a_notifier_under_a_steady_trickle_of_appends_reads_its_feeds_a_few_times_a_second(tmp_path: Path) -> None:
-    """Given a running notifier (no subscriber) and a room's feed entry appended every 5 ms for a second, when the
-    appends end, then the notifier read the feeds about once per gather wait (NOTICE_GATHER_S), not once per entry
-    (each read three round trips: bench e2e's notifier cost 10-20% of the stack), and its cursor stands at the last
-    entry."""
+async def _feed_reads_under_a_trickle(tmp_path: Path) -> tuple[int, float]:
+    """Given a running notifier (no subscription) and a room's feed entry appended every 5 ms, 200 of them, when the
+    appends end and its cursor stands at the last entry: (the feed reads it made, the seconds the trickle took)."""
     from almanac.services.embedded_redis import EmbeddedRedis  # noqa: PLC0415
+
+    with EmbeddedRedis(tmp_path / "redis", persist=False) as server:  # its own: the call counts are the server's
+        client = aioredis.Redis.from_url(server.url)
+        settings = load_settings({}, redis_url=server.url, data_dir=str(tmp_path))
+        keys = Keys(settings.shard_count)
+        notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys=keys), settings, keys=keys)
+        stop = asyncio.Event()
+        running = asyncio.create_task(notifier.run(stop))
+        try:
+            await asyncio.sleep(0.3)  # its cursors read, its first read waiting
+            await client.config_resetstat()
+            started = time.monotonic()
+            for version in range(1, 201):
+                last = await client.xadd(keys.feed(3), {"r": "trickle", "v": version, "l": version})
+                await asyncio.sleep(0.005)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and await client.get(keys.notifier_cursor(3)) != last:
+                await asyncio.sleep(0.05)
+            assert await client.get(keys.notifier_cursor(3)) == last
+            # Against the time the trickle really took (a loaded machine stretches the 5 ms sleeps).
+            return (await client.info("commandstats"))["cmdstat_xread"]["calls"], time.monotonic() - started
+        finally:
+            stop.set()
+            await running
+            await notifier.aclose()
+            await client.aclose()
+
+
+async def test_a_notifier_under_a_steady_trickle_of_appends_reads_its_feeds_a_few_times_a_second(tmp_path: Path) -> None:
+    """Given a trickle of 200 appends, then the notifier read the feeds about once per gather wait
+    (NOTICE_GATHER_S) at most, not once per entry (each read three round trips: bench e2e's notifier cost 10-20% of
+    the stack), and its cursor stands at the last entry."""
     from almanac.services.notifier import NOTICE_GATHER_S  # noqa: PLC0415
 
-    with EmbeddedRedis(tmp_path / "redis", persist=False) as server:  # its own: the call counts are the server's
-        client = aioredis.Redis.from_url(server.url)
-        settings = load_settings({}, redis_url=server.url, data_dir=str(tmp_path))
-        keys = Keys(settings.shard_count)
-        notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys=keys), settings, keys=keys)
-        stop = asyncio.Event()
-        running = asyncio.create_task(notifier.run(stop))
-        try:
-            await asyncio.sleep(0.3)  # its cursors read, its first read waiting
-            await client.config_resetstat()
-            appended, started = 200, time.monotonic()
-            for version in range(1, appended + 1):
-                last = await client.xadd(keys.feed(3), {"r": "trickle", "v": version, "l": version})
-                await asyncio.sleep(0.005)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and await client.get(keys.notifier_cursor(3)) != last:
-                await asyncio.sleep(0.05)
-            assert await client.get(keys.notifier_cursor(3)) == last
-            reads = (await client.info("commandstats"))["cmdstat_xread"]["calls"]
-            # Against the time the trickle really took (a loaded machine stretches the 5 ms sleeps): at most a few
-            # reads per gather wait, far fewer than one per entry.
-            took = time.monotonic() - started
-            assert reads <= 3 * took / NOTICE_GATHER_S + 5 and reads < appended / 4, (reads, took)
-        finally:
-            stop.set()
-            await running
-            await notifier.aclose()
-            await client.aclose()
+    reads, took = await _feed_reads_under_a_trickle(tmp_path)
+    assert reads <= 3 * took / NOTICE_GATHER_S + 5 and reads < 200 / 4, (reads, took)
+
+
 async def test_a_notifier_with_no_subscription_reads_a_trickle_of_appends_about_twice_a_second(tmp_path: Path) -> None:
-    """Given a running notifier with no subscription and a room's feed entry appended every 5 ms for a second, when
-    the appends end, then the notifier read the feeds about once per idle gather wait (NOTICE_IDLE_GATHER_S: there
-    is nothing to enqueue, only cursors to move; bench e2e runs with no subscriber), not once per NOTICE_GATHER_S,
-    and its cursor stands at the last entry."""
-    from almanac.services.embedded_redis import EmbeddedRedis  # noqa: PLC0415
+    """Given a trickle of 200 appends and no subscription, then the notifier read the feeds about once per idle
+    gather wait (NOTICE_IDLE_GATHER_S: there is nothing to enqueue, only cursors to move; bench e2e runs with no
+    subscriber), not once per NOTICE_GATHER_S, and its cursor stands at the last entry."""
     from almanac.services.notifier import NOTICE_IDLE_GATHER_S  # noqa: PLC0415
 
-    with EmbeddedRedis(tmp_path / "redis", persist=False) as server:  # its own: the call counts are the server's
-        client = aioredis.Redis.from_url(server.url)
-        settings = load_settings({}, redis_url=server.url, data_dir=str(tmp_path))
-        keys = Keys(settings.shard_count)
-        notifier = Notifier(client, RedisEventStore(client, settings.shard_count, keys=keys), settings, keys=keys)
-        stop = asyncio.Event()
-        running = asyncio.create_task(notifier.run(stop))
-        try:
-            await asyncio.sleep(0.3)  # its cursors read, its first read waiting
-            await client.config_resetstat()
-            appended, started = 200, time.monotonic()
-            for version in range(1, appended + 1):
-                last = await client.xadd(keys.feed(3), {"r": "trickle", "v": version, "l": version})
-                await asyncio.sleep(0.005)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and await client.get(keys.notifier_cursor(3)) != last:
-                await asyncio.sleep(0.05)
-            assert await client.get(keys.notifier_cursor(3)) == last
-            reads = (await client.info("commandstats"))["cmdstat_xread"]["calls"]
-            # Against the time the trickle really took (a loaded machine stretches the 5 ms sleeps)
-            took = time.monotonic() - started
-            assert reads <= 1.5 * took / NOTICE_IDLE_GATHER_S + 3, (reads, took)
-        finally:
-            stop.set()
-            await running
-            await notifier.aclose()
-            await client.aclose()
+    reads, took = await _feed_reads_under_a_trickle(tmp_path)
+    assert reads <= 1.5 * took / NOTICE_IDLE_GATHER_S + 3, (reads, took)
+
+
