@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 from redis.asyncio.cluster import RedisCluster
@@ -36,6 +37,7 @@ from almanac.services.redis_client import read_or_stop
 from almanac.storage.base import EventStore
 from almanac.storage.keys import Keys
 from almanac.storage.loader import RoomLoader
+from almanac.storage.raw_connection import stream_reply
 
 _log = get_logger("almanac.clock")
 
@@ -155,10 +157,14 @@ class Clock:
     def __init__(self, client, keys: Keys, store: EventStore, now_ms: Callable[[], int] = wall_ms,
                  batch: int = 1000, cache_size: int = 10_000,
                  held: Callable[[str], tuple[RoomState, str] | None] | None = None,
-                 loader: RoomLoader | None = None) -> None:
+                 loader: RoomLoader | None = None,
+                 call_many: Callable[[list[tuple]], Awaitable[list[Any]]] | None = None) -> None:
         """``loader``: a room loader of the process's on ``store`` (``bootstrap.Runtime.loader``, never the writer's
-        own: its cache holds only states whose write went through); else one of ``cache_size`` rooms is made here."""
+        own: its cache holds only states whose write went through); else one of ``cache_size`` rooms is made here.
+        ``call_many``: how a tick's look at its shards and its cursor writes are sent on one Redis (the gateway's
+        pipelined connection, ``PipelinedConnection.call_many``: one write, raw replies); else a redis-py pipeline."""
         self.client = client
+        self.call_many = call_many
         self.keys = keys
         self.store = store
         self.now_ms = now_ms
@@ -325,12 +331,7 @@ class Clock:
                 del self._cursors[shard]  # given up: whoever holds it now moves its cursor
         cursors = {shard: await self._cursor(shard) for shard in shards if shard not in self._cursors}
         now = self.now_ms()
-        pipe = self.client.pipeline(transaction=False)
-        for shard in shards:
-            cursor = self._cursors.get(shard) or cursors.get(shard)
-            pipe.xread({self.keys.feed(shard): cursor or "0-0"}, count=self.batch)
-            pipe.zrangebyscore(self.keys.deadlines(shard), "-inf", now, start=0, num=1)
-        replies = await pipe.execute()
+        replies = await self._look(shards, cursors, now)
         sent = 0
         self._moved = {}
         self._feeds_moved = any(replies[0::2])
@@ -353,11 +354,34 @@ class Clock:
         finally:
             moved, self._moved = self._moved, None
             if moved:
-                cursors_pipe = self.client.pipeline(transaction=False)
-                for shard, cursor in moved.items():
-                    cursors_pipe.set(self.keys.clock_cursor(shard), cursor)
-                await cursors_pipe.execute()
+                if self.call_many is not None:
+                    await self.call_many([("SET", self.keys.clock_cursor(shard), cursor)
+                                          for shard, cursor in moved.items()])
+                else:
+                    cursors_pipe = self.client.pipeline(transaction=False)
+                    for shard, cursor in moved.items():
+                        cursors_pipe.set(self.keys.clock_cursor(shard), cursor)
+                    await cursors_pipe.execute()
         return sent
+
+    async def _look(self, shards: list[int], cursors: dict[int, str | None], now: int) -> list:
+        """Each shard's feed entries past its cursor and its first deadline due at ``now``, in one round trip: per
+        shard an XREAD reply (as redis-py parses it) and a list, in turn."""
+        if self.call_many is None:
+            pipe = self.client.pipeline(transaction=False)
+            for shard in shards:
+                cursor = self._cursors.get(shard) or cursors.get(shard)
+                pipe.xread({self.keys.feed(shard): cursor or "0-0"}, count=self.batch)
+                pipe.zrangebyscore(self.keys.deadlines(shard), "-inf", now, start=0, num=1)
+            return await pipe.execute()
+        commands: list[tuple] = []
+        for shard in shards:
+            cursor = self._cursors.get(shard) or cursors.get(shard)
+            commands.append(("XREAD", "COUNT", self.batch, "STREAMS", self.keys.feed(shard), cursor or "0-0"))
+            commands.append(("ZRANGEBYSCORE", self.keys.deadlines(shard), "-inf", now, "LIMIT", 0, 1))
+        replies = await self.call_many(commands)
+        replies[0::2] = [stream_reply(read) for read in replies[0::2]]
+        return replies
 
     async def run(self, shards: Callable[[], list[int]], stopping: asyncio.Event, interval_s: float = 0.1) -> None:
         """Tick over ``shards()`` (the leases held now) until ``stopping``, at most every ``interval_s``; between

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from almanac.services.clock import Clock
@@ -31,7 +31,8 @@ class Housekeeping:
                  safely_held: Callable[[], list[int]], stopping: asyncio.Event, metrics: EngineMetrics, log: Any,
                  stream_retain_ms: int, clock: bool,
                  room_states: Callable[[str], tuple[Any, str] | None] | None = None,
-                 loaders: Callable[[int], RoomLoader] | None = None) -> None:
+                 loaders: Callable[[int], RoomLoader] | None = None,
+                 call_many: Callable[[list[tuple]], Awaitable[list[Any]]] | None = None) -> None:
         self.client, self.keys, self.store = client, keys, store
         self._held, self._safely_held = held, safely_held
         self._stopping = stopping
@@ -40,14 +41,15 @@ class Housekeeping:
         self._clock = clock
         self._room_states = room_states  # the engine's own cached states, lent to the clock (Clock.held)
         self._loaders = loaders or functools.partial(RoomLoader, store)  # the clock's own loader (Runtime.loader)
+        self._call_many = call_many  # how the clock's looks go on one Redis (Clock's ``call_many``)
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._trim_loop(), name="engine-trim")]
         if self._clock:  # the deadlines of the shards this engine holds (services/clock.py)
             self._tasks.append(asyncio.create_task(
-                Clock(self.client, self.keys, self.store, held=self._room_states,
-                      loader=self._loaders(ROOM_CACHE)).run(self._safely_held, self._stopping),
+                Clock(self.client, self.keys, self.store, held=self._room_states, loader=self._loaders(ROOM_CACHE),
+                      call_many=self._call_many).run(self._safely_held, self._stopping),
                 name="engine-clock"))
 
     async def stop(self) -> None:

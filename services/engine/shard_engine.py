@@ -129,14 +129,17 @@ class Engine:
 
     def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None,
                  write_call: Callable[..., Awaitable[Any]] | None = None, streams: CommandStreams | None = None,
-                 loaders: Callable[[int], RoomLoader] | None = None) -> None:
+                 loaders: Callable[[int], RoomLoader] | None = None,
+                 call_many: Callable[[list[tuple]], Awaitable[list[Any]]] | None = None) -> None:
         """``write_call``: how the writes of commands handed in (``decide_here``) are sent, one script call each
         (the gateway's pipelined submit connection, ``PipelinedConnection.call``): one Redis only and unless every append
         waits for a replica; otherwise (and without it) the store's own write, which ends with WAIT.
         ``streams``: how the shards' command streams are read and answered on ``client`` (one Redis or a
         Cluster: storage.command_streams, chosen by the client's class when not given).
         ``loaders``: how the process makes a room loader on ``store`` (``bootstrap.Runtime.loader``, given with the
-        runtime's store): one for the room step, one for the clock; without it they are made on ``store`` here."""
+        runtime's store): one for the room step, one for the clock; without it they are made on ``store`` here.
+        ``call_many``: how the clock's looks at the held shards are sent on one Redis (the same connection's
+        ``PipelinedConnection.call_many``); without it, through ``client``'s pipeline."""
         self.client = client
         self.config = config
         # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
@@ -182,7 +185,7 @@ class Engine:
         self.housekeeping = Housekeeping(client, self.keys, self.store, lambda: self.leases.held,
                                          self.leases.safely_held, self._stopping, self.metrics, self.log,
                                          config.stream_retain_ms, config.clock, self.service.loader.cached,
-                                         self.loaders)
+                                         self.loaders, call_many)
         # Commands handed in by the gateway of this same process (``decide_here``), with their waiters: decided
         # by the consume loop between its batches, so this process stays its shards' only, serial writer.
         self.inbox = Inbox()

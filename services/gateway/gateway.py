@@ -128,7 +128,8 @@ class Gateway:
         # of them with ALMANAC_ENGINE_SHARDS=none, go through their shard's stream to whoever holds it.
         self.engine_runtime = bootstrap.runtime(settings, bootstrap.Role.GATEWAY_ENGINE)
         self.engine = Engine(self.engine_runtime.client, gateway_engine_config(settings), self.engine_runtime.store,
-                             write_call=self.outcomes.call, loaders=self.engine_runtime.loader)
+                             write_call=self.outcomes.call, loaders=self.engine_runtime.loader,
+                             call_many=self.outcomes.line.call_many if self.outcomes.line is not None else None)
         # Commands being decided through this process now (bounded by settings.gateway_max_inflight).
         self.inflight = 0
         # Admission: the in-flight limit and the standing-queue test (overload.Admission, its two settings).

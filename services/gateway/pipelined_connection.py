@@ -70,6 +70,40 @@ class PipelinedConnection:
             self._watchdog = loop.call_later(self._timeout_s, self._check_silence)
         return await future
 
+    async def call_many(self, commands: list[tuple]) -> list[Any]:
+        """Send ``commands`` in this turn's one write; their replies in order (raw, as ``call`` gives them), or the
+        first error among them once every reply is in, as a redis-py pipeline's ``execute`` raises it. For a caller
+        that sent its commands through redis-py's pipeline object: its per-command calls and reply callbacks were
+        half of the clock's tick (docs/capacity.md, issue 29's seventh pass)."""
+        connection = self._connection
+        if connection is None or self._closed:
+            connection = await self._connect()
+        packed = [hiredis.pack_command(command) for command in commands]  # raises before anything is queued
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        futures = [loop.create_future() for _ in packed]
+        self._unsent += packed
+        self._waiting.extend([(future, sent) for future in futures])
+        if self._flush_handle is None:
+            self._flush_handle = loop.call_soon(self._flush, connection)
+        if self._watchdog is None:
+            self._watchdog = loop.call_later(self._timeout_s, self._check_silence)
+        replies: list[Any] = []
+        try:
+            for future in futures:  # replies in order: once the first is in, the rest most often are too
+                try:
+                    replies.append(await future)
+                except Exception as error:  # noqa: BLE001 - every reply read first, so that none is left unretrieved
+                    replies.append(error)
+        except BaseException:  # cancelled: the replies still to come are nobody's
+            for future in futures:
+                future.cancel()
+            raise
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
     def _flush(self, connection: Any) -> None:
         """Write the turn's commands in one write (a closed socket fails every call in flight, theirs too)."""
         self._flush_handle = None

@@ -212,3 +212,23 @@ async def test_calls_whose_turn_finds_the_socket_closed_all_fail_and_the_next_ca
         assert await asyncio.wait_for(line.call("ECHO", "again"), 3) == b"again"
     finally:
         await line.close()
+
+
+async def test_commands_sent_together_are_answered_in_order_and_an_error_among_them_raises_after_every_reply(
+        redis_client) -> None:
+    """Given a line, when three commands go as one (``call_many``: the clock's look), then they go in one write and
+    come back as their raw replies in order; when one of them is refused, then the others still took effect, the
+    refusal raises Redis's error, and the line answers the next call its own reply."""
+    await redis_client.set("a-string", "x")
+    line = PipelinedConnection(redis_client, timeout_s=5)
+    try:
+        await line.call("PING")  # connected
+        writes = line.writes
+        assert await line.call_many([("INCR", "many"), ("ECHO", "two"), ("INCR", "many")]) == [1, b"two", 2]
+        assert line.writes == writes + 1
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            await line.call_many([("INCR", "many"), ("LPUSH", "a-string", "y"), ("INCR", "many")])
+        assert await redis_client.get("many") == b"4"
+        assert await line.call("ECHO", "mine") == b"mine"
+    finally:
+        await line.close()

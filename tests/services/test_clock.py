@@ -14,6 +14,7 @@ from almanac.events.step import decode_record
 from almanac.services import clock as clock_module
 from almanac.services.bots import bot_seats
 from almanac.services.clock import Clock, deadline_command_id
+from almanac.services.gateway.pipelined_connection import PipelinedConnection
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.storage.redis_store import RedisEventStore
 
@@ -324,3 +325,69 @@ async def test_a_clock_whose_feeds_moved_ticks_again_without_a_wait_and_waits_on
     assert await calls_during_wait() == {"zrange": 0, "xread": 0}
     await clock.tick(shards)  # nothing moved since
     assert await calls_during_wait() == {"zrange": len(shards), "xread": 1}
+
+
+async def _without_pipeline(client: aioredis.Redis, tick) -> int:  # noqa: ANN001 - a clock's tick, awaited
+    """``tick`` awaited while ``client``'s pipeline refuses to be made: the clock sends nothing through it."""
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("the clock made a redis-py pipeline")
+
+    client.pipeline = refused  # type: ignore[method-assign]
+    try:
+        return await tick
+    finally:
+        del client.pipeline
+
+
+async def test_a_clock_on_the_pipelined_connection_tracks_and_sends_a_deadline_as_through_a_pipeline(
+        redis_client: aioredis.Redis) -> None:
+    """Given a realm room and the clock of the gateway's engine, which looks at its shards on the gateway's
+    pipelined connection (``call_many``), when it ticks before the season's timeout, at it, and after the timeout is
+    decided, then it tracks the deadline, sends the timeout once and tracks the next season's, as a clock sending its
+    looks through redis-py's pipeline does; and it made no pipeline."""
+    store, service, shard = await a_realm_room(redis_client, "on-line")
+    line = PipelinedConnection(redis_client, timeout_s=5)
+    now = At(START_MS + TIMEOUT_MS - 1)
+    clock = Clock(redis_client, KEYS, store, now_ms=now, call_many=line.call_many)
+    try:
+        assert await _without_pipeline(redis_client, clock.tick([shard])) == 0
+        assert await redis_client.zscore(KEYS.deadlines(shard), "on-line") == START_MS + TIMEOUT_MS
+        now.ms += 1
+        assert await _without_pipeline(redis_client, clock.tick([shard])) == 1
+        assert [o.accepted for o in await decide_sent(redis_client, service, "on-line")] == [True]
+        assert await _without_pipeline(redis_client, clock.tick([shard])) == 0
+        assert await redis_client.zscore(KEYS.deadlines(shard), "on-line") == START_MS + 2 * TIMEOUT_MS
+    finally:
+        await line.close()
+    assert [e.season_index for e in await season_endings(store, "on-line")] == [0]
+
+
+async def test_a_tick_on_the_pipelined_connection_looks_in_one_write_and_writes_its_cursors_in_one_more(
+        redis_client: aioredis.Redis) -> None:
+    """Given rooms without deadlines in three shards, tracked by a clock on the gateway's pipelined connection, when
+    each room moves and the clock ticks, then its look at the three shards (a feed read and a due-deadline look each)
+    went in one socket write and the three cursors in one more, and the cursors are where the feeds end."""
+    service, rooms = await untimed_rooms(redis_client, "untimed-line", shards=3)
+    line = PipelinedConnection(redis_client, timeout_s=5)
+    clock = Clock(redis_client, KEYS, service.store, now_ms=At(START_MS), call_many=line.call_many)
+    shards = sorted(rooms)
+    try:
+        for _ in range(2):  # the first reads every room of the shards, the second takes up the cursors it wrote
+            await clock.tick(shards)
+        for room in rooms.values():
+            assert (await service.handle(record(f"{room}-join", "ann", {"kind": "join_room"}, room))).accepted
+        before, writes = await redis_client.info("commandstats"), line.writes
+        await _without_pipeline(redis_client, clock.tick(shards))
+        after = await redis_client.info("commandstats")
+    finally:
+        await line.close()
+
+    def calls(name: str) -> int:
+        return after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
+
+    assert line.writes - writes == 2
+    assert (calls("xread"), calls("zrangebyscore"), calls("set")) == (3, 3, 3)
+    assert calls("evalsha") == 0 and calls("eval") == 0
+    for shard in shards:
+        last = (await redis_client.xrevrange(KEYS.feed(shard), count=1))[0][0]
+        assert await redis_client.get(KEYS.clock_cursor(shard)) == last
