@@ -130,7 +130,7 @@ class Engine:
     def __init__(self, client: aioredis.Redis, config: EngineConfig, store: RedisEventStore | None = None,
                  write_call: Callable[..., Awaitable[Any]] | None = None, streams: CommandStreams | None = None,
                  loaders: Callable[[int], RoomLoader] | None = None,
-                 call_many: Callable[[list[tuple]], Awaitable[list[Any]]] | None = None) -> None:
+                 call_many: Callable[..., Awaitable[list[Any]]] | None = None) -> None:
         """``write_call``: how the writes of commands handed in (``decide_here``) are sent, one script call each
         (the gateway's pipelined submit connection, ``PipelinedConnection.call``): one Redis only and unless every append
         waits for a replica; otherwise (and without it) the store's own write, which ends with WAIT.
@@ -138,8 +138,9 @@ class Engine:
         Cluster: storage.command_streams, chosen by the client's class when not given).
         ``loaders``: how the process makes a room loader on ``store`` (``bootstrap.Runtime.loader``, given with the
         runtime's store): one for the room step, one for the clock; without it they are made on ``store`` here.
-        ``call_many``: how the clock's looks at the held shards are sent on one Redis (the same connection's
-        ``PipelinedConnection.call_many``); without it, through ``client``'s pipeline."""
+        ``call_many``: how several commands go together on ``write_call``'s connection (its
+        ``PipelinedConnection.call_many``): a batch's writes (with ``write_call``), the clock's looks at the held
+        shards; without it, a task per write and ``client``'s pipeline for the clock."""
         self.client = client
         self.config = config
         # The process's store on ``client`` (services.bootstrap.runtime) when given; its keys are the process's.
@@ -196,6 +197,7 @@ class Engine:
         self._takeovers: dict[int, asyncio.Task] = {}
         self._takeover_error: BaseException | None = None
         self._write_call = write_call if self._receipts else None
+        self._write_many = call_many if self._write_call is not None else None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -350,10 +352,16 @@ class Engine:
 
     async def _write_handed(self, groups: list[list]) -> list[list]:
         """The ordered writes of commands handed in, one script call per shard on ``write_call`` (redis-py's
-        pooled call path cost more than the write); a NOSCRIPT one written again by the store."""
+        pooled call path cost more than the write), sent together by ``call_many`` when given (a task per write
+        cost more than its call: docs/capacity.md, issue 29's seventh pass); a NOSCRIPT one written again by the
+        store."""
         assert self._write_call is not None
-        replies = await asyncio.gather(*(self._write_call(*self.store.ordered_command(group)) for group in groups),
-                                       return_exceptions=True)
+        commands = [self.store.ordered_command(group) for group in groups]
+        if self._write_many is not None:
+            replies = await self._write_many(commands, raise_on_error=False)
+        else:
+            replies = await asyncio.gather(*(self._write_call(*command) for command in commands),
+                                           return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
                 raise reply  # the connection failed: the writes may have taken effect (see _decide_handed)

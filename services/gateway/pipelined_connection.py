@@ -70,11 +70,12 @@ class PipelinedConnection:
             self._watchdog = loop.call_later(self._timeout_s, self._check_silence)
         return await future
 
-    async def call_many(self, commands: list[tuple]) -> list[Any]:
-        """Send ``commands`` in this turn's one write; their replies in order (raw, as ``call`` gives them), or the
-        first error among them once every reply is in, as a redis-py pipeline's ``execute`` raises it. For a caller
-        that sent its commands through redis-py's pipeline object: its per-command calls and reply callbacks were
-        half of the clock's tick (docs/capacity.md, issue 29's seventh pass)."""
+    async def call_many(self, commands: list[tuple], raise_on_error: bool = True) -> list[Any]:
+        """Send ``commands`` in this turn's one write; their replies in order (raw, as ``call`` gives them). With
+        ``raise_on_error`` (as a redis-py pipeline's ``execute``) the first error among them is raised once every
+        reply is in; without it each error (an error reply, a failed connection) stands in its command's place, as
+        ``asyncio.gather(..., return_exceptions=True)`` of ``call`` gives them, without a task per command. For the
+        engine's writes of a batch and the clock's look at its shards (docs/capacity.md, issue 29's seventh pass)."""
         connection = self._connection
         if connection is None or self._closed:
             connection = await self._connect()
@@ -99,9 +100,10 @@ class PipelinedConnection:
             for future in futures:
                 future.cancel()
             raise
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
         return replies
 
     def _flush(self, connection: Any) -> None:

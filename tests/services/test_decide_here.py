@@ -29,7 +29,8 @@ CREATE = {"kind": "create_room", "ruleset": "counter"}
 
 async def started(client: aioredis.Redis, name: str, line: PipelinedConnection | None = None) -> Engine:
     engine = Engine(client, EngineConfig(name=name, shards=ALL_SHARDS, lease_ms=800),
-                    write_call=line.call if line is not None else None)
+                    write_call=line.call if line is not None else None,
+                    call_many=line.call_many if line is not None else None)
     await engine.start()
     return engine
 
@@ -156,7 +157,7 @@ async def test_a_command_no_batch_takes_in_time_is_withdrawn_and_never_written(r
     it waits its whole time unseen: NotDecidedHere (the gateway's 503), and nothing of it is ever written."""
     line = PipelinedConnection(redis_client, 5.0)
     engine = Engine(redis_client, EngineConfig(name="patient", shards=ALL_SHARDS, lease_ms=5_000),
-                    write_call=line.call)
+                    write_call=line.call, call_many=line.call_many)
     await engine.start()
     try:
         await wait_for(lambda: _holds_all(engine), what="the leases")
@@ -183,14 +184,14 @@ async def test_a_write_that_took_effect_but_lost_its_reply_is_answered_as_a_dupl
     engine, line = here
     await engine.decide_here(record("h8", "ann", CREATE, "c1"))
 
-    async def written_then_lost(*command):
-        await line.call(*command)
+    async def written_then_lost(commands, raise_on_error=True):
+        await line.call_many(commands, raise_on_error)
         raise RedisConnectionError("the connection dropped after the write")
 
-    engine._write_call = written_then_lost  # this one write only
+    engine._write_many = written_then_lost  # this one write only
     with pytest.raises(RedisConnectionError):
         await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
-    engine._write_call = line.call
+    engine._write_many = line.call_many
     again = await engine.decide_here(record("h8", "ann", {"kind": "join_room"}, "c2"))
     assert again.duplicate and again.last_version == 2
     added = await engine.decide_here(record("h8", "ann", {"kind": "add", "amount": 3}, "c3"))
@@ -328,3 +329,32 @@ async def test_a_large_batch_whose_deciding_fails_has_written_and_counted_nothin
     assert all(isinstance(result, NotDecidedHere) and not result.counted for result in results), results
     assert [await redis_client.get(KEYS.version(room)) for room in rooms] == [None] * len(rooms)
     assert [await redis_client.get(limit.key) for limit in limits] == [None] * len(rooms)
+
+
+async def test_the_writes_of_a_batch_decided_here_go_together_each_answering_its_own_commands(redis_client) -> None:
+    """Given an engine deciding its process's commands on a pipelined connection, when commands of three rooms of
+    three shards are handed in together, then their three writes (one script call per shard) go as one
+    ``call_many``, not a task per write, and each command is answered its own outcome, as the log says."""
+    register_test_rulesets()
+    rooms = [room_on(KEYS, shard, "together-") for shard in (1, 2, 3)]
+    line = PipelinedConnection(redis_client, 5.0)
+    sent: list[int] = []
+
+    async def counted(commands, raise_on_error=True):
+        if commands and commands[0][0] == "EVALSHA":  # the writes (the clock's looks go the same way)
+            sent.append(len(commands))
+        return await line.call_many(commands, raise_on_error)
+
+    engine = Engine(redis_client, EngineConfig(name="together", shards=ALL_SHARDS, lease_ms=5_000),
+                    write_call=line.call, call_many=counted)
+    await engine.start()
+    try:
+        await wait_for(lambda: _holds_all(engine), what="the leases")
+        outcomes = await asyncio.gather(*(engine.decide_here(record(room, "ann", CREATE, "c1")) for room in rooms))
+    finally:
+        await engine.stop()
+        await line.close()
+    assert [(o.room, o.accepted, o.last_version) for o in outcomes] == [(room, True, 1) for room in rooms]
+    assert sent == [3]
+    for room in rooms:
+        assert await assert_log_consistent(redis_client, room) == 1
