@@ -192,6 +192,11 @@ class RoomService:
                     continue
                 return self._unrecorded(record, error)
             except (InvalidCommand, RulesNotInstalledError) as error:
+                if isinstance(error, SecretMissing) and not bring_back and self._met_idle(record.room):
+                    # Its secrets read from the archive while another engine brought the room back (neither place
+                    # had them at its read): decide again on the room in Redis.
+                    bring_back = True
+                    continue
                 return self._unrecorded(record, error)
             except RuleError as error:
                 refused = refusal_record(record, state)
@@ -386,6 +391,8 @@ class RoomService:
                 # this command and the room's rest go through ``handle`` alone, which checks the store's version.
                 break
             except InvalidCommand as error:
+                if isinstance(error, SecretMissing) and self._met_idle(room):
+                    break  # read from the archive as the room came back: ``handle`` decides on the room in Redis
                 # Its id may name an earlier outcome: that one stands (as in ``handle``).
                 if plan.after is not None:
                     plan.recheck.add(room)  # that outcome may be in the write still in flight
