@@ -19,6 +19,7 @@ import httpx
 import pytest
 from gateway_stack import Stack, engine_and_gateway, open_board_rooms
 
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, Outcome, RoomService
 from almanac.storage.redis_store import RedisEventStore
@@ -188,11 +189,12 @@ def hung_rooms(gateway: tuple[str, Stack]) -> list[tuple[str, str]]:
 
 # The cruise ids after the hung rooms' own (each story adds a version to the first room).
 MORE_CRUISES = itertools.count(HUNG_VERSIONS)
-# The heavy reads a hung-up client is seen to give back: path under the room, and whether it is read with p's token.
-# (/series folded with a pause every 100 versions since issue 28; /verification and the player bundle ran their whole
-# chain check, re-decision or commitments before their cancellation could take effect: services.forensics.pauses.)
-HUNG_READS = {"series": ("series", False), "verification": ("verification", True),
-              "player-bundle": ("player-bundle", True)}
+# The heavy reads a hung-up client is seen to give back: path under the room, and who reads it (None: the public).
+# (/series folded with a pause every 100 versions since issue 28; /verification, the player and the dispute bundle
+# ran their whole chain check, re-decision or commitments before their cancellation could take effect:
+# services.forensics.pauses.)
+HUNG_READS = {"series": ("series", None), "verification": ("verification", "player"),
+              "player-bundle": ("player-bundle", "player"), "dispute": ("dispute?from=1&to=2", "auditor")}
 
 
 @pytest.mark.parametrize("route", sorted(HUNG_READS))
@@ -204,9 +206,11 @@ def test_heavy_reads_whose_client_hung_up_give_their_slots_back(gateway: tuple[s
     rooms' read on two connections (every slot: the default 2) and hangs up while the gateway folds, then another
     client's heavy read is admitted within a third of F of the hang-up: the abandoned folds were cancelled."""
     url, stack = gateway
-    (first, token), (second, _) = hung_rooms
-    path, with_token = HUNG_READS[route]
-    headers = {"Authorization": f"Bearer {token}"} if with_token else {}
+    (first, _), (second, _) = hung_rooms
+    path, reader = HUNG_READS[route]
+    auditor = TokenSigner(resolve_secret("", str(stack.data_dir)), 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
+    tokens = {room: {"player": token, "auditor": auditor}.get(reader or "") for room, token in hung_rooms}
+    headers = {"Authorization": f"Bearer {tokens[first]}"} if reader else {}
     small = httpx.post(f"{url}/rooms", json={"ruleset": "claim", "player": "p"}, timeout=10).json()
     started = time.monotonic()
     measured = httpx.get(f"{url}/rooms/{first}/{path}", headers=headers, timeout=120)
@@ -221,9 +225,8 @@ def test_heavy_reads_whose_client_hung_up_give_their_slots_back(gateway: tuple[s
 
     host, port = url.removeprefix("http://").split(":")
     hung = [socket.create_connection((host, int(port))) for _ in (first, second)]
-    tokens = dict(hung_rooms)  # each room's p (a token names its room)
     for sock, room in zip(hung, (first, second), strict=True):
-        auth = f"Authorization: Bearer {tokens[room]}\r\n" if with_token else ""
+        auth = f"Authorization: Bearer {tokens[room]}\r\n" if reader else ""
         sock.sendall(f"GET /rooms/{room}/{path} HTTP/1.1\r\nHost: {host}\r\n{auth}\r\n".encode())
     # Both requests reach their slots before the probe asks for one (a probe that got there first would take a slot
     # and have a read refused): a quarter of F, which still leaves the folds most of F to run (on a loaded machine
