@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import uvloop
+from redis.exceptions import RedisError
 from rich.table import Table
 
 from almanac.bench import cores as cpu_cores
@@ -238,18 +239,35 @@ def _entry_id(text: bytes | str | None) -> tuple[int, int]:
     return (int(millis), int(sequence or 0))
 
 
-def behind_shards(heads: list[Any], cursors: dict[str, list[Any]]) -> dict[str, list[int]]:
+def behind_shards(heads: list[Any], cursors: dict[str, list[Any]],
+                  optional: frozenset[str] = frozenset({"notifier"})) -> dict[str, list[int]]:
     """Per reader (projector checkpoint, notifier cursor: the feed entry each applied last, per shard), the shards
-    whose feed holds an entry past it; a reader with no cursor on any shard (no such process here) is left out."""
+    whose feed holds an entry past it. An ``optional`` reader with no cursor on any shard is left out: a stack started
+    elsewhere may run no notifier (it has no heartbeat to tell), whose cursors would never move."""
     behind = {}
     for reader, read in cursors.items():
-        if not any(read):
+        if reader in optional and not any(read):
             continue
         late = [shard for shard, (head, cursor) in enumerate(zip(heads, read, strict=True))
                 if _entry_id(head) > _entry_id(cursor)]
         if late:
             behind[reader] = late
     return behind
+
+
+async def _read_side_cursors(client: Any) -> list[Any] | None:
+    """Per shard: the feed's last entry, the projector's checkpoint, the notifier's cursor (three replies each); None
+    where this Redis will not answer them in one pipeline (a cluster's shards live on several nodes)."""
+    keys = Keys(bootstrap.settings().shard_count)
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            for shard in range(keys.shard_count):
+                pipe.xrevrange(keys.feed(shard), "+", "-", count=1)
+                pipe.get(keys.checkpoint(shard))
+                pipe.get(keys.notifier_cursor(shard))
+            return await pipe.execute()
+    except RedisError:
+        return None
 
 
 async def _await_caught_up(url: str, redis_url: str | None, wait_s: float = CATCH_UP_WAIT_S) -> None:
@@ -263,14 +281,8 @@ async def _await_caught_up(url: str, redis_url: str | None, wait_s: float = CATC
     client = bootstrap.tool_client(redis_url) if redis_url else None
     try:
         while True:
-            if client is not None:
-                keys = Keys(bootstrap.settings().shard_count)
-                async with client.pipeline(transaction=False) as pipe:
-                    for shard in range(keys.shard_count):
-                        pipe.xrevrange(keys.feed(shard), "+", "-", count=1)
-                        pipe.get(keys.checkpoint(shard))
-                        pipe.get(keys.notifier_cursor(shard))
-                    replies = await pipe.execute()
+            replies = await _read_side_cursors(client) if client is not None else None
+            if replies is not None:
                 heads = [reply[0][0] if reply else None for reply in replies[0::3]]
                 behind = behind_shards(heads, {"projector": replies[1::3], "notifier": replies[2::3]})
             else:
@@ -290,7 +302,7 @@ async def _await_caught_up(url: str, redis_url: str | None, wait_s: float = CATC
                       + "; ".join(f"{reader} on {len(shards)} shards" for reader, shards in behind.items())
                       + "): the first windows fold the rest", soft_wrap=True)
     else:
-        console.print(f"the read side (projector{'' if client is None else ', notifier'}) caught up with the rooms' "
+        console.print(f"the read side (projector{'' if replies is None else ', notifier'}) caught up with the rooms' "
                       f"events before the clock in {took:.2f} s", soft_wrap=True)
 
 

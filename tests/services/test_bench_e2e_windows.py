@@ -7,7 +7,13 @@ import math
 
 import pytest
 
-from almanac.bench.e2e import _await_caught_up, _print_windows, commands_sent_by, commands_to_add, judge_windows
+from almanac.bench.e2e import (
+    _await_caught_up,
+    _print_windows,
+    commands_sent_by,
+    commands_to_add,
+    judge_windows,
+)
 from almanac.bench.peer import PeerUnavailable, checked_latencies
 from almanac.services import bootstrap
 from almanac.storage.keys import Keys
@@ -73,12 +79,14 @@ def test_an_overload_windows_spill_is_printed_with_how_long_it_took_to_drain(cap
 
 async def test_the_clock_waits_for_the_projector_and_notifier_to_read_every_feed_to_its_end(redis_url, redis_client,
                                                                                              capsys):
-    """Given a shard's feed two entries past the projector's checkpoint (the rooms' events before the clock), the wait
-    before the first window says the projector is behind on it once its bound is out; once the checkpoint reaches the
+    """Given a shard's feed two entries past the projector's checkpoint (the rooms' events before the clock), or with
+    no checkpoint yet, the wait before the first window says the projector is behind on it once its bound is out; once the checkpoint reaches the
     feed's end but the notifier's cursor does not, the notifier; once both have, it says how long the wait took."""
     keys = Keys(bootstrap.settings().shard_count)
     first = await redis_client.xadd(keys.feed(3), {"e": "1"})
     last = await redis_client.xadd(keys.feed(3), {"e": "2"})
+    await _await_caught_up("http://unused", redis_url, wait_s=0.2)  # a projector that has applied nothing yet
+    assert "(behind: projector on 1 shards)" in " ".join(capsys.readouterr().out.split())
     await redis_client.set(keys.checkpoint(3), first)
     await _await_caught_up("http://unused", redis_url, wait_s=0.2)
     assert "did not catch up with the rooms' events within 0.2 s (behind: projector on 1 shards)" in \
