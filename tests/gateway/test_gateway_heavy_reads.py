@@ -19,6 +19,7 @@ import httpx
 import pytest
 from gateway_stack import Stack, engine_and_gateway, open_board_rooms
 
+from almanac.services.bus import internal_command_id
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, Outcome, RoomService
@@ -59,13 +60,16 @@ def cruise(stack: Stack, room: str, first: int, count: int) -> None:
         try:
             # In batches (one ordered write each): a long room is built in seconds, not a round trip per version.
             for start in range(first, first + count, CRUISE_BATCH):
-                records = [CommandRecord(command_id=f"cruise-{index}", room=room, player="p",
-                                         server_time_ms=now_ms + index, body={"kind": "cruise"})
+                # Ids scoped to the room as the gateway scopes a client's (the store dedupes per shard): with bare
+                # "cruise-N", a room on the shard of one cruised before got that room's outcomes back and none of
+                # its cruises (two hung rooms on one shard, 1 in 16: one read ended at once, holding no slot).
+                records = [CommandRecord(command_id=internal_command_id(room, "p", f"cruise-{index}"), room=room,
+                                         player="p", server_time_ms=now_ms + index, body={"kind": "cruise"})
                            for index in range(start, min(start + CRUISE_BATCH, first + count))]
                 for record, outcome in zip(records, await service.handle_many(records), strict=True):
                     if outcome is None:  # the batch left it to be decided alone (handle_many says when)
                         outcome = await service.handle(record)
-                    assert isinstance(outcome, Outcome) and outcome.accepted, outcome
+                    assert isinstance(outcome, Outcome) and outcome.accepted and not outcome.duplicate, outcome
         finally:
             await client.aclose()
 
