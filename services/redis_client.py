@@ -48,7 +48,9 @@ class FailoverCluster(RedisCluster):
     A script run by its SHA (EVALSHA: ``register_script``'s scripts, alone or in a pipeline) on a node that does
     not know it is sent whole instead (EVAL, to the same keys' node, which caches it there): a Cluster replicates
     no script cache, so a replica promoted in a failover knows none, and redis-py's own reload (SCRIPT LOAD to the
-    primaries its node map names) misses a node the map does not name a primary yet.
+    primaries its node map names) misses a node the map does not name a primary, and fails whole while any primary
+    of the map is down. A call that was redirected (MOVED) is sent by its text to its first node again, and follows
+    the redirection as before.
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
