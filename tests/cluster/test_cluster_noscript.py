@@ -1,18 +1,4 @@
-"""After a failover the promoted nodes know no script: every script the product runs still answers, no 5xx.
-
-A Cluster replicates no script cache, so a replica promoted by a failover knows none of the scripts the product
-runs by their SHA (EVALSHA), and the clients' node maps still name the old primaries. Several commands for one
-slot at once then each come back MOVED, and redis-py 5.3 took the second redirection to the node it already
-routes to for a failover away from that node: it marked the promoted node a replica in the map, so its own
-reload (SCRIPT LOAD to the primaries the map names) missed exactly that node, and every script call there kept
-failing with NoScriptError (a CI run of the failover story: the rate limiter's script answered 500 for 19 s).
-
-Given a replicated Cluster (each primary with a replica) and a gateway whose node map is loaded, when every
-replica takes over (CLUSTER FAILOVER) and every node forgets its scripts, then several calls at once of each
-script-using path through the product's client all succeed (the store's write script, the projector's commit
-script, the engine's dead-letter count, the rate limiter), and so do requests to the gateway that count against
-the rate limit and commands, none answered 5xx.
-"""
+"""Cluster nodes that know no script (promoted replicas, flushed caches): every script path still answers."""
 
 from __future__ import annotations
 
@@ -155,6 +141,12 @@ def failures(results: dict[str, list]) -> dict[str, list[str]]:
 
 
 async def test_every_script_path_survives_promoted_nodes_that_know_no_script(replicated: ReplicatedCluster) -> None:
+    """A Cluster replicates no script cache: a replica promoted by a failover knows none of the scripts run by SHA,
+    and the clients' node maps still name the old primaries. Two calls for one slot at once each come back MOVED,
+    and redis-py 5.3 took the second redirection (to the node it already routed the slot to) for a failover away
+    from that node: it marked the promoted node a replica, so its reload (SCRIPT LOAD to the primaries its map
+    names) missed exactly that node and every script call there kept failing with NoScriptError (on the old code:
+    the dead-letter count here; the rate limiter's too without its own EVAL fallback)."""
     paths = ScriptPaths(replicated.url)
     try:
         assert failures(await paths.run(range(SHARDS))) == {}
@@ -173,6 +165,9 @@ async def test_every_script_path_survives_promoted_nodes_that_know_no_script(rep
 
 async def test_the_gateway_answers_rate_counted_requests_and_commands_after_the_failover(
         replicated: ReplicatedCluster, tmp_path: Path) -> None:
+    """A real gateway (and projector) whose node maps were loaded before every replica took over and every node
+    forgot its scripts: anonymous requests (counted by the rate limiter) and commands all succeed, none answered
+    5xx but the gateway's load shedding (503 "overloaded", nothing done, sent again)."""
     ruleset = script_ruleset()
     moves = await _script(ruleset)
     stack = ClusterStack(replicated.url, tmp_path)
@@ -224,8 +219,9 @@ async def test_the_gateway_answers_rate_counted_requests_and_commands_after_the_
 async def test_a_script_whose_node_lost_it_runs_while_another_primary_is_down(replicated: ReplicatedCluster) -> None:
     """redis-py's reload sends SCRIPT LOAD to every primary its map names: while one of them is down (killed, its
     replica not promoted yet) the reload fails, and with it every script call on the live nodes that had lost their
-    scripts (restarted without persistence, or promoted earlier): ConnectionError for the whole promotion time.
-    Last in this file: it leaves a primary dead."""
+    scripts (restarted without persistence, or promoted earlier): ConnectionError for the whole promotion time (on
+    the old code: the store's write, the projector's commit and the dead-letter count). Last in this file: it leaves
+    a primary dead."""
     paths = ScriptPaths(replicated.url)
     try:
         assert failures(await paths.run(range(SHARDS), limits=False)) == {}
