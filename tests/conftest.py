@@ -65,16 +65,25 @@ def _compile_product() -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # On xdist's workers, the files marked xdist_group (the longest) first, each file's tests still together and
-    # in order: they then start at once instead of being the run's last minutes. In one process: as collected.
-    # A worker is told by its workerinput: xdist sets its numprocesses to None.
+    # On xdist's workers, the files marked xdist_group first, then the files marked ``lasts`` longest first, the rest
+    # as collected; each file's tests still together and in order. The scheduler hands the workers files in this
+    # order, each worker taking the next when it runs short: a long file sent late would be the run's tail, its
+    # worker busy alone after the others ran out of files; sent early, the short files fill the other workers
+    # meanwhile and end together. In one process: as collected. A worker is told by its workerinput: xdist sets its
+    # numprocesses to None.
     if not hasattr(config, "workerinput"):
         return
     groups = {item.nodeid.split("::", 1)[0]: "_".join(sorted({str(mark.args[0] if mark.args else
                                                                 mark.kwargs.get("name", "default"))
                                                             for mark in item.iter_markers("xdist_group")}))
               for item in items if item.get_closest_marker("xdist_group")}
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in groups)
+    lasts: dict[str, float] = {}
+    for item in items:
+        if (mark := item.get_closest_marker("lasts")) is not None:
+            path = item.nodeid.split("::", 1)[0]
+            lasts[path] = max(lasts.get(path, 0.0), float(mark.args[0]))
+    items.sort(key=lambda item: (item.nodeid.split("::", 1)[0] not in groups,
+                                 -lasts.get(item.nodeid.split("::", 1)[0], 0.0)))
     if FILE_GROUPS in config.workerinput:
         # The scheduler (in the controller, which collects nothing) reads each grouped file's group from here:
         # xdist's own channel, a "@group" suffix on the node id, is lost on pytest >= 9.2 (structured node ids,
@@ -117,8 +126,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadgroup`` with whole files as the unit: a test file runs on one worker, so
     its module fixtures (a gateway stack, a moto server, a browser) start once, as in a serial run; the files
     marked ``xdist_group(name)`` run one after the other on one worker (the Redis Clusters whose failover
-    timing a second Cluster starting beside them would disturb). Scopes are sent in collection order (no
-    reordering by size): the grouped files come first (the workers sort them so), the rest as collected."""
+    timing a second Cluster starting beside them would disturb). Scopes are sent in the workers' collection order
+    (no reordering by test count): the grouped files first, then the files marked ``lasts`` longest first, the rest
+    as collected (the workers sort them so: pytest_collection_modifyitems)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling  # noqa: PLC0415 - xdist is there when this hook is called

@@ -27,6 +27,7 @@ BoardState = game_module("board@1", "state").BoardState
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.lasts(87),  # seconds of one worker in a whole run: sent to the workers early (tests/conftest.py)
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)"),
 ]
 SECRET = "console-browser-test-secret-" + "x" * 16  # HS256 keys are at least 32 bytes

@@ -73,6 +73,8 @@ from almanac.services.settings import load_settings
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
+pytestmark = pytest.mark.lasts(85)  # seconds of one worker in a whole run: sent to the workers early (tests/conftest.py)
+
 SECRET = "hidden-routes-test-secret-" + "x" * 16  # both gateways sign and accept the same tokens
 MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40, "realm-bots": 60, "realm-v2": 60, "board-v2": 40}
 SPECTATOR = "spectator"
