@@ -47,6 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
     workers = getattr(config.option, "numprocesses", None) or 0
     if not hasattr(config, "workerinput"):
         _compile_product()
+        if config.getoption("suite_timeline", None):
+            config.pluginmanager.register(SuiteTimeline(Path(config.getoption("suite_timeline"))), "suite-timeline")
     if os.environ.get("REDIS_URL") and workers > 1 and not hasattr(config, "workerinput"):
         raise pytest.UsageError(f"REDIS_URL names one Redis, which the {workers} test workers would share (each "
                                 "test flushes it); run with -n 0, or unset REDIS_URL (each worker then starts its own)")
@@ -154,6 +156,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 def pytest_unconfigure(config: pytest.Config) -> None:
     if FILE_GROUPS_DIR in config.stash:
         shutil.rmtree(config.stash[FILE_GROUPS_DIR], ignore_errors=True)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--suite-timeline", dest="suite_timeline", metavar="FILE",
+                     help="write each test file's worker, first start, last stop (epoch s) and seconds in its tests "
+                          "to FILE (JSON), in the order the files started: where a run's time went, and its tail")
+
+
+class SuiteTimeline:
+    """``--suite-timeline FILE``, in the controller (or the one process): each file's row from its tests' reports."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.files: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        worker = getattr(report, "worker_id", None) or "main"  # xdist's workers name themselves in each report
+        row = self.files.setdefault(report.nodeid.split("::", 1)[0], {"worker": worker, "start": report.start,
+                                                                        "stop": report.stop, "seconds": 0.0})
+        row["start"], row["stop"] = min(row["start"], report.start), max(row["stop"], report.stop)
+        row["seconds"] = round(row["seconds"] + report.duration, 3)
+
+    def pytest_sessionfinish(self) -> None:
+        self.path.write_text(json.dumps(dict(sorted(self.files.items(), key=lambda row: row[1]["start"])), indent=1))
 
 
 def _docker_answers() -> bool:

@@ -11,6 +11,7 @@ next, longest first, before the files collected ahead of them: a long file sent 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -42,7 +43,8 @@ def distributed(tmp_path: Path, marks: dict[str, str]) -> list[list[str]]:
     env = {name: value for name, value in os.environ.items() if name not in ("REDIS_URL", "PYTEST_ADDOPTS")}
     env["PYTHONPATH"] = str(TESTS)
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-n", "2", "--dist", "loadgroup",
-                          "-p", "no:cacheprovider", "-q", str(suite)],
+                          "-p", "no:cacheprovider", "-q", "--suite-timeline", str(tmp_path / "timeline.json"),
+                          str(suite)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     runs = [line.split() for line in record.read_text().splitlines()]
@@ -60,6 +62,11 @@ def test_grouped_files_run_together_on_one_worker_before_the_rest(tmp_path: Path
     (grouped_worker,) = workers["d"]
     on_it = [ran for _, worker, ran in sorted(runs, key=lambda run: float(run[0])) if worker == grouped_worker]
     assert on_it[:6] == ["d"] * 3 + ["e"] * 3, on_it
+    # and --suite-timeline wrote each file's worker as the tests saw it, and the time its tests took
+    timeline = json.loads((tmp_path / "timeline.json").read_text())
+    assert {Path(path).stem[len("test_"):]: row["worker"] for path, row in timeline.items()} == {
+        name: worker for name, (worker,) in workers.items()}, timeline
+    assert all(row["start"] < row["stop"] and row["seconds"] >= 0.3 for row in timeline.values()), timeline
 
 
 def test_files_marked_lasts_are_sent_after_the_grouped_ones_longest_first(tmp_path: Path) -> None:
