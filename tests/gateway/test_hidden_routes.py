@@ -125,7 +125,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Twin, Twin
             stacks.append(stack)
         for stack in stacks:
             stack.wait_ready()
-        yield Twin(stacks[0], stacks[0].start_gateway()), Twin(stacks[1], stacks[1].start_gateway())
+        with concurrent.futures.ThreadPoolExecutor(2) as starting:  # both at once: each start waits for /health
+            urls = list(starting.map(lambda stack: stack.start_gateway(), stacks))
+        yield Twin(stacks[0], urls[0]), Twin(stacks[1], urls[1])
     finally:
         for stack in stacks:
             stack.stop()
