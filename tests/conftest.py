@@ -11,6 +11,7 @@ import compileall
 import contextlib
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -160,8 +161,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--suite-timeline", dest="suite_timeline", metavar="FILE",
-                     help="write each test file's worker, first start, last stop (epoch s) and seconds in its tests "
-                          "to FILE (JSON), in the order the files started: where a run's time went, and its tail")
+                     help="write each test file's worker, first start, last stop (epoch s), seconds in its tests and "
+                          "CPU seconds (its worker's and the processes it reaped) to FILE (JSON), in the order the "
+                          "files started: where a run's time went, and its tail")
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the children it has reaped (a fixture's gateway or Redis, once stopped)."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+_CPU_AT = {"last": _cpu_s()}  # this process's CPU at its previous test phase's report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    # With --suite-timeline each phase's report carries the CPU spent since the previous one (xdist sends a report's
+    # attributes to the controller): a module fixture's processes, reaped at its last test's teardown, count there.
+    report = yield
+    if item.config.getoption("suite_timeline", None):
+        now = _cpu_s()
+        report.cpu_s, _CPU_AT["last"] = now - _CPU_AT["last"], now
+    return report
 
 
 class SuiteTimeline:
@@ -174,9 +196,11 @@ class SuiteTimeline:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         worker = getattr(report, "worker_id", None) or "main"  # xdist's workers name themselves in each report
         row = self.files.setdefault(report.nodeid.split("::", 1)[0], {"worker": worker, "start": report.start,
-                                                                        "stop": report.stop, "seconds": 0.0})
+                                                                        "stop": report.stop, "seconds": 0.0,
+                                                                        "cpu_s": 0.0})
         row["start"], row["stop"] = min(row["start"], report.start), max(row["stop"], report.stop)
         row["seconds"] = round(row["seconds"] + report.duration, 3)
+        row["cpu_s"] = round(row["cpu_s"] + getattr(report, "cpu_s", 0.0), 3)
 
     def pytest_sessionfinish(self) -> None:
         self.path.write_text(json.dumps(dict(sorted(self.files.items(), key=lambda row: row[1]["start"])), indent=1))

@@ -28,6 +28,9 @@ import pytest
 def test_{name}(i):
     with open({record!r}, "a") as record:
         record.write(f"{{time.monotonic()}} {{os.environ['PYTEST_XDIST_WORKER']}} {name}\\n")
+    busy_until = time.process_time() + 0.05  # CPU the timeline must count
+    while time.process_time() < busy_until:
+        pass
     time.sleep(0.1)
 """
 
@@ -62,11 +65,12 @@ def test_grouped_files_run_together_on_one_worker_before_the_rest(tmp_path: Path
     (grouped_worker,) = workers["d"]
     on_it = [ran for _, worker, ran in sorted(runs, key=lambda run: float(run[0])) if worker == grouped_worker]
     assert on_it[:6] == ["d"] * 3 + ["e"] * 3, on_it
-    # and --suite-timeline wrote each file's worker as the tests saw it, and the time its tests took
+    # and --suite-timeline wrote each file's worker as the tests saw it, the time its tests took and their CPU
     timeline = json.loads((tmp_path / "timeline.json").read_text())
     assert {Path(path).stem[len("test_"):]: row["worker"] for path, row in timeline.items()} == {
         name: worker for name, (worker,) in workers.items()}, timeline
-    assert all(row["start"] < row["stop"] and row["seconds"] >= 0.3 for row in timeline.values()), timeline
+    assert all(row["start"] < row["stop"] and row["seconds"] >= 0.45 and row["cpu_s"] >= 0.15
+               for row in timeline.values()), timeline
 
 
 def test_files_marked_lasts_are_sent_after_the_grouped_ones_longest_first(tmp_path: Path) -> None:
