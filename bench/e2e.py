@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import uvloop
+from redis.exceptions import RedisError
 from rich.table import Table
 
 from almanac.bench import cores as cpu_cores
@@ -31,7 +32,7 @@ from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack
-from almanac.storage.keys import shard_of
+from almanac.storage.keys import Keys, shard_of
 from almanac.storage.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
@@ -45,7 +46,12 @@ DEADLINE_MS = 1_000  # goodput: commands accepted and answered within this long 
 # behind (its CPU taken by other processes) and sent in bursts, which the in-flight limit refuses but for its first
 # commands, the stack idle between them (issue 28, item 19, ninth pass). Its ratio measures the generator.
 GENERATOR_BEHIND_MS = 50.0
-SETTLE_S = 1.0  # after the moves before the clock: the projector folds them before CPU is counted
+# The rooms for the overload windows: this many times the commands the windows send at the capacity measured, opened
+# again before a window when those left hold less than ROOM_TOP_UP_BELOW times what the rest of the windows send.
+ROOM_MARGIN = 1.5
+ROOM_TOP_UP_BELOW = 1.2
+CATCH_UP_WAIT_S = 120.0  # at most this long for the read side to fold the rooms' events before the clock
+DRAIN_S = 10.0  # at most this long for an overload window's sends still unanswered at its end, before the next window
 console = output_console()
 Answer = TypeVar("Answer")
 
@@ -194,26 +200,140 @@ async def _play_before_clock(lean: CommandSender, rooms: list[tuple[str, str]], 
     await asyncio.gather(*(play(index) for index, count in enumerate(played) if count))
 
 
+def commands_sent_by(plan: list[tuple[str, float, float]], capacity: float) -> float:
+    """The commands ``plan``'s windows send when the stack accepts ``capacity`` commands/s: a closed window about the
+    capacity, an open one ``m`` times it (each of its sends uses up a command of the rooms, refused or not)."""
+    return sum((value if kind == "open" else 1.0) * capacity * seconds for kind, value, seconds in plan)
+
+
+def commands_to_add(plan: list[tuple[str, float, float]], capacity: float, left: int) -> int:
+    """The commands the rooms must be given before ``plan``'s windows (the rest of the run) so that none of them runs
+    out at ``capacity``: none while the ``left`` they still hold cover ``ROOM_TOP_UP_BELOW`` times what the windows
+    send, else enough for ``ROOM_MARGIN`` times (a capacity window can beat the last one: the issue 28 run whose rooms,
+    sized from --rate, ran out in its last windows and averaged a 0/s capacity window into its ratio)."""
+    needed = commands_sent_by(plan, capacity)
+    if left >= ROOM_TOP_UP_BELOW * needed:
+        return 0
+    return max(0, math.ceil(ROOM_MARGIN * needed) - left)
+
+
+class _Block(msgspec.Struct):
+    """Rooms opened together and the schedule's commands they hold: ``first`` to ``first + count``, command ``i`` to
+    slot ``(i - first) % slots``. More rooms for later windows come as a block of their own, so the slots already
+    playing keep their order (a slot never sent more than one game's moves)."""
+
+    first: int
+    count: int
+    slots: RoomSlots
+    rooms: list[tuple[str, str]]
+    done_moves: list[int]
+    locks: list[asyncio.Lock]
+    in_load: set[int]  # the rooms the load sent to (out of step, the last fresh rooms may get none)
+
+
+def _entry_id(text: bytes | str | None) -> tuple[int, int]:
+    """A stream entry id ("1700000000000-3") as a number pair; nothing yet as (0, 0)."""
+    if not text:
+        return (0, 0)
+    millis, _, sequence = (text.decode() if isinstance(text, bytes) else text).partition("-")
+    return (int(millis), int(sequence or 0))
+
+
+def behind_shards(heads: list[Any], cursors: dict[str, list[Any]],
+                  optional: frozenset[str] = frozenset({"notifier"})) -> dict[str, list[int]]:
+    """Per reader (projector checkpoint, notifier cursor: the feed entry each applied last, per shard), the shards
+    whose feed holds an entry past it. An ``optional`` reader with no cursor on any shard is left out: a stack started
+    elsewhere may run no notifier (it has no heartbeat to tell), whose cursors would never move."""
+    behind = {}
+    for reader, read in cursors.items():
+        if reader in optional and not any(read):
+            continue
+        late = [shard for shard, (head, cursor) in enumerate(zip(heads, read, strict=True))
+                if _entry_id(head) > _entry_id(cursor)]
+        if late:
+            behind[reader] = late
+    return behind
+
+
+async def _read_side_cursors(client: Any) -> list[Any] | None:
+    """Per shard: the feed's last entry, the projector's checkpoint, the notifier's cursor (three replies each); None
+    where this Redis will not answer them in one pipeline (a cluster's shards live on several nodes)."""
+    keys = Keys(bootstrap.settings().shard_count)
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            for shard in range(keys.shard_count):
+                pipe.xrevrange(keys.feed(shard), "+", "-", count=1)
+                pipe.get(keys.checkpoint(shard))
+                pipe.get(keys.notifier_cursor(shard))
+            return await pipe.execute()
+    except RedisError:
+        return None
+
+
+async def _await_caught_up(url: str, redis_url: str | None, wait_s: float = CATCH_UP_WAIT_S) -> None:
+    """Wait (at most ``wait_s``) until the projector (and, where it runs, the notifier) has read every shard's feed to
+    its end, and say how long that took: the rooms opened and moved before the clock leave them a backlog which, still
+    being folded in the first windows, took the stack's CPU from the gateway there (issue 28 item 19: 0.42 of its
+    pinned core with the stack waiting 2.9 s for a CPU, out of step). With ``redis_url``: the feeds' last entries
+    against the projector's checkpoints and the notifier's cursors; without, the gateway's ``/status``."""
+    started = time.perf_counter()
+    behind: dict[str, list[int]] = {}
+    client = bootstrap.tool_client(redis_url) if redis_url else None
+    try:
+        while True:
+            replies = await _read_side_cursors(client) if client is not None else None
+            if replies is not None:
+                heads = [reply[0][0] if reply else None for reply in replies[0::3]]
+                behind = behind_shards(heads, {"projector": replies[1::3], "notifier": replies[2::3]})
+            else:
+                async with _room_client(url) as status_client:
+                    projector = (await status_client.request("GET", "/status"))["projector"]
+                behind = {"projector": [shard["shard"] for shard in projector["shards"] if not shard["caught_up"]]}
+                behind = {reader: shards for reader, shards in behind.items() if shards}
+            took = time.perf_counter() - started
+            if not behind or took >= wait_s:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        if client is not None:
+            await client.aclose()
+    if behind:
+        console.print(f"the read side did not catch up with the rooms' events within {wait_s:g} s (behind: "
+                      + "; ".join(f"{reader} on {len(shards)} shards" for reader, shards in behind.items())
+                      + "): the first windows fold the rest", soft_wrap=True)
+    else:
+        console.print(f"the read side (projector{'' if replies is None else ', notifier'}) caught up with the rooms' "
+                      f"events before the clock in {took:.2f} s", soft_wrap=True)
+
+
 async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: Any = None,
                       route_by_shard: bool = False, out_of_step: bool = False,
                       phases: list[tuple[str, float, float]] | None = None,
-                      on_phase: Callable[[int], None] | None = None) -> dict[str, Any]:
+                      on_window: Callable[[int, bool], None] | None = None,
+                      redis_url: str | None = None) -> dict[str, Any]:
     """Open rooms, then (after ``on_load_start()``) offer ``rate`` commands/s for ``seconds``, open loop.
 
     With several gateway ``urls`` the requests go to them in turn, as a round-robin load balancer sends them;
     ``route_by_shard``: each to the gateway whose engine group holds the room's shard (deciding gateways
     split the shards ``i/N``: shard s to gateway s % N), as a load balancer that routes by shard would.
     ``out_of_step``: the rooms are spread over the game's moves instead of all playing the same one
-    (``RoomSlots``).
+    (``RoomSlots``). Before the clock, the read side is given the time to fold the rooms' events (``_await_caught_up``,
+    through ``redis_url`` where known).
 
     ``phases``: instead, windows back to back on the same rooms and connections, each (kind, value, seconds):
     ``("closed", n, s)``: ``n`` clients each sending its next command when its last is answered (a refused one after
     ``CLOSED_BACKOFF_S``), which measures the capacity without offering more than it, so without shedding;
     ``("open", m, s)``: open loop at ``m`` times the commands/s the last closed window had accepted. ``rate`` then
-    only sizes the rooms (at most ``rate`` commands/s for a closed window, ``m * rate`` for an open one).
-    ``on_phase(k)`` is called as window ``k`` begins (and with ``len(phases)`` once every answer is in);
-    ``figures["phases"]`` holds each window's answers (status, latency from the send's scheduled time) and
-    ``figures["phase_rates"]`` what each offered (commands sent per second).
+    is the capacity the rooms are first sized for (``commands_to_add``); before each later window, more rooms are
+    opened (outside the windows) when those left would not hold the rest at the capacity last measured. An open
+    window's sends still unanswered at its end are waited for (at most ``DRAIN_S``) before the next window begins,
+    so that they do not load it; each is counted to the window it was scheduled in.
+    ``on_window(k, ending)`` is called as window ``k`` begins and as it ends (its sends answered);
+    ``figures["phases"]`` holds each window's answers (status, latency from the send's scheduled time),
+    ``figures["phase_rates"]`` what each offered (commands sent per second), ``figures["phase_ran_out"]`` whether
+    it wanted more commands than the rooms held, ``figures["phase_spill"]`` how many of its sends were unanswered
+    at its end (and ``phase_drain_s`` how long they took, ``phase_stragglers`` how many were still unanswered as the
+    next window began).
     """
     windowed = phases is not None
     phases = phases or [("open", 1.0, seconds)]
@@ -225,26 +345,46 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     url = urls[0]
     ruleset = script_ruleset()
     script = await _script(ruleset)
-    # The commands the rooms must hold: every window at ``rate`` (times ``m`` for an open window).
-    total = sum(max(1, round((value if kind == "open" else 1.0) * rate * phase_s)) for kind, value, phase_s in phases)
+    moves = len(script)
     answers: list[list[tuple[int, float]]] = [[] for _ in phases]
     phase_refusals: list[dict[str, int]] = [{} for _ in phases]  # each window's refusals by kind (admission's reason)
     phase_rates: list[float] = []
     # Each window's sends: how late the generator started each (s), and how many found every connection busy.
     phase_late: list[list[float]] = [[] for _ in phases]
     phase_waits = [0] * len(phases)
-    # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
-    slot_count = max(1, -(-total // len(script)))
-    slots = RoomSlots.out_of_step(slot_count, len(script)) if out_of_step else RoomSlots.in_step(slot_count)
-    async with _room_client(url) as client:
-        rooms = await _open_rooms(client, ruleset, slots.room_count, str(int(time.time())))
+    ran_out = [False] * len(phases)
+    spill, drain_s, stragglers = [0] * len(phases), [0.0] * len(phases), [0] * len(phases)
     lean = CommandSender(urls, CONNECTIONS)
     bodies = [CommandSender.body(move) for move in script]
-    if any(slots.played_before):
-        await _play_before_clock(lean, rooms, bodies, slots.played_before, owner)
-        lean.answered = [0] * len(urls)  # the load's answers only
-        await asyncio.sleep(SETTLE_S)
-    done_moves = list(slots.played_before)
+    blocks: list[_Block] = []
+    tag = str(int(time.time()))
+
+    async def open_block(commands: int) -> _Block:
+        """Rooms for ``commands`` more commands, played partway out of step, as the schedule's next block."""
+        # Enough slots that a slot's next move is due long after its previous answer (no self-made conflicts).
+        slot_count = max(1, -(-commands // moves))
+        slots = (RoomSlots.out_of_step(slot_count, moves) if out_of_step else RoomSlots.in_step(slot_count))
+        async with _room_client(url) as client:
+            rooms = await _open_rooms(client, ruleset, slots.room_count, f"{tag}-{len(blocks)}")
+        if any(slots.played_before):
+            answered = list(lean.answered)
+            await _play_before_clock(lean, rooms, bodies, slots.played_before, owner)
+            lean.answered = answered  # the load's answers only
+        first = blocks[-1].first + blocks[-1].count if blocks else 0
+        # A slot takes one game's moves at most (``RoomSlots.playing``): the block holds that many per slot.
+        block = _Block(first, slot_count * moves, slots, rooms, list(slots.played_before),
+                       [asyncio.Lock() for _ in range(slot_count)], set())
+        blocks.append(block)
+        return block
+
+    def room_total() -> int:
+        return blocks[-1].first + blocks[-1].count if blocks else 0
+
+    if windowed:
+        await open_block(commands_to_add(phases, rate, 0))
+    else:
+        await open_block(rate * seconds)
+    await _await_caught_up(url, redis_url)
     latencies: list[float] = []
     # Accepted commands that were their room's first request, apart: a gateway meets each room (its rules, its
     # player's token) on its first command, and in step this benchmark sends every room's first command in the
@@ -253,8 +393,6 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     later_latencies: list[float] = []
     failures: dict[str, int] = {}
     retry_after: list[str] = []
-    in_slot = [asyncio.Lock() for _ in range(slot_count)]
-    in_load: set[int] = set()  # the rooms the load sent to (out of step, the last fresh rooms may get none)
     late: list[float] = []
 
     async def send(index: int, due: float, window: int = 0) -> int:
@@ -264,19 +402,20 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
         phase_late[window].append(late[-1])
         if all(idle.empty() for idle in lean.idle) and min(lean.opened) >= lean.size:
             phase_waits[window] += 1  # queued here for a connection: the generator's wait, not the stack's
-        slot = index % slot_count
-        async with in_slot[slot]:  # a slot's moves in order, as one player would send them
-            room_index = slots.playing(slot, done_moves, len(script))
+        block = next(block for block in reversed(blocks) if block.first <= index)
+        slot = (index - block.first) % len(block.locks)
+        async with block.locks[slot]:  # a slot's moves in order, as one player would send them
+            room_index = block.slots.playing(slot, block.done_moves, moves)
             # Its first command: the gateways have not met the room, before the clock or earlier in the load.
-            first = not slots.played_before[room_index] and room_index not in in_load
-            in_load.add(room_index)
-            room, token = rooms[room_index]
-            status, payload, retry = await lean.command(room, bodies[done_moves[room_index]], token, owner(room))
+            first = not block.slots.played_before[room_index] and room_index not in block.in_load
+            block.in_load.add(room_index)
+            room, token = block.rooms[room_index]
+            status, payload, retry = await lean.command(room, bodies[block.done_moves[room_index]], token, owner(room))
             # Measured from the scheduled send time: a late start counts against us (no coordinated omission).
             latencies.append(time.perf_counter() - due)
             answers[window].append((status, latencies[-1]))
             if status == 200:
-                done_moves[room_index] += 1
+                block.done_moves[room_index] += 1
                 (first_latencies if first else later_latencies).append(latencies[-1])
             else:
                 if retry is not None:
@@ -292,7 +431,7 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
     with _no_collection_while_offering():
         started = time.perf_counter()
         if not windowed:
-            for index in range(total):
+            for index in range(rate * seconds):
                 due = started + index / rate
                 delay = due - time.perf_counter()
                 if delay > 0:
@@ -300,17 +439,28 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                 tasks.append(asyncio.create_task(send(index, due)))
         else:
             sent = 0  # commands sent so far: the next one's index (its slot)
-            capacity = 0.0  # commands/s the last closed window accepted
+            capacity = float(rate)  # commands/s the last closed window accepted (first: the estimate the caller gave)
             for window, (kind, value, window_s) in enumerate(phases):
-                if on_phase is not None:
-                    on_phase(window)
+                more = commands_to_add(phases[window:], capacity, room_total() - sent) if window else 0
+                if more:  # outside the windows: the next one begins once the read side has folded them
+                    opening = time.perf_counter()
+                    block = await open_block(more)
+                    console.print(f"more rooms before window {window}: {len(block.rooms)} for {block.count} commands "
+                                  f"(the capacity last measured: {capacity:.0f}/s), opened in "
+                                  f"{time.perf_counter() - opening:.1f} s", soft_wrap=True)
+                    await _await_caught_up(url, redis_url)
+                if on_window is not None:
+                    on_window(window, False)
                 opened = time.perf_counter()
                 if kind == "closed":
                     async def client(window: int = window, opened: float = opened, window_s: float = window_s) -> None:
                         nonlocal sent
                         index = None
-                        while time.perf_counter() - opened < window_s and (index is not None or sent < total):
+                        while time.perf_counter() - opened < window_s:
                             if index is None:
+                                if sent >= room_total():
+                                    ran_out[window] = True
+                                    return
                                 index, sent = sent, sent + 1
                             if await send(index, time.perf_counter(), window) in (429, 503):
                                 # The same command again (its room did not move): a refusal uses up no room's move.
@@ -322,36 +472,52 @@ async def _offer_load(urls: list[str], rate: int, seconds: int, on_load_start: A
                     await asyncio.gather(*(client() for _ in range(int(value))))
                     took = time.perf_counter() - opened
                     phase_rates.append((sent - before) / took)
+                    # Its rate, also when the rooms ran out early: what sizes the rooms for the windows after it.
                     capacity = sum(1 for status, _ in answers[window] if status == 200) / took
                 else:
                     window_rate = max(1.0, value * capacity)
                     phase_rates.append(window_rate)
+                    window_tasks = []
                     for number in range(round(window_rate * window_s)):
-                        if sent >= total:
+                        if sent >= room_total():
+                            ran_out[window] = True
                             break
                         due = opened + number / window_rate
                         delay = due - time.perf_counter()
                         if delay > 0:
                             await asyncio.sleep(delay)
-                        tasks.append(asyncio.create_task(send(sent, due, window)))
+                        window_tasks.append(asyncio.create_task(send(sent, due, window)))
                         sent += 1
+                    tasks += window_tasks
                     # The window lasts its length, also when the rooms ran out (then it says so: fewer sent).
                     await asyncio.sleep(max(0.0, opened + window_s - time.perf_counter()))
-            if sent >= total:
-                console.print(f"the rooms ran out after {sent} commands: some windows offered less than planned "
-                              "(offer a higher --rate: it sizes the rooms)")
+                    # Its sends still queued here or unanswered (the generator's spill) are answered before the next
+                    # window: they loaded the capacity window after it, which counted them to neither.
+                    unanswered = [task for task in window_tasks if not task.done()]
+                    spill[window] = len(unanswered)
+                    draining = time.perf_counter()
+                    if unanswered:
+                        _, pending = await asyncio.wait(unanswered, timeout=DRAIN_S)
+                        stragglers[window] = len(pending)
+                    drain_s[window] = time.perf_counter() - draining
+                if on_window is not None:
+                    on_window(window, True)
+            if any(ran_out):
+                console.print(f"the rooms ran out after {sent} commands in window(s) "
+                              f"{', '.join(str(number) for number, out in enumerate(ran_out) if out)}: those are not "
+                              "counted", soft_wrap=True)
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
-        if on_phase is not None:
-            on_phase(len(phases))
     await lean.close()
     return {"answered_per_gateway": lean.answered, "latencies": latencies, "accepted_latencies": first_latencies + later_latencies,
             "first_latencies": first_latencies, "later_latencies": later_latencies,
-            "failures": failures, "retry_after": retry_after, "elapsed": elapsed, "rooms": len(in_load),
-            "late": late, "out_of_step": out_of_step, "schedule": slots.schedule(len(script)),
-            "script": len(script), "ruleset": ruleset, "first_move": script[0], "phases": answers,
+            "failures": failures, "retry_after": retry_after, "elapsed": elapsed,
+            "rooms": sum(len(block.in_load) for block in blocks),
+            "late": late, "out_of_step": out_of_step, "schedule": blocks[0].slots.schedule(moves),
+            "script": moves, "ruleset": ruleset, "first_move": script[0], "phases": answers,
             "phase_rates": phase_rates, "phase_refusals": phase_refusals, "phase_late": phase_late,
-            "phase_waits": phase_waits}
+            "phase_waits": phase_waits, "phase_ran_out": ran_out, "phase_spill": spill, "phase_drain_s": drain_s,
+            "phase_stragglers": stragglers}
 
 
 async def _bare_http_cpu(url: str, pid: int, rate: int, seconds: float, body: bytes) -> float:
@@ -523,10 +689,11 @@ def _with_overload(run: Callable[[int], dict[str, Any]], rate: int, overload: fl
                   f"as many clients as the gateways admit commands, each sending its next when answered) and "
                   f"{overload:g}x the capacity just measured (open loop); goodput = answered 200 within {deadline_ms} "
                   "ms ...", soft_wrap=True)
-    # Rooms for at most eight times what the first run achieved (past capacity, a first run's own collapse is rarely
-    # deeper; when the rooms run out the run says so): rooms for the whole offered rate took minutes to open on a
-    # loaded machine.
-    most = min(rate, max(1, round(8 * figures["achieved_per_s"])))
+    # The rooms are sized for the windows at the capacity this estimates, with a margin, and more are opened between
+    # windows when a capacity window measured more (``commands_to_add``). Twice what the first run achieved (past
+    # capacity, a first run's own collapse is rarely deeper), at most the offered rate: rooms for the whole offered
+    # rate took minutes to open on a loaded machine.
+    most = min(rate, max(1, round(2 * figures["achieved_per_s"])))
     verdict = judge_windows(windows(plan, most), deadline_ms / 1000)
     overloads = [window["offered_per_s"] for window in verdict["windows"] if window["kind"] == "overload"]
     verdict.update(offered_per_s=round(statistics.fmean(overloads)) if overloads else 0, multiple=overload,
@@ -564,10 +731,17 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "generator_late_ms": _quantile(window["generator_late"], 0.99) * 1000 if window.get("generator_late") else 0.0,
             "connection_waits": window.get("connection_waits", 0),
             "process_cores": {name: used / elapsed for name, used in window.get("process_cpu_s", {}).items()},
+            # It wanted more commands than the rooms held (it offered less than planned, or ended early): its goodput
+            # per planned second measures the rooms, so it is not counted (``counted_neighbours``).
+            "ran_out": bool(window.get("ran_out")), "spill": window.get("spill", 0),
+            "drain_s": window.get("drain_s", 0.0), "stragglers": window.get("stragglers", 0),
         })
     ratios, normalised, kept_up = [], [], []
     for number in range(1, len(judged) - 1, 2):
-        window, around = judged[number], (judged[number - 1], judged[number + 1])
+        window = judged[number]
+        around = counted_neighbours(judged, number)
+        if not around:  # it ran out of rooms, or both capacity windows beside it did: no ratio, not counted
+            continue
         capacity = statistics.fmean(side["goodput_per_s"] for side in around)
         per_cpu = statistics.fmean(side["goodput_per_cpu_s"] for side in around)
         window["ratio"] = window["goodput_per_s"] / capacity if capacity else float("nan")
@@ -577,9 +751,9 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
         window["generator_behind"] = window["generator_late_ms"] >= GENERATOR_BEHIND_MS
         if not window["generator_behind"]:
             kept_up.append(window["ratio"])
-    overloads = [window for window in judged if window["kind"] == "overload"]
-    capacities = [window for window in judged if window["kind"] == "capacity"]
-    capacity = statistics.fmean(window["goodput_per_s"] for window in capacities)
+    overloads = [window for window in judged if "ratio" in window]
+    capacities = [window for window in judged if window["kind"] == "capacity" and not window["ran_out"]]
+    capacity = statistics.fmean(window["goodput_per_s"] for window in capacities) if capacities else float("nan")
     goodput = statistics.fmean(window["goodput_per_s"] for window in overloads) if overloads else float("nan")
     return {"windows": judged, "capacity_per_s": capacity, "goodput_per_s": goodput,
             "ratio": goodput / capacity if capacity else float("nan"),
@@ -589,7 +763,16 @@ def judge_windows(windows: list[dict[str, Any]], deadline_s: float) -> dict[str,
             "others_cores_max": max(window["others_cores"] for window in judged),
             # The overload windows offered as scheduled (the generator kept up), and their mean ratio.
             "kept_up_windows": len(kept_up), "kept_up_ratio": statistics.fmean(kept_up) if kept_up else float("nan"),
+            "ran_out_windows": [number for number, window in enumerate(judged) if window["ran_out"]],
             **_refusal_cost(windows, judged)}
+
+
+def counted_neighbours(judged: list[dict[str, Any]], number: int) -> list[dict[str, Any]]:
+    """The capacity windows an overload window (``number``, odd) is judged against: those on either side of it that did
+    not run out of rooms; none when it ran out itself (then it has no ratio and is counted nowhere)."""
+    if judged[number]["ran_out"]:
+        return []
+    return [side for side in (judged[number - 1], judged[number + 1]) if not side["ran_out"]]
 
 
 def _refusal_cost(windows: list[dict[str, Any]], judged: list[dict[str, Any]]) -> dict[str, float]:
@@ -602,15 +785,16 @@ def _refusal_cost(windows: list[dict[str, Any]], judged: list[dict[str, Any]]) -
     cpu = [window.get("gateway_cpu_s", 0.0) for window in windows]
     accepted = [round(window["accepted_per_s"] * window_in["seconds"]) for window, window_in in zip(judged, windows,
                                                                                                      strict=True)]
-    capacity_cpu = sum(cpu[number] for number in range(0, len(judged), 2))
-    capacity_accepted = sum(accepted[number] for number in range(0, len(judged), 2))
-    overload = range(1, len(judged) - 1, 2)
+    capacity_windows = [number for number in range(0, len(judged), 2) if not judged[number]["ran_out"]]
+    capacity_cpu = sum(cpu[number] for number in capacity_windows)
+    capacity_accepted = sum(accepted[number] for number in capacity_windows)
+    overload = [number for number in range(1, len(judged) - 1, 2) if "ratio" in judged[number]]
     refused = sum(judged[number]["shed"] for number in overload)
     if not capacity_cpu or not capacity_accepted or not refused:
         return {}
     command = capacity_cpu / capacity_accepted
     refusal = max(0.0, sum(cpu[number] - accepted[number] * command for number in overload) / refused)
-    around = [statistics.fmean(judged[side]["goodput_per_s"] for side in (number - 1, number + 1)) for number in overload]
+    around = [statistics.fmean(side["goodput_per_s"] for side in counted_neighbours(judged, number)) for number in overload]
     multiples = [judged[number]["offered_per_s"] / capacity for number, capacity in zip(overload, around, strict=True)
                  if capacity]
     if not multiples:
@@ -640,8 +824,14 @@ def _print_windows(verdict: dict[str, Any]) -> None:
                       + ("; GENERATOR BEHIND: its sends bunched, this ratio measures the generator"
                          if window.get("generator_behind") else "")
                       + (f"; AOF {window['aof_mb']:.0f} MB" if window.get("aof_mb") else "")
+                      + _spill(window)
+                      + ("; RAN OUT OF ROOMS: offered less than planned, not counted" if window.get("ran_out") else "")
                       + (f"; REDIS FORKED: {window['redis_forks']}" if window.get("redis_forks") else ""),
                       soft_wrap=True)
+    if verdict.get("ran_out_windows"):
+        console.print(f"overload: window(s) {', '.join(str(n) for n in verdict['ran_out_windows'])} ran out of rooms "
+                      "and are not counted (an overload window gets no ratio; a capacity window is left out of the "
+                      "capacity beside it)", soft_wrap=True)
     if "refusal_cpu_us" in verdict:
         console.print(f"overload: the gateways' CPU per accepted command {verdict['command_cpu_us']:.0f} µs (capacity "
                       f"windows), per refusal {verdict['refusal_cpu_us']:.0f} µs (overload windows, beyond their "
@@ -743,6 +933,16 @@ def _process_cores(cores: dict[str, float]) -> str:
     return ("; by process: " + ", ".join(f"{name} {used:.2f}" for name, used in cores.items())) if cores else ""
 
 
+def _spill(window: dict[str, Any]) -> str:
+    """An overload window's sends still queued or unanswered at its end ("; spill: 120 sends unanswered at its end,
+    drained in 0.31 s before the next window"), or nothing."""
+    if not window.get("spill"):
+        return ""
+    left = window.get("stragglers", 0)
+    return (f"; spill: {window['spill']} sends unanswered at its end, drained in {window.get('drain_s', 0.0):.2f} s "
+            "before the next window" + (f" ({left} still unanswered as it began)" if left else ""))
+
+
 def _refusal_kinds(refusals: dict[str, int]) -> str:
     """A window's refusals by admission's rule, short ("; refused: in flight 812, queue 40"), or nothing."""
     short = {"in flight": "in flight", "wait more": "queue", "fair share": "fair share"}
@@ -774,26 +974,26 @@ def _runqueue_wait_s(pid: int) -> float:
 def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: int, pids: dict[str, int] | None = None,
                  route_by_shard: bool = False, out_of_step: bool = False,
                  redis_url: str | None = None) -> list[dict[str, Any]]:
-    """Offer ``plan``'s windows back to back (``_offer_load``'s phases; rooms for ``rate`` commands/s; a closed window
-    of 0 clients: as many as the gateways admit at once): each window's answers, with the CPU the stack (``pids``),
+    """Offer ``plan``'s windows back to back (``_offer_load``'s phases; rooms first sized for a capacity of ``rate``
+    commands/s; a closed window of 0 clients: as many as the gateways admit at once): each window's answers, with the CPU the stack (``pids``),
     each of its processes, the load generator and the rest of the machine used during it, its run-queue wait, the
     load average and (``redis_url``: the stack's Redis) the forks Redis made in it (``RedisForks``), after the AOF
     was rewritten once before the first window (``RedisForks.rewrite_before``)."""
     clients = bootstrap.settings().gateway_max_inflight * len(urls)
     plan = [(kind, value or (clients if kind == "closed" else value), seconds) for kind, value, seconds in plan]
     pids = {**(pids or {}), "load generator": os.getpid()}
-    marks: list[tuple[float, float, dict[str, float], float, float, float, dict[str, int]]] = []
+    marks: dict[tuple[int, bool], tuple[float, float, dict[str, float], float, float, float, dict[str, int]]] = {}
     forks = RedisForks(redis_url)
 
-    def mark(_window: int) -> None:
-        marks.append((time.perf_counter(), time.time(), {name: cpu_seconds(pid) for name, pid in pids.items()},
-                      _machine_busy_s(), os.getloadavg()[0],
-                      sum(_runqueue_wait_s(pid) for name, pid in pids.items() if name != "load generator"),
-                      forks.read()))
+    def mark(window: int, ending: bool) -> None:
+        marks[window, ending] = (time.perf_counter(), time.time(), {name: cpu_seconds(pid) for name, pid in pids.items()},
+                                 _machine_busy_s(), os.getloadavg()[0],
+                                 sum(_runqueue_wait_s(pid) for name, pid in pids.items() if name != "load generator"),
+                                 forks.read())
 
     try:
         result = _run_loop(_offer_load(urls, rate, 0, forks.rewrite_before, route_by_shard, out_of_step, phases=plan,
-                                       on_phase=mark))
+                                       on_window=mark, redis_url=redis_url))
     finally:
         forks.close()
     if forks.rewritten:
@@ -801,8 +1001,9 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
     windows = []
     for number, ((_, _, seconds), answers, offered) in enumerate(zip(plan, result["phases"], result["phase_rates"],
                                                                     strict=True)):
+        # From its start to its end (its sends answered): not the rooms opened before the next window.
         ((t0, wall0, cpu0, busy0, load0, wait0, redis0),
-         (t1, _, cpu1, busy1, _, wait1, redis1)) = marks[number], marks[number + 1]
+         (t1, _, cpu1, busy1, _, wait1, redis1)) = marks[number, False], marks[number, True]
         used = {name: cpu1[name] - cpu0[name] for name in pids}
         stack = sum(value for name, value in used.items() if name != "load generator")
         windows.append({"offered_per_s": round(offered), "seconds": seconds, "answers": answers, "elapsed_s": t1 - t0,
@@ -815,7 +1016,9 @@ def _run_windows(urls: list[str], plan: list[tuple[str, float, float]], rate: in
                         "redis_forks": RedisForks.between(redis0, redis1),
                         "generator_late": result["phase_late"][number],
                         "connection_waits": result["phase_waits"][number],
-                        "aof_mb": redis0.get("aof_bytes", 0) / 1e6})
+                        "aof_mb": redis0.get("aof_bytes", 0) / 1e6,
+                        "ran_out": result["phase_ran_out"][number], "spill": result["phase_spill"][number],
+                        "drain_s": result["phase_drain_s"][number], "stragglers": result["phase_stragglers"][number]})
     return windows
 
 
@@ -829,7 +1032,8 @@ def _run(urls: list[str], redis_url: str, rate: int, seconds: int, pids: dict[st
     def on_load_start() -> None:
         cpu_before.update({name: cpu_seconds(pid) for name, pid in pids.items()})
 
-    result = _run_loop(_offer_load(urls, rate, seconds, on_load_start, route_by_shard, out_of_step))
+    result = _run_loop(_offer_load(urls, rate, seconds, on_load_start, route_by_shard, out_of_step,
+                                   redis_url=redis_url or None))
     cpu_used = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     stack_cpu = sum(used for name, used in cpu_used.items() if name != "load generator")
     floor = _run_loop(_ping_floor(redis_url)) if redis_url else []
@@ -941,12 +1145,20 @@ def offer_peer(figures: dict[str, Any], rate: int, seconds: int) -> None:
              else f"{figures['cpu_to_peer']:.1f}x")
     console.print(f"peer, the same schedule: boardgame.io {peer['version']} (one Node process, matches in memory, no "
                   f"durable log, no command ids; socket.io, {peer['matches']} matches): "
-                  f"{peer['achieved_per_s']:.0f} moves/s, p50 / p99 {peer['p50_ms']:.2f} / {peer['p99_ms']:.2f} ms, "
+                  f"{peer['achieved_per_s']:.0f} moves/s, p50 / p99 {peer['p50_ms']:.2f} / {peer['p99_ms']:.2f} ms from "
+                  f"the scheduled send ({_round_trips(peer)}), "
                   f"{peer['unanswered']} unanswered; its load generator (a boardgame.io client per match) used "
                   f"{peer['load_generator_cpu_s']:.1f} s of CPU, ours {figures['cpu_s']['load generator']:.1f} s, "
                   f"lateness p99 {peer['late_p99_ms']:.2f} ms; "
                   f"{peer['server_cpu_ms_per_move']:.3f} ms of CPU per move; Almanac's CPU per command / the "
                   f"peer's: {ratio}")
+
+
+def _round_trips(peer: dict[str, Any]) -> str:
+    """The peer's round trips from each move's own send ("from its send 0.41 / 2.10 ms"), where load.js gave them."""
+    if peer.get("round_trip_p50_ms") is None:
+        return "its round trips from the send not measured"
+    return f"from its send {peer['round_trip_p50_ms']:.2f} / {peer['round_trip_p99_ms']:.2f} ms"
 
 
 def failure_kind(status: int, answer: dict) -> str:

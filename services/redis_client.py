@@ -20,6 +20,8 @@ from redis.asyncio.cluster import ClusterNode, ClusterPipeline, NodesManager, Re
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.cluster import PRIMARY, get_node_name
+from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
 # Where they live now (storage/, beside the stores that classify and read with them); imported from here too.
@@ -42,18 +44,46 @@ class FailoverCluster(RedisCluster):
     under it), so a dead primary stalled the shards of the live ones and the gateway answered 500. Here
     that error path only marks the slot map for a refresh, and a replaced node object is closed once its
     connections are idle. ``aclose()`` called by the application still closes everything.
+
+    A script run by its SHA (EVALSHA: ``register_script``'s scripts, alone or in a pipeline) on a node that does
+    not know it is sent whole instead (EVAL, to the same keys' node, which caches it there): a Cluster replicates
+    no script cache, so a replica promoted in a failover knows none, and redis-py's own reload (SCRIPT LOAD to the
+    primaries its node map names) misses a node the map does not name a primary, and fails whole while any primary
+    of the map is down. A call that was redirected (MOVED) is sent by its text to its first node again, and follows
+    the redirection as before.
     """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._refreshed_at = float("-inf")  # monotonic time the last refresh after an error ended
+        self.script_texts: dict[str, str | bytes] = {}  # SHA -> text of every script registered on this client
         self.nodes_manager.__class__ = _GentleNodesManager
         self.nodes_manager.startup_nodes = _SeedNodes(self.nodes_manager.startup_nodes)
+
+    def register_script(self, script: str | bytes) -> AsyncScript:  # type: ignore[override]
+        registered = super().register_script(script)
+        self.script_texts[registered.sha] = registered.script
+        return registered
+
+    def script_text_call(self, args: tuple) -> tuple | None:
+        """``args`` of an EVALSHA of a script registered here, as the same call by its text (EVAL); else None."""
+        if len(args) < 2 or str(args[0]).upper() != "EVALSHA":
+            return None
+        sha = args[1].decode() if isinstance(args[1], bytes) else str(args[1])
+        text = self.script_texts.get(sha.lower())
+        return None if text is None else ("EVAL", text, *args[2:])
 
     async def _execute_command(self, target_node: ClusterNode, *args: object, **kwargs: object) -> object:
         token = _HANDLING_ERROR.set(True)
         try:
-            return await super()._execute_command(target_node, *args, **kwargs)  # type: ignore[arg-type]
+            try:
+                return await super()._execute_command(target_node, *args, **kwargs)  # type: ignore[arg-type]
+            except exceptions.NoScriptError:
+                by_text = self.script_text_call(args)
+                if by_text is None:
+                    raise
+                # The node the keys route to (after any MOVED) does not know the script: run it by its text there.
+                return await super()._execute_command(target_node, *by_text, **kwargs)  # type: ignore[arg-type]
         finally:
             _HANDLING_ERROR.reset(token)
 
@@ -186,6 +216,15 @@ class _FailoverPipeline(ClusterPipeline):
                         cmd.result = await client.execute_command(*cmd.args, **cmd.kwargs)
                     except Exception as error:  # noqa: BLE001 - the command's result, as in redis-py
                         cmd.result = error
+            # A script its node did not know, run by its text there (FailoverCluster). Only with redirections: a
+            # caller that forbids them (a WAIT after each node's part) must not see a command sent after its WAIT.
+            for cmd in stack:
+                if isinstance(cmd.result, exceptions.NoScriptError) and (
+                        by_text := client.script_text_call(cmd.args)) is not None:
+                    try:
+                        cmd.result = await client.execute_command(*by_text, **cmd.kwargs)
+                    except Exception as error:  # noqa: BLE001 - the command's result, as in redis-py
+                        cmd.result = error
         if raise_on_error:
             for cmd in stack:
                 if isinstance(cmd.result, Exception):
@@ -226,6 +265,19 @@ class _GentleNodesManager(NodesManager):
             self.slots_cache[slot] = shared
         if self.default_node is not None:
             self.default_node = kept.get(self.default_node.name, self.default_node)
+
+    def _update_moved_slots(self) -> None:
+        # A MOVED naming the node the slot map already gives the slot to (a second command redirected by the same
+        # failover or migration, handled after the first one's) changes nothing: redis-py would take that node
+        # for the slot's old primary and mark it a replica, and every command sent to the primaries (SCRIPT LOAD:
+        # redis-py's reload of a script the promoted node does not know) missed it until the next refresh.
+        moved = self._moved_exception
+        owners = self.slots_cache.get(moved.slot_id)
+        if owners and owners[0].name == get_node_name(moved.host, moved.port):
+            owners[0].server_type = PRIMARY
+            self._moved_exception = None
+            return
+        super()._update_moved_slots()
 
     def set_nodes(self, old: dict, new: dict, remove_old: bool = False) -> None:
         for name in list(old):

@@ -131,14 +131,16 @@ class RoomService:
 
     # --- loading (the one loader; this service is its rooms' only writer, so it trusts the cache) --
 
-    async def load(self, room: str, at_version: int | None = None) -> tuple[RoomState | None, str]:
+    async def load(self, room: str, at_version: int | None = None,
+                   bring_back: bool = True) -> tuple[RoomState | None, str]:
         """The room state at ``at_version`` (latest when None) and the chain hash of that version.
 
         A room archived because it was idle is brought back into Redis first (storage.restore) and loaded again
-        from there: the engine decides only against a room that lives in Redis, whole."""
+        from there, with ``bring_back``: the engine appends only to a room that lives in Redis, whole. Without it the
+        archived state is answered (the same state: the room's version, read from its object), which a command the
+        rules refuse is decided and recorded against (``handle``)."""
         loaded = await self.loader.load(room, at_version)
-        met_idle = getattr(self.store, "met_idle", None)
-        if at_version is None and met_idle is not None and met_idle(room):
+        if bring_back and at_version is None and self._met_idle(room):
             started = time.perf_counter()
             try:
                 restored = await self.store.restore_idle(room)  # type: ignore[attr-defined]
@@ -151,6 +153,11 @@ class RoomService:
                 if self.on_restore is not None:  # the trip back as the command waits for it: write-back and load
                     self.on_restore((time.perf_counter() - started) * 1000)
         return loaded
+
+    def _met_idle(self, room: str) -> bool:
+        """Whether the last load of ``room`` met it archived because it was idle (not brought back since)."""
+        met_idle = getattr(self.store, "met_idle", None)
+        return met_idle is not None and met_idle(room)
 
     def _remember(self, room: str, state: RoomState, last_hash: str) -> None:
         self.loader.remember(room, state, last_hash)
@@ -165,10 +172,15 @@ class RoomService:
         known = await self.store.outcome(record.room, record.command_id)
         if known is not None:
             return await self._replayed(record, known)
+        # A room archived idle is brought back only for a command the rules accept: one they refuse is recorded
+        # against the archived state (a refusal recorded after the pointer is kept by the restore, storage.restore).
+        # Brought back for a refusal, the room's trip was public (the restore histogram in /metrics) and so was
+        # its next idle move (the archiver's rooms and bytes): a rival learnt that a command was refused (issue 28).
+        bring_back = False
         for _ in range(self.max_conflict_retries + 1):
             state = None
             try:
-                state, last_hash = await self.load(record.room)
+                state, last_hash = await self.load(record.room, bring_back=bring_back)
                 record = await self._complete(state, record)
                 envelopes, new_state = await self._decide(state, last_hash, record)
             except VersionMoved as error:
@@ -180,6 +192,11 @@ class RoomService:
                     continue
                 return self._unrecorded(record, error)
             except (InvalidCommand, RulesNotInstalledError) as error:
+                if isinstance(error, SecretMissing) and not bring_back and self._met_idle(record.room):
+                    # Its secrets read from the archive while another engine brought the room back (neither place
+                    # had them at its read): decide again on the room in Redis.
+                    bring_back = True
+                    continue
                 return self._unrecorded(record, error)
             except RuleError as error:
                 refused = refusal_record(record, state)
@@ -188,6 +205,9 @@ class RoomService:
                     return await self._replayed(record, result.outcome)
                 return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict(),
                                record=refused)
+            if not bring_back and self._met_idle(record.room):
+                bring_back = True  # accepted: bring the room back, then decide again against the room in Redis
+                continue
             expected = state.version if state is not None else 0
             try:
                 result = await self.store.append(
@@ -352,7 +372,10 @@ class RoomService:
         start = plan.after.final.get(room) if plan.after is not None else None
         if start is None:
             try:
-                start = await self.load(room)
+                # Not brought back from the archive here: a command the rules accept for a room archived idle
+                # fails its append (no version key) and goes through ``handle``, which brings it back; a refused one
+                # is recorded against the archived state (handle's comment says why).
+                start = await self.load(room, bring_back=False)
             except Exception as error:  # noqa: BLE001 - reported per command (a corrupt room): the rest waits
                 results[indexes[0]] = error
                 return
@@ -368,6 +391,8 @@ class RoomService:
                 # this command and the room's rest go through ``handle`` alone, which checks the store's version.
                 break
             except InvalidCommand as error:
+                if isinstance(error, SecretMissing) and self._met_idle(room):
+                    break  # read from the archive as the room came back: ``handle`` decides on the room in Redis
                 # Its id may name an earlier outcome: that one stands (as in ``handle``).
                 if plan.after is not None:
                     plan.recheck.add(room)  # that outcome may be in the write still in flight

@@ -3,7 +3,9 @@
 // slots[j] lists slot j's matches in play order and playedBefore[m] is how many moves match m plays before the
 // clock. Command i goes to slot i % slots.length, open loop; a slot plays its first match whose game is not
 // over, one move at a time. Latency is measured from each move's scheduled send time to the server's state
-// showing it placed; the server's CPU (/proc/<pid>/stat) over the load only. Prints one JSON line.
+// showing it placed (as bench e2e measures Almanac's), and apart from the move's own send (the round trip); no move
+// is sent before its scheduled time (``until``). The server's CPU (/proc/<pid>/stat) over the load only. Prints one
+// JSON line.
 const fs = require('fs');
 const { Client } = require('boardgame.io/client');
 const { SocketIO } = require('boardgame.io/multiplayer');
@@ -44,19 +46,32 @@ async function openMatch() {
   return match;
 }
 
+// Resolves once performance.now() has reached ``due``. A timer alone fires early: Node counts it from the loop's
+// cached time, which a loop busy with answers leaves behind the clock (a 2.5 ms timer set after 5 ms of work fired
+// 0.3-1.3 ms early here), and moves sent before their scheduled time were measured as answered before it (issue 28:
+// the peer's p50 printed as -0.10 ms).
+async function until(due) {
+  for (let delay = due - performance.now(); delay > 0; delay = due - performance.now()) {
+    await new Promise((r) => setTimeout(r, delay));
+  }
+}
+
 // One move, answered once the server's state shows it placed: an update without it (a refusal) is no answer.
 // A match whose move goes unanswered is retired, so that a late answer is never taken for a later move's.
+// Resolves with the round trip (ms from the send to the answer), or null when unanswered.
 function move(match) {
   return new Promise((resolve) => {
     let timer = null;
+    let sent = null;
     const finish = (answered) => {
       clearTimeout(timer);
       match.waiting = null;
       if (!answered) match.retired = true;
-      resolve(answered);
+      resolve(answered ? performance.now() - sent : null);
     };
     timer = setTimeout(() => finish(false), TIMEOUT_MS);
     match.waiting = { target: match.placed + 1, finish };
+    sent = performance.now();
     match.client.moves.place(cellOfMove(match.placed));
   });
 }
@@ -70,13 +85,14 @@ const quantile = (sorted, q) => (sorted.length ? sorted[Math.min(sorted.length -
   while (!matches.every((match) => match.placed !== null)) await new Promise((r) => setTimeout(r, 20));
   await Promise.all(matches.map(async (match, m) => {
     for (let n = 0; n < plan.playedBefore[m]; n++) {
-      if (!(await move(match))) throw new Error('a move before the clock went unanswered');
+      if ((await move(match)) === null) throw new Error('a move before the clock went unanswered');
     }
   }));
 
   const total = plan.rate * plan.seconds;
   const slots = plan.slots.map((rooms) => ({ matches: rooms.map((m) => matches[m]), chain: Promise.resolve() }));
   const latencies = [];
+  const roundTrips = [];
   const late = [];
   let unanswered = 0;
   const send = (slot, due) => {
@@ -84,8 +100,13 @@ const quantile = (sorted, q) => (sorted.length ? sorted[Math.min(sorted.length -
       const match = slot.matches.find((candidate) => candidate.placed < plan.moves);
       if (!match) throw new Error('a slot ran out of matches');
       if (match.retired) { unanswered += 1; return; }
-      if (await move(match)) latencies.push(performance.now() - due);
-      else unanswered += 1;
+      const roundTrip = await move(match);
+      if (roundTrip === null) {
+        unanswered += 1;
+      } else {
+        latencies.push(performance.now() - due);
+        roundTrips.push(roundTrip);
+      }
     });
     return slot.chain;
   };
@@ -96,8 +117,7 @@ const quantile = (sorted, q) => (sorted.length ? sorted[Math.min(sorted.length -
   const sends = [];
   for (let i = 0; i < total; i++) {
     const due = started + (i * 1000) / plan.rate;
-    const delay = due - performance.now();
-    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+    await until(due);
     late.push(performance.now() - due);
     sends.push(send(slots[i % slots.length], due));
   }
@@ -107,10 +127,12 @@ const quantile = (sorted, q) => (sorted.length ? sorted[Math.min(sorted.length -
   const self = process.cpuUsage(selfBefore);
   const applied = matches.reduce((sum, match) => sum + match.placed, 0) - placedBefore; // moves the server made
   latencies.sort((a, b) => a - b);
+  roundTrips.sort((a, b) => a - b);
   late.sort((a, b) => a - b);
   console.log(JSON.stringify({
     version, matches: matches.length, answered: latencies.length, unanswered, applied,
     achieved_per_s: latencies.length / elapsed, p50_ms: quantile(latencies, 0.5), p99_ms: quantile(latencies, 0.99),
+    round_trip_p50_ms: quantile(roundTrips, 0.5), round_trip_p99_ms: quantile(roundTrips, 0.99),
     late_p99_ms: quantile(late, 0.99), server_cpu_s: cpu, server_cpu_ms_per_move: applied ? (cpu * 1000) / applied : null,
     load_generator_cpu_s: (self.user + self.system) / 1e6,
   }));

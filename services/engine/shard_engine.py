@@ -10,7 +10,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -55,6 +55,33 @@ READ_AHEAD_AT = 32
 # serve the shards; with no other engine it takes them back and tries again.
 STEP_ASIDE_AFTER = 5
 STEP_ASIDE_LEASES = 3
+
+
+class _TakeoverNeeds(set):
+    """The shards to take over (group, pending claimed and replayed) before they are read with ``>`` again, and
+    how many times each shard's need was recorded: a takeover clears the need only when none was recorded since it
+    began (``settle``). One recorded meanwhile may be past the takeover's claim (its lease lost and taken back, the
+    holder between having read entries with ``>``; a read dropped): wiped, those entries would wait, pending, for a
+    client's resend."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorded: dict[int, int] = {}
+
+    def add(self, shard: int) -> None:
+        super().add(shard)
+        self.recorded[shard] = self.recorded.get(shard, 0) + 1
+
+    def update(self, *shard_lists: Iterable[int]) -> None:
+        for shards in shard_lists:
+            for shard in shards:
+                self.add(shard)
+
+    def settle(self, shard: int, recorded: int) -> None:
+        """A takeover begun when the shard's need had been recorded ``recorded`` times is done: the need is cleared
+        unless recorded again since (the shard is then taken over again)."""
+        if self.recorded.get(shard, 0) == recorded:
+            self.discard(shard)
 
 
 class _Batch(msgspec.Struct):
@@ -159,7 +186,7 @@ class Engine:
         # so readiness (consumed_ms) is published now rather than at the next beat, a third of a lease later.
         # (Not after each Redis failure: a failing node would make it beat at the pace of the failures.)
         self._ready_news = asyncio.Event()
-        self._needs_takeover: set[int] = set()
+        self._needs_takeover = _TakeoverNeeds()
         self._conflicts_seen = 0
         self._redecided_seen = 0
         self._unsaved_seen = 0
@@ -644,6 +671,7 @@ class Engine:
             for shard in due:
                 if shard not in self._needs_takeover or not self.streams.ready(shard):
                     continue
+                recorded = self._needs_takeover.recorded[shard]  # the lease loop may record it again meanwhile
                 try:
                     await self._take_over(shard)
                 except Exception as error:
@@ -651,7 +679,7 @@ class Engine:
                         raise
                     self._takeover_failed(shard, error)
                     continue
-                self._needs_takeover.discard(shard)
+                self._needs_takeover.settle(shard, recorded)  # recorded again: the next round takes it over again
                 if self._stopping.is_set():
                     break
         finally:
@@ -667,17 +695,19 @@ class Engine:
         second until the promotion, and the live shards' answers came in bunches 1.1-2.2 s late (issue 28,
         `almanac bench failover`). Apart, they fail concurrently while the loop serves the live shards; a shard
         taken over joins the next round's read. A shard is never read while its takeover runs (it stays in
-        ``_needs_takeover`` until the takeover is done), so its entries are decided by the takeover alone."""
+        ``_needs_takeover`` until the takeover is done), so its entries are decided by the takeover alone. A need
+        recorded again while it runs outlives it, and the next round starts another (``_TakeoverNeeds.settle``)."""
         error, self._takeover_error = self._takeover_error, None
         if error is not None:
             raise error
         for shard in due:
             if shard not in self._takeovers:
-                self._takeovers[shard] = asyncio.create_task(self._take_over_alone(shard),
+                recorded = self._needs_takeover.recorded[shard]
+                self._takeovers[shard] = asyncio.create_task(self._take_over_alone(shard, recorded),
                                                              name=f"engine-takeover-{shard}")
         return [shard for shard in held if shard not in self._needs_takeover]
 
-    async def _take_over_alone(self, shard: int) -> None:
+    async def _take_over_alone(self, shard: int, recorded: int) -> None:
         """One shard's takeover apart from the loop (``_take_over_apart``): done, it is read again; failed alone, it
         waits out its backoff; failed otherwise, the loop's next round raises the failure (the shard still needs
         a takeover)."""
@@ -690,7 +720,7 @@ class Engine:
             elif self._takeover_error is None:
                 self._takeover_error = error
         else:
-            self._needs_takeover.discard(shard)
+            self._needs_takeover.settle(shard, recorded)
         finally:
             self._takeovers.pop(shard, None)
 

@@ -28,6 +28,7 @@ from almanac.events.step import decode_record
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.forensics.audit import story
 from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.pauses import pause_now_and_then
 from almanac.services.forensics.verify import as_origin, raw_envelopes
 
 
@@ -44,7 +45,10 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
     # A copy's dice were salted with its origin's id: its bundle is the origin's history (events.copies).
     store, room, origin = await as_origin(store, room)
     raw = await raw_envelopes(store, room)
-    envelopes = [codec.decode_envelope(data, room, version) for version, data in raw]
+    envelopes = []
+    for index, (version, data) in enumerate(raw):
+        await pause_now_and_then(index)  # a heavy read: where its client's leaving stops it (services.forensics.pauses)
+        envelopes.append(codec.decode_envelope(data, room, version))
     head = len(envelopes)
     if envelopes[0].type == "room.forked":
         # A bundle is checked offline from genesis; a fork's chain and state start at its parent's version.
@@ -110,22 +114,30 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
             "envelopes": [readable.b64(data) for _, data in raw],
             "commands": [[first, readable.b64(data)] for first, _, data in spans],
         },
-        **(commitment_sections(checkpointer, room, envelopes, await checkpointer.scheme(store, room))
+        **(await commitment_sections(checkpointer, room, envelopes, await checkpointer.scheme(store, room))
            if checkpointer is not None else {}),
     }
 
 
-def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any],
-                        scheme: str = commitments.SCHEME) -> dict[str, Any]:
-    """An auditor bundle's ``commitments`` (the room key), ``checkpoint`` (its head, signed) and ``keys``."""
+async def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any],
+                              scheme: str = commitments.SCHEME) -> dict[str, Any]:
+    """An auditor bundle's ``commitments`` (the room key), ``checkpoint`` (its head, signed) and ``keys``: the head
+    as ``commitments.heads`` folds it, a version at a time with a pause now and then (a heavy read)."""
     key = checkpointer.room_key(room)
-    head = commitments.heads(key, envelopes, scheme)[-1]
+    head = commitments.HEAD_0
+    shown: list[dict[str, str]] = []
+    for index, envelope in enumerate(envelopes):
+        await pause_now_and_then(index)
+        head = commitments.next_head(head, commitments.event_commitment(key, envelope, scheme), scheme)
+        if scheme == commitments.SCHEME_V2:
+            # Every audience's view but the whole event's (the envelope is its bytes): a verifier without the
+            # rule-set's redaction (the console's JavaScript) recomputes the leaves from them; the Python one also
+            # re-derives them.
+            shown.append({label: readable.b64(view) for label, view in commitments.views(envelope).items()
+                          if label != commitments.FULL})
     openings = checkpointer.openings(room, scheme)
     if scheme == commitments.SCHEME_V2:
-        # Every audience's view but the whole event's (the envelope is its bytes): a verifier without the rule-set's
-        # redaction (the console's JavaScript) recomputes the leaves from them; the Python one also re-derives them.
-        openings["views"] = [{label: readable.b64(view) for label, view in commitments.views(envelope).items()
-                              if label != commitments.FULL} for envelope in envelopes]
+        openings["views"] = shown
     return {"commitments": openings,
             "checkpoint": checkpointer.ring.sign(room, len(envelopes), head),
             "keys": checkpointer.ring.document}

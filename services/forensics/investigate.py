@@ -9,7 +9,6 @@ latest state here. Nothing here knows a rule-set: paths and predicates are gener
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from typing import Any
 
@@ -38,6 +37,7 @@ from almanac.events.forensics.tree_diff import Change, json_value, tree_diff
 from almanac.events.room import RoomState
 from almanac.events.step import CommandRecord, advance
 from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.pauses import YIELD_EVERY as YIELD_EVERY, pause_now_and_then
 from almanac.services.forensics.verify import room_seed
 from almanac.services.room_service import RoomService
 from almanac.storage.base import EventStore
@@ -105,21 +105,11 @@ async def fork(loader: RoomLoader, parent: str, at: int, new_room: str | None, b
 # --- folding ------------------------------------------------------------------------------------
 
 
-# A fold gives the event loop back every this many events: a gateway answering an auditor's explain of a
-# long room must keep answering everyone else's commands meanwhile (a 100,000-event fold is seconds of CPU).
-YIELD_EVERY = 200
-
-
-async def _pause_now_and_then(index: int) -> None:
-    if index % YIELD_EVERY == YIELD_EVERY - 1:
-        await asyncio.sleep(0)
-
-
 async def _fold_steps(loader: RoomLoader, envelopes: list[Envelope]):
     """(envelope, event, state after it) for each envelope, from the room's base (a fork's parent state)."""
     state = await loader.base_of(envelopes[0])
     for index, envelope in enumerate(envelopes):
-        await _pause_now_and_then(index)
+        await pause_now_and_then(index)
         event = codec.decode_event(envelope)
         state = advance(state, envelope, event)
         yield envelope, event, state
@@ -183,7 +173,7 @@ async def explain(loader: RoomLoader, room: str, path_text: str, at: int | None 
     changes: list[dict[str, Any]] = []
     state = base
     for index, envelope in enumerate(envelopes[:version]):
-        await _pause_now_and_then(index)
+        await pause_now_and_then(index)
         event = codec.decode_event(envelope)
         state = advance(state, envelope, event)
         current = value_at(state, path)
@@ -342,7 +332,7 @@ async def bisect_against(loader: RoomLoader, room: str, against: str) -> dict[st
                               "against": manifest.ref, "latest": envelopes[-1].version}
     checked = 0
     for index, wrong in enumerate(redecide_each(envelopes, spans, seed, manifest.ref, nonces=nonces)):
-        await _pause_now_and_then(index)
+        await pause_now_and_then(index)
         if wrong is None:
             checked += 1
             continue

@@ -14,6 +14,7 @@ from almanac.events.forensics.player_check import (
 )
 from almanac.services.checkpoints import Checkpointer
 from almanac.services.forensics.errors import ForensicsError
+from almanac.services.forensics.pauses import pause_now_and_then
 
 
 async def player_bundle(store: Any, checkpointer: Checkpointer, room: str, player: str,
@@ -32,7 +33,8 @@ async def player_bundle(store: Any, checkpointer: Checkpointer, room: str, playe
                              "room")
     key = checkpointer.room_key(room)
     events, head = [], cm.HEAD_0
-    for envelope in envelopes:
+    for index, envelope in enumerate(envelopes):
+        await pause_now_and_then(index)  # a bundle of a long room is a heavy read: where its client's leaving stops it
         views = cm.views(envelope)
         leaves = {label: cm.leaf(label, cm.leaf_salt(key, envelope.version, label), view)
                   for label, view in views.items()}

@@ -21,7 +21,6 @@ from almanac.events.forensics.redecide import (
     ended_nonces_mismatch,
     public_seed,
     recheck_refusals,
-    redecide,
     seed_mismatch,
     signed_joins,
 )
@@ -37,6 +36,7 @@ from almanac.events.step import (
     replay,
     unsigned_because,
 )
+from almanac.services.forensics.pauses import pause_now_and_then, redecide_in_spans
 from almanac.storage.base import EventStore
 from almanac.storage.loader import RoomLoader
 
@@ -235,7 +235,7 @@ async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> 
         if seed is None or not tail or tail[0][0] != upto + 1:
             notes.append(f"versions {upto + 1}..{len(envelopes)} (after the copy) are chain-checked only")
         else:
-            checked = redecide(envelopes, command_spans(tail, len(envelopes)), seed, inner.ruleset,
+            checked = await redecide_in_spans(envelopes, command_spans(tail, len(envelopes)), seed, inner.ruleset,
                                state=replay(envelopes[:upto]), folded=upto, last_hash=envelopes[upto - 1].hash)
             if checked.mismatch is not None:
                 report.update(ok=False, divergence=codec.to_builtins(_divergence(checked.mismatch)))
@@ -289,6 +289,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
     # 1. Every entry decodes, sits at its version, and links to the one before.
     envelopes: list[Envelope] = []
     for expected_version, (version, data) in enumerate(raw, start=1):
+        await pause_now_and_then(expected_version)
         if version != expected_version:
             return failed(Divergence(check="chain", version=expected_version,
                                      message=f"version {expected_version} is missing (next entry is {version})"))
@@ -370,7 +371,7 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
     # 4. Re-decide each command against the state before it, with the room's dice (events.forensics.redecide).
     if seed is not None:
-        checked = redecide(envelopes, spans, seed, rules.ref, nonces=nonces, state=base, last_hash=link_hash)
+        checked = await redecide_in_spans(envelopes, spans, seed, rules.ref, nonces=nonces, state=base, last_hash=link_hash)
         if checked.mismatch is not None:
             return failed(_divergence(checked.mismatch))
         report["commands_redecided"] = checked.commands

@@ -93,7 +93,8 @@ class HeavyReads:
         a client that asked and hung up kept a slot busy for the whole fold, and a few such clients kept every
         other client's heavy read refused (issue 28). The slot is still held until the work has ended there: a
         cancellation takes effect at the work's next ``await`` (a long fold awaits now and then:
-        ``api_console._series``), so a client that asks and hangs up in a loop starts no unbounded work."""
+        ``api_console._series``, and services.forensics' folds through its ``pauses``), so a client that asks and
+        hangs up in a loop starts no unbounded work."""
         if memo is not None and memo in self._memo:
             self._memo.move_to_end(memo)
             return self._memo[memo]

@@ -40,7 +40,6 @@ from limits.aio.storage import RedisStorage
 from limits.aio.strategies import FixedWindowRateLimiter
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
-    NoScriptError,
     TimeoutError as RedisTimeoutError,
 )
 
@@ -116,7 +115,8 @@ class ProcessClientStorage(RedisStorage):
     a plain ``RedisCluster`` from the node list) and then registers its scripts on the bridge's connection: here
     the bridge is handed the process's client instead. On a Cluster that matters beyond the connections: redis-py's
     plain Cluster client cuts every node's connections when one node dies, which failed every rate check (503)
-    during a failover (services.redis_client.FailoverCluster).
+    during a failover (services.redis_client.FailoverCluster), which also runs the count's script by its text
+    on a node that does not know it (a replica just promoted).
     """
 
     def __init__(self, client: aioredis.Redis, key_prefix: str) -> None:
@@ -126,19 +126,6 @@ class ProcessClientStorage(RedisStorage):
     def configure_bridge(self) -> None:
         self.bridge.storage = self._client
         self.bridge.connection_getter = lambda _readonly: self._client
-
-    async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
-        """The library's count (its script by SHA), or, when the node holding the key does not know the script even
-        after redis-py's reload, the same script sent whole (EVAL runs where the key lives and caches it there).
-
-        A Cluster does not replicate cached scripts: a promoted replica knows none, and redis-py's reload sends
-        SCRIPT LOAD to the primaries its node map names, which just after a failover may not name the promoted one
-        yet. A CI run of the failover story saw every anonymous request answered 500 for 19 s that way."""
-        try:
-            return await super().incr(key, expiry, amount)
-        except NoScriptError:
-            script = self.bridge.lua_incr_expire
-            return int(await self._client.eval(script.script, 1, self.bridge.prefixed_key(key), expiry, amount))
 
 
 class RateLimits:

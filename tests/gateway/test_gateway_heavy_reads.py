@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import time
 from collections.abc import Iterator
@@ -18,13 +19,15 @@ import httpx
 import pytest
 from gateway_stack import Stack, engine_and_gateway, open_board_rooms
 
+from almanac.services.bus import internal_command_id
+from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, Outcome, RoomService
 from almanac.storage.redis_store import RedisEventStore
 
 VERSIONS = 2_000  # ~0.5 s of fold per /series on the gateway's loop before the fix
-# The hung client's rooms: as long as a /series reads (api_console.MAX_SERIES_VERSIONS), so that its fold, once
-# the heavy-read worker is warm (2,000 versions then took 20 ms), lasts long enough to be seen holding its slot.
+# The hung client's rooms: as long as a /series reads (api_console.MAX_SERIES_VERSIONS), so that its fold lasts
+# long enough to be seen holding its slot (a warm worker's fold took ~0.14 ms a version: 20,000 in ~2.8 s of CPU).
 HUNG_VERSIONS = 20_000
 CRUISE_BATCH = 500
 HEAVY_CALLS = 24
@@ -57,13 +60,16 @@ def cruise(stack: Stack, room: str, first: int, count: int) -> None:
         try:
             # In batches (one ordered write each): a long room is built in seconds, not a round trip per version.
             for start in range(first, first + count, CRUISE_BATCH):
-                records = [CommandRecord(command_id=f"cruise-{index}", room=room, player="p",
-                                         server_time_ms=now_ms + index, body={"kind": "cruise"})
+                # Ids scoped to the room as the gateway scopes a client's (the store dedupes per shard): with bare
+                # "cruise-N", a room on the shard of one cruised before got that room's outcomes back and none of
+                # its cruises (two hung rooms on one shard, 1 in 16: one read ended at once, holding no slot).
+                records = [CommandRecord(command_id=internal_command_id(room, "p", f"cruise-{index}"), room=room,
+                                         player="p", server_time_ms=now_ms + index, body={"kind": "cruise"})
                            for index in range(start, min(start + CRUISE_BATCH, first + count))]
                 for record, outcome in zip(records, await service.handle_many(records), strict=True):
                     if outcome is None:  # the batch left it to be decided alone (handle_many says when)
                         outcome = await service.handle(record)
-                    assert isinstance(outcome, Outcome) and outcome.accepted, outcome
+                    assert isinstance(outcome, Outcome) and outcome.accepted and not outcome.duplicate, outcome
         finally:
             await client.aclose()
 
@@ -178,20 +184,47 @@ def test_a_series_seen_at_this_version_is_answered_without_a_slot(gateway: tuple
     assert again.status_code == 200 and again.json() == first.json()
 
 
-def test_heavy_reads_whose_client_hung_up_give_their_slots_back(gateway: tuple[str, Stack]) -> None:
+@pytest.fixture(scope="module")
+def hung_rooms(gateway: tuple[str, Stack]) -> list[tuple[str, str]]:
+    """Two claim rooms as long as a /series reads, (room, p's token) each: built once for every route's story."""
+    url, stack = gateway
+    return [long_claim_room(url, stack, HUNG_VERSIONS) for _ in range(2)]
+
+
+# The cruise ids after the hung rooms' own (each story adds a version to the first room).
+MORE_CRUISES = itertools.count(HUNG_VERSIONS)
+# The heavy reads a hung-up client is seen to give back: path under the room, and who reads it (None: the public).
+# (/series folded with a pause every 100 versions since issue 28; /verification, the player and the dispute bundle
+# ran their whole chain check, re-decision or commitments before their cancellation could take effect:
+# services.forensics.pauses.)
+HUNG_READS = {"series": ("series", None), "verification": ("verification", "player"),
+              "player-bundle": ("player-bundle", "player"), "dispute": ("dispute?from=1&to=2", "auditor")}
+
+
+@pytest.mark.parametrize("route", sorted(HUNG_READS))
+def test_heavy_reads_whose_client_hung_up_give_their_slots_back(gateway: tuple[str, Stack],
+                                                                hung_rooms: list[tuple[str, str]], route: str) -> None:
     """Issue 28: a client that started heavy reads and hung up kept the gateway's heavy-read slots busy for as long
     as their folds ran, and every other client's heavy read was refused 503 meanwhile. Given two long rooms and how
-    long one ``/series`` of such a room takes here (F, measured in the same run), when a client asks for both rooms'
-    ``/series`` on two connections (every slot: the default 2) and hangs up while the gateway folds, then another
+    long one read of the route of such a room takes here (F, measured in the same run), when a client asks for both
+    rooms' read on two connections (every slot: the default 2) and hangs up while the gateway folds, then another
     client's heavy read is admitted within a third of F of the hang-up: the abandoned folds were cancelled."""
     url, stack = gateway
-    first, _ = long_claim_room(url, stack, HUNG_VERSIONS)
-    second, _ = long_claim_room(url, stack, HUNG_VERSIONS)
+    (first, _), (second, _) = hung_rooms
+    path, reader = HUNG_READS[route]
+    auditor = TokenSigner(resolve_secret("", str(stack.data_dir)), 3600).issue(ANY_ROOM, "auditor", ROLE_AUDITOR)
+    tokens = {room: {"player": token, "auditor": auditor}.get(reader or "") for room, token in hung_rooms}
+    headers = {"Authorization": f"Bearer {tokens[first]}"} if reader else {}
     small = httpx.post(f"{url}/rooms", json={"ruleset": "claim", "player": "p"}, timeout=10).json()
+    # F is timed on a warm worker: its first heavy read also starts its thread and opens its Redis client (~10 ms
+    # here), which the reads left running do not pay again; a slow start would lift the bar of a third of F.
+    warm = httpx.get(f"{url}/rooms/{small['room']}/series", timeout=60)
+    assert warm.status_code == 200, warm.text
     started = time.monotonic()
-    assert httpx.get(f"{url}/rooms/{first}/series", timeout=60).status_code == 200
+    measured = httpx.get(f"{url}/rooms/{first}/{path}", headers=headers, timeout=120)
+    assert measured.status_code == 200, measured.text
     fold_s = time.monotonic() - started
-    cruise(stack, first, HUNG_VERSIONS, 1)  # a version more: the series just read (kept by its version) is read again
+    cruise(stack, first, next(MORE_CRUISES), 1)  # a version more: a series just read (kept by its version) is read again
 
     def probe() -> int:
         """A heavy read of a one-version room (no answer kept: each takes a slot): 200, or 503 without one."""
@@ -201,23 +234,25 @@ def test_heavy_reads_whose_client_hung_up_give_their_slots_back(gateway: tuple[s
     host, port = url.removeprefix("http://").split(":")
     hung = [socket.create_connection((host, int(port))) for _ in (first, second)]
     for sock, room in zip(hung, (first, second), strict=True):
-        sock.sendall(f"GET /rooms/{room}/series HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        auth = f"Authorization: Bearer {tokens[room]}\r\n" if reader else ""
+        sock.sendall(f"GET /rooms/{room}/{path} HTTP/1.1\r\nHost: {host}\r\n{auth}\r\n".encode())
     # Both requests reach their slots before the probe asks for one (a probe that got there first would take a slot
-    # and have a series refused): a quarter of F, which still leaves the folds most of F to run (on a loaded machine
+    # and have a read refused): a quarter of F, which still leaves the folds most of F to run (on a loaded machine
     # 0.1 s was not always enough for the requests to arrive).
     time.sleep(max(0.1, fold_s / 4))
     held = [probe() for _ in range(3)]
-    if 503 not in held:  # what the hung client was answered says why (refused 503, or its series already done)
+    if 503 not in held:  # what the hung client was answered says why (refused 503, or its read already done)
         for sock in hung:
             sock.settimeout(0.5)
             with contextlib.suppress(TimeoutError):
                 held.append(sock.recv(200))
-    assert 503 in held, f"the two series did not hold both slots: {held}"
+    assert 503 in held, f"the two reads did not hold both slots: {held}"
     for sock in hung:
         sock.close()
     gone = time.monotonic()
     while (status := probe()) != 200 and time.monotonic() - gone < 2 * fold_s + 5:
         time.sleep(0.01)
     freed_s = time.monotonic() - gone
-    print(f"one /series of {HUNG_VERSIONS} versions: {fold_s:.3f} s; slots back {freed_s:.3f} s after the hang-up")
+    print(f"one /{path} of {HUNG_VERSIONS} versions: {fold_s:.3f} s; slots back {freed_s:.3f} s after the hang-up")
     assert status == 200 and freed_s < fold_s / 3, (status, freed_s, fold_s)
+

@@ -197,18 +197,25 @@ async def test_the_calls_of_one_loop_turn_go_out_in_one_socket_write_each_answer
         await line.close()
 
 
-async def test_calls_whose_turn_finds_the_socket_closed_all_fail_and_the_next_call_connects_again(redis_client) -> None:
-    """Given calls made in one turn, when the line's socket is closed before the turn's write, then every one of
-    them fails with a connection error (none waits for a reply that cannot come, none is answered another's
-    reply), and the next call connects again and gets its own reply."""
+async def test_calls_whose_turn_finds_the_socket_closed_all_fail_and_the_call_behind_them_connects_again(
+        redis_client) -> None:
+    """Given calls made in one turn, when the line's socket is closed before the turn's write and another call comes
+    in right behind them (requests keep arriving), then every call of the closed turn fails with a connection error
+    (none waits for a reply that cannot come, none is answered another's reply), and the call behind them is
+    answered on a new connection: the failed write ends the dead connection at once, so no call made after it is
+    queued on the dead socket to fail later, when the reader sees the close (a turn later; longer where the close
+    waits for unsent bytes)."""
     line = PipelinedConnection(redis_client, timeout_s=5)
     try:
         await line.call("PING")
         calls = [asyncio.ensure_future(line.call("ECHO", f"lost-{index}")) for index in range(5)]
         await asyncio.sleep(0)  # the calls are queued for the turn's write
         line._connection._writer.transport.abort()  # noqa: SLF001 - the socket dies before the write
+        # Its first step runs in the next turn just after the failed write, before the reader has seen the close.
+        behind = asyncio.ensure_future(line.call("ECHO", "behind"))
         answers = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 3)
         assert all(isinstance(answer, RedisConnectionError) for answer in answers)
+        assert await asyncio.wait_for(behind, 3) == b"behind"
         assert await asyncio.wait_for(line.call("ECHO", "again"), 3) == b"again"
     finally:
         await line.close()

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from almanac.projections.model_writes import COMMIT_SCRIPT, CheckpointConflict, ShardWrites, commit_shard
+from almanac.projections.model_writes import (
+    COMMIT_SCRIPT,
+    CheckpointConflict,
+    ShardWrites,
+    commit_heads,
+    commit_shard,
+)
 from almanac.projections.projector import CheckpointMoved, Projector
 from almanac.storage.keys import Keys
 
@@ -60,19 +66,26 @@ async def test_the_projector_reports_a_checkpoint_moved_under_it(redis_client):
     assert await redis_client.get(KEYS.checkpoint(0)) == b"1-0"
 
 
-async def test_a_commit_naming_hundreds_of_keys_writes_each_to_its_own(redis_client):
-    # Each write's head names its key by a 3-byte index: past 255 and 65,535 keys, the index's high bytes count.
+async def test_a_commit_naming_more_than_65_536_keys_writes_each_to_its_own(redis_client):
+    """Given one commit naming 65,601 keys (a write each), then each key holds its own write: a head names its key
+    by a 3-byte big-endian index into KEYS, and the indexes here pass 255 and 65,535, so every byte of it counts
+    (a script or encoder that dropped or misread one would write to another key, or to none)."""
     script = redis_client.register_script(COMMIT_SCRIPT)
     writes = ShardWrites()
-    rooms = [f"r{index}" for index in range(300)]
+    rooms = [f"r{index}" for index in range(65_600)]
     for room in rooms:
-        writes.sadd(KEYS.model_ledger_rooms(5, "trades"), room)
         writes.zadd(KEYS.model_ledger(5, "trades", room), {room.encode(): 1})
-    writes.delete(KEYS.summaries(5))
-    writes.hset(KEYS.summaries(5), "r0", "x")
+    writes.hset(KEYS.summaries(5), "last", "x")  # the last key named: index 65,602 (KEYS[1] is the checkpoint)
+    script_keys, args = writes.script_call(KEYS.checkpoint(5), "0-0", "1-0")
+    # The heads as the projector's own stories read them: KEYS's indexes in order, across each byte's carry.
+    assert [index for _, index, _ in commit_heads(args)] == list(range(2, len(script_keys) + 1))
     await commit_shard(script, KEYS.checkpoint(5), writes, expected="0-0", new_checkpoint="1-0")
 
-    assert await redis_client.scard(KEYS.model_ledger_rooms(5, "trades")) == 300
-    for room in (rooms[0], rooms[254], rooms[255], rooms[299]):
+    # Every key written, none twice: a key written in another's place would leave one missing.
+    assert await redis_client.dbsize() == len(rooms) + 2
+    # The rooms on either side of each byte's carry (room i is KEYS[i + 2]: index i + 2 in its head).
+    for index in (0, 253, 254, 255, 65_533, 65_534, 65_535, 65_599):
+        room = rooms[index]
         assert await redis_client.zrange(KEYS.model_ledger(5, "trades", room), 0, -1) == [room.encode()]
-    assert await redis_client.hgetall(KEYS.summaries(5)) == {b"r0": b"x"}
+    assert await redis_client.hgetall(KEYS.summaries(5)) == {b"last": b"x"}
+    assert await redis_client.get(KEYS.checkpoint(5)) == b"1-0"

@@ -117,10 +117,10 @@ async def test_a_room_that_cannot_be_loaded_holds_back_its_commands_only(monkeyp
     await service.handle_many([cmd(r, 0, {"kind": "create_room", "ruleset": "counter"}) for r in ("r1", "r2")])
     load = service.load
 
-    async def broken(room, at_version=None):
+    async def broken(room, at_version=None, **options):
         if room == "r1":
             raise CorruptEventError(room, 1, "damaged")
-        return await load(room, at_version)
+        return await load(room, at_version, **options)
 
     monkeypatch.setattr(service, "load", broken)
     results = await service.handle_many([cmd("r1", 1, {"kind": "join_room"}), cmd("r2", 1, {"kind": "join_room"}),
