@@ -32,7 +32,7 @@ from almanac.services import bootstrap
 from almanac.services.room_service import CommandRecord, RoomService
 from almanac.services.settings import Settings
 from almanac.services.supervisor import Stack
-from almanac.storage.keys import Keys, shard_of
+from almanac.storage.keys import shard_of
 from almanac.storage.memory_store import MemoryEventStore
 
 CHALLENGE = "bench-e2e"
@@ -258,7 +258,7 @@ def behind_shards(heads: list[Any], cursors: dict[str, list[Any]],
 async def _read_side_cursors(client: Any) -> list[Any] | None:
     """Per shard: the feed's last entry, the projector's checkpoint, the notifier's cursor (three replies each); None
     where this Redis will not answer them in one pipeline (a cluster's shards live on several nodes)."""
-    keys = Keys(bootstrap.settings().shard_count)
+    keys = bootstrap.process_keys(bootstrap.settings().shard_count)
     try:
         async with client.pipeline(transaction=False) as pipe:
             for shard in range(keys.shard_count):
