@@ -206,18 +206,20 @@ def _victim(subscription: int, replicas: dict[int, int | None]) -> tuple[int, in
 
 
 def main(outage_s: float = 60.0, after_s: float | None = None, rate: int = 100, engines: int = 0,
-         bucket_s: float = 5.0, warmup_s: float = 10.0, logs: Path | None = None) -> dict[str, Any]:
+         bucket_s: float = 5.0, warmup_s: float = 10.0, logs: Path | None = None,
+         sync_delay_s: int | None = None) -> dict[str, Any]:
     """Run the failover (see the module's docstring), print its figures, return them. ``warmup_s``: load before the
     kill (and on until every shard has taken a command), the baseline's windows; ``logs``: a folder the stack's
     logs and the nodes' are copied to at the end (ALMANAC_LOG_LEVEL, warning unless set, says how much they hold),
-    to find where a stall came from."""
+    to find where a stall came from; ``sync_delay_s``: the nodes' replica sync delay (``ReplicatedCluster``; None:
+    Redis's default, as a deployment has it)."""
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         raise BenchError("the six-node Redis Cluster needs redis-server and redis-cli on PATH")
     after = after_s if after_s is not None else (60.0 if outage_s <= 0 else 20.0)
     console = output_console()
     env = {**ENV, "ALMANAC_LOG_LEVEL": os.environ.get("ALMANAC_LOG_LEVEL", "warning")}
     with tempfile.TemporaryDirectory(prefix="almanac-bench-failover-") as scratch, _environment(env):
-        cluster = ReplicatedCluster(Path(scratch) / "nodes")
+        cluster = ReplicatedCluster(Path(scratch) / "nodes", sync_delay_s=sync_delay_s)
         console.print("starting a Redis Cluster of 3 primaries + 3 replicas (cluster-node-timeout 2000 ms) ...")
         try:
             cluster.start()

@@ -75,13 +75,17 @@ class ReplicatedCluster:
     """A local Redis Cluster of primaries each with one replica (``redis-cli --cluster create``), on loopback.
 
     Nodes run with ``cluster-node-timeout`` 2000 ms and AOF, as the tooling notes measured: a replica is
-    promoted about 4 s after its primary is killed.
+    promoted about 4 s after its primary is killed. ``sync_delay_s``: the nodes' ``repl-diskless-sync-delay``
+    (None: Redis's default, 5 s, which a primary waits before its first full sync to a replica, at the Cluster's
+    start and when a killed node rejoins as a replica, so that more replicas can share one transfer).
     """
 
-    def __init__(self, data_dir: Path, primaries: int = 3, node_timeout_ms: int = 2000) -> None:
+    def __init__(self, data_dir: Path, primaries: int = 3, node_timeout_ms: int = 2000,
+                 sync_delay_s: int | None = None) -> None:
         self.data_dir = data_dir
         self.primaries = primaries
         self.node_timeout_ms = node_timeout_ms
+        self.sync_delay_s = sync_delay_s
         self.processes: dict[int, subprocess.Popen] = {}
         self._commands: dict[int, tuple[list[str], Path]] = {}  # each node's command line and folder, to restart it
 
@@ -92,11 +96,12 @@ class ReplicatedCluster:
 
     def start(self) -> None:
         binary = find_redis_server()
+        delay = () if self.sync_delay_s is None else ("--repl-diskless-sync-delay", str(self.sync_delay_s))
         for index in range(2 * self.primaries):
             node_dir = self.data_dir / f"node-{index}"
             port, process, command = start_node(
                 binary, node_dir,
-                "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes")
+                "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "yes", *delay)
             self.processes[port] = process
             self._commands[port] = (command, node_dir)
         created = subprocess.run(

@@ -15,12 +15,25 @@ from pathlib import Path
 import redis
 from waiting import wait_for
 
-from almanac.bench.redis_cluster import SLOTS, ReplicatedCluster, start_node
+from almanac.bench import redis_cluster
+from almanac.bench.redis_cluster import SLOTS, start_node
 from almanac.services.embedded_redis import find_redis_server
 from almanac.storage.keys import engine_heartbeat_key
 
 __all__ = ["ReplicatedCluster", "at_once", "lease_margin", "local_cluster", "readiness_published", "ready_engine",
-           "taken_over"]  # ReplicatedCluster: the benchmarks', for the stories
+           "taken_over"]
+
+
+class ReplicatedCluster(redis_cluster.ReplicatedCluster):
+    """The benchmarks' replicated Cluster, its primaries syncing their replica at once (``sync_delay_s`` 0).
+
+    Redis's 5 s ``repl-diskless-sync-delay`` waits for more replicas to share one transfer; each primary here has
+    one, so the delay only postponed each sync: 4-5 s of every Cluster's start (7.3-8.4 s against 3.4-3.7 s) and
+    of a killed node's rejoining as a replica (4.9-5.5 s against 0.07 s), seconds in which a story waited on
+    nothing it checks. The failover and promotion themselves are the same."""
+
+    def __init__(self, data_dir: Path, primaries: int = 3, node_timeout_ms: int = 2000) -> None:
+        super().__init__(data_dir, primaries, node_timeout_ms, sync_delay_s=0)
 
 
 @contextlib.contextmanager

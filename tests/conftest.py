@@ -11,6 +11,7 @@ import compileall
 import contextlib
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -47,6 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     workers = getattr(config.option, "numprocesses", None) or 0
     if not hasattr(config, "workerinput"):
         _compile_product()
+        if config.getoption("suite_timeline", None):
+            config.pluginmanager.register(SuiteTimeline(Path(config.getoption("suite_timeline"))), "suite-timeline")
     if os.environ.get("REDIS_URL") and workers > 1 and not hasattr(config, "workerinput"):
         raise pytest.UsageError(f"REDIS_URL names one Redis, which the {workers} test workers would share (each "
                                 "test flushes it); run with -n 0, or unset REDIS_URL (each worker then starts its own)")
@@ -65,16 +68,25 @@ def _compile_product() -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # On xdist's workers, the files marked xdist_group (the longest) first, each file's tests still together and
-    # in order: they then start at once instead of being the run's last minutes. In one process: as collected.
-    # A worker is told by its workerinput: xdist sets its numprocesses to None.
+    # On xdist's workers, the files marked xdist_group first, then the files marked ``lasts`` longest first, the rest
+    # as collected; each file's tests still together and in order. The scheduler hands the workers files in this
+    # order, each worker taking the next when it runs short: a long file sent late would be the run's tail, its
+    # worker busy alone after the others ran out of files; sent early, the short files fill the other workers
+    # meanwhile and end together. In one process: as collected. A worker is told by its workerinput: xdist sets its
+    # numprocesses to None.
     if not hasattr(config, "workerinput"):
         return
     groups = {item.nodeid.split("::", 1)[0]: "_".join(sorted({str(mark.args[0] if mark.args else
                                                                 mark.kwargs.get("name", "default"))
                                                             for mark in item.iter_markers("xdist_group")}))
               for item in items if item.get_closest_marker("xdist_group")}
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in groups)
+    lasts: dict[str, float] = {}
+    for item in items:
+        if (mark := item.get_closest_marker("lasts")) is not None:
+            path = item.nodeid.split("::", 1)[0]
+            lasts[path] = max(lasts.get(path, 0.0), float(mark.args[0]))
+    items.sort(key=lambda item: (item.nodeid.split("::", 1)[0] not in groups,
+                                 -lasts.get(item.nodeid.split("::", 1)[0], 0.0)))
     if FILE_GROUPS in config.workerinput:
         # The scheduler (in the controller, which collects nothing) reads each grouped file's group from here:
         # xdist's own channel, a "@group" suffix on the node id, is lost on pytest >= 9.2 (structured node ids,
@@ -117,8 +129,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadgroup`` with whole files as the unit: a test file runs on one worker, so
     its module fixtures (a gateway stack, a moto server, a browser) start once, as in a serial run; the files
     marked ``xdist_group(name)`` run one after the other on one worker (the Redis Clusters whose failover
-    timing a second Cluster starting beside them would disturb). Scopes are sent in collection order (no
-    reordering by size): the grouped files come first (the workers sort them so), the rest as collected."""
+    timing a second Cluster starting beside them would disturb). Scopes are sent in the workers' collection order
+    (no reordering by test count): the grouped files first, then the files marked ``lasts`` longest first, the rest
+    as collected (the workers sort them so: pytest_collection_modifyitems)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling  # noqa: PLC0415 - xdist is there when this hook is called
@@ -144,6 +157,53 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 def pytest_unconfigure(config: pytest.Config) -> None:
     if FILE_GROUPS_DIR in config.stash:
         shutil.rmtree(config.stash[FILE_GROUPS_DIR], ignore_errors=True)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--suite-timeline", dest="suite_timeline", metavar="FILE",
+                     help="write each test file's worker, first start, last stop (epoch s), seconds in its tests and "
+                          "CPU seconds (its worker's and the processes it reaped) to FILE (JSON), in the order the "
+                          "files started: where a run's time went, and its tail")
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the children it has reaped (a fixture's gateway or Redis, once stopped)."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+_CPU_AT = {"last": _cpu_s()}  # this process's CPU at its previous test phase's report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    # With --suite-timeline each phase's report carries the CPU spent since the previous one (xdist sends a report's
+    # attributes to the controller): a module fixture's processes, reaped at its last test's teardown, count there.
+    report = yield
+    if item.config.getoption("suite_timeline", None):
+        now = _cpu_s()
+        report.cpu_s, _CPU_AT["last"] = now - _CPU_AT["last"], now
+    return report
+
+
+class SuiteTimeline:
+    """``--suite-timeline FILE``, in the controller (or the one process): each file's row from its tests' reports."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.files: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        worker = getattr(report, "worker_id", None) or "main"  # xdist's workers name themselves in each report
+        row = self.files.setdefault(report.nodeid.split("::", 1)[0], {"worker": worker, "start": report.start,
+                                                                        "stop": report.stop, "seconds": 0.0,
+                                                                        "cpu_s": 0.0})
+        row["start"], row["stop"] = min(row["start"], report.start), max(row["stop"], report.stop)
+        row["seconds"] = round(row["seconds"] + report.duration, 3)
+        row["cpu_s"] = round(row["cpu_s"] + getattr(report, "cpu_s", 0.0), 3)
+
+    def pytest_sessionfinish(self) -> None:
+        self.path.write_text(json.dumps(dict(sorted(self.files.items(), key=lambda row: row[1]["start"])), indent=1))
 
 
 def _docker_answers() -> bool:

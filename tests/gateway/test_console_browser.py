@@ -27,6 +27,7 @@ BoardState = game_module("board@1", "state").BoardState
 CHROMIUM = shutil.which("chromium")
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.lasts(87),  # seconds of one worker in a whole run: sent to the workers early (tests/conftest.py)
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)"),
 ]
 SECRET = "console-browser-test-secret-" + "x" * 16  # HS256 keys are at least 32 bytes
@@ -501,9 +502,12 @@ def test_a_player_sees_the_current_element_and_where_the_typed_move_lands(page, 
     page.screenshot(path=shots / "16-board-preview-blocked.png", full_page=True)
     # When the player clicks the cell where the legal placement's anchor is
     board.get_by_label(f"row {legal.row} column {legal.column}:").click()
-    # Then the form takes that row and column, and the preview is back to free cells
-    assert page.locator("#cmd-row").input_value() == str(legal.row)
-    assert page.locator("#cmd-column").input_value() == str(legal.column)
+    # Then the form takes that row and column (at the console's next render: read at once after the click, the row
+    # was once still the blocked one), and the preview is back to free cells
+    from playwright.sync_api import expect  # noqa: PLC0415 - Playwright only where a browser runs
+
+    expect(page.locator("#cmd-row")).to_have_value(str(legal.row), timeout=TIMEOUT_MS)
+    expect(page.locator("#cmd-column")).to_have_value(str(legal.column), timeout=TIMEOUT_MS)
     page.wait_for_function("document.querySelectorAll('[data-testid=board] .cell.preview.blocked').length === 0")
     assert board.locator(".cell.preview").count() == len(covered)
 

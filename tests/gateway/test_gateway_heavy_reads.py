@@ -19,14 +19,15 @@ import httpx
 import pytest
 from gateway_stack import Stack, engine_and_gateway, open_board_rooms
 
+from almanac.services.bus import internal_command_id
 from almanac.services.gateway.auth import ANY_ROOM, ROLE_AUDITOR, TokenSigner, resolve_secret
 from almanac.services.redis_client import connect
 from almanac.services.room_service import CommandRecord, Outcome, RoomService
 from almanac.storage.redis_store import RedisEventStore
 
 VERSIONS = 2_000  # ~0.5 s of fold per /series on the gateway's loop before the fix
-# The hung client's rooms: as long as a /series reads (api_console.MAX_SERIES_VERSIONS), so that its fold, once
-# the heavy-read worker is warm (2,000 versions then took 20 ms), lasts long enough to be seen holding its slot.
+# The hung client's rooms: as long as a /series reads (api_console.MAX_SERIES_VERSIONS), so that its fold lasts
+# long enough to be seen holding its slot (a warm worker's fold took ~0.14 ms a version: 20,000 in ~2.8 s of CPU).
 HUNG_VERSIONS = 20_000
 CRUISE_BATCH = 500
 HEAVY_CALLS = 24
@@ -59,13 +60,16 @@ def cruise(stack: Stack, room: str, first: int, count: int) -> None:
         try:
             # In batches (one ordered write each): a long room is built in seconds, not a round trip per version.
             for start in range(first, first + count, CRUISE_BATCH):
-                records = [CommandRecord(command_id=f"cruise-{index}", room=room, player="p",
-                                         server_time_ms=now_ms + index, body={"kind": "cruise"})
+                # Ids scoped to the room as the gateway scopes a client's (the store dedupes per shard): with bare
+                # "cruise-N", a room on the shard of one cruised before got that room's outcomes back and none of
+                # its cruises (two hung rooms on one shard, 1 in 16: one read ended at once, holding no slot).
+                records = [CommandRecord(command_id=internal_command_id(room, "p", f"cruise-{index}"), room=room,
+                                         player="p", server_time_ms=now_ms + index, body={"kind": "cruise"})
                            for index in range(start, min(start + CRUISE_BATCH, first + count))]
                 for record, outcome in zip(records, await service.handle_many(records), strict=True):
                     if outcome is None:  # the batch left it to be decided alone (handle_many says when)
                         outcome = await service.handle(record)
-                    assert isinstance(outcome, Outcome) and outcome.accepted, outcome
+                    assert isinstance(outcome, Outcome) and outcome.accepted and not outcome.duplicate, outcome
         finally:
             await client.aclose()
 
@@ -212,6 +216,10 @@ def test_heavy_reads_whose_client_hung_up_give_their_slots_back(gateway: tuple[s
     tokens = {room: {"player": token, "auditor": auditor}.get(reader or "") for room, token in hung_rooms}
     headers = {"Authorization": f"Bearer {tokens[first]}"} if reader else {}
     small = httpx.post(f"{url}/rooms", json={"ruleset": "claim", "player": "p"}, timeout=10).json()
+    # F is timed on a warm worker: its first heavy read also starts its thread and opens its Redis client (~10 ms
+    # here), which the reads left running do not pay again; a slow start would lift the bar of a third of F.
+    warm = httpx.get(f"{url}/rooms/{small['room']}/series", timeout=60)
+    assert warm.status_code == 200, warm.text
     started = time.monotonic()
     measured = httpx.get(f"{url}/rooms/{first}/{path}", headers=headers, timeout=120)
     assert measured.status_code == 200, measured.text

@@ -73,6 +73,8 @@ from almanac.services.settings import load_settings
 from almanac.storage.keys import Keys
 from almanac.storage.redis_store import RedisEventStore
 
+pytestmark = pytest.mark.lasts(85)  # seconds of one worker in a whole run: sent to the workers early (tests/conftest.py)
+
 SECRET = "hidden-routes-test-secret-" + "x" * 16  # both gateways sign and accept the same tokens
 MOVES = {"realm": 60, "board": 40, "sectors": 40, "claim": 40, "realm-bots": 60, "realm-v2": 60, "board-v2": 40}
 SPECTATOR = "spectator"
@@ -123,7 +125,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Twin, Twin
             stacks.append(stack)
         for stack in stacks:
             stack.wait_ready()
-        yield Twin(stacks[0], stacks[0].start_gateway()), Twin(stacks[1], stacks[1].start_gateway())
+        with concurrent.futures.ThreadPoolExecutor(2) as starting:  # both at once: each start waits for /health
+            urls = list(starting.map(lambda stack: stack.start_gateway(), stacks))
+        yield Twin(stacks[0], urls[0]), Twin(stacks[1], urls[1])
     finally:
         for stack in stacks:
             stack.stop()

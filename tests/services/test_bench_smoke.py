@@ -10,6 +10,8 @@ import pytest
 from almanac.bench import rules, store as bench_store
 from almanac.events import registry
 
+pytestmark = pytest.mark.lasts(65)  # seconds of one worker in a whole run: sent to the workers early (tests/conftest.py)
+
 
 @pytest.mark.parametrize("name", registry.installed())
 def test_every_installed_rule_set_is_benchmarked_by_the_one_runner_from_its_manifests_scenario(name, capsys):
