@@ -17,7 +17,6 @@ import msgspec
 from almanac.events import registry
 from almanac.projections.read_model_rows import RoomUpdate
 from almanac.storage.keys import Keys
-from almanac.storage.redis_store import run_script
 
 
 def _fallback(value: Any) -> Any:
@@ -274,9 +273,10 @@ async def commit_shard(script: Any, checkpoint_key: str, writes: ShardWrites, *,
                        new_checkpoint: str | None, keep_checkpoint: bool = False) -> None:
     """Apply ``writes`` and move the checkpoint in one script; CheckpointConflict if it no longer held ``expected``.
 
-    ``script`` is ``client.register_script(COMMIT_SCRIPT)`` (after a NOSCRIPT it runs by its text: run_script).
+    ``script`` is ``client.register_script(COMMIT_SCRIPT)``: a server that forgot it has it loaded again by
+    the client (redis-py's Script on one server, ``FailoverCluster`` on a Cluster).
     """
     script_keys, args = writes.script_call(checkpoint_key, expected, new_checkpoint, keep_checkpoint)
-    applied, current = await run_script(script, script_keys, args)
+    applied, current = await script(keys=script_keys, args=args)
     if int(applied) != 1:
         raise CheckpointConflict(text(current))

@@ -164,6 +164,8 @@ async def _counted(call: Call, stream: str, limit: RateLimit, dedupe: tuple[list
         # EVALSHA as a plain command: one call, no script object; a Cluster client routes it by its keys.
         reply = await call("EVALSHA", _SUBMIT_COUNTED_SHA, len(script_keys), *script_keys, *args)
     except NoScriptError:  # a restarted or flushed server forgot it: EVAL loads it again
+        # Here, not left to the client: ``call`` is also the gateway's PipelinedConnection (a raw socket), which
+        # neither redis-py's Script reload nor FailoverCluster's run-by-text covers.
         reply = await call("EVAL", SUBMIT_COUNTED, len(script_keys), *script_keys, *args)
     status = int(reply[0])
     if status == 2:

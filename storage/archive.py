@@ -57,7 +57,6 @@ from almanac.storage.redis_store import (
     _decoded,
     decode_kept,
     ids_field,
-    run_script,
 )
 
 FORMAT = 1
@@ -399,11 +398,11 @@ class ArchivingStore(RedisEventStore):
         """The one loader's read: for a live room still one round trip (the script answers the pointer too)."""
         pointer = self._pointers.get(room)
         if pointer is None:
-            reply = await run_script(self._load_or_pointer,
-                                     [self.keys.snapshot_index(room), self.keys.snapshot_data(room),
-                                      self.keys.events(room), self.keys.pointer_bucket(room),
-                                      self.keys.first_layout_pointers(self.keys.shard(room))],
-                                     ["+inf" if at_most is None else at_most, 1000, room])
+            keys = self.keys
+            reply = await self._load_or_pointer(keys=[keys.snapshot_index(room), keys.snapshot_data(room),
+                                                      keys.events(room), keys.pointer_bucket(room),
+                                                      keys.first_layout_pointers(keys.shard(room))],
+                                                args=["+inf" if at_most is None else at_most, 1000, room])
             if int(reply[0]) >= 0:
                 return await self._parse_load(room, at_most, reply)
             pointer = self._met(room, decode_pointer(room, reply[1]))
@@ -692,9 +691,9 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
             return ArchiveResult(room=room, status="crashed")
         pointer = Pointer(room=room, digest=bytes.fromhex(digest), version=room_object.version,
                           rejections=refusals, size=len(data), archived_at_ms=int(time.time()) * 1000, reason=reason)
-        recorded = await run_script(store._record_idle_pointer if reason == "idle" else store._record_pointer,
-                                    [keys.pointer_bucket(room), keys.version(room), keys.rejected(room)],
-                                    [encode_pointer(pointer), room_object.version, refusals, room])
+        record = store._record_idle_pointer if reason == "idle" else store._record_pointer
+        recorded = await record(keys=[keys.pointer_bucket(room), keys.version(room), keys.rejected(room)],
+                                args=[encode_pointer(pointer), room_object.version, refusals, room])
         recorded = recorded.decode() if isinstance(recorded, bytes) else recorded
         if recorded == "moved":
             return ArchiveResult(room=room, status="moved")
@@ -711,13 +710,12 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
     await remove_superseded(store, existing)
     archived = await store.objects.get(existing)
     dedupe = [keys.command_ids(room), *(keys.command_outcome(room, command_id) for command_id in archived.outcomes)]
-    await run_script(store._delete_room,
-                     [keys.pointer_bucket(room), keys.events(room), keys.commands(room), keys.rejected(room),
-                      keys.snapshot_index(room), keys.snapshot_data(room), keys.seed(room), keys.nonces(room),
-                      keys.origin(room), keys.ended_rooms(keys.shard(room)),
-                      keys.summaries(keys.shard(room)), keys.version(room), keys.commit_scheme(room),
-                      *dedupe],
-                     [pointer_value, existing.rejections, room, existing.reason])
+    await store._delete_room(keys=[keys.pointer_bucket(room), keys.events(room), keys.commands(room),
+                                   keys.rejected(room), keys.snapshot_index(room), keys.snapshot_data(room),
+                                   keys.seed(room), keys.nonces(room), keys.origin(room),
+                                   keys.ended_rooms(keys.shard(room)), keys.summaries(keys.shard(room)),
+                                   keys.version(room), keys.commit_scheme(room), *dedupe],
+                             args=[pointer_value, existing.rejections, room, existing.reason])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)
 
@@ -743,5 +741,5 @@ async def remove_superseded(store: ArchivingStore, pointer: Pointer) -> int:
             return removed
         await store.archive.delete(object_path(pointer.room, digest.hex()))
         removed += 1
-    await run_script(store._forget_superseded, [key], [pointer.room, held])
+    await store._forget_superseded(keys=[key], args=[pointer.room, held])
     return removed

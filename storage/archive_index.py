@@ -37,7 +37,6 @@ import zstandard
 from almanac.events import registry
 from almanac.storage.archive import ArchiveError, decode_pointer
 from almanac.storage.keys import Keys
-from almanac.storage.redis_store import run_script
 
 ZSTD_LEVEL = 19
 _BLOCK = msgspec.msgpack.Decoder(dict[str, bytes])
@@ -137,7 +136,7 @@ async def compact(store: Any, rooms: list[str]) -> int:
                      script_keys.index(best) + 1, len(players)]
             for player in players:  # the member as projections.model_writes.leaderboard_member writes it
                 args += [player, msgspec.json.encode([player, room])]
-        done += int(await run_script(script, script_keys, args))
+        done += int(await script(keys=script_keys, args=args))
     for shard, members in sorted(by_shard.items()):
         _, complete = await _compact_models(store, shard, members)
         if complete:
@@ -271,7 +270,7 @@ async def _compact_models(store: Any, shard: int, rooms: list[str]) -> tuple[int
                     args += [len(rows), len(script_keys)]
                 else:
                     args.append(rows[0][1])
-            done = int(await run_script(script, script_keys, args))
+            done = int(await script(keys=script_keys, args=args))
             if done >= 0:
                 moved += done
                 break
@@ -485,8 +484,8 @@ async def migrate_pointers(client: Any, keys: Keys) -> int:
                 cursor, found = await client.hscan(old, cursor, count=200)
                 if found:
                     rooms = [_text(room) for room in found]
-                    moved += int(await run_script(script, [old, *(keys.pointer_bucket(room) for room in rooms)],
-                                                  rooms))
+                    moved += int(await script(keys=[old, *(keys.pointer_bucket(room) for room in rooms)],
+                                              args=rooms))
                 if not cursor:
                     break
     return moved

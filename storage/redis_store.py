@@ -296,20 +296,6 @@ return {version, data, redis.call('XRANGE', KEYS[3], (version + 1) .. '-0', high
 """
 
 
-async def run_script(script: AsyncScript, keys: list, args: list) -> Any:
-    """Run a registered script; after NOSCRIPT, by its text (EVAL), on the node its keys live on.
-
-    A server forgets its script cache when it restarts, and a replica promoted on a Cluster never had it;
-    redis-py's own reload (SCRIPT LOAD) goes to the primaries its slot map knows, which right after a
-    promotion may not include the new one: its EVALSHA failed again, round after round. EVAL follows the
-    keys (and MOVED) to the right node, runs there and leaves the script cached for the next EVALSHA.
-    """
-    try:
-        return await script(keys=keys, args=args)
-    except NoScriptError:
-        return await script.registered_client.eval(script.script, len(keys), *keys, *args)
-
-
 def _unparsed_stream_reads(client: aioredis.Redis) -> aioredis.Redis:
     """A client on the same connections whose XRANGE replies stay as hiredis returns them.
 
@@ -688,9 +674,12 @@ class RedisEventStore:
                 raise ReplicaWaitError(f"the write was not confirmed by {waits} replica(s) within "
                                        f"{self.wait_timeout_ms} ms (WAIT answered {confirmed!r})")
         if missing:
+            # redis-py never reloads a raw EVALSHA sent in a pipeline (its Pipeline loads only the scripts
+            # called with client=pipe): loaded here, then each refused call sent alone as its Script, which
+            # reloads (one server) or runs by its text (FailoverCluster) should its node forget it again.
             await self._load_scripts()
             again = await asyncio.gather(
-                *(run_script(*calls[i]) for i in missing), return_exceptions=True
+                *(calls[i][0](keys=calls[i][1], args=calls[i][2]) for i in missing), return_exceptions=True
             )
             for index, reply in zip(missing, again, strict=True):
                 replies[index] = reply

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from almanac.storage.redis_store import decode_kept, ids_field, run_script
+from almanac.storage.redis_store import decode_kept, ids_field
 
 if TYPE_CHECKING:
     from almanac.storage.archive import ArchivingStore, Pointer
@@ -107,12 +107,12 @@ async def restore_room(store: ArchivingStore, pointer: Pointer) -> str:
     script = getattr(store, "_restore_script", None)
     if script is None:
         script = store._restore_script = store.client.register_script(RESTORE_SCRIPT)
-    status = await run_script(script,
-                              [keys.pointer_bucket(room), keys.events(room), keys.version(room), keys.commands(room),
-                               keys.rejected(room), keys.seed(room), keys.nonces(room), keys.origin(room),
-                               keys.commit_scheme(room), keys.superseded(keys.shard(room)), keys.command_ids(room),
-                               *[keys.command_outcome(room, command_id) for command_id in refused]],
-                              args)
+    status = await script(keys=[keys.pointer_bucket(room), keys.events(room), keys.version(room),
+                                keys.commands(room), keys.rejected(room), keys.seed(room), keys.nonces(room),
+                                keys.origin(room), keys.commit_scheme(room),
+                                keys.superseded(keys.shard(room)), keys.command_ids(room),
+                                *[keys.command_outcome(room, command_id) for command_id in refused]],
+                          args=args)
     status = status.decode() if isinstance(status, bytes) else status
     store.forget_archived(room)
     return status

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from almanac.storage.redis_store import run_script
-
 # Shared Lua: stream ids compared as (ms, seq); the bound of retention from the server's own clock.
 _LUA_IDS = """
 local function parse(id)
@@ -101,7 +99,7 @@ class CommandsTrim(NamedTuple):
 
 
 class StreamTrimmer:
-    """The two trim scripts, registered on one client (after a NOSCRIPT they run by their text: run_script)."""
+    """The two trim scripts, registered on one client (which loads them again on a server that forgot one)."""
 
     def __init__(self, client: Any, retain_ms: int, notifier_hold_ms: int = 0) -> None:
         self.retain_ms = retain_ms
@@ -111,14 +109,14 @@ class StreamTrimmer:
 
     async def trim_commands(self, stream: str) -> CommandsTrim:
         """Drop a command stream's entries every consumer group has acknowledged, older than the retention."""
-        removed, held_by, length = await run_script(self._commands, [stream], [self.retain_ms])
+        removed, held_by, length = await self._commands(keys=[stream], args=[self.retain_ms])
         return CommandsTrim(int(removed), held_by.decode() if isinstance(held_by, bytes) else held_by, int(length))
 
     async def trim_feed(self, feed: str, checkpoint: str, hold: str, noticed: str) -> int:
         """Drop a feed's entries before the checkpoint (applied), the hold and the notifier's cursor (``noticed``,
         while younger than the notifier hold), older than the retention."""
-        return int(await run_script(self._feed, [feed, checkpoint, hold, noticed],
-                                    [self.retain_ms, self.notifier_hold_ms]))
+        return int(await self._feed(keys=[feed, checkpoint, hold, noticed],
+                                    args=[self.retain_ms, self.notifier_hold_ms]))
 
 
 async def feed_was_trimmed(client: Any, feed: str) -> bool:

@@ -19,7 +19,6 @@ import secrets
 import redis.asyncio as aioredis
 
 from almanac.storage.keys import Keys
-from almanac.storage.redis_store import run_script
 
 # KEYS: 1 the seat's bucket, 2 the room's first-layout hash. ARGV: 1 the seat's field, 2 its digest, 3 the player.
 GRANT_SCRIPT = """
@@ -43,8 +42,9 @@ def digest_of(seat_key: str) -> bytes:
 async def grant(client: aioredis.Redis, keys: Keys, room: str, player: str) -> str:
     """A new seat key for ``player`` in ``room``: its digest replaces the seat's digest (either layout) at once."""
     key = secrets.token_urlsafe(32)
-    await run_script(client.register_script(GRANT_SCRIPT), [keys.seat_key_bucket(room), keys.first_layout_seat_keys(room)],
-                     [seat_field(room, player), digest_of(key), player])
+    script = client.register_script(GRANT_SCRIPT)
+    await script(keys=[keys.seat_key_bucket(room), keys.first_layout_seat_keys(room)],
+                 args=[seat_field(room, player), digest_of(key), player])
     return key
 
 
