@@ -59,12 +59,22 @@ def every_replica_takes_over(cluster: ReplicatedCluster) -> None:
     roles = cluster.roles()
     for primary in roles["master"]:
         cluster.wait_replicated(primary)  # a manual failover needs the replica in sync
-    for port in roles["slave"]:
-        node = redis.Redis(host="127.0.0.1", port=port)
-        try:
-            node.execute_command("CLUSTER FAILOVER")
-        finally:
-            node.close()
+    # A manual failover that does not complete in Redis's own time (its primary slow to answer on a loaded machine)
+    # is given up by Redis, the replica left a replica: ask again, up to three times, before waiting for the state.
+    waiting = set(roles["slave"])
+    for _ in range(3):
+        for port in waiting:
+            node = redis.Redis(host="127.0.0.1", port=port)
+            try:
+                node.execute_command("CLUSTER FAILOVER")
+            finally:
+                node.close()
+        asked = time.monotonic()
+        while waiting and time.monotonic() - asked < 10:
+            waiting -= set(cluster.roles()["master"])
+            time.sleep(0.1)
+        if not waiting:
+            break
     for port in roles["slave"]:
         cluster.wait_promoted(port)
     every_node_forgets_its_scripts(cluster)
