@@ -8,7 +8,8 @@
 - ``investigate``  fork (what-if), diff of two rooms, explain a value, bisect a predicate or a rule version;
 - ``audit``        one thing's story told by the rule-set's audit view (``almanac audit``, the audit routes,
                    a bundle's subject), and the refusals around it;
-- ``errors``       ``ForensicsError``: what cannot be answered, as the CLI's one line and the HTTP 4xx.
+- ``errors``       ``ForensicsError``: what cannot be answered, as the CLI's one line and the HTTP 4xx;
+- ``pauses``       the heavy reads' pause every few hundred versions, where a client's leaving stops them.
 
 The pure half (the re-decide loop, the bundle verifier, the path language, the tree-diff) is
 ``almanac.events.forensics``. Entry points stay with their kind: ``services/cli/verify_commands.py``,
