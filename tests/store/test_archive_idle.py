@@ -334,3 +334,15 @@ async def test_a_second_delete_of_a_move_keeps_the_refusals_recorded_after_the_f
     assert await archiving_store(redis_client, url).rejections(table.room) == rejections
     assert (await table.mine("alice")).accepted
     assert (await whole_record(archiving_store(redis_client, url), table.room))["rejections"] == rejections
+
+
+async def test_a_refusal_does_not_put_off_a_rooms_idle_move(redis_client, tmp_path) -> None:
+    """Given a room whose last command, decided after its last event, was refused, when the window has passed since
+    that event but not since the refusal, then the room is idle: its move comes when a quiet room's would (a refusal
+    used to count as a touch and put the move off, which the archiver's public rooms count showed: issue 28)."""
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    table = await playing_room(store, "idle-refused-last")
+    last_event = max(e.server_time_ms for e in await store.read(table.room))
+    assert decode_record((await store.rejections(table.room))[-1]).server_time_ms > last_event
+    assert await Archiver(store, idle_after_s=3600).idle(now_ms=last_event + HOUR_MS - 1) == []
+    assert await Archiver(store, idle_after_s=3600).idle(now_ms=last_event + HOUR_MS) == [table.room]
