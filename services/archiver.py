@@ -13,8 +13,8 @@ gateway's /metrics shows them, as it shows the engine's and the projector's.
 
 With ``idle_after_s`` (ALMANAC_ARCHIVE_IDLE_AFTER, off by default) each pass also walks part of every shard's room
 set (SSCAN, ``batch`` rooms per shard, going on where the last pass stopped) and moves a room still in Redis whose
-last event and last refusal are both older than that to the archive, with reason "idle": its next command brings it
-back first (storage.restore). A room's clock deadline (services.clock) is not in the room's keys but in its shard's
+last event is older than that to the archive, with reason "idle" (refusals do not count): a command the rules accept
+brings it back before it is applied, one they refuse leaves it there (storage.restore). A room's clock deadline (services.clock) is not in the room's keys but in its shard's
 deadline set, which the move leaves alone: it fires when due and its command brings the room back like any other.
 """
 

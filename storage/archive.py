@@ -376,9 +376,10 @@ class ArchivingStore(RedisEventStore):
         return room in self._idle_met
 
     async def restore_idle(self, room: str) -> bool:
-        """The engine's step before it decides for ``room``: when the load it just made met an idle room's pointer,
-        bring the room back into Redis (storage.restore; exactly once, whoever races) and answer True: the caller
-        loads again, from Redis."""
+        """The engine's step once the rules accepted a command decided against the archived ``room`` (a refused one
+        leaves it archived): when the load it made met an idle room's pointer, bring the room back into Redis
+        (storage.restore; exactly once, whoever races) and answer True: the caller loads again, from Redis, and
+        decides again."""
         pointer = self._idle_met.pop(room, None)
         if pointer is None:
             return False

@@ -1,6 +1,9 @@
-"""Idle rooms: given a realm room still being played but untouched for ALMANAC_ARCHIVE_IDLE_AFTER, the archiver moves
-it to the archive; its next command (from any engine, racing or not, even mid-move) brings it back into Redis exactly
-once before it is decided, nothing acknowledged is lost, and its clock deadline survives the trip."""
+"""Idle rooms: archived after ALMANAC_ARCHIVE_IDLE_AFTER without an event, back only for a command the rules accept."""
+
+# Given a realm room still being played with no event for the window, the archiver moves it to the archive; a
+# command the rules refuse is recorded against the archived state (the room stays there, nothing of it is written
+# into Redis first); one they accept (from any engine, racing or not, even mid-move) brings it back into Redis
+# exactly once and is decided again there; nothing acknowledged is lost, and its clock deadline survives the trip.
 
 from __future__ import annotations
 
