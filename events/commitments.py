@@ -13,7 +13,7 @@ import functools
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -169,12 +169,15 @@ def advance_head(key: bytes, head: bytes, envelopes: Iterable[Envelope], scheme:
 
 def heads(key: bytes, envelopes: Iterable[Envelope], scheme: str = SCHEME) -> list[bytes]:
     """``head_1 .. head_N`` of a room's envelopes from version 1."""
-    result: list[bytes] = []
+    return list(each_head(key, envelopes, scheme))
+
+
+def each_head(key: bytes, envelopes: Iterable[Envelope], scheme: str = SCHEME) -> Iterator[bytes]:
+    """``head_1 .. head_N`` one at a time (a caller that pauses between versions: a heavy read)."""
     head = HEAD_0
     for envelope in envelopes:
         head = next_head(head, event_commitment(key, envelope, scheme), scheme)
-        result.append(head)
-    return result
+        yield head
 
 
 def checkpoint_message(room: str, version: int, head: bytes) -> bytes:

@@ -122,13 +122,14 @@ async def dispute_bundle(store: Any, room: str, exported_at_ms: int, *, view: st
 async def commitment_sections(checkpointer: Checkpointer, room: str, envelopes: list[Any],
                               scheme: str = commitments.SCHEME) -> dict[str, Any]:
     """An auditor bundle's ``commitments`` (the room key), ``checkpoint`` (its head, signed) and ``keys``: the head
-    as ``commitments.heads`` folds it, a version at a time with a pause now and then (a heavy read)."""
+    folded a version at a time (``commitments.each_head``) with a pause now and then (a heavy read)."""
     key = checkpointer.room_key(room)
     head = commitments.HEAD_0
     shown: list[dict[str, str]] = []
+    folded = commitments.each_head(key, envelopes, scheme)
     for index, envelope in enumerate(envelopes):
         await pause_now_and_then(index)
-        head = commitments.next_head(head, commitments.event_commitment(key, envelope, scheme), scheme)
+        head = next(folded)
         if scheme == commitments.SCHEME_V2:
             # Every audience's view but the whole event's (the envelope is its bytes): a verifier without the
             # rule-set's redaction (the console's JavaScript) recomputes the leaves from them; the Python one also

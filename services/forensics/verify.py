@@ -236,7 +236,8 @@ async def _verify_copy(store: EventStore, room: str, origin: dict[str, Any]) -> 
             notes.append(f"versions {upto + 1}..{len(envelopes)} (after the copy) are chain-checked only")
         else:
             checked = await redecide_in_spans(envelopes, command_spans(tail, len(envelopes)), seed, inner.ruleset,
-                               state=replay(envelopes[:upto]), folded=upto, last_hash=envelopes[upto - 1].hash)
+                                              state=replay(envelopes[:upto]), folded=upto,
+                                              last_hash=envelopes[upto - 1].hash)
             if checked.mismatch is not None:
                 report.update(ok=False, divergence=codec.to_builtins(_divergence(checked.mismatch)))
                 return msgspec.convert(report, VerifyReport)
@@ -371,7 +372,8 @@ async def verify_room(store: EventStore, room: str) -> VerifyReport:
 
     # 4. Re-decide each command against the state before it, with the room's dice (events.forensics.redecide).
     if seed is not None:
-        checked = await redecide_in_spans(envelopes, spans, seed, rules.ref, nonces=nonces, state=base, last_hash=link_hash)
+        checked = await redecide_in_spans(envelopes, spans, seed, rules.ref, nonces=nonces, state=base,
+                                          last_hash=link_hash)
         if checked.mismatch is not None:
             return failed(_divergence(checked.mismatch))
         report["commands_redecided"] = checked.commands

@@ -1,5 +1,4 @@
-"""`bench e2e --overload`'s measurement: rooms sized from the capacity measured, windows that ran out of rooms or spilt
-into the next said and not counted, the read side caught up before the clock, and no negative peer latency."""
+"""`bench e2e --overload`'s measurement: room sizing, windows left out or spilt, the read side's catch-up, peer latency."""
 
 from __future__ import annotations
 
