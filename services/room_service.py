@@ -430,6 +430,10 @@ class RoomService:
             except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits (None)
                 results[index] = error
                 break
+            if unsaved:
+                # Accepted with a server nonce not written (the room read from the archive): were the room back
+                # meanwhile (another engine), the append would land without it. ``handle`` brings it back, saves it.
+                break
             expected = state.version if state is not None else 0
             announced = receipt = None
             if receipts is not None:

@@ -242,6 +242,19 @@ async def test_a_damaged_room_is_not_moved_and_the_idle_pass_goes_on(redis_clien
     assert archiver.totals["errors"] == 1 and await store.pointer(damaged.room) is None
 
 
+async def seated_nonce_room(store, room: str, seats: list[str]) -> None:
+    """A realm room of ``seats`` that alice and bob joined without nonces: the server's are kept beside the seed."""
+    service = RoomService(store)
+    options = {"players": seats, "villages": 1, "years": 3}
+    for command_id, player, body in [("create", "alice", {"kind": "create_room", "ruleset": "realm@1",
+                                                          "options": options}),
+                                     ("join-a", "alice", {"kind": "join_room"}),
+                                     ("join-b", "bob", {"kind": "join_room"})]:
+        outcome = await service.handle(CommandRecord(command_id=f"{room}-{command_id}", room=room, player=player,
+                                                     server_time_ms=1_000, body=body))
+        assert outcome.accepted, outcome.error
+
+
 async def test_a_refused_join_leaves_an_idle_room_in_the_archive(redis_client, tmp_path) -> None:
     """Given an idle realm room of alice and bob in the archive (its dice committed per command: a join that sends no
     nonce gets the server's), when carol, who has no seat, joins without a nonce through an engine that never saw the
@@ -251,16 +264,8 @@ async def test_a_refused_join_leaves_an_idle_room_in_the_archive(redis_client, t
     a seat not yet taken, still brings the room back with its server nonce."""
     url = file_archive_url(tmp_path)
     store = archiving_store(redis_client, url)
-    service = RoomService(store)
     room = "idle-join"
-    options = {"players": ["alice", "bob", "dave", "erin"], "villages": 1, "years": 3}
-    for command_id, player, body in [("create", "alice", {"kind": "create_room", "ruleset": "realm@1",
-                                                          "options": options}),
-                                     ("join-a", "alice", {"kind": "join_room"}),
-                                     ("join-b", "bob", {"kind": "join_room"})]:
-        outcome = await service.handle(CommandRecord(command_id=f"{room}-{command_id}", room=room, player=player,
-                                                     server_time_ms=1_000, body=body))
-        assert outcome.accepted, outcome.error
+    await seated_nonce_room(store, room, ["alice", "bob", "dave", "erin"])
     nonces = await store.load_nonces(room)
     assert len(nonces) == 2  # alice's and bob's, the server's: the room draws with them
     assert (await archive_room(store, room, reason="idle")).status == "archived"
@@ -300,6 +305,35 @@ async def test_a_refused_join_leaves_an_idle_room_in_the_archive(redis_client, t
         body={"kind": "join_room", "nonce_commitment": commitment}))
     assert joined.accepted, joined.error
     assert await store.pointer(room) is None and set(await store.load_nonces(room)) == {*held, commitment}
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
+
+
+async def test_a_join_decided_on_a_room_another_engine_brought_back_keeps_its_server_nonce(redis_client,
+                                                                                          tmp_path) -> None:
+    """Given an engine whose last read of a room met it archived idle (it refused a command there), when another
+    engine brings the room back and then the first decides, in a batch, a join without a nonce, then the join is
+    applied with its server nonce kept beside the seed: the nonce chosen for a room read from the archive is not
+    written, so such a join is never appended from the batch (it would land on the room back without it)."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    room = "idle-join-back"
+    await seated_nonce_room(store, room, ["alice", "bob", "dave"])
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    engine = RoomService(archiving_store(redis_client, url))
+    refused = await engine.handle(CommandRecord(command_id=f"{room}-carol", room=room, player="carol",
+                                                server_time_ms=70_000, body={"kind": "join_room"}))
+    assert refused.error["code"] == "no_seat" and await store.pointer(room) is not None
+    other = archiving_store(redis_client, url)
+    assert await restore_room(other, await other.pointer(room)) == "ok"
+
+    record = CommandRecord(command_id=f"{room}-dave", room=room, player="dave", server_time_ms=80_000,
+                           body={"kind": "join_room"})
+    (joined,) = await engine.handle_many([record])
+    if joined is None:  # the batch hands the join to ``handle``
+        joined = await engine.handle(record)
+    assert joined.accepted, joined.error
+    commitment = codec.decode_event(joined.envelopes[-1]).nonce_commitment
+    assert commitment in await store.load_nonces(room)
     assert (await verify_room(archiving_store(redis_client, url), room)).ok
 
 
