@@ -218,6 +218,8 @@ class _FailoverPipeline(ClusterPipeline):
                         cmd.result = error
             # A script its node did not know, run by its text there (FailoverCluster). Only with redirections: a
             # caller that forbids them (a WAIT after each node's part) must not see a command sent after its WAIT.
+            # The EVAL is sent after the whole pipeline has answered, so it runs AFTER the commands that followed its
+            # EVALSHA on that node (no current caller depends on that order; one that does must not rely on this).
             for cmd in stack:
                 if isinstance(cmd.result, exceptions.NoScriptError) and (
                         by_text := client.script_text_call(cmd.args)) is not None:

@@ -717,8 +717,42 @@ class RedisEventStore:
                 del by_node[name]
         if not by_node:
             return replies
+        sent = await self._send_waited(calls, list(by_node.values()))
+        # A node that answered NOSCRIPT (a promoted replica, a restart without persistence: a Cluster replicates no
+        # script cache) and whose WAIT was confirmed is sent, alone, its scripts and those calls again, then WAIT:
+        # nothing is loaded on the other nodes (redis-py's reload sends SCRIPT LOAD to every primary, and failed the
+        # whole batch while any primary was down), and each resent call is covered by a WAIT on its own node.
+        resend = [(node, [index for index, reply in zip(indexes, part, strict=True)
+                          if isinstance(reply, NoScriptError)])
+                  for node, indexes, part, confirmed in sent
+                  if self._unconfirmed(confirmed) is None and any(isinstance(reply, NoScriptError) for reply in part)]
+        again = {node.name: (dict(zip(indexes, part, strict=True)), confirmed)
+                 for node, indexes, part, confirmed in await self._send_waited(calls, resend, load=True)}
+        for node, indexes, part, confirmed in sent:
+            if node.name in again:
+                replies_again, confirmed = again[node.name]  # the first WAIT was confirmed: the resend's decides
+                part = [replies_again.get(index, reply) for index, reply in zip(indexes, part, strict=True)]
+            unconfirmed = self._unconfirmed(confirmed)
+            self._confirmed(node.name, unconfirmed is None)
+            if unconfirmed is None:
+                unconfirmed = await self._confirm_dups(node, [calls[i][1][0] for i in indexes], part)
+            for index, reply in zip(indexes, part, strict=True):
+                replies[index] = reply if unconfirmed is None or isinstance(reply, Exception) else unconfirmed
+                if isinstance(reply, NoScriptError):  # its WAIT failed, or its node lost the scripts again
+                    replies[index] = unconfirmed or ReplicaWaitError("the script was not loaded; sent again later")
+        return replies
+
+    async def _send_waited(self, calls: list[tuple[AsyncScript, list[str], list]], nodes: list[tuple[object, list[int]]],
+                           load: bool = False) -> list[tuple[object, list[int], list, object]]:
+        """Each node's calls (by index), then WAIT, in that node's part of one pipeline: (node, indexes, replies,
+        WAIT's answer) per node. ``load``: the store's scripts are loaded first, on that node only (SCRIPT LOAD,
+        in order on the same connection, so its calls find them)."""
+        if not nodes:
+            return []
         async with self.client.pipeline(transaction=False) as pipe:
-            for node, indexes in by_node.values():
+            for node, indexes in nodes:
+                for script in self._scripts() if load else ():
+                    pipe.execute_command("SCRIPT", "LOAD", script.script, target_nodes=node)
                 for index in indexes:
                     script, script_keys, args = calls[index]
                     pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args,
@@ -728,24 +762,14 @@ class RedisEventStore:
                 timeout_ms = SHORT_WAIT_MS if node.name in self._unreplicated else self.wait_timeout_ms
                 pipe.execute_command("WAIT", self.wait_replicas, timeout_ms, target_nodes=node)
             results = await pipe.execute(raise_on_error=False, allow_redirections=False)
+        sent = []
         position = 0
-        reload = []  # the nodes that answered NOSCRIPT (a promoted replica never had the scripts)
-        for node, indexes in by_node.values():
+        for node, indexes in nodes:
+            position += len(self._scripts()) if load else 0  # SCRIPT LOAD's answers: a failed load shows as NOSCRIPT
             part, confirmed = results[position:position + len(indexes)], results[position + len(indexes)]
             position += len(indexes) + 1
-            if any(isinstance(reply, NoScriptError) for reply in part):
-                reload.append(node)
-            unconfirmed = self._unconfirmed(confirmed)
-            self._confirmed(node.name, unconfirmed is None)
-            if unconfirmed is None:
-                unconfirmed = await self._confirm_dups(node, [calls[i][1][0] for i in indexes], part)
-            for index, reply in zip(indexes, part, strict=True):
-                replies[index] = reply if unconfirmed is None or isinstance(reply, Exception) else unconfirmed
-                if isinstance(reply, NoScriptError):
-                    replies[index] = unconfirmed or ReplicaWaitError("the script was not loaded; sent again later")
-        if reload:
-            await self._load_scripts(reload)
-        return replies
+            sent.append((node, indexes, part, confirmed))
+        return sent
 
     async def require_confirmable(self, key: str) -> None:
         """Raise what a write to ``key``'s node would be answered now, when it surely cannot be confirmed: with
@@ -811,14 +835,14 @@ class RedisEventStore:
             first, confirmed = await pipe.execute(raise_on_error=False, allow_redirections=False)
         return self._unconfirmed(first if isinstance(first, Exception) else confirmed)
 
-    async def _load_scripts(self, nodes: list | None = None) -> None:
-        """Load the store's scripts: on every primary the client knows, and on ``nodes`` (Cluster nodes that
-        answered NOSCRIPT: right after a promotion the client's map may not list the new primary yet)."""
-        scripts = (self._append, self._append_many, self._reject, self._write_ordered, self._snapshot, self._load)
-        for script in scripts:
+    def _scripts(self) -> tuple[AsyncScript, ...]:
+        """Every script the store runs by its SHA."""
+        return (self._append, self._append_many, self._reject, self._write_ordered, self._snapshot, self._load)
+
+    async def _load_scripts(self) -> None:
+        """Load the store's scripts (on a Cluster, on every primary the client knows)."""
+        for script in self._scripts():
             await self.client.script_load(script.script)  # the Cluster client sends it to every primary
-            for node in nodes or ():
-                await self.client.execute_command("SCRIPT", "LOAD", script.script, target_nodes=node)
         self._scripts_loaded = True
 
     async def outcome(self, room: str, command_id: str, call: Callable[..., Awaitable[Any]] | None = None

@@ -243,3 +243,51 @@ async def test_a_script_whose_node_lost_it_runs_while_another_primary_is_down(re
         assert failures(await paths.run(live, limits=False)) == {}
     finally:
         await paths.aclose()
+
+
+async def test_a_durable_write_runs_where_its_nodes_lost_their_scripts_while_another_primary_is_down(
+        tmp_path: Path) -> None:
+    """ALMANAC_DURABILITY=replica on a Cluster: each node's writes and their WAIT go in that node's part of one
+    pipeline, outside FailoverCluster's fallback (a call resent by its text after the WAIT would not be covered by
+    it). On NOSCRIPT the store reloaded its scripts on every primary: while one primary is down (killed, its replica
+    not promoted yet) that reload failed, and the whole batch with it, the live nodes' shards included (on the old
+    code: ConnectionError). Now those nodes alone load the scripts, run the calls again and WAIT: every write on a
+    live node is answered, and is on that node's replica. A Cluster of its own: it leaves a primary dead."""
+    cluster = ReplicatedCluster(tmp_path)
+    cluster.start()
+    client = connect(cluster.url, cluster=True)
+    store = RedisEventStore(client, SHARDS, wait_replicas=1)
+    keys = Keys(SHARDS)
+
+    async def write(shards: list[int] | range, label: str) -> dict[str, object]:
+        """One write batch (the engine's shape: one call per shard): each new room's result."""
+        rooms = [next(room for n in range(10_000) if keys.shard(room := f"durable-{label}-{n}") == shard)
+                 for shard in shards]
+        appended, _ = await store.write_many([AppendRequest(room=room, expected_version=0, command_id=f"c-{room}",
+                                                            envelopes=envelopes_for(room, 1, 1)) for room in rooms], [])
+        return dict(zip(rooms, appended, strict=True))
+
+    try:
+        for primary in cluster.roles()["master"]:
+            cluster.wait_replicated(primary)
+        before = await write(range(SHARDS), "before")  # the scripts loaded, every node's WAIT confirmed
+        assert [result for result in before.values() if isinstance(result, Exception)] == []
+        every_node_forgets_its_scripts(cluster)  # as after a restart without persistence, or a promotion
+        dead = client.get_node_from_key(shard_tag(0)).port
+        cluster.kill(dead)
+        live = [shard for shard in range(SHARDS) if client.get_node_from_key(shard_tag(shard)).port != dead]
+        after = await write(live, "after")
+        assert [result for result in after.values() if isinstance(result, Exception)] == []
+        # Each write resent after NOSCRIPT was covered by its own node's WAIT: its replica has it already.
+        replica_of = {primary: replica for replica, primary in cluster.roles()["slave"].items()}
+        for room in after:
+            replica = redis.Redis(host="127.0.0.1", port=replica_of[client.get_node_from_key(keys.events(room)).port],
+                                  single_connection_client=True)
+            try:
+                replica.execute_command("READONLY")  # a Cluster replica answers its primary's keys only so
+                assert replica.xlen(keys.events(room)) == 1
+            finally:
+                replica.close()
+    finally:
+        await client.aclose()
+        cluster.stop()
