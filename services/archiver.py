@@ -13,8 +13,8 @@ gateway's /metrics shows them, as it shows the engine's and the projector's.
 
 With ``idle_after_s`` (ALMANAC_ARCHIVE_IDLE_AFTER, off by default) each pass also walks part of every shard's room
 set (SSCAN, ``batch`` rooms per shard, going on where the last pass stopped) and moves a room still in Redis whose
-last event and last refusal are both older than that to the archive, with reason "idle": its next command brings it
-back first (storage.restore). A room's clock deadline (services.clock) is not in the room's keys but in its shard's
+last event is older than that to the archive, with reason "idle" (refusals do not count): a command the rules accept
+brings it back before it is applied, one they refuse leaves it there (storage.restore). A room's clock deadline (services.clock) is not in the room's keys but in its shard's
 deadline set, which the move leaves alone: it fires when due and its command brings the room back like any other.
 """
 
@@ -29,7 +29,6 @@ import structlog
 from redis.exceptions import RedisClusterException, RedisError
 
 from almanac.events import codec
-from almanac.events.step import decode_record
 from almanac.services import bootstrap
 from almanac.services.settings import Settings
 from almanac.storage import archive_index
@@ -66,7 +65,7 @@ class Archiver:
         return [room.decode() if isinstance(room, bytes) else room for rooms in found for room in rooms]
 
     async def idle(self, now_ms: int | None = None) -> list[str]:
-        """Rooms still in Redis, not ended, untouched (no event, no refusal) for ``idle_after_s``: up to ``batch``
+        """Rooms still in Redis, not ended, with no event for ``idle_after_s``: up to ``batch``
         rooms of each shard's room set looked at per call, the walk going on where the last call stopped."""
         if self.idle_after_s <= 0:
             return []
@@ -82,20 +81,20 @@ class Archiver:
         async with client.pipeline(transaction=False) as pipe:
             for room in candidates:
                 pipe.xrevrange(keys.events(room), count=1)
-                pipe.xrevrange(keys.rejected(room), count=1)
                 pipe.zscore(keys.ended_rooms(keys.shard(room)), room)
             replies = await pipe.execute()
         due = []
         for index, room in enumerate(candidates):
-            last_event, last_refusal, ended = replies[3 * index: 3 * index + 3]
+            last_event, ended = replies[2 * index: 2 * index + 2]
             if not last_event or ended is not None:  # archived already (or empty), or ended: the ended list's work
                 continue
             entry_id, fields = last_event[0]
+            # Its last event, not its last refusal: a refusal putting off the room's move would show in the public
+            # /metrics (the archiver's rooms), so a rival could tell it from a quiet room (issue 28). A refused command
+            # to the archived room is decided there and leaves it there (services.room_service).
             try:
                 touched = codec.decode_envelope(_envelope_field(fields) or b"", room,
                                                 int(entry_id.split(b"-", 1)[0])).server_time_ms
-                if last_refusal:  # a refused command touched the room too: its record has the time it was decided
-                    touched = max(touched, decode_record(last_refusal[0][1][b"c"]).server_time_ms)
             except Exception:  # noqa: BLE001 - a damaged room is not moved (verify tells its story); the rest go on
                 self.totals["errors"] += 1
                 log.warning("archiver.idle_unreadable", room=room, exc_info=True)

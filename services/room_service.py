@@ -177,12 +177,16 @@ class RoomService:
         # Brought back for a refusal, the room's trip was public (the restore histogram in /metrics) and so was
         # its next idle move (the archiver's rooms and bytes): a rival learnt that a command was refused (issue 28).
         bring_back = False
-        for _ in range(self.max_conflict_retries + 1):
+        original = record  # each pass completes it again: its server nonce is saved only on the room in Redis
+        tries_left = self.max_conflict_retries + 1
+        while tries_left > 0:
+            tries_left -= 1
             state = None
             try:
                 state, last_hash = await self.load(record.room, bring_back=bring_back)
-                record = await self._complete(state, record)
-                envelopes, new_state = await self._decide(state, last_hash, record)
+                archived = self._met_idle(record.room)  # read from the archive: write nothing for the room yet
+                record, unsaved = await self._complete(state, original, save=not archived)
+                envelopes, new_state = await self._decide(state, last_hash, record, unsaved)
             except VersionMoved as error:
                 # Its answer names the room's version for the client to sign again: a cached state another
                 # writer has since moved would name one the room has passed. Decide again against the store's.
@@ -192,10 +196,13 @@ class RoomService:
                     continue
                 return self._unrecorded(record, error)
             except (InvalidCommand, RulesNotInstalledError) as error:
-                if isinstance(error, SecretMissing) and not bring_back and self._met_idle(record.room):
+                if (isinstance(error, SecretMissing) and not bring_back and self._met_idle(record.room)
+                        and await self.store.pointer(record.room) is None):  # type: ignore[attr-defined]
                     # Its secrets read from the archive while another engine brought the room back (neither place
-                    # had them at its read): decide again on the room in Redis.
+                    # had them at its read): decide again on the room in Redis. With the pointer still there the
+                    # archive is where they are: missing there, they are missing.
                     bring_back = True
+                    tries_left += 1  # not a conflict: it does not use up a try
                     continue
                 return self._unrecorded(record, error)
             except RuleError as error:
@@ -205,8 +212,11 @@ class RoomService:
                     return await self._replayed(record, result.outcome)
                 return Outcome(command_id=record.command_id, room=record.room, accepted=False, error=error.to_dict(),
                                record=refused)
-            if not bring_back and self._met_idle(record.room):
-                bring_back = True  # accepted: bring the room back, then decide again against the room in Redis
+            if not bring_back and archived:
+                # Accepted: bring the room back, then decide again against the room in Redis (from the original
+                # record: that pass saves the server's nonce). The trip is not a conflict: it uses up no try.
+                bring_back = True
+                tries_left += 1
                 continue
             expected = state.version if state is not None else 0
             try:
@@ -384,8 +394,10 @@ class RoomService:
         for index in indexes:
             record = records[index]
             try:
-                record = await self._complete(state, record)
-                envelopes, new_state = await self._decide(state, last_hash, record)
+                # Read from the archive: nothing of the room is written before its append (which fails there:
+                # ``handle`` brings the room back and completes the record again, saving the server's nonce).
+                record, unsaved = await self._complete(state, record, save=not self._met_idle(room))
+                envelopes, new_state = await self._decide(state, last_hash, record, unsaved)
             except VersionMoved:
                 # Decided against the batch's state, which may be a cached or planned one behind the store:
                 # this command and the room's rest go through ``handle`` alone, which checks the store's version.
@@ -417,6 +429,10 @@ class RoomService:
                 continue
             except Exception as error:  # noqa: BLE001 - reported per command; the room's rest waits (None)
                 results[index] = error
+                break
+            if unsaved:
+                # Accepted with a server nonce not written (the room read from the archive): were the room back
+                # meanwhile (another engine), the append would land without it. ``handle`` brings it back, saves it.
                 break
             expected = state.version if state is not None else 0
             announced = receipt = None
@@ -533,31 +549,40 @@ class RoomService:
             envelopes=envelopes,
         )
 
-    async def _complete(self, state: RoomState | None, record: CommandRecord) -> CommandRecord:
-        """The record as the room will store it: what the server chose on the client's behalf, written in.
+    async def _complete(self, state: RoomState | None, record: CommandRecord,
+                        save: bool = True) -> tuple[CommandRecord, dict[str, bytes] | None]:
+        """The record as the room will store it: what the server chose on the client's behalf, written in,
+        and the server's nonce it chose when ``save`` is False (by commitment, for ``_decide``), else None.
 
         A new secret-seed room that names no dice scheme gets the newest (3: command-bound). A join
         of a scheme-2 or 3 room without a nonce gets the server's (``events.dice.server_nonce``, derived
-        from the seed), kept beside the seed, and says so (``nonce_by_server``). Written into the record, a re-decision (verify, bundles, forks)
-        decides exactly the same without knowing this rule.
+        from the seed), kept beside the seed, and says so (``nonce_by_server``). Written into the record, a
+        re-decision (verify, bundles, forks) decides exactly the same without knowing this rule. Without
+        ``save`` (a room read from the archive) the nonce is not written: a refused join leaves nothing of
+        the room in Redis, and an accepted one is completed again once the room is back (the same nonce).
         """
         body = record.body
         kind = body.get("kind")
         if state is None and kind == "create_room" and "dice_scheme" not in body and body.get("challenge") is None:
-            return msgspec.structs.replace(record, body={**body, "dice_scheme": COMMAND_BOUND})
+            return msgspec.structs.replace(record, body={**body, "dice_scheme": COMMAND_BOUND}), None
         if (kind == "join_room" and state is not None and state.dice_scheme in NONCE_SCHEMES
                 and body.get("nonce_commitment") is None and record.player not in state.players):
             nonce = server_nonce(await self._seed_for(state, record), record.player)
-            commitment = await self.store.save_nonce(record.room, nonce)
+            if save:
+                commitment, unsaved = await self.store.save_nonce(record.room, nonce), None
+            else:
+                commitment = nonce_commitment(nonce)
+                unsaved = {commitment: nonce}
             return msgspec.structs.replace(record, body={**body, "nonce_commitment": commitment,
-                                                         "nonce_by_server": True})
-        return record
+                                                         "nonce_by_server": True}), unsaved
+        return record, None
 
     async def _decide(
-        self, state: RoomState | None, last_hash: str, record: CommandRecord
+        self, state: RoomState | None, last_hash: str, record: CommandRecord, unsaved: dict[str, bytes] | None = None
     ) -> tuple[list[Envelope], RoomState]:
         """The one room step, with the room's secret seed fetched (or drawn, for a new room) when it is used,
-        and, in a scheme-2 room, the players' nonces."""
+        and, in a scheme-2 room, the players' nonces (with ``unsaved``: the server's nonce ``_complete`` chose
+        for a join of a room read from the archive, not written)."""
         if needs_secret_seed(state, record.body):
             seed = await self._seed_for(state, record)  # (a new room's scheme is recorded with its drawn seed)
         else:
@@ -568,6 +593,8 @@ class RoomService:
         nonces = None
         if state is not None and state.dice_scheme in NONCE_SCHEMES:
             nonces = await self._nonces_for(state, record)
+            if unsaved:
+                nonces = {**nonces, **unsaved}  # a copy: the cached set holds only what the store holds
         return step(state, last_hash, record, seed, nonces=nonces)
 
     async def _nonces_for(self, state: RoomState, record: CommandRecord) -> dict[str, bytes]:

@@ -86,8 +86,9 @@ class Settings(BaseSettings):
     archiver: bool = _env("ALMANAC_ARCHIVER", True)
     dedupe_retain_s: int = _env("ALMANAC_DEDUPE_RETAIN", 60)
     archiver_interval_s: float = _env("ALMANAC_ARCHIVER_INTERVAL_S", 2.0)
-    # Seconds a room still being played may go untouched (no event, no refusal) before the archiver moves it to
-    # the archive too; its next command brings it back first (storage.restore). 0: off, the default: bringing a
+    # Seconds a room still being played may go without an event (refusals do not count) before the archiver moves
+    # it to the archive too; a command the rules accept brings it back before it is applied, one they refuse is
+    # recorded with the room left there (storage.restore). 0: off, the default: bringing a
     # room back costs its first command an object read and a fold, a latency a deployment opts into with a
     # window that fits its games (docs/archive.md, "Idle rooms").
     archive_idle_after_s: int = _env("ALMANAC_ARCHIVE_IDLE_AFTER", 0)

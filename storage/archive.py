@@ -249,15 +249,19 @@ if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit
 # an ended room never appends again), 13.. the room's id index and the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
 # keep counting it. ARGV 4: the move's reason; an idle room keeps its summary row (it comes back, and nothing
-# would write the row again before its next event: storage.restore).
+# would write the row again before its next event: storage.restore). The archived refusals are removed only while
+# the events are there: the first run removes both in this one step, and what a later run of the same pointer (an
+# archiver that lost the race, a rerun) finds in the stream are refusals recorded after the pointer, to keep.
 DELETE_SCRIPT = """
 if redis.call('HGET', KEYS[1], ARGV[3]) ~= ARGV[1] then return 0 end
 local archived = tonumber(ARGV[2])
-if redis.call('XLEN', KEYS[4]) <= archived then
-  redis.call('DEL', KEYS[4])
-else
-  local first = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', archived)
-  for _, entry in ipairs(first) do redis.call('XDEL', KEYS[4], entry[1]) end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  if redis.call('XLEN', KEYS[4]) <= archived then
+    redis.call('DEL', KEYS[4])
+  else
+    local first = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', archived)
+    for _, entry in ipairs(first) do redis.call('XDEL', KEYS[4], entry[1]) end
+  end
 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[12])
 if ARGV[4] == 'idle' then redis.call('ZREM', KEYS[10], ARGV[3]) else redis.call('HDEL', KEYS[11], ARGV[3]) end
@@ -372,9 +376,10 @@ class ArchivingStore(RedisEventStore):
         return room in self._idle_met
 
     async def restore_idle(self, room: str) -> bool:
-        """The engine's step before it decides for ``room``: when the load it just made met an idle room's pointer,
-        bring the room back into Redis (storage.restore; exactly once, whoever races) and answer True: the caller
-        loads again, from Redis."""
+        """The engine's step once the rules accepted a command decided against the archived ``room`` (a refused one
+        leaves it archived): when the load it made met an idle room's pointer, bring the room back into Redis
+        (storage.restore; exactly once, whoever races) and answer True: the caller loads again, from Redis, and
+        decides again."""
         pointer = self._idle_met.pop(room, None)
         if pointer is None:
             return False
@@ -550,8 +555,13 @@ class ArchivingStore(RedisEventStore):
         archived = await self._known(room)
         if archived is None:
             found = await super().load_nonces(room)
-            if found or (archived := await self.archived_object(room)) is None:
+            if found and room not in self._idle_met:
                 return found
+            if (archived := await self.archived_object(room)) is None:
+                return found
+            # A room archived idle: a nonce the gateway kept for a join to it (before the engine decides) is in Redis
+            # alone; the players' are in the archive. Both, or the join would find the others' missing.
+            return {**archived.nonces, **found}
         return dict(archived.nonces)
 
     async def load_origin(self, room: str) -> bytes | None:

@@ -1,10 +1,13 @@
-"""Bringing a room archived because it was idle back into Redis, exactly once, before the engine decides for it.
+"""Bringing a room archived because it was idle back into Redis, exactly once, for a command the rules accept.
 
 A room still being played but untouched for ALMANAC_ARCHIVE_IDLE_AFTER is moved to the archive like a finished one
 (storage.archive, ``archive_room(reason="idle")``); its commit point also deletes the room's version key, so no
 writer can append to it while it is archived (an append compares the version: a conflict, and the writer loads
-again). The engine's load meets the pointer (``ArchivingStore.restore_idle``) and calls ``restore_room``: ONE
-script on the room's slot that, only while the pointer is still the one read,
+again). The engine's load meets the pointer; it decides the command against the archived state, writing nothing
+of the room (services.room_service ``RoomService.handle``): a refusal is recorded after the pointer and the room
+stays archived; an accepted command has ``ArchivingStore.restore_idle`` call ``restore_room`` and is decided again on
+the room in Redis. ``restore_room`` is ONE script on the room's slot that, only while the pointer is still the one
+read,
 
 - writes back what the delete step removed (when it ran): the envelopes byte for byte at their versions, the
   command records, the refusal records (the archived ones first, then those recorded in Redis after the pointer),

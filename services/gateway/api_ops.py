@@ -222,7 +222,7 @@ def _restore_histogram(engine: str, counters: dict[str, int]) -> list[str]:
 # The archiver's figures (services.archiver writes them beside its heartbeat): name, type, help.
 _ARCHIVER_METRICS = (
     ("rooms", "counter", "Rooms moved to the archive."),
-    ("bytes", "counter", "Bytes of archive objects written (compressed)."),
+    ("bytes", "counter", "Bytes of archive objects written (compressed; auditors only)."),
     ("commands", "counter", "Commands (accepted and refused) of the archived rooms (auditors only)."),
     ("errors", "counter", "Rooms whose move failed (retried on the next pass)."),
     ("rooms_per_s", "gauge", "Rooms archived per second in the archiver's last pass."),
@@ -239,8 +239,8 @@ async def _scrape_archivers(gw: Gateway, auditor: bool) -> list[str]:
              f"almanac_archiver_up {len(alive)}"]
     stats = {name: await gw.client.hgetall(archiver_stats_key(name, prefix)) for name in names}
     for field, kind, help_text in _ARCHIVER_METRICS:
-        if field == "commands" and not auditor:
-            continue  # refused ones among them: the auditors' (auditors_engine_field)
+        if field in ("commands", "bytes") and not auditor:
+            continue  # refused ones among them, and their records in the objects: the auditors' (auditors_engine_field)
         metric = f"almanac_archiver_{field}" + ("_total" if kind == "counter" else "")
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         for name in names:

@@ -1,12 +1,4 @@
-"""A shard that needs a takeover again while its takeover runs is taken over again, on a Cluster and on one Redis.
-
-A takeover claims the shard's pending entries, replays them, then clears the shard's need; the shard is read with
-``>`` from then on. The engine's takeover cleared the need whatever had happened while it ran: a lease lost and
-taken back meanwhile (another engine holding it between, reading commands with ``>`` under its own name, then
-dying) recorded the need again, and the old takeover's end wiped it. Those commands stayed pending under the dead
-engine's name, unanswered until their clients sent them again. Here the first takeover is held after its claim
-(a hook on the engine's claim; Redis is real) while the lease goes to another engine and comes back.
-"""
+"""A shard that needs a takeover again while its takeover runs is taken over again, on a Cluster and on one Redis."""
 
 from __future__ import annotations
 
@@ -44,7 +36,14 @@ async def test_a_lease_lost_and_taken_back_during_a_takeover_has_the_shard_taken
     """Given an engine whose takeover of a shard has claimed the shard's pending entries and not yet ended, when
     its lease goes to another engine, which reads a command of the shard and dies, and the engine takes the lease
     back, then once the first takeover ends the shard is taken over again: the other engine's command is claimed,
-    decided and answered, once."""
+    decided and answered, once.
+
+    A takeover claims the shard's pending entries, replays them, then clears the shard's need; the shard is read with
+    ``>`` from then on. The engine's takeover cleared the need whatever had happened while it ran: a lease lost and
+    taken back meanwhile (another engine holding it between, reading commands with ``>`` under its own name, then
+    dying) recorded the need again, and the old takeover's end wiped it. Those commands stayed pending under the dead
+    engine's name, unanswered until their clients sent them again. Here the first takeover is held after its claim
+    (a hook on the engine's claim; Redis is real) while the lease goes to another engine and comes back."""
     engine = Engine(client, EngineConfig(name="retaking", shards=[SHARD], shard_count=SHARDS, lease_ms=LEASE_MS,
                                          block_ms=100))
     claimed, release = asyncio.Event(), asyncio.Event()

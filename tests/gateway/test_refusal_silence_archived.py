@@ -1,16 +1,4 @@
-"""A rival cannot tell that another seat's command to a room archived idle was refused (issue 28, a leftover of
-test_refusal_silence.py).
-
-An engine that held the room in memory decided a command for it against that state: a refusal was recorded with
-the room left in the archive. An engine that did not (restarted, or a shard's lease moved) brought the room back
-into Redis first, accepted or refused (services.room_service ``RoomService.load``), and the archiver moved it again
-once it had been idle for the window since: the public /metrics counted both, the engines'
-``almanac_room_restore_seconds`` and the archiver's ``almanac_archiver_rooms_total`` and ``_bytes_total``, while the
-room's version stood still. Now a room comes back only for a command the rules accept. The same comparison as
-test_refusal_silence.py with the room idle in the archive and a fresh engine when alice's command is refused: every
-GET operation of /openapi.json and every live channel of /asyncapi, read as the public, as bob and as a spectator,
-moves exactly as in a quiet period.
-"""
+"""A rival cannot tell that another seat's command to a room archived idle, or about to be, was refused (issue 28)."""
 
 from __future__ import annotations
 
@@ -87,7 +75,14 @@ def test_a_rival_sees_nothing_move_when_a_command_to_an_archived_room_is_refused
     alice's ``smelt`` of bronze she does not hold is refused by an engine that holds nothing of the room in memory
     (it was restarted), then every value they read moves exactly as in a quiet period of the same length while the
     room lay in the archive; when alice's next command is accepted the same reads see it; and the room came back
-    from the archive once, for the accepted command, as the operator's metrics count it, the refusal among them."""
+    from the archive once, for the accepted command, as the operator's metrics count it, the refusal among them.
+
+    A leftover of test_refusal_silence.py: an engine that did not hold the room (restarted, or a shard's lease moved)
+    used to bring it back into Redis first, accepted or refused, and the archiver moved it again once idle: the
+    public /metrics counted both (the engines' ``almanac_room_restore_seconds``, the archiver's
+    ``almanac_archiver_rooms_total`` and ``_bytes_total``) while the room's version stood still. Now a refused
+    command is decided and recorded against the archived state (services.room_service ``RoomService.handle``) and
+    the room comes back only for one the rules accept."""
     url, auditor, client, keys, stack = served
     with httpx.Client(base_url=url, timeout=60) as http, contextlib.ExitStack() as closing:
         room, created, joined = seated_realm_answers(http)
@@ -115,7 +110,7 @@ def test_a_rival_sees_nothing_move_when_a_command_to_an_archived_room_is_refused
         assert client.hget(keys.pointer_bucket(room), room), "the room left the archive in the quiet period"
         refused = command(http, room, created["token"], REFUSED, "refused")
         assert refused.status_code == 422 and refused.json()["code"] == "realm.not_enough_bronze", refused.text
-        idle_in_the_archive(client, keys, room)  # moved again once idle: the refusal touched it
+        idle_in_the_archive(client, keys, room)  # still there: the refusal was decided against the archived state
         time.sleep(PERIOD_S)
         after_refusal = read_all(http, urls, viewers)
         told = told_apart(moved(first, quiet), moved(quiet, after_refusal))
@@ -139,3 +134,26 @@ def test_a_rival_sees_nothing_move_when_a_command_to_an_archived_room_is_refused
                                                     operator, re.M))
         assert restored == 1, operator
         assert re.search(r'almanac_engine_counter\{engine="[^"]+",field="rejected"\} 1', operator), operator
+
+
+def test_refusals_to_a_live_room_do_not_put_off_its_idle_move(served) -> None:
+    """Given a realm room of alice and bob whose last accepted command is a moment old, when alice's commands keep
+    being refused (one every quarter second, for four times the archiver's one-second window), then the archiver
+    moves the room while they go on, as it would a quiet room, and the public reads no archive bytes. Each refusal
+    used to count as a touch: the move waited for the refusals to stop, so the public /metrics'
+    ``almanac_archiver_rooms_total`` told a rival when they did, and ``_bytes_total`` grew with their records."""
+    url, _, client, keys, _ = served
+    with httpx.Client(base_url=url, timeout=60) as http:
+        room, created, _ = seated_realm_answers(http)
+        assert command(http, room, created["token"], ACCEPTED, "live-accepted").status_code == 200
+        refusing_until, sent, moved_meanwhile = time.monotonic() + 4.0, 0, False
+        while time.monotonic() < refusing_until:
+            sent += 1
+            refused = command(http, room, created["token"], REFUSED, f"live-refused-{sent}")
+            assert refused.status_code == 422 and refused.json()["code"] == "realm.not_enough_bronze", refused.text
+            # read right after a refusal: a move the refusals put off could only come a second after the last one
+            moved_meanwhile |= bool(client.hget(keys.pointer_bucket(room), room))
+            time.sleep(0.25)
+        assert moved_meanwhile, "the refusals put off the room's idle move"
+        public = http.get("/metrics").text
+        assert "almanac_archiver_rooms_total" in public and "almanac_archiver_bytes_total" not in public

@@ -1,6 +1,9 @@
-"""Idle rooms: given a realm room still being played but untouched for ALMANAC_ARCHIVE_IDLE_AFTER, the archiver moves
-it to the archive; its next command (from any engine, racing or not, even mid-move) brings it back into Redis exactly
-once before it is decided, nothing acknowledged is lost, and its clock deadline survives the trip."""
+"""Idle rooms: archived after ALMANAC_ARCHIVE_IDLE_AFTER without an event, back only for a command the rules accept."""
+
+# Given a realm room still being played with no event for the window, the archiver moves it to the archive; a
+# command the rules refuse is recorded against the archived state (the room stays there, nothing of it is written
+# into Redis first); one they accept (from any engine, racing or not, even mid-move) brings it back into Redis
+# exactly once and is decided again there; nothing acknowledged is lost, and its clock deadline survives the trip.
 
 from __future__ import annotations
 
@@ -237,3 +240,146 @@ async def test_a_damaged_room_is_not_moved_and_the_idle_pass_goes_on(redis_clien
     results = await archiver.run_once()
     assert [(r.room, r.status) for r in results] == [(sound.room, "archived")]
     assert archiver.totals["errors"] == 1 and await store.pointer(damaged.room) is None
+
+
+async def seated_nonce_room(store, room: str, seats: list[str]) -> None:
+    """A realm room of ``seats`` that alice and bob joined without nonces: the server's are kept beside the seed."""
+    service = RoomService(store)
+    options = {"players": seats, "villages": 1, "years": 3}
+    for command_id, player, body in [("create", "alice", {"kind": "create_room", "ruleset": "realm@1",
+                                                          "options": options}),
+                                     ("join-a", "alice", {"kind": "join_room"}),
+                                     ("join-b", "bob", {"kind": "join_room"})]:
+        outcome = await service.handle(CommandRecord(command_id=f"{room}-{command_id}", room=room, player=player,
+                                                     server_time_ms=1_000, body=body))
+        assert outcome.accepted, outcome.error
+
+
+async def test_a_refused_join_leaves_an_idle_room_in_the_archive(redis_client, tmp_path) -> None:
+    """Given an idle realm room of alice and bob in the archive (its dice committed per command: a join that sends no
+    nonce gets the server's), when carol, who has no seat, joins without a nonce through an engine that never saw the
+    room, alone or in a batch, then her join is refused (``no_seat``) against the archived state: the pointer stays,
+    no trip back is counted and no nonce of hers reached Redis (the server's nonce used to be saved first, which hid
+    the archived nonces, and the room came back before the rules refused: issue 28); and a join the rules accept, of
+    a seat not yet taken, still brings the room back with its server nonce."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    room = "idle-join"
+    await seated_nonce_room(store, room, ["alice", "bob", "dave", "erin"])
+    nonces = await store.load_nonces(room)
+    assert len(nonces) == 2  # alice's and bob's, the server's: the room draws with them
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    pointer = await store.pointer(room)
+
+    for path in ("alone", "batch"):
+        engine = RoomService(archiving_store(redis_client, url))  # an engine that never saw the room
+        trips: list[float] = []
+        engine.on_restore = trips.append
+        record = CommandRecord(command_id=f"{room}-carol-{path}", room=room, player="carol", server_time_ms=70_000,
+                               body={"kind": "join_room"})
+        refused = (await engine.handle_many([record]))[0] if path == "batch" else None
+        if refused is None:  # the batch hands a room read from the archive as it came back to ``handle``
+            refused = await engine.handle(record)
+        assert not refused.accepted and refused.error["code"] == "no_seat", refused.error
+        assert trips == [], path
+        assert (await store.pointer(room)).digest == pointer.digest, path
+        assert not await redis_client.exists(store.keys.nonces(room), store.keys.version(room),
+                                             store.keys.events(room)), path
+
+    engine = RoomService(archiving_store(redis_client, url))
+    trips = []
+    engine.on_restore = trips.append
+    joined = await engine.handle(CommandRecord(command_id=f"{room}-dave", room=room, player="dave",
+                                               server_time_ms=80_000, body={"kind": "join_room"}))
+    assert joined.accepted, joined.error
+    assert len(trips) == 1 and await store.pointer(room) is None
+    held = await store.load_nonces(room)
+    assert set(held) > set(nonces) and len(held) == 3  # dave's server nonce is kept beside the seed
+
+    # and so does a join with the player's own nonce, kept in Redis by the gateway before the engine decides (the
+    # archived players' nonces are read beside it)
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    commitment = await store.save_nonce(room, b"erin's own nonce, 32 bytes long.")
+    joined = await RoomService(archiving_store(redis_client, url)).handle(CommandRecord(
+        command_id=f"{room}-erin", room=room, player="erin", server_time_ms=90_000,
+        body={"kind": "join_room", "nonce_commitment": commitment}))
+    assert joined.accepted, joined.error
+    assert await store.pointer(room) is None and set(await store.load_nonces(room)) == {*held, commitment}
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
+
+
+async def test_a_join_decided_on_a_room_another_engine_brought_back_keeps_its_server_nonce(redis_client,
+                                                                                          tmp_path) -> None:
+    """Given an engine whose last read of a room met it archived idle (it refused a command there), when another
+    engine brings the room back and then the first decides, in a batch, a join without a nonce, then the join is
+    applied with its server nonce kept beside the seed: the nonce chosen for a room read from the archive is not
+    written, so such a join is never appended from the batch (it would land on the room back without it)."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    room = "idle-join-back"
+    await seated_nonce_room(store, room, ["alice", "bob", "dave"])
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    engine = RoomService(archiving_store(redis_client, url))
+    refused = await engine.handle(CommandRecord(command_id=f"{room}-carol", room=room, player="carol",
+                                                server_time_ms=70_000, body={"kind": "join_room"}))
+    assert refused.error["code"] == "no_seat" and await store.pointer(room) is not None
+    other = archiving_store(redis_client, url)
+    assert await restore_room(other, await other.pointer(room)) == "ok"
+
+    record = CommandRecord(command_id=f"{room}-dave", room=room, player="dave", server_time_ms=80_000,
+                           body={"kind": "join_room"})
+    (joined,) = await engine.handle_many([record])
+    if joined is None:  # the batch hands the join to ``handle``
+        joined = await engine.handle(record)
+    assert joined.accepted, joined.error
+    commitment = codec.decode_event(joined.envelopes[-1]).nonce_commitment
+    assert commitment in await store.load_nonces(room)
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
+
+
+async def test_bringing_an_idle_room_back_is_not_a_conflict(redis_client, tmp_path) -> None:
+    """Given an idle room in the archive and an engine that tries no conflict again (``max_conflict_retries=0``),
+    when a command the rules accept arrives, then it is applied on the room brought back: the trip back is the
+    engine's own step, not a writer racing it (it used to use up the last try and answer a conflict at version -1)."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "idle-no-retry")
+    version = await store.latest_version(table.room)
+    assert (await archive_room(store, table.room, reason="idle")).status == "archived"
+    engine = RoomService(archiving_store(redis_client, url), max_conflict_retries=0)
+    outcome = await engine.handle(CommandRecord(command_id="idle-no-retry-end", room=table.room, player="alice",
+                                                server_time_ms=50_000, body={"kind": "end_turn"}))
+    assert outcome.accepted and outcome.first_version == version + 1, outcome.error
+
+
+async def test_a_second_delete_of_a_move_keeps_the_refusals_recorded_after_the_first(redis_client, tmp_path) -> None:
+    """Given an idle room in the archive (its keys deleted) and then a refusal recorded against it (kept in Redis after
+    the pointer), when a second archiver that lost the race to the same pointer runs its delete step ("already"), then
+    the refusal is still the room's last record, and a command the rules accept brings it back with it (the delete
+    step used to remove the first refusals by position again, the archived ones being gone: this one)."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "idle-second-delete")
+    before = await whole_record(store, table.room)
+    assert (await archive_room(store, table.room, reason="idle")).status == "archived"
+    refused = await table.send("bob", {"kind": "mine", "ore": "diamonds"})
+    assert not refused.accepted
+    rejections = await store.rejections(table.room)
+    assert rejections[:-1] == before["rejections"] and len(rejections) == len(before["rejections"]) + 1
+
+    assert (await archive_room(archiving_store(redis_client, url), table.room, reason="idle")).status == "already"
+    assert await archiving_store(redis_client, url).rejections(table.room) == rejections
+    assert (await table.mine("alice")).accepted
+    assert (await whole_record(archiving_store(redis_client, url), table.room))["rejections"] == rejections
+
+
+async def test_a_refusal_does_not_put_off_a_rooms_idle_move(redis_client, tmp_path) -> None:
+    """Given a room whose last command, decided after its last event, was refused, when the window has passed since
+    that event but not since the refusal, then the room is idle: its move comes when a quiet room's would (a refusal
+    used to count as a touch and put the move off, which the archiver's public rooms count showed: issue 28)."""
+    store = archiving_store(redis_client, file_archive_url(tmp_path))
+    table = await playing_room(store, "idle-refused-last")
+    last_event = max(e.server_time_ms for e in await store.read(table.room))
+    assert decode_record((await store.rejections(table.room))[-1]).server_time_ms > last_event
+    assert await Archiver(store, idle_after_s=3600).idle(now_ms=last_event + HOUR_MS - 1) == []
+    assert await Archiver(store, idle_after_s=3600).idle(now_ms=last_event + HOUR_MS) == [table.room]
