@@ -382,12 +382,17 @@ class RoomService:
         start = plan.after.final.get(room) if plan.after is not None else None
         if start is None:
             try:
-                # Not brought back from the archive here: a command the rules accept for a room archived idle
-                # fails its append (no version key) and goes through ``handle``, which brings it back; a refused one
-                # is recorded against the archived state (handle's comment says why).
+                # Not brought back from the archive here: a room met archived idle is left to ``handle`` (below),
+                # which brings it back for a command the rules accept and records a refused one against the
+                # archived state (its comment says why).
                 start = await self.load(room, bring_back=False)
             except Exception as error:  # noqa: BLE001 - reported per command (a corrupt room): the rest waits
                 results[indexes[0]] = error
+                return
+            if self._met_idle(room):
+                # Read from the archive: the move took the room's outcome records and id index out of Redis, so the
+                # write script's dedupe cannot see an earlier outcome and a resend refused now would be recorded over
+                # its first answer. Its commands go through ``handle`` (None), which looks the outcome up first.
                 return
         state, last_hash = start
         plan.bases[room] = state

@@ -383,3 +383,30 @@ async def test_a_refusal_does_not_put_off_a_rooms_idle_move(redis_client, tmp_pa
     assert decode_record((await store.rejections(table.room))[-1]).server_time_ms > last_event
     assert await Archiver(store, idle_after_s=3600).idle(now_ms=last_event + HOUR_MS - 1) == []
     assert await Archiver(store, idle_after_s=3600).idle(now_ms=last_event + HOUR_MS) == [table.room]
+
+
+async def test_a_resend_of_an_accepted_command_to_an_idle_room_through_the_batch_keeps_its_first_outcome(
+        redis_client, tmp_path) -> None:
+    """Given alice's join accepted and the room then archived idle (its outcome records and id index leave Redis with
+    it), when the engine's batch path gets the join again (a client's resend), then the answer is the join's first
+    outcome (accepted, a duplicate) and the stored outcome stays that one: the batch used to decide it again against
+    the archived state, the rules now refusing it (``already_joined``), and its write, checking for duplicates in
+    Redis only, recorded that refusal, which every later answer then gave."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    room = "idle-resend"
+    await seated_nonce_room(store, room, ["alice", "bob", "dave"])
+    first = await store.outcome(room, f"{room}-join-a")
+    assert first is not None and first.accepted
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+
+    engine = RoomService(archiving_store(redis_client, url))  # an engine that never saw the room
+    record = CommandRecord(command_id=f"{room}-join-a", room=room, player="alice", server_time_ms=1_000,
+                           body={"kind": "join_room"})
+    (resent,) = await engine.handle_many([record])
+    if resent is None:  # the batch hands a room read from the archive to ``handle``
+        resent = await engine.handle(record)
+    assert resent.accepted and resent.duplicate, resent.error
+    assert (resent.first_version, resent.last_version) == (first.first_version, first.last_version)
+    assert await archiving_store(redis_client, url).outcome(room, f"{room}-join-a") == first
+    assert await engine.handle(record) == resent
