@@ -14,7 +14,7 @@ The move (``archive_room``) in the order that keeps the room readable from exact
 2. read the object back from the store and check it against Redis (count, every envelope's bytes and hash, the
    last hash, the records);
 3. record the pointer (a field of ``Keys.pointers``) in one script that first checks the room did not move meanwhile (same
-   version, same number of refusals) and that no pointer exists: the commit point. Before it every reader reads
+   version, same number of refusals; an idle room's move, no fewer) and that no pointer exists: the commit point. Before it every reader reads
    Redis; from it on every reader reads the archive (the pointer names the object and its hash);
 4. delete the room's keys from Redis in one script that checks the pointer is still this one (refusals recorded
    after step 3 stay in Redis and are read after the archived ones).
@@ -234,12 +234,16 @@ return 'ok'
 # version key, so a writer that still holds the room's state (an engine's cache) has its append refused as a
 # conflict (the append scripts compare the version) and loads the room again, which finds the pointer and brings
 # the room back first (storage.restore). Without it, an append between this step and the delete step would be
-# deleted with the room.
-RECORD_IDLE_POINTER_SCRIPT = RECORD_POINTER_SCRIPT.replace("redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])",
-                                                           "redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])\n"
-                                                           "redis.call('DEL', KEYS[2])")
-if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT:  # the commit line changed: say so, never drop it
-    raise ImportError("RECORD_IDLE_POINTER_SCRIPT lost its version guard: rewrite it beside RECORD_POINTER_SCRIPT")
+# deleted with the room. Refusals recorded since the read do not stop it (only fewer than read would): they are
+# after the pointer's count, which the delete step keeps, ``rejections`` reads after the archived ones and the
+# restore writes back after them; refusing the move for them let a room refused faster than it moves never move.
+RECORD_IDLE_POINTER_SCRIPT = RECORD_POINTER_SCRIPT.replace(
+    "redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])",
+    "redis.call('HSET', KEYS[1], ARGV[4], ARGV[1])\nredis.call('DEL', KEYS[2])").replace(
+    "if redis.call('XLEN', KEYS[3]) ~= tonumber(ARGV[3]) then", "if redis.call('XLEN', KEYS[3]) < tonumber(ARGV[3]) then")
+if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT or "XLEN', KEYS[3]) <" not in \
+        RECORD_IDLE_POINTER_SCRIPT:  # the lines it rewrites changed: say so, never drop a guard
+    raise ImportError("RECORD_IDLE_POINTER_SCRIPT lost a guard: rewrite it beside RECORD_POINTER_SCRIPT")
 
 # KEYS: 1 the shard's pointer hash, 2 events, 3 commands, 4 rejected, 5 snapshot index, 6 snapshot data, 7 seed,
 # 8 nonces, 9 origin, 10 the shard's ended rooms (the archiver's work list: a finished room stays on it until the

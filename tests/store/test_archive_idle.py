@@ -410,3 +410,38 @@ async def test_a_resend_of_an_accepted_command_to_an_idle_room_through_the_batch
     assert (resent.first_version, resent.last_version) == (first.first_version, first.last_version)
     assert await archiving_store(redis_client, url).outcome(room, f"{room}-join-a") == first
     assert await engine.handle(record) == resent
+
+
+async def test_a_refusal_recorded_during_an_idle_move_does_not_put_the_move_off_and_survives_the_trip(
+        redis_client, tmp_path) -> None:
+    """Given an idle room being moved, when a refusal is recorded after the move read the room and before its pointer
+    (while the object is written), then the move still records its pointer, and the refusal is read after the
+    archived ones and comes back with the room: its commit step used to answer "moved" on any change in the refusal
+    count, so a refusal put the move off (the archiver's public rooms count showed it: issue 28), and refusals
+    faster than a move put it off for ever."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    table = await playing_room(store, "idle-refused-mid-move")
+    before = await whole_record(store, table.room)
+    refusals: list = []
+    put_new = store.archive.put_new
+
+    async def put_new_with_a_refusal(path: str, data: bytes) -> bool:
+        refusals.append(await table.send("bob", {"kind": "mine", "ore": "diamonds"}))
+        return await put_new(path, data)
+
+    store.archive.put_new = put_new_with_a_refusal
+    result = await archive_room(store, table.room, reason="idle")
+    store.archive.put_new = put_new
+    assert [r.accepted for r in refusals] == [False]
+    assert result.status == "archived"
+    assert (await store.pointer(table.room)).rejections == len(before["rejections"])
+    rejections = await archiving_store(redis_client, url).rejections(table.room)
+    assert rejections[:-1] == before["rejections"] and len(rejections) == len(before["rejections"]) + 1
+    assert decode_record(rejections[-1]).command_id == refusals[0].command_id
+    assert (await archiving_store(redis_client, url).outcome(table.room, refusals[0].command_id)).error \
+        == refusals[0].error
+
+    assert (await table.mine("alice")).accepted  # brought back
+    assert await store.pointer(table.room) is None
+    assert (await whole_record(archiving_store(redis_client, url), table.room))["rejections"] == rejections
