@@ -253,8 +253,10 @@ if "redis.call('DEL', KEYS[2])" not in RECORD_IDLE_POINTER_SCRIPT or "XLEN', KEY
 # an ended room never appends again), 13.. the room's id index and the dedupe records of the archived commands. ARGV: 1 the pointer
 # (must still be it), 2 refusals archived, 3 room id. The room's place in the shard's room set stays: registries
 # keep counting it. ARGV 4: the move's reason; an idle room keeps its summary row (it comes back, and nothing
-# would write the row again before its next event: storage.restore). The archived refusals are removed only while
-# the events are there: the first run removes both in this one step, and what a later run of the same pointer (an
+# would write the row again before its next event: storage.restore), and loses only the nonces its object holds
+# (ARGV 5..: their commitments): one the gateway saved for a join after the move read the room (it saves a
+# player's own nonce before the engine decides) stays for that join, which the restore merges it with (HSETNX).
+# The archived refusals are removed only while the events are there: the first run removes both in this one step, and what a later run of the same pointer (an
 # archiver that lost the race, a rerun) finds in the stream are refusals recorded after the pointer, to keep.
 DELETE_SCRIPT = """
 if redis.call('HGET', KEYS[1], ARGV[3]) ~= ARGV[1] then return 0 end
@@ -267,8 +269,14 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
     for _, entry in ipairs(first) do redis.call('XDEL', KEYS[4], entry[1]) end
   end
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[12])
-if ARGV[4] == 'idle' then redis.call('ZREM', KEYS[10], ARGV[3]) else redis.call('HDEL', KEYS[11], ARGV[3]) end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[9], KEYS[12])
+if ARGV[4] == 'idle' then
+  redis.call('ZREM', KEYS[10], ARGV[3])
+  for i = 5, #ARGV do redis.call('HDEL', KEYS[8], ARGV[i]) end
+else
+  redis.call('DEL', KEYS[8])
+  redis.call('HDEL', KEYS[11], ARGV[3])
+end
 for i = 13, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
 """
@@ -729,7 +737,7 @@ async def archive_room(store: ArchivingStore, room: str, reason: str = "finished
                                    keys.seed(room), keys.nonces(room), keys.origin(room),
                                    keys.ended_rooms(keys.shard(room)), keys.summaries(keys.shard(room)),
                                    keys.version(room), keys.commit_scheme(room), *dedupe],
-                             args=[pointer_value, existing.rejections, room, existing.reason])
+                             args=[pointer_value, existing.rejections, room, existing.reason, *archived.nonces])
     return ArchiveResult(room=room, status=status, version=existing.version, size=size, commands=commands,
                          path=existing.path)
 

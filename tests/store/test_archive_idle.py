@@ -445,3 +445,31 @@ async def test_a_refusal_recorded_during_an_idle_move_does_not_put_the_move_off_
     assert (await table.mine("alice")).accepted  # brought back
     assert await store.pointer(table.room) is None
     assert (await whole_record(archiving_store(redis_client, url), table.room))["rejections"] == rejections
+
+
+async def test_a_nonce_saved_for_a_join_while_an_idle_room_is_moved_is_kept_for_the_join(redis_client,
+                                                                                        tmp_path) -> None:
+    """Given an idle move stopped dead after its pointer, when the gateway saves erin's own nonce for her join (it
+    does before the engine decides) and the move's delete step then runs, then her nonce is still in Redis and her
+    join is accepted on the room brought back: the delete step used to remove the room's whole nonce hash, this
+    nonce with the archived ones, and the join was refused ``nonce_unknown`` for ever."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    room = "idle-nonce-mid-move"
+    await seated_nonce_room(store, room, ["alice", "bob", "erin"])
+    archived_nonces = await store.load_nonces(room)
+    assert (await archive_room(store, room, reason="idle", crash_after="pointed")).status == "crashed"
+    commitment = await store.save_nonce(room, b"erin's own nonce, 32 bytes long.")
+
+    assert (await archive_room(archiving_store(redis_client, url), room, reason="idle")).status == "already"
+    assert await redis_client.hkeys(store.keys.nonces(room)) == [commitment.encode()]  # the archived ones left
+    assert (await archive_room(archiving_store(redis_client, url), room, reason="idle")).status == "already"
+    assert await redis_client.hexists(store.keys.nonces(room), commitment)  # a second delete keeps it too
+
+    joined = await RoomService(archiving_store(redis_client, url)).handle(CommandRecord(
+        command_id=f"{room}-erin", room=room, player="erin", server_time_ms=90_000,
+        body={"kind": "join_room", "nonce_commitment": commitment}))
+    assert joined.accepted, joined.error
+    assert await store.pointer(room) is None
+    assert set(await store.load_nonces(room)) == {*archived_nonces, commitment}
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
