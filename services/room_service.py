@@ -185,6 +185,12 @@ class RoomService:
             try:
                 state, last_hash = await self.load(record.room, bring_back=bring_back)
                 archived = self._met_idle(record.room)  # read from the archive: write nothing for the room yet
+                if bring_back and archived:
+                    # The archiver moved the room again between its trip back and the reload: a state read from the
+                    # archive is never appended (its server nonce unsaved, it would land on a room another engine
+                    # brought back without it). Load again, which brings it back; a try used up (bounded race).
+                    self.forget(record.room)
+                    continue
                 record, unsaved = await self._complete(state, original, save=not archived)
                 envelopes, new_state = await self._decide(state, last_hash, record, unsaved)
             except VersionMoved as error:

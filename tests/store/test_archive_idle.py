@@ -473,3 +473,43 @@ async def test_a_nonce_saved_for_a_join_while_an_idle_room_is_moved_is_kept_for_
     assert await store.pointer(room) is None
     assert set(await store.load_nonces(room)) == {*archived_nonces, commitment}
     assert (await verify_room(archiving_store(redis_client, url), room)).ok
+
+
+async def test_a_room_moved_again_as_it_comes_back_is_brought_back_again_before_a_join_is_appended(
+        redis_client, tmp_path) -> None:
+    """Given an idle room whose next command, dave's join without a nonce, the rules accept, when the archiver moves
+    the room again right after the engine brought it back (before its reload), and another engine brings it back
+    once more while the join is decided, then the join is appended only on the room in Redis with its server nonce
+    kept beside the seed: the bring-back pass used to decide on the state read from the archive again (the
+    server's nonce not written) and append it, to a room another engine had brought back meanwhile."""
+    url = file_archive_url(tmp_path)
+    store = archiving_store(redis_client, url)
+    room = "idle-moved-again"
+    await seated_nonce_room(store, room, ["alice", "bob", "dave"])
+    assert (await archive_room(store, room, reason="idle")).status == "archived"
+    other = archiving_store(redis_client, url)
+    engine_store = archiving_store(redis_client, url)
+    restore_idle, load_nonces = engine_store.restore_idle, engine_store.load_nonces
+    moved_again: list = []
+
+    async def restore_then_move_again(name: str) -> bool:
+        restored = await restore_idle(name)
+        if not moved_again:  # the archiver's next pass, between the trip back and the engine's reload
+            moved_again.append((await archive_room(other, name, reason="idle")).status)
+        return restored
+
+    async def load_nonces_as_another_engine_brings_it_back(name: str) -> dict:
+        if moved_again and (pointer := await other.pointer(name)) is not None:
+            await restore_room(other, pointer)
+        return await load_nonces(name)
+
+    engine_store.restore_idle = restore_then_move_again
+    engine_store.load_nonces = load_nonces_as_another_engine_brings_it_back
+    joined = await RoomService(engine_store).handle(CommandRecord(command_id=f"{room}-dave", room=room,
+                                                                  player="dave", server_time_ms=80_000,
+                                                                  body={"kind": "join_room"}))
+    assert moved_again == ["archived"]
+    assert joined.accepted, joined.error
+    commitment = codec.decode_event(joined.envelopes[-1]).nonce_commitment
+    assert commitment in await archiving_store(redis_client, url).load_nonces(room)
+    assert (await verify_room(archiving_store(redis_client, url), room)).ok
