@@ -32,6 +32,24 @@ from almanac.services.settings import Settings, load_settings
 CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import main; main()"
 
 
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on 127.0.0.1:``port`` (Linux's /proc; True without it)."""
+    try:
+        rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    except OSError:
+        return True
+    listening = {f"socket:[{row[9]}]" for row in rows if row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}") in listening:
+                return True
+    return False
+
+
 def landed_rulesets() -> list[str]:
     """Every built-in rule-set (all four are played over HTTP)."""
     return registry.installed()
@@ -121,7 +139,9 @@ class Stack:
         with httpx.Client(timeout=1) as http:
             while time.monotonic() < deadline and process.poll() is None:
                 try:
-                    if http.get(f"{url}/health").status_code == 200:
+                    # Only our process's 200: another worker's process may bind the probed port first (our gateway
+                    # then exits, address in use), and its answers would pass for ours until it stops.
+                    if http.get(f"{url}/health").status_code == 200 and listens_on(process.pid, port):
                         return url
                 except httpx.HTTPError:
                     pass
