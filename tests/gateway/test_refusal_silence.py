@@ -155,6 +155,17 @@ def told_apart(quiet: dict, after: dict) -> dict[tuple[str, str, str], tuple[Any
             if quiet.get(key) != after.get(key)}
 
 
+def assert_nothing_told(first: Surfaces, quiet: Surfaces, after_refusal: Surfaces,
+                        feeds: dict[Any, ClientConnection]) -> None:
+    """Every surface moved after the refusal as in the quiet period before it, and no live feed spoke of it."""
+    told = told_apart(moved(first, quiet), moved(quiet, after_refusal))
+    assert not told, "a rival can tell the refusal from:\n" + "\n".join(
+        f"{viewer} GET {read}: {name}: quiet {a!r}, after the refusal {b!r}"
+        for (viewer, read, name), (a, b) in sorted(told.items(), key=str))
+    said = {key: got for key, socket in feeds.items() if (got := messages(socket, 0.5))}
+    assert not said, f"live feeds spoke of the refusal: {said}"
+
+
 def follow(url: str, address: str, token: str | None) -> ClientConnection:
     return connect(url.replace("http://", "ws://") + address, open_timeout=10,
                    additional_headers={"Authorization": f"Bearer {token}"} if token else {})
@@ -223,12 +234,7 @@ def test_a_rival_sees_nothing_move_when_another_seats_command_is_refused(served:
         assert refused.status_code == 422 and refused.json()["code"] == "realm.not_enough_bronze", refused.text
         time.sleep(PERIOD_S)
         after_refusal = read_all(http, urls, viewers)
-        told = told_apart(moved(first, quiet), moved(quiet, after_refusal))
-        assert not told, "a rival can tell the refusal from:\n" + "\n".join(
-            f"{viewer} GET {read}: {name}: quiet {a!r}, after the refusal {b!r}"
-            for (viewer, read, name), (a, b) in sorted(told.items(), key=str))
-        said = {key: got for key, socket in feeds.items() if (got := messages(socket, 0.5))}
-        assert not said, f"live feeds spoke of the refusal: {said}"
+        assert_nothing_told(first, quiet, after_refusal, feeds)
 
         # The same reads see an accepted command: the comparison can fail.
         assert command(http, room, created["token"], ACCEPTED, "accepted").status_code == 200
