@@ -264,7 +264,7 @@ local archived = tonumber(ARGV[2])
 if redis.call('EXISTS', KEYS[2]) == 1 then
   if redis.call('XLEN', KEYS[4]) <= archived then
     redis.call('DEL', KEYS[4])
-  else
+  elseif archived > 0 then  -- (XRANGE's COUNT 0 answers nil, not an empty list)
     local first = redis.call('XRANGE', KEYS[4], '-', '+', 'COUNT', archived)
     for _, entry in ipairs(first) do redis.call('XDEL', KEYS[4], entry[1]) end
   end

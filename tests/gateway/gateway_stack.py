@@ -33,9 +33,10 @@ CHILD = "import sys; sys.argv[0] = 'almanac'; from almanac.services.cli import m
 
 
 def listens_on(pid: int, port: int) -> bool:
-    """Whether process ``pid`` holds the socket listening on 127.0.0.1:``port`` (Linux's /proc; True without it)."""
+    """Whether process ``pid`` holds a socket listening on ``port`` (IPv4 or IPv6; Linux's /proc; True without it)."""
     try:
-        rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+        rows = [line.split() for table in ("/proc/net/tcp", "/proc/net/tcp6")
+                for line in Path(table).read_text().splitlines()[1:]]
     except OSError:
         return True
     listening = {f"socket:[{row[9]}]" for row in rows if row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
