@@ -636,17 +636,26 @@ class RedisEventStore:
     async def evalsha_many(self, calls: list[tuple[AsyncScript, list[str], list]], *, replicated: bool = True) -> list:
         """The calls as EVALSHA in one pipeline (on a Cluster: grouped by node, the nodes sent concurrently).
 
-        Scripts are loaded once up front (on a Cluster, on every primary) rather than checked before
-        every pipeline: redis-py's SCRIPT EXISTS round trip cost about 9% of the engine's CPU and one
-        more round trip on every command's path. A call refused with NOSCRIPT (a server restarted
-        without its script cache) did nothing, so it is simply sent again after a reload. A call that
-        failed otherwise is returned as its exception.
+        On one Redis the scripts are loaded once up front rather than checked before every pipeline:
+        redis-py's SCRIPT EXISTS round trip cost about 9% of the engine's CPU and one more round trip on
+        every command's path. A call refused with NOSCRIPT (a server restarted without its script cache)
+        did nothing, so it is simply sent again after a reload. A call that failed otherwise is returned
+        as its exception. On a Cluster nothing is loaded up front: a node that answers NOSCRIPT is given
+        the scripts alone (``_evalsha_waited_per_node``) or runs the call by its text (FailoverCluster),
+        so one primary down fails only its own calls, not a new store's first batch on every node.
 
         ``replicated`` False: writes that need no replica's copy whatever the store's ``wait_replicas`` (read
         models, which a rebuild derives again from the rooms' logs), sent without WAIT.
         """
         if not self._scripts_loaded:
-            await self._load_scripts()
+            if isinstance(self.client, aioredis.Redis):
+                await self._load_scripts()
+            else:
+                # Not SCRIPT LOAD on a Cluster: it goes to every primary, and failed a new store's (an engine, a
+                # gateway started while a primary is down) first batch whole, the live nodes' shards included.
+                # Only the node map, which the per-node grouping reads before any command would load it.
+                await self.client.initialize()
+                self._scripts_loaded = True  # as far as this store loads them: each node on its NOSCRIPT
         waits = self.wait_replicas if replicated else 0
         if waits and not isinstance(self.client, aioredis.Redis):
             return await self._evalsha_waited_per_node(calls)

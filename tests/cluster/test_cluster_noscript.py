@@ -291,3 +291,47 @@ async def test_a_durable_write_runs_where_its_nodes_lost_their_scripts_while_ano
     finally:
         await client.aclose()
         cluster.stop()
+
+
+async def test_a_store_started_while_a_primary_is_down_writes_the_live_nodes_shards(tmp_path: Path) -> None:
+    """A new store (an engine or gateway started, or restarted, while a primary is down: killed, its replica not
+    promoted yet) loaded its scripts before its first batch with SCRIPT LOAD to every primary its map names: that
+    load failed on the dead one, and the whole batch with it, every live node's shards included (on the old code:
+    ConnectionError, with ALMANAC_DURABILITY=replica and without). Now nothing is loaded up front on a Cluster:
+    each live node that does not know a script loads it alone (or runs it by its text). A Cluster of its own: it
+    leaves a primary dead."""
+    cluster = ReplicatedCluster(tmp_path)
+    cluster.start()
+    keys = Keys(SHARDS)
+    clients = []
+
+    async def write(store: RedisEventStore, shards: list[int], label: str) -> dict[str, object]:
+        """One write batch (the engine's shape: one call per shard): each new room's result."""
+        rooms = [next(room for n in range(10_000) if keys.shard(room := f"fresh-{label}-{n}") == shard)
+                 for shard in shards]
+        appended, _ = await store.write_many([AppendRequest(room=room, expected_version=0, command_id=f"c-{room}",
+                                                            envelopes=envelopes_for(room, 1, 1)) for room in rooms], [])
+        return dict(zip(rooms, appended, strict=True))
+
+    try:
+        for primary in cluster.roles()["master"]:
+            cluster.wait_replicated(primary)
+        clients.append(mapped := connect(cluster.url, cluster=True))
+        await mapped.initialize()
+        dead = mapped.get_node_from_key(shard_tag(0)).port
+        live = [shard for shard in range(SHARDS) if mapped.get_node_from_key(shard_tag(shard)).port != dead]
+        replica = next(port for port, primary in cluster.roles()["slave"].items() if primary == dead)
+        cluster.kill(dead)
+        for label, wait_replicas in (("durable", 1), ("plain", 0)):
+            every_node_forgets_its_scripts(cluster)  # no live node knows them: each must load them (or run the text)
+            clients.append(client := connect(cluster.url, cluster=True))  # started after the kill
+            store = RedisEventStore(client, SHARDS, wait_replicas=wait_replicas)
+            first = await write(store, live, label)
+            assert [result for result in first.values() if isinstance(result, Exception)] == [], label
+            again = await write(store, live, f"{label}-again")  # and on, as any store's (scripts known now)
+            assert [result for result in again.values() if isinstance(result, Exception)] == [], label
+        assert replica in cluster.roles()["slave"]  # the story's premise: the dead primary's replica not promoted yet
+    finally:
+        for client in clients:
+            await client.aclose()
+        cluster.stop()
