@@ -738,15 +738,22 @@ class RedisEventStore:
         again = {node.name: (dict(zip(indexes, part, strict=True)), confirmed)
                  for node, indexes, part, confirmed in await self._send_waited(calls, resend, load=True)}
         for node, indexes, part, confirmed in sent:
+            confirmed_first: set[int] = set()  # calls whose own WAIT (the first) confirmed them, the resend's failing
             if node.name in again:
                 replies_again, confirmed = again[node.name]  # the first WAIT was confirmed: the resend's decides
                 part = [replies_again.get(index, reply) for index, reply in zip(indexes, part, strict=True)]
+                if self._unconfirmed(confirmed) is not None:
+                    # Not the calls written by the first send: its WAIT covered them. A "dup" wrote nothing then,
+                    # and is confirmed by no WAIT yet: it stays unconfirmed, as the resent calls do.
+                    confirmed_first = {index for index, reply in zip(indexes, part, strict=True)
+                                       if index not in replies_again and not _has_dup(reply)}
             unconfirmed = self._unconfirmed(confirmed)
             self._confirmed(node.name, unconfirmed is None)
             if unconfirmed is None:
                 unconfirmed = await self._confirm_dups(node, [calls[i][1][0] for i in indexes], part)
             for index, reply in zip(indexes, part, strict=True):
-                replies[index] = reply if unconfirmed is None or isinstance(reply, Exception) else unconfirmed
+                replies[index] = (reply if unconfirmed is None or isinstance(reply, Exception) or index in confirmed_first
+                                  else unconfirmed)
                 if isinstance(reply, NoScriptError):  # its WAIT failed, or its node lost the scripts again
                     replies[index] = unconfirmed or ReplicaWaitError("the script was not loaded; sent again later")
         return replies

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +24,9 @@ from almanac.services.gateway.ratelimit import RateLimits
 from almanac.services.logging import get_logger
 from almanac.services.redis_client import connect
 from almanac.services.settings import load_settings
-from almanac.storage.base import AppendRequest
+from almanac.storage.base import AppendRequest, AppendResult, RejectRequest
 from almanac.storage.keys import DEFAULT_PREFIX, Keys, shard_tag
-from almanac.storage.redis_store import RedisEventStore
+from almanac.storage.redis_store import RedisEventStore, ReplicaWaitError
 
 pytestmark = [
     pytest.mark.slow,
@@ -334,4 +336,55 @@ async def test_a_store_started_while_a_primary_is_down_writes_the_live_nodes_sha
     finally:
         for client in clients:
             await client.aclose()
+        cluster.stop()
+
+
+async def test_a_resend_whose_wait_fails_leaves_the_writes_its_first_wait_confirmed_answered(tmp_path: Path) -> None:
+    """ALMANAC_DURABILITY=replica on a Cluster: a node that knows one script but not another (its cache flushed, one
+    loaded again) writes the first batch's appends, refuses its refusal with NOSCRIPT, and WAIT confirms the appends;
+    the refusal is sent again with the scripts and WAIT again. When that second WAIT fails (its replica stopped
+    between the two sends), only the refusal is unconfirmed: the appends, which the first WAIT confirmed, are answered
+    (on the old code: ReplicaWaitError too, the second WAIT judging every call of the node)."""
+    cluster = ReplicatedCluster(tmp_path)
+    cluster.start()
+    client = connect(cluster.url, cluster=True)
+    store = RedisEventStore(client, SHARDS, wait_replicas=1, wait_timeout_ms=300)
+    keys = Keys(SHARDS)
+    stopped: list[int] = []
+    try:
+        for primary in cluster.roles()["master"]:
+            cluster.wait_replicated(primary)
+        await client.initialize()
+        node = client.get_node_from_key(shard_tag(0))
+        shards = [shard for shard in range(SHARDS) if client.get_node_from_key(shard_tag(shard)) is node]
+        rooms = [next(room for n in range(10_000) if keys.shard(room := f"judged-{n}") == shard) for shard in shards]
+        replica = next(port for port, primary in cluster.roles()["slave"].items() if primary == node.port)
+        primary_node = redis.Redis(host="127.0.0.1", port=node.port)
+        try:
+            primary_node.script_flush()
+            primary_node.script_load(store._append_many.script)  # the appends' script known, the refusals' not
+        finally:
+            primary_node.close()
+        send = store._send_waited
+
+        async def replica_stops_before_the_resend(calls, nodes, load=False):  # noqa: ANN001, ANN202 - as wrapped
+            if load:  # the resend (the scripts loaded first): its WAIT finds no replica answering
+                os.kill(cluster.processes[replica].pid, signal.SIGSTOP)
+                stopped.append(replica)
+            return await send(calls, nodes, load)
+
+        store._send_waited = replica_stops_before_the_resend  # type: ignore[method-assign]
+        refused_room = next(room for n in range(10_000) if keys.shard(room := f"judged-refused-{n}") == shards[0])
+        refused = RejectRequest(room=refused_room, command_id="no", error={"code": "x", "message": "no"},
+                                record=b"refused")
+        appended, rejected = await store.write_many(
+            [AppendRequest(room=room, expected_version=0, command_id=f"c-{room}", envelopes=envelopes_for(room, 1, 1))
+             for room in rooms], [refused])
+        assert stopped == [replica]  # the resend happened, its replica stopped
+        assert isinstance(rejected[0], ReplicaWaitError)  # the second WAIT's call: unconfirmed
+        assert [type(result) for result in appended] == [AppendResult] * len(rooms)  # the first WAIT's calls
+    finally:
+        for port in stopped:
+            os.kill(cluster.processes[port].pid, signal.SIGCONT)
+        await client.aclose()
         cluster.stop()
