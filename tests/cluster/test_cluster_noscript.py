@@ -45,6 +45,15 @@ def envelopes_for(room: str, first: int, count: int):  # noqa: ANN201 - the stor
     return make_envelopes(room, first, count, GENESIS_HASH)
 
 
+async def new_rooms_written(store: RedisEventStore, keys: Keys, shards: list[int] | range,
+                            label: str) -> dict[str, object]:
+    """One write batch of a new room on each of ``shards`` (the engine's shape: one call per shard): each room's result."""
+    rooms = [next(room for n in range(10_000) if keys.shard(room := f"{label}-{n}") == shard) for shard in shards]
+    appended, _ = await store.write_many([AppendRequest(room=room, expected_version=0, command_id=f"c-{room}",
+                                                        envelopes=envelopes_for(room, 1, 1)) for room in rooms], [])
+    return dict(zip(rooms, appended, strict=True))
+
+
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicatedCluster]:
     cluster = ReplicatedCluster(tmp_path_factory.mktemp("noscript-cluster"))
@@ -261,24 +270,16 @@ async def test_a_durable_write_runs_where_its_nodes_lost_their_scripts_while_ano
     store = RedisEventStore(client, SHARDS, wait_replicas=1)
     keys = Keys(SHARDS)
 
-    async def write(shards: list[int] | range, label: str) -> dict[str, object]:
-        """One write batch (the engine's shape: one call per shard): each new room's result."""
-        rooms = [next(room for n in range(10_000) if keys.shard(room := f"durable-{label}-{n}") == shard)
-                 for shard in shards]
-        appended, _ = await store.write_many([AppendRequest(room=room, expected_version=0, command_id=f"c-{room}",
-                                                            envelopes=envelopes_for(room, 1, 1)) for room in rooms], [])
-        return dict(zip(rooms, appended, strict=True))
-
     try:
         for primary in cluster.roles()["master"]:
             cluster.wait_replicated(primary)
-        before = await write(range(SHARDS), "before")  # the scripts loaded, every node's WAIT confirmed
+        before = await new_rooms_written(store, keys, range(SHARDS), "durable-before")  # the scripts loaded, every node's WAIT confirmed
         assert [result for result in before.values() if isinstance(result, Exception)] == []
         every_node_forgets_its_scripts(cluster)  # as after a restart without persistence, or a promotion
         dead = client.get_node_from_key(shard_tag(0)).port
         cluster.kill(dead)
         live = [shard for shard in range(SHARDS) if client.get_node_from_key(shard_tag(shard)).port != dead]
-        after = await write(live, "after")
+        after = await new_rooms_written(store, keys, live, "durable-after")
         assert [result for result in after.values() if isinstance(result, Exception)] == []
         # Each write resent after NOSCRIPT was covered by its own node's WAIT: its replica has it already.
         replica_of = {primary: replica for replica, primary in cluster.roles()["slave"].items()}
@@ -307,14 +308,6 @@ async def test_a_store_started_while_a_primary_is_down_writes_the_live_nodes_sha
     keys = Keys(SHARDS)
     clients = []
 
-    async def write(store: RedisEventStore, shards: list[int], label: str) -> dict[str, object]:
-        """One write batch (the engine's shape: one call per shard): each new room's result."""
-        rooms = [next(room for n in range(10_000) if keys.shard(room := f"fresh-{label}-{n}") == shard)
-                 for shard in shards]
-        appended, _ = await store.write_many([AppendRequest(room=room, expected_version=0, command_id=f"c-{room}",
-                                                            envelopes=envelopes_for(room, 1, 1)) for room in rooms], [])
-        return dict(zip(rooms, appended, strict=True))
-
     try:
         for primary in cluster.roles()["master"]:
             cluster.wait_replicated(primary)
@@ -328,9 +321,9 @@ async def test_a_store_started_while_a_primary_is_down_writes_the_live_nodes_sha
             every_node_forgets_its_scripts(cluster)  # no live node knows them: each must load them (or run the text)
             clients.append(client := connect(cluster.url, cluster=True))  # started after the kill
             store = RedisEventStore(client, SHARDS, wait_replicas=wait_replicas)
-            first = await write(store, live, label)
+            first = await new_rooms_written(store, keys, live, f"fresh-{label}")
             assert [result for result in first.values() if isinstance(result, Exception)] == [], label
-            again = await write(store, live, f"{label}-again")  # and on, as any store's (scripts known now)
+            again = await new_rooms_written(store, keys, live, f"fresh-{label}-again")  # and on, as any store's (scripts known now)
             assert [result for result in again.values() if isinstance(result, Exception)] == [], label
         assert replica in cluster.roles()["slave"]  # the story's premise: the dead primary's replica not promoted yet
     finally:
